@@ -1,0 +1,53 @@
+"""Global configuration flags shared by the compiler and the runtime (`kiln.config`).
+
+Flags mirror JAX's names: `enable_x64` (default off: int32/float32 defaults, 64-bit values
+narrowed) and `debug_nans`. Environment variables `KILN_ENABLE_X64=1` (or JAX's
+`JAX_ENABLE_X64=1`) set the initial value.
+"""
+import os
+
+
+def _env_flag(*names):
+    for name in names:
+        v = os.environ.get(name)
+        if v is not None:
+            return v.strip().lower() in ("1", "true", "yes", "on")
+    return False
+
+
+class Config:
+    """A small flag store with JAX's `config.update(name, value)` interface."""
+
+    _defaults = {
+        "enable_x64": ("KILN_ENABLE_X64", "JAX_ENABLE_X64"),
+        "debug_nans": ("KILN_DEBUG_NANS",),
+    }
+
+    def __init__(self):
+        self._values = {name: _env_flag(*envs) for name, envs in self._defaults.items()}
+        self._listeners = []
+
+    def update(self, name, value):
+        key = name[4:] if name.startswith("jax_") else name
+        if key not in self._values:
+            raise ValueError(f"kiln.config.update: unknown option {name!r}; known options: "
+                             f"{', '.join(sorted(self._values))}")
+        self._values[key] = bool(value)
+        for listener in self._listeners:
+            listener(key, bool(value))
+
+    def read(self, name):
+        return self._values[name[4:] if name.startswith("jax_") else name]
+
+    def on_change(self, listener):
+        self._listeners.append(listener)
+
+    def __getattr__(self, name):
+        values = self.__dict__.get("_values", {})
+        key = name[4:] if name.startswith("jax_") else name
+        if key in values:
+            return values[key]
+        raise AttributeError(name)
+
+
+config = Config()

@@ -1,0 +1,1 @@
+"""The intermediate representation: dtypes and promotion, abstract values, the SSA form."""

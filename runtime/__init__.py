@@ -1,0 +1,26 @@
+"""kiln: JAX's API, built as a source-to-source compiler.
+
+This package is what users import (`import kiln`, `import kiln.numpy as jnp`). It holds the
+arrays, the API, dispatch and devices; `kiln.compiler` (a sub-package) turns Python source into
+machine code and is never imported by the compiler-free parts of the runtime at import time.
+"""
+from .compiler.config import config
+from .array import Array
+from .devices import (devices, local_devices, device_count, local_device_count,  # noqa: F401
+                      default_backend, process_index, process_count, device_put,
+                      block_until_ready)
+from . import tree_util, lax  # noqa: F401,E402
+
+__version__ = "0.1.0"
+
+__all__ = ["Array", "config", "devices", "local_devices", "device_count", "local_device_count",
+           "default_backend", "device_put", "block_until_ready", "tree_util", "lax",
+           "numpy", "random", "nn", "scipy"]
+
+
+def __getattr__(name):
+    # Submodules that pull in more of the library load on first use.
+    import importlib
+    if name in ("numpy", "random", "nn", "scipy", "example_libraries"):
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'kiln' has no attribute {name!r}")

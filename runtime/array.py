@@ -1,0 +1,396 @@
+"""`kiln.Array`: the immutable array users hold.
+
+An Array owns a device buffer (a NumPy array on the CPU) and a `weak_type` flag. It is
+immutable: item assignment raises with the `.at[]` rewrite, and NumPy views handed out by
+`__array__` are read-only. Operators and methods are thin forwards to `kiln.numpy`, so eager
+code and compiled code share one definition of every operation. Arrays are unhashable, like
+JAX's.
+"""
+import numpy as np
+
+from . import dispatch
+from .compiler.ir import dtypes
+
+_SCALARS = (int, float, complex, bool, np.generic)
+
+
+def _jnp():
+    from . import numpy as jnp
+    return jnp
+
+
+class Array:
+    """An immutable n-dimensional array (JAX's `jax.Array`)."""
+
+    __slots__ = ("_value", "weak_type", "__weakref__")
+    __array_priority__ = 100
+    __hash__ = None
+
+    # --------------------------------------------------------------------- construction
+    def __init__(self, value, weak_type=False):
+        self._value = np.asarray(value)
+        self.weak_type = bool(weak_type)
+
+    # ------------------------------------------------------------------------ metadata
+    @property
+    def shape(self):
+        return self._value.shape
+
+    @property
+    def dtype(self):
+        return self._value.dtype
+
+    @property
+    def ndim(self):
+        return self._value.ndim
+
+    @property
+    def size(self):
+        return self._value.size
+
+    @property
+    def itemsize(self):
+        return self._value.itemsize
+
+    @property
+    def nbytes(self):
+        return self._value.nbytes
+
+    @property
+    def aval(self):
+        from .compiler.ir.abstract import ShapedArray
+        return ShapedArray(self._value.shape, self._value.dtype, self.weak_type)
+
+    @property
+    def T(self):
+        return _jnp().transpose(self)
+
+    @property
+    def mT(self):
+        return _jnp().matrix_transpose(self)
+
+    @property
+    def real(self):
+        return _jnp().real(self)
+
+    @property
+    def imag(self):
+        return _jnp().imag(self)
+
+    @property
+    def at(self):
+        return _AtIndexer(self)
+
+    @property
+    def flat(self):
+        return iter(_jnp().ravel(self))
+
+    def devices(self):
+        from .devices import devices
+        return {devices()[0]}
+
+    @property
+    def device(self):
+        from .devices import devices
+        return devices()[0]
+
+    # -------------------------------------------------------------------- conversions
+    def __array__(self, dtype=None, copy=None):
+        v = self._value
+        if dtype is not None and np.dtype(dtype) != v.dtype:
+            return v.astype(dtype)
+        if copy:
+            return v.copy()
+        view = v.view()
+        view.flags.writeable = False
+        return view
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        v = np.ascontiguousarray(self._value)
+        if max_version is None:
+            return v.__dlpack__(stream=stream)
+        return v.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self):
+        return self._value.__dlpack_device__()
+
+    def block_until_ready(self):
+        return self
+
+    def copy_to_host_async(self):
+        return None
+
+    def item(self, *args):
+        return self._value.item(*args)
+
+    def tolist(self):
+        return self._value.tolist()
+
+    def __bool__(self):
+        if self._value.size != 1:
+            raise ValueError(f"The truth value of an array with more than one element is "
+                             f"ambiguous (shape {self.shape}). Use a.any() or a.all()")
+        return bool(self._value)
+
+    def __int__(self):
+        return int(self._scalar("int"))
+
+    def __float__(self):
+        return float(self._scalar("float"))
+
+    def __complex__(self):
+        return complex(self._scalar("complex"))
+
+    def __index__(self):
+        if self._value.dtype.kind not in "iub" or self._value.ndim:
+            raise TypeError(f"only integer scalar arrays can be converted to a scalar index, "
+                            f"got {self.aval.str_short()}")
+        return int(self._value)
+
+    def _scalar(self, what):
+        if self._value.size != 1:
+            raise TypeError(f"only length-1 arrays can be converted to Python {what}s, got an "
+                            f"array of shape {self.shape}")
+        return self._value.reshape(())[()]
+
+    def __len__(self):
+        if not self._value.ndim:
+            raise TypeError("len() of unsized object")
+        return self._value.shape[0]
+
+    def __iter__(self):
+        if not self._value.ndim:
+            raise TypeError("iteration over a 0-d array")
+        return (_wrap(row, self.weak_type) for row in self._value)
+
+    def __reversed__(self):
+        return iter(self[::-1])
+
+    def __format__(self, spec):
+        if self._value.ndim == 0:
+            return format(self._value[()], spec)
+        return format(str(self), spec)
+
+    def __repr__(self):
+        v = self._value
+        extra = f", weak_type=True" if self.weak_type else ""
+        if v.size == 0 and v.ndim != 1:
+            return f"Array([], shape={v.shape}, dtype={v.dtype}{extra})"
+        body = np.array2string(v, separator=", ", prefix="Array(")
+        return f"Array({body}, dtype={v.dtype}{extra})"
+
+    def __str__(self):
+        return str(self._value)
+
+    def __setitem__(self, idx, value):
+        raise TypeError("kiln arrays are immutable and do not support in-place item "
+                        "assignment. Instead of x[idx] = y, use x = x.at[idx].set(y) or another "
+                        ".at[] method (add, multiply, min, max, ...).")
+
+    def __getitem__(self, idx):
+        from .numpy import _indexing
+        return _indexing.getitem(self, idx)
+
+    def __reduce__(self):
+        return (_rebuild, (self._value, self.weak_type))
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    # ------------------------------------------------------------------ array methods
+    def astype(self, dtype, copy=False, device=None):
+        return _jnp().astype(self, dtype)
+
+    def reshape(self, *shape, order="C"):
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = shape[0]
+        return _jnp().reshape(self, shape, order=order)
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and (axes[0] is None or not isinstance(axes[0], (int, np.integer))):
+            axes = axes[0]
+        return _jnp().transpose(self, axes or None)
+
+    def view(self, dtype=None):
+        return self if dtype is None else _jnp().lax_bitcast_view(self, dtype)
+
+    def __abs__(self):
+        return _jnp().abs(self)
+
+    def __neg__(self):
+        return _jnp().negative(self)
+
+    def __pos__(self):
+        return _jnp().positive(self)
+
+    def __invert__(self):
+        return _jnp().invert(self)
+
+    def __round__(self, ndigits=None):
+        if ndigits is None and self.ndim == 0:
+            return round(float(self))
+        return _jnp().round(self, ndigits or 0)
+
+
+def _rebuild(value, weak):
+    return _wrap(value, weak)
+
+
+def _wrap(value, weak_type=False):
+    arr = object.__new__(Array)
+    arr._value = value
+    arr.weak_type = weak_type
+    return arr
+
+
+dispatch.Array = Array
+
+
+# ------------------------------------------------------------------ operators as forwards
+
+def _binop(name, reflected=False):
+    fn = None
+
+    def op(self, other):
+        nonlocal fn
+        if fn is None:
+            fn = getattr(_jnp(), name)
+        t = type(other)
+        if t is not Array and not isinstance(other, (np.ndarray,) + _SCALARS) and \
+                getattr(t, "_kiln_trace", None) is None:
+            return NotImplemented
+        return fn(other, self) if reflected else fn(self, other)
+    op.__name__ = name
+    return op
+
+
+_BINOPS = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "true_divide",
+    "floordiv": "floor_divide", "mod": "remainder", "pow": "power", "matmul": "matmul",
+    "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
+    "lshift": "left_shift", "rshift": "right_shift", "divmod": "divmod",
+}
+for _dunder, _fn in _BINOPS.items():
+    setattr(Array, f"__{_dunder}__", _binop(_fn))
+    setattr(Array, f"__r{_dunder}__", _binop(_fn, reflected=True))
+for _dunder, _fn in {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
+                     "gt": "greater", "ge": "greater_equal"}.items():
+    setattr(Array, f"__{_dunder}__", _binop(_fn))
+
+
+def _method(name):
+    def method(self, *args, **kwargs):
+        return getattr(_jnp(), name)(self, *args, **kwargs)
+    method.__name__ = name
+    return method
+
+
+for _name in ("sum", "prod", "mean", "var", "std", "max", "min", "argmax", "argmin", "all",
+              "any", "cumsum", "cumprod", "ravel", "squeeze", "clip", "round", "dot", "conj",
+              "conjugate", "swapaxes", "take", "repeat", "sort", "argsort", "nonzero", "trace",
+              "diagonal", "flatten", "ptp", "searchsorted", "argpartition", "compress", "copy",
+              "nansum", "nanmean"):
+    if _name == "flatten":
+        setattr(Array, _name, _method("ravel"))
+    else:
+        setattr(Array, _name, _method(_name))
+
+
+# ------------------------------------------------------------------------------- .at[]
+
+class _AtIndexer:
+    """`x.at[idx]`: functional updates. Out-of-bounds updates are dropped, reads clamp."""
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+    def __getitem__(self, idx):
+        return _IndexUpdateRef(self.array, idx)
+
+
+class _IndexUpdateRef:
+    __slots__ = ("array", "index")
+
+    def __init__(self, array, index):
+        self.array = array
+        self.index = index
+
+    def __repr__(self):
+        return f"_IndexUpdateRef({self.array!r}, {self.index!r})"
+
+    def _update(self, op, values, **kw):
+        from .numpy import _indexing
+        return _indexing.update(self.array, self.index, values, op, **kw)
+
+    def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None, fill_value=None):
+        from .numpy import _indexing
+        return _indexing.getitem(self.array, self.index, mode=mode, fill_value=fill_value)
+
+    def set(self, values, **kw):
+        return self._update("set", values, **kw)
+
+    def add(self, values, **kw):
+        return self._update("add", values, **kw)
+
+    def subtract(self, values, **kw):
+        return self._update("subtract", values, **kw)
+
+    def multiply(self, values, **kw):
+        return self._update("multiply", values, **kw)
+
+    mul = multiply
+
+    def divide(self, values, **kw):
+        return self._update("divide", values, **kw)
+
+    def power(self, values, **kw):
+        return self._update("power", values, **kw)
+
+    def min(self, values, **kw):
+        return self._update("min", values, **kw)
+
+    def max(self, values, **kw):
+        return self._update("max", values, **kw)
+
+    def apply(self, func, **kw):
+        return self._update("apply", func, **kw)
+
+
+# ------------------------------------------------------------------------------ conversion
+
+def to_array(x, what="argument"):
+    """Convert a value to an Array (or pass a traced value through), JAX style.
+
+    Python scalars become weakly typed arrays of the default dtype (bool stays strong);
+    NumPy arrays and scalars keep their dtype, narrowed when x64 is off.
+    """
+    t = type(x)
+    if t is Array or getattr(t, "_kiln_trace", None) is not None:
+        return x
+    if t in (int, float, complex, bool):
+        dtype, weak = dtypes.python_scalar_dtype(x)
+        if t is int:
+            _check_int_range(x, dtype)
+        return _wrap(np.asarray(x, dtype), weak)
+    if isinstance(x, (np.ndarray, np.generic)):
+        v = np.asarray(x)
+        if v.dtype.kind not in "biufc":
+            raise TypeError(f"{what}: NumPy arrays of dtype {v.dtype} are not valid kiln arrays")
+        cd = dtypes.canonicalize(v.dtype)
+        return _wrap(v.astype(cd) if cd != v.dtype else v, False)
+    if hasattr(x, "__jax_array__"):
+        return to_array(x.__jax_array__(), what)
+    if isinstance(x, (list, tuple)):
+        raise TypeError(f"{what}: expected an array or scalar, got a {t.__name__}; convert it "
+                        f"with kiln.numpy.asarray first")
+    raise TypeError(f"{what}: value of type {t.__name__} is not a valid kiln array type")
+
+
+def _check_int_range(x, dtype):
+    info = np.iinfo(dtype)
+    if not info.min <= x <= info.max:
+        raise OverflowError(f"Python int {x} too large to convert to {dtype}")

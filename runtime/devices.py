@@ -1,0 +1,93 @@
+"""Devices: what `kiln.devices()` lists and where `device_put` places data.
+
+On the CPU every array lives in host memory as a NumPy buffer; `KILN_NUM_CPU_DEVICES` (or XLA's
+`--xla_force_host_platform_device_count` in `XLA_FLAGS`) sets how many virtual CPU devices
+`kiln.devices()` reports, for `pmap` on one machine.
+"""
+import os
+import re
+
+import numpy as np
+
+
+class Device:
+    __slots__ = ("id", "platform", "device_kind", "process_index")
+
+    def __init__(self, id, platform="cpu", device_kind="cpu"):  # noqa: A002
+        self.id = id
+        self.platform = platform
+        self.device_kind = device_kind
+        self.process_index = 0
+
+    def __repr__(self):
+        return f"CpuDevice(id={self.id})"
+
+    def __eq__(self, other):
+        return isinstance(other, Device) and (self.platform, self.id) == (other.platform, other.id)
+
+    def __hash__(self):
+        return hash((self.platform, self.id))
+
+
+def _cpu_count():
+    n = os.environ.get("KILN_NUM_CPU_DEVICES")
+    if n is None:
+        m = re.search(r"--xla_force_host_platform_device_count=(\d+)", os.environ.get("XLA_FLAGS", ""))
+        n = m.group(1) if m else "1"
+    return max(1, int(n))
+
+
+_DEVICES = [Device(i) for i in range(_cpu_count())]
+
+
+def devices(backend=None):
+    if backend not in (None, "cpu"):
+        raise RuntimeError(f"Unknown backend {backend!r}; available backends: cpu")
+    return list(_DEVICES)
+
+
+def local_devices(process_index=None, backend=None):
+    return devices(backend)
+
+
+def device_count(backend=None):
+    return len(devices(backend))
+
+
+def local_device_count(backend=None):
+    return device_count(backend)
+
+
+def default_backend():
+    return "cpu"
+
+
+def process_index():
+    return 0
+
+
+def process_count():
+    return 1
+
+
+def device_put(x, device=None, *, donate=False):
+    """Place a pytree of values on `device` (host memory on the CPU) as kiln arrays."""
+    from .tree_util import tree_map
+    from .array import Array, to_array
+
+    def put(v):
+        if isinstance(v, Array):
+            return v
+        if isinstance(v, (list, tuple)):
+            v = np.asarray(v)
+        return to_array(v, "device_put")
+    return tree_map(put, x)
+
+
+def block_until_ready(x):
+    """Wait for every array in a pytree (CPU execution is synchronous); returns `x`."""
+    from .tree_util import tree_leaves
+    for leaf in tree_leaves(x):
+        if hasattr(leaf, "block_until_ready"):
+            leaf.block_until_ready()
+    return x

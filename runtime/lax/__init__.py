@@ -1,0 +1,7 @@
+"""`kiln.lax`: JAX's lax API — primitives under JAX's names, plus structured control flow."""
+from ._ops import *  # noqa: F401,F403
+from ._ops import (RoundingMethod, Precision, GatherScatterMode, GatherDimensionNumbers,  # noqa: F401
+                   ScatterDimensionNumbers, abs, pow, max, min, complex, round, slice, reduce,
+                   bitwise_not, not_)
+from ._control_flow import (while_loop, fori_loop, scan, cond, switch, map,  # noqa: F401
+                            associative_scan)

@@ -1,0 +1,527 @@
+"""`kiln.lax` operations: JAX's names and signatures over the primitive set.
+
+Each function converts its operands (Python scalars become weakly typed arrays; a weak operand
+takes the dtype of the strong one, and rank-0 operands broadcast, as JAX's lax does), then
+binds one primitive. Nothing here promotes dtypes between strong operands: that is
+`kiln.numpy`'s job, and a mismatch is the primitive's TypeError.
+"""
+import builtins
+import enum
+import operator
+
+import numpy as np
+
+from ..array import to_array
+from ..dispatch import bind
+from ..compiler.ir import dtypes
+from ..compiler.primitives import PRIMITIVES as P
+from ..compiler.primitives.indexing import GatherDimensionNumbers, ScatterDimensionNumbers
+
+
+class RoundingMethod(enum.IntEnum):
+    AWAY_FROM_ZERO = 0
+    TO_NEAREST_EVEN = 1
+
+
+class Precision(enum.Enum):
+    DEFAULT = 0
+    HIGH = 1
+    HIGHEST = 2
+
+
+class GatherScatterMode(enum.Enum):
+    CLIP = "clip"
+    FILL_OR_DROP = "fill"
+    PROMISE_IN_BOUNDS = "promise_in_bounds"
+    ONE_HOT = "one_hot"
+
+    @staticmethod
+    def from_any(s):
+        if isinstance(s, GatherScatterMode):
+            return s
+        if s is None:
+            return GatherScatterMode.FILL_OR_DROP
+        return {"clip": GatherScatterMode.CLIP, "fill": GatherScatterMode.FILL_OR_DROP,
+                "drop": GatherScatterMode.FILL_OR_DROP,
+                "promise_in_bounds": GatherScatterMode.PROMISE_IN_BOUNDS}[s]
+
+
+def _operands(name, *xs):
+    """Convert lax operands: weak scalars adopt the strong dtype (the primitives themselves
+    broadcast rank-0 operands)."""
+    arrs = [to_array(x, f"lax.{name}") for x in xs]
+    strong = [a for a in arrs if not a.weak_type]
+    if strong:
+        target = strong[0].dtype
+        arrs = [convert_element_type(a, target) if a.weak_type and a.dtype != target
+                and _weak_fits(a.dtype, target) else a for a in arrs]
+    return arrs
+
+
+def _weak_fits(weak_dtype, target):
+    order = "biufc"
+    return order.index(weak_dtype.kind) <= order.index(target.kind)
+
+
+def _unary(name):
+    prim = P[name]
+
+    def fn(x):
+        return bind(prim, to_array(x, f"lax.{name}"))
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise `{name}` (the `{name}` primitive)."
+    return fn
+
+
+def _binary(name):
+    prim = P[name]
+
+    def fn(x, y):
+        return bind(prim, *_operands(name, x, y))
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise `{name}` (the `{name}` primitive); no implicit promotion."
+    return fn
+
+
+neg, sign, floor, ceil, is_finite = map(_unary, ("neg", "sign", "floor", "ceil", "is_finite"))
+exp, exp2, log, log1p, expm1 = map(_unary, ("exp", "exp2", "log", "log1p", "expm1"))
+tanh, logistic, sin, cos, tan = map(_unary, ("tanh", "logistic", "sin", "cos", "tan"))
+asin, acos, atan, sinh, cosh = map(_unary, ("asin", "acos", "atan", "sinh", "cosh"))
+asinh, acosh, atanh, sqrt, rsqrt, cbrt = map(_unary, ("asinh", "acosh", "atanh", "sqrt", "rsqrt",
+                                                      "cbrt"))
+abs, population_count, clz = map(_unary, ("abs", "population_count", "clz"))  # noqa: A001
+erf, erfc, erf_inv, lgamma, digamma = map(_unary, ("erf", "erfc", "erf_inv", "lgamma", "digamma"))
+real, imag, conj, square = map(_unary, ("real", "imag", "conj", "square"))
+bitwise_not = not_ = _unary("not")
+
+add, sub, mul, div, rem = map(_binary, ("add", "sub", "mul", "div", "rem"))
+pow, max, min, atan2, nextafter = map(_binary, ("pow", "max", "min", "atan2", "nextafter"))  # noqa: A001
+complex = _binary("complex")  # noqa: A001
+and_, or_, xor = map(_binary, ("and", "or", "xor"))
+bitwise_and, bitwise_or, bitwise_xor = and_, or_, xor
+shift_left, shift_right_logical, shift_right_arithmetic = map(
+    _binary, ("shift_left", "shift_right_logical", "shift_right_arithmetic"))
+eq, ne, lt, le, gt, ge = map(_binary, ("eq", "ne", "lt", "le", "gt", "ge"))
+
+
+def round(x, rounding_method=RoundingMethod.AWAY_FROM_ZERO):  # noqa: A001
+    return bind(P["round"], to_array(x, "lax.round"), rounding_method=int(rounding_method))
+
+
+def integer_pow(x, y):
+    return bind(P["integer_pow"], to_array(x, "lax.integer_pow"), y=operator.index(y))
+
+
+def copy_p(x):
+    return bind(P["copy"], to_array(x, "lax.copy"))
+
+
+def select_n(which, *cases):
+    which = to_array(which, "lax.select_n")
+    return bind(P["select_n"], which, *_operands("select_n", *cases))
+
+
+def select(pred, on_true, on_false):
+    return select_n(pred, on_false, on_true)
+
+
+def clamp(min, x, max):  # noqa: A002
+    lo, xx, hi = _operands("clamp", min, x, max)
+    return bind(P["clamp"], lo, xx, hi)
+
+
+def convert_element_type(operand, new_dtype):
+    x = to_array(operand, "lax.convert_element_type")
+    weak = False
+    if new_dtype in (int, float, builtins.complex, bool):
+        new_dtype, weak = dtypes.python_scalar_dtype(new_dtype(0))
+    new_dtype = dtypes.canonicalize(new_dtype)
+    if x.dtype == new_dtype and x.weak_type == weak:
+        return x
+    return bind(P["convert_element_type"], x, new_dtype=new_dtype, weak_type=weak)
+
+
+def bitcast_convert_type(operand, new_dtype):
+    return bind(P["bitcast_convert_type"], to_array(operand, "lax.bitcast_convert_type"),
+                new_dtype=dtypes.canonicalize(new_dtype))
+
+
+# --------------------------------------------------------------------------- structural
+
+def _shape(shape):
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    return tuple(operator.index(d) for d in shape)
+
+
+def iota(dtype, size):
+    return broadcasted_iota(dtype, (size,), 0)
+
+
+def broadcasted_iota(dtype, shape, dimension):
+    return bind(P["iota"], dtype=dtypes.canonicalize(dtype), shape=_shape(shape),
+                dimension=operator.index(dimension))
+
+
+def broadcast_in_dim(operand, shape, broadcast_dimensions):
+    x = to_array(operand, "lax.broadcast_in_dim")
+    shape, bdims = _shape(shape), tuple(broadcast_dimensions)
+    if x.shape == shape and bdims == tuple(range(len(shape))):
+        return x
+    return bind(P["broadcast_in_dim"], x, shape=shape, broadcast_dimensions=bdims)
+
+
+def broadcast(operand, sizes):
+    x = to_array(operand, "lax.broadcast")
+    sizes = _shape(sizes)
+    return broadcast_in_dim(x, sizes + x.shape, tuple(range(len(sizes), len(sizes) + x.ndim)))
+
+
+def broadcast_to_rank(x, rank):
+    x = to_array(x)
+    return broadcast(x, (1,) * (rank - x.ndim)) if x.ndim < rank else x
+
+
+def reshape(operand, new_sizes, dimensions=None):
+    x = to_array(operand, "lax.reshape")
+    new_sizes = _shape(new_sizes)
+    dims = None if dimensions is None else tuple(dimensions)
+    if dims is not None and dims == tuple(range(x.ndim)):
+        dims = None
+    if x.shape == new_sizes and dims is None:
+        return x
+    return bind(P["reshape"], x, new_sizes=new_sizes, dimensions=dims)
+
+
+def transpose(operand, permutation):
+    x = to_array(operand, "lax.transpose")
+    perm = tuple(operator.index(p) for p in permutation)
+    if perm == tuple(range(x.ndim)):
+        return x
+    return bind(P["transpose"], x, permutation=perm)
+
+
+def squeeze(array, dimensions):
+    x = to_array(array, "lax.squeeze")
+    dims = tuple(sorted(operator.index(d) % x.ndim if x.ndim else operator.index(d)
+                        for d in dimensions))
+    if not dims:
+        return x
+    return bind(P["squeeze"], x, dimensions=dims)
+
+
+def expand_dims(array, dimensions):
+    x = to_array(array, "lax.expand_dims")
+    ndim_out = x.ndim + len(dimensions)
+    dims = sorted(d % ndim_out for d in dimensions)
+    shape = list(x.shape)
+    for d in dims:
+        shape.insert(d, 1)
+    return reshape(x, shape)
+
+
+def rev(operand, dimensions):
+    x = to_array(operand, "lax.rev")
+    dims = tuple(operator.index(d) for d in dimensions)
+    return bind(P["rev"], x, dimensions=dims) if dims else x
+
+
+def slice(operand, start_indices, limit_indices, strides=None):  # noqa: A001
+    x = to_array(operand, "lax.slice")
+    start, limit = _shape(start_indices), _shape(limit_indices)
+    strides = None if strides is None else _shape(strides)
+    if start == (0,) * x.ndim and limit == x.shape and strides in (None, (1,) * x.ndim):
+        return x
+    return bind(P["slice"], x, start_indices=start, limit_indices=limit, strides=strides)
+
+
+def slice_in_dim(operand, start_index, limit_index, stride=1, axis=0):
+    x = to_array(operand, "lax.slice_in_dim")
+    axis = operator.index(axis) % x.ndim
+    size = x.shape[axis]
+    start = 0 if start_index is None else operator.index(start_index)
+    limit = size if limit_index is None else operator.index(limit_index)
+    start = start + size if start < 0 else start
+    limit = limit + size if limit < 0 else limit
+    starts, limits, strides = [0] * x.ndim, list(x.shape), [1] * x.ndim
+    starts[axis], limits[axis], strides[axis] = start, limit, stride
+    return slice(x, starts, limits, strides)
+
+
+def index_in_dim(operand, index, axis=0, keepdims=True):
+    x = to_array(operand, "lax.index_in_dim")
+    axis = operator.index(axis) % x.ndim
+    index = operator.index(index)
+    index = index + x.shape[axis] if index < 0 else index
+    out = slice_in_dim(x, index, index + 1, 1, axis)
+    return out if keepdims else squeeze(out, (axis,))
+
+
+def _index_scalar(i):
+    i = to_array(i, "start index")
+    if i.dtype.kind not in "iu":
+        raise TypeError(f"index arguments must be integers, got {i.dtype}")
+    return i
+
+
+def dynamic_slice(operand, start_indices, slice_sizes):
+    x = to_array(operand, "lax.dynamic_slice")
+    starts = [_index_scalar(s) for s in _unstack_starts(start_indices)]
+    return bind(P["dynamic_slice"], x, *starts, slice_sizes=_shape(slice_sizes))
+
+
+def _unstack_starts(starts):
+    if hasattr(starts, "shape") and getattr(starts, "ndim", 0) == 1:
+        return [starts[i] for i in range(starts.shape[0])]
+    return list(starts)
+
+
+def dynamic_slice_in_dim(operand, start_index, slice_size, axis=0):
+    x = to_array(operand)
+    axis = operator.index(axis) % x.ndim
+    starts = [0] * x.ndim
+    starts[axis] = start_index
+    sizes = list(x.shape)
+    sizes[axis] = slice_size
+    return dynamic_slice(x, starts, sizes)
+
+
+def dynamic_index_in_dim(operand, index, axis=0, keepdims=True):
+    x = to_array(operand)
+    axis = operator.index(axis) % x.ndim
+    out = dynamic_slice_in_dim(x, index, 1, axis)
+    return out if keepdims else squeeze(out, (axis,))
+
+
+def dynamic_update_slice(operand, update, start_indices):
+    x = to_array(operand, "lax.dynamic_update_slice")
+    u = to_array(update, "lax.dynamic_update_slice")
+    starts = [_index_scalar(s) for s in _unstack_starts(start_indices)]
+    return bind(P["dynamic_update_slice"], x, u, *starts)
+
+
+def dynamic_update_slice_in_dim(operand, update, start_index, axis):
+    x = to_array(operand)
+    axis = operator.index(axis) % x.ndim
+    starts = [0] * x.ndim
+    starts[axis] = start_index
+    return dynamic_update_slice(x, update, starts)
+
+
+def dynamic_update_index_in_dim(operand, update, index, axis):
+    x, u = to_array(operand), to_array(update)
+    axis = operator.index(axis) % x.ndim
+    if u.ndim == x.ndim - 1:
+        u = expand_dims(u, (axis,))
+    return dynamic_update_slice_in_dim(x, u, index, axis)
+
+
+def pad(operand, padding_value, padding_config):
+    x, pv = _operands("pad", operand, padding_value)[0], to_array(padding_value, "lax.pad")
+    if pv.dtype != x.dtype and pv.weak_type:
+        pv = convert_element_type(pv, x.dtype)
+    cfg = tuple(tuple(operator.index(v) for v in c) for c in padding_config)
+    return bind(P["pad"], x, pv, padding_config=cfg)
+
+
+def concatenate(operands, dimension):
+    xs = [to_array(o, "lax.concatenate") for o in operands]
+    if len(xs) == 1:
+        return xs[0]
+    return bind(P["concatenate"], *xs, dimension=operator.index(dimension))
+
+
+def gather(operand, start_indices, dimension_numbers, slice_sizes, *, unique_indices=False,
+           indices_are_sorted=False, mode=None, fill_value=None):
+    mode = GatherScatterMode.from_any(mode)
+    if mode is GatherScatterMode.ONE_HOT:
+        raise ValueError("gather: mode ONE_HOT is not supported")
+    return bind(P["gather"], to_array(operand, "lax.gather"),
+                to_array(start_indices, "lax.gather"),
+                dimension_numbers=_gdn(dimension_numbers), slice_sizes=_shape(slice_sizes),
+                mode=mode.value, fill_value=fill_value)
+
+
+def _gdn(dn):
+    return GatherDimensionNumbers(*(tuple(v) for v in dn))
+
+
+def _sdn(dn):
+    return ScatterDimensionNumbers(*(tuple(v) for v in dn))
+
+
+def _scatter(name):
+    prim = P[name]
+
+    def fn(operand, scatter_indices, updates, dimension_numbers, *, indices_are_sorted=False,
+           unique_indices=False, mode=None):
+        mode = GatherScatterMode.from_any(mode)
+        x = to_array(operand, f"lax.{name}")
+        u = to_array(updates, f"lax.{name}")
+        if u.dtype != x.dtype and u.weak_type:
+            u = convert_element_type(u, x.dtype)
+        return bind(prim, x, to_array(scatter_indices, f"lax.{name}"), u,
+                    dimension_numbers=_sdn(dimension_numbers),
+                    mode="drop" if mode is GatherScatterMode.FILL_OR_DROP else mode.value)
+    fn.__name__ = name
+    return fn
+
+
+scatter, scatter_add, scatter_mul, scatter_min, scatter_max = map(
+    _scatter, ("scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max"))
+
+
+# --------------------------------------------------------------------------- reductions
+
+def _axes(x, axes):
+    return tuple(sorted(operator.index(a) % x.ndim if x.ndim else operator.index(a) for a in axes))
+
+
+def _reducer(name):
+    prim = P[name]
+
+    def fn(operand, axes):
+        x = to_array(operand, f"lax.{name}")
+        return bind(prim, x, axes=_axes(x, axes))
+    fn.__name__ = name
+    return fn
+
+
+reduce_sum, reduce_prod, reduce_max, reduce_min = map(
+    _reducer, ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min"))
+reduce_and, reduce_or, reduce_xor = map(_reducer, ("reduce_and", "reduce_or", "reduce_xor"))
+
+
+_MONOIDS = {"add": "reduce_sum", "mul": "reduce_prod", "max": "reduce_max", "min": "reduce_min",
+            "and": "reduce_and", "or": "reduce_or", "xor": "reduce_xor"}
+
+
+def reduce(operands, init_values, computation, dimensions):
+    """`lax.reduce` for the monoids kiln recognises (lax.add/mul/max/min/and/or/xor)."""
+    single = not isinstance(operands, (list, tuple))
+    ops = [operands] if single else list(operands)
+    inits = [init_values] if single else list(init_values)
+    name = getattr(computation, "__name__", None)
+    if name not in _MONOIDS:
+        raise TypeError("lax.reduce: kiln supports the computations lax.add, lax.mul, lax.max, "
+                        "lax.min, lax.bitwise_and/or/xor; for anything else write the loop with "
+                        f"lax.fori_loop or lax.scan (got {computation!r})")
+    red = _reducer(_MONOIDS[name])
+    outs = [computation(red(o, dimensions), i) for o, i in zip(ops, inits)]
+    return outs[0] if single else outs
+
+
+def argmax(operand, axis, index_dtype):
+    x = to_array(operand, "lax.argmax")
+    return bind(P["argmax"], x, axes=_axes(x, (axis,)), index_dtype=dtypes.canonicalize(index_dtype))
+
+
+def argmin(operand, axis, index_dtype):
+    x = to_array(operand, "lax.argmin")
+    return bind(P["argmin"], x, axes=_axes(x, (axis,)), index_dtype=dtypes.canonicalize(index_dtype))
+
+
+def _cumulative(name):
+    prim = P[name]
+
+    def fn(operand, axis=0, reverse=False):
+        x = to_array(operand, f"lax.{name}")
+        axis = operator.index(axis)
+        if x.ndim and not -x.ndim <= axis < x.ndim:
+            raise ValueError(f"lax.{name}: axis {axis} is out of bounds for array of dimension "
+                             f"{x.ndim}")
+        return bind(prim, x, axis=axis % x.ndim if x.ndim else axis, reverse=bool(reverse))
+    fn.__name__ = name
+    return fn
+
+
+cumsum, cumprod, cummax, cummin, cumlogsumexp = map(
+    _cumulative, ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"))
+
+
+# ------------------------------------------------------------------------ linear algebra
+
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+    a, b = to_array(lhs, "lax.dot_general"), to_array(rhs, "lax.dot_general")
+    (lc, rc), (lb, rb) = dimension_numbers
+    dn = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
+    pet = None if preferred_element_type is None else dtypes.canonicalize(preferred_element_type)
+    return bind(P["dot_general"], a, b, dimension_numbers=dn, precision=None,
+                preferred_element_type=pet)
+
+
+def dot(lhs, rhs, precision=None, preferred_element_type=None):
+    a, b = to_array(lhs, "lax.dot"), to_array(rhs, "lax.dot")
+    if a.ndim not in (1, 2) or b.ndim not in (1, 2):
+        raise TypeError(f"lax.dot requires rank-1 or rank-2 operands, got shapes {a.shape} "
+                        f"and {b.shape}")
+    return dot_general(a, b, (((a.ndim - 1,), (0,)), ((), ())), precision, preferred_element_type)
+
+
+def batch_matmul(lhs, rhs, precision=None):
+    a, b = to_array(lhs), to_array(rhs)
+    if a.ndim < 2 or a.ndim != b.ndim:
+        raise ValueError(f"batch_matmul requires operands of equal rank >= 2, got {a.shape} "
+                         f"and {b.shape}")
+    batch = tuple(range(a.ndim - 2))
+    return dot_general(a, b, (((a.ndim - 1,), (b.ndim - 2,)), (batch, batch)), precision)
+
+
+# -------------------------------------------------------------------------------- sorting
+
+def sort(operand, dimension=-1, is_stable=True, num_keys=1):
+    single = not isinstance(operand, (list, tuple))
+    xs = [to_array(o, "lax.sort") for o in ([operand] if single else operand)]
+    nd = xs[0].ndim
+    if nd == 0:
+        raise ValueError("lax.sort: operands must have rank >= 1")
+    out = bind(P["sort"], *xs, dimension=operator.index(dimension) % nd,
+               is_stable=bool(is_stable), num_keys=operator.index(num_keys))
+    return out[0] if single else list(out)
+
+
+def sort_key_val(keys, values, dimension=-1, is_stable=True):
+    k, v = sort((keys, values), dimension, is_stable, 1)
+    return k, v
+
+
+def top_k(operand, k):
+    x = to_array(operand, "lax.top_k")
+    k = operator.index(k)
+    if not 0 <= k <= x.shape[-1]:
+        raise ValueError(f"lax.top_k: k={k} must be between 0 and the last dimension "
+                         f"{x.shape[-1]}")
+    idx = broadcasted_iota(dtypes.int32, x.shape, x.ndim - 1)
+    neg_keys = neg(x) if x.dtype.kind in "fi" else not_(x)
+    _, vals, sidx = sort((neg_keys, x, idx), x.ndim - 1, True, 1)
+    starts, limits = [0] * x.ndim, list(x.shape)
+    limits[-1] = k
+    return slice(vals, starts, limits), slice(sidx, starts, limits)
+
+
+# --------------------------------------------------------------------------------- misc
+
+def full(shape, fill_value, dtype=None):
+    shape = _shape(shape)
+    v = to_array(fill_value, "lax.full")
+    if v.ndim:
+        raise TypeError(f"lax.full: fill_value must be a scalar, got shape {v.shape}")
+    if dtype is not None:
+        v = convert_element_type(v, dtype)
+    return broadcast(v, shape)
+
+
+def full_like(x, fill_value, dtype=None, shape=None):
+    x = to_array(x)
+    return full(x.shape if shape is None else shape, fill_value,
+                x.dtype if dtype is None else dtype)
+
+
+def zeros_like_array(x):
+    return full_like(x, 0)
+
+
+def stop_gradient(x):
+    """Identity on values; differentiation transforms treat its output as a constant."""
+    from ..tree_util import tree_map
+    return tree_map(lambda v: to_array(v), x)

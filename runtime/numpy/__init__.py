@@ -1,0 +1,24 @@
+"""`kiln.numpy`: the NumPy API as JAX has it, written in plain Python over `kiln.lax`.
+
+Eagerly, every function runs at once on NumPy buffers; under `kiln.jit` the compiler
+specialises the same Python source. Each sub-module holds one family and lists its public names
+in `__all__`.
+"""
+from ._dtypes import *  # noqa: F401,F403
+from ._dtypes import (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,  # noqa: F401
+                      float16, float32, float64, complex64, complex128, dtype, issubdtype,
+                      promote_types, result_type, finfo, iinfo)
+from ._ufuncs import *  # noqa: F401,F403
+from ._creation import *  # noqa: F401,F403
+from ._reductions import *  # noqa: F401,F403
+from ._shape import *  # noqa: F401,F403
+from ._linalg import *  # noqa: F401,F403
+from ._sorting import *  # noqa: F401,F403
+from ._indexing import *  # noqa: F401,F403
+from . import linalg  # noqa: F401
+from ..array import Array as ndarray  # noqa: F401
+
+import numpy as _np
+
+pi, e, inf, nan, euler_gamma = _np.pi, _np.e, _np.inf, _np.nan, _np.euler_gamma
+newaxis = None

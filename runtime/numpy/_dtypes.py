@@ -1,0 +1,117 @@
+"""`kiln.numpy` dtype objects and dtype utilities.
+
+`jnp.float32` and friends are classes usable as dtypes (`np.dtype(jnp.float32)`, `dtype=`
+arguments) and as constructors (`jnp.float32(3)` returns a float32 `Array`), as in JAX.
+"""
+import numpy as np
+
+from ..compiler.ir import dtypes as _d
+
+# NumPy's abstract scalar hierarchy, for issubdtype.
+generic, number, inexact, floating, complexfloating = (np.generic, np.number, np.inexact,
+                                                       np.floating, np.complexfloating)
+integer, signedinteger, unsignedinteger = np.integer, np.signedinteger, np.unsignedinteger
+bool_dtype = np.dtype(np.bool_)
+
+
+class _ScalarMeta(type):
+    def __hash__(cls):
+        return hash(cls.dtype.type)
+
+    def __eq__(cls, other):
+        return cls is other or other == cls.dtype.type
+
+    def __ne__(cls, other):
+        return not cls == other
+
+    def __instancecheck__(cls, instance):
+        return isinstance(instance, cls.dtype.type)
+
+    def __repr__(cls):
+        return f"<class 'kiln.numpy.{cls.__name__}'>"
+
+
+def _scalar_type(name, np_type):
+    def __new__(cls, x=0):
+        from ._creation import asarray
+        return asarray(x, dtype=cls.dtype)
+    return _ScalarMeta(name, (), {"dtype": np.dtype(np_type), "__new__": __new__,
+                                  "__doc__": f"The {name} dtype; calling it builds an Array."})
+
+
+bool_ = _scalar_type("bool_", np.bool_)
+int8, int16, int32, int64 = (_scalar_type(n, n) for n in ("int8", "int16", "int32", "int64"))
+uint8, uint16, uint32, uint64 = (_scalar_type(n, n) for n in ("uint8", "uint16", "uint32",
+                                                              "uint64"))
+float16, float32, float64 = (_scalar_type(n, n) for n in ("float16", "float32", "float64"))
+complex64, complex128 = _scalar_type("complex64", "complex64"), _scalar_type("complex128",
+                                                                             "complex128")
+int_ = int64 if _d.x64_enabled() else int32
+uint = uint64 if _d.x64_enabled() else uint32
+float_ = float64 if _d.x64_enabled() else float32
+complex_ = complex128 if _d.x64_enabled() else complex64
+single, double = float32, float64
+csingle, cdouble = complex64, complex128
+half = float16
+
+
+def dtype(obj, align=False, copy=False):
+    """`jnp.dtype`: a NumPy dtype, with Python types mapped to kiln's defaults."""
+    from ._core import canonical_dtype
+    if isinstance(obj, _ScalarMeta):
+        return obj.dtype
+    if obj in (int, float, complex, bool):
+        return canonical_dtype(obj)
+    return np.dtype(obj)
+
+
+def issubdtype(arg1, arg2):
+    a = arg1.dtype if isinstance(arg1, _ScalarMeta) else arg1
+    b = arg2.dtype.type if isinstance(arg2, _ScalarMeta) else arg2
+    return np.issubdtype(a, b)
+
+
+def isdtype(dt, kind):
+    dt = dtype(dt)
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    table = {"bool": "b", "signed integer": "i", "unsigned integer": "u", "integral": "iu",
+             "real floating": "f", "complex floating": "c", "numeric": "iufc"}
+    for k in kinds:
+        if isinstance(k, str):
+            if dt.kind in table[k]:
+                return True
+        elif dtype(k) == dt:
+            return True
+    return False
+
+
+def promote_types(a, b):
+    return _d.promote_types(dtype(a), dtype(b))
+
+
+def result_type(*args):
+    from ..array import Array
+    pairs = []
+    for x in args:
+        if isinstance(x, Array):
+            pairs.append((x.dtype, x.weak_type))
+        elif isinstance(x, (bool, int, float, complex)):
+            pairs.append(_d.python_scalar_dtype(x))
+        elif isinstance(x, (np.ndarray, np.generic)):
+            pairs.append((_d.canonicalize(x.dtype), False))
+        else:
+            pairs.append((_d.canonicalize(dtype(x)), False))
+    return _d.result_type(*pairs)[0]
+
+
+def can_cast(from_, to, casting="safe"):
+    return np.can_cast(dtype(from_) if not hasattr(from_, "dtype") else from_.dtype, dtype(to),
+                       casting)
+
+
+def finfo(dt):
+    return np.finfo(dtype(dt))
+
+
+def iinfo(dt):
+    return np.iinfo(dtype(dt))
