@@ -1,0 +1,44 @@
+"""`make bench`: run every benchmark suite, kiln beside NumPy and JAX (when importable).
+
+Usage: python benchmarks/run.py [--suite eager] [--markdown FILE]
+JAX is optional: install it in the same environment (`pip install jax`) to get the JAX column.
+JAX runs on the CPU here; its eager numbers include its per-op dispatch.
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from harness import run_cases, markdown, machine_description  # noqa: E402
+import eager  # noqa: E402
+
+SUITES = {"eager": eager.cases}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--suite", action="append", choices=sorted(SUITES))
+    ap.add_argument("--markdown", help="also write the table to this file")
+    ap.add_argument("--repeats", type=int, default=7)
+    args = ap.parse_args()
+    try:
+        import jax
+        jax.config.update("jax_platforms", "cpu")
+    except ImportError:
+        jax = None
+    print(f"machine: {machine_description()}")
+    print(f"jax: {jax.__version__ if jax else 'not installed'}")
+    rows = []
+    for name in args.suite or sorted(SUITES):
+        rows += run_cases(SUITES[name](jax), args.repeats)
+    table = markdown(rows)
+    print()
+    print(table)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(f"machine: {machine_description()}\n\n{table}\n")
+
+
+if __name__ == "__main__":
+    main()
