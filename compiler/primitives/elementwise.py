@@ -7,8 +7,9 @@ select_n's predicate) one dtype: broadcasting and promotion happen above, in `ki
 not NumPy: `div` truncates towards zero, `rem` takes the dividend's sign, division by zero gives
 -1 (`div`) and the dividend (`rem`), shifts by the bit width or more give 0 (or the sign fill).
 """
+import importlib
+
 import numpy as np
-import scipy.special as sp
 
 from ..ir.abstract import ShapedArray
 from ..ir import dtypes
@@ -99,12 +100,17 @@ def _rsqrt(x):
     return (np.asarray(1, x.dtype) / np.sqrt(x)).astype(x.dtype)
 
 
-def _logistic(x):
-    return sp.expit(x).astype(x.dtype)
+def _special(name):
+    """A scipy.special ufunc, imported on first use (keeps `import kiln` fast)."""
+    fn = None
 
-
-def _erf_inv(x):
-    return sp.erfinv(x).astype(x.dtype)
+    def impl(x):
+        nonlocal fn
+        if fn is None:
+            fn = getattr(importlib.import_module("scipy.special"), name)
+        return fn(x).astype(x.dtype, copy=False)
+    impl.__name__ = name
+    return impl
 
 
 def _population_count(x):
@@ -141,7 +147,7 @@ log = unary("log", np.log, INEXACT)
 log1p = unary("log1p", np.log1p, INEXACT)
 expm1 = unary("expm1", np.expm1, INEXACT)
 tanh = unary("tanh", np.tanh, INEXACT)
-logistic = unary("logistic", _logistic, INEXACT)
+logistic = unary("logistic", _special("expit"), INEXACT)
 sin = unary("sin", np.sin, INEXACT)
 cos = unary("cos", np.cos, INEXACT)
 tan = unary("tan", np.tan, INEXACT)
@@ -160,11 +166,11 @@ abs_ = unary("abs", np.abs, NUMBER, _to_real)
 not_ = unary("not", _not, INT_BOOL)
 population_count = unary("population_count", _population_count, INT)
 clz = unary("clz", _clz, INT)
-erf = unary("erf", sp.erf, FLOAT)
-erfc = unary("erfc", sp.erfc, FLOAT)
-erf_inv = unary("erf_inv", _erf_inv, FLOAT)
-lgamma = unary("lgamma", sp.gammaln, FLOAT)
-digamma = unary("digamma", sp.psi, FLOAT)
+erf = unary("erf", _special("erf"), FLOAT)
+erfc = unary("erfc", _special("erfc"), FLOAT)
+erf_inv = unary("erf_inv", _special("erfinv"), FLOAT)
+lgamma = unary("lgamma", _special("gammaln"), FLOAT)
+digamma = unary("digamma", _special("psi"), FLOAT)
 real = unary("real", np.real, "c", _real_of_complex)
 imag = unary("imag", np.imag, "c", _real_of_complex)
 conj = unary("conj", np.conj, "c")
