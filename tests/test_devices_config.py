@@ -1,0 +1,41 @@
+"""kiln.devices, device_put, block_until_ready and kiln.config."""
+import numpy as np
+import pytest
+
+import kiln
+import kiln.numpy as jnp
+
+
+def test_devices_and_backend():
+    devs = kiln.devices()
+    assert len(devs) >= 1 and devs[0].platform == "cpu"
+    assert kiln.default_backend() == "cpu"
+    assert kiln.device_count() == len(devs)
+    assert repr(devs[0]) == "CpuDevice(id=0)"
+    with pytest.raises(RuntimeError, match="Unknown backend"):
+        kiln.devices("tpu")
+
+
+def test_device_put_pytree():
+    tree = {"a": np.arange(3, dtype=np.float64), "b": [1.0, (2, np.float32(3))]}
+    out = kiln.device_put(tree)
+    assert isinstance(out["a"], kiln.Array) and out["a"].dtype == np.float32
+    assert isinstance(out["b"][1][0], kiln.Array) and out["b"][1][0].weak_type
+    assert kiln.block_until_ready(out) is out
+
+
+def test_config_x64_roundtrip():
+    assert jnp.asarray(np.float64(1.0)).dtype == np.float32
+    kiln.config.update("jax_enable_x64", True)
+    try:
+        assert kiln.config.enable_x64
+        assert jnp.asarray(np.float64(1.0)).dtype == np.float64
+        assert jnp.asarray(1).dtype == np.int64
+    finally:
+        kiln.config.update("enable_x64", False)
+    assert jnp.asarray(1).dtype == np.int32
+
+
+def test_config_unknown_option():
+    with pytest.raises(ValueError, match="unknown option 'bogus'"):
+        kiln.config.update("bogus", True)
