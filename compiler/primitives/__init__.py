@@ -3,9 +3,10 @@
 import warnings
 
 # Primitive implementations follow XLA, where overflow, division by zero and NaN results are
-# values, not errors: NumPy's floating-point warnings raised inside them are silenced (only for
-# these modules; cheaper than entering np.errstate on every eager call).
-warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"kiln\.compiler\.primitives\.")
+# values, not errors: NumPy's floating-point warnings raised where kiln calls an implementation
+# (here, in dispatch, in eager fast paths) are silenced. The filter matches only warnings
+# attributed to kiln's own modules, and is cheaper than entering np.errstate on every call.
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"kiln(\.|$)")
 
 from .core import PRIMITIVES, Primitive  # noqa: F401
 from . import elementwise, structural, indexing, reductions, linalg, sorting  # noqa: F401
