@@ -9,7 +9,7 @@ from .array import Array
 from .devices import (devices, local_devices, device_count, local_device_count,  # noqa: F401
                       default_backend, process_index, process_count, device_put,
                       block_until_ready)
-from . import tree_util, lax  # noqa: F401,E402
+from . import tree_util, tree, lax  # noqa: F401,E402
 
 __version__ = "0.1.0"
 

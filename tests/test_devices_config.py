@@ -39,3 +39,10 @@ def test_config_x64_roundtrip():
 def test_config_unknown_option():
     with pytest.raises(ValueError, match="unknown option 'bogus'"):
         kiln.config.update("bogus", True)
+
+
+def test_tree_module_short_names():
+    assert kiln.tree.map(lambda x: x + 1, [1, (2, 3)]) == [2, (3, 4)]
+    assert repr(kiln.tree.structure({"W": 1, "b": 2})) == "PyTreeDef({'W': *, 'b': *})"
+    leaves, td = kiln.tree.flatten([1, {"a": 2}])
+    assert kiln.tree.unflatten(td, leaves) == [1, {"a": 2}]
