@@ -127,6 +127,9 @@ class Array:
         return self._value.tolist()
 
     def __bool__(self):
+        if self._value.size == 0:
+            raise ValueError("The truth value of an empty array is ambiguous. Use "
+                             "`array.size > 0` to check that an array is not empty.")
         if self._value.size != 1:
             raise ValueError(f"The truth value of an array with more than one element is "
                              f"ambiguous (shape {self.shape}). Use a.any() or a.all()")
@@ -142,16 +145,17 @@ class Array:
         return complex(self._scalar("complex"))
 
     def __index__(self):
-        if self._value.dtype.kind not in "iub" or self._value.ndim:
+        if self._value.dtype.kind not in "iu" or self._value.ndim:
             raise TypeError(f"only integer scalar arrays can be converted to a scalar index, "
                             f"got {self.aval.str_short()}")
         return int(self._value)
 
     def _scalar(self, what):
-        if self._value.size != 1:
-            raise TypeError(f"only length-1 arrays can be converted to Python {what}s, got an "
-                            f"array of shape {self.shape}")
-        return self._value.reshape(())[()]
+        if self._value.ndim:
+            raise TypeError(f"Only scalar arrays can be converted to Python scalars; got "
+                            f"arr.ndim={self.ndim} (shape {self.shape}) for {what}(); "
+                            f"index or reshape to a 0-d array first")
+        return self._value[()]
 
     def __len__(self):
         if not self._value.ndim:
@@ -161,23 +165,26 @@ class Array:
     def __iter__(self):
         if not self._value.ndim:
             raise TypeError("iteration over a 0-d array")
-        return (_wrap(row, self.weak_type) for row in self._value)
+        return (_wrap(np.asarray(row), self.weak_type) for row in self._value)
 
     def __reversed__(self):
         return iter(self[::-1])
 
     def __format__(self, spec):
-        if self._value.ndim == 0:
-            return format(self._value[()], spec)
-        return format(str(self), spec)
+        return format(self._value if self._value.ndim else self._value[()], spec)
 
     def __repr__(self):
         v = self._value
-        extra = f", weak_type=True" if self.weak_type else ""
-        if v.size == 0 and v.ndim != 1:
-            return f"Array([], shape={v.shape}, dtype={v.dtype}{extra})"
-        body = np.array2string(v, separator=", ", prefix="Array(")
-        return f"Array({body}, dtype={v.dtype}{extra})"
+        dtype_str = f"dtype={v.dtype.name}" + (", weak_type=True" if self.weak_type else "")
+        width = np.get_printoptions()["linewidth"]
+        if v.size == 0:
+            body = f"[], shape={v.shape}"
+        else:
+            body = np.array2string(v, prefix="Array(", suffix=",", separator=", ",
+                                   max_line_width=width)
+        last_line = len(body) - body.rfind("\n") + 1
+        sep = " " * len("Array(") if last_line + len(dtype_str) + 2 > width else " "
+        return f"Array({body},{sep}{dtype_str})"
 
     def __str__(self):
         return str(self._value)
@@ -230,9 +237,8 @@ class Array:
         return _jnp().invert(self)
 
     def __round__(self, ndigits=None):
-        if ndigits is None and self.ndim == 0:
-            return round(float(self))
-        return _jnp().round(self, ndigits or 0)
+        out = _jnp().round(self, ndigits or 0)
+        return out.astype(int) if ndigits is None else out
 
 
 def _rebuild(value, weak):
@@ -261,6 +267,9 @@ def _binop(name, reflected=False):
         t = type(other)
         if t is not Array and not isinstance(other, (np.ndarray,) + _SCALARS) and \
                 getattr(t, "_kiln_trace", None) is None:
+            if t in (list, tuple, set, dict):  # as JAX: never let list * array repeat the list
+                raise TypeError(f"unsupported operand type(s) for {name}: 'Array' and "
+                                f"{t.__name__!r}")
             return NotImplemented
         return fn(other, self) if reflected else fn(self, other)
     op.__name__ = name
