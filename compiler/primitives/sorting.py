@@ -1,43 +1,52 @@
 """sort: a stable (optionally) multi-operand sort along one dimension.
 
 The first `num_keys` operands are keys compared lexicographically; every operand is permuted
-the same way. Floating-point keys use the total order of JAX/XLA: -NaN < -inf < ... < -0.0 <
-0.0 < ... < inf < NaN (NaNs last, as NumPy).
+the same way. Floating-point keys are compared as JAX's comparator does after canonicalising
+them: -0.0 equals 0.0 (a stable sort keeps their order) and every NaN is one NaN, sorted last
+(as NumPy). Complex keys compare by real part, then imaginary part, each that way (JAX's
+order; NumPy instead puts R + nanj after every R + Rj).
 """
 import numpy as np
 
 from ..ir.abstract import ShapedArray
-from .core import register, type_error
+from .core import register
 
 
 def _sort_eval(*xs, dimension, is_stable=True, num_keys=1):
     if not xs:
-        raise type_error("sort", "requires at least one operand")
-    shape = xs[0].shape
-    for x in xs:
-        if x.shape != shape:
-            raise type_error("sort", f"operands must all have the same shape, got "
-                             + ", ".join(str(y.shape) for y in xs))
-    if not 0 <= dimension < max(len(shape), 1) or not shape:
-        raise ValueError(f"sort: dimension {dimension} out of range for shape {shape}")
+        raise TypeError("sort requires at least one operand")
+    if any(x.shape != xs[0].shape for x in xs):
+        raise TypeError("Arguments to sort must have equal shapes, got: "
+                        + " ".join(str(x.shape) for x in xs))
+    if not 0 <= dimension < xs[0].ndim:
+        raise ValueError(f"axis {dimension} is out of bounds for array of dimension "
+                         f"{xs[0].ndim}")
     if not 1 <= num_keys <= len(xs):
-        raise ValueError(f"sort: num_keys={num_keys} must be between 1 and {len(xs)}")
+        raise ValueError(f"num_keys={num_keys} must be between 1 and len(operand)={len(xs)}")
     return tuple(ShapedArray(x.shape, x.dtype, x.weak_type) for x in xs)
 
 
 def _total_order_key(x):
-    """An integer key whose order is the float total order (-0.0 before 0.0, NaN last)."""
+    """An integer key ordering floats with -0.0 == 0.0 and NaNs (all equal) last."""
     if x.dtype.kind != "f":
         return x
     bits = x.dtype.itemsize * 8
     x = np.where(np.isnan(x), np.asarray(np.nan, x.dtype), x)  # one canonical (positive) NaN
+    x = np.where(x == 0, np.zeros((), x.dtype), x)  # -0.0 -> 0.0
     i = x.view(np.dtype(f"i{x.dtype.itemsize}")).astype(np.int64)
     mask = np.int64((1 << (bits - 1)) - 1)
     return np.where(i < 0, i ^ mask, i)
 
 
+def _order_keys(x):
+    """The keys one sort operand contributes: (real, imag) for complex numbers."""
+    if x.dtype.kind == "c":
+        return [_total_order_key(x.real), _total_order_key(x.imag)]
+    return [_total_order_key(x)]
+
+
 def _sort(*xs, dimension, is_stable=True, num_keys=1):
-    keys = [_total_order_key(k) for k in xs[:num_keys]]
+    keys = [k for x in xs[:num_keys] for k in _order_keys(x)]
     moved = [np.moveaxis(k, dimension, -1) for k in keys]
     if len(moved) == 1:
         perm = np.argsort(moved[0], axis=-1, kind="stable")
