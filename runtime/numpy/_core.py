@@ -59,11 +59,12 @@ def _convert(a, dtype, weak):
 
 
 def promote_dtypes_inexact(*args):
-    """Promote, then make floating (ints and bools go to the default float), as jnp.sin does."""
+    """Promote, then make floating as jnp.sin does (JAX's to_inexact_dtype: (u)int64 -> float64,
+    smaller integers and bool -> float32, even with x64 on)."""
     arrs = promote_dtypes(*args)
     dtype, weak = arrs[0].dtype, all(a.weak_type for a in arrs)
     if dtype.kind not in "fc":
-        target = dtypes.default_float()
+        target = dtypes.float64 if dtype.itemsize == 8 else dtypes.float32
         return [_convert(a, target, weak) for a in arrs]
     return arrs
 
@@ -71,8 +72,7 @@ def promote_dtypes_inexact(*args):
 def promote_dtypes_numeric(*args):
     arrs = promote_dtypes(*args)
     if arrs and arrs[0].dtype == dtypes.bool_:
-        return [lax.convert_element_type(a, dtypes.int32 if not dtypes.x64_enabled()
-                                         else dtypes.int64) for a in arrs]
+        return [lax.convert_element_type(a, dtypes.int32) for a in arrs]  # JAX: even with x64
     return arrs
 
 
