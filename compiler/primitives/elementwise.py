@@ -30,10 +30,11 @@ _KIND_TEXT = {
     INEXACT: "subtypes of floating, complexfloating",
     INT: "subtypes of integer",
     INT_BOOL: "subtypes of integer, bool",
-    NUMBER: "subtypes of number",
+    NUMBER: "subtypes of integer, floating, complexfloating",
     ANY: "any dtype",
     REAL_NUMBER: "subtypes of integer, floating",
-    ORDERED: "bool or subtypes of integer, floating",
+    ORDERED: "subtypes of integer, floating, bool",
+    "c": "subtypes of complexfloating",
 }
 
 
@@ -67,9 +68,9 @@ def nary(name, np_fn, kinds, out_dtype=_same, arity=2):
     def abstract_eval(*avals, **params):
         if len(avals) != arity:
             raise type_error(name, f"takes {arity} operands, got {len(avals)}")
+        for i, a in enumerate(avals):  # JAX checks each position's kind, then equality
+            check_dtype_kinds(name, a, kinds, _KIND_TEXT[kinds], position=i)
         check_same_dtypes(name, avals)
-        for a in avals:
-            check_dtype_kinds(name, a, kinds, _KIND_TEXT[kinds])
         check_same_shapes(name, avals)
         out = out_dtype(avals[0])
         weak = all(a.weak_type for a in avals) and out != dtypes.bool_
@@ -84,7 +85,10 @@ def _round(x, rounding_method=0):
         return x
     if rounding_method == 1:  # TO_NEAREST_EVEN
         return np.round(x)
-    return (np.sign(x) * np.floor(np.abs(x) + np.asarray(0.5, x.dtype))).astype(x.dtype)
+    # Half away from zero, exactly: compare the fraction (adding 0.5 first would round
+    # 0.49999997 up) and keep the sign of zero.
+    t = np.trunc(x)
+    return np.copysign(np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t), x).astype(x.dtype)
 
 
 def _sign(x):
@@ -93,11 +97,30 @@ def _sign(x):
     if x.dtype.kind == "c":
         a = np.abs(x)
         return np.where(a == 0, 0, x / np.where(a == 0, 1, a)).astype(x.dtype)
+    if x.dtype.kind == "f":
+        return np.where(x == 0, x, np.sign(x))  # sign(-0.0) is -0.0, as in XLA
     return np.sign(x)
 
 
 def _rsqrt(x):
     return (np.asarray(1, x.dtype) / np.sqrt(x)).astype(x.dtype)
+
+
+def _cbrt(x):
+    # NumPy's float32 cbrt is off by an ulp on exact cubes (cbrt(27) = 2.9999998); XLA's is not.
+    return np.cbrt(x.astype(np.float64)).astype(x.dtype)
+
+
+def _digamma(x):
+    # XLA: NaN at the poles 0, -1, -2, ... (scipy gives -inf at 0).
+    pole = (x <= 0) & (x == np.floor(x))
+    return np.where(pole, np.asarray(np.nan, x.dtype), _special("psi")(x))
+
+
+def _logistic(x):
+    if x.dtype.kind == "c":  # scipy's expit is real-only
+        return (1 / (1 + np.exp(-x))).astype(x.dtype)
+    return _special("expit")(x)
 
 
 def _special(name):
@@ -147,7 +170,7 @@ log = unary("log", np.log, INEXACT)
 log1p = unary("log1p", np.log1p, INEXACT)
 expm1 = unary("expm1", np.expm1, INEXACT)
 tanh = unary("tanh", np.tanh, INEXACT)
-logistic = unary("logistic", _special("expit"), INEXACT)
+logistic = unary("logistic", _logistic, INEXACT)
 sin = unary("sin", np.sin, INEXACT)
 cos = unary("cos", np.cos, INEXACT)
 tan = unary("tan", np.tan, INEXACT)
@@ -161,7 +184,7 @@ acosh = unary("acosh", np.arccosh, INEXACT)
 atanh = unary("atanh", np.arctanh, INEXACT)
 sqrt = unary("sqrt", np.sqrt, INEXACT)
 rsqrt = unary("rsqrt", _rsqrt, INEXACT)
-cbrt = unary("cbrt", np.cbrt, FLOAT)
+cbrt = unary("cbrt", _cbrt, FLOAT)
 abs_ = unary("abs", np.abs, NUMBER, _to_real)
 not_ = unary("not", _not, INT_BOOL)
 population_count = unary("population_count", _population_count, INT)
@@ -170,10 +193,9 @@ erf = unary("erf", _special("erf"), FLOAT)
 erfc = unary("erfc", _special("erfc"), FLOAT)
 erf_inv = unary("erf_inv", _special("erfinv"), FLOAT)
 lgamma = unary("lgamma", _special("gammaln"), FLOAT)
-digamma = unary("digamma", _special("psi"), FLOAT)
+digamma = unary("digamma", _digamma, FLOAT)
 real = unary("real", np.real, "c", _real_of_complex)
 imag = unary("imag", np.imag, "c", _real_of_complex)
-conj = unary("conj", np.conj, "c")
 square = unary("square", np.square, NUMBER)
 copy_p = unary("copy", np.copy, ANY)
 
@@ -183,7 +205,8 @@ def _integer_pow_eval(x, *, y):
     if not isinstance(y, int):
         raise TypeError(f"integer_pow: exponent must be a Python int, got {y!r}")
     if y < 0 and x.dtype.kind in "iu":
-        raise TypeError(f"integer_pow: negative exponent {y} with integer dtype {x.dtype}")
+        raise TypeError(f"Integers cannot be raised to negative powers, got "
+                        f"integer_pow({x.dtype}[{','.join(map(str, x.shape))}], {y})")
     return ShapedArray(x.shape, x.dtype, x.weak_type)
 
 
@@ -224,18 +247,46 @@ def _rem(a, b):
     return np.where(b == 0, a, np.fmod(a, safe_b)).astype(a.dtype)
 
 
+def _pow_eval(x, y):
+    """JAX's rule: an inexact base; an exponent of the same dtype or of any integer dtype."""
+    check_dtype_kinds("pow", x, INEXACT, _KIND_TEXT[INEXACT], position=0)
+    check_dtype_kinds("pow", y, NUMBER, _KIND_TEXT[NUMBER], position=1)
+    if x.dtype != y.dtype and y.dtype.kind not in "iu":
+        raise TypeError("the first argument to pow must have an inexact dtype (float or "
+                        "complex), and the second argument must have an inexact or integer "
+                        "dtype, and two inexact dtypes must match, but got "
+                        f"{x.dtype} and {y.dtype} respectively.")
+    check_same_shapes("pow", (x, y))
+    return ShapedArray(elementwise_shape((x, y)), x.dtype, x.weak_type and y.weak_type)
+
+
 def _pow(a, b):
-    if a.dtype.kind in "iu":
-        return np.power(a, np.maximum(b, 0)).astype(a.dtype)
+    b = b.astype(a.dtype, copy=False)
+    if a.dtype.kind == "f" and a.dtype.itemsize < 8:
+        # NumPy's float32 power can be 1 ulp off; XLA's is correctly rounded (but for rare ties).
+        return np.power(a.astype(np.float64), b.astype(np.float64)).astype(a.dtype)
     return np.power(a, b)
 
 
+def _atan2(y, x):
+    if y.dtype.kind != "c":
+        return np.arctan2(y, x)
+    # The complex continuation XLA uses: -i log((x + iy) / sqrt(x^2 + y^2)).
+    return (-1j * np.log((x + 1j * y) / np.sqrt(x * x + y * y))).astype(y.dtype)
+
+
 def _max(a, b):
-    return np.maximum(a, b)
+    out = np.maximum(a, b)
+    if a.dtype.kind == "f":  # XLA: max(-0.0, 0.0) is 0.0 on either side (NumPy picks b)
+        out = np.where((a == b) & ~np.signbit(a), a, out)
+    return out
 
 
 def _min(a, b):
-    return np.minimum(a, b)
+    out = np.minimum(a, b)
+    if a.dtype.kind == "f":  # XLA: min(0.0, -0.0) is -0.0 on either side
+        out = np.where((a == b) & np.signbit(a), a, out)
+    return out
 
 
 def _bits_of(dtype):
@@ -273,8 +324,9 @@ def _shift_right_arithmetic(a, b):
 
 def _shift_eval(name):
     def abstract_eval(a, b):
+        for i, x in enumerate((a, b)):
+            check_dtype_kinds(name, x, INT, _KIND_TEXT[INT], position=i)
         check_same_dtypes(name, (a, b))
-        check_dtype_kinds(name, a, INT, _KIND_TEXT[INT])
         check_same_shapes(name, (a, b))
         return ShapedArray(elementwise_shape((a, b)), a.dtype, a.weak_type and b.weak_type)
     return abstract_eval
@@ -290,9 +342,42 @@ def _nextafter(a, b):
     return np.nextafter(a, b)
 
 
+_COMPLEX_OF = {dtypes.float32: dtypes.complex64, dtypes.float64: dtypes.complex128,
+               dtypes.complex64: dtypes.complex64, dtypes.complex128: dtypes.complex128}
+
+
+def _check_complex_part(name, aval, what, position=None):
+    """complex/conj take float32/float64 (and conj complex) operands, as in JAX."""
+    if aval.dtype not in _COMPLEX_OF or (what == _REAL_PARTS and aval.dtype.kind == "c"):
+        at = "" if position is None else f" at position {position}"
+        raise type_error(name, f"does not accept dtype {aval.dtype}{at}. Accepted dtypes{at} "
+                               f"are subtypes of {what}.")
+
+
+_REAL_PARTS = "float32, float64"
+
+
+def _complex_eval(x, y):
+    for i, a in enumerate((x, y)):
+        _check_complex_part("complex", a, _REAL_PARTS, position=i)
+    check_same_dtypes("complex", (x, y))
+    check_same_shapes("complex", (x, y))
+    return ShapedArray(elementwise_shape((x, y)), _COMPLEX_OF[x.dtype],
+                       x.weak_type and y.weak_type)
+
+
 def _complex(a, b):
-    out = dtypes.complex128 if a.dtype == dtypes.float64 else dtypes.complex64
+    out = _COMPLEX_OF[a.dtype]
     return (a + 1j * b.astype(out)).astype(out)
+
+
+def _conj_eval(x):
+    _check_complex_part("conj", x, "float32, complexfloating, float64")
+    return ShapedArray(x.shape, _COMPLEX_OF[x.dtype], x.weak_type)
+
+
+def _conj(x):
+    return np.conj(x).astype(_COMPLEX_OF[x.dtype], copy=False)
 
 
 add = nary("add", np.add, NUMBER)
@@ -300,16 +385,16 @@ sub = nary("sub", np.subtract, NUMBER)
 mul = nary("mul", np.multiply, NUMBER)
 div = nary("div", _int_div, NUMBER)
 rem = nary("rem", _rem, REAL_NUMBER)
-pow_ = nary("pow", _pow, NUMBER)
+pow_ = register("pow", _pow_eval, _pow)
 max_ = nary("max", _max, ANY)
 min_ = nary("min", _min, ANY)
-atan2 = nary("atan2", np.arctan2, FLOAT)
+atan2 = nary("atan2", _atan2, INEXACT)
 nextafter = nary("nextafter", _nextafter, FLOAT)
 and_ = nary("and", _bitwise(np.logical_and, np.bitwise_and), INT_BOOL)
 or_ = nary("or", _bitwise(np.logical_or, np.bitwise_or), INT_BOOL)
 xor = nary("xor", _bitwise(np.logical_xor, np.bitwise_xor), INT_BOOL)
-complex_ = nary("complex", _complex, FLOAT,
-                lambda a: dtypes.complex128 if a.dtype == dtypes.float64 else dtypes.complex64)
+complex_ = register("complex", _complex_eval, _complex)
+conj = register("conj", _conj_eval, _conj)
 shift_left = register("shift_left", _shift_eval("shift_left"), _shift_left)
 shift_right_logical = register("shift_right_logical", _shift_eval("shift_right_logical"),
                                _shift_right_logical)
@@ -328,17 +413,18 @@ ge = nary("ge", np.greater_equal, ORDERED, _to_bool)
 
 def _select_n_eval(which, *cases):
     if not cases:
-        raise TypeError("select_n requires at least one case")
-    check_same_dtypes("select_n", cases)
-    check_same_shapes("select_n", cases)
+        raise TypeError("select must have at least one case")
+    if any(c.shape != cases[0].shape for c in cases[1:]):
+        raise TypeError("select cases must have the same shapes, got ["
+                        + ", ".join(str(c.shape) for c in cases) + "].")
     if which.shape and which.shape != cases[0].shape:
-        raise type_error("select_n", f"requires the predicate shape {which.shape} to be () or "
-                         f"equal to the case shape {cases[0].shape}")
-    if which.dtype == dtypes.bool_:
-        if len(cases) > 2:
-            raise type_error("select_n", "with a boolean predicate takes at most two cases")
-    elif which.dtype.kind not in "iu":
-        raise type_error("select_n", f"predicate must be bool or int32, got {which.dtype}")
+        raise TypeError(f"select `which` must be scalar or have the same shape as cases, got "
+                        f"`which` shape {which.shape} but case shape {cases[0].shape}.")
+    check_same_dtypes("select_n", cases)
+    if which.dtype.kind not in "biu":
+        raise TypeError(f"select `which` must be boolean or integer type, got {which.dtype}.")
+    if which.dtype == dtypes.bool_ and len(cases) > 2:
+        raise TypeError("select with boolean `which` cannot have > 2 cases.")
     return ShapedArray(cases[0].shape, cases[0].dtype, all(c.weak_type for c in cases))
 
 
@@ -347,18 +433,21 @@ def _select_n(which, *cases):
         return cases[0]
     if which.dtype == np.bool_:
         return np.where(which, cases[1], cases[0])
-    return np.choose(np.clip(which, 0, len(cases) - 1), np.broadcast_arrays(*cases))
+    # Out-of-range indices pick the nearest case (XLA leaves them undefined). np.choose is
+    # limited to 32 cases, so index a stack instead.
+    idx = np.broadcast_to(np.clip(which, 0, len(cases) - 1), cases[0].shape).astype(np.intp)
+    return np.take_along_axis(np.stack(cases), idx[None], 0)[0]
 
 
 select_n = register("select_n", _select_n_eval, _select_n)
 
 
 def _clamp_eval(lo, x, hi):
-    check_same_dtypes("clamp", (lo, x, hi))
-    for bound in (lo, hi):
+    for name, bound in (("min", lo), ("max", hi)):
         if bound.shape and bound.shape != x.shape:
-            raise type_error("clamp", f"requires bounds of shape () or {x.shape}, got "
-                             f"{bound.shape}")
+            raise TypeError(f"clamp requires {name}.shape == operand.shape or {name}.shape == "
+                            f"(), got {name}.shape={bound.shape}, operand.shape={x.shape}.")
+    check_same_dtypes("clamp", (lo, x, hi))
     return ShapedArray(x.shape, x.dtype, x.weak_type)
 
 
@@ -372,18 +461,18 @@ def _convert_eval(x, *, new_dtype, weak_type=False):
 
 
 def _convert(x, *, new_dtype, weak_type=False):
+    if new_dtype == np.bool_:
+        return x != 0  # a complex value is True if either part is nonzero
     if x.dtype.kind == "c" and new_dtype.kind != "c":
         x = np.real(x)
     if x.dtype.kind == "f" and new_dtype.kind in "iu":
         # XLA: NaN -> 0, out-of-range values saturate.
         info = np.iinfo(new_dtype)
-        with np.errstate(invalid="ignore"):
+        with np.errstate(all="ignore"):
             y = np.where(np.isnan(x), 0, np.clip(np.trunc(x), info.min, info.max))
             return np.where(y >= float(info.max), info.max,
                             np.where(y <= float(info.min), info.min,
                                      y.astype(new_dtype))).astype(new_dtype)
-    if new_dtype == np.bool_:
-        return x != 0
     return x.astype(new_dtype)
 
 
@@ -391,26 +480,34 @@ convert_element_type = register("convert_element_type", _convert_eval, _convert)
 
 
 def _bitcast_eval(x, *, new_dtype):
-    a, b = x.dtype.itemsize, new_dtype.itemsize
+    new_dtype = np.dtype(new_dtype)
+    if x.dtype != new_dtype and {"b", "c"} & {x.dtype.kind, new_dtype.kind}:
+        raise TypeError(f"lax.bitcast_convert_type does not support bool or complex values "
+                        f"unless the operand and destination types match. Got operand "
+                        f"dtype={x.dtype}, new_dtype={new_dtype!r}. Consider using the "
+                        f"arr.view() method instead.")
+    a, b = x.dtype.itemsize * 8, new_dtype.itemsize * 8
     if a == b:
         shape = x.shape
     elif a > b:
         shape = x.shape + (a // b,)
     else:
-        if not x.shape or x.shape[-1] != b // a:
-            raise type_error("bitcast_convert_type", f"from {x.dtype} to {new_dtype} requires "
-                             f"a last dimension of {b // a}, got shape {x.shape}")
+        last = x.shape[-1] if x.shape else 1
+        if last * a != b:
+            raise ValueError(f"Attempting to convert array of shape {x.shape} from {x.dtype} "
+                             f"of size {a} bits to {new_dtype} of size {b}, bits but "
+                             f"{last} * {a} != {b}")
         shape = x.shape[:-1]
     return ShapedArray(shape, new_dtype, False)
 
 
 def _bitcast(x, *, new_dtype):
     a, b = x.dtype.itemsize, new_dtype.itemsize
-    x = np.ascontiguousarray(x)
+    x = np.ascontiguousarray(x).reshape(x.shape)  # ascontiguousarray makes 0-d arrays 1-d
     if a == b:
         return x.view(new_dtype)
-    if a > b:
-        return x.view(new_dtype).reshape(x.shape + (a // b,))
+    if a > b:  # view a trailing unit axis: NumPy cannot change the itemsize of a 0-d array
+        return x.reshape(x.shape + (1,)).view(new_dtype)
     return x.view(new_dtype).reshape(x.shape[:-1])
 
 
