@@ -19,12 +19,89 @@ def _jnp():
     return jnp
 
 
-class Array:
+class ArrayMethods:
+    """What kiln arrays and the compiler's traced values share: NumPy-style operators and
+    methods, all forwarding to `kiln.numpy` (installed below), and immutability."""
+
+    __slots__ = ()
+    __array_priority__ = 100
+    __hash__ = None
+
+    @property
+    def T(self):
+        return _jnp().transpose(self)
+
+    @property
+    def mT(self):
+        return _jnp().matrix_transpose(self)
+
+    @property
+    def real(self):
+        return _jnp().real(self)
+
+    @property
+    def imag(self):
+        return _jnp().imag(self)
+
+    @property
+    def at(self):
+        return _AtIndexer(self)
+
+    def __setitem__(self, idx, value):
+        raise TypeError("kiln arrays are immutable and do not support in-place item "
+                        "assignment. Instead of x[idx] = y, use x = x.at[idx].set(y) or another "
+                        ".at[] method (add, multiply, min, max, ...).")
+
+    def __getitem__(self, idx):
+        from .numpy import _indexing
+        return _indexing.getitem(self, idx)
+
+    # ------------------------------------------------------------------ array methods
+    def astype(self, dtype, copy=False, device=None):
+        return _jnp().astype(self, dtype)
+
+    def reshape(self, *shape, order="C"):
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = shape[0]
+        return _jnp().reshape(self, shape, order=order)
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and (axes[0] is None or not isinstance(axes[0], (int, np.integer))):
+            axes = axes[0]
+        return _jnp().transpose(self, axes or None)
+
+    def view(self, dtype=None):
+        """Reinterpret the bits as `dtype` (same item size), as `ndarray.view`."""
+        if dtype is None:
+            return self
+        from . import lax
+        target = _jnp().dtype(dtype)
+        if target.itemsize != self.dtype.itemsize:
+            raise ValueError(f"view: kiln supports only views with the same item size, got "
+                             f"{self.dtype} -> {target}; use lax.bitcast_convert_type")
+        return lax.bitcast_convert_type(self, target)
+
+    def __abs__(self):
+        return _jnp().abs(self)
+
+    def __neg__(self):
+        return _jnp().negative(self)
+
+    def __pos__(self):
+        return _jnp().positive(self)
+
+    def __invert__(self):
+        return _jnp().invert(self)
+
+    def __round__(self, ndigits=None):
+        out = _jnp().round(self, ndigits or 0)
+        return out.astype(int) if ndigits is None else out
+
+
+class Array(ArrayMethods):
     """An immutable n-dimensional array (JAX's `jax.Array`)."""
 
     __slots__ = ("_value", "weak_type", "__weakref__")
-    __array_priority__ = 100
-    __hash__ = None
 
     # --------------------------------------------------------------------- construction
     def __init__(self, value, weak_type=False):
@@ -60,26 +137,6 @@ class Array:
     def aval(self):
         from .compiler.ir.abstract import ShapedArray
         return ShapedArray(self._value.shape, self._value.dtype, self.weak_type)
-
-    @property
-    def T(self):
-        return _jnp().transpose(self)
-
-    @property
-    def mT(self):
-        return _jnp().matrix_transpose(self)
-
-    @property
-    def real(self):
-        return _jnp().real(self)
-
-    @property
-    def imag(self):
-        return _jnp().imag(self)
-
-    @property
-    def at(self):
-        return _AtIndexer(self)
 
     @property
     def flat(self):
@@ -189,15 +246,6 @@ class Array:
     def __str__(self):
         return str(self._value)
 
-    def __setitem__(self, idx, value):
-        raise TypeError("kiln arrays are immutable and do not support in-place item "
-                        "assignment. Instead of x[idx] = y, use x = x.at[idx].set(y) or another "
-                        ".at[] method (add, multiply, min, max, ...).")
-
-    def __getitem__(self, idx):
-        from .numpy import _indexing
-        return _indexing.getitem(self, idx)
-
     def __reduce__(self):
         return (_rebuild, (self._value, self.weak_type))
 
@@ -206,40 +254,6 @@ class Array:
 
     def __deepcopy__(self, memo):
         return self
-
-    # ------------------------------------------------------------------ array methods
-    def astype(self, dtype, copy=False, device=None):
-        return _jnp().astype(self, dtype)
-
-    def reshape(self, *shape, order="C"):
-        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
-            shape = shape[0]
-        return _jnp().reshape(self, shape, order=order)
-
-    def transpose(self, *axes):
-        if len(axes) == 1 and (axes[0] is None or not isinstance(axes[0], (int, np.integer))):
-            axes = axes[0]
-        return _jnp().transpose(self, axes or None)
-
-    def view(self, dtype=None):
-        return self if dtype is None else _jnp().lax_bitcast_view(self, dtype)
-
-    def __abs__(self):
-        return _jnp().abs(self)
-
-    def __neg__(self):
-        return _jnp().negative(self)
-
-    def __pos__(self):
-        return _jnp().positive(self)
-
-    def __invert__(self):
-        return _jnp().invert(self)
-
-    def __round__(self, ndigits=None):
-        out = _jnp().round(self, ndigits or 0)
-        return out.astype(int) if ndigits is None else out
-
 
 def _rebuild(value, weak):
     return _wrap(value, weak)
@@ -283,11 +297,11 @@ _BINOPS = {
     "lshift": "left_shift", "rshift": "right_shift", "divmod": "divmod",
 }
 for _dunder, _fn in _BINOPS.items():
-    setattr(Array, f"__{_dunder}__", _binop(_fn))
-    setattr(Array, f"__r{_dunder}__", _binop(_fn, reflected=True))
+    setattr(ArrayMethods, f"__{_dunder}__", _binop(_fn))
+    setattr(ArrayMethods, f"__r{_dunder}__", _binop(_fn, reflected=True))
 for _dunder, _fn in {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
                      "gt": "greater", "ge": "greater_equal"}.items():
-    setattr(Array, f"__{_dunder}__", _binop(_fn))
+    setattr(ArrayMethods, f"__{_dunder}__", _binop(_fn))
 
 
 def _method(name):
@@ -303,9 +317,9 @@ for _name in ("sum", "prod", "mean", "var", "std", "max", "min", "argmax", "argm
               "diagonal", "flatten", "ptp", "searchsorted", "argpartition", "compress", "copy",
               "nansum", "nanmean"):
     if _name == "flatten":
-        setattr(Array, _name, _method("ravel"))
+        setattr(ArrayMethods, _name, _method("ravel"))
     else:
-        setattr(Array, _name, _method(_name))
+        setattr(ArrayMethods, _name, _method(_name))
 
 
 # ------------------------------------------------------------------------------- .at[]

@@ -20,12 +20,28 @@ Array = None  # bound by array.py at import (avoids a circular import)
 def bind(prim, *args, **params):
     for a in args:
         if type(a) is not Array:
-            trace = getattr(type(a), "_kiln_trace", None)
-            if trace is not None:
-                return a._kiln_trace.bind(prim, args, params)
+            if getattr(type(a), "_kiln_trace", None) is not None:
+                return _bind_traced(prim, args, params)
             raise TypeError(f"{prim.name}: operands must be kiln arrays, got "
                             f"{type(a).__name__}")
     return apply_eager(prim, args, params)
+
+
+def _bind_traced(prim, args, params):
+    """Bind in the innermost active specialisation (which captures values of enclosing ones);
+    other trace objects (`_kiln_trace` with a `bind` method) handle their own operations."""
+    from .compiler.frontend.builder import current, Builder
+    b = current()
+    if b is None:
+        trace = next(a._kiln_trace for a in args
+                     if getattr(type(a), "_kiln_trace", None) is not None)
+        if isinstance(trace, Builder):
+            raise RuntimeError(
+                f"{prim.name} was applied to a traced value outside the function being "
+                f"compiled (a traced value escaped, e.g. stored in a global or returned "
+                f"through a side channel). Return values from the jitted function instead.")
+        b = trace
+    return b.bind(prim, args, params)
 
 
 def apply_eager(prim, args, params):

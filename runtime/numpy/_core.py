@@ -114,11 +114,13 @@ def broadcast_to(x, shape):
 
 
 def promote_shapes(*arrs):
+    """Broadcast operands to their common shape. Rank-0 operands stay rank 0 (elementwise
+    primitives broadcast them), so scalars stay scalars in compiled code."""
     arrs = list(arrs)
-    if len({a.shape for a in arrs}) <= 1:
+    if len({a.shape for a in arrs if a.shape}) <= 1:
         return arrs
     shape = broadcast_shapes(*(a.shape for a in arrs))
-    return [broadcast_to(a, shape) for a in arrs]
+    return [broadcast_to(a, shape) if a.shape else a for a in arrs]
 
 
 def promote_args(fun_name, *args):

@@ -1,0 +1,1 @@
+"""Backends: executables for SSA functions. `reference` (Python over NumPy) is the oracle."""

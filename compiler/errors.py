@@ -1,0 +1,70 @@
+"""Errors a user can cause while kiln compiles their function.
+
+Every error carries the user's source location: the file, the line, the line's text and a caret
+under the expression (`SourceInfo`), says why, and says what to do. `CompileError` is for
+constructs kiln cannot compile; `ConcretizationError` (a TypeError, like JAX's) is for needing
+a concrete value from a traced one; `NonConcreteBooleanIndexError` (an IndexError) for boolean
+masks under `jit`.
+"""
+
+
+class SourceInfo:
+    """Where in the user's source an expression is: file, line, column span and line text."""
+    __slots__ = ("filename", "lineno", "col", "end_col", "line", "function")
+
+    def __init__(self, filename, lineno, col=0, end_col=None, line="", function=None):
+        self.filename = filename
+        self.lineno = lineno
+        self.col = col
+        self.end_col = end_col
+        self.line = line
+        self.function = function
+
+    def caret(self):
+        """The source line with a caret under the expression."""
+        text = self.line.rstrip("\n")
+        if not text:
+            return ""
+        width = max(1, (self.end_col or self.col + 1) - self.col)
+        return f"    {text}\n    {' ' * self.col}{'^' * width}"
+
+    def where(self):
+        fn = f", in {self.function}" if self.function else ""
+        return f'File "{self.filename}", line {self.lineno}{fn}'
+
+    def __repr__(self):
+        return f"{self.filename}:{self.lineno}:{self.col}"
+
+
+def located(message, info, hint=None):
+    parts = [message]
+    if info is not None:
+        parts.append(info.where())
+        caret = info.caret()
+        if caret:
+            parts.append(caret)
+    if hint:
+        parts.append(hint)
+    return "\n".join(parts)
+
+
+class KilnError(Exception):
+    """Base of kiln's located errors; `info` is the SourceInfo of the offending expression."""
+
+    def __init__(self, message, info=None, hint=None):
+        self.info = info
+        self.hint = hint
+        self.bare_message = message
+        super().__init__(located(message, info, hint))
+
+
+class CompileError(KilnError):
+    """Something in the function cannot be compiled (unsupported syntax, no source, ...)."""
+
+
+class ConcretizationError(KilnError, TypeError):
+    """A traced value was used where Python needs a concrete one."""
+
+
+class NonConcreteBooleanIndexError(KilnError, IndexError):
+    """Boolean-mask indexing needs the mask's values, which a traced mask does not have."""

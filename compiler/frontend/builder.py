@@ -1,0 +1,193 @@
+"""The SSA builder: where specialisation emits equations.
+
+While a function is specialised, every traced value is a tracer (the runtime's `Tracer`, an
+array-like object wrapping an SSA `Var`). Binding a primitive with a tracer operand appends an
+equation to the innermost active `Builder` and returns tracers for its results, typed by the
+primitive's abstract evaluation. Operands that are not tracers are static: rank-0 values
+become `Literal`s; larger arrays (globals, closures, constants computed at specialisation time)
+become implicit arguments of the top-level function (`consts`). A tracer from an enclosing
+builder used inside a region is captured: the region receives it as an extra input, so regions
+stay closed.
+
+Builders nest for regions (`cond` branches, loop bodies); names come from one `NameSupply` per
+top-level function, so printed SSA is deterministic.
+"""
+import numpy as np
+
+from ..ir.abstract import ShapedArray
+from ..ir import dtypes
+from ..ir.ssa import Eqn, Function, Var, Literal, NameSupply
+
+TRACER_TYPE = None  # set by the runtime (kiln.tracer): the array-like wrapper around a Var
+
+_STACK = []
+_RESERVED = []
+
+
+def reserved_names():
+    """Names SSA variables must not take: primitive spellings, dtype names, printer names."""
+    if not _RESERVED:
+        from ..primitives import PRIMITIVES
+        from ..ir.printer import ssa_namespace
+        _RESERVED.append(frozenset(ssa_namespace({n: None for n in PRIMITIVES})))
+    return _RESERVED[0]
+
+
+def current():
+    """The innermost active builder, or None outside specialisation."""
+    return _STACK[-1] if _STACK else None
+
+
+class Builder:
+    def __init__(self, name, parent=None, names=None):
+        self.name = name
+        self.parent = parent
+        self.names = names if names is not None else (
+            parent.names if parent else NameSupply(reserved_names()))
+        self.invars = []
+        self.eqns = []
+        self.captured = {}      # id(outer Var) -> (outer tracer, inner Var)
+        self.consts = [] if parent is None else None   # top level: [(Var, ndarray)]
+        self._const_ids = {}
+        self.info = None        # source location of the statement being specialised
+        self.effects = False
+
+    # -------------------------------------------------------------------- context
+    def __enter__(self):
+        _STACK.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _STACK.pop()
+
+    @property
+    def root(self):
+        b = self
+        while b.parent is not None:
+            b = b.parent
+        return b
+
+    # -------------------------------------------------------------------- values
+    def new_input(self, aval, hint="arg"):
+        v = Var(self.names.fresh(hint), aval)
+        self.invars.append(v)
+        return TRACER_TYPE(v, self)
+
+    def tracer(self, var):
+        return TRACER_TYPE(var, self)
+
+    def operand(self, x):
+        """The SSA operand (Var or Literal) for a tracer or a static value."""
+        if type(x) is TRACER_TYPE:
+            if x.builder is self:
+                return x.var
+            return self._capture(x)
+        return self._static(x)
+
+    def _capture(self, t):
+        key = id(t.var)
+        hit = self.captured.get(key)
+        if hit is not None:
+            return hit[1]
+        if self.parent is None:
+            raise RuntimeError(f"value {t.var.name} belongs to a specialisation that has "
+                               f"finished; do not keep traced values between calls")
+        self.parent.operand(t)  # make sure every enclosing level has it too
+        inner = Var(self.names.fresh(t.var.name), t.var.aval)
+        self.captured[key] = (t, inner)
+        return inner
+
+    def _static(self, x):
+        value, weak = _static_value(x)
+        if value.ndim == 0:
+            return Literal(value[()] if not weak else value.item(),
+                           ShapedArray((), value.dtype, weak))
+        root = self.root
+        key = id(x)
+        var = root._const_ids.get(key)
+        if var is None:
+            var = Var(root.names.fresh("const"), ShapedArray(value.shape, value.dtype, weak))
+            root.consts.append((var, value, x))
+            root._const_ids[key] = var
+        if root is self:
+            return var
+        return self._capture(TRACER_TYPE(var, root))
+
+    # -------------------------------------------------------------------- emission
+    def bind(self, prim, args, params):
+        operands = [self.operand(a) for a in args]
+        out = prim.abstract_eval(*[o.aval for o in operands], **params)
+        avals = list(out) if prim.multiple_results else [out]
+        outvars = [Var(self.names.fresh("t"), a) for a in avals]
+        self.eqns.append(Eqn(outvars, prim, operands, params, self.info))
+        tracers = [TRACER_TYPE(v, self) for v in outvars]
+        return tuple(tracers) if prim.multiple_results else tracers[0]
+
+    def child(self, name):
+        return Builder(self.names.fresh(name), parent=self)
+
+    def build(self, outputs):
+        """Finish: the Function whose inputs are (declared inputs, captured values, consts)."""
+        outvars = [self.operand(o) for o in outputs]
+        captured = [inner for _, inner in self.captured.values()]
+        invars = list(self.invars) + captured
+        if self.consts is not None:
+            invars += [v for v, _, _ in self.consts]
+        return Function(self.name, invars, self.eqns, outvars)
+
+    def captured_outer(self):
+        """The outer tracers a finished region captured, in its input order."""
+        return [outer for outer, _ in self.captured.values()]
+
+
+def _static_value(x):
+    """(ndarray, weak) for a static operand: Python scalar, NumPy value or eager Array."""
+    if isinstance(x, (bool, int, float, complex)):
+        dtype, weak = dtypes.python_scalar_dtype(x)
+        return np.asarray(x, dtype), weak
+    value = getattr(x, "_value", None)
+    if value is not None:
+        return value, bool(getattr(x, "weak_type", False))
+    arr = np.asarray(x)
+    return arr.astype(dtypes.canonicalize(arr.dtype), copy=False), False
+
+
+def trace_region(parent, name, fn, in_avals, hints=None, leading=()):
+    """Specialise the Python callable `fn` on fresh inputs of types `in_avals` as a region.
+
+    `fn` takes the input tracers and returns a list of outputs (tracers or static values).
+    Returns (region Function with inputs `[*captured, *inputs]`, the outer tracers captured,
+    in that order). `leading` lists outer tracers that must come first among the captured
+    ones (so several regions of one primitive can share a prefix).
+    """
+    child = parent.child(name)
+    hints = hints or ["x"] * len(in_avals)
+    with child:
+        inputs = [child.new_input(a, h) for a, h in zip(in_avals, hints)]
+        outputs = fn(inputs)
+        outvars = [child.operand(o) for o in outputs]
+    return child, outvars
+
+
+def close_regions(children_outvars):
+    """Give regions of one primitive a common signature: inputs are (the union of everything
+    any of them captured, in first-seen order) followed by each region's own inputs.
+    Returns (Functions, outer tracers to pass as the leading operands)."""
+    order, outers = [], {}
+    for child, _ in children_outvars:
+        for key, (outer, _) in child.captured.items():
+            if key not in outers:
+                outers[key] = outer
+                order.append(key)
+    fns = []
+    for child, outvars in children_outvars:
+        cap = []
+        for key in order:
+            hit = child.captured.get(key)
+            if hit is not None:
+                cap.append(hit[1])
+            else:
+                outer = outers[key]
+                cap.append(Var(child.names.fresh(outer.var.name), outer.var.aval))
+        fns.append(Function(child.name, cap + list(child.invars), child.eqns, outvars))
+    return fns, [outers[k] for k in order]

@@ -1,0 +1,547 @@
+"""Specialisation: partial evaluation of a user's Python function into SSA.
+
+The specialiser walks the function's AST (from `source.py`) with an environment of values of
+two kinds: *static* Python values (numbers, shapes, dtypes, tuples, lists, dicts, modules,
+functions, static arguments), which it simply computes, and *traced* values (tracers of SSA
+variables), for which operations emit SSA through the builder. This module holds the frame,
+name resolution (locals, closures, globals — recorded as guards — and builtins), calls and
+expressions; `statements.py` holds statements and control flow.
+
+Which callees are walked and which are executed: user functions with source are specialised
+recursively (their Python `if`/`while` on traced values compile too); kiln's own library
+(`kiln.numpy`, `kiln.lax`, `kiln.nn`, `kiln.random`, ...) and functions without source are
+called directly with the tracers, since their control flow depends on static values only.
+"""
+import builtins
+import functools
+import operator
+import types
+
+import gast
+
+from ..errors import CompileError, ConcretizationError, KilnError
+from . import builder as _builder
+from .host import HOST
+from .source import function_ast
+
+_MISSING = object()
+_LIBRARY_PREFIXES = ("kiln.", "numpy", "scipy", "math", "builtins", "functools", "operator",
+                     "itertools", "collections", "typing", "dataclasses", "enum", "abc")
+
+
+class Undefined:
+    """A variable that exists on only some paths of traced control flow."""
+    __slots__ = ("name", "why")
+
+    def __init__(self, name, why):
+        self.name = name
+        self.why = why
+
+
+class ReturnSignal(Exception):
+    """A `return` reached during static execution of a block."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+class BreakSignal(Exception):
+    pass
+
+
+class ContinueSignal(Exception):
+    pass
+
+
+class Frame:
+    """The environment of one specialised call: locals, the function's globals, closure
+    cells and builtins; plus the guards (globals read) shared by the whole specialisation."""
+
+    def __init__(self, parsed, globals_, closure, guards, depth):
+        self.parsed = parsed
+        self.locals = {}
+        self.globals = globals_
+        self.closure = closure
+        self.guards = guards
+        self.depth = depth
+
+    def info(self, node):
+        return self.parsed.info(node)
+
+    def lookup(self, name, node):
+        v = self.locals.get(name, _MISSING)
+        if v is _MISSING:
+            v = self.closure.get(name, _MISSING)
+            if v is not _MISSING:
+                try:
+                    v = v.cell_contents
+                except ValueError:
+                    v = _MISSING
+        if v is _MISSING:
+            v = self.globals.get(name, _MISSING)
+            if v is not _MISSING:
+                self.guards.append((self.globals, name, v))
+        if v is _MISSING:
+            v = getattr(builtins, name, _MISSING)
+        if v is _MISSING:
+            raise CompileError(f"name {name!r} is not defined", self.info(node))
+        if type(v) is Undefined:
+            raise CompileError(f"variable {name!r} {v.why}", self.info(node),
+                               "Assign it before the branch or loop, or in every branch.")
+        return v
+
+
+# ------------------------------------------------------------------------- entry points
+
+_STATE = {"guards": None, "depth": 0}
+MAX_DEPTH = 200
+
+
+def specialise_call(fun, args, kwargs):
+    """Specialise `fun(*args, **kwargs)` in the active builder; returns (result, guards)."""
+    outer = _STATE["guards"]
+    guards = []
+    _STATE["guards"] = guards
+    try:
+        return call_function(fun, list(args), dict(kwargs)), guards
+    finally:
+        _STATE["guards"] = outer
+
+
+def call_function(fun, args, kwargs):
+    """Call `fun` during specialisation: walk its source, or execute it (library/builtins)."""
+    target = fun
+    if isinstance(target, functools.partial):
+        return call_function(target.func, list(target.args) + list(args),
+                             {**target.keywords, **kwargs})
+    inner = getattr(target, "_fun", None)  # kiln.jit-wrapped user function: inline it
+    if inner is not None and type(target).__name__ == "Jitted":
+        return call_function(inner, args, kwargs)
+    if isinstance(target, LocalFunction):
+        return target.call(args, kwargs)
+    if isinstance(target, types.MethodType) and _walkable(target.__func__):
+        return call_function(target.__func__, [target.__self__] + list(args), kwargs)
+    if isinstance(target, types.FunctionType) and _walkable(target):
+        return _specialise_function(target, args, kwargs)
+    if target is print:
+        return _print(args, kwargs)
+    return target(*args, **kwargs)
+
+
+def _walkable(fn):
+    mod = getattr(fn, "__module__", None) or ""
+    if mod == "kiln" or mod.startswith(_LIBRARY_PREFIXES):
+        return False
+    return getattr(fn, "__code__", None) is not None
+
+
+def _specialise_function(fn, args, kwargs):
+    from .statements import run_body
+    parsed = function_ast(fn)
+    closure = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    depth = _STATE["depth"] + 1
+    if depth > MAX_DEPTH:
+        raise CompileError(f"recursion deeper than {MAX_DEPTH} calls while specialising "
+                           f"{fn.__qualname__}: recursion must stop on static values",
+                           parsed.info(parsed.node),
+                           "Make the recursion depend on static arguments (shapes, Python "
+                           "ints), or use lax.while_loop for data-dependent repetition.")
+    guards = _STATE["guards"] if _STATE["guards"] is not None else []
+    frame = Frame(parsed, fn.__globals__, closure, guards, depth)
+    bind_arguments(frame, parsed.node, fn.__defaults__, fn.__kwdefaults__, args, kwargs, fn)
+    _STATE["depth"] = depth
+    try:
+        return run_body(frame, parsed.node)
+    finally:
+        _STATE["depth"] = depth - 1
+
+
+def bind_arguments(frame, node, defaults, kwdefaults, args, kwargs, fn):
+    """Python's argument binding, into frame.locals."""
+    a = node.args
+    positional = [x.id for x in a.posonlyargs + a.args]
+    defaults = list(defaults or ())
+    kwdefaults = dict(kwdefaults or {})
+    names = {}
+    for name, value in zip(positional, args):
+        names[name] = value
+    extra = list(args[len(positional):])
+    if extra and a.vararg is None:
+        raise TypeError(f"{_qualname(fn)}() takes {len(positional)} positional arguments but "
+                        f"{len(args)} were given")
+    kw = dict(kwargs)
+    for name in positional + [x.id for x in a.kwonlyargs]:
+        if name in kw:
+            if name in names:
+                raise TypeError(f"{_qualname(fn)}() got multiple values for argument {name!r}")
+            names[name] = kw.pop(name)
+    first_default = len(positional) - len(defaults)
+    for i, name in enumerate(positional):
+        if name not in names:
+            if i >= first_default:
+                names[name] = defaults[i - first_default]
+            else:
+                raise TypeError(f"{_qualname(fn)}() missing required argument: {name!r}")
+    for x in a.kwonlyargs:
+        if x.id not in names:
+            if x.id in kwdefaults:
+                names[x.id] = kwdefaults[x.id]
+            else:
+                raise TypeError(f"{_qualname(fn)}() missing keyword-only argument: {x.id!r}")
+    if a.vararg is not None:
+        names[a.vararg.id] = tuple(extra)
+    if a.kwarg is not None:
+        names[a.kwarg.id] = kw
+    elif kw:
+        raise TypeError(f"{_qualname(fn)}() got an unexpected keyword argument "
+                        f"{next(iter(kw))!r}")
+    frame.locals.update(names)
+
+
+def _qualname(fn):
+    return getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn)))
+
+
+class LocalFunction:
+    """A `def` or `lambda` inside a function being specialised: calling it specialises its
+    body with the defining frame's variables as its closure (read when called, as Python)."""
+
+    def __init__(self, node, frame, defaults, kwdefaults, name):
+        self.node = node
+        self.frame = frame
+        self.defaults = defaults
+        self.kwdefaults = kwdefaults
+        self.__name__ = self.__qualname__ = name
+
+    def call(self, args, kwargs):
+        from .statements import run_body
+        outer = self.frame
+        frame = Frame(outer.parsed, outer.globals, _LiveClosure(outer), outer.guards,
+                      outer.depth + 1)
+        bind_arguments(frame, self.node, self.defaults, self.kwdefaults, list(args),
+                       dict(kwargs), self)
+        if frame.depth > MAX_DEPTH:
+            raise CompileError(f"recursion deeper than {MAX_DEPTH} calls", outer.info(self.node))
+        if isinstance(self.node, gast.Lambda):
+            return eval_expr(frame, self.node.body)
+        return run_body(frame, self.node)
+
+    def __call__(self, *args, **kwargs):
+        return self.call(args, kwargs)
+
+    def __repr__(self):
+        return f"<local function {self.__name__}>"
+
+
+class _LiveClosure:
+    """A nested function's view of the enclosing frame: locals first, then its closure."""
+
+    def __init__(self, frame):
+        self.frame = frame
+
+    def get(self, name, default):
+        v = self.frame.locals.get(name, _MISSING)
+        if v is not _MISSING:
+            return _Cell(v)
+        return self.frame.closure.get(name, default)
+
+
+class _Cell:
+    __slots__ = ("cell_contents",)
+
+    def __init__(self, v):
+        self.cell_contents = v
+
+
+# --------------------------------------------------------------------------- expressions
+
+def is_traced(x):
+    return type(x) is _builder.TRACER_TYPE
+
+
+_BINOPS = {gast.Add: operator.add, gast.Sub: operator.sub, gast.Mult: operator.mul,
+           gast.Div: operator.truediv, gast.FloorDiv: operator.floordiv, gast.Mod: operator.mod,
+           gast.Pow: operator.pow, gast.MatMult: operator.matmul, gast.BitAnd: operator.and_,
+           gast.BitOr: operator.or_, gast.BitXor: operator.xor, gast.LShift: operator.lshift,
+           gast.RShift: operator.rshift}
+_UNARY = {gast.USub: operator.neg, gast.UAdd: operator.pos, gast.Invert: operator.invert}
+_COMPARE = {gast.Eq: operator.eq, gast.NotEq: operator.ne, gast.Lt: operator.lt,
+            gast.LtE: operator.le, gast.Gt: operator.gt, gast.GtE: operator.ge,
+            gast.Is: operator.is_, gast.IsNot: operator.is_not,
+            gast.In: lambda a, b: a in b, gast.NotIn: lambda a, b: a not in b}
+
+
+def eval_expr(frame, node):
+    b = _builder.current()
+    prev = b.info
+    b.info = frame.info(node)
+    try:
+        return _EXPR[type(node)](frame, node)
+    except KeyError:
+        if type(node) not in _EXPR:
+            raise CompileError(f"{type(node).__name__} expressions are not supported in "
+                               f"compiled functions", frame.info(node)) from None
+        raise
+    except KilnError:
+        raise
+    except (TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError) as e:
+        raise _located(e, frame.info(node)) from None
+    finally:
+        b.info = prev
+
+
+def _located(e, info):
+    """Re-raise a user-caused error with the user's line and caret (same exception type)."""
+    from ..errors import located
+    if getattr(e, "_kiln_located", False):
+        return e
+    try:
+        new = type(e)(located(str(e), info))
+    except Exception:
+        return e
+    new._kiln_located = True
+    return new
+
+
+def _e_constant(frame, node):
+    return node.value
+
+
+def _e_name(frame, node):
+    return frame.lookup(node.id, node)
+
+
+def _e_binop(frame, node):
+    return _BINOPS[type(node.op)](eval_expr(frame, node.left), eval_expr(frame, node.right))
+
+
+def _e_unaryop(frame, node):
+    v = eval_expr(frame, node.operand)
+    if isinstance(node.op, gast.Not):
+        return HOST.logical_not(v) if is_traced(v) else not v
+    return _UNARY[type(node.op)](v)
+
+
+def _e_boolop(frame, node):
+    is_and = isinstance(node.op, gast.And)
+    value = eval_expr(frame, node.values[0])
+    for nxt in node.values[1:]:
+        if not is_traced(value):
+            if bool(value) != is_and:  # short circuit on a static value
+                return value
+            value = eval_expr(frame, nxt)
+            continue
+        other = eval_expr(frame, nxt)
+        value = (HOST.logical_and if is_and else HOST.logical_or)(value, other)
+    return value
+
+
+def _e_compare(frame, node):
+    left = eval_expr(frame, node.left)
+    result = None
+    for op, comp in zip(node.ops, node.comparators):
+        right = eval_expr(frame, comp)
+        r = _COMPARE[type(op)](left, right)
+        if result is None:
+            result = r
+        elif is_traced(result) or is_traced(r):
+            result = HOST.logical_and(result, r)
+        elif not result:
+            return result
+        else:
+            result = r
+        if not is_traced(result) and not result:
+            return result
+        left = right
+    return result
+
+
+def _e_ifexp(frame, node):
+    test = eval_expr(frame, node.test)
+    if not is_traced(test):
+        return eval_expr(frame, node.body if test else node.orelse)
+    return HOST.select(test, eval_expr(frame, node.body), eval_expr(frame, node.orelse))
+
+
+def _call_args(frame, node):
+    args = []
+    for a in node.args:
+        if isinstance(a, gast.Starred):
+            args.extend(eval_expr(frame, a.value))
+        else:
+            args.append(eval_expr(frame, a))
+    kwargs = {}
+    for k in node.keywords:
+        if k.arg is None:
+            kwargs.update(eval_expr(frame, k.value))
+        else:
+            kwargs[k.arg] = eval_expr(frame, k.value)
+    return args, kwargs
+
+
+def _e_call(frame, node):
+    fn = eval_expr(frame, node.func)
+    args, kwargs = _call_args(frame, node)
+    return call_function(fn, args, kwargs)
+
+
+def _e_attribute(frame, node):
+    return getattr(eval_expr(frame, node.value), node.attr)
+
+
+def _e_subscript(frame, node):
+    value = eval_expr(frame, node.value)
+    index = eval_expr(frame, node.slice)
+    if isinstance(value, (list, tuple, str)) and is_traced(index):
+        raise ConcretizationError(
+            f"indexing a Python {type(value).__name__} needs a concrete index, but the index "
+            f"is a traced value ({index.aval.str_short()})", frame.info(node),
+            "Make the index static (static_argnums/static_argnames), or stack the list into "
+            "an array with jnp.stack and index that.")
+    return value[index]
+
+
+def _e_slice(frame, node):
+    def ev(x):
+        return None if x is None else eval_expr(frame, x)
+    return slice(ev(node.lower), ev(node.upper), ev(node.step))
+
+
+def _e_tuple(frame, node):
+    out = []
+    for e in node.elts:
+        if isinstance(e, gast.Starred):
+            out.extend(eval_expr(frame, e.value))
+        else:
+            out.append(eval_expr(frame, e))
+    return tuple(out)
+
+
+def _e_list(frame, node):
+    return list(_e_tuple(frame, node))
+
+
+def _e_set(frame, node):
+    return set(_e_tuple(frame, node))
+
+
+def _e_dict(frame, node):
+    out = {}
+    for k, v in zip(node.keys, node.values):
+        if k is None:
+            out.update(eval_expr(frame, v))
+        else:
+            out[eval_expr(frame, k)] = eval_expr(frame, v)
+    return out
+
+
+def _comprehension(frame, generators, emit):
+    from .statements import assign_target
+    if not generators:
+        emit()
+        return
+    gen = generators[0]
+    iterable = eval_expr(frame, gen.iter)
+    for item in iterable:
+        assign_target(frame, gen.target, item)
+        if all(_static_truth(frame, cond) for cond in gen.ifs):
+            _comprehension(frame, generators[1:], emit)
+
+
+def _static_truth(frame, cond):
+    v = eval_expr(frame, cond)
+    if is_traced(v):
+        raise ConcretizationError("a comprehension's `if` needs a concrete value, but the "
+                                  "condition is traced", frame.info(cond),
+                                  "Use jnp.where to select values instead of filtering.")
+    return bool(v)
+
+
+def _e_listcomp(frame, node):
+    out = []
+    _comprehension(frame, node.generators, lambda: out.append(eval_expr(frame, node.elt)))
+    return out
+
+
+def _e_generatorexp(frame, node):
+    return iter(_e_listcomp(frame, node))
+
+
+def _e_setcomp(frame, node):
+    return set(_e_listcomp(frame, node))
+
+
+def _e_dictcomp(frame, node):
+    out = {}
+
+    def emit():
+        out[eval_expr(frame, node.key)] = eval_expr(frame, node.value)
+    _comprehension(frame, node.generators, emit)
+    return out
+
+
+def _e_lambda(frame, node):
+    defaults = [eval_expr(frame, d) for d in node.args.defaults]
+    return LocalFunction(node, frame, defaults, {}, "<lambda>")
+
+
+def _e_joinedstr(frame, node):
+    parts = []
+    for v in node.values:
+        if isinstance(v, gast.Constant):
+            parts.append(str(v.value))
+        else:
+            parts.append(_e_formatted(frame, v))
+    return "".join(parts)
+
+
+def _e_formatted(frame, node):
+    value = eval_expr(frame, node.value)
+    if is_traced(value):
+        raise ConcretizationError(
+            "an f-string needs the value of a traced array to format it", frame.info(node),
+            "To print runtime values use print(...) with the array as an argument, or "
+            "kiln.debug.print('x = {}', x).")
+    conv = {115: str, 114: repr, 97: ascii}.get(node.conversion)
+    if conv is not None:
+        value = conv(value)
+    spec = "" if node.format_spec is None else _e_joinedstr(frame, node.format_spec)
+    return format(value, spec)
+
+
+def _e_namedexpr(frame, node):
+    from .statements import assign_target
+    value = eval_expr(frame, node.value)
+    assign_target(frame, node.target, value)
+    return value
+
+
+def _e_starred(frame, node):
+    raise CompileError("a starred expression is only allowed in calls, tuples and lists",
+                       frame.info(node))
+
+
+def _e_unsupported(what):
+    def fail(frame, node):
+        raise CompileError(f"{what} inside a compiled function is not supported",
+                           frame.info(node), "Move it outside the function kiln compiles.")
+    return fail
+
+
+_EXPR = {
+    gast.Constant: _e_constant, gast.Name: _e_name, gast.BinOp: _e_binop,
+    gast.UnaryOp: _e_unaryop, gast.BoolOp: _e_boolop, gast.Compare: _e_compare,
+    gast.IfExp: _e_ifexp, gast.Call: _e_call, gast.Attribute: _e_attribute,
+    gast.Subscript: _e_subscript, gast.Slice: _e_slice, gast.Tuple: _e_tuple,
+    gast.List: _e_list, gast.Set: _e_set, gast.Dict: _e_dict, gast.ListComp: _e_listcomp,
+    gast.GeneratorExp: _e_generatorexp, gast.SetComp: _e_setcomp, gast.DictComp: _e_dictcomp,
+    gast.Lambda: _e_lambda, gast.JoinedStr: _e_joinedstr, gast.FormattedValue: _e_formatted,
+    gast.NamedExpr: _e_namedexpr, gast.Starred: _e_starred,
+    gast.Yield: _e_unsupported("yield"), gast.YieldFrom: _e_unsupported("yield from"),
+    gast.Await: _e_unsupported("await"),
+}
+
+
+def _print(args, kwargs):
+    """`print` compiles to a host callback: it prints at every call, with runtime values."""
+    return HOST.debug_print(None, args, kwargs)

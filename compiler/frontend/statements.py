@@ -1,0 +1,553 @@
+"""Specialising statements, including Python control flow on traced values.
+
+Static control flow runs as Python: an `if` on a static test takes one branch, a `while` on a
+static test unrolls, a `for` over a static container unrolls. On traced values:
+
+* `if`: both branches are specialised as regions of a `cond`; the variables either branch
+  assigns (and that exist afterwards) are its outputs, joined to common types (weak Python
+  scalars adopt the array's dtype). A variable assigned in only one branch and not before is
+  undefined afterwards (reading it is a CompileError naming it). If a branch `return`s, the
+  statements after the `if` are specialised in both branches (continuation), so early returns
+  compile to one `cond` whose output is the return value.
+* `while`: a `while_loop` whose carry is the variables the body assigns that exist before the
+  loop; a test that is static for the first iterations and traced later compiles the rest.
+* `for i in range(...)` with static bounds: a real loop (`scan` over the trip count) when the
+  body works with a traced `i`; if the body needs `i` (or another loop variable) static, the
+  loop is unrolled instead. `for x in array` scans the leading axis; other iterables unroll.
+* `break`/`continue` work in loops that run statically; inside loops compiled to `while_loop`
+  they raise a CompileError naming the statement (not yet supported).
+"""
+import gast
+
+from ..errors import CompileError, ConcretizationError, KilnError
+from . import builder as _builder
+from .host import HOST
+from .specialise import (eval_expr, is_traced, ReturnSignal, BreakSignal, ContinueSignal,
+                         LocalFunction, Undefined, call_function, _located)
+
+
+def run_body(frame, fnode):
+    try:
+        exec_block(frame, fnode.body)
+    except ReturnSignal as r:
+        return r.value
+    return None
+
+
+def exec_block(frame, stmts):
+    for i, st in enumerate(stmts):
+        if isinstance(st, gast.If):
+            test = eval_expr(frame, st.test)
+            if is_traced(test):
+                rest = stmts[i + 1:]
+                if _contains(st, (gast.Return,)):
+                    _traced_if_returning(frame, st, test, rest)
+                _traced_if(frame, st, test)
+                continue
+            exec_block(frame, st.body if _truth(test) else st.orelse)
+            continue
+        _STMT.get(type(st), _s_unsupported)(frame, st)
+
+
+def _truth(v):
+    return bool(v)
+
+
+def _set_info(frame, node):
+    b = _builder.current()
+    b.info = frame.info(node)
+
+
+# ---------------------------------------------------------------------------- analysis
+
+def assigned_names(stmts):
+    """Names stored to in these statements (not inside nested defs/lambdas/comprehensions)."""
+    out = []
+    seen = set()
+
+    def visit(n):
+        if isinstance(n, (gast.FunctionDef, gast.Lambda, gast.ListComp, gast.DictComp,
+                          gast.SetComp, gast.GeneratorExp, gast.ClassDef)):
+            if isinstance(n, gast.FunctionDef) and n.name not in seen:
+                seen.add(n.name)
+                out.append(n.name)
+            return
+        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store) and n.id not in seen:
+            seen.add(n.id)
+            out.append(n.id)
+        for child in gast.iter_child_nodes(n):
+            visit(child)
+    for s in stmts:
+        visit(s)
+    return out
+
+
+def _contains(node, kinds, stop_at_loops=False):
+    for n in gast.walk(node):
+        if isinstance(n, kinds):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------------- assignment
+
+def assign_target(frame, target, value):
+    t = type(target)
+    if t is gast.Name:
+        frame.locals[target.id] = value
+    elif t in (gast.Tuple, gast.List):
+        _unpack(frame, target, value)
+    elif t is gast.Subscript:
+        container = eval_expr(frame, target.value)
+        index = eval_expr(frame, target.slice)
+        if isinstance(container, (list, dict)):
+            if is_traced(index):
+                raise ConcretizationError("assigning into a Python list or dict needs a "
+                                          "concrete index", frame.info(target))
+            container[index] = value
+        else:
+            raise CompileError(
+                f"item assignment on {type(container).__name__} values is not supported: "
+                f"kiln arrays are immutable", frame.info(target),
+                "Write x = x.at[idx].set(y) (or .add, .multiply, ...).")
+    elif t is gast.Attribute:
+        raise CompileError("assigning to an attribute mutates an object that outlives the "
+                           "call, which a compiled function cannot do", frame.info(target),
+                           "Return the new value instead, or build a new object.")
+    elif t is gast.Starred:
+        raise CompileError("starred assignment target must be in a list or tuple",
+                           frame.info(target))
+    else:
+        raise CompileError(f"cannot assign to {type(target).__name__}", frame.info(target))
+
+
+def _unpack(frame, target, value):
+    elts = target.elts
+    if is_traced(value):
+        n = value.shape[0] if value.shape else None
+        if n is None:
+            raise CompileError("cannot unpack a 0-d array", frame.info(target))
+        value = [value[i] for i in range(n)]
+    items = list(value)
+    star = [i for i, e in enumerate(elts) if isinstance(e, gast.Starred)]
+    if star:
+        k = star[0]
+        after = len(elts) - k - 1
+        if len(items) < len(elts) - 1:
+            raise ValueError(f"not enough values to unpack (expected at least {len(elts) - 1}, "
+                             f"got {len(items)})")
+        parts = items[:k] + [items[k:len(items) - after]] + items[len(items) - after:]
+        for e, v in zip(elts, parts):
+            assign_target(frame, e.value if isinstance(e, gast.Starred) else e, v)
+        return
+    if len(items) != len(elts):
+        raise ValueError(f"{'too many' if len(items) > len(elts) else 'not enough'} values to "
+                         f"unpack (expected {len(elts)}, got {len(items)})")
+    for e, v in zip(elts, items):
+        assign_target(frame, e, v)
+
+
+def _s_assign(frame, node):
+    value = eval_expr(frame, node.value)
+    for target in node.targets:
+        _name_result(target, value)
+        _with_location(frame, node, assign_target, frame, target, value)
+
+
+def _name_result(target, value):
+    """Give the SSA value the user's variable name (when it was just computed)."""
+    if isinstance(target, gast.Name) and is_traced(value):
+        b = _builder.current()
+        if value.builder is b and value.var.name.startswith("t") and b.eqns and \
+                value.var in b.eqns[-1].outvars and "_kiln_named" not in value.var.name:
+            value.var.name = b.names.fresh(target.id)
+
+
+def _with_location(frame, node, fn, *args):
+    try:
+        return fn(*args)
+    except KilnError:
+        raise
+    except (TypeError, ValueError, IndexError) as e:
+        raise _located(e, frame.info(node)) from None
+
+
+def _s_annassign(frame, node):
+    if node.value is not None:
+        value = eval_expr(frame, node.value)
+        _name_result(node.target, value)
+        assign_target(frame, node.target, value)
+
+
+_AUG = {gast.Add: "__add__"}
+
+
+def _s_augassign(frame, node):
+    from .specialise import _BINOPS
+    op = _BINOPS[type(node.op)]
+    target = node.target
+    if isinstance(target, gast.Name):
+        value = op(frame.lookup(target.id, target), eval_expr(frame, node.value))
+        _name_result(target, value)
+        frame.locals[target.id] = value
+    elif isinstance(target, gast.Subscript):
+        container = eval_expr(frame, target.value)
+        index = eval_expr(frame, target.slice)
+        if not isinstance(container, (list, dict)):
+            raise CompileError("augmented item assignment on an array is not supported: "
+                               "kiln arrays are immutable", frame.info(target),
+                               "Write x = x.at[idx].add(y) (or .multiply, ...).")
+        container[index] = op(container[index], eval_expr(frame, node.value))
+    else:
+        assign_target(frame, target, op(eval_expr(frame, target), eval_expr(frame, node.value)))
+
+
+def _s_expr(frame, node):
+    eval_expr(frame, node.value)
+
+
+def _s_pass(frame, node):
+    pass
+
+
+def _s_return(frame, node):
+    raise ReturnSignal(None if node.value is None else eval_expr(frame, node.value))
+
+
+def _s_break(frame, node):
+    raise BreakSignal(node)
+
+
+def _s_continue(frame, node):
+    raise ContinueSignal(node)
+
+
+def _s_assert(frame, node):
+    test = eval_expr(frame, node.test)
+    if is_traced(test):
+        raise ConcretizationError("assert needs a concrete value, but the condition is traced",
+                                  frame.info(node), "Check values outside the compiled "
+                                  "function, or remove the assert.")
+    if not test:
+        msg = None if node.msg is None else eval_expr(frame, node.msg)
+        raise AssertionError(msg)
+
+
+def _s_raise(frame, node):
+    exc = eval_expr(frame, node.exc) if node.exc is not None else RuntimeError("re-raise")
+    if isinstance(exc, type):
+        exc = exc()
+    raise exc
+
+
+def _s_functiondef(frame, node):
+    defaults = [eval_expr(frame, d) for d in node.args.defaults]
+    kwdefaults = {a.id: eval_expr(frame, d) for a, d in zip(node.args.kwonlyargs,
+                                                              node.args.kw_defaults)
+                  if d is not None}
+    fn = LocalFunction(node, frame, defaults, kwdefaults, node.name)
+    for dec in reversed(node.decorator_list):
+        decorator = eval_expr(frame, dec)
+        if _is_kiln_jit(decorator):
+            continue  # jit inside a compiled function is inlined
+        fn = call_function(decorator, [fn], {})
+    frame.locals[node.name] = fn
+
+
+def _is_kiln_jit(decorator):
+    import functools
+    target = decorator.func if isinstance(decorator, functools.partial) else decorator
+    return getattr(target, "__name__", "") == "jit" and \
+        (getattr(target, "__module__", "") or "").startswith("kiln")
+
+
+def _s_import(frame, node):
+    import importlib
+    for alias in node.names:
+        if isinstance(node, gast.ImportFrom):
+            mod = importlib.import_module(node.module)
+            frame.locals[alias.asname or alias.name] = getattr(mod, alias.name)
+        else:
+            mod = importlib.import_module(alias.name)
+            frame.locals[alias.asname or alias.name.split(".")[0]] = \
+                mod if alias.asname else importlib.import_module(alias.name.split(".")[0])
+
+
+def _s_delete(frame, node):
+    for t in node.targets:
+        if isinstance(t, gast.Name):
+            frame.locals.pop(t.id, None)
+        else:
+            raise CompileError("del of items or attributes mutates an object",
+                               frame.info(t))
+
+
+def _s_global(frame, node):
+    kind = "global" if isinstance(node, gast.Global) else "nonlocal"
+    raise CompileError(f"`{kind}` declarations (writing to variables outside the function) "
+                       f"are not supported in compiled functions", frame.info(node),
+                       "Return the new value instead of assigning it to an outer variable.")
+
+
+def _s_unsupported(frame, node):
+    what = {gast.Try: "try statements", gast.With: "with statements",
+            gast.AsyncWith: "async with", gast.AsyncFor: "async for",
+            gast.ClassDef: "class definitions", gast.AsyncFunctionDef: "async functions"}
+    raise CompileError(f"{what.get(type(node), type(node).__name__)} are not supported inside "
+                       f"compiled functions", frame.info(node),
+                       "Move this code outside the function that kiln compiles.")
+
+
+# ------------------------------------------------------------------------ traced `if`
+
+def _branch_runner(frame, stmts, names, saved):
+    def run(_operands):
+        frame.locals = dict(saved)
+        try:
+            exec_block(frame, stmts)
+        except (BreakSignal, ContinueSignal) as s:
+            raise CompileError("break/continue inside an `if` on a traced value is not "
+                               "supported yet", frame.info(s.args[0]),
+                               "Restructure the loop condition to include the test.") from None
+        out = []
+        for n in names:
+            v = frame.locals.get(n, _MISSING)
+            if v is _MISSING or type(v) is Undefined:
+                raise CompileError(f"variable {n!r} is assigned on only some paths of a "
+                                   f"branch on a traced value", frame.info(stmts[0]),
+                                   "Assign it before the `if`, or on every path.")
+            out.append(v)
+        return out
+    return run
+
+
+_MISSING = object()
+
+
+def _traced_if(frame, node, test):
+    saved = dict(frame.locals)
+    body_names = assigned_names(node.body)
+    else_names = assigned_names(node.orelse)
+    both = set(body_names) & set(else_names)
+    names = [n for n in dict.fromkeys(body_names + else_names) if n in saved or n in both]
+    runners = [_branch_runner(frame, node.orelse, names, saved),
+               _branch_runner(frame, node.body, names, saved)]
+    outs = HOST.switch(test, runners, (), unify=True, names=names, info=frame.info(node))
+    frame.locals = dict(saved)
+    for n, v in zip(names, outs):
+        frame.locals[n] = v
+    for n in dict.fromkeys(body_names + else_names):
+        if n not in names:
+            frame.locals[n] = Undefined(n, "is assigned in only one branch of an `if` on a "
+                                           "traced value, so it may not exist afterwards")
+
+
+def _traced_if_returning(frame, node, test, rest):
+    """An `if` on a traced value with a `return` inside: specialise the statements after it
+    in both branches, and return the `cond`'s result."""
+    saved = dict(frame.locals)
+
+    def runner(stmts):
+        def run(_operands):
+            frame.locals = dict(saved)
+            try:
+                exec_block(frame, stmts + rest)
+            except ReturnSignal as r:
+                return [r.value]
+            return [None]
+        return run
+    outs = HOST.switch(test, [runner(node.orelse), runner(node.body)], (), unify=True,
+                       names=["return value"], info=frame.info(node))
+    frame.locals = saved
+    raise ReturnSignal(outs[0])
+
+
+# ----------------------------------------------------------------------------- `while`
+
+def _s_while(frame, node):
+    if node.orelse:
+        raise CompileError("while ... else is not supported in compiled functions",
+                           frame.info(node))
+    while True:
+        test = eval_expr(frame, node.test)
+        if is_traced(test):
+            return _traced_while(frame, node)
+        if not test:
+            return
+        try:
+            exec_block(frame, node.body)
+        except BreakSignal:
+            return
+        except ContinueSignal:
+            continue
+
+
+def _loop_carry(frame, body):
+    names = [n for n in assigned_names(body) if n in frame.locals
+             and type(frame.locals[n]) is not Undefined]
+    local_only = [n for n in assigned_names(body) if n not in names]
+    return names, local_only
+
+
+def _check_no_jumps(frame, body, what):
+    for n in body:
+        for sub in gast.walk(n):
+            if isinstance(sub, (gast.FunctionDef, gast.Lambda)):
+                break
+            if isinstance(sub, (gast.Break, gast.Continue)):
+                raise CompileError(f"{type(sub).__name__.lower()} inside a {what} on traced "
+                                   f"values is not supported yet", frame.info(sub),
+                                   "Fold the exit test into the loop condition.")
+            if isinstance(sub, gast.Return):
+                raise CompileError(f"return inside a {what} on traced values is not supported",
+                                   frame.info(sub), "Assign the result to a variable, exit "
+                                   "the loop through its condition, and return after it.")
+
+
+def _traced_while(frame, node):
+    _check_no_jumps(frame, node.body, "while loop")
+    names, local_only = _loop_carry(frame, node.body)
+    saved = dict(frame.locals)
+
+    def set_carry(vals):
+        frame.locals = dict(saved)
+        frame.locals.update(zip(names, vals))
+
+    def cond_fun(vals):
+        set_carry(vals)
+        t = eval_expr(frame, node.test)
+        return t if is_traced(t) else HOST.to_array(bool(t))
+
+    def body_fun(vals):
+        set_carry(vals)
+        exec_block(frame, node.body)
+        return tuple(frame.locals[n] for n in names)
+    outs = HOST.while_loop(cond_fun, body_fun, tuple(saved[n] for n in names),
+                           names=names, info=frame.info(node))
+    frame.locals = dict(saved)
+    frame.locals.update(zip(names, outs))
+    for n in local_only:
+        frame.locals[n] = Undefined(n, "is first assigned inside a loop on traced values, so "
+                                       "it may not exist after it")
+
+
+# ------------------------------------------------------------------------------- `for`
+
+def _s_for(frame, node):
+    if node.orelse:
+        raise CompileError("for ... else is not supported in compiled functions",
+                           frame.info(node))
+    iterable = eval_expr(frame, node.iter)
+    if isinstance(iterable, range) and len(iterable) > 1 and not _contains_jumps(node.body):
+        if _try_range_loop(frame, node, iterable):
+            return
+    elif is_traced(iterable) and iterable.shape and not _contains_jumps(node.body):
+        return _scan_loop(frame, node, iterable)
+    _unrolled(frame, node, iterable)
+
+
+def _contains_jumps(body):
+    return any(_contains(s, (gast.Break, gast.Continue, gast.Return)) for s in body)
+
+
+def _unrolled(frame, node, iterable):
+    for item in iterable:
+        assign_target(frame, node.target, item)
+        try:
+            exec_block(frame, node.body)
+        except BreakSignal:
+            return
+        except ContinueSignal:
+            continue
+
+
+def _containers_snapshot(frame):
+    return {id(v): (v, list(v.items()) if isinstance(v, dict) else list(v))
+            for v in frame.locals.values() if isinstance(v, (list, dict, set))}
+
+
+def _containers_changed(snapshot):
+    for v, before in snapshot.values():
+        now = list(v.items()) if isinstance(v, dict) else list(v)
+        if len(now) != len(before) or any(a is not b for a, b in zip(now, before)):
+            return True
+    return False
+
+
+def _restore(snapshot):
+    for v, before in snapshot.values():
+        if isinstance(v, dict):
+            v.clear()
+            v.update(before)
+        elif isinstance(v, list):
+            v[:] = before
+        else:
+            v.clear()
+            v.update(before)
+
+
+def _try_range_loop(frame, node, rng):
+    """Compile `for i in range(...)` as a loop; False (nothing emitted) if it must unroll."""
+    names, local_only = _loop_carry(frame, node.body)
+    saved = dict(frame.locals)
+    snapshot = _containers_snapshot(frame)
+    b = _builder.current()
+    mark = len(b.eqns)
+    start, step = rng.start, rng.step
+
+    def body_fun(i, vals):
+        frame.locals = dict(saved)
+        frame.locals.update(zip(names, vals))
+        index = i if step == 1 and start == 0 else i * step + start
+        assign_target(frame, node.target, index)
+        exec_block(frame, node.body)
+        return tuple(frame.locals[n] for n in names)
+    try:
+        outs = HOST.fori_loop(0, len(rng), body_fun, tuple(saved[n] for n in names),
+                              names=names, info=frame.info(node))
+    except (KilnError, TypeError, IndexError, ValueError):
+        del b.eqns[mark:]
+        frame.locals = saved
+        _restore(snapshot)
+        return False
+    if outs is None or _containers_changed(snapshot):
+        del b.eqns[mark:]
+        frame.locals = saved
+        _restore(snapshot)
+        return False
+    frame.locals = dict(saved)
+    frame.locals.update(zip(names, outs))
+    for n in local_only + [t for t in assigned_names([node]) if t not in names]:
+        if n not in names:
+            frame.locals[n] = Undefined(n, "is assigned inside a loop compiled on traced "
+                                           "values, so it may not exist after it")
+    return True
+
+
+def _scan_loop(frame, node, xs):
+    names, local_only = _loop_carry(frame, node.body)
+    saved = dict(frame.locals)
+
+    def body(vals, x):
+        frame.locals = dict(saved)
+        frame.locals.update(zip(names, vals))
+        assign_target(frame, node.target, x)
+        exec_block(frame, node.body)
+        return tuple(frame.locals[n] for n in names), None
+    outs, _ = HOST.scan(body, tuple(saved[n] for n in names), xs, xs.shape[0], False,
+                        names=names, info=frame.info(node))
+    frame.locals = dict(saved)
+    frame.locals.update(zip(names, outs))
+    for n in local_only:
+        frame.locals[n] = Undefined(n, "is first assigned inside a loop over a traced array, "
+                                       "so it may not exist after it")
+
+
+_STMT = {
+    gast.Assign: _s_assign, gast.AnnAssign: _s_annassign, gast.AugAssign: _s_augassign,
+    gast.Expr: _s_expr, gast.Pass: _s_pass, gast.Return: _s_return, gast.Break: _s_break,
+    gast.Continue: _s_continue, gast.Assert: _s_assert, gast.Raise: _s_raise,
+    gast.FunctionDef: _s_functiondef, gast.Import: _s_import, gast.ImportFrom: _s_import,
+    gast.Delete: _s_delete, gast.Global: _s_global, gast.Nonlocal: _s_global,
+    gast.While: _s_while, gast.For: _s_for,
+}

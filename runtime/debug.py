@@ -1,0 +1,55 @@
+"""`kiln.debug`: printing runtime values from compiled code.
+
+`kiln.debug.print(fmt, *args, **kwargs)` has JAX's signature: outside compiled code it prints
+`fmt.format(*args, **kwargs)` at once; inside it becomes a `debug_print` host callback that
+prints with the runtime values at every call. Plain `print(...)` inside a jitted function
+compiles to the same callback (kiln specialises source, so it can).
+"""
+import builtins
+
+from .compiler.frontend.builder import current
+from .compiler.primitives import PRIMITIVES as P
+from .dispatch import bind
+
+
+def _is_traced(x):
+    return getattr(type(x), "_kiln_trace", None) is not None
+
+
+def _static_piece(x):
+    return str(x) if not isinstance(x, (int, float, bool, str)) else x
+
+
+def print_callback(fmt, args, kwargs):
+    """Emit the callback for print(*args) (fmt None) or fmt.format(*args, **kwargs)."""
+    operands, template = [], []
+    for a in args:
+        if _is_traced(a):
+            template.append(("v", len(operands)))
+            operands.append(a)
+        else:
+            template.append(("s", _static_piece(a)))
+    sep, end = " ", "\n"
+    if fmt is None:
+        sep = kwargs.pop("sep", " ") or " "
+        end = kwargs.pop("end", "\n")
+        if kwargs:
+            raise TypeError(f"print() inside a compiled function supports sep and end, got "
+                            f"{', '.join(kwargs)}")
+    else:
+        for k, v in kwargs.items():
+            if _is_traced(v):
+                template.append(("kv", k, len(operands)))
+                operands.append(v)
+            else:
+                template.append(("ks", k, _static_piece(v)))
+    bind(P["debug_print"], *operands, fmt=fmt, template=tuple(template), sep=sep, end=end)
+    return None
+
+
+def print(fmt, *args, ordered=False, **kwargs):  # noqa: A001
+    """Print `fmt.format(*args, **kwargs)`, with runtime values when compiled."""
+    if current() is not None:
+        return print_callback(fmt, list(args), dict(kwargs))
+    builtins.print(fmt.format(*args, **kwargs))
+    return None

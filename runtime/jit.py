@@ -1,0 +1,328 @@
+"""`kiln.jit`: specialise a Python function for its argument types, then run the compiled code.
+
+A call flattens the arguments (pytrees), splits static from dynamic ones, and looks up a
+specialisation keyed by (pytree structure, abstract value of every dynamic leaf, static values);
+a specialisation also stays valid only while the globals it read still hold the values it saw
+(`guards`), so changing a global re-specialises instead of returning a stale result. A miss
+specialises the function into SSA (`kiln.compiler.frontend.specialise`), runs the pass
+pipeline, and compiles it with the backend (`backend="reference"` until the LLVM backend).
+
+`KILN_LOG_COMPILES=1` logs every (re)specialisation with its reason; `KILN_DUMP_DIR=dir`
+writes every stage; `kiln.disable_jit()` (or `KILN_DISABLE_JIT=1`) runs functions as plain
+Python.
+"""
+import contextlib
+import functools
+import inspect
+import logging
+import os
+
+import numpy as np
+
+from .array import Array, to_array
+from .tree_util import tree_flatten, tree_unflatten
+from .compiler.ir.abstract import ShapedArray
+from . import tracer as _tracer  # noqa: F401  (installs the Tracer type in the builder)
+from . import _host  # noqa: F401  (fills the specialiser's host interface)
+
+logger = logging.getLogger("kiln")
+
+_DISABLED = [os.environ.get("KILN_DISABLE_JIT", "").lower() in ("1", "true", "yes")]
+
+
+@contextlib.contextmanager
+def disable_jit(disable=True):
+    """Run jitted functions as plain Python inside this block (for debugging)."""
+    _DISABLED.append(bool(disable))
+    try:
+        yield
+    finally:
+        _DISABLED.pop()
+
+
+def _log_compiles():
+    return os.environ.get("KILN_LOG_COMPILES", "").lower() in ("1", "true", "yes")
+
+
+# ------------------------------------------------------------------------------ argument keys
+
+def _leaf_aval(x, where):
+    t = type(x)
+    if t is Array:
+        v = x._value
+        return ShapedArray(v.shape, v.dtype, x.weak_type), v
+    if t in (int, float, complex, bool):
+        a = to_array(x, where)
+        return ShapedArray((), a.dtype, a.weak_type), a._value
+    if isinstance(x, (np.ndarray, np.generic)):
+        a = to_array(x, where)
+        return ShapedArray(a.shape, a.dtype, False), a._value
+    if getattr(t, "_kiln_trace", None) is not None:
+        return x.aval, x
+    raise TypeError(f"{where} of type {t} is not a valid kiln type: pass arrays, scalars or "
+                    f"pytrees of them, or mark the argument static with static_argnums / "
+                    f"static_argnames.")
+
+
+def _normalize_static(fun, static_argnums, static_argnames):
+    nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums or ())
+    names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames or ())
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY,
+                                                       p.POSITIONAL_OR_KEYWORD)]
+    # As in JAX: static_argnums imply the matching names and vice versa.
+    names = set(names) | {positional[n] for n in nums if -len(positional) <= n < len(positional)}
+    nums = set(nums) | {positional.index(n) for n in names if n in positional}
+    return nums, frozenset(names), positional
+
+
+class _Entry:
+    __slots__ = ("function", "ssa", "executable", "out_tree", "out_weak", "consts", "guards",
+                 "in_avals")
+
+    def guards_ok(self):
+        for scope, name, value in self.guards:
+            if scope.get(name, _MISSING) is not value:
+                return False
+        return True
+
+
+_MISSING = object()
+
+
+class Jitted:
+    """A jit-compiled function (what `kiln.jit(f)` returns)."""
+
+    def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=(),
+                 donate_argnames=(), backend=None, inline=False, keep_unused=False):
+        if not callable(fun):
+            raise TypeError(f"Expected a callable value, got {fun!r}")
+        self._fun = fun
+        functools.update_wrapper(self, fun, updated=())
+        self._static_nums, self._static_names, self._positional = _normalize_static(
+            fun, static_argnums, static_argnames)
+        self.donate_argnums = tuple(donate_argnums) if not isinstance(donate_argnums, int) \
+            else (donate_argnums,)
+        self.donate_argnames = tuple(donate_argnames) if not isinstance(donate_argnames, str) \
+            else (donate_argnames,)
+        self._backend = backend or "reference"
+        if self._backend not in ("reference", "cpu"):
+            raise ValueError(f"kiln.jit: unknown backend {backend!r}; available: 'reference'")
+        self._cache = {}
+        self.miss_reasons = []
+
+    # ----------------------------------------------------------------------- calling
+    def __call__(self, *args, **kwargs):
+        if _DISABLED[-1]:
+            return self._fun(*args, **kwargs)
+        from .compiler.frontend.builder import current
+        if current() is not None:  # jit inside a function being compiled: inline it
+            from .compiler.frontend.specialise import call_function
+            return call_function(self._fun, args, kwargs)
+        key, dyn_values, _ = self._signature(args, kwargs)
+        entry = self._cache.get(key)
+        if entry is None or not entry.guards_ok():
+            entry = self._specialise(key, args, kwargs, reason_entry=entry)
+        return self._run(entry, dyn_values)
+
+    def _split(self, args, kwargs):
+        nargs = len(args)
+        statics, dyn_args = [], []
+        for i, a in enumerate(args):
+            if i in self._static_nums or (i - nargs) in self._static_nums:
+                statics.append(("#", i, a))
+            else:
+                dyn_args.append(a)
+        dyn_kwargs = {}
+        for k, v in kwargs.items():
+            if k in self._static_names:
+                statics.append(("=", k, v))
+            else:
+                dyn_kwargs[k] = v
+        for kind, where, v in statics:
+            try:
+                hash(v)
+            except TypeError:
+                what = f"argument {where}" if kind == "#" else f"argument {where!r}"
+                raise ValueError(
+                    f"Non-hashable static arguments are not supported: {what} of "
+                    f"{self.__name__} is static but has unhashable type "
+                    f"{type(v).__name__} ({v!r}). Pass a tuple instead of a list, or make the "
+                    f"argument dynamic.") from None
+        return tuple(statics), dyn_args, dyn_kwargs
+
+    def _signature(self, args, kwargs):
+        statics, dyn_args, dyn_kwargs = self._split(args, kwargs)
+        leaves, treedef = tree_flatten((tuple(dyn_args), dyn_kwargs))
+        avals, values = [], []
+        for i, leaf in enumerate(leaves):
+            aval, value = _leaf_aval(leaf, f"argument {i} of {self.__name__}")
+            avals.append(aval)
+            values.append(value)
+        return (treedef, tuple(avals), statics), values, (dyn_args, dyn_kwargs, statics)
+
+    def _run(self, entry, dyn_values):
+        outs = entry.executable(*dyn_values, *entry.consts)
+        wrapped = []
+        for o, weak in zip(outs, entry.out_weak):
+            a = object.__new__(Array)
+            a._value = o
+            a.weak_type = weak
+            wrapped.append(a)
+        return tree_unflatten(entry.out_tree, wrapped)
+
+    # ------------------------------------------------------------------ specialising
+    def _miss_reason(self, key, previous):
+        if previous is not None:
+            return "a global it read changed since it was compiled"
+        if not self._cache:
+            return "first call"
+        treedef, avals, statics = key
+        best = None
+        for (t2, a2, s2) in self._cache:
+            if t2 != treedef:
+                best = best or f"argument structure changed: {t2} -> {treedef}"
+                continue
+            diffs = [f"argument {i}: {x.str_short()} -> {y.str_short()}"
+                     for i, (x, y) in enumerate(zip(a2, avals)) if x != y]
+            if s2 != statics:
+                diffs += [f"static argument {w}: {v2!r} -> {v!r}"
+                          for (_, w, v2), (_, _, v) in zip(s2, statics) if v2 != v]
+            return "; ".join(diffs) or "new specialisation"
+        return best or "new specialisation"
+
+    def _trace(self, args, kwargs):
+        """Specialise into SSA: (Function before passes, out_tree, consts, guards)."""
+        from .compiler.frontend.builder import Builder
+        from .compiler.frontend import specialise
+        statics, dyn_args, dyn_kwargs = self._split(args, kwargs)
+        leaves, treedef = tree_flatten((tuple(dyn_args), dyn_kwargs))
+        hints = _arg_hints(self._positional, treedef, leaves, statics)
+        b = Builder(getattr(self._fun, "__name__", "fn").replace("<lambda>", "lambda"))
+        with b:
+            tracers = [b.new_input(_leaf_aval(x, f"argument {i}")[0], h)
+                       for i, (x, h) in enumerate(zip(leaves, hints))]
+            targs, tkwargs = tree_unflatten(treedef, tracers)
+            full_args = _merge_statics(list(targs), statics)
+            static_kw = {w: v for kind, w, v in statics if kind == "="}
+            out, guards = specialise.specialise_call(self._fun, full_args,
+                                                     {**tkwargs, **static_kw})
+            out_leaves, out_tree = tree_flatten(out)
+            fn = b.build(out_leaves)
+        consts = [value for _, value, _ in b.consts]
+        return fn, out_tree, consts, guards
+
+    def _specialise(self, key, args, kwargs, reason_entry=None):
+        reason = self._miss_reason(key, reason_entry)
+        self.miss_reasons.append(reason)
+        if _log_compiles():
+            logger.warning("kiln: compiling %s (%s)", self.__name__, reason)
+        fn, out_tree, consts, guards = self._trace(args, kwargs)
+        from .compiler import passes
+        ssa = passes.run_pipeline(fn, dump_name=fn.name)
+        from .compiler.backends.reference import compile_function
+        entry = _Entry()
+        entry.function = fn
+        entry.ssa = ssa
+        entry.executable = compile_function(ssa)
+        entry.out_tree = out_tree
+        entry.out_weak = [v.aval.weak_type for v in ssa.outvars]
+        entry.consts = consts
+        entry.guards = guards
+        entry.in_avals = key[1]
+        self._cache[key] = entry
+        return entry
+
+    # ------------------------------------------------------------------- inspection
+    def lower(self, *args, **kwargs):
+        key, _, _ = self._signature(args, kwargs)
+        entry = self._cache.get(key)
+        if entry is None or not entry.guards_ok():
+            entry = self._specialise(key, args, kwargs, reason_entry=entry)
+        return Lowered(entry)
+
+    def _cache_size(self):
+        return len(self._cache)
+
+    def clear_cache(self):
+        self._cache.clear()
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+    def __repr__(self):
+        return f"<kiln.jit of {getattr(self._fun, '__qualname__', self._fun)!r}>"
+
+
+def _merge_statics(dyn_args, statics):
+    out = list(dyn_args)
+    for kind, where, v in sorted((s for s in statics if s[0] == "#"),
+                                 key=lambda s: s[1]):
+        out.insert(where, v)
+    return out
+
+
+def _arg_hints(positional, treedef, leaves, statics):
+    """SSA names for the inputs: the parameter names where one leaf is one parameter."""
+    if len(leaves) == len(positional) - len(statics) and all(
+            type(x) is not tuple for x in leaves):
+        static_pos = {w for k, w, _ in statics if k == "#"}
+        names = [n for i, n in enumerate(positional) if i not in static_pos]
+        if len(names) == len(leaves):
+            return names
+    return ["arg"] * len(leaves)
+
+
+class Lowered:
+    """`jit(f).lower(*args)`: the SSA form after the passes."""
+
+    def __init__(self, entry):
+        self._entry = entry
+
+    def as_text(self):
+        return str(self._entry.ssa)
+
+    def compile(self):
+        return Compiled(self._entry)
+
+
+class Compiled:
+    """The backend's executable; `as_text()` is what the backend runs."""
+
+    def __init__(self, entry):
+        self._entry = entry
+
+    def as_text(self):
+        return self._entry.executable.as_text()
+
+    def __call__(self, *args):
+        return Jitted._run(None, self._entry, [to_array(a)._value for a in args])
+
+
+def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
+        donate_argnames=(), backend=None, inline=False, keep_unused=False, **unused):
+    """`kiln.jit`: JAX's signature; usable as `@jit`, `@jit(...)` and `partial(jit, ...)`."""
+    if fun is None:
+        return functools.partial(jit, static_argnums=static_argnums,
+                                 static_argnames=static_argnames, donate_argnums=donate_argnums,
+                                 donate_argnames=donate_argnames, backend=backend)
+    if isinstance(fun, Jitted) and not (static_argnums or static_argnames):
+        return fun
+    return Jitted(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
+                  backend, inline, keep_unused)
+
+
+def make_ir(fun, static_argnums=(), static_argnames=()):
+    """`make_ir(f)(*args)`: the SSA form of `f` specialised for `args` (before the passes)."""
+    target = fun._fun if isinstance(fun, Jitted) else fun
+
+    def make(*args, **kwargs):
+        j = Jitted(target, static_argnums, static_argnames)
+        fn, _, _, _ = j._trace(args, kwargs)
+        return fn
+    return make
