@@ -59,6 +59,9 @@ def _const_value(node):
         return -_const_value(node.operand)
     if isinstance(node, gast.Name) and node.id in ("inf", "nan"):
         return float(node.id)
+    if isinstance(node, gast.BinOp) and isinstance(node.op, (gast.Add, gast.Sub)):
+        left, right = _const_value(node.left), _const_value(node.right)  # complex: (1+2j)
+        return left + right if isinstance(node.op, gast.Add) else left - right
     raise _fail(node, f"expected a constant, got {type(node).__name__}")
 
 

@@ -124,6 +124,8 @@ def to_ast(fn, typed_literals=False):
 
 
 def _types_comment(eqn):
+    if not eqn.outvars:
+        return ""
     return "  # " + ", ".join(v.aval.str_short() + ("{weak}" if v.aval.weak_type else "")
                               for v in eqn.outvars)
 

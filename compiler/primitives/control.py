@@ -116,11 +116,35 @@ def _scan(*args, body, length, reverse=False, num_consts=0, num_carry=0):
         ys.append(y)
     if reverse:
         ys.reverse()
-    n_ys = len(body.outvars) - num_carry
+    out_avals = _region_out_avals(body)
     stacked = [np.stack([y[j] for y in ys]) if ys else
-               np.zeros((0,) + body.out_avals[num_carry + j].shape,
-                        body.out_avals[num_carry + j].dtype) for j in range(n_ys)]
+               np.zeros((0,) + a.shape, a.dtype) for j, a in enumerate(out_avals[num_carry:])]
     return tuple(carry + stacked)
+
+
+def _region_out_avals(region):
+    """Result types of a region: from the Function, or from the return annotation of the
+    Python function the reference backend made of it (`-> '(i32[], f32[3])'`)."""
+    if isinstance(region, Function):
+        return region.out_avals
+    from ..ir.printer import parse_type
+    text = region.__annotations__["return"].strip()
+    if text[:1] in "'\"":  # under `from __future__ import annotations`: the literal's source
+        text = text[1:-1]
+    if text.startswith("("):
+        text = text[1:-1]
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        parts.append(cur)
+    return [parse_type(p) for p in parts]
 
 
 scan = register("scan", _scan_eval, _scan, multiple_results=True)

@@ -11,11 +11,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..ir.abstract import ShapedArray, shape_str
-from ..ir import dtypes
-from .core import register, type_error, check_shape
+from ..ir.abstract import ShapedArray
+from ..ir.printer import register_param_type
+from .core import register, type_error, check_shape, check_same_dtypes
 
 
+@register_param_type
 class GatherDimensionNumbers(NamedTuple):
     offset_dims: tuple
     collapsed_slice_dims: tuple
@@ -24,6 +25,7 @@ class GatherDimensionNumbers(NamedTuple):
     start_indices_batching_dims: tuple = ()
 
 
+@register_param_type
 class ScatterDimensionNumbers(NamedTuple):
     update_window_dims: tuple
     inserted_window_dims: tuple
@@ -38,26 +40,34 @@ SCATTER_MODES = ("clip", "drop", "promise_in_bounds")
 
 def _check_indices(op, idx):
     if idx.dtype.kind not in "iu":
-        raise type_error(op, f"indices must be integers, got {idx.dtype}")
+        raise ValueError("indices must have an integer type")
 
 
 # ----------------------------------------------------------------------- dynamic slices
 
+def _check_start_indices(op, starts):
+    if any(s.ndim for s in starts):
+        raise TypeError(f"start_indices arguments to {op} must be scalars, got indices "
+                        + ", ".join(f"{s.dtype}{list(s.shape)}" for s in starts))
+    if any(s.dtype != starts[0].dtype or s.dtype.kind not in "iu" for s in starts):
+        raise TypeError(f"index arguments to {op} must be integers of the same type, got: "
+                        + ", ".join(s.dtype.name for s in starts))
+
+
 def _dynamic_slice_eval(x, *starts, slice_sizes):
     if len(starts) != x.ndim or len(slice_sizes) != x.ndim:
-        raise type_error("dynamic_slice", f"needs one start index and one slice size per "
-                         f"dimension of the operand of shape {shape_str(x.shape)}, got "
-                         f"{len(starts)} start indices and slice_sizes {slice_sizes}")
-    for s in starts:
-        if s.shape != () or s.dtype.kind not in "iu":
-            raise type_error("dynamic_slice", f"start indices must be integer scalars, got "
-                             f"{s.dtype}{list(s.shape)}")
-    slice_sizes = check_shape("dynamic_slice", slice_sizes)
-    for size, d in zip(slice_sizes, x.shape):
-        if size > d:
-            raise type_error("dynamic_slice", f"slice_sizes {slice_sizes} must be no larger "
-                             f"than the operand shape {shape_str(x.shape)}")
-    return ShapedArray(slice_sizes, x.dtype, x.weak_type)
+        raise ValueError(f"Length of slice indices must match number of operand dimensions "
+                         f"({len(starts)} vs {x.shape})")
+    slice_sizes = tuple(slice_sizes)
+    if any(z > d for z, d in zip(slice_sizes, x.shape)):
+        raise TypeError(f"slice slice_sizes must be less than or equal to operand shape, got "
+                        f"slice_sizes {slice_sizes} for operand shape {x.shape}.")
+    if any(z < 0 for z in slice_sizes):
+        raise TypeError(f"slice slice_sizes must be greater than or equal to zero, got "
+                        f"slice_sizes of {slice_sizes}.")
+    _check_start_indices("dynamic_slice", starts)
+    return ShapedArray(check_shape("dynamic_slice", slice_sizes, "slice_sizes"), x.dtype,
+                       x.weak_type)
 
 
 def _clamped_starts(starts, sizes, shape):
@@ -73,20 +83,18 @@ dynamic_slice = register("dynamic_slice", _dynamic_slice_eval, _dynamic_slice)
 
 
 def _dynamic_update_slice_eval(x, update, *starts):
-    if update.dtype != x.dtype:
-        raise type_error("dynamic_update_slice", f"update dtype {update.dtype} must match the "
-                         f"operand dtype {x.dtype}")
-    if update.ndim != x.ndim or len(starts) != x.ndim:
-        raise type_error("dynamic_update_slice", f"update of shape {shape_str(update.shape)} "
-                         f"and {len(starts)} start indices must match the rank of the operand "
-                         f"of shape {shape_str(x.shape)}")
+    if update.ndim != x.ndim:
+        raise TypeError(f"dynamic_update_slice update must have the same rank as operand, got "
+                        f"update shape {update.shape} for operand shape {x.shape}.")
+    if len(starts) != x.ndim:
+        raise TypeError(f"dynamic_update_slice start_indices must have length equal to the rank "
+                        f"of operand, got {len(starts)} indices for operand shape {x.shape}.")
     if any(u > d for u, d in zip(update.shape, x.shape)):
-        raise type_error("dynamic_update_slice", f"update shape {shape_str(update.shape)} must "
-                         f"be no larger than the operand shape {shape_str(x.shape)}")
-    for s in starts:
-        if s.shape != () or s.dtype.kind not in "iu":
-            raise type_error("dynamic_update_slice", "start indices must be integer scalars")
-    return ShapedArray(x.shape, x.dtype, x.weak_type)
+        raise TypeError(f"dynamic_update_slice update shape must be smaller than operand shape, "
+                        f"got update shape {update.shape} for operand shape {x.shape}.")
+    check_same_dtypes("dynamic_update_slice", (x, update))
+    _check_start_indices("dynamic_update_slice", starts)
+    return ShapedArray(x.shape, x.dtype, x.weak_type and update.weak_type)
 
 
 def _dynamic_update_slice(x, update, *starts):
@@ -106,31 +114,44 @@ def _gather_eval(x, indices, *, dimension_numbers, slice_sizes, mode="clip", fil
     dn = dimension_numbers
     _check_indices("gather", indices)
     if dn.operand_batching_dims:
-        raise type_error("gather", "with operand_batching_dims is not supported by kiln")
+        raise type_error("gather", "with operand_batching_dims is not supported by kiln; "
+                         "express the batch with vmap or an explicit iota index instead")
     if mode not in GATHER_MODES:
         raise ValueError(f"gather: unknown mode {mode!r}; expected one of {GATHER_MODES}")
     if not indices.shape:
-        raise type_error("gather", "indices must have at least one dimension (the index vector)")
+        raise TypeError("Gather index leaf dimension must be within [0, rank(indices) + 1). "
+                        "rank(indices) is 0 and gather index leaf dimension is -1.")
     if indices.shape[-1] != len(dn.start_index_map):
-        raise type_error("gather", f"the last dimension of indices ({indices.shape[-1]}) must "
-                         f"equal the length of start_index_map {dn.start_index_map}")
+        raise TypeError(f"Gather op has {len(dn.start_index_map)} elements in start_index_map "
+                        f"and the bound of dimension index_vector_dim={indices.ndim - 1} of "
+                        f"indices is {indices.shape[-1]}. These two numbers must be equal.")
+    for i, d in enumerate(dn.start_index_map):
+        if not 0 <= d < x.ndim:
+            raise TypeError(f"Invalid start_index_map; domain is [0, {x.ndim}), got: {i}->{d}.")
     if len(slice_sizes) != x.ndim:
-        raise type_error("gather", f"slice_sizes {slice_sizes} must have one entry per operand "
-                         f"dimension (shape {shape_str(x.shape)})")
-    for d in dn.collapsed_slice_dims:
-        if slice_sizes[d] > 1:
-            raise type_error("gather", f"collapsed dimension {d} must have slice size <= 1, "
-                             f"got slice_sizes {slice_sizes}")
-    for z, d in zip(slice_sizes, x.shape):
-        if z > d:
-            raise type_error("gather", f"slice_sizes {slice_sizes} exceed operand shape "
-                             f"{shape_str(x.shape)}")
+        raise TypeError(f"Gather op must have one slice size for every input dimension; got: "
+                        f"len(slice_sizes)={len(slice_sizes)}, input_shape.rank={x.ndim}")
+    if len(slice_sizes) != len(dn.offset_dims) + len(dn.collapsed_slice_dims):
+        raise TypeError(f"All components of the offset index in a gather op must either be a "
+                        f"offset dimension or explicitly collapsed/batching; got "
+                        f"len(slice_sizes)={len(slice_sizes)}, output_slice_sizes="
+                        f"{tuple(dn.offset_dims)}, collapsed_slice_dims="
+                        f"{tuple(dn.collapsed_slice_dims)}, operand_batching_dims=().")
+    for i, (z, d) in enumerate(zip(slice_sizes, x.shape)):
+        if not 0 <= z <= d:
+            raise TypeError(f"Slice size at index {i} in gather op is out of range, must be "
+                            f"within [0, {d} + 1), got {z}.")
+    for i, d in enumerate(dn.collapsed_slice_dims):
+        if slice_sizes[d] != 1:
+            raise TypeError(f"Gather op can only collapse slice dims with bound 1, but bound is "
+                            f"{slice_sizes[d]} for index {d} at position {i}.")
     batch_shape = indices.shape[:-1]
     offset_sizes = [z for i, z in enumerate(slice_sizes) if i not in dn.collapsed_slice_dims]
     rank = len(batch_shape) + len(offset_sizes)
-    if len(dn.offset_dims) != len(offset_sizes):
-        raise type_error("gather", f"offset_dims {dn.offset_dims} must have one entry per "
-                         f"non-collapsed slice dimension ({len(offset_sizes)})")
+    for i, d in enumerate(dn.offset_dims):
+        if not 0 <= d < rank:
+            raise TypeError(f"Offset dimension {i} in gather op is out of bounds; got {d}, but "
+                            f"should have been in [0, {rank})")
     out, b, o = [], iter(batch_shape), iter(offset_sizes)
     for i in range(rank):
         out.append(next(o) if i in dn.offset_dims else next(b))
@@ -200,24 +221,45 @@ def _scatter_eval_for(name):
         dn = dimension_numbers
         _check_indices(name, indices)
         if dn.operand_batching_dims:
-            raise type_error(name, "with operand_batching_dims is not supported by kiln")
+            raise type_error(name, "with operand_batching_dims is not supported by kiln; "
+                             "express the batch with vmap or an explicit iota index instead")
         if mode not in SCATTER_MODES:
             raise ValueError(f"{name}: unknown mode {mode!r}; expected one of {SCATTER_MODES}")
-        if updates.dtype != x.dtype:
-            raise type_error(name, f"updates dtype {updates.dtype} must match operand dtype "
-                             f"{x.dtype}")
-        if not indices.shape or indices.shape[-1] != len(dn.scatter_dims_to_operand_dims):
-            raise type_error(name, f"the last dimension of indices {shape_str(indices.shape)} "
-                             f"must equal len(scatter_dims_to_operand_dims) = "
-                             f"{len(dn.scatter_dims_to_operand_dims)}")
+        check_same_dtypes("scatter", (x, updates))
+        if not indices.shape:
+            raise TypeError("Scatter index leaf dimension must be within [0, rank(indices) + "
+                            "1). rank(indices) is 0 and scatter index leaf dimension is -1.")
+        expected_rank = indices.ndim - 1 + len(dn.update_window_dims)
+        if updates.ndim != expected_rank:
+            raise TypeError(f"Updates tensor must be of rank {expected_rank}; got "
+                            f"{updates.ndim}.")
+        window = len(dn.update_window_dims) + len(dn.inserted_window_dims)
+        if window != x.ndim:
+            raise TypeError(f"Scatter op has window of size {window}; doesn't match operand of "
+                            f"rank {x.ndim}.")
+        if indices.shape[-1] != len(dn.scatter_dims_to_operand_dims):
+            raise TypeError(f"Scatter op has {len(dn.scatter_dims_to_operand_dims)} elements in "
+                            f"scatter_dims_to_operand_dims and the bound of dimension "
+                            f"index_vector_dim={indices.ndim - 1} of indices is "
+                            f"{indices.shape[-1]}. These two numbers must be equal")
+        for i, d in enumerate(dn.scatter_dims_to_operand_dims):
+            if not 0 <= d < x.ndim:
+                raise TypeError(f"Invalid scatter_dims_to_operand_dims mapping; domain is "
+                                f"[0, {x.ndim}), got: {i}->{d}.")
+        operand_window = [d for i, d in enumerate(x.shape) if i not in dn.inserted_window_dims]
+        for i, (u, d) in enumerate(zip(dn.update_window_dims, operand_window)):
+            if updates.shape[u] > d:
+                raise TypeError(f"Bounds of the window dimensions of updates must not exceed "
+                                f"the bounds of the corresponding dimensions of operand. For "
+                                f"dimension {u}, updates bound is {updates.shape[u]}, operand "
+                                f"bound is {d}.")
         batch = [s for i, s in enumerate(updates.shape) if i not in dn.update_window_dims]
-        if tuple(batch) != tuple(indices.shape[:-1]):
-            raise type_error(name, f"updates of shape {shape_str(updates.shape)} do not match "
-                             f"the scatter indices of shape {shape_str(indices.shape)}")
-        if len(dn.update_window_dims) + len(dn.inserted_window_dims) != x.ndim:
-            raise type_error(name, f"update_window_dims {dn.update_window_dims} and "
-                             f"inserted_window_dims {dn.inserted_window_dims} must cover the "
-                             f"operand's {x.ndim} dimensions")
+        for i, (u, n) in enumerate(zip(batch, indices.shape[:-1])):
+            if u != n:
+                raise TypeError(f"Bounds of the scatter dimensions of updates must be the same "
+                                f"as the bounds of the corresponding dimensions of scatter "
+                                f"indices. For scatter dimension {i}, updates bound is {u}, "
+                                f"indices bound is {n}.")
         return ShapedArray(x.shape, x.dtype, x.weak_type)
     return abstract_eval
 

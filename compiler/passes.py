@@ -1,0 +1,69 @@
+"""The named pass pipeline that every specialised function goes through (Numba style).
+
+`PIPELINE` is an ordered list of `(name, pass)` pairs, each pass a `Function -> Function`.
+`run_pipeline` runs them in order and can, after each one:
+- verify the result (`verify_each=True`, or the environment variable `KILN_VERIFY=1`, which
+  the test suite sets), so a broken pass is caught at the pass that broke the program;
+- dump the printed SSA of every stage (`dump_dir=...`, or `KILN_DUMP_DIR=dir`) to
+  `<dir>/<dump_name>.<NN>-<stage>.ssa.py`, where stage 00 is the input (`00-input`) and stage
+  NN is the NN-th pass, so that a directory listing reads in pipeline order and repeated
+  compilations of one function overwrite the same files.
+"""
+import os
+
+from .ir.printer import to_source
+from .ir.verify import SSAVerificationError, verify
+from .transforms import simplify
+
+PIPELINE = [
+    ("simplify", simplify.simplify),
+]
+
+
+def _env_verify():
+    return os.environ.get("KILN_VERIFY", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def run_pipeline(fn, verify_each=None, dump_dir=None, dump_name=None, pipeline=None):
+    """Run `pipeline` (default `PIPELINE`) on `fn` and return the final function.
+
+    `verify_each` defaults to the `KILN_VERIFY` environment variable and `dump_dir` to
+    `KILN_DUMP_DIR`; `dump_name` (default: the function's name) prefixes the dumped files.
+    """
+    if verify_each is None:
+        verify_each = _env_verify()
+    dump_dir = dump_dir or os.environ.get("KILN_DUMP_DIR") or None
+    stages = PIPELINE if pipeline is None else pipeline
+    dump = _Dumper(dump_dir, dump_name or fn.name) if dump_dir else None
+    if verify_each:
+        _verify(fn, "input")
+    if dump:
+        dump.write(0, "input", fn)
+    for i, (name, run) in enumerate(stages, 1):
+        fn = run(fn)
+        if verify_each:
+            _verify(fn, name)
+        if dump:
+            dump.write(i, name, fn)
+    return fn
+
+
+def _verify(fn, stage):
+    """`verify`, with the stage that produced the malformed function named in the error."""
+    try:
+        verify(fn)
+    except SSAVerificationError as e:
+        raise SSAVerificationError(f"after stage {stage!r}: {e}") from None
+
+
+class _Dumper:
+    def __init__(self, directory, name):
+        os.makedirs(directory, exist_ok=True)
+        self.directory = directory
+        self.name = name
+
+    def write(self, index, stage, fn):
+        path = os.path.join(self.directory, f"{self.name}.{index:02d}-{stage}.ssa.py")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(to_source(fn))
+        return path
