@@ -12,8 +12,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness import run_cases, markdown, machine_description  # noqa: E402
 import eager  # noqa: E402
+import frontend  # noqa: E402
 
-SUITES = {"eager": eager.cases}
+SUITES = {"eager": eager.cases, "frontend": frontend.cases}
 
 
 def main():

@@ -200,7 +200,7 @@ class Jitted:
         from .compiler.frontend import specialise
         statics, dyn_args, dyn_kwargs = self._split(args, kwargs)
         leaves, treedef = tree_flatten((tuple(dyn_args), dyn_kwargs))
-        hints = _arg_hints(self._positional, treedef, leaves, statics)
+        hints = _arg_hints(self._positional, dyn_args, dyn_kwargs, statics)
         b = Builder(getattr(self._fun, "__name__", "fn").replace("<lambda>", "lambda"))
         with b:
             tracers = [b.new_input(_leaf_aval(x, f"argument {i}")[0], h)
@@ -267,15 +267,28 @@ def _merge_statics(dyn_args, statics):
     return out
 
 
-def _arg_hints(positional, treedef, leaves, statics):
-    """SSA names for the inputs: the parameter names where one leaf is one parameter."""
-    if len(leaves) == len(positional) - len(statics) and all(
-            type(x) is not tuple for x in leaves):
-        static_pos = {w for k, w, _ in statics if k == "#"}
-        names = [n for i, n in enumerate(positional) if i not in static_pos]
-        if len(names) == len(leaves):
-            return names
-    return ["arg"] * len(leaves)
+def _arg_hints(positional, dyn_args, dyn_kwargs, statics):
+    """SSA names for the inputs: the parameter name, plus the key path inside a pytree
+    (`params_0_1` for params[0][1], `opt_W` for opt['W'])."""
+    from .tree_util import tree_flatten_with_path
+    static_pos = {w for k, w, _ in statics if k == "#"}
+    names = [n for i, n in enumerate(positional) if i not in static_pos]
+    hints = []
+    for i, arg in enumerate(dyn_args):
+        base = names[i] if i < len(names) else f"arg{i}"
+        for path, _ in tree_flatten_with_path(arg)[0]:
+            hints.append("_".join([base] + [_key_text(k) for k in path]))
+    for k, v in dyn_kwargs.items():
+        for path, _ in tree_flatten_with_path(v)[0]:
+            hints.append("_".join([k] + [_key_text(p) for p in path]))
+    return hints
+
+
+def _key_text(k):
+    for attr in ("idx", "key", "name"):
+        if hasattr(k, attr):
+            return str(getattr(k, attr))
+    return "x"
 
 
 class Lowered:

@@ -22,6 +22,10 @@ def tracing():
     return current() is not None
 
 
+def is_traced(x):
+    return getattr(type(x), "_kiln_trace", None) is not None
+
+
 def _aval(x):
     if hasattr(x, "aval"):
         return x.aval
@@ -62,13 +66,17 @@ def _body_outputs(fn, treedef):
 
 
 def _promote_weak(init_avals, out_avals):
-    return [o if (a.weak_type and (a.dtype != o.dtype) and a.shape == o.shape) else a
-            for a, o in zip(init_avals, out_avals)]
+    """JAX's rule: a weakly typed initial carry takes the type the body gives it."""
+    return [ShapedArray(o.shape, o.dtype, o.weak_type)
+            if (a.weak_type and (a.dtype != o.dtype or not o.weak_type) and a.shape == o.shape)
+            else a for a, o in zip(init_avals, out_avals)]
 
 
 def _convert(leaves, avals):
     from .. import lax
-    return [lax.convert_element_type(x, a.dtype) if _aval(x).dtype != a.dtype else x
+    leaves = [x if hasattr(x, "aval") else to_array(x) for x in leaves]
+    return [lax.convert_element_type(x, a.dtype)
+            if _aval(x).dtype != a.dtype or (_aval(x).weak_type and not a.weak_type) else x
             for x, a in zip(leaves, avals)]
 
 
@@ -121,6 +129,16 @@ def switch(index, branches, *operands):
             raise TypeError(f"branches 0 and {i} of cond/switch must return the same types: "
                             f"{first['tree']} {_describe(first['avals'])} vs "
                             f"{rec['tree']} {_describe(rec['avals'])}")
+    # Weak types join as in JAX: a result is weak only if it is weak in every branch.
+    strong = [not all(rec["avals"][j].weak_type for rec in records)
+              for j in range(len(first["avals"]))]
+    if any(s and rec["avals"][j].weak_type for rec in records for j, s in enumerate(strong)):
+        children = []
+        for i, br in enumerate(branches):
+            def flat(ops, br=br):
+                outs, _ = tree_flatten(br(*tree_unflatten(treedef, ops)))
+                return [_strengthen(o) if s else o for o, s in zip(outs, strong)]
+            children.append(trace_region(b, f"branch{i}", flat, avals))
     fns, outers = close_regions(children)
     from .. import lax
     idx = to_array(index) if not hasattr(index, "aval") else index
@@ -128,6 +146,12 @@ def switch(index, branches, *operands):
         idx = lax.convert_element_type(idx, np.int32)
     outs = bind(P["cond"], idx, *outers, *leaves, branches=tuple(fns))
     return tree_unflatten(first["tree"], list(outs))
+
+
+def _strengthen(x):
+    from .. import lax
+    a = _aval(x)
+    return lax.convert_element_type(x, a.dtype) if a.weak_type else x
 
 
 def scan(f, init, xs, length, reverse):
@@ -169,11 +193,12 @@ def fori_loop(lower, upper, body_fun, init_val):
         lo, hi = int(np.asarray(getattr(lower, "_value", lower))), \
             int(np.asarray(getattr(upper, "_value", upper)))
         n = max(hi - lo, 0)
+        # As in JAX with concrete bounds, the index is a weakly typed int (a Python int).
 
         def step(carry, _):
             i, val = carry
-            return (lax.add(i, np.int32(1)), body_fun(i, val)), None
-        (_, val), _ = scan(step, (to_array(np.int32(lo)), init_val), None, n, False)
+            return (lax.add(i, to_array(1)), body_fun(i, val)), None
+        (_, val), _ = scan(step, (to_array(lo), init_val), None, n, False)
         return val
 
     def cond_fn(c):
