@@ -24,6 +24,8 @@ from .tree_util import tree_flatten, tree_unflatten
 from .compiler.ir.abstract import ShapedArray
 from . import tracer as _tracer  # noqa: F401  (installs the Tracer type in the builder)
 from . import _host  # noqa: F401  (fills the specialiser's host interface)
+from ._traceback import filter_traceback, show_full
+from .compiler.frontend.builder import current
 
 logger = logging.getLogger("kiln")
 
@@ -116,9 +118,16 @@ class Jitted:
 
     # ----------------------------------------------------------------------- calling
     def __call__(self, *args, **kwargs):
+        try:
+            return self._call(args, kwargs)
+        except Exception as e:
+            if show_full() or current() is not None:
+                raise
+            raise e.with_traceback(filter_traceback(e.__traceback__)) from None
+
+    def _call(self, args, kwargs):
         if _DISABLED[-1]:
             return self._fun(*args, **kwargs)
-        from .compiler.frontend.builder import current
         if current() is not None:  # jit inside a function being compiled: inline it
             from .compiler.frontend.specialise import call_function
             return call_function(self._fun, args, kwargs)

@@ -41,24 +41,27 @@ _LATTICE = {
     float16: [float32], float32: [float64, complex64], float64: [complex128],
     _WEAK_COMPLEX: [complex64], complex64: [complex128], complex128: [],
 }
+# With x64 off JAX avoids forming a 64-bit type from 32-bit inputs: u32 x i32 -> i32.
+_LATTICE_X32 = {**_LATTICE, uint32: [int32, uint64]}
 
 
-def _upper_bounds():
+def _upper_bounds(lattice):
     ub = {}
     def visit(node):
         if node in ub:
             return ub[node]
         out = {node}
-        for nxt in _LATTICE[node]:
+        for nxt in lattice[node]:
             out |= visit(nxt)
         ub[node] = frozenset(out)
         return ub[node]
-    for node in _LATTICE:
+    for node in lattice:
         visit(node)
     return ub
 
 
-_UPPER = _upper_bounds()
+_UPPER = _upper_bounds(_LATTICE)
+_UPPER_X32 = _upper_bounds(_LATTICE_X32)
 _WEAK_KIND = {"b": bool_, "i": _WEAK_INT, "u": _WEAK_INT, "f": _WEAK_FLOAT, "c": _WEAK_COMPLEX}
 _NARROW = {int64: int32, uint64: uint32, float64: float32, complex128: complex64}
 
@@ -117,10 +120,11 @@ def _node(dtype, weak):
 
 
 @functools.lru_cache(maxsize=4096)
-def _lub(nodes):
-    common = functools.reduce(frozenset.intersection, (_UPPER[n] for n in nodes))
+def _lub(nodes, x64):
+    upper = _UPPER if x64 else _UPPER_X32
+    common = functools.reduce(frozenset.intersection, (upper[n] for n in nodes))
     for cand in common:
-        if common <= _UPPER[cand]:  # the least common upper bound lies below all others
+        if common <= upper[cand]:  # the least common upper bound lies below all others
             return cand
     raise TypeError(f"no common type for {nodes}")  # cannot happen: c128 bounds everything
 
@@ -132,10 +136,10 @@ def _result_type_cached(pairs, x64):
     if len(dtypes) == 1 and not all(weaks):
         out, weak = next(iter(dtypes)), False
     elif all(weaks):
-        out = _lub(frozenset(dtypes))
+        out = _lub(frozenset(dtypes), x64)
         weak = True
     else:
-        out = _lub(frozenset(_node(d, w) for d, w in pairs))
+        out = _lub(frozenset(_node(d, w) for d, w in pairs), x64)
         weak = any(out is t for t in (_WEAK_INT, _WEAK_FLOAT, _WEAK_COMPLEX))  # dtype == type
         if weak:
             out = {_WEAK_INT: default_int(), _WEAK_FLOAT: default_float(),
@@ -152,9 +156,11 @@ def result_type(*pairs):
 
 
 def promote_types(a, b):
-    """`jnp.promote_types`: promotion of two strong dtypes (no canonicalisation)."""
-    a, b = np.dtype(a), np.dtype(b)
-    return np.dtype(_lub(frozenset((a, b))))
+    """`jnp.promote_types` (no canonicalisation). The Python types int, float and complex stand
+    for weak types, as in JAX: promote_types(int, int8) is int8."""
+    nodes = frozenset(t if any(t is w for w in (_WEAK_INT, _WEAK_FLOAT, _WEAK_COMPLEX))
+                      else np.dtype(t) for t in (a, b))
+    return np.dtype(_lub(nodes, x64_enabled()))
 
 
 def is_float(dtype):

@@ -24,13 +24,7 @@ from .abstract import ShapedArray
 from . import dtypes
 from .ssa import Function, Literal, ssa_op_name
 
-_TUPLE_TYPES = {}  # NamedTuple class name -> class, for params such as dimension numbers
-
-
-def register_param_type(cls):
-    """Make a NamedTuple params type printable (and parseable) in SSA text."""
-    _TUPLE_TYPES[cls.__name__] = cls
-    return cls
+from .params import PARAM_TYPES as _TUPLE_TYPES
 
 
 def type_node(aval):

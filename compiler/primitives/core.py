@@ -54,13 +54,31 @@ def type_error(op, msg):
     return TypeError(f"{op} {msg}")
 
 
+# lax primitive -> the `jnp` function that promotes (JAX's tip in the same-dtypes error).
+_JNP_EQUIVALENT = {
+    "abs": "fabs", "acos": "arccos", "acosh": "arccosh", "add": "add", "asin": "arcsin",
+    "asinh": "arcsinh", "atan": "arctan", "atan2": "arctan2", "atanh": "arctanh",
+    "cbrt": "cbrt", "ceil": "ceil", "concatenate": "concatenate", "cos": "cos", "cosh": "cosh",
+    "div": "divide", "eq": "equal", "exp": "exp", "expm1": "expm1", "floor": "floor",
+    "log": "log", "log1p": "log1p", "max": "maximum", "min": "minimum", "mul": "multiply",
+    "ne": "not_equal", "neg": "negative", "nextafter": "nextafter", "pow": "float_power",
+    "round": "round", "select_n": "where", "shift_left": "left_shift",
+    "shift_right_logical": "right_shift", "shift_right_arithmetic": "right_shift",
+    "sign": "sign", "sin": "sin", "sinh": "sinh", "sqrt": "sqrt", "sub": "subtract",
+    "tan": "tan", "tanh": "tanh",
+}
+
+
 def check_same_dtypes(op, avals):
-    kinds = {a.dtype for a in avals}
-    if len(kinds) > 1:
-        raise type_error(op, "requires arguments to have the same dtypes, got "
-                         + ", ".join(str(a.dtype) for a in avals)
-                         + f". (Tip: jnp.{op} is a similar function that does automatic type "
-                           "promotion on inputs.)")
+    """JAX's error: `lax.add requires arguments to have the same dtypes, got float32, int32.`"""
+    if len({a.dtype for a in avals}) > 1:
+        name = "select" if op == "select_n" else op
+        msg = (f"lax.{name} requires arguments to have the same dtypes, got "
+               + ", ".join(str(a.dtype) for a in avals) + ".")
+        if op in _JNP_EQUIVALENT:
+            msg += (f" (Tip: jnp.{_JNP_EQUIVALENT[op]} is a similar function that does "
+                    "automatic type promotion on inputs).")
+        raise TypeError(msg)
 
 
 def check_same_shapes(op, avals):
@@ -78,9 +96,12 @@ def elementwise_shape(avals):
     return ()
 
 
-def check_dtype_kinds(op, aval, kinds, what):
+def check_dtype_kinds(op, aval, kinds, what, position=None):
+    """JAX's error: `exp does not accept dtype int32. Accepted dtypes are subtypes of ...`."""
     if aval.dtype.kind not in kinds:
-        raise type_error(op, f"does not accept dtype {aval.dtype}. Accepted dtypes are {what}.")
+        at = "" if position is None else f" at position {position}"
+        raise type_error(op, f"does not accept dtype {aval.dtype}{at}. Accepted dtypes{at} "
+                             f"are {what}.")
 
 
 def check_axes(op, axes, ndim, name="axes"):
@@ -91,12 +112,15 @@ def check_axes(op, axes, ndim, name="axes"):
         raise ValueError(f"{op}: duplicate entries in {name} {tuple(axes)}")
 
 
-def check_shape(op, shape):
+def check_shape(op, shape, what="shape"):
+    """JAX's `_check_shapelike`: a sequence of non-negative Python/NumPy ints."""
     for d in shape:
         if not isinstance(d, (int, np.integer)) or isinstance(d, bool):
-            raise TypeError(f"{op}: shapes must be sequences of integers, got {tuple(shape)!r}")
-        if d < 0:
-            raise ValueError(f"{op}: shape {tuple(shape)} has a negative dimension")
+            raise TypeError(f"{op} {what} must have every element be an integer type, got "
+                            f"{tuple(type(v) for v in shape)}.")
+    if any(d < 0 for d in shape):
+        raise TypeError(f"{op} {what} must have every element be nonnegative, got "
+                        f"{tuple(int(d) for d in shape)}.")
     return tuple(int(d) for d in shape)
 
 

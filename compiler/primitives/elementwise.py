@@ -94,9 +94,10 @@ def _round(x, rounding_method=0):
 def _sign(x):
     if x.dtype.kind == "u":
         return (x > 0).astype(x.dtype)
-    if x.dtype.kind == "c":
-        a = np.abs(x)
-        return np.where(a == 0, 0, x / np.where(a == 0, 1, a)).astype(x.dtype)
+    if x.dtype.kind == "c":  # x / |x| in double precision: no overflow for tiny or huge x
+        z = x.astype(np.complex128)
+        a = np.abs(z)
+        return np.where(a == 0, 0, z / np.where(a == 0, 1, a)).astype(x.dtype)
     if x.dtype.kind == "f":
         return np.where(x == 0, x, np.sign(x))  # sign(-0.0) is -0.0, as in XLA
     return np.sign(x)
@@ -414,18 +415,20 @@ ge = nary("ge", np.greater_equal, ORDERED, _to_bool)
 def _select_n_eval(which, *cases):
     if not cases:
         raise TypeError("select must have at least one case")
-    if any(c.shape != cases[0].shape for c in cases[1:]):
+    shapes = {c.shape for c in cases if c.shape}  # rank-0 cases broadcast, as kiln's
+    if len(shapes) > 1:                             # elementwise primitives do
         raise TypeError("select cases must have the same shapes, got ["
                         + ", ".join(str(c.shape) for c in cases) + "].")
-    if which.shape and which.shape != cases[0].shape:
+    shape = elementwise_shape(cases)
+    if which.shape and which.shape != shape:
         raise TypeError(f"select `which` must be scalar or have the same shape as cases, got "
-                        f"`which` shape {which.shape} but case shape {cases[0].shape}.")
+                        f"`which` shape {which.shape} but case shape {shape}.")
     check_same_dtypes("select_n", cases)
     if which.dtype.kind not in "biu":
         raise TypeError(f"select `which` must be boolean or integer type, got {which.dtype}.")
     if which.dtype == dtypes.bool_ and len(cases) > 2:
         raise TypeError("select with boolean `which` cannot have > 2 cases.")
-    return ShapedArray(cases[0].shape, cases[0].dtype, all(c.weak_type for c in cases))
+    return ShapedArray(shape, cases[0].dtype, all(c.weak_type for c in cases))
 
 
 def _select_n(which, *cases):
@@ -435,6 +438,7 @@ def _select_n(which, *cases):
         return np.where(which, cases[1], cases[0])
     # Out-of-range indices pick the nearest case (XLA leaves them undefined). np.choose is
     # limited to 32 cases, so index a stack instead.
+    cases = np.broadcast_arrays(*cases)
     idx = np.broadcast_to(np.clip(which, 0, len(cases) - 1), cases[0].shape).astype(np.intp)
     return np.take_along_axis(np.stack(cases), idx[None], 0)[0]
 
@@ -448,7 +452,7 @@ def _clamp_eval(lo, x, hi):
             raise TypeError(f"clamp requires {name}.shape == operand.shape or {name}.shape == "
                             f"(), got {name}.shape={bound.shape}, operand.shape={x.shape}.")
     check_same_dtypes("clamp", (lo, x, hi))
-    return ShapedArray(x.shape, x.dtype, x.weak_type)
+    return ShapedArray(x.shape, x.dtype, lo.weak_type and x.weak_type and hi.weak_type)
 
 
 clamp = register("clamp", _clamp_eval, lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi))
@@ -461,10 +465,10 @@ def _convert_eval(x, *, new_dtype, weak_type=False):
 
 
 def _convert(x, *, new_dtype, weak_type=False):
-    if new_dtype == np.bool_:
-        return x != 0  # a complex value is True if either part is nonzero
     if x.dtype.kind == "c" and new_dtype.kind != "c":
-        x = np.real(x)
+        x = np.real(x)  # as XLA, also for bool: 1j converts to False
+    if new_dtype == np.bool_:
+        return x != 0
     if x.dtype.kind == "f" and new_dtype.kind in "iu":
         # XLA: NaN -> 0, out-of-range values saturate.
         info = np.iinfo(new_dtype)

@@ -12,7 +12,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..ir.abstract import ShapedArray
-from ..ir.printer import register_param_type
+from ..ir.params import register_param_type
 from .core import register, type_error, check_shape, check_same_dtypes
 
 

@@ -1,13 +1,14 @@
 """dot_general: the one contraction primitive (matmul, batched matmul, tensordot, einsum).
 
 dimension_numbers = ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch)); the result's
-axes are (batch..., lhs free..., rhs free...), as in XLA. Operands share a dtype unless
-`preferred_element_type` names the accumulation/result dtype.
+axes are (batch..., lhs free..., rhs free...), as in XLA. Operands of different dtypes give the
+more precise one (XLA's HigherPrecisionType, as JAX), unless `preferred_element_type` names the
+accumulation/result dtype. Boolean operands contract with or/and.
 """
 import numpy as np
 
-from ..ir.abstract import ShapedArray, shape_str
-from .core import register, type_error, check_axes
+from ..ir.abstract import ShapedArray
+from .core import register
 
 
 def _free(ndim, contract, batch):
@@ -16,30 +17,68 @@ def _free(ndim, contract, batch):
 
 def _dot_general_eval(lhs, rhs, *, dimension_numbers, precision=None, preferred_element_type=None):
     (lc, rc), (lb, rb) = dimension_numbers
-    check_axes("dot_general", tuple(lc) + tuple(lb), lhs.ndim, "lhs dimensions")
-    check_axes("dot_general", tuple(rc) + tuple(rb), rhs.ndim, "rhs dimensions")
-    if len(lc) != len(rc) or len(lb) != len(rb):
-        raise type_error("dot_general", f"requires equal numbers of lhs and rhs contracting and "
-                         f"batch dimensions, got {dimension_numbers}")
-    for a, b in list(zip(lc, rc)) + list(zip(lb, rb)):
-        if lhs.shape[a] != rhs.shape[b]:
-            raise type_error("dot_general", f"requires contracting and batch dimensions to have "
-                             f"the same shape, got lhs {shape_str(lhs.shape)} and rhs "
-                             f"{shape_str(rhs.shape)} with dimension_numbers {dimension_numbers}")
-    if lhs.dtype != rhs.dtype and preferred_element_type is None:
-        raise type_error("dot_general", f"requires operands of the same dtype, got {lhs.dtype} "
-                         f"and {rhs.dtype}")
-    if lhs.dtype.kind == "b":
-        raise type_error("dot_general", "does not accept boolean operands")
+    _check_dims(lhs, "lhs", lb, lc)
+    _check_dims(rhs, "rhs", rb, rc)
+    if len(lb) != len(rb):
+        raise TypeError(f"dot_general requires equal numbers of lhs_batch and rhs_batch "
+                        f"dimensions, got lhs_batch {tuple(lb)} and rhs_batch {tuple(rb)}.")
+    for side, batch, contract in (("lhs", lb, lc), ("rhs", rb, rc)):
+        if len(set(batch)) != len(batch):
+            raise TypeError(f"dot_general requires {side} batch dimensions to be distinct, got "
+                            f"{side}_batch {tuple(batch)}.")
+        if len(set(contract)) != len(contract):
+            raise TypeError(f"dot_general requires {side} contracting dimensions to be "
+                            f"distinct, got {side}_contracting {tuple(contract)}.")
+        if set(batch) & set(contract):
+            raise TypeError(f"dot_general requires {side} batch dimensions to be disjoint from "
+                            f"contracting dimensions, got {side}_batch {tuple(batch)} and "
+                            f"{side}_contracting {tuple(contract)}.")
+    for what, ld, rd in (("lhs batch dimensions and rhs batch", lb, rb), ("contracting", lc, rc)):
+        ls, rs = tuple(lhs.shape[i] for i in ld), tuple(rhs.shape[i] for i in rd)
+        if ls != rs:
+            raise TypeError(f"dot_general requires {what} dimensions to have the same shape, "
+                            f"got {ls} and {rs}.")
     shape = ([lhs.shape[i] for i in lb] + [lhs.shape[i] for i in _free(lhs.ndim, lc, lb)]
              + [rhs.shape[i] for i in _free(rhs.ndim, rc, rb)])
-    dtype = lhs.dtype if preferred_element_type is None else np.dtype(preferred_element_type)
+    dtype = _result_dtype(lhs.dtype, rhs.dtype, preferred_element_type)
     return ShapedArray(shape, dtype, lhs.weak_type and rhs.weak_type)
+
+
+def _check_dims(x, side, batch, contract):
+    if not all(0 <= d < x.ndim for d in tuple(batch) + tuple(contract)):
+        raise TypeError(f"dot_general requires {side} dimension numbers to be nonnegative and "
+                        f"less than the number of axes of the {side} value, got {side}_batch of "
+                        f"{tuple(batch)} and {side}_contracting of {tuple(contract)} for {side} "
+                        f"of rank {x.ndim}")
+
+
+def _type_rank(dtype):
+    """XLA's HigherPrecisionType order (JAX's `_dot_general_dtype_rule`)."""
+    real = np.dtype(dtype.char.lower()) if dtype.kind == "c" else dtype
+    bits = 1 if real.kind == "b" else real.itemsize * 8
+    if real.kind == "f":
+        info = np.finfo(real)
+        return (dtype.kind == "c", info.maxexp, info.nmant, bits, True)
+    return (False, -1, -1, bits, real.kind != "u")
+
+
+def _result_dtype(a, b, preferred):
+    ra, rb = _type_rank(a), _type_rank(b)
+    if ra == rb and a != b:
+        raise TypeError(f"lax.dot_general argument type error: {a}, {b}")
+    out = a if ra >= rb else b
+    if preferred is None or np.dtype(preferred) == out:
+        return out
+    preferred = np.dtype(preferred)
+    if out.kind != "f" and _type_rank(preferred)[3] < _type_rank(out)[3]:
+        raise TypeError(f"`preferred_element_type` must not be narrower than the original type, "
+                        f"got preferred_element_type of {preferred} for result type of {out}.")
+    return preferred
 
 
 def _dot_general(lhs, rhs, *, dimension_numbers, precision=None, preferred_element_type=None):
     (lc, rc), (lb, rb) = dimension_numbers
-    out_dtype = lhs.dtype if preferred_element_type is None else np.dtype(preferred_element_type)
+    out_dtype = _result_dtype(lhs.dtype, rhs.dtype, preferred_element_type)
     lf, rf = _free(lhs.ndim, lc, lb), _free(rhs.ndim, rc, rb)
     bshape = [lhs.shape[i] for i in lb]
     m = [lhs.shape[i] for i in lf]

@@ -8,13 +8,17 @@ compile time.
 import numpy as np
 
 from ..ir.abstract import ShapedArray, shape_str
-from .core import register, type_error, check_axes, check_shape, check_same_dtypes
+from .core import register, type_error, check_shape, check_same_dtypes
 
 
 def _iota_eval(*, dtype, shape, dimension):
     shape = check_shape("iota", shape)
+    if np.dtype(dtype).kind not in "iufc":
+        raise TypeError(f"iota does not accept dtype {np.dtype(dtype)}. Accepted dtypes are "
+                        f"subtypes of integer, floating, complexfloating.")
     if not 0 <= dimension < len(shape):
-        raise ValueError(f"iota: dimension {dimension} out of range for shape {shape}")
+        raise ValueError(f"iota dimension must be between 0 and len(shape), got "
+                         f"dimension={dimension} for shape={shape}")
     return ShapedArray(shape, dtype, False)
 
 
@@ -30,28 +34,35 @@ iota = register("iota", _iota_eval, _iota)
 
 def _broadcast_in_dim_eval(x, *, shape, broadcast_dimensions):
     shape = check_shape("broadcast_in_dim", shape)
-    if len(broadcast_dimensions) != x.ndim:
+    dims = tuple(broadcast_dimensions)
+    if len(dims) != x.ndim:
         raise type_error("broadcast_in_dim", f"broadcast_dimensions must have length equal to "
-                         f"operand ndim; got broadcast_dimensions {broadcast_dimensions} for "
-                         f"operand ndim {x.ndim}.")
-    check_axes("broadcast_in_dim", broadcast_dimensions, len(shape), "broadcast_dimensions")
-    if list(broadcast_dimensions) != sorted(broadcast_dimensions):
-        raise type_error("broadcast_in_dim", f"broadcast_dimensions must be strictly "
-                         f"increasing; got {broadcast_dimensions}")
-    for i, d in enumerate(broadcast_dimensions):
-        if x.shape[i] not in (1, shape[d]):
-            raise type_error("broadcast_in_dim", f"operand dimension sizes must either be 1, or "
-                             f"be equal to their corresponding dimensions in the target "
-                             f"broadcast shape; got operand of shape {shape_str(x.shape)}, "
-                             f"target broadcast shape {shape_str(shape)}, "
-                             f"broadcast_dimensions {broadcast_dimensions}")
+                         f"operand ndim; got broadcast_dimensions {dims} for operand ndim "
+                         f"{x.ndim}.")
+    if len(shape) < x.ndim:
+        raise type_error("broadcast_in_dim", f"target broadcast shape must have equal or higher "
+                         f"rank to the operand shape; got operand ndim {x.ndim} and target "
+                         f"broadcast ndim {len(shape)}.")
+    if not set(dims) <= set(range(len(shape))):
+        raise type_error("broadcast_in_dim", f"broadcast_dimensions must be a subset of output "
+                         f"dimensions, got {dims} for operand ndim {x.ndim} and shape {shape}.")
+    if any(x.shape[i] not in (1, shape[d]) for i, d in enumerate(dims)):
+        raise type_error("broadcast_in_dim", f"operand dimension sizes must either be 1, or "
+                         f"be equal to their corresponding dimensions in the target "
+                         f"broadcast shape; got operand of shape {x.shape}, target broadcast "
+                         f"shape {shape}, broadcast_dimensions {dims}")
+    if len(set(dims)) != len(dims):
+        raise type_error("broadcast_in_dim", f"broadcast_dimensions must not contain "
+                         f"duplicates, got broadcast_dimensions {dims}")
     return ShapedArray(shape, x.dtype, x.weak_type)
 
 
 def _broadcast_in_dim(x, *, shape, broadcast_dimensions):
+    order = sorted(range(x.ndim), key=lambda i: broadcast_dimensions[i])
+    x = np.transpose(x, order)  # broadcast_dimensions need not be increasing
     view = [1] * len(shape)
-    for i, d in enumerate(broadcast_dimensions):
-        view[d] = x.shape[i]
+    for j, i in enumerate(order):
+        view[broadcast_dimensions[i]] = x.shape[j]
     return np.broadcast_to(x.reshape(view), shape)
 
 
@@ -59,13 +70,16 @@ broadcast_in_dim = register("broadcast_in_dim", _broadcast_in_dim_eval, _broadca
 
 
 def _reshape_eval(x, *, new_sizes, dimensions=None):
-    new_sizes = check_shape("reshape", new_sizes)
+    if any(isinstance(d, (int, np.integer)) and d < 0 for d in new_sizes):
+        raise TypeError(f"reshape new_sizes must all be positive, got {tuple(new_sizes)}.")
+    new_sizes = check_shape("reshape", new_sizes, "new_sizes")
+    if dimensions is not None and sorted(dimensions) != list(range(x.ndim)):
+        raise type_error("reshape", f"dimensions must be a permutation of operand dimensions, "
+                         f"got dimensions {tuple(dimensions)} for shape {x.shape}.")
     if int(np.prod(new_sizes, dtype=np.int64)) != x.size:
         raise type_error("reshape", f"total size of new array must be unchanged: cannot reshape "
                          f"array of shape {shape_str(x.shape)} (size {x.size}) into shape "
                          f"{shape_str(new_sizes)} (size {int(np.prod(new_sizes))})")
-    if dimensions is not None:
-        check_axes("reshape", dimensions, x.ndim, "dimensions")
     return ShapedArray(new_sizes, x.dtype, x.weak_type)
 
 
@@ -80,9 +94,8 @@ reshape = register("reshape", _reshape_eval, _reshape)
 
 def _transpose_eval(x, *, permutation):
     if sorted(permutation) != list(range(x.ndim)):
-        raise ValueError(f"transpose permutation isn't a permutation of operand dimensions, got "
-                         f"permutation {tuple(permutation)} for operand shape "
-                         f"{shape_str(x.shape)}.")
+        raise TypeError(f"transpose permutation isn't a permutation of operand dimensions, got "
+                        f"permutation {tuple(permutation)} for operand shape {x.shape}.")
     return ShapedArray(tuple(x.shape[p] for p in permutation), x.dtype, x.weak_type)
 
 
@@ -90,11 +103,13 @@ transpose = register("transpose", _transpose_eval, lambda x, *, permutation: np.
 
 
 def _squeeze_eval(x, *, dimensions):
-    check_axes("squeeze", dimensions, x.ndim, "dimensions")
-    for d in dimensions:
-        if x.shape[d] != 1:
-            raise ValueError(f"cannot select an axis to squeeze out which has size not equal to "
-                             f"one, got shape={shape_str(x.shape)} and dimensions={tuple(dimensions)}")
+    if len(set(dimensions)) != len(dimensions):
+        raise ValueError(f"dimensions are not unique: {tuple(dimensions)}")
+    if not all(0 <= d < x.ndim for d in dimensions):
+        raise ValueError(f"dimensions outside range [0, ndim): {tuple(dimensions)}")
+    if any(x.shape[d] != 1 for d in dimensions):
+        raise ValueError(f"cannot select an axis to squeeze out which has size not equal to "
+                         f"one, got shape={x.shape} and dimensions={tuple(dimensions)}")
     return ShapedArray(tuple(s for i, s in enumerate(x.shape) if i not in dimensions),
                        x.dtype, x.weak_type)
 
@@ -105,7 +120,11 @@ squeeze = register("squeeze", _squeeze_eval,
 
 
 def _rev_eval(x, *, dimensions):
-    check_axes("rev", dimensions, x.ndim, "dimensions")
+    if len(set(dimensions)) != len(dimensions):
+        raise type_error("rev", f"dimensions must be unique, got {tuple(dimensions)}.")
+    if not all(0 <= d < x.ndim for d in dimensions):
+        raise type_error("rev", f"dimensions must all be less than operand ndim, got "
+                         f"dimensions {tuple(dimensions)} for operand ndim {x.ndim}.")
     return x
 
 
@@ -113,19 +132,30 @@ rev = register("rev", _rev_eval, lambda x, *, dimensions: np.flip(x, dimensions)
 
 
 def _slice_eval(x, *, start_indices, limit_indices, strides=None):
-    if not (len(start_indices) == len(limit_indices) == x.ndim):
-        raise type_error("slice", f"start_indices {start_indices} and limit_indices "
-                         f"{limit_indices} must have one entry per dimension of the operand "
-                         f"of shape {shape_str(x.shape)}")
-    strides = strides or (1,) * x.ndim
-    out = []
-    for s, l, st, d in zip(start_indices, limit_indices, strides, x.shape):
-        if not 0 <= s <= l <= d or st < 1:
-            raise type_error("slice", f"start_indices {start_indices}, limit_indices "
-                             f"{limit_indices} and strides {strides} are invalid for operand "
-                             f"shape {shape_str(x.shape)}: need 0 <= start <= limit <= size and "
-                             f"stride >= 1")
-        out.append(max(0, -(-(l - s) // st)))
+    start, limit = tuple(start_indices), tuple(limit_indices)
+    if len(start) != x.ndim:
+        raise type_error("slice", f"start_indices must have length equal to the number of "
+                         f"dimensions of the operand, got indices {start} for operand shape "
+                         f"{x.shape}.")
+    if len(limit) != len(start):
+        raise type_error("slice", f"limit_indices must have the same length as start_indices, "
+                         f"got start_indices {start} and limit_indices {limit}.")
+    if any(l > d for l, d in zip(limit, x.shape)):
+        raise type_error("slice", f"limit_indices must be less than or equal to operand shape, "
+                         f"got limit_indices {limit} for operand shape {x.shape}.")
+    if any(s < 0 for s in start):
+        raise type_error("slice", f"start_indices must be greater than or equal to zero, got "
+                         f"start_indices of {start}.")
+    if any(l < s for s, l in zip(start, limit)):
+        raise type_error("slice", f"limit_indices must be greater than or equal to "
+                         f"start_indices, got start_indices {start} and limit_indices {limit}.")
+    strides = tuple(strides or (1,) * x.ndim)
+    if len(strides) != x.ndim:
+        raise type_error("slice", f"strides must have length equal to the number of dimensions "
+                         f"of the operand, got strides {strides} for operand shape {x.shape}.")
+    if any(st < 1 for st in strides):
+        raise type_error("slice", f"strides must be positive, got {strides}")
+    out = [-(-(l - s) // st) for s, l, st in zip(start, limit, strides)]
     return ShapedArray(out, x.dtype, x.weak_type)
 
 
@@ -138,22 +168,25 @@ slice_p = register("slice", _slice_eval, _slice)
 
 
 def _pad_eval(x, padding_value, *, padding_config):
-    check_same_dtypes("pad", (x, padding_value))
+    if padding_value.dtype != x.dtype:
+        raise type_error("pad", f"operand and padding_value must be same dtype: got {x.dtype} "
+                         f"and {padding_value.dtype}.")
     if padding_value.shape:
-        raise type_error("pad", f"padding_value must be a scalar, got shape {padding_value.shape}")
-    if len(padding_config) != x.ndim:
-        raise ValueError(f"pad: padding_config {padding_config} must have one (low, high, "
-                         f"interior) triple per dimension of shape {shape_str(x.shape)}")
-    out = []
-    for (lo, hi, interior), d in zip(padding_config, x.shape):
-        if interior < 0:
-            raise ValueError(f"pad: interior padding must be non-negative, got {interior}")
-        size = lo + hi + d + max(d - 1, 0) * interior
-        if size < 0:
-            raise ValueError(f"pad: dimension of size {d} with padding ({lo}, {hi}, {interior}) "
-                             f"would have negative size {size}")
-        out.append(size)
-    return ShapedArray(out, x.dtype, x.weak_type)
+        raise ValueError(f"padding_value must be a scalar; got "
+                         f"np.shape(padding_value)={padding_value.shape}")
+    config = tuple(tuple(c) for c in padding_config)
+    if len(config) != x.ndim:
+        raise ValueError(f"length of padding_config must equal the number of axes of operand, "
+                         f"got padding_config {config} for operand shape {x.shape}")
+    if any(interior < 0 for _, _, interior in config):
+        raise ValueError(f"interior padding in padding_config must be nonnegative, got "
+                         f"padding_config {config}")
+    out = tuple(lo + hi + d + max(d - 1, 0) * interior
+                for (lo, hi, interior), d in zip(config, x.shape))
+    if any(d < 0 for d in out):
+        raise ValueError(f"Dimension size after padding is not at least 0, got result shape "
+                         f"{out}, for padding_config {config} and operand shape {x.shape}")
+    return ShapedArray(out, x.dtype, x.weak_type and padding_value.weak_type)
 
 
 def _pad(x, padding_value, *, padding_config):
@@ -176,17 +209,20 @@ pad = register("pad", _pad_eval, _pad)
 
 def _concatenate_eval(*xs, dimension):
     if not xs:
-        raise ValueError("concatenate requires at least one operand")
+        raise TypeError("concatenate expects at least one operand, got 0.")
+    shapes = ", ".join(str(x.shape) for x in xs)
+    if len({x.ndim for x in xs}) != 1:
+        raise TypeError(f"Cannot concatenate arrays with different numbers of dimensions: got "
+                        f"{shapes}.")
+    if not 0 <= dimension < xs[0].ndim:
+        raise TypeError(f"concatenate dimension out of bounds: dimension {dimension} for shapes "
+                        f"{shapes}.")
+    rest = {x.shape[:dimension] + x.shape[dimension + 1:] for x in xs}
+    if len(rest) != 1:
+        raise TypeError(f"Cannot concatenate arrays with shapes that differ in dimensions other "
+                        f"than the one being concatenated: concatenating along dimension "
+                        f"{dimension} for shapes {shapes}.")
     check_same_dtypes("concatenate", xs)
-    nd = xs[0].ndim
-    if not 0 <= dimension < max(nd, 1) or nd == 0:
-        raise ValueError(f"concatenate: dimension {dimension} out of range for operands of rank {nd}")
-    for x in xs:
-        if x.ndim != nd or any(a != b for i, (a, b) in enumerate(zip(x.shape, xs[0].shape))
-                               if i != dimension):
-            raise type_error("concatenate", "operands must have equal shapes except in the "
-                             f"concatenation dimension {dimension}, got "
-                             + ", ".join(shape_str(y.shape) for y in xs))
     shape = list(xs[0].shape)
     shape[dimension] = sum(x.shape[dimension] for x in xs)
     return ShapedArray(shape, xs[0].dtype, all(x.weak_type for x in xs))

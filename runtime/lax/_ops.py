@@ -47,20 +47,29 @@ class GatherScatterMode(enum.Enum):
 
 
 def _operands(name, *xs):
-    """Convert lax operands: weak scalars adopt the strong dtype (the primitives themselves
-    broadcast rank-0 operands)."""
-    arrs = [to_array(x, f"lax.{name}") for x in xs]
-    strong = [a for a in arrs if not a.weak_type]
-    if strong:
-        target = strong[0].dtype
-        arrs = [convert_element_type(a, target) if a.weak_type and a.dtype != target
-                and _weak_fits(a.dtype, target) else a for a in arrs]
-    return arrs
+    """Convert lax operands. As in JAX, nothing is promoted: a Python scalar is a weakly typed
+    int32/float32/complex64 that must match the other operand's dtype exactly. Rank-0 operands
+    and size-1 axes broadcast."""
+    return _broadcast_ones(name, [to_array(x, f"lax.{name}") for x in xs])
 
 
-def _weak_fits(weak_dtype, target):
-    order = "biufc"
-    return order.index(weak_dtype.kind) <= order.index(target.kind)
+def _broadcast_ones(name, arrs):
+    """JAX's lax broadcasting: equal ranks (rank 0 aside), size-1 axes stretch."""
+    shapes = [a.shape for a in arrs if a.shape]
+    if len(set(shapes)) <= 1:
+        return arrs
+    ranks = {len(s) for s in shapes}
+    if len(ranks) != 1:
+        raise TypeError(f"{name}: arrays must have the same number of dimensions, got {ranks}")
+    out = []
+    for ds in zip(*shapes):
+        sizes = {d for d in ds if d != 1}
+        if len(sizes) > 1:
+            return arrs  # the primitive reports the incompatible shapes
+        out.append(sizes.pop() if sizes else 1)
+    out = tuple(out)
+    dims = tuple(range(len(out)))
+    return [broadcast_in_dim(a, out, dims) if a.shape and a.shape != out else a for a in arrs]
 
 
 def _unary(name):
@@ -117,8 +126,10 @@ def copy_p(x):
 
 
 def select_n(which, *cases):
+    if not cases:
+        raise ValueError("select_n() must have at least one case")
     which = to_array(which, "lax.select_n")
-    return bind(P["select_n"], which, *_operands("select_n", *cases))
+    return bind(P["select_n"], which, *(to_array(c, "lax.select_n") for c in cases))
 
 
 def select(pred, on_true, on_false):
@@ -126,14 +137,13 @@ def select(pred, on_true, on_false):
 
 
 def clamp(min, x, max):  # noqa: A002
-    lo, xx, hi = _operands("clamp", min, x, max)
-    return bind(P["clamp"], lo, xx, hi)
+    return bind(P["clamp"], *(to_array(v, "lax.clamp") for v in (min, x, max)))
 
 
 def convert_element_type(operand, new_dtype):
     x = to_array(operand, "lax.convert_element_type")
     weak = False
-    if new_dtype in (int, float, builtins.complex, bool):
+    if isinstance(new_dtype, type) and new_dtype in (int, float, builtins.complex, bool):
         new_dtype, weak = dtypes.python_scalar_dtype(new_dtype(0))
     new_dtype = dtypes.canonicalize(new_dtype)
     if x.dtype == new_dtype and x.weak_type == weak:
@@ -201,10 +211,17 @@ def transpose(operand, permutation):
     return bind(P["transpose"], x, permutation=perm)
 
 
+def _canonical_axis(axis, ndim):
+    """NumPy's rule, as JAX's lax helpers: -ndim <= axis < ndim."""
+    a = operator.index(axis)
+    if not -ndim <= a < ndim:
+        raise ValueError(f"axis {a} is out of bounds for array of dimension {ndim}")
+    return a + ndim if a < 0 else a
+
+
 def squeeze(array, dimensions):
     x = to_array(array, "lax.squeeze")
-    dims = tuple(sorted(operator.index(d) % x.ndim if x.ndim else operator.index(d)
-                        for d in dimensions))
+    dims = tuple(sorted(_canonical_axis(d, x.ndim) for d in dimensions))
     if not dims:
         return x
     return bind(P["squeeze"], x, dimensions=dims)
@@ -237,7 +254,7 @@ def slice(operand, start_indices, limit_indices, strides=None):  # noqa: A001
 
 def slice_in_dim(operand, start_index, limit_index, stride=1, axis=0):
     x = to_array(operand, "lax.slice_in_dim")
-    axis = operator.index(axis) % x.ndim
+    axis = _canonical_axis(axis, x.ndim)
     size = x.shape[axis]
     start = 0 if start_index is None else operator.index(start_index)
     limit = size if limit_index is None else operator.index(limit_index)
@@ -250,45 +267,70 @@ def slice_in_dim(operand, start_index, limit_index, stride=1, axis=0):
 
 def index_in_dim(operand, index, axis=0, keepdims=True):
     x = to_array(operand, "lax.index_in_dim")
-    axis = operator.index(axis) % x.ndim
-    index = operator.index(index)
-    index = index + x.shape[axis] if index < 0 else index
+    axis = _canonical_axis(axis, x.ndim)
+    index, size = operator.index(index), x.shape[axis]
+    if not -size <= index < size:
+        raise IndexError(f"index {index} is out of bounds for axis {axis} with size {size}")
+    index = index + size if index < 0 else index
     out = slice_in_dim(x, index, index + 1, 1, axis)
     return out if keepdims else squeeze(out, (axis,))
 
 
-def _index_scalar(i):
+def _start_indices(x, start_indices):
+    """JAX's `_dynamic_slice_indices`: one scalar per axis; negative indices count from the end
+    (then the primitive clamps the window into range)."""
+    starts = _unstack_starts(start_indices)
+    if len(starts) != x.ndim:
+        raise ValueError(f"Length of slice indices must match number of operand dimensions "
+                         f"({len(starts)} vs {x.shape})")
+    return [_wrap_index(i, d) for i, d in zip(starts, x.shape)]
+
+
+def _wrap_index(i, size):
+    if isinstance(i, (int, np.integer)) and not isinstance(i, bool):
+        # static: wrap now, in i's own type (NumPy raises, as JAX does, if i + size overflows)
+        return to_array(i + size if i < 0 else i, "start index")
     i = to_array(i, "start index")
-    if i.dtype.kind not in "iu":
-        raise TypeError(f"index arguments must be integers, got {i.dtype}")
-    return i
+    if i.dtype.kind != "i" or i.ndim:
+        return i  # unsigned cannot be negative; a bad dtype or rank is the primitive's error
+    return select(lt(i, full_like(i, 0)), add(i, full_like(i, size)), i)
 
 
 def dynamic_slice(operand, start_indices, slice_sizes):
     x = to_array(operand, "lax.dynamic_slice")
-    starts = [_index_scalar(s) for s in _unstack_starts(start_indices)]
+    starts = _start_indices(x, start_indices)
     return bind(P["dynamic_slice"], x, *starts, slice_sizes=_shape(slice_sizes))
 
 
 def _unstack_starts(starts):
-    if hasattr(starts, "shape") and getattr(starts, "ndim", 0) == 1:
-        return [starts[i] for i in range(starts.shape[0])]
+    if hasattr(starts, "shape"):
+        s = to_array(starts, "start_indices")
+        if s.ndim != 1:
+            raise ValueError(f"Slice indices must be a 1D sequence, got {s.shape}")
+        return [index_in_dim(s, k, 0, False) for k in range(s.shape[0])]
     return list(starts)
+
+
+def _in_dim_starts(ndim, axis, start_index):
+    """Zeros of the start index's own type on the other axes, as JAX."""
+    zero = 0 if isinstance(start_index, (int, np.integer)) else \
+        full_like(to_array(start_index, "start index"), 0)
+    starts = [zero] * ndim
+    starts[axis] = start_index
+    return starts
 
 
 def dynamic_slice_in_dim(operand, start_index, slice_size, axis=0):
     x = to_array(operand)
-    axis = operator.index(axis) % x.ndim
-    starts = [0] * x.ndim
-    starts[axis] = start_index
+    axis = _canonical_axis(axis, x.ndim)
     sizes = list(x.shape)
     sizes[axis] = slice_size
-    return dynamic_slice(x, starts, sizes)
+    return dynamic_slice(x, _in_dim_starts(x.ndim, axis, start_index), sizes)
 
 
 def dynamic_index_in_dim(operand, index, axis=0, keepdims=True):
     x = to_array(operand)
-    axis = operator.index(axis) % x.ndim
+    axis = _canonical_axis(axis, x.ndim)
     out = dynamic_slice_in_dim(x, index, 1, axis)
     return out if keepdims else squeeze(out, (axis,))
 
@@ -296,36 +338,34 @@ def dynamic_index_in_dim(operand, index, axis=0, keepdims=True):
 def dynamic_update_slice(operand, update, start_indices):
     x = to_array(operand, "lax.dynamic_update_slice")
     u = to_array(update, "lax.dynamic_update_slice")
-    starts = [_index_scalar(s) for s in _unstack_starts(start_indices)]
+    starts = _start_indices(x, start_indices)
     return bind(P["dynamic_update_slice"], x, u, *starts)
 
 
 def dynamic_update_slice_in_dim(operand, update, start_index, axis):
     x = to_array(operand)
-    axis = operator.index(axis) % x.ndim
-    starts = [0] * x.ndim
-    starts[axis] = start_index
-    return dynamic_update_slice(x, update, starts)
+    axis = _canonical_axis(axis, x.ndim)
+    return dynamic_update_slice(x, update, _in_dim_starts(x.ndim, axis, start_index))
 
 
 def dynamic_update_index_in_dim(operand, update, index, axis):
     x, u = to_array(operand), to_array(update)
-    axis = operator.index(axis) % x.ndim
+    axis = _canonical_axis(axis, x.ndim)
     if u.ndim == x.ndim - 1:
         u = expand_dims(u, (axis,))
     return dynamic_update_slice_in_dim(x, u, index, axis)
 
 
 def pad(operand, padding_value, padding_config):
-    x, pv = _operands("pad", operand, padding_value)[0], to_array(padding_value, "lax.pad")
-    if pv.dtype != x.dtype and pv.weak_type:
-        pv = convert_element_type(pv, x.dtype)
+    x, pv = to_array(operand, "lax.pad"), to_array(padding_value, "lax.pad")
     cfg = tuple(tuple(operator.index(v) for v in c) for c in padding_config)
     return bind(P["pad"], x, pv, padding_config=cfg)
 
 
 def concatenate(operands, dimension):
     xs = [to_array(o, "lax.concatenate") for o in operands]
+    if not xs:
+        raise ValueError("concatenate requires a non-empty sequences of arrays")
     if len(xs) == 1:
         return xs[0]
     return bind(P["concatenate"], *xs, dimension=operator.index(dimension))
@@ -333,7 +373,8 @@ def concatenate(operands, dimension):
 
 def gather(operand, start_indices, dimension_numbers, slice_sizes, *, unique_indices=False,
            indices_are_sorted=False, mode=None, fill_value=None):
-    mode = GatherScatterMode.from_any(mode)
+    # As in JAX, lax.gather without a mode promises in-bounds indices (which clamp here).
+    mode = GatherScatterMode.from_any("promise_in_bounds" if mode is None else mode)
     if mode is GatherScatterMode.ONE_HOT:
         raise ValueError("gather: mode ONE_HOT is not supported")
     return bind(P["gather"], to_array(operand, "lax.gather"),
@@ -374,7 +415,13 @@ scatter, scatter_add, scatter_mul, scatter_min, scatter_max = map(
 # --------------------------------------------------------------------------- reductions
 
 def _axes(x, axes):
-    return tuple(sorted(operator.index(a) % x.ndim if x.ndim else operator.index(a) for a in axes))
+    """Negative axes count from the end; out-of-range axes are left for the primitive's error."""
+    return tuple(sorted(_wrap_axis(a, x.ndim) for a in axes))
+
+
+def _wrap_axis(axis, ndim):
+    a = operator.index(axis)
+    return a + ndim if -ndim <= a < 0 else a
 
 
 def _reducer(name):
@@ -397,18 +444,21 @@ _MONOIDS = {"add": "reduce_sum", "mul": "reduce_prod", "max": "reduce_max", "min
 
 
 def reduce(operands, init_values, computation, dimensions):
-    """`lax.reduce` for the monoids kiln recognises (lax.add/mul/max/min/and/or/xor)."""
+    """`lax.reduce`. The monoids lax.add/mul/max/min/bitwise_and/or/xor bind one reduction
+    primitive; any other `computation` is applied as a sequential fold over the reduced
+    elements (in order), with pytrees of operands as in JAX."""
     single = not isinstance(operands, (list, tuple))
-    ops = [operands] if single else list(operands)
-    inits = [init_values] if single else list(init_values)
+    ops = [to_array(o, "lax.reduce") for o in ([operands] if single else operands)]
+    inits = [to_array(i, "lax.reduce") for i in ([init_values] if single else init_values)]
+    if len(ops) != len(inits):
+        raise ValueError(f"lax.reduce: got {len(ops)} operands but {len(inits)} init_values")
     name = getattr(computation, "__name__", None)
-    if name not in _MONOIDS:
-        raise TypeError("lax.reduce: kiln supports the computations lax.add, lax.mul, lax.max, "
-                        "lax.min, lax.bitwise_and/or/xor; for anything else write the loop with "
-                        f"lax.fori_loop or lax.scan (got {computation!r})")
-    red = _reducer(_MONOIDS[name])
-    outs = [computation(red(o, dimensions), i) for o, i in zip(ops, inits)]
-    return outs[0] if single else outs
+    if name in _MONOIDS and getattr(computation, "__module__", None) == __name__:
+        red = _reducer(_MONOIDS[name])
+        outs = [computation(red(o, dimensions), i) for o, i in zip(ops, inits)]
+    else:
+        outs = _fold(ops, inits, computation, _axes(ops[0], dimensions), single)
+    return outs[0] if single else type(operands)(outs)
 
 
 def argmax(operand, axis, index_dtype):
@@ -426,11 +476,7 @@ def _cumulative(name):
 
     def fn(operand, axis=0, reverse=False):
         x = to_array(operand, f"lax.{name}")
-        axis = operator.index(axis)
-        if x.ndim and not -x.ndim <= axis < x.ndim:
-            raise ValueError(f"lax.{name}: axis {axis} is out of bounds for array of dimension "
-                             f"{x.ndim}")
-        return bind(prim, x, axis=axis % x.ndim if x.ndim else axis, reverse=bool(reverse))
+        return bind(prim, x, axis=_wrap_axis(axis, x.ndim), reverse=bool(reverse))
     fn.__name__ = name
     return fn
 
@@ -469,15 +515,32 @@ def batch_matmul(lhs, rhs, precision=None):
 
 # -------------------------------------------------------------------------------- sorting
 
+def _fold(ops, inits, computation, dims, single):
+    keep = [d for d in range(ops[0].ndim) if d not in dims]
+    kept_shape = tuple(ops[0].shape[d] for d in keep)
+    n = 1
+    for d in dims:
+        n *= ops[0].shape[d]
+    flat = [reshape(transpose(o, keep + list(dims)), kept_shape + (n,)) for o in ops]
+    acc = [broadcast(i, kept_shape) for i in inits]
+    for k in range(n):
+        cur = [index_in_dim(f, k, len(kept_shape), keepdims=False) for f in flat]
+        out = computation(acc[0], cur[0]) if single else computation(tuple(acc), tuple(cur))
+        acc = [out] if single else list(out)
+    return acc
+
+
 def sort(operand, dimension=-1, is_stable=True, num_keys=1):
+    """`lax.sort`: one array, or a sequence sorted together by its first `num_keys` arrays
+    (returned as a tuple, as JAX)."""
     single = not isinstance(operand, (list, tuple))
     xs = [to_array(o, "lax.sort") for o in ([operand] if single else operand)]
-    nd = xs[0].ndim
-    if nd == 0:
-        raise ValueError("lax.sort: operands must have rank >= 1")
-    out = bind(P["sort"], *xs, dimension=operator.index(dimension) % nd,
-               is_stable=bool(is_stable), num_keys=operator.index(num_keys))
-    return out[0] if single else list(out)
+    if not xs:
+        raise TypeError("sort requires at least one operand")
+    dim = _canonical_axis(dimension, xs[0].ndim)
+    out = bind(P["sort"], *xs, dimension=dim, is_stable=bool(is_stable),
+               num_keys=operator.index(num_keys))
+    return out[0] if single else tuple(out)
 
 
 def sort_key_val(keys, values, dimension=-1, is_stable=True):
@@ -485,18 +548,31 @@ def sort_key_val(keys, values, dimension=-1, is_stable=True):
     return k, v
 
 
-def top_k(operand, k):
+def _total_order_key(x):
+    """An integer with the order of IEEE totalOrder on floats (the identity on integers)."""
+    if x.dtype.kind != "f":
+        return x
+    i = bitcast_convert_type(x, np.dtype(f"i{x.dtype.itemsize}"))
+    mask = full_like(i, (1 << (8 * x.dtype.itemsize - 1)) - 1)
+    return select(lt(i, full_like(i, 0)), xor(i, mask), i)
+
+
+def top_k(operand, k, *, axis=-1):
+    """The `k` largest entries along `axis` and their indices, larger first, ties by lower
+    index. Floats use IEEE total order, as JAX: NaN is largest, -NaN smallest, 0.0 > -0.0."""
     x = to_array(operand, "lax.top_k")
+    axis = _canonical_axis(axis, x.ndim)
     k = operator.index(k)
-    if not 0 <= k <= x.shape[-1]:
-        raise ValueError(f"lax.top_k: k={k} must be between 0 and the last dimension "
-                         f"{x.shape[-1]}")
-    idx = broadcasted_iota(dtypes.int32, x.shape, x.ndim - 1)
-    neg_keys = neg(x) if x.dtype.kind in "fi" else not_(x)
-    _, vals, sidx = sort((neg_keys, x, idx), x.ndim - 1, True, 1)
-    starts, limits = [0] * x.ndim, list(x.shape)
-    limits[-1] = k
-    return slice(vals, starts, limits), slice(sidx, starts, limits)
+    if k < 0:
+        raise ValueError(f"k argument to top_k must be nonnegative, got {k}")
+    if k > x.shape[axis]:
+        raise ValueError(f"k argument to top_k must be no larger than size along axis; got "
+                         f"k={k} with shape={list(x.shape)} and axis={axis}")
+    if x.dtype.kind == "c":
+        raise TypeError(f"top_k does not accept dtype {x.dtype}: operands must be non-complex")
+    idx = broadcasted_iota(dtypes.int32, x.shape, axis)
+    _, vals, sidx = sort((not_(_total_order_key(x)), x, idx), axis, True, 1)
+    return [slice_in_dim(vals, 0, k, 1, axis), slice_in_dim(sidx, 0, k, 1, axis)]
 
 
 # --------------------------------------------------------------------------------- misc
@@ -512,9 +588,13 @@ def full(shape, fill_value, dtype=None):
 
 
 def full_like(x, fill_value, dtype=None, shape=None):
+    """As JAX: without `dtype`, the result keeps `x`'s dtype and weak type."""
     x = to_array(x)
-    return full(x.shape if shape is None else shape, fill_value,
-                x.dtype if dtype is None else dtype)
+    out = full(x.shape if shape is None else shape, fill_value,
+               x.dtype if dtype is None else dtype)
+    if dtype is None and x.weak_type:
+        out = bind(P["convert_element_type"], out, new_dtype=out.dtype, weak_type=True)
+    return out
 
 
 def zeros_like_array(x):

@@ -1,0 +1,29 @@
+"""Shared pytest configuration: hypothesis profiles and small array fixtures.
+
+Two hypothesis profiles: "dev" (the default: a moderate number of examples) and "ci" (fewer
+examples, loaded when the `CI` environment variable is set). Both disable the per-example
+deadline, because the first call of a kiln operation pays for imports and caches. Set
+`HYPOTHESIS_PROFILE` to pick a profile explicitly.
+"""
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from kiln.compiler.config import config
+
+settings.register_profile("dev", max_examples=50, deadline=None)
+settings.register_profile("ci", max_examples=15, deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+@pytest.fixture
+def x64():
+    """Run a test with `enable_x64` on; the previous value is restored afterwards."""
+    old = config.read("enable_x64")
+    config.update("enable_x64", True)
+    try:
+        yield
+    finally:
+        config.update("enable_x64", old)
