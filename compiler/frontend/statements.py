@@ -43,14 +43,48 @@ def exec_block(frame, stmts):
                 if _contains(st, (gast.Return,)):
                     _traced_if_returning(frame, st, test, rest)
                 _traced_if(frame, st, test)
+                if rest and _jump_pending(frame):
+                    return _guard_rest(frame, rest)
                 continue
-            exec_block(frame, st.body if _truth(test) else st.orelse)
+            exec_block(frame, st.body if test else st.orelse)
             continue
         _STMT.get(type(st), _s_unsupported)(frame, st)
 
 
-def _truth(v):
-    return bool(v)
+# break/continue inside loops compiled on traced values are flags carried by the loop: a
+# `break`/`continue` sets its flag and skips the rest of its block; once a flag is traced
+# (set under a traced `if`), the statements after that `if` run under `if not flags:`.
+_BRK, _CNT = "$break", "$continue"
+
+
+def _jump_pending(frame):
+    return any(is_traced(frame.locals.get(f)) for f in (_BRK, _CNT) if f in frame.locals)
+
+
+def _guard_rest(frame, rest):
+    flags = [frame.locals[f] for f in (_BRK, _CNT) if f in frame.locals]
+    go = HOST.logical_not(HOST.logical_or(*flags) if len(flags) == 2 else flags[0])
+    guard = _synthetic_if(rest)
+    _traced_if(frame, guard, go)
+
+
+def _synthetic_if(body):
+    from .. import astcompat as A
+    node = A.node(gast.If, test=A.const(True), body=list(body), orelse=[])
+    node.lineno = getattr(body[0], "lineno", None)
+    node.col_offset = getattr(body[0], "col_offset", 0)
+    return node
+
+
+def _run_loop_body(frame, body):
+    """One iteration of a compiled loop's body, with break/continue as flags."""
+    frame.locals[_CNT] = False
+    try:
+        exec_block(frame, body)
+    except BreakSignal:
+        frame.locals[_BRK] = True
+    except ContinueSignal:
+        frame.locals[_CNT] = True
 
 
 def _set_info(frame, node):
@@ -305,10 +339,16 @@ def _branch_runner(frame, stmts, names, saved):
         frame.locals = dict(saved)
         try:
             exec_block(frame, stmts)
-        except (BreakSignal, ContinueSignal) as s:
-            raise CompileError("break/continue inside an `if` on a traced value is not "
-                               "supported yet", frame.info(s.args[0]),
-                               "Restructure the loop condition to include the test.") from None
+        except (BreakSignal, ContinueSignal) as sig:
+            flag = _BRK if isinstance(sig, BreakSignal) else _CNT
+            if flag not in saved:
+                raise CompileError(f"{'break' if flag == _BRK else 'continue'} under an `if` "
+                                   f"on a traced value needs the loop itself to be compiled, "
+                                   f"but this loop runs statically (over a Python container)",
+                                   frame.info(sig.args[0]),
+                                   "Loop over range(...) or an array instead, or fold the "
+                                   "test into the loop condition.") from None
+            frame.locals[flag] = True
         out = []
         for n in names:
             v = frame.locals.get(n, _MISSING)
@@ -330,6 +370,7 @@ def _traced_if(frame, node, test):
     else_names = assigned_names(node.orelse)
     both = set(body_names) & set(else_names)
     names = [n for n in dict.fromkeys(body_names + else_names) if n in saved or n in both]
+    names += [f for f in (_BRK, _CNT) if f in saved]
     runners = [_branch_runner(frame, node.orelse, names, saved),
                _branch_runner(frame, node.body, names, saved)]
     outs = HOST.switch(test, runners, (), unify=True, names=names, info=frame.info(node))
@@ -368,6 +409,26 @@ def _s_while(frame, node):
     if node.orelse:
         raise CompileError("while ... else is not supported in compiled functions",
                            frame.info(node))
+    # A static test runs the loop as Python; if a body that breaks/continues turns out to do
+    # so under a traced `if`, the whole loop is compiled instead (from its starting state).
+    if _loop_jumps(node.body):
+        start = dict(frame.locals)
+        snapshot = _containers_snapshot(frame)
+        b = _builder.current()
+        mark = len(b.eqns)
+        try:
+            return _static_while(frame, node)
+        except CompileError as e:
+            if "needs the loop itself to be compiled" not in e.bare_message:
+                raise
+            del b.eqns[mark:]
+            frame.locals = start
+            _restore(snapshot)
+            return _traced_while(frame, node)
+    return _static_while(frame, node)
+
+
+def _static_while(frame, node):
     while True:
         test = eval_expr(frame, node.test)
         if is_traced(test):
@@ -389,24 +450,35 @@ def _loop_carry(frame, body):
     return names, local_only
 
 
-def _check_no_jumps(frame, body, what):
+def _check_no_returns(frame, body, what):
     for n in body:
         for sub in gast.walk(n):
-            if isinstance(sub, (gast.FunctionDef, gast.Lambda)):
-                break
-            if isinstance(sub, (gast.Break, gast.Continue)):
-                raise CompileError(f"{type(sub).__name__.lower()} inside a {what} on traced "
-                                   f"values is not supported yet", frame.info(sub),
-                                   "Fold the exit test into the loop condition.")
             if isinstance(sub, gast.Return):
                 raise CompileError(f"return inside a {what} on traced values is not supported",
                                    frame.info(sub), "Assign the result to a variable, exit "
-                                   "the loop through its condition, and return after it.")
+                                   "the loop through its condition (or break), and return "
+                                   "after it.")
+
+
+def _loop_jumps(body):
+    """Does this loop body break/continue (not counting nested loops and functions)?"""
+    def visit(n):
+        if isinstance(n, (gast.Break, gast.Continue)):
+            return True
+        if isinstance(n, (gast.For, gast.While, gast.FunctionDef, gast.Lambda)):
+            return False
+        return any(visit(c) for c in gast.iter_child_nodes(n))
+    return any(visit(st) for st in body)
 
 
 def _traced_while(frame, node):
-    _check_no_jumps(frame, node.body, "while loop")
+    _check_no_returns(frame, node.body, "while loop")
+    jumps = _loop_jumps(node.body)
+    if jumps:
+        frame.locals[_BRK] = False
     names, local_only = _loop_carry(frame, node.body)
+    if jumps:
+        names.append(_BRK)
     saved = dict(frame.locals)
 
     def set_carry(vals):
@@ -416,16 +488,23 @@ def _traced_while(frame, node):
     def cond_fun(vals):
         set_carry(vals)
         t = eval_expr(frame, node.test)
+        if jumps:
+            t = HOST.logical_and(t, HOST.logical_not(frame.locals[_BRK]))
         return t if is_traced(t) else HOST.to_array(bool(t))
 
     def body_fun(vals):
         set_carry(vals)
-        exec_block(frame, node.body)
+        if jumps:
+            _run_loop_body(frame, node.body)
+        else:
+            exec_block(frame, node.body)
         return tuple(frame.locals[n] for n in names)
     outs = HOST.while_loop(cond_fun, body_fun, tuple(saved[n] for n in names),
                            names=names, info=frame.info(node))
     frame.locals = dict(saved)
     frame.locals.update(zip(names, outs))
+    for f in (_BRK, _CNT):
+        frame.locals.pop(f, None)
     for n in local_only:
         frame.locals[n] = Undefined(n, "is first assigned inside a loop on traced values, so "
                                        "it may not exist after it")
@@ -437,17 +516,112 @@ def _s_for(frame, node):
     if node.orelse:
         raise CompileError("for ... else is not supported in compiled functions",
                            frame.info(node))
-    iterable = eval_expr(frame, node.iter)
-    if isinstance(iterable, range) and len(iterable) > 1 and not _contains_jumps(node.body):
-        if _try_range_loop(frame, node, iterable):
-            return
-    elif is_traced(iterable) and iterable.shape and not _contains_jumps(node.body):
+    iterable = _for_iterable(frame, node)
+    if isinstance(iterable, _TracedRange):
+        return _range_as_while(frame, node, iterable.start, iterable.stop, iterable.step)
+    jumps = _loop_jumps(node.body)
+    if isinstance(iterable, range) and len(iterable) > 1:
+        if not _contains(node, (gast.Return,)):
+            if jumps:
+                if _attempt(frame, node, lambda: _range_as_while(
+                        frame, node, iterable.start, iterable.stop, iterable.step)):
+                    return
+            elif _try_range_loop(frame, node, iterable):
+                return
+    elif is_traced(iterable) and iterable.shape and not jumps and \
+            not _contains(node, (gast.Return,)):
         return _scan_loop(frame, node, iterable)
     _unrolled(frame, node, iterable)
 
 
-def _contains_jumps(body):
-    return any(_contains(s, (gast.Break, gast.Continue, gast.Return)) for s in body)
+class _TracedRange:
+    """`range(start, stop, step)` whose bounds are traced (the step must be static)."""
+
+    def __init__(self, start, stop, step):
+        self.start, self.stop, self.step = start, stop, step
+
+
+def _for_iterable(frame, node):
+    it = node.iter
+    if isinstance(it, gast.Call) and not it.keywords:
+        from .specialise import _call_args
+        fn = eval_expr(frame, it.func)
+        if fn is range:
+            args, _ = _call_args(frame, it)
+            if any(is_traced(a) for a in args):
+                start, stop, step = (0, args[0], 1) if len(args) == 1 else \
+                    (args[0], args[1], args[2] if len(args) > 2 else 1)
+                if is_traced(step) or step == 0:
+                    raise CompileError("range() over traced bounds needs a static, non-zero "
+                                       "step", frame.info(it))
+                return _TracedRange(start, stop, step)
+            return range(*args)
+        args, kwargs = _call_args(frame, it)
+        return call_function(fn, args, kwargs)
+    return eval_expr(frame, it)
+
+
+def _attempt(frame, node, compile_loop):
+    """Run `compile_loop`; on failure (the body needs static values) roll back and say so."""
+    saved = dict(frame.locals)
+    snapshot = _containers_snapshot(frame)
+    b = _builder.current()
+    mark = len(b.eqns)
+    try:
+        compile_loop()
+    except (KilnError, TypeError, IndexError, ValueError):
+        ok = False
+    else:
+        ok = not _containers_changed(snapshot)
+    if not ok:
+        del b.eqns[mark:]
+        frame.locals = saved
+        _restore(snapshot)
+    return ok
+
+
+_COUNTER = "$i"
+
+
+def _range_as_while(frame, node, start, stop, step):
+    """`for i in range(start, stop, step)` as a while_loop over a counter (traced bounds, or
+    a body that breaks/continues)."""
+    _check_no_returns(frame, node.body, "for loop")
+    jumps = _loop_jumps(node.body)
+    if jumps:
+        frame.locals[_BRK] = False
+    names, local_only = _loop_carry(frame, node.body)
+    frame.locals[_COUNTER] = start
+    names = [_COUNTER] + names + ([_BRK] if jumps else [])
+    saved = dict(frame.locals)
+
+    def set_carry(vals):
+        frame.locals = dict(saved)
+        frame.locals.update(zip(names, vals))
+
+    def cond_fun(vals):
+        set_carry(vals)
+        i = frame.locals[_COUNTER]
+        t = (i < stop) if step > 0 else (i > stop)
+        if jumps:
+            t = HOST.logical_and(t, HOST.logical_not(frame.locals[_BRK]))
+        return t if is_traced(t) else HOST.to_array(bool(t))
+
+    def body_fun(vals):
+        set_carry(vals)
+        assign_target(frame, node.target, frame.locals[_COUNTER])
+        _run_loop_body(frame, node.body)
+        frame.locals[_COUNTER] = frame.locals[_COUNTER] + step
+        return tuple(frame.locals[n] for n in names)
+    outs = HOST.while_loop(cond_fun, body_fun, tuple(saved[n] for n in names),
+                           names=names, info=frame.info(node))
+    frame.locals = dict(saved)
+    frame.locals.update(zip(names, outs))
+    for f in (_BRK, _CNT, _COUNTER):
+        frame.locals.pop(f, None)
+    for n in local_only + [t for t in assigned_names([node]) if t not in names]:
+        frame.locals[n] = Undefined(n, "is assigned inside a loop compiled on traced values, "
+                                       "so it may not exist after it")
 
 
 def _unrolled(frame, node, iterable):
