@@ -531,8 +531,6 @@ def test_weak_comparisons_match_jax(expr, expected):
     check(eval(expr, NAMESPACE), *expected)
 
 
-@pytest.mark.xfail(reason="kiln.numpy.round with decimals differs from JAX by one ulp "
-                          "(JAX computes round(x * 10**d) / 10**d in float32)", strict=False)
 @pytest.mark.parametrize("expr, expected", [
     ("round(A([2.567, 1.234], 'float32'), 1)", ([2.6000001430511475, 1.2000000476837158],
                                                 "float32", False)),

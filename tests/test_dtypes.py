@@ -197,23 +197,17 @@ def test_scalar_types_are_dtypes():
     assert jnp.zeros(2, jnp.int8).dtype == np.int8
 
 
-@pytest.mark.xfail(strict=True, reason="kiln.numpy maps int/float/int_ to the canonical "
-                   "32-bit dtypes; JAX 0.10.2 returns int64/float64 here")
 def test_python_types_as_dtypes_like_jax():
     assert np.dtype(jnp.int_) == np.int64
     assert jnp.dtype(int) == np.int64
     assert jnp.dtype(float) == np.float64
 
 
-@pytest.mark.xfail(strict=True, reason="kiln.numpy.promote_types treats Python types as "
-                   "strong; JAX treats them as weak (int, int8 -> int8)")
 def test_promote_types_with_python_types_like_jax():
     assert jnp.promote_types(int, jnp.int8) == np.int8
     assert jnp.promote_types(int, float) == np.float64
 
 
-@pytest.mark.xfail(strict=True, reason="kiln.numpy.result_type() without arguments raises an "
-                   "internal TypeError instead of JAX's ValueError")
 def test_result_type_without_arguments():
     with pytest.raises(ValueError, match="at least one array or dtype is required"):
         jnp.result_type()

@@ -51,11 +51,13 @@ def function_ast(fn):
         raise CompileError(f"kiln cannot compile {fn!r}: it is not a Python function with "
                            f"source (no __code__).", None,
                            "Call it outside the compiled function, or write it in Python.")
-    hit = _CACHE.get(code)
+    # Code objects compare equal across files (equality ignores co_filename): key by both.
+    key = (code, code.co_filename)
+    hit = _CACHE.get(key)
     if hit is not None:
         return hit
     parsed = _parse(fn, code)
-    _CACHE[code] = parsed
+    _CACHE[key] = parsed
     return parsed
 
 

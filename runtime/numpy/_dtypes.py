@@ -46,10 +46,9 @@ uint8, uint16, uint32, uint64 = (_scalar_type(n, n) for n in ("uint8", "uint16",
 float16, float32, float64 = (_scalar_type(n, n) for n in ("float16", "float32", "float64"))
 complex64, complex128 = _scalar_type("complex64", "complex64"), _scalar_type("complex128",
                                                                              "complex128")
-int_ = int64 if _d.x64_enabled() else int32
-uint = uint64 if _d.x64_enabled() else uint32
-float_ = float64 if _d.x64_enabled() else float32
-complex_ = complex128 if _d.x64_enabled() else complex64
+# As in JAX, the "default" scalar types name the 64-bit dtypes; arrays created with them are
+# narrowed to 32 bits while x64 is off.
+int_, uint, float_, complex_ = int64, uint64, float64, complex128
 single, double = float32, float64
 csingle, cdouble = complex64, complex128
 half = float16
@@ -57,12 +56,9 @@ half = float16
 
 def dtype(obj, align=False, copy=False):
     """`jnp.dtype`: a NumPy dtype, with Python types mapped to kiln's defaults."""
-    from ._core import canonical_dtype
     if isinstance(obj, _ScalarMeta):
         return obj.dtype
-    if obj in (int, float, complex, bool):
-        return canonical_dtype(obj)
-    return np.dtype(obj)
+    return np.dtype(obj)  # Python int/float/complex are int64/float64/complex128, as in JAX
 
 
 def issubdtype(arg1, arg2):
@@ -86,11 +82,16 @@ def isdtype(dt, kind):
 
 
 def promote_types(a, b):
-    return _d.promote_types(dtype(a), dtype(b))
+    """Python int/float/complex stand for weak types: promote_types(int, int8) is int8."""
+    def norm(t):
+        return t if t in (int, float, complex) else dtype(t)
+    return _d.promote_types(norm(a), norm(b))
 
 
 def result_type(*args):
     from ..array import Array
+    if not args:
+        raise ValueError("at least one array or dtype is required")
     pairs = []
     for x in args:
         if isinstance(x, Array):
