@@ -93,19 +93,52 @@ class Frame:
 
 # ------------------------------------------------------------------------- entry points
 
-_STATE = {"guards": None, "depth": 0}
+_STATE = {"guards": None, "depth": 0, "owned": None}
 MAX_DEPTH = 200
+_MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse",
+             "update", "setdefault", "popitem", "add", "discard", "__setitem__",
+             "__delitem__", "__iadd__"}
 
 
 def specialise_call(fun, args, kwargs):
     """Specialise `fun(*args, **kwargs)` in the active builder; returns (result, guards)."""
-    outer = _STATE["guards"]
+    outer = _STATE["guards"], _STATE["owned"]
     guards = []
     _STATE["guards"] = guards
+    _STATE["owned"] = set()
+    own((args, kwargs))
     try:
         return call_function(fun, list(args), dict(kwargs)), guards
     finally:
-        _STATE["guards"] = outer
+        _STATE["guards"], _STATE["owned"] = outer
+
+
+def own(value):
+    """Record containers created during this specialisation (they may be mutated)."""
+    owned = _STATE["owned"]
+    if owned is None:
+        return value
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (list, dict, set)) and id(v) not in owned:
+            owned.add(id(v))
+            stack.extend(v.values() if isinstance(v, dict) else v)
+        elif isinstance(v, tuple):
+            stack.extend(v)
+    return value
+
+
+def check_mutation(container, what, node_info):
+    """Mutating a Python container that existed before the call would outlive it."""
+    owned = _STATE["owned"]
+    if owned is not None and isinstance(container, (list, dict, set)) and \
+            id(container) not in owned:
+        raise CompileError(f"{what} mutates a {type(container).__name__} that existed before "
+                           f"the compiled function was called (a global, a closure variable "
+                           f"or a static argument), and the change would outlive the call",
+                           node_info, "Copy it first (e.g. xs = list(xs)) or return the new "
+                           "value instead.")
 
 
 def call_function(fun, args, kwargs):
@@ -125,7 +158,13 @@ def call_function(fun, args, kwargs):
         return _specialise_function(target, args, kwargs)
     if target is print:
         return _print(args, kwargs)
-    return target(*args, **kwargs)
+    if isinstance(target, types.BuiltinMethodType) and target.__name__ in _MUTATORS:
+        b = _builder.current()
+        check_mutation(target.__self__, f".{target.__name__}()", b.info if b else None)
+    out = target(*args, **kwargs)
+    if target in (list, dict, set) or isinstance(out, (list, dict, set)):
+        own(out)
+    return out
 
 
 def _walkable(fn):
@@ -295,12 +334,27 @@ def _located(e, info):
     from ..errors import located
     if getattr(e, "_kiln_located", False):
         return e
+    cause = _concretization_cause(e)
+    if cause is not None:
+        return ConcretizationError(str(e), info, cause.hint)
     try:
         new = type(e)(located(str(e), info))
     except Exception:
         return e
     new._kiln_located = True
     return new
+
+
+def _concretization_cause(e):
+    """The tracer's ConcretizationError behind a library error, if any: library code that
+    catches it and raises its own TypeError (`jnp.full((n,), v)` with a traced `n`) still
+    needed a concrete value, so the user gets a ConcretizationError with its hint."""
+    inner = e.__cause__ or e.__context__
+    while inner is not None:
+        if isinstance(inner, ConcretizationError):
+            return inner
+        inner = inner.__cause__ or inner.__context__
+    return None
 
 
 def _e_constant(frame, node):
@@ -418,11 +472,11 @@ def _e_tuple(frame, node):
 
 
 def _e_list(frame, node):
-    return list(_e_tuple(frame, node))
+    return own(list(_e_tuple(frame, node)))
 
 
 def _e_set(frame, node):
-    return set(_e_tuple(frame, node))
+    return own(set(_e_tuple(frame, node)))
 
 
 def _e_dict(frame, node):
@@ -432,7 +486,7 @@ def _e_dict(frame, node):
             out.update(eval_expr(frame, v))
         else:
             out[eval_expr(frame, k)] = eval_expr(frame, v)
-    return out
+    return own(out)
 
 
 def _comprehension(frame, generators, emit):
@@ -460,7 +514,7 @@ def _static_truth(frame, cond):
 def _e_listcomp(frame, node):
     out = []
     _comprehension(frame, node.generators, lambda: out.append(eval_expr(frame, node.elt)))
-    return out
+    return own(out)
 
 
 def _e_generatorexp(frame, node):
@@ -468,7 +522,7 @@ def _e_generatorexp(frame, node):
 
 
 def _e_setcomp(frame, node):
-    return set(_e_listcomp(frame, node))
+    return own(set(_e_listcomp(frame, node)))
 
 
 def _e_dictcomp(frame, node):
@@ -477,7 +531,7 @@ def _e_dictcomp(frame, node):
     def emit():
         out[eval_expr(frame, node.key)] = eval_expr(frame, node.value)
     _comprehension(frame, node.generators, emit)
-    return out
+    return own(out)
 
 
 def _e_lambda(frame, node):

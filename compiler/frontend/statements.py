@@ -22,11 +22,13 @@ import gast
 from ..errors import CompileError, ConcretizationError, KilnError
 from . import builder as _builder
 from .host import HOST
-from .specialise import (eval_expr, is_traced, ReturnSignal, BreakSignal, ContinueSignal,
+from .specialise import (check_mutation, eval_expr, is_traced, ReturnSignal, BreakSignal, ContinueSignal,
                          LocalFunction, Undefined, call_function, _located)
 
 
 def run_body(frame, fnode):
+    if isinstance(fnode, gast.Lambda):
+        return eval_expr(frame, fnode.body)
     try:
         exec_block(frame, fnode.body)
     except ReturnSignal as r:
@@ -137,7 +139,11 @@ def assign_target(frame, target, value):
         if isinstance(container, (list, dict)):
             if is_traced(index):
                 raise ConcretizationError("assigning into a Python list or dict needs a "
-                                          "concrete index", frame.info(target))
+                                          "concrete index, but the index is a traced value",
+                                          frame.info(target),
+                                          "Make the index static (static_argnums/"
+                                          "static_argnames), or use an array and "
+                                          "x.at[i].set(v).")
             container[index] = value
         else:
             raise CompileError(
@@ -336,7 +342,7 @@ def _s_unsupported(frame, node):
 
 def _branch_runner(frame, stmts, names, saved):
     def run(_operands):
-        frame.locals = dict(saved)
+        frame.locals = _copy_containers(saved)
         try:
             exec_block(frame, stmts)
         except (BreakSignal, ContinueSignal) as sig:
@@ -364,6 +370,21 @@ def _branch_runner(frame, stmts, names, saved):
 _MISSING = object()
 
 
+def _copy_containers(values):
+    """The locals with every list and dict copied (through lists, dicts and tuples), so that a
+    branch mutating one in place (`acc.append(x)`) changes only its own copy."""
+    return {k: _copy_tree(v) for k, v in values.items()}
+
+
+def _copy_tree(v):
+    t = type(v)
+    if t is list or t is tuple:
+        return t(_copy_tree(x) for x in v)
+    if t is dict:
+        return {k: _copy_tree(x) for k, x in v.items()}
+    return v
+
+
 def _traced_if(frame, node, test):
     saved = dict(frame.locals)
     body_names = assigned_names(node.body)
@@ -371,6 +392,8 @@ def _traced_if(frame, node, test):
     both = set(body_names) & set(else_names)
     names = [n for n in dict.fromkeys(body_names + else_names) if n in saved or n in both]
     names += [f for f in (_BRK, _CNT) if f in saved]
+    # Local lists and dicts are outputs too: a branch may have mutated its copy.
+    names += [n for n, v in saved.items() if type(v) in (list, dict) and n not in names]
     runners = [_branch_runner(frame, node.orelse, names, saved),
                _branch_runner(frame, node.body, names, saved)]
     outs = HOST.switch(test, runners, (), unify=True, names=names, info=frame.info(node))
@@ -390,7 +413,7 @@ def _traced_if_returning(frame, node, test, rest):
 
     def runner(stmts):
         def run(_operands):
-            frame.locals = dict(saved)
+            frame.locals = _copy_containers(saved)
             try:
                 exec_block(frame, stmts + rest)
             except ReturnSignal as r:
