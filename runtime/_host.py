@@ -87,8 +87,9 @@ def switch(index, runners, operands, unify=True, names=(), info=None):
     static_idx, targets = {}, {}
     for j in range(n):
         vals = [rec["leaves"][j] for rec in records]
-        if not any(_is_traced(v) for v in vals) and _same_static(vals):
-            static_idx[j] = vals[0]
+        if all(v is vals[0] for v in vals) or (
+                not any(_is_traced(v) for v in vals) and _same_static(vals)):
+            static_idx[j] = vals[0]  # static, or a value from before the `if` left unchanged
             continue
         for v in vals:
             if not (_is_traced(v) or _is_numeric_static(v)):
@@ -98,12 +99,14 @@ def switch(index, runners, operands, unify=True, names=(), info=None):
                                    "Such values must not depend on traced data.")
         avals = [_aval(v) for v in vals]
         shapes = {a.shape for a in avals}
-        if len(shapes) > 1:
+        strong = {a.dtype for a in avals if not a.weak_type}  # weak Python scalars join
+        if len(shapes) > 1 or len(strong) > 1:
             raise TypeError(_located_msg(
                 f"the branches of an `if` on a traced value disagree on "
                 f"{_name(leaf_names, j)}: " + ", ".join(
                     f"{a.str_short()} in the {'true' if k == 1 else 'false' if k == 0 else f'#{k}'} "
-                    f"branch" for k, a in enumerate(avals)), info))
+                    f"branch" for k, a in enumerate(avals)) + ". Give it the same shape and "
+                f"dtype on every path (e.g. with .astype or jnp.broadcast_to)", info))
         dtype, weak = dtypes.result_type(*((a.dtype, a.weak_type) for a in avals))
         targets[j] = ShapedArray(avals[0].shape, dtype, weak)
     dyn = [j for j in range(n) if j not in static_idx]
@@ -119,7 +122,9 @@ def switch(index, runners, operands, unify=True, names=(), info=None):
     idx = index if _is_traced(index) else to_array(index)
     if idx.dtype != np.int32:
         idx = lax.convert_element_type(idx, np.int32)
-    outs = bind(P["cond"], idx, *outers, branches=tuple(fns)) if dyn else ()
+    # A branch with equations but no outputs may still print (an effect): keep its `cond`.
+    keep = dyn or any(fn.eqns for fn in fns)
+    outs = bind(P["cond"], idx, *outers, branches=tuple(fns)) if keep else ()
     leaves = [None] * n
     for j, v in static_idx.items():
         leaves[j] = v
@@ -130,7 +135,7 @@ def switch(index, runners, operands, unify=True, names=(), info=None):
 
 def _cast(x, aval):
     a = x if (_is_traced(x) or isinstance(x, Array)) else to_array(x)
-    if a.dtype != aval.dtype:
+    if a.dtype != aval.dtype or a.weak_type != aval.weak_type:
         a = lax.convert_element_type(a, aval.dtype)
     return a
 

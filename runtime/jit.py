@@ -86,10 +86,14 @@ class _Entry:
                  "in_avals")
 
     def guards_ok(self):
+        return self.changed_global() is None
+
+    def changed_global(self):
+        """The name of the first global read at specialisation that has changed, or None."""
         for scope, name, value in self.guards:
             if scope.get(name, _MISSING) is not value:
-                return False
-        return True
+                return name
+        return None
 
 
 _MISSING = object()
@@ -104,6 +108,8 @@ class Jitted:
             raise TypeError(f"Expected a callable value, got {fun!r}")
         self._fun = fun
         functools.update_wrapper(self, fun, updated=())
+        if not hasattr(self, "__name__"):  # functools.partial and other unnamed callables
+            self.__name__ = getattr(getattr(fun, "func", fun), "__name__", type(fun).__name__)
         self._static_nums, self._static_names, self._positional = _normalize_static(
             fun, static_argnums, static_argnames)
         self.donate_argnums = tuple(donate_argnums) if not isinstance(donate_argnums, int) \
@@ -186,7 +192,7 @@ class Jitted:
     # ------------------------------------------------------------------ specialising
     def _miss_reason(self, key, previous):
         if previous is not None:
-            return "a global it read changed since it was compiled"
+            return f"global {previous.changed_global()!r} changed since it was compiled"
         if not self._cache:
             return "first call"
         treedef, avals, statics = key

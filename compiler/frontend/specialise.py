@@ -158,6 +158,9 @@ def call_function(fun, args, kwargs):
         return _specialise_function(target, args, kwargs)
     if target is print:
         return _print(args, kwargs)
+    if target is isinstance and len(args) == 2 and is_traced(args[0]):
+        # As in JAX, a traced value is an instance of the array type (kiln.Array).
+        return isinstance(HOST.to_array(0), args[1]) or isinstance(*args)
     if isinstance(target, types.BuiltinMethodType) and target.__name__ in _MUTATORS:
         b = _builder.current()
         check_mutation(target.__self__, f".{target.__name__}()", b.info if b else None)

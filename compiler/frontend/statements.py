@@ -21,9 +21,10 @@ import gast
 
 from ..errors import CompileError, ConcretizationError, KilnError
 from . import builder as _builder
+from . import specialise as _specialise
 from .host import HOST
 from .specialise import (check_mutation, eval_expr, is_traced, ReturnSignal, BreakSignal, ContinueSignal,
-                         LocalFunction, Undefined, call_function, _located)
+                         LocalFunction, Undefined, call_function, _located, own)
 
 
 def run_body(frame, fnode):
@@ -48,8 +49,9 @@ def exec_block(frame, stmts):
                 if rest and _jump_pending(frame):
                     return _guard_rest(frame, rest)
                 continue
-            exec_block(frame, st.body if test else st.orelse)
-            continue
+            # The branch taken runs with the rest of this block, so that an early `return`
+            # under a traced `if` inside it sees everything that follows as its continuation.
+            return exec_block(frame, list(st.body if test else st.orelse) + list(stmts[i + 1:]))
         _STMT.get(type(st), _s_unsupported)(frame, st)
 
 
@@ -371,17 +373,22 @@ _MISSING = object()
 
 
 def _copy_containers(values):
-    """The locals with every list and dict copied (through lists, dicts and tuples), so that a
-    branch mutating one in place (`acc.append(x)`) changes only its own copy."""
+    """The locals with every list and dict this specialisation created copied (through lists,
+    dicts and tuples), so that a branch mutating one in place (`acc.append(x)`) changes only
+    its own copy. Containers from outside the call are shared: mutating them is an error."""
     return {k: _copy_tree(v) for k, v in values.items()}
 
 
 def _copy_tree(v):
     t = type(v)
-    if t is list or t is tuple:
-        return t(_copy_tree(x) for x in v)
-    if t is dict:
-        return {k: _copy_tree(x) for k, x in v.items()}
+    if t is tuple:
+        return tuple(_copy_tree(x) for x in v)
+    owned = _specialise._STATE["owned"]
+    if t in (list, dict) and owned is not None and id(v) in owned:
+        copy = [_copy_tree(x) for x in v] if t is list else \
+            {k: _copy_tree(x) for k, x in v.items()}
+        owned.add(id(copy))
+        return copy
     return v
 
 
@@ -396,7 +403,7 @@ def _traced_if(frame, node, test):
     names += [n for n, v in saved.items() if type(v) in (list, dict) and n not in names]
     runners = [_branch_runner(frame, node.orelse, names, saved),
                _branch_runner(frame, node.body, names, saved)]
-    outs = HOST.switch(test, runners, (), unify=True, names=names, info=frame.info(node))
+    outs = own(HOST.switch(test, runners, (), unify=True, names=names, info=frame.info(node)))
     frame.locals = dict(saved)
     for n, v in zip(names, outs):
         frame.locals[n] = v
@@ -418,10 +425,16 @@ def _traced_if_returning(frame, node, test, rest):
                 exec_block(frame, stmts + rest)
             except ReturnSignal as r:
                 return [r.value]
+            if getattr(frame, "unrolling", 0):
+                raise CompileError("a `return` under an `if` on a traced value inside a loop "
+                                   "that runs statically (unrolled) is not supported yet: "
+                                   "the path that does not return would have to continue "
+                                   "the loop", frame.info(node), "Assign the result to a "
+                                   "variable, and return after the loop (or use jnp.where).")
             return [None]
         return run
-    outs = HOST.switch(test, [runner(node.orelse), runner(node.body)], (), unify=True,
-                       names=["return value"], info=frame.info(node))
+    outs = own(HOST.switch(test, [runner(node.orelse), runner(node.body)], (), unify=True,
+                           names=["return value"], info=frame.info(node)))
     frame.locals = saved
     raise ReturnSignal(outs[0])
 
@@ -452,6 +465,14 @@ def _s_while(frame, node):
 
 
 def _static_while(frame, node):
+    frame.unrolling = getattr(frame, "unrolling", 0) + 1
+    try:
+        return _static_while_steps(frame, node)
+    finally:
+        frame.unrolling -= 1
+
+
+def _static_while_steps(frame, node):
     while True:
         test = eval_expr(frame, node.test)
         if is_traced(test):
@@ -503,10 +524,12 @@ def _traced_while(frame, node):
     if jumps:
         names.append(_BRK)
     saved = dict(frame.locals)
+    snapshot, changed = _containers_snapshot(frame), []
 
     def set_carry(vals):
+        _note_changes(snapshot, changed)
         frame.locals = dict(saved)
-        frame.locals.update(zip(names, vals))
+        frame.locals.update(zip(names, own(vals)))
 
     def cond_fun(vals):
         set_carry(vals)
@@ -522,8 +545,9 @@ def _traced_while(frame, node):
         else:
             exec_block(frame, node.body)
         return tuple(frame.locals[n] for n in names)
-    outs = HOST.while_loop(cond_fun, body_fun, tuple(saved[n] for n in names),
-                           names=names, info=frame.info(node))
+    outs = own(HOST.while_loop(cond_fun, body_fun, tuple(saved[n] for n in names),
+                               names=names, info=frame.info(node)))
+    _check_containers_unchanged(frame, snapshot, changed, saved, node)
     frame.locals = dict(saved)
     frame.locals.update(zip(names, outs))
     for f in (_BRK, _CNT):
@@ -553,7 +577,8 @@ def _s_for(frame, node):
                 return
     elif is_traced(iterable) and iterable.shape and not jumps and \
             not _contains(node, (gast.Return,)):
-        return _scan_loop(frame, node, iterable)
+        if _scan_loop(frame, node, iterable):
+            return
     _unrolled(frame, node, iterable)
 
 
@@ -617,10 +642,12 @@ def _range_as_while(frame, node, start, stop, step):
     frame.locals[_COUNTER] = start
     names = [_COUNTER] + names + ([_BRK] if jumps else [])
     saved = dict(frame.locals)
+    snapshot, changed = _containers_snapshot(frame), []
 
     def set_carry(vals):
+        _note_changes(snapshot, changed)
         frame.locals = dict(saved)
-        frame.locals.update(zip(names, vals))
+        frame.locals.update(zip(names, own(vals)))
 
     def cond_fun(vals):
         set_carry(vals)
@@ -636,8 +663,9 @@ def _range_as_while(frame, node, start, stop, step):
         _run_loop_body(frame, node.body)
         frame.locals[_COUNTER] = frame.locals[_COUNTER] + step
         return tuple(frame.locals[n] for n in names)
-    outs = HOST.while_loop(cond_fun, body_fun, tuple(saved[n] for n in names),
-                           names=names, info=frame.info(node))
+    outs = own(HOST.while_loop(cond_fun, body_fun, tuple(saved[n] for n in names),
+                               names=names, info=frame.info(node)))
+    _check_containers_unchanged(frame, snapshot, changed, saved, node)
     frame.locals = dict(saved)
     frame.locals.update(zip(names, outs))
     for f in (_BRK, _CNT, _COUNTER):
@@ -648,14 +676,18 @@ def _range_as_while(frame, node, start, stop, step):
 
 
 def _unrolled(frame, node, iterable):
-    for item in iterable:
-        assign_target(frame, node.target, item)
-        try:
-            exec_block(frame, node.body)
-        except BreakSignal:
-            return
-        except ContinueSignal:
-            continue
+    frame.unrolling = getattr(frame, "unrolling", 0) + 1
+    try:
+        for item in iterable:
+            assign_target(frame, node.target, item)
+            try:
+                exec_block(frame, node.body)
+            except BreakSignal:
+                return
+            except ContinueSignal:
+                continue
+    finally:
+        frame.unrolling -= 1
 
 
 def _containers_snapshot(frame):
@@ -669,6 +701,29 @@ def _containers_changed(snapshot):
         if len(now) != len(before) or any(a is not b for a, b in zip(now, before)):
             return True
     return False
+
+
+def _note_changes(snapshot, changed):
+    """Record the containers a loop region changed in place, and undo the changes (so that
+    the next region starts from the same state, and no traced value of a finished region
+    stays in them)."""
+    changed += [v for v, before in snapshot.values() if _containers_changed({0: (v, before)})]
+    _restore(snapshot)
+
+
+def _check_containers_unchanged(frame, snapshot, changed, saved, node):
+    """A traced `while` body is specialised once, symbolically: it may not change a list or
+    dict from before the loop in place (the loop's trip count is only known at run time)."""
+    _note_changes(snapshot, changed)
+    if not changed:
+        return
+    names = [n for n, v in saved.items() if any(v is c for c in changed)]
+    raise CompileError(f"{' and '.join(repr(n) for n in names) or 'a list or dict'} is "
+                       f"changed in place inside a loop on traced values, whose number of "
+                       f"iterations is only known when the compiled function runs",
+                       frame.info(node), "Keep the values in arrays (preallocate with jnp.zeros "
+                       "and write with x.at[i].set(v)), or reassign the variable with a new "
+                       "list of the same length.")
 
 
 def _restore(snapshot):
@@ -694,14 +749,14 @@ def _try_range_loop(frame, node, rng):
 
     def body_fun(i, vals):
         frame.locals = dict(saved)
-        frame.locals.update(zip(names, vals))
+        frame.locals.update(zip(names, own(vals)))
         index = i if step == 1 and start == 0 else i * step + start
         assign_target(frame, node.target, index)
         exec_block(frame, node.body)
         return tuple(frame.locals[n] for n in names)
     try:
-        outs = HOST.fori_loop(0, len(rng), body_fun, tuple(saved[n] for n in names),
-                              names=names, info=frame.info(node))
+        outs = own(HOST.fori_loop(0, len(rng), body_fun, tuple(saved[n] for n in names),
+                                  names=names, info=frame.info(node)))
     except (KilnError, TypeError, IndexError, ValueError):
         del b.eqns[mark:]
         frame.locals = saved
@@ -722,22 +777,33 @@ def _try_range_loop(frame, node, rng):
 
 
 def _scan_loop(frame, node, xs):
+    """`for x in array` as a scan; False (nothing emitted) if the body changes a list or dict
+    in place (`ys.append(f(x))`): such a loop is unrolled, as Python runs it."""
     names, local_only = _loop_carry(frame, node.body)
     saved = dict(frame.locals)
+    snapshot = _containers_snapshot(frame)
+    b = _builder.current()
+    mark = len(b.eqns)
 
     def body(vals, x):
         frame.locals = dict(saved)
-        frame.locals.update(zip(names, vals))
+        frame.locals.update(zip(names, own(vals)))
         assign_target(frame, node.target, x)
         exec_block(frame, node.body)
         return tuple(frame.locals[n] for n in names), None
-    outs, _ = HOST.scan(body, tuple(saved[n] for n in names), xs, xs.shape[0], False,
-                        names=names, info=frame.info(node))
+    outs, _ = own(HOST.scan(body, tuple(saved[n] for n in names), xs, xs.shape[0], False,
+                            names=names, info=frame.info(node)))
+    if _containers_changed(snapshot):
+        del b.eqns[mark:]
+        frame.locals = saved
+        _restore(snapshot)
+        return False
     frame.locals = dict(saved)
     frame.locals.update(zip(names, outs))
     for n in local_only:
         frame.locals[n] = Undefined(n, "is first assigned inside a loop over a traced array, "
                                        "so it may not exist after it")
+    return True
 
 
 _STMT = {

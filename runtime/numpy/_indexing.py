@@ -31,6 +31,8 @@ import numpy as np
 from .. import lax
 from ..array import Array, to_array
 from ..dispatch import bind
+from ..compiler import errors as _errors
+from ..compiler.frontend.builder import current as current_builder
 from ..compiler.ir import dtypes
 from ..compiler.primitives import PRIMITIVES
 from ..compiler.primitives.indexing import GatherDimensionNumbers, ScatterDimensionNumbers
@@ -45,16 +47,33 @@ __all__ = ["nonzero", "flatnonzero", "argwhere", "compress", "extract", "select"
            "ravel_multi_index"]
 
 
-class NonConcreteBooleanIndexError(IndexError):
-    """Boolean-mask indexing needs a concrete mask: the result's shape depends on its values."""
+class NonConcreteBooleanIndexError(_errors.NonConcreteBooleanIndexError):
+    """Boolean-mask indexing needs a concrete mask: the result's shape depends on its values.
+    Under `jit` the message points at the user's expression and spells out its rewrite."""
 
     def __init__(self, aval):
+        b = current_builder()
+        info = None if b is None else b.info
         super().__init__(
             f"Array boolean indices must be concrete; got {aval}. A boolean mask gives a result "
             f"whose shape depends on the mask's values, which is unknown when the mask is "
             f"traced. Rewrite `x[mask]` as `jnp.where(mask, x, fill)` (same shape as x), or use "
             f"`jnp.nonzero(mask, size=n)` for a fixed number of indices; `x.at[mask].set(v)` "
-            f"with a scalar v works as it is.")
+            f"with a scalar v works as it is.", info, _where_rewrite(info))
+
+
+def _where_rewrite(info):
+    """`jnp.where(mask, x, 0)` spelled with the user's own `x[mask]` expression, if any."""
+    import ast
+    text = "" if info is None or info.end_col is None else info.line[info.col:info.end_col]
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(node, ast.Subscript):
+        return None
+    x, mask = ast.unparse(node.value), ast.unparse(node.slice)
+    return f"Here: replace `{text.strip()}` by `jnp.where({mask}, {x}, 0)`."
 
 
 # ------------------------------------------------------------------------- index parsing

@@ -6,6 +6,12 @@ that NumPy computes in floating point (`sin`, `true_divide`, ...) promote intege
 the default float first. Integer semantics are NumPy's where JAX keeps them (`floor_divide`
 floors, `remainder` takes the divisor's sign), built from lax's C-style `div`/`rem`.
 
+The functions follow JAX's own definitions step by step, so that values, dtypes, weak types and
+error messages agree: constants are made as JAX makes them (`_const` is weak only next to a
+weak scalar, `_constant_like` is always strong), which decides the weak type of results such
+as `log2(2)` or `hypot(True_array, 3)`. Invalid dtypes are left to the primitives, whose
+messages are JAX's (`jnp.bitwise_and(1.0, 1)`: "and does not accept dtype float32 ...").
+
 Eager fast path: when both operands are already arrays of one dtype and shape, binary
 functions bind their primitive directly (the general path would reach the same call).
 """
@@ -19,7 +25,8 @@ from .. import lax
 from ..compiler.ir import dtypes
 from ..compiler.primitives import PRIMITIVES
 from ._core import (check_arraylike, promote_args, promote_args_inexact, promote_args_numeric,
-                    promote_dtypes, canonical_dtype, broadcast_shapes, broadcast_to)
+                    promote_dtypes, promote_dtypes_inexact, promote_dtypes_numeric,
+                    canonical_dtype, broadcast_shapes, broadcast_to)
 
 __all__ = []
 
@@ -46,9 +53,11 @@ def _unary(name, lax_fn, promote="inexact", *aliases):
     return _export(fn, *aliases)
 
 
-def _binary(name, lax_fn, promote="any", *aliases, prim=None):
+def _binary(name, lax_fn, promote="any", *aliases, prim=None, fast_kinds=None):
+    """A binary ufunc. `prim` enables the eager fast path for operands of the `fast_kinds`
+    (default: what `promote` yields) that the primitive accepts as they are."""
     promote_fn = _PROMOTE[promote]
-    fast_kinds = _FAST_KINDS[promote]
+    fast_kinds = fast_kinds or _FAST_KINDS[promote]
     p = PRIMITIVES[prim] if prim else None
     impl = p.impl if p else None
     fast = {}  # (dtype, shape, weak, dtype, shape, weak) -> result weak_type
@@ -107,18 +116,32 @@ def _make_weak(value):
     return a
 
 
+# ----------------------------------------------------------------------------- constants
+
+def _const(x, value):
+    """JAX's `lax._const`: a constant of x's dtype that is weakly typed only when x is a weak
+    rank-0 value (a Python scalar); mixing it in decides the weak type of the result."""
+    return lax.full_like(x, value, None if x.weak_type and not x.ndim else x.dtype)
+
+
+def _constant_like(x, value):
+    """JAX's `_constant_like`: a strongly typed constant of x's dtype."""
+    return lax.full_like(x, value, x.dtype)
+
+
+def _zero(x):
+    return lax.full_like(x, 0)
+
+
+def _one(x):
+    return lax.full_like(x, 1)
+
+
+def _strong(x):
+    return lax.convert_element_type(x, x.dtype)
+
+
 # ------------------------------------------------------------------------- arithmetic
-
-def _check_not_bool(name, x):
-    if x.dtype == dtypes.bool_:
-        raise TypeError(f"{name} does not accept dtype bool. Accepted dtypes are subtypes of "
-                        f"number.")
-
-
-def _sub(x, y):
-    _check_not_bool("subtract", x)
-    return lax.sub(x, y)
-
 
 def _add(x, y):
     return lax.bitwise_or(x, y) if x.dtype == dtypes.bool_ else lax.add(x, y)
@@ -128,9 +151,9 @@ def _mul(x, y):
     return lax.bitwise_and(x, y) if x.dtype == dtypes.bool_ else lax.mul(x, y)
 
 
-_binary("add", _add, prim="add")
-_binary("subtract", _sub, prim="sub")
-_binary("multiply", _mul, prim="mul")
+_binary("add", _add, prim="add", fast_kinds="iufc")
+_binary("subtract", lax.sub, prim="sub", fast_kinds="iufc")
+_binary("multiply", _mul, prim="mul", fast_kinds="iufc")
 _binary("true_divide", lax.div, "inexact", "divide", prim="div")
 
 
@@ -143,25 +166,16 @@ def _int_floor_div(x, y):
 
 
 def _float_divmod(x, y):
+    """NumPy's float divmod as JAX computes it (a zero divisor gives inf/nan quotients)."""
     mod = lax.rem(x, y)
-    div = lax.div(lax.sub(x, mod), y)
+    div = lax.div(where(lax.eq(y, _zero(y)), x, lax.sub(x, mod)), y)  # noqa: F821
     ind = lax.bitwise_and(lax.ne(mod, _zero(mod)), lax.ne(lax.sign(y), lax.sign(mod)))
     mod = lax.select(ind, lax.add(mod, y), mod)
     div = lax.select(ind, lax.sub(div, _one(div)), div)
-    return lax.round(div, lax.RoundingMethod.TO_NEAREST_EVEN), mod
-
-
-def _zero(x):
-    return lax.full_like(x, 0)
-
-
-def _one(x):
-    return lax.full_like(x, 1)
+    return lax.round(div), mod
 
 
 def _floor_divide(x, y):
-    if x.dtype == dtypes.bool_:
-        raise TypeError("floor_divide does not accept dtype bool")
     if x.dtype.kind in "iu":
         return _int_floor_div(x, y)
     if x.dtype.kind == "c":
@@ -169,61 +183,88 @@ def _floor_divide(x, y):
     return _float_divmod(x, y)[0]
 
 
+def _nonzero_divisor(y):
+    """Integer zero divisors become 1, as in JAX (`x % 0` and `fmod(x, 0)` are 0)."""
+    if y.dtype.kind not in "iu":
+        return y
+    return lax.select(lax.eq(y, _zero(y)), _one(y), y)
+
+
 def _remainder(x, y):
-    if x.dtype == dtypes.bool_:
-        raise TypeError("remainder does not accept dtype bool")
-    if x.dtype.kind == "c":
-        raise TypeError("remainder does not support complex-valued inputs")
-    r = lax.rem(x, y)
-    if x.dtype.kind == "u":
-        return r
-    fix = lax.bitwise_and(lax.ne(r, _zero(r)), lax.ne(lax.sign(r), lax.sign(y)))
-    return lax.select(fix, lax.add(r, y), r)
+    zero = _constant_like(x, 0)
+    y = _nonzero_divisor(y)
+    mod = lax.rem(x, y)
+    fix = lax.bitwise_and(lax.ne(lax.lt(mod, zero), lax.lt(y, zero)), lax.ne(mod, zero))
+    return lax.select(fix, lax.add(mod, y), mod)
 
 
 _binary("floor_divide", _floor_divide, "numeric")
 _binary("remainder", _remainder, "numeric", "mod")
-_binary("fmod", lambda x, y: lax.rem(x, y), "numeric")
+
+
+@_export
+def fmod(x1, x2, /):
+    """C's fmod: the remainder takes the dividend's sign. Integer zero divisors give 0."""
+    x, y = promote_args("fmod", x1, x2)
+    if x.dtype.kind in "iu":  # as JAX: only when the operands' common type is an integer
+        y = _nonzero_divisor(y)
+    return lax.rem(*promote_dtypes_numeric(x, y))
 
 
 @_export
 def divmod(x1, x2, /):  # noqa: A001
-    return floor_divide(x1, x2), remainder(x1, x2)  # noqa: F821
+    """`(floor_divide(x1, x2), remainder(x1, x2))`, computed together for floats."""
+    x, y = promote_args_numeric("divmod", x1, x2)
+    if x.dtype.kind in "iu":
+        return floor_divide(x, y), remainder(x, y)  # noqa: F821
+    return _float_divmod(x, y)
 
 
-def _int_power(x, y):
-    """x ** y for integer arrays by binary exponentiation over y's bits (y < 0 gives 0/±1)."""
-    bits = y.dtype.itemsize * 8
-    acc = _one(x)
-    base = x
-    e = y
-    for _ in range(bits):
-        acc = lax.select(lax.ne(lax.bitwise_and(e, _one(e)), _zero(e)), lax.mul(acc, base), acc)
-        e = lax.shift_right_logical(e, _one(e))
-        base = lax.mul(base, base)
-    return acc
-
-
-@_export
 def power(x1, x2, /):
-    """`x1 ** x2`. A static Python-int exponent becomes `lax.integer_pow` (exact, as JAX)."""
+    """`x1 ** x2`. A concrete integer exponent (Python int, NumPy integer or rank-0 integer
+    array) becomes `lax.integer_pow`, exact as in JAX; integer arrays use six steps of binary
+    exponentiation, as JAX does (exponents of 64 and more only keep their low six bits)."""
     check_arraylike("power", x1, x2)
-    if isinstance(x2, int) and not isinstance(x2, bool) and is_array(x1):
-        x = to_array(x1)
-        if x.dtype.kind in "iu" and x2 < 0:
-            raise ValueError("Integers to negative integer powers are not allowed.")
-        if x.dtype == dtypes.bool_:
-            (x,) = promote_args_numeric("power", x)
-        return lax.integer_pow(x, x2)
+    exponent = _concrete_index(x2)
+    if exponent is None:
+        return _power(x1, x2)
+    (x,) = promote_dtypes_numeric(x1)
+    if exponent < 0 and x.dtype.kind in "iu":
+        shape = ",".join(map(str, x.shape))
+        raise TypeError(f"Integers cannot be raised to negative powers, got "
+                        f"integer_pow({x.dtype.name}[{shape}], {exponent})")
+    return lax.integer_pow(x, exponent)
+
+
+def _concrete_index(x):
+    """`operator.index(x)` for a concrete value, None for traced or non-integer values."""
+    if getattr(type(x), "_kiln_trace", None) is not None:
+        return None
+    try:
+        return operator.index(x)
+    except TypeError:
+        return None
+
+
+def _power(x1, x2):
+    x1, x2 = to_array(x1), to_array(x2)
     x, y = promote_args_numeric("power", x1, x2)
     if x.dtype.kind in "iu":
-        return _int_power(x, y)
-    return lax.pow(x, y)
+        return _pow_int_int(x, y)
+    out = lax.pow(x, y)
+    if x1.dtype.kind in "fc" and x2.dtype.kind in "iu" and not x2.weak_type:
+        return _strong(out)  # JAX applies lax.pow to the integer exponent unpromoted
+    return out
 
 
-def is_array(x):
-    return isinstance(x, (Array, np.ndarray, np.generic)) or \
-        getattr(type(x), "_kiln_trace", None) is not None
+def _pow_int_int(x, y):
+    zero, one = _constant_like(y, 0), _constant_like(y, 1)
+    acc = where(lax.bitwise_and(lax.eq(x, zero), lax.ne(y, zero)), zero, one)  # noqa: F821
+    for _ in range(6):  # larger exponents overflow for every |x| > 1
+        acc = where(lax.bitwise_and(y, one), lax.mul(acc, x), acc)  # noqa: F821
+        x = lax.mul(x, x)
+        y = lax.shift_right_logical(y, one)
+    return acc
 
 
 _export(power, "pow")
@@ -235,11 +276,7 @@ def float_power(x1, x2, /):
     return lax.pow(x, y)
 
 
-@_export
-def negative(x, /):
-    (x,) = promote_args("negative", x)
-    _check_not_bool("negative", x)
-    return lax.neg(x)
+_unary("negative", lax.neg, "any")
 
 
 @_export
@@ -253,44 +290,33 @@ def _abs(x):
 
 
 _unary("absolute", _abs, "any", "abs")
-_unary("fabs", lax.abs, "inexact")
-
-
-def _sign(x):
-    return x if x.dtype == dtypes.bool_ else lax.sign(x)
-
-
-_unary("sign", _sign, "any")
 
 
 @_export
-def reciprocal(x, /):
-    (x,) = promote_args_inexact("reciprocal", x)
-    return lax.div(_one(x), x)
+def fabs(x, /):
+    check_arraylike("fabs", x)
+    if to_array(x).dtype.kind == "c":
+        raise TypeError("ufunc 'fabs' does not support complex dtypes")
+    (x,) = promote_args_inexact("fabs", x)
+    return lax.abs(x)
 
 
-def _maximum(x, y):
-    return lax.max(x, y)
-
-
+_unary("sign", lax.sign, "any")
+_unary("reciprocal", lambda x: lax.integer_pow(x, -1))
 _binary("maximum", lax.max, "any", prim="max")
 _binary("minimum", lax.min, "any", prim="min")
 
 
-def _fmax(x, y):
-    if x.dtype.kind not in "fc":
-        return lax.max(x, y)
-    return where(isnan(x), y, where(isnan(y), x, lax.max(x, y)))  # noqa: F821
+@_export
+def fmax(x1, x2, /):
+    """Elementwise maximum that ignores NaNs (NumPy's `fmax`)."""
+    return where(logical_or(greater(x1, x2), isnan(x2)), x1, x2)  # noqa: F821
 
 
-def _fmin(x, y):
-    if x.dtype.kind not in "fc":
-        return lax.min(x, y)
-    return where(isnan(x), y, where(isnan(y), x, lax.min(x, y)))  # noqa: F821
-
-
-_binary("fmax", _fmax)
-_binary("fmin", _fmin)
+@_export
+def fmin(x1, x2, /):
+    """Elementwise minimum that ignores NaNs (NumPy's `fmin`)."""
+    return where(logical_or(less(x1, x2), isnan(x2)), x1, x2)  # noqa: F821
 
 
 # ------------------------------------------------------------- exponentials, logs, roots
@@ -304,37 +330,48 @@ _unary("sqrt", lax.sqrt)
 _unary("cbrt", lax.cbrt)
 
 
-def _log_base(base):
+def _log_scaled(scale):
+    """log(x) * scale(x), applied to the real and imaginary parts of complex logs."""
     def fn(x):
-        return lax.div(lax.log(x), lax.log(lax.full_like(x, base)))
+        r = lax.log(x)
+        if x.dtype.kind != "c":
+            return scale(r)
+        return lax.complex(scale(lax.real(r)), scale(lax.imag(r)))
     return fn
 
 
-_unary("log2", _log_base(2.0))
-_unary("log10", _log_base(10.0))
+_unary("log2", _log_scaled(lambda r: lax.div(r, lax.log(_constant_like(r, 2)))))
+_unary("log10", _log_scaled(lambda r: lax.mul(r, _constant_like(r, 0.4342944819032518))))
+_unary("square", lax.square, "numeric")
 
 
-def _square(x):
-    return lax.integer_pow(x, 2)
+def _wrap_between(x, a):
+    """x wrapped into [-a, a)."""
+    a_, two_a, zero = _const(x, a), _const(x, 2 * a), _const(x, 0)
+    rem = lax.rem(lax.add(x, a_), two_a)
+    return lax.sub(lax.select(lax.lt(rem, zero), lax.add(rem, two_a), rem), a_)
 
 
-_unary("square", _square, "numeric")
+def _logaddexp_with(exp_fn, scale, period):
+    """log(exp(x) + exp(y)) in base e or 2 without overflow; complex inputs as JAX does."""
+    def fn(x, y):
+        amax = lax.max(x, y)
+        inv_log = _const(amax, scale) if scale != 1 else None
+
+        def scaled(v):
+            return v if inv_log is None else lax.mul(inv_log, v)
+        if x.dtype.kind == "f":
+            delta = lax.sub(x, y)
+            return lax.select(lax.ne(delta, delta), lax.add(x, y),
+                              lax.add(amax, scaled(lax.log1p(exp_fn(lax.neg(lax.abs(delta)))))))
+        delta = lax.sub(lax.add(x, y), lax.mul(amax, _const(amax, 2)))
+        out = lax.add(amax, scaled(lax.log1p(exp_fn(delta))))
+        return lax.complex(lax.real(out), _wrap_between(lax.imag(out), period))
+    return fn
 
 
-def _logaddexp(x, y):
-    amax = lax.max(x, y)
-    delta = lax.sub(x, y)
-    return lax.select(lax.ne(delta, delta), lax.add(x, y),
-                      lax.add(amax, lax.log1p(lax.exp(lax.neg(lax.abs(delta))))))
-
-
-def _logaddexp2(x, y):
-    ln2 = lax.full_like(x, np.log(2))
-    return lax.div(_logaddexp(lax.mul(x, ln2), lax.mul(y, ln2)), ln2)
-
-
-_binary("logaddexp", _logaddexp, "inexact")
-_binary("logaddexp2", _logaddexp2, "inexact")
+_binary("logaddexp", _logaddexp_with(lax.exp, 1, np.pi), "inexact")
+_binary("logaddexp2", _logaddexp_with(lax.exp2, 1 / np.log(2), np.pi / np.log(2)), "inexact")
 
 
 # ------------------------------------------------------------------------ trigonometry
@@ -342,32 +379,40 @@ _binary("logaddexp2", _logaddexp2, "inexact")
 for _name, _fn in (("sin", lax.sin), ("cos", lax.cos), ("tan", lax.tan), ("sinh", lax.sinh),
                    ("cosh", lax.cosh), ("tanh", lax.tanh)):
     _unary(_name, _fn)
+# The array-API spellings (asin, atan2, ...) are functions of their own, as in JAX, so that
+# error messages name the function that was called.
 for _name, _fn in (("arcsin", lax.asin), ("arccos", lax.acos), ("arctan", lax.atan),
                    ("arcsinh", lax.asinh), ("arccosh", lax.acosh), ("arctanh", lax.atanh)):
-    _unary(_name, _fn, "inexact", _name.replace("arc", "a"))
-_binary("arctan2", lax.atan2, "inexact", "atan2")
+    _unary(_name, _fn)
+    _unary(_name.replace("arc", "a"), _fn)
+_binary("arctan2", lax.atan2, "inexact")
+_binary("atan2", lax.atan2, "inexact")
 
 
 def _hypot(x, y):
+    if x.dtype.kind == "c":
+        raise ValueError("jnp.hypot is not well defined for complex-valued inputs. Please "
+                         "convert to real values first, such as by using abs(x)")
     x, y = lax.abs(x), lax.abs(y)
+    idx_inf = lax.bitwise_or(_isposinf(x), _isposinf(y))
     big, small = lax.max(x, y), lax.min(x, y)
-    safe = lax.select(lax.eq(big, _zero(big)), _one(big), big)
-    r = lax.div(small, safe)
-    out = lax.mul(big, lax.sqrt(lax.add(_one(r), lax.mul(r, r))))
-    return lax.select(lax.eq(big, _zero(big)), _zero(big),
-                      lax.select(isinf(big), big, out))  # noqa: F821
+    big_is_zero = lax.eq(big, _zero(big))
+    ratio = lax.div(small, lax.select(big_is_zero, _one(big), big))
+    out = lax.select(big_is_zero, big,
+                     lax.mul(big, lax.sqrt(lax.add(_one(ratio), lax.square(ratio)))))
+    return where(idx_inf, _const(out, np.inf), out)  # noqa: F821
 
 
 _binary("hypot", _hypot, "inexact")
-_unary("deg2rad", lambda x: lax.mul(x, lax.full_like(x, np.pi / 180)), "inexact", "radians")
-_unary("rad2deg", lambda x: lax.mul(x, lax.full_like(x, 180 / np.pi)), "inexact", "degrees")
+_unary("deg2rad", lambda x: lax.mul(x, _const(x, np.pi / 180)), "inexact", "radians")
+_unary("rad2deg", lambda x: lax.mul(x, _const(x, 180 / np.pi)), "inexact", "degrees")
 
 
 def _sinc(x):
-    eq0 = lax.eq(x, _zero(x))
-    safe = lax.select(eq0, _one(x), x)
-    pix = lax.mul(safe, lax.full_like(x, np.pi))
-    return lax.select(eq0, _one(x), lax.div(lax.sin(pix), pix))
+    eq_zero = lax.eq(x, _const(x, 0))
+    pi_x = lax.mul(_const(x, np.pi), x)
+    safe_pi_x = where(eq_zero, _const(x, 1), pi_x)  # noqa: F821
+    return where(eq_zero, _const(pi_x, 1.0), lax.div(lax.sin(safe_pi_x), safe_pi_x))  # noqa: F821
 
 
 _unary("sinc", _sinc)
@@ -375,44 +420,94 @@ _unary("sinc", _sinc)
 
 # ------------------------------------------------------------------------------ rounding
 
-def _float_or_identity(fn):
-    def g(x):
-        return fn(x) if x.dtype.kind == "f" else x
-    return g
+def _rounding(name, lax_fn):
+    """floor/ceil: integers and bools pass through; floats round; complex is the primitive's
+    error."""
+    def fn(x, /):
+        check_arraylike(name, x)
+        x = to_array(x)
+        if x.dtype.kind in "iub":
+            return x
+        (x,) = promote_args_inexact(name, x)
+        return lax_fn(x)
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise `{name}`, as `numpy.{name}`; integers are returned unchanged."
+    return fn
 
 
-_unary("floor", _float_or_identity(lax.floor), "numeric")
-_unary("ceil", _float_or_identity(lax.ceil), "numeric")
+_export(_rounding("floor", lax.floor))
+_export(_rounding("ceil", lax.ceil))
 
 
 def _trunc(x):
-    return lax.select(lax.lt(x, _zero(x)), lax.ceil(x), lax.floor(x))
+    return where(lax.lt(x, _const(x, 0)), lax.ceil(x), lax.floor(x))  # noqa: F821
 
 
-_unary("trunc", _float_or_identity(_trunc), "numeric", "fix")
-_unary("rint", lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN)
-       if x.dtype.kind == "f" else lax.convert_element_type(x, dtypes.default_float())
-       if x.dtype.kind in "iub" else x, "any")
+_export(_rounding("trunc", _trunc))
+_export(_rounding("fix", _trunc))  # NumPy's name for trunc (JAX 0.10 no longer has it)
 
 
-@_export
-def round(a, decimals=0, out=None):  # noqa: A001
-    check_arraylike("round", a)
-    _no_out("round", out)
-    decimals = operator.index(decimals)
-    (x,) = promote_dtypes(a)
+def _rint(x):
     if x.dtype.kind in "iub":
-        if decimals < 0:
-            factor = lax.full_like(x, 10 ** (-decimals))
-            return lax.mul(_int_floor_div(lax.add(x, lax.div(factor, lax.full_like(x, 2))),
-                                          factor), factor)
-        return x
+        return lax.convert_element_type(x, dtypes.default_float())
     if x.dtype.kind == "c":
-        return lax.complex(round(lax.real(x), decimals), round(lax.imag(x), decimals))
+        return lax.complex(_rint(lax.real(x)), _rint(lax.imag(x)))
+    return lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN)
+
+
+_unary("rint", _rint, "any")
+
+
+def round(a, decimals=0, out=None):  # noqa: A001
+    """Round to `decimals` decimal places, halves to even (NumPy's `round`).
+
+    Integers are unchanged for `decimals >= 0`; negative `decimals` round integers to tens,
+    hundreds, ... exactly, halves to even, as NumPy does (JAX raises NotImplementedError)."""
+    check_arraylike("round", a)
+    decimals = operator.index(decimals)
+    _no_out("round", out)
+    x = to_array(a)
+    kind = x.dtype.kind
+    if kind in "iu":
+        return _round_int(x, decimals) if decimals < 0 else x
+    if kind == "b":
+        raise ValueError(f"jnp.round: data type {np.bool_} not inexact; convert booleans to a "
+                         f"number type first")
+    if decimals > np.log10(np.finfo(x.dtype).max):
+        return x
+    if kind == "c":
+        return lax.complex(_round_float(lax.real(x), decimals),
+                           _round_float(lax.imag(x), decimals))
+    return _round_float(x, decimals)
+
+
+def _round_float(x, decimals):
     if decimals == 0:
         return lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN)
-    factor = lax.full_like(x, 10.0 ** decimals)
-    return lax.div(lax.round(lax.mul(x, factor), lax.RoundingMethod.TO_NEAREST_EVEN), factor)
+    dtype = x.dtype
+    if dtype == dtypes.float16:  # as JAX: scale in float32, where 10**decimals is finite
+        x = lax.convert_element_type(x, dtypes.float32)
+    factor = _const(x, 10 ** decimals)
+    # XLA turns the division by the constant into a multiplication by its reciprocal; doing
+    # the same gives JAX's bits.
+    inverse = _const(x, 10.0 ** -decimals)
+    out = lax.mul(lax.round(lax.mul(x, factor), lax.RoundingMethod.TO_NEAREST_EVEN), inverse)
+    return lax.convert_element_type(out, dtype) if dtype == dtypes.float16 else out
+
+
+def _round_int(x, decimals):
+    """Integers to a multiple of 10**-decimals, halves to even (0 when that exceeds the
+    dtype's range, as NumPy)."""
+    factor = 10 ** -decimals
+    if factor > np.iinfo(x.dtype).max:
+        return _zero(x)
+    f = _const(x, factor)
+    q = _int_floor_div(x, f)
+    r = lax.sub(x, lax.mul(q, f))  # 0 <= r < f
+    rest = lax.sub(f, r)
+    odd = lax.ne(lax.bitwise_and(q, _one(q)), _zero(q))
+    up = lax.bitwise_or(lax.gt(r, rest), lax.bitwise_and(lax.eq(r, rest), odd))
+    return lax.mul(lax.select(up, lax.add(q, _one(q)), q), f)
 
 
 _export(round, "around")
@@ -434,7 +529,7 @@ def _isinf(x):
         return lax.bitwise_or(_isinf(lax.real(x)), _isinf(lax.imag(x)))
     if x.dtype.kind != "f":
         return lax.full_like(x, False, dtypes.bool_)
-    return lax.eq(lax.abs(x), lax.full_like(x, np.inf))
+    return lax.eq(lax.abs(x), _constant_like(x, np.inf))
 
 
 def _isfinite(x):
@@ -446,29 +541,41 @@ def _isfinite(x):
 _unary("isnan", _isnan, "any")
 _unary("isinf", _isinf, "any")
 _unary("isfinite", _isfinite, "any")
-_unary("isposinf", lambda x: lax.eq(x, lax.full_like(x, np.inf)) if x.dtype.kind == "f"
-       else lax.full_like(x, False, dtypes.bool_), "any")
-_unary("isneginf", lambda x: lax.eq(x, lax.full_like(x, -np.inf)) if x.dtype.kind == "f"
-       else lax.full_like(x, False, dtypes.bool_), "any")
+
+
+def _isposneginf(infinity):
+    def fn(x):
+        if x.dtype.kind == "c":
+            raise ValueError("isposinf/isneginf are not well defined for complex types")
+        if x.dtype.kind != "f":
+            return lax.full_like(x, False, dtypes.bool_)
+        return lax.eq(x, _constant_like(x, infinity))
+    return fn
+
+
+_isposinf = _isposneginf(np.inf)
+_unary("isposinf", _isposinf, "any")
+_unary("isneginf", _isposneginf(-np.inf), "any")
 
 
 def _signbit(x):
-    if x.dtype.kind == "u" or x.dtype == dtypes.bool_:
+    kind = x.dtype.kind
+    if kind == "b":
         return lax.full_like(x, False, dtypes.bool_)
-    if x.dtype.kind == "i":
-        return lax.lt(x, _zero(x))
-    bits = x.dtype.itemsize * 8
-    int_t = np.dtype(f"i{x.dtype.itemsize}")
-    return lax.ne(lax.shift_right_logical(lax.bitcast_convert_type(x, int_t),
-                                          lax.full_like(lax.bitcast_convert_type(x, int_t),
-                                                        bits - 1)),
-                  lax.full_like(lax.bitcast_convert_type(x, int_t), 0))
+    if kind in "iu":
+        return lax.lt(x, _constant_like(x, 0))
+    if kind != "f":
+        raise ValueError(f"jnp.signbit is not well defined for {x.dtype}")
+    bits = lax.bitcast_convert_type(x, np.dtype(f"i{x.dtype.itemsize}"))
+    return lax.lt(bits, _zero(bits))
 
 
 _unary("signbit", _signbit, "any")
 
 
 def _copysign(x, y):
+    if x.dtype.kind == "c":
+        raise TypeError("copysign does not support complex-valued inputs")
     return where(_signbit(y), lax.neg(lax.abs(x)), lax.abs(x))  # noqa: F821
 
 
@@ -476,12 +583,15 @@ _binary("copysign", _copysign, "inexact")
 _binary("nextafter", lax.nextafter, "inexact")
 
 
-def _heaviside(x, h0):
-    return where(lax.lt(x, _zero(x)), _zero(x),  # noqa: F821
-                 where(lax.gt(x, _zero(x)), _one(x), h0))  # noqa: F821
-
-
-_binary("heaviside", _heaviside, "inexact")
+@_export
+def heaviside(x1, x2, /):
+    """0 where x1 < 0, 1 where x1 > 0, x2 where x1 == 0 (NaN stays NaN). As in JAX, the
+    operands are not broadcast before the constants are made (a scalar x1 keeps them weak)."""
+    check_arraylike("heaviside", x1, x2)
+    x, h0 = promote_dtypes_inexact(x1, x2)
+    zero = _const(x, 0)
+    return where(lax.lt(x, zero), zero,  # noqa: F821
+                 where(lax.gt(x, zero), _const(x, 1), where(_isnan(x), x, h0)))  # noqa: F821
 
 
 # ---------------------------------------------------------------- logical and bitwise
@@ -500,94 +610,89 @@ _binary("logical_and", _logical(lax.bitwise_and))
 _binary("logical_or", _logical(lax.bitwise_or))
 _binary("logical_xor", _logical(lax.bitwise_xor))
 _unary("logical_not", lambda x: lax.bitwise_not(_to_bool(x)), "any")
+_binary("bitwise_and", lax.bitwise_and, "any", prim="and", fast_kinds="biu")
+_binary("bitwise_or", lax.bitwise_or, "any", prim="or", fast_kinds="biu")
+_binary("bitwise_xor", lax.bitwise_xor, "any", prim="xor", fast_kinds="biu")
+for _name in ("invert", "bitwise_not", "bitwise_invert"):
+    _unary(_name, lax.bitwise_not, "any")
+_binary("left_shift", lax.shift_left, "numeric")
+_binary("bitwise_left_shift", lax.shift_left, "numeric")
 
 
-def _bitwise(name, lax_fn):
-    def fn(x, y):
-        if x.dtype.kind not in "iub":
-            raise TypeError(f"{name} requires integer or boolean arguments, got {x.dtype}")
-        return lax_fn(x, y)
-    return fn
+def _right_shift(x, y):
+    if x.dtype.kind == "u":
+        return lax.shift_right_logical(x, y)
+    return lax.shift_right_arithmetic(x, y)
 
 
-_binary("bitwise_and", _bitwise("bitwise_and", lax.bitwise_and), "any", prim="and")
-_binary("bitwise_or", _bitwise("bitwise_or", lax.bitwise_or), "any", prim="or")
-_binary("bitwise_xor", _bitwise("bitwise_xor", lax.bitwise_xor), "any", prim="xor")
+_binary("right_shift", _right_shift, "numeric", "bitwise_right_shift")
 
 
-def _invert(x):
-    if x.dtype.kind not in "iub":
-        raise TypeError(f"invert requires integer or boolean arguments, got {x.dtype}")
-    return lax.bitwise_not(x)
+def _integer_args(name, x1, x2):
+    check_arraylike(name, x1, x2)
+    x1, x2 = promote_dtypes(x1, x2)
+    if x1.dtype.kind not in "iu":
+        raise ValueError(f"Arguments to jnp.{name} must be integers.")
+    return x1, x2
 
 
-_unary("invert", _invert, "any", "bitwise_not", "bitwise_invert")
+def _gcd_cond(carry):
+    b = carry[1]
+    return lax.reduce_or(lax.ne(b, _zero(b)), tuple(range(b.ndim)))
 
 
-def _shift(name, signed_fn, unsigned_fn):
-    def fn(x, y):
-        if x.dtype.kind not in "iu":
-            raise TypeError(f"{name} requires integer arguments, got {x.dtype}")
-        return (signed_fn if x.dtype.kind == "i" else unsigned_fn)(x, y)
-    return fn
+def _gcd_body(carry):
+    a, b = carry
+    nonzero = lax.ne(b, _zero(b))
+    a, b = where(nonzero, b, a), where(nonzero, lax.rem(a, b), _const(b, 0))  # noqa: F821
+    swap = lax.lt(a, b)
+    return where(swap, b, a), where(swap, a, b)  # noqa: F821
 
 
-_binary("left_shift", _shift("left_shift", lax.shift_left, lax.shift_left), "any",
-        "bitwise_left_shift")
-_binary("right_shift", _shift("right_shift", lax.shift_right_arithmetic,
-                              lax.shift_right_logical), "any", "bitwise_right_shift")
+@_export
+def gcd(x1, x2, /):
+    """Greatest common divisor of integers (NumPy's `gcd`; `gcd(0, 0) == 0`). Signed integers
+    run Euclid's loop on their magnitudes as unsigned integers, where abs(INT_MIN) exists (on
+    it, JAX's loop never ends); the result's weak type is JAX's (weak for weak scalars)."""
+    x1, x2 = _integer_args("gcd", x1, x2)
+    shape = broadcast_shapes(x1.shape, x2.shape)
+    a, b = _abs(broadcast_to(x1, shape)), _abs(broadcast_to(x2, shape))
+    if a.dtype.kind == "u":
+        return lax.while_loop(_gcd_cond, _gcd_body, (a, b))[0]
+    unsigned = np.dtype(f"u{a.dtype.itemsize}")
+    magnitudes = (lax.convert_element_type(a, unsigned), lax.convert_element_type(b, unsigned))
+    out = lax.while_loop(_gcd_cond, _gcd_body, magnitudes)[0]
+    return lax.convert_element_type(out, int if a.weak_type and not shape else a.dtype)
 
 
-def _gcd(x, y):
-    x, y = lax.abs(x), lax.abs(y)
-
-    def cond(c):
-        return any_nonzero(c[1])
-
-    def body(c):
-        a, b = c
-        safe_b = lax.select(lax.eq(b, _zero(b)), _one(b), b)
-        return (lax.select(lax.eq(b, _zero(b)), a, b),
-                lax.select(lax.eq(b, _zero(b)), b, lax.rem(a, safe_b)))
-    return lax.while_loop(cond, body, (x, y))[0]
-
-
-def any_nonzero(x):
-    return lax.reduce_or(lax.ne(x, _zero(x)), tuple(range(x.ndim)))
-
-
-def _integer_only(name, fn):
-    def g(x, y):
-        if x.dtype.kind not in "iu":
-            raise TypeError(f"{name} requires integer arguments, got {x.dtype}")
-        return fn(x, y)
-    return g
-
-
-def _lcm(x, y):
-    g = _gcd(x, y)
-    safe = lax.select(lax.eq(g, _zero(g)), _one(g), g)
-    return lax.select(lax.eq(g, _zero(g)), _zero(g), lax.abs(lax.mul(lax.div(x, safe), y)))
-
-
-_binary("gcd", _integer_only("gcd", _gcd))
-_binary("lcm", _integer_only("lcm", _lcm))
+@_export
+def lcm(x1, x2, /):
+    """Least common multiple of integers (NumPy's `lcm`; 0 when either is 0)."""
+    x1, x2 = _integer_args("lcm", x1, x2)
+    x1, x2 = _abs(x1), _abs(x2)
+    d = gcd(x1, x2)
+    return where(lax.eq(d, _zero(d)), _const(d, 0),  # noqa: F821
+                 multiply(x1, floor_divide(x2, d)))  # noqa: F821
 
 
 # -------------------------------------------------------------------------- comparisons
 
-def _comparison(name, lax_fn, prim):
+def _complex_comparison(lax_fn):
+    """Orders complex numbers lexicographically (real part, then imaginary), as JAX."""
     def fn(x, y):
-        if x.dtype.kind == "c" and name not in ("equal", "not_equal"):
-            raise TypeError(f"{name} does not support complex-valued inputs")
-        return lax_fn(x, y)
-    _binary(name, fn, "any", prim=prim if name in ("equal", "not_equal") else None)
+        if x.dtype.kind != "c":
+            return lax_fn(x, y)
+        re_x, re_y = lax.real(x), lax.real(y)
+        return lax.select(lax.eq(re_x, re_y), lax_fn(lax.imag(x), lax.imag(y)),
+                          lax_fn(re_x, re_y))
+    return fn
 
 
-for _name, _fn, _prim in (("equal", lax.eq, "eq"), ("not_equal", lax.ne, "ne"),
-                          ("less", lax.lt, "lt"), ("less_equal", lax.le, "le"),
+_binary("equal", lax.eq, prim="eq")
+_binary("not_equal", lax.ne, prim="ne")
+for _name, _fn, _prim in (("less", lax.lt, "lt"), ("less_equal", lax.le, "le"),
                           ("greater", lax.gt, "gt"), ("greater_equal", lax.ge, "ge")):
-    _comparison(_name, _fn, _prim)
+    _binary(_name, _complex_comparison(_fn), prim=_prim, fast_kinds="biuf")
 
 
 # ------------------------------------------------------------------- complex and dtype
@@ -607,17 +712,26 @@ _unary("conjugate", lambda x: lax.conj(x) if x.dtype.kind == "c" else x, "any", 
 
 @_export
 def angle(z, deg=False):
-    (z,) = promote_args_inexact("angle", z)
-    out = lax.atan2(_imag(z), _real(z)) if z.dtype.kind == "c" else \
-        lax.atan2(lax.full_like(z, 0), z)
-    return lax.mul(out, lax.full_like(out, 180 / np.pi)) if deg else out
+    """The complex argument, in radians (degrees with `deg=True`)."""
+    check_arraylike("angle", z)
+    z = to_array(z)
+    re, im = _real(z), _imag(z)
+    if re.dtype.kind not in "fc" or (z.dtype.kind == "f" and z.ndim == 0):
+        re = lax.convert_element_type(re, dtypes.default_float())
+        im = lax.convert_element_type(im, dtypes.default_float())
+    out = lax.atan2(im, re)
+    return rad2deg(out) if deg else out  # noqa: F821
 
 
 @_export
 def astype(x, dtype, /, *, copy=False, device=None):
+    """Convert to `dtype` (the default float when None); float to int truncates and
+    saturates, NaN becomes 0, as in JAX."""
     check_arraylike("astype", x)
     x = to_array(x)
-    dtype = canonical_dtype(dtype, "astype")
+    dtype = dtypes.default_float() if dtype is None else canonical_dtype(dtype, "astype")
+    if x.dtype.kind == "c" and dtype == dtypes.bool_:
+        return lax.ne(x, _zero(x))  # as JAX: nonzero, not "real part nonzero"
     return lax.convert_element_type(x, dtype)
 
 
@@ -628,25 +742,29 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
     """`where(c, x, y)` selects elementwise; `where(c)` is `nonzero(c)`."""
     if x is None and y is None:
         from ._indexing import nonzero
+        check_arraylike("where", condition)
         return nonzero(condition, size=size, fill_value=fill_value)
-    if x is None or y is None:
-        raise ValueError("Either both or neither of the x and y arguments should be provided "
-                         "to jnp.where.")
     check_arraylike("where", condition, x, y)
-    c = to_array(condition)
+    if size is not None or fill_value is not None:
+        raise ValueError("size and fill_value arguments cannot be used in three-term where "
+                         "function.")
+    c = _to_bool(to_array(condition))
     x, y = promote_dtypes(x, y)
-    c = _to_bool(c)
     shape = broadcast_shapes(c.shape, x.shape, y.shape)
     return lax.select_n(broadcast_to(c, shape), broadcast_to(y, shape), broadcast_to(x, shape))
 
 
 @_export
-def clip(arr=None, /, min=None, max=None, *, a=None, a_min=None, a_max=None):  # noqa: A002
-    """Clamp values into [min, max]; either bound may be None."""
-    arr = a if arr is None else arr
-    min = a_min if min is None else min  # noqa: A001
-    max = a_max if max is None else max  # noqa: A001
+def clip(arr=None, /, min=None, max=None):  # noqa: A002
+    """Clamp values into [min, max]; either bound may be None. Complex values are refused."""
+    if arr is None:
+        raise ValueError("No input was provided to the clip function.")
     check_arraylike("clip", arr)
+    if any(_is_complex(t) for t in (arr, min, max)):
+        raise ValueError("Clip received a complex value either through the input or the "
+                         "min/max keywords. Complex values have no ordering and cannot be "
+                         "clipped. Please convert to a real value or array by taking the real "
+                         "or imaginary components via jax.numpy.real/imag respectively.")
     if min is not None:
         arr = maximum(min, arr)  # noqa: F821
     if max is not None:
@@ -654,8 +772,13 @@ def clip(arr=None, /, min=None, max=None, *, a=None, a_min=None, a_max=None):  #
     return to_array(arr)
 
 
+def _is_complex(x):
+    return isinstance(x, complex) or getattr(getattr(x, "dtype", None), "kind", None) == "c"
+
+
 @_export
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """NaN to `nan`, infinities to `posinf`/`neginf` (default: the dtype's extremes)."""
     check_arraylike("nan_to_num", x)
     x = to_array(x)
     if x.dtype.kind == "c":
@@ -666,92 +789,117 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     info = np.finfo(x.dtype)
     posinf = info.max if posinf is None else posinf
     neginf = info.min if neginf is None else neginf
-    out = where(_isnan(x), lax.full_like(x, nan), x)
-    out = where(isposinf(out), lax.full_like(x, posinf), out)  # noqa: F821
-    return where(isneginf(out), lax.full_like(x, neginf), out)  # noqa: F821
+    out = where(_isnan(x), _constant_like(x, nan), x)
+    out = where(_isposinf(out), _constant_like(x, posinf), out)
+    return where(_isposneginf(-np.inf)(out), _constant_like(x, neginf), out)
 
 
 @_export
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    a, b = promote_args("isclose", a, b)
-    if a.dtype.kind not in "fc":
-        return lax.eq(a, b)
-    rtol_a = lax.full_like(lax.abs(b), rtol)
-    atol_a = lax.full_like(lax.abs(b), atol)
-    out = lax.le(lax.abs(lax.sub(a, b)), lax.add(atol_a, lax.mul(rtol_a, lax.abs(b))))
-    # Infinities: close only when equal.
-    a_inf, b_inf = _isinf(a), _isinf(b)
-    both = lax.bitwise_or(a_inf, b_inf)
-    out = lax.select(both, lax.bitwise_and(lax.bitwise_and(a_inf, b_inf), lax.eq(a, b)), out)
+    """|a - b| <= atol + rtol * |b| elementwise, computed in floating point (infinities are
+    close only to themselves)."""
+    a, b = promote_args_inexact("isclose", *promote_args("isclose", a, b))
+    real = np.finfo(a.dtype).dtype
+    rtol = lax.convert_element_type(rtol, real)
+    atol = lax.convert_element_type(atol, real)
+    in_range = lax.le(lax.abs(lax.sub(a, b)), lax.add(atol, lax.mul(rtol, lax.abs(b))))
+    out = lax.bitwise_or(lax.eq(a, b), lax.bitwise_and(_isfinite(b), in_range))
     if equal_nan:
         out = lax.bitwise_or(out, lax.bitwise_and(_isnan(a), _isnan(b)))
     return out
 
 
+def _all(x):
+    return lax.reduce_and(x, tuple(range(x.ndim)))
+
+
 @_export
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    c = isclose(a, b, rtol, atol, equal_nan)
-    return lax.reduce_and(c, tuple(range(c.ndim)))
+    """Whether every element of `a` is close to `b` (see `isclose`)."""
+    check_arraylike("allclose", a, b)
+    return _all(isclose(a, b, rtol, atol, equal_nan))
 
 
 @_export
 def array_equal(a1, a2, equal_nan=False):
-    check_arraylike("array_equal", a1, a2)
-    a1, a2 = to_array(a1), to_array(a2)
+    """Same shape and equal elements (NaNs equal each other with `equal_nan`). Lists are
+    accepted, as in JAX."""
+    from ._creation import asarray
+    a1, a2 = asarray(a1), asarray(a2)
     if a1.shape != a2.shape:
         return to_array(False)
-    a1, a2 = promote_dtypes(a1, a2)
-    eq = lax.eq(a1, a2)
+    eq = equal(a1, a2)  # noqa: F821
     if equal_nan:
-        eq = lax.bitwise_or(eq, lax.bitwise_and(_isnan(a1), _isnan(a2)))
-    return lax.reduce_and(eq, tuple(range(eq.ndim)))
+        eq = lax.bitwise_or(eq, lax.bitwise_and(isnan(a1), isnan(a2)))  # noqa: F821
+    return _all(eq)
 
 
 @_export
 def array_equiv(a1, a2):
-    check_arraylike("array_equiv", a1, a2)
-    a1, a2 = to_array(a1), to_array(a2)
+    """Equal after broadcasting; False when the shapes do not broadcast (NumPy's rule)."""
+    from ._creation import asarray
+    a1, a2 = asarray(a1), asarray(a2)
     try:
-        a1, a2 = promote_args("array_equiv", a1, a2)
+        eq = equal(a1, a2)  # noqa: F821
     except ValueError:
         return to_array(False)
-    eq = lax.eq(a1, a2)
-    return lax.reduce_and(eq, tuple(range(eq.ndim)))
+    return _all(eq)
 
 
 @_export
-def modf(x, /):
-    (x,) = promote_args_inexact("modf", x)
-    whole = _trunc(x)
+def modf(x, /, out=None):
+    """(fractional part, integral part), both with x's sign."""
+    check_arraylike("modf", x)
+    _no_out("modf", out)
+    (x,) = promote_dtypes_inexact(x)
+    whole = where(lax.ge(x, _zero(x)), lax.floor(x), lax.ceil(x))
     return lax.sub(x, whole), whole
 
 
 @_export
 def ldexp(x1, x2, /):
+    """x1 * 2**x2 for an integer (or bool) exponent, without intermediate overflow."""
     check_arraylike("ldexp", x1, x2)
-    x2a = to_array(x2)
-    if x2a.dtype.kind not in "iu":
-        raise TypeError(f"ldexp requires an integer exponent, got {x2a.dtype}")
-    (x,) = promote_args_inexact("ldexp", x1)
-    x, e = promote_args("ldexp", x, lax.convert_element_type(x2a, x.dtype))
-    return lax.mul(x, lax.exp2(e))
+    x1, x2 = to_array(x1), to_array(x2)
+    if x1.dtype.kind == "c" or x2.dtype.kind in "fc":
+        raise ValueError(f"ldexp not supported for input types {(x1.dtype, x2.dtype)}")
+    (x1,) = promote_args_inexact("ldexp", x1)
+    x2 = lax.convert_element_type(x2, x1.dtype)
+    m, e = frexp(x1)
+    e = add(lax.convert_element_type(e, x2.dtype), x2)  # noqa: F821
+    positive_e = greater(e, 0)  # noqa: F821
+    m = where(positive_e, multiply(m, 2), m)  # noqa: F821
+    e = where(positive_e, subtract(e, 1), e)  # noqa: F821
+    out = multiply(m, power(2, e))  # noqa: F821
+    return where(logical_or(isinf(x1), equal(x1, 0)), x1, out)  # noqa: F821
+
+
+_INT_OF_BITS = {16: dtypes.int16, 32: dtypes.int32, 64: dtypes.int64}
 
 
 @_export
 def frexp(x, /):
-    (x,) = promote_args_inexact("frexp", x)
-    zero_or_special = lax.bitwise_or(lax.eq(x, _zero(x)), lax.bitwise_not(_isfinite(x)))
-    safe = lax.select(zero_or_special, _one(x), x)
-    e = lax.add(lax.floor(lax.div(lax.log(lax.abs(safe)), lax.log(lax.full_like(x, 2.0)))),
-                _one(x))
-    m = lax.div(safe, lax.exp2(e))
-    # Correct off-by-one from rounding in log2.
-    big = lax.ge(lax.abs(m), _one(m))
-    m = lax.select(big, lax.div(m, lax.full_like(m, 2.0)), m)
-    e = lax.select(big, lax.add(e, _one(e)), e)
-    small = lax.lt(lax.abs(m), lax.full_like(m, 0.5))
-    m = lax.select(small, lax.mul(m, lax.full_like(m, 2.0)), m)
-    e = lax.select(small, lax.sub(e, _one(e)), e)
-    m = lax.select(zero_or_special, x, m)
-    e = lax.select(zero_or_special, _zero(e), e)
-    return m, lax.convert_element_type(e, dtypes.int32)
+    """(mantissa in [0.5, 1), int32 exponent) with x == m * 2**e, read from x's bits."""
+    check_arraylike("frexp", x)
+    (x,) = promote_dtypes_inexact(x)
+    if x.dtype.kind == "c":
+        raise TypeError("frexp does not support complex-valued inputs")
+    info = np.finfo(x.dtype)
+    int_t = _INT_OF_BITS[info.bits]
+    mask = (1 << info.nexp) - 1
+    bias = 1 - info.minexp
+    # Subnormals are scaled up by 2**nmant first.
+    tiny = lax.lt(lax.abs(x), _constant_like(x, info.tiny))
+    bits = lax.bitcast_convert_type(
+        where(tiny, lax.mul(x, _const(x, 1 << info.nmant)), x), int_t)
+    e = lax.convert_element_type(where(tiny, -info.nmant, 0), int_t)
+    nmant = lax.full_like(bits, info.nmant)
+    e = lax.add(e, lax.sub(lax.bitwise_and(lax.shift_right_arithmetic(bits, nmant),
+                                           lax.full_like(bits, mask)),
+                           lax.full_like(bits, bias - 1)))
+    bits = lax.bitwise_and(bits, lax.full_like(bits, ~(mask << info.nmant)))
+    bits = lax.bitwise_or(bits, lax.full_like(bits, (bias - 1) << info.nmant))
+    special = lax.bitwise_or(lax.bitwise_or(_isinf(x), _isnan(x)), lax.eq(x, _zero(x)))
+    e = lax.select(special, _zero(e), e)
+    return (where(special, x, lax.bitcast_convert_type(bits, x.dtype)),
+            lax.convert_element_type(e, dtypes.int32))
