@@ -49,3 +49,22 @@ grads = tree_util.tree_map(jnp.ones_like, params)
 state = opt_update(0, grads, state)
 print("after one adam step, first bias:", get_params(state)[0][1][:3])
 print("devices:", kiln.devices(), "backend:", kiln.default_backend())
+
+
+# kiln.jit: the function's source is specialised into SSA; Python control flow on traced
+# values compiles to structured operations instead of failing as it does under a tracer.
+@kiln.jit
+def clipped_steps(x, n):
+    if x.sum() > 0:
+        y = x * 2
+    else:
+        y = -x
+    i = 0
+    while i < n:
+        y = y * 0.5 + 1.0
+        i += 1
+    return y
+
+
+print("jit with Python if/while:", clipped_steps(jnp.arange(3.0), 4))
+print(kiln.make_ir(clipped_steps)(jnp.arange(3.0), 4))

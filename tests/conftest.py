@@ -15,6 +15,9 @@ from kiln.compiler.config import config
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.register_profile("ci", max_examples=15, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
+# Every pass's output is checked by the SSA verifier throughout the suite.
+os.environ.setdefault("KILN_VERIFY", "1")
+
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 
