@@ -106,7 +106,7 @@ def switch(index, runners, operands, unify=True, names=(), info=None):
                 f"{_name(leaf_names, j)}: " + ", ".join(
                     f"{a.str_short()} in the {'true' if k == 1 else 'false' if k == 0 else f'#{k}'} "
                     f"branch" for k, a in enumerate(avals)) + ". Give it the same shape and "
-                f"dtype on every path (e.g. with .astype or jnp.broadcast_to)", info))
+                "dtype on every path (e.g. with .astype or jnp.broadcast_to)", info))
         dtype, weak = dtypes.result_type(*((a.dtype, a.weak_type) for a in avals))
         targets[j] = ShapedArray(avals[0].shape, dtype, weak)
     dyn = [j for j in range(n) if j not in static_idx]

@@ -31,11 +31,13 @@ def print_callback(fmt, args, kwargs):
             template.append(("s", _static_piece(a)))
     sep, end = " ", "\n"
     if fmt is None:
-        sep = kwargs.pop("sep", " ") or " "
-        end = kwargs.pop("end", "\n")
+        sep, end = kwargs.pop("sep", None), kwargs.pop("end", None)
+        sep = " " if sep is None else sep  # as Python's print: None means the default
+        end = "\n" if end is None else end
+        kwargs.pop("flush", None)  # the callback always flushes
         if kwargs:
-            raise TypeError(f"print() inside a compiled function supports sep and end, got "
-                            f"{', '.join(kwargs)}")
+            raise TypeError(f"print() inside a compiled function supports sep, end and flush, "
+                            f"got {', '.join(kwargs)}")
     else:
         for k, v in kwargs.items():
             if _is_traced(v):

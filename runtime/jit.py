@@ -72,13 +72,29 @@ def _normalize_static(fun, static_argnums, static_argnames):
     try:
         params = list(inspect.signature(fun).parameters.values())
     except (TypeError, ValueError):
-        params = []
-    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY,
-                                                       p.POSITIONAL_OR_KEYWORD)]
+        params = None
+    positional = [p.name for p in params or () if p.kind in (p.POSITIONAL_ONLY,
+                                                             p.POSITIONAL_OR_KEYWORD)]
+    if params is not None:
+        _validate_static(params, positional, nums, names)
     # As in JAX: static_argnums imply the matching names and vice versa.
     names = set(names) | {positional[n] for n in nums if -len(positional) <= n < len(positional)}
     nums = set(nums) | {positional.index(n) for n in names if n in positional}
     return nums, frozenset(names), positional
+
+
+def _validate_static(params, positional, nums, names):
+    """JAX's checks, at `jit` time: static arguments the function cannot take."""
+    kinds = {p.kind for p in params}
+    n = len(positional)
+    if inspect.Parameter.VAR_POSITIONAL not in kinds and any(not -n <= i < n for i in nums):
+        raise ValueError(f"Jitted function has static_argnums={nums}, but only accepts {n} "
+                         f"positional arguments.")
+    keywords = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    invalid = set(names) - keywords
+    if inspect.Parameter.VAR_KEYWORD not in kinds and invalid:
+        raise ValueError(f"Jitted function has invalid argnames {invalid} in static_argnames. "
+                         f"Function does not take these args.")
 
 
 class _Entry:
@@ -197,17 +213,22 @@ class Jitted:
             return "first call"
         treedef, avals, statics = key
         best = None
-        for (t2, a2, s2) in self._cache:
+        for (t2, a2, s2) in self._cache:  # the reason against the closest specialisation
             if t2 != treedef:
-                best = best or f"argument structure changed: {t2} -> {treedef}"
                 continue
-            diffs = [f"argument {i}: {x.str_short()} -> {y.str_short()}"
-                     for i, (x, y) in enumerate(zip(a2, avals)) if x != y]
+            pairs = [(i, x, y) for i, (x, y) in enumerate(zip(a2, avals)) if x != y]
+            diffs = [f"argument {i}: {_show(x, y)} -> {_show(y, x)}" for i, x, y in pairs]
             if s2 != statics:
                 diffs += [f"static argument {w}: {v2!r} -> {v!r}"
                           for (_, w, v2), (_, _, v) in zip(s2, statics) if v2 != v]
-            return "; ".join(diffs) or "new specialisation"
-        return best or "new specialisation"
+            # A difference in weak type only is the smallest one.
+            cost = len(diffs) - sum(0.5 for _, x, y in pairs if x.str_short() == y.str_short())
+            if best is None or cost < best[0]:
+                best = (cost, diffs)
+        if best is None:
+            t2 = next(iter(self._cache))[0]
+            return f"argument structure changed: {t2} -> {treedef}"
+        return "; ".join(best[1]) or "new specialisation"
 
     def _trace(self, args, kwargs):
         """Specialise into SSA: (Function before passes, out_tree, consts, guards)."""
@@ -226,6 +247,7 @@ class Jitted:
             out, guards = specialise.specialise_call(self._fun, full_args,
                                                      {**tkwargs, **static_kw})
             out_leaves, out_tree = tree_flatten(out)
+            _check_outputs(self.__name__, out)
             fn = b.build(out_leaves)
         consts = [value for _, value, _ in b.consts]
         return fn, out_tree, consts, guards
@@ -246,7 +268,7 @@ class Jitted:
         entry.out_tree = out_tree
         entry.out_weak = [v.aval.weak_type for v in ssa.outvars]
         entry.consts = consts
-        entry.guards = guards
+        entry.guards = list({(id(g[0]), g[1]): g for g in guards}.values())  # one per name
         entry.in_avals = key[1]
         self._cache[key] = entry
         return entry
@@ -272,6 +294,24 @@ class Jitted:
 
     def __repr__(self):
         return f"<kiln.jit of {getattr(self._fun, '__qualname__', self._fun)!r}>"
+
+
+def _check_outputs(name, out):
+    """Every output leaf must be an array or a number (JAX's check, with kiln's words)."""
+    from .tree_util import tree_flatten_with_path, keystr
+    for path, leaf in tree_flatten_with_path(out)[0]:
+        ok = isinstance(leaf, (Array, bool, int, float, complex, np.ndarray, np.generic)) or \
+            getattr(type(leaf), "_kiln_trace", None) is not None
+        if not ok or getattr(getattr(leaf, "dtype", None), "kind", "b") not in "biufc":
+            raise TypeError(f"function {name} compiled by kiln.jit returned a value of type "
+                            f"{type(leaf)} at output component {keystr(path) or '(the output)'}"
+                            f", which is not a valid kiln type: return arrays, numbers, or "
+                            f"pytrees of them")
+
+
+def _show(aval, other):
+    """`f32[3]`, with `{weak}` where the weak type is what differs from `other`."""
+    return str(aval) if aval.weak_type != other.weak_type else aval.str_short()
 
 
 def _merge_statics(dyn_args, statics):
@@ -328,8 +368,17 @@ class Compiled:
     def as_text(self):
         return self._entry.executable.as_text()
 
-    def __call__(self, *args):
-        return Jitted._run(None, self._entry, [to_array(a)._value for a in args])
+    def __call__(self, *args, **kwargs):
+        """Run on the dynamic arguments (pytrees as at `lower`, static ones left out)."""
+        leaves, _ = tree_flatten((tuple(args), kwargs))
+        pairs = [_leaf_aval(x, f"argument {i}") for i, x in enumerate(leaves)]
+        avals = tuple(a for a, _ in pairs)
+        if avals != tuple(self._entry.in_avals):
+            show = lambda t: "(" + ", ".join(a.str_short() for a in t) + ")"  # noqa: E731
+            raise TypeError(f"this executable was compiled for arguments of types "
+                            f"{show(self._entry.in_avals)} but is called with {show(avals)}; "
+                            f"call the jitted function instead to compile for new types")
+        return Jitted._run(None, self._entry, [v for _, v in pairs])
 
 
 def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(),

@@ -377,22 +377,25 @@ def for_over_array(xs):
     m = -jnp.inf
     for row in xs:
         s = s + row
-        m = jnp.maximum(m, row.max())
+        m = jnp.maximum(m, row.sum())
     return s, m
 
 
 def for_over_vector_with_python_scalar_carry(xs):
     total = 0.0
-    for v in xs[0]:
+    for v in xs.ravel():
         total = total + v * v
     return total
 
 
 @SETTINGS
-@given(matrices)
+@given(hnp.arrays(np.float32, hnp.array_shapes(min_dims=2, max_dims=2, min_side=0, max_side=4),
+                  elements=floats))
 def test_for_over_array_leading_axis(xs):
-    check(for_over_array, jnp.asarray(xs))
-    check(for_over_vector_with_python_scalar_carry, jnp.asarray(xs))
+    # With no iterations, eager code returns the initial Python float (weakly typed); the
+    # compiled loop's carry has the strongly typed dtype the body gives it, as in JAX.
+    check(for_over_array, jnp.asarray(xs), weak=xs.shape[0] > 0)
+    check(for_over_vector_with_python_scalar_carry, jnp.asarray(xs), weak=xs.size > 0)
 
 
 def test_for_over_array_compiles_to_scan():
@@ -446,7 +449,12 @@ def local_containers(x):
     acc[0] = acc[0] + 1
     stats["sum"] += 1
     first, *rest = acc
-    return first, rest, stats
+    nested = [[x], {"a": [1.0]}, sorted([2.0, 1.0]), list(acc)]
+    nested[0].append(x * 2)
+    nested[1]["a"].append(x.sum())
+    nested[2].append(3.0)
+    nested[3].pop()
+    return first, rest, stats, nested
 
 
 @SETTINGS
@@ -508,3 +516,152 @@ def test_lax_fori_loop_with_traced_bound(x, n):
     check(lax_fori_traced_bound, jnp.asarray(x), jnp.int32(n))
     assert "while_loop(" in str(kiln.make_ir(lax_fori_traced_bound)(jnp.asarray(x),
                                                                       jnp.int32(n)))
+
+
+# ------------------------------------------------- containers under traced control flow
+
+def list_mutated_in_branches(x):
+    acc = [x]
+    stats = {"n": 0}
+    if x.sum() > 0:
+        acc.append(x * 2)
+        stats["n"] = 1
+    else:
+        acc.append(x * 3)
+    acc.append(x.max())
+    return acc, stats
+
+
+def dict_updated_in_one_branch(x):
+    d = {"a": x, "b": 1.0}
+    if x[0] > 0:
+        d["a"] = x * 2
+        d["b"] = x.sum()
+    return d
+
+
+@SETTINGS
+@given(vectors)
+def test_containers_mutated_in_traced_branches(x):
+    check(list_mutated_in_branches, jnp.asarray(x))
+    check(dict_updated_in_one_branch, jnp.asarray(x), weak=False)
+
+
+def list_carried_through_loops(x):
+    xs = [x, x]
+    for _ in range(5):
+        xs = [xs[0] + 1, xs[1] * 2]
+    while xs[0].sum() < 20:
+        xs = [xs[0] + 3, xs[1]]
+    xs.append(x)  # the loops' results are new lists this function owns
+    return xs
+
+
+def list_grown_over_array(xs):
+    out = []
+    for row in xs:
+        out.append(row * 2)
+    return out
+
+
+@SETTINGS
+@given(matrices)
+def test_lists_through_compiled_loops(xs):
+    x = jnp.asarray(xs)
+    check(list_carried_through_loops, x[0])
+    check(list_grown_over_array, x)
+
+
+# ----------------------------------------------------------- returns under static code
+
+def return_under_static_if(x, flag):
+    if flag:
+        if x.sum() > 0:
+            return x
+        x = x + 1
+    return x * 2
+
+
+def return_in_both_branches_inside_a_loop(x):
+    for i in range(3):
+        if x[0] > 0:
+            return x * i
+        else:
+            return x - i
+    return x
+
+
+@SETTINGS
+@given(vectors, st.booleans())
+def test_early_return_under_static_code(x, flag):
+    check(return_under_static_if, jnp.asarray(x), flag, static_argnums=1)
+    check(return_in_both_branches_inside_a_loop, jnp.asarray(x))
+
+
+# --------------------------------------------- Python control flow in lax loop bodies
+
+def _halve_or_double(i, c):
+    if c.sum() > 10:
+        c = c / 2
+    else:
+        c = c * 2 + i
+    return c
+
+
+def _abs_row(row):
+    return row if row.sum() > 0 else -row
+
+
+def lax_body_with_python_if(x):
+    return lax.fori_loop(0, 6, _halve_or_double, x)
+
+
+def map_with_python_if(xs):
+    return lax.map(_abs_row, xs), list(map(_abs_row, xs))
+
+
+@SETTINGS
+@given(matrices)
+def test_python_control_flow_inside_lax_bodies(xs):
+    x = jnp.asarray(xs)
+    check(lax_body_with_python_if, x[0])
+    check(map_with_python_if, x)
+
+
+def while_static_then_traced(x):
+    i = 0
+    while i < 3 or x.sum() < 10:  # static for three iterations, then traced
+        x = x + 1
+        i += 1
+    return x, i
+
+
+@SETTINGS
+@given(vectors)
+def test_while_test_that_becomes_traced(x):
+    check(while_static_then_traced, jnp.asarray(x))
+
+
+# ------------------------------------------------------------------------------ dtypes
+
+def dtype_stable(x):
+    y = x
+    if x.sum() > 3:
+        y = y * 3
+    for row in x:
+        y = y + row
+    for i in range(4):
+        y = y - i
+    while y.sum() > 100:
+        y = y // 2 if y.dtype.kind in "iu" else y / 2
+    return y
+
+
+@SETTINGS
+@given(st.sampled_from(["int8", "uint8", "int32", "float16", "float32"]), st.data())
+def test_compiled_control_flow_keeps_dtypes(dtype, data):
+    elements = st.integers(0, 20) if dtype != "int8" else st.integers(-20, 20)
+    x = data.draw(hnp.arrays(np.dtype(dtype), hnp.array_shapes(min_dims=1, max_dims=1,
+                                                               min_side=0, max_side=4),
+                             elements=elements))
+    check(dtype_stable, jnp.asarray(x))

@@ -358,3 +358,181 @@ def test_function_from_a_notebook_cell_compiles():
     fn = namespace["from_cell"]
     np.testing.assert_array_equal(kiln.jit(fn)(jnp.ones(2)), [2.0, 2.0])
     np.testing.assert_array_equal(kiln.jit(fn)(-jnp.ones(2)), [1.0, 1.0])
+
+
+# ----------------------------------------------------------------- mutation and loops
+
+HISTORY = []
+TABLE = {"scale": 1.0}
+
+
+def appends_to_global_list(x):
+    HISTORY.append(x)
+    return x
+
+
+def sets_global_dict_item(x):
+    TABLE["scale"] = x
+    return x
+
+
+NESTED = {"history": []}
+
+
+def appends_to_list_got_from_a_global(x):
+    NESTED.get("history").append(x)
+    return x
+
+
+def appends_through_a_shallow_copy(x):
+    copy = dict(NESTED)
+    copy["history"].append(x)
+    return x
+
+
+def appends_through_a_new_list(x):
+    lists = [NESTED["history"]]
+    lists[0].append(x)
+    return x
+
+
+@pytest.mark.parametrize("fn,text,what", [
+    (appends_to_global_list, "HISTORY.append(x)", ".append()"),
+    (sets_global_dict_item, 'TABLE["scale"]', "item assignment"),
+    (appends_to_list_got_from_a_global, 'NESTED.get("history").append(x)', ".append()"),
+    (appends_through_a_shallow_copy, 'copy["history"].append(x)', ".append()"),
+    (appends_through_a_new_list, "lists[0].append(x)", ".append()"),
+])
+def test_mutating_a_container_that_outlives_the_call(fn, text, what):
+    err = raised(CompileError, fn, jnp.ones(2))
+    message = str(err)
+    assert what in message and "outlive" in message, message
+    assert_points_at(message, fn, text)
+    assert HISTORY == [] and TABLE == {"scale": 1.0} and NESTED == {"history": []}
+
+
+def while_appends(x):
+    history = []
+    while x.sum() < 10:
+        x = x + 1
+        history.append(x)
+    return x, history
+
+
+def while_sets_item(x):
+    state = [x, 0]
+    while state[0].sum() < 10:
+        state[0] = state[0] + 1
+    return state
+
+
+@pytest.mark.parametrize("fn,variable", [(while_appends, "'history'"),
+                                         (while_sets_item, "'state'")])
+def test_container_changed_in_place_in_a_traced_while(fn, variable):
+    err = raised(CompileError, fn, jnp.ones(2))
+    message = str(err)
+    assert variable in message and "changed in place" in message and "x.at[i].set" in message
+    assert_points_at(message, fn, "while ", whole_line=True)
+
+
+def returns_inside_unrolled_loop(x):
+    for i in range(3):
+        if x[i] > 0:
+            return x * i
+    return x
+
+
+def test_return_under_traced_if_in_an_unrolled_loop():
+    err = raised(CompileError, returns_inside_unrolled_loop, jnp.ones(3))
+    message = str(err)
+    assert "`return` under an `if` on a traced value inside a loop" in message
+    assert "return after the loop" in message
+    assert_points_at(message, returns_inside_unrolled_loop, "if x[i] > 0:", whole_line=True)
+
+
+def increments_global_dict_item(x):
+    TABLE["scale"] += 1
+    return x
+
+
+def test_augmented_item_assignment_on_a_global():
+    err = raised(CompileError, increments_global_dict_item, jnp.ones(2))
+    assert "augmented item assignment" in str(err) and TABLE == {"scale": 1.0}
+    assert_points_at(str(err), increments_global_dict_item, 'TABLE["scale"]')
+
+
+# ------------------------------------------------------------- raising and recursion
+
+def validates_traced_input(x):
+    if x.sum() < 0:
+        raise ValueError("negative input")
+    return x * 2
+
+
+def asserts_in_traced_branch(x):
+    while x.sum() < 3:
+        x = x + 1
+        assert x.ndim == 2, "needs a matrix"
+    return x
+
+
+def validates_static_input(x):
+    if x.ndim != 1:
+        raise ValueError("needs a vector")
+    assert x.shape[0] > 1, "needs two elements"
+    return x
+
+
+@pytest.mark.parametrize("fn,text,what", [
+    (validates_traced_input, 'raise ValueError("negative input")', "`raise`"),
+    (asserts_in_traced_branch, 'assert x.ndim == 2, "needs a matrix"', "a failing `assert`"),
+])
+def test_raising_under_traced_control_flow(fn, text, what):
+    err = raised(CompileError, fn, jnp.ones(2))
+    message = str(err)
+    assert f"{what} under control flow on traced values cannot be compiled" in message
+    assert "raise outside it" in message
+    assert_points_at(message, fn, text)
+
+
+def test_raising_on_static_values_raises_the_users_error():
+    with pytest.raises(ValueError, match="needs a vector"):
+        kiln.jit(validates_static_input)(jnp.ones((2, 2)))
+    with pytest.raises(AssertionError, match="needs two elements"):
+        kiln.jit(validates_static_input)(jnp.ones(1))
+
+
+def recurses_forever(x, n):
+    return recurses_forever(x + 1, n + 1)
+
+
+def test_unbounded_recursion_is_a_compile_error():
+    err = raised(CompileError, recurses_forever, jnp.ones(1), 0, static_argnums=1)
+    message = str(err)
+    assert "recursion" in message and "recurses_forever" in message
+    assert "static" in message
+    assert_points_at(message, recurses_forever, "def recurses_forever(x, n):", whole_line=True)
+
+
+def _body_needing_a_concrete_value(i, c):
+    return c * float(c.sum())
+
+
+def loop_with_bad_body(x):
+    return kiln.lax.fori_loop(0, 3, _body_needing_a_concrete_value, x)
+
+
+def test_errors_inside_lax_bodies_point_at_the_body():
+    err = raised(ConcretizationError, loop_with_bad_body, jnp.ones(2))
+    assert_points_at(str(err), _body_needing_a_concrete_value, "float(c.sum())")
+
+
+def returns_a_string(x):
+    return {"value": x, "label": "done"}
+
+
+def test_returning_a_non_array_value():
+    err = raised(TypeError, returns_a_string, jnp.ones(2))
+    assert str(err) == ("function returns_a_string compiled by kiln.jit returned a value of "
+                        "type <class 'str'> at output component ['label'], which is not a valid "
+                        "kiln type: return arrays, numbers, or pytrees of them")

@@ -49,7 +49,9 @@ class Builder:
         self.captured = {}      # id(outer Var) -> (outer tracer, inner Var)
         self.consts = [] if parent is None else None   # top level: [(Var, ndarray)]
         self._const_ids = {}
-        self.info = None        # source location of the statement being specialised
+        # Source location of the expression being specialised (a region starts at the
+        # enclosing one's: the `lax.fori_loop(...)` call whose body it is).
+        self.info = parent.info if parent is not None else None
         self.effects = False
 
     # -------------------------------------------------------------------- context

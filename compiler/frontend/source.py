@@ -76,13 +76,20 @@ def _parse(fn, code):
         start = code.co_firstlineno - 1
     block = inspect.getblock(lines[start:])
     text = textwrap.dedent("".join(block))
-    col_offset = len(block[0]) - len(block[0].lstrip()) if block else 0
+    # The indentation dedent removed (the lines' common one, not always the first line's).
+    col_offset = len(block[0]) - len(text.splitlines(True)[0]) if block else 0
     try:
         tree = gast.parse(text)
     except SyntaxError:
-        # A lambda inside a larger expression: parse the lines as an expression statement.
-        tree = gast.parse("(" + text.strip().rstrip(",").rstrip("\\") + "\n)")
-    node = _find(tree, fn, code)
+        # A lambda inside a larger expression: parse the lines as a parenthesised expression,
+        # starting on the line after the "(" so that lines and columns stay the file's.
+        try:
+            tree = gast.parse("(\n" + text.rstrip().rstrip(",").rstrip("\\") + "\n)")
+            block = ["\n"] + block
+            start -= 1
+        except SyntaxError:  # its lines do not parse on their own: parse the whole file
+            tree, block, start, col_offset = gast.parse("".join(lines)), lines, 0, 0
+    node = _find(tree, fn, code, start, col_offset)
     if node is None:
         raise CompileError(f"kiln could not find the definition of "
                            f"{getattr(fn, '__qualname__', fn)} in {filename} at line "
@@ -93,7 +100,7 @@ def _parse(fn, code):
                           if hasattr(fn, "__qualname__") else fn.__name__)
 
 
-def _find(tree, fn, code):
+def _find(tree, fn, code, start, col_offset):
     name = code.co_name
     want_args = list(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
     candidates = []
@@ -106,6 +113,10 @@ def _find(tree, fn, code):
         return None
     if len(candidates) == 1:
         return candidates[0]
+    if name == "<lambda>":
+        hit = _lambda_at(candidates, code, start, col_offset)
+        if hit is not None:
+            return hit
     for n in candidates:
         args = [a.id for a in n.args.posonlyargs + n.args.args + n.args.kwonlyargs]
         if args == want_args and n.lineno == 1:
@@ -115,3 +126,19 @@ def _find(tree, fn, code):
         if args == want_args:
             return n
     return candidates[0]
+
+
+def _lambda_at(candidates, code, start, col_offset):
+    """Of several lambdas in one block (`[lambda x: x + 1, lambda x: x * 10]`), the one whose
+    body holds the code's first instruction (positions are the file's lines and columns);
+    the innermost one when lambdas nest."""
+    for line, _, col, end_col in code.co_positions():
+        if line is not None and col is not None and end_col:
+            break
+    else:
+        return None
+    at = (line - start, col - col_offset)
+    inside = [n for n in candidates
+              if (n.body.lineno, n.body.col_offset) <= at <= (n.body.end_lineno,
+                                                              n.body.end_col_offset)]
+    return max(inside, key=lambda n: (n.body.lineno, n.body.col_offset), default=None)

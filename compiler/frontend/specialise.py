@@ -13,6 +13,7 @@ recursively (their Python `if`/`while` on traced values compile too); kiln's own
 called directly with the tracers, since their control flow depends on static values only.
 """
 import builtins
+import sys
 import functools
 import operator
 import types
@@ -27,6 +28,7 @@ from .source import function_ast
 _MISSING = object()
 _LIBRARY_PREFIXES = ("kiln.", "numpy", "scipy", "math", "builtins", "functools", "operator",
                      "itertools", "collections", "typing", "dataclasses", "enum", "abc")
+_LIBRARY_ROOTS = frozenset(p.rstrip(".") for p in _LIBRARY_PREFIXES) | sys.stdlib_module_names
 
 
 class Undefined:
@@ -129,6 +131,15 @@ def own(value):
     return value
 
 
+def own_new(container):
+    """Record one container created during this specialisation (`[a, b]`, `list(xs)`): not
+    the containers it holds, which may be older (`[CONFIG["layers"]]`)."""
+    owned = _STATE["owned"]
+    if owned is not None:
+        owned.add(id(container))
+    return container
+
+
 def check_mutation(container, what, node_info):
     """Mutating a Python container that existed before the call would outlive it."""
     owned = _STATE["owned"]
@@ -143,7 +154,7 @@ def check_mutation(container, what, node_info):
 
 def call_function(fun, args, kwargs):
     """Call `fun` during specialisation: walk its source, or execute it (library/builtins)."""
-    target = fun
+    target = getattr(fun, "_kiln_walked", fun)  # a callback wrapped by `_walked`
     if isinstance(target, functools.partial):
         return call_function(target.func, list(target.args) + list(args),
                              {**target.keywords, **kwargs})
@@ -156,6 +167,9 @@ def call_function(fun, args, kwargs):
         return call_function(target.__func__, [target.__self__] + list(args), kwargs)
     if isinstance(target, types.FunctionType) and _walkable(target):
         return _specialise_function(target, args, kwargs)
+    call = getattr(type(target), "__call__", None)
+    if isinstance(call, types.FunctionType) and _walkable(call):  # a user's callable object
+        return _specialise_function(call, [target] + list(args), kwargs)
     if target is print:
         return _print(args, kwargs)
     if target is isinstance and len(args) == 2 and is_traced(args[0]):
@@ -164,15 +178,42 @@ def call_function(fun, args, kwargs):
     if isinstance(target, types.BuiltinMethodType) and target.__name__ in _MUTATORS:
         b = _builder.current()
         check_mutation(target.__self__, f".{target.__name__}()", b.info if b else None)
+    if isinstance(target, types.FunctionType) or target in (map, filter):
+        args = [_walked(a) for a in args]  # callbacks of library code (a loop's body)
+        kwargs = {k: _walked(v) for k, v in kwargs.items()}
     out = target(*args, **kwargs)
-    if target in (list, dict, set) or isinstance(out, (list, dict, set)):
-        own(out)
+    if isinstance(out, (list, dict, set)) and _makes_new_containers(target):
+        own_new(out)
     return out
 
 
+def _makes_new_containers(target):
+    """Whether a container `target` returns is new (`list(...)`, `sorted`, `d.copy()`, kiln
+    functions), rather than possibly one that outlives the call (`CONFIG.get("layers")`)."""
+    if isinstance(target, (type, types.FunctionType)) or target is sorted:
+        return True
+    return isinstance(target, types.BuiltinMethodType) and target.__name__ == "copy"
+
+
+def _walked(value):
+    """A user function handed to library Python code (`lax.fori_loop(0, n, body, x)`, `map`):
+    when the library calls it during specialisation, its source is specialised too, so its
+    Python `if`/`while` on traced values compile as they do in the function being compiled.
+    (Builtin methods such as `dict.get` get the function itself: identity matters there.)"""
+    if not (isinstance(value, types.FunctionType) and _walkable(value)):
+        return value
+
+    @functools.wraps(value)
+    def walked(*args, **kwargs):
+        if _builder.current() is None:  # called later, outside any specialisation
+            return value(*args, **kwargs)
+        return call_function(value, list(args), kwargs)
+    walked._kiln_walked = value
+    return walked
+
+
 def _walkable(fn):
-    mod = getattr(fn, "__module__", None) or ""
-    if mod == "kiln" or mod.startswith(_LIBRARY_PREFIXES):
+    if _is_library_module(getattr(fn, "__module__", None) or ""):
         return False
     return getattr(fn, "__code__", None) is not None
 
@@ -194,6 +235,13 @@ def _specialise_function(fn, args, kwargs):
     _STATE["depth"] = depth
     try:
         return run_body(frame, parsed.node)
+    except RecursionError:
+        # Python's stack ran out before MAX_DEPTH (each level takes several frames).
+        raise CompileError(f"recursion too deep while specialising {fn.__qualname__}: "
+                           f"recursion must stop on static values", parsed.info(parsed.node),
+                           "Make the recursion depend on static arguments (shapes, Python "
+                           "ints), or use lax.while_loop for data-dependent repetition.") \
+            from None
     finally:
         _STATE["depth"] = depth - 1
 
@@ -443,7 +491,18 @@ def _e_call(frame, node):
 
 
 def _e_attribute(frame, node):
-    return getattr(eval_expr(frame, node.value), node.attr)
+    value = eval_expr(frame, node.value)
+    out = getattr(value, node.attr)
+    if type(value) is types.ModuleType and node.attr in value.__dict__ and \
+            not _is_library_module(value.__name__):
+        # `config.SCALE`: a global of another user module, guarded like the function's own.
+        frame.guards.append((value.__dict__, node.attr, out))
+    return out
+
+
+def _is_library_module(name):
+    """kiln's own modules and the standard/NumPy ones (a user module `mathutils` is not)."""
+    return name.partition(".")[0] in _LIBRARY_ROOTS
 
 
 def _e_subscript(frame, node):
@@ -475,11 +534,11 @@ def _e_tuple(frame, node):
 
 
 def _e_list(frame, node):
-    return own(list(_e_tuple(frame, node)))
+    return own_new(list(_e_tuple(frame, node)))
 
 
 def _e_set(frame, node):
-    return own(set(_e_tuple(frame, node)))
+    return own_new(set(_e_tuple(frame, node)))
 
 
 def _e_dict(frame, node):
@@ -489,7 +548,7 @@ def _e_dict(frame, node):
             out.update(eval_expr(frame, v))
         else:
             out[eval_expr(frame, k)] = eval_expr(frame, v)
-    return own(out)
+    return own_new(out)
 
 
 def _comprehension(frame, generators, emit):
@@ -517,7 +576,7 @@ def _static_truth(frame, cond):
 def _e_listcomp(frame, node):
     out = []
     _comprehension(frame, node.generators, lambda: out.append(eval_expr(frame, node.elt)))
-    return own(out)
+    return own_new(out)
 
 
 def _e_generatorexp(frame, node):
@@ -525,7 +584,7 @@ def _e_generatorexp(frame, node):
 
 
 def _e_setcomp(frame, node):
-    return own(set(_e_listcomp(frame, node)))
+    return own_new(set(_e_listcomp(frame, node)))
 
 
 def _e_dictcomp(frame, node):
@@ -534,7 +593,7 @@ def _e_dictcomp(frame, node):
     def emit():
         out[eval_expr(frame, node.key)] = eval_expr(frame, node.value)
     _comprehension(frame, node.generators, emit)
-    return own(out)
+    return own_new(out)
 
 
 def _e_lambda(frame, node):

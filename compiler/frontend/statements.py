@@ -146,6 +146,7 @@ def assign_target(frame, target, value):
                                           "Make the index static (static_argnums/"
                                           "static_argnames), or use an array and "
                                           "x.at[i].set(v).")
+            check_mutation(container, "item assignment", frame.info(target))
             container[index] = value
         else:
             raise CompileError(
@@ -239,6 +240,7 @@ def _s_augassign(frame, node):
             raise CompileError("augmented item assignment on an array is not supported: "
                                "kiln arrays are immutable", frame.info(target),
                                "Write x = x.at[idx].add(y) (or .multiply, ...).")
+        check_mutation(container, "augmented item assignment", frame.info(target))
         container[index] = op(container[index], eval_expr(frame, node.value))
     else:
         assign_target(frame, target, op(eval_expr(frame, target), eval_expr(frame, node.value)))
@@ -271,15 +273,29 @@ def _s_assert(frame, node):
                                   frame.info(node), "Check values outside the compiled "
                                   "function, or remove the assert.")
     if not test:
+        _check_unconditional(frame, node, "a failing `assert`")
         msg = None if node.msg is None else eval_expr(frame, node.msg)
         raise AssertionError(msg)
 
 
 def _s_raise(frame, node):
+    _check_unconditional(frame, node, "`raise`")
     exc = eval_expr(frame, node.exc) if node.exc is not None else RuntimeError("re-raise")
     if isinstance(exc, type):
         exc = exc()
     raise exc
+
+
+def _check_unconditional(frame, node, what):
+    """Raising is only possible where it happens on every call: not inside a branch or loop
+    body on traced values (a region), which may or may not run."""
+    b = _builder.current()
+    if b is not None and b.parent is not None:
+        raise CompileError(f"{what} under control flow on traced values cannot be compiled: "
+                           f"whether it runs is only known when the compiled function runs, "
+                           f"and compiled code cannot raise", frame.info(node),
+                           "Check the values before calling the compiled function, or "
+                           "return a flag (e.g. ok = jnp.all(x >= 0)) and raise outside it.")
 
 
 def _s_functiondef(frame, node):
