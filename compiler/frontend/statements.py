@@ -532,45 +532,9 @@ def _loop_jumps(body):
 
 
 def _traced_while(frame, node):
-    _check_no_returns(frame, node.body, "while loop")
-    jumps = _loop_jumps(node.body)
-    if jumps:
-        frame.locals[_BRK] = False
-    names, local_only = _loop_carry(frame, node.body)
-    if jumps:
-        names.append(_BRK)
-    saved = dict(frame.locals)
-    snapshot, changed = _containers_snapshot(frame), []
-
-    def set_carry(vals):
-        _note_changes(snapshot, changed)
-        frame.locals = dict(saved)
-        frame.locals.update(zip(names, own(vals)))
-
-    def cond_fun(vals):
-        set_carry(vals)
-        t = eval_expr(frame, node.test)
-        if jumps:
-            t = HOST.logical_and(t, HOST.logical_not(frame.locals[_BRK]))
-        return t if is_traced(t) else HOST.to_array(bool(t))
-
-    def body_fun(vals):
-        set_carry(vals)
-        if jumps:
-            _run_loop_body(frame, node.body)
-        else:
-            exec_block(frame, node.body)
-        return tuple(frame.locals[n] for n in names)
-    outs = own(HOST.while_loop(cond_fun, body_fun, tuple(saved[n] for n in names),
-                               names=names, info=frame.info(node)))
-    _check_containers_unchanged(frame, snapshot, changed, saved, node)
-    frame.locals = dict(saved)
-    frame.locals.update(zip(names, outs))
-    for f in (_BRK, _CNT):
-        frame.locals.pop(f, None)
-    for n in local_only:
-        frame.locals[n] = Undefined(n, "is first assigned inside a loop on traced values, so "
-                                       "it may not exist after it")
+    def test():
+        return eval_expr(frame, node.test)
+    _compiled_while(frame, node, "while loop", test)
 
 
 # ------------------------------------------------------------------------------- `for`
@@ -650,13 +614,31 @@ _COUNTER = "$i"
 def _range_as_while(frame, node, start, stop, step):
     """`for i in range(start, stop, step)` as a while_loop over a counter (traced bounds, or
     a body that breaks/continues)."""
-    _check_no_returns(frame, node.body, "for loop")
+    def test():
+        i = frame.locals[_COUNTER]
+        return (i < stop) if step > 0 else (i > stop)
+
+    def before():
+        assign_target(frame, node.target, frame.locals[_COUNTER])
+
+    def after():
+        frame.locals[_COUNTER] = frame.locals[_COUNTER] + step
+    _compiled_while(frame, node, "for loop", test, {_COUNTER: start}, before, after)
+
+
+def _compiled_while(frame, node, what, test, counters=None, before=None, after=None):
+    """Compile a loop to `while_loop`: the carry is the variables the body assigns that exist
+    before the loop, plus `counters` (name -> initial value) and the break flag if the body
+    jumps; `test()` is evaluated in the loop's condition, `before()`/`after()` run around
+    each iteration of the body."""
+    _check_no_returns(frame, node.body, what)
     jumps = _loop_jumps(node.body)
     if jumps:
         frame.locals[_BRK] = False
     names, local_only = _loop_carry(frame, node.body)
-    frame.locals[_COUNTER] = start
-    names = [_COUNTER] + names + ([_BRK] if jumps else [])
+    counters = counters or {}
+    frame.locals.update(counters)
+    names = list(counters) + names + ([_BRK] if jumps else [])
     saved = dict(frame.locals)
     snapshot, changed = _containers_snapshot(frame), []
 
@@ -667,28 +649,32 @@ def _range_as_while(frame, node, start, stop, step):
 
     def cond_fun(vals):
         set_carry(vals)
-        i = frame.locals[_COUNTER]
-        t = (i < stop) if step > 0 else (i > stop)
+        t = test()
         if jumps:
             t = HOST.logical_and(t, HOST.logical_not(frame.locals[_BRK]))
         return t if is_traced(t) else HOST.to_array(bool(t))
 
     def body_fun(vals):
         set_carry(vals)
-        assign_target(frame, node.target, frame.locals[_COUNTER])
-        _run_loop_body(frame, node.body)
-        frame.locals[_COUNTER] = frame.locals[_COUNTER] + step
+        if before:
+            before()
+        if jumps:
+            _run_loop_body(frame, node.body)
+        else:
+            exec_block(frame, node.body)
+        if after:
+            after()
         return tuple(frame.locals[n] for n in names)
     outs = own(HOST.while_loop(cond_fun, body_fun, tuple(saved[n] for n in names),
                                names=names, info=frame.info(node)))
     _check_containers_unchanged(frame, snapshot, changed, saved, node)
     frame.locals = dict(saved)
     frame.locals.update(zip(names, outs))
-    for f in (_BRK, _CNT, _COUNTER):
+    for f in (_BRK, _CNT, *counters):
         frame.locals.pop(f, None)
     for n in local_only + [t for t in assigned_names([node]) if t not in names]:
-        frame.locals[n] = Undefined(n, "is assigned inside a loop compiled on traced values, "
-                                       "so it may not exist after it")
+        frame.locals[n] = Undefined(n, f"is first assigned inside a {what} on traced values, "
+                                       f"so it may not exist after it")
 
 
 def _unrolled(frame, node, iterable):
