@@ -55,10 +55,6 @@ def return_(value):
     return node(gast.Return, value=value)
 
 
-def subscript(value, index):
-    return node(gast.Subscript, value=value, slice=index, ctx=gast.Load())
-
-
 def arguments(params):
     """Positional parameters: a list of (name, annotation-node-or-None)."""
     return node(gast.arguments, args=[name(n, annotation=a) for n, a in params])

@@ -16,14 +16,11 @@ from .compiler.frontend.host import HOST
 from .compiler.ir import dtypes
 from .compiler.ir.abstract import ShapedArray
 from .compiler.primitives import PRIMITIVES as P
-from .dispatch import bind
+from .dispatch import bind, is_traced as _is_traced
 from .tree_util import tree_flatten, tree_unflatten
 from .lax import _staged
 from . import lax
 
-
-def _is_traced(x):
-    return getattr(type(x), "_kiln_trace", None) is not None
 
 
 def _is_numeric_static(x):
@@ -59,7 +56,7 @@ def _leaf_names(names, trees_per_name):
     return out
 
 
-def switch(index, runners, operands, unify=True, names=(), info=None):
+def switch(index, runners, names=(), info=None):
     """Specialise each runner as a branch of one `cond`; join their results."""
     b = current()
     # Pass 1: trace every branch, recording output structure and leaves.
@@ -68,7 +65,7 @@ def switch(index, runners, operands, unify=True, names=(), info=None):
         rec = {}
 
         def flat(inputs, run=run, rec=rec):
-            outs = run(operands)
+            outs = run()
             leaves, tree = tree_flatten(list(outs))
             rec["tree"], rec["leaves"] = tree, leaves
             rec["counts"] = [len(tree_flatten(o)[0]) for o in outs]
@@ -114,7 +111,7 @@ def switch(index, runners, operands, unify=True, names=(), info=None):
     children = []
     for i, run in enumerate(runners):
         def flat(inputs, run=run):
-            outs = run(operands)
+            outs = run()
             leaves, _ = tree_flatten(list(outs))
             return [_cast(leaves[j], targets[j]) for j in dyn]
         children.append(trace_region(b, f"branch{i}", flat, []))

@@ -9,11 +9,8 @@ import builtins
 
 from .compiler.frontend.builder import current
 from .compiler.primitives import PRIMITIVES as P
-from .dispatch import bind
+from .dispatch import bind, is_traced as _is_traced
 
-
-def _is_traced(x):
-    return getattr(type(x), "_kiln_trace", None) is not None
 
 
 def _static_piece(x):

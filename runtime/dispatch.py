@@ -17,6 +17,11 @@ _aval_cache = {}
 Array = None  # bound by array.py at import (avoids a circular import)
 
 
+def is_traced(x):
+    """Is `x` a value of a compiler trace (its type defines `_kiln_trace`)?"""
+    return getattr(type(x), "_kiln_trace", None) is not None
+
+
 def bind(prim, *args, **params):
     for a in args:
         if type(a) is not Array:

@@ -137,9 +137,6 @@ class Builder:
             invars += [v for v, _, _ in self.consts]
         return Function(self.name, invars, self.eqns, outvars)
 
-    def captured_outer(self):
-        """The outer tracers a finished region captured, in its input order."""
-        return [outer for outer, _ in self.captured.values()]
 
 
 def _static_value(x):
@@ -154,13 +151,12 @@ def _static_value(x):
     return arr.astype(dtypes.canonicalize(arr.dtype), copy=False), False
 
 
-def trace_region(parent, name, fn, in_avals, hints=None, leading=()):
+def trace_region(parent, name, fn, in_avals, hints=None):
     """Specialise the Python callable `fn` on fresh inputs of types `in_avals` as a region.
 
     `fn` takes the input tracers and returns a list of outputs (tracers or static values).
-    Returns (region Function with inputs `[*captured, *inputs]`, the outer tracers captured,
-    in that order). `leading` lists outer tracers that must come first among the captured
-    ones (so several regions of one primitive can share a prefix).
+    Returns (the child builder, its output operands); `close_regions` turns one or more of
+    these into Functions with a common signature.
     """
     child = parent.child(name)
     hints = hints or ["x"] * len(in_avals)

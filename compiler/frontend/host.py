@@ -3,8 +3,8 @@ user-facing runtime). The runtime (`kiln.jit`) fills `HOST` when it loads.
 
   tree_flatten(x) -> (leaves, treedef);  tree_unflatten(treedef, leaves)
   to_array(x)                -> a kiln Array for a static number/NumPy value
-  switch(index, branches, operands, unify)  -> outputs (staged lax.switch; `unify` joins
-                                weakly typed results of different branches)
+  switch(index, runners, names, info) -> outputs (a staged switch over argument-less
+                                runners, joining weak Python scalars across branches)
   while_loop(cond, body, init) / fori_loop(lo, hi, body, init) / scan(f, init, xs, n, rev)
   logical_not(x), logical_and(x, y), logical_or(x, y), select(pred, a, b)
   debug_print(fmt, args, kwargs)   -> emits the host-callback print

@@ -91,11 +91,6 @@ def _run_loop_body(frame, body):
         frame.locals[_CNT] = True
 
 
-def _set_info(frame, node):
-    b = _builder.current()
-    b.info = frame.info(node)
-
-
 # ---------------------------------------------------------------------------- analysis
 
 def assigned_names(stmts):
@@ -120,7 +115,7 @@ def assigned_names(stmts):
     return out
 
 
-def _contains(node, kinds, stop_at_loops=False):
+def _contains(node, kinds):
     for n in gast.walk(node):
         if isinstance(n, kinds):
             return True
@@ -220,9 +215,6 @@ def _s_annassign(frame, node):
         value = eval_expr(frame, node.value)
         _name_result(node.target, value)
         assign_target(frame, node.target, value)
-
-
-_AUG = {gast.Add: "__add__"}
 
 
 def _s_augassign(frame, node):
@@ -359,7 +351,7 @@ def _s_unsupported(frame, node):
 # ------------------------------------------------------------------------ traced `if`
 
 def _branch_runner(frame, stmts, names, saved):
-    def run(_operands):
+    def run():
         frame.locals = _copy_containers(saved)
         try:
             exec_block(frame, stmts)
@@ -419,7 +411,7 @@ def _traced_if(frame, node, test):
     names += [n for n, v in saved.items() if type(v) in (list, dict) and n not in names]
     runners = [_branch_runner(frame, node.orelse, names, saved),
                _branch_runner(frame, node.body, names, saved)]
-    outs = own(HOST.switch(test, runners, (), unify=True, names=names, info=frame.info(node)))
+    outs = own(HOST.switch(test, runners, names=names, info=frame.info(node)))
     frame.locals = dict(saved)
     for n, v in zip(names, outs):
         frame.locals[n] = v
@@ -435,7 +427,7 @@ def _traced_if_returning(frame, node, test, rest):
     saved = dict(frame.locals)
 
     def runner(stmts):
-        def run(_operands):
+        def run():
             frame.locals = _copy_containers(saved)
             try:
                 exec_block(frame, stmts + rest)
@@ -449,7 +441,7 @@ def _traced_if_returning(frame, node, test, rest):
                                    "variable, and return after the loop (or use jnp.where).")
             return [None]
         return run
-    outs = own(HOST.switch(test, [runner(node.orelse), runner(node.body)], (), unify=True,
+    outs = own(HOST.switch(test, [runner(node.orelse), runner(node.body)],
                            names=["return value"], info=frame.info(node)))
     frame.locals = saved
     raise ReturnSignal(outs[0])

@@ -163,10 +163,6 @@ def promote_types(a, b):
     return np.dtype(_lub(nodes, x64_enabled()))
 
 
-def is_float(dtype):
-    return np.dtype(dtype).kind == "f"
-
-
 def is_complex(dtype):
     return np.dtype(dtype).kind == "c"
 
@@ -199,6 +195,3 @@ def from_short_name(name):
         raise ValueError(f"unknown dtype {name!r}; expected one of {', '.join(_SHORT)}")
     return _SHORT[name]
 
-
-def finfo_eps(dtype):
-    return np.finfo(np.dtype(dtype)).eps

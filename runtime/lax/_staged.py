@@ -15,15 +15,12 @@ from ..compiler.frontend.builder import current, trace_region, close_regions
 from ..compiler.primitives import PRIMITIVES as P
 from ..compiler.ir.abstract import ShapedArray
 from ..tree_util import tree_flatten, tree_unflatten
-from ..dispatch import bind
+from ..dispatch import bind, is_traced
 
 
 def tracing():
     return current() is not None
 
-
-def is_traced(x):
-    return getattr(type(x), "_kiln_trace", None) is not None
 
 
 def _aval(x):

@@ -15,6 +15,7 @@ import types
 
 import numpy as np
 
+from ..dispatch import is_traced as _is_traced
 from ..array import Array
 from .. import lax
 from ..compiler.ir import dtypes
@@ -30,9 +31,6 @@ __all__ = ["array", "asarray", "copy", "zeros", "ones", "empty", "full", "zeros_
 
 
 # ------------------------------------------------------------------------ argument checks
-
-def _is_traced(x):
-    return getattr(type(x), "_kiln_trace", None) is not None
 
 
 def _is_array(x):

@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import lax
 from ..array import Array, to_array
-from ..dispatch import bind
+from ..dispatch import bind, is_traced as _is_traced
 from ..compiler import errors as _errors
 from ..compiler.frontend.builder import current as current_builder
 from ..compiler.ir import dtypes
@@ -86,9 +86,6 @@ class _Idx(NamedTuple):
     value: object
     axes: tuple  # the axes of the indexed array this entry consumes
 
-
-def _is_traced(x):
-    return getattr(type(x), "_kiln_trace", None) is not None
 
 
 def _is_int_scalar(i):
