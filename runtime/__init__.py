@@ -17,12 +17,12 @@ __version__ = "0.1.0"
 
 __all__ = ["Array", "config", "jit", "make_ir", "disable_jit", "debug", "devices", "local_devices", "device_count", "local_device_count",
            "default_backend", "device_put", "block_until_ready", "tree_util", "lax",
-           "numpy", "random", "nn", "scipy"]
+           "numpy", "random", "nn", "scipy", "test_util"]
 
 
 def __getattr__(name):
     # Submodules that pull in more of the library load on first use.
     import importlib
-    if name in ("numpy", "random", "nn", "scipy", "example_libraries"):
+    if name in ("numpy", "random", "nn", "scipy", "example_libraries", "test_util"):
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'kiln' has no attribute {name!r}")
