@@ -1,6 +1,7 @@
 """Host callbacks: `debug_print`, the primitive behind `print` and `kiln.debug.print` in
 compiled code. It has no results and an effect (`rules["effect"]`), so simplification never
 removes or merges it; it prints at every execution with the runtime values of its operands.
+It has zero derivative: a derivative's forward sweep prints it once.
 
   debug_print(*operands, fmt=..., template=(...), sep=' ', end='\\n')
     template: one entry per piece: ("v", i) is operand i, ("s", text) static text, and
@@ -43,3 +44,6 @@ def _impl(*operands, fmt=None, template=(), sep=" ", end="\n"):
 
 debug_print = register("debug_print", _eval, _impl, multiple_results=True)
 debug_print.rules["effect"] = True
+# No results, so nothing to differentiate; transforms keep it in the forward sweep only, so it
+# prints once per evaluation of a derivative, with the primal values.
+debug_print.rules["zero_derivative"] = True

@@ -8,6 +8,7 @@ accumulation/result dtype. Boolean operands contract with or/and.
 import numpy as np
 
 from ..ir.abstract import ShapedArray
+from ..transforms import emit as E
 from .core import register
 
 
@@ -91,3 +92,55 @@ def _dot_general(lhs, rhs, *, dimension_numbers, precision=None, preferred_eleme
 
 
 dot_general = register("dot_general", _dot_general_eval, _dot_general)
+
+
+# ---------------------------------------------------------------------------- derivative rules
+# Bilinear: the JVP is dot(dlhs, rhs) + dot(lhs, drhs); the VJP of each operand is JAX's
+# transpose (`_dot_general_transpose_lhs/rhs`): contract the cotangent with the other operand
+# over its free axes, then permute the result into the operand's axis order.
+
+
+def _dot_general_jvp(primals, tangents, outs, *, dimension_numbers, precision=None,
+                     preferred_element_type=None):
+    (lhs, rhs), (tl, tr) = primals, tangents
+    params = dict(dimension_numbers=dimension_numbers, precision=precision,
+                  preferred_element_type=preferred_element_type)
+    terms = ([E.dot_general(tl, rhs, **params)] if tl is not None else []) + \
+            ([E.dot_general(lhs, tr, **params)] if tr is not None else [])
+    return terms[0] if len(terms) == 1 else E.add(*terms)
+
+
+def _transpose_lhs(g, x, y, dimension_numbers, precision, preferred_element_type, swap_ans):
+    """The cotangent of `x` in dot_general(x, y) (of y, for swap_ans, with swapped numbers)."""
+    (x_contract, y_contract), (x_batch, y_batch) = dimension_numbers
+    x_aval, y_ndim = E.aval(x), E.aval(y).ndim
+    x_kept = _free(x_aval.ndim, x_contract, x_batch)
+    y_kept = _free(y_ndim, y_contract, y_batch)
+    nb = len(x_batch)
+    ans_batch = tuple(range(nb))
+    if swap_ans:
+        ans_y = tuple(range(nb, nb + len(y_kept)))
+    else:
+        ans_y = tuple(range(nb + len(x_kept), nb + len(x_kept) + len(y_kept)))
+    dims = ((ans_y, tuple(y_kept)), (ans_batch, tuple(y_batch)))
+    x_contract_by_y = [x_contract[i] for i in np.argsort(y_contract, kind="stable")]
+    unsorted = list(x_batch) + x_kept + x_contract_by_y
+    out = E.dot_general(g, y, dimension_numbers=dims, precision=precision,
+                        preferred_element_type=preferred_element_type)
+    x_bar = E.transpose(out, permutation=tuple(int(i) for i in np.argsort(unsorted)))
+    return E.cast_like(x_bar, x_aval)
+
+
+def _dot_general_vjp(ct, primals, outs, *, dimension_numbers, precision=None,
+                     preferred_element_type=None):
+    lhs, rhs = primals
+    (lc, rc), (lb, rb) = dimension_numbers
+    swapped = ((rc, lc), (rb, lb))
+    return [_transpose_lhs(ct, lhs, rhs, dimension_numbers, precision, preferred_element_type,
+                           False) if E.is_float(lhs) else None,
+            _transpose_lhs(ct, rhs, lhs, swapped, precision, preferred_element_type,
+                           True) if E.is_float(rhs) else None]
+
+
+dot_general.rules["jvp"] = _dot_general_jvp
+dot_general.rules["vjp"] = _dot_general_vjp

@@ -8,6 +8,7 @@ True, False), as XLA does.
 import numpy as np
 
 from ..ir.abstract import ShapedArray
+from ..transforms import emit as E
 from .core import register, check_dtype_kinds
 
 NUMBER, ANY, ORDERED, FLOAT, LOGICAL = "iufc", "biufc", "biuf", "f", "biu"
@@ -86,6 +87,93 @@ reduce_xor = reduction("reduce_xor", _logical_reduce(np.logical_xor, np.bitwise_
                        lambda d: False)
 
 
+# ---------------------------------------------------------------------------- reduction rules
+
+def _kept(ndim, axes):
+    return tuple(i for i in range(ndim) if i not in axes)
+
+
+def _unreduce(y, like, axes):
+    """`y` (a reduction's result) broadcast back along the reduced `axes` of `like`."""
+    shape = E.aval(like).shape
+    return E.broadcast_in_dim(y, shape=shape, broadcast_dimensions=_kept(len(shape), axes))
+
+
+reduce_sum.rules["jvp"] = lambda primals, tangents, outs, *, axes: E.reduce_sum(tangents[0],
+                                                                              axes=axes)
+reduce_sum.rules["vjp"] = lambda ct, primals, outs, *, axes: [_unreduce(ct, primals[0], axes)]
+
+
+def _prod_partials(x, axes):
+    """d prod(x, axes) / dx without division (right at zeros): the product of the other factors,
+    as exclusive prefix times exclusive suffix products along the reduced axes flattened to a
+    leading axis. Returns (partials of shape (n, *kept), the permutation, the permuted shape)."""
+    a = E.aval(x)
+    kept = _kept(a.ndim, axes)
+    perm = tuple(axes) + kept
+    moved = tuple(a.shape[i] for i in perm)
+    n = int(np.prod([a.shape[i] for i in axes], dtype=np.int64))
+    rest = tuple(a.shape[i] for i in kept)
+    flat = E.reshape(E.transpose(x, permutation=perm), new_sizes=(n,) + rest, dimensions=None)
+    one = E.scalar(1, a)
+    head = _slice_axis(E.cumprod(flat, axis=0, reverse=False), 0, n - 1, 1, 0)
+    tail = _slice_axis(E.cumprod(flat, axis=0, reverse=True), 1, n, 1, 0)
+    before = _pad_axis(head, one, 1, 0, 0, 0)
+    after = _pad_axis(tail, one, 0, 1, 0, 0)
+    return E.mul(before, after), perm, moved
+
+
+def _reduce_prod_jvp(primals, tangents, outs, *, axes):
+    x, t = primals[0], tangents[0]
+    a = E.aval(x)
+    if a.size == 0:
+        return E.zeros(E.aval(outs))
+    partials, perm, moved = _prod_partials(x, axes)
+    t_flat = E.reshape(E.transpose(t, permutation=perm), new_sizes=E.aval(partials).shape,
+                       dimensions=None)
+    return E.reduce_sum(E.mul(t_flat, partials), axes=(0,))
+
+
+def _reduce_prod_vjp(ct, primals, outs, *, axes):
+    x = primals[0]
+    a = E.aval(x)
+    if a.size == 0:
+        return [E.zeros(a)]
+    partials, perm, moved = _prod_partials(x, axes)
+    shape = E.aval(partials).shape
+    spread = E.broadcast_in_dim(ct, shape=shape, broadcast_dimensions=tuple(range(1, len(shape))))
+    g = E.reshape(E.mul(spread, partials), new_sizes=moved, dimensions=None)
+    return [E.transpose(g, permutation=tuple(int(i) for i in np.argsort(perm)))]
+
+
+reduce_prod.rules["jvp"] = _reduce_prod_jvp
+reduce_prod.rules["vjp"] = _reduce_prod_vjp
+
+
+def _chosen(x, out, axes):
+    """JAX's reduce_max/min convention: the chosen locations (1.0 where x equals the result)
+    and their count; ties share the derivative equally."""
+    where = E.cast_like(E.eq(x, _unreduce(out, x, axes)), x)
+    return where, E.reduce_sum(where, axes=axes)
+
+
+def _chooser_jvp(primals, tangents, outs, *, axes):
+    where, counts = _chosen(primals[0], outs, axes)
+    return E.div(E.reduce_sum(E.mul(tangents[0], where), axes=axes), counts)
+
+
+def _chooser_vjp(ct, primals, outs, *, axes):
+    where, counts = _chosen(primals[0], outs, axes)
+    return [E.mul(_unreduce(E.div(ct, counts), primals[0], axes), where)]
+
+
+for _p in (reduce_max, reduce_min):
+    _p.rules["jvp"] = _chooser_jvp
+    _p.rules["vjp"] = _chooser_vjp
+for _p in (reduce_and, reduce_or, reduce_xor):
+    _p.rules["zero_derivative"] = True
+
+
 def _arg_eval(name):
     def abstract_eval(x, *, axes, index_dtype):
         if len(axes) != 1 or not 0 <= axes[0] < x.ndim:
@@ -119,6 +207,8 @@ def _argminmax(np_arg):
 
 argmax = register("argmax", _arg_eval("argmax"), _argminmax(np.argmax))
 argmin = register("argmin", _arg_eval("argmin"), _argminmax(np.argmin))
+argmax.rules["zero_derivative"] = True
+argmin.rules["zero_derivative"] = True
 
 
 def cumulative(name, accumulate, kinds):
@@ -147,3 +237,155 @@ cumprod = cumulative("cumprod", lambda x, axis: np.cumprod(x, axis=axis, dtype=x
 cummax = cumulative("cummax", lambda x, axis: np.maximum.accumulate(x, axis=axis), NUMBER)
 cummin = cumulative("cummin", lambda x, axis: np.minimum.accumulate(x, axis=axis), NUMBER)
 cumlogsumexp = cumulative("cumlogsumexp", _cumlogsumexp, FLOAT)
+
+
+# ---------------------------------------------------------------------------- cumulative rules
+#
+# cumsum is linear. The others differentiate as JAX does, through the parallel prefix scan of
+# `lax.associative_scan` (JAX's `_cumulative_jvp_rule`): the derivative of each combine
+# `c = f(a, b)` is `wa * da + wb * db`, and the weights of every combine in the scan tree are
+# what the tangent (JVP) or cotangent (VJP, the exact transpose) flows through. That tree fixes
+# how ties share the derivative in cummax/cummin (a tie halves it at each combine, so the split
+# depends on the tree, as in JAX) and keeps cumprod right at zeros (no division).
+
+cumsum.rules["jvp"] = lambda primals, tangents, outs, *, axis, reverse=False: E.cumsum(
+    tangents[0], axis=axis, reverse=reverse)
+cumsum.rules["vjp"] = lambda ct, primals, outs, *, axis, reverse=False: [
+    E.cumsum(ct, axis=axis, reverse=not reverse)]
+
+
+def _slice_axis(x, start, limit, stride, axis):
+    """`x[start:limit:stride]` along `axis`."""
+    shape = E.aval(x).shape
+    starts, limits, strides = [0] * len(shape), list(shape), [1] * len(shape)
+    starts[axis], limits[axis], strides[axis] = start, max(limit, start), stride
+    return E.slice_(x, start_indices=tuple(starts), limit_indices=tuple(limits),
+                    strides=tuple(strides))
+
+
+def _pad_axis(x, value, low, high, interior, axis):
+    config = [(0, 0, 0)] * E.aval(x).ndim
+    config[axis] = (low, high, interior)
+    return E.pad(x, value, padding_config=tuple(config))
+
+
+def _length(x, axis):
+    return E.aval(x).shape[axis]
+
+
+def _interleave(a, b, axis):
+    """a[0], b[0], a[1], b[1], ... (JAX's `_interleave`: len(a) is len(b) or len(b) + 1)."""
+    zero = E.scalar(0, E.aval(a))
+    same = _length(a, axis) == _length(b, axis)
+    return E.add(_pad_axis(a, zero, 0, 1 if same else 0, 1, axis),
+                 _pad_axis(b, zero, 1, 0 if same else 1, 1, axis))
+
+
+class _Combine:
+    """One combine of the scan tree: the weights of its two operands."""
+    __slots__ = ("wa", "wb")
+
+    def __init__(self, wa, wb):
+        self.wa, self.wb = wa, wb
+
+    def apply(self, ta, tb):
+        return E.add(E.mul(ta, self.wa), E.mul(tb, self.wb))
+
+
+def _scan_tree(combine, x, axis):
+    """JAX's associative_scan of `x` (forward values), recording every combine's weights.
+    Returns (scan values, record); a record is None for fewer than two elements, else
+    (n, pair combine, record of the pairs' scan, combine producing the even positions)."""
+    n = _length(x, axis)
+    if n < 2:
+        return x, None
+    pairs = combine(_slice_axis(x, 0, n - 1, 2, axis), _slice_axis(x, 1, n, 2, axis))
+    odd, inner = _scan_tree(combine, pairs[0], axis)
+    left = odd if n % 2 else _slice_axis(odd, 0, _length(odd, axis) - 1, 1, axis)
+    evens = combine(left, _slice_axis(x, 2, n, 2, axis))
+    first = _slice_axis(x, 0, 1, 1, axis)
+    out = _interleave(E.concatenate(first, evens[0], dimension=axis), odd, axis)
+    return out, (n, pairs[1], inner, evens[1])
+
+
+def _scan_jvp(record, t, axis):
+    """The scan's tangent: the linear map the record's weights define, applied to `t`."""
+    if record is None:
+        return t
+    n, pairs, inner, evens = record
+    odd = _scan_jvp(inner, pairs.apply(_slice_axis(t, 0, n - 1, 2, axis),
+                                       _slice_axis(t, 1, n, 2, axis)), axis)
+    left = odd if n % 2 else _slice_axis(odd, 0, _length(odd, axis) - 1, 1, axis)
+    even = evens.apply(left, _slice_axis(t, 2, n, 2, axis))
+    return _interleave(E.concatenate(_slice_axis(t, 0, 1, 1, axis), even, dimension=axis),
+                       odd, axis)
+
+
+def _scan_vjp(record, ct, axis):
+    """The transpose of `_scan_jvp`: the cotangent of the scanned elements."""
+    if record is None:
+        return ct
+    n, pairs, inner, evens = record
+    zero = E.scalar(0, E.aval(ct))
+    ct_even = _slice_axis(ct, 0, n, 2, axis)                       # ceil(n/2) positions
+    ct_odd = _slice_axis(ct, 1, n, 2, axis)                        # n//2 positions
+    ct_rest = _slice_axis(ct_even, 1, _length(ct_even, axis), 1, axis)
+    ct_left = _pad_axis(E.mul(ct_rest, evens.wa), zero, 0, 1 - n % 2, 0, axis)
+    ct_pairs = _scan_vjp(inner, E.add(ct_odd, ct_left), axis)
+    at_even = E.concatenate(_slice_axis(ct_even, 0, 1, 1, axis), E.mul(ct_rest, evens.wb),
+                            dimension=axis)
+    at_even = E.add(at_even, _pad_axis(E.mul(ct_pairs, pairs.wa), zero, 0, n % 2, 0, axis))
+    return _interleave(at_even, E.mul(ct_pairs, pairs.wb), axis)
+
+
+def _combine_mul(a, b):
+    return E.mul(a, b), _Combine(b, a)
+
+
+def _balanced_eq(x, z, y):
+    """JAX's max/min weight: 1 where x is the result, halved where y is too."""
+    hit = E.cast_like(E.eq(x, z), z)
+    return E.div(hit, E.add(E.cast_like(E.eq(y, z), z), 1))
+
+
+def _chooser_combine(op):
+    def combine(a, b):
+        c = op(a, b)
+        return c, _Combine(_balanced_eq(a, c, b), _balanced_eq(b, c, a))
+    return combine
+
+
+def _replace_posinf(x):
+    return E.select(E.eq(x, np.inf), E.zeros_like(x), x)
+
+
+def _combine_logaddexp(a, b):
+    """JAX's `lax.logaddexp` and its custom JVP's weights exp(a - c), exp(b - c)."""
+    delta = E.sub(a, b)
+    c = E.select(E.ne(delta, delta), E.add(a, b),
+                 E.add(E.max_(a, b), E.log1p(E.exp(E.neg(E.abs_(delta))))))
+    rc = _replace_posinf(c)
+    return c, _Combine(E.exp(E.sub(_replace_posinf(a), rc)), E.exp(E.sub(_replace_posinf(b), rc)))
+
+
+def _oriented(x, axis, reverse):
+    return E.rev(x, dimensions=(axis,)) if reverse else x
+
+
+def _cumulative_rules(prim, combine):
+    def jvp(primals, tangents, outs, *, axis, reverse=False):
+        _, record = _scan_tree(combine, _oriented(primals[0], axis, reverse), axis)
+        return _oriented(_scan_jvp(record, _oriented(tangents[0], axis, reverse), axis),
+                         axis, reverse)
+
+    def vjp(ct, primals, outs, *, axis, reverse=False):
+        _, record = _scan_tree(combine, _oriented(primals[0], axis, reverse), axis)
+        return [_oriented(_scan_vjp(record, _oriented(ct, axis, reverse), axis), axis, reverse)]
+    prim.rules["jvp"] = jvp
+    prim.rules["vjp"] = vjp
+
+
+_cumulative_rules(cumprod, _combine_mul)
+_cumulative_rules(cummax, _chooser_combine(E.max_))
+_cumulative_rules(cummin, _chooser_combine(E.min_))
+_cumulative_rules(cumlogsumexp, _combine_logaddexp)

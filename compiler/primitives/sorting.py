@@ -9,6 +9,7 @@ order; NumPy instead puts R + nanj after every R + Rj).
 import numpy as np
 
 from ..ir.abstract import ShapedArray
+from ..transforms import emit as E
 from .core import register
 
 
@@ -57,3 +58,40 @@ def _sort(*xs, dimension, is_stable=True, num_keys=1):
 
 
 sort = register("sort", _sort_eval, _sort, multiple_results=True)
+
+
+# ---------------------------------------------------------------------------- derivative rules
+# Sorting permutes: tangents are permuted like the operands (sorted along with the keys), and
+# the VJP applies the inverse permutation: sorting the cotangents by the forward permutation
+# (the sorted positions of an iota) puts each back where its operand came from.
+
+
+def _sort_jvp(primals, tangents, outs, *, dimension, is_stable=True, num_keys=1):
+    carried = [i for i, t in enumerate(tangents) if t is not None]
+    sorted_ = E.sort(*primals[:num_keys], *[tangents[i] for i in carried], dimension=dimension,
+                     is_stable=is_stable, num_keys=num_keys)
+    out = [None] * len(primals)
+    for j, i in enumerate(carried):
+        out[i] = sorted_[num_keys + j]
+    return out
+
+
+def _sort_vjp(cts, primals, outs, *, dimension, is_stable=True, num_keys=1):
+    shape = E.aval(primals[0]).shape
+    index = np.int32 if shape[dimension] < np.iinfo(np.int32).max else np.int64
+    iota = E.iota(dtype=np.dtype(index), shape=shape, dimension=dimension)
+    perm = E.sort(*primals[:num_keys], iota, dimension=dimension, is_stable=is_stable,
+                  num_keys=num_keys)[-1]
+    carried = [i for i, c in enumerate(cts) if c is not None and E.is_float(primals[i])]
+    if not carried:
+        return [None] * len(primals)
+    back = E.sort(perm, *[cts[i] for i in carried], dimension=dimension, is_stable=True,
+                  num_keys=1)
+    out = [None] * len(primals)
+    for j, i in enumerate(carried):
+        out[i] = back[1 + j]
+    return out
+
+
+sort.rules["jvp"] = _sort_jvp
+sort.rules["vjp"] = _sort_vjp
