@@ -6,6 +6,14 @@ window fits; `gather` in mode "clip" clamps each window start, in mode "fill" re
 not fit, in mode "clip" clamp them. `kiln.numpy` indexing reads clamp and `.at[]` updates drop,
 as in JAX. Dimension numbers use XLA's vocabulary (the index vector is the last axis of
 `indices`); operand batching dimensions are not supported.
+
+Derivatives: a gather's adjoint is a scatter_add with the matching dimension numbers and the
+scatter's adjoint (for its updates) is the matching gather (`_inverse_gather`), with modes
+paired so that each is the exact transpose of the other, out-of-bounds windows included.
+`scatter` with repeated indices follows JAX: a scatter of update ids finds which update element
+each output element came from, and only that one gets the derivative. `scatter_min`/`max`
+share the derivative between tied candidates (JAX's convention), and `scatter_mul` gives every
+update the product of the others, whether or not indices repeat.
 """
 from typing import NamedTuple
 
@@ -13,6 +21,7 @@ import numpy as np
 
 from ..ir.abstract import ShapedArray
 from ..ir.params import register_param_type
+from ..transforms import emit as E
 from .core import register, type_error, check_shape, check_same_dtypes
 
 
@@ -80,6 +89,11 @@ def _dynamic_slice(x, *starts, slice_sizes):
 
 
 dynamic_slice = register("dynamic_slice", _dynamic_slice_eval, _dynamic_slice)
+dynamic_slice.rules["jvp"] = lambda primals, tangents, outs, *, slice_sizes: E.dynamic_slice(
+    tangents[0], *primals[1:], slice_sizes=slice_sizes)
+dynamic_slice.rules["vjp"] = lambda ct, primals, outs, *, slice_sizes: (
+    [E.dynamic_update_slice(E.zeros_like(primals[0]), ct, *primals[1:])]
+    + [None] * (len(primals) - 1))
 
 
 def _dynamic_update_slice_eval(x, update, *starts):
@@ -104,8 +118,24 @@ def _dynamic_update_slice(x, update, *starts):
     return out
 
 
+def _dynamic_update_slice_jvp(primals, tangents, outs):
+    x, update, *starts = primals
+    tx = E.zeros_like(x) if tangents[0] is None else tangents[0]
+    tu = E.zeros_like(update) if tangents[1] is None else tangents[1]
+    return E.dynamic_update_slice(tx, tu, *starts)
+
+
+def _dynamic_update_slice_vjp(ct, primals, outs):
+    x, update, *starts = primals
+    shape = E.aval(update).shape
+    return ([E.dynamic_update_slice(ct, E.zeros(E.aval(ct).update(shape=shape)), *starts),
+             E.dynamic_slice(ct, *starts, slice_sizes=shape)] + [None] * len(starts))
+
+
 dynamic_update_slice = register("dynamic_update_slice", _dynamic_update_slice_eval,
                                 _dynamic_update_slice)
+dynamic_update_slice.rules["jvp"] = _dynamic_update_slice_jvp
+dynamic_update_slice.rules["vjp"] = _dynamic_update_slice_vjp
 
 
 # --------------------------------------------------------------------------------- gather
@@ -213,6 +243,31 @@ def _default_fill(dtype):
 
 gather = register("gather", _gather_eval, _gather)
 
+# The scatter mode whose scatter_add is the exact transpose of a gather in each mode: kiln's
+# gather clamps in "promise_in_bounds" as in "clip" (JAX pairs it with a promise_in_bounds
+# scatter, which drops what the gather clamped).
+_GATHER_ADJOINT_MODE = {"clip": "clip", "promise_in_bounds": "clip", "fill": "drop"}
+
+
+def _gather_jvp(primals, tangents, outs, *, dimension_numbers, slice_sizes, mode="clip",
+                fill_value=None):
+    return E.gather(tangents[0], primals[1], dimension_numbers=dimension_numbers,
+                    slice_sizes=slice_sizes, mode=mode,
+                    fill_value=0 if mode == "fill" else fill_value)
+
+
+def _gather_vjp(ct, primals, outs, *, dimension_numbers, slice_sizes, mode="clip",
+                fill_value=None):
+    x, indices = primals
+    dn = dimension_numbers
+    sdn = ScatterDimensionNumbers(dn.offset_dims, dn.collapsed_slice_dims, dn.start_index_map)
+    return [E.scatter_add(E.zeros_like(x), indices, ct, dimension_numbers=sdn,
+                          mode=_GATHER_ADJOINT_MODE[mode]), None]
+
+
+gather.rules["jvp"] = _gather_jvp
+gather.rules["vjp"] = _gather_vjp
+
 
 # -------------------------------------------------------------------------------- scatter
 
@@ -307,3 +362,158 @@ scatter_min = register("scatter_min", _scatter_eval_for("scatter_min"),
                        _scatter_impl_for(_ufunc_at(np.minimum)))
 scatter_max = register("scatter_max", _scatter_eval_for("scatter_max"),
                        _scatter_impl_for(_ufunc_at(np.maximum)))
+
+
+# ----------------------------------------------------------------- scatter derivatives
+
+def _inverse_gather(values, indices, updates, dimension_numbers, mode):
+    """The gather reading, for every update element, the element of `values` (shaped like the
+    operand) that the scatter combines it with: the scatter_add's transpose. Windows a
+    dropping scatter skips read 0."""
+    dn = dimension_numbers
+    window = iter(E.aval(updates).shape[d] for d in dn.update_window_dims)
+    sizes = tuple(1 if d in dn.inserted_window_dims else next(window)
+                  for d in range(E.aval(values).ndim))
+    gdn = GatherDimensionNumbers(dn.update_window_dims, dn.inserted_window_dims,
+                                 dn.scatter_dims_to_operand_dims)
+    if mode == "clip":
+        return E.gather(values, indices, dimension_numbers=gdn, slice_sizes=sizes, mode="clip")
+    return E.gather(values, indices, dimension_numbers=gdn, slice_sizes=sizes, mode="fill",
+                    fill_value=0)
+
+
+def _scatter_add_jvp(primals, tangents, outs, *, dimension_numbers, mode="drop"):
+    x, indices, _ = primals
+    tx, _, tu = tangents
+    if tu is None:
+        return tx
+    tx = E.zeros_like(x) if tx is None else tx
+    return E.scatter_add(tx, indices, tu, dimension_numbers=dimension_numbers, mode=mode)
+
+
+def _scatter_add_vjp(ct, primals, outs, *, dimension_numbers, mode="drop"):
+    _, indices, updates = primals
+    return [ct, None, _inverse_gather(ct, indices, updates, dimension_numbers, mode)]
+
+
+scatter_add.rules["jvp"] = _scatter_add_jvp
+scatter_add.rules["vjp"] = _scatter_add_vjp
+
+
+def _scatter_winners(x, indices, updates, dimension_numbers, mode):
+    """(won, kept): for each update element, whether it is the one `scatter` leaves in the
+    output (with repeated indices, exactly one of the contenders is); for each operand
+    element, whether no update overwrote it. Computed, as in JAX, by scattering ids."""
+    shape = E.aval(updates).shape
+    ids = E.add(E.reshape(E.iota(dtype=np.dtype(np.int32), shape=(int(np.prod(shape)),),
+                                 dimension=0), new_sizes=shape), 1)
+    scattered = E.scatter(E.zeros(ShapedArray(E.aval(x).shape, np.dtype(np.int32))), indices,
+                          ids, dimension_numbers=dimension_numbers, mode=mode)
+    landed = _inverse_gather(scattered, indices, updates, dimension_numbers, mode)
+    return E.eq(ids, landed), E.eq(scattered, 0)
+
+
+def _scatter_jvp(primals, tangents, outs, *, dimension_numbers, mode="drop"):
+    x, indices, updates = primals
+    tx, _, tu = tangents
+    if tu is None:  # the operand's tangent where nothing overwrote it
+        return E.scatter(tx, indices, E.zeros_like(updates),
+                         dimension_numbers=dimension_numbers, mode=mode)
+    won, kept = _scatter_winners(x, indices, updates, dimension_numbers, mode)
+    base = E.zeros_like(x) if tx is None else E.select(kept, tx, 0)
+    return E.scatter_add(base, indices, E.select(won, tu, 0),
+                         dimension_numbers=dimension_numbers, mode=mode)
+
+
+def _scatter_vjp(ct, primals, outs, *, dimension_numbers, mode="drop"):
+    x, indices, updates = primals
+    won, kept = _scatter_winners(x, indices, updates, dimension_numbers, mode)
+    return [E.select(kept, ct, 0), None,
+            E.select(won, _inverse_gather(ct, indices, updates, dimension_numbers, mode), 0)]
+
+
+scatter.rules["jvp"] = _scatter_jvp
+scatter.rules["vjp"] = _scatter_vjp
+
+
+def _scatter_mul_others(x, indices, updates, out, dimension_numbers, mode):
+    """For each update element: the operand element times the product of the other updates
+    combined with it (the derivative of the output by that update). Division by the update
+    where it is not 0; where it is 0, the product of the non-zero contenders if it is the only
+    zero among them, else 0."""
+    params = dict(dimension_numbers=dimension_numbers, mode=mode)
+    nonzero = E.ne(updates, 0)
+    safe = E.select(nonzero, updates, 1)
+    x_times_nonzero = E.scatter_mul(x, indices, safe, **params)
+    zeros = E.scatter_add(E.zeros(ShapedArray(E.aval(x).shape, np.dtype(np.int32))), indices,
+                          E.convert(E.not_(nonzero), np.int32), **params)
+    only_zero = E.eq(_inverse_gather(zeros, indices, updates, dimension_numbers, mode), 1)
+    return E.select(nonzero,
+                    E.div(_inverse_gather(out, indices, updates, dimension_numbers, mode), safe),
+                    E.select(only_zero, _inverse_gather(x_times_nonzero, indices, updates,
+                                                        dimension_numbers, mode), 0))
+
+
+def _scatter_mul_jvp(primals, tangents, outs, *, dimension_numbers, mode="drop"):
+    x, indices, updates = primals
+    tx, _, tu = tangents
+    params = dict(dimension_numbers=dimension_numbers, mode=mode)
+    t = None if tx is None else E.scatter_mul(tx, indices, updates, **params)
+    if tu is None:
+        return t
+    others = _scatter_mul_others(x, indices, updates, outs, dimension_numbers, mode)
+    return E.scatter_add(E.zeros_like(x) if t is None else t, indices, E.mul(tu, others),
+                         **params)
+
+
+def _scatter_mul_vjp(ct, primals, outs, *, dimension_numbers, mode="drop"):
+    x, indices, updates = primals
+    others = _scatter_mul_others(x, indices, updates, outs, dimension_numbers, mode)
+    return [E.scatter_mul(ct, indices, updates, dimension_numbers=dimension_numbers, mode=mode),
+            None, E.mul(_inverse_gather(ct, indices, updates, dimension_numbers, mode), others)]
+
+
+scatter_mul.rules["jvp"] = _scatter_mul_jvp
+scatter_mul.rules["vjp"] = _scatter_mul_vjp
+
+
+def _scatter_extremum_shares(x, indices, updates, out, dimension_numbers, mode):
+    """JAX's tie convention for scatter_min/max: the derivative of an output element is the
+    mean of those of its candidates (the operand element and the updates combined with it)
+    equal to the result. Returns the operand's share (shaped like it; 1 where no update
+    landed) and each update element's share: out_dot = scatter_add(x_dot * operand_share,
+    indices, u_dot * update_share)."""
+    params = dict(dimension_numbers=dimension_numbers, mode=mode)
+    dtype = E.aval(x).dtype
+    won = E.eq(updates, _inverse_gather(out, indices, updates, dimension_numbers, mode))
+    kept = E.eq(x, out)
+    n_won = E.scatter_add(E.zeros_like(x), indices, E.convert(won, dtype), **params)
+    hit = E.gt(E.scatter_add(E.zeros_like(x), indices, E.ones_like(updates), **params), 0)
+    ties = E.max_(E.add(n_won, E.convert(kept, dtype)), 1)
+    operand_share = E.select(hit, E.select(kept, E.div(1, ties), 0), 1)
+    update_share = E.select(won, E.div(1, _inverse_gather(ties, indices, updates,
+                                                           dimension_numbers, mode)), 0)
+    return operand_share, update_share
+
+
+def _scatter_extremum_jvp(primals, tangents, outs, *, dimension_numbers, mode="drop"):
+    x, indices, updates = primals
+    tx, _, tu = tangents
+    operand_share, update_share = _scatter_extremum_shares(x, indices, updates, outs,
+                                                           dimension_numbers, mode)
+    tx = E.zeros_like(x) if tx is None else E.mul(tx, operand_share)
+    tu = E.zeros_like(updates) if tu is None else E.mul(tu, update_share)
+    return E.scatter_add(tx, indices, tu, dimension_numbers=dimension_numbers, mode=mode)
+
+
+def _scatter_extremum_vjp(ct, primals, outs, *, dimension_numbers, mode="drop"):
+    x, indices, updates = primals
+    operand_share, update_share = _scatter_extremum_shares(x, indices, updates, outs,
+                                                           dimension_numbers, mode)
+    back = _inverse_gather(ct, indices, updates, dimension_numbers, mode)
+    return [E.mul(ct, operand_share), None, E.mul(back, update_share)]
+
+
+for _prim in (scatter_min, scatter_max):
+    _prim.rules["jvp"] = _scatter_extremum_jvp
+    _prim.rules["vjp"] = _scatter_extremum_vjp

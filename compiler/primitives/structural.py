@@ -4,11 +4,30 @@ pad, concatenate.
 These move or replicate elements without arithmetic. Their params are static tuples of Python
 ints (hashable), so the specialiser can fold them and the backends can compute strides at
 compile time.
+
+Being linear, each one's JVP applies the primitive itself to the tangent (`_same_on_tangent`),
+and its VJP is the adjoint data movement: broadcast sums, slice pads, pad slices, concatenate
+slices, transpose and reshape invert themselves.
 """
 import numpy as np
 
 from ..ir.abstract import ShapedArray, shape_str
+from ..transforms import emit as E
 from .core import register, type_error, check_shape, check_same_dtypes
+
+
+def _same_on_tangent(name):
+    """JVP of a primitive linear in its first operand: itself, applied to that tangent (any
+    further operands, such as dynamic_slice's start indices, are passed through)."""
+    def jvp(primals, tangents, outs, **params):
+        return E.bind(name, tangents[0], *primals[1:], **params)
+    jvp.__name__ = f"{name}_jvp"
+    return jvp
+
+
+def _tangent_or_zeros(primal, tangent):
+    """A symbolic zero tangent (None) made concrete, for rules that combine several."""
+    return E.zeros_like(primal) if tangent is None else tangent
 
 
 def _iota_eval(*, dtype, shape, dimension):
@@ -30,6 +49,7 @@ def _iota(*, dtype, shape, dimension):
 
 
 iota = register("iota", _iota_eval, _iota)
+iota.rules["zero_derivative"] = True
 
 
 def _broadcast_in_dim_eval(x, *, shape, broadcast_dimensions):
@@ -66,7 +86,26 @@ def _broadcast_in_dim(x, *, shape, broadcast_dimensions):
     return np.broadcast_to(x.reshape(view), shape)
 
 
+def _broadcast_in_dim_vjp(ct, primals, outs, *, shape, broadcast_dimensions):
+    # Sum over the new axes and the operand's size-1 axes that were stretched; the kept axes
+    # come out in output order, which need not be the operand's.
+    x_shape = E.aval(primals[0]).shape
+    dims = broadcast_dimensions
+    kept = sorted((i for i, n in enumerate(x_shape) if n == shape[dims[i]]), key=lambda i: dims[i])
+    summed = tuple(sorted(set(range(len(shape))) - {dims[i] for i in kept}))
+    if summed:
+        ct = E.reduce_sum(ct, axes=summed)
+    perm = tuple(sorted(range(len(kept)), key=lambda j: kept[j]))
+    if perm != tuple(range(len(kept))):
+        ct = E.transpose(ct, permutation=perm)
+    if len(kept) != len(x_shape):
+        ct = E.reshape(ct, new_sizes=x_shape)
+    return [ct]
+
+
 broadcast_in_dim = register("broadcast_in_dim", _broadcast_in_dim_eval, _broadcast_in_dim)
+broadcast_in_dim.rules["jvp"] = _same_on_tangent("broadcast_in_dim")
+broadcast_in_dim.rules["vjp"] = _broadcast_in_dim_vjp
 
 
 def _reshape_eval(x, *, new_sizes, dimensions=None):
@@ -89,7 +128,21 @@ def _reshape(x, *, new_sizes, dimensions=None):
     return np.reshape(x, new_sizes)
 
 
+def _reshape_vjp(ct, primals, outs, *, new_sizes, dimensions=None):
+    shape = E.aval(primals[0]).shape
+    if dimensions is None:
+        return [E.reshape(ct, new_sizes=shape)]
+    moved = tuple(shape[d] for d in dimensions)
+    return [E.transpose(E.reshape(ct, new_sizes=moved), permutation=_inverse(dimensions))]
+
+
+def _inverse(permutation):
+    return tuple(int(i) for i in np.argsort(permutation))
+
+
 reshape = register("reshape", _reshape_eval, _reshape)
+reshape.rules["jvp"] = _same_on_tangent("reshape")
+reshape.rules["vjp"] = _reshape_vjp
 
 
 def _transpose_eval(x, *, permutation):
@@ -100,6 +153,9 @@ def _transpose_eval(x, *, permutation):
 
 
 transpose = register("transpose", _transpose_eval, lambda x, *, permutation: np.transpose(x, permutation))
+transpose.rules["jvp"] = _same_on_tangent("transpose")
+transpose.rules["vjp"] = lambda ct, primals, outs, *, permutation: [
+    E.transpose(ct, permutation=_inverse(permutation))]
 
 
 def _squeeze_eval(x, *, dimensions):
@@ -117,6 +173,9 @@ def _squeeze_eval(x, *, dimensions):
 squeeze = register("squeeze", _squeeze_eval,
                    lambda x, *, dimensions: np.reshape(x, [s for i, s in enumerate(x.shape)
                                                            if i not in dimensions]))
+squeeze.rules["jvp"] = _same_on_tangent("squeeze")
+squeeze.rules["vjp"] = lambda ct, primals, outs, *, dimensions: [
+    E.reshape(ct, new_sizes=E.aval(primals[0]).shape)]
 
 
 def _rev_eval(x, *, dimensions):
@@ -129,6 +188,8 @@ def _rev_eval(x, *, dimensions):
 
 
 rev = register("rev", _rev_eval, lambda x, *, dimensions: np.flip(x, dimensions) if dimensions else x)
+rev.rules["jvp"] = _same_on_tangent("rev")
+rev.rules["vjp"] = lambda ct, primals, outs, *, dimensions: [E.rev(ct, dimensions=dimensions)]
 
 
 def _slice_eval(x, *, start_indices, limit_indices, strides=None):
@@ -164,7 +225,20 @@ def _slice(x, *, start_indices, limit_indices, strides=None):
     return x[tuple(slice(s, l, st) for s, l, st in zip(start_indices, limit_indices, strides))]
 
 
+def _slice_vjp(ct, primals, outs, *, start_indices, limit_indices, strides=None):
+    # Zeros around the slice and between strided elements: lo = start, interior = stride - 1,
+    # hi = what is left after the last element taken.
+    shape = E.aval(primals[0]).shape
+    strides = strides or (1,) * len(shape)
+    taken = E.aval(ct).shape
+    config = tuple((s, d - (s + (n - 1) * st + 1 if n else s), st - 1)
+                   for s, d, n, st in zip(start_indices, shape, taken, strides))
+    return [E.pad(ct, E.scalar(0, E.aval(ct)), padding_config=config)]
+
+
 slice_p = register("slice", _slice_eval, _slice)
+slice_p.rules["jvp"] = _same_on_tangent("slice")
+slice_p.rules["vjp"] = _slice_vjp
 
 
 def _pad_eval(x, padding_value, *, padding_config):
@@ -204,7 +278,42 @@ def _pad(x, padding_value, *, padding_config):
     return out
 
 
+def _pad_jvp(primals, tangents, outs, *, padding_config):
+    tx = _tangent_or_zeros(primals[0], tangents[0])
+    tv = tangents[1] if tangents[1] is not None else E.scalar(0, E.aval(tx))
+    return E.pad(tx, tv, padding_config=padding_config)
+
+
+def _pad_vjp(ct, primals, outs, *, padding_config):
+    # The operand's elements: crop the edge padding (negative padding grows back as zeros,
+    # the cropped elements' cotangent), then take every (interior + 1)-th element. The padding
+    # value's cotangent is everything else.
+    x_aval, out_shape = E.aval(primals[0]), E.aval(ct).shape
+    ct_x = ct
+    if any(lo or hi for lo, hi, _ in padding_config):
+        ct_x = E.pad(ct, E.scalar(0, E.aval(ct)),
+                     padding_config=tuple((-lo, -hi, 0) for lo, hi, _ in padding_config))
+    if any(interior for _, _, interior in padding_config):
+        ct_x = E.slice_(ct_x, start_indices=(0,) * x_aval.ndim,
+                        limit_indices=E.aval(ct_x).shape,
+                        strides=tuple(interior + 1 for _, _, interior in padding_config))
+    kept = int(np.prod([_pad_kept(d, c, n)
+                        for d, c, n in zip(x_aval.shape, padding_config, out_shape)]))
+    if kept == int(np.prod(out_shape)):  # no element of the output is padding
+        return [ct_x, None]
+    axes = tuple(range(len(out_shape)))
+    return [ct_x, E.sub(E.reduce_sum(ct, axes=axes), E.reduce_sum(ct_x, axes=axes))]
+
+
+def _pad_kept(d, config, n):
+    """How many of an axis' `d` operand elements land inside the padded axis of size `n`."""
+    lo, _, interior = config
+    return sum(1 for i in range(d) if 0 <= lo + i * (interior + 1) < n)
+
+
 pad = register("pad", _pad_eval, _pad)
+pad.rules["jvp"] = _pad_jvp
+pad.rules["vjp"] = _pad_vjp
 
 
 def _concatenate_eval(*xs, dimension):
@@ -228,5 +337,24 @@ def _concatenate_eval(*xs, dimension):
     return ShapedArray(shape, xs[0].dtype, all(x.weak_type for x in xs))
 
 
+def _concatenate_jvp(primals, tangents, outs, *, dimension):
+    return E.concatenate(*(_tangent_or_zeros(p, t) for p, t in zip(primals, tangents)),
+                         dimension=dimension)
+
+
+def _concatenate_vjp(ct, primals, outs, *, dimension):
+    shape = E.aval(ct).shape
+    cts, start = [], 0
+    for p in primals:
+        n = E.aval(p).shape[dimension]
+        lo = tuple(start if i == dimension else 0 for i in range(len(shape)))
+        hi = tuple(start + n if i == dimension else d for i, d in enumerate(shape))
+        cts.append(E.slice_(ct, start_indices=lo, limit_indices=hi))
+        start += n
+    return cts
+
+
 concatenate = register("concatenate", _concatenate_eval,
                        lambda *xs, dimension: np.concatenate(xs, axis=dimension))
+concatenate.rules["jvp"] = _concatenate_jvp
+concatenate.rules["vjp"] = _concatenate_vjp
