@@ -7,12 +7,16 @@ select_n's predicate) one dtype: broadcasting and promotion happen above, in `ki
 not NumPy: `div` truncates towards zero, `rem` takes the dividend's sign, division by zero gives
 -1 (`div`) and the dividend (`rem`), shifts by the bit width or more give 0 (or the sign fill).
 """
+import functools
 import importlib
+import math
 
 import numpy as np
 
 from ..ir.abstract import ShapedArray
+from ..ir.ssa import Literal
 from ..ir import dtypes
+from ..transforms import emit as E
 from .core import (register, check_same_dtypes, check_same_shapes, check_dtype_kinds, type_error,
                    elementwise_shape)
 
@@ -76,6 +80,51 @@ def nary(name, np_fn, kinds, out_dtype=_same, arity=2):
         weak = all(a.weak_type for a in avals) and out != dtypes.bool_
         return ShapedArray(elementwise_shape(avals), out, weak)
     return register(name, abstract_eval, np_fn)
+
+
+# ------------------------------------------------------------------------ derivative rules
+
+def _deriv(prim, *partials):
+    """Factory: JVP and VJP rules of an elementwise primitive from its partial derivatives,
+    JAX's `defjvp` style. `partials[i](g, *operands, out, **params)` is the tangent that operand
+    i's tangent `g` (broadcast to the output's shape) contributes: a map that is linear in `g`
+    and elementwise, so it is its own transpose (JAX's plain transpose, no conjugation, for
+    complex values) and the VJP applies it to the cotangent. A partial of None, or one that
+    returns None, is a zero derivative (integer exponents, `integer_pow(x, 0)`)."""
+    def jvp(primals, tangents, out, **params):
+        shape = E.aval(out).shape
+        terms = [p(E.broadcast_to(t, shape), *primals, out, **params)
+                 for p, t in zip(partials, tangents) if p is not None and t is not None]
+        terms = [t for t in terms if t is not None]
+        return functools.reduce(E.add, terms) if terms else None
+
+    def vjp(ct, primals, out, **params):
+        return [_unbroadcast(p(ct, *primals, out, **params), x)
+                if p is not None and _takes_ct(x) else None for p, x in zip(partials, primals)]
+
+    prim.rules["jvp"], prim.rules["vjp"] = jvp, vjp
+
+
+def _linear(prim, forward, transpose):
+    """Factory: rules of a one-operand linear primitive (`real`, `conj`, ...): the tangent is
+    `forward(t, x)`, the cotangent `transpose(ct, x)` (JAX's transpose rule)."""
+    prim.rules["jvp"] = lambda primals, tangents, out, **params: forward(tangents[0], *primals)
+    prim.rules["vjp"] = lambda ct, primals, out, **params: [transpose(ct, *primals)]
+
+
+def _zero_derivative(*prims):
+    for prim in prims:
+        prim.rules["zero_derivative"] = True
+
+
+def _takes_ct(x):
+    """Whether an operand can receive a cotangent (literals and integer values cannot)."""
+    return E.is_float(x) and not isinstance(x, (Literal, bool, int, float, complex))
+
+
+def _unbroadcast(ct, x):
+    """A cotangent of the output's shape, summed to a rank-0 operand's shape."""
+    return None if ct is None else E.sum_to_shape(ct, E.aval(x).shape)
 
 
 # ------------------------------------------------------------------------------ unary math
@@ -200,6 +249,99 @@ imag = unary("imag", np.imag, "c", _real_of_complex)
 square = unary("square", np.square, NUMBER)
 copy_p = unary("copy", np.copy, ANY)
 
+# Derivatives, as JAX defines them (jax/_src/lax/lax.py, special.py), reusing the output where
+# JAX does: `out` is the primal result. At non-differentiable points: abs'(0) = 1, sqrt'(0) = inf.
+_zero_derivative(sign, floor, ceil, round_, is_finite, not_, population_count, clz)
+_deriv(neg, lambda g, x, out: E.neg(g))
+_deriv(copy_p, lambda g, x, out: g)
+_deriv(exp, lambda g, x, out: E.mul(g, out))
+_deriv(exp2, lambda g, x, out: E.mul(E.mul(g, out), math.log(2)))
+_deriv(log, lambda g, x, out: E.div(g, x))
+_deriv(log1p, lambda g, x, out: E.div(g, E.add(x, 1)))
+_deriv(expm1, lambda g, x, out: E.mul(g, E.add(out, 1)))
+_deriv(tanh, lambda g, x, out: E.mul(E.add(g, E.mul(g, out)), E.sub(1, out)))
+_deriv(logistic, lambda g, x, out: E.mul(g, E.mul(out, E.sub(1, out))))
+_deriv(sin, lambda g, x, out: E.mul(g, E.cos(x)))
+_deriv(cos, lambda g, x, out: E.neg(E.mul(g, E.sin(x))))
+_deriv(tan, lambda g, x, out: E.mul(g, E.add(1, E.square(out))))
+_deriv(asin, lambda g, x, out: E.mul(g, E.rsqrt(E.sub(1, E.square(x)))))
+_deriv(acos, lambda g, x, out: E.mul(g, E.neg(E.rsqrt(E.sub(1, E.square(x))))))
+_deriv(atan, lambda g, x, out: E.div(g, E.add(1, E.square(x))))
+_deriv(sinh, lambda g, x, out: E.mul(g, E.cosh(x)))
+_deriv(cosh, lambda g, x, out: E.mul(g, E.sinh(x)))
+_deriv(asinh, lambda g, x, out: E.mul(g, E.rsqrt(E.add(E.square(x), 1))))
+_deriv(acosh, lambda g, x, out: E.mul(g, E.rsqrt(E.sub(E.square(x), 1))))
+_deriv(atanh, lambda g, x, out: E.mul(E.div(1, E.add(1, x)), E.div(g, E.sub(1, x))))
+_deriv(sqrt, lambda g, x, out: E.mul(g, E.div(0.5, out)))
+_deriv(rsqrt, lambda g, x, out: E.mul(g, E.mul(-0.5, E.div(out, x))))
+_deriv(cbrt, lambda g, x, out: E.mul(g, E.mul(1 / 3, E.integer_pow(out, y=-2))))
+_deriv(square, lambda g, x, out: E.mul(g, E.mul(2, x)))
+_deriv(erf, lambda g, x, out: E.mul(E.mul(g, E.exp(E.neg(E.square(x)))), 2 / math.sqrt(math.pi)))
+_deriv(erfc, lambda g, x, out: E.mul(E.mul(g, E.exp(E.neg(E.square(x)))), -2 / math.sqrt(math.pi)))
+_deriv(erf_inv, lambda g, x, out: E.mul(E.mul(g, E.exp(E.square(out))), math.sqrt(math.pi) / 2))
+_deriv(lgamma, lambda g, x, out: E.mul(g, E.digamma(x)))
+_deriv(digamma, lambda g, x, out: E.mul(g, _trigamma(x)))
+
+
+def _abs_jvp(primals, tangents, out):
+    (x,), (t,) = primals, tangents
+    if E.aval(x).dtype.kind != "c":
+        return E.select(E.ge(x, 0), t, E.neg(t))
+    return E.real(E.mul(t, _conj_over_abs(x, out)))
+
+
+def _abs_vjp(ct, primals, out):
+    (x,) = primals
+    if E.aval(x).dtype.kind != "c":
+        return [E.select(E.ge(x, 0), ct, E.neg(ct))]
+    return [E.mul(E.cast_like(ct, x), _conj_over_abs(x, out))]  # real's transpose, then mul's
+
+
+def _conj_over_abs(x, out):
+    """conj(x) / |x| for complex x, 0 at 0 (JAX's abs JVP divides by |x| with 0 replaced by 1)."""
+    r = E.cast_like(out, x)
+    return E.div(E.conj(x), E.select(E.eq(r, 0), 1, r))
+
+
+abs_.rules["jvp"], abs_.rules["vjp"] = _abs_jvp, _abs_vjp
+
+# real/imag/conj/complex transpose as JAX's: real -> complex(ct, 0), imag -> complex(0, -ct).
+_linear(real, lambda t, x: E.real(t), lambda ct, x: E.complex(ct, E.scalar(0, E.aval(ct))))
+_linear(imag, lambda t, x: E.imag(t),
+        lambda ct, x: E.complex(E.scalar(0, E.aval(ct)), E.neg(ct)))
+
+
+# digamma's derivative is trigamma, psi'(x), which kiln has no primitive for (JAX calls
+# polygamma(1, x)): it is composed here from primitives, so it can be differentiated again.
+_TRIGAMMA_SHIFT = 6
+# B_2k, the Bernoulli numbers in psi'(z) ~ 1/z + 1/(2 z^2) + sum_k B_2k / z^(2k+1) (z -> inf).
+_TRIGAMMA_SERIES = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6)
+
+
+def _trigamma(x):
+    """psi'(x), to a few ulps: reflection psi'(x) = pi^2 / sin^2(pi x) - psi'(1 - x) below 1/2,
+    the recurrence psi'(y) = 1/y^2 + psi'(y + 1) up to y + 6, then the asymptotic series."""
+    reflect = E.lt(x, 0.5)
+    y = E.select(reflect, E.sub(1, x), x)
+    total = None
+    for k in range(_TRIGAMMA_SHIFT):
+        term = E.integer_pow(E.add(y, k), y=-2) if k else E.integer_pow(y, y=-2)
+        total = term if total is None else E.add(total, term)
+    z = E.add(y, _TRIGAMMA_SHIFT)
+    r = E.div(1, z)
+    w = E.square(r)
+    series = E.mul(w, _TRIGAMMA_SERIES[-1])  # Horner in w = 1/z^2
+    for b in reversed(_TRIGAMMA_SERIES[1:-1]):
+        series = E.mul(w, E.add(series, b))
+    series = E.add(series, _TRIGAMMA_SERIES[0])
+    tail = E.add(r, E.mul(w, E.add(0.5, E.mul(r, series))))
+    direct = E.add(total, tail)
+    # The reflected branch sees 1/4 where it is not taken, so neither branch (nor its
+    # derivative) produces infinities that a select would turn into NaN cotangents.
+    xr = E.select(reflect, x, 0.25)
+    s = E.sin(E.mul(E.sub(xr, E.round(xr)), math.pi))
+    return E.select(reflect, E.sub(E.div(math.pi ** 2, E.square(s)), direct), direct)
+
 
 def _integer_pow_eval(x, *, y):
     check_dtype_kinds("integer_pow", x, NUMBER, _KIND_TEXT[NUMBER])
@@ -226,6 +368,17 @@ def _integer_pow(x, *, y):
 
 
 integer_pow = register("integer_pow", _integer_pow_eval, _integer_pow)
+
+
+def _integer_pow_partial(g, x, out, *, y):
+    if y == 0:
+        return None
+    if y == 1:
+        return g
+    return E.mul(g, E.mul(y, x if y == 2 else E.integer_pow(x, y=y - 1)))
+
+
+_deriv(integer_pow, _integer_pow_partial)
 
 
 # ----------------------------------------------------------------------------- binary math
@@ -409,6 +562,67 @@ le = nary("le", np.less_equal, ORDERED, _to_bool)
 gt = nary("gt", np.greater, ORDERED, _to_bool)
 ge = nary("ge", np.greater_equal, ORDERED, _to_bool)
 
+_zero_derivative(and_, or_, xor, shift_left, shift_right_logical, shift_right_arithmetic,
+                 eq, ne, lt, le, gt, ge)
+_deriv(add, lambda g, x, y, out: g, lambda g, x, y, out: g)
+_deriv(sub, lambda g, x, y, out: g, lambda g, x, y, out: E.neg(g))
+_deriv(mul, lambda g, x, y, out: E.mul(g, y), lambda g, x, y, out: E.mul(x, g))
+_deriv(div, lambda g, x, y, out: E.div(g, y),
+       lambda g, x, y, out: E.mul(E.mul(E.neg(g), x), E.integer_pow(y, y=-2)))
+# rem(x, y) = x - trunc(x / y) * y
+_deriv(rem, lambda g, x, y, out: g, lambda g, x, y, out: E.mul(E.neg(g), _trunc(E.div(x, y))))
+_deriv(atan2, lambda g, x, y, out: E.mul(g, E.div(y, E.add(E.square(x), E.square(y)))),
+       lambda g, x, y, out: E.mul(g, E.div(E.neg(x), E.add(E.square(x), E.square(y)))))
+# Ties give each side half (JAX's _balanced_eq); a NaN output gives neither anything.
+_deriv(max_, lambda g, x, y, out: E.mul(g, _balanced_eq(x, out, y)),
+       lambda g, x, y, out: E.mul(g, _balanced_eq(y, out, x)))
+_deriv(min_, lambda g, x, y, out: E.mul(g, _balanced_eq(x, out, y)),
+       lambda g, x, y, out: E.mul(g, _balanced_eq(y, out, x)))
+# nextafter(x, y) is x moved by one ulp: JAX has no rule; kiln differentiates it as x.
+_deriv(nextafter, lambda g, x, y, out: g, None)
+
+
+def _trunc(q):
+    return E.mul(E.sign(q), E.floor(E.abs(q)))
+
+
+def _balanced_eq(x, out, y):
+    """1 where x is the result, 1/2 where y is too, else 0."""
+    dtype = E.aval(out).dtype
+    return E.div(E.convert(E.eq(x, out), dtype), E.add(E.convert(E.eq(y, out), dtype), 1))
+
+
+def _pow_dbase(g, x, y, out):
+    """y x^(y-1); 0 where an integer exponent is 0 (so d/dx x^0 = 0 at x = 0, as in JAX)."""
+    if E.aval(y).dtype.kind in "iu":
+        yf = E.convert(y, E.aval(x).dtype)
+        return E.mul(g, E.select(E.eq(y, 0), 0, E.mul(_replace_zero(yf), E.pow_(x, E.sub(yf, 1)))))
+    return E.mul(g, E.mul(y, E.pow_(x, E.sub(y, 1))))
+
+
+def _replace_zero(x):
+    return E.select(E.eq(x, 0), 1, x)
+
+
+# d/dy x^y = log(x) x^y, taken as 0 at x = 0 (JAX's convention).
+_deriv(pow_, _pow_dbase, lambda g, x, y, out: E.mul(g, E.mul(E.log(_replace_zero(x)), out)))
+
+
+def _complex_jvp(primals, tangents, out):
+    parts = [E.scalar(0, E.aval(x)) if t is None else t for x, t in zip(primals, tangents)]
+    return E.broadcast_to(E.complex(*parts), E.aval(out).shape)
+
+
+def _complex_vjp(ct, primals, out):
+    x, y = primals
+    return [_unbroadcast(E.real(ct), x), _unbroadcast(E.neg(E.imag(ct)), y)]
+
+
+complex_.rules["jvp"], complex_.rules["vjp"] = _complex_jvp, _complex_vjp
+# conj's transpose: conj for a complex operand, the real part for a real one.
+_linear(conj, lambda t, x: E.conj(t),
+        lambda ct, x: E.conj(ct) if E.aval(x).dtype.kind == "c" else E.real(ct))
+
 
 # ------------------------------------------------------------------- select_n and clamp
 
@@ -446,6 +660,26 @@ def _select_n(which, *cases):
 select_n = register("select_n", _select_n_eval, _select_n)
 
 
+def _select_n_jvp(primals, tangents, out):
+    shape = E.aval(out).shape
+    zero = E.scalar(0, E.aval(out))
+    return E.select_n(primals[0], *[zero if t is None else E.broadcast_to(t, shape)
+                                    for t in tangents[1:]])
+
+
+def _select_n_vjp(ct, primals, out):
+    """Each case gets the cotangent where it was chosen (JAX's transpose); selecting with the
+    same `which` keeps out-of-range indices on the case the forward pass took."""
+    which, cases = primals[0], primals[1:]
+    zero = E.scalar(0, E.aval(ct))
+    return [None] + [
+        _unbroadcast(E.select_n(which, *[ct if j == i else zero for j in range(len(cases))]), c)
+        if _takes_ct(c) else None for i, c in enumerate(cases)]
+
+
+select_n.rules["jvp"], select_n.rules["vjp"] = _select_n_jvp, _select_n_vjp
+
+
 def _clamp_eval(lo, x, hi):
     for name, bound in (("min", lo), ("max", hi)):
         if bound.shape and bound.shape != x.shape:
@@ -456,6 +690,10 @@ def _clamp_eval(lo, x, hi):
 
 
 clamp = register("clamp", _clamp_eval, lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi))
+# JAX's convention: at a bound (x == lo or x == hi) no operand gets the derivative.
+_deriv(clamp, lambda g, lo, x, hi, out: E.select(E.and_(E.gt(lo, x), E.lt(lo, hi)), g, 0),
+       lambda g, lo, x, hi, out: E.select(E.and_(E.gt(x, lo), E.lt(x, hi)), g, 0),
+       lambda g, lo, x, hi, out: E.select(E.lt(hi, x), g, 0))
 
 
 # -------------------------------------------------------------------------- conversions
@@ -481,6 +719,25 @@ def _convert(x, *, new_dtype, weak_type=False):
 
 
 convert_element_type = register("convert_element_type", _convert_eval, _convert)
+
+
+def _convert_jvp(primals, tangents, out, *, new_dtype, weak_type=False):
+    """Converting to an integer or bool type ends the derivative; complex -> real keeps the
+    real part of the tangent, real -> complex makes it complex (as the conversion does)."""
+    if not E.is_float(E.aval(out)):
+        return None
+    return E.convert(tangents[0], new_dtype, weak_type)
+
+
+def _convert_vjp(ct, primals, out, *, new_dtype, weak_type=False):
+    (x,) = primals
+    if not (_takes_ct(x) and E.is_float(E.aval(out))):
+        return [None]
+    return [E.cast_like(ct, x)]
+
+
+convert_element_type.rules["jvp"] = _convert_jvp
+convert_element_type.rules["vjp"] = _convert_vjp
 
 
 def _bitcast_eval(x, *, new_dtype):
@@ -516,3 +773,4 @@ def _bitcast(x, *, new_dtype):
 
 
 bitcast_convert_type = register("bitcast_convert_type", _bitcast_eval, _bitcast)
+_zero_derivative(bitcast_convert_type)
