@@ -104,46 +104,58 @@ reduce_sum.rules["jvp"] = lambda primals, tangents, outs, *, axes: E.reduce_sum(
 reduce_sum.rules["vjp"] = lambda ct, primals, outs, *, axes: [_unreduce(ct, primals[0], axes)]
 
 
-def _prod_partials(x, axes):
-    """d prod(x, axes) / dx without division (right at zeros): the product of the other factors,
-    as exclusive prefix times exclusive suffix products along the reduced axes flattened to a
-    leading axis. Returns (partials of shape (n, *kept), the permutation, the permuted shape)."""
+def _reduced_first(x, axes):
+    """`x` with the reduced `axes` moved to the front and flattened into one: (n, *kept)."""
     a = E.aval(x)
-    kept = _kept(a.ndim, axes)
-    perm = tuple(axes) + kept
+    perm = tuple(axes) + _kept(a.ndim, axes)
+    if perm != tuple(range(a.ndim)):
+        x = E.transpose(x, permutation=perm)
+    shape = (int(np.prod([a.shape[i] for i in axes], dtype=np.int64)),) + \
+        tuple(a.shape[i] for i in _kept(a.ndim, axes))
+    return x if E.aval(x).shape == shape else E.reshape(x, new_sizes=shape, dimensions=None)
+
+
+def _reduced_back(y, like, axes):
+    """The inverse of `_reduced_first`: `y` of shape (n, *kept) in the layout of `like`."""
+    a = E.aval(like)
+    perm = tuple(axes) + _kept(a.ndim, axes)
     moved = tuple(a.shape[i] for i in perm)
-    n = int(np.prod([a.shape[i] for i in axes], dtype=np.int64))
-    rest = tuple(a.shape[i] for i in kept)
-    flat = E.reshape(E.transpose(x, permutation=perm), new_sizes=(n,) + rest, dimensions=None)
-    one = E.scalar(1, a)
-    head = _slice_axis(E.cumprod(flat, axis=0, reverse=False), 0, n - 1, 1, 0)
-    tail = _slice_axis(E.cumprod(flat, axis=0, reverse=True), 1, n, 1, 0)
-    before = _pad_axis(head, one, 1, 0, 0, 0)
-    after = _pad_axis(tail, one, 0, 1, 0, 0)
-    return E.mul(before, after), perm, moved
+    if E.aval(y).shape != moved:
+        y = E.reshape(y, new_sizes=moved, dimensions=None)
+    if perm == tuple(range(a.ndim)):
+        return y
+    return E.transpose(y, permutation=tuple(int(i) for i in np.argsort(perm)))
+
+
+def _prod_partials(x, axes):
+    """d prod(x, axes) / dx without division (right at zeros): the product of the other
+    factors, exclusive prefix times exclusive suffix products along the reduced axes, flattened
+    to a leading axis (JAX multiplies a tree instead; the values are the same products)."""
+    flat = _reduced_first(x, axes)
+    n = _length(flat, 0)
+    one = E.scalar(1, E.aval(x))
+    before = _pad_axis(_slice_axis(E.cumprod(flat, axis=0, reverse=False), 0, n - 1, 1, 0),
+                       one, 1, 0, 0, 0)
+    after = _pad_axis(_slice_axis(E.cumprod(flat, axis=0, reverse=True), 1, n, 1, 0),
+                      one, 0, 1, 0, 0)
+    return E.mul(before, after)
 
 
 def _reduce_prod_jvp(primals, tangents, outs, *, axes):
-    x, t = primals[0], tangents[0]
-    a = E.aval(x)
-    if a.size == 0:
+    if E.aval(primals[0]).size == 0:
         return E.zeros(E.aval(outs))
-    partials, perm, moved = _prod_partials(x, axes)
-    t_flat = E.reshape(E.transpose(t, permutation=perm), new_sizes=E.aval(partials).shape,
-                       dimensions=None)
-    return E.reduce_sum(E.mul(t_flat, partials), axes=(0,))
+    partials = _prod_partials(primals[0], axes)
+    return E.reduce_sum(E.mul(_reduced_first(tangents[0], axes), partials), axes=(0,))
 
 
 def _reduce_prod_vjp(ct, primals, outs, *, axes):
     x = primals[0]
-    a = E.aval(x)
-    if a.size == 0:
-        return [E.zeros(a)]
-    partials, perm, moved = _prod_partials(x, axes)
+    if E.aval(x).size == 0:
+        return [E.zeros_like(x)]
+    partials = _prod_partials(x, axes)
     shape = E.aval(partials).shape
     spread = E.broadcast_in_dim(ct, shape=shape, broadcast_dimensions=tuple(range(1, len(shape))))
-    g = E.reshape(E.mul(spread, partials), new_sizes=moved, dimensions=None)
-    return [E.transpose(g, permutation=tuple(int(i) for i in np.argsort(perm)))]
+    return [_reduced_back(E.mul(spread, partials), x, axes)]
 
 
 reduce_prod.rules["jvp"] = _reduce_prod_jvp
@@ -255,15 +267,20 @@ cumsum.rules["vjp"] = lambda ct, primals, outs, *, axis, reverse=False: [
 
 
 def _slice_axis(x, start, limit, stride, axis):
-    """`x[start:limit:stride]` along `axis`."""
+    """`x[start:limit:stride]` along `axis` (x itself when that is all of it)."""
     shape = E.aval(x).shape
+    limit = max(limit, start)
+    if (start, limit, stride) == (0, shape[axis], 1):
+        return x
     starts, limits, strides = [0] * len(shape), list(shape), [1] * len(shape)
-    starts[axis], limits[axis], strides[axis] = start, max(limit, start), stride
+    starts[axis], limits[axis], strides[axis] = start, limit, stride
     return E.slice_(x, start_indices=tuple(starts), limit_indices=tuple(limits),
                     strides=tuple(strides))
 
 
 def _pad_axis(x, value, low, high, interior, axis):
+    if low == high == interior == 0:
+        return x
     config = [(0, 0, 0)] * E.aval(x).ndim
     config[axis] = (low, high, interior)
     return E.pad(x, value, padding_config=tuple(config))
@@ -281,77 +298,81 @@ def _interleave(a, b, axis):
                  _pad_axis(b, zero, 1, 0 if same else 1, 1, axis))
 
 
-class _Combine:
-    """One combine of the scan tree: the weights of its two operands."""
-    __slots__ = ("wa", "wb")
-
-    def __init__(self, wa, wb):
-        self.wa, self.wb = wa, wb
-
-    def apply(self, ta, tb):
-        return E.add(E.mul(ta, self.wa), E.mul(tb, self.wb))
+def _weighted(weights, ta, tb):
+    """The derivative of one combine: wa * ta + wb * tb."""
+    wa, wb = weights
+    return E.add(E.mul(ta, wa), E.mul(tb, wb))
 
 
-def _scan_tree(combine, x, axis):
+def _scan_tree(combine, x, axis, top=True):
     """JAX's associative_scan of `x` (forward values), recording every combine's weights.
-    Returns (scan values, record); a record is None for fewer than two elements, else
-    (n, pair combine, record of the pairs' scan, combine producing the even positions)."""
+
+    Returns (scan values, record). The values are not built at the top, where the primitive's
+    own output stands for them. A record is None for fewer than two elements, else
+    (n, weights of the pair combines, record of the pairs' scan, weights of the combines that
+    make the even positions from the second on (None for n = 2, which has none))."""
     n = _length(x, axis)
     if n < 2:
         return x, None
-    pairs = combine(_slice_axis(x, 0, n - 1, 2, axis), _slice_axis(x, 1, n, 2, axis))
-    odd, inner = _scan_tree(combine, pairs[0], axis)
-    left = odd if n % 2 else _slice_axis(odd, 0, _length(odd, axis) - 1, 1, axis)
-    evens = combine(left, _slice_axis(x, 2, n, 2, axis))
-    first = _slice_axis(x, 0, 1, 1, axis)
-    out = _interleave(E.concatenate(first, evens[0], dimension=axis), odd, axis)
-    return out, (n, pairs[1], inner, evens[1])
+    pairs, pair_weights = combine(_slice_axis(x, 0, n - 1, 2, axis),
+                                  _slice_axis(x, 1, n, 2, axis))
+    odd, inner = _scan_tree(combine, pairs, axis, top=False)
+    evens = even_weights = None
+    if n > 2:
+        left = odd if n % 2 else _slice_axis(odd, 0, n // 2 - 1, 1, axis)
+        evens, even_weights = combine(left, _slice_axis(x, 2, n, 2, axis))
+    record = (n, pair_weights, inner, even_weights)
+    if top:
+        return None, record
+    head = _slice_axis(x, 0, 1, 1, axis)
+    even = head if evens is None else E.concatenate(head, evens, dimension=axis)
+    return _interleave(even, odd, axis), record
 
 
 def _scan_jvp(record, t, axis):
     """The scan's tangent: the linear map the record's weights define, applied to `t`."""
     if record is None:
         return t
-    n, pairs, inner, evens = record
-    odd = _scan_jvp(inner, pairs.apply(_slice_axis(t, 0, n - 1, 2, axis),
-                                       _slice_axis(t, 1, n, 2, axis)), axis)
-    left = odd if n % 2 else _slice_axis(odd, 0, _length(odd, axis) - 1, 1, axis)
-    even = evens.apply(left, _slice_axis(t, 2, n, 2, axis))
-    return _interleave(E.concatenate(_slice_axis(t, 0, 1, 1, axis), even, dimension=axis),
-                       odd, axis)
+    n, pair_weights, inner, even_weights = record
+    odd = _scan_jvp(inner, _weighted(pair_weights, _slice_axis(t, 0, n - 1, 2, axis),
+                                     _slice_axis(t, 1, n, 2, axis)), axis)
+    even = _slice_axis(t, 0, 1, 1, axis)
+    if even_weights is not None:
+        left = odd if n % 2 else _slice_axis(odd, 0, n // 2 - 1, 1, axis)
+        even = E.concatenate(even, _weighted(even_weights, left, _slice_axis(t, 2, n, 2, axis)),
+                             dimension=axis)
+    return _interleave(even, odd, axis)
 
 
 def _scan_vjp(record, ct, axis):
     """The transpose of `_scan_jvp`: the cotangent of the scanned elements."""
     if record is None:
         return ct
-    n, pairs, inner, evens = record
+    n, (pair_wa, pair_wb), inner, even_weights = record
     zero = E.scalar(0, E.aval(ct))
     ct_even = _slice_axis(ct, 0, n, 2, axis)                       # ceil(n/2) positions
     ct_odd = _slice_axis(ct, 1, n, 2, axis)                        # n//2 positions
-    ct_rest = _slice_axis(ct_even, 1, _length(ct_even, axis), 1, axis)
-    ct_left = _pad_axis(E.mul(ct_rest, evens.wa), zero, 0, 1 - n % 2, 0, axis)
-    ct_pairs = _scan_vjp(inner, E.add(ct_odd, ct_left), axis)
-    at_even = E.concatenate(_slice_axis(ct_even, 0, 1, 1, axis), E.mul(ct_rest, evens.wb),
-                            dimension=axis)
-    at_even = E.add(at_even, _pad_axis(E.mul(ct_pairs, pairs.wa), zero, 0, n % 2, 0, axis))
-    return _interleave(at_even, E.mul(ct_pairs, pairs.wb), axis)
+    at_even = _slice_axis(ct_even, 0, 1, 1, axis)                  # the first element's
+    if even_weights is not None:
+        wa, wb = even_weights
+        ct_rest = _slice_axis(ct_even, 1, (n + 1) // 2, 1, axis)
+        ct_odd = E.add(ct_odd, _pad_axis(E.mul(ct_rest, wa), zero, 0, 1 - n % 2, 0, axis))
+        at_even = E.concatenate(at_even, E.mul(ct_rest, wb), dimension=axis)
+    ct_pairs = _scan_vjp(inner, ct_odd, axis)
+    at_even = E.add(at_even, _pad_axis(E.mul(ct_pairs, pair_wa), zero, 0, n % 2, 0, axis))
+    return _interleave(at_even, E.mul(ct_pairs, pair_wb), axis)
 
 
 def _combine_mul(a, b):
-    return E.mul(a, b), _Combine(b, a)
-
-
-def _balanced_eq(x, z, y):
-    """JAX's max/min weight: 1 where x is the result, halved where y is too."""
-    hit = E.cast_like(E.eq(x, z), z)
-    return E.div(hit, E.add(E.cast_like(E.eq(y, z), z), 1))
+    return E.mul(a, b), (b, a)
 
 
 def _chooser_combine(op):
+    """max/min with JAX's weights: 1 for the chosen operand, 1/2 each on a tie."""
     def combine(a, b):
         c = op(a, b)
-        return c, _Combine(_balanced_eq(a, c, b), _balanced_eq(b, c, a))
+        at_a, at_b = E.cast_like(E.eq(a, c), c), E.cast_like(E.eq(b, c), c)
+        return c, (E.div(at_a, E.add(at_b, 1)), E.div(at_b, E.add(at_a, 1)))
     return combine
 
 
@@ -365,7 +386,7 @@ def _combine_logaddexp(a, b):
     c = E.select(E.ne(delta, delta), E.add(a, b),
                  E.add(E.max_(a, b), E.log1p(E.exp(E.neg(E.abs_(delta))))))
     rc = _replace_posinf(c)
-    return c, _Combine(E.exp(E.sub(_replace_posinf(a), rc)), E.exp(E.sub(_replace_posinf(b), rc)))
+    return c, (E.exp(E.sub(_replace_posinf(a), rc)), E.exp(E.sub(_replace_posinf(b), rc)))
 
 
 def _oriented(x, axis, reverse):
