@@ -190,7 +190,8 @@ def _gather_eval(x, indices, *, dimension_numbers, slice_sizes, mode="clip", fil
 
 def _window_starts(x_shape, indices, index_map, window):
     """(B, rank) window starts and a (B,) mask of windows that fit without clamping."""
-    flat = indices.reshape(-1, indices.shape[-1]).astype(np.int64)
+    # (an index vector of length 0 still has one window per batch element)
+    flat = indices.reshape(int(np.prod(indices.shape[:-1])), indices.shape[-1]).astype(np.int64)
     starts = np.zeros((flat.shape[0], len(x_shape)), np.int64)
     for k, d in enumerate(index_map):
         starts[:, d] = flat[:, k]
