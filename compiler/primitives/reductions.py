@@ -99,9 +99,16 @@ def _unreduce(y, like, axes):
     return E.broadcast_in_dim(y, shape=shape, broadcast_dimensions=_kept(len(shape), axes))
 
 
-reduce_sum.rules["jvp"] = lambda primals, tangents, outs, *, axes: E.reduce_sum(tangents[0],
-                                                                              axes=axes)
-reduce_sum.rules["vjp"] = lambda ct, primals, outs, *, axes: [_unreduce(ct, primals[0], axes)]
+def _reduce_sum_jvp(primals, tangents, outs, *, axes):
+    return E.reduce_sum(tangents[0], axes=axes)
+
+
+def _reduce_sum_vjp(ct, primals, outs, *, axes):
+    return [_unreduce(ct, primals[0], axes)]
+
+
+reduce_sum.rules["jvp"] = _reduce_sum_jvp
+reduce_sum.rules["vjp"] = _reduce_sum_vjp
 
 
 def _reduced_first(x, axes):
@@ -260,10 +267,16 @@ cumlogsumexp = cumulative("cumlogsumexp", _cumlogsumexp, FLOAT)
 # how ties share the derivative in cummax/cummin (a tie halves it at each combine, so the split
 # depends on the tree, as in JAX) and keeps cumprod right at zeros (no division).
 
-cumsum.rules["jvp"] = lambda primals, tangents, outs, *, axis, reverse=False: E.cumsum(
-    tangents[0], axis=axis, reverse=reverse)
-cumsum.rules["vjp"] = lambda ct, primals, outs, *, axis, reverse=False: [
-    E.cumsum(ct, axis=axis, reverse=not reverse)]
+def _cumsum_jvp(primals, tangents, outs, *, axis, reverse=False):
+    return E.cumsum(tangents[0], axis=axis, reverse=reverse)
+
+
+def _cumsum_vjp(ct, primals, outs, *, axis, reverse=False):
+    return [E.cumsum(ct, axis=axis, reverse=not reverse)]
+
+
+cumsum.rules["jvp"] = _cumsum_jvp
+cumsum.rules["vjp"] = _cumsum_vjp
 
 
 def _slice_axis(x, start, limit, stride, axis):
