@@ -278,6 +278,7 @@ def test_dynamic_slice_traced_start():
         i = lax.convert_element_type(lax.round(s), np.int32)
         return lax.dynamic_update_slice(x, lax.dynamic_slice(x, (i,), (3,)) * 2.0, (i + 1,))
     check_grads(f, (x, 8.0), order=2)  # start 9 clamps to 7
+    check_grads(kiln.jit(f), (x, 8.0), order=2)
     g = kiln.grad(lambda x, s: f(x, s).sum(), argnums=(0, 1))(x, 8.0)
     np.testing.assert_array_equal(g[0], [1, 1, 1, 1, 1, 1, 1, 0, 0, 0] + np.array(
         [0, 0, 0, 0, 0, 0, 0, 2, 2, 2]))
@@ -415,19 +416,32 @@ def test_scatter_extremum_ties_share_like_jax():
         np.testing.assert_array_equal(ct_u[4:6], 0)
 
 
-def test_scatter_mul_zero_updates_exact_first_derivatives():
-    # U0: one zero among the updates of [1, 1] (rows 0, 1 elem 0 and row 2 elem 1), then two.
-    for zeros in ([(0, 0)], [(0, 0), (2, 1)]):
-        u = U.copy()
-        for z in zeros:
-            u[z] = 0.0
-
-        def f(x, u):
-            return lax.scatter_mul(x, IDX, u, DN, mode="clip")
-        check_grads(f, (X, u), order=1)
+@pytest.mark.parametrize("zeros", [[(0, 0)], [(0, 0), (1, 0)], [(0, 0), (1, 0), (2, 1)],
+                                   [(0, 0), (2, 1)]])
+def test_scatter_mul_zero_updates(zeros):
+    # Element [1, 1] is X[1, 1] * U[0, 0] * U[1, 0] * U[2, 1]; with some of them 0, first and
+    # second derivatives are those of that monomial (check_grads' second order alone would
+    # not see it: it takes the tangent equal to the primal, 0 at the zeros).
     u = U.copy()
-    u[0, 0] = 0.0
+    for z in zeros:
+        u[z] = 0.0
+
+    def f(x, u):
+        return lax.scatter_mul(x, IDX, u, DN, mode="clip")
     check_grads(f, (X, u), order=2)
+
+    def element(u):
+        return f(X, u)[1, 1]
+    factors = [(0, 0), (1, 0), (2, 1)]
+    hess = np.asarray(kiln.hessian(element)(u))
+    grad = np.asarray(kiln.grad(element)(u))
+    for a in factors:
+        rest = [b for b in factors if b != a]
+        np.testing.assert_allclose(grad[a], X[1, 1] * u[rest[0]] * u[rest[1]], rtol=1e-14)
+        for b in rest:
+            c, = [c for c in rest if c != b]
+            np.testing.assert_allclose(hess[a + b], X[1, 1] * u[c], rtol=1e-14)
+    assert np.count_nonzero(hess) <= 6
 
 
 @pytest.mark.parametrize("mode", ["clip", "promise_in_bounds"])

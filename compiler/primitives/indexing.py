@@ -13,7 +13,9 @@ paired so that each is the exact transpose of the other, out-of-bounds windows i
 `scatter` with repeated indices follows JAX: a scatter of update ids finds which update element
 each output element came from, and only that one gets the derivative. `scatter_min`/`max`
 share the derivative between tied candidates (JAX's convention), and `scatter_mul` gives every
-update the product of the others, whether or not indices repeat.
+update the product of the others, whether or not indices repeat (JAX requires unique indices),
+exactly where updates are 0 too (to second order; third derivatives at three or more zero
+updates combined into one element are not).
 """
 from typing import NamedTuple
 
@@ -439,20 +441,25 @@ scatter.rules["vjp"] = _scatter_vjp
 
 def _scatter_mul_others(x, indices, updates, out, dimension_numbers, mode):
     """For each update element: the operand element times the product of the other updates
-    combined with it (the derivative of the output by that update). Division by the update
-    where it is not 0; where it is 0, the product of the non-zero contenders if it is the only
-    zero among them, else 0."""
+    combined with it (the derivative of the output by that update). Where the update is not 0,
+    the output divided by it; where it is 0, the operand times the non-zero contenders, times
+    1 if it is the only zero among them, times the other zero if there are two (0, but with
+    the right derivative: second derivatives are exact everywhere), else 0."""
     params = dict(dimension_numbers=dimension_numbers, mode=mode)
+
+    def back(values):
+        return _inverse_gather(values, indices, updates, dimension_numbers, mode)
+
     nonzero = E.ne(updates, 0)
     safe = E.select(nonzero, updates, 1)
-    x_times_nonzero = E.scatter_mul(x, indices, safe, **params)
-    zeros = E.scatter_add(E.zeros(ShapedArray(E.aval(x).shape, np.dtype(np.int32))), indices,
-                          E.convert(E.not_(nonzero), np.int32), **params)
-    only_zero = E.eq(_inverse_gather(zeros, indices, updates, dimension_numbers, mode), 1)
-    return E.select(nonzero,
-                    E.div(_inverse_gather(out, indices, updates, dimension_numbers, mode), safe),
-                    E.select(only_zero, _inverse_gather(x_times_nonzero, indices, updates,
-                                                        dimension_numbers, mode), 0))
+    n_zeros = back(E.scatter_add(E.zeros(ShapedArray(E.aval(x).shape, np.dtype(np.int32))),
+                                 indices, E.convert(E.not_(nonzero), np.int32), **params))
+    zero_sum = back(E.scatter_add(E.zeros_like(x), indices, E.select(nonzero, 0, updates),
+                                  **params))
+    other_zeros = E.select(E.eq(n_zeros, 1), 1, E.select(E.eq(n_zeros, 2),
+                                                         E.sub(zero_sum, updates), 0))
+    at_zero = E.mul(back(E.scatter_mul(x, indices, safe, **params)), other_zeros)
+    return E.select(nonzero, E.div(back(out), safe), at_zero)
 
 
 def _scatter_mul_jvp(primals, tangents, outs, *, dimension_numbers, mode="drop"):
