@@ -93,9 +93,16 @@ def _dynamic_slice(x, *starts, slice_sizes):
 dynamic_slice = register("dynamic_slice", _dynamic_slice_eval, _dynamic_slice)
 dynamic_slice.rules["jvp"] = lambda primals, tangents, outs, *, slice_sizes: E.dynamic_slice(
     tangents[0], *primals[1:], slice_sizes=slice_sizes)
-dynamic_slice.rules["vjp"] = lambda ct, primals, outs, *, slice_sizes: (
-    [E.dynamic_update_slice(E.zeros_like(primals[0]), ct, *primals[1:])]
-    + [None] * (len(primals) - 1))
+
+
+def _dynamic_slice_vjp(ct, primals, outs, *, slice_sizes):
+    x, *starts = primals
+    if tuple(slice_sizes) != E.aval(x).shape:  # else the whole operand
+        ct = E.dynamic_update_slice(E.zeros_like(x), ct, *starts)
+    return [ct] + [None] * len(starts)
+
+
+dynamic_slice.rules["vjp"] = _dynamic_slice_vjp
 
 
 def _dynamic_update_slice_eval(x, update, *starts):
