@@ -349,10 +349,11 @@ def test_linear_scatters(case, mode, name, dtype, seed):
 
 @EXAMPLES
 @given(gather_cases(max_index_range=1), SCATTER_MODES,
-       st.sampled_from(["scatter_mul", "scatter_min", "scatter_max"]), seeds)
-def test_nonlinear_scatters(case, mode, name, seed):
+       st.sampled_from(["scatter_mul", "scatter_min", "scatter_max"]), DTYPES, seeds)
+def test_nonlinear_scatters(case, mode, name, dtype, seed):
     shape, indices, dn, _, u_shape = case
-    x, u = _distinct(np.random.default_rng(seed), shape, u_shape)
+    dtype = dtype if name == "scatter_mul" else np.float64  # min/max are real-only
+    x, u = _distinct(np.random.default_rng(seed), shape, u_shape, dtype=dtype)
     op = getattr(lax, name)
 
     def f(x, u):
