@@ -97,6 +97,17 @@ def _validate_static(params, positional, nums, names):
                          f"Function does not take these args.")
 
 
+def wrap_outputs(values, weak_types):
+    """An executable's NumPy results as kiln Arrays (the dispatch fast path: no checks)."""
+    wrapped = []
+    for o, weak in zip(values, weak_types):
+        a = object.__new__(Array)
+        a._value = o
+        a.weak_type = weak
+        wrapped.append(a)
+    return wrapped
+
+
 class _Entry:
     __slots__ = ("function", "ssa", "executable", "out_tree", "out_weak", "consts", "guards",
                  "in_avals")
@@ -197,13 +208,7 @@ class Jitted:
 
     def _run(self, entry, dyn_values):
         outs = entry.executable(*dyn_values, *entry.consts)
-        wrapped = []
-        for o, weak in zip(outs, entry.out_weak):
-            a = object.__new__(Array)
-            a._value = o
-            a.weak_type = weak
-            wrapped.append(a)
-        return tree_unflatten(entry.out_tree, wrapped)
+        return tree_unflatten(entry.out_tree, wrap_outputs(outs, entry.out_weak))
 
     # ------------------------------------------------------------------ specialising
     def _miss_reason(self, key, previous):
@@ -395,8 +400,13 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
 
 
 def make_ir(fun, static_argnums=(), static_argnames=()):
-    """`make_ir(f)(*args)`: the SSA form of `f` specialised for `args` (before the passes)."""
+    """`make_ir(f)(*args)`: the SSA form of `f` specialised for `args` (before the passes).
+    For a transformed function (`kiln.grad(f)`, `kiln.jvp`-based ones ...) it is the
+    generated derivative code."""
     target = fun._fun if isinstance(fun, Jitted) else fun
+    transformed = getattr(target, "_kiln_make_ir", None)
+    if transformed is not None and not (static_argnums or static_argnames):
+        return transformed
 
     def make(*args, **kwargs):
         j = Jitted(target, static_argnums, static_argnames)

@@ -174,6 +174,7 @@ UNARY = {
              lambda x: np.conj(x.astype(np.complex64)), (-4, 4)),
     "square": (NUMBER, lambda x: x * x, (-4, 4)),
     "copy": (ALL, np.copy, (-4, 4)),
+    "stop_gradient": (ALL, lambda x: x, (-4, 4)),
 }
 
 
@@ -958,10 +959,36 @@ CASES = {
 }
 
 
+# Reverse mode's tape (values of type `tape[]`, not arrays) is checked by its own test below.
+TAPE_PRIMITIVES = ("tape_new", "tape_push", "tape_pop")
+
+
 def test_every_primitive_has_a_case():
-    assert sorted(CASES) == sorted(PRIMITIVES), (
-        "primitives without a case: " + ", ".join(sorted(set(PRIMITIVES) - set(CASES)))
-        + "; cases without a primitive: " + ", ".join(sorted(set(CASES) - set(PRIMITIVES))))
+    covered = set(CASES) | set(TAPE_PRIMITIVES)
+    assert sorted(covered) == sorted(PRIMITIVES), (
+        "primitives without a case: " + ", ".join(sorted(set(PRIMITIVES) - covered))
+        + "; cases without a primitive: " + ", ".join(sorted(covered - set(PRIMITIVES))))
+
+
+def test_tape_is_a_persistent_stack():
+    new, push, pop = (PRIMITIVES[n] for n in TAPE_PRIMITIVES)
+    tape_t = new.abstract_eval()
+    assert tape_t.str_short() == "tape[]"
+    types = ("f32[2]", "i32[]{weak}")
+    assert push.abstract_eval(tape_t, ShapedArray((2,), np.float32),
+                              ShapedArray((), np.int32, True)) == tape_t
+    assert pop.abstract_eval(tape_t, types=types) == (
+        tape_t, ShapedArray((2,), np.float32), ShapedArray((), np.int32, True))
+    empty = new.impl()
+    one = push.impl(empty, np.ones(2, np.float32), np.int32(3))
+    two = push.impl(one, np.zeros(2, np.float32), np.int32(4))
+    below, x, n = pop.impl(two, types=types)
+    assert below is one and int(n) == 4 and not x.any()
+    again = pop.impl(two, types=types)      # popping does not change the tape
+    assert again[0] is one and int(again[2]) == 4
+    assert pop.impl(one, types=types)[0] is empty
+    with pytest.raises(RuntimeError, match="empty tape"):
+        pop.impl(empty, types=types)
 
 
 def test_every_primitive_declares_its_rules():

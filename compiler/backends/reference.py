@@ -11,6 +11,9 @@ import numpy as np
 from .. import astcompat as A
 from ..ir.printer import to_ast, ssa_namespace, _dtype_constructor
 from ..primitives import PRIMITIVES
+from ..primitives.autodiff import Tape
+
+_PASS_THROUGH = (np.ndarray, Tape)  # values handed over as they are (tapes are not arrays)
 
 
 def _impl_wrapper(prim):
@@ -20,7 +23,7 @@ def _impl_wrapper(prim):
         for k, v in params.items():
             if type(v) is _dtype_constructor:
                 params[k] = v.dtype
-        args = [a if isinstance(a, np.ndarray) else np.asarray(a) for a in args]
+        args = [a if isinstance(a, _PASS_THROUGH) else np.asarray(a) for a in args]
         return impl(*args, **params)
     call.__name__ = prim.name
     return call
@@ -52,7 +55,7 @@ class Executable:
     def __call__(self, *args):
         out = self._py(*args)
         outs = out if self._multi else (out,)
-        return [o if isinstance(o, np.ndarray) else np.asarray(o) for o in outs]
+        return [o if isinstance(o, _PASS_THROUGH) else np.asarray(o) for o in outs]
 
     def as_text(self):
         from ..ir.printer import to_source

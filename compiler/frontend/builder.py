@@ -12,6 +12,8 @@ stay closed.
 Builders nest for regions (`cond` branches, loop bodies); names come from one `NameSupply` per
 top-level function, so printed SSA is deterministic.
 """
+import contextlib
+
 import numpy as np
 
 from ..ir.abstract import ShapedArray
@@ -53,6 +55,7 @@ class Builder:
         # enclosing one's: the `lax.fori_loop(...)` call whose body it is).
         self.info = parent.info if parent is not None else None
         self.effects = False
+        self.hint = "t"         # the name new results take (transforms set `y_dot`, `x_bar`)
 
     # -------------------------------------------------------------------- context
     def __enter__(self):
@@ -84,6 +87,8 @@ class Builder:
             if x.builder is self:
                 return x.var
             return self._capture(x)
+        if type(x) is Literal:  # replayed by a transform: keeps its exact type
+            return x
         return self._static(x)
 
     def _capture(self, t):
@@ -120,10 +125,19 @@ class Builder:
         operands = [self.operand(a) for a in args]
         out = prim.abstract_eval(*[o.aval for o in operands], **params)
         avals = list(out) if prim.multiple_results else [out]
-        outvars = [Var(self.names.fresh("t"), a) for a in avals]
+        outvars = [Var(self.names.fresh(self.hint), a) for a in avals]
         self.eqns.append(Eqn(outvars, prim, operands, params, self.info))
         tracers = [TRACER_TYPE(v, self) for v in outvars]
         return tuple(tracers) if prim.multiple_results else tracers[0]
+
+    @contextlib.contextmanager
+    def naming(self, hint):
+        """Name the results bound inside this block after `hint`."""
+        old, self.hint = self.hint, hint
+        try:
+            yield
+        finally:
+            self.hint = old
 
     def child(self, name):
         return Builder(self.names.fresh(name), parent=self)

@@ -447,18 +447,26 @@ def _e_compare(frame, node):
     for op, comp in zip(node.ops, node.comparators):
         right = eval_expr(frame, comp)
         r = _COMPARE[type(op)](left, right)
+        if len(node.ops) == 1:  # `a == b` is its value, an array or not (no truth test)
+            return r
         if result is None:
             result = r
-        elif is_traced(result) or is_traced(r):
+        elif is_traced(result) or is_traced(r) or _is_array(result) or _is_array(r):
             result = HOST.logical_and(result, r)
         elif not result:
             return result
         else:
             result = r
-        if not is_traced(result) and not result:
+        if not (is_traced(result) or _is_array(result)) and not result:
             return result
         left = right
     return result
+
+
+def _is_array(x):
+    """An array operand with more than one element (a chained comparison combines these
+    elementwise, as `jnp` arrays would under JAX's tracing, instead of truth-testing them)."""
+    return getattr(x, "ndim", 0) > 0
 
 
 def _e_ifexp(frame, node):

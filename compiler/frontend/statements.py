@@ -692,7 +692,12 @@ def _containers_snapshot(frame):
 def _containers_changed(snapshot):
     for v, before in snapshot.values():
         now = list(v.items()) if isinstance(v, dict) else list(v)
-        if len(now) != len(before) or any(a is not b for a, b in zip(now, before)):
+        if len(now) != len(before):
+            return True
+        if isinstance(v, dict):  # items are new tuples each time: compare what they hold
+            if any(a[0] is not b[0] or a[1] is not b[1] for a, b in zip(now, before)):
+                return True
+        elif any(a is not b for a, b in zip(now, before)):
             return True
     return False
 

@@ -184,10 +184,13 @@ def short_name(dtype):
     dtype = np.dtype(dtype)
     if dtype == bool_:
         return "bool"
+    if dtype.kind == "O":   # reverse mode's tapes (compiler/primitives/autodiff.py)
+        return "tape"
     return {"i": "i", "u": "u", "f": "f", "c": "c"}[dtype.kind] + str(dtype.itemsize * 8)
 
 
 _SHORT = {short_name(d): d for d in ALL}
+_SHORT["tape"] = np.dtype(object)
 
 
 def from_short_name(name):

@@ -170,8 +170,10 @@ class _dtype_constructor:
 
 
 def parse_type(text):
-    """Parse `f32[3,4]`-style type text into a ShapedArray."""
+    """Parse `f32[3,4]`-style type text (with `{weak}` for a weak type) into a ShapedArray."""
     text = text.strip()
+    if text.endswith("{weak}"):
+        return parse_type(text[:-6]).update(weak_type=True)
     head, _, rest = text.partition("[")
     dims = rest.rstrip("]").strip()
     shape = tuple(int(d) for d in dims.split(",") if d.strip()) if dims else ()

@@ -602,6 +602,14 @@ def zeros_like_array(x):
 
 
 def stop_gradient(x):
-    """Identity on values; differentiation transforms treat its output as a constant."""
+    """Identity on values; differentiation transforms treat its output as a constant (the
+    `stop_gradient` primitive). Applies to every leaf of a pytree; integer and boolean leaves,
+    which have no derivative anyway, pass through unchanged."""
     from ..tree_util import tree_map
-    return tree_map(lambda v: to_array(v), x)
+
+    def stop(v):
+        v = v if hasattr(v, "aval") else to_array(v)
+        if v.dtype.kind not in "fc":
+            return v
+        return bind(P["stop_gradient"], v)
+    return tree_map(stop, x)

@@ -1,0 +1,143 @@
+"""Forward-mode differentiation (JVP) as a transform of the SSA form.
+
+`jvp_emit(fn, primals, tangents)` replays `fn` into the current builder and, next to every
+equation whose operands carry tangents, emits that primitive's JVP rule: the result is SSA that
+computes the primal outputs and their tangents. `jvp_function(fn, nonzero)` wraps it into a new
+`Function` with the exact form
+
+    def f_jvp(*primals, *tangents_of_the_nonzero_inputs):
+        ...                       # each primal equation, with its tangent equations after it
+        return (*primal_outs, *tangent_outs)
+
+Tangents are symbolic: `None` is a zero tangent and costs nothing; integer and boolean values
+never carry tangents (JAX's float0). Each primitive's rule has the signature documented in
+`compiler/transforms/emit.py`'s users (`rules["jvp"](primals, tangents, outs, **params)`);
+primitives marked `rules["zero_derivative"]` give zero tangents; control flow (cond,
+while_loop, scan) transforms its regions with this same function. Tangent names derive from the
+primal's: the tangent of `y` is `y_dot`.
+"""
+from ..errors import CompileError, located
+from ..ir.ssa import Var, Literal
+from ..frontend.builder import Builder, current
+from . import emit
+
+
+def read(env, v):
+    """The value of an operand during a replay: a Literal stays itself, a Var is looked up."""
+    return v if isinstance(v, Literal) else env[v]
+
+
+def has_tangent(aval):
+    return aval.dtype.kind in "fcO"
+
+
+def no_rule_error(eqn, rule):
+    """A primitive reached a transform without the rule it needs: name it and the user line."""
+    msg = (f"kiln cannot differentiate the primitive {eqn.prim.name!r}: it has no {rule} rule. "
+           f"Wrap the computation in kiln.lax.stop_gradient if it needs no derivative, or give "
+           f"it a rule with kiln.custom_jvp / kiln.custom_vjp.")
+    return located(CompileError(msg), eqn.info) if eqn.info is not None else CompileError(msg)
+
+
+def jvp_eqn(eqn, ins, tins):
+    """Emit one equation and its tangent; returns (outs list, tangent list)."""
+    b = current()
+    prim = eqn.prim
+    outavals = [v.aval for v in eqn.outvars]
+    if all(t is None for t in tins) or prim.rules.get("zero_derivative"):
+        outs = b.bind(prim, ins, eqn.params)
+        outs = list(outs) if prim.multiple_results else [outs]
+        return outs, [None] * len(outs)
+    eqn_rule = prim.rules.get("jvp_eqn")  # control flow: emits primal and tangent together
+    if eqn_rule is not None:
+        return eqn_rule(eqn, ins, tins)
+    rule = prim.rules.get("jvp")
+    if rule is None:
+        raise no_rule_error(eqn, "JVP")
+    outs = b.bind(prim, ins, eqn.params)
+    start = len(b.eqns)
+    touts = rule(ins, tins, outs, **eqn.params)
+    outs = list(outs) if prim.multiple_results else [outs]
+    touts = list(touts) if prim.multiple_results else [touts]
+    touts = [t if (t is not None and has_tangent(a)) else None
+             for t, a in zip(touts, outavals)]
+    for v, t in zip(eqn.outvars, touts):
+        name_result(b, start, t, v.name + "_dot")
+    return outs, touts
+
+
+def name_result(b, start, value, name):
+    """Rename `value` to (a fresh variant of) `name` if it is the result of an equation that
+    the builder `b` received at index `start` or later: derivative code then reads `y_dot`
+    and `x_bar` where the value is the tangent of `y` or the cotangent of `x`."""
+    var = getattr(value, "var", None)
+    if var is None or getattr(value, "builder", None) is not b:
+        return
+    for eqn in b.eqns[start:]:
+        if any(o is var for o in eqn.outvars):
+            var.name = b.names.fresh(name)
+            return
+
+
+def jvp_emit(fn, primals, tangents):
+    """Emit `fn`'s primal and tangent computation into the current builder.
+
+    `primals` are the values of `fn.invars` (tracers, Literals or static values); `tangents`
+    are aligned, `None` for zero. Returns (primal outputs, tangent outputs or None)."""
+    env, tenv = {}, {}
+    for v, x, t in zip(fn.invars, primals, tangents):
+        env[v] = x
+        if t is not None and has_tangent(v.aval):
+            tenv[v] = t
+    for eqn in fn.eqns:
+        b = current()
+        info = b.info
+        if eqn.info is not None:
+            b.info = eqn.info
+        try:
+            ins = [read(env, v) for v in eqn.invars]
+            tins = [tenv.get(v) if isinstance(v, Var) else None for v in eqn.invars]
+            outs, touts = jvp_eqn(eqn, ins, tins)
+        finally:
+            b.info = info
+        for v, o, t in zip(eqn.outvars, outs, touts):
+            env[v] = o
+            if t is not None:
+                tenv[v] = t
+    outs = [read(env, v) for v in fn.outvars]
+    touts = [tenv.get(v) if isinstance(v, Var) else None for v in fn.outvars]
+    return outs, touts
+
+
+def instantiate(t, aval):
+    """A symbolic zero made concrete (regions must return every tangent they declare)."""
+    return emit.zeros(aval) if t is None else t
+
+
+def jvp_function(fn, nonzero, instantiate_outs=False, name=None):
+    """`fn` differentiated forward: a new top-level Function taking (primals, tangents of the
+    inputs flagged in `nonzero`) and returning (primal outs, tangents of the nonzero outputs).
+    Returns (Function, list of output flags)."""
+    b = Builder(name or fn.name + "_jvp")
+    with b:
+        primals = [b.new_input(v.aval, v.name) for v in fn.invars]
+        tangents = [b.new_input(v.aval, v.name + "_dot") if nz else None
+                    for v, nz in zip(fn.invars, nonzero)]
+        outs, touts = jvp_emit(fn, primals, tangents)
+        flags = [t is not None or (instantiate_outs and has_tangent(v.aval))
+                 for t, v in zip(touts, fn.outvars)]
+        touts = [instantiate(t, v.aval) for t, v, f in zip(touts, fn.outvars, flags) if f]
+        out = b.build(list(outs) + touts)
+    return out, flags
+
+
+def tangent_pattern(fn, nonzero):
+    """Which outputs of `fn` get a non-zero tangent when the inputs flagged in `nonzero` have
+    one (a conservative static propagation; control flow counts as one equation)."""
+    live = {v for v, nz in zip(fn.invars, nonzero) if nz and has_tangent(v.aval)}
+    for eqn in fn.eqns:
+        if eqn.prim.rules.get("zero_derivative"):
+            continue
+        if any(isinstance(v, Var) and v in live for v in eqn.invars):
+            live.update(v for v in eqn.outvars if has_tangent(v.aval))
+    return [isinstance(v, Var) and v in live for v in fn.outvars]

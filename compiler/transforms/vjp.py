@@ -1,0 +1,174 @@
+"""Reverse-mode differentiation (VJP) by adjoint code generation on the SSA form (Tangent's
+model): the output is straight SSA with a forward section followed by a backward section.
+
+`vjp_emit(fn, primals, cts, active)` emits into the current builder
+
+    ...                      # forward: every equation of fn, replayed (names kept)
+    ...                      # backward: for each active equation, last to first, its VJP
+                             # rule, reading forward values as residuals; cotangents of
+                             # values used more than once are summed
+and returns (primal outputs, cotangents of fn's inputs). The cotangent of `y` is named `y_bar`.
+
+Activity analysis keeps the backward section small: a value is *active* when it depends on a
+differentiated input through primitives that have a derivative; only active equations get an
+adjoint, and only active values receive cotangents. Integer and boolean values are never active
+(JAX's float0).
+
+Rules have the fixed signature `rules["vjp"](ct, primals, outs, **params)` (a list of
+cotangents aligned with the operands, `None` for none). Control flow needs values from inside
+its regions in the backward section, so it has a forward hook too:
+`rules["vjp_fwd"](eqn, ins) -> (outs, residuals)` emits the forward equation (a `while_loop`
+that also records its carries on a tape, a `scan` that also stacks its carries), and its rule
+is then called as `rules["vjp"](ct, primals, outs, residuals, **params)`.
+"""
+from ..ir.ssa import Var
+from ..frontend.builder import Builder, current
+from . import emit
+from .jvp import read, has_tangent, no_rule_error, name_result
+
+
+def _differentiable(eqn):
+    return not eqn.prim.rules.get("zero_derivative")
+
+
+class ForwardState:
+    """What the backward section needs from the forward one."""
+    __slots__ = ("fn", "outs", "active", "tape", "act")
+
+
+def vjp_forward(fn, primals, active):
+    """Emit the forward section of `fn` into the current builder: `fn`'s equations replayed,
+    control flow in its recording form where it is active. `active` flags the inputs being
+    differentiated. Returns the state `vjp_backward` continues from (`state.outs` are the
+    primal outputs)."""
+    b = current()
+    env = {}
+    act = set()
+    for v, x, a in zip(fn.invars, primals, active):
+        env[v] = x
+        if a and has_tangent(v.aval):
+            act.add(v)
+    tape = []   # (eqn, ins, outs, residuals) of active equations, in program order
+    for eqn in fn.eqns:
+        ins = [read(env, v) for v in eqn.invars]
+        is_active = _differentiable(eqn) and any(isinstance(v, Var) and v in act
+                                                  for v in eqn.invars)
+        info = b.info
+        if eqn.info is not None:
+            b.info = eqn.info
+        try:
+            fwd = eqn.prim.rules.get("vjp_fwd") if is_active else None
+            if fwd is not None:
+                outs, res = fwd(eqn, ins)
+            else:
+                outs = b.bind(eqn.prim, ins, eqn.params)
+                outs = list(outs) if eqn.prim.multiple_results else [outs]
+                res = None
+        finally:
+            b.info = info
+        for v, o in zip(eqn.outvars, outs):
+            env[v] = o
+        if is_active:
+            act.update(v for v in eqn.outvars if has_tangent(v.aval))
+            tape.append((eqn, ins, outs, res))
+    state = ForwardState()
+    state.fn, state.active, state.tape, state.act = fn, list(active), tape, act
+    state.outs = [read(env, v) for v in fn.outvars]
+    return state
+
+
+def vjp_backward(state, cts):
+    """Emit the backward section into the current builder (which may be a region nested in
+    the forward one's: forward values are then captured). `cts` are the cotangents of the
+    outputs (None for zero); returns the cotangents of the inputs (None for zero or inactive)."""
+    b = current()
+    fn, act = state.fn, state.act
+    ctenv = {}
+    for v, ct in zip(fn.outvars, cts):
+        if ct is not None and isinstance(v, Var) and v in act:
+            _accumulate(ctenv, v, ct)
+    for eqn, ins, eqn_outs, res in reversed(state.tape):
+        cts_out = [ctenv.pop(v, None) for v in eqn.outvars]
+        if all(c is None for c in cts_out):
+            continue
+        rule = eqn.prim.rules.get("vjp")
+        if rule is None:
+            raise no_rule_error(eqn, "VJP")
+        info = b.info
+        if eqn.info is not None:
+            b.info = eqn.info
+        start = len(b.eqns)
+        try:
+            if eqn.prim.multiple_results:
+                ct_arg, out_arg = cts_out, eqn_outs
+            else:
+                ct_arg, out_arg = cts_out[0], eqn_outs[0]
+            if "vjp_fwd" in eqn.prim.rules:
+                cts_in = rule(ct_arg, ins, out_arg, res, **eqn.params)
+            else:
+                cts_in = rule(ct_arg, ins, out_arg, **eqn.params)
+        finally:
+            b.info = info
+        for v, c in zip(eqn.invars, cts_in):
+            if c is not None and isinstance(v, Var) and v in act:
+                name_result(b, start, c, v.name + "_bar")
+                _accumulate(ctenv, v, c)
+    return [ctenv.get(v) if a else None for v, a in zip(fn.invars, state.active)]
+
+
+def vjp_emit(fn, primals, cts, active):
+    """Forward then backward section of `fn` in the current builder: (outs, input cts)."""
+    state = vjp_forward(fn, primals, active)
+    return state.outs, vjp_backward(state, cts)
+
+
+def _accumulate(ctenv, v, ct):
+    ct = _fit(ct, v.aval)
+    prev = ctenv.get(v)
+    if prev is None:
+        ctenv[v] = ct
+    else:
+        with current().naming(v.name + "_bar"):
+            ctenv[v] = emit.add(prev, ct)
+
+
+def _fit(ct, aval):
+    """A rule's cotangent in its primal's exact dtype and weak type (literals broadcast)."""
+    a = emit.aval(ct)
+    if a.shape != aval.shape:
+        ct = emit.broadcast_to(ct, aval.shape)
+    if aval.dtype.kind == "O":
+        return ct
+    if a.dtype != aval.dtype or a.weak_type != aval.weak_type:
+        ct = emit.convert(ct, aval.dtype, aval.weak_type)
+    return ct
+
+
+def vjp_function(fn, active, name=None):
+    """`fn`'s reverse-mode derivative as a new top-level Function:
+
+        def f_vjp(*primals, *cts_of_float_outputs):
+            ...forward...
+            ...backward...
+            return (*primal_outs, *cts_of_active_inputs)
+
+    Returns (Function, flags of the outputs that take a cotangent input)."""
+    b = Builder(name or fn.name + "_vjp")
+    with b:
+        primals = [b.new_input(v.aval, v.name) for v in fn.invars]
+        out_flags = [has_tangent(v.aval) for v in fn.outvars]
+        cts = [b.new_input(v.aval, _name(v) + "_bar") if f else None
+               for v, f in zip(fn.outvars, out_flags)]
+        outs, cts_in = vjp_emit(fn, primals, cts, active)
+        grads = [instantiate(c, v.aval) for c, v, a in zip(cts_in, fn.invars, active)
+                 if a and has_tangent(v.aval)]
+        out = b.build(list(outs) + grads)
+    return out, out_flags
+
+
+def _name(v):
+    return v.name if isinstance(v, Var) else "out"
+
+
+def instantiate(ct, aval):
+    return emit.zeros(aval) if ct is None else ct

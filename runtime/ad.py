@@ -1,0 +1,691 @@
+"""Automatic differentiation: `grad`, `value_and_grad`, `vjp`, `jvp`, `linearize`, `jacfwd`,
+`jacrev`, `hessian` — JAX's signatures and semantics, built on the SSA transforms.
+
+Every API function works the same way:
+1. the user's function is specialised into SSA for the abstract values of its arguments (as
+   `jit` does; a function called inside a specialisation captures the enclosing values it reads);
+2. a transform from `kiln.compiler.transforms` (`jvp`, `vjp`, `jacobian`) emits the derivative
+   as new SSA;
+3. outside `jit` the derivative is simplified, compiled by the reference backend and cached
+   per argument signature (so `grad(f)(x)` costs a dictionary lookup and a run after the first
+   call); inside a function being specialised (`jit(grad(f))`, `grad(grad(f))`) the derivative
+   is emitted inline into the enclosing SSA, which is how higher orders come from transforming
+   generated code again.
+
+`kiln.make_ir(kiln.grad(f))(x)` shows the derivative as Python.
+"""
+import functools
+
+import numpy as np
+
+from .array import Array, to_array
+from .tree_util import tree_flatten, tree_unflatten, tree_structure
+from .jit import _leaf_aval, _log_compiles, logger, wrap_outputs
+from ._traceback import filter_traceback, show_full
+from . import tracer as _tracer  # noqa: F401
+from . import _host  # noqa: F401
+from .compiler.frontend.builder import Builder, current
+from .compiler.ir.abstract import ShapedArray
+from .compiler.transforms import emit
+from .compiler.transforms.jvp import jvp_emit
+from .compiler.transforms.vjp import vjp_forward, vjp_backward
+
+float0 = np.dtype([("float0", np.void, 0)])
+
+
+class ArgnumsError(ValueError, TypeError):
+    """`argnums` that the call cannot satisfy (a ValueError, and a TypeError as in JAX)."""
+
+
+# ------------------------------------------------------------------------------ staging
+
+class Staged:
+    """A user function specialised into SSA: `fn` takes (argument leaves, extra operands)."""
+    __slots__ = ("fn", "out_tree", "extra", "guards", "n_leaves", "out_avals", "names")
+
+
+def stage(fun, leaves, treedef, name, hints=None):
+    """Specialise `fun` for the types of `leaves` (unflattened through `treedef` as
+    `(args, kwargs)`). Inside a specialisation the function is traced in a child builder, so
+    values it reads from the enclosing function become extra operands (`extra`); outside,
+    arrays it closes over become extra operands too (the builder's consts)."""
+    from .compiler.frontend import specialise
+    parent = current()
+    b = Builder(name, parent=parent) if parent is not None else Builder(name)
+    hints = hints or [f"x{i}" if len(leaves) > 1 else "x" for i in range(len(leaves))]
+    with b:
+        tracers = [b.new_input(_aval(x, i), h) for i, (x, h) in enumerate(zip(leaves, hints))]
+        args, kwargs = tree_unflatten(treedef, tracers)
+        out, guards = specialise.specialise_call(fun, list(args), dict(kwargs))
+        out_leaves, out_tree = tree_flatten(out)
+        _check_leaves(name, out_leaves)
+        fn = b.build(out_leaves)
+    st = Staged()
+    st.fn, st.out_tree, st.guards, st.n_leaves = fn, out_tree, guards, len(leaves)
+    st.names = b.names  # the derivative reuses fn's regions: its names must not collide
+    if parent is not None:
+        st.extra = [outer for outer, _ in b.captured.values()]
+    else:
+        st.extra = [value for _, value, _ in b.consts]
+    st.out_avals = [v.aval for v in fn.outvars]
+    return st
+
+
+def _aval(x, i):
+    return _leaf_aval(x, f"argument {i}")[0]
+
+
+def _check_leaves(name, leaves):
+    for leaf in leaves:
+        ok = isinstance(leaf, (Array, bool, int, float, complex, np.ndarray, np.generic)) or \
+            getattr(type(leaf), "_kiln_trace", None) is not None
+        if not ok:
+            raise TypeError(f"{name} returned a value of type {type(leaf)}, which is not a "
+                            f"valid kiln type: return arrays, numbers, or pytrees of them")
+
+
+class _Entry:
+    __slots__ = ("executable", "consts", "out_weak", "post", "guards", "ssa")
+
+
+class Transformation:
+    """Runs `rule(staged, primal_values) -> (flat outputs, post)` on the specialisation of
+    `fun`: compiled and cached outside `jit`, emitted inline inside it. `post(flat_outputs)`
+    rebuilds the result's pytree."""
+
+    def __init__(self, fun, name, make_rule, key_extra=()):
+        self.fun = fun
+        self.name = name
+        self.make_rule = make_rule      # (leaves, treedef) -> rule; checks arguments first
+        self.key_extra = key_extra
+        self.cache = {}
+
+    def __call__(self, leaves, treedef):
+        if current() is not None or any(_is_tracer(x) for x in leaves):
+            rule = self.make_rule(leaves, treedef)
+            st = stage(self.fun, leaves, treedef, self.name)
+            outs, post = rule(st, list(leaves) + list(st.extra))
+            return post(outs)
+        avals = tuple(_aval(x, i) for i, x in enumerate(leaves))
+        key = (treedef, avals) + self.key_extra
+        entry = self.cache.get(key)
+        if entry is None or not _guards_ok(entry.guards):
+            entry = self._compile(leaves, treedef, avals, key)
+        values = [_value(x) for x in leaves]
+        outs = entry.executable(*values, *entry.consts)
+        return entry.post(wrap_outputs(outs, entry.out_weak))
+
+    def _compile(self, leaves, treedef, avals, key):
+        if _log_compiles():
+            logger.warning("kiln: compiling %s for %s", self.name,
+                           ", ".join(a.str_short() for a in avals))
+        rule = self.make_rule(leaves, treedef)
+        st = stage(self.fun, leaves, treedef, self.name, _hints(treedef, len(leaves)))
+        fn = self.derivative_function(st, rule)
+        from .compiler import passes
+        from .compiler.backends.reference import compile_function
+        entry = _Entry()
+        entry.ssa = passes.run_pipeline(fn.fn, dump_name=fn.fn.name)
+        entry.executable = compile_function(entry.ssa)
+        entry.consts = list(st.extra) + fn.consts
+        entry.out_weak = [v.aval.weak_type for v in entry.ssa.outvars]
+        entry.post = fn.post
+        entry.guards = list({(id(g[0]), g[1]): g for g in st.guards}.values())
+        self.cache[key] = entry
+        return entry
+
+    def derivative_function(self, st, rule):
+        """The derivative as a top-level SSA Function over (leaves, extra operands)."""
+        b = Builder(st.fn.name, names=st.names)
+        with b:
+            inputs = [b.tracer(v) for v in st.fn.invars]
+            b.invars = list(st.fn.invars)
+            outs, post = rule(st, inputs)
+            fn = b.build(list(outs))
+        out = _Derivative()
+        out.fn, out.post = fn, post
+        out.consts = [value for _, value, _ in b.consts]
+        return out
+
+    def make_ir(self, leaves, treedef):
+        """The derivative's SSA for these arguments, before the passes."""
+        rule = self.make_rule(leaves, treedef)
+        st = stage(self.fun, leaves, treedef, self.name, _hints(treedef, len(leaves)))
+        return self.derivative_function(st, rule).fn
+
+
+class _Derivative:
+    __slots__ = ("fn", "post", "consts")
+
+
+def _hints(treedef, n):
+    return None
+
+
+def _guards_ok(guards):
+    missing = object()
+    return all(scope.get(name, missing) is value for scope, name, value in guards)
+
+
+def _is_tracer(x):
+    return getattr(type(x), "_kiln_trace", None) is not None
+
+
+def _value(x):
+    if type(x) is Array:
+        return x._value
+    return to_array(x)._value
+
+
+def _call(fn):
+    """Run `fn` with kiln's frames hidden from tracebacks of user errors."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            if show_full() or current() is not None:
+                raise
+            raise e.with_traceback(filter_traceback(e.__traceback__)) from None
+    return wrapper
+
+
+def _name_like(wrapper, fun):
+    """Name and document `wrapper` after `fun`, keeping kiln's `__module__`: the front end
+    executes kiln's functions instead of walking their source."""
+    functools.update_wrapper(wrapper, fun, assigned=("__name__", "__qualname__", "__doc__"),
+                             updated=())
+    wrapper.__wrapped__ = fun
+
+
+def _name_of(fun, what):
+    base = getattr(fun, "__name__", None) or getattr(getattr(fun, "func", None), "__name__",
+                                                    "fn")
+    return f"{what}_{base}".replace("<lambda>", "lambda")
+
+
+# ---------------------------------------------------------------------- argument checks
+
+def _argnums_tuple(argnums):
+    if isinstance(argnums, (int, np.integer)) and not isinstance(argnums, bool):
+        return (int(argnums),), True
+    try:
+        nums = tuple(argnums)
+    except TypeError:
+        raise TypeError(f"argnums must be an int or a tuple of ints, got {argnums!r}") from None
+    if not all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in nums):
+        raise TypeError(f"argnums must be an int or a tuple of ints, got {argnums!r}")
+    return tuple(int(a) for a in nums), False
+
+
+def _check_argnums(argnums, nargs, fun):
+    for a in argnums:
+        if not -nargs <= a < nargs:
+            raise ArgnumsError(
+                f"differentiating with respect to argnums={argnums if len(argnums) > 1 else argnums[0]} "
+                f"requires at least {max(a + 1 if a >= 0 else -a for a in argnums)} positional "
+                f"arguments to be passed by the caller, but got only {nargs} positional "
+                f"arguments (calling {_describe(fun)}).")
+    return [a % nargs for a in argnums]
+
+
+def _describe(fun):
+    code = getattr(fun, "__code__", None)
+    name = getattr(fun, "__qualname__", None) or getattr(fun, "__name__", repr(fun))
+    if code is not None:
+        return f"{name} defined at {code.co_filename}:{code.co_firstlineno}"
+    return name
+
+
+def _check_input_dtypes(what, leaves, allow_int, fun):
+    for x in leaves:
+        dt = _aval(x, 0).dtype
+        if dt.kind not in "fc" and not allow_int:
+            raise TypeError(f"{what} requires real- or complex-valued inputs (input dtype that "
+                            f"is a sub-dtype of np.inexact), but got {dt.name}. If you want to "
+                            f"use Boolean- or integer-valued inputs, use vjp or set allow_int to "
+                            f"True. (Differentiating {_describe(fun)}.)")
+
+
+def _check_scalar_output(what, aval, fun):
+    if aval.dtype.kind != "f":
+        extra = ("For holomorphic differentiation, pass holomorphic=True. For differentiation "
+                 "of non-holomorphic functions involving complex outputs, use kiln.vjp directly."
+                 if aval.dtype.kind == "c" else
+                 "For differentiation of functions with integer outputs, use kiln.vjp directly.")
+        raise TypeError(f"{what} requires real-valued outputs (output dtype that is a sub-dtype "
+                        f"of np.floating), but got {aval.dtype.name}. {extra} "
+                        f"(Differentiating {_describe(fun)}.)")
+    if aval.shape != ():
+        raise TypeError(f"Gradient only defined for scalar-output functions. Output had shape: "
+                        f"{aval.shape}. (Differentiating {_describe(fun)}.)")
+
+
+def _split_aux(out_tree, fun):
+    """(number of value leaves, value tree, aux tree) for a `has_aux` output `(value, aux)`."""
+    if out_tree.num_children != 2 or out_tree.node_data()[0] not in (tuple, list):
+        raise TypeError(f"expected function with aux output to return a two-element tuple, "
+                        f"but got a value with structure {out_tree} "
+                        f"({_describe(fun)}).")
+    value_tree, aux_tree = out_tree.children()
+    return value_tree.num_leaves, value_tree, aux_tree
+
+
+def _float0_zeros(aval):
+    return np.zeros(aval.shape, float0)
+
+
+# ---------------------------------------------------------------------------- grad family
+
+def _flags(args, kwargs, positions):
+    """One flag per leaf of `((args...), kwargs)`: inside a differentiated position or not."""
+    flags = []
+    for i, a in enumerate(args):
+        flags += [i in positions] * tree_structure(a).num_leaves
+    flags += [False] * tree_structure(kwargs).num_leaves
+    return flags
+
+
+def _check_callable(fun):
+    if not callable(fun):
+        raise TypeError(f"Expected a callable value, got {fun!r}")
+
+
+def _transformed(fun, name, make_rule):
+    """The user-facing callable: flattens `(args, kwargs)` and runs the Transformation."""
+    t = Transformation(fun, name, make_rule)
+
+    @_call
+    def call(*args, **kwargs):
+        leaves, treedef = tree_flatten((tuple(args), kwargs))
+        return t(leaves, treedef)
+
+    def make_ir(*args, **kwargs):
+        leaves, treedef = tree_flatten((tuple(args), kwargs))
+        return t.make_ir(leaves, treedef)
+    _name_like(call, fun)
+    call._kiln_make_ir = make_ir
+    call._kiln_transformation = t
+    return call
+
+
+def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False,
+                   reduce_axes=()):
+    """`(value, gradient)` of a scalar function (`((value, aux), gradient)` with `has_aux`);
+    the gradient has the structure of the differentiated argument, a tuple of them when
+    `argnums` is a tuple. Integer inputs need `allow_int=True` and get float0 zeros."""
+    _check_callable(fun)
+    nums, single = _argnums_tuple(argnums)
+
+    def make_rule(leaves, treedef):
+        args, kwargs = tree_unflatten(treedef, leaves)
+        pos = _check_argnums(nums, len(args), fun)
+        diff_leaves = [x for i in pos for x in tree_flatten(args[i])[0]]
+        if not holomorphic:
+            _check_input_dtypes("grad", diff_leaves, allow_int, fun)
+        flags = _flags(args, kwargs, pos)
+        arg_trees = [tree_structure(args[i]) for i in pos]
+        diff_avals = [_aval(x, i) for i, x in enumerate(diff_leaves)]
+
+        def rule(st, values):
+            if has_aux:
+                n_val, value_tree, aux_tree = _split_aux(st.out_tree, fun)
+            else:
+                n_val, value_tree, aux_tree = st.out_tree.num_leaves, st.out_tree, None
+            if n_val != 1:
+                raise TypeError(f"Gradient only defined for scalar-output functions. Output "
+                                f"was a pytree with {n_val} leaves ({_describe(fun)}).")
+            if not holomorphic:
+                _check_scalar_output("grad", st.out_avals[0], fun)
+            state = vjp_forward(st.fn, values, flags + [False] * len(st.extra))
+            outs = state.outs
+            with current().naming("out_bar"):
+                seed = emit.ones_like(outs[0])
+            grads = vjp_backward(state, [seed] + [None] * (len(outs) - 1))
+            grads = [g for g, f in zip(grads, flags) if f]
+            real = [emit.zeros(a) if g is None else g
+                    for g, a in zip(grads, diff_avals) if a.dtype.kind in "fc"]
+            n_out = len(outs)
+
+            def post(flat):
+                value = tree_unflatten(value_tree, flat[:n_val])
+                it = iter(flat[n_out:])
+                fg = [next(it) if a.dtype.kind in "fc" else Array(_float0_zeros(a), False)
+                      for a in diff_avals]
+                per_arg, k = [], 0
+                for t in arg_trees:
+                    per_arg.append(tree_unflatten(t, fg[k:k + t.num_leaves]))
+                    k += t.num_leaves
+                g = per_arg[0] if single else tuple(per_arg)
+                if has_aux:
+                    return (value, tree_unflatten(aux_tree, flat[n_val:n_out])), g
+                return value, g
+            return list(outs) + real, post
+        return rule
+    return _transformed(fun, _name_of(fun, "grad"), make_rule)
+
+
+def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, reduce_axes=()):
+    """The gradient of a scalar-valued function (JAX's `grad`)."""
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int, reduce_axes)
+
+    @_call
+    def g(*args, **kwargs):
+        out, gradient = vg(*args, **kwargs)
+        return (gradient, out[1]) if has_aux else gradient
+    g._kiln_make_ir = vg._kiln_make_ir
+    _name_like(g, fun)
+    return g
+
+
+# ------------------------------------------------------------------------- forward mode
+
+def _check_tuple(what, x):
+    if not isinstance(x, (tuple, list)):
+        raise TypeError(f"{what} arguments to kiln.jvp must be tuples or lists; found "
+                        f"{type(x).__name__}.")
+
+
+def jvp(fun, primals, tangents, has_aux=False):
+    """`(fun(*primals), J(primals) @ tangents)` (JAX's `jvp`): primals and tangents are tuples
+    of matching pytrees; integer primals take float0 (or None-like zero) tangents."""
+    _check_callable(fun)
+    _check_tuple("primal", primals)
+    _check_tuple("tangent", tangents)
+    if len(primals) != len(tangents):
+        raise TypeError(f"primal and tangent arguments to kiln.jvp must have equal length; "
+                        f"got {len(primals)} primals and {len(tangents)} tangents")
+    p_leaves, p_tree = tree_flatten(tuple(primals))
+    t_leaves, t_tree = tree_flatten(tuple(tangents))
+    if p_tree != t_tree:
+        raise TypeError(f"primal and tangent arguments to kiln.jvp must have the same tree "
+                        f"structure; primals have tree structure {p_tree} whereas tangents "
+                        f"have tree structure {t_tree}.")
+    for p, t in zip(p_leaves, t_leaves):
+        _check_tangent(p, t)
+    return _jvp_call(fun, primals, p_leaves, t_leaves, has_aux)
+
+
+def _check_tangent(p, t):
+    pa = _aval(p, 0)
+    if getattr(getattr(t, "dtype", None), "names", None) == ("float0",) or \
+            (isinstance(t, np.ndarray) and t.dtype == float0):
+        return
+    ta = _aval(t, 0)
+    if pa.dtype.kind in "fc" and ta.dtype != pa.dtype and not ta.weak_type:
+        raise TypeError(f"primal and tangent arguments to kiln.jvp do not match; dtypes must "
+                        f"be equal, or in case of int/bool primal dtype the tangent dtype must "
+                        f"be float0. Got primal dtype {pa.dtype.name} and so expected tangent "
+                        f"dtype {pa.dtype.name}, but got tangent dtype {ta.dtype.name} instead.")
+    if ta.shape != pa.shape:
+        raise ValueError(f"kiln.jvp called with different primal and tangent shapes; got "
+                         f"primal shape {pa.shape} and tangent shape as {ta.shape}")
+
+
+def _jvp_call(fun, primals, p_leaves, t_leaves, has_aux):
+    n = len(p_leaves)
+    flags = [_aval(p, 0).dtype.kind in "fc" for p in p_leaves]
+
+    def make_rule(leaves, treedef):
+        def rule(st, values):
+            tans = [emit.cast_like(t, v.aval) if f else None
+                    for t, v, f in zip(values[n:2 * n], st.fn.invars, flags)]
+            # The staged function also takes the tangent leaves (unused by `fun`).
+            outs, touts = jvp_emit(st.fn, values, tans + [None] * (n + len(st.extra)))
+            n_val = st.out_tree.num_leaves
+            value_tree, aux_tree = st.out_tree, None
+            if has_aux:
+                n_val, value_tree, aux_tree = _split_aux(st.out_tree, fun)
+            touts = [emit.zeros(a) if t is None and a.dtype.kind in "fc" else t
+                     for t, a in zip(touts[:n_val], st.out_avals)]
+            real = [t for t in touts if t is not None]
+
+            def post(flat):
+                it = iter(flat[len(outs):])
+                tl = [next(it) if t is not None else Array(_float0_zeros(a), False)
+                      for t, a in zip(touts, st.out_avals)]
+                value = tree_unflatten(value_tree, flat[:n_val])
+                tangent = tree_unflatten(value_tree, tl)
+                if has_aux:
+                    return value, tangent, tree_unflatten(aux_tree, flat[n_val:len(outs)])
+                return value, tangent
+            return list(outs) + real, post
+        return rule
+
+    # The staged function takes (primals, tangents) leaves; only the primals reach `fun`.
+    p_tree = tree_structure(tuple(primals))
+
+    def on_primals(*flat):
+        return _specialised_call(fun, tree_unflatten(p_tree, list(flat[:n])))
+    on_primals.__name__ = getattr(fun, "__name__", "fn")
+    t_vals = [_tangent_value(t, p) for t, p in zip(t_leaves, p_leaves)]
+    t = _cached_transformation(("jvp", p_tree, has_aux), fun, on_primals, make_rule)
+    leaves = list(p_leaves) + t_vals
+    return t(leaves, tree_structure((tuple(leaves), {})))
+
+
+def _tangent_value(t, p):
+    """A tangent leaf as an array operand (float0 / integer primals: zeros of the primal)."""
+    pa = _aval(p, 0)
+    if pa.dtype.kind not in "fc":
+        return np.zeros(pa.shape, pa.dtype)
+    return t
+
+
+_CACHE = {}
+
+
+def _cached_transformation(kind, fun, staged_fun, make_rule):
+    """One Transformation per (API, user function, structure) for the APIs that take the
+    function and its arguments in one call (`jvp`, `vjp`, `linearize`), so repeated eager
+    calls reuse the compiled derivative. `kind` must determine everything `make_rule`
+    closes over besides the argument types."""
+    key = (id(fun),) + kind
+    hit = _CACHE.get(key)
+    if hit is None or hit[0] is not fun:
+        hit = _CACHE[key] = (fun, Transformation(staged_fun, _name_of(fun, kind[0]),
+                                                 make_rule))
+        if len(_CACHE) > 512:
+            _CACHE.pop(next(iter(_CACHE)))
+    return hit[1]
+
+
+def linearize(fun, *primals):
+    """`(fun(*primals), f_jvp)` where `f_jvp(*tangents)` is the JVP at `primals` (JAX's
+    `linearize`). kiln's `f_jvp` evaluates the JVP function, whose primal half the simplifier
+    shares with nothing here, so each call also recomputes the primal values."""
+    _check_callable(fun)
+    out, _ = jvp(fun, primals, tuple(_zeros_like_tree(p) for p in primals))
+    p_tree = tree_structure(tuple(primals))
+
+    @_call
+    def f_jvp(*tangents):
+        if tree_structure(tuple(tangents)) != p_tree:
+            raise TypeError(f"linearized function called on tangents with structure "
+                            f"{tree_structure(tuple(tangents))}, expected {p_tree}")
+        return jvp(fun, primals, tangents)[1]
+    return out, f_jvp
+
+
+def _zeros_like_tree(tree):
+    leaves, t = tree_flatten(tree)
+    return tree_unflatten(t, [np.zeros(_aval(x, 0).shape, _aval(x, 0).dtype) for x in leaves])
+
+
+# ------------------------------------------------------------------------- reverse mode
+
+def vjp(fun, *primals, has_aux=False, reduce_axes=()):
+    """`(fun(*primals), vjp_fun)` (plus `aux` with `has_aux`): `vjp_fun(ct)` returns a tuple
+    of cotangents, one per primal, with the primals' structures (JAX's `vjp`).
+
+    Outside `jit`, `vjp_fun` runs the compiled forward-and-backward function on the stored
+    primals; inside, it emits the backward section, whose forward half the simplifier merges
+    with the forward values already computed."""
+    _check_callable(fun)
+    p_leaves, p_tree = tree_flatten(tuple(primals))
+    staged_fun = _on_leaves(fun, p_tree, len(p_leaves))
+    flags = [_aval(p, 0).dtype.kind in "fc" for p in p_leaves]
+    n = len(p_leaves)
+
+    def value_rule(leaves, treedef):
+        def rule(st, values):
+            return _replay(st.fn, values), lambda flat: (list(flat), st.out_tree)
+        return rule
+    fwd = _cached_transformation(("vjp_fwd", p_tree), fun, staged_fun, value_rule)
+    out_flat, out_tree = fwd(list(p_leaves), tree_structure((tuple(p_leaves), {})))
+    if has_aux:
+        n_val, value_tree, aux_tree = _split_aux(out_tree, fun)
+    else:
+        n_val, value_tree, aux_tree = out_tree.num_leaves, out_tree, None
+    value_leaves = out_flat[:n_val]
+    out_avals = [_aval(o, 0) for o in value_leaves]
+
+    def back_rule(leaves, treedef):
+        def rule(st, values):
+            cts = [emit.cast_like(c, a) if a.dtype.kind in "fc" else None
+                   for c, a in zip(values[n:n + n_val], out_avals)]
+            # The staged function also takes the cotangent leaves (unused by `fun`).
+            state = vjp_forward(st.fn, values, flags + [False] * (n_val + len(st.extra)))
+            grads = vjp_backward(state, cts + [None] * (len(state.outs) - n_val))
+            real = [emit.zeros(v.aval) if g is None else g
+                    for g, v, f in zip(grads, st.fn.invars, flags) if f]
+
+            def post(flat):
+                it = iter(flat)
+                fl = [next(it) if f else Array(_float0_zeros(_aval(p, 0)), False)
+                      for p, f in zip(p_leaves, flags)]
+                return tree_unflatten(p_tree, fl)
+            return real, post
+        return rule
+
+    def staged_back(*flat):
+        return staged_fun(*flat[:n])
+    staged_back.__name__ = staged_fun.__name__
+    back = _cached_transformation(("vjp", p_tree, has_aux), fun, staged_back, back_rule)
+
+    @_call
+    def vjp_fun(ct):
+        c_leaves, c_tree = tree_flatten(ct)
+        if c_tree != value_tree:
+            raise TypeError(f"Tree structure of cotangent input {c_tree}, does not match "
+                            f"structure of primal output {value_tree}.")
+        for c, a in zip(c_leaves, out_avals):
+            ca = _aval(c, 0)
+            if ca.shape != a.shape or (a.dtype.kind in "fc" and ca.dtype != a.dtype
+                                       and not ca.weak_type):
+                raise ValueError(f"unexpected type (shape/dtype) for argument to VJP function:"
+                                 f" got {ca.str_short()}, but expected {a.str_short()} because "
+                                 f"the corresponding output of the differentiated function "
+                                 f"had type {a.str_short()}")
+        c_leaves = [c if a.dtype.kind in "fc" else np.zeros(a.shape, a.dtype)
+                    for c, a in zip(c_leaves, out_avals)]
+        leaves = list(p_leaves) + c_leaves
+        return back(leaves, tree_structure((tuple(leaves), {})))
+
+    value = tree_unflatten(value_tree, value_leaves)
+    if has_aux:
+        return value, vjp_fun, tree_unflatten(aux_tree, out_flat[n_val:])
+    return value, vjp_fun
+
+
+def _on_leaves(fun, p_tree, n):
+    def staged(*flat):
+        return _specialised_call(fun, tree_unflatten(p_tree, list(flat[:n])))
+    staged.__name__ = getattr(fun, "__name__", "fn")
+    return staged
+
+
+def _specialised_call(fun, args):
+    """Call the user's `fun` from kiln's own code during specialisation: its source is walked
+    (so its Python control flow on traced values compiles), as if the user had called it."""
+    from .compiler.frontend.specialise import call_function
+    return call_function(fun, list(args), {})
+
+
+def _replay(fn, values):
+    """Emit `fn`'s equations into the current builder (no derivative): its outputs."""
+    outs, _ = jvp_emit(fn, values, [None] * len(values))
+    return outs
+
+
+# ---------------------------------------------------------------------------- Jacobians
+
+def _jacobian(fun, argnums, has_aux, holomorphic, allow_int, mode):
+    from .compiler.transforms.jacobian import jacfwd_emit, jacrev_emit
+    _check_callable(fun)
+    nums, single = _argnums_tuple(argnums)
+    what = "jacfwd" if mode == "fwd" else "jacrev"
+
+    def make_rule(leaves, treedef):
+        args, kwargs = tree_unflatten(treedef, leaves)
+        pos = _check_argnums(nums, len(args), fun)
+        diff_leaves = [x for i in pos for x in tree_flatten(args[i])[0]]
+        if not allow_int:
+            for x in diff_leaves:
+                dt = _aval(x, 0).dtype
+                if dt.kind not in ("fc" if mode == "fwd" or holomorphic else "f"):
+                    raise TypeError(f"{what} requires real-valued inputs (input dtype that is "
+                                    f"a sub-dtype of np.floating), but got {dt.name}. For "
+                                    f"holomorphic differentiation, pass holomorphic=True. "
+                                    f"(Differentiating {_describe(fun)}.)")
+        flags = _flags(args, kwargs, pos)
+        arg_trees = [tree_structure(args[i]) for i in pos]
+
+        def rule(st, values):
+            if has_aux:
+                n_val, value_tree, aux_tree = _split_aux(st.out_tree, fun)
+            else:
+                n_val, value_tree, aux_tree = st.out_tree.num_leaves, st.out_tree, None
+            value_fn = _prefix(st.fn, n_val)
+            active = flags + [False] * len(st.extra)
+            if mode == "fwd":
+                blocks = jacfwd_emit(value_fn, values, active)
+                aux = _replay(st.fn, values)[n_val:] if has_aux else []
+            else:
+                blocks, outs = jacrev_emit(st.fn, values, active)
+                blocks = blocks[:n_val]
+                aux = outs[n_val:]
+            flat = [blk for row in blocks for blk in row]
+            n_in = sum(flags)
+
+            def post(res):
+                rows = []
+                for i in range(n_val):
+                    row = res[i * n_in:(i + 1) * n_in]
+                    per_arg, k = [], 0
+                    for t in arg_trees:
+                        per_arg.append(tree_unflatten(t, row[k:k + t.num_leaves]))
+                        k += t.num_leaves
+                    rows.append(per_arg[0] if single else tuple(per_arg))
+                jac = tree_unflatten(value_tree, rows)
+                if has_aux:
+                    return jac, tree_unflatten(aux_tree, res[n_val * n_in:])
+                return jac
+            return flat + list(aux), post
+        return rule
+    return _transformed(fun, _name_of(fun, what), make_rule)
+
+
+def _prefix(fn, n):
+    """`fn` restricted to its first `n` outputs."""
+    from .compiler.ir.ssa import Function
+    return Function(fn.name, fn.invars, fn.eqns, fn.outvars[:n])
+
+
+def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
+    """The Jacobian by forward mode (JAX's `jacfwd`): for each output leaf, a block per
+    differentiated argument leaf, of shape `out.shape + in.shape`."""
+    return _jacobian(fun, argnums, has_aux, holomorphic, False, "fwd")
+
+
+def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
+    """The Jacobian by reverse mode (JAX's `jacrev`), same layout as `jacfwd`."""
+    return _jacobian(fun, argnums, has_aux, holomorphic, allow_int, "rev")
+
+
+jacobian = jacrev
+
+
+def hessian(fun, argnums=0, has_aux=False, holomorphic=False):
+    """The Hessian, `jacfwd(jacrev(fun))` as in JAX."""
+    return jacfwd(jacrev(fun, argnums, has_aux, holomorphic), argnums, has_aux, holomorphic)
