@@ -263,7 +263,8 @@ def _check_scalar_output(what, aval, fun):
 
 def _split_aux(out_tree, fun):
     """(number of value leaves, value tree, aux tree) for a `has_aux` output `(value, aux)`."""
-    if out_tree.num_children != 2 or out_tree.node_data()[0] not in (tuple, list):
+    node = out_tree.node_data()
+    if node is None or not issubclass(node[0], (tuple, list)) or len(out_tree.children()) != 2:
         raise TypeError(f"expected function with aux output to return a two-element tuple, "
                         f"but got a value with structure {out_tree} "
                         f"({_describe(fun)}).")
@@ -284,6 +285,15 @@ def _flags(args, kwargs, positions):
         flags += [i in positions] * tree_structure(a).num_leaves
     flags += [False] * tree_structure(kwargs).num_leaves
     return flags
+
+
+def _argnums_order(args, positions):
+    """For each differentiated leaf in `argnums` order, its rank among the differentiated
+    leaves in argument order (the order the transforms return their derivatives in)."""
+    starts = np.cumsum([0] + [tree_structure(a).num_leaves for a in args])
+    leaves = [k for i in positions for k in range(starts[i], starts[i + 1])]
+    rank = {k: r for r, k in enumerate(sorted(leaves))}
+    return [rank[k] for k in leaves]
 
 
 def _check_callable(fun):
@@ -324,6 +334,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
         if not holomorphic:
             _check_input_dtypes("grad", diff_leaves, allow_int, fun)
         flags = _flags(args, kwargs, pos)
+        order = _argnums_order(args, pos)
         arg_trees = [tree_structure(args[i]) for i in pos]
         diff_avals = [_aval(x, i) for i, x in enumerate(diff_leaves)]
 
@@ -343,6 +354,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
                 seed = emit.ones_like(outs[0])
             grads = vjp_backward(state, [seed] + [None] * (len(outs) - 1))
             grads = [g for g, f in zip(grads, flags) if f]
+            grads = [grads[r] for r in order]
             real = [emit.zeros(a) if g is None else g
                     for g, a in zip(grads, diff_avals) if a.dtype.kind in "fc"]
             n_out = len(outs)
@@ -629,6 +641,7 @@ def _jacobian(fun, argnums, has_aux, holomorphic, allow_int, mode):
                                     f"holomorphic differentiation, pass holomorphic=True. "
                                     f"(Differentiating {_describe(fun)}.)")
         flags = _flags(args, kwargs, pos)
+        order = _argnums_order(args, pos)
         arg_trees = [tree_structure(args[i]) for i in pos]
 
         def rule(st, values):
@@ -645,7 +658,7 @@ def _jacobian(fun, argnums, has_aux, holomorphic, allow_int, mode):
                 blocks, outs = jacrev_emit(st.fn, values, active)
                 blocks = blocks[:n_val]
                 aux = outs[n_val:]
-            flat = [blk for row in blocks for blk in row]
+            flat = [row[r] for row in blocks for r in order]
             n_in = sum(flags)
 
             def post(res):
