@@ -128,3 +128,139 @@ def _pop_vjp(cts, primals, outs, *, types):
 
 tape_push.rules.update(jvp=_push_jvp, vjp=_push_vjp)
 tape_pop.rules.update(jvp=_pop_jvp, vjp=_pop_vjp)
+
+
+# ------------------------------------------------------------------ user-defined derivatives
+#
+#   outs = custom_jvp_call(*consts, *args, call=f, jvp=g, num_consts=k)
+#       f(*consts, *args) -> outs; g(*consts, *args, *tangents of the inexact args)
+#       -> (*outs, *tangents of the inexact outs). The JVP replays g; the VJP transposes g in
+#       its tangent inputs (g is linear in them), as JAX does.
+#   outs = custom_vjp_call(*consts, *args, call=f, fwd=F, bwd=B, num_consts=k)
+#       F(*consts, *args) -> (*outs, *residuals); B(*consts, *residuals, *cotangents of the
+#       inexact outs) -> cotangents of the inexact args. Forward mode is an error (as in JAX).
+#   outs = remat(*args, body=f, prevent_cse=True)
+#       f(*args), recomputed in the backward section instead of keeping its intermediate
+#       values (`kiln.checkpoint`): the backward section is a `remat` over f's VJP.
+# Closed-over values (`consts`) have no derivative through these (JAX's custom rules do not
+# see them either).
+
+def _run_region(region, *args):
+    from .control import _run
+    return _run(region, *args)
+
+
+def _call_eval(*avals, call, **params):
+    return tuple(call.out_avals)
+
+
+def _call_impl(*args, call, **params):
+    return tuple(_run_region(call, *args))
+
+
+custom_jvp_call = register("custom_jvp_call", _call_eval, _call_impl, multiple_results=True)
+custom_vjp_call = register("custom_vjp_call", _call_eval, _call_impl, multiple_results=True)
+
+
+def _remat_eval(*avals, body, prevent_cse=True):
+    return tuple(body.out_avals)
+
+
+def _remat_impl(*args, body, prevent_cse=True):
+    return tuple(_run_region(body, *args))
+
+
+remat = register("remat", _remat_eval, _remat_impl, multiple_results=True)
+
+
+def _inexact(a):
+    return a.dtype.kind in "fc"
+
+
+def _custom_jvp_jvp(eqn, ins, tins):
+    from ..transforms import emit, jvp
+    k = eqn.params["num_consts"]
+    g = eqn.params["jvp"]
+    args, t_args = ins[k:], tins[k:]
+    tangents = [jvp.instantiate(t, emit.aval(x)) for x, t in zip(args, t_args)
+                if _inexact(emit.aval(x))]
+    res, _ = jvp.jvp_emit(g, list(ins) + tangents, [None] * (len(ins) + len(tangents)))
+    n = len(eqn.outvars)
+    it = iter(res[n:])
+    return list(res[:n]), [next(it) if _inexact(v.aval) else None for v in eqn.outvars]
+
+
+def _custom_jvp_vjp(cts, primals, outs, *, call, jvp, num_consts):
+    from ..transforms import emit, vjp
+    args = primals[num_consts:]
+    arg_avals = [emit.aval(x) for x in args]
+    zeros = [emit.zeros(a) for a in arg_avals if _inexact(a)]
+    n_in = len(primals)
+    active = [False] * n_in + [True] * len(zeros)
+    ct = [None] * len(outs) + [c for c, o in zip(cts, outs) if _inexact(emit.aval(o))]
+    _, cts_in = vjp.vjp_emit(jvp, list(primals) + zeros, ct, active)
+    it = iter(cts_in[n_in:])
+    return [None] * num_consts + [next(it) if _inexact(a) else None for a in arg_avals]
+
+
+custom_jvp_call.rules.update(jvp_eqn=_custom_jvp_jvp, vjp=_custom_jvp_vjp)
+
+
+def _custom_vjp_jvp(eqn, ins, tins):
+    raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function. "
+                    "Use reverse mode (grad, vjp, jacrev), or define the rule with "
+                    "kiln.custom_jvp instead.")
+
+
+def _custom_vjp_fwd(eqn, ins):
+    from ..transforms import jvp
+    res, _ = jvp.jvp_emit(eqn.params["fwd"], list(ins), [None] * len(ins))
+    n = len(eqn.outvars)
+    return list(res[:n]), list(res[n:])
+
+
+def _custom_vjp_vjp(cts, primals, outs, residuals, *, call, fwd, bwd, num_consts):
+    from ..transforms import emit, jvp
+    consts, args = primals[:num_consts], primals[num_consts:]
+    ct = [jvp.instantiate(c, emit.aval(o)) for c, o in zip(cts, outs)
+          if _inexact(emit.aval(o))]
+    ins = list(consts) + list(residuals) + ct
+    res, _ = jvp.jvp_emit(bwd, ins, [None] * len(ins))
+    it = iter(res)
+    return [None] * num_consts + [next(it) if _inexact(emit.aval(x)) else None for x in args]
+
+
+custom_vjp_call.rules.update(jvp_eqn=_custom_vjp_jvp, vjp_fwd=_custom_vjp_fwd,
+                             vjp=_custom_vjp_vjp)
+
+
+def _remat_jvp(eqn, ins, tins):
+    from ..transforms import jvp
+    outs, touts = jvp.jvp_emit(eqn.params["body"], list(ins), list(tins))
+    return list(outs), list(touts)
+
+
+def _remat_vjp(cts, primals, outs, *, body, prevent_cse=True):
+    from ..transforms import emit, vjp
+    from ..frontend.builder import current, trace_region, close_regions
+    avals = [emit.aval(x) for x in primals]
+    diff = [a.dtype.kind in "fcO" for a in avals]
+    nz = [c is not None for c in cts]
+    n = len(primals)
+
+    def backward(inputs):
+        it = iter(inputs[n:])
+        ct = [next(it) if z else None for z in nz]
+        _, cts_in = vjp.vjp_emit(body, inputs[:n], ct, diff)
+        return [vjp.instantiate(c, a) for c, a, d in zip(cts_in, avals, diff) if d]
+    b = current()
+    child = trace_region(b, body.name + "_bwd", backward,
+                         avals + [emit.aval(c) for c in cts if c is not None])
+    (fn,), outer = close_regions([child])
+    res = b.bind(remat, list(outer) + list(primals) + [c for c in cts if c is not None],
+                 dict(body=fn, prevent_cse=prevent_cse))
+    it = iter(res)
+    return [next(it) if d else None for d in diff]
+
+
+remat.rules.update(jvp_eqn=_remat_jvp, vjp=_remat_vjp)

@@ -1,0 +1,335 @@
+"""User-defined derivatives and rematerialisation: `kiln.custom_jvp`, `kiln.custom_vjp`,
+`kiln.checkpoint` (alias `kiln.remat`), with JAX's interfaces.
+
+Called outside any transformation, a decorated function just runs. While kiln specialises
+(under `jit`, `grad`, `jvp`, ...), the function and its rules are specialised into regions of
+one primitive (`custom_jvp_call`, `custom_vjp_call`, `remat`; see
+`compiler/primitives/autodiff.py`), so the transforms use the user's rule instead of
+differentiating the function's body. Values the functions close over have no derivative
+through them (as in JAX, where such rules do not see closed-over values). Inside its own
+rules, a custom function called again is its plain body (the rule's primal value), so a rule
+differentiated once more (second order) differentiates that body.
+"""
+import functools
+import inspect
+
+import numpy as np
+
+from .array import to_array
+from .tree_util import tree_flatten, tree_unflatten
+from .compiler.frontend.builder import current, trace_region, close_regions
+from .compiler.ir.abstract import ShapedArray
+from .compiler.primitives import PRIMITIVES
+
+
+def _tracing(leaves):
+    return current() is not None or any(
+        getattr(type(x), "_kiln_trace", None) is not None for x in leaves)
+
+
+def _aval(x):
+    if hasattr(x, "aval"):
+        return x.aval
+    a = to_array(x)
+    return ShapedArray(a.shape, a.dtype, a.weak_type)
+
+
+def _walk(fun, args):
+    """Call a user function during specialisation (its source is walked)."""
+    from .compiler.frontend.specialise import call_function
+    return call_function(fun, list(args), {})
+
+
+def _resolve(fun, args, kwargs):
+    """Keyword arguments folded into positions (JAX's custom rules take positional args)."""
+    if not kwargs:
+        return tuple(args)
+    sig = inspect.signature(fun)
+    bound = sig.bind(*args, **kwargs)
+    bound.apply_defaults()
+    return tuple(bound.args) + tuple(bound.kwargs.values())
+
+
+def _split(args, nondiff_argnums):
+    nondiff = {i: a for i, a in enumerate(args) if i in nondiff_argnums}
+    diff = [a for i, a in enumerate(args) if i not in nondiff_argnums]
+    return nondiff, diff
+
+
+def _merge(nondiff, diff):
+    out, it = [], iter(diff)
+    for i in range(len(nondiff) + len(diff)):
+        out.append(nondiff[i] if i in nondiff else next(it))
+    return out
+
+
+def _inexact(a):
+    return a.dtype.kind in "fc"
+
+
+def _name(fun):
+    return getattr(fun, "__name__", "fn").replace("<lambda>", "lambda")
+
+
+def _check_out(what, name, out_leaves):
+    for leaf in out_leaves:
+        if not (hasattr(leaf, "aval") or isinstance(leaf, (bool, int, float, complex,
+                                                            np.ndarray, np.generic))
+                or type(leaf).__name__ == "Array"):
+            raise TypeError(f"{what} of {name} returned a value of type {type(leaf)}, which "
+                            f"is not a valid kiln type")
+
+
+def _as(x, aval, what):
+    """`x` (a rule's output) with `aval`'s shape and dtype, or a TypeError saying so."""
+    from . import lax
+    a = _aval(x)
+    if a.shape != aval.shape:
+        raise TypeError(f"{what} has shape {a.shape} where the primal output has shape "
+                        f"{aval.shape}; a derivative must have its primal's shape")
+    if a.dtype != aval.dtype:
+        return lax.convert_element_type(x, aval.dtype)
+    return x
+
+
+class custom_jvp:
+    """`@kiln.custom_jvp`: a function whose JVP is given by `defjvp` / `defjvps` (JAX's
+    interface; `nondiff_argnums` are passed to the rule first and must be static values)."""
+
+    def __init__(self, fun, nondiff_argnums=()):
+        functools.update_wrapper(self, fun, assigned=("__name__", "__qualname__", "__doc__"),
+                                 updated=())
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.jvp = None
+        self._in_rule = False
+
+    def defjvp(self, jvp, symbolic_zeros=False):
+        """`jvp(primals, tangents) -> (primal_out, tangent_out)`."""
+        self.jvp = jvp
+        return jvp
+
+    def defjvps(self, *jvps):
+        """One rule per argument, `jvp_i(g_i, ans, *primals)`; `None` for no dependence."""
+        fun = self.fun
+
+        def jvp(primals, tangents):
+            ans = _walk(fun, primals)
+            total = None
+            for rule, t in zip(jvps, tangents):
+                if rule is None:
+                    continue
+                term = _walk(rule, [t, ans] + list(primals))
+                total = term if total is None else _tree_add(total, term)
+            if total is None:
+                total = _tree_zeros(ans)
+            return ans, total
+        self.defjvp(jvp)
+
+    def __call__(self, *args, **kwargs):
+        if self.jvp is None:
+            raise AttributeError(f"No JVP defined for custom_jvp function {_name(self.fun)} "
+                                 f"using defjvp.")
+        args = _resolve(self.fun, args, kwargs)
+        nondiff, diff = _split(args, self.nondiff_argnums)
+        leaves, tree = tree_flatten(tuple(diff))
+        if not _tracing(leaves):
+            return self.fun(*args)
+        if self._in_rule:
+            return _walk(self.fun, args)
+        avals = [_aval(x) for x in leaves]
+        t_avals = [a for a in avals if _inexact(a)]
+        record = {}
+        name = _name(self.fun)
+
+        def call(inputs):
+            out = _walk(self.fun, _merge(nondiff, tree_unflatten(tree, inputs)))
+            out_leaves, record["tree"] = tree_flatten(out)
+            _check_out("custom_jvp function", name, out_leaves)
+            record["avals"] = [_aval(x) for x in out_leaves]
+            return out_leaves
+
+        def jvp(inputs):
+            primals = tree_unflatten(tree, inputs[:len(leaves)])
+            it = iter(inputs[len(leaves):])
+            t_leaves = [next(it) if _inexact(a) else np.zeros(a.shape, a.dtype) for a in avals]
+            tangents = tree_unflatten(tree, t_leaves)
+            pair = _walk(self.jvp, [*[nondiff[i] for i in sorted(nondiff)], tuple(primals),
+                                    tuple(tangents)])
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+                raise TypeError(f"Custom JVP rule of {name} must return a pair (primal_out, "
+                                f"tangent_out), got {type(pair).__name__}")
+            out_leaves, out_tree = tree_flatten(pair[0])
+            t_out, t_tree = tree_flatten(pair[1])
+            if out_tree != record["tree"] or t_tree != out_tree:
+                raise TypeError(f"Custom JVP rule of {name} must produce primal and tangent "
+                                f"outputs with the primal function's container (pytree) "
+                                f"structure {record['tree']}, but got {out_tree} and {t_tree}")
+            outs = [_as(o, a, f"custom JVP rule of {name}: primal output")
+                    for o, a in zip(out_leaves, record["avals"])]
+            touts = [_as(t, a, f"custom JVP rule of {name}: tangent output")
+                     for t, a in zip(t_out, record["avals"]) if _inexact(a)]
+            return outs + touts
+        b = current()
+        f_child = trace_region(b, name, call, avals)
+        self._in_rule = True   # the rule's own calls of the function are its plain body
+        try:
+            g_child = trace_region(b, name + "_jvp", jvp, avals + t_avals)
+        finally:
+            self._in_rule = False
+        (f, g), outer = close_regions([f_child, g_child])
+        outs = b.bind(PRIMITIVES["custom_jvp_call"], list(outer) + list(leaves),
+                      dict(call=f, jvp=g, num_consts=len(outer)))
+        return tree_unflatten(record["tree"], list(outs))
+
+
+class custom_vjp:
+    """`@kiln.custom_vjp`: a function whose VJP is given by `defvjp(fwd, bwd)` (JAX's
+    interface: `fwd(*args) -> (out, residuals)`, `bwd(residuals, ct) -> tuple of cotangents`
+    per argument, `None` for a zero one; `nondiff_argnums` go to `bwd` first)."""
+
+    def __init__(self, fun, nondiff_argnums=()):
+        functools.update_wrapper(self, fun, assigned=("__name__", "__qualname__", "__doc__"),
+                                 updated=())
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.fwd = self.bwd = None
+        self._in_rule = False
+
+    def defvjp(self, fwd, bwd, symbolic_zeros=False, optimize_remat=False):
+        self.fwd, self.bwd = fwd, bwd
+
+    def __call__(self, *args, **kwargs):
+        if self.fwd is None:
+            raise AttributeError(f"No VJP defined for custom_vjp function {_name(self.fun)} "
+                                 f"using defvjp.")
+        args = _resolve(self.fun, args, kwargs)
+        nondiff, diff = _split(args, self.nondiff_argnums)
+        leaves, tree = tree_flatten(tuple(diff))
+        if not _tracing(leaves):
+            return self.fun(*args)
+        if self._in_rule:
+            return _walk(self.fun, args)
+        avals = [_aval(x) for x in leaves]
+        record = {}
+        name = _name(self.fun)
+
+        def call(inputs):
+            out = _walk(self.fun, _merge(nondiff, tree_unflatten(tree, inputs)))
+            out_leaves, record["tree"] = tree_flatten(out)
+            _check_out("custom_vjp function", name, out_leaves)
+            record["avals"] = [_aval(x) for x in out_leaves]
+            return out_leaves
+
+        def fwd(inputs):
+            pair = _walk(self.fwd, _merge(nondiff, tree_unflatten(tree, inputs)))
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+                raise TypeError(f"Custom VJP fwd rule of {name} must return a pair (primal "
+                                f"output, residuals), got {type(pair).__name__}")
+            out_leaves, out_tree = tree_flatten(pair[0])
+            if out_tree != record["tree"]:
+                raise TypeError(f"Custom VJP fwd rule of {name} must produce primal outputs "
+                                f"with the primal function's structure {record['tree']}, but "
+                                f"got {out_tree}")
+            res_leaves, record["res_tree"] = tree_flatten(pair[1])
+            res_leaves = [r if hasattr(r, "aval") else to_array(r) for r in res_leaves]
+            record["res_avals"] = [_aval(r) for r in res_leaves]
+            return [_as(o, a, f"custom VJP fwd rule of {name}: primal output")
+                    for o, a in zip(out_leaves, record["avals"])] + res_leaves
+
+        def bwd(inputs):
+            n_res = len(record["res_avals"])
+            res = tree_unflatten(record["res_tree"], inputs[:n_res])
+            it = iter(inputs[n_res:])
+            cts = [next(it) if _inexact(a) else np.zeros(a.shape, a.dtype)
+                   for a in record["avals"]]
+            ct = tree_unflatten(record["tree"], cts)
+            out = _walk(self.bwd, [*[nondiff[i] for i in sorted(nondiff)], res, ct])
+            if not isinstance(out, (tuple, list)) or len(out) != len(diff):
+                raise TypeError(f"Custom VJP bwd rule of {name} must produce a tuple with one "
+                                f"cotangent per differentiable argument ({len(diff)}), got "
+                                f"{type(out).__name__}"
+                                + (f" of length {len(out)}" if isinstance(out, (tuple, list))
+                                   else ""))
+            grads = []
+            for i, (ct_i, arg) in enumerate(zip(out, diff)):
+                arg_leaves, arg_tree = tree_flatten(arg)
+                if ct_i is None:
+                    grads += [None] * len(arg_leaves)
+                    continue
+                ct_leaves, ct_tree = tree_flatten(ct_i, is_leaf=lambda v: v is None)
+                if ct_tree != arg_tree and len(ct_leaves) != len(arg_leaves):
+                    raise TypeError(f"Custom VJP bwd rule of {name} must produce an output "
+                                    f"with the same container (pytree) structure as the "
+                                    f"args tuple of the primal function; argument {i} has "
+                                    f"structure {arg_tree} but its cotangent has {ct_tree}")
+                grads += ct_leaves
+            out_cts = []
+            for g, a in zip(grads, avals):
+                if not _inexact(a):
+                    continue
+                out_cts.append(np.zeros(a.shape, a.dtype) if g is None else
+                               _as(g, a, f"custom VJP bwd rule of {name}: cotangent"))
+            return out_cts
+        b = current()
+        f_child = trace_region(b, name, call, avals)
+        self._in_rule = True   # the rules' own calls of the function are its plain body
+        try:
+            fwd_child = trace_region(b, name + "_fwd", fwd, avals)
+            ct_avals = [a for a in record["avals"] if _inexact(a)]
+            bwd_child = trace_region(b, name + "_bwd", bwd, record["res_avals"] + ct_avals)
+        finally:
+            self._in_rule = False
+        (f, F, B), outer = close_regions([f_child, fwd_child, bwd_child])
+        outs = b.bind(PRIMITIVES["custom_vjp_call"], list(outer) + list(leaves),
+                      dict(call=f, fwd=F, bwd=B, num_consts=len(outer)))
+        return tree_unflatten(record["tree"], list(outs))
+
+
+def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
+    """`kiln.checkpoint` (`kiln.remat`): reverse mode recomputes `fun`'s intermediate values
+    in the backward section instead of storing them. `policy` is accepted for JAX
+    compatibility; kiln saves nothing but the arguments. `static_argnums` are passed through
+    as Python values."""
+    if fun is None:
+        return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy,
+                                 static_argnums=static_argnums)
+    nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+
+    @functools.wraps(fun, assigned=("__name__", "__qualname__", "__doc__"), updated=())
+    def remat_fun(*args, **kwargs):
+        args = _resolve(fun, args, kwargs)
+        static, dyn = _split(args, nums)
+        leaves, tree = tree_flatten(tuple(dyn))
+        if not _tracing(leaves):
+            return fun(*args)
+        record = {}
+
+        def body(inputs):
+            out = _walk(fun, _merge(static, tree_unflatten(tree, inputs)))
+            out_leaves, record["tree"] = tree_flatten(out)
+            return out_leaves
+        b = current()
+        child = trace_region(b, _name(fun), body, [_aval(x) for x in leaves])
+        (fn,), outer = close_regions([child])
+        outs = b.bind(PRIMITIVES["remat"], list(outer) + list(leaves),
+                      dict(body=fn, prevent_cse=bool(prevent_cse)))
+        return tree_unflatten(record["tree"], list(outs))
+    return remat_fun
+
+
+remat = checkpoint
+
+
+def _tree_add(a, b):
+    from . import lax
+    la, ta = tree_flatten(a)
+    lb, _ = tree_flatten(b)
+    return tree_unflatten(ta, [lax.add(x, y) for x, y in zip(la, lb)])
+
+
+def _tree_zeros(tree):
+    from .numpy import zeros_like
+    leaves, t = tree_flatten(tree)
+    return tree_unflatten(t, [zeros_like(x) for x in leaves])
+
