@@ -898,6 +898,34 @@ def scan_case(draw):
     return Case([scale, init, xs], params, ref, (False, False, False), rtol=1e-4)
 
 
+def _square_regions(shape):
+    """x*x with a hand-written JVP region, VJP regions and a body (the custom-rule cases)."""
+    t = _t(shape)
+    call = _region(f"def f(x: '{t}') -> '{t}':\n    y = mul(x, x)\n    return y\n")
+    jvp = _region(f"def f_jvp(x: '{t}', x_dot: '{t}') -> '({t}, {t})':\n"
+                  f"    y = mul(x, x)\n    two_x = add(x, x)\n    y_dot = mul(two_x, x_dot)\n"
+                  f"    return y, y_dot\n")
+    fwd = _region(f"def f_fwd(x: '{t}') -> '({t}, {t})':\n    y = mul(x, x)\n"
+                  f"    return y, x\n")
+    bwd = _region(f"def f_bwd(x: '{t}', ct: '{t}') -> '{t}':\n    two_x = add(x, x)\n"
+                  f"    x_bar = mul(two_x, ct)\n    return x_bar\n")
+    return call, jvp, fwd, bwd
+
+
+def _square_ref(x, **params):
+    return (x * x,)
+
+
+@st.composite
+def custom_rule_case(draw, name):
+    shape = draw(shapes())
+    call, jvp, fwd, bwd = _square_regions(shape)
+    params = {"custom_jvp_call": {"call": call, "jvp": jvp, "num_consts": 0},
+              "custom_vjp_call": {"call": call, "fwd": fwd, "bwd": bwd, "num_consts": 0},
+              "remat": {"body": call, "prevent_cse": True}}[name]
+    return Case([array(draw, np.float32, shape)], params, _square_ref, (False,))
+
+
 @st.composite
 def debug_print_case(draw):
     xs = [array(draw, draw(st.sampled_from(ALL)), draw(shapes())) for _ in
@@ -956,6 +984,7 @@ CASES = {
     "while_loop": while_loop_case(),
     "scan": scan_case(),
     "debug_print": debug_print_case(),
+    **{name: custom_rule_case(name) for name in ("custom_jvp_call", "custom_vjp_call", "remat")},
 }
 
 
