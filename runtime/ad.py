@@ -248,6 +248,13 @@ def _check_input_dtypes(what, leaves, allow_int, fun):
 
 
 def _check_scalar_output(what, aval, fun):
+    _check_real_output(what, aval, fun)
+    if aval.shape != ():
+        raise TypeError(f"Gradient only defined for scalar-output functions. Output had shape: "
+                        f"{aval.shape}. (Differentiating {_describe(fun)}.)")
+
+
+def _check_real_output(what, aval, fun):
     if aval.dtype.kind != "f":
         extra = ("For holomorphic differentiation, pass holomorphic=True. For differentiation "
                  "of non-holomorphic functions involving complex outputs, use kiln.vjp directly."
@@ -256,9 +263,6 @@ def _check_scalar_output(what, aval, fun):
         raise TypeError(f"{what} requires real-valued outputs (output dtype that is a sub-dtype "
                         f"of np.floating), but got {aval.dtype.name}. {extra} "
                         f"(Differentiating {_describe(fun)}.)")
-    if aval.shape != ():
-        raise TypeError(f"Gradient only defined for scalar-output functions. Output had shape: "
-                        f"{aval.shape}. (Differentiating {_describe(fun)}.)")
 
 
 def _split_aux(out_tree, fun):
@@ -420,18 +424,24 @@ def jvp(fun, primals, tangents, has_aux=False):
 
 def _check_tangent(p, t):
     pa = _aval(p, 0)
-    if getattr(getattr(t, "dtype", None), "names", None) == ("float0",) or \
-            (isinstance(t, np.ndarray) and t.dtype == float0):
-        return
-    ta = _aval(t, 0)
-    if pa.dtype.kind in "fc" and ta.dtype != pa.dtype and not ta.weak_type:
+    if _is_float0(t):
+        t_dtype, t_shape = "float0", tuple(t.shape)
+    else:
+        ta = _aval(t, 0)
+        t_dtype, t_shape = ta.dtype.name, ta.shape
+    want = pa.dtype.name if pa.dtype.kind in "fc" else "float0"
+    if t_dtype != want:
         raise TypeError(f"primal and tangent arguments to kiln.jvp do not match; dtypes must "
                         f"be equal, or in case of int/bool primal dtype the tangent dtype must "
                         f"be float0. Got primal dtype {pa.dtype.name} and so expected tangent "
-                        f"dtype {pa.dtype.name}, but got tangent dtype {ta.dtype.name} instead.")
-    if ta.shape != pa.shape:
+                        f"dtype {want}, but got tangent dtype {t_dtype} instead.")
+    if t_shape != pa.shape:
         raise ValueError(f"kiln.jvp called with different primal and tangent shapes; got "
-                         f"primal shape {pa.shape} and tangent shape as {ta.shape}")
+                         f"primal shape {pa.shape} and tangent shape as {t_shape}")
+
+
+def _is_float0(x):
+    return getattr(getattr(x, "dtype", None), "names", None) == ("float0",)
 
 
 def _jvp_call(fun, primals, p_leaves, t_leaves, has_aux):
@@ -521,7 +531,9 @@ def linearize(fun, *primals):
 
 def _zeros_like_tree(tree):
     leaves, t = tree_flatten(tree)
-    return tree_unflatten(t, [np.zeros(_aval(x, 0).shape, _aval(x, 0).dtype) for x in leaves])
+    avals = [_aval(x, 0) for x in leaves]
+    return tree_unflatten(t, [np.zeros(a.shape, a.dtype if a.dtype.kind in "fc" else float0)
+                              for a in avals])
 
 
 # ------------------------------------------------------------------------- reverse mode
@@ -579,14 +591,20 @@ def vjp(fun, *primals, has_aux=False, reduce_axes=()):
     def vjp_fun(ct):
         c_leaves, c_tree = tree_flatten(ct)
         if c_tree != value_tree:
-            raise TypeError(f"Tree structure of cotangent input {c_tree}, does not match "
-                            f"structure of primal output {value_tree}.")
+            raise ValueError(f"unexpected tree structure: the argument to a VJP function "
+                             f"returned by kiln.vjp must match the pytree structure of the "
+                             f"output of {_describe(fun)}; got {c_tree}, expected "
+                             f"{value_tree}.")
         for c, a in zip(c_leaves, out_avals):
-            ca = _aval(c, 0)
-            if ca.shape != a.shape or (a.dtype.kind in "fc" and ca.dtype != a.dtype
-                                       and not ca.weak_type):
+            if _is_float0(c):   # integer outputs take float0 (or integer) cotangents
+                got, shape, ok = f"float0{list(c.shape)}", tuple(c.shape), a.dtype.kind not in "fc"
+            else:
+                ca = _aval(c, 0)
+                got, shape = ca.str_short(), ca.shape
+                ok = ca.dtype == a.dtype or a.dtype.kind not in "fc"
+            if not ok or shape != a.shape:
                 raise ValueError(f"unexpected type (shape/dtype) for argument to VJP function:"
-                                 f" got {ca.str_short()}, but expected {a.str_short()} because "
+                                 f" got {got}, but expected {a.str_short()} because "
                                  f"the corresponding output of the differentiated function "
                                  f"had type {a.str_short()}")
         c_leaves = [c if a.dtype.kind in "fc" else np.zeros(a.shape, a.dtype)
@@ -632,14 +650,17 @@ def _jacobian(fun, argnums, has_aux, holomorphic, allow_int, mode):
         args, kwargs = tree_unflatten(treedef, leaves)
         pos = _check_argnums(nums, len(args), fun)
         diff_leaves = [x for i in pos for x in tree_flatten(args[i])[0]]
-        if not allow_int:
-            for x in diff_leaves:
-                dt = _aval(x, 0).dtype
-                if dt.kind not in ("fc" if mode == "fwd" or holomorphic else "f"):
-                    raise TypeError(f"{what} requires real-valued inputs (input dtype that is "
-                                    f"a sub-dtype of np.floating), but got {dt.name}. For "
-                                    f"holomorphic differentiation, pass holomorphic=True. "
-                                    f"(Differentiating {_describe(fun)}.)")
+        if mode == "rev" and not holomorphic:
+            _check_input_dtypes(what, diff_leaves, allow_int, fun)
+        for x in diff_leaves if mode == "fwd" and not holomorphic else ():
+            dt = _aval(x, 0).dtype
+            if dt.kind != "f":
+                raise TypeError(f"{what} requires real-valued inputs (input dtype that is a "
+                                f"sub-dtype of np.floating), but got {dt.name}. For holomorphic "
+                                f"differentiation, pass holomorphic=True. For differentiation "
+                                f"of non-holomorphic functions involving complex inputs or "
+                                f"integer inputs, use kiln.jvp directly. (Differentiating "
+                                f"{_describe(fun)}.)")
         flags = _flags(args, kwargs, pos)
         order = _argnums_order(args, pos)
         arg_trees = [tree_structure(args[i]) for i in pos]
@@ -649,6 +670,8 @@ def _jacobian(fun, argnums, has_aux, holomorphic, allow_int, mode):
                 n_val, value_tree, aux_tree = _split_aux(st.out_tree, fun)
             else:
                 n_val, value_tree, aux_tree = st.out_tree.num_leaves, st.out_tree, None
+            for a in st.out_avals[:n_val] if mode == "rev" and not holomorphic else ():
+                _check_real_output(what, a, fun)
             value_fn = _prefix(st.fn, n_val)
             active = flags + [False] * len(st.extra)
             if mode == "fwd":
