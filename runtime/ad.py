@@ -15,6 +15,7 @@ Every API function works the same way:
 `kiln.make_ir(kiln.grad(f))(x)` shows the derivative as Python.
 """
 import functools
+import inspect
 
 import numpy as np
 
@@ -230,6 +231,9 @@ def _check_argnums(argnums, nargs, fun):
 
 
 def _describe(fun):
+    while isinstance(fun, functools.partial):
+        fun = fun.func
+    fun = inspect.unwrap(fun)   # kiln's wrappers (grad, jit, the front end's) name the user's
     code = getattr(fun, "__code__", None)
     name = getattr(fun, "__qualname__", None) or getattr(fun, "__name__", repr(fun))
     if code is not None:
