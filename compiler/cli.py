@@ -4,7 +4,7 @@
 attribute path such as `Class.method` after the colon), builds example arguments from the
 argument specs of `kiln.compiler.argspec`, and prints the function at one stage of the compiler.
 `STAGES` maps each stage name to what produces its text and the language of that text (which
-picks the highlighter for `--color`); later stages (grad, vmap, llvm, asm, ...) are new rows.
+picks the highlighter for `--color`); later stages (vmap, llvm, asm, ...) are new rows.
 
 Exit codes: 0 success; 1 an error in the user's code (a located compile error prints its
 message, which holds the file, line and caret, without a traceback); 2 a usage error (argparse's
@@ -192,6 +192,47 @@ def _stage_simplified(fn, call):
     return jitted.lower(*call.args, **call.kwargs).as_text()
 
 
+def _dynamic_call(fn, call):
+    """`(function of the dynamic arguments only, their values)`: static arguments are bound
+    by keyword (the derivative stages differentiate every dynamic positional argument)."""
+    import functools
+    plain = _unjit(fn)
+    names = list(inspect.signature(plain).parameters)
+    statics = dict(call.kwargs)
+    dynamic = []
+    for i, value in enumerate(call.args):
+        if i in call.static_argnums:
+            if any(j > i and j not in call.static_argnums for j in range(len(call.args))):
+                raise UserError("the derivative stages need static arguments after the "
+                                "dynamic ones (they differentiate every dynamic positional "
+                                "argument)")
+            statics[names[i]] = value
+        else:
+            dynamic.append(value)
+    return (functools.partial(plain, **statics) if statics else plain), dynamic
+
+
+def _derivative_text(fn):
+    from kiln.compiler import passes
+    return str(passes.run_pipeline(fn))
+
+
+def _stage_grad(fn, call):
+    import kiln
+    target, args = _dynamic_call(fn, call)
+    nums = tuple(range(len(args)))
+    return _derivative_text(kiln.make_ir(kiln.grad(target, argnums=nums))(*args))
+
+
+def _stage_jvp(fn, call):
+    import kiln
+    import numpy as np
+    target, args = _dynamic_call(fn, call)
+    tangents = tuple(np.ones(np.shape(a), np.asarray(a).dtype) for a in args)
+    return _derivative_text(kiln.make_ir(
+        lambda *primals: kiln.jvp(target, primals, tangents))(*args))
+
+
 class Stage(NamedTuple):
     run: Callable     # (target, Call) -> text
     language: str     # picks the highlighter
@@ -205,6 +246,12 @@ STAGES = {
                  "the SSA form straight from specialisation (kiln.make_ir)"),
     "simplified": Stage(_stage_simplified, "python", True,
                         "the SSA form after the pass pipeline (jit(f).lower(...).as_text())"),
+    "grad": Stage(_stage_grad, "python", True,
+                  "reverse mode: grad of f with respect to every dynamic argument, simplified "
+                  "(forward section, then backward section)"),
+    "jvp": Stage(_stage_jvp, "python", True,
+                 "forward mode: f's JVP with tangents of ones for every dynamic argument, "
+                 "simplified"),
 }
 
 

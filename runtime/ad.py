@@ -121,7 +121,7 @@ class Transformation:
             logger.warning("kiln: compiling %s for %s", self.name,
                            ", ".join(a.str_short() for a in avals))
         rule = self.make_rule(leaves, treedef)
-        st = stage(self.fun, leaves, treedef, self.name, _hints(treedef, len(leaves)))
+        st = stage(self.fun, leaves, treedef, self.name, _hints(self.fun, treedef, leaves))
         fn = self.derivative_function(st, rule)
         from .compiler import passes
         from .compiler.backends.reference import compile_function
@@ -151,7 +151,7 @@ class Transformation:
     def make_ir(self, leaves, treedef):
         """The derivative's SSA for these arguments, before the passes."""
         rule = self.make_rule(leaves, treedef)
-        st = stage(self.fun, leaves, treedef, self.name, _hints(treedef, len(leaves)))
+        st = stage(self.fun, leaves, treedef, self.name, _hints(self.fun, treedef, leaves))
         return self.derivative_function(st, rule).fn
 
 
@@ -159,8 +159,19 @@ class _Derivative:
     __slots__ = ("fn", "post", "consts")
 
 
-def _hints(treedef, n):
-    return None
+def _hints(fun, treedef, leaves):
+    """Input names for the derivative's SSA: the parameter names of `fun` (with pytree key
+    paths), as `jit` gives them."""
+    from .jit import _arg_hints
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY,
+                                                       p.POSITIONAL_OR_KEYWORD)]
+    args, kwargs = tree_unflatten(treedef, leaves)
+    hints = _arg_hints(positional, list(args), kwargs, ())
+    return hints if len(hints) == len(leaves) else None
 
 
 def _guards_ok(guards):

@@ -56,6 +56,7 @@ class Builder:
         self.info = parent.info if parent is not None else None
         self.effects = False
         self.hint = "t"         # the name new results take (transforms set `y_dot`, `x_bar`)
+        self.claimed = set() if parent is None else None  # ids of reused results (`claim`)
 
     # -------------------------------------------------------------------- context
     def __enter__(self):
@@ -138,6 +139,24 @@ class Builder:
             yield
         finally:
             self.hint = old
+
+    def claim(self, eqn, ins):
+        """Append `eqn` itself if `ins` are exactly its operands (as this builder's values)
+        and its results are not yet defined anywhere in this top-level function; a transform
+        replaying a function in its own name space keeps the original names this way."""
+        if len(ins) != len(eqn.invars):
+            return False
+        for x, v in zip(ins, eqn.invars):
+            if x is v:
+                continue
+            if type(x) is not TRACER_TYPE or x.var is not v or x.builder is not self:
+                return False
+        claimed = self.root.claimed  # the equations (kept alive in eqns) keep their ids
+        if any(id(v) in claimed for v in eqn.outvars):
+            return False
+        claimed.update(id(v) for v in eqn.outvars)
+        self.eqns.append(eqn)
+        return True
 
     def child(self, name):
         return Builder(self.names.fresh(name), parent=self)

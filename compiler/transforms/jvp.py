@@ -45,8 +45,7 @@ def jvp_eqn(eqn, ins, tins):
     prim = eqn.prim
     outavals = [v.aval for v in eqn.outvars]
     if all(t is None for t in tins) or prim.rules.get("zero_derivative"):
-        outs = b.bind(prim, ins, eqn.params)
-        outs = list(outs) if prim.multiple_results else [outs]
+        outs = replay_eqn(b, eqn, ins)
         return outs, [None] * len(outs)
     eqn_rule = prim.rules.get("jvp_eqn")  # control flow: emits primal and tangent together
     if eqn_rule is not None:
@@ -54,16 +53,29 @@ def jvp_eqn(eqn, ins, tins):
     rule = prim.rules.get("jvp")
     if rule is None:
         raise no_rule_error(eqn, "JVP")
-    outs = b.bind(prim, ins, eqn.params)
+    outs = replay_eqn(b, eqn, ins)
     start = len(b.eqns)
-    touts = rule(ins, tins, outs, **eqn.params)
-    outs = list(outs) if prim.multiple_results else [outs]
+    touts = rule(ins, tins, outs if prim.multiple_results else outs[0], **eqn.params)
     touts = list(touts) if prim.multiple_results else [touts]
     touts = [t if (t is not None and has_tangent(a)) else None
              for t, a in zip(touts, outavals)]
     for v, t in zip(eqn.outvars, touts):
         name_result(b, start, t, v.name + "_dot")
     return outs, touts
+
+
+def replay_eqn(b, eqn, ins):
+    """Emit `eqn` on the operands `ins` into builder `b`; its results as a list.
+
+    When the operands are the equation's own variables (a transform replaying the function it
+    was given, in the same name space), the equation itself is reused, so the derivative's
+    forward section keeps the user's names (`h = tanh(t)`); otherwise the results are named
+    after the originals (`h_1`)."""
+    if b.claim(eqn, ins):
+        return [b.tracer(v) for v in eqn.outvars]
+    with b.naming(eqn.outvars[0].name if eqn.outvars else "t"):
+        outs = b.bind(eqn.prim, ins, eqn.params)
+    return list(outs) if eqn.prim.multiple_results else [outs]
 
 
 def name_result(b, start, value, name):

@@ -24,7 +24,7 @@ is then called as `rules["vjp"](ct, primals, outs, residuals, **params)`.
 from ..ir.ssa import Var
 from ..frontend.builder import Builder, current
 from . import emit
-from .jvp import read, has_tangent, no_rule_error, name_result
+from .jvp import read, has_tangent, no_rule_error, name_result, replay_eqn
 
 
 def _differentiable(eqn):
@@ -61,8 +61,7 @@ def vjp_forward(fn, primals, active):
             if fwd is not None:
                 outs, res = fwd(eqn, ins)
             else:
-                outs = b.bind(eqn.prim, ins, eqn.params)
-                outs = list(outs) if eqn.prim.multiple_results else [outs]
+                outs = replay_eqn(b, eqn, ins)
                 res = None
         finally:
             b.info = info
