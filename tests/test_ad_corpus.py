@@ -10,6 +10,8 @@ it is smooth (first order otherwise), in three ways:
   of the same recursion as `check_grads` (so second order runs `jit(jvp(jvp(f)))`,
   `jit(vjp(jvp(f)))`, `jit(jvp(vjp(f)))` and `jit(vjp(vjp(f)))`).
 
+A selection of entries is also checked in `check_grads`' "lin" mode (`kiln.linearize`).
+
 The Jacobian API is checked against itself on every entry (`jacfwd` equals `jacrev`; `grad` and
 `value_and_grad` agree with them on scalar outputs; `hessian` is symmetric), third derivatives
 of a few scalar functions are exact, and `check_grads` itself is shown to catch wrong
@@ -87,6 +89,16 @@ def check_compiled_derivatives(fun, args, k, chain=""):
 @ENTRIES
 def test_jit_of_derivative(e):
     check_compiled_derivatives(e.fn, tuple(e.args()), order(e))
+
+
+LINEARIZED = ("if_elif_else_top", "newton_sqrt", "while_break", "for_traced_bound",
+              "lax_cond_true", "lax_scan_cumulative", "closure_over_traced", "dict_params",
+              "nested_pytree", "rnn_loss_scan", "mlp_mse", "abs_value")
+
+
+@pytest.mark.parametrize("e", [e for e in CORPUS if e.name in LINEARIZED], ids=lambda e: e.name)
+def test_linearize_mode(e):
+    check_grads(e.fn, e.args(), order(e), modes=("lin",))
 
 
 # ---------------------------------------------------------------------- Jacobian API
