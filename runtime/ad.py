@@ -262,11 +262,21 @@ def _check_input_dtypes(what, leaves, allow_int, fun):
                             f"True. (Differentiating {_describe(fun)}.)")
 
 
-def _check_scalar_output(what, aval, fun):
-    _check_real_output(what, aval, fun)
+def _check_scalar_output(what, aval, fun, holomorphic):
+    if holomorphic:
+        _check_holomorphic(what, [aval.dtype], "outputs", fun)
+    else:
+        _check_real_output(what, aval, fun)
     if aval.shape != ():
         raise TypeError(f"Gradient only defined for scalar-output functions. Output had shape: "
                         f"{aval.shape}. (Differentiating {_describe(fun)}.)")
+
+
+def _check_holomorphic(what, dtypes, side, fun):
+    for dt in dtypes:
+        if dt.kind != "c":
+            raise TypeError(f"{what} with holomorphic=True requires {side} with complex dtype, "
+                            f"but got {dt.name}. (Differentiating {_describe(fun)}.)")
 
 
 def _check_real_output(what, aval, fun):
@@ -350,7 +360,9 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
         args, kwargs = tree_unflatten(treedef, leaves)
         pos = _check_argnums(nums, len(args), fun)
         diff_leaves = [x for i in pos for x in tree_flatten(args[i])[0]]
-        if not holomorphic:
+        if holomorphic:
+            _check_holomorphic("grad", [_aval(x, 0).dtype for x in diff_leaves], "inputs", fun)
+        else:
             _check_input_dtypes("grad", diff_leaves, allow_int, fun)
         flags = _flags(args, kwargs, pos)
         order = _argnums_order(args, pos)
@@ -362,11 +374,10 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
                 n_val, value_tree, aux_tree = _split_aux(st.out_tree, fun)
             else:
                 n_val, value_tree, aux_tree = st.out_tree.num_leaves, st.out_tree, None
-            if n_val != 1:
+            if value_tree.num_nodes != 1 or n_val != 1:   # a single array, not a container
                 raise TypeError(f"Gradient only defined for scalar-output functions. Output "
-                                f"was a pytree with {n_val} leaves ({_describe(fun)}).")
-            if not holomorphic:
-                _check_scalar_output("grad", st.out_avals[0], fun)
+                                f"was a pytree with structure {value_tree} ({_describe(fun)}).")
+            _check_scalar_output("grad", st.out_avals[0], fun, holomorphic)
             state = vjp_forward(st.fn, values, flags + [False] * len(st.extra))
             outs = state.outs
             with current().naming("out_bar"):
@@ -529,19 +540,79 @@ def _cached_transformation(kind, fun, staged_fun, make_rule):
 
 def linearize(fun, *primals):
     """`(fun(*primals), f_jvp)` where `f_jvp(*tangents)` is the JVP at `primals` (JAX's
-    `linearize`). kiln's `f_jvp` evaluates the JVP function, whose primal half the simplifier
-    shares with nothing here, so each call also recomputes the primal values."""
+    `linearize`). Outside `jit` the JVP function is split (`partial_eval.split`): the primal
+    half runs once, now, and `f_jvp` runs only the tangent half on its residuals."""
     _check_callable(fun)
-    out, _ = jvp(fun, primals, tuple(_zeros_like_tree(p) for p in primals))
-    p_tree = tree_structure(tuple(primals))
+    p_leaves, p_tree = tree_flatten(tuple(primals))
+    if current() is not None or any(_is_tracer(x) for x in p_leaves):
+        out, _ = jvp(fun, primals, tuple(_zeros_like_tree(p) for p in primals))
+
+        @_call
+        def traced_jvp(*tangents):
+            _check_linearized(tangents, p_tree)
+            return jvp(fun, primals, tangents)[1]
+        return out, traced_jvp
+    flags = [_aval(p, 0).dtype.kind in "fc" for p in p_leaves]
+    avals = tuple(_aval(x, i) for i, x in enumerate(p_leaves))
+    key = (id(fun), "linearize", p_tree, avals)
+    entry = _SPLIT_CACHE.get(key)
+    if entry is None or entry.fun is not fun or not _guards_ok(entry.guards):
+        entry = _SPLIT_CACHE[key] = _compile_split_jvp(fun, p_leaves, p_tree, flags)
+    known = entry.known(*[_value(x) for x in p_leaves], *entry.consts)
+    outs = wrap_outputs(known[:entry.n_out], entry.out_weak)
+    residuals = known[entry.n_out:]
 
     @_call
     def f_jvp(*tangents):
-        if tree_structure(tuple(tangents)) != p_tree:
-            raise TypeError(f"linearized function called on tangents with structure "
-                            f"{tree_structure(tuple(tangents))}, expected {p_tree}")
-        return jvp(fun, primals, tangents)[1]
-    return out, f_jvp
+        _check_linearized(tangents, p_tree)
+        t_leaves = tree_flatten(tuple(tangents))[0]
+        for p, t in zip(p_leaves, t_leaves):
+            _check_tangent(p, t)
+        ts = [np.asarray(_value(t), a.dtype) for t, a, f in zip(t_leaves, avals, flags) if f]
+        touts = iter(wrap_outputs(entry.unknown(*residuals, *ts), entry.grad_weak))
+        tl = [next(touts) if a.dtype.kind in "fc" else Array(_float0_zeros(a), False)
+              for a in entry.out_avals]
+        return tree_unflatten(entry.out_tree, tl)
+    return tree_unflatten(entry.out_tree, outs), f_jvp
+
+
+def _check_linearized(tangents, p_tree):
+    if tree_structure(tuple(tangents)) != p_tree:
+        raise TypeError(f"linearized function called on tangents with structure "
+                        f"{tree_structure(tuple(tangents))}, expected {p_tree}")
+
+
+def _compile_split_jvp(fun, p_leaves, p_tree, flags):
+    from .compiler import passes
+    from .compiler.backends.reference import compile_function
+    from .compiler.transforms.partial_eval import split
+    staged_fun = _on_leaves(fun, p_tree, len(p_leaves))
+    treedef = tree_structure((tuple(p_leaves), {}))
+    st = stage(staged_fun, p_leaves, treedef, _name_of(fun, "linearize"))
+    b = Builder(st.fn.name, names=st.names)
+    with b:
+        inputs = [b.tracer(v) for v in st.fn.invars]
+        b.invars = list(st.fn.invars)
+        tans = [b.new_input(v.aval, v.name + "_dot") if f else None
+                for v, f in zip(st.fn.invars, flags)]
+        outs, touts = jvp_emit(st.fn, inputs, tans + [None] * len(st.extra))
+        real = [emit.zeros(a) if t is None else t
+                for t, a in zip(touts, st.out_avals) if a.dtype.kind in "fc"]
+        fn = b.build(list(outs) + real)
+    n_f, n_t = len(st.fn.invars), sum(flags)
+    unknown = [False] * n_f + [True] * n_t + [False] * (len(fn.invars) - n_f - n_t)
+    fn = passes.run_pipeline(fn, dump_name=fn.name)
+    known, later, _ = split(fn, unknown, len(outs))
+    entry = _SplitEntry()
+    entry.fun = fun
+    entry.known, entry.unknown = compile_function(known), compile_function(later)
+    entry.consts = list(st.extra) + [value for _, value, _ in b.consts]
+    entry.n_out, entry.n_val, entry.out_tree = len(outs), len(outs), st.out_tree
+    entry.out_avals = st.out_avals
+    entry.out_weak = [a.weak_type for a in st.out_avals]
+    entry.grad_weak = [v.aval.weak_type for v in later.outvars]
+    entry.guards = list(st.guards)
+    return entry
 
 
 def _zeros_like_tree(tree):
@@ -565,6 +636,8 @@ def vjp(fun, *primals, has_aux=False, reduce_axes=()):
     staged_fun = _on_leaves(fun, p_tree, len(p_leaves))
     flags = [_aval(p, 0).dtype.kind in "fc" for p in p_leaves]
     n = len(p_leaves)
+    if current() is None and not any(_is_tracer(x) for x in p_leaves):
+        return _vjp_eager(fun, staged_fun, p_leaves, p_tree, flags, has_aux)
 
     def value_rule(leaves, treedef):
         def rule(st, values):
@@ -604,24 +677,7 @@ def vjp(fun, *primals, has_aux=False, reduce_axes=()):
 
     @_call
     def vjp_fun(ct):
-        c_leaves, c_tree = tree_flatten(ct)
-        if c_tree != value_tree:
-            raise ValueError(f"unexpected tree structure: the argument to a VJP function "
-                             f"returned by kiln.vjp must match the pytree structure of the "
-                             f"output of {_describe(fun)}; got {c_tree}, expected "
-                             f"{value_tree}.")
-        for c, a in zip(c_leaves, out_avals):
-            if _is_float0(c):   # integer outputs take float0 (or integer) cotangents
-                got, shape, ok = f"float0{list(c.shape)}", tuple(c.shape), a.dtype.kind not in "fc"
-            else:
-                ca = _aval(c, 0)
-                got, shape = ca.str_short(), ca.shape
-                ok = ca.dtype == a.dtype or a.dtype.kind not in "fc"
-            if not ok or shape != a.shape:
-                raise ValueError(f"unexpected type (shape/dtype) for argument to VJP function:"
-                                 f" got {got}, but expected {a.str_short()} because "
-                                 f"the corresponding output of the differentiated function "
-                                 f"had type {a.str_short()}")
+        c_leaves = _check_cotangents(fun, ct, value_tree, out_avals)
         c_leaves = [c if a.dtype.kind in "fc" else np.zeros(a.shape, a.dtype)
                     for c, a in zip(c_leaves, out_avals)]
         leaves = list(p_leaves) + c_leaves
@@ -631,6 +687,113 @@ def vjp(fun, *primals, has_aux=False, reduce_axes=()):
     if has_aux:
         return value, vjp_fun, tree_unflatten(aux_tree, out_flat[n_val:])
     return value, vjp_fun
+
+
+_SPLIT_CACHE = {}
+
+
+class _SplitEntry:
+    __slots__ = ("fun", "known", "unknown", "consts", "n_out", "n_val", "out_tree",
+                 "out_avals", "out_weak", "guards", "grad_weak")
+
+
+def _vjp_eager(fun, staged_fun, p_leaves, p_tree, flags, has_aux):
+    """`vjp` outside any specialisation: the derivative is compiled once per signature and
+    split (`partial_eval.split`) into the forward section, run now, and the backward section,
+    run by each call of `vjp_fun` on the stored residuals (so the forward's effects happen
+    once, as in JAX)."""
+    avals = tuple(_aval(x, i) for i, x in enumerate(p_leaves))
+    key = (id(fun), p_tree, has_aux, avals)
+    entry = _SPLIT_CACHE.get(key)
+    if entry is None or entry.fun is not fun or not _guards_ok(entry.guards):
+        entry = _SPLIT_CACHE[key] = _compile_split_vjp(fun, staged_fun, p_leaves, flags,
+                                                       has_aux)
+        if len(_SPLIT_CACHE) > 256:
+            _SPLIT_CACHE.pop(next(iter(_SPLIT_CACHE)))
+    values = [_value(x) for x in p_leaves]
+    known = entry.known(*values, *entry.consts)
+    outs = wrap_outputs(known[:entry.n_out], entry.out_weak)
+    residuals = known[entry.n_out:]
+    n_val = entry.n_val
+    value_tree = entry.out_tree
+    aux_tree = None
+    if has_aux:
+        _, value_tree, aux_tree = _split_aux(entry.out_tree, fun)
+    out_avals = entry.out_avals[:n_val]
+
+    @_call
+    def vjp_fun(ct):
+        c_leaves = _check_cotangents(fun, ct, value_tree, out_avals)
+        cts = [np.asarray(_value(c), a.dtype) for c, a in zip(c_leaves, out_avals)
+               if a.dtype.kind in "fc"]
+        grads = iter(wrap_outputs(entry.unknown(*residuals, *cts), entry.grad_weak))
+        fl = [next(grads) if f else Array(_float0_zeros(_aval(p, 0)), False)
+              for p, f in zip(p_leaves, flags)]
+        return tree_unflatten(p_tree, fl)
+
+    value = tree_unflatten(value_tree, outs[:n_val])
+    if has_aux:
+        return value, vjp_fun, tree_unflatten(aux_tree, outs[n_val:])
+    return value, vjp_fun
+
+
+def _compile_split_vjp(fun, staged_fun, p_leaves, flags, has_aux):
+    from .compiler import passes
+    from .compiler.backends.reference import compile_function
+    from .compiler.transforms.partial_eval import split
+    treedef = tree_structure((tuple(p_leaves), {}))
+    st = stage(staged_fun, p_leaves, treedef, _name_of(fun, "vjp"),
+               _hints(fun, tree_structure((tuple(p_leaves), {})), p_leaves))
+    n_val = _split_aux(st.out_tree, fun)[0] if has_aux else st.out_tree.num_leaves
+    b = Builder(st.fn.name, names=st.names)
+    with b:
+        inputs = [b.tracer(v) for v in st.fn.invars]
+        b.invars = list(st.fn.invars)
+        state = vjp_forward(st.fn, inputs, flags + [False] * len(st.extra))
+        ct_avals = [a for a in st.out_avals[:n_val] if a.dtype.kind in "fc"]
+        it = iter([b.new_input(a, "out_bar") for a in ct_avals])
+        cts = [next(it) if a.dtype.kind in "fc" else None for a in st.out_avals[:n_val]]
+        grads = vjp_backward(state, cts + [None] * (len(state.outs) - n_val))
+        real = [emit.zeros(v.aval) if g is None else g
+                for g, v, f in zip(grads, st.fn.invars, flags) if f]
+        fn = b.build(list(state.outs) + real)
+    n_f, n_ct = len(st.fn.invars), len(ct_avals)
+    unknown = [False] * n_f + [True] * n_ct + [False] * (len(fn.invars) - n_f - n_ct)
+    fn = passes.run_pipeline(fn, dump_name=fn.name)
+    known, later, _ = split(fn, unknown, len(state.outs))
+    entry = _SplitEntry()
+    entry.fun = fun
+    entry.known, entry.unknown = compile_function(known), compile_function(later)
+    entry.consts = list(st.extra) + [value for _, value, _ in b.consts]
+    entry.n_out, entry.n_val, entry.out_tree = len(state.outs), n_val, st.out_tree
+    entry.out_avals = st.out_avals
+    entry.out_weak = [a.weak_type for a in st.out_avals]
+    entry.grad_weak = [v.aval.weak_type for v in later.outvars]
+    entry.guards = list(st.guards)
+    return entry
+
+
+def _check_cotangents(fun, ct, value_tree, out_avals):
+    """The cotangent leaves given to a VJP function, checked against the primal outputs."""
+    c_leaves, c_tree = tree_flatten(ct)
+    if c_tree != value_tree:
+        raise ValueError(f"unexpected tree structure: the argument to a VJP function "
+                         f"returned by kiln.vjp must match the pytree structure of the "
+                         f"output of {_describe(fun)}; got {c_tree}, expected "
+                         f"{value_tree}.")
+    for c, a in zip(c_leaves, out_avals):
+        if _is_float0(c):   # integer outputs take float0 (or integer) cotangents
+            got, shape, ok = f"float0{list(c.shape)}", tuple(c.shape), a.dtype.kind not in "fc"
+        else:
+            ca = _aval(c, 0)
+            got, shape = ca.str_short(), ca.shape
+            ok = ca.dtype == a.dtype or a.dtype.kind not in "fc"
+        if not ok or shape != a.shape:
+            raise ValueError(f"unexpected type (shape/dtype) for argument to VJP function:"
+                             f" got {got}, but expected {a.str_short()} because "
+                             f"the corresponding output of the differentiated function "
+                             f"had type {a.str_short()}")
+    return c_leaves
 
 
 def _on_leaves(fun, p_tree, n):
@@ -665,7 +828,9 @@ def _jacobian(fun, argnums, has_aux, holomorphic, allow_int, mode):
         args, kwargs = tree_unflatten(treedef, leaves)
         pos = _check_argnums(nums, len(args), fun)
         diff_leaves = [x for i in pos for x in tree_flatten(args[i])[0]]
-        if mode == "rev" and not holomorphic:
+        if holomorphic:
+            _check_holomorphic(what, [_aval(x, 0).dtype for x in diff_leaves], "inputs", fun)
+        elif mode == "rev":
             _check_input_dtypes(what, diff_leaves, allow_int, fun)
         for x in diff_leaves if mode == "fwd" and not holomorphic else ():
             dt = _aval(x, 0).dtype
@@ -685,8 +850,11 @@ def _jacobian(fun, argnums, has_aux, holomorphic, allow_int, mode):
                 n_val, value_tree, aux_tree = _split_aux(st.out_tree, fun)
             else:
                 n_val, value_tree, aux_tree = st.out_tree.num_leaves, st.out_tree, None
-            for a in st.out_avals[:n_val] if mode == "rev" and not holomorphic else ():
-                _check_real_output(what, a, fun)
+            if holomorphic:
+                _check_holomorphic(what, [a.dtype for a in st.out_avals[:n_val]], "outputs", fun)
+            elif mode == "rev":
+                for a in st.out_avals[:n_val]:
+                    _check_real_output(what, a, fun)
             value_fn = _prefix(st.fn, n_val)
             active = flags + [False] * len(st.extra)
             if mode == "fwd":

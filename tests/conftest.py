@@ -30,3 +30,15 @@ def x64():
         yield
     finally:
         config.update("enable_x64", old)
+
+
+@pytest.fixture(scope="module")
+def x64_module():
+    """`enable_x64` for a whole module (hypothesis tests cannot take function fixtures):
+    `pytestmark = pytest.mark.usefixtures("x64_module")`."""
+    old = config.read("enable_x64")
+    config.update("enable_x64", True)
+    try:
+        yield
+    finally:
+        config.update("enable_x64", old)

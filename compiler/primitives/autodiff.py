@@ -9,8 +9,11 @@ records loop carries on.
       a tape with `values` on top; tapes are persistent values (`tape` itself is unchanged),
       so the order of pushes and pops is data flow, and replaying a pop (rematerialisation in
       reverse mode) gives the same record again.
+  tape' = tape_add(a, b)
+      the sum of two cotangent tapes of one tape, record by record from the top.
   tape', *values = tape_pop(tape, types=(...))
-      the record on top, and the tape below it (its types are the `types` param,
+      the record on top, and the tape below it (zeros from an empty tape: an empty cotangent
+      tape stands for zeros) (its types are the `types` param,
       type strings such as `'f32[3]'`, `'f32[]{weak}'`).
 
 Reverse mode turns a `while_loop` whose trip count depends on data into a forward loop that
@@ -56,6 +59,7 @@ class Tape:
 
 tape_new = register("tape_new", _tape_new_eval, lambda: Tape())
 tape_new.rules["zero_derivative"] = True
+tape_new.rules["distinct"] = True   # CSE keeps two empty tapes apart: each has its own history
 
 
 def _push_eval(tape, *values):
@@ -75,10 +79,57 @@ def _pop_eval(tape, *, types):
 
 
 def _pop(tape, *, types):
-    if tape.below is None:
-        raise RuntimeError("tape_pop from an empty tape: the backward loop ran more "
-                           "iterations than the forward loop recorded")
+    if tape.below is None:   # an empty cotangent tape stands for zeros
+        from ..ir.printer import parse_type
+        return (tape,) + tuple(_zero_value(parse_type(t)) for t in types)
     return (tape.below,) + tuple(tape.values)
+
+
+def _zero_value(aval):
+    return Tape() if aval.dtype.kind == "O" else np.zeros(aval.shape, aval.dtype)
+
+
+def _records(tape):
+    out = []
+    while tape.below is not None:
+        out.append(tape.values)
+        tape = tape.below
+    return out   # top first
+
+
+def _tape_add(a, b):
+    """The sum of two cotangent tapes of one tape: record by record from the top (a shorter
+    tape stands for zeros below its records)."""
+    ra, rb = _records(a), _records(b)
+    merged = []
+    for i in range(max(len(ra), len(rb))):
+        if i >= len(ra) or i >= len(rb):
+            merged.append(ra[i] if i < len(ra) else rb[i])
+        else:
+            merged.append(tuple(_tape_add(x, y) if isinstance(x, Tape) else x + y
+                                for x, y in zip(ra[i], rb[i])))
+    out = Tape()
+    for values in reversed(merged):
+        out = Tape(values, out)
+    return out
+
+
+def _tape_add_eval(a, b):
+    return TAPE
+
+
+tape_add = register("tape_add", _tape_add_eval, _tape_add)
+tape_add.rules.update(
+    jvp=lambda primals, tangents, outs: _tape_sum(tangents),
+    vjp=lambda ct, primals, outs: [ct, ct])
+
+
+def _tape_sum(tapes):
+    from ..transforms import emit
+    present = [t for t in tapes if t is not None]
+    if len(present) == 1:
+        return present[0]
+    return emit.tape_add(*present)
 
 
 tape_pop = register("tape_pop", _pop_eval, _pop, multiple_results=True)

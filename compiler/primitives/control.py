@@ -174,6 +174,12 @@ def _diff(aval):
     return aval.dtype.kind in "fcO"
 
 
+def _diff_const(aval):
+    """Loop constants get cotangents summed over the iterations; a tape cannot be summed, so
+    a tape read (not carried) by a loop passes no cotangent back."""
+    return aval.dtype.kind in "fc"
+
+
 def _regions(names_fns, in_avals, hints=None):
     """Trace several Python callables as regions with the same inputs: (Functions, outer
     operands to pass first)."""
@@ -353,7 +359,7 @@ def _while_vjp(cts, primals, outs, residuals, *, cond_fn, body_fn, num_consts):
     tape, trips = residuals
     consts, carry = primals[:num_consts], primals[num_consts:]
     c_avals, k_avals = _avals(consts), _avals(carry)
-    dc = [_diff(a) for a in c_avals]
+    dc = [_diff_const(a) for a in c_avals]
     dk = [_diff(a) for a in k_avals]
     nc, nk = len(consts), len(carry)
     acc_avals = [a for a, d in zip(c_avals, dc) if d]
@@ -476,7 +482,8 @@ def _scan_vjp(cts, primals, outs, residuals, *, body, length, reverse=False, num
     c_avals, k_avals = _avals(consts), _avals(carry)
     x_avals = [a.update(shape=a.shape[1:]) for a in _avals(xs)]
     y_avals = body.out_avals[nk:]
-    dc, dk, dx = ([_diff(a) for a in g] for g in (c_avals, k_avals, x_avals))
+    dc = [_diff_const(a) for a in c_avals]
+    dk, dx = ([_diff(a) for a in g] for g in (k_avals, x_avals))
     dy = [_diff(a) for a in y_avals]
     ct_k, ct_y = cts[:nk], cts[nk:]
     acc_avals = [a for a, d in zip(c_avals, dc) if d]

@@ -178,6 +178,8 @@ class _State:
             self.producer[v] = eqn
 
     def common(self, eqn):
+        if eqn.prim.rules.get("distinct"):   # each result is a new object (a fresh tape)
+            return None
         key = (eqn.prim, tuple(map(_atom_key, eqn.invars)), _params_key(eqn.params))
         hit = self.table.get(key)
         if hit is None:

@@ -128,7 +128,7 @@ def _accumulate(ctenv, v, ct):
         ctenv[v] = ct
     else:
         with current().naming(v.name + "_bar"):
-            ctenv[v] = emit.add(prev, ct)
+            ctenv[v] = (emit.tape_add if v.aval.dtype.kind == "O" else emit.add)(prev, ct)
 
 
 def _fit(ct, aval):
