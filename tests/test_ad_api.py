@@ -384,6 +384,37 @@ def test_grad_of_non_scalar_output():
     assert where(pair_out) in str(e.value)
 
 
+@pytest.mark.parametrize("fn, structure", [
+    (lambda x: [x * 2], "PyTreeDef([*])"), (lambda x: (x * 2,), "PyTreeDef((*,))"),
+    (lambda x: {"a": x * 2}, "PyTreeDef({'a': *})")])
+def test_grad_of_a_container_holding_one_scalar(fn, structure):
+    """JAX differentiates a single array output only, not a container around one."""
+    with pytest.raises(TypeError) as e:
+        kiln.grad(fn)(1.0)
+    assert str(e.value).startswith("Gradient only defined for scalar-output functions. Output "
+                                   f"was a pytree with structure {structure}")
+
+
+def square(z):
+    return z * z
+
+
+def real_part(z):
+    return jnp.real(z)
+
+
+@pytest.mark.parametrize("api", [kiln.grad, kiln.jacfwd, kiln.jacrev])
+def test_holomorphic(api):
+    check(api(square, holomorphic=True)(jnp.complex64(1 + 1j)), A(2 + 2j, dtype="complex64"))
+    name = {kiln.grad: "grad", kiln.jacfwd: "jacfwd", kiln.jacrev: "jacrev"}[api]
+    for fn, x, side in [(square, 1.0, "inputs"), (real_part, 1.0 + 1j, "outputs")]:
+        with pytest.raises(TypeError) as e:
+            api(fn, holomorphic=True)(x)
+        assert str(e.value).startswith(f"{name} with holomorphic=True requires {side} with "
+                                       f"complex dtype, but got float32.")
+        assert where(fn) in str(e.value)
+
+
 def test_grad_of_complex_or_integer_output():
     with pytest.raises(TypeError) as e:
         kiln.grad(complex_out)(1.0)
