@@ -8,6 +8,7 @@ checked for JAX's exception types and for messages that name the user's function
 `file:line`.
 """
 import collections
+import functools
 import logging
 import re
 
@@ -334,6 +335,36 @@ def test_kwargs_are_passed_through_undifferentiated():
     check(kiln.grad(lambda x, p: p["s"] * x)(2.0, p={"s": jnp.float32(4.0)}), W(4.0))
 
 
+class Model:
+    def __init__(self, scale):
+        self.scale = scale
+
+    def loss(self, x):
+        return jnp.sum(x * x) * self.scale
+
+    def __call__(self, x):
+        return jnp.sum(jnp.sin(x)) * self.scale
+
+
+def scaled_product(x, y, scale):
+    return x * y * scale
+
+
+def test_callables_and_empty_arguments():
+    check(kiln.grad(functools.partial(scaled_product, scale=2.0))(1.0, 3.0), W(6.0))
+    check(kiln.grad(functools.partial(scaled_product, 5.0), argnums=1)(1.0, 3.0), W(5.0))
+    check(kiln.jit(kiln.grad(functools.partial(scaled_product, scale=2.0)))(1.0, 3.0), W(6.0))
+    check(kiln.grad(Model(3.0).loss)(jnp.ones(2)), A([6.0, 6.0]))
+    check(kiln.grad(Model(3.0))(jnp.zeros(2)), A([3.0, 3.0]))
+    check(kiln.grad(lambda *xs: xs[0] * xs[1], argnums=1)(2.0, 3.0), W(2.0))
+    check(kiln.grad(lambda x, p: x, argnums=1)(1.0, ()), ())
+    check(kiln.grad(lambda x, p: x, argnums=(0, 1))(1.0, {}), (W(1.0), {}))
+    check(kiln.vjp(lambda: jnp.ones(2) * 2)[1](jnp.ones(2)), ())
+    check(kiln.jvp(lambda: jnp.ones(2) * 2, (), ()), (A([2.0, 2.0]), A([0.0, 0.0])))
+    with pytest.raises(TypeError, match="Expected a callable value, got 3"):
+        kiln.grad(3)
+
+
 # -------------------------------------------------------------------------- weak types
 
 @pytest.mark.parametrize("fn, args, argnums, want", [
@@ -351,6 +382,19 @@ def test_kwargs_are_passed_through_undifferentiated():
 ])
 def test_gradient_weak_types(fn, args, argnums, want):
     check(kiln.grad(fn, argnums=argnums)(*args), want)
+
+
+def test_dtypes_with_x64(x64):
+    check(kiln.grad(lambda x: x * x)(3.0), W(6.0, dtype="float64"))
+    check(kiln.grad(lambda x: x * x)(jnp.float32(3.0)), A(6.0))
+    check(kiln.grad(lambda x: jnp.sum(x * 2.0))(jnp.ones(2, jnp.float32)), A([2.0, 2.0]))
+    check(kiln.grad(lambda x: jnp.sum(x * x))(np.ones(2)), A([2.0, 2.0], dtype="float64"))
+    check(kiln.hessian(lambda x: x ** 3)(2.0), W(12.0, dtype="float64"))
+    with pytest.raises(TypeError, match="expected tangent dtype float32, but got tangent dtype "
+                                        "float64 instead"):
+        kiln.jvp(lambda x: x, (jnp.float32(1.0),), (1.0,))
+    with pytest.raises(ValueError, match=r"got f64\[\], but expected f32\[\]"):
+        kiln.vjp(lambda x: x * 2.0, jnp.float32(1.0))[1](1.0)
 
 
 # ------------------------------------------------------------------------ bad outputs
@@ -613,6 +657,9 @@ def jac_tree_want(weak_scalar_column):
 def test_jacobians_of_pytrees():
     check(kiln.jacfwd(jac_tree_fn)(JAC_TREE_X), jac_tree_want(False))
     check(kiln.jacrev(jac_tree_fn)(JAC_TREE_X), jac_tree_want(True))
+    # A list output over a dict input: the output structure outside, the input's inside.
+    check(kiln.jacrev(lambda p: [p["a"] * 2, jnp.sum(p["b"])])({"a": 1.0, "b": jnp.ones(2)}),
+          [{"a": W(2.0), "b": A([0.0, 0.0])}, {"a": W(0.0), "b": A([1.0, 1.0])}])
 
 
 MATMUL_JAC = [[[[2.0, 3.0], [2.0, 0.0]], [[2.0, 5.0], [0.0, 2.0]]],
