@@ -444,11 +444,11 @@ def jvp(fun, primals, tangents, has_aux=False):
                         f"structure; primals have tree structure {p_tree} whereas tangents "
                         f"have tree structure {t_tree}.")
     for p, t in zip(p_leaves, t_leaves):
-        _check_tangent(p, t)
+        _check_tangent(p, t, fun)
     return _jvp_call(fun, primals, p_leaves, t_leaves, has_aux)
 
 
-def _check_tangent(p, t):
+def _check_tangent(p, t, fun):
     pa = _aval(p, 0)
     if _is_float0(t):
         t_dtype, t_shape = "float0", tuple(t.shape)
@@ -460,10 +460,12 @@ def _check_tangent(p, t):
         raise TypeError(f"primal and tangent arguments to kiln.jvp do not match; dtypes must "
                         f"be equal, or in case of int/bool primal dtype the tangent dtype must "
                         f"be float0. Got primal dtype {pa.dtype.name} and so expected tangent "
-                        f"dtype {want}, but got tangent dtype {t_dtype} instead.")
+                        f"dtype {want}, but got tangent dtype {t_dtype} instead. "
+                        f"(Differentiating {_describe(fun)}.)")
     if t_shape != pa.shape:
         raise ValueError(f"kiln.jvp called with different primal and tangent shapes; got "
-                         f"primal shape {pa.shape} and tangent shape as {t_shape}")
+                         f"primal shape {pa.shape} and tangent shape as {t_shape}. "
+                         f"(Differentiating {_describe(fun)}.)")
 
 
 def _is_float0(x):
@@ -567,7 +569,7 @@ def linearize(fun, *primals):
         _check_linearized(tangents, p_tree)
         t_leaves = tree_flatten(tuple(tangents))[0]
         for p, t in zip(p_leaves, t_leaves):
-            _check_tangent(p, t)
+            _check_tangent(p, t, fun)
         ts = [np.asarray(_value(t), a.dtype) for t, a, f in zip(t_leaves, avals, flags) if f]
         touts = iter(wrap_outputs(entry.unknown(*residuals, *ts), entry.grad_weak))
         tl = [next(touts) if a.dtype.kind in "fc" else Array(_float0_zeros(a), False)
@@ -792,7 +794,7 @@ def _check_cotangents(fun, ct, value_tree, out_avals):
             raise ValueError(f"unexpected type (shape/dtype) for argument to VJP function:"
                              f" got {got}, but expected {a.str_short()} because "
                              f"the corresponding output of the differentiated function "
-                             f"had type {a.str_short()}")
+                             f"had type {a.str_short()}. (Differentiating {_describe(fun)}.)")
     return c_leaves
 
 

@@ -548,11 +548,17 @@ def test_jvp_has_aux_and_integers():
 ])
 def test_jvp_mismatched_primals_and_tangents(primals, tangents, error, message):
     with pytest.raises(error) as e:
-        kiln.jvp(lambda *xs: xs[0], primals, tangents)
+        kiln.jvp(first, primals, tangents)
     assert message in str(e.value)
+    if "dtype" in message or "shape" in message:
+        assert where(first) in str(e.value)
     if error is TypeError and "dtype" in message:
         assert "dtypes must be equal, or in case of int/bool primal dtype the tangent dtype " \
             "must be float0" in str(e.value)
+
+
+def first(*xs):
+    return xs[0]
 
 
 # ------------------------------------------------------------------------------- vjp
@@ -606,7 +612,7 @@ def test_vjp_fun_with_wrong_cotangent_type(fn, primal, ct, got, expected):
     assert str(e.value) == (
         f"unexpected type (shape/dtype) for argument to VJP function: got {got}, but expected "
         f"{expected} because the corresponding output of the differentiated function had type "
-        f"{expected}")
+        f"{expected}. (Differentiating {where(fn)}.)")
 
 
 @pytest.mark.parametrize("fn, ct, structure", [
@@ -633,6 +639,10 @@ def test_linearize():
     check((out, f_jvp(2.0, np.zeros((), FLOAT0))), (W(2.0), W(4.0)))
     with pytest.raises(TypeError, match="linearized function called on tangents with structure"):
         f_jvp(2.0)
+    with pytest.raises(TypeError, match="expected tangent dtype float0, but got tangent dtype "
+                                        "float32") as e:
+        f_jvp(2.0, 1.0)
+    assert "(Differentiating test_linearize.<locals>.<lambda> defined at" in str(e.value)
 
 
 # ------------------------------------------------------------------------- Jacobians
