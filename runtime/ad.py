@@ -578,6 +578,21 @@ def linearize(fun, *primals):
     return tree_unflatten(entry.out_tree, outs), f_jvp
 
 
+def _unsplit(whole, n_f, n_t, n_out, t_avals):
+    """(known, unknown) callables over a JVP function that does not split: known runs it on
+    zero tangents and keeps its inputs as the residuals; unknown runs it again."""
+    zeros = [np.zeros(a.shape, a.dtype) for a in t_avals]
+
+    def known(*args):
+        outs = whole(*args[:n_f], *zeros, *args[n_f:])
+        return list(outs[:n_out]) + list(args)
+
+    def unknown(*args):
+        res, ts = args[:-n_t] if n_t else args, args[len(args) - n_t:]
+        return whole(*res[:n_f], *ts, *res[n_f:])[n_out:]
+    return known, unknown
+
+
 def _check_linearized(tangents, p_tree):
     if tree_structure(tuple(tangents)) != p_tree:
         raise TypeError(f"linearized function called on tangents with structure "
@@ -604,15 +619,21 @@ def _compile_split_jvp(fun, p_leaves, p_tree, flags):
     n_f, n_t = len(st.fn.invars), sum(flags)
     unknown = [False] * n_f + [True] * n_t + [False] * (len(fn.invars) - n_f - n_t)
     fn = passes.run_pipeline(fn, dump_name=fn.name)
-    known, later, _ = split(fn, unknown, len(outs))
     entry = _SplitEntry()
+    try:
+        known, later, _ = split(fn, unknown, len(outs))
+        entry.known, entry.unknown = compile_function(known), compile_function(later)
+    except ValueError:
+        # Control flow computes primal and tangent values in one equation, which does not
+        # split: run the whole JVP function, with zero tangents now and the real ones later.
+        entry.known, entry.unknown = _unsplit(compile_function(fn), n_f, n_t, len(outs),
+                                              fn.in_avals[n_f:n_f + n_t])
     entry.fun = fun
-    entry.known, entry.unknown = compile_function(known), compile_function(later)
     entry.consts = list(st.extra) + [value for _, value, _ in b.consts]
     entry.n_out, entry.n_val, entry.out_tree = len(outs), len(outs), st.out_tree
     entry.out_avals = st.out_avals
     entry.out_weak = [a.weak_type for a in st.out_avals]
-    entry.grad_weak = [v.aval.weak_type for v in later.outvars]
+    entry.grad_weak = [v.aval.weak_type for v in fn.outvars[len(outs):]]
     entry.guards = list(st.guards)
     return entry
 

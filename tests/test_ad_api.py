@@ -694,8 +694,6 @@ def test_jacrev_of_python_scalar_keeps_weak_type():
     check(kiln.jacrev(lambda x: x * x)(3.0), W(6.0))
 
 
-@pytest.mark.xfail(strict=True, reason="kiln's jacfwd basis tangents are strongly typed, so a "
-                                       "weakly typed input's Jacobian loses its weak type")
 @pytest.mark.parametrize("x", [3.0, jnp.array(3.0)])
 def test_jacfwd_of_weak_input_keeps_weak_type(x):
     check(kiln.jacfwd(lambda x: x * x)(x), W(6.0))

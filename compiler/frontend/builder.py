@@ -144,8 +144,8 @@ class Builder:
         """Append `eqn` itself if `ins` are exactly its operands (as this builder's values)
         and its results are not yet defined anywhere in this top-level function; a transform
         replaying a function in its own name space keeps the original names this way."""
-        if len(ins) != len(eqn.invars):
-            return False
+        if self.parent is not None or len(ins) != len(eqn.invars):
+            return False   # a region's equations may still be in use where it came from
         for x, v in zip(ins, eqn.invars):
             if x is v:
                 continue

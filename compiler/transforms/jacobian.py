@@ -29,7 +29,7 @@ def _basis_pieces(k, avals, dtype_of):
         n = _size(a)
         idx = emit.iota(dtype=np.dtype(np.int32), shape=(n,), dimension=0)
         hit = emit.eq(idx, emit.sub(k, offset) if offset else k)
-        piece = emit.convert(hit, dtype_of(a))
+        piece = emit.convert(hit, dtype_of(a), a.weak_type)
         pieces.append(emit.reshape(piece, new_sizes=a.shape, dimensions=None)
                       if a.shape != (n,) else piece)
         offset += n
