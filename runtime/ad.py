@@ -330,9 +330,12 @@ def _check_callable(fun):
         raise TypeError(f"Expected a callable value, got {fun!r}")
 
 
-def _transformed(fun, name, make_rule):
-    """The user-facing callable: flattens `(args, kwargs)` and runs the Transformation."""
-    t = Transformation(fun, name, make_rule)
+def _transformed(fun, kind, make_rule):
+    """The user-facing callable: flattens `(args, kwargs)` and runs the Transformation.
+    Transformations are shared by every call of the API with the same function and options
+    (`kind`: the API's name and options), so `kiln.grad(f)(x)` written inline in a loop
+    compiles once, not at every iteration."""
+    t = _cached_transformation(kind, fun, fun, make_rule)
 
     @_call
     def call(*args, **kwargs):
@@ -404,7 +407,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
                 return value, g
             return list(outs) + real, post
         return rule
-    return _transformed(fun, _name_of(fun, "grad"), make_rule)
+    return _transformed(fun, ("grad", nums, single, has_aux, holomorphic, allow_int), make_rule)
 
 
 def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, reduce_axes=()):
@@ -526,10 +529,9 @@ _CACHE = {}
 
 
 def _cached_transformation(kind, fun, staged_fun, make_rule):
-    """One Transformation per (API, user function, structure) for the APIs that take the
-    function and its arguments in one call (`jvp`, `vjp`, `linearize`), so repeated eager
-    calls reuse the compiled derivative. `kind` must determine everything `make_rule`
-    closes over besides the argument types."""
+    """One Transformation per (API and options, user function), so repeated eager calls
+    reuse the compiled derivative. `kind` must determine everything `make_rule` closes over
+    besides the argument types."""
     key = (id(fun),) + kind
     hit = _CACHE.get(key)
     if hit is None or hit[0] is not fun:
@@ -905,7 +907,7 @@ def _jacobian(fun, argnums, has_aux, holomorphic, allow_int, mode):
                 return jac
             return flat + list(aux), post
         return rule
-    return _transformed(fun, _name_of(fun, what), make_rule)
+    return _transformed(fun, (what, nums, single, has_aux, holomorphic, allow_int), make_rule)
 
 
 def _prefix(fn, n):
