@@ -6,6 +6,10 @@ select_n's predicate) one dtype: broadcasting and promotion happen above, in `ki
 `kiln.lax`. The result is weakly typed only when every operand is. Integer semantics follow XLA,
 not NumPy: `div` truncates towards zero, `rem` takes the dividend's sign, division by zero gives
 -1 (`div`) and the dividend (`rem`), shifts by the bit width or more give 0 (or the sign fill).
+
+Each declaration is followed by its derivative rules (`_deriv`: JAX's `defjvp` partials, one line
+per primitive; `_linear`; or `_zero_derivative` for piecewise-constant and integer-only ones),
+with JAX's conventions at the points where a function is not differentiable.
 """
 import functools
 import importlib
