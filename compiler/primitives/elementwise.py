@@ -666,7 +666,7 @@ select_n = register("select_n", _select_n_eval, _select_n)
 
 def _select_n_jvp(primals, tangents, out):
     shape = E.aval(out).shape
-    zero = E.scalar(0, E.aval(out))
+    zero = E.scalar(0, E.aval(next(t for t in tangents if t is not None)))  # JAX's zeros
     return E.select_n(primals[0], *[zero if t is None else E.broadcast_to(t, shape)
                                     for t in tangents[1:]])
 
