@@ -477,9 +477,12 @@ def _is_float0(x):
 
 def _jvp_call(fun, primals, p_leaves, t_leaves, has_aux):
     n = len(p_leaves)
-    flags = [_aval(p, 0).dtype.kind in "fc" for p in p_leaves]
 
     def make_rule(leaves, treedef):
+        # The transformation is shared by calls with other argument types: everything the
+        # rule needs comes from this call's `leaves` (n and has_aux are in the cache key).
+        flags = [_aval(p, 0).dtype.kind in "fc" for p in leaves[:n]]
+
         def rule(st, values):
             tans = [emit.cast_like(t, v.aval) if f else None
                     for t, v, f in zip(values[n:2 * n], st.fn.invars, flags)]
@@ -668,7 +671,9 @@ def vjp(fun, *primals, has_aux=False, reduce_axes=()):
         def rule(st, values):
             return _replay(st.fn, values), lambda flat: (list(flat), st.out_tree)
         return rule
-    fwd = _cached_transformation(("vjp_fwd", p_tree), fun, staged_fun, value_rule)
+    # (Inside a specialisation each call emits its own code: nothing to share between calls,
+    # and the rules below close over this call's types.)
+    fwd = Transformation(staged_fun, _name_of(fun, "vjp"), value_rule)
     out_flat, out_tree = fwd(list(p_leaves), tree_structure((tuple(p_leaves), {})))
     if has_aux:
         n_val, value_tree, aux_tree = _split_aux(out_tree, fun)
@@ -698,7 +703,7 @@ def vjp(fun, *primals, has_aux=False, reduce_axes=()):
     def staged_back(*flat):
         return staged_fun(*flat[:n])
     staged_back.__name__ = staged_fun.__name__
-    back = _cached_transformation(("vjp", p_tree, has_aux), fun, staged_back, back_rule)
+    back = Transformation(staged_back, _name_of(fun, "vjp"), back_rule)
 
     @_call
     def vjp_fun(ct):

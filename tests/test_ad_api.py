@@ -875,3 +875,20 @@ def test_make_ir_uses_parameter_names():
     h = np.tanh(x @ w)
     d = 2 * h * (1 - h ** 2)
     check(kiln.grad(two_args, argnums=(0, 1))(x, w), (A(w @ d), A(np.outer(x, d))))
+
+
+def test_traced_vjp_and_jvp_recompute_for_new_argument_types():
+    # Derivatives shared between calls must not keep the first call's types.
+    def pulled_back(z):
+        out, f_vjp = kiln.vjp(lax.exp, z)
+        return f_vjp(out)[0]
+    kiln.jvp(pulled_back, (np.float32(0.5),), (np.float32(1.0),))
+    z = np.complex64(0.5 + 1j)
+    want = np.exp(z) * np.exp(z)    # d/dz of exp(z)*exp(z) ... pulled back: exp(z)**2
+    np.testing.assert_allclose(np.asarray(pulled_back(z)), want, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(kiln.jvp(pulled_back, (z,), (np.complex64(1),))[0]),
+                               want, rtol=1e-5)
+    f = lambda x: x * 2  # noqa: E731
+    assert float(kiln.jvp(f, (1.0,), (1.0,))[1]) == 2.0
+    assert kiln.jvp(f, (np.int32(1),), (np.zeros((), kiln.ad.float0),))[1].dtype == kiln.ad.float0
+    assert float(kiln.jvp(f, (2.0,), (3.0,))[1]) == 6.0
