@@ -152,3 +152,22 @@ def test_data_dependent_while_loop_reverses_through_a_tape_to_third_order(seed):
     check_grads(grow, (x0,), order=2, modes=("fwd", "rev"))
     ir = str(kiln.make_ir(kiln.grad(grow))(x0))
     assert "tape_push" in ir and "tape_pop" in ir
+
+
+def test_a_primitive_without_a_rule_is_a_located_compile_error():
+    from kiln.compiler.errors import CompileError
+    from kiln.compiler.primitives.core import Primitive
+    from kiln.dispatch import bind
+    unruly = Primitive("unruly", lambda x: x, lambda x: x)   # not registered: no rules
+
+    def f(x):
+        y = bind(unruly, x * 2.0)
+        return y * y
+
+    for transform in (kiln.grad, lambda g: (lambda x: kiln.jvp(g, (x,), (1.0,)))):
+        with pytest.raises(CompileError) as e:
+            transform(f)(1.0)
+        msg = str(e.value)
+        assert "cannot differentiate the primitive 'unruly'" in msg
+        assert "test_ad_completeness.py" in msg and "y = bind(unruly, x * 2.0)" in msg
+        assert "^" in msg and "stop_gradient" in msg

@@ -16,7 +16,7 @@ primitives marked `rules["zero_derivative"]` give zero tangents; control flow (c
 while_loop, scan) transforms its regions with this same function. Tangent names derive from the
 primal's: the tangent of `y` is `y_dot`.
 """
-from ..errors import CompileError, located
+from ..errors import CompileError
 from ..ir.ssa import Var, Literal
 from ..frontend.builder import Builder, current
 from . import emit
@@ -33,10 +33,10 @@ def has_tangent(aval):
 
 def no_rule_error(eqn, rule):
     """A primitive reached a transform without the rule it needs: name it and the user line."""
-    msg = (f"kiln cannot differentiate the primitive {eqn.prim.name!r}: it has no {rule} rule. "
-           f"Wrap the computation in kiln.lax.stop_gradient if it needs no derivative, or give "
-           f"it a rule with kiln.custom_jvp / kiln.custom_vjp.")
-    return located(CompileError(msg), eqn.info) if eqn.info is not None else CompileError(msg)
+    return CompileError(f"kiln cannot differentiate the primitive {eqn.prim.name!r}: it has "
+                        f"no {rule} rule", eqn.info,
+                        "Wrap the computation in kiln.lax.stop_gradient if it needs no "
+                        "derivative, or give it a rule with kiln.custom_jvp / kiln.custom_vjp.")
 
 
 def jvp_eqn(eqn, ins, tins):
