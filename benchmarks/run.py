@@ -11,10 +11,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness import run_cases, markdown, machine_description  # noqa: E402
+import autodiff  # noqa: E402
 import eager  # noqa: E402
 import frontend  # noqa: E402
 
-SUITES = {"eager": eager.cases, "frontend": frontend.cases}
+SUITES = {"eager": eager.cases, "frontend": frontend.cases, "autodiff": autodiff.cases}
 
 
 def main():
