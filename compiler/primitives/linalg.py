@@ -86,9 +86,15 @@ def _dot_general(lhs, rhs, *, dimension_numbers, precision=None, preferred_eleme
     n = [rhs.shape[i] for i in rf]
     k = int(np.prod([lhs.shape[i] for i in lc], dtype=np.int64))
     B, M, N = (int(np.prod(s, dtype=np.int64)) for s in (bshape, m, n))
-    a = np.transpose(lhs, list(lb) + lf + list(lc)).reshape(B, M, k).astype(out_dtype)
-    b = np.transpose(rhs, list(rb) + list(rc) + rf).reshape(B, k, N).astype(out_dtype)
-    return np.matmul(a, b).reshape(bshape + m + n).astype(out_dtype)
+    a = np.transpose(lhs, list(lb) + lf + list(lc))
+    b = np.transpose(rhs, list(rb) + list(rc) + rf)
+    if not lb:  # no batch axes: a plain 2-D product (BLAS takes transposed operands as they are)
+        out = np.matmul(a.reshape(M, k).astype(out_dtype, copy=False),
+                        b.reshape(k, N).astype(out_dtype, copy=False))
+    else:
+        out = np.matmul(a.reshape(B, M, k).astype(out_dtype, copy=False),
+                        b.reshape(B, k, N).astype(out_dtype, copy=False))
+    return out.reshape(bshape + m + n).astype(out_dtype, copy=False)
 
 
 dot_general = register("dot_general", _dot_general_eval, _dot_general)
