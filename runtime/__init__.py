@@ -15,12 +15,13 @@ from . import debug  # noqa: F401,E402
 from .ad import (grad, value_and_grad, jvp, vjp, linearize, jacfwd, jacrev,  # noqa: F401,E402
                  jacobian, hessian)
 from .custom_derivatives import custom_jvp, custom_vjp, checkpoint, remat  # noqa: F401,E402
+from .vmap import vmap  # noqa: F401,E402
 
 __version__ = "0.1.0"
 
 __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp", "vjp",
            "linearize", "jacfwd", "jacrev", "jacobian", "hessian", "custom_jvp",
-           "custom_vjp", "checkpoint", "remat", "disable_jit", "debug", "devices", "local_devices", "device_count", "local_device_count",
+           "custom_vjp", "checkpoint", "remat", "vmap", "disable_jit", "debug", "devices", "local_devices", "device_count", "local_device_count",
            "default_backend", "device_put", "block_until_ready", "tree_util", "lax",
            "numpy", "random", "nn", "scipy", "test_util"]
 

@@ -778,3 +778,9 @@ def _bitcast(x, *, new_dtype):
 
 bitcast_convert_type = register("bitcast_convert_type", _bitcast_eval, _bitcast)
 _zero_derivative(bitcast_convert_type)
+
+
+# Every primitive of this family (registered first of all families): batching treats them
+# alike (compiler/transforms/vmap.py).
+from .core import PRIMITIVES as _ALL  # noqa: E402
+NAMES = tuple(_ALL)
