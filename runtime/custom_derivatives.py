@@ -10,6 +10,7 @@ through them (as in JAX, where such rules do not see closed-over values). Inside
 rules, a custom function called again is its plain body (the rule's primal value), so a rule
 differentiated once more (second order) differentiates that body.
 """
+import contextlib
 import functools
 import inspect
 
@@ -92,17 +93,55 @@ def _as(x, aval, what):
     return x
 
 
-class custom_jvp:
-    """`@kiln.custom_jvp`: a function whose JVP is given by `defjvp` / `defjvps` (JAX's
-    interface; `nondiff_argnums` are passed to the rule first and must be static values)."""
+class _CustomFunction:
+    """What `custom_jvp` and `custom_vjp` share: the wrapped function, its non-differentiable
+    arguments, and the specialisation of the call into a primal region plus rule regions."""
+    _what = "custom function"
 
     def __init__(self, fun, nondiff_argnums=()):
         functools.update_wrapper(self, fun, assigned=("__name__", "__qualname__", "__doc__"),
                                  updated=())
         self.fun = fun
         self.nondiff_argnums = tuple(nondiff_argnums)
-        self.jvp = None
         self._in_rule = False
+
+    def _arguments(self, args, kwargs):
+        """(args, nondiff by position, the differentiable args, their leaves, their tree)."""
+        args = _resolve(self.fun, args, kwargs)
+        nondiff, diff = _split(args, self.nondiff_argnums)
+        leaves, tree = tree_flatten(tuple(diff))
+        return args, nondiff, diff, leaves, tree
+
+    def _primal_region(self, nondiff, tree, record, name):
+        """The region running the function itself; records its output tree and types."""
+        def call(inputs):
+            out = _walk(self.fun, _merge(nondiff, tree_unflatten(tree, inputs)))
+            out_leaves, record["tree"] = tree_flatten(out)
+            _check_out(self._what, name, out_leaves)
+            record["avals"] = [_aval(x) for x in out_leaves]
+            return out_leaves
+        return call
+
+    @contextlib.contextmanager
+    def _tracing_rules(self):
+        """While the rules are specialised, their own calls of the function are its plain
+        body (otherwise each would specialise the rules again, without end)."""
+        self._in_rule = True
+        try:
+            yield
+        finally:
+            self._in_rule = False
+
+
+class custom_jvp(_CustomFunction):
+    """`@kiln.custom_jvp`: a function whose JVP is given by `defjvp` / `defjvps` (JAX's
+    interface; `nondiff_argnums` are passed to the rule first and must be static values)."""
+
+    _what = "custom_jvp function"
+
+    def __init__(self, fun, nondiff_argnums=()):
+        super().__init__(fun, nondiff_argnums)
+        self.jvp = None
 
     def defjvp(self, jvp, symbolic_zeros=False):
         """`jvp(primals, tangents) -> (primal_out, tangent_out)`."""
@@ -130,9 +169,7 @@ class custom_jvp:
         if self.jvp is None:
             raise AttributeError(f"No JVP defined for custom_jvp function {_name(self.fun)} "
                                  f"using defjvp.")
-        args = _resolve(self.fun, args, kwargs)
-        nondiff, diff = _split(args, self.nondiff_argnums)
-        leaves, tree = tree_flatten(tuple(diff))
+        args, nondiff, diff, leaves, tree = self._arguments(args, kwargs)
         if not _tracing(leaves):
             return self.fun(*args)
         if self._in_rule:
@@ -142,12 +179,7 @@ class custom_jvp:
         record = {}
         name = _name(self.fun)
 
-        def call(inputs):
-            out = _walk(self.fun, _merge(nondiff, tree_unflatten(tree, inputs)))
-            out_leaves, record["tree"] = tree_flatten(out)
-            _check_out("custom_jvp function", name, out_leaves)
-            record["avals"] = [_aval(x) for x in out_leaves]
-            return out_leaves
+        call = self._primal_region(nondiff, tree, record, name)
 
         def jvp(inputs):
             primals = tree_unflatten(tree, inputs[:len(leaves)])
@@ -172,29 +204,24 @@ class custom_jvp:
             return outs + touts
         b = current()
         f_child = trace_region(b, name, call, avals)
-        self._in_rule = True   # the rule's own calls of the function are its plain body
-        try:
+        with self._tracing_rules():
             g_child = trace_region(b, name + "_jvp", jvp, avals + t_avals)
-        finally:
-            self._in_rule = False
         (f, g), outer = close_regions([f_child, g_child])
         outs = b.bind(PRIMITIVES["custom_jvp_call"], list(outer) + list(leaves),
                       dict(call=f, jvp=g, num_consts=len(outer)))
         return tree_unflatten(record["tree"], list(outs))
 
 
-class custom_vjp:
+class custom_vjp(_CustomFunction):
     """`@kiln.custom_vjp`: a function whose VJP is given by `defvjp(fwd, bwd)` (JAX's
     interface: `fwd(*args) -> (out, residuals)`, `bwd(residuals, ct) -> tuple of cotangents`
     per argument, `None` for a zero one; `nondiff_argnums` go to `bwd` first)."""
 
+    _what = "custom_vjp function"
+
     def __init__(self, fun, nondiff_argnums=()):
-        functools.update_wrapper(self, fun, assigned=("__name__", "__qualname__", "__doc__"),
-                                 updated=())
-        self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
+        super().__init__(fun, nondiff_argnums)
         self.fwd = self.bwd = None
-        self._in_rule = False
 
     def defvjp(self, fwd, bwd, symbolic_zeros=False, optimize_remat=False):
         self.fwd, self.bwd = fwd, bwd
@@ -203,9 +230,7 @@ class custom_vjp:
         if self.fwd is None:
             raise AttributeError(f"No VJP defined for custom_vjp function {_name(self.fun)} "
                                  f"using defvjp.")
-        args = _resolve(self.fun, args, kwargs)
-        nondiff, diff = _split(args, self.nondiff_argnums)
-        leaves, tree = tree_flatten(tuple(diff))
+        args, nondiff, diff, leaves, tree = self._arguments(args, kwargs)
         if not _tracing(leaves):
             return self.fun(*args)
         if self._in_rule:
@@ -214,12 +239,7 @@ class custom_vjp:
         record = {}
         name = _name(self.fun)
 
-        def call(inputs):
-            out = _walk(self.fun, _merge(nondiff, tree_unflatten(tree, inputs)))
-            out_leaves, record["tree"] = tree_flatten(out)
-            _check_out("custom_vjp function", name, out_leaves)
-            record["avals"] = [_aval(x) for x in out_leaves]
-            return out_leaves
+        call = self._primal_region(nondiff, tree, record, name)
 
         def fwd(inputs):
             pair = _walk(self.fwd, _merge(nondiff, tree_unflatten(tree, inputs)))
@@ -273,13 +293,10 @@ class custom_vjp:
             return out_cts
         b = current()
         f_child = trace_region(b, name, call, avals)
-        self._in_rule = True   # the rules' own calls of the function are its plain body
-        try:
+        with self._tracing_rules():
             fwd_child = trace_region(b, name + "_fwd", fwd, avals)
             ct_avals = [a for a in record["avals"] if _inexact(a)]
             bwd_child = trace_region(b, name + "_bwd", bwd, record["res_avals"] + ct_avals)
-        finally:
-            self._in_rule = False
         (f, F, B), outer = close_regions([f_child, fwd_child, bwd_child])
         outs = b.bind(PRIMITIVES["custom_vjp_call"], list(outer) + list(leaves),
                       dict(call=f, fwd=F, bwd=B, num_consts=len(outer)))
