@@ -605,9 +605,6 @@ def _check_linearized(tangents, p_tree):
 
 
 def _compile_split_jvp(fun, p_leaves, p_tree, flags):
-    from .compiler import passes
-    from .compiler.backends.reference import compile_function
-    from .compiler.transforms.partial_eval import split
     staged_fun = _on_leaves(fun, p_tree, len(p_leaves))
     treedef = tree_structure((tuple(p_leaves), {}))
     st = stage(staged_fun, p_leaves, treedef, _name_of(fun, "linearize"))
@@ -621,24 +618,33 @@ def _compile_split_jvp(fun, p_leaves, p_tree, flags):
         real = [emit.zeros(a) if t is None else t
                 for t, a in zip(touts, st.out_avals) if a.dtype.kind in "fc"]
         fn = b.build(list(outs) + real)
-    n_f, n_t = len(st.fn.invars), sum(flags)
-    unknown = [False] * n_f + [True] * n_t + [False] * (len(fn.invars) - n_f - n_t)
+    return _split_entry(fun, st, b, fn, len(outs), len(outs), sum(flags))
+
+
+def _split_entry(fun, st, b, fn, n_out, n_val, n_unknown):
+    """Simplify the derivative `fn` built in builder `b` over (st's inputs, `n_unknown` late
+    inputs, b's constants), split it after its first `n_out` outputs and compile both parts."""
+    from .compiler import passes
+    from .compiler.backends.reference import compile_function
+    from .compiler.transforms.partial_eval import split
+    n_f = len(st.fn.invars)
+    unknown = [False] * n_f + [True] * n_unknown + [False] * (len(fn.invars) - n_f - n_unknown)
     fn = passes.run_pipeline(fn, dump_name=fn.name)
     entry = _SplitEntry()
     try:
-        known, later, _ = split(fn, unknown, len(outs))
+        known, later, _ = split(fn, unknown, n_out)
         entry.known, entry.unknown = compile_function(known), compile_function(later)
     except ValueError:
-        # Control flow computes primal and tangent values in one equation, which does not
-        # split: run the whole JVP function, with zero tangents now and the real ones later.
-        entry.known, entry.unknown = _unsplit(compile_function(fn), n_f, n_t, len(outs),
-                                              fn.in_avals[n_f:n_f + n_t])
+        # Control flow computing known and late values in one equation does not split: run
+        # the whole function, with zeros for the late inputs now and the real ones later.
+        entry.known, entry.unknown = _unsplit(compile_function(fn), n_f, n_unknown, n_out,
+                                              fn.in_avals[n_f:n_f + n_unknown])
     entry.fun = fun
     entry.consts = list(st.extra) + [value for _, value, _ in b.consts]
-    entry.n_out, entry.n_val, entry.out_tree = len(outs), len(outs), st.out_tree
+    entry.n_out, entry.n_val, entry.out_tree = n_out, n_val, st.out_tree
     entry.out_avals = st.out_avals
     entry.out_weak = [a.weak_type for a in st.out_avals]
-    entry.grad_weak = [v.aval.weak_type for v in fn.outvars[len(outs):]]
+    entry.grad_weak = [v.aval.weak_type for v in fn.outvars[n_out:]]
     entry.guards = list(st.guards)
     return entry
 
@@ -768,9 +774,6 @@ def _vjp_eager(fun, staged_fun, p_leaves, p_tree, flags, has_aux):
 
 
 def _compile_split_vjp(fun, staged_fun, p_leaves, flags, has_aux):
-    from .compiler import passes
-    from .compiler.backends.reference import compile_function
-    from .compiler.transforms.partial_eval import split
     treedef = tree_structure((tuple(p_leaves), {}))
     st = stage(staged_fun, p_leaves, treedef, _name_of(fun, "vjp"),
                _hints(fun, tree_structure((tuple(p_leaves), {})), p_leaves))
@@ -787,20 +790,7 @@ def _compile_split_vjp(fun, staged_fun, p_leaves, flags, has_aux):
         real = [emit.zeros(v.aval) if g is None else g
                 for g, v, f in zip(grads, st.fn.invars, flags) if f]
         fn = b.build(list(state.outs) + real)
-    n_f, n_ct = len(st.fn.invars), len(ct_avals)
-    unknown = [False] * n_f + [True] * n_ct + [False] * (len(fn.invars) - n_f - n_ct)
-    fn = passes.run_pipeline(fn, dump_name=fn.name)
-    known, later, _ = split(fn, unknown, len(state.outs))
-    entry = _SplitEntry()
-    entry.fun = fun
-    entry.known, entry.unknown = compile_function(known), compile_function(later)
-    entry.consts = list(st.extra) + [value for _, value, _ in b.consts]
-    entry.n_out, entry.n_val, entry.out_tree = len(state.outs), n_val, st.out_tree
-    entry.out_avals = st.out_avals
-    entry.out_weak = [a.weak_type for a in st.out_avals]
-    entry.grad_weak = [v.aval.weak_type for v in later.outvars]
-    entry.guards = list(st.guards)
-    return entry
+    return _split_entry(fun, st, b, fn, len(state.outs), n_val, len(ct_avals))
 
 
 def _check_cotangents(fun, ct, value_tree, out_avals):
