@@ -23,10 +23,7 @@ from .array import Array, to_array
 from .tree_util import tree_flatten, tree_unflatten, tree_structure
 from .jit import _leaf_aval, _log_compiles, logger, wrap_outputs
 from ._traceback import filter_traceback, show_full
-from . import tracer as _tracer  # noqa: F401
-from . import _host  # noqa: F401
 from .compiler.frontend.builder import Builder, current
-from .compiler.ir.abstract import ShapedArray
 from .compiler.transforms import emit
 from .compiler.transforms.jvp import jvp_emit
 from .compiler.transforms.vjp import vjp_forward, vjp_backward
@@ -42,7 +39,7 @@ class ArgnumsError(ValueError, TypeError):
 
 class Staged:
     """A user function specialised into SSA: `fn` takes (argument leaves, extra operands)."""
-    __slots__ = ("fn", "out_tree", "extra", "guards", "n_leaves", "out_avals", "names")
+    __slots__ = ("fn", "out_tree", "extra", "guards", "out_avals", "names")
 
 
 def stage(fun, leaves, treedef, name, hints=None):
@@ -62,7 +59,7 @@ def stage(fun, leaves, treedef, name, hints=None):
         _check_leaves(name, out_leaves)
         fn = b.build(out_leaves)
     st = Staged()
-    st.fn, st.out_tree, st.guards, st.n_leaves = fn, out_tree, guards, len(leaves)
+    st.fn, st.out_tree, st.guards = fn, out_tree, guards
     st.names = b.names  # the derivative reuses fn's regions: its names must not collide
     if parent is not None:
         st.extra = [outer for outer, _ in b.captured.values()]
@@ -94,11 +91,10 @@ class Transformation:
     `fun`: compiled and cached outside `jit`, emitted inline inside it. `post(flat_outputs)`
     rebuilds the result's pytree."""
 
-    def __init__(self, fun, name, make_rule, key_extra=()):
+    def __init__(self, fun, name, make_rule):
         self.fun = fun
         self.name = name
         self.make_rule = make_rule      # (leaves, treedef) -> rule; checks arguments first
-        self.key_extra = key_extra
         self.cache = {}
 
     def __call__(self, leaves, treedef):
@@ -108,7 +104,7 @@ class Transformation:
             outs, post = rule(st, list(leaves) + list(st.extra))
             return post(outs)
         avals = tuple(_aval(x, i) for i, x in enumerate(leaves))
-        key = (treedef, avals) + self.key_extra
+        key = (treedef, avals)
         entry = self.cache.get(key)
         if entry is None or not _guards_ok(entry.guards):
             entry = self._compile(leaves, treedef, avals, key)

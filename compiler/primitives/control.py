@@ -361,7 +361,7 @@ def _while_vjp(cts, primals, outs, residuals, *, cond_fn, body_fn, num_consts):
     c_avals, k_avals = _avals(consts), _avals(carry)
     dc = [_diff_const(a) for a in c_avals]
     dk = [_diff(a) for a in k_avals]
-    nc, nk = len(consts), len(carry)
+    nc = len(consts)
     acc_avals = [a for a, d in zip(c_avals, dc) if d]
     ctk_avals = [a for a, d in zip(k_avals, dk) if d]
     na, nct = len(acc_avals), len(ctk_avals)
@@ -460,7 +460,6 @@ def _scan_vjp_fwd(eqn, ins):
     emit, jvp, _, current, _, _ = _ad()
     p = eqn.params
     body_fn, nc, nk = p["body"], p["num_consts"], p["num_carry"]
-    consts, carry, xs = ins[:nc], ins[nc:nc + nk], ins[nc + nk:]
     in_avals = [v.aval for v in body_fn.invars]
 
     def body(inputs):
@@ -489,7 +488,7 @@ def _scan_vjp(cts, primals, outs, residuals, *, body, length, reverse=False, num
     acc_avals = [a for a, d in zip(c_avals, dc) if d]
     ctk_avals = [a for a, d in zip(k_avals, dk) if d]
     cty_avals = [a for a, d in zip(y_avals, dy) if d]
-    na, nct, nx, ncy = len(acc_avals), len(ctk_avals), len(xs), len(cty_avals)
+    na, nct, nx = len(acc_avals), len(ctk_avals), len(xs)
 
     def bwd(inputs):
         cs = inputs[:nc]

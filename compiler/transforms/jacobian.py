@@ -36,7 +36,7 @@ def _basis_pieces(k, avals, dtype_of):
     return pieces
 
 
-def _loop(n, body, body_avals_hint):
+def _loop(n, body):
     """`scan` over k = 0..n-1 with `body(k) -> list of values`; returns the stacked values."""
     b = current()
     k_aval = ShapedArray((), np.dtype(np.int32), False)
@@ -80,7 +80,7 @@ def jacfwd_emit(fn, primals, active):
         tangents = [next(pieces) if a else None for a in active]
         _, touts = jvp_emit(fn, primals, tangents)
         return [emit.zeros(a) if t is None else t for t, a in zip(touts, out_avals)]
-    stacked = _loop(n, body, out_avals)
+    stacked = _loop(n, body)
     # stacked[i]: (N, *out_i.shape) -> blocks out_i.shape + in_j.shape
     return [_unstack(s, in_avals, a.shape) for s, a in zip(stacked, out_avals)]
 
@@ -99,7 +99,7 @@ def jacrev_emit(fn, primals, active):
         grads = vjp_backward(state, cts)
         return [emit.zeros(in_avals[j]) if grads[i] is None else grads[i]
                 for j, i in enumerate(act_idx)]
-    stacked = _loop(m, body, in_avals)
+    stacked = _loop(m, body)
     # stacked[j]: (M, *in_j.shape); block (i, j) = rows of out_i -> out_i.shape + in_j.shape
     blocks = [[None] * len(in_avals) for _ in out_avals]
     for j, s in enumerate(stacked):

@@ -2,12 +2,11 @@
 
 `jvp_emit(fn, primals, tangents)` replays `fn` into the current builder and, next to every
 equation whose operands carry tangents, emits that primitive's JVP rule: the result is SSA that
-computes the primal outputs and their tangents. `jvp_function(fn, nonzero)` wraps it into a new
-`Function` with the exact form
+computes the primal outputs and their tangents, in the exact form
 
-    def f_jvp(*primals, *tangents_of_the_nonzero_inputs):
-        ...                       # each primal equation, with its tangent equations after it
-        return (*primal_outs, *tangent_outs)
+    ...                           # each primal equation, with its tangent equations after it
+
+(the API wraps it into a function of the primals and tangents returning both results).
 
 Tangents are symbolic: `None` is a zero tangent and costs nothing; integer and boolean values
 never carry tangents (JAX's float0). Each primitive's rule has the signature documented in
@@ -18,7 +17,7 @@ primal's: the tangent of `y` is `y_dot`.
 """
 from ..errors import CompileError
 from ..ir.ssa import Var, Literal
-from ..frontend.builder import Builder, current
+from ..frontend.builder import current
 from . import emit
 
 
@@ -124,23 +123,6 @@ def jvp_emit(fn, primals, tangents):
 def instantiate(t, aval):
     """A symbolic zero made concrete (regions must return every tangent they declare)."""
     return emit.zeros(aval) if t is None else t
-
-
-def jvp_function(fn, nonzero, instantiate_outs=False, name=None):
-    """`fn` differentiated forward: a new top-level Function taking (primals, tangents of the
-    inputs flagged in `nonzero`) and returning (primal outs, tangents of the nonzero outputs).
-    Returns (Function, list of output flags)."""
-    b = Builder(name or fn.name + "_jvp")
-    with b:
-        primals = [b.new_input(v.aval, v.name) for v in fn.invars]
-        tangents = [b.new_input(v.aval, v.name + "_dot") if nz else None
-                    for v, nz in zip(fn.invars, nonzero)]
-        outs, touts = jvp_emit(fn, primals, tangents)
-        flags = [t is not None or (instantiate_outs and has_tangent(v.aval))
-                 for t, v in zip(touts, fn.outvars)]
-        touts = [instantiate(t, v.aval) for t, v, f in zip(touts, fn.outvars, flags) if f]
-        out = b.build(list(outs) + touts)
-    return out, flags
 
 
 def tangent_pattern(fn, nonzero):

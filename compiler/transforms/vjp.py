@@ -22,9 +22,9 @@ that also records its carries on a tape, a `scan` that also stacks its carries),
 is then called as `rules["vjp"](ct, primals, outs, residuals, **params)`.
 """
 from ..ir.ssa import Var
-from ..frontend.builder import Builder, current
+from ..frontend.builder import current
 from . import emit
-from .jvp import read, has_tangent, no_rule_error, name_result, replay_eqn
+from .jvp import read, has_tangent, no_rule_error, name_result, replay_eqn, instantiate  # noqa: F401 (vjp.instantiate)
 
 
 def _differentiable(eqn):
@@ -141,33 +141,3 @@ def _fit(ct, aval):
     if a.dtype != aval.dtype or a.weak_type != aval.weak_type:
         ct = emit.convert(ct, aval.dtype, aval.weak_type)
     return ct
-
-
-def vjp_function(fn, active, name=None):
-    """`fn`'s reverse-mode derivative as a new top-level Function:
-
-        def f_vjp(*primals, *cts_of_float_outputs):
-            ...forward...
-            ...backward...
-            return (*primal_outs, *cts_of_active_inputs)
-
-    Returns (Function, flags of the outputs that take a cotangent input)."""
-    b = Builder(name or fn.name + "_vjp")
-    with b:
-        primals = [b.new_input(v.aval, v.name) for v in fn.invars]
-        out_flags = [has_tangent(v.aval) for v in fn.outvars]
-        cts = [b.new_input(v.aval, _name(v) + "_bar") if f else None
-               for v, f in zip(fn.outvars, out_flags)]
-        outs, cts_in = vjp_emit(fn, primals, cts, active)
-        grads = [instantiate(c, v.aval) for c, v, a in zip(cts_in, fn.invars, active)
-                 if a and has_tangent(v.aval)]
-        out = b.build(list(outs) + grads)
-    return out, out_flags
-
-
-def _name(v):
-    return v.name if isinstance(v, Var) else "out"
-
-
-def instantiate(ct, aval):
-    return emit.zeros(aval) if ct is None else ct

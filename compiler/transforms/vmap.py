@@ -102,57 +102,44 @@ def loop_fallback(eqn, ins, dims, size):
 
 # ------------------------------------------------------------------------- rule factories
 
-def elementwise_rule(args, dims, **params):
-    """n-ary elementwise primitives (equal shapes, rank-0 operands broadcast): batched
-    operands get their batch axis first; an unbatched operand of rank > 0 is broadcast along
-    it, and a batched example of rank 0 next to larger examples is broadcast to their shape."""
-    prim = _current_prim[-1]
-    size = next(emit.aval(x).shape[d] for x, d in zip(args, dims) if d is not None)
-    ex_shape = ()
-    for x, d in zip(args, dims):
-        s = emit.aval(x).shape
-        s = s[:d] + s[d + 1:] if d is not None else s
-        if s:
-            ex_shape = s
-    out = []
-    for x, d in zip(args, dims):
-        a = emit.aval(x)
-        if d is None:
-            out.append(x if not a.shape else to_front(x, None, size))
-            continue
-        x = moveaxis(x, d, 0)
-        if len(a.shape) == 1 and ex_shape:
-            x = emit.broadcast_in_dim(x, shape=(size,) + ex_shape, broadcast_dimensions=(0,))
-        out.append(x)
-    return current().bind(prim, out, params), 0
-
-
-_current_prim = []
-
-
-def with_prim(prim, rule):
-    """Bind `rule` to `prim` (rules that re-bind their own primitive)."""
-    def batched(args, dims, **params):
-        _current_prim.append(prim)
-        try:
-            return rule(args, dims, **params)
-        finally:
-            _current_prim.pop()
-    return batched
-
-
-def axes_rule(param):
-    """Primitives of one operand with an axis (or axes) parameter: batch axis first, the
-    parameter shifted by one."""
+def elementwise_rule(prim):
+    """The rule of an n-ary elementwise primitive (equal shapes, rank-0 operands broadcast):
+    batched operands get their batch axis first; an unbatched operand of rank > 0 is broadcast
+    along it, and a batched example of rank 0 next to larger examples is broadcast to their
+    shape."""
     def rule(args, dims, **params):
-        prim = _current_prim[-1]
+        size = next(emit.aval(x).shape[d] for x, d in zip(args, dims) if d is not None)
+        ex_shape = ()
+        for x, d in zip(args, dims):
+            s = emit.aval(x).shape
+            s = s[:d] + s[d + 1:] if d is not None else s
+            if s:
+                ex_shape = s
+        out = []
+        for x, d in zip(args, dims):
+            a = emit.aval(x)
+            if d is None:
+                out.append(x if not a.shape else to_front(x, None, size))
+                continue
+            x = moveaxis(x, d, 0)
+            if len(a.shape) == 1 and ex_shape:
+                x = emit.broadcast_in_dim(x, shape=(size,) + ex_shape,
+                                          broadcast_dimensions=(0,))
+            out.append(x)
+        return current().bind(prim, out, params), 0
+    return rule
+
+
+def axes_rule(prim, param):
+    """The rule of a one-operand primitive with an axis (or axes) parameter: batch axis first,
+    the parameter shifted by one."""
+    def rule(args, dims, **params):
         x = moveaxis(args[0], dims[0], 0)
         value = params[param]
         params = dict(params)
         params[param] = (tuple(a + 1 for a in value) if isinstance(value, tuple)
                          else value + 1)
-        out = current().bind(prim, [x] + list(args[1:]), params)
-        return out, 0
+        return current().bind(prim, [x] + list(args[1:]), params), 0
     return rule
 
 
@@ -213,12 +200,12 @@ def install():
     from ..primitives.elementwise import NAMES as elementwise
     for name in elementwise:
         if name != "bitcast_convert_type":   # may change the shape: the loop fallback
-            P[name].rules.setdefault("batch", with_prim(P[name], elementwise_rule))
+            P[name].rules.setdefault("batch", elementwise_rule(P[name]))
     for name in ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
                  "reduce_or", "reduce_xor", "argmax", "argmin"):
-        P[name].rules.setdefault("batch", with_prim(P[name], axes_rule("axes")))
+        P[name].rules.setdefault("batch", axes_rule(P[name], "axes"))
     for name in ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"):
-        P[name].rules.setdefault("batch", with_prim(P[name], axes_rule("axis")))
+        P[name].rules.setdefault("batch", axes_rule(P[name], "axis"))
     P["broadcast_in_dim"].rules.setdefault("batch", broadcast_in_dim_rule)
     P["reshape"].rules.setdefault("batch", reshape_rule)
     P["transpose"].rules.setdefault("batch", transpose_rule)
