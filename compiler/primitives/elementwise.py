@@ -21,6 +21,7 @@ from ..ir.abstract import ShapedArray
 from ..ir.ssa import Literal
 from ..ir import dtypes
 from ..transforms import emit as E
+from ..transforms import batching as B
 from .core import (register, check_same_dtypes, check_same_shapes, check_dtype_kinds, type_error,
                    elementwise_shape)
 
@@ -780,7 +781,18 @@ bitcast_convert_type = register("bitcast_convert_type", _bitcast_eval, _bitcast)
 _zero_derivative(bitcast_convert_type)
 
 
-# Every primitive of this family (registered first of all families): batching treats them
-# alike (compiler/transforms/vmap.py).
+def _bitcast_batch(args, dims, *, new_dtype):
+    """The batch axis first: a changed item size only adds or removes the last axis."""
+    x = B.moveaxis(args[0], dims[0], 0)
+    return E.bitcast_convert_type(x, new_dtype=new_dtype), 0
+
+
+bitcast_convert_type.rules["batch"] = _bitcast_batch
+
+
+# Every primitive of this family (registered first of all families); all but bitcasts batch
+# alike.
 from .core import PRIMITIVES as _ALL  # noqa: E402
 NAMES = tuple(_ALL)
+for _name in NAMES:
+    _ALL[_name].rules.setdefault("batch", B.elementwise_rule(_ALL[_name]))

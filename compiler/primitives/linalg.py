@@ -9,6 +9,7 @@ import numpy as np
 
 from ..ir.abstract import ShapedArray
 from ..transforms import emit as E
+from ..transforms import batching as B
 from .core import register
 
 
@@ -148,5 +149,32 @@ def _dot_general_vjp(ct, primals, outs, *, dimension_numbers, precision=None,
                            True) if E.is_float(rhs) else None]
 
 
+def _dot_general_batch(args, dims, *, dimension_numbers, precision=None,
+                       preferred_element_type=None):
+    """One `dot_general`: a batch axis on both operands becomes a batch dimension; on one
+    operand, a free dimension of it (so the result stays a single matrix product)."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    lhs, rhs = args
+    ld, rd = dims
+    if ld is not None:
+        lhs = B.moveaxis(lhs, ld, 0)
+    if rd is not None:
+        rhs = B.moveaxis(rhs, rd, 0)
+    lk, rk = (1 if ld is not None else 0), (1 if rd is not None else 0)
+    if ld is not None and rd is not None:
+        dn = ((B.shift(lc), B.shift(rc)), ((0,) + B.shift(lb), (0,) + B.shift(rb)))
+        out_dim = 0
+    else:
+        dn = ((B.shift(lc, lk), B.shift(rc, rk)), (B.shift(lb, lk), B.shift(rb, rk)))
+        if ld is not None:   # free dims of lhs come right after the batch dims, in order
+            out_dim = len(lb)
+        else:
+            out_dim = len(E.aval(lhs).shape) - len(lc)
+    out = E.dot_general(lhs, rhs, dimension_numbers=dn, precision=precision,
+                        preferred_element_type=preferred_element_type)
+    return out, out_dim
+
+
 dot_general.rules["jvp"] = _dot_general_jvp
 dot_general.rules["vjp"] = _dot_general_vjp
+dot_general.rules["batch"] = _dot_general_batch

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..ir.abstract import ShapedArray
 from ..transforms import emit as E
+from ..transforms import batching as B
 from .core import register, check_dtype_kinds
 
 NUMBER, ANY, ORDERED, FLOAT, LOGICAL = "iufc", "biufc", "biuf", "f", "biu"
@@ -423,3 +424,9 @@ _cumulative_rules(cumprod, _combine_mul)
 _cumulative_rules(cummax, _chooser_combine(E.max_))
 _cumulative_rules(cummin, _chooser_combine(E.min_))
 _cumulative_rules(cumlogsumexp, _combine_logaddexp)
+
+for _p in (reduce_sum, reduce_max, reduce_min, reduce_prod, reduce_and, reduce_or, reduce_xor,
+           argmax, argmin):
+    _p.rules["batch"] = B.axes_rule(_p, "axes")
+for _p in (cumsum, cumprod, cummax, cummin, cumlogsumexp):
+    _p.rules["batch"] = B.axes_rule(_p, "axis")

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..ir.abstract import ShapedArray, shape_str
 from ..transforms import emit as E
+from ..transforms import batching as B
 from .core import register, type_error, check_shape, check_same_dtypes
 
 
@@ -108,6 +109,16 @@ broadcast_in_dim.rules["jvp"] = _same_on_tangent("broadcast_in_dim")
 broadcast_in_dim.rules["vjp"] = _broadcast_in_dim_vjp
 
 
+def _broadcast_in_dim_batch(args, dims, *, shape, broadcast_dimensions):
+    x = B.moveaxis(args[0], dims[0], 0)
+    size = E.aval(x).shape[0]
+    return E.broadcast_in_dim(x, shape=(size,) + tuple(shape),
+                              broadcast_dimensions=(0,) + B.shift(broadcast_dimensions)), 0
+
+
+broadcast_in_dim.rules["batch"] = _broadcast_in_dim_batch
+
+
 def _reshape_eval(x, *, new_sizes, dimensions=None):
     if any(isinstance(d, (int, np.integer)) and d < 0 for d in new_sizes):
         raise TypeError(f"reshape new_sizes must all be positive, got {tuple(new_sizes)}.")
@@ -145,6 +156,17 @@ reshape.rules["jvp"] = _same_on_tangent("reshape")
 reshape.rules["vjp"] = _reshape_vjp
 
 
+def _reshape_batch(args, dims, *, new_sizes, dimensions=None):
+    x = B.moveaxis(args[0], dims[0], 0)
+    if dimensions is not None:
+        x = E.transpose(x, permutation=(0,) + B.shift(dimensions))
+    size = E.aval(x).shape[0]
+    return E.reshape(x, new_sizes=(size,) + tuple(new_sizes), dimensions=None), 0
+
+
+reshape.rules["batch"] = _reshape_batch
+
+
 def _transpose_eval(x, *, permutation):
     if sorted(permutation) != list(range(x.ndim)):
         raise TypeError(f"transpose permutation isn't a permutation of operand dimensions, got "
@@ -156,6 +178,17 @@ transpose = register("transpose", _transpose_eval, lambda x, *, permutation: np.
 transpose.rules["jvp"] = _same_on_tangent("transpose")
 transpose.rules["vjp"] = lambda ct, primals, outs, *, permutation: [
     E.transpose(ct, permutation=_inverse(permutation))]
+
+
+def _transpose_batch(args, dims, *, permutation):
+    """The batch axis stays where it is; the example's axes are permuted around it."""
+    d = dims[0]
+    ex = [a if a < d else a + 1 for a in permutation]
+    perm = tuple(ex[:d] + [d] + ex[d:])
+    return E.transpose(args[0], permutation=perm), d
+
+
+transpose.rules["batch"] = _transpose_batch
 
 
 def _squeeze_eval(x, *, dimensions):
