@@ -14,8 +14,10 @@ from harness import run_cases, markdown, machine_description  # noqa: E402
 import autodiff  # noqa: E402
 import eager  # noqa: E402
 import frontend  # noqa: E402
+import vmap  # noqa: E402
 
-SUITES = {"eager": eager.cases, "frontend": frontend.cases, "autodiff": autodiff.cases}
+SUITES = {"eager": eager.cases, "frontend": frontend.cases, "autodiff": autodiff.cases,
+          "vmap": vmap.cases}
 
 
 def main():

@@ -89,7 +89,10 @@ def _dot_general(lhs, rhs, *, dimension_numbers, precision=None, preferred_eleme
     B, M, N = (int(np.prod(s, dtype=np.int64)) for s in (bshape, m, n))
     a = np.transpose(lhs, list(lb) + lf + list(lc))
     b = np.transpose(rhs, list(rb) + list(rc) + rf)
-    if not lb:  # no batch axes: a plain 2-D product (BLAS takes transposed operands as they are)
+    if k == 1:  # an outer product: a broadcast multiply (matmul loops without BLAS here)
+        out = np.multiply(a.reshape(B, M, 1).astype(out_dtype, copy=False),
+                          b.reshape(B, 1, N).astype(out_dtype, copy=False))
+    elif not lb:  # no batch axes: a plain 2-D product (BLAS takes transposed operands as they are)
         out = np.matmul(a.reshape(M, k).astype(out_dtype, copy=False),
                         b.reshape(k, N).astype(out_dtype, copy=False))
     else:

@@ -13,7 +13,8 @@ the pass that owns a control-flow primitive may drop its unused region outputs).
   exactly what the reference backend would compute), keeping dtype and weak type.
 - `apply_identities`: x+0, 0+x, x-0, x*1, 1*x, x/1, integer_pow(x, y=1), neg(neg(x)),
   select_n with identical cases or a literal predicate, structural ops and conversions that
-  change nothing, x*0 for integers (to zeros: a literal, or a broadcast of one), and `copy`
+  change nothing, a transpose of a transpose (one transpose), a transpose that swaps the free
+  dimensions of a single-use `dot_general` (the `dot_general` with swapped operands), x*0 for integers (to zeros: a literal, or a broadcast of one), and `copy`
   of an intermediate used nowhere else. A rewrite fires only when the
   kept value has exactly the result's type (shape, dtype and weak type), so broadcasting and
   promotion are never lost. x*0 is not rewritten for floats (NaN and inf give NaN); x+0.0 is
@@ -309,16 +310,44 @@ def _structural(is_identity):
     return rule
 
 
+def _transpose(eqn, state):
+    """transpose(transpose(x)) -> one transpose; a transpose that swaps the free dimensions of
+    a `dot_general` used nowhere else -> the `dot_general` with its operands swapped (what
+    batching a derivative's outer product leaves behind)."""
+    x = eqn.invars[0]
+    perm = tuple(eqn.params["permutation"])
+    if _ident_perm(perm, len(perm)):
+        return _keep(eqn, x)
+    inner = state.producer.get(x)
+    if inner is None or state.uses.get(x) != 1:
+        return None
+    if inner.prim is eqn.prim:
+        first = inner.params["permutation"]
+        return Eqn(eqn.outvars, eqn.prim, inner.invars,
+                   {"permutation": tuple(first[p] for p in perm)}, eqn.info)
+    if inner.prim.name == "dot_general":
+        return _swapped_dot_general(eqn, inner, perm)
+    return None
+
+
+def _swapped_dot_general(eqn, dot, perm):
+    (lc, rc), (lb, rb) = dot.params["dimension_numbers"]
+    lhs, rhs = dot.invars
+    nb = len(lb)
+    nl = len(lhs.aval.shape) - len(lc) - nb
+    nr = len(rhs.aval.shape) - len(rc) - nb
+    if perm != tuple(range(nb)) + tuple(range(nb + nl, nb + nl + nr)) + tuple(range(nb, nb + nl)):
+        return None
+    params = dict(dot.params, dimension_numbers=((rc, lc), (rb, lb)))
+    return Eqn(eqn.outvars, dot.prim, [rhs, lhs], params, eqn.info)
+
+
 def _ident_perm(p, n):
     return tuple(p) == tuple(range(n))
 
 
 def _reshape_identity(a, *, new_sizes, dimensions=None):
     return tuple(new_sizes) == a.shape and (dimensions is None or _ident_perm(dimensions, a.ndim))
-
-
-def _transpose_identity(a, *, permutation):
-    return _ident_perm(permutation, a.ndim)
 
 
 def _broadcast_identity(a, *, shape, broadcast_dimensions):
@@ -348,7 +377,7 @@ _IDENTITIES = {
     "select_n": _select_n,
     "copy": _copy,
     "reshape": _structural(_reshape_identity),
-    "transpose": _structural(_transpose_identity),
+    "transpose": _transpose,
     "broadcast_in_dim": _structural(_broadcast_identity),
     "convert_element_type": _structural(_convert_identity),
     "squeeze": _structural(_squeeze_rev_identity),
