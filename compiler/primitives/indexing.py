@@ -7,6 +7,12 @@ not fit, in mode "clip" clamp them. `kiln.numpy` indexing reads clamp and `.at[]
 as in JAX. Dimension numbers use XLA's vocabulary (the index vector is the last axis of
 `indices`); operand batching dimensions are not supported.
 
+Batching (no loop over examples): a batched operand alone gets its batch axis as one more
+window (offset) dimension of full size; batched indices alone carry it as one more batch
+dimension of the indices; both batched, the indices get an iota component for the batch axis,
+which the operand then collapses (gather) or inserts (scatter). Dynamic slices with batched
+start indices become that gather or scatter, in the clamping mode ("clip").
+
 Derivatives: a gather's adjoint is a scatter_add with the matching dimension numbers and the
 scatter's adjoint (for its updates) is the matching gather (`_inverse_gather`), with modes
 paired so that each is the exact transpose of the other, out-of-bounds windows included.
@@ -24,7 +30,9 @@ import numpy as np
 from ..ir.abstract import ShapedArray
 from ..ir.params import register_param_type
 from ..transforms import emit as E
+from ..transforms import batching as B
 from .core import register, type_error, check_shape, check_same_dtypes
+from .structural import around, insert, batch_at
 
 
 @register_param_type
@@ -532,3 +540,144 @@ def _scatter_extremum_vjp(ct, primals, outs, *, dimension_numbers, mode="drop"):
 for _prim in (scatter_min, scatter_max):
     _prim.rules["jvp"] = _scatter_extremum_jvp
     _prim.rules["vjp"] = _scatter_extremum_vjp
+
+
+# ------------------------------------------------------------------------------ batching
+
+def _new_axis(window_dims, rank, window, k):
+    """(position, window dims) for an array of `rank` axes (a gather's output or a scatter's
+    updates) of which `window_dims` are window axes and the others batch axes, given one more
+    axis that is its `k`-th window axis (`window`) or `k`-th batch axis: the new axis goes
+    where the current k-th one of its kind is, else just after the last one, else first."""
+    is_window = [i in window_dims for i in range(rank)]
+    same = [i for i, w in enumerate(is_window) if w == window]
+    p = same[k] if k < len(same) else same[-1] + 1 if same else 0
+    is_window.insert(p, window)
+    return p, tuple(i for i, w in enumerate(is_window) if w)
+
+
+def _batch_indices(indices, d):
+    """Batched indices with their batch axis before the index vector (the last axis): (the
+    indices, the batch axis)."""
+    last = len(E.aval(indices).shape) - 1
+    return (B.moveaxis(indices, d, 0), 0) if d == last else (indices, d)
+
+
+def _with_batch_index(indices, d, size):
+    """Indices batched on axis `d` with the example's number prepended to each index vector."""
+    a = E.aval(indices)
+    if size - 1 > np.iinfo(a.dtype).max:
+        indices, a = E.convert(indices, np.int32), a.update(dtype=np.dtype(np.int32))
+    iota = E.iota(dtype=a.dtype, shape=a.shape[:-1] + (1,), dimension=d)
+    return E.concatenate(iota, indices, dimension=len(a.shape) - 1)
+
+
+def _kept_before(d, dropped):
+    """How many of one example's axes before axis `d` are not in `dropped`."""
+    return sum(1 for a in range(d) if a not in dropped)
+
+
+def _gather_batch(args, dims, *, dimension_numbers, slice_sizes, mode="clip", fill_value=None):
+    """One gather for the batch; the operand keeps its batch axis where it is, and the result
+    carries it where the new window (or indices batch) axis lands among its kind."""
+    (x, indices), (dx, di) = args, dims
+    dn, size = dimension_numbers, B.batch_size(args, dims)
+    rank = len(B.example_shape(indices, di)) - 1 + len(dn.offset_dims)
+    collapsed, index_map = dn.collapsed_slice_dims, dn.start_index_map
+    if di is None:
+        p, offset = _new_axis(dn.offset_dims, rank, True, _kept_before(dx, collapsed))
+        collapsed, index_map = around(collapsed, dx), around(index_map, dx)
+        slice_sizes = insert(slice_sizes, dx, size)
+    else:
+        indices, di = _batch_indices(indices, di)
+        p, offset = _new_axis(dn.offset_dims, rank, False, di)
+        if dx is not None:
+            if size == 0:  # no examples: give the operand one (never read) to collapse
+                zero = ((0, 0, 0),) * (len(E.aval(x).shape) - 1)
+                x = E.pad(x, E.scalar(0, E.aval(x)), padding_config=insert(zero, dx, (0, 1, 0)))
+            indices = _with_batch_index(indices, di, size)
+            collapsed = tuple(sorted(around(collapsed, dx) + (dx,)))
+            index_map = (dx,) + around(index_map, dx)
+            slice_sizes = insert(slice_sizes, dx, 1)
+    gdn = GatherDimensionNumbers(offset, collapsed, index_map)
+    return E.gather(x, indices, dimension_numbers=gdn, slice_sizes=tuple(slice_sizes), mode=mode,
+                    fill_value=fill_value), p
+
+
+gather.rules["batch"] = _gather_batch
+
+
+def _scatter_batch_for(prim):
+    """The batching rule of one scatter primitive: one scatter for the batch, into the
+    operand (broadcast when unbatched) with its batch axis where it is."""
+    def rule(args, dims, *, dimension_numbers, mode="drop"):
+        (x, indices, updates), (dx, di, du) = args, dims
+        dn, size = dimension_numbers, B.batch_size(args, dims)
+        if dx is None:  # every example gets its own copy of the operand
+            x, dx = batch_at(x, None, size, 0), 0
+        rank = len(B.example_shape(updates, du))
+        inserted, to_operand = dn.inserted_window_dims, dn.scatter_dims_to_operand_dims
+        if di is None:
+            p, window = _new_axis(dn.update_window_dims, rank, True,
+                                  _kept_before(dx, inserted))
+            inserted, to_operand = around(inserted, dx), around(to_operand, dx)
+        else:
+            indices, di = _batch_indices(indices, di)
+            p, window = _new_axis(dn.update_window_dims, rank, False, di)
+            indices = _with_batch_index(indices, di, size)
+            inserted = tuple(sorted(around(inserted, dx) + (dx,)))
+            to_operand = (dx,) + around(to_operand, dx)
+        sdn = ScatterDimensionNumbers(window, inserted, to_operand)
+        return E.bind(prim.name, x, indices, batch_at(updates, du, size, p),
+                      dimension_numbers=sdn, mode=mode), dx
+    rule.__name__ = f"_{prim.name}_batch"
+    return rule
+
+
+for _prim in (scatter, scatter_add, scatter_mul, scatter_min, scatter_max):
+    _prim.rules["batch"] = _scatter_batch_for(_prim)
+
+
+def _start_index_vectors(starts, dims, size):
+    """Scalar start indices (some batched) as one index vector per example: (size, n)."""
+    cols = [E.broadcast_in_dim(s, shape=(size, 1), broadcast_dimensions=() if d is None else (0,))
+            for s, d in zip(starts, dims)]
+    return cols[0] if len(cols) == 1 else E.concatenate(*cols, dimension=1)
+
+
+def _zero_start(starts):
+    """A start index 0 for the batch axis, of the other start indices' type."""
+    return E.scalar(0, E.aval(starts[0]) if starts else ShapedArray((), np.dtype(np.int32)))
+
+
+def _dynamic_slice_batch(args, dims, *, slice_sizes):
+    (x, *starts), (dx, *ds) = args, dims
+    if all(d is None for d in ds):  # the same window of every example
+        size = E.aval(x).shape[dx]
+        return E.dynamic_slice(x, *insert(starts, dx, _zero_start(starts)),
+                               slice_sizes=insert(slice_sizes, dx, size)), dx
+    n = len(starts)
+    gdn = GatherDimensionNumbers(tuple(range(n)), (), tuple(range(n)))
+    indices = _start_index_vectors(starts, ds, B.batch_size(args, dims))
+    return _gather_batch([x, indices], [dx, 0], dimension_numbers=gdn,
+                         slice_sizes=tuple(slice_sizes), mode="clip")
+
+
+dynamic_slice.rules["batch"] = _dynamic_slice_batch
+
+
+def _dynamic_update_slice_batch(args, dims):
+    (x, update, *starts), (dx, du, *ds) = args, dims
+    size = B.batch_size(args, dims)
+    if all(d is None for d in ds):  # the same window of every example
+        at = du if dx is None else dx
+        return E.dynamic_update_slice(batch_at(x, dx, size, at), batch_at(update, du, size, at),
+                                      *insert(starts, at, _zero_start(starts))), at
+    n = len(starts)
+    sdn = ScatterDimensionNumbers(tuple(range(n)), (), tuple(range(n)))
+    indices = _start_index_vectors(starts, ds, size)
+    return scatter.rules["batch"]([x, indices, update], [dx, 0, du], dimension_numbers=sdn,
+                                  mode="clip")
+
+
+dynamic_update_slice.rules["batch"] = _dynamic_update_slice_batch

@@ -5,12 +5,16 @@ the same way. Floating-point keys are compared as JAX's comparator does after ca
 them: -0.0 equals 0.0 (a stable sort keeps their order) and every NaN is one NaN, sorted last
 (as NumPy). Complex keys compare by real part, then imaginary part, each that way (JAX's
 order; NumPy instead puts R + nanj after every R + Rj).
+
+Batched, every operand carries its batch on one axis (the first batched operand's) and the
+sorted dimension is renumbered around it: one sort for the whole batch.
 """
 import numpy as np
 
 from ..ir.abstract import ShapedArray
 from ..transforms import emit as E
 from .core import register
+from .structural import around, align_batch_axes
 
 
 def _sort_eval(*xs, dimension, is_stable=True, num_keys=1):
@@ -95,3 +99,13 @@ def _sort_vjp(cts, primals, outs, *, dimension, is_stable=True, num_keys=1):
 
 sort.rules["jvp"] = _sort_jvp
 sort.rules["vjp"] = _sort_vjp
+
+
+def _sort_batch(args, dims, *, dimension, is_stable=True, num_keys=1):
+    d, xs = align_batch_axes(args, dims)
+    outs = E.sort(*xs, dimension=around((dimension,), d)[0], is_stable=is_stable,
+                  num_keys=num_keys)
+    return list(outs), [d] * len(outs)
+
+
+sort.rules["batch"] = _sort_batch

@@ -8,6 +8,10 @@ compile time.
 Being linear, each one's JVP applies the primitive itself to the tangent (`_same_on_tangent`),
 and its VJP is the adjoint data movement: broadcast sums, slice pads, pad slices, concatenate
 slices, transpose and reshape invert themselves.
+
+Batching rules keep the batch axis where it is whenever the primitive allows it (transpose,
+squeeze, rev, slice, pad and concatenate only renumber their params around it);
+`batch_at` and `align_batch_axes` are shared with the indexing and sorting families.
 """
 import numpy as np
 
@@ -29,6 +33,37 @@ def _same_on_tangent(name):
 def _tangent_or_zeros(primal, tangent):
     """A symbolic zero tangent (None) made concrete, for rules that combine several."""
     return E.zeros_like(primal) if tangent is None else tangent
+
+
+# ------------------------------------------------------------------- batching vocabulary
+
+def around(axes, d):
+    """Axis numbers of one example, as axes of the value that carries its batch on axis `d`."""
+    return tuple(a + 1 if a >= d else a for a in axes)
+
+
+def insert(values, d, value):
+    """The tuple `values` with `value` inserted at position `d`."""
+    values = tuple(values)
+    return values[:d] + (value,) + values[d:]
+
+
+def batch_at(x, d, size, at):
+    """`x` with its batch axis (`d`, or None: unbatched, then broadcast along a new axis) at
+    position `at`."""
+    if d is not None:
+        return B.moveaxis(x, d, at)
+    a = E.aval(x)
+    return E.broadcast_in_dim(x, shape=insert(a.shape, at, size),
+                              broadcast_dimensions=around(range(a.ndim), at))
+
+
+def align_batch_axes(args, dims):
+    """(axis, operands): every operand carrying its batch on one axis, the first batched
+    operand's (the others moved there, unbatched ones broadcast along it)."""
+    size = B.batch_size(args, dims)
+    at = next(d for d in dims if d is not None)
+    return at, [batch_at(x, d, size, at) for x, d in zip(args, dims)]
 
 
 def _iota_eval(*, dtype, shape, dimension):
@@ -183,9 +218,7 @@ transpose.rules["vjp"] = lambda ct, primals, outs, *, permutation: [
 def _transpose_batch(args, dims, *, permutation):
     """The batch axis stays where it is; the example's axes are permuted around it."""
     d = dims[0]
-    ex = [a if a < d else a + 1 for a in permutation]
-    perm = tuple(ex[:d] + [d] + ex[d:])
-    return E.transpose(args[0], permutation=perm), d
+    return E.transpose(args[0], permutation=insert(around(permutation, d), d, d)), d
 
 
 transpose.rules["batch"] = _transpose_batch
@@ -211,6 +244,15 @@ squeeze.rules["vjp"] = lambda ct, primals, outs, *, dimensions: [
     E.reshape(ct, new_sizes=E.aval(primals[0]).shape)]
 
 
+def _squeeze_batch(args, dims, *, dimensions):
+    d = dims[0]
+    out = E.squeeze(args[0], dimensions=around(dimensions, d))
+    return out, d - sum(1 for a in dimensions if a < d)
+
+
+squeeze.rules["batch"] = _squeeze_batch
+
+
 def _rev_eval(x, *, dimensions):
     if len(set(dimensions)) != len(dimensions):
         raise type_error("rev", f"dimensions must be unique, got {tuple(dimensions)}.")
@@ -223,6 +265,8 @@ def _rev_eval(x, *, dimensions):
 rev = register("rev", _rev_eval, lambda x, *, dimensions: np.flip(x, dimensions) if dimensions else x)
 rev.rules["jvp"] = _same_on_tangent("rev")
 rev.rules["vjp"] = lambda ct, primals, outs, *, dimensions: [E.rev(ct, dimensions=dimensions)]
+rev.rules["batch"] = lambda args, dims, *, dimensions: (
+    E.rev(args[0], dimensions=around(dimensions, dims[0])), dims[0])
 
 
 def _slice_eval(x, *, start_indices, limit_indices, strides=None):
@@ -274,6 +318,17 @@ def _slice_vjp(ct, primals, outs, *, start_indices, limit_indices, strides=None)
 slice_p = register("slice", _slice_eval, _slice)
 slice_p.rules["jvp"] = _same_on_tangent("slice")
 slice_p.rules["vjp"] = _slice_vjp
+
+
+def _slice_batch(args, dims, *, start_indices, limit_indices, strides=None):
+    x, d = args[0], dims[0]
+    size = E.aval(x).shape[d]
+    return E.slice_(x, start_indices=insert(start_indices, d, 0),
+                    limit_indices=insert(limit_indices, d, size),
+                    strides=None if strides is None else insert(strides, d, 1)), d
+
+
+slice_p.rules["batch"] = _slice_batch
 
 
 def _pad_eval(x, padding_value, *, padding_config):
@@ -351,6 +406,28 @@ pad.rules["jvp"] = _pad_jvp
 pad.rules["vjp"] = _pad_vjp
 
 
+def _pad_batch(args, dims, *, padding_config):
+    """An unbatched padding value: the batch axis stays and is not padded. A batched one (one
+    value per example): pad with zero, then select each example's value where the padding
+    is (a mask made by padding `True`s with `False`)."""
+    (x, value), (dx, dv) = args, dims
+    if dv is None:
+        return E.pad(x, value, padding_config=insert(padding_config, dx, (0, 0, 0))), dx
+    size, d = B.batch_size(args, dims), 0 if dx is None else dx
+    config = padding_config if dx is None else insert(padding_config, dx, (0, 0, 0))
+    padded = E.pad(x, E.scalar(0, E.aval(x)), padding_config=config)
+    if dx is None:  # one operand for every example: padded once
+        padded = batch_at(padded, None, size, d)
+    ones = E.full(B.example_shape(x, dx), True, np.bool_)
+    inside = batch_at(E.pad(ones, E.scalar(False, E.aval(ones)), padding_config=padding_config),
+                      None, size, d)
+    values = E.broadcast_in_dim(value, shape=E.aval(inside).shape, broadcast_dimensions=(d,))
+    return E.select(inside, padded, values), d
+
+
+pad.rules["batch"] = _pad_batch
+
+
 def _concatenate_eval(*xs, dimension):
     if not xs:
         raise TypeError("concatenate expects at least one operand, got 0.")
@@ -393,3 +470,11 @@ concatenate = register("concatenate", _concatenate_eval,
                        lambda *xs, dimension: np.concatenate(xs, axis=dimension))
 concatenate.rules["jvp"] = _concatenate_jvp
 concatenate.rules["vjp"] = _concatenate_vjp
+
+
+def _concatenate_batch(args, dims, *, dimension):
+    d, xs = align_batch_axes(args, dims)
+    return E.concatenate(*xs, dimension=around((dimension,), d)[0]), d
+
+
+concatenate.rules["batch"] = _concatenate_batch
