@@ -1,0 +1,195 @@
+"""BLAS for generated code: OpenBLAS kernels reached through function pointers.
+
+Two providers, both OpenBLAS's Fortran interface (every argument, scalars included, by pointer; no
+hidden string-length arguments), differing in the width of their INTEGER arguments:
+- "numpy-openblas64": the ILP64 OpenBLAS that NumPy's wheels bundle (64-bit integers). It is loaded
+  with NumPy already, so finding a routine costs a dlsym (~0.1 ms).
+- "scipy-cython_blas": `scipy.linalg.cython_blas` exports each routine as a PyCapsule in
+  `__pyx_capi__` (32-bit integers); opening one with ctypes costs importing scipy.linalg and loading
+  its OpenBLAS, about 0.2-0.5 s in a fresh process.
+`library()` picks the first available (`KILN_BLAS=scipy` forces SciPy's); `address(name)` gives a
+routine's address in it, and `int_type()` the IR integer type its arguments take. The choice changes
+the emitted IR, so it is part of the disk cache's fingerprint. Generated code calls a routine
+through the `kiln_<name>` extern global (externs.py): addresses are never baked into object code.
+
+Convention. BLAS is column-major; kiln's arrays are row-major. A row-major r x c matrix with row
+stride ld is, read column-major, its transpose (c x r, leading dimension ld). So the row-major
+product C = op(A) @ op(B) (C: m x n, op(A): m x k) is computed as the column-major product
+C^T = op(B)^T @ op(A)^T:
+    gemm(tb, ta, n, m, k, alpha, B, ldb, A, lda, beta, C, ldc)
+with ta = 'T' when op(A) = A^T else 'N' (likewise tb), lda/ldb/ldc the row strides (in elements) of
+A, B and C as stored. Likewise y = op(A) @ x for a row-major m x n matrix A is the column-major
+y = op(A^T)^T x: gemv(flip(t), n, m, alpha, A, lda, x, incx, beta, y, incy).
+`emit_gemm` and `emit_gemv` emit exactly these calls into LLVM IR from row-major arguments.
+
+OpenBLAS runs its own thread pool (all cores by default, `OPENBLAS_NUM_THREADS` to change), so
+generated code must not call BLAS from inside a `parallel_for` chunk.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+import llvmlite.ir as ir
+import numpy as np
+
+from . import externs
+
+I8 = ir.IntType(8)
+PTR = ir.PointerType()
+_PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}
+_SCALAR = {np.dtype(np.float32): ir.FloatType(), np.dtype(np.float64): ir.DoubleType()}
+_TRANS = {False: ord("N"), True: ord("T")}
+
+
+class Library(NamedTuple):
+    name: str
+    int_bits: int
+    lookup: Callable[[str], int | None]  # routine name -> address, None if absent
+
+
+def _numpy_openblas() -> Library | None:
+    """NumPy's bundled ILP64 OpenBLAS (wheels put it in numpy.libs/ or numpy/.dylibs/), if any."""
+    package = Path(np.__file__).parent
+    for path in sorted([*package.parent.glob("numpy.libs/*openblas64*"), *package.glob(".dylibs/*openblas64*")]):
+        handle = ctypes.CDLL(str(path))
+        for pattern in ("scipy_{}_64_", "{}_64_"):
+            if hasattr(handle, pattern.format("sgemm")):
+                return Library("numpy-openblas64", 64, lambda name, h=handle, p=pattern: _symbol(h, p.format(name)))
+    return None
+
+
+def _symbol(handle: ctypes.CDLL, symbol: str) -> int | None:
+    function = getattr(handle, symbol, None)
+    return None if function is None else ctypes.cast(function, ctypes.c_void_p).value
+
+
+def _scipy_cython_blas() -> Library:
+    return Library("scipy-cython_blas", 32, _capsule_address)
+
+
+def _capsule_address(name: str) -> int | None:
+    from scipy.linalg import cython_blas
+    capsule = cython_blas.__pyx_capi__.get(name)
+    if capsule is None:
+        return None
+    api = ctypes.pythonapi
+    api.PyCapsule_GetName.restype = ctypes.c_char_p
+    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    return api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule))
+
+
+@functools.cache
+def library() -> Library:
+    """The BLAS generated code calls in this process (see the module docstring)."""
+    choice = os.environ.get("KILN_BLAS", "").strip().lower()
+    if choice not in ("", "numpy", "scipy"):
+        raise ValueError(f"KILN_BLAS={choice!r}: use 'numpy' (NumPy's bundled OpenBLAS, the default when "
+                         f"present) or 'scipy' (scipy.linalg.cython_blas)")
+    return (choice != "scipy" and _numpy_openblas()) or _scipy_cython_blas()
+
+
+@functools.cache
+def address(name: str) -> int:
+    """Address of the BLAS routine `name` ('sgemm', 'dgemv', ...) in `library()`."""
+    found = library().lookup(name)
+    if not found:
+        raise ValueError(f"the BLAS library {library().name} has no routine {name!r}")
+    return found
+
+
+def int_type() -> ir.IntType:
+    """The IR type of the library's INTEGER arguments."""
+    return ir.IntType(library().int_bits)
+
+
+def routine(kind: str, dtype) -> str:
+    """'gemm', float32 -> 'sgemm'; a clear error for dtypes BLAS does not cover."""
+    dtype = np.dtype(dtype)
+    if dtype not in _PREFIX:
+        raise TypeError(f"BLAS {kind} supports float32 and float64, not {dtype}")
+    return _PREFIX[dtype] + kind
+
+
+# -- IR emission -------------------------------------------------------------------------------------
+
+def _int(builder: ir.IRBuilder, value) -> ir.Value:
+    """A Fortran INTEGER from a Python int or an integer IR value."""
+    integer = int_type()
+    if not isinstance(value, ir.Value):
+        return ir.Constant(integer, int(value))
+    if value.type.width == integer.width:
+        return value
+    return (builder.trunc if value.type.width > integer.width else builder.sext)(value, integer)
+
+
+def _leading(builder: ir.IRBuilder, value) -> ir.Value:
+    """A leading dimension: BLAS requires it to be at least 1, even for empty matrices."""
+    value = _int(builder, max(1, int(value)) if not isinstance(value, ir.Value) else value)
+    if isinstance(value, ir.Constant):
+        return value
+    one = ir.Constant(value.type, 1)
+    return builder.select(builder.icmp_signed("<", value, one), one, value)
+
+
+_GEMM = ir.FunctionType(ir.VoidType(), [PTR] * 13)
+_GEMV = ir.FunctionType(ir.VoidType(), [PTR] * 11)
+
+
+def emit_gemm(builder: ir.IRBuilder, dtype, m, n, k, a, b, c, *, trans_a=False, trans_b=False,
+              lda=None, ldb=None, ldc=None, alpha=1.0, beta=0.0) -> None:
+    """Row-major C (m x n) = alpha * op(A) @ op(B) + beta * C, op(A) m x k, op(B) k x n.
+
+    `a`, `b`, `c` are pointers; sizes and strides are Python ints or integer IR values; the leading
+    dimensions (row strides in elements) default to the contiguous ones (op(A) = A^T stores A as k x m).
+    `alpha`/`beta` are Python floats or IR scalars of the dtype.
+    """
+    scalar = _SCALAR[np.dtype(dtype)]
+    lda = (m if trans_a else k) if lda is None else lda
+    ldb = (k if trans_b else n) if ldb is None else ldb
+    ldc = n if ldc is None else ldc
+    values = [ir.Constant(I8, _TRANS[trans_b]), ir.Constant(I8, _TRANS[trans_a]),
+              _int(builder, n), _int(builder, m), _int(builder, k), _float(scalar, alpha), b,
+              _leading(builder, ldb), a, _leading(builder, lda), _float(scalar, beta), c, _leading(builder, ldc)]
+    _call(builder, routine("gemm", dtype), _GEMM, values)
+
+
+def emit_gemv(builder: ir.IRBuilder, dtype, m, n, a, x, y, *, trans_a=False, lda=None, incx=1, incy=1,
+              alpha=1.0, beta=0.0) -> None:
+    """Row-major y = alpha * op(A) @ x + beta * y for A stored m x n (row stride lda, default n)."""
+    scalar = _SCALAR[np.dtype(dtype)]
+    lda = n if lda is None else lda
+    length, inner = (n, m) if trans_a else (m, n)
+
+    def gemv():
+        values = [ir.Constant(I8, _TRANS[not trans_a]), _int(builder, n), _int(builder, m), _float(scalar, alpha),
+                  a, _leading(builder, lda), x, _int(builder, incx), _float(scalar, beta), y, _int(builder, incy)]
+        _call(builder, routine("gemv", dtype), _GEMV, values)
+
+    def empty_sum():  # gemv returns at once when inner == 0, leaving y unscaled; gemm scales it
+        emit_gemm(builder, dtype, length, 1, 0, a, x, y, ldb=incx, ldc=incy, alpha=alpha, beta=beta)
+
+    if isinstance(inner, ir.Value):
+        with builder.if_else(builder.icmp_signed("==", inner, ir.Constant(inner.type, 0))) as (empty, full):
+            with empty:
+                empty_sum()
+            with full:
+                gemv()
+    else:
+        (gemv if inner else empty_sum)()
+
+
+def _float(scalar: ir.Type, value) -> ir.Value:
+    return value if isinstance(value, ir.Value) else ir.Constant(scalar, float(value))
+
+
+def _call(builder: ir.IRBuilder, name: str, function_type: ir.FunctionType, values: list[ir.Value]) -> None:
+    """Fortran ABI: pass array pointers as they are and every scalar through a stack slot."""
+    args = [v if isinstance(v.type, ir.PointerType) else externs.stack_slot(builder, v) for v in values]
+    externs.call(builder, f"kiln_{name}", function_type, args)
