@@ -8,12 +8,17 @@
   outs = scan(*consts, *carry, *xs, body=f, length=n, reverse=False, num_consts=k, num_carry=m)
       body(*consts, *carry, *x_slices) -> (*carry, *y_slices); outs = (*final_carry, *stacked_ys)
 
-The NumPy implementations interpret the regions with the reference backend.
+The NumPy implementations interpret the regions with the reference backend. The derivative
+rules (JVP, VJP) and batching rules (vmap) follow the declarations; both transform the
+regions with the transform that is running.
 """
 import numpy as np
 
 from ..ir.abstract import ShapedArray
-from ..ir.ssa import Function
+from ..ir.ssa import Function, Var
+from ..frontend.builder import current as current_builder, close_regions
+from ..transforms import emit as E
+from ..transforms import batching as B
 from .core import register, type_error
 
 
@@ -246,12 +251,14 @@ def _cond_vjp(cts, primals, outs, *, branches):
 cond.rules.update(jvp_eqn=_cond_jvp, vjp=_cond_vjp)
 
 
-def _carry_pattern(body, nz_consts, nz_carry, n_extra_out=0):
-    """Fixed point: which carries have tangents once the body has run any number of times."""
-    _, jvp, _, _, _, _ = _ad()
-    nz = list(nz_carry)
+def _carry_pattern(pattern, body, before, carry, after=()):
+    """Fixed point: which carries have a property (a tangent, a batch axis) once the body
+    has run any number of times, given which of its inputs before the carries (consts) and
+    after them (scanned slices) have it. `pattern(fn, flags)` propagates the property through
+    one run. Returns (carry flags, flags of the body's other outputs)."""
+    nz = list(carry)
     while True:
-        out = jvp.tangent_pattern(body, list(nz_consts) + nz)
+        out = pattern(body, list(before) + nz + list(after))
         new = [a or b for a, b in zip(nz, out[:len(nz)])]
         if new == nz:
             return nz, out[len(nz):]
@@ -265,7 +272,7 @@ def _while_jvp(eqn, ins, tins):
     consts, carry = ins[:k], ins[k:]
     t_consts, t_carry = tins[:k], tins[k:]
     nz_c = [t is not None for t in t_consts]
-    nz, _ = _carry_pattern(body_fn, nz_c, [t is not None for t in t_carry])
+    nz, _ = _carry_pattern(jvp.tangent_pattern, body_fn, nz_c, [t is not None for t in t_carry])
     c_avals, k_avals = _avals(consts), _avals(carry)
     tc_avals = [a for a, z in zip(c_avals, nz_c) if z]
     tk_avals = [a for a, z in zip(k_avals, nz) if z]
@@ -409,14 +416,8 @@ def _scan_jvp(eqn, ins, tins):
     t_c, t_k, t_x = tins[:nc], tins[nc:nc + nk], tins[nc + nk:]
     nz_c = [t is not None for t in t_c]
     nz_x = [t is not None for t in t_x]
-    nz_k = [t is not None for t in t_k]
-    while True:
-        out = jvp.tangent_pattern(body_fn, nz_c + nz_k + nz_x)
-        new = [a or b for a, b in zip(nz_k, out[:nk])]
-        if new == nz_k:
-            break
-        nz_k = new
-    nz_y = out[nk:]
+    nz_k, nz_y = _carry_pattern(jvp.tangent_pattern, body_fn, nz_c,
+                                [t is not None for t in t_k], nz_x)
     c_avals, k_avals = _avals(consts), _avals(carry)
     x_avals = [a.update(shape=a.shape[1:]) for a in _avals(xs)]
     sel = lambda avals, nz: [a for a, z in zip(avals, nz) if z]  # noqa: E731
@@ -525,3 +526,196 @@ def _scan_vjp(cts, primals, outs, residuals, *, body, length, reverse=False, num
 
 
 scan.rules.update(jvp_eqn=_scan_jvp, vjp_fwd=_scan_vjp_fwd, vjp=_scan_vjp)
+
+
+# ------------------------------------------------------------------------- batching rules
+#
+# Regions are batched with the same transform as the enclosing function
+# (compiler/transforms/vmap.py `batch_emit`), inside new regions or inline.
+#   cond       unbatched index: one cond over the batched branches; each result keeps the
+#              batch axis all branches give it (axis 0 where they disagree; unbatched where
+#              no branch batches it). Batched index: every branch runs, inline, and a
+#              select_n per result picks each example's branch (the index clamped as cond
+#              clamps it; a bool index picks branch 0 for False).
+#   while_loop the batched carries are a fixed point (batched initially, or made batched by
+#              the body). An unbatched predicate keeps one loop over the batched body. A
+#              batched predicate runs the loop while any example's predicate holds, carrying
+#              the per-example predicate: finished examples keep their carries (select_n),
+#              so every carry the body changes is batched.
+#   scan       consts, carries (fixed point, as for while_loop) and xs batched; the batch axis
+#              of xs is never axis 0 (the scanned axis), and each y comes out with its batch
+#              axis one further in than the body gives it.
+
+def _reads_axis(eqn):
+    """Whether `eqn` is (or contains in a region) a collective over the axis being batched:
+    its results vary over the batch even when its operands do not."""
+    name = B.current_axis_name()
+    return name is not None and (
+        name in B.collective_axes(eqn) or
+        any(_reads_axis(e) for region in eqn.regions() for e in region.eqns))
+
+
+def _batched_pattern(fn, batched):
+    """Which outputs of `fn` get a batch axis from `batch_emit` when the inputs flagged in
+    `batched` have one (a safe over-approximation: an equation without batched operands is
+    replayed unbatched unless it is a collective over the batch axis)."""
+    live = {v for v, b in zip(fn.invars, batched) if b}
+    for eqn in fn.eqns:
+        if _reads_axis(eqn) or any(isinstance(v, Var) and v in live for v in eqn.invars):
+            live.update(eqn.outvars)
+    return [isinstance(v, Var) and v in live for v in fn.outvars]
+
+
+def _place(x, have, want, size):
+    """`x`, batched on axis `have` (None: unbatched), with its batch on axis `want`."""
+    if have == want:
+        return x
+    if have is None:
+        x, have = B.to_front(x, None, size), 0
+    return B.moveaxis(x, have, want)
+
+
+def _agreed_axis(dims):
+    """One batch axis for values batched on `dims`: theirs when they agree, else axis 0."""
+    return dims[0] if len(set(dims)) == 1 else 0
+
+
+def _lanes(mask, on_true, on_false, axis):
+    """Per example: `on_true` where `mask` (bool[batch]) holds, else `on_false`; both are
+    batched on `axis`."""
+    shape = E.aval(on_true).shape
+    if len(shape) > 1:
+        mask = E.broadcast_in_dim(mask, shape=shape, broadcast_dimensions=(axis,))
+    return E.select_n(mask, on_false, on_true)
+
+
+def _cond_batch(args, dims, *, branches):
+    from ..transforms.vmap import batch_emit
+    size = B.batch_size(args, dims)
+    ops, op_dims = list(args[1:]), list(dims[1:])
+    if dims[0] is not None:
+        return _cond_select(args[0], [batch_emit(br, ops, op_dims, size) for br in branches],
+                            size)
+    b = current_builder()
+    opened = []
+    for br in branches:
+        child = b.child(br.name + "_batched")
+        with child:
+            inputs = [child.new_input(E.aval(x), v.name) for x, v in zip(ops, br.invars)]
+            opened.append((child,) + tuple(batch_emit(br, inputs, op_dims, size)))
+    out_dims = [None if all(d is None for d in ds) else _agreed_axis(ds)
+                for ds in zip(*[odims for _, _, odims in opened])]
+    finished = []
+    for child, outs, odims in opened:
+        with child:
+            placed = [_place(o, d, w, size) for o, d, w in zip(outs, odims, out_dims)]
+            finished.append((child, [child.operand(o) for o in placed]))
+    fns, outer = close_regions(finished)
+    res = b.bind(cond, [args[0]] + list(outer) + ops, dict(branches=tuple(fns)))
+    return list(res), out_dims
+
+
+def _cond_select(index, results, size):
+    """The results of a cond with a batched index from every branch's batched results."""
+    if len(results) == 1:
+        return results[0]
+    which = index   # one scalar per example: bool[batch] or an integer vector
+    if E.aval(which).dtype == np.bool_:
+        results = results[:2]   # a bool reaches the first two branches only
+    else:
+        which = E.clamp(E.scalar(0, E.aval(which)), which,
+                        E.scalar(len(results) - 1, E.aval(which)))
+    outs, out_dims = [], []
+    for cases in zip(*[list(zip(outs, odims)) for outs, odims in results]):
+        axis = _agreed_axis([d for _, d in cases])
+        axis = 0 if axis is None else axis
+        placed = [_place(x, d, axis, size) for x, d in cases]
+        shape = E.aval(placed[0]).shape
+        w = which if len(shape) == 1 else E.broadcast_in_dim(which, shape=shape,
+                                                            broadcast_dimensions=(axis,))
+        outs.append(E.select_n(w, *placed))
+        out_dims.append(axis)
+    return outs, out_dims
+
+
+cond.rules["batch"] = _cond_batch
+
+
+def _carry_axes(init_dims, batched):
+    """The batch axis of each carry: the initial value's, axis 0 for a carry that the body
+    makes batched, None for one that stays unbatched."""
+    return [None if not b else (0 if d is None else d) for d, b in zip(init_dims, batched)]
+
+
+def _while_batch(args, dims, *, cond_fn, body_fn, num_consts):
+    from ..transforms.vmap import batch_emit
+    size = B.batch_size(args, dims)
+    k = num_consts
+    consts, c_dims = list(args[:k]), list(dims[:k])
+    c_flags = [d is not None for d in c_dims]
+    batched, _ = _carry_pattern(_batched_pattern, body_fn, c_flags,
+                                [d is not None for d in dims[k:]])
+    masked = _batched_pattern(cond_fn, c_flags + batched)[0]
+    if masked:   # examples finish at different trips: every carry the body changes varies
+        batched = [bt or o is not i for bt, o, i in zip(batched, body_fn.outvars,
+                                                        body_fn.invars[k:])]
+    k_dims = _carry_axes(dims[k:], batched)
+    init = [_place(x, d, w, size) for x, d, w in zip(args[k:], dims[k:], k_dims)]
+    in_dims = c_dims + k_dims
+
+    def step(inputs):
+        outs, odims = batch_emit(body_fn, inputs, in_dims, size)
+        return [_place(o, d, w, size) for o, d, w in zip(outs, odims, k_dims)]
+
+    def predicate(inputs):
+        (p,), (d,) = batch_emit(cond_fn, inputs, in_dims, size)
+        return p if not masked else B.to_front(p, d, size)
+    in_avals = _avals(consts + init)
+    if not masked:
+        res = _loop(lambda ins: [predicate(ins)], step, in_avals, k, consts + init,
+                    cond_fn.name + "_batched", body_fn.name + "_batched")
+        return list(res), k_dims
+
+    def masked_step(inputs):
+        old, running = inputs[k:-1], inputs[-1]
+        new = [n if w is None else _lanes(running, n, o, w)
+               for n, o, w in zip(step(inputs[:-1]), old, k_dims)]
+        return new + [predicate(inputs[:k] + new)]
+    running = predicate(consts + init)
+    res = _loop(lambda ins: [E.reduce_or(ins[-1], axes=(0,))], masked_step,
+                in_avals + [E.aval(running)], k, consts + init + [running],
+                cond_fn.name + "_any", body_fn.name + "_masked")
+    return list(res[:-1]), k_dims
+
+
+while_loop.rules["batch"] = _while_batch
+
+
+def _scan_batch(args, dims, *, body, length, reverse=False, num_consts=0, num_carry=0):
+    from ..transforms.vmap import batch_emit
+    size = B.batch_size(args, dims)
+    nc, nk = num_consts, num_carry
+    c_dims, x_dims = list(dims[:nc]), list(dims[nc + nk:])
+    xs = [B.moveaxis(x, 0, 1) if d == 0 else x for x, d in zip(args[nc + nk:], x_dims)]
+    slice_dims = [None if d is None else max(d, 1) - 1 for d in x_dims]
+    batched, _ = _carry_pattern(_batched_pattern, body, [d is not None for d in c_dims],
+                                [d is not None for d in dims[nc:nc + nk]],
+                                [d is not None for d in x_dims])
+    k_dims = _carry_axes(dims[nc:nc + nk], batched)
+    init = [_place(x, d, w, size) for x, d, w in zip(args[nc:nc + nk], dims[nc:nc + nk], k_dims)]
+    y_dims = []
+
+    def step(inputs):
+        outs, odims = batch_emit(body, inputs, c_dims + k_dims + slice_dims, size)
+        y_dims[:] = [None if d is None else d + 1 for d in odims[nk:]]
+        return [_place(o, d, w, size) for o, d, w in zip(outs[:nk], odims, k_dims)] + \
+            list(outs[nk:])
+    x_avals = [a.update(shape=a.shape[1:]) for a in _avals(xs)]
+    (fn,), outer = _regions([(body.name + "_batched", step)],
+                            _avals(list(args[:nc]) + init) + x_avals)
+    res = current_builder().bind(scan, list(outer) + list(args[:nc]) + init + xs, dict(
+        body=fn, length=length, reverse=reverse, num_consts=len(outer) + nc, num_carry=nk))
+    return list(res), k_dims + y_dims
+
+
+scan.rules["batch"] = _scan_batch
