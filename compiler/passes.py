@@ -1,6 +1,8 @@
-"""The named pass pipeline that every specialised function goes through (Numba style).
+"""The named pass pipelines that every specialised function goes through (Numba style).
 
-`PIPELINE` is an ordered list of `(name, pass)` pairs, each pass a `Function -> Function`.
+`PIPELINE` is an ordered list of `(name, pass)` pairs, each pass a `Function -> Function`; it
+is what the reference backend runs. `PIPELINES` names the pipeline of each backend: the LLVM
+backend's adds `fuse` after `simplify` (fused chains become one loop nest each).
 `run_pipeline` runs them in order and can, after each one:
 - verify the result (`verify_each=True`, or the environment variable `KILN_VERIFY=1`, which
   the test suite sets), so a broken pass is caught at the pass that broke the program;
@@ -13,11 +15,17 @@ import os
 
 from .ir.printer import to_source
 from .ir.verify import SSAVerificationError, verify
-from .transforms import simplify
+from .transforms import simplify, fuse
 
 PIPELINE = [
     ("simplify", simplify.simplify),
 ]
+
+LLVM_PIPELINE = PIPELINE + [
+    ("fuse", fuse.fuse),
+]
+
+PIPELINES = {"reference": PIPELINE, "llvm": LLVM_PIPELINE}
 
 
 def _env_verify():

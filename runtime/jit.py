@@ -5,7 +5,9 @@ specialisation keyed by (pytree structure, abstract value of every dynamic leaf,
 a specialisation also stays valid only while the globals it read still hold the values it saw
 (`guards`), so changing a global re-specialises instead of returning a stale result. A miss
 specialises the function into SSA (`kiln.compiler.frontend.specialise`), runs the pass
-pipeline, and compiles it with the backend (`backend="reference"` until the LLVM backend).
+pipeline, and compiles it with the backend: `backend="reference"` (the default for now: the SSA
+run as Python over NumPy) or `backend="llvm"` (alias "cpu": native code through LLVM, after
+the LLVM pipeline, which also fuses; see `kiln.compiler.passes.PIPELINES`).
 
 `KILN_LOG_COMPILES=1` logs every (re)specialisation with its reason; `KILN_DUMP_DIR=dir`
 writes every stage; `kiln.disable_jit()` (or `KILN_DISABLE_JIT=1`) runs functions as plain
@@ -125,6 +127,18 @@ class _Entry:
 
 _MISSING = object()
 
+# `jit(backend=...)` names -> the backend (and pipeline) that compiles.
+_BACKENDS = {"reference": "reference", "llvm": "llvm", "cpu": "llvm"}
+
+
+def _backend_compiler(backend):
+    """The backend's `compile_function`, imported on first use (llvmlite loads only then)."""
+    if backend == "llvm":
+        from .compiler.backends.llvm import compile_function
+    else:
+        from .compiler.backends.reference import compile_function
+    return compile_function
+
 
 class Jitted:
     """A jit-compiled function (what `kiln.jit(f)` returns)."""
@@ -143,9 +157,10 @@ class Jitted:
             else (donate_argnums,)
         self.donate_argnames = tuple(donate_argnames) if not isinstance(donate_argnames, str) \
             else (donate_argnames,)
-        self._backend = backend or "reference"
-        if self._backend not in ("reference", "cpu"):
-            raise ValueError(f"kiln.jit: unknown backend {backend!r}; available: 'reference'")
+        self._backend = _BACKENDS.get(backend or "reference")
+        if self._backend is None:
+            raise ValueError(f"kiln.jit: unknown backend {backend!r}; available: "
+                             + ", ".join(map(repr, _BACKENDS)))
         self._cache = {}
         self.miss_reasons = []
 
@@ -264,8 +279,9 @@ class Jitted:
             logger.warning("kiln: compiling %s (%s)", self.__name__, reason)
         fn, out_tree, consts, guards = self._trace(args, kwargs)
         from .compiler import passes
-        ssa = passes.run_pipeline(fn, dump_name=fn.name)
-        from .compiler.backends.reference import compile_function
+        ssa = passes.run_pipeline(fn, dump_name=fn.name,
+                                  pipeline=passes.PIPELINES[self._backend])
+        compile_function = _backend_compiler(self._backend)
         entry = _Entry()
         entry.function = fn
         entry.ssa = ssa
@@ -370,8 +386,11 @@ class Compiled:
     def __init__(self, entry):
         self._entry = entry
 
-    def as_text(self):
-        return self._entry.executable.as_text()
+    def as_text(self, level=None):
+        """What the backend runs: for the LLVM backend the optimised IR, or `level`
+        "llvm-unoptimized" or "asm"; for the reference backend the SSA it executes."""
+        ex = self._entry.executable
+        return ex.as_text() if level is None else ex.as_text(level)
 
     def __call__(self, *args, **kwargs):
         """Run on the dynamic arguments (pytrees as at `lower`, static ones left out)."""

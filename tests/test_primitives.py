@@ -898,6 +898,22 @@ def scan_case(draw):
     return Case([scale, init, xs], params, ref, (False, False, False), rtol=1e-4)
 
 
+@st.composite
+def fusion_case(draw):
+    shape = draw(shapes(max_dims=2))
+    t = _t(shape)
+    axes = tuple(range(len(shape)))
+    body = _region(f"def fused(x: '{t}', y: '{t}') -> '({t}, f32[])':\n"
+                   f"    a = mul(x, y)\n    b = add(a, x)\n"
+                   f"    s = reduce_sum(b, axes={axes!r})\n    return b, s\n")
+    x, y = array(draw, np.float32, shape), array(draw, np.float32, shape)
+
+    def ref(x, y, **params):
+        b = x * y + x
+        return b, np.sum(b, dtype=np.float32)
+    return Case([x, y], {"body": body}, ref, (False, False), rtol=1e-4)
+
+
 def _square_regions(shape):
     """x*x with a hand-written JVP region, VJP regions and a body (the custom-rule cases)."""
     t = _t(shape)
@@ -983,6 +999,7 @@ CASES = {
     "cond": cond_case(),
     "while_loop": while_loop_case(),
     "scan": scan_case(),
+    "fusion": fusion_case(),
     "debug_print": debug_print_case(),
     **{name: custom_rule_case(name) for name in ("custom_jvp_call", "custom_vjp_call", "remat")},
 }

@@ -1,0 +1,21 @@
+"""The LLVM CPU backend: one native entry point per specialised function, through llvmlite.
+
+    compile_function(fn) -> Executable   (call it on NumPy arrays; `as_text("llvm" |
+                                          "llvm-unoptimized" | "asm")`)
+
+Pipeline: `codegen` plans where every value lives (outputs in place, temporaries in one
+workspace reused by liveness, reshapes as aliases) and emits an `llvmlite.ir` module whose entry
+`i32 kiln_main(ptr args)` calls one `noalias` kernel per equation; `lower_*` modules hold the
+lowering rules (`rules["llvm_scalar"]` for elementwise primitives, `rules["llvm"]` for the
+rest, attached to the primitives when this package is imported); `target` optimises the module
+at O3 for the host CPU with the new pass manager and loads it into the process's MCJIT engine;
+`executable` calls it through ctypes.
+
+Nothing here is imported by `import kiln`: the runtime imports this package on the first
+compilation for the CPU, so llvmlite loads only then.
+"""
+
+
+def compile_function(fn):
+    from .executable import compile_function as compile_
+    return compile_(fn)

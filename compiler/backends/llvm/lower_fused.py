@@ -1,0 +1,343 @@
+"""A fused group of equations as one loop nest (`fusion`, and every elementwise, view, iota
+and reduction equation lowered on its own as a group of one).
+
+The group's *iteration space* is the shape its elementwise results have, or the operand shape
+of its reductions. Inside the nest:
+- group inputs and *views* of them are read in place through affine maps (buffers.View):
+  `broadcast_in_dim`, `transpose`, `rev`, `slice`, `squeeze` and `reshape` build views and emit
+  no code; rank-0 inputs are loaded once before the loops;
+- elementwise equations are their scalar rules (lower_elementwise.py), so intermediates live
+  in registers; `iota` is the loop index along its dimension;
+- results of the iteration shape are stored at the contiguous offset;
+- a reduction whose reduced axes include the innermost loop keeps a register accumulator
+  across that loop (float additions and multiplications marked `reassoc`, the freedom XLA
+  takes, so the accumulation vectorises), then stores it (or combines it into the output when
+  outer axes are reduced as well); a reduction over outer axes only accumulates into its
+  output in memory, which is initialised to the identity before the nest.
+Before emitting, `loops.collapse` drops unit axes and merges axes that every affine map walks
+contiguously, so a chain of elementwise operations on contiguous arrays is one flat loop.
+"""
+import numpy as np
+import llvmlite.ir as ir
+
+from ...errors import CompileError
+from ...ir.ssa import Literal, Var
+from ...primitives import PRIMITIVES
+from . import ltypes as T
+from .buffers import Buffer, View, load, store
+from .loops import collapse, contiguous_strides, emit_nest, affine_offset, counted_loop
+from .lower_elementwise import max_value, min_value, convert
+
+REASSOC = ("reassoc", "nsz")
+
+
+# ------------------------------------------------------------------------------ views
+
+def _transpose(view, permutation):
+    return View(view.buffer, view.offset, [view.strides[p] for p in permutation],
+                [view.shape[p] for p in permutation])
+
+
+def _broadcast_in_dim(view, shape, broadcast_dimensions):
+    strides = [0] * len(shape)
+    for i, d in enumerate(broadcast_dimensions):
+        if view.shape[i] == shape[d]:
+            strides[d] = view.strides[i]
+    return View(view.buffer, view.offset, strides, shape)
+
+
+def _rev(view, dimensions):
+    offset, strides = view.offset, list(view.strides)
+    for d in dimensions:
+        offset += (view.shape[d] - 1) * strides[d] if view.shape[d] else 0
+        strides[d] = -strides[d]
+    return View(view.buffer, offset, strides, view.shape)
+
+
+def _slice(view, start_indices, limit_indices, strides=None):
+    steps = strides or (1,) * len(view.shape)
+    offset = view.offset + sum(s * st for s, st in zip(start_indices, view.strides))
+    shape = [-(-(lim - s) // k) for s, lim, k in zip(start_indices, limit_indices, steps)]
+    return View(view.buffer, offset, [st * k for st, k in zip(view.strides, steps)], shape)
+
+
+def _squeeze(view, dimensions):
+    keep = [k for k in range(len(view.shape)) if k not in dimensions]
+    return View(view.buffer, view.offset, [view.strides[k] for k in keep],
+                [view.shape[k] for k in keep])
+
+
+def _reshape(view, new_sizes, dimensions=None):
+    if dimensions is not None:
+        view = _transpose(view, dimensions)
+    if _is_contiguous(view):
+        return View(view.buffer, view.offset, contiguous_strides(new_sizes), new_sizes)
+    big = [k for k, d in enumerate(view.shape) if d != 1]
+    new_big = [k for k, d in enumerate(new_sizes) if d != 1]
+    if [view.shape[k] for k in big] != [new_sizes[k] for k in new_big]:
+        return None   # not a view: the fusion pass never fuses such a reshape
+    strides = [0] * len(new_sizes)
+    for k, j in zip(big, new_big):
+        strides[j] = view.strides[k]
+    return View(view.buffer, view.offset, strides, new_sizes)
+
+
+def _is_contiguous(view):
+    if 0 in view.shape:
+        return True
+    want = contiguous_strides(view.shape)
+    return all(s == w for s, w, d in zip(view.strides, want, view.shape) if d != 1)
+
+
+VIEWS = {"transpose": _transpose, "broadcast_in_dim": _broadcast_in_dim, "rev": _rev,
+         "slice": _slice, "squeeze": _squeeze, "reshape": _reshape}
+
+
+# ------------------------------------------------------------------------- reductions
+
+def _identity(name, dtype):
+    dtype = np.dtype(dtype)
+    big = np.inf if dtype.kind == "f" else (True if dtype.kind == "b" else np.iinfo(dtype).max)
+    small = -np.inf if dtype.kind == "f" else (False if dtype.kind == "b" else np.iinfo(dtype).min)
+    value = {"reduce_sum": 0, "reduce_prod": 1, "reduce_max": small, "reduce_min": big,
+             "reduce_and": -1 if dtype.kind in "iu" else True, "reduce_or": 0,
+             "reduce_xor": 0}[name]
+    return T.const(dtype, value)
+
+
+def _combine(name, builder, acc, x, dtype):
+    is_float = dtype.kind == "f"
+    if name == "reduce_sum":
+        return builder.fadd(acc, x, flags=REASSOC) if is_float else builder.add(acc, x)
+    if name == "reduce_prod":
+        return builder.fmul(acc, x, flags=REASSOC) if is_float else builder.mul(acc, x)
+    if name == "reduce_max":
+        return max_value(builder, acc, x, dtype)
+    if name == "reduce_min":
+        return min_value(builder, acc, x, dtype)
+    return {"reduce_and": builder.and_, "reduce_or": builder.or_,
+            "reduce_xor": builder.xor}[name](acc, x)
+
+
+REDUCTIONS = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and",
+              "reduce_or", "reduce_xor")
+
+
+class _Reduction:
+    __slots__ = ("eqn", "buffer", "axes", "strides", "inner", "direct", "slot")
+
+    def __init__(self, eqn, buffer):
+        self.eqn = eqn
+        self.buffer = buffer
+        self.axes = set(eqn.params["axes"])
+        shape = eqn.invars[0].aval.shape
+        kept = contiguous_strides([d for k, d in enumerate(shape) if k not in self.axes])
+        it = iter(kept)
+        self.strides = tuple(0 if k in self.axes else next(it) for k in range(len(shape)))
+
+    @property
+    def dtype(self):
+        return self.eqn.outvars[0].aval.dtype
+
+
+# ------------------------------------------------------------------------------ groups
+
+def lower_eqn(ctx, eqn, outs, ins):
+    """An equation on its own: a group of one."""
+    lower_group(ctx, [eqn], list(zip(eqn.invars, ins)), list(zip(eqn.outvars, outs)))
+
+
+def lower_fusion(ctx, outs, ins, body):
+    lower_group(ctx, body.eqns, list(zip(body.invars, ins)), list(zip(body.outvars, outs)))
+
+
+def lower_group(ctx, eqns, inputs, outputs):
+    _Group(ctx, eqns, inputs, outputs).emit()
+
+
+class _Group:
+    def __init__(self, ctx, eqns, inputs, outputs):
+        self.ctx = ctx
+        self.eqns = eqns
+        self.outputs = outputs
+        self.views = {}          # Var -> View (inputs, and results of view equations)
+        self.scalars = {}        # Var -> value loaded once before the loops
+        for v, buf in inputs:
+            if isinstance(v, Var):
+                self.views[v] = buf.view()
+        self.reductions = []
+        out_buffers = {}
+        for v, buf in outputs:
+            out_buffers.setdefault(v, buf)
+        for eqn in eqns:
+            self.classify(eqn, out_buffers)
+        self.space = self.iteration_space()
+
+    def classify(self, eqn, out_buffers):
+        name = eqn.prim.name
+        if name in VIEWS:
+            src = eqn.invars[0]
+            if isinstance(src, Literal):
+                operand = Buffer(None, src.aval, T.const(src.aval.dtype, src.value)).view()
+            elif src in self.views:
+                operand = self.views[src]
+            else:
+                raise CompileError(f"internal error: {name} of a value computed in the same "
+                                   f"fused loop", eqn.info)
+            view = VIEWS[name](operand, **eqn.params)
+            if view is None:
+                raise CompileError(f"internal error: {name} of a strided view in a fused loop",
+                                   eqn.info)
+            self.views[eqn.outvars[0]] = view
+        elif name in REDUCTIONS:
+            self.reductions.append(_Reduction(eqn, out_buffers[eqn.outvars[0]]))
+        elif name != "iota" and "llvm_scalar" not in eqn.prim.rules:
+            raise CompileError(f"the LLVM backend cannot fuse the primitive {name!r}",
+                               eqn.info)
+
+    def iteration_space(self):
+        if self.reductions:
+            return tuple(self.reductions[0].eqn.invars[0].aval.shape)
+        for eqn in self.eqns:
+            for v in eqn.outvars:
+                if v.aval.shape:
+                    return tuple(v.aval.shape)
+        return ()
+
+    # ------------------------------------------------------------------- planning
+    def loaded(self):
+        """Views read element by element inside the loop (operands and stored results)."""
+        used = []
+        for eqn in self.eqns:
+            if eqn.prim.name not in VIEWS:
+                used.extend(x for x in eqn.invars if isinstance(x, Var))
+        used.extend(v for v, _ in self.outputs)
+        seen, out = set(), []
+        for v in used:
+            if v in self.views and v not in seen:
+                seen.add(v)
+                out.append(v)
+        return out
+
+    def emit(self):
+        b = self.ctx.builder
+        space = self.space
+        loads = [v for v in self.loaded() if tuple(self.views[v].shape) == space and space]
+        for v in self.loaded():
+            if not self.views[v].shape:   # rank 0: loaded once
+                view = self.views[v]
+                self.scalars[v] = load(b, view.buffer, T.i64(view.offset))
+        stores = [(v, buf) for v, buf in self.outputs
+                  if not any(v is r.eqn.outvars[0] for r in self.reductions)]
+        iotas = [e for e in self.eqns if e.prim.name == "iota"]
+        maps = ([self.views[v].strides for v in loads]
+                + [contiguous_strides(space)] * len(stores)
+                + [r.strides for r in self.reductions]
+                + [_unit(space, e.params["dimension"]) for e in iotas])
+        shape, merged, red_axes = collapse(space, maps, [r.axes for r in self.reductions])
+        it = iter(merged)
+        self.strides = {}
+        for v in loads:
+            self.strides[v] = next(it)
+        self.store_strides = [next(it) for _ in stores]
+        for r, axes in zip(self.reductions, red_axes):
+            r.strides = next(it)
+            r.inner = bool(shape) and (len(shape) - 1) in axes and shape != (0,)
+            r.direct = r.inner and axes == {len(shape) - 1}
+        self.iota_strides = {e.outvars[0]: next(it) for e in iotas}
+        for r in self.reductions:
+            if not r.direct:
+                fill(b, r.buffer, _identity(r.eqn.prim.name, r.dtype))
+        if shape == (0,):
+            return
+        inner = [r for r in self.reductions if r.inner]
+        for k, r in enumerate(inner):
+            r.slot = k
+        self.stores = stores
+        emit_nest(b, shape, self.body,
+                  [_identity(r.eqn.prim.name, r.dtype) for r in inner],
+                  self.after_inner if inner else None)
+
+    # ---------------------------------------------------------------------- code
+    def body(self, builder, index, carried):
+        values = {}
+
+        def value(x):
+            if isinstance(x, Literal):
+                return T.const(x.aval.dtype, x.value)
+            if x in self.scalars:
+                return self.scalars[x]
+            if x not in values:
+                view = self.views[x]
+                off = affine_offset(builder, view.offset, self.strides[x], index)
+                values[x] = load(builder, view.buffer, off)
+            return values[x]
+
+        carried = list(carried)
+        for eqn in self.eqns:
+            name = eqn.prim.name
+            if name in VIEWS:
+                continue
+            if name == "iota":
+                out = eqn.outvars[0]
+                pos = affine_offset(builder, 0, self.iota_strides[out], index)
+                values[out] = convert(builder, pos, np.dtype(np.int64), out.aval.dtype)
+            elif name in REDUCTIONS:
+                self.reduce(builder, index, carried, eqn, value(eqn.invars[0]))
+            else:
+                rule = eqn.prim.rules["llvm_scalar"]
+                values[eqn.outvars[0]] = rule(self.ctx, builder,
+                                              [value(x) for x in eqn.invars],
+                                              [x.aval for x in eqn.invars],
+                                              eqn.outvars[0].aval, **eqn.params)
+        for (v, buf), strides in zip(self.stores, self.store_strides):
+            store(builder, buf, affine_offset(builder, 0, strides, index), value(v))
+        return carried
+
+    def reduce(self, builder, index, carried, eqn, x):
+        r = next(r for r in self.reductions if r.eqn is eqn)
+        name = eqn.prim.name
+        if r.inner:
+            carried[r.slot] = _combine(name, builder, carried[r.slot], x, r.dtype)
+            return
+        off = affine_offset(builder, 0, r.strides, index)
+        store(builder, r.buffer, off, _combine(name, builder, load(builder, r.buffer, off),
+                                                x, r.dtype))
+
+    def after_inner(self, builder, outer_index, final):
+        for r in self.reductions:
+            if not r.inner:
+                continue
+            off = affine_offset(builder, 0, r.strides[:-1], outer_index)
+            acc = final[r.slot]
+            if not r.direct:
+                acc = _combine(r.eqn.prim.name, builder, load(builder, r.buffer, off), acc,
+                               r.dtype)
+            store(builder, r.buffer, off, acc)
+
+
+def _unit(shape, dimension):
+    return tuple(1 if k == dimension else 0 for k in range(len(shape)))
+
+
+def fill(builder, buffer, value):
+    """buffer[:] = value."""
+    n = buffer.aval.size
+    if n == 1:
+        store(builder, buffer, T.i64(0), value)
+    elif n:
+        counted_loop(builder, n, lambda b, i, acc: store(b, buffer, i, value) or [], (), "fill")
+
+
+def _register():
+    names = list(VIEWS) + list(REDUCTIONS) + ["iota"]
+    for name in names:
+        PRIMITIVES[name].rules["llvm"] = _singleton
+    PRIMITIVES["fusion"].rules["llvm"] = lower_fusion
+
+
+def _singleton(ctx, outs, ins, **params):
+    lower_eqn(ctx, ctx.eqn, outs, ins)
+
+
+_register()

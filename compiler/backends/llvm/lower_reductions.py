@@ -1,0 +1,170 @@
+"""Lowerings of argmax/argmin and the cumulative ops (the monoid reductions are fused loops:
+lower_fused.py).
+
+argmax/argmin walk the reduced axis innermost, carrying (best value, its index) in registers:
+an element replaces the best when it is strictly greater (less), or when it is NaN and the best
+is not, so ties keep the first index and the first NaN wins (JAX's semantics).
+
+cumsum/cumprod/cummax/cummin/cumlogsumexp scan along `axis` in order (`reverse` scans reversed
+views of operand and output, so the code is the same). When no axis of size > 1 follows the
+scanned one, the running value is a register carried along the innermost loop. Otherwise the
+first slice along the axis is copied and each later element combines the previous *output*
+element with the operand, in a nest whose inner loops run over the trailing axes (contiguous,
+so they vectorise). The combination is sequential, in the reference's order; cumlogsumexp
+combines as NumPy's logaddexp.
+"""
+import math
+
+import numpy as np
+import llvmlite.ir as ir
+
+from ...primitives import PRIMITIVES
+from . import ltypes as T
+from .buffers import View, load, store
+from .calls import intrinsic
+from .loops import collapse, emit_nest, affine_offset
+from .lower_elementwise import max_value, min_value, convert, math as math_fn
+from .lower_fused import _rev, _slice, _transpose, _identity
+from .lower_structural import copy_nest
+
+
+# ------------------------------------------------------------------------ argmax/argmin
+
+def _arg_rule(better):
+    def rule(ctx, outs, ins, *, axes, index_dtype):
+        out, x = outs[0], ins[0]
+        axis = axes[0]
+        shape = x.aval.shape
+        perm = [k for k in range(len(shape)) if k != axis] + [axis]
+        view = _transpose(x.view(), perm)
+        out_strides = out.view().strides
+        dtype = x.aval.dtype
+        start = _identity("reduce_min" if better == "<" else "reduce_max", dtype)
+
+        def body(b, index, carried):
+            best, best_i = carried
+            v = load(b, view.buffer, affine_offset(b, view.offset, view.strides, index))
+            take = _beats(b, better, v, best, dtype)
+            return [b.select(take, v, best), b.select(take, index[-1], best_i)]
+
+        def after(b, outer, final):
+            off = affine_offset(b, 0, out_strides, outer)
+            store(b, out, off, convert(b, final[1], np.dtype(np.int64), np.dtype(index_dtype)))
+        emit_nest(ctx.builder, view.shape, body, [start, T.i64(0)], after)
+    return rule
+
+
+def _beats(b, op, v, best, dtype):
+    kind = dtype.kind
+    if kind == "f":
+        strictly = b.fcmp_ordered(op, v, best)
+        nan_first = b.and_(b.fcmp_unordered("uno", v, v), b.fcmp_ordered("ord", best, best))
+        return b.or_(strictly, nan_first)
+    return (b.icmp_signed if kind == "i" else b.icmp_unsigned)(op, v, best)
+
+
+# ------------------------------------------------------------------------- cumulative ops
+
+_LOG2 = math.log(2)
+
+
+def _logaddexp(b, x, y):
+    """NumPy's logaddexp, branch-free: x + log(2) on ties (infinities included), NaN stays."""
+    ty = x.type
+    diff = b.fsub(x, y)
+    exp_neg_abs = math_fn(b, "exp", [b.fneg(intrinsic(b, "fabs", [diff]))])
+    tail = math_fn(b, "log1p", [exp_neg_abs])
+    larger = b.select(b.fcmp_ordered(">", diff, ir.Constant(ty, 0.0)), x, y)
+    out = b.fadd(larger, tail)
+    out = b.select(b.fcmp_unordered("uno", diff, diff), diff, out)
+    return b.select(b.fcmp_ordered("==", x, y), b.fadd(x, ir.Constant(ty, _LOG2)), out)
+
+
+def _sum(b, acc, x, dtype):
+    return b.fadd(acc, x) if dtype.kind == "f" else b.add(acc, x)
+
+
+def _prod(b, acc, x, dtype):
+    return b.fmul(acc, x) if dtype.kind == "f" else b.mul(acc, x)
+
+
+_CUMULATIVE = {
+    "cumsum": (_sum, "reduce_sum"),
+    "cumprod": (_prod, "reduce_prod"),
+    "cummax": (max_value, "reduce_max"),
+    "cummin": (min_value, "reduce_min"),
+    "cumlogsumexp": (lambda b, acc, x, dtype: _logaddexp(b, acc, x), "reduce_max"),
+}
+
+
+def _cumulative_rule(name):
+    combine, monoid = _CUMULATIVE[name]
+
+    def rule(ctx, outs, ins, *, axis, reverse=False):
+        out, x = outs[0], ins[0]
+        src, dst = x.view(), out.view()
+        if reverse:
+            src, dst = _rev(src, (axis,)), _rev(dst, (axis,))
+        dtype = x.aval.dtype
+        shape = x.aval.shape
+        if all(d == 1 for d in shape[axis + 1:]):
+            _scan_in_register(ctx.builder, shape, axis, src, dst, combine, dtype,
+                              _identity(monoid, dtype))
+        else:
+            _scan_in_memory(ctx.builder, shape, axis, src, dst, combine, dtype)
+    return rule
+
+
+def _scan_in_register(builder, shape, axis, src, dst, combine, dtype, start):
+    space, (s_strides, d_strides), _ = collapse(shape, [src.strides, dst.strides], [{axis}])
+    if space == (0,) or not space:
+        if not space:   # a single element
+            copy_nest(builder, (), src, dst)
+        return
+
+    def body(b, index, carried):
+        v = load(b, src.buffer, affine_offset(b, src.offset, s_strides, index))
+        acc = combine(b, carried[0], v, dtype)
+        store(b, dst.buffer, affine_offset(b, dst.offset, d_strides, index), acc)
+        return [acc]
+    emit_nest(builder, space, body, [start])
+
+
+def _scan_in_memory(builder, shape, axis, src, dst, combine, dtype):
+    n = shape[axis]
+    if n == 0:
+        return
+    first = _along(shape, axis, 0, 1)
+    copy_nest(builder, _sized(shape, axis, 1), _slice(src, *first), _slice(dst, *first))
+    if n == 1:
+        return
+    rest = _along(shape, axis, 1, n)
+    cur_src, cur_dst = _slice(src, *rest), _slice(dst, *rest)
+    prev = _slice(dst, *_along(shape, axis, 0, n - 1))
+    space, maps, _ = collapse(cur_src.shape, [cur_src.strides, cur_dst.strides, prev.strides])
+    if space == (0,):
+        return
+
+    def body(b, index, carried):
+        v = load(b, src.buffer, affine_offset(b, cur_src.offset, maps[0], index))
+        p = load(b, dst.buffer, affine_offset(b, prev.offset, maps[2], index))
+        store(b, dst.buffer, affine_offset(b, cur_dst.offset, maps[1], index),
+              combine(b, p, v, dtype))
+        return carried
+    emit_nest(builder, space, body)
+
+
+def _along(shape, axis, start, limit):
+    """slice() arguments selecting [start, limit) along `axis` (all of the other axes)."""
+    return ([start if k == axis else 0 for k in range(len(shape))],
+            [limit if k == axis else d for k, d in enumerate(shape)])
+
+
+def _sized(shape, axis, n):
+    return tuple(n if k == axis else d for k, d in enumerate(shape))
+
+
+PRIMITIVES["argmax"].rules["llvm"] = _arg_rule(">")
+PRIMITIVES["argmin"].rules["llvm"] = _arg_rule("<")
+for _name in _CUMULATIVE:
+    PRIMITIVES[_name].rules["llvm"] = _cumulative_rule(_name)

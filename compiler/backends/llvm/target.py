@@ -1,0 +1,181 @@
+"""The machine the LLVM backend compiles for, the optimiser, and the process-wide JIT.
+
+- `host_machine()`: an llvmlite `TargetMachine` for the host CPU (its name and every feature it
+  reports), optimisation level 3, the JIT's code model and static relocations (MCJIT's linker
+  mishandles the GOT-relative relocations of position-independent code in the large code model
+  once several objects are loaded: constants are read from the wrong object).
+  `generic_machine(level)` targets a portable x86-64 micro-architecture level ("x86-64-v2",
+  "x86-64-v3", ...) with position-independent code, for ahead-of-time artifacts (shared
+  libraries) that must run on other machines.
+- `optimize(text, machine)`: parse LLVM IR text, verify it, and run the new pass manager's O3
+  pipeline tuned for `machine` (loop and SLP vectorisation, unrolling, interleaving on).
+- `load(module)`: add an optimised module to the one MCJIT `ExecutionEngine` of the process
+  and return a `Loaded` handle (addresses of its entry point and globals). Every module's
+  exported symbols are namespaced by the module's name (`<name>.kiln_main`), so modules of
+  several compiled functions coexist in the engine; module names are unique per function
+  (codegen names them after a hash of the SSA text).
+- `assembly(module, machine)` / `object_code(module, machine)`: native text / object bytes.
+
+llvmlite is imported here and in every module of this package; `import kiln` never imports
+this package (the runtime imports it on the first LLVM compilation), so startup stays fast.
+"""
+import functools
+import threading
+
+import llvmlite.binding as llvm
+
+ENTRY = "kiln_main"
+OPT_LEVEL = 3
+# Intel tunes AVX-512 machines to prefer 256-bit vectors; kiln's loops are long and
+# bandwidth-bound, where full-width vectors win: ask for 512-bit vectors where available.
+_WIDE_VECTORS = "-prefer-256-bit"
+
+_LOCK = threading.RLock()   # llvmlite objects are not thread-safe; one compilation at a time
+
+
+@functools.lru_cache(maxsize=None)
+def _initialized():
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    llvm.initialize_native_asmparser()
+    return True
+
+
+def host_cpu():
+    """(cpu name, feature string) of the machine this process runs on."""
+    _initialized()
+    features = llvm.get_host_cpu_features().flatten()
+    if "+avx512f" in features:
+        features += "," + _WIDE_VECTORS
+    return llvm.get_host_cpu_name(), features
+
+
+def triple():
+    _initialized()
+    return llvm.get_process_triple()
+
+
+@functools.lru_cache(maxsize=None)
+def host_machine():
+    """The TargetMachine for the host CPU (shared; MCJIT gets its own copy)."""
+    cpu, features = host_cpu()
+    return _machine(cpu, features)
+
+
+@functools.lru_cache(maxsize=None)
+def generic_machine(level="x86-64-v3"):
+    """A TargetMachine for a portable CPU level, for artifacts run on other machines."""
+    return _machine(level, "", reloc="pic", codemodel="default")
+
+
+def _machine(cpu, features, reloc="static", codemodel="jitdefault"):
+    _initialized()
+    target = llvm.Target.from_triple(triple())
+    return target.create_target_machine(cpu=cpu, features=features, opt=OPT_LEVEL,
+                                        reloc=reloc, codemodel=codemodel,
+                                        jit=codemodel == "jitdefault")
+
+
+def parse(text, name=None):
+    """LLVM IR text -> a verified ModuleRef (called `name`: the parser does not keep the
+    module's name, and `load` namespaces symbols by it)."""
+    _initialized()
+    with _LOCK:
+        module = llvm.parse_assembly(text)
+        module.verify()
+        if name is not None:
+            module.name = name
+    return module
+
+
+def optimize(text, name, machine=None):
+    """Parse, verify and optimise `text` (module `name`) at O3 for `machine` (the host by
+    default)."""
+    machine = machine or host_machine()
+    with _LOCK:
+        module = parse(text, name)
+        module.triple = machine.triple
+        module.data_layout = str(machine.target_data)
+        options = llvm.PipelineTuningOptions(speed_level=OPT_LEVEL)
+        options.loop_vectorization = True
+        options.slp_vectorization = True
+        options.loop_unrolling = True
+        options.loop_interleaving = True
+        builder = llvm.create_pass_builder(machine, options)
+        builder.getModulePassManager().run(module, builder)
+    return module
+
+
+def assembly(module, machine=None):
+    with _LOCK:
+        return (machine or host_machine()).emit_assembly(module)
+
+
+def object_code(module, machine=None):
+    with _LOCK:
+        return (machine or host_machine()).emit_object(module)
+
+
+# ------------------------------------------------------------------------------ the JIT
+
+_ENGINE = []
+
+
+def _engine():
+    if not _ENGINE:
+        cpu, features = host_cpu()
+        machine = _machine(cpu, features)       # owned by the engine from here on
+        _ENGINE.append(llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine))
+    return _ENGINE[0]
+
+
+def entry_symbol(module_name):
+    """The name the entry point of module `module_name` has inside the shared engine."""
+    return f"{module_name}.{ENTRY}"
+
+
+class Loaded:
+    """A module living in the engine: addresses of its entry point and globals."""
+    __slots__ = ("name", "entry")
+
+    def __init__(self, name):
+        self.name = name
+        with _LOCK:
+            self.entry = _engine().get_function_address(entry_symbol(name))
+        if not self.entry:
+            raise RuntimeError(f"kiln: the JIT did not define {entry_symbol(name)}")
+
+    def global_address(self, symbol):
+        """Address of an exported global of this module (0 when it has none)."""
+        with _LOCK:
+            return _engine().get_global_value_address(symbol)
+
+
+def load(module):
+    """Add an optimised ModuleRef (consumed) to the engine; its `Loaded` handle.
+
+    The entry point is renamed to `entry_symbol(module.name)` first, so that the entry points
+    of all loaded modules stay distinct."""
+    with _LOCK:
+        name = module.name
+        namespace_entry(module)
+        engine = _engine()
+        engine.add_module(module)
+        engine.finalize_object()
+        return Loaded(name)
+
+
+def load_object(name, data):
+    """Add object code (made by `object_code` from a module prepared with `namespace_entry`)
+    to the engine; its `Loaded` handle."""
+    with _LOCK:
+        engine = _engine()
+        engine.add_object_file(llvm.ObjectFileRef.from_data(data))
+        engine.finalize_object()
+        return Loaded(name)
+
+
+def namespace_entry(module):
+    """Rename the entry point as `load` does (for object code meant for `load_object`)."""
+    module.get_function(ENTRY).name = entry_symbol(module.name)
+    return module

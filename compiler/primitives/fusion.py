@@ -1,0 +1,56 @@
+"""`fusion`: a group of equations that a backend runs as one loop nest.
+
+    outs = fusion(*ins, body=<region>)
+
+`body` is a closed region (an SSA `Function`) holding the group's equations: elementwise
+operations, views (broadcast_in_dim, transpose, reshape, ...) of its inputs, iota, and
+reductions at its end (compiler/transforms/fuse.py builds them). The result types are the
+region's; the NumPy implementation runs the region, so fused SSA still runs on the reference
+backend and the fuse pass is tested by running its input and its output there.
+
+`fusion` only appears after the pass pipeline, but its rules replay the region through the
+existing transforms, so fused code can still be differentiated (JVP, VJP) and batched.
+"""
+from ..ir.abstract import ShapedArray
+from .core import register, type_error
+from .control import _run
+
+
+def _fusion_eval(*avals, body):
+    want = [v.aval for v in body.invars]
+    if len(avals) != len(want) or any(a.shape != w.shape or a.dtype != w.dtype
+                                      for a, w in zip(avals, want)):
+        raise type_error("fusion", f"region {body.name} takes "
+                         f"({', '.join(a.str_short() for a in want)}) but is given "
+                         f"({', '.join(a.str_short() for a in avals)})")
+    return tuple(ShapedArray(a.shape, a.dtype, a.weak_type) for a in body.out_avals)
+
+
+def _fusion(*args, body):
+    return tuple(_run(body, *args))
+
+
+fusion = register("fusion", _fusion_eval, _fusion, multiple_results=True)
+
+
+def _fusion_jvp(primals, tangents, outs, *, body):
+    from ..transforms.jvp import jvp_emit
+    return jvp_emit(body, primals, tangents)[1]
+
+
+def _fusion_vjp(cts, primals, outs, *, body):
+    from ..transforms import emit
+    from ..transforms.vjp import vjp_emit
+    active = [emit.is_float(p) for p in primals]
+    return vjp_emit(body, primals, cts, active)[1]
+
+
+def _fusion_batch(args, dims, *, body):
+    from ..transforms import batching
+    from ..transforms.vmap import batch_emit
+    return batch_emit(body, args, dims, batching.batch_size(args, dims))
+
+
+fusion.rules["jvp"] = _fusion_jvp
+fusion.rules["vjp"] = _fusion_vjp
+fusion.rules["batch"] = _fusion_batch

@@ -1,0 +1,200 @@
+"""The fusion pass: group chains of elementwise, view and reduction equations into `fusion`
+equations, each of which a backend runs as one loop nest (intermediates never reach memory).
+
+    t = mul(x, x); u = mul(x, 2.0); y = add(t, u)
+becomes
+    def fused(x_1: 'f32[...]') -> 'f32[...]':
+        t_1 = mul(x_1, x_1)
+        ...
+        return y_1
+    y = fusion(x, body=fused)
+
+What joins a group (compiler/primitives/fusion.py describes the primitive):
+- *elementwise* equations (every primitive of the elementwise family, `stop_gradient`, `iota`)
+  and *reductions* over at least one axis, whose iteration space (the result shape; for a
+  reduction, its operand's shape) is the group's;
+- *views* (broadcast_in_dim, transpose, rev, slice, squeeze, reshape): these read their operand
+  in place through an affine map, so their operand must come from outside the group; the view
+  itself joins the group of the equations that consume it.
+
+The pass walks the equations once, in order. An equation joins (merging them) the open groups
+that produce its operands when they share its iteration space; any other group whose value it
+reads is closed: that value becomes a group output, so the group must be complete before the
+reader. Reduction results are never read inside their group (the reduction completes only
+after the whole nest), and any other equation reading a group's value closes the group too.
+A group is emitted where its last member was, which keeps every operand defined before use.
+Groups of one equation stay as they are. Regions of control flow are fused the same way.
+
+Names: the region's variables are fresh names derived from the originals (`x_1`), regions are
+called `fused`, `fused_1`, ... (one name supply over the whole function, so names stay unique).
+"""
+from ..ir.ssa import Eqn, Function, Var, NameSupply
+from ..frontend.builder import reserved_names
+from ..primitives import PRIMITIVES
+from ..primitives import elementwise
+
+ELEMENTWISE = frozenset(elementwise.NAMES) | {"stop_gradient", "iota"}
+VIEWS = frozenset({"broadcast_in_dim", "transpose", "rev", "slice", "squeeze", "reshape"})
+REDUCTIONS = frozenset({"reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and",
+                        "reduce_or", "reduce_xor"})
+
+
+def fuse(fn):
+    """`fn` with its fusible chains grouped into `fusion` equations (a new Function)."""
+    names = NameSupply(reserved_names() | _names(fn, set()))
+    return _Fuser(names).function(fn)
+
+
+def _names(fn, out):
+    out.add(fn.name)
+    out.update(v.name for v in fn.invars)
+    for eqn in fn.eqns:
+        out.update(v.name for v in eqn.outvars)
+        for region in eqn.regions():
+            _names(region, out)
+    return out
+
+
+def kind(eqn):
+    """'elementwise', 'view', 'reduce' or None (not fusible)."""
+    name = eqn.prim.name
+    if name in ELEMENTWISE:
+        if name == "bitcast_convert_type" and \
+                eqn.invars[0].aval.dtype.itemsize != eqn.outvars[0].aval.dtype.itemsize:
+            return None
+        return "elementwise"
+    if name in VIEWS:
+        if name == "reshape" and eqn.params.get("dimensions") is not None:
+            return None
+        return "view"
+    if name in REDUCTIONS and eqn.params["axes"]:
+        return "reduce"
+    return None
+
+
+def space(eqn, k):
+    return tuple(eqn.invars[0].aval.shape if k == "reduce" else eqn.outvars[0].aval.shape)
+
+
+class _Group:
+    __slots__ = ("space", "members", "open", "reduced")
+
+    def __init__(self, space):
+        self.space = space
+        self.members = []      # equation indices, in order
+        self.open = True
+        self.reduced = set()   # results of the group's reductions
+
+
+class _Fuser:
+    def __init__(self, names):
+        self.names = names
+        self.regions = {}
+
+    def function(self, fn):
+        eqns = [self.recurse(e) for e in fn.eqns]
+        groups = self.group(eqns)
+        return Function(fn.name, fn.invars, self.rebuild(eqns, groups, fn.outvars), fn.outvars)
+
+    def recurse(self, eqn):
+        regions = eqn.regions()
+        if not regions:
+            return eqn
+        params = {}
+        for k, v in eqn.params.items():
+            if isinstance(v, Function):
+                v = self.region(v)
+            elif isinstance(v, tuple) and any(isinstance(x, Function) for x in v):
+                v = tuple(self.region(x) if isinstance(x, Function) else x for x in v)
+            params[k] = v
+        return Eqn(eqn.outvars, eqn.prim, eqn.invars, params, eqn.info)
+
+    def region(self, fn):
+        hit = self.regions.get(id(fn))
+        if hit is None or hit[0] is not fn:
+            hit = self.regions[id(fn)] = (fn, self.function(fn))
+        return hit[1]
+
+    # --------------------------------------------------------------------- grouping
+    def group(self, eqns):
+        """The groups (lists of equation indices) of two or more equations."""
+        owner = {}     # Var -> its producer's _Group
+        groups = []
+        for i, eqn in enumerate(eqns):
+            k = kind(eqn)
+            sources = {id(owner[x]): owner[x] for x in eqn.invars
+                       if isinstance(x, Var) and x in owner}
+            joined = [] if k in (None, "view") else [
+                g for g in sources.values() if self.can_join(g, eqn, k)]
+            for g in sources.values():
+                if g not in joined:
+                    g.open = False
+            if k is None:
+                continue
+            target = joined[0] if joined else _Group(space(eqn, k))
+            if not joined:
+                groups.append(target)
+            for g in joined[1:]:
+                target.members.extend(g.members)
+                target.reduced |= g.reduced
+                for j in g.members:
+                    for v in eqns[j].outvars:
+                        owner[v] = target
+                groups.remove(g)
+            target.members.append(i)
+            target.members.sort()
+            if k == "reduce":
+                target.reduced.update(eqn.outvars)
+            for v in eqn.outvars:
+                owner[v] = target
+        return [g.members for g in groups if len(g.members) > 1]
+
+    @staticmethod
+    def can_join(g, eqn, k):
+        return g.open and g.space == space(eqn, k) and \
+            not any(isinstance(x, Var) and x in g.reduced for x in eqn.invars)
+
+    # ------------------------------------------------------------------- rebuilding
+    def rebuild(self, eqns, groups, fn_outvars):
+        last = {g[-1]: g for g in groups}
+        grouped = {i for g in groups for i in g}
+        users = _users(eqns, fn_outvars)
+        out = []
+        for i, eqn in enumerate(eqns):
+            if i in last:
+                out.append(self.fusion([eqns[j] for j in last[i]], set(last[i]), users))
+            elif i not in grouped:
+                out.append(eqn)
+        return out
+
+    def fusion(self, members, indices, users):
+        produced = {v for e in members for v in e.outvars}
+        inputs = []
+        for e in members:
+            for x in e.invars:
+                if isinstance(x, Var) and x not in produced and x not in inputs:
+                    inputs.append(x)
+        outputs = [v for e in members for v in e.outvars if users.get(v, set()) - indices]
+        if not outputs:
+            outputs = list(members[-1].outvars)
+        rename = {v: Var(self.names.fresh(v.name), v.aval) for v in inputs}
+        rename.update((v, Var(self.names.fresh(v.name), v.aval)) for v in produced)
+        body = [Eqn([rename[v] for v in e.outvars], e.prim,
+                    [rename.get(x, x) if isinstance(x, Var) else x for x in e.invars],
+                    e.params, e.info) for e in members]
+        region = Function(self.names.fresh("fused"), [rename[v] for v in inputs], body,
+                          [rename[v] for v in outputs])
+        return Eqn(outputs, PRIMITIVES["fusion"], inputs, {"body": region}, members[-1].info)
+
+
+def _users(eqns, fn_outvars):
+    """Var -> indices of the equations reading it (len(eqns) for a function output)."""
+    users = {}
+    for i, eqn in enumerate(eqns):
+        for x in eqn.invars:
+            if isinstance(x, Var):
+                users.setdefault(x, set()).add(i)
+    for v in fn_outvars:
+        if isinstance(v, Var):
+            users.setdefault(v, set()).add(len(eqns))
+    return users
