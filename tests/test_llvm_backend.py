@@ -31,7 +31,7 @@ from kiln.compiler.transforms.vjp import vjp_emit
 from kiln.compiler.transforms.vmap import batch_emit
 from kiln.compiler.frontend.builder import Builder
 
-SETTINGS = settings(max_examples=8, deadline=None)
+SETTINGS = settings(max_examples=40, deadline=None)
 F32, F64, I32, U32, BOOL = (np.dtype(t) for t in (np.float32, np.float64, np.int32, np.uint32,
                                                    np.bool_))
 DTYPES = [F32, F64, I32, U32, BOOL]
@@ -413,6 +413,87 @@ def test_fused_chain_matches_reference(m, n, data):
     for got in (reference.compile_function(fused)(x, y, row), compile_function(fused)(x, y, row)):
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+_UNARY_FNS = {"tanh": jnp.tanh, "sin": jnp.sin, "neg": jnp.negative, "abs": jnp.abs,
+              "half": lambda v: v * 0.5, "sqrt_abs": lambda v: jnp.sqrt(jnp.abs(v)),
+              "flip": lambda v: jnp.flip(v, axis=0) if v.ndim else v,
+              "transposed_tanh": lambda v: jnp.tanh(v.T).T if v.ndim == 2 else jnp.tanh(v),
+              "shifted": lambda v: jnp.concatenate([v[1:], v[:1]]) if v.ndim else v}
+_BINARY_FNS = {"add": jnp.add, "sub": jnp.subtract, "mul": jnp.multiply,
+               "max": jnp.maximum, "min": jnp.minimum,
+               "where": lambda a, b: jnp.where(a > b, a, b * 2.0)}
+_REDUCE_FNS = {"sum": jnp.sum, "max": jnp.max, "mean": jnp.mean}
+
+
+@st.composite
+def random_programs(draw):
+    """Ops over values of shapes (m, n), (n,), (m, 1) and () (which all broadcast together):
+    elementwise chains, broadcasts, views (flips, transposes), concatenation and reductions;
+    some of the values are returned."""
+    ops, count = [], 4
+    for _ in range(draw(st.integers(1, 10))):
+        pick = st.integers(0, count - 1)
+        kind = draw(st.sampled_from(["unary", "binary", "binary", "reduce"]))
+        if kind == "unary":
+            ops.append((kind, draw(st.sampled_from(sorted(_UNARY_FNS))), draw(pick)))
+        elif kind == "binary":
+            ops.append((kind, draw(st.sampled_from(sorted(_BINARY_FNS))), draw(pick),
+                        draw(pick)))
+        else:
+            ops.append((kind, draw(st.sampled_from(sorted(_REDUCE_FNS))), draw(pick),
+                        draw(st.integers(0, 1))))
+        count += 1
+    outs = draw(st.lists(st.integers(4, count - 1), min_size=1, max_size=3, unique=True))
+    return ops, outs
+
+
+def _run_program(ops, outs, *inputs):
+    vals = list(inputs)
+    for op in ops:
+        if op[0] == "unary":
+            vals.append(_UNARY_FNS[op[1]](vals[op[2]]))
+        elif op[0] == "binary":
+            vals.append(_BINARY_FNS[op[1]](vals[op[2]], vals[op[3]]))
+        else:
+            v, axis = vals[op[2]], op[3]
+            fn = _REDUCE_FNS[op[1]]
+            vals.append(fn(v, axis=axis, keepdims=axis == 1) if v.ndim == 2 else fn(v))
+    return [vals[i] for i in outs]
+
+
+@settings(max_examples=25, deadline=None)
+@given(random_programs(), st.integers(1, 4), st.integers(1, 19), st.data())
+def test_fusion_of_random_programs(program, m, n, data):
+    ops, outs = program
+    inputs = [arrays(data.draw, F32, s, lo=-2.0, hi=2.0, specials=False)
+              for s in ((m, n), (n,), (m, 1), ())]
+    fn = kiln.make_ir(lambda *xs: _run_program(ops, outs, *xs))(*inputs)
+    from kiln.compiler import passes
+    simple = passes.run_pipeline(fn)
+    fused = verify(fuse(simple))
+    want = reference.compile_function(simple)(*inputs)
+    for got in (reference.compile_function(fused)(*inputs),
+                compile_function(fused)(*inputs)):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+@SETTINGS
+@given(st.integers(1, 5), st.integers(1, 21), st.data())
+def test_fused_views_of_inputs(m, n, data):
+    """Transposed, sliced, reversed and broadcast inputs are read in place by a fused loop."""
+    x = arrays(data.draw, F32, (m, n), lo=-2.0, hi=2.0, specials=False)
+    y = arrays(data.draw, F32, (m, n), lo=-2.0, hi=2.0, specials=False)
+
+    def f(x, y):
+        a = x.T[1:] * 2.0 + y[:, ::-1].T[1:]
+        return jnp.sum(a * x[0, 1:, None], axis=0), a - x[::2].sum(axis=0)[1:, None]
+    jf = kiln.jit(f, backend="llvm")
+    text = jf.lower(x, y).as_text()
+    assert "fusion(" in text and "transpose" in text
+    for g, w in zip(jf(x, y), kiln.jit(f)(x, y)):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
 
 
 def test_fusion_groups_a_chain_into_one_loop():

@@ -77,13 +77,25 @@ def space(eqn, k):
 
 
 class _Group:
-    __slots__ = ("space", "members", "open", "reduced")
+    __slots__ = ("space", "members", "views", "open", "reduced")
 
     def __init__(self, space):
         self.space = space
-        self.members = []      # equation indices, in order
+        self.members = []      # indices of its elementwise and reduction equations
+        self.views = set()     # indices of the view equations it reads through
         self.open = True
         self.reduced = set()   # results of the group's reductions
+
+    def size(self):
+        return len(self.members) + len(self.views)
+
+    def absorb(self, other, owner, eqns):
+        self.members = sorted(self.members + other.members)
+        self.views |= other.views
+        self.reduced |= other.reduced
+        for j in other.members:
+            for v in eqns[j].outvars:
+                owner[v] = self
 
 
 class _Fuser:
@@ -117,15 +129,19 @@ class _Fuser:
 
     # --------------------------------------------------------------------- grouping
     def group(self, eqns):
-        """The groups (lists of equation indices) of two or more equations."""
-        owner = {}     # Var -> its producer's _Group
+        """The groups of two or more equations (members and absorbed views)."""
+        owner = {}     # Var -> the _Group of the equation computing it
+        chains = {}    # Var -> indices of the view equations that produce it from a value
         groups = []
         for i, eqn in enumerate(eqns):
             k = kind(eqn)
+            if k == "view":
+                self.chain(i, eqn, owner, chains)
+                continue
             sources = {id(owner[x]): owner[x] for x in eqn.invars
                        if isinstance(x, Var) and x in owner}
-            joined = [] if k in (None, "view") else [
-                g for g in sources.values() if self.can_join(g, eqn, k)]
+            joined = [] if k is None else [g for g in sources.values()
+                                           if self.can_join(g, eqn, k)]
             for g in sources.values():
                 if g not in joined:
                     g.open = False
@@ -135,19 +151,33 @@ class _Fuser:
             if not joined:
                 groups.append(target)
             for g in joined[1:]:
-                target.members.extend(g.members)
-                target.reduced |= g.reduced
-                for j in g.members:
-                    for v in eqns[j].outvars:
-                        owner[v] = target
+                target.absorb(g, owner, eqns)
                 groups.remove(g)
             target.members.append(i)
-            target.members.sort()
+            for x in eqn.invars:
+                if isinstance(x, Var):
+                    target.views.update(chains.get(x, ()))
             if k == "reduce":
                 target.reduced.update(eqn.outvars)
             for v in eqn.outvars:
                 owner[v] = target
-        return [g.members for g in groups if len(g.members) > 1]
+        return [g for g in groups if g.size() > 1]
+
+    @staticmethod
+    def chain(i, eqn, owner, chains):
+        """A view reads a value in place: one computed by a group makes that group complete
+        (the value must reach memory); a view of a view extends that chain (except a reshape
+        of a strided view, which is not a view of it: the chain restarts there)."""
+        x = eqn.invars[0]
+        if not isinstance(x, Var):
+            chains[eqn.outvars[0]] = [i]
+            return
+        if x in owner:
+            owner[x].open = False
+        below = chains.get(x, [])
+        if eqn.prim.name == "reshape" and not _unit_reshape(eqn):
+            below = []
+        chains[eqn.outvars[0]] = below + [i]
 
     @staticmethod
     def can_join(g, eqn, k):
@@ -156,27 +186,31 @@ class _Fuser:
 
     # ------------------------------------------------------------------- rebuilding
     def rebuild(self, eqns, groups, fn_outvars):
-        last = {g[-1]: g for g in groups}
-        grouped = {i for g in groups for i in g}
+        last = {g.members[-1]: g for g in groups}
+        fused = {j for g in groups for j in g.members}
+        kept_views = _needed_views(eqns, groups, fn_outvars)
         users = _users(eqns, fn_outvars)
         out = []
         for i, eqn in enumerate(eqns):
             if i in last:
-                out.append(self.fusion([eqns[j] for j in last[i]], set(last[i]), users))
-            elif i not in grouped:
+                out.append(self.fusion(eqns, last[i], users))
+            elif i not in fused and (kind(eqn) != "view" or i in kept_views):
                 out.append(eqn)
         return out
 
-    def fusion(self, members, indices, users):
+    def fusion(self, eqns, group, users):
+        members = [eqns[j] for j in sorted(group.views | set(group.members))]
         produced = {v for e in members for v in e.outvars}
         inputs = []
         for e in members:
             for x in e.invars:
                 if isinstance(x, Var) and x not in produced and x not in inputs:
                     inputs.append(x)
-        outputs = [v for e in members for v in e.outvars if users.get(v, set()) - indices]
+        computing = set(group.members)
+        outputs = [v for j in group.members for v in eqns[j].outvars
+                   if users.get(v, set()) - computing]
         if not outputs:
-            outputs = list(members[-1].outvars)
+            outputs = list(eqns[group.members[-1]].outvars)
         rename = {v: Var(self.names.fresh(v.name), v.aval) for v in inputs}
         rename.update((v, Var(self.names.fresh(v.name), v.aval)) for v in produced)
         body = [Eqn([rename[v] for v in e.outvars], e.prim,
@@ -184,7 +218,42 @@ class _Fuser:
                     e.params, e.info) for e in members]
         region = Function(self.names.fresh("fused"), [rename[v] for v in inputs], body,
                           [rename[v] for v in outputs])
-        return Eqn(outputs, PRIMITIVES["fusion"], inputs, {"body": region}, members[-1].info)
+        return Eqn(outputs, PRIMITIVES["fusion"], inputs, {"body": region},
+                   eqns[group.members[-1]].info)
+
+
+def _unit_reshape(eqn):
+    """Whether a reshape only inserts or removes axes of size 1."""
+    def big(shape):
+        return [d for d in shape if d != 1]
+    return big(eqn.invars[0].aval.shape) == big(eqn.outvars[0].aval.shape)
+
+
+def _needed_views(eqns, groups, fn_outvars):
+    """Indices of the view equations whose results must still be computed on their own: read
+    by an equation that does not carry the view in its own group (or returned)."""
+    view_of = {v: i for i, e in enumerate(eqns) if kind(e) == "view" for v in e.outvars}
+    needed = {v for v in fn_outvars if isinstance(v, Var)}
+    in_group = {}
+    for g in groups:
+        for j in g.members + sorted(g.views):
+            in_group[j] = g
+    for j, eqn in enumerate(eqns):
+        g = in_group.get(j)
+        if g is None and kind(eqn) == "view":
+            continue   # decided below, once its own readers are known
+        for x in eqn.invars:
+            if isinstance(x, Var) and x in view_of and (g is None or view_of[x] not in g.views):
+                needed.add(x)
+    kept = set()
+    for j in sorted(set(view_of.values()), reverse=True):
+        eqn = eqns[j]
+        if eqn.outvars[0] in needed:
+            kept.add(j)
+            x = eqn.invars[0]
+            if isinstance(x, Var):
+                needed.add(x)
+    return kept
 
 
 def _users(eqns, fn_outvars):

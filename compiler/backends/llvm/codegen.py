@@ -131,26 +131,27 @@ class _Entry:
     def kernel(self, eqn):
         outs = [self.buffer(v) for v in eqn.outvars]
         ins = [self.buffer(x) for x in eqn.invars]
-        params = [buf for buf in outs + ins if buf.const is None]
-        fnty = ir.FunctionType(T.VOID, [T.PTR] * len(params))
+        pairs = [(buf, x) for buf, x in zip(outs + ins, eqn.outvars + eqn.invars)
+                 if buf.const is None]
+        fnty = ir.FunctionType(T.VOID, [T.PTR] * len(pairs))
         fn = ir.Function(self.module, fnty, f"{eqn.prim.name}.{eqn.outvars[0].name}")
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
         inner = {}
-        for arg, buf in zip(fn.args, params):
+        for arg, (buf, x) in zip(fn.args, pairs):
             arg.add_attribute("noalias")
+            arg.name = x.name
             inner[id(buf)] = Buffer(arg, buf.aval)
-        builder = ir.IRBuilder(fn.append_basic_block("entry"))
-        ctx = Kernel(self.module, fn, builder, eqn)
-        rule = eqn.prim.rules.get("llvm")
+        ctx = Kernel(self.module, fn, ir.IRBuilder(fn.append_basic_block("entry")), eqn)
         k_outs = [inner[id(b)] for b in outs]
         k_ins = [inner.get(id(b), b) for b in ins]
+        rule = eqn.prim.rules.get("llvm")
         if rule is not None:
             rule(ctx, k_outs, k_ins, **eqn.params)
         else:
             lower_fused.lower_eqn(ctx, eqn, k_outs, k_ins)
         ctx.builder.ret_void()
-        self.builder.call(fn, [buf.ptr for buf in params])
+        self.builder.call(fn, [buf.ptr for buf, _ in pairs])
 
     def copy(self, dst, src):
         b = self.builder

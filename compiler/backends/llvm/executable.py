@@ -1,11 +1,12 @@
 """A compiled function: native code for one specialised SSA function, callable on NumPy arrays.
 
 `compile_function(fn)` builds the module (codegen.py), optimises it (target.py, O3 for the host
-CPU), loads it into the process's JIT and returns an `Executable` with the reference backend's
+CPU), loads it into the process's JIT, fills its extern globals (externs.py: BLAS and thread
+entry points, bound at load time) and returns an `Executable` with the reference backend's
 interface: `__call__(*ndarrays) -> list of ndarrays`, `as_text(level)`.
 
 A call makes every input contiguous in its SSA dtype, allocates the outputs and the workspace
-(`empty`: the one place that decides where buffers come from), and calls `kiln_main` through
+(`empty`: the one place that decides where buffers come from, memory.py's pool), and calls `kiln_main` through
 ctypes with the array of pointers (ctypes releases the GIL for the call, so several Python
 threads run compiled code at once; every call has its own outputs and workspace).
 """
@@ -13,15 +14,16 @@ import ctypes
 
 import numpy as np
 
-from . import codegen, target
+from . import codegen, target, memory, externs
 
 LEVELS = ("llvm", "llvm-unoptimized", "asm")
 _ENTRY_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
 
 
 def empty(shape, dtype):
-    """Memory for an output or the workspace."""
-    return np.empty(shape, dtype)
+    """Memory for an output or the workspace: the caching allocator (memory.py) reuses the
+    pages of freed large buffers, so repeated calls do not page-fault."""
+    return memory.empty(shape, dtype)
 
 
 class Executable:
@@ -34,6 +36,7 @@ class Executable:
         self._optimized = str(optimized)
         self._asm = None
         self._loaded = target.load(optimized)
+        externs.bind_externs(self._loaded.global_address, self.name)
         self._entry = _ENTRY_TYPE(self._loaded.entry)
         self._in_dtypes = [v.aval.dtype for v in fn.invars]
         self._outs = [(v.aval.shape, v.aval.dtype) for v in fn.outvars]

@@ -117,17 +117,16 @@ def _math_rule(name):
 # ------------------------------------------------------------------------ unary rules
 
 def _sign(ctx, builder, args, in_avals, out_aval):
-    (x,), dtype = args, _dtype(in_avals)
+    (x,), kind = args, _dtype(in_avals).kind
     ty = x.type
-    if dtype.kind == "f":  # sign(+-0) = +-0, sign(NaN) = NaN
+    if kind == "f":  # sign(+-0) = +-0, sign(NaN) = NaN
         keep = builder.fcmp_unordered("==", x, _zero(ty))
         return builder.select(keep, x, intrinsic(builder, "copysign", [_float_const(ty, 1), x]))
-    one, zero = ir.Constant(ty, 1), ir.Constant(ty, 0)
-    pos = builder.zext(builder.icmp_unsigned("!=", x, zero) if dtype.kind == "u"
-                       else builder.icmp_signed(">", x, zero), ty)
-    if dtype.kind == "u":
-        return pos
-    return builder.sub(pos, builder.zext(builder.icmp_signed("<", x, zero), ty))
+    zero = ir.Constant(ty, 0)
+    if kind == "u":
+        return builder.zext(builder.icmp_unsigned("!=", x, zero), ty)
+    above = builder.zext(builder.icmp_signed(">", x, zero), ty)
+    return builder.sub(above, builder.zext(builder.icmp_signed("<", x, zero), ty))
 
 
 def _round(ctx, builder, args, in_avals, out_aval, rounding_method=0):

@@ -198,7 +198,8 @@ class _Group:
     def iteration_space(self):
         if self.reductions:
             return tuple(self.reductions[0].eqn.invars[0].aval.shape)
-        for eqn in self.eqns:
+        computing = [e for e in self.eqns if e.prim.name not in VIEWS] or self.eqns
+        for eqn in computing:
             for v in eqn.outvars:
                 if v.aval.shape:
                     return tuple(v.aval.shape)

@@ -107,7 +107,9 @@ def _cumulative_rule(name):
             src, dst = _rev(src, (axis,)), _rev(dst, (axis,))
         dtype = x.aval.dtype
         shape = x.aval.shape
-        if all(d == 1 for d in shape[axis + 1:]):
+        if shape[axis] <= 1:   # every element is its own prefix
+            copy_nest(ctx.builder, shape, src, dst)
+        elif all(d == 1 for d in shape[axis + 1:]):
             _scan_in_register(ctx.builder, shape, axis, src, dst, combine, dtype,
                               _identity(monoid, dtype))
         else:
@@ -117,9 +119,7 @@ def _cumulative_rule(name):
 
 def _scan_in_register(builder, shape, axis, src, dst, combine, dtype, start):
     space, (s_strides, d_strides), _ = collapse(shape, [src.strides, dst.strides], [{axis}])
-    if space == (0,) or not space:
-        if not space:   # a single element
-            copy_nest(builder, (), src, dst)
+    if space == (0,):
         return
 
     def body(b, index, carried):
