@@ -16,18 +16,31 @@ records loop carries on.
       tape stands for zeros) (its types are the `types` param,
       type strings such as `'f32[3]'`, `'f32[]{weak}'`).
 
+Tapes can also come as arrays (`tape[4]`: four independent tapes; `vmap` makes them, one tape
+per example): every operation then applies tape by tape, values pushed on tapes of shape S
+have S as their leading axes, and a pop's results are S followed by the `types`.
+
 Reverse mode turns a `while_loop` whose trip count depends on data into a forward loop that
 pushes its carries and a backward loop that pops them (Tangent's model). The reference
-backend represents a tape as a linked list of `Tape` cells. Derivatives of tape operations are tape operations: the tangent of a tape is a tape of
-tangents, and the cotangent of a push is a pop from the cotangent tape (the orders match
-because reverse mode also reverses the loop), so reverse-over-reverse works.
+backend represents a tape as a linked list of `Tape` cells. Derivatives of tape operations are
+tape operations: the tangent of a tape is a tape of tangents, and the cotangent of a push is a
+pop from the cotangent tape (the orders match because reverse mode also reverses the loop), so
+reverse-over-reverse works.
 """
 import numpy as np
 
 from ..ir.abstract import ShapedArray
-from .core import register
+from ..frontend.builder import current, trace_region, close_regions
+from ..transforms import emit as E
+from ..transforms import batching as B
+from .core import register, type_error
 
 TAPE = ShapedArray((), np.dtype(object), False)
+
+
+def tape_type(shape=()):
+    """The abstract value of an array of tapes of this shape (`tape[]`: one tape)."""
+    return ShapedArray(tuple(shape), np.dtype(object), False)
 
 
 def _identity_eval(x):
@@ -36,10 +49,7 @@ def _identity_eval(x):
 
 stop_gradient = register("stop_gradient", _identity_eval, lambda x: x)
 stop_gradient.rules["zero_derivative"] = True
-
-
-def _tape_new_eval():
-    return TAPE
+stop_gradient.rules["batch"] = lambda args, dims: (E.stop_gradient(args[0]), dims[0])
 
 
 class Tape:
@@ -57,47 +67,123 @@ class Tape:
         return f"<tape of {n} records>"
 
 
-tape_new = register("tape_new", _tape_new_eval, lambda: Tape())
+# ------------------------------------------------------------------ runtime values of tapes
+#
+# A tape value of shape S is an object array of shape S whose elements are `Tape` cells (a
+# bare cell, as a scan's slice of stacked tapes gives, is a rank-0 one). A record pushed on
+# an array of tapes is split along the leading axes S (cell i keeps `value[i]`), and a pop
+# stacks the cells' records back; so the array operations that batching and masked loops
+# apply to values (broadcast, select, transpose, stack) work on tapes unchanged.
+
+def _cells(tape):
+    return tape if isinstance(tape, np.ndarray) else _wrap(tape)
+
+
+def _wrap(cell):
+    out = np.empty((), object)
+    out[()] = cell
+    return out
+
+
+def _unwrap(value):
+    """A rank-0 object array's element (what an element of an object array must hold)."""
+    if isinstance(value, np.ndarray) and value.dtype == object and not value.shape:
+        return value[()]
+    return value
+
+
+def _tape_array(shape, cell_at):
+    out = np.empty(shape, object)
+    for i in np.ndindex(*shape):
+        out[i] = cell_at(i)
+    return out
+
+
+def _zero_value(aval):
+    if aval.dtype.kind == "O":
+        return _tape_array(aval.shape, lambda i: Tape())
+    return np.zeros(aval.shape, aval.dtype)
+
+
+def _check_tape(op, aval):
+    if aval.dtype.kind != "O":
+        raise type_error(op, f"takes a tape, got {aval.str_short()}")
+
+
+tape_new = register("tape_new", lambda: TAPE, lambda: _wrap(Tape()))
 tape_new.rules["zero_derivative"] = True
 tape_new.rules["distinct"] = True   # CSE keeps two empty tapes apart: each has its own history
 
 
 def _push_eval(tape, *values):
-    return TAPE
+    _check_tape("tape_push", tape)
+    for v in values:
+        if v.shape[:len(tape.shape)] != tape.shape:
+            raise type_error("tape_push", f"values pushed on tapes of shape {tape.shape} must "
+                             f"have that shape as their leading axes, got {v.str_short()}")
+    return tape_type(tape.shape)
 
 
 def _push(tape, *values):
-    return Tape(values, tape)
+    cells = _cells(tape)
+    if not cells.shape:
+        return _wrap(Tape(values, cells[()]))
+    return _tape_array(cells.shape, lambda i: Tape(tuple(v[i] for v in values), cells[i]))
 
 
 tape_push = register("tape_push", _push_eval, _push)
 
 
-def _pop_eval(tape, *, types):
+def _record_avals(types):
     from ..ir.printer import parse_type
-    return (TAPE,) + tuple(parse_type(t) for t in types)
+    return [parse_type(t) for t in types]
+
+
+def _pop_eval(tape, *, types):
+    _check_tape("tape_pop", tape)
+    return (tape_type(tape.shape),) + tuple(
+        a.update(shape=tape.shape + a.shape) for a in _record_avals(types))
+
+
+def _pop_cell(cell, avals):
+    if cell.below is None:   # an empty cotangent tape stands for zeros
+        return cell, tuple(_zero_value(a) for a in avals)
+    return cell.below, cell.values
 
 
 def _pop(tape, *, types):
-    if tape.below is None:   # an empty cotangent tape stands for zeros
-        from ..ir.printer import parse_type
-        return (tape,) + tuple(_zero_value(parse_type(t)) for t in types)
-    return (tape.below,) + tuple(tape.values)
+    cells = _cells(tape)
+    avals = _record_avals(types)
+    if not cells.shape:
+        below, values = _pop_cell(cells[()], avals)
+        return (_wrap(below),) + tuple(values)
+    below = np.empty(cells.shape, object)
+    outs = [np.empty(cells.shape + a.shape, a.dtype) for a in avals]
+    for i in np.ndindex(*cells.shape):
+        below[i], values = _pop_cell(cells[i], avals)
+        for out, v in zip(outs, values):
+            out[i] = _unwrap(v)
+    return (below,) + tuple(outs)
 
 
-def _zero_value(aval):
-    return Tape() if aval.dtype.kind == "O" else np.zeros(aval.shape, aval.dtype)
+tape_pop = register("tape_pop", _pop_eval, _pop, multiple_results=True)
 
 
-def _records(tape):
+def _records(cell):
     out = []
-    while tape.below is not None:
-        out.append(tape.values)
-        tape = tape.below
+    while cell.below is not None:
+        out.append(cell.values)
+        cell = cell.below
     return out   # top first
 
 
-def _tape_add(a, b):
+def _add_values(x, y):
+    if isinstance(x, Tape) or (isinstance(x, np.ndarray) and x.dtype == object):
+        return _tape_add(x, y)
+    return x + y
+
+
+def _add_cells(a, b):
     """The sum of two cotangent tapes of one tape: record by record from the top (a shorter
     tape stands for zeros below its records)."""
     ra, rb = _records(a), _records(b)
@@ -106,16 +192,25 @@ def _tape_add(a, b):
         if i >= len(ra) or i >= len(rb):
             merged.append(ra[i] if i < len(ra) else rb[i])
         else:
-            merged.append(tuple(_tape_add(x, y) if isinstance(x, Tape) else x + y
-                                for x, y in zip(ra[i], rb[i])))
+            merged.append(tuple(_add_values(x, y) for x, y in zip(ra[i], rb[i])))
     out = Tape()
     for values in reversed(merged):
         out = Tape(values, out)
     return out
 
 
+def _tape_add(a, b):
+    ca, cb = _cells(a), _cells(b)
+    return _tape_array(ca.shape, lambda i: _add_cells(ca[i], cb[i]))
+
+
 def _tape_add_eval(a, b):
-    return TAPE
+    _check_tape("tape_add", a)
+    _check_tape("tape_add", b)
+    if a.shape != b.shape:
+        raise type_error("tape_add", f"adds tapes of one shape, got {a.str_short()} and "
+                         f"{b.str_short()}")
+    return tape_type(a.shape)
 
 
 tape_add = register("tape_add", _tape_add_eval, _tape_add)
@@ -125,60 +220,77 @@ tape_add.rules.update(
 
 
 def _tape_sum(tapes):
-    from ..transforms import emit
     present = [t for t in tapes if t is not None]
     if len(present) == 1:
         return present[0]
-    return emit.tape_add(*present)
+    return E.tape_add(*present)
 
 
-tape_pop = register("tape_pop", _pop_eval, _pop, multiple_results=True)
+def _diff(aval):
+    return aval.dtype.kind in "fcO"
 
 
 def _push_jvp(primals, tangents, outs):
-    from ..transforms import emit
-    t_tape = tangents[0] if tangents[0] is not None else emit.tape_new()
-    vals = [emit.zeros_like(p) if t is None else t for p, t in zip(primals[1:], tangents[1:])
-            if emit.aval(p).dtype.kind in "fcO"]
-    return emit.tape_push(t_tape, *vals)
+    t_tape = tangents[0] if tangents[0] is not None else E.zeros_like(primals[0])
+    vals = [E.zeros_like(p) if t is None else t for p, t in zip(primals[1:], tangents[1:])
+            if _diff(E.aval(p))]
+    return E.tape_push(t_tape, *vals)
 
 
-def types_of(avals):
-    """The `types` param of a pop of values of these avals."""
-    return tuple(str(a) for a in avals)
+def types_of(avals, tape_shape=()):
+    """The `types` param of a pop of values of these avals from tapes of `tape_shape`."""
+    n = len(tape_shape)
+    return tuple(str(a.update(shape=a.shape[n:])) for a in avals)
 
 
 def _pop_jvp(primals, tangents, outs, *, types):
-    from ..transforms import emit
     if tangents[0] is None:
         return [None] * len(outs)
-    avals = [emit.aval(o) for o in outs[1:]]
-    diff = [a for a in avals if a.dtype.kind in "fcO"]
-    popped = emit.tape_pop(tangents[0], types=types_of(diff))
+    diff = [_diff(E.aval(o)) for o in outs[1:]]
+    popped = E.tape_pop(tangents[0], types=tuple(t for t, d in zip(types, diff) if d))
     it = iter(popped[1:])
-    return [popped[0]] + [next(it) if a.dtype.kind in "fcO" else None for a in avals]
+    return [popped[0]] + [next(it) if d else None for d in diff]
 
 
 def _push_vjp(ct, primals, outs):
-    from ..transforms import emit
-    diff = tuple(emit.aval(p) for p in primals[1:] if emit.aval(p).dtype.kind in "fcO")
-    popped = emit.tape_pop(ct, types=types_of(diff))
+    avals = [E.aval(p) for p in primals[1:]]
+    shape = E.aval(primals[0]).shape
+    popped = E.tape_pop(ct, types=types_of([a for a in avals if _diff(a)], shape))
     it = iter(popped[1:])
-    return [popped[0]] + [next(it) if emit.aval(p).dtype.kind in "fcO" else None
-                          for p in primals[1:]]
+    return [popped[0]] + [next(it) if _diff(a) else None for a in avals]
 
 
 def _pop_vjp(cts, primals, outs, *, types):
-    from ..transforms import emit
-    avals = [emit.aval(o) for o in outs[1:]]
-    ct_tape = cts[0] if cts[0] is not None else emit.tape_new()
-    vals = [emit.zeros(a) if c is None else c for c, a in zip(cts[1:], avals)
-            if a.dtype.kind in "fcO"]
-    return [emit.tape_push(ct_tape, *vals)]
+    avals = [E.aval(o) for o in outs[1:]]
+    ct_tape = cts[0] if cts[0] is not None else E.zeros_like(primals[0])
+    vals = [E.zeros(a) if c is None else c for c, a in zip(cts[1:], avals) if _diff(a)]
+    return [E.tape_push(ct_tape, *vals)]
 
 
 tape_push.rules.update(jvp=_push_jvp, vjp=_push_vjp)
 tape_pop.rules.update(jvp=_pop_jvp, vjp=_pop_vjp)
+
+
+# Batching: a batched tape is an array of tapes with the batch axis first, one tape per
+# example; an unbatched tape meeting batched values is broadcast first (its cells are shared,
+# which persistent tapes allow), so a masked loop's lanes push and pop independently.
+
+def _push_batch(args, dims):
+    return E.tape_push(*B.bdim_at_front(args, dims)), 0
+
+
+def _pop_batch(args, dims, *, types):
+    outs = E.tape_pop(B.moveaxis(args[0], dims[0], 0), types=types)
+    return list(outs), [0] * len(outs)
+
+
+def _tape_add_batch(args, dims):
+    return E.tape_add(*B.bdim_at_front(args, dims)), 0
+
+
+tape_push.rules["batch"] = _push_batch
+tape_pop.rules["batch"] = _pop_batch
+tape_add.rules["batch"] = _tape_add_batch
 
 
 # ------------------------------------------------------------------ user-defined derivatives
@@ -229,12 +341,12 @@ def _inexact(a):
 
 
 def _custom_jvp_jvp(eqn, ins, tins):
-    from ..transforms import emit, jvp
+    from ..transforms import jvp
     k = eqn.params["num_consts"]
     g = eqn.params["jvp"]
     args, t_args = ins[k:], tins[k:]
-    tangents = [jvp.instantiate(t, emit.aval(x)) for x, t in zip(args, t_args)
-                if _inexact(emit.aval(x))]
+    tangents = [jvp.instantiate(t, E.aval(x)) for x, t in zip(args, t_args)
+                if _inexact(E.aval(x))]
     res, _ = jvp.jvp_emit(g, list(ins) + tangents, [None] * (len(ins) + len(tangents)))
     n = len(eqn.outvars)
     it = iter(res[n:])
@@ -242,13 +354,13 @@ def _custom_jvp_jvp(eqn, ins, tins):
 
 
 def _custom_jvp_vjp(cts, primals, outs, *, call, jvp, num_consts):
-    from ..transforms import emit, vjp
+    from ..transforms import vjp
     args = primals[num_consts:]
-    arg_avals = [emit.aval(x) for x in args]
-    zeros = [emit.zeros(a) for a in arg_avals if _inexact(a)]
+    arg_avals = [E.aval(x) for x in args]
+    zeros = [E.zeros(a) for a in arg_avals if _inexact(a)]
     n_in = len(primals)
     active = [False] * n_in + [True] * len(zeros)
-    ct = [None] * len(outs) + [c for c, o in zip(cts, outs) if _inexact(emit.aval(o))]
+    ct = [None] * len(outs) + [c for c, o in zip(cts, outs) if _inexact(E.aval(o))]
     _, cts_in = vjp.vjp_emit(jvp, list(primals) + zeros, ct, active)
     it = iter(cts_in[n_in:])
     return [None] * num_consts + [next(it) if _inexact(a) else None for a in arg_avals]
@@ -271,14 +383,14 @@ def _custom_vjp_fwd(eqn, ins):
 
 
 def _custom_vjp_vjp(cts, primals, outs, residuals, *, call, fwd, bwd, num_consts):
-    from ..transforms import emit, jvp
+    from ..transforms import jvp
     consts, args = primals[:num_consts], primals[num_consts:]
-    ct = [jvp.instantiate(c, emit.aval(o)) for c, o in zip(cts, outs)
-          if _inexact(emit.aval(o))]
+    ct = [jvp.instantiate(c, E.aval(o)) for c, o in zip(cts, outs)
+          if _inexact(E.aval(o))]
     ins = list(consts) + list(residuals) + ct
     res, _ = jvp.jvp_emit(bwd, ins, [None] * len(ins))
     it = iter(res)
-    return [None] * num_consts + [next(it) if _inexact(emit.aval(x)) else None for x in args]
+    return [None] * num_consts + [next(it) if _inexact(E.aval(x)) else None for x in args]
 
 
 custom_vjp_call.rules.update(jvp_eqn=_custom_vjp_jvp, vjp_fwd=_custom_vjp_fwd,
@@ -292,9 +404,8 @@ def _remat_jvp(eqn, ins, tins):
 
 
 def _remat_vjp(cts, primals, outs, *, body, prevent_cse=True):
-    from ..transforms import emit, vjp
-    from ..frontend.builder import current, trace_region, close_regions
-    avals = [emit.aval(x) for x in primals]
+    from ..transforms import vjp
+    avals = [E.aval(x) for x in primals]
     diff = [a.dtype.kind in "fcO" for a in avals]
     nz = [c is not None for c in cts]
     n = len(primals)
@@ -306,7 +417,7 @@ def _remat_vjp(cts, primals, outs, *, body, prevent_cse=True):
         return [vjp.instantiate(c, a) for c, a, d in zip(cts_in, avals, diff) if d]
     b = current()
     child = trace_region(b, body.name + "_bwd", backward,
-                         avals + [emit.aval(c) for c in cts if c is not None])
+                         avals + [E.aval(c) for c in cts if c is not None])
     (fn,), outer = close_regions([child])
     res = b.bind(remat, list(outer) + list(primals) + [c for c in cts if c is not None],
                  dict(body=fn, prevent_cse=prevent_cse))
@@ -315,3 +426,109 @@ def _remat_vjp(cts, primals, outs, *, body, prevent_cse=True):
 
 
 remat.rules.update(jvp_eqn=_remat_jvp, vjp=_remat_vjp)
+
+
+# Batching: each region is batched into a new region of the same primitive (JAX batches the
+# function and its rules), so a derivative taken after vmap still uses the user's rule. Inputs
+# keep their batch axes (a tangent or cotangent has its primal's); the call region fixes where
+# each result carries its batch (axis 0 for one it leaves unbatched), and the rule regions put
+# their copies of the results, tangents and cotangents on the same axes.
+
+def _batched_region(region, in_avals, in_dims, size, place):
+    """A traced region running `region` batched; `place(outs, dims)` gives its results."""
+    from ..transforms.vmap import batch_emit
+
+    def body(inputs):
+        return place(*batch_emit(region, inputs, in_dims, size))
+    return trace_region(current(), region.name + "_batched", body, in_avals)
+
+
+def _to_axis(x, have, want, size):
+    """`x`, batched on axis `have` (None: unbatched), with its batch on axis `want`."""
+    if have is None:
+        x, have = B.to_front(x, None, size), 0
+    return B.moveaxis(x, have, want)
+
+
+def _call_region(call, avals, dims, size, record):
+    """The batched primal region; records its result axes in `record["dims"]`."""
+    def place(outs, odims):
+        record["dims"] = [0 if d is None else d for d in odims]
+        return _placed(outs, odims, record["dims"], size)
+    return _batched_region(call, avals, dims, size, place)
+
+
+def _placed(outs, odims, want, size):
+    return [_to_axis(o, d, w, size) for o, d, w in zip(outs, odims, want)]
+
+
+def _custom_jvp_batch(args, dims, *, call, jvp, num_consts):
+    size = B.batch_size(args, dims)
+    avals = [E.aval(x) for x in args]
+    tangent = [i for i in range(num_consts, len(args)) if _inexact(avals[i])]
+    record = {}
+    f = _call_region(call, avals, dims, size, record)
+
+    def place_jvp(outs, odims):
+        want = record["dims"] + [d for d, a in zip(record["dims"], call.out_avals)
+                                 if _inexact(a)]
+        return _placed(outs, odims, want, size)
+    g = _batched_region(jvp, avals + [avals[i] for i in tangent],
+                        list(dims) + [dims[i] for i in tangent], size, place_jvp)
+    (f, g), outer = close_regions([f, g])
+    outs = current().bind(custom_jvp_call, list(outer) + list(args),
+                          dict(call=f, jvp=g, num_consts=len(outer) + num_consts))
+    return list(outs), record["dims"]
+
+
+def _cotangent_to(ct, have, want, size):
+    """A per-example cotangent batched on `have`, for an argument batched on `want`: an
+    argument shared by every example (`want` None) gets the sum over the batch."""
+    if want is None:
+        return ct if have is None else E.reduce_sum(ct, axes=(have,))
+    return _to_axis(ct, have, want, size)
+
+
+def _custom_vjp_batch(args, dims, *, call, fwd, bwd, num_consts):
+    size = B.batch_size(args, dims)
+    avals = [E.aval(x) for x in args]
+    n_out = len(call.out_avals)
+    record = {}
+    f = _call_region(call, avals, dims, size, record)
+
+    def place_fwd(outs, odims):
+        record["res"] = list(odims[n_out:])   # residuals stay where the batched fwd put them
+        return _placed(outs[:n_out], odims, record["dims"], size) + list(outs[n_out:])
+    F = _batched_region(fwd, avals, dims, size, place_fwd)
+    res_avals = [v.aval for v in F[1][n_out:]]
+    ct_dims = [d for d, a in zip(record["dims"], call.out_avals) if _inexact(a)]
+    ct_avals = [v.aval for v, a in zip(f[1], call.out_avals) if _inexact(a)]
+    arg_dims = [d for d, a in zip(dims[num_consts:], avals[num_consts:]) if _inexact(a)]
+
+    def place_bwd(outs, odims):
+        return [_cotangent_to(o, d, w, size) for o, d, w in zip(outs, odims, arg_dims)]
+    Bw = _batched_region(bwd, avals[:num_consts] + res_avals + ct_avals,
+                         list(dims[:num_consts]) + record["res"] + ct_dims, size, place_bwd)
+    (f, F, Bw), outer = close_regions([f, F, Bw])
+    outs = current().bind(custom_vjp_call, list(outer) + list(args),
+                          dict(call=f, fwd=F, bwd=Bw, num_consts=len(outer) + num_consts))
+    return list(outs), record["dims"]
+
+
+def _remat_batch(args, dims, *, body, prevent_cse=True):
+    record = {}
+
+    def place(outs, odims):
+        record["dims"] = list(odims)
+        return outs
+    child = _batched_region(body, [E.aval(x) for x in args], dims,
+                            B.batch_size(args, dims), place)
+    (fn,), outer = close_regions([child])
+    outs = current().bind(remat, list(outer) + list(args),
+                          dict(body=fn, prevent_cse=prevent_cse))
+    return list(outs), record["dims"]
+
+
+custom_jvp_call.rules["batch"] = _custom_jvp_batch
+custom_vjp_call.rules["batch"] = _custom_vjp_batch
+remat.rules["batch"] = _remat_batch

@@ -14,6 +14,7 @@ import sys
 import numpy as np
 
 from .core import register
+from ..transforms import batching as B
 
 
 def _eval(*operands, fmt=None, template=(), sep=" ", end="\n"):
@@ -47,3 +48,6 @@ debug_print.rules["effect"] = True
 # No results, so nothing to differentiate; transforms keep it in the forward sweep only, so it
 # prints once per evaluation of a derivative, with the primal values.
 debug_print.rules["zero_derivative"] = True
+# Under vmap it prints once per example, in order (JAX's debug callbacks do the same): a loop
+# over the examples, not a vectorised print.
+debug_print.rules["batch"] = B.loop_rule(debug_print)

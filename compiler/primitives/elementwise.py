@@ -676,7 +676,7 @@ def _select_n_vjp(ct, primals, out):
     """Each case gets the cotangent where it was chosen (JAX's transpose); selecting with the
     same `which` keeps out-of-range indices on the case the forward pass took."""
     which, cases = primals[0], primals[1:]
-    zero = E.scalar(0, E.aval(ct))
+    zero = E.zeros_like(ct) if E.aval(ct).dtype.kind == "O" else E.scalar(0, E.aval(ct))
     return [None] + [
         _unbroadcast(E.select_n(which, *[ct if j == i else zero for j in range(len(cases))]), c)
         if _takes_ct(c) else None for i, c in enumerate(cases)]

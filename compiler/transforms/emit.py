@@ -125,9 +125,9 @@ def full(shape, value, dtype, weak_type=False):
 
 
 def zeros(a):
-    """Zeros of the abstract value `a` (an empty tape for reverse mode's tape type)."""
+    """Zeros of the abstract value `a` (empty tapes for reverse mode's tape type)."""
     if a.dtype.kind == "O":
-        return bind("tape_new")
+        return broadcast_to(bind("tape_new"), a.shape)
     return full(a.shape, 0, a.dtype, a.weak_type)
 
 
