@@ -41,13 +41,16 @@ class UserError(Exception):
 # ------------------------------------------------------------------------------- arguments
 
 class Call:
-    """The example arguments that `--arg` and `--static` describe, and which are static."""
+    """The example arguments that `--arg` and `--static` describe, and which are static;
+    `in_axes` and `axis_name` are the vmap stage's options."""
 
-    def __init__(self, specs, statics):
+    def __init__(self, specs, statics, in_axes=0, axis_name=None):
         self.args = [s.example() for s in specs]
         self.static_argnums = tuple(i for i, s in enumerate(specs) if s.static)
         self.kwargs = {name: s.example() for name, s in statics}
         self.static_argnames = tuple(self.kwargs)
+        self.in_axes = in_axes
+        self.axis_name = axis_name
 
 
 def _parse_spec(text, what):
@@ -74,9 +77,29 @@ def _parse_static(item):
     return name, spec
 
 
+def _parse_in_axes(text):
+    """`--in-axes`: one axis for every argument (`1`), or one per dynamic argument
+    (`0,None,1`)."""
+    def axis(item):
+        item = item.strip()
+        if item == "None":
+            return None
+        try:
+            return int(item)
+        except ValueError:
+            raise UsageError(f"bad --in-axes {text!r}: expected integers or None separated by "
+                             f"commas, e.g. --in-axes 0,None") from None
+    items = [axis(item) for item in text.split(",")]
+    return items[0] if len(items) == 1 and "," not in text else tuple(items)
+
+
 def _call(ns):
     specs = [_parse_spec(text, "--arg spec") for text in ns.arg]
-    return Call(specs, [_parse_static(item) for item in ns.static])
+    vmap_options = {"in_axes": ns.in_axes, "axis_name": ns.axis_name}
+    if ns.stage != "vmap" and any(v is not None for v in vmap_options.values()):
+        raise UsageError("--in-axes and --axis-name are options of --stage vmap")
+    in_axes = 0 if ns.in_axes is None else _parse_in_axes(ns.in_axes)
+    return Call(specs, [_parse_static(item) for item in ns.static], in_axes, ns.axis_name)
 
 
 # --------------------------------------------------------------------------------- targets
@@ -203,8 +226,8 @@ def _dynamic_call(fn, call):
     for i, value in enumerate(call.args):
         if i in call.static_argnums:
             if any(j > i and j not in call.static_argnums for j in range(len(call.args))):
-                raise UserError("the derivative stages need static arguments after the "
-                                "dynamic ones (they differentiate every dynamic positional "
+                raise UserError("the derivative and vmap stages need static arguments after "
+                                "the dynamic ones (they transform every dynamic positional "
                                 "argument)")
             statics[names[i]] = value
         else:
@@ -233,6 +256,13 @@ def _stage_jvp(fn, call):
         lambda *primals: kiln.jvp(target, primals, tangents))(*args))
 
 
+def _stage_vmap(fn, call):
+    import kiln
+    target, args = _dynamic_call(fn, call)
+    batched = kiln.vmap(target, in_axes=call.in_axes, axis_name=call.axis_name)
+    return _derivative_text(kiln.make_ir(batched)(*args))
+
+
 class Stage(NamedTuple):
     run: Callable     # (target, Call) -> text
     language: str     # picks the highlighter
@@ -252,6 +282,9 @@ STAGES = {
     "jvp": Stage(_stage_jvp, "python", True,
                  "forward mode: f's JVP with tangents of ones for every dynamic argument, "
                  "simplified"),
+    "vmap": Stage(_stage_vmap, "python", True,
+                  "batching: vmap of f over axis 0 of every dynamic argument (the specs are "
+                  "the batched arguments; see --in-axes, --axis-name), simplified"),
 }
 
 
@@ -271,6 +304,7 @@ def _check_signature(fn, call):
 _CLI_HINTS = {
     ConcretizationError: "\nOn the command line, a static argument is a literal spec "
                          "(--arg 3) or --static NAME=VALUE.",
+    NameError: "\nOn the command line, --stage vmap --axis-name NAME names the mapped axis.",
 }
 
 
@@ -383,6 +417,12 @@ def build_parser(version):
                       help="a static keyword argument; VALUE is a Python literal (repeatable)")
     show.add_argument("--stage", choices=list(STAGES), default="simplified",
                       help="the stage to print (default: simplified)")
+    show.add_argument("--in-axes", metavar="AXES",
+                      help="vmap stage: the mapped axis of every dynamic argument (0, the "
+                           "default) or of each in turn (0,None,1)")
+    show.add_argument("--axis-name", metavar="NAME",
+                      help="vmap stage: the name of the mapped axis, for collectives such as "
+                           "lax.psum(x, NAME)")
     show.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                       help="highlight the output (auto: when stdout is a terminal)")
     show.set_defaults(run=_show, parser=show)

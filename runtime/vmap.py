@@ -8,7 +8,13 @@ compiled once per argument signature and run on the reference backend; inside a
 specialisation (`jit(vmap(f))`, `vmap(grad(f))`, `grad(vmap(f))`, nested `vmap`) it is
 emitted inline.
 
-Not yet here (issue 5 continues): collectives over `axis_name`, and batching rules beyond
+`axis_name` is bound (with the batch size, in `kiln.lax`'s axis environment) while the
+function is specialised, so collectives over it (`lax.psum(x, 'i')`, `axis_index`,
+`all_gather`, ...) check their names at the user's call, and the batching transform turns them
+into computations across the batch axis (`psum` a `reduce_sum`); a collective over an outer
+vmap's name is batched like any operation and left for that vmap.
+
+Not yet here (issue 5 continues): batching rules beyond
 elementwise operations, reductions, cumulative operations, `broadcast_in_dim`, `reshape`,
 `transpose` and `dot_general` — every other primitive is batched by a loop over the
 examples, which is correct but not fast.
@@ -19,6 +25,7 @@ from .ad import stage, _call, _name_like, _guards_ok, _is_tracer, _value, _descr
 from .compiler.frontend.builder import Builder, current
 from .compiler.transforms import emit
 from .compiler.transforms.vmap import batch_emit, moveaxis, to_front
+from .lax._parallel import axis_frame
 
 
 class _Example:
@@ -73,9 +80,9 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
     def batched(*args, **kwargs):
         leaves, treedef, avals, axes, size, examples = _prepare(args, kwargs)
         if current() is not None or any(_is_tracer(x) for x in leaves):
-            st = stage(fun, examples, treedef, _vmap_name(fun))
+            st = _stage_example(examples, treedef, size)
             outs, odims = batch_emit(st.fn, list(leaves) + list(st.extra),
-                                     axes + [None] * len(st.extra), size)
+                                     axes + [None] * len(st.extra), size, axis_name=axis_name)
             placed = _place(outs, odims, st.out_tree, size)
             return tree_unflatten(st.out_tree, placed)
         key = (treedef, tuple(avals), tuple(axes))
@@ -132,14 +139,20 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
 
     def _batched_function(avals, examples, treedef, axes, size):
         """The batched SSA Function over (leaves, extra operands), and the staging."""
-        st = stage(fun, examples, treedef, _vmap_name(fun))
+        st = _stage_example(examples, treedef, size)
         b = Builder(st.fn.name, names=st.names)
         with b:
             inputs = [b.new_input(a, v.name) for a, v in zip(avals, st.fn.invars)]
             extra = [b.new_input(v.aval, v.name) for v in st.fn.invars[len(avals):]]
-            outs, odims = batch_emit(st.fn, inputs + extra, axes + [None] * len(extra), size)
+            outs, odims = batch_emit(st.fn, inputs + extra, axes + [None] * len(extra), size,
+                                     axis_name=axis_name)
             fn = b.build(_place(outs, odims, st.out_tree, size))
         return fn, st, [value for _, value, _ in b.consts]
+
+    def _stage_example(examples, treedef, size):
+        """`fun` specialised for one example, with `axis_name` bound for its collectives."""
+        with axis_frame(axis_name, size):
+            return stage(fun, examples, treedef, _vmap_name(fun))
 
     def make_ir(*args, **kwargs):
         _, treedef, avals, axes, size, examples = _prepare(args, kwargs)

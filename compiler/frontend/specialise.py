@@ -374,7 +374,7 @@ def eval_expr(frame, node):
         raise
     except KilnError:
         raise
-    except (TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError) as e:
+    except (TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError, NameError) as e:
         raise _located(e, frame.info(node)) from None
     finally:
         b.info = prev

@@ -20,6 +20,12 @@ from .batching import moveaxis, to_front  # noqa: F401  (the runtime's vmap plac
 from .jvp import read, replay_eqn
 
 
+def reads_axis(eqn, name):
+    """Whether `eqn` is, or holds in a region, a collective over the axis `name`."""
+    return name in batching.collective_axes(eqn) or any(
+        reads_axis(e, name) for region in eqn.regions() for e in region.eqns)
+
+
 def batch_eqn(eqn, ins, dims, size):
     b = current()
     name = batching.current_axis_name()
@@ -28,13 +34,18 @@ def batch_eqn(eqn, ins, dims, size):
         # `vmap(..., axis_name='i')`): it becomes a computation across the batch.
         outs, odims = eqn.prim.rules["batch_collective"](ins, dims, size=size, axis=name,
                                                          **eqn.params)
-    elif all(d is None for d in dims):
+    elif all(d is None for d in dims) and not (name is not None and reads_axis(eqn, name)):
         outs = replay_eqn(b, eqn, ins)
         return outs, [None] * len(outs)
     else:
         rule = eqn.prim.rules.get("batch")
         if rule is None:
             raise no_batch_rule_error(eqn)
+        if all(d is None for d in dims):
+            # Control flow around a collective over this axis: its results vary over the
+            # batch although its operands do not; the first operand is made batched.
+            ins = [batching.to_front(ins[0], None, size)] + list(ins[1:])
+            dims = [0] + list(dims[1:])
         outs, odims = rule(ins, dims, **eqn.params)
     if not eqn.prim.multiple_results:
         outs, odims = [outs], [odims]

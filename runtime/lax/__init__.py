@@ -5,3 +5,5 @@ from ._ops import (RoundingMethod, Precision, GatherScatterMode, GatherDimension
                    bitwise_not, not_)
 from ._control_flow import (while_loop, fori_loop, scan, cond, switch, map,  # noqa: F401
                             associative_scan)
+from ._parallel import (psum, pmean, pmax, pmin, all_gather, psum_scatter,  # noqa: F401
+                        axis_index, ppermute)

@@ -14,13 +14,25 @@ from ..array import to_array
 from ..compiler.frontend.builder import current, trace_region, close_regions
 from ..compiler.primitives import PRIMITIVES as P
 from ..compiler.ir.abstract import ShapedArray
+from ..compiler.ir.ssa import Function
 from ..tree_util import tree_flatten, tree_unflatten
+from ..compiler.primitives.collectives import holds_collectives
 from ..dispatch import bind, is_traced
 
 
 def tracing():
     return current() is not None
 
+
+
+def _bind(prim, *args, **params):
+    """`bind`, which runs control flow on constant operands at once, except around collectives
+    (`lax.psum` in a loop body): those only the transform binding their axis can evaluate."""
+    regions = [r for v in params.values() for r in (v if isinstance(v, tuple) else (v,))
+               if isinstance(r, Function)]
+    if any(map(holds_collectives, regions)):
+        return current().bind(prim, args, params)
+    return bind(prim, *args, **params)
 
 
 def _aval(x):
@@ -98,8 +110,8 @@ def while_loop(cond_fun, body_fun, init_val):
         return [c]
     cond_child = trace_region(b, "cond", cond_flat, avals)
     (cond_fn, body_fn), outers = close_regions([cond_child, body_child])
-    outs = bind(P["while_loop"], *outers, *_convert(leaves, avals), cond_fn=cond_fn,
-                body_fn=body_fn, num_consts=len(outers))
+    outs = _bind(P["while_loop"], *outers, *_convert(leaves, avals), cond_fn=cond_fn,
+                 body_fn=body_fn, num_consts=len(outers))
     return tree_unflatten(treedef, list(outs))
 
 
@@ -141,7 +153,7 @@ def switch(index, branches, *operands):
     idx = to_array(index) if not hasattr(index, "aval") else index
     if _aval(idx).dtype != np.int32:
         idx = lax.convert_element_type(idx, np.int32)
-    outs = bind(P["cond"], idx, *outers, *leaves, branches=tuple(fns))
+    outs = _bind(P["cond"], idx, *outers, *leaves, branches=tuple(fns))
     return tree_unflatten(first["tree"], list(outs))
 
 
@@ -174,8 +186,9 @@ def scan(f, init, xs, length, reverse):
         c_avals = promoted
     _check_same("scan body function carry", c_tree, c_avals, record["tree"], record["avals"])
     (fn,), outers = close_regions([child])
-    outs = bind(P["scan"], *outers, *_convert(c_leaves, c_avals), *x_leaves, body=fn, length=n,
-                reverse=bool(reverse), num_consts=len(outers), num_carry=len(c_avals))
+    outs = _bind(P["scan"], *outers, *_convert(c_leaves, c_avals), *x_leaves, body=fn,
+                 length=n, reverse=bool(reverse), num_consts=len(outers),
+                 num_carry=len(c_avals))
     carry = tree_unflatten(c_tree, list(outs[:len(c_avals)]))
     ys = tree_unflatten(record["ytree"], list(outs[len(c_avals):]))
     return carry, ys

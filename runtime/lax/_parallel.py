@@ -1,0 +1,211 @@
+"""`kiln.lax` collectives over named axes (JAX's names and signatures): psum, pmean, pmax,
+pmin, all_gather, psum_scatter, axis_index, ppermute — and the axis environment they read.
+
+The axis environment is a stack of (name, size) frames. A transform that names an axis binds
+one with `axis_frame` while it specialises the user's function (`kiln.vmap(f, axis_name='i')`
+does; `pmap` will do the same), so a collective knows at the user's call whether its names are
+bound (`NameError: unbound axis name: j` otherwise, eagerly or while tracing) and how large the
+axes are (`pmean` divides by it, `psum` of a Python number multiplies by it, as in JAX). The
+collective itself is one primitive per name group (compiler/primitives/collectives.py); the
+transform that bound the name turns it into a computation across its axis. Names are found
+innermost first, so an inner `vmap` shadows an outer one of the same name.
+"""
+import contextlib
+import math
+
+from ..array import to_array
+from ..dispatch import bind
+from ..tree_util import tree_map
+from ..compiler.frontend.builder import current
+from ..compiler.primitives import PRIMITIVES as P
+from ..compiler.primitives.collectives import sources
+from . import _ops
+
+_FRAMES = []   # (axis name, size) bound by the transforms staging now, innermost last
+
+
+@contextlib.contextmanager
+def axis_frame(name, size):
+    """Bind the axis `name` of `size` examples (devices) inside this block; None binds nothing."""
+    if name is None:
+        yield
+        return
+    _FRAMES.append((name, int(size)))
+    try:
+        yield
+    finally:
+        _FRAMES.pop()
+
+
+def axis_size(name):
+    """The size of the bound axis `name`; NameError (JAX's text) when it is not bound."""
+    for bound, size in reversed(_FRAMES):
+        if bound == name:
+            return size
+    known = ", ".join(repr(n) for n, _ in reversed(_FRAMES))
+    where = f"the bound names are {known}" if known else "no axis is bound here"
+    raise NameError(f"unbound axis name: {name} ({where}; name an axis with "
+                    f"kiln.vmap(f, axis_name={name!r}) around the function that calls the "
+                    f"collective)")
+
+
+def _names(op, axis_name, axis_index_groups=None):
+    """The names of `axis_name` (one or a tuple), each checked to be bound."""
+    if axis_index_groups is not None:
+        raise NotImplementedError(f"lax.{op}: axis_index_groups is not supported by kiln's "
+                                  f"collectives; split the axis into two named axes (nested "
+                                  f"vmaps) and reduce over one of them instead")
+    names = tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
+    for name in names:
+        axis_size(name)
+    return names
+
+
+def _size(names):
+    return math.prod(axis_size(n) for n in names)
+
+
+def _param(names):
+    return names[0] if len(names) == 1 else names
+
+
+def _bind(name, *args, **params):
+    """Bind a collective into the function being specialised (its operands may be constants:
+    the collective still runs across the axis), or eagerly outside any."""
+    b = current()
+    if b is not None:
+        return b.bind(P[name], args, params)
+    return bind(P[name], *args, **params)
+
+
+def _leaf(x, op):
+    return to_array(x, f"lax.{op}")
+
+
+def psum(x, axis_name, *, axis_index_groups=None):
+    """The sum of `x` (a pytree) over the named axis (or tuple of axes); a Python number `n`
+    sums to `n` times the axis size (`psum(1, 'i')` is the size of axis 'i')."""
+    names = _names("psum", axis_name, axis_index_groups)
+
+    def leaf(v):
+        if type(v) in (int, float, complex):
+            return v * _size(names)
+        return _bind("psum", _leaf(v, "psum"), axis_name=_param(names))
+    return tree_map(leaf, x)
+
+
+def pmean(x, axis_name, *, axis_index_groups=None):
+    """The mean of `x` (a pytree) over the named axis: its psum divided by the axis size."""
+    n = _size(_names("pmean", axis_name, axis_index_groups))
+    return tree_map(lambda v: v / n, psum(x, axis_name))
+
+
+def _extremum(op):
+    def collective(x, axis_name, *, axis_index_groups=None):
+        names = _names(op, axis_name, axis_index_groups)
+        return tree_map(lambda v: _bind(op, _leaf(v, op), axis_name=_param(names)), x)
+    collective.__name__ = op
+    collective.__doc__ = (f"The {'maximum' if op == 'pmax' else 'minimum'} of `x` (a pytree) "
+                          f"over the named axis (or tuple of axes).")
+    return collective
+
+
+pmax, pmin = _extremum("pmax"), _extremum("pmin")
+
+
+def axis_index(axis_name):
+    """This example's (device's) index along the named axis; over a tuple of names, the
+    row-major index into their product."""
+    names = _names("axis_index", axis_name)
+    index, stride = None, 1
+    for name in reversed(names):
+        term = _bind("axis_index", axis_name=name)
+        term = term if stride == 1 else term * stride
+        index = term if index is None else term + index
+        stride *= axis_size(name)
+    return index
+
+
+def _canonical(op, axis, rank, what):
+    if not -rank <= axis < rank:
+        raise ValueError(f"lax.{op}: {what}={axis} is out of bounds: expected "
+                         f"{-rank} <= {what} < {rank}")
+    return axis % rank
+
+
+def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):
+    """Every example's `x` (a pytree) along a new axis `axis` (tiled: concatenated along the
+    existing axis `axis`); over a tuple of names, in row-major order of their product."""
+    names = _names("all_gather", axis_name, axis_index_groups)
+
+    def leaf(v):
+        v = _leaf(v, "all_gather")
+        at = _canonical("all_gather", axis, v.ndim + (0 if tiled else 1), "axis")
+        if len(names) == 1:
+            return _bind("all_gather", v, axis_name=names[0], all_gather_dimension=at,
+                         tiled=bool(tiled),
+                         axis_size=axis_size(names[0]))
+        for name in reversed(names):   # innermost name first: (n1, ..., nk) at `at`
+            v = _bind("all_gather", v, axis_name=name, all_gather_dimension=at, tiled=False,
+                      axis_size=axis_size(name))
+        return _merge(v, at, len(names) + (1 if tiled else 0))
+    return tree_map(leaf, x)
+
+
+def _merge(v, at, count):
+    """`v` with its axes at..at+count-1 merged into one."""
+    shape = list(v.shape)
+    shape[at:at + count] = [math.prod(shape[at:at + count])]
+    return _ops.reshape(v, tuple(shape))
+
+
+def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, tiled=False):
+    """The psum of `x` (a pytree), of which each example keeps its own part along
+    `scatter_dimension`: the index equal to its axis_index (tiled: its block)."""
+    names = _names("psum_scatter", axis_name, axis_index_groups)
+
+    def leaf(v):
+        v = _leaf(v, "psum_scatter")
+        at = _canonical("psum_scatter", scatter_dimension, v.ndim, "scatter_dimension")
+        if len(names) == 1:
+            return _bind("psum_scatter", v, axis_name=names[0], scatter_dimension=at,
+                         tiled=bool(tiled), axis_size=axis_size(names[0]))
+        sizes = [axis_size(n) for n in names]
+        n, total = v.shape[at], math.prod(sizes)
+        if (n % total if total else n) if tiled else n != total:
+            raise ValueError(f"lax.psum_scatter: dimension {at} of the operand (shape "
+                             f"{v.shape}) must be {'a multiple of' if tiled else 'equal to'} "
+                             f"the size {total} of the axes {names}")
+        shape = list(v.shape)
+        shape[at:at + 1] = sizes + ([n // total if total else 0] if tiled else [])
+        v = _ops.reshape(v, tuple(shape))
+        for name, size in zip(names, sizes):   # outermost name first
+            v = _bind("psum_scatter", v, axis_name=name, scatter_dimension=at, tiled=False,
+                      axis_size=size)
+        return v
+    return tree_map(leaf, x)
+
+
+def ppermute(x, axis_name, perm):
+    """`x` (a pytree) sent from example `src` to example `dst` for each (src, dst) pair of
+    `perm`; an example that receives nothing gets zeros."""
+    names = _names("ppermute", axis_name)
+    size = _size(names)
+    perm = tuple((int(s), int(d)) for s, d in perm)
+    for pair in perm:
+        if not all(0 <= i < size for i in pair):
+            raise ValueError(f"lax.ppermute: the pair {pair} of perm={perm} is out of range "
+                             f"for the axis {_param(names)!r} of size {size}")
+    if len(names) == 1:
+        return tree_map(lambda v: _bind("ppermute", _leaf(v, "ppermute"), axis_name=names[0],
+                                        perm=perm), x)
+    src = _ops.dynamic_index_in_dim(to_array(sources(perm, size)), axis_index(names),
+                                    keepdims=False)
+    received = _ops.ge(src, 0)
+
+    def leaf(v):   # over several names: this lane's source out of the gathered values
+        gathered = all_gather(v, names)
+        value = _ops.dynamic_index_in_dim(gathered, _ops.max(src, 0), keepdims=False)
+        return _ops.select(received, value, _ops.full_like(value, 0))
+    return tree_map(leaf, x)
+
