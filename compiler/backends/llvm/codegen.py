@@ -120,21 +120,22 @@ class _Entry:
         return Buffer(ptr, x.aval)
 
     def emit(self):
-        for eqn in self.fn.eqns:
-            if self.plan.where[eqn.outvars[0]][0] == "alias":
+        for k, eqn in enumerate(self.fn.eqns):
+            if eqn.outvars and self.plan.where[eqn.outvars[0]][0] == "alias":
                 continue
-            self.kernel(eqn)
+            self.kernel(eqn, k)
         for j, x in self.plan.copies:
             self.copy(Buffer(self.pointers[self.n + j], x.aval), self.buffer(x))
         self.builder.ret(T.I32(0))
 
-    def kernel(self, eqn):
+    def kernel(self, eqn, k):
         outs = [self.buffer(v) for v in eqn.outvars]
         ins = [self.buffer(x) for x in eqn.invars]
         pairs = [(buf, x) for buf, x in zip(outs + ins, eqn.outvars + eqn.invars)
                  if buf.const is None]
         fnty = ir.FunctionType(T.VOID, [T.PTR] * len(pairs))
-        fn = ir.Function(self.module, fnty, f"{eqn.prim.name}.{eqn.outvars[0].name}")
+        label = eqn.outvars[0].name if eqn.outvars else k
+        fn = ir.Function(self.module, fnty, f"{eqn.prim.name}.{label}")
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
         inner = {}

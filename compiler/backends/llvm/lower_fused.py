@@ -134,6 +134,8 @@ class _Reduction:
         kept = contiguous_strides([d for k, d in enumerate(shape) if k not in self.axes])
         it = iter(kept)
         self.strides = tuple(0 if k in self.axes else next(it) for k in range(len(shape)))
+        self.inner = self.direct = False   # set by the nest plan
+        self.slot = None
 
     @property
     def dtype(self):
@@ -172,6 +174,7 @@ class _Group:
         for eqn in eqns:
             self.classify(eqn, out_buffers)
         self.space = self.iteration_space()
+        self.shape = self.plan()
 
     def classify(self, eqn, out_buffers):
         name = eqn.prim.name
@@ -207,45 +210,47 @@ class _Group:
 
     # ------------------------------------------------------------------- planning
     def loaded(self):
-        """Views read element by element inside the loop (operands and stored results)."""
-        used = []
-        for eqn in self.eqns:
-            if eqn.prim.name not in VIEWS:
-                used.extend(x for x in eqn.invars if isinstance(x, Var))
-        used.extend(v for v, _ in self.outputs)
-        seen, out = set(), []
+        """Views read element by element (operands of the computing equations and stored
+        results), each once, in order of first use."""
+        used = [x for eqn in self.eqns if eqn.prim.name not in VIEWS for x in eqn.invars]
+        used += [v for v, _ in self.outputs]
+        out = []
         for v in used:
-            if v in self.views and v not in seen:
-                seen.add(v)
+            if isinstance(v, Var) and v in self.views and v not in out:
                 out.append(v)
         return out
 
-    def emit(self):
-        b = self.ctx.builder
+    def plan(self):
+        """Split the loaded views into per-element loads and rank-0 values, and collapse the
+        iteration space; sets the (collapsed) strides of every access. The loop shape."""
         space = self.space
-        loads = [v for v in self.loaded() if tuple(self.views[v].shape) == space and space]
-        for v in self.loaded():
-            if not self.views[v].shape:   # rank 0: loaded once
-                view = self.views[v]
-                self.scalars[v] = load(b, view.buffer, T.i64(view.offset))
-        stores = [(v, buf) for v, buf in self.outputs
-                  if not any(v is r.eqn.outvars[0] for r in self.reductions)]
+        loaded = self.loaded()
+        self.loads = [v for v in loaded if space and tuple(self.views[v].shape) == space]
+        self.preloads = [v for v in loaded if not self.views[v].shape]
+        results = {r.eqn.outvars[0] for r in self.reductions}
+        self.stores = [(v, buf) for v, buf in self.outputs if v not in results]
         iotas = [e for e in self.eqns if e.prim.name == "iota"]
-        maps = ([self.views[v].strides for v in loads]
-                + [contiguous_strides(space)] * len(stores)
+        maps = ([self.views[v].strides for v in self.loads]
+                + [contiguous_strides(space)] * len(self.stores)
                 + [r.strides for r in self.reductions]
                 + [_unit(space, e.params["dimension"]) for e in iotas])
         shape, merged, red_axes = collapse(space, maps, [r.axes for r in self.reductions])
         it = iter(merged)
-        self.strides = {}
-        for v in loads:
-            self.strides[v] = next(it)
-        self.store_strides = [next(it) for _ in stores]
+        self.strides = {v: next(it) for v in self.loads}
+        self.store_strides = [next(it) for _ in self.stores]
         for r, axes in zip(self.reductions, red_axes):
             r.strides = next(it)
-            r.inner = bool(shape) and (len(shape) - 1) in axes and shape != (0,)
+            r.inner = bool(shape) and shape != (0,) and (len(shape) - 1) in axes
             r.direct = r.inner and axes == {len(shape) - 1}
         self.iota_strides = {e.outvars[0]: next(it) for e in iotas}
+        return shape
+
+    def emit(self):
+        b = self.ctx.builder
+        shape = self.shape
+        for v in self.preloads:
+            view = self.views[v]
+            self.scalars[v] = load(b, view.buffer, T.i64(view.offset))
         for r in self.reductions:
             if not r.direct:
                 fill(b, r.buffer, _identity(r.eqn.prim.name, r.dtype))
@@ -254,9 +259,7 @@ class _Group:
         inner = [r for r in self.reductions if r.inner]
         for k, r in enumerate(inner):
             r.slot = k
-        self.stores = stores
-        emit_nest(b, shape, self.body,
-                  [_identity(r.eqn.prim.name, r.dtype) for r in inner],
+        emit_nest(b, shape, self.body, [_identity(r.eqn.prim.name, r.dtype) for r in inner],
                   self.after_inner if inner else None)
 
     # ---------------------------------------------------------------------- code
