@@ -37,6 +37,7 @@ import numpy as np
 
 THRESHOLD_BYTES = 1 << 20
 PAGE_BYTES = mmap.PAGESIZE
+_HUGE_PAGES = getattr(mmap, "MADV_HUGEPAGE", None)  # Linux only
 _DEFAULT_LIMIT_CAP = 2 << 30
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -69,7 +70,11 @@ def size_class(nbytes: int) -> int:
 
 def _map(nbytes: int) -> mmap.mmap:
     block = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    block.madvise(mmap.MADV_HUGEPAGE)  # fewer first-touch faults where transparent huge pages are on
+    if _HUGE_PAGES is not None:
+        try:  # fewer first-touch faults and TLB misses where transparent huge pages are available
+            block.madvise(_HUGE_PAGES)
+        except OSError:
+            pass
     return block
 
 
