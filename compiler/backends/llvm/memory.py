@@ -18,8 +18,9 @@ How a block travels:
   2 GiB; `KILN_BUFFER_POOL` sets it in bytes with an optional K/M/G suffix, 0 disables caching);
   beyond that the least recently returned blocks are unmapped.
 
-The pool is thread-safe: weak-reference callbacks only append to a deque (they may run in any thread,
-at any allocation, while the lock is held), and the lock's holders move those blocks into the pool.
+The pool is thread-safe. Weak-reference callbacks may run in any thread, at any allocation, even while
+that thread holds the lock: they append the block to a deque and move it into the pool only if the
+lock is free at once; otherwise the lock's next holder does.
 `stats()` and `clear()` serve tests and `kiln cache`-style reporting.
 """
 
