@@ -25,6 +25,8 @@ from kiln.compiler.ir.verify import verify
 from kiln.compiler.primitives import PRIMITIVES
 from kiln.compiler.backends import reference
 from kiln.compiler.backends.llvm import compile_function
+from kiln.compiler import passes
+from kiln.compiler.ir.parser import from_source
 from kiln.compiler.transforms.fuse import fuse
 from kiln.compiler.transforms.jvp import jvp_emit
 from kiln.compiler.transforms.vjp import vjp_emit
@@ -405,7 +407,6 @@ def test_fused_chain_matches_reference(m, n, data):
     y = arrays(data.draw, F32, (m, n), lo=-2.0, hi=2.0, specials=False)
     row = arrays(data.draw, F32, (n,), lo=-2.0, hi=2.0, specials=False)
     fn = kiln.make_ir(_chain)(x, y, row)
-    from kiln.compiler import passes
     simple = passes.run_pipeline(fn)
     fused = verify(fuse(simple))
     assert "fusion(" in str(fused)
@@ -469,7 +470,6 @@ def test_fusion_of_random_programs(program, m, n, data):
     inputs = [arrays(data.draw, F32, s, lo=-2.0, hi=2.0, specials=False)
               for s in ((m, n), (n,), (m, 1), ())]
     fn = kiln.make_ir(lambda *xs: _run_program(ops, outs, *xs))(*inputs)
-    from kiln.compiler import passes
     simple = passes.run_pipeline(fn)
     fused = verify(fuse(simple))
     want = reference.compile_function(simple)(*inputs)
@@ -502,6 +502,16 @@ def test_fusion_groups_a_chain_into_one_loop():
     text = jf.lower(x).as_text()
     assert text.count("fusion(") == 1 and "def fused" in text
     np.testing.assert_array_equal(jf(x), x * x + x * 2.0)
+
+
+def _transposed_sum(x):
+    return jnp.sum(jnp.exp(x.T) * 2.0, axis=0), x * 3.0
+
+
+def test_fused_ssa_prints_and_parses_back():
+    fn = fuse(passes.run_pipeline(kiln.make_ir(_transposed_sum)(np.ones((3, 4), np.float32))))
+    text = str(fn)
+    assert "fusion(" in text and str(verify(from_source(text))) == text
 
 
 def test_fused_elementwise_loop_is_vectorised():
