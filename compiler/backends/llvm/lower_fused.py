@@ -14,8 +14,10 @@ of its reductions. Inside the nest:
   takes, so the accumulation vectorises), then stores it (or combines it into the output when
   outer axes are reduced as well); a reduction over outer axes only accumulates into its
   output in memory, which is initialised to the identity before the nest.
-Before emitting, `loops.collapse` drops unit axes and merges axes that every affine map walks
-contiguously, so a chain of elementwise operations on contiguous arrays is one flat loop.
+Before emitting, the loops may be reordered (`loop_order`: a pure reduction of a permuted view
+walks the operand in memory order), and `loops.collapse` drops unit axes and merges axes that
+every affine map walks contiguously, so a chain of elementwise operations on contiguous arrays
+is one flat loop.
 """
 import numpy as np
 import llvmlite.ir as ir
@@ -234,7 +236,10 @@ class _Group:
                 + [contiguous_strides(space)] * len(self.stores)
                 + [r.strides for r in self.reductions]
                 + [_unit(space, e.params["dimension"]) for e in iotas])
-        shape, merged, red_axes = collapse(space, maps, [r.axes for r in self.reductions])
+        order = self.loop_order()
+        shape, merged, red_axes = collapse(
+            [space[k] for k in order], [[m[k] for k in order] for m in maps],
+            [{order.index(a) for a in r.axes} for r in self.reductions])
         it = iter(merged)
         self.strides = {v: next(it) for v in self.loads}
         self.store_strides = [next(it) for _ in self.stores]
@@ -244,6 +249,19 @@ class _Group:
             r.direct = r.inner and axes == {len(shape) - 1}
         self.iota_strides = {e.outvars[0]: next(it) for e in iotas}
         return shape
+
+    def loop_order(self):
+        """The order of the loops over the iteration space: row-major, unless the group only
+        reduces (no result of the iteration shape is stored) and reads its largest operand
+        through a permuted view: then that operand's memory order, so that the innermost loop
+        reads it contiguously (a reduction over a transposed array walks it row by row)."""
+        order = list(range(len(self.space)))
+        if self.stores or not self.loads:
+            return order
+        view = max((self.views[v] for v in self.loads), key=lambda w: w.buffer.aval.size)
+        if 0 in view.strides:   # broadcast operands (dot_general): keep the planned order
+            return order
+        return sorted(order, key=lambda k: -abs(view.strides[k]))
 
     def emit(self):
         b = self.ctx.builder
