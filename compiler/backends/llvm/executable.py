@@ -3,12 +3,14 @@
 `compile_function(fn)` builds the module (codegen.py), optimises it (target.py, O3 for the host
 CPU), loads it into the process's JIT, fills its extern globals (externs.py: BLAS and thread
 entry points, bound at load time) and returns an `Executable` with the reference backend's
-interface: `__call__(*ndarrays) -> list of ndarrays`, `as_text(level)`.
+interface: `__call__(*ndarrays) -> list of ndarrays`, `as_text(level)`. A module is optimised
+and loaded once per process: compiling the same SSA function again reuses its native code.
 
 A call makes every input contiguous in its SSA dtype, allocates the outputs and the workspace
-(`empty`: the one place that decides where buffers come from, memory.py's pool), and calls `kiln_main` through
-ctypes with the array of pointers (ctypes releases the GIL for the call, so several Python
-threads run compiled code at once; every call has its own outputs and workspace).
+(`empty`: the one place that decides where buffers come from, memory.py's pool), and calls
+`kiln_main` through ctypes with the array of pointers (ctypes releases the GIL for the call, so
+several Python threads run compiled code at once; every call has its own outputs and
+workspace).
 """
 import ctypes
 
@@ -31,12 +33,8 @@ class Executable:
         self.function = fn
         module, plan = codegen.build(fn)
         self.name = module.name
-        self._unoptimized = str(module)
-        optimized = target.optimize(self._unoptimized, self.name)
-        self._optimized = str(optimized)
+        self._unoptimized, self._optimized, self._loaded = _load(module)
         self._asm = None
-        self._loaded = target.load(optimized)
-        externs.bind_externs(self._loaded.global_address, self.name)
         self._entry = _ENTRY_TYPE(self._loaded.entry)
         self._in_dtypes = [v.aval.dtype for v in fn.invars]
         self._outs = [(v.aval.shape, v.aval.dtype) for v in fn.outvars]
@@ -76,3 +74,20 @@ class Executable:
 
 def compile_function(fn):
     return Executable(fn)
+
+
+_LOADED = {}   # module name (a hash of the SSA text) -> (IR text, optimised IR text, Loaded)
+
+
+def _load(module):
+    """Optimise and load `module`, once per process for each module name: a function compiled
+    again (a new `jit` of the same code) reuses the native code already in the JIT."""
+    hit = _LOADED.get(module.name)
+    if hit is None:
+        text = str(module)
+        optimized = target.optimize(text, module.name)
+        optimized_text = str(optimized)
+        loaded = target.load(optimized)
+        externs.bind_externs(loaded.global_address, module.name)
+        hit = _LOADED.setdefault(module.name, (text, optimized_text, loaded))
+    return hit
