@@ -14,10 +14,8 @@ function is specialised, so collectives over it (`lax.psum(x, 'i')`, `axis_index
 into computations across the batch axis (`psum` a `reduce_sum`); a collective over an outer
 vmap's name is batched like any operation and left for that vmap.
 
-Not yet here (issue 5 continues): batching rules beyond
-elementwise operations, reductions, cumulative operations, `broadcast_in_dim`, `reshape`,
-`transpose` and `dot_general` — every other primitive is batched by a loop over the
-examples, which is correct but not fast.
+Every primitive batches by its own rule (docs/vmap.md); nothing falls back to a loop over
+examples except host callbacks, which run once per example in order as in JAX.
 """
 from .tree_util import tree_flatten, tree_unflatten, tree_structure
 from .jit import _leaf_aval, wrap_outputs

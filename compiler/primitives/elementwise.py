@@ -794,5 +794,7 @@ bitcast_convert_type.rules["batch"] = _bitcast_batch
 # alike.
 from .core import PRIMITIVES as _ALL  # noqa: E402
 NAMES = tuple(_ALL)
+select_n.rules["batch"] = B.elementwise_rule(select_n, scalar_positions=(0,))
+clamp.rules["batch"] = B.elementwise_rule(clamp, scalar_positions=(0, 2))
 for _name in NAMES:
     _ALL[_name].rules.setdefault("batch", B.elementwise_rule(_ALL[_name]))

@@ -138,13 +138,17 @@ def loop_rule(prim):
 
 # ------------------------------------------------------------------------- rule factories
 
-def elementwise_rule(prim):
-    """The rule of an n-ary elementwise primitive (equal shapes, rank-0 operands broadcast):
-    batched operands get their batch axis first; an unbatched operand of rank > 0 is broadcast
-    along it, and a batched example of rank 0 next to larger examples is broadcast to their
-    shape. When every batched operand already carries its batch on the same axis and no
-    operand needs broadcasting, the operands are used as they are and the result keeps that
-    axis (no transposes)."""
+def elementwise_rule(prim, scalar_positions=None):
+    """The rule of an n-ary elementwise primitive (equal shapes; rank-0 operands broadcast
+    where the primitive allows it: anywhere, or only at `scalar_positions`, as select_n's
+    predicate and clamp's bounds). Batched operands get their batch axis first; an unbatched
+    operand is broadcast along it unless it may stay rank 0, and a batched example of rank 0
+    next to larger examples is broadcast to their shape. When every batched operand already
+    carries its batch on the same axis and nothing needs broadcasting, the operands are used
+    as they are and the result keeps that axis (no transposes)."""
+    def may_stay_scalar(i):
+        return scalar_positions is None or i in scalar_positions
+
     def rule(args, dims, **params):
         size = batch_size(args, dims)
         ex_shape = ()
@@ -152,22 +156,25 @@ def elementwise_rule(prim):
             if example_shape(x, d):
                 ex_shape = example_shape(x, d)
         batched = {d for d in dims if d is not None}
-        if len(batched) == 1 and all(d is not None or not emit.aval(x).shape
-                                     for x, d in zip(args, dims)) and \
-                all(example_shape(x, d) == ex_shape for x, d in zip(args, dims)
-                    if d is not None):
+        if len(batched) == 1 and all(
+                example_shape(x, d) == ex_shape if d is not None
+                else not emit.aval(x).shape and may_stay_scalar(i)
+                for i, (x, d) in enumerate(zip(args, dims))):
             return current().bind(prim, list(args), params), batched.pop()
+        full = (size,) + ex_shape
         out = []
-        for x, d in zip(args, dims):
-            a = emit.aval(x)
-            if d is None:
-                out.append(x if not a.shape else to_front(x, None, size))
-                continue
-            x = moveaxis(x, d, 0)
-            if len(a.shape) == 1 and ex_shape:
-                x = emit.broadcast_in_dim(x, shape=(size,) + ex_shape,
-                                          broadcast_dimensions=(0,))
-            out.append(x)
+        for i, (x, d) in enumerate(zip(args, dims)):
+            rank = len(emit.aval(x).shape)
+            if d is None and not rank and may_stay_scalar(i):
+                out.append(x)
+            elif d is None:
+                out.append(emit.broadcast_in_dim(
+                    x, shape=full, broadcast_dimensions=tuple(range(1 + len(ex_shape) - rank,
+                                                                    1 + len(ex_shape)))))
+            elif rank == 1 and ex_shape:
+                out.append(emit.broadcast_in_dim(x, shape=full, broadcast_dimensions=(0,)))
+            else:
+                out.append(moveaxis(x, d, 0))
         return current().bind(prim, out, params), 0
     return rule
 
