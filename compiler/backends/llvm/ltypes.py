@@ -18,9 +18,10 @@ _FLOATS = {2: ir.HalfType(), 4: ir.FloatType(), 8: ir.DoubleType()}
 
 
 def unsupported(what, dtype, info=None):
-    return CompileError(f"the LLVM backend cannot lower {what} on {np.dtype(dtype)} values yet",
-                        info, "Run this function with kiln.jit(..., backend='reference'), or "
-                              "avoid complex numbers in it.")
+    dtype = np.dtype(dtype)
+    avoid = " or avoid complex numbers in it" if dtype.kind == "c" else ""
+    return CompileError(f"the LLVM backend cannot lower {what} on {dtype} values yet", info,
+                        f"Compile this function with kiln.jit(..., backend='reference'){avoid}.")
 
 
 def reg_type(dtype, what="this operation"):
