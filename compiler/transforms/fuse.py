@@ -14,16 +14,19 @@ What joins a group (compiler/primitives/fusion.py describes the primitive):
   and *reductions* over at least one axis, whose iteration space (the result shape; for a
   reduction, its operand's shape) is the group's;
 - *views* (broadcast_in_dim, transpose, rev, slice, squeeze, reshape): these read their operand
-  in place through an affine map, so their operand must come from outside the group; the view
-  itself joins the group of the equations that consume it.
+  in place through an affine map and compute nothing, so they are not members of their own:
+  every group whose equations read a view carries a copy of the chain of views that produces
+  it from a value (a reshape of a strided view starts a new chain), and the view stays on its
+  own only where something outside a group reads it. A view's operand is never computed in
+  the group that reads the view: it must be in memory.
 
 The pass walks the equations once, in order. An equation joins (merging them) the open groups
 that produce its operands when they share its iteration space; any other group whose value it
 reads is closed: that value becomes a group output, so the group must be complete before the
 reader. Reduction results are never read inside their group (the reduction completes only
-after the whole nest), and any other equation reading a group's value closes the group too.
-A group is emitted where its last member was, which keeps every operand defined before use.
-Groups of one equation stay as they are. Regions of control flow are fused the same way.
+after the whole nest), and a view of a group's value closes the group too. A group is emitted
+where its last member was, which keeps every operand defined before use. A group of one
+equation without views stays as it is. Regions of control flow are fused the same way.
 
 Names: the region's variables are fresh names derived from the originals (`x_1`), regions are
 called `fused`, `fused_1`, ... (one name supply over the whole function, so names stay unique).
