@@ -4,7 +4,8 @@ The backend compiles a specialised SSA function to an object file; `store(key, d
 `load(key)` returns it in a later process. `key(*parts)` hashes what determines the object code (the
 SSA text, target triple, CPU name and features, ...) together with this process's fingerprint: the
 cache format version, kiln's version, the llvmlite and LLVM versions, the BLAS interface the code
-calls (blas.py) and a hash of the backend's own source files (so an edited code generator never reuses stale objects in a development checkout).
+calls (blas.py) and the name, size and modification time of each of the backend's source files (so
+an edited code generator never reuses stale objects in a development checkout).
 
 Location: `$KILN_CACHE_DIR` if set, else `$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln`; object files
 live in its `llvm/` sub-directory, one `<key>.kobj` file per entry. Setting `KILN_CACHE_DIR` to the
@@ -67,8 +68,9 @@ def fingerprint() -> bytes:
     for part in (f"format {FORMAT_VERSION}", f"kiln {_kiln_version()}", f"llvmlite {llvmlite.__version__}",
                  f"llvm {llvm_version}", f"blas {blas.library().name}"):
         digest.update(part.encode() + b"\0")
-    for source in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    for source in sorted(Path(__file__).parent.glob("*.py")):  # like .pyc files: name, size, mtime
+        status = source.stat()
+        digest.update(f"{source.name} {status.st_size} {status.st_mtime_ns}".encode() + b"\0")
     return digest.digest()
 
 
