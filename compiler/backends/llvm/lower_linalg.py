@@ -1,28 +1,165 @@
-"""dot_general as a loop nest (a later step calls BLAS sgemm/dgemm for float32/float64).
+"""dot_general: BLAS for float products of matrices in memory, a fused loop nest otherwise.
 
-The product is written as a fused group over the iteration space
+`plan_blas` decides, from the static shapes alone, whether a product runs through BLAS. It does
+when both operands and the result have the same dtype, float32 or float64 (sgemm/dgemm, or
+sgemv/dgemv when one side is a vector), the contraction is longer than 1, the product is big
+enough for a library call to pay off (`MIN_BLAS_FLOPS`), and each operand, with its batch axes
+set aside, is a matrix in memory: its free axes flatten to one stride and its contracting axes to
+another, one of the two being 1. An operand whose contracting axes come first (a transposed
+matrix as it is stored) is passed with BLAS's transpose flag, never copied. Batch axes become a
+loop of calls, one per batch element, at affine offsets (the batch axes may sit anywhere in the
+operands). A contraction over zero elements fills the result with zeros without calling BLAS.
+The calls go through blas.py's row-major emitters (extern function pointers bound at load time).
+
+Everything else is the loop nest: the product written as a fused group over the iteration space
 (batch..., lhs free..., contracting..., rhs free...):
     l = broadcast(transpose(lhs)), r = broadcast(transpose(rhs))   (views: no code)
     out = reduce_sum(convert(l) * convert(r), axes=contracting)
-(`and`/`reduce_or` for bools) and lowered by lower_fused.py. The innermost loop runs over the
-rhs free axes (contiguous in rhs and in the output, accumulating into the output: the i-k-j
-order, which vectorises); without rhs free axes it runs over the contracting axes with a
-register accumulator.
+(`and`/`reduce_or` for bools) lowered by lower_fused.py. The innermost loop runs over the rhs
+free axes (contiguous in rhs and in the output, accumulating into the output: the i-k-j order,
+which vectorises); without rhs free axes it runs over the contracting axes with a register
+accumulator. That covers integer and bool products, mixed dtypes and `preferred_element_type`
+conversions, outer products (a contraction of length 1: a broadcast multiply), dot products,
+and products too small for BLAS.
 """
+import math
+from typing import NamedTuple
+
+import numpy as np
+
 from ...ir.abstract import ShapedArray
 from ...ir.ssa import Eqn, Var
 from ...primitives import PRIMITIVES
-from .lower_fused import lower_group
+from ...primitives.linalg import _free
+from . import blas
+from . import ltypes as T
+from .buffers import element_pointer
+from .loops import affine_offset, collapse, contiguous_strides, emit_nest
+from .lower_fused import fill, lower_group
 
 P = PRIMITIVES
+# Below this many multiply-adds a fused loop beats the call into the library (measured on
+# AVX-512: a 16x16x16 product costs about as much either way).
+MIN_BLAS_FLOPS = 16 * 16 * 16
+_BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _free(ndim, contract, batch):
-    return [i for i in range(ndim) if i not in contract and i not in batch]
+# ------------------------------------------------------------------------- the BLAS plan
+
+class Matrix(NamedTuple):
+    """How BLAS reads one operand: stored transposed or not, and its row stride as stored (the
+    leading dimension)."""
+    trans: bool
+    ld: int
 
 
-def _dot_general(ctx, outs, ins, *, dimension_numbers, precision=None,
-                 preferred_element_type=None):
+class BlasPlan(NamedTuple):
+    kind: str               # "gemm", "gemv_lhs" (lhs is the matrix), "gemv_rhs", "zeros"
+    m: int
+    n: int
+    k: int
+    lhs: Matrix
+    rhs: Matrix
+    incs: tuple             # (lhs, rhs) strides along the contraction (for gemv's vector)
+    batch: tuple            # batch shape
+    batch_strides: tuple    # (lhs, rhs, out) element strides over the batch shape
+
+
+def _group(shape, strides, axes):
+    """(size, stride) of `axes` flattened in that order: stride None when they do not flatten
+    to one stride; 0 for a group of size 1 (any stride will do)."""
+    axes = [a for a in axes if shape[a] != 1]
+    size = math.prod(shape[a] for a in axes)
+    if not axes:
+        return size, 0
+    for a, b in zip(axes, axes[1:]):
+        if strides[a] != strides[b] * shape[b]:
+            return size, None
+    return size, strides[axes[-1]]
+
+
+def _matrix(rows, cols):
+    """The Matrix storing op(X) (rows x cols, each a (size, stride) group), or None."""
+    (r, rs), (c, cs) = rows, cols
+    if rs is None or cs is None:
+        return None
+    if c == 1 or cs == 1:
+        ld = rs if r > 1 else c
+        if ld >= c:
+            return Matrix(False, ld)
+    if r == 1 or rs == 1:
+        ld = cs if c > 1 else r
+        if ld >= r:
+            return Matrix(True, ld)
+    return None
+
+
+def plan_blas(la, ra, out_aval, dimension_numbers):
+    """The BlasPlan of dot_general(lhs: la, rhs: ra) -> out_aval, or None (loop nest)."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    dtype = out_aval.dtype
+    if dtype not in _BLAS_DTYPES or la.dtype != dtype or ra.dtype != dtype:
+        return None
+    ls, rs = contiguous_strides(la.shape), contiguous_strides(ra.shape)
+    pairs = sorted(zip(lc, rc))   # the contraction order: the lhs's memory order
+    lhs_k = _group(la.shape, ls, [a for a, _ in pairs])
+    rhs_k = _group(ra.shape, rs, [b for _, b in pairs])
+    m, lhs_m = _group(la.shape, ls, _free(la.ndim, lc, lb))
+    n, rhs_n = _group(ra.shape, rs, _free(ra.ndim, rc, rb))
+    k = lhs_k[0]
+    batch = tuple(la.shape[a] for a in lb)
+    out_strides = contiguous_strides(out_aval.shape)[:len(lb)]
+    batch_strides = ([ls[a] for a in lb], [rs[b] for b in rb], list(out_strides))
+    if k == 0 and m * n:
+        return BlasPlan("zeros", m, n, k, None, None, None, batch, batch_strides)
+    if k <= 1 or m * n == 1 or m * n * k < MIN_BLAS_FLOPS:
+        return None
+    a, b = _matrix((m, lhs_m), lhs_k), _matrix(rhs_k, (n, rhs_n))
+    if a is None or b is None:
+        return None
+    kind = "gemv_lhs" if n == 1 else "gemv_rhs" if m == 1 else "gemm"
+    shape, maps, _ = collapse(batch, batch_strides)
+    incs = (lhs_k[1] or 1, rhs_k[1] or 1)
+    return BlasPlan(kind, m, n, k, a, b, incs, shape, tuple(maps))
+
+
+# -------------------------------------------------------------------------- emission
+
+def _call(builder, plan, dtype, a, b, c):
+    """One product at element pointers a (lhs), b (rhs), c (out)."""
+    lhs, rhs = plan.lhs, plan.rhs
+    if plan.kind == "gemm":
+        blas.emit_gemm(builder, dtype, plan.m, plan.n, plan.k, a, b, c, trans_a=lhs.trans,
+                       trans_b=rhs.trans, lda=lhs.ld, ldb=rhs.ld, ldc=plan.n)
+    elif plan.kind == "gemv_lhs":   # out (m) = op(lhs) @ rhs vector
+        rows, cols = (plan.k, plan.m) if lhs.trans else (plan.m, plan.k)
+        blas.emit_gemv(builder, dtype, rows, cols, a, b, c, trans_a=lhs.trans, lda=lhs.ld,
+                       incx=plan.incs[1])
+    else:                           # out (n) = op(rhs)^T @ lhs vector
+        rows, cols = (plan.n, plan.k) if rhs.trans else (plan.k, plan.n)
+        blas.emit_gemv(builder, dtype, rows, cols, b, a, c, trans_a=not rhs.trans, lda=rhs.ld,
+                       incx=plan.incs[0])
+
+
+def _emit_blas(ctx, plan, lhs, rhs, out):
+    builder, dtype = ctx.builder, out.aval.dtype
+    if plan.kind == "zeros":
+        fill(builder, out, T.const(dtype, 0))
+        return
+
+    def body(b, index, carried):
+        pointers = [element_pointer(b, buf, affine_offset(b, 0, strides, index))
+                    for buf, strides in zip((lhs, rhs, out), plan.batch_strides)]
+        _call(b, plan, dtype, *pointers)
+        return carried
+    if plan.batch == (0,):
+        return
+    emit_nest(builder, plan.batch, body, name="batch")
+
+
+# ------------------------------------------------------------------------ the loop nest
+
+def _loop_nest(ctx, outs, ins, dimension_numbers):
     (lc, rc), (lb, rb) = dimension_numbers
     lhs, rhs = ins
     out = outs[0]
@@ -63,6 +200,18 @@ def _dot_general(ctx, outs, ins, *, dimension_numbers, precision=None,
         Eqn([result], P["reduce_or" if boolean else "reduce_sum"], [prod],
             {"axes": tuple(contract_pos)})]
     lower_group(ctx, eqns, [(lhs_v, lhs), (rhs_v, rhs)], [(result, out)])
+
+
+def _dot_general(ctx, outs, ins, *, dimension_numbers, precision=None,
+                 preferred_element_type=None):
+    lhs, rhs = ins
+    plan = None
+    if lhs.const is None and rhs.const is None:
+        plan = plan_blas(lhs.aval, rhs.aval, outs[0].aval, dimension_numbers)
+    if plan is None:
+        _loop_nest(ctx, outs, ins, dimension_numbers)
+    else:
+        _emit_blas(ctx, plan, lhs, rhs, outs[0])
 
 
 PRIMITIVES["dot_general"].rules["llvm"] = _dot_general

@@ -1,0 +1,120 @@
+"""The LLVM backend's fast paths against the reference backend: dot_general through BLAS.
+
+Products are drawn with hypothesis over dimension numbers (batch axes anywhere, operands stored
+transposed, contractions over several axes in any pair order, contraction lengths 0 and 1),
+dtypes float32/float64/int32 and `preferred_element_type`, and compared with the reference
+backend. Performance is never asserted here (see BENCHMARKS.md).
+"""
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from kiln.compiler.ir.abstract import ShapedArray
+from kiln.compiler.ir.ssa import Eqn, Function, Var
+from kiln.compiler.primitives import PRIMITIVES
+from kiln.compiler.backends import reference
+from kiln.compiler.backends.llvm import compile_function
+from kiln.compiler.backends.llvm.lower_linalg import plan_blas
+
+SETTINGS = settings(max_examples=40, deadline=None)
+F32, F64, I32 = (np.dtype(t) for t in (np.float32, np.float64, np.int32))
+
+
+def one_equation(name, in_avals, **params):
+    """An SSA function of a single equation `name` on inputs of `in_avals`."""
+    invars = [Var(f"a{i}", a) for i, a in enumerate(in_avals)]
+    out = Var("out", PRIMITIVES[name].abstract_eval(*in_avals, **params))
+    return Function("f", invars, [Eqn([out], PRIMITIVES[name], invars, params)], [out])
+
+
+def run_both(fn, *args):
+    return compile_function(fn)(*args), reference.compile_function(fn)(*args)
+
+
+# --------------------------------------------------------------------------- dot_general
+
+@st.composite
+def products(draw):
+    """(lhs shape, rhs shape, dimension_numbers). Each operand is either *blocked* (its batch,
+    free and contracting axes each in one block, the blocks in a random order: what BLAS takes
+    as it is, transposed or not) or its axes are in a random memory order; contracting pairs
+    are listed in a random order."""
+    batch = draw(st.lists(st.sampled_from([1, 2, 3]), max_size=2))
+    contract = draw(st.lists(st.sampled_from([16, 33, 5, 1, 0]), max_size=2))
+    free_l = draw(st.lists(st.sampled_from([16, 40, 7, 1, 2]), min_size=1, max_size=2))
+    free_r = draw(st.lists(st.sampled_from([16, 40, 7, 1, 2]), min_size=1, max_size=2))
+    sizes = {"b": batch, "c": contract}
+
+    def layout(free):
+        blocks = [[(kind, i) for i in range(len(sizes.get(kind, free)))] for kind in "bcf"]
+        if draw(st.booleans()):
+            order = [item for block in draw(st.permutations(blocks)) for item in block]
+        else:
+            order = draw(st.permutations([item for block in blocks for item in block]))
+        shape = tuple(sizes.get(kind, free)[i] for kind, i in order)
+        return shape, {item: axis for axis, item in enumerate(order)}
+
+    (ls, lpos), (rs, rpos) = layout(free_l), layout(free_r)
+    pairs = draw(st.permutations(range(len(contract))))
+    dims = ((tuple(lpos[("c", i)] for i in pairs), tuple(rpos[("c", i)] for i in pairs)),
+            (tuple(lpos[("b", i)] for i in range(len(batch))),
+             tuple(rpos[("b", i)] for i in range(len(batch)))))
+    return ls, rs, dims
+
+
+def _operand(rng, shape, dtype):
+    if dtype.kind == "i":
+        return rng.integers(-4, 5, shape).astype(dtype)
+    return rng.uniform(-1, 1, shape).astype(dtype)
+
+
+@SETTINGS
+@given(products(), st.sampled_from([(F32, None), (F64, None)] * 3 + [(I32, None), (F32, F64),
+                                                                   (I32, F32)]),
+       st.integers(0, 2**32 - 1))
+def test_dot_general_matches_reference(product, types, seed):
+    ls, rs, dims = product
+    dtype, preferred = types
+    rng = np.random.default_rng(seed)
+    lhs, rhs = _operand(rng, ls, dtype), _operand(rng, rs, dtype)
+    fn = one_equation("dot_general", [ShapedArray(ls, dtype), ShapedArray(rs, dtype)],
+                      dimension_numbers=dims, preferred_element_type=preferred)
+    (got,), (want,) = run_both(fn, lhs, rhs)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    tol = 1e-4 if want.dtype == F32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 50)
+
+
+def _matmul_text(ls, rs, dims, dtype=F32):
+    fn = one_equation("dot_general", [ShapedArray(ls, dtype), ShapedArray(rs, dtype)],
+                      dimension_numbers=dims)
+    return compile_function(fn).as_text("llvm-unoptimized")
+
+
+def test_transposed_operands_go_to_blas_without_copies():
+    both_transposed = (((0,), (1,)), ((), ()))
+    text = _matmul_text((64, 32), (48, 64), both_transposed)
+    assert "kiln_sgemm" in text and text.count("transpose") == 0
+    plan = plan_blas(ShapedArray((64, 32), F32), ShapedArray((48, 64), F32),
+                     ShapedArray((32, 48), F32), both_transposed)
+    assert plan.kind == "gemm" and plan.lhs.trans and plan.rhs.trans
+
+
+def test_vectors_use_gemv_and_batches_loop_over_gemm():
+    assert "kiln_dgemv" in _matmul_text((128, 64), (64,), (((1,), (0,)), ((), ())), F64)
+    assert "kiln_sgemv" in _matmul_text((64,), (64, 128), (((0,), (0,)), ((), ())))
+    text = _matmul_text((3, 32, 64), (64, 3, 32), (((2,), (0,)), ((0,), (1,))))
+    assert "kiln_sgemm" in text and "batch" in text
+
+
+def test_outer_products_small_and_integer_products_stay_loops():
+    outer = (((1,), (0,)), ((), ()))
+    assert "kiln_sgemm" not in _matmul_text((256, 1), (1, 256), outer)
+    assert "kiln_sgemm" not in _matmul_text((4, 3), (3, 2), outer)
+    assert "gemm" not in _matmul_text((64, 64), (64, 64), outer, I32)
+
+
+def test_empty_contraction_gives_zeros():
+    fn = one_equation("dot_general", [ShapedArray((64, 0), F32), ShapedArray((0, 96), F32)],
+                      dimension_numbers=(((1,), (0,)), ((), ())))
+    (got,), _ = run_both(fn, np.ones((64, 0), np.float32), np.ones((0, 96), np.float32))
+    np.testing.assert_array_equal(got, np.zeros((64, 96), np.float32))
