@@ -1,13 +1,18 @@
-"""The LLVM backend's fast paths against the reference backend: dot_general through BLAS.
+"""The LLVM backend's fast paths against the reference backend: dot_general through BLAS,
+loop nests split across threads.
 
 Products are drawn with hypothesis over dimension numbers (batch axes anywhere, operands stored
 transposed, contractions over several axes in any pair order, contraction lengths 0 and 1),
 dtypes float32/float64/int32 and `preferred_element_type`, and compared with the reference
-backend. Performance is never asserted here (see BENCHMARKS.md).
+backend. Large fused nests (elementwise chains, reductions over leading, trailing and all axes,
+transposed views, iota) run on several threads and must match the reference, also when several
+Python threads call them at once. Performance is never asserted here (see BENCHMARKS.md).
 """
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
+import kiln
+import kiln.numpy as jnp
 from kiln.compiler.ir.abstract import ShapedArray
 from kiln.compiler.ir.ssa import Eqn, Function, Var
 from kiln.compiler.primitives import PRIMITIVES
@@ -118,3 +123,53 @@ def test_empty_contraction_gives_zeros():
                       dimension_numbers=(((1,), (0,)), ((), ())))
     (got,), _ = run_both(fn, np.ones((64, 0), np.float32), np.ones((0, 96), np.float32))
     np.testing.assert_array_equal(got, np.zeros((64, 96), np.float32))
+
+
+# ------------------------------------------------------------------------------ threads
+
+def _parallel_program(x, y):
+    a = x * x + x * 2
+    return (a, jnp.sum(a * y, axis=0), jnp.max(a, axis=-1), jnp.sum(y), jnp.swapaxes(a, 0, 1) - y.T,
+            jnp.min(a + jnp.arange(a.shape[-1], dtype=a.dtype), axis=0))
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.sampled_from([(1, 1 << 18), (600, 700), (3, 100_003), ((1 << 18) + 5, 1), (513, 1024)]),
+       st.sampled_from([F32, I32]), st.integers(0, 2**32 - 1))
+def test_parallel_nests_match_reference(shape, dtype, seed):
+    rng = np.random.default_rng(seed)
+    x, y = (_operand(rng, shape, dtype) for _ in range(2))
+    got = kiln.jit(_parallel_program, backend="llvm")(x, y)
+    want = kiln.jit(_parallel_program, backend="reference")(x, y)
+    for g, w in zip(got, want):
+        tol = 1e-5 * max(1, np.sqrt(x.size)) if dtype == F32 else 0
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=tol, atol=tol)
+
+
+def test_leading_axes_reductions_split_their_kept_axes():
+    """Sums over the two leading axes of a 3-D array: threads split the last axis."""
+    z = np.random.default_rng(0).integers(-50, 50, (40, 50, 300)).astype(np.int32)
+    f = kiln.jit(lambda z: (jnp.sum(z, axis=(0, 1)), jnp.max(z * 3, axis=0)), backend="llvm")
+    s, m = f(z)
+    np.testing.assert_array_equal(np.asarray(s), z.sum(axis=(0, 1)))
+    np.testing.assert_array_equal(np.asarray(m), (z * 3).max(axis=0))
+    assert "kiln_parallel_for" in f.lower(z).compile().as_text("llvm-unoptimized")
+
+
+def test_only_large_nests_are_split():
+    f = kiln.jit(lambda x: x * x + x * 2.0, backend="llvm")
+    big, small = np.ones((600, 700), np.float32), np.ones((60, 70), np.float32)
+    assert "kiln_parallel_for" in f.lower(big).compile().as_text("llvm-unoptimized")
+    assert "kiln_parallel_for" not in f.lower(small).compile().as_text("llvm-unoptimized")
+    total = kiln.jit(lambda x: jnp.sum(x), backend="llvm")   # every axis reduced: one thread
+    assert "kiln_parallel_for" not in total.lower(big).compile().as_text("llvm-unoptimized")
+
+
+def test_concurrent_calls_of_parallel_kernels():
+    from concurrent.futures import ThreadPoolExecutor
+    f = kiln.jit(lambda x: jnp.sum(x * x + 1.0, axis=0), backend="llvm")
+    xs = [np.full((700, 600), k, np.float32) for k in range(6)]
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda x: np.asarray(f(x)), xs * 3))
+    for x, got in zip(xs * 3, results):
+        np.testing.assert_allclose(got, (x * x + 1).sum(axis=0), rtol=1e-5)

@@ -17,7 +17,8 @@ innermost axis is then contiguous so that it vectorises.
 carried)` runs in the innermost loop with the full index (a list of i64 values) and returns
 the new carried values, which live in the innermost loop only (register accumulators of a
 reduction along the last axis); `after_inner(builder, outer_index, carried)` runs after each
-innermost loop. For a rank-0 space the body runs once.
+innermost loop. For a rank-0 space the body runs once. `bounds` restricts an axis to a
+sub-range [start, stop) (the chunk of a parallel loop, lower_fused.py).
 """
 from . import ltypes as T
 
@@ -52,20 +53,28 @@ def counted_loop(builder, count, body, inits=(), name="i"):
     return carried
 
 
-def emit_nest(builder, shape, body, inits=(), after_inner=None, name="i"):
-    """Loops over `shape` (outermost first); see the module docstring."""
+def emit_nest(builder, shape, body, inits=(), after_inner=None, name="i", bounds=None):
+    """Loops over `shape` (outermost first); see the module docstring. `bounds` may restrict
+    axes to a sub-range: {axis: (start, stop)} (i64 values); the index is then absolute."""
+    bounds = bounds or {}
+
+    def loop(b, k, loop_body, carried):
+        if k not in bounds:
+            return counted_loop(b, shape[k], loop_body, carried, f"{name}{k}")
+        start, stop = bounds[k]
+        return counted_loop(b, b.sub(stop, start), lambda b2, i, acc: loop_body(
+            b2, b2.add(start, i, flags=("nsw",)), acc), carried, f"{name}{k}")
+
     def level(b, k, index):
         if k == len(shape) - 1 or not shape:
             if not shape:
                 final = body(b, [], list(inits))
             else:
-                final = counted_loop(b, shape[k], lambda b2, i, acc: body(b2, index + [i], acc),
-                                     inits, f"{name}{k}")
+                final = loop(b, k, lambda b2, i, acc: body(b2, index + [i], acc), inits)
             if after_inner is not None:
                 after_inner(b, index, final)
             return
-        counted_loop(b, shape[k], lambda b2, i, acc: level(b2, k + 1, index + [i]) or [],
-                     (), f"{name}{k}")
+        loop(b, k, lambda b2, i, acc: level(b2, k + 1, index + [i]) or [], ())
     level(builder, 0, [])
 
 

@@ -18,7 +18,14 @@ Before emitting, the loops may be reordered (`loop_order`: a pure reduction of a
 walks the operand in memory order), and `loops.collapse` drops unit axes and merges axes that
 every affine map walks contiguously, so a chain of elementwise operations on contiguous arrays
 is one flat loop.
+A nest of at least PARALLEL_MIN_ITERATIONS iterations is split across threads (outline.py,
+parallel.py) along its outermost axis that no reduction reduces: each chunk replans the group
+on the outlined function's pointers and runs the nest over its sub-range of that axis (a sum
+over the leading axis splits the columns, so no two threads accumulate into one element). The
+outputs of reductions that accumulate in memory are set to the identity before the split.
 """
+import math
+
 import numpy as np
 import llvmlite.ir as ir
 
@@ -29,8 +36,14 @@ from . import ltypes as T
 from .buffers import Buffer, View, load, store
 from .loops import collapse, contiguous_strides, emit_nest, affine_offset, counted_loop
 from .lower_elementwise import max_value, min_value, convert
+from .outline import parallel_range
 
 REASSOC = ("reassoc", "nsz")
+# Nests of fewer iterations stay on the calling thread (starting a thread costs ~20-50 us);
+# larger ones are split into chunks of at least CHUNK_MIN_ITERATIONS.
+PARALLEL_MIN_ITERATIONS = 1 << 18
+CHUNK_MIN_ITERATIONS = 1 << 16
+VECTOR_ALIGN = 64
 
 
 # ------------------------------------------------------------------------------ views
@@ -163,7 +176,8 @@ class _Group:
     def __init__(self, ctx, eqns, inputs, outputs):
         self.ctx = ctx
         self.eqns = eqns
-        self.outputs = outputs
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
         self.views = {}          # Var -> View (inputs, and results of view equations)
         self.scalars = {}        # Var -> value loaded once before the loops
         for v, buf in inputs:
@@ -264,21 +278,59 @@ class _Group:
         return sorted(order, key=lambda k: -abs(view.strides[k]))
 
     def emit(self):
+        for r in self.reductions:
+            if not r.direct:
+                fill(self.ctx.builder, r.buffer, _identity(r.eqn.prim.name, r.dtype))
+        if self.shape == (0,):
+            return
+        axis = self.parallel_axis()
+        if axis is None:
+            self.emit_loops()
+        else:
+            self.emit_parallel(axis)
+
+    def emit_loops(self, bounds=None):
+        """The loop nest (over the sub-range `bounds` of an axis, in a parallel chunk)."""
         b = self.ctx.builder
-        shape = self.shape
         for v in self.preloads:
             view = self.views[v]
             self.scalars[v] = load(b, view.buffer, T.i64(view.offset))
-        for r in self.reductions:
-            if not r.direct:
-                fill(b, r.buffer, _identity(r.eqn.prim.name, r.dtype))
-        if shape == (0,):
-            return
         inner = [r for r in self.reductions if r.inner]
         for k, r in enumerate(inner):
             r.slot = k
-        emit_nest(b, shape, self.body, [_identity(r.eqn.prim.name, r.dtype) for r in inner],
-                  self.after_inner if inner else None)
+        emit_nest(b, self.shape, self.body,
+                  [_identity(r.eqn.prim.name, r.dtype) for r in inner],
+                  self.after_inner if inner else None, bounds=bounds)
+
+    # ------------------------------------------------------------------- threads
+    def parallel_axis(self):
+        """The loop axis to split across threads: the outermost one that no reduction reduces
+        (so no two threads accumulate into one element), None for a small nest."""
+        size = math.prod(self.shape)
+        if size < PARALLEL_MIN_ITERATIONS:
+            return None
+        for k, d in enumerate(self.shape):
+            if d > 1 and all(r.strides[k] for r in self.reductions):
+                return k
+        return None
+
+    def emit_parallel(self, axis):
+        """The nest outlined into chunks of `axis` (outline.py), each replanned on the
+        chunk function's pointers."""
+        buffers = [buf for _, buf in self.inputs + self.outputs if buf.const is None]
+        pointers = list({id(buf.ptr): buf.ptr for buf in buffers}.values())
+        per_step = math.prod(self.shape) // self.shape[axis]
+        grain = -(-CHUNK_MIN_ITERATIONS // per_step)
+        if axis == len(self.shape) - 1:   # chunk boundaries on whole vectors
+            grain = -(-grain // VECTOR_ALIGN) * VECTOR_ALIGN
+
+        def chunk(ctx, pointer, lo, hi):
+            def moved(pairs):
+                return [(v, buf if buf.const is not None else Buffer(pointer(buf.ptr), buf.aval))
+                        for v, buf in pairs]
+            _Group(ctx, self.eqns, moved(self.inputs), moved(self.outputs)).emit_loops(
+                {axis: (lo, hi)})
+        parallel_range(self.ctx, pointers, self.shape[axis], grain, chunk)
 
     # ---------------------------------------------------------------------- code
     def body(self, builder, index, carried):
