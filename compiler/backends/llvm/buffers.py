@@ -17,6 +17,9 @@ top-level function lives:
   come from a linear scan over the equations with a first-fit free list: a value's block is
   freed after the last equation that reads it (or any alias of it), so dead temporaries'
   memory is reused. Blocks are 64-byte aligned.
+- scratch: an equation whose primitive has `rules["llvm_scratch"](eqn) -> bytes` (sort's
+  merge buffers) gets that many workspace bytes for its own duration (`Plan.scratch[eqn]`, a
+  byte offset), placed like a temporary that dies with the equation.
 Outputs that could not be computed in place (an input or a literal returned, one value
 returned twice, an alias returned) are copied at the end (`Plan.copies`).
 """
@@ -82,13 +85,15 @@ def nbytes(aval):
 
 class Plan:
     """`where[var]`: ("in", i) | ("out", j) | ("ws", byte offset) | ("alias", var);
-    `copies`: (output index, operand) pairs filled at the end; `workspace`: bytes."""
-    __slots__ = ("where", "copies", "workspace")
+    `copies`: (output index, operand) pairs filled at the end; `scratch[eqn]`: the byte
+    offset of an equation's scratch space; `workspace`: bytes."""
+    __slots__ = ("where", "copies", "scratch", "workspace")
 
 
-def plan_storage(fn, aliasing):
+def plan_storage(fn, aliasing, scratch=lambda eqn: 0):
     """Storage of every value of `fn` (see the module docstring). `aliasing(eqn)` says whether
-    an equation's single result may share its operand's storage."""
+    an equation's single result may share its operand's storage; `scratch(eqn)` how many
+    workspace bytes it needs while it runs."""
     plan = Plan()
     where = {v: ("in", i) for i, v in enumerate(fn.invars)}
     producers = {v: e for e in fn.eqns for v in e.outvars}
@@ -104,7 +109,8 @@ def plan_storage(fn, aliasing):
             where[eqn.outvars[0]] = ("alias", src)
     plan.where = where
     plan.copies = copies
-    plan.workspace = _assign_workspace(fn, where)
+    plan.scratch = {}
+    plan.workspace = _assign_workspace(fn, where, scratch, plan.scratch)
     return plan
 
 
@@ -115,7 +121,7 @@ def root(where, v):
     return v
 
 
-def _assign_workspace(fn, where):
+def _assign_workspace(fn, where, scratch, scratch_at):
     last = {}
     for i, eqn in enumerate(fn.eqns):
         for v in eqn.outvars:
@@ -134,6 +140,10 @@ def _assign_workspace(fn, where):
         for v in eqn.outvars:
             if v not in where:
                 where[v] = ("ws", heap.allocate(_round_up(nbytes(v.aval))))
+        extra = _round_up(scratch(eqn))
+        if extra:
+            scratch_at[eqn] = heap.allocate(extra)
+            heap.release(scratch_at[eqn], extra)   # free again once the equation is done
         for v in free_after.get(i, ()):
             if where[v][0] == "ws":
                 heap.release(where[v][1], _round_up(nbytes(v.aval)))

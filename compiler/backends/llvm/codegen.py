@@ -37,18 +37,22 @@ from . import lower_fused
 from . import lower_structural
 from . import lower_reductions  # noqa: F401
 from . import lower_linalg  # noqa: F401
+from . import lower_indexing  # noqa: F401
+from . import lower_sorting  # noqa: F401
 
 
 class Kernel:
     """What a lowering rule gets as `ctx`: the module, the kernel function and its builder,
-    and the equation (for error messages)."""
-    __slots__ = ("module", "function", "builder", "eqn")
+    the equation (for error messages), and `scratch`: a pointer to the workspace bytes the
+    primitive's `rules["llvm_scratch"](eqn)` asked for (None when it asks for none)."""
+    __slots__ = ("module", "function", "builder", "eqn", "scratch")
 
-    def __init__(self, module, function, builder, eqn):
+    def __init__(self, module, function, builder, eqn, scratch=None):
         self.module = module
         self.function = function
         self.builder = builder
         self.eqn = eqn
+        self.scratch = scratch
 
     def error(self, message):
         return CompileError(message, self.eqn.info)
@@ -65,9 +69,14 @@ def build(fn):
         check_lowerable(eqn)
     module = ir.Module(name=module_name(fn, str(fn)))
     module.triple = target.triple()
-    plan = plan_storage(fn, lower_structural.aliasing)
+    plan = plan_storage(fn, lower_structural.aliasing, scratch_bytes)
     _Entry(module, fn, plan).emit()
     return module, plan
+
+
+def scratch_bytes(eqn):
+    rule = eqn.prim.rules.get("llvm_scratch")
+    return 0 if rule is None else rule(eqn)
 
 
 def check_lowerable(eqn):
@@ -114,10 +123,12 @@ class _Entry:
             return Buffer(self.pointers[self.n + where], x.aval)
         if kind == "alias":
             return Buffer(self.buffer(where).ptr, x.aval)
+        return Buffer(self.workspace(where), x.aval)
+
+    def workspace(self, offset):
         ws = self.pointers[-1]
-        ptr = self.builder.gep(ws, [T.i64(where)], inbounds=True, source_etype=T.I8) \
-            if where else ws
-        return Buffer(ptr, x.aval)
+        return self.builder.gep(ws, [T.i64(offset)], inbounds=True, source_etype=T.I8) \
+            if offset else ws
 
     def emit(self):
         for k, eqn in enumerate(self.fn.eqns):
@@ -133,7 +144,8 @@ class _Entry:
         ins = [self.buffer(x) for x in eqn.invars]
         pairs = [(buf, x) for buf, x in zip(outs + ins, eqn.outvars + eqn.invars)
                  if buf.const is None]
-        fnty = ir.FunctionType(T.VOID, [T.PTR] * len(pairs))
+        scratch = [self.workspace(self.plan.scratch[eqn])] if eqn in self.plan.scratch else []
+        fnty = ir.FunctionType(T.VOID, [T.PTR] * (len(pairs) + len(scratch)))
         label = eqn.outvars[0].name if eqn.outvars else k
         fn = ir.Function(self.module, fnty, f"{eqn.prim.name}.{label}")
         fn.linkage = "internal"
@@ -143,7 +155,11 @@ class _Entry:
             arg.add_attribute("noalias")
             arg.name = x.name
             inner[id(buf)] = Buffer(arg, buf.aval)
-        ctx = Kernel(self.module, fn, ir.IRBuilder(fn.append_basic_block("entry")), eqn)
+        if scratch:
+            fn.args[-1].add_attribute("noalias")
+            fn.args[-1].name = "scratch"
+        ctx = Kernel(self.module, fn, ir.IRBuilder(fn.append_basic_block("entry")), eqn,
+                     fn.args[-1] if scratch else None)
         k_outs = [inner[id(b)] for b in outs]
         k_ins = [inner.get(id(b), b) for b in ins]
         rule = eqn.prim.rules.get("llvm")
@@ -152,7 +168,7 @@ class _Entry:
         else:
             lower_fused.lower_eqn(ctx, eqn, k_outs, k_ins)
         ctx.builder.ret_void()
-        self.builder.call(fn, [buf.ptr for buf, _ in pairs])
+        self.builder.call(fn, [buf.ptr for buf, _ in pairs] + scratch)
 
     def copy(self, dst, src):
         b = self.builder
