@@ -1,28 +1,31 @@
-"""The `kiln` command line (`main`): `kiln show TARGET --arg SPEC ... --stage STAGE`.
+"""The `kiln` command line (`main`): `kiln show`, `kiln doctor`, `kiln cache info|clear`.
 
-`kiln show` loads a function (`path/to/file.py:func`, `package.module:func`, with a dotted
-attribute path such as `Class.method` after the colon), builds example arguments from the
-argument specs of `kiln.compiler.argspec`, and prints the function at one stage of the compiler.
-`STAGES` maps each stage name to what produces its text and the language of that text (which
-picks the highlighter for `--color`); later stages (vmap, llvm, asm, ...) are new rows.
+`kiln show TARGET --arg SPEC ... --stage STAGE` loads a function (`path/to/file.py:func`,
+`package.module:func`, with a dotted attribute path such as `Class.method` after the colon),
+builds example arguments from the argument specs of `kiln.compiler.argspec`, and prints the
+function at one stage of the compiler: its source, the SSA form (as specialised, simplified,
+differentiated, batched, fused) or the LLVM backend's IR and assembly. `STAGES` maps each stage
+name to what produces its text and the language of that text (which picks the highlighter of
+`kiln.compiler.highlight` for `--color`); `UNAVAILABLE_STAGES` names the stages of backends this
+build lacks. `kiln doctor` prints `kiln.compiler.doctor.report()`; `kiln cache` shows and clears
+the LLVM backend's disk cache.
 
-Exit codes: 0 success; 1 an error in the user's code (a located compile error prints its
-message, which holds the file, line and caret, without a traceback); 2 a usage error (argparse's
-convention), including a malformed spec, shown with a caret under the bad character.
+Exit codes: 0 success; 1 an error in the user's code or environment (a located compile error
+prints its message, which holds the file, line and caret, without a traceback); 2 a usage error
+(argparse's convention), including a malformed spec, shown with a caret under the bad character.
 
-This module drives the user-facing runtime, so it imports `kiln` only inside the functions
-that need it: the compiler never imports the runtime at import time.
+This module drives the user-facing runtime, so it imports `kiln` (and llvmlite, through the LLVM
+backend) only inside the functions that need them: the compiler never imports the runtime at
+import time.
 """
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import inspect
-import io
-import keyword
 import os
 import sys
 import textwrap
-import tokenize
 import traceback
 from typing import Callable, NamedTuple
 
@@ -201,11 +204,16 @@ def _stage_source(fn, call):
                         f"available: {e}") from None
 
 
-def _stage_ssa(fn, call):
+def _specialised(fn, call):
+    """The SSA function straight from specialisation (kiln.make_ir)."""
     import kiln
     make = kiln.make_ir(_unjit(fn), static_argnums=call.static_argnums,
                         static_argnames=call.static_argnames)
-    return str(make(*call.args, **call.kwargs))
+    return make(*call.args, **call.kwargs)
+
+
+def _stage_ssa(fn, call):
+    return str(_specialised(fn, call))
 
 
 def _stage_simplified(fn, call):
@@ -263,9 +271,39 @@ def _stage_vmap(fn, call):
     return _derivative_text(kiln.make_ir(batched)(*args))
 
 
+def _fused(fn, call):
+    """The SSA function after the LLVM backend's pipeline (simplify, then fuse)."""
+    from kiln.compiler import passes
+    return passes.run_pipeline(_specialised(fn, call), pipeline=passes.PIPELINES["llvm"])
+
+
+def _stage_fused(fn, call):
+    return str(_fused(fn, call))
+
+
+def _llvm_module(name):
+    """`kiln.compiler.backends.llvm.<name>`; a UserError when llvmlite is not installed."""
+    try:
+        return importlib.import_module(f"{__package__}.backends.llvm.{name}")
+    except ImportError as e:
+        if not (e.name or "").startswith("llvmlite"):
+            raise  # a bug in kiln, not a missing llvmlite
+        raise UserError(f"the LLVM backend is unavailable: {e} (pip install llvmlite; "
+                        f"`kiln doctor` shows what is missing)") from None
+
+
+def _native_stage(level):
+    """The stage printing the LLVM backend's text at `level` (Executable.as_text)."""
+    def run(fn, call):
+        _llvm_module("executable")  # llvmlite is installed
+        from .backends.llvm import compile_function
+        return compile_function(_fused(fn, call)).as_text(level)
+    return run
+
+
 class Stage(NamedTuple):
     run: Callable     # (target, Call) -> text
-    language: str     # picks the highlighter
+    language: str     # picks the highlighter (kiln.compiler.highlight)
     needs_args: bool  # whether the specs must match the function's signature
     help: str
 
@@ -278,14 +316,38 @@ STAGES = {
                         "the SSA form after the pass pipeline (jit(f).lower(...).as_text())"),
     "grad": Stage(_stage_grad, "python", True,
                   "reverse mode: grad of f with respect to every dynamic argument, simplified "
-                  "(forward section, then backward section)"),
+                  "(forward section, then backward section); f must return one scalar"),
     "jvp": Stage(_stage_jvp, "python", True,
                  "forward mode: f's JVP with tangents of ones for every dynamic argument, "
                  "simplified"),
     "vmap": Stage(_stage_vmap, "python", True,
                   "batching: vmap of f over axis 0 of every dynamic argument (the specs are "
                   "the batched arguments; see --in-axes, --axis-name), simplified"),
+    "fused": Stage(_stage_fused, "python", True,
+                   "the SSA form after the LLVM backend's pipeline: simplified, then fused "
+                   "(chains of elementwise, broadcast and reduction equations become "
+                   "fusion(...) equations, one loop nest each)"),
+    "llvm": Stage(_native_stage("llvm"), "llvm", True,
+                  "the LLVM IR the LLVM backend generates for the fused SSA, optimised (O3 "
+                  "for the host CPU)"),
+    "llvm-unoptimized": Stage(_native_stage("llvm-unoptimized"), "llvm", True,
+                              "the same LLVM IR before LLVM's optimisations"),
+    "asm": Stage(_native_stage("asm"), "asm", True,
+                 "the host CPU's assembly of the optimised LLVM IR"),
 }
+
+# Stages of backends that this build does not have: listed, and refused with a usage error.
+UNAVAILABLE_STAGES = {
+    "cuda": "the CUDA C kernels of the CUDA backend",
+    "stablehlo": "the StableHLO of the PJRT backend",
+}
+
+
+def _check_available(name):
+    if name in UNAVAILABLE_STAGES:
+        raise UsageError(f"stage {name!r} ({UNAVAILABLE_STAGES[name]}) is not available in "
+                         f"this build: kiln has no such backend yet; the native stages are "
+                         f"llvm, llvm-unoptimized and asm")
 
 
 def _check_signature(fn, call):
@@ -317,60 +379,29 @@ def render(stage, fn, call):
     except UserError:
         raise
     except Exception as e:
-        if isinstance(e, KilnError) or getattr(e, "_kiln_located", False):
+        if _is_user_error(e):
             note = _CLI_HINTS.get(type(e), "")
             raise UserError(f"{type(e).__name__}: {e}{note}") from None
         raise UserError(f"compiling {getattr(fn, '__name__', fn)} failed:\n"
                         + "".join(traceback.format_exception(e)).rstrip("\n")) from None
 
 
-# ------------------------------------------------------------------------------ highlighting
-
-_RESET = "\x1b[0m"
-_STYLES = {"keyword": "\x1b[1;35m", "primitive": "\x1b[1;36m", "comment": "\x1b[32m",
-           "string": "\x1b[33m"}
-
-
-def _python_style(tokens, i, primitives):
-    tok = tokens[i]
-    if tok.type == tokenize.COMMENT:
-        return "comment"  # the SSA's type comments: `# f32[3,4]`
-    if tok.type == tokenize.STRING:
-        return "string"   # the SSA's type annotations: `x: 'f32[3,4]'`
-    if tok.type != tokenize.NAME:
-        return None
-    if keyword.iskeyword(tok.string):
-        return "keyword"
-    called = i + 1 < len(tokens) and tokens[i + 1].string == "("
-    attribute = i > 0 and tokens[i - 1].string == "."
-    return "primitive" if called and not attribute and tok.string in primitives else None
-
-
-def highlight_python(text):
-    """`text` with ANSI colours on keywords, primitive calls, type comments and annotations;
-    text that does not tokenize as Python is returned as it is."""
-    from .primitives import PRIMITIVES
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
-    except (tokenize.TokenError, SyntaxError):
-        return text
-    starts = [0]
-    for line in text.split("\n"):
-        starts.append(starts[-1] + len(line) + 1)
-    out, last = [], 0
-    for i, tok in enumerate(tokens):
-        style = _python_style(tokens, i, PRIMITIVES)
-        if style is None:
-            continue
-        a = starts[tok.start[0] - 1] + tok.start[1]
-        b = starts[tok.end[0] - 1] + tok.end[1]
-        out += [text[last:a], _STYLES[style], text[a:b], _RESET]
-        last = b
-    out.append(text[last:])
-    return "".join(out)
-
-
-HIGHLIGHTERS = {"python": highlight_python}
+def _is_user_error(e):
+    """Whether `e` is an error in the user's code: a located kiln error (CompileError, a shape
+    error with its caret, ...), or a TypeError/ValueError that kiln raised on purpose, from a
+    `raise` statement in its own code (an API check such as grad's scalar-output rule). Any
+    other exception is a bug in kiln and is shown with its traceback."""
+    if isinstance(e, KilnError) or getattr(e, "_kiln_located", False):
+        return True
+    if not isinstance(e, (TypeError, ValueError)):
+        return False
+    frames = traceback.extract_tb(e.__traceback__)
+    if not frames:
+        return False
+    import kiln
+    roots = (os.path.dirname(kiln.__file__) + os.sep, os.path.dirname(__file__) + os.sep)
+    last = frames[-1]
+    return last.filename.startswith(roots) and (last.line or "").lstrip().startswith("raise ")
 
 
 def _use_color(mode):
@@ -382,14 +413,66 @@ def _use_color(mode):
 # ---------------------------------------------------------------------------------- commands
 
 def _show(ns):
+    _check_available(ns.stage)
     call = _call(ns)
     fn = load_target(ns.target)
     stage = STAGES[ns.stage]
     text = render(stage, fn, call)
     if _use_color(ns.color):
-        text = HIGHLIGHTERS.get(stage.language, str)(text)
+        from .highlight import highlight
+        text = highlight(text, stage.language)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
+
+
+def _doctor(ns):
+    from .doctor import report
+    sys.stdout.write(report())
+    return 0
+
+
+@contextlib.contextmanager
+def _cache_dir(directory):
+    """`--cache-dir`: KILN_CACHE_DIR for the duration of the command."""
+    if directory is None:
+        yield
+        return
+    before = os.environ.get("KILN_CACHE_DIR")
+    os.environ["KILN_CACHE_DIR"] = directory
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["KILN_CACHE_DIR"]
+        else:
+            os.environ["KILN_CACHE_DIR"] = before
+
+
+def _cache(ns):
+    from .doctor import format_bytes
+    disk_cache = _llvm_module("disk_cache")
+    with _cache_dir(ns.cache_dir):
+        info = disk_cache.info()
+        if not info["enabled"]:
+            print(f"the disk cache is disabled (KILN_CACHE_DIR="
+                  f"{os.environ.get('KILN_CACHE_DIR')!r})")
+            return 0
+        size = format_bytes(info["bytes"])
+        if ns.action == "info":
+            print(f"path     {info['path']}\nentries  {info['entries']}\nsize     {size}")
+        else:
+            removed = disk_cache.clear()
+            print(f"removed {removed} entries ({size}) from {info['path']}")
+    return 0
+
+
+def _stage_lines():
+    width = max(map(len, [*STAGES, *UNAVAILABLE_STAGES])) + 2
+    rows = [(name, stage.help) for name, stage in STAGES.items()]
+    rows += [(name, f"{what}: not available in this build")
+             for name, what in UNAVAILABLE_STAGES.items()]
+    return "\n".join(textwrap.fill(text, 94, initial_indent=f"  {name:<{width}}",
+                                   subsequent_indent=" " * (width + 2)) for name, text in rows)
 
 
 _SHOW_DESCRIPTION = """\
@@ -398,25 +481,28 @@ describe. TARGET is path/to/file.py:FUNC (the file is imported as a module, with
 on sys.path) or package.module:FUNC; FUNC may be a dotted path such as Class.method.
 
 stages:
-""" + "\n".join(f"  {name:<12}{stage.help}" for name, stage in STAGES.items())
+""" + _stage_lines()
 
 
-def build_parser(version):
-    parser = argparse.ArgumentParser(
-        prog="kiln", description="kiln: JAX's API as a source-to-source compiler.")
-    parser.add_argument("--version", action="version", version=f"kiln {version}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    show = commands.add_parser(
-        "show", help="print a function at one stage of the compiler",
-        description=_SHOW_DESCRIPTION, epilog=argspec.GRAMMAR,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+def _command(commands, name, run, help, description, **options):
+    """The sub-parser of the command `name`, which `run(namespace)` carries out."""
+    parser = commands.add_parser(name, help=help, description=description, **options)
+    parser.set_defaults(run=run, parser=parser)
+    return parser
+
+
+def _add_show(commands):
+    show = _command(commands, "show", _show, "print a function at one stage of the compiler",
+                    _SHOW_DESCRIPTION, epilog=argspec.GRAMMAR,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     show.add_argument("target", metavar="TARGET", help="FILE.py:FUNC or package.module:FUNC")
     show.add_argument("--arg", action="append", default=[], metavar="SPEC",
                       help="an argument spec for the next positional parameter (repeatable)")
     show.add_argument("--static", action="append", default=[], metavar="NAME=VALUE",
                       help="a static keyword argument; VALUE is a Python literal (repeatable)")
-    show.add_argument("--stage", choices=list(STAGES), default="simplified",
-                      help="the stage to print (default: simplified)")
+    show.add_argument("--stage", choices=[*STAGES, *UNAVAILABLE_STAGES], default="simplified",
+                      metavar="STAGE", help="the stage to print (default: simplified; the "
+                                            "stages are listed above)")
     show.add_argument("--in-axes", metavar="AXES",
                       help="vmap stage: the mapped axis of every dynamic argument (0, the "
                            "default) or of each in turn (0,None,1)")
@@ -424,8 +510,37 @@ def build_parser(version):
                       help="vmap stage: the name of the mapped axis, for collectives such as "
                            "lax.psum(x, NAME)")
     show.add_argument("--color", choices=("auto", "always", "never"), default="auto",
-                      help="highlight the output (auto: when stdout is a terminal)")
-    show.set_defaults(run=_show, parser=show)
+                      help="highlight the output (auto: when stdout is a terminal and NO_COLOR "
+                           "is unset; uses Pygments when it is installed)")
+
+
+def _add_doctor(commands):
+    _command(commands, "doctor", _doctor,
+             "print the versions, CPU, BLAS, cache and backends kiln finds here",
+             "Print kiln's, Python's, NumPy's, SciPy's, llvmlite's and LLVM's versions, the "
+             "host CPU and the features LLVM targets, the BLAS compiled code calls, the thread "
+             "counts, the disk cache, and which optional backends (CuPy and GPUs, NVRTC, nvcc, "
+             "PJRT plug-ins, MPI) are usable here, with the reason when one is not.")
+
+
+def _add_cache(commands):
+    cache = _command(commands, "cache", _cache, "show or clear the on-disk compile cache",
+                     "kiln keeps the LLVM backend's object code on disk, so that a new process "
+                     "skips LLVM for a function compiled before. `info` shows where the cache "
+                     "is, how many entries it holds and their size; `clear` deletes them.")
+    cache.add_argument("action", choices=("info", "clear"), help="what to do")
+    cache.add_argument("--cache-dir", metavar="DIR",
+                       help="the cache directory (default: $KILN_CACHE_DIR, else "
+                            "$XDG_CACHE_HOME/kiln, else ~/.cache/kiln)")
+
+
+def build_parser(version):
+    parser = argparse.ArgumentParser(
+        prog="kiln", description="kiln: JAX's API as a source-to-source compiler.")
+    parser.add_argument("--version", action="version", version=f"kiln {version}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in (_add_show, _add_doctor, _add_cache):
+        add(commands)
     return parser
 
 

@@ -1,9 +1,14 @@
-"""The `kiln` command line: `kiln show` stages, targets, argument specs, colours and exit codes.
+"""The `kiln` command line: `kiln show` stages (Python, fused, LLVM IR, assembly), targets,
+argument specs, colours, `kiln doctor`, `kiln cache`, and every error path's message and exit code.
 
 Most tests run `main([...])` in-process on small functions written to files under tmp_path; one
-test runs the installed `kiln` console script. The argument-spec grammar is tested directly
-(every form, canonical round trip, example values) and through the command (carets).
+test runs the installed `kiln` console script and one runs the command in a fresh interpreter
+where llvmlite cannot be imported. The argument-spec grammar is tested directly (every form,
+canonical round trip, example values) and through the command (carets). Doctor's probes of
+optional backends are tested against absent and fake packages (CuPy, mpi4py, nvcc, PJRT
+plug-ins), and the highlighters both through Pygments and with Pygments made unimportable.
 """
+import os
 import re
 import subprocess
 import sys
@@ -14,7 +19,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import kiln
-from kiln.compiler import argspec, cli
+from kiln.compiler import argspec, cli, doctor, highlight
 
 ROOT = Path(__file__).resolve().parents[1]
 MLP_PARAMS = "list[(f32[784,512],f32[512]),(f32[512,512],f32[512]),(f32[512,10],f32[10])]"
@@ -476,7 +481,13 @@ def test_canonical_form_round_trips(tree):
 
 # ------------------------------------------------------------------------- colour, version
 
-def test_color_always_highlights_and_strips_to_plain(capsys, sample):
+@pytest.fixture
+def no_pygments(monkeypatch):
+    """Make `import pygments` fail, so that the built-in highlighter runs."""
+    monkeypatch.setitem(sys.modules, "pygments", None)
+
+
+def test_builtin_color_highlights_and_strips_to_plain(capsys, sample, no_pygments):
     _, plain, _ = show(capsys, f"{sample}:dead", "f32[3]", stage="ssa", extra=["--color", "never"])
     code, colored, _ = show(capsys, f"{sample}:dead", "f32[3]", stage="ssa",
                             extra=["--color", "always"])
@@ -492,9 +503,21 @@ def test_color_auto_is_off_when_not_a_tty(capsys, sample):
     assert code == 0 and "\x1b[" not in out
 
 
+@pytest.mark.parametrize("tty, no_color, expected", [
+    (True, None, True), (True, "1", False), (False, None, False)])
+def test_color_auto_follows_the_terminal_and_no_color(monkeypatch, tty, no_color, expected):
+    monkeypatch.setattr(sys, "stdout", type("Out", (), {"isatty": lambda self: tty})())
+    if no_color is None:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+    else:
+        monkeypatch.setenv("NO_COLOR", no_color)
+    assert cli._use_color("auto") is expected
+    assert cli._use_color("always") and not cli._use_color("never")
+
+
 def test_highlighter_leaves_non_python_alone():
     text = "define i32 @f() {\n  ret i32 0\n"
-    assert cli.highlight_python(text) == text
+    assert highlight.highlight_python(text) == text
 
 
 def test_version(capsys):
@@ -515,8 +538,13 @@ def test_help_documents_the_grammar_and_the_docs_match(capsys):
         assert stage in out
     docs = (ROOT / "docs" / "cli.md").read_text()
     assert argspec.GRAMMAR in docs
-    for stage in cli.STAGES:
+    for stage in [*cli.STAGES, *cli.UNAVAILABLE_STAGES]:
         assert f"`{stage}`" in docs
+    for text in ("## `kiln doctor`", "## `kiln cache`", "`--cache-dir DIR`", "`KILN_CACHE_DIR`",
+                 "`--color auto|always|never`", "`NO_COLOR`", "`--stage STAGE`"):
+        assert text in docs.replace("\\|", "|"), text
+    for title, probes in doctor.SECTIONS:
+        assert title in docs and all(label in docs for label, _ in probes)
 
 
 
@@ -536,3 +564,349 @@ def test_unhashable_static_value_is_a_usage_error(capsys, sample):
 def test_concretization_error_mentions_the_command_line(capsys, sample):
     _, _, err = show(capsys, f"{sample}:concrete", "i32[3]")
     assert "--static NAME=VALUE" in err
+
+
+# ------------------------------------------------------------------ native and fused stages
+
+NATIVE = '''
+import kiln.numpy as jnp
+
+def f(x, y):
+    return jnp.sum(jnp.tanh(x * 2.0 + y), axis=1)
+
+def cosine(x):
+    return jnp.cos(x) + 1.0
+
+def vector(x):
+    return jnp.sin(x) * 2.0
+'''
+
+
+@pytest.fixture
+def native(tmp_path):
+    path = tmp_path / "native.py"
+    path.write_text(NATIVE)
+    return path
+
+
+def test_fused_stage_is_the_llvm_pipelines_output(capsys, native):
+    code, out, err = show(capsys, f"{native}:f", "f32[4,5]", "f32[5]", stage="fused")
+    assert code == 0, err
+    assert "fusion(" in out and "body=" in out
+    fn = sample_module(native).f
+    x, y = np.zeros((4, 5), np.float32), np.zeros(5, np.float32)
+    assert out.rstrip("\n") == kiln.jit(fn, backend="llvm").lower(x, y).as_text().rstrip("\n")
+
+
+def test_llvm_stages_print_ir_and_assembly(capsys, native):
+    target = f"{native}:f"
+    code, optimised, err = show(capsys, target, "f32[4,5]", "f32[5]", stage="llvm")
+    assert code == 0, err
+    assert "define" in optimised and "kiln_main" in optimised
+    code, unoptimised, err = show(capsys, target, "f32[4,5]", "f32[5]", stage="llvm-unoptimized")
+    assert code == 0, err
+    assert "define" in unoptimised and unoptimised != optimised
+    code, asm, err = show(capsys, target, "f32[4,5]", "f32[5]", stage="asm")
+    assert code == 0, err
+    assert "kiln_main" in asm and re.search(r"^\s+ret", asm, re.M)  # an instruction
+
+
+def test_native_stages_of_static_arguments_and_jitted_targets(capsys, sample):
+    code, out, err = show(capsys, f"{sample}:reshape", "f32[6]", "2", stage="asm")
+    assert code == 0, err
+    assert "kiln_main" in out
+    code, out, err = show(capsys, f"{sample}:jitted", "f32[2]", stage="llvm")
+    assert code == 0, err
+    assert "define" in out and "sin" in out
+
+
+def test_missing_lowering_is_a_located_compile_error(capsys, native, monkeypatch):
+    from kiln.compiler.primitives import PRIMITIVES
+    code, _, err = show(capsys, f"{native}:cosine", "f32[3]", stage="llvm")
+    assert code == 0, err
+    for rule in ("llvm_scalar", "llvm"):
+        monkeypatch.delitem(PRIMITIVES["cos"].rules, rule, raising=False)
+    code, out, err = show(capsys, f"{native}:cosine", "f32[5]", stage="asm")
+    assert code == 1 and out == ""
+    assert err.startswith("kiln show: error: CompileError:") and "'cos'" in err
+    _assert_located(err, native, NATIVE.splitlines().index("    return jnp.cos(x) + 1.0") + 1,
+                    "return jnp.cos(x) + 1.0")
+
+
+@pytest.mark.parametrize("stage, what", [("cuda", "CUDA"), ("stablehlo", "StableHLO")])
+def test_stages_of_absent_backends_are_usage_errors(capsys, native, stage, what):
+    code, out, err = show(capsys, f"{native}:vector", "f32[3]", stage=stage)
+    assert code == 2 and out == ""
+    assert f"kiln show: error: stage '{stage}'" in err and what in err
+    assert "is not available in this build" in err
+
+
+def test_stage_help_lists_every_stage(capsys):
+    code, out, _ = run(capsys, "show", "--help")
+    assert code == 0
+    for name in [*cli.STAGES, *cli.UNAVAILABLE_STAGES]:
+        assert re.search(rf"^  {re.escape(name)} ", out, re.M), name
+    assert "not available in this build" in out
+
+
+def test_vmap_options_belong_to_the_vmap_stage(capsys, native):
+    code, _, err = show(capsys, f"{native}:vector", "f32[3]", stage="llvm", extra=["--in-axes", "0"])
+    assert code == 2 and "--in-axes and --axis-name are options of --stage vmap" in err
+
+
+def test_grad_of_a_non_scalar_output_is_a_clean_error(capsys, native):
+    code, out, err = show(capsys, f"{native}:vector", "f32[3]", stage="grad")
+    assert code == 1 and out == ""
+    assert err.startswith("kiln show: error: TypeError: Gradient only defined for scalar-output "
+                          "functions. Output had shape: (3,).")
+    assert "Traceback" not in err and str(native) in err
+
+
+def test_a_bug_in_kiln_still_shows_its_traceback(capsys, native, monkeypatch):
+    def broken(fn, call):
+        return argspec.ArraySpec(np.float32, None)  # TypeError inside kiln: not a `raise`
+    monkeypatch.setitem(cli.STAGES, "ssa", cli.STAGES["ssa"]._replace(run=broken))
+    code, _, err = show(capsys, f"{native}:vector", "f32[3]", stage="ssa")
+    assert code == 1 and "compiling vector failed" in err and "Traceback" in err
+
+
+def test_only_deliberate_errors_count_as_the_users():
+    with pytest.raises(argspec.SpecError) as deliberate:
+        argspec.parse("f32[")
+    with pytest.raises(TypeError) as accidental:
+        argspec.ArraySpec(np.float32, None)
+    assert cli._is_user_error(deliberate.value)
+    assert not cli._is_user_error(accidental.value)
+    assert not cli._is_user_error(RuntimeError("x"))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["show", "{native}:vector", "--bogus"], "unrecognized arguments: --bogus"),
+    (["show", "{native}:vector", "--color", "sometimes"], "invalid choice: 'sometimes'"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["cache"], "the following arguments are required: action"),
+    (["cache", "empty"], "invalid choice: 'empty'"),
+    (["doctor", "--verbose"], "unrecognized arguments: --verbose"),
+])
+def test_bad_options_are_usage_errors(capsys, native, argv, message):
+    code, out, err = run(capsys, *[a.format(native=native) for a in argv])
+    assert code == 2 and out == "" and message in err and err.startswith("usage: kiln")
+
+
+# ------------------------------------------------------------------------------- colours
+
+COLOR_STAGES = ["source", "ssa", "fused", "llvm", "llvm-unoptimized", "asm"]
+
+
+@pytest.mark.parametrize("pygments", [True, False], ids=["pygments", "builtin"])
+@pytest.mark.parametrize("stage", COLOR_STAGES)
+def test_color_always_and_never(capsys, native, monkeypatch, stage, pygments):
+    if not pygments:
+        monkeypatch.setitem(sys.modules, "pygments", None)
+    elif highlight.highlight_pygments("x", "python") is None:
+        pytest.skip("Pygments is not installed")
+    _, plain, _ = show(capsys, f"{native}:f", "f32[4,5]", "f32[5]", stage=stage,
+                       extra=["--color", "never"])
+    code, colored, err = show(capsys, f"{native}:f", "f32[4,5]", "f32[5]", stage=stage,
+                              extra=["--color", "always"])
+    assert code == 0, err
+    assert "\x1b[" not in plain and "\x1b[" in colored
+    assert ANSI.sub("", colored) == plain
+
+
+def test_builtin_llvm_and_asm_colours(no_pygments):
+    ir = "; c\ndefine i32 @f(ptr %a) {\nentry:\n  %x = load i32, ptr %a, !tbaa !0\n  ret i32 7\n}\n"
+    colored = highlight.highlight(ir, "llvm")
+    for piece, style in [("; c", "comment"), ("define", "keyword"), ("i32", "type"),
+                         ("@f", "name"), ("%x", "name"), ("entry:", "label"), ("!0", "comment"),
+                         ("7", "number"), ("load", "keyword")]:
+        assert f"{highlight.STYLES[style]}{piece}{highlight.RESET}" in colored, piece
+    asm = "f:\n\t.p2align 4\n\tmovq\t8(%rdi), %rax   # load\n\taddq\t$1, %rax\n\tret\n"
+    colored = highlight.highlight(asm, "asm")
+    for piece, style in [("f:", "label"), ("\t.p2align", "directive"), ("\tmovq", "keyword"),
+                         ("%rdi", "name"), ("# load", "comment"), ("$1", "number")]:
+        assert f"{highlight.STYLES[style]}{piece}{highlight.RESET}" in colored, piece
+    assert ANSI.sub("", colored) == asm
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("abi32%@!;#$.:_- \t\n\"0x9(),[]{}<>'")),
+               max_size=80), st.sampled_from(["python", "llvm", "asm"]))
+def test_builtin_highlighters_only_add_escapes(text, language):
+    assert ANSI.sub("", highlight.BUILTIN[language](text)) == text
+
+
+# -------------------------------------------------------------------------------- doctor
+
+def test_doctor_prints_every_section(capsys):
+    import llvmlite
+    import llvmlite.binding as llvm
+    code, out, err = run(capsys, "doctor")
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    for title, probes in doctor.SECTIONS:
+        assert title in lines
+        for label, _ in probes:
+            assert any(line.startswith(f"  {label} ") for line in lines), label
+    row = {line[2:2 + doctor.LABEL_WIDTH].strip(): line[2 + doctor.LABEL_WIDTH:].strip()
+           for line in lines if line.startswith("  ") and line[2] != " "}
+    assert row["version"].startswith(kiln.__version__)
+    assert row["numpy"] == np.__version__
+    assert row["llvmlite"] == llvmlite.__version__
+    assert row["LLVM"] == ".".join(map(str, llvm.llvm_version_info))
+    assert row["host CPU"] == llvm.get_host_cpu_name()
+    assert "enabled:" in row["CPU features"]
+    assert "sgemm found" in row["kiln calls"] and "dgemm found" in row["kiln calls"]
+    assert "error:" not in out
+
+
+def test_probes_never_raise():
+    def unavailable():
+        raise doctor.Unavailable("thing not installed")
+    assert doctor.probe(lambda: 1 / 0) == "error: ZeroDivisionError: division by zero"
+    assert doctor.probe(unavailable) == "no: thing not installed"
+    assert doctor.probe(lambda: 3) == "3"
+    text = doctor.report([("broken", [("a", lambda: 1 / 0), ("b", lambda: "ok")])])
+    assert text == "broken\n  a" + " " * (doctor.LABEL_WIDTH - 1) + \
+        "error: ZeroDivisionError: division by zero\n  b" + " " * (doctor.LABEL_WIDTH - 1) + "ok\n"
+
+
+def _doctor_row(label):
+    probe = dict(p for _, probes in doctor.SECTIONS for p in probes)[label]
+    return doctor.probe(probe)
+
+
+def test_doctor_threads(monkeypatch):
+    monkeypatch.setenv("KILN_NUM_THREADS", "3")
+    assert _doctor_row("compiled loops") == "3 (KILN_NUM_THREADS)"
+    monkeypatch.setenv("KILN_NUM_THREADS", "lots")
+    assert _doctor_row("compiled loops").startswith("error: ValueError: KILN_NUM_THREADS='lots'")
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
+    assert _doctor_row("BLAS") == "2 (OPENBLAS_NUM_THREADS)"
+
+
+def test_doctor_optional_backends_absent(monkeypatch, tmp_path):
+    for name in ("cupy", "mpi4py", "libtpu", "jax_plugins"):
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setattr(doctor.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(doctor.importlib.metadata, "entry_points", lambda group: [])
+    for name in ("PJRT_PLUGIN_LIBRARY_PATH", "PJRT_NAMES_AND_LIBRARY_PATHS", "CUDA_HOME",
+                 "CUDA_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert _doctor_row("CuPy").startswith("no: cupy not installed (pip install cupy")
+    assert _doctor_row("GPUs").startswith("no: needs CuPy, which is not installed")
+    assert _doctor_row("NVRTC") == "no: needs CuPy, which is not installed"
+    assert _doctor_row("nvcc") == "no: nvcc is not on PATH (nor in $CUDA_HOME/bin)"
+    assert _doctor_row("PJRT plug-ins").startswith("no: none found (set PJRT_PLUGIN_LIBRARY_PATH")
+    assert _doctor_row("MPI").startswith("no: mpi4py not installed (pip install mpi4py")
+
+
+def test_doctor_optional_backends_present(monkeypatch, tmp_path):
+    import types
+    runtime = types.SimpleNamespace(getDeviceCount=lambda: 2,
+                                    getDeviceProperties=lambda i: {"name": f"GPU{i}".encode()})
+    nvrtc = types.SimpleNamespace(getVersion=lambda: (12, 4))
+    cupy = types.SimpleNamespace(__version__="13.0.0",
+                                 cuda=types.SimpleNamespace(runtime=runtime, nvrtc=nvrtc))
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setitem(sys.modules, "mpi4py", types.SimpleNamespace(__version__="4.0.0"))
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.4, V12.4.99'\n")
+    nvcc.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    plugin = tmp_path / "pjrt_plugin_fake.so"
+    plugin.write_bytes(b"")
+    monkeypatch.setenv("PJRT_PLUGIN_LIBRARY_PATH", str(plugin))
+    monkeypatch.setenv("PJRT_NAMES_AND_LIBRARY_PATHS", "tpu:/opt/libtpu.so")
+    assert _doctor_row("CuPy") == "13.0.0"
+    assert _doctor_row("GPUs") == "2: GPU0, GPU1"
+    assert _doctor_row("NVRTC") == "NVRTC 12.4 (through CuPy)"
+    assert _doctor_row("nvcc") == f"{nvcc} (Cuda compilation tools, release 12.4, V12.4.99)"
+    pjrt = _doctor_row("PJRT plug-ins")
+    assert f"PJRT_PLUGIN_LIBRARY_PATH ({plugin})" in pjrt and "tpu (/opt/libtpu.so)" in pjrt
+    assert _doctor_row("MPI").startswith("mpi4py 4.0.0; launcher: ")
+    runtime.getDeviceCount = lambda: 0
+    assert _doctor_row("GPUs") == "no: CUDA sees no GPU"
+
+
+def test_doctor_cache_rows(monkeypatch, tmp_path):
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    assert _doctor_row("path") == str(tmp_path / "llvm")
+    assert _doctor_row("size") == "0 entries, 0 bytes"
+    monkeypatch.setenv("KILN_CACHE_DIR", "off")
+    assert _doctor_row("path") == "no: disabled (KILN_CACHE_DIR='off')"
+
+
+def test_format_bytes():
+    assert doctor.format_bytes(0) == "0 bytes"
+    assert doctor.format_bytes(1023) == "1023 bytes"
+    assert doctor.format_bytes(1536) == "1.5 KiB (1536 bytes)"
+    assert doctor.format_bytes(3 * 2**30) == "3.0 GiB (3221225472 bytes)"
+
+
+WITHOUT_LLVMLITE = '''
+import sys
+sys.modules["llvmlite"] = None      # `import llvmlite` fails as if it were not installed
+from kiln.compiler import cli
+codes = [cli.main(["doctor"]), cli.main(["cache", "info"]),
+         cli.main(["show", sys.argv[1], "--arg", "f32[3]", "--stage", "llvm"]),
+         cli.main(["show", sys.argv[1], "--arg", "f32[3]", "--stage", "fused"])]
+print("codes", codes)
+'''
+
+
+def test_without_llvmlite_doctor_reports_and_native_stages_fail_cleanly(native):
+    proc = subprocess.run([sys.executable, "-c", WITHOUT_LLVMLITE, f"{native}:vector"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.rstrip().endswith("codes [0, 1, 1, 0]")
+    assert re.search(r"^  llvmlite +no: llvmlite not installed", proc.stdout, re.M)
+    assert re.search(r"^  host CPU +no: needs llvmlite", proc.stdout, re.M)
+    assert re.search(r"^  numpy +" + re.escape(np.__version__), proc.stdout, re.M)
+    assert "fusion(" in proc.stdout
+    assert proc.stderr.count("error: the LLVM backend is unavailable") == 2
+    assert "Traceback" not in proc.stderr
+
+
+# --------------------------------------------------------------------------------- cache
+
+def _fill_cache(root, sizes):
+    from kiln.compiler.backends.llvm import disk_cache
+    cache = disk_cache.DiskCache(root / "llvm")
+    for i, size in enumerate(sizes):
+        assert cache.store(disk_cache.key(str(i)), b"x" * size)
+    return cache.info()["bytes"]
+
+
+def test_cache_info_and_clear(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    total = _fill_cache(tmp_path, [100, 2000])
+    code, out, _ = run(capsys, "cache", "info")
+    assert code == 0
+    assert out == (f"path     {tmp_path / 'llvm'}\nentries  2\n"
+                   f"size     {doctor.format_bytes(total)}\n")
+    code, out, _ = run(capsys, "cache", "clear")
+    assert code == 0
+    assert out == f"removed 2 entries ({doctor.format_bytes(total)}) from {tmp_path / 'llvm'}\n"
+    code, out, _ = run(capsys, "cache", "info")
+    assert code == 0 and "entries  0\n" in out and "size     0 bytes" in out
+
+
+def test_cache_dir_option_overrides_the_environment(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path / "env"))
+    _fill_cache(tmp_path / "option", [10])
+    code, out, _ = run(capsys, "cache", "info", "--cache-dir", tmp_path / "option")
+    assert code == 0 and f"path     {tmp_path / 'option' / 'llvm'}" in out and "entries  1" in out
+    assert os.environ["KILN_CACHE_DIR"] == str(tmp_path / "env")   # restored
+    monkeypatch.delenv("KILN_CACHE_DIR")
+    code, out, _ = run(capsys, "cache", "clear", "--cache-dir", tmp_path / "option")
+    assert code == 0 and out.startswith("removed 1 entries")
+    assert "KILN_CACHE_DIR" not in os.environ
+
+
+@pytest.mark.parametrize("action", ["info", "clear"])
+def test_disabled_cache(capsys, monkeypatch, action):
+    monkeypatch.setenv("KILN_CACHE_DIR", "off")
+    code, out, _ = run(capsys, "cache", action)
+    assert code == 0 and out == "the disk cache is disabled (KILN_CACHE_DIR='off')\n"

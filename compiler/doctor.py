@@ -1,0 +1,332 @@
+"""`kiln doctor`: what kiln finds on this machine, for bug reports and for setting up backends.
+
+`report()` returns the text `kiln doctor` prints: one section per topic (`SECTIONS`: kiln and
+Python versions, LLVM and the host CPU it targets, BLAS, threads, the disk cache, optional
+backends), one row per probe. A probe is a function returning the row's value; it raises
+`Unavailable(reason)` for something absent here (printed `no: reason`), and any other exception
+it raises is printed as `error: ...` on its row, so a broken installation never stops the
+report. Optional packages (CuPy, mpi4py, PJRT plug-ins) are looked up without initialising
+anything heavy: `mpi4py.MPI` (which starts MPI) is never imported, and a package that is not
+installed costs one failed import.
+
+Like the rest of `kiln.compiler`, this module imports the runtime (`kiln`) and llvmlite only
+inside the probes that need them.
+"""
+import ctypes.util
+import glob
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import textwrap
+
+LABEL_WIDTH = 18
+_WRAP = 100
+
+
+class Unavailable(Exception):
+    """A probe found that something is not usable here; the message says why."""
+
+
+def _require(module, install):
+    """Import `module`; Unavailable("<module> not installed (<install>)") when it is absent."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        top = module.split(".")[0]
+        if getattr(e, "name", None) in (top, module):
+            raise Unavailable(f"{top} not installed ({install})") from None
+        raise Unavailable(f"importing {module} failed: {e}") from None
+
+
+def _need(module, install, display):
+    """`_require`, for the probes after the one that reports `module` itself: their reason is
+    short ("needs llvmlite, which is not installed"), the first row says how to install it."""
+    try:
+        return _require(module, install)
+    except Unavailable as e:
+        raise Unavailable(f"needs {display}, which is not installed" if "not installed" in
+                          str(e) else f"needs {display} ({e})") from None
+
+
+def format_bytes(n):
+    """`1234567` -> `1.2 MiB (1234567 bytes)`; `10` -> `10 bytes`."""
+    size, unit = float(n), "bytes"
+    for bigger in ("KiB", "MiB", "GiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    return f"{n} bytes" if unit == "bytes" else f"{size:.1f} {unit} ({n} bytes)"
+
+
+# ------------------------------------------------------------------------------ kiln, Python
+
+def _kiln_version():
+    import kiln
+    return f"{kiln.__version__} ({os.path.dirname(kiln.__file__)})"
+
+
+def _backends():
+    from . import backends
+    names = ("reference", "llvm", "cuda", "pjrt")
+    present = [n for n in names if importlib.util.find_spec(f"{backends.__name__}.{n}")]
+    missing = [n for n in names if n not in present]
+    note = f" ({', '.join(missing)}: not in this build)" if missing else ""
+    return ", ".join(present) + note
+
+
+def _python():
+    return (f"{platform.python_version()} ({platform.python_implementation()}, "
+            f"{sys.executable}) on {platform.platform()}")
+
+
+def _numpy():
+    import numpy
+    return numpy.__version__
+
+
+def _scipy():
+    return _require("scipy", "pip install scipy").__version__
+
+
+# ------------------------------------------------------------------------------------- LLVM
+
+_LLVMLITE_INSTALL = "pip install llvmlite; the LLVM backend needs it"
+
+
+def _binding():
+    """llvmlite.binding with the native target initialised (kiln's own initialisation)."""
+    _need("llvmlite.binding", _LLVMLITE_INSTALL, "llvmlite")
+    from .backends.llvm import target
+    target.triple()
+    return target
+
+
+def _llvmlite():
+    return _require("llvmlite", _LLVMLITE_INSTALL).__version__
+
+
+def _llvm():
+    _binding()
+    import llvmlite.binding as llvm
+    return ".".join(map(str, llvm.llvm_version_info))
+
+
+def _triple():
+    return _binding().triple()
+
+
+def _host_cpu():
+    return _binding().host_cpu()[0]
+
+
+def _cpu_features():
+    features = _binding().host_cpu()[1].split(",")
+    enabled = sorted(f[1:] for f in features if f.startswith("+"))
+    return f"{len(enabled)} enabled: " + " ".join(enabled)
+
+
+# ------------------------------------------------------------------------------------- BLAS
+
+def _kiln_blas():
+    _binding()
+    from .backends.llvm import blas
+    library = blas.library()
+    found = {name: bool(library.lookup(name)) for name in ("sgemm", "dgemm")}
+    routines = ", ".join(f"{name} {'found' if ok else 'MISSING'}" for name, ok in found.items())
+    return f"{library.name} ({library.int_bits}-bit integers): {routines}"
+
+
+def _build_blas(module):
+    config = module.show_config(mode="dicts")
+    blas = config.get("Build Dependencies", {}).get("blas", {})
+    if not blas.get("found", True) or not blas.get("name"):
+        raise Unavailable(f"{module.__name__} reports no BLAS")
+    detail = blas.get("openblas configuration") or blas.get("version") or ""
+    return f"{blas['name']} {blas.get('version', '')}".strip() + (f" ({detail})" if detail else "")
+
+
+def _numpy_blas():
+    import numpy
+    return _build_blas(numpy)
+
+
+def _scipy_blas():
+    return _build_blas(_require("scipy", "pip install scipy"))
+
+
+# ---------------------------------------------------------------------------------- threads
+
+def _threads():
+    _binding()
+    from .backends.llvm import parallel
+    count = parallel.num_threads()
+    if os.environ.get("KILN_NUM_THREADS", "").strip():
+        return f"{count} (KILN_NUM_THREADS)"
+    return f"{count} (the cores this process may use; KILN_NUM_THREADS overrides)"
+
+
+def _blas_threads():
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        if os.environ.get(name, "").strip():
+            return f"{os.environ[name].strip()} ({name})"
+    return f"{os.cpu_count()} (OpenBLAS's default: every core; OPENBLAS_NUM_THREADS overrides)"
+
+
+# ------------------------------------------------------------------------------- disk cache
+
+def _cache_info():
+    _binding()
+    from .backends.llvm import disk_cache
+    return disk_cache.info()
+
+
+def _cache_path():
+    info = _cache_info()
+    if not info["enabled"]:
+        raise Unavailable(f"disabled (KILN_CACHE_DIR={os.environ.get('KILN_CACHE_DIR')!r})")
+    return info["path"]
+
+
+def _cache_size():
+    info = _cache_info()
+    if not info["enabled"]:
+        raise Unavailable("disabled")
+    return f"{info['entries']} entries, {format_bytes(info['bytes'])}"
+
+
+# ------------------------------------------------------------------------- optional backends
+
+_CUPY_INSTALL = "pip install cupy-cuda12x; kiln's CUDA backend runs through CuPy"
+
+
+def _cupy():
+    return _require("cupy", _CUPY_INSTALL).__version__
+
+
+def _need_cupy():
+    return _need("cupy", _CUPY_INSTALL, "CuPy")
+
+
+def _driver_gpus():
+    """GPUs the NVIDIA driver lists (Linux), without CUDA."""
+    return glob.glob("/proc/driver/nvidia/gpus/*")
+
+
+def _gpus():
+    try:
+        cupy = _need_cupy()
+    except Unavailable as e:
+        seen = len(_driver_gpus())
+        raise Unavailable(f"{e}" + (f"; the NVIDIA driver lists {seen} GPU(s)" if seen else ""))
+    runtime = cupy.cuda.runtime
+    try:
+        count = runtime.getDeviceCount()
+    except Exception as e:  # CUDARuntimeError without a driver or a device
+        raise Unavailable(f"CUDA sees no GPU: {e}") from None
+    if not count:
+        raise Unavailable("CUDA sees no GPU")
+    names = [runtime.getDeviceProperties(i)["name"].decode() for i in range(count)]
+    return f"{count}: " + ", ".join(names)
+
+
+def _nvrtc():
+    cupy = _need_cupy()
+    try:
+        major, minor = cupy.cuda.nvrtc.getVersion()
+    except Exception as e:
+        raise Unavailable(f"CuPy cannot load NVRTC: {e}") from None
+    return f"NVRTC {major}.{minor} (through CuPy)"
+
+
+def _nvcc():
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    path = shutil.which("nvcc") or (home and shutil.which("nvcc", path=os.path.join(home, "bin")))
+    if not path:
+        raise Unavailable("nvcc is not on PATH (nor in $CUDA_HOME/bin)")
+    out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20).stdout
+    release = next((line.strip() for line in out.splitlines() if "release" in line), "")
+    return f"{path}" + (f" ({release})" if release else "")
+
+
+def _pjrt_plugins():
+    """(name, where) of every PJRT plug-in this environment points at or has installed."""
+    found = []
+    path = os.environ.get("PJRT_PLUGIN_LIBRARY_PATH")
+    if path:
+        state = "" if os.path.exists(path) else ", MISSING"
+        found.append(("PJRT_PLUGIN_LIBRARY_PATH", path + state))
+    for item in filter(None, os.environ.get("PJRT_NAMES_AND_LIBRARY_PATHS", "").split(",")):
+        name, _, library = item.partition(":")
+        found.append((name, library))
+    libtpu = importlib.util.find_spec("libtpu")
+    if libtpu is not None:
+        found.append(("libtpu", os.path.dirname(libtpu.origin or "") or "installed"))
+    namespace = importlib.util.find_spec("jax_plugins")
+    for directory in (namespace.submodule_search_locations or []) if namespace else []:
+        for entry in sorted(os.listdir(directory)):
+            if not entry.startswith(("_", ".")):
+                found.append((entry, os.path.join(directory, entry)))
+    for point in importlib.metadata.entry_points(group="jax_plugins"):
+        found.append((point.name, point.value))
+    return found
+
+
+def _pjrt():
+    found = _pjrt_plugins()
+    if not found:
+        raise Unavailable("none found (set PJRT_PLUGIN_LIBRARY_PATH to a plug-in's .so, or "
+                          "install one: libtpu, a jax_plugins package)")
+    return ", ".join(f"{name} ({where})" for name, where in found)
+
+
+def _mpi():
+    mpi4py = _require("mpi4py", "pip install mpi4py; multi-host pmap runs over MPI")
+    launcher = shutil.which("mpiexec") or shutil.which("mpirun")
+    library = ctypes.util.find_library("mpi")
+    return (f"mpi4py {mpi4py.__version__}; launcher: {launcher or 'no mpiexec/mpirun on PATH'}"
+            + (f"; {library}" if library else ""))
+
+
+# ---------------------------------------------------------------------------------- report
+
+SECTIONS = [
+    ("kiln", [("version", _kiln_version), ("backends", _backends)]),
+    ("Python", [("python", _python), ("numpy", _numpy), ("scipy", _scipy)]),
+    ("LLVM", [("llvmlite", _llvmlite), ("LLVM", _llvm), ("target triple", _triple),
+              ("host CPU", _host_cpu), ("CPU features", _cpu_features)]),
+    ("BLAS", [("kiln calls", _kiln_blas), ("numpy built with", _numpy_blas),
+              ("scipy built with", _scipy_blas)]),
+    ("threads", [("compiled loops", _threads), ("BLAS", _blas_threads)]),
+    ("disk cache", [("path", _cache_path), ("size", _cache_size)]),
+    ("optional backends", [("CuPy", _cupy), ("GPUs", _gpus), ("NVRTC", _nvrtc),
+                           ("nvcc", _nvcc), ("PJRT plug-ins", _pjrt), ("MPI", _mpi)]),
+]
+
+
+def probe(run):
+    """The value `run()` reports, `no: <reason>`, or `error: <exception>`; never raises."""
+    try:
+        return str(run())
+    except Unavailable as e:
+        return f"no: {e}"
+    except Exception as e:
+        return f"error: {type(e).__name__}: {e}"
+
+
+def _row(label, value):
+    lines = textwrap.wrap(value, _WRAP - LABEL_WIDTH - 2, break_on_hyphens=False) or [""]
+    pad = " " * (LABEL_WIDTH + 2)
+    return f"  {label:<{LABEL_WIDTH}}" + ("\n" + pad).join(lines)
+
+
+def report(sections=SECTIONS):
+    """The text `kiln doctor` prints."""
+    blocks = []
+    for title, probes in sections:
+        blocks.append("\n".join([title] + [_row(label, probe(run)) for label, run in probes]))
+    return "\n\n".join(blocks) + "\n"
