@@ -6,9 +6,17 @@ transposed, contractions over several axes in any pair order, contraction length
 dtypes float32/float64/int32 and `preferred_element_type`, and compared with the reference
 backend. Large fused nests (elementwise chains, reductions over leading, trailing and all axes,
 transposed views, iota) run on several threads and must match the reference, also when several
-Python threads call them at once. Performance is never asserted here (see BENCHMARKS.md).
+Python threads call them at once. The on-disk object cache is exercised across processes: a
+second process loads the object code without building IR, and damaged entries are recompiled.
+Performance is never asserted here (see BENCHMARKS.md).
 """
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 import kiln
@@ -169,7 +177,70 @@ def test_concurrent_calls_of_parallel_kernels():
     from concurrent.futures import ThreadPoolExecutor
     f = kiln.jit(lambda x: jnp.sum(x * x + 1.0, axis=0), backend="llvm")
     xs = [np.full((700, 600), k, np.float32) for k in range(6)]
+    f(xs[0])   # specialise first: tracing is not thread-safe (calls of compiled code are)
     with ThreadPoolExecutor(3) as pool:
         results = list(pool.map(lambda x: np.asarray(f(x)), xs * 3))
     for x, got in zip(xs * 3, results):
         np.testing.assert_allclose(got, (x * x + 1).sum(axis=0), rtol=1e-5)
+
+
+# --------------------------------------------------------------------------- disk cache
+
+_CACHED_PROGRAM = '''
+import json, sys, time
+import numpy as np
+import kiln, kiln.numpy as jnp
+from kiln.compiler import passes
+from kiln.compiler.backends.llvm import compile_function
+
+def f(x, w):
+    return jnp.tanh(x @ w) * 2.0 + 1.0
+
+x, w = np.linspace(-1, 1, 96 * 64, dtype=np.float32).reshape(96, 64), np.eye(64, dtype=np.float32)
+ssa = passes.run_pipeline(kiln.make_ir(f)(x, w), pipeline=passes.PIPELINES["llvm"])
+start = time.perf_counter()
+executable = compile_function(ssa)
+seconds = time.perf_counter() - start
+built = "kiln.compiler.backends.llvm.codegen" in sys.modules
+out, = executable(x, w)
+ok = bool(np.allclose(out, np.tanh(x) * 2 + 1, atol=1e-5))
+text = executable.as_text("llvm") if sys.argv[1] == "text" else ""
+print(json.dumps({"seconds": seconds, "built": built, "ok": ok, "text": "kiln_main" in text}))
+'''
+
+
+def _run_cached(tmp_path, *args):
+    script = tmp_path / "cached_program.py"
+    script.write_text(_CACHED_PROGRAM)
+    env = {**os.environ, "KILN_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, str(script), *args], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _entries(tmp_path):
+    return sorted((tmp_path / "cache" / "llvm").glob("*.kobj"))
+
+
+def test_second_process_loads_object_code_from_disk(tmp_path):
+    first = _run_cached(tmp_path, "-")
+    assert first["ok"] and first["built"] and len(_entries(tmp_path)) == 1
+    second = _run_cached(tmp_path, "text")
+    assert second["ok"] and not second["built"]   # no IR built, the code generator not imported
+    assert second["text"]                        # the IR is rebuilt when asked for
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate"])
+def test_corrupt_entries_are_recompiled(tmp_path, damage):
+    _run_cached(tmp_path, "-")
+    entry, = _entries(tmp_path)
+    data = bytearray(entry.read_bytes())
+    if damage == "flip":
+        data[len(data) // 2] ^= 0xFF
+    else:
+        del data[len(data) // 3:]
+    entry.write_bytes(bytes(data))
+    again = _run_cached(tmp_path, "-")
+    assert again["ok"] and again["built"]
+    assert _run_cached(tmp_path, "-")["built"] is False   # the rewritten entry is whole

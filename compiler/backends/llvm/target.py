@@ -9,12 +9,14 @@
   libraries) that must run on other machines.
 - `optimize(text, machine)`: parse LLVM IR text, verify it, and run the new pass manager's O3
   pipeline tuned for `machine` (loop and SLP vectorisation, unrolling, interleaving on).
-- `load(module)`: add an optimised module to the one MCJIT `ExecutionEngine` of the process
-  and return a `Loaded` handle (addresses of its entry point and globals). Every module's
-  exported symbols are namespaced by the module's name (`<name>.kiln_main`), so modules of
-  several compiled functions coexist in the engine; module names are unique per function
-  (codegen names them after a hash of the SSA text).
-- `assembly(module, machine)` / `object_code(module, machine)`: native text / object bytes.
+- `object_code(module, machine)`: object bytes of an optimised module whose entry point was
+  renamed by `namespace_entry` (to `<name>.kiln_main`, so that the entry points of several
+  compiled functions coexist in the engine; module names are unique per function: codegen
+  names them after a hash of the SSA text); `assembly(module, machine)`: its native text.
+- `load_object(name, data)`: add object code (just made, or read from the disk cache) to the
+  one MCJIT `ExecutionEngine` of the process and return a `Loaded` handle (addresses of its
+  entry point and globals).
+- `LOCK`: llvmlite objects are not thread-safe; every use of them holds it.
 
 llvmlite is imported here and in every module of this package; `import kiln` never imports
 this package (the runtime imports it on the first LLVM compilation), so startup stays fast.
@@ -30,7 +32,7 @@ OPT_LEVEL = 3
 # bandwidth-bound, where full-width vectors win: ask for 512-bit vectors where available.
 _WIDE_VECTORS = "-prefer-256-bit"
 
-_LOCK = threading.RLock()   # llvmlite objects are not thread-safe; one compilation at a time
+LOCK = threading.RLock()   # llvmlite objects are not thread-safe; one compilation at a time
 
 
 @functools.lru_cache(maxsize=None)
@@ -41,6 +43,7 @@ def _initialized():
     return True
 
 
+@functools.lru_cache(maxsize=None)
 def host_cpu():
     """(cpu name, feature string) of the machine this process runs on."""
     _initialized()
@@ -50,6 +53,7 @@ def host_cpu():
     return llvm.get_host_cpu_name(), features
 
 
+@functools.lru_cache(maxsize=None)
 def triple():
     _initialized()
     return llvm.get_process_triple()
@@ -80,7 +84,7 @@ def parse(text, name=None):
     """LLVM IR text -> a verified ModuleRef (called `name`: the parser does not keep the
     module's name, and `load` namespaces symbols by it)."""
     _initialized()
-    with _LOCK:
+    with LOCK:
         module = llvm.parse_assembly(text)
         module.verify()
         if name is not None:
@@ -92,7 +96,7 @@ def optimize(text, name, machine=None):
     """Parse, verify and optimise `text` (module `name`) at O3 for `machine` (the host by
     default)."""
     machine = machine or host_machine()
-    with _LOCK:
+    with LOCK:
         module = parse(text, name)
         module.triple = machine.triple
         module.data_layout = str(machine.target_data)
@@ -107,12 +111,12 @@ def optimize(text, name, machine=None):
 
 
 def assembly(module, machine=None):
-    with _LOCK:
+    with LOCK:
         return (machine or host_machine()).emit_assembly(module)
 
 
 def object_code(module, machine=None):
-    with _LOCK:
+    with LOCK:
         return (machine or host_machine()).emit_object(module)
 
 
@@ -140,35 +144,21 @@ class Loaded:
 
     def __init__(self, name):
         self.name = name
-        with _LOCK:
+        with LOCK:
             self.entry = _engine().get_function_address(entry_symbol(name))
         if not self.entry:
             raise RuntimeError(f"kiln: the JIT did not define {entry_symbol(name)}")
 
     def global_address(self, symbol):
         """Address of an exported global of this module (0 when it has none)."""
-        with _LOCK:
+        with LOCK:
             return _engine().get_global_value_address(symbol)
-
-
-def load(module):
-    """Add an optimised ModuleRef (consumed) to the engine; its `Loaded` handle.
-
-    The entry point is renamed to `entry_symbol(module.name)` first, so that the entry points
-    of all loaded modules stay distinct."""
-    with _LOCK:
-        name = module.name
-        namespace_entry(module)
-        engine = _engine()
-        engine.add_module(module)
-        engine.finalize_object()
-        return Loaded(name)
 
 
 def load_object(name, data):
     """Add object code (made by `object_code` from a module prepared with `namespace_entry`)
     to the engine; its `Loaded` handle."""
-    with _LOCK:
+    with LOCK:
         engine = _engine()
         engine.add_object_file(llvm.ObjectFileRef.from_data(data))
         engine.finalize_object()
@@ -176,6 +166,7 @@ def load_object(name, data):
 
 
 def namespace_entry(module):
-    """Rename the entry point as `load` does (for object code meant for `load_object`)."""
+    """Rename the entry point to `entry_symbol(module.name)` (for object code meant for
+    `load_object`)."""
     module.get_function(ENTRY).name = entry_symbol(module.name)
     return module
