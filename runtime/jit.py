@@ -9,6 +9,8 @@ pipeline, and compiles it with the backend: `backend="reference"` (the default f
 run as Python over NumPy) or `backend="llvm"` (alias "cpu": native code through LLVM, after
 the LLVM pipeline, which also fuses; see `kiln.compiler.passes.PIPELINES`).
 
+`KILN_BACKEND=llvm` (or `reference`) sets the backend of every `jit` that names none (read when
+the `jit` is created; for testing one backend against the whole suite).
 `KILN_LOG_COMPILES=1` logs every (re)specialisation with its reason; `KILN_DUMP_DIR=dir`
 writes every stage; `kiln.disable_jit()` (or `KILN_DISABLE_JIT=1`) runs functions as plain
 Python.
@@ -157,9 +159,10 @@ class Jitted:
             else (donate_argnums,)
         self.donate_argnames = tuple(donate_argnames) if not isinstance(donate_argnames, str) \
             else (donate_argnames,)
-        self._backend = _BACKENDS.get(backend or "reference")
+        self._backend = _BACKENDS.get(backend or os.environ.get("KILN_BACKEND") or "reference")
         if self._backend is None:
-            raise ValueError(f"kiln.jit: unknown backend {backend!r}; available: "
+            raise ValueError(f"kiln.jit: unknown backend "
+                             f"{backend or os.environ.get('KILN_BACKEND')!r}; available: "
                              + ", ".join(map(repr, _BACKENDS)))
         self._cache = {}
         self.miss_reasons = []

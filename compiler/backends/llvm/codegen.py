@@ -19,13 +19,21 @@ A kernel's body comes from the primitive's lowering rule:
   fused group of one (lower_fused.py).
 A primitive with neither, or an operand of a dtype the backend cannot handle (complex), is a
 CompileError naming the primitive, its dtype and the user's line.
+
+Regions of structured control flow (lower_control.py) are compiled the same way into internal
+functions `void region(ptr in..., ptr out..., ptr workspace [, ptr arena])` (`region_function`,
+once per module); a region's workspace is part of its equation's scratch in the parent's plan.
+A function that pushes tapes keeps a tape arena on `kiln_main`'s stack (lower_tapes.py), passed
+to the kernels and regions that allocate; `kiln_main` frees it and returns
+`lower_tapes.OUT_OF_MEMORY` instead of 0 if an allocation failed.
 """
 import hashlib
+import weakref
 
 import llvmlite.ir as ir
 
 from ...errors import CompileError
-from ...ir.ssa import Literal
+from ...ir.ssa import Function, Literal, Var
 from . import ltypes as T
 from .buffers import Buffer, plan_storage, nbytes
 from .calls import intrinsic
@@ -38,21 +46,26 @@ from . import lower_structural
 from . import lower_reductions  # noqa: F401
 from . import lower_linalg  # noqa: F401
 from . import lower_indexing  # noqa: F401
+from . import lower_control  # noqa: F401
+from . import lower_callbacks  # noqa: F401
+from . import lower_tapes
 from . import lower_sorting  # noqa: F401
 
 
 class Kernel:
     """What a lowering rule gets as `ctx`: the module, the kernel function and its builder,
     the equation (for error messages), and `scratch`: a pointer to the workspace bytes the
-    primitive's `rules["llvm_scratch"](eqn)` asked for (None when it asks for none)."""
-    __slots__ = ("module", "function", "builder", "eqn", "scratch")
+    primitive's `rules["llvm_scratch"](eqn)` asked for (None when it asks for none), and
+    `arena`: the tape arena's header (lower_tapes.py) for equations that push or add tapes."""
+    __slots__ = ("module", "function", "builder", "eqn", "scratch", "arena")
 
-    def __init__(self, module, function, builder, eqn, scratch=None):
+    def __init__(self, module, function, builder, eqn, scratch=None, arena=None):
         self.module = module
         self.function = function
         self.builder = builder
         self.eqn = eqn
         self.scratch = scratch
+        self.arena = arena
 
     def error(self, message):
         return CompileError(message, self.eqn.info)
@@ -65,13 +78,21 @@ def module_name(fn, text):
 
 def build(fn):
     """(llvmlite ir.Module, storage Plan) of the SSA function `fn`."""
+    for x in fn.invars + fn.outvars:
+        if isinstance(x, Var) and x.aval.dtype.kind == "O":
+            raise T.unsupported(f"a tape argument or result of {fn.name}", x.aval.dtype)
     for eqn in fn.eqns:
         check_lowerable(eqn)
     module = ir.Module(name=module_name(fn, str(fn)))
     module.triple = target.triple()
-    plan = plan_storage(fn, lower_structural.aliasing, scratch_bytes)
+    plan = plan_function(fn)
     _Entry(module, fn, plan).emit()
     return module, plan
+
+
+def plan_function(fn):
+    """The storage plan of a function or region."""
+    return plan_storage(fn, lower_structural.aliasing, scratch_bytes)
 
 
 def scratch_bytes(eqn):
@@ -82,7 +103,8 @@ def scratch_bytes(eqn):
 def check_lowerable(eqn):
     """A CompileError if the backend cannot lower `eqn` (missing rule or unsupported dtype)."""
     for x in list(eqn.invars) + list(eqn.outvars):
-        if x.aval.dtype.kind not in "biuf":
+        kind = x.aval.dtype.kind
+        if kind not in "biuf" and not (kind == "O" and eqn.prim.name in TAPE_FRIENDLY):
             raise T.unsupported(f"the primitive {eqn.prim.name!r}", x.aval.dtype, eqn.info)
     rules = eqn.prim.rules
     if "llvm" not in rules and "llvm_scalar" not in rules:
@@ -93,6 +115,14 @@ def check_lowerable(eqn):
     for region in eqn.regions():
         for inner in region.eqns:
             check_lowerable(inner)
+
+
+# Primitives that may handle tapes (object dtype: 8-byte pointer slots): the tape operations,
+# control flow, and data movement indifferent to what it moves.
+TAPE_FRIENDLY = frozenset({
+    "tape_new", "tape_push", "tape_pop", "tape_add", "cond", "while_loop", "scan",
+    "custom_jvp_call", "custom_vjp_call", "remat", "fusion", "select_n", "broadcast_in_dim",
+    "transpose", "reshape", "squeeze", "slice", "rev", "concatenate"})
 
 
 class _Entry:
@@ -112,6 +142,7 @@ class _Entry:
         self.pointers = [b.load(b.gep(args, [T.i64(k)], inbounds=True, source_etype=T.PTR),
                                 typ=T.PTR, name=_pointer_name(k, n, m)) for k in range(n + m + 1)]
         self.n = n
+        self.arena = lower_tapes.open_arena(b) if lower_tapes.uses_arena(fn) else None
 
     def buffer(self, x):
         if isinstance(x, Literal):
@@ -131,23 +162,32 @@ class _Entry:
             if offset else ws
 
     def emit(self):
+        self.emit_equations()
+        b = self.builder
+        b.ret(T.I32(0) if self.arena is None else lower_tapes.close_arena(b, self.arena))
+
+    def emit_equations(self):
         for k, eqn in enumerate(self.fn.eqns):
             if eqn.outvars and self.plan.where[eqn.outvars[0]][0] == "alias":
                 continue
             self.kernel(eqn, k)
         for j, x in self.plan.copies:
             self.copy(Buffer(self.pointers[self.n + j], x.aval), self.buffer(x))
-        self.builder.ret(T.I32(0))
 
     def kernel(self, eqn, k):
         outs = [self.buffer(v) for v in eqn.outvars]
         ins = [self.buffer(x) for x in eqn.invars]
         pairs = [(buf, x) for buf, x in zip(outs + ins, eqn.outvars + eqn.invars)
                  if buf.const is None]
-        scratch = [self.workspace(self.plan.scratch[eqn])] if eqn in self.plan.scratch else []
-        fnty = ir.FunctionType(T.VOID, [T.PTR] * (len(pairs) + len(scratch)))
+        extras = {}
+        if eqn in self.plan.scratch:
+            extras["scratch"] = self.workspace(self.plan.scratch[eqn])
+        if self.arena is not None and lower_tapes.needs_arena(eqn):
+            extras["arena"] = self.arena
+        fnty = ir.FunctionType(T.VOID, [T.PTR] * (len(pairs) + len(extras)))
         label = eqn.outvars[0].name if eqn.outvars else k
-        fn = ir.Function(self.module, fnty, f"{eqn.prim.name}.{label}")
+        fn = ir.Function(self.module, fnty,
+                         self.module.get_unique_name(f"{eqn.prim.name}.{label}"))
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
         inner = {}
@@ -155,11 +195,13 @@ class _Entry:
             arg.add_attribute("noalias")
             arg.name = x.name
             inner[id(buf)] = Buffer(arg, buf.aval)
-        if scratch:
-            fn.args[-1].add_attribute("noalias")
-            fn.args[-1].name = "scratch"
+        named = dict(zip(extras, fn.args[len(pairs):]))
+        for name, arg in named.items():
+            arg.name = name
+        if "scratch" in named:
+            named["scratch"].add_attribute("noalias")
         ctx = Kernel(self.module, fn, ir.IRBuilder(fn.append_basic_block("entry")), eqn,
-                     fn.args[-1] if scratch else None)
+                     named.get("scratch"), named.get("arena"))
         k_outs = [inner[id(b)] for b in outs]
         k_ins = [inner.get(id(b), b) for b in ins]
         rule = eqn.prim.rules.get("llvm")
@@ -168,7 +210,7 @@ class _Entry:
         else:
             lower_fused.lower_eqn(ctx, eqn, k_outs, k_ins)
         ctx.builder.ret_void()
-        self.builder.call(fn, [buf.ptr for buf, _ in pairs] + scratch)
+        self.builder.call(fn, [buf.ptr for buf, _ in pairs] + list(extras.values()))
 
     def copy(self, dst, src):
         b = self.builder
@@ -187,3 +229,69 @@ def _pointer_name(k, n, m):
     if k < n + m:
         return f"out{k - n}"
     return "workspace"
+
+
+# ---------------------------------------------------------------------------------- regions
+
+class _Region(_Entry):
+    """A region of structured control flow as an internal function of the module (see
+    lower_control.py): `void region(ptr in..., ptr out..., ptr workspace [, ptr arena])`, its
+    equations emitted like the entry point's."""
+
+    def __init__(self, module, fn, plan, name, arena):
+        self.module = module
+        self.fn = fn
+        self.plan = plan
+        n, m = len(fn.invars), len(fn.outvars)
+        fnty = ir.FunctionType(T.VOID, [T.PTR] * (n + m + 1 + arena))
+        self.function = ir.Function(module, fnty, module.get_unique_name(name))
+        self.function.linkage = "internal"
+        self.function.attributes.add("nounwind")
+        names = [v.name for v in fn.invars] + [f"out{j}" for j in range(m)] + ["workspace"]
+        for arg, arg_name in zip(self.function.args, names):
+            arg.name = arg_name
+            arg.add_attribute("noalias")
+        self.pointers = list(self.function.args[:n + m + 1])
+        self.n = n
+        self.arena = self.function.args[-1] if arena else None
+        self.builder = ir.IRBuilder(self.function.append_basic_block("entry"))
+
+    def emit(self):
+        self.emit_equations()
+        self.builder.ret_void()
+
+
+class RegionFunction:
+    """A region compiled into the module: its `function`, whether it takes the arena."""
+    __slots__ = ("function", "arena", "region")
+
+    def __init__(self, function, arena, region):
+        self.function = function
+        self.arena = arena
+        self.region = region   # keeps the Function alive while its id keys the cache
+
+
+_REGIONS = weakref.WeakKeyDictionary()   # ir.Module -> {(id(fn), keep): RegionFunction}
+
+
+def restrict(fn, keep):
+    """`fn` computing only its outputs `keep` (indices; None: all of them)."""
+    if keep is None or tuple(keep) == tuple(range(len(fn.outvars))):
+        return fn
+    return Function(fn.name, fn.invars, fn.eqns, [fn.outvars[j] for j in keep])
+
+
+def region_function(module, fn, keep=None):
+    """The internal function of region `fn` (its outputs `keep` only), emitted once per
+    module."""
+    if keep is not None and tuple(keep) == tuple(range(len(fn.outvars))):
+        keep = None
+    cache = _REGIONS.setdefault(module, {})
+    hit = cache.get((id(fn), keep))
+    if hit is None:
+        region = restrict(fn, keep)
+        arena = lower_tapes.uses_arena(region)
+        emitter = _Region(module, region, plan_function(region), f"region.{fn.name}", arena)
+        emitter.emit()
+        hit = cache[(id(fn), keep)] = RegionFunction(emitter.function, arena, fn)
+    return hit

@@ -34,6 +34,8 @@ def reg_type(dtype, what="this operation"):
         return ir.IntType(dtype.itemsize * 8)
     if kind == "f":
         return _FLOATS[dtype.itemsize]
+    if kind == "O":   # reverse mode's tapes: pointers (lower_tapes.py), moved as 8-byte words
+        return I64
     raise unsupported(what, dtype)
 
 
