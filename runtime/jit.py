@@ -9,8 +9,6 @@ pipeline, and compiles it with the backend: `backend="reference"` (the default f
 run as Python over NumPy) or `backend="llvm"` (alias "cpu": native code through LLVM, after
 the LLVM pipeline, which also fuses; see `kiln.compiler.passes.PIPELINES`).
 
-`KILN_BACKEND=llvm` (or `reference`) sets the backend of every `jit` that names none (read when
-the `jit` is created; for testing one backend against the whole suite).
 `KILN_LOG_COMPILES=1` logs every (re)specialisation with its reason; `KILN_DUMP_DIR=dir`
 writes every stage; `kiln.disable_jit()` (or `KILN_DISABLE_JIT=1`) runs functions as plain
 Python.
@@ -26,6 +24,7 @@ import numpy as np
 from .array import Array, to_array
 from .tree_util import tree_flatten, tree_unflatten
 from .compiler.ir.abstract import ShapedArray
+from . import fastcall
 from . import tracer as _tracer  # noqa: F401  (installs the Tracer type in the builder)
 from . import _host  # noqa: F401  (fills the specialiser's host interface)
 from ._traceback import filter_traceback, show_full
@@ -159,12 +158,12 @@ class Jitted:
             else (donate_argnums,)
         self.donate_argnames = tuple(donate_argnames) if not isinstance(donate_argnames, str) \
             else (donate_argnames,)
-        self._backend = _BACKENDS.get(backend or os.environ.get("KILN_BACKEND") or "reference")
+        self._backend = _BACKENDS.get(backend or "reference")
         if self._backend is None:
-            raise ValueError(f"kiln.jit: unknown backend "
-                             f"{backend or os.environ.get('KILN_BACKEND')!r}; available: "
+            raise ValueError(f"kiln.jit: unknown backend {backend!r}; available: "
                              + ", ".join(map(repr, _BACKENDS)))
         self._cache = {}
+        self._fast = None   # fastcall.FastCall of the latest all-array call, or None
         self.miss_reasons = []
 
     # ----------------------------------------------------------------------- calling
@@ -182,10 +181,18 @@ class Jitted:
         if current() is not None:  # jit inside a function being compiled: inline it
             from .compiler.frontend.specialise import call_function
             return call_function(self._fun, args, kwargs)
+        fast = self._fast
+        if fast is not None and not kwargs:
+            out = fast(args)
+            if out is not fastcall.MISS:
+                return out
         key, dyn_values, _ = self._signature(args, kwargs)
         entry = self._cache.get(key)
         if entry is None or not entry.guards_ok():
             entry = self._specialise(key, args, kwargs, reason_entry=entry)
+        if fastcall.eligible(args, kwargs, self._static_nums, self._static_names,
+                             entry.executable):
+            self._fast = fastcall.FastCall(entry, args, wrap_outputs)
         return self._run(entry, dyn_values)
 
     def _split(self, args, kwargs):
@@ -310,6 +317,7 @@ class Jitted:
 
     def clear_cache(self):
         self._cache.clear()
+        self._fast = None
 
     def __get__(self, obj, objtype=None):
         if obj is None:

@@ -8,7 +8,10 @@ backend. Large fused nests (elementwise chains, reductions over leading, trailin
 transposed views, iota) run on several threads and must match the reference, also when several
 Python threads call them at once. The on-disk object cache is exercised across processes: a
 second process loads the object code without building IR, and damaged entries are recompiled.
-Performance is never asserted here (see BENCHMARKS.md).
+The dispatch fast path (a native entry that checks its arrays itself) must fall back to
+converting inputs of any other form, and jit's fast path must never run a specialisation the
+ordinary path would not choose (types, weak types, changed globals). 10,000 calls must not grow
+memory. Performance is never asserted here (see BENCHMARKS.md).
 """
 import json
 import os
@@ -21,6 +24,7 @@ from hypothesis import given, settings, strategies as st
 
 import kiln
 import kiln.numpy as jnp
+from kiln.compiler import passes
 from kiln.compiler.ir.abstract import ShapedArray
 from kiln.compiler.ir.ssa import Eqn, Function, Var
 from kiln.compiler.primitives import PRIMITIVES
@@ -244,3 +248,71 @@ def test_corrupt_entries_are_recompiled(tmp_path, damage):
     again = _run_cached(tmp_path, "-")
     assert again["ok"] and again["built"]
     assert _run_cached(tmp_path, "-")["built"] is False   # the rewritten entry is whole
+
+
+# ---------------------------------------------------------------------------- dispatch
+
+def _affine_executable():
+    fn = kiln.make_ir(lambda x, w: x @ w + 1.0)(np.ones((4, 3), np.float32),
+                                                 np.ones((3, 2), np.float32))
+    return compile_function(passes.run_pipeline(fn, pipeline=passes.PIPELINES["llvm"]))
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")   # np.asmatrix
+def test_inputs_in_any_form_are_converted():
+    """The native entry takes exact arrays only; everything else is converted first."""
+    ex = _affine_executable()
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    w = np.arange(6, dtype=np.float32).reshape(3, 2)
+    want = x @ w + 1
+    forms = [(x, w), (x.astype(np.float64), w), (np.asfortranarray(x), w),
+             (np.arange(24, dtype=np.float32).reshape(4, 6)[:, ::2], w),
+             (x.astype(">f4"), w), (x.tolist(), w), (np.asmatrix(x), w)]
+    for k, (a, b) in enumerate(forms):
+        expected = np.asarray(a, np.float32) @ w + 1 if k == 3 else want
+        np.testing.assert_array_equal(ex(a, b)[0], expected, err_msg=str(k))
+    assert ex.call_exact((x, w)) is not None and ex.call_exact((x.T.copy().T, w)) is None
+    with pytest.raises(TypeError, match="takes 2 arrays"):
+        ex(x)
+    with pytest.raises(TypeError, match="shape"):
+        ex(x[:2], w)
+
+
+def test_jit_fast_path_respects_types_weak_types_and_globals():
+    f = kiln.jit(lambda x, y: x * y + SCALE, backend="llvm")
+    x, y = jnp.ones((3,), jnp.float32), jnp.full((3,), 2.0, jnp.float32)
+    globals()["SCALE"] = 1.0
+    assert np.asarray(f(x, y)).tolist() == [3.0] * 3
+    assert np.asarray(f(x, y)).tolist() == [3.0] * 3          # the fast path
+    globals()["SCALE"] = 5.0                                     # a guarded global changed
+    assert np.asarray(f(x, y)).tolist() == [7.0] * 3
+    assert np.asarray(f(x, np.full(3, 2.0, np.float32))).tolist() == [7.0] * 3
+    doubled = f(x, jnp.ones((3, 1), jnp.float32))                # another shape
+    assert doubled.shape == (3, 3)
+    weak = f(jnp.asarray(2.0), jnp.asarray(3.0))                 # weak scalars
+    strong = f(jnp.asarray(2.0, jnp.float32), jnp.asarray(3.0, jnp.float32))
+    assert weak.weak_type and not strong.weak_type and float(weak) == float(strong) == 11.0
+    assert f._cache_size() == 4   # the changed global replaced its specialisation
+
+
+SCALE = 1.0
+
+
+def _rss_bytes():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_ten_thousand_calls_do_not_grow_memory():
+    f = kiln.jit(lambda x, w, b: (jnp.tanh(x @ w + b), jnp.sum(x)), backend="llvm")
+    x, w, b = (jnp.ones(s, jnp.float32) for s in ((8, 32), (32, 16), (16,)))
+    big = kiln.jit(lambda z: z * 2.0 + 1.0, backend="llvm")
+    z = np.ones((700, 600), np.float32)   # outputs from the buffer pool
+    for _ in range(200):
+        f(x, w, b), big(z)
+    before = _rss_bytes()
+    for _ in range(10_000):
+        f(x, w, b)
+    for _ in range(300):
+        big(z)
+    assert _rss_bytes() - before < 8 << 20

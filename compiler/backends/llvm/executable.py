@@ -19,14 +19,17 @@ recompiled. The texts `as_text` returns are built lazily: for code that came fro
 the IR is rebuilt (and optimised again) on first request.
 
 Calls (`__call__`) are the dispatch fast path. Everything that does not depend on the
-arguments is prepared once per executable: the entry point as a ctypes function, the expected
-dtypes and C-contiguity of each input, the output shapes and dtypes. A call checks each input
-(`type`, dtype and flags: an array already in the right form is used as it is, anything else
-goes through `np.ascontiguousarray`), allocates the outputs (plain `np.empty` for small
-ones, memory.py's pool for large ones, `empty`) and the workspace, writes the buffer
-addresses into a ctypes pointer array and calls `kiln_main` (ctypes releases the GIL, so
-several Python threads run compiled code at once; each call has its own outputs, workspace and
-pointer array).
+arguments is prepared once per executable: the entry points as ctypes functions, the expected
+dtype and shape of each input, an allocator per output (plain `np.empty` for small ones,
+memory.py's pool for large ones) and for the workspace. A call allocates the outputs and the
+workspace and hands the tuple (inputs, outputs, workspace, numpy.ndarray) to the module's
+`kiln_call` entry (pycall.py), which checks every input natively and reads the buffer
+addresses itself: about a microsecond for a small function. When an input is not exactly a
+C-contiguous aligned ndarray of the expected dtype and shape, nothing has run: the inputs go
+through `np.asarray(..., order="C")`, their addresses into a ctypes pointer array, and
+`kiln_main` is called. `call_exact` is the first half alone (None on a mismatch), for
+`kiln.jit`'s fast path. ctypes releases the GIL during either call, so several Python
+threads run compiled code at once; each call has its own outputs, workspace and pointer array.
 """
 import ctypes
 import struct
@@ -35,10 +38,11 @@ import threading
 import numpy as np
 
 from ...ir.ssa import Function
-from . import target, memory, externs, disk_cache
+from . import target, memory, externs, disk_cache, pycall
 
 LEVELS = ("llvm", "llvm-unoptimized", "asm")
 _ENTRY_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
+_FAST_TYPE = _ENTRY_TYPE   # kiln_call(ptr pack): the pack tuple's address
 _ENTRY_HEADER = struct.Struct("<QI")   # workspace bytes, length of the module name
 _SMALL = memory.THRESHOLD_BYTES
 
@@ -67,7 +71,7 @@ class Native:
                     self._asm = target.assembly(target.parse(self.text("llvm")))
             return self._asm
         if self._unoptimized is None:
-            module, _ = _codegen().build(self.function)
+            module, _ = _build(self.function)
             self._unoptimized = str(module)
         if level == "llvm-unoptimized":
             return self._unoptimized
@@ -83,32 +87,64 @@ class Executable:
     def __init__(self, fn):
         self.function = fn
         self.native = native_code(fn)
-        self.name = self.native.loaded.name
-        self._entry = _ENTRY_TYPE(self.native.loaded.entry)
+        loaded = self.native.loaded
+        self.name = loaded.name
+        self._entry = _ENTRY_TYPE(loaded.entry)
+        fast = loaded.function_address(f"{loaded.name}.{pycall.CALL}") if pycall.layout_ok() else 0
+        self._fast = _FAST_TYPE(fast) if fast else None
         self._inputs = [(np.dtype(v.aval.dtype), tuple(v.aval.shape)) for v in fn.invars]
         self._outs = [_allocator(tuple(v.aval.shape), np.dtype(v.aval.dtype))
                       for v in fn.outvars]
         workspace = self.native.workspace
-        self._workspace = _allocator((workspace,), np.dtype(np.uint8)) if workspace else None
+        self._workspace = _allocator((workspace,), np.dtype(np.uint8)) if workspace else _none
         self._slots = ctypes.c_void_p * (len(fn.invars) + len(fn.outvars) + 1)
+        self._mismatch = range(pycall.MISMATCH - len(fn.invars), pycall.MISMATCH + 1)
 
     def __call__(self, *args):
+        outs = [make() for make in self._outs]
+        workspace = self._workspace()
+        status = self._call_fast(args, outs, workspace) if self._fast is not None else None
+        if status is None:
+            status = self._call_converted(args, outs, workspace)
+        if status:
+            raise self._failure(status)
+        return outs
+
+    def call_exact(self, args):
+        """The outputs for `args` (a tuple) when every input already is a C-contiguous
+        ndarray of the expected dtype and shape; None (nothing ran) when one is not. The
+        dispatch fast path of `kiln.jit` (runtime/fastcall.py)."""
+        if self._fast is None:
+            return None
+        outs = [make() for make in self._outs]
+        status = self._call_fast(args, outs, self._workspace())
+        if status is None:
+            return None
+        if status:
+            raise self._failure(status)
+        return outs
+
+    def _call_fast(self, args, outs, workspace):
+        """kiln_call's status, or None when an input is not in the exact expected form."""
+        pack = (args, outs, workspace, np.ndarray)
+        status = self._fast(id(pack))
+        return None if status and status in self._mismatch else status
+
+    def _failure(self, status):
+        return RuntimeError(f"kiln: compiled code for {self.function.name} failed "
+                            f"(status {status})")
+
+    def _call_converted(self, args, outs, workspace):
+        """The call for inputs that are not exactly C-contiguous arrays of the right dtype
+        (and the call where the fast entry cannot be used)."""
         inputs = self._inputs
         if len(args) != len(inputs):
             raise TypeError(f"{self.function.name} takes {len(inputs)} arrays, "
                             f"got {len(args)}")
-        ins = [a if type(a) is np.ndarray and a.dtype == dt and a.shape == shape
-               and a.flags.c_contiguous else _contiguous(a, dt, shape)
-               for a, (dt, shape) in zip(args, inputs)]
-        outs = [make() for make in self._outs]
-        buffers = ins + outs
-        if self._workspace is not None:
-            buffers.append(self._workspace())
-        status = self._entry(self._slots(*[b.__array_interface__["data"][0] for b in buffers]))
-        if status:
-            raise RuntimeError(f"kiln: compiled code for {self.function.name} failed "
-                               f"(status {status})")
-        return outs
+        buffers = [_contiguous(a, dt, shape) for a, (dt, shape) in zip(args, inputs)] + outs
+        if workspace is not None:
+            buffers.append(workspace)
+        return self._entry(self._slots(*[b.__array_interface__["data"][0] for b in buffers]))
 
     def as_text(self, level="llvm"):
         """The optimised LLVM IR ("llvm"), the IR before optimisation ("llvm-unoptimized"),
@@ -124,11 +160,15 @@ def compile_function(fn):
 
 
 def _contiguous(a, dtype, shape):
-    out = np.ascontiguousarray(a, dtype=dtype)
+    out = np.asarray(a, dtype=dtype, order="C")
     if out.shape != shape:
         raise TypeError(f"kiln: a compiled function expected an array of shape {shape}, "
                         f"got {out.shape}")
     return out
+
+
+def _none():
+    return None
 
 
 def _allocator(shape, dtype):
@@ -208,7 +248,7 @@ def _from_disk(fn, key):
 
 
 def _compile(fn, key):
-    module, plan = _codegen().build(fn)
+    module, plan = _build(fn)
     name = module.name
     unoptimized = str(module)
     with target.LOCK:
@@ -222,7 +262,12 @@ def _compile(fn, key):
     return Native(fn, loaded, plan.workspace, unoptimized, optimized)
 
 
-def _codegen():
-    """The code generator, imported on the first compilation (a disk cache hit needs none)."""
+def _build(fn):
+    """(module, storage plan) of `fn`: the code generator's module with the `kiln_call` entry
+    point added (pycall.py). The code generator is imported here, on the first compilation (a
+    disk cache hit needs none)."""
     from . import codegen
-    return codegen
+    module, plan = codegen.build(fn)
+    pycall.emit_call_entry(module, module.get_global(target.ENTRY), [v.aval for v in fn.invars],
+                           len(fn.outvars), plan.workspace > 0)
+    return module, plan

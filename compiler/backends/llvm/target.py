@@ -154,6 +154,11 @@ class Loaded:
         with LOCK:
             return _engine().get_global_value_address(symbol)
 
+    def function_address(self, symbol):
+        """Address of an exported function of this module (0 when it has none)."""
+        with LOCK:
+            return _engine().get_function_address(symbol)
+
 
 def load_object(name, data):
     """Add object code (made by `object_code` from a module prepared with `namespace_entry`)
