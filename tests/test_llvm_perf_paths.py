@@ -316,3 +316,32 @@ def test_ten_thousand_calls_do_not_grow_memory():
     for _ in range(300):
         big(z)
     assert _rss_bytes() - before < 8 << 20
+
+
+# ------------------------------------------------------------------------ compile modes
+
+def _small_program(x, y, w):
+    a = jnp.tanh(x * y + 1.5) - jnp.exp(-x)
+    return a @ w, jnp.max(a, axis=0), jnp.sum(a * a, axis=1), jnp.where(x > y, x, y)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(1, 6), st.integers(0, 9), st.booleans(), st.integers(0, 2**32 - 1))
+def test_quick_and_optimised_compilations_agree(m, n, quick, seed):
+    """Tiny functions compile at O0 with FastISel (executable.opt_level); the same programs
+    compiled at O3 must agree with them and with the reference."""
+    from kiln.compiler.backends.llvm import executable
+    rng = np.random.default_rng(seed)
+    x, y = (rng.uniform(-2, 2, (m, n)).astype(np.float32) for _ in range(2))
+    w = rng.uniform(-1, 1, (n, 3)).astype(np.float32)
+    fn = passes.run_pipeline(kiln.make_ir(_small_program)(x, y, w),
+                             pipeline=passes.PIPELINES["llvm"])
+    old = executable.QUICK_WORK
+    executable.QUICK_WORK = 10**9 if quick else -1
+    try:
+        got = compile_function(fn)(x, y, w)
+        assert executable.opt_level(fn) == (0 if quick else 3)
+    finally:
+        executable.QUICK_WORK = old
+    for g, want in zip(got, reference.compile_function(fn)(x, y, w)):
+        np.testing.assert_allclose(g, want, rtol=2e-6, atol=2e-6)

@@ -11,7 +11,10 @@ order:
    hit loads the object code into the JIT (`target.load_object`) without building any IR;
    the code generator is not even imported;
 3. a compilation: codegen builds the module, target.py optimises it for the host CPU and emits
-   object code, which is stored in the cache and loaded.
+   object code, which is stored in the cache and loaded. Functions doing only a few hundred
+   element operations (`opt_level`) are compiled quickly (target.QUICK: the O0 pipeline with
+   every internal function inlined, instructions selected by FastISel), 3-6x faster than at
+   O3 and running about as fast at that size; everything else gets O3.
 Either way the extern globals (BLAS routines, pthreads, the thread count) are bound after the
 load. A cache entry is the object code behind a small header (the workspace size and the
 module's name); a corrupt entry is a miss (disk_cache.py checks its checksum) and is
@@ -32,6 +35,7 @@ through `np.asarray(..., order="C")`, their addresses into a ctypes pointer arra
 threads run compiled code at once; each call has its own outputs, workspace and pointer array.
 """
 import ctypes
+import math
 import struct
 import threading
 
@@ -45,6 +49,7 @@ _ENTRY_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
 _FAST_TYPE = _ENTRY_TYPE   # kiln_call(ptr pack): the pack tuple's address
 _ENTRY_HEADER = struct.Struct("<QI")   # workspace bytes, length of the module name
 _SMALL = memory.THRESHOLD_BYTES
+QUICK_WORK = 256   # element operations (operand and result sizes summed over the equations)
 
 
 def empty(shape, dtype):
@@ -77,7 +82,8 @@ class Native:
             return self._unoptimized
         with target.LOCK:
             if self._optimized is None:
-                self._optimized = target.optimize(self._unoptimized, self.loaded.name)
+                self._optimized = target.optimize(self._unoptimized, self.loaded.name,
+                                                  level=opt_level(self.function))
             if not isinstance(self._optimized, str):
                 self._optimized = str(self._optimized)
         return self._optimized
@@ -187,7 +193,7 @@ _COMPILING = threading.Lock()
 def cache_key(fn):
     """The disk cache key of SSA function `fn` compiled for this host."""
     cpu, features = target.host_cpu()
-    return disk_cache.key(key_text(fn), target.triple(), cpu, features)
+    return disk_cache.key(key_text(fn), target.triple(), cpu, features, str(opt_level(fn)))
 
 
 def key_text(fn):
@@ -251,15 +257,33 @@ def _compile(fn, key):
     module, plan = _build(fn)
     name = module.name
     unoptimized = str(module)
+    level = opt_level(fn)
     with target.LOCK:
-        optimized = target.optimize(unoptimized, name)
+        optimized = target.optimize(unoptimized, name, level=level)
         target.namespace_entry(optimized)
-        data = target.object_code(optimized)
+        data = target.object_code(optimized, target.host_machine(
+            0 if level == target.QUICK else target.OPT_LEVEL))
     disk_cache.store(key, _ENTRY_HEADER.pack(plan.workspace, len(name.encode()))
                      + name.encode() + data)
     loaded = target.load_object(name, data)
     externs.bind_externs(loaded.global_address, name)
     return Native(fn, loaded, plan.workspace, unoptimized, optimized)
+
+
+def opt_level(fn):
+    """target.QUICK for a function doing at most QUICK_WORK element operations (its code runs
+    for well under a microsecond: O3 and vectorisation would not repay their compile time),
+    else target.OPT_LEVEL. Loops (regions other than fused bodies) never count as quick."""
+    work = 0
+    for eqn in fn.eqns:
+        if eqn.prim.name != "fusion" and eqn.regions():
+            return target.OPT_LEVEL
+        size = sum(v.aval.size for v in eqn.outvars) + sum(x.aval.size for x in eqn.invars)
+        if eqn.prim.name == "dot_general":
+            size *= math.prod(eqn.invars[0].aval.shape[d]
+                              for d in eqn.params["dimension_numbers"][0][0])
+        work += size
+    return target.QUICK if work <= QUICK_WORK else target.OPT_LEVEL
 
 
 def _build(fn):
@@ -270,4 +294,8 @@ def _build(fn):
     module, plan = codegen.build(fn)
     pycall.emit_call_entry(module, module.get_global(target.ENTRY), [v.aval for v in fn.invars],
                            len(fn.outvars), plan.workspace > 0)
+    if opt_level(fn) == target.QUICK:   # the O0 pipeline inlines these only
+        for function in module.functions:
+            if function.linkage == "internal" and "noinline" not in function.attributes:
+                function.attributes.add("alwaysinline")
     return module, plan
