@@ -11,8 +11,11 @@ float64, int32, bool) and trip counts (0, 1, several):
   tapes), and under `vmap` (arrays of tapes);
 - `print` / `kiln.debug.print` in loops: the same text in the same order;
 - `custom_jvp`, `custom_vjp` and `checkpoint` functions compiled without differentiation;
-- concurrent calls of a function using tapes from several threads.
+- concurrent calls of a function using tapes from several threads; a failed tape allocation
+  is an error, not a crash.
 """
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -23,6 +26,12 @@ import kiln
 import kiln.numpy as jnp
 from kiln import lax
 from kiln.tree_util import tree_leaves
+from kiln.compiler.backends import reference
+from kiln.compiler.backends.llvm import compile_function
+from kiln.compiler.ir.abstract import ShapedArray
+from kiln.compiler.ir.ssa import Eqn, Function, Literal, Var
+from kiln.compiler.ir.verify import verify
+from kiln.compiler.primitives import PRIMITIVES
 
 pytestmark = pytest.mark.usefixtures("x64_module")   # float64 stays float64
 SETTINGS = settings(max_examples=10, deadline=None)
@@ -244,6 +253,93 @@ def test_loops_allocate_nothing_and_tapes_free_their_arena():
     assert "malloc" not in plain and "@kiln_main" in plain or ".kiln_main" in plain
     taped = kiln.jit(kiln.grad(grow), backend="llvm").lower(x).compile().as_text()
     assert "@malloc" in taped and "@free" in taped
+
+
+class Program:
+    """An SSA function built equation by equation (for tape programs no user code makes)."""
+
+    def __init__(self, *avals):
+        self.invars = [Var(f"a{i}", a) for i, a in enumerate(avals)]
+        self.eqns = []
+
+    def add(self, name, *operands, **params):
+        prim = PRIMITIVES[name]
+        out = prim.abstract_eval(*[x.aval for x in operands], **params)
+        outs = [Var(f"t{len(self.eqns)}_{k}", a)
+                for k, a in enumerate(out if prim.multiple_results else [out])]
+        self.eqns.append(Eqn(outs, prim, operands, params))
+        return outs if prim.multiple_results else outs[0]
+
+    def run_both(self, outs, *args):
+        fn = verify(Function("tapes", self.invars, self.eqns, outs))
+        return compile_function(fn)(*args), reference.compile_function(fn)(*args)
+
+
+@SETTINGS
+@given(la=st.integers(0, 3), lb=st.integers(0, 3), shape=st.sampled_from([(), (0,), (2,)]),
+       dtype=DTYPES)
+def test_tape_add_and_pop_against_the_reference(la, lb, shape, dtype):
+    """tape_add of tapes of different lengths (records added from the top, the longer tape's
+    rest kept), records holding tapes (added recursively), pops past the bottom (zeros)."""
+    aval = ShapedArray(shape, np.dtype(dtype))
+    p = Program(aval, ShapedArray((), np.dtype(np.int32)))
+    x, n = p.invars
+    inner = p.add("tape_push", p.add("tape_new"), x)
+
+    def tape(length, scale):
+        t = p.add("tape_new")
+        for k in range(length):
+            double = "or" if aval.dtype.kind == "b" else "add"
+            value = p.add(double, x, p.add("not", x) if double == "or" else x) \
+                if (k + scale) % 2 else x
+            t = p.add("tape_push", t, value, p.add("add", n, Literal(np.int32(k + scale), n.aval)),
+                      inner)
+        return t
+    t = p.add("tape_add", tape(la, 0), tape(lb, 1))
+    types = (str(aval), "i32[]", "tape[]")
+    outs = []
+    for _ in range(max(la, lb) + 1):
+        t, value, count, record = p.add("tape_pop", t, types=types)
+        _, inner_value = p.add("tape_pop", record, types=(str(aval),))
+        outs += [value, count, inner_value]
+    got, want = p.run_both(outs, values(shape, dtype), np.int32(5))
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+
+
+OUT_OF_MEMORY = """
+import os, resource, numpy as np, kiln, kiln.numpy as jnp
+
+def f(x, n):
+    k = 0
+    while k < n:
+        x = jnp.sin(x)
+        k += 1
+    return x.sum()
+
+g = kiln.jit(kiln.grad(f), backend="llvm")
+x = np.ones(250_000, np.float32)          # every trip records 1 MB on the tape
+want = np.asarray(g(x, 3))
+usage = int(open("/proc/self/statm").read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+resource.setrlimit(resource.RLIMIT_AS, (usage + (300 << 20), resource.RLIM_INFINITY))
+try:
+    g(x, 2000)                            # 2 GB of records: malloc fails
+except RuntimeError as e:
+    print("raised:", e)
+assert np.array_equal(np.asarray(g(x, 3)), want)
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_tape_allocation_failure_is_an_error_not_a_crash(tmp_path):
+    script = tmp_path / "oom.py"
+    script.write_text(OUT_OF_MEMORY)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "raised:" in run.stdout and "status 2" in run.stdout and "ok" in run.stdout
 
 
 # ---------------------------------------------------------------------------- callbacks
