@@ -13,8 +13,8 @@ full-width SIMD code.
 Special values follow NumPy and SciPy (NaN propagation, infinities, overflow to inf, gradual
 underflow, signed zeros, pow's C99 rules); docs/llvm_math.md lists the algorithms and the
 accuracy measured for each function. float32 variants run the same algorithm in float (exp,
-expm1, log, log1p, tanh, logistic, erf, sqrt, rsqrt) or compute in double and round once (the rest:
-half the vector width, but correctly rounded in all but a few cases).
+expm1, log, log1p, tanh, logistic, erf, erf_inv, sqrt, rsqrt) or compute in double and round
+once (the rest: half the vector width, but correctly rounded in all but a few cases).
 
 Polynomial coefficients are minimax fits (Remez exchange in 50-digit arithmetic, leading
 coefficients rounded first and the rest refitted); the constants below are their values
@@ -186,10 +186,17 @@ _COEFFS = {
         -1.3659505980289337e-06, 4.243234187969921e-07, -2.8933327871861687e-08,
         -4.3027996566043824e-09, 1.0340426553250237e-09, -3.088204205204397e-11,
         -1.2490429669703902e-11, 1.1446541615788604e-12),
+    "erfinv_w.f": (1.6536545753479004, 0.24015817046165466, -0.006033752579241991,
+        -0.0007406826480291784, 0.0001868191611720249, -1.3893323739466723e-05,
+        -1.3977467006043298e-06, 4.2656759546844114e-07, -2.3514871827501338e-08,
+        -4.6505945761055045e-09, 6.08947892111189e-10),
     "erfinv_v.d": (3.083885610413536, 1.005258971038456, 0.005370924778862827,
         -0.00375133563703945, 0.00249123163819799, -0.001686906101662149, 0.0009548472403886482,
         -0.0003612329441566279, 1.8932037139790647e-05, 8.140823016760347e-05,
         -4.0024922500194474e-05),
+    "erfinv_v.f": (3.083885669708252, 1.005258321762085, 0.0053675067611038685,
+        -0.003739674109965563, 0.0025200259406119585, -0.0017466091085225344,
+        0.0008849442237988114, -0.00024279514036606997, 4.857351086684503e-05),
     "erfinv_u.d": (4.84990640160121, 1.0103004708864403, -0.00013872532599388892,
         -0.00021510142139978685, 7.603191986371214e-05, -1.9458624053100312e-05,
         4.434279600713225e-06, -1.2376561793532193e-06, 3.275423463922098e-07),
@@ -924,15 +931,18 @@ def _erfc(g, x):
 
 
 def _erf_inv(g, x):
-    """A piecewise polynomial guess in w = -log(1 - x^2) (relative error < 2^-32, enough for
-    float32), then for double one Newton step on erf(y) = |x| (on erfc(y) = 1 - |x| in the
-    tail, where 1 - |x| is exact)."""
+    """A piecewise polynomial in w = -log(1 - x^2) (relative error below 2^-32 in double,
+    2^-26 in float), then for double one Newton step on erf(y) = |x| (on erfc(y) = 1 - |x| in
+    the tail, where 1 - |x| is exact)."""
     a = x.abs()
     w = -g.call("log", (1 - a) * (1 + a))
     v = w.sqrt()
-    conds = [w >= 6.25, w >= 16.0]
-    tables = [g.coef("erfinv_w"), g.coef("erfinv_v"), g.coef("erfinv_u")]
-    y = a * g.piecewise_poly(g.choose(conds, [w - 3.125, v - 3.25, v - 5.0]), conds, tables)
+    if g.acc == "f":                                     # w < 16 for float32
+        conds, tables, us = [w >= 6.25], ["erfinv_w", "erfinv_v"], [w - 3.125, v - 3.25]
+    else:
+        conds = [w >= 6.25, w >= 16.0]
+        tables, us = ["erfinv_w", "erfinv_v", "erfinv_u"], [w - 3.125, v - 3.25, v - 5.0]
+    y = a * g.piecewise_poly(g.choose(conds, us), conds, [g.coef(t) for t in tables])
     if g.acc == "d":
         residual = g.select(y < 0.84375, _erf_small(g, y) - a, (1 - a) - _erfc_big(g, y))
         y = y - residual / (TWO_OVER_SQRTPI * g.call("exp", -(y * y)))
@@ -1024,7 +1034,7 @@ _SPECS = {
     "atan2": (_atan2, _DOUBLE), "sinh": (_sinh, _DOUBLE), "cosh": (_cosh, _DOUBLE),
     "asinh": (_asinh, _DOUBLE), "acosh": (_acosh, _DOUBLE), "atanh": (_atanh, _DOUBLE),
     "cbrt": (_cbrt, _DOUBLE), "pow": (_pow, _DOUBLE), "erf": (_erf, _NATIVE),
-    "erfc": (_erfc, _DOUBLE), "erf_inv": (_erf_inv, _DOUBLE), "lgamma": (_lgamma, _DOUBLE),
+    "erfc": (_erfc, _DOUBLE), "erf_inv": (_erf_inv, _NATIVE), "lgamma": (_lgamma, _DOUBLE),
     "digamma": (_digamma, _DOUBLE),
 }
 NAMES = frozenset(_SPECS)
