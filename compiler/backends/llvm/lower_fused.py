@@ -18,7 +18,8 @@ Before emitting, the loops may be reordered (`loop_order`: a pure reduction of a
 walks the operand in memory order), and `loops.collapse` drops unit axes and merges axes that
 every affine map walks contiguously, so a chain of elementwise operations on contiguous arrays
 is one flat loop.
-A nest of at least PARALLEL_MIN_ITERATIONS iterations is split across threads (outline.py,
+A nest costing at least PARALLEL_MIN_COST (iterations times the weight of the body, where
+transcendental functions weigh more) is split across threads (outline.py,
 parallel.py) along its outermost axis that no reduction reduces: each chunk replans the group
 on the outlined function's pointers and runs the nest over its sub-range of that axis (a sum
 over the leading axis splits the columns, so no two threads accumulate into one element). The
@@ -39,11 +40,19 @@ from .lower_elementwise import max_value, min_value, convert
 from .outline import parallel_range
 
 REASSOC = ("reassoc", "nsz")
-# Nests of fewer iterations stay on the calling thread (starting a thread costs ~20-50 us);
-# larger ones are split into chunks of at least CHUNK_MIN_ITERATIONS.
-PARALLEL_MIN_ITERATIONS = 1 << 18
-CHUNK_MIN_ITERATIONS = 1 << 16
+# Nests costing less than PARALLEL_MIN_COST stay on the calling thread (starting a thread costs
+# ~20-50 us); costlier ones are split into chunks of at least CHUNK_MIN_COST. The cost of a nest
+# is its iterations times the weight of its body: one per equation, TRANSCENDENTAL_WEIGHT for
+# the functions that take tens of cycles per element.
+PARALLEL_MIN_COST = 1 << 18
+CHUNK_MIN_COST = 1 << 16
 VECTOR_ALIGN = 64
+TRANSCENDENTAL_WEIGHT = 8
+TRANSCENDENTAL = frozenset({
+    "exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan", "asin",
+    "acos", "atan", "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc",
+    "erf_inv", "lgamma", "digamma", "pow", "cbrt", "igamma", "igammac", "bessel_i0e",
+    "bessel_i1e", "random_gamma_grad"})
 
 
 # ------------------------------------------------------------------------------ views
@@ -305,22 +314,26 @@ class _Group:
     # ------------------------------------------------------------------- threads
     def parallel_axis(self):
         """The loop axis to split across threads: the outermost one that no reduction reduces
-        (so no two threads accumulate into one element), None for a small nest."""
-        size = math.prod(self.shape)
-        if size < PARALLEL_MIN_ITERATIONS:
+        (so no two threads accumulate into one element), None for a cheap nest."""
+        if math.prod(self.shape) * self.weight() < PARALLEL_MIN_COST:
             return None
         for k, d in enumerate(self.shape):
             if d > 1 and all(r.strides[k] for r in self.reductions):
                 return k
         return None
 
+    def weight(self):
+        """The cost of one iteration (see PARALLEL_MIN_COST)."""
+        names = [e.prim.name for e in self.eqns if e.prim.name not in VIEWS]
+        return max(1, sum(TRANSCENDENTAL_WEIGHT if n in TRANSCENDENTAL else 1 for n in names))
+
     def emit_parallel(self, axis):
         """The nest outlined into chunks of `axis` (outline.py), each replanned on the
         chunk function's pointers."""
         buffers = [buf for _, buf in self.inputs + self.outputs if buf.const is None]
         pointers = list({id(buf.ptr): buf.ptr for buf in buffers}.values())
-        per_step = math.prod(self.shape) // self.shape[axis]
-        grain = -(-CHUNK_MIN_ITERATIONS // per_step)
+        per_step = math.prod(self.shape) // self.shape[axis] * self.weight()
+        grain = -(-CHUNK_MIN_COST // per_step)
         if axis == len(self.shape) - 1:   # chunk boundaries on whole vectors
             grain = -(-grain // VECTOR_ALIGN) * VECTOR_ALIGN
 
