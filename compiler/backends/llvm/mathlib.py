@@ -441,22 +441,30 @@ class _Code:
 
 # --------------------------------------------------------------------------- exp family
 
+def _exp_poly(g, r):
+    """e^r for |r| <= ln2/2 + tiny."""
+    return 1 + g.mad(r * r, g.poly(r, g.coef("exp_h")), r)
+
+
 def _exp_of_reduced(g, n, r):
     """2^n e^r for |r| <= ln2/2 + tiny and a float-valued integer n in the clamp range."""
-    p = 1 + g.mad(r * r, g.poly(r, g.coef("exp_h")), r)
-    return g.scale(p, n)
+    return g.scale(_exp_poly(g, r), n)
+
+
+def _reduce_ln2(g, x):
+    """(n, t, ln2_lo): x = n ln2 + t - n ln2_lo, n = rint(x / ln2), t = x - n ln2_hi exact."""
+    n = (x * LOG2E).rint()
+    ln2_hi, ln2_lo = g.pick(LN2_42, LN2_16F)
+    return n, x - n * ln2_hi, ln2_lo
 
 
 def _exp_dd(g, hi, lo=None):
     """e^(hi + lo) for a small correction lo (hi's rounding error); NaN in hi propagates."""
     x = hi.max(g.pick(-746.0, -104.0)).min(g.pick(710.0, 89.0))
-    n = (x * LOG2E).rint()
-    ln2_hi, ln2_lo = g.pick(LN2_42, LN2_16F)
-    t = x - n * ln2_hi                                   # exact
+    n, t, ln2_lo = _reduce_ln2(g, x)
     if lo is not None:                                   # dropped where hi was clamped
         t = t + g.select(x.eq(hi), lo, 0.0)
-    r = t - n * ln2_lo
-    return g.select(hi.isnan(), hi, _exp_of_reduced(g, n, r))
+    return g.select(hi.isnan(), hi, _exp_of_reduced(g, n, t - n * ln2_lo))
 
 
 def _exp(g, x):
@@ -474,10 +482,7 @@ def _exp2(g, x):
 def _expm1(g, x):
     """e^x - 1 = 2^n (1 + e) - 1 with e = e^r - 1 carried as a pair, so that adding the exact
     2^n - 1 rounds once."""
-    xc = x.max(g.pick(-40.0, -20.0)).min(g.pick(710.0, 89.0))
-    n = (xc * LOG2E).rint()
-    ln2_hi, ln2_lo = g.pick(LN2_42, LN2_16F)
-    t = xc - n * ln2_hi                                  # exact
+    n, t, ln2_lo = _reduce_ln2(g, x.max(g.pick(-40.0, -20.0)).min(g.pick(710.0, 89.0)))
     r = t - n * ln2_lo
     r_lo = (t - r) - n * ln2_lo
     q = r * r * g.poly(r, g.coef("exp_h"))
@@ -527,12 +532,16 @@ def _log1p(g, x):
 # --------------------------------------------------------------------------- hyperbolic
 
 def _tanh(g, x):
-    """a + a^3 T(a^2) below 0.6, 1 - 2/(e^(2a) + 1) above (1 once e^(2a) overflows)."""
+    """a + a^3 T(a^2) below 0.6, 1 - 2/(e^(2a) + 1) above; 2a is clamped where tanh rounds to 1
+    (so e^(2a) needs neither overflow handling nor a two-step scale)."""
     a = x.abs()
     z = a * a
     small = g.mad(a * z, g.poly(z, g.coef("tanh_t")), a)
-    large = 1 - 2 / (g.call("exp", a + a) + 1)
-    return g.select(a < 0.6, small, large).copysign(x)
+    n, t, ln2_lo = _reduce_ln2(g, (a + a).min(g.pick(40.0, 20.0)))
+    r = t - n * ln2_lo
+    e = _exp_poly(g, r) * g.pow2(n.to_int())
+    res = g.select(a < 0.6, small, 1 - 2 / (e + 1)).copysign(x)
+    return g.select(x.isnan(), x, res)
 
 
 def _logistic(g, x):
