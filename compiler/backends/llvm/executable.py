@@ -18,8 +18,8 @@ order:
 Either way the extern globals (BLAS routines, pthreads, the thread count) are bound after the
 load. A cache entry is the object code behind a small header (the workspace size and the
 module's name); a corrupt entry is a miss (disk_cache.py checks its checksum) and is
-recompiled. The texts `as_text` returns are built lazily: for code that came from the disk,
-the IR is rebuilt (and optimised again) on first request.
+recompiled. The texts `as_text` returns are built on first request, by compiling the function
+again (whether its code came from the disk or not): no LLVM module outlives its compilation.
 
 Calls (`__call__`) are the dispatch fast path. Everything that does not depend on the
 arguments is prepared once per executable: the entry points as ctypes functions, the expected
@@ -59,34 +59,28 @@ def empty(shape, dtype):
 
 
 class Native:
-    """Native code of one SSA function in the JIT, and its texts (built on first request)."""
+    """Native code of one SSA function in the JIT. Its texts are built on first request (by
+    compiling the function again: keeping LLVM modules around would cost far more memory)."""
 
-    def __init__(self, fn, loaded, workspace, unoptimized=None, optimized=None):
+    def __init__(self, fn, loaded, workspace):
         self.function = fn
         self.loaded = loaded
         self.workspace = workspace
-        self._unoptimized = unoptimized
-        self._optimized = optimized   # a ModuleRef until printed, then its text
-        self._asm = None
+        self._texts = {}
 
     def text(self, level):
-        if level == "asm":
-            if self._asm is None:
-                with target.LOCK:
-                    self._asm = target.assembly(target.parse(self.text("llvm")))
-            return self._asm
-        if self._unoptimized is None:
-            module, _ = _build(self.function)
-            self._unoptimized = str(module)
-        if level == "llvm-unoptimized":
-            return self._unoptimized
         with target.LOCK:
-            if self._optimized is None:
-                self._optimized = target.optimize(self._unoptimized, self.loaded.name,
-                                                  level=opt_level(self.function))
-            if not isinstance(self._optimized, str):
-                self._optimized = str(self._optimized)
-        return self._optimized
+            if level not in self._texts:
+                self._texts[level] = self._make(level)
+            return self._texts[level]
+
+    def _make(self, level):
+        if level == "llvm-unoptimized":
+            return str(_build(self.function)[0])
+        opt = opt_level(self.function)
+        optimized = target.optimize(self.text("llvm-unoptimized"), self.loaded.name, level=opt)
+        return str(optimized) if level == "llvm" else \
+            target.assembly(optimized, _codegen_machine(opt))
 
 
 class Executable:
@@ -256,18 +250,22 @@ def _from_disk(fn, key):
 def _compile(fn, key):
     module, plan = _build(fn)
     name = module.name
-    unoptimized = str(module)
     level = opt_level(fn)
     with target.LOCK:
-        optimized = target.optimize(unoptimized, name, level=level)
+        optimized = target.optimize(str(module), name, level=level)
         target.namespace_entry(optimized)
-        data = target.object_code(optimized, target.host_machine(
-            0 if level == target.QUICK else target.OPT_LEVEL))
+        data = target.object_code(optimized, _codegen_machine(level))
     disk_cache.store(key, _ENTRY_HEADER.pack(plan.workspace, len(name.encode()))
                      + name.encode() + data)
     loaded = target.load_object(name, data)
     externs.bind_externs(loaded.global_address, name)
-    return Native(fn, loaded, plan.workspace, unoptimized, optimized)
+    return Native(fn, loaded, plan.workspace)
+
+
+def _codegen_machine(level):
+    """Quick modules get FastISel (target.host_machine(0)), the others the optimising
+    instruction selector."""
+    return target.host_machine(0 if level == target.QUICK else target.OPT_LEVEL)
 
 
 def opt_level(fn):
