@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import astcompat as A
 from ..ir.printer import to_ast, ssa_namespace, _dtype_constructor
+from ..ir.ssa import Function
 from ..primitives import PRIMITIVES
 from ..primitives.autodiff import Tape
 
@@ -44,10 +45,12 @@ class Executable:
 
     def __init__(self, fn):
         self.function = fn
+        scope = dict(namespace())
+        if fn.name in scope:   # a user function named like a primitive must not shadow it
+            fn = Function(_free_name(fn.name, scope), fn.invars, fn.eqns, fn.outvars)
         tree = A.module([to_ast(fn, typed_literals=True)])
         code = compile(A.to_python_ast(tree), f"<kiln ssa {fn.name}>", "exec",
                        flags=_ANNOTATIONS_FLAG, dont_inherit=True)
-        scope = dict(namespace())
         exec(code, scope)
         self._py = scope[fn.name]
         self._multi = len(fn.outvars) != 1
@@ -65,6 +68,12 @@ class Executable:
 import __future__  # noqa: E402
 
 _ANNOTATIONS_FLAG = __future__.annotations.compiler_flag
+
+
+def _free_name(name, scope):
+    while name in scope:
+        name += "_"
+    return name
 
 
 def compile_function(fn):

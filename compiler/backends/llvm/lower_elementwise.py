@@ -14,50 +14,27 @@ saturates and maps NaN to 0, max/min propagate NaN and order -0 below +0, `round
 from zero or half to even per `rounding_method`.
 
 Transcendental functions go through `math`, the single place that picks their implementation:
-LLVM intrinsics and the C library today (which do not vectorise), `mathlib` (vectorisable IR)
-when it provides them. Float16 math is computed in float32.
+mathlib's vectorisable IR (accuracy in docs/llvm_math.md). Float16 math is computed in float32.
 """
 import numpy as np
 import llvmlite.ir as ir
 
 from ...primitives import PRIMITIVES
 from . import ltypes as T
-from .calls import intrinsic, c_function
-from .special import erf_inv, digamma
+from .calls import intrinsic
+from . import mathlib
 
 # ------------------------------------------------------------------------------ math
 
-# Functions with an LLVM intrinsic (constant-folded, and vectorised once a vector library is
-# attached); the others call the C library (`<name>f` for float32).
-_INTRINSIC_MATH = {"exp", "exp2", "log", "sin", "cos", "sqrt", "pow"}
-_C_MATH = {"tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh",
-           "cosh": "cosh", "tanh": "tanh", "asinh": "asinh", "acosh": "acosh",
-           "atanh": "atanh", "log1p": "log1p", "expm1": "expm1", "cbrt": "cbrt", "erf": "erf",
-           "erfc": "erfc", "lgamma": "lgamma", "atan2": "atan2"}
-_COMPOSED_MATH = {"erf_inv": erf_inv, "digamma": digamma}
-
-
 def math(builder, name, args):
-    """`name` (exp, log, tanh, erf_inv, ...) applied to float scalars of one LLVM type."""
+    """`name` (exp, log, tanh, erf_inv, ...; `mathlib.NAMES`) applied to float scalars of one
+    LLVM type: mathlib's branch-free IR, which the loop vectoriser inlines and vectorises.
+    Float16 is computed in float32."""
     ty = args[0].type
     if isinstance(ty, ir.HalfType):
         wide = [builder.fpext(a, ir.FloatType()) for a in args]
         return builder.fptrunc(math(builder, name, wide), ty)
-    if name in _INTRINSIC_MATH:
-        return intrinsic(builder, name, args)
-    if name in _COMPOSED_MATH:
-        return _COMPOSED_MATH[name](builder, args[0])
-    suffix = "f" if isinstance(ty, ir.FloatType) else ""
-    return c_function(builder, _C_MATH[name] + suffix, args, ty)
-
-
-def in_double(builder, fn, x):
-    """fn evaluated in double precision, rounded back to x's type (what the reference does for
-    cbrt and float32 pow)."""
-    if isinstance(x[0].type, ir.DoubleType):
-        return fn(x)
-    wide = [builder.fpext(v, ir.DoubleType()) for v in x]
-    return builder.fptrunc(fn(wide), x[0].type)
+    return mathlib.emit(builder, name, args, ty)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -139,21 +116,6 @@ def _is_finite(ctx, builder, args, in_avals, out_aval):
                                 _float_const(x.type, np.inf))
 
 
-def _logistic(ctx, builder, args, in_avals, out_aval):
-    x = args[0]
-    one = _float_const(x.type, 1)
-    return builder.fdiv(one, builder.fadd(one, math(builder, "exp", [builder.fneg(x)])))
-
-
-def _rsqrt(ctx, builder, args, in_avals, out_aval):
-    x = args[0]
-    return builder.fdiv(_float_const(x.type, 1), math(builder, "sqrt", [x]))
-
-
-def _cbrt(ctx, builder, args, in_avals, out_aval):
-    return in_double(builder, lambda v: math(builder, "cbrt", v), args)
-
-
 def _abs(ctx, builder, args, in_avals, out_aval):
     kind = _dtype(in_avals).kind
     if kind == "f":
@@ -199,9 +161,6 @@ _UNARY = {
     "ceil": lambda ctx, b, args, ia, oa: intrinsic(b, "ceil", args),
     "round": _round,
     "is_finite": _is_finite,
-    "logistic": _logistic,
-    "rsqrt": _rsqrt,
-    "cbrt": _cbrt,
     "abs": _abs,
     "not": lambda ctx, b, args, ia, oa: b.not_(args[0]),
     "population_count": lambda ctx, b, args, ia, oa: intrinsic(b, "ctpop", args),
@@ -214,7 +173,7 @@ _UNARY = {
 }
 for _name in ("exp", "exp2", "log", "log1p", "expm1", "tanh", "sin", "cos", "tan", "asin",
               "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "sqrt", "erf", "erfc",
-              "erf_inv", "digamma"):
+              "erf_inv", "digamma", "logistic", "rsqrt", "cbrt"):
     _UNARY[_name] = _math_rule(_name)
 
 
@@ -262,7 +221,7 @@ def _pow(ctx, builder, args, in_avals, out_aval):
     x, y = args
     if in_avals[1].dtype.kind != "f":
         y = _int_to_float(builder, y, in_avals[1].dtype, x.type)
-    return in_double(builder, lambda v: math(builder, "pow", v), [x, y])
+    return math(builder, "pow", [x, y])
 
 
 def _nextafter(ctx, builder, args, in_avals, out_aval):
