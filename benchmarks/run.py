@@ -12,11 +12,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness import run_cases, markdown, machine_description  # noqa: E402
 import autodiff  # noqa: E402
+import cpu  # noqa: E402
 import eager  # noqa: E402
 import frontend  # noqa: E402
 import vmap  # noqa: E402
 
 SUITES = {"eager": eager.cases, "frontend": frontend.cases, "autodiff": autodiff.cases,
+          "cpu": cpu.cases,
           "vmap": vmap.cases}
 
 
