@@ -10,6 +10,7 @@ as an `Array` with the dtype and weak type the abstract value says.
 import numpy as np
 
 from .compiler.ir.abstract import ShapedArray
+from .compiler.frontend.builder import _STACK as _BUILDERS
 
 _aval_cache = {}
 
@@ -62,6 +63,8 @@ def apply_eager(prim, args, params):
         out = prim.abstract_eval(*avals, **params)
         if key is not None:
             _aval_cache[key] = out
+    if _BUILDERS and _large(out):
+        return _BUILDERS[-1].bind(prim, args, params)
     result = prim.impl(*vals, **params)
     if prim.multiple_results:
         return tuple(_wrap_as(r, o) for r, o in zip(result, out))
@@ -78,6 +81,8 @@ def apply_binary(prim, a, b):
         out = prim.abstract_eval(ShapedArray(va.shape, va.dtype, a.weak_type),
                                  ShapedArray(vb.shape, vb.dtype, b.weak_type))
         _binary_cache[key] = out
+    if _BUILDERS and _large(out):
+        return _BUILDERS[-1].bind(prim, (a, b), {})
     value = prim.impl(va, vb)
     if type(value) is not np.ndarray or value.dtype != out.dtype:
         return _wrap_as(value, out)
@@ -88,6 +93,20 @@ def apply_binary(prim, a, b):
 
 
 _binary_cache = {}
+
+# While a function is specialised, an operation on static values runs at once unless its result
+# is large: then it is staged into the function being compiled like a traced one (as JAX's jit
+# stages everything). A `jnp.full((10_000_000,), c)` or an `iota` computed from static
+# arguments then costs nothing to pass in and fuses with what uses it, instead of becoming a
+# 40 MB constant argument; small static values (shapes, scalars, index tables) stay concrete,
+# so Python control flow on them keeps working.
+STAGE_ELEMENTS = 1 << 12
+
+
+def _large(out):
+    if type(out) is tuple:
+        return any(o.size >= STAGE_ELEMENTS for o in out)
+    return out.size >= STAGE_ELEMENTS
 
 
 def _wrap_as(value, aval):
