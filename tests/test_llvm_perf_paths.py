@@ -196,6 +196,7 @@ import numpy as np
 import kiln, kiln.numpy as jnp
 from kiln.compiler import passes
 from kiln.compiler.backends.llvm import compile_function
+from kiln.compiler.backends.llvm.executable import cache_key
 
 def f(x, w):
     return jnp.tanh(x @ w) * 2.0 + 1.0
@@ -209,7 +210,8 @@ built = "kiln.compiler.backends.llvm.codegen" in sys.modules
 out, = executable(x, w)
 ok = bool(np.allclose(out, np.tanh(x) * 2 + 1, atol=1e-5))
 text = executable.as_text("llvm") if sys.argv[1] == "text" else ""
-print(json.dumps({"seconds": seconds, "built": built, "ok": ok, "text": "kiln_main" in text}))
+print(json.dumps({"seconds": seconds, "built": built, "ok": ok, "text": "kiln_main" in text,
+                  "key": cache_key(ssa)}))
 '''
 
 
@@ -223,13 +225,13 @@ def _run_cached(tmp_path, *args):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _entries(tmp_path):
-    return sorted((tmp_path / "cache" / "llvm").glob("*.kobj"))
+def _entry(tmp_path, key):
+    return tmp_path / "cache" / "llvm" / f"{key}.kobj"
 
 
 def test_second_process_loads_object_code_from_disk(tmp_path):
     first = _run_cached(tmp_path, "-")
-    assert first["ok"] and first["built"] and len(_entries(tmp_path)) == 1
+    assert first["ok"] and first["built"] and _entry(tmp_path, first["key"]).is_file()
     second = _run_cached(tmp_path, "text")
     assert second["ok"] and not second["built"]   # no IR built, the code generator not imported
     assert second["text"]                        # the IR is rebuilt when asked for
@@ -237,8 +239,7 @@ def test_second_process_loads_object_code_from_disk(tmp_path):
 
 @pytest.mark.parametrize("damage", ["flip", "truncate"])
 def test_corrupt_entries_are_recompiled(tmp_path, damage):
-    _run_cached(tmp_path, "-")
-    entry, = _entries(tmp_path)
+    entry = _entry(tmp_path, _run_cached(tmp_path, "-")["key"])
     data = bytearray(entry.read_bytes())
     if damage == "flip":
         data[len(data) // 2] ^= 0xFF

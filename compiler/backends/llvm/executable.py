@@ -22,17 +22,18 @@ recompiled. The texts `as_text` returns are built on first request, by compiling
 again (whether its code came from the disk or not): no LLVM module outlives its compilation.
 
 Calls (`__call__`) are the dispatch fast path. Everything that does not depend on the
-arguments is prepared once per executable: the entry points as ctypes functions, the expected
-dtype and shape of each input, an allocator per output (plain `np.empty` for small ones,
-memory.py's pool for large ones) and for the workspace. A call allocates the outputs and the
-workspace and hands the tuple (inputs, outputs, workspace, numpy.ndarray) to the module's
-`kiln_call` entry (pycall.py), which checks every input natively and reads the buffer
-addresses itself: about a microsecond for a small function. When an input is not exactly a
-C-contiguous aligned ndarray of the expected dtype and shape, nothing has run: the inputs go
-through `np.asarray(..., order="C")`, their addresses into a ctypes pointer array, and
-`kiln_main` is called. `call_exact` is the first half alone (None on a mismatch), for
-`kiln.jit`'s fast path. ctypes releases the GIL during either call, so several Python
-threads run compiled code at once; each call has its own outputs, workspace and pointer array.
+arguments is prepared once per executable: the entry point as a ctypes function, the
+descriptor of its inputs for the runtime library's `kiln_dispatch` (pycall.py, rtlib.py), an
+allocator per output (plain `np.empty` for small ones, memory.py's pool for large ones) and
+for the workspace. A call allocates the outputs and the workspace and hands the tuple
+(inputs, outputs, workspace, numpy.ndarray, descriptor) to kiln_dispatch, which checks every
+input natively, reads the buffer addresses itself and calls `kiln_main`: about a microsecond
+for a small function. When an input is not exactly a C-contiguous aligned ndarray of the
+expected dtype and shape, nothing has run: the inputs go through
+`np.asarray(..., order="C")`, their addresses into a ctypes pointer array, and `kiln_main`
+is called. `call_exact` is the first half alone (None on a mismatch), for `kiln.jit`'s fast
+path. ctypes releases the GIL during either call, so several Python threads run compiled
+code at once; each call has its own outputs, workspace and pointer array.
 """
 import ctypes
 import math
@@ -42,11 +43,11 @@ import threading
 import numpy as np
 
 from ...ir.ssa import Function
-from . import target, memory, externs, disk_cache, pycall
+from . import target, memory, externs, disk_cache, pycall, rtlib
 
 LEVELS = ("llvm", "llvm-unoptimized", "asm")
 _ENTRY_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
-_FAST_TYPE = _ENTRY_TYPE   # kiln_call(ptr pack): the pack tuple's address
+_FAST_TYPE = _ENTRY_TYPE   # kiln_dispatch(ptr pack): the pack tuple's address
 _ENTRY_HEADER = struct.Struct("<QI")   # workspace bytes, length of the module name
 _SMALL = memory.THRESHOLD_BYTES
 QUICK_WORK = 256   # element operations (operand and result sizes summed over the equations)
@@ -90,8 +91,9 @@ class Executable:
         loaded = self.native.loaded
         self.name = loaded.name
         self._entry = _ENTRY_TYPE(loaded.entry)
-        fast = loaded.function_address(f"{loaded.name}.{pycall.CALL}") if pycall.layout_ok() else 0
-        self._fast = _FAST_TYPE(fast) if fast else None
+        self._fast = _FAST_TYPE(rtlib.address("dispatch")) if pycall.layout_ok() else None
+        self._descriptor = pycall.descriptor(loaded.entry, [v.aval for v in fn.invars],
+                                             len(fn.outvars), self.native.workspace)
         self._inputs = [(np.dtype(v.aval.dtype), tuple(v.aval.shape)) for v in fn.invars]
         self._outs = [_allocator(tuple(v.aval.shape), np.dtype(v.aval.dtype))
                       for v in fn.outvars]
@@ -125,8 +127,8 @@ class Executable:
         return outs
 
     def _call_fast(self, args, outs, workspace):
-        """kiln_call's status, or None when an input is not in the exact expected form."""
-        pack = (args, outs, workspace, np.ndarray)
+        """kiln_dispatch's status, or None when an input is not in the exact expected form."""
+        pack = (args, outs, workspace, np.ndarray, self._descriptor)
         status = self._fast(id(pack))
         return None if status and status in self._mismatch else status
 
@@ -285,13 +287,10 @@ def opt_level(fn):
 
 
 def _build(fn):
-    """(module, storage plan) of `fn`: the code generator's module with the `kiln_call` entry
-    point added (pycall.py). The code generator is imported here, on the first compilation (a
-    disk cache hit needs none)."""
+    """(module, storage plan) of `fn` from the code generator, imported here, on the first
+    compilation (a disk cache hit needs none)."""
     from . import codegen
     module, plan = codegen.build(fn)
-    pycall.emit_call_entry(module, module.get_global(target.ENTRY), [v.aval for v in fn.invars],
-                           len(fn.outvars), plan.workspace > 0)
     if opt_level(fn) == target.QUICK:   # the O0 pipeline inlines these only
         for function in module.functions:
             if function.linkage == "internal" and "noinline" not in function.attributes:

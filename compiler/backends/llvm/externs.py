@@ -41,6 +41,11 @@ def _parallel(attribute: str) -> Callable[[], int]:
     return provide
 
 
+def _parallel_for() -> int:
+    from . import rtlib
+    return rtlib.address("parallel_for")
+
+
 def _debug_print() -> int:
     from . import lower_callbacks
     return lower_callbacks.callback_address()
@@ -51,6 +56,7 @@ EXTERNS: dict[str, tuple[ir.Type, Callable[[], int]]] = {
     "kiln_pthread_create": (PTR, _parallel("pthread_create_address")),
     "kiln_pthread_join": (PTR, _parallel("pthread_join_address")),
     "kiln_num_threads": (I64, _parallel("num_threads")),
+    "kiln_parallel_for": (PTR, _parallel_for),   # the runtime library's (rtlib.py)
     **{f"kiln_{routine}": (PTR, _blas(routine)) for routine in ("sgemm", "dgemm", "sgemv", "dgemv")},
     "kiln_debug_print": (PTR, _debug_print),   # the host callback of `debug_print`
 }

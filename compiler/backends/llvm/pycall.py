@@ -1,27 +1,30 @@
-"""The dispatch fast path: an entry point that reads its NumPy arrays itself.
+"""The dispatch fast path: one native function that reads the NumPy arrays of a call itself.
 
 Calling `kiln_main(ptr args)` from Python needs the address of every buffer, and asking NumPy
 for one (`a.ctypes.data`, `a.__array_interface__`) costs about a microsecond per array, more
-than the rest of a small call. So every module the JIT loads gets a second entry point,
+than the rest of a small call. So the process-wide runtime library (rtlib.py) holds
 
-    i32 @<module>.kiln_call(ptr pack)     ; pack: the tuple (inputs, outputs, workspace, ndarray)
+    i32 @kiln_dispatch(ptr pack)   ; pack: (inputs, outputs, workspace, ndarray, descriptor)
 
-emitted by `emit_call_entry`: `inputs` is the tuple of arguments the executable was called with,
-`outputs` the list of freshly allocated result arrays, `workspace` an array or None, `ndarray`
-the type `numpy.ndarray`. It checks, in native code, that each input is exactly an ndarray
+emitted by `emit_dispatch`: `inputs` is the tuple of arguments an executable was called with,
+`outputs` the list of its freshly allocated result arrays, `workspace` an array or None,
+`ndarray` the type `numpy.ndarray` and `descriptor` the executable's int64 array (`descriptor`
+below): the address of its `kiln_main`, its counts, and each input's expected type number,
+rank and shape. kiln_dispatch checks, in native code, that each input is exactly an ndarray
 (no subclass) of the expected dtype (type number, native byte order), rank and shape, aligned
-and C-contiguous; then it reads the data pointers of all arrays into the pointer array and
-calls `kiln_main`, returning its status. An input in any other form returns
-`MISMATCH - i` (i: the first such input) without running anything: the caller then converts
-the arguments in Python and calls `kiln_main` itself (executable.py).
+and C-contiguous; then it reads the data pointers of all arrays into a pointer array and
+calls `kiln_main`, returning its status. An input in any other form returns `MISMATCH - i`
+(i: the first such input) without running anything: the caller then converts the arguments
+in Python and calls `kiln_main` itself (executable.py). Being one function for all
+executables, it costs the compilation of each module nothing.
 
 The offsets read are those of CPython's tuple and list objects and of NumPy's public
 `PyArrayObject_fields`/`PyArray_Descr` structures (stable parts of their C ABIs). `layout_ok()`
 checks them in the running process against what NumPy reports (data pointer, rank, shape,
 flags, type number, byte order of sample arrays, items of a tuple and a list); where anything
 differs (another Python implementation, a debug build) the fast path is never used. The
-entry holds no GIL and touches no reference counts: the caller keeps every object alive for
-the duration of the call.
+function holds no GIL and touches no reference counts: the caller keeps every object alive
+for the duration of the call.
 """
 import ctypes
 import functools
@@ -30,8 +33,9 @@ import numpy as np
 import llvmlite.ir as ir
 
 from . import ltypes as T
+from .loops import counted_loop
 
-CALL = "kiln_call"
+DISPATCH = "kiln_dispatch"
 MISMATCH = -0x4B494C00
 # Offsets (bytes) in CPython objects and NumPy's structures, checked by `layout_ok`.
 OB_TYPE = 8
@@ -55,7 +59,7 @@ def _read(address, ctype):
 
 @functools.cache
 def layout_ok():
-    """Whether this process's objects have the layout `kiln_call` reads."""
+    """Whether this process's objects have the layout `kiln_dispatch` reads."""
     samples = [np.arange(6, dtype=np.float32).reshape(2, 3), np.zeros((4, 1), np.int64)[::2],
                np.ones(3, ">f8"), np.array(True)]
     try:
@@ -88,61 +92,104 @@ def _field(builder, base, offset, ty):
     return builder.load(pointer, typ=ty)
 
 
-def emit_call_entry(module, entry, in_avals, n_outputs, workspace):
-    """Define `<module>.kiln_call` (see the module docstring) calling `entry`."""
-    function = ir.Function(module, ir.FunctionType(T.I32, [T.PTR]), f"{module.name}.{CALL}")
+def descriptor(entry, in_avals, n_outputs, workspace):
+    """The int64 array describing an executable to kiln_dispatch: [entry address, inputs,
+    outputs, has workspace, start of each input's entries in the table..., the table: for each
+    input its type number, rank and shape]."""
+    table, starts = [], []
+    for aval in in_avals:
+        starts.append(len(table))
+        table += [np.dtype(aval.dtype).num, len(aval.shape), *aval.shape]
+    head = [entry, len(in_avals), n_outputs, int(bool(workspace))]
+    return np.array(head + starts + table, dtype=np.int64)
+
+
+def emit_dispatch(module):
+    """Define `kiln_dispatch` (see the module docstring) in `module`."""
+    function = ir.Function(module, ir.FunctionType(T.I32, [T.PTR]), DISPATCH)
     function.attributes.add("nounwind")
     pack = function.args[0]
     pack.name = "pack"
     builder = ir.IRBuilder(function.append_basic_block("entry"))
     fail = function.append_basic_block("mismatch")
     status = ir.IRBuilder(fail).phi(T.I32, name="status")
-    slots = len(in_avals) + n_outputs + 1
-    pointers = builder.alloca(ir.ArrayType(T.PTR, slots), name="args")
-    items = [_field(builder, pack, TUPLE_ITEMS + 8 * k, T.PTR) for k in range(4)]
-    inputs, outputs, work, ndarray = items
+    inputs, outputs, work, ndarray, described = (_field(builder, pack, TUPLE_ITEMS + 8 * k, T.PTR)
+                                                 for k in range(5))
+    header = _field(builder, described, ARRAY_DATA, T.PTR)
+    entry_type = ir.FunctionType(T.I32, [T.PTR]).as_pointer()   # typed, for llvmlite's call
+    entry, n, m, has_workspace = (_item(builder, header, 0, T.i64(k), ty)
+                                  for k, ty in enumerate((entry_type, T.I64, T.I64, T.I64)))
+    table = builder.gep(header, [builder.add(n, T.i64(4))], inbounds=True, source_etype=T.I64)
+    slots = builder.add(builder.add(n, m), T.i64(1))
+    pointers = builder.alloca(T.PTR, slots, name="args")
 
     def check(condition, index):
-        ok = function.append_basic_block(f"in{index}.ok")
-        status.add_incoming(T.I32(MISMATCH - index), builder.block)
+        ok = function.append_basic_block("ok")
+        status.add_incoming(builder.sub(T.I32(MISMATCH), builder.trunc(index, T.I32)),
+                            builder.block)
         builder.cbranch(condition, ok, fail)
         builder.position_at_end(ok)
 
     def store(k, array):
-        slot = builder.gep(pointers, [T.i64(0), T.i64(k)], inbounds=True)
+        slot = builder.gep(pointers, [k], inbounds=True, source_etype=T.PTR)
         builder.store(_field(builder, array, ARRAY_DATA, T.PTR), slot)
 
-    count = _field(builder, inputs, TUPLE_SIZE, T.I64)
-    check(builder.icmp_signed("==", count, T.i64(len(in_avals))), 0)
-    for i, aval in enumerate(in_avals):
-        array = _field(builder, inputs, TUPLE_ITEMS + 8 * i, T.PTR)
-        check(builder.icmp_unsigned("==", _field(builder, array, OB_TYPE, T.PTR), ndarray), i)
-        for condition in _array_checks(builder, array, aval):
+    def each_input(b, i, carried):
+        array = _item(b, inputs, TUPLE_ITEMS, i)
+        check(b.icmp_unsigned("==", _field(b, array, OB_TYPE, T.PTR), ndarray), i)
+        start = _item(b, header, 32, i, T.I64)
+        expected = _Expected(b, table, start)
+        for condition in _array_checks(b, array, expected):
             check(condition, i)
+        dims = _field(b, array, ARRAY_DIMS, T.PTR)
+        counted_loop(b, expected.value(1), lambda b2, k, acc: check(b2.icmp_signed(
+            "==", _item(b2, dims, 0, k, T.I64), expected.value(b2.add(k, T.i64(2)))), i)
+            or acc, (), "dim")
         store(i, array)
-    listed = _field(builder, outputs, LIST_ITEMS, T.PTR)
-    for j in range(n_outputs):
-        store(len(in_avals) + j, _field(builder, listed, 8 * j, T.PTR))
-    if workspace:
-        store(slots - 1, work)
-    entry.attributes.add("noinline")   # one copy of the program, whichever entry is called
-    builder.ret(builder.call(entry, [builder.bitcast(pointers, T.PTR)]))
+        return carried
+
+    def each_output(b, j, carried):
+        store(b.add(n, j), _item(b, _field(b, outputs, LIST_ITEMS, T.PTR), 0, j))
+        return carried
+
+    check(builder.icmp_signed("==", _field(builder, inputs, TUPLE_SIZE, T.I64), n), T.i64(0))
+    counted_loop(builder, n, each_input, (), "input")
+    counted_loop(builder, m, each_output, (), "output")
+    with builder.if_then(builder.icmp_signed("!=", has_workspace, T.i64(0))):
+        store(builder.add(n, m), work)
+    builder.ret(builder.call(entry, [pointers]))
     ir.IRBuilder(fail).ret(status)
     return function
 
 
-def _array_checks(builder, array, aval):
-    """i1 conditions, all true for a C-contiguous aligned native-order array of `aval`. A
-    generator: each condition's loads are emitted only after the previous condition held (the
-    shape is read once the rank is known to match)."""
-    descr = _field(builder, array, ARRAY_DESCR, T.PTR)
-    yield builder.icmp_signed("==", _field(builder, array, ARRAY_ND, T.I32), T.I32(len(aval.shape)))
+def _item(builder, base, offset, index, ty=T.PTR):
+    """base[offset bytes + 8 * index] (an 8-byte item of a dynamic index)."""
+    pointer = builder.gep(base, [T.i64(offset // 8)], inbounds=True, source_etype=T.I64) \
+        if offset else base
+    return builder.load(builder.gep(pointer, [index], inbounds=True, source_etype=ty), typ=ty)
+
+
+class _Expected:
+    """An input's entries of the table, from its start."""
+
+    def __init__(self, builder, table, start):
+        self.builder, self.table, self.start = builder, table, start
+
+    def value(self, k):
+        b = self.builder
+        k = T.i64(k) if isinstance(k, int) else k
+        pointer = b.gep(self.table, [b.add(self.start, k)], inbounds=True, source_etype=T.I64)
+        return b.load(pointer, typ=T.I64)
+
+
+def _array_checks(builder, array, expected):
+    """i1 conditions, all true for an aligned, C-contiguous, native-order array of the expected
+    type number and rank (a generator: each condition's loads come after the previous held)."""
+    rank = builder.sext(_field(builder, array, ARRAY_ND, T.I32), T.I64)
+    yield builder.icmp_signed("==", rank, expected.value(1))
     masked = builder.and_(_field(builder, array, ARRAY_FLAGS, T.I32), T.I32(_ALIGNED_C_CONTIGUOUS))
     yield builder.icmp_signed("==", masked, T.I32(_ALIGNED_C_CONTIGUOUS))
-    yield builder.icmp_signed("==", _field(builder, descr, DESCR_TYPE_NUM, T.I32),
-                              T.I32(np.dtype(aval.dtype).num))
+    descr = _field(builder, array, ARRAY_DESCR, T.PTR)
+    type_num = builder.sext(_field(builder, descr, DESCR_TYPE_NUM, T.I32), T.I64)
+    yield builder.icmp_signed("==", type_num, expected.value(0))
     yield builder.icmp_unsigned("!=", _field(builder, descr, DESCR_BYTEORDER, T.I8), T.I8(_SWAPPED))
-    if aval.shape:
-        dims = _field(builder, array, ARRAY_DIMS, T.PTR)
-        for k, d in enumerate(aval.shape):
-            yield builder.icmp_signed("==", _field(builder, dims, 8 * k, T.I64), T.i64(d))

@@ -150,11 +150,11 @@ class Loaded:
     """A module living in the engine: addresses of its entry point and globals."""
     __slots__ = ("name", "entry")
 
-    def __init__(self, name):
+    def __init__(self, name, entry=True):
         self.name = name
         with LOCK:
-            self.entry = _engine().get_function_address(entry_symbol(name))
-        if not self.entry:
+            self.entry = _engine().get_function_address(entry_symbol(name)) if entry else 0
+        if entry and not self.entry:
             raise RuntimeError(f"kiln: the JIT did not define {entry_symbol(name)}")
 
     def global_address(self, symbol):
@@ -168,14 +168,14 @@ class Loaded:
             return _engine().get_function_address(symbol)
 
 
-def load_object(name, data):
-    """Add object code (made by `object_code` from a module prepared with `namespace_entry`)
-    to the engine; its `Loaded` handle."""
+def load_object(name, data, entry=True):
+    """Add object code (made by `object_code` from a module prepared with `namespace_entry`,
+    or without an entry point for `entry=False`) to the engine; its `Loaded` handle."""
     with LOCK:
         engine = _engine()
         engine.add_object_file(llvm.ObjectFileRef.from_data(data))
         engine.finalize_object()
-        return Loaded(name)
+        return Loaded(name, entry)
 
 
 def namespace_entry(module):
