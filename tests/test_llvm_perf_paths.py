@@ -177,6 +177,29 @@ def test_only_large_nests_are_split():
     assert "kiln_parallel_for" not in total.lower(big).compile().as_text("llvm-unoptimized")
 
 
+_THREADED_PROGRAM = """
+import numpy as np, kiln, kiln.numpy as jnp
+x = np.arange(3 * 300_007, dtype=np.int32).reshape(3, 300_007) % 1000
+f = kiln.jit(lambda x: (x * 3 + 1, jnp.sum(x, axis=0)), backend="llvm")
+a, s = f(x)
+assert "kiln_parallel_for" in f.lower(x).compile().as_text("llvm-unoptimized")
+assert (np.asarray(a) == x * 3 + 1).all() and (np.asarray(s) == x.sum(axis=0)).all()
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_thread_count_setting(tmp_path, threads):
+    """KILN_NUM_THREADS: one thread, or more threads than cores (blocks are claimed
+    dynamically, so any count covers every block exactly once)."""
+    env = {**os.environ, "KILN_NUM_THREADS": threads, "KILN_CACHE_DIR": str(tmp_path)}
+    script = tmp_path / "threaded_program.py"
+    script.write_text(_THREADED_PROGRAM)
+    done = subprocess.run([sys.executable, str(script)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
 def test_concurrent_calls_of_parallel_kernels():
     from concurrent.futures import ThreadPoolExecutor
     f = kiln.jit(lambda x: jnp.sum(x * x + 1.0, axis=0), backend="llvm")
