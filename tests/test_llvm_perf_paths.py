@@ -146,7 +146,7 @@ def _parallel_program(x, y):
 
 
 @settings(max_examples=12, deadline=None)
-@given(st.sampled_from([(1, 1 << 18), (600, 700), (3, 100_003), ((1 << 18) + 5, 1), (513, 1024)]),
+@given(st.sampled_from([(1, 1 << 20), (1100, 1000), (3, 350_003), ((1 << 20) + 5, 1), (1025, 1024)]),
        st.sampled_from([F32, I32]), st.integers(0, 2**32 - 1))
 def test_parallel_nests_match_reference(shape, dtype, seed):
     rng = np.random.default_rng(seed)
@@ -160,7 +160,7 @@ def test_parallel_nests_match_reference(shape, dtype, seed):
 
 def test_leading_axes_reductions_split_their_kept_axes():
     """Sums over the two leading axes of a 3-D array: threads split the last axis."""
-    z = np.random.default_rng(0).integers(-50, 50, (40, 50, 300)).astype(np.int32)
+    z = np.random.default_rng(0).integers(-50, 50, (80, 100, 300)).astype(np.int32)
     f = kiln.jit(lambda z: (jnp.sum(z, axis=(0, 1)), jnp.max(z * 3, axis=0)), backend="llvm")
     s, m = f(z)
     np.testing.assert_array_equal(np.asarray(s), z.sum(axis=(0, 1)))
@@ -170,7 +170,7 @@ def test_leading_axes_reductions_split_their_kept_axes():
 
 def test_only_large_nests_are_split():
     f = kiln.jit(lambda x: x * x + x * 2.0, backend="llvm")
-    big, small = np.ones((600, 700), np.float32), np.ones((60, 70), np.float32)
+    big, small = np.ones((1100, 1000), np.float32), np.ones((60, 70), np.float32)
     assert "kiln_parallel_for" in f.lower(big).compile().as_text("llvm-unoptimized")
     assert "kiln_parallel_for" not in f.lower(small).compile().as_text("llvm-unoptimized")
     total = kiln.jit(lambda x: jnp.sum(x), backend="llvm")   # every axis reduced: one thread
@@ -179,7 +179,7 @@ def test_only_large_nests_are_split():
 
 _THREADED_PROGRAM = """
 import numpy as np, kiln, kiln.numpy as jnp
-x = np.arange(3 * 300_007, dtype=np.int32).reshape(3, 300_007) % 1000
+x = np.arange(3 * 800_011, dtype=np.int32).reshape(3, 800_011) % 1000
 f = kiln.jit(lambda x: (x * 3 + 1, jnp.sum(x, axis=0)), backend="llvm")
 a, s = f(x)
 assert "kiln_parallel_for" in f.lower(x).compile().as_text("llvm-unoptimized")
@@ -203,7 +203,7 @@ def test_thread_count_setting(tmp_path, threads):
 def test_concurrent_calls_of_parallel_kernels():
     from concurrent.futures import ThreadPoolExecutor
     f = kiln.jit(lambda x: jnp.sum(x * x + 1.0, axis=0), backend="llvm")
-    xs = [np.full((700, 600), k, np.float32) for k in range(6)]
+    xs = [np.full((1400, 1000), k, np.float32) for k in range(6)]
     f(xs[0])   # specialise first: tracing is not thread-safe (calls of compiled code are)
     with ThreadPoolExecutor(3) as pool:
         results = list(pool.map(lambda x: np.asarray(f(x)), xs * 3))

@@ -40,11 +40,13 @@ from .lower_elementwise import max_value, min_value, convert
 from .outline import parallel_range
 
 REASSOC = ("reassoc", "nsz")
-# Nests costing less than PARALLEL_MIN_COST stay on the calling thread (starting a thread costs
-# ~20-50 us); costlier ones are split into chunks of at least CHUNK_MIN_COST. The cost of a nest
-# is its iterations times the weight of its body: one per equation, TRANSCENDENTAL_WEIGHT for
-# the functions that take tens of cycles per element.
-PARALLEL_MIN_COST = 1 << 18
+# Nests costing less than PARALLEL_MIN_COST (about a millisecond of work on one core) stay on
+# the calling thread: starting threads costs ~20-50 us, and OpenBLAS's threads keep spinning for
+# a while after each matrix product, so splitting the short kernels between products (an MLP
+# step) loses more than it gains. Costlier nests are split into blocks of at least
+# CHUNK_MIN_COST. The cost of a nest is its iterations times the weight of its body: one per
+# equation, TRANSCENDENTAL_WEIGHT for the functions that take tens of cycles per element.
+PARALLEL_MIN_COST = 1 << 21
 CHUNK_MIN_COST = 1 << 16
 VECTOR_ALIGN = 64
 TRANSCENDENTAL_WEIGHT = 8
