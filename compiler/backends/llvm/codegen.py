@@ -38,6 +38,7 @@ from . import ltypes as T
 from .buffers import Buffer, plan_storage, nbytes
 from .calls import intrinsic
 from . import target
+from .ssa_key import key_text
 
 # Importing the lowering modules registers their rules on the primitives.
 from . import lower_elementwise  # noqa: F401
@@ -83,7 +84,7 @@ def build(fn):
             raise T.unsupported(f"a tape argument or result of {fn.name}", x.aval.dtype)
     for eqn in fn.eqns:
         check_lowerable(eqn)
-    module = ir.Module(name=module_name(fn, str(fn)))
+    module = ir.Module(name=module_name(fn, key_text(fn)))
     module.triple = target.triple()
     plan = plan_function(fn)
     _Entry(module, fn, plan).emit()
