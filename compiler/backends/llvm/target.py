@@ -9,10 +9,11 @@
   libraries) that must run on other machines.
 - `optimize(text, name, machine, level)`: parse LLVM IR text, verify it, and run the new pass
   manager's O3 pipeline tuned for `machine` (loop and SLP vectorisation and interleaving
-  on; the LoopUnroll passes off: they took a third of the pipeline's time for no measured gain
-  on kiln's loops, which the vectoriser already interleaves), or the O0 pipeline for `level=QUICK` (tiny programs, where compile time
-  is all that counts; their internal functions are marked `alwaysinline`, which O0 honours).
-  With `host_machine(0)`'s FastISel that compiles them 3-6x faster.
+  on; the LoopUnroll passes off: they took a third of the pipeline's time for no measured
+  gain on kiln's loops, which the vectoriser already interleaves), or the O0 pipeline for
+  `level=QUICK` (tiny programs, where compile time is all that counts; their internal
+  functions are marked `alwaysinline`, which O0 honours). With `host_machine(0)`'s FastISel
+  that compiles them 3-6x faster.
 - `object_code(module, machine)`: object bytes of an optimised module whose entry point was
   renamed by `namespace_entry` (to `<name>.kiln_main`, so that the entry points of several
   compiled functions coexist in the engine; module names are unique per function: codegen
