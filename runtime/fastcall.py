@@ -16,6 +16,7 @@ import numpy as np
 from .array import Array
 
 MISS = object()
+_ndarray = np.ndarray
 
 
 def eligible(args, kwargs, static_nums, static_names, executable):
@@ -36,8 +37,7 @@ class FastCall:
         self.consts = tuple(entry.consts)
         out_tree, out_weak = entry.out_tree, entry.out_weak
         if out_tree.node_data() is None:   # a single array
-            weak = out_weak[0]
-            self.rebuild = lambda outs: wrap(outs, (weak,))[0]
+            self.rebuild = _single(out_weak[0])
         else:
             self.rebuild = lambda outs: out_tree.unflatten(wrap(outs, out_weak))
 
@@ -46,15 +46,26 @@ class FastCall:
         if len(args) != len(weak):
             return MISS
         values = []
+        append = values.append
         for a, w in zip(args, weak):
             t = type(a)
             if t is Array and a.weak_type is w:
-                values.append(a._value)
-            elif t is np.ndarray and not w:
-                values.append(a)
+                append(a._value)
+            elif t is _ndarray and not w:
+                append(a)
             else:
                 return MISS
-        if self.entry.guards and not self.entry.guards_ok():
+        entry = self.entry
+        if entry.guards and not entry.guards_ok():
             return MISS
-        outs = self.call(tuple(values) + self.consts)
+        outs = self.call((*values, *self.consts))
         return MISS if outs is None else self.rebuild(outs)
+
+
+def _single(weak, new=object.__new__):
+    def rebuild(outs):
+        out = new(Array)
+        out._value = outs[0]
+        out.weak_type = weak
+        return out
+    return rebuild

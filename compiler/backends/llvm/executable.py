@@ -120,11 +120,9 @@ class Executable:
             return None
         outs = [make() for make in self._outs]
         status = self._call_fast(args, outs, self._workspace())
-        if status is None:
-            return None
         if status:
             raise self._failure(status)
-        return outs
+        return None if status is None else outs
 
     def _call_fast(self, args, outs, workspace):
         """kiln_dispatch's status, or None when an input is not in the exact expected form."""
