@@ -322,6 +322,20 @@ def test_jit_fast_path_respects_types_weak_types_and_globals():
 SCALE = 1.0
 
 
+def test_jit_fast_path_python_floats_follow_enable_x64():
+    from kiln.compiler.config import config
+    g = kiln.jit(lambda v: v * 2.0 + 1.0, backend="llvm")
+    assert float(g(1.5)) == 4.0 and g(1.5).dtype == np.float32 and g(1.5).weak_type
+    old = config.read("enable_x64")
+    config.update("enable_x64", True)
+    try:
+        assert g(1.5).dtype == np.float64   # the float is float64 now: a new specialisation
+    finally:
+        config.update("enable_x64", old)
+    assert g(2.5).dtype == np.float32 and float(g(2.5)) == 6.0
+    assert g._cache_size() == 2
+
+
 def _rss_bytes():
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
