@@ -15,8 +15,8 @@ order:
    element operations (`opt_level`) are compiled quickly (target.QUICK: the O0 pipeline with
    every internal function inlined, instructions selected by FastISel), 3-6x faster than at
    O3 and running about as fast at that size; everything else gets O3.
-Either way the extern globals (BLAS routines, pthreads, the thread count) are bound after the
-load. A cache entry is the object code behind a small header (the workspace size and the
+Either way the extern globals (BLAS routines, the runtime library's parallel_for, host
+callbacks) are bound after the load. A cache entry is the object code behind a small header (the workspace size and the
 module's name); a corrupt entry is a miss (disk_cache.py checks its checksum) and is
 recompiled. The texts `as_text` returns are built on first request, by compiling the function
 again (whether its code came from the disk or not): no LLVM module outlives its compilation.
@@ -188,9 +188,6 @@ def cache_key(fn):
     """The disk cache key of SSA function `fn` compiled for this host."""
     cpu, features = target.host_cpu()
     return disk_cache.key(key_text(fn), target.triple(), cpu, features, str(opt_level(fn)))
-
-
-
 
 
 def native_code(fn):

@@ -1,9 +1,9 @@
 """Outlined parallel loops: a kernel's loop split into chunks that run on several threads.
 
 `parallel_range(ctx, pointers, n, grain, emit_chunk)` runs iterations [0, n) of some loop
-through `kiln_parallel_for` (parallel.py's, compiled once per process in the runtime library,
-rtlib.py, and called through an extern global). It outlines the loop into two internal
-functions:
+through `kiln_parallel_for` (compiled once per process in the runtime library, rtlib.py, and
+called through an extern global): blocks of `grain` iterations go to whichever thread asks
+next. It outlines the loop into two internal functions:
 - `<kernel>.chunk(ptr env, i64 lo, i64 hi)`, what the threads call: it unpacks the pointers the
   loop uses from `env` (a stack struct the kernel fills) and calls
 - `<kernel>.chunk.body(i64 lo, i64 hi, ptr p0, ptr p1, ...)`, whose pointer parameters keep

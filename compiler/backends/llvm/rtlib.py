@@ -15,7 +15,6 @@ cache (disk_cache.py; the key covers the target, the host CPU, kiln's fingerprin
 Python/NumPy object layouts kiln_dispatch reads), or compiled and stored there, then loaded
 into the JIT with its own externs (pthreads, the thread count) bound.
 """
-import functools
 import sys
 
 import numpy as np
@@ -26,22 +25,27 @@ NAME = "kiln.rtlib"
 FUNCTIONS = {"parallel_for": "kiln_parallel_for", "dispatch": "kiln_dispatch"}
 
 
+_ADDRESSES = {}
+
+
 def address(name):
     """The address of the runtime function `name` ("parallel_for" or "dispatch")."""
-    return _loaded()[name]
+    if not _ADDRESSES:
+        with target.LOCK:   # once per process, even when several threads compile at once
+            if not _ADDRESSES:
+                _ADDRESSES.update(_load())
+    return _ADDRESSES[name]
 
 
-@functools.cache
-def _loaded():
+def _load():
     cpu, features = target.host_cpu()
     key = disk_cache.key(NAME, target.triple(), cpu, features, sys.implementation.cache_tag,
                          np.__version__)
-    with target.LOCK:
-        data = disk_cache.load(key)
-        if data is None:
-            data = _compile()
-            disk_cache.store(key, data)
-        loaded = target.load_object(NAME, data, entry=False)
+    data = disk_cache.load(key)
+    if data is None:
+        data = _compile()
+        disk_cache.store(key, data)
+    loaded = target.load_object(NAME, data, entry=False)
     externs.bind_externs(loaded.global_address, NAME)
     return {name: loaded.function_address(symbol) for name, symbol in FUNCTIONS.items()}
 
