@@ -291,7 +291,8 @@ def test_inputs_in_any_form_are_converted():
     want = x @ w + 1
     forms = [(x, w), (x.astype(np.float64), w), (np.asfortranarray(x), w),
              (np.arange(24, dtype=np.float32).reshape(4, 6)[:, ::2], w),
-             (x.astype(">f4"), w), (x.tolist(), w), (np.asmatrix(x), w)]
+             (x.astype(">f4"), w), (x.tolist(), w), (np.asmatrix(x), w),
+             (np.frombuffer(b"\0" + x.tobytes(), np.float32, offset=1).reshape(4, 3), w)]
     for k, (a, b) in enumerate(forms):
         expected = np.asarray(a, np.float32) @ w + 1 if k == 3 else want
         np.testing.assert_array_equal(ex(a, b)[0], expected, err_msg=str(k))

@@ -29,9 +29,8 @@ for the workspace. A call allocates the outputs and the workspace and hands the 
 (inputs, outputs, workspace, numpy.ndarray, descriptor) to kiln_dispatch, which checks every
 input natively, reads the buffer addresses itself and calls `kiln_main`: about a microsecond
 for a small function. When an input is not exactly a C-contiguous aligned ndarray of the
-expected dtype and shape, nothing has run: the inputs go through
-`np.asarray(..., order="C")`, their addresses into a ctypes pointer array, and `kiln_main`
-is called. `call_exact` is the first half alone (None on a mismatch), for `kiln.jit`'s fast
+expected dtype and shape, nothing has run: the inputs go through `np.require` (C order,
+aligned), their addresses into a ctypes pointer array, and `kiln_main` is called. `call_exact` is the first half alone (None on a mismatch), for `kiln.jit`'s fast
 path. ctypes releases the GIL during either call, so several Python threads run compiled
 code at once; each call has its own outputs, workspace and pointer array.
 """
@@ -160,7 +159,7 @@ def compile_function(fn):
 
 
 def _contiguous(a, dtype, shape):
-    out = np.asarray(a, dtype=dtype, order="C")
+    out = np.require(a, dtype=dtype, requirements="CA")   # C order, aligned
     if out.shape != shape:
         raise TypeError(f"kiln: a compiled function expected an array of shape {shape}, "
                         f"got {out.shape}")
