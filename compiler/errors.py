@@ -62,6 +62,12 @@ class CompileError(KilnError):
     """Something in the function cannot be compiled (unsupported syntax, no source, ...)."""
 
 
+class BackendUnsupportedError(CompileError):
+    """A backend cannot lower something the reference backend runs (complex numbers on the
+    LLVM backend, today). `jit` without an explicit backend falls back to the reference
+    backend for such a function; with `backend=` named, the error reaches the user."""
+
+
 class ConcretizationError(KilnError, TypeError):
     """A traced value was used where Python needs a concrete one."""
 

@@ -5,10 +5,15 @@ specialisation keyed by (pytree structure, abstract value of every dynamic leaf,
 a specialisation also stays valid only while the globals it read still hold the values it saw
 (`guards`), so changing a global re-specialises instead of returning a stale result. A miss
 specialises the function into SSA (`kiln.compiler.frontend.specialise`), runs the pass
-pipeline, and compiles it with the backend: `backend="reference"` (the default for now: the SSA
-run as Python over NumPy) or `backend="llvm"` (alias "cpu": native code through LLVM, after
-the LLVM pipeline, which also fuses; see `kiln.compiler.passes.PIPELINES`).
+pipeline, and compiles it with the backend: `backend="llvm"` (alias "cpu", the default: native
+code through LLVM, after the LLVM pipeline, which also fuses; see
+`kiln.compiler.passes.PIPELINES`) or `backend="reference"` (the SSA run as Python over NumPy,
+the oracle).
 
+The default backend is "cpu" (LLVM); `KILN_BACKEND=reference` (or `llvm`) sets the backend of
+every `jit` that names none (read when the `jit` is created; for testing one backend against the
+whole suite). Without an explicit `backend=`, a function the LLVM backend cannot lower yet
+(complex numbers) is compiled for the reference backend instead.
 `KILN_LOG_COMPILES=1` logs every (re)specialisation with its reason; `KILN_DUMP_DIR=dir`
 writes every stage; `kiln.disable_jit()` (or `KILN_DISABLE_JIT=1`) runs functions as plain
 Python.
@@ -29,6 +34,7 @@ from . import tracer as _tracer  # noqa: F401  (installs the Tracer type in the 
 from . import _host  # noqa: F401  (fills the specialiser's host interface)
 from ._traceback import filter_traceback, show_full
 from .compiler.frontend.builder import current
+from .compiler.errors import BackendUnsupportedError
 
 logger = logging.getLogger("kiln")
 
@@ -158,9 +164,11 @@ class Jitted:
             else (donate_argnums,)
         self.donate_argnames = tuple(donate_argnames) if not isinstance(donate_argnames, str) \
             else (donate_argnames,)
-        self._backend = _BACKENDS.get(backend or "reference")
+        self._explicit_backend = backend is not None
+        self._backend = _BACKENDS.get(backend or os.environ.get("KILN_BACKEND") or "cpu")
         if self._backend is None:
-            raise ValueError(f"kiln.jit: unknown backend {backend!r}; available: "
+            raise ValueError(f"kiln.jit: unknown backend "
+                             f"{backend or os.environ.get('KILN_BACKEND')!r}; available: "
                              + ", ".join(map(repr, _BACKENDS)))
         self._cache = {}
         self._fast = None   # fastcall.FastCall of the latest all-array call, or None
@@ -288,14 +296,11 @@ class Jitted:
         if _log_compiles():
             logger.warning("kiln: compiling %s (%s)", self.__name__, reason)
         fn, out_tree, consts, guards = self._trace(args, kwargs)
-        from .compiler import passes
-        ssa = passes.run_pipeline(fn, dump_name=fn.name,
-                                  pipeline=passes.PIPELINES[self._backend])
-        compile_function = _backend_compiler(self._backend)
+        ssa, executable = self._compile(fn)
         entry = _Entry()
         entry.function = fn
         entry.ssa = ssa
-        entry.executable = compile_function(ssa)
+        entry.executable = executable
         entry.out_tree = out_tree
         entry.out_weak = [v.aval.weak_type for v in ssa.outvars]
         entry.consts = consts
@@ -303,6 +308,23 @@ class Jitted:
         entry.in_avals = key[1]
         self._cache[key] = entry
         return entry
+
+    def _compile(self, fn, backend=None):
+        """(the SSA after the backend's pipeline, its executable). Without an explicit
+        `backend=`, a function the LLVM backend cannot lower yet (complex numbers) runs on the
+        reference backend instead, logged under KILN_LOG_COMPILES."""
+        from .compiler import passes
+        backend = backend or self._backend
+        ssa = passes.run_pipeline(fn, dump_name=fn.name, pipeline=passes.PIPELINES[backend])
+        try:
+            return ssa, _backend_compiler(backend)(ssa)
+        except BackendUnsupportedError as e:
+            if self._explicit_backend or backend == "reference":
+                raise
+            if _log_compiles():
+                logger.warning("kiln: %s runs on the reference backend: %s", self.__name__,
+                               e.bare_message)
+            return self._compile(fn, "reference")
 
     # ------------------------------------------------------------------- inspection
     def lower(self, *args, **kwargs):

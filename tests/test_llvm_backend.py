@@ -18,7 +18,7 @@ import hypothesis.extra.numpy as hnp
 import kiln
 import kiln.numpy as jnp
 from kiln import lax
-from kiln.compiler.errors import CompileError
+from kiln.compiler.errors import CompileError, BackendUnsupportedError
 from kiln.compiler.ir.abstract import ShapedArray
 from kiln.compiler.ir.ssa import Eqn, Function, Var
 from kiln.compiler.ir.verify import verify
@@ -614,3 +614,24 @@ def test_concurrent_calls_from_threads():
         results = list(pool.map(lambda x: np.asarray(jf(x)), xs * 4))
     for x, got in zip(xs * 4, results):
         np.testing.assert_allclose(got, np.cumsum(np.sin(x) * 2, axis=0) + x, rtol=1e-5)
+
+
+def test_default_jit_is_llvm_and_falls_back_for_complex_numbers():
+    """jit's default backend is LLVM; a function it cannot lower yet (complex numbers) runs on
+    the reference backend unless the LLVM backend was asked for by name."""
+    x = np.linspace(0, 1, 5, dtype=np.float32)
+    real = kiln.jit(_real_fn)
+    assert "define" in real.lower(x).compile().as_text()
+    mixed = kiln.jit(_complex_fn)
+    np.testing.assert_allclose(np.asarray(mixed(x)), np.sin(x) + x, rtol=1e-6)
+    with pytest.raises(BackendUnsupportedError, match="complex64") as err:
+        kiln.jit(_complex_fn, backend="llvm")(x)
+    assert "backend='reference'" in str(err.value)
+
+
+def _real_fn(x):
+    return jnp.sin(x) * 2.0
+
+
+def _complex_fn(x):
+    return (x * 1j).imag + jnp.sin(x)

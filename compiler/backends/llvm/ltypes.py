@@ -8,7 +8,7 @@ raises a CompileError naming the primitive and the dtype.
 import numpy as np
 import llvmlite.ir as ir
 
-from ...errors import CompileError
+from ...errors import BackendUnsupportedError
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
@@ -20,8 +20,9 @@ _FLOATS = {2: ir.HalfType(), 4: ir.FloatType(), 8: ir.DoubleType()}
 def unsupported(what, dtype, info=None):
     dtype = np.dtype(dtype)
     avoid = " or avoid complex numbers in it" if dtype.kind == "c" else ""
-    return CompileError(f"the LLVM backend cannot lower {what} on {dtype} values yet", info,
-                        f"Compile this function with kiln.jit(..., backend='reference'){avoid}.")
+    return BackendUnsupportedError(
+        f"the LLVM backend cannot lower {what} on {dtype} values yet", info,
+        f"Compile this function with kiln.jit(..., backend='reference'){avoid}.")
 
 
 def reg_type(dtype, what="this operation"):
