@@ -546,22 +546,13 @@ scan.rules.update(jvp_eqn=_scan_jvp, vjp_fwd=_scan_vjp_fwd, vjp=_scan_vjp)
 #              of xs is never axis 0 (the scanned axis), and each y comes out with its batch
 #              axis one further in than the body gives it.
 
-def _reads_axis(eqn):
-    """Whether `eqn` is (or contains in a region) a collective over the axis being batched:
-    its results vary over the batch even when its operands do not."""
-    name = B.current_axis_name()
-    return name is not None and (
-        name in B.collective_axes(eqn) or
-        any(_reads_axis(e) for region in eqn.regions() for e in region.eqns))
-
-
 def _batched_pattern(fn, batched):
     """Which outputs of `fn` get a batch axis from `batch_emit` when the inputs flagged in
     `batched` have one (a safe over-approximation: an equation without batched operands is
     replayed unbatched unless it is a collective over the batch axis)."""
     live = {v for v, b in zip(fn.invars, batched) if b}
     for eqn in fn.eqns:
-        if _reads_axis(eqn) or any(isinstance(v, Var) and v in live for v in eqn.invars):
+        if B.reads_batch_axis(eqn) or any(isinstance(v, Var) and v in live for v in eqn.invars):
             live.update(eqn.outvars)
     return [isinstance(v, Var) and v in live for v in fn.outvars]
 

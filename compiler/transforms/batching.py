@@ -55,6 +55,18 @@ def current_axis_name():
     return _AXES[-1][0] if _AXES else None
 
 
+def reads_batch_axis(eqn):
+    """Whether `eqn` is, or holds in a region, a collective over the axis being batched: its
+    results vary over the batch even when its operands do not."""
+    name = current_axis_name()
+    return name is not None and _reads_axis(eqn, name)
+
+
+def _reads_axis(eqn, name):
+    return name in collective_axes(eqn) or any(
+        _reads_axis(e, name) for region in eqn.regions() for e in region.eqns)
+
+
 def collective_axes(eqn):
     """The axis names a collective equation reduces over (empty for other primitives)."""
     if not eqn.prim.rules.get("collective"):

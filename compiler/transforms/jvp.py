@@ -95,29 +95,38 @@ def jvp_emit(fn, primals, tangents):
 
     `primals` are the values of `fn.invars` (tracers, Literals or static values); `tangents`
     are aligned, `None` for zero. Returns (primal outputs, tangent outputs or None)."""
-    env, tenv = {}, {}
-    for v, x, t in zip(fn.invars, primals, tangents):
+    tangents = [t if t is not None and has_tangent(v.aval) else None
+                for v, t in zip(fn.invars, tangents)]
+    return replay_annotated(fn, primals, tangents, jvp_eqn)
+
+
+def replay_annotated(fn, values, notes, step):
+    """Replay `fn` into the current builder, carrying a note beside each value (its tangent
+    for jvp, its batch axis for vmap; None for none). `step(eqn, ins, in_notes) -> (outs,
+    out_notes)` emits one equation, with the builder's source location set to the
+    equation's. Returns (fn's outputs, their notes)."""
+    env, nenv = {}, {}
+    for v, x, n in zip(fn.invars, values, notes):
         env[v] = x
-        if t is not None and has_tangent(v.aval):
-            tenv[v] = t
+        if n is not None:
+            nenv[v] = n
+    b = current()
     for eqn in fn.eqns:
-        b = current()
         info = b.info
         if eqn.info is not None:
             b.info = eqn.info
         try:
             ins = [read(env, v) for v in eqn.invars]
-            tins = [tenv.get(v) if isinstance(v, Var) else None for v in eqn.invars]
-            outs, touts = jvp_eqn(eqn, ins, tins)
+            nins = [nenv.get(v) if isinstance(v, Var) else None for v in eqn.invars]
+            outs, nouts = step(eqn, ins, nins)
         finally:
             b.info = info
-        for v, o, t in zip(eqn.outvars, outs, touts):
+        for v, o, n in zip(eqn.outvars, outs, nouts):
             env[v] = o
-            if t is not None:
-                tenv[v] = t
-    outs = [read(env, v) for v in fn.outvars]
-    touts = [tenv.get(v) if isinstance(v, Var) else None for v in fn.outvars]
-    return outs, touts
+            if n is not None:
+                nenv[v] = n
+    return ([read(env, v) for v in fn.outvars],
+            [nenv.get(v) if isinstance(v, Var) else None for v in fn.outvars])
 
 
 def instantiate(t, aval):

@@ -13,17 +13,10 @@ axis of each result is. Every primitive declares its rule beside its declaration
 `tests/test_vmap_rules.py` checks that each one exists and agrees with a loop over examples.
 """
 from ..errors import CompileError
-from ..ir.ssa import Var
 from ..frontend.builder import current
 from . import batching
 from .batching import moveaxis, to_front  # noqa: F401  (the runtime's vmap places outputs)
-from .jvp import read, replay_eqn
-
-
-def reads_axis(eqn, name):
-    """Whether `eqn` is, or holds in a region, a collective over the axis `name`."""
-    return name in batching.collective_axes(eqn) or any(
-        reads_axis(e, name) for region in eqn.regions() for e in region.eqns)
+from .jvp import replay_annotated, replay_eqn
 
 
 def batch_eqn(eqn, ins, dims, size):
@@ -34,7 +27,7 @@ def batch_eqn(eqn, ins, dims, size):
         # `vmap(..., axis_name='i')`): it becomes a computation across the batch.
         outs, odims = eqn.prim.rules["batch_collective"](ins, dims, size=size, axis=name,
                                                          **eqn.params)
-    elif all(d is None for d in dims) and not (name is not None and reads_axis(eqn, name)):
+    elif all(d is None for d in dims) and not batching.reads_batch_axis(eqn):
         outs = replay_eqn(b, eqn, ins)
         return outs, [None] * len(outs)
     else:
@@ -67,29 +60,5 @@ def batch_emit(fn, args, dims, size, axis_name=batching.INHERIT):
     batch a region of the function being batched (control flow) leave it out and inherit the
     name of the batch_emit running them."""
     with batching.batch_axis(axis_name, size):
-        return _batch_emit(fn, args, dims, size)
-
-
-def _batch_emit(fn, args, dims, size):
-    env, denv = {}, {}
-    for v, x, d in zip(fn.invars, args, dims):
-        env[v] = x
-        if d is not None:
-            denv[v] = d
-    b = current()
-    for eqn in fn.eqns:
-        info = b.info
-        if eqn.info is not None:
-            b.info = eqn.info
-        try:
-            ins = [read(env, v) for v in eqn.invars]
-            ds = [denv.get(v) if isinstance(v, Var) else None for v in eqn.invars]
-            outs, odims = batch_eqn(eqn, ins, ds, size)
-        finally:
-            b.info = info
-        for v, o, d in zip(eqn.outvars, outs, odims):
-            env[v] = o
-            if d is not None:
-                denv[v] = d
-    return ([read(env, v) for v in fn.outvars],
-            [denv.get(v) if isinstance(v, Var) else None for v in fn.outvars])
+        return replay_annotated(fn, args, dims,
+                                lambda eqn, ins, ds: batch_eqn(eqn, ins, ds, size))

@@ -181,38 +181,30 @@ for _name in ("exp", "exp2", "log", "log1p", "expm1", "tanh", "sin", "cos", "tan
 
 def _int_div(builder, a, b, signed):
     """XLA's integer division: truncation, x / 0 = -1, INT_MIN / -1 = INT_MIN."""
-    ty = a.type
-    zero, one = ir.Constant(ty, 0), ir.Constant(ty, 1)
-    by_zero = builder.icmp_unsigned("==", b, zero)
-    safe = builder.select(by_zero, one, b)
-    if signed:
-        safe = builder.select(_overflowing(builder, a, b), one, safe)
-        q = builder.sdiv(a, safe)
-    else:
-        q = builder.udiv(a, safe)
-    return builder.select(by_zero, ir.Constant(ty, -1), q)
-
-
-def _overflowing(builder, a, b):
-    """a == INT_MIN and b == -1 (the one signed quotient that does not fit)."""
-    ty = a.type
-    int_min = ir.Constant(ty, 1 << (ty.width - 1))
-    return builder.and_(builder.icmp_unsigned("==", a, int_min),
-                        builder.icmp_signed("==", b, ir.Constant(ty, -1)))
+    by_zero, safe = _safe_divisor(builder, a, b, signed)
+    q = (builder.sdiv if signed else builder.udiv)(a, safe)
+    return builder.select(by_zero, ir.Constant(a.type, -1), q)
 
 
 def _int_rem(builder, a, b, signed):
     """Remainder with the dividend's sign; x % 0 = x; INT_MIN % -1 = 0."""
+    by_zero, safe = _safe_divisor(builder, a, b, signed)
+    r = (builder.srem if signed else builder.urem)(a, safe)
+    return builder.select(by_zero, a, r)
+
+
+def _safe_divisor(builder, a, b, signed):
+    """(b == 0, b with 1 in place of the divisors that trap: 0, and -1 under INT_MIN)."""
     ty = a.type
     one = ir.Constant(ty, 1)
     by_zero = builder.icmp_unsigned("==", b, ir.Constant(ty, 0))
     safe = builder.select(by_zero, one, b)
     if signed:
-        safe = builder.select(_overflowing(builder, a, b), one, safe)
-        r = builder.srem(a, safe)
-    else:
-        r = builder.urem(a, safe)
-    return builder.select(by_zero, a, r)
+        int_min = ir.Constant(ty, 1 << (ty.width - 1))
+        overflowing = builder.and_(builder.icmp_unsigned("==", a, int_min),
+                                   builder.icmp_signed("==", b, ir.Constant(ty, -1)))
+        safe = builder.select(overflowing, one, safe)
+    return by_zero, safe
 
 
 def _pow(ctx, builder, args, in_avals, out_aval):
