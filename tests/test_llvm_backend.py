@@ -155,6 +155,8 @@ def _accepts(name, dtype, arity=1):
 def test_unary_elementwise(dtype, shape, data):
     x = arrays(data.draw, dtype, shape)
     t = arrays(data.draw, dtype, shape, lo=-30.0, hi=30.0) if dtype.kind == "f" else x
+    if dtype.kind == "f":
+        t = _off_the_poles(t)
     p = Program(aval(x), aval(t))
     xv, tv = p.invars
     for name in UNARY_EXACT:
@@ -179,6 +181,16 @@ def test_unary_elementwise(dtype, shape, data):
     math_tol = {name: (ULPS.get(dtype, 0), ULPS.get(dtype, 0)) for name in UNARY_MATH}
     math_tol.update(lgamma=(1e-5, 1e-5), digamma=(1e-5, 1e-5))
     check(p, x, t, tolerances=math_tol)
+
+
+def _off_the_poles(t):
+    """`t` moved away from points within 1e-6 of (but not at) the poles of lgamma and digamma
+    (0, -1, -2, ...): there SciPy, the reference's implementation, loses relative accuracy
+    (psi(-2 + 2**-48) is 0.6% off), while kiln's mathlib stays accurate
+    (tests/test_llvm_mathlib.py checks it there against corrected references)."""
+    gap = np.abs(t - np.round(t))
+    near = (t < 0.5) & (gap > 0) & (gap < 1e-6)
+    return np.where(near, t + np.asarray(0.25, t.dtype), t).astype(t.dtype)
 
 
 def _binary_operands(draw, dtype):
