@@ -1,15 +1,10 @@
 """BLAS for generated code: OpenBLAS kernels reached through function pointers.
 
 Two providers, both OpenBLAS's Fortran interface (every argument, scalars included, by pointer; no
-hidden string-length arguments), differing in the width of their INTEGER arguments:
-- "numpy-openblas64": the ILP64 OpenBLAS that NumPy's wheels bundle (64-bit integers). It is loaded
-  with NumPy already, so finding a routine costs a dlsym (~0.1 ms).
-- "scipy-cython_blas": `scipy.linalg.cython_blas` exports each routine as a PyCapsule in
-  `__pyx_capi__` (32-bit integers); opening one with ctypes costs importing scipy.linalg and loading
-  its OpenBLAS, about 0.2-0.5 s in a fresh process.
-`library()` picks the first available (`KILN_BLAS=scipy` forces SciPy's); `address(name)` gives a
-routine's address in it, and `int_type()` the IR integer type its arguments take. The choice changes
-the emitted IR, so it is part of the disk cache's fingerprint. Generated code calls a routine
+hidden string-length arguments): NumPy's ILP64 OpenBLAS and SciPy's cython_blas, found by
+blas_lookup.py (which needs no llvmlite, so kiln.aot uses it too). `library()` is the one in use,
+`address(name)` gives a routine's address in it, and `int_type()` the IR integer type its
+arguments take. The choice changes the emitted IR, so it is part of the disk cache's fingerprint. Generated code calls a routine
 through the `kiln_<name>` extern global (externs.py): addresses are never baked into object code.
 
 Convention. BLAS is column-major; kiln's arrays are row-major. A row-major r x c matrix with row
@@ -28,80 +23,18 @@ generated code must not call BLAS from inside a `parallel_for` chunk.
 
 from __future__ import annotations
 
-import ctypes
-import functools
-import os
-from pathlib import Path
-from typing import Callable, NamedTuple
-
 import llvmlite.ir as ir
 import numpy as np
 
 from . import externs
+from .blas_lookup import (Library, _numpy_openblas, _scipy_cython_blas, address,  # noqa: F401
+                          library)  # (this backend's BLAS API)
 
 I8 = ir.IntType(8)
 PTR = ir.PointerType()
 _PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}
 _SCALAR = {np.dtype(np.float32): ir.FloatType(), np.dtype(np.float64): ir.DoubleType()}
 _TRANS = {False: ord("N"), True: ord("T")}
-
-
-class Library(NamedTuple):
-    name: str
-    int_bits: int
-    lookup: Callable[[str], int | None]  # routine name -> address, None if absent
-
-
-def _numpy_openblas() -> Library | None:
-    """NumPy's bundled ILP64 OpenBLAS (wheels put it in numpy.libs/ or numpy/.dylibs/), if any."""
-    package = Path(np.__file__).parent
-    for path in sorted([*package.parent.glob("numpy.libs/*openblas64*"), *package.glob(".dylibs/*openblas64*")]):
-        handle = ctypes.CDLL(str(path))
-        for pattern in ("scipy_{}_64_", "{}_64_"):
-            if hasattr(handle, pattern.format("sgemm")):
-                return Library("numpy-openblas64", 64, lambda name, h=handle, p=pattern: _symbol(h, p.format(name)))
-    return None
-
-
-def _symbol(handle: ctypes.CDLL, symbol: str) -> int | None:
-    function = getattr(handle, symbol, None)
-    return None if function is None else ctypes.cast(function, ctypes.c_void_p).value
-
-
-def _scipy_cython_blas() -> Library:
-    return Library("scipy-cython_blas", 32, _capsule_address)
-
-
-def _capsule_address(name: str) -> int | None:
-    from scipy.linalg import cython_blas
-    capsule = cython_blas.__pyx_capi__.get(name)
-    if capsule is None:
-        return None
-    api = ctypes.pythonapi
-    api.PyCapsule_GetName.restype = ctypes.c_char_p
-    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
-    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    return api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule))
-
-
-@functools.cache
-def library() -> Library:
-    """The BLAS generated code calls in this process (see the module docstring)."""
-    choice = os.environ.get("KILN_BLAS", "").strip().lower()
-    if choice not in ("", "numpy", "scipy"):
-        raise ValueError(f"KILN_BLAS={choice!r}: use 'numpy' (NumPy's bundled OpenBLAS, the default when "
-                         f"present) or 'scipy' (scipy.linalg.cython_blas)")
-    return (choice != "scipy" and _numpy_openblas()) or _scipy_cython_blas()
-
-
-@functools.cache
-def address(name: str) -> int:
-    """Address of the BLAS routine `name` ('sgemm', 'dgemv', ...) in `library()`."""
-    found = library().lookup(name)
-    if not found:
-        raise ValueError(f"the BLAS library {library().name} has no routine {name!r}")
-    return found
 
 
 def int_type() -> ir.IntType:

@@ -47,8 +47,8 @@ def _parallel_for() -> int:
 
 
 def _debug_print() -> int:
-    from . import lower_callbacks
-    return lower_callbacks.callback_address()
+    from . import host_callbacks
+    return host_callbacks.callback_address()
 
 
 # name -> (type of the global, provider of its value at load time)

@@ -1,7 +1,7 @@
 """Host callbacks from native code: `debug_print` (compiler/primitives/callbacks.py).
 
 A `debug_print` equation becomes a call through the extern global `kiln_debug_print`
-(externs.py), which the loader binds to `CALLBACK`, a ctypes function:
+(externs.py), which the loader binds to `CALLBACK` (host_callbacks.py), a ctypes function:
 
     void kiln_debug_print(ptr site, ptr operands)
 
@@ -9,57 +9,19 @@ A `debug_print` equation becomes a call through the extern global `kiln_debug_pr
 template, sep and end params and each operand's dtype and shape), so the object code carries
 everything the callback needs (it can be cached on disk, and the callback keeps no table of
 call sites); `operands` is an array of pointers to the operands' data (a literal is stored in a
-stack slot first). The callback rebuilds the operands as NumPy arrays and prints them with the
-reference backend's implementation, so the text is the same, written to Python's `sys.stdout`
-in program order. ctypes callbacks take the GIL themselves; compiled code runs without it.
+stack slot first). The callback (host_callbacks.py, which needs no llvmlite) prints them with the
+reference backend's implementation.
 """
-import ctypes
-import functools
 import json
 
-import numpy as np
 import llvmlite.ir as ir
 
 from ...primitives import PRIMITIVES
-from ...primitives import callbacks
 from . import ltypes as T
 from . import externs
 from .lower_control import _pointer
 
-_PROTOTYPE = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_void_p)
 _FUNCTION_TYPE = ir.FunctionType(T.VOID, [T.PTR, T.PTR])
-
-
-@functools.lru_cache(maxsize=256)
-def _site(text):
-    site = json.loads(text)
-    operands = [(np.dtype(dtype), tuple(shape)) for dtype, shape in site["operands"]]
-    template = tuple(tuple(piece) for piece in site["template"])
-    return operands, dict(fmt=site["fmt"], template=template, sep=site["sep"], end=site["end"])
-
-
-def _operand(address, dtype, shape):
-    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if size == 0:
-        return np.zeros(shape, dtype)
-    data = (ctypes.c_char * size).from_address(address)
-    return np.frombuffer(data, dtype).reshape(shape).copy()
-
-
-@_PROTOTYPE
-def _print(site, operands):
-    avals, params = _site(site)
-    pointers = (ctypes.c_void_p * max(len(avals), 1)).from_address(operands)
-    values = [_operand(pointers[k], dtype, shape) for k, (dtype, shape) in enumerate(avals)]
-    callbacks.debug_print.impl(*values, **params)
-
-
-CALLBACK = _print
-
-
-def callback_address():
-    """The native address of the print callback (the value of `kiln_debug_print`)."""
-    return ctypes.cast(CALLBACK, ctypes.c_void_p).value
 
 
 def _site_constant(module, eqn, params):

@@ -1,0 +1,103 @@
+"""Finding the BLAS routines generated code calls, in this process (no llvmlite needed).
+
+Two providers, both OpenBLAS's Fortran interface, differing in the width of their INTEGER
+arguments:
+- "numpy-openblas64": the ILP64 OpenBLAS that NumPy's wheels bundle (64-bit integers). It is loaded
+  with NumPy already, so finding a routine costs a dlsym (~0.1 ms).
+- "scipy-cython_blas": `scipy.linalg.cython_blas` exports each routine as a PyCapsule in
+  `__pyx_capi__` (32-bit integers); opening one with ctypes costs importing scipy.linalg and loading
+  its OpenBLAS, about 0.2-0.5 s in a fresh process.
+`library()` picks the first available (`KILN_BLAS=scipy` forces SciPy's); `address(name)` gives a
+routine's address in it. `with_int_bits(bits)` finds the provider with a given integer width: the
+loader of ahead-of-time compiled libraries (kiln.aot) binds their BLAS calls with it, without
+importing llvmlite, which blas.py (the IR emitters) needs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+
+class Library(NamedTuple):
+    name: str
+    int_bits: int
+    lookup: Callable[[str], int | None]  # routine name -> address, None if absent
+    path: str | None = None              # the shared library's file, where known
+    symbol: Callable[[str], str] = str   # routine name -> its exported symbol in `path`
+
+
+def _numpy_openblas() -> Library | None:
+    """NumPy's bundled ILP64 OpenBLAS (wheels put it in numpy.libs/ or numpy/.dylibs/), if any."""
+    package = Path(np.__file__).parent
+    for path in sorted([*package.parent.glob("numpy.libs/*openblas64*"), *package.glob(".dylibs/*openblas64*")]):
+        handle = ctypes.CDLL(str(path))
+        for pattern in ("scipy_{}_64_", "{}_64_"):
+            if hasattr(handle, pattern.format("sgemm")):
+                return Library("numpy-openblas64", 64, lambda name, h=handle, p=pattern: _symbol(h, p.format(name)),
+                               str(path), pattern.format)
+    return None
+
+
+def _symbol(handle: ctypes.CDLL, symbol: str) -> int | None:
+    function = getattr(handle, symbol, None)
+    return None if function is None else ctypes.cast(function, ctypes.c_void_p).value
+
+
+def _scipy_cython_blas() -> Library:
+    return Library("scipy-cython_blas", 32, _capsule_address)
+
+
+def _capsule_address(name: str) -> int | None:
+    from scipy.linalg import cython_blas
+    capsule = cython_blas.__pyx_capi__.get(name)
+    if capsule is None:
+        return None
+    api = ctypes.pythonapi
+    api.PyCapsule_GetName.restype = ctypes.c_char_p
+    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    return api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule))
+
+
+@functools.cache
+def library() -> Library:
+    """The BLAS generated code calls in this process (see the module docstring)."""
+    choice = os.environ.get("KILN_BLAS", "").strip().lower()
+    if choice not in ("", "numpy", "scipy"):
+        raise ValueError(f"KILN_BLAS={choice!r}: use 'numpy' (NumPy's bundled OpenBLAS, the default when "
+                         f"present) or 'scipy' (scipy.linalg.cython_blas)")
+    return (choice != "scipy" and _numpy_openblas()) or _scipy_cython_blas()
+
+
+@functools.cache
+def address(name: str) -> int:
+    """Address of the BLAS routine `name` ('sgemm', 'dgemv', ...) in `library()`."""
+    found = library().lookup(name)
+    if not found:
+        raise ValueError(f"the BLAS library {library().name} has no routine {name!r}")
+    return found
+
+
+@functools.cache
+def with_int_bits(bits: int) -> Library | None:
+    """A BLAS of this process whose INTEGER arguments have `bits` bits (64: NumPy's OpenBLAS,
+    32: SciPy's), `library()` first; None if there is none (SciPy missing, say)."""
+    current = library()
+    if current.int_bits == bits:
+        return current
+    if bits == 64:
+        return _numpy_openblas()
+    if bits == 32:
+        try:
+            import scipy.linalg.cython_blas  # noqa: F401
+        except ImportError:
+            return None
+        return _scipy_cython_blas()
+    return None
