@@ -10,7 +10,7 @@ as an `Array` with the dtype and weak type the abstract value says.
 import numpy as np
 
 from .compiler.ir.abstract import ShapedArray
-from .compiler.frontend.builder import _STACK as _BUILDERS
+from .compiler.frontend.builder import STATE as _BUILDER_STATE
 
 _aval_cache = {}
 
@@ -63,8 +63,9 @@ def apply_eager(prim, args, params):
         out = prim.abstract_eval(*avals, **params)
         if key is not None:
             _aval_cache[key] = out
-    if _BUILDERS and _large(out):
-        return _BUILDERS[-1].bind(prim, args, params)
+    builders = _BUILDER_STATE.stack
+    if builders and _large(out):
+        return builders[-1].bind(prim, args, params)
     result = prim.impl(*vals, **params)
     if prim.multiple_results:
         return tuple(_wrap_as(r, o) for r, o in zip(result, out))
@@ -81,8 +82,9 @@ def apply_binary(prim, a, b):
         out = prim.abstract_eval(ShapedArray(va.shape, va.dtype, a.weak_type),
                                  ShapedArray(vb.shape, vb.dtype, b.weak_type))
         _binary_cache[key] = out
-    if _BUILDERS and _large(out):
-        return _BUILDERS[-1].bind(prim, (a, b), {})
+    builders = _BUILDER_STATE.stack
+    if builders and _large(out):
+        return builders[-1].bind(prim, (a, b), {})
     value = prim.impl(va, vb)
     if type(value) is not np.ndarray or value.dtype != out.dtype:
         return _wrap_as(value, out)

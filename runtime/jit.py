@@ -17,12 +17,19 @@ whole suite). Without an explicit `backend=`, a function the LLVM backend cannot
 `KILN_LOG_COMPILES=1` logs every (re)specialisation with its reason; `KILN_DUMP_DIR=dir`
 writes every stage; `kiln.disable_jit()` (or `KILN_DISABLE_JIT=1`) runs functions as plain
 Python.
+
+Threads: any number of threads may call jitted functions, for the first time or not. The
+specialiser's state is per thread (builder.STATE, specialise._STATE), a function's
+specialisations are made while holding its lock (threads calling it first at once compile it
+once; different functions specialise side by side), and calling an existing specialisation
+takes no lock.
 """
 import contextlib
 import functools
 import inspect
 import logging
 import os
+import threading
 
 import numpy as np
 
@@ -33,22 +40,25 @@ from . import fastcall
 from . import tracer as _tracer  # noqa: F401  (installs the Tracer type in the builder)
 from . import _host  # noqa: F401  (fills the specialiser's host interface)
 from ._traceback import filter_traceback, show_full
-from .compiler.frontend.builder import current
+from .compiler.frontend.builder import current, PerThread
 from .compiler.errors import BackendUnsupportedError
 
 logger = logging.getLogger("kiln")
 
-_DISABLED = [os.environ.get("KILN_DISABLE_JIT", "").lower() in ("1", "true", "yes")]
+_DISABLED_BY_ENV = os.environ.get("KILN_DISABLE_JIT", "").lower() in ("1", "true", "yes")
+
+_DISABLED = PerThread(on=lambda: _DISABLED_BY_ENV)   # `on`: in this thread (`disable_jit`)
 
 
 @contextlib.contextmanager
 def disable_jit(disable=True):
-    """Run jitted functions as plain Python inside this block (for debugging)."""
-    _DISABLED.append(bool(disable))
+    """Run jitted functions as plain Python inside this block (for debugging; in this thread
+    only, as JAX's configuration contexts)."""
+    old, _DISABLED.on = _DISABLED.on, bool(disable)
     try:
         yield
     finally:
-        _DISABLED.pop()
+        _DISABLED.on = old
 
 
 def _log_compiles():
@@ -171,6 +181,7 @@ class Jitted:
                              f"{backend or os.environ.get('KILN_BACKEND')!r}; available: "
                              + ", ".join(map(repr, _BACKENDS)))
         self._cache = {}
+        self._lock = threading.RLock()   # held while specialising (see `_entry`)
         self._fast = None   # fastcall.FastCall of the latest all-array call, or None
         self.miss_reasons = []
 
@@ -184,7 +195,7 @@ class Jitted:
             raise e.with_traceback(filter_traceback(e.__traceback__)) from None
 
     def _call(self, args, kwargs):
-        if _DISABLED[-1]:
+        if _DISABLED.on:
             return self._fun(*args, **kwargs)
         if current() is not None:  # jit inside a function being compiled: inline it
             from .compiler.frontend.specialise import call_function
@@ -195,9 +206,7 @@ class Jitted:
             if out is not fastcall.MISS:
                 return out
         key, dyn_values, _ = self._signature(args, kwargs)
-        entry = self._cache.get(key)
-        if entry is None or not entry.guards_ok():
-            entry = self._specialise(key, args, kwargs, reason_entry=entry)
+        entry = self._entry(key, args, kwargs)
         if fastcall.eligible(args, kwargs, self._static_nums, self._static_names,
                              entry.executable):
             self._fast = fastcall.FastCall(entry, args, wrap_outputs)
@@ -238,6 +247,19 @@ class Jitted:
             avals.append(aval)
             values.append(value)
         return (treedef, tuple(avals), statics), values, (dyn_args, dyn_kwargs, statics)
+
+    def _entry(self, key, args, kwargs):
+        """The specialisation for `key`, made now when it is missing or stale. Making one holds
+        this function's lock, so threads calling it for the first time at once specialise
+        and compile it once; finding one takes no lock."""
+        entry = self._cache.get(key)
+        if entry is not None and entry.guards_ok():
+            return entry
+        with self._lock:
+            entry = self._cache.get(key)   # another thread may have made it meanwhile
+            if entry is None or not entry.guards_ok():
+                entry = self._specialise(key, args, kwargs, reason_entry=entry)
+        return entry
 
     def _run(self, entry, dyn_values):
         outs = entry.executable(*dyn_values, *entry.consts)
@@ -329,10 +351,7 @@ class Jitted:
     # ------------------------------------------------------------------- inspection
     def lower(self, *args, **kwargs):
         key, _, _ = self._signature(args, kwargs)
-        entry = self._cache.get(key)
-        if entry is None or not entry.guards_ok():
-            entry = self._specialise(key, args, kwargs, reason_entry=entry)
-        return Lowered(entry)
+        return Lowered(self._entry(key, args, kwargs))
 
     def _cache_size(self):
         return len(self._cache)

@@ -10,9 +10,11 @@ builder used inside a region is captured: the region receives it as an extra inp
 stay closed.
 
 Builders nest for regions (`cond` branches, loop bodies); names come from one `NameSupply` per
-top-level function, so printed SSA is deterministic.
+top-level function, so printed SSA is deterministic. The stack of active builders is per
+thread (`STATE.stack`), so several threads can specialise functions at the same time.
 """
 import contextlib
+import threading
 
 import numpy as np
 
@@ -22,7 +24,18 @@ from ..ir.ssa import Eqn, Function, Var, Literal, NameSupply
 
 TRACER_TYPE = None  # set by the runtime (kiln.tracer): the array-like wrapper around a Var
 
-_STACK = []
+
+
+class PerThread(threading.local):
+    """Attributes with a value of their own in every thread: `PerThread(stack=list)` starts
+    each thread's `stack` as `list()`."""
+
+    def __init__(self, **factories):
+        for name, make in factories.items():
+            setattr(self, name, make())
+
+
+STATE = PerThread(stack=list)   # `stack`: this thread's active builders, innermost last
 _RESERVED = []
 
 
@@ -37,7 +50,8 @@ def reserved_names():
 
 def current():
     """The innermost active builder, or None outside specialisation."""
-    return _STACK[-1] if _STACK else None
+    stack = STATE.stack
+    return stack[-1] if stack else None
 
 
 class Builder:
@@ -60,11 +74,11 @@ class Builder:
 
     # -------------------------------------------------------------------- context
     def __enter__(self):
-        _STACK.append(self)
+        STATE.stack.append(self)
         return self
 
     def __exit__(self, *exc):
-        _STACK.pop()
+        STATE.stack.pop()
 
     @property
     def root(self):

@@ -95,7 +95,9 @@ class Frame:
 
 # ------------------------------------------------------------------------- entry points
 
-_STATE = {"guards": None, "depth": 0, "owned": None}
+# The specialisation running in this thread: the global `guards` it records, the call `depth`,
+# and the ids of the containers it `owned` (created by it).
+_STATE = _builder.PerThread(guards=lambda: None, depth=int, owned=lambda: None)
 MAX_DEPTH = 200
 _MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse",
              "update", "setdefault", "popitem", "add", "discard", "__setitem__",
@@ -104,20 +106,20 @@ _MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "sort", "re
 
 def specialise_call(fun, args, kwargs):
     """Specialise `fun(*args, **kwargs)` in the active builder; returns (result, guards)."""
-    outer = _STATE["guards"], _STATE["owned"]
+    outer = _STATE.guards, _STATE.owned
     guards = []
-    _STATE["guards"] = guards
-    _STATE["owned"] = set()
+    _STATE.guards = guards
+    _STATE.owned = set()
     own((args, kwargs))
     try:
         return call_function(fun, list(args), dict(kwargs)), guards
     finally:
-        _STATE["guards"], _STATE["owned"] = outer
+        _STATE.guards, _STATE.owned = outer
 
 
 def own(value):
     """Record containers created during this specialisation (they may be mutated)."""
-    owned = _STATE["owned"]
+    owned = _STATE.owned
     if owned is None:
         return value
     stack = [value]
@@ -134,7 +136,7 @@ def own(value):
 def own_new(container):
     """Record one container created during this specialisation (`[a, b]`, `list(xs)`): not
     the containers it holds, which may be older (`[CONFIG["layers"]]`)."""
-    owned = _STATE["owned"]
+    owned = _STATE.owned
     if owned is not None:
         owned.add(id(container))
     return container
@@ -142,7 +144,7 @@ def own_new(container):
 
 def check_mutation(container, what, node_info):
     """Mutating a Python container that existed before the call would outlive it."""
-    owned = _STATE["owned"]
+    owned = _STATE.owned
     if owned is not None and isinstance(container, (list, dict, set)) and \
             id(container) not in owned:
         raise CompileError(f"{what} mutates a {type(container).__name__} that existed before "
@@ -222,17 +224,17 @@ def _specialise_function(fn, args, kwargs):
     from .statements import run_body
     parsed = function_ast(fn)
     closure = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
-    depth = _STATE["depth"] + 1
+    depth = _STATE.depth + 1
     if depth > MAX_DEPTH:
         raise CompileError(f"recursion deeper than {MAX_DEPTH} calls while specialising "
                            f"{fn.__qualname__}: recursion must stop on static values",
                            parsed.info(parsed.node),
                            "Make the recursion depend on static arguments (shapes, Python "
                            "ints), or use lax.while_loop for data-dependent repetition.")
-    guards = _STATE["guards"] if _STATE["guards"] is not None else []
+    guards = _STATE.guards if _STATE.guards is not None else []
     frame = Frame(parsed, fn.__globals__, closure, guards, depth)
     bind_arguments(frame, parsed.node, fn.__defaults__, fn.__kwdefaults__, args, kwargs, fn)
-    _STATE["depth"] = depth
+    _STATE.depth = depth
     try:
         return run_body(frame, parsed.node)
     except RecursionError:
@@ -243,7 +245,7 @@ def _specialise_function(fn, args, kwargs):
                            "ints), or use lax.while_loop for data-dependent repetition.") \
             from None
     finally:
-        _STATE["depth"] = depth - 1
+        _STATE.depth = depth - 1
 
 
 def bind_arguments(frame, node, defaults, kwdefaults, args, kwargs, fn):

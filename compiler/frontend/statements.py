@@ -391,7 +391,7 @@ def _copy_tree(v):
     t = type(v)
     if t is tuple:
         return tuple(_copy_tree(x) for x in v)
-    owned = _specialise._STATE["owned"]
+    owned = _specialise._STATE.owned
     if t in (list, dict) and owned is not None and id(v) in owned:
         copy = [_copy_tree(x) for x in v] if t is list else \
             {k: _copy_tree(x) for k, x in v.items()}

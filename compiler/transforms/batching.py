@@ -29,30 +29,32 @@ pmap's axis: the collective is applied example by example).
 """
 import contextlib
 
-from ..frontend.builder import current, trace_region, close_regions
+from ..frontend.builder import current, trace_region, close_regions, PerThread
 from . import emit
 
 # ------------------------------------------------------------------------ the batch axis
 
 INHERIT = object()   # `batch_emit(..., axis_name=INHERIT)`: the enclosing batch_emit's name
-_AXES = []           # (axis name or None, size) of the batch_emit calls running, innermost last
+_AXES = PerThread(stack=list)   # (axis name or None, size) of this thread's batch_emit calls
 
 
 @contextlib.contextmanager
 def batch_axis(axis_name, size):
     """Mark the batch axis that the batch_emit running inside this block transforms."""
+    stack = _AXES.stack
     if axis_name is INHERIT:
-        axis_name = _AXES[-1][0] if _AXES else None
-    _AXES.append((axis_name, size))
+        axis_name = stack[-1][0] if stack else None
+    stack.append((axis_name, size))
     try:
         yield
     finally:
-        _AXES.pop()
+        stack.pop()
 
 
 def current_axis_name():
     """The name of the axis being batched (None when unnamed or outside vmap)."""
-    return _AXES[-1][0] if _AXES else None
+    stack = _AXES.stack
+    return stack[-1][0] if stack else None
 
 
 def reads_batch_axis(eqn):

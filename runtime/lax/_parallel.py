@@ -16,12 +16,12 @@ import math
 from ..array import to_array
 from ..dispatch import bind
 from ..tree_util import tree_map
-from ..compiler.frontend.builder import current
+from ..compiler.frontend.builder import current, PerThread
 from ..compiler.primitives import PRIMITIVES as P
 from ..compiler.primitives.collectives import sources
 from . import _ops
 
-_FRAMES = []   # (axis name, size) bound by the transforms staging now, innermost last
+_FRAMES = PerThread(stack=list)   # (axis name, size) bound by this thread's transforms now
 
 
 @contextlib.contextmanager
@@ -30,19 +30,19 @@ def axis_frame(name, size):
     if name is None:
         yield
         return
-    _FRAMES.append((name, int(size)))
+    _FRAMES.stack.append((name, int(size)))
     try:
         yield
     finally:
-        _FRAMES.pop()
+        _FRAMES.stack.pop()
 
 
 def axis_size(name):
     """The size of the bound axis `name`; NameError (JAX's text) when it is not bound."""
-    for bound, size in reversed(_FRAMES):
+    for bound, size in reversed(_FRAMES.stack):
         if bound == name:
             return size
-    known = ", ".join(repr(n) for n, _ in reversed(_FRAMES))
+    known = ", ".join(repr(n) for n, _ in reversed(_FRAMES.stack))
     where = f"the bound names are {known}" if known else "no axis is bound here"
     raise NameError(f"unbound axis name: {name} ({where}; name an axis with "
                     f"kiln.vmap(f, axis_name={name!r}) around the function that calls the "

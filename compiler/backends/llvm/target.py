@@ -43,9 +43,10 @@ LOCK = threading.RLock()   # llvmlite objects are not thread-safe; one compilati
 
 @functools.lru_cache(maxsize=None)
 def _initialized():
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    llvm.initialize_native_asmparser()
+    with LOCK:   # threads compiling their first functions at once initialise LLVM once
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        llvm.initialize_native_asmparser()
     return True
 
 
