@@ -226,21 +226,11 @@ def _stage_simplified(fn, call):
 def _dynamic_call(fn, call):
     """`(function of the dynamic arguments only, their values)`: static arguments are bound
     by keyword (the derivative stages differentiate every dynamic positional argument)."""
-    import functools
-    plain = _unjit(fn)
-    names = list(inspect.signature(plain).parameters)
-    statics = dict(call.kwargs)
-    dynamic = []
-    for i, value in enumerate(call.args):
-        if i in call.static_argnums:
-            if any(j > i and j not in call.static_argnums for j in range(len(call.args))):
-                raise UserError("the derivative and vmap stages need static arguments after "
-                                "the dynamic ones (they transform every dynamic positional "
-                                "argument)")
-            statics[names[i]] = value
-        else:
-            dynamic.append(value)
-    return (functools.partial(plain, **statics) if statics else plain), dynamic
+    from .aot.targets import AOTError, dynamic_call
+    try:
+        return dynamic_call(_unjit(fn), call.args, call.static_argnums, call.kwargs)
+    except AOTError as e:
+        raise UserError(str(e)) from None
 
 
 def _derivative_text(fn):

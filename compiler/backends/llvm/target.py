@@ -6,7 +6,8 @@
   once several objects are loaded: constants are read from the wrong object).
   `generic_machine(level)` targets a portable x86-64 micro-architecture level ("x86-64-v2",
   "x86-64-v3", ...) with position-independent code, for ahead-of-time artifacts (shared
-  libraries) that must run on other machines.
+  libraries) that must run on other machines; `host_pic_machine()` is the host CPU with
+  position-independent code, for shared libraries that run on this machine.
 - `optimize(text, name, machine, level)`: parse LLVM IR text, verify it, and run the new pass
   manager's O3 pipeline tuned for `machine` (loop and SLP vectorisation and interleaving
   on; the LoopUnroll passes off: they took a third of the pipeline's time for no measured
@@ -73,6 +74,14 @@ def host_machine(opt=OPT_LEVEL):
     the optimising selector: `QUICK` modules use it."""
     cpu, features = host_cpu()
     return _machine(cpu, features, opt=opt)
+
+
+@functools.lru_cache(maxsize=None)
+def host_pic_machine():
+    """The host CPU's TargetMachine with position-independent code and the default code model,
+    for shared libraries built to run on this machine (`kiln compile --cpu native`)."""
+    cpu, features = host_cpu()
+    return _machine(cpu, features, reloc="pic", codemodel="default")
 
 
 @functools.lru_cache(maxsize=None)

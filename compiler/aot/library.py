@@ -1,0 +1,262 @@
+"""Building an ahead-of-time library: targets -> SSA stages -> object files -> lib<NAME>.so.
+
+`compile_library` (the package docstring documents it) runs, for each target in turn:
+specialise (targets.py) -> the LLVM backend's pass pipeline (simplify, fuse), keeping the text
+of every stage -> native code (native.py). Then `write_library` writes every file into the
+output directory, generates the C glue and header (glue.py), links the library with the C
+compiler, and writes `manifest.json` last, holding the sha256 of every other file (an
+earlier manifest in the directory is deleted first, so a failed build never leaves a
+loadable mix of old and new files).
+"""
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from typing import NamedTuple
+
+from . import glue, native
+from .manifest import (ERROR_CODES, FORMAT, MANIFEST_VERSION, TreeEncodingError, file_sha256,
+                       tree_to_json)
+from .targets import (AOTError, AOTUsageError, Target, check_targets, describe, exported_name,
+                      is_c_identifier, specialise)
+
+_STAGE_FILES = {"simplify": "simplified", "fuse": "fused"}   # pass -> `<fn>.<stage>.ssa.py`
+_USES = {"kiln_sgemm": "blas", "kiln_dgemm": "blas", "kiln_sgemv": "blas", "kiln_dgemv": "blas",
+         "kiln_parallel_for": "threads", "kiln_debug_print": "debug_print"}
+RUNTIME_OBJECT = "kiln_runtime.o"
+LINK_FLAGS = ["-shared", "-fPIC", "-O2", "-fvisibility=hidden"]
+LINK_LIBRARIES = ["-lpthread", "-ldl", "-lm"]
+
+
+class CompiledFunction(NamedTuple):
+    target: Target
+    specialised: object   # targets.Specialised
+    stages: dict          # stage name ("ssa", "simplified", "fused") -> printed SSA
+    native: object        # native.NativeFunction
+
+
+def compile_library(targets, out_dir, name=None, cpu="native", progress=None, cc=None):
+    """Compile `targets` into `out_dir`; returns the manifest (see the package docstring)."""
+    targets = [t if isinstance(t, Target) else Target(*t) for t in targets]
+    lib = check_options(targets, name, cpu)
+    machine = native.machine(cpu)
+    total = len(targets)
+    compiled = []
+    for index, target in enumerate(targets, 1):
+        def report(stage, index=index, target=target):
+            if progress is not None:
+                progress(index, total, exported_name(target), stage)
+        compiled.append(compile_target(target, machine, report))
+    if progress is not None:
+        progress(total, total, f"lib{lib}.so", "link")
+    return write_library(compiled, out_dir, lib, machine, cc)
+
+
+def check_options(targets, name, cpu):
+    """The library's name; AOTUsageError for bad options (see targets.check_targets)."""
+    if not targets:
+        raise AOTUsageError("nothing to compile: give at least one target")
+    check_targets(targets)
+    if cpu not in native.CPU_MODES:
+        raise AOTUsageError(f"unknown cpu {cpu!r}; expected one of {', '.join(native.CPU_MODES)}")
+    lib = name or exported_name(targets[0])
+    if not is_c_identifier(lib):
+        raise AOTUsageError(f"bad library name {lib!r}: it prefixes C symbols, so it must be a "
+                            f"C identifier (letters, digits and _, not starting with a digit)")
+    return lib
+
+
+def compile_target(target, machine, report=lambda stage: None):
+    """CompiledFunction of one target: its stages and native code."""
+    from .. import passes
+    report("specialise")
+    spec = specialise(target)
+    stages = {"ssa": str(spec.function)}
+    fn = spec.function
+    for pass_name, run in passes.PIPELINES["llvm"]:
+        report(pass_name)
+        fn = passes.run_pipeline(fn, dump_name=spec.name, pipeline=[(pass_name, run)])
+        stages[_STAGE_FILES.get(pass_name, pass_name)] = str(fn)
+    _check_leaves(target, spec)
+    report("llvm")
+    return CompiledFunction(target, spec, stages, native.compile_function(fn, machine))
+
+
+def _check_leaves(target, spec):
+    for kind, leaves in (("argument", spec.inputs), ("result", spec.outputs)):
+        for leaf in leaves:
+            if glue.c_type(leaf.aval.dtype) is None:
+                raise AOTError(f"{describe(target)}: the {kind} {leaf.path} is "
+                               f"{leaf.aval.str_short()}, a dtype a C library cannot pass")
+    for which, tree in (("arguments", spec.in_tree), ("result", spec.out_tree)):
+        try:
+            tree_to_json(tree)
+        except TreeEncodingError as e:
+            raise AOTError(f"{describe(target)}: its {which}: {e}") from None
+
+
+# --------------------------------------------------------------------------------- files
+
+def write_library(compiled, out_dir, lib, machine, cc=None):
+    """Write every file of the library into `out_dir`, link it, write the manifest."""
+    import kiln
+    from ..backends.llvm.lower_tapes import OUT_OF_MEMORY
+    os.makedirs(out_dir, exist_ok=True)
+    manifest_path = os.path.join(out_dir, "manifest.json")
+    if os.path.exists(manifest_path):
+        os.remove(manifest_path)
+    written = []
+
+    def write(filename, data):
+        with open(os.path.join(out_dir, filename), "wb" if isinstance(data, bytes) else "w") as f:
+            f.write(data)
+        written.append(filename)
+
+    function_files = [_write_function(c, write) for c in compiled]
+    runtime_name, runtime_externs, runtime_code = native.runtime_object(machine)
+    write(RUNTIME_OBJECT, runtime_code)
+    blas = native.blas_info()
+    modules = {c.native.module: glue.Module(c.native.module, c.native.externs) for c in compiled}
+    modules[runtime_name] = glue.Module(runtime_name, runtime_externs)
+    functions = [_glue_function(c) for c in compiled]
+    write(f"{lib}_glue.c", glue.glue_source(lib, functions, list(modules.values()), blas,
+                                            kiln.__version__, OUT_OF_MEMORY))
+    write(f"{lib}.h", glue.header_source(lib, functions, kiln.__version__))
+    objects = {}   # functions with identical code share one module: link its object once
+    for c, files in zip(compiled, function_files):
+        objects.setdefault(c.native.module, files["object"])
+    command = _link(out_dir, lib, [*objects.values(), RUNTIME_OBJECT], cc)
+    written.append(f"lib{lib}.so")
+    manifest = _manifest(lib, compiled, function_files, machine, blas, command)
+    manifest["files"] = {name: file_sha256(os.path.join(out_dir, name)) for name in sorted(written)}
+    with open(manifest_path, "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+    return manifest
+
+
+def _write_function(c, write):
+    """Write one function's stages, IR, assembly and object; {kind: file name}."""
+    name = c.specialised.name
+    files = {stage: f"{name}.ssa.py" if stage == "ssa" else f"{name}.{stage}.ssa.py"
+             for stage in c.stages}
+    for stage, text in c.stages.items():
+        write(files[stage], text if text.endswith("\n") else text + "\n")
+    files.update(llvm=f"{name}.ll", asm=f"{name}.s")
+    write(files["llvm"], c.native.ll)
+    write(files["asm"], c.native.asm)
+    files["object"] = f"{name}.o"
+    write(files["object"], c.native.obj)
+    return files
+
+
+def _glue_function(c):
+    spec = c.specialised
+    in_names = glue.c_names([leaf.path for leaf in spec.inputs])
+    out_names = glue.c_names([*in_names, *(leaf.path for leaf in spec.outputs)])[len(in_names):]
+
+    def params(leaves, names):
+        return [glue.Param(n, glue.c_type(leaf.aval.dtype), leaf.aval.str_short(), leaf.path)
+                for n, leaf in zip(names, leaves)]
+    avals = [v.aval for v in spec.function.invars[len(spec.inputs):]]
+    constants = [glue.Constant(_constant_bytes(array, aval), aval.str_short())
+                 for array, aval in zip(spec.constants, avals)]
+    blas = [name for name in c.native.externs if _USES.get(name) == "blas"]
+    return glue.GlueFunction(spec.name, _summary(c), params(spec.inputs, in_names), constants,
+                             params(spec.outputs, out_names), c.native.entry,
+                             c.native.workspace, blas)
+
+
+def _constant_bytes(array, aval):
+    import numpy as np
+    return np.ascontiguousarray(np.asarray(array, dtype=aval.dtype)).tobytes()
+
+
+def _summary(c):
+    spec = c.specialised
+    ins = ", ".join(f"{leaf.path}: {leaf.aval.str_short()}" for leaf in spec.inputs)
+    outs = ", ".join(f"{leaf.path}: {leaf.aval.str_short()}" for leaf in spec.outputs)
+    return f"{spec.name}({ins}) -> ({outs}), from {describe(c.target)}"
+
+
+def _link(out_dir, lib, objects, cc):
+    """Link lib<lib>.so in `out_dir` with the C compiler; the command (a list)."""
+    compiler = shlex.split(cc or os.environ.get("CC") or "cc")
+    origin = "--cc" if cc else ("$CC" if os.environ.get("CC") else "the default")
+    if not compiler or shutil.which(compiler[0]) is None:
+        raise AOTError(f"no C compiler: {' '.join(compiler) or '(empty)'} ({origin}) was not "
+                       f"found; kiln compile links the library with one. Install a C compiler "
+                       f"(e.g. apt-get install gcc) or set CC to one (CC=clang kiln compile "
+                       f"...)")
+    command = [*compiler, *LINK_FLAGS, "-o", f"lib{lib}.so", f"{lib}_glue.c", *objects,
+               *LINK_LIBRARIES]
+    result = subprocess.run(command, cwd=out_dir, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise AOTError(f"linking lib{lib}.so failed (exit status {result.returncode}) in "
+                       f"{out_dir}:\n  {shlex.join(command)}\n{result.stderr.rstrip()}")
+    return command
+
+
+# ------------------------------------------------------------------------------ manifest
+
+def _manifest(lib, compiled, function_files, machine, blas, command):
+    import kiln
+    import llvmlite
+    import numpy as np
+    from ..ir import dtypes
+    versions = native.versions()
+    return {
+        "format": FORMAT, "manifest_version": MANIFEST_VERSION,
+        "kiln_version": kiln.__version__, "llvm_version": versions["llvm"],
+        "llvmlite_version": llvmlite.__version__,
+        "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+        "numpy": np.__version__, "x64": bool(dtypes.x64_enabled()),
+        "name": lib, "library": f"lib{lib}.so", "header": f"{lib}.h",
+        "glue": f"{lib}_glue.c", "runtime_object": RUNTIME_OBJECT,
+        "target": {"triple": versions["triple"], "machine": versions["machine"],
+                   "cpu": machine.cpu, "mode": machine.mode, "features": machine.features,
+                   "llvm_features": machine.llvm_features},
+        "blas": blas,
+        "error_codes": {str(code): text.replace("<NAME>", lib)
+                        for code, text in ERROR_CODES.items()},
+        "link": command,
+        "functions": [_function_entry(lib, c, files)
+                      for c, files in zip(compiled, function_files)],
+    }
+
+
+def _function_entry(lib, c, files):
+    spec = c.specialised
+    transforms = [{"kind": kind, "argnums" if kind != "vmap" else "in_axes": option}
+                  for kind, option in c.target.transforms]
+    return {
+        "name": spec.name, "symbol": f"{lib}_{spec.name}", "source": describe(c.target),
+        "transform": "_".join(kind for kind, _ in reversed(c.target.transforms)) or None,
+        "transforms": transforms,
+        "inputs": [_leaf_entry(leaf) for leaf in spec.inputs],
+        "outputs": [_leaf_entry(leaf) for leaf in spec.outputs],
+        "in_tree": tree_to_json(spec.in_tree), "out_tree": tree_to_json(spec.out_tree),
+        "static": {name: _json_value(value) for name, value in spec.static.items()},
+        "constants": [{"dtype": str(a.dtype), "shape": list(a.shape)} for a in spec.constants],
+        "workspace_bytes": c.native.workspace,
+        "uses": sorted({_USES[name] for name in c.native.externs if name in _USES}),
+        "externs": c.native.externs,
+        "module": c.native.module, "entry": c.native.entry,
+        "files": files,
+    }
+
+
+def _leaf_entry(leaf):
+    return {"path": leaf.path, "dtype": str(leaf.aval.dtype), "shape": list(leaf.aval.shape),
+            "weak_type": bool(leaf.aval.weak_type)}
+
+
+def _json_value(value):
+    """`value` if JSON can hold it, else its repr."""
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)
