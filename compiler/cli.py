@@ -1,4 +1,5 @@
-"""The `kiln` command line (`main`): `kiln show`, `kiln doctor`, `kiln cache info|clear`.
+"""The `kiln` command line (`main`): `kiln show`, `kiln compile`, `kiln doctor`,
+`kiln cache info|clear`.
 
 `kiln show TARGET --arg SPEC ... --stage STAGE` loads a function (`path/to/file.py:func`,
 `package.module:func`, with a dotted attribute path such as `Class.method` after the colon),
@@ -7,8 +8,10 @@ function at one stage of the compiler: its source, the SSA form (as specialised,
 differentiated, batched, fused) or the LLVM backend's IR and assembly. `STAGES` maps each stage
 name to what produces its text and the language of that text (which picks the highlighter of
 `kiln.compiler.highlight` for `--color`); `UNAVAILABLE_STAGES` names the stages of backends this
-build lacks. `kiln doctor` prints `kiln.compiler.doctor.report()`; `kiln cache` shows and clears
-the LLVM backend's disk cache.
+build lacks. `kiln compile TARGET... --arg SPEC ... -o DIR` builds a shared library with a C
+header and a manifest through `kiln.compiler.aot.compile_library`, every stage of every
+function written beside it. `kiln doctor` prints `kiln.compiler.doctor.report()`; `kiln cache`
+shows and clears the LLVM backend's disk cache.
 
 Exit codes: 0 success; 1 an error in the user's code or environment (a located compile error
 prints its message, which holds the file, line and caret, without a traceback); 2 a usage error
@@ -80,20 +83,38 @@ def _parse_static(item):
     return name, spec
 
 
-def _parse_in_axes(text):
-    """`--in-axes`: one axis for every argument (`1`), or one per dynamic argument
-    (`0,None,1`)."""
+def _parse_in_axes(text, option="--in-axes"):
+    """`--in-axes` (and `kiln compile --vmap`): one axis for every argument (`1`), or one per
+    dynamic argument (`0,None,1`)."""
     def axis(item):
-        item = item.strip()
-        if item == "None":
-            return None
+        return None if item.strip() == "None" else int(item)
+    return _parse_list(text, option, axis, "integers or None separated by commas, e.g. "
+                                           f"{option} 0,None")
+
+
+def _parse_argnums(text):
+    """`kiln compile --grad ARGNUMS`: `0` or `0,2` (non-negative integers)."""
+    def argnum(item):
+        if not item.strip().isdigit():
+            raise ValueError(item)
+        return int(item)
+    return _parse_list(text, "--grad", argnum, "argument numbers separated by commas, e.g. "
+                                              "--grad 0,1 (write --grad=0,1 or put --grad after "
+                                              "the targets)")
+
+
+def _parse_list(text, option, parse, expected):
+    """A comma-separated option value: one item, or a tuple of items when there is a comma;
+    a UsageError with a caret under the first bad item."""
+    items, pos = [], 0
+    for item in text.split(","):
         try:
-            return int(item)
+            items.append(parse(item))
         except ValueError:
-            raise UsageError(f"bad --in-axes {text!r}: expected integers or None separated by "
-                             f"commas, e.g. --in-axes 0,None") from None
-    items = [axis(item) for item in text.split(",")]
-    return items[0] if len(items) == 1 and "," not in text else tuple(items)
+            caret = argspec.SpecError(f"expected {expected}", text, pos, max(1, len(item)))
+            raise UsageError(f"bad {option} {text!r}: {caret}") from None
+        pos += len(item) + 1
+    return items[0] if len(items) == 1 else tuple(items)
 
 
 def _call(ns):
@@ -364,15 +385,24 @@ def render(stage, fn, call):
     """The text of `stage` for `fn` called with `call`; user errors become `UserError`."""
     if stage.needs_args:
         _check_signature(fn, call)
-    try:
+    with _user_errors(lambda: getattr(fn, "__name__", fn)):
         return stage.run(fn, call)
-    except UserError:
+
+
+@contextlib.contextmanager
+def _user_errors(what):
+    """Errors in the user's code become `UserError`s printed as the decorator prints them;
+    any other exception is a bug in kiln, shown with its traceback under "compiling
+    {what()} failed"."""
+    try:
+        yield
+    except (UserError, UsageError):
         raise
     except Exception as e:
         if _is_user_error(e):
             note = _CLI_HINTS.get(type(e), "")
             raise UserError(f"{type(e).__name__}: {e}{note}") from None
-        raise UserError(f"compiling {getattr(fn, '__name__', fn)} failed:\n"
+        raise UserError(f"compiling {what()} failed:\n"
                         + "".join(traceback.format_exception(e)).rstrip("\n")) from None
 
 
@@ -413,6 +443,54 @@ def _show(ns):
         text = highlight(text, stage.language)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
+
+
+def _compile(ns):
+    from .aot import AOTError, AOTUsageError, Target, compile_library
+    _llvm_module("target")  # llvmlite is installed
+    specs = [_parse_spec(text, "--arg spec") for text in ns.arg]
+    call = Call(specs, [_parse_static(item) for item in ns.static])
+    transforms = _transforms(ns)
+    targets = []
+    for text in ns.targets:
+        fn = _unjit(load_target(text))
+        _check_signature(fn, call)
+        targets.append(Target(fn, tuple(call.args), call.kwargs, call.static_argnums,
+                              transforms, source=text))
+    current = [ns.targets[0]]
+    show = len(targets) > 1 or sys.stderr.isatty()
+
+    def progress(index, total, name, stage):
+        current[0] = name
+        if show:
+            line = f"link {name}" if stage == "link" else f"[{index}/{total}] {name}: {stage}"
+            print(line, file=sys.stderr, flush=True)
+    with _user_errors(lambda: current[0]):
+        try:
+            manifest = compile_library(targets, ns.output, name=ns.name, cpu=ns.cpu,
+                                       progress=progress)
+        except AOTUsageError as e:
+            raise UsageError(str(e)) from None
+        except AOTError as e:
+            raise UserError(str(e)) from None
+    symbols = ", ".join(f["symbol"] for f in manifest["functions"])
+    where = ns.output.rstrip(os.sep) or ns.output
+    print(f"wrote {os.path.join(where, manifest['library'])} ({symbols}), "
+          f"{os.path.join(where, manifest['header'])} and "
+          f"{os.path.join(where, 'manifest.json')}")
+    return 0
+
+
+def _transforms(ns):
+    """The (kind, option) transforms of --grad, --value-and-grad and --vmap, in the order
+    they apply."""
+    transforms = []
+    if ns.value_and_grad or ns.grad is not None:
+        kind = "value_and_grad" if ns.value_and_grad else "grad"
+        transforms.append((kind, _parse_argnums(ns.grad or "0")))
+    if ns.vmap is not None:
+        transforms.append(("vmap", _parse_in_axes(ns.vmap, "--vmap")))
+    return tuple(transforms)
 
 
 def _doctor(ns):
@@ -486,10 +564,7 @@ def _add_show(commands):
                     _SHOW_DESCRIPTION, epilog=argspec.GRAMMAR,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     show.add_argument("target", metavar="TARGET", help="FILE.py:FUNC or package.module:FUNC")
-    show.add_argument("--arg", action="append", default=[], metavar="SPEC",
-                      help="an argument spec for the next positional parameter (repeatable)")
-    show.add_argument("--static", action="append", default=[], metavar="NAME=VALUE",
-                      help="a static keyword argument; VALUE is a Python literal (repeatable)")
+    _add_call_options(show, "")
     show.add_argument("--stage", choices=[*STAGES, *UNAVAILABLE_STAGES], default="simplified",
                       metavar="STAGE", help="the stage to print (default: simplified; the "
                                             "stages are listed above)")
@@ -502,6 +577,66 @@ def _add_show(commands):
     show.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                       help="highlight the output (auto: when stdout is a terminal and NO_COLOR "
                            "is unset; uses Pygments when it is installed)")
+
+
+def _add_call_options(parser, whose):
+    """--arg and --static: the example arguments (Call)."""
+    parser.add_argument("--arg", action="append", default=[], metavar="SPEC",
+                        help=f"an argument spec for the next positional parameter{whose} "
+                             f"(repeatable)")
+    parser.add_argument("--static", action="append", default=[], metavar="NAME=VALUE",
+                        help="a static keyword argument; VALUE is a Python literal "
+                             "(repeatable)")
+
+
+_COMPILE_DESCRIPTION = """\
+Compile functions ahead of time into a shared library with a C ABI, lib<NAME>.so, with its
+header <NAME>.h and manifest.json, in DIR (created if missing); kiln.aot.load(DIR) calls it
+from Python without the compiler, and C programs link it. TARGET is path/to/file.py:FUNC or
+package.module:FUNC, as for kiln show. Several targets go into one library: the --arg and
+--static specs and the transform options apply to every target, so they must share one
+signature (compile functions with other signatures into other libraries, one kiln compile
+each). Each function is exported as <NAME>_<fn>, where <fn> is its name, prefixed for a
+transform: grad_<f>, value_and_grad_<f>, vmap_<f> (vmap_grad_<f> for --grad with --vmap).
+
+DIR also receives every stage of every function: <fn>.ssa.py (specialised, after the
+transform), <fn>.simplified.ssa.py, <fn>.fused.ssa.py, <fn>.ll (optimised LLVM IR), <fn>.s,
+<fn>.o, and kiln_runtime.o and <NAME>_glue.c (the generated C functions); the library is
+linked by $CC (default cc). A progress line per function and stage goes to stderr when
+several functions are compiled or stderr is a terminal.
+
+exit codes: 0 success; 1 an error in the function (printed with its file, line and caret),
+an argument or result a C library cannot carry, no C compiler or a failed link; 2 a usage
+error (a bad spec or option, two functions with one exported name).
+"""
+
+
+def _add_compile(commands):
+    compile_ = _command(commands, "compile", _compile,
+                        "compile functions into a shared library with a C header",
+                        _COMPILE_DESCRIPTION, epilog=argspec.GRAMMAR,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    compile_.add_argument("targets", nargs="+", metavar="TARGET",
+                          help="FILE.py:FUNC or package.module:FUNC (several: one library)")
+    _add_call_options(compile_, " of every target")
+    compile_.add_argument("--grad", nargs="?", const="0", metavar="ARGNUMS",
+                          help="export grad(f, argnums=ARGNUMS) instead of f (default 0; "
+                               "0,1 for several: a tuple of gradients), named grad_<f>")
+    compile_.add_argument("--value-and-grad", action="store_true",
+                          help="export value_and_grad(f) (with --grad's ARGNUMS if given), "
+                               "named value_and_grad_<f>")
+    compile_.add_argument("--vmap", metavar="IN_AXES",
+                          help="export vmap(f, in_axes=IN_AXES): 0 maps axis 0 of every "
+                               "dynamic argument, 0,None one axis per argument; the specs are "
+                               "the batched arguments; named vmap_<f> (applied after --grad)")
+    compile_.add_argument("--name", metavar="NAME",
+                          help="the library's name, a C identifier prefixing every symbol "
+                               "(default: the first function's exported name)")
+    compile_.add_argument("--cpu", choices=("native", "generic"), default="native",
+                          help="native: this CPU with every feature it has (default); "
+                               "generic: x86-64-v2, for libraries run on other machines")
+    compile_.add_argument("-o", "--output", required=True, metavar="DIR",
+                          help="the output directory")
 
 
 def _add_doctor(commands):
@@ -529,7 +664,7 @@ def build_parser(version):
         prog="kiln", description="kiln: JAX's API as a source-to-source compiler.")
     parser.add_argument("--version", action="version", version=f"kiln {version}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for add in (_add_show, _add_doctor, _add_cache):
+    for add in (_add_show, _add_compile, _add_doctor, _add_cache):
         add(commands)
     return parser
 

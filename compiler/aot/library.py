@@ -41,6 +41,7 @@ def compile_library(targets, out_dir, name=None, cpu="native", progress=None, cc
     """Compile `targets` into `out_dir`; returns the manifest (see the package docstring)."""
     targets = [t if isinstance(t, Target) else Target(*t) for t in targets]
     lib = check_options(targets, name, cpu)
+    compiler = c_compiler(cc)   # before compiling anything: a missing one fails at once
     machine = native.machine(cpu)
     total = len(targets)
     compiled = []
@@ -51,7 +52,7 @@ def compile_library(targets, out_dir, name=None, cpu="native", progress=None, cc
         compiled.append(compile_target(target, machine, report))
     if progress is not None:
         progress(total, total, f"lib{lib}.so", "link")
-    return write_library(compiled, out_dir, lib, machine, cc)
+    return write_library(compiled, out_dir, lib, machine, compiler)
 
 
 def check_options(targets, name, cpu):
@@ -99,8 +100,9 @@ def _check_leaves(target, spec):
 
 # --------------------------------------------------------------------------------- files
 
-def write_library(compiled, out_dir, lib, machine, cc=None):
-    """Write every file of the library into `out_dir`, link it, write the manifest."""
+def write_library(compiled, out_dir, lib, machine, compiler):
+    """Write every file of the library into `out_dir`, link it with `compiler` (the C
+    compiler's command, a list), write the manifest."""
     import kiln
     from ..backends.llvm.lower_tapes import OUT_OF_MEMORY
     os.makedirs(out_dir, exist_ok=True)
@@ -127,7 +129,7 @@ def write_library(compiled, out_dir, lib, machine, cc=None):
     objects = {}   # functions with identical code share one module: link its object once
     for c, files in zip(compiled, function_files):
         objects.setdefault(c.native.module, files["object"])
-    command = _link(out_dir, lib, [*objects.values(), RUNTIME_OBJECT], cc)
+    command = _link(out_dir, lib, [*objects.values(), RUNTIME_OBJECT], compiler)
     written.append(f"lib{lib}.so")
     manifest = _manifest(lib, compiled, function_files, machine, blas, command)
     manifest["files"] = {name: file_sha256(os.path.join(out_dir, name)) for name in sorted(written)}
@@ -181,15 +183,21 @@ def _summary(c):
     return f"{spec.name}({ins}) -> ({outs}), from {describe(c.target)}"
 
 
-def _link(out_dir, lib, objects, cc):
-    """Link lib<lib>.so in `out_dir` with the C compiler; the command (a list)."""
+def c_compiler(cc=None):
+    """The C compiler's command (a list): `cc`, else $CC, else `cc`; AOTError when it is
+    not found."""
     compiler = shlex.split(cc or os.environ.get("CC") or "cc")
-    origin = "--cc" if cc else ("$CC" if os.environ.get("CC") else "the default")
+    origin = "given" if cc else ("from $CC" if os.environ.get("CC") else "the default")
     if not compiler or shutil.which(compiler[0]) is None:
-        raise AOTError(f"no C compiler: {' '.join(compiler) or '(empty)'} ({origin}) was not "
-                       f"found; kiln compile links the library with one. Install a C compiler "
-                       f"(e.g. apt-get install gcc) or set CC to one (CC=clang kiln compile "
-                       f"...)")
+        raise AOTError(f"no C compiler: {shlex.join(compiler) or repr('')} ({origin}) was not "
+                       f"found, and kiln compile links the library with one. Install a C "
+                       f"compiler (e.g. apt-get install gcc) or set CC to one (CC=clang kiln "
+                       f"compile ...)")
+    return compiler
+
+
+def _link(out_dir, lib, objects, compiler):
+    """Link lib<lib>.so in `out_dir` with `compiler`; the command (a list)."""
     command = [*compiler, *LINK_FLAGS, "-o", f"lib{lib}.so", f"{lib}_glue.c", *objects,
                *LINK_LIBRARIES]
     result = subprocess.run(command, cwd=out_dir, capture_output=True, text=True)

@@ -99,7 +99,7 @@ def check_targets(targets):
         if name in seen:
             raise AOTUsageError(f"two functions would be exported as {name!r} ({seen[name]} "
                                 f"and {describe(target)}): compile them into separate "
-                                f"libraries, or rename one")
+                                f"libraries")
         seen[name] = describe(target)
 
 
