@@ -146,7 +146,8 @@ NEAR_ONE_COMPLEX = (_signed(0.5, 1), _signed(0.5, 1))
 def test_the_tables_cover_every_differentiable_elementwise_primitive():
     differentiable = {p.name for p in vars(elementwise).values()
                       if isinstance(p, Primitive) and "jvp" in p.rules}
-    tested_apart = {"integer_pow", "convert_element_type", "select_n", "clamp", "complex"}
+    tested_apart = {"integer_pow", "convert_element_type", "select_n", "clamp", "complex",
+                    "fma"}
     assert differentiable == set(UNARY) | set(BINARY) | tested_apart
 
 
@@ -294,7 +295,7 @@ def test_binary_rules_with_python_scalar_operands():
         _check(fn, (x, 0.7))
 
 
-# -------------------------------------------------------- complex parts, select_n, clamp, convert
+# --------------------------------------------------- complex parts, select_n, clamp, fma, convert
 
 @SETTINGS
 @given(data=st.data())
@@ -336,6 +337,16 @@ def test_clamp(data):
     x = np.where(np.abs(x - lo) < 0.1, x + 0.3, x)
     x = np.where(np.abs(x - hi) < 0.1, x - 0.3, x).astype(F32)
     _check(lax.clamp, (lo, x, hi))
+
+
+@SETTINGS
+@given(data=st.data())
+def test_fma(data, x64):
+    """The private fused multiply-add (kiln.random's): each operand rank 0 or full, float64."""
+    shape = data.draw(st.sampled_from(SHAPES), label="shape")
+    args = tuple(_array(data.draw, data.draw(st.sampled_from([shape, ()]), label=f"shape {i}"),
+                        F64, [(-3, 3)]) for i in range(3))
+    _check(kiln.random._fma, args)
 
 
 CONVERSIONS = [("float32", "float64"), ("float64", "float32"), ("float32", "complex64"),

@@ -10,6 +10,8 @@ cover the fusion pass (input and output agree on the reference backend; fused ch
 with the reference natively), vectorised code in the assembly of a fused elementwise loop, the
 storage plan, and `kiln.jit(..., backend="llvm")`.
 """
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -259,6 +261,30 @@ def test_select_n_and_clamp(dtype, shape, data):
     p.output(p.add("select_n", wb, v1), "select_one")
     p.output(p.add("clamp", v0, v1, v2), "clamp")
     check(p, which_b, which_i, c0, c1, c2)
+
+
+@SETTINGS
+@given(st.sampled_from([np.dtype(np.float16), F32, F64]), shapes(min_dims=1), st.data())
+def test_fma_rounds_once(dtype, shape, data):
+    """`fma` is llvm.fma (float16 through double), bit for bit the reference's exact emulation:
+    rank-0 operands, NaN, infinities, and addends that cancel the rounded product (leaving
+    only its rounding error, which a separate multiply and add would lose)."""
+    a, b, c = (arrays(data.draw, dtype, data.draw(st.sampled_from([shape, ()])))
+               for _ in range(3))
+    if data.draw(st.booleans()):
+        with np.errstate(all="ignore"):
+            c = np.negative(a * b).astype(dtype)
+    p = Program(aval(a), aval(b), aval(c))
+    p.output(p.add("fma", *p.invars), "fma")
+    with np.errstate(all="ignore"):
+        check(p, a, b, c)
+
+
+def test_fma_loop_is_vectorised():
+    x = np.ones(1024, np.float32)
+    ir_text = kiln.jit(lambda x: kiln.random._fma(x, x, x), backend="llvm").lower(x) \
+        .compile().as_text()
+    assert re.search(r"llvm\.fma\.v(8|16)f32", ir_text), "no vector fma in the fused loop"
 
 
 # ------------------------------------------------------------------------- structural

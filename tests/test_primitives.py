@@ -13,6 +13,7 @@ JAX 0.10.2 (`/tmp/jaxenv/bin/python`), as are the dtypes each elementwise primit
 the messages of its TypeErrors.
 """
 import math
+from fractions import Fraction
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -319,6 +320,39 @@ def integer_pow_case(draw):
             return out
         return np.power(v.astype(wide(v.dtype)), y).astype(v.dtype)
     return Case([x], {"y": y}, ref, (draw(st.booleans()),))
+
+
+def _round_exact(value, dtype):
+    """The `dtype` number nearest to the rational `value`, ties to even."""
+    guess = np.asarray(float(value)).astype(dtype)
+    t = guess.dtype.type
+    candidates = [np.nextafter(guess, t(-np.inf)), guess, np.nextafter(guess, t(np.inf))]
+    return min(candidates, key=lambda c: (abs(Fraction(float(c)) - value),
+                                          int(c.view(f"u{c.dtype.itemsize}")) & 1))
+
+
+def _fma_ref(a, b, c):
+    """a * b + c in exact rationals, rounded once; an exact zero sum takes IEEE's sign, which
+    float64 arithmetic gives (products of float16/float32 numbers are exact there)."""
+    a, b, c = np.broadcast_arrays(a, b, c)
+    out = []
+    for x, y, z in zip(*(v.reshape(-1).tolist() for v in (a, b, c))):
+        exact = Fraction(x) * Fraction(y) + Fraction(z)
+        out.append(_round_exact(exact, a.dtype) if exact else np.asarray(x * y + z, a.dtype))
+    return np.asarray(out, a.dtype).reshape(a.shape)
+
+
+@st.composite
+def fma_case(draw):
+    """Operands of one shape or rank 0; half the time the addend cancels the rounded product,
+    so that the result is the product's rounding error (wrong unless rounded once)."""
+    dtype = draw(st.sampled_from(FLOAT))
+    shape = draw(shapes())
+    a, b, c = (array(draw, dtype, draw(st.sampled_from([shape, ()])), lo=-100, hi=100)
+               for _ in range(3))
+    if draw(st.booleans()):
+        c = np.negative(a.astype(np.float64) * b).astype(dtype)
+    return Case([a, b, c], {}, _fma_ref, rtol=0.0)
 
 
 @st.composite
@@ -975,6 +1009,7 @@ CASES = {
     "shift_right_arithmetic": shift_case("arithmetic"),
     "select_n": select_n_case(),
     "clamp": clamp_case(),
+    "fma": fma_case(),
     "convert_element_type": convert_case(),
     "bitcast_convert_type": bitcast_case(),
     "iota": iota_case(),

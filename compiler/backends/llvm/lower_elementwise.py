@@ -303,7 +303,7 @@ _BINARY = {
 }
 
 
-# ------------------------------------------------------------- select, clamp, conversions
+# -------------------------------------------------------- select, clamp, fma, conversions
 
 def _select_n(ctx, builder, args, in_avals, out_aval):
     which, cases = args[0], args[1:]
@@ -323,6 +323,18 @@ def _clamp(ctx, builder, args, in_avals, out_aval):
     lo, x, hi = args
     dtype = out_aval.dtype
     return min_value(builder, max_value(builder, x, lo, dtype), hi, dtype)
+
+
+def _fma(ctx, builder, args, in_avals, out_aval):
+    """`llvm.fma` (one rounding; vfmadd on x86). Float16 goes through double: the product of
+    two halves is exact there, and rounding the double sum to half again cannot land on a
+    half-way point the exact sum missed (that would take an addend below 2**-53 of the sum,
+    beyond half's exponent range); through float it could."""
+    ty = args[0].type
+    if isinstance(ty, ir.HalfType):
+        wide = [builder.fpext(a, ir.DoubleType()) for a in args]
+        return builder.fptrunc(intrinsic(builder, "fma", wide), ty)
+    return intrinsic(builder, "fma", args)
 
 
 def _int_to_float(builder, x, dtype, ty):
@@ -367,6 +379,7 @@ def _bitcast(ctx, builder, args, in_avals, out_aval, new_dtype):
 _OTHER = {
     "select_n": _select_n,
     "clamp": _clamp,
+    "fma": _fma,
     "convert_element_type": _convert_element_type,
     "bitcast_convert_type": _bitcast,
 }
