@@ -17,10 +17,12 @@ own PRNG:
   into one fused multiply-add, computes `log`, `log1p`, `exp`, `erf` and `erf_inv` with its own
   polynomials (float16 through float32), rewrites `x / c` as `x * (1 / c)` for a constant or
   broadcast `c` and `a / sqrt(b)` as `a * rsqrt(b)`, folds constant shifts, and flushes
-  denormals to zero. The private `_fma` (exact, from error-free transformations), `_log`,
-  `_log1p`, `_exp`, `_erf`, `_erf_inv` and `_ftz` reproduce those, so every sampler is
-  bit-exact, except that XLA seeds `rsqrt` with a CPU-specific hardware estimate: `gamma`,
-  `loggamma`, `beta` and `dirichlet` with an array of shape parameters can move by a few ulp.
+  denormals to zero. The private `_fma`, `_log`, `_log1p`, `_exp`, `_erf`, `_erf_inv` and
+  `_ftz` reproduce those, so every sampler is bit-exact, except that XLA seeds `rsqrt` with a
+  CPU-specific hardware estimate: `gamma`, `loggamma`, `beta` and `dirichlet` with an array
+  of shape parameters can move by a few ulp. `_fma` binds the `fma` primitive (one rounding;
+  a native fused multiply-add under `jit`), which `kiln.lax` does not expose because JAX's
+  `lax` has no fused multiply-add.
   Under x64, float64 samplers use the `kiln.lax` primitives for those functions instead.
 """
 import math
@@ -32,6 +34,8 @@ import numpy as np
 from . import lax
 from .array import to_array
 from .compiler.ir import dtypes
+from .compiler.primitives import PRIMITIVES
+from .dispatch import bind
 from .numpy._core import check_arraylike, broadcast_shapes, canonicalize_axis, canonical_dtype
 from .tree_util import register_pytree_node
 
@@ -43,7 +47,6 @@ __all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "clone", "
 _U32 = np.dtype(np.uint32)
 _F32 = np.dtype(np.float32)
 _UINT = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: _U32, 64: np.dtype(np.uint64)}
-_INT_OF = {2: np.dtype(np.int16), 4: np.dtype(np.int32), 8: np.dtype(np.int64)}
 
 
 def _c(value, dtype):
@@ -338,68 +341,14 @@ def _via_f32(fn, fallback):
     return wrapped
 
 
-def _two_sum(a, b):
-    s = lax.add(a, b)
-    bb = lax.sub(s, a)
-    return s, lax.add(lax.sub(a, lax.sub(s, bb)), lax.sub(b, bb))
-
-
-def _veltkamp(a, dtype):
-    """Split `a` into a high half and an exact low remainder (static constants split statically)."""
-    splitter = _c(2.0 ** ((np.finfo(dtype).nmant + 2) // 2) + 1, dtype)
-    if isinstance(a, (np.ndarray, np.generic)):
-        t = splitter * a
-        hi = t - (t - a)
-        return hi, a - hi
-    t = lax.mul(splitter, a)
-    hi = lax.sub(t, lax.sub(t, a))
-    return hi, lax.sub(a, hi)
-
-
-def _two_prod(a, b, dtype):
-    """p + err == a * b exactly (Dekker), barring overflow and underflow."""
-    p = lax.mul(a, b)
-    (ah, al), (bh, bl) = _veltkamp(a, dtype), _veltkamp(b, dtype)
-    err = lax.add(lax.add(lax.add(lax.sub(lax.mul(ah, bh), p), lax.mul(ah, bl)),
-                          lax.mul(al, bh)), lax.mul(al, bl))
-    return p, err
-
-
-def _add_round_to_odd(a, b, dtype):
-    """a + b rounded to odd: the exact sum if representable, else whichever neighbour has an odd
-    last bit (truncate towards zero, then set the last bit)."""
-    s, e = _two_sum(a, b)
-    int_t = _INT_OF[dtype.itemsize]
-    zero = _c(0, dtype)
-    inexact = lax.ne(e, zero)
-    overshoot = lax.bitwise_and(inexact, lax.ne(lax.lt(s, zero), lax.lt(e, zero)))
-    bits_ = lax.sub(lax.bitcast_convert_type(s, int_t), lax.convert_element_type(overshoot, int_t))
-    bits_ = lax.bitwise_or(bits_, lax.convert_element_type(inexact, int_t))
-    return lax.bitcast_convert_type(bits_, dtype)
-
-
-def _fma(a, b, c, guard=False):
-    """a * b + c with a single rounding, as XLA's contracted multiply-add computes it.
-
-    float32/float64: Dekker's exact product, an exact sum, and a sum rounded to odd
-    (Boldo & Melquiond's emulated FMA). float16: the product is exact in float32 and a float32
-    sum rounded to odd then rounded to float16 is rounded once. `a` is an array; `b` and `c`
-    arrays of its dtype or NumPy constants. With `guard`, operands whose splitting would overflow
-    fall back to the plain a * b + c. A compiler must keep these steps as written (no contraction
-    or reassociation), or lower the whole function to a native fused multiply-add.
-    """
-    dtype = a.dtype
-    b, c = (v.astype(dtype) if isinstance(v, (np.ndarray, np.generic)) else v for v in (b, c))
-    if dtype == np.float16:
-        a32, b32, c32 = (lax.convert_element_type(v, _F32) for v in (a, b, c))
-        return lax.convert_element_type(_add_round_to_odd(lax.mul(a32, b32), c32, _F32), dtype)
-    p, pe = _two_prod(a, b, dtype)
-    h, t = _two_sum(c, p)
-    exact = lax.add(h, _add_round_to_odd(t, pe, dtype))
-    if not guard:
-        return exact
-    naive = lax.add(lax.mul(a, b), c)
-    return lax.select(lax.is_finite(exact), exact, naive)
+def _fma(a, b, c):
+    """a * b + c with a single rounding, as XLA's contracted multiply-add computes it: the
+    private `fma` primitive (a native fused multiply-add under `jit`). `b` and `c` have `a`'s
+    dtype or are NumPy constants (cast to it); rank-0 operands broadcast."""
+    a = to_array(a)
+    b, c = (to_array(v.astype(a.dtype) if isinstance(v, (np.ndarray, np.generic)) else v)
+            for v in (b, c))
+    return bind(PRIMITIVES["fma"], a, b, c)
 
 
 def _horner(x, coeffs):
@@ -617,7 +566,7 @@ def _uniform(keys, shape, dtype, minval, maxval):
     fbits = lax.bitwise_or(lax.shift_right_logical(raw, _c(nbits - nmant, uint)), one)
     floats = lax.sub(lax.bitcast_convert_type(fbits, dtype), _c(1, dtype))
     span = lax.sub(maxval, minval)
-    out = _fma(floats, _bcast_to(span, full, "mul"), _bcast_to(minval, full, "add"), guard=True)
+    out = _fma(floats, _bcast_to(span, full, "mul"), _bcast_to(minval, full, "add"))
     return lax.max(_bcast_to(minval, full, "max"), out)
 
 

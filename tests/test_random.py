@@ -10,12 +10,12 @@ import json
 import math
 import os
 import re
-from fractions import Fraction
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import kiln
 import kiln.random as random
 from kiln import lax
 from kiln.array import Array
@@ -44,7 +44,8 @@ def golden_key(name):
     return None if name is None else np.asarray(GOLDEN["keys"][name], np.uint32)
 
 
-def call(case, typed=False):
+def call(case, typed=False, key=None):
+    """The case's call; `key` (the case's key data by default) is given to compiled calls."""
     fn = case["fn"]
     args = [decode(a) for a in case["args"]]
     kwargs = {k: decode(v) for k, v in case["kwargs"].items()}
@@ -52,7 +53,7 @@ def call(case, typed=False):
         return random.PRNGKey(*args)
     if fn == "key_data_of_key":
         return random.key_data(random.key(*args))
-    key = golden_key(case["key"])
+    key = golden_key(case["key"]) if key is None else key
     if typed:
         key = random.wrap_key_data(key)
     return getattr(random, fn)(key, *args, **kwargs)
@@ -83,14 +84,17 @@ def normalize(message):
     return re.sub(r"got JitTracer\(.*\)$", "got", re.sub(r"got 1\.5$", "got", message))
 
 
-def check_case(case, typed=False):
+def check_case(case, typed=False, jit=False):
     if "error" in case:
         with pytest.raises(Exception) as info:
             call(case, typed)
         assert type(info.value).__name__ == case["error"]["type"], (case, info.value)
         assert normalize(str(info.value)) == normalize(case["error"]["message"])
         return
-    out = call(case, typed)
+    if jit:  # the key is an argument: with constants only, the whole call would be folded
+        out = kiln.jit(lambda k: call(case, typed, k))(golden_key(case["key"]))
+    else:
+        out = call(case, typed)
     if isinstance(out, random.PRNGKeyArray):
         out = random.key_data(out)
     got, want = np.asarray(out), expected(case["result"])
@@ -120,40 +124,45 @@ def test_typed_keys_give_the_same_bits(fn):
         check_case(case, typed=True)
 
 
+@pytest.mark.parametrize("fn", ["uniform", "normal", "truncated_normal", "exponential",
+                                "gumbel", "laplace", "logistic", "bernoulli"])
+def test_floating_samplers_match_jax_goldens_under_jit(fn):
+    """Compiled natively, where `fma` is the CPU's fused multiply-add instruction."""
+    cases = [c for c in GOLDEN["cases"] if c["fn"] == fn and "error" not in c
+             and c["key"] in GOLDEN["keys"]]
+    for case in sorted(cases, key=lambda c: -math.prod(c["result"]["shape"]))[:4]:
+        check_case(case, jit=True)
+
+
+@pytest.mark.parametrize("name", ["log", "log1p", "exp", "erf", "erf_inv"])
+def test_xla_float_kernels_compiled_agree_with_eager(name):
+    """On 2**17 float32 bit patterns (all binades, NaN and infinities): compiled natively,
+    the kernels give the eager (reference) bits, which the goldens pin to JAX's."""
+    fn = getattr(random, f"_{name}")
+    x = np.random.default_rng(0).integers(0, 2**32, 2**17, dtype=np.uint64).astype(
+        np.uint32).view(np.float32)
+    if name == "erf_inv":
+        x = np.concatenate([x, np.linspace(-1, 1, 2**17, dtype=np.float32)])
+    with np.errstate(all="ignore"):
+        eager = np.asarray(fn(lax.convert_element_type(x, np.float32)))
+    compiled = np.asarray(kiln.jit(fn)(x))
+    same = (compiled.view(np.uint32) == eager.view(np.uint32)) | (np.isnan(compiled)
+                                                                  & np.isnan(eager))
+    assert same.all(), (x[~same][:5], compiled[~same][:5], eager[~same][:5])
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
 @pytest.mark.parametrize("name", sorted(GOLDEN["kernels"]))
-def test_xla_float_kernels_bit_for_bit(name):
+def test_xla_float_kernels_bit_for_bit(name, jit):
     """The private XLA-CPU kernels that make the floating samplers bit-exact."""
     fn = {"log": random._log, "log1p": random._log1p, "exp": random._exp, "erf": random._erf,
           "erf_inv": random._erf_inv, "log_f16": random._log}[name]
     table = GOLDEN["kernels"][name]
     x, want = expected(table["x"]), expected(table["y"])
-    got = np.asarray(fn(lax.convert_element_type(x, x.dtype)))
+    got = np.asarray((kiln.jit(fn) if jit else fn)(lax.convert_element_type(x, x.dtype)))
     same = (got.view(f"uint{got.dtype.itemsize * 8}") == want.view(got.view(
         f"uint{got.dtype.itemsize * 8}").dtype)) | (np.isnan(got) & np.isnan(want))
     assert same.all(), (x[~same][:5], got[~same][:5], want[~same][:5])
-
-
-def round_to_f32(value):
-    """The float32 nearest to a Fraction, ties to even."""
-    guess = np.float32(float(value))
-    candidates = [np.nextafter(guess, np.float32(-np.inf)), guess,
-                  np.nextafter(guess, np.float32(np.inf))]
-    return min(candidates, key=lambda c: (abs(Fraction(float(c)) - value),
-                                          int(np.asarray(c).view(np.uint32)) & 1))
-
-
-finite_f32 = st.floats(min_value=-2.0**50, max_value=2.0**50, width=32, allow_subnormal=False)
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(finite_f32, finite_f32, finite_f32), min_size=1, max_size=8))
-def test_fma_rounds_once(triples):
-    a, b, c = (np.asarray(v, np.float32) for v in zip(*triples))
-    exact = [Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z)) for x, y, z in triples]
-    want = np.asarray([round_to_f32(v) for v in exact], np.float32)
-    small = np.abs(want) > np.float32(1e-30)  # Dekker's product needs no underflow
-    got = np.asarray(random._fma(lax.convert_element_type(a, np.float32), b, c))
-    np.testing.assert_array_equal(got[small], want[small])
 
 
 # ------------------------------------------------------------------------------ key API
