@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench venv clean
+.PHONY: demo test bench venv clean aot-sample
 
 $(STAMP): pyproject.toml setup.cfg
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,18 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
+
+# samples/aot_c: compile two functions ahead of time, build a C program against them, run it.
+AOT_C := build/aot_c
+aot-sample: $(STAMP)
+	$(VENV)/bin/kiln compile samples/aot_c/model.py:predict --name mlp -o $(AOT_C)/mlp \
+	    --arg 'list[(f32[4,8],f32[8]),(f32[8,3],f32[3])]' --arg 'f32[2,4]'
+	$(VENV)/bin/kiln compile samples/aot_c/model.py:collatz_steps --name collatz \
+	    -o $(AOT_C)/collatz --arg 'i32[6]'
+	$(CC) -O2 -Wall -o $(AOT_C)/main samples/aot_c/main.c -I$(AOT_C)/mlp -I$(AOT_C)/collatz \
+	    -L$(AOT_C)/mlp -L$(AOT_C)/collatz -lmlp -lcollatz \
+	    -Wl,-rpath,$(abspath $(AOT_C)/mlp) -Wl,-rpath,$(abspath $(AOT_C)/collatz)
+	$(AOT_C)/main
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -23,12 +23,12 @@ __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp",
            "linearize", "jacfwd", "jacrev", "jacobian", "hessian", "custom_jvp",
            "custom_vjp", "checkpoint", "remat", "vmap", "disable_jit", "debug", "devices", "local_devices", "device_count", "local_device_count",
            "default_backend", "device_put", "block_until_ready", "tree_util", "lax",
-           "numpy", "random", "nn", "scipy", "test_util"]
+           "numpy", "random", "nn", "scipy", "test_util", "aot"]
 
 
 def __getattr__(name):
     # Submodules that pull in more of the library load on first use.
     import importlib
-    if name in ("numpy", "random", "nn", "scipy", "example_libraries", "test_util"):
+    if name in ("numpy", "random", "nn", "scipy", "example_libraries", "test_util", "aot"):
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'kiln' has no attribute {name!r}")
