@@ -9,12 +9,16 @@ import ctypes
 import hashlib
 import json
 import os
+import pathlib
+import tempfile
 import textwrap
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import kiln
+import kiln.numpy
 from kiln.compiler import cli
 from kiln.compiler.aot import AOTUsageError, Target, compile_library
 
@@ -66,6 +70,9 @@ SAMPLES = textwrap.dedent('''
 
     def ordered(x):
         return collections.OrderedDict(a=x)
+
+    def twice(x):
+        return x + x
 
     def static_first(n, x):
         return jnp.sum(x) * n
@@ -305,6 +312,24 @@ def _sgemm_address(manifest):
                        ctypes.c_void_p).value
 
 
+DTYPES = ["float32", "float16", "int8", "int32", "uint16", "uint64", "bool"]
+
+
+@settings(max_examples=8, deadline=None)
+@given(dtype=st.sampled_from(DTYPES),
+       shape=st.lists(st.integers(0, 3), min_size=0, max_size=3).map(tuple))
+def test_dtypes_and_shapes_through_the_c_abi(module, dtype, shape):
+    """Every dtype with a C type, rank 0 (a pointer to one element), empty and size-1 arrays."""
+    twice = module["twice"]
+    x = (np.arange(int(np.prod(shape))) % 3).reshape(shape).astype(dtype)
+    with tempfile.TemporaryDirectory() as directory:
+        manifest = compile_library([Target(twice, (x,))], directory)
+        canonical = np.asarray(kiln.numpy.asarray(x)).dtype   # 64-bit narrows without x64
+        assert manifest["functions"][0]["inputs"][0]["dtype"] == canonical.name
+        got = call(pathlib.Path(directory), manifest, "twice", x)
+        assert_close(got, jit_leaves(twice, x))
+
+
 def test_python_api_compiles_and_rejects_duplicates(tmp_path, module):
     x = np.zeros((2,), np.float32)
     seen = []
@@ -398,9 +423,10 @@ def test_located_compile_error_exit_1(src, tmp_path, capsys):
     ("ordered", [], "collections.OrderedDict cannot be described"),
     ("static_first", ["--grad"], "need static arguments after the dynamic ones"),
     ("loss", ["--grad"], None),
+    ("twice", ["--arg", "c64[2]"], "c64[2], a dtype a C library cannot pass"),
 ])
 def test_unsupported_functions_exit_1(src, tmp_path, capsys, target, extra, message):
-    specs = {"static_first": ["--arg", "3", "--arg", "f32[3]"],
+    specs = {"static_first": ["--arg", "3", "--arg", "f32[3]"], "twice": [],
              "loss": ["--arg", "f32[3,2]", "--arg", "f32[4,3]", "--vmap", "0,0,0"]}
     argv = ["compile", f"{src}:{target}", *specs.get(target, ["--arg", "f32[3]"]), *extra,
             "-o", str(tmp_path)]

@@ -143,12 +143,13 @@ def _prototype(lib, f):
     head = f"int {lib}_{f.name}("
     if not params:
         return f"/* {f.summary} */\n{head}void);"
-    width = max(len(text) for text, _ in params) + 1
+    width = max(len(text) for text, _ in params) + 2
+    aval_width = max(len(p.aval) for _, p in params)
     lines = []
     for k, (text, p) in enumerate(params):
         end = "," if k < len(params) - 1 else ");"
         lines.append(f"{' ' * len(head) if k else head}{text + end:<{width}}"
-                     f"  /* {p.aval:<10} {p.path} */")
+                     f"/* {p.aval:<{aval_width}}  {p.path} */")
     return f"/* {f.summary} */\n" + "\n".join(lines)
 
 

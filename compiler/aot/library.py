@@ -19,8 +19,8 @@ from typing import NamedTuple
 from . import glue, native
 from .manifest import (ERROR_CODES, FORMAT, MANIFEST_VERSION, TreeEncodingError, file_sha256,
                        tree_to_json)
-from .targets import (AOTError, AOTUsageError, Target, check_targets, describe, exported_name,
-                      is_c_identifier, specialise)
+from .targets import (AOTError, AOTUsageError, Target, base_name, check_targets, describe,
+                      exported_name, is_c_identifier, specialise)
 
 _STAGE_FILES = {"simplify": "simplified", "fuse": "fused"}   # pass -> `<fn>.<stage>.ssa.py`
 _USES = {"kiln_sgemm": "blas", "kiln_dgemm": "blas", "kiln_sgemv": "blas", "kiln_dgemv": "blas",
@@ -177,10 +177,14 @@ def _constant_bytes(array, aval):
 
 
 def _summary(c):
-    spec = c.specialised
-    ins = ", ".join(f"{leaf.path}: {leaf.aval.str_short()}" for leaf in spec.inputs)
-    outs = ", ".join(f"{leaf.path}: {leaf.aval.str_short()}" for leaf in spec.outputs)
-    return f"{spec.name}({ins}) -> ({outs}), from {describe(c.target)}"
+    """`grad_f: grad(f, argnums=0) of file.py:f` (`f: file.py:f` untransformed)."""
+    if not c.target.transforms:
+        return f"{c.specialised.name}: {describe(c.target)}"
+    expression = base_name(c.target.fn)
+    for kind, option in c.target.transforms:
+        keyword = "in_axes" if kind == "vmap" else "argnums"
+        expression = f"{kind}({expression}, {keyword}={option!r})"
+    return f"{c.specialised.name}: {expression} of {describe(c.target)}"
 
 
 def c_compiler(cc=None):
