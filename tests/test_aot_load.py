@@ -70,6 +70,10 @@ def scaled(n, x):
     return x * n
 
 
+def mixed(flags, small, half):
+    return jnp.where(flags, small, -small), half * 2, ~flags
+
+
 def printing(x):
     kiln.debug.print("x is {}", x)
     return x * 2.0
@@ -84,6 +88,8 @@ TARGETS = [
     Target(elementwise, (zeros((3, 4)), zeros(4))),
     Target(elementwise, (zeros((0, 4)), zeros(4)), name="elementwise_empty"),
     Target(elementwise, (zeros(()), zeros(())), name="elementwise_scalar"),
+    Target(elementwise, (zeros((1, 1)), zeros(1)), name="elementwise_one"),
+    Target(mixed, (zeros(4, bool), zeros(4, np.int8), zeros(4, np.float16))),
     Target(matmul, (zeros((96, 80)), zeros((80, 64)))),
     Target(halvings, (zeros(5),)),
     Target(loss, (PARAMS, zeros((2, 4))), transforms=(("grad", 0),)),
@@ -145,10 +151,18 @@ def test_elementwise_matches_jit(lib, x, y):
 
 
 @pytest.mark.parametrize("name, shapes", [("elementwise_empty", [(0, 4), (4,)]),
-                                          ("elementwise_scalar", [(), ()])])
+                                          ("elementwise_scalar", [(), ()]),
+                                          ("elementwise_one", [(1, 1), (1,)])])
 def test_empty_and_scalar_shapes(lib, name, shapes):
     args = [rand(s, k) for k, s in enumerate(shapes)]
     same_tree(lib[name](*args), kiln.jit(elementwise)(*args))
+
+
+@settings(max_examples=15, deadline=None)
+@given(hnp.arrays(bool, 4), hnp.arrays(np.int8, 4),
+       hnp.arrays(np.float16, 4, elements=st.floats(-1000, 1000, width=16)))
+def test_bool_int8_and_float16_buffers(lib, flags, small, half):
+    same_tree(lib.mixed(flags, small, half), kiln.jit(mixed)(flags, small, half))
 
 
 def test_matmul_goes_through_blas_and_matches_jit(lib):
@@ -251,8 +265,11 @@ def test_inputs_need_not_be_contiguous(lib):
 def test_error_codes_raise_runtime_error(copy):
     other = kiln.aot.load(copy)
     other._dll.funcs_bind_extern(b"kiln_sgemm", None)   # unbind BLAS: the call returns 2
+    a, b = rand((96, 80)), rand((80, 64))
     with pytest.raises(RuntimeError, match=r"matmul .* failed with error 2: the BLAS routines"):
-        other.matmul(rand((96, 80)), rand((80, 64)))
+        other.matmul(a, b)
+    kiln.aot._bind_externs(other._dll, other.manifest)   # what load does: this process's BLAS
+    same_tree(other.matmul(a, b), kiln.jit(matmul)(a, b))
 
 
 def test_calls_from_threads(lib):
@@ -323,6 +340,14 @@ def test_loader_needs_no_compiler(built):
     want = kiln.jit(halvings)(np.full(5, 9, F32))
     close(np.array(out["halvings"][0], F32), want[0])
     assert out["halvings"][1] == int(want[1]) and out["printing"] == [2.0, 2.0]
+
+
+def test_generic_build_loads_here(tmp_path):
+    manifest = compile_library([Target(elementwise, (zeros((3, 4)), zeros(4)))], tmp_path,
+                               cpu="generic")
+    assert manifest["target"]["mode"] == "generic" and "avx2" not in manifest["target"]["features"]
+    x, y = rand((3, 4), 12), rand(4, 13)
+    same_tree(kiln.aot.load(tmp_path).elementwise(x, y), kiln.jit(elementwise)(x, y))
 
 
 # ------------------------------------------------------------------------------ refusals
