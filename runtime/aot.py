@@ -282,16 +282,17 @@ def _children(node, value):
     return None
 
 
-def _flatten(node, value, path, out):
+def _flatten(node, value, path, out, function):
     """Append the leaves of `value` (shaped like `node`) to `out`; TypeError naming the path."""
     if node.kind == "leaf":
         out.append(value)
         return
     children = _children(node, value)
     if children is None:
-        raise TypeError(f"argument {path}: expected {_describe(node)}, got {_value_repr(value)}")
+        raise TypeError(f"{function}: argument {path}: expected {_describe(node)}, got "
+                        f"{_value_repr(value)}")
     for k, (child, item) in enumerate(zip(node.children, children)):
-        _flatten(child, item, _child_path(node, path, k), out)
+        _flatten(child, item, _child_path(node, path, k), out, function)
 
 
 def _unflatten(node, leaves):
@@ -453,7 +454,7 @@ class Function:
         else:
             values = []
             for name, child, value in zip(self.arg_names, self._in_tree.children, args):
-                _flatten(child, value, name, values)
+                _flatten(child, value, name, values, self.name)
         inputs = [_argument(v, leaf, self.name) for v, leaf in zip(values, self.inputs)]
         outputs = [np.empty(o.shape, o.dtype) for o in self.outputs]
         code = self._entry(*[a.ctypes.data for a in inputs], *[o.ctypes.data for o in outputs])

@@ -245,8 +245,8 @@ def test_wrong_arguments(lib, args, message):
 
 def test_wrong_pytree_arguments(lib):
     pair = (rand(3), rand(3))
-    with pytest.raises(TypeError, match=r"argument params: expected a dict with keys \['b', 'w'\], "
-                                        r"got a dict with keys \['w'\]"):
+    with pytest.raises(TypeError, match=r"pytree_fn: argument params: expected a dict with keys "
+                                        r"\['b', 'w'\], got a dict with keys \['w'\]"):
         lib.pytree_fn({"w": rand(3)}, pair)
     with pytest.raises(TypeError, match=r"argument pair: expected a tuple of 2, got a tuple of 3"):
         lib.pytree_fn({"w": rand(3), "b": rand(3)}, pair + pair[:1])
