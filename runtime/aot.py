@@ -530,9 +530,8 @@ def _bind_externs(dll, manifest):
     uses = {use for spec in manifest["functions"] for use in spec.get("uses") or ()}
     if "blas" in uses:
         from .compiler.backends.llvm import blas_lookup
-        blas = manifest.get("blas") or {}
-        library = blas_lookup.with_int_bits(int(blas.get("int_bits") or 0))
-        for routine in (blas.get("symbols") or {}) if library else ():
+        library = blas_lookup.with_int_bits(int((manifest.get("blas") or {}).get("int_bits", 0)))
+        for routine in blas_lookup.ROUTINES if library else ():
             address = library.lookup(routine)
             if address:
                 bind(f"kiln_{routine}".encode(), address)

@@ -24,12 +24,13 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 
+ROUTINES = ("sgemm", "dgemm", "sgemv", "dgemv")   # the routines generated code may call
+
+
 class Library(NamedTuple):
     name: str
     int_bits: int
     lookup: Callable[[str], int | None]  # routine name -> address, None if absent
-    path: str | None = None              # the shared library's file, where known
-    symbol: Callable[[str], str] = str   # routine name -> its exported symbol in `path`
 
 
 def _numpy_openblas() -> Library | None:
@@ -39,8 +40,7 @@ def _numpy_openblas() -> Library | None:
         handle = ctypes.CDLL(str(path))
         for pattern in ("scipy_{}_64_", "{}_64_"):
             if hasattr(handle, pattern.format("sgemm")):
-                return Library("numpy-openblas64", 64, lambda name, h=handle, p=pattern: _symbol(h, p.format(name)),
-                               str(path), pattern.format)
+                return Library("numpy-openblas64", 64, lambda name, h=handle, p=pattern: _symbol(h, p.format(name)))
     return None
 
 

@@ -23,6 +23,8 @@ from typing import Callable
 
 import llvmlite.ir as ir
 
+from . import blas_lookup
+
 I64 = ir.IntType(64)
 PTR = ir.PointerType()
 
@@ -57,7 +59,7 @@ EXTERNS: dict[str, tuple[ir.Type, Callable[[], int]]] = {
     "kiln_pthread_join": (PTR, _parallel("pthread_join_address")),
     "kiln_num_threads": (I64, _parallel("num_threads")),
     "kiln_parallel_for": (PTR, _parallel_for),   # the runtime library's (rtlib.py)
-    **{f"kiln_{routine}": (PTR, _blas(routine)) for routine in ("sgemm", "dgemm", "sgemv", "dgemv")},
+    **{f"kiln_{routine}": (PTR, _blas(routine)) for routine in blas_lookup.ROUTINES},
     "kiln_debug_print": (PTR, _debug_print),   # the host callback of `debug_print`
 }
 
