@@ -71,6 +71,12 @@ SAMPLES = textwrap.dedent('''
     def ordered(x):
         return collections.OrderedDict(a=x)
 
+    def reserved(args, status):   # parameters named like the C glue's locals
+        return args * status
+
+    def init(x):
+        return x
+
     def twice(x):
         return x + x
 
@@ -103,7 +109,7 @@ def built(samples, tmp_path_factory):
     root = tmp_path_factory.mktemp("aot_libs")
     src = f"{samples}/aot_samples.py"
     commands = {
-        "multi": [f"{src}:ew", f"{src}:mm", "--arg", "f32[64,64]", "--arg", "f32[64,64]",
+        "multi": [f"{src}:ew", f"{src}:mm", f"{src}:reserved", "--arg", "f32[64,64]", "--arg", "f32[64,64]",
                   "--name", "multi"],
         "grads": [f"{src}:loss", "--arg", "f32[4,3]", "--arg", "f32[5,4]", "--grad", "0,1"],
         "batched": [f"{src}:loss", "--arg", "f32[4,3]", "--arg", "f32[6,5,4]", "--vmap",
@@ -161,9 +167,11 @@ def test_elementwise_and_blas_matmul_share_one_library(built, module):
     x, y = rand(64, 64), rand(64, 64, seed=1)
     assert_close(call(directory, manifest, "ew", x, y), jit_leaves(module["ew"], x, y))
     assert_close(call(directory, manifest, "mm", x, y), jit_leaves(module["mm"], x, y))
+    assert_close(call(directory, manifest, "reserved", x, y), [x * y])
     mm = manifest["functions"][1]
     assert mm["uses"] == ["blas"] and mm["constants"] == [{"dtype": "float32", "shape": [64, 64]}]
-    assert [f["symbol"] for f in manifest["functions"]] == ["multi_ew", "multi_mm"]
+    assert [f["symbol"] for f in manifest["functions"]] == ["multi_ew", "multi_mm",
+                                                              "multi_reserved"]
 
 
 def test_grad_with_several_argnums(built, module):
@@ -268,8 +276,8 @@ def test_manifest_header_and_stages(built):
         flags = set(open("/proc/cpuinfo").read().split())
         assert set(manifest["target"]["features"]) <= flags
     ew = manifest["functions"][0]
-    assert ew["inputs"] == [{"path": "x", "dtype": "float32", "shape": [64, 64], "weak_type": False},
-                            {"path": "y", "dtype": "float32", "shape": [64, 64], "weak_type": False}]
+    assert ew["inputs"] == [{"path": name, "dtype": "float32", "shape": [64, 64],
+                             "weak_type": False} for name in ("x", "y")]
     assert ew["in_tree"] == {"tuple": [{"leaf": True}, {"leaf": True}]}
     assert ew["out_tree"] == {"leaf": True} and ew["source"].endswith("aot_samples.py:ew")
     header = (directory / "multi.h").read_text()
@@ -374,6 +382,7 @@ def test_progress_is_printed(src, tmp_path, capsys):
     (["--arg", "f32[3]", "--grad", "1"], "grad argnums 1 is out of range"),
     (["--arg", "f32[3]", "--vmap", "0,y"], "bad --vmap '0,y'"),
     (["--arg", "f32[3]", "--name", "9lib"], "bad library name '9lib'"),
+    (["--arg", "f32[3]", "--name", "_lib"], "bad library name '_lib'"),
     (["--arg", "f32[3]", "--static", "3"], "bad --static '3'"),
     (["--arg", "f32[3]", "--arg", "f32[3]"], "big(x): too many positional arguments"),
 ])
@@ -381,6 +390,12 @@ def test_usage_errors_exit_2(src, tmp_path, capsys, extra, message):
     code, out, err = run(["compile", f"{src}:big", *extra, "-o", str(tmp_path)], capsys)
     assert code == 2 and message in err, err
     assert not os.path.exists(tmp_path / "manifest.json")
+
+
+def test_function_named_like_the_library_api(src, tmp_path, capsys):
+    code, _, err = run(["compile", f"{src}:init", "--arg", "f32[3]", "--name", "m", "-o",
+                        str(tmp_path)], capsys)
+    assert code == 2 and "would be exported as m_init, a name the library itself uses" in err
 
 
 def test_carets_under_the_bad_character(src, tmp_path, capsys):

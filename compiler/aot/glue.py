@@ -33,7 +33,8 @@ _C_TYPES = {"float32": "float", "float64": "double", "bool": "bool", "float16": 
 _C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum
     extern float for goto if inline int long register restrict return short signed sizeof
     static struct switch typedef union unsigned void volatile while bool true false""".split())
-_BLAS = ("kiln_sgemm", "kiln_dgemm", "kiln_sgemv", "kiln_dgemv")
+# The library's own exported functions, `<NAME>_<suffix>`.
+LIBRARY_FUNCTIONS = ("init", "bind_extern", "strerror")
 
 
 def c_type(dtype):
@@ -159,7 +160,7 @@ def glue_source(lib, functions, modules, blas, version, entry_out_of_memory):
     """The glue's C source (see the module docstring). `modules` lists every module linked
     (the runtime library's included), `blas` is the manifest's BLAS record,
     `entry_out_of_memory` the entry points' status for a failed allocation."""
-    slots = [(m.namespace, name, f"kiln_extern_{i}_{k}")
+    slots = [(m.namespace, name, f"_kiln_extern_{i}_{k}")
              for i, m in enumerate(modules) for k, name in enumerate(m.externs)]
     slot_of = {(ns, name): var for ns, name, var in slots}
     parts = [_PRELUDE.format(lib=lib, version=version, oom=entry_out_of_memory),
@@ -198,15 +199,15 @@ def _extern_declarations(functions, slots):
     lines += [f'extern uint64_t {var} __asm__("{ns}.{name}");' for ns, name, var in slots]
     lines.append("extern void kiln_parallel_for(void *body, void *env, int64_t n, "
                  "int64_t grain);")
-    lines.append("\nstruct kiln_extern { const char *name; uint64_t *slot; };")
-    lines.append("static struct kiln_extern kiln_externs[] = {")
+    lines.append("\nstruct _kiln_extern { const char *name; uint64_t *slot; };")
+    lines.append("static struct _kiln_extern _kiln_externs[] = {")
     lines += [f'    {{"{name}", &{var}}},' for _, name, var in slots]
     lines.append("    {NULL, NULL}\n};")
     return "\n".join(lines) + "\n"
 
 
 def _entry_var(symbol):
-    return "kiln_entry_" + "".join(c if c.isalnum() else "_" for c in symbol)
+    return "_kiln_entry_" + "".join(c if c.isalnum() else "_" for c in symbol)
 
 
 def _blas_table(blas):
@@ -214,9 +215,9 @@ def _blas_table(blas):
     rows = [f'    {{"kiln_{routine}", {_c_string(symbol)}}},'
             for routine, symbol in sorted(blas["symbols"].items())]
     return "\n".join([f"/* BLAS: {blas['name']} ({blas['int_bits']}-bit integers). */",
-                      f"static const char *kiln_blas_path = {path};",
+                      f"static const char *_kiln_blas_path = {path};",
                       "static const struct { const char *name; const char *symbol; } "
-                      "kiln_blas_symbols[] = {", *rows, "    {NULL, NULL}\n};\n"])
+                      "_kiln_blas_symbols[] = {", *rows, "    {NULL, NULL}\n};\n"])
 
 
 def _c_string(text):
@@ -231,18 +232,18 @@ def _strerror_cases(lib):
 
 
 _RUNTIME = """\
-static void kiln_set(const char *name, uint64_t value) {{
-    for (struct kiln_extern *e = kiln_externs; e->name; e++)
+static void _kiln_set(const char *name, uint64_t value) {{
+    for (struct _kiln_extern *e = _kiln_externs; e->name; e++)
         if (strcmp(e->name, name) == 0) *e->slot = value;
 }}
 
-static bool kiln_used(const char *name) {{
-    for (struct kiln_extern *e = kiln_externs; e->name; e++)
+static bool _kiln_used(const char *name) {{
+    for (struct _kiln_extern *e = _kiln_externs; e->name; e++)
         if (strcmp(e->name, name) == 0) return true;
     return false;
 }}
 
-static int64_t kiln_thread_count(void) {{
+static int64_t _kiln_thread_count(void) {{
     const char *setting = getenv("KILN_NUM_THREADS");
     if (setting && *setting) {{
         char *end;
@@ -258,50 +259,51 @@ static int64_t kiln_thread_count(void) {{
 
 /* kiln_debug_print's default: the print site's description (kiln.aot.load binds the real
  * host callback, which prints the values). */
-static void kiln_default_debug_print(const char *site, void *operands) {{
+static void _kiln_default_debug_print(const char *site, void *operands) {{
     (void)operands;
     fprintf(stderr, "kiln debug_print (bind kiln_debug_print to print values): %s\\n", site);
 }}
 
-static int kiln_bind_blas(void) {{
+static int _kiln_bind_blas(void) {{
     bool needed = false;
-    for (int k = 0; kiln_blas_symbols[k].name; k++) needed |= kiln_used(kiln_blas_symbols[k].name);
+    for (int k = 0; _kiln_blas_symbols[k].name; k++)
+        needed |= _kiln_used(_kiln_blas_symbols[k].name);
     if (!needed) return 0;
-    void *library = kiln_blas_path ? dlopen(kiln_blas_path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    void *library = _kiln_blas_path ? dlopen(_kiln_blas_path, RTLD_NOW | RTLD_LOCAL) : NULL;
     if (!library) return 2;
     int status = 0;
-    for (int k = 0; kiln_blas_symbols[k].name; k++) {{
-        void *routine = dlsym(library, kiln_blas_symbols[k].symbol);
-        if (routine) kiln_set(kiln_blas_symbols[k].name, (uint64_t)(uintptr_t)routine);
-        else if (kiln_used(kiln_blas_symbols[k].name)) status = 2;
+    for (int k = 0; _kiln_blas_symbols[k].name; k++) {{
+        void *routine = dlsym(library, _kiln_blas_symbols[k].symbol);
+        if (routine) _kiln_set(_kiln_blas_symbols[k].name, (uint64_t)(uintptr_t)routine);
+        else if (_kiln_used(_kiln_blas_symbols[k].name)) status = 2;
     }}
     return status;
 }}
 
-static pthread_once_t kiln_once = PTHREAD_ONCE_INIT;
-static int kiln_init_status;
+static pthread_once_t _kiln_once = PTHREAD_ONCE_INIT;
+static int _kiln_init_status;
 
-static void kiln_init_once(void) {{
-    kiln_set("kiln_pthread_create", (uint64_t)(uintptr_t)&pthread_create);
-    kiln_set("kiln_pthread_join", (uint64_t)(uintptr_t)&pthread_join);
-    kiln_set("kiln_num_threads", (uint64_t)kiln_thread_count());
-    kiln_set("kiln_parallel_for", (uint64_t)(uintptr_t)&kiln_parallel_for);
-    kiln_set("kiln_debug_print", (uint64_t)(uintptr_t)&kiln_default_debug_print);
-    kiln_init_status = kiln_bind_blas();
+static void _kiln_init_once(void) {{
+    _kiln_set("kiln_pthread_create", (uint64_t)(uintptr_t)&pthread_create);
+    _kiln_set("kiln_pthread_join", (uint64_t)(uintptr_t)&pthread_join);
+    _kiln_set("kiln_num_threads", (uint64_t)_kiln_thread_count());
+    _kiln_set("kiln_parallel_for", (uint64_t)(uintptr_t)&kiln_parallel_for);
+    _kiln_set("kiln_debug_print", (uint64_t)(uintptr_t)&_kiln_default_debug_print);
+    _kiln_init_status = _kiln_bind_blas();
 }}
 
 KILN_API int {lib}_init(void) {{
-    pthread_once(&kiln_once, kiln_init_once);
-    return kiln_init_status;
+    pthread_once(&_kiln_once, _kiln_init_once);
+    return _kiln_init_status;
 }}
 
-__attribute__((constructor)) static void kiln_constructor(void) {{
+__attribute__((constructor)) static void _kiln_constructor(void) {{
     {lib}_init();
 }}
 
 KILN_API void {lib}_bind_extern(const char *name, void *value) {{
     {lib}_init();
-    if (name) kiln_set(name, (uint64_t)(uintptr_t)value);
+    if (name) _kiln_set(name, (uint64_t)(uintptr_t)value);
 }}
 
 KILN_API const char *{lib}_strerror(int code) {{
@@ -314,13 +316,13 @@ KILN_API const char *{lib}_strerror(int code) {{
     }}
 }}
 
-static int kiln_status(int32_t entry_status) {{
+static int _kiln_status(int32_t entry_status) {{
     if (entry_status == 0) return 0;
     if (entry_status == KILN_ENTRY_OUT_OF_MEMORY) return 3;
     return {base} + entry_status;
 }}
 
-static void *kiln_workspace(size_t bytes) {{
+static void *_kiln_workspace(size_t bytes) {{
     void *memory = NULL;
     size_t rounded = (bytes + 63) / 64 * 64;
     return posix_memalign(&memory, 64, rounded) == 0 ? memory : NULL;
@@ -333,20 +335,20 @@ def _wrapper(lib, f, slot_of):
     checks = [f"    if (!{slot_of[(namespace, name)]}) return 2;" for name in f.blas]
     params = [f"const {p.ctype} *{p.name}" for p in f.inputs]
     params += [f"{p.ctype} *{p.name}" for p in f.outputs]
-    constants = [f"static const uint8_t kiln_const_{f.name}_{k}[{max(len(c.data), 1)}] "
+    constants = [f"static const uint8_t _kiln_const_{f.name}_{k}[{max(len(c.data), 1)}] "
                  f"__attribute__((aligned(64))) = {{\n{_bytes(c.data)}\n}};  /* {c.aval} */"
                  for k, c in enumerate(f.constants)]
     pointers = [f"(void *){p.name}" for p in f.inputs]
-    pointers += [f"(void *)kiln_const_{f.name}_{k}" for k in range(len(f.constants))]
-    pointers += [p.name for p in f.outputs] + ["workspace"]
-    workspace = (f"    void *workspace = kiln_workspace({f.workspace});\n"
-                 f"    if (!workspace) return 1;" if f.workspace else
-                 "    void *workspace = NULL;")
+    pointers += [f"(void *)_kiln_const_{f.name}_{k}" for k in range(len(f.constants))]
+    pointers += [p.name for p in f.outputs] + ["_kiln_work"]
+    workspace = (f"    void *_kiln_work = _kiln_workspace({f.workspace});\n"
+                 f"    if (!_kiln_work) return 1;" if f.workspace else
+                 "    void *_kiln_work = NULL;")
     array = textwrap.fill(", ".join(pointers), 90, initial_indent="        ",
                           subsequent_indent="        ")
-    body = "\n".join([*checks, workspace, f"    void *args[] = {{\n{array}\n    }};",
-                      f"    int32_t status = {_entry_var(f.entry)}(args);",
-                      "    free(workspace);", "    return kiln_status(status);"])
+    body = "\n".join([*checks, workspace, f"    void *_kiln_args[] = {{\n{array}\n    }};",
+                      f"    int32_t _kiln_code = {_entry_var(f.entry)}(_kiln_args);",
+                      "    free(_kiln_work);", "    return _kiln_status(_kiln_code);"])
     return "\n".join([*constants, f"/* {f.summary} */",
                       f"KILN_API int {lib}_{f.name}({', '.join(params) or 'void'}) {{",
                       body, "}\n"])

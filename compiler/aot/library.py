@@ -63,9 +63,15 @@ def check_options(targets, name, cpu):
     if cpu not in native.CPU_MODES:
         raise AOTUsageError(f"unknown cpu {cpu!r}; expected one of {', '.join(native.CPU_MODES)}")
     lib = name or exported_name(targets[0])
-    if not is_c_identifier(lib):
+    if not is_c_identifier(lib) or lib.startswith("_"):
         raise AOTUsageError(f"bad library name {lib!r}: it prefixes C symbols, so it must be a "
-                            f"C identifier (letters, digits and _, not starting with a digit)")
+                            f"C identifier starting with a letter (then letters, digits, _)")
+    for target in targets:
+        fn = exported_name(target)
+        if fn in glue.LIBRARY_FUNCTIONS or f"{lib}_{fn}" in native.RUNTIME_SYMBOLS:
+            raise AOTUsageError(f"{describe(target)} would be exported as {lib}_{fn}, a name "
+                                f"the library itself uses: rename the function or give the "
+                                f"library another --name")
     return lib
 
 
@@ -74,13 +80,13 @@ def compile_target(target, machine, report=lambda stage: None):
     from .. import passes
     report("specialise")
     spec = specialise(target)
+    _check_leaves(target, spec)
     stages = {"ssa": str(spec.function)}
     fn = spec.function
     for pass_name, run in passes.PIPELINES["llvm"]:
         report(pass_name)
         fn = passes.run_pipeline(fn, dump_name=spec.name, pipeline=[(pass_name, run)])
         stages[_STAGE_FILES.get(pass_name, pass_name)] = str(fn)
-    _check_leaves(target, spec)
     report("llvm")
     return CompiledFunction(target, spec, stages, native.compile_function(fn, machine))
 

@@ -46,6 +46,7 @@ _CPUINFO_FLAGS = {
 # The features the x86-64-v2 level implies, as /proc/cpuinfo spells them.
 _GENERIC_FLAGS = ["sse", "sse2", "pni", "ssse3", "sse4_1", "sse4_2", "popcnt", "cx16"]
 _BLAS_ROUTINES = ("sgemm", "dgemm", "sgemv", "dgemv")
+RUNTIME_SYMBOLS = frozenset(rtlib.FUNCTIONS.values())   # defined by kiln_runtime.o
 
 
 class Machine(NamedTuple):
