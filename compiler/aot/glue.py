@@ -311,8 +311,7 @@ KILN_API const char *{lib}_strerror(int code) {{
     case 0: return "success";
 {strerror}
     default:
-        return code > {base} ? "the compiled code failed (status code - {base})"
-                             : "unknown error code";
+        return code > {base} ? "the compiled code failed (status: code - {base})" : "unknown error code";
     }}
 }}
 
