@@ -25,24 +25,22 @@ the entry returns an error code, and returns the outputs as kiln Arrays in the o
 as `kiln.jit` would.
 """
 import ctypes
-import importlib
 import json
 import os
 import platform
 import sys
-from collections import namedtuple
 from pathlib import Path
 
 import numpy as np
 
 from .array import Array
-from .compiler.aot.manifest import FORMAT, MANIFEST_VERSION, file_sha256
+from .compiler.aot.manifest import (BLAS_UNBOUND, FORMAT, MANIFEST_VERSION, file_sha256,
+                                    tree_from_json)
 from .jit import wrap_outputs
 
 __all__ = ["load", "Library", "Function", "AOTLoadError", "MANIFEST_VERSION"]
 MANIFEST = "manifest.json"
 _CPUINFO = "/proc/cpuinfo"
-_BLAS_UNBOUND = 2   # the status of the library's init when its recorded BLAS could not be loaded
 _RECOMPILE = "recompile it with `kiln compile` on this machine"
 
 
@@ -195,59 +193,6 @@ class _Leaf:
         return f"{_short(self.dtype)}[{','.join(map(str, self.shape))}]"
 
 
-class _Node:
-    """A decoded treedef (see the manifest schema in docs/aot.md): `kind` is leaf, none, tuple,
-    list, dict or namedtuple; `keys` the dict keys or namedtuple fields; `cls` the namedtuple
-    class; `leaves` how many leaves the subtree holds."""
-    __slots__ = ("kind", "children", "keys", "cls", "leaves")
-
-    def __init__(self, kind, children=(), keys=(), cls=None):
-        self.kind, self.children, self.keys, self.cls = kind, tuple(children), tuple(keys), cls
-        self.leaves = 1 if kind == "leaf" else sum(c.leaves for c in self.children)
-
-
-def _namedtuple_class(name, fields):
-    """The namedtuple class `module:qualname` if its module is kiln's or already imported (no user
-    code runs to resolve it), else a stand-in namedtuple with the same name and fields."""
-    module_name, _, qualname = name.partition(":")
-    cls = sys.modules.get(module_name)
-    if cls is None and module_name.split(".")[0] == "kiln":
-        try:
-            cls = importlib.import_module(module_name)
-        except ImportError:
-            cls = None
-    for part in qualname.split("."):
-        cls = getattr(cls, part, None)
-    if isinstance(cls, type) and issubclass(cls, tuple) and getattr(cls, "_fields", ()) == fields:
-        return cls
-    return namedtuple(qualname.split(".")[-1] or "Tuple", fields)
-
-
-def _decode(tree):
-    """A treedef JSON object as a `_Node` (ValueError if malformed)."""
-    if not isinstance(tree, dict):
-        raise ValueError(f"a treedef must be an object, got {tree!r}")
-    if tree.get("leaf"):
-        return _Node("leaf")
-    if tree.get("none"):
-        return _Node("none")
-    for kind in ("tuple", "list"):
-        if kind in tree:
-            return _Node(kind, map(_decode, tree[kind]))
-    if "dict" in tree:
-        keys, children = tree["dict"]["keys"], tree["dict"]["children"]
-        if len(keys) != len(children):
-            raise ValueError("a dict treedef needs as many keys as children")
-        return _Node("dict", map(_decode, children), keys)
-    if "namedtuple" in tree:
-        fields = tuple(tree["fields"])
-        children = list(map(_decode, tree["children"]))
-        if len(fields) != len(children):
-            raise ValueError("a namedtuple treedef needs as many fields as children")
-        return _Node("namedtuple", children, fields, _namedtuple_class(tree["namedtuple"], fields))
-    raise ValueError(f"unknown treedef node {tree!r}")
-
-
 def _child_path(node, path, k):
     if node.kind == "dict":
         return f"{path}[{node.keys[k]!r}]"
@@ -386,7 +331,7 @@ class Function:
         self.transform = spec.get("transform")
         self.inputs = [_Leaf(e) for e in spec["inputs"]]
         self.outputs = [_Leaf(e) for e in spec["outputs"]]
-        self._in_tree, self._out_tree = _decode(spec["in_tree"]), _decode(spec["out_tree"])
+        self._in_tree, self._out_tree = tree_from_json(spec["in_tree"]), tree_from_json(spec["out_tree"])
         if self._in_tree.kind != "tuple":
             raise ValueError("in_tree must be the tuple of the dynamic arguments")
         if (self._in_tree.leaves, self._out_tree.leaves) != (len(self.inputs), len(self.outputs)):
@@ -566,7 +511,7 @@ def _open(directory, manifest, functions):
     init.restype = ctypes.c_int
     code = init()   # (already run by the library's constructor: this reads its status)
     _bind_externs(dll, manifest)
-    if code not in (0, _BLAS_UNBOUND):   # (functions calling unbound BLAS report it themselves)
+    if code not in (0, BLAS_UNBOUND):   # (functions calling unbound BLAS report it themselves)
         raise AOTLoadError(f"{path} failed to initialise (error {code}: {library.strerror(code)})")
     return library
 

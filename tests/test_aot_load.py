@@ -29,6 +29,7 @@ import kiln.aot
 import kiln.numpy as jnp
 from kiln.aot import AOTLoadError
 from kiln.compiler.aot import Target, compile_library
+from kiln.compiler.aot.manifest import tree_from_json, tree_to_json
 
 F32 = np.float32
 Stats = namedtuple("Stats", ["mean", "spread"])
@@ -213,6 +214,29 @@ def test_python_scalars_convert_to_the_expected_dtype(lib):
             lib.scaled(bad, 1.0)
     with pytest.raises(TypeError, match=r"argument x: expected f32\[3,4\], got float 1.0"):
         lib.elementwise(1.0, rand(4))
+
+
+pytrees = st.recursive(
+    st.integers(0, 9),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.lists(inner, max_size=3).map(tuple),
+                            st.dictionaries(st.text("abc", min_size=1, max_size=2), inner,
+                                            max_size=3),
+                            st.tuples(inner, inner).map(lambda t: Stats(*t)), st.none()),
+    max_leaves=8)
+
+
+@settings(max_examples=25, deadline=None)
+@given(pytrees)
+def test_tree_json_round_trip(tree):
+    """The manifest's treedef encoding (compile side) and decoding (loader) agree."""
+    leaves, treedef = kiln.tree_util.tree_flatten(tree)
+    node = tree_from_json(json.loads(json.dumps(tree_to_json(treedef))))
+    assert node.leaves == len(leaves)
+    rebuilt = kiln.aot._unflatten(node, iter(leaves))
+    assert rebuilt == tree and type(rebuilt) is type(tree)
+    flat = []
+    kiln.aot._flatten(node, tree, "x", flat, "f")
+    assert flat == leaves
 
 
 def test_mapping_access_and_repr(lib):

@@ -7,9 +7,11 @@ loader can use it in a process without gast or llvmlite.
 - `FORMAT`, `MANIFEST_VERSION`: the manifest's "format" and "manifest_version" fields; a loader
   refuses any other.
 - `ERROR_CODES`: the status codes every exported function returns besides 0 (the C glue's
-  `<NAME>_strerror` texts).
+  `<NAME>_strerror` texts), named `NO_WORKSPACE`, `BLAS_UNBOUND` and `OUT_OF_MEMORY`.
 - `tree_to_json(treedef)`: a `kiln.tree_util.PyTreeDef` as JSON (the schema below); a custom
   node (anything but tuples, lists, dicts, None and namedtuples) raises `TreeEncodingError`.
+- `tree_from_json(tree)`: the JSON form back as a `TreeNode` (what the loader flattens
+  arguments and rebuilds results with); ValueError when malformed.
 - `path_text(base, keys)`: the path of a leaf as the manifest spells it (`params[0]['W']`).
 - `file_sha256(path)`: the hex SHA-256 of a file, as the manifest's "files" records it.
 
@@ -19,17 +21,21 @@ flattening order, which is sorted) | `{"namedtuple": "module:qualname", "fields"
 "children": [...]}`.
 """
 import hashlib
+import importlib
+import sys
+from collections import namedtuple
 
 FORMAT = "kiln-aot"
 MANIFEST_VERSION = 1
 
 # Status codes of an exported function besides 0 (success); any other non-zero code c is
 # ENTRY_STATUS_BASE + the compiled code's own status.
+NO_WORKSPACE, BLAS_UNBOUND, OUT_OF_MEMORY = 1, 2, 3
 ERROR_CODES = {
-    1: "the workspace could not be allocated (out of memory)",
-    2: "the BLAS routines this function calls are not bound (the BLAS library recorded at "
+    NO_WORKSPACE: "the workspace could not be allocated (out of memory)",
+    BLAS_UNBOUND: "the BLAS routines this function calls are not bound (the BLAS library recorded at "
        "compile time could not be loaded: bind them with <NAME>_bind_extern)",
-    3: "out of memory while running (allocating a tape of a loop's values)",
+    OUT_OF_MEMORY: "out of memory while running (allocating a tape of a loop's values)",
 }
 ENTRY_STATUS_BASE = 100
 
@@ -77,6 +83,61 @@ _ENCODERS = {
     list: lambda kind, aux, children: {"list": children},
     dict: _dict,
 }
+
+
+class TreeNode:
+    """A decoded treedef: `kind` is leaf, none, tuple, list, dict or namedtuple; `keys` the dict
+    keys or namedtuple fields; `cls` the namedtuple class; `leaves` how many leaves the subtree
+    holds."""
+    __slots__ = ("kind", "children", "keys", "cls", "leaves")
+
+    def __init__(self, kind, children=(), keys=(), cls=None):
+        self.kind, self.children, self.keys, self.cls = kind, tuple(children), tuple(keys), cls
+        self.leaves = 1 if kind == "leaf" else sum(c.leaves for c in self.children)
+
+
+def tree_from_json(tree):
+    """The `TreeNode` of a treedef's JSON form (ValueError if malformed). A namedtuple node's
+    class is resolved without running user code (`namedtuple_class`)."""
+    if not isinstance(tree, dict):
+        raise ValueError(f"a treedef must be an object, got {tree!r}")
+    if tree.get("leaf"):
+        return TreeNode("leaf")
+    if tree.get("none"):
+        return TreeNode("none")
+    for kind in ("tuple", "list"):
+        if kind in tree:
+            return TreeNode(kind, map(tree_from_json, tree[kind]))
+    if "dict" in tree:
+        keys, children = tree["dict"]["keys"], tree["dict"]["children"]
+        if len(keys) != len(children):
+            raise ValueError("a dict treedef needs as many keys as children")
+        return TreeNode("dict", map(tree_from_json, children), keys)
+    if "namedtuple" in tree:
+        fields = tuple(tree["fields"])
+        children = list(map(tree_from_json, tree["children"]))
+        if len(fields) != len(children):
+            raise ValueError("a namedtuple treedef needs as many fields as children")
+        return TreeNode("namedtuple", children, fields,
+                        namedtuple_class(tree["namedtuple"], fields))
+    raise ValueError(f"unknown treedef node {tree!r}")
+
+
+def namedtuple_class(name, fields):
+    """The namedtuple class `module:qualname` if its module is kiln's or already imported (no user
+    code runs to resolve it), else a stand-in namedtuple with the same name and fields."""
+    module_name, _, qualname = name.partition(":")
+    cls = sys.modules.get(module_name)
+    if cls is None and module_name.split(".")[0] == "kiln":
+        try:
+            cls = importlib.import_module(module_name)
+        except ImportError:
+            cls = None
+    for part in qualname.split("."):
+        cls = getattr(cls, part, None)
+    if isinstance(cls, type) and issubclass(cls, tuple) and getattr(cls, "_fields", ()) == fields:
+        return cls
+    return namedtuple(qualname.split(".")[-1] or "Tuple", fields)
 
 
 def path_text(base, keys):
