@@ -631,7 +631,8 @@ def _add_compile(commands):
                                "the batched arguments; named vmap_<f> (applied after --grad)")
     compile_.add_argument("--name", metavar="NAME",
                           help="the library's name, a C identifier prefixing every symbol "
-                               "(default: the first function's exported name)")
+                               "(default: the first target's module: model for "
+                               "model.py:f or pkg.model:f)")
     compile_.add_argument("--cpu", choices=("native", "generic"), default="native",
                           help="native: this CPU with every feature it has (default); "
                                "generic: x86-64-v2, for libraries run on other machines")

@@ -21,6 +21,7 @@ import kiln
 import kiln.numpy
 from kiln.compiler import cli
 from kiln.compiler.aot import AOTUsageError, Target, compile_library
+from kiln.compiler.aot.targets import library_name
 
 SAMPLES = textwrap.dedent('''
     import collections
@@ -178,7 +179,8 @@ def test_grad_with_several_argnums(built, module):
     directory, manifest = built["grads"]
     w, x = rand(4, 3), rand(5, 4, seed=1)
     fn = manifest["functions"][0]
-    assert fn["name"] == "grad_loss" and fn["symbol"] == "grad_loss_grad_loss"
+    assert fn["name"] == "grad_loss" and fn["symbol"] == "aot_samples_grad_loss"
+    assert manifest["library"] == "libaot_samples.so"   # named after the target's file
     assert fn["transform"] == "grad" and fn["transforms"] == [{"kind": "grad",
                                                                  "argnums": [0, 1]}]
     assert fn["out_tree"] == {"tuple": [{"leaf": True}, {"leaf": True}]}
@@ -338,6 +340,32 @@ def test_dtypes_and_shapes_through_the_c_abi(module, dtype, shape):
         assert_close(got, jit_leaves(twice, x))
 
 
+@pytest.mark.parametrize("source, expected", [
+    ("path/to/model.py:predict", "model"), ("pkg.sub.model:predict", "model"),
+    ("model:predict", "model"), ("my-model.v2.py:predict", "my_model_v2"),
+    ("__main__:predict", "predict"), ("2d.py:predict", "predict"),
+    ("x/__init__.py:predict", "predict"), (None, "predict")])
+def test_default_library_name_is_the_module(source, expected):
+    def predict(x):
+        return x
+    predict.__module__ = "__main__"
+    assert library_name(Target(predict, source=source)) == expected
+    assert library_name(Target(predict, transforms=(("vmap", 0),), source="__main__:f")) == \
+        "vmap_predict"
+
+
+def test_default_library_name_from_a_package_module(tmp_path, monkeypatch, capsys):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "net.py").write_text("def predict(x):\n    return x * 2\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code, out, err = run(["compile", "pkg.net:predict", "--arg", "f32[2]", "-o", "build"], capsys)
+    assert code == 0, err
+    assert out.startswith("wrote build/libnet.so (net_predict), build/net.h")
+
+
 def test_python_api_compiles_and_rejects_duplicates(tmp_path, module):
     x = np.zeros((2,), np.float32)
     seen = []
@@ -421,7 +449,7 @@ def test_missing_c_compiler_exit_1(src, tmp_path, capsys, monkeypatch):
 def test_failed_link_exit_1(src, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("CC", "false")
     code, _, err = run(["compile", f"{src}:big", "--arg", "f32[3]", "-o", str(tmp_path)], capsys)
-    assert code == 1 and "linking libbig.so failed" in err
+    assert code == 1 and "linking libaot_samples.so failed" in err
     assert not os.path.exists(tmp_path / "manifest.json")
 
 

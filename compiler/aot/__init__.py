@@ -15,7 +15,8 @@ API
   manifest ("file.py:f"); `name` overrides the exported name (default: the function's name
   with one prefix per transform, last first: `grad_f`, `value_and_grad_f`, `vmap_f`,
   `vmap_grad_f`). A transformed target's static arguments must come after its dynamic ones.
-- `name`: the library's name, a C identifier (default: the first function's exported name);
+- `name`: the library's name, a C identifier (default: the first target's module, `model`
+  for "path/model.py:f" or "pkg.model:f", made a C identifier; see targets.library_name);
   `cpu`: "native" (this CPU, every feature it has) or "generic" (x86-64-v2, runs on other
   machines); `progress(index, total, function, stage)` is called before each stage
   ("specialise", "simplify", "fuse", "llvm"; then "link" with the library's file name);

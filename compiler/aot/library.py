@@ -20,7 +20,7 @@ from . import glue, native
 from .manifest import (ERROR_CODES, FORMAT, MANIFEST_VERSION, TreeEncodingError, file_sha256,
                        tree_to_json)
 from .targets import (AOTError, AOTUsageError, Target, base_name, check_targets, describe,
-                      exported_name, is_c_identifier, specialise)
+                      exported_name, is_c_identifier, library_name, specialise)
 
 _STAGE_FILES = {"simplify": "simplified", "fuse": "fused"}   # pass -> `<fn>.<stage>.ssa.py`
 _USES = {"kiln_sgemm": "blas", "kiln_dgemm": "blas", "kiln_sgemv": "blas", "kiln_dgemv": "blas",
@@ -62,10 +62,12 @@ def check_options(targets, name, cpu):
     check_targets(targets)
     if cpu not in native.CPU_MODES:
         raise AOTUsageError(f"unknown cpu {cpu!r}; expected one of {', '.join(native.CPU_MODES)}")
-    lib = name or exported_name(targets[0])
+    lib = name or library_name(targets[0])
     if not is_c_identifier(lib) or lib.startswith("_"):
-        raise AOTUsageError(f"bad library name {lib!r}: it prefixes C symbols, so it must be a "
-                            f"C identifier starting with a letter (then letters, digits, _)")
+        origin = "" if name else f" (named after {describe(targets[0])}: give --name)"
+        raise AOTUsageError(f"bad library name {lib!r}{origin}: it prefixes C symbols, so it "
+                            f"must be a C identifier starting with a letter (then letters, "
+                            f"digits, _)")
     for target in targets:
         fn = exported_name(target)
         if fn in glue.LIBRARY_FUNCTIONS or f"{lib}_{fn}" in native.RUNTIME_SYMBOLS:

@@ -5,7 +5,8 @@ A `Target` is a Python function, example arguments, which of them are static, an
 transforms to apply (`("grad", argnums)`, `("value_and_grad", argnums)`, `("vmap", in_axes)`,
 applied in order, each to the result of the previous one). Its exported name is the
 function's name with one prefix per transform, the last applied first: `grad_f`,
-`value_and_grad_f`, `vmap_f`, `vmap_grad_f` (`Target.name` overrides it).
+`value_and_grad_f`, `vmap_f`, `vmap_grad_f` (`Target.name` overrides it). A library's default
+name is its first target's module (`library_name`).
 
 `specialise(target)` traces it as `kiln.jit` does and returns a `Specialised`: the SSA function
 (renamed to the exported name), the input and output leaves (path, abstract value), the pytree
@@ -19,6 +20,7 @@ inside the functions that need it, and never imports llvmlite.
 """
 import functools
 import inspect
+from pathlib import Path
 from typing import Any, Callable, NamedTuple, Optional
 
 from .manifest import path_text
@@ -79,6 +81,17 @@ def exported_name(target):
         return target.name
     prefix = "".join(f"{kind}_" for kind, _ in reversed(target.transforms))
     return prefix + base_name(target.fn)
+
+
+def library_name(target):
+    """The default name of a library whose first target is `target`: the stem of its module
+    (`model` for `path/model.py:f` or `pkg.model:f`; `fn.__module__`'s last part without a
+    `source`), with characters a C identifier cannot hold made `_`; the target's exported name
+    when that does not start with a letter (`__main__`, `2d.py`)."""
+    where = describe(target).rpartition(":")[0]
+    stem = Path(where).stem if where.endswith(".py") or "/" in where else where.split(".")[-1]
+    name = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in stem)
+    return name if name[:1].isascii() and name[:1].isalpha() else exported_name(target)
 
 
 def check_targets(targets):
