@@ -12,9 +12,13 @@ symbol of the library is hidden):
   constructor calls it when the library is loaded): pthread_create/join, the thread count
   (`KILN_NUM_THREADS`, else the cores this process may run on), the runtime library's
   `kiln_parallel_for`, a default `kiln_debug_print` (prints the print site's description to
-  stderr; kiln's loader binds the real host callback), and the BLAS routines: the BLAS shared
-  library recorded at compile time is dlopen'ed and the routines looked up by symbol. Returns
-  0, or 2 when the library uses BLAS and it could not be bound;
+  stderr; kiln's loader binds the real host callback), and the BLAS routines, from the first
+  of these that has every routine the code calls: the library `$KILN_BLAS_LIBRARY` names
+  (`PATH`, or `PATH:PATTERN` with `{}` in PATTERN for the routine's name), the BLAS shared
+  library recorded at compile time (its recorded symbols), the routines already in the process
+  (`dlsym(RTLD_DEFAULT)`), then the system's BLAS libraries (`BLAS_SOURCES`: names and symbol
+  spellings for the code's integer width). Returns 0, or 2 when the library uses BLAS and none
+  was found;
 - `void <NAME>_bind_extern(const char *name, void *value)`: sets extern `name` (a name of
   externs.EXTERNS, e.g. "kiln_sgemm", "kiln_debug_print") in every module that has it;
 - `const char *<NAME>_strerror(int code)`.
@@ -25,7 +29,8 @@ Symbol names with dots (`kiln.f.0123abcd.kiln_main`) are reached with `__asm__` 
 import textwrap
 from typing import NamedTuple
 
-from .manifest import ENTRY_STATUS_BASE, ERROR_CODES
+from ..backends.llvm.blas_lookup import ROUTINES
+from .manifest import BLAS_UNBOUND, ENTRY_STATUS_BASE, ERROR_CODES, NO_WORKSPACE, OUT_OF_MEMORY
 
 _C_TYPES = {"float32": "float", "float64": "double", "bool": "bool", "float16": "uint16_t",
             **{f"int{n}": f"int{n}_t" for n in (8, 16, 32, 64)},
@@ -117,8 +122,9 @@ extern "C" {{
 #endif
 
 /* Binds the library's externs (threads, BLAS). It runs when the library is loaded and is
- * idempotent; returns 0, or 2 when the BLAS library recorded at compile time could not be
- * loaded (functions calling BLAS then return 2 until {lib}_bind_extern binds them). */
+ * idempotent; returns 0, or 2 when no BLAS library was found: not the one KILN_BLAS_LIBRARY
+ * names, nor the one recorded at compile time, nor one already in the process or installed
+ * on the system (functions calling BLAS then return 2 until {lib}_bind_extern binds them). */
 int {lib}_init(void);
 
 /* Sets extern `name` ("kiln_sgemm", "kiln_dgemm", "kiln_sgemv", "kiln_dgemv",
@@ -163,7 +169,9 @@ def glue_source(lib, functions, modules, blas, version, entry_out_of_memory):
     slots = [(m.namespace, name, f"_kiln_extern_{i}_{k}")
              for i, m in enumerate(modules) for k, name in enumerate(m.externs)]
     slot_of = {(ns, name): var for ns, name, var in slots}
-    parts = [_PRELUDE.format(lib=lib, version=version, oom=entry_out_of_memory),
+    parts = [_PRELUDE.format(lib=lib, version=version, oom=entry_out_of_memory,
+                             no_workspace=NO_WORKSPACE, blas_unbound=BLAS_UNBOUND,
+                             out_of_memory=OUT_OF_MEMORY),
              _extern_declarations(functions, slots),
              _blas_table(blas),
              _RUNTIME.format(lib=lib, strerror=_strerror_cases(lib), base=ENTRY_STATUS_BASE)]
@@ -187,6 +195,9 @@ _PRELUDE = """\
 
 #define KILN_API __attribute__((visibility("default")))
 #define KILN_ENTRY_OUT_OF_MEMORY {oom}
+#define KILN_NO_WORKSPACE {no_workspace}
+#define KILN_BLAS_UNBOUND {blas_unbound}
+#define KILN_OUT_OF_MEMORY {out_of_memory}
 
 KILN_API int {lib}_init(void);
 """
@@ -210,14 +221,48 @@ def _entry_var(symbol):
     return "_kiln_entry_" + "".join(c if c.isalnum() else "_" for c in symbol)
 
 
+# Where BLAS is looked for after $KILN_BLAS_LIBRARY and the recorded library, by integer
+# width: (shared library, or None for the symbols already in the process; symbol spellings,
+# `{}` standing for the routine's name). Only spellings that say the width are looked up in
+# the process; a library named for 64-bit integers may spell its routines plainly.
+BLAS_SOURCES = {
+    64: [(None, ("{}_64_", "scipy_{}_64_", "{}64_")),
+         ("libopenblas64_.so.0", ("{}_64_",)), ("libopenblas64_.so", ("{}_64_",)),
+         ("libopenblas64.so.0", ("{}_64_", "{}64_", "{}_")),
+         ("libopenblas64.so", ("{}_64_", "{}64_", "{}_")),
+         ("libblas64.so.3", ("{}_64_", "{}_")), ("libblas64.so", ("{}_64_", "{}_"))],
+    32: [(None, ("{}_", "scipy_{}_")),
+         ("libopenblas.so.0", ("{}_",)), ("libopenblas.so", ("{}_",)),
+         ("libblas.so.3", ("{}_",)), ("libblas.so", ("{}_",))],
+}
+# The spellings tried in $KILN_BLAS_LIBRARY when it names no pattern.
+BLAS_ENV_PATTERNS = {64: ("{}_64_", "scipy_{}_64_", "{}64_", "{}_"), 32: ("{}_", "scipy_{}_")}
+
+
 def _blas_table(blas):
+    """The C tables of the BLAS record (routines, the recorded path and symbols) and of the
+    fallbacks for its integer width."""
+    bits = blas["int_bits"]
     path = "NULL" if blas["path"] is None else _c_string(blas["path"])
-    rows = [f'    {{"kiln_{routine}", {_c_string(symbol)}}},'
-            for routine, symbol in sorted(blas["symbols"].items())]
-    return "\n".join([f"/* BLAS: {blas['name']} ({blas['int_bits']}-bit integers). */",
-                      f"static const char *_kiln_blas_path = {path};",
-                      "static const struct { const char *name; const char *symbol; } "
-                      "_kiln_blas_symbols[] = {", *rows, "    {NULL, NULL}\n};\n"])
+    rows = [f'    {{"kiln_{r}", "{r}", {_c_strings([blas["symbols"].get(r)])}}},'
+            for r in ROUTINES]
+    sources = [f"    {{{_c_strings([library])}, {{{_c_strings([*patterns, None])}}}}},"
+               for library, patterns in BLAS_SOURCES.get(bits, [])]
+    env = _c_strings([*BLAS_ENV_PATTERNS.get(bits, ()), None])
+    return "\n".join([
+        f"/* BLAS: {blas['name']} ({bits}-bit integers), recorded at compile time. */",
+        f"static const char *_kiln_blas_path = {path};",
+        "static const struct { const char *name, *routine, *symbol; } _kiln_blas_routines[] = {",
+        *rows, "    {NULL, NULL, NULL}\n};",
+        f"/* Where else BLAS with {bits}-bit integers is looked for, in order (NULL: the symbols",
+        " * already in the process); {} in a spelling stands for the routine's name. */",
+        "static const struct { const char *library; const char *patterns[5]; } "
+        "_kiln_blas_sources[] = {", *sources, "};",
+        f"static const char *const _kiln_blas_env_patterns[] = {{{env}}};\n"])
+
+
+def _c_strings(texts):
+    return ", ".join("NULL" if t is None else _c_string(t) for t in texts)
 
 
 def _c_string(text):
@@ -264,20 +309,72 @@ static void _kiln_default_debug_print(const char *site, void *operands) {{
     fprintf(stderr, "kiln debug_print (bind kiln_debug_print to print values): %s\\n", site);
 }}
 
+/* Writes `pattern` with its {{}} replaced by `routine` into `out`. */
+static bool _kiln_spell(char *out, size_t size, const char *pattern, const char *routine) {{
+    const char *hole = strstr(pattern, "{{}}");
+    if (!hole) return false;
+    int n = snprintf(out, size, "%.*s%s%s", (int)(hole - pattern), pattern, routine, hole + 2);
+    return n > 0 && (size_t)n < size;
+}}
+
+/* Looks the routines up in `library` (RTLD_DEFAULT: this process) under the spellings of
+ * `patterns`, or under the recorded symbols when it is NULL; binds them and returns true when
+ * every routine the code calls is found (nothing is bound otherwise). */
+static bool _kiln_try_blas(void *library, const char *const *patterns) {{
+    enum {{ ROUTINES = sizeof _kiln_blas_routines / sizeof *_kiln_blas_routines }};
+    void *found[ROUTINES] = {{NULL}};
+    char symbol[256];
+    for (int k = 0; _kiln_blas_routines[k].name; k++) {{
+        if (!patterns && _kiln_blas_routines[k].symbol)
+            found[k] = dlsym(library, _kiln_blas_routines[k].symbol);
+        for (int p = 0; patterns && patterns[p] && !found[k]; p++)
+            if (_kiln_spell(symbol, sizeof symbol, patterns[p], _kiln_blas_routines[k].routine))
+                found[k] = dlsym(library, symbol);
+        if (!found[k] && _kiln_used(_kiln_blas_routines[k].name)) return false;
+    }}
+    for (int k = 0; _kiln_blas_routines[k].name; k++)
+        if (found[k]) _kiln_set(_kiln_blas_routines[k].name, (uint64_t)(uintptr_t)found[k]);
+    return true;
+}}
+
+static bool _kiln_try_blas_library(const char *path, const char *const *patterns) {{
+    void *library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!library) return false;
+    if (_kiln_try_blas(library, patterns)) return true;
+    dlclose(library);
+    return false;
+}}
+
+/* KILN_BLAS_LIBRARY=PATH, or PATH:PATTERN with {{}} in PATTERN standing for the routine. */
+static bool _kiln_try_blas_env(void) {{
+    const char *setting = getenv("KILN_BLAS_LIBRARY");
+    if (!setting || !*setting) return false;
+    const char *colon = strrchr(setting, ':');
+    if (!colon || !strstr(colon, "{{}}"))
+        return _kiln_try_blas_library(setting, _kiln_blas_env_patterns);
+    char path[4096];
+    const char *patterns[] = {{colon + 1, NULL}};
+    if ((size_t)(colon - setting) >= sizeof path) return false;
+    memcpy(path, setting, colon - setting);
+    path[colon - setting] = 0;
+    return _kiln_try_blas_library(path, patterns);
+}}
+
+/* Binds the BLAS routines from the first of: $KILN_BLAS_LIBRARY, the library recorded at
+ * compile time, the routines already in the process, the system's BLAS libraries. */
 static int _kiln_bind_blas(void) {{
     bool needed = false;
-    for (int k = 0; _kiln_blas_symbols[k].name; k++)
-        needed |= _kiln_used(_kiln_blas_symbols[k].name);
-    if (!needed) return 0;
-    void *library = _kiln_blas_path ? dlopen(_kiln_blas_path, RTLD_NOW | RTLD_LOCAL) : NULL;
-    if (!library) return 2;
-    int status = 0;
-    for (int k = 0; _kiln_blas_symbols[k].name; k++) {{
-        void *routine = dlsym(library, _kiln_blas_symbols[k].symbol);
-        if (routine) _kiln_set(_kiln_blas_symbols[k].name, (uint64_t)(uintptr_t)routine);
-        else if (_kiln_used(_kiln_blas_symbols[k].name)) status = 2;
+    for (int k = 0; _kiln_blas_routines[k].name; k++)
+        needed |= _kiln_used(_kiln_blas_routines[k].name);
+    if (!needed || _kiln_try_blas_env()) return 0;
+    if (_kiln_blas_path && _kiln_try_blas_library(_kiln_blas_path, NULL)) return 0;
+    for (size_t k = 0; k < sizeof _kiln_blas_sources / sizeof *_kiln_blas_sources; k++) {{
+        const char *library = _kiln_blas_sources[k].library;
+        if (library ? _kiln_try_blas_library(library, _kiln_blas_sources[k].patterns)
+                    : _kiln_try_blas(RTLD_DEFAULT, _kiln_blas_sources[k].patterns))
+            return 0;
     }}
-    return status;
+    return KILN_BLAS_UNBOUND;
 }}
 
 static pthread_once_t _kiln_once = PTHREAD_ONCE_INIT;
@@ -317,7 +414,7 @@ KILN_API const char *{lib}_strerror(int code) {{
 
 static int _kiln_status(int32_t entry_status) {{
     if (entry_status == 0) return 0;
-    if (entry_status == KILN_ENTRY_OUT_OF_MEMORY) return 3;
+    if (entry_status == KILN_ENTRY_OUT_OF_MEMORY) return KILN_OUT_OF_MEMORY;
     return {base} + entry_status;
 }}
 
@@ -331,7 +428,7 @@ static void *_kiln_workspace(size_t bytes) {{
 
 def _wrapper(lib, f, slot_of):
     namespace = f.entry[:-len(".kiln_main")]
-    checks = [f"    if (!{slot_of[(namespace, name)]}) return 2;" for name in f.blas]
+    checks = [f"    if (!{slot_of[(namespace, name)]}) return KILN_BLAS_UNBOUND;" for name in f.blas]
     params = [f"const {p.ctype} *{p.name}" for p in f.inputs]
     params += [f"{p.ctype} *{p.name}" for p in f.outputs]
     constants = [f"static const uint8_t _kiln_const_{f.name}_{k}[{max(len(c.data), 1)}] "
@@ -341,7 +438,7 @@ def _wrapper(lib, f, slot_of):
     pointers += [f"(void *)_kiln_const_{f.name}_{k}" for k in range(len(f.constants))]
     pointers += [p.name for p in f.outputs] + ["_kiln_work"]
     workspace = (f"    void *_kiln_work = _kiln_workspace({f.workspace});\n"
-                 f"    if (!_kiln_work) return 1;" if f.workspace else
+                 f"    if (!_kiln_work) return KILN_NO_WORKSPACE;" if f.workspace else
                  "    void *_kiln_work = NULL;")
     array = textwrap.fill(", ".join(pointers), 90, initial_indent="        ",
                           subsequent_indent="        ")

@@ -33,8 +33,9 @@ MANIFEST_VERSION = 1
 NO_WORKSPACE, BLAS_UNBOUND, OUT_OF_MEMORY = 1, 2, 3
 ERROR_CODES = {
     NO_WORKSPACE: "the workspace could not be allocated (out of memory)",
-    BLAS_UNBOUND: "the BLAS routines this function calls are not bound (the BLAS library recorded at "
-       "compile time could not be loaded: bind them with <NAME>_bind_extern)",
+    BLAS_UNBOUND: "the BLAS routines this function calls are not bound (no BLAS library with "
+                  "them and the right integer width was found: set KILN_BLAS_LIBRARY to one, "
+                  "or bind them with <NAME>_bind_extern)",
     OUT_OF_MEMORY: "out of memory while running (allocating a tape of a loop's values)",
 }
 ENTRY_STATUS_BASE = 100

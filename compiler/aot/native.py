@@ -24,7 +24,7 @@ from typing import NamedTuple
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from ..backends.llvm import blas, externs, rtlib, target
+from ..backends.llvm import blas, blas_lookup, externs, rtlib, target
 from ..backends.llvm.executable import _build
 
 CPU_MODES = ("native", "generic")
@@ -45,7 +45,6 @@ _CPUINFO_FLAGS = {
 }
 # The features the x86-64-v2 level implies, as /proc/cpuinfo spells them.
 _GENERIC_FLAGS = ["sse", "sse2", "pni", "ssse3", "sse4_1", "sse4_2", "popcnt", "cx16"]
-_BLAS_ROUTINES = ("sgemm", "dgemm", "sgemv", "dgemv")
 RUNTIME_SYMBOLS = frozenset(rtlib.FUNCTIONS.values())   # defined by kiln_runtime.o
 
 
@@ -134,7 +133,7 @@ def blas_info():
     exported symbols of a shared library, e.g. SciPy's cython_blas capsules)."""
     library = blas.library()
     path, symbols = None, {}
-    for routine in _BLAS_ROUTINES:
+    for routine in blas_lookup.ROUTINES:
         found = library.lookup(routine)
         where = _dladdr(found) if found else None
         if where is None or where[1] is None:
