@@ -33,6 +33,7 @@ from ..transforms import emit as E
 from ..transforms import batching as B
 from .core import register, type_error, check_shape, check_same_dtypes
 from .structural import around, insert, batch_at
+from .reductions import order_zeros, winning_zeros
 
 
 @register_param_type
@@ -371,15 +372,27 @@ def _ufunc_at(ufunc):
     return combine
 
 
+def _extreme_at(ufunc, negative):
+    """max/min scatters with XLA's zeros (-0.0 below 0.0; see reductions.order_zeros)."""
+    combine = _ufunc_at(ufunc)
+
+    def at(out, idx, upd):
+        won = winning_zeros(out, negative)
+        np.logical_or.at(won, idx, winning_zeros(upd, negative))
+        combine(out, idx, upd)
+        out[...] = order_zeros(out, won, negative)
+    return at
+
+
 scatter = register("scatter", _scatter_eval_for("scatter"), _scatter_impl_for(_set))
 scatter_add = register("scatter_add", _scatter_eval_for("scatter_add"),
                        _scatter_impl_for(_ufunc_at(np.add)))
 scatter_mul = register("scatter_mul", _scatter_eval_for("scatter_mul"),
                        _scatter_impl_for(_ufunc_at(np.multiply)))
 scatter_min = register("scatter_min", _scatter_eval_for("scatter_min"),
-                       _scatter_impl_for(_ufunc_at(np.minimum)))
+                       _scatter_impl_for(_extreme_at(np.minimum, True)))
 scatter_max = register("scatter_max", _scatter_eval_for("scatter_max"),
-                       _scatter_impl_for(_ufunc_at(np.maximum)))
+                       _scatter_impl_for(_extreme_at(np.maximum, False)))
 
 
 # ----------------------------------------------------------------- scatter derivatives

@@ -33,6 +33,32 @@ def _identity_min(dtype):
     return np.iinfo(dtype).max
 
 
+def winning_zeros(x, negative):
+    """Where `x` holds the zero that max (`negative` False: 0.0) or min (True: -0.0) returns
+    when both zeros meet: XLA orders -0.0 below 0.0, NumPy returns either."""
+    return (x == 0) & (np.signbit(x) == negative)
+
+
+def order_zeros(out, won, negative):
+    """NumPy's max/min results `out` with XLA's zeros: a zero result is the winning zero where
+    one of the zeros combined into it was (`won`), else the other."""
+    if out.dtype.kind != "f":
+        return out
+    winner = np.array(-0.0 if negative else 0.0, out.dtype)
+    return np.where(out == 0, np.where(won, winner, -winner), out).astype(out.dtype)
+
+
+def _zeros_ordered(combine, any_of, negative):
+    """NumPy's max/min-like `combine(x, axis)` with XLA's zeros; `any_of(mask, axis)` combines
+    a mask the same way (np.any for reductions, logical_or.accumulate for scans)."""
+    def fn(x, axis):
+        out = np.asarray(combine(x, axis=axis))
+        if x.dtype.kind != "f":
+            return out
+        return order_zeros(out, any_of(winning_zeros(x, negative), axis=axis), negative)
+    return fn
+
+
 def check_reduction_axes(x, axes):
     """JAX's errors for reduction axes (rank-checked, no duplicates)."""
     if any(not 0 <= a < x.ndim for a in axes):
@@ -77,8 +103,8 @@ def reduction(name, np_fn, kinds, identity):
 
 reduce_sum = reduction("reduce_sum", np.sum, NUMBER, lambda d: 0)
 reduce_prod = reduction("reduce_prod", np.prod, NUMBER, lambda d: 1)
-reduce_max = reduction("reduce_max", np.max, ANY, _identity_max)
-reduce_min = reduction("reduce_min", np.min, ANY, _identity_min)
+reduce_max = reduction("reduce_max", _zeros_ordered(np.max, np.any, False), ANY, _identity_max)
+reduce_min = reduction("reduce_min", _zeros_ordered(np.min, np.any, True), ANY, _identity_min)
 # On integers the logical reductions are bitwise (identity of `and`: all bits set).
 reduce_and = reduction("reduce_and", _logical_reduce(np.logical_and, np.bitwise_and), LOGICAL,
                        lambda d: True if d == np.bool_ else np.invert(np.zeros((), d)))
@@ -254,8 +280,10 @@ def _cumlogsumexp(x, axis):
 
 cumsum = cumulative("cumsum", lambda x, axis: np.cumsum(x, axis=axis, dtype=x.dtype), NUMBER)
 cumprod = cumulative("cumprod", lambda x, axis: np.cumprod(x, axis=axis, dtype=x.dtype), NUMBER)
-cummax = cumulative("cummax", lambda x, axis: np.maximum.accumulate(x, axis=axis), NUMBER)
-cummin = cumulative("cummin", lambda x, axis: np.minimum.accumulate(x, axis=axis), NUMBER)
+cummax = cumulative("cummax", _zeros_ordered(np.maximum.accumulate, np.logical_or.accumulate,
+                                             False), NUMBER)
+cummin = cumulative("cummin", _zeros_ordered(np.minimum.accumulate, np.logical_or.accumulate,
+                                             True), NUMBER)
 cumlogsumexp = cumulative("cumlogsumexp", _cumlogsumexp, FLOAT)
 
 

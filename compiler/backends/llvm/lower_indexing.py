@@ -213,20 +213,10 @@ def _mul(b, old, new, dtype):
     return b.fmul(old, new) if dtype.kind == "f" else b.mul(old, new)
 
 
-def _extremum(op, int_extremum):
-    """np.minimum/np.maximum.at: the old value if it is NaN or strictly beyond the update, else
-    the update (so a NaN update wins, and of two equal values, -0.0 and 0.0, the update)."""
-    def combine(b, old, new, dtype):
-        if dtype.kind != "f":
-            return int_extremum(b, old, new, dtype)
-        keep = b.or_(b.fcmp_ordered(op, old, new), b.fcmp_unordered("uno", old, old))
-        return b.select(keep, old, new)
-    return combine
-
-
-# name -> combine(builder, old value, update value, dtype) (None: the update replaces it)
+# name -> combine(builder, old value, update value, dtype) (None: the update replaces it);
+# min/max as XLA's (NaN wins, -0.0 below 0.0)
 _COMBINE = {"scatter": None, "scatter_add": _add, "scatter_mul": _mul,
-            "scatter_min": _extremum("<", min_value), "scatter_max": _extremum(">", max_value)}
+            "scatter_min": min_value, "scatter_max": max_value}
 
 
 def _scatter_for(name):
