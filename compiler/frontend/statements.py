@@ -405,7 +405,8 @@ def _traced_if(frame, node, test):
     body_names = assigned_names(node.body)
     else_names = assigned_names(node.orelse)
     both = set(body_names) & set(else_names)
-    names = [n for n in dict.fromkeys(body_names + else_names) if n in saved or n in both]
+    defined = {n for n, v in saved.items() if type(v) is not Undefined}
+    names = [n for n in dict.fromkeys(body_names + else_names) if n in defined or n in both]
     names += [f for f in (_BRK, _CNT) if f in saved]
     # Local lists and dicts are outputs too: a branch may have mutated its copy.
     names += [n for n, v in saved.items() if type(v) in (list, dict) and n not in names]
@@ -503,13 +504,18 @@ def _loop_carry(frame, body):
 
 
 def _check_no_returns(frame, body, what):
+    """No `return` in a loop body (those of functions defined in it are theirs)."""
+    def visit(n):
+        if isinstance(n, gast.Return):
+            raise CompileError(f"return inside a {what} on traced values is not supported",
+                               frame.info(n), "Assign the result to a variable, exit "
+                               "the loop through its condition (or break), and return "
+                               "after it.")
+        if not isinstance(n, (gast.FunctionDef, gast.Lambda)):
+            for child in gast.iter_child_nodes(n):
+                visit(child)
     for n in body:
-        for sub in gast.walk(n):
-            if isinstance(sub, gast.Return):
-                raise CompileError(f"return inside a {what} on traced values is not supported",
-                                   frame.info(sub), "Assign the result to a variable, exit "
-                                   "the loop through its condition (or break), and return "
-                                   "after it.")
+        visit(n)
 
 
 def _loop_jumps(body):
