@@ -1,0 +1,675 @@
+"""Random kiln programs for the LLVM backend's fuzzer (tests/test_llvm_fuzz.py).
+
+`programs()` is a hypothesis strategy drawing a small program: input arrays (float32, float64,
+int32, uint32, bool; at most 64 elements; 0- and 1-sized axes; NaN, infinities, signed zeros
+and extreme integers among the values) and a sequence of steps over the pool of live arrays.
+A step is one operation whose shape constraints hold (elementwise with broadcasting, `where`,
+conversions, reductions, reshapes and transposes, slices, concatenation, `broadcast_to`,
+matmul/einsum, cumulative ops, sort, dynamic slices, gathers and scatters) or a control-flow
+construct whose regions are shorter step sequences (`lax.cond`/`switch`/`fori_loop`/`scan`/
+`while_loop`, Python `if`/`while`/`for` on traced values). A program is Python source text; the
+test writes it to a file and imports it, so kiln's source front end parses it like a user's.
+
+Each step runs eagerly on zeros as it is drawn, which gives its result's shape and dtype (the
+generator never models dtype promotion itself). Every value carries an `inexact` flag: False
+when both backends must agree on it bit for bit (it comes from exact values through correctly
+rounded or discrete operations), True when only to rounding (transcendentals, float sums,
+products, dots and powers, and everything computed from such values). Discontinuous operations
+(comparisons, floor/round, float -> int conversions, argmax, predicates, indices, divisors)
+only take exact values, so rounding never changes control flow, integers or NaN positions.
+Operations are listed simplest first, so that hypothesis shrinks towards short, plain programs.
+"""
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import hypothesis.extra.numpy as hnp
+from hypothesis import strategies as st
+
+import kiln.numpy as jnp
+from kiln import lax
+
+DTYPES = [np.dtype(t) for t in (np.float32, np.float64, np.int32, np.uint32, np.bool_)]
+MAX_SIZE = 64          # elements of an input
+MAX_RESULT = 256       # elements of any value a step makes
+_I32 = np.iinfo(np.int32)
+_ELEMENTS = {
+    "f": st.sampled_from([0.0, 1.0, -1.0, 0.5, -2.5, 3.0, -0.0, 7.25, -100.0, 1e-3,
+                          np.nan, np.inf, -np.inf]) | st.floats(-8, 8, width=32),
+    "i": st.sampled_from([0, 1, -1, 2, -3, 7, 100, _I32.min, _I32.max]) | st.integers(-9, 9),
+    "u": st.sampled_from([0, 1, 2, 7, 31, 32, 2**31, 2**32 - 1]) | st.integers(0, 9),
+    "b": st.booleans(),
+}
+
+
+@dataclass(frozen=True)
+class Value:
+    """A named array of the generated program: static shape, dtype and the inexact flag."""
+    name: str
+    shape: tuple
+    dtype: np.dtype
+    inexact: bool = False
+
+    @property
+    def kind(self):
+        return self.dtype.kind
+
+    @property
+    def size(self):
+        return math.prod(self.shape)
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+
+@dataclass
+class Program:
+    """A generated program: its source (a module defining `prog`), inputs and outputs."""
+    source: str
+    inputs: list
+    outputs: list          # the Values `prog` returns, in order
+
+    def __repr__(self):
+        arrays = "\n".join(f"  a{k} = np.{np.array_repr(a, precision=9)}"
+                           for k, a in enumerate(self.inputs))
+        return f"Program(\n{self.source}\ninputs:\n{arrays}\n)"
+
+    def _repr_pretty_(self, printer, cycle):   # hypothesis prints falsifying examples so
+        printer.text(repr(self))
+
+
+# ------------------------------------------------------------------------- operation tables
+# (template, operand kinds, flags): "x" operands must be exact, "n" a float result is inexact.
+
+UNARY = [
+    ("-{}", "fiu", ""), ("jnp.abs({})", "fiu", ""), ("jnp.square({})", "fiu", ""),
+    ("jnp.exp({})", "fi", "n"), ("jnp.tanh({})", "f", "n"), ("jnp.sin({})", "f", "n"),
+    ("jnp.cos({})", "f", "n"), ("lax.logistic({})", "f", "n"), ("jnp.log({})", "f", "xn"),
+    ("jnp.sqrt({})", "f", "x"), ("jnp.floor({})", "f", "x"), ("jnp.round({})", "f", "x"),
+    ("jnp.sign({})", "fi", "x"), ("jnp.isnan({})", "f", "x"), ("jnp.isfinite({})", "f", "x"),
+    ("jnp.logical_not({})", "fiub", "x"), ("~{}", "iub", ""), ("{} ** 3", "fi", "n"),
+    ("lax.population_count({})", "iu", ""), ("lax.clz({})", "iu", ""),
+]
+BINARY = [
+    ("{} + {}", "fiub", ""), ("{} - {}", "fiu", ""), ("{} * {}", "fiub", ""),
+    ("{} / {}", "fiu", "x"), ("{} // {}", "fiu", "x"), ("{} % {}", "fiu", "x"),
+    ("jnp.maximum({}, {})", "fiub", ""), ("jnp.minimum({}, {})", "fiub", ""),
+    ("{} < {}", "fiu", "x"), ("{} == {}", "fiub", "x"), ("{} != {}", "fiub", "x"),
+    ("{} >= {}", "fiu", "x"), ("{} & {}", "iub", ""), ("{} | {}", "iub", ""),
+    ("{} ^ {}", "iub", ""), ("{} << {}", "iu", ""), ("{} >> {}", "iu", ""),
+    ("jnp.logical_and({}, {})", "fiub", "x"), ("jnp.arctan2({}, {})", "f", "xn"),
+    ("jnp.power({}, {})", "f", "xn"),
+]
+LITERALS = {"f": ["2.0", "0.5", "-1.5", "0.0"], "i": ["2", "1", "0", "-1", "31", "33"],
+            "u": ["2", "1", "0", "31", "33"], "b": ["True", "False"]}
+# (function, operand kinds, flags): "x", "n" as above; "e" the reduced axes must not be empty;
+# "1" one axis at most.
+REDUCTIONS = [
+    ("jnp.sum", "fiub", "n"), ("jnp.max", "fiub", "e"), ("jnp.min", "fiub", "e"),
+    ("jnp.prod", "fiu", "n"), ("jnp.mean", "fiub", "n"), ("jnp.argmax", "fiub", "xe1"),
+    ("jnp.argmin", "fiub", "xe1"), ("jnp.any", "fiub", "x"), ("jnp.all", "fiub", "x"),
+]
+CUMULATIVE = [("jnp.cumsum", "fiub", "n"), ("jnp.cumprod", "fiu", "n"),
+              ("lax.cummax", "fiu", ""), ("lax.cummin", "fiu", "")]
+STEPS_MAX = 8
+REGION_DEPTH = 2
+
+
+def _broadcast(*shapes):
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        return None
+    return shape if math.prod(shape) <= MAX_RESULT else None
+
+
+class Gen:
+    """Draws steps into `lines`, keeping the pool of live values and their eager samples."""
+
+    def __init__(self, draw, pool, env, names, depth=0, exact_only=False):
+        self.draw, self.names, self.depth, self.exact_only = draw, names, depth, exact_only
+        self.pool, self.env = list(pool), dict(env)
+        self.lines, self.made = [], []
+
+    # ------------------------------------------------------------------ drawing helpers
+    def fresh(self, prefix="v"):
+        return f"{prefix}{next(self.names)}"
+
+    def pick(self, items):
+        return self.draw(st.sampled_from(items)) if items else None
+
+    def choose(self, kinds="fiub", exact=False, where=lambda v: True):
+        """A pool value of one of `kinds` (exact if asked or in an exact-only region)."""
+        return self.pick([v for v in self.pool if v.kind in kinds and where(v)
+                          and not (v.inexact and (exact or self.exact_only))])
+
+    def flag(self):
+        return self.draw(st.booleans())
+
+    def integer(self, lo, hi):
+        return self.draw(st.integers(lo, hi))
+
+    # ------------------------------------------------------------------ running steps
+    def add(self, lines, outs):
+        """Run `lines` eagerly on the samples and add the values named in `outs` (name ->
+        inexact flag when its dtype is float) to the pool."""
+        namespace = {"jnp": jnp, "lax": lax, "np": np, **self.env}
+        with np.errstate(all="ignore"):
+            exec("\n".join(lines), namespace)
+        self.lines += lines
+        made = []
+        for name, inexact in outs.items():
+            sample = namespace[name]
+            dtype = np.dtype(sample.dtype)
+            made.append(Value(name, tuple(sample.shape), dtype, inexact and dtype.kind == "f"))
+            self.env[name] = sample
+        self.pool += made
+        self.made += made
+        return made
+
+    def step(self):
+        """One drawn step; a step that does not apply to the pool becomes a plain `+`."""
+        kinds = STEP_KINDS if self.depth < REGION_DEPTH else STEP_KINDS[:-len(CONTROL)]
+        kind = self.pick(kinds)
+        drawn = kind(self)
+        if drawn is None:
+            x = self.choose()
+            drawn = self.assign(f"{x.name} + {x.name}", x.inexact)
+        self.add(*drawn)
+
+    def assign(self, expr, inexact):
+        name = self.fresh()
+        return [f"{name} = {expr}"], {name: inexact}
+
+    def region(self, params, exact_only):
+        """A sub-generator over the pool plus `params` (Values with samples) with 1-2 steps."""
+        sub = Gen(self.draw, self.pool, self.env, self.names, self.depth + 1,
+                  self.exact_only or exact_only)
+        sub.pool += [p for p, _ in params]
+        sub.env.update({p.name: sample for p, sample in params})
+        for _ in range(self.integer(1, 2)):
+            sub.step()
+        return sub
+
+    def result(self, sub, like, extra=()):
+        """(lines, inexact) computing a value of `like`'s shape and dtype at the end of region
+        `sub`: one of the values it made (or `extra`), fitted."""
+        usable = [v for v in sub.made + list(extra)
+                  if like.kind == "f" or not v.inexact]
+        v = self.pick(usable) or like
+        return fit(v, like.shape, like.dtype), v.inexact and like.kind == "f"
+
+    def scalar_index(self):
+        """An expression for an integer scalar: a literal, or computed from an exact value
+        (a count, or a sum/max of integers: any value, out of bounds included)."""
+        choice = self.integer(0, 3)
+        v = self.choose(exact=True) if choice else None
+        if v is None:
+            return str(self.integer(-3, 4))
+        if choice == 1 or v.kind not in "iu":
+            return f"jnp.sum({v.name} > 0)"
+        if choice == 2 or v.size == 0:
+            return f"jnp.sum({v.name})"
+        return f"jnp.max({v.name})"
+
+    def predicate(self, extra=()):
+        """A scalar bool expression from an exact value of the pool (or of `extra`)."""
+        v = self.pick([v for v in self.pool + list(extra) if not v.inexact])
+        if v is None:
+            return "True"
+        test = f"{v.name}" if v.kind == "b" else f"{v.name} > 0"
+        return self.pick([f"jnp.any({test})", f"jnp.sum({test}) % 2 == 0",
+                          f"jnp.all({test})"])
+
+
+def fit(v, shape, dtype):
+    """Source text turning value `v` into an array of `shape` and `dtype` (truncating or
+    repeating its elements)."""
+    n, expr = math.prod(shape), v.name
+    if v.shape != tuple(shape):
+        if n == 0 or v.size == 0:
+            expr = f"jnp.zeros({tuple(shape)}, {v.name}.dtype)"
+        elif v.size >= n:
+            expr = f"jnp.reshape(jnp.ravel({v.name})[:{n}], {tuple(shape)})"
+        else:
+            reps = -(-n // v.size)
+            expr = f"jnp.reshape(jnp.tile(jnp.ravel({v.name}), {reps})[:{n}], {tuple(shape)})"
+    if v.dtype != dtype:
+        expr = f"({expr}).astype({dtype_text(dtype)})"
+    return expr
+
+
+def dtype_text(dtype):
+    return "jnp.bool_" if dtype.kind == "b" else f"jnp.{dtype.name}"
+
+
+def indent(lines, by="    "):
+    return [by + line for line in lines]
+
+
+# ------------------------------------------------------------------------- elementwise steps
+
+def unary(g):
+    template, kinds, flags = g.pick([u for u in UNARY if g.choose(u[1], "x" in u[2])])
+    x = g.choose(kinds, "x" in flags)
+    return g.assign(template.format(x.name), x.inexact or "n" in flags)
+
+
+def binary(g):
+    template, kinds, flags = g.pick([b for b in BINARY if g.choose(b[1], "x" in b[2])])
+    exact = "x" in flags
+    x = g.choose(kinds, exact)
+    y = g.choose(kinds, exact, lambda v: _broadcast(v.shape, x.shape) is not None)
+    if y is None or g.flag():
+        operands = [x.name, g.pick(LITERALS[x.kind])]
+        inexact = x.inexact
+    else:
+        operands, inexact = [x.name, y.name], x.inexact or y.inexact
+    if g.flag():
+        operands.reverse()
+    return g.assign(template.format(*operands), inexact or "n" in flags)
+
+
+def where(g):
+    c = g.choose(exact=True)
+    if c is None:
+        return None
+    x = g.choose(where=lambda v: _broadcast(v.shape, c.shape) is not None)
+    y = g.choose(where=lambda v: _broadcast(v.shape, c.shape, x.shape) is not None)
+    test = c.name if c.kind == "b" else f"{c.name} > 0"
+    other = y.name if y is not None else g.pick(LITERALS[x.kind])
+    return g.assign(f"jnp.where({test}, {x.name}, {other})",
+                    x.inexact or (y is not None and y.inexact))
+
+
+def astype(g):
+    target = g.pick(DTYPES)
+    x = g.choose(exact=target.kind != "f")
+    return g.assign(f"{x.name}.astype({dtype_text(target)})", x.inexact)
+
+
+# ------------------------------------------------------------------------- reductions
+
+def _axes(g, x, one_axis):
+    if x.ndim == 0 or g.integer(0, 3) == 0:
+        return None
+    if one_axis or g.flag():
+        return g.integer(-x.ndim, x.ndim - 1)
+    axes = [a for a in range(x.ndim) if g.flag()]
+    return tuple(axes)
+
+
+def reduction(g):
+    fn, kinds, flags = g.pick(REDUCTIONS)
+    x = g.choose(kinds, "x" in flags)
+    if x is None:
+        return None
+    axes = _axes(g, x, "1" in flags)
+    reduced = range(x.ndim) if axes is None else np.atleast_1d(axes)
+    if "e" in flags and any(x.shape[a] == 0 for a in reduced) or (
+            "e" in flags and x.size == 0 and axes is None):
+        return None
+    keep = g.flag()
+    return g.assign(f"{fn}({x.name}, axis={axes!r}, keepdims={keep})",
+                    x.inexact or "n" in flags)
+
+
+def cumulative(g):
+    fn, kinds, flags = g.pick(CUMULATIVE)
+    x = g.choose(kinds, where=lambda v: v.ndim > 0)
+    if x is None:
+        return None
+    axis = g.integer(0, x.ndim - 1)
+    return g.assign(f"{fn}({x.name}, axis={axis})", x.inexact or "n" in flags)
+
+
+# ------------------------------------------------------------------------- shapes
+
+def shape_of_size(g, n):
+    """A random shape of rank 0-3 with `n` elements."""
+    if n == 0:
+        dims = [g.integer(0, 3) for _ in range(g.integer(1, 3))]
+        dims[g.integer(0, len(dims) - 1)] = 0
+        return dims
+    dims, left = [], n
+    for _ in range(g.integer(0 if n == 1 else 1, 3) - 1):
+        d = g.pick([d for d in range(1, left + 1) if left % d == 0])
+        dims.append(d)
+        left //= d
+    return dims + [left] if n != 1 or dims or g.flag() else []
+
+
+def reshape(g):
+    x = g.choose()
+    form = g.integer(0, 4)
+    if form == 0:
+        dims = shape_of_size(g, x.size)
+        if x.size and dims and g.flag():
+            dims[g.integer(0, len(dims) - 1)] = -1
+        return g.assign(f"jnp.reshape({x.name}, {tuple(dims)})", x.inexact)
+    if form == 1 or x.ndim == 0:
+        axes = g.draw(st.permutations(range(x.ndim)))
+        return g.assign(f"jnp.transpose({x.name}, {tuple(axes)})", x.inexact)
+    axis = g.integer(0, x.ndim - 1)
+    if form == 2:
+        return g.assign(f"jnp.flip({x.name}, axis={axis})", x.inexact)
+    if form == 3:
+        return g.assign(f"jnp.expand_dims({x.name}, {g.integer(-x.ndim - 1, x.ndim)})",
+                        x.inexact)
+    return g.assign(f"jnp.squeeze({x.name})", x.inexact)
+
+
+def _slice_of(g, n):
+    form = g.integer(0, 3)
+    if form == 0:
+        return ":"
+    if form == 1 and n > 0:
+        return str(g.integer(-n, n - 1))
+    bound = g.draw(st.none() | st.integers(-n - 1, n + 1))
+    stop = g.draw(st.none() | st.integers(-n - 1, n + 1))
+    step = g.pick([1, 2, -1, -2, 3])
+    text = lambda b: "" if b is None else str(b)
+    return f"{text(bound)}:{text(stop)}:{step}"
+
+
+def slicing(g):
+    x = g.choose(where=lambda v: v.ndim > 0)
+    if x is None:
+        return None
+    parts = [_slice_of(g, n) for n in x.shape[:g.integer(1, x.ndim)]]
+    if g.integer(0, 3) == 0:
+        parts.insert(g.integer(0, len(parts)), "None")
+    return g.assign(f"{x.name}[{', '.join(parts)}]", x.inexact)
+
+
+def concatenate(g):
+    x = g.choose(where=lambda v: v.ndim > 0)
+    if x is None:
+        return None
+    axis = g.integer(0, x.ndim - 1)
+    fits = lambda v: v.ndim == x.ndim and all(
+        a == b for k, (a, b) in enumerate(zip(v.shape, x.shape)) if k != axis)
+    y = g.choose(where=fits)
+    if (x.size + y.size) > MAX_RESULT:
+        y = x
+    if x.shape == y.shape and g.flag():
+        return g.assign(f"jnp.stack([{x.name}, {y.name}], axis={axis})",
+                        x.inexact or y.inexact)
+    return g.assign(f"jnp.concatenate([{x.name}, {y.name}], axis={axis})",
+                    x.inexact or y.inexact)
+
+
+def broadcast_to(g):
+    x = g.choose()
+    dims = [g.pick([1, 0, 2, 3]) if d == 1 else d for d in x.shape]
+    dims = [g.integer(0, 3) for _ in range(g.integer(0, 2))] + dims
+    if math.prod(dims) > MAX_RESULT:
+        return None
+    return g.assign(f"jnp.broadcast_to({x.name}, {tuple(dims)})", x.inexact)
+
+
+# ------------------------------------------------------------------------- dot, sort, indexing
+
+def einsum(g):
+    """An einsum (a dot_general) of two values: axes of `y` either pair with an equal-sized
+    axis of `x` or are new; each letter is kept in the output or summed."""
+    x = g.choose("fiu", where=lambda v: 0 < v.ndim <= 4)
+    if x is None:
+        return None
+    y = g.choose("fiu", where=lambda v: v.ndim <= 4) or x
+    letters = iter("abcdefghijkl")
+    xs = [next(letters) for _ in x.shape]
+    ys, used = [], set()
+    for d in y.shape:
+        pair = [l for l, e in zip(xs, x.shape) if e == d and l not in used]
+        if pair and g.flag():
+            ys.append(g.pick(pair))
+            used.add(ys[-1])
+        else:
+            ys.append(next(letters))
+    sizes = dict(zip(xs, x.shape)) | dict(zip(ys, y.shape))
+    kept = [l for l in sorted(sizes) if g.flag()]
+    out = list(g.draw(st.permutations(kept)))
+    if math.prod(sizes[l] for l in out) > MAX_RESULT:
+        return None
+    spec = f"{''.join(xs)},{''.join(ys)}->{''.join(out)}"
+    return g.assign(f"jnp.einsum('{spec}', {x.name}, {y.name})", True)
+
+
+def matmul(g):
+    x = g.choose("fiu", where=lambda v: v.ndim > 0)
+    if x is None:
+        return None
+    k = x.shape[-1]
+    fits = lambda v: v.ndim > 0 and (v.shape[0] if v.ndim == 1 else v.shape[-2]) == k and (
+        _broadcast(x.shape[:-2], v.shape[:-2]) is not None)
+    y = g.choose("fiu", where=fits)
+    if y is None:
+        return None
+    return g.assign(f"{x.name} @ {y.name}", True)
+
+
+def sort(g):
+    x = g.choose(where=lambda v: v.ndim > 0)
+    if x is None:
+        return None
+    axis = g.integer(-x.ndim, x.ndim - 1)
+    if x.inexact or g.flag():
+        return g.assign(f"jnp.sort({x.name}, axis={axis})", x.inexact)
+    return g.assign(f"jnp.argsort({x.name}, axis={axis})", False)
+
+
+def dynamic_slice(g):
+    x = g.choose(where=lambda v: v.ndim > 0)
+    if x is None:
+        return None
+    starts = ", ".join(f"jnp.asarray({g.scalar_index()}, jnp.int32)" for _ in x.shape)
+    if g.flag():
+        sizes = tuple(g.integer(0, d) for d in x.shape)
+        return g.assign(f"lax.dynamic_slice({x.name}, ({starts},), {sizes})", x.inexact)
+    u = g.choose(exact=x.kind != "f")
+    shape = tuple(g.integer(0, d) for d in x.shape)
+    return g.assign(f"lax.dynamic_update_slice({x.name}, {fit(u, shape, x.dtype)}, "
+                    f"({starts},))", x.inexact or u.inexact)
+
+
+def gather(g):
+    """x[idx], take with an axis (fill mode), and `.at[idx]` updates with traced indices
+    (repeated, negative, out of bounds); `.set` only with distinct static indices."""
+    x = g.choose(where=lambda v: v.ndim > 0 and v.shape[0] > 0)
+    idx = g.choose("iu", where=lambda v: v.size * (x.size if x else 0) <= MAX_RESULT * 4)
+    if x is None or idx is None:
+        return None
+    form = g.integer(0, 3)
+    if form == 0:
+        return g.assign(f"{x.name}[{idx.name}]", x.inexact)
+    if form == 1:
+        axis = g.pick([a for a, d in enumerate(x.shape) if d > 0])
+        return g.assign(f"jnp.take({x.name}, {idx.name}, axis={axis})", x.inexact)
+    shape = idx.shape + x.shape[1:]
+    u = g.choose(exact=x.kind != "f")
+    if form == 2:
+        update = g.pick(["max", "min", "add"][:2 if x.kind == "b" else 3])
+        inexact = x.inexact or u.inexact or (update == "add" and x.kind == "f")
+        return g.assign(f"{x.name}.at[{idx.name}].{update}({fit(u, shape, x.dtype)})",
+                        inexact)
+    rows = list(g.draw(st.permutations(range(x.shape[0]))))[:g.integer(0, x.shape[0])]
+    shape = (len(rows),) + x.shape[1:]
+    return g.assign(f"{x.name}.at[jnp.array({rows}, jnp.int32)].set({fit(u, shape, x.dtype)})",
+                    x.inexact or u.inexact)
+
+
+# ------------------------------------------------------------------------- control flow
+
+def _loop_param(g, x, name):
+    """(parameter, exact_only) for a loop carrying `x`: a float carry is inexact unless the
+    body is drawn exact-only (then its predicate and discrete operations may read it)."""
+    exact_body = x.kind == "f" and not x.inexact and g.flag()
+    return Value(name, x.shape, x.dtype, x.kind == "f" and not exact_body), exact_body
+
+
+def _branch_fn(g, fname, x):
+    p = Value(g.fresh("p"), x.shape, x.dtype, x.inexact)
+    sub = g.region([(p, g.env[x.name])], exact_only=False)
+    expr, inexact = g.result(sub, x, [p])
+    return ([f"def {fname}({p.name}):"] + indent(sub.lines + [f"return {expr}"])), inexact
+
+
+def cond(g):
+    x = g.choose()
+    pred = g.predicate()
+    lines, inexact = [], x.inexact
+    fnames = [g.fresh("f") for _ in range(2 if g.flag() else g.integer(1, 3))]
+    for fname in fnames:
+        body, branch_inexact = _branch_fn(g, fname, x)
+        lines += body
+        inexact |= branch_inexact
+    name = g.fresh()
+    if len(fnames) == 2 and g.flag():
+        call = f"lax.cond({pred}, {fnames[0]}, {fnames[1]}, {x.name})"
+    else:
+        call = f"lax.switch({g.scalar_index()}, [{', '.join(fnames)}], {x.name})"
+    return lines + [f"{name} = {call}"], {name: inexact}
+
+
+def _index_param(g):
+    """(loop variable, its int32 copy as a region parameter with a sample, the line making
+    the copy): the loop variable may be a Python int or an array of another integer dtype."""
+    t, i = g.fresh("t"), Value(g.fresh("i"), (), np.dtype(np.int32))
+    return t, (i, jnp.zeros((), jnp.int32)), f"{i.name} = jnp.asarray({t}, jnp.int32)"
+
+
+def _trip_count(g):
+    if g.flag():
+        return str(g.integer(0, 3))
+    v = g.choose(exact=True)
+    return str(g.integer(0, 3)) if v is None else f"jnp.minimum(jnp.sum({v.name} > 0), 3)"
+
+
+def fori_loop(g):
+    x = g.choose()
+    p, exact_only = _loop_param(g, x, g.fresh("p"))
+    t, i, copy = _index_param(g)
+    sub = g.region([(p, g.env[x.name]), i], exact_only)
+    expr, inexact = g.result(sub, x, [p, i[0]])
+    fname, name = g.fresh("f"), g.fresh()
+    lines = [f"def {fname}({t}, {p.name}):"] + indent([copy] + sub.lines + [f"return {expr}"])
+    call = f"lax.fori_loop({g.integer(0, 1)}, {_trip_count(g)}, {fname}, {x.name})"
+    return lines + [f"{name} = {call}"], {name: p.inexact or inexact}
+
+
+def scan(g):
+    x = g.choose()
+    xs = g.choose(where=lambda v: v.ndim > 0 and v.shape[0] <= 4)
+    p, exact_only = _loop_param(g, x, g.fresh("p"))
+    params = [(p, g.env[x.name])]
+    if xs is not None:
+        q = Value(g.fresh("q"), xs.shape[1:], xs.dtype, xs.inexact)
+        params.append((q, g.env[xs.name][0] if xs.shape[0] else
+                       jnp.zeros(q.shape, q.dtype)))
+    sub = g.region(params, exact_only)
+    expr, inexact = g.result(sub, x, [p])
+    y = g.pick(sub.made)
+    fname, carry, ys = g.fresh("f"), g.fresh(), g.fresh()
+    arg = params[1][0].name if xs is not None else "_"
+    lines = [f"def {fname}({p.name}, {arg}):"] + indent(
+        sub.lines + [f"return {expr}, {y.name}"])
+    source = xs.name if xs is not None else "None"
+    length = "" if xs is not None else f", length={g.integer(0, 3)}"
+    reverse = ", reverse=True" if g.flag() else ""
+    if y.size * 4 > MAX_RESULT:
+        return None
+    lines.append(f"{carry}, {ys} = lax.scan({fname}, {x.name}, {source}{length}{reverse})")
+    return lines, {carry: p.inexact or inexact, ys: y.inexact or p.inexact}
+
+
+def while_loop(g):
+    x = g.choose()
+    p, exact_only = _loop_param(g, x, g.fresh("p"))
+    k = Value(g.fresh("k"), (), np.dtype(np.int32))
+    sub = g.region([(p, g.env[x.name]), (k, jnp.zeros((), jnp.int32))], exact_only)
+    expr, inexact = g.result(sub, x, [p])
+    pred = g.predicate([p])
+    fname, name, state = g.fresh("f"), g.fresh(), g.fresh("s")
+    lines = ([f"def {fname}({state}):", f"    {k.name}, {p.name} = {state}"]
+             + indent(sub.lines + [f"return {k.name} + 1, {expr}"]))
+    test = (f"lambda {state}: jnp.logical_and({state}[0] < {_trip_count(g)}, "
+            f"(lambda {k.name}, {p.name}: {pred})(*{state}))")
+    lines.append(f"{name} = lax.while_loop({test}, {fname}, (jnp.int32(0), {x.name}))[1]")
+    return lines, {name: p.inexact or inexact}
+
+
+def python_if(g):
+    x = g.choose()
+    pred = g.predicate()
+    name, inexact = g.fresh(), x.inexact
+    arms = []
+    for _ in range(2):
+        sub = g.region([], exact_only=False)
+        expr, arm_inexact = g.result(sub, x)
+        arms.append(sub.lines + [f"{name} = {expr}"])
+        inexact |= arm_inexact
+    if g.flag():
+        return [f"{name} = {x.name}", f"if {pred}:"] + indent(arms[0]), {name: inexact}
+    return ([f"if {pred}:"] + indent(arms[0]) + ["else:"] + indent(arms[1])), {name: inexact}
+
+
+def python_loop(g):
+    """`while` with a counter and a traced condition, or `for i in range(n)`."""
+    x = g.choose()
+    name = g.fresh()
+    p, exact_only = _loop_param(g, x, name)
+    if g.flag():
+        t, i, copy = _index_param(g)
+        sub = g.region([(p, g.env[x.name]), i], exact_only)
+        expr, inexact = g.result(sub, x, [p, i[0]])
+        head = [f"for {t} in range({g.integer(0, 3)}):"]
+        body = [copy] + sub.lines + [f"{name} = {expr}"]
+        return [f"{name} = {x.name}"] + head + indent(body), {name: p.inexact or inexact}
+    counter = g.fresh("k")
+    sub = g.region([(p, g.env[x.name])], exact_only)
+    expr, inexact = g.result(sub, x, [p])
+    pred = g.predicate([p])
+    head = [f"{name} = {x.name}", f"{counter} = 0",
+            f"while jnp.logical_and({counter} < {_trip_count(g)}, {pred}):"]
+    body = sub.lines + [f"{name} = {expr}", f"{counter} = {counter} + 1"]
+    return head + indent(body), {name: p.inexact or inexact}
+
+
+PLAIN = [unary, binary, astype, reduction, reshape, slicing, where, concatenate,
+         broadcast_to, einsum, matmul, cumulative, sort, dynamic_slice, gather]
+CONTROL = [cond, fori_loop, python_if, python_loop, scan, while_loop]
+STEP_KINDS = PLAIN + CONTROL
+
+
+# ------------------------------------------------------------------------- programs
+
+@st.composite
+def input_arrays(draw):
+    arrays = []
+    for _ in range(draw(st.integers(1, 3))):
+        dtype = draw(st.sampled_from(DTYPES))
+        shape = draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=5)
+                     .filter(lambda s: math.prod(s) <= MAX_SIZE))
+        arrays.append(draw(hnp.arrays(dtype, shape, elements=_ELEMENTS[dtype.kind])))
+    return arrays
+
+
+@st.composite
+def programs(draw, max_steps=STEPS_MAX):
+    """A random program and its inputs (see the module docstring)."""
+    inputs = draw(input_arrays())
+    params = [Value(f"a{k}", a.shape, a.dtype) for k, a in enumerate(inputs)]
+    env = {p.name: jnp.zeros(p.shape, p.dtype) for p in params}
+    g = Gen(draw, params, env, itertools.count())
+    for _ in range(draw(st.sampled_from(range(1, max_steps + 1)))):
+        g.step()
+    outputs = [v for v in g.made[:-1] if draw(st.booleans())] + g.made[-1:]
+    names = ", ".join(v.name for v in outputs)
+    source = "\n".join(
+        ["import numpy as np", "import kiln.numpy as jnp", "from kiln import lax", "", "",
+         f"def prog({', '.join(p.name for p in params)}):"]
+        + indent(g.lines + [f"return ({names},)"])) + "\n"
+    return Program(source, inputs, outputs)
