@@ -4,6 +4,11 @@ A `Case` holds one workload written three ways. Each callable is timed with the 
 several repeats of an auto-ranged inner loop (so microsecond operations and millisecond ones
 are both measured sensibly). Results print as a Markdown table with the kiln/NumPy and
 kiln/JAX ratios; `BENCHMARKS.md` records them with the machine they ran on.
+
+XLA's CPU worker threads keep spinning for a while after a JAX call and take cores from
+whatever runs next (measured: random.normal under kiln.jit takes 17 ms alone, 30-60 ms right
+after a JAX call). `run_cases` therefore lets the machine settle (`SETTLE_SECONDS`) after each
+JAX measurement, before the next row's kiln one.
 """
 import os
 import platform
@@ -11,6 +16,8 @@ import statistics
 import time
 from dataclasses import dataclass
 from typing import Callable, Optional
+
+SETTLE_SECONDS = 0.5
 
 
 @dataclass
@@ -96,6 +103,8 @@ def run_cases(cases, repeats=7):
         tk = time_call(c.kiln, repeats)
         tn = time_call(c.numpy, repeats) if c.numpy else None
         tj = time_call(c.jax, repeats) if c.jax else None
+        if c.jax:
+            time.sleep(SETTLE_SECONDS)
         rows.append((c, tk, tn, tj))
         print(f"  {c.suite:8s} {c.name:40s} kiln {fmt_time(tk):>10s}  numpy {fmt_time(tn):>10s}"
               f"  jax {fmt_time(tj):>10s}", flush=True)
