@@ -1,14 +1,29 @@
-"""SSA Function -> one LLVM module with one entry point, `kiln_main`.
+"""SSA Function -> LLVM modules with one entry point, `kiln_main`.
 
     i32 @kiln_main(ptr %args)    ; args: n input pointers, m output pointers, the workspace
 
 (contiguous row-major arrays, bools one byte each; returns 0). The storage of every value is
 planned first (buffers.py: outputs computed in place, temporaries in the workspace by liveness,
-reshapes as aliases). Then each equation becomes one internal function, a *kernel*, whose
-pointer parameters are `noalias` (the plan never lets a result overlap a live operand, so
-LLVM may vectorise without runtime overlap checks), and `kiln_main` calls the kernels in
-program order (the optimiser inlines them). Outputs the plan could not compute in place are
-copied at the end.
+reshapes as aliases). Then each equation becomes one function, a *kernel*, whose pointer
+parameters are `noalias` (the plan never lets a result overlap a live operand, so LLVM may
+vectorise without runtime overlap checks), and `kiln_main` calls the kernels in program order.
+Outputs the plan could not compute in place are copied at the end.
+
+Most of a compilation's time is LLVM optimising and compiling the kernels' loops, so:
+- kernels of `kiln_main` stay separate functions (`noinline`): LLVM optimises a dozen small
+  functions much faster than the one large function inlining would make, and a call per
+  kernel costs nothing beside a loop nest; straight-line kernels (a BLAS call, a copy, scalar
+  code) are not optimised at all (`optnone`). Kernels of regions (loop bodies) are inlined;
+- equations that compute alike (equal `ssa_key.structure_text`: the same primitive, params,
+  regions, operand types and literals, up to names) share one kernel, so the layers of a
+  network are compiled once; flat elementwise equations alike up to their sizes (the updates
+  of a network's parameters) share one kernel that takes its size as an argument
+  (`_kernel_keys`);
+- `build_parts` spreads the kernels over several modules with about equal estimated compile
+  times (`_spread`), which LLVM compiles at once on several threads (target.compile_objects):
+  the first module holds `kiln_main` and declares the kernels of the others, which are
+  external and named after their module.
+`build` makes one module, as ahead-of-time compilation needs.
 
 A kernel's body comes from the primitive's lowering rule:
 - `rules["llvm"](ctx, outs, ins, **params)`: `ctx` is the `Kernel` (its `builder` is positioned
@@ -38,7 +53,7 @@ from . import ltypes as T
 from .buffers import Buffer, plan_storage, nbytes
 from .calls import intrinsic
 from . import target
-from .ssa_key import key_text
+from .ssa_key import key_text, structure_text
 
 # Importing the lowering modules registers their rules on the primitives.
 from . import lower_elementwise  # noqa: F401
@@ -79,16 +94,29 @@ def module_name(fn, text):
 
 def build(fn):
     """(llvmlite ir.Module, storage Plan) of the SSA function `fn`."""
+    modules, plan = build_parts(fn, 1)
+    return modules[0], plan
+
+
+def build_parts(fn, parts):
+    """([llvmlite ir.Module], storage Plan) of the SSA function `fn`, its kernels spread over
+    up to `parts` modules that LLVM can compile at once on several threads: the first holds
+    `kiln_main`, which calls the kernels of the others by name (see `_Entry.part`)."""
     for x in fn.invars + fn.outvars:
         if isinstance(x, Var) and x.aval.dtype.kind == "O":
             raise T.unsupported(f"a tape argument or result of {fn.name}", x.aval.dtype)
     for eqn in fn.eqns:
         check_lowerable(eqn)
-    module = ir.Module(name=module_name(fn, key_text(fn)))
-    module.triple = target.triple()
     plan = plan_function(fn)
-    _Entry(module, fn, plan).emit()
-    return module, plan
+    entry = _Entry(_module(module_name(fn, key_text(fn))), fn, plan, parts)
+    entry.emit()
+    return entry.parts, plan
+
+
+def _module(name):
+    module = ir.Module(name=name)
+    module.triple = target.triple()
+    return module
 
 
 def plan_function(fn):
@@ -127,12 +155,18 @@ TAPE_FRIENDLY = frozenset({
 
 
 class _Entry:
-    """Emits `kiln_main`: argument unpacking, one kernel call per equation, final copies."""
+    """Emits `kiln_main`: argument unpacking, one kernel call per equation, final copies.
+    Its kernels run once per call: they stay separate functions (`noinline`), each optimised
+    on its own, which costs far less compile time than one large function; straight-line
+    ones are not optimised at all (`optnone`)."""
+    INLINE_KERNELS = False
 
-    def __init__(self, module, fn, plan):
+    def __init__(self, module, fn, plan, parts=1):
         self.module = module
         self.fn = fn
         self.plan = plan
+        self.parts = [module]
+        self.max_parts = parts
         self.function = ir.Function(module, ir.FunctionType(T.I32, [T.PTR]), target.ENTRY)
         self.function.attributes.add("nounwind")
         self.builder = ir.IRBuilder(self.function.append_basic_block("entry"))
@@ -168,9 +202,11 @@ class _Entry:
         b.ret(T.I32(0) if self.arena is None else lower_tapes.close_arena(b, self.arena))
 
     def emit_equations(self):
-        for k, eqn in enumerate(self.fn.eqns):
-            if eqn.outvars and self.plan.where[eqn.outvars[0]][0] == "alias":
-                continue
+        emitted = [(k, eqn) for k, eqn in enumerate(self.fn.eqns)
+                   if not (eqn.outvars and self.plan.where[eqn.outvars[0]][0] == "alias")]
+        self.keys = _kernel_keys([eqn for _, eqn in emitted])
+        self.homes = _spread(self.keys, self.max_parts)
+        for k, eqn in emitted:
             self.kernel(eqn, k)
         for j, x in self.plan.copies:
             self.copy(Buffer(self.pointers[self.n + j], x.aval), self.buffer(x))
@@ -185,12 +221,47 @@ class _Entry:
             extras["scratch"] = self.workspace(self.plan.scratch[eqn])
         if self.arena is not None and lower_tapes.needs_arena(eqn):
             extras["arena"] = self.arena
-        fnty = ir.FunctionType(T.VOID, [T.PTR] * (len(pairs) + len(extras)))
+        text, size = self.keys[eqn]
+        kernels = _KERNELS.setdefault(self.module, {})
+        key = (self.INLINE_KERNELS, text, tuple(extras))
+        fn = kernels.get(key)
+        if fn is None:
+            fn = kernels[key] = self.callable(
+                self.emit_kernel(self.part(text), eqn, k, outs, ins, pairs, extras, size))
+        self.builder.call(fn, [buf.ptr for buf, _ in pairs] + list(extras.values())
+                          + ([] if size is None else [T.i64(size)]))
+
+    def part(self, text):
+        """The module to emit the kernel of structure `text` into (`_spread`), created on
+        first use."""
+        k = self.homes.get(text, 0)
+        while len(self.parts) <= k:
+            self.parts.append(_module(f"{self.module.name}.{len(self.parts)}"))
+        return self.parts[k]
+
+    def callable(self, kernel):
+        """`kernel` as the entry module calls it: itself, or a declaration of the kernel of
+        another part."""
+        if kernel.module is self.module:
+            return kernel
+        return ir.Function(self.module, kernel.function_type, kernel.name)
+
+    def emit_kernel(self, module, eqn, k, outs, ins, pairs, extras, size):
+        """The kernel function of `eqn` in `module` (see the module docstring); `size`: its
+        element count when it is a flat elementwise loop (lower_fused.flat_size), which the
+        kernel then takes as its last argument. Kernels of other parts than the entry's are
+        external, named after their module (unique in the JIT)."""
+        flat = [] if size is None else [T.I64]
+        fnty = ir.FunctionType(T.VOID, [T.PTR] * (len(pairs) + len(extras)) + flat)
         label = eqn.outvars[0].name if eqn.outvars else k
-        fn = ir.Function(self.module, fnty,
-                         self.module.get_unique_name(f"{eqn.prim.name}.{label}"))
-        fn.linkage = "internal"
+        prefix = "" if module is self.module else f"{module.name}."
+        fn = ir.Function(module, fnty,
+                         module.get_unique_name(f"{prefix}{eqn.prim.name}.{label}"))
+        if module is self.module:
+            fn.linkage = "internal"
         fn.attributes.add("nounwind")
+        if not self.INLINE_KERNELS:
+            fn.attributes.add("noinline")
         inner = {}
         for arg, (buf, x) in zip(fn.args, pairs):
             arg.add_attribute("noalias")
@@ -201,17 +272,22 @@ class _Entry:
             arg.name = name
         if "scratch" in named:
             named["scratch"].add_attribute("noalias")
-        ctx = Kernel(self.module, fn, ir.IRBuilder(fn.append_basic_block("entry")), eqn,
+        ctx = Kernel(module, fn, ir.IRBuilder(fn.append_basic_block("entry")), eqn,
                      named.get("scratch"), named.get("arena"))
         k_outs = [inner[id(b)] for b in outs]
         k_ins = [inner.get(id(b), b) for b in ins]
         rule = eqn.prim.rules.get("llvm")
-        if rule is not None:
+        if size is not None:
+            fn.args[-1].name = "size"
+            lower_fused.lower_flat(ctx, eqn, k_outs, k_ins, fn.args[-1])
+        elif rule is not None:
             rule(ctx, k_outs, k_ins, **eqn.params)
         else:
             lower_fused.lower_eqn(ctx, eqn, k_outs, k_ins)
         ctx.builder.ret_void()
-        self.builder.call(fn, [buf.ptr for buf, _ in pairs] + list(extras.values()))
+        if not self.INLINE_KERNELS and len(fn.blocks) == 1:
+            fn.attributes.add("optnone")   # straight-line code: a BLAS call, a copy, scalars
+        return fn
 
     def copy(self, dst, src):
         b = self.builder
@@ -222,6 +298,60 @@ class _Entry:
         if size:
             intrinsic(b, "memcpy", [dst.ptr, src.ptr, T.i64(size), T.I1(0)],
                       ret=T.VOID, overloads=[T.PTR, T.PTR, T.I64])
+
+
+def _kernel_keys(eqns):
+    """{eqn: (structure text, size)} for the kernels of `eqns`. Flat elementwise equations
+    (lower_fused.flat_size) alike up to shapes, two of which differ in size, share a kernel
+    taking its size as an argument (the text without shapes, the size); every other equation
+    gets its text with shapes and None. Only such sharing repays a size argument: LLVM takes
+    about twice as long over a loop whose trip count it does not know (remainders)."""
+    flat = {}
+    for eqn in eqns:
+        size = lower_fused.flat_size(eqn)
+        if size is not None:
+            flat[eqn] = (structure_text(eqn, shapes=False), size)
+    sizes = {}
+    for text, size in flat.values():
+        sizes.setdefault(text, set()).add(size)
+    return {eqn: flat[eqn] if eqn in flat and len(sizes[flat[eqn][0]]) > 1
+            else (structure_text(eqn), None) for eqn in eqns}
+
+
+# Rough measures of the time LLVM takes to optimise and compile a module, to balance the parts
+# of a function (`_Entry.part`), in units of about a millisecond: the entry module
+# (`kiln_main`, straight-line kernels, the module's own overhead); a loop nest; each
+# equation computed in it, a transcendental function (an inlined polynomial) more.
+ENTRY_COST, NEST_COST, EQUATION_COST, TRANSCENDENTAL_COST = 8, 6, 1, 3
+
+
+def _compile_cost(eqn, size):
+    """The estimated compile time of the kernel of `eqn`: 0 for a matrix product (a BLAS
+    call, straight-line code), else that of a loop nest (half as much again for a trip count
+    `size` only known when it runs) and the equations it computes."""
+    if eqn.prim.name == "dot_general" and eqn.outvars[0].aval.dtype.kind == "f":
+        return 0
+    eqns = eqn.params["body"].eqns if eqn.prim.name == "fusion" else [eqn]
+    return NEST_COST + (0 if size is None else NEST_COST // 2) + sum(
+        TRANSCENDENTAL_COST if e.prim.name in lower_fused.TRANSCENDENTAL else EQUATION_COST
+        for e in eqns if e.prim.name not in lower_fused.VIEWS)
+
+
+def _spread(keys, parts):
+    """{structure text: part} for the kernels of `keys` ({eqn: (text, size)}), spread over up
+    to `parts` modules so that their estimated compile times (`_compile_cost`) are about equal:
+    the costliest first, each to the least loaded part; part 0, the entry's, starts at
+    ENTRY_COST and keeps every kernel this leaves out (straight-line ones, at no cost)."""
+    costs = {}
+    for eqn, (text, size) in keys.items():
+        if text not in costs:
+            costs[text] = _compile_cost(eqn, size)
+    loads = [ENTRY_COST] + [0] * (parts - 1)
+    homes = {}
+    for text in sorted((t for t in costs if costs[t]), key=lambda t: -costs[t]):
+        k = homes[text] = loads.index(min(loads))
+        loads[k] += costs[text]
+    return homes
 
 
 def _pointer_name(k, n, m):
@@ -237,10 +367,14 @@ def _pointer_name(k, n, m):
 class _Region(_Entry):
     """A region of structured control flow as an internal function of the module (see
     lower_control.py): `void region(ptr in..., ptr out..., ptr workspace [, ptr arena])`, its
-    equations emitted like the entry point's."""
+    equations emitted like the entry point's, except that its kernels, run on every trip of
+    a loop, are inlined and optimised with the region."""
+    INLINE_KERNELS = True
 
     def __init__(self, module, fn, plan, name, arena):
         self.module = module
+        self.parts = [module]
+        self.max_parts = 1
         self.fn = fn
         self.plan = plan
         n, m = len(fn.invars), len(fn.outvars)
@@ -273,6 +407,7 @@ class RegionFunction:
 
 
 _REGIONS = weakref.WeakKeyDictionary()   # ir.Module -> {(id(fn), keep): RegionFunction}
+_KERNELS = weakref.WeakKeyDictionary()   # ir.Module -> {(structure text, extras): ir.Function}
 
 
 def restrict(fn, keep):

@@ -10,16 +10,19 @@ order:
    fingerprint (kiln, llvmlite and LLVM versions, the BLAS interface, the backend's sources). A
    hit loads the object code into the JIT (`target.load_object`) without building any IR;
    the code generator is not even imported;
-3. a compilation: codegen builds the module, target.py optimises it for the host CPU and emits
-   object code, which is stored in the cache and loaded. Functions doing only a few hundred
-   element operations (`opt_level`) are compiled quickly (target.QUICK: the O0 pipeline with
-   every internal function inlined, instructions selected by FastISel), 3-6x faster than at
-   O3 and running about as fast at that size; everything else gets O3.
+3. a compilation: codegen builds the modules, target.py optimises them for the host CPU and
+   emits object code, which is stored in the cache and loaded. Functions doing only a few
+   hundred element operations (`opt_level`) are compiled quickly (target.QUICK: one module,
+   the O0 pipeline with every internal function inlined, instructions selected by FastISel),
+   3-6x faster than at O3 and running about as fast at that size; everything else gets O3,
+   its kernels spread over up to `_compile_threads()` modules compiled at once on as many
+   threads (codegen.build_parts, target.compile_objects).
 Either way the extern globals (BLAS routines, the runtime library's parallel_for, host
-callbacks) are bound after the load. A cache entry is the object code behind a small header (the workspace size and the
-module's name); a corrupt entry is a miss (disk_cache.py checks its checksum) and is
-recompiled. The texts `as_text` returns are built on first request, by compiling the function
-again (whether its code came from the disk or not): no LLVM module outlives its compilation.
+callbacks) of every module are bound after the load. A cache entry is the object code of each
+module behind a small header (the workspace size, the modules' names, the objects' lengths);
+a corrupt entry is a miss (disk_cache.py checks its checksum) and is recompiled. The texts
+`as_text` returns are built on first request, by compiling the function again (whether its code
+came from the disk or not): no LLVM module outlives its compilation.
 
 Calls (`__call__`) are the dispatch fast path. Everything that does not depend on the
 arguments is prepared once per executable: the entry point as a ctypes function, the
@@ -47,9 +50,13 @@ from .ssa_key import key_text
 LEVELS = ("llvm", "llvm-unoptimized", "asm")
 _ENTRY_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
 _FAST_TYPE = _ENTRY_TYPE   # kiln_dispatch(ptr pack): the pack tuple's address
-_ENTRY_HEADER = struct.Struct("<QI")   # workspace bytes, length of the module name
+# A cache entry: workspace bytes, length of the module names, number of objects; the module
+# names (newline-separated, the entry's first), each object's length, the objects.
+_ENTRY_HEADER = struct.Struct("<QII")
+_LENGTH = struct.Struct("<Q")
 _SMALL = memory.THRESHOLD_BYTES
 QUICK_WORK = 256   # element operations (operand and result sizes summed over the equations)
+MAX_PARTS = 4      # modules an optimised function's kernels are spread over, at most
 
 
 def empty(shape, dtype):
@@ -62,10 +69,11 @@ class Native:
     """Native code of one SSA function in the JIT. Its texts are built on first request (by
     compiling the function again: keeping LLVM modules around would cost far more memory)."""
 
-    def __init__(self, fn, loaded, workspace):
+    def __init__(self, fn, loaded, workspace, parts=1):
         self.function = fn
         self.loaded = loaded
         self.workspace = workspace
+        self.parts = parts   # the modules its code came from
         self._texts = {}
 
     def text(self, level):
@@ -75,12 +83,13 @@ class Native:
             return self._texts[level]
 
     def _make(self, level):
+        modules = _build_parts(self.function, self.parts)[0]
         if level == "llvm-unoptimized":
-            return str(_build(self.function)[0])
+            return "\n".join(map(str, modules))
         opt = opt_level(self.function)
-        optimized = target.optimize(self.text("llvm-unoptimized"), self.loaded.name, level=opt)
-        return str(optimized) if level == "llvm" else \
-            target.assembly(optimized, _codegen_machine(opt))
+        optimized = [target.optimize(str(m), m.name, level=opt) for m in modules]
+        return "\n".join(str(m) if level == "llvm" else
+                         target.assembly(m, _codegen_machine(opt)) for m in optimized)
 
 
 class Executable:
@@ -207,27 +216,42 @@ def _from_disk(fn, key):
     entry = disk_cache.load(key)
     if entry is None or len(entry) < _ENTRY_HEADER.size:
         return None
-    workspace, length = _ENTRY_HEADER.unpack_from(entry)
-    start = _ENTRY_HEADER.size
-    name = entry[start:start + length].decode()
-    loaded = target.load_object(name, entry[start + length:])
-    externs.bind_externs(loaded.global_address, name)
-    return Native(fn, loaded, workspace)
+    workspace, length, count = _ENTRY_HEADER.unpack_from(entry)
+    start = _ENTRY_HEADER.size + length
+    names = entry[_ENTRY_HEADER.size:start].decode().split("\n")
+    lengths = [_LENGTH.unpack_from(entry, start + k * _LENGTH.size)[0] for k in range(count)]
+    start += count * _LENGTH.size
+    objects = []
+    for size in lengths:
+        objects.append(entry[start:start + size])
+        start += size
+    return _load(fn, names, objects, workspace)
 
 
 def _compile(fn, key):
-    module, plan = _build(fn)
-    name = module.name
-    level = opt_level(fn)
+    modules, plan = _build_parts(fn)
+    names = [m.name for m in modules]
     with target.LOCK:
-        optimized = target.optimize(str(module), name, level=level)
-        target.namespace_entry(optimized)
-        data = target.object_code(optimized, _codegen_machine(level))
-    disk_cache.store(key, _ENTRY_HEADER.pack(plan.workspace, len(name.encode()))
-                     + name.encode() + data)
-    loaded = target.load_object(name, data)
-    externs.bind_externs(loaded.global_address, name)
-    return Native(fn, loaded, plan.workspace)
+        objects = target.compile_objects(modules, opt_level(fn), _compile_threads())
+    joined = "\n".join(names).encode()
+    disk_cache.store(key, b"".join([_ENTRY_HEADER.pack(plan.workspace, len(joined),
+                                                       len(objects)), joined]
+                                   + [_LENGTH.pack(len(data)) for data in objects] + objects))
+    return _load(fn, names, objects, plan.workspace)
+
+
+def _load(fn, names, objects, workspace):
+    loaded = target.load_objects(names[0], objects)
+    for name in names:
+        externs.bind_externs(loaded.global_address, name)
+    return Native(fn, loaded, workspace, len(names))
+
+
+def _compile_threads():
+    """Threads that compile the parts of one function at once: the cores kiln may use
+    (KILN_NUM_THREADS), at most MAX_PARTS."""
+    from . import parallel
+    return min(parallel.num_threads(), MAX_PARTS)
 
 
 def _codegen_machine(level):
@@ -253,12 +277,21 @@ def opt_level(fn):
 
 
 def _build(fn):
-    """(module, storage plan) of `fn` from the code generator, imported here, on the first
-    compilation (a disk cache hit needs none)."""
+    """(module, storage plan) of `fn` in one module (for ahead-of-time compilation)."""
+    modules, plan = _build_parts(fn, 1)
+    return modules[0], plan
+
+
+def _build_parts(fn, parts=None):
+    """([module], storage plan) of `fn` from the code generator, imported here, on the first
+    compilation (a disk cache hit needs none): optimised functions have their kernels spread
+    over up to `parts` modules (`_compile_threads()` by default), compiled at once on as
+    many threads (codegen.build_parts, target.compile_objects)."""
     from . import codegen
-    module, plan = codegen.build(fn)
-    if opt_level(fn) == target.QUICK:   # the O0 pipeline inlines these only
-        for function in module.functions:
+    quick = opt_level(fn) == target.QUICK
+    modules, plan = codegen.build_parts(fn, 1 if quick else parts or _compile_threads())
+    if quick:   # the O0 pipeline inlines these only
+        for function in modules[0].functions:
             if function.linkage == "internal" and "noinline" not in function.attributes:
                 function.attributes.add("alwaysinline")
-    return module, plan
+    return modules, plan

@@ -18,6 +18,9 @@ Before emitting, the loops may be reordered (`loop_order`: a pure reduction of a
 walks the operand in memory order), and `loops.collapse` drops unit axes and merges axes that
 every affine map walks contiguously, so a chain of elementwise operations on contiguous arrays
 is one flat loop.
+A group that only computes elementwise on operands of one shape (`flat_size`) is one flat loop
+whatever the shape; `lower_flat` emits it with a trip count given when it runs, so that one
+kernel serves such groups of every size (codegen.py).
 A nest costing at least PARALLEL_MIN_COST (iterations times the weight of the body, where
 transcendental functions weigh more) is split across threads (outline.py,
 parallel.py) along its outermost axis that no reduction reduces: each chunk replans the group
@@ -147,6 +150,7 @@ def _combine(name, builder, acc, x, dtype):
 
 REDUCTIONS = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and",
               "reduce_or", "reduce_xor")
+_NOT_ELEMENTWISE = frozenset(VIEWS) | frozenset(REDUCTIONS) | {"iota"}
 
 
 class _Reduction:
@@ -183,10 +187,48 @@ def lower_group(ctx, eqns, inputs, outputs):
     _Group(ctx, eqns, inputs, outputs).emit()
 
 
+def flat_size(eqn):
+    """The element count n of an equation (a fusion or one elementwise equation) that only
+    computes elementwise, on operands and results of one shape (rank-0 literals aside), and
+    costs too little to be split across threads; None for any other equation. Its nest is one
+    flat loop of n iterations whatever the shape, so one kernel taking n as an argument
+    (`lower_flat`) serves every such equation of the same structure (codegen.py)."""
+    body = eqn.params["body"] if eqn.prim.name == "fusion" else None
+    eqns = [eqn] if body is None else body.eqns
+    if any(e.prim.name in _NOT_ELEMENTWISE or "llvm_scalar" not in e.prim.rules
+           for e in eqns):
+        return None
+    shape = eqn.outvars[0].aval.shape
+    if any(isinstance(x, Var) and x.aval.shape != shape
+           for e in [eqn] + eqns for x in e.invars + e.outvars):
+        return None
+    n = math.prod(shape)
+    return n if n > 1 and n * weight(eqns) < PARALLEL_MIN_COST else None
+
+
+def lower_flat(ctx, eqn, outs, ins, size):
+    """`eqn` (for which `flat_size` is not None) as one loop over `size` (an i64 value)
+    elements."""
+    fn = eqn.params["body"] if eqn.prim.name == "fusion" else None
+    eqns, invars, outvars = ([eqn], eqn.invars, eqn.outvars) if fn is None else \
+        (fn.eqns, fn.invars, fn.outvars)
+    _Group(ctx, eqns, list(zip(invars, ins)), list(zip(outvars, outs)), size).emit()
+
+
+def weight(eqns):
+    """The cost of one iteration of a nest computing `eqns` (see PARALLEL_MIN_COST)."""
+    names = [e.prim.name for e in eqns if e.prim.name not in VIEWS]
+    return max(1, sum(TRANSCENDENTAL_WEIGHT if n in TRANSCENDENTAL else 1 for n in names))
+
+
 class _Group:
-    def __init__(self, ctx, eqns, inputs, outputs):
+    """A group of equations lowered as one nest; `size`: an i64 value replacing the element
+    count of a flat elementwise group (`lower_flat`)."""
+
+    def __init__(self, ctx, eqns, inputs, outputs, size=None):
         self.ctx = ctx
         self.eqns = eqns
+        self.size = size
         self.inputs = list(inputs)
         self.outputs = list(outputs)
         self.views = {}          # Var -> View (inputs, and results of view equations)
@@ -294,7 +336,7 @@ class _Group:
                 fill(self.ctx.builder, r.buffer, _identity(r.eqn.prim.name, r.dtype))
         if self.shape == (0,):
             return
-        axis = self.parallel_axis()
+        axis = None if self.size is not None else self.parallel_axis()
         if axis is None:
             self.emit_loops()
         else:
@@ -309,7 +351,7 @@ class _Group:
         inner = [r for r in self.reductions if r.inner]
         for k, r in enumerate(inner):
             r.slot = k
-        emit_nest(b, self.shape, self.body,
+        emit_nest(b, self.shape if self.size is None else (self.size,), self.body,
                   [_identity(r.eqn.prim.name, r.dtype) for r in inner],
                   self.after_inner if inner else None, bounds=bounds)
 
@@ -317,24 +359,19 @@ class _Group:
     def parallel_axis(self):
         """The loop axis to split across threads: the outermost one that no reduction reduces
         (so no two threads accumulate into one element), None for a cheap nest."""
-        if math.prod(self.shape) * self.weight() < PARALLEL_MIN_COST:
+        if math.prod(self.shape) * weight(self.eqns) < PARALLEL_MIN_COST:
             return None
         for k, d in enumerate(self.shape):
             if d > 1 and all(r.strides[k] for r in self.reductions):
                 return k
         return None
 
-    def weight(self):
-        """The cost of one iteration (see PARALLEL_MIN_COST)."""
-        names = [e.prim.name for e in self.eqns if e.prim.name not in VIEWS]
-        return max(1, sum(TRANSCENDENTAL_WEIGHT if n in TRANSCENDENTAL else 1 for n in names))
-
     def emit_parallel(self, axis):
         """The nest outlined into chunks of `axis` (outline.py), each replanned on the
         chunk function's pointers."""
         buffers = [buf for _, buf in self.inputs + self.outputs if buf.const is None]
         pointers = list({id(buf.ptr): buf.ptr for buf in buffers}.values())
-        per_step = math.prod(self.shape) // self.shape[axis] * self.weight()
+        per_step = math.prod(self.shape) // self.shape[axis] * weight(self.eqns)
         grain = -(-CHUNK_MIN_COST // per_step)
         if axis == len(self.shape) - 1:   # chunk boundaries on whole vectors
             grain = -(-grain // VECTOR_ALIGN) * VECTOR_ALIGN

@@ -19,18 +19,29 @@
   renamed by `namespace_entry` (to `<name>.kiln_main`, so that the entry points of several
   compiled functions coexist in the engine; module names are unique per function: codegen
   names them after a hash of the SSA text); `assembly(module, machine)`: its native text.
+- `compile_objects(modules, level, threads)`: object code of several modules of one function
+  (codegen.build_parts), each parsed into its own LLVM context, optimised and compiled by
+  its own target machine, on up to `threads` threads at once. llvmlite guards every call into
+  LLVM with one process-wide lock, which would run them one after the other: the long calls
+  (parsing, the pass pipeline, instruction selection) go to llvmlite's C functions directly,
+  which LLVM allows for separate contexts and target machines (ctypes releases the GIL).
 - `load_object(name, data)`: add object code (just made, or read from the disk cache) to the
   one MCJIT `ExecutionEngine` of the process and return a `Loaded` handle (addresses of its
-  entry point and globals).
+  entry point and globals); `load_objects` adds the objects of one function's modules, which
+  call each other, before resolving their symbols.
 - `LOCK`: llvmlite objects are not thread-safe; every use of them holds it.
 
 llvmlite is imported here and in every module of this package; `import kiln` never imports
 this package (the runtime imports it on the first LLVM compilation), so startup stays fast.
 """
+import concurrent.futures
+import ctypes
 import functools
+import os
 import threading
 
 import llvmlite.binding as llvm
+from llvmlite.binding import ffi
 
 ENTRY = "kiln_main"
 OPT_LEVEL = 3
@@ -98,15 +109,20 @@ def _machine(cpu, features, reloc="static", codemodel="jitdefault", opt=OPT_LEVE
                                         jit=codemodel == "jitdefault")
 
 
-def parse(text, name=None):
+def parse(text, name=None, context=None):
     """LLVM IR text -> a verified ModuleRef (called `name`: the parser does not keep the
-    module's name, and `load` namespaces symbols by it)."""
+    module's name, and `load` namespaces symbols by it), in `context` (llvmlite's global
+    context by default)."""
     _initialized()
     with LOCK:
-        module = llvm.parse_assembly(text)
-        module.verify()
-        if name is not None:
-            module.name = name
+        return _parsed(text, name, context or llvm.get_global_context())
+
+
+def _parsed(text, name, context):
+    module = _parse(text, context)
+    module.verify()
+    if name is not None:
+        module.name = name
     return module
 
 
@@ -117,17 +133,95 @@ def optimize(text, name, machine=None, level=OPT_LEVEL):
     machine = machine or host_machine()
     with LOCK:
         module = parse(text, name)
-        module.triple = machine.triple
-        module.data_layout = str(machine.target_data)
-        options = llvm.PipelineTuningOptions(speed_level=level)
-        loops = level >= OPT_LEVEL
-        options.loop_vectorization = loops
-        options.slp_vectorization = loops
-        options.loop_unrolling = False   # a third of O3's time; the vectoriser interleaves
-        options.loop_interleaving = loops
-        builder = llvm.create_pass_builder(machine, options)
-        builder.getModulePassManager().run(module, builder)
+        _run_pipeline(module, machine, level)
     return module
+
+
+def _run_pipeline(module, machine, level):
+    module.triple = machine.triple
+    module.data_layout = str(machine.target_data)
+    options = llvm.PipelineTuningOptions(speed_level=level)
+    loops = level >= OPT_LEVEL
+    options.loop_vectorization = loops
+    options.slp_vectorization = loops
+    options.loop_unrolling = False   # a third of O3's time; the vectoriser interleaves
+    options.loop_interleaving = loops
+    builder = llvm.create_pass_builder(machine, options)
+    _native("LLVMPY_RunNewModulePassManager")(builder.getModulePassManager(), module, builder)
+
+
+# --------------------------------------------------- object code on several threads at once
+
+def _native(name):
+    """llvmlite's C function `name` called without llvmlite's process-wide lock, which would
+    serialise the compilations of `compile_objects`' threads (each works on its own LLVM
+    context and target machine, which LLVM allows); the locked function where llvmlite does
+    not expose the raw one."""
+    function = getattr(ffi.lib, name)
+    return getattr(function, "_cfn", function)
+
+
+def _parse(text, context):
+    with ffi.OutputString() as error:
+        module = llvm.ModuleRef(_native("LLVMPY_ParseAssembly")(
+            context, ctypes.c_char_p(text.encode()), error), context)
+        if error:
+            module.close()
+            raise RuntimeError(f"LLVM IR parsing error\n{error}")
+    return module
+
+
+def _emit(machine, module, use_object=True):
+    with ffi.OutputString() as error:
+        buffer = _native("LLVMPY_TargetMachineEmitToMemory")(machine, module, int(use_object),
+                                                             error)
+        if not buffer:
+            raise RuntimeError(str(error))
+    try:
+        return ctypes.string_at(_native("LLVMPY_GetBufferStart")(buffer),
+                                _native("LLVMPY_GetBufferSize")(buffer))
+    finally:
+        _native("LLVMPY_DisposeMemoryBuffer")(buffer)
+
+
+_THREAD = threading.local()   # each thread's own target machines, by optimisation level
+_POOL = {}   # process id -> the thread pool of compile_objects (a forked child makes its own)
+
+
+def _own_machine(opt):
+    machines = _THREAD.__dict__.setdefault("machines", {})
+    if opt not in machines:
+        cpu, features = host_cpu()
+        machines[opt] = _machine(cpu, features, opt=opt)
+    return machines[opt]
+
+
+def _object(text, name, level):
+    """Object code of the module `name` from its IR text, in a fresh LLVM context; its entry
+    point, if it has one, renamed by `namespace_entry`."""
+    module = _parsed(text, name, llvm.create_context())   # never LOCK: the caller holds it
+    _run_pipeline(module, _own_machine(OPT_LEVEL), level)
+    if any(f.name == ENTRY for f in module.functions):
+        namespace_entry(module)
+    return _emit(_own_machine(0 if level == QUICK else OPT_LEVEL), module)
+
+
+def compile_objects(modules, level, threads=1):
+    """Object code of each of one function's llvmlite.ir `modules`, optimised at `level` (see
+    `optimize`) and compiled for the host, on up to `threads` threads at once (a pool, and the
+    calling thread, which prints the modules' IR as the others compile): llvmlite's calls that
+    take long (parsing, the pass pipeline, instruction selection) run without its lock and
+    without the GIL."""
+    _initialized()
+    workers = min(threads, len(modules)) - 1
+    if workers <= 0:
+        return [_object(str(m), m.name, level) for m in modules]
+    pool = _POOL.get(os.getpid())
+    if pool is None or pool._max_workers < workers:
+        pool = _POOL[os.getpid()] = concurrent.futures.ThreadPoolExecutor(workers, "kiln-llvm")
+    futures = [pool.submit(_object, str(m), m.name, level) for m in modules[1:]]
+    first = modules[0]
+    return [_object(str(first), first.name, level)] + [future.result() for future in futures]
 
 
 def assembly(module, machine=None):
@@ -183,9 +277,16 @@ class Loaded:
 def load_object(name, data, entry=True):
     """Add object code (made by `object_code` from a module prepared with `namespace_entry`,
     or without an entry point for `entry=False`) to the engine; its `Loaded` handle."""
+    return load_objects(name, [data], entry)
+
+
+def load_objects(name, objects, entry=True):
+    """`load_object` for the objects of one function's modules (`compile_objects`), which call
+    each other: every one is added before the engine resolves their symbols."""
     with LOCK:
         engine = _engine()
-        engine.add_object_file(llvm.ObjectFileRef.from_data(data))
+        for data in objects:
+            engine.add_object_file(llvm.ObjectFileRef.from_data(data))
         engine.finalize_object()
         return Loaded(name, entry)
 
