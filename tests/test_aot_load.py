@@ -9,7 +9,6 @@ kiln, another CPU or architecture, malformed manifests), which must happen befor
 is mapped; argument checks; error codes; calls from several threads.
 """
 import json
-import os
 import shutil
 import subprocess
 import sys

@@ -11,8 +11,9 @@ symbol of the library is hidden):
 - `int <NAME>_init(void)`: binds the extern globals of every module once (pthread_once; an ELF
   constructor calls it when the library is loaded): pthread_create/join, the thread count
   (`KILN_NUM_THREADS`, else the cores this process may run on), the runtime library's
-  `kiln_parallel_for`, a default `kiln_debug_print` (prints the print site's description to
-  stderr; kiln's loader binds the real host callback), and the BLAS routines, from the first
+  `kiln_parallel_for`, a default `kiln_debug_print` (debug_print.py's C, in libraries whose
+  functions print: it prints the values as kiln's Python callback does, to stdout; kiln's
+  loader binds the Python callback itself), and the BLAS routines, from the first
   of these that has every routine the code calls: the library `$KILN_BLAS_LIBRARY` names
   (`PATH`, or `PATH:PATTERN` with `{}` in PATTERN for the routine's name), the BLAS shared
   library recorded at compile time (its recorded symbols), the routines already in the process
@@ -30,6 +31,7 @@ import textwrap
 from typing import NamedTuple
 
 from ..backends.llvm.blas_lookup import ROUTINES
+from . import debug_print
 from .manifest import BLAS_UNBOUND, ENTRY_STATUS_BASE, ERROR_CODES, NO_WORKSPACE, OUT_OF_MEMORY
 
 _C_TYPES = {"float32": "float", "float64": "double", "bool": "bool", "float16": "uint16_t",
@@ -169,12 +171,15 @@ def glue_source(lib, functions, modules, blas, version, entry_out_of_memory):
     slots = [(m.namespace, name, f"_kiln_extern_{i}_{k}")
              for i, m in enumerate(modules) for k, name in enumerate(m.externs)]
     slot_of = {(ns, name): var for ns, name, var in slots}
+    prints = any(name == "kiln_debug_print" for _, name, _ in slots)
     parts = [_PRELUDE.format(lib=lib, version=version, oom=entry_out_of_memory,
                              no_workspace=NO_WORKSPACE, blas_unbound=BLAS_UNBOUND,
                              out_of_memory=OUT_OF_MEMORY),
              _extern_declarations(functions, slots),
              _blas_table(blas),
-             _RUNTIME.format(lib=lib, strerror=_strerror_cases(lib), base=ENTRY_STATUS_BASE)]
+             *([debug_print.SOURCE] if prints else []),
+             _RUNTIME.format(lib=lib, strerror=_strerror_cases(lib), base=ENTRY_STATUS_BASE,
+                             debug_print=_DEFAULT_PRINT if prints else "")]
     parts += [_wrapper(lib, f, slot_of) for f in functions]
     return "\n".join(parts)
 
@@ -276,6 +281,10 @@ def _strerror_cases(lib):
                      for code, text in ERROR_CODES.items())
 
 
+_DEFAULT_PRINT = """\
+    _kiln_set("kiln_debug_print", (uint64_t)(uintptr_t)&_kiln_default_debug_print);
+"""
+
 _RUNTIME = """\
 static void _kiln_set(const char *name, uint64_t value) {{
     for (struct _kiln_extern *e = _kiln_externs; e->name; e++)
@@ -300,13 +309,6 @@ static int64_t _kiln_thread_count(void) {{
         return CPU_COUNT(&cpus);
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     return online > 0 ? online : 1;
-}}
-
-/* kiln_debug_print's default: the print site's description (kiln.aot.load binds the real
- * host callback, which prints the values). */
-static void _kiln_default_debug_print(const char *site, void *operands) {{
-    (void)operands;
-    fprintf(stderr, "kiln debug_print (bind kiln_debug_print to print values): %s\\n", site);
 }}
 
 /* Writes `pattern` with its {{}} replaced by `routine` into `out`. */
@@ -385,8 +387,7 @@ static void _kiln_init_once(void) {{
     _kiln_set("kiln_pthread_join", (uint64_t)(uintptr_t)&pthread_join);
     _kiln_set("kiln_num_threads", (uint64_t)_kiln_thread_count());
     _kiln_set("kiln_parallel_for", (uint64_t)(uintptr_t)&kiln_parallel_for);
-    _kiln_set("kiln_debug_print", (uint64_t)(uintptr_t)&_kiln_default_debug_print);
-    _kiln_init_status = _kiln_bind_blas();
+{debug_print}    _kiln_init_status = _kiln_bind_blas();
 }}
 
 KILN_API int {lib}_init(void) {{
@@ -428,7 +429,8 @@ static void *_kiln_workspace(size_t bytes) {{
 
 def _wrapper(lib, f, slot_of):
     namespace = f.entry[:-len(".kiln_main")]
-    checks = [f"    if (!{slot_of[(namespace, name)]}) return KILN_BLAS_UNBOUND;" for name in f.blas]
+    checks = [f"    if (!{slot_of[(namespace, name)]}) return KILN_BLAS_UNBOUND;"
+              for name in f.blas]
     params = [f"const {p.ctype} *{p.name}" for p in f.inputs]
     params += [f"{p.ctype} *{p.name}" for p in f.outputs]
     constants = [f"static const uint8_t _kiln_const_{f.name}_{k}[{max(len(c.data), 1)}] "
