@@ -377,7 +377,8 @@ def _check_signature(fn, call):
 _CLI_HINTS = {
     ConcretizationError: "\nOn the command line, a static argument is a literal spec "
                          "(--arg 3) or --static NAME=VALUE.",
-    NameError: "\nOn the command line, --stage vmap --axis-name NAME names the mapped axis.",
+    NameError: "\nOn the command line, --axis-name NAME names the mapped axis (with kiln show "
+               "--stage vmap, or kiln compile --vmap).",
 }
 
 
@@ -488,8 +489,10 @@ def _transforms(ns):
     if ns.value_and_grad or ns.grad is not None:
         kind = "value_and_grad" if ns.value_and_grad else "grad"
         transforms.append((kind, _parse_argnums(ns.grad or "0")))
+    if ns.axis_name is not None and ns.vmap is None:
+        raise UsageError("--axis-name names the mapped axis of --vmap: give --vmap IN_AXES too")
     if ns.vmap is not None:
-        transforms.append(("vmap", _parse_in_axes(ns.vmap, "--vmap")))
+        transforms.append(("vmap", _parse_in_axes(ns.vmap, "--vmap"), ns.axis_name))
     return tuple(transforms)
 
 
@@ -629,6 +632,9 @@ def _add_compile(commands):
                           help="export vmap(f, in_axes=IN_AXES): 0 maps axis 0 of every "
                                "dynamic argument, 0,None one axis per argument; the specs are "
                                "the batched arguments; named vmap_<f> (applied after --grad)")
+    compile_.add_argument("--axis-name", metavar="NAME",
+                          help="with --vmap: the mapped axis's name, for the collectives the "
+                               "function calls (lax.psum(x, NAME))")
     compile_.add_argument("--name", metavar="NAME",
                           help="the library's name, a C identifier prefixing every symbol "
                                "(default: the first target's module: model for "

@@ -83,6 +83,9 @@ SAMPLES = textwrap.dedent('''
 
     def static_first(n, x):
         return jnp.sum(x) * n
+
+    def normalize(x):   # a collective over the vmapped axis "i"
+        return x / kiln.lax.psum(jnp.sum(x), "i")
 ''')
 
 
@@ -120,6 +123,8 @@ def built(samples, tmp_path_factory):
         "trees": [f"{src}:tree", "--arg", "{'W':f32[3,2],'b':f32[2]}", "--arg", "f32[5,3]",
                   "--static", "scale=2.0", "--cpu", "generic", "--name", "trees"],
         "misc": [f"{src}:big", f"{src}:shout", "--arg", "f32[1024,2048]", "--name", "misc"],
+        "collective": [f"{src}:normalize", "--arg", "f32[3,5]", "--vmap", "1", "--axis-name",
+                       "i", "--name", "coll"],
     }
     out = {}
     for name, argv in commands.items():
@@ -198,6 +203,25 @@ def test_vmap_of_value_and_grad(built, module):
     assert [o["shape"] for o in fn["outputs"]] == [[6], [6, 4, 3]]
     assert_close(call(directory, manifest, "vmap_value_and_grad_loss", w, xs), want,
                  rtol=1e-4)
+
+
+def test_vmap_with_an_axis_name_for_collectives(built, module):
+    directory, manifest = built["collective"]
+    fn = manifest["functions"][0]
+    assert fn["transforms"] == [{"kind": "vmap", "in_axes": 1, "axis_name": "i"}]
+    assert "vmap(normalize, in_axes=1, axis_name='i')" in (directory / "coll.h").read_text()
+    x = rand(3, 5)
+    want = jit_leaves(kiln.vmap(module["normalize"], in_axes=1, axis_name="i"), x)
+    assert_close(call(directory, manifest, "vmap_normalize", x), want)
+    np.testing.assert_allclose(np.sum(want[0]), 1.0, rtol=1e-4)   # divided by the total
+
+
+def test_collective_without_an_axis_name(src, tmp_path, capsys):
+    argv = ["compile", f"{src}:normalize", "--arg", "f32[3,5]", "-o", str(tmp_path)]
+    code, _, err = run([*argv, "--vmap", "0"], capsys)
+    assert code == 1 and "unbound axis name: i" in err and "--axis-name NAME" in err
+    code, _, err = run([*argv, "--axis-name", "i"], capsys)
+    assert code == 2 and "--axis-name names the mapped axis of --vmap" in err
 
 
 @pytest.mark.parametrize("n", [1, 6, 27])
@@ -483,7 +507,7 @@ def test_unsupported_functions_exit_1(src, tmp_path, capsys, target, extra, mess
 def test_help_documents_the_command(capsys):
     code, out, _ = run(["compile", "--help"], capsys)
     assert code == 0
-    for option in ("--arg", "--static", "--grad", "--value-and-grad", "--vmap", "--name",
-                   "--cpu", "--output", "grad_<f>", "lib<NAME>.so", "exit codes"):
+    for option in ("--arg", "--static", "--grad", "--value-and-grad", "--vmap", "--axis-name",
+                   "--name", "--cpu", "--output", "grad_<f>", "lib<NAME>.so", "exit codes"):
         assert option in out
 

@@ -11,7 +11,8 @@ API
   only shapes and dtypes matter) and pytrees of them; `static_argnums` the positions in `args`
   of static values; `kwargs` static keyword arguments; `transforms` `(kind, option)` pairs
   applied in order: `("grad", argnums)`, `("value_and_grad", argnums)` (argnums an int or a
-  tuple, counted among the dynamic arguments), `("vmap", in_axes)`; `source` names it in the
+  tuple, counted among the dynamic arguments), `("vmap", in_axes)` or
+  `("vmap", in_axes, axis_name)` (collectives in the function name the axis); `source` names it in the
   manifest ("file.py:f"); `name` overrides the exported name (default: the function's name
   with one prefix per transform, last first: `grad_f`, `value_and_grad_f`, `vmap_f`,
   `vmap_grad_f`). A transformed target's static arguments must come after its dynamic ones.
@@ -56,7 +57,8 @@ manifest.json (MANIFEST_VERSION 1):
    "functions": [
      {"name": fn, "symbol": "NAME_fn", "source": "file.py:f",
       "transform": null | "grad" | "value_and_grad" | "vmap" | "vmap_grad" | ...,
-      "transforms": [{"kind": "grad", "argnums": 0}, {"kind": "vmap", "in_axes": [0, null]}],
+      "transforms": [{"kind": "grad", "argnums": 0},
+                     {"kind": "vmap", "in_axes": [0, null], "axis_name": "i" (if named)}],
       "inputs": [{"path": "x" | "params[0]['W']", "dtype": "float32", "shape": [3, 4],
                   "weak_type": false}, ...],
       "outputs": [{"path": "out" | "out[0]" | "out['loss']", ...same keys}, ...],

@@ -20,7 +20,8 @@ from . import glue, native
 from .manifest import (ERROR_CODES, FORMAT, MANIFEST_VERSION, TreeEncodingError, file_sha256,
                        tree_to_json)
 from .targets import (AOTError, AOTUsageError, Target, base_name, check_targets, describe,
-                      exported_name, is_c_identifier, library_name, specialise)
+                      exported_name, is_c_identifier, library_name, specialise,
+                      transforms_of)
 
 _STAGE_FILES = {"simplify": "simplified", "fuse": "fused"}   # pass -> `<fn>.<stage>.ssa.py`
 _USES = {"kiln_sgemm": "blas", "kiln_dgemm": "blas", "kiln_sgemv": "blas", "kiln_dgemv": "blas",
@@ -189,9 +190,10 @@ def _summary(c):
     if not c.target.transforms:
         return f"{c.specialised.name}: {describe(c.target)}"
     expression = base_name(c.target.fn)
-    for kind, option in c.target.transforms:
-        keyword = "in_axes" if kind == "vmap" else "argnums"
-        expression = f"{kind}({expression}, {keyword}={option!r})"
+    for t in transforms_of(c.target):
+        keyword = "in_axes" if t.kind == "vmap" else "argnums"
+        name = "" if t.axis_name is None else f", axis_name={t.axis_name!r}"
+        expression = f"{t.kind}({expression}, {keyword}={t.option!r}{name})"
     return f"{c.specialised.name}: {expression} of {describe(c.target)}"
 
 
@@ -249,11 +251,10 @@ def _manifest(lib, compiled, function_files, machine, blas, command):
 
 def _function_entry(lib, c, files):
     spec = c.specialised
-    transforms = [{"kind": kind, "argnums" if kind != "vmap" else "in_axes": option}
-                  for kind, option in c.target.transforms]
+    transforms = [_transform_entry(t) for t in transforms_of(c.target)]
     return {
         "name": spec.name, "symbol": f"{lib}_{spec.name}", "source": describe(c.target),
-        "transform": "_".join(kind for kind, _ in reversed(c.target.transforms)) or None,
+        "transform": "_".join(t.kind for t in reversed(transforms_of(c.target))) or None,
         "transforms": transforms,
         "inputs": [_leaf_entry(leaf) for leaf in spec.inputs],
         "outputs": [_leaf_entry(leaf) for leaf in spec.outputs],
@@ -266,6 +267,13 @@ def _function_entry(lib, c, files):
         "module": c.native.module, "entry": c.native.entry,
         "files": files,
     }
+
+
+def _transform_entry(t):
+    entry = {"kind": t.kind, "argnums" if t.kind != "vmap" else "in_axes": t.option}
+    if t.axis_name is not None:
+        entry["axis_name"] = t.axis_name
+    return entry
 
 
 def _leaf_entry(leaf):

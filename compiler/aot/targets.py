@@ -2,8 +2,9 @@
 specialisation into SSA with the pytree structure of their inputs and outputs.
 
 A `Target` is a Python function, example arguments, which of them are static, and the
-transforms to apply (`("grad", argnums)`, `("value_and_grad", argnums)`, `("vmap", in_axes)`,
-applied in order, each to the result of the previous one). Its exported name is the
+transforms to apply (`("grad", argnums)`, `("value_and_grad", argnums)`, `("vmap", in_axes)` or
+`("vmap", in_axes, axis_name)`, applied in order, each to the result of the previous one;
+`transforms_of` reads them as `Transform`s). Its exported name is the
 function's name with one prefix per transform, the last applied first: `grad_f`,
 `value_and_grad_f`, `vmap_f`, `vmap_grad_f` (`Target.name` overrides it). A library's default
 name is its first target's module (`library_name`).
@@ -44,9 +45,20 @@ class Target(NamedTuple):
     args: tuple = ()              # example arguments: arrays (their shapes and dtypes matter)
     kwargs: Optional[dict] = None  # static keyword arguments
     static_argnums: tuple = ()    # positions of static positional arguments in `args`
-    transforms: tuple = ()        # (kind, option) pairs, kind in TRANSFORMS
+    transforms: tuple = ()        # (kind, option[, axis_name]): Transform's fields
     source: Optional[str] = None  # where it comes from, for the manifest ("file.py:f")
     name: Optional[str] = None    # the exported name (default: see the module docstring)
+
+
+class Transform(NamedTuple):
+    kind: str                        # in TRANSFORMS
+    option: Any = None               # argnums (grad, value_and_grad), in_axes (vmap)
+    axis_name: Optional[str] = None  # vmap: the mapped axis's name, for collectives
+
+
+def transforms_of(target):
+    """The target's transforms as `Transform`s (from pairs or triples)."""
+    return [Transform(*t) for t in target.transforms]
 
 
 class Leaf(NamedTuple):
@@ -79,7 +91,7 @@ def base_name(fn):
 def exported_name(target):
     if target.name:
         return target.name
-    prefix = "".join(f"{kind}_" for kind, _ in reversed(target.transforms))
+    prefix = "".join(f"{t.kind}_" for t in reversed(transforms_of(target)))
     return prefix + base_name(target.fn)
 
 
@@ -99,12 +111,15 @@ def check_targets(targets):
     twice."""
     seen = {}
     for target in targets:
-        for kind, option in target.transforms:
-            if kind not in TRANSFORMS:
-                raise AOTUsageError(f"unknown transform {kind!r}; expected one of "
+        for t in transforms_of(target):
+            if t.kind not in TRANSFORMS:
+                raise AOTUsageError(f"unknown transform {t.kind!r}; expected one of "
                                     f"{', '.join(TRANSFORMS)}")
-            if kind != "vmap":
-                _check_argnums(target, option)
+            if t.kind != "vmap":
+                _check_argnums(target, t.option)
+            if t.axis_name is not None and (t.kind != "vmap" or not isinstance(t.axis_name, str)):
+                raise AOTUsageError(f"axis name {t.axis_name!r}: only vmap names its axis, "
+                                    f"with a string")
         name = exported_name(target)
         if not is_c_identifier(name):
             raise AOTUsageError(f"cannot export {name!r}: a function's exported name must be "
@@ -165,11 +180,11 @@ def _transformed(target):
         return python_function(target.fn), tuple(target.args), tuple(target.static_argnums), \
             dict(target.kwargs or {})
     fn, dynamic = dynamic_call(target.fn, target.args, target.static_argnums, target.kwargs)
-    apply = {"grad": lambda f, o: kiln.grad(f, argnums=o),
-             "value_and_grad": lambda f, o: kiln.value_and_grad(f, argnums=o),
-             "vmap": lambda f, o: kiln.vmap(f, in_axes=o)}
-    for kind, option in target.transforms:
-        fn = apply[kind](fn, option)
+    apply = {"grad": lambda f, t: kiln.grad(f, argnums=t.option),
+             "value_and_grad": lambda f, t: kiln.value_and_grad(f, argnums=t.option),
+             "vmap": lambda f, t: kiln.vmap(f, in_axes=t.option, axis_name=t.axis_name)}
+    for t in transforms_of(target):
+        fn = apply[t.kind](fn, t)
     return fn, tuple(dynamic), (), {}
 
 
