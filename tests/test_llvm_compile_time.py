@@ -180,6 +180,18 @@ def test_kernels_spread_over_parts_compute_as_one_module(m, n, parts, seed):
         assert modules > 1
 
 
+def test_one_loop_nest_is_not_split():
+    """A part holding nothing but `kiln_main` would only add its overhead."""
+    x = np.linspace(-1, 1, 4000, dtype=np.float32).reshape(40, 100)
+    old = executable.QUICK_WORK
+    executable.QUICK_WORK = -1
+    try:
+        compiled = check(fused(lambda a: jnp.tanh(a) * 2.0 + a, x), x, parts=3, tol=1e-5)
+    finally:
+        executable.QUICK_WORK = old
+    assert compiled.as_text("llvm-unoptimized").count("; ModuleID") == 1
+
+
 _PARTS_PROGRAM = '''
 import json, sys
 import numpy as np

@@ -341,14 +341,19 @@ def _spread(keys, parts):
     """{structure text: part} for the kernels of `keys` ({eqn: (text, size)}), spread over up
     to `parts` modules so that their estimated compile times (`_compile_cost`) are about equal:
     the costliest first, each to the least loaded part; part 0, the entry's, starts at
-    ENTRY_COST and keeps every kernel this leaves out (straight-line ones, at no cost)."""
+    ENTRY_COST and keeps every kernel this leaves out (straight-line ones, at no cost). No
+    more parts than kernels with loops: a part without one would only add its overhead."""
     costs = {}
     for eqn, (text, size) in keys.items():
         if text not in costs:
             costs[text] = _compile_cost(eqn, size)
+    costly = sorted((t for t in costs if costs[t]), key=lambda t: -costs[t])
+    parts = min(parts, len(costly))
+    if parts <= 1:
+        return {}
     loads = [ENTRY_COST] + [0] * (parts - 1)
     homes = {}
-    for text in sorted((t for t in costs if costs[t]), key=lambda t: -costs[t]):
+    for text in costly:
         k = homes[text] = loads.index(min(loads))
         loads[k] += costs[text]
     return homes
