@@ -419,7 +419,7 @@ static int _kiln_status(int32_t entry_status) {{
     return {base} + entry_status;
 }}
 
-static void *_kiln_workspace(size_t bytes) {{
+__attribute__((unused)) static void *_kiln_workspace(size_t bytes) {{
     void *memory = NULL;
     size_t rounded = (bytes + 63) / 64 * 64;
     return posix_memalign(&memory, 64, rounded) == 0 ? memory : NULL;
