@@ -13,6 +13,8 @@ name (`mul(x, x)` is not `mul(a, b)`), because a kernel may read such an operand
 `shapes=False` the types lose their shapes (`f32`), for kernels that take their size as an
 argument.
 """
+import functools
+
 from ...ir import dtypes
 from ...ir.ssa import Function
 
@@ -37,12 +39,14 @@ def _own_name(x):
     return x.name
 
 
+@functools.lru_cache(maxsize=4096)
 def _shaped(aval):
-    return aval.str_short()
+    return aval.str_short() + ("~" if aval.weak_type else "")
 
 
+@functools.lru_cache(maxsize=4096)
 def _unshaped(aval):
-    return dtypes.short_name(aval.dtype)
+    return dtypes.short_name(aval.dtype) + ("~" if aval.weak_type else "")
 
 
 class _Numbering:
@@ -82,8 +86,7 @@ class _Writer:
 
     def operands(self, xs):
         return ",".join(f"{self.name(x) if hasattr(x, 'name') else repr(x.value)}:"
-                        f"{self.type_name(x.aval)}{'~' if x.aval.weak_type else ''}"
-                        for x in xs)
+                        f"{self.type_name(x.aval)}" for x in xs)
 
     def param(self, value):
         if type(value) in (tuple, list):
