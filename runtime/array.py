@@ -174,6 +174,15 @@ class Array(ArrayMethods):
     def block_until_ready(self):
         return self
 
+    def delete(self):
+        """Release this array's buffer (JAX's `Array.delete`); any later use raises. A jitted
+        function deletes the arguments whose buffers it took over (`donate_argnums`)."""
+        if not self.is_deleted():
+            self._value = _Deleted(self._value)
+
+    def is_deleted(self):
+        return type(self._value) is _Deleted
+
     def copy_to_host_async(self):
         return None
 
@@ -232,6 +241,8 @@ class Array(ArrayMethods):
 
     def __repr__(self):
         v = self._value
+        if type(v) is _Deleted:
+            return f"Array(<deleted: {v.what}>)"
         dtype_str = f"dtype={v.dtype.name}" + (", weak_type=True" if self.weak_type else "")
         width = np.get_printoptions()["linewidth"]
         if v.size == 0:
@@ -254,6 +265,22 @@ class Array(ArrayMethods):
 
     def __deepcopy__(self, memo):
         return self
+
+class _Deleted:
+    """The `_value` of a deleted Array: reading anything of it raises JAX's error."""
+    __slots__ = ("what",)
+
+    def __init__(self, value):
+        self.what = f"{value.dtype.name}[{','.join(map(str, value.shape))}]"
+
+    def __getattr__(self, name):
+        raise RuntimeError(f"Array has been deleted with shape={self.what}. It was donated to "
+                           f"a jitted function (donate_argnums / donate_argnames), which "
+                           f"reused its buffer: use that function's result instead.")
+
+    def __array__(self, *args, **kwargs):
+        return self.__getattr__("__array__")
+
 
 def _rebuild(value, weak):
     return _wrap(value, weak)

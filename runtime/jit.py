@@ -23,18 +23,28 @@ specialiser's state is per thread (builder.STATE, specialise._STATE), a function
 specialisations are made while holding its lock (threads calling it first at once compile it
 once; different functions specialise side by side), and calling an existing specialisation
 takes no lock.
+
+Donation (`donate_argnums` / `donate_argnames`, JAX's): the LLVM backend may compute an output
+of a donated argument's shape and dtype in that argument's buffer (updated in place). The
+argument must not be used afterwards: a donated kiln Array whose buffer was taken over is
+deleted after the call (using it raises, as in JAX). Only a buffer nothing else uses is taken
+over (reference counts: no other Array, NumPy view or reference); otherwise, and for NumPy
+arrays and Python numbers, the code works on a copy. A donation no output can use warns
+("Some donated buffers were not usable") and leaves the argument alone.
 """
 import contextlib
 import functools
 import inspect
 import logging
 import os
+import sys
+import warnings
 import threading
 
 import numpy as np
 
 from .array import Array, to_array
-from .tree_util import tree_flatten, tree_unflatten
+from .tree_util import tree_flatten, tree_unflatten, tree_map
 from .compiler.ir.abstract import ShapedArray
 from . import fastcall
 from . import tracer as _tracer  # noqa: F401  (installs the Tracer type in the builder)
@@ -85,7 +95,9 @@ def _leaf_aval(x, where):
                     f"static_argnames.")
 
 
-def _normalize_static(fun, static_argnums, static_argnames):
+def _normalize_static(fun, static_argnums, static_argnames, what="static"):
+    """(argument positions, names, the positional parameters' names) of `what` ("static" or
+    "donate") arguments, each implied by the other as in JAX."""
     nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums or ())
     names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames or ())
     try:
@@ -95,24 +107,24 @@ def _normalize_static(fun, static_argnums, static_argnames):
     positional = [p.name for p in params or () if p.kind in (p.POSITIONAL_ONLY,
                                                              p.POSITIONAL_OR_KEYWORD)]
     if params is not None:
-        _validate_static(params, positional, nums, names)
+        _validate_static(params, positional, nums, names, what)
     # As in JAX: static_argnums imply the matching names and vice versa.
     names = set(names) | {positional[n] for n in nums if -len(positional) <= n < len(positional)}
     nums = set(nums) | {positional.index(n) for n in names if n in positional}
     return nums, frozenset(names), positional
 
 
-def _validate_static(params, positional, nums, names):
-    """JAX's checks, at `jit` time: static arguments the function cannot take."""
+def _validate_static(params, positional, nums, names, what):
+    """JAX's checks, at `jit` time: static (or donated) arguments the function cannot take."""
     kinds = {p.kind for p in params}
     n = len(positional)
     if inspect.Parameter.VAR_POSITIONAL not in kinds and any(not -n <= i < n for i in nums):
-        raise ValueError(f"Jitted function has static_argnums={nums}, but only accepts {n} "
+        raise ValueError(f"Jitted function has {what}_argnums={nums}, but only accepts {n} "
                          f"positional arguments.")
     keywords = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     invalid = set(names) - keywords
     if inspect.Parameter.VAR_KEYWORD not in kinds and invalid:
-        raise ValueError(f"Jitted function has invalid argnames {invalid} in static_argnames. "
+        raise ValueError(f"Jitted function has invalid argnames {invalid} in {what}_argnames. "
                          f"Function does not take these args.")
 
 
@@ -129,7 +141,7 @@ def wrap_outputs(values, weak_types):
 
 class _Entry:
     __slots__ = ("function", "ssa", "executable", "out_tree", "out_weak", "consts", "guards",
-                 "in_avals")
+                 "in_avals", "held")   # held: donated inputs whose buffers become outputs
 
     def guards_ok(self):
         return self.changed_global() is None
@@ -174,6 +186,8 @@ class Jitted:
             else (donate_argnums,)
         self.donate_argnames = tuple(donate_argnames) if not isinstance(donate_argnames, str) \
             else (donate_argnames,)
+        self._donate_nums, self._donate_names, _ = _normalize_static(
+            fun, self.donate_argnums, self.donate_argnames, "donate")
         self._explicit_backend = backend is not None
         self._backend = _BACKENDS.get(backend or os.environ.get("KILN_BACKEND") or "cpu")
         if self._backend is None:
@@ -207,6 +221,8 @@ class Jitted:
                 return out
         key, dyn_values, _ = self._signature(args, kwargs)
         entry = self._entry(key, args, kwargs)
+        if entry.held:
+            return _run_donating(entry, self._leaves(args, kwargs), dyn_values)
         if fastcall.eligible(args, kwargs, self._static_nums, self._static_names,
                              entry.executable):
             self._fast = fastcall.FastCall(entry, args, wrap_outputs)
@@ -265,6 +281,23 @@ class Jitted:
         outs = entry.executable(*dyn_values, *entry.consts)
         return tree_unflatten(entry.out_tree, wrap_outputs(outs, entry.out_weak))
 
+    def _leaves(self, args, kwargs):
+        _, dyn_args, dyn_kwargs = self._split(args, kwargs)
+        return tree_flatten((tuple(dyn_args), dyn_kwargs))[0]
+
+    def _donated_leaves(self, args, kwargs):
+        """The flat indices of the dynamic leaves that `donate_argnums` / `donate_argnames`
+        donate."""
+        nums, names = self._donate_nums, self._donate_names
+        if not (nums or names):
+            return ()
+        nargs = len(args)
+        mask = [tree_map(lambda _: i in nums or (i - nargs) in nums, a)
+                for i, a in enumerate(args)]
+        masked = {k: tree_map(lambda _: k in names, v) for k, v in kwargs.items()}
+        leaves = self._leaves(mask, masked)
+        return tuple(i for i, donated in enumerate(leaves) if donated)
+
     # ------------------------------------------------------------------ specialising
     def _miss_reason(self, key, previous):
         if previous is not None:
@@ -318,7 +351,8 @@ class Jitted:
         if _log_compiles():
             logger.warning("kiln: compiling %s (%s)", self.__name__, reason)
         fn, out_tree, consts, guards = self._trace(args, kwargs)
-        ssa, executable = self._compile(fn)
+        donated = self._donated_leaves(args, kwargs)
+        ssa, executable = self._compile(fn, donated=donated)
         entry = _Entry()
         entry.function = fn
         entry.ssa = ssa
@@ -328,17 +362,22 @@ class Jitted:
         entry.consts = consts
         entry.guards = list({(id(g[0]), g[1]): g for g in guards}.values())  # one per name
         entry.in_avals = key[1]
+        entry.held = sorted(set(getattr(executable, "held", {}).values()))
+        _warn_unusable(donated, entry)
         self._cache[key] = entry
         return entry
 
-    def _compile(self, fn, backend=None):
-        """(the SSA after the backend's pipeline, its executable). Without an explicit
-        `backend=`, a function the LLVM backend cannot lower yet (complex numbers) runs on the
-        reference backend instead, logged under KILN_LOG_COMPILES."""
+    def _compile(self, fn, backend=None, donated=()):
+        """(the SSA after the backend's pipeline, its executable; the LLVM backend may
+        overwrite the `donated` inputs). Without an explicit `backend=`, a function the LLVM
+        backend cannot lower yet (complex numbers) runs on the reference backend instead,
+        logged under KILN_LOG_COMPILES."""
         from .compiler import passes
         backend = backend or self._backend
         ssa = passes.run_pipeline(fn, dump_name=fn.name, pipeline=passes.PIPELINES[backend])
         try:
+            if backend == "llvm":
+                return ssa, _backend_compiler(backend)(ssa, donated=donated)
             return ssa, _backend_compiler(backend)(ssa)
         except BackendUnsupportedError as e:
             if self._explicit_backend or backend == "reference":
@@ -382,6 +421,53 @@ def _check_outputs(name, out):
                             f"pytrees of them")
 
 
+def _run_donating(entry, leaves, values):
+    """A call whose compiled code overwrites donated inputs (`entry.held`) and returns their
+    buffers as outputs: an Array's own buffer when nothing else uses it (`_sole_buffer`), else
+    a copy; the donated Arrays are deleted afterwards, as in JAX."""
+    donors = []
+    for i in entry.held:
+        leaf, value = leaves[i], values[i]
+        values[i] = None   # references count in `_sole_buffer`: this frame must hold none
+        if type(leaf) is Array:
+            del value
+            donors.append(leaf)
+            values[i] = leaf._value if _sole_buffer(leaf) else np.array(leaf._value, order="C")
+        else:
+            values[i] = np.array(value, order="C")
+    out = Jitted._run(None, entry, values)
+    for a in donors:
+        a.delete()
+    return out
+
+
+def _sole_buffer(array):
+    """Whether nothing but `array` uses its NumPy buffer (no other Array, NumPy view or
+    reference to it: CPython's reference counts), so that compiled code may overwrite it.
+    A buffer of the memory pool (memory.py) is a view of a token array over the pool's
+    block: the token must have no other view either."""
+    v = array._value
+    if type(v) is not np.ndarray or not v.flags.writeable or sys.getrefcount(v) > _SOLE:
+        return False
+    base = v.base
+    if base is None:
+        return True
+    return type(base) is np.ndarray and not isinstance(base.base, (np.ndarray, type(None))) \
+        and sys.getrefcount(base) <= _SOLE
+
+
+_SOLE = 3   # references to a buffer nothing else uses: its holder, a local, getrefcount's
+
+
+def _warn_unusable(donated, entry):
+    """JAX's warning for donated inputs no output could take over."""
+    unused = [i for i in donated if i not in entry.held]
+    if unused and hasattr(entry.executable, "held"):
+        avals = ", ".join(entry.in_avals[i].str_short() for i in unused)
+        warnings.warn(f"Some donated buffers were not usable: {avals} (no output of the same "
+                      f"shape and dtype could be computed in their place).", stacklevel=6)
+
+
 def _show(aval, other):
     """`f32[3]`, with `{weak}` where the weak type is what differs from `other`."""
     return str(aval) if aval.weak_type != other.weak_type else aval.str_short()
@@ -406,8 +492,8 @@ def _arg_hints(positional, dyn_args, dyn_kwargs, statics):
         base = names[i] if i < len(names) else f"arg{i}"
         for path, _ in tree_flatten_with_path(arg)[0]:
             hints.append("_".join([base] + [_key_text(k) for k in path]))
-    for k, v in dyn_kwargs.items():
-        for path, _ in tree_flatten_with_path(v)[0]:
+    for k in sorted(dyn_kwargs):   # in the order of the leaves: pytree dicts sort their keys
+        for path, _ in tree_flatten_with_path(dyn_kwargs[k])[0]:
             hints.append("_".join([k] + [_key_text(p) for p in path]))
     return hints
 
@@ -454,7 +540,10 @@ class Compiled:
             raise TypeError(f"this executable was compiled for arguments of types "
                             f"{show(self._entry.in_avals)} but is called with {show(avals)}; "
                             f"call the jitted function instead to compile for new types")
-        return Jitted._run(None, self._entry, [v for _, v in pairs])
+        values = [v for _, v in pairs]
+        if self._entry.held:   # `pairs` holds the buffers too: donated ones are copied
+            return _run_donating(self._entry, leaves, values)
+        return Jitted._run(None, self._entry, values)
 
 
 def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
@@ -464,7 +553,8 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
         return functools.partial(jit, static_argnums=static_argnums,
                                  static_argnames=static_argnames, donate_argnums=donate_argnums,
                                  donate_argnames=donate_argnames, backend=backend)
-    if isinstance(fun, Jitted) and not (static_argnums or static_argnames):
+    if isinstance(fun, Jitted) and not (static_argnums or static_argnames or donate_argnums
+                                        or donate_argnames):
         return fun
     return Jitted(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
                   backend, inline, keep_unused)

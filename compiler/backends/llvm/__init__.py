@@ -1,7 +1,8 @@
 """The LLVM CPU backend: one native entry point per specialised function, through llvmlite.
 
-    compile_function(fn) -> Executable   (call it on NumPy arrays; `as_text("llvm" |
-                                          "llvm-unoptimized" | "asm")`)
+    compile_function(fn, donated=()) -> Executable
+        (call it on NumPy arrays; `as_text("llvm" | "llvm-unoptimized" | "asm")`; `donated`:
+        indices of inputs it may overwrite and return as outputs, `Executable.held`)
 
 Pipeline: `codegen` plans where every value lives (outputs in place, temporaries in one
 workspace reused by liveness, reshapes as aliases) and emits an `llvmlite.ir` module whose entry
@@ -16,6 +17,6 @@ compilation for the CPU, so llvmlite loads only then.
 """
 
 
-def compile_function(fn):
+def compile_function(fn, donated=()):
     from .executable import compile_function as compile_
-    return compile_(fn)
+    return compile_(fn, donated)

@@ -13,6 +13,17 @@ top-level function lives:
 - a result that a function output is, in that output buffer (computed in place, no copy);
 - a value of an `aliasing` equation (reshape, squeeze, bitcast: the same bytes read another
   way) in its operand's storage;
+- in place: a result that an equation may compute in the storage of one of its operands
+  (`inplace(eqn)`: dynamic_update_slice and scatter update their operand, an elementwise
+  fusion writes over an input it reads element by element) takes that storage when nothing
+  reads the operand (or anything sharing its storage) afterwards: a temporary updated in a
+  loop is never copied. A temporary whose in-place result is an output is computed in the
+  output buffer from the start;
+- donated inputs (`donated`: {input: outputs it may become}; jit's `donate_argnums`, a loop's
+  carries) may be written in place the same way when the result ends up as an output the
+  input may hold, and an output computed after the last read of such an input is computed in
+  its buffer; `Plan.held` {output: input} tells the caller which input buffers are returned
+  as outputs;
 - every other value in the workspace, one buffer given to the entry point per call. Offsets
   come from a linear scan over the equations with a first-fit free list: a value's block is
   freed after the last equation that reads it (or any alias of it), so dead temporaries'
@@ -84,39 +95,168 @@ def nbytes(aval):
 # ------------------------------------------------------------------------- storage plan
 
 class Plan:
-    """`where[var]`: ("in", i) | ("out", j) | ("ws", byte offset) | ("alias", var);
-    `copies`: (output index, operand) pairs filled at the end; `scratch[eqn]`: the byte
-    offset of an equation's scratch space; `workspace`: bytes."""
-    __slots__ = ("where", "copies", "scratch", "workspace")
+    """`where[var]`: ("in", i) | ("out", j) | ("ws", byte offset) | ("alias", var) |
+    ("share", var) (computed in place: the storage of `var`, see `plan_storage`); `copies`:
+    (output index, operand) pairs filled at the end; `scratch[eqn]`: the byte offset of an
+    equation's scratch space; `workspace`: bytes; `held`: {output j: input i} for outputs that
+    live in a donated input's buffer (the code overwrites input i, and the caller returns
+    that buffer as output j)."""
+    __slots__ = ("where", "copies", "scratch", "workspace", "held", "written")
+
+    def location(self, v):
+        """Where the storage of `v` is: ("in", i), ("out", j) or ("ws", offset)."""
+        return self.where[root(self.where, v)]
 
 
-def plan_storage(fn, aliasing, scratch=lambda eqn: 0):
+def no_inplace(eqn):
+    return ()
+
+
+def plan_storage(fn, aliasing, scratch=lambda eqn: 0, inplace=no_inplace, donated=None):
     """Storage of every value of `fn` (see the module docstring). `aliasing(eqn)` says whether
     an equation's single result may share its operand's storage; `scratch(eqn)` how many
-    workspace bytes it needs while it runs."""
-    plan = Plan()
+    workspace bytes it needs while it runs; `inplace(eqn)`: (result j, operand i) pairs it may
+    compute in place; `donated`: {input i: the output indices whose buffer input i may
+    become}. A donated input the code would overwrite without holding an output in the end is
+    planned again as not donated."""
+    donated = dict(donated or {})
+    while True:
+        plan = _plan(fn, aliasing, scratch, inplace, donated)
+        unused = plan.written - set(plan.held.values())
+        if not unused:
+            return plan
+        for i in unused:
+            del donated[i]
+
+
+def _plan(fn, aliasing, scratch, inplace, donated):
     where = {v: ("in", i) for i, v in enumerate(fn.invars)}
     producers = {v: e for e in fn.eqns for v in e.outvars}
-    copies = []
+    places = _Places(fn, where, donated)
     for j, v in enumerate(fn.outvars):
         if isinstance(v, Var) and v in producers and v not in where:
             where[v] = ("out", j)
-        else:
-            copies.append((j, v))
+        elif not places.return_input(j, v):
+            places.copies.append((j, v))
     for eqn in fn.eqns:
         src = eqn.invars[0] if eqn.invars else None
         if aliasing(eqn) and isinstance(src, Var) and eqn.outvars[0] not in where:
             where[eqn.outvars[0]] = ("alias", src)
+    places.group()
+    for k, eqn in enumerate(fn.eqns):
+        for j, i in inplace(eqn):
+            places.update_in_place(k, eqn, j, i)
+    places.outputs_into_dead_inputs(producers)
+    plan = Plan()
     plan.where = where
-    plan.copies = copies
+    plan.copies = places.copies
+    plan.held = places.held
+    plan.written = places.written
     plan.scratch = {}
     plan.workspace = _assign_workspace(fn, where, scratch, plan.scratch)
     return plan
 
 
+class _Places:
+    """The in-place part of planning (`_plan`): values computed in the storage of an operand
+    that dies at their equation, and outputs computed in donated inputs.
+
+    A *class* is the values sharing one storage (a root, its aliases and in-place results):
+    `members[root]`. An equation's result j may take operand i's storage when no member of the
+    operand's class is read after the equation, no other operand of it is in that class, and
+    the storage may be written: a temporary (the result then lives there: ("share", operand)),
+    or, when the result is output j', a temporary placed in output j' from its start, or a
+    donated input allowed to hold output j' (then `held[j'] = i`)."""
+
+    def __init__(self, fn, where, donated):
+        self.fn = fn
+        self.where = where
+        self.donated = donated
+        self.copies = []
+        self.held = {}
+        self.written = set()
+        self.started = set()   # outputs a temporary was placed in
+        self.last = {}
+        for k, eqn in enumerate(fn.eqns):
+            for x in eqn.invars:
+                if isinstance(x, Var):
+                    self.last[x] = k
+        for v in fn.outvars:
+            if isinstance(v, Var):
+                self.last[v] = len(fn.eqns)
+
+    def may_hold(self, i, j):
+        return j in self.donated.get(i, ()) and i not in self.held.values()
+
+    def return_input(self, j, v):
+        """Output j is input v itself: held in place when v is donated for it."""
+        spot = self.where.get(v) if isinstance(v, Var) else None
+        if spot is None or spot[0] != "in" or not self.may_hold(spot[1], j):
+            return False
+        self.held[j] = spot[1]
+        return True
+
+    def group(self):
+        self.members = {}
+        for v in list(self.fn.invars) + [v for e in self.fn.eqns for v in e.outvars]:
+            self.members.setdefault(root(self.where, v), []).append(v)
+
+    def dies_at(self, r, k):
+        return max((self.last.get(m, -1) for m in self.members[r]), default=-1) <= k
+
+    def update_in_place(self, k, eqn, j, i):
+        """Result j of equation k in the storage of its operand i, where allowed."""
+        x, y = eqn.invars[i], eqn.outvars[j]
+        spot_y = self.where.get(y)
+        if not isinstance(x, Var) or (spot_y is not None and spot_y[0] != "out"):
+            return
+        r = root(self.where, x)
+        others = [o for n, o in enumerate(eqn.invars) if n != i and isinstance(o, Var)] + \
+            [o for o in eqn.outvars if o is not y]    # one result per operand
+        if not self.dies_at(r, k) or any(root(self.where, o) is r for o in others):
+            return
+        output = None if spot_y is None else spot_y[1]
+        if output in self.started:   # another temporary lives in that output already
+            return
+        spot = self.where.get(r)
+        if spot is None and output is not None:    # the temporary starts in output j'
+            self.where[r] = ("out", output)
+            self.started.add(output)
+        elif spot is None:
+            self.link(y, x)
+        elif spot[0] == "in" and spot[1] in self.donated and (
+                output is None or self.may_hold(spot[1], output)):
+            self.link(y, x)
+            self.written.add(spot[1])
+            if output is not None:
+                self.held[output] = spot[1]
+
+    def link(self, y, x):
+        self.where[y] = ("share", x)
+        self.members[root(self.where, x)] += self.members.pop(y, [y])
+
+    def outputs_into_dead_inputs(self, producers):
+        """An output whose computation starts after every read of a donated input allowed to
+        hold it is computed in that input's buffer."""
+        eqn_index = {e: k for k, e in enumerate(self.fn.eqns)}
+        for j, v in enumerate(self.fn.outvars):
+            if self.where.get(v) != ("out", j):
+                continue
+            placed = [u for u, spot in self.where.items() if spot == ("out", j)]
+            start = min(eqn_index[producers[u]] for u in placed)
+            for i, x in enumerate(self.fn.invars):
+                if self.may_hold(i, j) and i not in self.written and \
+                        self.dies_at(root(self.where, x), start - 1):
+                    for u in placed:
+                        self.where[u] = ("share", x)
+                    self.written.add(i)
+                    self.held[j] = i
+                    break
+
+
 def root(where, v):
-    """The value whose storage `v` uses (following aliases)."""
-    while where.get(v, ("",))[0] == "alias":
+    """The value whose storage `v` uses (following aliases and in-place results)."""
+    while where.get(v, ("",))[0] in ("alias", "share"):
         v = where[v][1]
     return v
 

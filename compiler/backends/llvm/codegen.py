@@ -98,17 +98,20 @@ def build(fn):
     return modules[0], plan
 
 
-def build_parts(fn, parts):
+def build_parts(fn, parts, donated=None):
     """([llvmlite ir.Module], storage Plan) of the SSA function `fn`, its kernels spread over
     up to `parts` modules that LLVM can compile at once on several threads: the first holds
-    `kiln_main`, which calls the kernels of the others by name (see `_Entry.part`)."""
+    `kiln_main`, which calls the kernels of the others by name (see `_Entry.part`).
+    `donated`: {input: outputs whose buffer it may become} (buffers.plan_storage)."""
     for x in fn.invars + fn.outvars:
         if isinstance(x, Var) and x.aval.dtype.kind == "O":
             raise T.unsupported(f"a tape argument or result of {fn.name}", x.aval.dtype)
     for eqn in fn.eqns:
         check_lowerable(eqn)
-    plan = plan_function(fn)
-    entry = _Entry(_module(module_name(fn, key_text(fn))), fn, plan, parts)
+    plan = plan_function(fn, donated)
+    text = key_text(fn) + (f"\ndonated {sorted((i, sorted(js)) for i, js in donated.items())}"
+                           if donated else "")
+    entry = _Entry(_module(module_name(fn, text)), fn, plan, parts)
     entry.emit()
     return entry.parts, plan
 
@@ -119,9 +122,16 @@ def _module(name):
     return module
 
 
-def plan_function(fn):
-    """The storage plan of a function or region."""
-    return plan_storage(fn, lower_structural.aliasing, scratch_bytes)
+def plan_function(fn, donated=None):
+    """The storage plan of a function or region; `donated`: {input: the outputs whose buffer it
+    may become} (buffers.plan_storage)."""
+    return plan_storage(fn, lower_structural.aliasing, scratch_bytes, inplace_pairs, donated)
+
+
+def inplace_pairs(eqn):
+    """(result, operand) pairs `eqn` may compute in place: `rules["llvm_inplace"](eqn)`."""
+    rule = eqn.prim.rules.get("llvm_inplace")
+    return () if rule is None else rule(eqn)
 
 
 def scratch_bytes(eqn):
@@ -187,9 +197,20 @@ class _Entry:
             return Buffer(self.pointers[where], x.aval)
         if kind == "out":
             return Buffer(self.pointers[self.n + where], x.aval)
-        if kind == "alias":
+        if kind in ("alias", "share"):
             return Buffer(self.buffer(where).ptr, x.aval)
         return Buffer(self.workspace(where), x.aval)
+
+    def shared_buffer(self, x, shared):
+        """`buffer(x)`, one Buffer per storage and type within an equation: a result computed
+        in place (buffers.plan_storage) is its operand's Buffer, and the kernel gets one
+        pointer for both."""
+        if isinstance(x, Literal):
+            return self.buffer(x)
+        key = (self.plan.location(x), x.aval.shape, x.aval.dtype)
+        if key not in shared:
+            shared[key] = self.buffer(x)
+        return shared[key]
 
     def workspace(self, offset):
         ws = self.pointers[-1]
@@ -212,10 +233,11 @@ class _Entry:
             self.copy(Buffer(self.pointers[self.n + j], x.aval), self.buffer(x))
 
     def kernel(self, eqn, k):
-        outs = [self.buffer(v) for v in eqn.outvars]
-        ins = [self.buffer(x) for x in eqn.invars]
-        pairs = [(buf, x) for buf, x in zip(outs + ins, eqn.outvars + eqn.invars)
-                 if buf.const is None]
+        shared = {}
+        outs = [self.shared_buffer(v, shared) for v in eqn.outvars]
+        ins = [self.shared_buffer(x, shared) for x in eqn.invars]
+        pairs = list({id(buf): (buf, x) for buf, x in zip(outs + ins, eqn.outvars + eqn.invars)
+                      if buf.const is None}.values())
         extras = {}
         if eqn in self.plan.scratch:
             extras["scratch"] = self.workspace(self.plan.scratch[eqn])
@@ -223,7 +245,7 @@ class _Entry:
             extras["arena"] = self.arena
         text, size = self.keys[eqn]
         kernels = _KERNELS.setdefault(self.module, {})
-        key = (self.INLINE_KERNELS, text, tuple(extras))
+        key = (self.INLINE_KERNELS, text, tuple(extras), _sharing(outs + ins))
         fn = kernels.get(key)
         if fn is None:
             fn = kernels[key] = self.callable(
@@ -300,6 +322,13 @@ class _Entry:
                       ret=T.VOID, overloads=[T.PTR, T.PTR, T.I64])
 
 
+def _sharing(buffers):
+    """Which of an equation's buffers are one (computed in place): for each, the position of
+    the first with its Buffer. Part of a kernel's key: it decides the kernel's parameters."""
+    first = {}
+    return tuple(first.setdefault(id(b), n) for n, b in enumerate(buffers))
+
+
 def _kernel_keys(eqns):
     """{eqn: (structure text, size)} for the kernels of `eqns`. Flat elementwise equations
     (lower_fused.flat_size) alike up to shapes, two of which differ in size, share a kernel
@@ -373,7 +402,11 @@ class _Region(_Entry):
     """A region of structured control flow as an internal function of the module (see
     lower_control.py): `void region(ptr in..., ptr out..., ptr workspace [, ptr arena])`, its
     equations emitted like the entry point's, except that its kernels, run on every trip of
-    a loop, are inlined and optimised with the region."""
+    a loop, are inlined and optimised with the region. Its pointer parameters are not
+    `noalias` (its kernels' are): a loop hands one trip's outputs to the next trip as inputs,
+    and with both levels' alias scopes inlined into the loop, LLVM forwarded a value stored
+    by one trip past a later store of the same trip into the next trip's load (carries that
+    swap places came out one trip stale)."""
     INLINE_KERNELS = True
 
     def __init__(self, module, fn, plan, name, arena):
@@ -389,8 +422,7 @@ class _Region(_Entry):
         self.function.attributes.add("nounwind")
         names = [v.name for v in fn.invars] + [f"out{j}" for j in range(m)] + ["workspace"]
         for arg, arg_name in zip(self.function.args, names):
-            arg.name = arg_name
-            arg.add_attribute("noalias")
+            arg.name = arg_name   # not `noalias`: see the class docstring
         self.pointers = list(self.function.args[:n + m + 1])
         self.n = n
         self.arena = self.function.args[-1] if arena else None
@@ -411,7 +443,7 @@ class RegionFunction:
         self.region = region   # keeps the Function alive while its id keys the cache
 
 
-_REGIONS = weakref.WeakKeyDictionary()   # ir.Module -> {(id(fn), keep): RegionFunction}
+_REGIONS = weakref.WeakKeyDictionary()  # ir.Module -> {(id(fn), keep, donated): RegionFunction}
 _KERNELS = weakref.WeakKeyDictionary()   # ir.Module -> {(structure text, extras): ir.Function}
 
 
@@ -422,17 +454,18 @@ def restrict(fn, keep):
     return Function(fn.name, fn.invars, fn.eqns, [fn.outvars[j] for j in keep])
 
 
-def region_function(module, fn, keep=None):
-    """The internal function of region `fn` (its outputs `keep` only), emitted once per
-    module."""
+def region_function(module, fn, keep=None, donated=()):
+    """The internal function of region `fn` (its outputs `keep` only; `donated`: (input,
+    output) pairs it computes in place, a loop's carries), emitted once per module."""
     if keep is not None and tuple(keep) == tuple(range(len(fn.outvars))):
         keep = None
     cache = _REGIONS.setdefault(module, {})
-    hit = cache.get((id(fn), keep))
+    hit = cache.get((id(fn), keep, donated))
     if hit is None:
         region = restrict(fn, keep)
         arena = lower_tapes.uses_arena(region)
-        emitter = _Region(module, region, plan_function(region), f"region.{fn.name}", arena)
+        plan = plan_function(region, {i: {j} for i, j in donated})
+        emitter = _Region(module, region, plan, f"region.{fn.name}", arena)
         emitter.emit()
-        hit = cache[(id(fn), keep)] = RegionFunction(emitter.function, arena, fn)
+        hit = cache[(id(fn), keep, donated)] = RegionFunction(emitter.function, arena, fn)
     return hit

@@ -36,6 +36,12 @@ expected dtype and shape, nothing has run: the inputs go through `np.require` (C
 aligned), their addresses into a ctypes pointer array, and `kiln_main` is called. `call_exact` is the first half alone (None on a mismatch), for `kiln.jit`'s fast
 path. ctypes releases the GIL during either call, so several Python threads run compiled
 code at once; each call has its own outputs, workspace and pointer array.
+
+Donation (`compile_function(fn, donated)`, jit's `donate_argnums`): the storage plan may
+compute an output in a donated input's buffer (`Executable.held`: {output: input}); such an
+output is not allocated, the call hands that input's array to the code, which overwrites it,
+and returns it as the output (a copy first when it is not a writable C-contiguous array of
+the expected type). Donation is part of the cache key and of the module's name.
 """
 import ctypes
 import math
@@ -69,11 +75,13 @@ class Native:
     """Native code of one SSA function in the JIT. Its texts are built on first request (by
     compiling the function again: keeping LLVM modules around would cost far more memory)."""
 
-    def __init__(self, fn, loaded, workspace, parts=1):
+    def __init__(self, fn, loaded, workspace, parts=1, donated=(), held=None):
         self.function = fn
         self.loaded = loaded
         self.workspace = workspace
         self.parts = parts   # the modules its code came from
+        self.donated = donated
+        self.held = held or {}   # {output: donated input whose buffer becomes it}
         self._texts = {}
 
     def text(self, level):
@@ -83,7 +91,7 @@ class Native:
             return self._texts[level]
 
     def _make(self, level):
-        modules = _build_parts(self.function, self.parts)[0]
+        modules = _build_parts(self.function, self.parts, self.donated)[0]
         if level == "llvm-unoptimized":
             return "\n".join(map(str, modules))
         opt = opt_level(self.function)
@@ -93,9 +101,10 @@ class Native:
 
 
 class Executable:
-    def __init__(self, fn):
+    def __init__(self, fn, donated=()):
         self.function = fn
-        self.native = native_code(fn)
+        self.native = native_code(fn, tuple(sorted(donated)))
+        self.held = self.native.held
         loaded = self.native.loaded
         self.name = loaded.name
         self._entry = _ENTRY_TYPE(loaded.entry)
@@ -104,7 +113,7 @@ class Executable:
                                              len(fn.outvars), self.native.workspace)
         self._inputs = [(np.dtype(v.aval.dtype), tuple(v.aval.shape)) for v in fn.invars]
         self._outs = [_allocator(tuple(v.aval.shape), np.dtype(v.aval.dtype))
-                      for v in fn.outvars]
+                      if j not in self.held else _none for j, v in enumerate(fn.outvars)]
         workspace = self.native.workspace
         self._workspace = _allocator((workspace,), np.dtype(np.uint8)) if workspace else _none
         self._slots = ctypes.c_void_p * (len(fn.invars) + len(fn.outvars) + 1)
@@ -112,6 +121,8 @@ class Executable:
 
     def __call__(self, *args):
         outs = [make() for make in self._outs]
+        if self.held:
+            args = self._hand_over(args, outs)
         workspace = self._workspace()
         status = self._call_fast(args, outs, workspace) if self._fast is not None else None
         if status is None:
@@ -131,6 +142,22 @@ class Executable:
         if status:
             raise self._failure(status)
         return None if status is None else outs
+
+    def _hand_over(self, args, outs):
+        """`args` with each input in `held` as the buffer the code overwrites and returns as
+        its output: the input itself when it already is a writable C-contiguous array of the
+        expected type, else a copy (the caller must own the inputs it donates: kiln.jit
+        passes a copy of any it cannot prove nothing else uses)."""
+        args = list(args)
+        for j, i in self.held.items():
+            dtype, shape = self._inputs[i]
+            a = args[i]
+            if not (type(a) is np.ndarray and a.dtype == dtype and a.shape == shape
+                    and a.flags.c_contiguous and a.flags.aligned and a.flags.writeable):
+                a = _allocator(shape, dtype)()
+                np.copyto(a, args[i], casting="unsafe")
+            args[i] = outs[j] = a
+        return tuple(args)
 
     def _call_fast(self, args, outs, workspace):
         """kiln_dispatch's status, or None when an input is not in the exact expected form."""
@@ -163,8 +190,10 @@ class Executable:
         return self.native.text(level)
 
 
-def compile_function(fn):
-    return Executable(fn)
+def compile_function(fn, donated=()):
+    """The Executable of SSA function `fn`; `donated`: indices of inputs whose buffers the code
+    may overwrite and return as outputs of the same type (`Executable.held`)."""
+    return Executable(fn, donated)
 
 
 def _contiguous(a, dtype, shape):
@@ -192,27 +221,46 @@ _LOADED = {}   # cache key -> Native
 _COMPILING = threading.Lock()
 
 
-def cache_key(fn):
-    """The disk cache key of SSA function `fn` compiled for this host."""
+def cache_key(fn, donated=()):
+    """The disk cache key of SSA function `fn` compiled for this host (with its inputs
+    `donated`)."""
     cpu, features = target.host_cpu()
-    return disk_cache.key(key_text(fn), target.triple(), cpu, features, str(opt_level(fn)))
+    return disk_cache.key(key_text(fn), target.triple(), cpu, features, str(opt_level(fn)),
+                          str(donated))
 
 
-def native_code(fn):
-    """The Native code of SSA function `fn`: loaded before, from the disk cache, or compiled
-    now (see the module docstring)."""
-    key = cache_key(fn)
+def native_code(fn, donated=()):
+    """The Native code of SSA function `fn` with its inputs `donated`: loaded before, from the
+    disk cache, or compiled now (see the module docstring)."""
+    key = cache_key(fn, donated)
     native = _LOADED.get(key)
     if native is None:
         with _COMPILING:
             native = _LOADED.get(key)
             if native is None:
-                native = _from_disk(fn, key) or _compile(fn, key)
+                native = _from_disk(fn, key, donated) or _compile(fn, key, donated)
                 _LOADED[key] = native
     return native
 
 
-def _from_disk(fn, key):
+def donation(fn, donated):
+    """{input: the outputs of its type} for the `donated` inputs of `fn`
+    (buffers.plan_storage's `donated`)."""
+    types = [(v.aval.shape, v.aval.dtype) for v in fn.outvars]
+    return {i: {j for j, t in enumerate(types)
+                if t == (fn.invars[i].aval.shape, fn.invars[i].aval.dtype)} for i in donated}
+
+
+def _held(fn, donated):
+    """The storage plan's `held` outputs (from the code generator's plan: a disk cache hit
+    with donated inputs plans again)."""
+    if not donated:
+        return {}
+    from . import codegen
+    return codegen.plan_function(fn, donation(fn, donated)).held
+
+
+def _from_disk(fn, key, donated):
     entry = disk_cache.load(key)
     if entry is None or len(entry) < _ENTRY_HEADER.size:
         return None
@@ -225,11 +273,11 @@ def _from_disk(fn, key):
     for size in lengths:
         objects.append(entry[start:start + size])
         start += size
-    return _load(fn, names, objects, workspace)
+    return _load(fn, names, objects, workspace, donated, _held(fn, donated))
 
 
-def _compile(fn, key):
-    modules, plan = _build_parts(fn)
+def _compile(fn, key, donated):
+    modules, plan = _build_parts(fn, None, donated)
     names = [m.name for m in modules]
     with target.LOCK:
         objects = target.compile_objects(modules, opt_level(fn), _compile_threads())
@@ -237,14 +285,14 @@ def _compile(fn, key):
     disk_cache.store(key, b"".join([_ENTRY_HEADER.pack(plan.workspace, len(joined),
                                                        len(objects)), joined]
                                    + [_LENGTH.pack(len(data)) for data in objects] + objects))
-    return _load(fn, names, objects, plan.workspace)
+    return _load(fn, names, objects, plan.workspace, donated, plan.held)
 
 
-def _load(fn, names, objects, workspace):
+def _load(fn, names, objects, workspace, donated, held):
     loaded = target.load_objects(names[0], objects)
     for name in names:
         externs.bind_externs(loaded.global_address, name)
-    return Native(fn, loaded, workspace, len(names))
+    return Native(fn, loaded, workspace, len(names), donated, held)
 
 
 def _compile_threads():
@@ -282,14 +330,15 @@ def _build(fn):
     return modules[0], plan
 
 
-def _build_parts(fn, parts=None):
+def _build_parts(fn, parts=None, donated=()):
     """([module], storage plan) of `fn` from the code generator, imported here, on the first
     compilation (a disk cache hit needs none): optimised functions have their kernels spread
     over up to `parts` modules (`_compile_threads()` by default), compiled at once on as
     many threads (codegen.build_parts, target.compile_objects)."""
     from . import codegen
     quick = opt_level(fn) == target.QUICK
-    modules, plan = codegen.build_parts(fn, 1 if quick else parts or _compile_threads())
+    modules, plan = codegen.build_parts(fn, 1 if quick else parts or _compile_threads(),
+                                        donation(fn, donated))
     if quick:   # the O0 pipeline inlines these only
         for function in modules[0].functions:
             if function.linkage == "internal" and "noinline" not in function.attributes:

@@ -20,10 +20,17 @@ while_loop / scan   a loop around calls of the regions. A carry lives in two buf
           output first); after the loop the carry is copied into the output only when the last
           trip wrote the scratch buffer (or no trip ran). A carry the body returns unchanged is
           a loop constant: the region is compiled without that output and the carry is copied
-          once at the end. scan hands the body pointers into its operands (slice i of each
-          scanned operand, which is contiguous) and into its stacked outputs (slice i of each
-          y), so slices are never copied; `reverse` walks i downwards.
+          once at the end. A carry the body can update in place (its storage plan, with the
+          carry's input donated for its output, computes the new value over the old one: a
+          row set with `x.at[i].set(...)` in a fori_loop) lives in the equation's output for
+          the whole loop: its initial value is copied there once (or is there already when the
+          parent's plan computes the loop in place on it: `rules["llvm_inplace"]`) and every
+          trip updates it in place, copying nothing. scan hands the body pointers into its
+          operands (slice i of each scanned operand, which is contiguous) and into its stacked
+          outputs (slice i of each y), so slices are never copied; `reverse` walks i downwards.
 """
+import functools
+
 import llvmlite.ir as ir
 
 from ...ir.ssa import Var
@@ -46,8 +53,17 @@ def _round(n):
     return -(-n // ALIGN) * ALIGN
 
 
-def _workspace(fn, keep=None):
-    return _codegen().plan_function(_codegen().restrict(fn, keep)).workspace
+@functools.lru_cache(maxsize=256)
+def _plan(fn, keep=None, donated=()):
+    """The storage plan of region `fn` restricted to its outputs `keep`, with its inputs
+    `donated` ((input, output) pairs; cached: loops plan their bodies several times)."""
+    codegen = _codegen()
+    return codegen.plan_function(codegen.restrict(fn, keep),
+                                 {i: {j} for i, j in donated})
+
+
+def _workspace(fn, keep=None, donated=()):
+    return _plan(fn, keep, donated).workspace
 
 
 def _pointer(builder, buf):
@@ -60,9 +76,10 @@ def _pointer(builder, buf):
     return stack_slot(builder, value)
 
 
-def _call(ctx, fn, ins, outs, workspace, keep=None):
-    """Call region `fn` (only its outputs `keep`, all when None) on pointers."""
-    region = _codegen().region_function(ctx.module, fn, keep)
+def _call(ctx, fn, ins, outs, workspace, keep=None, donated=()):
+    """Call region `fn` (only its outputs `keep`, all when None; its inputs `donated` updated
+    in place) on pointers."""
+    region = _codegen().region_function(ctx.module, fn, keep, donated)
     args = list(ins) + list(outs) + [workspace]
     if region.arena:
         args.append(ctx.arena)
@@ -136,10 +153,16 @@ def _clamped_index(builder, index, n):
 # ------------------------------------------------------------------------------ carries
 
 class _Carries:
-    """The ping-pong buffers of a loop's carries (see the module docstring).
+    """The buffers of a loop's carries (see the module docstring).
 
-    `live[j]`: carry j changes in the body (it gets a scratch buffer and phis); the others are
-    loop constants. `keep`: the body's outputs compiled (live carries, then any other outputs).
+    `live[j]`: carry j changes in the body; the others are loop constants. `keep`: the body's
+    outputs compiled (live carries, then any other outputs). `inplace`: the live carries the
+    body computes in place (buffers.plan_storage with the carry's input donated for its
+    output): such a carry lives in the equation's output for the whole loop (its initial
+    value copied there first, unless the parent's plan put it there already) and the body
+    gets that one buffer as its input and its output; `donated`: those (input, output) pairs
+    in the numbering of the restricted body. The other live carries ping-pong (a scratch
+    buffer and phis: `pingpong[j]`).
     """
 
     def __init__(self, body, first, count, n_other=0):
@@ -147,38 +170,66 @@ class _Carries:
         self.live = [not (isinstance(o, Var) and o is i) for o, i in zip(outs, ins)]
         self.keep = tuple([j for j, z in enumerate(self.live) if z] +
                           list(range(count, count + n_other)))
+        candidates = tuple((first + j, pos) for pos, j in enumerate(self.keep) if j < count)
+        held = _plan(body, self.keep, candidates).held
+        self.donated = tuple((i, pos) for i, pos in candidates if pos in held)
+        self.inplace = {self.keep[pos] for _, pos in self.donated}
+        self.pingpong = [z and j not in self.inplace for j, z in enumerate(self.live)]
         self.sizes = [nbytes(v.aval) for v in ins]
         self.offsets, at = [], 0
-        for size, z in zip(self.sizes, self.live):
+        for size, z in zip(self.sizes, self.pingpong):
             self.offsets.append(at if z else None)
             at += _round(size) if z else 0
         self.bytes = at
 
     def start(self, builder, inits, outs):
-        """The carries' first read pointers (literals stored into the outputs)."""
+        """The carries' first read pointers (literals stored into the outputs, carries
+        computed in place copied there)."""
         firsts = []
-        for init, out in zip(inits, outs):
-            if init.const is None:
-                firsts.append(init.ptr)
-            else:
+        for j, (init, out) in enumerate(zip(inits, outs)):
+            if init.const is not None:
                 value = init.const
                 if init.aval.dtype.kind == "b":
                     value = builder.zext(value, T.I8)
                 builder.store(value, out.ptr)
                 firsts.append(out.ptr)
+            elif j in self.inplace:
+                if init is not out:   # not already there (codegen shares the Buffer)
+                    copy_bytes(builder, out.ptr, init.ptr, self.sizes[j])
+                firsts.append(out.ptr)
+            else:
+                firsts.append(init.ptr)
         return firsts
 
     def reads(self, firsts, current):
-        """Every carry's read pointer, given the live ones' current pointers."""
+        """Every carry's read pointer, given the ping-pong ones' current pointers."""
         it = iter(current)
-        return [next(it) if z else p for p, z in zip(firsts, self.live)]
+        return [next(it) if z else p for p, z in zip(firsts, self.pingpong)]
 
     def writes(self, ctx, current, outs):
-        """Where this trip writes each live carry: the buffer it does not read."""
+        """Where this trip writes each live carry: its output for one computed in place, else
+        the buffer it does not read."""
         b = ctx.builder
-        live = [(o, off) for o, off, z in zip(outs, self.offsets, self.live) if z]
-        return [b.select(b.icmp_unsigned("==", r, o.ptr), _scratch(ctx, off), o.ptr)
-                for r, (o, off) in zip(current, live)]
+        it = iter(current)
+        out = []
+        for j, (o, off, z) in enumerate(zip(outs, self.offsets, self.live)):
+            if j in self.inplace:
+                out.append(o.ptr)
+            elif z:
+                r = next(it)
+                out.append(b.select(b.icmp_unsigned("==", r, o.ptr), _scratch(ctx, off), o.ptr))
+        return out
+
+    def moved(self, writes):
+        """The ping-pong carries' pointers among `writes` (the next trip's `current`)."""
+        live = [j for j, z in enumerate(self.live) if z]
+        return [w for j, w in zip(live, writes) if self.pingpong[j]]
+
+    def pairs(self, num_consts):
+        """(result, operand) pairs of the loop equation computed in place
+        (`rules["llvm_inplace"]`): a carry the body updates in place may also take the
+        storage of its initial value."""
+        return [(j, num_consts + j) for j in sorted(self.inplace)]
 
     def finish(self, builder, reads, outs):
         """Copy each carry into its output unless it is already there."""
@@ -198,7 +249,8 @@ def _while_layout(eqn):
     carries = _Carries(p["body_fn"], k, len(eqn.outvars))
     flag = carries.bytes
     ws = flag + ALIGN
-    need = max(_workspace(p["cond_fn"]), _workspace(p["body_fn"], carries.keep))
+    need = max(_workspace(p["cond_fn"]),
+               _workspace(p["body_fn"], carries.keep, carries.donated))
     return carries, flag, ws, ws + need
 
 
@@ -218,7 +270,7 @@ def _while(ctx, outs, ins, *, cond_fn, body_fn, num_consts):
     b.branch(head)
     b.position_at_end(head)
     phis = []
-    for p, z in zip(firsts, carries.live):
+    for p, z in zip(firsts, carries.pingpong):
         if z:
             phi = b.phi(T.PTR)
             phi.add_incoming(p, pre)
@@ -229,8 +281,8 @@ def _while(ctx, outs, ins, *, cond_fn, body_fn, num_consts):
     b.cbranch(going, body, done)
     b.position_at_end(body)
     writes = carries.writes(ctx, phis, outs)
-    _call(ctx, body_fn, consts + reads, writes, ws, carries.keep)
-    for phi, w in zip(phis, writes):
+    _call(ctx, body_fn, consts + reads, writes, ws, carries.keep, carries.donated)
+    for phi, w in zip(phis, carries.moved(writes)):
         phi.add_incoming(w, b.block)
     b.branch(head)
     b.position_at_end(done)
@@ -244,7 +296,8 @@ def _scan_layout(eqn):
     nk = p["num_carry"]
     body = p["body"]
     carries = _Carries(body, p["num_consts"], nk, len(body.outvars) - nk)
-    return carries, carries.bytes, carries.bytes + _workspace(body, carries.keep)
+    return carries, carries.bytes, carries.bytes + _workspace(body, carries.keep,
+                                                              carries.donated)
 
 
 def _scan_scratch(eqn):
@@ -266,9 +319,9 @@ def _scan(ctx, outs, ins, *, body, length, reverse=False, num_consts=0, num_carr
         y_slices = [at_byte(b, y.ptr, b.mul(at, T.i64(nbytes(y.aval) // length))) for y in ys]
         writes = carries.writes(ctx, current, outs[:nk])
         _call(ctx, body, consts + carries.reads(firsts, current) + x_slices,
-              writes + y_slices, ws, carries.keep)
-        return writes
-    live_firsts = [p for p, z in zip(firsts, carries.live) if z]
+              writes + y_slices, ws, carries.keep, carries.donated)
+        return carries.moved(writes)
+    live_firsts = [p for p, z in zip(firsts, carries.pingpong) if z]
     final = counted_loop(b, length, trip, live_firsts, "scan") if length else live_firsts
     carries.finish(b, carries.reads(firsts, final), outs[:nk])
 
@@ -293,6 +346,10 @@ def _register():
     for name, (scratch, lower) in table.items():
         PRIMITIVES[name].rules["llvm"] = lower
         PRIMITIVES[name].rules["llvm_scratch"] = scratch
+    PRIMITIVES["while_loop"].rules["llvm_inplace"] = \
+        lambda eqn: _while_layout(eqn)[0].pairs(eqn.params["num_consts"])
+    PRIMITIVES["scan"].rules["llvm_inplace"] = \
+        lambda eqn: _scan_layout(eqn)[0].pairs(eqn.params["num_consts"])
 
 
 _register()

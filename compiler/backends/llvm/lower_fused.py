@@ -455,11 +455,35 @@ def fill(builder, buffer, value):
         counted_loop(builder, n, lambda b, i, acc: store(b, buffer, i, value) or [], (), "fill")
 
 
+def in_place(eqn):
+    """`rules["llvm_inplace"]` of a fusion, or of an elementwise equation lowered on its own:
+    (result j, operand i) pairs where operand i is read only element by element at the
+    position result j is stored at (never through a view, no reduction in the group, every
+    computed value of its shape) and has result j's shape and dtype. The nest loads a
+    position's operands before it stores that position's results, so result j may be
+    written over operand i (buffers.plan_storage picks at most one operand per result, and
+    decides when)."""
+    body = eqn.params["body"] if eqn.prim.name == "fusion" else None
+    eqns, invars, outvars = ([eqn], eqn.invars, eqn.outvars) if body is None else \
+        (body.eqns, body.invars, body.outvars)
+    if any(e.prim.name in REDUCTIONS for e in eqns):
+        return []
+    viewed = {x for e in eqns if e.prim.name in VIEWS for x in e.invars}
+    shapes = {v.aval.shape for e in eqns if e.prim.name not in VIEWS for v in e.outvars}
+    return [(j, i) for i, v in enumerate(invars)
+            if isinstance(v, Var) and v not in viewed and shapes == {v.aval.shape}
+            for j, o in enumerate(outvars)
+            if (o.aval.shape, o.aval.dtype) == (v.aval.shape, v.aval.dtype)]
+
+
 def _register():
     names = list(VIEWS) + list(REDUCTIONS) + ["iota"]
     for name in names:
         PRIMITIVES[name].rules["llvm"] = _singleton
     PRIMITIVES["fusion"].rules["llvm"] = lower_fusion
+    for prim in PRIMITIVES.values():
+        if prim.name == "fusion" or ("llvm_scalar" in prim.rules and "llvm" not in prim.rules):
+            prim.rules["llvm_inplace"] = in_place
 
 
 def _singleton(ctx, outs, ins, **params):

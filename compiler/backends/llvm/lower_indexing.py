@@ -21,7 +21,9 @@ XLA's:
 Code shape: one loop nest over the indices' batch positions; in it the index vector is loaded,
 converted and clamped, giving the window's base offset in the operand; an inner nest over the
 window (affine views of operand, output and updates, collapsed to flat loops where the window
-is contiguous) copies or combines. A scatter's output starts as a copy of its operand.
+is contiguous) copies or combines. A scatter's (and a dynamic_update_slice's) output starts as
+a copy of its operand, or is the operand itself, updated in place, when nothing reads the
+operand afterwards (`rules["llvm_inplace"]`, buffers.plan_storage).
 """
 import numpy as np
 
@@ -78,6 +80,19 @@ def _base_offset(builder, starts, strides):
     return total
 
 
+def _start_from(builder, x, out):
+    """The result of an update starts as a copy of its operand, unless it is computed in
+    place (buffers.plan_storage: the operand dies here, and codegen hands the rule one Buffer
+    for both)."""
+    if x is not out:
+        copy_nest(builder, x.aval.shape, x.view(), out.view())
+
+
+def _update_in_place(eqn):
+    """`rules["llvm_inplace"]`: the result of an update may take its operand's storage."""
+    return [(0, 0)]
+
+
 # ------------------------------------------------------------------------- dynamic slices
 
 def _clamped_start(builder, start, dtype, limit):
@@ -109,7 +124,7 @@ def _dynamic_slice(ctx, outs, ins, *, slice_sizes):
 
 def _dynamic_update_slice(ctx, outs, ins):
     (out, (x, update, *starts)), b = (outs[0], ins), ctx.builder
-    copy_nest(b, x.aval.shape, x.view(), out.view())
+    _start_from(b, x, out)
     shape = update.aval.shape
     if update.aval.size == 0:
         return
@@ -224,7 +239,7 @@ def _scatter_for(name):
 
     def rule(ctx, outs, ins, *, dimension_numbers, mode="drop"):
         (out, (x, indices, updates)), b, dn = (outs[0], ins), ctx.builder, dimension_numbers
-        copy_nest(b, x.aval.shape, x.view(), out.view())
+        _start_from(b, x, out)
         if updates.aval.size == 0:
             return
         u_shape, dtype = updates.aval.shape, x.aval.dtype
@@ -265,6 +280,8 @@ def _scatter_for(name):
 
 PRIMITIVES["dynamic_slice"].rules["llvm"] = _dynamic_slice
 PRIMITIVES["dynamic_update_slice"].rules["llvm"] = _dynamic_update_slice
+PRIMITIVES["dynamic_update_slice"].rules["llvm_inplace"] = _update_in_place
 PRIMITIVES["gather"].rules["llvm"] = _gather
 for _name in _COMBINE:
     PRIMITIVES[_name].rules["llvm"] = _scatter_for(_name)
+    PRIMITIVES[_name].rules["llvm_inplace"] = _update_in_place
