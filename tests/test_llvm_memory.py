@@ -10,7 +10,8 @@
   shape and dtype is computed in its buffer, the donated Array is deleted (using it raises
   JAX's error), an unusable donation warns and leaves the argument alone, and a buffer that
   something else still uses (a NumPy view, another argument, a NumPy array argument) is
-  copied first, never overwritten.
+  copied first, never overwritten; a second process loading the code from the disk cache
+  still donates.
 - Peak memory of `x * x + x * 2.0` on a 5000x5000 float32 array is the input plus the output:
   measured in a subprocess as the growth of the peak resident set during one call (Linux's
   VmHWM, reset through /proc/self/clear_refs) with the buffer pool off, so that the output
@@ -115,6 +116,21 @@ def test_a_row_update_in_a_fori_loop_copies_nothing_per_trip():
     assert carries.inplace == {1}
     assert plan.held == {0: 0}
     check(kiln.jit(fori_rows)(x, rows), reference(fori_rows, x, rows))
+
+
+def scaled_then_rows(x, rows):
+    return fori_rows(x * 2.0, rows)
+
+
+def test_a_loop_runs_in_place_on_a_dying_temporary():
+    """x * 2.0 is computed in the output buffer, and the loop updates it there."""
+    x, rows = np.ones((64, 8), np.float32), np.ones((5, 8), np.float32)
+    fn, plan = plan_of(scaled_then_rows, x, rows)
+    loop = next(e for e in fn.eqns if e.prim.name in ("scan", "while_loop"))
+    start = loop.invars[loop.params["num_consts"] + 1]
+    assert plan.location(start) == plan.location(loop.outvars[1]) == ("out", 0)
+    assert plan.workspace < x.nbytes
+    check(kiln.jit(scaled_then_rows)(x, rows), reference(scaled_then_rows, x, rows))
 
 
 def swap_loop(a, b, n):
@@ -269,6 +285,29 @@ def test_donated_fori_loop_matches_the_reference():
     got = f(y, rows)
     assert address(got) == at
     check(got, reference(fori_rows, x, rows))
+
+
+DONATING = """
+import numpy as np, kiln, kiln.numpy as jnp
+f = kiln.jit(lambda x: x.at[0].set(x[1] + 1.0), donate_argnums=0)
+x = jnp.asarray(np.arange(12, dtype=np.float32).reshape(4, 3))
+at = x._value.__array_interface__["data"][0]
+y = f(x)
+print(y._value.__array_interface__["data"][0] == at, x.is_deleted(), np.asarray(y)[0].tolist())
+"""
+
+
+def test_a_donating_function_from_the_disk_cache_still_donates(tmp_path):
+    """A second process loads the object code from the disk cache: the donated buffer is
+    still taken over (the outputs it holds come from the storage plan again)."""
+    script = tmp_path / "donating.py"
+    script.write_text(DONATING)
+    env = {**os.environ, "KILN_CACHE_DIR": str(tmp_path / "cache")}
+    for _ in range(2):
+        run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                             timeout=300, env=env)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.split("\n")[0] == "True True [4.0, 5.0, 6.0]"
 
 
 # ----------------------------------------------------------------------- peak memory
