@@ -325,8 +325,11 @@ x = np.ones((5000, 5000), np.float32)
 out = f(x)               # compiles; the output's pages are touched
 assert np.all(np.asarray(out) == 3.0)
 del out                  # the pool is off: its memory goes back to the system
-with open("/proc/self/clear_refs", "w") as refs:
-    refs.write("5")      # the peak resident set restarts from the current one
+try:
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")  # the peak resident set restarts from the current one
+except OSError:
+    raise SystemExit("no clear_refs")
 before = status("VmRSS")
 out = f(x)
 print(status("VmHWM") - before)
@@ -343,6 +346,8 @@ def test_peak_memory_of_a_fused_elementwise_function_is_input_plus_output(tmp_pa
     script.write_text(PEAK)
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                          timeout=600, env={**os.environ, "KILN_BUFFER_POOL": "0"})
+    if "no clear_refs" in run.stderr:   # a sandbox without it: the peak cannot be reset
+        pytest.skip("/proc/self/clear_refs is not writable here")
     assert run.returncode == 0, run.stderr
     growth = int(run.stdout.split()[-1])
     output = 5000 * 5000 * 4
