@@ -10,10 +10,11 @@ vectorise without runtime overlap checks), and `kiln_main` calls the kernels in 
 Outputs the plan could not compute in place are copied at the end.
 
 Most of a compilation's time is LLVM optimising and compiling the kernels' loops, so:
-- kernels of `kiln_main` stay separate functions (`noinline`): LLVM optimises a dozen small
+- kernels of `kiln_main` with loops stay separate functions: LLVM optimises a few small
   functions much faster than the one large function inlining would make, and a call per
   kernel costs nothing beside a loop nest; straight-line kernels (a BLAS call, a copy, scalar
-  code) are not optimised at all (`optnone`). Kernels of regions (loop bodies) are inlined;
+  code) are inlined into `kiln_main`, which is not optimised at all (`_Entry.set_inlining`).
+  Kernels of regions (loop bodies) are inlined;
 - equations that compute alike (equal `ssa_key.structure_text`: the same primitive, params,
   regions, operand types and literals, up to names) share one kernel, so the layers of a
   network are compiled once; flat elementwise equations alike up to their sizes (the updates
@@ -166,9 +167,8 @@ TAPE_FRIENDLY = frozenset({
 
 class _Entry:
     """Emits `kiln_main`: argument unpacking, one kernel call per equation, final copies.
-    Its kernels run once per call: they stay separate functions (`noinline`), each optimised
-    on its own, which costs far less compile time than one large function; straight-line
-    ones are not optimised at all (`optnone`)."""
+    Its kernels run once per call: those with loops stay separate functions, each optimised
+    on its own, which costs far less compile time than one large function (`set_inlining`)."""
     INLINE_KERNELS = False
 
     def __init__(self, module, fn, plan, parts=1):
@@ -177,6 +177,7 @@ class _Entry:
         self.plan = plan
         self.parts = [module]
         self.max_parts = parts
+        self.kernels = []   # the kernel functions it defined
         self.function = ir.Function(module, ir.FunctionType(T.I32, [T.PTR]), target.ENTRY)
         self.function.attributes.add("nounwind")
         self.builder = ir.IRBuilder(self.function.append_basic_block("entry"))
@@ -221,6 +222,28 @@ class _Entry:
         self.emit_equations()
         b = self.builder
         b.ret(T.I32(0) if self.arena is None else lower_tapes.close_arena(b, self.arena))
+        self.set_inlining()
+
+    def set_inlining(self):
+        """Which functions LLVM optimises, and which it inlines. A straight-line `kiln_main`
+        (the rule: only a tape arena branches) is not optimised (`optnone`): the O3 inliner
+        then leaves the kernels with loops alone, and the straight-line kernels of the entry
+        module (BLAS calls, copies, scalar code) are inlined into it (`alwaysinline`): LLVM
+        compiles one function much faster than many small ones. Otherwise kernels stay
+        separate (`noinline`) and straight-line ones are not optimised. (Quick modules inline
+        every kernel: executable.py.)"""
+        plain = len(self.function.blocks) == 1
+        if plain:
+            self.function.attributes.add("noinline")
+            self.function.attributes.add("optnone")
+        for fn in self.kernels:
+            straight = len(fn.blocks) == 1
+            if straight and plain and fn.module is self.module:
+                fn.attributes.add("alwaysinline")
+            elif not plain or straight:
+                fn.attributes.add("noinline")
+                if straight:
+                    fn.attributes.add("optnone")
 
     def emit_equations(self):
         emitted = [(k, eqn) for k, eqn in enumerate(self.fn.eqns)
@@ -283,7 +306,7 @@ class _Entry:
             fn.linkage = "internal"
         fn.attributes.add("nounwind")
         if not self.INLINE_KERNELS:
-            fn.attributes.add("noinline")
+            self.kernels.append(fn)
         inner = {}
         for arg, (buf, x) in zip(fn.args, pairs):
             arg.add_attribute("noalias")
@@ -307,8 +330,6 @@ class _Entry:
         else:
             lower_fused.lower_eqn(ctx, eqn, k_outs, k_ins)
         ctx.builder.ret_void()
-        if not self.INLINE_KERNELS and len(fn.blocks) == 1:
-            fn.attributes.add("optnone")   # straight-line code: a BLAS call, a copy, scalars
         return fn
 
     def copy(self, dst, src):
@@ -349,9 +370,10 @@ def _kernel_keys(eqns):
 
 # Rough measures of the time LLVM takes to optimise and compile a module, to balance the parts
 # of a function (`_Entry.part`), in units of about a millisecond: the entry module
-# (`kiln_main`, straight-line kernels, the module's own overhead); a loop nest; each
-# equation computed in it, a transcendental function (an inlined polynomial) more.
-ENTRY_COST, NEST_COST, EQUATION_COST, TRANSCENDENTAL_COST = 8, 6, 1, 3
+# (`kiln_main`, straight-line kernels, the module's own overhead, and printing its IR, which
+# the calling thread does while the others compile); a loop nest; each equation computed in
+# it, a transcendental function (an inlined polynomial) more.
+ENTRY_COST, NEST_COST, EQUATION_COST, TRANSCENDENTAL_COST = 10, 6, 1, 3
 
 
 def _compile_cost(eqn, size):
