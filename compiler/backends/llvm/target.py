@@ -115,11 +115,11 @@ def parse(text, name=None, context=None):
     context by default)."""
     _initialized()
     with LOCK:
-        return _parsed(text, name, context or llvm.get_global_context())
+        return _parsed(text, name, context or llvm.get_global_context(), context is not None)
 
 
-def _parsed(text, name, context):
-    module = _parse(text, context)
+def _parsed(text, name, context, own=False):
+    module = _parse(text, context, own)
     module.verify()
     if name is not None:
         module.name = name
@@ -137,7 +137,9 @@ def optimize(text, name, machine=None, level=OPT_LEVEL):
     return module
 
 
-def _run_pipeline(module, machine, level):
+def _run_pipeline(module, machine, level, own=False):
+    """Run the pipeline of `level` over `module`, without llvmlite's lock if the module has
+    a context of its `own` (see `_native`)."""
     module.triple = machine.triple
     module.data_layout = str(machine.target_data)
     options = llvm.PipelineTuningOptions(speed_level=level)
@@ -147,23 +149,25 @@ def _run_pipeline(module, machine, level):
     options.loop_unrolling = False   # a third of O3's time; the vectoriser interleaves
     options.loop_interleaving = loops
     builder = llvm.create_pass_builder(machine, options)
-    _native("LLVMPY_RunNewModulePassManager")(builder.getModulePassManager(), module, builder)
+    _native("LLVMPY_RunNewModulePassManager", own)(builder.getModulePassManager(), module,
+                                                   builder)
 
 
 # --------------------------------------------------- object code on several threads at once
 
-def _native(name):
-    """llvmlite's C function `name` called without llvmlite's process-wide lock, which would
-    serialise the compilations of `compile_objects`' threads (each works on its own LLVM
-    context and target machine, which LLVM allows); the locked function where llvmlite does
-    not expose the raw one."""
+def _native(name, unlocked=True):
+    """llvmlite's C function `name`, called without llvmlite's process-wide lock if
+    `unlocked`: the lock would serialise the compilations of `compile_objects`' threads, each
+    of which works on an LLVM context and target machine of its own (which LLVM allows; the
+    lock protects llvmlite's global context). The locked function where llvmlite does not
+    expose the raw one."""
     function = getattr(ffi.lib, name)
-    return getattr(function, "_cfn", function)
+    return getattr(function, "_cfn", function) if unlocked else function
 
 
-def _parse(text, context):
+def _parse(text, context, own):
     with ffi.OutputString() as error:
-        module = llvm.ModuleRef(_native("LLVMPY_ParseAssembly")(
+        module = llvm.ModuleRef(_native("LLVMPY_ParseAssembly", own)(
             context, ctypes.c_char_p(text.encode()), error), context)
         if error:
             module.close()
@@ -185,7 +189,7 @@ def _emit(machine, module, use_object=True):
 
 
 _THREAD = threading.local()   # each thread's own target machines, by optimisation level
-_POOL = {}   # process id -> the thread pool of compile_objects (a forked child makes its own)
+_POOL = {}   # process id -> (threads, the pool of compile_objects); a forked child makes its own
 
 
 def _own_machine(opt):
@@ -199,8 +203,8 @@ def _own_machine(opt):
 def _object(text, name, level):
     """Object code of the module `name` from its IR text, in a fresh LLVM context; its entry
     point, if it has one, renamed by `namespace_entry`."""
-    module = _parsed(text, name, llvm.create_context())   # never LOCK: the caller holds it
-    _run_pipeline(module, _own_machine(OPT_LEVEL), level)
+    module = _parsed(text, name, llvm.create_context(), True)   # no LOCK: the caller has it
+    _run_pipeline(module, _own_machine(OPT_LEVEL), level, True)
     if any(f.name == ENTRY for f in module.functions):
         namespace_entry(module)
     return _emit(_own_machine(0 if level == QUICK else OPT_LEVEL), module)
@@ -216,9 +220,12 @@ def compile_objects(modules, level, threads=1):
     workers = min(threads, len(modules)) - 1
     if workers <= 0:
         return [_object(str(m), m.name, level) for m in modules]
-    pool = _POOL.get(os.getpid())
-    if pool is None or pool._max_workers < workers:
-        pool = _POOL[os.getpid()] = concurrent.futures.ThreadPoolExecutor(workers, "kiln-llvm")
+    size, pool = _POOL.get(os.getpid(), (0, None))
+    if size < workers:
+        if pool is not None:
+            pool.shutdown(wait=False)
+        pool = concurrent.futures.ThreadPoolExecutor(workers, "kiln-llvm")
+        _POOL[os.getpid()] = (workers, pool)
     futures = [pool.submit(_object, str(m), m.name, level) for m in modules[1:]]
     first = modules[0]
     return [_object(str(first), first.name, level)] + [future.result() for future in futures]
