@@ -5,8 +5,9 @@ on, x64 off). `PRNGKey(seed)` returns raw `uint32[2]` key data; `key(seed)` retu
 (`PRNGKeyArray`, dtype `key<fry>`) that wraps the same data; every function takes either and
 returns keys of the kind it was given.
 
-Everything is plain Python over `kiln.lax`, so that the compiler can later specialise kiln's
-own PRNG:
+Everything is plain Python over `kiln.lax`, so that the compiler specialises kiln's own PRNG
+under `jit`, `vmap` and `grad` (no Python `if` or `while` on traced values: the gamma family's
+rejection loops are `lax.while_loop`s):
 
 * the threefry2x32 hash (20 rounds, rotations 13 15 26 6 / 17 29 16 24, key schedule with
   0x1BD11BDA) runs on uint32 arrays; random bits and `split` hash the 64-bit counters 0..n-1
@@ -20,7 +21,10 @@ own PRNG:
   denormals to zero. The private `_fma`, `_log`, `_log1p`, `_exp`, `_erf`, `_erf_inv` and
   `_ftz` reproduce those, so every sampler is bit-exact, except that XLA seeds `rsqrt` with a
   CPU-specific hardware estimate: `gamma`, `loggamma`, `beta` and `dirichlet` with an array
-  of shape parameters can move by a few ulp. `_fma` binds the `fma` primitive (one rounding;
+  of shape parameters can move by a few ulp. Two more differences are outside this module:
+  XLA's float32 `pow` is glibc's `powf` (not always correctly rounded), so `gamma` with a < 1
+  can move by an ulp in about one draw in a thousand; and `dirichlet`'s normalising sum is
+  reassociated (vectorised) differently by XLA and by kiln's compiled code for some shapes. `_fma` binds the `fma` primitive (one rounding;
   a native fused multiply-add under `jit`), which `kiln.lax` does not expose because JAX's
   `lax` has no fused multiply-add.
   Under x64, float64 samplers use the `kiln.lax` primitives for those functions instead.
@@ -916,8 +920,9 @@ def logistic(key, shape=(), dtype=None):
 def _gamma_lanes(keys, alpha, log_space):
     """Marsaglia-Tsang, one lane per (key, alpha): JAX's `_gamma_one` under vmap.
 
-    Every lane runs the rejection loop in lockstep; a lane's state stops changing once it is
-    accepted, exactly as a batched while loop does, so each lane equals the sequential draw.
+    Every lane runs the rejection loops (`lax.while_loop`s, so that they compile under `jit`)
+    in lockstep; a lane's state stops changing once it is accepted, exactly as a batched while
+    loop does, so each lane equals the sequential draw.
     """
     dtype = alpha.dtype
 
@@ -937,24 +942,31 @@ def _gamma_lanes(keys, alpha, log_space):
                         lax.mul(d, lax.add(lax.sub(f(1), V), _log(V))))
         return lax.bitwise_and(lax.ge(U, squeeze), lax.ge(_log(U), bound))
 
-    X, V, U = f(0), f(1), f(2)
-    active = rejected(X, V, U)
-    while bool(lax.reduce_or(active, (0,))):
+    def any_lane(state):
+        return lax.reduce_or(state[-1], (0,))
+
+    def normal_draw(state):  # redraw x ~ N(0, 1) in the lanes where v = 1 + c x <= 0
+        x_keys, x, v, pending = state
+        x_keys_n, sub = _split2(x_keys)
+        x_n = _normal(sub, (), dtype)
+        v_n = _fma(x_n, c, f(1))
+        x_keys, x, v = (_select_lanes(pending, new, old) for new, old in
+                        ((x_keys_n, x_keys), (x_n, x), (v_n, v)))
+        return x_keys, x, v, lax.le(v, f(0))
+
+    def proposal(state):  # a new (X, V, U) in the lanes not accepted yet
+        keys, X, V, U, active = state
         keys_n, x_keys, u_keys = _split2(keys, 3)
-        x, v = f(0), f(-1)
-        pending = lax.le(v, f(0))
-        while bool(lax.reduce_or(pending, (0,))):
-            x_keys_n, sub = _split2(x_keys)
-            x_n = _normal(sub, (), dtype)
-            v_n = _fma(x_n, c, f(1))
-            x_keys, x, v = (_select_lanes(pending, new, old) for new, old in
-                            ((x_keys_n, x_keys), (x_n, x), (v_n, v)))
-            pending = lax.le(v, f(0))
+        _, x, v, _ = lax.while_loop(any_lane, normal_draw,
+                                    (x_keys, f(0), f(-1), lax.full_like(active, True)))
         X_n, V_n = lax.mul(x, x), lax.mul(lax.mul(v, v), v)
         U_n = _uniform(u_keys, (), dtype, 0., 1.)
         keys, X, V, U = (_select_lanes(active, new, old) for new, old in
                          ((keys_n, keys), (X_n, X), (V_n, V), (U_n, U)))
-        active = rejected(X, V, U)
+        return keys, X, V, U, rejected(X, V, U)
+
+    X, V, U = f(0), f(1), f(2)
+    _, X, V, _, _ = lax.while_loop(any_lane, proposal, (keys, X, V, U, rejected(X, V, U)))
     if log_space:
         log_samples = lax.neg(_exponential(subkeys, (), dtype))
         log_boost = lax.select(lax.bitwise_or(boost_mask, lax.eq(log_samples, f(0))), f(0),

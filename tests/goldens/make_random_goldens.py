@@ -160,6 +160,15 @@ def cases():
             add("loggamma", kk, a, [6])
         add("beta", kk, 2.0, 3.0, [6])
         add("dirichlet", kk, arr([1.0, 2.0, 3.0], "float32"))
+    for kk in ("s0", "smax", "chain"):  # enough draws for many rejections, small and large a
+        for a in (0.05, 0.9, 1.0, 3.7, 60.0):
+            add("gamma", kk, a, [300])
+        for a in (0.02, 5.0):
+            add("loggamma", kk, a, [300])
+        add("beta", kk, 0.4, 2.5, [300])
+        add("dirichlet", kk, arr([0.3, 1.0, 4.0], "float32"), [100])
+    add("gamma", k, arr(np.geomspace(0.01, 100, 400), "float32"))
+    add("gamma", "chain", 2.0, [300], "float16")
     add("gamma", k, arr(np.linspace(0.2, 5, 15).reshape(3, 5), "float32"))
     add("gamma", k, arr([0.5, 3.0], "float32"), [4, 2])
     add("gamma", k, 2.0, [6], "float16")
