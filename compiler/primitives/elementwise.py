@@ -422,10 +422,18 @@ def _pow_eval(x, y):
 
 def _pow(a, b):
     b = b.astype(a.dtype, copy=False)
-    if a.dtype.kind == "f" and a.dtype.itemsize < 8:
+    if a.dtype.kind != "f":
+        return np.power(a, b)
+    # NumPy takes x ** 0.5 for sqrt(x) when the exponent is a scalar or broadcast, but
+    # pow(-inf, 0.5) is inf and pow(-0.0, 0.5) is 0.0: the exponent goes in as a real array.
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    a, b = (np.array(np.broadcast_to(v, shape), ndmin=1) for v in (a, b))
+    if a.dtype.itemsize < 8:
         # NumPy's float32 power can be 1 ulp off; XLA's is correctly rounded (but for rare ties).
-        return np.power(a.astype(np.float64), b.astype(np.float64)).astype(a.dtype)
-    return np.power(a, b)
+        out = np.power(a.astype(np.float64), b.astype(np.float64)).astype(a.dtype)
+    else:
+        out = np.power(a, b)
+    return out.reshape(shape)
 
 
 def _atan2(y, x):
