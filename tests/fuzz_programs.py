@@ -70,6 +70,8 @@ class Program:
     source: str
     inputs: list
     outputs: list          # the Values `prog` returns, in order
+    precision: np.dtype    # the least precise float dtype it computes in (its inexact
+                           # values' tolerance: a float32 result may become float64)
 
     def __repr__(self):
         arrays = "\n".join(f"  a{k} = np.{np.array_repr(a, precision=9)}"
@@ -128,8 +130,9 @@ def _broadcast(*shapes):
 class Gen:
     """Draws steps into `lines`, keeping the pool of live values and their eager samples."""
 
-    def __init__(self, draw, pool, env, names, depth=0, exact_only=False):
+    def __init__(self, draw, pool, env, names, dtypes, depth=0, exact_only=False):
         self.draw, self.names, self.depth, self.exact_only = draw, names, depth, exact_only
+        self.dtypes = dtypes     # of every value made, regions included (shared)
         self.pool, self.env = list(pool), dict(env)
         self.lines, self.made = [], []
 
@@ -141,9 +144,11 @@ class Gen:
         return self.draw(st.sampled_from(items)) if items else None
 
     def choose(self, kinds="fiub", exact=False, where=lambda v: True):
-        """A pool value of one of `kinds` (exact if asked or in an exact-only region)."""
-        return self.pick([v for v in self.pool if v.kind in kinds and where(v)
-                          and not (v.inexact and (exact or self.exact_only))])
+        """A pool value of one of `kinds` (exact if asked or in an exact-only region); the
+        newest one half of the time, so that steps build on each other."""
+        items = [v for v in self.pool if v.kind in kinds and where(v)
+                 and not (v.inexact and (exact or self.exact_only))]
+        return items[-1] if items and self.flag() else self.pick(items)
 
     def flag(self):
         return self.draw(st.booleans())
@@ -163,6 +168,7 @@ class Gen:
         for name, inexact in outs.items():
             sample = namespace[name]
             dtype = np.dtype(sample.dtype)
+            self.dtypes.add(dtype)
             made.append(Value(name, tuple(sample.shape), dtype, inexact and dtype.kind == "f"))
             self.env[name] = sample
         self.pool += made
@@ -185,7 +191,7 @@ class Gen:
 
     def region(self, params, exact_only):
         """A sub-generator over the pool plus `params` (Values with samples) with 1-2 steps."""
-        sub = Gen(self.draw, self.pool, self.env, self.names, self.depth + 1,
+        sub = Gen(self.draw, self.pool, self.env, self.names, self.dtypes, self.depth + 1,
                   self.exact_only or exact_only)
         sub.pool += [p for p, _ in params]
         sub.env.update({p.name: sample for p, sample in params})
@@ -510,6 +516,66 @@ def _loop_param(g, x, name):
     return Value(name, x.shape, x.dtype, x.kind == "f" and not exact_body), exact_body
 
 
+def _index_param(g):
+    """(loop variable, its int32 copy as a region parameter with a sample, the line making
+    the copy): the loop variable may be a Python int or an array of another integer dtype."""
+    t, i = g.fresh("t"), Value(g.fresh("i"), (), np.dtype(np.int32))
+    return t, (i, jnp.zeros((), jnp.int32)), f"{i.name} = jnp.asarray({t}, jnp.int32)"
+
+
+def _trip_count(g):
+    if g.flag():
+        return str(g.integer(0, 3))
+    v = g.choose(exact=True)
+    return str(g.integer(0, 3)) if v is None else f"jnp.minimum(jnp.sum({v.name} > 0), 3)"
+
+
+@dataclass
+class Body:
+    """A loop body over carries: its parameters, region and results (expressions fitted to
+    the carries, which may pass parameters through or swap them)."""
+    params: list
+    sub: Gen
+    results: list
+    inexact: list            # per carry: may the result be inexact?
+
+
+def loop_body(g, xs, names=None, extra=()):
+    """The body of a loop carrying the values `xs` (parameters named `names`, fresh ones by
+    default), with further region parameters `extra` ((Value, sample) pairs)."""
+    drawn = [_loop_param(g, x, name or g.fresh("p"))
+             for x, name in zip(xs, names or [None] * len(xs))]
+    params = [p for p, _ in drawn]
+    sub = g.region([(p, g.env[x.name]) for p, x in zip(params, xs)] + list(extra),
+                   any(exact for _, exact in drawn))
+    fitted = [g.result(sub, x, params + [e for e, _ in extra]) for x in xs]
+    return Body(params, sub, [expr for expr, _ in fitted],
+                [p.inexact or inexact for p, (_, inexact) in zip(params, fitted)])
+
+
+def carries(g):
+    """One or two values for a loop to carry (the same one twice, sometimes)."""
+    first = g.choose()
+    return [first] if g.flag() else [first, g.choose()]
+
+
+def tuple_text(names):
+    return f"({', '.join(names)},)"
+
+
+def pack(names):
+    """One carry as itself, several as a tuple."""
+    return names[0] if len(names) == 1 else tuple_text(names)
+
+
+def _carry_form(names):
+    """(parameter text, unpacking lines) for a function taking carries `names`."""
+    if len(names) == 1:
+        return names[0], []
+    state = "c_" + names[0]
+    return state, [f"{', '.join(names)} = {state}"]
+
+
 def _branch_fn(g, fname, x):
     p = Value(g.fresh("p"), x.shape, x.dtype, x.inexact)
     sub = g.region([(p, g.env[x.name])], exact_only=False)
@@ -534,71 +600,63 @@ def cond(g):
     return lines + [f"{name} = {call}"], {name: inexact}
 
 
-def _index_param(g):
-    """(loop variable, its int32 copy as a region parameter with a sample, the line making
-    the copy): the loop variable may be a Python int or an array of another integer dtype."""
-    t, i = g.fresh("t"), Value(g.fresh("i"), (), np.dtype(np.int32))
-    return t, (i, jnp.zeros((), jnp.int32)), f"{i.name} = jnp.asarray({t}, jnp.int32)"
-
-
-def _trip_count(g):
-    if g.flag():
-        return str(g.integer(0, 3))
-    v = g.choose(exact=True)
-    return str(g.integer(0, 3)) if v is None else f"jnp.minimum(jnp.sum({v.name} > 0), 3)"
+def _outs(names, body):
+    return dict(zip(names, body.inexact))
 
 
 def fori_loop(g):
-    x = g.choose()
-    p, exact_only = _loop_param(g, x, g.fresh("p"))
+    xs = carries(g)
     t, i, copy = _index_param(g)
-    sub = g.region([(p, g.env[x.name]), i], exact_only)
-    expr, inexact = g.result(sub, x, [p, i[0]])
-    fname, name = g.fresh("f"), g.fresh()
-    lines = [f"def {fname}({t}, {p.name}):"] + indent([copy] + sub.lines + [f"return {expr}"])
-    call = f"lax.fori_loop({g.integer(0, 1)}, {_trip_count(g)}, {fname}, {x.name})"
-    return lines + [f"{name} = {call}"], {name: p.inexact or inexact}
+    body = loop_body(g, xs, extra=[i])
+    state, unpack = _carry_form([p.name for p in body.params])
+    fname, names = g.fresh("f"), [g.fresh() for _ in xs]
+    lines = [f"def {fname}({t}, {state}):"] + indent(
+        unpack + [copy] + body.sub.lines + [f"return {pack(body.results)}"])
+    init = pack([x.name for x in xs])
+    call = f"lax.fori_loop({g.integer(0, 1)}, {_trip_count(g)}, {fname}, {init})"
+    return lines + [f"{pack(names)} = {call}"], _outs(names, body)
 
 
 def scan(g):
-    x = g.choose()
-    xs = g.choose(where=lambda v: v.ndim > 0 and v.shape[0] <= 4)
-    p, exact_only = _loop_param(g, x, g.fresh("p"))
-    params = [(p, g.env[x.name])]
-    if xs is not None:
-        q = Value(g.fresh("q"), xs.shape[1:], xs.dtype, xs.inexact)
-        params.append((q, g.env[xs.name][0] if xs.shape[0] else
-                       jnp.zeros(q.shape, q.dtype)))
-    sub = g.region(params, exact_only)
-    expr, inexact = g.result(sub, x, [p])
-    y = g.pick(sub.made)
-    fname, carry, ys = g.fresh("f"), g.fresh(), g.fresh()
-    arg = params[1][0].name if xs is not None else "_"
-    lines = [f"def {fname}({p.name}, {arg}):"] + indent(
-        sub.lines + [f"return {expr}, {y.name}"])
-    source = xs.name if xs is not None else "None"
-    length = "" if xs is not None else f", length={g.integer(0, 3)}"
-    reverse = ", reverse=True" if g.flag() else ""
+    xs = carries(g)
+    seq = g.choose(where=lambda v: v.ndim > 0 and v.shape[0] <= 4)
+    extra = []
+    if seq is not None:
+        q = Value(g.fresh("q"), seq.shape[1:], seq.dtype, seq.inexact)
+        extra.append((q, g.env[seq.name][0] if seq.shape[0] else jnp.zeros(q.shape, q.dtype)))
+    body = loop_body(g, xs, extra=extra)
+    y = g.pick(body.sub.made)
     if y.size * 4 > MAX_RESULT:
         return None
-    lines.append(f"{carry}, {ys} = lax.scan({fname}, {x.name}, {source}{length}{reverse})")
-    return lines, {carry: p.inexact or inexact, ys: y.inexact or p.inexact}
+    state, unpack = _carry_form([p.name for p in body.params])
+    fname, names, ys = g.fresh("f"), [g.fresh() for _ in xs], g.fresh()
+    arg = extra[0][0].name if extra else "_"
+    lines = [f"def {fname}({state}, {arg}):"] + indent(
+        unpack + body.sub.lines + [f"return {pack(body.results)}, {y.name}"])
+    source = seq.name if seq is not None else "None"
+    length = "" if seq is not None else f", length={g.integer(0, 3)}"
+    reverse = ", reverse=True" if g.flag() else ""
+    init = pack([x.name for x in xs])
+    lines.append(f"{pack(names)}, {ys} = lax.scan({fname}, {init}, {source}{length}"
+                 f"{reverse})")
+    return lines, _outs(names, body) | {ys: y.inexact or any(body.inexact)}
 
 
 def while_loop(g):
-    x = g.choose()
-    p, exact_only = _loop_param(g, x, g.fresh("p"))
+    xs = carries(g)
     k = Value(g.fresh("k"), (), np.dtype(np.int32))
-    sub = g.region([(p, g.env[x.name]), (k, jnp.zeros((), jnp.int32))], exact_only)
-    expr, inexact = g.result(sub, x, [p])
-    pred = g.predicate([p])
-    fname, name, state = g.fresh("f"), g.fresh(), g.fresh("s")
-    lines = ([f"def {fname}({state}):", f"    {k.name}, {p.name} = {state}"]
-             + indent(sub.lines + [f"return {k.name} + 1, {expr}"]))
+    body = loop_body(g, xs, extra=[(k, jnp.zeros((), jnp.int32))])
+    params = [k.name] + [p.name for p in body.params]
+    pred = g.predicate(body.params)
+    fname, names, state = g.fresh("f"), [g.fresh() for _ in xs], g.fresh("s")
+    lines = [f"def {fname}({state}):"] + indent(
+        [f"{', '.join(params)} = {state}"] + body.sub.lines
+        + [f"return {tuple_text([k.name + ' + 1'] + body.results)}"])
     test = (f"lambda {state}: jnp.logical_and({state}[0] < {_trip_count(g)}, "
-            f"(lambda {k.name}, {p.name}: {pred})(*{state}))")
-    lines.append(f"{name} = lax.while_loop({test}, {fname}, (jnp.int32(0), {x.name}))[1]")
-    return lines, {name: p.inexact or inexact}
+            f"(lambda {', '.join(params)}: {pred})(*{state}))")
+    init = tuple_text(["jnp.int32(0)"] + [x.name for x in xs])
+    lines.append(f"_, {', '.join(names)} = lax.while_loop({test}, {fname}, {init})")
+    return lines, _outs(names, body)
 
 
 def python_if(g):
@@ -617,25 +675,24 @@ def python_if(g):
 
 
 def python_loop(g):
-    """`while` with a counter and a traced condition, or `for i in range(n)`."""
-    x = g.choose()
-    name = g.fresh()
-    p, exact_only = _loop_param(g, x, name)
+    """`while` with a counter and a traced condition, or `for i in range(n)`, carrying
+    variables the body reassigns."""
+    xs = carries(g)
+    names = [g.fresh() for _ in xs]
+    start = [f"{name} = {x.name}" for name, x in zip(names, xs)]
     if g.flag():
         t, i, copy = _index_param(g)
-        sub = g.region([(p, g.env[x.name]), i], exact_only)
-        expr, inexact = g.result(sub, x, [p, i[0]])
-        head = [f"for {t} in range({g.integer(0, 3)}):"]
-        body = [copy] + sub.lines + [f"{name} = {expr}"]
-        return [f"{name} = {x.name}"] + head + indent(body), {name: p.inexact or inexact}
+        body = loop_body(g, xs, names, extra=[i])
+        update = [f"{', '.join(names)} = {', '.join(body.results)}"]
+        return start + [f"for {t} in range({g.integer(0, 3)}):"] + indent(
+            [copy] + body.sub.lines + update), _outs(names, body)
     counter = g.fresh("k")
-    sub = g.region([(p, g.env[x.name])], exact_only)
-    expr, inexact = g.result(sub, x, [p])
-    pred = g.predicate([p])
-    head = [f"{name} = {x.name}", f"{counter} = 0",
-            f"while jnp.logical_and({counter} < {_trip_count(g)}, {pred}):"]
-    body = sub.lines + [f"{name} = {expr}", f"{counter} = {counter} + 1"]
-    return head + indent(body), {name: p.inexact or inexact}
+    body = loop_body(g, xs, names)
+    pred = g.predicate(body.params)
+    update = [f"{', '.join(names)} = {', '.join(body.results)}", f"{counter} = {counter} + 1"]
+    head = start + [f"{counter} = 0",
+                    f"while jnp.logical_and({counter} < {_trip_count(g)}, {pred}):"]
+    return head + indent(body.sub.lines + update), _outs(names, body)
 
 
 PLAIN = [unary, binary, astype, reduction, reshape, slicing, where, concatenate,
@@ -651,8 +708,11 @@ def input_arrays(draw):
     arrays = []
     for _ in range(draw(st.integers(1, 3))):
         dtype = draw(st.sampled_from(DTYPES))
-        shape = draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=5)
-                     .filter(lambda s: math.prod(s) <= MAX_SIZE))
+        shape = draw(st.one_of(
+            hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=5)
+            .filter(lambda s: math.prod(s) <= MAX_SIZE),
+            st.tuples(st.integers(0, MAX_SIZE)),     # long enough for vector loops' tails
+            st.tuples(st.integers(1, 8), st.integers(1, 8))))
         arrays.append(draw(hnp.arrays(dtype, shape, elements=_ELEMENTS[dtype.kind])))
     return arrays
 
@@ -663,13 +723,17 @@ def programs(draw, max_steps=STEPS_MAX):
     inputs = draw(input_arrays())
     params = [Value(f"a{k}", a.shape, a.dtype) for k, a in enumerate(inputs)]
     env = {p.name: jnp.zeros(p.shape, p.dtype) for p in params}
-    g = Gen(draw, params, env, itertools.count())
+    g = Gen(draw, params, env, itertools.count(), {a.dtype for a in inputs})
     for _ in range(draw(st.sampled_from(range(1, max_steps + 1)))):
         g.step()
     outputs = [v for v in g.made[:-1] if draw(st.booleans())] + g.made[-1:]
+    if draw(st.booleans()):   # an input or a value returned twice
+        outputs.append(draw(st.sampled_from(params + outputs)))
     names = ", ".join(v.name for v in outputs)
     source = "\n".join(
         ["import numpy as np", "import kiln.numpy as jnp", "from kiln import lax", "", "",
          f"def prog({', '.join(p.name for p in params)}):"]
         + indent(g.lines + [f"return ({names},)"])) + "\n"
-    return Program(source, inputs, outputs)
+    floats = [d for d in g.dtypes if d.kind == "f"]
+    return Program(source, inputs, outputs, min(floats, key=lambda d: d.itemsize,
+                                                 default=np.dtype(np.float64)))

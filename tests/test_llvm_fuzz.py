@@ -85,7 +85,7 @@ def compare(program, got, want):
         what = f"output {value.name}"
         assert (g.shape, g.dtype) == (w.shape, w.dtype), what
         if value.inexact:
-            rtol = RTOL[w.dtype]
+            rtol = RTOL[program.precision]
             np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol * scale, equal_nan=True,
                                        err_msg=what)
         else:
@@ -161,3 +161,17 @@ def test_branch_local_variable_in_an_unrolled_loop():
     for x, want in ((np.int32(1), 2), (np.int32(0), -1)):
         results = on_both(f, x)
         assert results["reference"] == results["llvm"] == [want]
+
+
+def test_pow_with_a_scalar_half_exponent():
+    """The reference computed x ** 0.5 with NumPy, which takes a scalar exponent 0.5 for a
+    square root: pow(-inf, 0.5) came out NaN (JAX: inf) and pow(-0.0, 0.5) -0.0 (JAX: 0.0)."""
+    x = np.array([-np.inf, -0.0, 4.0, -8.0], np.float32)
+
+    def f(x):
+        return jnp.power(x, 0.5), x[0] ** 0.5, jnp.power(x.astype(jnp.float64), 0.5)
+    want = np.array([np.inf, 0.0, 2.0, np.nan])
+    for backend, (powers, first, wide) in on_both(f, x).items():
+        assert_identical(powers, want.astype(np.float32), backend)
+        assert_identical(first, np.float32(np.inf), backend)
+        assert_identical(wide, want, backend)
