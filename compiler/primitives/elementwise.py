@@ -535,8 +535,10 @@ def _complex_eval(x, y):
 
 
 def _complex(a, b):
-    out = _COMPLEX_OF[a.dtype]
-    return (a + 1j * b.astype(out)).astype(out)
+    # Parts assigned, not a + 1j * b: that multiplies 0 by b, and complex(0, inf) is not NaN.
+    out = np.empty(np.broadcast_shapes(a.shape, b.shape), _COMPLEX_OF[a.dtype])
+    out.real, out.imag = a, b
+    return out
 
 
 def _conj_eval(x):
