@@ -16,6 +16,7 @@ import subprocess
 import sys
 from typing import NamedTuple
 
+from ..backends.llvm.blas_lookup import ROUTINES
 from . import glue, native
 from .manifest import (ERROR_CODES, FORMAT, MANIFEST_VERSION, TreeEncodingError, file_sha256,
                        tree_to_json)
@@ -24,7 +25,7 @@ from .targets import (AOTError, AOTUsageError, Target, base_name, check_targets,
                       transforms_of)
 
 _STAGE_FILES = {"simplify": "simplified", "fuse": "fused"}   # pass -> `<fn>.<stage>.ssa.py`
-_USES = {"kiln_sgemm": "blas", "kiln_dgemm": "blas", "kiln_sgemv": "blas", "kiln_dgemv": "blas",
+_USES = {**{f"kiln_{routine}": "blas" for routine in ROUTINES},
          "kiln_parallel_for": "threads", "kiln_debug_print": "debug_print"}
 RUNTIME_OBJECT = "kiln_runtime.o"
 LINK_FLAGS = ["-shared", "-fPIC", "-O2", "-fvisibility=hidden"]

@@ -32,8 +32,11 @@ from .blas_lookup import (Library, _numpy_openblas, _scipy_cython_blas, address,
 
 I8 = ir.IntType(8)
 PTR = ir.PointerType()
-_PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}
-_SCALAR = {np.dtype(np.float32): ir.FloatType(), np.dtype(np.float64): ir.DoubleType()}
+_PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
+           np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
+_SCALAR = {np.dtype(np.float32): ir.FloatType(), np.dtype(np.float64): ir.DoubleType(),
+           np.dtype(np.complex64): ir.LiteralStructType([ir.FloatType()] * 2),
+           np.dtype(np.complex128): ir.LiteralStructType([ir.DoubleType()] * 2)}
 _TRANS = {False: ord("N"), True: ord("T")}
 
 
@@ -43,10 +46,12 @@ def int_type() -> ir.IntType:
 
 
 def routine(kind: str, dtype) -> str:
-    """'gemm', float32 -> 'sgemm'; a clear error for dtypes BLAS does not cover."""
+    """'gemm', float32 -> 'sgemm' (complex64 -> 'cgemm'); a clear error for dtypes BLAS does
+    not cover."""
     dtype = np.dtype(dtype)
     if dtype not in _PREFIX:
-        raise TypeError(f"BLAS {kind} supports float32 and float64, not {dtype}")
+        raise TypeError(f"BLAS {kind} supports complex64 and complex128 as well as float32 and "
+                        f"float64, not {dtype}")
     return _PREFIX[dtype] + kind
 
 
@@ -119,7 +124,15 @@ def emit_gemv(builder: ir.IRBuilder, dtype, m, n, a, x, y, *, trans_a=False, lda
 
 
 def _float(scalar: ir.Type, value) -> ir.Value:
-    return value if isinstance(value, ir.Value) else ir.Constant(scalar, float(value))
+    """An alpha/beta argument: an IR value as it is, a Python number as a constant (complex
+    for the complex routines: their scalars are (re, im) pairs)."""
+    if isinstance(value, ir.Value):
+        return value
+    if isinstance(scalar, ir.LiteralStructType):
+        part = scalar.elements[0]
+        return ir.Constant(scalar, [ir.Constant(part, complex(value).real),
+                                    ir.Constant(part, complex(value).imag)])
+    return ir.Constant(scalar, float(value))
 
 
 def _call(builder: ir.IRBuilder, name: str, function_type: ir.FunctionType, values: list[ir.Value]) -> None:

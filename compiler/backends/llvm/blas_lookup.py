@@ -24,7 +24,8 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 
-ROUTINES = ("sgemm", "dgemm", "sgemv", "dgemv")   # the routines generated code may call
+# the routines generated code may call
+ROUTINES = ("sgemm", "dgemm", "sgemv", "dgemv", "cgemm", "zgemm", "cgemv", "zgemv")
 
 
 class Library(NamedTuple):

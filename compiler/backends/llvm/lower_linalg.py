@@ -1,8 +1,8 @@
 """dot_general: BLAS for float products of matrices in memory, a fused loop nest otherwise.
 
 `plan_blas` decides, from the static shapes alone, whether a product runs through BLAS. It does
-when both operands and the result have the same dtype, float32 or float64 (sgemm/dgemm, or
-sgemv/dgemv when one side is a vector), the contraction is longer than 1, the product is big
+when both operands and the result have the same dtype, float32, float64, complex64 or complex128
+(sgemm/dgemm/cgemm/zgemm, or the gemv routines when one side is a vector), the contraction is longer than 1, the product is big
 enough for a library call to pay off (`MIN_BLAS_FLOPS`), and each operand, with its batch axes
 set aside, is a matrix in memory: its free axes flatten to one stride and its contracting axes to
 another, one of the two being 1. An operand whose contracting axes come first (a transposed
@@ -41,7 +41,7 @@ P = PRIMITIVES
 # Below this many multiply-adds a fused loop beats the call into the library (measured on
 # AVX-512: a 16x16x16 product costs about as much either way).
 MIN_BLAS_FLOPS = 16 * 16 * 16
-_BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_BLAS_DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
 
 
 # ------------------------------------------------------------------------- the BLAS plan
