@@ -33,8 +33,9 @@ A kernel's body comes from the primitive's lowering rule:
   cumulative ops and dot_general have such rules.
 - otherwise `rules["llvm_scalar"]` (elementwise primitives): the equation is lowered as a
   fused group of one (lower_fused.py).
-A primitive with neither, or an operand of a dtype the backend cannot handle (complex), is a
-CompileError naming the primitive, its dtype and the user's line.
+A primitive with neither, or an operand of a dtype the backend cannot handle (complex numbers
+where lower_complex.lowers says no), is a CompileError naming the primitive, its dtype and the
+user's line.
 
 Regions of structured control flow (lower_control.py) are compiled the same way into internal
 functions `void region(ptr in..., ptr out..., ptr workspace [, ptr arena])` (`region_function`,
@@ -67,6 +68,7 @@ from . import lower_control  # noqa: F401
 from . import lower_callbacks  # noqa: F401
 from . import lower_tapes
 from . import lower_sorting  # noqa: F401
+from . import lower_complex
 
 
 class Kernel:
@@ -144,7 +146,8 @@ def check_lowerable(eqn):
     """A CompileError if the backend cannot lower `eqn` (missing rule or unsupported dtype)."""
     for x in list(eqn.invars) + list(eqn.outvars):
         kind = x.aval.dtype.kind
-        if kind not in "biuf" and not (kind == "O" and eqn.prim.name in TAPE_FRIENDLY):
+        if kind not in "biuf" and not (kind == "O" and eqn.prim.name in TAPE_FRIENDLY) and \
+                not (kind == "c" and lower_complex.lowers(eqn)):
             raise T.unsupported(f"the primitive {eqn.prim.name!r}", x.aval.dtype, eqn.info)
     rules = eqn.prim.rules
     if "llvm" not in rules and "llvm_scalar" not in rules:
@@ -380,7 +383,7 @@ def _compile_cost(eqn, size):
     """The estimated compile time of the kernel of `eqn`: 0 for a matrix product (a BLAS
     call, straight-line code), else that of a loop nest (half as much again for a trip count
     `size` only known when it runs) and the equations it computes."""
-    if eqn.prim.name == "dot_general" and eqn.outvars[0].aval.dtype.kind == "f":
+    if eqn.prim.name == "dot_general" and eqn.outvars[0].aval.dtype.kind in "fc":
         return 0
     eqns = eqn.params["body"].eqns if eqn.prim.name == "fusion" else [eqn]
     return NEST_COST + (0 if size is None else NEST_COST // 2) + sum(

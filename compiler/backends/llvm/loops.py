@@ -20,6 +20,8 @@ reduction along the last axis); `after_inner(builder, outer_index, carried)` run
 innermost loop. For a rank-0 space the body runs once. `bounds` restricts an axis to a
 sub-range [start, stop) (the chunk of a parallel loop, lower_fused.py).
 """
+import llvmlite.ir as ir
+
 from . import ltypes as T
 
 
@@ -35,22 +37,55 @@ def counted_loop(builder, count, body, inits=(), name="i"):
     builder.position_at_end(head)
     i = builder.phi(T.I64, name=name)
     i.add_incoming(T.i64(0), pre)
-    carried = []
-    for k, v in enumerate(inits):
+    inits = list(inits)
+    fields = [_fields(v) for v in inits]
+    with builder.goto_block(pre):
+        flat_inits = [x for v, f in zip(inits, fields) for x in _split(builder, v, f)]
+    phis = []
+    for k, v in enumerate(flat_inits):
         phi = builder.phi(v.type, name=f"{name}.acc{k}")
         phi.add_incoming(v, pre)
-        carried.append(phi)
+        phis.append(phi)
     builder.cbranch(builder.icmp_signed("<", i, count), loop, done)
     builder.position_at_end(loop)
-    new = list(body(builder, i, list(carried)))
+    new = list(body(builder, i, _join(builder, inits, fields, phis)))
+    flat_new = [x for v, f in zip(new, fields) for x in _split(builder, v, f)]
     step = builder.add(i, T.i64(1), name=f"{name}.next", flags=("nuw", "nsw"))
     latch = builder.block
     builder.branch(head)
     i.add_incoming(step, latch)
-    for phi, v in zip(carried, new):
+    for phi, v in zip(phis, flat_new):
         phi.add_incoming(v, latch)
     builder.position_at_end(done)
-    return carried
+    return _join(builder, inits, fields, phis)
+
+
+# Carried values of struct type (complex numbers: lower_complex.py) are carried as one phi per
+# field: the loop vectoriser handles scalar reductions, not struct-typed phis.
+
+def _fields(value):
+    ty = value.type
+    return len(ty.elements) if isinstance(ty, ir.LiteralStructType) else None
+
+
+def _split(builder, value, fields):
+    if fields is None:
+        return [value]
+    return [builder.extract_value(value, k) for k in range(fields)]
+
+
+def _join(builder, inits, fields, phis):
+    """The carried values from their phis (structs packed again)."""
+    out, it = [], iter(phis)
+    for v, f in zip(inits, fields):
+        if f is None:
+            out.append(next(it))
+            continue
+        packed = ir.Constant(v.type, ir.Undefined)
+        for k in range(f):
+            packed = builder.insert_value(packed, next(it), k)
+        out.append(packed)
+    return out
 
 
 def emit_nest(builder, shape, body, inits=(), after_inner=None, name="i", bounds=None):

@@ -15,6 +15,8 @@ from zero or half to even per `rounding_method`.
 
 Transcendental functions go through `math`, the single place that picks their implementation:
 mathlib's vectorisable IR (accuracy in docs/llvm_math.md). Float16 math is computed in float32.
+Complex operands and results go to the complex forms of the rules (lower_complex.py, registered
+at the end of this module).
 """
 import numpy as np
 import llvmlite.ir as ir
@@ -23,6 +25,7 @@ from ...primitives import PRIMITIVES
 from . import ltypes as T
 from .calls import intrinsic
 from . import mathlib
+from . import lower_complex
 
 # ------------------------------------------------------------------------------ math
 
@@ -59,6 +62,8 @@ _MIN = ("minimum", "and_", "smin", "umin")
 def _extremum(ops, builder, a, b, dtype):
     """XLA's max/min: NaN wins and -0 < +0 for floats; `or`/`and` for bools."""
     fop, bop, sop, uop = ops
+    if dtype.kind == "c":
+        return (lower_complex.maximum if ops is _MAX else lower_complex.minimum)(builder, a, b)
     if dtype.kind == "b":
         return getattr(builder, bop)(a, b)
     return intrinsic(builder, {"f": fop, "i": sop, "u": uop}[dtype.kind], [a, b])
@@ -347,6 +352,8 @@ def convert(builder, x, src, dst):
     ty = T.reg_type(dst)
     if src == dst:
         return x
+    if "c" in (src.kind, dst.kind):
+        return lower_complex.convert(builder, x, src, dst, convert)
     if dst.kind == "b":
         if src.kind == "f":
             return builder.fcmp_unordered("!=", x, _zero(x.type))
@@ -387,3 +394,4 @@ _OTHER = {
 SCALAR_RULES = {**_UNARY, **_BINARY, **_OTHER}
 for _name, _rule in SCALAR_RULES.items():
     PRIMITIVES[_name].rules["llvm_scalar"] = _rule
+lower_complex.register()

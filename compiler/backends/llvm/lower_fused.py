@@ -40,6 +40,7 @@ from . import ltypes as T
 from .buffers import Buffer, View, load, store
 from .loops import collapse, contiguous_strides, emit_nest, affine_offset, counted_loop
 from .lower_elementwise import max_value, min_value, convert
+from . import lower_complex
 from .outline import parallel_range
 
 REASSOC = ("reassoc", "nsz")
@@ -124,10 +125,15 @@ VIEWS = {"transpose": _transpose, "broadcast_in_dim": _broadcast_in_dim, "rev": 
 
 # ------------------------------------------------------------------------- reductions
 
-def _identity(name, dtype):
+def _identity(name, dtype, empty=False):
+    """The value reduction `name` starts from; `empty`: its result over no elements, where
+    that differs (complex max/min: lower_complex.FOLD_START)."""
     dtype = np.dtype(dtype)
-    big = np.inf if dtype.kind == "f" else (True if dtype.kind == "b" else np.iinfo(dtype).max)
-    small = -np.inf if dtype.kind == "f" else (False if dtype.kind == "b" else np.iinfo(dtype).min)
+    if dtype.kind == "c" and name in lower_complex.FOLD_START and not empty:
+        return T.const(dtype, lower_complex.FOLD_START[name])
+    inexact = dtype.kind in "fc"
+    big = np.inf if inexact else (True if dtype.kind == "b" else np.iinfo(dtype).max)
+    small = -np.inf if inexact else (False if dtype.kind == "b" else np.iinfo(dtype).min)
     value = {"reduce_sum": 0, "reduce_prod": 1, "reduce_max": small, "reduce_min": big,
              "reduce_and": -1 if dtype.kind in "iu" else True, "reduce_or": 0,
              "reduce_xor": 0}[name]
@@ -135,6 +141,8 @@ def _identity(name, dtype):
 
 
 def _combine(name, builder, acc, x, dtype):
+    if dtype.kind == "c":
+        return lower_complex.combine(name, builder, acc, x, REASSOC)
     is_float = dtype.kind == "f"
     if name == "reduce_sum":
         return builder.fadd(acc, x, flags=REASSOC) if is_float else builder.add(acc, x)
@@ -333,7 +341,8 @@ class _Group:
     def emit(self):
         for r in self.reductions:
             if not r.direct:
-                fill(self.ctx.builder, r.buffer, _identity(r.eqn.prim.name, r.dtype))
+                fill(self.ctx.builder, r.buffer,
+                     _identity(r.eqn.prim.name, r.dtype, empty=self.shape == (0,)))
         if self.shape == (0,):
             return
         axis = None if self.size is not None else self.parallel_axis()

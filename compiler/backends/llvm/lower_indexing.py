@@ -34,6 +34,7 @@ from .buffers import Buffer, View, load, store, element_pointer
 from .calls import intrinsic
 from .loops import collapse, emit_nest, affine_offset, contiguous_strides
 from .lower_elementwise import convert, max_value, min_value
+from . import lower_complex
 from .lower_structural import copy_nest
 
 I64 = np.dtype(np.int64)
@@ -218,6 +219,8 @@ def _add(b, old, new, dtype):
     """The reference's np.add.at: logical or on bools."""
     if dtype.kind == "b":
         return b.or_(old, new)
+    if dtype.kind == "c":
+        return lower_complex.add(b, old, new)
     return b.fadd(old, new) if dtype.kind == "f" else b.add(old, new)
 
 
@@ -225,6 +228,8 @@ def _mul(b, old, new, dtype):
     """The reference's np.multiply.at: logical and on bools."""
     if dtype.kind == "b":
         return b.and_(old, new)
+    if dtype.kind == "c":
+        return lower_complex.mul(b, old, new)
     return b.fmul(old, new) if dtype.kind == "f" else b.mul(old, new)
 
 

@@ -26,6 +26,7 @@ from .loops import collapse, emit_nest, affine_offset
 from .lower_elementwise import max_value, min_value, convert, math as math_fn
 from .lower_fused import _rev, _slice, _transpose, _identity
 from .lower_structural import copy_nest
+from . import lower_complex
 
 
 # ------------------------------------------------------------------------ argmax/argmin
@@ -81,10 +82,14 @@ def _logaddexp(b, x, y):
 
 
 def _sum(b, acc, x, dtype):
+    if dtype.kind == "c":
+        return lower_complex.add(b, acc, x)
     return b.fadd(acc, x) if dtype.kind == "f" else b.add(acc, x)
 
 
 def _prod(b, acc, x, dtype):
+    if dtype.kind == "c":
+        return lower_complex.mul(b, acc, x)
     return b.fmul(acc, x) if dtype.kind == "f" else b.mul(acc, x)
 
 

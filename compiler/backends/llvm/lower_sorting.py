@@ -26,6 +26,7 @@ from .calls import intrinsic
 from .loops import counted_loop, emit_nest, affine_offset, contiguous_strides
 from .lower_indexing import at_offset
 from .lower_structural import copy_nest
+from . import lower_complex
 
 
 def _region(n, dtype):
@@ -45,8 +46,11 @@ def _scratch_bytes(eqn):
 # ------------------------------------------------------------------------------ order
 
 def _less(b, x, y, dtype):
-    """x < y in the sort's order (i1)."""
+    """x < y in the sort's order (i1); complex numbers by (real, imaginary) part."""
     kind = dtype.kind
+    if kind == "c":
+        part = lower_complex.part_dtype(dtype)
+        return _lex_less(b, lower_complex.parts(b, x), lower_complex.parts(b, y), [part] * 2)
     if kind == "f":   # NaNs last: y is NaN and x is not
         nan_after = b.and_(b.fcmp_ordered("uno", y, y), b.fcmp_ordered("ord", x, x))
         return b.or_(b.fcmp_ordered("<", x, y), nan_after)

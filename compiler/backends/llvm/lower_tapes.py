@@ -166,11 +166,14 @@ def _umax(builder, a, b):
 # -------------------------------------------------------------------------- records
 
 def _record(avals):
-    """([(code, count, byte offset)] of one cell's record, its size in bytes)."""
+    """([(code, count, byte offset)] of one cell's record, its size in bytes). A complex value
+    is recorded as its parts, floats (records add element by element)."""
     layout, offset = [], 0
     for a in avals:
         kind = "i" if a.dtype.kind == "u" else a.dtype.kind
-        layout.append((_CODES[(kind, a.dtype.itemsize)], a.size, offset))
+        parts = 2 if kind == "c" else 1
+        code = _CODES[("f" if kind == "c" else kind, a.dtype.itemsize // parts)]
+        layout.append((code, a.size * parts, offset))
         offset += -(-nbytes(a) // 8) * 8
     return layout, offset
 

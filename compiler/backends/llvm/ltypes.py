@@ -1,9 +1,10 @@
 """LLVM types of kiln's dtypes, and scalar constants.
 
 In registers a bool is an `i1`, integers are `iN` (LLVM integers carry no sign: the dtype says
-which instructions to use), floats are `half`/`float`/`double`. In memory a bool takes one byte
-(`i8` holding 0 or 1), as in NumPy. Complex dtypes have no lowering yet: asking for their type
-raises a CompileError naming the primitive and the dtype.
+which instructions to use), floats are `half`/`float`/`double`, and complex64/complex128 are the
+literal structs `{float, float}`/`{double, double}` (real part first: NumPy's layout, so memory
+holds the same type; lower_complex.py). In memory a bool takes one byte (`i8` holding 0 or 1),
+as in NumPy.
 """
 import numpy as np
 import llvmlite.ir as ir
@@ -35,6 +36,9 @@ def reg_type(dtype, what="this operation"):
         return ir.IntType(dtype.itemsize * 8)
     if kind == "f":
         return _FLOATS[dtype.itemsize]
+    if kind == "c":
+        part = _FLOATS[dtype.itemsize // 2]
+        return ir.LiteralStructType([part, part])
     if kind == "O":   # reverse mode's tapes: pointers (lower_tapes.py), moved as 8-byte words
         return I64
     raise unsupported(what, dtype)
@@ -53,6 +57,10 @@ def const(dtype, value):
         return ir.Constant(ty, int(bool(value)))
     if dtype.kind in "iu":
         return ir.Constant(ty, int(np.asarray(value).astype(dtype).view(_unsigned(dtype))))
+    if dtype.kind == "c":
+        z = np.asarray(value).astype(dtype)
+        return ir.Constant(ty, [ir.Constant(ty.elements[0], float(z.real)),
+                                ir.Constant(ty.elements[1], float(z.imag))])
     return ir.Constant(ty, float(np.asarray(value, dtype)))
 
 

@@ -1,0 +1,671 @@
+"""Complex numbers (complex64, complex128) in the LLVM backend: their register form, and the
+complex forms of the elementwise lowerings.
+
+Representation. In memory a complex number is NumPy's: two float32 (float64), the real part
+first. In registers it is the literal struct `{float, float}` (`{double, double}`;
+ltypes.reg_type), the same type as in memory. So loads, stores, `select`, loop phis and copies
+move complex values like any other scalar, and every lowering that only moves elements (views,
+pad, concatenate, gather and scatter, dynamic slices, control flow, sort's records, copies)
+works on them unchanged. The rules here take a value apart (`extractvalue`) and build their
+result (`insertvalue`); LLVM's instcombine splits loads and stores of these padding-free
+structs into their two fields and folds each extract of an insert, so after optimisation a
+fused loop computes on plain floats and vectorises as a real one does (its loads and stores
+become interleaving shuffles).
+
+Semantics are the reference backend's (NumPy's, which calls the C library's complex functions):
+- add, sub, neg, conj per part; mul as NumPy computes it on FMA hosts (re = fma(ar, br, -ai bi),
+  im = fma(ar, bi, ai br)); div is NumPy's Smith algorithm step for step (a zero divisor
+  divides each part by 0);
+- abs is hypot without overflow or underflow (inf when a part is infinite, even beside NaN);
+  sign is z / |z| computed as the reference does (in double, 0 at 0);
+- exp, log, sqrt, sin, cos, tan, sinh, cosh, tanh follow C99's formulas and its special values
+  (as glibc implements them): complex64 is computed in double and rounded once, complex128 with
+  scaling where an intermediate could overflow, on mathlib's vectorisable real functions;
+  expm1, log1p, exp2, logistic, rsqrt and pow are NumPy's formulas over those (pow: 1 at a
+  zero exponent, 0 or NaN at a zero base, integral exponents below 100 in magnitude by repeated
+  multiplication, otherwise exp(b log a));
+- integer_pow is repeated squaring in the reference's order;
+- eq/ne compare both parts; max/min (also clamp, reduce_max/min, cummax/cummin, scatter_max/min)
+  use NumPy's lexicographic order, in which an operand with a NaN part wins;
+- convert_element_type to a real, integer or bool type takes the real part (NumPy and XLA do);
+  from one, the imaginary part is +0;
+- reductions, scans and scatters add per part (sums reassociate, as real float sums do) and
+  multiply with the textbook product, unfused, as NumPy's reduce, accumulate and `at` loops do
+  (they differ from its elementwise product where a part overflows).
+Primitives whose complex form is not here (asin, acos, atan, asinh, acosh, atanh, atan2, and
+anything that is not elementwise or listed in MOVES) are refused by `lowers` (codegen's
+check_lowerable), so `kiln.jit` runs such a function on the reference backend.
+"""
+import math
+
+import numpy as np
+import llvmlite.ir as ir
+
+from ...primitives import PRIMITIVES
+from . import ltypes as T
+from .mathlib import _Code, _Val
+
+F64 = ir.DoubleType()
+LN2 = math.log(2)
+INF, NAN = float("inf"), float("nan")
+
+# Non-elementwise primitives whose lowerings handle complex operands: they move elements
+# (views, copies, indexing, control flow, sort's records, tapes' records, which add complex
+# values as pairs of floats), or combine them with the helpers below (reductions, scans,
+# scatters, dot_general).
+MOVES = frozenset({
+    "fusion", "broadcast_in_dim", "transpose", "reshape", "squeeze", "slice", "rev", "pad",
+    "concatenate", "iota", "bitcast_convert_type", "gather", "scatter", "scatter_add",
+    "scatter_mul", "scatter_min", "scatter_max", "dynamic_slice", "dynamic_update_slice",
+    "cond", "while_loop", "scan", "custom_jvp_call", "custom_vjp_call", "remat",
+    "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "cumsum", "cumprod", "cummax",
+    "cummin", "dot_general", "sort", "tape_push", "tape_pop", "debug_print"})
+
+
+def lowers(eqn):
+    """Whether the backend lowers `eqn` with complex operands or results."""
+    name = eqn.prim.name
+    return name in MOVES or name in _RULES or name in _SAME
+
+
+# ----------------------------------------------------------------------- register form
+
+def part_dtype(dtype):
+    """float32 for complex64, float64 for complex128."""
+    return np.dtype(f"f{np.dtype(dtype).itemsize // 2}")
+
+
+def parts(builder, z):
+    return builder.extract_value(z, 0), builder.extract_value(z, 1)
+
+
+def pack(builder, re, im):
+    ty = ir.LiteralStructType([re.type, re.type])
+    return builder.insert_value(builder.insert_value(ir.Constant(ty, ir.Undefined), re, 0),
+                                im, 1)
+
+
+def _code(builder, ty):
+    return _Code(builder, ty, "d" if ty == F64 else "f")
+
+
+def _vals(g, builder, z):
+    """The parts of complex register value `z` as `g`'s _Vals (widened to g's type)."""
+    return tuple(_Val(g, p if p.type == g.ty else builder.fpext(p, g.ty))
+                 for p in parts(builder, z))
+
+
+def _narrow(builder, re, im, ty):
+    """The values of _Vals `re`, `im`, rounded to the part type `ty`."""
+    return tuple(v if v.type == ty else builder.fptrunc(v, ty) for v in (re.v, im.v))
+
+
+def _result(builder, re, im, ty):
+    """Pack _Vals (narrowed to the part type `ty`)."""
+    return pack(builder, *_narrow(builder, re, im, ty))
+
+
+def _rule(fn, wide=False):
+    """The scalar rule computing `fn(g, *operands, **params) -> (re, im)` on _Val pairs: in the
+    part type, or in double when `wide` (complex64's transcendental functions)."""
+    def rule(ctx, builder, args, in_avals, out_aval, **params):
+        ty = T.reg_type(part_dtype(out_aval.dtype))
+        g = _code(builder, F64 if wide else ty)
+        zs = [_vals(g, builder, z) for z in args]
+        return _result(builder, *fn(g, *zs, **params), ty)
+    return rule
+
+
+# ------------------------------------------------------------------------- arithmetic
+
+def _add(g, a, b):
+    return a[0] + b[0], a[1] + b[1]
+
+
+def _sub(g, a, b):
+    return a[0] - b[0], a[1] - b[1]
+
+
+def _neg(g, a):
+    return -a[0], -a[1]
+
+
+def _mul(g, a, b):
+    (ar, ai), (br, bi) = a, b
+    return g.fma(ar, br, -(ai * bi)), g.fma(ar, bi, ai * br)
+
+
+def _mul_plain(g, a, b):
+    """The textbook product, unfused (NumPy's pow, reductions, scans and `at` loops)."""
+    (ar, ai), (br, bi) = a, b
+    return ar * br - ai * bi, ar * bi + ai * br
+
+
+def _div(g, a, b):
+    """Smith's algorithm, exactly as NumPy's complex division (NaN divisors take the second
+    branch, as NumPy's `>=` does)."""
+    (ar, ai), (br, bi) = a, b
+    abr, abi = br.abs(), bi.abs()
+    first = abr >= abi
+    rat = g.select(first, bi / br, br / bi)
+    scl = 1.0 / g.select(first, br + bi * rat, bi + br * rat)
+    re = g.select(first, (ar + ai * rat) * scl, (ar * rat + ai) * scl)
+    im = g.select(first, (ai - ar * rat) * scl, (ai * rat - ar) * scl)
+    zero = abr.eq(0.0) & abi.eq(0.0)
+    return g.select(zero, ar / abr, re), g.select(zero, ai / abr, im)
+
+
+def _one(g):
+    return g.f(1.0), g.f(0.0)
+
+
+def _reciprocal(g, a):
+    return _div(g, _one(g), a)
+
+
+def _square(g, a):
+    return _mul(g, a, a)
+
+
+def _integer_pow(g, a, y):
+    """Repeated squaring in the reference's order; 1 / z^|y| for negative y."""
+    if y == 0:
+        return _one(g)
+    base, acc, n = a, None, abs(y)
+    while n:
+        if n & 1:
+            acc = base if acc is None else _mul(g, acc, base)
+        n >>= 1
+        if n:
+            base = _mul(g, base, base)
+    return _reciprocal(g, acc) if y < 0 else acc
+
+
+def _select(g, cond, a, b):
+    return g.select(cond, a[0], b[0]), g.select(cond, a[1], b[1])
+
+
+# ------------------------------------------------------------------- abs and sign
+
+SCALE_LIMIT, SCALE_DOWN, SCALE_UP = 2.0 ** 500, 2.0 ** -600, 2.0 ** 600
+
+
+def _scaling(g, a):
+    """(factor, root of its inverse) bringing a magnitude `a` into [2^-500, 2^500] (1 inside):
+    multiplied by the factor, squares neither overflow nor underflow; a square root of the
+    scaled value times the second number is that of the original."""
+    big, small = a > SCALE_LIMIT, a < 1 / SCALE_LIMIT
+    factor = g.select(big, SCALE_DOWN, g.select(small, SCALE_UP, 1.0))
+    root = g.select(big, SCALE_UP ** 0.5, g.select(small, SCALE_DOWN ** 0.5, 1.0))
+    return factor, root
+
+
+def _isinf(x):
+    return x.abs().eq(INF)
+
+
+def _isfinite(x):
+    return x.abs() < INF
+
+
+def _hypot(g, x, y):
+    """sqrt(x^2 + y^2) in double without overflow or underflow, to about an ulp; inf when
+    either is infinite (even beside a NaN), else NaN with a NaN."""
+    factor, _ = _scaling(g, x.abs().max(y.abs()))
+    xs, ys = x * factor, y * factor
+    h = g.fma(xs, xs, ys * ys).sqrt() / factor
+    return g.select(_isinf(x) | _isinf(y), INF, h)
+
+
+def _abs(ctx, builder, args, in_avals, out_aval):
+    g = _code(builder, F64)
+    x, y = _vals(g, builder, args[0])
+    h = _hypot(g, x, y).v
+    ty = T.reg_type(out_aval.dtype)
+    return h if ty == F64 else builder.fptrunc(h, ty)
+
+
+def _sign(g, a):
+    """z / |z| as the reference computes it: a complex division by (|z|, 0) in double (so an
+    infinite part gives NaNs), 0 where |z| = 0."""
+    x, y = a
+    m = _hypot(g, x, y)
+    rat = 0.0 / m
+    scl = 1.0 / (m + 0.0 * rat)
+    re, im = (x + y * rat) * scl, (y - x * rat) * scl
+    zero = m.eq(0.0)
+    return g.select(zero, 0.0, re), g.select(zero, 0.0, im)
+
+
+# ------------------------------------------------------------------ exp and log
+
+HALF_EXP = 700.0   # above this, exp(x) is taken as exp(x/2)^2 (exp(x) alone may overflow)
+
+
+def _exp_times(g, x, c, s):
+    """(e^x c, e^x s) without spurious overflow where e^x alone overflows (complex128)."""
+    h = g.call("exp", x * 0.5)
+    e = g.call("exp", x)
+    half = x > HALF_EXP
+    return (g.select(half, (h * c) * h, e * c), g.select(half, (h * s) * h, e * s), e)
+
+
+def _exp(g, a):
+    """C99 cexp: e^x (cos y, sin y); (e^x, y) at y = 0; (inf, NaN) and (0, +-0) at x = +-inf
+    beside an infinite or NaN y."""
+    x, y = a
+    re, im, e = _exp_times(g, x, g.call("cos", y), g.call("sin", y))
+    at_zero = y.eq(0.0)
+    re, im = g.select(at_zero, e, re), g.select(at_zero, y, im)
+    edge = _isinf(x) & ~_isfinite(y)
+    positive = x > 0.0
+    re = g.select(edge, g.select(positive, INF, 0.0), re)
+    im = g.select(edge, g.select(positive, y - y, g.f(0.0).copysign(y)), im)
+    return re, im
+
+
+def _log_abs(g, x, y):
+    """log |x + iy| in double: near |z| = 1, log1p of x^2 + y^2 - 1 summed exactly (no
+    cancellation); elsewhere log(a) + log1p((b/a)^2)/2 with a = max(|x|, |y|), b = min."""
+    ax, ay = x.abs(), y.abs()
+    larger = ax >= ay
+    a, b = g.select(larger, ax, ay), g.select(larger, ay, ax)
+    ah = a * a
+    al = g.fma(a, a, -ah)
+    bh = b * b
+    bl = g.fma(b, b, -bh)
+    s, e = g.two_sum(ah - 1.0, bh)
+    near = 0.5 * g.call("log1p", s + (e + (al + bl)))
+    r = b / a
+    far = g.call("log", a) + 0.5 * g.call("log1p", r * r)
+    out = g.select((a >= 0.5) & (a <= 2.0), near, far)
+    out = g.select(x.eq(0.0) & y.eq(0.0), -INF, out)
+    return g.select(_isinf(x) | _isinf(y), INF, out)
+
+
+def _log(g, a):
+    x, y = a
+    return _log_abs(g, x, y), g.call("atan2", y, x)
+
+
+def _sqrt(g, a):
+    """C99 csqrt (glibc's algorithm): t = sqrt((|x| + |z|) / 2) on scaled parts, then
+    (t, y / 2t) for x > 0 and (|y| / 2t, +-t) otherwise; special values as C99."""
+    x, y = a
+    factor, root = _scaling(g, x.abs().max(y.abs()))
+    xs, ys = x * factor, y * factor
+    d = g.fma(xs, xs, ys * ys).sqrt()
+    t = (0.5 * (d + xs.abs())).sqrt()
+    q = 0.5 * (ys / t)
+    positive = xs > 0.0
+    re = g.select(positive, t, q.abs()) * root
+    im = (g.select(positive, q, t) * root).copysign(y)
+    zero = x.eq(0.0) & y.eq(0.0)
+    re, im = g.select(zero, 0.0, re), g.select(zero, y, im)
+    y_nan = y.isnan()
+    inf_x = _isinf(x)
+    re = g.select(inf_x, g.select(positive, x, g.select(y_nan, y, 0.0)), re)
+    im = g.select(inf_x, g.select(positive, g.select(y_nan, y, g.f(0.0).copysign(y)),
+                                  g.f(INF).copysign(y)), im)
+    inf_y = _isinf(y)
+    return g.select(inf_y, INF, re), g.select(inf_y, y, im)
+
+
+# ------------------------------------------------------- hyperbolic and circular
+
+def _half_exp_times(g, x, value):
+    """value * e^|x| / 2 without spurious overflow: (value h) (h/2), h = e^(|x|/2) (value,
+    a sine or cosine, may be subnormal: it is not halved first)."""
+    h = g.call("exp", x.abs() * 0.5)
+    return (value * h) * (h * 0.5)
+
+
+def _sinh_or_cosh(g, a, is_sinh):
+    """C99 csinh / ccosh with glibc's special values:
+    sinh(x + iy) = (sinh x cos y, cosh x sin y), cosh(x + iy) = (cosh x cos y, sinh x sin y),
+    where sinh and cosh overflow (|x| > HALF_EXP) through `_half_exp_times`."""
+    x, y = a
+    sh, ch = g.call("sinh", x), g.call("cosh", x)
+    c, s = g.call("cos", y), g.call("sin", y)
+    sign = g.f(1.0).copysign(x)
+    first, second = (sh, ch) if is_sinh else (ch, sh)
+    first_sign, second_sign = (sign, 1.0) if is_sinh else (1.0, sign)
+    big = x.abs() > HALF_EXP
+    re = g.select(big, _half_exp_times(g, x, c * first_sign), first * c)
+    im = g.select(big, _half_exp_times(g, x, s * second_sign), second * s)
+    im = g.select(y.eq(0.0), y * second_sign, im)    # +-0, also where cosh x is inf
+    return _hyperbolic_edges(g, x, y, c, s, re, im, is_sinh)
+
+
+def _hyperbolic_edges(g, x, y, c, s, re, im, is_sinh):
+    """The special values of csinh/ccosh where x or y is not finite (glibc's table)."""
+    inf, nan = INF, NAN
+    y_finite, y_zero = _isfinite(y), y.eq(0.0)
+    sign = g.f(1.0).copysign(x)
+    x_zero = x.eq(0.0)
+    # x finite, y inf or NaN
+    if is_sinh:
+        re_a, im_a = g.select(x_zero, x, nan), g.f(nan)
+    else:
+        re_a, im_a = g.f(nan), g.select(x_zero, 0.0, nan)
+    # x infinite: y finite nonzero, y zero, y inf or NaN
+    big_re = g.f(inf).copysign(c) * (sign if is_sinh else 1.0)
+    big_im = g.f(inf).copysign(s) * (1.0 if is_sinh else sign)
+    zero_re = x if is_sinh else g.f(inf)
+    zero_im = y if is_sinh else y * sign
+    re_b = g.select(y_finite, g.select(y_zero, zero_re, big_re), inf)
+    im_b = g.select(y_finite, g.select(y_zero, zero_im, big_im), y - y)
+    # x NaN
+    re_c, im_c = g.f(nan), g.select(y_zero, y, nan)
+    x_finite = _isfinite(x)
+    x_inf = _isinf(x)
+    re = g.select(x_finite, g.select(y_finite, re, re_a), g.select(x_inf, re_b, re_c))
+    im = g.select(x_finite, g.select(y_finite, im, im_a), g.select(x_inf, im_b, im_c))
+    return re, im
+
+
+def _sinh(g, a):
+    return _sinh_or_cosh(g, a, True)
+
+
+def _cosh(g, a):
+    return _sinh_or_cosh(g, a, False)
+
+
+TANH_BIG = 354.0   # beyond, tanh x rounds to +-1 and sinh^2 x overflows
+
+
+def _tanh(g, a):
+    """C99 ctanh (glibc's algorithm): (sinh x cosh x, sin y cos y) / (sinh^2 x + cos^2 y);
+    for |x| > TANH_BIG (+-1, 4 sin y cos y e^-2|x|)."""
+    x, y = a
+    sh, ch = g.call("sinh", x), g.call("cosh", x)
+    c, s = g.call("cos", y), g.call("sin", y)
+    eps = 2.0 ** -52
+    den = g.select(sh.abs() > c.abs() * eps, sh * sh + c * c, c * c)
+    re, im = (sh * ch) / den, (s * c) / den
+    big = x.abs() > TANH_BIG
+    tail = g.call("exp", -x.abs())
+    one = g.f(1.0).copysign(x)
+    re = g.select(big, one, re)
+    im = g.select(big, ((4.0 * s * c) * tail) * tail, im)
+    # not finite: x infinite; else y zero (x NaN); else NaN (x kept where it is zero)
+    y_small = _isfinite(y) & (y.abs() > 1.0)
+    inf_im = g.select(y_small, g.f(0.0).copysign(s * c), g.f(0.0).copysign(y))
+    re_e = g.select(_isinf(x), one, g.select(y.eq(0.0), x, g.select(x.eq(0.0), x, NAN)))
+    im_e = g.select(_isinf(x), inf_im, g.select(y.eq(0.0), y, NAN))
+    finite = _isfinite(x) & _isfinite(y)
+    return g.select(finite, re, re_e), g.select(finite, im, im_e)
+
+
+def _rotated(fn):
+    """f(z) = -i h(iz) (sin from sinh, tan from tanh); `_cos`: cos(z) = cosh(iz)."""
+    def circular(g, a):
+        x, y = a
+        re, im = fn(g, (-y, x))
+        return im, -re
+    return circular
+
+
+def _sin(g, a):
+    """-i sinh(iz), but for glibc's csin(+-inf or NaN +- i inf) = (NaN, +inf), which breaks
+    the identity's sign (C99 leaves it unspecified)."""
+    x, y = a
+    re, im = _rotated(_sinh)(g, a)
+    return re, g.select(_isinf(y) & ~_isfinite(x), INF, im)
+
+
+def _cos(g, a):
+    x, y = a
+    return _cosh(g, (-y, x))
+
+
+# ------------------------------------------------------------------ NumPy formulas
+
+def _expm1(g, a):
+    """NumPy's: (expm1(x) cos y - 2 sin^2(y/2), e^x sin y)."""
+    x, y = a
+    h = g.call("sin", y * 0.5)
+    return (g.call("expm1", x) * g.call("cos", y) - 2.0 * h * h,
+            g.call("exp", x) * g.call("sin", y))
+
+
+def _log1p(g, a):
+    """NumPy's: log(1 + z) with 1 + x rounded in the operand's type first."""
+    x, y = a
+    return x + 1.0, y
+
+
+def _exp2(g, a):
+    """NumPy's: exp(z ln 2), the product rounded in the operand's type."""
+    x, y = a
+    return x * LN2, y * LN2
+
+
+def _steps(*steps):
+    """A rule chaining NumPy's steps: each (fn, wide) runs on the previous step's result, in
+    the part type or in double (`wide`), and rounds to the part type in between."""
+    def rule(ctx, builder, args, in_avals, out_aval, **params):
+        ty = T.reg_type(part_dtype(out_aval.dtype))
+        z = args[0]
+        for fn, wide in steps:
+            g = _code(builder, F64 if wide else ty)
+            z = _result(builder, *fn(g, _vals(g, builder, z)), ty)
+        return z
+    return rule
+
+
+def _logistic_tail(g, a):
+    """1 / (1 + e), 1 + e as NumPy adds (1 + 0i) (so -0 + 0 = +0)."""
+    return _reciprocal(g, (a[0] + 1.0, a[1] + 0.0))
+
+
+def _log1p_abs_arg(g, a):
+    """(|w|, arg w) of w = 1 + z; |w| is rounded to the operand's type before its log, as
+    NumPy's is (so it overflows there)."""
+    x, y = a
+    return _hypot(g, x, y), g.call("atan2", y, x)
+
+
+def _log_of_real(g, a):
+    return g.call("log", a[0]), a[1]
+
+
+# ------------------------------------------------------------------------------- pow
+
+def _pow(ctx, builder, args, in_avals, out_aval):
+    """NumPy's complex power (its npy_cpow): 1 at a zero exponent; at a zero base 0 for a
+    positive real exponent, else NaN; an integral real exponent n, |n| < 100, by repeated
+    multiplication (`_small_power`); otherwise exp(b log a) as the C library's cpow: log and
+    exp in double, each rounded to the operand type, the product in the operand type."""
+    ty = T.reg_type(part_dtype(out_aval.dtype))
+    a, b = args
+    kind = in_avals[1].dtype.kind
+    if kind != "c":   # an integer exponent
+        b = pack(builder, (builder.sitofp if kind == "i" else builder.uitofp)(b, ty),
+                 ir.Constant(ty, 0.0))
+    g, w = _code(builder, ty), _code(builder, F64)
+    za, (br, bi) = _vals(g, builder, a), _vals(g, builder, b)
+    log_a = _result(builder, *_log(w, _vals(w, builder, a)), ty)
+    exponent = _mul_plain(g, (br, bi), _vals(g, builder, log_a))
+    wide = _exp(w, _vals(w, builder, pack(builder, exponent[0].v, exponent[1].v)))
+    general = tuple(_Val(g, v) for v in _narrow(builder, *wide, ty))
+    small = br.abs() < 100.0
+    n = g.select(small, br, 0.0)
+    out = _select(g, bi.eq(0.0) & small & n.eq(n.floor()), _small_power(g, za, n), general)
+    zero_base = (g.select(br > 0.0, 0.0, NAN),) * 2
+    out = _select(g, za[0].eq(0.0) & za[1].eq(0.0), zero_base, out)
+    out = _select(g, br.eq(0.0) & bi.eq(0.0), _one(g), out)
+    return pack(builder, out[0].v, out[1].v)
+
+
+def _small_power(g, a, n):
+    """a^n for an integral float n, |n| < 100, as NumPy: a, a*a, a*(a*a) for n = 1, 2, 3;
+    otherwise a product over the bits of |n| starting from 1, inverted for negative n."""
+    m = _Val(g, g.b.fptosi(n.abs().v, ir.IntType(32)))
+    acc, p = _one(g), a
+    for k in range(7):          # |n| < 100 < 2^7
+        bit = _Val(g, g.b.trunc(g.b.lshr(m.v, ir.Constant(m.v.type, k)), ir.IntType(1)))
+        acc = _select(g, bit, _mul_plain(g, acc, p), acc)
+        p = _mul_plain(g, p, p)
+    looped = _select(g, n < 0.0, _reciprocal(g, acc), acc)
+    square = _mul_plain(g, a, a)
+    out = _select(g, n.eq(3.0), _mul_plain(g, a, square), looped)
+    out = _select(g, n.eq(2.0), square, out)
+    return _select(g, n.eq(1.0), a, out)
+
+
+# -------------------------------------------------------------- comparisons, max/min
+
+def _eq(ctx, builder, args, in_avals, out_aval):
+    (ar, ai), (br, bi) = (parts(builder, z) for z in args)
+    return builder.and_(builder.fcmp_ordered("==", ar, br), builder.fcmp_ordered("==", ai, bi))
+
+
+def _ne(ctx, builder, args, in_avals, out_aval):
+    (ar, ai), (br, bi) = (parts(builder, z) for z in args)
+    return builder.or_(builder.fcmp_unordered("!=", ar, br),
+                       builder.fcmp_unordered("!=", ai, bi))
+
+
+def _extremum(builder, a, b, op):
+    """NumPy's complex maximum (op ">") or minimum ("<"): `a` if it has a NaN part or comes
+    first in the lexicographic order (ties included), else `b`."""
+    (ar, ai), (br, bi) = parts(builder, a), parts(builder, b)
+    fo, fu = builder.fcmp_ordered, builder.fcmp_unordered
+    no_nan_im = fo("ord", ai, bi)
+    before = builder.or_(builder.and_(fo(op, ar, br), no_nan_im),
+                         builder.and_(fo("==", ar, br), fo(op + "=", ai, bi)))
+    keep = builder.or_(builder.or_(fu("uno", ar, ar), fu("uno", ai, ai)), before)
+    return builder.select(keep, a, b)
+
+
+def maximum(builder, a, b):
+    return _extremum(builder, a, b, ">")
+
+
+def minimum(builder, a, b):
+    return _extremum(builder, a, b, "<")
+
+
+def _max(ctx, builder, args, in_avals, out_aval):
+    return maximum(builder, *args)
+
+
+def _min(ctx, builder, args, in_avals, out_aval):
+    return minimum(builder, *args)
+
+
+def _clamp(ctx, builder, args, in_avals, out_aval):
+    lo, x, hi = args
+    return minimum(builder, maximum(builder, x, lo), hi)
+
+
+# --------------------------------------------------- parts, construction, conversion
+
+def _real(ctx, builder, args, in_avals, out_aval):
+    return builder.extract_value(args[0], 0)
+
+
+def _imag(ctx, builder, args, in_avals, out_aval):
+    return builder.extract_value(args[0], 1)
+
+
+def _complex(ctx, builder, args, in_avals, out_aval):
+    return pack(builder, *args)
+
+
+def _conj_rule(ctx, builder, args, in_avals, out_aval):
+    """conj; of a float32/float64 operand, the complex number (x, +0) of its precision."""
+    x = args[0]
+    if in_avals[0].dtype.kind != "c":
+        return pack(builder, x, ir.Constant(x.type, 0.0))
+    re, im = parts(builder, x)
+    return pack(builder, re, builder.fneg(im))
+
+
+def convert(builder, x, src, dst, real_convert):
+    """Conversions with a complex side (lower_elementwise.convert calls this with itself as
+    `real_convert`): complex -> complex per part; complex -> anything through the real part;
+    anything -> complex as (x, +0)."""
+    src, dst = np.dtype(src), np.dtype(dst)
+    if src.kind == "c" and dst.kind == "c":
+        re, im = parts(builder, x)
+        a, b = part_dtype(src), part_dtype(dst)
+        return pack(builder, real_convert(builder, re, a, b), real_convert(builder, im, a, b))
+    if src.kind == "c":
+        return real_convert(builder, builder.extract_value(x, 0), part_dtype(src), dst)
+    re = real_convert(builder, x, src, part_dtype(dst))
+    return pack(builder, re, ir.Constant(re.type, 0.0))
+
+
+# ---------------------------------------------------------- combining (reductions)
+
+def add(builder, a, b, flags=()):
+    (ar, ai), (br, bi) = parts(builder, a), parts(builder, b)
+    return pack(builder, builder.fadd(ar, br, flags=flags), builder.fadd(ai, bi, flags=flags))
+
+
+def mul(builder, a, b):
+    g = _code(builder, a.type.elements[0])
+    re, im = _mul_plain(g, _vals(g, builder, a), _vals(g, builder, b))
+    return pack(builder, re.v, im.v)
+
+
+# Reductions' identities where they differ from the reference's fill value of an empty
+# reduction: the fold of max (min) starts below (above) every value, -inf - inf i, so that a
+# first element with real part -inf wins as it does in NumPy's fold.
+FOLD_START = {"reduce_max": complex(-np.inf, -np.inf), "reduce_min": complex(np.inf, np.inf)}
+
+
+def combine(name, builder, acc, x, flags=()):
+    """A reduction's step on complex values (lower_fused, lower_reductions)."""
+    if name == "reduce_sum":
+        return add(builder, acc, x, flags)
+    if name == "reduce_prod":
+        return mul(builder, acc, x)
+    return (maximum if name == "reduce_max" else minimum)(builder, acc, x)
+
+
+# ---------------------------------------------------------------------- registration
+
+_SAME = frozenset({"select_n", "copy", "stop_gradient", "bitcast_convert_type",
+                   "convert_element_type"})   # their real rules handle complex values
+
+_RULES = {
+    "add": _rule(_add), "sub": _rule(_sub), "mul": _rule(_mul), "div": _rule(_div),
+    "neg": _rule(_neg), "square": _rule(_square), "integer_pow": _rule(_integer_pow),
+    "abs": _abs, "sign": _rule(_sign, wide=True),
+    "exp": _rule(_exp, wide=True), "log": _rule(_log, wide=True),
+    "sqrt": _rule(_sqrt, wide=True),
+    "sinh": _rule(_sinh, wide=True), "cosh": _rule(_cosh, wide=True),
+    "tanh": _rule(_tanh, wide=True), "sin": _rule(_sin, wide=True),
+    "cos": _rule(_cos, wide=True), "tan": _rule(_rotated(_tanh), wide=True),
+    "expm1": _rule(_expm1), "log1p": _steps((_log1p, False), (_log1p_abs_arg, True), (_log_of_real, True)),
+    "exp2": _steps((_exp2, False), (_exp, True)),
+    "logistic": _steps((_neg, False), (_exp, True), (_logistic_tail, False)),
+    "rsqrt": _steps((_sqrt, True), (_reciprocal, False)),
+    "pow": _pow, "eq": _eq, "ne": _ne, "max": _max, "min": _min, "clamp": _clamp,
+    "real": _real, "imag": _imag, "complex": _complex, "conj": _conj_rule,
+}
+
+
+def _has_complex(in_avals, out_aval):
+    return out_aval.dtype.kind == "c" or any(a.dtype.kind == "c" for a in in_avals)
+
+
+def _dispatch(real_rule, complex_rule):
+    """A scalar rule running `complex_rule` when an operand or the result is complex."""
+    def rule(ctx, builder, args, in_avals, out_aval, **params):
+        chosen = complex_rule if _has_complex(in_avals, out_aval) else real_rule
+        return chosen(ctx, builder, args, in_avals, out_aval, **params)
+    return rule
+
+
+def register():
+    """Attach the complex forms to the primitives' scalar rules (lower_elementwise calls this
+    once its real rules are registered)."""
+    for name, rule in _RULES.items():
+        rules = PRIMITIVES[name].rules
+        real_rule = rules.get("llvm_scalar")
+        rules["llvm_scalar"] = rule if real_rule is None else _dispatch(real_rule, rule)
