@@ -449,6 +449,39 @@ def test_polynomials_products_and_angles():
     assert "kiln_cgemm" in jf.lower(z, b).compile().as_text()
 
 
+def _fused_chains(z, w, v):
+    """Fusion groups mixing complex and real values, views and reductions; two flat chains of
+    one structure and different sizes share a size-generic kernel."""
+    t = jnp.exp(z * 0.5j) * jnp.conj(w.T) / (1 + jnp.abs(z))
+    rows = jnp.sum(t * t, axis=1)
+    cols = jnp.max(jnp.real(t), axis=0) + jnp.imag(jnp.prod(t[::-1], axis=0))
+    u = jnp.sqrt(v) * 2 - v
+    return rows, cols, jnp.sqrt(rows) * 2 - rows, u, jnp.cumsum(t, axis=0)
+
+
+@SETTINGS
+@given(m=st.integers(1, 5), n=st.integers(0, 5), data=st.data())   # (max over m)
+def test_fused_programs_match_the_reference(m, n, data):
+    z = data.draw(complex_arrays(C64, (m, n), specials=False))
+    w = data.draw(complex_arrays(C64, (n, m), specials=False))
+    v = data.draw(complex_arrays(C64, (n + 2,), specials=False))
+    jf = compare(_fused_chains, z, w, v, rtol=2e-5)
+    if m * n > 1:
+        assert "fusion(" in jf.lower(z, w, v).as_text()
+
+
+def _same_chain_twice(a, b):
+    return jnp.sqrt(a) * 2 - a, jnp.sqrt(b) * 2 - b
+
+
+def test_flat_chains_of_two_sizes_share_one_kernel():
+    a = (np.arange(3000) * (1 + 0.5j)).astype(C64)
+    b = (np.arange(1000) * (0.3 - 1j)).astype(C64)
+    jf = compare(_same_chain_twice, a, b, rtol=ULPS[C64])
+    text = jf.lower(a, b).compile().as_text("llvm-unoptimized")
+    assert len(re.findall(r"define internal void .*i64 %\"size\"", text)) == 1
+
+
 def _loss(z):
     return jnp.abs(jnp.sum(z * z)).real
 
