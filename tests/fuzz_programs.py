@@ -115,6 +115,11 @@ REDUCTIONS = [
 ]
 CUMULATIVE = [("jnp.cumsum", "fiub", "n"), ("jnp.cumprod", "fiu", "n"),
               ("lax.cummax", "fiu", ""), ("lax.cummin", "fiu", "")]
+# Operands of float sums and products, whose order differs between the backends, are
+# clipped to these bounds so that no order overflows (where inf - inf or 0 * inf would make
+# NaN in some orders only).
+BOUNDS = {"jnp.sum": 1e30, "jnp.mean": 1e30, "jnp.cumsum": 1e30, "jnp.prod": 2.0,
+          "jnp.cumprod": 2.0, "dot": 1e15}
 STEPS_MAX = 8
 REGION_DEPTH = 2
 
@@ -247,6 +252,14 @@ def fit(v, shape, dtype):
     return expr
 
 
+def bounded(x, operation):
+    """Source text for operand `x` of `operation`, clipped if BOUNDS says so."""
+    bound = BOUNDS.get(operation)
+    if x.kind != "f" or bound is None:
+        return x.name
+    return f"jnp.clip({x.name}, {-bound!r}, {bound!r})"
+
+
 def dtype_text(dtype):
     return "jnp.bool_" if dtype.kind == "b" else f"jnp.{dtype.name}"
 
@@ -318,7 +331,7 @@ def reduction(g):
             "e" in flags and x.size == 0 and axes is None):
         return None
     keep = g.flag()
-    return g.assign(f"{fn}({x.name}, axis={axes!r}, keepdims={keep})",
+    return g.assign(f"{fn}({bounded(x, fn)}, axis={axes!r}, keepdims={keep})",
                     x.inexact or "n" in flags)
 
 
@@ -328,7 +341,7 @@ def cumulative(g):
     if x is None:
         return None
     axis = g.integer(0, x.ndim - 1)
-    return g.assign(f"{fn}({x.name}, axis={axis})", x.inexact or "n" in flags)
+    return g.assign(f"{fn}({bounded(x, fn)}, axis={axis})", x.inexact or "n" in flags)
 
 
 # ------------------------------------------------------------------------- shapes
@@ -416,6 +429,47 @@ def broadcast_to(g):
     return g.assign(f"jnp.broadcast_to({x.name}, {tuple(dims)})", x.inexact)
 
 
+def pad(g):
+    """lax.pad with negative (cropping) and interior padding."""
+    x = g.choose(where=lambda v: v.ndim > 0)
+    if x is None:
+        return None
+    config = []
+    for n in x.shape:
+        interior = g.integer(0, 1)
+        grown = n + max(n - 1, 0) * interior
+        lo = g.integer(-min(grown, 2), 2)
+        config.append((lo, g.integer(-min(grown + lo, 2), 2), interior))
+    if math.prod(n + lo + hi + max(n - 1, 0) * k
+                 for n, (lo, hi, k) in zip(x.shape, config)) > MAX_RESULT:
+        return None
+    value = f"jnp.asarray({g.pick(LITERALS[x.kind])}, {dtype_text(x.dtype)})"
+    return g.assign(f"lax.pad({x.name}, {value}, {config})", x.inexact)
+
+
+def rearrange(g):
+    """roll, tile, repeat, clip, top_k."""
+    x = g.choose()
+    form = g.integer(0, 4)
+    if form == 0 or x.ndim == 0 and form != 3:
+        axis = g.integer(0, x.ndim - 1) if x.ndim and g.flag() else None
+        return g.assign(f"jnp.roll({x.name}, {g.integer(-3, 3)}, axis={axis})", x.inexact)
+    if form == 1 and x.size * 4 <= MAX_RESULT:
+        return g.assign(f"jnp.tile({x.name}, {tuple(g.integer(0, 2) for _ in x.shape)})",
+                        x.inexact)
+    if form == 2 and x.size * 3 <= MAX_RESULT:
+        axis = g.integer(0, x.ndim - 1)
+        return g.assign(f"jnp.repeat({x.name}, {g.integer(0, 3)}, axis={axis})", x.inexact)
+    if form == 3 or x.inexact or x.shape[-1] == 0 or x.kind == "b":
+        if x.kind == "b":
+            return None
+        lo, hi = sorted((g.pick(LITERALS[x.kind]) for _ in range(2)), key=float)
+        return g.assign(f"jnp.clip({x.name}, {lo}, {hi})", x.inexact)
+    k = g.integer(1, x.shape[-1])
+    values, indices = g.fresh(), g.fresh()
+    return [f"{values}, {indices} = lax.top_k({x.name}, {k})"], {values: False, indices: False}
+
+
 # ------------------------------------------------------------------------- dot, sort, indexing
 
 def einsum(g):
@@ -441,7 +495,7 @@ def einsum(g):
     if math.prod(sizes[l] for l in out) > MAX_RESULT:
         return None
     spec = f"{''.join(xs)},{''.join(ys)}->{''.join(out)}"
-    return g.assign(f"jnp.einsum('{spec}', {x.name}, {y.name})", True)
+    return g.assign(f"jnp.einsum('{spec}', {bounded(x, 'dot')}, {bounded(y, 'dot')})", True)
 
 
 def matmul(g):
@@ -454,7 +508,7 @@ def matmul(g):
     y = g.choose("fiu", where=fits)
     if y is None:
         return None
-    return g.assign(f"{x.name} @ {y.name}", True)
+    return g.assign(f"{bounded(x, 'dot')} @ {bounded(y, 'dot')}", True)
 
 
 def sort(g):
@@ -696,7 +750,7 @@ def python_loop(g):
 
 
 PLAIN = [unary, binary, astype, reduction, reshape, slicing, where, concatenate,
-         broadcast_to, einsum, matmul, cumulative, sort, dynamic_slice, gather]
+         broadcast_to, einsum, matmul, cumulative, sort, dynamic_slice, gather, pad, rearrange]
 CONTROL = [cond, fori_loop, python_if, python_loop, scan, while_loop]
 STEP_KINDS = PLAIN + CONTROL
 
