@@ -13,8 +13,7 @@ the oracle).
 The default backend is "cpu" (LLVM); `KILN_BACKEND=reference` (or `llvm`) sets the backend of
 every `jit` that names none (read when the `jit` is created; for testing one backend against the
 whole suite). Without an explicit `backend=`, a function the LLVM backend cannot lower yet
-(the complex inverse trigonometric functions, say) is compiled for the reference backend
-instead.
+(atan2 of complex numbers) is compiled for the reference backend instead.
 `KILN_LOG_COMPILES=1` logs every (re)specialisation with its reason; `KILN_DUMP_DIR=dir`
 writes every stage; `kiln.disable_jit()` (or `KILN_DISABLE_JIT=1`) runs functions as plain
 Python.
@@ -371,8 +370,8 @@ class Jitted:
     def _compile(self, fn, backend=None, donated=()):
         """(the SSA after the backend's pipeline, its executable; the LLVM backend may
         overwrite the `donated` inputs). Without an explicit `backend=`, a function the LLVM
-        backend cannot lower yet (complex arcsine, say) runs on the reference backend instead,
-        logged under KILN_LOG_COMPILES."""
+        backend cannot lower yet (atan2 of complex numbers) runs on the reference backend
+        instead, logged under KILN_LOG_COMPILES."""
         from .compiler import passes
         backend = backend or self._backend
         ssa = passes.run_pipeline(fn, dump_name=fn.name, pipeline=passes.PIPELINES[backend])

@@ -18,9 +18,12 @@ Semantics are the reference backend's (NumPy's, which calls the C library's comp
   divides each part by 0);
 - abs is hypot without overflow or underflow (inf when a part is infinite, even beside NaN);
   sign is z / |z| computed as the reference does (in double, 0 at 0);
-- exp, log, sqrt, sin, cos, tan, sinh, cosh, tanh follow C99's formulas and its special values
-  (as glibc implements them): complex64 is computed in double and rounded once, complex128 with
-  scaling where an intermediate could overflow, on mathlib's vectorisable real functions;
+- exp, log, sqrt, sin, cos, tan, sinh, cosh, tanh and the inverse functions asin, acos, atan,
+  asinh, acosh, atanh follow C99's definitions and special values (glibc's choices, which
+  NumPy returns), the inverse sine and cosine by Hull, Fairgrieve and Tang's algorithm:
+  complex64 is computed in double and rounded once, complex128 with scaling or asymptotic
+  forms where an intermediate could overflow or underflow, on mathlib's vectorisable real
+  functions;
   expm1, log1p, exp2, logistic, rsqrt and pow are NumPy's formulas over those (pow: 1 at a
   zero exponent, 0 or NaN at a zero base, integral exponents below 100 in magnitude by repeated
   multiplication, otherwise exp(b log a));
@@ -32,9 +35,9 @@ Semantics are the reference backend's (NumPy's, which calls the C library's comp
 - reductions, scans and scatters add per part (sums reassociate, as real float sums do) and
   multiply with the textbook product, unfused, as NumPy's reduce, accumulate and `at` loops do
   (they differ from its elementwise product where a part overflows).
-Primitives whose complex form is not here (asin, acos, atan, asinh, acosh, atanh, atan2, and
-anything that is not elementwise or listed in MOVES) are refused by `lowers` (codegen's
-check_lowerable), so `kiln.jit` runs such a function on the reference backend.
+Primitives whose complex form is not here (atan2 of complex operands, and anything that is not
+elementwise or listed in MOVES) are refused by `lowers` (codegen's check_lowerable), so
+`kiln.jit` runs such a function on the reference backend.
 """
 import math
 
@@ -47,6 +50,7 @@ from .mathlib import _Code, _Val
 
 F64 = ir.DoubleType()
 LN2 = math.log(2)
+PI_HI, PI_LO = math.pi, 1.2246467991473532e-16   # pi = PI_HI + PI_LO to about 2^-106
 INF, NAN = float("inf"), float("nan")
 
 # Non-elementwise primitives whose lowerings handle complex operands: they move elements
@@ -209,11 +213,19 @@ def _isfinite(x):
 
 
 def _hypot(g, x, y):
-    """sqrt(x^2 + y^2) in double without overflow or underflow, to about an ulp; inf when
+    """sqrt(x^2 + y^2) in double without overflow or underflow, correctly rounded but in rare
+    cases: the square root of the rounded sum, corrected by the residual (a^2 + b^2 - h^2) / 2h
+    (a = max(|x|, |y|), b = min; squares split exactly with fma, a^2 - h^2 exact); inf when
     either is infinite (even beside a NaN), else NaN with a NaN."""
-    factor, _ = _scaling(g, x.abs().max(y.abs()))
-    xs, ys = x * factor, y * factor
-    h = g.fma(xs, xs, ys * ys).sqrt() / factor
+    ax, ay = x.abs(), y.abs()
+    larger = ax >= ay
+    factor, _ = _scaling(g, ax.max(ay))
+    a, b = g.select(larger, ax, ay) * factor, g.select(larger, ay, ax) * factor
+    aa, bb = a * a, b * b
+    h = g.fma(a, a, bb).sqrt()
+    hh = h * h
+    residual = ((aa - hh) + bb) + ((g.fma(a, a, -aa) + g.fma(b, b, -bb)) - g.fma(h, h, -hh))
+    h = g.select(h > 0.0, h + residual / (2.0 * h), h) / factor
     return g.select(_isinf(x) | _isinf(y), INF, h)
 
 
@@ -264,18 +276,24 @@ def _exp(g, a):
     return re, im
 
 
-def _log_abs(g, x, y):
-    """log |x + iy| in double: near |z| = 1, log1p of x^2 + y^2 - 1 summed exactly (no
-    cancellation); elsewhere log(a) + log1p((b/a)^2)/2 with a = max(|x|, |y|), b = min."""
-    ax, ay = x.abs(), y.abs()
-    larger = ax >= ay
-    a, b = g.select(larger, ax, ay), g.select(larger, ay, ax)
+def _x2y2m1(g, a, b):
+    """a^2 + b^2 - 1 without cancellation near the unit circle: the squares split exactly
+    (fma), a^2 - 1 exact there, the rest summed with an exact two-sum."""
     ah = a * a
     al = g.fma(a, a, -ah)
     bh = b * b
     bl = g.fma(b, b, -bh)
     s, e = g.two_sum(ah - 1.0, bh)
-    near = 0.5 * g.call("log1p", s + (e + (al + bl)))
+    return s + (e + (al + bl))
+
+
+def _log_abs(g, x, y):
+    """log |x + iy| in double: near |z| = 1, log1p of x^2 + y^2 - 1 (`_x2y2m1`); elsewhere
+    log(a) + log1p((b/a)^2)/2 with a = max(|x|, |y|), b = min."""
+    ax, ay = x.abs(), y.abs()
+    larger = ax >= ay
+    a, b = g.select(larger, ax, ay), g.select(larger, ay, ax)
+    near = 0.5 * g.call("log1p", _x2y2m1(g, a, b))
     r = b / a
     far = g.call("log", a) + 0.5 * g.call("log1p", r * r)
     out = g.select((a >= 0.5) & (a <= 2.0), near, far)
@@ -418,6 +436,175 @@ def _sin(g, a):
 def _cos(g, a):
     x, y = a
     return _cosh(g, (-y, x))
+
+
+# ------------------------------------------------------------------ inverse functions
+
+EPS = 2.0 ** -52
+B_CROSSOVER, A_CROSSOVER = 0.6417, 1.5
+HALF_PI = math.pi / 2
+
+
+def _asin_acos_parts(g, x, y):
+    """For the magnitudes x, y of a number's parts: (the real part of its arcsine, the real
+    part of its arccosine, the magnitude of both imaginary parts), by Hull, Fairgrieve and
+    Tang's algorithm (ACM TOMS 23, 1997): with r = |z + 1|, s = |z - 1|, A = (r + s)/2, the
+    real parts are asin(x/A) and acos(x/A), or forms of atan without cancellation where x/A
+    nears 1, and the imaginary part is log(A + sqrt(A^2 - 1)), through log1p of A - 1 summed
+    without cancellation near A = 1. Outside [2^-500, 2^500] (where squares overflow or
+    underflow) the paper's asymptotic forms."""
+    xp1, xm1 = x + 1.0, x - 1.0
+    yy = y * y
+    r = g.fma(xp1, xp1, yy).sqrt()
+    s = g.fma(xm1, xm1, yy).sqrt()
+    a = 0.5 * (r + s)
+    b = x / a
+    apx = a + x
+    below = x <= 1.0
+    # the real parts where b is near 1
+    d = g.select(below, (0.5 * apx * (yy / (r + xp1) + (s - xm1))).sqrt(),
+                 y * (0.5 * (apx / (r + xp1) + apx / (s + xm1))).sqrt())
+    use_b = b <= B_CROSSOVER
+    re_asin = g.select(use_b, g.call("asin", b), g.call("atan", x / d))
+    re_acos = g.select(use_b, g.call("acos", b), g.call("atan", d / x))
+    am1 = 0.5 * (yy / (r + xp1) + g.select(below, yy / (s - xm1), s + xm1))
+    im = g.select(a <= A_CROSSOVER, g.call("log1p", am1 + (am1 * (a + 1.0)).sqrt()),
+                  g.call("log", a + g.fma(a, a, -1.0).sqrt()))
+    safe = ((x > 1 / SCALE_LIMIT) & (x < SCALE_LIMIT) & (y > 1 / SCALE_LIMIT)
+            & (y < SCALE_LIMIT))
+    edge = _asin_acos_edges(g, x, y, xp1, xm1)
+    return tuple(g.select(safe, main, other)
+                 for main, other in zip((re_asin, re_acos, im), edge))
+
+
+def _asin_acos_edges(g, x, y, xp1, xm1):
+    """`_asin_acos_parts` where x or y is zero, tiny or huge: the paper's cases, first match
+    wins: y negligible beside |x - 1|; y tiny (x near 1); y huge beside x; x > 1; x tiny."""
+    log_y = LN2 + g.call("log", y)
+    cases = []
+    # y negligible: the real line (x < 1 inside, x >= 1 on the cut)
+    inside = x < 1.0
+    fits = xm1 < 2.0 ** 1000 / xp1
+    root = (xp1 * xm1).sqrt()
+    cases.append((y <= EPS * xm1.abs(), (
+        g.select(inside, g.call("asin", x), HALF_PI),
+        g.select(inside, g.call("acos", x), g.select(fits, y / root, y / x)),
+        g.select(inside, y / (xp1 * (1.0 - x)).sqrt(),
+                 g.select(fits, g.call("log1p", xm1 + root), LN2 + g.call("log", x))))))
+    t = y.sqrt()
+    cases.append((y <= 1 / SCALE_LIMIT, (HALF_PI - t, t, t)))
+    cases.append((EPS * y - 1.0 >= x, (x / y, g.f(HALF_PI), log_y)))
+    q = x / y
+    cases.append((x > 1.0, (g.call("atan", q), g.call("atan", y / x),
+                            log_y + 0.5 * g.call("log1p", q * q))))
+    h = g.fma(y, y, 1.0).sqrt()
+    out = (x / h, g.f(HALF_PI), 0.5 * g.call("log1p", 2.0 * y * (y + h)))
+    for cond, values in reversed(cases):
+        out = tuple(g.select(cond, v, o) for v, o in zip(values, out))
+    return out
+
+
+# C99's values where a part is infinite or NaN (Annex G; glibc's choices where it leaves a
+# sign unspecified): `_finite_or(g, z, main, edge)` picks `edge` there.
+
+def _finite_or(g, a, main, edge):
+    finite = _isfinite(a[0]) & _isfinite(a[1])
+    return tuple(g.select(finite, m, e) for m, e in zip(main, edge))
+
+
+def _asinh_edge(g, x, y):
+    """casinh where x or y is not finite."""
+    x_nan, x_inf, y_inf = x.isnan(), _isinf(x), _isinf(y)
+    zero = g.f(0.0).copysign(y)
+    im_y_inf = g.select(x_nan, NAN, g.select(x_inf, math.pi / 4, HALF_PI)).copysign(y)
+    im_x_edge = g.select((x_inf & _isfinite(y)) | (x_nan & y.eq(0.0)), zero, NAN)
+    re = g.select(y_inf, g.f(INF).copysign(x), g.select(x_inf | x_nan, x, NAN))
+    im = g.select(y_inf, im_y_inf, g.select(x_inf | x_nan, im_x_edge, NAN))
+    return re, im
+
+
+def _asin(g, a):
+    """Where a part is NaN: (x, y) for x = 0, (NaN, +-inf) beside an infinity, else NaN;
+    otherwise -i asinh(iz) (its edge values included)."""
+    x, y = a
+    re, _, im = _asin_acos_parts(g, x.abs(), y.abs())
+    h_re, h_im = _asinh_edge(g, -y, x)
+    nan = x.isnan() | y.isnan()
+    inf = _isinf(x) | _isinf(y)
+    e_re = g.select(nan, g.select(x.eq(0.0), x, NAN), h_im)
+    e_im = g.select(nan, g.select(inf, g.f(INF).copysign(y), NAN), -h_re)
+    return _finite_or(g, a, (re.copysign(x), im.copysign(y)), (e_re, e_im))
+
+
+def _acos(g, a):
+    """C99 cacos; where a part is not finite, (pi/2 - Im w, Re w) with w = asinh(iz)."""
+    x, y = a
+    _, re, im = _asin_acos_parts(g, x.abs(), y.abs())
+    re = g.select(x.signbit(), (PI_HI - re) + PI_LO, re)
+    w_re, w_im = _asinh_edge(g, -y, x)
+    return _finite_or(g, a, (re, im.copysign(-y)), (HALF_PI - w_im, w_re))
+
+
+def _asinh(g, a):
+    """asinh(z) = -i asin(iz)."""
+    x, y = a
+    re, _, im = _asin_acos_parts(g, y.abs(), x.abs())
+    return _finite_or(g, a, (im.copysign(x), re.copysign(y)), _asinh_edge(g, x, y))
+
+
+def _acosh(g, a):
+    """acosh(z) = +-i acos(z), the sign giving a real part >= 0 (C99's branch)."""
+    x, y = a
+    re, im = _acos(g, a)
+    neg = im.signbit()
+    main = (g.select(neg, -im, im), g.select(neg, re, -re))
+    x_nan, x_inf, y_inf = x.isnan(), _isinf(x), _isinf(y)
+    angle = g.select(x_inf, g.select(x < 0.0, 3 * math.pi / 4, math.pi / 4), HALF_PI)
+    im_y_inf = g.select(x_nan, NAN, angle.copysign(y))
+    im_x_inf = g.select(_isfinite(y), g.select(x.signbit(), math.pi, 0.0).copysign(y), NAN)
+    im_other = g.select(x.eq(0.0), HALF_PI, NAN)
+    edge = (g.select(y_inf | x_inf, INF, NAN),
+            g.select(y_inf, im_y_inf, g.select(x_inf, im_x_inf, im_other)))
+    return _finite_or(g, a, main, edge)
+
+
+def _atanh(g, a):
+    """Kahan's form: (log1p(4x / ((1 - x)^2 + y^2)) / 4, atan2(2y, 1 - x^2 - y^2) / 2), the
+    first as log(((1 + x)^2 + y^2) / ((1 - x)^2 + y^2)) / 4 where that ratio is below 1/2,
+    the last difference without cancellation (`_x2y2m1`); x = +-1 beside a tiny y as
+    (ln 2 - log|y|) / 2; huge parts asymptotically: (x / |z|^2, +-pi/2)."""
+    x, y = a
+    ax, ay = x.abs(), y.abs()
+    xm1, xp1 = 1.0 - x, 1.0 + x
+    den = g.fma(xm1, xm1, y * y)
+    num = g.fma(xp1, xp1, y * y)
+    ratio = num / den   # below 1/2 (x near -1), its log is accurate where log1p's argument is not
+    re = 0.25 * g.select(ratio < 0.5, g.call("log", ratio), g.call("log1p", 4.0 * x / den))
+    re = g.select(ax.eq(1.0) & (ay < 1 / SCALE_LIMIT),
+                  (0.5 * (LN2 - g.call("log", ay))).copysign(x), re)
+    im = 0.5 * g.call("atan2", 2.0 * y, -_x2y2m1(g, ax, ay))
+    huge = ax.max(ay) >= SCALE_LIMIT
+    h = _hypot(g, 0.5 * x, 0.5 * y)
+    re = g.select(huge, x / h / h * 0.25, re)
+    im = g.select(huge, g.f(HALF_PI).copysign(y), im)
+    # not finite: y infinite; x infinite or zero (beside a NaN y); else NaN
+    x_edge = _isinf(x) | x.eq(0.0)
+    half_pi = g.f(HALF_PI).copysign(y)
+    edge = (g.select(_isinf(y) | x_edge, g.f(0.0).copysign(x), NAN),
+            g.select(_isinf(y), half_pi, g.select(x_edge & _isfinite(y), half_pi, NAN)))
+    return _finite_or(g, a, (re, im), edge)
+
+
+def _atan(g, a):
+    """atan(z) = -i atanh(iz), but for C99's values where a part is not finite: x infinite;
+    y infinite (NaN beside a NaN x); y zero (x NaN); else NaN."""
+    x, y = a
+    re, im = _atanh(g, (-y, x))
+    zero = g.f(0.0).copysign(y)
+    half_pi = g.f(HALF_PI).copysign(x)
+    edge = (g.select(_isinf(x) | (_isinf(y) & ~x.isnan()), half_pi, NAN),
+            g.select(_isinf(x) | _isinf(y) | y.eq(0.0), zero, NAN))
+    return _finite_or(g, a, (im, -re), edge)
 
 
 # ------------------------------------------------------------------ NumPy formulas
@@ -645,6 +832,9 @@ _RULES = {
     "exp2": _steps((_exp2, False), (_exp, True)),
     "logistic": _steps((_neg, False), (_exp, True), (_logistic_tail, False)),
     "rsqrt": _steps((_sqrt, True), (_reciprocal, False)),
+    "asin": _rule(_asin, wide=True), "acos": _rule(_acos, wide=True),
+    "atan": _rule(_atan, wide=True), "asinh": _rule(_asinh, wide=True),
+    "acosh": _rule(_acosh, wide=True), "atanh": _rule(_atanh, wide=True),
     "pow": _pow, "eq": _eq, "ne": _ne, "max": _max, "min": _min, "clamp": _clamp,
     "real": _real, "imag": _imag, "complex": _complex, "conj": _conj_rule,
 }
