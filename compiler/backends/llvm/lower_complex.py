@@ -46,12 +46,13 @@ import llvmlite.ir as ir
 
 from ...primitives import PRIMITIVES
 from . import ltypes as T
-from .mathlib import _Code, _Val
+from .mathlib import _Code, _Val, _SPECS, _sincos
 
 F64 = ir.DoubleType()
 LN2 = math.log(2)
 PI_HI, PI_LO = math.pi, 1.2246467991473532e-16   # pi = PI_HI + PI_LO to about 2^-106
 INF, NAN = float("inf"), float("nan")
+EPS = 2.0 ** -52   # double's epsilon (everything here that needs it computes in double)
 
 # Non-elementwise primitives whose lowerings handle complex operands: they move elements
 # (views, copies, indexing, control flow, sort's records, tapes' records, which add complex
@@ -89,8 +90,26 @@ def pack(builder, re, im):
                                 im, 1)
 
 
-def _code(builder, ty):
-    return _Code(builder, ty, "d" if ty == F64 else "f")
+def _code(builder, ty, single=False):
+    """The emitter of arithmetic in `ty`; `single`: double arithmetic for a complex64 result,
+    whose mathlib functions are the variants float32 functions use ("fd": shorter
+    polynomials, a smaller reduction table)."""
+    return _Code(builder, ty, "fd" if single else "d" if ty == F64 else "f")
+
+
+def _call(g, name, *args):
+    """mathlib's function `name` at g's type and accuracy (inlined for "fd")."""
+    if g.acc == "fd":
+        return _SPECS[name][0](g, *args)
+    return g.call(name, *args)
+
+
+def _sin_cos(g, y):
+    """(sin y, cos y), in double from one argument reduction (sin(+-0) = +-0)."""
+    if g.acc == "f":   # float: mathlib's float32 functions (each reduces in double)
+        return g.call("sin", y), g.call("cos", y)
+    s, c = _sincos(g, y)
+    return g.select(y.eq(0.0), y, s), c
 
 
 def _vals(g, builder, z):
@@ -114,7 +133,7 @@ def _rule(fn, wide=False):
     part type, or in double when `wide` (complex64's transcendental functions)."""
     def rule(ctx, builder, args, in_avals, out_aval, **params):
         ty = T.reg_type(part_dtype(out_aval.dtype))
-        g = _code(builder, F64 if wide else ty)
+        g = _code(builder, F64, ty != F64) if wide else _code(builder, ty)
         zs = [_vals(g, builder, z) for z in args]
         return _result(builder, *fn(g, *zs, **params), ty)
     return rule
@@ -254,10 +273,18 @@ def _sign(g, a):
 HALF_EXP = 700.0   # above this, exp(x) is taken as exp(x/2)^2 (exp(x) alone may overflow)
 
 
+def _may_overflow(g):
+    """Whether double intermediates may overflow where the result does not: not for a
+    complex64 result (g's "fd"), which overflows long before."""
+    return g.acc != "fd"
+
+
 def _exp_times(g, x, c, s):
-    """(e^x c, e^x s) without spurious overflow where e^x alone overflows (complex128)."""
-    h = g.call("exp", x * 0.5)
-    e = g.call("exp", x)
+    """(e^x c, e^x s, e^x) without spurious overflow where e^x alone overflows (complex128)."""
+    e = _call(g, "exp", x)
+    if not _may_overflow(g):
+        return e * c, e * s, e
+    h = _call(g, "exp", x * 0.5)
     half = x > HALF_EXP
     return (g.select(half, (h * c) * h, e * c), g.select(half, (h * s) * h, e * s), e)
 
@@ -266,7 +293,8 @@ def _exp(g, a):
     """C99 cexp: e^x (cos y, sin y); (e^x, y) at y = 0; (inf, NaN) and (0, +-0) at x = +-inf
     beside an infinite or NaN y."""
     x, y = a
-    re, im, e = _exp_times(g, x, g.call("cos", y), g.call("sin", y))
+    s, c = _sin_cos(g, y)
+    re, im, e = _exp_times(g, x, c, s)
     at_zero = y.eq(0.0)
     re, im = g.select(at_zero, e, re), g.select(at_zero, y, im)
     edge = _isinf(x) & ~_isfinite(y)
@@ -293,9 +321,9 @@ def _log_abs(g, x, y):
     ax, ay = x.abs(), y.abs()
     larger = ax >= ay
     a, b = g.select(larger, ax, ay), g.select(larger, ay, ax)
-    near = 0.5 * g.call("log1p", _x2y2m1(g, a, b))
+    near = 0.5 * _call(g, "log1p", _x2y2m1(g, a, b))
     r = b / a
-    far = g.call("log", a) + 0.5 * g.call("log1p", r * r)
+    far = _call(g, "log", a) + 0.5 * _call(g, "log1p", r * r)
     out = g.select((a >= 0.5) & (a <= 2.0), near, far)
     out = g.select(x.eq(0.0) & y.eq(0.0), -INF, out)
     return g.select(_isinf(x) | _isinf(y), INF, out)
@@ -303,7 +331,7 @@ def _log_abs(g, x, y):
 
 def _log(g, a):
     x, y = a
-    return _log_abs(g, x, y), g.call("atan2", y, x)
+    return _log_abs(g, x, y), _call(g, "atan2", y, x)
 
 
 def _sqrt(g, a):
@@ -334,7 +362,7 @@ def _sqrt(g, a):
 def _half_exp_times(g, x, value):
     """value * e^|x| / 2 without spurious overflow: (value h) (h/2), h = e^(|x|/2) (value,
     a sine or cosine, may be subnormal: it is not halved first)."""
-    h = g.call("exp", x.abs() * 0.5)
+    h = _call(g, "exp", x.abs() * 0.5)
     return (value * h) * (h * 0.5)
 
 
@@ -343,14 +371,16 @@ def _sinh_or_cosh(g, a, is_sinh):
     sinh(x + iy) = (sinh x cos y, cosh x sin y), cosh(x + iy) = (cosh x cos y, sinh x sin y),
     where sinh and cosh overflow (|x| > HALF_EXP) through `_half_exp_times`."""
     x, y = a
-    sh, ch = g.call("sinh", x), g.call("cosh", x)
-    c, s = g.call("cos", y), g.call("sin", y)
+    sh, ch = _call(g, "sinh", x), _call(g, "cosh", x)
+    s, c = _sin_cos(g, y)
     sign = g.f(1.0).copysign(x)
     first, second = (sh, ch) if is_sinh else (ch, sh)
     first_sign, second_sign = (sign, 1.0) if is_sinh else (1.0, sign)
-    big = x.abs() > HALF_EXP
-    re = g.select(big, _half_exp_times(g, x, c * first_sign), first * c)
-    im = g.select(big, _half_exp_times(g, x, s * second_sign), second * s)
+    re, im = first * c, second * s
+    if _may_overflow(g):
+        big = x.abs() > HALF_EXP
+        re = g.select(big, _half_exp_times(g, x, c * first_sign), re)
+        im = g.select(big, _half_exp_times(g, x, s * second_sign), im)
     im = g.select(y.eq(0.0), y * second_sign, im)    # +-0, also where cosh x is inf
     return _hyperbolic_edges(g, x, y, c, s, re, im, is_sinh)
 
@@ -397,13 +427,12 @@ def _tanh(g, a):
     """C99 ctanh (glibc's algorithm): (sinh x cosh x, sin y cos y) / (sinh^2 x + cos^2 y);
     for |x| > TANH_BIG (+-1, 4 sin y cos y e^-2|x|)."""
     x, y = a
-    sh, ch = g.call("sinh", x), g.call("cosh", x)
-    c, s = g.call("cos", y), g.call("sin", y)
-    eps = 2.0 ** -52
-    den = g.select(sh.abs() > c.abs() * eps, sh * sh + c * c, c * c)
+    sh, ch = _call(g, "sinh", x), _call(g, "cosh", x)
+    s, c = _sin_cos(g, y)
+    den = g.select(sh.abs() > c.abs() * EPS, sh * sh + c * c, c * c)
     re, im = (sh * ch) / den, (s * c) / den
     big = x.abs() > TANH_BIG
-    tail = g.call("exp", -x.abs())
+    tail = _call(g, "exp", -x.abs())
     one = g.f(1.0).copysign(x)
     re = g.select(big, one, re)
     im = g.select(big, ((4.0 * s * c) * tail) * tail, im)
@@ -440,7 +469,6 @@ def _cos(g, a):
 
 # ------------------------------------------------------------------ inverse functions
 
-EPS = 2.0 ** -52
 B_CROSSOVER, A_CROSSOVER = 0.6417, 1.5
 HALF_PI = math.pi / 2
 
@@ -465,11 +493,11 @@ def _asin_acos_parts(g, x, y):
     d = g.select(below, (0.5 * apx * (yy / (r + xp1) + (s - xm1))).sqrt(),
                  y * (0.5 * (apx / (r + xp1) + apx / (s + xm1))).sqrt())
     use_b = b <= B_CROSSOVER
-    re_asin = g.select(use_b, g.call("asin", b), g.call("atan", x / d))
-    re_acos = g.select(use_b, g.call("acos", b), g.call("atan", d / x))
+    re_asin = g.select(use_b, _call(g, "asin", b), _call(g, "atan", x / d))
+    re_acos = g.select(use_b, _call(g, "acos", b), _call(g, "atan", d / x))
     am1 = 0.5 * (yy / (r + xp1) + g.select(below, yy / (s - xm1), s + xm1))
-    im = g.select(a <= A_CROSSOVER, g.call("log1p", am1 + (am1 * (a + 1.0)).sqrt()),
-                  g.call("log", a + g.fma(a, a, -1.0).sqrt()))
+    im = g.select(a <= A_CROSSOVER, _call(g, "log1p", am1 + (am1 * (a + 1.0)).sqrt()),
+                  _call(g, "log", a + g.fma(a, a, -1.0).sqrt()))
     safe = ((x > 1 / SCALE_LIMIT) & (x < SCALE_LIMIT) & (y > 1 / SCALE_LIMIT)
             & (y < SCALE_LIMIT))
     edge = _asin_acos_edges(g, x, y, xp1, xm1)
@@ -480,25 +508,25 @@ def _asin_acos_parts(g, x, y):
 def _asin_acos_edges(g, x, y, xp1, xm1):
     """`_asin_acos_parts` where x or y is zero, tiny or huge: the paper's cases, first match
     wins: y negligible beside |x - 1|; y tiny (x near 1); y huge beside x; x > 1; x tiny."""
-    log_y = LN2 + g.call("log", y)
+    log_y = LN2 + _call(g, "log", y)
     cases = []
     # y negligible: the real line (x < 1 inside, x >= 1 on the cut)
     inside = x < 1.0
     fits = xm1 < 2.0 ** 1000 / xp1
     root = (xp1 * xm1).sqrt()
     cases.append((y <= EPS * xm1.abs(), (
-        g.select(inside, g.call("asin", x), HALF_PI),
-        g.select(inside, g.call("acos", x), g.select(fits, y / root, y / x)),
+        g.select(inside, _call(g, "asin", x), HALF_PI),
+        g.select(inside, _call(g, "acos", x), g.select(fits, y / root, y / x)),
         g.select(inside, y / (xp1 * (1.0 - x)).sqrt(),
-                 g.select(fits, g.call("log1p", xm1 + root), LN2 + g.call("log", x))))))
+                 g.select(fits, _call(g, "log1p", xm1 + root), LN2 + _call(g, "log", x))))))
     t = y.sqrt()
     cases.append((y <= 1 / SCALE_LIMIT, (HALF_PI - t, t, t)))
     cases.append((EPS * y - 1.0 >= x, (x / y, g.f(HALF_PI), log_y)))
     q = x / y
-    cases.append((x > 1.0, (g.call("atan", q), g.call("atan", y / x),
-                            log_y + 0.5 * g.call("log1p", q * q))))
+    cases.append((x > 1.0, (_call(g, "atan", q), _call(g, "atan", y / x),
+                            log_y + 0.5 * _call(g, "log1p", q * q))))
     h = g.fma(y, y, 1.0).sqrt()
-    out = (x / h, g.f(HALF_PI), 0.5 * g.call("log1p", 2.0 * y * (y + h)))
+    out = (x / h, g.f(HALF_PI), 0.5 * _call(g, "log1p", 2.0 * y * (y + h)))
     for cond, values in reversed(cases):
         out = tuple(g.select(cond, v, o) for v, o in zip(values, out))
     return out
@@ -579,10 +607,10 @@ def _atanh(g, a):
     den = g.fma(xm1, xm1, y * y)
     num = g.fma(xp1, xp1, y * y)
     ratio = num / den   # below 1/2 (x near -1), its log is accurate where log1p's argument is not
-    re = 0.25 * g.select(ratio < 0.5, g.call("log", ratio), g.call("log1p", 4.0 * x / den))
+    re = 0.25 * g.select(ratio < 0.5, _call(g, "log", ratio), _call(g, "log1p", 4.0 * x / den))
     re = g.select(ax.eq(1.0) & (ay < 1 / SCALE_LIMIT),
-                  (0.5 * (LN2 - g.call("log", ay))).copysign(x), re)
-    im = 0.5 * g.call("atan2", 2.0 * y, -_x2y2m1(g, ax, ay))
+                  (0.5 * (LN2 - _call(g, "log", ay))).copysign(x), re)
+    im = 0.5 * _call(g, "atan2", 2.0 * y, -_x2y2m1(g, ax, ay))
     huge = ax.max(ay) >= SCALE_LIMIT
     h = _hypot(g, 0.5 * x, 0.5 * y)
     re = g.select(huge, x / h / h * 0.25, re)
@@ -612,9 +640,9 @@ def _atan(g, a):
 def _expm1(g, a):
     """NumPy's: (expm1(x) cos y - 2 sin^2(y/2), e^x sin y)."""
     x, y = a
-    h = g.call("sin", y * 0.5)
-    return (g.call("expm1", x) * g.call("cos", y) - 2.0 * h * h,
-            g.call("exp", x) * g.call("sin", y))
+    h = _call(g, "sin", y * 0.5)
+    s, c = _sin_cos(g, y)
+    return _call(g, "expm1", x) * c - 2.0 * h * h, _call(g, "exp", x) * s
 
 
 def _log1p(g, a):
@@ -636,7 +664,7 @@ def _steps(*steps):
         ty = T.reg_type(part_dtype(out_aval.dtype))
         z = args[0]
         for fn, wide in steps:
-            g = _code(builder, F64 if wide else ty)
+            g = _code(builder, F64, ty != F64) if wide else _code(builder, ty)
             z = _result(builder, *fn(g, _vals(g, builder, z)), ty)
         return z
     return rule
@@ -651,11 +679,11 @@ def _log1p_abs_arg(g, a):
     """(|w|, arg w) of w = 1 + z; |w| is rounded to the operand's type before its log, as
     NumPy's is (so it overflows there)."""
     x, y = a
-    return _hypot(g, x, y), g.call("atan2", y, x)
+    return _hypot(g, x, y), _call(g, "atan2", y, x)
 
 
 def _log_of_real(g, a):
-    return g.call("log", a[0]), a[1]
+    return _call(g, "log", a[0]), a[1]
 
 
 # ------------------------------------------------------------------------------- pow
@@ -671,7 +699,7 @@ def _pow(ctx, builder, args, in_avals, out_aval):
     if kind != "c":   # an integer exponent
         b = pack(builder, (builder.sitofp if kind == "i" else builder.uitofp)(b, ty),
                  ir.Constant(ty, 0.0))
-    g, w = _code(builder, ty), _code(builder, F64)
+    g, w = _code(builder, ty), _code(builder, F64, ty != F64)
     za, (br, bi) = _vals(g, builder, a), _vals(g, builder, b)
     log_a = _result(builder, *_log(w, _vals(w, builder, a)), ty)
     exponent = _mul_plain(g, (br, bi), _vals(g, builder, log_a))
