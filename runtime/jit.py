@@ -12,8 +12,8 @@ the oracle).
 
 The default backend is "cpu" (LLVM); `KILN_BACKEND=reference` (or `llvm`) sets the backend of
 every `jit` that names none (read when the `jit` is created; for testing one backend against the
-whole suite). Without an explicit `backend=`, a function the LLVM backend cannot lower yet
-(atan2 of complex numbers) is compiled for the reference backend instead.
+whole suite). Without an explicit `backend=`, a function the LLVM backend cannot lower (a
+`BackendUnsupportedError`) is compiled for the reference backend instead.
 `KILN_LOG_COMPILES=1` logs every (re)specialisation with its reason; `KILN_DUMP_DIR=dir`
 writes every stage; `kiln.disable_jit()` (or `KILN_DISABLE_JIT=1`) runs functions as plain
 Python.
@@ -370,7 +370,7 @@ class Jitted:
     def _compile(self, fn, backend=None, donated=()):
         """(the SSA after the backend's pipeline, its executable; the LLVM backend may
         overwrite the `donated` inputs). Without an explicit `backend=`, a function the LLVM
-        backend cannot lower yet (atan2 of complex numbers) runs on the reference backend
+        backend cannot lower (a BackendUnsupportedError) runs on the reference backend
         instead, logged under KILN_LOG_COMPILES."""
         from .compiler import passes
         backend = backend or self._backend

@@ -15,14 +15,12 @@ import re
 import warnings
 
 import numpy as np
-import pytest
 from hypothesis import given, settings, strategies as st
 import hypothesis.extra.numpy as hnp
 
 import kiln
 import kiln.numpy as jnp
 from kiln import lax
-from kiln.compiler.errors import BackendUnsupportedError
 from kiln.compiler.ir.abstract import ShapedArray
 from kiln.compiler.ir.ssa import Eqn, Function, Var
 from kiln.compiler.ir.verify import verify
@@ -202,11 +200,21 @@ def test_binary(dtype, data):
         assert_close(g, w, EXACT[dtype], name)
 
 
+def test_binary_special_values():
+    """Division, products and atan2 on every pair from a grid of signed zeros, infinities,
+    NaN and ordinary parts."""
+    values = [0.0, -0.0, 1.5, -2.0, np.inf, -np.inf, np.nan]
+    for dtype in COMPLEX:
+        z = np.array([complex(a, b) for a in values for b in values], dtype)
+        x, y = (np.ascontiguousarray(v.ravel()) for v in np.meshgrid(z, z))
+        check([(n, [0, 1], {}) for n in ("mul", "div", "atan2")], [x, y], {}, ULPS[dtype])
+
+
 @SETTINGS
 @given(dtype=st.sampled_from(COMPLEX), data=st.data())
-def test_pow(dtype, data):
+def test_pow_and_atan2(dtype, data):
     """pow with complex exponents, with integral ones (NumPy multiplies those out), zeros,
-    and integer exponents; moderate magnitudes (pow amplifies rounding by |b log a|)."""
+    and integer exponents; atan2; moderate magnitudes (both amplify rounding)."""
     x, y = data.draw(binary_operands(dtype, lo=-3.0, hi=3.0, specials=False))
     shape = np.broadcast_shapes(np.shape(x), np.shape(y))
     x, y = np.broadcast_to(x, shape).copy(), np.broadcast_to(y, shape).copy()
@@ -215,7 +223,7 @@ def test_pow(dtype, data):
     y.flat[:1] = 0
     x.flat[1:2] = 0
     n = data.draw(hnp.arrays(np.int32, shape, elements=st.integers(-5, 5)))
-    steps = [("pow", [0, 1], {}), ("pow", [0, 2], {})]
+    steps = [("pow", [0, 1], {}), ("pow", [0, 2], {}), ("atan2", [0, 1], {})]
     check(steps, [x, y, n], {}, 1e-4 if dtype == C64 else 1e-11)
 
 
@@ -567,20 +575,6 @@ def test_complex128_under_x64(x64):
 
 
 # --------------------------------------------------------- fallback and vectorisation
-
-def _atan2_complex(x):
-    return lax.atan2(x * 1j, x + 2j).imag + x
-
-
-def test_unlowered_complex_primitives_still_fall_back():
-    """atan2 has no complex lowering: jit runs the function on the reference backend, and
-    asking for the LLVM backend names the primitive."""
-    x = np.linspace(0, 1, 4, dtype=np.float32)
-    np.testing.assert_array_equal(np.asarray(kiln.jit(_atan2_complex)(x)),
-                                  np.asarray(kiln.jit(_atan2_complex, backend="reference")(x)))
-    with pytest.raises(BackendUnsupportedError, match="'atan2' on complex64"):
-        native(_atan2_complex)(x)
-
 
 def test_fused_complex_loops_vectorise():
     """The struct form disappears after optimisation: a fused complex multiply-add and a

@@ -35,9 +35,11 @@ Semantics are the reference backend's (NumPy's, which calls the C library's comp
 - reductions, scans and scatters add per part (sums reassociate, as real float sums do) and
   multiply with the textbook product, unfused, as NumPy's reduce, accumulate and `at` loops do
   (they differ from its elementwise product where a part overflows).
-Primitives whose complex form is not here (atan2 of complex operands, and anything that is not
-elementwise or listed in MOVES) are refused by `lowers` (codegen's check_lowerable), so
-`kiln.jit` runs such a function on the reference backend.
+- atan2 of complex operands is the reference's formula, -i log((x + iy) / sqrt(x^2 + y^2)),
+  step by step.
+Primitives whose complex form is not here (anything that is not elementwise or listed in
+MOVES) are refused by `lowers` (codegen's check_lowerable), so `kiln.jit` runs such a function
+on the reference backend.
 """
 import math
 
@@ -701,10 +703,8 @@ def _pow(ctx, builder, args, in_avals, out_aval):
                  ir.Constant(ty, 0.0))
     g, w = _code(builder, ty), _code(builder, F64, ty != F64)
     za, (br, bi) = _vals(g, builder, a), _vals(g, builder, b)
-    log_a = _result(builder, *_log(w, _vals(w, builder, a)), ty)
-    exponent = _mul_plain(g, (br, bi), _vals(g, builder, log_a))
-    wide = _exp(w, _vals(w, builder, pack(builder, exponent[0].v, exponent[1].v)))
-    general = tuple(_Val(g, v) for v in _narrow(builder, *wide, ty))
+    exponent = _mul_plain(g, (br, bi), _wide_step(g, w, _log, za))
+    general = _wide_step(g, w, _exp, exponent)
     small = br.abs() < 100.0
     n = g.select(small, br, 0.0)
     out = _select(g, bi.eq(0.0) & small & n.eq(n.floor()), _small_power(g, za, n), general)
@@ -712,6 +712,28 @@ def _pow(ctx, builder, args, in_avals, out_aval):
     out = _select(g, za[0].eq(0.0) & za[1].eq(0.0), zero_base, out)
     out = _select(g, br.eq(0.0) & bi.eq(0.0), _one(g), out)
     return pack(builder, out[0].v, out[1].v)
+
+
+def _wide_step(g, w, fn, z):
+    """`fn` (a function of the double emitter `w`) on the _Val pair `z` of the narrower
+    emitter `g`, its result rounded back to g's type: a NumPy step computed in double."""
+    b = g.b
+    parts = [v.v if v.v.type == w.ty else b.fpext(v.v, w.ty) for v in z]
+    out = fn(w, tuple(_Val(w, p) for p in parts))
+    return tuple(_Val(g, v) for v in _narrow(b, *out, g.ty))
+
+
+def _atan2(ctx, builder, args, in_avals, out_aval):
+    """The reference's complex atan2(y, x), -i log((x + iy) / sqrt(x^2 + y^2)), step by step
+    in the operands' type (products in NumPy's form, sqrt and log in double, rounded)."""
+    ty = T.reg_type(part_dtype(out_aval.dtype))
+    g, w = _code(builder, ty), _code(builder, F64, ty != F64)
+    y, x = (_vals(g, builder, z) for z in args)
+    num = _add(g, x, _mul(g, (g.f(0.0), g.f(1.0)), y))
+    root = _wide_step(g, w, _sqrt, _add(g, _mul(g, x, x), _mul(g, y, y)))
+    log = _wide_step(g, w, _log, _div(g, num, root))
+    re, im = _mul(g, (g.f(-0.0), g.f(-1.0)), log)
+    return pack(builder, re.v, im.v)
 
 
 def _small_power(g, a, n):
@@ -863,7 +885,7 @@ _RULES = {
     "asin": _rule(_asin, wide=True), "acos": _rule(_acos, wide=True),
     "atan": _rule(_atan, wide=True), "asinh": _rule(_asinh, wide=True),
     "acosh": _rule(_acosh, wide=True), "atanh": _rule(_atanh, wide=True),
-    "pow": _pow, "eq": _eq, "ne": _ne, "max": _max, "min": _min, "clamp": _clamp,
+    "pow": _pow, "atan2": _atan2, "eq": _eq, "ne": _ne, "max": _max, "min": _min, "clamp": _clamp,
     "real": _real, "imag": _imag, "complex": _complex, "conj": _conj_rule,
 }
 
