@@ -395,6 +395,7 @@ def test_iota_of_complex_dtype():
 
 def _index_program(z, idx, w):
     return (z[idx] * 2, z.at[idx].add(w), z.at[idx].multiply(w), z.at[idx].set(w),
+            z.at[idx].max(w), z.at[idx].min(w),
             lax.dynamic_slice(z, (idx[0],), (2,)),
             lax.dynamic_update_slice(z, w[:2], (idx[-1],)))
 

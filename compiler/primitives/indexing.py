@@ -373,10 +373,15 @@ def _ufunc_at(ufunc):
 
 
 def _extreme_at(ufunc, negative):
-    """max/min scatters with XLA's zeros (-0.0 below 0.0; see reductions.order_zeros)."""
+    """max/min scatters with XLA's zeros for floats (-0.0 below 0.0; see
+    reductions.order_zeros); other kinds as NumPy combines them (complex numbers in its
+    lexicographic order, an operand with a NaN part winning, as kiln's complex max/min)."""
     combine = _ufunc_at(ufunc)
 
     def at(out, idx, upd):
+        if out.dtype.kind != "f":
+            combine(out, idx, upd)
+            return
         won = winning_zeros(out, negative)
         np.logical_or.at(won, idx, winning_zeros(upd, negative))
         combine(out, idx, upd)
@@ -520,12 +525,14 @@ def _scatter_extremum_shares(x, indices, updates, out, dimension_numbers, mode):
     landed) and each update element's share: out_dot = scatter_add(x_dot * operand_share,
     indices, u_dot * update_share)."""
     params = dict(dimension_numbers=dimension_numbers, mode=mode)
-    dtype = E.aval(x).dtype
+    dtype, count = E.aval(x).dtype, np.dtype(np.int32)   # (complex counts would not compare)
     won = E.eq(updates, _inverse_gather(out, indices, updates, dimension_numbers, mode))
     kept = E.eq(x, out)
-    n_won = E.scatter_add(E.zeros_like(x), indices, E.convert(won, dtype), **params)
-    hit = E.gt(E.scatter_add(E.zeros_like(x), indices, E.ones_like(updates), **params), 0)
-    ties = E.max_(E.add(n_won, E.convert(kept, dtype)), 1)
+    no_counts = E.zeros(ShapedArray(E.aval(x).shape, count))
+    n_won = E.scatter_add(no_counts, indices, E.convert(won, count), **params)
+    hit = E.gt(E.scatter_add(no_counts, indices, E.full(E.aval(updates).shape, 1, count),
+                             **params), 0)
+    ties = E.convert(E.max_(E.add(n_won, E.convert(kept, count)), 1), dtype)
     operand_share = E.select(hit, E.select(kept, E.div(1, ties), 0), 1)
     update_share = E.select(won, E.div(1, _inverse_gather(ties, indices, updates,
                                                            dimension_numbers, mode)), 0)
