@@ -16,18 +16,22 @@ rejection loops are `lax.while_loop`s):
 * floating samplers follow JAX's algorithms step by step, and also what XLA's CPU compiler
   makes of them, since that is what fixes JAX's bits: it contracts a multiply feeding an add
   into one fused multiply-add, computes `log`, `log1p`, `exp`, `erf` and `erf_inv` with its own
-  polynomials (float16 through float32), rewrites `x / c` as `x * (1 / c)` for a constant or
-  broadcast `c` and `a / sqrt(b)` as `a * rsqrt(b)`, folds constant shifts, and flushes
-  denormals to zero. The private `_fma`, `_log`, `_log1p`, `_exp`, `_erf`, `_erf_inv` and
-  `_ftz` reproduce those, so every sampler is bit-exact, except that XLA seeds `rsqrt` with a
-  CPU-specific hardware estimate: `gamma`, `loggamma`, `beta` and `dirichlet` with an array
-  of shape parameters can move by a few ulp. Two more differences are outside this module:
-  XLA's float32 `pow` is glibc's `powf` (not always correctly rounded), so `gamma` with a < 1
-  can move by an ulp in about one draw in a thousand; and `dirichlet`'s normalising sum is
-  reassociated (vectorised) differently by XLA and by kiln's compiled code for some shapes. `_fma` binds the `fma` primitive (one rounding;
-  a native fused multiply-add under `jit`), which `kiln.lax` does not expose because JAX's
-  `lax` has no fused multiply-add.
+  polynomials (float16 through float32), `rsqrt` by two Newton steps from the CPU's 12-bit
+  estimate (`vrsqrtps`), adds short rows in order, rewrites `x / c` as `x * (1 / c)` for a
+  constant or broadcast `c` and `a / sqrt(b)` as `a * rsqrt(b)`, folds constant shifts, and
+  flushes denormals to zero. The private `_fma`, `_log`, `_log1p`, `_exp`, `_erf`, `_erf_inv`,
+  `_rsqrt` (with the estimate table of an Intel CPU), `_row_sum` and `_ftz` reproduce those,
+  so every sampler is bit-exact, except where XLA leaves its own code: its float32 `pow` is
+  glibc's `powf` (not always correctly rounded, unlike kiln's), so `gamma` with a < 1 moves by
+  an ulp or two in about one draw in a thousand; other CPUs may have other `rsqrt` estimates
+  (AMD's are not Intel's), and JAX's gamma-family draws change with them; `dirichlet` rows
+  longer than 16 are summed in XLA's vectorised order, and `dirichlet` calls beyond a few
+  thousand rows go to YNNPACK's fusion, with its own `log` and `exp`; kiln reproduces neither. `_fma` binds the `fma`
+  primitive (one rounding; a native fused multiply-add under `jit`), which `kiln.lax` does not
+  expose because JAX's `lax` has no fused multiply-add.
   Under x64, float64 samplers use the `kiln.lax` primitives for those functions instead.
+* the gamma family is differentiable in its shape parameters as JAX's is, by implicit
+  reparameterisation (`_with_gamma_grad`), not through the rejection sampler.
 """
 import math
 import operator
@@ -459,13 +463,66 @@ def _erf_inv_f32(x):
     return lax.select(lax.eq(lax.abs(x), _fc(1)), lax.mul(x, _fc(np.inf)), lax.mul(p, x))
 
 
+# The 12-bit estimate of `vrsqrtps` on an Intel CPU, for x in [1, 4): the first estimate's
+# mantissa (in units of 2**-12, the estimates lie in [0.5, 1)) for each exponent parity, then
+# the drop at each step of x's top 10 mantissa bits. Measured by
+# tests/goldens/measure_rsqrt_estimate.py.
+_RSQRT_ESTIMATE = (
+    '4094:44444444444434444444443444444344443444434443444344434434434434434434434344343443434'
+    '3443434343434343434343343434334343343433433434334334333433433433343334333433334333343333'
+    '3433333433333334333333333343333333333333333333333333333333333332333333333332333333323333'
+    '3323333323333233332333323332333233323332332333233233233233233233233233232332332323323232'
+    '3323232332323232323323232323232323232323223232323232232323223232232322323223232232232232'
+    '3223223223223223222322322322232223223222322232223222232223222232222322223222232222232222'
+    '2232222223222222232222222232222222222322222222222222223222222222222222222222222222222222'
+    '2222222222222122222222222222221222222222221222222222122222222122222212222221222222122222'
+    '1222221222212222122221222212222122212222122212221222122212221222122212212221221222122122'
+    '2122122122122212212212212212212212212122122122121221221221212212122122121221212212121221'
+    '2122121212212121221212121221212121212122121212121212121212212121212121212121212112121212'
+    '121212121212112121212121211212121211212121121212112121211212',
+    '1695:32333323333233323333233233323323332332332332332332323323233232332323233232323232332'
+    '3232323232232323232323223232322323223232232232322322322322322322322322232232223222322232'
+    '2232223222232222322223222223222223222222322222223222222222322222222222222322222222222222'
+    '2222222222222222222222222222122222222222222122222222221222222212222222122222212222212222'
+    '2122221222212222122221222212221222122212221222122212212221221222122122122212212212212212'
+    '2122122122121221221221212212122122121221212212121221212122121212212121212122121212121212'
+    '1221212121212121212121212121121212121212121211212121212112121211212121121212112121121211'
+    '2121121211212112112121121121211211211212112112112112112112112112112112111211211211211121'
+    '1211121121112112111211211121112111211121112111211121112111211112111211112111211112111121'
+    '1112111121111211111211112111112111112111112111112111111211111121111112111111211111112111'
+    '1111121111111121111111121111111111211111111111211111111111121111111111111112111111111111'
+    '111111112111111111111111111111111111111111111111111111111111')
+
+
+def _estimate_table(parts):
+    """int32 bit patterns of the estimates, indexed by parity * 1024 + top mantissa bits."""
+    out = []
+    for part in parts:
+        first, drops = part.split(":")
+        out.append(int(first) - np.cumsum([0] + [int(d) for d in drops]))
+    return (0x3F000000 | (np.concatenate(out) << 11)).astype(np.int32)
+
+
+_RSQRT_Y0 = _estimate_table(_RSQRT_ESTIMATE)
+
+
 def _rsqrt_f32(x):
-    """XLA refines a hardware reciprocal-square-root estimate by Newton steps; the estimate's
-    bits depend on the CPU, so this refines 1/sqrt(x) by one such step: XLA's result in about
-    nine cases out of ten, one ulp away otherwise."""
-    g = lax.rsqrt(x)
-    h = _fma(lax.mul(x, g), g, _fc(-1))
-    return _fma(lax.mul(g, _fc(-0.5)), h, g)
+    """XLA's reciprocal square root: two Newton steps from the CPU's 12-bit estimate, which
+    depends only on the exponent's parity and the top 10 mantissa bits (and scales by 2**-k
+    when x scales by 4**k); off the positive normal floats, the estimate itself (with
+    denormals read as zero). Bit-exact where JAX runs on an Intel CPU."""
+    i32 = np.int32
+    bits = lax.bitcast_convert_type(x, i32)
+    e = lax.bitwise_and(lax.shift_right_logical(bits, _c(23, i32)), _c(0xFF, i32))
+    odd = lax.bitwise_xor(lax.bitwise_and(e, _c(1, i32)), _c(1, i32))  # (e - 127) % 2
+    top = lax.bitwise_and(lax.shift_right_logical(bits, _c(13, i32)), _c(0x3FF, i32))
+    y0 = to_array(_RSQRT_Y0)[lax.bitwise_or(lax.shift_left(odd, _c(10, i32)), top)]
+    halves = lax.shift_right_arithmetic(lax.sub(lax.sub(e, _c(127, i32)), odd), _c(1, i32))
+    y = lax.bitcast_convert_type(lax.sub(y0, lax.shift_left(halves, _c(23, i32))), _F32)
+    for _ in range(2):
+        y = _fma(lax.mul(y, _fc(-0.5)), _fma(lax.mul(x, y), y, _fc(-1)), y)
+    normal = lax.bitwise_and(lax.ge(x, _f32(0x00800000)), lax.lt(x, _fc(np.inf)))
+    return lax.select(normal, y, lax.rsqrt(_ftz(x)))
 
 
 def _ftz(x):
@@ -1175,6 +1232,22 @@ def beta(key, a, b, shape=None, dtype=None):
     return _ftz(lax.div(ga, lax.add(ga, gb)))
 
 
+_SEQUENTIAL_SUM_MAX = 16
+
+
+def _row_sum(x):
+    """The sum over the last axis in order, as XLA's CPU code adds rows of up to 16 values
+    (kiln's compiled reductions may reassociate, NumPy adds in blocks); longer rows by
+    `lax.reduce_sum`."""
+    k = x.shape[-1]
+    if k > _SEQUENTIAL_SUM_MAX:
+        return lax.reduce_sum(x, (x.ndim - 1,))
+    total = lax.full(x.shape[:-1], 0, x.dtype)
+    for i in range(k):
+        total = lax.add(total, lax.index_in_dim(x, i, x.ndim - 1, keepdims=False))
+    return total
+
+
 def dirichlet(key, alpha, shape=None, dtype=None):
     """Dirichlet(alpha) samples: a softmax of log-gamma draws along the last axis."""
     base, _ = _check_key("dirichlet", key)
@@ -1194,5 +1267,5 @@ def dirichlet(key, alpha, shape=None, dtype=None):
     top = lax.max(lax.reduce_max(logs, (last,)), lax.full(full[:-1], -np.inf, dtype))
     unnormalized = _exp(lax.sub(logs, lax.broadcast_in_dim(top, full, tuple(range(last)))))
     # XLA rewrites a division by a broadcast value into a product with its reciprocal.
-    inv_total = lax.div(lax.full(full[:-1], 1, dtype), lax.reduce_sum(unnormalized, (last,)))
+    inv_total = lax.div(lax.full(full[:-1], 1, dtype), _row_sum(unnormalized))
     return _ftz(lax.mul(unnormalized, lax.broadcast_in_dim(inv_total, full, tuple(range(last)))))

@@ -2,12 +2,10 @@
 
 The goldens in `tests/goldens/random_jax_0_10_2.json` were recorded from JAX 0.10.2 on the CPU
 by `tests/goldens/make_random_goldens.py` (kiln never imports jax). Every result is compared bit
-for bit, eagerly and compiled with the key as an argument, except the gamma family: XLA seeds its
-reciprocal square root (`c = 1/(3 sqrt(d))` in Marsaglia-Tsang) with a CPU-specific hardware
-estimate, so with an array of shapes `a` a sample can move by a few ulp; XLA's float32 `pow`
-(gamma's boost for a < 1) is glibc's `powf`, within an ulp of kiln's in about one case in a
-thousand; and `dirichlet` normalises by a sum whose order XLA and kiln's compiled code choose
-(reassociated, vectorised) differently for some shapes. `GAMMA_ULPS` bounds those.
+for bit, eagerly and compiled with the key as an argument, except `gamma` with a < 1, whose
+boost x**(1/a) XLA computes with glibc's `powf` (not always correctly rounded, unlike kiln's
+`pow`): about one draw in a thousand moves by an ulp or two. `ULPS` bounds that. (kiln's
+`_rsqrt` reproduces the rsqrt estimate of the Intel CPU the goldens were recorded on.)
 """
 import json
 import math
@@ -27,8 +25,8 @@ from kiln.tree_util import tree_flatten, tree_unflatten
 with open(os.path.join(os.path.dirname(__file__), "goldens", "random_jax_0_10_2.json")) as f:
     GOLDEN = json.load(f)
 
-# log-gamma values near 0 have few significant bits, so a few ulp of their inputs show as more.
-GAMMA_ULPS = {"gamma": 4, "beta": 4, "dirichlet": 4, "loggamma": 16}
+ULPS = {"gamma": 2}
+GAMMA_FAMILY = ["beta", "dirichlet", "gamma", "loggamma"]
 FUNCTIONS = sorted({c["fn"] for c in GOLDEN["cases"]})
 
 
@@ -108,7 +106,7 @@ def check_case(case, typed=False, jit=False):
     if got.dtype.kind == "f" and got.size:
         ulps = ulp_distance(got, want)
         nan_ok = np.isnan(got) & np.isnan(want)
-        assert ((ulps <= GAMMA_ULPS.get(case["fn"], 0)) | nan_ok).all(), (case, ulps.max())
+        assert ((ulps <= ULPS.get(case["fn"], 0)) | nan_ok).all(), (case, ulps.max())
     else:
         np.testing.assert_array_equal(got, want, err_msg=str(case))
 
@@ -129,7 +127,6 @@ def test_typed_keys_give_the_same_bits(fn):
 
 
 SAMPLERS = [fn for fn in FUNCTIONS if fn not in ("PRNGKey", "key_data_of_key")]
-GAMMA_FAMILY = sorted(GAMMA_ULPS)
 
 
 @pytest.mark.parametrize("fn", SAMPLERS)
@@ -172,7 +169,7 @@ def test_key_api_under_jit(name):
     np.testing.assert_array_equal(kiln.jit(f)(key), f(key))
 
 
-@pytest.mark.parametrize("name", ["log", "log1p", "exp", "erf", "erf_inv"])
+@pytest.mark.parametrize("name", ["log", "log1p", "exp", "erf", "erf_inv", "rsqrt"])
 def test_xla_float_kernels_compiled_agree_with_eager(name):
     """On 2**17 float32 bit patterns (all binades, NaN and infinities): compiled natively,
     the kernels give the eager (reference) bits, which the goldens pin to JAX's."""
@@ -194,7 +191,7 @@ def test_xla_float_kernels_compiled_agree_with_eager(name):
 def test_xla_float_kernels_bit_for_bit(name, jit):
     """The private XLA-CPU kernels that make the floating samplers bit-exact."""
     fn = {"log": random._log, "log1p": random._log1p, "exp": random._exp, "erf": random._erf,
-          "erf_inv": random._erf_inv, "log_f16": random._log}[name]
+          "erf_inv": random._erf_inv, "log_f16": random._log, "rsqrt": random._rsqrt}[name]
     table = GOLDEN["kernels"][name]
     x, want = expected(table["x"]), expected(table["y"])
     got = np.asarray((kiln.jit(fn) if jit else fn)(lax.convert_element_type(x, x.dtype)))
@@ -336,7 +333,7 @@ GAMMA_FAMILY_CALLS = {
 }
 
 
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=4, deadline=None)
 @given(st.sampled_from(GAMMA_FAMILY), seeds, st.integers(0, 3), shapes,
        st.sampled_from([0.05, 0.7, 1.0, 4.5]))
 def test_gamma_family_under_vmap_is_a_loop_of_draws(fn, seed, batch, shape, a):
@@ -351,8 +348,8 @@ def test_gamma_family_under_vmap_is_a_loop_of_draws(fn, seed, batch, shape, a):
     for vf in (kiln.vmap(f), kiln.jit(kiln.vmap(f)), kiln.vmap(kiln.jit(f))):
         got = np.asarray(vf(keys, alphas))
         assert got.shape == (batch,) + example_shape
-        for g, w in zip(got, want):  # compiled sums reassociate: dirichlet's can move ulps
-            assert (ulp_distance(g, w) <= (fn == "dirichlet") * GAMMA_ULPS[fn]).all(), (g, w)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g.view(np.uint32), w.view(np.uint32))
 
 
 def golden_grad_loss(case, key):

@@ -7,11 +7,12 @@ Run with an interpreter that has jax==0.10.2 (kiln itself never imports jax):
 It writes `tests/goldens/random_jax_0_10_2.json` next to this file, under JAX's default
 configuration (x64 off, `jax_threefry_partitionable=True`, threefry2x32 keys), on the CPU.
 The file holds a table of raw keys (`keys`), invalid keys for error cases (`bad_keys`), the
-outputs of XLA's float32 `log`, `log1p`, `exp`, `erf`, `erf_inv` kernels (and float16 `log`) on
-fixed inputs (`kernels`), a list of cases, and gradients of the gamma family (`grads`). Each case
-names a `jax.random` function, its key (a name in one of the key tables), its positional and
-keyword arguments, and either its result or the exception it raised; each gradient case the
-gradient of `sum(weights * fn(key, *args))` in `args[argnum]`. Arguments that are arrays or NumPy scalars are encoded as
+outputs of XLA's float32 `log`, `log1p`, `exp`, `erf`, `erf_inv` and `rsqrt` kernels (and
+float16 `log`) on fixed inputs (`kernels`), a list of cases, and gradients of the gamma family
+(`grads`). Each case names a `jax.random` function, its key (a name in one of the key tables),
+its positional and keyword arguments, and either its result or the exception it raised; each
+gradient case the gradient of `sum(weights * fn(key, *args))` in `args[argnum]`. Arguments that
+are arrays or NumPy scalars are encoded as
 `{"array": nested list, "dtype": name}`; results are `{"dtype", "shape", "bits"}` where `bits`
 holds integers: the values themselves for integer and bool results, the IEEE bit patterns for
 floating and complex results, so that a bit-for-bit comparison is possible.
@@ -233,7 +234,8 @@ def call(case, table):
 
 
 def kernel_inputs():
-    """Inputs for XLA's float32 log, log1p, exp, erf and erf_inv kernels, and float16 log."""
+    """Inputs for XLA's float32 log, log1p, exp, erf, erf_inv and rsqrt kernels, and float16
+    log."""
     rs = np.random.RandomState(0)
     f32 = lambda v: np.asarray(v, np.float32)  # noqa: E731
     near_one = 1 - np.logspace(-7.3, -0.01, 300)
@@ -247,13 +249,16 @@ def kernel_inputs():
         "erf_inv": f32(np.concatenate([rs.uniform(-1, 1, 900), near_one, -near_one,
                                        [-1, 1, 0]])),
         "log_f16": np.asarray(rs.uniform(1e-4, 60000, 600), np.float16),
+        "rsqrt": np.concatenate([rs.randint(0, 2**32, 3000, dtype=np.uint64).astype(
+            np.uint32).view(np.float32), f32(rs.uniform(0.5, 200, 3000)),
+            f32([0, -0.0, 1e-40, -1e-40, np.inf, -np.inf, np.nan, 1, 2, 4, -1])]),
     }
 
 
 def kernels():
     from jax import lax
     fns = {"log": lax.log, "log1p": lax.log1p, "exp": lax.exp, "erf": lax.erf,
-           "erf_inv": lax.erf_inv, "log_f16": lax.log}
+           "erf_inv": lax.erf_inv, "log_f16": lax.log, "rsqrt": lax.rsqrt}
     out = {}
     for name, x in kernel_inputs().items():
         y = np.asarray(jax.jit(fns[name])(x))
