@@ -313,7 +313,7 @@ def test_manifest_header_and_stages(built):
                       "int multi_init(void);", "const char *multi_strerror(int code);",
                       "void multi_bind_extern(const char *name, void *value);"):
         assert prototype in header
-    assert "f32[64,64]" in header
+    assert "f32[64,64]" in header and "KILN_COMPLEX_TYPES" not in header   # (where used)
     assert (directory / "ew.ssa.py").read_text().startswith("def ew(")
     assert "fusion(" in (directory / "ew.fused.ssa.py").read_text()
     assert "define" in (directory / "ew.ll").read_text()
@@ -348,7 +348,8 @@ def _sgemm_address(manifest):
                        ctypes.c_void_p).value
 
 
-DTYPES = ["float32", "float16", "int8", "int32", "uint16", "uint64", "bool"]
+DTYPES = ["float32", "float16", "int8", "int32", "uint16", "uint64", "bool", "complex64",
+          "complex128"]
 
 
 @settings(max_examples=8, deadline=None)
@@ -357,7 +358,8 @@ DTYPES = ["float32", "float16", "int8", "int32", "uint16", "uint64", "bool"]
 def test_dtypes_and_shapes_through_the_c_abi(module, dtype, shape):
     """Every dtype with a C type, rank 0 (a pointer to one element), empty and size-1 arrays."""
     twice = module["twice"]
-    x = (np.arange(int(np.prod(shape))) % 3).reshape(shape).astype(dtype)
+    k = np.arange(int(np.prod(shape)))
+    x = (k % 3 - (1j * (k % 5) if np.dtype(dtype).kind == "c" else 0)).reshape(shape).astype(dtype)
     with tempfile.TemporaryDirectory() as directory:
         manifest = compile_library([Target(twice, (x,))], directory)
         canonical = np.asarray(kiln.numpy.asarray(x)).dtype   # 64-bit narrows without x64
@@ -492,16 +494,27 @@ def test_located_compile_error_exit_1(src, tmp_path, capsys):
     ("ordered", [], "collections.OrderedDict cannot be described"),
     ("static_first", ["--grad"], "need static arguments after the dynamic ones"),
     ("loss", ["--grad"], None),
-    ("twice", ["--arg", "c64[2]"], "c64[2], a dtype a C library cannot pass"),
 ])
 def test_unsupported_functions_exit_1(src, tmp_path, capsys, target, extra, message):
-    specs = {"static_first": ["--arg", "3", "--arg", "f32[3]"], "twice": [],
+    specs = {"static_first": ["--arg", "3", "--arg", "f32[3]"],
              "loss": ["--arg", "f32[3,2]", "--arg", "f32[4,3]", "--vmap", "0,0,0"]}
     argv = ["compile", f"{src}:{target}", *specs.get(target, ["--arg", "f32[3]"]), *extra,
             "-o", str(tmp_path)]
     code, _, err = run(argv, capsys)
     assert code == 1 and (message or "in_axes") in err, err
     assert "Traceback" not in err
+
+
+def test_complex_arguments_and_results(src, tmp_path, capsys):
+    """c64 is kiln_complex64 in the header: C99's float _Complex (std::complex<float> in C++)."""
+    code, _, err = run(["compile", f"{src}:twice", "--arg", "c64[2]", "-o", str(tmp_path)],
+                       capsys)
+    assert code == 0, err
+    header = (tmp_path / "aot_samples.h").read_text()
+    assert "const kiln_complex64 *x," in header and "kiln_complex64 *out);" in header
+    for line in ("typedef float _Complex kiln_complex64;",
+                 "typedef std::complex<float> kiln_complex64;"):
+        assert line in header
 
 
 def test_help_documents_the_command(capsys):

@@ -29,8 +29,11 @@ import kiln.numpy as jnp
 from kiln.aot import AOTLoadError
 from kiln.compiler.aot import Target, compile_library
 from kiln.compiler.aot.manifest import tree_from_json, tree_to_json
+from kiln.compiler.config import config
 
 F32 = np.float32
+C64, C128 = np.dtype(np.complex64), np.dtype(np.complex128)
+PART = {C64: np.dtype(np.float32), C128: np.dtype(np.float64)}
 Stats = namedtuple("Stats", ["mean", "spread"])
 
 
@@ -283,6 +286,49 @@ def test_inputs_need_not_be_contiguous(lib):
     x = rand((4, 3)).T   # Fortran order
     y = rand(8)[::2]
     same_tree(lib.elementwise(x, y), kiln.jit(elementwise)(np.ascontiguousarray(x), y.copy()))
+
+
+def rotate(z, w, s):
+    return jnp.exp(1j * z) * w + jnp.conj(z) * s, jnp.abs(z), (z * w).imag
+
+
+@pytest.fixture(scope="module")
+def complex_lib(tmp_path_factory):
+    """`rotate` on c64 and on c128 (compiled with x64 on, so that c128 stays c128)."""
+    directory = tmp_path_factory.mktemp("aot") / "complex"
+    old = config.read("enable_x64")
+    config.update("enable_x64", True)
+    try:
+        compile_library([Target(rotate, (zeros(5, C64), zeros(5, C64), zeros((), C64)),
+                                name="rotate64"),
+                         Target(rotate, (zeros((2, 3), C128), zeros(3, C128), zeros((), C128)),
+                                name="rotate128")], directory, name="complex")
+    finally:
+        config.update("enable_x64", old)
+    return kiln.aot.load(directory)
+
+
+def complex_rand(shape, seed, dtype):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_complex_arguments_and_results(complex_lib, x64, seed):
+    for name, shape, dtype in (("rotate64", (5,), C64), ("rotate128", (2, 3), C128)):
+        z, w = complex_rand(shape, seed, dtype), complex_rand(shape[-1:], seed + 1, dtype)
+        s = dtype.type(0.5 - 2j)
+        got = complex_lib[name](z, w, s)
+        assert [np.asarray(v).dtype for v in got] == [dtype, PART[dtype], PART[dtype]]
+        same_tree(got, kiln.jit(rotate)(z, w, s))
+        # a Python complex (or int, or float) converts to a rank-0 complex leaf
+        same_tree(complex_lib[name](z, w, 0.5 - 2j), got)
+        same_tree(complex_lib[name](z, w, 3), kiln.jit(rotate)(z, w, dtype.type(3)))
+    wide = complex_rand(5, seed, C128)   # never narrowed silently
+    with pytest.raises(TypeError, match=r"argument z: expected c64\[5\], got c128\[5\]"):
+        complex_lib.rotate64(wide, wide, 1j)
+    assert repr(complex_lib.rotate64) == ("<kiln.aot function rotate64(z: c64[5], w: c64[5], "
+                                          "s: c64[]) -> (c64[5], f32[5], f32[5])>")
 
 
 def test_error_codes_raise_runtime_error(copy):

@@ -84,7 +84,7 @@ def compile_target(target, machine, report=lambda stage: None):
     from .. import passes
     report("specialise")
     spec = specialise(target)
-    _check_leaves(target, spec)
+    _check_trees(target, spec)
     stages = {"ssa": str(spec.function)}
     fn = spec.function
     for pass_name, run in passes.PIPELINES["llvm"]:
@@ -95,12 +95,7 @@ def compile_target(target, machine, report=lambda stage: None):
     return CompiledFunction(target, spec, stages, native.compile_function(fn, machine))
 
 
-def _check_leaves(target, spec):
-    for kind, leaves in (("argument", spec.inputs), ("result", spec.outputs)):
-        for leaf in leaves:
-            if glue.c_type(leaf.aval.dtype) is None:
-                raise AOTError(f"{describe(target)}: the {kind} {leaf.path} is "
-                               f"{leaf.aval.str_short()}, a dtype a C library cannot pass")
+def _check_trees(target, spec):
     for which, tree in (("arguments", spec.in_tree), ("result", spec.out_tree)):
         try:
             tree_to_json(tree)
