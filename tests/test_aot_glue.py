@@ -249,7 +249,7 @@ def same_print(printer, operands, fmt, template, sep=" ", end="\n"):
 
 
 DTYPES = [np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8,
-          np.uint16, np.uint32, np.uint64, np.bool_]
+          np.uint16, np.uint32, np.uint64, np.bool_, np.complex64, np.complex128]
 magnitudes = st.sampled_from([1e-30, 1e-9, 1e-5, 1e-3, 1.0, 10.0, 1e3, 1e5, 1e7, 1e12])
 
 
@@ -261,9 +261,12 @@ def arrays(draw):
     dtype = np.dtype(draw(st.sampled_from(DTYPES)))
     shape = draw(st.one_of(hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=5),
                            st.sampled_from([(1001,), (3, 400), (2, 2, 300)])))
-    if dtype.kind == "f" and draw(st.booleans()):
+    if dtype.kind in "fc" and draw(st.booleans()):
         scale = draw(magnitudes)
-        values = np.random.default_rng(draw(st.integers(0, 2 ** 32))).standard_normal(shape)
+        rng = np.random.default_rng(draw(st.integers(0, 2 ** 32)))
+        values = rng.standard_normal(shape)
+        if dtype.kind == "c":   # (the parts of one magnitude, or of two)
+            values = values + 1j * rng.standard_normal(shape) * draw(st.sampled_from([1, 1e-6]))
         rounded = draw(st.booleans())
         with np.errstate(over="ignore"):
             return (np.round(values * 100) if rounded else values * scale).astype(dtype)
@@ -300,6 +303,12 @@ def test_arrays_print_as_numpy_str(printer, array):
      [["s", "\u00fc\U0001f600"], ["s", "ab"]]),
     ([np.array([1.0, 2.0]), np.array(3, np.int16)], None,
      [["s", "plain"], ["v", 0], ["s", 3], ["v", 1], ["s", 2.5], ["s", False]]),
+    ([np.complex64(0.1 + 2j), np.complex128(-1j), np.complex64(complex(0, np.nan)),
+      np.complex128(complex(-0.0, -np.inf)), np.complex64(complex(np.nan, -0.0))],
+     "{} {} {} {} {}|", [["v", k] for k in range(5)]),
+    ([np.complex64(0.1 + 2j), np.complex128(-1j), np.complex64(complex(0, np.nan)),
+      np.complex128(complex(-0.0, -np.inf)), np.complex64(complex(1e7, 1e-5))], None,
+     [["v", k] for k in range(5)]),
 ])
 def test_format_strings_as_python(printer, operands, fmt, template):
     same_print(printer, operands, fmt, template)
@@ -318,7 +327,8 @@ def test_documented_differences(printer):
     assert c_printed(printer, [x, v], "{0!r} {1:>20} {1!r}", template) == "2.5 [1. 2.] [1. 2.]\n"
     text = "{x.shape} {0[1]} {0:{w}} {0:,} {9} {nope} {0:q} {"
     assert c_printed(printer, [x, v], text, template) == text + "\n"
-    assert c_printed(printer, [np.zeros(2, np.complex64)], None, [["v", 0]]) == "<<c8 array>\n"
+    z = np.complex64(1 + 2j)
+    assert c_printed(printer, [z], "{0:.2f} {0:>8} {0}", [["v", 0]]) == "{0:.2f} {0:>8} (1+2j)\n"
 
 
 SHOUT = textwrap.dedent("""

@@ -14,15 +14,17 @@ in the common cases:
   _formatArray): the shortest digits that read back (at most 8 after the point), points
   aligned, scientific notation from 1e3 (f16), 1e6 (f32), 1e8 (f64) or under 1e-4 or a range
   over 1000, integers right-aligned, `[ True False]`, lines wrapped at 75 characters, over
-  1000 elements summarised (3 at each edge); rank-0 values as NumPy scalars after `print`, as
-  Python floats in format fields (Python formats `x.item()` there);
+  1000 elements summarised (3 at each edge); complex numbers as ComplexFloatingFormat writes
+  them (`[1.+2.j 0.-1.j]`: each part laid out over its own values, the imaginary one signed,
+  its `j` before its padding); rank-0 values as NumPy scalars after `print` (`(1+2j)`, `1j`),
+  as Python floats and complex numbers in format fields (Python formats `x.item()` there);
 - `fmt` as `str.format` reads it: `{}`, `{0}`, `{name}`, `{{`, `}}`, conversions, and format
   specs (fill, align, sign, `#`, `0`, width, precision, types `b c d o x X n e E f F g G %` and
   `s`) on rank-0 operands and static values.
 Differences (docs/aot.md, "Printing"): `!r` prints `str`; a spec on an array of rank 1 or more
 is ignored; fields with attributes or indexes, nested specs, thousands separators, and fields
 Python would reject are printed as written; a float with a precision and no type prints like
-`g`; complex operands print as `<<c8 array>`.
+`g`; a format spec on a complex operand is printed as written (Python formats each part).
 
 The C parses the JSON (any JSON: strings with escapes, numbers, NaN and Infinity as Python's
 json writes them), finds the shortest digits by printing with printf at increasing precision
@@ -230,8 +232,9 @@ static const char *_kj_text(const _kiln_json *v, const char *otherwise) {
 /* ------------------------------------------------------------------------ operands */
 
 typedef struct {
-    char kind;                /* NumPy's dtype kind: b i u f (anything else cannot print) */
-    int size;                 /* bytes per element */
+    char kind;                /* NumPy's dtype kind: b i u f c (anything else cannot print) */
+    int size;                 /* bytes per element (per part for a part of complex numbers) */
+    int step;                 /* bytes from one element to the next */
     const char *dtype;        /* dtype.str, e.g. "<f4" */
     int rank;
     int64_t shape[64], count;
@@ -244,7 +247,7 @@ static bool _kiln_operand_of(const _kiln_json *spec, const void *data, _kiln_ope
     if (dtype->type != _KJ_STRING || shape->type != _KJ_ARRAY || shape->count > 64) return false;
     a->dtype = dtype->text;
     a->kind = strlen(dtype->text) >= 3 && dtype->text[0] != '>' ? dtype->text[1] : '?';
-    a->size = a->kind == '?' ? 0 : atoi(dtype->text + 2);
+    a->size = a->step = a->kind == '?' ? 0 : atoi(dtype->text + 2);
     a->rank = (int)shape->count;
     a->count = 1;
     for (int d = 0; d < a->rank; d++) {
@@ -261,8 +264,18 @@ static bool _kiln_printable(const _kiln_operand *a) {
     case 'b': return a->size == 1;
     case 'i': case 'u': return a->size == 1 || a->size == 2 || a->size == 4 || a->size == 8;
     case 'f': return a->size == 2 || a->size == 4 || a->size == 8;
+    case 'c': return a->size == 8 || a->size == 16;
     default: return false;
     }
+}
+
+/* The real (imag false) or imaginary parts of complex operand `a`, as a float operand. */
+static _kiln_operand _kiln_part(const _kiln_operand *a, bool imag) {
+    _kiln_operand part = *a;
+    part.kind = 'f';
+    part.size = a->size / 2;
+    part.data = a->data + (imag ? part.size : 0);
+    return part;
 }
 
 static double _kiln_half(uint16_t h) {
@@ -274,7 +287,7 @@ static double _kiln_half(uint16_t h) {
 }
 
 static double _kiln_float_at(const _kiln_operand *a, int64_t i) {
-    const unsigned char *p = a->data + i * a->size;
+    const unsigned char *p = a->data + i * a->step;
     uint16_t h; float f; double d;
     if (a->size == 2) { memcpy(&h, p, 2); return _kiln_half(h); }
     if (a->size == 4) { memcpy(&f, p, 4); return f; }
@@ -334,9 +347,12 @@ static bool _kiln_digits(char *out, size_t n, const char *format, int p, double 
 }
 
 /* x with the fewest digits after the point (printf's 'f' or 'e' conversion, at most `limit`)
- * that read back as x, trailing zeros after the point removed (the point kept). */
-static void _kiln_shortest(char *out, size_t n, double x, int size, char conversion, int limit) {
-    const char *format = conversion == 'f' ? "%.*f" : "%.*e";
+ * that read back as x, trailing zeros after the point removed (the point kept); with a sign
+ * when `plus`. */
+static void _kiln_shortest(char *out, size_t n, double x, int size, char conversion, int limit,
+                           bool plus) {
+    const char *format = conversion == 'f' ? (plus ? "%+.*f" : "%.*f")
+                                           : (plus ? "%+.*e" : "%.*e");
     int p = 0;
     while (p < limit && !_kiln_digits(out, n, format, p, x, size)) p++;
     if (p == limit) snprintf(out, n, format, p, x);
@@ -354,24 +370,50 @@ static void _kiln_float_repr(_kiln_text *t, double x, int size) {
     if (isnan(x) || isinf(x)) { _kiln_add(t, isnan(x) ? "nan" : x < 0 ? "-inf" : "inf"); return; }
     double m = fabs(x);
     bool scientific = m != 0 && (m < 1e-4 || m >= (size == 2 ? 1e3 : size == 4 ? 1e6 : 1e16));
-    _kiln_shortest(s, sizeof s, x, size, scientific ? 'e' : 'f', scientific ? 17 : 340);
+    _kiln_shortest(s, sizeof s, x, size, scientific ? 'e' : 'f', scientific ? 17 : 340, false);
     char *point = strchr(s, '.');
     if (scientific && point && point[1] == 'e') memmove(point, point + 1, strlen(point));
     _kiln_add(t, s);
     if (!scientific) _kiln_add(t, !point ? ".0" : point[1] ? "" : "0");
 }
 
+/* A part of a complex number as NumPy's and Python's complex str write it: the float's str
+ * without a ".0", with a sign when `plus` ("+nan" for any NaN). */
+static void _kiln_part_repr(_kiln_text *t, double x, int size, bool plus) {
+    _kiln_text s = {0};
+    _kiln_float_repr(&s, x, size);
+    size_t n = s.length;
+    if (n >= 2 && strcmp(_kiln_str(&s) + n - 2, ".0") == 0) n -= 2;
+    if (plus && (isnan(x) || !signbit(x))) _kiln_add(t, "+");
+    _kiln_append(t, _kiln_str(&s), n);
+    free(s.data);
+}
+
+/* The str of a float or complex scalar `a` with parts of `size` bytes: NumPy's (a's own size)
+ * or Python's (8): `(1+2j)`, `1j` (a real part of +0 is left out), `(nan-infj)`. */
+static void _kiln_inexact_repr(_kiln_text *t, const _kiln_operand *a, int size) {
+    if (a->kind == 'f') { _kiln_float_repr(t, _kiln_float_at(a, 0), size); return; }
+    _kiln_operand re = _kiln_part(a, false), im = _kiln_part(a, true);
+    double x = _kiln_float_at(&re, 0), y = _kiln_float_at(&im, 0);
+    bool both = x != 0 || signbit(x);
+    if (both) { _kiln_add(t, "("); _kiln_part_repr(t, x, size, false); }
+    _kiln_part_repr(t, y, size, both);
+    _kiln_add(t, both ? "j)" : "j");
+}
+
 /* ------------------------------------------------------------- NumPy's str of arrays */
 
-typedef struct {
+typedef struct _kiln_printer {
     const _kiln_operand *a;
     int64_t stride[64];
     bool summary;               /* over 1000 elements: 3 at each edge of each axis */
     /* floats, as NumPy's FloatingFormat: what the shown elements hold, then the layout */
     double low, high;           /* the least and greatest finite non-zero magnitudes */
     bool finite, nan, inf, neginf, scientific;
+    bool plus;                  /* signs on every value (a complex number's imaginary parts) */
     int precision, pad_left, pad_right, exp_digits;
     int width;                  /* integers: the widest */
+    const struct _kiln_printer *parts[2];   /* complex: the layouts of the two parts */
 } _kiln_printer;
 
 typedef void (*_kiln_visit)(_kiln_printer *p, int64_t i);
@@ -411,7 +453,7 @@ static void _kiln_measure_float(_kiln_printer *p, int64_t i) {
     char s[512];
     int whole, fraction, exponent;
     if (!isfinite(x)) return;
-    _kiln_shortest(s, sizeof s, x, p->a->size, p->scientific ? 'e' : 'f', 8);
+    _kiln_shortest(s, sizeof s, x, p->a->size, p->scientific ? 'e' : 'f', 8, p->plus);
     _kiln_parts(s, &whole, &fraction, &exponent);
     if (whole > p->pad_left) p->pad_left = whole;
     if (fraction > p->pad_right) p->pad_right = fraction;
@@ -438,8 +480,8 @@ static void _kiln_float_layout(_kiln_printer *p) {
         p->precision = p->pad_right;
         p->pad_right = p->exp_digits + 2 + p->precision;
     }
-    if (p->nan || p->inf) {
-        int offset = p->pad_right + 1, wide = 3 + p->neginf - offset;
+    if (p->nan || p->inf) {   /* (with signs, room for one as if some inf were negative) */
+        int offset = p->pad_right + 1, wide = 3 + (p->neginf || p->plus) - offset;
         if (wide > p->pad_left) p->pad_left = wide;
     }
 }
@@ -448,13 +490,14 @@ static void _kiln_float_element(_kiln_text *t, const _kiln_printer *p, double x)
     char s[512];
     int whole, fraction, exponent;
     if (!isfinite(x)) {
-        const char *text = isnan(x) ? "nan" : x < 0 ? "-inf" : "inf";
+        const char *text = isnan(x) ? (p->plus ? "+nan" : "nan")
+                         : x < 0 ? "-inf" : p->plus ? "+inf" : "inf";
         _kiln_repeat(t, " ", p->pad_left + p->pad_right + 1 - (long)strlen(text));
         _kiln_add(t, text);
         return;
     }
-    if (p->scientific) snprintf(s, sizeof s, "%.*e", p->precision, x);
-    else _kiln_shortest(s, sizeof s, x, p->a->size, 'f', 8);
+    if (p->scientific) snprintf(s, sizeof s, p->plus ? "%+.*e" : "%.*e", p->precision, x);
+    else _kiln_shortest(s, sizeof s, x, p->a->size, 'f', 8, p->plus);
     _kiln_parts(s, &whole, &fraction, &exponent);
     _kiln_repeat(t, " ", p->pad_left - whole);
     _kiln_append(t, s, (size_t)whole);
@@ -467,9 +510,25 @@ static void _kiln_float_element(_kiln_text *t, const _kiln_printer *p, double x)
     _kiln_add(t, e + 2);
 }
 
+/* NumPy's complex element: the real part, then the imaginary part with its sign and a `j`
+ * before its padding, each laid out over its own values. */
+static void _kiln_complex_element(_kiln_text *t, const _kiln_printer *p, int64_t i) {
+    const _kiln_printer *re = p->parts[0], *im = p->parts[1];
+    _kiln_float_element(t, re, _kiln_float_at(re->a, i));
+    size_t start = t->length, end;
+    _kiln_float_element(t, im, _kiln_float_at(im->a, i));
+    if (t->failed) return;
+    for (end = t->length; end > start && t->data[end - 1] == ' '; end--) {}
+    long spaces = (long)(t->length - end);
+    t->length = end;
+    _kiln_add(t, "j");
+    _kiln_repeat(t, " ", spaces);
+}
+
 static void _kiln_element(_kiln_text *t, const _kiln_printer *p, int64_t i) {
     char s[32];
     if (p->a->kind == 'f') { _kiln_float_element(t, p, _kiln_float_at(p->a, i)); return; }
+    if (p->a->kind == 'c') { _kiln_complex_element(t, p, i); return; }
     if (p->a->kind == 'b') { _kiln_add(t, _kiln_int_at(p->a, i) ? " True" : "False"); return; }
     _kiln_int_text(s, sizeof s, p->a, i);
     _kiln_repeat(t, " ", p->width - (long)strlen(s));
@@ -543,7 +602,8 @@ static void _kiln_array_str(_kiln_text *t, const _kiln_operand *a) {
         return;
     }
     if (a->rank == 0) {
-        if (a->kind == 'f') _kiln_float_repr(t, _kiln_float_at(a, 0), a->size);
+        if (a->kind == 'f') _kiln_inexact_repr(t, a, a->size);
+        else if (a->kind == 'c') _kiln_inexact_repr(t, a, a->size / 2);
         else if (a->kind == 'b') _kiln_add(t, _kiln_int_at(a, 0) ? "True" : "False");
         else { _kiln_int_text(s, sizeof s, a, 0); _kiln_add(t, s); }
         return;
@@ -555,8 +615,18 @@ static void _kiln_array_str(_kiln_text *t, const _kiln_operand *a) {
     p.summary = a->count > 1000;
     for (int d = a->rank - 1; d >= 0; d--)
         p.stride[d] = d == a->rank - 1 ? 1 : p.stride[d + 1] * a->shape[d + 1];
+    _kiln_operand parts[2];
+    _kiln_printer layouts[2];
+    for (int k = 0; k < 2 && a->kind == 'c'; k++) {   /* each part laid out on its own */
+        parts[k] = _kiln_part(a, k == 1);
+        layouts[k] = p;
+        layouts[k].a = &parts[k];
+        layouts[k].plus = k == 1;
+        _kiln_float_layout(&layouts[k]);
+        p.parts[k] = &layouts[k];
+    }
     if (a->kind == 'f') _kiln_float_layout(&p);
-    else if (a->kind != 'b') _kiln_each_shown(&p, 0, 0, _kiln_measure_int);
+    else if (a->kind == 'i' || a->kind == 'u') _kiln_each_shown(&p, 0, 0, _kiln_measure_int);
     _kiln_format_axis(t, &p, 0, 0, 75);
 }
 
@@ -706,8 +776,8 @@ static bool _kiln_format_piece(_kiln_text *t, const _kiln_piece *piece, const ch
     _kiln_spec f;
     const _kiln_operand *a = piece->operand;
     const _kiln_json *v = piece->value;
-    if (a && a->rank == 0 && a->kind == 'f' && !*text && _kiln_printable(a)) {
-        _kiln_float_repr(t, _kiln_float_at(a, 0), 8);   /* format(x.item(), ''): a Python float */
+    if (a && a->rank == 0 && strchr("fc", a->kind) && !*text && _kiln_printable(a)) {
+        _kiln_inexact_repr(t, a, 8);   /* format(x.item(), ''): a Python float or complex */
         return true;
     }
     if (!*text || (a && a->rank > 0)) {
@@ -715,7 +785,7 @@ static bool _kiln_format_piece(_kiln_text *t, const _kiln_piece *piece, const ch
         return true;
     }
     if (!_kiln_parse_spec(text, &f)) return false;
-    if (a && !_kiln_printable(a)) return false;
+    if (a && (!_kiln_printable(a) || a->kind == 'c')) return false;
     if (a && a->kind == 'f') return _kiln_format_float(t, &f, _kiln_float_at(a, 0));
     if (a) {
         long long x = _kiln_int_at(a, 0);
