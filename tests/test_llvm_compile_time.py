@@ -23,7 +23,7 @@ import kiln
 import kiln.numpy as jnp
 from kiln.compiler import passes
 from kiln.compiler.backends import reference
-from kiln.compiler.backends.llvm import compile_function, executable
+from kiln.compiler.backends.llvm import compile_function, executable, target
 from kiln.compiler.backends.llvm.ssa_key import structure_text
 
 SETTINGS = settings(max_examples=12, deadline=None)
@@ -35,15 +35,16 @@ def fused(f, *args):
 
 
 def check(fn, *args, parts=None, tol=2e-6):
-    """Compile `fn` (in `parts` modules when given) and compare with the reference."""
-    old = executable.MAX_PARTS
+    """Compile `fn` (in up to `parts` modules when given, whether cores are idle or not) and
+    compare with the reference."""
+    old = executable.MAX_PARTS, target.idle_cores
     if parts is not None:
-        executable.MAX_PARTS = parts
+        executable.MAX_PARTS, target.idle_cores = parts, lambda: parts
     try:
         compiled = compile_function(fn)
         got = compiled(*args)
     finally:
-        executable.MAX_PARTS = old
+        executable.MAX_PARTS, target.idle_cores = old
     for g, want in zip(got, reference.compile_function(fn)(*args)):
         np.testing.assert_allclose(g, want, rtol=tol, atol=tol)
     return compiled
@@ -208,8 +209,9 @@ import kiln
 sys.path.insert(0, sys.argv[1])
 from test_llvm_compile_time import _network, _network_args, fused
 from kiln.compiler.backends import reference
-from kiln.compiler.backends.llvm import compile_function
+from kiln.compiler.backends.llvm import compile_function, target
 
+target.idle_cores = lambda: 2   # as on an idle machine
 args = _network_args(np.random.default_rng(0), 64, 48)
 fn = fused(_network, *args)
 compiled = compile_function(fn)
@@ -262,3 +264,17 @@ def test_a_forked_child_compiles_in_parts(tmp_path):
     done = subprocess.run([sys.executable, str(script), os.path.dirname(__file__)], env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_idle_cores_and_compile_threads():
+    """Extra compile threads only on cores idle right now, and never more than allowed."""
+    idle = target.idle_cores()
+    assert 0 <= idle < len(os.sched_getaffinity(0))
+    old = target.idle_cores
+    try:
+        target.idle_cores = lambda: 0
+        assert executable._compile_threads() == 1
+        target.idle_cores = lambda: 64
+        assert 1 <= executable._compile_threads() <= executable.MAX_PARTS
+    finally:
+        target.idle_cores = old

@@ -297,9 +297,11 @@ def _load(fn, names, objects, workspace, donated, held):
 
 def _compile_threads():
     """Threads that compile the parts of one function at once: the cores kiln may use
-    (KILN_NUM_THREADS), at most MAX_PARTS."""
+    (KILN_NUM_THREADS), at most MAX_PARTS, and no more than are idle right now (a second
+    thread on a busy core, beside OpenBLAS's threads that still spin after a matrix product
+    or another process, makes the compilation slower, not faster)."""
     from . import parallel
-    return min(parallel.num_threads(), MAX_PARTS)
+    return min(parallel.num_threads(), MAX_PARTS, 1 + target.idle_cores())
 
 
 def _codegen_machine(level):

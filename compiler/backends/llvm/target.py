@@ -210,6 +210,20 @@ def _object(text, name, level):
     return _emit(_own_machine(0 if level == QUICK else OPT_LEVEL), module)
 
 
+def idle_cores():
+    """How many of the cores this process may use, besides the calling thread's, no thread
+    runs on right now, by the count of runnable threads in /proc/loadavg (the calling thread
+    is one of them); all of them where that is unknown."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        os.cpu_count() or 1
+    try:
+        with open("/proc/loadavg") as f:
+            running = int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return usable - 1
+    return max(0, min(usable - 1, (os.cpu_count() or usable) - running))
+
+
 def compile_objects(modules, level, threads=1):
     """Object code of each of one function's llvmlite.ir `modules`, optimised at `level` (see
     `optimize`) and compiled for the host, on up to `threads` threads at once (a pool, and the
