@@ -16,12 +16,14 @@ when both backends must agree on it bit for bit (it comes from exact values thro
 rounded or discrete operations), True when only to rounding (transcendentals, float sums,
 products, dots and powers, and everything computed from such values). Discontinuous operations
 (comparisons, floor/round, float -> int conversions, argmax, predicates, indices, divisors)
-only take exact values, so rounding never changes control flow, integers or NaN positions.
+only take exact values, so rounding never changes control flow, integers or NaN positions;
+operands of float sums, products and dots are bounded so that the order of summation, which
+the backends choose differently, neither overflows nor cancels (see BOUNDS).
 Operations are listed simplest first, so that hypothesis shrinks towards short, plain programs.
 """
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import hypothesis.extra.numpy as hnp
@@ -31,7 +33,7 @@ import kiln.numpy as jnp
 from kiln import lax
 
 DTYPES = [np.dtype(t) for t in (np.float32, np.float64, np.int32, np.uint32, np.bool_)]
-MAX_SIZE = 64          # elements of an input
+MAX_SIZE = 64          # elements of an input (but for matrices up to 16 x 16)
 MAX_RESULT = 256       # elements of any value a step makes
 _I32 = np.iinfo(np.int32)
 _ELEMENTS = {
@@ -115,11 +117,12 @@ REDUCTIONS = [
 ]
 CUMULATIVE = [("jnp.cumsum", "fiub", "n"), ("jnp.cumprod", "fiu", "n"),
               ("lax.cummax", "fiu", ""), ("lax.cummin", "fiu", "")]
-# Operands of float sums and products, whose order differs between the backends, are
-# clipped to these bounds so that no order overflows (where inf - inf or 0 * inf would make
-# NaN in some orders only).
-BOUNDS = {"jnp.sum": 1e30, "jnp.mean": 1e30, "jnp.cumsum": 1e30, "jnp.prod": 2.0,
-          "jnp.cumprod": 2.0, "dot": 1e15}
+# Float sums and products are computed in different orders by the two backends. So that no
+# order overflows (inf - inf or 0 * inf would make NaN in some orders only) and no order
+# cancels (which loses all relative accuracy), their float operands are clipped to a bound,
+# and those of sums (dots included) made non-negative: (bound, absolute value).
+BOUNDS = {"jnp.sum": (1e30, True), "jnp.mean": (1e30, True), "jnp.cumsum": (1e30, True),
+          "dot": (1e15, True), "jnp.prod": (2.0, False), "jnp.cumprod": (2.0, False)}
 STEPS_MAX = 8
 REGION_DEPTH = 2
 
@@ -148,11 +151,15 @@ class Gen:
     def pick(self, items):
         return self.draw(st.sampled_from(items)) if items else None
 
+    def candidates(self, kinds="fiub", exact=False, where=lambda v: True):
+        """The pool values of one of `kinds` (exact if asked or in an exact-only region)."""
+        return [v for v in self.pool if v.kind in kinds and where(v)
+                and not (v.inexact and (exact or self.exact_only))]
+
     def choose(self, kinds="fiub", exact=False, where=lambda v: True):
-        """A pool value of one of `kinds` (exact if asked or in an exact-only region); the
-        newest one half of the time, so that steps build on each other."""
-        items = [v for v in self.pool if v.kind in kinds and where(v)
-                 and not (v.inexact and (exact or self.exact_only))]
+        """One of the candidates; the newest one half of the time, so that steps build on
+        each other."""
+        items = self.candidates(kinds, exact, where)
         return items[-1] if items and self.flag() else self.pick(items)
 
     def flag(self):
@@ -178,7 +185,6 @@ class Gen:
             self.env[name] = sample
         self.pool += made
         self.made += made
-        return made
 
     def step(self):
         """One drawn step; a step that does not apply to the pool becomes a plain `+`."""
@@ -205,7 +211,7 @@ class Gen:
         return sub
 
     def result(self, sub, like, extra=()):
-        """(lines, inexact) computing a value of `like`'s shape and dtype at the end of region
+        """(expression, inexact) for a value of `like`'s shape and dtype at the end of region
         `sub`: one of the values it made (or `extra`), fitted."""
         usable = [v for v in sub.made + list(extra)
                   if like.kind == "f" or not v.inexact]
@@ -253,11 +259,12 @@ def fit(v, shape, dtype):
 
 
 def bounded(x, operation):
-    """Source text for operand `x` of `operation`, clipped if BOUNDS says so."""
-    bound = BOUNDS.get(operation)
-    if x.kind != "f" or bound is None:
+    """Source text for operand `x` of `operation`, as BOUNDS says."""
+    if x.kind != "f" or operation not in BOUNDS:
         return x.name
-    return f"jnp.clip({x.name}, {-bound!r}, {bound!r})"
+    bound, absolute = BOUNDS[operation]
+    clipped = f"jnp.clip({x.name}, {-bound!r}, {bound!r})"
+    return f"jnp.abs({clipped})" if absolute else clipped
 
 
 def dtype_text(dtype):
@@ -271,13 +278,13 @@ def indent(lines, by="    "):
 # ------------------------------------------------------------------------- elementwise steps
 
 def unary(g):
-    template, kinds, flags = g.pick([u for u in UNARY if g.choose(u[1], "x" in u[2])])
+    template, kinds, flags = g.pick([u for u in UNARY if g.candidates(u[1], "x" in u[2])])
     x = g.choose(kinds, "x" in flags)
     return g.assign(template.format(x.name), x.inexact or "n" in flags)
 
 
 def binary(g):
-    template, kinds, flags = g.pick([b for b in BINARY if g.choose(b[1], "x" in b[2])])
+    template, kinds, flags = g.pick([b for b in BINARY if g.candidates(b[1], "x" in b[2])])
     exact = "x" in flags
     x = g.choose(kinds, exact)
     y = g.choose(kinds, exact, lambda v: _broadcast(v.shape, x.shape) is not None)
@@ -296,6 +303,8 @@ def where(g):
     if c is None:
         return None
     x = g.choose(where=lambda v: _broadcast(v.shape, c.shape) is not None)
+    if x is None:
+        return None
     y = g.choose(where=lambda v: _broadcast(v.shape, c.shape, x.shape) is not None)
     test = c.name if c.kind == "b" else f"{c.name} > 0"
     other = y.name if y is not None else g.pick(LITERALS[x.kind])
@@ -326,9 +335,8 @@ def reduction(g):
     if x is None:
         return None
     axes = _axes(g, x, "1" in flags)
-    reduced = range(x.ndim) if axes is None else np.atleast_1d(axes)
-    if "e" in flags and any(x.shape[a] == 0 for a in reduced) or (
-            "e" in flags and x.size == 0 and axes is None):
+    reduced = range(x.ndim) if axes is None else [axes] if isinstance(axes, int) else axes
+    if "e" in flags and any(x.shape[a] == 0 for a in reduced):
         return None
     keep = g.flag()
     return g.assign(f"{fn}({bounded(x, fn)}, axis={axes!r}, keepdims={keep})",
@@ -386,11 +394,9 @@ def _slice_of(g, n):
         return ":"
     if form == 1 and n > 0:
         return str(g.integer(-n, n - 1))
-    bound = g.draw(st.none() | st.integers(-n - 1, n + 1))
-    stop = g.draw(st.none() | st.integers(-n - 1, n + 1))
-    step = g.pick([1, 2, -1, -2, 3])
-    text = lambda b: "" if b is None else str(b)
-    return f"{text(bound)}:{text(stop)}:{step}"
+    start, stop = (g.draw(st.none() | st.integers(-n - 1, n + 1)) for _ in range(2))
+    bounds = ["" if b is None else str(b) for b in (start, stop)]
+    return f"{bounds[0]}:{bounds[1]}:{g.pick([1, 2, -1, -2, 3])}"
 
 
 def slicing(g):
@@ -448,26 +454,26 @@ def pad(g):
 
 
 def rearrange(g):
-    """roll, tile, repeat, clip, top_k."""
+    """roll, tile, repeat, clip, top_k (a step that does not fit `x` gives None)."""
     x = g.choose()
     form = g.integer(0, 4)
-    if form == 0 or x.ndim == 0 and form != 3:
+    if form == 0:
         axis = g.integer(0, x.ndim - 1) if x.ndim and g.flag() else None
         return g.assign(f"jnp.roll({x.name}, {g.integer(-3, 3)}, axis={axis})", x.inexact)
     if form == 1 and x.size * 4 <= MAX_RESULT:
         return g.assign(f"jnp.tile({x.name}, {tuple(g.integer(0, 2) for _ in x.shape)})",
                         x.inexact)
-    if form == 2 and x.size * 3 <= MAX_RESULT:
+    if form == 2 and x.ndim and x.size * 3 <= MAX_RESULT:
         axis = g.integer(0, x.ndim - 1)
         return g.assign(f"jnp.repeat({x.name}, {g.integer(0, 3)}, axis={axis})", x.inexact)
-    if form == 3 or x.inexact or x.shape[-1] == 0 or x.kind == "b":
-        if x.kind == "b":
-            return None
+    if form == 3 and x.kind != "b":
         lo, hi = sorted((g.pick(LITERALS[x.kind]) for _ in range(2)), key=float)
         return g.assign(f"jnp.clip({x.name}, {lo}, {hi})", x.inexact)
-    k = g.integer(1, x.shape[-1])
-    values, indices = g.fresh(), g.fresh()
-    return [f"{values}, {indices} = lax.top_k({x.name}, {k})"], {values: False, indices: False}
+    if form == 4 and x.ndim and x.shape[-1] and not x.inexact:
+        values, indices = g.fresh(), g.fresh()
+        return ([f"{values}, {indices} = lax.top_k({x.name}, {g.integer(1, x.shape[-1])})"],
+                {values: False, indices: False})
+    return None
 
 
 # ------------------------------------------------------------------------- dot, sort, indexing
@@ -506,8 +512,9 @@ def matmul(g):
     fits = lambda v: v.ndim > 0 and (v.shape[0] if v.ndim == 1 else v.shape[-2]) == k and (
         _broadcast(x.shape[:-2], v.shape[:-2]) is not None)
     y = g.choose("fiu", where=fits)
-    if y is None:
-        return None
+    if y is None or g.flag():     # x with itself: a Gram matrix (large enough for BLAS)
+        rhs = bounded(x, 'dot') if x.ndim == 1 else f"jnp.swapaxes({bounded(x, 'dot')}, -1, -2)"
+        return g.assign(f"{bounded(x, 'dot')} @ {rhs}", True)
     return g.assign(f"{bounded(x, 'dot')} @ {bounded(y, 'dot')}", True)
 
 
@@ -766,7 +773,7 @@ def input_arrays(draw):
             hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=5)
             .filter(lambda s: math.prod(s) <= MAX_SIZE),
             st.tuples(st.integers(0, MAX_SIZE)),     # long enough for vector loops' tails
-            st.tuples(st.integers(1, 8), st.integers(1, 8))))
+            st.tuples(*[st.sampled_from([1, 2, 3, 7, 16])] * 2)))   # products reaching BLAS
         arrays.append(draw(hnp.arrays(dtype, shape, elements=_ELEMENTS[dtype.kind])))
     return arrays
 
