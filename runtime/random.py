@@ -26,12 +26,15 @@ rejection loops are `lax.while_loop`s):
   an ulp or two in about one draw in a thousand; other CPUs may have other `rsqrt` estimates
   (AMD's are not Intel's), and JAX's gamma-family draws change with them; `dirichlet` rows
   longer than 16 are summed in XLA's vectorised order, and `dirichlet` calls beyond a few
-  thousand rows go to YNNPACK's fusion, with its own `log` and `exp`; kiln reproduces neither. `_fma` binds the `fma`
-  primitive (one rounding; a native fused multiply-add under `jit`), which `kiln.lax` does not
-  expose because JAX's `lax` has no fused multiply-add.
-  Under x64, float64 samplers use the `kiln.lax` primitives for those functions instead.
-* the gamma family is differentiable in its shape parameters as JAX's is, by implicit
-  reparameterisation (`_with_gamma_grad`), not through the rejection sampler.
+  thousand rows go to YNNPACK's fusion, with its own `log` and `exp`; kiln reproduces neither.
+  `_fma` binds the `fma` primitive (one rounding; a native fused multiply-add under `jit`),
+  which `kiln.lax` does not expose because JAX's `lax` has no fused multiply-add.
+  Under x64, float64 samplers use the `kiln.lax` primitives for those functions instead;
+* derivatives are JAX's: the kernels' bit manipulation has no derivative, so values that may
+  be differentiated (truncated_normal's bounds, the gamma family's outputs) go through
+  `_smooth` versions carrying the functions' own derivatives; the gamma family is
+  differentiable in its shape parameters by implicit reparameterisation (`_with_gamma_grad`),
+  not through the rejection sampler, to second order.
 """
 import math
 import operator
@@ -541,6 +544,30 @@ _erf_inv = _via_f32(_erf_inv_f32, lax.erf_inv)
 _rsqrt = _via_f32(_rsqrt_f32, lax.rsqrt)
 
 
+def _smooth(kernel, derivative):
+    """`kernel` with the derivative of the function it stands for, `derivative(x, y)` at
+    y = kernel(x), as JAX's rule gives it: the kernels' bit manipulation has none (and their
+    polynomials only approximate it). For values that may be differentiated; the plain
+    kernels elsewhere keep compiled samplers fused (a custom derivative is a region)."""
+    def smooth(x):
+        return kernel(x)
+    smooth = custom_jvp(smooth)
+
+    def smooth_jvp(primals, tangents):
+        y = kernel(primals[0])
+        return y, lax.mul(tangents[0], derivative(primals[0], y))
+    smooth.defjvp(smooth_jvp)
+    return smooth
+
+
+_log_smooth = _smooth(_log, lambda x, y: lax.div(lax.full_like(x, 1), x))
+_exp_smooth = _smooth(_exp, lambda x, y: y)
+_erf_smooth = _smooth(_erf, lambda x, y: lax.mul(
+    lax.full_like(x, 2 / np.sqrt(np.pi)), _exp(lax.neg(lax.mul(x, x)))))
+_erf_inv_smooth = _smooth(_erf_inv, lambda x, y: lax.mul(
+    lax.full_like(x, np.sqrt(np.pi) / 2), _exp(lax.mul(y, y))))
+
+
 # ---------------------------------------------------------------------- argument checks
 
 def _shape(shape):
@@ -665,8 +692,8 @@ def truncated_normal(key, lower, upper, shape=None, dtype=None):
     lower, upper = (lax.convert_element_type(to_array(v), dtype) for v in (lower, upper))
     # XLA rewrites x / constant as x * (1 / constant), the reciprocal rounded to dtype.
     inv_sqrt2 = _c(1, dtype) / sqrt2
-    a, b = (_erf(lax.mul(v, inv_sqrt2)) for v in (lower, upper))
-    out = lax.mul(sqrt2, _erf_inv(_uniform(base, shape, dtype, a, b)))
+    a, b = (_erf_smooth(lax.mul(v, inv_sqrt2)) for v in (lower, upper))
+    out = lax.mul(sqrt2, _erf_inv_smooth(_uniform(base, shape, dtype, a, b)))
     lo = lax.nextafter(lower, lax.full_like(lower, np.inf))
     hi = lax.nextafter(upper, lax.full_like(upper, -np.inf))
     out = lax.max(_bcast_to(lo, shape, "max"), out)
@@ -1052,16 +1079,21 @@ _with_gamma_grad = custom_jvp(_with_gamma_grad, nondiff_argnums=(2,))
 
 @_with_gamma_grad.defjvp
 def _with_gamma_grad_jvp(log_space, primals, tangents):
-    """Implicit reparameterisation: a draw x moves with alpha so that its CDF value
-    P(alpha, x) stays fixed."""
+    """Implicit reparameterisation: a draw x moves with alpha at the rate dx/dalpha that keeps
+    its CDF value P(alpha, x) fixed. The draws reach this rule as constants (computed from
+    stop_gradient(alpha)); the rate is taken at `moving`, which equals x but moves with alpha
+    at that rate, so that a second derivative sees the rate change with x too, as JAX's
+    forward mode does."""
     x, alpha = primals
-    return x, lax.add(tangents[0], lax.mul(tangents[1], _draw_grad(alpha, x, log_space)))
+    rate = lax.stop_gradient(_draw_grad(alpha, x, log_space))
+    moving = lax.add(x, lax.mul(lax.sub(alpha, lax.stop_gradient(alpha)), rate))
+    return x, lax.add(tangents[0], lax.mul(tangents[1], _draw_grad(alpha, moving, log_space)))
 
 
 def _draw_grad(alpha, x, log_space):
     if not log_space:
         return _upcast(_sample_grad, alpha, x)
-    x = _exp(x)  # d log(x) = dx / x, with exp(log x) = 0 read as the smallest normal float
+    x = _exp_smooth(x)  # d log(x) = dx / x, with exp(log x) = 0 read as the smallest normal
     x = lax.select(lax.eq(x, lax.full_like(x, 0)), lax.full_like(x, np.finfo(x.dtype).tiny), x)
     return lax.div(_upcast(_sample_grad, alpha, x), x)
 
@@ -1087,7 +1119,7 @@ def _sample_grad(a, x):
     x_is_zero = lax.eq(x, f(0))
     domain_error = lax.bitwise_or(lax.lt(x, f(0)), lax.le(a, f(0)))
     use_fraction = lax.bitwise_and(lax.gt(x, f(1)), lax.gt(x, a))
-    log_ax = lax.sub(lax.sub(lax.mul(a, _log(x)), x), lax.lgamma(a))
+    log_ax = lax.sub(lax.sub(lax.mul(a, _log_smooth(x)), x), lax.lgamma(a))
     underflow = lax.lt(log_ax, f(-np.log(np.finfo(a.dtype).max)))
     enabled = lax.bitwise_not(lax.bitwise_or(lax.bitwise_or(x_is_zero, domain_error),
                                              lax.bitwise_or(underflow, is_nan)))
@@ -1120,7 +1152,7 @@ def _series_grad(a, x, enabled):
     one, zero = lax.full_like(a, 1), lax.full_like(a, 0)
     _, _, _, total, _, dtotal = lax.while_loop(_any_enabled, term,
                                                (enabled, a, one, one, zero, zero))
-    dlog_ax = lax.sub(_log(x), lax.digamma(lax.add(a, one)))
+    dlog_ax = lax.sub(_log_smooth(x), lax.digamma(lax.add(a, one)))
     return lax.div(lax.mul(lax.neg(lax.add(dtotal, lax.mul(total, dlog_ax))), x), a)
 
 
@@ -1171,7 +1203,7 @@ def _fraction_grad(a, x, enabled):
     state = (enabled, lax.full((), 0, dtype), ans, dans, y, z, p1, q1, f(1), x, f(0), f(0),
              f(0), dq1)
     _, _, ans, dans, *_ = lax.while_loop(more, step, state)
-    dlog_ax = lax.sub(_log(x), lax.digamma(a))
+    dlog_ax = lax.sub(_log_smooth(x), lax.digamma(a))
     return lax.mul(lax.add(dans, lax.mul(ans, dlog_ax)), x)
 
 
@@ -1228,7 +1260,7 @@ def beta(key, a, b, shape=None, dtype=None):
     log_a = _gamma(key_a, a, shape, dtype, log_space=True)
     log_b = _gamma(key_b, b, shape, dtype, log_space=True)
     log_max = lax.max(log_a, log_b)
-    ga, gb = _exp(lax.sub(log_a, log_max)), _exp(lax.sub(log_b, log_max))
+    ga, gb = _exp_smooth(lax.sub(log_a, log_max)), _exp_smooth(lax.sub(log_b, log_max))
     return _ftz(lax.div(ga, lax.add(ga, gb)))
 
 
@@ -1262,10 +1294,26 @@ def dirichlet(key, alpha, shape=None, dtype=None):
         shape = _shape(shape)
         _check_shape("dirichlet", shape, alpha_shape[:-1])
     full = tuple(shape) + alpha_shape[-1:]
-    logs = _gamma(base, alpha, full, dtype, log_space=True)
-    last = len(full) - 1
-    top = lax.max(lax.reduce_max(logs, (last,)), lax.full(full[:-1], -np.inf, dtype))
-    unnormalized = _exp(lax.sub(logs, lax.broadcast_in_dim(top, full, tuple(range(last)))))
+    return _softmax(_gamma(base, alpha, full, dtype, log_space=True))
+
+
+def _softmax(logs):
+    """JAX's `nn.softmax` over the last axis, as XLA computes it."""
+    last = logs.ndim - 1
+    keep = tuple(range(last))
+    top = lax.max(lax.reduce_max(logs, (last,)), lax.full(logs.shape[:-1], -np.inf, logs.dtype))
+    unnormalized = _exp(lax.sub(logs, lax.broadcast_in_dim(top, logs.shape, keep)))
     # XLA rewrites a division by a broadcast value into a product with its reciprocal.
-    inv_total = lax.div(lax.full(full[:-1], 1, dtype), _row_sum(unnormalized))
-    return _ftz(lax.mul(unnormalized, lax.broadcast_in_dim(inv_total, full, tuple(range(last)))))
+    inv_total = lax.div(lax.full(logs.shape[:-1], 1, logs.dtype), _row_sum(unnormalized))
+    return _ftz(lax.mul(unnormalized, lax.broadcast_in_dim(inv_total, logs.shape, keep)))
+
+
+_softmax = custom_jvp(_softmax)
+
+
+@_softmax.defjvp
+def _softmax_jvp(primals, tangents):
+    """JAX's rule: y * (t - sum(y * t)) over the last axis."""
+    y, t = _softmax(primals[0]), tangents[0]
+    dot = lax.broadcast_in_dim(_row_sum(lax.mul(y, t)), y.shape, tuple(range(y.ndim - 1)))
+    return y, lax.mul(y, lax.sub(t, dot))

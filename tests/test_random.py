@@ -333,7 +333,7 @@ GAMMA_FAMILY_CALLS = {
 }
 
 
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=3, deadline=None)
 @given(st.sampled_from(GAMMA_FAMILY), seeds, st.integers(0, 3), shapes,
        st.sampled_from([0.05, 0.7, 1.0, 4.5]))
 def test_gamma_family_under_vmap_is_a_loop_of_draws(fn, seed, batch, shape, a):
@@ -368,11 +368,14 @@ def golden_grad_loss(case, key):
 def test_gamma_family_gradients_match_jax_goldens(index, jit):
     """JAX's implicit reparameterisation: the power series and continued fraction of the
     incomplete gamma function with their derivatives, run to float32 epsilon (eagerly for one
-    key, compiled for the other). kiln's lgamma and digamma are not XLA's, so the values
-    agree to about 1e-5, not bit for bit."""
+    key, compiled for the other); second derivatives as JAX's forward mode gives them; and
+    truncated_normal in its bounds, through erf and erf_inv. kiln's lgamma and digamma are not
+    XLA's, so the gamma family's values agree to about 1e-5, not bit for bit."""
     case = GOLDEN["grads"][index]
     loss, x = golden_grad_loss(case, golden_key(case["key"]))
     grad = kiln.grad(lambda x, k: golden_grad_loss(case, k)[0](x))
+    if case.get("order") == 2:  # the derivative of the draw's rate, dx/da, moves x too
+        grad = kiln.grad(grad)
     got = np.asarray((kiln.jit(grad) if jit else grad)(x, golden_key(case["key"])))
     want = expected(case["result"])
     assert got.dtype == want.dtype and got.shape == want.shape

@@ -9,10 +9,11 @@ configuration (x64 off, `jax_threefry_partitionable=True`, threefry2x32 keys), o
 The file holds a table of raw keys (`keys`), invalid keys for error cases (`bad_keys`), the
 outputs of XLA's float32 `log`, `log1p`, `exp`, `erf`, `erf_inv` and `rsqrt` kernels (and
 float16 `log`) on fixed inputs (`kernels`), a list of cases, and gradients of the gamma family
-(`grads`). Each case names a `jax.random` function, its key (a name in one of the key tables),
-its positional and keyword arguments, and either its result or the exception it raised; each
-gradient case the gradient of `sum(weights * fn(key, *args))` in `args[argnum]`. Arguments that
-are arrays or NumPy scalars are encoded as
+and `truncated_normal` (`grads`). Each case names a `jax.random` function, its key (a name in
+one of the key tables), its positional and keyword arguments, and either its result or the
+exception it raised; each gradient case the gradient (or second derivative) of
+`sum(weights * fn(key, *args))` in `args[argnum]`. Arguments that are arrays or NumPy scalars
+are encoded as
 `{"array": nested list, "dtype": name}`; results are `{"dtype", "shape", "bits"}` where `bits`
 holds integers: the values themselves for integer and bool results, the IEEE bit patterns for
 floating and complex results, so that a bit-for-bit comparison is possible.
@@ -267,8 +268,9 @@ def kernels():
 
 
 def grad_cases():
-    """Gradients of `sum(weights * fn(key, *args))` in args[argnum] (JAX differentiates the
-    gamma family's draws by implicit reparameterisation)."""
+    """Gradients (second derivatives where `order` is 2) of `sum(weights * fn(key, *args))` in
+    args[argnum]: JAX differentiates the gamma family's draws by implicit reparameterisation,
+    truncated normal draws through erf and erf_inv."""
     spread = arr(np.geomspace(0.01, 100, 200), "float32")
     weights = arr(np.random.RandomState(1).standard_normal((50, 4)), "float32")
     out = []
@@ -282,6 +284,13 @@ def grad_cases():
                 {"fn": "gamma", "key": kk, "args": [spread, None, "float16"], "argnum": 0},
                 {"fn": "dirichlet", "key": kk, "args": [arr([0.2, 1.0, 3.0, 40.0], "float32"),
                                                        [50]], "argnum": 0, "weights": weights}]
+        out += [{"fn": fn, "key": kk, "args": [arr(a, "float32"), [20]], "argnum": 0,
+                 "order": 2} for fn in ("gamma", "loggamma") for a in (0.4, 2.0, 9.0)]
+        out += [{"fn": "truncated_normal", "key": kk, "args": [arr(np.linspace(-3, 1, 30),
+                                                                   "float32"), 2.0, [30]],
+                 "argnum": 0},
+                {"fn": "truncated_normal", "key": kk, "args": [-1.0, arr(np.linspace(
+                    -0.5, 4, 30), "float32"), [30]], "argnum": 1}]
     return out
 
 
@@ -293,6 +302,8 @@ def grad_of(case, table):
     def loss(x):
         args[case["argnum"]] = x
         return (getattr(R, case["fn"])(key, *args).astype(jnp.float32) * weights).sum()
+    if case.get("order") == 2:  # JAX differentiates its gamma gradient in forward mode only
+        return jax.jacfwd(jax.grad(loss))(args[case["argnum"]])
     return jax.grad(loss)(args[case["argnum"]])
 
 
