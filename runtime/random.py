@@ -1086,6 +1086,7 @@ def _with_gamma_grad_jvp(log_space, primals, tangents):
     forward mode does."""
     x, alpha = primals
     rate = lax.stop_gradient(_draw_grad(alpha, x, log_space))
+    rate = lax.select(lax.is_finite(rate), rate, lax.full_like(rate, 0))  # keeps moving == x
     moving = lax.add(x, lax.mul(lax.sub(alpha, lax.stop_gradient(alpha)), rate))
     return x, lax.add(tangents[0], lax.mul(tangents[1], _draw_grad(alpha, moving, log_space)))
 
