@@ -504,15 +504,24 @@ def einsum(g):
     return g.assign(f"jnp.einsum('{spec}', {bounded(x, 'dot')}, {bounded(y, 'dot')})", True)
 
 
+def _matmul_shape(a, b):
+    """The shape of a @ b (None if it does not exist or is too large)."""
+    if not (a and b) or (b[0] if len(b) == 1 else b[-2]) != a[-1]:
+        return None
+    batch = _broadcast(a[:-2], b[:-2])
+    shape = None if batch is None else batch + a[-2:-1] + b[-1:] * (len(b) > 1)
+    return shape if shape is not None and math.prod(shape) <= MAX_RESULT else None
+
+
 def matmul(g):
     x = g.choose("fiu", where=lambda v: v.ndim > 0)
     if x is None:
         return None
-    k = x.shape[-1]
-    fits = lambda v: v.ndim > 0 and (v.shape[0] if v.ndim == 1 else v.shape[-2]) == k and (
-        _broadcast(x.shape[:-2], v.shape[:-2]) is not None)
-    y = g.choose("fiu", where=fits)
+    y = g.choose("fiu", where=lambda v: _matmul_shape(x.shape, v.shape) is not None)
     if y is None or g.flag():     # x with itself: a Gram matrix (large enough for BLAS)
+        gram = x.shape[:-2] + x.shape[-2:][::-1]
+        if _matmul_shape(x.shape, gram) is None:
+            return None
         rhs = bounded(x, 'dot') if x.ndim == 1 else f"jnp.swapaxes({bounded(x, 'dot')}, -1, -2)"
         return g.assign(f"{bounded(x, 'dot')} @ {rhs}", True)
     return g.assign(f"{bounded(x, 'dot')} @ {bounded(y, 'dot')}", True)
