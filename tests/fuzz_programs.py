@@ -23,6 +23,7 @@ Operations are listed simplest first, so that hypothesis shrinks towards short, 
 """
 import itertools
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -124,6 +125,9 @@ CUMULATIVE = [("jnp.cumsum", "fiub", "n"), ("jnp.cumprod", "fiu", "n"),
 BOUNDS = {"jnp.sum": (1e30, True), "jnp.mean": (1e30, True), "jnp.cumsum": (1e30, True),
           "dot": (1e15, True), "jnp.prod": (2.0, False), "jnp.cumprod": (2.0, False)}
 STEPS_MAX = 8
+# A step's choices (see Choices): as many as a step with regions may read, a fixed number so
+# that hypothesis does not favour short recipes of simple steps.
+RECIPE = st.lists(st.integers(0, 255), min_size=48, max_size=48)
 REGION_DEPTH = 2
 
 
@@ -135,21 +139,39 @@ def _broadcast(*shapes):
     return shape if math.prod(shape) <= MAX_RESULT else None
 
 
+class Choices:
+    """A step's recipe: integers drawn by hypothesis, read one by one as choices among n
+    options (0, the simplest option, once they run out). Drawing every step's recipe apart
+    from the pool it is read against lets hypothesis delete steps and zero choices while
+    shrinking, the remaining steps adapting to the values that are left."""
+
+    def __init__(self, values):
+        self.values, self.at = values, 0
+
+    def below(self, n):
+        if self.at == len(self.values):
+            return 0
+        self.at += 1
+        return self.values[self.at - 1] % n
+
+
 class Gen:
     """Draws steps into `lines`, keeping the pool of live values and their eager samples."""
 
-    def __init__(self, draw, pool, env, names, dtypes, depth=0, exact_only=False):
-        self.draw, self.names, self.depth, self.exact_only = draw, names, depth, exact_only
+    def __init__(self, choices, pool, env, names, dtypes, depth=0, exact_only=False):
+        self.choices, self.names, self.depth = choices, names, depth
+        self.exact_only = exact_only
         self.dtypes = dtypes     # of every value made, regions included (shared)
         self.pool, self.env = list(pool), dict(env)
         self.lines, self.made = [], []
+        self.steps = []          # (lines, names made) per step
 
     # ------------------------------------------------------------------ drawing helpers
     def fresh(self, prefix="v"):
         return f"{prefix}{next(self.names)}"
 
     def pick(self, items):
-        return self.draw(st.sampled_from(items)) if items else None
+        return items[self.choices.below(len(items))] if items else None
 
     def candidates(self, kinds="fiub", exact=False, where=lambda v: True):
         """The pool values of one of `kinds` (exact if asked or in an exact-only region)."""
@@ -163,10 +185,20 @@ class Gen:
         return items[-1] if items and self.flag() else self.pick(items)
 
     def flag(self):
-        return self.draw(st.booleans())
+        return bool(self.choices.below(2))
 
     def integer(self, lo, hi):
-        return self.draw(st.integers(lo, hi))
+        return lo + self.choices.below(hi - lo + 1)
+
+    def maybe_integer(self, lo, hi):
+        return self.integer(lo, hi) if self.flag() else None
+
+    def permutation(self, items):
+        items = list(items)
+        for k in range(len(items) - 1, 0, -1):
+            j = self.integer(0, k)
+            items[k], items[j] = items[j], items[k]
+        return items
 
     # ------------------------------------------------------------------ running steps
     def add(self, lines, outs):
@@ -176,6 +208,7 @@ class Gen:
         with np.errstate(all="ignore"):
             exec("\n".join(lines), namespace)
         self.lines += lines
+        self.steps.append((lines, list(outs)))
         made = []
         for name, inexact in outs.items():
             sample = namespace[name]
@@ -202,7 +235,7 @@ class Gen:
 
     def region(self, params, exact_only):
         """A sub-generator over the pool plus `params` (Values with samples) with 1-2 steps."""
-        sub = Gen(self.draw, self.pool, self.env, self.names, self.dtypes, self.depth + 1,
+        sub = Gen(self.choices, self.pool, self.env, self.names, self.dtypes, self.depth + 1,
                   self.exact_only or exact_only)
         sub.pool += [p for p, _ in params]
         sub.env.update({p.name: sample for p, sample in params})
@@ -256,6 +289,20 @@ def fit(v, shape, dtype):
     if v.dtype != dtype:
         expr = f"({expr}).astype({dtype_text(dtype)})"
     return expr
+
+
+_NAME = re.compile(r"\b[a-z]\d+\b")
+
+
+def live(steps, results):
+    """The lines of the steps that the names `results` depend on: dead steps are left out of
+    the source, so that failing programs print short."""
+    needed, kept = set(results), []
+    for lines, outs in reversed(steps):
+        if needed & set(outs):
+            kept.append(lines)
+            needed |= set(_NAME.findall("\n".join(lines)))
+    return [line for lines in reversed(kept) for line in lines]
 
 
 def bounded(x, operation):
@@ -377,7 +424,7 @@ def reshape(g):
             dims[g.integer(0, len(dims) - 1)] = -1
         return g.assign(f"jnp.reshape({x.name}, {tuple(dims)})", x.inexact)
     if form == 1 or x.ndim == 0:
-        axes = g.draw(st.permutations(range(x.ndim)))
+        axes = g.permutation(range(x.ndim))
         return g.assign(f"jnp.transpose({x.name}, {tuple(axes)})", x.inexact)
     axis = g.integer(0, x.ndim - 1)
     if form == 2:
@@ -394,7 +441,7 @@ def _slice_of(g, n):
         return ":"
     if form == 1 and n > 0:
         return str(g.integer(-n, n - 1))
-    start, stop = (g.draw(st.none() | st.integers(-n - 1, n + 1)) for _ in range(2))
+    start, stop = (g.maybe_integer(-n - 1, n + 1) for _ in range(2))
     bounds = ["" if b is None else str(b) for b in (start, stop)]
     return f"{bounds[0]}:{bounds[1]}:{g.pick([1, 2, -1, -2, 3])}"
 
@@ -497,7 +544,7 @@ def einsum(g):
             ys.append(next(letters))
     sizes = dict(zip(xs, x.shape)) | dict(zip(ys, y.shape))
     kept = [l for l in sorted(sizes) if g.flag()]
-    out = list(g.draw(st.permutations(kept)))
+    out = g.permutation(kept)
     if math.prod(sizes[l] for l in out) > MAX_RESULT:
         return None
     spec = f"{''.join(xs)},{''.join(ys)}->{''.join(out)}"
@@ -571,7 +618,7 @@ def gather(g):
         inexact = x.inexact or u.inexact or (update == "add" and x.kind == "f")
         return g.assign(f"{x.name}.at[{idx.name}].{update}({fit(u, shape, x.dtype)})",
                         inexact)
-    rows = list(g.draw(st.permutations(range(x.shape[0]))))[:g.integer(0, x.shape[0])]
+    rows = g.permutation(range(x.shape[0]))[:g.integer(0, x.shape[0])]
     shape = (len(rows),) + x.shape[1:]
     return g.assign(f"{x.name}.at[jnp.array({rows}, jnp.int32)].set({fit(u, shape, x.dtype)})",
                     x.inexact or u.inexact)
@@ -793,17 +840,20 @@ def programs(draw, max_steps=STEPS_MAX):
     inputs = draw(input_arrays())
     params = [Value(f"a{k}", a.shape, a.dtype) for k, a in enumerate(inputs)]
     env = {p.name: jnp.zeros(p.shape, p.dtype) for p in params}
-    g = Gen(draw, params, env, itertools.count(), {a.dtype for a in inputs})
-    for _ in range(draw(st.sampled_from(range(1, max_steps + 1)))):
+    g = Gen(None, params, env, itertools.count(), {a.dtype for a in inputs})
+    # At least three steps (those a failing program does not need are pruned from its source).
+    for recipe in draw(st.lists(RECIPE, min_size=3, max_size=max_steps)):
+        g.choices = Choices(recipe)
         g.step()
-    outputs = [v for v in g.made[:-1] if draw(st.booleans())] + g.made[-1:]
-    if draw(st.booleans()):   # an input or a value returned twice
-        outputs.append(draw(st.sampled_from(params + outputs)))
+    g.choices = Choices(draw(RECIPE))
+    outputs = [v for v in g.made[:-1] if g.flag()] + g.made[-1:]
+    if g.flag():   # an input or a value returned twice
+        outputs.append(g.pick(params + outputs))
     names = ", ".join(v.name for v in outputs)
     source = "\n".join(
         ["import numpy as np", "import kiln.numpy as jnp", "from kiln import lax", "", "",
          f"def prog({', '.join(p.name for p in params)}):"]
-        + indent(g.lines + [f"return ({names},)"])) + "\n"
+        + indent(live(g.steps, [v.name for v in outputs]) + [f"return ({names},)"])) + "\n"
     floats = [d for d in g.dtypes if d.kind == "f"]
     return Program(source, inputs, outputs, min(floats, key=lambda d: d.itemsize,
                                                  default=np.dtype(np.float64)))

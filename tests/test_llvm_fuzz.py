@@ -32,7 +32,7 @@ from fuzz_programs import programs
 
 pytestmark = pytest.mark.usefixtures("x64_module")   # float64 inputs stay float64
 
-FUZZ_SETTINGS = settings(max_examples=250, deadline=None,
+FUZZ_SETTINGS = settings(max_examples=150, deadline=None,
                          suppress_health_check=[HealthCheck.too_slow,
                                                 HealthCheck.data_too_large])
 RTOL = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-11}
@@ -107,7 +107,7 @@ def two_examples(a):
     return np.stack([a, np.roll(a.reshape(-1), 1).reshape(a.shape)])
 
 
-@settings(FUZZ_SETTINGS, max_examples=80)
+@settings(FUZZ_SETTINGS, max_examples=50)
 @given(program=programs())
 def test_random_programs_under_vmap(program, program_dir):
     inputs = [two_examples(a) for a in program.inputs]
