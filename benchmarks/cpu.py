@@ -87,14 +87,16 @@ def second_process_compile():
 
 class Fresh:
     """A new function each call: its closure constant differs, so its SSA text, and with it
-    every cache key (in memory and on disk), is new, and the call really compiles."""
+    every cache key (in memory and on disk), is new, and the call really compiles. The steps
+    (1e-6) are far apart in float32 too: constants that round to the same float32 would give
+    the same SSA and a cache hit."""
 
     def __init__(self):
         self.count = 0
 
     def __call__(self):
         self.count += 1
-        return self.count * 1e-9
+        return self.count * 1e-6
 
 
 def cases(jax=None):
