@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench venv clean aot-sample
+.PHONY: demo test bench venv clean aot-sample gpu-check
 
 $(STAMP): pyproject.toml setup.cfg
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,13 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
+
+# On a GPU machine (one H100/H200 with CuPy, NVRTC and JAX's CUDA plug-in): the GPU
+# baselines beside JAX, as a report in GPU_OUT (see benchmarks/gpu.py; docs in BENCHMARKS.md).
+GPU_PYTHON ?= python3
+GPU_OUT ?= build/gpu
+gpu-check:
+	PYTHONUNBUFFERED=1 $(GPU_PYTHON) benchmarks/gpu.py --out $(GPU_OUT)
 
 # samples/aot_c: compile two functions ahead of time, build a C program against them, run it.
 AOT_C := build/aot_c

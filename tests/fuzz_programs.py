@@ -1,11 +1,12 @@
 """Random kiln programs for the LLVM backend's fuzzer (tests/test_llvm_fuzz.py).
 
 `programs()` is a hypothesis strategy drawing a small program: input arrays (float32, float64,
-int32, uint32, bool; at most 64 elements; 0- and 1-sized axes; NaN, infinities, signed zeros
-and extreme integers among the values) and a sequence of steps over the pool of live arrays.
-A step is one operation whose shape constraints hold (elementwise with broadcasting, `where`,
-conversions, reductions, reshapes and transposes, slices, concatenation, `broadcast_to`,
-matmul/einsum, cumulative ops, sort, dynamic slices, gathers and scatters) or a control-flow
+int32, uint32, bool; at most 64 elements, or matrices up to 16 x 16; 0- and 1-sized axes;
+NaN, infinities, signed zeros and extreme integers among the values) and a sequence of steps
+over the pool of live arrays. A step is one operation whose shape constraints hold
+(elementwise with broadcasting, `where`, conversions, reductions, reshapes and transposes,
+slices, concatenation, `broadcast_to`, matmul/einsum, cumulative ops, sort, dynamic slices,
+gathers and scatters, lax.pad, roll, tile, repeat, clip, top_k) or a control-flow
 construct whose regions are shorter step sequences (`lax.cond`/`switch`/`fori_loop`/`scan`/
 `while_loop`, Python `if`/`while`/`for` on traced values). A program is Python source text; the
 test writes it to a file and imports it, so kiln's source front end parses it like a user's.
@@ -19,7 +20,9 @@ products, dots and powers, and everything computed from such values). Discontinu
 only take exact values, so rounding never changes control flow, integers or NaN positions;
 operands of float sums, products and dots are bounded so that the order of summation, which
 the backends choose differently, neither overflows nor cancels (see BOUNDS).
-Operations are listed simplest first, so that hypothesis shrinks towards short, plain programs.
+Each step reads its choices from a recipe of its own (see Choices) and options are listed
+simplest first, so that hypothesis shrinks towards short, plain programs; steps the outputs do
+not need are left out of the source.
 """
 import itertools
 import math
@@ -822,6 +825,7 @@ STEP_KINDS = PLAIN + CONTROL
 
 @st.composite
 def input_arrays(draw):
+    """One to three arrays of the DTYPES, with special values among their elements."""
     arrays = []
     for _ in range(draw(st.integers(1, 3))):
         dtype = draw(st.sampled_from(DTYPES))
