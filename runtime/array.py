@@ -5,13 +5,28 @@ immutable: item assignment raises with the `.at[]` rewrite, and NumPy views hand
 `__array__` are read-only. Operators and methods are thin forwards to `kiln.numpy`, so eager
 code and compiled code share one definition of every operation. Arrays are unhashable, like
 JAX's.
+
+Eager operations may leave an Array's buffer strided: `jnp.zeros`/`ones`/`full` and
+`broadcast_to` hold stride-0 broadcasts of one element, transposes and slices hold views.
+Compiled code reads C-contiguous buffers; `Array._dense()` gives it one, copying a strided buffer the
+first time and keeping the copy in its place (the Array is immutable, so only memory can tell:
+a broadcast `jnp.ones((n, n))` grows to n*n elements, as JAX's always has them). The copy is
+made under one lock, so threads passing the same fresh Array at once copy it once.
 """
+import threading
+
 import numpy as np
 
 from . import dispatch
 from .compiler.ir import dtypes
 
 _SCALARS = (int, float, complex, bool, np.generic)
+_DENSE_LOCK = threading.Lock()   # Array._dense: one copy of an array whatever the threads
+
+
+def dense_copy(value):
+    """A C-contiguous, aligned, writable copy of ndarray `value` (Array._dense's one copy)."""
+    return np.array(value, order="C")
 
 
 def _jnp():
@@ -173,6 +188,20 @@ class Array(ArrayMethods):
 
     def block_until_ready(self):
         return self
+
+    def _dense(self):
+        """This array's buffer as a C-contiguous, aligned ndarray: the buffer itself when it
+        is one, else a copy made once and kept as the buffer from then on (see the module
+        docstring). What jitted code is handed; a deleted array raises."""
+        v = self._value
+        flags = v.flags
+        if flags.c_contiguous and flags.aligned:
+            return v
+        with _DENSE_LOCK:
+            v = self._value
+            if not (v.flags.c_contiguous and v.flags.aligned):
+                v = self._value = dense_copy(v)
+        return v
 
     def delete(self):
         """Release this array's buffer (JAX's `Array.delete`); any later use raises. A jitted

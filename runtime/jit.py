@@ -77,10 +77,14 @@ def _log_compiles():
 
 # ------------------------------------------------------------------------------ argument keys
 
-def _leaf_aval(x, where):
+def _leaf_aval(x, where, dense=False):
+    """(abstract value, buffer) of argument leaf `x`; `dense`: an Array's buffer as compiled
+    code takes it (Array._dense: a broadcast one is made contiguous once, not per call)."""
     t = type(x)
     if t is Array:
         v = x._value
+        if dense and not v.flags.c_contiguous:
+            v = x._dense()
         return ShapedArray(v.shape, v.dtype, x.weak_type), v
     if t in (int, float, complex, bool):
         a = to_array(x, where)
@@ -259,7 +263,7 @@ class Jitted:
         leaves, treedef = tree_flatten((tuple(dyn_args), dyn_kwargs))
         avals, values = [], []
         for i, leaf in enumerate(leaves):
-            aval, value = _leaf_aval(leaf, f"argument {i} of {self.__name__}")
+            aval, value = _leaf_aval(leaf, f"argument {i} of {self.__name__}", dense=True)
             avals.append(aval)
             values.append(value)
         return (treedef, tuple(avals), statics), values, (dyn_args, dyn_kwargs, statics)
@@ -342,7 +346,7 @@ class Jitted:
             out_leaves, out_tree = tree_flatten(out)
             _check_outputs(self.__name__, out)
             fn = b.build(out_leaves)
-        consts = [value for _, value, _ in b.consts]
+        consts = [x._dense() if type(x) is Array else value for _, value, x in b.consts]
         return fn, out_tree, consts, guards
 
     def _specialise(self, key, args, kwargs, reason_entry=None):
@@ -533,7 +537,7 @@ class Compiled:
     def __call__(self, *args, **kwargs):
         """Run on the dynamic arguments (pytrees as at `lower`, static ones left out)."""
         leaves, _ = tree_flatten((tuple(args), kwargs))
-        pairs = [_leaf_aval(x, f"argument {i}") for i, x in enumerate(leaves)]
+        pairs = [_leaf_aval(x, f"argument {i}", dense=True) for i, x in enumerate(leaves)]
         avals = tuple(a for a, _ in pairs)
         if avals != tuple(self._entry.in_avals):
             show = lambda t: "(" + ", ".join(a.str_short() for a in t) + ")"  # noqa: E731
