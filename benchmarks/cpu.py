@@ -8,6 +8,11 @@ the large workloads (2 cores, AVX-512):
 - row softmax on 4096x4096 float32 reads the input three times and writes once
   (about 270 MB), so about 7 ms at best.
 Ratios below 1 mean kiln is faster. The issue's targets are kiln/JAX ratios.
+
+Two rows take arrays made by the creation functions, as users write them: the seed's
+`x*x + x*2.0` on `jnp.ones((5000, 5000))` (a stride-0 broadcast in kiln until a compiled
+function first takes it, issue 13) beside the same row on a contiguous input, and a deep MLP
+whose biases are `jnp.zeros`.
 """
 import os
 import subprocess
@@ -20,6 +25,7 @@ from harness import Case, Measured
 from vmap import make_loss, per_example_grads_numpy, _data as peg_data
 
 MLP = (784, 512, 512, 10)
+DEEP = (128, 64, 8)   # layers, width, batch of the deep MLP with jnp.zeros biases
 
 
 def stupid_fn(jnp):
@@ -45,6 +51,23 @@ def sgd_step(kiln_or_jax, jnp, lr=0.01):
         grads = kiln_or_jax.grad(loss)(params, x, y)
         return [(w - lr * gw, b - lr * gb) for (w, b), (gw, gb) in zip(params, grads)]
     return step
+
+
+def deep_loss(jnp):
+    def loss(params, x):
+        for w, b in params:
+            x = jnp.tanh(x @ w + b)
+        return jnp.sum(x ** 2)
+    return loss
+
+
+def deep_params(jnp):
+    """The deep MLP's parameters (fixed weights, `jnp.zeros` biases) and input."""
+    layers, width, batch = DEEP
+    rng = np.random.default_rng(1)
+    ws = rng.standard_normal((layers, width, width), np.float32) / np.sqrt(width)
+    x = rng.standard_normal((batch, width), np.float32)
+    return [(jnp.asarray(w), jnp.zeros(width)) for w in ws], jnp.asarray(x)
 
 
 def fori(lax):
@@ -119,6 +142,8 @@ def cases(jax=None):
     v1000 = rng.standard_normal(1000, np.float32)
     mlp_params, mx, my = peg_data()
     kp = tree_map(knp.asarray, mlp_params)
+    k_ones = knp.ones((5000, 5000))
+    k_deep_params, k_deep_x = deep_params(knp)
     key = kiln.random.PRNGKey(0)
 
     k_affine = kjit(lambda x, w, b: x @ w + b)
@@ -126,6 +151,7 @@ def cases(jax=None):
     k_stupid = kjit(stupid_fn(knp))
     k_grad_tanh = kjit(kiln.grad(knp.tanh))
     k_step = kjit(sgd_step(kiln, knp))
+    k_deep = kjit(kiln.grad(deep_loss(knp)))
     k_peg = kjit(kiln.vmap(kiln.grad(make_loss(knp)), in_axes=(None, 0, 0)))
     k_matmul = kjit(lambda a, b: a @ b)
     k_fori = kjit(fori(klax))
@@ -156,6 +182,9 @@ def cases(jax=None):
         f_stupid = jax.jit(stupid_fn(jnp))
         f_grad_tanh = jax.jit(jax.grad(jnp.tanh))
         f_step = jax.jit(sgd_step(jax, jnp))
+        f_deep = jax.jit(jax.grad(deep_loss(jnp)))
+        j_ones = jnp.ones((5000, 5000))
+        j_deep_params, j_deep_x = deep_params(jnp)
         f_peg = jax.jit(jax.vmap(jax.grad(make_loss(jnp)), in_axes=(None, 0, 0)))
         f_matmul = jax.jit(lambda a, b: a @ b)
         f_fori = jax.jit(fori(jl))
@@ -163,6 +192,7 @@ def cases(jax=None):
         f_softmax = jax.jit(softmax(jnp))
         j = dict(
             affine=lambda: f_affine(jx42, jw, jb), fused=lambda: f_fused(jbig),
+            fused_ones=lambda: f_fused(j_ones), deep=lambda: f_deep(j_deep_params, j_deep_x),
             stupid=lambda: f_stupid(jx42), grad_tanh=lambda: f_grad_tanh(1.0),
             step=lambda: f_step(jp, mx, my),
             step_compile=lambda: jax.jit(sgd_step(jax, jnp))(jp, mx, my),
@@ -179,11 +209,16 @@ def cases(jax=None):
         Case("cpu", "x*x + x*2.0 on f32[5000,5000]", lambda: k_fused(big),
              lambda: big * big + big * 2.0, j.get("fused"),
              note="200 MB moved: 5.4 ms at 37 GB/s"),
+        Case("cpu", "x*x + x*2.0 on jnp.ones((5000, 5000))", lambda: k_fused(k_ones),
+             None, j.get("fused_ones"),
+             note="the seed's input: a broadcast, made contiguous once"),
         Case("cpu", "seed stupid_fn (1000 dead multiplies)", lambda: k_stupid(x42),
              lambda: np.copy(x42), j.get("stupid")),
         Case("cpu", "jit(grad(tanh))(1.0)", lambda: k_grad_tanh(1.0), None, j.get("grad_tanh")),
         Case("cpu", "MLP 784-512-512-10 b128 SGD step", lambda: k_step(kp, mx, my), None,
              j.get("step")),
+        Case("cpu", "jit(grad) deep MLP 128x64 b8, jnp.zeros biases",
+             lambda: k_deep(k_deep_params, k_deep_x), None, j.get("deep")),
         Case("cpu", "MLP SGD step: first call (compile)",
              k_step_compile, None, j.get("step_compile"),
              note="a fresh jit each call, run included"),

@@ -33,7 +33,9 @@ for the workspace. A call allocates the outputs and the workspace and hands the 
 input natively, reads the buffer addresses itself and calls `kiln_main`: about a microsecond
 for a small function. When an input is not exactly a C-contiguous aligned ndarray of the
 expected dtype and shape, nothing has run: the inputs go through `np.require` (C order,
-aligned), their addresses into a ctypes pointer array, and `kiln_main` is called. `call_exact` is the first half alone (None on a mismatch), for `kiln.jit`'s fast
+aligned), their addresses into a ctypes pointer array, and `kiln_main` is called (a NumPy
+argument that is a view; kiln Arrays arrive contiguous: a broadcast one is made contiguous
+once, by `Array._dense` in the runtime, not here on every call). `call_exact` is the first half alone (None on a mismatch), for `kiln.jit`'s fast
 path. ctypes releases the GIL during either call, so several Python threads run compiled
 code at once; each call has its own outputs, workspace and pointer array.
 
