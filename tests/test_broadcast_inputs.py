@@ -12,6 +12,7 @@ keeps (runtime/array.py). Checked here:
 - donation of a broadcast array (fresh, or already made contiguous, or a broadcast view of
   another array, which must stay untouched): the result is right and the array is deleted;
 - threads: eight threads passing the same fresh broadcast array at once copy it once;
+- eager views (transposes, strided and reversed slices) are copied once as well;
 - eager use after the copy: `.at[]` updates, NumPy views (read-only), `block_until_ready`.
 """
 import threading
@@ -136,6 +137,18 @@ def test_lowered_and_compiled_calls_copy_once(copies):
     for _ in range(3):
         np.testing.assert_array_equal(np.asarray(compiled(x, y)), np.full((50, 3), 7))
     assert copies == [(50, 3)] * 2
+
+
+@pytest.mark.parametrize("view", [lambda x: x.T, lambda x: x[:, ::2], lambda x: x[::-1]],
+                         ids=["transpose", "strided slice", "reversed"])
+def test_eager_views_are_copied_once_too(copies, view):
+    base = np.arange(60, dtype=np.float32).reshape(6, 10)
+    x = view(jnp.asarray(base))
+    assert not x._value.flags.c_contiguous   # eager views share their source's buffer
+    f = kiln.jit(lambda x: x * 2.0 + 1.0, backend="llvm")
+    for _ in range(3):
+        np.testing.assert_array_equal(np.asarray(f(x)), view(base) * 2 + 1)
+    assert copies == [view(base).shape]
 
 
 BIAS = jnp.zeros((40, 40))
