@@ -101,7 +101,23 @@ def reduction(name, np_fn, kinds, identity):
     return register(name, abstract_eval, impl)
 
 
-reduce_sum = reduction("reduce_sum", np.sum, NUMBER, lambda d: 0)
+# Float sums as accurate as JAX's: NumPy adds pairwise only along a contiguous trailing run of
+# reduced axes; over leading axes it adds row after row (a float32 sum over 10^6 rows errs by
+# 1e-2), and float16 rounds every partial sum. Those narrow sums run in double precision,
+# rounded once.
+_SUM_CARRY = {np.dtype(np.float16): np.float64, np.dtype(np.float32): np.float64,
+              np.dtype(np.complex64): np.complex128}
+
+
+def _sum(x, axis):
+    carry = _SUM_CARRY.get(x.dtype)
+    trailing = axis == tuple(range(x.ndim - len(axis), x.ndim)) and x.flags.c_contiguous
+    if carry is None or (trailing and x.dtype != np.float16):
+        return np.sum(x, axis=axis)
+    return np.sum(x, axis=axis, dtype=carry)
+
+
+reduce_sum = reduction("reduce_sum", _sum, NUMBER, lambda d: 0)
 reduce_prod = reduction("reduce_prod", np.prod, NUMBER, lambda d: 1)
 reduce_max = reduction("reduce_max", _zeros_ordered(np.max, np.any, False), ANY, _identity_max)
 reduce_min = reduction("reduce_min", _zeros_ordered(np.min, np.any, True), ANY, _identity_min)
@@ -278,7 +294,17 @@ def _cumlogsumexp(x, axis):
     return np.logaddexp.accumulate(x, axis=axis)
 
 
-cumsum = cumulative("cumsum", lambda x, axis: np.cumsum(x, axis=axis, dtype=x.dtype), NUMBER)
+# Narrow floats run their cumulative sums in double precision, rounded once per output (the
+# LLVM backend's wide carry: lower_reductions.py): a float32 running sum drifts by n * 2^-24.
+_CUMSUM_CARRY = {np.dtype(np.float16): np.float64, np.dtype(np.float32): np.float64,
+                 np.dtype(np.complex64): np.complex128}
+
+
+def _cumsum(x, axis):
+    return np.cumsum(x, axis=axis, dtype=_CUMSUM_CARRY.get(x.dtype, x.dtype))
+
+
+cumsum = cumulative("cumsum", _cumsum, NUMBER)
 cumprod = cumulative("cumprod", lambda x, axis: np.cumprod(x, axis=axis, dtype=x.dtype), NUMBER)
 cummax = cumulative("cummax", _zeros_ordered(np.maximum.accumulate, np.logical_or.accumulate,
                                              False), NUMBER)

@@ -320,11 +320,14 @@ def opt_level(fn):
     for eqn in fn.eqns:
         if eqn.prim.name != "fusion" and eqn.regions():
             return target.OPT_LEVEL
-        size = sum(v.aval.size for v in eqn.outvars) + sum(x.aval.size for x in eqn.invars)
-        if eqn.prim.name == "dot_general":
-            size *= math.prod(eqn.invars[0].aval.shape[d]
-                              for d in eqn.params["dimension_numbers"][0][0])
-        work += size
+        # A fused body counts with its own values: a broadcast reduced inside the group
+        # iterates over the broadcast shape, whatever the group's operands and results.
+        for e in eqn.params["body"].eqns if eqn.prim.name == "fusion" else [eqn]:
+            size = sum(v.aval.size for v in e.outvars) + sum(x.aval.size for x in e.invars)
+            if e.prim.name == "dot_general":
+                size *= math.prod(e.invars[0].aval.shape[d]
+                                  for d in e.params["dimension_numbers"][0][0])
+            work += size
     return target.QUICK if work <= QUICK_WORK else target.OPT_LEVEL
 
 

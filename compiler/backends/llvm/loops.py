@@ -88,14 +88,18 @@ def _join(builder, inits, fields, phis):
     return out
 
 
-def emit_nest(builder, shape, body, inits=(), after_inner=None, name="i", bounds=None):
+def emit_nest(builder, shape, body, inits=(), after_inner=None, name="i", bounds=None,
+              inner_loop=counted_loop):
     """Loops over `shape` (outermost first); see the module docstring. `bounds` may restrict
-    axes to a sub-range: {axis: (start, stop)} (i64 values); the index is then absolute."""
+    axes to a sub-range: {axis: (start, stop)} (i64 values); the index is then absolute.
+    `inner_loop` emits the innermost loop when its axis is not restricted (counted_loop's
+    signature; pairwise.blocked_loop for long float sums)."""
     bounds = bounds or {}
 
     def loop(b, k, loop_body, carried):
         if k not in bounds:
-            return counted_loop(b, shape[k], loop_body, carried, f"{name}{k}")
+            emit = inner_loop if k == len(shape) - 1 else counted_loop
+            return emit(b, shape[k], loop_body, carried, f"{name}{k}")
         start, stop = bounds[k]
         return counted_loop(b, b.sub(stop, start), lambda b2, i, acc: loop_body(
             b2, b2.add(start, i, flags=("nsw",)), acc), carried, f"{name}{k}")

@@ -12,8 +12,11 @@ of its reductions. Inside the nest:
 - a reduction whose reduced axes include the innermost loop keeps a register accumulator
   across that loop (float additions and multiplications marked `reassoc`, the freedom XLA
   takes, so the accumulation vectorises), then stores it (or combines it into the output when
-  outer axes are reduced as well); a reduction over outer axes only accumulates into its
-  output in memory, which is initialised to the identity before the nest.
+  outer axes are reduced as well); a float sum over a loop longer than a block runs in blocks
+  whose totals add pairwise (pairwise.py). A reduction over outer axes only accumulates into
+  its output in memory, which is initialised to the identity before the nest; a float16,
+  float32 or complex64 sum adding many terms so accumulates in float64 (complex128) in the
+  workspace instead, copied into the result after the nest (`wide_sums`).
 Before emitting, the loops may be reordered (`loop_order`: a pure reduction of a permuted view
 walks the operand in memory order), and `loops.collapse` drops unit axes and merges axes that
 every affine map walks contiguously, so a chain of elementwise operations on contiguous arrays
@@ -34,6 +37,7 @@ import numpy as np
 import llvmlite.ir as ir
 
 from ...errors import CompileError
+from ...ir.abstract import ShapedArray
 from ...ir.ssa import Literal, Var
 from ...primitives import PRIMITIVES
 from . import ltypes as T
@@ -42,6 +46,7 @@ from .loops import collapse, contiguous_strides, emit_nest, affine_offset, count
 from .lower_elementwise import max_value, min_value, convert
 from . import lower_complex
 from .outline import parallel_range
+from . import pairwise
 
 REASSOC = ("reassoc", "nsz")
 # Nests costing less than PARALLEL_MIN_COST (about a millisecond of work on one core) stay on
@@ -177,7 +182,12 @@ class _Reduction:
 
     @property
     def dtype(self):
-        return self.eqn.outvars[0].aval.dtype
+        """The accumulator's dtype: the result's, or the wider one of a wide accumulator."""
+        return self.buffer.aval.dtype
+
+    @property
+    def operand_dtype(self):
+        return self.eqn.invars[0].aval.dtype
 
 
 # ------------------------------------------------------------------------------ groups
@@ -192,7 +202,78 @@ def lower_fusion(ctx, outs, ins, body):
 
 
 def lower_group(ctx, eqns, inputs, outputs):
-    _Group(ctx, eqns, inputs, outputs).emit()
+    """The nest of `eqns`; float sums that accumulate in memory accumulate in the workspace
+    in the wider type (see wide_sums), copied into their results afterwards."""
+    group = _Group(ctx, eqns, inputs, outputs)
+    offset, wide = 0, []
+    for eqn, carry in wide_sums(eqns) if ctx.scratch is not None else ():
+        r = next(r for r in group.reductions if r.eqn is eqn)
+        if not r.direct:
+            at = ctx.builder.gep(ctx.scratch, [T.i64(offset)], inbounds=True, source_etype=T.I8)
+            wide.append((Buffer(at, ShapedArray(r.buffer.aval.shape, carry)), r.buffer))
+            group.replace_output(r, wide[-1][0])
+        offset += _wide_bytes(eqn, carry)
+    group.emit()
+    for accumulator, result in wide:
+        copy_converted(ctx.builder, accumulator, result)
+
+
+# Float sums whose terms accumulate in memory (over leading axes: the innermost loop walks a
+# kept axis, so each output element receives one term per outer iteration) add in the wider
+# type, in a workspace array of the result's shape, when they add more than WIDE_MIN_TERMS terms
+# each: a float32 accumulator adding n terms one by one errs by about n * 2^-24 (1e-2 for
+# 10^6 rows), a float64 one by n * 2^-53. Sums along the innermost axis keep register
+# accumulators (blocked and pairwise: pairwise.py) and need no workspace.
+WIDE_MIN_TERMS = 64
+WIDE_ACCUMULATOR = {np.dtype(t): np.dtype(w) for t, w in (
+    ("float16", "float64"), ("float32", "float64"), ("complex64", "complex128"))}
+
+
+def wide_sums(eqns):
+    """(equation, wide dtype) of the sums in `eqns` that may accumulate in memory (a kept axis
+    besides the reduced ones) more than WIDE_MIN_TERMS terms each: the workspace is reserved
+    for them; they use it when the nest's plan accumulates them in memory."""
+    out = []
+    for eqn in eqns:
+        if eqn.prim.name == "reduce_sum":
+            shape = eqn.invars[0].aval.shape
+            carry = wide_carry(eqn.outvars[0].aval,
+                               math.prod(shape[a] for a in eqn.params["axes"]))
+            if carry is not None:
+                out.append((eqn, carry))
+    return out
+
+
+def wide_carry(result, terms):
+    """The wide accumulator's dtype for a sum of `terms` terms per element into `result` (an
+    aval), or None when it keeps its own type."""
+    carry = WIDE_ACCUMULATOR.get(np.dtype(result.dtype))
+    return carry if terms > WIDE_MIN_TERMS and result.size > 1 else None
+
+
+def wide_bytes(result, carry):
+    """Workspace bytes of a wide accumulator of `result`'s shape."""
+    return -(-result.size * carry.itemsize // VECTOR_ALIGN) * VECTOR_ALIGN
+
+
+def _wide_bytes(eqn, carry):
+    return wide_bytes(eqn.outvars[0].aval, carry)
+
+
+def scratch_bytes(eqn):
+    """`rules["llvm_scratch"]` of a fusion or a reduction lowered on its own: its wide sums'
+    accumulators."""
+    eqns = eqn.params["body"].eqns if eqn.prim.name == "fusion" else [eqn]
+    return sum(_wide_bytes(e, carry) for e, carry in wide_sums(eqns))
+
+
+def copy_converted(builder, src, dst):
+    """dst[:] = src[:] converted to dst's dtype (buffers of one shape)."""
+    n = src.aval.size
+    if n:
+        counted_loop(builder, n, lambda b, i, acc: store(
+            b, dst, i, convert(b, load(b, src, i), src.aval.dtype, dst.aval.dtype)) or [], (),
+            "narrow")
 
 
 def flat_size(eqn):
@@ -285,6 +366,12 @@ class _Group:
                     return tuple(v.aval.shape)
         return ()
 
+    def replace_output(self, reduction, buffer):
+        """Accumulate `reduction` in `buffer` (a wide accumulator) instead of its result."""
+        old = reduction.buffer
+        reduction.buffer = buffer
+        self.outputs = [(v, buffer if buf is old else buf) for v, buf in self.outputs]
+
     # ------------------------------------------------------------------- planning
     def loaded(self):
         """Views read element by element (operands of the computing equations and stored
@@ -362,7 +449,24 @@ class _Group:
             r.slot = k
         emit_nest(b, self.shape if self.size is None else (self.size,), self.body,
                   [_identity(r.eqn.prim.name, r.dtype) for r in inner],
-                  self.after_inner if inner else None, bounds=bounds)
+                  self.after_inner if inner else None, bounds=bounds,
+                  inner_loop=self.inner_loop(inner))
+
+    @staticmethod
+    def inner_loop(inner):
+        """The innermost loop's emitter: in blocks with pairwise totals (pairwise.py) when it
+        is longer than a block and carries a float sum, a plain counted loop otherwise."""
+        sums = {r.slot for r in inner
+                if r.eqn.prim.name == "reduce_sum" and r.dtype.kind in "fc"}
+
+        def combine(builder, slot, a, b):
+            return _combine(inner[slot].eqn.prim.name, builder, a, b, inner[slot].dtype)
+
+        def emit(builder, count, body, inits, name):
+            if not sums or not isinstance(count, int) or count <= pairwise.BLOCK:
+                return counted_loop(builder, count, body, inits, name)
+            return pairwise.blocked_loop(builder, count, body, inits, combine, sums, name)
+        return emit
 
     # ------------------------------------------------------------------- threads
     def parallel_axis(self):
@@ -432,6 +536,7 @@ class _Group:
     def reduce(self, builder, index, carried, eqn, x):
         r = next(r for r in self.reductions if r.eqn is eqn)
         name = eqn.prim.name
+        x = convert(builder, x, r.operand_dtype, r.dtype)
         if r.inner:
             carried[r.slot] = _combine(name, builder, carried[r.slot], x, r.dtype)
             return
@@ -490,6 +595,8 @@ def _register():
     for name in names:
         PRIMITIVES[name].rules["llvm"] = _singleton
     PRIMITIVES["fusion"].rules["llvm"] = lower_fusion
+    for name in ["fusion"] + list(REDUCTIONS):
+        PRIMITIVES[name].rules["llvm_scratch"] = scratch_bytes
     for prim in PRIMITIVES.values():
         if prim.name == "fusion" or ("llvm_scalar" in prim.rules and "llvm" not in prim.rules):
             prim.rules["llvm_inplace"] = in_place

@@ -28,14 +28,14 @@ from typing import NamedTuple
 import numpy as np
 
 from ...ir.abstract import ShapedArray
-from ...ir.ssa import Eqn, Var
+from ...ir.ssa import Eqn, Literal, Var
 from ...primitives import PRIMITIVES
 from ...primitives.linalg import _free
 from . import blas
 from . import ltypes as T
 from .buffers import element_pointer
 from .loops import affine_offset, collapse, contiguous_strides, emit_nest
-from .lower_fused import fill, lower_group
+from .lower_fused import fill, lower_group, wide_bytes, wide_carry
 
 P = PRIMITIVES
 # Below this many multiply-adds a fused loop beats the call into the library (measured on
@@ -214,4 +214,18 @@ def _dot_general(ctx, outs, ins, *, dimension_numbers, precision=None,
         _emit_blas(ctx, plan, lhs, rhs, outs[0])
 
 
+def _scratch_bytes(eqn):
+    """The workspace of a product computed by the loop nest: its wide accumulator (a float32
+    contraction of many terms sums in float64: lower_fused.wide_sums)."""
+    lhs, rhs = eqn.invars
+    out = eqn.outvars[0].aval
+    dimension_numbers = eqn.params["dimension_numbers"]
+    if not any(isinstance(x, Literal) for x in eqn.invars) and \
+            plan_blas(lhs.aval, rhs.aval, out, dimension_numbers) is not None:
+        return 0
+    carry = wide_carry(out, math.prod(lhs.aval.shape[d] for d in dimension_numbers[0][0]))
+    return 0 if carry is None else wide_bytes(out, carry)
+
+
 PRIMITIVES["dot_general"].rules["llvm"] = _dot_general
+PRIMITIVES["dot_general"].rules["llvm_scratch"] = _scratch_bytes
