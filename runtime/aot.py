@@ -65,12 +65,83 @@ def _read_manifest(directory):
                            f"`kiln compile`, or the manifest was not copied with the library")
     try:
         manifest = json.loads(path.read_text())
+    except RecursionError:
+        raise AOTLoadError(f"{path} nests deeper than any kiln manifest; {_RECOMPILE}") from None
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise AOTLoadError(f"{path} is not valid JSON ({e}); {_RECOMPILE}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise AOTLoadError(f"{path} is not a kiln AOT manifest (its \"format\" is not "
                            f"{FORMAT!r}); {_RECOMPILE}")
+    problem = _shape_problem(manifest)
+    if problem:
+        raise AOTLoadError(f"{path} is malformed ({problem}); {_RECOMPILE}")
     return manifest
+
+
+# The manifest's fields that are read before the functions' specs (Function checks those), with
+# the JSON types they must have (`files` and `target` have their own messages when missing).
+_FIELDS = {"name": str, "library": str, "kiln_version": str, "functions": list, "target": dict}
+_TARGET_FIELDS = {"triple": str, "machine": (str, type(None)), "cpu": (str, type(None)),
+                  "mode": (str, type(None)), "features": (list, type(None))}
+_MAX_DEPTH = 64
+
+
+def _shape_problem(manifest):
+    """What is wrong with the shape of a parsed manifest (types, text), or ""."""
+    bad_text = _bad_text(manifest, 0)
+    if bad_text:
+        return bad_text
+    for field, kind in _FIELDS.items():
+        if not isinstance(manifest.get(field), kind):
+            return f"{field!r} is not a JSON {_JSON_NAMES[kind]}"
+    if not manifest["name"].isidentifier():
+        return f"the library name {manifest['name']!r} is not a C identifier"
+    if isinstance(manifest.get("files"), dict) and \
+            not all(isinstance(v, str) for v in manifest["files"].values()):
+        return "'files' maps names to something other than hashes"
+    target = manifest["target"]
+    for field, kinds in _TARGET_FIELDS.items():
+        if field in target and not isinstance(target[field], kinds):
+            return f"target {field!r} has the wrong type"
+    if not all(isinstance(f, str) for f in target.get("features") or ()):
+        return "target 'features' is not a list of names"
+    blas = manifest.get("blas")
+    if blas is not None and not (isinstance(blas, dict) and type(blas.get("int_bits", 0)) is int
+                                 and blas.get("int_bits", 0) in (0, 32, 64)):
+        return "'blas' does not give an integer width of 32 or 64 bits"
+    for spec in manifest["functions"]:
+        if not isinstance(spec, dict):
+            return "'functions' holds something other than function specs"
+        if not (isinstance(spec.get("symbol"), str) and spec["symbol"].isidentifier()):
+            return f"a function's symbol {spec.get('symbol')!r} is not a C identifier"
+        uses = spec.get("uses")
+        if uses is not None and not (isinstance(uses, list)
+                                     and all(isinstance(u, str) for u in uses)):
+            return f"function {spec['symbol']!r} lists its uses as {uses!r}"
+    return ""
+
+
+_JSON_NAMES = {str: "string", dict: "object", list: "array"}
+
+
+def _bad_text(value, depth):
+    """A description of the first string in `value` that is not valid Unicode text (a lone
+    surrogate, which cannot name a C symbol or a file), or of nesting deeper than _MAX_DEPTH."""
+    if depth > _MAX_DEPTH:
+        return f"nested deeper than {_MAX_DEPTH} levels"
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"the text {value!r} is not valid Unicode"
+        return ""
+    items = (value.items() if isinstance(value, dict) else
+             enumerate(value) if isinstance(value, list) else ())
+    for key, item in items:
+        problem = _bad_text(key, depth + 1) or _bad_text(item, depth + 1)
+        if problem:
+            return problem
+    return ""
 
 
 def _major_minor(version):

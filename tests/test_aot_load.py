@@ -8,6 +8,7 @@ astor cannot be imported; every refusal (tampered library or header, missing fil
 kiln, another CPU or architecture, malformed manifests), which must happen before the library
 is mapped; argument checks; error codes; calls from several threads.
 """
+import functools
 import json
 import shutil
 import subprocess
@@ -480,6 +481,36 @@ def test_missing_manifest_and_directory(copy, tmp_path):
 def test_incompatible_or_malformed_manifests_are_refused(copy, change, patterns):
     edit_manifest(copy, change)
     refused(copy, *patterns)
+
+
+@pytest.mark.parametrize("change, pattern", [
+    (lambda m: m["target"].update(features=5), "target 'features' has the wrong type"),
+    (lambda m: m["target"].update(features=[5]), "target 'features' is not a list of names"),
+    (lambda m: m.update(blas={"int_bits": "sixty-four"}), "integer width"),
+    (lambda m: m.update(blas={"int_bits": 48}), "integer width"),
+    (lambda m: m.update(blas=[]), "integer width"),
+    (lambda m: m.update(name="funcs\udc80"), "is not valid Unicode"),
+    (lambda m: m["functions"][0].update(name="f\ud800"), "is not valid Unicode"),
+    (lambda m: m.update(name="not an identifier"), "is not a C identifier"),
+    (lambda m: m["functions"][0].update(symbol=["x"]), "is not a C identifier"),
+    (lambda m: m["functions"][0].update(uses=5), "lists its uses as 5"),
+    (lambda m: m.update(functions={"a": 1}), "'functions' is not a JSON array"),
+    (lambda m: m.update(functions=[1]), "something other than function specs"),
+    (lambda m: m.update(library=7), "'library' is not a JSON string"),
+    (lambda m: m["target"].update(triple=None), "target 'triple' has the wrong type"),
+    (lambda m: m.update(extra=functools.reduce(lambda acc, _: [acc], range(100), [])),
+     "nested deeper than 64 levels"),
+])
+def test_manifests_of_the_wrong_shape_are_refused(copy, change, pattern):
+    """Every malformed shape is an AOTLoadError before the library is opened (hostile
+    manifests: wrong types, lone surrogates, deep nesting)."""
+    edit_manifest(copy, change)
+    refused(copy, "manifest.json is malformed", pattern)
+
+
+def test_manifests_nested_beyond_the_json_parser_are_refused(copy):
+    (copy / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    refused(copy, "nests deeper than any kiln manifest")
 
 
 def test_invalid_json_is_refused(copy):

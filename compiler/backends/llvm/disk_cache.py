@@ -13,19 +13,29 @@ empty string (or `0`, `off`, `none`, `false`) disables the cache: `load` always 
 does nothing. The cache is best effort: a directory that cannot be created or written is a miss.
 
 Each entry is a header followed by the payload:
-    magic b"KILNOBJ\\0" | format version (u32) | payload length (u64) | sha256 of the payload (32 bytes)
-A file whose header, length or checksum does not match (truncated, corrupted, written by another
-format version) is deleted and reported as a miss, never returned. Writes go to a temporary file in
-the same directory followed by `os.replace`, which is atomic: concurrent writers of one key each
-replace a complete file, and readers see either the old complete file or the new one.
+    magic b"KILNOBJ\\0" | format version (u32) | payload length (u64) | sha256 of the payload |
+    sha256 of the entry's key (32 bytes each)
+so an entry names the key it was stored under: a file copied or renamed to another key's name is
+not that key's entry. Only a regular file is read (not a FIFO, a device, a directory or a
+symbolic link), opened without blocking, and only when it is at most MAX_ENTRY_BYTES long. A
+file that fails any of this (truncated, corrupted, another key's, written by another format
+version, not a regular file) is deleted when it can be and reported as a miss, with one warning,
+never returned; the callers also `discard` an entry whose payload they cannot use (its object
+code does not parse or link), and recompile. Every OSError on the cache's path is a miss (or a
+store that did not happen), never an error of the call: a read-only or vanished cache directory
+only costs compile time. Writes go to a temporary file in the same directory followed by
+`os.replace`, which is atomic: concurrent writers of one key each replace a complete file, and
+readers see either the old complete file or the new one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
 import os
+import stat
 import struct
 import sys
 import tempfile
@@ -36,9 +46,10 @@ import llvmlite.binding as llvm
 
 from . import blas
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MAGIC = b"KILNOBJ\0"
-_HEADER = struct.Struct("<8sIQ32s")
+MAX_ENTRY_BYTES = 1 << 30
+_HEADER = struct.Struct("<8sIQ32s32s")
 _SUFFIX = ".kobj"
 _TEMP_PREFIX = ".tmp-"
 _DISABLED = {"", "0", "off", "none", "false"}
@@ -83,18 +94,61 @@ def key(*parts: str | bytes) -> str:
     return digest.hexdigest()
 
 
-def _encode(data: bytes) -> bytes:
-    return _HEADER.pack(MAGIC, FORMAT_VERSION, len(data), hashlib.sha256(data).digest()) + data
+def _key_digest(entry_key: str) -> bytes:
+    return hashlib.sha256(entry_key.encode()).digest()
 
 
-def _decode(blob: bytes) -> bytes | None:
-    """The payload of a well-formed entry, None for anything else."""
+def _encode(entry_key: str, data: bytes) -> bytes:
+    return _HEADER.pack(MAGIC, FORMAT_VERSION, len(data), hashlib.sha256(data).digest(),
+                        _key_digest(entry_key)) + data
+
+
+def _decode(entry_key: str, blob: bytes) -> tuple[bytes | None, str]:
+    """(the payload of a well-formed entry of `entry_key`, "") or (None, what is wrong)."""
     if len(blob) < _HEADER.size:
-        return None
-    magic, version, length, checksum = _HEADER.unpack_from(blob)
+        return None, "truncated header"
+    magic, version, length, checksum, owner = _HEADER.unpack_from(blob)
     payload = blob[_HEADER.size:]
-    valid = (magic, version, length) == (MAGIC, FORMAT_VERSION, len(payload))
-    return payload if valid and hashlib.sha256(payload).digest() == checksum else None
+    if (magic, version) != (MAGIC, FORMAT_VERSION):
+        return None, "not an entry of this format version"
+    if length != len(payload) or hashlib.sha256(payload).digest() != checksum:
+        return None, "truncated or corrupt"
+    if owner != _key_digest(entry_key):
+        return None, "stored under another key"
+    return payload, ""
+
+
+def _read_regular(path: Path) -> tuple[bytes | None, str]:
+    """(the bytes of `path` if it is a regular file of at most MAX_ENTRY_BYTES, "") or
+    (None, why not); (None, "") when there is no such file. Opened without following a
+    symbolic link and without blocking (a FIFO would otherwise wait for a writer)."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return None, ""
+    except OSError as error:
+        if path.is_symlink():
+            return None, "a symbolic link"
+        return None, f"unreadable ({error.strerror or error})"
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None, "not a regular file"
+        if info.st_size > MAX_ENTRY_BYTES:
+            return None, f"{info.st_size} bytes, over the {MAX_ENTRY_BYTES}-byte bound"
+        chunks, left = [], info.st_size
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 24))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks), ""
+    except OSError as error:
+        return None, f"unreadable ({error.strerror or error})"
+    finally:
+        os.close(fd)
 
 
 def _size(path: Path) -> int:
@@ -116,19 +170,36 @@ class DiskCache:
         return self.directory / (entry_key + _SUFFIX)
 
     def load(self, entry_key: str) -> bytes | None:
-        """The stored payload, or None on a miss (absent, unreadable, corrupt: corrupt files are deleted)."""
+        """The stored payload, or None on a miss (absent, unreadable, corrupt, another key's,
+        not a regular file: such entries are deleted, see the module docstring)."""
         if self.directory is None:
             return None
         path = self._path(entry_key)
-        try:
-            blob = path.read_bytes()
-        except OSError:
+        blob, problem = _read_regular(path)
+        if blob is None:
+            if problem:
+                self._drop(path, problem)
             return None
-        payload = _decode(blob)
+        payload, problem = _decode(entry_key, blob)
         if payload is None:
-            _log.warning("kiln: deleting corrupt cache entry %s (it will be recompiled)", path)
-            path.unlink(missing_ok=True)
+            self._drop(path, problem)
         return payload
+
+    def discard(self, entry_key: str, reason: str) -> None:
+        """Delete the entry of `entry_key`, whose payload the caller could not use."""
+        if self.directory is not None:
+            self._drop(self._path(entry_key), reason)
+
+    @staticmethod
+    def _drop(path: Path, reason: str) -> None:
+        _log.warning("kiln: ignoring cache entry %s (%s); it will be recompiled", path, reason)
+        try:
+            if path.is_dir() and not path.is_symlink():
+                path.rmdir()
+            else:
+                path.unlink(missing_ok=True)
+        except OSError as error:   # read-only cache, a non-empty directory, ...
+            _log.debug("kiln: cannot delete cache entry %s: %s", path, error)
 
     def store(self, entry_key: str, data: bytes) -> bool:
         """Write an entry atomically; False (and nothing left behind) when the directory is unusable."""
@@ -140,19 +211,24 @@ class DiskCache:
             self.directory.mkdir(parents=True, exist_ok=True)
             handle, temp = tempfile.mkstemp(dir=self.directory, prefix=_TEMP_PREFIX)
             with os.fdopen(handle, "wb") as out:
-                out.write(_encode(bytes(data)))
+                out.write(_encode(entry_key, bytes(data)))
             os.replace(temp, path)
             return True
         except OSError as error:
             _log.debug("kiln: cannot write cache entry %s: %s", path, error)
             if temp is not None:
-                Path(temp).unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    Path(temp).unlink(missing_ok=True)
             return False
 
     def _files(self) -> list[Path]:
-        if self.directory is None or not self.directory.is_dir():
+        if self.directory is None:
             return []
-        return [p for p in self.directory.iterdir() if p.suffix == _SUFFIX or p.name.startswith(_TEMP_PREFIX)]
+        try:
+            return [p for p in self.directory.iterdir()
+                    if p.suffix == _SUFFIX or p.name.startswith(_TEMP_PREFIX)]
+        except OSError:   # absent or unreadable
+            return []
 
     def info(self) -> dict:
         """{'path', 'enabled', 'entries', 'bytes'} for `kiln cache info`."""
@@ -164,7 +240,10 @@ class DiskCache:
         """Delete every entry (and stale temporary files); returns the number of entries deleted."""
         removed = 0
         for path in self._files():
-            path.unlink(missing_ok=True)
+            try:
+                path.unlink(missing_ok=True)
+            except OSError:   # a directory in an entry's place, a read-only cache
+                continue
             removed += path.suffix == _SUFFIX
         return removed
 
@@ -181,6 +260,10 @@ def load(entry_key: str) -> bytes | None:
 
 def store(entry_key: str, data: bytes) -> bool:
     return default().store(entry_key, data)
+
+
+def discard(entry_key: str, reason: str) -> None:
+    default().discard(entry_key, reason)
 
 
 def info() -> dict:

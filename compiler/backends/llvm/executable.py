@@ -20,7 +20,9 @@ order:
 Either way the extern globals (BLAS routines, the runtime library's parallel_for, host
 callbacks) of every module are bound after the load. A cache entry is the object code of each
 module behind a small header (the workspace size, the modules' names, the objects' lengths);
-a corrupt entry is a miss (disk_cache.py checks its checksum) and is recompiled. The texts
+a corrupt entry is a miss (disk_cache.py checks its checksum and its key), and so is one whose
+payload does not parse into well-formed object files (elf.py) or does not define the entry
+point: it is discarded and recompiled. The texts
 `as_text` returns are built on first request, by compiling the function again (whether its code
 came from the disk or not): no LLVM module outlives its compilation.
 
@@ -52,7 +54,7 @@ import threading
 
 import numpy as np
 
-from . import target, memory, externs, disk_cache, pycall, rtlib
+from . import target, memory, externs, disk_cache, elf, pycall, rtlib
 from .ssa_key import key_text
 
 LEVELS = ("llvm", "llvm-unoptimized", "asm")
@@ -263,19 +265,41 @@ def _held(fn, donated):
 
 
 def _from_disk(fn, key, donated):
+    """The Native code stored under `key`, or None: a miss, or an entry whose payload does not
+    parse into well-formed object files or does not load (it is discarded, and recompiled)."""
     entry = disk_cache.load(key)
-    if entry is None or len(entry) < _ENTRY_HEADER.size:
+    if entry is None:
         return None
+    try:
+        names, objects, workspace = _parse_entry(entry)
+    except (ValueError, struct.error, UnicodeDecodeError) as error:
+        disk_cache.discard(key, f"unusable payload: {error}")
+        return None
+    try:
+        return _load(fn, names, objects, workspace, donated, _held(fn, donated))
+    except RuntimeError as error:   # the objects did not define the entry point
+        disk_cache.discard(key, str(error))
+        return None
+
+
+def _parse_entry(entry):
+    """(module names, object files, workspace bytes) of a cache entry's payload; ValueError
+    (elf.BadObject) or struct.error for anything else."""
     workspace, length, count = _ENTRY_HEADER.unpack_from(entry)
     start = _ENTRY_HEADER.size + length
     names = entry[_ENTRY_HEADER.size:start].decode().split("\n")
+    if len(names) != count or not all(n.isprintable() and n for n in names):
+        raise ValueError(f"{count} objects, {len(names)} module names")
     lengths = [_LENGTH.unpack_from(entry, start + k * _LENGTH.size)[0] for k in range(count)]
     start += count * _LENGTH.size
+    if start + sum(lengths) != len(entry):
+        raise ValueError("object sizes do not add up to the entry's")
     objects = []
     for size in lengths:
         objects.append(entry[start:start + size])
+        elf.check_object(objects[-1])
         start += size
-    return _load(fn, names, objects, workspace, donated, _held(fn, donated))
+    return names, objects, workspace
 
 
 def _compile(fn, key, donated):

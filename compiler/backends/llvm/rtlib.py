@@ -13,13 +13,14 @@ compile time per module for the pair):
 `address(name)` gives their addresses. The library is built on first use: loaded from the disk
 cache (disk_cache.py; the key covers the target, the host CPU, kiln's fingerprint and the
 Python/NumPy object layouts kiln_dispatch reads), or compiled and stored there, then loaded
-into the JIT with its own externs (pthreads, the thread count) bound.
+into the JIT with its own externs (pthreads, the thread count) bound. A stored library that is
+not a well-formed object file (elf.py) is discarded and built again.
 """
 import sys
 
 import numpy as np
 
-from . import disk_cache, externs, target
+from . import disk_cache, elf, externs, target
 
 NAME = "kiln.rtlib"
 FUNCTIONS = {"parallel_for": "kiln_parallel_for", "dispatch": "kiln_dispatch"}
@@ -42,6 +43,12 @@ def _load():
     key = disk_cache.key(NAME, target.triple(), cpu, features, sys.implementation.cache_tag,
                          np.__version__)
     data = disk_cache.load(key)
+    if data is not None:
+        try:
+            elf.check_object(data)
+        except elf.BadObject as error:
+            disk_cache.discard(key, f"unusable payload: {error}")
+            data = None
     if data is None:
         data = _compile()
         disk_cache.store(key, data)
