@@ -9,6 +9,21 @@ import numpy as np
 from . import dtypes
 
 
+# The largest array kiln represents: its byte size must fit a signed 64-bit integer, as every
+# offset and element count in compiled code does (so they never wrap around).
+MAX_ARRAY_BYTES = (1 << 63) - 1
+
+
+def too_large(shape, dtype):
+    """The message for an array of `shape` and `dtype` larger than MAX_ARRAY_BYTES."""
+    n = 1
+    for d in shape:
+        n *= d
+    return (f"an array of shape {tuple(shape)} and dtype {np.dtype(dtype).name} would hold "
+            f"{n} elements ({n * np.dtype(dtype).itemsize:.3g} bytes), more than the 2^63 - 1 "
+            f"bytes an array can address; use a smaller shape")
+
+
 class ShapedArray:
     __slots__ = ("shape", "dtype", "weak_type", "_hash")
 
@@ -17,6 +32,11 @@ class ShapedArray:
         self.dtype = np.dtype(dtype)
         self.weak_type = bool(weak_type)
         self._hash = None
+        n = 1
+        for d in self.shape:
+            n *= d
+        if n * self.dtype.itemsize > MAX_ARRAY_BYTES:
+            raise ValueError(too_large(self.shape, self.dtype))
 
     @property
     def ndim(self):

@@ -321,10 +321,16 @@ def _index_dtype(shape):
 
 
 def _index_array(i, size, wrap, dtype):
-    """An integer index (static or array) as an array of `dtype`, negative values wrapped once."""
+    """An integer index (static or array) as an array of `dtype`, negative values wrapped once.
+    Indices out of range keep being out of range by their own value, whatever their type: a
+    static one is brought into [-1, size] (an int beyond `dtype` would not fit), an unsigned
+    one is capped at `size` before the conversion (np.uint32(4e9) would wrap to a negative
+    int32), so the primitive clamps them to the last element or drops them, as it should."""
     if not isinstance(i, (Array,)) and not _is_traced(i):
-        return to_array(np.asarray(_normalize_int(int(i), size, wrap), dtype))
+        return to_array(np.asarray(min(max(_normalize_int(int(i), size, wrap), -1), size), dtype))
     signed = i.dtype.kind == "i"
+    if i.dtype.kind == "u" and np.iinfo(i.dtype).max > np.iinfo(dtype).max:
+        i = lax.min(i, _const(i, size))
     i = _as_type(i, dtype, False)
     if not (wrap and signed):
         return i

@@ -170,6 +170,10 @@ class Executable:
         return None if status and status in self._mismatch else status
 
     def _failure(self, status):
+        from .lower_tapes import OUT_OF_MEMORY   # (the code generator, on failure only)
+        if status == OUT_OF_MEMORY:
+            return MemoryError(f"Out of memory: compiled code for {self.function.name} could "
+                               f"not allocate the tape of a loop it differentiates")
         return RuntimeError(f"kiln: compiled code for {self.function.name} failed "
                             f"(status {status})")
 

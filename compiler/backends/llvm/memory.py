@@ -69,8 +69,17 @@ def size_class(nbytes: int) -> int:
     return -(-nbytes // step) * step
 
 
+def out_of_memory(nbytes: int, why: str = "") -> MemoryError:
+    """JAX's message for a failed allocation, with the size in bytes."""
+    return MemoryError(f"Out of memory allocating {nbytes} bytes ({nbytes / 2**30:.3g} GiB)"
+                       + (f": {why}" if why else ""))
+
+
 def _map(nbytes: int) -> mmap.mmap:
-    block = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        block = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except (OSError, OverflowError) as error:
+        raise out_of_memory(nbytes, getattr(error, "strerror", None) or str(error)) from None
     if _HUGE_PAGES is not None:
         try:  # fewer first-touch faults and TLB misses where transparent huge pages are available
             block.madvise(_HUGE_PAGES)
