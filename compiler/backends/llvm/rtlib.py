@@ -10,16 +10,21 @@ compile time per module for the pair):
   through the `kiln_parallel_for` extern global (externs.py), bound at load time like BLAS
   routines;
 - `kiln_dispatch(pack)` (pycall.py): the fast entry of every executable.
-`address(name)` gives their addresses. The library is built on first use: loaded from the disk
-cache (disk_cache.py; the key covers the target, the host CPU, kiln's fingerprint and the
-Python/NumPy object layouts kiln_dispatch reads), or compiled and stored there, then loaded
-into the JIT with its own externs (pthreads, the thread count) bound.
+It also defines the compiler-rt builtins LLVM emits calls to (builtins.py: float16
+conversions), under their own names, so that MCJIT resolves the calls of every function loaded
+after it.
+`address(name)` gives the addresses of the two functions; `load()` loads the library, which
+executable.py does before loading any function's code. The library is built on first use:
+loaded from the disk cache (disk_cache.py; the key covers the target, the JIT's CPU
+(`KILN_CPU`), kiln's fingerprint and the Python/NumPy object layouts kiln_dispatch reads), or
+compiled and stored there, then loaded into the JIT with its own externs (pthreads, the thread
+count) bound. It is loaded once per process, for the CPU `KILN_CPU` names then.
 """
 import sys
 
 import numpy as np
 
-from . import disk_cache, externs, target
+from . import builtins, disk_cache, externs, target
 
 NAME = "kiln.rtlib"
 FUNCTIONS = {"parallel_for": "kiln_parallel_for", "dispatch": "kiln_dispatch"}
@@ -30,22 +35,27 @@ _ADDRESSES = {}
 
 def address(name):
     """The address of the runtime function `name` ("parallel_for" or "dispatch")."""
+    load()
+    return _ADDRESSES[name]
+
+
+def load():
+    """Load the library into the JIT, unless it is loaded already."""
     if not _ADDRESSES:
         with target.LOCK:   # once per process, even when several threads compile at once
             if not _ADDRESSES:
                 _ADDRESSES.update(_load())
-    return _ADDRESSES[name]
 
 
 def _load():
-    cpu, features = target.host_cpu()
+    cpu, features = target.jit_cpu()
     key = disk_cache.key(NAME, target.triple(), cpu, features, sys.implementation.cache_tag,
                          np.__version__)
     data = disk_cache.load(key)
     if data is None:
         data = _compile()
         disk_cache.store(key, data)
-    loaded = target.load_object(NAME, data, entry=False)
+    loaded = target.load_object(NAME, data, entry=False)   # (defines the builtins)
     externs.bind_externs(loaded.global_address, NAME)
     return {name: loaded.function_address(symbol) for name, symbol in FUNCTIONS.items()}
 
@@ -57,6 +67,7 @@ def _compile():
     module.triple = target.triple()
     _emit_parallel_for(module, ir)
     pycall.emit_dispatch(module)
+    builtins.emit(module)
     return target.object_code(target.optimize(str(module), NAME))
 
 
