@@ -12,6 +12,9 @@ compiler-rt's rule gives (the top bits when narrowing, all of them when widening
 builtins called directly must match compiler-rt's rule bit for bit, quiet bit included.
 """
 import ctypes
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -19,7 +22,7 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import kiln
-from kiln.compiler.backends.llvm import builtins, executable, object_symbols, target
+from kiln.compiler.backends.llvm import builtins, executable, object_symbols, rtlib, target
 from kiln.compiler.errors import CompileError
 from kiln.compiler.ir.parser import from_source
 
@@ -128,15 +131,15 @@ _NUMPY_TYPE = {"half": np.float16, "float": np.float32, "double": np.float64}
 def builtin_over_array(builtin, x):
     """`builtin` (one of builtins.NAMES) applied to each element of `x`, by compiled code that
     calls it (as LLVM's libcalls do), loaded into the JIT after the runtime library."""
-    from kiln.compiler.backends.llvm import rtlib
     src, dst = (builtins.TRUNCATIONS | builtins.EXTENSIONS)[builtin]
     src_type, dst_type = (str(fmt.float) for fmt in (src, dst))
     name = f"kiln_test_{builtin}_{target.jit_cpu()[0]}"
-    rtlib.load()
     if not hasattr(builtin_over_array, name):
         module = target.parse(_WRAPPER.format(name=name, builtin=builtin, src=src_type,
                                               dst=dst_type), name)
-        loaded = target.load_object(name, target.object_code(module), entry=False)
+        data = target.object_code(module)
+        rtlib.provide([data])
+        loaded = target.load_object(name, data, entry=False)
         setattr(builtin_over_array, name, ctypes.CFUNCTYPE(
             None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
                 loaded.function_address(name)))
@@ -183,6 +186,202 @@ def test_narrowing_builtins_do_not_round_twice():
     assert np.float32(just_above) == halfway
     out = builtin_over_array("__truncdfhf2", np.array([just_above]))
     assert out[0] == np.float16(1 + 2 ** -10) == np.float16(just_above)
+
+
+# --------------------------------------------- 128-bit integers and powi, called directly
+
+_ELEMENTS = {"i128": 16, "float": 4, "double": 8, "i32": 4}
+
+
+def call_over_arrays(builtin, ret, params, *arrays):
+    """`builtin` (LLVM signature `ret (params)`; a parameter "ptr" gets a pointer to the
+    element of an i32 output array) applied elementwise to `arrays` (one per parameter, each
+    of `n` elements: i128 values as (n, 2) uint64 arrays), by compiled code loaded into the
+    JIT after the runtime library; the results (and the i32 outputs) as arrays."""
+    name = f"kiln_test_{builtin}_{target.jit_cpu()[0]}"
+    n = len(arrays[0])
+    lines, args = [], []
+    for k, param in enumerate(params):
+        ty = "i32" if param == "ptr" else param
+        lines += [f"  %o{k} = mul i64 %i, {_ELEMENTS[ty]}",
+                  f"  %p{k} = getelementptr i8, ptr %a{k}, i64 %o{k}"]
+        if param == "ptr":
+            args.append(f"ptr %p{k}")
+        else:
+            lines.append(f"  %x{k} = load {ty}, ptr %p{k}, align 4")
+            args.append(f"{ty} %x{k}")
+    body = "".join(line + "\n" for line in lines)
+    text = f"""
+define void @"{name}"({", ".join(f"ptr %a{k}" for k in range(len(params)))}, ptr %out, i64 %n) {{
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [0, %entry], [%next, %loop]
+{body}  %y = call {ret} @"{builtin}"({", ".join(args)})
+  %oo = mul i64 %i, {_ELEMENTS[ret]}
+  %q = getelementptr i8, ptr %out, i64 %oo
+  store {ret} %y, ptr %q, align 4
+  %next = add i64 %i, 1
+  %more = icmp ult i64 %next, %n
+  br i1 %more, label %loop, label %done
+done:
+  ret void
+}}
+declare {ret} @"{builtin}"({", ".join(params)})
+"""
+    if not hasattr(call_over_arrays, name):
+        data = target.object_code(target.parse(text, name))
+        rtlib.provide([data])
+        loaded = target.load_object(name, data, entry=False)
+        setattr(call_over_arrays, name, ctypes.CFUNCTYPE(
+            None, *[ctypes.c_void_p] * (len(params) + 1), ctypes.c_int64)(
+                loaded.function_address(name)))
+    out = np.zeros((n, 2), np.uint64) if ret == "i128" else \
+        np.zeros(n, {"float": np.float32, "double": np.float64}[ret])
+    arrays = [np.ascontiguousarray(a) for a in arrays]
+    getattr(call_over_arrays, name)(*[a.ctypes.data for a in arrays], out.ctypes.data, n)
+    return out
+
+
+_MASK = (1 << 64) - 1
+
+
+def to_i128(values):
+    return np.array([[v & _MASK, (v >> 64) & _MASK] for v in values], np.uint64).reshape(-1, 2)
+
+
+def from_i128(array, signed):
+    values = [int(lo) | (int(hi) << 64) for lo, hi in array]
+    return [v - (1 << 128) if signed and v >> 127 else v for v in values]
+
+
+def int128_values(signed):
+    """Edge values (0, +-1, powers of two and their neighbours, the extremes) and
+    pseudo-random ones of every width."""
+    rng = np.random.default_rng(7)
+    powers = [1 << k for k in range(0, 128)]
+    values = {0, 1, 2, 3, (1 << 64) - 1, (1 << 127) - 1, (1 << 128) - 1}
+    values |= {p + d for p in powers for d in (-1, 0, 1)}
+    values |= {int(rng.integers(0, 1 << 62)) << int(rng.integers(0, 66)) |
+               int(rng.integers(0, 1 << 62)) for _ in range(300)}
+    values = sorted(v % (1 << 128) for v in values)
+    return [v - (1 << 128) if signed and v >> 127 else v for v in values]
+
+
+def pairs(values):
+    rng = np.random.default_rng(11)
+    a = [values[int(k)] for k in rng.integers(0, len(values), 1500)]
+    b = [values[int(k)] for k in rng.integers(0, len(values), 1500)]
+    return a + values, b + values[::-1]
+
+
+def test_int128_division_and_remainder(cpu):
+    for signed in (False, True):
+        a, b = pairs(int128_values(signed))
+        a, b = zip(*[(x, y) for x, y in zip(a, b) if y != 0])
+        quotient = "__divti3" if signed else "__udivti3"
+        remainder = "__modti3" if signed else "__umodti3"
+        got_q = from_i128(call_over_arrays(quotient, "i128", ["i128", "i128"], to_i128(a),
+                                           to_i128(b)), signed)
+        got_r = from_i128(call_over_arrays(remainder, "i128", ["i128", "i128"], to_i128(a),
+                                           to_i128(b)), signed)
+        # C's division truncates towards zero; the remainder has the dividend's sign
+        want_q = [abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1) for x, y in zip(a, b)]
+        want_q = [q if -(1 << 127) <= q < (1 << 127) or not signed else q - (1 << 128)
+                  for q in want_q]
+        want_r = [x - y * q if signed else x % y for x, y, q in zip(a, b, want_q)]
+        assert got_q == want_q
+        assert got_r == want_r
+
+
+def test_int128_multiply_with_overflow(cpu):
+    a, b = pairs(int128_values(True))
+    flags = np.full(len(a), 7, np.int32)
+    got = from_i128(call_over_arrays("__muloti4", "i128", ["i128", "i128", "ptr"],
+                                     to_i128(a), to_i128(b), flags), True)
+    exact = [x * y for x, y in zip(a, b)]
+    wrapped = [(p % (1 << 128)) - (1 << 128) if (p % (1 << 128)) >> 127 else p % (1 << 128)
+               for p in exact]
+    assert got == wrapped
+    assert flags.tolist() == [int(not -(1 << 127) <= p < (1 << 127)) for p in exact]
+
+
+def nearest_float(value, significand_bits):
+    """`value` rounded to `significand_bits` significant bits, to nearest even."""
+    magnitude = abs(value)
+    extra = magnitude.bit_length() - significand_bits
+    if extra > 0:
+        q, r = divmod(magnitude, 1 << extra)
+        half = 1 << (extra - 1)
+        q += r > half or (r == half and q & 1)
+        magnitude = q << extra
+    return -magnitude if value < 0 else magnitude
+
+
+@pytest.mark.parametrize("ret, bits, dtype", [("float", 24, np.float32), ("double", 53, np.float64)])
+def test_int128_to_float_rounds_once(ret, bits, dtype, cpu):
+    suffix = "sf" if ret == "float" else "df"
+    for signed in (False, True):
+        values = int128_values(signed)
+        # halfway cases: a value between two floats, and its neighbours
+        values += [((1 << 100) + (1 << (100 - bits))) + d for d in (-1, 0, 1)]
+        values += [((1 << 70) + (3 << (70 - bits))) + d for d in (-1, 0, 1)]
+        name = f"__float{'' if signed else 'un'}ti{suffix}"
+        got = call_over_arrays(name, ret, ["i128"], to_i128(values))
+        with np.errstate(over="ignore"):   # (2**128 is no float32: infinity)
+            want = np.array([float(nearest_float(v, bits)) for v in values]).astype(dtype)
+        np.testing.assert_array_equal(got.view(BITS[dtype]), want.view(BITS[dtype]))
+
+
+@pytest.mark.parametrize("ret, dtype", [("float", np.float32), ("double", np.float64)])
+def test_float_to_int128_truncates_and_saturates(ret, dtype, cpu):
+    suffix = "sf" if ret == "float" else "df"
+    rng = np.random.default_rng(3)
+    with np.errstate(over="ignore"):   # (2**128 and beyond are infinities in float32)
+        x = np.concatenate([boundaries(dtype)[:4000],
+                            rng.standard_normal(2000) * 2.0 ** rng.integers(-10, 140, 2000),
+                            [2.0 ** 127, -2.0 ** 127, 2.0 ** 128, -2.0 ** 128, 2.0 ** 126,
+                             np.inf, -np.inf, np.nan, -np.nan, 0.5, -0.5, -1.0]]).astype(dtype)
+    for signed in (False, True):
+        name = f"__fix{'' if signed else 'uns'}{suffix}ti"
+        got = from_i128(call_over_arrays(name, "i128", [ret], x), signed)
+        want = []
+        for value in x.tolist():
+            negative = np.signbit(value)
+            if np.isnan(value) or np.isinf(value) or abs(value) >= 2.0 ** 128:
+                saturate = (-(1 << 127) if negative else (1 << 127) - 1) if signed else \
+                    (0 if negative else (1 << 128) - 1)
+                want.append(saturate)
+            elif not signed and (negative or value <= -1):
+                want.append(0)
+            else:
+                exact = int(value)   # truncates towards zero
+                want.append((exact + (1 << 127)) % (1 << 128) - (1 << 127) if signed else exact)
+        assert got == want
+
+
+@pytest.mark.parametrize("name, ret, dtype", [("__powisf2", "float", np.float32),
+                                             ("__powidf2", "double", np.float64)])
+def test_powi_is_repeated_squaring(name, ret, dtype, cpu):
+    rng = np.random.default_rng(5)
+    base = np.concatenate([rng.standard_normal(500) * 3, [0.0, -0.0, np.inf, -np.inf, np.nan,
+                                                         1.0, -1.0, 2.0, 0.5]]).astype(dtype)
+    exponent = rng.integers(-70, 71, base.size).astype(np.int32)
+    exponent[:6] = [0, 1, -1, np.iinfo(np.int32).min, np.iinfo(np.int32).max, 2]
+    got = call_over_arrays(name, ret, [ret, "i32"], base, exponent)
+    want = []
+    with np.errstate(all="ignore"):
+        for a, n in zip(base, exponent.tolist()):
+            r, k, recip = dtype(1), n, n < 0     # compiler-rt's loop, in the same precision
+            while True:
+                if k & 1:
+                    r = dtype(r * a)
+                k = int(k / 2)
+                if k == 0:
+                    break
+                a = dtype(a * a)
+            want.append(dtype(1) / r if recip else r)
+    np.testing.assert_array_equal(got.view(BITS[dtype]), np.array(want, dtype).view(BITS[dtype]))
 
 
 # ------------------------------------------------------------ conversions under kiln.jit
@@ -289,12 +488,27 @@ def test_unresolved_symbol_is_a_compile_error_not_an_abort():
     assert np.asarray(f(np.arange(3.0, dtype=np.float32))).tolist() == [1.0, 3.0, 5.0]
 
 
-def test_builtins_resolve_symbols_of_later_objects():
-    """The runtime library defines every builtin, under its compiler-rt name."""
-    from kiln.compiler.backends.llvm import rtlib
-    rtlib.load()
-    for name in builtins.NAMES:
-        assert name in target._DEFINED, name
+_LAZY_BUILTINS = """
+import numpy as np
+import kiln
+from kiln.compiler.backends.llvm import rtlib, target
+kiln.config.update("jax_enable_x64", True)
+print(kiln.jit(lambda x: x * 2)(np.ones(3, np.float32)).tolist(), len(rtlib._LOADED_BUILTINS))
+half = kiln.jit(lambda x: x.astype(np.float16))(np.array([1 + 2 ** -11 + 2 ** -40]))
+print(half.tolist(), len(rtlib._LOADED_BUILTINS))
+print(sorted(set(rtlib.builtins.NAMES) - target._DEFINED))
+"""
+
+
+def test_builtins_are_loaded_for_the_first_code_that_calls_one(tmp_path):
+    """The builtins object is compiled and loaded only once compiled code calls a builtin
+    (double -> float16 on every CPU without AVX512-FP16), and then defines every one."""
+    script = tmp_path / "lazy.py"
+    script.write_text(_LAZY_BUILTINS)
+    env = {**os.environ, "KILN_CACHE_DIR": "off", "KILN_CPU": "x86-64-v3"}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         env=env, check=True).stdout.splitlines()
+    assert out == ["[2.0, 2.0, 2.0] 0", f"[{float(np.float16(1 + 2 ** -10))}] 1", "[]"]
 
 
 # ------------------------------------------------------------------------------ KILN_CPU

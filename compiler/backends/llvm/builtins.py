@@ -9,13 +9,17 @@ conversions:
 - `half __truncsfhf2(float)` and `float __extendhfsf2(half)`: float <-> float16 on CPUs without
   F16C (x86-64-v2 and older), for every float16 operation (LLVM computes float16 arithmetic in
   float there);
-- `double __extendhfdf2(half)`: float16 -> double, which LLVM emits as a call where it does
-  not go through float first.
+- `double __extendhfdf2(half)`: float16 -> double (LLVM 22 widens through float instead, exactly;
+  defined for completeness of the conversions);
+- `float __powisf2(float, i32)`, `double __powidf2(double, i32)`: `llvm.powi` (kiln's lowerings
+  do not use it today): compiler-rt's repeated squaring, `1 / x**-n` for negative `n`;
+- the 128-bit integer helpers (builtins_int128.py).
 MCJIT resolves calls only against the objects it loaded and the libraries of the process, and
 no library of a Python process reliably defines these (libgcc defines some of them since
 GCC 12, with the ABI of its own version), so kiln defines them itself: `emit(module)` adds them
-to the runtime library's module (rtlib.py, loaded into the JIT before any compiled function)
-and to the `kiln_runtime.o` of every `kiln compile` library (aot/native.py). One definition,
+to the runtime library's builtins object (rtlib.py, loaded into the JIT before the first
+compiled function that calls one) and to the `kiln_runtime.o` of every `kiln compile` library
+(aot/native.py). One definition,
 in IR that the LLVM kiln already runs compiles for whichever target it is asked for, serves
 both; C would need a C compiler at run time, which the JIT does not.
 
@@ -27,11 +31,14 @@ bit and keeps the payload's top bits, a widening keeps the quiet bit as it is an
 Their arguments and results are `half`, as in LLVM's libcalls (float16 travels in XMM
 registers, the x86-64 ABI of `_Float16`).
 
-`NAMES` lists the symbols defined here.
+`NAMES` lists the symbols defined here and in builtins_int128.py.
 """
 import llvmlite.ir as ir
 
+from . import builtins_int128
+from . import ltypes as T
 from .calls import intrinsic
+from .loops import counted_loop
 
 
 class _Format:
@@ -62,7 +69,8 @@ DOUBLE = _Format(64, 52, ir.DoubleType())
 # symbol -> (source format, destination format)
 TRUNCATIONS = {"__truncdfhf2": (DOUBLE, HALF), "__truncsfhf2": (SINGLE, HALF)}
 EXTENSIONS = {"__extendhfsf2": (HALF, SINGLE), "__extendhfdf2": (HALF, DOUBLE)}
-NAMES = (*TRUNCATIONS, *EXTENSIONS)
+POWERS = {"__powisf2": SINGLE, "__powidf2": DOUBLE}
+NAMES = (*TRUNCATIONS, *EXTENSIONS, *POWERS, *builtins_int128.NAMES)
 
 
 def emit(module):
@@ -71,6 +79,28 @@ def emit(module):
         _define(module, name, src, dst, _truncate)
     for name, (src, dst) in EXTENSIONS.items():
         _define(module, name, src, dst, _extend)
+    for name, fmt in POWERS.items():
+        _define_power(module, name, fmt.float)
+    builtins_int128.emit(module)
+
+
+def _define_power(module, name, ty):
+    """`ty name(ty a, i32 n)`: compiler-rt's `__powi?f2`: r = 1; for each bit of |n| from the
+    lowest, r *= a where it is set, then a *= a; 1 / r for negative n."""
+    function = ir.Function(module, ir.FunctionType(ty, [ty, T.I32]), name)
+    for attribute in builtins_int128.QUICK_ATTRIBUTES:   # (unused by kiln's code too)
+        function.attributes.add(attribute)
+    a, n = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+
+    def step(b2, i, carried):
+        r, base, rest = carried
+        odd = b2.trunc(rest, T.I1)
+        r = b2.select(odd, b2.fmul(r, base), r)
+        return r, b2.fmul(base, base), b2.sdiv(rest, ir.Constant(T.I32, 2))
+    r, _, _ = counted_loop(b, 32, step, (ir.Constant(ty, 1.0), a, n), "bit")
+    negative = b.icmp_signed("<", n, ir.Constant(T.I32, 0))
+    b.ret(b.select(negative, b.fdiv(ir.Constant(ty, 1.0), r), r))
 
 
 def _define(module, name, src, dst, body):

@@ -289,7 +289,7 @@ def _compile(fn, key, donated):
 
 
 def _load(fn, names, objects, workspace, donated, held):
-    rtlib.load()   # first: it defines the builtins the objects may call
+    rtlib.provide(objects)   # first: the builtins the objects may call
     loaded = target.load_objects(names[0], objects, what=f"{fn.name} ({names[0]})")
     for name in names:
         externs.bind_externs(loaded.global_address, name)
