@@ -71,7 +71,7 @@ def expected_bits(x, dtype, quiet_agnostic=False):
     or all of them). `quiet_agnostic`: the quiet bit of NaN results set in any case (the
     hardware's conversions quiet signalling NaNs)."""
     src, dst = x.dtype.type, np.dtype(dtype).type
-    src_bits, dst_bits = x.view(BITS[src]).astype(np.uint64), None
+    src_bits = x.view(BITS[src]).astype(np.uint64)
     with np.errstate(over="ignore", invalid="ignore"):
         dst_bits = x.astype(dst).view(BITS[dst]).astype(np.uint64)
     s, d = SIGNIFICAND[src], SIGNIFICAND[dst]
@@ -105,48 +105,67 @@ def assert_bits(got, x, dtype, quiet_agnostic=False):
 
 # ------------------------------------------------------------------ the builtins, directly
 
-_WRAPPER = """
-define void @"{name}"(ptr %src, ptr %dst, i64 %n) {{
+_ELEMENTS = {"i128": 16, "half": 2, "float": 4, "double": 8, "i32": 4}
+_WRAPPERS = {}   # wrapper name (builtin and KILN_CPU) -> its ctypes function
+
+
+def call_over_arrays(builtin, ret, params, *arrays):
+    """`builtin` (LLVM signature `ret (params)`; a parameter "ptr" gets a pointer to the
+    element of an i32 output array) applied elementwise to `arrays` (one per parameter, each
+    of `n` elements: i128 values as (n, 2) uint64 arrays), by compiled code that calls it as
+    LLVM's libcalls do, loaded into the JIT after the runtime library provided the builtins;
+    the results (and the i32 outputs) as arrays."""
+    name = f"kiln_test_{builtin}_{target.jit_cpu()[0]}"
+    n = len(arrays[0])
+    lines, args = [], []
+    for k, param in enumerate(params):
+        ty = "i32" if param == "ptr" else param
+        lines += [f"  %o{k} = mul i64 %i, {_ELEMENTS[ty]}",
+                  f"  %p{k} = getelementptr i8, ptr %a{k}, i64 %o{k}"]
+        if param == "ptr":
+            args.append(f"ptr %p{k}")
+        else:
+            lines.append(f"  %x{k} = load {ty}, ptr %p{k}, align 4")
+            args.append(f"{ty} %x{k}")
+    body = "".join(line + "\n" for line in lines)
+    text = f"""
+define void @"{name}"({", ".join(f"ptr %a{k}" for k in range(len(params)))}, ptr %out, i64 %n) {{
 entry:
   br label %loop
 loop:
   %i = phi i64 [0, %entry], [%next, %loop]
-  %p = getelementptr {src}, ptr %src, i64 %i
-  %x = load {src}, ptr %p
-  %y = call {dst} @"{builtin}"({src} %x)
-  %q = getelementptr {dst}, ptr %dst, i64 %i
-  store {dst} %y, ptr %q
+{body}  %y = call {ret} @"{builtin}"({", ".join(args)})
+  %oo = mul i64 %i, {_ELEMENTS[ret]}
+  %q = getelementptr i8, ptr %out, i64 %oo
+  store {ret} %y, ptr %q, align 4
   %next = add i64 %i, 1
   %more = icmp ult i64 %next, %n
   br i1 %more, label %loop, label %done
 done:
   ret void
 }}
-declare {dst} @"{builtin}"({src})
+declare {ret} @"{builtin}"({", ".join(params)})
 """
-_LLVM_TYPE = {np.float16: "half", np.float32: "float", np.float64: "double"}
+    if name not in _WRAPPERS:
+        data = target.object_code(target.parse(text, name))
+        rtlib.provide([data])
+        loaded = target.load_object(name, data, entry=False)
+        _WRAPPERS[name] = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * (len(params) + 1),
+                                           ctypes.c_int64)(loaded.function_address(name))
+    out = np.zeros((n, 2), np.uint64) if ret == "i128" else np.zeros(n, _NUMPY_TYPE[ret])
+    arrays = [np.ascontiguousarray(a) for a in arrays]
+    _WRAPPERS[name](*[a.ctypes.data for a in arrays], out.ctypes.data, n)
+    return out
+
+
 _NUMPY_TYPE = {"half": np.float16, "float": np.float32, "double": np.float64}
 
 
 def builtin_over_array(builtin, x):
-    """`builtin` (one of builtins.NAMES) applied to each element of `x`, by compiled code that
-    calls it (as LLVM's libcalls do), loaded into the JIT after the runtime library."""
+    """`builtin` (a float16 conversion of builtins.NAMES) applied to each element of `x`."""
     src, dst = (builtins.TRUNCATIONS | builtins.EXTENSIONS)[builtin]
     src_type, dst_type = (str(fmt.float) for fmt in (src, dst))
-    name = f"kiln_test_{builtin}_{target.jit_cpu()[0]}"
-    if not hasattr(builtin_over_array, name):
-        module = target.parse(_WRAPPER.format(name=name, builtin=builtin, src=src_type,
-                                              dst=dst_type), name)
-        data = target.object_code(module)
-        rtlib.provide([data])
-        loaded = target.load_object(name, data, entry=False)
-        setattr(builtin_over_array, name, ctypes.CFUNCTYPE(
-            None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
-                loaded.function_address(name)))
-    x = np.ascontiguousarray(x, _NUMPY_TYPE[src_type])
-    out = np.empty(x.shape, _NUMPY_TYPE[dst_type])
-    getattr(builtin_over_array, name)(x.ctypes.data, out.ctypes.data, x.size)
-    return out
+    return call_over_arrays(builtin, dst_type, [src_type], x.astype(_NUMPY_TYPE[src_type]))
 
 
 @pytest.fixture(params=TARGETS)
@@ -188,60 +207,7 @@ def test_narrowing_builtins_do_not_round_twice():
     assert out[0] == np.float16(1 + 2 ** -10) == np.float16(just_above)
 
 
-# --------------------------------------------- 128-bit integers and powi, called directly
-
-_ELEMENTS = {"i128": 16, "float": 4, "double": 8, "i32": 4}
-
-
-def call_over_arrays(builtin, ret, params, *arrays):
-    """`builtin` (LLVM signature `ret (params)`; a parameter "ptr" gets a pointer to the
-    element of an i32 output array) applied elementwise to `arrays` (one per parameter, each
-    of `n` elements: i128 values as (n, 2) uint64 arrays), by compiled code loaded into the
-    JIT after the runtime library; the results (and the i32 outputs) as arrays."""
-    name = f"kiln_test_{builtin}_{target.jit_cpu()[0]}"
-    n = len(arrays[0])
-    lines, args = [], []
-    for k, param in enumerate(params):
-        ty = "i32" if param == "ptr" else param
-        lines += [f"  %o{k} = mul i64 %i, {_ELEMENTS[ty]}",
-                  f"  %p{k} = getelementptr i8, ptr %a{k}, i64 %o{k}"]
-        if param == "ptr":
-            args.append(f"ptr %p{k}")
-        else:
-            lines.append(f"  %x{k} = load {ty}, ptr %p{k}, align 4")
-            args.append(f"{ty} %x{k}")
-    body = "".join(line + "\n" for line in lines)
-    text = f"""
-define void @"{name}"({", ".join(f"ptr %a{k}" for k in range(len(params)))}, ptr %out, i64 %n) {{
-entry:
-  br label %loop
-loop:
-  %i = phi i64 [0, %entry], [%next, %loop]
-{body}  %y = call {ret} @"{builtin}"({", ".join(args)})
-  %oo = mul i64 %i, {_ELEMENTS[ret]}
-  %q = getelementptr i8, ptr %out, i64 %oo
-  store {ret} %y, ptr %q, align 4
-  %next = add i64 %i, 1
-  %more = icmp ult i64 %next, %n
-  br i1 %more, label %loop, label %done
-done:
-  ret void
-}}
-declare {ret} @"{builtin}"({", ".join(params)})
-"""
-    if not hasattr(call_over_arrays, name):
-        data = target.object_code(target.parse(text, name))
-        rtlib.provide([data])
-        loaded = target.load_object(name, data, entry=False)
-        setattr(call_over_arrays, name, ctypes.CFUNCTYPE(
-            None, *[ctypes.c_void_p] * (len(params) + 1), ctypes.c_int64)(
-                loaded.function_address(name)))
-    out = np.zeros((n, 2), np.uint64) if ret == "i128" else \
-        np.zeros(n, {"float": np.float32, "double": np.float64}[ret])
-    arrays = [np.ascontiguousarray(a) for a in arrays]
-    getattr(call_over_arrays, name)(*[a.ctypes.data for a in arrays], out.ctypes.data, n)
-    return out
-
+# ---------------------------------------------------- 128-bit integers and powi
 
 _MASK = (1 << 64) - 1
 
@@ -318,7 +284,8 @@ def nearest_float(value, significand_bits):
     return -magnitude if value < 0 else magnitude
 
 
-@pytest.mark.parametrize("ret, bits, dtype", [("float", 24, np.float32), ("double", 53, np.float64)])
+@pytest.mark.parametrize("ret, bits, dtype", [("float", 24, np.float32),
+                                              ("double", 53, np.float64)])
 def test_int128_to_float_rounds_once(ret, bits, dtype, cpu):
     suffix = "sf" if ret == "float" else "df"
     for signed in (False, True):
