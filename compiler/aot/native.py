@@ -11,8 +11,10 @@ definition is made hidden, and any definition outside the module's namespace (`<
 internal. The extern globals (`<module>.kiln_sgemm`, ...: externs.py) stay defined in the
 object and are bound by the C glue (glue.py).
 
-`runtime_object(machine)` is the runtime library's `kiln_parallel_for` (rtlib.py), emitted
-into a module of its own and compiled with the same machine.
+`runtime_object(machine)` is the runtime library's `kiln_parallel_for` (rtlib.py) and the
+compiler-rt builtins the functions' code may call (builtins.py: float16 conversions), emitted
+into a module of its own and compiled with the same machine; the builtins stay hidden
+definitions, so the library resolves its own calls to them and exports none.
 
 llvmlite is imported here: only the compile side of ahead-of-time compilation uses this module.
 """
@@ -24,7 +26,7 @@ from typing import NamedTuple
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from ..backends.llvm import blas, blas_lookup, externs, rtlib, target
+from ..backends.llvm import blas, blas_lookup, builtins, externs, rtlib, target
 from ..backends.llvm.executable import _build
 
 CPU_MODES = ("native", "generic")
@@ -101,9 +103,10 @@ def runtime_object(mach):
     module = ir.Module(name=rtlib.NAME)
     module.triple = target.triple()
     rtlib._emit_parallel_for(module, ir)
+    builtins.emit(module)
     with target.LOCK:
         optimized = target.optimize(str(module), rtlib.NAME, machine=mach.machine)
-        _localise(optimized, rtlib.NAME, keep=set(rtlib.FUNCTIONS.values()))
+        _localise(optimized, rtlib.NAME, keep={*rtlib.FUNCTIONS.values(), *builtins.NAMES})
         return (rtlib.NAME, _defined_externs(optimized, rtlib.NAME),
                 target.object_code(optimized, mach.machine))
 

@@ -6,11 +6,11 @@ order:
 1. this process's table of loaded code (`_LOADED`, keyed by the disk cache key): compiling the
    same SSA function again reuses the code already in the JIT;
 2. the on-disk object cache (disk_cache.py; `KILN_CACHE_DIR` moves or disables it), keyed by
-   the SSA text, the target triple, the host CPU's name and features, and disk_cache's
+   the SSA text, the target triple, the JIT CPU's name and features (`KILN_CPU`), and disk_cache's
    fingerprint (kiln, llvmlite and LLVM versions, the BLAS interface, the backend's sources). A
    hit loads the object code into the JIT (`target.load_object`) without building any IR;
    the code generator is not even imported;
-3. a compilation: codegen builds the modules, target.py optimises them for the host CPU and
+3. a compilation: codegen builds the modules, target.py optimises them for the JIT CPU and
    emits object code, which is stored in the cache and loaded. Functions doing only a few
    hundred element operations (`opt_level`) are compiled quickly (target.QUICK: one module,
    the O0 pipeline with every internal function inlined, instructions selected by FastISel),
@@ -230,9 +230,9 @@ _COMPILING = threading.Lock()
 
 
 def cache_key(fn, donated=()):
-    """The disk cache key of SSA function `fn` compiled for this host (with its inputs
-    `donated`)."""
-    cpu, features = target.host_cpu()
+    """The disk cache key of SSA function `fn` compiled for the JIT's CPU (`KILN_CPU`), with
+    its inputs `donated`."""
+    cpu, features = target.jit_cpu()
     return disk_cache.key(key_text(fn), target.triple(), cpu, features, str(opt_level(fn)),
                           str(donated))
 
@@ -319,7 +319,8 @@ def _compile(fn, key, donated):
 
 
 def _load(fn, names, objects, workspace, donated, held):
-    loaded = target.load_objects(names[0], objects)
+    rtlib.provide(objects)   # first: the builtins the objects may call
+    loaded = target.load_objects(names[0], objects, what=f"{fn.name} ({names[0]})")
     for name in names:
         externs.bind_externs(loaded.global_address, name)
     return Native(fn, loaded, workspace, len(names), donated, held)

@@ -10,23 +10,35 @@ compile time per module for the pair):
   through the `kiln_parallel_for` extern global (externs.py), bound at load time like BLAS
   routines;
 - `kiln_dispatch(pack)` (pycall.py): the fast entry of every executable.
-`address(name)` gives their addresses. The library is built on first use: loaded from the disk
-cache (disk_cache.py; the key covers the target, the host CPU, kiln's fingerprint and the
-Python/NumPy object layouts kiln_dispatch reads), or compiled and stored there, then loaded
-into the JIT with its own externs (pthreads, the thread count) bound. A stored library that is
-not a well-formed object file (elf.py) is discarded and built again.
+`address(name)` gives their addresses.
+
+The compiler-rt builtins LLVM emits calls to (builtins.py: float16 conversions, ...) are a
+second object, `kiln.builtins`, defining them under their own names: `provide(objects)` loads
+it before the code of a function whose objects call one of them (executable.py calls it before
+loading any function), so MCJIT resolves those calls; a process whose code calls none never
+compiles it (about 50 ms without the disk cache).
+
+Each object is built on first use: loaded from the disk cache (disk_cache.py; the key covers
+the target, the JIT's CPU (`KILN_CPU`), kiln's fingerprint and the Python/NumPy object layouts
+kiln_dispatch reads), or compiled and stored there, then loaded into the JIT with its own
+externs (pthreads, the thread count) bound. Each is loaded once per process, for the CPU
+`KILN_CPU` names then. A stored object that is not a well-formed object file (elf.py) is
+discarded and built again.
 """
 import sys
 
 import numpy as np
 
-from . import disk_cache, elf, externs, target
+from . import builtins, disk_cache, elf, externs, object_symbols, target
 
 NAME = "kiln.rtlib"
 FUNCTIONS = {"parallel_for": "kiln_parallel_for", "dispatch": "kiln_dispatch"}
 
 
 _ADDRESSES = {}
+BUILTINS = "kiln.builtins"
+_BUILTIN_NAMES = frozenset(builtins.NAMES)
+_LOADED_BUILTINS = []
 
 
 def address(name):
@@ -34,13 +46,28 @@ def address(name):
     if not _ADDRESSES:
         with target.LOCK:   # once per process, even when several threads compile at once
             if not _ADDRESSES:
-                _ADDRESSES.update(_load())
+                loaded = _load(NAME, _compile)
+                externs.bind_externs(loaded.global_address, NAME)
+                _ADDRESSES.update({key: loaded.function_address(symbol)
+                                   for key, symbol in FUNCTIONS.items()})
     return _ADDRESSES[name]
 
 
-def _load():
-    cpu, features = target.host_cpu()
-    key = disk_cache.key(NAME, target.triple(), cpu, features, sys.implementation.cache_tag,
+def provide(objects):
+    """Load the builtins into the JIT if one of `objects` (object code about to be loaded)
+    calls one of them and they are not loaded yet."""
+    if _LOADED_BUILTINS:
+        return
+    if any(object_symbols.symbols(data)[1] & _BUILTIN_NAMES for data in objects):
+        with target.LOCK:
+            if not _LOADED_BUILTINS:
+                _LOADED_BUILTINS.append(_load(BUILTINS, _compile_builtins))
+
+
+def _load(name, compile_):
+    """The library object `name` (compiled by `compile_()`), loaded into the JIT."""
+    cpu, features = target.jit_cpu()
+    key = disk_cache.key(name, target.triple(), cpu, features, sys.implementation.cache_tag,
                          np.__version__)
     data = disk_cache.load(key)
     if data is not None:
@@ -50,11 +77,9 @@ def _load():
             disk_cache.discard(key, f"unusable payload: {error}")
             data = None
     if data is None:
-        data = _compile()
+        data = compile_()
         disk_cache.store(key, data)
-    loaded = target.load_object(NAME, data, entry=False)
-    externs.bind_externs(loaded.global_address, NAME)
-    return {name: loaded.function_address(symbol) for name, symbol in FUNCTIONS.items()}
+    return target.load_object(name, data, entry=False)
 
 
 def _compile():
@@ -65,6 +90,14 @@ def _compile():
     _emit_parallel_for(module, ir)
     pycall.emit_dispatch(module)
     return target.object_code(target.optimize(str(module), NAME))
+
+
+def _compile_builtins():
+    import llvmlite.ir as ir
+    module = ir.Module(name=BUILTINS)
+    module.triple = target.triple()
+    builtins.emit(module)
+    return target.object_code(target.optimize(str(module), BUILTINS))
 
 
 def _emit_parallel_for(module, ir):

@@ -1,9 +1,15 @@
 """The machine the LLVM backend compiles for, the optimiser, and the process-wide JIT.
 
-- `host_machine()`: an llvmlite `TargetMachine` for the host CPU (its name and every feature it
-  reports), optimisation level 3, the JIT's code model and static relocations (MCJIT's linker
-  mishandles the GOT-relative relocations of position-independent code in the large code model
-  once several objects are loaded: constants are read from the wrong object).
+- `jit_cpu()`: the (CPU name, feature string) the JIT compiles for, chosen by `KILN_CPU`
+  (read at each compilation): `native` (the default: the host CPU's name and every feature it
+  reports), `generic` (LLVM's baseline x86-64: SSE2), `x86-64-v2`/`-v3`/`-v4` (the portable
+  micro-architecture levels), or any CPU name LLVM knows (`znver1`, `skylake-avx512`, ...); a
+  name LLVM does not know raises `UnknownCPUError`. It is part of every cache key (executable.py,
+  rtlib.py), so code compiled for one setting is never loaded for another.
+- `host_machine()`: an llvmlite `TargetMachine` for `jit_cpu()`, optimisation level 3, the
+  JIT's code model and static relocations (MCJIT's linker mishandles the GOT-relative
+  relocations of position-independent code in the large code model once several objects are
+  loaded: constants are read from the wrong object).
   `generic_machine(level)` targets a portable x86-64 micro-architecture level ("x86-64-v2",
   "x86-64-v3", ...) with position-independent code, for ahead-of-time artifacts (shared
   libraries) that must run on other machines; `host_pic_machine()` is the host CPU with
@@ -28,7 +34,10 @@
 - `load_object(name, data)`: add object code (just made, or read from the disk cache) to the
   one MCJIT `ExecutionEngine` of the process and return a `Loaded` handle (addresses of its
   entry point and globals); `load_objects` adds the objects of one function's modules, which
-  call each other, before resolving their symbols.
+  call each other, before resolving their symbols. First it checks that every symbol they
+  call resolves (object_symbols.py: among them, the objects loaded before, among which the
+  runtime library's compiler-rt builtins, or the process's libraries), raising
+  `UnresolvedSymbolError` where MCJIT would abort the process.
 - `LOCK`: llvmlite objects are not thread-safe; every use of them holds it.
 
 llvmlite is imported here and in every module of this package; `import kiln` never imports
@@ -38,10 +47,14 @@ import concurrent.futures
 import ctypes
 import functools
 import os
+import tempfile
 import threading
 
 import llvmlite.binding as llvm
 from llvmlite.binding import ffi
+
+from ...errors import CompileError
+from .object_symbols import check_resolvable
 
 ENTRY = "kiln_main"
 OPT_LEVEL = 3
@@ -49,6 +62,9 @@ QUICK = 0   # the optimisation level of modules whose code runs too briefly to r
 # Intel tunes AVX-512 machines to prefer 256-bit vectors; kiln's loops are long and
 # bandwidth-bound, where full-width vectors win: ask for 512-bit vectors where available.
 _WIDE_VECTORS = "-prefer-256-bit"
+CPU_VARIABLE = "KILN_CPU"
+# KILN_CPU's own names -> the LLVM CPU name (None: the host's name and features)
+_CPU_ALIASES = {"native": None, "generic": "generic"}
 
 LOCK = threading.RLock()   # llvmlite objects are not thread-safe; one compilation at a time
 
@@ -72,18 +88,67 @@ def host_cpu():
     return llvm.get_host_cpu_name(), features
 
 
+class UnknownCPUError(CompileError, ValueError):
+    """`KILN_CPU` names a CPU LLVM does not know."""
+
+
+def jit_cpu():
+    """(cpu name, feature string) the JIT compiles for: `KILN_CPU`'s choice (the module
+    docstring), read now."""
+    return _resolve_cpu(os.environ.get(CPU_VARIABLE, "").strip() or "native")
+
+
+@functools.lru_cache(maxsize=None)
+def _resolve_cpu(setting):
+    if setting in _CPU_ALIASES and _CPU_ALIASES[setting] is None:
+        return host_cpu()
+    name = _CPU_ALIASES.get(setting, setting)
+    if not _known_cpu(name):
+        raise UnknownCPUError(
+            f"{CPU_VARIABLE}={setting!r} is not a CPU LLVM {_llvm_version()} knows",
+            hint=f"Set {CPU_VARIABLE} to native (the default: this machine's CPU), generic, "
+                 f"x86-64-v2, x86-64-v3, x86-64-v4, or an LLVM CPU name such as znver1 or "
+                 f"skylake-avx512 (`llc -mcpu=help` lists them), or unset it.")
+    return name, _WIDE_VECTORS   # (a no-op on CPUs without 512-bit vectors)
+
+
+def _llvm_version():
+    return ".".join(map(str, llvm.llvm_version_info))
+
+
+def _known_cpu(name):
+    """Whether LLVM knows CPU `name` for this process's triple: LLVM says so only by printing
+    "is not a recognized processor" on stderr when it makes a target machine, so the check
+    makes one with stderr (the file descriptor) captured."""
+    _initialized()
+    with LOCK, tempfile.TemporaryFile() as captured:
+        saved = os.dup(2)
+        try:
+            os.dup2(captured.fileno(), 2)
+            llvm.Target.from_triple(triple()).create_target_machine(cpu=name)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        captured.seek(0)
+        return b"not a recognized processor" not in captured.read()
+
+
 @functools.lru_cache(maxsize=None)
 def triple():
     _initialized()
     return llvm.get_process_triple()
 
 
-@functools.lru_cache(maxsize=None)
 def host_machine(opt=OPT_LEVEL):
-    """The TargetMachine for the host CPU generating code at level `opt` (shared; MCJIT gets
-    its own copy). Level 0 selects instructions with FastISel, several times quicker than
-    the optimising selector: `QUICK` modules use it."""
-    cpu, features = host_cpu()
+    """The TargetMachine for the JIT's CPU (`jit_cpu()`) generating code at level `opt`
+    (shared). Level 0 selects instructions with FastISel, several times quicker than the
+    optimising selector: `QUICK` modules use it."""
+    cpu, features = jit_cpu()
+    return _shared_machine(cpu, features, opt)
+
+
+@functools.lru_cache(maxsize=None)
+def _shared_machine(cpu, features, opt):
     return _machine(cpu, features, opt=opt)
 
 
@@ -194,10 +259,10 @@ _POOL = {}   # process id -> (threads, the pool of compile_objects); a forked ch
 
 def _own_machine(opt):
     machines = _THREAD.__dict__.setdefault("machines", {})
-    if opt not in machines:
-        cpu, features = host_cpu()
-        machines[opt] = _machine(cpu, features, opt=opt)
-    return machines[opt]
+    cpu, features = jit_cpu()
+    if (cpu, features, opt) not in machines:
+        machines[cpu, features, opt] = _machine(cpu, features, opt=opt)
+    return machines[cpu, features, opt]
 
 
 def _object(text, name, level):
@@ -258,6 +323,7 @@ def object_code(module, machine=None):
 # ------------------------------------------------------------------------------ the JIT
 
 _ENGINE = []
+_DEFINED = set()   # the global symbols of every object loaded into the engine
 
 
 def _engine():
@@ -301,14 +367,18 @@ def load_object(name, data, entry=True):
     return load_objects(name, [data], entry)
 
 
-def load_objects(name, objects, entry=True):
+def load_objects(name, objects, entry=True, what=None):
     """`load_object` for the objects of one function's modules (`compile_objects`), which call
-    each other: every one is added before the engine resolves their symbols."""
+    each other: every one is added before the engine resolves their symbols. Nothing is added
+    when one of the symbols they call resolves nowhere: `UnresolvedSymbolError`, naming the
+    symbol and `what` is loaded (the module `name` by default)."""
     with LOCK:
-        engine = _engine()
+        engine = _engine()   # (first: making it makes the process's symbols visible)
+        defined = check_resolvable(objects, _DEFINED, what or f"module {name}")
         for data in objects:
             engine.add_object_file(llvm.ObjectFileRef.from_data(data))
         engine.finalize_object()
+        _DEFINED.update(defined)
         return Loaded(name, entry)
 
 
