@@ -1,7 +1,7 @@
 """The disk cache under attack: entries swapped between keys, re-sealed with a valid checksum,
 truncated, or replaced by a FIFO, a symbolic link to /dev/zero or a directory, between two
 processes. The second process must compute the right results, never crash or hang, and
-recompile what it could not use (disk_cache.py, elf.py, executable.py, rtlib.py)."""
+recompile what it could not use (disk_cache.py, object_symbols.py, executable.py, rtlib.py)."""
 import errno
 import hashlib
 import os
@@ -15,7 +15,7 @@ import pytest
 
 import kiln
 import kiln.numpy as jnp
-from kiln.compiler.backends.llvm import disk_cache, elf
+from kiln.compiler.backends.llvm import disk_cache, object_symbols as elf
 
 PROGRAM = textwrap.dedent("""
     import numpy as np, kiln, kiln.numpy as jnp

@@ -43,6 +43,7 @@ def test_the_largest_representable_array_is_accepted():
 def test_allocation_failures_name_the_bytes(monkeypatch):
     def refuse(*args, **kwargs):
         raise OSError(errno.ENOMEM, "Cannot allocate memory")
+    memory.POOL.clear()   # no cached block may serve the request
     monkeypatch.setattr(mmap, "mmap", refuse)
     big = np.ones((1024, 1024), np.float32)   # outputs this large come from the pool
     with pytest.raises(MemoryError, match=r"Out of memory allocating 4194304 bytes .*Cannot"):

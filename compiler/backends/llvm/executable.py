@@ -21,7 +21,7 @@ Either way the extern globals (BLAS routines, the runtime library's parallel_for
 callbacks) of every module are bound after the load. A cache entry is the object code of each
 module behind a small header (the workspace size, the modules' names, the objects' lengths);
 a corrupt entry is a miss (disk_cache.py checks its checksum and its key), and so is one whose
-payload does not parse into well-formed object files (elf.py) or does not define the entry
+payload does not parse into well-formed object files (object_symbols.py) or does not define the entry
 point: it is discarded and recompiled. The texts
 `as_text` returns are built on first request, by compiling the function again (whether its code
 came from the disk or not): no LLVM module outlives its compilation.
@@ -54,7 +54,7 @@ import threading
 
 import numpy as np
 
-from . import target, memory, externs, disk_cache, elf, pycall, rtlib
+from . import target, memory, externs, disk_cache, object_symbols, pycall, rtlib
 from .ssa_key import key_text
 
 LEVELS = ("llvm", "llvm-unoptimized", "asm")
@@ -288,7 +288,7 @@ def _from_disk(fn, key, donated):
 
 def _parse_entry(entry):
     """(module names, object files, workspace bytes) of a cache entry's payload; ValueError
-    (elf.BadObject) or struct.error for anything else."""
+    (object_symbols.BadObject) or struct.error for anything else."""
     workspace, length, count = _ENTRY_HEADER.unpack_from(entry)
     start = _ENTRY_HEADER.size + length
     names = entry[_ENTRY_HEADER.size:start].decode().split("\n")
@@ -301,7 +301,7 @@ def _parse_entry(entry):
     objects = []
     for size in lengths:
         objects.append(entry[start:start + size])
-        elf.check_object(objects[-1])
+        object_symbols.check_object(objects[-1])
         start += size
     return names, objects, workspace
 

@@ -22,14 +22,14 @@ Each object is built on first use: loaded from the disk cache (disk_cache.py; th
 the target, the JIT's CPU (`KILN_CPU`), kiln's fingerprint and the Python/NumPy object layouts
 kiln_dispatch reads), or compiled and stored there, then loaded into the JIT with its own
 externs (pthreads, the thread count) bound. Each is loaded once per process, for the CPU
-`KILN_CPU` names then. A stored object that is not a well-formed object file (elf.py) is
+`KILN_CPU` names then. A stored object that is not a well-formed object file (object_symbols.py) is
 discarded and built again.
 """
 import sys
 
 import numpy as np
 
-from . import builtins, disk_cache, elf, externs, object_symbols, target
+from . import builtins, disk_cache, externs, object_symbols, target
 
 NAME = "kiln.rtlib"
 FUNCTIONS = {"parallel_for": "kiln_parallel_for", "dispatch": "kiln_dispatch"}
@@ -72,8 +72,8 @@ def _load(name, compile_):
     data = disk_cache.load(key)
     if data is not None:
         try:
-            elf.check_object(data)
-        except elf.BadObject as error:
+            object_symbols.check_object(data)
+        except object_symbols.BadObject as error:
             disk_cache.discard(key, f"unusable payload: {error}")
             data = None
     if data is None:
