@@ -171,10 +171,19 @@ def test_blocked_sums_match_the_reference(n, rows, dtype, seed):
 
 
 def test_float16_sums_round_once():
+    """float16 sums over leading axes and cumulative sums run in float64 and round once: the
+    result is the float64 sum rounded to float16, bit for bit (eagerly and under jit)."""
     x = RNG.uniform(0, 1, 100_000).astype(np.float16)
-    want = np.float16(x.astype(np.float64).sum(axis=0))
-    got = jnp.sum(jnp.asarray(x))   # eagerly: the reference backend
-    assert math.isclose(float(got), float(want), rel_tol=1e-3)
+    want = np.float16(x.astype(np.float64).sum())
+    for got in (jnp.sum(jnp.asarray(x)), kiln.jit(jnp.sum)(x)):
+        assert math.isclose(float(got), float(want), rel_tol=1e-3)
+    exact = np.cumsum(x.astype(np.float64)).astype(np.float16)
+    for got in (jnp.cumsum(jnp.asarray(x)), kiln.jit(jnp.cumsum)(x)):
+        np.testing.assert_array_equal(np.asarray(got).view(np.int16), exact.view(np.int16))
+    y = RNG.uniform(0, 1, (3000, 4)).astype(np.float16)
+    exact = y.astype(np.float64).sum(0).astype(np.float16)
+    for got in (jnp.sum(jnp.asarray(y), axis=0), kiln.jit(lambda a: jnp.sum(a, axis=0))(y)):
+        np.testing.assert_array_equal(np.asarray(got).view(np.int16), exact.view(np.int16))
 
 
 @pytest.mark.parametrize("lhs, rhs, contract", [
