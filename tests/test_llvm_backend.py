@@ -282,7 +282,7 @@ def test_fma_rounds_once(dtype, shape, data):
 
 def test_fma_loop_is_vectorised():
     x = np.ones(1024, np.float32)
-    ir_text = kiln.jit(lambda x: kiln.random._fma(x, x, x), backend="llvm").lower(x) \
+    ir_text = kiln.jit(lambda x: kiln._random._fma(x, x, x), backend="llvm").lower(x) \
         .compile().as_text()
     assert re.search(r"llvm\.fma\.v(8|16)f32", ir_text), "no vector fma in the fused loop"
 

@@ -404,7 +404,7 @@ def test_jit_half_to_integers_as_reference(dst, cpu):
 
 
 def _fma(a, b, c):
-    return kiln.random._fma(a, b, c)
+    return kiln._random._fma(a, b, c)
 
 
 def test_half_fma_rounds_once(cpu):

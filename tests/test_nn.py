@@ -462,7 +462,7 @@ def test_initializer_aliases_and_simple_initializers():
 
 
 def test_compute_fans():
-    from kiln.nn.initializers import _compute_fans
+    from kiln.nn._initializers import _compute_fans
     assert _compute_fans((3, 4)) == (3, 4)
     assert _compute_fans((5, 5, 3, 8)) == (75, 200)
     assert _compute_fans((2, 3, 4), in_axis=(0, 1), out_axis=2) == (6, 4)

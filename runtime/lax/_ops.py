@@ -17,6 +17,28 @@ from ..compiler.ir import dtypes
 from ..compiler.primitives import PRIMITIVES as P
 from ..compiler.primitives.indexing import GatherDimensionNumbers, ScatterDimensionNumbers
 
+# The public names (`kiln.lax` re-exports them); imports and helpers stay private.
+__all__ = [
+    "GatherDimensionNumbers", "GatherScatterMode", "Precision", "RoundingMethod",
+    "ScatterDimensionNumbers", "abs", "acos", "acosh", "add", "argmax", "argmin", "asin",
+    "asinh", "atan", "atan2", "atanh", "batch_matmul", "bitcast_convert_type", "bitwise_and",
+    "bitwise_not", "bitwise_or", "bitwise_xor", "broadcast", "broadcast_in_dim",
+    "broadcast_to_rank", "broadcasted_iota", "cbrt", "ceil", "clamp", "clz", "complex",
+    "concatenate", "conj", "convert_element_type", "copy_p", "cos", "cosh", "cumlogsumexp",
+    "cummax", "cummin", "cumprod", "cumsum", "digamma", "div", "dot", "dot_general",
+    "dynamic_index_in_dim", "dynamic_slice", "dynamic_slice_in_dim",
+    "dynamic_update_index_in_dim", "dynamic_update_slice", "dynamic_update_slice_in_dim", "eq",
+    "erf", "erf_inv", "erfc", "exp", "exp2", "expand_dims", "expm1", "floor", "full",
+    "full_like", "gather", "ge", "gt", "imag", "index_in_dim", "integer_pow", "iota",
+    "is_finite", "le", "lgamma", "log", "log1p", "logistic", "lt", "max", "min", "mul", "ne",
+    "neg", "nextafter", "pad", "population_count", "pow", "real", "reduce", "reduce_and",
+    "reduce_max", "reduce_min", "reduce_or", "reduce_prod", "reduce_sum", "reduce_xor", "rem",
+    "reshape", "rev", "round", "rsqrt", "scatter", "scatter_add", "scatter_max", "scatter_min",
+    "scatter_mul", "select", "select_n", "shift_left", "shift_right_arithmetic",
+    "shift_right_logical", "sign", "sin", "sinh", "slice", "slice_in_dim", "sort",
+    "sort_key_val", "sqrt", "square", "squeeze", "stop_gradient", "sub", "tan", "tanh", "top_k",
+    "transpose"]
+
 
 class RoundingMethod(enum.IntEnum):
     AWAY_FROM_ZERO = 0
@@ -101,13 +123,12 @@ asinh, acosh, atanh, sqrt, rsqrt, cbrt = map(_unary, ("asinh", "acosh", "atanh",
 abs, population_count, clz = map(_unary, ("abs", "population_count", "clz"))  # noqa: A001
 erf, erfc, erf_inv, lgamma, digamma = map(_unary, ("erf", "erfc", "erf_inv", "lgamma", "digamma"))
 real, imag, conj, square = map(_unary, ("real", "imag", "conj", "square"))
-bitwise_not = not_ = _unary("not")
+bitwise_not = _unary("not")
 
 add, sub, mul, div, rem = map(_binary, ("add", "sub", "mul", "div", "rem"))
 pow, max, min, atan2, nextafter = map(_binary, ("pow", "max", "min", "atan2", "nextafter"))  # noqa: A001
 complex = _binary("complex")  # noqa: A001
-and_, or_, xor = map(_binary, ("and", "or", "xor"))
-bitwise_and, bitwise_or, bitwise_xor = and_, or_, xor
+bitwise_and, bitwise_or, bitwise_xor = map(_binary, ("and", "or", "xor"))
 shift_left, shift_right_logical, shift_right_arithmetic = map(
     _binary, ("shift_left", "shift_right_logical", "shift_right_arithmetic"))
 eq, ne, lt, le, gt, ge = map(_binary, ("eq", "ne", "lt", "le", "gt", "ge"))
@@ -554,7 +575,7 @@ def _total_order_key(x):
         return x
     i = bitcast_convert_type(x, np.dtype(f"i{x.dtype.itemsize}"))
     mask = full_like(i, (1 << (8 * x.dtype.itemsize - 1)) - 1)
-    return select(lt(i, full_like(i, 0)), xor(i, mask), i)
+    return select(lt(i, full_like(i, 0)), bitwise_xor(i, mask), i)
 
 
 def top_k(operand, k, *, axis=-1):
@@ -571,7 +592,7 @@ def top_k(operand, k, *, axis=-1):
     if x.dtype.kind == "c":
         raise TypeError(f"top_k does not accept dtype {x.dtype}: operands must be non-complex")
     idx = broadcasted_iota(dtypes.int32, x.shape, axis)
-    _, vals, sidx = sort((not_(_total_order_key(x)), x, idx), axis, True, 1)
+    _, vals, sidx = sort((bitwise_not(_total_order_key(x)), x, idx), axis, True, 1)
     return [slice_in_dim(vals, 0, k, 1, axis), slice_in_dim(sidx, 0, k, 1, axis)]
 
 
@@ -595,10 +616,6 @@ def full_like(x, fill_value, dtype=None, shape=None):
     if dtype is None and x.weak_type:
         out = bind(P["convert_element_type"], out, new_dtype=out.dtype, weak_type=True)
     return out
-
-
-def zeros_like_array(x):
-    return full_like(x, 0)
 
 
 def stop_gradient(x):

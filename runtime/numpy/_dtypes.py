@@ -7,11 +7,17 @@ import numpy as np
 
 from ..compiler.ir import dtypes as _d
 
+__all__ = [
+    "bool_", "can_cast", "cdouble", "complex128", "complex64", "complex_", "complexfloating",
+    "csingle", "double", "dtype", "finfo", "float16", "float32", "float64", "float_",
+    "floating", "generic", "half", "iinfo", "inexact", "int16", "int32", "int64", "int8",
+    "int_", "integer", "isdtype", "issubdtype", "number", "promote_types", "result_type",
+    "signedinteger", "single", "uint", "uint16", "uint32", "uint64", "uint8", "unsignedinteger"]
+
 # NumPy's abstract scalar hierarchy, for issubdtype.
 generic, number, inexact, floating, complexfloating = (np.generic, np.number, np.inexact,
                                                        np.floating, np.complexfloating)
 integer, signedinteger, unsignedinteger = np.integer, np.signedinteger, np.unsignedinteger
-bool_dtype = np.dtype(np.bool_)
 
 
 class _ScalarMeta(type):

@@ -853,7 +853,7 @@ def choose(a, choices, out=None, mode="raise"):
 
 def _any_outside(i, n):
     """Whether any index of `i` lies outside [0, n)."""
-    outside = lax.or_(lax.lt(i, _const(i, 0)), lax.ge(i, _const(i, n)))
+    outside = lax.bitwise_or(lax.lt(i, _const(i, 0)), lax.ge(i, _const(i, n)))
     return lax.reduce_or(outside, tuple(range(i.ndim)))
 
 

@@ -143,31 +143,31 @@ def _isnan(x):
 
 
 def _lt_float(x, y):
-    return lax.or_(lax.lt(x, y), lax.and_(lax.not_(_isnan(x)), _isnan(y)))
+    return lax.bitwise_or(lax.lt(x, y), lax.bitwise_and(lax.bitwise_not(_isnan(x)), _isnan(y)))
 
 
 def _le_float(x, y):
-    return lax.or_(lax.le(x, y), _isnan(y))
+    return lax.bitwise_or(lax.le(x, y), _isnan(y))
 
 
 def _eq_float(x, y):
-    return lax.or_(lax.eq(x, y), lax.and_(_isnan(x), _isnan(y)))
+    return lax.bitwise_or(lax.eq(x, y), lax.bitwise_and(_isnan(x), _isnan(y)))
 
 
 def _lt_complex(x, y):
     rx, ry, ix, iy = lax.real(x), lax.real(y), lax.imag(x), lax.imag(y)
-    return lax.or_(_lt_float(rx, ry), lax.and_(_eq_float(rx, ry), _lt_float(ix, iy)))
+    return lax.bitwise_or(_lt_float(rx, ry), lax.bitwise_and(_eq_float(rx, ry), _lt_float(ix, iy)))
 
 
 def _le_complex(x, y):
     rx, ry, ix, iy = lax.real(x), lax.real(y), lax.imag(x), lax.imag(y)
-    return lax.or_(_lt_float(rx, ry), lax.and_(_eq_float(rx, ry), _le_float(ix, iy)))
+    return lax.bitwise_or(_lt_float(rx, ry), lax.bitwise_and(_eq_float(rx, ry), _le_float(ix, iy)))
 
 
 _LESS = {  # dtype kind -> (less than, less or equal)
     "f": (_lt_float, _le_float),
     "c": (_lt_complex, _le_complex),
-    "b": (lambda x, y: lax.and_(lax.not_(x), y), lambda x, y: lax.or_(lax.not_(x), y)),
+    "b": (lambda x, y: lax.bitwise_and(lax.bitwise_not(x), y), lambda x, y: lax.bitwise_or(lax.bitwise_not(x), y)),
     "i": (lax.lt, lax.le),
     "u": (lax.lt, lax.le),
 }

@@ -1,0 +1,137 @@
+"""Each public module's public names are exactly an explicit list: no imported helper module
+(`np`, `operator`, `warnings`) or private helper (`check_arraylike`, `to_array`) among them,
+and nothing public lost. `dir()` and tab completion show what is listed here. A name added to
+the API is added here too, on purpose."""
+import importlib
+
+import pytest
+
+PUBLIC = {
+    "kiln.numpy": {
+        "abs", "absolute", "acos", "acosh", "add", "all", "allclose", "amax", "amin",
+        "angle", "any", "arange", "arccos", "arccosh", "arcsin", "arcsinh", "arctan",
+        "arctan2", "arctanh", "argmax", "argmin", "argpartition", "argsort", "argwhere",
+        "around", "array", "array_equal", "array_equiv", "array_split", "asarray", "asin",
+        "asinh", "astype", "atan", "atan2", "atanh", "atleast_1d", "atleast_2d",
+        "atleast_3d", "average", "bitwise_and", "bitwise_invert", "bitwise_left_shift",
+        "bitwise_not", "bitwise_or", "bitwise_right_shift", "bitwise_xor", "bool_",
+        "broadcast_arrays", "broadcast_shapes", "broadcast_to", "can_cast", "cbrt",
+        "cdouble", "ceil", "choose", "clip", "column_stack", "complex128", "complex64",
+        "complex_", "complexfloating", "compress", "concat", "concatenate", "conj",
+        "conjugate", "copy", "copysign", "cos", "cosh", "count_nonzero", "cross", "csingle",
+        "cumprod", "cumsum", "cumulative_prod", "cumulative_sum", "deg2rad", "degrees",
+        "diag", "diag_indices", "diag_indices_from", "diagonal", "divide", "divmod", "dot",
+        "double", "dsplit", "dstack", "dtype", "e", "einsum", "empty", "empty_like",
+        "equal", "euler_gamma", "exp", "exp2", "expand_dims", "expm1", "extract", "eye",
+        "fabs", "finfo", "fix", "flatnonzero", "flip", "fliplr", "flipud", "float16",
+        "float32", "float64", "float_", "float_power", "floating", "floor", "floor_divide",
+        "fmax", "fmin", "fmod", "frexp", "full", "full_like", "gcd", "generic", "geomspace",
+        "greater", "greater_equal", "half", "heaviside", "hsplit", "hstack", "hypot",
+        "identity", "iinfo", "imag", "indices", "inexact", "inf", "inner", "int16", "int32",
+        "int64", "int8", "int_", "integer", "invert", "isclose", "isdtype", "isfinite",
+        "isinf", "isnan", "isneginf", "isposinf", "issubdtype", "ix_", "kron", "lcm",
+        "ldexp", "left_shift", "less", "less_equal", "lexsort", "linalg", "linspace", "log",
+        "log10", "log1p", "log2", "logaddexp", "logaddexp2", "logical_and", "logical_not",
+        "logical_or", "logical_xor", "logspace", "matmul", "matrix_transpose", "matvec",
+        "max", "maximum", "mean", "median", "meshgrid", "min", "minimum", "mod", "modf",
+        "moveaxis", "multiply", "nan", "nan_to_num", "nanargmax", "nanargmin", "nancumprod",
+        "nancumsum", "nanmax", "nanmean", "nanmedian", "nanmin", "nanpercentile", "nanprod",
+        "nanquantile", "nanstd", "nansum", "nanvar", "ndarray", "ndim", "negative",
+        "newaxis", "nextafter", "nonzero", "not_equal", "number", "ones", "ones_like",
+        "outer", "pad", "partition", "percentile", "permute_dims", "pi", "positive", "pow",
+        "power", "prod", "promote_types", "ptp", "quantile", "rad2deg", "radians", "ravel",
+        "ravel_multi_index", "real", "reciprocal", "remainder", "repeat", "reshape",
+        "resize", "result_type", "right_shift", "rint", "roll", "rollaxis", "rot90",
+        "round", "searchsorted", "select", "shape", "sign", "signbit", "signedinteger",
+        "sin", "sinc", "single", "sinh", "size", "sort", "sort_complex", "split", "sqrt",
+        "square", "squeeze", "stack", "std", "subtract", "sum", "swapaxes", "take",
+        "take_along_axis", "tan", "tanh", "tensordot", "tile", "trace", "transpose", "tri",
+        "tril", "tril_indices", "tril_indices_from", "triu", "triu_indices",
+        "triu_indices_from", "true_divide", "trunc", "uint", "uint16", "uint32", "uint64",
+        "uint8", "unravel_index", "unsignedinteger", "unstack", "var", "vdot", "vecdot",
+        "vecmat", "vsplit", "vstack", "where", "zeros", "zeros_like"},
+    "kiln.numpy.linalg": {
+        "cross", "diagonal", "matmul", "matrix_norm", "matrix_transpose", "norm", "outer",
+        "tensordot", "trace", "vecdot", "vector_norm"},
+    "kiln.lax": {
+        "GatherDimensionNumbers", "GatherScatterMode", "Precision", "RoundingMethod",
+        "ScatterDimensionNumbers", "abs", "acos", "acosh", "add", "all_gather", "argmax",
+        "argmin", "asin", "asinh", "associative_scan", "atan", "atan2", "atanh",
+        "axis_index", "batch_matmul", "bitcast_convert_type", "bitwise_and", "bitwise_not",
+        "bitwise_or", "bitwise_xor", "broadcast", "broadcast_in_dim", "broadcast_to_rank",
+        "broadcasted_iota", "cbrt", "ceil", "clamp", "clz", "complex", "concatenate",
+        "cond", "conj", "convert_element_type", "copy_p", "cos", "cosh", "cumlogsumexp",
+        "cummax", "cummin", "cumprod", "cumsum", "digamma", "div", "dot", "dot_general",
+        "dynamic_index_in_dim", "dynamic_slice", "dynamic_slice_in_dim",
+        "dynamic_update_index_in_dim", "dynamic_update_slice",
+        "dynamic_update_slice_in_dim", "eq", "erf", "erf_inv", "erfc", "exp", "exp2",
+        "expand_dims", "expm1", "floor", "fori_loop", "full", "full_like", "gather", "ge",
+        "gt", "imag", "index_in_dim", "integer_pow", "iota", "is_finite", "le", "lgamma",
+        "log", "log1p", "logistic", "lt", "map", "max", "min", "mul", "ne", "neg",
+        "nextafter", "pad", "pmax", "pmean", "pmin", "population_count", "pow", "ppermute",
+        "psum", "psum_scatter", "real", "reduce", "reduce_and", "reduce_max", "reduce_min",
+        "reduce_or", "reduce_prod", "reduce_sum", "reduce_xor", "rem", "reshape", "rev",
+        "round", "rsqrt", "scan", "scatter", "scatter_add", "scatter_max", "scatter_min",
+        "scatter_mul", "select", "select_n", "shift_left", "shift_right_arithmetic",
+        "shift_right_logical", "sign", "sin", "sinh", "slice", "slice_in_dim", "sort",
+        "sort_key_val", "sqrt", "square", "squeeze", "stop_gradient", "sub", "switch",
+        "tan", "tanh", "top_k", "transpose", "while_loop"},
+    "kiln.nn": {
+        "celu", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu", "hard_swish",
+        "hard_tanh", "identity", "initializers", "leaky_relu", "log1mexp", "log_sigmoid",
+        "log_softmax", "logmeanexp", "logsumexp", "mish", "one_hot", "relu", "relu6",
+        "selu", "sigmoid", "silu", "soft_sign", "softmax", "softplus", "sparse_plus",
+        "sparse_sigmoid", "squareplus", "standardize", "swish"},
+    "kiln.nn.initializers": {
+        "constant", "glorot_normal", "glorot_uniform", "he_normal", "he_uniform",
+        "kaiming_normal", "kaiming_uniform", "lecun_normal", "lecun_uniform", "normal", "ones",
+        "orthogonal", "truncated_normal", "uniform", "variance_scaling", "xavier_normal",
+        "xavier_uniform", "zeros"},
+    "kiln.random": {
+        "PRNGKey", "PRNGKeyArray", "bernoulli", "beta", "bits", "categorical", "choice",
+        "clone", "dirichlet", "exponential", "fold_in", "gamma", "gumbel", "key",
+        "key_data", "key_impl", "laplace", "loggamma", "logistic", "normal", "permutation",
+        "rademacher", "randint", "split", "truncated_normal", "uniform", "wrap_key_data"},
+    "kiln.scipy": {
+        "special", "stats"},
+    "kiln.scipy.special": {
+        "digamma", "entr", "erf", "erfc", "erfinv", "expit", "gamma", "gammaln", "gammasgn",
+        "kl_div", "log_ndtr", "log_softmax", "loggamma", "logit", "logsumexp", "ndtr",
+        "ndtri", "rel_entr", "softmax", "xlog1py", "xlogy"},
+    "kiln.scipy.stats": {
+        "norm"},
+    "kiln.scipy.stats.norm": {
+        "cdf", "isf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"},
+    "kiln.tree_util": {
+        "DictKey", "FlattenedIndexKey", "GetAttrKey", "KeyEntry", "KeyPath", "Partial",
+        "PyTreeDef", "SequenceKey", "all_leaves", "flatten_one_level",
+        "flatten_one_level_with_keys", "is_tree_node", "keystr", "register_dataclass",
+        "register_pytree_node", "register_pytree_node_class", "register_pytree_with_keys",
+        "register_pytree_with_keys_class", "register_static", "tree_all", "tree_broadcast",
+        "tree_flatten", "tree_flatten_with_path", "tree_leaves", "tree_leaves_with_path",
+        "tree_map", "tree_map_with_path", "tree_reduce", "tree_reduce_associative",
+        "tree_structure", "tree_transpose", "tree_unflatten", "treedef_children",
+        "treedef_is_leaf", "treedef_tuple"},
+    "kiln.example_libraries.optimizers": {
+        "JoinPoint", "Optimizer", "OptimizerState", "Schedule", "adagrad", "adam", "adamax",
+        "clip_grads", "constant", "exponential_decay", "inverse_time_decay", "l2_norm",
+        "make_schedule", "momentum", "nesterov", "optimizer", "pack_optimizer_state",
+        "piecewise_constant", "polynomial_decay", "rmsprop", "rmsprop_momentum", "sgd",
+        "sm3", "unpack_optimizer_state"},
+}
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC))
+def test_public_names_are_exactly_the_listed_ones(module):
+    names = {n for n in dir(importlib.import_module(module)) if not n.startswith("_")}
+    unlisted = sorted(names - PUBLIC[module])
+    assert not unlisted, f"unlisted public names in {module}: {unlisted}"
+    assert not PUBLIC[module] - names, f"missing from {module}: {sorted(PUBLIC[module] - names)}"
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC))
+def test_star_imports_give_the_listed_names(module):
+    namespace = {}
+    exec(f"from {module} import *", namespace)
+    star = {n for n in namespace if not n.startswith("_")}
+    assert star <= PUBLIC[module], sorted(star - PUBLIC[module])
