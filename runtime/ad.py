@@ -65,7 +65,8 @@ class Transformation:
     rebuilds the result's pytree.
 
     A call passes the leaves of `(args, kwargs)`, their `treedef`, and per leaf whether it
-    lies in a differentiated position; the leaves `staging.static_mask` marks are staged by
+    lies in a differentiated position (None when every leaf is a kiln Array: then none is
+    static, whatever the positions); the leaves `staging.static_mask` marks are staged by
     value (part of the cache key) and `make_rule(leaves, treedef, dynamic)` (`dynamic`: per
     leaf, whether it is traced) makes a rule over the traced ones. `static_floats` turns on
     (for good) when staging needed the value of a Python float outside the differentiated
@@ -88,6 +89,8 @@ class Transformation:
         return self._retrying(self._make_ir, leaves, treedef, differentiated)
 
     def _retrying(self, run, leaves, treedef, differentiated):
+        if differentiated is None:
+            return run(leaves, treedef, (False,) * len(leaves))
         mask = staging.static_mask(leaves, differentiated, self.static_floats)
         try:
             return run(leaves, treedef, mask)
@@ -241,13 +244,14 @@ def _float0_zeros(aval):
 
 # ---------------------------------------------------------------------------- grad family
 
-def _flags(args, kwargs, positions):
-    """One flag per leaf of `((args...), kwargs)`: inside a differentiated position or not."""
+def _flags(treedef, positions):
+    """One flag per leaf of `((args...), kwargs)` (`treedef` its structure): inside a
+    differentiated position or not."""
+    args_tree, kwargs_tree = treedef.children()
     flags = []
-    for i, a in enumerate(args):
-        flags += [i in positions] * tree_structure(a).num_leaves
-    flags += [False] * tree_structure(kwargs).num_leaves
-    return flags
+    for i, t in enumerate(args_tree.children()):
+        flags += [i in positions] * t.num_leaves
+    return flags + [False] * kwargs_tree.num_leaves
 
 
 def _traced(per_leaf, dynamic):
@@ -279,7 +283,9 @@ def _transformed(fun, kind, make_rule, argnums):
 
     def flat(args, kwargs):
         leaves, treedef = tree_flatten((tuple(args), kwargs))
-        return leaves, treedef, _flags(args, kwargs, _check_argnums(argnums, len(args), fun))
+        if all(type(x) is Array for x in leaves):   # kiln Arrays only: nothing is static
+            return leaves, treedef, None
+        return leaves, treedef, _flags(treedef, _check_argnums(argnums, len(args), fun))
 
     @_call
     def call(*args, **kwargs):
@@ -309,7 +315,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
             _check_holomorphic("grad", [_aval(x, 0).dtype for x in diff_leaves], "inputs", fun)
         else:
             _check_input_dtypes("grad", diff_leaves, allow_int, fun)
-        flags = _traced(_flags(args, kwargs, pos), dynamic)
+        flags = _traced(_flags(treedef, pos), dynamic)
         order = _argnums_order(args, pos)
         arg_trees = [tree_structure(args[i]) for i in pos]
         diff_avals = [_aval(x, i) for i, x in enumerate(diff_leaves)]
@@ -832,7 +838,7 @@ def _jacobian(fun, argnums, has_aux, holomorphic, allow_int, mode):
                                 f"of non-holomorphic functions involving complex inputs or "
                                 f"integer inputs, use kiln.jvp directly. (Differentiating "
                                 f"{_describe(fun)}.)")
-        flags = _traced(_flags(args, kwargs, pos), dynamic)
+        flags = _traced(_flags(treedef, pos), dynamic)
         order = _argnums_order(args, pos)
         arg_trees = [tree_structure(args[i]) for i in pos]
 

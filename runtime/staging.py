@@ -236,7 +236,7 @@ def static_mask(leaves, differentiated, static_floats):
     """Per leaf of a transform's call outside `jit`: whether it is specialised by value (see the
     module docstring). `differentiated`: per leaf, whether it lies in a differentiated
     position; `static_floats`: whether Python floats outside them are static too."""
-    return tuple(not d and _static_kind(x, static_floats)
+    return tuple(False if d or type(x) is Array else _static_kind(x, static_floats)
                  for x, d in zip(leaves, differentiated))
 
 
@@ -256,6 +256,8 @@ def is_int_scalar(x):
 def split_leaves(leaves, mask):
     """(statics: `(index, type, value)` of the masked leaves, the other leaves). The type is
     part of the key: `True`, `1` and `1.0` are equal in Python but specialise differently."""
+    if True not in mask:
+        return (), list(leaves)
     statics = tuple((i, type(x), x) for i, (x, m) in enumerate(zip(leaves, mask)) if m)
     return statics, [x for x, m in zip(leaves, mask) if not m]
 
