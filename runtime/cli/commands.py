@@ -18,9 +18,10 @@ Exit codes: 0 success; 1 an error in the user's code or environment (a located c
 prints its message, which holds the file, line and caret, without a traceback); 2 a usage error
 (argparse's convention), including a malformed spec, shown with a caret under the bad character.
 
-The stages go through the runtime's public API (`kiln.make_ir`, `kiln.jit`, `kiln.grad`,
-`kiln.jvp`, `kiln.vmap`) and its staging service (`kiln.staging`); llvmlite is imported only
-by the stages and commands that need the LLVM backend.
+The stages go through the runtime's public API (`kiln.make_ir`, `kiln.grad`, `kiln.jvp`,
+`kiln.vmap`), the pipeline (`kiln.compiler.passes`) and the staging service (`kiln.staging`:
+pipelines and backends by name); llvmlite is imported only by the stages and commands that
+need the LLVM backend.
 """
 import argparse
 import contextlib
