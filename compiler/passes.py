@@ -61,7 +61,8 @@ def _env_verify():
 
 
 def run_pipeline(fn, verify_each=None, dump_dir=None, dump_name=None, pipeline=None):
-    """Run `pipeline` (default `PIPELINE`) on `fn` and return the final function.
+    """Run `pipeline` (default `PIPELINE`; `Pass`es or `(name, run)` pairs) on `fn` and return
+    the final function.
 
     `verify_each` defaults to the `KILN_VERIFY` environment variable and `dump_dir` to
     `KILN_DUMP_DIR`; `dump_name` (default: the function's name) prefixes the dumped files.
@@ -75,12 +76,12 @@ def run_pipeline(fn, verify_each=None, dump_dir=None, dump_name=None, pipeline=N
         _verify(fn, "input")
     if dump:
         dump.write(0, "input", fn)
-    for i, p in enumerate(stages, 1):
-        fn = p.run(fn)
+    for i, (name, run, *_) in enumerate(stages, 1):   # Passes, or (name, run) pairs
+        fn = run(fn)
         if verify_each:
-            _verify(fn, p.name)
+            _verify(fn, name)
         if dump:
-            dump.write(i, p.name, fn)
+            dump.write(i, name, fn)
     return fn
 
 
