@@ -36,6 +36,7 @@ cache growth: a float that changes every call (a learning rate, a temperature) i
 weak-typed scalar so that one compiled derivative serves every value; only when staging needs
 its concrete value (a `ConcretizationError`) does the transformation restage with such floats
 static, and keys them by value from then on (`Transformation.static_floats` in `ad.py`).
+`vmap` applies the same rule to its unmapped leaves (`in_axes` None), floats traced.
 Arrays are always traced; inside `jit` nothing changes (jit's arguments are tracers).
 """
 import importlib

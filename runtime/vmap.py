@@ -9,6 +9,10 @@ is compiled once per argument signature (`staging.compile_ssa`, cached in a
 specialisation (`jit(vmap(f))`, `vmap(grad(f))`, `grad(vmap(f))`, nested `vmap`) it is
 emitted inline.
 
+Unmapped leaves (`in_axes` None) that are neither arrays nor floats (bools, ints, strings, other
+objects) are staged by value, as JAX keeps them concrete (`staging.static_mask`), and are part
+of the cache key.
+
 `axis_name` is bound (with the batch size, in `kiln.lax`'s axis environment) while the
 function is specialised, so collectives over it (`lax.psum(x, 'i')`, `axis_index`,
 `all_gather`, ...) check their names at the user's call, and the batching transform turns them
@@ -74,15 +78,15 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
 
     @user_facing
     def batched(*args, **kwargs):
-        leaves, treedef, avals, axes, size, examples = _prepare(args, kwargs)
+        leaves, treedef, statics, avals, axes, size, examples = _prepare(args, kwargs)
         if current() is not None or any(is_traced(x) for x in leaves):
-            st = _stage_example(examples, treedef, size)
+            st = _stage_example(examples, treedef, statics, size)
             outs, odims = batch_emit(st.fn, list(leaves) + list(st.extra),
                                      axes + [None] * len(st.extra), size, axis_name=axis_name)
             placed = _place(outs, odims, st.out_tree, size)
             return tree_unflatten(st.out_tree, placed)
-        entry = cache.lookup((treedef, tuple(avals), tuple(axes)), lambda stale: _compile(
-            avals, examples, treedef, axes, size))
+        entry = cache.lookup((treedef, statics, tuple(avals), tuple(axes)), lambda stale: _compile(
+            avals, examples, treedef, statics, axes, size))
         outs = entry.executable(*[leaf_value(x) for x in leaves], *entry.consts)
         return tree_unflatten(entry.out_tree, wrap_outputs(outs, entry.out_weak))
 
@@ -105,8 +109,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
             placed.append(moveaxis(o, 0, spec % nd))
         return placed
 
-    def _compile(avals, examples, treedef, axes, size):
-        fn, st, own_consts = _batched_function(avals, examples, treedef, axes, size)
+    def _compile(avals, examples, treedef, statics, axes, size):
+        fn, st, own_consts = _batched_function(avals, examples, treedef, statics, axes, size)
         entry = _Entry()
         ssa, entry.executable = staging.compile_ssa(fn)
         entry.consts = list(st.extra) + own_consts
@@ -116,7 +120,10 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
         return entry
 
     def _prepare(args, kwargs):
-        """(leaves, treedef, their types, mapped axes, batch size, one example's stand-ins)"""
+        """(traced leaves, treedef, static leaves, the traced ones' types and mapped axes, batch
+        size, one example's stand-ins). Unmapped leaves that are neither arrays nor floats
+        (bools, ints, strings, other objects) are static, concrete as in JAX
+        (staging.static_mask)."""
         leaves, treedef = tree_flatten((tuple(args), kwargs))
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
             raise ValueError(f"vmap in_axes must be an int, None, or a tuple of entries "
@@ -125,15 +132,18 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
                              f"len(args)={len(args)} ({describe(fun)})")
         axes = (_broadcast_prefix(in_axes, tuple(args), "in_axes")
                 + [0] * len(tree_flatten(kwargs)[0]))
+        mask = staging.static_mask(leaves, [d is not None for d in axes], False)
+        statics, leaves = staging.split_leaves(leaves, mask)
+        axes = [d for d, m in zip(axes, mask) if not m]
         avals = list(staging.leaf_avals(leaves))
         axes, size = _normalize_axes(axes, avals, args, kwargs, axis_size)
         examples = [a.update(shape=a.shape[:d] + a.shape[d + 1:]) if d is not None else a
                     for a, d in zip(avals, axes)]
-        return leaves, treedef, avals, axes, size, examples
+        return leaves, treedef, statics, avals, axes, size, examples
 
-    def _batched_function(avals, examples, treedef, axes, size):
-        """The batched SSA Function over (leaves, extra operands), and the staging."""
-        st = _stage_example(examples, treedef, size)
+    def _batched_function(avals, examples, treedef, statics, axes, size):
+        """The batched SSA Function over (traced leaves, extra operands), and the staging."""
+        st = _stage_example(examples, treedef, statics, size)
         b = Builder(st.fn.name, names=st.names)
         with b:
             inputs = [b.new_input(a, v.name) for a, v in zip(avals, st.fn.invars)]
@@ -143,15 +153,17 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
             fn = b.build(_place(outs, odims, st.out_tree, size))
         return fn, st, [value for _, value, _ in b.consts]
 
-    def _stage_example(examples, treedef, size):
+    def _stage_example(examples, treedef, statics, size):
         """`fun` specialised for one example, with `axis_name` bound for its collectives."""
+        def rebuild(tracers):
+            return tree_unflatten(treedef, staging.merge_leaves(tracers, statics))
         with axis_frame(axis_name, size):
-            return staging.stage(fun, examples, lambda tracers: tree_unflatten(treedef, tracers),
-                                 staging.function_name(fun, "vmap"), api="batched by kiln.vmap")
+            return staging.stage(fun, examples, rebuild, staging.function_name(fun, "vmap"),
+                                 api="batched by kiln.vmap")
 
     def make_ir(*args, **kwargs):
-        _, treedef, avals, axes, size, examples = _prepare(args, kwargs)
-        return _batched_function(avals, examples, treedef, axes, size)[0]
+        _, treedef, statics, avals, axes, size, examples = _prepare(args, kwargs)
+        return _batched_function(avals, examples, treedef, statics, axes, size)[0]
 
     name_like(batched, fun)
     batched._kiln_make_ir = make_ir

@@ -3,8 +3,8 @@ that call them, shared by `tests/test_static_args.py` (on kiln) and
 `tests/goldens/make_static_args_goldens.py` (on JAX 0.10.2, which records the goldens; there
 `kiln.numpy` is JAX's `jax.numpy`).
 
-Each case is `(name, api, function, differentiated argument, static positional arguments,
-static keyword arguments)`; `run(ad, float0, case)` calls the API of `ad` (the `kiln` or `jax`
+Each case is `(name, api, function, differentiated (or, for vmap, mapped) argument, static
+positional arguments, static keyword arguments)`; `run(ad, float0, case)` calls the API of `ad` (the `kiln` or `jax`
 module) the way the case says and returns its results as nested lists.
 """
 import numpy as np
@@ -62,6 +62,13 @@ CASES = [
       for api in ("grad", "value_and_grad") for mode in ("sum", "max")],
     *[(f"grad_positive_rate_{rate}", "grad", positive_rate, "x", (rate,), {})
       for rate in (0.5, -1.0)],
+    # vmap: unmapped arguments (in_axes None) that are not arrays stay concrete too.
+    *[(f"vmap_{fn.__name__}_{value}", "vmap", fn, which, (value,), {})
+      for fn, which, values in ((keepdims_out, "x", (True, False)),
+                                (shape_branch, "x", (True, False)),
+                                (tuple_index, "pair", (0, 1)),
+                                (by_mode, "x", ("sum", "max")))
+      for value in values],
 ]
 
 
@@ -83,6 +90,9 @@ def run(ad, float0, case):
     if api == "vjp":
         out, pullback = ad.vjp(fn, primal, *args)
         return _tolist((out, pullback(jnp.ones_like(out) * 1.5)[0]))
+    if api == "vmap":
+        in_axes = ((0, 0) if which == "pair" else 0,) + (None,) * len(args)
+        return _tolist(ad.vmap(fn, in_axes=in_axes)(primal, *args))
     if api == "jvp":
         return _tolist(ad.jvp(fn, (primal, *args), (tangent, *[np.zeros((), float0)] * len(args))))
     raise ValueError(f"unknown api {api!r}")
