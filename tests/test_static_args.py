@@ -2,8 +2,8 @@
 
 JAX traces only what it differentiates: outside `jit`, the other arguments of `grad`,
 `value_and_grad`, `vjp` and `jvp` (Python bools, ints, strings, floats; int primals, whose
-tangents are float0) are concrete, so a flag can be `keepdims`, choose branches of different
-shapes, index a Python tuple or name a mode. The expected values are JAX 0.10.2's, recorded by
+tangents are float0), and the unmapped non-array arguments of `vmap`, are concrete, so a flag
+can be `keepdims`, choose branches of different shapes, index a Python tuple or name a mode. The expected values are JAX 0.10.2's, recorded by
 `tests/goldens/make_static_args_goldens.py` from the programs in `static_args_programs.py`.
 """
 import json
