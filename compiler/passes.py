@@ -1,7 +1,9 @@
 """The named pass pipelines that every specialised function goes through (Numba style).
 
-`PIPELINE` is an ordered list of `(name, pass)` pairs, each pass a `Function -> Function`; it
-is what the reference backend runs. `PIPELINES` names the pipeline of each backend: the LLVM
+`PIPELINE` is an ordered list of `Pass`es: a name, the `Function -> Function` it runs, the name
+of the stage its result is (`kiln show --stage simplified`, `kiln compile`'s
+`<fn>.simplified.ssa.py`: `STAGES`, the one definition of these names) and what it does; it is
+what the reference backend runs. `PIPELINES` names the pipeline of each backend: the LLVM
 backend's adds `fuse` after `simplify` (fused chains become one loop nest each).
 `run_pipeline` runs them in order and can, after each one:
 - verify the result (`verify_each=True`, or the environment variable `KILN_VERIFY=1`, which
@@ -12,20 +14,46 @@ backend's adds `fuse` after `simplify` (fused chains become one loop nest each).
   compilations of one function overwrite the same files.
 """
 import os
+from typing import Callable, NamedTuple
 
 from .ir.printer import to_source
 from .ir.verify import SSAVerificationError, verify
 from .transforms import simplify, fuse
 
+
+
+class Pass(NamedTuple):
+    name: str                  # the pass: "simplify"
+    run: Callable              # Function -> Function
+    stage: str                 # the stage its result is: "simplified"
+    doc: str                   # what it does, for `kiln show`'s list of stages
+
+
 PIPELINE = [
-    ("simplify", simplify.simplify),
+    Pass("simplify", simplify.simplify, "simplified",
+         "constant folding, common subexpressions and dead code removed"),
 ]
 
 LLVM_PIPELINE = PIPELINE + [
-    ("fuse", fuse.fuse),
+    Pass("fuse", fuse.fuse, "fused",
+         "chains of elementwise, broadcast and reduction equations become fusion(...) "
+         "equations, one loop nest each"),
 ]
 
 PIPELINES = {"reference": PIPELINE, "llvm": LLVM_PIPELINE}
+
+# Every stage of the SSA form, in pipeline order: specialised ("ssa"), then each pass's result.
+STAGES = ["ssa"] + [p.stage for p in LLVM_PIPELINE]
+
+
+def through(stage, backend="llvm"):
+    """`backend`'s pipeline up to the pass whose result is `stage`."""
+    pipeline = PIPELINES[backend]
+    ends = [i for i, p in enumerate(pipeline, 1) if p.stage == stage]
+    if not ends:
+        raise ValueError(f"no stage {stage!r} in the {backend} pipeline; its stages are "
+                         + ", ".join(p.stage for p in pipeline))
+    return pipeline[:ends[0]]
 
 
 def _env_verify():
@@ -33,7 +61,8 @@ def _env_verify():
 
 
 def run_pipeline(fn, verify_each=None, dump_dir=None, dump_name=None, pipeline=None):
-    """Run `pipeline` (default `PIPELINE`) on `fn` and return the final function.
+    """Run `pipeline` (default `PIPELINE`; `Pass`es or `(name, run)` pairs) on `fn` and return
+    the final function.
 
     `verify_each` defaults to the `KILN_VERIFY` environment variable and `dump_dir` to
     `KILN_DUMP_DIR`; `dump_name` (default: the function's name) prefixes the dumped files.
@@ -47,7 +76,7 @@ def run_pipeline(fn, verify_each=None, dump_dir=None, dump_name=None, pipeline=N
         _verify(fn, "input")
     if dump:
         dump.write(0, "input", fn)
-    for i, (name, run) in enumerate(stages, 1):
+    for i, (name, run, *_) in enumerate(stages, 1):   # Passes, or (name, run) pairs
         fn = run(fn)
         if verify_each:
             _verify(fn, name)

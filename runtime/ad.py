@@ -1,28 +1,32 @@
 """Automatic differentiation: `grad`, `value_and_grad`, `vjp`, `jvp`, `linearize`, `jacfwd`,
-`jacrev`, `hessian` — JAX's signatures and semantics, built on the SSA transforms.
+`jacrev`, `hessian` — JAX's signatures and semantics, built on the SSA transforms and the
+staging service (`kiln.staging`).
 
 Every API function works the same way:
-1. the user's function is specialised into SSA for the abstract values of its arguments (as
-   `jit` does; a function called inside a specialisation captures the enclosing values it reads);
+1. the user's function is staged into SSA (`staging.stage`) for the abstract values of its
+   traced arguments, the others static by value as JAX users expect (`staging.static_mask`:
+   outside `jit`, what is not differentiated and is no array; docs/autodiff.md); a function
+   called inside a specialisation captures the enclosing values it reads;
 2. a transform from `kiln.compiler.transforms` (`jvp`, `vjp`, `jacobian`) emits the derivative
    as new SSA;
-3. outside `jit` the derivative is simplified, compiled by the reference backend and cached
-   per argument signature (so `grad(f)(x)` costs a dictionary lookup and a run after the first
-   call); inside a function being specialised (`jit(grad(f))`, `grad(grad(f))`) the derivative
-   is emitted inline into the enclosing SSA, which is how higher orders come from transforming
-   generated code again.
+3. outside `jit` the derivative is simplified, compiled by the reference backend
+   (`staging.compile_ssa`) and cached per argument signature in a `staging.GuardedCache`
+   (so `grad(f)(x)` costs a dictionary lookup and a run after the first call); inside a
+   function being specialised (`jit(grad(f))`, `grad(grad(f))`) the derivative is emitted
+   inline into the enclosing SSA, which is how higher orders come from transforming generated
+   code again.
 
 `kiln.make_ir(kiln.grad(f))(x)` shows the derivative as Python.
 """
-import functools
-import inspect
-
 import numpy as np
 
-from .array import Array, to_array
+from .array import Array
 from .tree_util import tree_flatten, tree_unflatten, tree_structure
-from .jit import _leaf_aval, _log_compiles, logger, wrap_outputs
-from ._traceback import filter_traceback, show_full
+from . import staging
+from .staging import leaf_value as _value, wrap_outputs
+from .dispatch import is_traced as _is_tracer
+from .wrappers import user_facing as _call, name_like as _name_like, describe as _describe
+from .compiler.errors import ConcretizationError
 from .compiler.frontend.builder import Builder, current
 from .compiler.transforms import emit
 from .compiler.transforms.jvp import jvp_emit
@@ -37,102 +41,103 @@ class ArgnumsError(ValueError, TypeError):
 
 # ------------------------------------------------------------------------------ staging
 
-class Staged:
-    """A user function specialised into SSA: `fn` takes (argument leaves, extra operands)."""
-    __slots__ = ("fn", "out_tree", "extra", "guards", "out_avals", "names")
-
-
-def stage(fun, leaves, treedef, name, hints=None):
-    """Specialise `fun` for the types of `leaves` (unflattened through `treedef` as
-    `(args, kwargs)`). Inside a specialisation the function is traced in a child builder, so
-    values it reads from the enclosing function become extra operands (`extra`); outside,
-    arrays it closes over become extra operands too (the builder's consts)."""
-    from .compiler.frontend import specialise
-    parent = current()
-    b = Builder(name, parent=parent) if parent is not None else Builder(name)
-    hints = hints or [f"x{i}" if len(leaves) > 1 else "x" for i in range(len(leaves))]
-    with b:
-        tracers = [b.new_input(_aval(x, i), h) for i, (x, h) in enumerate(zip(leaves, hints))]
-        args, kwargs = tree_unflatten(treedef, tracers)
-        out, guards = specialise.specialise_call(fun, list(args), dict(kwargs))
-        out_leaves, out_tree = tree_flatten(out)
-        _check_leaves(name, out_leaves)
-        fn = b.build(out_leaves)
-    st = Staged()
-    st.fn, st.out_tree, st.guards = fn, out_tree, guards
-    st.names = b.names  # the derivative reuses fn's regions: its names must not collide
-    if parent is not None:
-        st.extra = [outer for outer, _ in b.captured.values()]
-    else:
-        st.extra = [value for _, value, _ in b.consts]
-    st.out_avals = [v.aval for v in fn.outvars]
-    return st
+def stage(fun, leaves, treedef, name, hints=None, statics=()):
+    """`staging.stage` of `fun` called with `leaves` unflattened through `treedef` as
+    `(args, kwargs)`; `leaves` are the dynamic ones, `statics` (staging.split_leaves) the
+    others, put back by value."""
+    def rebuild(tracers):
+        return tree_unflatten(treedef, staging.merge_leaves(tracers, statics))
+    avals = [_aval(x, i) for i, x in enumerate(leaves)]
+    return staging.stage(fun, avals, rebuild, name, hints)
 
 
 def _aval(x, i):
-    return _leaf_aval(x, f"argument {i}")[0]
+    return staging.leaf_aval(x, f"argument {i}")[0]
 
 
-def _check_leaves(name, leaves):
-    for leaf in leaves:
-        ok = isinstance(leaf, (Array, bool, int, float, complex, np.ndarray, np.generic)) or \
-            getattr(type(leaf), "_kiln_trace", None) is not None
-        if not ok:
-            raise TypeError(f"{name} returned a value of type {type(leaf)}, which is not a "
-                            f"valid kiln type: return arrays, numbers, or pytrees of them")
-
-
-class _Entry:
-    __slots__ = ("executable", "consts", "out_weak", "post", "guards", "ssa")
+class _Entry(staging.Entry):
+    __slots__ = ("executable", "consts", "out_weak", "post", "ssa")
 
 
 class Transformation:
-    """Runs `rule(staged, primal_values) -> (flat outputs, post)` on the specialisation of
-    `fun`: compiled and cached outside `jit`, emitted inline inside it. `post(flat_outputs)`
-    rebuilds the result's pytree."""
+    """Runs `rule(staged, values) -> (flat outputs, post)` on the specialisation of `fun`:
+    compiled and cached outside `jit`, emitted inline inside it. `post(flat_outputs)`
+    rebuilds the result's pytree.
+
+    A call passes the leaves of `(args, kwargs)`, their `treedef`, and per leaf whether it
+    lies in a differentiated position (None when every leaf is a kiln Array: then none is
+    static, whatever the positions); the leaves `staging.static_mask` marks are staged by
+    value (part of the cache key) and `make_rule(leaves, treedef, dynamic)` (`dynamic`: per
+    leaf, whether it is traced) makes a rule over the traced ones. `static_floats` turns on
+    (for good) when staging needed the value of a Python float outside the differentiated
+    positions."""
+
+    LIMIT = 128   # specialisations kept per transformation (static values in the key)
 
     def __init__(self, fun, name, make_rule):
         self.fun = fun
         self.name = name
-        self.make_rule = make_rule      # (leaves, treedef) -> rule; checks arguments first
-        self.cache = {}
+        self.make_rule = make_rule
+        self.cache = staging.GuardedCache(self.LIMIT)
+        self.static_floats = False
 
-    def __call__(self, leaves, treedef):
-        if current() is not None or any(_is_tracer(x) for x in leaves):
-            rule = self.make_rule(leaves, treedef)
-            st = stage(self.fun, leaves, treedef, self.name)
-            outs, post = rule(st, list(leaves) + list(st.extra))
+    def __call__(self, leaves, treedef, differentiated):
+        return self._retrying(self._call, leaves, treedef, differentiated)
+
+    def make_ir(self, leaves, treedef, differentiated):
+        """The derivative's SSA for these arguments, before the passes."""
+        return self._retrying(self._make_ir, leaves, treedef, differentiated)
+
+    def _retrying(self, run, leaves, treedef, differentiated):
+        if differentiated is None:
+            return run(leaves, treedef, (False,) * len(leaves))
+        mask = staging.static_mask(leaves, differentiated, self.static_floats)
+        try:
+            return run(leaves, treedef, mask)
+        except ConcretizationError:
+            floats = staging.static_mask(leaves, differentiated, True)
+            if mask == floats:
+                raise
+        out = run(leaves, treedef, floats)
+        self.static_floats = True   # only once static floats made it work
+        return out
+
+    def _call(self, leaves, treedef, mask):
+        statics, dynamic = staging.split_leaves(leaves, mask)
+        if current() is not None or any(_is_tracer(x) for x in dynamic):
+            rule = self.make_rule(leaves, treedef, [not m for m in mask])
+            st = stage(self.fun, dynamic, treedef, self.name, statics=statics)
+            outs, post = rule(st, list(dynamic) + list(st.extra))
             return post(outs)
-        avals = tuple(_aval(x, i) for i, x in enumerate(leaves))
-        key = (treedef, avals)
-        entry = self.cache.get(key)
-        if entry is None or not _guards_ok(entry.guards):
-            entry = self._compile(leaves, treedef, avals, key)
-        values = [_value(x) for x in leaves]
-        outs = entry.executable(*values, *entry.consts)
+        avals = staging.leaf_avals(dynamic)
+        entry = self.cache.lookup((treedef, statics, avals), lambda stale: self._compile(
+            leaves, treedef, mask, avals))
+        outs = entry.executable(*[_value(x) for x in dynamic], *entry.consts)
         return entry.post(wrap_outputs(outs, entry.out_weak))
 
-    def _compile(self, leaves, treedef, avals, key):
-        if _log_compiles():
-            logger.warning("kiln: compiling %s for %s", self.name,
-                           ", ".join(a.str_short() for a in avals))
-        rule = self.make_rule(leaves, treedef)
-        st = stage(self.fun, leaves, treedef, self.name, _hints(self.fun, treedef, leaves))
-        fn = self.derivative_function(st, rule)
-        from .compiler import passes
-        from .compiler.backends.reference import compile_function
+    def _compile(self, leaves, treedef, mask, avals):
+        if staging.log_compiles():
+            staging.logger.warning("kiln: compiling %s for %s", self.name,
+                                   ", ".join(a.str_short() for a in avals))
+        st, fn = self._derivative(leaves, treedef, mask)
         entry = _Entry()
-        entry.ssa = passes.run_pipeline(fn.fn, dump_name=fn.fn.name)
-        entry.executable = compile_function(entry.ssa)
+        entry.ssa, entry.executable = staging.compile_ssa(fn.fn)
         entry.consts = list(st.extra) + fn.consts
         entry.out_weak = [v.aval.weak_type for v in entry.ssa.outvars]
         entry.post = fn.post
-        entry.guards = list({(id(g[0]), g[1]): g for g in st.guards}.values())
-        self.cache[key] = entry
+        entry.guards = st.guards
         return entry
 
-    def derivative_function(self, st, rule):
-        """The derivative as a top-level SSA Function over (leaves, extra operands)."""
+    def _make_ir(self, leaves, treedef, mask):
+        return self._derivative(leaves, treedef, mask)[1].fn
+
+    def _derivative(self, leaves, treedef, mask):
+        """(the staging, the derivative as a top-level SSA Function over (dynamic leaves,
+        extra operands))."""
+        rule = self.make_rule(leaves, treedef, [not m for m in mask])
+        statics, dynamic = staging.split_leaves(leaves, mask)
+        st = stage(self.fun, dynamic, treedef, self.name, _hints(self.fun, treedef, leaves,
+                                                                 mask), statics)
         b = Builder(st.fn.name, names=st.names)
         with b:
             inputs = [b.tracer(v) for v in st.fn.invars]
@@ -142,74 +147,21 @@ class Transformation:
         out = _Derivative()
         out.fn, out.post = fn, post
         out.consts = [value for _, value, _ in b.consts]
-        return out
-
-    def make_ir(self, leaves, treedef):
-        """The derivative's SSA for these arguments, before the passes."""
-        rule = self.make_rule(leaves, treedef)
-        st = stage(self.fun, leaves, treedef, self.name, _hints(self.fun, treedef, leaves))
-        return self.derivative_function(st, rule).fn
+        return st, out
 
 
 class _Derivative:
     __slots__ = ("fn", "post", "consts")
 
 
-def _hints(fun, treedef, leaves):
+def _hints(fun, treedef, leaves, mask=None):
     """Input names for the derivative's SSA: the parameter names of `fun` (with pytree key
-    paths), as `jit` gives them."""
-    from .jit import _arg_hints
-    try:
-        params = list(inspect.signature(fun).parameters.values())
-    except (TypeError, ValueError):
-        return None
-    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY,
-                                                       p.POSITIONAL_OR_KEYWORD)]
+    paths), as `jit` gives them, for the leaves `mask` leaves traced."""
     args, kwargs = tree_unflatten(treedef, leaves)
-    hints = _arg_hints(positional, list(args), kwargs, ())
-    return hints if len(hints) == len(leaves) else None
-
-
-def _guards_ok(guards):
-    missing = object()
-    return all(scope.get(name, missing) is value for scope, name, value in guards)
-
-
-def _is_tracer(x):
-    return getattr(type(x), "_kiln_trace", None) is not None
-
-
-def _value(x):
-    if type(x) is Array:
-        return x._value
-    return to_array(x)._value
-
-
-def _call(fn):
-    """Run `fn` with kiln's frames hidden from tracebacks of user errors."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except Exception as e:
-            if show_full() or current() is not None:
-                raise
-            raise e.with_traceback(filter_traceback(e.__traceback__)) from None
-    return wrapper
-
-
-def _name_like(wrapper, fun):
-    """Name and document `wrapper` after `fun`, keeping kiln's `__module__`: the front end
-    executes kiln's functions instead of walking their source."""
-    functools.update_wrapper(wrapper, fun, assigned=("__name__", "__qualname__", "__doc__"),
-                             updated=())
-    wrapper.__wrapped__ = fun
-
-
-def _name_of(fun, what):
-    base = getattr(fun, "__name__", None) or getattr(getattr(fun, "func", None), "__name__",
-                                                    "fn")
-    return f"{what}_{base}".replace("<lambda>", "lambda")
+    hints = staging.input_names(staging.positional_names(fun), list(args), kwargs)
+    if len(hints) != len(leaves):
+        return None
+    return [h for h, m in zip(hints, mask or [False] * len(hints)) if not m]
 
 
 # ---------------------------------------------------------------------- argument checks
@@ -235,17 +187,6 @@ def _check_argnums(argnums, nargs, fun):
                 f"arguments to be passed by the caller, but got only {nargs} positional "
                 f"arguments (calling {_describe(fun)}).")
     return [a % nargs for a in argnums]
-
-
-def _describe(fun):
-    while isinstance(fun, functools.partial):
-        fun = fun.func
-    fun = inspect.unwrap(fun)   # kiln's wrappers (grad, jit, the front end's) name the user's
-    code = getattr(fun, "__code__", None)
-    name = getattr(fun, "__qualname__", None) or getattr(fun, "__name__", repr(fun))
-    if code is not None:
-        return f"{name} defined at {code.co_filename}:{code.co_firstlineno}"
-    return name
 
 
 def _check_input_dtypes(what, leaves, allow_int, fun):
@@ -303,13 +244,19 @@ def _float0_zeros(aval):
 
 # ---------------------------------------------------------------------------- grad family
 
-def _flags(args, kwargs, positions):
-    """One flag per leaf of `((args...), kwargs)`: inside a differentiated position or not."""
+def _flags(treedef, positions):
+    """One flag per leaf of `((args...), kwargs)` (`treedef` its structure): inside a
+    differentiated position or not."""
+    args_tree, kwargs_tree = treedef.children()
     flags = []
-    for i, a in enumerate(args):
-        flags += [i in positions] * tree_structure(a).num_leaves
-    flags += [False] * tree_structure(kwargs).num_leaves
-    return flags
+    for i, t in enumerate(args_tree.children()):
+        flags += [i in positions] * t.num_leaves
+    return flags + [False] * kwargs_tree.num_leaves
+
+
+def _traced(per_leaf, dynamic):
+    """`per_leaf` restricted to the traced leaves."""
+    return [x for x, d in zip(per_leaf, dynamic) if d]
 
 
 def _argnums_order(args, positions):
@@ -326,21 +273,26 @@ def _check_callable(fun):
         raise TypeError(f"Expected a callable value, got {fun!r}")
 
 
-def _transformed(fun, kind, make_rule):
-    """The user-facing callable: flattens `(args, kwargs)` and runs the Transformation.
+def _transformed(fun, kind, make_rule, argnums):
+    """The user-facing callable: flattens `(args, kwargs)` and runs the Transformation, the
+    arguments at `argnums` differentiated (the others static where staging.static_mask says).
     Transformations are shared by every call of the API with the same function and options
     (`kind`: the API's name and options), so `kiln.grad(f)(x)` written inline in a loop
     compiles once, not at every iteration."""
     t = _cached_transformation(kind, fun, fun, make_rule)
 
+    def flat(args, kwargs):
+        leaves, treedef = tree_flatten((tuple(args), kwargs))
+        if all(type(x) is Array for x in leaves):   # kiln Arrays only: nothing is static
+            return leaves, treedef, None
+        return leaves, treedef, _flags(treedef, _check_argnums(argnums, len(args), fun))
+
     @_call
     def call(*args, **kwargs):
-        leaves, treedef = tree_flatten((tuple(args), kwargs))
-        return t(leaves, treedef)
+        return t(*flat(args, kwargs))
 
     def make_ir(*args, **kwargs):
-        leaves, treedef = tree_flatten((tuple(args), kwargs))
-        return t.make_ir(leaves, treedef)
+        return t.make_ir(*flat(args, kwargs))
     _name_like(call, fun)
     call._kiln_make_ir = make_ir
     call._kiln_transformation = t
@@ -355,7 +307,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
     _check_callable(fun)
     nums, single = _argnums_tuple(argnums)
 
-    def make_rule(leaves, treedef):
+    def make_rule(leaves, treedef, dynamic):
         args, kwargs = tree_unflatten(treedef, leaves)
         pos = _check_argnums(nums, len(args), fun)
         diff_leaves = [x for i in pos for x in tree_flatten(args[i])[0]]
@@ -363,7 +315,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
             _check_holomorphic("grad", [_aval(x, 0).dtype for x in diff_leaves], "inputs", fun)
         else:
             _check_input_dtypes("grad", diff_leaves, allow_int, fun)
-        flags = _flags(args, kwargs, pos)
+        flags = _traced(_flags(treedef, pos), dynamic)
         order = _argnums_order(args, pos)
         arg_trees = [tree_structure(args[i]) for i in pos]
         diff_avals = [_aval(x, i) for i, x in enumerate(diff_leaves)]
@@ -403,7 +355,8 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
                 return value, g
             return list(outs) + real, post
         return rule
-    return _transformed(fun, ("grad", nums, single, has_aux, holomorphic, allow_int), make_rule)
+    return _transformed(fun, ("grad", nums, single, has_aux, holomorphic, allow_int), make_rule,
+                        nums)
 
 
 def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, reduce_axes=()):
@@ -474,14 +427,18 @@ def _is_float0(x):
 def _jvp_call(fun, primals, p_leaves, t_leaves, has_aux):
     n = len(p_leaves)
 
-    def make_rule(leaves, treedef):
+    def make_rule(leaves, treedef, dynamic):
         # The transformation is shared by calls with other argument types: everything the
         # rule needs comes from this call's `leaves` (n and has_aux are in the cache key).
-        flags = [_aval(p, 0).dtype.kind in "fc" for p in leaves[:n]]
+        traced = dynamic[:n]
+        flags = [_aval(p, 0).dtype.kind in "fc" for p in _traced(leaves[:n], traced)]
+        n_dyn = len(flags)
 
         def rule(st, values):
+            # values: the traced primals, every tangent, the extra operands.
+            tangents = _traced(values[n_dyn:n_dyn + n], traced)
             tans = [emit.cast_like(t, v.aval) if f else None
-                    for t, v, f in zip(values[n:2 * n], st.fn.invars, flags)]
+                    for t, v, f in zip(tangents, st.fn.invars, flags)]
             # The staged function also takes the tangent leaves (unused by `fun`).
             outs, touts = jvp_emit(st.fn, values, tans + [None] * (n + len(st.extra)))
             n_val = st.out_tree.num_leaves
@@ -513,7 +470,13 @@ def _jvp_call(fun, primals, p_leaves, t_leaves, has_aux):
     t_vals = [_tangent_value(t, p) for t, p in zip(t_leaves, p_leaves)]
     t = _cached_transformation(("jvp", p_tree, has_aux), fun, on_primals, make_rule)
     leaves = list(p_leaves) + t_vals
-    return t(leaves, tree_structure((tuple(leaves), {})))
+    return t(leaves, tree_structure((tuple(leaves), {})), _primal_flags(p_leaves) + [True] * n)
+
+
+def _primal_flags(p_leaves):
+    """Per primal of vjp/jvp/linearize: whether it is differentiated (Python bools and ints
+    are not: their tangents are float0, and they are staged by value)."""
+    return [not staging.is_int_scalar(p) for p in p_leaves]
 
 
 def _tangent_value(t, p):
@@ -534,7 +497,7 @@ def _cached_transformation(kind, fun, staged_fun, make_rule):
     key = (id(fun),) + kind
     hit = _CACHE.get(key)
     if hit is None or hit[0] is not fun:
-        hit = _CACHE[key] = (fun, Transformation(staged_fun, _name_of(fun, kind[0]),
+        hit = _CACHE[key] = (fun, Transformation(staged_fun, staging.function_name(fun, kind[0]),
                                                  make_rule))
         if len(_CACHE) > 512:
             _CACHE.pop(next(iter(_CACHE)))
@@ -557,13 +520,9 @@ def linearize(fun, *primals):
         return out, traced_jvp
     flags = [_aval(p, 0).dtype.kind in "fc" for p in p_leaves]
     avals = tuple(_aval(x, i) for i, x in enumerate(p_leaves))
-    key = (id(fun), "linearize", p_tree, avals)
-    entry = _SPLIT_CACHE.get(key)
-    if entry is None or entry.fun is not fun or not _guards_ok(entry.guards):
-        entry = _SPLIT_CACHE[key] = _compile_split_jvp(fun, p_leaves, p_tree, flags)
-    known = entry.known(*[_value(x) for x in p_leaves], *entry.consts)
-    outs = wrap_outputs(known[:entry.n_out], entry.out_weak)
-    residuals = known[entry.n_out:]
+    entry, outs, residuals = _run_split(
+        (fun, "linearize", p_tree), p_leaves,
+        lambda statics, dynamic: _compile_split_jvp(fun, p_tree, flags, statics, dynamic))
 
     @_call
     def f_jvp(*tangents):
@@ -600,42 +559,75 @@ def _check_linearized(tangents, p_tree):
                         f"{tree_structure(tuple(tangents))}, expected {p_tree}")
 
 
-def _compile_split_jvp(fun, p_leaves, p_tree, flags):
-    staged_fun = _on_leaves(fun, p_tree, len(p_leaves))
-    treedef = tree_structure((tuple(p_leaves), {}))
-    st = stage(staged_fun, p_leaves, treedef, _name_of(fun, "linearize"))
+_SPLIT_CACHE = staging.GuardedCache(256)
+
+
+class _SplitEntry(staging.Entry):
+    __slots__ = ("known", "unknown", "consts", "n_out", "n_val", "out_tree", "out_avals",
+                 "out_weak", "grad_weak")
+
+
+def _run_split(kind, p_leaves, compile_split):
+    """Outside `jit`: the split derivative of `kind` (the function and options) for these
+    primals, compiled once per signature by `compile_split(statics, dynamic)`, its known
+    section run now: (entry, its primal outputs, the residuals for the late section)."""
+    statics, dynamic = staging.split_leaves(
+        p_leaves, staging.static_mask(p_leaves, _primal_flags(p_leaves), False))
+    key = kind + (statics, staging.leaf_avals(dynamic))
+    entry = _SPLIT_CACHE.lookup(key, lambda stale: compile_split(statics, dynamic))
+    known = entry.known(*[_value(x) for x in dynamic], *entry.consts)
+    return entry, wrap_outputs(known[:entry.n_out], entry.out_weak), known[entry.n_out:]
+
+
+def _stage_primals(fun, what, p_tree, n, statics, dynamic):
+    """`fun` staged on the flat primals (`dynamic` traced, `statics` by value)."""
+    leaves = staging.merge_leaves(dynamic, statics)
+    treedef = tree_structure((tuple(leaves), {}))
+    mask = [False] * len(leaves)
+    for i, _, _ in statics:
+        mask[i] = True
+    return stage(_on_leaves(fun, p_tree, n), dynamic, treedef, staging.function_name(fun, what),
+                 _hints(fun, treedef, leaves, mask), statics)
+
+
+def _compile_split_jvp(fun, p_tree, flags, statics, dynamic):
+    st = _stage_primals(fun, "linearize", p_tree, len(flags), statics, dynamic)
     b = Builder(st.fn.name, names=st.names)
     with b:
         inputs = [b.tracer(v) for v in st.fn.invars]
         b.invars = list(st.fn.invars)
         tans = [b.new_input(v.aval, v.name + "_dot") if f else None
-                for v, f in zip(st.fn.invars, flags)]
+                for v, f in zip(st.fn.invars, _dynamic_only(flags, statics))]
         outs, touts = jvp_emit(st.fn, inputs, tans + [None] * len(st.extra))
         real = [emit.zeros(a) if t is None else t
                 for t, a in zip(touts, st.out_avals) if a.dtype.kind in "fc"]
         fn = b.build(list(outs) + real)
-    return _split_entry(fun, st, b, fn, len(outs), len(outs), sum(flags))
+    return _split_entry(st, b, fn, len(outs), len(outs), sum(flags))
 
 
-def _split_entry(fun, st, b, fn, n_out, n_val, n_unknown):
+def _dynamic_only(per_primal, statics):
+    """`per_primal` without the static primals' entries."""
+    static = {i for i, _, _ in statics}
+    return [x for i, x in enumerate(per_primal) if i not in static]
+
+
+def _split_entry(st, b, fn, n_out, n_val, n_unknown):
     """Simplify the derivative `fn` built in builder `b` over (st's inputs, `n_unknown` late
     inputs, b's constants), split it after its first `n_out` outputs and compile both parts."""
-    from .compiler import passes
-    from .compiler.backends.reference import compile_function
     from .compiler.transforms.partial_eval import split
     n_f = len(st.fn.invars)
     unknown = [False] * n_f + [True] * n_unknown + [False] * (len(fn.invars) - n_f - n_unknown)
-    fn = passes.run_pipeline(fn, dump_name=fn.name)
+    fn = staging.run_pipeline(fn)
     entry = _SplitEntry()
     try:
         known, later, _ = split(fn, unknown, n_out)
-        entry.known, entry.unknown = compile_function(known), compile_function(later)
+        entry.known = staging.compile_function(known)
+        entry.unknown = staging.compile_function(later)
     except ValueError:
         # Control flow computing known and late values in one equation does not split: run
         # the whole function, with zeros for the late inputs now and the real ones later.
-        entry.known, entry.unknown = _unsplit(compile_function(fn), n_f, n_unknown, n_out,
-                                              fn.in_avals[n_f:n_f + n_unknown])
-    entry.fun = fun
+        entry.known, entry.unknown = _unsplit(staging.compile_function(fn), n_f, n_unknown,
+                                              n_out, fn.in_avals[n_f:n_f + n_unknown])
     entry.consts = list(st.extra) + [value for _, value, _ in b.consts]
     entry.n_out, entry.n_val, entry.out_tree = n_out, n_val, st.out_tree
     entry.out_avals = st.out_avals
@@ -667,16 +659,18 @@ def vjp(fun, *primals, has_aux=False, reduce_axes=()):
     flags = [_aval(p, 0).dtype.kind in "fc" for p in p_leaves]
     n = len(p_leaves)
     if current() is None and not any(_is_tracer(x) for x in p_leaves):
-        return _vjp_eager(fun, staged_fun, p_leaves, p_tree, flags, has_aux)
+        return _vjp_eager(fun, p_leaves, p_tree, flags, has_aux)
+    primal_flags = _primal_flags(p_leaves)
 
-    def value_rule(leaves, treedef):
+    def value_rule(leaves, treedef, dynamic):
         def rule(st, values):
             return _replay(st.fn, values), lambda flat: (list(flat), st.out_tree)
         return rule
     # (Inside a specialisation each call emits its own code: nothing to share between calls,
     # and the rules below close over this call's types.)
-    fwd = Transformation(staged_fun, _name_of(fun, "vjp"), value_rule)
-    out_flat, out_tree = fwd(list(p_leaves), tree_structure((tuple(p_leaves), {})))
+    fwd = Transformation(staged_fun, staging.function_name(fun, "vjp"), value_rule)
+    out_flat, out_tree = fwd(list(p_leaves), tree_structure((tuple(p_leaves), {})),
+                             primal_flags)
     if has_aux:
         n_val, value_tree, aux_tree = _split_aux(out_tree, fun)
     else:
@@ -684,15 +678,18 @@ def vjp(fun, *primals, has_aux=False, reduce_axes=()):
     value_leaves = out_flat[:n_val]
     out_avals = [_aval(o, 0) for o in value_leaves]
 
-    def back_rule(leaves, treedef):
+    def back_rule(leaves, treedef, dynamic):
+        traced = _traced(flags, dynamic[:n])
+        n_dyn = len(traced)
+
         def rule(st, values):
             cts = [emit.cast_like(c, a) if a.dtype.kind in "fc" else None
-                   for c, a in zip(values[n:n + n_val], out_avals)]
+                   for c, a in zip(values[n_dyn:n_dyn + n_val], out_avals)]
             # The staged function also takes the cotangent leaves (unused by `fun`).
-            state = vjp_forward(st.fn, values, flags + [False] * (n_val + len(st.extra)))
+            state = vjp_forward(st.fn, values, traced + [False] * (n_val + len(st.extra)))
             grads = vjp_backward(state, cts + [None] * (len(state.outs) - n_val))
             real = [emit.zeros(v.aval) if g is None else g
-                    for g, v, f in zip(grads, st.fn.invars, flags) if f]
+                    for g, v, f in zip(grads, st.fn.invars, traced) if f]
 
             def post(flat):
                 it = iter(flat)
@@ -705,7 +702,7 @@ def vjp(fun, *primals, has_aux=False, reduce_axes=()):
     def staged_back(*flat):
         return staged_fun(*flat[:n])
     staged_back.__name__ = staged_fun.__name__
-    back = Transformation(staged_back, _name_of(fun, "vjp"), back_rule)
+    back = Transformation(staged_back, staging.function_name(fun, "vjp"), back_rule)
 
     @_call
     def vjp_fun(ct):
@@ -713,7 +710,8 @@ def vjp(fun, *primals, has_aux=False, reduce_axes=()):
         c_leaves = [c if a.dtype.kind in "fc" else np.zeros(a.shape, a.dtype)
                     for c, a in zip(c_leaves, out_avals)]
         leaves = list(p_leaves) + c_leaves
-        return back(leaves, tree_structure((tuple(leaves), {})))
+        return back(leaves, tree_structure((tuple(leaves), {})),
+                    primal_flags + [True] * len(c_leaves))
 
     value = tree_unflatten(value_tree, value_leaves)
     if has_aux:
@@ -721,31 +719,15 @@ def vjp(fun, *primals, has_aux=False, reduce_axes=()):
     return value, vjp_fun
 
 
-_SPLIT_CACHE = {}
-
-
-class _SplitEntry:
-    __slots__ = ("fun", "known", "unknown", "consts", "n_out", "n_val", "out_tree",
-                 "out_avals", "out_weak", "guards", "grad_weak")
-
-
-def _vjp_eager(fun, staged_fun, p_leaves, p_tree, flags, has_aux):
+def _vjp_eager(fun, p_leaves, p_tree, flags, has_aux):
     """`vjp` outside any specialisation: the derivative is compiled once per signature and
     split (`partial_eval.split`) into the forward section, run now, and the backward section,
     run by each call of `vjp_fun` on the stored residuals (so the forward's effects happen
     once, as in JAX)."""
-    avals = tuple(_aval(x, i) for i, x in enumerate(p_leaves))
-    key = (id(fun), p_tree, has_aux, avals)
-    entry = _SPLIT_CACHE.get(key)
-    if entry is None or entry.fun is not fun or not _guards_ok(entry.guards):
-        entry = _SPLIT_CACHE[key] = _compile_split_vjp(fun, staged_fun, p_leaves, flags,
-                                                       has_aux)
-        if len(_SPLIT_CACHE) > 256:
-            _SPLIT_CACHE.pop(next(iter(_SPLIT_CACHE)))
-    values = [_value(x) for x in p_leaves]
-    known = entry.known(*values, *entry.consts)
-    outs = wrap_outputs(known[:entry.n_out], entry.out_weak)
-    residuals = known[entry.n_out:]
+    entry, outs, residuals = _run_split(
+        (fun, "vjp", p_tree, has_aux), p_leaves,
+        lambda statics, dynamic: _compile_split_vjp(fun, p_tree, flags, has_aux, statics,
+                                                    dynamic))
     n_val = entry.n_val
     value_tree = entry.out_tree
     aux_tree = None
@@ -769,10 +751,9 @@ def _vjp_eager(fun, staged_fun, p_leaves, p_tree, flags, has_aux):
     return value, vjp_fun
 
 
-def _compile_split_vjp(fun, staged_fun, p_leaves, flags, has_aux):
-    treedef = tree_structure((tuple(p_leaves), {}))
-    st = stage(staged_fun, p_leaves, treedef, _name_of(fun, "vjp"),
-               _hints(fun, tree_structure((tuple(p_leaves), {})), p_leaves))
+def _compile_split_vjp(fun, p_tree, flags, has_aux, statics, dynamic):
+    st = _stage_primals(fun, "vjp", p_tree, len(flags), statics, dynamic)
+    flags = _dynamic_only(flags, statics)
     n_val = _split_aux(st.out_tree, fun)[0] if has_aux else st.out_tree.num_leaves
     b = Builder(st.fn.name, names=st.names)
     with b:
@@ -786,7 +767,7 @@ def _compile_split_vjp(fun, staged_fun, p_leaves, flags, has_aux):
         real = [emit.zeros(v.aval) if g is None else g
                 for g, v, f in zip(grads, st.fn.invars, flags) if f]
         fn = b.build(list(state.outs) + real)
-    return _split_entry(fun, st, b, fn, len(state.outs), n_val, len(ct_avals))
+    return _split_entry(st, b, fn, len(state.outs), n_val, len(ct_avals))
 
 
 def _check_cotangents(fun, ct, value_tree, out_avals):
@@ -840,7 +821,7 @@ def _jacobian(fun, argnums, has_aux, holomorphic, allow_int, mode):
     nums, single = _argnums_tuple(argnums)
     what = "jacfwd" if mode == "fwd" else "jacrev"
 
-    def make_rule(leaves, treedef):
+    def make_rule(leaves, treedef, dynamic):
         args, kwargs = tree_unflatten(treedef, leaves)
         pos = _check_argnums(nums, len(args), fun)
         diff_leaves = [x for i in pos for x in tree_flatten(args[i])[0]]
@@ -857,7 +838,7 @@ def _jacobian(fun, argnums, has_aux, holomorphic, allow_int, mode):
                                 f"of non-holomorphic functions involving complex inputs or "
                                 f"integer inputs, use kiln.jvp directly. (Differentiating "
                                 f"{_describe(fun)}.)")
-        flags = _flags(args, kwargs, pos)
+        flags = _traced(_flags(treedef, pos), dynamic)
         order = _argnums_order(args, pos)
         arg_trees = [tree_structure(args[i]) for i in pos]
 
@@ -898,7 +879,8 @@ def _jacobian(fun, argnums, has_aux, holomorphic, allow_int, mode):
                 return jac
             return flat + list(aux), post
         return rule
-    return _transformed(fun, (what, nums, single, has_aux, holomorphic, allow_int), make_rule)
+    return _transformed(fun, (what, nums, single, has_aux, holomorphic, allow_int), make_rule,
+                        nums)
 
 
 def _prefix(fn, n):

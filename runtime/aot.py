@@ -36,7 +36,7 @@ import numpy as np
 from .array import Array
 from .compiler.aot.manifest import (BLAS_UNBOUND, FORMAT, MANIFEST_VERSION, file_sha256,
                                     tree_from_json)
-from .jit import wrap_outputs
+from .staging import wrap_outputs
 
 __all__ = ["load", "Library", "Function", "AOTLoadError", "MANIFEST_VERSION"]
 MANIFEST = "manifest.json"

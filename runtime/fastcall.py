@@ -22,10 +22,11 @@ _ndarray = np.ndarray
 _KINDS = (Array, np.ndarray, float)
 
 
-def eligible(args, kwargs, static_nums, static_names, executable):
+def eligible(args, kwargs, static, executable):
     """Whether a call may install a FastCall: positional Arrays, ndarrays and Python floats
-    only, an executable with a native exact-call entry."""
-    return (not kwargs and not static_nums and not static_names
+    only, no static arguments (`static`: the function's staging.StaticArgs), an executable
+    with a native exact-call entry."""
+    return (not kwargs and not static
             and getattr(executable, "call_exact", None) is not None
             and all(type(a) in _KINDS for a in args))
 

@@ -1,12 +1,17 @@
 """`kiln.vmap`: JAX's batching API on the batching transform of the SSA form
 (`kiln.compiler.transforms.vmap`).
 
-The function is specialised for one example (the argument types with the mapped axes
-removed), so its Python control flow on values compiles as usual; the batching transform
-then turns that SSA into SSA over the whole batch. Outside `jit` the batched function is
-compiled once per argument signature and run on the reference backend; inside a
+The function is staged (`kiln.staging.stage`) for one example (the argument types with the
+mapped axes removed), so its Python control flow on values compiles as usual; the batching
+transform then turns that SSA into SSA over the whole batch. Outside `jit` the batched function
+is compiled once per argument signature (`staging.compile_ssa`, cached in a
+`staging.GuardedCache`) and run on the reference backend; inside a
 specialisation (`jit(vmap(f))`, `vmap(grad(f))`, `grad(vmap(f))`, nested `vmap`) it is
 emitted inline.
+
+Unmapped leaves (`in_axes` None) that are neither arrays nor floats (bools, ints, strings, other
+objects) are staged by value, as JAX keeps them concrete (`staging.static_mask`), and are part
+of the cache key.
 
 `axis_name` is bound (with the batch size, in `kiln.lax`'s axis environment) while the
 function is specialised, so collectives over it (`lax.psum(x, 'i')`, `axis_index`,
@@ -18,21 +23,18 @@ Every primitive batches by its own rule (docs/vmap.md); nothing falls back to a 
 examples except host callbacks, which run once per example in order as in JAX.
 """
 from .tree_util import tree_flatten, tree_unflatten, tree_structure
-from .jit import _leaf_aval, wrap_outputs
-from .ad import stage, _call, _name_like, _guards_ok, _is_tracer, _value, _describe
+from . import staging
+from .staging import leaf_value, wrap_outputs
+from .dispatch import is_traced
+from .wrappers import user_facing, name_like, describe
 from .compiler.frontend.builder import Builder, current
 from .compiler.transforms import emit
 from .compiler.transforms.vmap import batch_emit, moveaxis, to_front
 from .lax._parallel import axis_frame
 
 
-class _Example:
-    """A stand-in argument of a given type (what `stage` specialises for)."""
-    _kiln_trace = True
-    __slots__ = ("aval",)
-
-    def __init__(self, aval):
-        self.aval = aval
+class _Entry(staging.Entry):
+    __slots__ = ("executable", "consts", "out_tree", "out_weak")
 
 
 def _check_axis_spec(what, spec):
@@ -72,24 +74,21 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
     _check_axis_spec("out_axes", out_axes)
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
-    cache = {}
+    cache = staging.GuardedCache()
 
-    @_call
+    @user_facing
     def batched(*args, **kwargs):
-        leaves, treedef, avals, axes, size, examples = _prepare(args, kwargs)
-        if current() is not None or any(_is_tracer(x) for x in leaves):
-            st = _stage_example(examples, treedef, size)
+        leaves, treedef, statics, avals, axes, size, examples = _prepare(args, kwargs)
+        if current() is not None or any(is_traced(x) for x in leaves):
+            st = _stage_example(examples, treedef, statics, size)
             outs, odims = batch_emit(st.fn, list(leaves) + list(st.extra),
                                      axes + [None] * len(st.extra), size, axis_name=axis_name)
             placed = _place(outs, odims, st.out_tree, size)
             return tree_unflatten(st.out_tree, placed)
-        key = (treedef, tuple(avals), tuple(axes))
-        entry = cache.get(key)
-        if entry is None or not _guards_ok(entry[4]):
-            entry = cache[key] = _compile(leaves, avals, examples, treedef, axes, size)
-        executable, consts, out_tree, out_weak, _ = entry
-        outs = executable(*[_value(x) for x in leaves], *consts)
-        return tree_unflatten(out_tree, wrap_outputs(outs, out_weak))
+        entry = cache.lookup((treedef, statics, tuple(avals), tuple(axes)), lambda stale: _compile(
+            avals, examples, treedef, statics, axes, size))
+        outs = entry.executable(*[leaf_value(x) for x in leaves], *entry.consts)
+        return tree_unflatten(entry.out_tree, wrap_outputs(outs, entry.out_weak))
 
     def _place(outs, odims, out_tree, size):
         specs = _broadcast_prefix(out_axes, tree_unflatten(out_tree, list(outs)), "out_axes") \
@@ -100,44 +99,51 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
             if spec is None:
                 if d is not None:
                     raise ValueError(f"vmap has mapped output but out_axes is None "
-                                     f"({_describe(fun)})")
+                                     f"({describe(fun)})")
                 placed.append(o)
                 continue
             if not -nd <= spec < nd:
                 raise ValueError(f"vmap out_axes {spec} is out of bounds for an output of "
-                                 f"rank {nd} ({_describe(fun)})")
+                                 f"rank {nd} ({describe(fun)})")
             o = to_front(o, d, size)
             placed.append(moveaxis(o, 0, spec % nd))
         return placed
 
-    def _compile(leaves, avals, examples, treedef, axes, size):
-        from .compiler import passes
-        from .compiler.backends.reference import compile_function
-        fn, st, own_consts = _batched_function(avals, examples, treedef, axes, size)
-        ssa = passes.run_pipeline(fn, dump_name=fn.name)
-        consts = list(st.extra) + own_consts
-        return (compile_function(ssa), consts, st.out_tree,
-                [v.aval.weak_type for v in ssa.outvars], list(st.guards))
+    def _compile(avals, examples, treedef, statics, axes, size):
+        fn, st, own_consts = _batched_function(avals, examples, treedef, statics, axes, size)
+        entry = _Entry()
+        ssa, entry.executable = staging.compile_ssa(fn)
+        entry.consts = list(st.extra) + own_consts
+        entry.out_tree = st.out_tree
+        entry.out_weak = [v.aval.weak_type for v in ssa.outvars]
+        entry.guards = st.guards
+        return entry
 
     def _prepare(args, kwargs):
-        """(leaves, treedef, their types, mapped axes, batch size, one example's stand-ins)"""
+        """(traced leaves, treedef, static leaves, the traced ones' types and mapped axes, batch
+        size, one example's stand-ins). Unmapped leaves that are neither arrays nor floats
+        (bools, ints, strings, other objects) are static, concrete as in JAX
+        (staging.static_mask)."""
         leaves, treedef = tree_flatten((tuple(args), kwargs))
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
             raise ValueError(f"vmap in_axes must be an int, None, or a tuple of entries "
                              f"corresponding to the positional arguments passed to the "
                              f"function, but got len(in_axes)={len(in_axes)}, "
-                             f"len(args)={len(args)} ({_describe(fun)})")
+                             f"len(args)={len(args)} ({describe(fun)})")
         axes = (_broadcast_prefix(in_axes, tuple(args), "in_axes")
                 + [0] * len(tree_flatten(kwargs)[0]))
-        avals = [_leaf_aval(x, f"argument {i}")[0] for i, x in enumerate(leaves)]
+        mask = staging.static_mask(leaves, [d is not None for d in axes], False)
+        statics, leaves = staging.split_leaves(leaves, mask)
+        axes = [d for d, m in zip(axes, mask) if not m]
+        avals = list(staging.leaf_avals(leaves))
         axes, size = _normalize_axes(axes, avals, args, kwargs, axis_size)
-        examples = [_Example(a.update(shape=a.shape[:d] + a.shape[d + 1:]) if d is not None
-                             else a) for a, d in zip(avals, axes)]
-        return leaves, treedef, avals, axes, size, examples
+        examples = [a.update(shape=a.shape[:d] + a.shape[d + 1:]) if d is not None else a
+                    for a, d in zip(avals, axes)]
+        return leaves, treedef, statics, avals, axes, size, examples
 
-    def _batched_function(avals, examples, treedef, axes, size):
-        """The batched SSA Function over (leaves, extra operands), and the staging."""
-        st = _stage_example(examples, treedef, size)
+    def _batched_function(avals, examples, treedef, statics, axes, size):
+        """The batched SSA Function over (traced leaves, extra operands), and the staging."""
+        st = _stage_example(examples, treedef, statics, size)
         b = Builder(st.fn.name, names=st.names)
         with b:
             inputs = [b.new_input(a, v.name) for a, v in zip(avals, st.fn.invars)]
@@ -147,24 +153,21 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
             fn = b.build(_place(outs, odims, st.out_tree, size))
         return fn, st, [value for _, value, _ in b.consts]
 
-    def _stage_example(examples, treedef, size):
+    def _stage_example(examples, treedef, statics, size):
         """`fun` specialised for one example, with `axis_name` bound for its collectives."""
+        def rebuild(tracers):
+            return tree_unflatten(treedef, staging.merge_leaves(tracers, statics))
         with axis_frame(axis_name, size):
-            return stage(fun, examples, treedef, _vmap_name(fun))
+            return staging.stage(fun, examples, rebuild, staging.function_name(fun, "vmap"),
+                                 api="batched by kiln.vmap")
 
     def make_ir(*args, **kwargs):
-        _, treedef, avals, axes, size, examples = _prepare(args, kwargs)
-        return _batched_function(avals, examples, treedef, axes, size)[0]
+        _, treedef, statics, avals, axes, size, examples = _prepare(args, kwargs)
+        return _batched_function(avals, examples, treedef, statics, axes, size)[0]
 
-    _name_like(batched, fun)
+    name_like(batched, fun)
     batched._kiln_make_ir = make_ir
     return batched
-
-
-def _vmap_name(fun):
-    base = getattr(fun, "__name__", None) or getattr(getattr(fun, "func", None), "__name__",
-                                                    "fn")
-    return f"vmap_{base}".replace("<lambda>", "lambda")
 
 
 def _normalize_axes(axes, avals, args, kwargs, axis_size):

@@ -17,7 +17,8 @@ import pytest
 
 import kiln
 import kiln.numpy as jnp
-from kiln.compiler.aot import Target, compile_library
+from kiln.cli.aot import compile_library
+from kiln.compiler.aot import Target
 from kiln.compiler.config import config
 
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "aot_c"

@@ -1,4 +1,4 @@
-"""`kiln compile` and kiln.compiler.aot.compile_library: the files an ahead-of-time build writes,
+"""`kiln compile` and kiln.cli.aot.compile_library: the files an ahead-of-time build writes,
 the manifest, and the library itself, called here with ctypes (not through kiln.aot.load, which
 has its own tests) and compared with kiln.jit; every error path of the command.
 
@@ -19,8 +19,9 @@ from hypothesis import given, settings, strategies as st
 
 import kiln
 import kiln.numpy
-from kiln.compiler import cli
-from kiln.compiler.aot import AOTUsageError, Target, compile_library
+from kiln.cli import commands as cli
+from kiln.cli.aot import compile_library
+from kiln.compiler.aot import AOTUsageError, Target
 from kiln.compiler.aot.targets import library_name
 
 SAMPLES = textwrap.dedent('''

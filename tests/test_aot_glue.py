@@ -30,8 +30,9 @@ from hypothesis.extra import numpy as hnp
 
 import kiln
 import kiln.aot
-import kiln.compiler.cli
-from kiln.compiler.aot import Target, compile_library, debug_print, native
+import kiln.cli.commands
+from kiln.cli.aot import compile_library
+from kiln.compiler.aot import Target, debug_print, native
 from kiln.compiler.aot.glue import BLAS_SOURCES
 from kiln.compiler.primitives.callbacks import render
 
@@ -169,7 +170,7 @@ def test_32_bit_blas(tmp_path, blas_copy):
     source = tmp_path / "m.py"
     source.write_text("def matmul(a, b):\n    return a @ b\n")
     environment = {**os.environ, "KILN_BLAS": "scipy"}
-    result = subprocess.run([sys.executable, "-m", "kiln.compiler.cli", "compile",
+    result = subprocess.run([sys.executable, "-m", "kiln.cli", "compile",
                              f"{source}:matmul", "--arg", "f32[96,80]", "--arg", "f32[80,64]",
                              "-o", str(tmp_path / "lib32")], capture_output=True, text=True,
                             timeout=300, env=environment)
@@ -353,7 +354,7 @@ CALLER = textwrap.dedent("""
 def test_compiled_library_prints_as_jit(tmp_path, capsys):
     (tmp_path / "shout.py").write_text(SHOUT)
     x, n = np.array([1.5, -2.0, 3.0, 1e-5], F32), np.int32(7)
-    manifest = compile_library([Target(kiln.compiler.cli.load_target(f"{tmp_path}/shout.py:shout"),
+    manifest = compile_library([Target(kiln.cli.commands.load_target(f"{tmp_path}/shout.py:shout"),
                                        (x, n), source=f"{tmp_path}/shout.py:shout")],
                                tmp_path / "lib")
     assert manifest["name"] == "shout" and "debug_print" in manifest["functions"][0]["uses"]
@@ -362,7 +363,7 @@ def test_compiled_library_prints_as_jit(tmp_path, capsys):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     capsys.readouterr()
-    kiln.jit(kiln.compiler.cli.load_target(f"{tmp_path}/shout.py:shout"))(x, n)
+    kiln.jit(kiln.cli.commands.load_target(f"{tmp_path}/shout.py:shout"))(x, n)
     assert result.stdout == capsys.readouterr().out + "status 0\n"
     assert result.stdout.startswith("x = [ 1.5e+00 -2.0e+00  3.0e+00  1.0e-05] and n=7!\n")
 

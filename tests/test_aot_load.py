@@ -28,7 +28,8 @@ import kiln
 import kiln.aot
 import kiln.numpy as jnp
 from kiln.aot import AOTLoadError
-from kiln.compiler.aot import Target, compile_library
+from kiln.cli.aot import compile_library
+from kiln.compiler.aot import Target
 from kiln.compiler.aot.manifest import tree_from_json, tree_to_json
 from kiln.compiler.config import config
 

@@ -19,7 +19,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import kiln
-from kiln.compiler import argspec, cli, doctor, highlight
+from kiln.cli import commands as cli, doctor
+from kiln.compiler import argspec, highlight
 
 ROOT = Path(__file__).resolve().parents[1]
 MLP_PARAMS = "list[(f32[784,512],f32[512]),(f32[512,512],f32[512]),(f32[512,10],f32[10])]"
@@ -848,7 +849,7 @@ def test_format_bytes():
 WITHOUT_LLVMLITE = '''
 import sys
 sys.modules["llvmlite"] = None      # `import llvmlite` fails as if it were not installed
-from kiln.compiler import cli
+from kiln.cli import commands as cli
 codes = [cli.main(["doctor"]), cli.main(["cache", "info"]),
          cli.main(["show", sys.argv[1], "--arg", "f32[3]", "--stage", "llvm"]),
          cli.main(["show", sys.argv[1], "--arg", "f32[3]", "--stage", "fused"])]

@@ -537,7 +537,7 @@ def test_simplifying_3000_equations():
 # ------------------------------------------------------------------------------ pipeline
 
 def test_pipeline_is_named_and_runs_simplify():
-    names = [name for name, _ in passes.PIPELINE]
+    names = [p.name for p in passes.PIPELINE]
     assert names[0] == "simplify" and len(set(names)) == len(names)
     out = passes.run_pipeline(from_source(_stupid_fn_text(10)), verify_each=True)
     assert len(out.eqns) == 1

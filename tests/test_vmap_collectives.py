@@ -12,7 +12,7 @@ from hypothesis import assume, given, settings, strategies as st
 import kiln
 import kiln.numpy as jnp
 from kiln import lax
-from kiln.compiler import cli
+from kiln.cli import commands as cli
 from kiln.compiler.primitives import PRIMITIVES
 from kiln.dispatch import apply_eager
 

@@ -1,9 +1,15 @@
 """kiln.compiler.aot: ahead-of-time compilation into a shared library with a C ABI
 (`kiln compile`; `kiln.aot.load` is the loader).
 
+This package builds libraries from SSA; staging the user's Python functions into that SSA is
+the runtime's part, so the entry point lives there:
+
 API
-    compile_library(targets, out_dir, name=None, cpu="native", progress=None, cc=None)
+    kiln.cli.aot.compile_library(targets, out_dir, name=None, cpu="native", progress=None,
+                                 cc=None)
         -> manifest (dict, also written as out_dir/manifest.json)
+    (it calls `library.compile_library(..., specialise=kiln.cli.aot.specialise,
+    version=kiln.__version__)`)
 
 - `targets`: `Target`s (or tuples of Target's fields):
       Target(fn, args=(), kwargs=None, static_argnums=(), transforms=(), source=None, name=None)
@@ -70,13 +76,7 @@ manifest.json (MANIFEST_VERSION 1):
       "externs": ["kiln_sgemm", ...], "module": LLVM module name, "entry": its entry symbol,
       "files": {"ssa", "simplified", "fused", "llvm", "asm", "object": file names}}]}
 
-Importing this package is light (no llvmlite): `compile_library` imports the compiler on call.
+Importing this package is light (no llvmlite): `library` imports the backend.
 """
 from .manifest import ERROR_CODES, FORMAT, MANIFEST_VERSION, tree_to_json  # noqa: F401
 from .targets import AOTError, AOTUsageError, Target, exported_name  # noqa: F401
-
-
-def compile_library(targets, out_dir, name=None, cpu="native", progress=None, cc=None):
-    """Compile `targets` into a shared library in `out_dir` (see the module docstring)."""
-    from .library import compile_library as run
-    return run(targets, out_dir, name=name, cpu=cpu, progress=progress, cc=cc)

@@ -1,8 +1,9 @@
 """Building an ahead-of-time library: targets -> SSA stages -> object files -> lib<NAME>.so.
 
 `compile_library` (the package docstring documents it) runs, for each target in turn:
-specialise (targets.py) -> the LLVM backend's pass pipeline (simplify, fuse), keeping the text
-of every stage -> native code (native.py). Then `write_library` writes every file into the
+specialise (the `specialise(target) -> targets.Specialised` it is given: the runtime's
+`kiln.cli.aot.specialise` stages Python functions) -> the LLVM backend's pass pipeline
+(simplify, fuse), keeping the text of every stage -> native code (native.py). Then `write_library` writes every file into the
 output directory, generates the C glue and header (glue.py), links the library with the C
 compiler, and writes `manifest.json` last, holding the sha256 of every other file (an
 earlier manifest in the directory is deleted first, so a failed build never leaves a
@@ -21,10 +22,8 @@ from . import glue, native
 from .manifest import (ERROR_CODES, FORMAT, MANIFEST_VERSION, TreeEncodingError, file_sha256,
                        tree_to_json)
 from .targets import (AOTError, AOTUsageError, Target, base_name, check_targets, describe,
-                      exported_name, is_c_identifier, library_name, specialise,
-                      transforms_of)
+                      exported_name, is_c_identifier, library_name, transforms_of)
 
-_STAGE_FILES = {"simplify": "simplified", "fuse": "fused"}   # pass -> `<fn>.<stage>.ssa.py`
 _USES = {**{f"kiln_{routine}": "blas" for routine in ROUTINES},
          "kiln_parallel_for": "threads", "kiln_debug_print": "debug_print"}
 RUNTIME_OBJECT = "kiln_runtime.o"
@@ -39,8 +38,11 @@ class CompiledFunction(NamedTuple):
     native: object        # native.NativeFunction
 
 
-def compile_library(targets, out_dir, name=None, cpu="native", progress=None, cc=None):
-    """Compile `targets` into `out_dir`; returns the manifest (see the package docstring)."""
+def compile_library(targets, out_dir, name=None, cpu="native", progress=None, cc=None, *,
+                    specialise, version):
+    """Compile `targets` into `out_dir`; returns the manifest (see the package docstring).
+    `specialise(target)` gives each target's `Specialised` SSA; `version` is kiln's, recorded
+    in the header, the glue and the manifest."""
     targets = [t if isinstance(t, Target) else Target(*t) for t in targets]
     lib = check_options(targets, name, cpu)
     compiler = c_compiler(cc)   # before compiling anything: a missing one fails at once
@@ -51,10 +53,10 @@ def compile_library(targets, out_dir, name=None, cpu="native", progress=None, cc
         def report(stage, index=index, target=target):
             if progress is not None:
                 progress(index, total, exported_name(target), stage)
-        compiled.append(compile_target(target, machine, report))
+        compiled.append(compile_target(target, machine, specialise, report))
     if progress is not None:
         progress(total, total, f"lib{lib}.so", "link")
-    return write_library(compiled, out_dir, lib, machine, compiler)
+    return write_library(compiled, out_dir, lib, machine, compiler, version)
 
 
 def check_options(targets, name, cpu):
@@ -79,7 +81,7 @@ def check_options(targets, name, cpu):
     return lib
 
 
-def compile_target(target, machine, report=lambda stage: None):
+def compile_target(target, machine, specialise, report=lambda stage: None):
     """CompiledFunction of one target: its stages and native code."""
     from .. import passes
     report("specialise")
@@ -87,10 +89,10 @@ def compile_target(target, machine, report=lambda stage: None):
     _check_trees(target, spec)
     stages = {"ssa": str(spec.function)}
     fn = spec.function
-    for pass_name, run in passes.PIPELINES["llvm"]:
-        report(pass_name)
-        fn = passes.run_pipeline(fn, dump_name=spec.name, pipeline=[(pass_name, run)])
-        stages[_STAGE_FILES.get(pass_name, pass_name)] = str(fn)
+    for p in passes.PIPELINES["llvm"]:
+        report(p.name)
+        fn = passes.run_pipeline(fn, dump_name=spec.name, pipeline=[p])
+        stages[p.stage] = str(fn)
     report("llvm")
     return CompiledFunction(target, spec, stages, native.compile_function(fn, machine))
 
@@ -105,10 +107,9 @@ def _check_trees(target, spec):
 
 # --------------------------------------------------------------------------------- files
 
-def write_library(compiled, out_dir, lib, machine, compiler):
+def write_library(compiled, out_dir, lib, machine, compiler, version):
     """Write every file of the library into `out_dir`, link it with `compiler` (the C
-    compiler's command, a list), write the manifest."""
-    import kiln
+    compiler's command, a list), write the manifest (`version`: kiln's)."""
     from ..backends.llvm.lower_tapes import OUT_OF_MEMORY
     os.makedirs(out_dir, exist_ok=True)
     manifest_path = os.path.join(out_dir, "manifest.json")
@@ -129,14 +130,14 @@ def write_library(compiled, out_dir, lib, machine, compiler):
     modules[runtime_name] = glue.Module(runtime_name, runtime_externs)
     functions = [_glue_function(c) for c in compiled]
     write(f"{lib}_glue.c", glue.glue_source(lib, functions, list(modules.values()), blas,
-                                            kiln.__version__, OUT_OF_MEMORY))
-    write(f"{lib}.h", glue.header_source(lib, functions, kiln.__version__))
+                                            version, OUT_OF_MEMORY))
+    write(f"{lib}.h", glue.header_source(lib, functions, version))
     objects = {}   # functions with identical code share one module: link its object once
     for c, files in zip(compiled, function_files):
         objects.setdefault(c.native.module, files["object"])
     command = _link(out_dir, lib, [*objects.values(), RUNTIME_OBJECT], compiler)
     written.append(f"lib{lib}.so")
-    manifest = _manifest(lib, compiled, function_files, machine, blas, command)
+    manifest = _manifest(lib, compiled, function_files, machine, blas, command, version)
     manifest["files"] = {name: file_sha256(os.path.join(out_dir, name)) for name in sorted(written)}
     with open(manifest_path, "w") as f:
         json.dump(manifest, f, indent=1)
@@ -219,15 +220,14 @@ def _link(out_dir, lib, objects, compiler):
 
 # ------------------------------------------------------------------------------ manifest
 
-def _manifest(lib, compiled, function_files, machine, blas, command):
-    import kiln
+def _manifest(lib, compiled, function_files, machine, blas, command, version):
     import llvmlite
     import numpy as np
     from ..ir import dtypes
     versions = native.versions()
     return {
         "format": FORMAT, "manifest_version": MANIFEST_VERSION,
-        "kiln_version": kiln.__version__, "llvm_version": versions["llvm"],
+        "kiln_version": version, "llvm_version": versions["llvm"],
         "llvmlite_version": llvmlite.__version__,
         "python": f"{sys.version_info.major}.{sys.version_info.minor}",
         "numpy": np.__version__, "x64": bool(dtypes.x64_enabled()),

@@ -1,5 +1,5 @@
-"""What an ahead-of-time library is compiled from: `Target`s, their exported names, and their
-specialisation into SSA with the pytree structure of their inputs and outputs.
+"""What an ahead-of-time library is compiled from: `Target`s, their exported names, and the
+`Specialised` form (SSA with the pytree structure of its inputs and outputs) a target becomes.
 
 A `Target` is a Python function, example arguments, which of them are static, and the
 transforms to apply (`("grad", argnums)`, `("value_and_grad", argnums)`, `("vmap", in_axes)` or
@@ -9,22 +9,15 @@ function's name with one prefix per transform, the last applied first: `grad_f`,
 `value_and_grad_f`, `vmap_f`, `vmap_grad_f` (`Target.name` overrides it). A library's default
 name is its first target's module (`library_name`).
 
-`specialise(target)` traces it as `kiln.jit` does and returns a `Specialised`: the SSA function
-(renamed to the exported name), the input and output leaves (path, abstract value), the pytree
-definitions, the arrays the function closed over (extra inputs after the arguments' leaves)
-and the static arguments. A transformed target is traced over its dynamic arguments only:
-`dynamic_call` binds the static ones by keyword first (`kiln show`'s grad, jvp and vmap stages
-do the same).
-
-This module drives the user-facing runtime (`kiln.jit`, `kiln.grad`, `kiln.vmap`), imported
-inside the functions that need it, and never imports llvmlite.
+A `Specialised` is the SSA function (renamed to the exported name), the input and output
+leaves (path, abstract value), the pytree definitions, the arrays the function closed over
+(extra inputs after the arguments' leaves) and the static arguments. Staging a Python function
+into it is the runtime's job (`kiln.cli.aot.specialise`, which gives `library.compile_library`
+plain Python functions: a `kiln.jit` one is unwrapped first); this module imports neither the
+runtime nor llvmlite.
 """
-import functools
-import inspect
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Optional
-
-from .manifest import path_text
 
 
 class AOTError(Exception):
@@ -77,14 +70,8 @@ class Specialised(NamedTuple):
     static: dict         # parameter name -> static value
 
 
-def python_function(fn):
-    """The Python function under a `kiln.jit` wrapper."""
-    from kiln.jit import Jitted
-    return fn._fun if isinstance(fn, Jitted) else fn
-
-
 def base_name(fn):
-    name = getattr(python_function(fn), "__name__", None) or type(fn).__name__
+    name = getattr(fn, "__name__", None) or type(fn).__name__
     return name.replace("<lambda>", "lambda")
 
 
@@ -139,9 +126,8 @@ def describe(target):
     """Where the target comes from: its `source`, else `module:qualname`."""
     if target.source:
         return target.source
-    fn = python_function(target.fn)
-    qualname = getattr(fn, "__qualname__", None)
-    return f"{fn.__module__}:{qualname}" if qualname else repr(target.fn)
+    qualname = getattr(target.fn, "__qualname__", None)
+    return f"{target.fn.__module__}:{qualname}" if qualname else repr(target.fn)
 
 
 def _check_argnums(target, argnums):
@@ -151,83 +137,3 @@ def _check_argnums(target, argnums):
             raise AOTUsageError(f"grad argnums {a!r} is out of range: {describe(target)} has "
                                 f"{count} dynamic argument{'s' * (count != 1)}"
                                 + (f" (argnums 0 to {count - 1})" if count else ""))
-
-
-def dynamic_call(fn, args, static_argnums, kwargs):
-    """`(function of the dynamic arguments only, their values)`: static positional arguments
-    are bound by keyword with the static keyword arguments (so static arguments must come
-    after the dynamic ones)."""
-    plain = python_function(fn)
-    names = list(inspect.signature(plain).parameters)
-    statics = dict(kwargs or {})
-    dynamic = []
-    for i, value in enumerate(args):
-        if i in static_argnums:
-            if any(j > i and j not in static_argnums for j in range(len(args))):
-                raise AOTError("the derivative and vmap transforms need static arguments after "
-                               "the dynamic ones (they transform every dynamic positional "
-                               "argument)")
-            statics[names[i]] = value
-        else:
-            dynamic.append(value)
-    return (functools.partial(plain, **statics) if statics else plain), dynamic
-
-
-def _transformed(target):
-    """(traceable function, its positional arguments, static argnums, static kwargs)."""
-    import kiln
-    if not target.transforms:
-        return python_function(target.fn), tuple(target.args), tuple(target.static_argnums), \
-            dict(target.kwargs or {})
-    fn, dynamic = dynamic_call(target.fn, target.args, target.static_argnums, target.kwargs)
-    apply = {"grad": lambda f, t: kiln.grad(f, argnums=t.option),
-             "value_and_grad": lambda f, t: kiln.value_and_grad(f, argnums=t.option),
-             "vmap": lambda f, t: kiln.vmap(f, in_axes=t.option, axis_name=t.axis_name)}
-    for t in transforms_of(target):
-        fn = apply[t.kind](fn, t)
-    return fn, tuple(dynamic), (), {}
-
-
-def specialise(target):
-    """The Specialised form of `target` (see the module docstring)."""
-    import numpy as np
-    from kiln.jit import Jitted
-    from kiln.tree_util import tree_flatten, tree_flatten_with_path
-    from ..ir.ssa import Function
-    fn, args, static_argnums, kwargs = _transformed(target)
-    traced, out_tree, constants, _ = Jitted(fn, static_argnums, tuple(kwargs))._trace(args,
-                                                                                      kwargs)
-    dynamic = tuple(a for i, a in enumerate(args) if i not in static_argnums)
-    names = _parameter_names(python_function(target.fn), target.args, target.static_argnums)
-    in_leaves, in_tree = tree_flatten_with_path(dynamic)
-    inputs = [Leaf(path_text(names[keys[0].idx], keys[1:]), v.aval)
-              for (keys, _), v in zip(in_leaves, traced.invars)]
-    out_paths = [path_text("out", keys) for keys, _ in tree_flatten_with_path(
-        out_tree.unflatten([0] * out_tree.num_leaves))[0]]
-    outputs = [Leaf(path, v.aval) for path, v in zip(out_paths, traced.outvars)]
-    name = exported_name(target)
-    return Specialised(name, Function(name, traced.invars, traced.eqns, traced.outvars),
-                       inputs, outputs, tree_flatten(dynamic)[1], out_tree,
-                       [np.asarray(c) for c in constants], dict(_statics(target)))
-
-
-def _parameter_names(fn, args, static_argnums):
-    """The name of each dynamic positional argument (`argN` beyond the named parameters)."""
-    try:
-        params = [p.name for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        params = []
-    return [params[i] if i < len(params) else f"arg{i}"
-            for i in range(len(args)) if i not in static_argnums]
-
-
-def _statics(target):
-    fn = python_function(target.fn)
-    try:
-        params = list(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        params = []
-    for i in target.static_argnums:
-        yield (params[i] if i < len(params) else f"arg{i}"), target.args[i]
-    yield from (target.kwargs or {}).items()

@@ -9,8 +9,8 @@ report. Optional packages (CuPy, mpi4py, PJRT plug-ins) are looked up without in
 anything heavy: `mpi4py.MPI` (which starts MPI) is never imported, and a package that is not
 installed costs one failed import.
 
-Like the rest of `kiln.compiler`, this module imports the runtime (`kiln`) and llvmlite only
-inside the probes that need them.
+It is part of the command line (`kiln.cli`), which may import both the runtime and the
+compiler; llvmlite is imported only inside the probes that need it.
 """
 import ctypes.util
 import glob
@@ -66,12 +66,12 @@ def format_bytes(n):
 # ------------------------------------------------------------------------------ kiln, Python
 
 def _kiln_version():
-    import kiln
-    return f"{kiln.__version__} ({os.path.dirname(kiln.__file__)})"
+    from .. import __version__, __file__ as kiln_file
+    return f"{__version__} ({os.path.dirname(kiln_file)})"
 
 
 def _backends():
-    from . import backends
+    from ..compiler import backends
     names = ("reference", "llvm", "cuda", "pjrt")
     present = [n for n in names if importlib.util.find_spec(f"{backends.__name__}.{n}")]
     missing = [n for n in names if n not in present]
@@ -101,7 +101,7 @@ _LLVMLITE_INSTALL = "pip install llvmlite; the LLVM backend needs it"
 def _binding():
     """llvmlite.binding with the native target initialised (kiln's own initialisation)."""
     _need("llvmlite.binding", _LLVMLITE_INSTALL, "llvmlite")
-    from .backends.llvm import target
+    from ..compiler.backends.llvm import target
     target.triple()
     return target
 
@@ -134,7 +134,7 @@ def _cpu_features():
 
 def _kiln_blas():
     _binding()
-    from .backends.llvm import blas
+    from ..compiler.backends.llvm import blas
     library = blas.library()
     found = {name: bool(library.lookup(name)) for name in ("sgemm", "dgemm")}
     routines = ", ".join(f"{name} {'found' if ok else 'MISSING'}" for name, ok in found.items())
@@ -163,7 +163,7 @@ def _scipy_blas():
 
 def _threads():
     _binding()
-    from .backends.llvm import parallel
+    from ..compiler.backends.llvm import parallel
     count = parallel.num_threads()
     if os.environ.get("KILN_NUM_THREADS", "").strip():
         return f"{count} (KILN_NUM_THREADS)"
@@ -181,7 +181,7 @@ def _blas_threads():
 
 def _cache_info():
     _binding()
-    from .backends.llvm import disk_cache
+    from ..compiler.backends.llvm import disk_cache
     return disk_cache.info()
 
 

@@ -8,18 +8,20 @@ function at one stage of the compiler: its source, the SSA form (as specialised,
 differentiated, batched, fused) or the LLVM backend's IR and assembly. `STAGES` maps each stage
 name to what produces its text and the language of that text (which picks the highlighter of
 `kiln.compiler.highlight` for `--color`); `UNAVAILABLE_STAGES` names the stages of backends this
-build lacks. `kiln compile TARGET... --arg SPEC ... -o DIR` builds a shared library with a C
-header and a manifest through `kiln.compiler.aot.compile_library`, every stage of every
-function written beside it. `kiln doctor` prints `kiln.compiler.doctor.report()`; `kiln cache`
-shows and clears the LLVM backend's disk cache.
+build lacks; the SSA stages after specialisation are the pipeline's (`kiln.compiler.passes.STAGES`,
+one per pass), and the native ones the LLVM backend's text levels. `kiln compile TARGET...
+--arg SPEC ... -o DIR` builds a shared library with a C header and a manifest through
+`kiln.cli.aot.compile_library`, every stage of every function written beside it. `kiln doctor`
+prints `kiln.cli.doctor.report()`; `kiln cache` shows and clears the LLVM backend's disk cache.
 
 Exit codes: 0 success; 1 an error in the user's code or environment (a located compile error
 prints its message, which holds the file, line and caret, without a traceback); 2 a usage error
 (argparse's convention), including a malformed spec, shown with a caret under the bad character.
 
-This module drives the user-facing runtime, so it imports `kiln` (and llvmlite, through the LLVM
-backend) only inside the functions that need them: the compiler never imports the runtime at
-import time.
+The stages go through the runtime's public API (`kiln.make_ir`, `kiln.grad`, `kiln.jvp`,
+`kiln.vmap`), the pipeline (`kiln.compiler.passes`) and the staging service (`kiln.staging`:
+pipelines and backends by name); llvmlite is imported only by the stages and commands that
+need the LLVM backend.
 """
 import argparse
 import contextlib
@@ -32,8 +34,16 @@ import textwrap
 import traceback
 from typing import Callable, NamedTuple
 
-from . import argspec
-from .errors import ConcretizationError, KilnError
+import numpy as np
+
+from .. import __version__, staging
+from ..ad import grad, jvp
+from ..jit import make_ir
+from ..vmap import vmap
+from ..compiler import argspec, passes
+from ..compiler.aot import AOTError, AOTUsageError, Target
+from ..compiler.errors import ConcretizationError, KilnError
+from .aot import compile_library, dynamic_call, python_function as _unjit
 
 
 class UsageError(Exception):
@@ -207,13 +217,6 @@ def _python_function(fn):
     return fn
 
 
-def _unjit(fn):
-    """A `kiln.jit`-decorated target is shown through its Python function: the specs say which
-    arguments are static."""
-    from kiln.jit import Jitted
-    return fn._fun if isinstance(fn, Jitted) else fn
-
-
 # ---------------------------------------------------------------------------------- stages
 
 def _stage_source(fn, call):
@@ -227,8 +230,7 @@ def _stage_source(fn, call):
 
 def _specialised(fn, call):
     """The SSA function straight from specialisation (kiln.make_ir)."""
-    import kiln
-    make = kiln.make_ir(_unjit(fn), static_argnums=call.static_argnums,
+    make = make_ir(_unjit(fn), static_argnums=call.static_argnums,
                         static_argnames=call.static_argnames)
     return make(*call.args, **call.kwargs)
 
@@ -237,17 +239,9 @@ def _stage_ssa(fn, call):
     return str(_specialised(fn, call))
 
 
-def _stage_simplified(fn, call):
-    import kiln
-    jitted = kiln.jit(_unjit(fn), static_argnums=call.static_argnums,
-                      static_argnames=call.static_argnames)
-    return jitted.lower(*call.args, **call.kwargs).as_text()
-
-
 def _dynamic_call(fn, call):
     """`(function of the dynamic arguments only, their values)`: static arguments are bound
     by keyword (the derivative stages differentiate every dynamic positional argument)."""
-    from .aot.targets import AOTError, dynamic_call
     try:
         return dynamic_call(_unjit(fn), call.args, call.static_argnums, call.kwargs)
     except AOTError as e:
@@ -255,47 +249,44 @@ def _dynamic_call(fn, call):
 
 
 def _derivative_text(fn):
-    from kiln.compiler import passes
-    return str(passes.run_pipeline(fn))
+    return str(staging.run_pipeline(fn))
 
 
 def _stage_grad(fn, call):
-    import kiln
     target, args = _dynamic_call(fn, call)
     nums = tuple(range(len(args)))
-    return _derivative_text(kiln.make_ir(kiln.grad(target, argnums=nums))(*args))
+    return _derivative_text(make_ir(grad(target, argnums=nums))(*args))
 
 
 def _stage_jvp(fn, call):
-    import kiln
-    import numpy as np
     target, args = _dynamic_call(fn, call)
     tangents = tuple(np.ones(np.shape(a), np.asarray(a).dtype) for a in args)
-    return _derivative_text(kiln.make_ir(
-        lambda *primals: kiln.jvp(target, primals, tangents))(*args))
+    return _derivative_text(make_ir(lambda *primals: jvp(target, primals, tangents))(*args))
 
 
 def _stage_vmap(fn, call):
-    import kiln
     target, args = _dynamic_call(fn, call)
-    batched = kiln.vmap(target, in_axes=call.in_axes, axis_name=call.axis_name)
-    return _derivative_text(kiln.make_ir(batched)(*args))
+    batched = vmap(target, in_axes=call.in_axes, axis_name=call.axis_name)
+    return _derivative_text(make_ir(batched)(*args))
+
+
+def _pipeline_stage(stage):
+    """The stage printing the SSA function after the LLVM pipeline's pass whose result is
+    `stage` ("simplified": `jit(f).lower(...).as_text()` where nothing fuses)."""
+    def run(fn, call):
+        return str(passes.run_pipeline(_specialised(fn, call), pipeline=passes.through(stage)))
+    return run
 
 
 def _fused(fn, call):
-    """The SSA function after the LLVM backend's pipeline (simplify, then fuse)."""
-    from kiln.compiler import passes
-    return passes.run_pipeline(_specialised(fn, call), pipeline=passes.PIPELINES["llvm"])
-
-
-def _stage_fused(fn, call):
-    return str(_fused(fn, call))
+    """The SSA function after the LLVM backend's whole pipeline."""
+    return staging.run_pipeline(_specialised(fn, call), "llvm")
 
 
 def _llvm_module(name):
     """`kiln.compiler.backends.llvm.<name>`; a UserError when llvmlite is not installed."""
     try:
-        return importlib.import_module(f"{__package__}.backends.llvm.{name}")
+        return importlib.import_module(f"{passes.__package__}.backends.llvm.{name}")
     except ImportError as e:
         if not (e.name or "").startswith("llvmlite"):
             raise  # a bug in kiln, not a missing llvmlite
@@ -307,8 +298,7 @@ def _native_stage(level):
     """The stage printing the LLVM backend's text at `level` (Executable.as_text)."""
     def run(fn, call):
         _llvm_module("executable")  # llvmlite is installed
-        from .backends.llvm import compile_function
-        return compile_function(_fused(fn, call)).as_text(level)
+        return staging.compile_function(_fused(fn, call), "llvm").as_text(level)
     return run
 
 
@@ -323,8 +313,9 @@ STAGES = {
     "source": Stage(_stage_source, "python", False, "the function's Python source"),
     "ssa": Stage(_stage_ssa, "python", True,
                  "the SSA form straight from specialisation (kiln.make_ir)"),
-    "simplified": Stage(_stage_simplified, "python", True,
-                        "the SSA form after the pass pipeline (jit(f).lower(...).as_text())"),
+    **{p.stage: Stage(_pipeline_stage(p.stage), "python", True,
+                      f"the SSA form after the LLVM backend's pipeline through {p.name}: "
+                      f"{p.doc}") for p in passes.LLVM_PIPELINE},
     "grad": Stage(_stage_grad, "python", True,
                   "reverse mode: grad of f with respect to every dynamic argument, simplified "
                   "(forward section, then backward section); f must return one scalar"),
@@ -334,10 +325,6 @@ STAGES = {
     "vmap": Stage(_stage_vmap, "python", True,
                   "batching: vmap of f over axis 0 of every dynamic argument (the specs are "
                   "the batched arguments; see --in-axes, --axis-name), simplified"),
-    "fused": Stage(_stage_fused, "python", True,
-                   "the SSA form after the LLVM backend's pipeline: simplified, then fused "
-                   "(chains of elementwise, broadcast and reduction equations become "
-                   "fusion(...) equations, one loop nest each)"),
     "llvm": Stage(_native_stage("llvm"), "llvm", True,
                   "the LLVM IR the LLVM backend generates for the fused SSA, optimised (O3 "
                   "for the host CPU)"),
@@ -419,8 +406,8 @@ def _is_user_error(e):
     frames = traceback.extract_tb(e.__traceback__)
     if not frames:
         return False
-    import kiln
-    roots = (os.path.dirname(kiln.__file__) + os.sep, os.path.dirname(__file__) + os.sep)
+    roots = (os.path.dirname(os.path.dirname(__file__)) + os.sep,   # the runtime
+             os.path.dirname(passes.__file__) + os.sep)                # the compiler
     last = frames[-1]
     return last.filename.startswith(roots) and (last.line or "").lstrip().startswith("raise ")
 
@@ -440,14 +427,13 @@ def _show(ns):
     stage = STAGES[ns.stage]
     text = render(stage, fn, call)
     if _use_color(ns.color):
-        from .highlight import highlight
+        from ..compiler.highlight import highlight
         text = highlight(text, stage.language)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
 
 
 def _compile(ns):
-    from .aot import AOTError, AOTUsageError, Target, compile_library
     _llvm_module("target")  # llvmlite is installed
     specs = [_parse_spec(text, "--arg spec") for text in ns.arg]
     call = Call(specs, [_parse_static(item) for item in ns.static])
@@ -678,8 +664,7 @@ def build_parser(version):
 
 def main(argv=None):
     """Run the `kiln` command with `argv` (default: sys.argv[1:]); returns the exit code."""
-    import kiln
-    parser = build_parser(kiln.__version__)
+    parser = build_parser(__version__)
     try:
         ns = parser.parse_args(argv)
         try:

@@ -1,0 +1,6 @@
+"""`python -m kiln.cli ...`: the `kiln` command."""
+import sys
+
+from .commands import main
+
+sys.exit(main())

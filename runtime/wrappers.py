@@ -1,0 +1,46 @@
+"""How kiln's transforms wrap a user's function: the wrapper's name, its tracebacks, and how
+error messages name the user's function.
+
+`user_facing(fn)` hides kiln's frames from tracebacks of errors raised by a call (unless
+`KILN_TRACEBACK=full`, or while a function is being specialised: the enclosing call filters);
+`name_like(wrapper, fun)` names and documents a wrapper after `fun`; `describe(fun)` is
+"name defined at file:line" for messages.
+"""
+import functools
+import inspect
+
+from ._traceback import filter_traceback, show_full
+from .compiler.frontend.builder import current
+
+
+def user_facing(fn):
+    """Run `fn` with kiln's frames hidden from tracebacks of user errors."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            if show_full() or current() is not None:
+                raise
+            raise e.with_traceback(filter_traceback(e.__traceback__)) from None
+    return wrapper
+
+
+def name_like(wrapper, fun):
+    """Name and document `wrapper` after `fun`, keeping kiln's `__module__`: the front end
+    executes kiln's functions instead of walking their source."""
+    functools.update_wrapper(wrapper, fun, assigned=("__name__", "__qualname__", "__doc__"),
+                             updated=())
+    wrapper.__wrapped__ = fun
+
+
+def describe(fun):
+    """`name defined at file:line` for the user's function under kiln's wrappers."""
+    while isinstance(fun, functools.partial):
+        fun = fun.func
+    fun = inspect.unwrap(fun)   # kiln's wrappers (grad, jit, the front end's) name the user's
+    code = getattr(fun, "__code__", None)
+    name = getattr(fun, "__qualname__", None) or getattr(fun, "__name__", repr(fun))
+    if code is not None:
+        return f"{name} defined at {code.co_filename}:{code.co_firstlineno}"
+    return name
