@@ -11,6 +11,7 @@ import kiln
 import kiln.numpy as jnp
 from kiln import lax
 from kiln.compiler.backends.llvm import memory
+from kiln.compiler.errors import CompileError
 from kiln.compiler.ir.abstract import ShapedArray
 
 
@@ -82,3 +83,63 @@ def test_static_indices_beyond_int32():
     np.testing.assert_array_equal(np.asarray(x.at[-2 ** 40].add(5.0)), np.arange(10.0))
     np.testing.assert_array_equal(np.asarray(kiln.jit(lambda v: v.at[2 ** 40].set(5.0))(x)),
                                   np.arange(10.0))
+
+
+@pytest.mark.parametrize("dtype", [">f4", ">i4", ">c8", ">f8", "<f4"])
+def test_non_native_byte_orders_are_converted(dtype):
+    """A big-endian input raised `KeyError: dtype('>f4')` under jit, naming nothing."""
+    x = np.arange(4).astype(dtype)
+    want = x.astype(np.dtype(dtype).newbyteorder("=")) * 2
+    for fn in (kiln.jit(lambda v: v * 2), lambda v: jnp.asarray(v) * 2):
+        got = fn(x)
+        assert got.dtype.isnative
+        np.testing.assert_array_equal(np.asarray(got), want.astype(got.dtype))
+    if np.dtype(dtype).kind == "f":
+        np.testing.assert_allclose(np.asarray(kiln.grad(lambda v: jnp.sum(v * v))(x)), 2 * x)
+
+
+def loop_over_float(t):
+    s = 0.0
+    for _ in range(t):
+        s = s + 1.0
+    return s
+
+
+def test_range_of_a_traced_float_is_a_type_error():
+    """It ran ceil(t) times; Python's range() refuses floats."""
+    with pytest.raises(TypeError) as info:
+        kiln.jit(loop_over_float)(2.5)
+    message = str(info.value)
+    assert "'float32' object cannot be interpreted as an integer" in message
+    assert "for _ in range(t):" in message and "^" in message and ".astype(int)" in message
+    assert float(kiln.jit(loop_over_float)(3)) == 3.0
+
+
+async def asynchronous(x):
+    return x + 1
+
+
+@pytest.mark.parametrize("fn, kind", [(asynchronous, "an async function")])
+def test_async_functions_and_generators_are_compile_errors(fn, kind):
+    """An async def ran synchronously under jit and returned its value. (Bodies that await or
+    yield are refused at the `await`/`yield`: test_frontend_errors.)"""
+    for transform in (kiln.jit, kiln.grad):
+        with pytest.raises(CompileError) as info:
+            transform(fn)(1.0)
+        message = str(info.value)
+        assert f"it is {kind}" in message and "does not run when it is called" in message
+        assert f"def {fn.__name__}(x):" in message
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file", "unwritable"])
+def test_kiln_compile_output_path_problems_are_error_lines(tmp_path, capsys, where):
+    from kiln.cli.commands import main
+    source = tmp_path / "model.py"
+    source.write_text("def f(x):\n    return x * 2.0\n")
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    out = {"a file": blocker, "under a file": blocker / "sub",
+           "unwritable": "/proc/kiln-cannot-write-here"}[where]
+    assert main(["compile", f"{source}:f", "--arg", "f32[3]", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"kiln compile: error: -o {out}: ") and "Traceback" not in err

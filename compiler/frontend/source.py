@@ -45,6 +45,36 @@ class ParsedFunction:
                           (" " * self.col_offset) + line, self.name)
 
 
+# Functions whose call does not run the body: kiln would otherwise run it as a plain function.
+_SUSPENDING = {inspect.CO_COROUTINE: "an async function", inspect.CO_GENERATOR: "a generator",
+               inspect.CO_ASYNC_GENERATOR: "an async generator"}
+_SUSPENDING_FLAGS = inspect.CO_COROUTINE | inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
+
+
+def _refuse_suspending(fn, code, node):
+    """A CompileError for an async function or a generator: its call does not run its body, so
+    running the body as a plain function would be wrong. One whose body awaits or yields is
+    left to the specialiser, which points at the `await` or `yield` itself."""
+    kind = _SUSPENDING.get(code.co_flags & _SUSPENDING_FLAGS)
+    if kind is None or any(isinstance(n, (gast.Await, gast.Yield, gast.YieldFrom))
+                           for n in gast.walk(node)):
+        return
+    raise CompileError(
+        f"kiln cannot compile {getattr(fn, '__qualname__', fn)}: it is {kind}, and its body "
+        f"does not run when it is called (the call returns a "
+        f"{'coroutine' if 'async' in kind else 'generator'}).", _def_line(code),
+        "Compile a plain function and call it from the async code or the loop over the "
+        "generator instead.")
+
+
+def _def_line(code):
+    """The SourceInfo of the line a function is defined on (its `def`, caret under it)."""
+    line = linecache.getline(code.co_filename, code.co_firstlineno).rstrip("\n")
+    indent = len(line) - len(line.lstrip())
+    return SourceInfo(code.co_filename, code.co_firstlineno, indent, len(line) or None, line,
+                      code.co_name)
+
+
 def function_ast(fn):
     code = getattr(fn, "__code__", None)
     if code is None:
@@ -57,6 +87,7 @@ def function_ast(fn):
     if hit is not None:
         return hit
     parsed = _parse(fn, code)
+    _refuse_suspending(fn, code, parsed.node)
     _CACHE[key] = parsed
     return parsed
 

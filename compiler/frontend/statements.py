@@ -574,6 +574,13 @@ def _for_iterable(frame, node):
         fn = eval_expr(frame, it.func)
         if fn is range:
             args, _ = _call_args(frame, it)
+            for a in args:   # Python's rule: range() takes integers only
+                if is_traced(a) and a.aval.dtype.kind not in "biu":
+                    raise _located(TypeError(
+                        f"'{a.aval.dtype}' object cannot be interpreted as an integer: range() "
+                        f"takes integers, and this traced value is {a.aval.str_short()}; "
+                        f"convert it with .astype(int) (or jnp.ceil first) if that is what "
+                        f"you mean"), frame.info(it))
             if any(is_traced(a) for a in args):
                 start, stop, step = (0, args[0], 1) if len(args) == 1 else \
                     (args[0], args[1], args[2] if len(args) > 2 else 1)

@@ -71,8 +71,11 @@ def x64_enabled():
 
 
 def canonicalize(dtype):
-    """The dtype kiln really stores for `dtype` under the current x64 setting."""
+    """The dtype kiln really stores for `dtype` under the current x64 setting, in the machine's
+    byte order (a big-endian `>f4` array is converted, as JAX converts it)."""
     dtype = np.dtype(dtype)
+    if not dtype.isnative:
+        dtype = dtype.newbyteorder("=")
     if dtype not in _UPPER and dtype.kind not in "biufc":
         raise TypeError(f"dtype {dtype} is not a valid kiln array type; use one of bool, "
                         f"(u)int8/16/32/64, float16/32/64, complex64/128")

@@ -30,6 +30,7 @@ import importlib.util
 import inspect
 import os
 import sys
+import tempfile
 import textwrap
 import traceback
 from typing import Callable, NamedTuple
@@ -433,8 +434,24 @@ def _show(ns):
     return 0
 
 
+def _check_output_directory(path):
+    """Make sure `-o PATH` is a directory kiln can write, before any compiling: a UserError
+    saying why not otherwise (a file in the way, a read-only or missing parent, ...)."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UserError(f"-o {path}: it exists and is not a directory; pass a new or existing "
+                        f"directory for the library's files")
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=path, prefix=".kiln-write-test-")
+        probe.close()
+    except OSError as e:
+        raise UserError(f"-o {path}: cannot write there ({e.strerror or e}); pass a directory "
+                        f"you can write to") from None
+
+
 def _compile(ns):
     _llvm_module("target")  # llvmlite is installed
+    _check_output_directory(ns.output)
     specs = [_parse_spec(text, "--arg spec") for text in ns.arg]
     call = Call(specs, [_parse_static(item) for item in ns.static])
     transforms = _transforms(ns)
@@ -460,6 +477,9 @@ def _compile(ns):
             raise UsageError(str(e)) from None
         except AOTError as e:
             raise UserError(str(e)) from None
+        except OSError as e:   # the disk filled, the directory vanished, ...
+            raise UserError(f"-o {ns.output}: writing the library failed "
+                            f"({e.strerror or e}: {e.filename or ns.output})") from None
     symbols = ", ".join(f["symbol"] for f in manifest["functions"])
     where = ns.output.rstrip(os.sep) or ns.output
     print(f"wrote {os.path.join(where, manifest['library'])} ({symbols}), "
