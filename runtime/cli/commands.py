@@ -7,8 +7,8 @@ builds example arguments from the argument specs of `kiln.compiler.argspec`, and
 function at one stage of the compiler: its source, the SSA form (as specialised, simplified,
 differentiated, batched, fused) or the LLVM backend's IR and assembly. `STAGES` maps each stage
 name to what produces its text and the language of that text (which picks the highlighter of
-`kiln.compiler.highlight` for `--color`); `UNAVAILABLE_STAGES` names the stages of backends this
-build lacks; the SSA stages after specialisation are the pipeline's (`kiln.compiler.passes.STAGES`,
+`kiln.compiler.highlight` for `--color`), and lists only what this build has; the SSA stages
+after specialisation are the pipeline's (`kiln.compiler.passes.STAGES`,
 one per pass), and the native ones the LLVM backend's text levels. `kiln compile TARGET...
 --arg SPEC ... -o DIR` builds a shared library with a C header and a manifest through
 `kiln.cli.aot.compile_library`, every stage of every function written beside it. `kiln doctor`
@@ -38,13 +38,14 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from .. import __version__, staging
-from ..ad import grad, jvp
+from ..ad import jvp
 from ..jit import make_ir
 from ..vmap import vmap
 from ..compiler import argspec, passes
 from ..compiler.aot import AOTError, AOTUsageError, Target
 from ..compiler.errors import ConcretizationError, KilnError
 from .aot import compile_library, dynamic_call, python_function as _unjit
+from .aot import specialise as specialise_target
 
 
 class UsageError(Exception):
@@ -103,15 +104,28 @@ def _parse_in_axes(text, option="--in-axes"):
                                            f"{option} 0,None")
 
 
-def _parse_argnums(text):
-    """`kiln compile --grad ARGNUMS`: `0` or `0,2` (non-negative integers)."""
+def _parse_argnums(text, option="--argnums"):
+    """`--argnums ARGNUMS` (or `kiln compile --grad ARGNUMS`): `0` or `0,2` (non-negative
+    integers), as kiln.grad's argnums."""
     def argnum(item):
         if not item.strip().isdigit():
             raise ValueError(item)
         return int(item)
-    return _parse_list(text, "--grad", argnum, "argument numbers separated by commas, e.g. "
-                                              "--grad 0,1 (write --grad=0,1 or put --grad after "
-                                              "the targets)")
+    return _parse_list(text, option, argnum, "argument numbers separated by commas, e.g. "
+                                             f"{option} 0,1 (write {option}=0,1 or put "
+                                             f"{option} after the targets)")
+
+
+def _argnums(ns):
+    """The differentiated arguments: --argnums, or kiln compile's --grad ARGNUMS; 0 (as
+    kiln.grad) by default."""
+    given = getattr(ns, "grad", None)
+    if given not in (None, "0") and ns.argnums is not None and \
+            _parse_argnums(given, "--grad") != _parse_argnums(ns.argnums):
+        raise UsageError(f"--grad {given} and --argnums {ns.argnums} disagree: give one")
+    if ns.argnums is not None:
+        return _parse_argnums(ns.argnums)
+    return _parse_argnums(given if given is not None else "0", "--grad")
 
 
 def _parse_list(text, option, parse, expected):
@@ -133,8 +147,12 @@ def _call(ns):
     vmap_options = {"in_axes": ns.in_axes, "axis_name": ns.axis_name}
     if ns.stage != "vmap" and any(v is not None for v in vmap_options.values()):
         raise UsageError("--in-axes and --axis-name are options of --stage vmap")
+    if ns.stage != "grad" and ns.argnums is not None:
+        raise UsageError("--argnums is an option of --stage grad")
     in_axes = 0 if ns.in_axes is None else _parse_in_axes(ns.in_axes)
-    return Call(specs, [_parse_static(item) for item in ns.static], in_axes, ns.axis_name)
+    call = Call(specs, [_parse_static(item) for item in ns.static], in_axes, ns.axis_name)
+    call.argnums = _argnums(ns)
+    return call
 
 
 # --------------------------------------------------------------------------------- targets
@@ -240,6 +258,15 @@ def _stage_ssa(fn, call):
     return str(_specialised(fn, call))
 
 
+@contextlib.contextmanager
+def _aot_errors():
+    """AOTError (a bad target or transform) as the command's UserError."""
+    try:
+        yield
+    except AOTError as e:
+        raise UserError(str(e)) from None
+
+
 def _dynamic_call(fn, call):
     """`(function of the dynamic arguments only, their values)`: static arguments are bound
     by keyword (the derivative stages differentiate every dynamic positional argument)."""
@@ -254,9 +281,11 @@ def _derivative_text(fn):
 
 
 def _stage_grad(fn, call):
-    target, args = _dynamic_call(fn, call)
-    nums = tuple(range(len(args)))
-    return _derivative_text(make_ir(grad(target, argnums=nums))(*args))
+    """grad(f, argnums) exactly as `kiln compile --grad` specialises it (the gradients only)."""
+    target = Target(_unjit(fn), tuple(call.args), call.kwargs, call.static_argnums,
+                    (("grad", call.argnums),))
+    with _aot_errors():
+        return _derivative_text(specialise_target(target).function)
 
 
 def _stage_jvp(fn, call):
@@ -318,8 +347,9 @@ STAGES = {
                       f"the SSA form after the LLVM backend's pipeline through {p.name}: "
                       f"{p.doc}") for p in passes.LLVM_PIPELINE},
     "grad": Stage(_stage_grad, "python", True,
-                  "reverse mode: grad of f with respect to every dynamic argument, simplified "
-                  "(forward section, then backward section); f must return one scalar"),
+                  "reverse mode: grad(f, argnums) (--argnums, default 0: what kiln compile "
+                  "--grad exports), simplified (forward section, then backward section); f "
+                  "must return one scalar"),
     "jvp": Stage(_stage_jvp, "python", True,
                  "forward mode: f's JVP with tangents of ones for every dynamic argument, "
                  "simplified"),
@@ -334,20 +364,6 @@ STAGES = {
     "asm": Stage(_native_stage("asm"), "asm", True,
                  "the host CPU's assembly of the optimised LLVM IR"),
 }
-
-# Stages of backends that this build does not have: listed, and refused with a usage error.
-UNAVAILABLE_STAGES = {
-    "cuda": "the CUDA C kernels of the CUDA backend",
-    "stablehlo": "the StableHLO of the PJRT backend",
-}
-
-
-def _check_available(name):
-    if name in UNAVAILABLE_STAGES:
-        raise UsageError(f"stage {name!r} ({UNAVAILABLE_STAGES[name]}) is not available in "
-                         f"this build: kiln has no such backend yet; the native stages are "
-                         f"llvm, llvm-unoptimized and asm")
-
 
 def _check_signature(fn, call):
     try:
@@ -422,7 +438,6 @@ def _use_color(mode):
 # ---------------------------------------------------------------------------------- commands
 
 def _show(ns):
-    _check_available(ns.stage)
     call = _call(ns)
     fn = load_target(ns.target)
     stage = STAGES[ns.stage]
@@ -492,9 +507,12 @@ def _transforms(ns):
     """The (kind, option) transforms of --grad, --value-and-grad and --vmap, in the order
     they apply."""
     transforms = []
+    if ns.argnums is not None and not (ns.value_and_grad or ns.grad is not None):
+        raise UsageError("--argnums says what --grad or --value-and-grad differentiate: give "
+                         "one of them too")
     if ns.value_and_grad or ns.grad is not None:
         kind = "value_and_grad" if ns.value_and_grad else "grad"
-        transforms.append((kind, _parse_argnums(ns.grad or "0")))
+        transforms.append((kind, _argnums(ns)))
     if ns.axis_name is not None and ns.vmap is None:
         raise UsageError("--axis-name names the mapped axis of --vmap: give --vmap IN_AXES too")
     if ns.vmap is not None:
@@ -544,10 +562,8 @@ def _cache(ns):
 
 
 def _stage_lines():
-    width = max(map(len, [*STAGES, *UNAVAILABLE_STAGES])) + 2
+    width = max(map(len, STAGES)) + 2
     rows = [(name, stage.help) for name, stage in STAGES.items()]
-    rows += [(name, f"{what}: not available in this build")
-             for name, what in UNAVAILABLE_STAGES.items()]
     return "\n".join(textwrap.fill(text, 94, initial_indent=f"  {name:<{width}}",
                                    subsequent_indent=" " * (width + 2)) for name, text in rows)
 
@@ -574,7 +590,7 @@ def _add_show(commands):
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     show.add_argument("target", metavar="TARGET", help="FILE.py:FUNC or package.module:FUNC")
     _add_call_options(show, "")
-    show.add_argument("--stage", choices=[*STAGES, *UNAVAILABLE_STAGES], default="simplified",
+    show.add_argument("--stage", choices=list(STAGES), default="simplified",
                       metavar="STAGE", help="the stage to print (default: simplified; the "
                                             "stages are listed above)")
     show.add_argument("--in-axes", metavar="AXES",
@@ -583,6 +599,9 @@ def _add_show(commands):
     show.add_argument("--axis-name", metavar="NAME",
                       help="vmap stage: the name of the mapped axis, for collectives such as "
                            "lax.psum(x, NAME)")
+    show.add_argument("--argnums", metavar="ARGNUMS",
+                      help="grad stage: the dynamic arguments to differentiate, as kiln.grad's "
+                           "argnums (0, the default, or 0,2)")
     show.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                       help="highlight the output (auto: when stdout is a terminal and NO_COLOR "
                            "is unset; uses Pygments when it is installed)")
@@ -628,6 +647,9 @@ def _add_compile(commands):
     compile_.add_argument("targets", nargs="+", metavar="TARGET",
                           help="FILE.py:FUNC or package.module:FUNC (several: one library)")
     _add_call_options(compile_, " of every target")
+    compile_.add_argument("--argnums", metavar="ARGNUMS",
+                          help="with --grad or --value-and-grad: the arguments to "
+                               "differentiate, as kiln.grad's argnums (default 0; 0,1 for several)")
     compile_.add_argument("--grad", nargs="?", const="0", metavar="ARGNUMS",
                           help="export grad(f, argnums=ARGNUMS) instead of f (default 0; "
                                "0,1 for several: a tuple of gradients), named grad_<f>")

@@ -1,26 +1,21 @@
 """`kiln doctor`: what kiln finds on this machine, for bug reports and for setting up backends.
 
 `report()` returns the text `kiln doctor` prints: one section per topic (`SECTIONS`: kiln and
-Python versions, LLVM and the host CPU it targets, BLAS, threads, the disk cache, optional
-backends), one row per probe. A probe is a function returning the row's value; it raises
-`Unavailable(reason)` for something absent here (printed `no: reason`), and any other exception
-it raises is printed as `error: ...` on its row, so a broken installation never stops the
-report. Optional packages (CuPy, mpi4py, PJRT plug-ins) are looked up without initialising
-anything heavy: `mpi4py.MPI` (which starts MPI) is never imported, and a package that is not
-installed costs one failed import.
+its backends, Python versions, LLVM and the host CPU it targets, BLAS, threads, the disk
+cache), one row per probe. It reports only what this build has: sections for GPUs, PJRT
+plug-ins and MPI come with those backends. A probe is a function returning the row's value; it
+raises `Unavailable(reason)` for something absent here (printed `no: reason`), and any other
+exception it raises is printed as `error: ...` on its row, so a broken installation never stops
+the report.
 
 It is part of the command line (`kiln.cli`), which may import both the runtime and the
 compiler; llvmlite is imported only inside the probes that need it.
 """
-import ctypes.util
-import glob
 import importlib
 import importlib.metadata
 import importlib.util
 import os
 import platform
-import shutil
-import subprocess
 import sys
 import textwrap
 
@@ -71,12 +66,9 @@ def _kiln_version():
 
 
 def _backends():
-    from ..compiler import backends
-    names = ("reference", "llvm", "cuda", "pjrt")
-    present = [n for n in names if importlib.util.find_spec(f"{backends.__name__}.{n}")]
-    missing = [n for n in names if n not in present]
-    note = f" ({', '.join(missing)}: not in this build)" if missing else ""
-    return ", ".join(present) + note
+    """The backends `jit(backend=...)` accepts (staging's table): what this build has."""
+    from ..staging import BACKENDS
+    return ", ".join(sorted(BACKENDS))
 
 
 def _python():
@@ -199,99 +191,6 @@ def _cache_size():
     return f"{info['entries']} entries, {format_bytes(info['bytes'])}"
 
 
-# ------------------------------------------------------------------------- optional backends
-
-_CUPY_INSTALL = "pip install cupy-cuda12x; kiln's CUDA backend runs through CuPy"
-
-
-def _cupy():
-    return _require("cupy", _CUPY_INSTALL).__version__
-
-
-def _need_cupy():
-    return _need("cupy", _CUPY_INSTALL, "CuPy")
-
-
-def _driver_gpus():
-    """GPUs the NVIDIA driver lists (Linux), without CUDA."""
-    return glob.glob("/proc/driver/nvidia/gpus/*")
-
-
-def _gpus():
-    try:
-        cupy = _need_cupy()
-    except Unavailable as e:
-        seen = len(_driver_gpus())
-        raise Unavailable(f"{e}" + (f"; the NVIDIA driver lists {seen} GPU(s)" if seen else ""))
-    runtime = cupy.cuda.runtime
-    try:
-        count = runtime.getDeviceCount()
-    except Exception as e:  # CUDARuntimeError without a driver or a device
-        raise Unavailable(f"CUDA sees no GPU: {e}") from None
-    if not count:
-        raise Unavailable("CUDA sees no GPU")
-    names = [runtime.getDeviceProperties(i)["name"].decode() for i in range(count)]
-    return f"{count}: " + ", ".join(names)
-
-
-def _nvrtc():
-    cupy = _need_cupy()
-    try:
-        major, minor = cupy.cuda.nvrtc.getVersion()
-    except Exception as e:
-        raise Unavailable(f"CuPy cannot load NVRTC: {e}") from None
-    return f"NVRTC {major}.{minor} (through CuPy)"
-
-
-def _nvcc():
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    path = shutil.which("nvcc") or (home and shutil.which("nvcc", path=os.path.join(home, "bin")))
-    if not path:
-        raise Unavailable("nvcc is not on PATH (nor in $CUDA_HOME/bin)")
-    out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20).stdout
-    release = next((line.strip() for line in out.splitlines() if "release" in line), "")
-    return f"{path}" + (f" ({release})" if release else "")
-
-
-def _pjrt_plugins():
-    """(name, where) of every PJRT plug-in this environment points at or has installed."""
-    found = []
-    path = os.environ.get("PJRT_PLUGIN_LIBRARY_PATH")
-    if path:
-        state = "" if os.path.exists(path) else ", MISSING"
-        found.append(("PJRT_PLUGIN_LIBRARY_PATH", path + state))
-    for item in filter(None, os.environ.get("PJRT_NAMES_AND_LIBRARY_PATHS", "").split(",")):
-        name, _, library = item.partition(":")
-        found.append((name, library))
-    libtpu = importlib.util.find_spec("libtpu")
-    if libtpu is not None:
-        found.append(("libtpu", os.path.dirname(libtpu.origin or "") or "installed"))
-    namespace = importlib.util.find_spec("jax_plugins")
-    for directory in (namespace.submodule_search_locations or []) if namespace else []:
-        for entry in sorted(os.listdir(directory)):
-            if not entry.startswith(("_", ".")):
-                found.append((entry, os.path.join(directory, entry)))
-    for point in importlib.metadata.entry_points(group="jax_plugins"):
-        found.append((point.name, point.value))
-    return found
-
-
-def _pjrt():
-    found = _pjrt_plugins()
-    if not found:
-        raise Unavailable("none found (set PJRT_PLUGIN_LIBRARY_PATH to a plug-in's .so, or "
-                          "install one: libtpu, a jax_plugins package)")
-    return ", ".join(f"{name} ({where})" for name, where in found)
-
-
-def _mpi():
-    mpi4py = _require("mpi4py", "pip install mpi4py; multi-host pmap runs over MPI")
-    launcher = shutil.which("mpiexec") or shutil.which("mpirun")
-    library = ctypes.util.find_library("mpi")
-    return (f"mpi4py {mpi4py.__version__}; launcher: {launcher or 'no mpiexec/mpirun on PATH'}"
-            + (f"; {library}" if library else ""))
-
-
 # ---------------------------------------------------------------------------------- report
 
 SECTIONS = [
@@ -303,8 +202,6 @@ SECTIONS = [
               ("scipy built with", _scipy_blas)]),
     ("threads", [("compiled loops", _threads), ("BLAS", _blas_threads)]),
     ("disk cache", [("path", _cache_path), ("size", _cache_size)]),
-    ("optional backends", [("CuPy", _cupy), ("GPUs", _gpus), ("NVRTC", _nvrtc),
-                           ("nvcc", _nvcc), ("PJRT plug-ins", _pjrt), ("MPI", _mpi)]),
 ]
 
 
