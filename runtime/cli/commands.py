@@ -691,7 +691,8 @@ def _add_cache(commands):
     cache.add_argument("action", choices=("info", "clear"), help="what to do")
     cache.add_argument("--cache-dir", metavar="DIR",
                        help="the cache directory (default: $KILN_CACHE_DIR, else "
-                            "$XDG_CACHE_HOME/kiln, else ~/.cache/kiln)")
+                            "$XDG_CACHE_HOME/kiln, else ~/.cache/kiln); the LLVM backend's "
+                            "entries are in its llvm/ sub-directory, the path `info` prints")
 
 
 def build_parser(version):
