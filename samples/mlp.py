@@ -1,4 +1,4 @@
-"""The design card's MLP loss (784-512-512-10), for `kiln show` and the benchmarks.
+"""An MLP loss (784-512-512-10), for `kiln show`, `kiln compile` and the benchmarks.
 
     kiln show samples/mlp.py:loss \\
         --arg 'list[(f32[784,512],f32[512]),(f32[512,512],f32[512]),(f32[512,10],f32[10])]' \\

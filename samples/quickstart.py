@@ -1,6 +1,7 @@
 """kiln quickstart: the JAX-compatible surface, running eagerly on NumPy buffers.
 
-Run with `make demo`. Later stages of kiln (jit, grad, vmap, the LLVM backend) extend this file.
+Run with `make demo`. samples/train_mlp.py, per_example_grads.py and python_control_flow.py
+show jit, grad and vmap at work.
 """
 import kiln
 import kiln.numpy as jnp

@@ -1,0 +1,64 @@
+"""Every program in samples/ runs and prints what it says (samples/aot_c is run by
+test_aot_c.py, as `make aot-sample` builds it)."""
+import os
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+
+
+def run(script, *args, cwd=None):
+    out = subprocess.run([sys.executable, str(SAMPLES / script), *args], capture_output=True,
+                         text=True, timeout=600, cwd=cwd)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
+
+
+def test_quickstart():
+    out = run("quickstart.py")
+    assert "x * 2 stays float32: float32" in out and "uniform:" in out
+
+
+def test_mlp_loss():
+    assert "loss" in run("mlp.py").lower()
+
+
+def test_train_mlp_learns_and_plots_its_loss(tmp_path):
+    png = tmp_path / "loss.png"
+    out = run("train_mlp.py", "--steps", "150", "--out", str(png))
+    first, last = map(float, out.split("loss ")[1].split(" after")[0].split(" -> "))
+    assert last < first / 4, out
+    assert float(out.split("accuracy ")[1].split()[0]) > 0.9, out
+    data = png.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    width, height = struct.unpack(">II", data[16:24])
+    assert (width, height) == (640, 360)
+    # the IDAT stream inflates to one filter byte and width RGB pixels per row
+    start = data.index(b"IDAT") + 4
+    length = struct.unpack(">I", data[start - 8:start - 4])[0]
+    assert len(zlib.decompress(data[start:start + length])) == height * (1 + 3 * width)
+
+
+def test_per_example_gradients():
+    out = run("per_example_grads.py")
+    assert "per-example gradients: (8, 5)" in out and "clipped mean gradient" in out
+
+
+def test_python_control_flow():
+    out = run("python_control_flow.py")
+    assert "collatz steps of 27: 111" in out
+    assert "for 1..10: [0, 1, 7, 2, 5, 8, 16, 3, 19, 6]" in out
+    assert "vmapped over an array: [ 0  1  7  2  5  8 16  3 19  6]" in out
+    assert "d/da sqrt(a) at 2 = 0.353553" in out
+
+
+def test_every_sample_is_tested():
+    tested = {"quickstart.py", "mlp.py", "train_mlp.py", "per_example_grads.py",
+              "python_control_flow.py", "png.py"}   # png.py: train_mlp's plotting helper
+    assert {p.name for p in SAMPLES.glob("*.py")} == tested
+    assert os.path.isdir(SAMPLES / "aot_c")
