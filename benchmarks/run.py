@@ -15,10 +15,11 @@ import autodiff  # noqa: E402
 import cpu  # noqa: E402
 import eager  # noqa: E402
 import frontend  # noqa: E402
+import small  # noqa: E402
 import vmap  # noqa: E402
 
 SUITES = {"eager": eager.cases, "frontend": frontend.cases, "autodiff": autodiff.cases,
-          "cpu": cpu.cases,
+          "cpu": cpu.cases, "small": small.cases,
           "vmap": vmap.cases}
 
 

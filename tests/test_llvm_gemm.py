@@ -1,5 +1,5 @@
-"""Small matrix products as generated kernels (gemm.py), and BLAS threads that follow the free
-cores (threads.py).
+"""Small matrix products as generated kernels (gemm.py), and BLAS threads that follow the load
+on the cores (threads.py).
 
 Products are drawn with hypothesis over m, n, k (1, odd sizes, sizes around the kernel's
 blocks), operands stored transposed or not, batch dimensions, and every float dtype
@@ -140,11 +140,11 @@ def test_kernel_runs_on_baseline_targets(cpu, allowed, tmp_path):
 
 # --------------------------------------------------------------------------------- threads
 
-@pytest.mark.parametrize("cores, busy, cap, want", [
-    (2, 0.0, 2, 2), (2, 0.3, 2, 2), (2, 1.0, 2, 1), (2, 2.0, 2, 1), (2, 1.7, 2, 1),
-    (8, 2.0, 8, 6), (8, 0.0, 4, 4), (8, 7.9, 8, 1), (1, 0.0, 1, 1)])
-def test_threads_follow_free_cores(cores, busy, cap, want):
-    assert threads.threads_for(cores, busy, cap) == want
+@pytest.mark.parametrize("cores, others, cap, want", [
+    (2, 0.0, 2, 2), (2, 0.4, 2, 2), (2, 0.6, 2, 1), (2, 1.0, 2, 1), (2, 2.0, 2, 1),
+    (2, 9.0, 2, 1), (8, 2.0, 8, 6), (8, 0.0, 4, 4), (8, 20.0, 8, 1), (1, 0.0, 1, 1)])
+def test_threads_follow_the_load(cores, others, cap, want):
+    assert threads.threads_for(cores, others, cap) == want
 
 
 WATCH_CHILD = textwrap.dedent('''
@@ -182,9 +182,9 @@ def _watch(env, spinners):
     return watched == "True", int(before), int(after)
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/stat") or len(os.sched_getaffinity(0)) < 2
+@pytest.mark.skipif(not os.path.exists("/proc/loadavg") or len(os.sched_getaffinity(0)) < 2
                     or blas_lookup.library().lookup("openblas_get_num_threads") is None,
-                    reason="needs /proc/stat, two cores and OpenBLAS")
+                    reason="needs /proc/loadavg, two cores and OpenBLAS")
 def test_busy_machine_takes_blas_threads_away():
     cores = len(os.sched_getaffinity(0))
     watched, before, after = _watch({}, spinners=cores)

@@ -17,7 +17,7 @@ A, B and C as stored. Likewise y = op(A) @ x for a row-major m x n matrix A is t
 y = op(A^T)^T x: gemv(flip(t), n, m, alpha, A, lda, x, incx, beta, y, incy).
 `emit_gemm` and `emit_gemv` emit exactly these calls into LLVM IR from row-major arguments.
 
-OpenBLAS runs its own thread pool, sized to the cores other processes leave free (threads.py;
+OpenBLAS runs its own thread pool, sized to the load other processes put on the cores (threads.py;
 `OPENBLAS_NUM_THREADS` pins it), so generated code must not call BLAS from inside a
 `parallel_for` chunk.
 """
@@ -42,7 +42,7 @@ _TRANS = {False: ord("N"), True: ord("T")}
 
 def address(name: str) -> int:
     """The address of BLAS routine `name` for generated code that is being loaded; the first
-    one starts the watcher that keeps BLAS threads to the free cores (threads.py)."""
+    one starts the watcher that sizes BLAS's threads to the load (threads.py)."""
     threads.watch()
     return blas_lookup.address(name)
 

@@ -9,7 +9,7 @@ arguments:
   its OpenBLAS, about 0.2-0.5 s in a fresh process.
 `library()` picks the first available (`KILN_BLAS=scipy` forces SciPy's); `address(name)` gives a
 routine's address in it, and `thread_setter()` its `openblas_set_num_threads` (threads.py sets
-the library's thread count to the cores free). `with_int_bits(bits)` finds the provider with a given integer width: the
+the library's thread count from the load on the cores). `with_int_bits(bits)` finds the provider with a given integer width: the
 loader of ahead-of-time compiled libraries (kiln.aot) binds their BLAS calls with it, without
 importing llvmlite, which blas.py (the IR emitters) needs.
 """

@@ -1,20 +1,32 @@
-"""BLAS threads that follow the cores other processes leave free.
+"""BLAS threads that follow the load other processes put on the cores.
 
-OpenBLAS runs a large product on one thread per core. On a machine whose cores other
-processes hold, a worker waits for a core while the calling thread spins waiting for the
-worker: the MLP 784-512-512-10 SGD step took 95-136 ms beside two busy processes instead of
-the 17 ms it takes on one thread. `watch()` starts, once per process and only when generated
-code binds a BLAS routine, a daemon thread that every `PERIOD` seconds measures the CPU time
-other processes used (the machine's busy time in /proc/stat less this process's own,
-`os.times`) and sets OpenBLAS's thread count to the cores they left free (`threads_for`),
-at least 1 and at most the cap. A call pays nothing for it: the count changes only when the
-load does. OpenBLAS itself still runs products below its own size threshold (about 64^3
-multiply-adds) on the calling thread.
+OpenBLAS cuts a large product into one static share per thread of its pool (one per core). On a
+machine whose cores other processes hold, a share whose thread gets no core holds up the whole
+product while the other threads spin waiting for it. Measured on 2 cores, the MLP 784-512-512-10
+SGD step (median ms, alternating in one process, repeated runs on a shared machine; JAX 2-4 ms
+throughout):
+
+| competing spinning processes | OpenBLAS on 2 threads | on 1 thread |
+|---|---:|---:|
+| 0 | 1.75-2.2 | 3.2 |
+| 2 | 1.9-10.3 | 7.3-11.6 |
+| 3 | 10.2 | 7.4 |
+| 4 | 10.0-204 | 11.3-11.5 |
+
+Two threads beside two spinners were as fast as JAX in one run and 136 ms in another (the
+`benchmarks/small.py` row); one thread never collapsed. So the pool takes only the cores no
+other process wants. `watch()` starts, once per process and only when generated code binds a BLAS
+routine, a daemon thread that samples every `SAMPLE` seconds the threads runnable on the machine
+(/proc/loadavg) less this process's own (/proc/self/task/*/stat), and every `SAMPLES` samples
+sets OpenBLAS's thread count from their mean (`threads_for`): the cores less the other runnable
+threads, at least 1, at most the cap. A call pays nothing for it: the count changes only when the load does.
+OpenBLAS itself still runs products below its own size threshold (about 64^3 multiply-adds) on
+the calling thread, and kiln's products below 2^19 multiply-adds call no BLAS at all.
 
 The cap is `KILN_NUM_THREADS` when set, else the cores this process may run on. A user who
 sets `OPENBLAS_NUM_THREADS` (or `GOTO_NUM_THREADS`, `OMP_NUM_THREADS`) has pinned the count
 themselves and is left alone, as is a BLAS without `openblas_set_num_threads`, a machine
-without /proc/stat, and a cap of one core (set once, nothing to watch).
+without /proc/loadavg, and a cap of one core (set once, nothing to watch).
 """
 
 from __future__ import annotations
@@ -25,33 +37,40 @@ import time
 
 from . import blas_lookup, parallel
 
-PERIOD = 0.2
+SAMPLE = 0.05
+SAMPLES = 4
+PERIOD = SAMPLE * SAMPLES   # seconds between decisions
 PINNING_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
 _STARTED: dict[int, threading.Thread | None] = {}   # pid -> its watcher (None: not watching)
 _LOCK = threading.Lock()
 
 
-def threads_for(cores: int, busy_elsewhere: float, cap: int) -> int:
-    """BLAS threads for `cores` usable cores of which other processes keep `busy_elsewhere`
-    busy (in cores, averaged over the last period): the free cores, rounded, from 1 to cap."""
-    return max(1, min(cap, int(cores - busy_elsewhere + 0.5)))
+def threads_for(cores: int, others: float, cap: int) -> int:
+    """BLAS threads for `cores` usable cores while other processes keep `others` threads
+    runnable (a mean over the last period): see the module docstring."""
+    return max(1, min(cap, cores - round(others)))
 
 
-def _machine_busy() -> float | None:
-    """Seconds of CPU time the whole machine has spent busy (not idle or waiting for I/O),
-    over all cores, from /proc/stat; None where unreadable."""
+def _runnable() -> int | None:
+    """Threads runnable on the machine right now (the calling one included), or None where
+    /proc/loadavg cannot be read."""
     try:
-        with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:]]
-    except (OSError, ValueError):
+        with open("/proc/loadavg") as f:
+            return int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
         return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def _own_busy() -> float:
-    t = os.times()
-    return t.user + t.system
+def _own_runnable() -> int:
+    """Threads of this process runnable right now (the calling one included)."""
+    count = 0
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/stat") as f:
+                count += f.read().rsplit(")", 1)[1].split()[0] == "R"
+        except (OSError, IndexError):
+            continue
+    return count
 
 
 def _cap() -> int:
@@ -74,7 +93,7 @@ def watch() -> None:
         if setter is None:
             return
         cap = _cap()
-        if cap <= 1 or _machine_busy() is None:
+        if cap <= 1 or _runnable() is None:
             setter(cap)
             return
         thread = threading.Thread(target=_follow, args=(setter, cap), name="kiln-blas-threads",
@@ -86,18 +105,18 @@ def watch() -> None:
 def _follow(setter, cap: int) -> None:
     cores = len(os.sched_getaffinity(0))
     current = None
-    machine, own, clock = _machine_busy(), _own_busy(), time.monotonic()
     while True:
-        time.sleep(PERIOD)
-        machine2, own2, clock2 = _machine_busy(), _own_busy(), time.monotonic()
-        if machine2 is None:
-            return
-        elsewhere = max(0.0, (machine2 - machine) - (own2 - own)) / max(clock2 - clock, 1e-3)
-        wanted = threads_for(cores, elsewhere, cap)
+        others = []
+        for _ in range(SAMPLES):
+            time.sleep(SAMPLE)
+            running = _runnable()
+            if running is None:
+                return
+            others.append(max(0, running - _own_runnable()))
+        wanted = threads_for(cores, sum(others) / len(others), cap)
         if wanted != current:
             setter(wanted)
             current = wanted
-        machine, own, clock = machine2, own2, clock2
 
 
 def watched() -> bool:
