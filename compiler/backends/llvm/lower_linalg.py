@@ -15,8 +15,10 @@ Each product of the plan then runs, by `inline`:
   for a matrix times a vector) that gemm.py can read in place: gemm.py's register-blocked loop
   nest, generated into the kernel (no call, no packing, no threads);
 - otherwise BLAS: blas.py's row-major emitters of sgemm/dgemm/cgemm/zgemm or the gemv routines
-  (extern function pointers bound at load time). Complex products below MIN_BLAS_FLOPS are
-  not planned: they take the loop nest.
+  (extern function pointers bound at load time). Products below MIN_BLAS_FLOPS that the
+  kernel does not take, or that contract more than 64 float32 terms (the loop nest sums them
+  in float64: lower_fused.wide_carry; above MIN_BLAS_FLOPS they went to BLAS's float32
+  sums before the kernel too), are not planned: they take the loop nest.
 
 Everything else is the loop nest: the product written as a fused group over the iteration space
 (batch..., lhs free..., contracting..., rhs free...):
@@ -136,7 +138,10 @@ def plan_blas(la, ra, out_aval, dimension_numbers):
     shape, maps, _ = collapse(batch, batch_strides)
     incs = (lhs_k[1] or 1, rhs_k[1] or 1)
     plan = BlasPlan(kind, m, n, k, a, b, incs, shape, tuple(maps))
-    return plan if m * n * k >= MIN_BLAS_FLOPS or inline(plan, dtype) else None
+    if m * n * k >= MIN_BLAS_FLOPS:
+        return plan
+    # below it, the loop nest's float64 accumulator keeps long float32 contractions accurate
+    return plan if inline(plan, dtype) and wide_carry(out_aval, k) is None else None
 
 
 # -------------------------------------------------------------------------- emission
