@@ -93,6 +93,8 @@ def test_paths_that_keep_blas_or_loops():
     f32 = np.dtype(np.float32)
     # both operands transposed: neither form reads them in place, so BLAS (with its flags)
     assert "kiln_sgemm" in native_text(product_fn(*layout(16, 24, 32, (), True, True)[:3], f32))
+    # B stored transposed beyond gemm.DOT_MAX_ROWS rows: BLAS
+    assert "kiln_sgemm" in native_text(product_fn(*layout(16, 64, 64, (), False, True)[:3], f32))
     # a matrix times a long vector: gemv streams the matrix faster
     assert "kiln_sgemv" in native_text(product_fn(*layout(256, 1, 64, (), False, False)[:3], f32))
     # complex products: cgemm above MIN_BLAS_FLOPS

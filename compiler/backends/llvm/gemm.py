@@ -8,14 +8,19 @@ at `a + i * a_strides[0] + p * a_strides[1]` and op(B)[p, j] at `b + p * b_strid
 b_strides[1]` (element strides, so transposed operands are read in place), in one of two forms:
 
 - rows ("axpy"), when op(B)'s rows are contiguous (b_strides[1] == 1): C is cut into blocks of
-  ROWS rows by one vector of VECTOR_BYTES (16 floats, 8 doubles; the last block of a row is
-  as wide as what is left). A block's ROWS accumulators stay in registers over the whole
-  contraction; each step loads one vector of a row of B, broadcasts one element of A per row,
-  and multiply-adds. B streams through once per ROWS rows of C, A once per block column.
+  `rows` rows by one 64-byte vector (16 floats, 8 doubles; the last block of a row is as wide
+  as what is left). A block's accumulators stay in registers over the whole contraction; each
+  step loads one vector of a row of B, broadcasts one element of A per row, and multiply-adds.
+  B streams through once per block of rows of C, A once per block column.
 - dots, when op(A)'s rows and op(B)'s columns are both contiguous along the contraction
-  (B stored transposed): each element of a DOT_ROWS x DOT_COLS block of C is a dot product
-  of two contiguous vectors, accumulated in a vector register over the contraction and summed
-  across its lanes at the end; the last k % lanes terms are added one by one.
+  (B stored transposed) and C has at most DOT_MAX_ROWS rows: each element of a 4 x 2 block of C is a dot product of two
+  contiguous vectors, accumulated in a vector register over the contraction and summed across
+  its lanes at the end; the last k % lanes terms are added one by one.
+
+The blocks fill the target's vector registers (`BLOCKS`): with AVX-512 (32 registers of 64
+bytes) 8 rows in the rows form and 64-byte steps in the dots form; otherwise (16 registers,
+AVX2 and below) 4 rows and 32-byte steps, since the larger blocks spill there and run at half
+speed (docs/llvm.md, "Small matrix products").
 
 The vectors are LLVM vectors of a fixed byte size, not the target's: LLVM splits or widens them
 for each target (two ymm registers on AVX2, one zmm on AVX-512, four xmm on the x86-64
@@ -28,28 +33,45 @@ the same).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import llvmlite.ir as ir
 import numpy as np
 
 from . import ltypes as T
+from . import target
 from .loops import counted_loop, emit_nest
 
-ROWS = 4                 # rows of C per block in the rows form
 VECTOR_BYTES = 64        # bytes of C per block row in the rows form
-DOT_ROWS, DOT_COLS = 2, 4
+DOT_ROWS, DOT_COLS = 4, 2
+DOT_MAX_ROWS = 8         # the dots form's products have at most this many rows
+
+
+class Blocks(NamedTuple):
+    rows: int            # rows of C per block in the rows form
+    dot_bytes: int       # bytes of the contraction per step in the dots form
+
+
+BLOCKS = {True: Blocks(8, 64), False: Blocks(4, 32)}   # has AVX-512 -> blocks
+
+
+def blocks() -> Blocks:
+    """The register blocks for the CPU code is generated for."""
+    return BLOCKS["+avx512f" in target.host_cpu()[1].split(",")]
 CONTRACT = ("contract",)
 REASSOC = ("contract", "reassoc", "nsz")
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def inline_form(dtype, n, a_strides, b_strides) -> str | None:
+def inline_form(dtype, m, n, a_strides, b_strides) -> str | None:
     """'rows', 'dots' or None: the form that computes this product (see the docstring). The
     rows form needs a few columns to fill its vectors: a product with fewer (a matrix times
-    a vector) takes the dots form where it can."""
+    a vector) takes the dots form where it can. The dots form reads B once per block of rows
+    and sums lanes for every element of C: beyond DOT_MAX_ROWS rows BLAS is faster."""
     if np.dtype(dtype) not in DTYPES:
         return None
     rows = b_strides[1] == 1 or n == 1
-    dots = a_strides[1] == 1 and b_strides[0] == 1
+    dots = a_strides[1] == 1 and b_strides[0] == 1 and m <= DOT_MAX_ROWS
     if rows and (n >= 4 or not dots):
         return "rows"
     return "dots" if dots else None
@@ -58,7 +80,8 @@ def inline_form(dtype, n, a_strides, b_strides) -> str | None:
 def emit_gemm(builder, dtype, m, n, k, a, a_strides, b, b_strides, c) -> None:
     """C = op(A) @ op(B) at element pointers a, b, c (see the module docstring); m, n, k and the
     strides are Python ints, and `inline_form` must not be None for them."""
-    emit = {"rows": _rows_form, "dots": _dots_form}[inline_form(dtype, n, a_strides, b_strides)]
+    emit = {"rows": _rows_form, "dots": _dots_form}[inline_form(dtype, m, n, a_strides,
+                                                                b_strides)]
     emit(builder, np.dtype(dtype), m, n, k, a, a_strides, b, b_strides, c)
 
 
@@ -112,7 +135,7 @@ def _rows_form(builder, dtype, m, n, k, a, a_strides, b, b_strides, c):
     (sam, sak), (sbk, _) = a_strides, b_strides
     scalar, align = T.reg_type(dtype), dtype.itemsize
     lanes = VECTOR_BYTES // align
-    for row0, row_blocks, rows in _blocks(m, ROWS):
+    for row0, row_blocks, rows in _blocks(m, blocks().rows):
         for col0, col_blocks, width in _blocks(n, lanes):
             vector = ir.VectorType(scalar, width)
 
@@ -156,7 +179,7 @@ def _lane_sum(builder, vector, lanes):
 def _dots_form(builder, dtype, m, n, k, a, a_strides, b, b_strides, c):
     (sam, _), (_, sbn) = a_strides, b_strides
     scalar, align = T.reg_type(dtype), dtype.itemsize
-    lanes = min(VECTOR_BYTES // align, 1 << (k.bit_length() - 1))
+    lanes = min(blocks().dot_bytes // align, 1 << (k.bit_length() - 1))
     vector = ir.VectorType(scalar, lanes)
     chunks, tail = k // lanes, k % lanes
     for row0, row_blocks, rows in _blocks(m, DOT_ROWS):

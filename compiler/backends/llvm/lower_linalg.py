@@ -155,7 +155,8 @@ def inline(plan, dtype):
     """Whether this product runs gemm.py's generated kernel rather than BLAS."""
     limit = INLINE_MAX_FLOPS if plan.kind == "gemm" else INLINE_MAX_VECTOR_FLOPS
     return (plan.kind != "zeros" and plan.m * plan.n * plan.k <= limit
-            and gemm.inline_form(dtype, plan.n, _strides(plan.lhs), _strides(plan.rhs)) is not None)
+            and gemm.inline_form(dtype, plan.m, plan.n, _strides(plan.lhs),
+                                 _strides(plan.rhs)) is not None)
 
 
 def _call(builder, plan, dtype, a, b, c):
