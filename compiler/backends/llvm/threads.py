@@ -110,9 +110,10 @@ def _follow(setter, cap: int) -> None:
         for _ in range(SAMPLES):
             time.sleep(SAMPLE)
             running = _runnable()
-            if running is None:
-                return
-            others.append(max(0, running - _own_runnable()))
+            if running is not None:   # a failed read skips the sample
+                others.append(max(0, running - _own_runnable()))
+        if not others:
+            continue
         wanted = threads_for(cores, sum(others) / len(others), cap)
         if wanted != current:
             setter(wanted)
