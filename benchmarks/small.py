@@ -10,7 +10,6 @@ and a busy machine. kiln beside JAX, both under `jit`.
 - RNN as `lax.scan` over T=200 steps, batch 8, `jit(grad)`, widths 16, 64 and 256.
 """
 import contextlib
-import os
 import subprocess
 import sys
 import time
