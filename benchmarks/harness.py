@@ -10,6 +10,7 @@ whatever runs next (measured: random.normal under kiln.jit takes 17 ms alone, 30
 after a JAX call). `run_cases` therefore lets the machine settle (`SETTLE_SECONDS`) after each
 JAX measurement, before the next row's kiln one.
 """
+import contextlib
 import os
 import platform
 import statistics
@@ -28,6 +29,7 @@ class Case:
     numpy: Optional[Callable[[], object]] = None
     jax: Optional[Callable[[], object]] = None
     note: str = ""
+    context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext  # around the row
 
 
 def _block(out):
@@ -100,9 +102,10 @@ def machine_description():
 def run_cases(cases, repeats=7):
     rows = []
     for c in cases:
-        tk = time_call(c.kiln, repeats)
-        tn = time_call(c.numpy, repeats) if c.numpy else None
-        tj = time_call(c.jax, repeats) if c.jax else None
+        with c.context():
+            tk = time_call(c.kiln, repeats)
+            tn = time_call(c.numpy, repeats) if c.numpy else None
+            tj = time_call(c.jax, repeats) if c.jax else None
         if c.jax:
             time.sleep(SETTLE_SECONDS)
         rows.append((c, tk, tn, tj))

@@ -16,10 +16,11 @@ import cpu  # noqa: E402
 import eager  # noqa: E402
 import frontend  # noqa: E402
 import reductions  # noqa: E402
+import small  # noqa: E402
 import vmap  # noqa: E402
 
 SUITES = {"eager": eager.cases, "frontend": frontend.cases, "autodiff": autodiff.cases,
-          "cpu": cpu.cases, "reductions": reductions.cases,
+          "cpu": cpu.cases, "reductions": reductions.cases, "small": small.cases,
           "vmap": vmap.cases}
 
 

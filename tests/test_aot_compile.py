@@ -30,7 +30,7 @@ SAMPLES = textwrap.dedent('''
     import kiln
     import kiln.numpy as jnp
 
-    TABLE = np.arange(4096, dtype=np.float32).reshape(64, 64) / 4096   # closed over: a constant
+    TABLE = np.arange(16384, dtype=np.float32).reshape(128, 128) / 16384   # closed over: a constant
 
     def ew(x, y):
         return jnp.tanh(x) * y + 1.0
@@ -114,7 +114,7 @@ def built(samples, tmp_path_factory):
     root = tmp_path_factory.mktemp("aot_libs")
     src = f"{samples}/aot_samples.py"
     commands = {
-        "multi": [f"{src}:ew", f"{src}:mm", f"{src}:reserved", "--arg", "f32[64,64]", "--arg", "f32[64,64]",
+        "multi": [f"{src}:ew", f"{src}:mm", f"{src}:reserved", "--arg", "f32[128,128]", "--arg", "f32[128,128]",
                   "--name", "multi"],
         "grads": [f"{src}:loss", "--arg", "f32[4,3]", "--arg", "f32[5,4]", "--grad", "0,1"],
         "batched": [f"{src}:loss", "--arg", "f32[4,3]", "--arg", "f32[6,5,4]", "--vmap",
@@ -171,12 +171,12 @@ def rand(*shape, seed=0):
 
 def test_elementwise_and_blas_matmul_share_one_library(built, module):
     directory, manifest = built["multi"]
-    x, y = rand(64, 64), rand(64, 64, seed=1)
+    x, y = rand(128, 128), rand(128, 128, seed=1)
     assert_close(call(directory, manifest, "ew", x, y), jit_leaves(module["ew"], x, y))
     assert_close(call(directory, manifest, "mm", x, y), jit_leaves(module["mm"], x, y))
     assert_close(call(directory, manifest, "reserved", x, y), [x * y])
     mm = manifest["functions"][1]
-    assert mm["uses"] == ["blas"] and mm["constants"] == [{"dtype": "float32", "shape": [64, 64]}]
+    assert mm["uses"] == ["blas"] and mm["constants"] == [{"dtype": "float32", "shape": [128, 128]}]
     assert [f["symbol"] for f in manifest["functions"]] == ["multi_ew", "multi_mm",
                                                               "multi_reserved"]
 
@@ -305,7 +305,7 @@ def test_manifest_header_and_stages(built):
         flags = set(open("/proc/cpuinfo").read().split())
         assert set(manifest["target"]["features"]) <= flags
     ew = manifest["functions"][0]
-    assert ew["inputs"] == [{"path": name, "dtype": "float32", "shape": [64, 64],
+    assert ew["inputs"] == [{"path": name, "dtype": "float32", "shape": [128, 128],
                              "weak_type": False} for name in ("x", "y")]
     assert ew["in_tree"] == {"tuple": [{"leaf": True}, {"leaf": True}]}
     assert ew["out_tree"] == {"leaf": True} and ew["source"].endswith("aot_samples.py:ew")
@@ -314,7 +314,7 @@ def test_manifest_header_and_stages(built):
                       "int multi_init(void);", "const char *multi_strerror(int code);",
                       "void multi_bind_extern(const char *name, void *value);"):
         assert prototype in header
-    assert "f32[64,64]" in header and "KILN_COMPLEX_TYPES" not in header   # (where used)
+    assert "f32[128,128]" in header and "KILN_COMPLEX_TYPES" not in header   # (where used)
     assert (directory / "ew.ssa.py").read_text().startswith("def ew(")
     assert "fusion(" in (directory / "ew.fused.ssa.py").read_text()
     assert "define" in (directory / "ew.ll").read_text()
@@ -337,7 +337,7 @@ def test_blas_unbound_returns_2(built):
     library = ctypes.CDLL(str(directory / "libmulti.so"))
     library.multi_bind_extern(b"kiln_sgemm", None)
     try:
-        x = np.ones((64, 64), np.float32)
+        x = np.ones((128, 128), np.float32)
         assert library.multi_mm(*[a.ctypes.data for a in (x, x, x.copy())]) == 2
     finally:   # rebind what the glue found at load time
         library.multi_bind_extern(b"kiln_sgemm", ctypes.c_void_p(_sgemm_address(manifest)))

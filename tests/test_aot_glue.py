@@ -47,7 +47,7 @@ def zeros(*shape):
     return np.zeros(shape, F32)
 
 
-MATMUL = [Target(matmul, (zeros(96, 80), zeros(80, 64)))]   # large enough to call BLAS
+MATMUL = [Target(matmul, (zeros(160, 80), zeros(80, 64)))]   # large enough to call BLAS
 
 
 @pytest.fixture(scope="module")
@@ -87,9 +87,9 @@ DRIVER = textwrap.dedent("""
     if preload:   # its symbols become visible to every library (dlsym(RTLD_DEFAULT, ...))
         ctypes.CDLL(preload, mode=ctypes.RTLD_GLOBAL)
     lib = ctypes.CDLL(f"{directory}/lib{name}.so")
-    a = np.arange(96 * 80, dtype=np.float32).reshape(96, 80) % 7 / 4
+    a = np.arange(160 * 80, dtype=np.float32).reshape(160, 80) % 7 / 4
     b = np.arange(80 * 64, dtype=np.float32).reshape(80, 64) % 5 - 2
-    out = np.zeros((96, 64), np.float32)
+    out = np.zeros((160, 64), np.float32)
     init = getattr(lib, f"{name}_init")()
     code = getattr(lib, f"{name}_matmul")(*[ctypes.c_void_p(x.ctypes.data) for x in (a, b, out)])
     strerror = getattr(lib, f"{name}_strerror")
@@ -158,7 +158,7 @@ def test_routines_already_in_the_process(moved, blas_copy):
 
 def test_python_loader_binds_its_own_blas(moved):
     lib = kiln.aot.load(moved[0])
-    a, b = np.ones((96, 80), F32), np.full((80, 64), 2, F32)
+    a, b = np.ones((160, 80), F32), np.full((80, 64), 2, F32)
     np.testing.assert_allclose(np.asarray(lib.matmul(a, b)), a @ b)
 
 
@@ -171,7 +171,7 @@ def test_32_bit_blas(tmp_path, blas_copy):
     source.write_text("def matmul(a, b):\n    return a @ b\n")
     environment = {**os.environ, "KILN_BLAS": "scipy"}
     result = subprocess.run([sys.executable, "-m", "kiln.cli", "compile",
-                             f"{source}:matmul", "--arg", "f32[96,80]", "--arg", "f32[80,64]",
+                             f"{source}:matmul", "--arg", "f32[160,80]", "--arg", "f32[80,64]",
                              "-o", str(tmp_path / "lib32")], capture_output=True, text=True,
                             timeout=300, env=environment)
     assert result.returncode == 0, result.stderr

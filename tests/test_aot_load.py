@@ -95,7 +95,7 @@ TARGETS = [
     Target(elementwise, (zeros(()), zeros(())), name="elementwise_scalar"),
     Target(elementwise, (zeros((1, 1)), zeros(1)), name="elementwise_one"),
     Target(mixed, (zeros(4, bool), zeros(4, np.int8), zeros(4, np.float16))),
-    Target(matmul, (zeros((96, 80)), zeros((80, 64)))),
+    Target(matmul, (zeros((160, 80)), zeros((80, 64)))),
     Target(halvings, (zeros(5),)),
     Target(loss, (PARAMS, zeros((2, 4))), transforms=(("grad", 0),)),
     Target(row_norm, (zeros((6, 5)),), transforms=(("vmap", 0),)),
@@ -172,7 +172,7 @@ def test_bool_int8_and_float16_buffers(lib, flags, small, half):
 
 def test_matmul_goes_through_blas_and_matches_jit(lib):
     assert "blas" in next(f for f in lib.manifest["functions"] if f["name"] == "matmul")["uses"]
-    a, b = rand((96, 80), 1), rand((80, 64), 2)
+    a, b = rand((160, 80), 1), rand((80, 64), 2)
     same_tree(lib.matmul(a, b), kiln.jit(matmul)(a, b))
 
 
@@ -247,7 +247,7 @@ def test_mapping_access_and_repr(lib):
     assert lib["matmul"] is lib.matmul and "halvings" in lib and len(lib) == len(TARGETS)
     assert list(lib) == [f["name"] for f in lib.manifest["functions"]]
     text = repr(lib)
-    assert "matmul(a: f32[96,80], b: f32[80,64]) -> f32[96,64]" in text
+    assert "matmul(a: f32[160,80], b: f32[80,64]) -> f32[160,64]" in text
     assert ("pytree_fn(params: {'b': f32[3], 'w': f32[3]}, pair: (f32[3], f32[3])) -> {'h': f32[3], "
             "'nothing': None, 'stats': Stats(mean=f32[], spread=f32[]), 'sum': (f32[3], f32[])}"
             in text)
@@ -336,7 +336,7 @@ def test_complex_arguments_and_results(complex_lib, x64, seed):
 def test_error_codes_raise_runtime_error(copy):
     other = kiln.aot.load(copy)
     other._dll.funcs_bind_extern(b"kiln_sgemm", None)   # unbind BLAS: the call returns 2
-    a, b = rand((96, 80)), rand((80, 64))
+    a, b = rand((160, 80)), rand((80, 64))
     with pytest.raises(RuntimeError, match=r"matmul .* failed with error 2: the BLAS routines"):
         other.matmul(a, b)
     kiln.aot._bind_externs(other._dll, other.manifest)   # what load does: this process's BLAS
@@ -344,7 +344,7 @@ def test_error_codes_raise_runtime_error(copy):
 
 
 def test_calls_from_threads(lib):
-    inputs = [(rand((96, 80), k), rand((80, 64), k + 100), rand(5, k) * F32(k + 1))
+    inputs = [(rand((160, 80), k), rand((80, 64), k + 100), rand(5, k) * F32(k + 1))
               for k in range(16)]
     expected = [(a @ b, kiln.jit(halvings)(x)) for a, b, x in inputs]
     results, errors = {}, []
@@ -382,7 +382,7 @@ BLOCKED = textwrap.dedent("""
     sys.meta_path.insert(0, Block())
     import kiln.aot
     lib = kiln.aot.load(sys.argv[1])
-    a = np.arange(96 * 80, dtype=np.float32).reshape(96, 80) / 1000
+    a = np.arange(160 * 80, dtype=np.float32).reshape(160, 80) / 1000
     b = np.arange(80 * 64, dtype=np.float32).reshape(80, 64) / 1000
     x = np.arange(12, dtype=np.float32).reshape(3, 4) / 5
     y = np.arange(4, dtype=np.float32)
@@ -403,7 +403,7 @@ def test_loader_needs_no_compiler(built):
     assert printed == "x is [1. 1.]"
     out = json.loads(data)
     assert out["imported"] == []
-    a = np.arange(96 * 80, dtype=F32).reshape(96, 80) / 1000
+    a = np.arange(160 * 80, dtype=F32).reshape(160, 80) / 1000
     b = np.arange(80 * 64, dtype=F32).reshape(80, 64) / 1000
     x, y = np.arange(12, dtype=F32).reshape(3, 4) / 5, np.arange(4, dtype=F32)
     close(np.array(out["elementwise"], F32), kiln.jit(elementwise)(x, y))

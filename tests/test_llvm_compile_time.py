@@ -128,10 +128,11 @@ def test_flat_kernels_take_their_size_as_an_argument(shapes, dtype, seed):
 
 def test_kernels_with_loops_stay_separate_and_straight_line_code_is_not_optimised():
     """A straight-line `kiln_main` is not optimised and takes in the straight-line kernels
-    (BLAS calls); kernels with loops stay functions of their own."""
-    x = np.ones((64, 32), np.float32)
-    fn = fused(lambda a, w: jnp.tanh(a @ w) + 1.0, x, np.ones((32, 32), np.float32))
-    compiled = check(fn, x, np.ones((32, 32), np.float32))
+    (BLAS calls, for products above lower_linalg.INLINE_MAX_FLOPS); kernels with loops stay
+    functions of their own."""
+    x = np.ones((256, 64), np.float32)
+    fn = fused(lambda a, w: jnp.tanh(a @ w) + 1.0, x, np.ones((64, 64), np.float32))
+    compiled = check(fn, x, np.ones((64, 64), np.float32))
     headers = [line for line in compiled.as_text("llvm-unoptimized").splitlines()
                if line.startswith("define")]
     assert any("kiln_main" in h and "optnone" in h for h in headers)

@@ -166,7 +166,8 @@ def _blas_threads():
     for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
         if os.environ.get(name, "").strip():
             return f"{os.environ[name].strip()} ({name})"
-    return f"{os.cpu_count()} (OpenBLAS's default: every core; OPENBLAS_NUM_THREADS overrides)"
+    return (f"{os.cpu_count()} at most (every core, fewer while other processes keep cores busy; "
+            f"OPENBLAS_NUM_THREADS pins it)")
 
 
 # ------------------------------------------------------------------------------- disk cache

@@ -17,8 +17,9 @@ A, B and C as stored. Likewise y = op(A) @ x for a row-major m x n matrix A is t
 y = op(A^T)^T x: gemv(flip(t), n, m, alpha, A, lda, x, incx, beta, y, incy).
 `emit_gemm` and `emit_gemv` emit exactly these calls into LLVM IR from row-major arguments.
 
-OpenBLAS runs its own thread pool (all cores by default, `OPENBLAS_NUM_THREADS` to change), so
-generated code must not call BLAS from inside a `parallel_for` chunk.
+OpenBLAS runs its own thread pool, sized to the load other processes put on the cores (threads.py;
+`OPENBLAS_NUM_THREADS` pins it), so generated code must not call BLAS from inside a
+`parallel_for` chunk.
 """
 
 from __future__ import annotations
@@ -26,9 +27,8 @@ from __future__ import annotations
 import llvmlite.ir as ir
 import numpy as np
 
-from . import externs
-from .blas_lookup import (Library, _numpy_openblas, _scipy_cython_blas, address,  # noqa: F401
-                          library)  # (this backend's BLAS API)
+from . import blas_lookup, externs, threads
+from .blas_lookup import Library, _numpy_openblas, _scipy_cython_blas, library  # noqa: F401
 
 I8 = ir.IntType(8)
 PTR = ir.PointerType()
@@ -38,6 +38,13 @@ _SCALAR = {np.dtype(np.float32): ir.FloatType(), np.dtype(np.float64): ir.Double
            np.dtype(np.complex64): ir.LiteralStructType([ir.FloatType()] * 2),
            np.dtype(np.complex128): ir.LiteralStructType([ir.DoubleType()] * 2)}
 _TRANS = {False: ord("N"), True: ord("T")}
+
+
+def address(name: str) -> int:
+    """The address of BLAS routine `name` for generated code that is being loaded; the first
+    one starts the watcher that sizes BLAS's threads to the load (threads.py)."""
+    threads.watch()
+    return blas_lookup.address(name)
 
 
 def int_type() -> ir.IntType:

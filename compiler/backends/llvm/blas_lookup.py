@@ -8,7 +8,8 @@ arguments:
   `__pyx_capi__` (32-bit integers); opening one with ctypes costs importing scipy.linalg and loading
   its OpenBLAS, about 0.2-0.5 s in a fresh process.
 `library()` picks the first available (`KILN_BLAS=scipy` forces SciPy's); `address(name)` gives a
-routine's address in it. `with_int_bits(bits)` finds the provider with a given integer width: the
+routine's address in it, and `thread_setter()` its `openblas_set_num_threads` (threads.py sets
+the library's thread count from the load on the cores). `with_int_bits(bits)` finds the provider with a given integer width: the
 loader of ahead-of-time compiled libraries (kiln.aot) binds their BLAS calls with it, without
 importing llvmlite, which blas.py (the IR emitters) needs.
 """
@@ -84,6 +85,24 @@ def address(name: str) -> int:
     if not found:
         raise ValueError(f"the BLAS library {library().name} has no routine {name!r}")
     return found
+
+
+@functools.cache
+def thread_setter() -> Callable[[int], None] | None:
+    """OpenBLAS's `openblas_set_num_threads` in `library()` as a Python callable, or None when
+    the library has none (it is then left to its own settings). Both providers export its
+    Fortran form, which takes a pointer to an INTEGER."""
+    found = library().lookup("openblas_set_num_threads")
+    if not found and library().name == "scipy-cython_blas":
+        import scipy.linalg.cython_blas  # noqa: F401  (loads SciPy's OpenBLAS into the process)
+        paths = Path(np.__file__).parent.parent.glob("scipy.libs/*openblas*")
+        found = next(filter(None, (_symbol(ctypes.CDLL(str(p)), "scipy_openblas_set_num_threads_")
+                                   for p in sorted(paths))), None)
+    if not found:
+        return None
+    integer = ctypes.c_int64 if library().int_bits == 64 else ctypes.c_int32
+    function = ctypes.CFUNCTYPE(None, ctypes.POINTER(integer))(found)
+    return lambda count: function(ctypes.byref(integer(count)))
 
 
 @functools.cache

@@ -1,15 +1,24 @@
-"""dot_general: BLAS for float products of matrices in memory, a fused loop nest otherwise.
+"""dot_general: generated kernels for small real products, BLAS for larger float products of
+matrices in memory, a fused loop nest otherwise.
 
-`plan_blas` decides, from the static shapes alone, whether a product runs through BLAS. It does
-when both operands and the result have the same dtype, float32, float64, complex64 or complex128
-(sgemm/dgemm/cgemm/zgemm, or the gemv routines when one side is a vector), the contraction is longer than 1, the product is big
-enough for a library call to pay off (`MIN_BLAS_FLOPS`), and each operand, with its batch axes
+`plan_blas` decides, from the static shapes alone, whether a product is a matrix product in
+memory. It is when both operands and the result have the same dtype, float32, float64,
+complex64 or complex128, the contraction is longer than 1, and each operand, with its batch axes
 set aside, is a matrix in memory: its free axes flatten to one stride and its contracting axes to
 another, one of the two being 1. An operand whose contracting axes come first (a transposed
-matrix as it is stored) is passed with BLAS's transpose flag, never copied. Batch axes become a
-loop of calls, one per batch element, at affine offsets (the batch axes may sit anywhere in the
-operands). A contraction over zero elements fills the result with zeros without calling BLAS.
-The calls go through blas.py's row-major emitters (extern function pointers bound at load time).
+matrix as it is stored) is read in place (BLAS's transpose flag), never copied. Batch axes become a
+loop of products, one per batch element, at affine offsets (the batch axes may sit anywhere in the
+operands). A contraction over zero elements fills the result with zeros.
+
+Each product of the plan then runs, by `inline`:
+- for float32/float64 products of at most INLINE_MAX_FLOPS multiply-adds (INLINE_MAX_VECTOR_FLOPS
+  for a matrix times a vector) that gemm.py can read in place: gemm.py's register-blocked loop
+  nest, generated into the kernel (no call, no packing, no threads);
+- otherwise BLAS: blas.py's row-major emitters of sgemm/dgemm/cgemm/zgemm or the gemv routines
+  (extern function pointers bound at load time). Products below MIN_BLAS_FLOPS that the
+  kernel does not take, or that contract more than 64 float32 terms (the loop nest sums them
+  in float64: lower_fused.wide_carry; above MIN_BLAS_FLOPS they went to BLAS's float32
+  sums before the kernel too), are not planned: they take the loop nest.
 
 Everything else is the loop nest: the product written as a fused group over the iteration space
 (batch..., lhs free..., contracting..., rhs free...):
@@ -20,7 +29,8 @@ free axes (contiguous in rhs and in the output, accumulating into the output: th
 which vectorises); without rhs free axes it runs over the contracting axes with a register
 accumulator. That covers integer and bool products, mixed dtypes and `preferred_element_type`
 conversions, outer products (a contraction of length 1: a broadcast multiply), dot products,
-and products too small for BLAS.
+and the products the plan leaves out (complex ones below MIN_BLAS_FLOPS, small real ones gemm.py
+cannot read in place).
 """
 import math
 from typing import NamedTuple
@@ -31,7 +41,7 @@ from ...ir.abstract import ShapedArray
 from ...ir.ssa import Eqn, Literal, Var
 from ...primitives import PRIMITIVES
 from ...primitives.linalg import _free
-from . import blas
+from . import blas, gemm
 from . import ltypes as T
 from .buffers import element_pointer
 from .loops import affine_offset, collapse, contiguous_strides, emit_nest
@@ -39,8 +49,15 @@ from .lower_fused import fill, lower_group, wide_bytes, wide_carry
 
 P = PRIMITIVES
 # Below this many multiply-adds a fused loop beats the call into the library (measured on
-# AVX-512: a 16x16x16 product costs about as much either way).
+# AVX-512: a 16x16x16 product costs about as much either way); real products that gemm.py's
+# kernel computes run it instead, up to INLINE_MAX_FLOPS.
 MIN_BLAS_FLOPS = 16 * 16 * 16
+# Real products of at most this many multiply-adds run gemm.py's register-blocked kernel
+# instead of BLAS; a matrix times a vector (m or n is 1), of at most INLINE_MAX_VECTOR_FLOPS
+# (gemv streams the matrix faster). Measured with AVX2 and AVX-512 code: docs/llvm.md, "Small
+# matrix products".
+INLINE_MAX_FLOPS = 1 << 19
+INLINE_MAX_VECTOR_FLOPS = 1 << 12
 _BLAS_DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
 
 
@@ -112,7 +129,7 @@ def plan_blas(la, ra, out_aval, dimension_numbers):
     batch_strides = ([ls[a] for a in lb], [rs[b] for b in rb], list(out_strides))
     if k == 0 and m * n:
         return BlasPlan("zeros", m, n, k, None, None, None, batch, batch_strides)
-    if k <= 1 or m * n == 1 or m * n * k < MIN_BLAS_FLOPS:
+    if k <= 1 or m * n == 1:
         return None
     a, b = _matrix((m, lhs_m), lhs_k), _matrix(rhs_k, (n, rhs_n))
     if a is None or b is None:
@@ -120,15 +137,35 @@ def plan_blas(la, ra, out_aval, dimension_numbers):
     kind = "gemv_lhs" if n == 1 else "gemv_rhs" if m == 1 else "gemm"
     shape, maps, _ = collapse(batch, batch_strides)
     incs = (lhs_k[1] or 1, rhs_k[1] or 1)
-    return BlasPlan(kind, m, n, k, a, b, incs, shape, tuple(maps))
+    plan = BlasPlan(kind, m, n, k, a, b, incs, shape, tuple(maps))
+    if m * n * k >= MIN_BLAS_FLOPS:
+        return plan
+    # below it, the loop nest's float64 accumulator keeps long float32 contractions accurate
+    return plan if inline(plan, dtype) and wide_carry(out_aval, k) is None else None
 
 
 # -------------------------------------------------------------------------- emission
 
+def _strides(matrix):
+    """(row, column) element strides of op(X) for a Matrix."""
+    return (1, matrix.ld) if matrix.trans else (matrix.ld, 1)
+
+
+def inline(plan, dtype):
+    """Whether this product runs gemm.py's generated kernel rather than BLAS."""
+    limit = INLINE_MAX_FLOPS if plan.kind == "gemm" else INLINE_MAX_VECTOR_FLOPS
+    return (plan.kind != "zeros" and plan.m * plan.n * plan.k <= limit
+            and gemm.inline_form(dtype, plan.m, plan.n, _strides(plan.lhs),
+                                 _strides(plan.rhs)) is not None)
+
+
 def _call(builder, plan, dtype, a, b, c):
     """One product at element pointers a (lhs), b (rhs), c (out)."""
     lhs, rhs = plan.lhs, plan.rhs
-    if plan.kind == "gemm":
+    if inline(plan, dtype):
+        gemm.emit_gemm(builder, dtype, plan.m, plan.n, plan.k, a, _strides(lhs), b,
+                       _strides(rhs), c)
+    elif plan.kind == "gemm":
         blas.emit_gemm(builder, dtype, plan.m, plan.n, plan.k, a, b, c, trans_a=lhs.trans,
                        trans_b=rhs.trans, lda=lhs.ld, ldb=rhs.ld, ldc=plan.n)
     elif plan.kind == "gemv_lhs":   # out (m) = op(lhs) @ rhs vector
