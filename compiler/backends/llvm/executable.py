@@ -172,8 +172,9 @@ class Executable:
     def _failure(self, status):
         from .lower_tapes import OUT_OF_MEMORY   # (the code generator, on failure only)
         if status == OUT_OF_MEMORY:
-            return MemoryError(f"Out of memory: compiled code for {self.function.name} could "
-                               f"not allocate the tape of a loop it differentiates")
+            return memory.OutOfMemoryError(
+                f"Out of memory: compiled code for {self.function.name} could not allocate the "
+                f"tape of a loop it differentiates (status {status})")
         return RuntimeError(f"kiln: compiled code for {self.function.name} failed "
                             f"(status {status})")
 

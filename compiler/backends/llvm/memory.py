@@ -69,9 +69,14 @@ def size_class(nbytes: int) -> int:
     return -(-nbytes // step) * step
 
 
-def out_of_memory(nbytes: int, why: str = "") -> MemoryError:
+class OutOfMemoryError(MemoryError, RuntimeError):
+    """A failed allocation: a MemoryError, and a RuntimeError as JAX's XlaRuntimeError for
+    RESOURCE_EXHAUSTED is."""
+
+
+def out_of_memory(nbytes: int, why: str = "") -> OutOfMemoryError:
     """JAX's message for a failed allocation, with the size in bytes."""
-    return MemoryError(f"Out of memory allocating {nbytes} bytes ({nbytes / 2**30:.3g} GiB)"
+    return OutOfMemoryError(f"Out of memory allocating {nbytes} bytes ({nbytes / 2**30:.3g} GiB)"
                        + (f": {why}" if why else ""))
 
 
