@@ -4,8 +4,11 @@ Every error carries the user's source location: the file, the line, the line's t
 under the expression (`SourceInfo`), says why, and says what to do. `CompileError` is for
 constructs kiln cannot compile; `ConcretizationError` (a TypeError, like JAX's) is for needing
 a concrete value from a traced one; `NonConcreteBooleanIndexError` (an IndexError) for boolean
-masks under `jit`.
+masks under `jit`. Errors raised while a helper function is specialised show the whole user
+stack: each call site from the compiled function down, then the failing expression (`calling`).
 """
+import contextlib
+import threading
 
 
 class SourceInfo:
@@ -36,13 +39,38 @@ class SourceInfo:
         return f"{self.filename}:{self.lineno}:{self.col}"
 
 
+# The call sites of the user functions being specialised in this thread, outermost first
+# (`calling`): an error in a helper shows every user line from the jitted function down to it.
+_CALLS = threading.local()
+
+
+@contextlib.contextmanager
+def calling(info):
+    """Within: specialising a user function that the expression at `info` calls."""
+    stack = getattr(_CALLS, "stack", None)
+    if stack is None:
+        stack = _CALLS.stack = []
+    stack.append(info)
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def _frame_lines(info):
+    caret = info.caret()
+    return [info.where()] + ([caret] if caret else [])
+
+
 def located(message, info, hint=None):
+    """`message`, then every user frame from the outermost call site down to `info` (file,
+    line, function, the line with a caret under the expression), then `hint`."""
     parts = [message]
     if info is not None:
-        parts.append(info.where())
-        caret = info.caret()
-        if caret:
-            parts.append(caret)
+        for site in getattr(_CALLS, "stack", ()):
+            if site is not None and (site.filename, site.lineno) != (info.filename, info.lineno):
+                parts += _frame_lines(site)
+        parts += _frame_lines(info)
     if hint:
         parts.append(hint)
     return "\n".join(parts)

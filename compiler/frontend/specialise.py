@@ -20,7 +20,7 @@ import types
 
 import gast
 
-from ..errors import CompileError, ConcretizationError, KilnError
+from ..errors import CompileError, ConcretizationError, KilnError, calling
 from . import builder as _builder
 from .host import HOST
 from .source import function_ast
@@ -235,8 +235,10 @@ def _specialise_function(fn, args, kwargs):
     frame = Frame(parsed, fn.__globals__, closure, guards, depth)
     bind_arguments(frame, parsed.node, fn.__defaults__, fn.__kwdefaults__, args, kwargs, fn)
     _STATE.depth = depth
+    b = _builder.current()
     try:
-        return run_body(frame, parsed.node)
+        with calling(b.info if b is not None else None):
+            return run_body(frame, parsed.node)
     except RecursionError:
         # Python's stack ran out before MAX_DEPTH (each level takes several frames).
         raise CompileError(f"recursion too deep while specialising {fn.__qualname__}: "
@@ -497,7 +499,30 @@ def _call_args(frame, node):
 def _e_call(frame, node):
     fn = eval_expr(frame, node.func)
     args, kwargs = _call_args(frame, node)
-    return call_function(fn, args, kwargs)
+    try:
+        return call_function(fn, args, kwargs)
+    except ConcretizationError as e:
+        numpy_name = _numpy_name(fn)
+        if numpy_name is None or getattr(e, "_kiln_numpy_hint", False):
+            raise
+        short = numpy_name.rpartition(".")[2]
+        new = ConcretizationError(
+            f"{numpy_name} is NumPy's function: it needs the values of its arguments, and "
+            f"{'one of them is' if len(args) > 1 else 'its argument is'} traced here (known "
+            f"only when the compiled function runs)", frame.info(node),
+            f"Use the kiln.numpy function of the same name (import kiln.numpy as jnp; "
+            f"jnp.{short}), which works on traced values.")
+        new._kiln_numpy_hint = True
+        raise new from None
+
+
+def _numpy_name(fn):
+    """`numpy.sin` for a NumPy function or ufunc, else None."""
+    module = getattr(fn, "__module__", None) or ""
+    if type(fn).__name__ == "ufunc" or module.partition(".")[0] == "numpy":
+        name = getattr(fn, "__name__", None)
+        return None if name is None else f"numpy.{name}"
+    return None
 
 
 def _e_attribute(frame, node):
