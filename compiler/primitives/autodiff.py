@@ -33,7 +33,8 @@ from ..ir.abstract import ShapedArray
 from ..frontend.builder import current, trace_region, close_regions
 from ..transforms import emit as E
 from ..transforms import batching as B
-from .core import register, type_error
+from .core import register, type_error, BATCH
+from .rule_forms import tangent_rule, cotangent_rule
 
 TAPE = ShapedArray((), np.dtype(object), False)
 
@@ -48,8 +49,8 @@ def _identity_eval(x):
 
 
 stop_gradient = register("stop_gradient", _identity_eval, lambda x: x)
-stop_gradient.rules["zero_derivative"] = True
-stop_gradient.rules["batch"] = lambda args, dims: (E.stop_gradient(args[0]), dims[0])
+stop_gradient.zero_derivative = True
+BATCH[stop_gradient] = lambda args, dims: (E.stop_gradient(args[0]), dims[0])
 
 
 class Tape:
@@ -111,8 +112,8 @@ def _check_tape(op, aval):
 
 
 tape_new = register("tape_new", lambda: TAPE, lambda: _wrap(Tape()))
-tape_new.rules["zero_derivative"] = True
-tape_new.rules["distinct"] = True   # CSE keeps two empty tapes apart: each has its own history
+tape_new.zero_derivative = True
+tape_new.distinct = True   # CSE keeps two empty tapes apart: each has its own history
 
 
 def _push_eval(tape, *values):
@@ -214,9 +215,9 @@ def _tape_add_eval(a, b):
 
 
 tape_add = register("tape_add", _tape_add_eval, _tape_add)
-tape_add.rules.update(
-    jvp=lambda primals, tangents, outs: _tape_sum(tangents),
-    vjp=lambda ct, primals, outs: [ct, ct])
+tape_add.def_rules(
+    jvp=tangent_rule(lambda primals, tangents, outs: _tape_sum(tangents)),
+    vjp=cotangent_rule(lambda ct, primals, outs: [ct, ct]))
 
 
 def _tape_sum(tapes):
@@ -267,8 +268,8 @@ def _pop_vjp(cts, primals, outs, *, types):
     return [E.tape_push(ct_tape, *vals)]
 
 
-tape_push.rules.update(jvp=_push_jvp, vjp=_push_vjp)
-tape_pop.rules.update(jvp=_pop_jvp, vjp=_pop_vjp)
+tape_push.def_rules(jvp=tangent_rule(_push_jvp), vjp=cotangent_rule(_push_vjp))
+tape_pop.def_rules(jvp=tangent_rule(_pop_jvp), vjp=cotangent_rule(_pop_vjp))
 
 
 # Batching: a batched tape is an array of tapes with the batch axis first, one tape per
@@ -288,9 +289,9 @@ def _tape_add_batch(args, dims):
     return E.tape_add(*B.bdim_at_front(args, dims)), 0
 
 
-tape_push.rules["batch"] = _push_batch
-tape_pop.rules["batch"] = _pop_batch
-tape_add.rules["batch"] = _tape_add_batch
+BATCH[tape_push] = _push_batch
+BATCH[tape_pop] = _pop_batch
+BATCH[tape_add] = _tape_add_batch
 
 
 # ------------------------------------------------------------------ user-defined derivatives
@@ -366,7 +367,7 @@ def _custom_jvp_vjp(cts, primals, outs, *, call, jvp, num_consts):
     return [None] * num_consts + [next(it) if _inexact(a) else None for a in arg_avals]
 
 
-custom_jvp_call.rules.update(jvp_eqn=_custom_jvp_jvp, vjp=_custom_jvp_vjp)
+custom_jvp_call.def_rules(jvp=_custom_jvp_jvp, vjp=cotangent_rule(_custom_jvp_vjp))
 
 
 def _custom_vjp_jvp(eqn, ins, tins):
@@ -393,8 +394,8 @@ def _custom_vjp_vjp(cts, primals, outs, residuals, *, call, fwd, bwd, num_consts
     return [None] * num_consts + [next(it) if _inexact(E.aval(x)) else None for x in args]
 
 
-custom_vjp_call.rules.update(jvp_eqn=_custom_vjp_jvp, vjp_fwd=_custom_vjp_fwd,
-                             vjp=_custom_vjp_vjp)
+custom_vjp_call.def_rules(jvp=_custom_vjp_jvp, vjp_forward=_custom_vjp_fwd,
+                          vjp=_custom_vjp_vjp)
 
 
 def _remat_jvp(eqn, ins, tins):
@@ -425,7 +426,7 @@ def _remat_vjp(cts, primals, outs, *, body, prevent_cse=True):
     return [next(it) if d else None for d in diff]
 
 
-remat.rules.update(jvp_eqn=_remat_jvp, vjp=_remat_vjp)
+remat.def_rules(jvp=_remat_jvp, vjp=cotangent_rule(_remat_vjp))
 
 
 # Batching: each region is batched into a new region of the same primitive (JAX batches the
@@ -529,6 +530,6 @@ def _remat_batch(args, dims, *, body, prevent_cse=True):
     return list(outs), record["dims"]
 
 
-custom_jvp_call.rules["batch"] = _custom_jvp_batch
-custom_vjp_call.rules["batch"] = _custom_vjp_batch
-remat.rules["batch"] = _remat_batch
+BATCH[custom_jvp_call] = _custom_jvp_batch
+BATCH[custom_vjp_call] = _custom_vjp_batch
+BATCH[remat] = _remat_batch

@@ -19,7 +19,8 @@ from ..ir.ssa import Function, Var
 from ..frontend.builder import current as current_builder, close_regions
 from ..transforms import emit as E
 from ..transforms import batching as B
-from .core import register, type_error
+from .core import register, type_error, BATCH
+from .rule_forms import cotangent_rule
 
 
 def _same_types(a, b):
@@ -248,7 +249,7 @@ def _cond_vjp(cts, primals, outs, *, branches):
     return [None] + [next(it) if d else None for d in diff_in]
 
 
-cond.rules.update(jvp_eqn=_cond_jvp, vjp=_cond_vjp)
+cond.def_rules(jvp=_cond_jvp, vjp=cotangent_rule(_cond_vjp))
 
 
 def _carry_pattern(pattern, body, before, carry, after=()):
@@ -405,7 +406,7 @@ def _while_vjp(cts, primals, outs, residuals, *, cond_fn, body_fn, num_consts):
     return [next(ita) if d else None for d in dc] + [next(itk) if d else None for d in dk]
 
 
-while_loop.rules.update(jvp_eqn=_while_jvp, vjp_fwd=_while_vjp_fwd, vjp=_while_vjp)
+while_loop.def_rules(jvp=_while_jvp, vjp_forward=_while_vjp_fwd, vjp=_while_vjp)
 
 
 def _scan_jvp(eqn, ins, tins):
@@ -525,7 +526,7 @@ def _scan_vjp(cts, primals, outs, residuals, *, body, length, reverse=False, num
             [next(itx) if d else None for d in dx])
 
 
-scan.rules.update(jvp_eqn=_scan_jvp, vjp_fwd=_scan_vjp_fwd, vjp=_scan_vjp)
+scan.def_rules(jvp=_scan_jvp, vjp_forward=_scan_vjp_fwd, vjp=_scan_vjp)
 
 
 # ------------------------------------------------------------------------- batching rules
@@ -629,7 +630,7 @@ def _cond_select(index, results, size):
     return outs, out_dims
 
 
-cond.rules["batch"] = _cond_batch
+BATCH[cond] = _cond_batch
 
 
 def _carry_axes(init_dims, batched):
@@ -679,7 +680,7 @@ def _while_batch(args, dims, *, cond_fn, body_fn, num_consts):
     return list(res[:-1]), k_dims
 
 
-while_loop.rules["batch"] = _while_batch
+BATCH[while_loop] = _while_batch
 
 
 def _scan_batch(args, dims, *, body, length, reverse=False, num_consts=0, num_carry=0):
@@ -709,4 +710,4 @@ def _scan_batch(args, dims, *, body, length, reverse=False, num_consts=0, num_ca
     return list(res), k_dims + y_dims
 
 
-scan.rules["batch"] = _scan_batch
+BATCH[scan] = _scan_batch

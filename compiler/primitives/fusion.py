@@ -12,7 +12,8 @@ backend and the fuse pass is tested by running its input and its output there.
 existing transforms, so fused code can still be differentiated (JVP, VJP) and batched.
 """
 from ..ir.abstract import ShapedArray
-from .core import register, type_error
+from .core import register, type_error, JVP, VJP, BATCH
+from .rule_forms import tangent_rule, cotangent_rule
 from .control import _run
 
 
@@ -51,6 +52,6 @@ def _fusion_batch(args, dims, *, body):
     return batch_emit(body, args, dims, batching.batch_size(args, dims))
 
 
-fusion.rules["jvp"] = _fusion_jvp
-fusion.rules["vjp"] = _fusion_vjp
-fusion.rules["batch"] = _fusion_batch
+JVP[fusion] = tangent_rule(_fusion_jvp)
+VJP[fusion] = cotangent_rule(_fusion_vjp)
+BATCH[fusion] = _fusion_batch

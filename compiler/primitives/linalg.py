@@ -10,7 +10,8 @@ import numpy as np
 from ..ir.abstract import ShapedArray
 from ..transforms import emit as E
 from ..transforms import batching as B
-from .core import register
+from .core import register, JVP, VJP, BATCH
+from .rule_forms import tangent_rule, cotangent_rule
 
 
 def _free(ndim, contract, batch):
@@ -178,6 +179,6 @@ def _dot_general_batch(args, dims, *, dimension_numbers, precision=None,
     return out, out_dim
 
 
-dot_general.rules["jvp"] = _dot_general_jvp
-dot_general.rules["vjp"] = _dot_general_vjp
-dot_general.rules["batch"] = _dot_general_batch
+JVP[dot_general] = tangent_rule(_dot_general_jvp)
+VJP[dot_general] = cotangent_rule(_dot_general_vjp)
+BATCH[dot_general] = _dot_general_batch

@@ -3,7 +3,7 @@ families share.
 
 A batching rule has the fixed signature
 
-    rules["batch"](args, dims, **params) -> (outs, out_dims)
+    BATCH[prim](args, dims, **params) -> (outs, out_dims)
 
 `args` are the operands (tracers or literals) and `dims[i]` the axis of `args[i]` that carries
 the batch, or None for an operand that is the same for every example (at least one is not
@@ -13,12 +13,12 @@ one carries its batch on (None: the result is the same for every example). Multi
 primitives return lists. Rules live beside their primitive's declaration; this module holds
 what several of them need:
 
-Collectives (`psum`, `axis_index`, ...) carry `rules["collective"] = True` and an `axis_name`
+Collectives (`psum`, `axis_index`, ...) are marked `collective` and have an `axis_name`
 param (a name or a tuple of names); when the axis being batched is one of them, `vmap` calls
 
-    rules["batch_collective"](args, dims, *, size, axis, **params) -> (outs, out_dims)
+    BATCH_COLLECTIVE[prim](args, dims, *, size, axis, **params) -> (outs, out_dims)
 
-instead (even when no operand is batched), and `rules["batch"]` otherwise (another vmap's or
+instead (even when no operand is batched), and `BATCH[prim]` otherwise (another vmap's or
 pmap's axis: the collective is applied example by example).
 
 - `batch_axis`, `current_axis_name`, `collective_axes`: the axis being batched.
@@ -71,7 +71,7 @@ def _reads_axis(eqn, name):
 
 def collective_axes(eqn):
     """The axis names a collective equation reduces over (empty for other primitives)."""
-    if not eqn.prim.rules.get("collective"):
+    if not eqn.prim.collective:
         return ()
     names = eqn.params["axis_name"]
     return names if isinstance(names, tuple) else (names,)

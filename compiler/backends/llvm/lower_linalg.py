@@ -30,6 +30,7 @@ import numpy as np
 from ...ir.abstract import ShapedArray
 from ...ir.ssa import Eqn, Var
 from ...primitives import PRIMITIVES
+from ...primitives.core import LLVM
 from ...primitives.linalg import _free
 from . import blas
 from . import ltypes as T
@@ -214,4 +215,4 @@ def _dot_general(ctx, outs, ins, *, dimension_numbers, precision=None,
         _emit_blas(ctx, plan, lhs, rhs, outs[0])
 
 
-PRIMITIVES["dot_general"].rules["llvm"] = _dot_general
+LLVM[PRIMITIVES["dot_general"]] = _dot_general

@@ -19,6 +19,7 @@ import numpy as np
 import llvmlite.ir as ir
 
 from ...primitives import PRIMITIVES
+from ...primitives.core import LLVM
 from . import ltypes as T
 from .buffers import View, load, store
 from .calls import intrinsic
@@ -169,7 +170,7 @@ def _sized(shape, axis, n):
     return tuple(n if k == axis else d for k, d in enumerate(shape))
 
 
-PRIMITIVES["argmax"].rules["llvm"] = _arg_rule(">")
-PRIMITIVES["argmin"].rules["llvm"] = _arg_rule("<")
+LLVM[PRIMITIVES["argmax"]] = _arg_rule(">")
+LLVM[PRIMITIVES["argmin"]] = _arg_rule("<")
 for _name in _CUMULATIVE:
-    PRIMITIVES[_name].rules["llvm"] = _cumulative_rule(_name)
+    LLVM[PRIMITIVES[_name]] = _cumulative_rule(_name)
