@@ -23,8 +23,8 @@ from .array import Array, to_array
 from .tree_util import tree_flatten, tree_unflatten, tree_structure
 from .jit import _leaf_aval, _log_compiles, logger, wrap_outputs
 from ._traceback import filter_traceback, show_full
-from .compiler.frontend.builder import Builder, current
-from .compiler.transforms import emit
+from .compiler.ir.builder import Builder, current
+from .compiler.primitives import emit
 from .compiler.transforms.jvp import jvp_emit
 from .compiler.transforms.vjp import vjp_forward, vjp_backward
 

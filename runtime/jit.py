@@ -50,7 +50,7 @@ from . import fastcall
 from . import tracer as _tracer  # noqa: F401  (installs the Tracer type in the builder)
 from . import _host  # noqa: F401  (fills the specialiser's host interface)
 from ._traceback import filter_traceback, show_full
-from .compiler.frontend.builder import current, PerThread
+from .compiler.ir.builder import current, PerThread
 from .compiler.errors import BackendUnsupportedError
 
 logger = logging.getLogger("kiln")
@@ -325,7 +325,7 @@ class Jitted:
 
     def _trace(self, args, kwargs):
         """Specialise into SSA: (Function before passes, out_tree, consts, guards)."""
-        from .compiler.frontend.builder import Builder
+        from .compiler.ir.builder import Builder
         from .compiler.frontend import specialise
         statics, dyn_args, dyn_kwargs = self._split(args, kwargs)
         leaves, treedef = tree_flatten((tuple(dyn_args), dyn_kwargs))

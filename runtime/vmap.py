@@ -20,8 +20,8 @@ examples except host callbacks, which run once per example in order as in JAX.
 from .tree_util import tree_flatten, tree_unflatten, tree_structure
 from .jit import _leaf_aval, wrap_outputs
 from .ad import stage, _call, _name_like, _guards_ok, _is_tracer, _value, _describe
-from .compiler.frontend.builder import Builder, current
-from .compiler.transforms import emit
+from .compiler.ir.builder import Builder, current
+from .compiler.primitives import emit
 from .compiler.transforms.vmap import batch_emit, moveaxis, to_front
 from .lax._parallel import axis_frame
 

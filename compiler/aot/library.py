@@ -16,6 +16,7 @@ import subprocess
 import sys
 from typing import NamedTuple
 
+from .. import __version__
 from ..backends.llvm.blas_lookup import ROUTINES
 from . import glue, native
 from .manifest import (ERROR_CODES, FORMAT, MANIFEST_VERSION, TreeEncodingError, file_sha256,
@@ -108,7 +109,6 @@ def _check_trees(target, spec):
 def write_library(compiled, out_dir, lib, machine, compiler):
     """Write every file of the library into `out_dir`, link it with `compiler` (the C
     compiler's command, a list), write the manifest."""
-    import kiln
     from ..backends.llvm.lower_tapes import OUT_OF_MEMORY
     os.makedirs(out_dir, exist_ok=True)
     manifest_path = os.path.join(out_dir, "manifest.json")
@@ -129,8 +129,8 @@ def write_library(compiled, out_dir, lib, machine, compiler):
     modules[runtime_name] = glue.Module(runtime_name, runtime_externs)
     functions = [_glue_function(c) for c in compiled]
     write(f"{lib}_glue.c", glue.glue_source(lib, functions, list(modules.values()), blas,
-                                            kiln.__version__, OUT_OF_MEMORY))
-    write(f"{lib}.h", glue.header_source(lib, functions, kiln.__version__))
+                                            __version__, OUT_OF_MEMORY))
+    write(f"{lib}.h", glue.header_source(lib, functions, __version__))
     objects = {}   # functions with identical code share one module: link its object once
     for c, files in zip(compiled, function_files):
         objects.setdefault(c.native.module, files["object"])
@@ -220,14 +220,13 @@ def _link(out_dir, lib, objects, compiler):
 # ------------------------------------------------------------------------------ manifest
 
 def _manifest(lib, compiled, function_files, machine, blas, command):
-    import kiln
     import llvmlite
     import numpy as np
     from ..ir import dtypes
     versions = native.versions()
     return {
         "format": FORMAT, "manifest_version": MANIFEST_VERSION,
-        "kiln_version": kiln.__version__, "llvm_version": versions["llvm"],
+        "kiln_version": __version__, "llvm_version": versions["llvm"],
         "llvmlite_version": llvmlite.__version__,
         "python": f"{sys.version_info.major}.{sys.version_info.minor}",
         "numpy": np.__version__, "x64": bool(dtypes.x64_enabled()),

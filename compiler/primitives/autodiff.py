@@ -30,9 +30,10 @@ reverse-over-reverse works.
 import numpy as np
 
 from ..ir.abstract import ShapedArray
-from ..frontend.builder import current, trace_region, close_regions
-from ..transforms import emit as E
-from ..transforms import batching as B
+from ..ir.builder import current, trace_region, close_regions
+from . import emit as E
+from . import batching as B
+from . import regions
 from .core import register, type_error, BATCH
 from .rule_forms import tangent_rule, cotangent_rule
 
@@ -310,8 +311,8 @@ BATCH[tape_add] = _tape_add_batch
 # see them either).
 
 def _run_region(region, *args):
-    from .control import _run
-    return _run(region, *args)
+    from .control import run_region   # control imports this module (TAPE)
+    return run_region(region, *args)
 
 
 def _call_eval(*avals, call, **params):
@@ -342,27 +343,25 @@ def _inexact(a):
 
 
 def _custom_jvp_jvp(eqn, ins, tins):
-    from ..transforms import jvp
     k = eqn.params["num_consts"]
     g = eqn.params["jvp"]
     args, t_args = ins[k:], tins[k:]
-    tangents = [jvp.instantiate(t, E.aval(x)) for x, t in zip(args, t_args)
+    tangents = [E.instantiate(t, E.aval(x)) for x, t in zip(args, t_args)
                 if _inexact(E.aval(x))]
-    res, _ = jvp.jvp_emit(g, list(ins) + tangents, [None] * (len(ins) + len(tangents)))
+    res, _ = regions.jvp(g, list(ins) + tangents, [None] * (len(ins) + len(tangents)))
     n = len(eqn.outvars)
     it = iter(res[n:])
     return list(res[:n]), [next(it) if _inexact(v.aval) else None for v in eqn.outvars]
 
 
 def _custom_jvp_vjp(cts, primals, outs, *, call, jvp, num_consts):
-    from ..transforms import vjp
     args = primals[num_consts:]
     arg_avals = [E.aval(x) for x in args]
     zeros = [E.zeros(a) for a in arg_avals if _inexact(a)]
     n_in = len(primals)
     active = [False] * n_in + [True] * len(zeros)
     ct = [None] * len(outs) + [c for c, o in zip(cts, outs) if _inexact(E.aval(o))]
-    _, cts_in = vjp.vjp_emit(jvp, list(primals) + zeros, ct, active)
+    _, cts_in = regions.vjp(jvp, list(primals) + zeros, ct, active)
     it = iter(cts_in[n_in:])
     return [None] * num_consts + [next(it) if _inexact(a) else None for a in arg_avals]
 
@@ -377,19 +376,17 @@ def _custom_vjp_jvp(eqn, ins, tins):
 
 
 def _custom_vjp_fwd(eqn, ins):
-    from ..transforms import jvp
-    res, _ = jvp.jvp_emit(eqn.params["fwd"], list(ins), [None] * len(ins))
+    res, _ = regions.jvp(eqn.params["fwd"], list(ins), [None] * len(ins))
     n = len(eqn.outvars)
     return list(res[:n]), list(res[n:])
 
 
 def _custom_vjp_vjp(cts, primals, outs, residuals, *, call, fwd, bwd, num_consts):
-    from ..transforms import jvp
     consts, args = primals[:num_consts], primals[num_consts:]
-    ct = [jvp.instantiate(c, E.aval(o)) for c, o in zip(cts, outs)
+    ct = [E.instantiate(c, E.aval(o)) for c, o in zip(cts, outs)
           if _inexact(E.aval(o))]
     ins = list(consts) + list(residuals) + ct
-    res, _ = jvp.jvp_emit(bwd, ins, [None] * len(ins))
+    res, _ = regions.jvp(bwd, ins, [None] * len(ins))
     it = iter(res)
     return [None] * num_consts + [next(it) if _inexact(E.aval(x)) else None for x in args]
 
@@ -399,13 +396,11 @@ custom_vjp_call.def_rules(jvp=_custom_vjp_jvp, vjp_forward=_custom_vjp_fwd,
 
 
 def _remat_jvp(eqn, ins, tins):
-    from ..transforms import jvp
-    outs, touts = jvp.jvp_emit(eqn.params["body"], list(ins), list(tins))
+    outs, touts = regions.jvp(eqn.params["body"], list(ins), list(tins))
     return list(outs), list(touts)
 
 
 def _remat_vjp(cts, primals, outs, *, body, prevent_cse=True):
-    from ..transforms import vjp
     avals = [E.aval(x) for x in primals]
     diff = [a.dtype.kind in "fcO" for a in avals]
     nz = [c is not None for c in cts]
@@ -414,8 +409,8 @@ def _remat_vjp(cts, primals, outs, *, body, prevent_cse=True):
     def backward(inputs):
         it = iter(inputs[n:])
         ct = [next(it) if z else None for z in nz]
-        _, cts_in = vjp.vjp_emit(body, inputs[:n], ct, diff)
-        return [vjp.instantiate(c, a) for c, a, d in zip(cts_in, avals, diff) if d]
+        _, cts_in = regions.vjp(body, inputs[:n], ct, diff)
+        return [E.instantiate(c, a) for c, a, d in zip(cts_in, avals, diff) if d]
     b = current()
     child = trace_region(b, body.name + "_bwd", backward,
                          avals + [E.aval(c) for c in cts if c is not None])
@@ -437,10 +432,9 @@ remat.def_rules(jvp=_remat_jvp, vjp=cotangent_rule(_remat_vjp))
 
 def _batched_region(region, in_avals, in_dims, size, place):
     """A traced region running `region` batched; `place(outs, dims)` gives its results."""
-    from ..transforms.vmap import batch_emit
 
     def body(inputs):
-        return place(*batch_emit(region, inputs, in_dims, size))
+        return place(*regions.batch(region, inputs, in_dims, size))
     return trace_region(current(), region.name + "_batched", body, in_avals)
 
 

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 
 from .core import register, BATCH
-from ..transforms import batching as B
+from . import batching as B
 
 
 def _eval(*operands, fmt=None, template=(), sep=" ", end="\n"):

@@ -9,7 +9,7 @@ axis. Every collective has the param `axis_name` — one name, or for psum/pmax/
 names (the API splits tuples for the others: an axis_index or all_gather over (i, j) is one
 over i and one over j) — and carries the `collective` flag.
 
-Batching (see `transforms/batching.py`): its `BATCH` rule handles a collective over another
+Batching (see `batching.py`): its `BATCH` rule handles a collective over another
 axis than the one being batched (the collective applies to the batched value as it is), and
 `BATCH_COLLECTIVE[prim](args, dims, *, size, axis, **params)` the collective over the axis
 being batched, which becomes a computation across the batch axis: psum a reduce_sum, axis_index
@@ -23,8 +23,8 @@ lanes equal to the result, as reduce_max does.
 import numpy as np
 
 from ..ir.abstract import ShapedArray
-from ..transforms import emit as E
-from ..transforms import batching as B
+from . import emit as E
+from . import batching as B
 from .core import register, check_dtype_kinds, JVP, VJP
 from .rule_forms import tangent_rule, cotangent_rule
 from .indexing import GatherDimensionNumbers

@@ -30,8 +30,7 @@ evaluation on (primitive, operand types, params).
 import numpy as np
 
 from ..ir.abstract import ShapedArray, shape_str
-
-PRIMITIVES = {}
+from ..ir.registry import PRIMITIVES
 
 FLAGS = ("effect", "zero_derivative", "distinct", "collective")
 

@@ -21,8 +21,8 @@ import numpy as np
 from ..ir.abstract import ShapedArray
 from ..ir.ssa import Literal
 from ..ir import dtypes
-from ..transforms import emit as E
-from ..transforms import batching as B
+from . import emit as E
+from . import batching as B
 from .core import (register, check_same_dtypes, check_same_shapes, check_dtype_kinds, type_error,
                    elementwise_shape, JVP, VJP, BATCH)
 from .rule_forms import tangent_rule, cotangent_rule

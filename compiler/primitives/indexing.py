@@ -29,8 +29,8 @@ import numpy as np
 
 from ..ir.abstract import ShapedArray
 from ..ir.params import register_param_type
-from ..transforms import emit as E
-from ..transforms import batching as B
+from . import emit as E
+from . import batching as B
 from .core import register, type_error, check_shape, check_same_dtypes, JVP, VJP, BATCH
 from .rule_forms import tangent_rule, cotangent_rule
 from .structural import around, insert, batch_at
@@ -239,7 +239,7 @@ def _gather(x, indices, *, dimension_numbers, slice_sizes, mode="clip", fill_val
     else:
         windows = x[_window_index(starts, slice_sizes)]
     if mode == "fill":
-        fill = _default_fill(x.dtype) if fill_value is None else fill_value
+        fill = default_fill(x.dtype) if fill_value is None else fill_value
         windows = np.where(fits.reshape((-1,) + (1,) * x.ndim), windows,
                            np.asarray(fill, x.dtype))
     offset = [z for i, z in enumerate(slice_sizes) if i not in dn.collapsed_slice_dims]
@@ -253,7 +253,7 @@ def _gather(x, indices, *, dimension_numbers, slice_sizes, mode="clip", fill_val
     return np.transpose(windows, perm)
 
 
-def _default_fill(dtype):
+def default_fill(dtype):
     if dtype.kind in "fc":
         return np.nan
     if dtype.kind == "b":

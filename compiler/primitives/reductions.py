@@ -8,8 +8,8 @@ True, False), as XLA does.
 import numpy as np
 
 from ..ir.abstract import ShapedArray
-from ..transforms import emit as E
-from ..transforms import batching as B
+from . import emit as E
+from . import batching as B
 from .core import register, check_dtype_kinds, JVP, VJP, BATCH
 from .rule_forms import tangent_rule, cotangent_rule
 

@@ -8,10 +8,14 @@ Most primitives' derivatives are a few lines of math over their operands and res
 (`out`, `ct` and the returned tangents are lists for multiple-result primitives). The JVP
 rule replays the equation, then emits the tangents, dropping those of results that carry
 none and naming the rest after their primal (`y_dot`); the VJP rule ignores the residuals,
-which only control flow's forward rules produce. `replay_eqn` and `name_result` are what the
-transforms' replays share with these adapters.
+which only control flow's forward rules produce.
+
+Also here, because rules and transforms both need them: `replay_eqn` (one equation emitted
+again) and `name_result` (derivative values named after their primal), `has_tangent`, and
+`tangent_pattern`, the static analysis that control flow's JVP rules run on their regions.
 """
-from ..frontend.builder import current
+from ..ir.builder import current
+from ..ir.ssa import Var
 
 
 def has_tangent(aval):
@@ -71,3 +75,15 @@ def cotangent_rule(f):
         return f(ct, primals, out, **params)
     vjp.__name__ = getattr(f, "__name__", "vjp")
     return vjp
+
+
+def tangent_pattern(fn, nonzero):
+    """Which outputs of `fn` get a non-zero tangent when the inputs flagged in `nonzero` have
+    one (a conservative static propagation; control flow counts as one equation)."""
+    live = {v for v, nz in zip(fn.invars, nonzero) if nz and has_tangent(v.aval)}
+    for eqn in fn.eqns:
+        if eqn.prim.zero_derivative:
+            continue
+        if any(isinstance(v, Var) and v in live for v in eqn.invars):
+            live.update(v for v in eqn.outvars if has_tangent(v.aval))
+    return [isinstance(v, Var) and v in live for v in fn.outvars]

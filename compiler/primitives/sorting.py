@@ -12,7 +12,7 @@ sorted dimension is renumbered around it: one sort for the whole batch.
 import numpy as np
 
 from ..ir.abstract import ShapedArray
-from ..transforms import emit as E
+from . import emit as E
 from .core import register, JVP, VJP, BATCH
 from .rule_forms import tangent_rule, cotangent_rule
 from .structural import around, align_batch_axes

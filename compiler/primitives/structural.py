@@ -16,8 +16,8 @@ squeeze, rev, slice, pad and concatenate only renumber their params around it);
 import numpy as np
 
 from ..ir.abstract import ShapedArray, shape_str
-from ..transforms import emit as E
-from ..transforms import batching as B
+from . import emit as E
+from . import batching as B
 from .core import register, type_error, check_shape, check_same_dtypes, JVP, VJP, BATCH
 from .rule_forms import tangent_rule, cotangent_rule
 

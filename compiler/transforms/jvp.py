@@ -16,16 +16,11 @@ same function. Tangent names derive from the
 primal's: the tangent of `y` is `y_dot`.
 """
 from ..errors import CompileError
-from ..ir.ssa import Var, Literal
-from ..frontend.builder import current
+from ..ir.builder import current
 from ..primitives.core import JVP
 from ..primitives.rule_forms import has_tangent, replay_eqn
-from . import emit
-
-
-def read(env, v):
-    """The value of an operand during a replay: a Literal stays itself, a Var is looked up."""
-    return v if isinstance(v, Literal) else env[v]
+from ..primitives import regions
+from .replay import replay_annotated
 
 
 def no_rule_error(eqn, rule):
@@ -58,47 +53,4 @@ def jvp_emit(fn, primals, tangents):
     return replay_annotated(fn, primals, tangents, jvp_eqn)
 
 
-def replay_annotated(fn, values, notes, step):
-    """Replay `fn` into the current builder, carrying a note beside each value (its tangent
-    for jvp, its batch axis for vmap; None for none). `step(eqn, ins, in_notes) -> (outs,
-    out_notes)` emits one equation, with the builder's source location set to the
-    equation's. Returns (fn's outputs, their notes)."""
-    env, nenv = {}, {}
-    for v, x, n in zip(fn.invars, values, notes):
-        env[v] = x
-        if n is not None:
-            nenv[v] = n
-    b = current()
-    for eqn in fn.eqns:
-        info = b.info
-        if eqn.info is not None:
-            b.info = eqn.info
-        try:
-            ins = [read(env, v) for v in eqn.invars]
-            nins = [nenv.get(v) if isinstance(v, Var) else None for v in eqn.invars]
-            outs, nouts = step(eqn, ins, nins)
-        finally:
-            b.info = info
-        for v, o, n in zip(eqn.outvars, outs, nouts):
-            env[v] = o
-            if n is not None:
-                nenv[v] = n
-    return ([read(env, v) for v in fn.outvars],
-            [nenv.get(v) if isinstance(v, Var) else None for v in fn.outvars])
-
-
-def instantiate(t, aval):
-    """A symbolic zero made concrete (regions must return every tangent they declare)."""
-    return emit.zeros(aval) if t is None else t
-
-
-def tangent_pattern(fn, nonzero):
-    """Which outputs of `fn` get a non-zero tangent when the inputs flagged in `nonzero` have
-    one (a conservative static propagation; control flow counts as one equation)."""
-    live = {v for v, nz in zip(fn.invars, nonzero) if nz and has_tangent(v.aval)}
-    for eqn in fn.eqns:
-        if eqn.prim.zero_derivative:
-            continue
-        if any(isinstance(v, Var) and v in live for v in eqn.invars):
-            live.update(v for v in eqn.outvars if has_tangent(v.aval))
-    return [isinstance(v, Var) and v in live for v in fn.outvars]
+regions.provide("jvp", jvp_emit)

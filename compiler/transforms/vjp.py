@@ -23,11 +23,12 @@ a tape, a `scan` that also stacks its carries); other equations are replayed as 
 no residuals.
 """
 from ..ir.ssa import Var
-from ..frontend.builder import current
+from ..ir.builder import current
 from ..primitives.core import VJP, VJP_FORWARD
 from ..primitives.rule_forms import has_tangent, name_result, replay_eqn
-from . import emit
-from .jvp import read, no_rule_error, instantiate  # noqa: F401 (vjp.instantiate)
+from ..primitives import emit, regions
+from .jvp import no_rule_error
+from .replay import read
 
 
 def _replay_forward(eqn, ins):
@@ -139,3 +140,6 @@ def _fit(ct, aval):
     if a.dtype != aval.dtype or a.weak_type != aval.weak_type:
         ct = emit.convert(ct, aval.dtype, aval.weak_type)
     return ct
+
+
+regions.provide("vjp", vjp_emit)

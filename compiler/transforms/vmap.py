@@ -10,16 +10,16 @@ their primitive's batching rule
 (lists for multiple-result primitives; the table's signature is documented in
 `compiler/primitives/core.py`), which emits batched code and says where the batch axis of
 each result is; a collective over the axis being batched uses its `BATCH_COLLECTIVE` rule
-instead. Every primitive declares its rule beside its declaration (`transforms/batching.py`
+instead. Every primitive declares its rule beside its declaration (`primitives/batching.py`
 holds the shared vocabulary and the family factories); `tests/test_vmap_completeness.py`
-checks that each one exists and the `tests/test_vmap_rules_*.py` files that they agree with a
-loop over examples.
+checks that each one exists, `tests/test_vmap.py` and `tests/test_vmap_rules_structural.py`
+that they agree with a loop over examples.
 """
 from ..errors import CompileError
-from ..frontend.builder import current
-from . import batching
-from .batching import moveaxis, to_front  # noqa: F401  (the runtime's vmap places outputs)
-from .jvp import replay_annotated
+from ..ir.builder import current
+from ..primitives import batching, regions
+from ..primitives.batching import moveaxis, to_front  # noqa: F401  (the runtime's vmap places outputs)
+from .replay import replay_annotated
 from ..primitives.core import BATCH, BATCH_COLLECTIVE
 from ..primitives.rule_forms import replay_eqn
 
@@ -67,3 +67,6 @@ def batch_emit(fn, args, dims, size, axis_name=batching.INHERIT):
     with batching.batch_axis(axis_name, size):
         return replay_annotated(fn, args, dims,
                                 lambda eqn, ins, ds: batch_eqn(eqn, ins, ds, size))
+
+
+regions.provide("batch", batch_emit)

@@ -29,7 +29,7 @@ import numpy as np
 
 from ...primitives import PRIMITIVES
 from ...primitives.core import LLVM, LLVM_INPLACE
-from ...primitives.indexing import _default_fill
+from ...primitives.indexing import default_fill
 from . import ltypes as T
 from .buffers import Buffer, View, load, store, element_pointer
 from .calls import intrinsic
@@ -179,7 +179,7 @@ def _positions(rank, window_dims):
 # --------------------------------------------------------------------------------- gather
 
 def _fill_constant(dtype, fill_value):
-    fill = _default_fill(dtype) if fill_value is None else fill_value
+    fill = default_fill(dtype) if fill_value is None else fill_value
     return T.const(dtype, np.asarray(fill, dtype))
 
 

@@ -7,8 +7,8 @@ A batching rule has the fixed signature
 
 `args` are the operands (tracers or literals) and `dims[i]` the axis of `args[i]` that carries
 the batch, or None for an operand that is the same for every example (at least one is not
-None: `transforms.vmap` replays unbatched equations as they are). A rule emits batched code
-into the current builder through `transforms.emit` and returns the results with the axis each
+None: `transforms/vmap.py` replays unbatched equations as they are). A rule emits batched code
+into the current builder through `emit` and returns the results with the axis each
 one carries its batch on (None: the result is the same for every example). Multiple-result
 primitives return lists. Rules live beside their primitive's declaration; this module holds
 what several of them need:
@@ -29,7 +29,7 @@ pmap's axis: the collective is applied example by example).
 """
 import contextlib
 
-from ..frontend.builder import current, trace_region, close_regions, PerThread
+from ..ir.builder import current, trace_region, close_regions, PerThread
 from . import emit
 
 # ------------------------------------------------------------------------ the batch axis
@@ -122,7 +122,7 @@ def shift(axes, by=1):
 def loop_over_examples(prim, args, dims, params, size):
     """Batch one application of `prim` as a `scan` over the examples (batch axis first in
     the results): always correct, and what the vectorised rules exist to beat."""
-    from ..primitives import PRIMITIVES
+    from .core import PRIMITIVES
     b = current()
     consts = [x for x, d in zip(args, dims) if d is None]
     xs = [moveaxis(x, d, 0) for x, d in zip(args, dims) if d is not None]
