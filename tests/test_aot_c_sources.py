@@ -36,7 +36,8 @@ def test_the_c_files_are_package_data():
 
 def _function(name, entry):
     return GlueFunction(name=name, entry=entry, inputs=[Param("x", "float", "f32[4]", "x")],
-                        outputs=[Param("y", "float", "f32[4]", "result")], constants=[], workspace=256,
+                        outputs=[Param("y", "float", "f32[4]", "result")], constants=[],
+                        workspace=256,
                         blas=["kiln_sgemm"],
                         summary=f"{name}(f32[4]) -> f32[4]")
 

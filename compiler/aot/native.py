@@ -2,8 +2,8 @@
 the target description and the BLAS the code was compiled against.
 
 The LLVM backend's code generator builds each function's module exactly as for the JIT
-(`executable.build_module`, the same storage plan and workspace size); here it is optimised at O3 for
-`Machine` (`--cpu native`: the host CPU with every feature it reports, position-independent;
+(`executable.build_module`, the same storage plan and workspace size); here it is optimised at
+O3 for `Machine` (`--cpu native`: the host CPU with every feature it reports, position-independent;
 `--cpu generic`: the portable x86-64-v2 level) and emitted as object code, with its entry point
 renamed to `<module>.kiln_main` (`target.namespace_entry`). So that several modules link into
 one shared library without clashes and export nothing but the glue's functions, every

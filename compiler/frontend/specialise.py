@@ -424,7 +424,8 @@ def _e_name(frame, node):
 
 
 def _e_binop(frame, node):
-    return BINARY_OPERATORS[type(node.op)](eval_expr(frame, node.left), eval_expr(frame, node.right))
+    return BINARY_OPERATORS[type(node.op)](eval_expr(frame, node.left),
+                                           eval_expr(frame, node.right))
 
 
 def _e_unaryop(frame, node):

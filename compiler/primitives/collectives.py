@@ -246,7 +246,8 @@ all_gather = collective("all_gather", _all_gather_eval,
                         vjp=cotangent_rule(_all_gather_vjp))
 psum_scatter = collective("psum_scatter", _psum_scatter_eval,
                           _batch_at_front("psum_scatter", "scatter_dimension"),
-                          _psum_scatter_batch_collective, jvp=tangent_rule(_linear_jvp("psum_scatter")),
+                          _psum_scatter_batch_collective,
+                          jvp=tangent_rule(_linear_jvp("psum_scatter")),
                           vjp=cotangent_rule(_psum_scatter_vjp))
 
 

@@ -116,7 +116,8 @@ def _deriv(prim, *partials):
 def _linear(prim, forward, transpose):
     """Factory: rules of a one-operand linear primitive (`real`, `conj`, ...): the tangent is
     `forward(t, x)`, the cotangent `transpose(ct, x)` (JAX's transpose rule)."""
-    JVP[prim] = tangent_rule(lambda primals, tangents, out, **params: forward(tangents[0], *primals))
+    JVP[prim] = tangent_rule(
+        lambda primals, tangents, out, **params: forward(tangents[0], *primals))
     VJP[prim] = cotangent_rule(lambda ct, primals, out, **params: [transpose(ct, *primals)])
 
 

@@ -12,7 +12,8 @@ equations, which later passes simplify and which can be transformed again (highe
   comparisons, `select`) take the dtype and weak type of the other operand, so `mul(x, 2)` is
   a multiplication by a literal of `x`'s type.
 - helpers for what rules keep needing: `aval`, `zeros`, `zeros_like`, `ones_like`, `full`,
-  `instantiate`, `convert`, `broadcast_to`, `sum_to_shape` (undo broadcasting), `select`, `cast_like`.
+  `instantiate`, `convert`, `broadcast_to`, `sum_to_shape` (undo broadcasting), `select`,
+  `cast_like`.
 
 Operands are the builder's tracers, `Literal`s replayed from SSA, or static Python/NumPy
 values. Rules must not use operators on tracers (those belong to the runtime's NumPy API).

@@ -265,7 +265,8 @@ def _rev_eval(x, *, dimensions):
 
 rev = register("rev", _rev_eval, lambda x, *, dimensions: np.flip(x, dimensions) if dimensions else x)
 JVP[rev] = tangent_rule(_same_on_tangent("rev"))
-VJP[rev] = cotangent_rule(lambda ct, primals, outs, *, dimensions: [E.rev(ct, dimensions=dimensions)])
+VJP[rev] = cotangent_rule(
+    lambda ct, primals, outs, *, dimensions: [E.rev(ct, dimensions=dimensions)])
 BATCH[rev] = lambda args, dims, *, dimensions: (
     E.rev(args[0], dimensions=around(dimensions, dims[0])), dims[0])
 

@@ -58,7 +58,7 @@ from .calls import intrinsic
 from . import target
 from .ssa_key import key_text, structure_text
 
-# Importing the lowering modules registers their rules on the primitives.
+# Importing the lowering modules registers their rules in the LLVM tables (primitives/core.py).
 from . import lower_elementwise  # noqa: F401
 from . import lower_fused
 from . import lower_structural

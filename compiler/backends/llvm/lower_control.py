@@ -347,8 +347,10 @@ def _register():
     for name, (scratch, lower) in table.items():
         LLVM[PRIMITIVES[name]] = lower
         LLVM_SCRATCH[PRIMITIVES[name]] = scratch
-    LLVM_INPLACE[PRIMITIVES["while_loop"]] = lambda eqn: _while_layout(eqn)[0].pairs(eqn.params["num_consts"])
-    LLVM_INPLACE[PRIMITIVES["scan"]] = lambda eqn: _scan_layout(eqn)[0].pairs(eqn.params["num_consts"])
+    LLVM_INPLACE[PRIMITIVES["while_loop"]] = \
+        lambda eqn: _while_layout(eqn)[0].pairs(eqn.params["num_consts"])
+    LLVM_INPLACE[PRIMITIVES["scan"]] = \
+        lambda eqn: _scan_layout(eqn)[0].pairs(eqn.params["num_consts"])
 
 
 _register()
