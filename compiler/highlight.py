@@ -54,7 +54,7 @@ def _python_style(tokens, i, primitives):
 def highlight_python(text):
     """`text` with ANSI colours on keywords, primitive calls, type comments and annotations;
     text that does not tokenize as Python is returned as it is."""
-    from .primitives import PRIMITIVES
+    from .ir.registry import PRIMITIVES
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     except (tokenize.TokenError, SyntaxError):

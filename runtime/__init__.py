@@ -17,7 +17,7 @@ from .ad import (grad, value_and_grad, jvp, vjp, linearize, jacfwd, jacrev,  # n
 from .custom_derivatives import custom_jvp, custom_vjp, checkpoint, remat  # noqa: F401,E402
 from .vmap import vmap  # noqa: F401,E402
 
-__version__ = "0.1.0"
+from .compiler import __version__  # noqa: F401,E402
 
 __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp", "vjp",
            "linearize", "jacfwd", "jacrev", "jacobian", "hessian", "custom_jvp",

@@ -11,7 +11,7 @@ import numpy as np
 
 from .array import Array, to_array
 from .compiler.errors import CompileError
-from .compiler.frontend.builder import current, trace_region, close_regions
+from .compiler.ir.builder import current, trace_region, close_regions
 from .compiler.frontend.host import HOST
 from .compiler.ir import dtypes
 from .compiler.ir.abstract import ShapedArray

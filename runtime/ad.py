@@ -27,8 +27,8 @@ from .staging import leaf_value as _value, wrap_outputs
 from .dispatch import is_traced as _is_tracer
 from .wrappers import user_facing as _call, name_like as _name_like, describe as _describe
 from .compiler.errors import ConcretizationError
-from .compiler.frontend.builder import Builder, current
-from .compiler.transforms import emit
+from .compiler.ir.builder import Builder, current
+from .compiler.primitives import emit
 from .compiler.transforms.jvp import jvp_emit
 from .compiler.transforms.vjp import vjp_forward, vjp_backward
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from .array import to_array
 from .tree_util import tree_flatten, tree_unflatten
-from .compiler.frontend.builder import current, trace_region, close_regions
+from .compiler.ir.builder import current, trace_region, close_regions
 from .compiler.ir.abstract import ShapedArray
 from .compiler.primitives import PRIMITIVES
 

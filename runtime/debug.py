@@ -7,7 +7,7 @@ compiles to the same callback (kiln specialises source, so it can).
 """
 import builtins
 
-from .compiler.frontend.builder import current
+from .compiler.ir.builder import current
 from .compiler.primitives import PRIMITIVES as P
 from .dispatch import bind, is_traced as _is_traced
 

@@ -10,7 +10,7 @@ as an `Array` with the dtype and weak type the abstract value says.
 import numpy as np
 
 from .compiler.ir.abstract import ShapedArray
-from .compiler.frontend.builder import STATE as _BUILDER_STATE
+from .compiler.ir.builder import STATE as _BUILDER_STATE
 
 _aval_cache = {}
 
@@ -36,7 +36,7 @@ def bind(prim, *args, **params):
 def _bind_traced(prim, args, params):
     """Bind in the innermost active specialisation (which captures values of enclosing ones);
     other trace objects (`_kiln_trace` with a `bind` method) handle their own operations."""
-    from .compiler.frontend.builder import current, Builder
+    from .compiler.ir.builder import current, Builder
     b = current()
     if b is None:
         trace = next(a._kiln_trace for a in args

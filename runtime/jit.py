@@ -48,7 +48,7 @@ from .tree_util import tree_flatten, tree_unflatten, tree_map
 from . import fastcall, staging
 from .staging import leaf_aval, wrap_outputs
 from ._traceback import filter_traceback, show_full
-from .compiler.frontend.builder import current, PerThread
+from .compiler.ir.builder import current, PerThread
 
 _DISABLED_BY_ENV = os.environ.get("KILN_DISABLE_JIT", "").lower() in ("1", "true", "yes")
 

@@ -53,7 +53,7 @@ from .dispatch import is_traced
 from .tree_util import tree_flatten, tree_unflatten, tree_flatten_with_path, keystr
 from .compiler.ir.abstract import ShapedArray
 from .compiler.errors import BackendUnsupportedError
-from .compiler.frontend.builder import Builder, current
+from .compiler.ir.builder import Builder, current
 from . import tracer as _tracer  # noqa: F401  (installs the Tracer type in the builder)
 from . import _host  # noqa: F401  (fills the specialiser's host interface)
 

@@ -7,7 +7,7 @@ its value (`bool()`, `float()`, `int()`, NumPy conversion) with a `Concretizatio
 says to mark the argument static.
 """
 from .array import ArrayMethods
-from .compiler.frontend import builder as _builder
+from .compiler.ir import builder as _builder
 from .compiler.errors import ConcretizationError
 
 

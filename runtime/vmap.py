@@ -27,8 +27,8 @@ from . import staging
 from .staging import leaf_value, wrap_outputs
 from .dispatch import is_traced
 from .wrappers import user_facing, name_like, describe
-from .compiler.frontend.builder import Builder, current
-from .compiler.transforms import emit
+from .compiler.ir.builder import Builder, current
+from .compiler.primitives import emit
 from .compiler.transforms.vmap import batch_emit, moveaxis, to_front
 from .lax._parallel import axis_frame
 

@@ -10,7 +10,7 @@ import functools
 import inspect
 
 from ._traceback import filter_traceback, show_full
-from .compiler.frontend.builder import current
+from .compiler.ir.builder import current
 
 
 def user_facing(fn):

@@ -12,25 +12,26 @@ import kiln
 import kiln.numpy as jnp
 from kiln import lax
 from kiln.compiler.primitives import PRIMITIVES
+from kiln.compiler.primitives.core import JVP, VJP, VJP_FORWARD
 from kiln.test_util import check_grads
 
 EXAMPLES = settings(max_examples=4, deadline=None)
 pytestmark = pytest.mark.usefixtures("x64_module")
 
-# What each kind of rule is: an equation-level JVP (control flow: emits primal and tangent
-# together) or a primitive-level one; the VJP may take residuals from a forward hook.
-STRUCTURAL = {"cond", "while_loop", "scan", "custom_jvp_call", "custom_vjp_call", "remat"}
+# The primitives whose reverse mode needs values from inside their regions.
+FORWARD_RULES = {"while_loop", "scan", "custom_vjp_call"}
 
 
 @pytest.mark.parametrize("name", sorted(PRIMITIVES))
 def test_every_primitive_has_jvp_and_vjp_rules_or_a_zero_derivative(name):
-    rules = PRIMITIVES[name].rules
-    if rules.get("zero_derivative"):
-        assert "jvp" not in rules and "vjp" not in rules, name
+    prim = PRIMITIVES[name]
+    derivative_tables = (JVP, VJP, VJP_FORWARD)
+    if prim.zero_derivative:
+        assert not any(prim in table for table in derivative_tables), name
         return
-    assert callable(rules.get("jvp") or rules.get("jvp_eqn")), f"{name} has no JVP rule"
-    assert callable(rules.get("vjp")), f"{name} has no VJP rule"
-    assert ("jvp_eqn" in rules) == (name in STRUCTURAL), name
+    assert callable(JVP.get(prim)), f"{name} has no JVP rule"
+    assert callable(VJP.get(prim)), f"{name} has no VJP rule"
+    assert (prim in VJP_FORWARD) == (name in FORWARD_RULES), name
 
 
 def _vec(seed, n=3, lo=0.2, hi=1.0):

@@ -21,7 +21,7 @@ from kiln import lax
 from kiln.test_util import check_grads
 from kiln.compiler.config import config
 from kiln.compiler.primitives import elementwise
-from kiln.compiler.primitives.core import Primitive
+from kiln.compiler.primitives.core import Primitive, JVP, VJP
 
 SETTINGS = settings(max_examples=6, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -34,8 +34,7 @@ F32, F64, C64, C128 = (np.dtype(t) for t in ("float32", "float64", "complex64", 
 def test_every_elementwise_primitive_has_rules():
     prims = [p for p in vars(elementwise).values() if isinstance(p, Primitive)]
     assert len(prims) > 60
-    missing = [p.name for p in prims if not p.rules.get("zero_derivative")
-               and not ("jvp" in p.rules and "vjp" in p.rules)]
+    missing = [p.name for p in prims if not p.zero_derivative and not (p in JVP and p in VJP)]
     assert missing == []
 
 
@@ -45,8 +44,8 @@ def test_every_elementwise_primitive_has_rules():
                                   "lt", "le", "gt", "ge", "bitcast_convert_type"])
 def test_piecewise_constant_and_integer_primitives_have_zero_derivative(name):
     prim = getattr(elementwise, name, None) or getattr(elementwise, name + "_")
-    assert prim.rules.get("zero_derivative") is True
-    assert "jvp" not in prim.rules
+    assert prim.zero_derivative is True
+    assert prim not in JVP
 
 
 def _check(fn, args, single=False):
@@ -145,7 +144,7 @@ NEAR_ONE_COMPLEX = (_signed(0.5, 1), _signed(0.5, 1))
 
 def test_the_tables_cover_every_differentiable_elementwise_primitive():
     differentiable = {p.name for p in vars(elementwise).values()
-                      if isinstance(p, Primitive) and "jvp" in p.rules}
+                      if isinstance(p, Primitive) and p in JVP}
     tested_apart = {"integer_pow", "convert_element_type", "select_n", "clamp", "complex",
                     "fma"}
     assert differentiable == set(UNARY) | set(BINARY) | tested_apart

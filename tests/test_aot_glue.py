@@ -7,7 +7,7 @@ BLAS: each case loads the library with ctypes in a fresh subprocess, whose envir
 what the library's constructor finds, and calls a matmul through BLAS. A library "moved to
 another machine" is one whose recorded BLAS path does not exist.
 
-Printing: the C printer (kiln.compiler.aot.debug_print) is built on its own and fed print sites
+Printing: the C printer (kiln/compiler/aot/c/debug_print.c) is built on its own and fed print sites
 and operands; its text must be what kiln's Python callback prints (NumPy's str, str.format) for
 arrays of every dtype and shape and for format specs, but for the documented differences. Then
 a compiled library prints from a subprocess that binds nothing, as kiln.jit prints.
@@ -32,7 +32,8 @@ import kiln
 import kiln.aot
 import kiln.cli.commands
 from kiln.cli.aot import compile_library
-from kiln.compiler.aot import Target, debug_print, native
+from kiln.compiler.aot import Target, native
+from kiln.compiler.aot.glue import c_source
 from kiln.compiler.aot.glue import BLAS_SOURCES
 from kiln.compiler.primitives.callbacks import render
 
@@ -206,7 +207,7 @@ void kiln_test_print(const char *site, void **operands) {
 def printer(tmp_path_factory):
     """The glue's C printer on its own, as a shared library with one entry, kiln_test_print."""
     directory = tmp_path_factory.mktemp("printer")
-    (directory / "printer.c").write_text(PRINTER_MAIN % debug_print.SOURCE)
+    (directory / "printer.c").write_text(PRINTER_MAIN % c_source("debug_print.c"))
     subprocess.run([os.environ.get("CC") or "cc", "-shared", "-fPIC", "-O2", "-Wall", "-Werror",
                     "-o", str(directory / "printer.so"), str(directory / "printer.c"), "-lm"],
                    check=True, capture_output=True, text=True)

@@ -33,7 +33,7 @@ from kiln.compiler.transforms.fuse import fuse
 from kiln.compiler.transforms.jvp import jvp_emit
 from kiln.compiler.transforms.vjp import vjp_emit
 from kiln.compiler.transforms.vmap import batch_emit
-from kiln.compiler.frontend.builder import Builder
+from kiln.compiler.ir.builder import Builder
 
 SETTINGS = settings(max_examples=40, deadline=None)
 F32, F64, I32, U32, BOOL = (np.dtype(t) for t in (np.float32, np.float64, np.int32, np.uint32,

@@ -994,7 +994,7 @@ def test_debug_print_prints_pieces_like_print(capsys):
                      sep=" ", end="\n") == ()
     prim.impl(x, fmt="{} and {k}", template=(("v", 0), ("kv", "k", 0)))
     assert capsys.readouterr().out == "x = [0 1 2] 1.5\n[0 1 2] and [0 1 2]\n"
-    assert prim.rules["effect"]
+    assert prim.effect
 
 
 # --------------------------------------------------------------------------- the table
@@ -1045,7 +1045,7 @@ CASES = {
 TAPE_PRIMITIVES = ("tape_new", "tape_push", "tape_pop", "tape_add")
 # Collectives have no value outside the transform binding their axis (their impl raises a
 # NameError): tests/test_vmap_collectives.py checks them through vmap.
-COLLECTIVES = {name for name, prim in PRIMITIVES.items() if prim.rules.get("collective")}
+COLLECTIVES = {name for name, prim in PRIMITIVES.items() if prim.collective}
 
 
 def test_every_primitive_has_a_case():

@@ -430,7 +430,7 @@ def test_dce_keeps_multi_result_equations_whole():
 @pytest.fixture
 def effectful_sin(monkeypatch):
     """`sin` marked as having an effect (like a host `print`) for one test."""
-    monkeypatch.setitem(PRIMITIVES["sin"].rules, "effect", True)
+    monkeypatch.setattr(PRIMITIVES["sin"], "effect", True)
 
 
 EFFECTS = """

@@ -15,11 +15,11 @@ import kiln
 import kiln.numpy as jnp
 from kiln import lax
 from kiln.compiler.backends.reference import compile_function
-from kiln.compiler.frontend.builder import Builder
+from kiln.compiler.ir.builder import Builder
 from kiln.compiler.ir.abstract import ShapedArray
 from kiln.compiler.primitives.autodiff import types_of
-from kiln.compiler.transforms import emit as E
-from kiln.compiler.transforms.batching import to_front
+from kiln.compiler.primitives import emit as E
+from kiln.compiler.primitives.batching import to_front
 from kiln.compiler.transforms.vmap import batch_emit
 
 EXAMPLES = settings(max_examples=12, deadline=None)

@@ -14,6 +14,7 @@ import kiln.numpy as jnp
 from kiln import lax
 from kiln.cli import commands as cli
 from kiln.compiler.primitives import PRIMITIVES
+from kiln.compiler.primitives.core import BATCH, BATCH_COLLECTIVE
 from kiln.dispatch import apply_eager
 
 EXAMPLES = settings(max_examples=20, deadline=None)
@@ -348,8 +349,8 @@ def test_bad_axes_and_shapes():
 def test_an_unbound_equation_names_its_axis(name):
     """Only a bug can run a collective outside its transform: its impl says so."""
     prim = PRIMITIVES[name]
-    assert prim.rules["collective"] and callable(prim.rules["batch"])
-    assert callable(prim.rules["batch_collective"])
+    assert prim.collective and callable(BATCH[prim])
+    assert callable(BATCH_COLLECTIVE[prim])
     params = {"psum": {}, "pmax": {}, "pmin": {}, "axis_index": {},
               "all_gather": dict(all_gather_dimension=0, tiled=False, axis_size=2),
               "psum_scatter": dict(scatter_dimension=0, tiled=False, axis_size=2),

@@ -17,6 +17,7 @@ import kiln
 from kiln.array import Array
 from kiln.dispatch import apply_eager, bind
 from kiln.compiler.primitives import PRIMITIVES
+from kiln.compiler.primitives.core import BATCH, BATCH_COLLECTIVE
 
 from test_primitives import CASES, TAPE_PRIMITIVES
 
@@ -25,10 +26,11 @@ NO_OPERANDS = {"iota", "tape_new", "axis_index"}   # nothing to batch: never rea
 
 def test_every_primitive_has_a_batching_rule():
     missing = [name for name, prim in PRIMITIVES.items()
-               if name not in NO_OPERANDS and "batch" not in prim.rules]
+               if name not in NO_OPERANDS and prim not in BATCH]
     assert not missing, "primitives without a batching rule: " + ", ".join(missing)
-    collectives = [name for name, prim in PRIMITIVES.items() if prim.rules.get("collective")]
-    assert collectives and all("batch_collective" in PRIMITIVES[n].rules for n in collectives)
+    collectives = [prim for prim in PRIMITIVES.values() if prim.collective]
+    assert collectives and all(p in BATCH_COLLECTIVE for p in collectives)
+    assert all(p.collective for p in BATCH_COLLECTIVE)
 
 
 def _variant(x, j):

@@ -107,10 +107,10 @@ def test_switch_batched_and_unbatched_index(batch, n, seed, index_axis):
 def test_cond_with_a_boolean_index():
     """The cond primitive also takes a bool index (branch 0 for False): batched, it
     selects per example."""
-    from kiln.compiler.frontend.builder import Builder
+    from kiln.compiler.ir.builder import Builder
     from kiln.compiler.ir.abstract import ShapedArray
     from kiln.compiler.ir.ssa import Eqn, Function
-    from kiln.compiler.backends.reference import run_function
+    from kiln.compiler.primitives.interpret import run_function
     from kiln.compiler.transforms.vmap import batch_emit
     x = np.array([0.5, -1.0, 2.0], np.float32)
     staged = kiln.make_ir(lambda p, v: lax.cond(p, jnp.sin, jnp.cos, v))(True, x[0])

@@ -2,8 +2,8 @@
 the target description and the BLAS the code was compiled against.
 
 The LLVM backend's code generator builds each function's module exactly as for the JIT
-(`executable._build`, the same storage plan and workspace size); here it is optimised at O3 for
-`Machine` (`--cpu native`: the host CPU with every feature it reports, position-independent;
+(`executable.build_module`, the same storage plan and workspace size); here it is optimised at
+O3 for `Machine` (`--cpu native`: the host CPU with every feature it reports, position-independent;
 `--cpu generic`: the portable x86-64-v2 level) and emitted as object code, with its entry point
 renamed to `<module>.kiln_main` (`target.namespace_entry`). So that several modules link into
 one shared library without clashes and export nothing but the glue's functions, every
@@ -27,7 +27,7 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from ..backends.llvm import blas, blas_lookup, builtins, externs, rtlib, target
-from ..backends.llvm.executable import _build
+from ..backends.llvm.executable import build_module
 
 CPU_MODES = ("native", "generic")
 GENERIC_LEVEL = "x86-64-v2"
@@ -86,7 +86,7 @@ class NativeFunction(NamedTuple):
 
 def compile_function(fn, mach):
     """NativeFunction of the fused SSA Function `fn` for Machine `mach`."""
-    module, plan = _build(fn)
+    module, plan = build_module(fn)
     name = module.name
     with target.LOCK:
         optimized = target.optimize(str(module), name, machine=mach.machine)

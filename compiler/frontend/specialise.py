@@ -21,7 +21,7 @@ import types
 import gast
 
 from ..errors import CompileError, ConcretizationError, KilnError, calling
-from . import builder as _builder
+from ..ir import builder as _builder
 from .host import HOST
 from .source import function_ast
 
@@ -131,6 +131,11 @@ def own(value):
         elif isinstance(v, tuple):
             stack.extend(v)
     return value
+
+
+def owned_containers():
+    """The ids of the containers this specialisation created (None outside one)."""
+    return _STATE.owned
 
 
 def own_new(container):
@@ -353,7 +358,7 @@ def is_traced(x):
     return type(x) is _builder.TRACER_TYPE
 
 
-_BINOPS = {gast.Add: operator.add, gast.Sub: operator.sub, gast.Mult: operator.mul,
+BINARY_OPERATORS = {gast.Add: operator.add, gast.Sub: operator.sub, gast.Mult: operator.mul,
            gast.Div: operator.truediv, gast.FloorDiv: operator.floordiv, gast.Mod: operator.mod,
            gast.Pow: operator.pow, gast.MatMult: operator.matmul, gast.BitAnd: operator.and_,
            gast.BitOr: operator.or_, gast.BitXor: operator.xor, gast.LShift: operator.lshift,
@@ -379,12 +384,12 @@ def eval_expr(frame, node):
     except KilnError:
         raise
     except (TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError, NameError) as e:
-        raise _located(e, frame.info(node)) from None
+        raise with_location(e, frame.info(node)) from None
     finally:
         b.info = prev
 
 
-def _located(e, info):
+def with_location(e, info):
     """Re-raise a user-caused error with the user's line and caret (same exception type)."""
     from ..errors import located
     if getattr(e, "_kiln_located", False):
@@ -421,7 +426,8 @@ def _e_name(frame, node):
 
 
 def _e_binop(frame, node):
-    return _BINOPS[type(node.op)](eval_expr(frame, node.left), eval_expr(frame, node.right))
+    return BINARY_OPERATORS[type(node.op)](eval_expr(frame, node.left),
+                                           eval_expr(frame, node.right))
 
 
 def _e_unaryop(frame, node):
@@ -480,7 +486,7 @@ def _e_ifexp(frame, node):
     return HOST.select(test, eval_expr(frame, node.body), eval_expr(frame, node.orelse))
 
 
-def _call_args(frame, node):
+def call_arguments(frame, node):
     args = []
     for a in node.args:
         if isinstance(a, gast.Starred):
@@ -498,7 +504,7 @@ def _call_args(frame, node):
 
 def _e_call(frame, node):
     fn = eval_expr(frame, node.func)
-    args, kwargs = _call_args(frame, node)
+    args, kwargs = call_arguments(frame, node)
     try:
         return call_function(fn, args, kwargs)
     except ConcretizationError as e:

@@ -14,17 +14,20 @@ static test unrolls, a `for` over a static container unrolls. On traced values:
 * `for i in range(...)` with static bounds: a real loop (`scan` over the trip count) when the
   body works with a traced `i`; if the body needs `i` (or another loop variable) static, the
   loop is unrolled instead. `for x in array` scans the leading axis; other iterables unroll.
-* `break`/`continue` work in loops that run statically; inside loops compiled to `while_loop`
-  they raise a CompileError naming the statement (not yet supported).
+* `break`/`continue` work in loops that run statically and in compiled loops, where they are
+  flags the loop carries: a `break` ends the loop (its test also reads the flag), a
+  `continue` skips the rest of the iteration, and under a traced `if` the statements after it
+  run only where no flag is set. A `break`/`continue` under a traced `if` in a loop that runs
+  statically (over a Python container) is a CompileError saying how to compile the loop.
 """
 import gast
 
 from ..errors import CompileError, ConcretizationError, KilnError
-from . import builder as _builder
-from . import specialise as _specialise
+from ..ir import builder as _builder
 from .host import HOST
 from .specialise import (check_mutation, eval_expr, is_traced, ReturnSignal, BreakSignal, ContinueSignal,
-                         LocalFunction, Undefined, call_function, _located, own)
+                         LocalFunction, Undefined, call_function, with_location, own,
+                         owned_containers)
 
 
 def run_body(frame, fnode):
@@ -207,7 +210,7 @@ def _with_location(frame, node, fn, *args):
     except KilnError:
         raise
     except (TypeError, ValueError, IndexError) as e:
-        raise _located(e, frame.info(node)) from None
+        raise with_location(e, frame.info(node)) from None
 
 
 def _s_annassign(frame, node):
@@ -218,8 +221,8 @@ def _s_annassign(frame, node):
 
 
 def _s_augassign(frame, node):
-    from .specialise import _BINOPS
-    op = _BINOPS[type(node.op)]
+    from .specialise import BINARY_OPERATORS
+    op = BINARY_OPERATORS[type(node.op)]
     target = node.target
     if isinstance(target, gast.Name):
         value = op(frame.lookup(target.id, target), eval_expr(frame, node.value))
@@ -391,7 +394,7 @@ def _copy_tree(v):
     t = type(v)
     if t is tuple:
         return tuple(_copy_tree(x) for x in v)
-    owned = _specialise._STATE.owned
+    owned = owned_containers()
     if t in (list, dict) and owned is not None and id(v) in owned:
         copy = [_copy_tree(x) for x in v] if t is list else \
             {k: _copy_tree(x) for k, x in v.items()}
@@ -570,13 +573,13 @@ class _TracedRange:
 def _for_iterable(frame, node):
     it = node.iter
     if isinstance(it, gast.Call) and not it.keywords:
-        from .specialise import _call_args
+        from .specialise import call_arguments
         fn = eval_expr(frame, it.func)
         if fn is range:
-            args, _ = _call_args(frame, it)
+            args, _ = call_arguments(frame, it)
             for a in args:   # Python's rule: range() takes integers only
                 if is_traced(a) and a.aval.dtype.kind not in "biu":
-                    raise _located(TypeError(
+                    raise with_location(TypeError(
                         f"'{a.aval.dtype}' object cannot be interpreted as an integer: range() "
                         f"takes integers, and this traced value is {a.aval.str_short()}; "
                         f"convert it with .astype(int) (or jnp.ceil first) if that is what "
@@ -589,7 +592,7 @@ def _for_iterable(frame, node):
                                        "step", frame.info(it))
                 return _TracedRange(start, stop, step)
             return range(*args)
-        args, kwargs = _call_args(frame, it)
+        args, kwargs = call_arguments(frame, it)
         return call_function(fn, args, kwargs)
     return eval_expr(frame, it)
 

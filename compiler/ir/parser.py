@@ -10,7 +10,7 @@ import gast
 import numpy as np
 
 from .. import astcompat as A
-from ..primitives import PRIMITIVES
+from .registry import PRIMITIVES
 from .abstract import ShapedArray
 from . import dtypes
 from .printer import _TUPLE_TYPES, parse_type

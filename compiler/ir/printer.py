@@ -149,13 +149,13 @@ def ssa_namespace(primitive_impls):
     constructors and names, params types, inf and nan."""
     ns = {ssa_op_name(name): impl for name, impl in primitive_impls.items()}
     for dt in dtypes.ALL:
-        ns[dt.name] = _dtype_constructor(dt)
+        ns[dt.name] = DtypeConstructor(dt)
     ns.update(_TUPLE_TYPES)
     ns["inf"], ns["nan"] = math.inf, math.nan
     return ns
 
 
-class _dtype_constructor:
+class DtypeConstructor:
     """`float32` in SSA text: a dtype when used as a param, a scalar constructor when called."""
     __slots__ = ("dtype",)
 

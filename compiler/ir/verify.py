@@ -22,7 +22,7 @@ import keyword
 
 import numpy as np
 
-from ..primitives import PRIMITIVES
+from .registry import PRIMITIVES
 from .printer import ssa_namespace
 from .ssa import Literal, Var
 

@@ -1,5 +1,10 @@
 """The primitive set: one module per family; importing this package registers all of them in
-`PRIMITIVES` (name -> Primitive)."""
+`PRIMITIVES` (name -> Primitive) and their rules in the rule tables (`core`).
+
+Beside the families: `core` (the Primitive, the registry and the rule tables), the
+vocabulary rules are written in (`emit`, `batching`, `rule_forms`), how rules reach the
+transforms of the layer above for their regions (`regions`), and the NumPy interpreter of SSA
+functions (`interpret`), which control flow's implementations and the reference backend run."""
 import warnings
 
 # Primitive implementations follow XLA, where overflow, division by zero and NaN results are

@@ -30,10 +30,12 @@ reverse-over-reverse works.
 import numpy as np
 
 from ..ir.abstract import ShapedArray
-from ..frontend.builder import current, trace_region, close_regions
-from ..transforms import emit as E
-from ..transforms import batching as B
-from .core import register, type_error
+from ..ir.builder import current, trace_region, close_regions
+from . import emit as E
+from . import batching as B
+from . import regions
+from .core import register, type_error, BATCH
+from .rule_forms import tangent_rule, cotangent_rule
 
 TAPE = ShapedArray((), np.dtype(object), False)
 
@@ -48,8 +50,8 @@ def _identity_eval(x):
 
 
 stop_gradient = register("stop_gradient", _identity_eval, lambda x: x)
-stop_gradient.rules["zero_derivative"] = True
-stop_gradient.rules["batch"] = lambda args, dims: (E.stop_gradient(args[0]), dims[0])
+stop_gradient.zero_derivative = True
+BATCH[stop_gradient] = lambda args, dims: (E.stop_gradient(args[0]), dims[0])
 
 
 class Tape:
@@ -111,8 +113,8 @@ def _check_tape(op, aval):
 
 
 tape_new = register("tape_new", lambda: TAPE, lambda: _wrap(Tape()))
-tape_new.rules["zero_derivative"] = True
-tape_new.rules["distinct"] = True   # CSE keeps two empty tapes apart: each has its own history
+tape_new.zero_derivative = True
+tape_new.distinct = True   # CSE keeps two empty tapes apart: each has its own history
 
 
 def _push_eval(tape, *values):
@@ -214,9 +216,9 @@ def _tape_add_eval(a, b):
 
 
 tape_add = register("tape_add", _tape_add_eval, _tape_add)
-tape_add.rules.update(
-    jvp=lambda primals, tangents, outs: _tape_sum(tangents),
-    vjp=lambda ct, primals, outs: [ct, ct])
+tape_add.def_rules(
+    jvp=tangent_rule(lambda primals, tangents, outs: _tape_sum(tangents)),
+    vjp=cotangent_rule(lambda ct, primals, outs: [ct, ct]))
 
 
 def _tape_sum(tapes):
@@ -267,8 +269,8 @@ def _pop_vjp(cts, primals, outs, *, types):
     return [E.tape_push(ct_tape, *vals)]
 
 
-tape_push.rules.update(jvp=_push_jvp, vjp=_push_vjp)
-tape_pop.rules.update(jvp=_pop_jvp, vjp=_pop_vjp)
+tape_push.def_rules(jvp=tangent_rule(_push_jvp), vjp=cotangent_rule(_push_vjp))
+tape_pop.def_rules(jvp=tangent_rule(_pop_jvp), vjp=cotangent_rule(_pop_vjp))
 
 
 # Batching: a batched tape is an array of tapes with the batch axis first, one tape per
@@ -288,9 +290,9 @@ def _tape_add_batch(args, dims):
     return E.tape_add(*B.bdim_at_front(args, dims)), 0
 
 
-tape_push.rules["batch"] = _push_batch
-tape_pop.rules["batch"] = _pop_batch
-tape_add.rules["batch"] = _tape_add_batch
+BATCH[tape_push] = _push_batch
+BATCH[tape_pop] = _pop_batch
+BATCH[tape_add] = _tape_add_batch
 
 
 # ------------------------------------------------------------------ user-defined derivatives
@@ -309,8 +311,8 @@ tape_add.rules["batch"] = _tape_add_batch
 # see them either).
 
 def _run_region(region, *args):
-    from .control import _run
-    return _run(region, *args)
+    from .control import run_region   # control imports this module (TAPE)
+    return run_region(region, *args)
 
 
 def _call_eval(*avals, call, **params):
@@ -341,32 +343,30 @@ def _inexact(a):
 
 
 def _custom_jvp_jvp(eqn, ins, tins):
-    from ..transforms import jvp
     k = eqn.params["num_consts"]
     g = eqn.params["jvp"]
     args, t_args = ins[k:], tins[k:]
-    tangents = [jvp.instantiate(t, E.aval(x)) for x, t in zip(args, t_args)
+    tangents = [E.instantiate(t, E.aval(x)) for x, t in zip(args, t_args)
                 if _inexact(E.aval(x))]
-    res, _ = jvp.jvp_emit(g, list(ins) + tangents, [None] * (len(ins) + len(tangents)))
+    res, _ = regions.jvp(g, list(ins) + tangents, [None] * (len(ins) + len(tangents)))
     n = len(eqn.outvars)
     it = iter(res[n:])
     return list(res[:n]), [next(it) if _inexact(v.aval) else None for v in eqn.outvars]
 
 
 def _custom_jvp_vjp(cts, primals, outs, *, call, jvp, num_consts):
-    from ..transforms import vjp
     args = primals[num_consts:]
     arg_avals = [E.aval(x) for x in args]
     zeros = [E.zeros(a) for a in arg_avals if _inexact(a)]
     n_in = len(primals)
     active = [False] * n_in + [True] * len(zeros)
     ct = [None] * len(outs) + [c for c, o in zip(cts, outs) if _inexact(E.aval(o))]
-    _, cts_in = vjp.vjp_emit(jvp, list(primals) + zeros, ct, active)
+    _, cts_in = regions.vjp(jvp, list(primals) + zeros, ct, active)
     it = iter(cts_in[n_in:])
     return [None] * num_consts + [next(it) if _inexact(a) else None for a in arg_avals]
 
 
-custom_jvp_call.rules.update(jvp_eqn=_custom_jvp_jvp, vjp=_custom_jvp_vjp)
+custom_jvp_call.def_rules(jvp=_custom_jvp_jvp, vjp=cotangent_rule(_custom_jvp_vjp))
 
 
 def _custom_vjp_jvp(eqn, ins, tins):
@@ -376,35 +376,31 @@ def _custom_vjp_jvp(eqn, ins, tins):
 
 
 def _custom_vjp_fwd(eqn, ins):
-    from ..transforms import jvp
-    res, _ = jvp.jvp_emit(eqn.params["fwd"], list(ins), [None] * len(ins))
+    res, _ = regions.jvp(eqn.params["fwd"], list(ins), [None] * len(ins))
     n = len(eqn.outvars)
     return list(res[:n]), list(res[n:])
 
 
 def _custom_vjp_vjp(cts, primals, outs, residuals, *, call, fwd, bwd, num_consts):
-    from ..transforms import jvp
     consts, args = primals[:num_consts], primals[num_consts:]
-    ct = [jvp.instantiate(c, E.aval(o)) for c, o in zip(cts, outs)
+    ct = [E.instantiate(c, E.aval(o)) for c, o in zip(cts, outs)
           if _inexact(E.aval(o))]
     ins = list(consts) + list(residuals) + ct
-    res, _ = jvp.jvp_emit(bwd, ins, [None] * len(ins))
+    res, _ = regions.jvp(bwd, ins, [None] * len(ins))
     it = iter(res)
     return [None] * num_consts + [next(it) if _inexact(E.aval(x)) else None for x in args]
 
 
-custom_vjp_call.rules.update(jvp_eqn=_custom_vjp_jvp, vjp_fwd=_custom_vjp_fwd,
-                             vjp=_custom_vjp_vjp)
+custom_vjp_call.def_rules(jvp=_custom_vjp_jvp, vjp_forward=_custom_vjp_fwd,
+                          vjp=_custom_vjp_vjp)
 
 
 def _remat_jvp(eqn, ins, tins):
-    from ..transforms import jvp
-    outs, touts = jvp.jvp_emit(eqn.params["body"], list(ins), list(tins))
+    outs, touts = regions.jvp(eqn.params["body"], list(ins), list(tins))
     return list(outs), list(touts)
 
 
 def _remat_vjp(cts, primals, outs, *, body, prevent_cse=True):
-    from ..transforms import vjp
     avals = [E.aval(x) for x in primals]
     diff = [a.dtype.kind in "fcO" for a in avals]
     nz = [c is not None for c in cts]
@@ -413,8 +409,8 @@ def _remat_vjp(cts, primals, outs, *, body, prevent_cse=True):
     def backward(inputs):
         it = iter(inputs[n:])
         ct = [next(it) if z else None for z in nz]
-        _, cts_in = vjp.vjp_emit(body, inputs[:n], ct, diff)
-        return [vjp.instantiate(c, a) for c, a, d in zip(cts_in, avals, diff) if d]
+        _, cts_in = regions.vjp(body, inputs[:n], ct, diff)
+        return [E.instantiate(c, a) for c, a, d in zip(cts_in, avals, diff) if d]
     b = current()
     child = trace_region(b, body.name + "_bwd", backward,
                          avals + [E.aval(c) for c in cts if c is not None])
@@ -425,7 +421,7 @@ def _remat_vjp(cts, primals, outs, *, body, prevent_cse=True):
     return [next(it) if d else None for d in diff]
 
 
-remat.rules.update(jvp_eqn=_remat_jvp, vjp=_remat_vjp)
+remat.def_rules(jvp=_remat_jvp, vjp=cotangent_rule(_remat_vjp))
 
 
 # Batching: each region is batched into a new region of the same primitive (JAX batches the
@@ -436,10 +432,9 @@ remat.rules.update(jvp_eqn=_remat_jvp, vjp=_remat_vjp)
 
 def _batched_region(region, in_avals, in_dims, size, place):
     """A traced region running `region` batched; `place(outs, dims)` gives its results."""
-    from ..transforms.vmap import batch_emit
 
     def body(inputs):
-        return place(*batch_emit(region, inputs, in_dims, size))
+        return place(*regions.batch(region, inputs, in_dims, size))
     return trace_region(current(), region.name + "_batched", body, in_avals)
 
 
@@ -529,6 +524,6 @@ def _remat_batch(args, dims, *, body, prevent_cse=True):
     return list(outs), record["dims"]
 
 
-custom_jvp_call.rules["batch"] = _custom_jvp_batch
-custom_vjp_call.rules["batch"] = _custom_vjp_batch
-remat.rules["batch"] = _remat_batch
+BATCH[custom_jvp_call] = _custom_jvp_batch
+BATCH[custom_vjp_call] = _custom_vjp_batch
+BATCH[remat] = _remat_batch

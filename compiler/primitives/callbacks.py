@@ -1,5 +1,5 @@
 """Host callbacks: `debug_print`, the primitive behind `print` and `kiln.debug.print` in
-compiled code. It has no results and an effect (`rules["effect"]`), so simplification never
+compiled code. It has no results and an effect (the `effect` flag), so simplification never
 removes or merges it; it prints at every execution with the runtime values of its operands.
 It has zero derivative: a derivative's forward sweep prints it once.
 
@@ -13,8 +13,8 @@ import sys
 
 import numpy as np
 
-from .core import register
-from ..transforms import batching as B
+from .core import register, BATCH
+from . import batching as B
 
 
 def _eval(*operands, fmt=None, template=(), sep=" ", end="\n"):
@@ -44,10 +44,10 @@ def _impl(*operands, fmt=None, template=(), sep=" ", end="\n"):
 
 
 debug_print = register("debug_print", _eval, _impl, multiple_results=True)
-debug_print.rules["effect"] = True
+debug_print.effect = True
 # No results, so nothing to differentiate; transforms keep it in the forward sweep only, so it
 # prints once per evaluation of a derivative, with the primal values.
-debug_print.rules["zero_derivative"] = True
+debug_print.zero_derivative = True
 # Under vmap it prints once per example, in order (JAX's debug callbacks do the same): a loop
 # over the examples, not a vectorised print.
-debug_print.rules["batch"] = B.loop_rule(debug_print)
+BATCH[debug_print] = B.loop_rule(debug_print)

@@ -7,11 +7,11 @@ The API (`kiln.lax.psum`, ...) checks the name when the user calls it, so an equ
 unbound collective can only come from a bug; its NumPy `impl` raises a NameError naming the
 axis. Every collective has the param `axis_name` — one name, or for psum/pmax/pmin a tuple of
 names (the API splits tuples for the others: an axis_index or all_gather over (i, j) is one
-over i and one over j) — and carries `rules["collective"] = True`.
+over i and one over j) — and carries the `collective` flag.
 
-Batching (see `transforms/batching.py`): `rules["batch"]` handles a collective over another
+Batching (see `batching.py`): its `BATCH` rule handles a collective over another
 axis than the one being batched (the collective applies to the batched value as it is), and
-`rules["batch_collective"](args, dims, *, size, axis, **params)` the collective over the axis
+`BATCH_COLLECTIVE[prim](args, dims, *, size, axis, **params)` the collective over the axis
 being batched, which becomes a computation across the batch axis: psum a reduce_sum, axis_index
 an iota, all_gather the batch axis moved into place, ppermute a gather along the batch axis.
 
@@ -23,9 +23,10 @@ lanes equal to the result, as reduce_max does.
 import numpy as np
 
 from ..ir.abstract import ShapedArray
-from ..transforms import emit as E
-from ..transforms import batching as B
-from .core import register, check_dtype_kinds
+from . import emit as E
+from . import batching as B
+from .core import register, check_dtype_kinds, JVP, VJP
+from .rule_forms import tangent_rule, cotangent_rule
 from .indexing import GatherDimensionNumbers
 
 _NUMBER_TEXT = "subtypes of number"
@@ -40,7 +41,7 @@ def axis_names(axis_name):
 def holds_collectives(fn):
     """Whether the SSA function `fn` (its regions included) calls a collective: control flow
     around one cannot run before the transform that binds its axis (see lax's `_staged`)."""
-    return any(eqn.prim.rules.get("collective") or any(map(holds_collectives, eqn.regions()))
+    return any(eqn.prim.collective or any(map(holds_collectives, eqn.regions()))
                for eqn in fn.eqns)
 
 
@@ -64,10 +65,11 @@ def _check_axis(op, axis, limit, what):
                          f"{limit}")
 
 
-def collective(name, abstract_eval, batch, batch_collective, **rules):
+def collective(name, abstract_eval, batch, batch_collective, zero_derivative=False, **rules):
     """Declare a collective with its batching rules and derivative rules."""
-    prim = register(name, abstract_eval, _unbound(name))
-    prim.rules.update(collective=True, batch=batch, batch_collective=batch_collective, **rules)
+    prim = register(name, abstract_eval, _unbound(name), collective=True,
+                    zero_derivative=zero_derivative)
+    prim.def_rules(batch=batch, batch_collective=batch_collective, **rules)
     return prim
 
 
@@ -126,8 +128,8 @@ def _psum_vjp(ct, primals, outs, *, axis_name):
     return [E.psum(ct, axis_name=axis_name)]
 
 
-psum.rules["jvp"] = _linear_jvp("psum")
-psum.rules["vjp"] = _psum_vjp
+JVP[psum] = tangent_rule(_linear_jvp("psum"))
+VJP[psum] = cotangent_rule(_psum_vjp)
 
 
 def _chosen(x, out, axis_name):
@@ -147,8 +149,8 @@ def _chooser_vjp(ct, primals, outs, *, axis_name):
 
 
 for _p in (pmax, pmin):
-    _p.rules["jvp"] = _chooser_jvp
-    _p.rules["vjp"] = _chooser_vjp
+    JVP[_p] = tangent_rule(_chooser_jvp)
+    VJP[_p] = cotangent_rule(_chooser_vjp)
 
 
 # ------------------------------------------------------------------------ axis_index
@@ -240,12 +242,13 @@ def _psum_scatter_vjp(ct, primals, outs, *, axis_name, scatter_dimension, tiled,
 
 all_gather = collective("all_gather", _all_gather_eval,
                         _batch_at_front("all_gather", "all_gather_dimension"),
-                        _all_gather_batch_collective, jvp=_linear_jvp("all_gather"),
-                        vjp=_all_gather_vjp)
+                        _all_gather_batch_collective, jvp=tangent_rule(_linear_jvp("all_gather")),
+                        vjp=cotangent_rule(_all_gather_vjp))
 psum_scatter = collective("psum_scatter", _psum_scatter_eval,
                           _batch_at_front("psum_scatter", "scatter_dimension"),
-                          _psum_scatter_batch_collective, jvp=_linear_jvp("psum_scatter"),
-                          vjp=_psum_scatter_vjp)
+                          _psum_scatter_batch_collective,
+                          jvp=tangent_rule(_linear_jvp("psum_scatter")),
+                          vjp=cotangent_rule(_psum_scatter_vjp))
 
 
 # --------------------------------------------------------------------------- ppermute
@@ -291,4 +294,5 @@ def _ppermute_vjp(ct, primals, outs, *, axis_name, perm):
 
 
 ppermute = collective("ppermute", _ppermute_eval, _batch_in_place("ppermute"),
-                      _ppermute_batch_collective, jvp=_linear_jvp("ppermute"), vjp=_ppermute_vjp)
+                      _ppermute_batch_collective, jvp=tangent_rule(_linear_jvp("ppermute")),
+                      vjp=cotangent_rule(_ppermute_vjp))

@@ -8,18 +8,21 @@
   outs = scan(*consts, *carry, *xs, body=f, length=n, reverse=False, num_consts=k, num_carry=m)
       body(*consts, *carry, *x_slices) -> (*carry, *y_slices); outs = (*final_carry, *stacked_ys)
 
-The NumPy implementations interpret the regions with the reference backend. The derivative
-rules (JVP, VJP) and batching rules (vmap) follow the declarations; both transform the
-regions with the transform that is running.
+The NumPy implementations run the regions with `interpret.run_function` (the reference
+backend's interpreter). The derivative rules (JVP, VJP) and batching rules (vmap) follow the
+declarations; both transform the regions with the transform that is running, reached
+through `regions.py`.
 """
 import numpy as np
 
 from ..ir.abstract import ShapedArray
 from ..ir.ssa import Function, Var
-from ..frontend.builder import current as current_builder, close_regions
-from ..transforms import emit as E
-from ..transforms import batching as B
-from .core import register, type_error
+from ..ir.builder import current, trace_region, close_regions
+from . import emit as E
+from . import batching as B
+from .core import register, type_error, BATCH
+from .rule_forms import cotangent_rule, tangent_pattern
+from . import regions
 
 
 def _same_types(a, b):
@@ -31,11 +34,11 @@ def _types(avals):
     return "(" + ", ".join(a.str_short() for a in avals) + ")"
 
 
-def _run(region, *args):
-    """Run a region: a `Function` (interpreted by the reference backend), or — inside code
+def run_region(region, *args):
+    """Run a region: a `Function` (run by interpret.py, the reference backend), or — inside code
     the reference backend compiled — the Python function its nested `def` became."""
     if isinstance(region, Function):
-        from ..backends.reference import run_function
+        from .interpret import run_function
         return run_function(region, *args)
     out = region(*args)
     return out if isinstance(out, tuple) else (out,)
@@ -62,7 +65,7 @@ def _cond_eval(index, *operands, branches):
 
 def _cond(index, *operands, branches):
     i = int(np.clip(int(index), 0, len(branches) - 1))
-    return tuple(_run(branches[i], *operands))
+    return tuple(run_region(branches[i], *operands))
 
 
 cond = register("cond", _cond_eval, _cond, multiple_results=True)
@@ -84,8 +87,8 @@ def _while_eval(*args, cond_fn, body_fn, num_consts):
 
 def _while(*args, cond_fn, body_fn, num_consts):
     consts, carry = list(args[:num_consts]), list(args[num_consts:])
-    while bool(_run(cond_fn, *consts, *carry)[0]):
-        carry = _run(body_fn, *consts, *carry)
+    while bool(run_region(cond_fn, *consts, *carry)[0]):
+        carry = run_region(body_fn, *consts, *carry)
     return tuple(carry)
 
 
@@ -116,7 +119,7 @@ def _scan(*args, body, length, reverse=False, num_consts=0, num_carry=0):
     ys = []
     order = range(length - 1, -1, -1) if reverse else range(length)
     for i in order:
-        out = _run(body, *consts, *carry, *[x[i] for x in xs])
+        out = run_region(body, *consts, *carry, *[x[i] for x in xs])
         carry, y = list(out[:num_carry]), out[num_carry:]
         ys.append(y)
     if reverse:
@@ -169,12 +172,6 @@ scan = register("scan", _scan_eval, _scan, multiple_results=True)
 #              VJP: the forward scan also stacks its input carries (the residuals); the
 #              backward scan runs the other way over them with the body's VJP.
 
-def _ad():
-    from ..transforms import emit, jvp, vjp
-    from ..frontend.builder import current, trace_region, close_regions
-    return emit, jvp, vjp, current, trace_region, close_regions
-
-
 def _diff(aval):
     return aval.dtype.kind in "fcO"
 
@@ -188,23 +185,20 @@ def _diff_const(aval):
 def _regions(names_fns, in_avals, hints=None):
     """Trace several Python callables as regions with the same inputs: (Functions, outer
     operands to pass first)."""
-    _, _, _, current, trace_region, close_regions = _ad()
     b = current()
     traced = [trace_region(b, name, fn, in_avals, hints) for name, fn in names_fns]
     return close_regions(traced)
 
 
 def _avals(xs):
-    emit = _ad()[0]
-    return [emit.aval(x) for x in xs]
+    return [E.aval(x) for x in xs]
 
 
 def _cond_jvp(eqn, ins, tins):
-    emit, jvp, _, current, _, _ = _ad()
     index, ops, t_ops = ins[0], ins[1:], tins[1:]
     branches = eqn.params["branches"]
     nz_in = [t is not None for t in t_ops]
-    nz_out = [any(col) for col in zip(*[jvp.tangent_pattern(br, nz_in) for br in branches])]
+    nz_out = [any(col) for col in zip(*[tangent_pattern(br, nz_in) for br in branches])]
     op_avals = _avals(ops)
     t_avals = [a for a, nz in zip(op_avals, nz_in) if nz]
     n = len(ops)
@@ -213,8 +207,8 @@ def _cond_jvp(eqn, ins, tins):
         def body(inputs):
             it = iter(inputs[n:])
             tans = [next(it) if nz else None for nz in nz_in]
-            outs, touts = jvp.jvp_emit(br, inputs[:n], tans)
-            return list(outs) + [jvp.instantiate(t, v.aval) for t, v, nz
+            outs, touts = regions.jvp(br, inputs[:n], tans)
+            return list(outs) + [E.instantiate(t, v.aval) for t, v, nz
                                  in zip(touts, br.outvars, nz_out) if nz]
         return br.name + "_jvp", body
     fns, outer = _regions([branch_jvp(br) for br in branches], op_avals + t_avals)
@@ -226,20 +220,19 @@ def _cond_jvp(eqn, ins, tins):
 
 
 def _cond_vjp(cts, primals, outs, *, branches):
-    emit, _, vjp, current, _, _ = _ad()
     index, ops = primals[0], primals[1:]
     op_avals = _avals(ops)
     diff_in = [_diff(a) for a in op_avals]
     nz_ct = [c is not None for c in cts]
-    ct_avals = [emit.aval(c) for c in cts if c is not None]
+    ct_avals = [E.aval(c) for c in cts if c is not None]
     n = len(ops)
 
     def branch_vjp(br):
         def body(inputs):
             it = iter(inputs[n:])
             ct = [next(it) if nz else None for nz in nz_ct]
-            _, cts_in = vjp.vjp_emit(br, inputs[:n], ct, diff_in)
-            return [vjp.instantiate(c, a) for c, a, d in zip(cts_in, op_avals, diff_in) if d]
+            _, cts_in = regions.vjp(br, inputs[:n], ct, diff_in)
+            return [E.instantiate(c, a) for c, a, d in zip(cts_in, op_avals, diff_in) if d]
         return br.name + "_vjp", body
     fns, outer = _regions([branch_vjp(br) for br in branches], op_avals + ct_avals)
     res = current().bind(cond, [index] + list(outer) + list(ops) +
@@ -248,7 +241,7 @@ def _cond_vjp(cts, primals, outs, *, branches):
     return [None] + [next(it) if d else None for d in diff_in]
 
 
-cond.rules.update(jvp_eqn=_cond_jvp, vjp=_cond_vjp)
+cond.def_rules(jvp=_cond_jvp, vjp=cotangent_rule(_cond_vjp))
 
 
 def _carry_pattern(pattern, body, before, carry, after=()):
@@ -266,13 +259,12 @@ def _carry_pattern(pattern, body, before, carry, after=()):
 
 
 def _while_jvp(eqn, ins, tins):
-    emit, jvp, _, current, _, _ = _ad()
     k = eqn.params["num_consts"]
     cond_fn, body_fn = eqn.params["cond_fn"], eqn.params["body_fn"]
     consts, carry = ins[:k], ins[k:]
     t_consts, t_carry = tins[:k], tins[k:]
     nz_c = [t is not None for t in t_consts]
-    nz, _ = _carry_pattern(jvp.tangent_pattern, body_fn, nz_c, [t is not None for t in t_carry])
+    nz, _ = _carry_pattern(tangent_pattern, body_fn, nz_c, [t is not None for t in t_carry])
     c_avals, k_avals = _avals(consts), _avals(carry)
     tc_avals = [a for a, z in zip(c_avals, nz_c) if z]
     tk_avals = [a for a, z in zip(k_avals, nz) if z]
@@ -287,19 +279,19 @@ def _while_jvp(eqn, ins, tins):
 
     def cond_body(inputs):
         cs, _, ks, _ = split(inputs)
-        outs, _ = jvp.jvp_emit(cond_fn, list(cs) + list(ks), [None] * (nc + nk))
+        outs, _ = regions.jvp(cond_fn, list(cs) + list(ks), [None] * (nc + nk))
         return outs
 
     def body(inputs):
         cs, tcs, ks, tks = split(inputs)
-        outs, touts = jvp.jvp_emit(body_fn, list(cs) + list(ks), tcs + tks)
-        return list(outs) + [jvp.instantiate(t, a) for t, a, z in zip(touts, k_avals, nz) if z]
+        outs, touts = regions.jvp(body_fn, list(cs) + list(ks), tcs + tks)
+        return list(outs) + [E.instantiate(t, a) for t, a, z in zip(touts, k_avals, nz) if z]
     in_avals = c_avals + tc_avals + k_avals + tk_avals
     (cf,), cond_outer = _regions([(cond_fn.name, cond_body)], in_avals)
     (bf,), body_outer = _regions([(body_fn.name + "_jvp", body)], in_avals)
     # Captures (rare: constants created by rules) become extra loop constants.
     cf, bf, extra = _share_captures(cf, cond_outer, bf, body_outer)
-    init_t = [jvp.instantiate(t, a) for t, a, z in zip(t_carry, k_avals, nz) if z]
+    init_t = [E.instantiate(t, a) for t, a, z in zip(t_carry, k_avals, nz) if z]
     operands = (list(extra) + list(consts) + [t for t in t_consts if t is not None] +
                 list(carry) + init_t)
     res = current().bind(while_loop, operands,
@@ -327,7 +319,6 @@ def _share_captures(cf, cond_outer, bf, body_outer):
 
 def _loop(cond_body, body, in_avals, num_consts, operands, cond_name, body_name):
     """Bind a while_loop from two Python region builders; returns its results."""
-    _, _, _, current, _, _ = _ad()
     (cf,), cond_outer = _regions([(cond_name, cond_body)], in_avals)
     (bf,), body_outer = _regions([(body_name, body)], in_avals)
     cf, bf, extra = _share_captures(cf, cond_outer, bf, body_outer)
@@ -336,7 +327,6 @@ def _loop(cond_body, body, in_avals, num_consts, operands, cond_name, body_name)
 
 
 def _while_vjp_fwd(eqn, ins):
-    emit, jvp, _, _, _, _ = _ad()
     from .autodiff import TAPE
     k = eqn.params["num_consts"]
     cond_fn, body_fn = eqn.params["cond_fn"], eqn.params["body_fn"]
@@ -346,22 +336,21 @@ def _while_vjp_fwd(eqn, ins):
     i32 = ShapedArray((), np.dtype(np.int32), False)
 
     def cond_body(inputs):
-        outs, _ = jvp.jvp_emit(cond_fn, inputs[:nc + nk], [None] * (nc + nk))
+        outs, _ = regions.jvp(cond_fn, inputs[:nc + nk], [None] * (nc + nk))
         return outs
 
     def body(inputs):
         cs, ks, tape, n = inputs[:nc], inputs[nc:nc + nk], inputs[nc + nk], inputs[-1]
-        tape = emit.tape_push(tape, *ks)
-        outs, _ = jvp.jvp_emit(body_fn, list(cs) + list(ks), [None] * (nc + nk))
-        return list(outs) + [tape, emit.add(n, 1)]
+        tape = E.tape_push(tape, *ks)
+        outs, _ = regions.jvp(body_fn, list(cs) + list(ks), [None] * (nc + nk))
+        return list(outs) + [tape, E.add(n, 1)]
     res = _loop(cond_body, body, c_avals + k_avals + [TAPE, i32], nc,
-                list(consts) + list(carry) + [emit.tape_new(), emit.scalar(0, i32)],
+                list(consts) + list(carry) + [E.tape_new(), E.scalar(0, i32)],
                 cond_fn.name, body_fn.name + "_record")
     return list(res[:nk]), (res[nk], res[nk + 1])
 
 
 def _while_vjp(cts, primals, outs, residuals, *, cond_fn, body_fn, num_consts):
-    emit, _, vjp, _, _, _ = _ad()
     from .autodiff import TAPE, types_of
     tape, trips = residuals
     consts, carry = primals[:num_consts], primals[num_consts:]
@@ -375,29 +364,29 @@ def _while_vjp(cts, primals, outs, residuals, *, cond_fn, body_fn, num_consts):
     i32 = ShapedArray((), np.dtype(np.int32), False)
 
     def cond_body(inputs):
-        return [emit.gt(inputs[-1], 0)]
+        return [E.gt(inputs[-1], 0)]
 
     def body(inputs):
         cs = inputs[:nc]
         acc = inputs[nc:nc + na]
         ctk = inputs[nc + na:nc + na + nct]
         t, n = inputs[nc + na + nct], inputs[-1]
-        popped = emit.tape_pop(t, types=types_of(k_avals))
+        popped = E.tape_pop(t, types=types_of(k_avals))
         t, ks = popped[0], list(popped[1:])
         it = iter(ctk)
         ct = [next(it) if d else None for d in dk]
-        _, cts_in = vjp.vjp_emit(body_fn, list(cs) + ks, ct, dc + dk)
+        _, cts_in = regions.vjp(body_fn, list(cs) + ks, ct, dc + dk)
         c_in, k_in = cts_in[:nc], cts_in[nc:]
         ita = iter(acc)
         new_acc = []
         for c, d, a in zip(c_in, dc, c_avals):
             if d:
                 prev = next(ita)
-                new_acc.append(prev if c is None else emit.add(prev, c))
-        new_ct = [vjp.instantiate(c, a) for c, a, d in zip(k_in, k_avals, dk) if d]
-        return list(new_acc) + new_ct + [t, emit.sub(n, 1)]
-    init_acc = [emit.zeros(a) for a in acc_avals]
-    init_ct = [vjp.instantiate(c, a) for c, a, d in zip(cts, k_avals, dk) if d]
+                new_acc.append(prev if c is None else E.add(prev, c))
+        new_ct = [E.instantiate(c, a) for c, a, d in zip(k_in, k_avals, dk) if d]
+        return list(new_acc) + new_ct + [t, E.sub(n, 1)]
+    init_acc = [E.zeros(a) for a in acc_avals]
+    init_ct = [E.instantiate(c, a) for c, a, d in zip(cts, k_avals, dk) if d]
     res = _loop(cond_body, body, c_avals + acc_avals + ctk_avals + [TAPE, i32], nc,
                 list(consts) + init_acc + init_ct + [tape, trips],
                 "while_bwd_cond", body_fn.name + "_bwd")
@@ -405,18 +394,17 @@ def _while_vjp(cts, primals, outs, residuals, *, cond_fn, body_fn, num_consts):
     return [next(ita) if d else None for d in dc] + [next(itk) if d else None for d in dk]
 
 
-while_loop.rules.update(jvp_eqn=_while_jvp, vjp_fwd=_while_vjp_fwd, vjp=_while_vjp)
+while_loop.def_rules(jvp=_while_jvp, vjp_forward=_while_vjp_fwd, vjp=_while_vjp)
 
 
 def _scan_jvp(eqn, ins, tins):
-    emit, jvp, _, current, _, _ = _ad()
     p = eqn.params
     body_fn, nc, nk = p["body"], p["num_consts"], p["num_carry"]
     consts, carry, xs = ins[:nc], ins[nc:nc + nk], ins[nc + nk:]
     t_c, t_k, t_x = tins[:nc], tins[nc:nc + nk], tins[nc + nk:]
     nz_c = [t is not None for t in t_c]
     nz_x = [t is not None for t in t_x]
-    nz_k, nz_y = _carry_pattern(jvp.tangent_pattern, body_fn, nz_c,
+    nz_k, nz_y = _carry_pattern(tangent_pattern, body_fn, nz_c,
                                 [t is not None for t in t_k], nz_x)
     c_avals, k_avals = _avals(consts), _avals(carry)
     x_avals = [a.update(shape=a.shape[1:]) for a in _avals(xs)]
@@ -435,14 +423,14 @@ def _scan_jvp(eqn, ins, tins):
         def spread(vals, nz):
             it = iter(vals)
             return [next(it) if z else None for z in nz]
-        outs, touts = jvp.jvp_emit(body_fn, list(cs) + list(ks) + list(xsl),
+        outs, touts = regions.jvp(body_fn, list(cs) + list(ks) + list(xsl),
                                    spread(tcs, nz_c) + spread(tks, nz_k) + spread(txs, nz_x))
         o_avals = body_fn.out_avals
-        tk_out = [jvp.instantiate(t, a) for t, a, z in zip(touts[:nk], o_avals[:nk], nz_k) if z]
-        ty_out = [jvp.instantiate(t, a) for t, a, z in zip(touts[nk:], o_avals[nk:], nz_y) if z]
+        tk_out = [E.instantiate(t, a) for t, a, z in zip(touts[:nk], o_avals[:nk], nz_k) if z]
+        ty_out = [E.instantiate(t, a) for t, a, z in zip(touts[nk:], o_avals[nk:], nz_y) if z]
         return list(outs[:nk]) + tk_out + list(outs[nk:]) + ty_out
     (bf,), outer = _regions([(body_fn.name + "_jvp", body)], [a for g in groups for a in g])
-    init_tk = [jvp.instantiate(t, a) for t, a, z in zip(t_k, k_avals, nz_k) if z]
+    init_tk = [E.instantiate(t, a) for t, a, z in zip(t_k, k_avals, nz_k) if z]
     operands = (list(outer) + list(consts) + [t for t in t_c if t is not None] + list(carry)
                 + init_tk + list(xs) + [t for t in t_x if t is not None])
     ntc, ntk = sum(nz_c), sum(nz_k)
@@ -458,13 +446,12 @@ def _scan_jvp(eqn, ins, tins):
 
 
 def _scan_vjp_fwd(eqn, ins):
-    emit, jvp, _, current, _, _ = _ad()
     p = eqn.params
     body_fn, nc, nk = p["body"], p["num_consts"], p["num_carry"]
     in_avals = [v.aval for v in body_fn.invars]
 
     def body(inputs):
-        outs, _ = jvp.jvp_emit(body_fn, inputs, [None] * len(inputs))
+        outs, _ = regions.jvp(body_fn, inputs, [None] * len(inputs))
         return list(outs) + list(inputs[nc:nc + nk])
     (bf,), outer = _regions([(body_fn.name + "_record", body)], in_avals)
     res = current().bind(scan, list(outer) + list(ins), dict(
@@ -476,7 +463,6 @@ def _scan_vjp_fwd(eqn, ins):
 
 def _scan_vjp(cts, primals, outs, residuals, *, body, length, reverse=False, num_consts=0,
               num_carry=0):
-    emit, _, vjp, current, _, _ = _ad()
     nc, nk = num_consts, num_carry
     consts, carry, xs = primals[:nc], primals[nc:nc + nk], primals[nc + nk:]
     c_avals, k_avals = _avals(consts), _avals(carry)
@@ -499,22 +485,22 @@ def _scan_vjp(cts, primals, outs, residuals, *, body, length, reverse=False, num
         ks, xsl, cys = rest[:nk], rest[nk:nk + nx], rest[nk + nx:]
         itk, ity = iter(ctk), iter(cys)
         ct = ([next(itk) if d else None for d in dk] + [next(ity) if d else None for d in dy])
-        _, cts_in = vjp.vjp_emit(body, list(cs) + list(ks) + list(xsl), ct, dc + dk + dx)
+        _, cts_in = regions.vjp(body, list(cs) + list(ks) + list(xsl), ct, dc + dk + dx)
         c_in, k_in, x_in = cts_in[:nc], cts_in[nc:nc + nk], cts_in[nc + nk:]
         ita = iter(acc)
         new_acc = []
         for c, d in zip(c_in, dc):
             if d:
                 prev = next(ita)
-                new_acc.append(prev if c is None else emit.add(prev, c))
-        new_ct = [vjp.instantiate(c, a) for c, a, d in zip(k_in, k_avals, dk) if d]
-        ct_xs = [vjp.instantiate(c, a) for c, a, d in zip(x_in, x_avals, dx) if d]
+                new_acc.append(prev if c is None else E.add(prev, c))
+        new_ct = [E.instantiate(c, a) for c, a, d in zip(k_in, k_avals, dk) if d]
+        ct_xs = [E.instantiate(c, a) for c, a, d in zip(x_in, x_avals, dx) if d]
         return new_acc + new_ct + ct_xs
     in_avals = c_avals + acc_avals + ctk_avals + k_avals + x_avals + cty_avals
     (bf,), outer = _regions([(body.name + "_bwd", bwd)], in_avals)
-    init_acc = [emit.zeros(a) for a in acc_avals]
-    init_ct = [vjp.instantiate(c, a) for c, a, d in zip(ct_k, k_avals, dk) if d]
-    stacked_cy = [vjp.instantiate(c, a.update(shape=(length,) + a.shape))
+    init_acc = [E.zeros(a) for a in acc_avals]
+    init_ct = [E.instantiate(c, a) for c, a, d in zip(ct_k, k_avals, dk) if d]
+    stacked_cy = [E.instantiate(c, a.update(shape=(length,) + a.shape))
                   for c, a, d in zip(ct_y, y_avals, dy) if d]
     res = current().bind(scan, list(outer) + list(consts) + init_acc + init_ct +
                          list(residuals) + list(xs) + stacked_cy, dict(
@@ -525,7 +511,7 @@ def _scan_vjp(cts, primals, outs, residuals, *, body, length, reverse=False, num
             [next(itx) if d else None for d in dx])
 
 
-scan.rules.update(jvp_eqn=_scan_jvp, vjp_fwd=_scan_vjp_fwd, vjp=_scan_vjp)
+scan.def_rules(jvp=_scan_jvp, vjp_forward=_scan_vjp_fwd, vjp=_scan_vjp)
 
 
 # ------------------------------------------------------------------------- batching rules
@@ -581,19 +567,18 @@ def _lanes(mask, on_true, on_false, axis):
 
 
 def _cond_batch(args, dims, *, branches):
-    from ..transforms.vmap import batch_emit
     size = B.batch_size(args, dims)
     ops, op_dims = list(args[1:]), list(dims[1:])
     if dims[0] is not None:
-        return _cond_select(args[0], [batch_emit(br, ops, op_dims, size) for br in branches],
+        return _cond_select(args[0], [regions.batch(br, ops, op_dims, size) for br in branches],
                             size)
-    b = current_builder()
+    b = current()
     opened = []
     for br in branches:
         child = b.child(br.name + "_batched")
         with child:
             inputs = [child.new_input(E.aval(x), v.name) for x, v in zip(ops, br.invars)]
-            opened.append((child,) + tuple(batch_emit(br, inputs, op_dims, size)))
+            opened.append((child,) + tuple(regions.batch(br, inputs, op_dims, size)))
     out_dims = [None if all(d is None for d in ds) else _agreed_axis(ds)
                 for ds in zip(*[odims for _, _, odims in opened])]
     finished = []
@@ -629,7 +614,7 @@ def _cond_select(index, results, size):
     return outs, out_dims
 
 
-cond.rules["batch"] = _cond_batch
+BATCH[cond] = _cond_batch
 
 
 def _carry_axes(init_dims, batched):
@@ -639,7 +624,6 @@ def _carry_axes(init_dims, batched):
 
 
 def _while_batch(args, dims, *, cond_fn, body_fn, num_consts):
-    from ..transforms.vmap import batch_emit
     size = B.batch_size(args, dims)
     k = num_consts
     consts, c_dims = list(args[:k]), list(dims[:k])
@@ -655,11 +639,11 @@ def _while_batch(args, dims, *, cond_fn, body_fn, num_consts):
     in_dims = c_dims + k_dims
 
     def step(inputs):
-        outs, odims = batch_emit(body_fn, inputs, in_dims, size)
+        outs, odims = regions.batch(body_fn, inputs, in_dims, size)
         return [_place(o, d, w, size) for o, d, w in zip(outs, odims, k_dims)]
 
     def predicate(inputs):
-        (p,), (d,) = batch_emit(cond_fn, inputs, in_dims, size)
+        (p,), (d,) = regions.batch(cond_fn, inputs, in_dims, size)
         return p if not masked else B.to_front(p, d, size)
     in_avals = _avals(consts + init)
     if not masked:
@@ -679,11 +663,10 @@ def _while_batch(args, dims, *, cond_fn, body_fn, num_consts):
     return list(res[:-1]), k_dims
 
 
-while_loop.rules["batch"] = _while_batch
+BATCH[while_loop] = _while_batch
 
 
 def _scan_batch(args, dims, *, body, length, reverse=False, num_consts=0, num_carry=0):
-    from ..transforms.vmap import batch_emit
     size = B.batch_size(args, dims)
     nc, nk = num_consts, num_carry
     c_dims, x_dims = list(dims[:nc]), list(dims[nc + nk:])
@@ -697,16 +680,16 @@ def _scan_batch(args, dims, *, body, length, reverse=False, num_consts=0, num_ca
     y_dims = []
 
     def step(inputs):
-        outs, odims = batch_emit(body, inputs, c_dims + k_dims + slice_dims, size)
+        outs, odims = regions.batch(body, inputs, c_dims + k_dims + slice_dims, size)
         y_dims[:] = [None if d is None else d + 1 for d in odims[nk:]]
         return [_place(o, d, w, size) for o, d, w in zip(outs[:nk], odims, k_dims)] + \
             list(outs[nk:])
     x_avals = [a.update(shape=a.shape[1:]) for a in _avals(xs)]
     (fn,), outer = _regions([(body.name + "_batched", step)],
                             _avals(list(args[:nc]) + init) + x_avals)
-    res = current_builder().bind(scan, list(outer) + list(args[:nc]) + init + xs, dict(
+    res = current().bind(scan, list(outer) + list(args[:nc]) + init + xs, dict(
         body=fn, length=length, reverse=reverse, num_consts=len(outer) + nc, num_carry=nk))
     return list(res), k_dims + y_dims
 
 
-scan.rules["batch"] = _scan_batch
+BATCH[scan] = _scan_batch

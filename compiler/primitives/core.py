@@ -1,7 +1,8 @@
-"""The primitive object and its registry.
+"""The primitive object, its registry, and the rule tables.
 
 A primitive is declared once, with every rule side by side (Autodidax's "one object per
-primitive"):
+primitive, one table per transform"). Two parts every primitive has are fields, given to
+`register`:
 
   abstract_eval(*avals, **params) -> ShapedArray | tuple of them   (shape/dtype rule; raises
                                                                      TypeError naming the op)
@@ -9,29 +10,56 @@ primitive"):
                                                                      the reference backend and
                                                                      eager mode execute)
 
-Later stages attach further rules by name to the same object (`rules["jvp"]`, `rules["vjp"]`,
-`rules["batch"]`, `rules["llvm"]`, ...), each with a fixed signature documented where that table
-is consumed. Families of similar primitives are built by the small factories in the family
-modules (elementwise, structural, ...). Params must be hashable: eager execution caches abstract
+Everything else a transform or a backend needs is a rule in a `RuleTable`, one table per kind of
+rule, each with one fixed signature documented beside it below (`TABLES` lists them). A family
+module registers its primitives' rules right after declaring them,
+`prim.def_rules(jvp=..., vjp=..., batch=...)`; a backend registers its lowerings the same way.
+A rule of an unknown kind is a TypeError at import. A new backend adds its table here in one
+line: `CUDA = rule_table("cuda", "cuda(ctx, outs, ins, **params) -> None")`.
+
+Properties that are not rules are fields, False unless the declaration says otherwise:
+`effect` (simplification never removes or merges it: a host callback), `zero_derivative`
+(its results never carry tangents; it has no JVP or VJP rule), `distinct` (each result is a
+new object, so CSE never merges two equations of it: a fresh tape), `collective` (it reduces
+over named axes, `params["axis_name"]`, and has a `batch_collective` rule).
+
+Families of similar primitives are built by the small factories in the family modules
+(elementwise, structural, ...). Params must be hashable: eager execution caches abstract
 evaluation on (primitive, operand types, params).
 """
 import numpy as np
 
 from ..ir.abstract import ShapedArray, shape_str
+from ..ir.registry import PRIMITIVES
 
-PRIMITIVES = {}
+FLAGS = ("effect", "zero_derivative", "distinct", "collective")
 
 
 class Primitive:
-    __slots__ = ("name", "abstract_eval", "impl", "multiple_results", "rules", "doc")
+    __slots__ = ("name", "abstract_eval", "impl", "multiple_results", "doc") + FLAGS
 
-    def __init__(self, name, abstract_eval, impl, *, multiple_results=False, doc=""):
+    def __init__(self, name, abstract_eval, impl, *, multiple_results=False, doc="",
+                 effect=False, zero_derivative=False, distinct=False, collective=False):
         self.name = name
         self.abstract_eval = abstract_eval
         self.impl = impl
         self.multiple_results = multiple_results
-        self.rules = {}
         self.doc = doc
+        self.effect = effect
+        self.zero_derivative = zero_derivative
+        self.distinct = distinct
+        self.collective = collective
+
+    def def_rules(self, **rules):
+        """Register rules by kind (`jvp=..., vjp=..., batch=...`) in their tables."""
+        for kind, rule in rules.items():
+            table = TABLES.get(kind)
+            if table is None:
+                raise TypeError(f"primitive {self.name!r}: unknown rule kind {kind!r}; the "
+                                f"rule kinds are {', '.join(sorted(TABLES))} (see "
+                                "kiln/compiler/primitives/core.py)")
+            table[self] = rule
+        return self
 
     def __repr__(self):
         return f"<primitive {self.name}>"
@@ -44,6 +72,84 @@ def register(name, abstract_eval, impl, **kw):
     prim = Primitive(name, abstract_eval, impl, **kw)
     PRIMITIVES[name] = prim
     return prim
+
+
+# ---------------------------------------------------------------------------- rule tables
+
+
+class RuleTable(dict):
+    """Primitive -> rule of one kind; every rule in it has the table's `signature`."""
+
+    def __init__(self, kind, signature):
+        super().__init__()
+        self.kind = kind
+        self.signature = signature
+
+    def __setitem__(self, prim, rule):
+        if not isinstance(prim, Primitive):
+            raise TypeError(f"the {self.kind} table is keyed by primitives, not {prim!r}")
+        if not callable(rule):
+            raise TypeError(f"the {self.kind} rule of {prim.name!r} is not callable: {rule!r}")
+        super().__setitem__(prim, rule)
+
+    def __repr__(self):
+        return f"<rule table {self.kind}: {len(self)} rules>"
+
+
+TABLES = {}
+
+
+def rule_table(kind, signature):
+    """Declare a table of rules of one kind (one line per kind, below)."""
+    if kind in TABLES:
+        raise RuntimeError(f"rule table {kind!r} declared twice")
+    TABLES[kind] = table = RuleTable(kind, signature)
+    return table
+
+
+# Forward mode (transforms/jvp.py). Emits the equation on `primals` and the tangents of its
+# results into the current builder; `tangents` and the returned tangents are aligned lists,
+# None for a zero tangent. Control flow transforms its regions here; the rules of ordinary
+# primitives are written as `f(primals, tangents, out, **params) -> tangent(s)` and adapted by
+# `rule_forms.tangent_rule`.
+JVP = rule_table("jvp", "jvp(eqn, primals, tangents) -> (outs, out_tangents)")
+
+# Reverse mode (transforms/vjp.py). `ct` and `out` are the results' cotangents and values (one
+# value, or lists for multiple results; a None cotangent is zero); returns the operands'
+# cotangents, a list aligned with `primals`, None for none. `residuals` are what the
+# primitive's `vjp_forward` rule returned (None without one). Rules that need no residuals are
+# written as `f(ct, primals, out, **params)` and adapted by `rule_forms.cotangent_rule`.
+VJP = rule_table("vjp", "vjp(ct, primals, out, residuals, **params) -> operand cotangents")
+
+# Reverse mode's forward section, for primitives whose backward pass needs values from inside
+# their regions (a while_loop that also tapes its carries, a scan that also stacks them):
+# emits the equation's forward form; without this rule the equation is replayed as it is.
+VJP_FORWARD = rule_table("vjp_forward", "vjp_forward(eqn, primals) -> (outs, residuals)")
+
+# Batching (transforms/vmap.py, vocabulary in batching.py). `dims[i]` is the batch axis of
+# `args[i]`, None if unbatched (at least one is batched); returns the results and the axis of
+# each that carries the batch (lists for multiple results).
+BATCH = rule_table("batch", "batch(args, dims, **params) -> (outs, out_dims)")
+
+# Batching a collective (`collective` primitives) over the very axis it reduces over
+# (`vmap(..., axis_name=...)`): a computation across the batch of `size` examples.
+BATCH_COLLECTIVE = rule_table(
+    "batch_collective", "batch_collective(args, dims, *, size, axis, **params) -> (outs, out_dims)")
+
+# LLVM lowering of a whole equation (backends/llvm/codegen.py): `ctx` is the kernel being
+# built, `outs`/`ins` are its Buffers; the rule emits loops and calls.
+LLVM = rule_table("llvm", "llvm(ctx, outs, ins, **params) -> None")
+
+# LLVM lowering of one element of an elementwise primitive (backends/llvm/lower_fused.py,
+# lower_elementwise.py): returns the result's scalar value.
+LLVM_SCALAR = rule_table(
+    "llvm_scalar", "llvm_scalar(ctx, builder, args, in_avals, out_aval, **params) -> value")
+
+# The (result, operand) pairs of `eqn` the LLVM backend may compute in place (buffers.py).
+LLVM_INPLACE = rule_table("llvm_inplace", "llvm_inplace(eqn) -> ((result, operand), ...)")
+
+# Bytes of scratch memory `eqn` needs beside its results (sort's workspace, regions' own).
+LLVM_SCRATCH = rule_table("llvm_scratch", "llvm_scratch(eqn) -> int")
 
 
 # ---------------------------------------------------------------------------- rule helpers

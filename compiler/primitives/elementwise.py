@@ -21,10 +21,11 @@ import numpy as np
 from ..ir.abstract import ShapedArray
 from ..ir.ssa import Literal
 from ..ir import dtypes
-from ..transforms import emit as E
-from ..transforms import batching as B
+from . import emit as E
+from . import batching as B
 from .core import (register, check_same_dtypes, check_same_shapes, check_dtype_kinds, type_error,
-                   elementwise_shape)
+                   elementwise_shape, JVP, VJP, BATCH)
+from .rule_forms import tangent_rule, cotangent_rule
 
 FLOAT = "f"
 INEXACT = "fc"
@@ -108,19 +109,21 @@ def _deriv(prim, *partials):
         return [_unbroadcast(p(ct, *primals, out, **params), x)
                 if p is not None and _takes_ct(x) else None for p, x in zip(partials, primals)]
 
-    prim.rules["jvp"], prim.rules["vjp"] = jvp, vjp
+    JVP[prim] = tangent_rule(jvp)
+    VJP[prim] = cotangent_rule(vjp)
 
 
 def _linear(prim, forward, transpose):
     """Factory: rules of a one-operand linear primitive (`real`, `conj`, ...): the tangent is
     `forward(t, x)`, the cotangent `transpose(ct, x)` (JAX's transpose rule)."""
-    prim.rules["jvp"] = lambda primals, tangents, out, **params: forward(tangents[0], *primals)
-    prim.rules["vjp"] = lambda ct, primals, out, **params: [transpose(ct, *primals)]
+    JVP[prim] = tangent_rule(
+        lambda primals, tangents, out, **params: forward(tangents[0], *primals))
+    VJP[prim] = cotangent_rule(lambda ct, primals, out, **params: [transpose(ct, *primals)])
 
 
 def _zero_derivative(*prims):
     for prim in prims:
-        prim.rules["zero_derivative"] = True
+        prim.zero_derivative = True
 
 
 def _takes_ct(x):
@@ -309,7 +312,8 @@ def _conj_over_abs(x, out):
     return E.div(E.conj(x), E.select(E.eq(r, 0), 1, r))
 
 
-abs_.rules["jvp"], abs_.rules["vjp"] = _abs_jvp, _abs_vjp
+JVP[abs_] = tangent_rule(_abs_jvp)
+VJP[abs_] = cotangent_rule(_abs_vjp)
 
 # real/imag/conj/complex transpose as JAX's: real -> complex(ct, 0), imag -> complex(0, -ct).
 _linear(real, lambda t, x: E.real(t), lambda ct, x: E.complex(ct, E.scalar(0, E.aval(ct))))
@@ -634,7 +638,8 @@ def _complex_vjp(ct, primals, out):
     return [_unbroadcast(E.real(ct), x), _unbroadcast(E.neg(E.imag(ct)), y)]
 
 
-complex_.rules["jvp"], complex_.rules["vjp"] = _complex_jvp, _complex_vjp
+JVP[complex_] = tangent_rule(_complex_jvp)
+VJP[complex_] = cotangent_rule(_complex_vjp)
 # conj's transpose: conj for a complex operand, the real part for a real one.
 _linear(conj, lambda t, x: E.conj(t),
         lambda ct, x: E.conj(ct) if E.aval(x).dtype.kind == "c" else E.real(ct))
@@ -786,7 +791,8 @@ def _select_n_vjp(ct, primals, out):
         if _takes_ct(c) else None for i, c in enumerate(cases)]
 
 
-select_n.rules["jvp"], select_n.rules["vjp"] = _select_n_jvp, _select_n_vjp
+JVP[select_n] = tangent_rule(_select_n_jvp)
+VJP[select_n] = cotangent_rule(_select_n_vjp)
 
 
 def _clamp_eval(lo, x, hi):
@@ -845,8 +851,8 @@ def _convert_vjp(ct, primals, out, *, new_dtype, weak_type=False):
     return [E.cast_like(ct, x)]
 
 
-convert_element_type.rules["jvp"] = _convert_jvp
-convert_element_type.rules["vjp"] = _convert_vjp
+JVP[convert_element_type] = tangent_rule(_convert_jvp)
+VJP[convert_element_type] = cotangent_rule(_convert_vjp)
 
 
 def _bitcast_eval(x, *, new_dtype):
@@ -891,14 +897,15 @@ def _bitcast_batch(args, dims, *, new_dtype):
     return E.bitcast_convert_type(x, new_dtype=new_dtype), 0
 
 
-bitcast_convert_type.rules["batch"] = _bitcast_batch
+BATCH[bitcast_convert_type] = _bitcast_batch
 
 
 # Every primitive of this family (registered first of all families); all but bitcasts batch
 # alike.
 from .core import PRIMITIVES as _ALL  # noqa: E402
 NAMES = tuple(_ALL)
-select_n.rules["batch"] = B.elementwise_rule(select_n, scalar_positions=(0,))
-clamp.rules["batch"] = B.elementwise_rule(clamp, scalar_positions=(0, 2))
+BATCH[select_n] = B.elementwise_rule(select_n, scalar_positions=(0,))
+BATCH[clamp] = B.elementwise_rule(clamp, scalar_positions=(0, 2))
 for _name in NAMES:
-    _ALL[_name].rules.setdefault("batch", B.elementwise_rule(_ALL[_name]))
+    if _ALL[_name] not in BATCH:
+        BATCH[_ALL[_name]] = B.elementwise_rule(_ALL[_name])

@@ -12,8 +12,10 @@ backend and the fuse pass is tested by running its input and its output there.
 existing transforms, so fused code can still be differentiated (JVP, VJP) and batched.
 """
 from ..ir.abstract import ShapedArray
-from .core import register, type_error
-from .control import _run
+from .core import register, type_error, JVP, VJP, BATCH
+from .rule_forms import tangent_rule, cotangent_rule
+from .control import run_region
+from . import batching, emit, regions
 
 
 def _fusion_eval(*avals, body):
@@ -27,30 +29,25 @@ def _fusion_eval(*avals, body):
 
 
 def _fusion(*args, body):
-    return tuple(_run(body, *args))
+    return tuple(run_region(body, *args))
 
 
 fusion = register("fusion", _fusion_eval, _fusion, multiple_results=True)
 
 
 def _fusion_jvp(primals, tangents, outs, *, body):
-    from ..transforms.jvp import jvp_emit
-    return jvp_emit(body, primals, tangents)[1]
+    return regions.jvp(body, primals, tangents)[1]
 
 
 def _fusion_vjp(cts, primals, outs, *, body):
-    from ..transforms import emit
-    from ..transforms.vjp import vjp_emit
     active = [emit.is_float(p) for p in primals]
-    return vjp_emit(body, primals, cts, active)[1]
+    return regions.vjp(body, primals, cts, active)[1]
 
 
 def _fusion_batch(args, dims, *, body):
-    from ..transforms import batching
-    from ..transforms.vmap import batch_emit
-    return batch_emit(body, args, dims, batching.batch_size(args, dims))
+    return regions.batch(body, args, dims, batching.batch_size(args, dims))
 
 
-fusion.rules["jvp"] = _fusion_jvp
-fusion.rules["vjp"] = _fusion_vjp
-fusion.rules["batch"] = _fusion_batch
+JVP[fusion] = tangent_rule(_fusion_jvp)
+VJP[fusion] = cotangent_rule(_fusion_vjp)
+BATCH[fusion] = _fusion_batch

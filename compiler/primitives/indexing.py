@@ -29,9 +29,10 @@ import numpy as np
 
 from ..ir.abstract import ShapedArray
 from ..ir.params import register_param_type
-from ..transforms import emit as E
-from ..transforms import batching as B
-from .core import register, type_error, check_shape, check_same_dtypes
+from . import emit as E
+from . import batching as B
+from .core import register, type_error, check_shape, check_same_dtypes, JVP, VJP, BATCH
+from .rule_forms import tangent_rule, cotangent_rule
 from .structural import around, insert, batch_at
 from .reductions import order_zeros, winning_zeros
 
@@ -100,8 +101,8 @@ def _dynamic_slice(x, *starts, slice_sizes):
 
 
 dynamic_slice = register("dynamic_slice", _dynamic_slice_eval, _dynamic_slice)
-dynamic_slice.rules["jvp"] = lambda primals, tangents, outs, *, slice_sizes: E.dynamic_slice(
-    tangents[0], *primals[1:], slice_sizes=slice_sizes)
+JVP[dynamic_slice] = tangent_rule(lambda primals, tangents, outs, *, slice_sizes: E.dynamic_slice(
+    tangents[0], *primals[1:], slice_sizes=slice_sizes))
 
 
 def _dynamic_slice_vjp(ct, primals, outs, *, slice_sizes):
@@ -111,7 +112,7 @@ def _dynamic_slice_vjp(ct, primals, outs, *, slice_sizes):
     return [ct] + [None] * len(starts)
 
 
-dynamic_slice.rules["vjp"] = _dynamic_slice_vjp
+VJP[dynamic_slice] = cotangent_rule(_dynamic_slice_vjp)
 
 
 def _dynamic_update_slice_eval(x, update, *starts):
@@ -152,8 +153,8 @@ def _dynamic_update_slice_vjp(ct, primals, outs):
 
 dynamic_update_slice = register("dynamic_update_slice", _dynamic_update_slice_eval,
                                 _dynamic_update_slice)
-dynamic_update_slice.rules["jvp"] = _dynamic_update_slice_jvp
-dynamic_update_slice.rules["vjp"] = _dynamic_update_slice_vjp
+JVP[dynamic_update_slice] = tangent_rule(_dynamic_update_slice_jvp)
+VJP[dynamic_update_slice] = cotangent_rule(_dynamic_update_slice_vjp)
 
 
 # --------------------------------------------------------------------------------- gather
@@ -238,7 +239,7 @@ def _gather(x, indices, *, dimension_numbers, slice_sizes, mode="clip", fill_val
     else:
         windows = x[_window_index(starts, slice_sizes)]
     if mode == "fill":
-        fill = _default_fill(x.dtype) if fill_value is None else fill_value
+        fill = default_fill(x.dtype) if fill_value is None else fill_value
         windows = np.where(fits.reshape((-1,) + (1,) * x.ndim), windows,
                            np.asarray(fill, x.dtype))
     offset = [z for i, z in enumerate(slice_sizes) if i not in dn.collapsed_slice_dims]
@@ -252,7 +253,7 @@ def _gather(x, indices, *, dimension_numbers, slice_sizes, mode="clip", fill_val
     return np.transpose(windows, perm)
 
 
-def _default_fill(dtype):
+def default_fill(dtype):
     if dtype.kind in "fc":
         return np.nan
     if dtype.kind == "b":
@@ -284,8 +285,8 @@ def _gather_vjp(ct, primals, outs, *, dimension_numbers, slice_sizes, mode="clip
                           mode=_GATHER_ADJOINT_MODE[mode]), None]
 
 
-gather.rules["jvp"] = _gather_jvp
-gather.rules["vjp"] = _gather_vjp
+JVP[gather] = tangent_rule(_gather_jvp)
+VJP[gather] = cotangent_rule(_gather_vjp)
 
 
 # -------------------------------------------------------------------------------- scatter
@@ -432,8 +433,8 @@ def _scatter_add_vjp(ct, primals, outs, *, dimension_numbers, mode="drop"):
     return [ct, None, _inverse_gather(ct, indices, updates, dimension_numbers, mode)]
 
 
-scatter_add.rules["jvp"] = _scatter_add_jvp
-scatter_add.rules["vjp"] = _scatter_add_vjp
+JVP[scatter_add] = tangent_rule(_scatter_add_jvp)
+VJP[scatter_add] = cotangent_rule(_scatter_add_vjp)
 
 
 def _scatter_winners(x, indices, updates, dimension_numbers, mode):
@@ -468,8 +469,8 @@ def _scatter_vjp(ct, primals, outs, *, dimension_numbers, mode="drop"):
             E.select(won, _inverse_gather(ct, indices, updates, dimension_numbers, mode), 0)]
 
 
-scatter.rules["jvp"] = _scatter_jvp
-scatter.rules["vjp"] = _scatter_vjp
+JVP[scatter] = tangent_rule(_scatter_jvp)
+VJP[scatter] = cotangent_rule(_scatter_vjp)
 
 
 def _scatter_mul_others(x, indices, updates, out, dimension_numbers, mode):
@@ -514,8 +515,8 @@ def _scatter_mul_vjp(ct, primals, outs, *, dimension_numbers, mode="drop"):
             None, E.mul(_inverse_gather(ct, indices, updates, dimension_numbers, mode), others)]
 
 
-scatter_mul.rules["jvp"] = _scatter_mul_jvp
-scatter_mul.rules["vjp"] = _scatter_mul_vjp
+JVP[scatter_mul] = tangent_rule(_scatter_mul_jvp)
+VJP[scatter_mul] = cotangent_rule(_scatter_mul_vjp)
 
 
 def _scatter_extremum_shares(x, indices, updates, out, dimension_numbers, mode):
@@ -558,8 +559,8 @@ def _scatter_extremum_vjp(ct, primals, outs, *, dimension_numbers, mode="drop"):
 
 
 for _prim in (scatter_min, scatter_max):
-    _prim.rules["jvp"] = _scatter_extremum_jvp
-    _prim.rules["vjp"] = _scatter_extremum_vjp
+    JVP[_prim] = tangent_rule(_scatter_extremum_jvp)
+    VJP[_prim] = cotangent_rule(_scatter_extremum_vjp)
 
 
 # ------------------------------------------------------------------------------ batching
@@ -624,7 +625,7 @@ def _gather_batch(args, dims, *, dimension_numbers, slice_sizes, mode="clip", fi
                     fill_value=fill_value), p
 
 
-gather.rules["batch"] = _gather_batch
+BATCH[gather] = _gather_batch
 
 
 def _scatter_batch_for(prim):
@@ -655,7 +656,7 @@ def _scatter_batch_for(prim):
 
 
 for _prim in (scatter, scatter_add, scatter_mul, scatter_min, scatter_max):
-    _prim.rules["batch"] = _scatter_batch_for(_prim)
+    BATCH[_prim] = _scatter_batch_for(_prim)
 
 
 def _start_index_vectors(starts, dims, size):
@@ -683,7 +684,7 @@ def _dynamic_slice_batch(args, dims, *, slice_sizes):
                          slice_sizes=tuple(slice_sizes), mode="clip")
 
 
-dynamic_slice.rules["batch"] = _dynamic_slice_batch
+BATCH[dynamic_slice] = _dynamic_slice_batch
 
 
 def _dynamic_update_slice_batch(args, dims):
@@ -696,8 +697,8 @@ def _dynamic_update_slice_batch(args, dims):
     n = len(starts)
     sdn = ScatterDimensionNumbers(tuple(range(n)), (), tuple(range(n)))
     indices = _start_index_vectors(starts, ds, size)
-    return scatter.rules["batch"]([x, indices, update], [dx, 0, du], dimension_numbers=sdn,
+    return BATCH[scatter]([x, indices, update], [dx, 0, du], dimension_numbers=sdn,
                                   mode="clip")
 
 
-dynamic_update_slice.rules["batch"] = _dynamic_update_slice_batch
+BATCH[dynamic_update_slice] = _dynamic_update_slice_batch

@@ -8,12 +8,13 @@ accumulation/result dtype. Boolean operands contract with or/and.
 import numpy as np
 
 from ..ir.abstract import ShapedArray
-from ..transforms import emit as E
-from ..transforms import batching as B
-from .core import register
+from . import emit as E
+from . import batching as B
+from .core import register, JVP, VJP, BATCH
+from .rule_forms import tangent_rule, cotangent_rule
 
 
-def _free(ndim, contract, batch):
+def free_axes(ndim, contract, batch):
     return [i for i in range(ndim) if i not in contract and i not in batch]
 
 
@@ -40,8 +41,8 @@ def _dot_general_eval(lhs, rhs, *, dimension_numbers, precision=None, preferred_
         if ls != rs:
             raise TypeError(f"dot_general requires {what} dimensions to have the same shape, "
                             f"got {ls} and {rs}.")
-    shape = ([lhs.shape[i] for i in lb] + [lhs.shape[i] for i in _free(lhs.ndim, lc, lb)]
-             + [rhs.shape[i] for i in _free(rhs.ndim, rc, rb)])
+    shape = ([lhs.shape[i] for i in lb] + [lhs.shape[i] for i in free_axes(lhs.ndim, lc, lb)]
+             + [rhs.shape[i] for i in free_axes(rhs.ndim, rc, rb)])
     dtype = _result_dtype(lhs.dtype, rhs.dtype, preferred_element_type)
     return ShapedArray(shape, dtype, lhs.weak_type and rhs.weak_type)
 
@@ -81,7 +82,7 @@ def _result_dtype(a, b, preferred):
 def _dot_general(lhs, rhs, *, dimension_numbers, precision=None, preferred_element_type=None):
     (lc, rc), (lb, rb) = dimension_numbers
     out_dtype = _result_dtype(lhs.dtype, rhs.dtype, preferred_element_type)
-    lf, rf = _free(lhs.ndim, lc, lb), _free(rhs.ndim, rc, rb)
+    lf, rf = free_axes(lhs.ndim, lc, lb), free_axes(rhs.ndim, rc, rb)
     bshape = [lhs.shape[i] for i in lb]
     m = [lhs.shape[i] for i in lf]
     n = [rhs.shape[i] for i in rf]
@@ -124,8 +125,8 @@ def _transpose_lhs(g, x, y, dimension_numbers, precision, preferred_element_type
     """The cotangent of `x` in dot_general(x, y) (of y, for swap_ans, with swapped numbers)."""
     (x_contract, y_contract), (x_batch, y_batch) = dimension_numbers
     x_aval, y_ndim = E.aval(x), E.aval(y).ndim
-    x_kept = _free(x_aval.ndim, x_contract, x_batch)
-    y_kept = _free(y_ndim, y_contract, y_batch)
+    x_kept = free_axes(x_aval.ndim, x_contract, x_batch)
+    y_kept = free_axes(y_ndim, y_contract, y_batch)
     nb = len(x_batch)
     ans_batch = tuple(range(nb))
     if swap_ans:
@@ -178,6 +179,6 @@ def _dot_general_batch(args, dims, *, dimension_numbers, precision=None,
     return out, out_dim
 
 
-dot_general.rules["jvp"] = _dot_general_jvp
-dot_general.rules["vjp"] = _dot_general_vjp
-dot_general.rules["batch"] = _dot_general_batch
+JVP[dot_general] = tangent_rule(_dot_general_jvp)
+VJP[dot_general] = cotangent_rule(_dot_general_vjp)
+BATCH[dot_general] = _dot_general_batch

@@ -8,9 +8,10 @@ True, False), as XLA does.
 import numpy as np
 
 from ..ir.abstract import ShapedArray
-from ..transforms import emit as E
-from ..transforms import batching as B
-from .core import register, check_dtype_kinds
+from . import emit as E
+from . import batching as B
+from .core import register, check_dtype_kinds, JVP, VJP, BATCH
+from .rule_forms import tangent_rule, cotangent_rule
 
 NUMBER, ANY, ORDERED, FLOAT, LOGICAL = "iufc", "biufc", "biuf", "f", "biu"
 _KIND_TEXT = {NUMBER: "subtypes of number", ANY: "any dtype", FLOAT: "subtypes of floating",
@@ -150,8 +151,8 @@ def _reduce_sum_vjp(ct, primals, outs, *, axes):
     return [_unreduce(ct, primals[0], axes)]
 
 
-reduce_sum.rules["jvp"] = _reduce_sum_jvp
-reduce_sum.rules["vjp"] = _reduce_sum_vjp
+JVP[reduce_sum] = tangent_rule(_reduce_sum_jvp)
+VJP[reduce_sum] = cotangent_rule(_reduce_sum_vjp)
 
 
 def _reduced_first(x, axes):
@@ -208,8 +209,8 @@ def _reduce_prod_vjp(ct, primals, outs, *, axes):
     return [_reduced_back(E.mul(spread, partials), x, axes)]
 
 
-reduce_prod.rules["jvp"] = _reduce_prod_jvp
-reduce_prod.rules["vjp"] = _reduce_prod_vjp
+JVP[reduce_prod] = tangent_rule(_reduce_prod_jvp)
+VJP[reduce_prod] = cotangent_rule(_reduce_prod_vjp)
 
 
 def _chosen(x, out, axes):
@@ -230,10 +231,10 @@ def _chooser_vjp(ct, primals, outs, *, axes):
 
 
 for _p in (reduce_max, reduce_min):
-    _p.rules["jvp"] = _chooser_jvp
-    _p.rules["vjp"] = _chooser_vjp
+    JVP[_p] = tangent_rule(_chooser_jvp)
+    VJP[_p] = cotangent_rule(_chooser_vjp)
 for _p in (reduce_and, reduce_or, reduce_xor):
-    _p.rules["zero_derivative"] = True
+    _p.zero_derivative = True
 
 
 def _arg_eval(name):
@@ -269,8 +270,8 @@ def _argminmax(np_arg):
 
 argmax = register("argmax", _arg_eval("argmax"), _argminmax(np.argmax))
 argmin = register("argmin", _arg_eval("argmin"), _argminmax(np.argmin))
-argmax.rules["zero_derivative"] = True
-argmin.rules["zero_derivative"] = True
+argmax.zero_derivative = True
+argmin.zero_derivative = True
 
 
 def cumulative(name, accumulate, kinds):
@@ -330,8 +331,8 @@ def _cumsum_vjp(ct, primals, outs, *, axis, reverse=False):
     return [E.cumsum(ct, axis=axis, reverse=not reverse)]
 
 
-cumsum.rules["jvp"] = _cumsum_jvp
-cumsum.rules["vjp"] = _cumsum_vjp
+JVP[cumsum] = tangent_rule(_cumsum_jvp)
+VJP[cumsum] = cotangent_rule(_cumsum_vjp)
 
 
 def _slice_axis(x, start, limit, stride, axis):
@@ -470,8 +471,8 @@ def _cumulative_rules(prim, combine):
     def vjp(ct, primals, outs, *, axis, reverse=False):
         _, record = _scan_tree(combine, _oriented(primals[0], axis, reverse), axis)
         return [_oriented(_scan_vjp(record, _oriented(ct, axis, reverse), axis), axis, reverse)]
-    prim.rules["jvp"] = jvp
-    prim.rules["vjp"] = vjp
+    JVP[prim] = tangent_rule(jvp)
+    VJP[prim] = cotangent_rule(vjp)
 
 
 _cumulative_rules(cumprod, _combine_mul)
@@ -481,6 +482,6 @@ _cumulative_rules(cumlogsumexp, _combine_logaddexp)
 
 for _p in (reduce_sum, reduce_max, reduce_min, reduce_prod, reduce_and, reduce_or, reduce_xor,
            argmax, argmin):
-    _p.rules["batch"] = B.axes_rule(_p, "axes")
+    BATCH[_p] = B.axes_rule(_p, "axes")
 for _p in (cumsum, cumprod, cummax, cummin, cumlogsumexp):
-    _p.rules["batch"] = B.axes_rule(_p, "axis")
+    BATCH[_p] = B.axes_rule(_p, "axis")

@@ -12,8 +12,9 @@ sorted dimension is renumbered around it: one sort for the whole batch.
 import numpy as np
 
 from ..ir.abstract import ShapedArray
-from ..transforms import emit as E
-from .core import register
+from . import emit as E
+from .core import register, JVP, VJP, BATCH
+from .rule_forms import tangent_rule, cotangent_rule
 from .structural import around, align_batch_axes
 
 
@@ -97,8 +98,8 @@ def _sort_vjp(cts, primals, outs, *, dimension, is_stable=True, num_keys=1):
     return out
 
 
-sort.rules["jvp"] = _sort_jvp
-sort.rules["vjp"] = _sort_vjp
+JVP[sort] = tangent_rule(_sort_jvp)
+VJP[sort] = cotangent_rule(_sort_vjp)
 
 
 def _sort_batch(args, dims, *, dimension, is_stable=True, num_keys=1):
@@ -108,4 +109,4 @@ def _sort_batch(args, dims, *, dimension, is_stable=True, num_keys=1):
     return list(outs), [d] * len(outs)
 
 
-sort.rules["batch"] = _sort_batch
+BATCH[sort] = _sort_batch

@@ -16,9 +16,10 @@ squeeze, rev, slice, pad and concatenate only renumber their params around it);
 import numpy as np
 
 from ..ir.abstract import ShapedArray, shape_str
-from ..transforms import emit as E
-from ..transforms import batching as B
-from .core import register, type_error, check_shape, check_same_dtypes
+from . import emit as E
+from . import batching as B
+from .core import register, type_error, check_shape, check_same_dtypes, JVP, VJP, BATCH
+from .rule_forms import tangent_rule, cotangent_rule
 
 
 def _same_on_tangent(name):
@@ -85,7 +86,7 @@ def _iota(*, dtype, shape, dimension):
 
 
 iota = register("iota", _iota_eval, _iota)
-iota.rules["zero_derivative"] = True
+iota.zero_derivative = True
 
 
 def _broadcast_in_dim_eval(x, *, shape, broadcast_dimensions):
@@ -140,8 +141,8 @@ def _broadcast_in_dim_vjp(ct, primals, outs, *, shape, broadcast_dimensions):
 
 
 broadcast_in_dim = register("broadcast_in_dim", _broadcast_in_dim_eval, _broadcast_in_dim)
-broadcast_in_dim.rules["jvp"] = _same_on_tangent("broadcast_in_dim")
-broadcast_in_dim.rules["vjp"] = _broadcast_in_dim_vjp
+JVP[broadcast_in_dim] = tangent_rule(_same_on_tangent("broadcast_in_dim"))
+VJP[broadcast_in_dim] = cotangent_rule(_broadcast_in_dim_vjp)
 
 
 def _broadcast_in_dim_batch(args, dims, *, shape, broadcast_dimensions):
@@ -151,7 +152,7 @@ def _broadcast_in_dim_batch(args, dims, *, shape, broadcast_dimensions):
                               broadcast_dimensions=(0,) + B.shift(broadcast_dimensions)), 0
 
 
-broadcast_in_dim.rules["batch"] = _broadcast_in_dim_batch
+BATCH[broadcast_in_dim] = _broadcast_in_dim_batch
 
 
 def _reshape_eval(x, *, new_sizes, dimensions=None):
@@ -187,8 +188,8 @@ def _inverse(permutation):
 
 
 reshape = register("reshape", _reshape_eval, _reshape)
-reshape.rules["jvp"] = _same_on_tangent("reshape")
-reshape.rules["vjp"] = _reshape_vjp
+JVP[reshape] = tangent_rule(_same_on_tangent("reshape"))
+VJP[reshape] = cotangent_rule(_reshape_vjp)
 
 
 def _reshape_batch(args, dims, *, new_sizes, dimensions=None):
@@ -199,7 +200,7 @@ def _reshape_batch(args, dims, *, new_sizes, dimensions=None):
     return E.reshape(x, new_sizes=(size,) + tuple(new_sizes), dimensions=None), 0
 
 
-reshape.rules["batch"] = _reshape_batch
+BATCH[reshape] = _reshape_batch
 
 
 def _transpose_eval(x, *, permutation):
@@ -210,9 +211,9 @@ def _transpose_eval(x, *, permutation):
 
 
 transpose = register("transpose", _transpose_eval, lambda x, *, permutation: np.transpose(x, permutation))
-transpose.rules["jvp"] = _same_on_tangent("transpose")
-transpose.rules["vjp"] = lambda ct, primals, outs, *, permutation: [
-    E.transpose(ct, permutation=_inverse(permutation))]
+JVP[transpose] = tangent_rule(_same_on_tangent("transpose"))
+VJP[transpose] = cotangent_rule(lambda ct, primals, outs, *, permutation: [
+    E.transpose(ct, permutation=_inverse(permutation))])
 
 
 def _transpose_batch(args, dims, *, permutation):
@@ -221,7 +222,7 @@ def _transpose_batch(args, dims, *, permutation):
     return E.transpose(args[0], permutation=insert(around(permutation, d), d, d)), d
 
 
-transpose.rules["batch"] = _transpose_batch
+BATCH[transpose] = _transpose_batch
 
 
 def _squeeze_eval(x, *, dimensions):
@@ -239,9 +240,9 @@ def _squeeze_eval(x, *, dimensions):
 squeeze = register("squeeze", _squeeze_eval,
                    lambda x, *, dimensions: np.reshape(x, [s for i, s in enumerate(x.shape)
                                                            if i not in dimensions]))
-squeeze.rules["jvp"] = _same_on_tangent("squeeze")
-squeeze.rules["vjp"] = lambda ct, primals, outs, *, dimensions: [
-    E.reshape(ct, new_sizes=E.aval(primals[0]).shape)]
+JVP[squeeze] = tangent_rule(_same_on_tangent("squeeze"))
+VJP[squeeze] = cotangent_rule(lambda ct, primals, outs, *, dimensions: [
+    E.reshape(ct, new_sizes=E.aval(primals[0]).shape)])
 
 
 def _squeeze_batch(args, dims, *, dimensions):
@@ -250,7 +251,7 @@ def _squeeze_batch(args, dims, *, dimensions):
     return out, d - sum(1 for a in dimensions if a < d)
 
 
-squeeze.rules["batch"] = _squeeze_batch
+BATCH[squeeze] = _squeeze_batch
 
 
 def _rev_eval(x, *, dimensions):
@@ -263,9 +264,10 @@ def _rev_eval(x, *, dimensions):
 
 
 rev = register("rev", _rev_eval, lambda x, *, dimensions: np.flip(x, dimensions) if dimensions else x)
-rev.rules["jvp"] = _same_on_tangent("rev")
-rev.rules["vjp"] = lambda ct, primals, outs, *, dimensions: [E.rev(ct, dimensions=dimensions)]
-rev.rules["batch"] = lambda args, dims, *, dimensions: (
+JVP[rev] = tangent_rule(_same_on_tangent("rev"))
+VJP[rev] = cotangent_rule(
+    lambda ct, primals, outs, *, dimensions: [E.rev(ct, dimensions=dimensions)])
+BATCH[rev] = lambda args, dims, *, dimensions: (
     E.rev(args[0], dimensions=around(dimensions, dims[0])), dims[0])
 
 
@@ -316,8 +318,8 @@ def _slice_vjp(ct, primals, outs, *, start_indices, limit_indices, strides=None)
 
 
 slice_p = register("slice", _slice_eval, _slice)
-slice_p.rules["jvp"] = _same_on_tangent("slice")
-slice_p.rules["vjp"] = _slice_vjp
+JVP[slice_p] = tangent_rule(_same_on_tangent("slice"))
+VJP[slice_p] = cotangent_rule(_slice_vjp)
 
 
 def _slice_batch(args, dims, *, start_indices, limit_indices, strides=None):
@@ -328,7 +330,7 @@ def _slice_batch(args, dims, *, start_indices, limit_indices, strides=None):
                     strides=None if strides is None else insert(strides, d, 1)), d
 
 
-slice_p.rules["batch"] = _slice_batch
+BATCH[slice_p] = _slice_batch
 
 
 def _pad_eval(x, padding_value, *, padding_config):
@@ -402,8 +404,8 @@ def _pad_kept(d, config, n):
 
 
 pad = register("pad", _pad_eval, _pad)
-pad.rules["jvp"] = _pad_jvp
-pad.rules["vjp"] = _pad_vjp
+JVP[pad] = tangent_rule(_pad_jvp)
+VJP[pad] = cotangent_rule(_pad_vjp)
 
 
 def _pad_batch(args, dims, *, padding_config):
@@ -425,7 +427,7 @@ def _pad_batch(args, dims, *, padding_config):
     return E.select(inside, padded, values), d
 
 
-pad.rules["batch"] = _pad_batch
+BATCH[pad] = _pad_batch
 
 
 def _concatenate_eval(*xs, dimension):
@@ -468,8 +470,8 @@ def _concatenate_vjp(ct, primals, outs, *, dimension):
 
 concatenate = register("concatenate", _concatenate_eval,
                        lambda *xs, dimension: np.concatenate(xs, axis=dimension))
-concatenate.rules["jvp"] = _concatenate_jvp
-concatenate.rules["vjp"] = _concatenate_vjp
+JVP[concatenate] = tangent_rule(_concatenate_jvp)
+VJP[concatenate] = cotangent_rule(_concatenate_vjp)
 
 
 def _concatenate_batch(args, dims, *, dimension):
@@ -477,4 +479,4 @@ def _concatenate_batch(args, dims, *, dimension):
     return E.concatenate(*xs, dimension=around((dimension,), d)[0]), d
 
 
-concatenate.rules["batch"] = _concatenate_batch
+BATCH[concatenate] = _concatenate_batch

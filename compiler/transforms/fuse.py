@@ -32,7 +32,7 @@ Names: the region's variables are fresh names derived from the originals (`x_1`)
 called `fused`, `fused_1`, ... (one name supply over the whole function, so names stay unique).
 """
 from ..ir.ssa import Eqn, Function, Var, NameSupply
-from ..frontend.builder import reserved_names
+from ..ir.builder import reserved_names
 from ..primitives import PRIMITIVES
 from ..primitives import elementwise
 

@@ -9,11 +9,12 @@ body, not N copies); the batching transform will replace it by `vmap` over the b
 """
 import numpy as np
 
-from ..frontend.builder import current, trace_region, close_regions
+from ..ir.builder import current, trace_region, close_regions
 from ..ir.abstract import ShapedArray
 from ..primitives import PRIMITIVES
-from . import emit
-from .jvp import jvp_emit, has_tangent
+from ..primitives import emit
+from ..primitives.rule_forms import has_tangent
+from .jvp import jvp_emit
 from .vjp import vjp_forward, vjp_backward
 
 

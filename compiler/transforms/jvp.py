@@ -9,25 +9,18 @@ computes the primal outputs and their tangents, in the exact form
 (the API wraps it into a function of the primals and tangents returning both results).
 
 Tangents are symbolic: `None` is a zero tangent and costs nothing; integer and boolean values
-never carry tangents (JAX's float0). Each primitive's rule has the signature documented in
-`compiler/transforms/emit.py`'s users (`rules["jvp"](primals, tangents, outs, **params)`);
-primitives marked `rules["zero_derivative"]` give zero tangents; control flow (cond,
-while_loop, scan) transforms its regions with this same function. Tangent names derive from the
+never carry tangents (JAX's float0). Each primitive's rule is in the `JVP` table, with the one
+signature documented in `compiler/primitives/core.py`; primitives marked `zero_derivative`
+give zero tangents; control flow (cond, while_loop, scan) transforms its regions with this
+same function. Tangent names derive from the
 primal's: the tangent of `y` is `y_dot`.
 """
 from ..errors import CompileError
-from ..ir.ssa import Var, Literal
-from ..frontend.builder import current
-from . import emit
-
-
-def read(env, v):
-    """The value of an operand during a replay: a Literal stays itself, a Var is looked up."""
-    return v if isinstance(v, Literal) else env[v]
-
-
-def has_tangent(aval):
-    return aval.dtype.kind in "fcO"
+from ..ir.builder import current
+from ..primitives.core import JVP
+from ..primitives.rule_forms import has_tangent, replay_eqn
+from ..primitives import regions
+from .replay import replay_annotated
 
 
 def no_rule_error(eqn, rule):
@@ -40,54 +33,14 @@ def no_rule_error(eqn, rule):
 
 def jvp_eqn(eqn, ins, tins):
     """Emit one equation and its tangent; returns (outs list, tangent list)."""
-    b = current()
     prim = eqn.prim
-    outavals = [v.aval for v in eqn.outvars]
-    if all(t is None for t in tins) or prim.rules.get("zero_derivative"):
-        outs = replay_eqn(b, eqn, ins)
+    if all(t is None for t in tins) or prim.zero_derivative:
+        outs = replay_eqn(current(), eqn, ins)
         return outs, [None] * len(outs)
-    eqn_rule = prim.rules.get("jvp_eqn")  # control flow: emits primal and tangent together
-    if eqn_rule is not None:
-        return eqn_rule(eqn, ins, tins)
-    rule = prim.rules.get("jvp")
+    rule = JVP.get(prim)
     if rule is None:
         raise no_rule_error(eqn, "JVP")
-    outs = replay_eqn(b, eqn, ins)
-    start = len(b.eqns)
-    touts = rule(ins, tins, outs if prim.multiple_results else outs[0], **eqn.params)
-    touts = list(touts) if prim.multiple_results else [touts]
-    touts = [t if (t is not None and has_tangent(a)) else None
-             for t, a in zip(touts, outavals)]
-    for v, t in zip(eqn.outvars, touts):
-        name_result(b, start, t, v.name + "_dot")
-    return outs, touts
-
-
-def replay_eqn(b, eqn, ins):
-    """Emit `eqn` on the operands `ins` into builder `b`; its results as a list.
-
-    When the operands are the equation's own variables (a transform replaying the function it
-    was given, in the same name space), the equation itself is reused, so the derivative's
-    forward section keeps the user's names (`h = tanh(t)`); otherwise the results are named
-    after the originals (`h_1`)."""
-    if b.claim(eqn, ins):
-        return [b.tracer(v) for v in eqn.outvars]
-    with b.naming(eqn.outvars[0].name if eqn.outvars else "t"):
-        outs = b.bind(eqn.prim, ins, eqn.params)
-    return list(outs) if eqn.prim.multiple_results else [outs]
-
-
-def name_result(b, start, value, name):
-    """Rename `value` to (a fresh variant of) `name` if it is the result of an equation that
-    the builder `b` received at index `start` or later: derivative code then reads `y_dot`
-    and `x_bar` where the value is the tangent of `y` or the cotangent of `x`."""
-    var = getattr(value, "var", None)
-    if var is None or getattr(value, "builder", None) is not b:
-        return
-    for eqn in b.eqns[start:]:
-        if any(o is var for o in eqn.outvars):
-            var.name = b.names.fresh(name)
-            return
+    return rule(eqn, ins, tins)
 
 
 def jvp_emit(fn, primals, tangents):
@@ -100,47 +53,4 @@ def jvp_emit(fn, primals, tangents):
     return replay_annotated(fn, primals, tangents, jvp_eqn)
 
 
-def replay_annotated(fn, values, notes, step):
-    """Replay `fn` into the current builder, carrying a note beside each value (its tangent
-    for jvp, its batch axis for vmap; None for none). `step(eqn, ins, in_notes) -> (outs,
-    out_notes)` emits one equation, with the builder's source location set to the
-    equation's. Returns (fn's outputs, their notes)."""
-    env, nenv = {}, {}
-    for v, x, n in zip(fn.invars, values, notes):
-        env[v] = x
-        if n is not None:
-            nenv[v] = n
-    b = current()
-    for eqn in fn.eqns:
-        info = b.info
-        if eqn.info is not None:
-            b.info = eqn.info
-        try:
-            ins = [read(env, v) for v in eqn.invars]
-            nins = [nenv.get(v) if isinstance(v, Var) else None for v in eqn.invars]
-            outs, nouts = step(eqn, ins, nins)
-        finally:
-            b.info = info
-        for v, o, n in zip(eqn.outvars, outs, nouts):
-            env[v] = o
-            if n is not None:
-                nenv[v] = n
-    return ([read(env, v) for v in fn.outvars],
-            [nenv.get(v) if isinstance(v, Var) else None for v in fn.outvars])
-
-
-def instantiate(t, aval):
-    """A symbolic zero made concrete (regions must return every tangent they declare)."""
-    return emit.zeros(aval) if t is None else t
-
-
-def tangent_pattern(fn, nonzero):
-    """Which outputs of `fn` get a non-zero tangent when the inputs flagged in `nonzero` have
-    one (a conservative static propagation; control flow counts as one equation)."""
-    live = {v for v, nz in zip(fn.invars, nonzero) if nz and has_tangent(v.aval)}
-    for eqn in fn.eqns:
-        if eqn.prim.rules.get("zero_derivative"):
-            continue
-        if any(isinstance(v, Var) and v in live for v in eqn.invars):
-            live.update(v for v in eqn.outvars if has_tangent(v.aval))
-    return [isinstance(v, Var) and v in live for v in fn.outvars]
+regions.provide("jvp", jvp_emit)

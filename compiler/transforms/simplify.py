@@ -25,7 +25,7 @@ the pass that owns a control-flow primitive may drop its unused region outputs).
 - `dce`: equations none of whose results are used are dropped.
 - `simplify`: all of them, repeated to a fixed point.
 
-Effects: a primitive whose `rules.get("effect")` is truthy (a host callback such as `print`),
+Effects: a primitive marked `effect` (a host callback such as `print`),
 and any equation whose regions hold one, is never folded, CSE'd or dropped.
 """
 import numpy as np
@@ -69,7 +69,7 @@ def simplify(fn):
 
 def _effectful(eqn, memo):
     """Whether `eqn` has an effect: its primitive's, or one inside its regions."""
-    if eqn.prim.rules.get("effect"):
+    if eqn.prim.effect:
         return True
     for region in eqn.regions():
         hit = memo.get(id(region))
@@ -179,7 +179,7 @@ class _State:
             self.producer[v] = eqn
 
     def common(self, eqn):
-        if eqn.prim.rules.get("distinct"):   # each result is a new object (a fresh tape)
+        if eqn.prim.distinct:   # each result is a new object (a fresh tape)
             return None
         key = (eqn.prim, tuple(map(_atom_key, eqn.invars)), _params_key(eqn.params))
         hit = self.table.get(key)

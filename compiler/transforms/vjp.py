@@ -14,21 +14,26 @@ differentiated input through primitives that have a derivative; only active equa
 adjoint, and only active values receive cotangents. Integer and boolean values are never active
 (JAX's float0).
 
-Rules have the fixed signature `rules["vjp"](ct, primals, outs, **params)` (a list of
-cotangents aligned with the operands, `None` for none). Control flow needs values from inside
-its regions in the backward section, so it has a forward hook too:
-`rules["vjp_fwd"](eqn, ins) -> (outs, residuals)` emits the forward equation (a `while_loop`
-that also records its carries on a tape, a `scan` that also stacks its carries), and its rule
-is then called as `rules["vjp"](ct, primals, outs, residuals, **params)`.
+Rules are in the `VJP` table, with the one signature documented in
+`compiler/primitives/core.py`: `vjp(ct, primals, outs, residuals, **params)` returns a list of
+cotangents aligned with the operands (`None` for none). Control flow needs values from inside
+its regions in the backward section, so its forward section is its `VJP_FORWARD` rule,
+`vjp_forward(eqn, ins) -> (outs, residuals)` (a `while_loop` that also records its carries on
+a tape, a `scan` that also stacks its carries); other equations are replayed as they are, with
+no residuals.
 """
 from ..ir.ssa import Var
-from ..frontend.builder import current
-from . import emit
-from .jvp import read, has_tangent, no_rule_error, name_result, replay_eqn, instantiate  # noqa: F401 (vjp.instantiate)
+from ..ir.builder import current
+from ..primitives.core import VJP, VJP_FORWARD
+from ..primitives.rule_forms import has_tangent, name_result, replay_eqn
+from ..primitives import emit, regions
+from .jvp import no_rule_error
+from .replay import read
 
 
-def _differentiable(eqn):
-    return not eqn.prim.rules.get("zero_derivative")
+def _replay_forward(eqn, ins):
+    """The forward section of an equation without a `vjp_forward` rule: itself."""
+    return replay_eqn(current(), eqn, ins), None
 
 
 class ForwardState:
@@ -51,18 +56,15 @@ def vjp_forward(fn, primals, active):
     tape = []   # (eqn, ins, outs, residuals) of active equations, in program order
     for eqn in fn.eqns:
         ins = [read(env, v) for v in eqn.invars]
-        is_active = _differentiable(eqn) and any(isinstance(v, Var) and v in act
+        is_active = not eqn.prim.zero_derivative and any(isinstance(v, Var) and v in act
                                                   for v in eqn.invars)
         info = b.info
         if eqn.info is not None:
             b.info = eqn.info
         try:
-            fwd = eqn.prim.rules.get("vjp_fwd") if is_active else None
-            if fwd is not None:
-                outs, res = fwd(eqn, ins)
-            else:
-                outs = replay_eqn(b, eqn, ins)
-                res = None
+            forward = VJP_FORWARD.get(eqn.prim, _replay_forward) if is_active \
+                else _replay_forward
+            outs, res = forward(eqn, ins)
         finally:
             b.info = info
         for v, o in zip(eqn.outvars, outs):
@@ -90,7 +92,7 @@ def vjp_backward(state, cts):
         cts_out = [ctenv.pop(v, None) for v in eqn.outvars]
         if all(c is None for c in cts_out):
             continue
-        rule = eqn.prim.rules.get("vjp")
+        rule = VJP.get(eqn.prim)
         if rule is None:
             raise no_rule_error(eqn, "VJP")
         info = b.info
@@ -102,10 +104,7 @@ def vjp_backward(state, cts):
                 ct_arg, out_arg = cts_out, eqn_outs
             else:
                 ct_arg, out_arg = cts_out[0], eqn_outs[0]
-            if "vjp_fwd" in eqn.prim.rules:
-                cts_in = rule(ct_arg, ins, out_arg, res, **eqn.params)
-            else:
-                cts_in = rule(ct_arg, ins, out_arg, **eqn.params)
+            cts_in = rule(ct_arg, ins, out_arg, res, **eqn.params)
         finally:
             b.info = info
         for v, c in zip(eqn.invars, cts_in):
@@ -141,3 +140,6 @@ def _fit(ct, aval):
     if a.dtype != aval.dtype or a.weak_type != aval.weak_type:
         ct = emit.convert(ct, aval.dtype, aval.weak_type)
     return ct
+
+
+regions.provide("vjp", vjp_emit)

@@ -5,18 +5,23 @@
 example). Equations none of whose operands are batched are replayed unchanged; the others use
 their primitive's batching rule
 
-    rules["batch"](args, dims, **params) -> (outs, out_dims)
+    BATCH[prim](args, dims, **params) -> (outs, out_dims)
 
-(lists for multiple-result primitives), which emits batched code and says where the batch
-axis of each result is. Every primitive declares its rule beside its declaration
-(`transforms/batching.py` holds the shared vocabulary and the family factories);
-`tests/test_vmap_rules.py` checks that each one exists and agrees with a loop over examples.
+(lists for multiple-result primitives; the table's signature is documented in
+`compiler/primitives/core.py`), which emits batched code and says where the batch axis of
+each result is; a collective over the axis being batched uses its `BATCH_COLLECTIVE` rule
+instead. Every primitive declares its rule beside its declaration (`primitives/batching.py`
+holds the shared vocabulary and the family factories); `tests/test_vmap_completeness.py`
+checks that each one exists, `tests/test_vmap.py` and `tests/test_vmap_rules_structural.py`
+that they agree with a loop over examples.
 """
 from ..errors import CompileError
-from ..frontend.builder import current
-from . import batching
-from .batching import moveaxis, to_front  # noqa: F401  (the runtime's vmap places outputs)
-from .jvp import replay_annotated, replay_eqn
+from ..ir.builder import current
+from ..primitives import batching, regions
+from ..primitives.batching import moveaxis, to_front  # noqa: F401  (runtime/vmap.py uses)
+from .replay import replay_annotated
+from ..primitives.core import BATCH, BATCH_COLLECTIVE
+from ..primitives.rule_forms import replay_eqn
 
 
 def batch_eqn(eqn, ins, dims, size):
@@ -25,13 +30,13 @@ def batch_eqn(eqn, ins, dims, size):
     if name is not None and name in batching.collective_axes(eqn):
         # A collective over the axis being batched (`psum(x, 'i')` under
         # `vmap(..., axis_name='i')`): it becomes a computation across the batch.
-        outs, odims = eqn.prim.rules["batch_collective"](ins, dims, size=size, axis=name,
+        outs, odims = BATCH_COLLECTIVE[eqn.prim](ins, dims, size=size, axis=name,
                                                          **eqn.params)
     elif all(d is None for d in dims) and not batching.reads_batch_axis(eqn):
         outs = replay_eqn(b, eqn, ins)
         return outs, [None] * len(outs)
     else:
-        rule = eqn.prim.rules.get("batch")
+        rule = BATCH.get(eqn.prim)
         if rule is None:
             raise no_batch_rule_error(eqn)
         if all(d is None for d in dims):
@@ -62,3 +67,6 @@ def batch_emit(fn, args, dims, size, axis_name=batching.INHERIT):
     with batching.batch_axis(axis_name, size):
         return replay_annotated(fn, args, dims,
                                 lambda eqn, ins, ds: batch_eqn(eqn, ins, ds, size))
+
+
+regions.provide("batch", batch_emit)

@@ -16,7 +16,7 @@ import math
 from ..array import to_array
 from ..dispatch import bind
 from ..tree_util import tree_map
-from ..compiler.frontend.builder import current, PerThread
+from ..compiler.ir.builder import current, PerThread
 from ..compiler.primitives import PRIMITIVES as P
 from ..compiler.primitives.collectives import sources
 from . import _ops

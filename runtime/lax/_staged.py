@@ -11,7 +11,7 @@ promoted to the type the body gives it, as JAX does.
 import numpy as np
 
 from ..array import to_array
-from ..compiler.frontend.builder import current, trace_region, close_regions
+from ..compiler.ir.builder import current, trace_region, close_regions
 from ..compiler.primitives import PRIMITIVES as P
 from ..compiler.ir.abstract import ShapedArray
 from ..compiler.ir.ssa import Function

@@ -32,7 +32,7 @@ from .. import lax
 from ..array import Array, to_array
 from ..dispatch import bind, is_traced as _is_traced
 from ..compiler import errors as _errors
-from ..compiler.frontend.builder import current as current_builder
+from ..compiler.ir.builder import current as current_builder
 from ..compiler.ir import dtypes
 from ..compiler.primitives import PRIMITIVES
 from ..compiler.primitives.indexing import GatherDimensionNumbers, ScatterDimensionNumbers

@@ -7,8 +7,8 @@
 Pipeline: `codegen` plans where every value lives (outputs in place, temporaries in one
 workspace reused by liveness, reshapes as aliases) and emits an `llvmlite.ir` module whose entry
 `i32 kiln_main(ptr args)` calls one `noalias` kernel per equation; `lower_*` modules hold the
-lowering rules (`rules["llvm_scalar"]` for elementwise primitives, `rules["llvm"]` for the
-rest, attached to the primitives when this package is imported); `target` optimises the module
+lowering rules (the `LLVM_SCALAR` table for elementwise primitives, `LLVM` for the
+rest, registered in those tables when this package is imported); `target` optimises the module
 at O3 for the host CPU with the new pass manager and loads it into the process's MCJIT engine;
 `executable` calls it through ctypes.
 

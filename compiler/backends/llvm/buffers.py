@@ -28,7 +28,7 @@ top-level function lives:
   come from a linear scan over the equations with a first-fit free list: a value's block is
   freed after the last equation that reads it (or any alias of it), so dead temporaries'
   memory is reused. Blocks are 64-byte aligned.
-- scratch: an equation whose primitive has `rules["llvm_scratch"](eqn) -> bytes` (sort's
+- scratch: an equation whose primitive has an `LLVM_SCRATCH` rule, `(eqn) -> bytes` (sort's
   merge buffers) gets that many workspace bytes for its own duration (`Plan.scratch[eqn]`, a
   byte offset), placed like a temporary that dies with the equation.
 Outputs that could not be computed in place (an input or a literal returned, one value

@@ -27,11 +27,11 @@ Most of a compilation's time is LLVM optimising and compiling the kernels' loops
 `build` makes one module, as ahead-of-time compilation needs.
 
 A kernel's body comes from the primitive's lowering rule:
-- `rules["llvm"](ctx, outs, ins, **params)`: `ctx` is the `Kernel` (its `builder` is positioned
+- `LLVM[prim](ctx, outs, ins, **params)`: `ctx` is the `Kernel` (its `builder` is positioned
   in the kernel function), `outs`/`ins` are `Buffer`s (a literal operand is a Buffer holding a
   constant); the rule emits loops and calls. `fusion`, reductions, shape operations,
   cumulative ops and dot_general have such rules.
-- otherwise `rules["llvm_scalar"]` (elementwise primitives): the equation is lowered as a
+- otherwise `LLVM_SCALAR[prim]` (elementwise primitives): the equation is lowered as a
   fused group of one (lower_fused.py).
 A primitive with neither, or an operand of a dtype the backend cannot handle (complex numbers
 where lower_complex.lowers says no), is a CompileError naming the primitive, its dtype and the
@@ -51,13 +51,14 @@ import llvmlite.ir as ir
 
 from ...errors import CompileError
 from ...ir.ssa import Function, Literal, Var
+from ...primitives.core import LLVM, LLVM_SCALAR, LLVM_INPLACE, LLVM_SCRATCH
 from . import ltypes as T
 from .buffers import Buffer, plan_storage, nbytes
 from .calls import intrinsic
 from . import target
 from .ssa_key import key_text, structure_text
 
-# Importing the lowering modules registers their rules on the primitives.
+# Importing the lowering modules registers their rules in the LLVM tables (primitives/core.py).
 from . import lower_elementwise  # noqa: F401
 from . import lower_fused
 from . import lower_structural
@@ -74,7 +75,7 @@ from . import lower_complex
 class Kernel:
     """What a lowering rule gets as `ctx`: the module, the kernel function and its builder,
     the equation (for error messages), and `scratch`: a pointer to the workspace bytes the
-    primitive's `rules["llvm_scratch"](eqn)` asked for (None when it asks for none), and
+    primitive's `LLVM_SCRATCH[prim](eqn)` asked for (None when it asks for none), and
     `arena`: the tape arena's header (lower_tapes.py) for equations that push or add tapes."""
     __slots__ = ("module", "function", "builder", "eqn", "scratch", "arena")
 
@@ -132,13 +133,13 @@ def plan_function(fn, donated=None):
 
 
 def inplace_pairs(eqn):
-    """(result, operand) pairs `eqn` may compute in place: `rules["llvm_inplace"](eqn)`."""
-    rule = eqn.prim.rules.get("llvm_inplace")
+    """(result, operand) pairs `eqn` may compute in place: `LLVM_INPLACE[prim](eqn)`."""
+    rule = LLVM_INPLACE.get(eqn.prim)
     return () if rule is None else rule(eqn)
 
 
 def scratch_bytes(eqn):
-    rule = eqn.prim.rules.get("llvm_scratch")
+    rule = LLVM_SCRATCH.get(eqn.prim)
     return 0 if rule is None else rule(eqn)
 
 
@@ -149,8 +150,7 @@ def check_lowerable(eqn):
         if kind not in "biuf" and not (kind == "O" and eqn.prim.name in TAPE_FRIENDLY) and \
                 not (kind == "c" and lower_complex.lowers(eqn)):
             raise T.unsupported(f"the primitive {eqn.prim.name!r}", x.aval.dtype, eqn.info)
-    rules = eqn.prim.rules
-    if "llvm" not in rules and "llvm_scalar" not in rules:
+    if eqn.prim not in LLVM and eqn.prim not in LLVM_SCALAR:
         raise CompileError(f"the LLVM backend has no lowering for the primitive "
                            f"{eqn.prim.name!r} yet", eqn.info,
                            "Compile this function with kiln.jit(..., backend='reference') "
@@ -324,7 +324,7 @@ class _Entry:
                      named.get("scratch"), named.get("arena"))
         k_outs = [inner[id(b)] for b in outs]
         k_ins = [inner.get(id(b), b) for b in ins]
-        rule = eqn.prim.rules.get("llvm")
+        rule = LLVM.get(eqn.prim)
         if size is not None:
             fn.args[-1].name = "size"
             lower_fused.lower_flat(ctx, eqn, k_outs, k_ins, fn.args[-1])

@@ -361,7 +361,7 @@ def opt_level(fn):
     return target.QUICK if work <= QUICK_WORK else target.OPT_LEVEL
 
 
-def _build(fn):
+def build_module(fn):
     """(module, storage plan) of `fn` in one module (for ahead-of-time compilation)."""
     modules, plan = _build_parts(fn, 1)
     return modules[0], plan

@@ -17,6 +17,7 @@ import json
 import llvmlite.ir as ir
 
 from ...primitives import PRIMITIVES
+from ...primitives.core import LLVM
 from . import ltypes as T
 from . import externs
 from .lower_control import _pointer
@@ -47,4 +48,4 @@ def _debug_print(ctx, outs, ins, **params):
     externs.call(b, "kiln_debug_print", _FUNCTION_TYPE, [site, array])
 
 
-PRIMITIVES["debug_print"].rules["llvm"] = _debug_print
+LLVM[PRIMITIVES["debug_print"]] = _debug_print

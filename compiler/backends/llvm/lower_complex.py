@@ -47,6 +47,7 @@ import numpy as np
 import llvmlite.ir as ir
 
 from ...primitives import PRIMITIVES
+from ...primitives.core import LLVM_SCALAR
 from . import ltypes as T
 from .mathlib import _Code, _Val, _SPECS, _sincos
 
@@ -906,6 +907,6 @@ def register():
     """Attach the complex forms to the primitives' scalar rules (lower_elementwise calls this
     once its real rules are registered)."""
     for name, rule in _RULES.items():
-        rules = PRIMITIVES[name].rules
-        real_rule = rules.get("llvm_scalar")
-        rules["llvm_scalar"] = rule if real_rule is None else _dispatch(real_rule, rule)
+        prim = PRIMITIVES[name]
+        real_rule = LLVM_SCALAR.get(prim)
+        LLVM_SCALAR[prim] = rule if real_rule is None else _dispatch(real_rule, rule)

@@ -9,7 +9,7 @@ top-level function: storage planned by plan_storage, one kernel per equation, an
     void region(ptr in..., ptr out..., ptr workspace [, ptr arena])
 
 (`noalias` pointers: a caller never passes an output that overlaps an input). The region's
-workspace is part of the equation's *scratch* (`rules["llvm_scratch"]`), which the parent's plan
+workspace is part of the equation's *scratch* (its `LLVM_SCRATCH` rule), which the parent's plan
 reserves for the equation's duration, so nested control flow needs no allocation at run time.
 
 cond      the clamped index selects one call (a `switch`; a bool picks branch 0 for False).
@@ -24,7 +24,7 @@ while_loop / scan   a loop around calls of the regions. A carry lives in two buf
           carry's input donated for its output, computes the new value over the old one: a
           row set with `x.at[i].set(...)` in a fori_loop) lives in the equation's output for
           the whole loop: its initial value is copied there once (or is there already when the
-          parent's plan computes the loop in place on it: `rules["llvm_inplace"]`) and every
+          parent's plan computes the loop in place on it: its `LLVM_INPLACE` rule) and every
           trip updates it in place, copying nothing. scan hands the body pointers into its
           operands (slice i of each scanned operand, which is contiguous) and into its stacked
           outputs (slice i of each y), so slices are never copied; `reverse` walks i downwards.
@@ -35,6 +35,7 @@ import llvmlite.ir as ir
 
 from ...ir.ssa import Var
 from ...primitives import PRIMITIVES
+from ...primitives.core import LLVM, LLVM_INPLACE, LLVM_SCRATCH
 from . import ltypes as T
 from .buffers import nbytes
 from .calls import intrinsic
@@ -227,7 +228,7 @@ class _Carries:
 
     def pairs(self, num_consts):
         """(result, operand) pairs of the loop equation computed in place
-        (`rules["llvm_inplace"]`): a carry the body updates in place may also take the
+        (its `LLVM_INPLACE` rule): a carry the body updates in place may also take the
         storage of its initial value."""
         return [(j, num_consts + j) for j in sorted(self.inplace)]
 
@@ -344,11 +345,11 @@ def _register():
              "scan": (_scan_scratch, _scan), "custom_jvp_call": _inline_call("call"),
              "custom_vjp_call": _inline_call("call"), "remat": _inline_call("body")}
     for name, (scratch, lower) in table.items():
-        PRIMITIVES[name].rules["llvm"] = lower
-        PRIMITIVES[name].rules["llvm_scratch"] = scratch
-    PRIMITIVES["while_loop"].rules["llvm_inplace"] = \
+        LLVM[PRIMITIVES[name]] = lower
+        LLVM_SCRATCH[PRIMITIVES[name]] = scratch
+    LLVM_INPLACE[PRIMITIVES["while_loop"]] = \
         lambda eqn: _while_layout(eqn)[0].pairs(eqn.params["num_consts"])
-    PRIMITIVES["scan"].rules["llvm_inplace"] = \
+    LLVM_INPLACE[PRIMITIVES["scan"]] = \
         lambda eqn: _scan_layout(eqn)[0].pairs(eqn.params["num_consts"])
 
 

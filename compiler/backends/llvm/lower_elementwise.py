@@ -1,4 +1,4 @@
-"""Scalar lowerings of the elementwise primitives (`rules["llvm_scalar"]`).
+"""Scalar lowerings of the elementwise primitives (the `LLVM_SCALAR` table).
 
     rule(ctx, builder, args, in_avals, out_aval, **params) -> llvmlite value
 
@@ -22,6 +22,7 @@ import numpy as np
 import llvmlite.ir as ir
 
 from ...primitives import PRIMITIVES
+from ...primitives.core import LLVM_SCALAR
 from . import ltypes as T
 from .calls import intrinsic
 from . import mathlib
@@ -393,5 +394,5 @@ _OTHER = {
 
 SCALAR_RULES = {**_UNARY, **_BINARY, **_OTHER}
 for _name, _rule in SCALAR_RULES.items():
-    PRIMITIVES[_name].rules["llvm_scalar"] = _rule
+    LLVM_SCALAR[PRIMITIVES[_name]] = _rule
 lower_complex.register()

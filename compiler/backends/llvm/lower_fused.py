@@ -40,6 +40,7 @@ from ...errors import CompileError
 from ...ir.abstract import ShapedArray
 from ...ir.ssa import Literal, Var
 from ...primitives import PRIMITIVES
+from ...primitives.core import LLVM, LLVM_INPLACE, LLVM_SCALAR, LLVM_SCRATCH
 from . import ltypes as T
 from .buffers import Buffer, View, load, store
 from .loops import collapse, contiguous_strides, emit_nest, affine_offset, counted_loop
@@ -261,7 +262,7 @@ def _wide_bytes(eqn, carry):
 
 
 def scratch_bytes(eqn):
-    """`rules["llvm_scratch"]` of a fusion or a reduction lowered on its own: its wide sums'
+    """The LLVM_SCRATCH rule of a fusion or a reduction lowered on its own: its wide sums'
     accumulators."""
     eqns = eqn.params["body"].eqns if eqn.prim.name == "fusion" else [eqn]
     return sum(_wide_bytes(e, carry) for e, carry in wide_sums(eqns))
@@ -284,7 +285,7 @@ def flat_size(eqn):
     (`lower_flat`) serves every such equation of the same structure (codegen.py)."""
     body = eqn.params["body"] if eqn.prim.name == "fusion" else None
     eqns = [eqn] if body is None else body.eqns
-    if any(e.prim.name in _NOT_ELEMENTWISE or "llvm_scalar" not in e.prim.rules
+    if any(e.prim.name in _NOT_ELEMENTWISE or e.prim not in LLVM_SCALAR
            for e in eqns):
         return None
     shape = eqn.outvars[0].aval.shape
@@ -352,7 +353,7 @@ class _Group:
             self.views[eqn.outvars[0]] = view
         elif name in REDUCTIONS:
             self.reductions.append(_Reduction(eqn, out_buffers[eqn.outvars[0]]))
-        elif name != "iota" and "llvm_scalar" not in eqn.prim.rules:
+        elif name != "iota" and eqn.prim not in LLVM_SCALAR:
             raise CompileError(f"the LLVM backend cannot fuse the primitive {name!r}",
                                eqn.info)
 
@@ -524,7 +525,7 @@ class _Group:
             elif name in REDUCTIONS:
                 self.reduce(builder, index, carried, eqn, value(eqn.invars[0]))
             else:
-                rule = eqn.prim.rules["llvm_scalar"]
+                rule = LLVM_SCALAR[eqn.prim]
                 values[eqn.outvars[0]] = rule(self.ctx, builder,
                                               [value(x) for x in eqn.invars],
                                               [x.aval for x in eqn.invars],
@@ -570,7 +571,7 @@ def fill(builder, buffer, value):
 
 
 def in_place(eqn):
-    """`rules["llvm_inplace"]` of a fusion, or of an elementwise equation lowered on its own:
+    """The `LLVM_INPLACE` rule of a fusion, or of an elementwise equation lowered on its own:
     (result j, operand i) pairs where operand i is read only element by element at the
     position result j is stored at (never through a view, no reduction in the group, every
     computed value of its shape) and has result j's shape and dtype. The nest loads a
@@ -593,13 +594,13 @@ def in_place(eqn):
 def _register():
     names = list(VIEWS) + list(REDUCTIONS) + ["iota"]
     for name in names:
-        PRIMITIVES[name].rules["llvm"] = _singleton
-    PRIMITIVES["fusion"].rules["llvm"] = lower_fusion
+        LLVM[PRIMITIVES[name]] = _singleton
+    LLVM[PRIMITIVES["fusion"]] = lower_fusion
     for name in ["fusion"] + list(REDUCTIONS):
-        PRIMITIVES[name].rules["llvm_scratch"] = scratch_bytes
+        LLVM_SCRATCH[PRIMITIVES[name]] = scratch_bytes
     for prim in PRIMITIVES.values():
-        if prim.name == "fusion" or ("llvm_scalar" in prim.rules and "llvm" not in prim.rules):
-            prim.rules["llvm_inplace"] = in_place
+        if prim.name == "fusion" or (prim in LLVM_SCALAR and prim not in LLVM):
+            LLVM_INPLACE[prim] = in_place
 
 
 def _singleton(ctx, outs, ins, **params):

@@ -23,12 +23,13 @@ converted and clamped, giving the window's base offset in the operand; an inner 
 window (affine views of operand, output and updates, collapsed to flat loops where the window
 is contiguous) copies or combines. A scatter's (and a dynamic_update_slice's) output starts as
 a copy of its operand, or is the operand itself, updated in place, when nothing reads the
-operand afterwards (`rules["llvm_inplace"]`, buffers.plan_storage).
+operand afterwards (its `LLVM_INPLACE` rule, buffers.plan_storage).
 """
 import numpy as np
 
 from ...primitives import PRIMITIVES
-from ...primitives.indexing import _default_fill
+from ...primitives.core import LLVM, LLVM_INPLACE
+from ...primitives.indexing import default_fill
 from . import ltypes as T
 from .buffers import Buffer, View, load, store, element_pointer
 from .calls import intrinsic
@@ -90,7 +91,7 @@ def _start_from(builder, x, out):
 
 
 def _update_in_place(eqn):
-    """`rules["llvm_inplace"]`: the result of an update may take its operand's storage."""
+    """The `LLVM_INPLACE` rule: the result of an update may take its operand's storage."""
     return [(0, 0)]
 
 
@@ -178,7 +179,7 @@ def _positions(rank, window_dims):
 # --------------------------------------------------------------------------------- gather
 
 def _fill_constant(dtype, fill_value):
-    fill = _default_fill(dtype) if fill_value is None else fill_value
+    fill = default_fill(dtype) if fill_value is None else fill_value
     return T.const(dtype, np.asarray(fill, dtype))
 
 
@@ -283,10 +284,10 @@ def _scatter_for(name):
     return rule
 
 
-PRIMITIVES["dynamic_slice"].rules["llvm"] = _dynamic_slice
-PRIMITIVES["dynamic_update_slice"].rules["llvm"] = _dynamic_update_slice
-PRIMITIVES["dynamic_update_slice"].rules["llvm_inplace"] = _update_in_place
-PRIMITIVES["gather"].rules["llvm"] = _gather
+LLVM[PRIMITIVES["dynamic_slice"]] = _dynamic_slice
+LLVM[PRIMITIVES["dynamic_update_slice"]] = _dynamic_update_slice
+LLVM_INPLACE[PRIMITIVES["dynamic_update_slice"]] = _update_in_place
+LLVM[PRIMITIVES["gather"]] = _gather
 for _name in _COMBINE:
-    PRIMITIVES[_name].rules["llvm"] = _scatter_for(_name)
-    PRIMITIVES[_name].rules["llvm_inplace"] = _update_in_place
+    LLVM[PRIMITIVES[_name]] = _scatter_for(_name)
+    LLVM_INPLACE[PRIMITIVES[_name]] = _update_in_place

@@ -40,7 +40,8 @@ import numpy as np
 from ...ir.abstract import ShapedArray
 from ...ir.ssa import Eqn, Literal, Var
 from ...primitives import PRIMITIVES
-from ...primitives.linalg import _free
+from ...primitives.core import LLVM, LLVM_SCRATCH
+from ...primitives.linalg import free_axes
 from . import blas, gemm
 from . import ltypes as T
 from .buffers import element_pointer
@@ -121,8 +122,8 @@ def plan_blas(la, ra, out_aval, dimension_numbers):
     pairs = sorted(zip(lc, rc))   # the contraction order: the lhs's memory order
     lhs_k = _group(la.shape, ls, [a for a, _ in pairs])
     rhs_k = _group(ra.shape, rs, [b for _, b in pairs])
-    m, lhs_m = _group(la.shape, ls, _free(la.ndim, lc, lb))
-    n, rhs_n = _group(ra.shape, rs, _free(ra.ndim, rc, rb))
+    m, lhs_m = _group(la.shape, ls, free_axes(la.ndim, lc, lb))
+    n, rhs_n = _group(ra.shape, rs, free_axes(ra.ndim, rc, rb))
     k = lhs_k[0]
     batch = tuple(la.shape[a] for a in lb)
     out_strides = contiguous_strides(out_aval.shape)[:len(lb)]
@@ -201,7 +202,7 @@ def _loop_nest(ctx, outs, ins, dimension_numbers):
     lhs, rhs = ins
     out = outs[0]
     la, ra, dtype = lhs.aval, rhs.aval, out.aval.dtype
-    lf, rf = _free(la.ndim, lc, lb), _free(ra.ndim, rc, rb)
+    lf, rf = free_axes(la.ndim, lc, lb), free_axes(ra.ndim, rc, rb)
     nb, nl, nc = len(lb), len(lf), len(lc)
     space = ([la.shape[i] for i in lb] + [la.shape[i] for i in lf] + [la.shape[i] for i in lc]
              + [ra.shape[i] for i in rf])
@@ -264,5 +265,5 @@ def _scratch_bytes(eqn):
     return 0 if carry is None else wide_bytes(out, carry)
 
 
-PRIMITIVES["dot_general"].rules["llvm"] = _dot_general
-PRIMITIVES["dot_general"].rules["llvm_scratch"] = _scratch_bytes
+LLVM[PRIMITIVES["dot_general"]] = _dot_general
+LLVM_SCRATCH[PRIMITIVES["dot_general"]] = _scratch_bytes

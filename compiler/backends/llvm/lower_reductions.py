@@ -21,6 +21,7 @@ import numpy as np
 import llvmlite.ir as ir
 
 from ...primitives import PRIMITIVES
+from ...primitives.core import LLVM, LLVM_SCRATCH
 from . import ltypes as T
 from ...ir.abstract import ShapedArray
 from .buffers import Buffer, View, load, store
@@ -231,8 +232,8 @@ def _sized(shape, axis, n):
     return tuple(n if k == axis else d for k, d in enumerate(shape))
 
 
-PRIMITIVES["argmax"].rules["llvm"] = _arg_rule(">")
-PRIMITIVES["argmin"].rules["llvm"] = _arg_rule("<")
+LLVM[PRIMITIVES["argmax"]] = _arg_rule(">")
+LLVM[PRIMITIVES["argmin"]] = _arg_rule("<")
 for _name in _CUMULATIVE:
-    PRIMITIVES[_name].rules["llvm"] = _cumulative_rule(_name)
-PRIMITIVES["cumsum"].rules["llvm_scratch"] = _cumulative_scratch("cumsum")
+    LLVM[PRIMITIVES[_name]] = _cumulative_rule(_name)
+LLVM_SCRATCH[PRIMITIVES["cumsum"]] = _cumulative_scratch("cumsum")

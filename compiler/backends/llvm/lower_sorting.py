@@ -14,12 +14,13 @@ goes first, hence stability) and fills its output from both ends at once (two in
 dependence chains); it moves whole records, so no operand is read through an index
 permutation. The sorted row is copied out from whichever set the last pass wrote. The scratch
 space (2 n elements per operand) comes from the workspace: the primitive's
-`rules["llvm_scratch"]` tells the storage planner how many bytes (buffers.plan_storage).
+Its `LLVM_SCRATCH` rule tells the storage planner how many bytes (buffers.plan_storage).
 """
 import numpy as np
 
 from ...ir.abstract import ShapedArray
 from ...primitives import PRIMITIVES
+from ...primitives.core import LLVM, LLVM_SCRATCH
 from . import ltypes as T
 from .buffers import Buffer, View, load, store, ALIGN
 from .calls import intrinsic
@@ -194,5 +195,5 @@ def _sort(ctx, outs, ins, *, dimension, is_stable=True, num_keys=1):
     _RowSort(ctx, outs, ins, dimension, num_keys).emit()
 
 
-PRIMITIVES["sort"].rules["llvm"] = _sort
-PRIMITIVES["sort"].rules["llvm_scratch"] = _scratch_bytes
+LLVM[PRIMITIVES["sort"]] = _sort
+LLVM_SCRATCH[PRIMITIVES["sort"]] = _scratch_bytes

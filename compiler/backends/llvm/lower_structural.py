@@ -13,6 +13,7 @@ output. Both copies are loop nests over affine views of source and destination
 (`copy_nest`), which collapse to flat contiguous loops where they can.
 """
 from ...primitives import PRIMITIVES
+from ...primitives.core import LLVM
 from . import ltypes as T
 from .buffers import View, load, store, nbytes
 from .calls import intrinsic
@@ -95,7 +96,7 @@ def _bitcast(ctx, outs, ins, *, new_dtype):
                   ret=T.VOID, overloads=[T.PTR, T.PTR, T.I64])
 
 
-PRIMITIVES["pad"].rules["llvm"] = _pad
-PRIMITIVES["concatenate"].rules["llvm"] = _concatenate
-PRIMITIVES["bitcast_convert_type"].rules["llvm"] = _bitcast
-PRIMITIVES["reshape"].rules["llvm"] = _reshape
+LLVM[PRIMITIVES["pad"]] = _pad
+LLVM[PRIMITIVES["concatenate"]] = _concatenate
+LLVM[PRIMITIVES["bitcast_convert_type"]] = _bitcast
+LLVM[PRIMITIVES["reshape"]] = _reshape

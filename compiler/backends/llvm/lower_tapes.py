@@ -33,6 +33,7 @@ import llvmlite.ir as ir
 
 from ...ir.printer import parse_type
 from ...primitives import PRIMITIVES
+from ...primitives.core import LLVM
 from . import ltypes as T
 from .buffers import Buffer, store, nbytes
 from .calls import c_function, intrinsic
@@ -362,7 +363,7 @@ def _add_records(b, self_fn, arena, desc, out, x, y):
     counted_loop(b, word(T.i64(0)), value, (), "value")
 
 
-PRIMITIVES["tape_new"].rules["llvm"] = _tape_new
-PRIMITIVES["tape_push"].rules["llvm"] = _tape_push
-PRIMITIVES["tape_pop"].rules["llvm"] = _tape_pop
-PRIMITIVES["tape_add"].rules["llvm"] = _tape_add
+LLVM[PRIMITIVES["tape_new"]] = _tape_new
+LLVM[PRIMITIVES["tape_push"]] = _tape_push
+LLVM[PRIMITIVES["tape_pop"]] = _tape_pop
+LLVM[PRIMITIVES["tape_add"]] = _tape_add

@@ -2,7 +2,7 @@
 
     emit(builder, name, args, ty) -> ir.Value      name in NAMES; ty float or double (scalar)
 
-Role in the pipeline: the scalar lowerings of elementwise primitives (`rules["llvm_scalar"]`)
+Role in the pipeline: the scalar lowerings of elementwise primitives (the `LLVM_SCALAR` table)
 call `emit` inside fused loops. Each (function, type) becomes one `internal alwaysinline`
 function in the builder's module, created on first use and named `kiln.math.<name>.f32|f64`.
 Its body is straight-line code: arithmetic, selects, bit manipulation and intrinsics that have

@@ -3,22 +3,22 @@ families share.
 
 A batching rule has the fixed signature
 
-    rules["batch"](args, dims, **params) -> (outs, out_dims)
+    BATCH[prim](args, dims, **params) -> (outs, out_dims)
 
 `args` are the operands (tracers or literals) and `dims[i]` the axis of `args[i]` that carries
 the batch, or None for an operand that is the same for every example (at least one is not
-None: `transforms.vmap` replays unbatched equations as they are). A rule emits batched code
-into the current builder through `transforms.emit` and returns the results with the axis each
+None: `transforms/vmap.py` replays unbatched equations as they are). A rule emits batched code
+into the current builder through `emit` and returns the results with the axis each
 one carries its batch on (None: the result is the same for every example). Multiple-result
 primitives return lists. Rules live beside their primitive's declaration; this module holds
 what several of them need:
 
-Collectives (`psum`, `axis_index`, ...) carry `rules["collective"] = True` and an `axis_name`
+Collectives (`psum`, `axis_index`, ...) are marked `collective` and have an `axis_name`
 param (a name or a tuple of names); when the axis being batched is one of them, `vmap` calls
 
-    rules["batch_collective"](args, dims, *, size, axis, **params) -> (outs, out_dims)
+    BATCH_COLLECTIVE[prim](args, dims, *, size, axis, **params) -> (outs, out_dims)
 
-instead (even when no operand is batched), and `rules["batch"]` otherwise (another vmap's or
+instead (even when no operand is batched), and `BATCH[prim]` otherwise (another vmap's or
 pmap's axis: the collective is applied example by example).
 
 - `batch_axis`, `current_axis_name`, `collective_axes`: the axis being batched.
@@ -29,7 +29,7 @@ pmap's axis: the collective is applied example by example).
 """
 import contextlib
 
-from ..frontend.builder import current, trace_region, close_regions, PerThread
+from ..ir.builder import current, trace_region, close_regions, PerThread
 from . import emit
 
 # ------------------------------------------------------------------------ the batch axis
@@ -71,7 +71,7 @@ def _reads_axis(eqn, name):
 
 def collective_axes(eqn):
     """The axis names a collective equation reduces over (empty for other primitives)."""
-    if not eqn.prim.rules.get("collective"):
+    if not eqn.prim.collective:
         return ()
     names = eqn.params["axis_name"]
     return names if isinstance(names, tuple) else (names,)
@@ -122,7 +122,7 @@ def shift(axes, by=1):
 def loop_over_examples(prim, args, dims, params, size):
     """Batch one application of `prim` as a `scan` over the examples (batch axis first in
     the results): always correct, and what the vectorised rules exist to beat."""
-    from ..primitives import PRIMITIVES
+    from .core import PRIMITIVES
     b = current()
     consts = [x for x, d in zip(args, dims) if d is None]
     xs = [moveaxis(x, d, 0) for x, d in zip(args, dims) if d is not None]

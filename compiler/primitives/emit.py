@@ -12,7 +12,8 @@ equations, which later passes simplify and which can be transformed again (highe
   comparisons, `select`) take the dtype and weak type of the other operand, so `mul(x, 2)` is
   a multiplication by a literal of `x`'s type.
 - helpers for what rules keep needing: `aval`, `zeros`, `zeros_like`, `ones_like`, `full`,
-  `convert`, `broadcast_to`, `sum_to_shape` (undo broadcasting), `select`, `cast_like`.
+  `instantiate`, `convert`, `broadcast_to`, `sum_to_shape` (undo broadcasting), `select`,
+  `cast_like`.
 
 Operands are the builder's tracers, `Literal`s replayed from SSA, or static Python/NumPy
 values. Rules must not use operators on tracers (those belong to the runtime's NumPy API).
@@ -22,8 +23,8 @@ import numpy as np
 from ..ir.abstract import ShapedArray
 from ..ir.ssa import Literal
 from ..ir import dtypes
-from ..frontend.builder import current
-from ..primitives import PRIMITIVES
+from ..ir.builder import current
+from .core import PRIMITIVES
 
 _SPELLINGS = {"and_": "and", "or_": "or", "not_": "not", "slice_": "slice", "pow_": "pow",
               "abs_": "abs", "round_": "round", "max_": "max", "min_": "min"}
@@ -45,7 +46,7 @@ def __getattr__(attr):
     name = _SPELLINGS.get(attr, attr)
     if name in PRIMITIVES:
         return _binder(name)
-    raise AttributeError(f"kiln.compiler.transforms.emit has no {attr!r}")
+    raise AttributeError(f"kiln.compiler.primitives.emit has no {attr!r}")
 
 
 # ---------------------------------------------------------------------------- types
@@ -129,6 +130,12 @@ def zeros(a):
     if a.dtype.kind == "O":
         return broadcast_to(bind("tape_new"), a.shape)
     return full(a.shape, 0, a.dtype, a.weak_type)
+
+
+def instantiate(t, aval):
+    """A symbolic zero tangent or cotangent (None) made concrete: regions must return every
+    one they declare."""
+    return zeros(aval) if t is None else t
 
 
 def zeros_like(x):

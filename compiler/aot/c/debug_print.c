@@ -1,45 +1,44 @@
-"""The C default of `kiln_debug_print` in an ahead-of-time library (`SOURCE`, pasted into the
-glue of libraries whose functions print; glue.py).
-
-Generated code calls `void kiln_debug_print(const char *site, void **operands)`
-(lower_callbacks.py): `site` is a JSON object with the print's `fmt` (null for `print(...)`),
-`template` (the pieces: `["v", i]` operand i, `["s", value]` a static value, `["kv", name, i]`
-and `["ks", name, value]` keyword pieces), `sep`, `end`, and each operand's `[dtype.str,
-shape]`; `operands[i]` points to operand i's data (contiguous, C order). kiln.aot.load binds
-the Python callback (host_callbacks.py), which renders with NumPy's `str` and Python's
-`str.format` (callbacks.render); this C version, for C programs, prints the same text to stdout
-in the common cases:
-
-- arrays as NumPy's `str` with its default options (arrayprint's FloatingFormat and
-  _formatArray): the shortest digits that read back (at most 8 after the point), points
-  aligned, scientific notation from 1e3 (f16), 1e6 (f32), 1e8 (f64) or under 1e-4 or a range
-  over 1000, integers right-aligned, `[ True False]`, lines wrapped at 75 characters, over
-  1000 elements summarised (3 at each edge); complex numbers as ComplexFloatingFormat writes
-  them (`[1.+2.j 0.-1.j]`: each part laid out over its own values, the imaginary one signed,
-  its `j` before its padding); rank-0 values as NumPy scalars after `print` (`(1+2j)`, `1j`),
-  as Python floats and complex numbers in format fields (Python formats `x.item()` there);
-- `fmt` as `str.format` reads it: `{}`, `{0}`, `{name}`, `{{`, `}}`, conversions, and format
-  specs (fill, align, sign, `#`, `0`, width, precision, types `b c d o x X n e E f F g G %` and
-  `s`) on rank-0 operands and static values.
-Differences (docs/aot.md, "Printing"): `!r` prints `str`; a spec on an array of rank 1 or more
-is ignored; fields with attributes or indexes, nested specs, thousands separators, and fields
-Python would reject are printed as written; a float with a precision and no type prints like
-`g`; a format spec on a complex operand is printed as written (Python formats each part).
-
-The C parses the JSON (any JSON: strings with escapes, numbers, NaN and Infinity as Python's
-json writes them), finds the shortest digits by printing with printf at increasing precision
-(in each rounding direction) until strtod/strtof read the value back (float16 by its
-neighbours), and builds the text in a growing buffer written with one fwrite under flockfile.
-"""
-
-SOURCE = r"""
-/* ---------------------------------------------------------------------------------------------
- * kiln_debug_print's default: prints the values like kiln's Python callback (NumPy's str of each
- * array, Python's str.format for the format string); see kiln/compiler/aot/debug_print.py.
- * ------------------------------------------------------------------------------------------- */
+/* The C default of `kiln_debug_print` in an ahead-of-time library (pasted into the glue of
+ * libraries whose functions print: kiln/compiler/aot/glue.py).
+ *
+ * Generated code calls `void kiln_debug_print(const char *site, void **operands)`
+ * (lower_callbacks.py): `site` is a JSON object with the print's `fmt` (null for `print(...)`),
+ * `template` (the pieces: `["v", i]` operand i, `["s", value]` a static value, `["kv", name, i]`
+ * and `["ks", name, value]` keyword pieces), `sep`, `end`, and each operand's `[dtype.str,
+ * shape]`; `operands[i]` points to operand i's data (contiguous, C order). kiln.aot.load binds
+ * the Python callback (host_callbacks.py), which renders with NumPy's `str` and Python's
+ * `str.format` (callbacks.render); this C version, for C programs, prints the same text to stdout
+ * in the common cases:
+ *
+ * - arrays as NumPy's `str` with its default options (arrayprint's FloatingFormat and
+ *   _formatArray): the shortest digits that read back (at most 8 after the point), points
+ *   aligned, scientific notation from 1e3 (f16), 1e6 (f32), 1e8 (f64) or under 1e-4 or a range
+ *   over 1000, integers right-aligned, `[ True False]`, lines wrapped at 75 characters, over
+ *   1000 elements summarised (3 at each edge); complex numbers as ComplexFloatingFormat writes
+ *   them (`[1.+2.j 0.-1.j]`: each part laid out over its own values, the imaginary one signed,
+ *   its `j` before its padding); rank-0 values as NumPy scalars after `print` (`(1+2j)`, `1j`),
+ *   as Python floats and complex numbers in format fields (Python formats `x.item()` there);
+ * - `fmt` as `str.format` reads it: `{}`, `{0}`, `{name}`, `{{`, `}}`, conversions, and format
+ *   specs (fill, align, sign, `#`, `0`, width, precision, types `b c d o x X n e E f F g G %` and
+ *   `s`) on rank-0 operands and static values.
+ * Differences (docs/aot.md, "Printing"): `!r` prints `str`; a spec on an array of rank 1 or more
+ * is ignored; fields with attributes or indexes, nested specs, thousands separators, and fields
+ * Python would reject are printed as written; a float with a precision and no type prints like
+ * `g`; a format spec on a complex operand is printed as written (Python formats each part).
+ *
+ * The C parses the JSON (any JSON: strings with escapes, numbers, NaN and Infinity as Python's
+ * json writes them), finds the shortest digits by printing with printf at increasing precision
+ * (in each rounding direction) until strtod/strtof read the value back (float16 by its
+ * neighbours), and builds the text in a growing buffer written with one fwrite under flockfile.
+ */
 #include <errno.h>
 #include <fenv.h>
 #include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* A growing string. */
 typedef struct { char *data; size_t length, capacity; bool failed; } _kiln_text;
@@ -870,7 +869,7 @@ static void _kiln_format(_kiln_text *t, const char *fmt, const _kiln_pieces *pie
     }
 }
 
-/* The text of one print: the site's JSON (see kiln/compiler/aot/debug_print.py) and the
+/* The text of one print: the site's JSON (see the top of this file) and the
  * operands' data. */
 static void _kiln_print_text(_kiln_text *t, const _kiln_json *site, void **data) {
     const _kiln_json *operands = _kj_get(site, "operands"), *template = _kj_get(site, "template");
@@ -940,4 +939,7 @@ static void _kiln_default_debug_print(const char *site, void **operands) {
     free(text.data);
     _kj_free(&root);
 }
-"""
+
+/* How the glue's init binds this printer (glue_runtime.c). */
+#define KILN_BIND_DEFAULT_DEBUG_PRINT() \
+    _kiln_set("kiln_debug_print", (uint64_t)(uintptr_t)&_kiln_default_debug_print)

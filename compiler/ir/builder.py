@@ -18,9 +18,10 @@ import threading
 
 import numpy as np
 
-from ..ir.abstract import ShapedArray
-from ..ir import dtypes
-from ..ir.ssa import Eqn, Function, Var, Literal, NameSupply
+from .abstract import ShapedArray
+from . import dtypes
+from .registry import PRIMITIVES
+from .ssa import Eqn, Function, Var, Literal, NameSupply
 
 TRACER_TYPE = None  # set by the runtime (kiln.tracer): the array-like wrapper around a Var
 
@@ -42,8 +43,7 @@ _RESERVED = []
 def reserved_names():
     """Names SSA variables must not take: primitive spellings, dtype names, printer names."""
     if not _RESERVED:
-        from ..primitives import PRIMITIVES
-        from ..ir.printer import ssa_namespace
+        from .printer import ssa_namespace   # gast: not needed by code that only runs
         _RESERVED.append(frozenset(ssa_namespace({n: None for n in PRIMITIVES})))
     return _RESERVED[0]
 
