@@ -29,7 +29,8 @@ from .dispatch import is_traced
 from .wrappers import user_facing, name_like, describe
 from .compiler.ir.builder import Builder, current
 from .compiler.primitives import emit
-from .compiler.transforms.vmap import batch_emit, moveaxis, to_front
+from .compiler.primitives.batching import moveaxis, to_front
+from .compiler.transforms.vmap import batch_emit
 from .lax._parallel import axis_frame
 
 

@@ -17,7 +17,6 @@ import subprocess
 import sys
 from typing import NamedTuple
 
-from .. import __version__
 from ..backends.llvm.blas_lookup import ROUTINES
 from . import glue, native
 from .manifest import (ERROR_CODES, FORMAT, MANIFEST_VERSION, TreeEncodingError, file_sha256,

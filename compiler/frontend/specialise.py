@@ -122,10 +122,13 @@ def own(value):
     owned = _STATE.owned
     if owned is None:
         return value
-    stack = [value]
+    # Every container reached is walked, even one whose id is recorded already: that id may
+    # be a freed container's, reused by a new one whose contents are not recorded yet.
+    stack, seen = [value], set()
     while stack:
         v = stack.pop()
-        if isinstance(v, (list, dict, set)) and id(v) not in owned:
+        if isinstance(v, (list, dict, set)) and id(v) not in seen:
+            seen.add(id(v))
             owned.add(id(v))
             stack.extend(v.values() if isinstance(v, dict) else v)
         elif isinstance(v, tuple):

@@ -18,7 +18,6 @@ that they agree with a loop over examples.
 from ..errors import CompileError
 from ..ir.builder import current
 from ..primitives import batching, regions
-from ..primitives.batching import moveaxis, to_front  # noqa: F401  (runtime/vmap.py uses)
 from .replay import replay_annotated
 from ..primitives.core import BATCH, BATCH_COLLECTIVE
 from ..primitives.rule_forms import replay_eqn

@@ -34,7 +34,6 @@ outputs of reductions that accumulate in memory are set to the identity before t
 import math
 
 import numpy as np
-import llvmlite.ir as ir
 
 from ...errors import CompileError
 from ...ir.abstract import ShapedArray
