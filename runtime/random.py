@@ -40,3 +40,7 @@ rejection loops are `lax.while_loop`s):
 this namespace; `__all__` lists them.)"""
 from ._random import *  # noqa: F401,F403
 from ._random import __all__  # noqa: F401
+from .wrappers import user_facing_names  # noqa: E402
+
+user_facing_names(globals())
+del user_facing_names

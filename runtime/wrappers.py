@@ -3,11 +3,15 @@ error messages name the user's function.
 
 `user_facing(fn)` hides kiln's frames from tracebacks of errors raised by a call (unless
 `KILN_TRACEBACK=full`, or while a function is being specialised: the enclosing call filters);
+`user_facing_names(namespace)` does so for every function a public module exports, so eager
+calls (`jnp.dot(a, b)` with mismatched shapes) show the user's frames and one of kiln's, as
+jitted calls do;
 `name_like(wrapper, fun)` names and documents a wrapper after `fun`; `describe(fun)` is
 "name defined at file:line" for messages.
 """
 import functools
 import inspect
+import types
 
 from ._traceback import filter_traceback, show_full
 from .compiler.ir.builder import current
@@ -24,6 +28,18 @@ def user_facing(fn):
                 raise
             raise e.with_traceback(filter_traceback(e.__traceback__)) from None
     return wrapper
+
+
+def user_facing_names(namespace):
+    """Wrap (`user_facing`) every plain function among the names `namespace["__all__"]` lists;
+    classes, dtypes and submodules are left as they are."""
+    wrapped = {}   # one wrapper per function, so aliases stay one object (xavier_uniform)
+    for name in namespace["__all__"]:
+        value = namespace.get(name)
+        if isinstance(value, types.FunctionType) and not hasattr(value, "__wrapped__"):
+            if id(value) not in wrapped:
+                wrapped[id(value)] = user_facing(value)
+            namespace[name] = wrapped[id(value)]
 
 
 def name_like(wrapper, fun):

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import kiln
+import kiln._random
 from kiln import lax
 from kiln.test_util import check_grads
 from kiln.compiler.config import config

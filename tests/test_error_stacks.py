@@ -84,3 +84,39 @@ def test_compile_errors_show_the_stack_too():
         kiln.jit(calls_helper_with_a_compile_error)(1.0)
     names = [f.rsplit(" in ", 1)[1] for f in _frames(str(info.value))]
     assert names == ["calls_helper_with_a_compile_error", "helper_with_a_compile_error"]
+
+
+EAGER = """
+import kiln.numpy as jnp
+
+def layer(x, w):
+    return jnp.dot(x, w)
+
+def model(x):
+    return layer(x, jnp.ones((5, 2))).sum()
+
+model(jnp.ones((3, 4)))
+"""
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_eager_errors_show_the_user_frames(tmp_path, full):
+    """Eagerly, the traceback holds the user's frames and the one frame of kiln that re-raises
+    (as under jit); KILN_TRACEBACK=full shows every frame of kiln too."""
+    import os
+    import subprocess
+    import sys
+    script = tmp_path / "eager.py"
+    script.write_text(EAGER)
+    env = dict(os.environ, KILN_TRACEBACK="full" if full else "")
+    err = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         env=env, timeout=300).stderr
+    assert "contracting dimensions" in err
+    frames = [line.strip() for line in err.splitlines() if line.strip().startswith("File ")]
+    user = [f for f in frames if str(script) in f]
+    assert [f.rsplit(" in ", 1)[1] for f in user] == ["<module>", "model", "layer"], err
+    kiln_frames = [f for f in frames if str(script) not in f]
+    if full:
+        assert len(kiln_frames) > 1
+    else:
+        assert len(kiln_frames) == 1 and "wrappers.py" in kiln_frames[0], err

@@ -18,6 +18,7 @@ from hypothesis import given, settings, strategies as st
 import hypothesis.extra.numpy as hnp
 
 import kiln
+import kiln._random
 import kiln.numpy as jnp
 from kiln import lax
 from kiln.compiler.errors import CompileError, BackendUnsupportedError

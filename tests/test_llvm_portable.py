@@ -22,6 +22,7 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import kiln
+import kiln._random
 from kiln.compiler.backends.llvm import builtins, executable, object_symbols, rtlib, target
 from kiln.compiler.errors import CompileError
 from kiln.compiler.ir.parser import from_source

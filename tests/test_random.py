@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import kiln
+import kiln._random
 import kiln.random as random
 from kiln import lax
 from kiln.array import Array

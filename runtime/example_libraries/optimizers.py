@@ -17,3 +17,7 @@ are those of `jax.example_libraries.optimizers`.
 this namespace; `__all__` lists them.)"""
 from ._optimizers import *  # noqa: F401,F403
 from ._optimizers import __all__  # noqa: F401
+from ..wrappers import user_facing_names  # noqa: E402
+
+user_facing_names(globals())
+del user_facing_names

@@ -7,3 +7,8 @@ from ._control_flow import (while_loop, fori_loop, scan, cond, switch, map,  # n
                             associative_scan)
 from ._parallel import (psum, pmean, pmax, pmin, all_gather, psum_scatter,  # noqa: F401
                         axis_index, ppermute)
+from ..wrappers import user_facing_names  # noqa: E402
+
+__all__ = [name for name in dir() if not name.startswith("_") and name != "user_facing_names"]
+user_facing_names(globals())
+del user_facing_names

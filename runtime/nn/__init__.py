@@ -10,3 +10,7 @@ Weight initializers are in `kiln.nn.initializers`.
 this namespace; `__all__` lists them.)"""
 from ._functions import *  # noqa: F401,F403
 from ._functions import __all__  # noqa: F401
+from ..wrappers import user_facing_names  # noqa: E402
+
+user_facing_names(globals())
+del user_facing_names

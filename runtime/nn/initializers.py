@@ -11,3 +11,7 @@ key gives the same values as JAX. Shape bookkeeping (fan-in/fan-out) is static P
 this namespace; `__all__` lists them.)"""
 from ._initializers import *  # noqa: F401,F403
 from ._initializers import __all__  # noqa: F401
+from ..wrappers import user_facing_names  # noqa: E402
+
+user_facing_names(globals())
+del user_facing_names

@@ -22,3 +22,10 @@ import numpy as _np
 
 pi, e, inf, nan, euler_gamma = _np.pi, _np.e, _np.inf, _np.nan, _np.euler_gamma
 newaxis = None
+
+from ..wrappers import user_facing_names  # noqa: E402
+
+# Eager calls of these functions show the user's frames, not kiln's (wrappers.user_facing).
+__all__ = [name for name in dir() if not name.startswith("_") and name != "user_facing_names"]
+user_facing_names(globals())
+del user_facing_names

@@ -12,3 +12,7 @@ matrix_transpose) are the array-API forms of their `kiln.numpy` namesakes.
 this namespace; `__all__` lists them.)"""
 from ._linalg_namespace import *  # noqa: F401,F403
 from ._linalg_namespace import __all__  # noqa: F401
+from ..wrappers import user_facing_names  # noqa: E402
+
+user_facing_names(globals())
+del user_facing_names

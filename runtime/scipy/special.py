@@ -11,3 +11,7 @@ argument keeps its weak type. `logsumexp` is `kiln.nn.logsumexp`.
 this namespace; `__all__` lists them.)"""
 from ._special import *  # noqa: F401,F403
 from ._special import __all__  # noqa: F401
+from ..wrappers import user_facing_names  # noqa: E402
+
+user_facing_names(globals())
+del user_facing_names

@@ -6,3 +6,7 @@
 this namespace; `__all__` lists them.)"""
 from ._norm import *  # noqa: F401,F403
 from ._norm import __all__  # noqa: F401
+from ...wrappers import user_facing_names  # noqa: E402
+
+user_facing_names(globals())
+del user_facing_names
