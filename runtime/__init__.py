@@ -21,9 +21,18 @@ from .compiler import __version__  # noqa: F401,E402
 
 __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp", "vjp",
            "linearize", "jacfwd", "jacrev", "jacobian", "hessian", "custom_jvp",
-           "custom_vjp", "checkpoint", "remat", "vmap", "disable_jit", "debug", "devices", "local_devices", "device_count", "local_device_count",
-           "default_backend", "device_put", "block_until_ready", "tree_util", "lax",
-           "numpy", "random", "nn", "scipy", "test_util", "aot"]
+           "custom_vjp", "checkpoint", "remat", "vmap", "disable_jit", "debug", "devices",
+           "local_devices", "device_count", "local_device_count", "process_index",
+           "process_count", "default_backend", "device_put", "block_until_ready", "tree",
+           "tree_util", "lax", "numpy", "random", "nn", "scipy", "example_libraries",
+           "test_util", "aot", "compiler"]
+
+
+def __dir__():
+    """The public names: kiln's own modules (array, dispatch, staging, ...) are attributes of
+    the package once imported, but not part of its API, so `dir()` and tab completion leave
+    them out."""
+    return sorted(__all__ + ["__version__"])
 
 
 def __getattr__(name):
