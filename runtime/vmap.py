@@ -84,31 +84,12 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
             st = _stage_example(examples, treedef, statics, size)
             outs, odims = batch_emit(st.fn, list(leaves) + list(st.extra),
                                      axes + [None] * len(st.extra), size, axis_name=axis_name)
-            placed = _place(outs, odims, st.out_tree, size)
+            placed = place_outputs(outs, odims, st.out_tree, size, out_axes, fun)
             return tree_unflatten(st.out_tree, placed)
         entry = cache.lookup((treedef, statics, tuple(avals), tuple(axes)), lambda stale: _compile(
             avals, examples, treedef, statics, axes, size))
         outs = entry.executable(*[leaf_value(x) for x in leaves], *entry.consts)
         return tree_unflatten(entry.out_tree, wrap_outputs(outs, entry.out_weak))
-
-    def _place(outs, odims, out_tree, size):
-        specs = _broadcast_prefix(out_axes, tree_unflatten(out_tree, list(outs)), "out_axes") \
-            if not (out_axes is None or isinstance(out_axes, int)) else [out_axes] * len(outs)
-        placed = []
-        for o, d, spec in zip(outs, odims, specs):
-            nd = len(emit.aval(o).shape) + (1 if d is None else 0)
-            if spec is None:
-                if d is not None:
-                    raise ValueError(f"vmap has mapped output but out_axes is None "
-                                     f"({describe(fun)})")
-                placed.append(o)
-                continue
-            if not -nd <= spec < nd:
-                raise ValueError(f"vmap out_axes {spec} is out of bounds for an output of "
-                                 f"rank {nd} ({describe(fun)})")
-            o = to_front(o, d, size)
-            placed.append(moveaxis(o, 0, spec % nd))
-        return placed
 
     def _compile(avals, examples, treedef, statics, axes, size):
         fn, st, own_consts = _batched_function(avals, examples, treedef, statics, axes, size)
@@ -131,15 +112,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
                              f"corresponding to the positional arguments passed to the "
                              f"function, but got len(in_axes)={len(in_axes)}, "
                              f"len(args)={len(args)} ({describe(fun)})")
-        axes = (_broadcast_prefix(in_axes, tuple(args), "in_axes")
-                + [0] * len(tree_flatten(kwargs)[0]))
-        mask = staging.static_mask(leaves, [d is not None for d in axes], False)
-        statics, leaves = staging.split_leaves(leaves, mask)
-        axes = [d for d, m in zip(axes, mask) if not m]
-        avals = list(staging.leaf_avals(leaves))
-        axes, size = _normalize_axes(axes, avals, args, kwargs, axis_size)
-        examples = [a.update(shape=a.shape[:d] + a.shape[d + 1:]) if d is not None else a
-                    for a, d in zip(avals, axes)]
+        statics, leaves, avals, axes, size, examples = split_mapped(
+            leaves, in_axes, args, kwargs, axis_size)
         return leaves, treedef, statics, avals, axes, size, examples
 
     def _batched_function(avals, examples, treedef, statics, axes, size):
@@ -151,7 +125,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
             extra = [b.new_input(v.aval, v.name) for v in st.fn.invars[len(avals):]]
             outs, odims = batch_emit(st.fn, inputs + extra, axes + [None] * len(extra), size,
                                      axis_name=axis_name)
-            fn = b.build(_place(outs, odims, st.out_tree, size))
+            fn = b.build(place_outputs(outs, odims, st.out_tree, size, out_axes, fun))
         return fn, st, [value for _, value, _ in b.consts]
 
     def _stage_example(examples, treedef, statics, size):
@@ -171,7 +145,45 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
     return batched
 
 
-def _normalize_axes(axes, avals, args, kwargs, axis_size):
+def split_mapped(leaves, in_axes, args, kwargs, axis_size, api="vmap"):
+    """The leaves of `(args, kwargs)` split by `in_axes` (a prefix of `args`; keyword
+    arguments map along axis 0): (static leaves, traced leaves, their types, their mapped
+    axes, the mapped size, one example's types)."""
+    axes = (_broadcast_prefix(in_axes, tuple(args), "in_axes")
+            + [0] * len(tree_flatten(kwargs)[0]))
+    mask = staging.static_mask(leaves, [d is not None for d in axes], False)
+    statics, leaves = staging.split_leaves(leaves, mask)
+    axes = [d for d, m in zip(axes, mask) if not m]
+    avals = list(staging.leaf_avals(leaves))
+    axes, size = _normalize_axes(axes, avals, args, kwargs, axis_size, api)
+    examples = [a.update(shape=a.shape[:d] + a.shape[d + 1:]) if d is not None else a
+                for a, d in zip(avals, axes)]
+    return statics, leaves, avals, axes, size, examples
+
+
+def place_outputs(outs, odims, out_tree, size, out_axes, fun, api="vmap"):
+    """The batched results `outs` (batch axis at `odims`, None: unbatched) with their batch
+    axes where `out_axes` (a pytree prefix of the results) puts them."""
+    specs = _broadcast_prefix(out_axes, tree_unflatten(out_tree, list(outs)), "out_axes") \
+        if not (out_axes is None or isinstance(out_axes, int)) else [out_axes] * len(outs)
+    placed = []
+    for o, d, spec in zip(outs, odims, specs):
+        nd = len(emit.aval(o).shape) + (1 if d is None else 0)
+        if spec is None:
+            if d is not None:
+                raise ValueError(f"{api} has mapped output but out_axes is None "
+                                 f"({describe(fun)})")
+            placed.append(o)
+            continue
+        if not -nd <= spec < nd:
+            raise ValueError(f"{api} out_axes {spec} is out of bounds for an output of "
+                             f"rank {nd} ({describe(fun)})")
+        o = to_front(o, d, size)
+        placed.append(moveaxis(o, 0, spec % nd))
+    return placed
+
+
+def _normalize_axes(axes, avals, args, kwargs, axis_size, api="vmap"):
     """Axes made non-negative and checked; the common size of the mapped axes."""
     out, sizes = [], []
     for i, (d, a) in enumerate(zip(axes, avals)):
@@ -180,7 +192,7 @@ def _normalize_axes(axes, avals, args, kwargs, axis_size):
             continue
         nd = len(a.shape)
         if not -nd <= d < nd:
-            raise ValueError(f"vmap was requested to map its argument along axis {d}, which "
+            raise ValueError(f"{api} was requested to map its argument along axis {d}, which "
                              f"implies that its rank should be at least {d + 1 if d >= 0 else -d}"
                              f", but is only {nd} (its shape is {a.shape}) (argument leaf {i})")
         d %= nd
@@ -188,14 +200,15 @@ def _normalize_axes(axes, avals, args, kwargs, axis_size):
         sizes.append((i, d, a.shape[d]))
     if not sizes:
         if axis_size is None:
-            raise ValueError("vmap must have at least one non-None value in in_axes, or be "
-                             "given axis_size")
+            raise ValueError(f"{api} must have at least one non-None value in in_axes, or "
+                             f"be given axis_size" if api == "vmap" else
+                             f"{api} requires at least one argument with a mapped axis.")
         return out, int(axis_size)
     size = sizes[0][2]
     if any(s != size for _, _, s in sizes) or (axis_size is not None and axis_size != size):
         lines = [f"  argument leaf {i} has shape {avals[i].shape} and axis {d} is to be "
                  f"mapped" for i, d, _ in sizes]
-        raise ValueError("vmap got inconsistent sizes for array axes to be mapped:\n"
+        raise ValueError(f"{api} got inconsistent sizes for array axes to be mapped:\n"
                          + "\n".join(lines)
                          + "\nso the mapped sizes are " + ", ".join(str(s) for *_, s in sizes))
     return out, size

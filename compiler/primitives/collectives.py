@@ -1,11 +1,13 @@
-"""Collectives over named axes: psum, pmax, pmin, axis_index, all_gather, psum_scatter and
-ppermute.
+"""Collectives over named axes: psum, pmax, pmin, axis_index, all_gather, psum_scatter,
+ppermute and all_to_all.
 
 A collective computes across the examples (or devices) of a named axis, so it means something
-only inside a transform that binds that name: `vmap(..., axis_name='i')` (and, later, `pmap`).
-The API (`kiln.lax.psum`, ...) checks the name when the user calls it, so an equation of an
-unbound collective can only come from a bug; its NumPy `impl` raises a NameError naming the
-axis. Every collective has the param `axis_name` — one name, or for psum/pmax/pmin a tuple of
+only inside a transform that binds that name: `vmap(..., axis_name='i')` or
+`pmap(..., axis_name='i')`. The API (`kiln.lax.psum`, ...) checks the name when the user calls
+it. Under vmap the batching transform removes the collective (below); under pmap it stays in
+the replicated function, and its NumPy `impl` is the exchange among the replicas running it
+(replicas.py: `replica_impl` with the collective's combine rule); anywhere else the impl raises
+a NameError naming the axis. Every collective has the param `axis_name` — one name, or for psum/pmax/pmin a tuple of
 names (the API splits tuples for the others: an axis_index or all_gather over (i, j) is one
 over i and one over j) — and carries the `collective` flag.
 
@@ -28,6 +30,8 @@ from . import batching as B
 from .core import register, check_dtype_kinds, JVP, VJP
 from .rule_forms import tangent_rule, cotangent_rule
 from .indexing import GatherDimensionNumbers
+from .elementwise import max_, min_
+from . import replicas
 
 _NUMBER_TEXT = "subtypes of number"
 _ORDERED_TEXT = "subtypes of integer, floating, bool"
@@ -45,14 +49,6 @@ def holds_collectives(fn):
                for eqn in fn.eqns)
 
 
-def _unbound(name):
-    def impl(*args, axis_name, **params):
-        raise NameError(f"unbound axis name: {axis_names(axis_name)[0]} (the {name} "
-                        f"collective ran outside any transform binding its axis; collectives "
-                        f"belong inside kiln.vmap(..., axis_name=...))")
-    return impl
-
-
 def _check_one_name(op, axis_name):
     if len(axis_names(axis_name)) != 1:
         raise TypeError(f"{op} takes one axis name, got {axis_name!r} (kiln.lax.{op} splits "
@@ -65,9 +61,11 @@ def _check_axis(op, axis, limit, what):
                          f"{limit}")
 
 
-def collective(name, abstract_eval, batch, batch_collective, zero_derivative=False, **rules):
-    """Declare a collective with its batching rules and derivative rules."""
-    prim = register(name, abstract_eval, _unbound(name), collective=True,
+def collective(name, abstract_eval, batch, batch_collective, combine, zero_derivative=False,
+               **rules):
+    """Declare a collective with its batching rules, its combine rule across replicas
+    (replicas.py) and its derivative rules."""
+    prim = register(name, abstract_eval, replicas.replica_impl(name, combine), collective=True,
                     zero_derivative=zero_derivative)
     prim.def_rules(batch=batch, batch_collective=batch_collective, **rules)
     return prim
@@ -106,7 +104,7 @@ def _reducing_eval(name, kinds, text):
     return abstract_eval
 
 
-def _reducing_collective(name, kinds, text, reduce, unbatched):
+def _reducing_collective(name, kinds, text, reduce, unbatched, combine):
     """psum/pmax/pmin: over the batched axis, `reduce` along the batch axis (an unbatched
     operand: `unbatched(x, size)`), then the collective over the tuple's other names."""
     def batch_collective(args, dims, *, size, axis, axis_name):
@@ -115,13 +113,15 @@ def _reducing_collective(name, kinds, text, reduce, unbatched):
         rest = tuple(n for n in axis_names(axis_name) if n != axis)
         return (E.bind(name, y, axis_name=rest) if rest else y), None
     return collective(name, _reducing_eval(name, kinds, text), _batch_in_place(name),
-                      batch_collective)
+                      batch_collective, replicas.reducer(combine))
 
 
 psum = _reducing_collective("psum", "iufc", _NUMBER_TEXT, "reduce_sum",
-                            lambda x, size: E.mul(x, size))
-pmax = _reducing_collective("pmax", "biuf", _ORDERED_TEXT, "reduce_max", lambda x, size: x)
-pmin = _reducing_collective("pmin", "biuf", _ORDERED_TEXT, "reduce_min", lambda x, size: x)
+                            lambda x, size: E.mul(x, size), np.add)
+pmax = _reducing_collective("pmax", "biuf", _ORDERED_TEXT, "reduce_max", lambda x, size: x,
+                            max_.impl)
+pmin = _reducing_collective("pmin", "biuf", _ORDERED_TEXT, "reduce_min", lambda x, size: x,
+                            min_.impl)
 
 
 def _psum_vjp(ct, primals, outs, *, axis_name):
@@ -169,7 +169,7 @@ def _axis_index_batch_collective(args, dims, *, size, axis, axis_name):
 
 
 axis_index = collective("axis_index", _axis_index_eval, _axis_index_batch,
-                        _axis_index_batch_collective, zero_derivative=True)
+                        _axis_index_batch_collective, None, zero_derivative=True)
 
 
 # ------------------------------------------------------------ all_gather, psum_scatter
@@ -242,11 +242,11 @@ def _psum_scatter_vjp(ct, primals, outs, *, axis_name, scatter_dimension, tiled,
 
 all_gather = collective("all_gather", _all_gather_eval,
                         _batch_at_front("all_gather", "all_gather_dimension"),
-                        _all_gather_batch_collective, jvp=tangent_rule(_linear_jvp("all_gather")),
+                        _all_gather_batch_collective, replicas.all_gather, jvp=tangent_rule(_linear_jvp("all_gather")),
                         vjp=cotangent_rule(_all_gather_vjp))
 psum_scatter = collective("psum_scatter", _psum_scatter_eval,
                           _batch_at_front("psum_scatter", "scatter_dimension"),
-                          _psum_scatter_batch_collective,
+                          _psum_scatter_batch_collective, replicas.psum_scatter,
                           jvp=tangent_rule(_linear_jvp("psum_scatter")),
                           vjp=cotangent_rule(_psum_scatter_vjp))
 
@@ -294,5 +294,68 @@ def _ppermute_vjp(ct, primals, outs, *, axis_name, perm):
 
 
 ppermute = collective("ppermute", _ppermute_eval, _batch_in_place("ppermute"),
-                      _ppermute_batch_collective, jvp=tangent_rule(_linear_jvp("ppermute")),
+                      _ppermute_batch_collective, replicas.ppermute, jvp=tangent_rule(_linear_jvp("ppermute")),
                       vjp=cotangent_rule(_ppermute_vjp))
+
+
+# ------------------------------------------------------------------------- all_to_all
+
+def _all_to_all_eval(x, *, axis_name, split_axis, concat_axis, tiled, axis_size):
+    _check_one_name("all_to_all", axis_name)
+    shape = list(x.shape)
+    _check_axis("all_to_all", split_axis, len(shape), "split_axis")
+    n = shape[split_axis]
+    if tiled:
+        _check_axis("all_to_all", concat_axis, len(shape), "concat_axis")
+        if n % axis_size if axis_size else n:
+            raise ValueError(f"all_to_all: dimension {split_axis} of the operand "
+                             f"{x.str_short()} must be a multiple of the axis size {axis_size}")
+        shape[split_axis] = n // axis_size if axis_size else 0
+        shape[concat_axis] *= axis_size
+    else:
+        _check_axis("all_to_all", concat_axis, len(shape), "concat_axis")
+        if n != axis_size:
+            raise ValueError(f"all_to_all requires the size of the mapped axis axis_name to "
+                             f"equal x.shape[split_axis], but they are {axis_size} and {n} "
+                             f"respectively.")
+        del shape[split_axis]
+        shape.insert(concat_axis, axis_size)
+    return ShapedArray(tuple(shape), x.dtype, x.weak_type)
+
+
+def _all_to_all_batch(args, dims, *, split_axis, concat_axis, **params):
+    x = B.moveaxis(args[0], dims[0], 0)
+    return E.all_to_all(x, split_axis=split_axis + 1, concat_axis=concat_axis + 1,
+                        **params), 0
+
+
+def _all_to_all_batch_collective(args, dims, *, size, axis, axis_name, split_axis, concat_axis,
+                                 tiled, axis_size):
+    """Lane r gets block r of every lane q's `split_axis`, joined along `concat_axis` in lane
+    order: the lane axis q and the block axis r trade places."""
+    x = B.to_front(args[0], dims[0], size)          # (q, *S)
+    shape = list(E.aval(x).shape)
+    at = split_axis + 1
+    if tiled:                                       # split axis -> (r, block)
+        shape[at:at + 1] = [size, shape[at] // size if size else 0]
+        x = E.reshape(x, new_sizes=tuple(shape), dimensions=None)
+    x = B.moveaxis(x, at, 0)                        # (r, q, *S without r)
+    x = B.moveaxis(x, 1, concat_axis + 1)           # (r, *S' with q at concat_axis)
+    if tiled:                                       # q merges into the concat axis
+        shape = list(E.aval(x).shape)
+        c = concat_axis + 1
+        shape[c:c + 2] = [shape[c] * shape[c + 1]]
+        x = E.reshape(x, new_sizes=tuple(shape), dimensions=None)
+    return x, 0
+
+
+def _all_to_all_vjp(ct, primals, outs, *, axis_name, split_axis, concat_axis, tiled,
+                    axis_size):
+    return [E.all_to_all(ct, axis_name=axis_name, split_axis=concat_axis,
+                         concat_axis=split_axis, tiled=tiled, axis_size=axis_size)]
+
+
+all_to_all = collective("all_to_all", _all_to_all_eval, _all_to_all_batch,
+                        _all_to_all_batch_collective, replicas.all_to_all,
+                        jvp=tangent_rule(_linear_jvp("all_to_all")),
+                        vjp=cotangent_rule(_all_to_all_vjp))

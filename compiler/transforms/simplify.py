@@ -216,8 +216,9 @@ def _params_key(params):
 def _fold(eqn):
     if (any(type(x) is not Literal for x in eqn.invars)
             or any(v.aval.shape or v.aval.dtype.kind == "O" for v in eqn.outvars)
-            or eqn.regions()):
-        return None  # only rank-0 numbers fold (a tape is not a literal)
+            or eqn.regions() or eqn.prim.collective):
+        return None  # only rank-0 numbers fold (a tape is not a literal; a collective's value
+        #              depends on the other replicas)
     args = [np.asarray(x.value, x.aval.dtype) for x in eqn.invars]
     out = eqn.prim.impl(*args, **eqn.params)
     outs = out if eqn.prim.multiple_results else (out,)

@@ -6,7 +6,7 @@ from ._ops import (RoundingMethod, Precision, GatherScatterMode, GatherDimension
 from ._control_flow import (while_loop, fori_loop, scan, cond, switch, map,  # noqa: F401
                             associative_scan)
 from ._parallel import (psum, pmean, pmax, pmin, all_gather, psum_scatter,  # noqa: F401
-                        axis_index, ppermute)
+                        axis_index, axis_size, ppermute, pshuffle, all_to_all, pswapaxes)
 from ..wrappers import user_facing_names  # noqa: E402
 
 __all__ = [name for name in dir() if not name.startswith("_") and name != "user_facing_names"]

@@ -1,9 +1,10 @@
 """`kiln.lax` collectives over named axes (JAX's names and signatures): psum, pmean, pmax,
-pmin, all_gather, psum_scatter, axis_index, ppermute — and the axis environment they read.
+pmin, all_gather, psum_scatter, axis_index, axis_size, ppermute, pshuffle, all_to_all,
+pswapaxes — and the axis environment they read.
 
 The axis environment is a stack of (name, size) frames. A transform that names an axis binds
 one with `axis_frame` while it specialises the user's function (`kiln.vmap(f, axis_name='i')`
-does; `pmap` will do the same), so a collective knows at the user's call whether its names are
+and `pmap(f, axis_name='i')` do), so a collective knows at the user's call whether its names are
 bound (`NameError: unbound axis name: j` otherwise, eagerly or while tracing) and how large the
 axes are (`pmean` divides by it, `psum` of a Python number multiplies by it, as in JAX). The
 collective itself is one primitive per name group (compiler/primitives/collectives.py); the
@@ -37,16 +38,20 @@ def axis_frame(name, size):
         _FRAMES.stack.pop()
 
 
-def axis_size(name):
-    """The size of the bound axis `name`; NameError (JAX's text) when it is not bound."""
+def axis_size(axis_name):
+    """The size of the bound axis `axis_name` (over a tuple of names, the product of their
+    sizes); NameError (JAX's text) when one is not bound."""
+    if isinstance(axis_name, (tuple, list)):
+        return math.prod(axis_size(n) for n in axis_name)
+    name = axis_name
     for bound, size in reversed(_FRAMES.stack):
         if bound == name:
             return size
     known = ", ".join(repr(n) for n, _ in reversed(_FRAMES.stack))
     where = f"the bound names are {known}" if known else "no axis is bound here"
     raise NameError(f"unbound axis name: {name} ({where}; name an axis with "
-                    f"kiln.vmap(f, axis_name={name!r}) around the function that calls the "
-                    f"collective)")
+                    f"kiln.vmap(f, axis_name={name!r}) or kiln.pmap(f, axis_name={name!r}) "
+                    f"around the function that calls the collective)")
 
 
 def _names(op, axis_name, axis_index_groups=None):
@@ -209,3 +214,37 @@ def ppermute(x, axis_name, perm):
         return _ops.select(received, value, _ops.full_like(value, 0))
     return tree_map(leaf, x)
 
+
+
+def pshuffle(x, axis_name, perm):
+    """`x` (a pytree) of example `perm[i]` at example `i` (`perm` a permutation of the axis)."""
+    names = _names("pshuffle", axis_name)
+    perm = [int(p) for p in perm]
+    if sorted(perm) != list(range(_size(names))):
+        raise ValueError(f"lax.pshuffle: perm={perm} is not a permutation of "
+                         f"range({_size(names)}), the size of the axis {_param(names)!r}")
+    return ppermute(x, axis_name, [(p, i) for i, p in enumerate(perm)])
+
+
+def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None, tiled=False):
+    """Each example splits `x` (a pytree) along `split_axis` into one block per example, sends
+    block r to example r, and joins what it receives along `concat_axis` in example order
+    (a new axis there unless `tiled`)."""
+    names = _names("all_to_all", axis_name, axis_index_groups)
+    if len(names) != 1:
+        raise NotImplementedError(f"lax.all_to_all over several axes {names}: kiln takes one "
+                                  f"axis name; nest two all_to_alls instead")
+
+    def leaf(v):
+        v = _leaf(v, "all_to_all")
+        split = _canonical("all_to_all", split_axis, v.ndim, "split_axis")
+        concat = _canonical("all_to_all", concat_axis, v.ndim, "concat_axis")
+        return _bind("all_to_all", v, axis_name=names[0], split_axis=split, concat_axis=concat,
+                     tiled=bool(tiled), axis_size=axis_size(names[0]))
+    return tree_map(leaf, x)
+
+
+def pswapaxes(x, axis_name, axis, *, axis_index_groups=None):
+    """The named axis and the positional axis `axis` of `x` swapped (an all_to_all that splits
+    and joins along `axis`)."""
+    return all_to_all(x, axis_name, axis, axis, axis_index_groups=axis_index_groups)

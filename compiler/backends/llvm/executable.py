@@ -56,6 +56,8 @@ import numpy as np
 
 from . import target, memory, externs, disk_cache, object_symbols, pycall, rtlib
 from .ssa_key import key_text
+from . import replica_context
+from ...primitives.collectives import holds_collectives
 
 LEVELS = ("llvm", "llvm-unoptimized", "asm")
 _ENTRY_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
@@ -122,8 +124,11 @@ class Executable:
         self._workspace = _allocator((workspace,), np.dtype(np.uint8)) if workspace else _none
         self._slots = ctypes.c_void_p * (len(fn.invars) + len(fn.outvars) + 1)
         self._mismatch = range(pycall.MISMATCH - len(fn.invars), pycall.MISMATCH + 1)
+        self._replicated = holds_collectives(fn)
 
     def __call__(self, *args):
+        if self._replicated:   # a pmap replica: its collectives read the thread's record
+            replica_context.enter()
         outs = [make() for make in self._outs]
         if self.held:
             args = self._hand_over(args, outs)

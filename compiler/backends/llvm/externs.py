@@ -48,6 +48,13 @@ def _parallel_for() -> int:
     return rtlib.address("parallel_for")
 
 
+def _replicas(attribute: str) -> Callable[[], int]:
+    def provide() -> int:
+        from . import replica_context
+        return getattr(replica_context, attribute)()
+    return provide
+
+
 def _debug_print() -> int:
     from . import host_callbacks
     return host_callbacks.callback_address()
@@ -61,6 +68,10 @@ EXTERNS: dict[str, tuple[ir.Type, Callable[[], int]]] = {
     "kiln_parallel_for": (PTR, _parallel_for),   # the runtime library's (rtlib.py)
     **{f"kiln_{routine}": (PTR, _blas(routine)) for routine in blas_lookup.ROUTINES},
     "kiln_debug_print": (PTR, _debug_print),   # the host callback of `debug_print`
+    # pmap's replicas (lower_collectives.py, replica_context.py)
+    "kiln_replica_key": (I64, _replicas("replica_key")),
+    "kiln_pthread_getspecific": (PTR, _replicas("getspecific_address")),
+    "kiln_replica_barrier": (PTR, _replicas("barrier_address")),
 }
 
 

@@ -1,0 +1,251 @@
+"""Lowerings of the collectives across pmap's replicas: psum, pmax, pmin, axis_index,
+all_gather, psum_scatter, ppermute, all_to_all.
+
+The replicas of a pmapped function run the same compiled code at once, one per thread. Each
+thread's *replica record* (replica_context.py) is found with `pthread_getspecific` on the key
+`kiln_replica_key` (both load-time externs):
+
+    record = {i64 index, i64 size, ptr slots, ptr barrier}
+
+`slots` holds one pointer per replica, shared by the group; `barrier` is the group's barrier,
+passed to `kiln_replica_barrier` (an extern). A collective is one exchange:
+
+    slots[index] = operand pointer;  barrier
+    result = f(every replica's operand, index)  -- read through slots
+    barrier                                      -- no operand is overwritten before all read
+
+so every replica computes its own result from the operands in place, combining them in replica
+order (replica 0 first): a psum's bits are the same on every replica and equal the reference
+backend's (compiler/primitives/replicas.py), the oracle of the tests. A literal operand is
+stored to a stack slot first.
+
+- psum/pmax/pmin: the result starts as replica 0's operand and folds in the others in order
+  (loops over contiguous elements, vectorised);
+- axis_index: the record's index;
+- all_gather: the result viewed as [pre, size, post] (pre: the operand's elements before the
+  gather dimension, post: from it on) gets replica q's [pre, post] at [:, q, :];
+- psum_scatter: the operand viewed as [pre, size, post], the result [pre, post] the sum over
+  replicas of their [:, index, :];
+- ppermute: the operand of the source of this replica (a table by index), or zeros;
+- all_to_all: block `index` of every replica q's split axis, at place q of the concat axis
+  (an element-by-element copy through the row-major flat index of the block).
+"""
+import numpy as np
+import llvmlite.ir as ir
+
+from ...primitives import PRIMITIVES
+from ...primitives.core import LLVM
+from ...primitives.collectives import sources
+from . import ltypes as T
+from . import externs
+from .buffers import Buffer, load, store, nbytes
+from .calls import intrinsic
+from .loops import counted_loop
+from .lower_elementwise import max_value, min_value
+from .lower_reductions import _sum as add_value
+
+_GETSPECIFIC = ir.FunctionType(T.PTR, [T.I32])
+_BARRIER = ir.FunctionType(T.VOID, [T.PTR])
+_RECORD = ir.LiteralStructType([T.I64, T.I64, T.PTR, T.PTR])
+
+
+class _Replica:
+    """This thread's replica record, read once at the start of a collective."""
+
+    def __init__(self, builder):
+        key = builder.load(externs.declare(builder.module, "kiln_replica_key"), typ=T.I64)
+        record = externs.call(builder, "kiln_pthread_getspecific", _GETSPECIFIC,
+                              [builder.trunc(key, T.I32)])
+        fields = [builder.load(builder.gep(record, [T.i64(0), T.I32(k)], source_etype=_RECORD),
+                               typ=t) for k, t in enumerate(_RECORD.elements)]
+        self.index, self.size, self.slots, self.barrier = fields
+
+    def slot(self, builder, replica):
+        return builder.gep(self.slots, [replica], source_etype=T.PTR)
+
+    def publish(self, builder, pointer):
+        builder.store(pointer, self.slot(builder, self.index))
+        self.wait(builder)
+
+    def peer(self, builder, replica, aval):
+        return Buffer(builder.load(self.slot(builder, replica), typ=T.PTR), aval)
+
+    def wait(self, builder):
+        externs.call(builder, "kiln_replica_barrier", _BARRIER, [self.barrier])
+
+
+def _operand(builder, buffer):
+    """A pointer to the operand's elements (a literal stored to a stack slot)."""
+    if buffer.const is None:
+        return buffer.ptr
+    slot = externs.stack_slot(builder, buffer.const if buffer.aval.dtype.kind != "b"
+                              else builder.zext(buffer.const, T.I8))
+    return slot
+
+
+def _exchange(emit_result):
+    """A rule: publish the operand, `emit_result(builder, replica, out, x)`, wait again."""
+    def rule(ctx, outs, ins, **params):
+        b = ctx.builder
+        replica = _Replica(b)
+        replica.publish(b, _operand(b, ins[0]))
+        emit_result(b, replica, outs[0], ins[0].aval, **params)
+        replica.wait(b)
+    return rule
+
+
+def _copy(builder, dst, src, count, itemsize):
+    intrinsic(builder, "memcpy", [dst, src, builder.mul(count, T.i64(itemsize)), T.I1(0)],
+              ret=T.VOID, overloads=[T.PTR, T.PTR, T.I64])
+
+
+def _reducing(combine):
+    def emit_result(b, replica, out, aval, **params):
+        n, dtype = aval.size, aval.dtype
+        _copy(b, out.ptr, replica.peer(b, T.i64(0), aval).ptr, T.i64(n), dtype.itemsize)
+
+        def fold(b, q, _):
+            peer = replica.peer(b, b.add(q, T.i64(1)), aval)
+
+            def element(b, j, _):
+                store(b, out, j, combine(b, load(b, out, j), load(b, peer, j), dtype))
+                return []
+            counted_loop(b, T.i64(n), element, name="j")
+            return []
+        counted_loop(b, b.sub(replica.size, T.i64(1)), fold, name="q")
+    return emit_result
+
+
+def _axis_index(ctx, outs, ins, **params):
+    b = ctx.builder
+    store(b, outs[0], T.i64(0), b.trunc(_Replica(b).index, T.I32))
+
+
+def _split(shape, at):
+    """(elements before axis `at`, elements from it on) of a row-major shape."""
+    return int(np.prod(shape[:at], dtype=np.int64)), int(np.prod(shape[at:], dtype=np.int64))
+
+
+def _all_gather(b, replica, out, aval, *, all_gather_dimension, tiled, axis_size, **params):
+    pre, post = _split(aval.shape, all_gather_dimension)
+    size = aval.dtype.itemsize
+
+    def per_replica(b, q, _):
+        peer = replica.peer(b, q, aval)
+
+        def block(b, p, _):
+            src = b.gep(peer.ptr, [b.mul(p, T.i64(post))], source_etype=T.mem_type(aval.dtype))
+            row = b.add(b.mul(p, T.i64(axis_size)), q)
+            dst = b.gep(out.ptr, [b.mul(row, T.i64(post))], source_etype=T.mem_type(aval.dtype))
+            _copy(b, dst, src, T.i64(post), size)
+            return []
+        counted_loop(b, T.i64(pre), block, name="p")
+        return []
+    counted_loop(b, T.i64(axis_size), per_replica, name="q")
+
+
+def _psum_scatter(b, replica, out, aval, *, scatter_dimension, tiled, axis_size, **params):
+    pre, rest = _split(aval.shape, scatter_dimension)
+    post = rest // axis_size if axis_size else 0
+    dtype = aval.dtype
+
+    def per_replica(b, q, _):
+        peer = replica.peer(b, q, aval)
+
+        def element(b, f, _):   # f over [pre, post]: out[f] (+)= peer[p, index, j]
+            p, j = b.udiv(f, T.i64(post)), b.urem(f, T.i64(post))
+            at = b.add(b.mul(b.add(b.mul(p, T.i64(axis_size)), replica.index), T.i64(post)), j)
+            value = load(b, peer, at)
+            first = b.icmp_unsigned("==", q, T.i64(0))
+            store(b, out, f, b.select(first, value, add_value(b, load(b, out, f), value, dtype)))
+            return []
+        counted_loop(b, T.i64(pre * post), element, name="f")
+        return []
+    if pre * post:
+        counted_loop(b, T.i64(axis_size), per_replica, name="q")
+
+
+def _ppermute_rule(ctx, outs, ins, *, axis_name, perm):
+    b = ctx.builder
+    replica = _Replica(b)
+    replica.publish(b, _operand(b, ins[0]))
+    out, aval = outs[0], ins[0].aval
+    # the source of each replica; the size is the group's, known only at run time, so the
+    # table covers every replica a pair names (others receive nothing)
+    n = 1 + max([max(s, d) for s, d in perm], default=0)
+    src = sources(perm, n)
+    table = ir.GlobalVariable(b.module, ir.ArrayType(T.I32, n),
+                              b.module.get_unique_name("ppermute.sources"))
+    table.initializer = ir.Constant(ir.ArrayType(T.I32, n), [int(s) for s in src])
+    table.global_constant = True
+    table.linkage = "internal"
+    inside = b.icmp_unsigned("<", replica.index, T.i64(n))
+    with b.if_else(inside) as (then, otherwise):
+        with then:
+            entry = b.gep(table, [T.i64(0), replica.index], source_etype=table.value_type)
+            from_then = b.load(entry, typ=T.I32)
+            then_block = b.block
+        with otherwise:
+            from_else = T.I32(-1)
+            else_block = b.block
+    source = b.phi(T.I32)
+    source.add_incoming(from_then, then_block)
+    source.add_incoming(from_else, else_block)
+    nb = nbytes(aval)
+    with b.if_else(b.icmp_signed(">=", source, T.I32(0))) as (receive, nothing):
+        with receive:
+            peer = replica.peer(b, b.sext(source, T.I64), aval)
+            _copy(b, out.ptr, peer.ptr, T.i64(aval.size), aval.dtype.itemsize)
+        with nothing:
+            intrinsic(b, "memset", [out.ptr, T.I8(0), T.i64(nb), T.I1(0)], ret=T.VOID,
+                      overloads=[T.PTR, T.I64])
+    replica.wait(b)
+
+
+def _all_to_all(b, replica, out, aval, *, split_axis, concat_axis, tiled, axis_size, **params):
+    shape = list(aval.shape)
+    k = shape[split_axis] // axis_size if axis_size else 0
+    before, after = _split(shape, split_axis)
+    a_count = before
+    b_count = after // shape[split_axis] * k if shape[split_axis] else 0   # block: [A, k * B]
+    block = a_count * b_count
+    out_shape = _out_shape(shape, split_axis, concat_axis, tiled, axis_size)
+    c2 = _split(out_shape, concat_axis)[1] // axis_size if axis_size else 0
+    if not block:
+        return
+
+    def per_replica(b, q, _):
+        peer = replica.peer(b, q, aval)
+
+        def element(b, f, _):
+            a, j = b.udiv(f, T.i64(b_count)), b.urem(f, T.i64(b_count))
+            src = b.add(b.mul(b.add(b.mul(a, T.i64(axis_size)), replica.index),
+                              T.i64(b_count)), j)
+            r, c = b.udiv(f, T.i64(c2)), b.urem(f, T.i64(c2))
+            dst = b.add(b.mul(b.add(b.mul(r, T.i64(axis_size)), q), T.i64(c2)), c)
+            store(b, out, dst, load(b, peer, src))
+            return []
+        counted_loop(b, T.i64(block), element, name="f")
+        return []
+    counted_loop(b, T.i64(axis_size), per_replica, name="q")
+
+
+def _out_shape(shape, split_axis, concat_axis, tiled, axis_size):
+    shape = list(shape)
+    if tiled:
+        shape[split_axis] = shape[split_axis] // axis_size if axis_size else 0
+        shape[concat_axis] *= axis_size
+    else:
+        del shape[split_axis]
+        shape.insert(concat_axis, axis_size)
+    return shape
+
+
+LLVM[PRIMITIVES["psum"]] = _exchange(_reducing(add_value))
+LLVM[PRIMITIVES["pmax"]] = _exchange(_reducing(max_value))
+LLVM[PRIMITIVES["pmin"]] = _exchange(_reducing(min_value))
+LLVM[PRIMITIVES["axis_index"]] = _axis_index
+LLVM[PRIMITIVES["all_gather"]] = _exchange(_all_gather)
+LLVM[PRIMITIVES["psum_scatter"]] = _exchange(_psum_scatter)
+LLVM[PRIMITIVES["ppermute"]] = _ppermute_rule
+LLVM[PRIMITIVES["all_to_all"]] = _exchange(_all_to_all)

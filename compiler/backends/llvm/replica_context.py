@@ -1,0 +1,95 @@
+"""The replica records compiled collectives read (lower_collectives.py), and how a thread
+enters one.
+
+A `ReplicaGroup` (compiler/primitives/replicas.py) gets, on the first compiled collective of a
+call, one native block (`NativeGroup`, kept in `group.backend_state["llvm"]`): a record per
+replica `{index, size, slots, barrier}`, the shared table of `size` slot pointers, and the
+barrier handle. Before a replica's compiled code runs, `enter()` makes the calling thread's
+record current with `pthread_setspecific` on this process's key (`replica_key()`, created
+once), which generated code reads back with `pthread_getspecific` (externs
+`kiln_replica_key`, `kiln_pthread_getspecific`).
+
+The barrier: `kiln_replica_barrier(barrier)` is the address of a C-callable function that
+waits on the group's `threading.Barrier` (found from the handle), so a replica that fails
+breaks it for the others (BrokenBarrierError is reported by `pmap`, never a hang).
+"""
+import ctypes
+import itertools
+import threading
+
+import numpy as np
+
+from ...primitives.replicas import current_frame
+
+_LIBC = ctypes.CDLL(None)
+_KEY = None
+_KEY_LOCK = threading.Lock()
+_BARRIERS = {}                 # handle -> threading.Barrier of a live group
+_HANDLES = itertools.count(1)
+_BARRIER_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def replica_key() -> int:
+    """This process's pthread key for the current replica record (created on first use)."""
+    global _KEY
+    with _KEY_LOCK:
+        if _KEY is None:
+            key = ctypes.c_uint(0)
+            if _LIBC.pthread_key_create(ctypes.byref(key), None) != 0:
+                raise RuntimeError("kiln: pthread_key_create failed (no key for pmap's replicas)")
+            _KEY = key.value
+    return _KEY
+
+
+def getspecific_address() -> int:
+    return ctypes.cast(_LIBC.pthread_getspecific, ctypes.c_void_p).value
+
+
+def _wait(handle):
+    barrier = _BARRIERS.get(handle)
+    if barrier is None:
+        return
+    try:
+        barrier.wait()
+    except threading.BrokenBarrierError:
+        pass   # another replica failed: pmap reports its error; this one's result is unused
+
+
+_WAIT = _BARRIER_TYPE(_wait)
+
+
+def barrier_address() -> int:
+    return ctypes.cast(_WAIT, ctypes.c_void_p).value
+
+
+class NativeGroup:
+    """The native records of one ReplicaGroup (see the module docstring)."""
+
+    def __init__(self, group):
+        self.handle = next(_HANDLES)
+        _BARRIERS[self.handle] = group.barrier
+        self.slots = np.zeros(group.size, np.uint64)
+        self.records = np.zeros((group.size, 4), np.uint64)
+        self.records[:, 0] = np.arange(group.size)
+        self.records[:, 1] = group.size
+        self.records[:, 2] = self.slots.ctypes.data
+        self.records[:, 3] = self.handle
+
+    def record(self, index):
+        return self.records.ctypes.data + index * self.records.strides[0]
+
+    def __del__(self):
+        _BARRIERS.pop(self.handle, None)
+
+
+def enter():
+    """Make this thread's replica (pmap's `running_as`) current for compiled code."""
+    frame = current_frame()
+    if frame is None:
+        _LIBC.pthread_setspecific(replica_key(), None)
+        return
+    group, index = frame
+    native = group.backend_state.get("llvm")
+    if native is None:
+        native = group.backend_state.setdefault("llvm", NativeGroup(group))
+    _LIBC.pthread_setspecific(ctypes.c_uint(replica_key()), ctypes.c_void_p(native.record(index)))

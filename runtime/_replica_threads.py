@@ -1,0 +1,75 @@
+"""The threads `pmap` runs its replicas on: started once per process and kept.
+
+`run(tasks)` runs every zero-argument callable of `tasks` at the same time, each on its own
+thread (the caller runs the first), and returns their results in order. All of them must run
+at once because replicas wait for each other in their collectives; so the pool grows to
+`len(tasks) - 1` workers on first need and keeps them (no thread starts per call). A task that
+raises calls `abort()` of the `on_error` object given (the replica group's barrier), so the
+others stop instead of waiting for it, and `run` re-raises the first error. Compiled replicas
+release the GIL while they run, so they run in parallel on the cores.
+"""
+import queue
+import threading
+
+_LOCK = threading.Lock()
+_WORKERS = []
+
+
+class _Worker:
+    def __init__(self):
+        self.inbox = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._loop, name=f"kiln-replica-{len(_WORKERS) + 1}",
+                                       daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        while True:
+            task, done = self.inbox.get()
+            done(task)
+
+
+def _workers(n):
+    with _LOCK:
+        while len(_WORKERS) < n:
+            _WORKERS.append(_Worker())
+        return _WORKERS[:n]
+
+
+def run(tasks, on_error=None):
+    """The results of `tasks`, run at once on distinct threads (see the module docstring).
+    Calls from several threads at once are serialised: each needs all the workers."""
+    with _RUN_LOCK:
+        results = [None] * len(tasks)
+        errors = []
+        finished = threading.Semaphore(0)
+
+        def runner(i):
+            def done(task):
+                try:
+                    results[i] = task()
+                except BaseException as e:   # noqa: BLE001 - re-raised by the caller below
+                    errors.append((i, e))
+                    if on_error is not None:
+                        on_error()
+                finally:
+                    finished.release()
+            return done
+
+        for i, (worker, task) in enumerate(zip(_workers(len(tasks) - 1), tasks[1:]), 1):
+            worker.inbox.put((task, runner(i)))
+        if tasks:
+            runner(0)(tasks[0])
+        for _ in tasks:
+            finished.acquire()
+    if errors:
+        first = min(errors, key=lambda e: (_secondary(e[1]), e[0]))[1]
+        raise first
+    return results
+
+
+def _secondary(error):
+    """Errors caused by another replica's failure (a broken barrier) sort last."""
+    return isinstance(error, threading.BrokenBarrierError)
+
+
+_RUN_LOCK = threading.RLock()

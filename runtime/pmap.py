@@ -1,0 +1,172 @@
+"""`kiln.pmap`: JAX's SPMD map, one replica of the function per device.
+
+The function is staged (`staging.stage`) for one replica (the argument types with the mapped
+axes removed) with `axis_name` bound to the number of replicas, so its collectives
+(`lax.psum(x, 'i')`, `all_gather`, `ppermute`, ...) check their names at the user's call and
+stay in its SSA as equations. That SSA is compiled once per argument signature for the backend
+(`backend=`, default the CPU's LLVM code, as `jit`) and cached in a `staging.GuardedCache`.
+A call runs the compiled replica once per device, all at once on native threads
+(`_replica_threads`), replica `i` on slice `i` of each mapped argument, inside one
+`ReplicaGroup` (compiler/primitives/replicas.py) through which the collectives exchange their
+operands; the results are stacked along `out_axes`.
+
+Inside a specialisation (`jit(pmap(f))`, `grad(pmap(f))`, a pmap in a pmap) the replicas are
+not separate calls: pmap is then emitted like `vmap` with the same axis name, which computes
+the same values (docs/pmap.md).
+
+The mapped size may not exceed the devices pmap runs on (`devices=`, else
+`kiln.local_devices()`): a ValueError names both. `static_broadcasted_argnums` are passed to
+every replica by value and are part of the cache key, as `jit`'s static arguments.
+"""
+import numpy as np
+
+from .tree_util import tree_flatten, tree_unflatten
+from . import staging, _replica_threads
+from .devices import local_devices
+from .staging import leaf_value, wrap_outputs
+from .dispatch import is_traced
+from .wrappers import user_facing, name_like, describe
+from .compiler.ir.builder import current
+from .compiler.primitives.replicas import ReplicaGroup, running_as
+from .compiler.transforms.vmap import batch_emit
+from .lax._parallel import axis_frame
+from .vmap import _broadcast_prefix, _check_axis_spec, split_mapped, place_outputs
+
+INTERNAL_AXIS = "_internal_pmap_axis_name"   # JAX's name of an unnamed pmap axis
+
+
+class _Entry(staging.Entry):
+    __slots__ = ("executable", "consts", "out_tree", "out_weak", "mapped_out")
+
+
+def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
+         devices=None, backend=None, axis_size=None, donate_argnums=(),
+         global_arg_shapes=None):
+    """`kiln.pmap` (JAX's signature): run `fun` once per device, in parallel, on slices of its
+    arguments along `in_axes`; collectives over `axis_name` compute across the devices."""
+    if not callable(fun):
+        raise TypeError(f"pmap requires a callable, got {fun!r}")
+    if global_arg_shapes is not None:
+        raise ValueError("pmap: global_arg_shapes is only meaningful with several processes "
+                         "feeding different data, which kiln's pmap does not need; remove it")
+    _check_axis_spec("in_axes", in_axes)
+    _check_axis_spec("out_axes", out_axes)
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    static = staging.StaticArgs(fun, static_broadcasted_argnums, (), what="static_broadcasted")
+    staging.StaticArgs(fun, donate_argnums, (), what="donate")   # checked; see docs/pmap.md
+    backend_key = staging.backend_name(backend or "cpu")
+    fallback = None if backend is not None else "reference"
+    cache = staging.GuardedCache()
+
+    @user_facing
+    def mapped(*args, **kwargs):
+        prep = _prepare(args, kwargs)
+        leaves, treedef, statics, avals, axes, size, examples = prep
+        if current() is not None or any(is_traced(x) for x in leaves):
+            st = _stage_replica(examples, treedef, statics, size)
+            outs, odims = batch_emit(st.fn, list(leaves) + list(st.extra),
+                                     axes + [None] * len(st.extra), size,
+                                     axis_name=axis_name or INTERNAL_AXIS)
+            placed = place_outputs(outs, odims, st.out_tree, size, out_axes, fun, "pmap")
+            return tree_unflatten(st.out_tree, placed)
+        _devices_for(size)
+        key = (treedef, statics, tuple(avals), tuple(axes))
+        entry = cache.lookup(key, lambda stale: _compile(examples, treedef, statics, size))
+        values = [_to_front(leaf_value(x), d) for x, d in zip(leaves, axes)]
+        outs = _run(entry, values, axes, size)
+        return tree_unflatten(entry.out_tree, wrap_outputs(outs, entry.out_weak))
+
+    def _devices_for(size):
+        """The devices the replicas run on; a ValueError when there are fewer than `size`."""
+        available = list(devices) if devices is not None else local_devices()
+        if size > len(available):
+            where = "the devices given to pmap" if devices is not None else \
+                "kiln.local_devices()"
+            raise ValueError(
+                f"pmap of {describe(fun)} maps an axis of size {size}, but only "
+                f"{len(available)} devices are available ({where}). Map over at most "
+                f"{len(available)} per call (reshape the batch into [devices, per device, ...]), "
+                f"or run with more CPU devices: kiln.config.update('jax_num_cpu_devices', "
+                f"{size}) before kiln first lists its devices, KILN_NUM_CPU_DEVICES={size}, or "
+                f"XLA_FLAGS=--xla_force_host_platform_device_count={size}.")
+        return available[:size]
+
+    def _prepare(args, kwargs):
+        statics, dyn_args, dyn_kwargs = static.split(args, kwargs, describe(fun))
+        leaves, treedef = tree_flatten((tuple(dyn_args), dyn_kwargs))
+        spec = in_axes
+        if isinstance(spec, tuple):
+            if len(spec) != len(args):
+                raise ValueError(f"pmap in_axes must be an int, None, or a tuple of entries "
+                                 f"corresponding to the positional arguments passed to the "
+                                 f"function, but got len(in_axes)={len(spec)}, "
+                                 f"len(args)={len(args)} ({describe(fun)})")
+            static_positions = {w for k, w, _ in statics if k == "#"}
+            spec = tuple(s for i, s in enumerate(spec) if i not in static_positions)
+        consts, leaves, avals, axes, size, examples = split_mapped(
+            leaves, spec, dyn_args, dyn_kwargs, axis_size, "pmap")
+        return leaves, treedef, (statics, consts), avals, axes, size, examples
+
+    def _stage_replica(examples, treedef, statics, size):
+        """`fun` specialised for one replica, with `axis_name` bound for its collectives."""
+        call_statics, consts = statics
+
+        def rebuild(tracers):
+            dyn_args, dyn_kwargs = tree_unflatten(treedef, staging.merge_leaves(tracers, consts))
+            return staging.merge_statics(dyn_args, dyn_kwargs, call_statics)
+        with axis_frame(axis_name or INTERNAL_AXIS, size):
+            return staging.stage(fun, examples, rebuild, staging.function_name(fun, "pmap"),
+                                 api="mapped by kiln.pmap")
+
+    def _compile(examples, treedef, statics, size):
+        st = _stage_replica(examples, treedef, statics, size)
+        entry = _Entry()
+        ssa, entry.executable = staging.compile_ssa(st.fn, backend_key, fallback=fallback,
+                                                    name=describe(fun))
+        entry.consts = list(st.extra)
+        entry.out_tree = st.out_tree
+        entry.out_weak = [v.aval.weak_type for v in ssa.outvars]
+        entry.guards = st.guards
+        entry.mapped_out = _out_specs(st.out_tree, len(ssa.outvars))
+        return entry
+
+    def _out_specs(out_tree, n):
+        if out_axes is None or isinstance(out_axes, int):
+            return [out_axes] * n
+        return _broadcast_prefix(out_axes, tree_unflatten(out_tree, [None] * n), "out_axes")
+
+    def _run(entry, values, axes, size):
+        group = ReplicaGroup(axis_name or INTERNAL_AXIS, size)
+
+        def replica(i):
+            args = [v[i] if d is not None else v for v, d in zip(values, axes)]
+
+            def task():
+                with running_as(group, i):
+                    return entry.executable(*args, *entry.consts)
+            return task
+        per_replica = _replica_threads.run([replica(i) for i in range(size)],
+                                           on_error=group.barrier.abort)
+        outs = []
+        for k, spec in enumerate(entry.mapped_out):
+            if spec is None:
+                outs.append(per_replica[0][k] if size else None)
+                continue
+            stacked = np.stack([np.asarray(r[k]) for r in per_replica])
+            nd = stacked.ndim
+            if not -nd <= spec < nd:
+                raise ValueError(f"pmap out_axes {spec} is out of bounds for an output of "
+                                 f"rank {nd} ({describe(fun)})")
+            outs.append(np.moveaxis(stacked, 0, spec % nd))
+        return outs
+
+    name_like(mapped, fun)
+    return mapped
+
+
+def _to_front(value, axis):
+    """`value` with its mapped axis first (None: unmapped, as it is)."""
+    if axis is None or axis == 0:
+        return value
+    return np.ascontiguousarray(np.moveaxis(np.asarray(value), axis, 0))
