@@ -199,10 +199,11 @@ def _normalize_axes(axes, avals, args, kwargs, axis_size, api="vmap"):
         out.append(d)
         sizes.append((i, d, a.shape[d]))
     if not sizes:
+        if api != "vmap":   # JAX's pmap maps at least one argument, axis_size or not
+            raise ValueError(f"{api} requires at least one argument with a mapped axis.")
         if axis_size is None:
-            raise ValueError(f"{api} must have at least one non-None value in in_axes, or "
-                             f"be given axis_size" if api == "vmap" else
-                             f"{api} requires at least one argument with a mapped axis.")
+            raise ValueError("vmap must have at least one non-None value in in_axes, or be "
+                             "given axis_size")
         return out, int(axis_size)
     size = sizes[0][2]
     if any(s != size for _, _, s in sizes) or (axis_size is not None and axis_size != size):

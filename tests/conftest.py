@@ -7,10 +7,14 @@ deadline, because the first call of a kiln operation pays for imports and caches
 """
 import os
 
-import pytest
-from hypothesis import HealthCheck, settings
+# Eight CPU devices, as JAX's own test suite runs, so pmap maps over 1, 2, 3 or 8 of them.
+# (Set before kiln is imported: the device count is read once.)
+os.environ.setdefault("KILN_NUM_CPU_DEVICES", "8")
 
-from kiln.compiler.config import config
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+from kiln.compiler.config import config  # noqa: E402
 
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.register_profile("ci", max_examples=15, deadline=None, derandomize=True,

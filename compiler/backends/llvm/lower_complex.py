@@ -67,7 +67,8 @@ MOVES = frozenset({
     "scatter_mul", "scatter_min", "scatter_max", "dynamic_slice", "dynamic_update_slice",
     "cond", "while_loop", "scan", "custom_jvp_call", "custom_vjp_call", "remat",
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "cumsum", "cumprod", "cummax",
-    "cummin", "dot_general", "sort", "tape_push", "tape_pop", "debug_print"})
+    "cummin", "dot_general", "sort", "tape_push", "tape_pop", "debug_print",
+    "psum", "all_gather", "psum_scatter", "ppermute", "all_to_all"})
 
 
 def lowers(eqn):
