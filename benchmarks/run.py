@@ -8,6 +8,10 @@ import argparse
 import os
 import sys
 
+# Eight CPU devices for the pmap rows, for kiln and JAX alike (read when each is imported).
+os.environ.setdefault("KILN_NUM_CPU_DEVICES", "8")
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness import run_cases, markdown, machine_description  # noqa: E402
@@ -15,12 +19,13 @@ import autodiff  # noqa: E402
 import cpu  # noqa: E402
 import eager  # noqa: E402
 import frontend  # noqa: E402
+import pmap  # noqa: E402
 import reductions  # noqa: E402
 import small  # noqa: E402
 import vmap  # noqa: E402
 
 SUITES = {"eager": eager.cases, "frontend": frontend.cases, "autodiff": autodiff.cases,
-          "cpu": cpu.cases, "reductions": reductions.cases, "small": small.cases,
+          "cpu": cpu.cases, "pmap": pmap.cases, "reductions": reductions.cases, "small": small.cases,
           "vmap": vmap.cases}
 
 

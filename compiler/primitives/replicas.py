@@ -31,7 +31,13 @@ class ReplicaGroup:
         self.size = size
         self.barrier = threading.Barrier(size)
         self.slots = [None] * size
-        self.backend_state = {}   # what a native backend keeps for this group (its records)
+        self.backend_state = {}   # a native backend's records of the group (with `abort()`)
+
+    def abort(self):
+        """A replica failed: release the others from every barrier, Python's and native."""
+        self.barrier.abort()
+        for state in list(self.backend_state.values()):
+            state.abort()
 
     def exchange(self, index, value):
         """Every replica's `value`, in replica order (all replicas call this together)."""

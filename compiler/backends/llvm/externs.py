@@ -71,7 +71,7 @@ EXTERNS: dict[str, tuple[ir.Type, Callable[[], int]]] = {
     # pmap's replicas (lower_collectives.py, replica_context.py)
     "kiln_replica_key": (I64, _replicas("replica_key")),
     "kiln_pthread_getspecific": (PTR, _replicas("getspecific_address")),
-    "kiln_replica_barrier": (PTR, _replicas("barrier_address")),
+    "kiln_sched_yield": (PTR, _replicas("sched_yield_address")),
 }
 
 

@@ -7,8 +7,13 @@ thread's *replica record* (replica_context.py) is found with `pthread_getspecifi
 
     record = {i64 index, i64 size, ptr slots, ptr barrier}
 
-`slots` holds one pointer per replica, shared by the group; `barrier` is the group's barrier,
-passed to `kiln_replica_barrier` (an extern). A collective is one exchange:
+`slots` holds one pointer per replica, shared by the group; `barrier` points at the group's
+barrier words `{i64 arrived, i64 generation, i64 broken}`, waited on by `kiln.replica_barrier`
+(defined once per module): the last replica to arrive resets `arrived` and bumps `generation`;
+the others spin on `generation` (`sched_yield` between reads after the first `SPIN`, so 8
+replicas on 2 cores give their cores to the replicas still computing) until it moves or
+`broken` is set (replica_context: a replica that failed breaks the barrier, so the others
+finish instead of waiting for it). A collective is one exchange:
 
     slots[index] = operand pointer;  barrier
     result = f(every replica's operand, index)  -- read through slots
@@ -45,8 +50,50 @@ from .lower_elementwise import max_value, min_value
 from .lower_reductions import _sum as add_value
 
 _GETSPECIFIC = ir.FunctionType(T.PTR, [T.I32])
-_BARRIER = ir.FunctionType(T.VOID, [T.PTR])
+_YIELD = ir.FunctionType(T.I32, [])
 _RECORD = ir.LiteralStructType([T.I64, T.I64, T.PTR, T.PTR])
+_BARRIER_WORDS = ir.ArrayType(T.I64, 3)   # arrived, generation, broken
+BARRIER_NAME = "kiln.replica_barrier"
+SPIN = 100
+
+
+def _barrier_function(module):
+    """`void kiln.replica_barrier(ptr words, i64 parties)`, defined once per module."""
+    existing = module.globals.get(BARRIER_NAME)
+    if existing is not None:
+        return existing
+    fn = ir.Function(module, ir.FunctionType(T.VOID, [T.PTR, T.I64]), BARRIER_NAME)
+    fn.linkage = "internal"
+    words, parties = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def word(k):
+        return b.gep(words, [T.i64(0), T.I32(k)], source_etype=_BARRIER_WORDS)
+    generation = b.load_atomic(word(1), "acquire", 8, typ=T.I64)
+    before = b.atomic_rmw("add", word(0), T.i64(1), "acq_rel")
+    last = b.icmp_unsigned("==", before, b.sub(parties, T.i64(1)))
+    release, wait, done = (fn.append_basic_block(n) for n in ("release", "wait", "done"))
+    b.cbranch(last, release, wait)
+    b.position_at_end(release)
+    b.atomic_rmw("xchg", word(0), T.i64(0), "monotonic")
+    b.atomic_rmw("add", word(1), T.i64(1), "release")
+    b.branch(done)
+    b.position_at_end(wait)
+    spins = b.phi(T.I64)
+    spins.add_incoming(T.i64(0), release.function.entry_basic_block)
+    moved = b.icmp_unsigned("!=", b.load_atomic(word(1), "acquire", 8, typ=T.I64), generation)
+    broken = b.icmp_unsigned("!=", b.load_atomic(word(2), "acquire", 8, typ=T.I64), T.i64(0))
+    again = fn.append_basic_block("again")
+    b.cbranch(b.or_(moved, broken), done, again)
+    b.position_at_end(again)
+    tired = b.icmp_unsigned(">=", spins, T.i64(SPIN))
+    with b.if_then(tired):
+        externs.call(b, "kiln_sched_yield", _YIELD, [])
+    spins.add_incoming(b.add(spins, T.i64(1)), b.block)
+    b.branch(wait)
+    b.position_at_end(done)
+    b.ret_void()
+    return fn
 
 
 class _Replica:
@@ -71,7 +118,7 @@ class _Replica:
         return Buffer(builder.load(self.slot(builder, replica), typ=T.PTR), aval)
 
     def wait(self, builder):
-        externs.call(builder, "kiln_replica_barrier", _BARRIER, [self.barrier])
+        builder.call(_barrier_function(builder.module), [self.barrier, self.size])
 
 
 def _operand(builder, buffer):

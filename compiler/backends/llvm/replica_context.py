@@ -9,12 +9,10 @@ record current with `pthread_setspecific` on this process's key (`replica_key()`
 once), which generated code reads back with `pthread_getspecific` (externs
 `kiln_replica_key`, `kiln_pthread_getspecific`).
 
-The barrier: `kiln_replica_barrier(barrier)` is the address of a C-callable function that
-waits on the group's `threading.Barrier` (found from the handle), so a replica that fails
-breaks it for the others (BrokenBarrierError is reported by `pmap`, never a hang).
+The barrier is three words per group (arrived, generation, broken: lower_collectives.py);
+`abort()` sets `broken` when a replica fails, so the others finish instead of waiting.
 """
 import ctypes
-import itertools
 import threading
 
 import numpy as np
@@ -24,9 +22,6 @@ from ...primitives.replicas import current_frame
 _LIBC = ctypes.CDLL(None)
 _KEY = None
 _KEY_LOCK = threading.Lock()
-_BARRIERS = {}                 # handle -> threading.Barrier of a live group
-_HANDLES = itertools.count(1)
-_BARRIER_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
 def replica_key() -> int:
@@ -45,41 +40,27 @@ def getspecific_address() -> int:
     return ctypes.cast(_LIBC.pthread_getspecific, ctypes.c_void_p).value
 
 
-def _wait(handle):
-    barrier = _BARRIERS.get(handle)
-    if barrier is None:
-        return
-    try:
-        barrier.wait()
-    except threading.BrokenBarrierError:
-        pass   # another replica failed: pmap reports its error; this one's result is unused
-
-
-_WAIT = _BARRIER_TYPE(_wait)
-
-
-def barrier_address() -> int:
-    return ctypes.cast(_WAIT, ctypes.c_void_p).value
+def sched_yield_address() -> int:
+    return ctypes.cast(_LIBC.sched_yield, ctypes.c_void_p).value
 
 
 class NativeGroup:
     """The native records of one ReplicaGroup (see the module docstring)."""
 
     def __init__(self, group):
-        self.handle = next(_HANDLES)
-        _BARRIERS[self.handle] = group.barrier
         self.slots = np.zeros(group.size, np.uint64)
+        self.barrier = np.zeros(3, np.int64)
         self.records = np.zeros((group.size, 4), np.uint64)
         self.records[:, 0] = np.arange(group.size)
         self.records[:, 1] = group.size
         self.records[:, 2] = self.slots.ctypes.data
-        self.records[:, 3] = self.handle
+        self.records[:, 3] = self.barrier.ctypes.data
 
     def record(self, index):
         return self.records.ctypes.data + index * self.records.strides[0]
 
-    def __del__(self):
-        _BARRIERS.pop(self.handle, None)
+    def abort(self):
+        self.barrier[2] = 1
 
 
 def enter():
