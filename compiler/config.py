@@ -2,7 +2,10 @@
 
 Flags mirror JAX's names: `enable_x64` (default off: int32/float32 defaults, 64-bit values
 narrowed) and `debug_nans`. Environment variables `KILN_ENABLE_X64=1` (or JAX's
-`JAX_ENABLE_X64=1`) set the initial value.
+`JAX_ENABLE_X64=1`) set the initial value. One whole-number option: `num_cpu_devices` (JAX's
+`jax_num_cpu_devices`; unset: the runtime's devices module reads the environment); a module
+that must refuse a change (the device count, once devices were listed) registers a guard with
+`config.guard(name, check)`, which runs before the value changes and may raise.
 """
 import os
 
@@ -23,18 +26,34 @@ class Config:
         "debug_nans": ("KILN_DEBUG_NANS",),
     }
 
+    _whole_numbers = ("num_cpu_devices",)
+
     def __init__(self):
         self._values = {name: _env_flag(*envs) for name, envs in self._defaults.items()}
+        self._values.update({name: None for name in self._whole_numbers})
         self._listeners = []
+        self._guards = {}
 
     def update(self, name, value):
         key = name[4:] if name.startswith("jax_") else name
         if key not in self._values:
             raise ValueError(f"kiln.config.update: unknown option {name!r}; known options: "
                              f"{', '.join(sorted(self._values))}")
-        self._values[key] = bool(value)
+        if key in self._whole_numbers:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"kiln.config.update({name!r}, {value!r}): expected a whole "
+                                 f"number of at least 1")
+        else:
+            value = bool(value)
+        if key in self._guards:
+            self._guards[key](value)
+        self._values[key] = value
         for listener in self._listeners:
-            listener(key, bool(value))
+            listener(key, value)
+
+    def guard(self, name, check):
+        """Run `check(value)` before option `name` changes; it raises to refuse."""
+        self._guards[name] = check
 
     def read(self, name):
         return self._values[name[4:] if name.startswith("jax_") else name]

@@ -1,13 +1,17 @@
 """Devices: what `kiln.devices()` lists and where `device_put` places data.
 
-On the CPU every array lives in host memory as a NumPy buffer; `KILN_NUM_CPU_DEVICES` (or XLA's
-`--xla_force_host_platform_device_count` in `XLA_FLAGS`) sets how many virtual CPU devices
-`kiln.devices()` reports, for `pmap` on one machine.
+On the CPU every array lives in host memory as a NumPy buffer. How many CPU devices
+`kiln.devices()` reports (what `pmap` maps over on one machine) is, in order:
+`kiln.config.update("jax_num_cpu_devices", n)` (JAX's option), `KILN_NUM_CPU_DEVICES`, XLA's
+`--xla_force_host_platform_device_count=N` in `XLA_FLAGS`; default 1, as JAX. The count is
+fixed when devices are first listed: changing the option afterwards is JAX's RuntimeError.
 """
 import os
 import re
 
 import numpy as np
+
+from .compiler.config import config
 
 
 class Device:
@@ -30,20 +34,42 @@ class Device:
 
 
 def _cpu_count():
-    n = os.environ.get("KILN_NUM_CPU_DEVICES")
-    if n is None:
-        m = re.search(r"--xla_force_host_platform_device_count=(\d+)", os.environ.get("XLA_FLAGS", ""))
-        n = m.group(1) if m else "1"
-    return max(1, int(n))
+    chosen = config.read("num_cpu_devices")
+    if chosen is not None:
+        return chosen
+    n = os.environ.get("KILN_NUM_CPU_DEVICES", "").strip()
+    if n:
+        if not n.isdigit() or int(n) < 1:
+            raise ValueError(f"KILN_NUM_CPU_DEVICES={n!r} must be a whole number of at least 1")
+        return int(n)
+    m = re.search(r"--xla_force_host_platform_device_count=(\d+)", os.environ.get("XLA_FLAGS", ""))
+    return max(1, int(m.group(1))) if m else 1
 
 
-_DEVICES = [Device(i) for i in range(_cpu_count())]
+_DEVICES = []   # filled on first use
+
+
+def _listed():
+    if not _DEVICES:
+        _DEVICES.extend(Device(i) for i in range(_cpu_count()))
+    return _DEVICES
+
+
+def _refuse_late_change(value):
+    if _DEVICES and value != len(_DEVICES):
+        raise RuntimeError("jax_num_cpu_devices config should be updated before backends are "
+                           "initialized i.e. before any JAX operation is executed. You should "
+                           "initialize this config immediately after `import kiln` (kiln "
+                           f"already lists {len(_DEVICES)} CPU devices).")
+
+
+config.guard("num_cpu_devices", _refuse_late_change)
 
 
 def devices(backend=None):
     if backend not in (None, "cpu"):
         raise RuntimeError(f"Unknown backend {backend!r}; available backends: cpu")
-    return list(_DEVICES)
+    return list(_listed())
 
 
 def local_devices(process_index=None, backend=None):

@@ -320,3 +320,41 @@ def test_a_failing_replica_fails_the_call_without_hanging():
     # the threads are still usable afterwards
     np.testing.assert_array_equal(
         np.asarray(kiln.pmap(lambda v: lax.psum(v, "i"), axis_name="i")(np.ones(4))), 4 * [4.])
+
+
+# ---------------------------------------------------------------- device counts
+
+def _run_fresh(code, env):
+    import os
+    import subprocess
+    import sys
+    full = {k: v for k, v in os.environ.items()
+            if k not in ("KILN_NUM_CPU_DEVICES", "XLA_FLAGS")}
+    full.update(env)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=full, timeout=120)
+
+
+@pytest.mark.parametrize("env, setting, count", [
+    ({}, None, 1),
+    ({"KILN_NUM_CPU_DEVICES": "3"}, None, 3),
+    ({"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}, None, 2),
+    ({"KILN_NUM_CPU_DEVICES": "3"}, 5, 5),
+])
+def test_device_count_settings(env, setting, count):
+    code = ("import kiln\n"
+            + (f"kiln.config.update('jax_num_cpu_devices', {setting})\n" if setting else "")
+            + "print(kiln.device_count(), kiln.local_device_count(), kiln.devices()[-1])\n"
+            + "try:\n    kiln.config.update('jax_num_cpu_devices', 7)\n"
+            + "except RuntimeError as e:\n    print('refused', 'before backends' in str(e))\n")
+    out = _run_fresh(code, env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == [f"{count} {count} CpuDevice(id={count - 1})",
+                                         "refused True"]
+
+
+def test_bad_device_count_settings():
+    with pytest.raises(ValueError, match="whole number of at least 1"):
+        kiln.config.update("jax_num_cpu_devices", 0)
+    out = _run_fresh("import kiln; kiln.devices()", {"KILN_NUM_CPU_DEVICES": "two"})
+    assert "KILN_NUM_CPU_DEVICES='two' must be a whole number" in out.stderr
