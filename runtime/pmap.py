@@ -145,7 +145,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     def _out_specs(out_tree, n):
         if out_axes is None or isinstance(out_axes, int):
             return [out_axes] * n
-        return _broadcast_prefix(out_axes, tree_unflatten(out_tree, [None] * n), "out_axes")
+        return _broadcast_prefix(out_axes, tree_unflatten(out_tree, [0] * n), "out_axes")
 
     def _run(entry, values, axes, size):
         def args_of(i):

@@ -62,3 +62,17 @@ def test_every_sample_is_tested():
               "python_control_flow.py", "png.py"}   # png.py: train_mlp's plotting helper
     assert {p.name for p in SAMPLES.glob("*.py")} == tested
     assert os.path.isdir(SAMPLES / "aot_c")
+
+
+def test_pmap_basics_prints_the_seed_values():
+    out = run("pmap_basics.py").splitlines()
+    assert out[-1] == "[0.         0.16666667 0.33333334 0.5       ]"
+    assert len(out[0].strip("[]").split()) + len(out[1].strip("[]").split()) == 8
+
+
+@pytest.mark.parametrize("devices", [1, 2, 4])
+def test_data_parallel_training_matches_one_device(devices):
+    out = run("dp_train.py", "--devices", str(devices), "--steps", "60")
+    first, last = map(float, out.split("loss ")[1].split(" after")[0].split(" -> "))
+    assert last < first, out
+    assert float(out.split("batch: ")[1]) < 1e-3, out
