@@ -17,12 +17,13 @@ from .ad import (grad, value_and_grad, jvp, vjp, linearize, jacfwd, jacrev,  # n
 from .custom_derivatives import custom_jvp, custom_vjp, checkpoint, remat  # noqa: F401,E402
 from .vmap import vmap  # noqa: F401,E402
 from .pmap import pmap  # noqa: F401,E402
+from .shard_map import shard_map  # noqa: F401,E402
 
 from .compiler import __version__  # noqa: F401,E402
 
 __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp", "vjp",
            "linearize", "jacfwd", "jacrev", "jacobian", "hessian", "custom_jvp",
-           "custom_vjp", "checkpoint", "remat", "vmap", "pmap", "disable_jit", "debug", "devices",
+           "custom_vjp", "checkpoint", "remat", "vmap", "pmap", "shard_map", "disable_jit", "debug", "devices",
            "local_devices", "device_count", "local_device_count", "process_index",
            "process_count", "default_backend", "device_put", "block_until_ready", "tree",
            "tree_util", "lax", "numpy", "random", "nn", "scipy", "example_libraries",

@@ -1,4 +1,5 @@
-"""The threads `pmap` runs its replicas on: started once per process and kept.
+"""The threads `pmap` and `shard_map` run their replicas on: started once per process and
+kept, and `run_replicas`, how a call runs its replicas.
 
 `run(tasks)` runs every zero-argument callable of `tasks` at the same time, each on its own
 thread (the caller runs the first), and returns their results in order. All of them must run
@@ -8,8 +9,14 @@ raises calls `abort()` of the `on_error` object given (the replica group's barri
 others stop instead of waiting for it, and `run` re-raises the first error. Compiled replicas
 release the GIL while they run, so they run in parallel on the cores.
 """
+import contextlib
 import queue
 import threading
+import time
+
+from .compiler.primitives.replicas import running_as
+
+PARALLEL_ABOVE = 50e-6   # seconds per replica above which replicas without collectives go parallel
 
 _LOCK = threading.Lock()
 _WORKERS = []
@@ -73,3 +80,34 @@ def _secondary(error):
 
 
 _RUN_LOCK = threading.RLock()
+
+
+def run_replicas(entry, group, args_of, backend):
+    """Each replica's outputs: `entry.executable(*args_of(i))` for every replica `i` of
+    `group`. With collectives (`entry.parallel` True) they run all at once, each inside
+    `running_as(group, i)`; without, one after the other on the calling thread while a replica
+    takes under PARALLEL_ABOVE seconds (`entry.parallel` None: measured on this call) and at
+    once otherwise. While they run at once the LLVM backend's BLAS threads are divided among
+    them."""
+    size = group.size
+    if not entry.parallel:   # no collectives: the replicas need not meet
+        start = time.perf_counter()
+        outs = [entry.executable(*args_of(i)) for i in range(size)]
+        if entry.parallel is None:
+            entry.parallel = (time.perf_counter() - start) > PARALLEL_ABOVE * size
+        return outs
+
+    def replica(i):
+        def task():
+            with running_as(group, i):
+                return entry.executable(*args_of(i))
+        return task
+    with _blas_shared_by(size, backend):
+        return run([replica(i) for i in range(size)], on_error=group.abort)
+
+
+def _blas_shared_by(size, backend):
+    if backend != "llvm":
+        return contextlib.nullcontext()
+    from .compiler.backends.llvm import threads
+    return threads.shared_by(size)

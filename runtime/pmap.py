@@ -9,11 +9,11 @@ A call runs the compiled replica once per device, replica `i` on slice `i` of ea
 argument, inside one `ReplicaGroup` (compiler/primitives/replicas.py) through which the
 collectives exchange their operands; the results are stacked along `out_axes`. A function with
 collectives runs its replicas all at once on native threads (`_replica_threads`: they wait for
-each other). One without runs them on those threads when a replica takes more than
-`PARALLEL_ABOVE` seconds (measured on the first call, which runs them one after the other),
-else one after the other on the calling thread: handing a few microseconds of work to another
-thread costs more than it saves. While replicas run at once, the LLVM backend's BLAS threads
-are divided among them (`threads.shared_by`).
+each other). One without runs them on those threads when a replica takes more than 50 us
+(measured on the first call, which runs them one after the other), else one after the other on
+the calling thread: handing a few microseconds of work to another thread costs more than it
+saves. While replicas run at once, the LLVM backend's BLAS threads are divided among them
+(`_replica_threads.run_replicas`).
 
 Inside a specialisation (`jit(pmap(f))`, `grad(pmap(f))`, a pmap in a pmap) the replicas are
 not separate calls: pmap is then emitted like `vmap` with the same axis name, which computes
@@ -23,9 +23,6 @@ The mapped size may not exceed the devices pmap runs on (`devices=`, else
 `kiln.local_devices()`): a ValueError names both. `static_broadcasted_argnums` are passed to
 every replica by value and are part of the cache key, as `jit`'s static arguments.
 """
-import contextlib
-import time
-
 import numpy as np
 
 from .tree_util import tree_flatten, tree_unflatten
@@ -36,17 +33,17 @@ from .dispatch import is_traced
 from .wrappers import user_facing, name_like, describe
 from .compiler.ir.builder import current
 from .compiler.primitives.collectives import holds_collectives
-from .compiler.primitives.replicas import ReplicaGroup, running_as
+from .compiler.primitives.replicas import ReplicaGroup
 from .compiler.transforms.vmap import batch_emit
 from .lax._parallel import axis_frame
 from .vmap import _broadcast_prefix, _check_axis_spec, split_mapped, place_outputs
 
 INTERNAL_AXIS = "_internal_pmap_axis_name"   # JAX's name of an unnamed pmap axis
-PARALLEL_ABOVE = 50e-6
 
 
 class _Entry(staging.Entry):
-    __slots__ = ("executable", "consts", "out_tree", "out_weak", "mapped_out", "parallel")
+    __slots__ = ("executable", "consts", "out_tree", "out_weak", "mapped_out", "parallel",
+                 "backend")
 
 
 def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
@@ -140,6 +137,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         entry.guards = st.guards
         entry.mapped_out = _out_specs(st.out_tree, len(ssa.outvars))
         entry.parallel = True if holds_collectives(ssa) else None   # None: not measured yet
+        entry.backend = backend_key
         return entry
 
     def _out_specs(out_tree, n):
@@ -150,22 +148,8 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     def _run(entry, values, axes, size):
         def args_of(i):
             return [v[i] if d is not None else v for v, d in zip(values, axes)] + entry.consts
-        if not entry.parallel:   # no collectives: the replicas need not meet
-            start = time.perf_counter()
-            per_replica = [entry.executable(*args_of(i)) for i in range(size)]
-            if entry.parallel is None:
-                entry.parallel = (time.perf_counter() - start) > PARALLEL_ABOVE * size
-        else:
-            group = ReplicaGroup(axis_name or INTERNAL_AXIS, size)
-
-            def replica(i):
-                def task():
-                    with running_as(group, i):
-                        return entry.executable(*args_of(i))
-                return task
-            with _blas_shared_by(size):
-                per_replica = _replica_threads.run([replica(i) for i in range(size)],
-                                                   on_error=group.abort)
+        group = ReplicaGroup(((axis_name or INTERNAL_AXIS, size),))
+        per_replica = _replica_threads.run_replicas(entry, group, args_of, entry.backend)
         outs = []
         for k, spec in enumerate(entry.mapped_out):
             if spec is None:
@@ -178,13 +162,6 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
                                  f"rank {nd} ({describe(fun)})")
             outs.append(np.moveaxis(stacked, 0, spec % nd))
         return outs
-
-    def _blas_shared_by(size):
-        """The LLVM backend's BLAS threads divided among the replicas running at once."""
-        if backend_key != "llvm":
-            return contextlib.nullcontext()
-        from .compiler.backends.llvm import threads
-        return threads.shared_by(size)
 
     name_like(mapped, fun)
     return mapped

@@ -12,7 +12,8 @@ PUBLIC = {
         "custom_jvp", "custom_vjp", "debug", "default_backend", "device_count", "device_put",
         "devices", "disable_jit", "example_libraries", "grad", "hessian", "jacfwd", "jacobian",
         "jacrev", "jit", "jvp", "lax", "linearize", "local_device_count", "local_devices",
-        "make_ir", "nn", "numpy", "pmap", "process_count", "process_index", "random", "remat", "scipy",
+        "make_ir", "nn", "numpy", "pmap", "process_count", "process_index", "random", "remat",
+        "scipy", "shard_map",
         "test_util", "tree", "tree_util", "value_and_grad", "vjp", "vmap"},
     "kiln.numpy": {
         "abs", "absolute", "acos", "acosh", "add", "all", "allclose", "amax", "amin",

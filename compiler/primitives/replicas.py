@@ -1,19 +1,28 @@
-"""Replicas: the copies of one function that `pmap` runs at once, one per device, and what their
-collectives compute across them.
+"""Replicas: the copies of one function that `pmap` and `shard_map` run at once, one per
+device, and what their collectives compute across them.
 
-A `ReplicaGroup` is one call's set of `size` replicas over the axis `axis_name`; replica `i`
-runs on its own thread inside `running_as(group, i)`. A collective whose axis is the group's
-(psum, all_gather, ppermute, ... over a pmap axis) is then an exchange: every replica hands its
+A `ReplicaGroup` is one call's replicas laid out over named mesh axes (`axes`: (name, size)
+pairs, row-major: pmap's group has one axis, shard_map's one per mesh axis); replica `i` (its
+flat index) runs on its own thread inside `running_as(group, i)`. A collective over some of
+the group's axes (psum, all_gather, ppermute, ... ) is an exchange: every replica hands its
 operand to the group (`ReplicaGroup.exchange`), waits for all the others, and computes its own
-result from all of them. `COMBINE[name](values, index, **params)` is that result for each
-collective, in NumPy: the reference backend's meaning of a collective across replicas, the
-oracle the native backends are tested against. Values are combined in replica order (replica 0
-first), so every replica of a psum gets the same bits.
+result from the operands of its *members* (`members`): the replicas that differ from it only
+along the collective's axes, ordered row-major over those axes in the order the collective
+names them. Each collective's combine rule (`reducer`, `all_gather`, ...) is that result in
+NumPy: the reference backend's meaning of a collective across replicas, the oracle the native
+backends are tested against. Values are combined in member order, so every member of a psum
+gets the same bits.
+
+`mesh_axes(axes)` is the SSA param that tells a native backend the layout: a transform running
+a function over a mesh of several axes adds it to every collective (`with_mesh_axes`), so that
+the compiled code (and its cache key) knows which replicas each collective joins; without it a
+collective spans every replica, as in pmap.
 
 Outside any group, or over a name the group does not bind, a collective's `impl` raises the
 NameError `lax` gives at the user's call (`unbound`): only a bug gets there.
 """
 import contextlib
+import math
 import threading
 
 import numpy as np
@@ -22,16 +31,20 @@ _CURRENT = threading.local()    # .frame: (group, index) of the replica this thr
 
 
 class ReplicaGroup:
-    """The replicas of one call: `size` of them over `axis_name`, meeting at a barrier. A
-    replica that fails breaks the barrier, so the others stop with BrokenBarrierError instead
-    of waiting for it; the caller reports the first failure."""
+    """The replicas of one call over the mesh axes `axes` ((name, size) pairs), meeting at a
+    barrier. A replica that fails breaks the barrier (`abort`), so the others stop instead of
+    waiting for it; the caller reports the first failure."""
 
-    def __init__(self, axis_name, size):
-        self.axis_name = axis_name
-        self.size = size
-        self.barrier = threading.Barrier(size)
-        self.slots = [None] * size
+    def __init__(self, axes):
+        self.axes = tuple((name, int(size)) for name, size in axes)
+        self.size = math.prod(size for _, size in self.axes)
+        self.barrier = threading.Barrier(self.size)
+        self.slots = [None] * self.size
         self.backend_state = {}   # a native backend's records of the group (with `abort()`)
+
+    def binds(self, names):
+        bound = {name for name, _ in self.axes}
+        return all(n in bound for n in names)
 
     def abort(self):
         """A replica failed: release the others from every barrier, Python's and native."""
@@ -40,12 +53,60 @@ class ReplicaGroup:
             state.abort()
 
     def exchange(self, index, value):
-        """Every replica's `value`, in replica order (all replicas call this together)."""
+        """Every replica's `value`, by flat index (all replicas call this together)."""
         self.slots[index] = value
         self.barrier.wait()
         values = list(self.slots)
         self.barrier.wait()   # nobody overwrites a slot before everyone has read them all
         return values
+
+
+def strides(axes):
+    """The row-major stride of each mesh axis, by name."""
+    out, stride = {}, 1
+    for name, size in reversed(axes):
+        out[name] = stride
+        stride *= size
+    return out
+
+
+def coordinate(axes, index, name):
+    """Replica `index`'s coordinate along mesh axis `name`."""
+    size = dict(axes)[name]
+    return index // strides(axes)[name] % size
+
+
+def members(axes, index, names):
+    """(the flat indices of replica `index`'s members for a collective over `names`, its own
+    position among them): see the module docstring."""
+    step, sizes = strides(axes), dict(axes)
+    base = index - sum(coordinate(axes, index, n) * step[n] for n in names)
+    out = [base]
+    for name in names:   # row-major over names in their order: the last varies fastest
+        out = [m + k * step[name] for m in out for k in range(sizes[name])]
+    position = 0
+    for name in names:
+        position = position * sizes[name] + coordinate(axes, index, name)
+    return out, position
+
+
+def with_mesh_axes(fn, axes):
+    """`fn` (an SSA Function, regions included) with every collective told the mesh layout
+    `axes` (param `mesh_axes`): see the module docstring. Returns a new Function."""
+    from ..ir.ssa import Eqn, Function
+    eqns = []
+    for eqn in fn.eqns:
+        params = dict(eqn.params)
+        for key, value in params.items():
+            if isinstance(value, Function):
+                params[key] = with_mesh_axes(value, axes)
+            elif isinstance(value, tuple) and any(isinstance(v, Function) for v in value):
+                params[key] = tuple(with_mesh_axes(v, axes) if isinstance(v, Function) else v
+                                    for v in value)
+        if eqn.prim.collective:
+            params["mesh_axes"] = tuple(axes)
+        eqns.append(Eqn(eqn.outvars, eqn.prim, eqn.invars, params, eqn.info))
+    return Function(fn.name, fn.invars, eqns, fn.outvars)
 
 
 @contextlib.contextmanager
@@ -64,10 +125,11 @@ def current_frame():
     return getattr(_CURRENT, "frame", None)
 
 
-def current(axis_name):
-    """(group, index) of this thread's replica when its group binds `axis_name`, else None."""
+def current(names):
+    """(group, index) of this thread's replica when its group binds every name of `names`,
+    else None."""
     frame = getattr(_CURRENT, "frame", None)
-    if frame is None or frame[0].axis_name != axis_name:
+    if frame is None or not frame[0].binds(names):
         return None
     return frame
 
@@ -125,15 +187,18 @@ def all_to_all(values, index, *, split_axis, concat_axis, tiled, axis_size, **pa
 
 def replica_impl(name, combine):
     """The reference `impl` of collective `name`: the exchange among this thread's replicas,
-    then `combine(values, index, **params)` (axis_index, without operands, has none)."""
-    def impl(*args, axis_name, **params):
+    then `combine(member values, position, **params)` (axis_index, without operands, has
+    none)."""
+    def impl(*args, axis_name, mesh_axes=None, **params):
         names = axis_name if isinstance(axis_name, tuple) else (axis_name,)
-        if len(names) != 1 or current(names[0]) is None:
-            raise unbound(name, names[0] if names else axis_name)
-        group, index = current(names[0])
+        frame = current(names)
+        if frame is None:
+            raise unbound(name, next((n for n in names if current((n,)) is None), names[0]))
+        group, index = frame
         if not args:   # axis_index
-            return np.int32(index)
+            return np.int32(coordinate(group.axes, index, names[0]))
         values = group.exchange(index, np.asarray(args[0]))
-        return np.asarray(combine(values, index, **params), dtype=np.asarray(args[0]).dtype)
+        chosen, position = members(group.axes, index, names)
+        result = combine([values[m] for m in chosen], position, **params)
+        return np.asarray(result, dtype=np.asarray(args[0]).dtype)
     return impl
-

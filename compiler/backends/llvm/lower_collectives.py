@@ -35,12 +35,15 @@ stored to a stack slot first.
 - all_to_all: block `index` of every replica q's split axis, at place q of the concat axis
   (an element-by-element copy through the row-major flat index of the block).
 """
+import math
+
 import numpy as np
 import llvmlite.ir as ir
 
 from ...primitives import PRIMITIVES
 from ...primitives.core import LLVM
-from ...primitives.collectives import sources
+from ...primitives.collectives import sources, axis_names
+from ...primitives.replicas import strides
 from . import ltypes as T
 from . import externs
 from .buffers import Buffer, load, store, nbytes
@@ -97,15 +100,50 @@ def _barrier_function(module):
 
 
 class _Replica:
-    """This thread's replica record, read once at the start of a collective."""
+    """This thread's replica record, read at the start of a collective, and the members of
+    the collective over `names` (replicas.py): with `mesh_axes` (a shard_map mesh) the
+    replicas differing from this one only along `names`, row-major over them; without, every
+    replica (pmap)."""
 
-    def __init__(self, builder):
+    def __init__(self, builder, names=(), mesh_axes=None):
         key = builder.load(externs.declare(builder.module, "kiln_replica_key"), typ=T.I64)
         record = externs.call(builder, "kiln_pthread_getspecific", _GETSPECIFIC,
                               [builder.trunc(key, T.I32)])
         fields = [builder.load(builder.gep(record, [T.i64(0), T.I32(k)], source_etype=_RECORD),
                                typ=t) for k, t in enumerate(_RECORD.elements)]
         self.index, self.size, self.slots, self.barrier = fields
+        self.mesh = mesh_axes
+        self.names = tuple(names)
+        if mesh_axes is None:
+            self.count, self.position, self._base = self.size, self.index, None
+            return
+        b, step, sizes = builder, strides(mesh_axes), dict(mesh_axes)
+        self.count = T.i64(math.prod(sizes[n] for n in names))
+        coords = {n: self.coordinate(b, n) for n in names}
+        self._base = b.sub(self.index, _sum(b, [b.mul(coords[n], T.i64(step[n]))
+                                                for n in names]))
+        position = T.i64(0)
+        for n in names:
+            position = b.add(b.mul(position, T.i64(sizes[n])), coords[n])
+        self.position = position
+
+    def coordinate(self, builder, name):
+        """This replica's coordinate along mesh axis `name`."""
+        if self.mesh is None:
+            return self.index
+        step, size = strides(self.mesh)[name], dict(self.mesh)[name]
+        return builder.urem(builder.udiv(self.index, T.i64(step)), T.i64(size))
+
+    def member(self, builder, k):
+        """The flat index of member `k` (an i64 value, 0 <= k < count)."""
+        if self._base is None:
+            return k
+        b, step, sizes = builder, strides(self.mesh), dict(self.mesh)
+        index = self._base
+        for n in reversed(self.names):
+            index = b.add(index, b.mul(b.urem(k, T.i64(sizes[n])), T.i64(step[n])))
+            k = b.udiv(k, T.i64(sizes[n]))
+        return index
 
     def slot(self, builder, replica):
         return builder.gep(self.slots, [replica], source_etype=T.PTR)
@@ -114,11 +152,20 @@ class _Replica:
         builder.store(pointer, self.slot(builder, self.index))
         self.wait(builder)
 
-    def peer(self, builder, replica, aval):
-        return Buffer(builder.load(self.slot(builder, replica), typ=T.PTR), aval)
+    def peer(self, builder, k, aval):
+        """Member `k`'s operand."""
+        pointer = builder.load(self.slot(builder, self.member(builder, k)), typ=T.PTR)
+        return Buffer(pointer, aval)
 
     def wait(self, builder):
         builder.call(_barrier_function(builder.module), [self.barrier, self.size])
+
+
+def _sum(builder, values):
+    total = T.i64(0)
+    for v in values:
+        total = builder.add(total, v)
+    return total
 
 
 def _operand(builder, buffer):
@@ -132,9 +179,9 @@ def _operand(builder, buffer):
 
 def _exchange(emit_result):
     """A rule: publish the operand, `emit_result(builder, replica, out, x)`, wait again."""
-    def rule(ctx, outs, ins, **params):
+    def rule(ctx, outs, ins, *, axis_name, mesh_axes=None, **params):
         b = ctx.builder
-        replica = _Replica(b)
+        replica = _Replica(b, axis_names(axis_name), mesh_axes)
         replica.publish(b, _operand(b, ins[0]))
         emit_result(b, replica, outs[0], ins[0].aval, **params)
         replica.wait(b)
@@ -159,13 +206,14 @@ def _reducing(combine):
                 return []
             counted_loop(b, T.i64(n), element, name="j")
             return []
-        counted_loop(b, b.sub(replica.size, T.i64(1)), fold, name="q")
+        counted_loop(b, b.sub(replica.count, T.i64(1)), fold, name="q")
     return emit_result
 
 
-def _axis_index(ctx, outs, ins, **params):
+def _axis_index(ctx, outs, ins, *, axis_name, mesh_axes=None):
     b = ctx.builder
-    store(b, outs[0], T.i64(0), b.trunc(_Replica(b).index, T.I32))
+    replica = _Replica(b, (axis_name,), mesh_axes)
+    store(b, outs[0], T.i64(0), b.trunc(replica.position, T.I32))
 
 
 def _split(shape, at):
@@ -201,7 +249,8 @@ def _psum_scatter(b, replica, out, aval, *, scatter_dimension, tiled, axis_size,
 
         def element(b, f, _):   # f over [pre, post]: out[f] (+)= peer[p, index, j]
             p, j = b.udiv(f, T.i64(post)), b.urem(f, T.i64(post))
-            at = b.add(b.mul(b.add(b.mul(p, T.i64(axis_size)), replica.index), T.i64(post)), j)
+            at = b.add(b.mul(b.add(b.mul(p, T.i64(axis_size)), replica.position), T.i64(post)),
+                       j)
             value = load(b, peer, at)
             first = b.icmp_unsigned("==", q, T.i64(0))
             store(b, out, f, b.select(first, value, add_value(b, load(b, out, f), value, dtype)))
@@ -212,9 +261,9 @@ def _psum_scatter(b, replica, out, aval, *, scatter_dimension, tiled, axis_size,
         counted_loop(b, T.i64(axis_size), per_replica, name="q")
 
 
-def _ppermute_rule(ctx, outs, ins, *, axis_name, perm):
+def _ppermute_rule(ctx, outs, ins, *, axis_name, perm, mesh_axes=None):
     b = ctx.builder
-    replica = _Replica(b)
+    replica = _Replica(b, (axis_name,), mesh_axes)
     replica.publish(b, _operand(b, ins[0]))
     out, aval = outs[0], ins[0].aval
     # the source of each replica; the size is the group's, known only at run time, so the
@@ -226,10 +275,10 @@ def _ppermute_rule(ctx, outs, ins, *, axis_name, perm):
     table.initializer = ir.Constant(ir.ArrayType(T.I32, n), [int(s) for s in src])
     table.global_constant = True
     table.linkage = "internal"
-    inside = b.icmp_unsigned("<", replica.index, T.i64(n))
+    inside = b.icmp_unsigned("<", replica.position, T.i64(n))
     with b.if_else(inside) as (then, otherwise):
         with then:
-            entry = b.gep(table, [T.i64(0), replica.index], source_etype=table.value_type)
+            entry = b.gep(table, [T.i64(0), replica.position], source_etype=table.value_type)
             from_then = b.load(entry, typ=T.I32)
             then_block = b.block
         with otherwise:
@@ -266,7 +315,7 @@ def _all_to_all(b, replica, out, aval, *, split_axis, concat_axis, tiled, axis_s
 
         def element(b, f, _):
             a, j = b.udiv(f, T.i64(b_count)), b.urem(f, T.i64(b_count))
-            src = b.add(b.mul(b.add(b.mul(a, T.i64(axis_size)), replica.index),
+            src = b.add(b.mul(b.add(b.mul(a, T.i64(axis_size)), replica.position),
                               T.i64(b_count)), j)
             r, c = b.udiv(f, T.i64(c2)), b.urem(f, T.i64(c2))
             dst = b.add(b.mul(b.add(b.mul(r, T.i64(axis_size)), q), T.i64(c2)), c)

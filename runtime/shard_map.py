@@ -1,0 +1,319 @@
+"""`kiln.shard_map`: JAX's SPMD map over the devices of a mesh, one replica per device.
+
+`shard_map(f, mesh=..., in_specs=..., out_specs=...)`: each argument is split into blocks
+along the array dimensions its `PartitionSpec` names mesh axes for (a dimension named by
+several axes is split row-major over them), replica (c1, ..., ck) of a k-axis mesh gets the
+block at its coordinates, `f` runs on the blocks with every mesh axis bound for collectives
+(`lax.psum(x, "x")` sums over the replicas that differ only along "x"), and the results are
+joined the same way by `out_specs` (an axis an output spec does not name takes the value of the
+replicas at coordinate 0 along it: the result must be the same along it, as JAX checks).
+
+Layouts. An argument in *mesh-major* layout has one leading axis per mesh axis its spec uses
+(in mesh order), then its block: `to_mesh_major` / `from_mesh_major` move between that and
+the global array, the same code over NumPy arrays (a call) or SSA values (inside a
+specialisation, through `emit`).
+
+- A call (outside any specialisation) stages `f` once per signature for one replica, with the
+  mesh's axes bound, tells its collectives the mesh layout (`replicas.with_mesh_axes`),
+  compiles it, and runs one replica per device on threads as `pmap` does
+  (`_replica_threads.run_replicas`).
+- Inside a specialisation (`jit(shard_map(f))`, `grad(...)`) it is emitted as nested `vmap`s,
+  one per mesh axis, with the same names: the same values in one program.
+"""
+import math
+
+import numpy as np
+
+from .tree_util import tree_flatten, tree_unflatten
+from . import staging, _replica_threads
+from .staging import leaf_value, wrap_outputs
+from .dispatch import is_traced
+from .wrappers import user_facing, name_like, describe
+from .compiler.ir.builder import Builder, current
+from .compiler.primitives import emit as E
+from .compiler.primitives.batching import to_front
+from .compiler.primitives.replicas import ReplicaGroup, with_mesh_axes
+from .compiler.primitives.collectives import holds_collectives
+from .compiler.transforms.vmap import batch_emit
+from .lax._parallel import axis_frame
+
+
+class _Entry(staging.Entry):
+    __slots__ = ("executable", "consts", "out_tree", "out_weak", "out_specs", "parallel",
+                 "out_blocks")
+
+
+def _mesh_axes(mesh):
+    """((name, size), ...) of a Mesh (kiln.sharding.Mesh or anything with JAX's attributes)."""
+    names = tuple(mesh.axis_names)
+    shape = mesh.shape
+    sizes = [shape[n] for n in names] if hasattr(shape, "keys") else list(
+        np.shape(mesh.devices))
+    return tuple((n, int(s)) for n, s in zip(names, sizes))
+
+
+def _entries(spec, ndim, what, axes):
+    """The mesh axis names of each of `ndim` dimensions under PartitionSpec `spec`."""
+    spec = tuple(spec) if spec is not None else ()
+    if len(spec) > ndim:
+        raise ValueError(f"shard_map {what} {spec!r} has {len(spec)} entries, more than the "
+                         f"{ndim} dimensions of the value it describes")
+    known = {n for n, _ in axes}
+    out, seen = [], set()
+    for entry in spec + (None,) * (ndim - len(spec)):
+        names = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+        for n in names:
+            if n not in known:
+                raise ValueError(f"shard_map {what} {spec!r} names the axis {n!r}, which the "
+                                 f"mesh does not have (its axes: {sorted(known)})")
+            if n in seen:
+                raise ValueError(f"shard_map {what} {spec!r} names the mesh axis {n!r} twice")
+            seen.add(n)
+        out.append(names)
+    return out
+
+
+def _block_shape(shape, entries, sizes, where, fun):
+    block = []
+    for d, (n, names) in enumerate(zip(shape, entries)):
+        parts = math.prod(sizes[x] for x in names)
+        if n % parts:
+            raise ValueError(
+                f"shard_map applied to {describe(fun)} was given an argument with axis sizes "
+                f"not evenly divisible by the corresponding mesh axis sizes: {where} has shape "
+                f"{tuple(shape)}, and dimension {d} (size {n}) is split over the mesh axes "
+                f"{names} of total size {parts}. Pad the argument or choose another spec.")
+        block.append(n // parts)
+    return tuple(block)
+
+
+# ------------------------------------------------------------ layouts (NumPy or SSA)
+
+class _NumPyOps:
+    reshape = staticmethod(np.reshape)
+    transpose = staticmethod(np.transpose)
+
+    @staticmethod
+    def first(x, axis):
+        return np.take(x, 0, axis=axis)
+
+
+class _EmitOps:
+    @staticmethod
+    def reshape(x, shape):
+        return E.reshape(x, new_sizes=tuple(shape), dimensions=None)
+
+    @staticmethod
+    def transpose(x, perm):
+        return E.transpose(x, permutation=tuple(perm))
+
+    @staticmethod
+    def first(x, axis):
+        shape = E.aval(x).shape
+        start = [0] * len(shape)
+        limit = list(shape)
+        limit[axis] = 1
+        part = E.slice(x, start_indices=tuple(start), limit_indices=tuple(limit), strides=None)
+        return E.reshape(part, new_sizes=shape[:axis] + shape[axis + 1:], dimensions=None)
+
+
+def _used(entries, axes):
+    """The mesh axes `entries` names, in mesh order."""
+    named = {n for names in entries for n in names}
+    return [n for n, _ in axes if n in named]
+
+
+def to_mesh_major(ops, x, shape, entries, axes):
+    """Global `x` -> [used mesh axes in mesh order..., block]."""
+    sizes = dict(axes)
+    split, where, position = [], {}, 0
+    for n, names in zip(shape, entries):
+        for name in names:
+            where[name] = position
+            split.append(sizes[name])
+            position += 1
+        split.append(n // math.prod(sizes[m] for m in names) if names else n)
+        position += 1
+    x = ops.reshape(x, split)
+    front = [where[n] for n in _used(entries, axes)]
+    return ops.transpose(x, front + [i for i in range(len(split)) if i not in front])
+
+
+def from_mesh_major(ops, x, block_ndim, entries, axes):
+    """[every mesh axis in mesh order..., block] -> the global value `entries` describe
+    (axes it does not name: coordinate 0)."""
+    names_all = [n for n, _ in axes]
+    named = {n for names in entries for n in names}
+    for k in reversed(range(len(names_all))):
+        if names_all[k] not in named:
+            x = ops.first(x, k)
+    kept = [n for n in names_all if n in named]
+    perm, merged = [], []
+    for d, names in enumerate(entries):
+        perm += [kept.index(n) for n in names] + [len(kept) + d]
+    x = ops.transpose(x, perm)
+    shape = list(np.shape(x)) if ops is _NumPyOps else list(E.aval(x).shape)
+    k = 0
+    for names in entries:
+        width = len(names) + 1
+        merged.append(math.prod(shape[k:k + width]))
+        k += width
+    return ops.reshape(x, merged)
+
+
+# ------------------------------------------------------------------------ shard_map
+
+def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=frozenset(),
+              check_vma=True):
+    """`kiln.shard_map` (JAX's signature): run `f` once per device of `mesh` on the blocks
+    `in_specs` cuts its arguments into, and join its results by `out_specs`."""
+    if f is None:
+        return lambda g: shard_map(g, out_specs=out_specs, in_specs=in_specs, mesh=mesh,
+                                   axis_names=axis_names, check_vma=check_vma)
+    if not callable(f):
+        raise TypeError(f"shard_map requires a callable, got {f!r}")
+    if mesh is None:
+        raise ValueError("shard_map needs a mesh: pass mesh=kiln.sharding.Mesh(...) (or "
+                         "kiln.make_mesh(...))")
+    axes = _mesh_axes(mesh)
+    if axis_names and set(axis_names) != {n for n, _ in axes}:
+        raise NotImplementedError(
+            f"shard_map over some of the mesh's axes (axis_names={set(axis_names)}) is not "
+            f"supported by kiln: every mesh axis is manual; drop axis_names or use a mesh of "
+            f"just those axes")
+    sizes = dict(axes)
+    total = math.prod(sizes.values())
+    cache = staging.GuardedCache()
+
+    @user_facing
+    def mapped(*args):
+        leaves, treedef = tree_flatten(tuple(args))
+        specs = _specs(in_specs, tuple(args), len(leaves), "in_specs")
+        avals = list(staging.leaf_avals(leaves))
+        entries = [_entries(s, len(a.shape), "in_specs", axes) for s, a in zip(specs, avals)]
+        blocks = [a.update(shape=_block_shape(a.shape, e, sizes, f"argument leaf {i}", f))
+                  for i, (a, e) in enumerate(zip(avals, entries))]
+        if current() is not None or any(is_traced(x) for x in leaves):
+            return _emit(leaves, treedef, avals, entries, blocks)
+        key = (treedef, tuple(avals), tuple(map(tuple, entries)))
+        entry = cache.lookup(key, lambda stale: _compile(treedef, blocks))
+        values = [to_mesh_major(_NumPyOps, np.asarray(leaf_value(x)), a.shape, e, axes)
+                  for x, a, e in zip(leaves, avals, entries)]
+        outs = _run(entry, values, [_used(e, axes) for e in entries])
+        return tree_unflatten(entry.out_tree, wrap_outputs(outs, entry.out_weak))
+
+    def _stage(treedef, blocks):
+        def rebuild(tracers):
+            return tree_unflatten(treedef, tracers), {}
+        frames = [axis_frame(n, s) for n, s in axes]
+        for frame in frames:
+            frame.__enter__()
+        try:
+            return staging.stage(f, blocks, rebuild, staging.function_name(f, "shard_map"),
+                                 api="mapped by kiln.shard_map")
+        finally:
+            for frame in reversed(frames):
+                frame.__exit__(None, None, None)
+
+    def _out_entries(out_tree, out_avals):
+        outs = tree_unflatten(out_tree, [0] * len(out_avals))
+        specs = _specs(out_specs, outs, len(out_avals), "out_specs")
+        return [_entries(s, len(a.shape), "out_specs", axes) for s, a in zip(specs, out_avals)]
+
+    def _compile(treedef, blocks):
+        st = _stage(treedef, blocks)
+        entry = _Entry()
+        ssa = staging.run_pipeline(st.fn, "llvm")
+        ssa = with_mesh_axes(ssa, axes)
+        try:
+            entry.executable = staging.compile_function(ssa, "llvm")
+        except staging.BackendUnsupportedError:
+            entry.executable = staging.compile_function(
+                with_mesh_axes(staging.run_pipeline(st.fn, "reference"), axes), "reference")
+        entry.consts = list(st.extra)
+        entry.out_tree = st.out_tree
+        entry.out_weak = [v.aval.weak_type for v in ssa.outvars]
+        entry.out_specs = _out_entries(st.out_tree, st.out_avals)
+        entry.out_blocks = [len(a.shape) for a in st.out_avals]
+        entry.guards = st.guards
+        entry.parallel = True if holds_collectives(ssa) else None
+        return entry
+
+    def _run(entry, values, used):
+        def args_of(i):
+            coords = [i // math.prod(s for _, s in axes[k + 1:]) % size
+                      for k, (_, size) in enumerate(axes)]
+            at = dict(zip((n for n, _ in axes), coords))
+            return [v[tuple(at[n] for n in u)] for v, u in zip(values, used)] + entry.consts
+        group = ReplicaGroup(axes)
+        per_replica = _replica_threads.run_replicas(entry, group, args_of, "llvm")
+        outs = []
+        for k, (entries, ndim) in enumerate(zip(entry.out_specs, entry.out_blocks)):
+            stacked = np.stack([np.asarray(r[k]) for r in per_replica])
+            stacked = stacked.reshape(tuple(s for _, s in axes) + stacked.shape[1:])
+            outs.append(np.ascontiguousarray(from_mesh_major(_NumPyOps, stacked, ndim,
+                                                             entries, axes)))
+        return outs
+
+    def _emit(leaves, treedef, avals, entries, blocks):
+        st = _stage(treedef, blocks)
+        ins = [to_mesh_major(_EmitOps, x, a.shape, e, axes)
+               for x, a, e in zip(leaves, avals, entries)]
+        used = [_used(e, axes) for e in entries]
+        fn, extra = st.fn, list(st.extra)
+        for level in reversed(range(1, len(axes))):   # innermost mesh axis first
+            fn, more = _batched(fn, level, used, len(leaves))
+            extra += more
+        name, size = axes[0]
+        dims = [0 if k < len(leaves) and name in used[k] else None
+                for k in range(len(fn.invars))]
+        outs, odims = batch_emit(fn, ins + extra, dims, size, axis_name=name)
+        outs = [to_front(o, d, size) for o, d in zip(outs, odims)]
+        out_entries = _out_entries(st.out_tree, st.out_avals)
+        placed = [from_mesh_major(_EmitOps, o, len(a.shape), e, axes)
+                  for o, a, e in zip(outs, st.out_avals, out_entries)]
+        return tree_unflatten(st.out_tree, placed)
+
+    def _batched(fn, level, used, n_leaves):
+        """(`fn` (over mesh levels > `level`) batched over mesh axis `level`, the values of
+        the function being specialised it reads: extra operands). Its leaves that use that
+        axis take it as their leading axis."""
+        name, size = axes[level]
+        b = Builder(fn.name, parent=current())
+        with b:
+            inputs, dims = [], []
+            for k, v in enumerate(fn.invars):
+                mapped = k < n_leaves and name in used[k]
+                shape = ((size,) if mapped else ()) + v.aval.shape
+                inputs.append(b.new_input(v.aval.update(shape=shape), v.name))
+                dims.append(0 if mapped else None)
+            outs, odims = batch_emit(fn, inputs, dims, size, axis_name=name)
+            new = b.build([to_front(o, d, size) for o, d in zip(outs, odims)])
+        return new, [outer for outer, _ in b.captured.values()]
+
+    name_like(mapped, f)
+    return mapped
+
+
+def _specs(specs, value, count, what):
+    """One PartitionSpec (or None) per leaf of `value`, from the pytree prefix `specs`."""
+    if specs is None or _is_spec(specs):
+        return [specs] * count
+    if isinstance(specs, (tuple, list)) and isinstance(value, (tuple, list)):
+        if len(specs) != len(value):
+            raise ValueError(f"shard_map {what} must be a tree prefix of the corresponding "
+                             f"value: {len(specs)} specs for {len(value)} values")
+        return [x for s, v in zip(specs, value)
+                for x in _specs(s, v, len(tree_flatten(v)[0]), what)]
+    if isinstance(specs, dict) and isinstance(value, dict) and set(specs) == set(value):
+        return [x for k in sorted(value)
+                for x in _specs(specs[k], value[k], len(tree_flatten(value[k])[0]), what)]
+    raise ValueError(f"shard_map {what} {specs!r} is not a tree prefix of the value it "
+                     f"describes (a PartitionSpec, None, or a tuple/list/dict of them)")
+
+
+def _is_spec(x):
+    """Whether `x` is one PartitionSpec (kiln's or JAX's), not a container of specs."""
+    return type(x).__name__ in ("PartitionSpec", "P")
+
+

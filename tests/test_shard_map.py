@@ -1,0 +1,116 @@
+"""kiln.shard_map over 1-D and 2-D meshes of CPU devices: blocks in and out by PartitionSpec,
+collectives over one or several mesh axes, eagerly (replicas on threads) and under jit (nested
+vmaps), against NumPy; the errors."""
+import numpy as np
+import pytest
+
+import kiln
+import kiln.numpy as jnp
+from kiln import lax
+
+
+class PartitionSpec(tuple):
+    """A stand-in with JAX's PartitionSpec's shape (kiln.sharding's replaces it)."""
+
+    def __new__(cls, *entries):
+        return super().__new__(cls, entries)
+
+
+P = PartitionSpec
+
+
+class Mesh:
+    """A stand-in with the attributes shard_map reads of a mesh."""
+
+    def __init__(self, shape, names):
+        self.devices = np.array(kiln.devices()[:int(np.prod(shape))]).reshape(shape)
+        self.axis_names = tuple(names)
+        self.shape = dict(zip(names, shape))
+
+
+MESH = Mesh((2, 4), ("x", "y"))
+X = np.arange(64, dtype=np.float32).reshape(8, 8)
+
+
+def _both(f, *args, mesh=MESH, in_specs, out_specs):
+    eager = kiln.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+    a = np.asarray(eager(*args))
+    b = np.asarray(kiln.jit(eager)(*args))
+    np.testing.assert_allclose(a, b, rtol=1e-6)
+    return a
+
+
+def blocks(x, rows, cols):
+    """x's blocks, [rows][cols]."""
+    return [np.split(r, cols, axis=1) for r in np.split(x, rows, axis=0)]
+
+
+def test_blocks_and_axis_index():
+    out = _both(lambda b: b * 10 + lax.axis_index("x") * 100 + lax.axis_index("y"), X,
+                in_specs=P("x", "y"), out_specs=P("x", "y"))
+    expect = X * 10 + np.repeat(np.arange(2), 4)[:, None] * 100 + np.repeat(np.arange(4), 2)
+    np.testing.assert_allclose(out, expect)
+
+
+@pytest.mark.parametrize("names, out_spec, expect", [
+    (("x", "y"), P(), lambda bl: sum(b for row in bl for b in row)),
+    ("x", P(None, "y"), lambda bl: np.concatenate([bl[0][j] + bl[1][j] for j in range(4)], 1)),
+    ("y", P("x"), lambda bl: np.concatenate([sum(bl[i]) for i in range(2)], 0)),
+])
+def test_psum_over_some_mesh_axes(names, out_spec, expect):
+    out = _both(lambda b: lax.psum(b, names), X, in_specs=P("x", "y"), out_specs=out_spec)
+    np.testing.assert_allclose(out, expect(blocks(X, 2, 4)))
+
+
+def test_a_dimension_split_over_two_axes_and_replicated_inputs():
+    w = np.arange(8, dtype=np.float32)
+    out = _both(lambda b, v: b * v, X, w,
+                in_specs=(P(("x", "y")), P()), out_specs=P(("x", "y")))
+    np.testing.assert_allclose(out, X * w)
+
+
+def test_other_collectives_on_a_mesh():
+    ring = [(i, (i + 1) % 4) for i in range(4)]
+    out = _both(lambda b: lax.ppermute(b, "y", ring), X, in_specs=P("x", "y"),
+                out_specs=P("x", "y"))
+    bl = blocks(X, 2, 4)
+    np.testing.assert_allclose(out, np.block([[bl[i][(j - 1) % 4] for j in range(4)]
+                                              for i in range(2)]))
+    gathered = _both(lambda b: lax.all_gather(b, "x", tiled=True), X, in_specs=P("x"),
+                     out_specs=P())
+    np.testing.assert_allclose(gathered, X)
+    scattered = _both(lambda b: lax.psum_scatter(b, "y", scatter_dimension=1, tiled=True), X,
+                      in_specs=P("x"), out_specs=P("x", "y"))
+    np.testing.assert_allclose(scattered, 4 * X)
+
+
+def test_data_parallel_gradient_on_a_1d_mesh():
+    mesh = Mesh((4,), ("batch",))
+    w = np.linspace(-1, 1, 8).astype(np.float32)
+
+    def grads(w, x):
+        g = kiln.grad(lambda w: jnp.sum(jnp.tanh(x @ w) ** 2))(w)
+        return lax.psum(g, "batch")
+    out = _both(grads, w, X, mesh=mesh, in_specs=(P(), P("batch")), out_specs=P())
+    whole = kiln.grad(lambda w: jnp.sum(jnp.tanh(X @ w) ** 2))(w)
+    np.testing.assert_allclose(out, np.asarray(whole), rtol=1e-5, atol=1e-5)
+
+
+def test_errors():
+    with pytest.raises(ValueError, match=r"not evenly divisible.*dimension 0 \(size 3\)"):
+        kiln.shard_map(lambda b: b, mesh=MESH, in_specs=P("x"), out_specs=P("x"))(np.ones((3, 8)))
+    with pytest.raises(ValueError, match="names the axis 'z'"):
+        kiln.shard_map(lambda b: b, mesh=MESH, in_specs=P("z"), out_specs=P())(X)
+    with pytest.raises(ValueError, match="names the mesh axis 'x' twice"):
+        kiln.shard_map(lambda b: b, mesh=MESH, in_specs=P("x", "x"), out_specs=P())(X)
+    with pytest.raises(ValueError, match="needs a mesh"):
+        kiln.shard_map(lambda b: b, in_specs=P(), out_specs=P())
+    with pytest.raises(NameError, match="unbound axis name: i"):
+        kiln.shard_map(lambda b: lax.psum(b, "i"), mesh=MESH, in_specs=P(), out_specs=P())(X)
+
+
+def test_decorator_form():
+    @kiln.shard_map(mesh=MESH, in_specs=P("x"), out_specs=P("x"))
+    def double(b):
+        return 2 * b
+    np.testing.assert_allclose(np.asarray(double(X)), 2 * X)
