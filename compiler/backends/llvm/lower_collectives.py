@@ -1,5 +1,5 @@
-"""Lowerings of the collectives across pmap's replicas: psum, pmax, pmin, axis_index,
-all_gather, psum_scatter, ppermute, all_to_all.
+"""Lowerings of the collectives across the replicas of pmap and shard_map: psum, pmax, pmin,
+axis_index, all_gather, psum_scatter, ppermute, all_to_all.
 
 The replicas of a pmapped function run the same compiled code at once, one per thread. Each
 thread's *replica record* (replica_context.py) is found with `pthread_getspecific` on the key
@@ -19,10 +19,13 @@ finish instead of waiting for it). A collective is one exchange:
     result = f(every replica's operand, index)  -- read through slots
     barrier                                      -- no operand is overwritten before all read
 
-so every replica computes its own result from the operands in place, combining them in replica
-order (replica 0 first): a psum's bits are the same on every replica and equal the reference
-backend's (compiler/primitives/replicas.py), the oracle of the tests. A literal operand is
-stored to a stack slot first.
+so every replica computes its own result from its *members'* operands in place, combining them
+in member order: a psum's bits are the same on every member and equal the reference backend's
+(compiler/primitives/replicas.py), the oracle of the tests. The members of a collective over
+pmap's axis are all the replicas; on a shard_map mesh (the collective's `mesh_axes` param) they
+are the replicas that differ from this one only along the collective's axes, row-major over
+them (`_Replica.member`, index arithmetic with the mesh's strides as constants). Every replica
+takes part in every barrier. A literal operand is stored to a stack slot first.
 
 - psum/pmax/pmin: the result starts as replica 0's operand and folds in the others in order
   (loops over contiguous elements, vectorised);
