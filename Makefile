@@ -21,7 +21,7 @@ demo: $(STAMP)
 # machine without AVX-512 (Zen 1-like), so that both kinds of x86-64 CI lands on are covered
 # whichever one it is (docs/llvm.md, "Target CPU"). Make stops at the first failing run.
 BASELINE_CPU := x86-64-v3
-BASELINE_TESTS := tests/test_llvm_backend.py tests/test_llvm_complex.py tests/test_llvm_fuzz.py tests/test_pmap.py
+BASELINE_TESTS := tests/test_llvm_backend.py tests/test_llvm_complex.py tests/test_llvm_fuzz.py tests/test_pmap.py tests/test_shard_map.py
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n auto -p no:cacheprovider tests

@@ -163,7 +163,13 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             outs.append(np.moveaxis(stacked, 0, spec % nd))
         return outs
 
+    def make_ir(*args, **kwargs):
+        """The SSA of one replica (what every device runs), for `kiln.make_ir(pmap(f))`."""
+        _, treedef, statics, _, _, size, examples = _prepare(args, kwargs)
+        return _stage_replica(examples, treedef, statics, size).fn
+
     name_like(mapped, fun)
+    mapped._kiln_make_ir = make_ir
     return mapped
 
 

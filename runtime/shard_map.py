@@ -185,14 +185,19 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
     total = math.prod(sizes.values())
     cache = staging.GuardedCache()
 
-    @user_facing
-    def mapped(*args):
+    def _split(args):
+        """(leaves, treedef, their types, the mesh axes of each dimension, block types)."""
         leaves, treedef = tree_flatten(tuple(args))
         specs = _specs(in_specs, tuple(args), len(leaves), "in_specs")
         avals = list(staging.leaf_avals(leaves))
         entries = [_entries(s, len(a.shape), "in_specs", axes) for s, a in zip(specs, avals)]
         blocks = [a.update(shape=_block_shape(a.shape, e, sizes, f"argument leaf {i}", f))
                   for i, (a, e) in enumerate(zip(avals, entries))]
+        return leaves, treedef, avals, entries, blocks
+
+    @user_facing
+    def mapped(*args):
+        leaves, treedef, avals, entries, blocks = _split(args)
         if current() is not None or any(is_traced(x) for x in leaves):
             return _emit(leaves, treedef, avals, entries, blocks)
         key = (treedef, tuple(avals), tuple(map(tuple, entries)))
@@ -291,7 +296,13 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
             new = b.build([to_front(o, d, size) for o, d in zip(outs, odims)])
         return new, [outer for outer, _ in b.captured.values()]
 
+    def make_ir(*args):
+        """The SSA of one replica (what every device runs on its blocks)."""
+        _, treedef, _, _, blocks = _split(args)
+        return _stage(treedef, blocks).fn
+
     name_like(mapped, f)
+    mapped._kiln_make_ir = make_ir
     return mapped
 
 
