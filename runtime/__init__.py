@@ -7,8 +7,13 @@ machine code and is never imported by the compiler-free parts of the runtime at 
 from .compiler.config import config
 from .array import Array
 from .devices import (devices, local_devices, device_count, local_device_count,  # noqa: F401
-                      default_backend, process_index, process_count, device_put,
-                      block_until_ready)
+                      default_backend, process_index, process_count, process_indices,
+                      host_id, host_count, host_ids, Device, block_until_ready)
+from .placement import (device_put, device_get, reshard, make_array_from_callback,  # noqa: F401
+                        make_array_from_single_device_arrays,
+                        make_array_from_process_local_data)
+from . import sharding  # noqa: F401,E402
+from .sharding import NamedSharding, PartitionSpec as P, Shard, make_mesh, set_mesh  # noqa: F401
 from . import tree_util, tree, lax  # noqa: F401,E402
 from .jit import jit, make_ir, disable_jit  # noqa: F401,E402
 from . import debug  # noqa: F401,E402
@@ -17,7 +22,7 @@ from .ad import (grad, value_and_grad, jvp, vjp, linearize, jacfwd, jacrev,  # n
 from .custom_derivatives import custom_jvp, custom_vjp, checkpoint, remat  # noqa: F401,E402
 from .vmap import vmap  # noqa: F401,E402
 from .pmap import pmap  # noqa: F401,E402
-from .shard_map import shard_map  # noqa: F401,E402
+from .shard_map import shard_map, smap  # noqa: F401,E402
 
 from .compiler import __version__  # noqa: F401,E402
 
@@ -26,6 +31,10 @@ __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp",
            "custom_vjp", "checkpoint", "remat", "vmap", "pmap", "shard_map", "disable_jit", "debug", "devices",
            "local_devices", "device_count", "local_device_count", "process_index",
            "process_count", "default_backend", "device_put", "block_until_ready", "tree",
+           "process_indices", "host_id", "host_count", "host_ids", "Device", "device_get",
+           "reshard", "make_array_from_callback", "make_array_from_single_device_arrays",
+           "make_array_from_process_local_data", "sharding", "NamedSharding", "P", "Shard",
+           "make_mesh", "set_mesh", "smap",
            "tree_util", "lax", "numpy", "random", "nn", "scipy", "example_libraries",
            "test_util", "aot", "compiler"]
 

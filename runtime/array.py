@@ -8,12 +8,16 @@ JAX's.
 
 Eager operations may leave an Array's buffer strided: `jnp.zeros`/`ones`/`full` and
 `broadcast_to` hold stride-0 broadcasts of one element, transposes and slices hold views.
+An Array may carry a sharding (`placed_on`: `device_put` onto devices, pmap's and shard_map's
+results): metadata over its one host buffer, which every CPU device shares.
+
 Compiled code reads C-contiguous buffers; `Array._dense()` gives it one, copying a strided buffer the
 first time and keeping the copy in its place (the Array is immutable, so only memory can tell:
 a broadcast `jnp.ones((n, n))` grows to n*n elements, as JAX's always has them). The copy is
 made under one lock, so threads passing the same fresh Array at once copy it once.
 """
 import threading
+import weakref
 
 import numpy as np
 
@@ -21,7 +25,18 @@ from . import dispatch
 from .compiler.ir import dtypes
 
 _SCALARS = (int, float, complex, bool, np.generic)
+_SHARDINGS = {}   # id(array) -> its sharding, for arrays given one (placed_on); others: device 0
 _DENSE_LOCK = threading.Lock()   # Array._dense: one copy of an array whatever the threads
+
+
+def placed_on(array, sharding):
+    """`array`, now reporting `sharding` (kept beside it until it is collected: arrays that
+    were never placed pay nothing). Returns `array`."""
+    key = id(array)
+    if key not in _SHARDINGS:
+        weakref.finalize(array, _SHARDINGS.pop, key, None)
+    _SHARDINGS[key] = sharding
+    return array
 
 
 def dense_copy(value):
@@ -157,14 +172,44 @@ class Array(ArrayMethods):
     def flat(self):
         return iter(_jnp().ravel(self))
 
-    def devices(self):
+    # ------------------------------------------------------------ devices and sharding
+    @property
+    def sharding(self):
+        """Where this array's blocks live (kiln.sharding): what device_put, pmap, shard_map or
+        jit's out_shardings gave it, else device 0's SingleDeviceSharding."""
+        placed = _SHARDINGS.get(id(self))
+        if placed is not None:
+            return placed
+        from .sharding import SingleDeviceSharding
         from .devices import devices
-        return {devices()[0]}
+        return SingleDeviceSharding(devices()[0])
+
+    def devices(self):
+        return self.sharding.device_set
 
     @property
     def device(self):
-        from .devices import devices
-        return devices()[0]
+        placed = self.sharding
+        if placed.num_devices != 1:
+            raise ValueError(f"Array.device is ambiguous for an array on {placed.num_devices} "
+                             f"devices ({placed}); use .devices() or .sharding")
+        return next(iter(placed.device_set))
+
+    @property
+    def addressable_shards(self):
+        """Every device's block (Shard objects; their data are views of this array)."""
+        from .sharding import shards
+        return shards(self, self.sharding)
+
+    global_shards = addressable_shards
+
+    @property
+    def is_fully_replicated(self):
+        return self.sharding.is_fully_replicated
+
+    @property
+    def is_fully_addressable(self):
+        return self.sharding.is_fully_addressable
 
     # -------------------------------------------------------------------- conversions
     def __array__(self, dtype=None, copy=None):

@@ -89,25 +89,21 @@ def default_backend():
 
 
 def process_index():
-    return 0
+    from .distributed import process_layout
+    return process_layout()[0]
 
 
 def process_count():
-    return 1
+    from .distributed import process_layout
+    return process_layout()[1]
 
 
-def device_put(x, device=None, *, donate=False):
-    """Place a pytree of values on `device` (host memory on the CPU) as kiln arrays."""
-    from .tree_util import tree_map
-    from .array import Array, to_array
+def process_indices(backend=None):
+    return list(range(process_count()))
 
-    def put(v):
-        if isinstance(v, Array):
-            return v
-        if isinstance(v, (list, tuple)):
-            v = np.asarray(v)
-        return to_array(v, "device_put")
-    return tree_map(put, x)
+
+# JAX's older names of the same
+host_id, host_count, host_ids = process_index, process_count, process_indices
 
 
 def block_until_ready(x):

@@ -75,7 +75,8 @@ class Jitted:
     """A jit-compiled function (what `kiln.jit(f)` returns)."""
 
     def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=(),
-                 donate_argnames=(), backend=None, inline=False, keep_unused=False):
+                 donate_argnames=(), backend=None, inline=False, keep_unused=False,
+                 in_shardings=None, out_shardings=None):
         if not callable(fun):
             raise TypeError(f"Expected a callable value, got {fun!r}")
         self._fun = fun
@@ -95,10 +96,14 @@ class Jitted:
         self._cache = staging.GuardedCache()
         self._fast = None   # fastcall.FastCall of the latest all-array call, or None
         self.miss_reasons = []
+        self._shardings = None if in_shardings is None and out_shardings is None else \
+            (in_shardings, out_shardings)
 
     # ----------------------------------------------------------------------- calling
     def __call__(self, *args, **kwargs):
         try:
+            if self._shardings is not None:
+                return _sharded_call(self, args, kwargs)
             return self._call(args, kwargs)
         except Exception as e:
             if show_full() or current() is not None:
@@ -326,18 +331,39 @@ class Compiled:
         return Jitted._run(None, self._entry, values)
 
 
-def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
-        donate_argnames=(), backend=None, inline=False, keep_unused=False, **unused):
-    """`kiln.jit`: JAX's signature; usable as `@jit`, `@jit(...)` and `partial(jit, ...)`."""
+def _sharded_call(jitted, args, kwargs):
+    """A call of a jit with `in_shardings`/`out_shardings`: the inputs checked against their
+    shardings (JAX's errors), the one program run over the shared host memory, and the results
+    placed as `out_shardings` says (docs/pmap.md, "Sharded jit")."""
+    from .placement import device_put
+    in_shardings, out_shardings = jitted._shardings
+    if in_shardings is not None:
+        device_put(tuple(args), in_shardings)
+    out = jitted._call(args, kwargs)
+    return out if out_shardings is None else device_put(out, out_shardings)
+
+
+def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=(),
+        static_argnames=(), donate_argnums=(), donate_argnames=(), backend=None, inline=False,
+        keep_unused=False, device=None, **unused):
+    """`kiln.jit`: JAX's signature; usable as `@jit`, `@jit(...)` and `partial(jit, ...)`.
+    `in_shardings`/`out_shardings` (Shardings, PartitionSpecs over the current mesh, or None,
+    as pytree prefixes) check the inputs and place the outputs."""
     if fun is None:
-        return functools.partial(jit, static_argnums=static_argnums,
-                                 static_argnames=static_argnames, donate_argnums=donate_argnums,
-                                 donate_argnames=donate_argnames, backend=backend)
+        return functools.partial(jit, in_shardings=in_shardings, out_shardings=out_shardings,
+                                 static_argnums=static_argnums, static_argnames=static_argnames,
+                                 donate_argnums=donate_argnums, donate_argnames=donate_argnames,
+                                 backend=backend, device=device)
     if isinstance(fun, Jitted) and not (static_argnums or static_argnames or donate_argnums
-                                        or donate_argnames):
+                                        or donate_argnames or in_shardings is not None
+                                        or out_shardings is not None):
         return fun
+    if device is not None:
+        from .sharding import SingleDeviceSharding
+        out_shardings = out_shardings if out_shardings is not None else \
+            SingleDeviceSharding(device)
     return Jitted(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
-                  backend, inline, keep_unused)
+                  backend, inline, keep_unused, in_shardings, out_shardings)
 
 
 def make_ir(fun, static_argnums=(), static_argnames=()):

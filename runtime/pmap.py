@@ -7,7 +7,9 @@ stay in its SSA as equations. That SSA is compiled once per argument signature f
 (`backend=`, default the CPU's LLVM code, as `jit`) and cached in a `staging.GuardedCache`.
 A call runs the compiled replica once per device, replica `i` on slice `i` of each mapped
 argument, inside one `ReplicaGroup` (compiler/primitives/replicas.py) through which the
-collectives exchange their operands; the results are stacked along `out_axes`. A function with
+collectives exchange their operands; the results are stacked along `out_axes`, and each carries JAX's sharding of a pmap
+result: a NamedSharding over a one-axis mesh of the replicas' devices, split along its mapped
+axis. A function with
 collectives runs its replicas all at once on native threads (`_replica_threads`: they wait for
 each other). One without runs them on those threads when a replica takes more than 50 us
 (measured on the first call, which runs them one after the other), else one after the other on
@@ -28,6 +30,8 @@ import numpy as np
 from .tree_util import tree_flatten, tree_unflatten
 from . import staging, _replica_threads
 from .devices import local_devices
+from .array import placed_on
+from .sharding import Mesh, NamedSharding, PartitionSpec, AxisType
 from .staging import leaf_value, wrap_outputs
 from .dispatch import is_traced
 from .wrappers import user_facing, name_like, describe
@@ -77,12 +81,19 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
                                      axis_name=axis_name or INTERNAL_AXIS)
             placed = place_outputs(outs, odims, st.out_tree, size, out_axes, fun, "pmap")
             return tree_unflatten(st.out_tree, placed)
-        _devices_for(size)
+        replicas = _devices_for(size)
         key = (treedef, statics, tuple(avals), tuple(axes))
         entry = cache.lookup(key, lambda stale: _compile(examples, treedef, statics, size))
         values = [_to_front(leaf_value(x), d) for x, d in zip(leaves, axes)]
-        outs = _run(entry, values, axes, size)
-        return tree_unflatten(entry.out_tree, wrap_outputs(outs, entry.out_weak))
+        outs = wrap_outputs(_run(entry, values, axes, size), entry.out_weak)
+        mesh = Mesh(np.array(replicas, dtype=object), (axis_name or INTERNAL_AXIS,),
+                    (AxisType.Auto,))
+        for o, spec in zip(outs, entry.mapped_out):
+            at = [None] * o.ndim
+            if spec is not None:
+                at[spec % o.ndim] = axis_name or INTERNAL_AXIS
+            placed_on(o, NamedSharding(mesh, PartitionSpec(*at)))
+        return tree_unflatten(entry.out_tree, outs)
 
     def _devices_for(size):
         """The devices the replicas run on; a ValueError when there are fewer than `size`."""

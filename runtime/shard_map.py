@@ -29,6 +29,8 @@ from . import staging, _replica_threads
 from .staging import leaf_value, wrap_outputs
 from .dispatch import is_traced
 from .wrappers import user_facing, name_like, describe
+from .array import placed_on
+from .sharding import Mesh, NamedSharding, PartitionSpec, get_mesh
 from .compiler.ir.builder import Builder, current
 from .compiler.primitives import emit as E
 from .compiler.primitives.batching import to_front
@@ -172,9 +174,10 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
                                    axis_names=axis_names, check_vma=check_vma)
     if not callable(f):
         raise TypeError(f"shard_map requires a callable, got {f!r}")
+    mesh = mesh if mesh is not None else get_mesh()
     if mesh is None:
-        raise ValueError("shard_map needs a mesh: pass mesh=kiln.sharding.Mesh(...) (or "
-                         "kiln.make_mesh(...))")
+        raise ValueError("shard_map needs a mesh: pass mesh=kiln.make_mesh(...) (a "
+                         "kiln.sharding.Mesh), or call it under kiln.set_mesh(mesh)")
     axes = _mesh_axes(mesh)
     if axis_names and set(axis_names) != {n for n, _ in axes}:
         raise NotImplementedError(
@@ -204,8 +207,13 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
         entry = cache.lookup(key, lambda stale: _compile(treedef, blocks))
         values = [to_mesh_major(_NumPyOps, np.asarray(leaf_value(x)), a.shape, e, axes)
                   for x, a, e in zip(leaves, avals, entries)]
-        outs = _run(entry, values, [_used(e, axes) for e in entries])
-        return tree_unflatten(entry.out_tree, wrap_outputs(outs, entry.out_weak))
+        outs = wrap_outputs(_run(entry, values, [_used(e, axes) for e in entries]),
+                            entry.out_weak)
+        if isinstance(mesh, Mesh):
+            for o, spec in zip(outs, entry.out_specs):
+                placed_on(o, NamedSharding(mesh, PartitionSpec(*(n if len(n) != 1 else n[0]
+                                                                 for n in spec))))
+        return tree_unflatten(entry.out_tree, outs)
 
     def _stage(treedef, blocks):
         def rebuild(tracers):
@@ -324,7 +332,40 @@ def _specs(specs, value, count, what):
 
 
 def _is_spec(x):
-    """Whether `x` is one PartitionSpec (kiln's or JAX's), not a container of specs."""
-    return type(x).__name__ in ("PartitionSpec", "P")
+    """Whether `x` is one PartitionSpec (kiln's, or one with its name), not a container of
+    specs."""
+    return isinstance(x, PartitionSpec) or type(x).__name__ in ("PartitionSpec", "P")
 
 
+
+
+def smap(f=None, /, *, in_axes=0, out_axes, axis_name):
+    """`kiln.smap` (JAX's): `shard_map` over the one axis `axis_name` of the current mesh
+    (`kiln.set_mesh`), its specs written as `vmap`-style axes: argument axis `d` split over
+    `axis_name` (None: replicated), each instance getting its block."""
+    if f is None:
+        return lambda g: smap(g, in_axes=in_axes, out_axes=out_axes, axis_name=axis_name)
+    def spec(axis):
+        if axis is None:
+            return PartitionSpec()
+        if not isinstance(axis, int) or axis < 0:
+            raise ValueError(f"smap axes are non-negative ints or None here, got {axis!r}")
+        return PartitionSpec(*([None] * axis + [axis_name]))
+
+    def specs(axes):
+        if isinstance(axes, (tuple, list)):
+            return type(axes)(specs(a) for a in axes)
+        if isinstance(axes, dict):
+            return {k: specs(a) for k, a in axes.items()}
+        return spec(axes)
+
+    @user_facing
+    def mapped(*args):
+        mesh = get_mesh()
+        if mesh is None:
+            raise ValueError("smap maps over an axis of the current mesh: call it under "
+                             "kiln.set_mesh(mesh)")
+        return shard_map(f, mesh=mesh, in_specs=specs(in_axes), out_specs=specs(out_axes))(
+            *args)
+    name_like(mapped, f)
+    return mapped

@@ -13,8 +13,12 @@ PUBLIC = {
         "devices", "disable_jit", "example_libraries", "grad", "hessian", "jacfwd", "jacobian",
         "jacrev", "jit", "jvp", "lax", "linearize", "local_device_count", "local_devices",
         "make_ir", "nn", "numpy", "pmap", "process_count", "process_index", "random", "remat",
-        "scipy", "shard_map",
-        "test_util", "tree", "tree_util", "value_and_grad", "vjp", "vmap"},
+        "scipy", "shard_map", "test_util", "tree", "tree_util", "value_and_grad", "vjp", "vmap",
+        # the SPMD layer (docs/pmap.md)
+        "Device", "NamedSharding", "P", "Shard", "device_get", "host_count", "host_id",
+        "host_ids", "make_array_from_callback", "make_array_from_process_local_data",
+        "make_array_from_single_device_arrays", "make_mesh", "process_indices", "reshard",
+        "set_mesh", "sharding", "smap"},
     "kiln.numpy": {
         "abs", "absolute", "acos", "acosh", "add", "all", "allclose", "amax", "amin",
         "angle", "any", "arange", "arccos", "arccosh", "arcsin", "arcsinh", "arctan",

@@ -9,23 +9,11 @@ import kiln.numpy as jnp
 from kiln import lax
 
 
-class PartitionSpec(tuple):
-    """A stand-in with JAX's PartitionSpec's shape (kiln.sharding's replaces it)."""
-
-    def __new__(cls, *entries):
-        return super().__new__(cls, entries)
+from kiln.sharding import PartitionSpec as P
 
 
-P = PartitionSpec
-
-
-class Mesh:
-    """A stand-in with the attributes shard_map reads of a mesh."""
-
-    def __init__(self, shape, names):
-        self.devices = np.array(kiln.devices()[:int(np.prod(shape))]).reshape(shape)
-        self.axis_names = tuple(names)
-        self.shape = dict(zip(names, shape))
+def Mesh(shape, names):   # noqa: N802 - a mesh of the first devices, as kiln.make_mesh makes
+    return kiln.make_mesh(shape, names)
 
 
 MESH = Mesh((2, 4), ("x", "y"))
@@ -105,6 +93,8 @@ def test_errors():
         kiln.shard_map(lambda b: b, mesh=MESH, in_specs=P("x", "x"), out_specs=P())(X)
     with pytest.raises(ValueError, match="needs a mesh"):
         kiln.shard_map(lambda b: b, in_specs=P(), out_specs=P())
+    with pytest.raises(ValueError, match="needs 16 devices, but only 8"):
+        kiln.make_mesh((4, 4), ("a", "b"))
     with pytest.raises(NameError, match="unbound axis name: i"):
         kiln.shard_map(lambda b: lax.psum(b, "i"), mesh=MESH, in_specs=P(), out_specs=P())(X)
 
@@ -161,3 +151,17 @@ def test_every_mesh_shape_and_spec(shape):
 def test_make_ir_of_pmap():
     text = str(kiln.make_ir(kiln.pmap(lambda v: lax.psum(v, "i"), axis_name="i"))(X[:4]))
     assert "psum" in text and "f32[8]" in text
+
+
+def test_results_carry_their_sharding_and_the_current_mesh_is_used():
+    out = kiln.shard_map(lambda b: b + 1, mesh=MESH, in_specs=P("x", "y"),
+                         out_specs=P("x", "y"))(X)
+    assert out.sharding == kiln.NamedSharding(MESH, P("x", "y"))
+    assert len(out.addressable_shards) == 8
+    np.testing.assert_array_equal(np.asarray(out.addressable_shards[5].data),
+                                  X[4:8, 2:4] + 1)
+    with kiln.set_mesh(MESH):
+        again = kiln.shard_map(lambda b: b * 2, in_specs=P("x"), out_specs=P("x"))(X)
+        np.testing.assert_allclose(np.asarray(again), 2 * X)
+        halves = kiln.smap(lambda b: b - b.mean(), in_axes=0, out_axes=0, axis_name="x")(X)
+        np.testing.assert_allclose(np.asarray(halves)[:4], X[:4] - X[:4].mean())

@@ -1,0 +1,99 @@
+"""Putting values on devices and building arrays from blocks (JAX's names): `device_put`,
+`device_get`, `reshard`, `make_array_from_callback`, `make_array_from_process_local_data`,
+`make_array_from_single_device_arrays`.
+
+Every CPU device shares the host's memory, so placing an array onto devices or a sharding
+keeps (or makes) one host buffer and records the sharding beside it (`array.placed_on`); the
+checks are JAX's: a sharding whose split dimensions do not divide the shape is a ValueError.
+A `PartitionSpec` alone means a NamedSharding over the current mesh (`kiln.set_mesh`).
+"""
+import numpy as np
+
+from .tree_util import tree_map
+from .array import Array, to_array, placed_on
+from .devices import Device
+from .sharding import Sharding, SingleDeviceSharding, NamedSharding, PartitionSpec, get_mesh
+
+
+def _as_sharding(where):
+    if where is None or isinstance(where, Sharding):
+        return where
+    if isinstance(where, Device):
+        return SingleDeviceSharding(where)
+    if isinstance(where, PartitionSpec):
+        mesh = get_mesh()
+        if mesh is None:
+            raise ValueError(f"device_put onto {where!r} needs a mesh: use "
+                             f"kiln.set_mesh(mesh) or pass NamedSharding(mesh, {where!r})")
+        return NamedSharding(mesh, where)
+    raise TypeError(f"device_put: expected a Device, a Sharding or a PartitionSpec, got "
+                    f"{where!r}")
+
+
+def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
+    """`x` (a pytree) as kiln arrays on `device`: a Device, a Sharding, a PartitionSpec over
+    the current mesh, or a pytree prefix of those (see the module docstring)."""
+    def put(v, where):
+        where = _as_sharding(where)
+        if not isinstance(v, Array):
+            v = to_array(np.asarray(v) if isinstance(v, (list, tuple)) else v, "device_put")
+        if where is None:
+            return v
+        if isinstance(where, NamedSharding):
+            where.check_shape(v.shape)
+        out = Array(v._value, v.weak_type) if v.sharding != where else v
+        return placed_on(out, where)
+    if isinstance(device, (list, tuple)) and isinstance(x, (list, tuple)) \
+            and len(device) == len(x):
+        return type(x)(put(v, d) for v, d in zip(x, device))
+    return tree_map(lambda v: put(v, device), x)
+
+
+def device_get(x):
+    """`x` (a pytree) with its arrays as NumPy arrays on the host."""
+    return tree_map(lambda v: np.asarray(v) if isinstance(v, Array) else v, x)
+
+
+def reshard(xs, out_shardings):
+    """`xs` placed as `out_shardings` says (on the CPU only the shardings change)."""
+    return device_put(xs, out_shardings)
+
+
+def make_array_from_callback(shape, sharding, data_callback, dtype=None):
+    """The array of `shape` whose block on each device is `data_callback(index)`."""
+    out = None
+    for _, index in sharding.devices_indices_map(tuple(shape)).items():
+        block = np.asarray(data_callback(index))
+        if out is None:
+            out = np.empty(tuple(shape), dtype or block.dtype)
+        out[index] = block
+    if out is None:
+        out = np.empty(tuple(shape), dtype or np.float32)
+    return placed_on(to_array(out, "make_array_from_callback"), sharding)
+
+
+def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None):
+    """The array of `shape` assembled from one block per device of `sharding` (in the order
+    of its devices_indices_map)."""
+    indices = list(sharding.devices_indices_map(tuple(shape)).values())
+    if len(arrays) != len(indices):
+        raise ValueError(f"make_array_from_single_device_arrays: {len(arrays)} arrays for a "
+                         f"sharding over {len(indices)} devices")
+    blocks = iter(arrays)
+    return make_array_from_callback(shape, sharding, lambda index: next(blocks), dtype)
+
+
+def make_array_from_process_local_data(sharding, local_data, global_shape=None):
+    """The global array from this process's data. With one process, the local data is the
+    whole array (`global_shape`, when given, must be its shape)."""
+    from .devices import process_count
+    data = np.asarray(local_data)
+    if process_count() != 1:
+        raise NotImplementedError("make_array_from_process_local_data across several "
+                                  "processes is not supported yet; each process's pmap "
+                                  "takes its local data directly")
+    if global_shape is not None and tuple(global_shape) != data.shape:
+        raise ValueError(f"make_array_from_process_local_data: global_shape "
+                         f"{tuple(global_shape)} differs from the local data's shape "
+                         f"{data.shape} in a single process")
+    return make_array_from_callback(data.shape, sharding, lambda index: data[index])

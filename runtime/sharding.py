@@ -1,0 +1,355 @@
+"""`kiln.sharding`: meshes of devices and how an array is laid out over them (JAX's names).
+
+- `Mesh(devices, axis_names, axis_types=None)`: an n-d array of devices with a name per axis;
+  `kiln.make_mesh(axis_shapes, axis_names)` builds one from `kiln.devices()`.
+- `PartitionSpec(*entries)` (`P`): per array dimension, the mesh axis (or tuple of axes, or
+  None) it is split over.
+- `NamedSharding(mesh, spec)`, `SingleDeviceSharding(device)`: what `Array.sharding` is; each
+  answers `shard_shape`, `devices_indices_map`, `device_set`, `is_fully_replicated`, ...
+- `set_mesh(mesh)`: the mesh `shard_map` and `device_put(x, P(...))` use when none is given;
+  a context manager, or a global setting when not used in a `with`.
+
+Every CPU device shares the host's memory, so a kiln Array keeps one host buffer whatever its
+sharding: the sharding is metadata (set by `device_put`, pmap, shard_map and
+`jit(out_shardings=...)`) that says which device holds which block, and each `Shard.data` is a
+view of the buffer, not a copy. Arrays that were never placed are on device 0
+(`SingleDeviceSharding`).
+"""
+import enum
+import math
+import threading
+
+import numpy as np
+
+
+class AxisType(enum.Enum):
+    """How a mesh axis is used (JAX's names); kiln treats every axis alike."""
+    Auto = "Auto"
+    Explicit = "Explicit"
+    Manual = "Manual"
+
+    def __repr__(self):
+        return self.value
+
+
+class PartitionSpec:
+    """Per array dimension: None (not split), a mesh axis name, or a tuple of names (split
+    row-major over them). Dimensions past the last entry are not split."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, *entries):
+        for e in entries:
+            names = e if isinstance(e, tuple) else (e,)
+            if not all(n is None or isinstance(n, str) for n in names):
+                raise TypeError(f"PartitionSpec entries are None, a mesh axis name or a tuple "
+                                f"of names; got {e!r}")
+        self._entries = tuple(entries)
+
+    def __iter__(self):
+        return iter(self._entries)
+
+    def __len__(self):
+        return len(self._entries)
+
+    def __getitem__(self, i):
+        return self._entries[i]
+
+    def __eq__(self, other):
+        return isinstance(other, PartitionSpec) and self._entries == other._entries
+
+    def __hash__(self):
+        return hash(self._entries)
+
+    def __repr__(self):
+        return "P" + (repr(self._entries) if self._entries else "()")
+
+    def padded(self, ndim):
+        """This spec with None entries up to `ndim` dimensions."""
+        return PartitionSpec(*(self._entries + (None,) * (ndim - len(self._entries))))
+
+    def names(self, dim):
+        """The mesh axis names dimension `dim` is split over."""
+        e = self._entries[dim] if dim < len(self._entries) else None
+        return () if e is None else e if isinstance(e, tuple) else (e,)
+
+
+P = PartitionSpec
+
+_MESH = threading.local()     # .stack: meshes of `with mesh:` / `with set_mesh(mesh):` blocks
+_GLOBAL_MESH = [None]         # set_mesh(mesh) outside a `with`
+
+
+class Mesh:
+    """Devices laid out in an n-d array with one name per axis (JAX's `jax.sharding.Mesh`)."""
+
+    def __init__(self, devices, axis_names, axis_types=None):
+        devices = np.asarray(devices, dtype=object)
+        names = (axis_names,) if isinstance(axis_names, str) else tuple(axis_names)
+        if devices.ndim != len(names):
+            raise ValueError(f"Mesh: the devices array has {devices.ndim} dimensions but "
+                             f"{len(names)} axis names were given ({names})")
+        if len(set(names)) != len(names):
+            raise ValueError(f"Mesh axis names must be unique, got {names}")
+        self.devices = devices
+        self.axis_names = names
+        self.axis_types = tuple(axis_types) if axis_types is not None else \
+            (AxisType.Explicit,) * len(names)
+
+    @property
+    def shape(self):
+        return dict(zip(self.axis_names, self.devices.shape))
+
+    @property
+    def axis_sizes(self):
+        return tuple(self.devices.shape)
+
+    @property
+    def size(self):
+        return int(self.devices.size)
+
+    @property
+    def empty(self):
+        return self.size == 0
+
+    @property
+    def device_ids(self):
+        return np.vectorize(lambda d: d.id, otypes=[int])(self.devices)
+
+    @property
+    def local_devices(self):
+        from .devices import process_index
+        return [d for d in self.devices.flat if d.process_index == process_index()]
+
+    def __eq__(self, other):
+        return isinstance(other, Mesh) and self.axis_names == other.axis_names and \
+            self.devices.shape == other.devices.shape and \
+            all(a == b for a, b in zip(self.devices.flat, other.devices.flat))
+
+    def __hash__(self):
+        return hash((self.axis_names, self.devices.shape,
+                     tuple(d.id for d in self.devices.flat)))
+
+    def __enter__(self):
+        _stack().append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _stack().pop()
+
+    def __repr__(self):
+        return (f"Mesh(axis_sizes={self.axis_sizes}, axis_names={self.axis_names}, "
+                f"axis_types=({', '.join(map(repr, self.axis_types))}"
+                f"{',' if len(self.axis_types) == 1 else ''}))")
+
+    def __str__(self):
+        sizes = ", ".join(f"{n!r}: {s}" for n, s in zip(self.axis_names, self.axis_sizes))
+        types = ", ".join(map(repr, self.axis_types)) + ("," if len(self.axis_types) == 1 else "")
+        return f"Mesh({sizes}, axis_types=({types}))"
+
+
+def _stack():
+    if not hasattr(_MESH, "stack"):
+        _MESH.stack = []
+    return _MESH.stack
+
+
+def get_mesh():
+    """The mesh of the innermost `with mesh:` / `with set_mesh(mesh):`, else the one
+    `set_mesh` set, else None."""
+    stack = _stack()
+    return stack[-1] if stack else _GLOBAL_MESH[0]
+
+
+class set_mesh:   # noqa: N801 - JAX's name; a function-like context manager
+    """`set_mesh(mesh)`: make `mesh` the current mesh, for the whole program, or inside a
+    `with set_mesh(mesh):` block only (restored at its end)."""
+
+    def __init__(self, mesh):
+        if mesh is not None and not isinstance(mesh, Mesh):
+            raise TypeError(f"set_mesh expects a kiln.sharding.Mesh or None, got {mesh!r}")
+        self.mesh = mesh
+        self.previous = _GLOBAL_MESH[0]
+        _GLOBAL_MESH[0] = mesh
+
+    def __enter__(self):
+        _GLOBAL_MESH[0] = self.previous
+        _stack().append(self.mesh)
+        return self.mesh
+
+    def __exit__(self, *exc):
+        _stack().pop()
+
+
+# ----------------------------------------------------------------------- shardings
+
+class Sharding:
+    """How an array of some shape is split over devices (the base of every sharding)."""
+
+    memory_kind = "device"
+
+    @property
+    def device_set(self):
+        return set(self._devices())
+
+    @property
+    def addressable_devices(self):
+        from .devices import process_index
+        return {d for d in self._devices() if d.process_index == process_index()}
+
+    @property
+    def num_devices(self):
+        return len(self._devices())
+
+    @property
+    def is_fully_addressable(self):
+        return self.addressable_devices == self.device_set
+
+    def addressable_devices_indices_map(self, global_shape):
+        addressable = self.addressable_devices
+        return {d: i for d, i in self.devices_indices_map(global_shape).items()
+                if d in addressable}
+
+    def shard_shape(self, global_shape):
+        index = next(iter(self.devices_indices_map(global_shape).values()))
+        return tuple(len(range(*s.indices(n))) for s, n in zip(index, global_shape))
+
+
+class SingleDeviceSharding(Sharding):
+    """The whole array on one device."""
+
+    def __init__(self, device, *, memory_kind=None):
+        self._device = device
+
+    def _devices(self):
+        return [self._device]
+
+    is_fully_replicated = True
+
+    def devices_indices_map(self, global_shape):
+        return {self._device: tuple(slice(None) for _ in global_shape)}
+
+    def __eq__(self, other):
+        return isinstance(other, SingleDeviceSharding) and other._device == self._device
+
+    def __hash__(self):
+        return hash(self._device)
+
+    def __repr__(self):
+        return f"SingleDeviceSharding(device={self._device!r}, memory_kind=device)"
+
+
+class NamedSharding(Sharding):
+    """An array split over `mesh` as `spec` says, replicated along the mesh axes it does not
+    name."""
+
+    def __init__(self, mesh, spec, *, memory_kind=None):
+        if not isinstance(mesh, Mesh):
+            raise TypeError(f"NamedSharding expects a kiln.sharding.Mesh, got {mesh!r}")
+        spec = spec if isinstance(spec, PartitionSpec) else PartitionSpec(*spec)
+        used = [n for k in range(len(spec)) for n in spec.names(k)]
+        for n in used:
+            if n not in mesh.axis_names:
+                raise ValueError(f"NamedSharding: the spec {spec} names the axis {n!r}, which "
+                                 f"the mesh does not have (its axes: {mesh.axis_names})")
+        if len(set(used)) != len(used):
+            raise ValueError(f"NamedSharding: the spec {spec} names a mesh axis twice")
+        self.mesh = mesh
+        self.spec = spec
+
+    def _devices(self):
+        return list(self.mesh.devices.flat)
+
+    @property
+    def is_fully_replicated(self):
+        sizes = self.mesh.shape
+        return all(sizes[n] == 1 for k in range(len(self.spec)) for n in self.spec.names(k))
+
+    def check_shape(self, global_shape):
+        """A ValueError (JAX's text) unless every split dimension divides evenly."""
+        if len(self.spec) > len(global_shape):
+            raise ValueError(f"Sharding {self} is only valid for values of rank at least "
+                             f"{len(self.spec)}, but was applied to a value of rank "
+                             f"{len(global_shape)}")
+        sizes = self.mesh.shape
+        for d, n in enumerate(global_shape):
+            parts = math.prod(sizes[x] for x in self.spec.names(d))
+            if n % parts:
+                raise ValueError(
+                    f"Sharding spec {tuple(self.spec)} implies that array axis {d} is "
+                    f"partitioned {parts} times, but does not evenly divide the dimension size "
+                    f"{n}. Got shape: {tuple(global_shape)} and sharding {self}")
+
+    def devices_indices_map(self, global_shape):
+        self.check_shape(global_shape)
+        names, sizes = self.mesh.axis_names, self.mesh.shape
+        out = {}
+        for coords in np.ndindex(*self.mesh.devices.shape):
+            at = dict(zip(names, coords))
+            index = []
+            for d, n in enumerate(global_shape):
+                split = self.spec.names(d)
+                if not split:
+                    index.append(slice(None))
+                    continue
+                parts, k = 1, 0
+                for x in split:
+                    k, parts = k * sizes[x] + at[x], parts * sizes[x]
+                width = n // parts
+                index.append(slice(k * width, (k + 1) * width))
+            out[self.mesh.devices[coords]] = tuple(index)
+        return out
+
+    def __eq__(self, other):
+        return isinstance(other, NamedSharding) and other.mesh == self.mesh and \
+            other.spec.padded(8) == self.spec.padded(8)
+
+    def __hash__(self):
+        return hash((self.mesh, self.spec.padded(8)))
+
+    def __repr__(self):
+        return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}, memory_kind=device)"
+
+
+class Shard:
+    """One device's block of an array: `device`, `index` (slices into the global array),
+    `replica_id` (its number among the devices holding the same block) and `data` (a view)."""
+
+    __slots__ = ("device", "index", "replica_id", "data")
+
+    def __init__(self, device, index, replica_id, data):
+        self.device, self.index, self.replica_id, self.data = device, index, replica_id, data
+
+    def __repr__(self):
+        return (f"Shard(device={self.device!r}, index={self.index}, "
+                f"replica_id={self.replica_id}, data={self.data})")
+
+
+def shards(array, sharding):
+    """Every device's Shard of `array` under `sharding` (views of its buffer)."""
+    from .array import Array
+    value = np.asarray(array)
+    seen = {}
+    out = []
+    for device, index in sharding.devices_indices_map(value.shape).items():
+        key = tuple((s.start, s.stop) for s in index)
+        replica = seen.get(key, 0)
+        seen[key] = replica + 1
+        out.append(Shard(device, index, replica, Array(value[index])))
+    return out
+
+
+def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
+    """A Mesh of `axis_shapes` over `devices` (default `kiln.devices()`, in order)."""
+    from .devices import devices as all_devices
+    shape = tuple(int(s) for s in axis_shapes)
+    names = (axis_names,) if isinstance(axis_names, str) else tuple(axis_names)
+    if len(shape) != len(names):
+        raise ValueError(f"make_mesh: {len(shape)} axis shapes but {len(names)} axis names")
+    pool = list(devices) if devices is not None else all_devices()
+    need = math.prod(shape)
+    if need > len(pool):
+        raise ValueError(f"make_mesh: the mesh shape {shape} needs {need} devices, but only "
+                         f"{len(pool)} are available (raise the count with "
+                         f"kiln.config.update('jax_num_cpu_devices', {need}))")
+    return Mesh(np.array(pool[:need], dtype=object).reshape(shape), names, axis_types)
