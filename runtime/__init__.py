@@ -13,7 +13,8 @@ from .placement import (device_put, device_get, reshard, make_array_from_callbac
                         make_array_from_single_device_arrays,
                         make_array_from_process_local_data)
 from . import sharding  # noqa: F401,E402
-from .sharding import NamedSharding, PartitionSpec as P, Shard, make_mesh, set_mesh  # noqa: F401
+from .sharding import (NamedSharding, PartitionSpec as P, Shard, make_mesh,  # noqa: F401
+                       set_mesh, auto_pcast, remove_size_one_mesh_axis_from_type)
 from . import tree_util, tree, lax  # noqa: F401,E402
 from .jit import jit, make_ir, disable_jit  # noqa: F401,E402
 from . import debug  # noqa: F401,E402
@@ -34,7 +35,7 @@ __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp",
            "process_indices", "host_id", "host_count", "host_ids", "Device", "device_get",
            "reshard", "make_array_from_callback", "make_array_from_single_device_arrays",
            "make_array_from_process_local_data", "sharding", "NamedSharding", "P", "Shard",
-           "make_mesh", "set_mesh", "smap",
+           "make_mesh", "set_mesh", "smap", "auto_pcast", "remove_size_one_mesh_axis_from_type",
            "tree_util", "lax", "numpy", "random", "nn", "scipy", "example_libraries",
            "test_util", "aot", "compiler"]
 

@@ -353,3 +353,36 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
                          f"{len(pool)} are available (raise the count with "
                          f"kiln.config.update('jax_num_cpu_devices', {need}))")
     return Mesh(np.array(pool[:need], dtype=object).reshape(shape), names, axis_types)
+
+
+class _TypingFlag:
+    """A flag of JAX's sharding-in-types mode (`kiln.auto_pcast`,
+    `kiln.remove_size_one_mesh_axis_from_type`): `flag(value)` is a context manager setting it
+    for a block, `flag.value` reads it. kiln's collectives do not type varying values, so the
+    flags are recorded and change nothing (docs/pmap.md)."""
+
+    def __init__(self, name, default):
+        self.name = name
+        self._values = [default]
+
+    @property
+    def value(self):
+        return self._values[-1]
+
+    def __call__(self, new_val=True):
+        flag = self
+
+        class _Block:
+            def __enter__(self):
+                flag._values.append(new_val)
+
+            def __exit__(self, *exc):
+                flag._values.pop()
+        return _Block()
+
+    def __repr__(self):
+        return f"<kiln flag {self.name}={self.value!r}>"
+
+
+auto_pcast = _TypingFlag("auto_pcast", False)
+remove_size_one_mesh_axis_from_type = _TypingFlag("remove_size_one_mesh_axis_from_type", False)

@@ -126,3 +126,12 @@ def test_sharded_jit_data_parallel_step():
         assert by_spec(w, X).sharding == replicated
     on_three = kiln.jit(lambda v: v + 1, device=kiln.devices()[3])(X)
     assert on_three.sharding == SingleDeviceSharding(kiln.devices()[3])
+
+
+def test_sharding_in_types_flags_are_recorded():
+    assert kiln.auto_pcast.value is False
+    with kiln.auto_pcast(True):
+        assert kiln.auto_pcast.value is True
+    assert kiln.auto_pcast.value is False
+    with kiln.remove_size_one_mesh_axis_from_type(True):
+        assert kiln.remove_size_one_mesh_axis_from_type.value
