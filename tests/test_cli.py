@@ -901,3 +901,10 @@ def test_disabled_cache(capsys, monkeypatch, action):
     monkeypatch.setenv("KILN_CACHE_DIR", "off")
     code, out, _ = run(capsys, "cache", action)
     assert code == 0 and out == "the disk cache is disabled (KILN_CACHE_DIR='off')\n"
+
+
+def test_doctor_devices():
+    # the suite runs with KILN_NUM_CPU_DEVICES=8 (conftest.py)
+    assert _doctor_row("devices") == ("8 CPU devices (KILN_NUM_CPU_DEVICES), for pmap and "
+                                      "shard_map")
+    assert _doctor_row("processes") == "process 0 of 1"

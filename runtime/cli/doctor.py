@@ -170,6 +170,23 @@ def _blas_threads():
             f"OPENBLAS_NUM_THREADS pins it)")
 
 
+# ---------------------------------------------------------------------------------- devices
+
+def _devices():
+    from ..devices import local_device_count, config
+    count = local_device_count()
+    source = ("kiln.config jax_num_cpu_devices" if config.read("num_cpu_devices")
+              else "KILN_NUM_CPU_DEVICES" if os.environ.get("KILN_NUM_CPU_DEVICES", "").strip()
+              else "XLA_FLAGS" if "xla_force_host_platform_device_count" in
+              os.environ.get("XLA_FLAGS", "") else "the default; KILN_NUM_CPU_DEVICES sets it")
+    return f"{count} CPU device{'s' if count != 1 else ''} ({source}), for pmap and shard_map"
+
+
+def _processes():
+    from ..devices import process_index, process_count
+    return f"process {process_index()} of {process_count()}"
+
+
 # ------------------------------------------------------------------------------- disk cache
 
 def _cache_info():
@@ -202,6 +219,7 @@ SECTIONS = [
     ("BLAS", [("kiln calls", _kiln_blas), ("numpy built with", _numpy_blas),
               ("scipy built with", _scipy_blas)]),
     ("threads", [("compiled loops", _threads), ("BLAS", _blas_threads)]),
+    ("devices", [("devices", _devices), ("processes", _processes)]),
     ("disk cache", [("path", _cache_path), ("size", _cache_size)]),
 ]
 
