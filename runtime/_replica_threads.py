@@ -97,12 +97,16 @@ def run_replicas(entry, group, args_of, backend):
             entry.parallel = (time.perf_counter() - start) > PARALLEL_ABOVE * size
         return outs
 
-    def replica(i):
-        def task():
-            with running_as(group, i):
-                return entry.executable(*args_of(i))
-        return task
+    native = getattr(entry.executable, "run_replicas", None)
     with _blas_shared_by(size, backend):
+        if native is not None:   # compiled code: its runtime library runs the replicas
+            return native([args_of(i) for i in range(size)], group)
+
+        def replica(i):
+            def task():
+                with running_as(group, i):
+                    return entry.executable(*args_of(i))
+            return task
         return run([replica(i) for i in range(size)], on_error=group.abort)
 
 

@@ -196,3 +196,44 @@ def test_busy_machine_takes_blas_threads_away():
 def test_pinned_threads_are_left_alone():
     watched, before, after = _watch({"OPENBLAS_NUM_THREADS": "1"}, spinners=0)
     assert not watched and before == after == 1
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.sampled_from([1, 7, 64, 129]), st.sampled_from([64, 100, 257, 520]),
+       st.sampled_from([64, 333, 1024]), st.booleans(), st.booleans(),
+       st.sampled_from(DTYPES), st.integers(0, 2**16))
+def test_large_products_split_into_column_panels(m, n, k, lhs_t, rhs_t, dtype, seed):
+    ls, rs, dims = layout(m, n, k, (), lhs_t, rhs_t)
+    fn = product_fn(ls, rs, dims, dtype)
+    plan = lower_linalg.plan_blas(fn.invars[0].aval, fn.invars[1].aval, fn.outvars[0].aval,
+                                  dims)
+    width = lower_linalg._panel_width(plan)
+    if m * n * k >= lower_linalg.PANEL_MIN_FLOPS and n >= 64:
+        assert width is not None and width % 16 == 0 and n >= 2 * width
+        assert "chunk" in native_text(fn)
+    rng = np.random.default_rng(seed)
+    a, b = operand(rng, ls, dtype), operand(rng, rs, dtype)
+    got = compile_function(fn)(a, b)[0]
+    want = reference.compile_function(fn)(a, b)[0]
+    tol = 1e-4 if dtype in (np.float32, np.complex64) else 1e-10
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * k)
+
+
+def test_panels_run_on_several_threads_and_one_thread():
+    import subprocess
+    import sys
+    code = ("import numpy as np\n"
+            "from kiln.compiler.backends.llvm import compile_function\n"
+            "from test_llvm_gemm import product_fn, layout\n"
+            "ls, rs, dims = layout(96, 512, 256, (), False, True)\n"
+            "fn = product_fn(ls, rs, dims, np.dtype(np.float64))\n"
+            "a, b = np.random.rand(*ls), np.random.rand(*rs)\n"
+            "assert np.allclose(compile_function(fn)(a, b)[0], a @ b.T)\n"
+            "print('ok')\n")
+    import os
+    for threads in ("1", "3"):
+        env = dict(os.environ, KILN_NUM_THREADS=threads,
+                   PYTHONPATH=os.path.dirname(os.path.abspath(__file__)))
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env=env, timeout=120)
+        assert out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -105,6 +105,16 @@ static int _kiln_init_status;
 static void _kiln_init_once(void) {
     _kiln_set("kiln_pthread_create", (uint64_t)(uintptr_t)&pthread_create);
     _kiln_set("kiln_pthread_join", (uint64_t)(uintptr_t)&pthread_join);
+    _kiln_set("kiln_pthread_mutex_lock", (uint64_t)(uintptr_t)&pthread_mutex_lock);
+    _kiln_set("kiln_pthread_mutex_unlock", (uint64_t)(uintptr_t)&pthread_mutex_unlock);
+    _kiln_set("kiln_pthread_cond_wait", (uint64_t)(uintptr_t)&pthread_cond_wait);
+    _kiln_set("kiln_pthread_cond_broadcast", (uint64_t)(uintptr_t)&pthread_cond_broadcast);
+    _kiln_set("kiln_getpid", (uint64_t)(uintptr_t)&getpid);
+    _kiln_set("kiln_sched_yield", (uint64_t)(uintptr_t)&sched_yield);
+    _kiln_set("kiln_pthread_setspecific", (uint64_t)(uintptr_t)&pthread_setspecific);
+    /* OpenBLAS >= 0.3.27: products split into panels run each panel single-threaded */
+    _kiln_set("kiln_openblas_set_num_threads_local",
+              (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "openblas_set_num_threads_local"));
     _kiln_set("kiln_num_threads", (uint64_t)_kiln_thread_count());
     _kiln_set("kiln_parallel_for", (uint64_t)(uintptr_t)&kiln_parallel_for);
 #ifdef KILN_BIND_DEFAULT_DEBUG_PRINT

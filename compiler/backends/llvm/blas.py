@@ -130,6 +130,31 @@ def emit_gemv(builder: ir.IRBuilder, dtype, m, n, a, x, y, *, trans_a=False, lda
         (gemv if inner else empty_sum)()
 
 
+_LOCAL_THREADS = ir.FunctionType(ir.IntType(32), [ir.IntType(32)])
+
+
+def emit_local_threads(builder: ir.IRBuilder, count) -> ir.Value:
+    """OpenBLAS's thread count for BLAS calls made by this thread set to `count` (an int or an
+    i32 value), through `openblas_set_num_threads_local` (the extern
+    `kiln_openblas_set_num_threads_local`); returns the previous count (`count` itself where
+    the library has no such function: its extern is null and nothing is called)."""
+    count = ir.Constant(ir.IntType(32), count) if isinstance(count, int) else count
+    pointer = builder.load(externs.declare(builder.module, "kiln_openblas_set_num_threads_local"),
+                           typ=_LOCAL_THREADS.as_pointer())
+    present = builder.icmp_unsigned("!=", builder.ptrtoint(pointer, ir.IntType(64)),
+                                    ir.Constant(ir.IntType(64), 0))
+    with builder.if_else(present) as (call, skip):
+        with call:
+            previous = builder.call(pointer, [count])
+            called = builder.block
+        with skip:
+            skipped = builder.block
+    result = builder.phi(ir.IntType(32))
+    result.add_incoming(previous, called)
+    result.add_incoming(count, skipped)
+    return result
+
+
 def _float(scalar: ir.Type, value) -> ir.Value:
     """An alpha/beta argument: an IR value as it is, a Python number as a constant (complex
     for the complex routines: their scalars are (re, im) pairs)."""

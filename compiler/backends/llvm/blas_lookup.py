@@ -106,6 +106,27 @@ def thread_setter() -> Callable[[int], None] | None:
 
 
 @functools.cache
+def local_threads_address() -> int:
+    """The address of OpenBLAS's `openblas_set_num_threads_local` (C: int -> previous int) in
+    the library `library()` names, or 0 where it has none (OpenBLAS before 0.3.27)."""
+    if library().name == "numpy-openblas64":
+        paths = [*Path(np.__file__).parent.parent.glob("numpy.libs/*openblas64*"),
+                 *Path(np.__file__).parent.glob(".dylibs/*openblas64*")]
+        names = ("openblas_set_num_threads_local", "scipy_openblas_set_num_threads_local64_")
+    else:
+        import scipy.linalg.cython_blas  # noqa: F401  (loads SciPy's OpenBLAS into the process)
+        paths = list(Path(np.__file__).parent.parent.glob("scipy.libs/*openblas*"))
+        names = ("openblas_set_num_threads_local", "scipy_openblas_set_num_threads_local")
+    for path in sorted(paths):
+        handle = ctypes.CDLL(str(path))
+        for name in names:
+            found = _symbol(handle, name)
+            if found:
+                return found
+    return 0
+
+
+@functools.cache
 def with_int_bits(bits: int) -> Library | None:
     """A BLAS of this process whose INTEGER arguments have `bits` bits (64: NumPy's OpenBLAS,
     32: SciPy's), `library()` first; None if there is none (SciPy missing, say)."""

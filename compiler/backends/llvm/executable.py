@@ -62,6 +62,8 @@ from ...primitives.collectives import holds_collectives
 LEVELS = ("llvm", "llvm-unoptimized", "asm")
 _ENTRY_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
 _FAST_TYPE = _ENTRY_TYPE   # kiln_dispatch(ptr pack): the pack tuple's address
+_RUN_REPLICAS = ctypes.CFUNCTYPE(None, _ENTRY_TYPE, ctypes.c_void_p, ctypes.c_void_p,
+                                 ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 # A cache entry: workspace bytes, length of the module names, number of objects; the module
 # names (newline-separated, the entry's first), each object's length, the objects.
 _ENTRY_HEADER = struct.Struct("<QII")
@@ -194,6 +196,38 @@ class Executable:
         if workspace is not None:
             buffers.append(workspace)
         return self._entry(self._slots(*[b.__array_interface__["data"][0] for b in buffers]))
+
+    def run_replicas(self, per_replica, group):
+        """Each replica's outputs: the code run once per argument list of `per_replica`, all
+        at once on the runtime library's threads (kiln_run_replicas, pool.py), replica i with
+        the record of replica i of `group` (a ReplicaGroup: replica_context.py) for its
+        collectives; one call into native code, no Python per replica while they run."""
+        n = len(per_replica)
+        native = replica_context.native_group(group)
+        outs, keep, sets = [], [], np.empty(n, np.uint64)
+        for i, args in enumerate(per_replica):
+            if len(args) != len(self._inputs):
+                raise TypeError(f"{self.function.name} takes {len(self._inputs)} arrays, "
+                                f"got {len(args)}")
+            replica_outs = [make() for make in self._outs]
+            buffers = [_contiguous(a, dt, shape) for a, (dt, shape) in zip(args, self._inputs)]
+            buffers += replica_outs
+            workspace = self._workspace()
+            if workspace is not None:
+                buffers.append(workspace)
+            slots = self._slots(*[x.__array_interface__["data"][0] for x in buffers])
+            keep += [buffers, slots]
+            sets[i] = ctypes.addressof(slots)
+            outs.append(replica_outs)
+        statuses = np.zeros(n, np.int32)
+        _RUN_REPLICAS(rtlib.address("run_replicas"))(
+            self._entry, sets.ctypes.data, native.records.ctypes.data, statuses.ctypes.data, n,
+            replica_context.replica_key())
+        for status in statuses:
+            if status:
+                raise self._failure(int(status))
+        del keep
+        return outs
 
     def as_text(self, level="llvm"):
         """The optimised LLVM IR ("llvm"), the IR before optimisation ("llvm-unoptimized"),

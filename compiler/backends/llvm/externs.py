@@ -48,6 +48,12 @@ def _parallel_for() -> int:
     return rtlib.address("parallel_for")
 
 
+def _libc(name: str) -> Callable[[], int]:
+    def provide() -> int:
+        return ctypes.cast(getattr(ctypes.CDLL(None), name), ctypes.c_void_p).value
+    return provide
+
+
 def _replicas(attribute: str) -> Callable[[], int]:
     def provide() -> int:
         from . import replica_context
@@ -65,13 +71,17 @@ EXTERNS: dict[str, tuple[ir.Type, Callable[[], int]]] = {
     "kiln_pthread_create": (PTR, _parallel("pthread_create_address")),
     "kiln_pthread_join": (PTR, _parallel("pthread_join_address")),
     "kiln_num_threads": (I64, _parallel("num_threads")),
+    # the runtime library's thread pool (pool.py)
+    **{f"kiln_{name}": (PTR, _libc(name)) for name in (
+        "pthread_mutex_lock", "pthread_mutex_unlock", "pthread_cond_wait",
+        "pthread_cond_broadcast", "getpid", "sched_yield", "pthread_setspecific")},
     "kiln_parallel_for": (PTR, _parallel_for),   # the runtime library's (rtlib.py)
     **{f"kiln_{routine}": (PTR, _blas(routine)) for routine in blas_lookup.ROUTINES},
+    "kiln_openblas_set_num_threads_local": (PTR, blas_lookup.local_threads_address),
     "kiln_debug_print": (PTR, _debug_print),   # the host callback of `debug_print`
     # pmap's replicas (lower_collectives.py, replica_context.py)
     "kiln_replica_key": (I64, _replicas("replica_key")),
     "kiln_pthread_getspecific": (PTR, _replicas("getspecific_address")),
-    "kiln_sched_yield": (PTR, _replicas("sched_yield_address")),
 }
 
 

@@ -15,7 +15,13 @@ Each product of the plan then runs, by `inline`:
   for a matrix times a vector) that gemm.py can read in place: gemm.py's register-blocked loop
   nest, generated into the kernel (no call, no packing, no threads);
 - otherwise BLAS: blas.py's row-major emitters of sgemm/dgemm/cgemm/zgemm or the gemv routines
-  (extern function pointers bound at load time). Products below MIN_BLAS_FLOPS that the
+  (extern function pointers bound at load time). A matrix product of at least PANEL_MIN_FLOPS
+  multiply-adds with at least two panels of columns is cut into column panels (C[:, lo:hi] =
+  op(A) @ op(B)[:, lo:hi]) that the runtime library's thread pool hands out one at a time
+  (outline.parallel_range), each a single-threaded BLAS call (OpenBLAS's per-thread
+  `openblas_set_num_threads_local(1)` around it): the work follows whichever threads actually
+  get cores, so a busy machine slows a product down by the cores it lost and no more
+  (OpenBLAS's own threads split the product into fixed shares and wait for the slowest). Products below MIN_BLAS_FLOPS that the
   kernel does not take, or that contract more than 64 float32 terms (the loop nest sums them
   in float64: lower_fused.wide_carry; above MIN_BLAS_FLOPS they went to BLAS's float32
   sums before the kernel too), are not planned: they take the loop nest.
@@ -42,7 +48,7 @@ from ...ir.ssa import Eqn, Literal, Var
 from ...primitives import PRIMITIVES
 from ...primitives.core import LLVM, LLVM_SCRATCH
 from ...primitives.linalg import free_axes
-from . import blas, gemm
+from . import blas, gemm, outline
 from . import ltypes as T
 from .buffers import element_pointer
 from .loops import affine_offset, collapse, contiguous_strides, emit_nest
@@ -59,6 +65,11 @@ MIN_BLAS_FLOPS = 16 * 16 * 16
 # matrix products".
 INLINE_MAX_FLOPS = 1 << 19
 INLINE_MAX_VECTOR_FLOPS = 1 << 12
+# Matrix products of at least this many multiply-adds are cut into column panels of at least
+# PANEL_COLUMNS (a multiple of 16), PANELS_WANTED of them when the columns allow.
+PANEL_MIN_FLOPS = 1 << 21
+PANEL_COLUMNS = 32
+PANELS_WANTED = 8
 _BLAS_DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
 
 
@@ -179,10 +190,41 @@ def _call(builder, plan, dtype, a, b, c):
                        incx=plan.incs[0])
 
 
+def _panel_width(plan):
+    """The columns per panel of a product split into panels, or None to keep it whole."""
+    if plan.kind != "gemm" or plan.m * plan.n * plan.k < PANEL_MIN_FLOPS or \
+            any(d != 1 for d in plan.batch):
+        return None
+    width = max(PANEL_COLUMNS, -(-plan.n // PANELS_WANTED + 15) // 16 * 16)
+    return width if plan.n >= 2 * width else None
+
+
+def _emit_panels(ctx, plan, dtype, a, b, c, width):
+    """The product as column panels run by the thread pool (see the module docstring)."""
+    lhs, rhs = plan.lhs, plan.rhs
+    element = T.mem_type(dtype)
+
+    def panel(pctx, pointer, lo, hi):
+        bl = pctx.builder
+        previous = blas.emit_local_threads(bl, 1)
+        b_panel = bl.gep(pointer(b), [bl.mul(lo, T.i64(rhs.ld)) if rhs.trans else lo],
+                         source_etype=element)
+        c_panel = bl.gep(pointer(c), [lo], source_etype=element)
+        blas.emit_gemm(bl, dtype, plan.m, bl.sub(hi, lo), plan.k, pointer(a), b_panel, c_panel,
+                       trans_a=lhs.trans, trans_b=rhs.trans, lda=lhs.ld, ldb=rhs.ld,
+                       ldc=plan.n)
+        blas.emit_local_threads(bl, previous)
+    outline.parallel_range(ctx, [a, b, c], plan.n, width, panel)
+
+
 def _emit_blas(ctx, plan, lhs, rhs, out):
     builder, dtype = ctx.builder, out.aval.dtype
     if plan.kind == "zeros":
         fill(builder, out, T.const(dtype, 0))
+        return
+    width = _panel_width(plan)
+    if width is not None and not inline(plan, dtype):
+        _emit_panels(ctx, plan, dtype, lhs.ptr, rhs.ptr, out.ptr, width)
         return
 
     def body(b, index, carried):

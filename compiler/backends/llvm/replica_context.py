@@ -40,10 +40,6 @@ def getspecific_address() -> int:
     return ctypes.cast(_LIBC.pthread_getspecific, ctypes.c_void_p).value
 
 
-def sched_yield_address() -> int:
-    return ctypes.cast(_LIBC.sched_yield, ctypes.c_void_p).value
-
-
 class NativeGroup:
     """The native records of one ReplicaGroup (see the module docstring)."""
 
@@ -63,6 +59,14 @@ class NativeGroup:
         self.barrier[2] = 1
 
 
+def native_group(group):
+    """The NativeGroup of ReplicaGroup `group` (made on first use)."""
+    native = group.backend_state.get("llvm")
+    if native is None:
+        native = group.backend_state.setdefault("llvm", NativeGroup(group))
+    return native
+
+
 def enter():
     """Make this thread's replica (pmap's `running_as`) current for compiled code."""
     frame = current_frame()
@@ -70,7 +74,5 @@ def enter():
         _LIBC.pthread_setspecific(replica_key(), None)
         return
     group, index = frame
-    native = group.backend_state.get("llvm")
-    if native is None:
-        native = group.backend_state.setdefault("llvm", NativeGroup(group))
+    native = native_group(group)
     _LIBC.pthread_setspecific(ctypes.c_uint(replica_key()), ctypes.c_void_p(native.record(index)))
