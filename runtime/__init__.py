@@ -25,7 +25,7 @@ __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp",
            "local_devices", "device_count", "local_device_count", "process_index",
            "process_count", "default_backend", "device_put", "block_until_ready", "tree",
            "tree_util", "lax", "numpy", "random", "nn", "scipy", "example_libraries",
-           "test_util", "aot", "compiler"]
+           "test_util", "aot", "compiler", "distributed"]
 
 
 def __dir__():
@@ -38,6 +38,7 @@ def __dir__():
 def __getattr__(name):
     # Submodules that pull in more of the library load on first use.
     import importlib
-    if name in ("numpy", "random", "nn", "scipy", "example_libraries", "test_util", "aot"):
+    if name in ("numpy", "random", "nn", "scipy", "example_libraries", "test_util", "aot",
+                "distributed"):
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'kiln' has no attribute {name!r}")

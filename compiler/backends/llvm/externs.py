@@ -48,6 +48,13 @@ def _parallel_for() -> int:
     return rtlib.address("parallel_for")
 
 
+def _mpi(name: str) -> Callable[[], int]:
+    def provide() -> int:
+        from .. import mpi_engine
+        return mpi_engine.address(name)
+    return provide
+
+
 def _debug_print() -> int:
     from . import host_callbacks
     return host_callbacks.callback_address()
@@ -61,6 +68,9 @@ EXTERNS: dict[str, tuple[ir.Type, Callable[[], int]]] = {
     "kiln_parallel_for": (PTR, _parallel_for),   # the runtime library's (rtlib.py)
     **{f"kiln_{routine}": (PTR, _blas(routine)) for routine in blas_lookup.ROUTINES},
     "kiln_debug_print": (PTR, _debug_print),   # the host callback of `debug_print`
+    # collectives across processes (mpi_engine.py; bound only once kiln.distributed set up MPI)
+    **{f"kiln_mpi_{name}": (PTR, _mpi(name)) for name in
+       ("allreduce", "allgather", "alltoall", "sendrecv", "abort")},
 }
 
 

@@ -64,7 +64,15 @@ def provide(objects):
                 _LOADED_BUILTINS.append(_load(BUILTINS, _compile_builtins))
 
 
-def _load(name, compile_):
+def load_library(name, compile_):
+    """Another process-wide object (e.g. kiln.mpi, mpi_engine.py): `name` compiled by
+    `compile_()` or read from the disk cache, loaded into the JIT after the builtins it calls;
+    its `target.Loaded` handle. It must not use extern globals (none are bound)."""
+    with target.LOCK:
+        return _load(name, compile_, builtins_first=True)
+
+
+def _load(name, compile_, builtins_first=False):
     """The library object `name` (compiled by `compile_()`), loaded into the JIT."""
     cpu, features = target.jit_cpu()
     key = disk_cache.key(name, target.triple(), cpu, features, sys.implementation.cache_tag,
@@ -79,6 +87,8 @@ def _load(name, compile_):
     if data is None:
         data = compile_()
         disk_cache.store(key, data)
+    if builtins_first:
+        provide([data])
     return target.load_object(name, data, entry=False)
 
 
