@@ -257,6 +257,21 @@ for code, dtype in enumerate(E.DTYPES):
 last = size - 1
 got = E.sendrecv(mine, last if rank == 0 else None, 0 if rank == last else None)
 assert (got is None) == (rank != last) and (got is None or np.array_equal(got, value(mine.dtype, 0)))
+# buffers of several MB: between two processes these take the point-to-point path of the engine
+# (mpi_engine.PAIRWISE_BYTES), several chunks of it, in place too; odd counts split unevenly
+for dtype, op, n in (("float32", "sum", 1_000_003), ("float64", "max", 700_001), ("int16", "min", 1_500_000),
+                     ("float16", "sum", 1_400_001), ("bool", "max", 2_500_000), ("complex64", "sum", 400_001)):
+    code = E.DTYPE_CODES[np.dtype(dtype)]
+    values = [value(dtype, k, (n,)) for k in range(size)]
+    if dtype == "bool":
+        expected = np.logical_or.reduce(values)
+    else:
+        expected = {{"sum": np.sum, "max": np.max, "min": np.min}}[op](np.stack(values), axis=0).astype(dtype)
+    assert np.array_equal(E.allreduce(values[rank], op), expected), (dtype, op, n)
+    inplace = values[rank].copy()
+    check(native(f"allreduce_{{code}}_{{op}}", P, P, N)(inplace.ctypes.data, inplace.ctypes.data, n))
+    assert np.array_equal(inplace, expected), (dtype, op, n, "in place")
+    assert E.allreduce(inplace, op, out=inplace) is inplace and np.array_equal(inplace, expected) == (op != "sum")
 # an empty buffer and a NaN under max/min
 assert E.allreduce(np.zeros(0, np.float32)).shape == (0,)
 x = np.array([np.nan if rank == 0 else 1.0, 2.0], np.float16)

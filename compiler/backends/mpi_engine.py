@@ -43,7 +43,7 @@ kiln.mpi: exact float16 sum of two values rounded once, as NumPy's float16 add).
 
 Python face (the reference backend; NumPy arrays in, new arrays out, GIL released while waiting):
 
-    allreduce(x, op="sum") -> array like x
+    allreduce(x, op="sum", out=None) -> array like x (into `out` when given; out may be x)
     allgather(x) -> array of shape (process count, *x.shape)
     alltoall(x) -> x.shape[0] == process count; block j goes to process j, same shape back
     sendrecv(x, dest, source, tag=0) -> the array like x received from `source` (None if
@@ -80,6 +80,12 @@ STATUS_BASE = 0x4B4D5000
 TIMEOUT, UNSUPPORTED, TOO_LARGE, NOT_SET_UP, BROKEN = (STATUS_BASE + k for k in range(1, 6))
 MPI_ERROR = STATUS_BASE + 0x100
 _INT_MAX = (1 << 31) - 1
+# Between two processes an allreduce of at least PAIRWISE_BYTES runs as point-to-point messages
+# in PAIRWISE_CHUNK pieces (_Library.emit_pairwise): measured 64 MB float32 on 2 cores, about
+# 1.3x MPI_Iallreduce (BENCHMARKS.md). Its messages use tag PAIRWISE_TAG.
+PAIRWISE_BYTES = 1 << 20
+PAIRWISE_CHUNK = 1 << 21
+PAIRWISE_TAG = 0x4B4D
 
 DTYPES = tuple(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
@@ -90,7 +96,8 @@ OP_CODES = {name: code for code, name in enumerate(OPS)}
 
 # the library's state: one i64 array, slots written by `setup`
 _SLOTS = ("comm", "Iallreduce", "Iallgather", "Ialltoall", "Isend", "Irecv", "Testall", "Wtime",
-          "Abort", "in_place", "types", "ops", "timeout", "broken")
+          "Abort", "in_place", "types", "ops", "timeout", "broken", "Reduce_local", "malloc",
+          "free", "sizes", "rank", "size")
 SLOT = {name: k for k, name in enumerate(_SLOTS)}
 FUNCTIONS = ("allreduce", "allgather", "alltoall", "sendrecv", "abort")
 
@@ -220,8 +227,11 @@ def setup(comm, timeout):
         words = (ctypes.c_int64 * len(_SLOTS)).from_address(library["state"])
         words[SLOT["broken"]] = 0
         for name in ("Iallreduce", "Iallgather", "Ialltoall", "Isend", "Irecv", "Testall",
-                     "Wtime", "Abort"):
+                     "Wtime", "Abort", "Reduce_local"):
             words[SLOT[name]] = ctypes.cast(getattr(libmpi, f"MPI_{name}"), ctypes.c_void_p).value
+        libc = ctypes.CDLL(None)
+        for name in ("malloc", "free"):
+            words[SLOT[name]] = ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
         user_ops = []
         for op in OPS:
             handle = ctypes.c_int64(0)
@@ -232,7 +242,10 @@ def setup(comm, timeout):
                 raise DistributedError(f"MPI_Op_create failed with MPI error {rc}")
             user_ops.append(handle.value)
         type_table, op_table = _tables(MPI, user_ops)
-        _STATE.keep = [type_table, op_table, user_ops, libmpi]
+        sizes = (ctypes.c_int64 * len(DTYPES))(*(dtype.itemsize for dtype in DTYPES))
+        _STATE.keep = [type_table, op_table, user_ops, libmpi, sizes]
+        words[SLOT["sizes"]] = ctypes.addressof(sizes)
+        words[SLOT["rank"]], words[SLOT["size"]] = comm.Get_rank(), comm.Get_size()
         words[SLOT["in_place"]] = int(MPI.IN_PLACE)
         words[SLOT["types"]] = ctypes.addressof(type_table)
         words[SLOT["ops"]] = ctypes.addressof(op_table)
@@ -320,11 +333,15 @@ def _contiguous(x):
     return x
 
 
-def allreduce(x, op="sum"):
+def allreduce(x, op="sum", out=None):
     x = _contiguous(x)
     if op not in OP_CODES:
         raise ValueError(f"allreduce op must be one of {OPS}, not {op!r}")
-    out = np.empty_like(x)
+    if out is None:
+        out = np.empty_like(x)
+    elif not (type(out) is np.ndarray and out.dtype == x.dtype and out.shape == x.shape
+              and out.flags.c_contiguous and out.flags.writeable):
+        raise ValueError("allreduce's out must be a writable C-contiguous array like x")
     _call("allreduce", f"allreduce({op})", x.ctypes.data, out.ctypes.data, x.size,
           DTYPE_CODES[x.dtype], OP_CODES[op])
     return out
@@ -429,7 +446,7 @@ def _load_library(handle_size):
     if handle_size not in _STATE.library:
         from .llvm import rtlib
         name = f"kiln.mpi{handle_size}"
-        loaded = rtlib.load_library(name, lambda: _compile(name, handle_size))
+        loaded = rtlib.load_library(name, lambda: _compile(name, handle_size), __file__)
         found = {key: loaded.function_address(f"kiln_mpi_{key}")
                  for key in FUNCTIONS + tuple(f"f16_{op}" for op in OPS)}
         found["state"] = loaded.global_address("kiln_mpi_state")
@@ -561,11 +578,111 @@ class _Library:
         in_place = b.inttoptr(self.slot(b, "in_place"), self.PTR)
         source = b.select(b.icmp_unsigned("==", b.ptrtoint(send, self.I64), b.ptrtoint(recv, self.I64)),
                           in_place, send)
+        mpi_type = self.handle(b, self.table(b, "types", dtype))
+        elsize = self.table(b, "sizes", dtype)
+        pairwise = b.and_(b.icmp_signed("==", self.slot(b, "size"), self.c(2, self.I64)),
+                          b.icmp_signed(">=", b.mul(count, elsize), self.c(PAIRWISE_BYTES, self.I64)))
+        with b.if_then(pairwise):
+            b.ret(b.call(self.emit_pairwise(), [send, recv, count, mpi_type, self.handle(b, mpi_op),
+                                                 elsize, comm]))
         requests = self.request(b, 1)
         rc = self.mpi(b, "Iallreduce", self.I32, [
-            source, recv, b.trunc(count, self.I32), self.handle(b, self.table(b, "types", dtype)),
-            self.handle(b, mpi_op), comm, b.bitcast(requests, self.PTR)])
+            source, recv, b.trunc(count, self.I32), mpi_type, self.handle(b, mpi_op), comm,
+            b.bitcast(requests, self.PTR)])
         self.finish(b, rc, self.c(1), requests)
+
+    def emit_pairwise(self):
+        """i32 pairwise(send, recv, i64 count, type, op, i64 elsize, comm): allreduce between two
+        processes through point-to-point messages (see `PAIRWISE_BYTES`). Each process reduces
+        its half: chunk by chunk it sends the peer's half of `send` and receives the peer's
+        values of its own half into a buffer of one chunk, reduces them there, while in cache,
+        with MPI's operation (MPI_Reduce_local), and copies the result into recv; then the
+        halves are exchanged. In place (send == recv) is safe: nothing of the peer's half is written
+        before the peer has read it (its sends completed)."""
+        ir, I32, I64, PTR = self.ir, self.I32, self.I64, self.PTR
+        f, b = self.function("kiln_mpi_pairwise", ir.FunctionType(
+            I32, [PTR, PTR, I64, self.H, self.H, I64, self.H]))
+        f.linkage = "internal"
+        send, recv, count, mpi_type, op, elsize, comm = f.args
+        rank = self.slot(b, "rank")
+        peer = b.sub(self.c(1, I64), rank)
+        half = b.sdiv(count, self.c(2, I64))
+        first = b.icmp_signed("==", rank, self.c(0, I64))
+        mine_lo, mine_n = b.select(first, self.c(0, I64), half), b.select(first, half, b.sub(count, half))
+        their_lo, their_n = b.select(first, half, self.c(0, I64)), b.select(first, b.sub(count, half), half)
+        chunk = b.sdiv(self.c(PAIRWISE_CHUNK, I64), elsize)
+        tmp = self.mpi(b, "malloc", PTR, [self.c(PAIRWISE_CHUNK, I64)])
+        status = b.alloca(I32)
+        b.store(self.c(0), status)
+        requests = self.request(b, 2)
+        exit_ = f.append_basic_block("exit")
+        with b.if_then(b.icmp_unsigned("==", b.ptrtoint(tmp, I64), self.c(0, I64)), likely=False):
+            b.ret(self.c(MPI_ERROR + 17))   # (MPI_ERR_NO_MEM in MPICH, "no memory" in spirit)
+        peer32, tag = b.trunc(peer, I32), self.c(PAIRWISE_TAG)
+
+        def at(buffer, index):
+            return b.gep(buffer, [b.mul(index, elsize)], source_etype=ir.IntType(8))
+
+        def started(rc, after):
+            """Continue in block `after` if `rc` is 0, else record the MPI error and exit."""
+            failed = f.append_basic_block("failed")
+            b.cbranch(b.icmp_signed("!=", rc, self.c(0)), failed, after)
+            b.position_at_end(failed)
+            b.store(b.add(rc, self.c(MPI_ERROR)), status)
+            b.branch(exit_)
+            b.position_at_end(after)
+
+        def exchange(sent, sent_n, received, received_n, after):
+            for k in range(2):
+                b.store(self.c(0, I64), b.gep(requests, [self.c(0), self.c(k)]))
+            reqs = b.bitcast(requests, PTR)
+            rc = self.mpi(b, "Isend", I32, [sent, b.trunc(sent_n, I32), mpi_type, peer32, tag, comm,
+                                            reqs])
+            started(rc, f.append_basic_block("sent"))
+            rc = self.mpi(b, "Irecv", I32, [received, b.trunc(received_n, I32), mpi_type, peer32, tag,
+                                            comm, b.bitcast(b.gep(requests, [self.c(0), self.c(1)]), PTR)])
+            started(rc, f.append_basic_block("received"))
+            polled = b.call(self.poll, [self.c(2), reqs])
+            b.store(polled, status)
+            b.cbranch(b.icmp_signed("!=", polled, self.c(0)), exit_, after)
+            b.position_at_end(after)
+
+        def clamp(n, i):   # min(max(n - i * chunk, 0), chunk)
+            rest = b.sub(n, b.mul(i, chunk))
+            rest = b.select(b.icmp_signed("<", rest, self.c(0, I64)), self.c(0, I64), rest)
+            return b.select(b.icmp_signed(">", rest, chunk), chunk, rest)
+
+        longest = b.select(b.icmp_signed(">", mine_n, their_n), mine_n, their_n)
+        chunks = b.sdiv(b.add(longest, b.sub(chunk, self.c(1, I64))), chunk)
+        entry = b.block
+        head, body, phase2 = (f.append_basic_block(s) for s in ("chunk", "chunk.body", "phase2"))
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64)
+        i.add_incoming(self.c(0, I64), entry)
+        b.cbranch(b.icmp_signed("<", i, chunks), body, phase2)
+        b.position_at_end(body)
+        offset = b.mul(i, chunk)
+        n_sent, n_mine = clamp(their_n, i), clamp(mine_n, i)
+        mine = b.add(mine_lo, offset)
+        # The peer's values land in a chunk-sized buffer that stays in cache (measured faster
+        # than landing in recv, and needed in place anyway), are reduced there, then copied.
+        landing = tmp
+        exchange(at(send, b.add(their_lo, offset)), n_sent, landing, n_mine, f.append_basic_block("got"))
+        rc = self.mpi(b, "Reduce_local", I32, [at(send, mine), landing, b.trunc(n_mine, I32),
+                                                 mpi_type, op])
+        started(rc, f.append_basic_block("reduced"))
+        from .llvm.calls import intrinsic
+        intrinsic(b, "memcpy", [at(recv, mine), tmp, b.mul(n_mine, elsize),
+                                ir.Constant(ir.IntType(1), 0)],
+                  ret=ir.VoidType(), overloads=[PTR, PTR, I64])
+        i.add_incoming(b.add(i, self.c(1, I64)), b.block)
+        b.branch(head)
+        b.position_at_end(phase2)
+        exchange(at(recv, mine_lo), mine_n, at(recv, their_lo), their_n, exit_)
+        self.mpi(b, "free", ir.VoidType(), [tmp])
+        b.ret(b.load(status))
+        return f
 
     def emit_blocks(self, name, mpi_name):
         f, b = self.function(f"kiln_mpi_{name}", function_type(name))
