@@ -86,6 +86,8 @@ def _import_mpi():
     except (ImportError, RuntimeError) as e:
         raise ImportError(f"mpi4py is installed but cannot load an MPI library ({e}); "
                           f"{INSTALL_HINT} installs Open MPI beside it") from None
+    if not MPI.Is_initialized():   # (mpi4py.MPI imported with rc.initialize off)
+        MPI.Init_thread(MPI.THREAD_MULTIPLE)
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         raise DistributedError(
             "MPI was initialised without MPI_THREAD_MULTIPLE, which kiln's collectives need "
