@@ -19,7 +19,8 @@ when given, must agree with the MPI world; `local_device_ids` is kept for kiln.d
 
 Every cross-process wait (joining, each collective, `shutdown`) has a deadline:
 `KILN_DISTRIBUTED_TIMEOUT` seconds (default 300; `initialization_timeout` for joining). A process
-that died or stopped makes the others raise `DistributedTimeoutError` instead of hanging; kiln's
+that died or stopped makes the others raise `DistributedTimeoutError` instead of hanging (while
+joining, inside MPI_Init, which cannot be polled, a watchdog prints the error and exits); kiln's
 communicator is unusable after that, so a process that exits after a timeout calls MPI_Abort,
 which ends the whole job (MPI_Finalize would wait forever for the missing process).
 """
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 import time
 
 from .compiler.backends import mpi_engine
@@ -51,6 +53,7 @@ class _World:
 
 _WORLD: _World | None = None
 _ATEXIT = []
+_BROKEN = []   # a wait of this module timed out (the engine keeps its own flag)
 
 
 def timeout():
@@ -73,7 +76,32 @@ def launched_by_mpi(environ=None):
     return any(name in environ for name in LAUNCHER_VARIABLES)
 
 
-def _import_mpi():
+def _give_up(what, seconds):
+    """A wait that cannot be polled (MPI_Init waits for every process) ran out: leave with an
+    error; the launcher then ends the job."""
+    import sys
+    print(f"kiln.distributed: {what} did not complete within {seconds:g} s: another process died, "
+          f"stopped or never called kiln.distributed.initialize(); exiting",
+          file=sys.stderr, flush=True)
+    os._exit(1)
+
+
+def _import_mpi(seconds):
+    """mpi4py's MPI module, MPI started; a watchdog ends the process if starting MPI takes more
+    than `seconds` (MPI_Init, run by the import, waits for every process)."""
+    if "mpi4py.MPI" in sys.modules:
+        return _load_mpi()
+    import threading
+    watchdog = threading.Timer(seconds, _give_up, ("joining the MPI world (MPI_Init)", seconds))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        return _load_mpi()
+    finally:
+        watchdog.cancel()
+
+
+def _load_mpi():
     try:
         import mpi4py
     except ImportError as e:
@@ -100,6 +128,7 @@ def _wait(request, seconds, what):
     deadline = time.monotonic() + seconds
     while not request.Test():
         if time.monotonic() > deadline:
+            _BROKEN.append(what)
             raise DistributedTimeoutError(
                 f"{what} did not complete within {seconds:g} s: another process died, stopped or "
                 f"never called it ({TIMEOUT_VARIABLE} sets the limit)")
@@ -134,7 +163,10 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
             raise ValueError(f"process_id={process_id} in a one-process run (no MPI launcher)")
         _WORLD = _World(0, 1, None, local_device_ids)
         return
-    MPI = _import_mpi()
+    MPI = _import_mpi(float(initialization_timeout))
+    if not _ATEXIT:
+        atexit.register(_abort_if_broken)
+        _ATEXIT.append(True)
     comm, request = MPI.COMM_WORLD.Idup()
     _wait(request, float(initialization_timeout), "joining the MPI world (MPI_Comm_idup)")
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -144,18 +176,15 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
         raise ValueError(f"process_id={process_id} but this is MPI rank {rank}")
     mpi_engine.setup(comm, per_wait)
     _WORLD = _World(rank, size, comm, local_device_ids)
-    if not _ATEXIT:
-        atexit.register(_abort_if_broken)
-        _ATEXIT.append(True)
 
 
 def _abort_if_broken():
     """At exit after a timeout: end the whole MPI job (MPI_Finalize would hang)."""
-    if mpi_engine.is_broken() and mpi_engine.is_set_up():
-        import sys
+    if _BROKEN or mpi_engine.is_broken():
+        from mpi4py import MPI
         print("kiln.distributed: a cross-process wait timed out; aborting the MPI job",
               file=sys.stderr, flush=True)
-        mpi_engine.abort(1)
+        MPI.COMM_WORLD.Abort(1)
 
 
 def shutdown():

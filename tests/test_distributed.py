@@ -357,3 +357,25 @@ def test_initialize_under_mpirun(tmp_path):
     assert output.count("after (0, 1) False") == 2
     code, output, _ = mpirun(tmp_path, LAYOUT.format(size=3))
     assert code != 0 and "num_processes=3 but the MPI world has 2 processes" in output, output
+
+
+LATE = """
+import os, time
+import kiln
+if os.environ.get("OMPI_COMM_WORLD_RANK") == "1":
+    time.sleep(6)             # joins too late (MPI_Init waits for every process: a watchdog)
+try:
+    kiln.distributed.initialize(initialization_timeout=2)
+except kiln.distributed.DistributedTimeoutError as e:
+    print("rank 0:", e, flush=True)
+"""
+
+
+@needs_mpi
+def test_a_process_that_joins_late(tmp_path):
+    """Process 0 gives up after initialization_timeout with an error; mpirun then ends the job
+    (once the late process, which is not inside MPI, finishes its sleep)."""
+    code, output, seconds = mpirun(tmp_path, LATE)
+    assert code != 0, output
+    assert "joining the MPI world (MPI_Init) did not complete within 2 s" in output, output
+    assert seconds < 40, (seconds, output)

@@ -23,7 +23,10 @@ C ABI (for generated LLVM code; all return an i32 status, 0 = done):
 
 `dtype` is `DTYPE_CODES[np.dtype]` and `op` is `OP_CODES[name]` ("sum", "max", "min"), constants
 of the generated code. Buffers must not overlap except send == recv for allreduce. Counts are at
-most 2**31 - 1 elements per MPI call (MPI's int counts): larger is the status TOO_LARGE.
+most 2**31 - 1 elements per MPI call (MPI's int counts): larger is the status TOO_LARGE. As for
+any MPI collective, every process calls the same collectives in the same order, and one process
+does not run two of them at once from two threads (sendrecv included; tag 0x4B4D is the
+engine's own). Threads may take turns: MPI runs with MPI_THREAD_MULTIPLE.
 
 Every wait polls MPI_Testall against a deadline of `timeout` seconds from its start (set by
 `setup` / `set_timeout`; kiln.distributed takes it from KILN_DISTRIBUTED_TIMEOUT, default 300):
@@ -39,7 +42,8 @@ on complex), + 3 TOO_LARGE, + 4 NOT_SET_UP, + 5 BROKEN, + 0x100 + e an MPI error
 Dtypes: bool (sum and max are logical or, min logical and: MPI has no arithmetic on C bool),
 int8-64, uint8-64, float32/64 and complex64/128 (sum only) use MPI's own types and operations;
 float16 travels as 16-bit words and is reduced by kiln's own MPI user operations (compiled in
-kiln.mpi: exact float16 sum of two values rounded once, as NumPy's float16 add).
+kiln.mpi: two float16 values are added in float32, exact for them, and rounded once, as NumPy's
+float16 add; max/min give NaN when either value is NaN).
 
 Python face (the reference backend; NumPy arrays in, new arrays out, GIL released while waiting):
 
