@@ -138,6 +138,17 @@ def test_statuses_become_errors():
     assert distributed.DistributedTimeoutError is mpi_engine.DistributedTimeoutError
 
 
+def test_a_compiled_functions_mpi_status_raises_the_engines_error():
+    """kiln_main returning a kiln_mpi_* status (emit_return_on_error) raises DistributedError."""
+    from types import SimpleNamespace
+    from kiln.compiler.backends.llvm.executable import Executable
+    fake = SimpleNamespace(function=SimpleNamespace(name="step"))
+    error = Executable._failure(fake, mpi_engine.TIMEOUT)
+    assert isinstance(error, mpi_engine.DistributedTimeoutError)
+    assert str(error).startswith("compiled code for step did not complete within")
+    assert type(Executable._failure(fake, 12345)) is RuntimeError
+
+
 def test_emit_helpers_call_the_externs():
     import llvmlite.ir as ir
     module = ir.Module(name="probe")

@@ -65,7 +65,17 @@ IR face (llvmlite; values are IR values, `count` an i64 value or int, dtype a Nu
 
 The calls go through extern globals (`kiln_mpi_allreduce`, ... in llvm/externs.py) bound when
 object code is loaded, so cached object code never holds a process's addresses; binding one
-needs `setup` first (kiln.distributed.initialize under mpirun).
+needs `setup` first (kiln.distributed.initialize under mpirun). So emit them only where the
+process count (kiln.distributed.process_layout()[1], a specialisation key) is above 1; in one
+process there is nothing to exchange. E.g. a psum across processes of a float32 buffer `buf`
+of `n` elements, after the in-process reduction, in place:
+
+    status = mpi_engine.emit_allreduce(builder, buf, buf, n, np.float32, "sum")
+    mpi_engine.emit_return_on_error(builder, status)
+
+How: allreduce is MPI_Iallreduce, except between two processes from PAIRWISE_BYTES (1 MB) on,
+where point-to-point messages in PAIRWISE_CHUNK pieces are faster (`_Library.emit_pairwise`);
+allgather/alltoall are MPI_Iallgather/MPI_Ialltoall, sendrecv MPI_Irecv + MPI_Isend.
 
 Set-up (kiln.distributed): `setup(comm, timeout)` with an mpi4py communicator (kiln's own
 duplicate of COMM_WORLD), `set_timeout(seconds)`, `teardown()`, `is_broken()`, `abort(code)`.
