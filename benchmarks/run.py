@@ -3,9 +3,13 @@
 Usage: python benchmarks/run.py [--suite eager] [--markdown FILE]
 JAX is optional: install it in the same environment (`pip install jax`) to get the JAX column.
 JAX runs on the CPU here; its eager numbers include its per-op dispatch.
+The `mpi` suite (benchmarks/mpi.py: an allreduce across 2 processes, which starts mpirun itself)
+runs last, when mpi4py is installed (`pip install 'kiln[mpi]'`).
 """
 import argparse
+import importlib.util
 import os
+import subprocess
 import sys
 
 # Eight CPU devices for the pmap rows, for kiln and JAX alike (read when each is imported).
@@ -31,7 +35,7 @@ SUITES = {"eager": eager.cases, "frontend": frontend.cases, "autodiff": autodiff
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--suite", action="append", choices=sorted(SUITES))
+    ap.add_argument("--suite", action="append", choices=sorted(SUITES) + ["mpi"])
     ap.add_argument("--markdown", help="also write the table to this file")
     ap.add_argument("--repeats", type=int, default=7)
     args = ap.parse_args()
@@ -43,14 +47,24 @@ def main():
     print(f"machine: {machine_description()}")
     print(f"jax: {jax.__version__ if jax else 'not installed'}")
     rows = []
-    for name in args.suite or sorted(SUITES):
-        rows += run_cases(SUITES[name](jax), args.repeats)
-    table = markdown(rows)
-    print()
-    print(table)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(f"machine: {machine_description()}\n\n{table}\n")
+    suites = args.suite or sorted(SUITES) + ["mpi"]
+    for name in suites:
+        if name != "mpi":
+            rows += run_cases(SUITES[name](jax), args.repeats)
+    if rows:
+        table = markdown(rows)
+        print()
+        print(table)
+        if args.markdown:
+            with open(args.markdown, "w") as f:
+                f.write(f"machine: {machine_description()}\n\n{table}\n")
+    if "mpi" in suites:
+        print()
+        if importlib.util.find_spec("mpi4py") is None:
+            print("mpi: skipped (mpi4py is not installed: pip install 'kiln[mpi]')")
+        else:
+            here = os.path.dirname(os.path.abspath(__file__))
+            subprocess.run([sys.executable, os.path.join(here, "mpi.py")], check=True)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp",
            "make_array_from_process_local_data", "sharding", "NamedSharding", "P", "Shard",
            "make_mesh", "set_mesh", "smap", "auto_pcast", "remove_size_one_mesh_axis_from_type",
            "tree_util", "lax", "numpy", "random", "nn", "scipy", "example_libraries",
-           "test_util", "aot", "compiler"]
+           "test_util", "aot", "compiler", "distributed"]
 
 
 def __dir__():
@@ -50,6 +50,7 @@ def __dir__():
 def __getattr__(name):
     # Submodules that pull in more of the library load on first use.
     import importlib
-    if name in ("numpy", "random", "nn", "scipy", "example_libraries", "test_util", "aot"):
+    if name in ("numpy", "random", "nn", "scipy", "example_libraries", "test_util", "aot",
+                "distributed"):
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'kiln' has no attribute {name!r}")

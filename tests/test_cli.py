@@ -814,11 +814,28 @@ def test_doctor_threads(monkeypatch):
 
 
 def test_doctor_reports_only_what_this_build_has():
-    """No advice to install CuPy or mpi4py for backends kiln does not have yet."""
+    """No advice to install CuPy for backends kiln does not have yet."""
     text = doctor.report()
     assert _doctor_row("backends") == "llvm, reference"
-    for absent in ("CuPy", "cupy", "NVRTC", "PJRT", "mpi4py", "not in this build"):
+    for absent in ("CuPy", "cupy", "NVRTC", "PJRT", "not in this build"):
         assert absent not in text, absent
+
+
+def test_doctor_mpi_rows(monkeypatch):
+    """Whether several processes can run: mpi4py, the MPI library it loads, mpirun."""
+    import importlib.util
+    if importlib.util.find_spec("mpi4py") is None:
+        assert _doctor_row("mpi4py") == "no: mpi4py not installed (pip install 'kiln[mpi]')"
+    else:
+        import mpi4py
+        assert _doctor_row("mpi4py").startswith(mpi4py.__version__ + " (")
+        assert "MPI" in _doctor_row("MPI library") and "error" not in _doctor_row("MPI library")
+    monkeypatch.setitem(sys.modules, "mpi4py", None)
+    assert _doctor_row("mpi4py") == "no: mpi4py not installed (pip install 'kiln[mpi]')"
+    assert _doctor_row("MPI library") == "no: needs mpi4py, which is not installed"
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+    assert _doctor_row("mpirun").startswith("no: no mpirun beside this Python or on PATH")
 
 
 def test_doctor_cache_rows(monkeypatch, tmp_path):

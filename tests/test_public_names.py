@@ -10,7 +10,7 @@ PUBLIC = {
     "kiln": {
         "Array", "aot", "block_until_ready", "checkpoint", "compiler", "config",
         "custom_jvp", "custom_vjp", "debug", "default_backend", "device_count", "device_put",
-        "devices", "disable_jit", "example_libraries", "grad", "hessian", "jacfwd", "jacobian",
+        "devices", "disable_jit", "distributed", "example_libraries", "grad", "hessian", "jacfwd", "jacobian",
         "jacrev", "jit", "jvp", "lax", "linearize", "local_device_count", "local_devices",
         "make_ir", "nn", "numpy", "pmap", "process_count", "process_index", "random", "remat",
         "scipy", "shard_map", "test_util", "tree", "tree_util", "value_and_grad", "vjp", "vmap",

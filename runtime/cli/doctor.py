@@ -2,8 +2,8 @@
 
 `report()` returns the text `kiln doctor` prints: one section per topic (`SECTIONS`: kiln and
 its backends, Python versions, LLVM and the host CPU it targets, BLAS, threads, the disk
-cache), one row per probe. It reports only what this build has: sections for GPUs, PJRT
-plug-ins and MPI come with those backends. A probe is a function returning the row's value; it
+cache, MPI for several processes), one row per probe. It reports only what this build has:
+sections for GPUs and PJRT plug-ins come with those backends. A probe is a function returning the row's value; it
 raises `Unavailable(reason)` for something absent here (printed `no: reason`), and any other
 exception it raises is printed as `error: ...` on its row, so a broken installation never stops
 the report.
@@ -209,6 +209,39 @@ def _cache_size():
     return f"{info['entries']} entries, {format_bytes(info['bytes'])}"
 
 
+# ------------------------------------------------------------------------------------- MPI
+
+_MPI_INSTALL = "pip install 'kiln[mpi]'"
+
+
+def _mpi4py():
+    mpi4py = _require("mpi4py", _MPI_INSTALL)
+    return f"{mpi4py.__version__} ({os.path.dirname(mpi4py.__file__)})"
+
+
+def _mpi_library():
+    """The MPI library mpi4py loads, asked without starting MPI (MPI_Get_library_version may
+    be called before MPI_Init)."""
+    mpi4py = _need("mpi4py", _MPI_INSTALL, "mpi4py")
+    if "mpi4py.MPI" not in sys.modules:
+        mpi4py.rc.initialize = mpi4py.rc.finalize = False
+    try:
+        from mpi4py import MPI
+    except (ImportError, RuntimeError) as e:
+        raise Unavailable(f"mpi4py cannot load an MPI library ({e}); {_MPI_INSTALL} brings Open "
+                          f"MPI") from None
+    version = MPI.Get_library_version().strip().splitlines()[0].split(",")[0]
+    return f"{version} (MPI {'.'.join(map(str, MPI.Get_version()))})"
+
+
+def _mpirun():
+    import shutil
+    found = shutil.which("mpirun", path=os.path.dirname(sys.executable)) or shutil.which("mpirun")
+    if found is None:
+        raise Unavailable(f"no mpirun beside this Python or on PATH ({_MPI_INSTALL})")
+    return found
+
+
 # ---------------------------------------------------------------------------------- report
 
 SECTIONS = [
@@ -221,6 +254,7 @@ SECTIONS = [
     ("threads", [("compiled loops", _threads), ("BLAS", _blas_threads)]),
     ("devices", [("devices", _devices), ("processes", _processes)]),
     ("disk cache", [("path", _cache_path), ("size", _cache_size)]),
+    ("MPI", [("mpi4py", _mpi4py), ("MPI library", _mpi_library), ("mpirun", _mpirun)]),
 ]
 
 

@@ -182,6 +182,9 @@ class Executable:
             return memory.OutOfMemoryError(
                 f"Out of memory: compiled code for {self.function.name} could not allocate the "
                 f"tape of a loop it differentiates (status {status})")
+        from .. import mpi_engine
+        if mpi_engine.is_status(status):   # a collective across processes (kiln_mpi_*)
+            return mpi_engine.error(status, f"compiled code for {self.function.name}")
         return RuntimeError(f"kiln: compiled code for {self.function.name} failed "
                             f"(status {status})")
 

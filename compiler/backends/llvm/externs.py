@@ -61,6 +61,13 @@ def _replicas(attribute: str) -> Callable[[], int]:
     return provide
 
 
+def _mpi(name: str) -> Callable[[], int]:
+    def provide() -> int:
+        from .. import mpi_engine
+        return mpi_engine.address(name)
+    return provide
+
+
 def _debug_print() -> int:
     from . import host_callbacks
     return host_callbacks.callback_address()
@@ -82,6 +89,9 @@ EXTERNS: dict[str, tuple[ir.Type, Callable[[], int]]] = {
     # pmap's replicas (lower_collectives.py, replica_context.py)
     "kiln_replica_key": (I64, _replicas("replica_key")),
     "kiln_pthread_getspecific": (PTR, _replicas("getspecific_address")),
+    # collectives across processes (mpi_engine.py; bound only once kiln.distributed set up MPI)
+    **{f"kiln_mpi_{name}": (PTR, _mpi(name)) for name in
+       ("allreduce", "allgather", "alltoall", "sendrecv", "abort")},
 }
 
 

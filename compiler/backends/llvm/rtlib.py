@@ -62,11 +62,24 @@ def provide(objects):
                 _LOADED_BUILTINS.append(_load(BUILTINS, _compile_builtins))
 
 
-def _load(name, compile_):
+def load_library(name, compile_, source):
+    """Another process-wide object (e.g. kiln.mpi, mpi_engine.py): `name` compiled by
+    `compile_()` or read from the disk cache, loaded into the JIT after the builtins it calls;
+    its `target.Loaded` handle. `source`, the path of the module that emits it, is part of the
+    cache key (its size and time, as the modules here are in `disk_cache.fingerprint`). It must
+    not use extern globals (none are bound)."""
+    import os
+    status = os.stat(source)
+    with target.LOCK:
+        return _load(name, compile_, builtins_first=True,
+                     version=f"{os.path.basename(source)} {status.st_size} {status.st_mtime_ns}")
+
+
+def _load(name, compile_, builtins_first=False, version=""):
     """The library object `name` (compiled by `compile_()`), loaded into the JIT."""
     cpu, features = target.jit_cpu()
     key = disk_cache.key(name, target.triple(), cpu, features, sys.implementation.cache_tag,
-                         np.__version__)
+                         np.__version__, version)
     data = disk_cache.load(key)
     if data is not None:
         try:
@@ -77,6 +90,8 @@ def _load(name, compile_):
     if data is None:
         data = compile_()
         disk_cache.store(key, data)
+    if builtins_first:
+        provide([data])
     return target.load_object(name, data, entry=False)
 
 

@@ -1,0 +1,760 @@
+"""The cross-process collective engine: MPI collectives on contiguous buffers, with a deadline.
+
+kiln's processes talk through MPI (mpi4py finds the MPI library and starts it; kiln.distributed
+calls `setup`). Every operation here works on one contiguous buffer of `count` elements of one
+kiln dtype, and has two faces over ONE native implementation, the process's "kiln.mpi" library
+(LLVM IR built with llvmlite below, compiled once per process and cached on disk like the runtime
+library: it holds no address; the MPI functions and handles are written into its state when it is
+loaded):
+
+C ABI (for generated LLVM code; all return an i32 status, 0 = done):
+
+    i32 kiln_mpi_allreduce(ptr send, ptr recv, i64 count, i32 dtype, i32 op)
+        recv[i] = op over processes of send[i]; send == recv is in place (MPI_IN_PLACE).
+    i32 kiln_mpi_allgather(ptr send, ptr recv, i64 count, i32 dtype)
+        recv = the processes' `count`-element blocks of send, in process order (size*count).
+    i32 kiln_mpi_alltoall(ptr send, ptr recv, i64 count, i32 dtype)
+        block j (count elements) of send goes to process j; block j of recv comes from process j.
+    i32 kiln_mpi_sendrecv(ptr send, i64 dest, ptr recv, i64 source, i64 count, i32 dtype, i32 tag)
+        send `count` elements to process `dest` and receive `count` from process `source` at
+        once (ppermute across processes); dest < 0 or source < 0 skips that side. Messages
+        match on (source, tag): use one tag per exchange of a call when several are in flight.
+    void kiln_mpi_abort(i32 code)      MPI_Abort on kiln's communicator (ends every process).
+
+`dtype` is `DTYPE_CODES[np.dtype]` and `op` is `OP_CODES[name]` ("sum", "max", "min"), constants
+of the generated code. Buffers must not overlap except send == recv for allreduce. Counts are at
+most 2**31 - 1 elements per MPI call (MPI's int counts): larger is the status TOO_LARGE. As for
+any MPI collective, every process calls the same collectives in the same order, and one process
+does not run two of them at once from two threads (sendrecv included; tag 0x4B4D is the
+engine's own). Threads may take turns: MPI runs with MPI_THREAD_MULTIPLE.
+
+Every wait polls MPI_Testall against a deadline of `timeout` seconds from its start (set by
+`setup` / `set_timeout`; kiln.distributed takes it from KILN_DISTRIBUTED_TIMEOUT, default 300):
+a process that died or stopped makes the others return TIMEOUT instead of hanging. After a
+timeout kiln's communicator is unusable: every later operation returns BROKEN at once, and
+kiln.distributed aborts the MPI job when the process exits (MPI_Finalize would wait forever).
+
+Statuses: OK = 0; `STATUS_BASE` + 1 TIMEOUT, + 2 UNSUPPORTED (no such dtype/op pair, e.g. max
+on complex), + 3 TOO_LARGE, + 4 NOT_SET_UP, + 5 BROKEN, + 0x100 + e an MPI error code e.
+`error(status)` turns one into the exception to raise (`DistributedTimeoutError`,
+`DistributedError`); `is_status(status)` says whether a kiln_main status is one of these.
+
+Dtypes: bool (sum and max are logical or, min logical and: MPI has no arithmetic on C bool),
+int8-64, uint8-64, float32/64 and complex64/128 (sum only) use MPI's own types and operations;
+float16 travels as 16-bit words and is reduced by kiln's own MPI user operations (compiled in
+kiln.mpi: two float16 values are added in float32, exact for them, and rounded once, as NumPy's
+float16 add; max/min give NaN when either value is NaN).
+
+Python face (the reference backend; NumPy arrays in, new arrays out, GIL released while waiting):
+
+    allreduce(x, op="sum", out=None) -> array like x (into `out` when given; out may be x)
+    allgather(x) -> array of shape (process count, *x.shape)
+    alltoall(x) -> x.shape[0] == process count; block j goes to process j, same shape back
+    sendrecv(x, dest, source, tag=0) -> the array like x received from `source` (None if
+        source is None); x is sent to `dest` (not sent if dest is None)
+
+IR face (llvmlite; values are IR values, `count` an i64 value or int, dtype a NumPy dtype):
+
+    emit_allreduce(builder, send, recv, count, dtype, op) -> i32 status value
+    emit_allgather(builder, send, recv, count, dtype) -> i32 status value
+    emit_alltoall(builder, send, recv, count, dtype) -> i32 status value
+    emit_sendrecv(builder, send, dest, recv, source, count, dtype, tag=0) -> i32 status value
+    emit_return_on_error(builder, status): if status != 0, `ret status` (an i32 function
+        holding nothing to free; kiln_main's status then reaches Python, where
+        executable.py raises `error(status)`)
+
+The calls go through extern globals (`kiln_mpi_allreduce`, ... in llvm/externs.py) bound when
+object code is loaded, so cached object code never holds a process's addresses; binding one
+needs `setup` first (kiln.distributed.initialize under mpirun). So emit them only where the
+process count (kiln.distributed.process_layout()[1], a specialisation key) is above 1; in one
+process there is nothing to exchange. E.g. a psum across processes of a float32 buffer `buf`
+of `n` elements, after the in-process reduction, in place:
+
+    status = mpi_engine.emit_allreduce(builder, buf, buf, n, np.float32, "sum")
+    mpi_engine.emit_return_on_error(builder, status)
+
+How: allreduce is MPI_Iallreduce, except between two processes from PAIRWISE_BYTES (1 MB) on,
+where point-to-point messages in PAIRWISE_CHUNK pieces are faster (`_Library.emit_pairwise`);
+allgather/alltoall are MPI_Iallgather/MPI_Ialltoall, sendrecv MPI_Irecv + MPI_Isend.
+
+Set-up (kiln.distributed): `setup(comm, timeout)` with an mpi4py communicator (kiln's own
+duplicate of COMM_WORLD), `set_timeout(seconds)`, `teardown()`, `is_broken()`, `abort(code)`.
+The compiler never imports kiln; mpi4py is imported only by `setup`.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+import threading
+
+import numpy as np
+
+STATUS_BASE = 0x4B4D5000
+TIMEOUT, UNSUPPORTED, TOO_LARGE, NOT_SET_UP, BROKEN = (STATUS_BASE + k for k in range(1, 6))
+MPI_ERROR = STATUS_BASE + 0x100
+_INT_MAX = (1 << 31) - 1
+# Between two processes an allreduce of at least PAIRWISE_BYTES runs as point-to-point messages
+# in PAIRWISE_CHUNK pieces (_Library.emit_pairwise): measured 64 MB float32 on 2 cores, about
+# 1.3x MPI_Iallreduce (BENCHMARKS.md). Its messages use tag PAIRWISE_TAG.
+PAIRWISE_BYTES = 1 << 20
+PAIRWISE_CHUNK = 1 << 21
+PAIRWISE_TAG = 0x4B4D
+
+DTYPES = tuple(np.dtype(t) for t in (
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+    np.float16, np.float32, np.float64, np.complex64, np.complex128))
+DTYPE_CODES = {dtype: code for code, dtype in enumerate(DTYPES)}
+OPS = ("sum", "max", "min")
+OP_CODES = {name: code for code, name in enumerate(OPS)}
+
+# the library's state: one i64 array, slots written by `setup`
+_SLOTS = ("comm", "Iallreduce", "Iallgather", "Ialltoall", "Isend", "Irecv", "Testall", "Wtime",
+          "Abort", "in_place", "types", "ops", "timeout", "broken", "Reduce_local", "malloc",
+          "free", "sizes", "rank", "size")
+SLOT = {name: k for k, name in enumerate(_SLOTS)}
+FUNCTIONS = ("allreduce", "allgather", "alltoall", "sendrecv", "abort")
+
+
+class DistributedError(RuntimeError):
+    """A cross-process operation failed."""
+
+
+class DistributedTimeoutError(DistributedError):
+    """A cross-process operation did not complete within the timeout (a process died or hangs)."""
+
+
+def is_status(status):
+    return STATUS_BASE < status < MPI_ERROR + 0x10000
+
+
+def error(status, what="a cross-process collective"):
+    """The exception for a non-zero status of the functions above."""
+    where = _where()
+    if status == TIMEOUT:
+        return DistributedTimeoutError(
+            f"{what} did not complete within {_timeout():g} s on {where}: another process died, "
+            f"stopped, or did not reach the same collective. The MPI job is now unusable and is "
+            f"aborted when this process exits (KILN_DISTRIBUTED_TIMEOUT sets the limit).")
+    if status == BROKEN:
+        return DistributedError(f"{what} on {where}: an earlier cross-process operation timed out; "
+                                f"the MPI job is unusable")
+    if status == NOT_SET_UP:
+        return DistributedError(f"{what}: kiln.distributed.initialize() has not set up MPI")
+    if status == UNSUPPORTED:
+        return DistributedError(f"{what}: unsupported dtype/operation (see kiln.compiler.backends."
+                                f"mpi_engine: max/min have no complex form)")
+    if status == TOO_LARGE:
+        return DistributedError(f"{what}: more than 2**31 - 1 elements in one MPI call")
+    if status >= MPI_ERROR:
+        code = status - MPI_ERROR
+        text = ""
+        if _STATE.mpi is not None:
+            text = ": " + _STATE.mpi.Get_error_string(code)
+        return DistributedError(f"{what} failed on {where} with MPI error {code}{text}")
+    return DistributedError(f"{what}: status {status}")
+
+
+# -------------------------------------------------------------------------------- set-up
+
+class _State:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.library = {}       # handle size -> {name: address, "state": address}
+        self.mpi = None         # the mpi4py.MPI module once set up
+        self.comm = None
+        self.words = None       # ctypes view of the library's state
+        self.keep = []          # tables and user ops kept alive while set up
+        self.functions = {}     # name -> ctypes function (Python face)
+
+
+_STATE = _State()
+
+
+def _where():
+    comm = _STATE.comm
+    if comm is None:
+        return "this process"
+    return f"process {comm.Get_rank()} of {comm.Get_size()}"
+
+
+def _timeout():
+    words = _STATE.words
+    if words is None:
+        return float("nan")
+    return struct.unpack("<d", struct.pack("<q", words[SLOT["timeout"]]))[0]
+
+
+def _libmpi():
+    """ctypes handle of the MPI library mpi4py loaded into this process."""
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps if "/libmpi" in line}
+    for path in sorted(paths):
+        if os.path.basename(path).startswith(("libmpi.so", "libmpi_abi.so")):
+            return ctypes.CDLL(path)
+    raise DistributedError(f"the MPI library mpi4py uses is not mapped into this process "
+                           f"(found {sorted(paths) or 'none'})")
+
+
+def _handle_types(MPI):
+    size = MPI._sizeof(MPI.Comm)
+    for cls in (MPI.Datatype, MPI.Op, MPI.Request):
+        if MPI._sizeof(cls) != size or size not in (4, 8):
+            raise DistributedError("unsupported MPI ABI: handles of different or odd sizes")
+    return size
+
+
+def _tables(MPI, user_ops):
+    """The datatype handle of each dtype, the op handle of each (dtype, op) (0: unsupported)."""
+    h = MPI._handleof
+    types = {"b": MPI.C_BOOL, "i1": MPI.INT8_T, "i2": MPI.INT16_T, "i4": MPI.INT32_T,
+             "i8": MPI.INT64_T, "u1": MPI.UINT8_T, "u2": MPI.UINT16_T, "u4": MPI.UINT32_T,
+             "u8": MPI.UINT64_T, "f2": MPI.UINT16_T, "f4": MPI.FLOAT, "f8": MPI.DOUBLE,
+             "c8": MPI.C_FLOAT_COMPLEX, "c16": MPI.C_DOUBLE_COMPLEX}
+    type_table = (ctypes.c_int64 * len(DTYPES))()
+    op_table = (ctypes.c_int64 * (len(DTYPES) * len(OPS)))()
+    for code, dtype in enumerate(DTYPES):
+        key = "b" if dtype.kind == "b" else f"{dtype.kind}{dtype.itemsize}"
+        type_table[code] = h(types[key])
+        if dtype.kind == "b":
+            ops = (MPI.LOR, MPI.LOR, MPI.LAND)
+        elif dtype.kind == "c":
+            ops = (MPI.SUM, None, None)
+        elif dtype == np.float16:
+            ops = user_ops
+        else:
+            ops = (MPI.SUM, MPI.MAX, MPI.MIN)
+        for k, op in enumerate(ops):
+            op_table[code * len(OPS) + k] = 0 if op is None else (
+                op if isinstance(op, int) else h(op))
+    return type_table, op_table
+
+
+def setup(comm, timeout):
+    """Point the native library at `comm` (an mpi4py intracommunicator) with `timeout` seconds
+    for every wait. Builds and loads the library on first use (needs llvmlite)."""
+    from mpi4py import MPI
+    with _STATE.lock:
+        size = _handle_types(MPI)
+        library = _load_library(size)
+        libmpi = _libmpi()
+        words = (ctypes.c_int64 * len(_SLOTS)).from_address(library["state"])
+        words[SLOT["broken"]] = 0
+        for name in ("Iallreduce", "Iallgather", "Ialltoall", "Isend", "Irecv", "Testall",
+                     "Wtime", "Abort", "Reduce_local"):
+            words[SLOT[name]] = ctypes.cast(getattr(libmpi, f"MPI_{name}"), ctypes.c_void_p).value
+        libc = ctypes.CDLL(None)
+        for name in ("malloc", "free"):
+            words[SLOT[name]] = ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
+        user_ops = []
+        for op in OPS:
+            handle = ctypes.c_int64(0)
+            create = libmpi.MPI_Op_create
+            create.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+            rc = create(library[f"f16_{op}"], 1, ctypes.byref(handle))
+            if rc:
+                raise DistributedError(f"MPI_Op_create failed with MPI error {rc}")
+            user_ops.append(handle.value)
+        type_table, op_table = _tables(MPI, user_ops)
+        sizes = (ctypes.c_int64 * len(DTYPES))(*(dtype.itemsize for dtype in DTYPES))
+        _STATE.keep = [type_table, op_table, user_ops, libmpi, sizes]
+        words[SLOT["sizes"]] = ctypes.addressof(sizes)
+        words[SLOT["rank"]], words[SLOT["size"]] = comm.Get_rank(), comm.Get_size()
+        words[SLOT["in_place"]] = int(MPI.IN_PLACE)
+        words[SLOT["types"]] = ctypes.addressof(type_table)
+        words[SLOT["ops"]] = ctypes.addressof(op_table)
+        words[SLOT["comm"]] = MPI._handleof(comm)
+        _STATE.mpi, _STATE.comm, _STATE.words = MPI, comm, words
+        set_timeout(timeout)
+        prototypes = {
+            "allreduce": (ctypes.c_int32, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                           ctypes.c_int32, ctypes.c_int32]),
+            "allgather": (ctypes.c_int32, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                           ctypes.c_int32]),
+            "sendrecv": (ctypes.c_int32, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+                                          ctypes.c_int64, ctypes.c_int64, ctypes.c_int32,
+                                          ctypes.c_int32]),
+            "abort": (None, [ctypes.c_int32])}
+        prototypes["alltoall"] = prototypes["allgather"]
+        _STATE.functions = {name: ctypes.CFUNCTYPE(ret, *args)(library[name])
+                            for name, (ret, args) in prototypes.items()}
+
+
+def set_timeout(seconds):
+    """The deadline of every later wait, in seconds (> 0)."""
+    seconds = float(seconds)
+    if not seconds > 0:
+        raise ValueError(f"the timeout must be a positive number of seconds, not {seconds}")
+    if _STATE.words is not None:
+        _STATE.words[SLOT["timeout"]] = struct.unpack("<q", struct.pack("<d", seconds))[0]
+
+
+def teardown():
+    """Forget the communicator (later calls return NOT_SET_UP); frees kiln's MPI operations."""
+    with _STATE.lock:
+        words = _STATE.words
+        if words is None:
+            return
+        words[SLOT["comm"]] = 0
+        if _STATE.mpi is not None and not is_broken():
+            free = _STATE.keep[3].MPI_Op_free
+            free.argtypes = [ctypes.c_void_p]
+            for handle in _STATE.keep[2]:
+                free(ctypes.byref(ctypes.c_int64(handle)))
+        _STATE.comm = None
+        _STATE.keep = []
+        _STATE.functions = {}
+
+
+def is_set_up():
+    return _STATE.words is not None and _STATE.words[SLOT["comm"]] != 0
+
+
+def is_broken():
+    """Whether a wait timed out (kiln's communicator is then unusable)."""
+    return _STATE.words is not None and _STATE.words[SLOT["broken"]] != 0
+
+
+def address(name):
+    """The native address of kiln_mpi_<name> (an extern provider): needs `setup`."""
+    if not is_set_up():
+        raise DistributedError(
+            f"compiled code calls kiln_mpi_{name} (a collective across processes) but MPI is not "
+            f"set up in this process: call kiln.distributed.initialize() under mpirun first")
+    return _load_library(_handle_types(_STATE.mpi))[name]
+
+
+def abort(code=1):
+    """MPI_Abort on kiln's communicator: ends every process of the job."""
+    _STATE.functions["abort"](code)
+
+
+# -------------------------------------------------------------------------------- Python face
+
+def _call(name, what, *args):
+    if not is_set_up():
+        raise error(NOT_SET_UP, what)
+    status = _STATE.functions[name](*args)
+    if status:
+        raise error(status, what)
+
+
+def _contiguous(x):
+    x = np.ascontiguousarray(x)
+    if x.dtype not in DTYPE_CODES:
+        raise TypeError(f"no cross-process collective on {x.dtype} arrays; "
+                        f"supported: {', '.join(map(str, DTYPES))}")
+    return x
+
+
+def allreduce(x, op="sum", out=None):
+    x = _contiguous(x)
+    if op not in OP_CODES:
+        raise ValueError(f"allreduce op must be one of {OPS}, not {op!r}")
+    if out is None:
+        out = np.empty_like(x)
+    elif not (type(out) is np.ndarray and out.dtype == x.dtype and out.shape == x.shape
+              and out.flags.c_contiguous and out.flags.writeable):
+        raise ValueError("allreduce's out must be a writable C-contiguous array like x")
+    _call("allreduce", f"allreduce({op})", x.ctypes.data, out.ctypes.data, x.size,
+          DTYPE_CODES[x.dtype], OP_CODES[op])
+    return out
+
+
+def allgather(x):
+    x = _contiguous(x)
+    out = np.empty((_STATE.comm.Get_size() if is_set_up() else 1, *x.shape), x.dtype)
+    _call("allgather", "allgather", x.ctypes.data, out.ctypes.data, x.size, DTYPE_CODES[x.dtype])
+    return out
+
+
+def alltoall(x):
+    x = _contiguous(x)
+    size = _STATE.comm.Get_size() if is_set_up() else 1
+    if x.ndim == 0 or x.shape[0] != size:
+        raise ValueError(f"alltoall needs a leading axis of the process count {size}, "
+                         f"got shape {x.shape}")
+    out = np.empty_like(x)
+    _call("alltoall", "alltoall", x.ctypes.data, out.ctypes.data, x.size // size,
+          DTYPE_CODES[x.dtype])
+    return out
+
+
+def sendrecv(x, dest, source, tag=0):
+    x = _contiguous(x)
+    out = None if source is None else np.empty_like(x)
+    _call("sendrecv", "sendrecv", x.ctypes.data, -1 if dest is None else dest,
+          None if out is None else out.ctypes.data, -1 if source is None else source, x.size,
+          DTYPE_CODES[x.dtype], tag)
+    return out
+
+
+# -------------------------------------------------------------------------------- IR face
+
+def _ir():
+    import llvmlite.ir as ir
+    I32, I64, PTR = ir.IntType(32), ir.IntType(64), ir.PointerType()
+    return ir, I32, I64, PTR
+
+
+def function_type(name):
+    """The LLVM function type of kiln_mpi_<name>."""
+    ir, I32, I64, PTR = _ir()
+    return {"allreduce": ir.FunctionType(I32, [PTR, PTR, I64, I32, I32]),
+            "allgather": ir.FunctionType(I32, [PTR, PTR, I64, I32]),
+            "alltoall": ir.FunctionType(I32, [PTR, PTR, I64, I32]),
+            "sendrecv": ir.FunctionType(I32, [PTR, I64, PTR, I64, I64, I32, I32]),
+            "abort": ir.FunctionType(ir.VoidType(), [I32])}[name]
+
+
+def _i64(value):
+    ir, _, I64, _ = _ir()
+    return ir.Constant(I64, value) if isinstance(value, int) else value
+
+
+def _code(dtype):
+    dtype = np.dtype(dtype)
+    if dtype not in DTYPE_CODES:
+        raise TypeError(f"no cross-process collective on {dtype} values")
+    ir, I32, _, _ = _ir()
+    return ir.Constant(I32, DTYPE_CODES[dtype])
+
+
+def _emit(builder, name, args):
+    from .llvm import externs
+    return externs.call(builder, f"kiln_mpi_{name}", function_type(name), args)
+
+
+def emit_allreduce(builder, send, recv, count, dtype, op):
+    ir, I32, _, _ = _ir()
+    if op not in OP_CODES:
+        raise ValueError(f"allreduce op must be one of {OPS}, not {op!r}")
+    return _emit(builder, "allreduce", [send, recv, _i64(count), _code(dtype),
+                                        ir.Constant(I32, OP_CODES[op])])
+
+
+def emit_allgather(builder, send, recv, count, dtype):
+    return _emit(builder, "allgather", [send, recv, _i64(count), _code(dtype)])
+
+
+def emit_alltoall(builder, send, recv, count, dtype):
+    return _emit(builder, "alltoall", [send, recv, _i64(count), _code(dtype)])
+
+
+def emit_sendrecv(builder, send, dest, recv, source, count, dtype, tag=0):
+    ir, I32, _, _ = _ir()
+    return _emit(builder, "sendrecv", [send, _i64(dest), recv, _i64(source), _i64(count),
+                                       _code(dtype), ir.Constant(I32, tag)])
+
+
+def emit_return_on_error(builder, status):
+    ir, I32, _, _ = _ir()
+    with builder.if_then(builder.icmp_unsigned("!=", status, ir.Constant(I32, 0)), likely=False):
+        builder.ret(status)
+
+
+# -------------------------------------------------------------------------------- the library
+
+def _load_library(handle_size):
+    """{function name: address, "state": address} of the loaded kiln.mpi library."""
+    if handle_size not in _STATE.library:
+        from .llvm import rtlib
+        name = f"kiln.mpi{handle_size}"
+        loaded = rtlib.load_library(name, lambda: _compile(name, handle_size), __file__)
+        found = {key: loaded.function_address(f"kiln_mpi_{key}")
+                 for key in FUNCTIONS + tuple(f"f16_{op}" for op in OPS)}
+        found["state"] = loaded.global_address("kiln_mpi_state")
+        if not all(found.values()):
+            raise DistributedError(f"the kiln.mpi library lacks {[k for k, v in found.items() if not v]}")
+        _STATE.library[handle_size] = found
+    return _STATE.library[handle_size]
+
+
+def _compile(name, handle_size):
+    from .llvm import target
+    ir = _ir()[0]
+    module = ir.Module(name=name)
+    module.triple = target.triple()
+    _Library(module, handle_size).emit()
+    return target.object_code(target.optimize(str(module), name))
+
+
+class _Library:
+    """Emits kiln.mpi: the entry points of the module docstring over a state array."""
+
+    def __init__(self, module, handle_size):
+        ir, self.I32, self.I64, self.PTR = _ir()
+        self.ir, self.module = ir, module
+        self.H = ir.IntType(8 * handle_size)   # an MPI handle (Open MPI: a pointer; MPICH: int)
+        self.state = ir.GlobalVariable(module, ir.ArrayType(self.I64, len(_SLOTS)), "kiln_mpi_state")
+        self.state.initializer = ir.Constant(self.state.value_type, None)
+        self.state.align = 8
+
+    def c(self, value, typ=None):
+        return self.ir.Constant(typ or self.I32, value)
+
+    def slot(self, b, name, typ=None):
+        pointer = b.gep(self.state, [self.c(0), self.c(SLOT[name])], inbounds=True)
+        return b.load(pointer, typ=typ or self.I64)
+
+    def handle(self, b, value):
+        return value if self.H.width == 64 else b.trunc(value, self.H)
+
+    def mpi(self, b, name, ret, args):
+        fnty = self.ir.FunctionType(ret, [a.type for a in args])
+        return b.call(b.inttoptr(self.slot(b, name), fnty.as_pointer()), args)
+
+    def emit(self):
+        self.poll = self.emit_poll()
+        self.emit_allreduce()
+        self.emit_blocks("allgather", "Iallgather")
+        self.emit_blocks("alltoall", "Ialltoall")
+        self.emit_sendrecv()
+        self.emit_abort()
+        for op in OPS:
+            self.emit_f16_op(op)
+
+    def function(self, name, fnty):
+        f = self.ir.Function(self.module, fnty, name)
+        return f, self.ir.IRBuilder(f.append_basic_block("entry"))
+
+    def emit_poll(self):
+        """i32 poll(i32 n, ptr requests): Testall until done (0), an MPI error or the deadline."""
+        ir, I32 = self.ir, self.I32
+        f, b = self.function("kiln_mpi_poll", ir.FunctionType(I32, [I32, self.PTR]))
+        f.linkage = "internal"
+        n, requests = f.args
+        D = ir.DoubleType()
+        flag = b.alloca(I32)
+        statuses = b.alloca(ir.ArrayType(self.I64, 64))
+        timeout = b.bitcast(self.slot(b, "timeout"), D)
+        start = self.mpi(b, "Wtime", D, [])
+        loop, done, error, late = (f.append_basic_block(s) for s in ("loop", "done", "error", "late"))
+        check = f.append_basic_block("check")
+        b.branch(loop)
+        b.position_at_end(loop)
+        b.store(self.c(0), flag)
+        rc = self.mpi(b, "Testall", I32, [n, requests, flag, statuses])
+        b.cbranch(b.icmp_signed("!=", rc, self.c(0)), error, check)
+        b.position_at_end(check)
+        finished = b.icmp_signed("!=", b.load(flag), self.c(0))
+        waited = b.fsub(self.mpi(b, "Wtime", D, []), start)
+        b.cbranch(finished, done, f.append_basic_block("running"))
+        b.position_at_end(f.blocks[-1])
+        b.cbranch(b.fcmp_ordered(">", waited, timeout), late, loop)
+        b.position_at_end(done)
+        b.ret(self.c(0))
+        b.position_at_end(error)
+        b.ret(b.add(rc, self.c(MPI_ERROR)))
+        b.position_at_end(late)
+        b.store(self.c(1, self.I64), b.gep(self.state, [self.c(0), self.c(SLOT["broken"])], inbounds=True))
+        b.ret(self.c(TIMEOUT))
+        return f
+
+    def guard(self, b, counts, dtype):
+        """Return early with NOT_SET_UP / BROKEN / TOO_LARGE / UNSUPPORTED; the comm handle."""
+        comm = self.slot(b, "comm")
+        for bad, status in ((b.icmp_signed("==", comm, self.c(0, self.I64)), NOT_SET_UP),
+                            (b.icmp_signed("!=", self.slot(b, "broken"), self.c(0, self.I64)), BROKEN),
+                            (b.icmp_unsigned(">=", dtype, self.c(len(DTYPES))), UNSUPPORTED)):
+            with b.if_then(bad, likely=False):
+                b.ret(self.c(status))
+        for count in counts:
+            with b.if_then(b.icmp_unsigned(">", count, self.c(_INT_MAX, self.I64)), likely=False):
+                b.ret(self.c(TOO_LARGE))
+        return self.handle(b, comm)
+
+    def table(self, b, name, index):
+        base = b.inttoptr(self.slot(b, name), self.I64.as_pointer())
+        return b.load(b.gep(base, [b.zext(index, self.I64)]))
+
+    def request(self, b, n):
+        requests = b.alloca(self.ir.ArrayType(self.I64, n))
+        for k in range(n):
+            b.store(self.c(0, self.I64), b.gep(requests, [self.c(0), self.c(k)]))
+        return requests
+
+    def finish(self, b, rc, n, requests):
+        """Return the MPI error of starting the operation, else poll its `n` requests."""
+        with b.if_then(b.icmp_signed("!=", rc, self.c(0)), likely=False):
+            b.ret(b.add(rc, self.c(MPI_ERROR)))
+        b.ret(b.call(self.poll, [n, b.bitcast(requests, self.PTR)]))
+
+    def emit_allreduce(self):
+        f, b = self.function("kiln_mpi_allreduce", function_type("allreduce"))
+        send, recv, count, dtype, op = f.args
+        comm = self.guard(b, [count], dtype)
+        with b.if_then(b.icmp_unsigned(">=", op, self.c(len(OPS))), likely=False):
+            b.ret(self.c(UNSUPPORTED))
+        mpi_op = self.table(b, "ops", b.add(b.mul(dtype, self.c(len(OPS))), op))
+        with b.if_then(b.icmp_signed("==", mpi_op, self.c(0, self.I64)), likely=False):
+            b.ret(self.c(UNSUPPORTED))
+        in_place = b.inttoptr(self.slot(b, "in_place"), self.PTR)
+        source = b.select(b.icmp_unsigned("==", b.ptrtoint(send, self.I64), b.ptrtoint(recv, self.I64)),
+                          in_place, send)
+        mpi_type = self.handle(b, self.table(b, "types", dtype))
+        elsize = self.table(b, "sizes", dtype)
+        pairwise = b.and_(b.icmp_signed("==", self.slot(b, "size"), self.c(2, self.I64)),
+                          b.icmp_signed(">=", b.mul(count, elsize), self.c(PAIRWISE_BYTES, self.I64)))
+        with b.if_then(pairwise):
+            b.ret(b.call(self.emit_pairwise(), [send, recv, count, mpi_type, self.handle(b, mpi_op),
+                                                 elsize, comm]))
+        requests = self.request(b, 1)
+        rc = self.mpi(b, "Iallreduce", self.I32, [
+            source, recv, b.trunc(count, self.I32), mpi_type, self.handle(b, mpi_op), comm,
+            b.bitcast(requests, self.PTR)])
+        self.finish(b, rc, self.c(1), requests)
+
+    def emit_pairwise(self):
+        """i32 pairwise(send, recv, i64 count, type, op, i64 elsize, comm): allreduce between two
+        processes through point-to-point messages (see `PAIRWISE_BYTES`). Each process reduces
+        its half: chunk by chunk it sends the peer's half of `send` and receives the peer's
+        values of its own half into a buffer of one chunk, reduces them there, while in cache,
+        with MPI's operation (MPI_Reduce_local), and copies the result into recv; then the
+        halves are exchanged. In place (send == recv) is safe: nothing of the peer's half is written
+        before the peer has read it (its sends completed)."""
+        ir, I32, I64, PTR = self.ir, self.I32, self.I64, self.PTR
+        f, b = self.function("kiln_mpi_pairwise", ir.FunctionType(
+            I32, [PTR, PTR, I64, self.H, self.H, I64, self.H]))
+        f.linkage = "internal"
+        send, recv, count, mpi_type, op, elsize, comm = f.args
+        rank = self.slot(b, "rank")
+        peer = b.sub(self.c(1, I64), rank)
+        half = b.sdiv(count, self.c(2, I64))
+        first = b.icmp_signed("==", rank, self.c(0, I64))
+        mine_lo, mine_n = b.select(first, self.c(0, I64), half), b.select(first, half, b.sub(count, half))
+        their_lo, their_n = b.select(first, half, self.c(0, I64)), b.select(first, b.sub(count, half), half)
+        chunk = b.sdiv(self.c(PAIRWISE_CHUNK, I64), elsize)
+        tmp = self.mpi(b, "malloc", PTR, [self.c(PAIRWISE_CHUNK, I64)])
+        status = b.alloca(I32)
+        b.store(self.c(0), status)
+        requests = self.request(b, 2)
+        exit_ = f.append_basic_block("exit")
+        with b.if_then(b.icmp_unsigned("==", b.ptrtoint(tmp, I64), self.c(0, I64)), likely=False):
+            b.ret(self.c(MPI_ERROR + 17))   # (MPI_ERR_NO_MEM in MPICH, "no memory" in spirit)
+        peer32, tag = b.trunc(peer, I32), self.c(PAIRWISE_TAG)
+
+        def at(buffer, index):
+            return b.gep(buffer, [b.mul(index, elsize)], source_etype=ir.IntType(8))
+
+        def started(rc, after):
+            """Continue in block `after` if `rc` is 0, else record the MPI error and exit."""
+            failed = f.append_basic_block("failed")
+            b.cbranch(b.icmp_signed("!=", rc, self.c(0)), failed, after)
+            b.position_at_end(failed)
+            b.store(b.add(rc, self.c(MPI_ERROR)), status)
+            b.branch(exit_)
+            b.position_at_end(after)
+
+        def exchange(sent, sent_n, received, received_n, after):
+            for k in range(2):
+                b.store(self.c(0, I64), b.gep(requests, [self.c(0), self.c(k)]))
+            reqs = b.bitcast(requests, PTR)
+            rc = self.mpi(b, "Isend", I32, [sent, b.trunc(sent_n, I32), mpi_type, peer32, tag, comm,
+                                            reqs])
+            started(rc, f.append_basic_block("sent"))
+            rc = self.mpi(b, "Irecv", I32, [received, b.trunc(received_n, I32), mpi_type, peer32, tag,
+                                            comm, b.bitcast(b.gep(requests, [self.c(0), self.c(1)]), PTR)])
+            started(rc, f.append_basic_block("received"))
+            polled = b.call(self.poll, [self.c(2), reqs])
+            b.store(polled, status)
+            b.cbranch(b.icmp_signed("!=", polled, self.c(0)), exit_, after)
+            b.position_at_end(after)
+
+        def clamp(n, i):   # min(max(n - i * chunk, 0), chunk)
+            rest = b.sub(n, b.mul(i, chunk))
+            rest = b.select(b.icmp_signed("<", rest, self.c(0, I64)), self.c(0, I64), rest)
+            return b.select(b.icmp_signed(">", rest, chunk), chunk, rest)
+
+        longest = b.select(b.icmp_signed(">", mine_n, their_n), mine_n, their_n)
+        chunks = b.sdiv(b.add(longest, b.sub(chunk, self.c(1, I64))), chunk)
+        entry = b.block
+        head, body, phase2 = (f.append_basic_block(s) for s in ("chunk", "chunk.body", "phase2"))
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64)
+        i.add_incoming(self.c(0, I64), entry)
+        b.cbranch(b.icmp_signed("<", i, chunks), body, phase2)
+        b.position_at_end(body)
+        offset = b.mul(i, chunk)
+        n_sent, n_mine = clamp(their_n, i), clamp(mine_n, i)
+        mine = b.add(mine_lo, offset)
+        # The peer's values land in a chunk-sized buffer that stays in cache (measured faster
+        # than landing in recv, and needed in place anyway), are reduced there, then copied.
+        landing = tmp
+        exchange(at(send, b.add(their_lo, offset)), n_sent, landing, n_mine, f.append_basic_block("got"))
+        rc = self.mpi(b, "Reduce_local", I32, [at(send, mine), landing, b.trunc(n_mine, I32),
+                                                 mpi_type, op])
+        started(rc, f.append_basic_block("reduced"))
+        from .llvm.calls import intrinsic
+        intrinsic(b, "memcpy", [at(recv, mine), tmp, b.mul(n_mine, elsize),
+                                ir.Constant(ir.IntType(1), 0)],
+                  ret=ir.VoidType(), overloads=[PTR, PTR, I64])
+        i.add_incoming(b.add(i, self.c(1, I64)), b.block)
+        b.branch(head)
+        b.position_at_end(phase2)
+        exchange(at(recv, mine_lo), mine_n, at(recv, their_lo), their_n, exit_)
+        self.mpi(b, "free", ir.VoidType(), [tmp])
+        b.ret(b.load(status))
+        return f
+
+    def emit_blocks(self, name, mpi_name):
+        f, b = self.function(f"kiln_mpi_{name}", function_type(name))
+        send, recv, count, dtype = f.args
+        comm = self.guard(b, [count], dtype)
+        mpi_type = self.handle(b, self.table(b, "types", dtype))
+        n = b.trunc(count, self.I32)
+        requests = self.request(b, 1)
+        rc = self.mpi(b, mpi_name, self.I32, [send, n, mpi_type, recv, n, mpi_type, comm,
+                                              b.bitcast(requests, self.PTR)])
+        self.finish(b, rc, self.c(1), requests)
+
+    def emit_sendrecv(self):
+        f, b = self.function("kiln_mpi_sendrecv", function_type("sendrecv"))
+        send, dest, recv, source, count, dtype, tag = f.args
+        comm = self.guard(b, [count], dtype)
+        mpi_type = self.handle(b, self.table(b, "types", dtype))
+        n = b.trunc(count, self.I32)
+        requests = self.request(b, 2)
+        posted = b.alloca(self.I32)
+        b.store(self.c(0), posted)
+        for peer, buffer, mpi_name in ((source, recv, "Irecv"), (dest, send, "Isend")):
+            with b.if_then(b.icmp_signed(">=", peer, self.c(0, self.I64))):
+                k = b.load(posted)
+                rc = self.mpi(b, mpi_name, self.I32, [
+                    buffer, n, mpi_type, b.trunc(peer, self.I32), tag, comm,
+                    b.bitcast(b.gep(requests, [self.c(0), k]), self.PTR)])
+                with b.if_then(b.icmp_signed("!=", rc, self.c(0)), likely=False):
+                    b.ret(b.add(rc, self.c(MPI_ERROR)))
+                b.store(b.add(k, self.c(1)), posted)
+        b.ret(b.call(self.poll, [b.load(posted), b.bitcast(requests, self.PTR)]))
+
+    def emit_abort(self):
+        f, b = self.function("kiln_mpi_abort", function_type("abort"))
+        comm = self.handle(b, self.slot(b, "comm"))
+        self.mpi(b, "Abort", self.I32, [comm, f.args[0]])
+        b.ret_void()
+
+    def emit_f16_op(self, op):
+        """void kiln_mpi_f16_<op>(ptr in, ptr inout, ptr len, ptr datatype): an MPI user op."""
+        from .llvm.loops import counted_loop
+        ir = self.ir
+        half, single = ir.HalfType(), ir.FloatType()
+        f, b = self.function(f"kiln_mpi_f16_{op}", ir.FunctionType(ir.VoidType(), [self.PTR] * 4))
+        source, inout, length, _ = f.args
+        n = b.sext(b.load(length, typ=self.I32), self.I64)
+
+        def body(b2, i, carried):
+            x = b2.fpext(b2.load(b2.gep(source, [i], source_etype=half), typ=half), single)
+            at = b2.gep(inout, [i], source_etype=half)
+            y = b2.fpext(b2.load(at, typ=half), single)
+            if op == "sum":
+                r = b2.fadd(x, y)
+            else:   # NaN in either operand gives NaN, as jnp.maximum/minimum
+                better = b2.fcmp_unordered(">" if op == "max" else "<", x, y)
+                r = b2.select(better, x, y)
+                r = b2.select(b2.fcmp_unordered("uno", y, y), y, r)
+            b2.store(b2.fptrunc(r, half), at)
+            return carried
+        counted_loop(b, n, body, (), "k")
+        b.ret_void()

@@ -1,0 +1,392 @@
+"""kiln.distributed and the cross-process collective engine (compiler/backends/mpi_engine.py).
+
+The multi-process tests run small scripts under `mpirun -np 2` (and 3) on this machine, each with
+a wall-clock limit: every collective through both faces of the engine (the Python functions and
+IR emitted by the emit_* helpers, compiled by kiln's JIT), for every dtype, against NumPy; a rank
+that stops or dies makes the other fail within KILN_DISTRIBUTED_TIMEOUT instead of hanging. They
+are skipped only when mpi4py (or its mpirun) is not installed; `make test` installs both (the
+`mpi` extra). The one-process behaviour and the error messages are tested in this process.
+"""
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln import distributed
+from kiln.compiler.backends import mpi_engine
+
+HAVE_MPI4PY = importlib.util.find_spec("mpi4py") is not None
+MPIRUN = shutil.which("mpirun", path=os.path.dirname(sys.executable)) or shutil.which("mpirun")
+needs_mpi = pytest.mark.skipif(
+    not (HAVE_MPI4PY and MPIRUN),
+    reason="mpi4py and mpirun are not installed (pip install 'kiln[mpi]'; make test installs them)")
+
+
+def mpirun(tmp_path, script, np_=2, env=None, limit=90, args=()):
+    """Run `script` on `np_` processes; (return code, combined output, seconds)."""
+    path = tmp_path / "script.py"
+    path.write_text(textwrap.dedent(script))
+    env = {**os.environ, **(env or {})}
+    for name in list(env):   # (pytest-xdist's worker variables would confuse nothing, but an
+        if name.startswith(("OMPI_", "PMIX_", "PRTE_")):   # outer MPI job's would)
+            del env[name]
+    command = [MPIRUN, "-np", str(np_), "--oversubscribe"]
+    if os.geteuid() == 0:
+        command.append("--allow-run-as-root")
+    for name in ("KILN_DISTRIBUTED_TIMEOUT", "KILN_CACHE_DIR", "KILN_CPU"):
+        if name in env:
+            command += ["-x", name]
+    command += [sys.executable, str(path), *args]
+    start = time.monotonic()
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=limit,
+                            stdin=subprocess.DEVNULL)
+    return result.returncode, result.stdout + result.stderr, time.monotonic() - start
+
+
+@pytest.fixture
+def fresh_world(monkeypatch):
+    """kiln.distributed as never initialised, restored afterwards; no launcher variables."""
+    for name in distributed.LAUNCHER_VARIABLES + (distributed.TIMEOUT_VARIABLE,):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(distributed, "_WORLD", None)
+    yield
+    distributed._WORLD = None
+
+
+# -- one process --------------------------------------------------------------------------------
+
+def test_one_process_without_a_launcher(fresh_world):
+    assert kiln.distributed is distributed
+    assert distributed.process_layout() == (0, 1) and not distributed.is_initialized()
+    distributed.initialize(local_device_ids=3)
+    assert distributed.is_initialized() and distributed.process_layout() == (0, 1)
+    assert distributed.requested_local_device_ids() == [3]
+    with pytest.raises(RuntimeError, match="should only be called once"):
+        distributed.initialize()
+    distributed.shutdown()
+    assert not distributed.is_initialized()
+    distributed.shutdown()   # (a no-op when not initialised, as JAX's)
+    distributed.initialize(num_processes=1, process_id=0, coordinator_address="localhost:1234")
+    assert distributed.process_layout() == (0, 1)
+
+
+def test_jax_signature():
+    import inspect
+    names = list(inspect.signature(distributed.initialize).parameters)
+    assert names == ["coordinator_address", "num_processes", "process_id", "local_device_ids",
+                     "cluster_detection_method", "initialization_timeout",
+                     "heartbeat_timeout_seconds", "shutdown_timeout_seconds",
+                     "coordinator_bind_address", "slice_index", "partition_index"]
+
+
+def test_errors_without_a_launcher(fresh_world, monkeypatch):
+    with pytest.raises(ValueError, match=r"num_processes=2 but no MPI launcher.*mpirun -np 2"):
+        distributed.initialize(num_processes=2)
+    with pytest.raises(ValueError, match="process_id=1 in a one-process run"):
+        distributed.initialize(process_id=1)
+    with pytest.raises(ValueError, match="cluster_detection_method must be one of"):
+        distributed.initialize(cluster_detection_method="tpu")
+    assert not distributed.is_initialized()
+    monkeypatch.setenv("KILN_DISTRIBUTED_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="KILN_DISTRIBUTED_TIMEOUT='soon'"):
+        distributed.initialize()
+    monkeypatch.setenv("KILN_DISTRIBUTED_TIMEOUT", "2.5")
+    assert distributed.timeout() == 2.5
+
+
+def test_missing_mpi4py_names_the_extra(fresh_world, monkeypatch):
+    monkeypatch.setitem(sys.modules, "mpi4py", None)   # (import mpi4py then raises ImportError)
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")
+    with pytest.raises(ImportError, match=r"pip install 'kiln\[mpi\]'"):
+        distributed.initialize()
+    monkeypatch.delenv("OMPI_COMM_WORLD_SIZE")
+    with pytest.raises(ImportError, match=r"pip install 'kiln\[mpi\]'"):
+        distributed.initialize(cluster_detection_method="mpi4py")
+    assert not distributed.is_initialized()
+
+
+def test_launcher_detection():
+    assert not distributed.launched_by_mpi({})
+    assert distributed.launched_by_mpi({"OMPI_COMM_WORLD_SIZE": "2"})
+    assert distributed.launched_by_mpi({"PMI_RANK": "0"})
+
+
+def test_engine_before_setup():
+    if mpi_engine.is_set_up():
+        pytest.skip("MPI is set up in this process")
+    with pytest.raises(mpi_engine.DistributedError, match="initialize"):
+        mpi_engine.allreduce(np.ones(3))
+    with pytest.raises(mpi_engine.DistributedError, match="under mpirun"):
+        mpi_engine.address("allreduce")
+    with pytest.raises(TypeError, match="no cross-process collective on <U1"):
+        mpi_engine.allreduce(np.array(["a"]))
+
+
+def test_statuses_become_errors():
+    assert mpi_engine.is_status(mpi_engine.TIMEOUT) and not mpi_engine.is_status(0)
+    assert not mpi_engine.is_status(2) and not mpi_engine.is_status(-0x4B494C00)
+    assert isinstance(mpi_engine.error(mpi_engine.TIMEOUT), mpi_engine.DistributedTimeoutError)
+    assert "did not complete" in str(mpi_engine.error(mpi_engine.TIMEOUT))
+    assert "MPI error 5" in str(mpi_engine.error(mpi_engine.MPI_ERROR + 5))
+    assert distributed.DistributedTimeoutError is mpi_engine.DistributedTimeoutError
+
+
+def test_a_compiled_functions_mpi_status_raises_the_engines_error():
+    """kiln_main returning a kiln_mpi_* status (emit_return_on_error) raises DistributedError."""
+    from types import SimpleNamespace
+    from kiln.compiler.backends.llvm.executable import Executable
+    fake = SimpleNamespace(function=SimpleNamespace(name="step"))
+    error = Executable._failure(fake, mpi_engine.TIMEOUT)
+    assert isinstance(error, mpi_engine.DistributedTimeoutError)
+    assert str(error).startswith("compiled code for step did not complete within")
+    assert type(Executable._failure(fake, 12345)) is RuntimeError
+
+
+def test_emit_helpers_call_the_externs():
+    import llvmlite.ir as ir
+    module = ir.Module(name="probe")
+    I32, I64, PTR = ir.IntType(32), ir.IntType(64), ir.PointerType()
+    f = ir.Function(module, ir.FunctionType(I32, [PTR, PTR]), "f")
+    b = ir.IRBuilder(f.append_basic_block())
+    send, recv = f.args
+    for status in (mpi_engine.emit_allreduce(b, send, recv, 4, np.float32, "max"),
+                   mpi_engine.emit_allgather(b, send, recv, 4, np.int8),
+                   mpi_engine.emit_alltoall(b, send, recv, ir.Constant(I64, 2), np.complex64),
+                   mpi_engine.emit_sendrecv(b, send, 1, recv, 0, 4, np.float16, tag=7)):
+        mpi_engine.emit_return_on_error(b, status)
+    b.ret(ir.Constant(I32, 0))
+    text = str(module)
+    for name in ("allreduce", "allgather", "alltoall", "sendrecv"):
+        assert f'@"probe.kiln_mpi_{name}"' in text
+    with pytest.raises(ValueError, match="one of"):
+        mpi_engine.emit_allreduce(b, send, recv, 4, np.float32, "prod")
+
+
+# -- several processes --------------------------------------------------------------------------
+
+COLLECTIVES = """
+import ctypes, sys
+import numpy as np
+import llvmlite.ir as ir
+import kiln
+from kiln.compiler.backends import mpi_engine as E
+from kiln.compiler.backends.llvm import externs, target
+
+kiln.distributed.initialize()
+rank, size = kiln.distributed.process_layout()
+assert (rank, size) == (kiln.distributed._WORLD.comm.Get_rank(), {size})
+
+# The IR face: one function per collective, emitted with the emit_* helpers, compiled by kiln's
+# JIT, externs bound as for any compiled function.
+I32, I64, PTR = ir.IntType(32), ir.IntType(64), ir.PointerType()
+module = ir.Module(name="mpi_probe")
+module.triple = target.triple()
+def define(name, params, emit):
+    f = ir.Function(module, ir.FunctionType(I32, params), name)
+    b = ir.IRBuilder(f.append_basic_block())
+    b.ret(emit(b, *f.args))
+for code, dtype in enumerate(E.DTYPES):
+    for op in E.OPS:
+        define(f"allreduce_{{code}}_{{op}}", [PTR, PTR, I64],
+               lambda b, s, r, n: E.emit_allreduce(b, s, r, n, dtype, op))
+    define(f"allgather_{{code}}", [PTR, PTR, I64], lambda b, s, r, n: E.emit_allgather(b, s, r, n, dtype))
+    define(f"alltoall_{{code}}", [PTR, PTR, I64], lambda b, s, r, n: E.emit_alltoall(b, s, r, n, dtype))
+    define(f"sendrecv_{{code}}", [PTR, I64, PTR, I64, I64],
+           lambda b, s, d, r, src, n: E.emit_sendrecv(b, s, d, r, src, n, dtype, tag=3))
+loaded = target.load_object(module.name, target.object_code(target.optimize(str(module), module.name)),
+                            entry=False)
+bound = externs.bind_externs(loaded.global_address, module.name)
+assert set(bound) == {{"kiln_mpi_allreduce", "kiln_mpi_allgather", "kiln_mpi_alltoall",
+                      "kiln_mpi_sendrecv"}}, bound
+P, N = ctypes.c_void_p, ctypes.c_int64
+def native(name, *types):
+    return ctypes.CFUNCTYPE(ctypes.c_int32, *types)(loaded.function_address(name))
+def check(status):
+    if status:
+        raise E.error(status)
+
+def value(dtype, k, shape=(7,)):
+    "process k's operand: small values every dtype holds exactly, negatives where signed"
+    dtype = np.dtype(dtype)
+    x = (np.arange(int(np.prod(shape))).reshape(shape) * 3 + 5 * k) % (2 if dtype.kind == "b" else 11)
+    if dtype.kind in "ifc":
+        x = x - 4
+    if dtype.kind == "c":
+        x = x + 1j * (x + 1)
+    return x.astype(dtype)
+
+everyone = lambda dtype, shape=(7,): [value(dtype, k, shape) for k in range(size)]
+for code, dtype in enumerate(E.DTYPES):
+    mine = value(dtype, rank)
+    for op in E.OPS:
+        if dtype.kind == "c" and op != "sum":
+            try:
+                E.allreduce(mine, op)
+            except E.DistributedError as e:
+                assert "unsupported" in str(e)
+            else:
+                raise AssertionError("complex max")
+            assert native(f"allreduce_{{code}}_{{op}}", P, P, N)(mine.ctypes.data, mine.ctypes.data, 7) == E.UNSUPPORTED
+            continue
+        values = everyone(dtype)
+        if dtype.kind == "b":
+            expected = np.logical_and.reduce(values) if op == "min" else np.logical_or.reduce(values)
+        else:
+            expected = {{"sum": np.sum, "max": np.max, "min": np.min}}[op](np.stack(values), axis=0).astype(dtype)
+        got = E.allreduce(mine, op)
+        assert got.dtype == dtype and np.array_equal(got, expected), (dtype, op, got, expected)
+        out = np.empty_like(mine)
+        check(native(f"allreduce_{{code}}_{{op}}", P, P, N)(mine.ctypes.data, out.ctypes.data, 7))
+        assert np.array_equal(out, expected), (dtype, op, "native", out, expected)
+        inplace = mine.copy()   # send == recv: MPI_IN_PLACE
+        check(native(f"allreduce_{{code}}_{{op}}", P, P, N)(inplace.ctypes.data, inplace.ctypes.data, 7))
+        assert np.array_equal(inplace, expected), (dtype, op, "in place")
+    gathered = np.stack(everyone(dtype))
+    assert np.array_equal(E.allgather(mine), gathered)
+    out = np.empty((size, 7), dtype)
+    check(native(f"allgather_{{code}}", P, P, N)(mine.ctypes.data, out.ctypes.data, 7))
+    assert np.array_equal(out, gathered)
+    blocks = value(dtype, rank, (size, 3))
+    expected = np.stack([value(dtype, k, (size, 3))[rank] for k in range(size)])
+    assert np.array_equal(E.alltoall(blocks), expected)
+    out = np.empty_like(blocks)
+    check(native(f"alltoall_{{code}}", P, P, N)(blocks.ctypes.data, out.ctypes.data, 3))
+    assert np.array_equal(out, expected)
+    right, left = (rank + 1) % size, (rank - 1) % size   # a ring shift, as ppermute
+    assert np.array_equal(E.sendrecv(mine, right, left), value(dtype, left))
+    out = np.empty_like(mine)
+    check(native(f"sendrecv_{{code}}", P, N, P, N, N)(mine.ctypes.data, right, out.ctypes.data, left, 7))
+    assert np.array_equal(out, value(dtype, left))
+# one side only: process 0 sends to the last, which receives; the others take no part
+last = size - 1
+got = E.sendrecv(mine, last if rank == 0 else None, 0 if rank == last else None)
+assert (got is None) == (rank != last) and (got is None or np.array_equal(got, value(mine.dtype, 0)))
+# buffers of several MB: between two processes these take the point-to-point path of the engine
+# (mpi_engine.PAIRWISE_BYTES), several chunks of it, in place too; odd counts split unevenly
+for dtype, op, n in (("float32", "sum", 1_000_003), ("float64", "max", 700_001), ("int16", "min", 1_500_000),
+                     ("float16", "sum", 1_400_001), ("bool", "max", 2_500_000), ("complex64", "sum", 400_001)):
+    code = E.DTYPE_CODES[np.dtype(dtype)]
+    values = [value(dtype, k, (n,)) for k in range(size)]
+    if dtype == "bool":
+        expected = np.logical_or.reduce(values)
+    else:
+        expected = {{"sum": np.sum, "max": np.max, "min": np.min}}[op](np.stack(values), axis=0).astype(dtype)
+    assert np.array_equal(E.allreduce(values[rank], op), expected), (dtype, op, n)
+    inplace = values[rank].copy()
+    check(native(f"allreduce_{{code}}_{{op}}", P, P, N)(inplace.ctypes.data, inplace.ctypes.data, n))
+    assert np.array_equal(inplace, expected), (dtype, op, n, "in place")
+    assert E.allreduce(inplace, op, out=inplace) is inplace and np.array_equal(inplace, expected) == (op != "sum")
+# an empty buffer and a NaN under max/min
+assert E.allreduce(np.zeros(0, np.float32)).shape == (0,)
+x = np.array([np.nan if rank == 0 else 1.0, 2.0], np.float16)
+assert np.isnan(E.allreduce(x, "max")[0]) and E.allreduce(x, "min")[1] == 2
+kiln.distributed.shutdown()
+print(f"process {{rank}} of {{size}}: every collective agrees with NumPy", flush=True)
+"""
+
+
+@needs_mpi
+@pytest.mark.parametrize("size", [2, 3])
+def test_collectives_across_processes(tmp_path, size):
+    code, output, _ = mpirun(tmp_path, COLLECTIVES.format(size=size), np_=size)
+    assert code == 0, output
+    for rank in range(size):
+        assert f"process {rank} of {size}: every collective agrees with NumPy" in output, output
+
+
+DEAD_RANK = """
+import os, signal, sys, time
+import numpy as np
+import kiln
+from kiln.compiler.backends import mpi_engine as E
+kiln.distributed.initialize()
+rank, size = kiln.distributed.process_layout()
+assert E.allreduce(np.ones(2))[0] == size   # both alive: fine
+E.set_timeout(float(sys.argv[1]))   # (short only now: starting up may take longer on a busy machine)
+if rank == 1:
+    os.kill(os.getpid(), signal.{signal})    # SIGSTOP: hangs; SIGKILL: dies
+start = time.monotonic()
+try:
+    E.allreduce(np.ones(4, np.float32))
+except kiln.distributed.DistributedTimeoutError as e:
+    print(f"rank {{rank}} after {{time.monotonic() - start:.1f}} s: {{e}}", flush=True)
+try:
+    E.allgather(np.ones(4))
+except kiln.distributed.DistributedError as e:
+    print(f"then: {{e}}", flush=True)
+sys.exit(3)
+"""
+
+
+@needs_mpi
+def test_a_stopped_rank_makes_the_other_fail_not_hang(tmp_path):
+    code, output, seconds = mpirun(tmp_path, DEAD_RANK.format(signal="SIGSTOP"), args=["2"])
+    assert code != 0, output
+    assert "did not complete within 2 s on process 0 of 2" in output, output
+    assert "then: " in output and "an earlier cross-process operation timed out" in output, output
+    assert "aborting the MPI job" in output and "MPI_ABORT was invoked" in output, output
+    assert seconds < 40, (seconds, output)
+
+
+@needs_mpi
+def test_a_killed_rank_ends_the_job(tmp_path):
+    code, output, seconds = mpirun(tmp_path, DEAD_RANK.format(signal="SIGKILL"), args=["30"])
+    assert code != 0, output
+    assert " ".join(output.split()).count("exited on signal 9"), output
+    assert seconds < 40, (seconds, output)
+
+
+LAYOUT = """
+import kiln, numpy as np
+assert kiln.distributed.process_layout() == (0, 1)
+kiln.distributed.initialize(num_processes={size})
+rank, size = kiln.distributed.process_layout()
+from kiln.compiler.backends import mpi_engine
+print(f"layout {{rank}} {{size}} {{kiln.distributed.is_initialized()}} timeout {{mpi_engine._timeout()}}", flush=True)
+try:
+    kiln.distributed.initialize(process_id=rank)
+except RuntimeError as e:
+    print("again:", e)
+kiln.distributed.shutdown()
+print("after", kiln.distributed.process_layout(), kiln.distributed.is_initialized())
+"""
+
+
+@needs_mpi
+def test_initialize_under_mpirun(tmp_path):
+    code, output, _ = mpirun(tmp_path, LAYOUT.format(size=2), env={"KILN_DISTRIBUTED_TIMEOUT": "7.5"})
+    assert code == 0, output
+    assert "layout 0 2 True timeout 7.5" in output and "layout 1 2 True timeout 7.5" in output, output
+    assert output.count("again: kiln.distributed.initialize should only be called once.") == 2
+    assert output.count("after (0, 1) False") == 2
+    code, output, _ = mpirun(tmp_path, LAYOUT.format(size=3))
+    assert code != 0 and "num_processes=3 but the MPI world has 2 processes" in output, output
+
+
+LATE = """
+import os, time
+import kiln
+if os.environ.get("OMPI_COMM_WORLD_RANK") == "1":
+    time.sleep(6)             # joins too late (MPI_Init waits for every process: a watchdog)
+try:
+    kiln.distributed.initialize(initialization_timeout=2)
+except kiln.distributed.DistributedTimeoutError as e:
+    print("rank 0:", e, flush=True)
+"""
+
+
+@needs_mpi
+def test_a_process_that_joins_late(tmp_path):
+    """Process 0 gives up after initialization_timeout with an error; mpirun then ends the job
+    (once the late process, which is not inside MPI, finishes its sleep)."""
+    code, output, seconds = mpirun(tmp_path, LATE)
+    assert code != 0, output
+    assert "joining the MPI world (MPI_Init) did not complete within 2 s" in output, output
+    assert seconds < 40, (seconds, output)
