@@ -17,11 +17,11 @@ from .compiler.config import config
 class Device:
     __slots__ = ("id", "platform", "device_kind", "process_index")
 
-    def __init__(self, id, platform="cpu", device_kind="cpu"):  # noqa: A002
+    def __init__(self, id, platform="cpu", device_kind="cpu", process_index=0):  # noqa: A002
         self.id = id
         self.platform = platform
         self.device_kind = device_kind
-        self.process_index = 0
+        self.process_index = process_index
 
     def __repr__(self):
         return f"CpuDevice(id={self.id})"
@@ -46,21 +46,35 @@ def _cpu_count():
     return max(1, int(m.group(1))) if m else 1
 
 
-_DEVICES = []   # filled on first use
+_DEVICES = []   # this process's CPU devices, filled on first use
+_ALL = {}       # (process index, process count) -> every process's devices
+
+
+def _local():
+    if not _DEVICES:
+        _DEVICES.append(_cpu_count())
+    return _DEVICES[0]
 
 
 def _listed():
-    if not _DEVICES:
-        _DEVICES.extend(Device(i) for i in range(_cpu_count()))
-    return _DEVICES
+    """Every process's devices: process p's are ids p*n .. p*n + n - 1 (n devices each, as
+    JAX numbers them; every process of a run has the same count)."""
+    from .distributed import process_layout
+    layout = process_layout()
+    listed = _ALL.get(layout)
+    if listed is None:
+        n, (_, count) = _local(), layout
+        listed = _ALL[layout] = [Device(p * n + j, process_index=p)
+                                 for p in range(count) for j in range(n)]
+    return listed
 
 
 def _refuse_late_change(value):
-    if _DEVICES and value != len(_DEVICES):
+    if _DEVICES and value != _DEVICES[0]:
         raise RuntimeError("jax_num_cpu_devices config should be updated before backends are "
                            "initialized i.e. before any JAX operation is executed. You should "
                            "initialize this config immediately after `import kiln` (kiln "
-                           f"already lists {len(_DEVICES)} CPU devices).")
+                           f"already lists {_DEVICES[0]} CPU devices).")
 
 
 config.guard("num_cpu_devices", _refuse_late_change)
@@ -73,7 +87,9 @@ def devices(backend=None):
 
 
 def local_devices(process_index=None, backend=None):
-    return devices(backend)
+    """Process `process_index`'s devices (default: this process's)."""
+    process_index = globals()["process_index"]() if process_index is None else process_index
+    return [d for d in devices(backend) if d.process_index == process_index]
 
 
 def device_count(backend=None):
@@ -81,7 +97,7 @@ def device_count(backend=None):
 
 
 def local_device_count(backend=None):
-    return device_count(backend)
+    return len(local_devices(backend=backend))
 
 
 def default_backend():

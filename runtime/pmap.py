@@ -21,6 +21,11 @@ Inside a specialisation (`jit(pmap(f))`, `grad(pmap(f))`, a pmap in a pmap) the 
 not separate calls: pmap is then emitted like `vmap` with the same axis name, which computes
 the same values (docs/pmap.md).
 
+Several processes (kiln.distributed under mpirun): each process maps over its local devices and
+the axis spans every process's (its size is the local size times the process count, replica i
+of process p has index p*n + i); the collectives reduce among the local replicas, then across
+processes through the MPI engine (replicas.py, lower_collectives.py).
+
 The mapped size may not exceed the devices pmap runs on (`devices=`, else
 `kiln.local_devices()`): a ValueError names both. `static_broadcasted_argnums` are passed to
 every replica by value and are part of the cache key, as `jit`'s static arguments.
@@ -37,7 +42,8 @@ from .dispatch import is_traced
 from .wrappers import user_facing, name_like, describe
 from .compiler.ir.builder import current
 from .compiler.primitives.collectives import holds_collectives
-from .compiler.primitives.replicas import ReplicaGroup
+from .compiler.primitives.replicas import ReplicaGroup, with_collective_params
+from .distributed import process_layout
 from .compiler.transforms.vmap import batch_emit
 from .lax._parallel import axis_frame
 from .vmap import _broadcast_prefix, _check_axis_spec, split_mapped, place_outputs
@@ -74,7 +80,13 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     def mapped(*args, **kwargs):
         prep = _prepare(args, kwargs)
         leaves, treedef, statics, avals, axes, size, examples = prep
+        process, processes = process_layout()
         if current() is not None or any(is_traced(x) for x in leaves):
+            if processes > 1:
+                raise NotImplementedError(
+                    f"pmap of {describe(fun)} inside jit/grad/vmap spans {processes} processes: "
+                    f"kiln runs such a pmap only at the top level of a call; call the pmapped "
+                    f"function directly (it compiles its replicas itself)")
             st = _stage_replica(examples, treedef, statics, size)
             outs, odims = batch_emit(st.fn, list(leaves) + list(st.extra),
                                      axes + [None] * len(st.extra), size,
@@ -82,10 +94,11 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             placed = place_outputs(outs, odims, st.out_tree, size, out_axes, fun, "pmap")
             return tree_unflatten(st.out_tree, placed)
         replicas = _devices_for(size)
-        key = (treedef, statics, tuple(avals), tuple(axes))
-        entry = cache.lookup(key, lambda stale: _compile(examples, treedef, statics, size))
+        key = (treedef, statics, tuple(avals), tuple(axes), processes)
+        entry = cache.lookup(key, lambda stale: _compile(examples, treedef, statics, size,
+                                                          processes))
         values = [_to_front(leaf_value(x), d) for x, d in zip(leaves, axes)]
-        outs = wrap_outputs(_run(entry, values, axes, size), entry.out_weak)
+        outs = wrap_outputs(_run(entry, values, axes, size, process, processes), entry.out_weak)
         mesh = Mesh(np.array(replicas, dtype=object), (axis_name or INTERNAL_AXIS,),
                     (AxisType.Auto,))
         for o, spec in zip(outs, entry.mapped_out):
@@ -127,7 +140,8 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         return leaves, treedef, (statics, consts), avals, axes, size, examples
 
     def _stage_replica(examples, treedef, statics, size):
-        """`fun` specialised for one replica, with `axis_name` bound for its collectives."""
+        """`fun` specialised for one replica, with `axis_name` bound (to `size` replicas in
+        all) for its collectives."""
         call_statics, consts = statics
 
         def rebuild(tracers):
@@ -137,11 +151,13 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             return staging.stage(fun, examples, rebuild, staging.function_name(fun, "pmap"),
                                  api="mapped by kiln.pmap")
 
-    def _compile(examples, treedef, statics, size):
-        st = _stage_replica(examples, treedef, statics, size)
+    def _compile(examples, treedef, statics, size, processes):
+        st = _stage_replica(examples, treedef, statics, size * processes)
         entry = _Entry()
+        finish = None if processes == 1 else \
+            (lambda ssa: with_collective_params(ssa, processes=processes))
         ssa, entry.executable = staging.compile_ssa(st.fn, backend_key, fallback=fallback,
-                                                    name=describe(fun))
+                                                    name=describe(fun), finish=finish)
         entry.consts = list(st.extra)
         entry.out_tree = st.out_tree
         entry.out_weak = [v.aval.weak_type for v in ssa.outvars]
@@ -156,10 +172,13 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             return [out_axes] * n
         return _broadcast_prefix(out_axes, tree_unflatten(out_tree, [0] * n), "out_axes")
 
-    def _run(entry, values, axes, size):
+    def _run(entry, values, axes, size, process, processes):
         def args_of(i):
             return [v[i] if d is not None else v for v, d in zip(values, axes)] + entry.consts
-        group = ReplicaGroup(((axis_name or INTERNAL_AXIS, size),))
+        cross = None
+        if processes > 1:
+            from .compiler.backends import mpi_engine as cross
+        group = ReplicaGroup(((axis_name or INTERNAL_AXIS, size),), process, processes, cross)
         per_replica = _replica_threads.run_replicas(entry, group, args_of, entry.backend)
         outs = []
         for k, spec in enumerate(entry.mapped_out):

@@ -14,7 +14,7 @@ the global array, the same code over NumPy arrays (a call) or SSA values (inside
 specialisation, through `emit`).
 
 - A call (outside any specialisation) stages `f` once per signature for one replica, with the
-  mesh's axes bound, tells its collectives the mesh layout (`replicas.with_mesh_axes`),
+  mesh's axes bound, tells its collectives the mesh layout (`replicas.with_collective_params`),
   compiles it, and runs one replica per device on threads as `pmap` does
   (`_replica_threads.run_replicas`).
 - Inside a specialisation (`jit(shard_map(f))`, `grad(...)`) it is emitted as nested `vmap`s,
@@ -34,7 +34,7 @@ from .sharding import Mesh, NamedSharding, PartitionSpec, get_mesh
 from .compiler.ir.builder import Builder, current
 from .compiler.primitives import emit as E
 from .compiler.primitives.batching import to_front
-from .compiler.primitives.replicas import ReplicaGroup, with_mesh_axes
+from .compiler.primitives.replicas import ReplicaGroup, with_collective_params
 from .compiler.primitives.collectives import holds_collectives
 from .compiler.transforms.vmap import batch_emit
 from .lax._parallel import axis_frame
@@ -236,13 +236,9 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
     def _compile(treedef, blocks):
         st = _stage(treedef, blocks)
         entry = _Entry()
-        ssa = staging.run_pipeline(st.fn, "llvm")
-        ssa = with_mesh_axes(ssa, axes)
-        try:
-            entry.executable = staging.compile_function(ssa, "llvm")
-        except staging.BackendUnsupportedError:
-            entry.executable = staging.compile_function(
-                with_mesh_axes(staging.run_pipeline(st.fn, "reference"), axes), "reference")
+        ssa, entry.executable = staging.compile_ssa(
+            st.fn, "llvm", fallback="reference", name=describe(f),
+            finish=lambda ssa: with_collective_params(ssa, mesh_axes=axes))
         entry.consts = list(st.extra)
         entry.out_tree = st.out_tree
         entry.out_weak = [v.aval.weak_type for v in ssa.outvars]

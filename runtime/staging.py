@@ -384,11 +384,14 @@ def compile_function(ssa, backend="reference", donated=()):
     return b.load()(ssa)
 
 
-def compile_ssa(fn, backend="reference", donated=(), fallback=None, name=None):
+def compile_ssa(fn, backend="reference", donated=(), fallback=None, name=None, finish=None):
     """(the SSA after `backend`'s pipeline, its executable). A function `backend` cannot lower
     (a BackendUnsupportedError) is compiled for `fallback` instead when one is given, logged
-    under KILN_LOG_COMPILES."""
+    under KILN_LOG_COMPILES. `finish(ssa) -> ssa` runs after the pipeline (pmap and shard_map
+    tell the collectives the replicas' layout there)."""
     ssa = run_pipeline(fn, backend)
+    if finish is not None:
+        ssa = finish(ssa)
     try:
         return ssa, compile_function(ssa, backend, donated)
     except BackendUnsupportedError as e:
@@ -397,7 +400,7 @@ def compile_ssa(fn, backend="reference", donated=(), fallback=None, name=None):
         if log_compiles():
             logger.warning("kiln: %s runs on the %s backend: %s", name or fn.name, fallback,
                            e.bare_message)
-        return compile_ssa(fn, fallback, name=name)
+        return compile_ssa(fn, fallback, name=name, finish=finish)
 
 
 # ------------------------------------------------------------------------------------ cache

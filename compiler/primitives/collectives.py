@@ -65,7 +65,7 @@ def collective(name, abstract_eval, batch, batch_collective, combine, zero_deriv
                **rules):
     """Declare a collective with its batching rules, its combine rule across replicas
     (replicas.py) and its derivative rules."""
-    def abstract(*args, mesh_axes=None, **params):   # mesh_axes: see replicas.py
+    def abstract(*args, mesh_axes=None, processes=1, **params):   # layout: see replicas.py
         return abstract_eval(*args, **params)
     prim = register(name, abstract, replicas.replica_impl(name, combine), collective=True,
                     zero_derivative=zero_derivative)

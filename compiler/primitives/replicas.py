@@ -13,10 +13,17 @@ NumPy: the reference backend's meaning of a collective across replicas, the orac
 backends are tested against. Values are combined in member order, so every member of a psum
 gets the same bits.
 
-`mesh_axes(axes)` is the SSA param that tells a native backend the layout: a transform running
-a function over a mesh of several axes adds it to every collective (`with_mesh_axes`), so that
-the compiled code (and its cache key) knows which replicas each collective joins; without it a
-collective spans every replica, as in pmap.
+Several processes (kiln.distributed over MPI): a pmap group is this process's replicas, one of
+`processes` groups; the axis spans all of them, process p's replicas holding global indices
+p*n .. p*n + n - 1. The group's `cross` object (the MPI engine's Python face: `allgather`,
+`allreduce`) carries what crosses processes: the reference combine gathers every process's
+operands through replica 0 and combines them as one group of n * processes.
+
+Two SSA params tell a native backend the layout, so that the compiled code (and its cache key)
+knows which replicas each collective joins: `mesh_axes` (a transform running a function over a
+mesh of several axes adds it to every collective; without it a collective spans every replica,
+as in pmap) and `processes` (the number of processes a pmap axis spans, when above 1). Both are
+added by `with_collective_params`.
 
 Outside any group, or over a name the group does not bind, a collective's `impl` raises the
 NameError `lax` gives at the user's call (`unbound`): only a bug gets there.
@@ -35,9 +42,10 @@ class ReplicaGroup:
     barrier. A replica that fails breaks the barrier (`abort`), so the others stop instead of
     waiting for it; the caller reports the first failure."""
 
-    def __init__(self, axes):
+    def __init__(self, axes, process=0, processes=1, cross=None):
         self.axes = tuple((name, int(size)) for name, size in axes)
         self.size = math.prod(size for _, size in self.axes)
+        self.process, self.processes, self.cross = process, processes, cross
         self.barrier = threading.Barrier(self.size)
         self.slots = [None] * self.size
         self.backend_state = {}   # a native backend's records of the group (with `abort()`)
@@ -90,21 +98,21 @@ def members(axes, index, names):
     return out, position
 
 
-def with_mesh_axes(fn, axes):
-    """`fn` (an SSA Function, regions included) with every collective told the mesh layout
-    `axes` (param `mesh_axes`): see the module docstring. Returns a new Function."""
+def with_collective_params(fn, **extra):
+    """`fn` (an SSA Function, regions included) with `extra` params (`mesh_axes`,
+    `processes`: see the module docstring) on every collective. Returns a new Function."""
     from ..ir.ssa import Eqn, Function
     eqns = []
     for eqn in fn.eqns:
         params = dict(eqn.params)
         for key, value in params.items():
             if isinstance(value, Function):
-                params[key] = with_mesh_axes(value, axes)
+                params[key] = with_collective_params(value, **extra)
             elif isinstance(value, tuple) and any(isinstance(v, Function) for v in value):
-                params[key] = tuple(with_mesh_axes(v, axes) if isinstance(v, Function) else v
-                                    for v in value)
+                params[key] = tuple(with_collective_params(v, **extra)
+                                    if isinstance(v, Function) else v for v in value)
         if eqn.prim.collective:
-            params["mesh_axes"] = tuple(axes)
+            params.update(extra)
         eqns.append(Eqn(eqn.outvars, eqn.prim, eqn.invars, params, eqn.info))
     return Function(fn.name, fn.invars, eqns, fn.outvars)
 
@@ -189,12 +197,14 @@ def replica_impl(name, combine):
     """The reference `impl` of collective `name`: the exchange among this thread's replicas,
     then `combine(member values, position, **params)` (axis_index, without operands, has
     none)."""
-    def impl(*args, axis_name, mesh_axes=None, **params):
+    def impl(*args, axis_name, mesh_axes=None, processes=1, **params):
         names = axis_name if isinstance(axis_name, tuple) else (axis_name,)
         frame = current(names)
         if frame is None:
             raise unbound(name, next((n for n in names if current((n,)) is None), names[0]))
         group, index = frame
+        if group.processes > 1:
+            return _across_processes(group, index, args, combine, params)
         if not args:   # axis_index
             return np.int32(coordinate(group.axes, index, names[0]))
         values = group.exchange(index, np.asarray(args[0]))
@@ -202,3 +212,18 @@ def replica_impl(name, combine):
         result = combine([values[m] for m in chosen], position, **params)
         return np.asarray(result, dtype=np.asarray(args[0]).dtype)
     return impl
+
+
+def _across_processes(group, index, args, combine, params):
+    """A pmap collective over an axis spanning `group.processes` processes: every process's
+    operands gathered (replica 0 of each process calls the engine's allgather), then combined
+    as one group in global order."""
+    position = group.process * group.size + index
+    if not args:   # axis_index
+        return np.int32(position)
+    x = np.asarray(args[0])
+    local = group.exchange(index, x)
+    shared = group.exchange(index, group.cross.allgather(np.stack(local)) if index == 0
+                            else None)[0]
+    everyone = list(shared.reshape((-1,) + x.shape))
+    return np.asarray(combine(everyone, position, **params), dtype=x.dtype)

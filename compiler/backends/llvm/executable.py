@@ -229,6 +229,10 @@ class Executable:
         for status in statuses:
             if status:
                 raise self._failure(int(status))
+        crossed = native.status()
+        if crossed:
+            from .. import mpi_engine
+            raise mpi_engine.error(crossed)
         del keep
         return outs
 

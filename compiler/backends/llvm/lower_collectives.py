@@ -5,7 +5,7 @@ The replicas of a pmapped function run the same compiled code at once, one per t
 thread's *replica record* (replica_context.py) is found with `pthread_getspecific` on the key
 `kiln_replica_key` (both load-time externs):
 
-    record = {i64 index, i64 size, ptr slots, ptr barrier}
+    record = {i64 index, i64 size, ptr slots, ptr barrier, i64 process, i64 status}
 
 `slots` holds one pointer per replica, shared by the group; `barrier` points at the group's
 barrier words `{i64 arrived, i64 generation, i64 broken}`, waited on by `kiln.replica_barrier`
@@ -47,6 +47,8 @@ from ...primitives import PRIMITIVES
 from ...primitives.core import LLVM
 from ...primitives.collectives import sources, axis_names
 from ...primitives.replicas import strides
+from ...errors import BackendUnsupportedError
+from .. import mpi_engine
 from . import ltypes as T
 from . import externs
 from .buffers import Buffer, load, store, nbytes
@@ -57,7 +59,7 @@ from .lower_reductions import _sum as add_value
 
 _GETSPECIFIC = ir.FunctionType(T.PTR, [T.I32])
 _YIELD = ir.FunctionType(T.I32, [])
-_RECORD = ir.LiteralStructType([T.I64, T.I64, T.PTR, T.PTR])
+_RECORD = ir.LiteralStructType([T.I64, T.I64, T.PTR, T.PTR, T.I64, T.I64])
 _BARRIER_WORDS = ir.ArrayType(T.I64, 3)   # arrived, generation, broken
 BARRIER_NAME = "kiln.replica_barrier"
 SPIN = 100
@@ -114,7 +116,8 @@ class _Replica:
                               [builder.trunc(key, T.I32)])
         fields = [builder.load(builder.gep(record, [T.i64(0), T.I32(k)], source_etype=_RECORD),
                                typ=t) for k, t in enumerate(_RECORD.elements)]
-        self.index, self.size, self.slots, self.barrier = fields
+        self.index, self.size, self.slots, self.barrier, self.process, _ = fields
+        self.record = record
         self.mesh = mesh_axes
         self.names = tuple(names)
         if mesh_axes is None:
@@ -180,15 +183,43 @@ def _operand(builder, buffer):
     return slot
 
 
-def _exchange(emit_result):
-    """A rule: publish the operand, `emit_result(builder, replica, out, x)`, wait again."""
-    def rule(ctx, outs, ins, *, axis_name, mesh_axes=None, **params):
+def _exchange(emit_result, across=None):
+    """A rule: publish the operand, `emit_result(builder, replica, out, x)`, wait again; over
+    several processes (`processes` > 1), then `across(builder, replica, out, aval, **params)`
+    (None: the collective does not cross processes in this backend yet)."""
+    def rule(ctx, outs, ins, *, axis_name, mesh_axes=None, processes=1, **params):
         b = ctx.builder
+        if processes > 1 and across is None:
+            raise BackendUnsupportedError(
+                f"the LLVM backend does not run {ctx.eqn.prim.name} across processes yet "
+                f"(psum, pmean, pmax, pmin and axis_index do)", ctx.eqn.info)
         replica = _Replica(b, axis_names(axis_name), mesh_axes)
         replica.publish(b, _operand(b, ins[0]))
         emit_result(b, replica, outs[0], ins[0].aval, **params)
         replica.wait(b)
+        if processes > 1:
+            across(b, replica, outs[0], ins[0].aval)
     return rule
+
+
+def _allreduce_across(op):
+    """After the local reduction (every replica holds it): replica 0 reduces it across the
+    processes in place (mpi_engine), storing the engine's status in its record; the others
+    copy replica 0's result. Three more barriers: outputs published, reduced, copied."""
+    def across(b, replica, out, aval):
+        replica.publish(b, out.ptr)
+        first = b.icmp_unsigned("==", replica.index, T.i64(0))
+        with b.if_then(first):
+            status = mpi_engine.emit_allreduce(b, out.ptr, out.ptr, T.i64(aval.size),
+                                               aval.dtype, op)
+            field = b.gep(replica.record, [T.i64(0), T.I32(5)], source_etype=_RECORD)
+            b.store(b.zext(status, T.I64), field)
+        replica.wait(b)
+        with b.if_then(b.not_(first)):
+            source = replica.peer(b, T.i64(0), aval)
+            _copy(b, out.ptr, source.ptr, T.i64(aval.size), aval.dtype.itemsize)
+        replica.wait(b)
+    return across
 
 
 def _copy(builder, dst, src, count, itemsize):
@@ -213,10 +244,13 @@ def _reducing(combine):
     return emit_result
 
 
-def _axis_index(ctx, outs, ins, *, axis_name, mesh_axes=None):
+def _axis_index(ctx, outs, ins, *, axis_name, mesh_axes=None, processes=1):
     b = ctx.builder
     replica = _Replica(b, (axis_name,), mesh_axes)
-    store(b, outs[0], T.i64(0), b.trunc(replica.position, T.I32))
+    position = replica.position
+    if processes > 1:   # the global index: process p's replicas follow those of 0 .. p-1
+        position = b.add(b.mul(replica.process, replica.size), position)
+    store(b, outs[0], T.i64(0), b.trunc(position, T.I32))
 
 
 def _split(shape, at):
@@ -264,8 +298,12 @@ def _psum_scatter(b, replica, out, aval, *, scatter_dimension, tiled, axis_size,
         counted_loop(b, T.i64(axis_size), per_replica, name="q")
 
 
-def _ppermute_rule(ctx, outs, ins, *, axis_name, perm, mesh_axes=None):
+def _ppermute_rule(ctx, outs, ins, *, axis_name, perm, mesh_axes=None, processes=1):
     b = ctx.builder
+    if processes > 1:
+        raise BackendUnsupportedError("the LLVM backend does not run ppermute across processes "
+                                      "yet (psum, pmean, pmax, pmin and axis_index do)",
+                                      ctx.eqn.info)
     replica = _Replica(b, (axis_name,), mesh_axes)
     replica.publish(b, _operand(b, ins[0]))
     out, aval = outs[0], ins[0].aval
@@ -340,9 +378,9 @@ def _out_shape(shape, split_axis, concat_axis, tiled, axis_size):
     return shape
 
 
-LLVM[PRIMITIVES["psum"]] = _exchange(_reducing(add_value))
-LLVM[PRIMITIVES["pmax"]] = _exchange(_reducing(max_value))
-LLVM[PRIMITIVES["pmin"]] = _exchange(_reducing(min_value))
+LLVM[PRIMITIVES["psum"]] = _exchange(_reducing(add_value), _allreduce_across("sum"))
+LLVM[PRIMITIVES["pmax"]] = _exchange(_reducing(max_value), _allreduce_across("max"))
+LLVM[PRIMITIVES["pmin"]] = _exchange(_reducing(min_value), _allreduce_across("min"))
 LLVM[PRIMITIVES["axis_index"]] = _axis_index
 LLVM[PRIMITIVES["all_gather"]] = _exchange(_all_gather)
 LLVM[PRIMITIVES["psum_scatter"]] = _exchange(_psum_scatter)

@@ -242,7 +242,8 @@ RUN_REPLICAS = "kiln_run_replicas"
 _MAIN = ir.FunctionType(T.I32, [T.PTR])
 _SETSPECIFIC = ir.FunctionType(T.I32, [T.I32, T.PTR])
 _REPLICAS_ENV = ir.LiteralStructType([T.PTR, T.PTR, T.PTR, T.PTR, T.I64])
-_RECORD = ir.LiteralStructType([T.I64, T.I64, T.PTR, T.PTR])   # lower_collectives' record
+_RECORD = ir.LiteralStructType([T.I64, T.I64, T.PTR, T.PTR, T.I64, T.I64])   # lower_collectives'
+
 
 
 def _emit_run_replicas(module, concurrently):

@@ -3,7 +3,7 @@ enters one.
 
 A `ReplicaGroup` (compiler/primitives/replicas.py) gets, on the first compiled collective of a
 call, one native block (`NativeGroup`, kept in `group.backend_state["llvm"]`): a record per
-replica `{index, size, slots, barrier}`, the shared table of `size` slot pointers, and the
+replica `{index, size, slots, barrier, process, status}`, the shared table of `size` slot pointers, and the
 barrier handle. Before a replica's compiled code runs, `enter()` makes the calling thread's
 record current with `pthread_setspecific` on this process's key (`replica_key()`, created
 once), which generated code reads back with `pthread_getspecific` (externs
@@ -46,11 +46,18 @@ class NativeGroup:
     def __init__(self, group):
         self.slots = np.zeros(group.size, np.uint64)
         self.barrier = np.zeros(3, np.int64)
-        self.records = np.zeros((group.size, 4), np.uint64)
+        self.records = np.zeros((group.size, 6), np.uint64)
         self.records[:, 0] = np.arange(group.size)
         self.records[:, 1] = group.size
         self.records[:, 2] = self.slots.ctypes.data
         self.records[:, 3] = self.barrier.ctypes.data
+        self.records[:, 4] = group.process
+        # [:, 5]: the status of a cross-process step (mpi_engine), 0 when it succeeded
+
+    def status(self):
+        """The first non-zero status a replica's cross-process step stored, else 0."""
+        failed = self.records[:, 5][self.records[:, 5] != 0]
+        return int(failed[0]) if failed.size else 0
 
     def record(self, index):
         return self.records.ctypes.data + index * self.records.strides[0]
