@@ -3,6 +3,7 @@ computing the gradients of its share, `lax.pmean` averaging them, and every devi
 the same SGD update, so the parameters stay replicated.
 
     python samples/dp_train.py [--devices 2] [--steps 100]
+    mpirun -np 2 python samples/dp_train.py --devices 1     # two processes, one device each
 
 The model and data are train_mlp.py's (an MLP on two spirals), in float64 (`jax_enable_x64`).
 At the end the script trains the same model on one device with the whole batch and prints how
@@ -29,12 +30,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
     kiln.config.update("jax_num_cpu_devices", args.devices)
     kiln.config.update("jax_enable_x64", True)
+    kiln.distributed.initialize()   # under mpirun: joins the other processes; else one process
 
     from kiln import lax, random
     from kiln.tree_util import tree_map
     from train_mlp import spirals, init_params, loss, accuracy
 
-    n = args.devices
+    n, local = kiln.device_count(), kiln.local_device_count()   # every process's, this one's
     data_key, init_key = random.split(random.PRNGKey(0))
     x, labels = spirals(data_key)
     params = init_params(init_key)
@@ -48,9 +50,10 @@ def main(argv=None):
         return lax.pmean(value, "batch"), sgd(params, grads)
     dp_step = kiln.pmap(dp_step, axis_name="batch", in_axes=(None, 0, 0), out_axes=(0, None))
 
-    # split the batch: [devices, per device, ...]
-    xs = np.asarray(x).reshape(n, -1, x.shape[1])
-    ls = np.asarray(labels).reshape(n, -1)
+    # split the batch: [devices, per device, ...]; this process takes its devices' shares
+    mine = slice(kiln.process_index() * local, (kiln.process_index() + 1) * local)
+    xs = np.asarray(x).reshape(n, -1, x.shape[1])[mine]
+    ls = np.asarray(labels).reshape(n, -1)[mine]
     replicated = params
     for i in range(args.steps):
         values, replicated = dp_step(replicated, xs, ls)
@@ -69,6 +72,7 @@ def main(argv=None):
               for a, b in zip(kiln.tree_util.tree_leaves(replicated),
                               kiln.tree_util.tree_leaves(single)))
     print(f"largest difference from one device on the whole batch: {gap:.2e}")
+    kiln.distributed.shutdown()
 
 
 if __name__ == "__main__":

@@ -390,3 +390,64 @@ def test_a_process_that_joins_late(tmp_path):
     assert code != 0, output
     assert "joining the MPI world (MPI_Init) did not complete within 2 s" in output, output
     assert seconds < 40, (seconds, output)
+
+
+PMAP_ACROSS_PROCESSES = """
+import numpy as np
+import kiln
+import kiln.numpy as jnp
+from kiln import lax
+
+kiln.config.update("jax_num_cpu_devices", 2)
+kiln.distributed.initialize()
+rank, size = kiln.process_index(), kiln.process_count()
+assert kiln.device_count() == 2 * size and kiln.local_device_count() == 2
+assert [d.id for d in kiln.local_devices()] == [2 * rank, 2 * rank + 1]
+x = np.arange(2, dtype=np.float32) + 2 * rank + 1       # global values 1 .. 2*size
+
+
+def stats(v):
+    return lax.psum(v, "i"), lax.pmax(v, "i"), lax.pmin(v, "i"), lax.axis_index("i"), \
+        lax.pmean(v, "i")
+
+
+def gathered(v):
+    return lax.all_gather(v, "i")
+
+
+total = float(sum(range(1, 2 * size + 1)))
+for backend in ("cpu", "reference"):
+    s, mx, mn, idx, mean = kiln.pmap(stats, axis_name="i", backend=backend)(x)
+    assert np.allclose(s, total) and np.allclose(mx, 2 * size) and np.allclose(mn, 1), (s, mx, mn)
+    assert list(np.asarray(idx)) == [2 * rank, 2 * rank + 1] and np.allclose(mean, total / (2 * size))
+g = kiln.pmap(gathered, axis_name="i")(x)      # falls back to the reference backend
+assert np.allclose(g, np.arange(1, 2 * size + 1)), g
+# data-parallel gradient: every process holds its share of the batch
+w = np.linspace(-1, 1, 3).astype(np.float32)
+data = np.random.default_rng(0).standard_normal((2 * size, 5, 3)).astype(np.float32)
+
+
+def grad_step(w, xb):
+    g = kiln.grad(lambda w: jnp.sum(jnp.tanh(xb @ w) ** 2))(w)
+    return lax.pmean(g, "i")
+
+
+mine = data[2 * rank: 2 * rank + 2]
+out = kiln.pmap(grad_step, axis_name="i", in_axes=(None, 0))(w, mine)
+whole = kiln.grad(lambda w: jnp.sum(jnp.tanh(data.reshape(-1, 3) @ w) ** 2))(w) / (2 * size)
+assert np.allclose(out[0], whole, rtol=1e-5, atol=1e-6), (out[0], whole)
+print(f"rank {rank} ok")
+kiln.distributed.shutdown()
+"""
+
+
+@needs_mpi
+@pytest.mark.parametrize("size", [2, 3])
+def test_pmap_spans_every_process(tmp_path, size):
+    """pmap over 2 local devices per process: the axis spans all processes' replicas (global
+    indices p*2 + i), psum/pmax/pmin/pmean/axis_index on both backends, all_gather (reference
+    fallback), and a data-parallel gradient equal to the whole batch's."""
+    code, output, _ = mpirun(tmp_path, PMAP_ACROSS_PROCESSES, np_=size, limit=240)
+    assert code == 0, output[-3000:]
+    assert sorted(line for line in output.splitlines() if line.endswith(" ok")) == \
+        [f"rank {r} ok" for r in range(size)]

@@ -77,3 +77,20 @@ def test_data_parallel_training_matches_one_device(devices):
     first, last = map(float, out.split("loss ")[1].split(" after")[0].split(" -> "))
     assert last < first, out
     assert float(out.split("batch: ")[1]) < 1e-9, out
+
+
+def test_data_parallel_training_on_two_processes():
+    import shutil
+    mpirun = shutil.which("mpirun", path=os.path.dirname(sys.executable))
+    if mpirun is None:
+        pytest.skip("mpirun is not installed (pip install 'kiln[mpi]'; make test installs it)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PRTE_"))}
+    command = [mpirun, "-np", "2", "--oversubscribe"] + \
+        (["--allow-run-as-root"] if os.geteuid() == 0 else []) + \
+        [sys.executable, str(SAMPLES / "dp_train.py"), "--devices", "1", "--steps", "30"]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env,
+                         stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr[-3000:]
+    gaps = [float(line.split("batch: ")[1]) for line in out.stdout.splitlines()
+            if "batch: " in line]
+    assert len(gaps) == 2 and max(gaps) < 1e-9, out.stdout
