@@ -97,6 +97,9 @@ def run_replicas(entry, group, args_of, backend):
             entry.parallel = (time.perf_counter() - start) > PARALLEL_ABOVE * size
         return outs
 
+    if size == 1:   # one replica: on this thread, its loops free to use the thread pool
+        with running_as(group, 0):
+            return [entry.executable(*args_of(0))]
     native = getattr(entry.executable, "run_replicas", None)
     with _blas_shared_by(size, backend):
         if native is not None:   # compiled code: its runtime library runs the replicas

@@ -69,7 +69,7 @@ INLINE_MAX_VECTOR_FLOPS = 1 << 12
 # PANEL_COLUMNS (a multiple of 16), PANELS_WANTED of them when the columns allow.
 PANEL_MIN_FLOPS = 1 << 21
 PANEL_COLUMNS = 32
-PANELS_WANTED = 8
+PANELS_WANTED = 4
 _BLAS_DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
 
 
