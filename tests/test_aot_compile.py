@@ -173,7 +173,9 @@ def test_elementwise_and_blas_matmul_share_one_library(built, module):
     directory, manifest = built["multi"]
     x, y = rand(128, 128), rand(128, 128, seed=1)
     assert_close(call(directory, manifest, "ew", x, y), jit_leaves(module["ew"], x, y))
-    assert_close(call(directory, manifest, "mm", x, y), jit_leaves(module["mm"], x, y))
+    # a float32 product of 128 terms of size ~10: the library's BLAS may round differently
+    assert_close(call(directory, manifest, "mm", x, y), jit_leaves(module["mm"], x, y),
+                 atol=1e-4)
     assert_close(call(directory, manifest, "reserved", x, y), [x * y])
     mm = manifest["functions"][1]   # 128^3: split into column panels on threads
     assert mm["uses"] == ["blas", "threads"] and mm["constants"] == [{"dtype": "float32", "shape": [128, 128]}]
