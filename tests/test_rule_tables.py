@@ -3,13 +3,14 @@ signature; flags are fields; registering a rule of an unknown kind is an error a
 import pytest
 
 import kiln.compiler.backends.llvm.codegen  # noqa: F401  (registers the LLVM tables' rules)
+import kiln.compiler.backends.cuda.scalar  # noqa: F401  (and the CUDA backend's)
 from kiln.compiler.primitives import PRIMITIVES
 from kiln.compiler.primitives.core import (TABLES, FLAGS, Primitive, RuleTable, rule_table,
                                            BATCH, JVP)
 
 # The kinds the transforms and the LLVM backend read; a new backend adds its own.
 KINDS = {"jvp", "vjp", "vjp_forward", "batch", "batch_collective", "llvm", "llvm_scalar",
-         "llvm_inplace", "llvm_scratch"}
+         "llvm_inplace", "llvm_scratch", "cuda_scalar"}
 
 
 def _loose_primitive(name="loose"):

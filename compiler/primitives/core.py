@@ -151,6 +151,11 @@ LLVM_INPLACE = rule_table("llvm_inplace", "llvm_inplace(eqn) -> ((result, operan
 # Bytes of scratch memory `eqn` needs beside its results (sort's workspace, regions' own).
 LLVM_SCRATCH = rule_table("llvm_scratch", "llvm_scratch(eqn) -> int")
 
+# CUDA C of one element of an elementwise primitive (backends/cuda/scalar.py): the expression
+# computing the result from the operands' expressions `args` (C source text).
+CUDA_SCALAR = rule_table(
+    "cuda_scalar", "cuda_scalar(args, in_avals, out_aval, **params) -> C expression")
+
 
 # ---------------------------------------------------------------------------- rule helpers
 

@@ -1,0 +1,137 @@
+"""The CUDA backend's generated kernels, without a GPU: every kernel these tests generate is
+compiled by NVRTC for sm_90 and sm_80, and run on the host (emulate.py: the same text under a
+C++ compiler, every block and thread of a grid smaller than the data) against the reference
+backend, over hypothesis-drawn elementwise programs (shapes with 0 and 1 elements included)."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from kiln.compiler.backends import reference
+from kiln.compiler.backends.cuda import emulate, nvrtc, source
+from kiln.compiler.errors import BackendUnsupportedError, CompileError
+from kiln.compiler.ir.abstract import ShapedArray
+from kiln.compiler.ir.builder import Builder
+from kiln.compiler.primitives import emit as E
+
+HAVE_NVRTC, WHY = nvrtc.available()
+needs_nvrtc = pytest.mark.skipif(not HAVE_NVRTC, reason=WHY)
+needs_cxx = pytest.mark.skipif(emulate.compiler() is None, reason="no host C++ compiler")
+
+FLOAT_UNARY = ["neg", "abs", "square", "exp", "log1p", "sin", "cos", "tanh", "logistic",
+               "floor", "ceil"]
+FLOAT_BINARY = ["add", "sub", "mul", "div", "max", "min", "rem"]
+INT_BINARY = ["add", "sub", "mul", "div", "rem", "max", "min", "and", "or", "xor"]
+COMPARE = ["eq", "ne", "lt", "le", "gt", "ge"]
+
+
+@st.composite
+def programs(draw):
+    """(SSA Function, input arrays): a random chain of elementwise equations."""
+    dtype = np.dtype(draw(st.sampled_from([np.float32, np.float64, np.int32, np.int64])))
+    n = draw(st.sampled_from([0, 1, 7, 100, 257]))
+    b = Builder("prog")
+    with b:
+        xs = [b.new_input(ShapedArray((n,), dtype), f"x{k}") for k in range(2)]
+        values = list(xs)
+        for _ in range(draw(st.integers(1, 6))):
+            a, c = draw(st.sampled_from(values)), draw(st.sampled_from(values))
+            if dtype.kind == "f":
+                kind = draw(st.sampled_from(["unary", "binary", "select", "convert"]))
+                if kind == "unary":
+                    values.append(E.bind(draw(st.sampled_from(FLOAT_UNARY)), a))
+                elif kind == "binary":
+                    values.append(E.bind(draw(st.sampled_from(FLOAT_BINARY)), a, c))
+                elif kind == "select":
+                    values.append(E.select_n(E.bind(draw(st.sampled_from(COMPARE)), a, c), a, c))
+                else:
+                    back = E.convert_element_type(a, new_dtype=np.dtype(np.int32),
+                                                  weak_type=False)
+                    values.append(E.convert_element_type(back, new_dtype=dtype,
+                                                         weak_type=False))
+            else:
+                values.append(E.bind(draw(st.sampled_from(INT_BINARY)), a, c))
+        fn = b.build([values[-1], E.bind(draw(st.sampled_from(COMPARE)), values[-1], xs[0])])
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    if dtype.kind == "f":
+        data = [rng.uniform(-3, 3, n).astype(dtype) for _ in xs]
+        data[1][: n // 3] = data[0][: n // 3]          # ties for max/min and comparisons
+    else:
+        data = [rng.integers(-50, 50, n).astype(dtype) for _ in xs]
+        data[1][: n // 4] = 0                           # division by zero
+    return fn, data
+
+
+def _close(got, want, dtype):
+    if np.dtype(dtype).kind == "f":   # the host's libm against NumPy's: within a few ulps
+        np.testing.assert_allclose(got, want, rtol=8 * np.finfo(dtype).eps,
+                                   atol=8 * np.finfo(dtype).eps, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+@needs_cxx
+@settings(max_examples=30, deadline=None)
+@given(programs())
+def test_emulated_kernels_match_the_reference(program):
+    fn, data = program
+    kernel = source.kernel_source(fn)
+    n = data[0].size
+    got = emulate.run(kernel, data, n, blocks=2, threads=4)
+    with np.errstate(all="ignore"):
+        want = reference.compile_function(fn)(*data)
+    for g, w, v in zip(got, want, fn.outvars):
+        _close(g, np.asarray(w), v.aval.dtype)
+
+
+@needs_nvrtc
+@settings(max_examples=10, deadline=None)
+@given(programs())
+def test_nvrtc_compiles_every_generated_kernel(program):
+    fn, _ = program
+    kernel = source.kernel_source(fn)
+    for arch in ("sm_90", "sm_80"):
+        ptx = nvrtc.compile(kernel.source, f"{kernel.name}.cu", arch)
+        assert f".target {arch}" in ptx and kernel.name in ptx
+
+
+@needs_nvrtc
+def test_nvrtc_errors_carry_the_log():
+    with pytest.raises(CompileError, match=r"(?s)could not compile bad\.cu for sm_90:.*undefined_thing"):
+        nvrtc.compile('extern "C" __global__ void k() { undefined_thing(); }', "bad.cu")
+
+
+def _function(build):
+    b = Builder("f")
+    with b:
+        x = b.new_input(ShapedArray((4,), np.dtype(np.float32)), "x")
+        return b.build(build(x))
+
+
+@needs_cxx
+def test_xla_semantics_of_max_min_and_conversions():
+    fn = _function(lambda x: [E.max(x, E.neg(x)), E.min(x, E.neg(x)),
+                              E.convert_element_type(E.mul(x, 1e10), new_dtype=np.dtype(np.int32),
+                                                     weak_type=False)])
+    x = np.array([np.nan, -0.0, 3.0, -2.5], np.float32)
+    got = emulate.run(source.kernel_source(fn), [x], 4, blocks=1, threads=3)
+    want = reference.compile_function(fn)(x)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.view(np.uint8), np.asarray(w).view(np.uint8))
+
+
+def test_what_the_backend_cannot_compile_yet_is_named():
+    fn = _function(lambda x: [E.reduce_sum(x, axes=(0,))])
+    with pytest.raises(BackendUnsupportedError, match="CUDA backend cannot compile.*reduce_sum"):
+        source.kernel_source(fn)
+    half = Builder("h")
+    with half:
+        y = half.new_input(ShapedArray((2,), np.dtype(np.float16)), "y")
+        fn = half.build([E.add(y, y)])
+    with pytest.raises(BackendUnsupportedError, match="float16"):
+        source.kernel_source(fn)
+
+
+def test_launch_shape():
+    assert source.launch_shape(0) == (1, 256)
+    assert source.launch_shape(1000) == (4, 256)
+    assert source.launch_shape(10**9, multiprocessors=132) == (1056, 256)
