@@ -108,13 +108,26 @@ class RegexHighlighter:
                              for m in self.regex.finditer(text) if m.end() > m.start()])
 
 
+CUDA_RULES = [
+    ("comment", r"//[^\n]*"),
+    ("string", r'"[^"\n]*"'),
+    ("type", r"\b(?:void|bool|char|short|int|long|unsigned|signed|float|double|const|"
+             r"__restrict__)\b"),
+    ("keyword", r"\b(?:extern|__global__|__device__|for|if|else|return)\b"),
+    ("name", r"\b(?:threadIdx|blockIdx|blockDim|gridDim)\b"),
+    ("number", r"-?\b(?:0x[0-9A-Fa-f]+|\d+(?:\.\d+)?(?:e[-+]?\d+)?)(?:[fFuUlL]+)?\b"),
+]
+
 BUILTIN = {
     "python": highlight_python,
     "llvm": RegexHighlighter(LLVM_RULES),
     "asm": RegexHighlighter(ASM_RULES),
+    "cuda": RegexHighlighter(CUDA_RULES),
+    "ptx": RegexHighlighter(ASM_RULES),
 }
 
-_PYGMENTS_LEXERS = {"python": "PythonLexer", "llvm": "LlvmLexer", "asm": "GasLexer"}
+_PYGMENTS_LEXERS = {"python": "PythonLexer", "llvm": "LlvmLexer", "asm": "GasLexer",
+                    "cuda": "CudaLexer", "ptx": "GasLexer"}
 
 
 def highlight_pygments(text, language):
@@ -130,6 +143,6 @@ def highlight_pygments(text, language):
 
 
 def highlight(text, language):
-    """`text` (in `language`: "python", "llvm" or "asm") with ANSI colours."""
+    """`text` (in `language`: "python", "llvm", "asm", "cuda" or "ptx") with ANSI colours."""
     coloured = highlight_pygments(text, language)
     return BUILTIN[language](text) if coloured is None else coloured

@@ -332,6 +332,21 @@ def _native_stage(level):
     return run
 
 
+def _cuda_stage(level):
+    """The stage printing the CUDA backend's kernel (`cuda`) or its PTX for sm_90 (`ptx`,
+    through NVRTC; no GPU needed)."""
+    def run(fn, call):
+        from ..compiler.backends.cuda import source, nvrtc
+        kernel = source.kernel_source(staging.run_pipeline(_specialised(fn, call), "reference"))
+        if level == "cuda":
+            return kernel.source
+        found, why = nvrtc.available()
+        if not found:
+            raise UserError(f"the ptx stage needs NVRTC: {why}")
+        return nvrtc.compile(kernel.source, f"{kernel.name}.cu")
+    return run
+
+
 class Stage(NamedTuple):
     run: Callable     # (target, Call) -> text
     language: str     # picks the highlighter (kiln.compiler.highlight)
@@ -363,6 +378,11 @@ STAGES = {
                               "the same LLVM IR before LLVM's optimisations"),
     "asm": Stage(_native_stage("asm"), "asm", True,
                  "the host CPU's assembly of the optimised LLVM IR"),
+    "cuda": Stage(_cuda_stage("cuda"), "cuda", True,
+                  "the CUDA C kernel the CUDA backend generates (elementwise functions so far: "
+                  "docs/cuda.md)"),
+    "ptx": Stage(_cuda_stage("ptx"), "ptx", True,
+                 "that kernel compiled by NVRTC to PTX for sm_90 (no GPU needed)"),
 }
 
 def _check_signature(fn, call):
