@@ -311,7 +311,11 @@ class Compiled:
 
     def as_text(self, level=None):
         """What the backend runs: for the LLVM backend the optimised IR, or `level`
-        "llvm-unoptimized" or "asm"; for the reference backend the SSA it executes."""
+        "llvm-unoptimized" or "asm"; for the reference backend the SSA it executes. `level`
+        "cuda" or "ptx" is what the CUDA backend makes of the same SSA (NVRTC; no GPU)."""
+        if level in ("cuda", "ptx"):
+            from .compiler.backends.cuda import source
+            return source.text(self._entry.ssa, level)
         ex = self._entry.executable
         return ex.as_text() if level is None else ex.as_text(level)
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from kiln.compiler import passes
 from kiln.compiler.backends import reference
 from kiln.compiler.backends.cuda import emulate, nvrtc, source
 from kiln.compiler.errors import BackendUnsupportedError, CompileError
@@ -71,10 +72,13 @@ def _close(got, want, dtype):
 
 @needs_cxx
 @settings(max_examples=30, deadline=None)
-@given(programs())
-def test_emulated_kernels_match_the_reference(program):
+@given(programs(), st.booleans())
+def test_emulated_kernels_match_the_reference(program, fused):
+    """The kernel of the program as it is, or as the LLVM pipeline fused it (its groups
+    inline), run on the host against the reference backend."""
     fn, data = program
-    kernel = source.kernel_source(fn)
+    kernel = source.kernel_source(passes.run_pipeline(fn, pipeline=passes.LLVM_PIPELINE)
+                                  if fused else fn)
     n = data[0].size
     got = emulate.run(kernel, data, n, blocks=2, threads=4)
     with np.errstate(all="ignore"):
@@ -135,3 +139,18 @@ def test_launch_shape():
     assert source.launch_shape(0) == (1, 256)
     assert source.launch_shape(1000) == (4, 256)
     assert source.launch_shape(10**9, multiprocessors=132) == (1056, 256)
+
+
+@needs_nvrtc
+def test_jit_as_text_cuda_and_ptx():
+    import kiln
+    f = square_plus_double
+    compiled = kiln.jit(f).lower(np.ones(3, np.float32)).compile()
+    assert "__global__ void kiln_square_plus_double" in compiled.as_text("cuda")
+    assert ".target sm_90" in compiled.as_text("ptx")
+    with pytest.raises(ValueError, match="unknown CUDA text level"):
+        source.text(kiln.make_ir(f)(np.ones(3, np.float32)), "sass")
+
+
+def square_plus_double(x):
+    return x * x + x * 2.0

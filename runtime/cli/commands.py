@@ -337,13 +337,9 @@ def _cuda_stage(level):
     through NVRTC; no GPU needed)."""
     def run(fn, call):
         from ..compiler.backends.cuda import source, nvrtc
-        kernel = source.kernel_source(staging.run_pipeline(_specialised(fn, call), "reference"))
-        if level == "cuda":
-            return kernel.source
-        found, why = nvrtc.available()
-        if not found:
-            raise UserError(f"the ptx stage needs NVRTC: {why}")
-        return nvrtc.compile(kernel.source, f"{kernel.name}.cu")
+        if level == "ptx" and not nvrtc.available()[0]:
+            raise UserError(f"the ptx stage needs NVRTC: {nvrtc.available()[1]}")
+        return source.text(staging.run_pipeline(_specialised(fn, call), "reference"), level)
     return run
 
 

@@ -97,7 +97,36 @@ def kernel_source(fn):
         load = f"in{k}[{index}]" if v.aval.dtype.kind != "b" else f"(in{k}[{index}] != 0)"
         body.append(f"const {ctype(v.aval.dtype)} {local} = {load};")
         env[v.name] = local
-    for eqn in fn.eqns:
+    _emit(fn.eqns, env, body, shape)
+    for k, v in enumerate(fn.outvars):
+        mem = _memory_type(v.aval.dtype)
+        params.append(f"{mem}* __restrict__ out{k}")
+        value = _literal(v) if isinstance(v, Literal) else env[v.name]
+        body.append(f"out{k}[i] = ({mem})({value});")
+    params.append("long long n")
+    lines = [f'extern "C" __global__ void {name}({", ".join(params)})', "{",
+             "    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;",
+             "         i += (long long)blockDim.x * gridDim.x) {"]
+    lines += [f"        {line}" for line in body]
+    lines += ["    }", "}", ""]
+    return Kernel(name, "\n".join(lines), tuple(v.aval.dtype for v in fn.invars),
+                  tuple(v.aval.dtype for v in fn.outvars), tuple(scalars))
+
+
+def _emit(eqns, env, body, shape):
+    """Append a local per equation to `body` (`env`: SSA name -> C expression). A `fusion`
+    (the LLVM pipeline's group) is its region inline: its operands bound to its inputs' names,
+    its results to the region's."""
+    for eqn in eqns:
+        if eqn.prim.name == "fusion":
+            (region,) = eqn.regions()
+            for inner, x in zip(region.invars, eqn.invars):
+                env[inner.name] = _literal(x) if isinstance(x, Literal) else env[x.name]
+            _emit(region.eqns, env, body, shape)
+            for outer, result in zip(eqn.outvars, region.outvars):
+                env[outer.name] = _literal(result) if isinstance(result, Literal) \
+                    else env[result.name]
+            continue
         rule = CUDA_SCALAR.get(eqn.prim)
         if rule is None or eqn.regions():
             raise _unsupported(f"the primitive {eqn.prim.name!r}", eqn.info)
@@ -113,19 +142,18 @@ def kernel_source(fn):
         out = eqn.outvars[0]
         env[out.name] = local = _identifier(out.name)
         body.append(f"const {ctype(out.aval.dtype)} {local} = {expression};")
-    for k, v in enumerate(fn.outvars):
-        mem = _memory_type(v.aval.dtype)
-        params.append(f"{mem}* __restrict__ out{k}")
-        value = _literal(v) if isinstance(v, Literal) else env[v.name]
-        body.append(f"out{k}[i] = ({mem})({value});")
-    params.append("long long n")
-    lines = [f'extern "C" __global__ void {name}({", ".join(params)})', "{",
-             "    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;",
-             "         i += (long long)blockDim.x * gridDim.x) {"]
-    lines += [f"        {line}" for line in body]
-    lines += ["    }", "}", ""]
-    return Kernel(name, "\n".join(lines), tuple(v.aval.dtype for v in fn.invars),
-                  tuple(v.aval.dtype for v in fn.outvars), tuple(scalars))
+
+
+def text(fn, level):
+    """What the CUDA backend makes of SSA Function `fn` (simplified, or fused by the LLVM
+    pipeline): `level` "cuda" (the kernel's CUDA C) or "ptx" (NVRTC's PTX for sm_90)."""
+    kernel = kernel_source(fn)
+    if level == "cuda":
+        return kernel.source
+    if level == "ptx":
+        from . import nvrtc
+        return nvrtc.compile(kernel.source, f"{kernel.name}.cu")
+    raise ValueError(f"unknown CUDA text level {level!r}; the levels are 'cuda' and 'ptx'")
 
 
 def launch_shape(n, multiprocessors=132, block=BLOCK):
