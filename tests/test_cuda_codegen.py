@@ -154,3 +154,42 @@ def test_jit_as_text_cuda_and_ptx():
 
 def square_plus_double(x):
     return x * x + x * 2.0
+
+
+@needs_cxx
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from([0, 1, 3, 5]), st.sampled_from([1, 2, 7]),
+       st.lists(st.sampled_from(["transpose2", "rev0", "rev1", "row", "col", "scalar"]),
+                min_size=1, max_size=4), st.booleans())
+def test_views_of_inputs_become_indices(rows, cols, views, fused):
+    """Inputs read through broadcasts, transposes, reversals and reshapes: each load indexes
+    the input with the kernel's coordinates (0 and 1 sized axes included)."""
+    f32 = np.dtype(np.float32)
+    b = Builder("views")
+    with b:
+        x = b.new_input(ShapedArray((rows, cols), f32), "x")
+        xt = b.new_input(ShapedArray((cols, rows), f32), "xt")
+        row = b.new_input(ShapedArray((cols,), f32), "row")
+        col = b.new_input(ShapedArray((rows, 1), f32), "col")
+        s = b.new_input(ShapedArray((), f32), "s")
+        acc = x
+        for view in views:
+            term = {"transpose2": lambda: E.transpose(xt, permutation=(1, 0)),
+                    "rev0": lambda: E.rev(x, dimensions=(0,)),
+                    "rev1": lambda: E.rev(x, dimensions=(1,)),
+                    "row": lambda: E.broadcast_in_dim(row, shape=(rows, cols),
+                                                      broadcast_dimensions=(1,)),
+                    "col": lambda: E.broadcast_in_dim(
+                        E.reshape(col, new_sizes=(rows,), dimensions=None),
+                        shape=(rows, cols), broadcast_dimensions=(0,)),
+                    "scalar": lambda: E.broadcast_in_dim(s, shape=(rows, cols),
+                                                         broadcast_dimensions=())}[view]()
+            acc = E.add(E.mul(acc, 0.5), term)
+        fn = b.build([acc])
+    rng = np.random.default_rng(rows * 10 + cols)
+    data = [rng.standard_normal(v.aval.shape).astype(f32) for v in fn.invars]
+    kernel = source.kernel_source(passes.run_pipeline(fn, pipeline=passes.LLVM_PIPELINE)
+                                  if fused else fn)
+    got = emulate.run(kernel, data, rows * cols, blocks=2, threads=3)[0]
+    want = np.asarray(reference.compile_function(fn)(*data)[0])
+    np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-6, atol=1e-6)

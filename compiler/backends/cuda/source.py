@@ -1,8 +1,12 @@
 """SSA Function -> CUDA C: one kernel per elementwise function (the backend's first form).
 
 `kernel_source(fn)` turns a function all of whose equations are elementwise (every primitive
-with a `CUDA_SCALAR` rule), over operands of the result's shape or rank 0 (literals and scalar
-inputs, broadcast), into one kernel:
+with a `CUDA_SCALAR` rule) over the results' shape, into one kernel. Inputs may be read through
+views (broadcast_in_dim, transpose, squeeze, rev, and reshape of a contiguous input): a view
+computes nothing, it becomes the affine index of the input's load (`_View`: an offset and a
+stride per coordinate, 0 along broadcast axes), with the kernel's coordinates c0, c1, ...
+computed from the flat index when a load needs them; each input element a kernel reads is
+loaded once per view. Groups the LLVM pipeline fused are emitted inline. The kernel:
 
     extern "C" __global__ void kiln_<name>(const float* __restrict__ x, ...,
                                            float* __restrict__ out0, ..., long long n)
@@ -18,11 +22,12 @@ inputs, broadcast), into one kernel:
 
 a grid-stride loop: any grid covers all `n` elements, so the launch may size the grid to the
 device (`launch_shape`). Booleans are one byte in memory (`unsigned char`) and `bool` in
-registers. A function with another primitive, a dtype without a C type here (float16,
-complex), or operands of other shapes (broadcasts, reductions: the fused groups the LLVM
-backend gets come next) is a BackendUnsupportedError naming what it met and its line.
+registers. A function with another primitive (reductions, gathers, control flow), a dtype
+without a C type here (float16, complex), or arithmetic at another shape than the results'
+is a BackendUnsupportedError naming what it met and its line.
 `Kernel` records the kernel's name, text, and its parameters' dtypes and roles.
 """
+import re
 from typing import NamedTuple
 
 import numpy as np
@@ -72,45 +77,126 @@ def _identifier(name):
     return "v_" + "".join(c if c.isalnum() else "_" for c in name)
 
 
+class _View(NamedTuple):
+    """An input read through views: element (c0, c1, ...) of the view is element
+    `offset + sum(c_d * strides[d])` of input `k` (strides in elements, 0 along broadcast
+    axes). Views of inputs compute nothing: they become the index a load uses."""
+    k: int
+    dtype: object
+    shape: tuple
+    offset: int
+    strides: tuple
+
+
+def _contiguous(shape):
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
+
+
+def _broadcast_in_dim(v, *, shape, broadcast_dimensions, **params):
+    strides = [0] * len(shape)
+    for p, j in enumerate(broadcast_dimensions):
+        strides[j] = v.strides[p] if v.shape[p] == shape[j] else 0
+    return v._replace(shape=tuple(shape), strides=tuple(strides))
+
+
+def _transpose(v, *, permutation):
+    return v._replace(shape=tuple(v.shape[p] for p in permutation),
+                      strides=tuple(v.strides[p] for p in permutation))
+
+
+def _squeeze(v, *, dimensions):
+    keep = [d for d in range(len(v.shape)) if d not in dimensions]
+    return v._replace(shape=tuple(v.shape[d] for d in keep),
+                      strides=tuple(v.strides[d] for d in keep))
+
+
+def _rev(v, *, dimensions):
+    offset = v.offset + sum((v.shape[d] - 1) * v.strides[d] for d in dimensions)
+    strides = tuple(-s if d in dimensions else s for d, s in enumerate(v.strides))
+    return v._replace(offset=offset, strides=strides)
+
+
+def _reshape(v, *, new_sizes, dimensions=None):
+    if dimensions is not None or v.offset or v.strides != _contiguous(v.shape):
+        return None   # a reshape of a strided view is not affine
+    return v._replace(shape=tuple(new_sizes), strides=_contiguous(new_sizes))
+
+
+VIEWS = {"broadcast_in_dim": _broadcast_in_dim, "transpose": _transpose,
+         "squeeze": _squeeze, "rev": _rev, "reshape": _reshape}
+
+
 def kernel_source(fn):
     """The Kernel computing SSA Function `fn` elementwise (see the module docstring)."""
-    shape = None
-    for v in fn.outvars:
-        if not isinstance(v, Literal) and v.aval.shape:
-            shape = v.aval.shape if shape is None else shape
+    shapes = {v.aval.shape for v in fn.outvars if not isinstance(v, Literal) and v.aval.shape}
+    if len(shapes) > 1:
+        raise _unsupported(f"results of several shapes {sorted(shapes)} ({fn.name})")
+    shape = shapes.pop() if shapes else ()
     for v in list(fn.invars) + list(fn.outvars):
         if ctype(v.aval.dtype) is None:
             raise _unsupported(f"values of dtype {v.aval.dtype} ({fn.name})")
-        if v.aval.shape and shape is not None and v.aval.shape != shape:
-            raise _unsupported(f"operands of shapes {v.aval.shape} and {shape} in one "
-                               f"function ({fn.name})")
     name = f"kiln_{_identifier(fn.name)[2:]}"
     params, body, env = [], [], {}
     scalars = []
     for k, v in enumerate(fn.invars):
-        mem = _memory_type(v.aval.dtype)
-        params.append(f"const {mem}* __restrict__ in{k}")
-        local = _identifier(v.name)
-        index = "i" if v.aval.shape else "0"
+        params.append(f"const {_memory_type(v.aval.dtype)}* __restrict__ in{k}")
         if not v.aval.shape:
             scalars.append(k)
-        load = f"in{k}[{index}]" if v.aval.dtype.kind != "b" else f"(in{k}[{index}] != 0)"
-        body.append(f"const {ctype(v.aval.dtype)} {local} = {load};")
-        env[v.name] = local
+        env[v.name] = _View(k, v.aval.dtype, v.aval.shape, 0, _contiguous(v.aval.shape))
     _emit(fn.eqns, env, body, shape)
     for k, v in enumerate(fn.outvars):
         mem = _memory_type(v.aval.dtype)
         params.append(f"{mem}* __restrict__ out{k}")
-        value = _literal(v) if isinstance(v, Literal) else env[v.name]
+        value = _literal(v) if isinstance(v, Literal) else _value(env, v.name, body, shape)
         body.append(f"out{k}[i] = ({mem})({value});")
     params.append("long long n")
+    coordinates = []
+    if len(shape) > 1 and any(re.search(r"\bc\d+\b", line) for line in body):
+        coordinates.append("long long r = i;")
+        for d in reversed(range(len(shape))):
+            coordinates.append(f"const long long c{d} = r % {shape[d]}; r /= {shape[d]};")
     lines = [f'extern "C" __global__ void {name}({", ".join(params)})', "{",
              "    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;",
              "         i += (long long)blockDim.x * gridDim.x) {"]
-    lines += [f"        {line}" for line in body]
+    lines += [f"        {line}" for line in coordinates + body]
     lines += ["    }", "}", ""]
     return Kernel(name, "\n".join(lines), tuple(v.aval.dtype for v in fn.invars),
                   tuple(v.aval.dtype for v in fn.outvars), tuple(scalars))
+
+
+_LOADS = object()   # env's key of the locals already loaded, by view
+
+
+def _value(env, name, body, shape):
+    """The C expression of SSA value `name`: an input read through its view is loaded into a
+    local here, once (the kernel's coordinates c0, c1, ... index it)."""
+    value = env[name]
+    if not isinstance(value, _View):
+        return value
+    if value.shape and value.shape != shape:
+        raise _unsupported(f"an operand of shape {value.shape} in a kernel over {shape}")
+    if not value.shape:
+        index = "0"
+    elif value.strides == _contiguous(shape) and not value.offset:
+        index = "i"
+    elif len(shape) == 1:
+        index = f"{value.offset} + i * {value.strides[0]}"
+    else:
+        index = " + ".join([str(value.offset)] + [f"c{d} * {s}" for d, s in
+                                                  enumerate(value.strides) if s])
+    loads = env.setdefault(_LOADS, {})   # each element read once per view
+    if value in loads:
+        return loads[value]
+    load = f"in{value.k}[{index}]"
+    if np.dtype(value.dtype).kind == "b":
+        load = f"({load} != 0)"
+    loads[value] = local = _identifier(name)
+    body.append(f"const {ctype(value.dtype)} {local} = {load};")
+    return local
 
 
 def _emit(eqns, env, body, shape):
@@ -127,16 +213,25 @@ def _emit(eqns, env, body, shape):
                 env[outer.name] = _literal(result) if isinstance(result, Literal) \
                     else env[result.name]
             continue
+        view = VIEWS.get(eqn.prim.name)
+        operand = env.get(eqn.invars[0].name) if eqn.invars and \
+            not isinstance(eqn.invars[0], Literal) else None
+        if view is not None and isinstance(operand, _View):
+            moved = view(operand, **eqn.params)
+            if moved is not None:
+                env[eqn.outvars[0].name] = moved
+                continue
         rule = CUDA_SCALAR.get(eqn.prim)
         if rule is None or eqn.regions():
             raise _unsupported(f"the primitive {eqn.prim.name!r}", eqn.info)
         for v in eqn.outvars + [x for x in eqn.invars if not isinstance(x, Literal)]:
             if ctype(v.aval.dtype) is None:
                 raise _unsupported(f"{eqn.prim.name} on {v.aval.dtype}", eqn.info)
-            if v.aval.shape and shape is not None and v.aval.shape != shape:
+            if v.aval.shape and v.aval.shape != shape:
                 raise _unsupported(f"{eqn.prim.name} on operands of shape {v.aval.shape} "
-                                   f"beside {shape}", eqn.info)
-        args = [_literal(x) if isinstance(x, Literal) else env[x.name] for x in eqn.invars]
+                                   f"in a kernel over {shape}", eqn.info)
+        args = [_literal(x) if isinstance(x, Literal) else _value(env, x.name, body, shape)
+                for x in eqn.invars]
         expression = rule(args, [x.aval for x in eqn.invars], eqn.outvars[0].aval,
                           **eqn.params)
         out = eqn.outvars[0]
