@@ -79,3 +79,12 @@ class ShapedArray:
 
 def shape_str(shape):
     return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+
+
+def contiguous_strides(shape):
+    """The element strides of a C-contiguous (row-major) array of `shape`."""
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= d
+    return tuple(reversed(strides))

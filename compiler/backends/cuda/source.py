@@ -33,6 +33,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...errors import BackendUnsupportedError
+from ...ir.abstract import contiguous_strides
 from ...ir.ssa import Literal
 from ...primitives.core import CUDA_SCALAR
 from . import scalar  # noqa: F401  (registers the CUDA_SCALAR rules)
@@ -88,14 +89,6 @@ class _View(NamedTuple):
     strides: tuple
 
 
-def _contiguous(shape):
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= n
-    return tuple(reversed(strides))
-
-
 def _broadcast_in_dim(v, *, shape, broadcast_dimensions, **params):
     strides = [0] * len(shape)
     for p, j in enumerate(broadcast_dimensions):
@@ -121,9 +114,9 @@ def _rev(v, *, dimensions):
 
 
 def _reshape(v, *, new_sizes, dimensions=None):
-    if dimensions is not None or v.offset or v.strides != _contiguous(v.shape):
+    if dimensions is not None or v.offset or v.strides != contiguous_strides(v.shape):
         return None   # a reshape of a strided view is not affine
-    return v._replace(shape=tuple(new_sizes), strides=_contiguous(new_sizes))
+    return v._replace(shape=tuple(new_sizes), strides=contiguous_strides(new_sizes))
 
 
 VIEWS = {"broadcast_in_dim": _broadcast_in_dim, "transpose": _transpose,
@@ -146,7 +139,7 @@ def kernel_source(fn):
         params.append(f"const {_memory_type(v.aval.dtype)}* __restrict__ in{k}")
         if not v.aval.shape:
             scalars.append(k)
-        env[v.name] = _View(k, v.aval.dtype, v.aval.shape, 0, _contiguous(v.aval.shape))
+        env[v.name] = _View(k, v.aval.dtype, v.aval.shape, 0, contiguous_strides(v.aval.shape))
     _emit(fn.eqns, env, body, shape)
     for k, v in enumerate(fn.outvars):
         mem = _memory_type(v.aval.dtype)
@@ -181,7 +174,7 @@ def _value(env, name, body, shape):
         raise _unsupported(f"an operand of shape {value.shape} in a kernel over {shape}")
     if not value.shape:
         index = "0"
-    elif value.strides == _contiguous(shape) and not value.offset:
+    elif value.strides == contiguous_strides(shape) and not value.offset:
         index = "i"
     elif len(shape) == 1:
         index = f"{value.offset} + i * {value.strides[0]}"

@@ -22,6 +22,8 @@ sub-range [start, stop) (the chunk of a parallel loop, lower_fused.py).
 """
 import llvmlite.ir as ir
 
+from ...ir.abstract import contiguous_strides  # noqa: F401  (the backend's modules take it here)
+
 from . import ltypes as T
 
 
@@ -128,14 +130,6 @@ def affine_offset(builder, offset, strides, index):
     if total is None:
         return T.i64(offset)
     return builder.add(total, T.i64(offset), flags=("nsw",)) if offset else total
-
-
-def contiguous_strides(shape):
-    strides, acc = [], 1
-    for d in reversed(shape):
-        strides.append(acc)
-        acc *= d
-    return tuple(reversed(strides))
 
 
 def collapse(shape, maps, reductions=()):
