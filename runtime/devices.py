@@ -26,6 +26,9 @@ class Device:
     def __repr__(self):
         return f"CpuDevice(id={self.id})"
 
+    def __str__(self):
+        return f"{self.platform}:{self.id}"
+
     def __eq__(self, other):
         return isinstance(other, Device) and (self.platform, self.id) == (other.platform, other.id)
 
@@ -118,8 +121,21 @@ def process_indices(backend=None):
     return list(range(process_count()))
 
 
-# JAX's older names of the same
-host_id, host_count, host_ids = process_index, process_count, process_indices
+def _renamed(old, new):
+    def alias(backend=None):
+        import warnings
+        warnings.warn(f"kiln.{old} has been renamed to kiln.{new.__name__}. This alias will "
+                      f"eventually be removed; please update your code.", UserWarning,
+                      stacklevel=2)
+        return new(backend) if new is process_indices else new()
+    alias.__name__ = old
+    alias.__doc__ = f"JAX's older name of `{new.__name__}` (warns, as JAX does)."
+    return alias
+
+
+host_id = _renamed("host_id", process_index)
+host_count = _renamed("host_count", process_count)
+host_ids = _renamed("host_ids", process_indices)
 
 
 def block_until_ready(x):

@@ -104,8 +104,12 @@ def test_pmap_results_are_sharded_over_the_replicas():
 
 
 def test_process_names():
-    assert kiln.process_indices() == [0] and kiln.host_count() == 1
-    assert kiln.host_id() == 0 and kiln.host_ids() == [0]
+    assert kiln.process_indices() == [0]
+    with pytest.warns(UserWarning, match="kiln.host_count has been renamed to kiln.process_count"):
+        assert kiln.host_count() == 1
+    with pytest.warns(UserWarning, match="renamed"):
+        assert kiln.host_id() == 0 and kiln.host_ids() == [0]
+    assert str(kiln.devices()[1]) == "cpu:1" and repr(kiln.devices()[1]) == "CpuDevice(id=1)"
 
 
 def test_sharded_jit_data_parallel_step():
