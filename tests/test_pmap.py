@@ -344,7 +344,7 @@ def _run_fresh(code, env):
 def test_device_count_settings(env, setting, count):
     code = ("import kiln\n"
             + (f"kiln.config.update('jax_num_cpu_devices', {setting})\n" if setting else "")
-            + "print(kiln.device_count(), kiln.local_device_count(), kiln.devices()[-1])\n"
+            + "print(kiln.device_count(), kiln.local_device_count(), repr(kiln.devices()[-1]))\n"
             + "try:\n    kiln.config.update('jax_num_cpu_devices', 7)\n"
             + "except RuntimeError as e:\n    print('refused', 'before backends' in str(e))\n")
     out = _run_fresh(code, env)
