@@ -1,7 +1,7 @@
 """Extern symbols of generated code: native helpers and load-time constants held in module globals.
 
-Generated code never contains a native address. Each native function it calls (pthreads for
-`parallel_for`, BLAS kernels) and each value decided when the code is loaded (the thread count) is
+Generated code never contains a native address. Each native function it calls (pthreads and
+libc's `syscall` for the thread pool, BLAS kernels, the runtime library's pool) and each value decided when the code is loaded (the thread count) is
 an 8-byte global of the LLVM module, initialised to 0/null: `declare(module, name)` creates it (once
 per module) and returns it; after the object code is loaded, `bind_externs(lookup, namespace)` writes
 every such global it finds. Object code therefore stays position independent and can be cached on
@@ -43,9 +43,11 @@ def _parallel(attribute: str) -> Callable[[], int]:
     return provide
 
 
-def _parallel_for() -> int:
-    from . import rtlib
-    return rtlib.address("parallel_for")
+def _runtime(name: str) -> Callable[[], int]:
+    def provide() -> int:
+        from . import rtlib
+        return rtlib.address(name)
+    return provide
 
 
 def _debug_print() -> int:
@@ -57,8 +59,12 @@ def _debug_print() -> int:
 EXTERNS: dict[str, tuple[ir.Type, Callable[[], int]]] = {
     "kiln_pthread_create": (PTR, _parallel("pthread_create_address")),
     "kiln_pthread_join": (PTR, _parallel("pthread_join_address")),
+    "kiln_syscall": (PTR, _parallel("syscall_address")),
     "kiln_num_threads": (I64, _parallel("num_threads")),
-    "kiln_parallel_for": (PTR, _parallel_for),   # the runtime library's (rtlib.py)
+    # the runtime library's (rtlib.py, pool.py)
+    "kiln_parallel_for": (PTR, _runtime("parallel_for")),
+    "kiln_run_tasks": (PTR, _runtime("run_tasks")),
+    "kiln_barrier_wait": (PTR, _runtime("barrier_wait")),
     **{f"kiln_{routine}": (PTR, _blas(routine)) for routine in blas_lookup.ROUTINES},
     "kiln_debug_print": (PTR, _debug_print),   # the host callback of `debug_print`
 }
