@@ -55,9 +55,9 @@ RUN_TASKS, BARRIER_WAIT = "kiln_run_tasks", "kiln_barrier_wait"
 BARRIER_BYTES = 16          # i32 arrived, i32 generation, i32 sleepers, padding
 MAX_WORKERS = 1023          # the caller is the 1024th thread
 CHUNKS_PER_THREAD = 4       # parallel_for's chunks: a descheduled thread's share is small
-# pause instructions before a wait sleeps: about 5 us (23 ns each on Zen 5). Beside two busy
-# processes on 2 cores, 200 gave the MLP step 0.8-1.2x JAX's time, 4000 (~90 us) 0.7-1.5x: a
-# spinning worker burns the share of the cores the scheduler gives the process.
+# pause instructions before a wait sleeps: about 5 us (23 ns each on Zen 5), enough to catch
+# the next job of a sequence of parallel loops; short, because on a busy machine a spinning
+# worker burns the share of the cores the scheduler gives the process.
 SPIN = 200
 MAX_TASKS = (1 << 31) - 1   # the 32-bit halves of the ticket and the futex words
 _LOW = (1 << 32) - 1
