@@ -272,3 +272,37 @@ def test_large_products_split_at_the_real_thresholds():
     medium = product_fn(*layout(128, 128, 128, (), False, False)[:3], f32)
     text = compile_function(medium).as_text("llvm-unoptimized")
     assert "kiln_sgemm" in text and "kiln_run_tasks" not in text
+
+
+SPLIT_CHILD = textwrap.dedent('''
+    import sys
+    import numpy as np
+    from kiln.compiler.backends.llvm import blas_lookup, compile_function
+    sys.path.insert(0, sys.argv[1])
+    from test_llvm_gemm import layout, operand, product_fn
+    rng = np.random.default_rng(0)
+    for dtype in (np.float32, np.complex128):
+        ls, rs, dims = layout(300, 700, 500, (2,), False, True)
+        fn = product_fn(ls, rs, dims, np.dtype(dtype))
+        native = compile_function(fn)
+        assert "kiln_run_tasks" in native.as_text("llvm-unoptimized")
+        a, b = operand(rng, ls, np.dtype(dtype)), operand(rng, rs, np.dtype(dtype))
+        want = np.einsum("bik,bjk->bij", a.astype(np.complex128), b.astype(np.complex128))
+        for _ in range(10):   # 22 panels at once on 8 threads, each a BLAS call
+            got = native(a, b)[0]
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+    print(blas_lookup.library().name)
+''')
+
+
+@pytest.mark.parametrize("blas", ["numpy", "scipy"])
+def test_concurrent_blas_calls_are_safe(blas):
+    """OpenBLAS (NumPy's and SciPy's) called by 8 pool threads at once gives NumPy's results."""
+    if blas == "scipy":
+        pytest.importorskip("scipy")
+    result = subprocess.run([sys.executable, "-c", SPLIT_CHILD, HERE], capture_output=True,
+                            text=True, timeout=300,
+                            env={**os.environ, "KILN_BLAS": blas, "KILN_NUM_THREADS": "8",
+                                 "KILN_CACHE_DIR": "off"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split()[-1].startswith(blas)
