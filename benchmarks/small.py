@@ -34,7 +34,7 @@ def busy(processes=2):
     """`processes` competing processes spinning on the cores while the block runs."""
     spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(processes)]
     try:
-        time.sleep(SETTLE)   # the competitors start; kiln's BLAS watcher sees them
+        time.sleep(SETTLE)   # the competitors start and take the cores
         yield
     finally:
         for p in spinners:

@@ -9,7 +9,6 @@ raises calls `abort()` of the `on_error` object given (the replica group's barri
 others stop instead of waiting for it, and `run` re-raises the first error. Compiled replicas
 release the GIL while they run, so they run in parallel on the cores.
 """
-import contextlib
 import queue
 import threading
 import time
@@ -87,8 +86,8 @@ def run_replicas(entry, group, args_of, backend):
     `group`. With collectives (`entry.parallel` True) they run all at once, each inside
     `running_as(group, i)`; without, one after the other on the calling thread while a replica
     takes under PARALLEL_ABOVE seconds (`entry.parallel` None: measured on this call) and at
-    once otherwise. While they run at once the LLVM backend's BLAS threads are divided among
-    them."""
+    once otherwise: compiled code in one call into its runtime library (kiln_run_replicas),
+    the reference backend on this module's threads."""
     size = group.size
     if not entry.parallel:   # no collectives: the replicas need not meet
         start = time.perf_counter()
@@ -101,20 +100,12 @@ def run_replicas(entry, group, args_of, backend):
         with running_as(group, 0):
             return [entry.executable(*args_of(0))]
     native = getattr(entry.executable, "run_replicas", None)
-    with _blas_shared_by(size, backend):
-        if native is not None:   # compiled code: its runtime library runs the replicas
-            return native([args_of(i) for i in range(size)], group)
+    if native is not None:   # compiled code: its runtime library runs the replicas
+        return native([args_of(i) for i in range(size)], group)
 
-        def replica(i):
-            def task():
-                with running_as(group, i):
-                    return entry.executable(*args_of(i))
-            return task
-        return run([replica(i) for i in range(size)], on_error=group.abort)
-
-
-def _blas_shared_by(size, backend):
-    if backend != "llvm":
-        return contextlib.nullcontext()
-    from .compiler.backends.llvm import threads
-    return threads.shared_by(size)
+    def replica(i):
+        def task():
+            with running_as(group, i):
+                return entry.executable(*args_of(i))
+        return task
+    return run([replica(i) for i in range(size)], on_error=group.abort)

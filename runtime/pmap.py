@@ -14,8 +14,7 @@ collectives runs its replicas all at once on native threads (`_replica_threads`:
 each other). One without runs them on those threads when a replica takes more than 50 us
 (measured on the first call, which runs them one after the other), else one after the other on
 the calling thread: handing a few microseconds of work to another thread costs more than it
-saves. While replicas run at once, the LLVM backend's BLAS threads are divided among them
-(`_replica_threads.run_replicas`).
+saves (`_replica_threads.run_replicas`).
 
 Inside a specialisation (`jit(pmap(f))`, `grad(pmap(f))`, a pmap in a pmap) the replicas are
 not separate calls: pmap is then emitted like `vmap` with the same axis name, which computes

@@ -9,17 +9,18 @@ symbol of the library is hidden):
   workspace cannot be allocated, 2 when a BLAS routine it calls is not bound, 3 when the code
   ran out of memory, `ENTRY_STATUS_BASE` + the entry's own status otherwise;
 - `int <NAME>_init(void)`: binds the extern globals of every module once (pthread_once; an ELF
-  constructor calls it when the library is loaded): pthread_create/join, the thread count
-  (`KILN_NUM_THREADS`, else the cores this process may run on), the runtime library's
-  `kiln_parallel_for`, a default `kiln_debug_print` (c/debug_print.c, in libraries whose
+  constructor calls it when the library is loaded): pthread_create/join, libc's `syscall`,
+  the thread count (`KILN_NUM_THREADS`, else the cores this process may run on), the runtime
+  library's thread pool (`kiln_parallel_for`, `kiln_run_tasks`, `kiln_barrier_wait`), a default `kiln_debug_print` (c/debug_print.c, in libraries whose
   functions print: it prints the values as kiln's Python callback does, to stdout; kiln's
   loader binds the Python callback itself), and the BLAS routines, from the first
   of these that has every routine the code calls: the library `$KILN_BLAS_LIBRARY` names
   (`PATH`, or `PATH:PATTERN` with `{}` in PATTERN for the routine's name), the BLAS shared
   library recorded at compile time (its recorded symbols), the routines already in the process
   (`dlsym(RTLD_DEFAULT)`), then the system's BLAS libraries (`BLAS_SOURCES`: names and symbol
-  spellings for the code's integer width). Returns 0, or 2 when the library uses BLAS and none
-  was found;
+  spellings for the code's integer width), and sets that BLAS to one thread when it is an
+  OpenBLAS (the library's thread pool splits large products into panels, each a BLAS call).
+  Returns 0, or 2 when the library uses BLAS and none was found;
 - `void <NAME>_bind_extern(const char *name, void *value)`: sets extern `name` (a name of
   externs.EXTERNS, e.g. "kiln_sgemm", "kiln_debug_print") in every module that has it;
 - `const char *<NAME>_strerror(int code)`.
@@ -35,7 +36,7 @@ import pathlib
 import textwrap
 from typing import NamedTuple
 
-from ..backends.llvm.blas_lookup import ROUTINES
+from ..backends.llvm.blas_lookup import ROUTINES, THREAD_SETTER
 from .manifest import BLAS_UNBOUND, ENTRY_STATUS_BASE, ERROR_CODES, NO_WORKSPACE, OUT_OF_MEMORY
 
 _C_DIR = pathlib.Path(__file__).with_name("c")
@@ -244,6 +245,9 @@ def _extern_declarations(functions, slots):
     lines += [f'extern uint64_t {var} __asm__("{ns}.{name}");' for ns, name, var in slots]
     lines.append("extern void kiln_parallel_for(void *body, void *env, int64_t n, "
                  "int64_t grain);")
+    lines.append("extern void kiln_run_tasks(void *task, void *env, int64_t n, "
+                 "int32_t concurrent);")
+    lines.append("extern void kiln_barrier_wait(void *barrier, int64_t parties);")
     lines.append("\nstruct _kiln_extern { const char *name; uint64_t *slot; };")
     lines.append("static struct _kiln_extern _kiln_externs[] = {")
     lines += [f'    {{"{name}", &{var}}},' for _, name, var in slots]
@@ -283,9 +287,12 @@ def _blas_table(blas):
     sources = [f"    {{{_c_strings([library])}, {{{_c_strings([*patterns, None])}}}}},"
                for library, patterns in BLAS_SOURCES.get(bits, [])]
     env = _c_strings([*BLAS_ENV_PATTERNS.get(bits, ()), None])
+    setter = _c_strings([blas["symbols"].get(THREAD_SETTER)])
     return "\n".join([
         f"/* BLAS: {blas['name']} ({bits}-bit integers), recorded at compile time. */",
+        f"typedef int{bits if bits in (32, 64) else 32}_t _kiln_blas_int;",
         f"static const char *_kiln_blas_path = {path};",
+        f"static const char *_kiln_blas_setter = {setter};   /* OpenBLAS's thread count */",
         "static const struct { const char *name, *routine, *symbol; } _kiln_blas_routines[] = {",
         *rows, "    {NULL, NULL, NULL}\n};",
         f"/* Where else BLAS with {bits}-bit integers is looked for, in order (NULL: the symbols",

@@ -25,7 +25,8 @@ from .targets import (AOTError, AOTUsageError, Target, base_name, check_targets,
                       exported_name, is_c_identifier, library_name, transforms_of)
 
 _USES = {**{f"kiln_{routine}": "blas" for routine in ROUTINES},
-         "kiln_parallel_for": "threads", "kiln_debug_print": "debug_print"}
+         "kiln_parallel_for": "threads", "kiln_run_tasks": "threads",
+         "kiln_barrier_wait": "threads", "kiln_debug_print": "debug_print"}
 RUNTIME_OBJECT = "kiln_runtime.o"
 LINK_FLAGS = ["-shared", "-fPIC", "-O2", "-fvisibility=hidden"]
 LINK_LIBRARIES = ["-lpthread", "-ldl", "-lm"]

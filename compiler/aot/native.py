@@ -11,7 +11,8 @@ definition is made hidden, and any definition outside the module's namespace (`<
 internal. The extern globals (`<module>.kiln_sgemm`, ...: externs.py) stay defined in the
 object and are bound by the C glue (glue.py).
 
-`runtime_object(machine)` is the runtime library's thread pool (pool.py) and the
+`runtime_object(machine)` is the runtime library's thread pool (pool.py: `kiln_run_tasks`,
+`kiln_barrier_wait`, `kiln_parallel_for`) and the
 compiler-rt builtins the functions' code may call (builtins.py: float16 conversions), emitted
 into a module of its own and compiled with the same machine; the builtins stay hidden
 definitions, so the library resolves its own calls to them and exports none.
@@ -102,7 +103,7 @@ def runtime_object(mach):
     """(module name, extern names, object code) of the runtime library for `mach`."""
     module = ir.Module(name=rtlib.NAME)
     module.triple = target.triple()
-    pool.emit(module)
+    pool.emit(module, module.triple)
     builtins.emit(module)
     with target.LOCK:
         optimized = target.optimize(str(module), rtlib.NAME, machine=mach.machine)
@@ -132,11 +133,12 @@ def _defined_externs(module, namespace):
 
 def blas_info():
     """The BLAS generated code is compiled against: name, the shared library's path, its
-    integer width and each routine's symbol there (path None when the routines are not
+    integer width and each routine's symbol there (and OpenBLAS's thread setter's, which the
+    glue calls to run it on one thread) (path None when the routines are not
     exported symbols of a shared library, e.g. SciPy's cython_blas capsules)."""
     library = blas.library()
     path, symbols = None, {}
-    for routine in blas_lookup.ROUTINES:
+    for routine in (*blas_lookup.ROUTINES, blas_lookup.THREAD_SETTER):
         found = library.lookup(routine)
         where = _dladdr(found) if found else None
         if where is None or where[1] is None:

@@ -163,11 +163,8 @@ def _threads():
 
 
 def _blas_threads():
-    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
-        if os.environ.get(name, "").strip():
-            return f"{os.environ[name].strip()} ({name})"
-    return (f"{os.cpu_count()} at most (every core, fewer while other processes keep cores busy; "
-            f"OPENBLAS_NUM_THREADS pins it)")
+    return ("1 per call (compiled code splits large products into panels that the compiled-loop "
+            "threads compute)")
 
 
 # ---------------------------------------------------------------------------------- devices

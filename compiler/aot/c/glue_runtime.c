@@ -39,6 +39,25 @@ static bool _kiln_spell(char *out, size_t size, const char *pattern, const char 
     return n > 0 && (size_t)n < size;
 }
 
+/* Sets an OpenBLAS in `library` to one thread: the library's pool runs the panels of a large
+ * product as BLAS calls on its own threads. The setter's Fortran form (a pointer to an
+ * INTEGER) is looked up under the recorded symbol, or the spellings of `patterns` that end
+ * in an underscore (the Fortran ones); a BLAS without one is left as it is. */
+static void _kiln_blas_one_thread(void *library, const char *const *patterns) {
+    void *setter = NULL;
+    char symbol[256];
+    if (!patterns && _kiln_blas_setter) setter = dlsym(library, _kiln_blas_setter);
+    for (int p = 0; patterns && patterns[p] && !setter; p++) {
+        size_t length = strlen(patterns[p]);
+        if (length && patterns[p][length - 1] == '_'
+                && _kiln_spell(symbol, sizeof symbol, patterns[p], "openblas_set_num_threads"))
+            setter = dlsym(library, symbol);
+    }
+    if (!setter) return;
+    _kiln_blas_int one = 1;
+    ((void (*)(_kiln_blas_int *))(uintptr_t)setter)(&one);
+}
+
 /* Looks the routines up in `library` (RTLD_DEFAULT: this process) under the spellings of
  * `patterns`, or under the recorded symbols when it is NULL; binds them and returns true when
  * every routine the code calls is found (nothing is bound otherwise). */
@@ -56,6 +75,7 @@ static bool _kiln_try_blas(void *library, const char *const *patterns) {
     }
     for (int k = 0; _kiln_blas_routines[k].name; k++)
         if (found[k]) _kiln_set(_kiln_blas_routines[k].name, (uint64_t)(uintptr_t)found[k]);
+    _kiln_blas_one_thread(library, patterns);
     return true;
 }
 
@@ -105,18 +125,11 @@ static int _kiln_init_status;
 static void _kiln_init_once(void) {
     _kiln_set("kiln_pthread_create", (uint64_t)(uintptr_t)&pthread_create);
     _kiln_set("kiln_pthread_join", (uint64_t)(uintptr_t)&pthread_join);
-    _kiln_set("kiln_pthread_mutex_lock", (uint64_t)(uintptr_t)&pthread_mutex_lock);
-    _kiln_set("kiln_pthread_mutex_unlock", (uint64_t)(uintptr_t)&pthread_mutex_unlock);
-    _kiln_set("kiln_pthread_cond_wait", (uint64_t)(uintptr_t)&pthread_cond_wait);
-    _kiln_set("kiln_pthread_cond_broadcast", (uint64_t)(uintptr_t)&pthread_cond_broadcast);
-    _kiln_set("kiln_getpid", (uint64_t)(uintptr_t)&getpid);
-    _kiln_set("kiln_sched_yield", (uint64_t)(uintptr_t)&sched_yield);
-    _kiln_set("kiln_pthread_setspecific", (uint64_t)(uintptr_t)&pthread_setspecific);
-    /* OpenBLAS >= 0.3.27: products split into panels run each panel single-threaded */
-    _kiln_set("kiln_openblas_set_num_threads_local",
-              (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "openblas_set_num_threads_local"));
     _kiln_set("kiln_num_threads", (uint64_t)_kiln_thread_count());
+    _kiln_set("kiln_syscall", (uint64_t)(uintptr_t)&syscall);
     _kiln_set("kiln_parallel_for", (uint64_t)(uintptr_t)&kiln_parallel_for);
+    _kiln_set("kiln_run_tasks", (uint64_t)(uintptr_t)&kiln_run_tasks);
+    _kiln_set("kiln_barrier_wait", (uint64_t)(uintptr_t)&kiln_barrier_wait);
 #ifdef KILN_BIND_DEFAULT_DEBUG_PRINT
     KILN_BIND_DEFAULT_DEBUG_PRINT();
 #endif

@@ -17,9 +17,12 @@ A, B and C as stored. Likewise y = op(A) @ x for a row-major m x n matrix A is t
 y = op(A^T)^T x: gemv(flip(t), n, m, alpha, A, lda, x, incx, beta, y, incy).
 `emit_gemm` and `emit_gemv` emit exactly these calls into LLVM IR from row-major arguments.
 
-OpenBLAS runs its own thread pool, sized to the load other processes put on the cores (threads.py;
-`OPENBLAS_NUM_THREADS` pins it), so generated code must not call BLAS from inside a
-`parallel_for` chunk.
+OpenBLAS runs on one thread: `address` sets its thread count to 1 when generated code first binds
+a routine (NumPy's products in the same process, which share the library, then run on one thread
+too). Large products are split into panels by kiln's own thread pool instead (lower_linalg.py,
+pool.py), whose dynamic tasks survive a busy machine where OpenBLAS's static shares, spin-waiting
+for a thread without a core, collapsed (up to 136 ms for a 2 ms MLP step). Concurrent calls from
+several threads are safe in OpenBLAS (each call on one thread uses its own buffers).
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ from __future__ import annotations
 import llvmlite.ir as ir
 import numpy as np
 
-from . import blas_lookup, externs, threads
+import functools
+
+from . import blas_lookup, externs
 from .blas_lookup import Library, _numpy_openblas, _scipy_cython_blas, library  # noqa: F401
 
 I8 = ir.IntType(8)
@@ -42,9 +47,16 @@ _TRANS = {False: ord("N"), True: ord("T")}
 
 def address(name: str) -> int:
     """The address of BLAS routine `name` for generated code that is being loaded; the first
-    one starts the watcher that sizes BLAS's threads to the load (threads.py)."""
-    threads.watch()
+    one sets the library to one thread (see the module docstring)."""
+    _one_thread()
     return blas_lookup.address(name)
+
+
+@functools.cache
+def _one_thread() -> None:
+    setter = blas_lookup.thread_setter()
+    if setter is not None:
+        setter(1)
 
 
 def int_type() -> ir.IntType:
@@ -128,31 +140,6 @@ def emit_gemv(builder: ir.IRBuilder, dtype, m, n, a, x, y, *, trans_a=False, lda
                 gemv()
     else:
         (gemv if inner else empty_sum)()
-
-
-_LOCAL_THREADS = ir.FunctionType(ir.IntType(32), [ir.IntType(32)])
-
-
-def emit_local_threads(builder: ir.IRBuilder, count) -> ir.Value:
-    """OpenBLAS's thread count for BLAS calls made by this thread set to `count` (an int or an
-    i32 value), through `openblas_set_num_threads_local` (the extern
-    `kiln_openblas_set_num_threads_local`); returns the previous count (`count` itself where
-    the library has no such function: its extern is null and nothing is called)."""
-    count = ir.Constant(ir.IntType(32), count) if isinstance(count, int) else count
-    pointer = builder.load(externs.declare(builder.module, "kiln_openblas_set_num_threads_local"),
-                           typ=_LOCAL_THREADS.as_pointer())
-    present = builder.icmp_unsigned("!=", builder.ptrtoint(pointer, ir.IntType(64)),
-                                    ir.Constant(ir.IntType(64), 0))
-    with builder.if_else(present) as (call, skip):
-        with call:
-            previous = builder.call(pointer, [count])
-            called = builder.block
-        with skip:
-            skipped = builder.block
-    result = builder.phi(ir.IntType(32))
-    result.add_incoming(previous, called)
-    result.add_incoming(count, skipped)
-    return result
 
 
 def _float(scalar: ir.Type, value) -> ir.Value:

@@ -8,8 +8,8 @@ arguments:
   `__pyx_capi__` (32-bit integers); opening one with ctypes costs importing scipy.linalg and loading
   its OpenBLAS, about 0.2-0.5 s in a fresh process.
 `library()` picks the first available (`KILN_BLAS=scipy` forces SciPy's); `address(name)` gives a
-routine's address in it, and `thread_setter()` its `openblas_set_num_threads` (threads.py sets
-the library's thread count from the load on the cores). `with_int_bits(bits)` finds the provider with a given integer width: the
+routine's address in it, and `thread_setter()` its `openblas_set_num_threads` (blas.py sets the
+library to one thread: kiln's thread pool splits large products itself). `with_int_bits(bits)` finds the provider with a given integer width: the
 loader of ahead-of-time compiled libraries (kiln.aot) binds their BLAS calls with it, without
 importing llvmlite, which blas.py (the IR emitters) needs.
 """
@@ -27,6 +27,8 @@ import numpy as np
 
 # the routines generated code may call
 ROUTINES = ("sgemm", "dgemm", "sgemv", "dgemv", "cgemm", "zgemm", "cgemv", "zgemv")
+# OpenBLAS's thread count setter (its Fortran form: a pointer to an INTEGER)
+THREAD_SETTER = "openblas_set_num_threads"
 
 
 class Library(NamedTuple):
@@ -92,7 +94,7 @@ def thread_setter() -> Callable[[int], None] | None:
     """OpenBLAS's `openblas_set_num_threads` in `library()` as a Python callable, or None when
     the library has none (it is then left to its own settings). Both providers export its
     Fortran form, which takes a pointer to an INTEGER."""
-    found = library().lookup("openblas_set_num_threads")
+    found = library().lookup(THREAD_SETTER)
     if not found and library().name == "scipy-cython_blas":
         import scipy.linalg.cython_blas  # noqa: F401  (loads SciPy's OpenBLAS into the process)
         paths = Path(np.__file__).parent.parent.glob("scipy.libs/*openblas*")
@@ -103,27 +105,6 @@ def thread_setter() -> Callable[[int], None] | None:
     integer = ctypes.c_int64 if library().int_bits == 64 else ctypes.c_int32
     function = ctypes.CFUNCTYPE(None, ctypes.POINTER(integer))(found)
     return lambda count: function(ctypes.byref(integer(count)))
-
-
-@functools.cache
-def local_threads_address() -> int:
-    """The address of OpenBLAS's `openblas_set_num_threads_local` (C: int -> previous int) in
-    the library `library()` names, or 0 where it has none (OpenBLAS before 0.3.27)."""
-    if library().name == "numpy-openblas64":
-        paths = [*Path(np.__file__).parent.parent.glob("numpy.libs/*openblas64*"),
-                 *Path(np.__file__).parent.glob(".dylibs/*openblas64*")]
-        names = ("openblas_set_num_threads_local", "scipy_openblas_set_num_threads_local64_")
-    else:
-        import scipy.linalg.cython_blas  # noqa: F401  (loads SciPy's OpenBLAS into the process)
-        paths = list(Path(np.__file__).parent.parent.glob("scipy.libs/*openblas*"))
-        names = ("openblas_set_num_threads_local", "scipy_openblas_set_num_threads_local")
-    for path in sorted(paths):
-        handle = ctypes.CDLL(str(path))
-        for name in names:
-            found = _symbol(handle, name)
-            if found:
-                return found
-    return 0
 
 
 @functools.cache

@@ -1,7 +1,7 @@
 """Extern symbols of generated code: native helpers and load-time constants held in module globals.
 
-Generated code never contains a native address. Each native function it calls (pthreads for
-`parallel_for`, BLAS kernels) and each value decided when the code is loaded (the thread count) is
+Generated code never contains a native address. Each native function it calls (pthreads and
+libc's `syscall` for the thread pool, BLAS kernels, the runtime library's pool) and each value decided when the code is loaded (the thread count) is
 an 8-byte global of the LLVM module, initialised to 0/null: `declare(module, name)` creates it (once
 per module) and returns it; after the object code is loaded, `bind_externs(lookup, namespace)` writes
 every such global it finds. Object code therefore stays position independent and can be cached on
@@ -43,9 +43,11 @@ def _parallel(attribute: str) -> Callable[[], int]:
     return provide
 
 
-def _parallel_for() -> int:
-    from . import rtlib
-    return rtlib.address("parallel_for")
+def _runtime(name: str) -> Callable[[], int]:
+    def provide() -> int:
+        from . import rtlib
+        return rtlib.address(name)
+    return provide
 
 
 def _libc(name: str) -> Callable[[], int]:
@@ -77,14 +79,15 @@ def _debug_print() -> int:
 EXTERNS: dict[str, tuple[ir.Type, Callable[[], int]]] = {
     "kiln_pthread_create": (PTR, _parallel("pthread_create_address")),
     "kiln_pthread_join": (PTR, _parallel("pthread_join_address")),
+    "kiln_syscall": (PTR, _parallel("syscall_address")),
     "kiln_num_threads": (I64, _parallel("num_threads")),
-    # the runtime library's thread pool (pool.py)
-    **{f"kiln_{name}": (PTR, _libc(name)) for name in (
-        "pthread_mutex_lock", "pthread_mutex_unlock", "pthread_cond_wait",
-        "pthread_cond_broadcast", "getpid", "sched_yield", "pthread_setspecific")},
-    "kiln_parallel_for": (PTR, _parallel_for),   # the runtime library's (rtlib.py)
+    # the runtime library's (rtlib.py, pool.py)
+    "kiln_parallel_for": (PTR, _runtime("parallel_for")),
+    "kiln_run_tasks": (PTR, _runtime("run_tasks")),
+    "kiln_barrier_wait": (PTR, _runtime("barrier_wait")),
+    # pmap's replicas (pool.py's kiln_run_replicas, lower_collectives.py)
+    **{f"kiln_{name}": (PTR, _libc(name)) for name in ("sched_yield", "pthread_setspecific")},
     **{f"kiln_{routine}": (PTR, _blas(routine)) for routine in blas_lookup.ROUTINES},
-    "kiln_openblas_set_num_threads_local": (PTR, blas_lookup.local_threads_address),
     "kiln_debug_print": (PTR, _debug_print),   # the host callback of `debug_print`
     # pmap's replicas (lower_collectives.py, replica_context.py)
     "kiln_replica_key": (I64, _replicas("replica_key")),

@@ -50,9 +50,10 @@ from . import pairwise
 
 REASSOC = ("reassoc", "nsz")
 # Nests costing less than PARALLEL_MIN_COST (about a millisecond of work on one core) stay on
-# the calling thread: starting threads costs ~20-50 us, and OpenBLAS's threads keep spinning for
-# a while after each matrix product, so splitting the short kernels between products (an MLP
-# step) loses more than it gains. Costlier nests are split into blocks of at least
+# the calling thread: this threshold was measured when each split started and joined its own
+# threads (~20-50 us) and OpenBLAS's threads kept spinning after each product, where
+# splitting the short kernels between products (an MLP step) lost more than it gained; the
+# pool (pool.py) hands work over in a few microseconds. Costlier nests are split into blocks of at least
 # CHUNK_MIN_COST. The cost of a nest is its iterations times the weight of its body: one per
 # equation, TRANSCENDENTAL_WEIGHT for the functions that take tens of cycles per element.
 PARALLEL_MIN_COST = 1 << 21

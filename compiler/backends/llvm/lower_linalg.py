@@ -15,13 +15,10 @@ Each product of the plan then runs, by `inline`:
   for a matrix times a vector) that gemm.py can read in place: gemm.py's register-blocked loop
   nest, generated into the kernel (no call, no packing, no threads);
 - otherwise BLAS: blas.py's row-major emitters of sgemm/dgemm/cgemm/zgemm or the gemv routines
-  (extern function pointers bound at load time). A matrix product of at least PANEL_MIN_FLOPS
-  multiply-adds with at least two panels of columns is cut into column panels (C[:, lo:hi] =
-  op(A) @ op(B)[:, lo:hi]) that the runtime library's thread pool hands out one at a time
-  (outline.parallel_range), each a single-threaded BLAS call (OpenBLAS's per-thread
-  `openblas_set_num_threads_local(1)` around it): the work follows whichever threads actually
-  get cores, so a busy machine slows a product down by the cores it lost and no more
-  (OpenBLAS's own threads split the product into fixed shares and wait for the slowest). Products below MIN_BLAS_FLOPS that the
+  (extern function pointers bound at load time), OpenBLAS on one thread; a matrix product of at
+  least SPLIT_MIN_FLOPS multiply-adds is cut into panels of rows or columns of the result, run
+  as tasks of the thread pool (pool.py) that each call BLAS, so the product follows whichever
+  threads get cores on a busy machine. Products below MIN_BLAS_FLOPS that the
   kernel does not take, or that contract more than 64 float32 terms (the loop nest sums them
   in float64: lower_fused.wide_carry; above MIN_BLAS_FLOPS they went to BLAS's float32
   sums before the kernel too), are not planned: they take the loop nest.
@@ -41,6 +38,7 @@ cannot read in place).
 import math
 from typing import NamedTuple
 
+import llvmlite.ir as ir
 import numpy as np
 
 from ...ir.abstract import ShapedArray
@@ -48,7 +46,7 @@ from ...ir.ssa import Eqn, Literal, Var
 from ...primitives import PRIMITIVES
 from ...primitives.core import LLVM, LLVM_SCRATCH
 from ...primitives.linalg import free_axes
-from . import blas, gemm, outline
+from . import blas, externs, gemm, parallel, pool
 from . import ltypes as T
 from .buffers import element_pointer
 from .loops import affine_offset, collapse, contiguous_strides, emit_nest
@@ -65,11 +63,13 @@ MIN_BLAS_FLOPS = 16 * 16 * 16
 # matrix products".
 INLINE_MAX_FLOPS = 1 << 19
 INLINE_MAX_VECTOR_FLOPS = 1 << 12
-# Matrix products of at least this many multiply-adds are cut into column panels of at least
-# PANEL_COLUMNS (a multiple of 16), PANELS_WANTED of them when the columns allow.
-PANEL_MIN_FLOPS = 1 << 21
-PANEL_COLUMNS = 32
-PANELS_WANTED = 4
+# Matrix products (gemm) of at least SPLIT_MIN_FLOPS multiply-adds run as panels on the thread
+# pool (`_emit_panels`), PANELS_PER_THREAD per thread, each of at least TASK_FLOPS multiply-adds
+# and PANEL_ALIGN rows or columns; OpenBLAS itself runs on one thread (blas.py).
+TASK_FLOPS = 1 << 22
+SPLIT_MIN_FLOPS = 2 * TASK_FLOPS
+PANELS_PER_THREAD = 2
+PANEL_ALIGN = 64
 _BLAS_DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
 
 
@@ -190,41 +190,13 @@ def _call(builder, plan, dtype, a, b, c):
                        incx=plan.incs[0])
 
 
-def _panel_width(plan):
-    """The columns per panel of a product split into panels, or None to keep it whole."""
-    if plan.kind != "gemm" or plan.m * plan.n * plan.k < PANEL_MIN_FLOPS or \
-            any(d != 1 for d in plan.batch):
-        return None
-    width = max(PANEL_COLUMNS, -(-plan.n // PANELS_WANTED + 15) // 16 * 16)
-    return width if plan.n >= 2 * width else None
-
-
-def _emit_panels(ctx, plan, dtype, a, b, c, width):
-    """The product as column panels run by the thread pool (see the module docstring)."""
-    lhs, rhs = plan.lhs, plan.rhs
-    element = T.mem_type(dtype)
-
-    def panel(pctx, pointer, lo, hi):
-        bl = pctx.builder
-        previous = blas.emit_local_threads(bl, 1)
-        b_panel = bl.gep(pointer(b), [bl.mul(lo, T.i64(rhs.ld)) if rhs.trans else lo],
-                         source_etype=element)
-        c_panel = bl.gep(pointer(c), [lo], source_etype=element)
-        blas.emit_gemm(bl, dtype, plan.m, bl.sub(hi, lo), plan.k, pointer(a), b_panel, c_panel,
-                       trans_a=lhs.trans, trans_b=rhs.trans, lda=lhs.ld, ldb=rhs.ld,
-                       ldc=plan.n)
-        blas.emit_local_threads(bl, previous)
-    outline.parallel_range(ctx, [a, b, c], plan.n, width, panel)
-
-
 def _emit_blas(ctx, plan, lhs, rhs, out):
     builder, dtype = ctx.builder, out.aval.dtype
     if plan.kind == "zeros":
         fill(builder, out, T.const(dtype, 0))
         return
-    width = _panel_width(plan)
-    if width is not None and not inline(plan, dtype):
-        _emit_panels(ctx, plan, dtype, lhs.ptr, rhs.ptr, out.ptr, width)
+    if split(plan, dtype):
+        _emit_panels(ctx, plan, lhs, rhs, out)
         return
 
     def body(b, index, carried):
@@ -235,6 +207,76 @@ def _emit_blas(ctx, plan, lhs, rhs, out):
     if plan.batch == (0,):
         return
     emit_nest(builder, plan.batch, body, name="batch")
+
+
+# ----------------------------------------------------------- products split into panels
+
+def split(plan, dtype):
+    """Whether this product runs as panels on the thread pool (see `_emit_panels`)."""
+    return (plan.kind == "gemm" and plan.m * plan.n * plan.k >= SPLIT_MIN_FLOPS
+            and not inline(plan, dtype))
+
+
+def _emit_panels(ctx, plan, lhs, rhs, out):
+    """The product (each one of the batch) cut into panels of C, whole rows when C has more
+    rows than columns, else whole columns, each computed by a single-threaded BLAS call, run
+    as dynamic tasks of the thread pool (pool.py): whichever threads get cores compute the
+    panels, so a thread the OS deschedules holds up at most one panel. The number of panels is
+    decided when the code runs: PANELS_PER_THREAD per thread (`kiln_num_threads`), no more
+    than TASK_FLOPS multiply-adds each would give, each at least PANEL_ALIGN rows or columns
+    wide (a multiple of it, but the last)."""
+    module, builder, dtype = ctx.module, ctx.builder, out.aval.dtype
+    by_rows = plan.m > plan.n
+    length = plan.m if by_rows else plan.n
+    most = max(1, min(plan.m * plan.n * plan.k // TASK_FLOPS, -(-length // PANEL_ALIGN)))
+    threads = builder.load(externs.declare(module, "kiln_num_threads"), typ=T.I64)
+    wanted = builder.mul(threads, T.i64(PANELS_PER_THREAD))
+    panels = builder.select(builder.icmp_signed("<", wanted, T.i64(most)), wanted, T.i64(most))
+    panels = builder.select(builder.icmp_signed("<", panels, T.i64(1)), T.i64(1), panels)
+    aligned = -(-length // PANEL_ALIGN)   # width: ceil(aligned blocks / panels) blocks
+    width = builder.mul(builder.udiv(builder.add(T.i64(aligned), builder.sub(panels, T.i64(1))),
+                                     panels), T.i64(PANEL_ALIGN))
+    panels = builder.udiv(builder.add(T.i64(length), builder.sub(width, T.i64(1))), width)
+    batch = math.prod(plan.batch)
+    if batch == 0:
+        return
+    task = _panel_task(ctx, plan, dtype, by_rows, length)
+    env = parallel.pack_env(builder, [lhs.ptr, rhs.ptr, out.ptr, width, panels])
+    pool.emit_run_tasks(builder, task, env, builder.mul(panels, T.i64(batch)), False)
+
+
+def _panel_task(ctx, plan, dtype, by_rows, length):
+    """`task(env, i)`: panel i % panels of product i // panels of the batch."""
+    module = ctx.module
+    task = ir.Function(module, pool.TASK_TYPE, module.get_unique_name(f"{ctx.function.name}.panel"))
+    task.linkage = "internal"
+    b = ir.IRBuilder(task.append_basic_block("entry"))
+    env, i = task.args
+    a, bp, c, width, panels = parallel.unpack_env(b, env, [T.PTR] * 3 + [T.I64] * 2)
+    element = T.mem_type(dtype)
+    rest, index = b.udiv(i, panels), []
+    for size in reversed(plan.batch):   # the batch index, unravelled
+        index.insert(0, b.urem(rest, T.i64(size)))
+        rest = b.udiv(rest, T.i64(size))
+    a, bp, c = (b.gep(p, [affine_offset(b, 0, strides, index)], source_etype=element)
+                for p, strides in zip((a, bp, c), plan.batch_strides))
+    start = b.mul(b.urem(i, panels), width)
+    stop = b.add(start, width)
+    size = b.sub(b.select(b.icmp_signed("<", stop, T.i64(length)), stop, T.i64(length)), start)
+    lhs_rows, _ = _strides(plan.lhs)
+    _, rhs_cols = _strides(plan.rhs)
+    if by_rows:   # rows [start, start + size) of op(A) and of C
+        a = b.gep(a, [b.mul(start, T.i64(lhs_rows))], source_etype=element)
+        c = b.gep(c, [b.mul(start, T.i64(plan.n))], source_etype=element)
+        m, n = size, plan.n
+    else:         # columns of op(B) and of C
+        bp = b.gep(bp, [b.mul(start, T.i64(rhs_cols))], source_etype=element)
+        c = b.gep(c, [start], source_etype=element)
+        m, n = plan.m, size
+    blas.emit_gemm(b, dtype, m, n, plan.k, a, bp, c, trans_a=plan.lhs.trans,
+                   trans_b=plan.rhs.trans, lda=plan.lhs.ld, ldb=plan.rhs.ld, ldc=plan.n)
+    b.ret_void()
+    return task
 
 
 # ------------------------------------------------------------------------ the loop nest

@@ -1,9 +1,8 @@
 """Outlined parallel loops: a kernel's loop split into chunks that run on several threads.
 
 `parallel_range(ctx, pointers, n, grain, emit_chunk)` runs iterations [0, n) of some loop
-through `kiln_parallel_for` (compiled once per process in the runtime library, rtlib.py, and
-called through an extern global): blocks of `grain` iterations go to whichever thread asks
-next. It outlines the loop into two internal functions:
+through `kiln_parallel_for` (parallel.py; the runtime library's, on the thread pool of
+pool.py): chunks of whole multiples of `grain` iterations go to whichever thread asks next. It outlines the loop into two internal functions:
 - `<kernel>.chunk(ptr env, i64 lo, i64 hi)`, what the threads call: it unpacks the pointers the
   loop uses from `env` (a stack struct the kernel fills) and calls
 - `<kernel>.chunk.body(i64 lo, i64 hi, ptr p0, ptr p1, ...)`, whose pointer parameters keep
@@ -16,12 +15,8 @@ Which loops to split, and along which axis, is the caller's decision (lower_fuse
 """
 import llvmlite.ir as ir
 
-from . import externs, parallel
+from . import parallel
 from . import ltypes as T
-
-# kiln_parallel_for(body, env, n, grain): the runtime library's (rtlib.py), reached through the
-# extern global of that name; `body` typed as a function pointer for llvmlite's call checks.
-_PARALLEL_FOR = ir.FunctionType(T.VOID, [parallel.BODY_TYPE.as_pointer(), T.PTR, T.I64, T.I64])
 
 
 class ChunkContext:
@@ -71,4 +66,4 @@ def parallel_range(ctx, pointers, n, grain, emit_chunk):
 
     builder = ctx.builder
     env = parallel.pack_env(builder, list(pointers)) if pointers else ir.Constant(T.PTR, None)
-    externs.call(builder, "kiln_parallel_for", _PARALLEL_FOR, [chunk, env, T.i64(n), T.i64(grain)])
+    parallel.emit_parallel_for(builder, chunk, env, n, grain)

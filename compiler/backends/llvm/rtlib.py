@@ -1,11 +1,12 @@
 """The runtime library: native helpers shared by every compiled function of the process.
 
 Functions that would otherwise be emitted into, and optimised with, every module:
-- the thread pool (pool.py): `kiln_parallel_for(body, env, n, grain)` runs `body(env, lo, hi)`
-  over [0, n) in blocks the calling thread and persistent workers claim one at a time, and
-  `kiln_run_concurrently(task, env, n)` runs n tasks at once on n threads (pmap's replicas).
-  Generated code calls them through extern globals (externs.py), bound at load time like BLAS
-  routines;
+- the thread pool (pool.py): `kiln_run_tasks(task, env, n, concurrent)`,
+  `kiln_barrier_wait(barrier, parties)` and `kiln_parallel_for(body, env, n, grain)` (run
+  `body(env, lo, hi)` over [0, n) on up to `kiln_num_threads` threads, as pool tasks), with
+  the pool's workers and counters, and `kiln_run_replicas` (replica_runner.py: pmap's
+  replicas on the pool's concurrent mode). Generated code calls them through extern globals
+  of those names (externs.py), bound at load time like BLAS routines;
 - `kiln_dispatch(pack)` (pycall.py): the fast entry of every executable.
 `address(name)` gives their addresses.
 
@@ -18,7 +19,7 @@ compiles it (about 50 ms without the disk cache).
 Each object is built on first use: loaded from the disk cache (disk_cache.py; the key covers
 the target, the JIT's CPU (`KILN_CPU`), kiln's fingerprint and the Python/NumPy object layouts
 kiln_dispatch reads), or compiled and stored there, then loaded into the JIT with its own
-externs (pthreads, the thread count) bound. Each is loaded once per process, for the CPU
+externs (pthreads, libc's `syscall`, the thread count) bound. Each is loaded once per process, for the CPU
 `KILN_CPU` names then. A stored object that is not a well-formed object file (object_symbols.py) is
 discarded and built again.
 """
@@ -26,14 +27,16 @@ import sys
 
 import numpy as np
 
-from . import builtins, disk_cache, externs, object_symbols, pool, target
+from . import builtins, disk_cache, externs, object_symbols, pool, replica_runner, target
 
 NAME = "kiln.rtlib"
-FUNCTIONS = {"parallel_for": "kiln_parallel_for", "run_concurrently": "kiln_run_concurrently",
-             "run_replicas": "kiln_run_replicas", "dispatch": "kiln_dispatch"}
+FUNCTIONS = {"parallel_for": "kiln_parallel_for", "run_tasks": "kiln_run_tasks",
+             "barrier_wait": "kiln_barrier_wait", "run_replicas": "kiln_run_replicas",
+             "dispatch": "kiln_dispatch"}
 
 
 _ADDRESSES = {}
+_LOADED = []
 BUILTINS = "kiln.builtins"
 _BUILTIN_NAMES = frozenset(builtins.NAMES)
 _LOADED_BUILTINS = []
@@ -46,9 +49,17 @@ def address(name):
             if not _ADDRESSES:
                 loaded = _load(NAME, _compile)
                 externs.bind_externs(loaded.global_address, NAME)
+                _LOADED.append(loaded)
                 _ADDRESSES.update({key: loaded.function_address(symbol)
                                    for key, symbol in FUNCTIONS.items()})
     return _ADDRESSES[name]
+
+
+def extern_address(name):
+    """The address of the runtime library's extern global `name` (externs.EXTERNS), e.g. its
+    `kiln_num_threads`, which tests change to run the pool with other thread counts."""
+    address("dispatch")
+    return _LOADED[0].global_address(externs.symbol(NAME, name))
 
 
 def provide(objects):
@@ -100,7 +111,8 @@ def _compile():
     from . import pycall
     module = ir.Module(name=NAME)
     module.triple = target.triple()
-    pool.emit(module)
+    pool.emit(module, module.triple)
+    replica_runner.emit(module)
     pycall.emit_dispatch(module)
     return target.object_code(target.optimize(str(module), NAME))
 
