@@ -177,8 +177,8 @@ def test_elementwise_and_blas_matmul_share_one_library(built, module):
     assert_close(call(directory, manifest, "mm", x, y), jit_leaves(module["mm"], x, y),
                  atol=1e-4)
     assert_close(call(directory, manifest, "reserved", x, y), [x * y])
-    mm = manifest["functions"][1]   # 128^3: split into column panels on threads
-    assert mm["uses"] == ["blas", "threads"] and mm["constants"] == [{"dtype": "float32", "shape": [128, 128]}]
+    mm = manifest["functions"][1]
+    assert mm["uses"] == ["blas"] and mm["constants"] == [{"dtype": "float32", "shape": [128, 128]}]
     assert [f["symbol"] for f in manifest["functions"]] == ["multi_ew", "multi_mm",
                                                               "multi_reserved"]
 
