@@ -11,7 +11,8 @@ from .devices import (devices, local_devices, device_count, local_device_count, 
                       host_id, host_count, host_ids, Device, block_until_ready)
 from .placement import (device_put, device_get, reshard, make_array_from_callback,  # noqa: F401
                         make_array_from_single_device_arrays,
-                        make_array_from_process_local_data)
+                        make_array_from_process_local_data, device_put_sharded,
+                        device_put_replicated)
 from . import sharding  # noqa: F401,E402
 from .sharding import (NamedSharding, PartitionSpec as P, Shard, make_mesh,  # noqa: F401
                        set_mesh, auto_pcast, remove_size_one_mesh_axis_from_type)
@@ -34,7 +35,8 @@ __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp",
            "process_count", "default_backend", "device_put", "block_until_ready", "tree",
            "process_indices", "host_id", "host_count", "host_ids", "Device", "device_get",
            "reshard", "make_array_from_callback", "make_array_from_single_device_arrays",
-           "make_array_from_process_local_data", "sharding", "NamedSharding", "P", "Shard",
+           "make_array_from_process_local_data", "device_put_sharded", "device_put_replicated",
+           "sharding", "NamedSharding", "P", "Shard",
            "make_mesh", "set_mesh", "smap", "auto_pcast", "remove_size_one_mesh_axis_from_type",
            "tree_util", "lax", "numpy", "random", "nn", "scipy", "example_libraries",
            "test_util", "aot", "compiler", "distributed"]

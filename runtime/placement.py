@@ -1,6 +1,8 @@
 """Putting values on devices and building arrays from blocks (JAX's names): `device_put`,
 `device_get`, `reshard`, `make_array_from_callback`, `make_array_from_process_local_data`,
-`make_array_from_single_device_arrays`.
+`make_array_from_single_device_arrays`, and JAX's older `device_put_sharded` and
+`device_put_replicated` (gone from JAX 0.10.2; programs written for earlier versions call
+them).
 
 Every CPU device shares the host's memory, so placing an array onto devices or a sharding
 keeps (or makes) one host buffer and records the sharding beside it (`array.placed_on`); the
@@ -97,3 +99,35 @@ def make_array_from_process_local_data(sharding, local_data, global_shape=None):
                          f"{tuple(global_shape)} differs from the local data's shape "
                          f"{data.shape} in a single process")
     return make_array_from_callback(data.shape, sharding, lambda index: data[index])
+
+
+def device_put_sharded(shards, devices):
+    """JAX's older API (gone from JAX 0.10.2, kept for the programs that still call it): the
+    pytrees `shards` stacked along a new leading axis, one per device of `devices`, sharded
+    over them."""
+    from .tree_util import tree_map
+    devices = list(devices)
+    if len(shards) != len(devices):
+        raise ValueError(f"device_put_sharded: {len(shards)} shards for {len(devices)} devices; "
+                         f"give one shard per device")
+    sharding = NamedSharding(_line(devices), PartitionSpec("_device_put_axis"))
+    return tree_map(lambda *xs: placed_on(to_array(np.stack([np.asarray(x) for x in xs]),
+                                                   "device_put_sharded"), sharding), *shards)
+
+
+def device_put_replicated(x, devices):
+    """JAX's older API: `x` (a pytree) with a new leading axis of one copy per device of
+    `devices`, each device holding its copy."""
+    from .tree_util import tree_map
+    devices = list(devices)
+    if not devices:
+        raise ValueError("device_put_replicated needs at least one device")
+    sharding = NamedSharding(_line(devices), PartitionSpec("_device_put_axis"))
+    return tree_map(lambda v: placed_on(to_array(
+        np.broadcast_to(np.asarray(v), (len(devices),) + np.shape(v)).copy(),
+        "device_put_replicated"), sharding), x)
+
+
+def _line(devices):
+    from .sharding import Mesh
+    return Mesh(np.array(devices, dtype=object), ("_device_put_axis",))

@@ -17,7 +17,8 @@ PUBLIC = {
         # the SPMD layer (docs/pmap.md)
         "Device", "NamedSharding", "P", "Shard", "device_get", "host_count", "host_id",
         "host_ids", "make_array_from_callback", "make_array_from_process_local_data",
-        "make_array_from_single_device_arrays", "make_mesh", "process_indices", "reshard",
+        "make_array_from_single_device_arrays", "make_mesh", "device_put_sharded",
+        "device_put_replicated", "process_indices", "reshard",
         "set_mesh", "sharding", "smap", "auto_pcast", "remove_size_one_mesh_axis_from_type"},
     "kiln.numpy": {
         "abs", "absolute", "acos", "acosh", "add", "all", "allclose", "amax", "amin",

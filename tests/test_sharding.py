@@ -139,3 +139,17 @@ def test_sharding_in_types_flags_are_recorded():
     assert kiln.auto_pcast.value is False
     with kiln.remove_size_one_mesh_axis_from_type(True):
         assert kiln.remove_size_one_mesh_axis_from_type.value
+
+
+def test_older_placement_api():
+    devs = kiln.devices()[:4]
+    rows = [np.full(3, k, np.float32) for k in range(4)]
+    stacked = kiln.device_put_sharded(rows, devs)
+    np.testing.assert_array_equal(np.asarray(stacked), np.stack(rows))
+    assert [s.device for s in stacked.addressable_shards] == devs
+    twice = kiln.device_put_replicated({"w": np.arange(2.0)}, devs[:2])
+    np.testing.assert_array_equal(np.asarray(twice["w"]), [[0.0, 1.0], [0.0, 1.0]])
+    out = kiln.pmap(lambda a: a * 2)(stacked)   # feeds a pmap as JAX's did
+    np.testing.assert_array_equal(np.asarray(out), 2 * np.stack(rows))
+    with pytest.raises(ValueError, match="4 shards for 2 devices"):
+        kiln.device_put_sharded(rows, devs[:2])
