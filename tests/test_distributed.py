@@ -420,7 +420,9 @@ for backend in ("cpu", "reference"):
     s, mx, mn, idx, mean = kiln.pmap(stats, axis_name="i", backend=backend)(x)
     assert np.allclose(s, total) and np.allclose(mx, 2 * size) and np.allclose(mn, 1), (s, mx, mn)
     assert list(np.asarray(idx)) == [2 * rank, 2 * rank + 1] and np.allclose(mean, total / (2 * size))
-g = kiln.pmap(gathered, axis_name="i")(x)      # falls back to the reference backend
+g = kiln.pmap(gathered, axis_name="i", backend="cpu")(x)   # compiled, across processes
+g2 = kiln.pmap(lambda v: lax.all_gather(v, "i", axis=0, tiled=True), axis_name="i")(x[:, None])
+assert np.allclose(g2[0], np.arange(1, 2 * size + 1)), g2
 assert np.allclose(g, np.arange(1, 2 * size + 1)), g
 # data-parallel gradient: every process holds its share of the batch
 w = np.linspace(-1, 1, 3).astype(np.float32)
@@ -445,8 +447,8 @@ kiln.distributed.shutdown()
 @pytest.mark.parametrize("size", [2, 3])
 def test_pmap_spans_every_process(tmp_path, size):
     """pmap over 2 local devices per process: the axis spans all processes' replicas (global
-    indices p*2 + i), psum/pmax/pmin/pmean/axis_index on both backends, all_gather (reference
-    fallback), and a data-parallel gradient equal to the whole batch's."""
+    indices p*2 + i), psum/pmax/pmin/pmean/axis_index on both backends, all_gather compiled
+    (stacked and tiled), and a data-parallel gradient equal to the whole batch's."""
     code, output, _ = mpirun(tmp_path, PMAP_ACROSS_PROCESSES, np_=size, limit=240)
     assert code == 0, output[-3000:]
     assert sorted(line for line in output.splitlines() if line.endswith(" ok")) == \

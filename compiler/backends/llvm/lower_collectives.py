@@ -167,6 +167,10 @@ class _Replica:
         builder.call(_barrier_function(builder.module), [self.barrier, self.size])
 
 
+def _field(builder, record, k):
+    return builder.gep(record, [T.i64(0), T.I32(k)], source_etype=_RECORD)
+
+
 def _sum(builder, values):
     total = T.i64(0)
     for v in values:
@@ -183,6 +187,9 @@ def _operand(builder, buffer):
     return slot
 
 
+ACROSS = "psum, pmean, pmax, pmin, axis_index and all_gather along axis 0 do"
+
+
 def _exchange(emit_result, across=None):
     """A rule: publish the operand, `emit_result(builder, replica, out, x)`, wait again; over
     several processes (`processes` > 1), then `across(builder, replica, out, aval, **params)`
@@ -192,7 +199,7 @@ def _exchange(emit_result, across=None):
         if processes > 1 and across is None:
             raise BackendUnsupportedError(
                 f"the LLVM backend does not run {ctx.eqn.prim.name} across processes yet "
-                f"(psum, pmean, pmax, pmin and axis_index do)", ctx.eqn.info)
+                f"({ACROSS})", ctx.eqn.info)
         replica = _Replica(b, axis_names(axis_name), mesh_axes)
         replica.publish(b, _operand(b, ins[0]))
         emit_result(b, replica, outs[0], ins[0].aval, **params)
@@ -212,8 +219,7 @@ def _allreduce_across(op):
         with b.if_then(first):
             status = mpi_engine.emit_allreduce(b, out.ptr, out.ptr, T.i64(aval.size),
                                                aval.dtype, op)
-            field = b.gep(replica.record, [T.i64(0), T.I32(5)], source_etype=_RECORD)
-            b.store(b.zext(status, T.I64), field)
+            b.store(b.zext(status, T.I64), _field(b, replica.record, 5))
         replica.wait(b)
         with b.if_then(b.not_(first)):
             source = replica.peer(b, T.i64(0), aval)
@@ -258,22 +264,66 @@ def _split(shape, at):
     return int(np.prod(shape[:at], dtype=np.int64)), int(np.prod(shape[at:], dtype=np.int64))
 
 
-def _all_gather(b, replica, out, aval, *, all_gather_dimension, tiled, axis_size, **params):
+def _all_gather(b, replica, out, aval, *, all_gather_dimension, tiled, axis_size, first=None,
+                **params):
+    """Each member's operand into its place along the gathered axis; `first`: the global index
+    of this process's first replica (several processes: members are the local replicas)."""
     pre, post = _split(aval.shape, all_gather_dimension)
     size = aval.dtype.itemsize
+    element = T.mem_type(aval.dtype)
 
     def per_replica(b, q, _):
         peer = replica.peer(b, q, aval)
+        at = q if first is None else b.add(first, q)
 
         def block(b, p, _):
-            src = b.gep(peer.ptr, [b.mul(p, T.i64(post))], source_etype=T.mem_type(aval.dtype))
-            row = b.add(b.mul(p, T.i64(axis_size)), q)
-            dst = b.gep(out.ptr, [b.mul(row, T.i64(post))], source_etype=T.mem_type(aval.dtype))
+            src = b.gep(peer.ptr, [b.mul(p, T.i64(post))], source_etype=element)
+            row = b.add(b.mul(p, T.i64(axis_size)), at)
+            dst = b.gep(out.ptr, [b.mul(row, T.i64(post))], source_etype=element)
             _copy(b, dst, src, T.i64(post), size)
             return []
         counted_loop(b, T.i64(pre), block, name="p")
         return []
-    counted_loop(b, T.i64(axis_size), per_replica, name="q")
+    counted_loop(b, replica.count, per_replica, name="q")
+
+
+def _all_gather_rule(ctx, outs, ins, *, axis_name, all_gather_dimension, tiled, axis_size,
+                     mesh_axes=None, processes=1):
+    """all_gather; over several processes (along a leading gathered axis): the local replicas
+    fill this process's rows, then replica 0 gathers every process's rows (mpi_engine: its
+    send buffer is replica 1's copy of those rows, or with one replica the operand itself)
+    and the others copy its result."""
+    params = dict(all_gather_dimension=all_gather_dimension, tiled=tiled, axis_size=axis_size)
+    if processes == 1:
+        return _exchange(_all_gather)(ctx, outs, ins, axis_name=axis_name,
+                                      mesh_axes=mesh_axes, **params)
+    aval, out = ins[0].aval, outs[0]
+    pre, post = _split(aval.shape, all_gather_dimension)
+    if pre != 1 or mesh_axes is not None:
+        raise BackendUnsupportedError("the LLVM backend gathers across processes only along a "
+                                      "leading axis (all_gather(x, axis=0))", ctx.eqn.info)
+    b = ctx.builder
+    replica = _Replica(b, axis_names(axis_name), mesh_axes)
+    local = axis_size // processes
+    first = b.mul(replica.process, T.i64(local))
+    element = T.mem_type(aval.dtype)
+    x = _operand(b, ins[0])
+    replica.publish(b, x)
+    _all_gather(b, replica, out, aval, first=first, **params)
+    replica.wait(b)
+    replica.publish(b, out.ptr)
+    is_first = b.icmp_unsigned("==", replica.index, T.i64(0))
+    with b.if_then(is_first):
+        rows = b.mul(first, T.i64(post))
+        send = b.gep(replica.peer(b, T.i64(1), aval).ptr, [rows], source_etype=element) \
+            if local > 1 else x
+        status = mpi_engine.emit_allgather(b, send, out.ptr, T.i64(local * post), aval.dtype)
+        b.store(b.zext(status, T.I64), _field(b, replica.record, 5))
+    replica.wait(b)
+    with b.if_then(b.not_(is_first)):
+        _copy(b, out.ptr, replica.peer(b, T.i64(0), aval).ptr, T.i64(axis_size * post),
+              aval.dtype.itemsize)
+    replica.wait(b)
 
 
 def _psum_scatter(b, replica, out, aval, *, scatter_dimension, tiled, axis_size, **params):
@@ -301,9 +351,8 @@ def _psum_scatter(b, replica, out, aval, *, scatter_dimension, tiled, axis_size,
 def _ppermute_rule(ctx, outs, ins, *, axis_name, perm, mesh_axes=None, processes=1):
     b = ctx.builder
     if processes > 1:
-        raise BackendUnsupportedError("the LLVM backend does not run ppermute across processes "
-                                      "yet (psum, pmean, pmax, pmin and axis_index do)",
-                                      ctx.eqn.info)
+        raise BackendUnsupportedError(f"the LLVM backend does not run ppermute across "
+                                      f"processes yet ({ACROSS})", ctx.eqn.info)
     replica = _Replica(b, (axis_name,), mesh_axes)
     replica.publish(b, _operand(b, ins[0]))
     out, aval = outs[0], ins[0].aval
@@ -382,7 +431,7 @@ LLVM[PRIMITIVES["psum"]] = _exchange(_reducing(add_value), _allreduce_across("su
 LLVM[PRIMITIVES["pmax"]] = _exchange(_reducing(max_value), _allreduce_across("max"))
 LLVM[PRIMITIVES["pmin"]] = _exchange(_reducing(min_value), _allreduce_across("min"))
 LLVM[PRIMITIVES["axis_index"]] = _axis_index
-LLVM[PRIMITIVES["all_gather"]] = _exchange(_all_gather)
+LLVM[PRIMITIVES["all_gather"]] = _all_gather_rule
 LLVM[PRIMITIVES["psum_scatter"]] = _exchange(_psum_scatter)
 LLVM[PRIMITIVES["ppermute"]] = _ppermute_rule
 LLVM[PRIMITIVES["all_to_all"]] = _exchange(_all_to_all)
