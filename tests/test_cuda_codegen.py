@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from kiln.compiler import passes
 from kiln.compiler.backends import reference
-from kiln.compiler.backends.cuda import emulate, nvrtc, source
+from kiln.compiler.backends.cuda import emulate, nvrtc, reduce, source
 from kiln.compiler.errors import BackendUnsupportedError, CompileError
 from kiln.compiler.ir.abstract import ShapedArray
 from kiln.compiler.ir.builder import Builder
@@ -124,8 +124,8 @@ def test_xla_semantics_of_max_min_and_conversions():
 
 
 def test_what_the_backend_cannot_compile_yet_is_named():
-    fn = _function(lambda x: [E.reduce_sum(x, axes=(0,))])
-    with pytest.raises(BackendUnsupportedError, match="CUDA backend cannot compile.*reduce_sum"):
+    fn = _function(lambda x: [E.bind("cumsum", x, axis=0, reverse=False)])
+    with pytest.raises(BackendUnsupportedError, match="CUDA backend cannot compile.*cumsum"):
         source.kernel_source(fn)
     half = Builder("h")
     with half:
@@ -193,3 +193,42 @@ def test_views_of_inputs_become_indices(rows, cols, views, fused):
     got = emulate.run(kernel, data, rows * cols, blocks=2, threads=3)[0]
     want = np.asarray(reference.compile_function(fn)(*data)[0])
     np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-6, atol=1e-6)
+
+
+@needs_cxx
+@settings(max_examples=15, deadline=None)
+@given(st.sampled_from([0, 1, 3]), st.sampled_from([(0,), (1,), (5,), (70,), (3, 33)]),
+       st.sampled_from(["reduce_sum", "reduce_max", "reduce_min"]),
+       st.sampled_from([np.float32, np.float64, np.int32]), st.booleans(), st.booleans())
+def test_reduction_kernels_with_warp_shuffles(rows, reduced, name, dtype, prologue, fused):
+    """A reduction over the trailing axes, with or without an elementwise prologue, plain or
+    as the LLVM pipeline fused it: one block per row, warp shuffles and a block combine (the
+    emulation runs each block's 64 threads at once, so the shuffles really exchange)."""
+    dtype = np.dtype(dtype)
+    shape = (rows,) + reduced
+    b = Builder("red")
+    with b:
+        x = b.new_input(ShapedArray(shape, dtype), "x")
+        y = b.new_input(ShapedArray(shape, dtype), "y")
+        v = E.sub(E.mul(x, y), x) if prologue else x
+        axes = tuple(range(1, len(shape)))
+        fn = b.build([E.bind(name, v, axes=axes)])
+    rng = np.random.default_rng(rows * 7 + len(reduced))
+    if dtype.kind == "f":
+        data = [rng.uniform(-2, 2, shape).astype(dtype) for _ in range(2)]
+    else:
+        data = [rng.integers(-9, 9, shape).astype(dtype) for _ in range(2)]
+    program = passes.run_pipeline(fn, pipeline=passes.LLVM_PIPELINE) if fused else fn
+    kernel = source.kernel_source(program)
+    assert "__shfl_down_sync" in kernel.source
+    found = reduce.final_reduction(program)
+    got = emulate.run(kernel, data, reduce.extents(found), blocks=2, threads=64)[0]
+    want = np.asarray(reference.compile_function(fn)(*data)[0]).ravel()
+    if dtype.kind == "f":   # the sum's order differs from the reference's: a few ulps per term
+        size = max(1, int(np.prod(reduced)))
+        np.testing.assert_allclose(got, want, rtol=size * 4 * np.finfo(dtype).eps,
+                                   atol=size * 4 * np.finfo(dtype).eps)
+    else:
+        np.testing.assert_array_equal(got, want)
+    if HAVE_NVRTC:
+        assert ".target sm_90" in nvrtc.compile(kernel.source, "red.cu")

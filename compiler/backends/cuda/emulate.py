@@ -2,16 +2,20 @@
 
 The kernel's text is compiled unchanged by the host's C++ compiler (`c++`, or `KILN_CXX`) after a
 small prelude that gives it CUDA's names: `__global__`/`__device__` vanish, `threadIdx`,
-`blockIdx`, `blockDim` and `gridDim` are thread-local variables, and CUDA's math functions
-(`expf`, `rsqrtf`, `signbit`, ...) are the C library's. A C wrapper per kernel, `launch`, runs
-every (block, thread) of a grid one after the other, setting those variables, so a grid-stride
-loop covers its elements exactly as on the device with that grid; tests use grids smaller than
-the element count, so the stride is exercised.
+`blockIdx`, `blockDim` and `gridDim` are thread-local variables, `__shared__` memory is static
+(one block runs at a time), and CUDA's math functions (`expf`, `rsqrtf`, `signbit`, ...) are
+the C library's. A C wrapper per kernel, `launch`, runs the blocks of a grid one after the other,
+each as `blockDim` host threads at once: `__syncthreads()` is a barrier of the block's threads,
+and `__shfl_down_sync` (the warp shuffle kiln's reductions use) exchanges values between the
+lanes of a warp through the block's slots between two barriers, so it needs every thread of the
+block to call it, as kiln's kernels do. Tests use grids smaller than the data, so the grid-stride
+loops are exercised.
 
-What this cannot catch (docs/cuda.md): races and synchronisation (threads run one at a time),
-the device's math library (the host's libm rounds differently: results are compared within the
-documented ulps, not bit for bit), the device's memory model, occupancy and speed. NVRTC
-compiles the same text for the device in the same tests.
+What this cannot catch (docs/cuda.md): races the barriers hide (the host threads synchronise at
+every shuffle), a shuffle only some threads reach (the emulation hangs where the device would be
+undefined), the device's math library (the host's libm rounds differently: results are compared
+within the documented ulps, not bit for bit), the device's memory model, occupancy and speed.
+NVRTC compiles the same text for the device in the same tests.
 """
 import ctypes
 import hashlib
@@ -23,29 +27,56 @@ import tempfile
 import numpy as np
 
 PRELUDE = r"""
+#include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
 #define __global__
 #define __device__
+#define __shared__ static
 #define __restrict__ __restrict
 struct kiln_dim3 { unsigned int x, y, z; };
 static thread_local kiln_dim3 threadIdx, blockIdx, blockDim, gridDim;
 using std::signbit;
 static inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 static inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+static std::barrier<> *kiln_block_barrier;
+static unsigned char (*kiln_lane_slots)[16];
+static inline void __syncthreads() { kiln_block_barrier->arrive_and_wait(); }
+template <class T> static T __shfl_down_sync(unsigned, T value, unsigned delta) {
+    unsigned t = threadIdx.x;
+    std::memcpy(kiln_lane_slots[t], &value, sizeof value);
+    kiln_block_barrier->arrive_and_wait();
+    T out = value;
+    if (t % 32 + delta < 32 && t + delta < blockDim.x)
+        std::memcpy(&out, kiln_lane_slots[t + delta], sizeof out);
+    kiln_block_barrier->arrive_and_wait();
+    return out;
+}
 """
 
 _LAUNCH = r"""
 extern "C" void launch_{name}(void **args, unsigned int blocks, unsigned int threads)
 {{
-    gridDim = {{blocks, 1, 1}};
-    blockDim = {{threads, 1, 1}};
-    for (unsigned int b = 0; b < blocks; ++b)
-        for (unsigned int t = 0; t < threads; ++t) {{
-            blockIdx = {{b, 0, 0}};
-            threadIdx = {{t, 0, 0}};
-            {name}({args});
-        }}
+    std::vector<unsigned char[16]> slots(threads);
+    kiln_lane_slots = slots.data();
+    for (unsigned int b = 0; b < blocks; ++b) {{
+        std::barrier<> barrier(threads);
+        kiln_block_barrier = &barrier;
+        std::vector<std::thread> team;
+        for (unsigned int t = 0; t < threads; ++t)
+            team.emplace_back([=] {{
+                gridDim = {{blocks, 1, 1}};
+                blockDim = {{threads, 1, 1}};
+                blockIdx = {{b, 0, 0}};
+                threadIdx = {{t, 0, 0}};
+                {name}({args});
+            }});
+        for (auto &member : team)
+            member.join();
+    }}
 }}
 """
 
@@ -72,13 +103,13 @@ def load(kernel):
     casts = [f"({_pointer(d, True)})args[{k}]" for k, d in enumerate(kernel.inputs)]
     casts += [f"({_pointer(d, False)})args[{len(kernel.inputs) + k}]"
               for k, d in enumerate(kernel.outputs)]
-    casts.append(f"*(long long *)args[{count}]")
+    casts += [f"((long long *)args[{count}])[{k}]" for k in range(kernel.extents)]
     text = PRELUDE + kernel.source + _LAUNCH.format(name=kernel.name, args=", ".join(casts))
     directory = tempfile.mkdtemp(prefix="kiln-cuda-emulation-")
     source, library = os.path.join(directory, "k.cpp"), os.path.join(directory, "k.so")
     with open(source, "w") as f:
         f.write(text)
-    done = subprocess.run([cxx, "-x", "c++", "-std=c++17", "-O1", "-fPIC", "-shared",
+    done = subprocess.run([cxx, "-x", "c++", "-std=c++20", "-O1", "-fPIC", "-shared", "-pthread",
                            "-fno-fast-math", source, "-o", library], capture_output=True,
                           text=True)
     if done.returncode:
@@ -86,10 +117,10 @@ def load(kernel):
     entry = getattr(ctypes.CDLL(library), f"launch_{kernel.name}")
     entry.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint, ctypes.c_uint]
 
-    def launch(arrays, n, blocks, threads):
-        count64 = np.array([n], np.int64)
+    def launch(arrays, extents, blocks, threads):
+        sizes = np.array(extents, np.int64)
         pointers = (ctypes.c_void_p * (count + 1))(
-            *[a.ctypes.data for a in arrays], count64.ctypes.data)
+            *[a.ctypes.data for a in arrays], sizes.ctypes.data)
         entry(pointers, blocks, threads)
     _LOADED[key] = launch
     return launch
@@ -100,13 +131,16 @@ def _pointer(dtype, const):
     return f"{'const ' if const else ''}{_memory_type(dtype)} *"
 
 
-def run(kernel, inputs, n, blocks=3, threads=32):
-    """The kernel's outputs for NumPy `inputs` (n elements each, or rank 0), computed on the host
-    with a grid of `blocks` x `threads`."""
+def run(kernel, inputs, extents, blocks=3, threads=32):
+    """The kernel's outputs for NumPy `inputs`, computed on the host with a grid of `blocks` x
+    `threads`; `extents`: the kernel's trailing size arguments (an elementwise kernel's element
+    count n, or a reduction's (rows, columns)); the outputs have the first one's elements."""
+    extents = (extents,) if isinstance(extents, int) else tuple(extents)
     arrays = [np.ascontiguousarray(np.asarray(x, dtype=d).astype(np.uint8)
                                    if np.dtype(d).kind == "b" else np.asarray(x, dtype=d))
               for x, d in zip(inputs, kernel.inputs)]
-    outs = [np.empty(n, np.uint8 if np.dtype(d).kind == "b" else d) for d in kernel.outputs]
-    load(kernel)(arrays + outs, n, blocks, threads)
+    outs = [np.empty(extents[0], np.uint8 if np.dtype(d).kind == "b" else d)
+            for d in kernel.outputs]
+    load(kernel)(arrays + outs, extents, blocks, threads)
     return [o.astype(bool) if np.dtype(d).kind == "b" else o
             for o, d in zip(outs, kernel.outputs)]

@@ -30,8 +30,11 @@ def available():
     return True, name.decode() if isinstance(name, bytes) else str(name)
 
 
-def run(kernel, inputs, n):
-    """The kernel's outputs (NumPy) for NumPy `inputs`, computed on the GPU."""
+def run(kernel, inputs, extents):
+    """The kernel's outputs (NumPy) for NumPy `inputs`, computed on the GPU; `extents`: its
+    size arguments (n, or a reduction's (rows, cols))."""
+    extents = (extents,) if isinstance(extents, int) else tuple(extents)
+    n = extents[0]
     import cupy
     module = cupy.RawModule(code=kernel.source, options=("--std=c++17",))
     function = module.get_function(kernel.name)
@@ -40,8 +43,12 @@ def run(kernel, inputs, n):
     arrays = [cupy.asarray(np.asarray(x, d).astype(np.uint8) if np.dtype(d).kind == "b"
                            else np.asarray(x, d)) for x, d in zip(inputs, kernel.inputs)]
     outs = [cupy.empty(n, np.uint8 if np.dtype(d).kind == "b" else d) for d in kernel.outputs]
-    blocks, threads = launch_shape(n, sms)
+    if kernel.extents == 2:   # a reduction: a block per row, REDUCE_BLOCK threads
+        from .reduce import REDUCE_BLOCK
+        blocks, threads = max(1, min(n, sms * 8)), REDUCE_BLOCK
+    else:
+        blocks, threads = launch_shape(n, sms)
     if n:
-        function((blocks,), (threads,), (*arrays, *outs, np.int64(n)))
+        function((blocks,), (threads,), (*arrays, *outs, *map(np.int64, extents)))
     return [cupy.asnumpy(o).astype(bool) if np.dtype(d).kind == "b" else cupy.asnumpy(o)
             for o, d in zip(outs, kernel.outputs)]

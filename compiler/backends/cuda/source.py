@@ -47,7 +47,8 @@ class Kernel(NamedTuple):
     source: str
     inputs: tuple     # dtypes of the input pointers, in the function's input order
     outputs: tuple    # dtypes of the output pointers
-    scalars: tuple    # indices of inputs of rank 0 passed by value-pointer (read once)
+    scalars: tuple    # indices of inputs of rank 0 (read at index 0)
+    extents: int = 1  # trailing `long long` size arguments: n, or a reduction's rows, columns
 
 
 def _memory_type(dtype):
@@ -124,7 +125,12 @@ VIEWS = {"broadcast_in_dim": _broadcast_in_dim, "transpose": _transpose,
 
 
 def kernel_source(fn):
-    """The Kernel computing SSA Function `fn` elementwise (see the module docstring)."""
+    """The Kernel computing SSA Function `fn` (see the module docstring): a reduction kernel
+    (reduce.py) for a function ending in one reduction over trailing axes, else elementwise."""
+    from . import reduce
+    found = reduce.final_reduction(fn)
+    if found is not None:
+        return reduce.reduction_source(fn, found)
     shapes = {v.aval.shape for v in fn.outvars if not isinstance(v, Literal) and v.aval.shape}
     if len(shapes) > 1:
         raise _unsupported(f"results of several shapes {sorted(shapes)} ({fn.name})")
@@ -192,19 +198,23 @@ def _value(env, name, body, shape):
     return local
 
 
-def _emit(eqns, env, body, shape):
+def _emit(eqns, env, body, shape, skip=None):
     """Append a local per equation to `body` (`env`: SSA name -> C expression). A `fusion`
     (the LLVM pipeline's group) is its region inline: its operands bound to its inputs' names,
-    its results to the region's."""
+    its results to the region's. `skip`: an equation left out (a reduction kernel's own)."""
     for eqn in eqns:
+        if eqn is skip:
+            continue
         if eqn.prim.name == "fusion":
             (region,) = eqn.regions()
             for inner, x in zip(region.invars, eqn.invars):
                 env[inner.name] = _literal(x) if isinstance(x, Literal) else env[x.name]
-            _emit(region.eqns, env, body, shape)
+            _emit(region.eqns, env, body, shape, skip)
             for outer, result in zip(eqn.outvars, region.outvars):
-                env[outer.name] = _literal(result) if isinstance(result, Literal) \
-                    else env[result.name]
+                if isinstance(result, Literal):
+                    env[outer.name] = _literal(result)
+                elif result.name in env:   # (not the skipped reduction's result)
+                    env[outer.name] = env[result.name]
             continue
         view = VIEWS.get(eqn.prim.name)
         operand = env.get(eqn.invars[0].name) if eqn.invars and \
