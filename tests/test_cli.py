@@ -813,10 +813,10 @@ def test_doctor_threads(monkeypatch):
 
 
 def test_doctor_reports_only_what_this_build_has():
-    """No advice to install CuPy for backends kiln does not have yet."""
+    """No advice for backends kiln does not have yet (PJRT)."""
     text = doctor.report()
     assert _doctor_row("backends") == "llvm, reference"
-    for absent in ("CuPy", "cupy", "NVRTC", "PJRT", "not in this build"):
+    for absent in ("PJRT", "not in this build"):
         assert absent not in text, absent
 
 
@@ -936,3 +936,13 @@ def test_show_cuda_and_ptx(capsys, native):
     code, out, err = show(capsys, f"{native}:vector", "f32[3]", stage="ptx")
     assert code == 0, err
     assert ".target sm_90" in out
+
+
+def test_doctor_cuda_rows(monkeypatch):
+    from kiln.compiler.backends.cuda import launch, nvrtc
+    monkeypatch.setattr(nvrtc, "available", lambda: (False, "NVRTC not found (pip install x)"))
+    assert _doctor_row("NVRTC") == "no: NVRTC not found (pip install x)"
+    monkeypatch.setattr(nvrtc, "available", lambda: (True, "13.5"))
+    assert _doctor_row("NVRTC").startswith("13.5 (compiles the CUDA backend's kernels")
+    monkeypatch.setattr(launch, "available", lambda: (False, "CuPy is not installed"))
+    assert _doctor_row("GPU") == "no: CuPy is not installed"

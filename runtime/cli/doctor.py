@@ -239,6 +239,24 @@ def _mpirun():
     return found
 
 
+# ------------------------------------------------------------------------------------ CUDA
+
+def _nvrtc():
+    from ..compiler.backends.cuda import nvrtc
+    found, what = nvrtc.available()
+    if not found:
+        raise Unavailable(what)
+    return f"{what} (compiles the CUDA backend's kernels: kiln show --stage ptx; docs/cuda.md)"
+
+
+def _gpu():
+    from ..compiler.backends.cuda import launch
+    found, what = launch.available()
+    if not found:
+        raise Unavailable(what)
+    return what
+
+
 # ---------------------------------------------------------------------------------- report
 
 SECTIONS = [
@@ -252,6 +270,7 @@ SECTIONS = [
     ("devices", [("devices", _devices), ("processes", _processes)]),
     ("disk cache", [("path", _cache_path), ("size", _cache_size)]),
     ("MPI", [("mpi4py", _mpi4py), ("MPI library", _mpi_library), ("mpirun", _mpirun)]),
+    ("CUDA", [("NVRTC", _nvrtc), ("GPU", _gpu)]),
 ]
 
 
