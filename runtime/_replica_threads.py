@@ -81,7 +81,7 @@ def _secondary(error):
 _RUN_LOCK = threading.RLock()
 
 
-def run_replicas(entry, group, args_of, backend):
+def run_replicas(entry, group, args_of):
     """Each replica's outputs: `entry.executable(*args_of(i))` for every replica `i` of
     `group`. With collectives (`entry.parallel` True) they run all at once, each inside
     `running_as(group, i)`; without, one after the other on the calling thread while a replica

@@ -51,8 +51,7 @@ INTERNAL_AXIS = "_internal_pmap_axis_name"   # JAX's name of an unnamed pmap axi
 
 
 class _Entry(staging.Entry):
-    __slots__ = ("executable", "consts", "out_tree", "out_weak", "mapped_out", "parallel",
-                 "backend")
+    __slots__ = ("executable", "consts", "out_tree", "out_weak", "mapped_out", "parallel")
 
 
 def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
@@ -163,7 +162,6 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         entry.guards = st.guards
         entry.mapped_out = _out_specs(st.out_tree, len(ssa.outvars))
         entry.parallel = True if holds_collectives(ssa) else None   # None: not measured yet
-        entry.backend = backend_key
         return entry
 
     def _out_specs(out_tree, n):
@@ -178,7 +176,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         if processes > 1:
             from .compiler.backends import mpi_engine as cross
         group = ReplicaGroup(((axis_name or INTERNAL_AXIS, size),), process, processes, cross)
-        per_replica = _replica_threads.run_replicas(entry, group, args_of, entry.backend)
+        per_replica = _replica_threads.run_replicas(entry, group, args_of)
         outs = []
         for k, spec in enumerate(entry.mapped_out):
             if spec is None:

@@ -255,7 +255,7 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
             at = dict(zip((n for n, _ in axes), coords))
             return [v[tuple(at[n] for n in u)] for v, u in zip(values, used)] + entry.consts
         group = ReplicaGroup(axes)
-        per_replica = _replica_threads.run_replicas(entry, group, args_of, "llvm")
+        per_replica = _replica_threads.run_replicas(entry, group, args_of)
         outs = []
         for k, (entries, ndim) in enumerate(zip(entry.out_specs, entry.out_blocks)):
             stacked = np.stack([np.asarray(r[k]) for r in per_replica])

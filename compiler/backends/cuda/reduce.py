@@ -69,17 +69,8 @@ def reduction_source(fn, reduce):
     """The Kernel of `fn`, whose result is `reduce` (final_reduction's) of its operand."""
     operand, out = reduce.invars[0], fn.outvars[0]
     shape, dtype = tuple(operand.aval.shape), np.dtype(out.aval.dtype)
-    for v in fn.invars:
-        if ctype(v.aval.dtype) is None:
-            raise S._unsupported(f"values of dtype {v.aval.dtype} ({fn.name})")
-    env, body = {}, []
-    params, scalars = [], []
-    for k, v in enumerate(fn.invars):
-        params.append(f"const {S._memory_type(v.aval.dtype)}* __restrict__ in{k}")
-        if not v.aval.shape:
-            scalars.append(k)
-        env[v.name] = S._View(k, v.aval.dtype, v.aval.shape, 0,
-                              S.contiguous_strides(v.aval.shape))
+    params, scalars, env = S.inputs(fn)
+    body = []
     S._emit(fn.eqns, env, body, shape, skip=reduce)
     value = S._value(env, operand.name, body, shape)
     acc_type = ctype(dtype)
@@ -92,11 +83,7 @@ def reduction_source(fn, reduce):
     shuffled = (f"{{ const {ctype(dtype)} other_ = __shfl_down_sync(0xffffffffu, acc, d); "
                 f"acc = {merged}; }}")
     identity = _identity(reduce.prim.name, dtype)
-    coordinates = []
-    if len(shape) > 1 and any(S.re.search(r"\bc\d+\b", line) for line in body):
-        coordinates.append("long long r = i;")
-        for d in reversed(range(len(shape))):
-            coordinates.append(f"const long long c{d} = r % {shape[d]}; r /= {shape[d]};")
+    coordinates = S.coordinate_lines(shape, body)
     name = f"kiln_{S._identifier(fn.name)[2:]}"
     params += [f"{S._memory_type(dtype)}* __restrict__ out0", "long long rows", "long long cols"]
     inner = [f"            {line}" for line in coordinates + body]

@@ -135,17 +135,12 @@ def kernel_source(fn):
     if len(shapes) > 1:
         raise _unsupported(f"results of several shapes {sorted(shapes)} ({fn.name})")
     shape = shapes.pop() if shapes else ()
-    for v in list(fn.invars) + list(fn.outvars):
+    for v in fn.outvars:   # (inputs: checked by `inputs`)
         if ctype(v.aval.dtype) is None:
             raise _unsupported(f"values of dtype {v.aval.dtype} ({fn.name})")
     name = f"kiln_{_identifier(fn.name)[2:]}"
-    params, body, env = [], [], {}
-    scalars = []
-    for k, v in enumerate(fn.invars):
-        params.append(f"const {_memory_type(v.aval.dtype)}* __restrict__ in{k}")
-        if not v.aval.shape:
-            scalars.append(k)
-        env[v.name] = _View(k, v.aval.dtype, v.aval.shape, 0, contiguous_strides(v.aval.shape))
+    params, scalars, env = inputs(fn)
+    body = []
     _emit(fn.eqns, env, body, shape)
     for k, v in enumerate(fn.outvars):
         mem = _memory_type(v.aval.dtype)
@@ -153,11 +148,7 @@ def kernel_source(fn):
         value = _literal(v) if isinstance(v, Literal) else _value(env, v.name, body, shape)
         body.append(f"out{k}[i] = ({mem})({value});")
     params.append("long long n")
-    coordinates = []
-    if len(shape) > 1 and any(re.search(r"\bc\d+\b", line) for line in body):
-        coordinates.append("long long r = i;")
-        for d in reversed(range(len(shape))):
-            coordinates.append(f"const long long c{d} = r % {shape[d]}; r /= {shape[d]};")
+    coordinates = coordinate_lines(shape, body)
     lines = [f'extern "C" __global__ void {name}({", ".join(params)})', "{",
              "    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;",
              "         i += (long long)blockDim.x * gridDim.x) {"]
@@ -165,6 +156,31 @@ def kernel_source(fn):
     lines += ["    }", "}", ""]
     return Kernel(name, "\n".join(lines), tuple(v.aval.dtype for v in fn.invars),
                   tuple(v.aval.dtype for v in fn.outvars), tuple(scalars))
+
+
+def inputs(fn):
+    """(the kernel's input parameters, the indices of rank-0 inputs, env: each input's name
+    bound to its identity view)."""
+    params, scalars, env = [], [], {}
+    for k, v in enumerate(fn.invars):
+        if ctype(v.aval.dtype) is None:
+            raise _unsupported(f"values of dtype {v.aval.dtype} ({fn.name})")
+        params.append(f"const {_memory_type(v.aval.dtype)}* __restrict__ in{k}")
+        if not v.aval.shape:
+            scalars.append(k)
+        env[v.name] = _View(k, v.aval.dtype, v.aval.shape, 0, contiguous_strides(v.aval.shape))
+    return params, scalars, env
+
+
+def coordinate_lines(shape, body):
+    """The lines computing the coordinates c0, c1, ... of flat index `i` in `shape`, when a
+    line of `body` reads one (a view's load), else none."""
+    if len(shape) < 2 or not any(re.search(r"\bc\d+\b", line) for line in body):
+        return []
+    lines = ["long long r = i;"]
+    for d in reversed(range(len(shape))):
+        lines.append(f"const long long c{d} = r % {shape[d]}; r /= {shape[d]};")
+    return lines
 
 
 _LOADS = object()   # env's key of the locals already loaded, by view

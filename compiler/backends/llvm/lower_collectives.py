@@ -51,6 +51,7 @@ from ...errors import BackendUnsupportedError
 from .. import mpi_engine
 from . import ltypes as T
 from . import externs
+from .replica_context import RECORD as _RECORD, STATUS_FIELD
 from .buffers import Buffer, load, store, nbytes
 from .calls import intrinsic
 from .loops import counted_loop
@@ -59,7 +60,6 @@ from .lower_reductions import _sum as add_value
 
 _GETSPECIFIC = ir.FunctionType(T.PTR, [T.I32])
 _YIELD = ir.FunctionType(T.I32, [])
-_RECORD = ir.LiteralStructType([T.I64, T.I64, T.PTR, T.PTR, T.I64, T.I64])
 _BARRIER_WORDS = ir.ArrayType(T.I64, 3)   # arrived, generation, broken
 BARRIER_NAME = "kiln.replica_barrier"
 SPIN = 100
@@ -219,7 +219,7 @@ def _allreduce_across(op):
         with b.if_then(first):
             status = mpi_engine.emit_allreduce(b, out.ptr, out.ptr, T.i64(aval.size),
                                                aval.dtype, op)
-            b.store(b.zext(status, T.I64), _field(b, replica.record, 5))
+            b.store(b.zext(status, T.I64), _field(b, replica.record, STATUS_FIELD))
         replica.wait(b)
         with b.if_then(b.not_(first)):
             source = replica.peer(b, T.i64(0), aval)
@@ -318,7 +318,7 @@ def _all_gather_rule(ctx, outs, ins, *, axis_name, all_gather_dimension, tiled, 
         send = b.gep(replica.peer(b, T.i64(1), aval).ptr, [rows], source_etype=element) \
             if local > 1 else x
         status = mpi_engine.emit_allgather(b, send, out.ptr, T.i64(local * post), aval.dtype)
-        b.store(b.zext(status, T.I64), _field(b, replica.record, 5))
+        b.store(b.zext(status, T.I64), _field(b, replica.record, STATUS_FIELD))
     replica.wait(b)
     with b.if_then(b.not_(is_first)):
         _copy(b, out.ptr, replica.peer(b, T.i64(0), aval).ptr, T.i64(axis_size * post),

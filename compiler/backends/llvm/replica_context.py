@@ -15,9 +15,15 @@ The barrier is three words per group (arrived, generation, broken: lower_collect
 import ctypes
 import threading
 
+import llvmlite.ir as ir
 import numpy as np
 
 from ...primitives.replicas import current_frame
+
+# A replica record as generated code reads it: index, size, slots, barrier, process, status.
+RECORD = ir.LiteralStructType([ir.IntType(64), ir.IntType(64), ir.PointerType(),
+                               ir.PointerType(), ir.IntType(64), ir.IntType(64)])
+BARRIER_FIELD, STATUS_FIELD = 3, 5
 
 _LIBC = ctypes.CDLL(None)
 _KEY = None
@@ -46,17 +52,18 @@ class NativeGroup:
     def __init__(self, group):
         self.slots = np.zeros(group.size, np.uint64)
         self.barrier = np.zeros(3, np.int64)
-        self.records = np.zeros((group.size, 6), np.uint64)
+        self.records = np.zeros((group.size, len(RECORD.elements)), np.uint64)
         self.records[:, 0] = np.arange(group.size)
         self.records[:, 1] = group.size
         self.records[:, 2] = self.slots.ctypes.data
         self.records[:, 3] = self.barrier.ctypes.data
         self.records[:, 4] = group.process
-        # [:, 5]: the status of a cross-process step (mpi_engine), 0 when it succeeded
+        # [:, STATUS_FIELD]: the status of a cross-process step (mpi_engine), 0 when it succeeded
 
     def status(self):
         """The first non-zero status a replica's cross-process step stored, else 0."""
-        failed = self.records[:, 5][self.records[:, 5] != 0]
+        statuses = self.records[:, STATUS_FIELD]
+        failed = statuses[statuses != 0]
         return int(failed[0]) if failed.size else 0
 
     def record(self, index):

@@ -15,12 +15,12 @@ import llvmlite.ir as ir
 from . import externs
 from . import ltypes as T
 from .pool import TASK_TYPE, RUN_TASKS
+from .replica_context import RECORD as _RECORD, BARRIER_FIELD
 
 RUN_REPLICAS = "kiln_run_replicas"
 _MAIN = ir.FunctionType(T.I32, [T.PTR])
 _SETSPECIFIC = ir.FunctionType(T.I32, [T.I32, T.PTR])
 _ENV = ir.LiteralStructType([T.PTR, T.PTR, T.PTR, T.PTR, T.I64])
-_RECORD = ir.LiteralStructType([T.I64, T.I64, T.PTR, T.PTR, T.I64, T.I64])
 
 
 def _field(b, base, struct, k):
@@ -42,7 +42,7 @@ def emit(module):
     status = b.call(entry, [b.load(b.gep(argsets, [i], source_etype=T.PTR), typ=T.PTR)])
     b.store(status, b.gep(statuses, [i], source_etype=T.I32))
     with b.if_then(b.icmp_signed("!=", status, T.I32(0)), likely=False):
-        barrier = b.load(_field(b, record, _RECORD, 3), typ=T.PTR)
+        barrier = b.load(_field(b, record, _RECORD, BARRIER_FIELD), typ=T.PTR)
         b.atomic_rmw("xchg", b.gep(barrier, [T.i64(2)], source_etype=T.I64), T.i64(1),
                      "release")
     externs.call(b, "kiln_pthread_setspecific", _SETSPECIFIC, [key, ir.Constant(T.PTR, None)])
