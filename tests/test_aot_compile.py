@@ -35,8 +35,8 @@ SAMPLES = textwrap.dedent('''
     def ew(x, y):
         return jnp.tanh(x) * y + 1.0
 
-    def mm(x, y):
-        return x @ y + TABLE
+    def mm(x, y):   # a matrix times a vector: BLAS (sgemv)
+        return x @ y[0] + TABLE[0]
 
     def loss(w, x):
         return jnp.sum(jnp.tanh(x @ w) ** 2)
@@ -173,12 +173,12 @@ def test_elementwise_and_blas_matmul_share_one_library(built, module):
     directory, manifest = built["multi"]
     x, y = rand(128, 128), rand(128, 128, seed=1)
     assert_close(call(directory, manifest, "ew", x, y), jit_leaves(module["ew"], x, y))
-    # a float32 product of 128 terms of size ~10: the library's BLAS may round differently
+    # float32 sums of 128 terms of size ~10: the library's BLAS may round differently
     assert_close(call(directory, manifest, "mm", x, y), jit_leaves(module["mm"], x, y),
                  atol=1e-4)
     assert_close(call(directory, manifest, "reserved", x, y), [x * y])
     mm = manifest["functions"][1]
-    assert mm["uses"] == ["blas"] and mm["constants"] == [{"dtype": "float32", "shape": [128, 128]}]
+    assert mm["uses"] == ["blas"] and mm["constants"] == [{"dtype": "float32", "shape": [128]}]
     assert [f["symbol"] for f in manifest["functions"]] == ["multi_ew", "multi_mm",
                                                               "multi_reserved"]
 
@@ -337,17 +337,17 @@ def test_only_the_c_interface_is_exported(built):
 def test_blas_unbound_returns_2(built):
     directory, manifest = built["multi"]
     library = ctypes.CDLL(str(directory / "libmulti.so"))
-    library.multi_bind_extern(b"kiln_sgemm", None)
+    library.multi_bind_extern(b"kiln_sgemv", None)
     try:
         x = np.ones((128, 128), np.float32)
         assert library.multi_mm(*[a.ctypes.data for a in (x, x, x.copy())]) == 2
     finally:   # rebind what the glue found at load time
-        library.multi_bind_extern(b"kiln_sgemm", ctypes.c_void_p(_sgemm_address(manifest)))
+        library.multi_bind_extern(b"kiln_sgemv", ctypes.c_void_p(_sgemv_address(manifest)))
 
 
-def _sgemm_address(manifest):
+def _sgemv_address(manifest):
     blas = manifest["blas"]
-    return ctypes.cast(getattr(ctypes.CDLL(blas["path"]), blas["symbols"]["sgemm"]),
+    return ctypes.cast(getattr(ctypes.CDLL(blas["path"]), blas["symbols"]["sgemv"]),
                        ctypes.c_void_p).value
 
 

@@ -4,7 +4,8 @@ recorded at compile time, the routines already in the process, the system's BLAS
 what its default kiln_debug_print prints.
 
 BLAS: each case loads the library with ctypes in a fresh subprocess, whose environment decides
-what the library's constructor finds, and calls a matmul through BLAS. A library "moved to
+what the library's constructor finds, and calls a matrix-vector product through BLAS (real
+matrix products run kiln's own kernel). A library "moved to
 another machine" is one whose recorded BLAS path does not exist.
 
 Printing: the C printer (kiln/compiler/aot/c/debug_print.c) is built on its own and fed print sites
@@ -40,22 +41,22 @@ from kiln.compiler.primitives.callbacks import render
 F32 = np.float32
 
 
-def matmul(a, b):
-    return a @ b
+def matvec(a, v):
+    return a @ v
 
 
 def zeros(*shape):
     return np.zeros(shape, F32)
 
 
-MATMUL = [Target(matmul, (zeros(160, 80), zeros(80, 64)))]   # large enough to call BLAS
+MATVEC = [Target(matvec, (zeros(160, 80), zeros(80)))]   # large enough to call BLAS (sgemv)
 
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     """A library as compiled here: its recorded BLAS is NumPy's OpenBLAS."""
     directory = tmp_path_factory.mktemp("recorded")
-    manifest = compile_library(MATMUL, directory, name="rec")
+    manifest = compile_library(MATVEC, directory, name="rec")
     assert manifest["functions"][0]["uses"] == ["blas"]
     return directory, manifest
 
@@ -68,7 +69,7 @@ def moved(tmp_path_factory):
         real = native.blas_info()
         patch.setattr(native, "blas_info",
                       lambda: {**real, "path": "/nonexistent/kiln/libopenblas64_.so"})
-        return directory, compile_library(MATMUL, directory, name="moved")
+        return directory, compile_library(MATVEC, directory, name="moved")
 
 
 @pytest.fixture(scope="module")
@@ -89,18 +90,18 @@ DRIVER = textwrap.dedent("""
         ctypes.CDLL(preload, mode=ctypes.RTLD_GLOBAL)
     lib = ctypes.CDLL(f"{directory}/lib{name}.so")
     a = np.arange(160 * 80, dtype=np.float32).reshape(160, 80) % 7 / 4
-    b = np.arange(80 * 64, dtype=np.float32).reshape(80, 64) % 5 - 2
-    out = np.zeros((160, 64), np.float32)
+    v = np.arange(80, dtype=np.float32) % 5 - 2
+    out = np.zeros(160, np.float32)
     init = getattr(lib, f"{name}_init")()
-    code = getattr(lib, f"{name}_matmul")(*[ctypes.c_void_p(x.ctypes.data) for x in (a, b, out)])
+    code = getattr(lib, f"{name}_matvec")(*[ctypes.c_void_p(x.ctypes.data) for x in (a, v, out)])
     strerror = getattr(lib, f"{name}_strerror")
     strerror.restype = ctypes.c_char_p
-    print(json.dumps({"init": init, "code": code, "ok": bool(np.allclose(out, a @ b)),
+    print(json.dumps({"init": init, "code": code, "ok": bool(np.allclose(out, a @ v)),
                       "message": strerror(code).decode()}))
 """)
 
 
-def run_matmul(built, env=None, preload=""):
+def run_matvec(built, env=None, preload=""):
     directory, manifest = built
     environment = {k: v for k, v in os.environ.items() if k != "KILN_BLAS_LIBRARY"}
     environment.update(env or {})
@@ -128,11 +129,11 @@ def system_blas(bits):
 
 
 def test_recorded_library(recorded):
-    assert bound(run_matmul(recorded))
+    assert bound(run_matvec(recorded))
 
 
 def test_moved_library_without_blas_returns_2(moved):
-    outcome = run_matmul(moved)
+    outcome = run_matvec(moved)
     if system_blas(64):   # then the glue finds it: the fallback works
         assert bound(outcome)
         return
@@ -142,37 +143,37 @@ def test_moved_library_without_blas_returns_2(moved):
 
 @pytest.mark.parametrize("suffix", ["", ":scipy_{}_64_"])
 def test_environment_variable_names_the_library(moved, blas_copy, suffix):
-    assert bound(run_matmul(moved, {"KILN_BLAS_LIBRARY": f"{blas_copy}{suffix}"}))
+    assert bound(run_matvec(moved, {"KILN_BLAS_LIBRARY": f"{blas_copy}{suffix}"}))
 
 
 def test_environment_variable_with_a_wrong_pattern_is_passed_over(moved, recorded, blas_copy):
     setting = {"KILN_BLAS_LIBRARY": f"{blas_copy}:nothing_{{}}_here"}
-    assert bound(run_matmul(recorded, setting))   # the recorded library comes next
-    assert run_matmul(moved, setting)["code"] == 2 or system_blas(64)
+    assert bound(run_matvec(recorded, setting))   # the recorded library comes next
+    assert run_matvec(moved, setting)["code"] == 2 or system_blas(64)
     missing = {"KILN_BLAS_LIBRARY": "/nonexistent/libblas.so"}
-    assert bound(run_matmul(recorded, missing))
+    assert bound(run_matvec(recorded, missing))
 
 
 def test_routines_already_in_the_process(moved, blas_copy):
-    assert bound(run_matmul(moved, preload=blas_copy))
+    assert bound(run_matvec(moved, preload=blas_copy))
 
 
 def test_python_loader_binds_its_own_blas(moved):
     lib = kiln.aot.load(moved[0])
-    a, b = np.ones((160, 80), F32), np.full((80, 64), 2, F32)
-    np.testing.assert_allclose(np.asarray(lib.matmul(a, b)), a @ b)
+    a, v = np.ones((160, 80), F32), np.full(80, 2, F32)
+    np.testing.assert_allclose(np.asarray(lib.matvec(a, v)), a @ v)
 
 
 def test_32_bit_blas(tmp_path, blas_copy):
     """Compiled against SciPy's cython_blas (32-bit integers, no recorded path): the glue finds
-    SciPy's OpenBLAS through KILN_BLAS_LIBRARY (spelled scipy_sgemm_), or not at all."""
+    SciPy's OpenBLAS through KILN_BLAS_LIBRARY (spelled scipy_sgemv_), or not at all."""
     import scipy
     scipy_blas = sorted(Path(scipy.__file__).parent.parent.glob("scipy.libs/*openblas*.so"))
     source = tmp_path / "m.py"
-    source.write_text("def matmul(a, b):\n    return a @ b\n")
+    source.write_text("def matvec(a, v):\n    return a @ v\n")
     environment = {**os.environ, "KILN_BLAS": "scipy"}
     result = subprocess.run([sys.executable, "-m", "kiln.cli", "compile",
-                             f"{source}:matmul", "--arg", "f32[160,80]", "--arg", "f32[80,64]",
+                             f"{source}:matvec", "--arg", "f32[160,80]", "--arg", "f32[80]",
                              "-o", str(tmp_path / "lib32")], capture_output=True, text=True,
                             timeout=300, env=environment)
     assert result.returncode == 0, result.stderr
@@ -180,11 +181,11 @@ def test_32_bit_blas(tmp_path, blas_copy):
     assert manifest["blas"]["int_bits"] == 32 and manifest["name"] == "m"
     built = (tmp_path / "lib32", manifest)
     if not system_blas(32):
-        assert run_matmul(built)["init"] == 2
+        assert run_matvec(built)["init"] == 2
     # NumPy's OpenBLAS has 64-bit integers: none of the 32-bit spellings is found there
-    assert run_matmul(built, {"KILN_BLAS_LIBRARY": str(blas_copy)})["code"] == 2 or \
+    assert run_matvec(built, {"KILN_BLAS_LIBRARY": str(blas_copy)})["code"] == 2 or \
         system_blas(32)
-    assert bound(run_matmul(built, {"KILN_BLAS_LIBRARY": str(scipy_blas[0])}))
+    assert bound(run_matvec(built, {"KILN_BLAS_LIBRARY": str(scipy_blas[0])}))
 
 
 # ------------------------------------------------------------------------------ printing

@@ -1,12 +1,12 @@
 """kiln.aot.load: libraries built by kiln.compiler.aot, called from Python without the compiler.
 
-One library (compiled once per module) holds an elementwise function (also at empty and
-scalar shapes), a matmul through BLAS, a data-dependent Python `while`, a grad and a vmap
-stage, pytrees in and out (dicts, tuples, a namedtuple, None) and a `debug_print`; every
-result is compared with `kiln.jit`'s. Then: the loader in a process where gast, llvmlite and
-astor cannot be imported; every refusal (tampered library or header, missing files, another
-kiln, another CPU or architecture, malformed manifests), which must happen before the library
-is mapped; argument checks; error codes; calls from several threads.
+One library (compiled once per module) holds an elementwise function (also at empty and scalar
+shapes), a matmul (kiln's kernel) and a matrix-vector product (BLAS), a data-dependent Python
+`while`, a grad and a vmap stage, pytrees in and out (dicts, tuples, a namedtuple, None) and a
+`debug_print`; every result is compared with `kiln.jit`'s. Then: the loader in a process where
+gast, llvmlite and astor cannot be imported; every refusal (tampered library or header, missing
+files, another kiln, another CPU or architecture, malformed manifests), which must happen
+before the library is mapped; argument checks; error codes; calls from several threads.
 """
 import functools
 import json
@@ -45,6 +45,10 @@ def elementwise(x, y):
 
 def matmul(a, b):
     return a @ b
+
+
+def matvec(a, v):
+    return a @ v
 
 
 def halvings(x):
@@ -96,6 +100,7 @@ TARGETS = [
     Target(elementwise, (zeros((1, 1)), zeros(1)), name="elementwise_one"),
     Target(mixed, (zeros(4, bool), zeros(4, np.int8), zeros(4, np.float16))),
     Target(matmul, (zeros((160, 80)), zeros((80, 64)))),
+    Target(matvec, (zeros((160, 80)), zeros(80))),
     Target(halvings, (zeros(5),)),
     Target(loss, (PARAMS, zeros((2, 4))), transforms=(("grad", 0),)),
     Target(row_norm, (zeros((6, 5)),), transforms=(("vmap", 0),)),
@@ -170,10 +175,16 @@ def test_bool_int8_and_float16_buffers(lib, flags, small, half):
     same_tree(lib.mixed(flags, small, half), kiln.jit(mixed)(flags, small, half))
 
 
-def test_matmul_goes_through_blas_and_matches_jit(lib):
-    assert "blas" in next(f for f in lib.manifest["functions"] if f["name"] == "matmul")["uses"]
+def uses(lib, name):
+    return next(f for f in lib.manifest["functions"] if f["name"] == name)["uses"]
+
+
+def test_products_match_jit(lib):
+    """A real matrix product runs kiln's own kernel; a matrix times a vector calls BLAS."""
+    assert "blas" not in uses(lib, "matmul") and "blas" in uses(lib, "matvec")
     a, b = rand((160, 80), 1), rand((80, 64), 2)
     same_tree(lib.matmul(a, b), kiln.jit(matmul)(a, b))
+    same_tree(lib.matvec(a, b[:, 0]), kiln.jit(matvec)(a, b[:, 0]))
 
 
 @pytest.mark.parametrize("scale", [0.1, 3.0, 1000.0])
@@ -335,12 +346,12 @@ def test_complex_arguments_and_results(complex_lib, x64, seed):
 
 def test_error_codes_raise_runtime_error(copy):
     other = kiln.aot.load(copy)
-    other._dll.funcs_bind_extern(b"kiln_sgemm", None)   # unbind BLAS: the call returns 2
-    a, b = rand((160, 80)), rand((80, 64))
-    with pytest.raises(RuntimeError, match=r"matmul .* failed with error 2: the BLAS routines"):
-        other.matmul(a, b)
+    other._dll.funcs_bind_extern(b"kiln_sgemv", None)   # unbind BLAS: the call returns 2
+    a, v = rand((160, 80)), rand(80)
+    with pytest.raises(RuntimeError, match=r"matvec .* failed with error 2: the BLAS routines"):
+        other.matvec(a, v)
     kiln.aot._bind_externs(other._dll, other.manifest)   # what load does: this process's BLAS
-    same_tree(other.matmul(a, b), kiln.jit(matmul)(a, b))
+    same_tree(other.matvec(a, v), kiln.jit(matvec)(a, v))
 
 
 def test_calls_from_threads(lib):

@@ -72,7 +72,8 @@ def test_small_products_match_reference(m, n, k, batch, lhs_t, rhs_t, dtype, see
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol * k)
 
 
-@pytest.mark.parametrize("dtype, routine", [(np.float32, "kiln_sgemm"), (np.float64, "kiln_dgemm")])
+@pytest.mark.parametrize("dtype, routine", [(np.float32, "kiln_gemm_float32"),
+                                            (np.float64, "kiln_gemm_float64")])
 def test_real_products_below_the_threshold_are_generated_loops(dtype, routine):
     small = product_fn(*layout(8, 64, 64, (), False, False)[:3], np.dtype(dtype))
     text = native_text(small)
@@ -82,18 +83,24 @@ def test_real_products_below_the_threshold_are_generated_loops(dtype, routine):
     assert routine not in transposed_b and "p.head" not in transposed_b and "q.head" in transposed_b
     side = 96   # 8 x 96 x 96 = 73728 multiply-adds: inline; 96^3 is above INLINE_MAX_FLOPS
     assert side ** 3 > lower_linalg.INLINE_MAX_FLOPS >= 8 * side * side
-    assert routine in native_text(product_fn(*layout(side, side, side, (), False, False)[:3],
-                                             np.dtype(dtype)))
+    big = native_text(product_fn(*layout(side, side, side, (), False, False)[:3], np.dtype(dtype)))
+    assert routine in big and "kiln_sgemm" not in big and "kiln_dgemm" not in big
     assert routine not in native_text(product_fn(*layout(8, side, side, (), False, False)[:3],
                                                  np.dtype(dtype)))
+    # at most INLINE_MAX_ROWS rows: the loop nest at any size (one pass over B either way)
+    wide = product_fn(*layout(lower_linalg.INLINE_MAX_ROWS, 1024, 512, (), False, False)[:3],
+                      np.dtype(dtype))
+    assert routine not in native_text(wide)
 
 
-def test_paths_that_keep_blas_or_loops():
+def test_paths_that_take_the_packed_kernel_blas_or_loops():
     f32 = np.dtype(np.float32)
-    # both operands transposed: neither form reads them in place, so BLAS (with its flags)
-    assert "kiln_sgemm" in native_text(product_fn(*layout(16, 24, 32, (), True, True)[:3], f32))
-    # B stored transposed beyond gemm.DOT_MAX_ROWS rows: BLAS
-    assert "kiln_sgemm" in native_text(product_fn(*layout(16, 64, 64, (), False, True)[:3], f32))
+    # both operands transposed: neither unpacked form reads them in place: the packed kernel
+    text = native_text(product_fn(*layout(16, 24, 32, (), True, True)[:3], f32))
+    assert "kiln_gemm_float32" in text and "sgemm" not in text
+    # B stored transposed beyond gemm.DOT_MAX_ROWS rows: the packed kernel
+    text = native_text(product_fn(*layout(16, 64, 64, (), False, True)[:3], f32))
+    assert "kiln_gemm_float32" in text and "sgemm" not in text
     # a matrix times a long vector: gemv streams the matrix faster
     assert "kiln_sgemv" in native_text(product_fn(*layout(256, 1, 64, (), False, False)[:3], f32))
     # complex products: cgemm above MIN_BLAS_FLOPS
@@ -114,7 +121,8 @@ BASELINE_CHILD = textwrap.dedent('''
     widest = set()
     for dtype in (np.dtype(np.float32), np.dtype(np.float64)):
         for m, n, k, lhs_t, rhs_t in [(8, 64, 64, False, False), (7, 13, 9, True, False),
-                                      (5, 17, 33, False, True), (1, 3, 2, False, False)]:
+                                      (5, 17, 33, False, True), (1, 3, 2, False, False),
+                                      (67, 45, 300, False, False), (29, 70, 301, True, True)]:
             ls, rs, dims = layout(m, n, k, (2,), lhs_t, rhs_t)
             fn = product_fn(ls, rs, dims, dtype)
             native = compile_function(fn)
@@ -122,7 +130,9 @@ BASELINE_CHILD = textwrap.dedent('''
             np.testing.assert_allclose(native(a, b)[0], reference.compile_function(fn)(a, b)[0],
                                        rtol=2e-5, atol=1e-4)
             asm = native.as_text("asm")
-            assert "gemm" not in native.as_text("llvm-unoptimized")
+            text = native.as_text("llvm-unoptimized")   # generated code, never BLAS
+            assert ("kiln_gemm_" in text) == (m * n * k > 2**19) and "kiln_sgemm" not in text \
+                and "kiln_dgemm" not in text
             widest |= {r for r in ("xmm", "ymm", "zmm") if "%" + r in asm}
     print(" ".join(sorted(widest)))
 ''')
@@ -148,8 +158,8 @@ ONE_THREAD_CHILD = textwrap.dedent('''
     sys.path.insert(0, sys.argv[1])
     from test_llvm_gemm import layout, product_fn
     get = ctypes.CFUNCTYPE(ctypes.c_int)(blas_lookup.library().lookup("openblas_get_num_threads"))
-    f = compile_function(product_fn(*layout(256, 256, 256, (), False, False), np.dtype(np.float32)))
-    x = np.ones((256, 256), np.float32)
+    f = compile_function(product_fn(*layout(256, 256, 256, (), False, False), np.dtype(np.complex64)))
+    x = np.ones((256, 256), np.complex64)
     assert (f(x, x)[0] == 256).all()
     print(get())
 ''')

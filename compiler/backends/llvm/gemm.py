@@ -8,13 +8,14 @@ at `a + i * a_strides[0] + p * a_strides[1]` and op(B)[p, j] at `b + p * b_strid
 b_strides[1]` (element strides, so transposed operands are read in place), in one of two forms:
 
 - rows ("axpy"), when op(B)'s rows are contiguous (b_strides[1] == 1): C is cut into blocks of
-  `rows` rows by one 64-byte vector (16 floats, 8 doubles; the last block of a row is as wide
-  as what is left). A block's accumulators stay in registers over the whole contraction; each
-  step loads one vector of a row of B, broadcasts one element of A per row, and multiply-adds.
-  B streams through once per block of rows of C, A once per block column.
+  `rows` rows by one 64-byte vector (16 floats, 8 doubles; the last block of a row is loaded
+  and stored under a lane mask when narrower). A block's accumulators stay in registers over
+  the whole contraction; each step loads one vector of a row of B, broadcasts one element of
+  A per row, and multiply-adds. B streams through once per block of rows of C, A once per
+  block column.
 - dots, when op(A)'s rows and op(B)'s columns are both contiguous along the contraction
-  (B stored transposed) and C has at most DOT_MAX_ROWS rows: each element of a 4 x 2 block of C is a dot product of two
-  contiguous vectors, accumulated in a vector register over the contraction and summed across
+  (B stored transposed) and C has at most DOT_MAX_ROWS rows: each element of a 4 x 2 block of
+  C is a dot product of two contiguous vectors, accumulated in a vector register over the contraction and summed across
   its lanes at the end; the last k % lanes terms are added one by one.
 
 The blocks fill the target's vector registers (`BLOCKS`): with AVX-512 (32 registers of 64
@@ -29,7 +30,8 @@ are marked `contract` (fused into FMAs where the target has them) and the dot fo
 `reassoc` (its partial sums are added in a different order than a serial loop would; BLAS does
 the same).
 
-`inline_form` says which form applies, or None (the caller then calls BLAS).
+`inline_form` says which form applies, or None (the caller then takes gemm_packed.py's kernel,
+or BLAS). `lane_mask`, `masked_load` and `masked_store` serve both kernels.
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ import numpy as np
 
 from . import ltypes as T
 from . import target
+from .calls import intrinsic
 from .loops import counted_loop, emit_nest
 
 VECTOR_BYTES = 64        # bytes of C per block row in the rows form
@@ -114,15 +117,36 @@ def _offset(builder, *terms):
     return total
 
 
-def _splat(builder, value, lanes):
+def splat(builder, value, lanes):
     vector = ir.VectorType(value.type, lanes)
     single = builder.insert_element(ir.Constant(vector, ir.Undefined), value, T.I32(0))
     return builder.shuffle_vector(single, ir.Constant(vector, ir.Undefined),
                                   ir.Constant(ir.VectorType(T.I32, lanes), [0] * lanes))
 
 
-def _zeros(scalar, lanes):
+def zero_vector(scalar, lanes):
     return ir.Constant(ir.VectorType(scalar, lanes), [ir.Constant(scalar, 0.0)] * lanes)
+
+
+def lane_mask(builder, count, lanes):
+    """<lanes x i1>: lane l < count (an i64 value)."""
+    indices = ir.Constant(ir.VectorType(T.I64, lanes), list(range(lanes)))
+    return builder.icmp_signed("<", indices, splat(builder, count, lanes))
+
+
+def masked_load(builder, ptr, vector, mask, align):
+    """The lanes of `vector` type at `ptr` (aligned to `align` bytes) that `mask` selects,
+    zeros elsewhere; the others are not read."""
+    zeros = zero_vector(vector.element, vector.count)
+    return intrinsic(builder, "masked.load", [ptr, T.I32(align), mask, zeros], ret=vector,
+                     overloads=[vector, T.PTR])
+
+
+def masked_store(builder, value, ptr, mask, align):
+    """Store the lanes of `value` that `mask` selects at `ptr` (aligned to `align` bytes); the
+    others are not written."""
+    intrinsic(builder, "masked.store", [value, ptr, T.I32(align), mask], ret=T.VOID,
+              overloads=[value.type, T.PTR])
 
 
 def _madd(builder, x, y, acc):
@@ -135,29 +159,35 @@ def _rows_form(builder, dtype, m, n, k, a, a_strides, b, b_strides, c):
     (sam, sak), (sbk, _) = a_strides, b_strides
     scalar, align = T.reg_type(dtype), dtype.itemsize
     lanes = VECTOR_BYTES // align
+    vector = ir.VectorType(scalar, lanes)
     for row0, row_blocks, rows in _blocks(m, blocks().rows):
         for col0, col_blocks, width in _blocks(n, lanes):
-            vector = ir.VectorType(scalar, width)
+            # a narrower last block of a row: whole vectors, loaded and stored under a mask
+            mask = None if width == lanes else lane_mask(builder, T.i64(width), lanes)
 
-            def block(bld, index, carried, row0=row0, col0=col0, rows=rows, width=width,
-                      vector=vector):
+            def block(bld, index, carried, row0=row0, col0=col0, rows=rows, mask=mask):
                 i0 = bld.add(T.i64(row0), bld.mul(index[0], T.i64(rows)))
-                j0 = bld.add(T.i64(col0), bld.mul(index[1], T.i64(width)))
+                j0 = bld.add(T.i64(col0), bld.mul(index[1], T.i64(lanes)))
 
                 def step(bl, p, accs):
-                    row = bl.load(_at(bl, b, scalar, bl.add(_offset(bl, (p, sbk)), j0)),
-                                  typ=vector, align=align)
+                    at = _at(bl, b, scalar, bl.add(_offset(bl, (p, sbk)), j0))
+                    row = bl.load(at, typ=vector, align=align) if mask is None else \
+                        masked_load(bl, at, vector, mask, align)
                     out = []
                     for r, acc in enumerate(accs):
                         i = bl.add(i0, T.i64(r))
                         x = bl.load(_at(bl, a, scalar, _offset(bl, (i, sam), (p, sak))),
                                     typ=scalar)
-                        out.append(_madd(bl, _splat(bl, x, width), row, acc))
+                        out.append(_madd(bl, splat(bl, x, lanes), row, acc))
                     return out
-                accs = counted_loop(bld, k, step, [_zeros(scalar, width)] * rows, name="p")
+                accs = counted_loop(bld, k, step, [zero_vector(scalar, lanes)] * rows, name="p")
                 for r, acc in enumerate(accs):
-                    at = bld.add(_offset(bld, (bld.add(i0, T.i64(r)), n)), j0)
-                    bld.store(acc, _at(bld, c, scalar, at), align=align)
+                    at = _at(bld, c, scalar,
+                             bld.add(_offset(bld, (bld.add(i0, T.i64(r)), n)), j0))
+                    if mask is None:
+                        bld.store(acc, at, align=align)
+                    else:
+                        masked_store(bld, acc, at, mask, align)
                 return carried
             emit_nest(builder, [row_blocks, col_blocks], block, name="blk")
 
@@ -200,7 +230,7 @@ def _dots_form(builder, dtype, m, n, k, a, a_strides, b, b_strides, c):
                             for r in range(rows) for s in range(cols)]
                 accs = counted_loop(
                     bld, chunks, lambda bl, q, accs: step(bl, q, accs, lanes, vector, 0),
-                    [_zeros(scalar, lanes)] * (rows * cols), name="q")
+                    [zero_vector(scalar, lanes)] * (rows * cols), name="q")
                 sums = [_lane_sum(bld, acc, lanes) for acc in accs]
                 sums = counted_loop(
                     bld, tail, lambda bl, q, accs: step(bl, q, accs, 1, scalar, chunks * lanes),

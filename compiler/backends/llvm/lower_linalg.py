@@ -1,30 +1,34 @@
-"""dot_general: generated kernels for small real products, BLAS for larger float products of
-matrices in memory, a fused loop nest otherwise.
+"""dot_general: kiln's own kernels for real products, BLAS for complex products of matrices in
+memory, a fused loop nest otherwise.
 
 `plan_blas` decides, from the static shapes alone, whether a product is a matrix product in
 memory. It is when both operands and the result have the same dtype, float32, float64,
 complex64 or complex128, the contraction is longer than 1, and each operand, with its batch axes
 set aside, is a matrix in memory: its free axes flatten to one stride and its contracting axes to
 another, one of the two being 1. An operand whose contracting axes come first (a transposed
-matrix as it is stored) is read in place (BLAS's transpose flag), never copied. Batch axes become a
-loop of products, one per batch element, at affine offsets (the batch axes may sit anywhere in the
-operands). A contraction over zero elements fills the result with zeros.
+matrix as it is stored) is read in place (its strides, or BLAS's transpose flag), never copied.
+Batch axes become a loop of products, one per batch element, at affine offsets (the batch axes
+may sit anywhere in the operands). A contraction over zero elements fills the result with zeros.
 
-Each product of the plan then runs, by `inline`:
-- for float32/float64 products of at most INLINE_MAX_FLOPS multiply-adds (INLINE_MAX_VECTOR_FLOPS
-  for a matrix times a vector) that gemm.py can read in place: gemm.py's register-blocked loop
-  nest, generated into the kernel (no call, no packing, no threads);
-- otherwise BLAS: blas.py's row-major emitters of sgemm/dgemm/cgemm/zgemm or the gemv routines
-  (extern function pointers bound at load time), OpenBLAS on one thread; a matrix product of at
-  least SPLIT_MIN_FLOPS multiply-adds is cut into panels of rows or columns of the result, run
-  as tasks of the thread pool (pool.py) that each call BLAS, so the product follows whichever
-  threads get cores on a busy machine. Products below MIN_BLAS_FLOPS that the
-  kernel does not take, or that contract more than 64 float32 terms (the loop nest sums them
-  in float64: lower_fused.wide_carry; above MIN_BLAS_FLOPS they went to BLAS's float32
-  sums before the kernel too), are not planned: they take the loop nest.
+Each product of the plan then runs, by `inline` and `packed`:
+- float32/float64 products of at most INLINE_MAX_FLOPS multiply-adds (INLINE_MAX_VECTOR_FLOPS
+  for a matrix times a vector), or of at most INLINE_MAX_ROWS rows or one vector's width
+  (rows form), that gemm.py can read in place: gemm.py's register-blocked loop nest,
+  generated into the kernel (no call, no packing, no threads);
+- other float32/float64 matrix products: gemm_packed.py's packed, cache-blocked kernel (one
+  function per module and dtype);
+- complex matrix products and matrix-vector products: BLAS, blas.py's row-major emitters of
+  cgemm/zgemm and the gemv routines (extern function pointers bound at load time), OpenBLAS on
+  one thread.
+A matrix product of at least SPLIT_MIN_FLOPS multiply-adds is cut into panels of rows or
+columns of the result, run as tasks of the thread pool (pool.py) that each call the packed
+kernel (or BLAS), so the product follows whichever threads get cores on a busy machine.
+Products below MIN_BLAS_FLOPS that gemm.py's loop nest does not take, or that contract more
+than 64 float32 terms (the fused loop nest sums them in float64: lower_fused.wide_carry), are
+not planned: they take the fused loop nest.
 
-Everything else is the loop nest: the product written as a fused group over the iteration space
-(batch..., lhs free..., contracting..., rhs free...):
+Everything else is the fused loop nest: the product written as a fused group over the
+iteration space (batch..., lhs free..., contracting..., rhs free...):
     l = broadcast(transpose(lhs)), r = broadcast(transpose(rhs))   (views: no code)
     out = reduce_sum(convert(l) * convert(r), axes=contracting)
 (`and`/`reduce_or` for bools) lowered by lower_fused.py. The innermost loop runs over the rhs
@@ -46,7 +50,7 @@ from ...ir.ssa import Eqn, Literal, Var
 from ...primitives import PRIMITIVES
 from ...primitives.core import LLVM, LLVM_SCRATCH
 from ...primitives.linalg import free_axes
-from . import blas, externs, gemm, parallel, pool
+from . import blas, externs, gemm, gemm_packed, parallel, pool
 from . import ltypes as T
 from .buffers import element_pointer
 from .loops import affine_offset, collapse, contiguous_strides, emit_nest
@@ -57,15 +61,18 @@ P = PRIMITIVES
 # AVX-512: a 16x16x16 product costs about as much either way); real products that gemm.py's
 # kernel computes run it instead, up to INLINE_MAX_FLOPS.
 MIN_BLAS_FLOPS = 16 * 16 * 16
-# Real products of at most this many multiply-adds run gemm.py's register-blocked kernel
-# instead of BLAS; a matrix times a vector (m or n is 1), of at most INLINE_MAX_VECTOR_FLOPS
-# (gemv streams the matrix faster). Measured with AVX2 and AVX-512 code: docs/llvm.md, "Small
-# matrix products".
+# Real products of at most this many multiply-adds run gemm.py's register-blocked loop nest
+# instead of the packed kernel (packing costs more than it saves below it); a matrix times a
+# vector (m or n is 1), of at most INLINE_MAX_VECTOR_FLOPS (gemv streams the matrix faster);
+# in the rows form at any size, products of at most INLINE_MAX_ROWS rows (one pass over B
+# either way) or at most one vector (gemm.VECTOR_BYTES) wide (the packed kernel's tiles would
+# be mostly padding). Measured with AVX2 and AVX-512 code: docs/llvm.md, "Matrix products".
 INLINE_MAX_FLOPS = 1 << 19
 INLINE_MAX_VECTOR_FLOPS = 1 << 12
+INLINE_MAX_ROWS = 8
 # Matrix products (gemm) of at least SPLIT_MIN_FLOPS multiply-adds run as panels on the thread
 # pool (`_emit_panels`), PANELS_PER_THREAD per thread, each of at least TASK_FLOPS multiply-adds
-# and PANEL_ALIGN rows or columns; OpenBLAS itself runs on one thread (blas.py).
+# and PANEL_ALIGN rows or columns; the packed kernel and OpenBLAS run on one thread each.
 TASK_FLOPS = 1 << 22
 SPLIT_MIN_FLOPS = 2 * TASK_FLOPS
 PANELS_PER_THREAD = 2
@@ -164,11 +171,21 @@ def _strides(matrix):
 
 
 def inline(plan, dtype):
-    """Whether this product runs gemm.py's generated kernel rather than BLAS."""
+    """Whether this product runs gemm.py's unpacked loop nest (rather than the packed kernel
+    or BLAS)."""
+    if plan.kind == "zeros":
+        return False
+    form = gemm.inline_form(dtype, plan.m, plan.n, _strides(plan.lhs), _strides(plan.rhs))
     limit = INLINE_MAX_FLOPS if plan.kind == "gemm" else INLINE_MAX_VECTOR_FLOPS
-    return (plan.kind != "zeros" and plan.m * plan.n * plan.k <= limit
-            and gemm.inline_form(dtype, plan.m, plan.n, _strides(plan.lhs),
-                                 _strides(plan.rhs)) is not None)
+    narrow = plan.m <= INLINE_MAX_ROWS or plan.n * np.dtype(dtype).itemsize <= gemm.VECTOR_BYTES
+    return form is not None and (plan.m * plan.n * plan.k <= limit or
+                                 (plan.kind == "gemm" and form == "rows" and narrow))
+
+
+def packed(dtype):
+    """Whether matrix products of this dtype that gemm.py's loop nest does not take run
+    gemm_packed.py's kernel (float32, float64) rather than BLAS (complex)."""
+    return np.dtype(dtype) in gemm.DTYPES
 
 
 def _call(builder, plan, dtype, a, b, c):
@@ -177,6 +194,9 @@ def _call(builder, plan, dtype, a, b, c):
     if inline(plan, dtype):
         gemm.emit_gemm(builder, dtype, plan.m, plan.n, plan.k, a, _strides(lhs), b,
                        _strides(rhs), c)
+    elif plan.kind == "gemm" and packed(dtype):
+        gemm_packed.emit_packed_gemm(builder, dtype, plan.m, plan.n, plan.k, a, _strides(lhs),
+                                     b, _strides(rhs), c, plan.n)
     elif plan.kind == "gemm":
         blas.emit_gemm(builder, dtype, plan.m, plan.n, plan.k, a, b, c, trans_a=lhs.trans,
                        trans_b=rhs.trans, lda=lhs.ld, ldb=rhs.ld, ldc=plan.n)
@@ -219,12 +239,13 @@ def split(plan, dtype):
 
 def _emit_panels(ctx, plan, lhs, rhs, out):
     """The product (each one of the batch) cut into panels of C, whole rows when C has more
-    rows than columns, else whole columns, each computed by a single-threaded BLAS call, run
-    as dynamic tasks of the thread pool (pool.py): whichever threads get cores compute the
-    panels, so a thread the OS deschedules holds up at most one panel. The number of panels is
-    decided when the code runs: PANELS_PER_THREAD per thread (`kiln_num_threads`), no more
-    than TASK_FLOPS multiply-adds each would give, each at least PANEL_ALIGN rows or columns
-    wide (a multiple of it, but the last)."""
+    rows than columns, else whole columns, each computed by the packed kernel (a
+    single-threaded BLAS call for complex products), run as dynamic tasks of the thread pool
+    (pool.py): whichever threads get cores compute the panels, so a thread the OS deschedules
+    holds up at most one panel. The number of panels is decided when the code runs:
+    PANELS_PER_THREAD per thread (`kiln_num_threads`), no more than TASK_FLOPS multiply-adds
+    each would give, each at least PANEL_ALIGN rows or columns wide (a multiple of it, but the
+    last)."""
     module, builder, dtype = ctx.module, ctx.builder, out.aval.dtype
     by_rows = plan.m > plan.n
     length = plan.m if by_rows else plan.n
@@ -273,8 +294,12 @@ def _panel_task(ctx, plan, dtype, by_rows, length):
         bp = b.gep(bp, [b.mul(start, T.i64(rhs_cols))], source_etype=element)
         c = b.gep(c, [start], source_etype=element)
         m, n = plan.m, size
-    blas.emit_gemm(b, dtype, m, n, plan.k, a, bp, c, trans_a=plan.lhs.trans,
-                   trans_b=plan.rhs.trans, lda=plan.lhs.ld, ldb=plan.rhs.ld, ldc=plan.n)
+    if packed(dtype):
+        gemm_packed.emit_packed_gemm(b, dtype, m, n, plan.k, a, _strides(plan.lhs), bp,
+                                     _strides(plan.rhs), c, plan.n)
+    else:
+        blas.emit_gemm(b, dtype, m, n, plan.k, a, bp, c, trans_a=plan.lhs.trans,
+                       trans_b=plan.rhs.trans, lda=plan.lhs.ld, ldb=plan.rhs.ld, ldc=plan.n)
     b.ret_void()
     return task
 

@@ -1,0 +1,236 @@
+"""Larger real matrix products as kiln's own packed, cache-blocked kernel (no library call).
+
+`emit_packed_gemm` computes the row-major C (m x n, row stride ldc) = op(A) (m x k) @ op(B)
+(k x n) for float32 and float64, k >= 1, with op(A)[i, p] at `a + i * sam + p * sak` and
+op(B)[p, j] at `b + p * sbk + j * sbn` (element strides; transposed operands are read in
+place). The sizes and strides are run-time values, so one function per dtype and module
+(`kiln_gemm_<dtype>`, internal) serves every product of the module, and the thread pool's
+panels (lower_linalg.py) call it on their share of C.
+
+The kernel is the classic blocked form (Goto's algorithm, as BLIS and OpenBLAS arrange it):
+
+    for jc in range(0, n, NC):                     # a block of columns of C
+      for pc in range(0, k, KC):                   # a block of the contraction
+        Bp = pack(op(B)[pc:pc+KC, jc:jc+NC])       # tiles of NR columns, [tile][p][NR], zeros
+        for ic in range(0, m, MR):                 #   past n; KC x NC elements: stays in L2
+          Ap = pack(op(A)[ic:ic+MR, pc:pc+KC])     # [p][MR]: stays in L1
+          for each tile t of Bp:                   # the micro-kernel: an MR x NR block of C
+            acc = sum over p of Ap[p, :, None] * Bp[t, p, None, :]
+            C[ic:ic+MR, jc+t*NR : ...] (+)= acc    # stored at pc == 0, added after
+
+The micro-kernel holds its MR x NR block of C in vector registers for the whole block of the
+contraction: each step loads NR / lanes vectors of Bp and broadcasts MR elements of Ap, and
+multiply-adds (`contract`: FMAs where the target has them). With AVX-512 (32 registers) the
+block is 8 rows x 2 vectors of 64 bytes (16 accumulators); otherwise (16 registers: AVX2 and
+below) 6 rows x 1 vector of 64 bytes (two ymm registers: the 6 x 16 float32 block of the
+Haswell kernels). Rows past m read row m - 1 (never stored); columns past n are zeros in Bp and
+are left out of the masked loads and stores of C. Bp and Ap live on the stack
+(`work_bytes`: 256 KiB and at most 8 KiB).
+
+Sums are in a different order than a serial loop's (blocks of KC terms, each in order), as in
+BLAS. Measured against OpenBLAS: docs/llvm.md, "Matrix products".
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import llvmlite.ir as ir
+import numpy as np
+
+from . import ltypes as T
+from . import target
+from .externs import opaque
+from .gemm import (CONTRACT, DTYPES, VECTOR_BYTES, lane_mask, masked_load, masked_store, splat,
+                   zero_vector)
+from .loops import counted_loop
+
+PACK_BYTES = 256 * 1024      # Bp: KC x NC elements
+KC = 256                     # contraction block (elements)
+
+
+class Micro(NamedTuple):
+    rows: int                # MR
+    vectors: int             # NR / lanes (vectors of VECTOR_BYTES)
+
+
+MICRO = {True: Micro(8, 2), False: Micro(6, 1)}   # has AVX-512 -> micro-kernel block
+
+
+def micro() -> Micro:
+    """The micro-kernel block for the CPU code is generated for."""
+    return MICRO["+avx512f" in target.jit_cpu()[1].split(",")]
+
+
+ARGS = [T.PTR, T.I64, T.I64, T.PTR, T.I64, T.I64, T.PTR, T.I64, T.I64, T.I64, T.I64]
+FUNCTION_TYPE = ir.FunctionType(T.VOID, ARGS)   # a, sam, sak, b, sbk, sbn, c, ldc, m, n, k
+
+
+def emit_packed_gemm(builder, dtype, m, n, k, a, a_strides, b, b_strides, c, ldc) -> None:
+    """Call the module's packed kernel for C = op(A) @ op(B); sizes and strides are ints or
+    i64 values."""
+    fn = _function(builder.module, np.dtype(dtype))
+    args = [a, *a_strides, b, *b_strides, c, ldc, m, n, k]
+    builder.call(fn, [T.i64(x) if isinstance(x, int) else x for x in args])
+
+
+def _function(module, dtype):
+    name = f"kiln_gemm_{dtype.name}"
+    if name in module.globals:
+        return module.globals[name]
+    assert dtype in DTYPES, dtype
+    fn = ir.Function(module, FUNCTION_TYPE, name)
+    fn.linkage = "internal"
+    for arg in (fn.args[0], fn.args[3], fn.args[6]):
+        arg.add_attribute("noalias")
+    _Kernel(fn, dtype).emit()
+    return fn
+
+
+def _min(b, x, y):
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def _ceil_div(b, x, y: int):
+    return b.udiv(b.add(x, T.i64(y - 1)), T.i64(y))
+
+
+class _Kernel:
+    """The body of `kiln_gemm_<dtype>` (see the module docstring)."""
+
+    def __init__(self, fn, dtype):
+        self.fn, self.dtype = fn, dtype
+        self.scalar, self.size = T.reg_type(dtype), dtype.itemsize
+        self.lanes = VECTOR_BYTES // self.size
+        self.mr, vectors = micro()
+        self.nr = vectors * self.lanes
+        self.nc = PACK_BYTES // (KC * self.size) // self.nr * self.nr
+        self.vector = ir.VectorType(self.scalar, self.lanes)
+
+    def at(self, b, base, offset):
+        return b.gep(base, [offset], inbounds=True, source_etype=self.scalar)
+
+    def emit(self):
+        b = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        a, sam, sak, bm, sbk, sbn, c, ldc, m, n, k = self.fn.args
+        elements = ir.ArrayType(self.scalar, KC * self.nc)
+        bp = b.alloca(elements)
+        bp.align = 64
+        ap = b.alloca(ir.ArrayType(self.scalar, KC * self.mr))
+        ap.align = 64
+        bp, ap = opaque(bp), opaque(ap)
+
+        def column_block(b, jb, _):
+            jc = b.mul(jb, T.i64(self.nc))
+            nc = _min(b, T.i64(self.nc), b.sub(n, jc))
+
+            def depth_block(b, kb, _):
+                pc = b.mul(kb, T.i64(KC))
+                kc = _min(b, T.i64(KC), b.sub(k, pc))
+                self.pack_b(b, bp, bm, sbk, sbn, pc, jc, kc, nc, n)
+                added = b.icmp_signed(">", pc, T.i64(0))
+
+                def row_block(b, ib, _):
+                    ic = b.mul(ib, T.i64(self.mr))
+                    rows = _min(b, T.i64(self.mr), b.sub(m, ic))
+                    self.pack_a(b, ap, a, sam, sak, ic, pc, kc, m)
+
+                    def tile(b, t, _):
+                        j0 = b.mul(t, T.i64(self.nr))
+                        cols = _min(b, T.i64(self.nr), b.sub(nc, j0))
+                        accs = self.micro_kernel(b, ap, self.at(b, bp, b.mul(j0, kc)), kc)
+                        corner = self.at(b, c, b.add(b.mul(ic, ldc), b.add(jc, j0)))
+                        self.store(b, accs, corner, ldc, rows, cols, added)
+                        return []
+                    counted_loop(b, _ceil_div(b, nc, self.nr), tile, name="t")
+                    return []
+                counted_loop(b, _ceil_div(b, m, self.mr), row_block, name="ib")
+                return []
+            counted_loop(b, _ceil_div(b, k, KC), depth_block, name="kb")
+            return []
+        counted_loop(b, _ceil_div(b, n, self.nc), column_block, name="jb")
+        b.ret_void()
+
+    def pack_b(self, b, bp, bm, sbk, sbn, pc, jc, kc, nc, n):
+        """Bp[t][p][j] = op(B)[pc + p, jc + t * NR + j], zero past n: vectors (masked at the
+        edge) when B's rows are contiguous, elements otherwise."""
+        tiles = _ceil_div(b, nc, self.nr)
+        contiguous = b.icmp_signed("==", sbn, T.i64(1))
+
+        def tile(b, t, _):
+            j0 = b.add(jc, b.mul(t, T.i64(self.nr)))
+            dst_tile = self.at(b, bp, b.mul(b.mul(t, T.i64(self.nr)), kc))
+
+            def row(b, p, _):
+                src = b.add(b.mul(b.add(pc, p), sbk), b.mul(j0, sbn))
+                dst = self.at(b, dst_tile, b.mul(p, T.i64(self.nr)))
+                with b.if_else(contiguous) as (vectors, elements):
+                    with vectors:
+                        for v in range(self.nr // self.lanes):
+                            start = b.add(j0, T.i64(v * self.lanes))
+                            mask = lane_mask(b, b.sub(n, start), self.lanes)
+                            at = self.at(b, bm, b.add(src, T.i64(v * self.lanes)))
+                            x = masked_load(b, at, self.vector, mask, self.size)
+                            b.store(x, self.at(b, dst, T.i64(v * self.lanes)), align=64)
+                    with elements:
+                        def element(b, j, _):
+                            inside = b.icmp_signed("<", b.add(j0, j), n)
+                            value = ir.Constant(self.scalar, 0.0)
+                            with b.if_then(inside):
+                                loaded = b.load(self.at(b, bm, b.add(src, b.mul(j, sbn))),
+                                                typ=self.scalar)
+                                b.store(loaded, self.at(b, dst, j))
+                            with b.if_then(b.not_(inside)):
+                                b.store(value, self.at(b, dst, j))
+                            return []
+                        counted_loop(b, T.i64(self.nr), element, name="j")
+                return []
+            counted_loop(b, kc, row, name="p")
+            return []
+        counted_loop(b, tiles, tile, name="bt")
+
+    def pack_a(self, b, ap, a, sam, sak, ic, pc, kc, m):
+        """Ap[p][r] = op(A)[min(ic + r, m - 1), pc + p]."""
+        last = b.sub(m, T.i64(1))
+        rows = [b.mul(_min(b, b.add(ic, T.i64(r)), last), sam) for r in range(self.mr)]
+
+        def step(b, p, _):
+            column = b.mul(b.add(pc, p), sak)
+            for r, offset in enumerate(rows):
+                x = b.load(self.at(b, a, b.add(offset, column)), typ=self.scalar)
+                b.store(x, self.at(b, ap, b.add(b.mul(p, T.i64(self.mr)), T.i64(r))))
+            return []
+        counted_loop(b, kc, step, name="pa")
+
+    def micro_kernel(self, b, ap, bp, kc):
+        """The MR x NR block's accumulators after kc steps (MR * vectors values)."""
+        vectors = self.nr // self.lanes
+
+        def step(b, p, accs):
+            row = self.at(b, bp, b.mul(p, T.i64(self.nr)))
+            ys = [b.load(self.at(b, row, T.i64(v * self.lanes)), typ=self.vector, align=64)
+                  for v in range(vectors)]
+            xs = self.at(b, ap, b.mul(p, T.i64(self.mr)))
+            out = []
+            for r in range(self.mr):
+                x = splat(b, b.load(self.at(b, xs, T.i64(r)), typ=self.scalar), self.lanes)
+                for v in range(vectors):
+                    acc = accs[r * vectors + v]
+                    out.append(b.fadd(acc, b.fmul(x, ys[v], flags=CONTRACT), flags=CONTRACT))
+            return out
+        return counted_loop(b, kc, step, [zero_vector(self.scalar, self.lanes)] *
+                            (self.mr * vectors), name="mk")
+
+    def store(self, b, accs, corner, ldc, rows, cols, added):
+        """C's block (rows x cols of it) = accs, or += accs when `added`."""
+        vectors = self.nr // self.lanes
+        masks = [lane_mask(b, b.sub(cols, T.i64(v * self.lanes)), self.lanes)
+                 for v in range(vectors)]
+        for r in range(self.mr):
+            with b.if_then(b.icmp_signed("<", T.i64(r), rows)):
+                row = self.at(b, corner, b.mul(T.i64(r), ldc))
+                for v, mask in enumerate(masks):
+                    ptr = self.at(b, row, T.i64(v * self.lanes))
+                    value = accs[r * vectors + v]
+                    old = masked_load(b, ptr, self.vector, mask, self.size)
+                    value = b.select(added, b.fadd(value, old), value)
+                    masked_store(b, value, ptr, mask, self.size)

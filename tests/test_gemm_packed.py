@@ -1,0 +1,86 @@
+"""The packed, cache-blocked matrix-product kernel (gemm_packed.py) called directly.
+
+Its sizes and strides are run-time arguments, so one compiled function per dtype is checked with
+hypothesis over m, n and k (1, odd sizes, sizes around the micro-kernel's block, past one block
+of the contraction (KC) and of the columns (NC)), operands stored transposed or not and inside
+larger buffers (leading dimensions past the matrix), and C inside a larger buffer (ldc > n: the
+elements between rows must be left alone), against NumPy. Products through `jit` that reach it,
+and the x86-64 baseline, AVX2 and Zen 1 targets, are in test_llvm_gemm.py.
+"""
+import ctypes
+
+import llvmlite.ir as ir
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from kiln.compiler.backends.llvm import gemm_packed
+from test_llvm_runtime import jit
+
+DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    module = ir.Module("gemm_packed_test")
+    for dtype in DTYPES:
+        fn = ir.Function(module, gemm_packed.FUNCTION_TYPE, f"run_{dtype.name}")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        a, sam, sak, bm, sbk, sbn, c, ldc, m, n, k = fn.args
+        gemm_packed.emit_packed_gemm(b, dtype, m, n, k, a, (sam, sak), bm, (sbk, sbn), c, ldc)
+        b.ret_void()
+    engine = jit(module)
+    signature = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] + [ctypes.c_int64] * 2) * 2,
+                                 ctypes.c_void_p, *[ctypes.c_int64] * 4)
+    return {dtype: signature(engine.get_function_address(f"run_{dtype.name}"))
+            for dtype in DTYPES}
+
+
+def stored(rng, rows, cols, transposed, pad, dtype):
+    """(buffer, row stride, column stride) of a rows x cols matrix stored (transposed or not)
+    in a buffer `pad` elements wider than it."""
+    if transposed:
+        buffer = rng.uniform(-1, 1, (cols, rows + pad)).astype(dtype)
+        return buffer, 1, rows + pad
+    buffer = rng.uniform(-1, 1, (rows, cols + pad)).astype(dtype)
+    return buffer, cols + pad, 1
+
+
+def product(kernels, dtype, m, n, k, lhs_t, rhs_t, pads, seed):
+    rng = np.random.default_rng(seed)
+    a, sam, sak = stored(rng, m, k, lhs_t, pads[0], dtype)
+    b, sbk, sbn = stored(rng, k, n, rhs_t, pads[1], dtype)
+    ldc = n + pads[2]
+    c = np.full((m, ldc), 7.0, dtype)
+    kernels[dtype](a.ctypes.data, sam, sak, b.ctypes.data, sbk, sbn, c.ctypes.data, ldc, m, n, k)
+    op_a = np.lib.stride_tricks.as_strided(a, (m, k), (sam * a.itemsize, sak * a.itemsize))
+    op_b = np.lib.stride_tricks.as_strided(b, (k, n), (sbk * b.itemsize, sbn * b.itemsize))
+    want = op_a.astype(np.float64) @ op_b.astype(np.float64)
+    return c, want
+
+
+SIZES = st.one_of(st.integers(1, 40), st.sampled_from([47, 63, 64, 65, 95, 96, 97, 127, 129]))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(DTYPES), SIZES, SIZES, st.one_of(SIZES, st.integers(250, 530)),
+       st.booleans(), st.booleans(), st.tuples(*[st.sampled_from([0, 0, 1, 5])] * 3),
+       st.integers(0, 2**32 - 1))
+def test_products_match_numpy(kernels, dtype, m, n, k, lhs_t, rhs_t, pads, seed):
+    c, want = product(kernels, dtype, m, n, k, lhs_t, rhs_t, pads, seed)
+    tol = 3e-6 * np.sqrt(k) if dtype == np.float32 else 1e-14 * np.sqrt(k)
+    np.testing.assert_allclose(c[:, :n], want, rtol=tol, atol=tol)
+    assert (c[:, n:] == 7.0).all()   # the padding between C's rows is never written
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_several_column_and_contraction_blocks(kernels, dtype):
+    """n past two blocks of columns and k past two blocks of the contraction, ragged ends."""
+    nc = gemm_packed.PACK_BYTES // (gemm_packed.KC * dtype.itemsize)
+    m, n, k = 53, 2 * nc + 45, 2 * gemm_packed.KC + 17
+    for lhs_t, rhs_t in [(False, False), (True, True)]:
+        c, want = product(kernels, dtype, m, n, k, lhs_t, rhs_t, (3, 0, 2), 1)
+        tol = 1e-4 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(c[:, :n], want, rtol=tol, atol=tol)
+        assert (c[:, n:] == 7.0).all()
+
