@@ -177,9 +177,20 @@ def select(x: 'f32[3]', y: 'f32[3]', p: 'bool[3]') -> '(f32[3], f32[3], f32[3], 
     return a, b, c, d, e
 """
 
+DOTS = """
+def dots(a: 'f32[3,4]', b: 'f32[5,4]', c: 'f32[2,4,3]', d: 'f32[2,3,5]', f: 'f32[2,5]') -> '(f32[3,5], f32[2,4,5], f32[3,4,5], f32[4,5])':
+    bt = transpose(b, permutation=(1, 0))
+    p = dot_general(a, bt, dimension_numbers=(((1,), (0,)), ((), ())), precision=None, preferred_element_type=None)
+    ct = transpose(c, permutation=(0, 2, 1))
+    q = dot_general(ct, d, dimension_numbers=(((1,), (1,)), ((0,), (0,))), precision=None, preferred_element_type=None)
+    e = transpose(c, permutation=(2, 1, 0))
+    r = dot_general(e, f, dimension_numbers=(((2,), (0,)), ((), ())), precision=None, preferred_element_type=None)
+    return p, q, r, bt
+"""
+
 PROGRAMS = {"fold": FOLD, "identities": IDENTITIES, "no_identities": NO_IDENTITIES,
             "cse": CSE, "dce": DCE, "chain": CHAIN, "control_flow": CONTROL_FLOW,
-            "select": SELECT}
+            "select": SELECT, "dots": DOTS}
 
 
 # ------------------------------------------------------------------------------- helpers
@@ -338,6 +349,23 @@ def test_identities_fire():
     assert [e.outvars[0].name for e in zeros] == ["r", "t"]
     assert all(e.params == {"shape": (3,), "broadcast_dimensions": ()} for e in zeros)
     assert _ops(simplify(fn)) == Counter(broadcast_in_dim=1, exp=1)
+
+
+def test_dot_general_reads_transposed_operands_in_place():
+    """A transposed operand folds into the dimension numbers unless its free axes would
+    change order (`r`: the result's layout would change); a transpose used elsewhere stays."""
+    fn = from_source(DOTS)
+    out = _apply(apply_identities, fn)
+    p, q, r, bt = out.outvars
+    producer = {v: e for e in out.eqns for v in e.outvars}
+    a, b, c, d, f = fn.invars
+    assert producer[p].invars == [a, b]
+    assert producer[p].params["dimension_numbers"] == (((1,), (1,)), ((), ()))
+    assert producer[q].invars == [c, d]
+    assert producer[q].params["dimension_numbers"] == (((2,), (1,)), ((0,), (0,)))
+    assert producer[r].invars[0] is not c and producer[producer[r].invars[0]].prim.name \
+        == "transpose"
+    assert _ops(simplify(fn)) == Counter(dot_general=3, transpose=2)   # bt (a result) and e
 
 
 def test_identities_that_must_not_fire():

@@ -14,8 +14,11 @@ the pass that owns a control-flow primitive may drop its unused region outputs).
 - `apply_identities`: x+0, 0+x, x-0, x*1, 1*x, x/1, integer_pow(x, y=1), neg(neg(x)),
   select_n with identical cases or a literal predicate, structural ops and conversions that
   change nothing, a transpose of a transpose (one transpose), a transpose that swaps the free
-  dimensions of a single-use `dot_general` (the `dot_general` with swapped operands), x*0 for integers (to zeros: a literal, or a broadcast of one), and `copy`
-  of an intermediate used nowhere else. A rewrite fires only when the
+  dimensions of a single-use `dot_general` (the `dot_general` with swapped operands), a
+  `dot_general` of a transpose (the `dot_general` of the transpose's operand, its dimension
+  numbers read through the permutation, when the operand's free axes keep their order), x*0
+  for integers (to zeros: a literal, or a broadcast of one), and `copy` of an intermediate
+  used nowhere else. A rewrite fires only when the
   kept value has exactly the result's type (shape, dtype and weak type), so broadcasting and
   promotion are never lost. x*0 is not rewritten for floats (NaN and inf give NaN); x+0.0 is
   rewritten for floats, as XLA's simplifier does under `jax.jit` (so -0.0 + 0.0 gives -0.0).
@@ -32,6 +35,7 @@ import numpy as np
 
 from ..ir.ssa import Eqn, Function, Literal, literal
 from ..primitives import PRIMITIVES
+from ..primitives.linalg import free_axes
 
 
 def fold_constants(fn):
@@ -343,6 +347,32 @@ def _swapped_dot_general(eqn, dot, perm):
     return Eqn(eqn.outvars, dot.prim, [rhs, lhs], params, eqn.info)
 
 
+def _dot_general(eqn, state):
+    """dot_general(transpose(x), ...) -> dot_general(x, ...) with the dimension numbers read
+    through the permutation (the operand is then read in place: a transposed matrix is a
+    matrix in memory to the backends), when the operand's free axes keep their order (the
+    result's layout follows it)."""
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    operands, dims, changed = list(eqn.invars), [[lc, lb], [rc, rb]], False
+    for side, x in enumerate(operands):
+        inner = state.producer.get(x)
+        if inner is None or inner.prim.name != "transpose":
+            continue
+        perm = inner.params["permutation"]
+        contract, batch = dims[side]
+        free = [perm[a] for a in free_axes(len(perm), contract, batch)]
+        if free != sorted(free):
+            continue
+        operands[side] = inner.invars[0]
+        dims[side] = [tuple(perm[a] for a in contract), tuple(perm[a] for a in batch)]
+        changed = True
+    if not changed:
+        return None
+    (lc, lb), (rc, rb) = dims
+    params = dict(eqn.params, dimension_numbers=((lc, rc), (lb, rb)))
+    return Eqn(eqn.outvars, eqn.prim, operands, params, eqn.info)
+
+
 def _ident_perm(p, n):
     return tuple(p) == tuple(range(n))
 
@@ -379,6 +409,7 @@ _IDENTITIES = {
     "copy": _copy,
     "reshape": _structural(_reshape_identity),
     "transpose": _transpose,
+    "dot_general": _dot_general,
     "broadcast_in_dim": _structural(_broadcast_identity),
     "convert_element_type": _structural(_convert_identity),
     "squeeze": _structural(_squeeze_rev_identity),

@@ -86,6 +86,21 @@ def _function(module, dtype):
     return fn
 
 
+def transpose(b, rows):
+    """The columns of a square block given as its rows (`lanes` vectors of `lanes` elements):
+    log2(lanes) rounds that interleave the first and second halves of the rows."""
+    lanes = len(rows)
+    half = lanes // 2
+    low = ir.Constant(ir.VectorType(T.I32, lanes),
+                      [t // 2 + (lanes if t % 2 else 0) for t in range(lanes)])
+    high = ir.Constant(ir.VectorType(T.I32, lanes),
+                       [half + t // 2 + (lanes if t % 2 else 0) for t in range(lanes)])
+    for _ in range(lanes.bit_length() - 1):
+        rows = [x for i in range(half) for x in (b.shuffle_vector(rows[i], rows[i + half], low),
+                                                  b.shuffle_vector(rows[i], rows[i + half], high))]
+    return rows
+
+
 def _min(b, x, y):
     return b.select(b.icmp_signed("<", x, y), x, y)
 
@@ -151,55 +166,104 @@ class _Kernel:
         b.ret_void()
 
     def pack_b(self, b, bp, bm, sbk, sbn, pc, jc, kc, nc, n):
-        """Bp[t][p][j] = op(B)[pc + p, jc + t * NR + j], zero past n: vectors (masked at the
-        edge) when B's rows are contiguous, elements otherwise."""
-        tiles = _ceil_div(b, nc, self.nr)
-        contiguous = b.icmp_signed("==", sbn, T.i64(1))
+        """Bp[t][p][j] = op(B)[pc + p, jc + t * NR + j], zero past n. B's rows contiguous:
+        vectors along them (masked at the edge); B stored transposed (its columns
+        contiguous): lanes x lanes blocks loaded along the columns and transposed in
+        registers; otherwise (and for the last kc % lanes steps) element by element."""
+        lanes, vectors = self.lanes, self.nr // self.lanes
+        last = b.sub(n, T.i64(1))
 
         def tile(b, t, _):
             j0 = b.add(jc, b.mul(t, T.i64(self.nr)))
-            dst_tile = self.at(b, bp, b.mul(b.mul(t, T.i64(self.nr)), kc))
-
-            def row(b, p, _):
-                src = b.add(b.mul(b.add(pc, p), sbk), b.mul(j0, sbn))
-                dst = self.at(b, dst_tile, b.mul(p, T.i64(self.nr)))
-                with b.if_else(contiguous) as (vectors, elements):
-                    with vectors:
-                        for v in range(self.nr // self.lanes):
-                            start = b.add(j0, T.i64(v * self.lanes))
-                            mask = lane_mask(b, b.sub(n, start), self.lanes)
-                            at = self.at(b, bm, b.add(src, T.i64(v * self.lanes)))
+            dst = self.at(b, bp, b.mul(b.mul(t, T.i64(self.nr)), kc))
+            with b.if_else(b.icmp_signed("==", sbn, T.i64(1))) as (rows, other):
+                with rows:
+                    def row(b, p, _):
+                        src = b.add(b.mul(b.add(pc, p), sbk), j0)
+                        for v in range(vectors):
+                            mask = lane_mask(b, b.sub(n, b.add(j0, T.i64(v * lanes))), lanes)
+                            at = self.at(b, bm, b.add(src, T.i64(v * lanes)))
                             x = masked_load(b, at, self.vector, mask, self.size)
-                            b.store(x, self.at(b, dst, T.i64(v * self.lanes)), align=64)
-                    with elements:
-                        def element(b, j, _):
-                            inside = b.icmp_signed("<", b.add(j0, j), n)
-                            value = ir.Constant(self.scalar, 0.0)
-                            with b.if_then(inside):
-                                loaded = b.load(self.at(b, bm, b.add(src, b.mul(j, sbn))),
-                                                typ=self.scalar)
-                                b.store(loaded, self.at(b, dst, j))
-                            with b.if_then(b.not_(inside)):
-                                b.store(value, self.at(b, dst, j))
-                            return []
-                        counted_loop(b, T.i64(self.nr), element, name="j")
-                return []
-            counted_loop(b, kc, row, name="p")
+                            b.store(x, self.at(b, dst, b.add(b.mul(p, T.i64(self.nr)),
+                                                             T.i64(v * lanes))), align=64)
+                        return []
+                    counted_loop(b, kc, row, name="p")
+                with other:
+                    blocks = b.select(b.icmp_signed("==", sbk, T.i64(1)),
+                                      b.udiv(kc, T.i64(lanes)), T.i64(0))
+
+                    def block(b, q, _):   # steps p0 .. p0 + lanes of every column
+                        p0 = b.mul(q, T.i64(lanes))
+                        for v in range(vectors):
+                            first = b.add(j0, T.i64(v * lanes))
+                            columns = [b.load(self.at(b, bm, b.add(b.mul(_min(b, b.add(
+                                first, T.i64(j)), last), sbn), b.add(pc, p0))),
+                                typ=self.vector, align=self.size) for j in range(lanes)]
+                            mask = lane_mask(b, b.sub(n, first), lanes)
+                            for p, x in enumerate(transpose(b, columns)):
+                                x = b.select(mask, x, zero_vector(self.scalar, lanes))
+                                at = b.add(b.mul(b.add(p0, T.i64(p)), T.i64(self.nr)),
+                                           T.i64(v * lanes))
+                                b.store(x, self.at(b, dst, at), align=64)
+                        return []
+                    counted_loop(b, blocks, block, name="q")
+                    done = b.mul(blocks, T.i64(lanes))
+
+                    def element(b, f, _):   # the rest, one element at a time
+                        p, j = b.add(done, b.udiv(f, T.i64(self.nr))), b.urem(f, T.i64(self.nr))
+                        column = b.add(j0, j)
+                        src = b.add(b.mul(b.add(pc, p), sbk), b.mul(_min(b, column, last), sbn))
+                        x = b.load(self.at(b, bm, src), typ=self.scalar)
+                        x = b.select(b.icmp_signed("<", column, n), x,
+                                     ir.Constant(self.scalar, 0.0))
+                        b.store(x, self.at(b, dst, b.add(b.mul(p, T.i64(self.nr)), j)))
+                        return []
+                    counted_loop(b, b.mul(b.sub(kc, done), T.i64(self.nr)), element, name="e")
             return []
-        counted_loop(b, tiles, tile, name="bt")
+        counted_loop(b, _ceil_div(b, nc, self.nr), tile, name="bt")
 
     def pack_a(self, b, ap, a, sam, sak, ic, pc, kc, m):
-        """Ap[p][r] = op(A)[min(ic + r, m - 1), pc + p]."""
+        """Ap[p][r] = op(A)[min(ic + r, m - 1), pc + p] (rows past m: anything). A's rows
+        contiguous: lanes x lanes blocks loaded along the rows and transposed in registers (MR
+        of the rows real), the last kc % lanes steps element by element; A stored transposed:
+        MR contiguous elements (masked past m) per step; otherwise element by element."""
+        lanes, mr = self.lanes, self.mr
         last = b.sub(m, T.i64(1))
-        rows = [b.mul(_min(b, b.add(ic, T.i64(r)), last), sam) for r in range(self.mr)]
+        rows = [b.mul(_min(b, b.add(ic, T.i64(r)), last), sam) for r in range(mr)]
+        blocks = b.select(b.icmp_signed("==", sak, T.i64(1)), b.udiv(kc, T.i64(lanes)),
+                          T.i64(0))
+        undefined = ir.Constant(self.vector, ir.Undefined)
+        first_mr = ir.Constant(ir.VectorType(T.I32, mr), list(range(mr)))
+
+        def block(b, q, _):
+            p0 = b.add(pc, b.mul(q, T.i64(lanes)))
+            loaded = [b.load(self.at(b, a, b.add(row, p0)), typ=self.vector, align=self.size)
+                      for row in rows]
+            for p, x in enumerate(transpose(b, loaded + [undefined] * (lanes - mr))):
+                at = b.mul(b.add(b.mul(q, T.i64(lanes)), T.i64(p)), T.i64(mr))
+                b.store(b.shuffle_vector(x, undefined, first_mr), self.at(b, ap, at),
+                        align=self.size)
+            return []
+        counted_loop(b, blocks, block, name="qa")
+        done = b.mul(blocks, T.i64(lanes))
+
+        columns = b.icmp_signed("==", sam, T.i64(1))   # A stored transposed: MR in a row
+        short = ir.VectorType(self.scalar, mr)
+        valid = lane_mask(b, b.sub(m, ic), mr)
 
         def step(b, p, _):
             column = b.mul(b.add(pc, p), sak)
-            for r, offset in enumerate(rows):
-                x = b.load(self.at(b, a, b.add(offset, column)), typ=self.scalar)
-                b.store(x, self.at(b, ap, b.add(b.mul(p, T.i64(self.mr)), T.i64(r))))
+            dst = self.at(b, ap, b.mul(p, T.i64(mr)))
+            with b.if_else(columns) as (vector, elements):
+                with vector:
+                    at = self.at(b, a, b.add(b.mul(ic, sam), column))
+                    b.store(masked_load(b, at, short, valid, self.size), dst, align=self.size)
+                with elements:
+                    for r, offset in enumerate(rows):
+                        x = b.load(self.at(b, a, b.add(offset, column)), typ=self.scalar)
+                        b.store(x, self.at(b, dst, T.i64(r)))
             return []
-        counted_loop(b, kc, step, name="pa")
+        counted_loop(b, b.sub(kc, done), lambda b, p, c: step(b, b.add(done, p), c), name="pa")
 
     def micro_kernel(self, b, ap, bp, kc):
         """The MR x NR block's accumulators after kc steps (MR * vectors values)."""
