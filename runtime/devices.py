@@ -2,7 +2,8 @@
 
 On the CPU every array lives in host memory as a NumPy buffer. How many CPU devices
 `kiln.devices()` reports (what `pmap` maps over on one machine) is, in order:
-`kiln.config.update("jax_num_cpu_devices", n)` (JAX's option), `KILN_NUM_CPU_DEVICES`, XLA's
+`kiln.config.update("jax_num_cpu_devices", n)` (JAX's option), `KILN_NUM_CPU_DEVICES`,
+`JAX_NUM_CPU_DEVICES` (the environment variable JAX reads for its option), XLA's
 `--xla_force_host_platform_device_count=N` in `XLA_FLAGS`; default 1, as JAX. The count is
 fixed when devices are first listed: changing the option afterwards is JAX's RuntimeError.
 """
@@ -36,17 +37,34 @@ class Device:
         return hash((self.platform, self.id))
 
 
-def _cpu_count():
+def _count_from(variable):
+    """The device count an environment variable sets, None when it is unset or empty."""
+    n = os.environ.get(variable, "").strip()
+    if not n:
+        return None
+    if not n.isdigit() or int(n) < 1:
+        raise ValueError(f"{variable}={n!r} must be a whole number of at least 1 (the number "
+                         f"of CPU devices); set it to 1 or more, or unset it")
+    return int(n)
+
+
+def cpu_count_setting():
+    """(the number of CPU devices this process would list, the setting it comes from)."""
     chosen = config.read("num_cpu_devices")
     if chosen is not None:
-        return chosen
-    n = os.environ.get("KILN_NUM_CPU_DEVICES", "").strip()
-    if n:
-        if not n.isdigit() or int(n) < 1:
-            raise ValueError(f"KILN_NUM_CPU_DEVICES={n!r} must be a whole number of at least 1")
-        return int(n)
-    m = re.search(r"--xla_force_host_platform_device_count=(\d+)", os.environ.get("XLA_FLAGS", ""))
-    return max(1, int(m.group(1))) if m else 1
+        return chosen, "kiln.config jax_num_cpu_devices"
+    for variable in ("KILN_NUM_CPU_DEVICES", "JAX_NUM_CPU_DEVICES"):
+        n = _count_from(variable)
+        if n is not None:
+            return n, variable
+    m = re.search(r"--xla_force_host_platform_device_count=(\S*)", os.environ.get("XLA_FLAGS", ""))
+    if m is None:
+        return 1, "the default; KILN_NUM_CPU_DEVICES sets it"
+    if not m.group(1).isdigit() or int(m.group(1)) < 1:
+        raise ValueError(f"XLA_FLAGS={os.environ['XLA_FLAGS']!r}: "
+                         f"--xla_force_host_platform_device_count must be a whole number of at "
+                         f"least 1 (the number of CPU devices)")
+    return int(m.group(1)), "XLA_FLAGS"
 
 
 _DEVICES = []   # this process's CPU devices, filled on first use
@@ -55,7 +73,7 @@ _ALL = {}       # (process index, process count) -> every process's devices
 
 def _local():
     if not _DEVICES:
-        _DEVICES.append(_cpu_count())
+        _DEVICES.append(cpu_count_setting()[0])
     return _DEVICES[0]
 
 

@@ -329,7 +329,7 @@ def _run_fresh(code, env):
     import subprocess
     import sys
     full = {k: v for k, v in os.environ.items()
-            if k not in ("KILN_NUM_CPU_DEVICES", "XLA_FLAGS")}
+            if k not in ("KILN_NUM_CPU_DEVICES", "JAX_NUM_CPU_DEVICES", "XLA_FLAGS")}
     full.update(env)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=full, timeout=120)
@@ -340,6 +340,10 @@ def _run_fresh(code, env):
     ({"KILN_NUM_CPU_DEVICES": "3"}, None, 3),
     ({"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}, None, 2),
     ({"KILN_NUM_CPU_DEVICES": "3"}, 5, 5),
+    ({"JAX_NUM_CPU_DEVICES": "4"}, None, 4),   # the variable JAX reads for its option
+    ({"JAX_NUM_CPU_DEVICES": "4", "KILN_NUM_CPU_DEVICES": "2"}, None, 2),
+    ({"JAX_NUM_CPU_DEVICES": "4", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
+     None, 4),
 ])
 def test_device_count_settings(env, setting, count):
     code = ("import kiln\n"
@@ -358,3 +362,10 @@ def test_bad_device_count_settings():
         kiln.config.update("jax_num_cpu_devices", 0)
     out = _run_fresh("import kiln; kiln.devices()", {"KILN_NUM_CPU_DEVICES": "two"})
     assert "KILN_NUM_CPU_DEVICES='two' must be a whole number" in out.stderr
+    out = _run_fresh("import kiln; kiln.devices()", {"JAX_NUM_CPU_DEVICES": "0"})
+    assert "JAX_NUM_CPU_DEVICES='0' must be a whole number" in out.stderr
+    assert "set it to 1 or more, or unset it" in out.stderr
+    out = _run_fresh("import kiln; kiln.devices()",
+                     {"XLA_FLAGS": "--xla_force_host_platform_device_count=0"})
+    assert out.returncode != 0   # JAX refuses it too
+    assert "--xla_force_host_platform_device_count must be a whole number" in out.stderr

@@ -170,12 +170,8 @@ def _blas_threads():
 # ---------------------------------------------------------------------------------- devices
 
 def _devices():
-    from ..devices import local_device_count, config
-    count = local_device_count()
-    source = ("kiln.config jax_num_cpu_devices" if config.read("num_cpu_devices")
-              else "KILN_NUM_CPU_DEVICES" if os.environ.get("KILN_NUM_CPU_DEVICES", "").strip()
-              else "XLA_FLAGS" if "xla_force_host_platform_device_count" in
-              os.environ.get("XLA_FLAGS", "") else "the default; KILN_NUM_CPU_DEVICES sets it")
+    from ..devices import cpu_count_setting, local_device_count
+    count, source = local_device_count(), cpu_count_setting()[1]
     return f"{count} CPU device{'s' if count != 1 else ''} ({source}), for pmap and shard_map"
 
 
