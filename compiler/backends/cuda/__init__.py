@@ -7,3 +7,9 @@ compiles it for a GPU architecture (no GPU needed); `emulate.run` runs the same 
 host to check its results against the reference backend; `launch.run` runs it on a GPU through
 CuPy. jit's `backend="cuda"` and GPU arrays come next (docs/cuda.md).
 """
+
+
+def compile_function(fn):
+    """jit's backend="cuda": executable.Executable (imported on first use)."""
+    from .executable import compile_function as compile_
+    return compile_(fn)
