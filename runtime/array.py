@@ -136,7 +136,7 @@ class Array(ArrayMethods):
 
     # --------------------------------------------------------------------- construction
     def __init__(self, value, weak_type=False):
-        self._value = np.asarray(value)
+        self._value = value if type(value) is DeviceBuffer else np.asarray(value)
         self.weak_type = bool(weak_type)
 
     # ------------------------------------------------------------------------ metadata
@@ -177,13 +177,16 @@ class Array(ArrayMethods):
     @property
     def sharding(self):
         """Where this array's blocks live (kiln.sharding): what device_put, pmap, shard_map or
-        jit's out_shardings gave it, else device 0's SingleDeviceSharding."""
+        jit's out_shardings gave it, else the SingleDeviceSharding of its GPU (a device
+        buffer) or of CPU device 0."""
         placed = _SHARDINGS.get(id(self))
         if placed is not None:
             return placed
         from .sharding import SingleDeviceSharding
-        from .devices import devices
-        return SingleDeviceSharding(devices()[0])
+        from .devices import devices, gpu_device
+        if type(self._value) is DeviceBuffer:
+            return SingleDeviceSharding(gpu_device(self._value.layer))
+        return SingleDeviceSharding(devices("cpu")[0])
 
     def devices(self):
         return self.sharding.device_set

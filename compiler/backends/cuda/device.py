@@ -80,6 +80,9 @@ class DeviceBuffer:
                         f"implicitly: use np.asarray(array) on the kiln Array or "
                         f"kiln.device_get(array)")
 
+    def __bool__(self):   # not Python's default truth: a value needs a copy to the host
+        self.__array__()
+
     def __repr__(self):
         return f"DeviceBuffer({self.dtype.name}{list(self.shape)} on {self.layer.name})"
 
