@@ -15,7 +15,8 @@ What this cannot catch (docs/cuda.md): races the barriers hide (the host threads
 every shuffle), a shuffle only some threads reach (the emulation hangs where the device would be
 undefined), the device's math library (the host's libm rounds differently: results are compared
 within the documented ulps, not bit for bit), the device's memory model, occupancy and speed.
-NVRTC compiles the same text for the device in the same tests.
+NVRTC compiles the same text for the device in the same tests. `load_all` compiles several
+kernels (a whole program's) in one host library: one compiler run instead of one a kernel.
 """
 import ctypes
 import hashlib
