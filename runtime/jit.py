@@ -19,9 +19,9 @@ whole suite). Without an explicit `backend=`, a function the LLVM backend cannot
 `BackendUnsupportedError`) is compiled for the reference backend instead.
 Without an explicit `backend=`, a call with an argument on a GPU (an Array holding a device
 buffer: `device_put` onto a GPU device, a GPU result) runs with backend="cuda", as JAX's
-computations follow their data. `KILN_LOG_COMPILES=1` logs every (re)specialisation with its reason; `KILN_DUMP_DIR=dir`
-writes every stage; `kiln.disable_jit()` (or `KILN_DISABLE_JIT=1`) runs functions as plain
-Python.
+computations follow their data. `KILN_LOG_COMPILES=1` logs every (re)specialisation with its
+reason; `KILN_DUMP_DIR=dir` writes every stage; `kiln.disable_jit()` (or `KILN_DISABLE_JIT=1`)
+runs functions as plain Python.
 
 Threads: any number of threads may call jitted functions, for the first time or not. The
 specialiser's state is per thread (builder.STATE, specialise._STATE), a function's

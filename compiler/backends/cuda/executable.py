@@ -219,8 +219,8 @@ def _gemm(program, eqn, ins):
     out = eqn.outvars[0].aval
     lf = [d for d in range(len(lhs.shape)) if d not in lc and d not in lb]
     rf = [d for d in range(len(rhs.shape)) if d not in rc and d not in rb]
-    size = lambda aval, dims: int(np.prod([aval.shape[d] for d in dims], dtype=np.int64))  # noqa: E731
-    b, m, k, n = size(lhs, lb), size(lhs, lf), size(lhs, lc), size(rhs, rf)
+    b, m, k, n = (int(np.prod([a.shape[d] for d in dims], dtype=np.int64))
+                  for a, dims in ((lhs, lb), (lhs, lf), (lhs, lc), (rhs, rf)))
     left, right = list(lb) + lf + list(lc), list(rb) + list(rc) + rf
     dtype = np.dtype(out.dtype)
 
