@@ -31,12 +31,14 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
 
-# On a GPU machine (one H100/H200 with CuPy, NVRTC and JAX's CUDA plug-in): the GPU
-# baselines beside JAX, as a report in GPU_OUT (see benchmarks/gpu.py; docs in BENCHMARKS.md).
+# On a GPU machine (one H100/H200): one prepared script (benchmarks/gpu_check.sh) installs
+# what is missing (CuPy, pytest, hypothesis), runs the GPU tests (-m gpu), then kiln's
+# backend="cuda" beside JAX (benchmarks/gpu_kiln.py) and the baselines (benchmarks/gpu.py),
+# with the reports and a log in GPU_OUT (docs/cuda.md, BENCHMARKS.md).
 GPU_PYTHON ?= python3
 GPU_OUT ?= build/gpu
 gpu-check:
-	PYTHONUNBUFFERED=1 $(GPU_PYTHON) benchmarks/gpu.py --out $(GPU_OUT)
+	PYTHONUNBUFFERED=1 GPU_PYTHON=$(GPU_PYTHON) GPU_OUT=$(GPU_OUT) benchmarks/gpu_check.sh
 
 # samples/aot_c: compile two functions ahead of time, build a C program against them, run it.
 AOT_C := build/aot_c

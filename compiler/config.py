@@ -5,7 +5,9 @@ narrowed) and `debug_nans`. Environment variables `KILN_ENABLE_X64=1` (or JAX's
 `JAX_ENABLE_X64=1`) set the initial value. One whole-number option: `num_cpu_devices` (JAX's
 `jax_num_cpu_devices`; unset: the runtime's devices module reads the environment); a module
 that must refuse a change (the device count, once devices were listed) registers a guard with
-`config.guard(name, check)`, which runs before the value changes and may raise.
+`config.guard(name, check)`, which runs before the value changes and may raise. One text
+option: `platforms` (JAX's `jax_platforms`: "cpu", "gpu"/"cuda" or a comma-separated list;
+unset: the runtime's devices module reads `KILN_PLATFORMS` / `JAX_PLATFORMS`).
 """
 import os
 
@@ -27,10 +29,11 @@ class Config:
     }
 
     _whole_numbers = ("num_cpu_devices",)
+    _texts = ("platforms",)
 
     def __init__(self):
         self._values = {name: _env_flag(*envs) for name, envs in self._defaults.items()}
-        self._values.update({name: None for name in self._whole_numbers})
+        self._values.update({name: None for name in self._whole_numbers + self._texts})
         self._listeners = []
         self._guards = {}
 
@@ -43,6 +46,10 @@ class Config:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"kiln.config.update({name!r}, {value!r}): expected a whole "
                                  f"number of at least 1")
+        elif key in self._texts:
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"kiln.config.update({name!r}, {value!r}): expected a "
+                                 f"string or None")
         else:
             value = bool(value)
         if key in self._guards:

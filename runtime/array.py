@@ -23,6 +23,7 @@ import numpy as np
 
 from . import dispatch
 from .compiler.ir import dtypes
+from .compiler.backends.cuda.device import DeviceBuffer
 
 _SCALARS = (int, float, complex, bool, np.generic)
 _SHARDINGS = {}   # id(array) -> its sharding, for arrays given one (placed_on); others: device 0
@@ -135,7 +136,7 @@ class Array(ArrayMethods):
 
     # --------------------------------------------------------------------- construction
     def __init__(self, value, weak_type=False):
-        self._value = np.asarray(value)
+        self._value = value if type(value) is DeviceBuffer else np.asarray(value)
         self.weak_type = bool(weak_type)
 
     # ------------------------------------------------------------------------ metadata
@@ -176,13 +177,16 @@ class Array(ArrayMethods):
     @property
     def sharding(self):
         """Where this array's blocks live (kiln.sharding): what device_put, pmap, shard_map or
-        jit's out_shardings gave it, else device 0's SingleDeviceSharding."""
+        jit's out_shardings gave it, else the SingleDeviceSharding of its GPU (a device
+        buffer) or of CPU device 0."""
         placed = _SHARDINGS.get(id(self))
         if placed is not None:
             return placed
         from .sharding import SingleDeviceSharding
-        from .devices import devices
-        return SingleDeviceSharding(devices()[0])
+        from .devices import devices, gpu_device
+        if type(self._value) is DeviceBuffer:
+            return SingleDeviceSharding(gpu_device(self._value.layer))
+        return SingleDeviceSharding(devices("cpu")[0])
 
     def devices(self):
         return self.sharding.device_set
@@ -214,6 +218,9 @@ class Array(ArrayMethods):
     # -------------------------------------------------------------------- conversions
     def __array__(self, dtype=None, copy=None):
         v = self._value
+        if type(v) is DeviceBuffer:   # a copy to the host: already a fresh array
+            v = v.to_host()
+            return v.astype(dtype) if dtype is not None and np.dtype(dtype) != v.dtype else v
         if dtype is not None and np.dtype(dtype) != v.dtype:
             return v.astype(dtype)
         if copy:
@@ -222,16 +229,27 @@ class Array(ArrayMethods):
         view.flags.writeable = False
         return view
 
+    def _host(self):
+        """The value as a NumPy array: the buffer itself on the host, a copy of a device
+        buffer (Python conversions: bool(), int(), repr(), item(), iteration ...)."""
+        v = self._value
+        return v.to_host() if type(v) is DeviceBuffer else v
+
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        v = np.ascontiguousarray(self._value)
+        v = self._value
+        v = v.data if type(v) is DeviceBuffer else np.ascontiguousarray(v)
         if max_version is None:
             return v.__dlpack__(stream=stream)
         return v.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
     def __dlpack_device__(self):
-        return self._value.__dlpack_device__()
+        v = self._value
+        return (v.data if type(v) is DeviceBuffer else v).__dlpack_device__()
 
     def block_until_ready(self):
+        v = self._value
+        if type(v) is DeviceBuffer:
+            v.layer.synchronize()
         return self
 
     def _dense(self):
@@ -261,10 +279,10 @@ class Array(ArrayMethods):
         return None
 
     def item(self, *args):
-        return self._value.item(*args)
+        return self._host().item(*args)
 
     def tolist(self):
-        return self._value.tolist()
+        return self._host().tolist()
 
     def __bool__(self):
         if self._value.size == 0:
@@ -273,7 +291,7 @@ class Array(ArrayMethods):
         if self._value.size != 1:
             raise ValueError(f"The truth value of an array with more than one element is "
                              f"ambiguous (shape {self.shape}). Use a.any() or a.all()")
-        return bool(self._value)
+        return bool(self._host())
 
     def __int__(self):
         return int(self._scalar("int"))
@@ -288,14 +306,14 @@ class Array(ArrayMethods):
         if self._value.dtype.kind not in "iu" or self._value.ndim:
             raise TypeError(f"only integer scalar arrays can be converted to a scalar index, "
                             f"got {self.aval.str_short()}")
-        return int(self._value)
+        return int(self._host())
 
     def _scalar(self, what):
         if self._value.ndim:
             raise TypeError(f"Only scalar arrays can be converted to Python scalars; got "
                             f"arr.ndim={self.ndim} (shape {self.shape}) for {what}(); "
                             f"index or reshape to a 0-d array first")
-        return self._value[()]
+        return self._host()[()]
 
     def __len__(self):
         if not self._value.ndim:
@@ -305,18 +323,20 @@ class Array(ArrayMethods):
     def __iter__(self):
         if not self._value.ndim:
             raise TypeError("iteration over a 0-d array")
-        return (_wrap(np.asarray(row), self.weak_type) for row in self._value)
+        return (_wrap(np.asarray(row), self.weak_type) for row in self._host())
 
     def __reversed__(self):
         return iter(self[::-1])
 
     def __format__(self, spec):
-        return format(self._value if self._value.ndim else self._value[()], spec)
+        v = self._host()
+        return format(v if v.ndim else v[()], spec)
 
     def __repr__(self):
         v = self._value
         if type(v) is _Deleted:
             return f"Array(<deleted: {v.what}>)"
+        v = self._host()
         dtype_str = f"dtype={v.dtype.name}" + (", weak_type=True" if self.weak_type else "")
         width = np.get_printoptions()["linewidth"]
         if v.size == 0:
@@ -329,10 +349,10 @@ class Array(ArrayMethods):
         return f"Array({body},{sep}{dtype_str})"
 
     def __str__(self):
-        return str(self._value)
+        return str(self._host())
 
     def __reduce__(self):
-        return (_rebuild, (self._value, self.weak_type))
+        return (_rebuild, (self._host(), self.weak_type))
 
     def __copy__(self):
         return self

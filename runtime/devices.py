@@ -6,6 +6,17 @@ On the CPU every array lives in host memory as a NumPy buffer. How many CPU devi
 `JAX_NUM_CPU_DEVICES` (the environment variable JAX reads for its option), XLA's
 `--xla_force_host_platform_device_count=N` in `XLA_FLAGS`; default 1, as JAX. The count is
 fixed when devices are first listed: changing the option afterwards is JAX's RuntimeError.
+
+GPU devices (platform "gpu", `device_kind` the card's name) exist where the CUDA backend's
+device layer does (compiler/backends/cuda/device.py: CuPy and a device, or the host emulation
+under `KILN_CUDA_EMULATE=1`); there is one, the current CUDA device. Which platforms kiln uses
+is JAX's `jax_platforms` option: `kiln.config.update("jax_platforms", "cpu")`, else
+`KILN_PLATFORMS`, else `JAX_PLATFORMS` ("cpu", "gpu" or "cuda", or a comma-separated list in
+order of priority; unset: the GPU when there is one, then the CPU). `default_backend()` is the
+first available platform in that order and `devices()` lists its devices, as JAX's do; a
+platform named but unavailable is a RuntimeError saying why. The CPU stays available for
+`devices("cpu")` whatever the option says: host arrays, `pmap` and meshes use it (pmap over
+GPUs does not exist yet).
 """
 import os
 import re
@@ -15,17 +26,22 @@ import numpy as np
 from .compiler.config import config
 
 
-class Device:
-    __slots__ = ("id", "platform", "device_kind", "process_index")
+_REPR = {"cpu": "CpuDevice", "gpu": "CudaDevice"}
 
-    def __init__(self, id, platform="cpu", device_kind="cpu", process_index=0):  # noqa: A002
+
+class Device:
+    __slots__ = ("id", "platform", "device_kind", "process_index", "layer")
+
+    def __init__(self, id, platform="cpu", device_kind="cpu", process_index=0,  # noqa: A002
+                 layer=None):
         self.id = id
         self.platform = platform
         self.device_kind = device_kind
         self.process_index = process_index
+        self.layer = layer   # a GPU device's layer (cuda/device.py); None on the CPU
 
     def __repr__(self):
-        return f"CpuDevice(id={self.id})"
+        return f"{_REPR[self.platform]}(id={self.id})"
 
     def __str__(self):
         return f"{self.platform}:{self.id}"
@@ -101,9 +117,55 @@ def _refuse_late_change(value):
 config.guard("num_cpu_devices", _refuse_late_change)
 
 
+_PLATFORM_NAMES = {"cpu": "cpu", "gpu": "gpu", "cuda": "gpu"}
+
+
+def _platform(name, where):
+    key = _PLATFORM_NAMES.get(str(name).strip().lower())
+    if key is None:
+        raise RuntimeError(f"Unknown backend {name!r} in {where}; known: cpu, gpu, cuda")
+    return key
+
+
+def _chosen_platforms():
+    """The platforms the option names, in order, or None (all, the GPU first)."""
+    text = config.read("platforms") or os.environ.get("KILN_PLATFORMS") or \
+        os.environ.get("JAX_PLATFORMS") or ""
+    names = [n for n in text.split(",") if n.strip()]
+    return [_platform(n, "jax_platforms") for n in names] or None
+
+
+def gpu_devices():
+    """The GPU devices (at most one today), or ([], why not)."""
+    from .compiler.backends.cuda import device as cuda
+    try:
+        layer = cuda.current()
+    except cuda.DeviceUnavailableError as e:
+        return [], e.bare_message
+    return [gpu_device(layer)], None
+
+
+def gpu_device(layer):
+    """The GPU Device of a device layer (cuda/device.py)."""
+    return Device(0, "gpu", layer.device_kind, process_index(), layer)
+
+
+def _backends():
+    """The platforms in use, in priority order (see the module docstring)."""
+    chosen = _chosen_platforms()
+    if chosen is None:
+        return (["gpu"] if gpu_devices()[0] else []) + ["cpu"]
+    return chosen
+
+
 def devices(backend=None):
-    if backend not in (None, "cpu"):
-        raise RuntimeError(f"Unknown backend {backend!r}; available backends: cpu")
+    """The devices of `backend` ("cpu", "gpu" or "cuda"; default: `default_backend()`)."""
+    name = default_backend() if backend is None else _platform(backend, "devices()")
+    if name == "gpu":
+        listed, why = gpu_devices()
+        if not listed:
+            raise RuntimeError(f"Unable to initialize backend 'gpu': {why}")
+        return listed
     return list(_listed())
 
 
@@ -122,7 +184,7 @@ def local_device_count(backend=None):
 
 
 def default_backend():
-    return "cpu"
+    return _backends()[0]
 
 
 def process_index():

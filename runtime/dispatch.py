@@ -5,12 +5,15 @@ object whose type defines `_kiln_trace`); if there is one, that trace handles th
 (the specialiser emits SSA for it). Otherwise the operation runs eagerly: abstract evaluation
 checks the operands (cached per primitive, operand types and params, so repeated calls skip the
 Python shape rules), then the primitive's NumPy implementation runs and its result is wrapped
-as an `Array` with the dtype and weak type the abstract value says.
+as an `Array` with the dtype and weak type the abstract value says. An operation with an
+operand on a GPU (a device buffer) runs on the GPU instead (`on_device`:
+compiler/backends/cuda/eager.py), its results staying there.
 """
 import numpy as np
 
 from .compiler.ir.abstract import ShapedArray
 from .compiler.ir.builder import STATE as _BUILDER_STATE
+from .compiler.backends.cuda.device import DeviceBuffer
 
 _aval_cache = {}
 
@@ -66,6 +69,8 @@ def apply_eager(prim, args, params):
     builders = _BUILDER_STATE.stack
     if builders and _large(out):
         return builders[-1].bind(prim, args, params)
+    if any(type(v) is DeviceBuffer for v in vals):
+        return on_device(prim, vals, params, out)
     result = prim.impl(*vals, **params)
     if prim.multiple_results:
         return tuple(_wrap_as(r, o) for r, o in zip(result, out))
@@ -85,6 +90,8 @@ def apply_binary(prim, a, b):
     builders = _BUILDER_STATE.stack
     if builders and _large(out):
         return builders[-1].bind(prim, (a, b), {})
+    if type(va) is DeviceBuffer or type(vb) is DeviceBuffer:
+        return on_device(prim, (va, vb), {}, out)
     value = prim.impl(va, vb)
     if type(value) is not np.ndarray or value.dtype != out.dtype:
         return _wrap_as(value, out)
@@ -95,6 +102,20 @@ def apply_binary(prim, a, b):
 
 
 _binary_cache = {}
+
+
+def on_device(prim, values, params, out):
+    """`prim` run on the GPU holding an operand (cuda/eager.py); its results as Arrays."""
+    from .compiler.backends.cuda import eager
+    results = eager.run(prim, values, params)
+    avals = out if prim.multiple_results else (out,)
+    arrays = []
+    for buffer, aval in zip(results, avals):
+        arr = _new(Array)
+        arr._value = buffer
+        arr.weak_type = aval.weak_type
+        arrays.append(arr)
+    return tuple(arrays) if prim.multiple_results else arrays[0]
 
 # While a function is specialised, an operation on static values runs at once unless its result
 # is large: then it is staged into the function being compiled like a traced one (as JAX's jit

@@ -17,9 +17,11 @@ The default backend is "cpu" (LLVM); `KILN_BACKEND=reference` (or `llvm`) sets t
 every `jit` that names none (read when the `jit` is created; for testing one backend against the
 whole suite). Without an explicit `backend=`, a function the LLVM backend cannot lower (a
 `BackendUnsupportedError`) is compiled for the reference backend instead.
-`KILN_LOG_COMPILES=1` logs every (re)specialisation with its reason; `KILN_DUMP_DIR=dir`
-writes every stage; `kiln.disable_jit()` (or `KILN_DISABLE_JIT=1`) runs functions as plain
-Python.
+Without an explicit `backend=`, a call with an argument on a GPU (an Array holding a device
+buffer: `device_put` onto a GPU device, a GPU result) runs with backend="cuda", as JAX's
+computations follow their data. `KILN_LOG_COMPILES=1` logs every (re)specialisation with its
+reason; `KILN_DUMP_DIR=dir` writes every stage; `kiln.disable_jit()` (or `KILN_DISABLE_JIT=1`)
+runs functions as plain Python.
 
 Threads: any number of threads may call jitted functions, for the first time or not. The
 specialiser's state is per thread (builder.STATE, specialise._STATE), a function's
@@ -44,6 +46,7 @@ import warnings
 import numpy as np
 
 from .array import Array
+from .compiler.backends.cuda.device import DeviceBuffer
 from .tree_util import tree_flatten, tree_unflatten, tree_map
 from . import fastcall, staging
 from .staging import leaf_aval, wrap_outputs
@@ -96,6 +99,7 @@ class Jitted:
         self._cache = staging.GuardedCache()
         self._fast = None   # fastcall.FastCall of the latest all-array call, or None
         self.miss_reasons = []
+        self._gpu = None   # the backend="cuda" Jitted that arguments on the GPU call
         self._shardings = None if in_shardings is None and out_shardings is None else \
             (in_shardings, out_shardings)
 
@@ -122,12 +126,21 @@ class Jitted:
             if out is not fastcall.MISS:
                 return out
         key, dyn_values, _ = self._signature(args, kwargs)
+        if self._fallback is not None and any(type(v) is DeviceBuffer for v in dyn_values):
+            return self._on_gpu()._call(args, kwargs)
         entry = self._entry(key, args, kwargs)
         if entry.held:
             return _run_donating(entry, self._leaves(args, kwargs), dyn_values)
         if fastcall.eligible(args, kwargs, self._static, entry.executable):
             self._fast = fastcall.FastCall(entry, args, wrap_outputs)
         return self._run(entry, dyn_values)
+
+    def _on_gpu(self):
+        """This function with backend="cuda": calls with an argument on the GPU run there."""
+        if self._gpu is None:
+            self._gpu = Jitted(self._fun, tuple(self._static.nums), tuple(self._static.names),
+                               backend="cuda")
+        return self._gpu
 
     def _split(self, args, kwargs):
         return self._static.split(args, kwargs, self.__name__)

@@ -8,11 +8,17 @@ Every CPU device shares the host's memory, so placing an array onto devices or a
 keeps (or makes) one host buffer and records the sharding beside it (`array.placed_on`); the
 checks are JAX's: a sharding whose split dimensions do not divide the shape is a ValueError.
 A `PartitionSpec` alone means a NamedSharding over the current mesh (`kiln.set_mesh`).
+
+A GPU device (devices.py) has its own memory: `device_put(x, gpu)` copies `x` to it (an Array
+holding a device buffer, cuda/device.py), `device_put(x, cpu)` and `device_get` copy back;
+`device_put(x)` without a device leaves `x` where it is. Shardings over several devices are
+CPU-only.
 """
 import numpy as np
 
 from .tree_util import tree_map
-from .array import Array, to_array, placed_on
+from .array import Array, to_array, placed_on, _wrap
+from .compiler.backends.cuda.device import DeviceBuffer
 from .devices import Device
 from .sharding import Sharding, SingleDeviceSharding, NamedSharding, PartitionSpec, get_mesh
 
@@ -43,12 +49,35 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
             return v
         if isinstance(where, NamedSharding):
             where.check_shape(v.shape)
+        moved = _onto(v, where)
+        if moved is not None:
+            return moved
         out = Array(v._value, v.weak_type) if v.sharding != where else v
         return placed_on(out, where)
     if isinstance(device, (list, tuple)) and isinstance(x, (list, tuple)) \
             and len(device) == len(x):
         return type(x)(put(v, d) for v, d in zip(x, device))
     return tree_map(lambda v: put(v, device), x)
+
+
+def _onto(v, where):
+    """`v` copied between the host and a GPU when `where` (a sharding) says so, else None."""
+    targets = where.device_set
+    gpu = [d for d in targets if d.platform == "gpu"]
+    on_gpu = type(v._value) is DeviceBuffer
+    if gpu:
+        if len(targets) != 1:
+            raise ValueError(f"device_put: shardings over several devices are CPU-only; "
+                             f"{where} names a GPU")
+        layer = gpu[0].layer
+        if on_gpu and v._value.layer is layer:
+            return v
+        host = np.asarray(v)
+        return _wrap(DeviceBuffer(layer.to_device(np.ascontiguousarray(host).reshape(
+            host.shape)), layer), v.weak_type)
+    if on_gpu:
+        return placed_on(_wrap(np.asarray(v), v.weak_type), where)
+    return None
 
 
 def device_get(x):

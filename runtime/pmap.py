@@ -108,10 +108,11 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
 
     def _devices_for(size):
         """The devices the replicas run on; a ValueError when there are fewer than `size`."""
-        available = list(devices) if devices is not None else local_devices()
+        # the CPU devices: pmap's replicas run on the CPU (pmap over GPUs: docs/cuda.md)
+        available = list(devices) if devices is not None else local_devices(backend="cpu")
         if size > len(available):
             where = "the devices given to pmap" if devices is not None else \
-                "kiln.local_devices()"
+                "kiln.local_devices('cpu')"
             raise ValueError(
                 f"pmap of {describe(fun)} maps an axis of size {size}, but only "
                 f"{len(available)} devices are available ({where}). Map over at most "

@@ -340,13 +340,14 @@ def shards(array, sharding):
 
 
 def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
-    """A Mesh of `axis_shapes` over `devices` (default `kiln.devices()`, in order)."""
+    """A Mesh of `axis_shapes` over `devices` (default `kiln.devices("cpu")`, in order: meshes
+    run on the CPU)."""
     from .devices import devices as all_devices
     shape = tuple(int(s) for s in axis_shapes)
     names = (axis_names,) if isinstance(axis_names, str) else tuple(axis_names)
     if len(shape) != len(names):
         raise ValueError(f"make_mesh: {len(shape)} axis shapes but {len(names)} axis names")
-    pool = list(devices) if devices is not None else all_devices()
+    pool = list(devices) if devices is not None else all_devices("cpu")
     need = math.prod(shape)
     if need > len(pool):
         raise ValueError(f"make_mesh: the mesh shape {shape} needs {need} devices, but only "

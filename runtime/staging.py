@@ -15,7 +15,7 @@ over these steps (pmap and further backends are meant to be too):
 3. **transforms** (autodiff, batching) are applied by the callers on the `Staged` SSA.
 4. **compile**: `compile_ssa(fn, backend)` runs the backend's named pipeline
    (`kiln.compiler.passes.PIPELINES`) and its `compile_function`. `BACKENDS` is the table of
-   backends by name (`ALIASES`: "cpu" is "llvm"); a function a backend cannot lower (a
+   backends by name (`ALIASES`: "cpu" is "llvm", "gpu" is "cuda"); a function a backend cannot lower (a
    `BackendUnsupportedError`) is compiled for `fallback` instead when one is given (`jit`
    without an explicit `backend=` falls back to "reference").
 5. **cache**: a `GuardedCache` maps a key (pytree structure, abstract values, static values)
@@ -354,8 +354,9 @@ def _compiler_of(module):
 BACKENDS = {
     "reference": Backend("reference", _compiler_of("reference"), False),
     "llvm": Backend("llvm", _compiler_of("llvm"), True),
+    "cuda": Backend("llvm", _compiler_of("cuda"), False),   # the LLVM pipeline's fused groups
 }
-ALIASES = {"cpu": "llvm"}
+ALIASES = {"cpu": "llvm", "gpu": "cuda"}
 
 
 def backend_name(name):

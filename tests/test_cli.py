@@ -815,7 +815,7 @@ def test_doctor_threads(monkeypatch):
 def test_doctor_reports_only_what_this_build_has():
     """No advice for backends kiln does not have yet (PJRT)."""
     text = doctor.report()
-    assert _doctor_row("backends") == "llvm, reference"
+    assert _doctor_row("backends") == "cuda, llvm, reference"
     for absent in ("PJRT", "not in this build"):
         assert absent not in text, absent
 

@@ -38,7 +38,7 @@ PUBLIC = {
         "equal", "euler_gamma", "exp", "exp2", "expand_dims", "expm1", "extract", "eye",
         "fabs", "finfo", "fix", "flatnonzero", "flip", "fliplr", "flipud", "float16",
         "float32", "float64", "float_", "float_power", "floating", "floor", "floor_divide",
-        "fmax", "fmin", "fmod", "frexp", "full", "full_like", "gcd", "generic", "geomspace",
+        "fmax", "fmin", "fmod", "frexp", "from_dlpack", "full", "full_like", "gcd", "generic", "geomspace",
         "greater", "greater_equal", "half", "heaviside", "hsplit", "hstack", "hypot",
         "identity", "iinfo", "imag", "indices", "inexact", "inf", "inner", "int16", "int32",
         "int64", "int8", "int_", "integer", "invert", "isclose", "isdtype", "isfinite",

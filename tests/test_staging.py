@@ -30,8 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_backend_names_and_aliases():
     assert staging.backend_name("cpu") == "llvm"
     assert staging.backend_name("reference") == "reference"
+    assert staging.backend_name("gpu") == "cuda"
     with pytest.raises(ValueError, match=r"unknown backend 'tpu'; available: 'reference', "
-                                         r"'llvm', 'cpu'"):
+                                         r"'llvm', 'cuda', 'cpu', 'gpu'"):
         staging.backend_name("tpu")
     with pytest.raises(ValueError, match="unknown backend 'tpu'"):
         kiln.jit(lambda x: x, backend="tpu")

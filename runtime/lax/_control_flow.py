@@ -189,7 +189,7 @@ def _predicate(cond_fun, val):
         weak = ", weak_type=True" if p.weak_type else ""
         raise TypeError(f"cond_fun must return a boolean scalar, but got output type(s) "
                         f"[ShapedArray({_type_str(p)}{weak})].")
-    return bool(p._value)
+    return bool(p._host())
 
 
 def while_loop(cond_fun, body_fun, init_val):
@@ -232,7 +232,7 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     if _staged.tracing():
         return _staged.fori_loop(lower, upper, body_fun, init_val)
     lo, hi = _bound_dtype(lower, upper)
-    start, stop = int(lo._value), int(hi._value)
+    start, stop = int(lo._host()), int(hi._host())
 
     def scanned_fun(loop_carry, _):
         i, x = loop_carry
@@ -357,7 +357,7 @@ def cond(pred, true_fun, false_fun, *operands, operand=_NO_OPERAND):
         if p.dtype != np.bool_:
             p = lax.ne(p, lax.full_like(p, 0))
         return _staged.cond(p, true_fun, false_fun, *operands)
-    return _call_branch(true_fun if bool(p._value) else false_fun, operands)
+    return _call_branch(true_fun if bool(p._host()) else false_fun, operands)
 
 
 def switch(index, branches, *operands, operand=_NO_OPERAND):
@@ -375,7 +375,7 @@ def switch(index, branches, *operands, operand=_NO_OPERAND):
         raise ValueError("Empty branch sequence")
     if _staged.is_traced(i):
         return _staged.switch(i, branches, *operands)
-    k = min(max(int(i._value), 0), len(branches) - 1)
+    k = min(max(int(i._host()), 0), len(branches) - 1)
     return _call_branch(branches[k], operands)
 
 

@@ -25,7 +25,7 @@ from ._core import as_array as _as_array
 from ._dtypes import result_type
 from ._ufuncs import add, subtract, multiply, true_divide, power, sign, log10, floor
 
-__all__ = ["array", "asarray", "copy", "zeros", "ones", "empty", "full", "zeros_like",
+__all__ = ["array", "asarray", "from_dlpack", "copy", "zeros", "ones", "empty", "full", "zeros_like",
            "ones_like", "empty_like", "full_like", "arange", "linspace", "logspace", "geomspace",
            "eye", "identity", "tri", "meshgrid"]
 
@@ -167,6 +167,21 @@ def asarray(a, dtype=None, order=None, *, copy=None):
     if dtype is not None:
         dtype = _user_dtype(dtype, "asarray")
     return array(a, dtype=dtype, copy=bool(copy), order=order)
+
+
+_DLPACK_CUDA = 2   # DLPack's kDLCUDA device type
+
+
+def from_dlpack(x, /, *, device=None, copy=None):
+    """`jnp.from_dlpack`: an Array over the memory of a DLPack producer, without a copy where
+    kiln can: CUDA memory (a CuPy or PyTorch GPU tensor) becomes an Array on the GPU (the
+    CUDA backend's layer reads it through CuPy), host memory a host Array."""
+    if x.__dlpack_device__()[0] == _DLPACK_CUDA:
+        from ..compiler.backends.cuda import device as cuda
+        layer = cuda.current()
+        data = layer.xp.from_dlpack(x)
+        return Array(cuda.DeviceBuffer(data, layer), False)
+    return asarray(np.from_dlpack(x), copy=copy)
 
 
 def copy(a, order=None):

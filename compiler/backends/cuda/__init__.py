@@ -5,5 +5,13 @@ Today: `source.kernel_source(fn)` makes one kernel of a function of elementwise 
 reduction over trailing axes (`reduce.py`: warp shuffles and a block combine); `nvrtc.compile`
 compiles it for a GPU architecture (no GPU needed); `emulate.run` runs the same text on the
 host to check its results against the reference backend; `launch.run` runs it on a GPU through
-CuPy. jit's `backend="cuda"` and GPU arrays come next (docs/cuda.md).
+CuPy. `compile_function` is jit's backend="cuda" (executable.py: a program of kernels, GEMMs
+and host-driven control flow on a device layer, device.py: CuPy on a GPU or the host emulation
+under KILN_CUDA_EMULATE=1); eager.py runs eager operations on GPU arrays (docs/cuda.md).
 """
+
+
+def compile_function(fn):
+    """jit's backend="cuda": executable.Executable (imported on first use)."""
+    from .executable import compile_function as compile_
+    return compile_(fn)

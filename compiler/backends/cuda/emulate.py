@@ -15,7 +15,8 @@ What this cannot catch (docs/cuda.md): races the barriers hide (the host threads
 every shuffle), a shuffle only some threads reach (the emulation hangs where the device would be
 undefined), the device's math library (the host's libm rounds differently: results are compared
 within the documented ulps, not bit for bit), the device's memory model, occupancy and speed.
-NVRTC compiles the same text for the device in the same tests.
+NVRTC compiles the same text for the device in the same tests. `load_all` compiles several
+kernels (a whole program's) in one host library: one compiler run instead of one a kernel.
 """
 import ctypes
 import hashlib
@@ -93,18 +94,41 @@ _LOADED = {}
 def load(kernel):
     """A callable `launch(arrays, n, blocks, threads)` running `kernel` (source.Kernel) on the
     host; arrays are the inputs then the outputs (NumPy, C-contiguous)."""
-    key = hashlib.sha256(kernel.source.encode()).hexdigest()[:20]
-    if key in _LOADED:
-        return _LOADED[key]
+    return load_all([kernel])[0]
+
+
+def _key(kernel):
+    return hashlib.sha256(kernel.source.encode()).hexdigest()[:20]
+
+
+def load_all(kernels):
+    """`load` of each of `kernels`, those not loaded yet compiled together in one host
+    library (one compiler run: the prelude's headers are parsed once)."""
+    missing = {}
+    for kernel in kernels:
+        if _key(kernel) not in _LOADED:
+            missing.setdefault(_key(kernel), kernel)
+    names = [k.name for k in missing.values()]
+    if len(set(names)) < len(names):   # two texts of one name: one library each
+        for kernel in missing.values():
+            _compile([kernel])
+    elif missing:
+        _compile(list(missing.values()))
+    return [_LOADED[_key(k)] for k in kernels]
+
+
+def _compile(kernels):
     cxx = compiler()
     if cxx is None:
         raise OSError("no C++ compiler to emulate CUDA kernels on the host (set KILN_CXX)")
-    count = len(kernel.inputs) + len(kernel.outputs)
-    casts = [f"({_pointer(d, True)})args[{k}]" for k, d in enumerate(kernel.inputs)]
-    casts += [f"({_pointer(d, False)})args[{len(kernel.inputs) + k}]"
-              for k, d in enumerate(kernel.outputs)]
-    casts += [f"((long long *)args[{count}])[{k}]" for k in range(kernel.extents)]
-    text = PRELUDE + kernel.source + _LAUNCH.format(name=kernel.name, args=", ".join(casts))
+    text = PRELUDE
+    for kernel in kernels:
+        count = len(kernel.inputs) + len(kernel.outputs)
+        casts = [f"({_pointer(d, True)})args[{k}]" for k, d in enumerate(kernel.inputs)]
+        casts += [f"({_pointer(d, False)})args[{len(kernel.inputs) + k}]"
+                  for k, d in enumerate(kernel.outputs)]
+        casts += [f"((long long *)args[{count}])[{k}]" for k in range(kernel.extents)]
+        text += kernel.source + _LAUNCH.format(name=kernel.name, args=", ".join(casts))
     directory = tempfile.mkdtemp(prefix="kiln-cuda-emulation-")
     source, library = os.path.join(directory, "k.cpp"), os.path.join(directory, "k.so")
     with open(source, "w") as f:
@@ -114,7 +138,13 @@ def load(kernel):
                           text=True)
     if done.returncode:
         raise RuntimeError(f"the host compiler rejected the emulated kernel:\n{done.stderr}")
-    entry = getattr(ctypes.CDLL(library), f"launch_{kernel.name}")
+    loaded = ctypes.CDLL(library)
+    for kernel in kernels:
+        _LOADED[_key(kernel)] = _launcher(getattr(loaded, f"launch_{kernel.name}"),
+                                          len(kernel.inputs) + len(kernel.outputs))
+
+
+def _launcher(entry, count):
     entry.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint, ctypes.c_uint]
 
     def launch(arrays, extents, blocks, threads):
@@ -122,7 +152,6 @@ def load(kernel):
         pointers = (ctypes.c_void_p * (count + 1))(
             *[a.ctypes.data for a in arrays], sizes.ctypes.data)
         entry(pointers, blocks, threads)
-    _LOADED[key] = launch
     return launch
 
 

@@ -1,0 +1,361 @@
+"""`jit(f, backend="cuda")`'s executable: the SSA function (after the LLVM pipeline, which
+fuses) run as a host-side sequence of device operations on a device layer (device.py).
+
+`compile_function(fn)` plans every equation once (`Program`), each as one `Step`:
+
+- `kernel`: a fusion group, an elementwise equation, or a reduce_sum/max/min, as one
+  generated kernel (source.kernel_source: elementwise, or reduce.py's reduction over trailing
+  axes; a reduction over other axes first transposes its operand on the device, `_transposed`).
+  A group the generator cannot emit as one kernel is planned equation by equation
+  (`subprogram`), so its elementwise parts still become kernels;
+- `gemm`: dot_general through the layer's GEMM (cuBLAS on a GPU), batch dimensions included:
+  the operands are transposed to (batch, free, contracted) and (batch, contracted, free) on
+  the device, as the reference backend does it with NumPy;
+- `cond`, `while_loop`, `scan`: host-driven loops over the regions' programs, the data on the
+  device (`host_syncs` counts the values copied to the host to decide: one per `cond`, one per
+  evaluation of a `while_loop`'s predicate, none for `scan`, whose trip count is static);
+- `per_primitive`: every other primitive runs its NumPy definition over the layer's arrays
+  (Layer.primitive: CuPy's functions on a GPU, NumPy on the emulated device), never on the CPU
+  backend; `debug_print` copies to the host only the values it prints (`host_effect`).
+
+Collectives (pmap) and other regions (custom derivatives left in) are a
+BackendUnsupportedError. Buffers stay on the device between steps: inputs are copied to the
+device once (kiln Arrays already there are not), results are `device.DeviceBuffer`s. Kernels
+are compiled once per text (CuPy's RawModule in memory, or emulate.py's host library).
+"""
+import numpy as np
+
+from ...errors import BackendUnsupportedError
+from ...ir.abstract import ShapedArray
+from ...ir.ssa import Eqn, Function, Literal, Var
+from ...primitives import PRIMITIVES
+from ...primitives.core import CUDA_SCALAR
+from . import device as D, reduce, source
+
+_REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min")
+
+
+class Step:
+    """One planned equation: `run(layer, values) -> results` over the operands' device
+    arrays; `kind` names the path (kernel, gemm, cond, while_loop, scan, per_primitive,
+    host_effect); `kernels` are the source.Kernels it launches (for `as_text`)."""
+    __slots__ = ("kind", "ins", "outs", "run", "kernels")
+
+    def __init__(self, kind, ins, outs, run, kernels=()):
+        self.kind, self.ins, self.outs, self.run, self.kernels = kind, ins, outs, run, kernels
+
+
+class Program:
+    """SSA Function `fn` planned for `layer` (see the module docstring)."""
+
+    def __init__(self, fn, layer, counter):
+        self.function, self.layer, self.counter = fn, layer, counter
+        self.steps = [self._plan(e) for e in fn.eqns]
+
+    def __call__(self, *args):
+        layer, env = self.layer, {}
+        for v, a in zip(self.function.invars, args):
+            env[v.name] = a
+        for step in self.steps:
+            ins = [env[x.name] if isinstance(x, Var) else x for x in step.ins]
+            for v, out in zip(step.outs, step.run(layer, ins)):
+                env[v.name] = out
+        return [self._literal(v) if isinstance(v, Literal) else env[v.name]
+                for v in self.function.outvars]
+
+    def _literal(self, lit):
+        return self.layer.to_device(np.asarray(lit.value, lit.aval.dtype))
+
+    def kernels(self):
+        return [k for s in self.steps for k in s.kernels]
+
+    # ------------------------------------------------------------------------ planning
+    def _plan(self, eqn):
+        ins = [x if isinstance(x, Var) else self._literal(x) for x in eqn.invars]
+        name = eqn.prim.name
+        if eqn.prim.collective:
+            raise BackendUnsupportedError(f"the CUDA backend cannot run the collective {name} "
+                                          f"yet (pmap over GPUs: docs/cuda.md)", eqn.info)
+        plan = _PLANS.get(name)
+        if plan is not None:
+            return plan(self, eqn, ins)
+        if eqn.regions() and name != "fusion":
+            raise BackendUnsupportedError(f"the CUDA backend cannot run {name} yet",
+                                          eqn.info)
+        if name == "fusion" or name in _REDUCTIONS or CUDA_SCALAR.get(eqn.prim) is not None \
+                or name in source.VIEWS:
+            step = self._kernel_step(eqn, ins)
+            if step is not None:
+                return step
+        if name == "fusion":
+            return self._subprogram(eqn, ins)
+        return self._per_primitive(eqn, ins)
+
+    def _kernel_step(self, eqn, ins):
+        """The Step running `eqn` as one kernel, or None when the generator cannot emit it."""
+        if eqn.prim.name in _REDUCTIONS and not reduce.final_reduction(_alone(eqn)):
+            return _transposed(self, eqn, ins)
+        fn = _alone(eqn)
+        try:
+            kernel = source.kernel_source(fn)
+        except BackendUnsupportedError:
+            return None
+        found = reduce.final_reduction(fn)
+        if found is not None:
+            extents = reduce.extents(found)
+            n = extents[0]
+        else:
+            n = int(np.prod(eqn.outvars[0].aval.shape, dtype=np.int64))
+            extents = (n,)
+            if any(v.aval.size != n for v in eqn.outvars):
+                return None   # results of several sizes: planned one by one
+        outs = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in eqn.outvars]
+        operands = fn.invars   # distinct Vars, in the kernel's parameter order
+        order = [next(i for i, x in enumerate(eqn.invars) if isinstance(x, Var)
+                      and x.name == v.name) for v in operands]
+
+        def run(layer, values):
+            buffers = [values[i] for i in order]
+            results = [layer.empty((n,), dtype) for _, dtype in outs]
+            if n:
+                grid, block = layer.launch_shape(kernel, extents)
+                layer.launch(kernel, grid, block, buffers + results, extents)
+            return [r.reshape(shape) for r, (shape, _) in zip(results, outs)]
+        return Step("kernel", ins, eqn.outvars, run, (kernel,))
+
+    def _subprogram(self, eqn, ins):
+        (region,) = eqn.regions()
+        program = Program(_split_reductions(region) or region, self.layer, self.counter)
+        return Step("subprogram", ins, eqn.outvars, lambda layer, values: program(*values),
+                    tuple(program.kernels()))
+
+    def _per_primitive(self, eqn, ins):
+        prim, params = eqn.prim, eqn.params
+        avals = [v.aval for v in eqn.outvars]
+
+        def run(layer, values):
+            try:
+                outs = layer.primitive(prim, values, params)
+            except TypeError as e:
+                raise BackendUnsupportedError(
+                    f"the CUDA backend has no device path for {prim.name} yet: its NumPy "
+                    f"definition did not run on the device's arrays ({e})", eqn.info) from None
+            return [_device_array(layer, o, a) for o, a in zip(outs, avals)]
+        return Step("per_primitive", ins, eqn.outvars, run)
+
+
+def _alone(eqn):
+    """The SSA Function computing `eqn` alone: its distinct Var operands are the inputs."""
+    invars, seen = [], set()
+    for x in eqn.invars:
+        if isinstance(x, Var) and x.name not in seen:
+            seen.add(x.name)
+            invars.append(x)
+    return Function(f"{eqn.prim.name}_{eqn.outvars[0].name}", invars, [eqn], eqn.outvars)
+
+
+def _split_reductions(region):
+    """A fused group ending in reductions whose results only leave the group, as a group of
+    its other equations (one kernel computing the group's other results and the reductions'
+    operands) followed by the reductions (a kernel each); None for any other group."""
+    eqns, tail = list(region.eqns), []
+    while eqns and eqns[-1].prim.name in _REDUCTIONS:
+        tail.insert(0, eqns.pop())
+    made = {v.name for e in tail for v in e.outvars}
+    if not tail or not eqns or any(isinstance(x, Var) and x.name in made
+                                   for e in tail for x in e.invars):
+        return None
+    outs = {}
+    for v in [v for v in region.outvars if isinstance(v, Var) and v.name not in made] + \
+            [e.invars[0] for e in tail]:
+        outs.setdefault(v.name, v)
+    names = {v.name for v in region.invars}
+    outs = [v for v in outs.values() if v.name not in names]
+    if not outs:
+        return None
+    head = Function(f"{region.name}_head", region.invars, eqns, outs)
+    group = Eqn(outs, PRIMITIVES["fusion"], region.invars, {"body": head})
+    return Function(region.name, region.invars, [group] + tail, region.outvars)
+
+
+def _device_array(layer, value, aval):
+    """A per-primitive result as a C-contiguous array of the layer (a tape passes as it is)."""
+    if isinstance(aval, ShapedArray) and aval.dtype.kind in "biufc":
+        xp = layer.xp
+        return contiguous(xp, xp.asarray(value, dtype=aval.dtype).reshape(aval.shape))
+    return value
+
+
+def contiguous(xp, a):
+    """`a` C-contiguous, with its shape (`ascontiguousarray` makes a rank-0 array rank 1)."""
+    return xp.ascontiguousarray(a).reshape(a.shape)
+
+
+def _transposed(program, eqn, ins):
+    """A reduce_sum/max/min over axes that are not trailing: its operand transposed on the
+    device (kept axes first), then the reduction kernel over the trailing axes."""
+    x = eqn.invars[0]
+    shape, axes = x.aval.shape, tuple(eqn.params["axes"])
+    kept = [d for d in range(len(shape)) if d not in axes]
+    permutation = kept + list(axes)
+    moved = Var(f"{x.name}_t", ShapedArray(tuple(shape[d] for d in permutation), x.aval.dtype))
+    trailing = tuple(range(len(kept), len(shape)))
+    inner = program._kernel_step(Eqn(eqn.outvars, eqn.prim, [moved],
+                                     {**eqn.params, "axes": trailing}, eqn.info), [moved])
+    if inner is None:
+        return program._per_primitive(eqn, ins)
+
+    def run(layer, values):
+        xp = layer.xp
+        return inner.run(layer, [contiguous(xp, xp.transpose(values[0], permutation))])
+    return Step("kernel", ins, eqn.outvars, run, inner.kernels)
+
+
+# ------------------------------------------------------------------------- dot_general
+
+def _gemm(program, eqn, ins):
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    lhs, rhs = (x.aval for x in eqn.invars)
+    out = eqn.outvars[0].aval
+    lf = [d for d in range(len(lhs.shape)) if d not in lc and d not in lb]
+    rf = [d for d in range(len(rhs.shape)) if d not in rc and d not in rb]
+    b, m, k, n = (int(np.prod([a.shape[d] for d in dims], dtype=np.int64))
+                  for a, dims in ((lhs, lb), (lhs, lf), (lhs, lc), (rhs, rf)))
+    left, right = list(lb) + lf + list(lc), list(rb) + list(rc) + rf
+    dtype = np.dtype(out.dtype)
+
+    def run(layer, values):
+        xp = layer.xp
+        a = xp.transpose(values[0], left).reshape(b, m, k).astype(dtype, copy=False)
+        c = xp.transpose(values[1], right).reshape(b, k, n).astype(dtype, copy=False)
+        if not lb:   # one plain product
+            a, c = a.reshape(m, k), c.reshape(k, n)
+        result = layer.gemm(contiguous(xp, a), contiguous(xp, c))
+        return [contiguous(xp, result.reshape(out.shape))]
+    return Step("gemm", ins, eqn.outvars, run)
+
+
+# ------------------------------------------------------------------------ control flow
+
+def _host_scalar(program, layer, value):
+    """A predicate or branch index copied to the host: one synchronisation, counted."""
+    program.counter[0] += 1
+    return np.asarray(layer.to_host(value)).reshape(())[()]
+
+
+def _cond(program, eqn, ins):
+    branches = [Program(b, program.layer, program.counter) for b in eqn.params["branches"]]
+
+    def run(layer, values):
+        index = values[0]
+        index = int(index.value if isinstance(index, Literal) else
+                    _host_scalar(program, layer, index))
+        return branches[min(max(index, 0), len(branches) - 1)](*values[1:])
+    return Step("cond", ins, eqn.outvars, run,
+                tuple(k for b in branches for k in b.kernels()))
+
+
+def _while(program, eqn, ins):
+    p = eqn.params
+    test = Program(p["cond_fn"], program.layer, program.counter)
+    body = Program(p["body_fn"], program.layer, program.counter)
+    k = p["num_consts"]
+
+    def run(layer, values):
+        consts, carry = values[:k], values[k:]
+        while bool(_host_scalar(program, layer, test(*consts, *carry)[0])):
+            carry = body(*consts, *carry)
+        return carry
+    return Step("while_loop", ins, eqn.outvars, run, tuple(test.kernels() + body.kernels()))
+
+
+def _scan(program, eqn, ins):
+    p = eqn.params
+    body = Program(p["body"], program.layer, program.counter)
+    nc, ncarry, length = p["num_consts"], p["num_carry"], p["length"]
+    ys = [v.aval for v in eqn.outvars[ncarry:]]
+
+    def run(layer, values):
+        consts, carry = values[:nc], list(values[nc:nc + ncarry])
+        xs = values[nc + ncarry:]
+        stacked = [layer.empty(a.shape, a.dtype) for a in ys]
+        order = range(length - 1, -1, -1) if p.get("reverse") else range(length)
+        xp = layer.xp
+        for i in order:
+            out = body(*consts, *carry, *[contiguous(xp, x[i]) for x in xs])
+            carry = list(out[:ncarry])
+            for target, y in zip(stacked, out[ncarry:]):
+                target[i] = y
+        return carry + stacked
+    return Step("scan", ins, eqn.outvars, run, tuple(body.kernels()))
+
+
+def _host_effect(program, eqn, ins):
+    """debug_print: only the printed values are copied to the host."""
+    prim, params = eqn.prim, eqn.params
+
+    def run(layer, values):
+        prim.impl(*[layer.to_host(v) for v in values], **params)
+        return []
+    return Step("host_effect", ins, eqn.outvars, run)
+
+
+_PLANS = {"dot_general": _gemm, "cond": _cond, "while_loop": _while, "scan": _scan,
+          "debug_print": _host_effect}
+
+
+# --------------------------------------------------------------------------- executable
+
+class Executable:
+    """A function compiled for the CUDA backend: call it with NumPy arrays or DeviceBuffers of
+    its layer; it returns DeviceBuffers. `host_syncs`: the values copied to the host to
+    decide control flow so far (see the module docstring)."""
+
+    def __init__(self, fn):
+        self.function = fn
+        self.layer = D.current()
+        self._counter = [0]
+        self.program = Program(fn, self.layer, self._counter)
+        self.layer.prepare(self.program.kernels())
+        self._inputs = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in fn.invars]
+
+    @property
+    def host_syncs(self):
+        return self._counter[0]
+
+    def __call__(self, *args):
+        if len(args) != len(self._inputs):
+            raise TypeError(f"{self.function.name} takes {len(self._inputs)} arrays, "
+                            f"got {len(args)}")
+        layer = self.layer
+        values = [to_layer(layer, a, dtype) for a, (_, dtype) in zip(args, self._inputs)]
+        return [D.DeviceBuffer(o, layer) for o in self.program(*values)]
+
+    def steps(self):
+        """The kinds of the planned steps, in order (what runs where; for tests and docs)."""
+        return [s.kind for s in self.program.steps]
+
+    def as_text(self, level="cuda"):
+        """The CUDA C of every kernel the program launches ("cuda"), or the plan ("steps")."""
+        if level == "steps":
+            return "\n".join(f"{s.kind}: {', '.join(v.name for v in s.outs)}"
+                             for s in self.program.steps)
+        if level != "cuda":
+            raise ValueError(f"unknown text level {level!r}; the CUDA executable has 'cuda' "
+                             f"and 'steps'")
+        return "\n".join(k.source for k in self.program.kernels())
+
+
+def to_layer(layer, value, dtype=None):
+    """`value` (an ndarray, or a DeviceBuffer) as an array of `layer`: a DeviceBuffer of the
+    layer as it is, host data copied to the device."""
+    if type(value) is D.DeviceBuffer:
+        if value.layer is not layer:
+            raise ValueError(f"an array on {value.layer.name} was passed to code compiled for "
+                             f"{layer.name}")
+        return value.data
+    return layer.to_device(contiguous(np, np.asarray(value, dtype)))
+
+
+def compile_function(fn):
+    return Executable(fn)

@@ -1,0 +1,85 @@
+"""Programs the CUDA backend's tests run on a device layer (test_cuda_backend.py on the host
+emulation, test_cuda_gpu.py on a GPU), each against the reference backend: (name, function,
+arguments)."""
+import numpy as np
+
+import kiln
+import kiln.numpy as jnp
+from kiln import lax
+
+
+def _mlp_loss(params, x, y):
+    (w1, b1), (w2, b2) = params
+    h = jnp.tanh(x @ w1 + b1)
+    return jnp.mean((h @ w2 + b2 - y) ** 2)
+
+
+def mlp_step(params, x, y):
+    grads = kiln.grad(_mlp_loss)(params, x, y)
+    return [(w - 0.1 * gw, b - 0.1 * gb) for (w, b), (gw, gb) in zip(params, grads)]
+
+
+def elementwise(x, y):
+    return x * x + y * 2.0, jnp.where(x > y, jnp.exp(x), -y), (x - y).astype(jnp.int32)
+
+
+def reductions(x):
+    return jnp.sum(x * x, axis=-1), jnp.max(x, axis=0), jnp.min(x), jnp.sum(x, axis=(0, 2))
+
+
+def matmuls(a, b, c, d):
+    return a @ b, jnp.einsum("bij,bjk->bik", c, d), jnp.dot(a[0], b[:, 0])
+
+
+def softmax(x):
+    e = jnp.exp(x - jnp.max(x, axis=-1, keepdims=True))
+    return e / jnp.sum(e, axis=-1, keepdims=True)
+
+
+def control(x, n):
+    y = lax.cond(jnp.sum(x) > 0, lambda v: v * 2.0, lambda v: v - 1.0, x)
+    z = lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, c[1] * 1.5), (0, y))[1]
+
+    def body(carry, row):
+        carry = carry + row
+        return carry, carry * row
+    total, rows = lax.scan(body, jnp.zeros(x.shape[1:], x.dtype), z)
+    return total, rows
+
+
+def integers(i, j):
+    return i // (j + 1), i % 7, jnp.maximum(i, j), jnp.sum(i, axis=0), (i > j).astype(jnp.int32)
+
+
+def programs():
+    rng = np.random.default_rng(0)
+    f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    params = [(f32(6, 8) * 0.3, f32(8)), (f32(8, 3) * 0.3, f32(3))]
+    return [
+        ("elementwise", elementwise, (f32(5, 7), f32(5, 7))),
+        ("elementwise_empty", elementwise, (f32(0, 3), f32(0, 3))),
+        ("reductions", reductions, (f32(4, 3, 33),)),
+        ("reductions_size1", reductions, (f32(1, 1, 1),)),
+        ("matmuls", matmuls, (f32(4, 5), f32(5, 3), f32(2, 3, 4), f32(2, 4, 6))),
+        ("softmax", softmax, (f32(3, 70),)),
+        ("control", control, (f32(4, 3), np.int32(3))),
+        ("integers", integers, (rng.integers(-50, 50, (6, 5)).astype(np.int32),
+                                rng.integers(0, 9, (6, 5)).astype(np.int32))),
+        ("mlp_step", mlp_step, (params, f32(5, 6), f32(5, 3))),
+    ]
+
+
+def check(name, fn, args, tolerance=1e-5):
+    """backend="cuda" against the reference on `args`; returns the cuda executable."""
+    got = kiln.jit(fn, backend="cuda")(*args)
+    want = kiln.jit(fn, backend="reference")(*args)
+    got_leaves, want_leaves = kiln.tree_util.tree_leaves(got), kiln.tree_util.tree_leaves(want)
+    assert len(got_leaves) == len(want_leaves)
+    for g, w in zip(got_leaves, want_leaves):
+        assert g.devices() == {kiln.devices("gpu")[0]}, name
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.dtype == w.dtype and g.shape == w.shape, name
+        if g.dtype.kind == "f":
+            np.testing.assert_allclose(g, w, rtol=tolerance, atol=tolerance, err_msg=name)
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=name)

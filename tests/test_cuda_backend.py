@@ -1,0 +1,124 @@
+"""jit(f, backend="cuda"), GPU devices and arrays, on the host emulation of a device
+(KILN_CUDA_EMULATE=1: kernels run through emulate.py): the programs of cuda_programs.py
+against the reference backend, eager operations on GPU arrays, device_put/device_get, the
+platforms option, and the errors without CuPy or a device."""
+import numpy as np
+import pytest
+
+import kiln
+import kiln.numpy as jnp
+from kiln.compiler.backends.cuda import device as D, emulate
+from kiln.compiler.backends.cuda.executable import Executable
+
+import cuda_programs
+
+pytestmark = pytest.mark.skipif(emulate.compiler() is None, reason="no host C++ compiler")
+
+
+@pytest.fixture
+def emulated(monkeypatch):
+    monkeypatch.setenv(D.EMULATE, "1")
+    return kiln.devices("gpu")[0]
+
+
+@pytest.mark.parametrize("name, fn, args", cuda_programs.programs(),
+                         ids=[p[0] for p in cuda_programs.programs()])
+def test_programs_match_the_reference(emulated, name, fn, args):
+    cuda_programs.check(name, fn, args)
+
+
+def test_the_plan_uses_kernels_and_gemm(emulated):
+    f = kiln.jit(cuda_programs.mlp_step, backend="cuda")
+    _, _, args = [p for p in cuda_programs.programs() if p[0] == "mlp_step"][0]
+    f(*args)
+    executable = f._cache.values()[0].executable
+    assert isinstance(executable, Executable)
+    steps = executable.steps()
+    assert "gemm" in steps and "per_primitive" not in steps, steps
+    assert "__global__" in executable.as_text("cuda")
+
+
+def test_host_synchronisations_are_counted(emulated):
+    f = kiln.jit(cuda_programs.control, backend="cuda")
+    x = np.ones((4, 3), np.float32)
+    f(x, np.int32(3))
+    executable = f._cache.values()[0].executable
+    assert executable.host_syncs == 1 + 4   # the cond's index, the while predicate 4 times
+
+
+def test_devices_and_arrays(emulated):
+    gpu = kiln.devices()[0]
+    assert kiln.default_backend() == "gpu" and gpu.platform == "gpu"
+    assert gpu.device_kind == D.EmulatedLayer.device_kind and repr(gpu) == "CudaDevice(id=0)"
+    host = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = kiln.device_put(host, gpu)
+    assert type(x._value) is D.DeviceBuffer and x.devices() == {gpu}
+    assert x.block_until_ready() is x
+    np.testing.assert_array_equal(np.asarray(x), host)
+    got = kiln.device_get({"a": x})["a"]
+    assert type(got) is np.ndarray and (got == host).all()
+    back = kiln.device_put(x, kiln.devices("cpu")[0])
+    assert type(back._value) is np.ndarray and back.devices() == {kiln.devices("cpu")[0]}
+    assert float(x[1, 2]) == 6.0 and "Array(" in repr(x)
+    with pytest.raises(TypeError, match="not converted to a NumPy array implicitly"):
+        np.asarray(x._value)
+    again = np.from_dlpack(x)   # the emulated device's memory is the host's
+    np.testing.assert_array_equal(again, host)
+
+
+def test_eager_operations_run_on_the_device(emulated, monkeypatch):
+    x = kiln.device_put(np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4), kiln.devices()[0])
+    ran = []
+    real = D.EmulatedLayer.launch
+    monkeypatch.setattr(D.EmulatedLayer, "launch",
+                        lambda self, kernel, *a: ran.append(kernel.name) or real(self, kernel, *a))
+    results = {"mul": x * 2.0 + 1.0, "exp": jnp.exp(x), "sum": jnp.sum(x, axis=0),
+               "max": jnp.max(x, axis=1), "matmul": x @ x.T, "slice": x[1:, ::2]}
+    host = np.asarray(x)
+    want = {"mul": host * 2 + 1, "exp": np.exp(host), "sum": host.sum(0), "max": host.max(1),
+            "matmul": host @ host.T, "slice": host[1:, ::2]}
+    for k, r in results.items():
+        assert type(r._value) is D.DeviceBuffer, k
+        np.testing.assert_allclose(np.asarray(r), want[k], rtol=1e-6, err_msg=k)
+    assert len(ran) >= 5   # mul, add, exp and both reductions are kernels
+
+
+def test_jit_follows_arguments_on_the_gpu(emulated):
+    f = kiln.jit(lambda a: jnp.sin(a) * 2.0)
+    x = kiln.device_put(np.ones(5, np.float32), kiln.devices()[0])
+    out = f(x)
+    assert type(out._value) is D.DeviceBuffer
+    np.testing.assert_allclose(np.asarray(out), np.sin(1.0) * 2, rtol=1e-6)
+    assert type(f(np.ones(5, np.float32))._value) is np.ndarray   # host data: the CPU
+
+
+def test_platforms_option(emulated, monkeypatch):
+    monkeypatch.setenv("KILN_PLATFORMS", "cpu")
+    assert kiln.default_backend() == "cpu" and kiln.devices()[0].platform == "cpu"
+    monkeypatch.setenv("KILN_PLATFORMS", "cuda,cpu")
+    assert kiln.default_backend() == "gpu"
+    kiln.config.update("jax_platforms", "cpu")
+    try:
+        assert kiln.default_backend() == "cpu"
+    finally:
+        kiln.config.update("jax_platforms", None)
+
+
+def test_without_a_device_the_errors_say_why(monkeypatch):
+    monkeypatch.delenv(D.EMULATE, raising=False)
+    if D.available()[0]:
+        pytest.skip("a GPU is present")
+    with pytest.raises(D.DeviceUnavailableError, match=r"pip install '\.\[cuda\]'|device"):
+        kiln.jit(lambda x: x + 1, backend="cuda")(np.ones(3, np.float32))
+    with pytest.raises(RuntimeError, match="KILN_CUDA_EMULATE=1"):
+        kiln.devices("gpu")
+    assert kiln.default_backend() == "cpu"
+    monkeypatch.setenv("KILN_PLATFORMS", "gpu")
+    with pytest.raises(RuntimeError, match="Unable to initialize backend 'gpu'"):
+        kiln.devices()
+
+
+def test_from_dlpack_of_host_memory():
+    host = np.arange(6, dtype=np.float32)
+    out = jnp.from_dlpack(host)
+    assert type(out._value) is np.ndarray and (np.asarray(out) == host).all()
