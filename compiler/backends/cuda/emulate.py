@@ -131,16 +131,19 @@ def _pointer(dtype, const):
     return f"{'const ' if const else ''}{_memory_type(dtype)} *"
 
 
-def run(kernel, inputs, extents, blocks=3, threads=32):
-    """The kernel's outputs for NumPy `inputs`, computed on the host with a grid of `blocks` x
-    `threads`; `extents`: the kernel's trailing size arguments (an elementwise kernel's element
-    count n, or a reduction's (rows, columns)); the outputs have the first one's elements."""
-    extents = (extents,) if isinstance(extents, int) else tuple(extents)
+def run(kernel, inputs, extents=None, blocks=3, threads=32):
+    """The kernel's outputs (flat NumPy arrays) for NumPy `inputs`, computed on the host with
+    a grid of `blocks` x `threads`; `extents`: the kernel's trailing size arguments (an
+    elementwise kernel's element count n, or a reduction's (rows, columns); by default
+    `kernel.sizes`)."""
+    extents = kernel.sizes if extents is None else \
+        (extents,) if isinstance(extents, int) else tuple(extents)
     arrays = [np.ascontiguousarray(np.asarray(x, dtype=d).astype(np.uint8)
                                    if np.dtype(d).kind == "b" else np.asarray(x, dtype=d))
               for x, d in zip(inputs, kernel.inputs)]
-    outs = [np.empty(extents[0], np.uint8 if np.dtype(d).kind == "b" else d)
-            for d in kernel.outputs]
+    outs = [np.empty(int(np.prod(shape, dtype=np.int64)),
+                     np.uint8 if np.dtype(d).kind == "b" else d)
+            for d, shape in zip(kernel.outputs, kernel.out_shapes)]
     load(kernel)(arrays + outs, extents, blocks, threads)
     return [o.astype(bool) if np.dtype(d).kind == "b" else o
             for o, d in zip(outs, kernel.outputs)]

@@ -49,6 +49,9 @@ class Kernel(NamedTuple):
     outputs: tuple    # dtypes of the output pointers
     scalars: tuple    # indices of inputs of rank 0 (read at index 0)
     extents: int = 1  # trailing `long long` size arguments: n, or a reduction's rows, columns
+    sizes: tuple = ()       # their values
+    out_shapes: tuple = ()  # the shape of each output
+    launch: str = "grid"    # its launch rule: LAUNCH_RULES' key
 
 
 def _memory_type(dtype):
@@ -126,9 +129,9 @@ VIEWS = {"broadcast_in_dim": _broadcast_in_dim, "transpose": _transpose,
 
 def kernel_source(fn):
     """The Kernel computing SSA Function `fn` (see the module docstring): a reduction kernel
-    (reduce.py) for a function ending in one reduction over trailing axes, else elementwise."""
+    (reduce.py) for a function with reductions, else elementwise."""
     from . import reduce
-    found = reduce.final_reduction(fn)
+    found = reduce.plan(fn)
     if found is not None:
         return reduce.reduction_source(fn, found)
     shapes = {v.aval.shape for v in fn.outvars if not isinstance(v, Literal) and v.aval.shape}
@@ -155,7 +158,9 @@ def kernel_source(fn):
     lines += [f"        {line}" for line in coordinates + body]
     lines += ["    }", "}", ""]
     return Kernel(name, "\n".join(lines), tuple(v.aval.dtype for v in fn.invars),
-                  tuple(v.aval.dtype for v in fn.outvars), tuple(scalars))
+                  tuple(v.aval.dtype for v in fn.outvars), tuple(scalars),
+                  sizes=(int(np.prod(shape, dtype=np.int64)),),
+                  out_shapes=tuple(v.aval.shape for v in fn.outvars))
 
 
 def inputs(fn):
@@ -214,12 +219,12 @@ def _value(env, name, body, shape):
     return local
 
 
-def _emit(eqns, env, body, shape, skip=None):
+def _emit(eqns, env, body, shape, skip=()):
     """Append a local per equation to `body` (`env`: SSA name -> C expression). A `fusion`
     (the LLVM pipeline's group) is its region inline: its operands bound to its inputs' names,
-    its results to the region's. `skip`: an equation left out (a reduction kernel's own)."""
+    its results to the region's. `skip`: equations left out (a reduction kernel's own)."""
     for eqn in eqns:
-        if eqn is skip:
+        if any(eqn is s for s in skip):
             continue
         if eqn.prim.name == "fusion":
             (region,) = eqn.regions()
@@ -275,3 +280,27 @@ def launch_shape(n, multiprocessors=132, block=BLOCK):
     multiprocessors several times over, no more than the elements need."""
     blocks = max(1, min(-(-n // block), multiprocessors * 8))
     return blocks, block
+
+
+def _block_per_row(rows, multiprocessors):
+    from .reduce import REDUCE_BLOCK
+    return max(1, min(rows, multiprocessors * 8)), REDUCE_BLOCK
+
+
+# Kernel.launch -> (how its grid is sized, grid(sizes[0], multiprocessors) -> (blocks,
+# threads)); every kernel loops over its work, so any grid is correct, these are the fast ones
+LAUNCH_RULES = {
+    "grid": ("grid-stride loop over sizes[0] elements: 256 threads a block, "
+             "min(ceil(n / 256), 8 x multiprocessors) blocks, at least 1", launch_shape),
+    "thread_per_row": ("a thread per result, grid-stride over sizes[0] rows: 256 threads a "
+                       "block, min(ceil(rows / 256), 8 x multiprocessors) blocks, at least 1",
+                       launch_shape),
+    "block_per_row": ("a block per result, grid-stride over sizes[0] rows: 256 threads a block "
+                      "(a multiple of 32: warp shuffles), min(rows, 8 x multiprocessors) "
+                      "blocks, at least 1", _block_per_row),
+}
+
+
+def grid(kernel, multiprocessors=132):
+    """(blocks, threads per block) to launch `kernel` with (LAUNCH_RULES)."""
+    return LAUNCH_RULES[kernel.launch][1](kernel.sizes[0], multiprocessors)
