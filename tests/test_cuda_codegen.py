@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from kiln.compiler import passes
 from kiln.compiler.backends import reference
-from kiln.compiler.backends.cuda import emulate, nvrtc, source
+from kiln.compiler.backends.cuda import emulate, nvrtc, program, source
 from kiln.compiler.errors import BackendUnsupportedError, CompileError
 from kiln.compiler.ir.abstract import ShapedArray
 from kiln.compiler.ir.builder import Builder
@@ -260,3 +260,93 @@ def test_reduction_kernels_over_any_axes(case, fused):
         np.testing.assert_array_equal(got, want)
     if HAVE_NVRTC:
         assert ".target sm_90" in nvrtc.compile(kernel.source, "red.cu")
+
+
+@st.composite
+def fused_programs(draw):
+    """(SSA Function, inputs): elementwise chains over [rows, cols] inputs (one read through a
+    broadcast, one through a slice) with several results: elementwise values and reductions
+    over axis 0, axis 1 or both, which the LLVM pipeline fuses into groups of several results."""
+    dtype = np.dtype(draw(st.sampled_from([np.float32, np.float64])))
+    rows, cols = draw(st.sampled_from([0, 1, 3, 40])), draw(st.sampled_from([1, 2, 5, 33]))
+    b = Builder("multi")
+    with b:
+        x = b.new_input(ShapedArray((rows, cols), dtype), "x")
+        big = b.new_input(ShapedArray((rows, cols + 2), dtype), "big")
+        bias = b.new_input(ShapedArray((cols,), dtype), "bias")
+        values = [x, E.slice(big, start_indices=(0, 1), limit_indices=(rows, cols + 1),
+                             strides=None),
+                  E.broadcast_in_dim(bias, shape=(rows, cols), broadcast_dimensions=(1,))]
+        for _ in range(draw(st.integers(1, 4))):
+            a, c = draw(st.sampled_from(values)), draw(st.sampled_from(values))
+            values.append(E.bind(draw(st.sampled_from(["add", "mul", "max", "sub"])), a, c))
+        results = [values[-1]]
+        for _ in range(draw(st.integers(1, 3))):
+            name = draw(st.sampled_from(["reduce_sum", "reduce_max", "reduce_min"]))
+            axes = draw(st.sampled_from([(0,), (1,), (0, 1)]))
+            reduced = E.bind(name, draw(st.sampled_from(values[3:])), axes=axes)
+            results.append(E.mul(reduced, 2.0) if draw(st.booleans()) else reduced)
+        fn = b.build(results)
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    return fn, [rng.uniform(-2, 2, v.aval.shape).astype(dtype) for v in fn.invars]
+
+
+@needs_cxx
+@settings(max_examples=12, deadline=None)
+@given(fused_programs())
+def test_fused_programs_run_as_kernel_sequences(case):
+    """The LLVM pipeline's groups (several results, reductions over different axes in
+    different groups), each a kernel, run in order on the host against the reference."""
+    fn, data = case
+    fused = passes.run_pipeline(fn, pipeline=passes.LLVM_PIPELINE)
+    got = emulate.run_program(fused, data, blocks=2, threads=64)
+    want = reference.compile_function(fn)(*data)
+    for g, w, v in zip(got, want, fn.outvars):
+        eps = np.finfo(v.aval.dtype).eps
+        np.testing.assert_allclose(g, np.asarray(w), rtol=200 * eps, atol=200 * eps)
+    if HAVE_NVRTC:
+        for step in program.steps(fused):
+            assert ".target sm_90" in nvrtc.compile(step.kernel.source, "group.cu")
+
+
+@needs_cxx
+def test_a_group_with_several_results_is_one_kernel():
+    """x * y, its column sums and column sums of squares: one group, one thread-per-column
+    kernel writing three outputs; the epilogue of an unfused reduction joins its kernel."""
+    f32 = np.dtype(np.float32)
+    b = Builder("moments")
+    with b:
+        x = b.new_input(ShapedArray((7, 3), f32), "x")
+        y = b.new_input(ShapedArray((7, 3), f32), "y")
+        xy = E.mul(x, y)
+        fn = b.build([xy, E.bind("reduce_sum", xy, axes=(0,)),
+                      E.bind("reduce_sum", E.mul(xy, xy), axes=(0,))])
+    (step,) = program.steps(passes.run_pipeline(fn, pipeline=passes.LLVM_PIPELINE))
+    assert len(step.kernel.outputs) == 3 and step.kernel.launch == "thread_per_row"
+    data = [np.arange(21, dtype=f32).reshape(7, 3) / 7, np.ones((7, 3), f32)]
+    got = emulate.run(step.kernel, data)
+    for g, w in zip(got, reference.compile_function(fn)(*data)):
+        np.testing.assert_allclose(g, np.asarray(w).ravel(), rtol=1e-6)
+    b = Builder("mean")
+    with b:
+        x = b.new_input(ShapedArray((7, 3), f32), "x")
+        fn = b.build([E.div(E.bind("reduce_sum", x, axes=(1,)), 3.0)])
+    kernel = source.kernel_source(fn)
+    assert "/ ((float)3.0)" in kernel.source and kernel.launch == "block_per_row"
+    np.testing.assert_allclose(emulate.run(kernel, data[:1])[0], data[0].mean(1), rtol=1e-6)
+
+
+def test_unsupported_groups_are_named():
+    f32 = np.dtype(np.float32)
+    b = Builder("twice")
+    with b:
+        x = b.new_input(ShapedArray((4, 3), f32), "x")
+        fn = b.build([E.bind("reduce_sum", x, axes=(0,)), E.bind("reduce_sum", x, axes=(1,))])
+    with pytest.raises(BackendUnsupportedError, match="reductions over different shapes"):
+        source.kernel_source(fn)
+    b = Builder("stacked")
+    with b:
+        x = b.new_input(ShapedArray((4, 3), f32), "x")
+        fn = b.build([E.bind("reduce_max", E.bind("reduce_sum", x, axes=(1,)), axes=(0,))])
+    with pytest.raises(BackendUnsupportedError, match="different shapes"):
+        source.kernel_source(fn)

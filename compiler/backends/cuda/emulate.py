@@ -26,6 +26,8 @@ import tempfile
 
 import numpy as np
 
+from ...ir.ssa import Literal
+
 PRELUDE = r"""
 #include <barrier>
 #include <cmath>
@@ -147,3 +149,18 @@ def run(kernel, inputs, extents=None, blocks=3, threads=32):
     load(kernel)(arrays + outs, extents, blocks, threads)
     return [o.astype(bool) if np.dtype(d).kind == "b" else o
             for o, d in zip(outs, kernel.outputs)]
+
+
+def run_program(fn, inputs, blocks=3, threads=32):
+    """`fn`'s results (NumPy) for NumPy `inputs`: its program.steps run one after the other
+    on the host, each kernel's outputs kept by name for the kernels that read them."""
+    from .program import steps
+    env = {v.name: np.asarray(x) for v, x in zip(fn.invars, inputs)}
+
+    def value(v):
+        return np.asarray(v.value, v.aval.dtype) if isinstance(v, Literal) else env[v.name]
+    for step in steps(fn):
+        got = run(step.kernel, [value(v) for v in step.inputs], blocks=blocks, threads=threads)
+        for v, x, shape in zip(step.outputs, got, step.kernel.out_shapes):
+            env[v.name] = x.reshape(shape)
+    return [value(v) for v in fn.outvars]

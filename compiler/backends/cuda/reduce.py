@@ -47,6 +47,7 @@ REDUCE_BLOCK = 256
 _COMBINE = {"reduce_sum": "add", "reduce_prod": "mul", "reduce_max": "max", "reduce_min": "min",
             "reduce_and": "and", "reduce_or": "or", "reduce_xor": "xor"}
 _ARG = {"argmax": ">", "argmin": "<"}
+REDUCTIONS = frozenset(_COMBINE) | frozenset(_ARG)
 _INDEX = "long long"   # the type of argmax/argmin's running index
 
 
@@ -75,7 +76,7 @@ def _reductions(eqns):
     for eqn in eqns:
         if eqn.prim.name == "fusion":
             yield from _reductions(eqn.regions()[0].eqns)
-        elif eqn.prim.name in _COMBINE or eqn.prim.name in _ARG:
+        elif eqn.prim.name in REDUCTIONS:
             yield eqn
 
 

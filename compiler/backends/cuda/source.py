@@ -2,7 +2,7 @@
 
 `kernel_source(fn)` turns a function all of whose equations are elementwise (every primitive
 with a `CUDA_SCALAR` rule) over the results' shape, into one kernel. Inputs may be read through
-views (broadcast_in_dim, transpose, squeeze, rev, and reshape of a contiguous input): a view
+views (broadcast_in_dim, transpose, squeeze, rev, slice, and reshape of a contiguous input): a view
 computes nothing, it becomes the affine index of the input's load (`_View`: an offset and a
 stride per coordinate, 0 along broadcast axes), with the kernel's coordinates c0, c1, ...
 computed from the flat index when a load needs them; each input element a kernel reads is
@@ -123,8 +123,17 @@ def _reshape(v, *, new_sizes, dimensions=None):
     return v._replace(shape=tuple(new_sizes), strides=contiguous_strides(new_sizes))
 
 
+def _slice(v, *, start_indices, limit_indices, strides=None):
+    steps = strides or (1,) * len(v.shape)
+    offset = v.offset + sum(s * stride for s, stride in zip(start_indices, v.strides))
+    shape = tuple(-(-(limit - s) // step) for s, limit, step in
+                  zip(start_indices, limit_indices, steps))
+    return v._replace(offset=offset, shape=shape,
+                      strides=tuple(stride * step for stride, step in zip(v.strides, steps)))
+
+
 VIEWS = {"broadcast_in_dim": _broadcast_in_dim, "transpose": _transpose,
-         "squeeze": _squeeze, "rev": _rev, "reshape": _reshape}
+         "squeeze": _squeeze, "rev": _rev, "reshape": _reshape, "slice": _slice}
 
 
 def kernel_source(fn):
