@@ -3,6 +3,7 @@ compiled by NVRTC for sm_90 and sm_80, and run on the host (emulate.py: the same
 C++ compiler, every block and thread of a grid smaller than the data) against the reference
 backend, over hypothesis-drawn elementwise programs (shapes with 0 and 1 elements included)."""
 import numpy as np
+import kiln
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -236,7 +237,7 @@ def reductions(draw):
 
 
 @needs_cxx
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(reductions(), st.booleans())
 def test_reduction_kernels_over_any_axes(case, fused):
     """Reductions over leading, middle, trailing or all axes (a block per row with warp
@@ -292,7 +293,7 @@ def fused_programs(draw):
 
 
 @needs_cxx
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=6, deadline=None)
 @given(fused_programs())
 def test_fused_programs_run_as_kernel_sequences(case):
     """The LLVM pipeline's groups (several results, reductions over different axes in
@@ -350,3 +351,122 @@ def test_unsupported_groups_are_named():
         fn = b.build([E.bind("reduce_max", E.bind("reduce_sum", x, axes=(1,)), axes=(0,))])
     with pytest.raises(BackendUnsupportedError, match="different shapes"):
         source.kernel_source(fn)
+
+
+FLOAT_FUNCTIONS = ["exp2", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
+                   "atanh", "cbrt", "erf", "erfc", "erf_inv", "lgamma", "sign", "is_finite",
+                   "round", "round_even", "copy", "atan2", "nextafter", "fma", "clamp"]
+
+
+def _float_function(name, x, y):
+    if name == "round_even":
+        return E.bind("round", x, rounding_method=1)
+    if name in ("atan2", "nextafter"):
+        return E.bind(name, x, y)
+    if name == "fma":
+        return E.bind("fma", x, y, x)
+    if name == "clamp":
+        return E.bind("clamp", E.neg(E.abs(y)), x, E.abs(y))
+    return E.bind(name, x)
+
+
+@needs_cxx
+@settings(max_examples=4, deadline=None)
+@given(st.sampled_from([np.float32, np.float64]), st.integers(0, 2**16))
+def test_more_float_functions_match_the_reference(dtype, seed):
+    """Every float rule beyond the first set, in one kernel of many results, over special
+    values (NaN, infinities, signed zeros, halves for rounding, domain edges) and random ones."""
+    dtype = np.dtype(dtype)
+    special = [np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 1.0, -1.0, 0.999,
+               -0.9999, 1e-30, 3.0, 27.0, -8.0, 100.0]
+    rng = np.random.default_rng(seed)
+    x = np.concatenate([special, rng.uniform(-4, 4, 40), rng.uniform(-1, 1, 40)]).astype(dtype)
+    y = np.concatenate([special[::-1], rng.uniform(-4, 4, 80)]).astype(dtype)
+    b = Builder("functions")
+    with b:
+        xs = [b.new_input(ShapedArray(x.shape, dtype), n) for n in ("x", "y")]
+        fn = b.build([_float_function(name, *xs) for name in FLOAT_FUNCTIONS])
+    kernel = source.kernel_source(fn)
+    got = emulate.run(kernel, [x, y], blocks=2, threads=8)
+    with np.errstate(all="ignore"):
+        want = reference.compile_function(fn)(x, y)
+    for name, g, w in zip(FLOAT_FUNCTIONS, got, want):
+        w = np.asarray(w)
+        if name == "lgamma":   # lgamma(-inf): the reference says -inf, JAX and CUDA inf
+            w = np.where(x == -np.inf, np.inf, w)
+        if w.dtype.kind == "f":
+            eps = np.finfo(dtype).eps
+            np.testing.assert_allclose(g, w, rtol=8 * eps, atol=8 * eps, equal_nan=True,
+                                       err_msg=name)
+            exact = name in ("sign", "round", "round_even", "copy", "nextafter", "clamp")
+            assert not exact or (np.signbit(g) == np.signbit(w)).all(), name
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=name)
+    if HAVE_NVRTC:
+        for arch in ("sm_90", "sm_80"):
+            assert f".target {arch}" in nvrtc.compile(kernel.source, "f.cu", arch)
+
+
+INT_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+_SAME_WIDTH = {1: np.uint8, 2: np.int16, 4: np.float32, 8: np.float64}
+
+
+@needs_cxx
+@settings(max_examples=10, deadline=None)
+@given(st.sampled_from(INT_DTYPES), st.integers(0, 2**16))
+def test_bit_operations_match_the_reference(dtype, seed):
+    """Shifts (amounts below 0 and past the width included), population_count, clz, sign,
+    and bitcasts to a type of the same width and back, over every integer type."""
+    dtype = np.dtype(dtype)
+    bits = dtype.itemsize * 8
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(seed)
+    a = np.concatenate([np.array([0, 1, info.max, info.min, info.max // 3], dtype),
+                        rng.integers(info.min, info.max, 60, dtype=dtype, endpoint=True)])
+    amounts = rng.integers(max(info.min, -3), bits + 3, a.size).astype(dtype)
+    other = np.dtype(_SAME_WIDTH[dtype.itemsize])
+    b = Builder("bits")
+    with b:
+        x = b.new_input(ShapedArray(a.shape, dtype), "x")
+        s = b.new_input(ShapedArray(a.shape, dtype), "s")
+        cast = E.bitcast_convert_type(x, new_dtype=other)
+        fn = b.build([E.bind("shift_left", x, s), E.bind("shift_right_logical", x, s),
+                      E.bind("shift_right_arithmetic", x, s), E.bind("population_count", x),
+                      E.bind("clz", x), E.bind("sign", x), cast,
+                      E.bitcast_convert_type(cast, new_dtype=dtype)])
+    kernel = source.kernel_source(fn)
+    got = emulate.run(kernel, [a, amounts], blocks=2, threads=8)
+    want = reference.compile_function(fn)(a, amounts)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.view(np.uint8), np.asarray(w).ravel().view(np.uint8))
+    if HAVE_NVRTC:
+        assert ".target sm_90" in nvrtc.compile(kernel.source, "bits.cu")
+
+
+def threefry_bits(key):
+    return kiln.random.bits(key, (37,))
+
+
+def threefry_uniform(key):
+    return kiln.random.uniform(key, (5, 3), minval=-1.0, maxval=2.0)
+
+
+@needs_cxx
+@pytest.mark.parametrize("f", [threefry_bits, threefry_uniform])
+def test_threefry_kernels_give_jax_bits(f):
+    """kiln.random's threefry (uint32 adds, rotations, xors) and uniform's bit manipulation,
+    lowered to kernels and run on the host: the reference's bits exactly, which are JAX's."""
+    from kiln import staging
+    key = kiln.random.PRNGKey(42)
+    staged = staging.stage_call(f, (key,), {}, staging.StaticArgs(f, None, None))[0]
+    fn = passes.run_pipeline(staged.fn, pipeline=passes.LLVM_PIPELINE)
+    inputs = [np.asarray(key)] + [np.asarray(x) for x in staged.extra]
+    got = emulate.run_program(fn, inputs)[0]
+    want = np.asarray(f(key))
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    jax = pytest.importorskip("jax")
+    jax_f = {threefry_bits: lambda k: jax.random.bits(k, (37,)),
+             threefry_uniform: lambda k: jax.random.uniform(k, (5, 3), minval=-1.0,
+                                                            maxval=2.0)}[f]
+    np.testing.assert_array_equal(want, np.asarray(jax_f(jax.random.PRNGKey(42))))

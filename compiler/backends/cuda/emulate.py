@@ -44,6 +44,31 @@ static thread_local kiln_dim3 threadIdx, blockIdx, blockDim, gridDim;
 using std::signbit;
 static inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 static inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+using std::isfinite;
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+static inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
+static inline int __clzll(long long x) { return x ? __builtin_clzll((unsigned long long)x) : 64; }
+template <class To, class From> static inline To kiln_bits(From x) {
+    To out; std::memcpy(&out, &x, sizeof out); return out; }
+static inline int __float_as_int(float x) { return kiln_bits<int>(x); }
+static inline float __int_as_float(int x) { return kiln_bits<float>(x); }
+static inline long long __double_as_longlong(double x) { return kiln_bits<long long>(x); }
+static inline double __longlong_as_double(long long x) { return kiln_bits<double>(x); }
+// CUDA's erfinv (the host's libm has none): Winitzki's approximation, then Halley steps on
+// erf (erfc near +-1, where 1 - |y| is exact)
+static inline double erfinv(double y) {
+    double a = std::fabs(y);
+    if (!(a < 1)) return a == 1 ? std::copysign(INFINITY, y) : NAN;
+    double l = std::log((1 - a) * (1 + a)), t = 2 / (M_PI * 0.147) + l / 2;
+    double x = std::sqrt(std::sqrt(t * t - l / 0.147) - t);
+    for (int k = 0; k < 4; ++k) {
+        double f = a < 0.5 ? std::erf(x) - a : (1 - a) - std::erfc(x);
+        x -= f / (1.1283791670955126 * std::exp(-x * x) + x * f);
+    }
+    return std::copysign(x, y);
+}
+static inline float erfinvf(float y) { return (float)erfinv((double)y); }
 static std::barrier<> *kiln_block_barrier;
 static unsigned char (*kiln_lane_slots)[16];
 static inline void __syncthreads() { kiln_block_barrier->arrive_and_wait(); }
