@@ -470,3 +470,10 @@ def test_threefry_kernels_give_jax_bits(f):
              threefry_uniform: lambda k: jax.random.uniform(k, (5, 3), minval=-1.0,
                                                             maxval=2.0)}[f]
     np.testing.assert_array_equal(want, np.asarray(jax_f(jax.random.PRNGKey(42))))
+    b = Builder("product")
+    with b:
+        x = b.new_input(ShapedArray((4, 3), f32), "x")
+        fn = b.build([E.dot_general(x, x, dimension_numbers=(((1,), (1,)), ((), ())))])
+    with pytest.raises(BackendUnsupportedError, match="cannot compile the primitive "
+                                                      "'dot_general'.*reductions so far"):
+        program.steps(fn)

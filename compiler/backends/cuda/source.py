@@ -60,7 +60,7 @@ def _memory_type(dtype):
 
 def _unsupported(what, info=None):
     return BackendUnsupportedError(f"the CUDA backend cannot compile {what} yet (elementwise "
-                                   f"functions only so far: docs/cuda.md)", info)
+                                   f"functions and reductions so far: docs/cuda.md)", info)
 
 
 def _literal(lit):
