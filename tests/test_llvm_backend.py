@@ -633,8 +633,10 @@ def test_jit_backends_and_text_levels():
         assert "kiln_main" in compiled.as_text("asm")
         with pytest.raises(ValueError, match="unknown text level"):
             compiled.as_text("sass")
-        with pytest.raises(BackendUnsupportedError, match="CUDA backend cannot compile"):
-            compiled.as_text("cuda")   # a reduction: not a CUDA kernel yet
+        assert "__global__ void kiln_" in compiled.as_text("cuda")   # a column reduction
+    product = kiln.jit(lambda x: x @ x.T).lower(x).compile()
+    with pytest.raises(BackendUnsupportedError, match="CUDA backend cannot compile"):
+        product.as_text("cuda")   # a dot_general: not a CUDA kernel yet
     with pytest.raises(ValueError, match="unknown backend"):
         kiln.jit(lambda x: x, backend="tpu9")
 

@@ -1,8 +1,8 @@
 """The CUDA backend (issue 18), being built: CUDA C generated from the SSA form.
 
 Today: `source.kernel_source(fn)` makes one kernel of a function of elementwise equations
-(`scalar.py`: the CUDA_SCALAR rules; inputs read through views), or of one ending in a
-reduction over trailing axes (`reduce.py`: warp shuffles and a block combine); `nvrtc.compile`
+(`scalar.py`: the CUDA_SCALAR rules; inputs read through views), or of one with reductions over
+any axes (`reduce.py`: a block per row with warp shuffles, or a thread per row); `nvrtc.compile`
 compiles it for a GPU architecture (no GPU needed); `emulate.run` runs the same text on the
 host to check its results against the reference backend; `launch.run` runs it on a GPU through
 CuPy. `compile_function` is jit's backend="cuda" (executable.py: a program of kernels, GEMMs

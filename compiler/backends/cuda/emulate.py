@@ -27,6 +27,8 @@ import tempfile
 
 import numpy as np
 
+from ...ir.ssa import Literal
+
 PRELUDE = r"""
 #include <barrier>
 #include <cmath>
@@ -43,6 +45,31 @@ static thread_local kiln_dim3 threadIdx, blockIdx, blockDim, gridDim;
 using std::signbit;
 static inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 static inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+using std::isfinite;
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+static inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
+static inline int __clzll(long long x) { return x ? __builtin_clzll((unsigned long long)x) : 64; }
+template <class To, class From> static inline To kiln_bits(From x) {
+    To out; std::memcpy(&out, &x, sizeof out); return out; }
+static inline int __float_as_int(float x) { return kiln_bits<int>(x); }
+static inline float __int_as_float(int x) { return kiln_bits<float>(x); }
+static inline long long __double_as_longlong(double x) { return kiln_bits<long long>(x); }
+static inline double __longlong_as_double(long long x) { return kiln_bits<double>(x); }
+// CUDA's erfinv (the host's libm has none): Winitzki's approximation, then Halley steps on
+// erf (erfc near +-1, where 1 - |y| is exact)
+static inline double erfinv(double y) {
+    double a = std::fabs(y);
+    if (!(a < 1)) return a == 1 ? std::copysign(INFINITY, y) : NAN;
+    double l = std::log((1 - a) * (1 + a)), t = 2 / (M_PI * 0.147) + l / 2;
+    double x = std::sqrt(std::sqrt(t * t - l / 0.147) - t);
+    for (int k = 0; k < 4; ++k) {
+        double f = a < 0.5 ? std::erf(x) - a : (1 - a) - std::erfc(x);
+        x -= f / (1.1283791670955126 * std::exp(-x * x) + x * f);
+    }
+    return std::copysign(x, y);
+}
+static inline float erfinvf(float y) { return (float)erfinv((double)y); }
 static std::barrier<> *kiln_block_barrier;
 static unsigned char (*kiln_lane_slots)[16];
 static inline void __syncthreads() { kiln_block_barrier->arrive_and_wait(); }
@@ -160,16 +187,34 @@ def _pointer(dtype, const):
     return f"{'const ' if const else ''}{_memory_type(dtype)} *"
 
 
-def run(kernel, inputs, extents, blocks=3, threads=32):
-    """The kernel's outputs for NumPy `inputs`, computed on the host with a grid of `blocks` x
-    `threads`; `extents`: the kernel's trailing size arguments (an elementwise kernel's element
-    count n, or a reduction's (rows, columns)); the outputs have the first one's elements."""
-    extents = (extents,) if isinstance(extents, int) else tuple(extents)
+def run(kernel, inputs, extents=None, blocks=3, threads=32):
+    """The kernel's outputs (flat NumPy arrays) for NumPy `inputs`, computed on the host with
+    a grid of `blocks` x `threads`; `extents`: the kernel's trailing size arguments (an
+    elementwise kernel's element count n, or a reduction's (rows, columns); by default
+    `kernel.sizes`)."""
+    extents = kernel.sizes if extents is None else \
+        (extents,) if isinstance(extents, int) else tuple(extents)
     arrays = [np.ascontiguousarray(np.asarray(x, dtype=d).astype(np.uint8)
                                    if np.dtype(d).kind == "b" else np.asarray(x, dtype=d))
               for x, d in zip(inputs, kernel.inputs)]
-    outs = [np.empty(extents[0], np.uint8 if np.dtype(d).kind == "b" else d)
-            for d in kernel.outputs]
+    outs = [np.empty(int(np.prod(shape, dtype=np.int64)),
+                     np.uint8 if np.dtype(d).kind == "b" else d)
+            for d, shape in zip(kernel.outputs, kernel.out_shapes)]
     load(kernel)(arrays + outs, extents, blocks, threads)
     return [o.astype(bool) if np.dtype(d).kind == "b" else o
             for o, d in zip(outs, kernel.outputs)]
+
+
+def run_program(fn, inputs, blocks=3, threads=32):
+    """`fn`'s results (NumPy) for NumPy `inputs`: its program.steps run one after the other
+    on the host, each kernel's outputs kept by name for the kernels that read them."""
+    from .program import steps
+    env = {v.name: np.asarray(x) for v, x in zip(fn.invars, inputs)}
+
+    def value(v):
+        return np.asarray(v.value, v.aval.dtype) if isinstance(v, Literal) else env[v.name]
+    for step in steps(fn):
+        got = run(step.kernel, [value(v) for v in step.inputs], blocks=blocks, threads=threads)
+        for v, x, shape in zip(step.outputs, got, step.kernel.out_shapes):
+            env[v.name] = x.reshape(shape)
+    return [value(v) for v in fn.outvars]

@@ -10,7 +10,7 @@ import functools
 
 import numpy as np
 
-from .source import launch_shape
+from .source import grid
 
 
 @functools.cache
@@ -30,10 +30,11 @@ def available():
     return True, name.decode() if isinstance(name, bytes) else str(name)
 
 
-def run(kernel, inputs, extents):
-    """The kernel's outputs (NumPy) for NumPy `inputs`, computed on the GPU; `extents`: its
-    size arguments (n, or a reduction's (rows, cols))."""
-    extents = (extents,) if isinstance(extents, int) else tuple(extents)
+def run(kernel, inputs, extents=None):
+    """The kernel's outputs (NumPy, flat) for NumPy `inputs`, computed on the GPU; `extents`:
+    its size arguments (n, or a reduction's (rows, cols); by default `kernel.sizes`)."""
+    extents = kernel.sizes if extents is None else \
+        (extents,) if isinstance(extents, int) else tuple(extents)
     n = extents[0]
     import cupy
     module = cupy.RawModule(code=kernel.source, options=("--std=c++17",))
@@ -42,12 +43,9 @@ def run(kernel, inputs, extents):
     sms = device.attributes["MultiProcessorCount"]
     arrays = [cupy.asarray(np.asarray(x, d).astype(np.uint8) if np.dtype(d).kind == "b"
                            else np.asarray(x, d)) for x, d in zip(inputs, kernel.inputs)]
-    outs = [cupy.empty(n, np.uint8 if np.dtype(d).kind == "b" else d) for d in kernel.outputs]
-    if kernel.extents == 2:   # a reduction: a block per row, REDUCE_BLOCK threads
-        from .reduce import REDUCE_BLOCK
-        blocks, threads = max(1, min(n, sms * 8)), REDUCE_BLOCK
-    else:
-        blocks, threads = launch_shape(n, sms)
+    outs = [cupy.empty(int(np.prod(shape, dtype=np.int64)), np.uint8 if np.dtype(d).kind == "b"
+                       else d) for d, shape in zip(kernel.outputs, kernel.out_shapes)]
+    blocks, threads = grid(kernel, sms)
     if n:
         function((blocks,), (threads,), (*arrays, *outs, *map(np.int64, extents)))
     return [cupy.asnumpy(o).astype(bool) if np.dtype(d).kind == "b" else cupy.asnumpy(o)

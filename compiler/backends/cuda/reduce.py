@@ -1,25 +1,42 @@
-"""Reduction kernels: a function whose one result is a reduce_sum/max/min over the trailing
-axes of a value computed elementwise (inputs read through views, as in source.py; groups the
-LLVM pipeline fused are inline), e.g. `jnp.sum(x * x, axis=-1)`.
+"""Reduction kernels: functions whose equations reduce one iteration space over one set of
+axes (reduce_sum/prod/max/min/and/or/xor, argmax, argmin; several of them at once, e.g. a sum
+and a sum of squares), with an elementwise prologue at the operand's shape (inputs read
+through views, as in source.py; groups the LLVM pipeline fused are inline) and an elementwise
+epilogue at the result's shape, e.g. `jnp.sum(x * x, axis=0) / n`.
 
-The operand is seen as `rows` x `cols` (cols: the reduced trailing axes). One block per row
-(a grid-stride loop over rows), each thread accumulating every blockDim-th element of the row in
-a register, the elementwise prologue computed per element; then the block combines:
+The operand is seen as `rows` (the kept axes, in order) x `cols` (the reduced axes, in order);
+element (row, j) has the operand coordinates c0, c1, ... that `row` and `j` decompose into.
+Two forms (`plan`):
+- **a block per row** when the innermost axis is reduced (rows of contiguous elements): each
+  thread accumulates every blockDim-th element of the row in a register, then the block
+  combines:
 
-    for (d = 16; d > 0; d /= 2) acc = combine(acc, __shfl_down_sync(FULL, acc, d));  // warp
-    lane 0 of each warp -> partial[warp]; __syncthreads();
-    acc = lane < warps ? partial[lane] : identity;   // every warp, so all threads shuffle
-    for (d = 16; ...) acc = combine(acc, __shfl_down_sync(FULL, acc, d));
-    thread 0 writes the row's result; __syncthreads() before the next row reuses `partial`.
+      for (d = 16; d > 0; d /= 2) acc = combine(acc, __shfl_down_sync(FULL, acc, d));  // warp
+      lane 0 of each warp -> partial[warp]; __syncthreads();
+      acc = lane < warps ? partial[lane] : identity;   // every warp, so all threads shuffle
+      for (d = 16; ...) acc = combine(acc, __shfl_down_sync(FULL, acc, d));
+      thread 0 runs the epilogue and writes the row's results; __syncthreads() before the next
+      row reuses `partial`.
 
-Blocks have a multiple of 32 threads (`REDUCE_BLOCK`). The combine is the primitive's
-CUDA_SCALAR rule (add; max/min with XLA's NaN and signed-zero order), the identity the
-reduction's (0, -inf/+inf or the integer type's limits). Sums accumulate in the result's type
-in this order (threads' strided partial sums, then a tree), so float results differ from the
-reference's (pairwise) order by rounding, within a few ulps times the row length's log.
+  Blocks have a multiple of 32 threads (`REDUCE_BLOCK`).
+- **a thread per row** when the innermost axis is kept (a column reduction, e.g. a sum over
+  axis 0): neighbouring threads own neighbouring results, so their loads are coalesced; each
+  loops over its row's elements in order. A grid-stride loop over rows, as elementwise kernels.
+
+The combine is the primitive's CUDA_SCALAR rule (add, mul; max/min with XLA's NaN and
+signed-zero order; and/or/xor), the identity the reduction's (0, 1, -inf/+inf or the integer
+type's limits). argmax/argmin carry (value, index) pairs: a NaN wins over any number, the first
+NaN's index; equal values keep the smaller index (JAX's, NumPy's). Sums accumulate in the
+result's type in this order (strided partial sums then a tree, or the row in order), so float
+results differ from the reference's pairwise order by rounding, within a few ulps times the
+row length's log. Results at the operand's shape (prologue values) are written where they are
+computed, every element once.
 """
+from typing import NamedTuple
+
 import numpy as np
 
+from ...ir.abstract import contiguous_strides
 from ...ir.ssa import Literal
 from ...primitives import PRIMITIVES
 from ...primitives.core import CUDA_SCALAR
@@ -27,93 +44,255 @@ from .scalar import ctype, int_constant
 from . import source as S
 
 REDUCE_BLOCK = 256
-_COMBINE = {"reduce_sum": "add", "reduce_max": "max", "reduce_min": "min"}
+_COMBINE = {"reduce_sum": "add", "reduce_prod": "mul", "reduce_max": "max", "reduce_min": "min",
+            "reduce_and": "and", "reduce_or": "or", "reduce_xor": "xor"}
+_ARG = {"argmax": ">", "argmin": "<"}
+REDUCTIONS = frozenset(_COMBINE) | frozenset(_ARG)
+_INDEX = "long long"   # the type of argmax/argmin's running index
 
 
-def final_reduction(fn):
-    """The reduce equation producing `fn`'s one result (maybe inside a final fusion), when
-    it reduces trailing axes of an operand of a dtype kiln's reductions here handle; else
-    None."""
-    if len(fn.outvars) != 1 or isinstance(fn.outvars[0], Literal) or not fn.eqns:
+class Plan(NamedTuple):
+    reductions: tuple   # the reduce equations (maybe inside fusions), in order
+    shape: tuple        # their operand's shape: the iteration space
+    axes: tuple         # the reduced axes, sorted
+    prologue: tuple     # the top-level equations computed per operand element
+    epilogue: tuple     # the top-level equations computed per result (reading reductions)
+    by_block: bool      # a block per row (innermost axis reduced), else a thread per row
+
+    @property
+    def out_shape(self):
+        return tuple(d for k, d in enumerate(self.shape) if k not in self.axes)
+
+    @property
+    def rows(self):
+        return int(np.prod(self.out_shape, dtype=np.int64))
+
+    @property
+    def cols(self):
+        return int(np.prod([self.shape[a] for a in self.axes], dtype=np.int64))
+
+
+def _reductions(eqns):
+    for eqn in eqns:
+        if eqn.prim.name == "fusion":
+            yield from _reductions(eqn.regions()[0].eqns)
+        elif eqn.prim.name in REDUCTIONS:
+            yield eqn
+
+
+def _outer_results(eqn, found):
+    """The names `eqn` (top level) gives the results of reductions in `found`."""
+    if eqn.prim.name != "fusion":
+        return {v.name for v in eqn.outvars} if eqn in found else set()
+    region = eqn.regions()[0]
+    inner = set()
+    for member in region.eqns:
+        inner |= _outer_results(member, found)
+    return {outer.name for outer, r in zip(eqn.outvars, region.outvars)
+            if not isinstance(r, Literal) and r.name in inner}
+
+
+def plan(fn):
+    """The Plan of `fn`'s reduction kernel, or None when `fn` reduces nothing. A function with
+    reductions over different shapes or axes, or a reduction of a reduction's result, is a
+    BackendUnsupportedError."""
+    found = list(_reductions(fn.eqns))
+    if not found:
         return None
-    eqn, result = fn.eqns[-1], fn.outvars[0]
-    while eqn.prim.name == "fusion":
-        region = eqn.regions()[0]
-        if not region.eqns or result not in eqn.outvars:
-            return None
-        result = region.outvars[eqn.outvars.index(result)]
-        eqn = region.eqns[-1]
-    if eqn.prim.name not in _COMBINE or eqn.outvars[0] is not result:
-        return None
-    operand = eqn.invars[0]
-    axes, rank = tuple(sorted(eqn.params["axes"])), len(operand.aval.shape)
-    if not axes or axes != tuple(range(rank - len(axes), rank)):
-        return None
-    if np.dtype(operand.aval.dtype).kind not in "iuf":
-        return None
-    return eqn
+    shapes = {(tuple(r.invars[0].aval.shape), tuple(sorted(r.params["axes"]))) for r in found}
+    if len(shapes) > 1:
+        raise S._unsupported(f"reductions over different shapes or axes {sorted(shapes)} in "
+                             f"one kernel ({fn.name})", found[-1].info)
+    ((shape, axes),) = shapes
+    for r in found:
+        if ctype(r.invars[0].aval.dtype) is None:
+            raise S._unsupported(f"{r.prim.name} of {r.invars[0].aval.dtype}", r.info)
+    out_shape = tuple(d for k, d in enumerate(shape) if k not in axes)
+    tainted, prologue, epilogue = set(), [], []
+    for eqn in fn.eqns:
+        reads = {v.name for v in eqn.invars if not isinstance(v, Literal)}
+        results = _outer_results(eqn, found)
+        if results and reads & tainted:
+            raise S._unsupported(f"a reduction of a reduction's result ({fn.name}: two "
+                                 f"kernels)", eqn.info)
+        at_result = eqn.prim.name not in S.VIEWS and not results and \
+            all(v.aval.shape == out_shape for v in eqn.outvars)
+        if reads & tainted or at_result:
+            epilogue.append(eqn)
+            tainted |= {v.name for v in eqn.outvars}
+        else:
+            prologue.append(eqn)
+            tainted |= results
+    return Plan(tuple(found), shape, axes, tuple(prologue), tuple(epilogue),
+                len(shape) - 1 in axes)
 
 
 def _identity(name, dtype):
     dtype = np.dtype(dtype)
-    if name == "reduce_sum":
+    if dtype.kind == "b":
+        return "true" if name in ("reduce_and", "reduce_min", "argmin") else "false"
+    if name == "reduce_sum" or name in ("reduce_or", "reduce_xor"):
         return int_constant(dtype, 0) if dtype.kind in "iu" else f"(({ctype(dtype)})0)"
+    if name == "reduce_prod":
+        return int_constant(dtype, 1) if dtype.kind in "iu" else f"(({ctype(dtype)})1)"
+    if name == "reduce_and":
+        return int_constant(dtype, -1 if dtype.kind == "i" else np.iinfo(dtype).max)
+    largest = name in ("reduce_max", "argmax")
     if dtype.kind == "f":
         inf = "(1.0f / 0.0f)" if dtype == np.float32 else "(1.0 / 0.0)"
-        return f"(-{inf})" if name == "reduce_max" else inf
+        return f"(-{inf})" if largest else inf
     info = np.iinfo(dtype)
-    return int_constant(dtype, info.min if name == "reduce_max" else info.max)
+    return int_constant(dtype, info.min if largest else info.max)
 
 
-def reduction_source(fn, reduce):
-    """The Kernel of `fn`, whose result is `reduce` (final_reduction's) of its operand."""
-    operand, out = reduce.invars[0], fn.outvars[0]
-    shape, dtype = tuple(operand.aval.shape), np.dtype(out.aval.dtype)
+class _Accumulator(NamedTuple):
+    """One reduction's registers: `acc{k}` (and `idx{k}` for argmax/argmin)."""
+    k: int
+    eqn: object
+
+    @property
+    def dtype(self):
+        return np.dtype(self.eqn.invars[0].aval.dtype)
+
+    @property
+    def arg(self):
+        return self.eqn.prim.name in _ARG
+
+    def registers(self):
+        """[(C type, name, identity)]"""
+        regs = [(ctype(self.dtype), f"acc{self.k}", _identity(self.eqn.prim.name, self.dtype))]
+        if self.arg:
+            regs.append((_INDEX, f"idx{self.k}", "0x7fffffffffffffffLL"))
+        return regs
+
+    def result(self):
+        """The C expression of the reduction's result, once combined."""
+        if self.arg:
+            return f"(({ctype(self.eqn.outvars[0].aval.dtype)})idx{self.k})"
+        return f"acc{self.k}"
+
+    def combine(self, value, index):
+        """A statement combining (value, index) (locals) into the registers."""
+        k = self.k
+        if not self.arg:
+            aval = self.eqn.outvars[0].aval
+            rule = CUDA_SCALAR[PRIMITIVES[_COMBINE[self.eqn.prim.name]]]
+            return f"acc{k} = {rule([f'acc{k}', value], [aval, aval], aval)};"
+        better = f"({value}) {_ARG[self.eqn.prim.name]} acc{k}"
+        tie = f"(({value}) == acc{k} && {index} < idx{k})"
+        if self.dtype.kind == "f":   # NaN wins, the first NaN's index
+            nan, seen = f"({value}) != ({value})", f"acc{k} != acc{k}"
+            take = f"({nan} ? (!({seen}) || {index} < idx{k}) : !({seen}) && ({better} || {tie}))"
+        else:
+            take = f"({better} || {tie})"
+        return f"if ({take}) {{ acc{k} = {value}; idx{k} = {index}; }}"
+
+    def shuffle(self):
+        """Lines combining the warp's registers into lane 0's (every lane shuffles alike)."""
+        regs = self.registers()
+        got = " ".join(f"const {t} {n}_other = __shfl_down_sync(0xffffffffu, {n}, d);"
+                       for t, n, _ in regs)
+        step = self.combine(f"acc{self.k}_other", f"idx{self.k}_other")
+        return [f"for (int d = 16; d > 0; d /= 2) {{ {got} {step} }}"]
+
+
+def _coordinates(shape, axes):
+    """(lines defining flat operand index `i` of element (row, j), whether the axes are
+    trailing): trailing axes give `i` directly (coordinate_lines adds c0, c1, ... when a view
+    needs them), others the coordinates c0, c1, ... first."""
+    kept = [d for d in range(len(shape)) if d not in axes]
+    if list(axes) == list(range(len(shape) - len(axes), len(shape))):
+        cols = int(np.prod([shape[a] for a in axes], dtype=np.int64))
+        return [f"const long long i = row * {cols}LL + j;"], True
+    lines = []
+    for index, dims in (("row", kept), ("j", axes)):
+        lines.append(f"long long r_{index} = {index};")
+        for d in reversed(dims):   # (a 0-sized axis: no element, the loops never run)
+            size = max(shape[d], 1)
+            lines.append(f"const long long c{d} = r_{index} % {size}; r_{index} /= {size};")
+    strides = contiguous_strides(shape)
+    terms = [f"c{d} * {strides[d]}LL" for d in range(len(shape))] or ["0"]
+    lines.append(f"const long long i = {' + '.join(terms)};")
+    return lines, False
+
+
+def reduction_source(fn, p):
+    """The Kernel of `fn`, whose reductions `p` (plan's) describes."""
     params, scalars, env = S.inputs(fn)
+    accs = [_Accumulator(k, r) for k, r in enumerate(p.reductions)]
+    for a in accs:
+        env[a.eqn.outvars[0].name] = a.result()
     body = []
-    S._emit(fn.eqns, env, body, shape, skip=reduce)
-    value = S._value(env, operand.name, body, shape)
-    acc_type = ctype(dtype)
-    combine = CUDA_SCALAR[PRIMITIVES[_COMBINE[reduce.prim.name]]]
-    avals = [out.aval, out.aval]
-    step = combine(["acc", "value_"], avals, out.aval)
-    # the shuffle once per step, into a local: every lane calls it the same number of times
-    # (the combine may read its operand several times, behind conditions)
-    merged = combine(["acc", "other_"], avals, out.aval)
-    shuffled = (f"{{ const {ctype(dtype)} other_ = __shfl_down_sync(0xffffffffu, acc, d); "
-                f"acc = {merged}; }}")
-    identity = _identity(reduce.prim.name, dtype)
-    coordinates = S.coordinate_lines(shape, body)
+    S._emit(p.prologue, env, body, p.shape, skip=p.reductions)
+    values = []
+    for a in accs:
+        x = a.eqn.invars[0]
+        operand = S._literal(x) if isinstance(x, Literal) else S._value(env, x.name, body,
+                                                                        p.shape)
+        values.append(f"value{a.k}_")
+        body.append(f"const {ctype(a.dtype)} value{a.k}_ = ({ctype(a.dtype)})({operand});")
+    index = "j"   # argmax/argmin reduce one axis: its coordinate is j
+    steps = [a.combine(f"value{a.k}_", index) for a in accs]
+    epilogue_body, outs, early, late = [], [], [], []
+    epilogue_env = dict(env)
+    epilogue_env[S._LOADS] = {}   # (a new scope: the prologue's loads are not visible)
+    S._emit(p.epilogue, epilogue_env, epilogue_body, p.out_shape)
+    for k, v in enumerate(fn.outvars):
+        mem = S._memory_type(v.aval.dtype)
+        params.append(f"{mem}* __restrict__ out{k}")
+        outs.append(v.aval)
+        if v.aval.shape not in (p.shape, p.out_shape):
+            raise S._unsupported(f"a result of shape {v.aval.shape} beside reductions of "
+                                 f"{p.shape} to {p.out_shape} ({fn.name})")
+        if isinstance(v, Literal):
+            late.append(f"out{k}[row] = ({mem})({S._literal(v)});")
+        elif v.aval.shape == p.shape:
+            early.append(f"out{k}[i] = ({mem})({S._value(env, v.name, body, p.shape)});")
+        else:
+            value = S._value(epilogue_env, v.name, epilogue_body, p.out_shape)
+            late.append(f"out{k}[row] = ({mem})({value});")
+    index_lines, trailing = _coordinates(p.shape, p.axes)
+    inner = index_lines + (S.coordinate_lines(p.shape, body) if trailing else []) + body + \
+        steps + early
+    final = ["const long long i = row;"] + S.coordinate_lines(p.out_shape, epilogue_body) + \
+        epilogue_body + late
+    init = [f"{t} {n} = {identity};" for a in accs for t, n, identity in a.registers()]
     name = f"kiln_{S._identifier(fn.name)[2:]}"
-    params += [f"{S._memory_type(dtype)}* __restrict__ out0", "long long rows", "long long cols"]
-    inner = [f"            {line}" for line in coordinates + body]
-    lines = [
-        f'extern "C" __global__ void {name}({", ".join(params)})', "{",
-        f"    __shared__ {acc_type} partial[32];",
-        "    const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;",
-        "    const unsigned warps = (blockDim.x + 31) / 32;",
-        "    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {",
-        f"        {acc_type} acc = {identity};",
-        "        for (long long j = threadIdx.x; j < cols; j += blockDim.x) {",
-        "            const long long i = row * cols + j;",
-        *inner,
-        f"            const {acc_type} value_ = ({acc_type})({value});",
-        f"            acc = {step};",
-        "        }",
-        f"        for (int d = 16; d > 0; d /= 2) {shuffled}",
-        "        if (lane == 0) partial[warp] = acc;",
-        "        __syncthreads();",
-        f"        acc = lane < warps ? partial[lane] : {identity};",
-        f"        for (int d = 16; d > 0; d /= 2) {shuffled}",
-        "        if (threadIdx.x == 0) out0[row] = acc;",
-        "        __syncthreads();",
-        "    }", "}", ""]
+    params += ["long long rows", "long long cols"]
+    lines = [f'extern "C" __global__ void {name}({", ".join(params)})', "{"]
+    if p.by_block:
+        lines += [f"    __shared__ {t} partial_{n}[32];"
+                  for a in accs for t, n, _ in a.registers()]
+        lines += ["    const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;",
+                  "    const unsigned warps = (blockDim.x + 31) / 32;",
+                  "    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {"]
+        lines += [f"        {line}" for line in init]
+        lines += ["        for (long long j = threadIdx.x; j < cols; j += blockDim.x) {"]
+        lines += [f"            {line}" for line in inner]
+        lines += ["        }"]
+        combine = [line for a in accs for line in a.shuffle()]
+        lines += [f"        {line}" for line in combine]
+        lines += ["        if (lane == 0) {"]
+        lines += [f"            partial_{n}[warp] = {n};"
+                  for a in accs for _, n, _ in a.registers()]
+        lines += ["        }", "        __syncthreads();"]
+        lines += [f"        {n} = lane < warps ? partial_{n}[lane] : {identity};"
+                  for a in accs for _, n, identity in a.registers()]
+        lines += [f"        {line}" for line in combine]
+        lines += ["        if (threadIdx.x == 0) {"]
+        lines += [f"            {line}" for line in final]
+        lines += ["        }", "        __syncthreads();", "    }", "}", ""]
+    else:
+        lines += ["    for (long long row = blockIdx.x * (long long)blockDim.x + threadIdx.x; "
+                  "row < rows;",
+                  "         row += (long long)blockDim.x * gridDim.x) {"]
+        lines += [f"        {line}" for line in init]
+        lines += ["        for (long long j = 0; j < cols; ++j) {"]
+        lines += [f"            {line}" for line in inner]
+        lines += ["        }", "        {"]
+        lines += [f"            {line}" for line in final]
+        lines += ["        }", "    }", "}", ""]
     return S.Kernel(name, "\n".join(lines), tuple(v.aval.dtype for v in fn.invars),
-                    (out.aval.dtype,), tuple(scalars), extents=2)
-
-
-def extents(reduce):
-    """(rows, cols) of a reduction kernel's launch."""
-    shape, k = reduce.invars[0].aval.shape, len(reduce.params["axes"])
-    return int(np.prod(shape[:len(shape) - k], dtype=np.int64)), \
-        int(np.prod(shape[len(shape) - k:], dtype=np.int64))
+                    tuple(a.dtype for a in outs), tuple(scalars), extents=2,
+                    sizes=(p.rows, p.cols), out_shapes=tuple(a.shape for a in outs),
+                    launch="block_per_row" if p.by_block else "thread_per_row")

@@ -13,8 +13,12 @@ Transcendental functions call CUDA's (float: `expf`, ...; double: `exp`, ...) as
 default flags compile them (no fast-math): their errors in ulps are CUDA's documented ones
 (docs/cuda.md).
 
-Only the primitives below have rules today; the code generator refuses any other with a
-BackendUnsupportedError naming it.
+- shifts by a negative amount or the bit width or more give 0 (the sign's fill for an
+  arithmetic right shift), as XLA's; `population_count` and `clz` count in the operand's width;
+- `round` is C's `round` (half away from zero) or `rint` (half to even), `sign` keeps -0.0
+  and NaN, `bitcast_convert_type` between types of one width reinterprets the bits.
+Only the primitives below have rules today (not `digamma`, complex numbers, float16); the code
+generator refuses any other with a BackendUnsupportedError naming it.
 """
 import numpy as np
 
@@ -59,9 +63,10 @@ def _binary(op):
     return rule
 
 
-def _unary_math(name):
+def _math(name):
+    """CUDA's function `name` of the operands (expf(x), atan2f(y, x), fmaf(a, b, c), ...)."""
     def rule(args, in_avals, out_aval, **params):
-        return f"{_fn(out_aval, name)}({args[0]})"
+        return f"{_fn(out_aval, name)}({', '.join(args)})"
     return rule
 
 
@@ -108,10 +113,6 @@ def _abs(args, in_avals, out_aval, **params):
 
 def _square(args, in_avals, out_aval, **params):
     return f"(({args[0]}) * ({args[0]}))"
-
-
-def _rsqrt(args, in_avals, out_aval, **params):
-    return f"{_fn(out_aval, 'rsqrt')}({args[0]})"
 
 
 def _logistic(args, in_avals, out_aval, **params):
@@ -176,24 +177,112 @@ def _convert(args, in_avals, out_aval, *, new_dtype, weak_type=False, sharding=N
     return f"(({to})({x}))"
 
 
-def _round_to(name):
+def _round(args, in_avals, out_aval, rounding_method=0):
+    # C's round is half away from zero (XLA's default); rint rounds half to even under the
+    # default rounding mode (XLA's TO_NEAREST_EVEN)
+    return f"{_fn(out_aval, 'rint' if int(rounding_method) == 1 else 'round')}({args[0]})"
+
+
+def _sign(args, in_avals, out_aval, **params):
+    x, t = args[0], ctype(out_aval.dtype)
+    if not _is_float(out_aval):   # (for unsigned types x < 0 is false)
+        return f"(({t})((({x}) > 0) - (({x}) < 0)))"
+    # NaN stays NaN, -0.0 stays -0.0 (XLA)
+    return f"(({x}) == 0 || ({x}) != ({x}) ? ({x}) : {_fn(out_aval, 'copysign')}(({t})1, {x}))"
+
+
+def _is_finite(args, in_avals, out_aval, **params):
+    return f"((bool)isfinite({args[0]}))"
+
+
+def _identity(args, in_avals, out_aval, **params):
+    return f"({args[0]})"
+
+
+def _clamp(args, in_avals, out_aval, **params):
+    lo, x, hi = args
+    return _RULES["min"]([_RULES["max"]([x, lo], in_avals, out_aval), hi], in_avals, out_aval)
+
+
+def _unsigned_type(dtype):
+    return ctype(np.dtype(f"u{np.dtype(dtype).itemsize}"))
+
+
+def _shift(direction, arithmetic=False):
+    """XLA's shifts: by a negative amount or the bit width or more, 0 (or the sign's fill for
+    an arithmetic right shift); computed on the unsigned (or signed) type of the width."""
     def rule(args, in_avals, out_aval, **params):
-        return f"{_fn(out_aval, name)}({args[0]})"
+        a, b = args
+        dtype = np.dtype(out_aval.dtype)
+        bits, t = dtype.itemsize * 8, ctype(dtype)
+        out_of_range = f"((unsigned long long)({b}) >= {bits}ULL)"
+        if arithmetic:
+            signed = ctype(np.dtype(f"i{dtype.itemsize}"))
+            amount = f"({out_of_range} ? {bits - 1} : (int)({b}))"
+            return f"(({t})(({signed})({a}) >> {amount}))"
+        u = _unsigned_type(dtype)
+        return f"({out_of_range} ? ({t})0 : ({t})(({u})(({u})({a}) {direction} (int)({b}))))"
     return rule
+
+
+def _population_count(args, in_avals, out_aval, **params):
+    dtype = np.dtype(out_aval.dtype)
+    u = _unsigned_type(dtype)
+    if dtype.itemsize == 8:
+        return f"(({ctype(dtype)})__popcll(({u})({args[0]})))"
+    return f"(({ctype(dtype)})__popc((unsigned int)({u})({args[0]})))"
+
+
+def _clz(args, in_avals, out_aval, **params):
+    dtype = np.dtype(out_aval.dtype)
+    u = _unsigned_type(dtype)
+    if dtype.itemsize == 8:
+        return f"(({ctype(dtype)})__clzll((long long)({u})({args[0]})))"
+    return (f"(({ctype(dtype)})(__clz((int)(unsigned int)({u})({args[0]})) - "
+            f"{32 - dtype.itemsize * 8}))")
+
+
+# CUDA's same-width reinterpretations between float and integer registers
+_REINTERPRET = {4: ("__float_as_int", "__int_as_float", "int"),
+                8: ("__double_as_longlong", "__longlong_as_double", "long long")}
+
+
+def _bitcast(args, in_avals, out_aval, *, new_dtype):
+    source, target = np.dtype(in_avals[0].dtype), np.dtype(new_dtype)
+    x, to = args[0], ctype(target)   # (one width: another changes the shape, refused before)
+    if source.kind == "f" and target.kind == "f" or source == target:
+        return f"({x})"
+    if source.kind == "f":
+        return f"(({to}){_REINTERPRET[source.itemsize][0]}({x}))"
+    if target.kind == "f":
+        _, to_float, integer = _REINTERPRET[target.itemsize]
+        return f"{to_float}(({integer})({x}))"
+    return f"(({to})({x}))"   # integers of one width: the same bits (two's complement)
 
 
 _RULES = {
     "add": _binary("+"), "sub": _binary("-"), "mul": _binary("*"), "div": _div, "rem": _rem,
     "neg": _neg, "abs": _abs, "square": _square, "max": _extremum(True),
     "min": _extremum(False), "integer_pow": _integer_pow, "pow": _pow,
-    "exp": _unary_math("exp"), "log": _unary_math("log"), "sin": _unary_math("sin"),
-    "cos": _unary_math("cos"), "tanh": _unary_math("tanh"), "sqrt": _unary_math("sqrt"),
-    "log1p": _unary_math("log1p"), "expm1": _unary_math("expm1"), "rsqrt": _rsqrt,
-    "logistic": _logistic, "floor": _round_to("floor"), "ceil": _round_to("ceil"),
+    "exp": _math("exp"), "log": _math("log"), "sin": _math("sin"),
+    "cos": _math("cos"), "tanh": _math("tanh"), "sqrt": _math("sqrt"),
+    "log1p": _math("log1p"), "expm1": _math("expm1"), "rsqrt": _math("rsqrt"),
+    "logistic": _logistic, "floor": _math("floor"), "ceil": _math("ceil"),
     "eq": _compare("=="), "ne": _compare("!="), "lt": _compare("<"), "le": _compare("<="),
     "gt": _compare(">"), "ge": _compare(">="), "and": _logical("&", "&&"),
     "or": _logical("|", "||"), "xor": _logical("^", "!="), "not": _not,
     "select_n": _select_n, "convert_element_type": _convert,
+    "exp2": _math("exp2"), "tan": _math("tan"), "asin": _math("asin"),
+    "acos": _math("acos"), "atan": _math("atan"), "sinh": _math("sinh"),
+    "cosh": _math("cosh"), "asinh": _math("asinh"),
+    "acosh": _math("acosh"), "atanh": _math("atanh"),
+    "cbrt": _math("cbrt"), "erf": _math("erf"), "erfc": _math("erfc"),
+    "erf_inv": _math("erfinv"), "lgamma": _math("lgamma"),
+    "atan2": _math("atan2"), "nextafter": _math("nextafter"), "fma": _math("fma"),
+    "round": _round, "sign": _sign, "is_finite": _is_finite, "copy": _identity,
+    "stop_gradient": _identity, "clamp": _clamp, "shift_left": _shift("<<"),
+    "shift_right_logical": _shift(">>"), "shift_right_arithmetic": _shift(">>", True),
+    "population_count": _population_count, "clz": _clz, "bitcast_convert_type": _bitcast,
 }
 
 for _name, _rule in _RULES.items():

@@ -2,7 +2,7 @@
 
 `kernel_source(fn)` turns a function all of whose equations are elementwise (every primitive
 with a `CUDA_SCALAR` rule) over the results' shape, into one kernel. Inputs may be read through
-views (broadcast_in_dim, transpose, squeeze, rev, and reshape of a contiguous input): a view
+views (broadcast_in_dim, transpose, squeeze, rev, slice, and reshape of a contiguous input): a view
 computes nothing, it becomes the affine index of the input's load (`_View`: an offset and a
 stride per coordinate, 0 along broadcast axes), with the kernel's coordinates c0, c1, ...
 computed from the flat index when a load needs them; each input element a kernel reads is
@@ -49,6 +49,9 @@ class Kernel(NamedTuple):
     outputs: tuple    # dtypes of the output pointers
     scalars: tuple    # indices of inputs of rank 0 (read at index 0)
     extents: int = 1  # trailing `long long` size arguments: n, or a reduction's rows, columns
+    sizes: tuple = ()       # their values
+    out_shapes: tuple = ()  # the shape of each output
+    launch: str = "grid"    # its launch rule: LAUNCH_RULES' key
 
 
 def _memory_type(dtype):
@@ -57,7 +60,7 @@ def _memory_type(dtype):
 
 def _unsupported(what, info=None):
     return BackendUnsupportedError(f"the CUDA backend cannot compile {what} yet (elementwise "
-                                   f"functions only so far: docs/cuda.md)", info)
+                                   f"functions and reductions so far: docs/cuda.md)", info)
 
 
 def _literal(lit):
@@ -120,15 +123,24 @@ def _reshape(v, *, new_sizes, dimensions=None):
     return v._replace(shape=tuple(new_sizes), strides=contiguous_strides(new_sizes))
 
 
+def _slice(v, *, start_indices, limit_indices, strides=None):
+    steps = strides or (1,) * len(v.shape)
+    offset = v.offset + sum(s * stride for s, stride in zip(start_indices, v.strides))
+    shape = tuple(-(-(limit - s) // step) for s, limit, step in
+                  zip(start_indices, limit_indices, steps))
+    return v._replace(offset=offset, shape=shape,
+                      strides=tuple(stride * step for stride, step in zip(v.strides, steps)))
+
+
 VIEWS = {"broadcast_in_dim": _broadcast_in_dim, "transpose": _transpose,
-         "squeeze": _squeeze, "rev": _rev, "reshape": _reshape}
+         "squeeze": _squeeze, "rev": _rev, "reshape": _reshape, "slice": _slice}
 
 
 def kernel_source(fn):
     """The Kernel computing SSA Function `fn` (see the module docstring): a reduction kernel
-    (reduce.py) for a function ending in one reduction over trailing axes, else elementwise."""
+    (reduce.py) for a function with reductions, else elementwise."""
     from . import reduce
-    found = reduce.final_reduction(fn)
+    found = reduce.plan(fn)
     if found is not None:
         return reduce.reduction_source(fn, found)
     shapes = {v.aval.shape for v in fn.outvars if not isinstance(v, Literal) and v.aval.shape}
@@ -155,7 +167,9 @@ def kernel_source(fn):
     lines += [f"        {line}" for line in coordinates + body]
     lines += ["    }", "}", ""]
     return Kernel(name, "\n".join(lines), tuple(v.aval.dtype for v in fn.invars),
-                  tuple(v.aval.dtype for v in fn.outvars), tuple(scalars))
+                  tuple(v.aval.dtype for v in fn.outvars), tuple(scalars),
+                  sizes=(int(np.prod(shape, dtype=np.int64)),),
+                  out_shapes=tuple(v.aval.shape for v in fn.outvars))
 
 
 def inputs(fn):
@@ -214,12 +228,12 @@ def _value(env, name, body, shape):
     return local
 
 
-def _emit(eqns, env, body, shape, skip=None):
+def _emit(eqns, env, body, shape, skip=()):
     """Append a local per equation to `body` (`env`: SSA name -> C expression). A `fusion`
     (the LLVM pipeline's group) is its region inline: its operands bound to its inputs' names,
-    its results to the region's. `skip`: an equation left out (a reduction kernel's own)."""
+    its results to the region's. `skip`: equations left out (a reduction kernel's own)."""
     for eqn in eqns:
-        if eqn is skip:
+        if any(eqn is s for s in skip):
             continue
         if eqn.prim.name == "fusion":
             (region,) = eqn.regions()
@@ -275,3 +289,27 @@ def launch_shape(n, multiprocessors=132, block=BLOCK):
     multiprocessors several times over, no more than the elements need."""
     blocks = max(1, min(-(-n // block), multiprocessors * 8))
     return blocks, block
+
+
+def _block_per_row(rows, multiprocessors):
+    from .reduce import REDUCE_BLOCK
+    return max(1, min(rows, multiprocessors * 8)), REDUCE_BLOCK
+
+
+# Kernel.launch -> (how its grid is sized, grid(sizes[0], multiprocessors) -> (blocks,
+# threads)); every kernel loops over its work, so any grid is correct, these are the fast ones
+LAUNCH_RULES = {
+    "grid": ("grid-stride loop over sizes[0] elements: 256 threads a block, "
+             "min(ceil(n / 256), 8 x multiprocessors) blocks, at least 1", launch_shape),
+    "thread_per_row": ("a thread per result, grid-stride over sizes[0] rows: 256 threads a "
+                       "block, min(ceil(rows / 256), 8 x multiprocessors) blocks, at least 1",
+                       launch_shape),
+    "block_per_row": ("a block per result, grid-stride over sizes[0] rows: 256 threads a block "
+                      "(a multiple of 32: warp shuffles), min(rows, 8 x multiprocessors) "
+                      "blocks, at least 1", _block_per_row),
+}
+
+
+def grid(kernel, multiprocessors=132):
+    """(blocks, threads per block) to launch `kernel` with (LAUNCH_RULES)."""
+    return LAUNCH_RULES[kernel.launch][1](kernel.sizes[0], multiprocessors)

@@ -1,0 +1,72 @@
+"""A whole SSA function as a sequence of CUDA kernel launches: the schedule `kiln compile
+--target cuda` writes (aot) and a whole-program CUDA backend runs.
+
+`steps(fn)` takes a function as the LLVM pipeline left it (fused) and makes one `Step` per
+top-level equation that computes: a `fusion` group is one kernel of its region (several
+results, reductions with their prologue, views of its inputs: source.kernel_source), or one
+kernel per set of reduced axes when its reductions reduce different axes of its iteration
+space (each recomputes the prologue it needs; the first also writes the elementwise
+results), and an
+equation on its own (elementwise, a reduction, or a view that something outside a group
+reads) is the kernel of a function of that one equation. A Step
+names the program values its kernel reads (SSA Vars, or Literals passed as one-element
+arrays) and writes. The function's results are program values too, or its inputs or literals
+(no kernel). Any other equation (dot_general, control flow, sort, ...) is a
+BackendUnsupportedError naming it and its line.
+"""
+from typing import NamedTuple
+
+from ...ir.ssa import Function, Literal
+from ...transforms.simplify import dce
+from . import source as S
+from .reduce import REDUCTIONS
+
+
+class Step(NamedTuple):
+    kernel: S.Kernel
+    inputs: tuple    # per kernel input: the program's Var it reads, or a Literal
+    outputs: tuple   # per kernel output: the program's Var it writes
+
+
+def _single(eqn):
+    """The Function of one equation, named after its first result (unique in the program)."""
+    invars = []
+    for v in eqn.invars:
+        if not isinstance(v, Literal) and all(v is not w for w in invars):
+            invars.append(v)
+    name = f"{eqn.prim.name}_{eqn.outvars[0].name}"
+    return Function(name, invars, [eqn], eqn.outvars)
+
+
+def _split(region):
+    """[(Function, indices of the region's results it computes)]: the region's results
+    grouped by the axes their reductions reduce (elementwise results with the first)."""
+    axes = {r.outvars[0].name: tuple(sorted(r.params["axes"]))
+            for r in region.eqns if r.prim.name in REDUCTIONS}
+    kinds = sorted(set(axes.values()))
+    if len(kinds) < 2:
+        return [(region, tuple(range(len(region.outvars))))]
+    parts = []
+    for k, kind in enumerate(kinds):
+        chosen = tuple(j for j, v in enumerate(region.outvars)
+                       if axes.get(getattr(v, "name", None), kinds[0]) == kind)
+        part = Function(f"{region.name}_{k}", region.invars, region.eqns,
+                        [region.outvars[j] for j in chosen])
+        parts.append((dce(part), chosen))
+    return parts
+
+
+def steps(fn):
+    """The Steps running `fn` (see the module docstring), in order."""
+    out = []
+    for eqn in fn.eqns:
+        if eqn.prim.name == "fusion":
+            for part, chosen in _split(eqn.regions()[0]):
+                out.append(Step(S.kernel_source(part), tuple(eqn.invars),
+                                tuple(eqn.outvars[j] for j in chosen)))
+            continue
+        if eqn.regions():
+            raise S._unsupported(f"the primitive {eqn.prim.name!r}", eqn.info)
+        single = _single(eqn)
+        out.append(Step(S.kernel_source(single), tuple(single.invars), tuple(eqn.outvars)))
+    return out
