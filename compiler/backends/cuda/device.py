@@ -5,7 +5,7 @@ executable and GPU arrays need:
 
     to_device(ndarray) -> buffer        to_host(buffer) -> ndarray     empty(shape, dtype)
     launch(kernel, grid, block, buffers, extents)   (kernel: source.Kernel, its text and name)
-    launch_shape(kernel, extents) -> (grid, block)  synchronize()
+    launch_shape(kernel) -> (grid, block)           synchronize()
     prepare(kernels)                    (compile them ahead of their first launch)
     gemm(a, b) -> buffer                (a (B, M, K) by b (B, K, N), or 2-D: cuBLAS / BLAS)
     primitive(prim, buffers, params)    (a primitive without a kernel: its NumPy definition
@@ -117,10 +117,10 @@ class EmulatedLayer(Layer):
     def empty(self, shape, dtype):
         return np.empty(shape, dtype)
 
-    def launch_shape(self, kernel, extents):
+    def launch_shape(self, kernel):
         """A grid smaller than the data (the grid-stride loops run more than once) and two
         warps a block (a reduction's combine across warps runs)."""
-        return 2, (64 if kernel.extents == 2 else 32)
+        return 2, (64 if kernel.launch == "block_per_row" else 32)
 
     def prepare(self, kernels):
         from . import emulate
@@ -155,12 +155,9 @@ class CupyLayer(Layer):
     def empty(self, shape, dtype):
         return self.cupy.empty(shape, dtype)
 
-    def launch_shape(self, kernel, extents):
-        from .source import launch_shape
-        from .reduce import REDUCE_BLOCK
-        if kernel.extents == 2:   # a reduction: one block per row
-            return max(1, min(extents[0], self.multiprocessors * 8)), REDUCE_BLOCK
-        return launch_shape(extents[0], self.multiprocessors)
+    def launch_shape(self, kernel):
+        from .source import grid
+        return grid(kernel, self.multiprocessors)
 
     def prepare(self, kernels):
         for kernel in kernels:

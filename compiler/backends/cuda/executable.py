@@ -3,11 +3,11 @@ fuses) run as a host-side sequence of device operations on a device layer (devic
 
 `compile_function(fn)` plans every equation once (`Program`), each as one `Step`:
 
-- `kernel`: a fusion group, an elementwise equation, or a reduce_sum/max/min, as one
-  generated kernel (source.kernel_source: elementwise, or reduce.py's reduction over trailing
-  axes; a reduction over other axes first transposes its operand on the device, `_transposed`).
-  A group the generator cannot emit as one kernel is planned equation by equation
-  (`subprogram`), so its elementwise parts still become kernels;
+- `kernel`: a fusion group, an elementwise equation, a view, or a reduction, as the kernels
+  program.equation_steps makes (one per group with all its results, one per set of reduced
+  axes; reductions over any axes, argmax/argmin included). A group the generator cannot emit
+  is planned equation by equation (`subprogram`), so its elementwise parts still become
+  kernels;
 - `gemm`: dot_general through the layer's GEMM (cuBLAS on a GPU), batch dimensions included:
   the operands are transposed to (batch, free, contracted) and (batch, contracted, free) on
   the device, as the reference backend does it with NumPy;
@@ -30,10 +30,8 @@ from ...ir.abstract import ShapedArray
 from ...ir.ssa import Eqn, Function, Literal, Var
 from ...primitives import PRIMITIVES
 from ...primitives.core import CUDA_SCALAR
-from . import device as D, reduce, source
-
-_REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min")
-
+from . import device as D, program, source
+from .reduce import REDUCTIONS
 
 class Step:
     """One planned equation: `run(layer, values) -> results` over the operands' device
@@ -82,7 +80,7 @@ class Program:
         if eqn.regions() and name != "fusion":
             raise BackendUnsupportedError(f"the CUDA backend cannot run {name} yet",
                                           eqn.info)
-        if name == "fusion" or name in _REDUCTIONS or CUDA_SCALAR.get(eqn.prim) is not None \
+        if name == "fusion" or name in REDUCTIONS or CUDA_SCALAR.get(eqn.prim) is not None \
                 or name in source.VIEWS:
             step = self._kernel_step(eqn, ins)
             if step is not None:
@@ -92,42 +90,37 @@ class Program:
         return self._per_primitive(eqn, ins)
 
     def _kernel_step(self, eqn, ins):
-        """The Step running `eqn` as one kernel, or None when the generator cannot emit it."""
-        if eqn.prim.name in _REDUCTIONS and not reduce.final_reduction(_alone(eqn)):
-            return _transposed(self, eqn, ins)
-        fn = _alone(eqn)
+        """The Step running `eqn` as its kernels (program.equation_steps: a fused group's
+        results in one kernel per set of reduced axes), or None when the generator cannot
+        emit them."""
         try:
-            kernel = source.kernel_source(fn)
+            kernels = program.equation_steps(eqn)
         except BackendUnsupportedError:
             return None
-        found = reduce.final_reduction(fn)
-        if found is not None:
-            extents = reduce.extents(found)
-            n = extents[0]
-        else:
-            n = int(np.prod(eqn.outvars[0].aval.shape, dtype=np.int64))
-            extents = (n,)
-            if any(v.aval.size != n for v in eqn.outvars):
-                return None   # results of several sizes: planned one by one
-        outs = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in eqn.outvars]
-        operands = fn.invars   # distinct Vars, in the kernel's parameter order
-        order = [next(i for i, x in enumerate(eqn.invars) if isinstance(x, Var)
-                      and x.name == v.name) for v in operands]
+        position = {id(x): k for k, x in enumerate(eqn.invars)}
+        result = {v.name: k for k, v in enumerate(eqn.outvars)}
+        plan = [(k.kernel, [position[id(x)] for x in k.inputs],
+                 [result[v.name] for v in k.outputs]) for k in kernels]
 
         def run(layer, values):
-            buffers = [values[i] for i in order]
-            results = [layer.empty((n,), dtype) for _, dtype in outs]
-            if n:
-                grid, block = layer.launch_shape(kernel, extents)
-                layer.launch(kernel, grid, block, buffers + results, extents)
-            return [r.reshape(shape) for r, (shape, _) in zip(results, outs)]
-        return Step("kernel", ins, eqn.outvars, run, (kernel,))
+            outs = [None] * len(eqn.outvars)
+            for kernel, reads, writes in plan:
+                buffers = [values[i] for i in reads]
+                results = [layer.empty(shape, dtype)
+                           for shape, dtype in zip(kernel.out_shapes, kernel.outputs)]
+                if kernel.sizes[0]:
+                    grid, block = layer.launch_shape(kernel)
+                    layer.launch(kernel, grid, block, buffers + results, kernel.sizes)
+                for k, r in zip(writes, results):
+                    outs[k] = r
+            return outs
+        return Step("kernel", ins, eqn.outvars, run, tuple(k.kernel for k in kernels))
 
     def _subprogram(self, eqn, ins):
         (region,) = eqn.regions()
-        program = Program(_split_reductions(region) or region, self.layer, self.counter)
-        return Step("subprogram", ins, eqn.outvars, lambda layer, values: program(*values),
-                    tuple(program.kernels()))
+        inner = Program(region, self.layer, self.counter)
+        return Step("subprogram", ins, eqn.outvars, lambda layer, values: inner(*values),
+                    tuple(inner.kernels()))
 
     def _per_primitive(self, eqn, ins):
         prim, params = eqn.prim, eqn.params
@@ -144,40 +137,6 @@ class Program:
         return Step("per_primitive", ins, eqn.outvars, run)
 
 
-def _alone(eqn):
-    """The SSA Function computing `eqn` alone: its distinct Var operands are the inputs."""
-    invars, seen = [], set()
-    for x in eqn.invars:
-        if isinstance(x, Var) and x.name not in seen:
-            seen.add(x.name)
-            invars.append(x)
-    return Function(f"{eqn.prim.name}_{eqn.outvars[0].name}", invars, [eqn], eqn.outvars)
-
-
-def _split_reductions(region):
-    """A fused group ending in reductions whose results only leave the group, as a group of
-    its other equations (one kernel computing the group's other results and the reductions'
-    operands) followed by the reductions (a kernel each); None for any other group."""
-    eqns, tail = list(region.eqns), []
-    while eqns and eqns[-1].prim.name in _REDUCTIONS:
-        tail.insert(0, eqns.pop())
-    made = {v.name for e in tail for v in e.outvars}
-    if not tail or not eqns or any(isinstance(x, Var) and x.name in made
-                                   for e in tail for x in e.invars):
-        return None
-    outs = {}
-    for v in [v for v in region.outvars if isinstance(v, Var) and v.name not in made] + \
-            [e.invars[0] for e in tail]:
-        outs.setdefault(v.name, v)
-    names = {v.name for v in region.invars}
-    outs = [v for v in outs.values() if v.name not in names]
-    if not outs:
-        return None
-    head = Function(f"{region.name}_head", region.invars, eqns, outs)
-    group = Eqn(outs, PRIMITIVES["fusion"], region.invars, {"body": head})
-    return Function(region.name, region.invars, [group] + tail, region.outvars)
-
-
 def _device_array(layer, value, aval):
     """A per-primitive result as a C-contiguous array of the layer (a tape passes as it is)."""
     if isinstance(aval, ShapedArray) and aval.dtype.kind in "biufc":
@@ -189,26 +148,6 @@ def _device_array(layer, value, aval):
 def contiguous(xp, a):
     """`a` C-contiguous, with its shape (`ascontiguousarray` makes a rank-0 array rank 1)."""
     return xp.ascontiguousarray(a).reshape(a.shape)
-
-
-def _transposed(program, eqn, ins):
-    """A reduce_sum/max/min over axes that are not trailing: its operand transposed on the
-    device (kept axes first), then the reduction kernel over the trailing axes."""
-    x = eqn.invars[0]
-    shape, axes = x.aval.shape, tuple(eqn.params["axes"])
-    kept = [d for d in range(len(shape)) if d not in axes]
-    permutation = kept + list(axes)
-    moved = Var(f"{x.name}_t", ShapedArray(tuple(shape[d] for d in permutation), x.aval.dtype))
-    trailing = tuple(range(len(kept), len(shape)))
-    inner = program._kernel_step(Eqn(eqn.outvars, eqn.prim, [moved],
-                                     {**eqn.params, "axes": trailing}, eqn.info), [moved])
-    if inner is None:
-        return program._per_primitive(eqn, ins)
-
-    def run(layer, values):
-        xp = layer.xp
-        return inner.run(layer, [contiguous(xp, xp.transpose(values[0], permutation))])
-    return Step("kernel", ins, eqn.outvars, run, inner.kernels)
 
 
 # ------------------------------------------------------------------------- dot_general

@@ -56,17 +56,19 @@ def _split(region):
     return parts
 
 
+def equation_steps(eqn):
+    """The Steps running one top-level equation (a BackendUnsupportedError when no kernel
+    computes it)."""
+    if eqn.prim.name == "fusion":
+        return [Step(S.kernel_source(part), tuple(eqn.invars),
+                     tuple(eqn.outvars[j] for j in chosen))
+                for part, chosen in _split(eqn.regions()[0])]
+    if eqn.regions():
+        raise S._unsupported(f"the primitive {eqn.prim.name!r}", eqn.info)
+    single = _single(eqn)
+    return [Step(S.kernel_source(single), tuple(single.invars), tuple(eqn.outvars))]
+
+
 def steps(fn):
     """The Steps running `fn` (see the module docstring), in order."""
-    out = []
-    for eqn in fn.eqns:
-        if eqn.prim.name == "fusion":
-            for part, chosen in _split(eqn.regions()[0]):
-                out.append(Step(S.kernel_source(part), tuple(eqn.invars),
-                                tuple(eqn.outvars[j] for j in chosen)))
-            continue
-        if eqn.regions():
-            raise S._unsupported(f"the primitive {eqn.prim.name!r}", eqn.info)
-        single = _single(eqn)
-        out.append(Step(S.kernel_source(single), tuple(single.invars), tuple(eqn.outvars)))
-    return out
+    return [step for eqn in fn.eqns for step in equation_steps(eqn)]
