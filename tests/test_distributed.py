@@ -159,14 +159,17 @@ def test_emit_helpers_call_the_externs():
     for status in (mpi_engine.emit_allreduce(b, send, recv, 4, np.float32, "max"),
                    mpi_engine.emit_allgather(b, send, recv, 4, np.int8),
                    mpi_engine.emit_alltoall(b, send, recv, ir.Constant(I64, 2), np.complex64),
-                   mpi_engine.emit_sendrecv(b, send, 1, recv, 0, 4, np.float16, tag=7)):
+                   mpi_engine.emit_sendrecv(b, send, 1, recv, 0, 4, np.float16, tag=7),
+                   mpi_engine.emit_reduce_scatter(b, send, recv, 3, np.float64, "sum"),
+                   mpi_engine.emit_exchange(b, send, 2, 5, np.bool_)):
         mpi_engine.emit_return_on_error(b, status)
     b.ret(ir.Constant(I32, 0))
     text = str(module)
-    for name in ("allreduce", "allgather", "alltoall", "sendrecv"):
+    for name in ("allreduce", "allgather", "alltoall", "sendrecv", "reduce_scatter", "exchange"):
         assert f'@"probe.kiln_mpi_{name}"' in text
-    with pytest.raises(ValueError, match="one of"):
-        mpi_engine.emit_allreduce(b, send, recv, 4, np.float32, "prod")
+    for emit in (mpi_engine.emit_allreduce, mpi_engine.emit_reduce_scatter):
+        with pytest.raises(ValueError, match="one of"):
+            emit(b, send, recv, 4, np.float32, "prod")
 
 
 # -- several processes --------------------------------------------------------------------------
@@ -200,11 +203,16 @@ for code, dtype in enumerate(E.DTYPES):
     define(f"alltoall_{{code}}", [PTR, PTR, I64], lambda b, s, r, n: E.emit_alltoall(b, s, r, n, dtype))
     define(f"sendrecv_{{code}}", [PTR, I64, PTR, I64, I64],
            lambda b, s, d, r, src, n: E.emit_sendrecv(b, s, d, r, src, n, dtype, tag=3))
+    for op in E.OPS:
+        define(f"reduce_scatter_{{code}}_{{op}}", [PTR, PTR, I64],
+               lambda b, s, r, n: E.emit_reduce_scatter(b, s, r, n, dtype, op))
+    define(f"exchange_{{code}}", [PTR, I64, I64],
+           lambda b, records, n, count: E.emit_exchange(b, records, n, count, dtype))
 loaded = target.load_object(module.name, target.object_code(target.optimize(str(module), module.name)),
                             entry=False)
 bound = externs.bind_externs(loaded.global_address, module.name)
 assert set(bound) == {{"kiln_mpi_allreduce", "kiln_mpi_allgather", "kiln_mpi_alltoall",
-                      "kiln_mpi_sendrecv"}}, bound
+                      "kiln_mpi_sendrecv", "kiln_mpi_reduce_scatter", "kiln_mpi_exchange"}}, bound
 P, N = ctypes.c_void_p, ctypes.c_int64
 def native(name, *types):
     return ctypes.CFUNCTYPE(ctypes.c_int32, *types)(loaded.function_address(name))
@@ -223,6 +231,18 @@ def value(dtype, k, shape=(7,)):
     return x.astype(dtype)
 
 everyone = lambda dtype, shape=(7,): [value(dtype, k, shape) for k in range(size)]
+
+def expected_of(dtype, op, values):
+    if np.dtype(dtype).kind == "b":
+        return np.logical_and.reduce(values) if op == "min" else np.logical_or.reduce(values)
+    return {{"sum": np.sum, "max": np.max, "min": np.min}}[op](np.stack(values), axis=0).astype(dtype)
+
+# exchange: a ring of blocks, block k of process r to block (k + 1) % 3 of process r + 1 (tag:
+# the receiving block); block 2 of process 0 stays home, so block 0 of process 1 gets nothing
+def exchange_plan(rank):
+    dests = [(rank + 1) % size if not (rank == 0 and k == 2) else None for k in range(3)]
+    sources = [(rank - 1) % size if not (rank == 1 % size and k == 0) else None for k in range(3)]
+    return dests, sources, [(k + 1) % 3 for k in range(3)], list(range(3))
 for code, dtype in enumerate(E.DTYPES):
     mine = value(dtype, rank)
     for op in E.OPS:
@@ -235,11 +255,7 @@ for code, dtype in enumerate(E.DTYPES):
                 raise AssertionError("complex max")
             assert native(f"allreduce_{{code}}_{{op}}", P, P, N)(mine.ctypes.data, mine.ctypes.data, 7) == E.UNSUPPORTED
             continue
-        values = everyone(dtype)
-        if dtype.kind == "b":
-            expected = np.logical_and.reduce(values) if op == "min" else np.logical_or.reduce(values)
-        else:
-            expected = {{"sum": np.sum, "max": np.max, "min": np.min}}[op](np.stack(values), axis=0).astype(dtype)
+        expected = expected_of(dtype, op, everyone(dtype))
         got = E.allreduce(mine, op)
         assert got.dtype == dtype and np.array_equal(got, expected), (dtype, op, got, expected)
         out = np.empty_like(mine)
@@ -248,6 +264,12 @@ for code, dtype in enumerate(E.DTYPES):
         inplace = mine.copy()   # send == recv: MPI_IN_PLACE
         check(native(f"allreduce_{{code}}_{{op}}", P, P, N)(inplace.ctypes.data, inplace.ctypes.data, 7))
         assert np.array_equal(inplace, expected), (dtype, op, "in place")
+        blocks = [value(dtype, k, (size, 4)) for k in range(size)]   # reduce_scatter: block rank
+        expected = expected_of(dtype, op, [v[rank] for v in blocks])
+        assert np.array_equal(E.reduce_scatter(blocks[rank], op), expected), (dtype, op)
+        out = np.empty(4, dtype)
+        check(native(f"reduce_scatter_{{code}}_{{op}}", P, P, N)(blocks[rank].ctypes.data, out.ctypes.data, 4))
+        assert np.array_equal(out, expected), (dtype, op, "reduce_scatter native")
     gathered = np.stack(everyone(dtype))
     assert np.array_equal(E.allgather(mine), gathered)
     out = np.empty((size, 7), dtype)
@@ -264,6 +286,20 @@ for code, dtype in enumerate(E.DTYPES):
     out = np.empty_like(mine)
     check(native(f"sendrecv_{{code}}", P, N, P, N, N)(mine.ctypes.data, right, out.ctypes.data, left, 7))
     assert np.array_equal(out, value(dtype, left))
+    dests, sources, send_tags, recv_tags = exchange_plan(rank)
+    blocks = value(dtype, rank, (3, 5))
+    expected = np.zeros_like(blocks)
+    for k in range(3):
+        if sources[k] is not None:
+            expected[k] = value(dtype, sources[k], (3, 5))[(k - 1) % 3]
+    assert np.array_equal(E.exchange(blocks, dests, sources, send_tags, recv_tags), expected)
+    out = np.zeros_like(blocks)
+    records = np.array([[blocks[k].ctypes.data, -1 if dests[k] is None else dests[k], send_tags[k],
+                         out[k].ctypes.data, -1 if sources[k] is None else sources[k], recv_tags[k]]
+                        for k in range(3)], np.int64)
+    pointers = np.array([records[k].ctypes.data for k in range(3)], np.int64)
+    check(native(f"exchange_{{code}}", P, N, N)(pointers.ctypes.data, 3, 5))
+    assert np.array_equal(out, expected), (dtype, "exchange native")
 # one side only: process 0 sends to the last, which receives; the others take no part
 last = size - 1
 got = E.sendrecv(mine, last if rank == 0 else None, 0 if rank == last else None)
