@@ -40,7 +40,7 @@ def mpirun(tmp_path, script, np_=2, env=None, limit=90, args=()):
     command = [MPIRUN, "-np", str(np_), "--oversubscribe"]
     if os.geteuid() == 0:
         command.append("--allow-run-as-root")
-    for name in ("KILN_DISTRIBUTED_TIMEOUT", "KILN_CACHE_DIR", "KILN_CPU"):
+    for name in ("KILN_DISTRIBUTED_TIMEOUT", "KILN_CACHE_DIR", "KILN_CPU", "KILN_LOG_COMPILES"):
         if name in env:
             command += ["-x", name]
     command += [sys.executable, str(path), *args]
@@ -489,3 +489,104 @@ def test_pmap_spans_every_process(tmp_path, size):
     assert code == 0, output[-3000:]
     assert sorted(line for line in output.splitlines() if line.endswith(" ok")) == \
         [f"rank {r} ok" for r in range(size)]
+
+
+# The collectives other than psum & co. over a pmap axis spanning several processes: each case's
+# global input has a leading axis of every process's replicas; process p maps over its rows.
+PMAP_CASES = """import numpy as np
+from kiln import lax
+
+
+def cases(G):
+    "(name, function of one replica, global input with a leading axis of G replicas)"
+    def data(shape, dtype=np.float32):
+        n = int(np.prod(shape))
+        return (np.arange(n).reshape(shape) % 23 - 7).astype(dtype)
+    ring = [(i, (i + 1) % G) for i in range(G)]
+    partial = [(0, G - 1), (G - 1, 1 % G)] if G > 2 else [(0, 1)]
+    shuffle = [(i * 2 + 1) % G for i in range(G)] if G % 2 else list(reversed(range(G)))
+    return [
+        ("psum_scatter_0", lambda v: lax.psum_scatter(v, "i"), data((G, G, 3))),
+        ("psum_scatter_1", lambda v: lax.psum_scatter(v, "i", scatter_dimension=1), data((G, 2, G, 2), np.int32)),
+        ("psum_scatter_0t", lambda v: lax.psum_scatter(v, "i", tiled=True), data((G, 2 * G, 3), np.float16)),
+        ("psum_scatter_1t", lambda v: lax.psum_scatter(v, "i", scatter_dimension=1, tiled=True), data((G, 3, 2 * G))),
+        ("ppermute_ring", lambda v: lax.ppermute(v, "i", ring), data((G, 2, 3))),
+        ("ppermute_partial", lambda v: lax.ppermute(v, "i", partial), data((G, 4), np.int32)),
+        ("all_to_all_01", lambda v: lax.all_to_all(v, "i", 0, 1), data((G, G, 3))),
+        ("all_to_all_10t", lambda v: lax.all_to_all(v, "i", 1, 0, tiled=True), data((G, 2, 2 * G))),
+        ("all_to_all_12", lambda v: lax.all_to_all(v, "i", 1, 2, tiled=True), data((G, 2, 3 * G, 2), np.int32)),
+        ("pshuffle", lambda v: lax.pshuffle(v, "i", shuffle), data((G, 3))),
+        ("pswapaxes", lambda v: lax.pswapaxes(v, "i", 1), data((G, 2, G))),
+        ("all_gather_1", lambda v: lax.all_gather(v, "i", axis=1), data((G, 2, 3))),
+        ("all_gather_1t", lambda v: lax.all_gather(v, "i", axis=1, tiled=True), data((G, 2, 3), np.bool_)),
+        ("all_gather_0t", lambda v: lax.all_gather(v, "i", tiled=True), data((G, 2, 3), np.int16)),
+        ("all_gather_empty", lambda v: lax.all_gather(v, "i", axis=1), data((G, 2, 0))),
+        ("psum_scatter_empty", lambda v: lax.psum_scatter(v, "i", scatter_dimension=1), data((G, 0, G))),
+        ("all_to_all_empty", lambda v: lax.all_to_all(v, "i", 0, 1), data((G, G, 0))),
+        ("ppermute_empty", lambda v: lax.ppermute(v, "i", ring), data((G, 0))),
+        ("scalar_ppermute", lambda v: lax.ppermute(v, "i", ring), data((G,))),
+        ("literal_all_gather", lambda v: lax.all_gather(2.5, "i") * v, data((G,))),
+    ]
+"""
+
+PMAP_COLLECTIVES = """
+import sys
+import numpy as np
+import kiln
+from cases import cases
+
+local = int(sys.argv[1])
+kiln.config.update("jax_num_cpu_devices", local)
+kiln.distributed.initialize()
+rank, size = kiln.process_index(), kiln.process_count()
+expected = np.load(sys.argv[2])
+mine = slice(rank * local, rank * local + local)
+wrong = []
+for name, fn, x in cases(local * size):
+    got = kiln.pmap(fn, axis_name="i")(x[mine])   # compiled (KILN_LOG_COMPILES: no fallback)
+    ref = kiln.pmap(fn, axis_name="i", backend="reference")(x[mine])
+    want = expected[name][mine]
+    if not (got.dtype == want.dtype and np.array_equal(got, want) and np.array_equal(ref, want)):
+        wrong.append(name)
+        print(name, got, ref, want, sep="\\n", flush=True)
+print(f"rank {rank} of {size} with {local} devices: wrong {wrong}", flush=True)
+kiln.distributed.shutdown()
+"""
+
+
+@needs_mpi
+@pytest.mark.parametrize("size, local", [(2, 1), (2, 2), (3, 2)])
+def test_pmap_collectives_span_every_process(tmp_path, size, local):
+    """psum_scatter (tiled or not, along axis 0 or 1), ppermute (a ring, a partial perm),
+    all_to_all, pshuffle, pswapaxes and all_gather along axis 1 (tiled too), empty operands, a
+    scalar and a literal: compiled under mpirun on `size` processes of `local` devices, equal to
+    the same pmap over all devices in this process, and to the reference backend there; no
+    function falls back to the reference backend."""
+    (tmp_path / "cases.py").write_text(PMAP_CASES)
+    spec = importlib.util.spec_from_file_location("cases", tmp_path / "cases.py")
+    cases = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cases)
+    expected = {name: np.asarray(kiln.pmap(fn, axis_name="i", backend="cpu")(x))
+                for name, fn, x in cases.cases(size * local)}
+    np.savez(tmp_path / "expected.npz", **expected)
+    code, output, _ = mpirun(tmp_path, PMAP_COLLECTIVES, np_=size, limit=120,
+                             env={"KILN_LOG_COMPILES": "1"},
+                             args=[str(local), str(tmp_path / "expected.npz")])
+    assert code == 0, output[-3000:]
+    assert "runs on the reference backend" not in output, output[-3000:]
+    assert sorted(line for line in output.splitlines() if " wrong " in line) == \
+        [f"rank {r} of {size} with {local} devices: wrong []" for r in range(size)], output[-3000:]
+
+
+def test_ppermute_across_processes_tags_fit_mpi():
+    """The compiled ppermute across processes tags its messages with replica indices, which MPI
+    bounds (32767): a larger axis is a BackendUnsupportedError that says so."""
+    from kiln import lax
+    from kiln.compiler.errors import BackendUnsupportedError
+    from kiln.compiler.primitives.replicas import with_collective_params
+    from kiln.staging import compile_function
+    size = mpi_engine.TAG_LIMIT + 2
+    staged = kiln.pmap(lambda v: lax.ppermute(v, "i", [(0, size - 1)]), axis_name="i")
+    fn = with_collective_params(kiln.make_ir(staged)(np.zeros(size, np.float32)), processes=2)
+    with pytest.raises(BackendUnsupportedError, match="at most 32768 replicas"):
+        compile_function(fn, "llvm")
