@@ -371,6 +371,49 @@ def test_a_stopped_rank_makes_the_other_fail_not_hang(tmp_path):
     assert seconds < 40, (seconds, output)
 
 
+STALLED_COMPILED = """
+import os, signal, sys, time
+import numpy as np
+import kiln
+from kiln import lax
+from kiln.compiler.backends import mpi_engine as E
+kiln.config.update("jax_num_cpu_devices", 2)
+kiln.distributed.initialize()
+rank, size = kiln.process_index(), kiln.process_count()
+ring = [(i, (i + 1) % 4) for i in range(4)]
+f = kiln.pmap(lambda v: lax.ppermute(v, "i", ring), axis_name="i", backend="cpu")
+g = kiln.pmap(lambda v: lax.psum_scatter(v, "i"), axis_name="i", backend="cpu")
+x = np.ones((2, 4), np.float32)
+f(x), g(x)    # compiled, and working on both processes
+E.set_timeout(2.0)
+if rank == 1:
+    os.kill(os.getpid(), signal.SIGSTOP)
+start = time.monotonic()
+try:
+    f(x)
+except kiln.distributed.DistributedTimeoutError as e:
+    print(f"rank {rank} after {time.monotonic() - start:.1f} s: {e}", flush=True)
+try:
+    g(x)
+except kiln.distributed.DistributedError as e:
+    print(f"then: {e}", flush=True)
+sys.exit(3)
+"""
+
+
+@needs_mpi
+def test_a_stopped_rank_fails_a_compiled_collective(tmp_path):
+    """Compiled ppermute across processes (the engine's exchange, called by replica 0 while
+    the other replica waits) raises the timeout when the other process stops; the next
+    compiled collective fails at once."""
+    code, output, seconds = mpirun(tmp_path, STALLED_COMPILED)
+    assert code != 0, output
+    assert "rank 0 after 2." in output and "did not complete within 2 s on process 0" in output, \
+        output
+    assert "then: " in output and "an earlier cross-process operation timed out" in output, output
+    assert seconds < 40, (seconds, output)
+
+
 @needs_mpi
 def test_a_killed_rank_ends_the_job(tmp_path):
     code, output, seconds = mpirun(tmp_path, DEAD_RANK.format(signal="SIGKILL"), args=["30"])
