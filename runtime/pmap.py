@@ -22,8 +22,10 @@ the same values (docs/pmap.md).
 
 Several processes (kiln.distributed under mpirun): each process maps over its local devices and
 the axis spans every process's (its size is the local size times the process count, replica i
-of process p has index p*n + i); the collectives reduce among the local replicas, then across
-processes through the MPI engine (replicas.py, lower_collectives.py).
+of process p has index p*n + i); every collective exchanges among the local replicas first,
+then makes one call of the MPI engine per process (replicas.py; compiled: lower_collectives.py).
+A pmap inside jit/grad/vmap is a vmap over this process's replicas only, so there it is a
+NotImplementedError.
 
 The mapped size may not exceed the devices pmap runs on (`devices=`, else
 `kiln.local_devices()`): a ValueError names both. `static_broadcasted_argnums` are passed to

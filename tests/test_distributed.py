@@ -40,7 +40,7 @@ def mpirun(tmp_path, script, np_=2, env=None, limit=90, args=()):
     command = [MPIRUN, "-np", str(np_), "--oversubscribe"]
     if os.geteuid() == 0:
         command.append("--allow-run-as-root")
-    for name in ("KILN_DISTRIBUTED_TIMEOUT", "KILN_CACHE_DIR", "KILN_CPU"):
+    for name in ("KILN_DISTRIBUTED_TIMEOUT", "KILN_CACHE_DIR", "KILN_CPU", "KILN_LOG_COMPILES"):
         if name in env:
             command += ["-x", name]
     command += [sys.executable, str(path), *args]
@@ -159,14 +159,17 @@ def test_emit_helpers_call_the_externs():
     for status in (mpi_engine.emit_allreduce(b, send, recv, 4, np.float32, "max"),
                    mpi_engine.emit_allgather(b, send, recv, 4, np.int8),
                    mpi_engine.emit_alltoall(b, send, recv, ir.Constant(I64, 2), np.complex64),
-                   mpi_engine.emit_sendrecv(b, send, 1, recv, 0, 4, np.float16, tag=7)):
+                   mpi_engine.emit_sendrecv(b, send, 1, recv, 0, 4, np.float16, tag=7),
+                   mpi_engine.emit_reduce_scatter(b, send, recv, 3, np.float64, "sum"),
+                   mpi_engine.emit_exchange(b, send, 2, 5, np.bool_)):
         mpi_engine.emit_return_on_error(b, status)
     b.ret(ir.Constant(I32, 0))
     text = str(module)
-    for name in ("allreduce", "allgather", "alltoall", "sendrecv"):
+    for name in ("allreduce", "allgather", "alltoall", "sendrecv", "reduce_scatter", "exchange"):
         assert f'@"probe.kiln_mpi_{name}"' in text
-    with pytest.raises(ValueError, match="one of"):
-        mpi_engine.emit_allreduce(b, send, recv, 4, np.float32, "prod")
+    for emit in (mpi_engine.emit_allreduce, mpi_engine.emit_reduce_scatter):
+        with pytest.raises(ValueError, match="one of"):
+            emit(b, send, recv, 4, np.float32, "prod")
 
 
 # -- several processes --------------------------------------------------------------------------
@@ -200,11 +203,16 @@ for code, dtype in enumerate(E.DTYPES):
     define(f"alltoall_{{code}}", [PTR, PTR, I64], lambda b, s, r, n: E.emit_alltoall(b, s, r, n, dtype))
     define(f"sendrecv_{{code}}", [PTR, I64, PTR, I64, I64],
            lambda b, s, d, r, src, n: E.emit_sendrecv(b, s, d, r, src, n, dtype, tag=3))
+    for op in E.OPS:
+        define(f"reduce_scatter_{{code}}_{{op}}", [PTR, PTR, I64],
+               lambda b, s, r, n: E.emit_reduce_scatter(b, s, r, n, dtype, op))
+    define(f"exchange_{{code}}", [PTR, I64, I64],
+           lambda b, records, n, count: E.emit_exchange(b, records, n, count, dtype))
 loaded = target.load_object(module.name, target.object_code(target.optimize(str(module), module.name)),
                             entry=False)
 bound = externs.bind_externs(loaded.global_address, module.name)
 assert set(bound) == {{"kiln_mpi_allreduce", "kiln_mpi_allgather", "kiln_mpi_alltoall",
-                      "kiln_mpi_sendrecv"}}, bound
+                      "kiln_mpi_sendrecv", "kiln_mpi_reduce_scatter", "kiln_mpi_exchange"}}, bound
 P, N = ctypes.c_void_p, ctypes.c_int64
 def native(name, *types):
     return ctypes.CFUNCTYPE(ctypes.c_int32, *types)(loaded.function_address(name))
@@ -223,6 +231,18 @@ def value(dtype, k, shape=(7,)):
     return x.astype(dtype)
 
 everyone = lambda dtype, shape=(7,): [value(dtype, k, shape) for k in range(size)]
+
+def expected_of(dtype, op, values):
+    if np.dtype(dtype).kind == "b":
+        return np.logical_and.reduce(values) if op == "min" else np.logical_or.reduce(values)
+    return {{"sum": np.sum, "max": np.max, "min": np.min}}[op](np.stack(values), axis=0).astype(dtype)
+
+# exchange: a ring of blocks, block k of process r to block (k + 1) % 3 of process r + 1 (tag:
+# the receiving block); block 2 of process 0 stays home, so block 0 of process 1 gets nothing
+def exchange_plan(rank):
+    dests = [(rank + 1) % size if not (rank == 0 and k == 2) else None for k in range(3)]
+    sources = [(rank - 1) % size if not (rank == 1 % size and k == 0) else None for k in range(3)]
+    return dests, sources, [(k + 1) % 3 for k in range(3)], list(range(3))
 for code, dtype in enumerate(E.DTYPES):
     mine = value(dtype, rank)
     for op in E.OPS:
@@ -235,11 +255,7 @@ for code, dtype in enumerate(E.DTYPES):
                 raise AssertionError("complex max")
             assert native(f"allreduce_{{code}}_{{op}}", P, P, N)(mine.ctypes.data, mine.ctypes.data, 7) == E.UNSUPPORTED
             continue
-        values = everyone(dtype)
-        if dtype.kind == "b":
-            expected = np.logical_and.reduce(values) if op == "min" else np.logical_or.reduce(values)
-        else:
-            expected = {{"sum": np.sum, "max": np.max, "min": np.min}}[op](np.stack(values), axis=0).astype(dtype)
+        expected = expected_of(dtype, op, everyone(dtype))
         got = E.allreduce(mine, op)
         assert got.dtype == dtype and np.array_equal(got, expected), (dtype, op, got, expected)
         out = np.empty_like(mine)
@@ -248,6 +264,12 @@ for code, dtype in enumerate(E.DTYPES):
         inplace = mine.copy()   # send == recv: MPI_IN_PLACE
         check(native(f"allreduce_{{code}}_{{op}}", P, P, N)(inplace.ctypes.data, inplace.ctypes.data, 7))
         assert np.array_equal(inplace, expected), (dtype, op, "in place")
+        blocks = [value(dtype, k, (size, 4)) for k in range(size)]   # reduce_scatter: block rank
+        expected = expected_of(dtype, op, [v[rank] for v in blocks])
+        assert np.array_equal(E.reduce_scatter(blocks[rank], op), expected), (dtype, op)
+        out = np.empty(4, dtype)
+        check(native(f"reduce_scatter_{{code}}_{{op}}", P, P, N)(blocks[rank].ctypes.data, out.ctypes.data, 4))
+        assert np.array_equal(out, expected), (dtype, op, "reduce_scatter native")
     gathered = np.stack(everyone(dtype))
     assert np.array_equal(E.allgather(mine), gathered)
     out = np.empty((size, 7), dtype)
@@ -264,6 +286,20 @@ for code, dtype in enumerate(E.DTYPES):
     out = np.empty_like(mine)
     check(native(f"sendrecv_{{code}}", P, N, P, N, N)(mine.ctypes.data, right, out.ctypes.data, left, 7))
     assert np.array_equal(out, value(dtype, left))
+    dests, sources, send_tags, recv_tags = exchange_plan(rank)
+    blocks = value(dtype, rank, (3, 5))
+    expected = np.zeros_like(blocks)
+    for k in range(3):
+        if sources[k] is not None:
+            expected[k] = value(dtype, sources[k], (3, 5))[(k - 1) % 3]
+    assert np.array_equal(E.exchange(blocks, dests, sources, send_tags, recv_tags), expected)
+    out = np.zeros_like(blocks)
+    records = np.array([[blocks[k].ctypes.data, -1 if dests[k] is None else dests[k], send_tags[k],
+                         out[k].ctypes.data, -1 if sources[k] is None else sources[k], recv_tags[k]]
+                        for k in range(3)], np.int64)
+    pointers = np.array([records[k].ctypes.data for k in range(3)], np.int64)
+    check(native(f"exchange_{{code}}", P, N, N)(pointers.ctypes.data, 3, 5))
+    assert np.array_equal(out, expected), (dtype, "exchange native")
 # one side only: process 0 sends to the last, which receives; the others take no part
 last = size - 1
 got = E.sendrecv(mine, last if rank == 0 else None, 0 if rank == last else None)
@@ -332,6 +368,49 @@ def test_a_stopped_rank_makes_the_other_fail_not_hang(tmp_path):
     assert "did not complete within 2 s on process 0 of 2" in output, output
     assert "then: " in output and "an earlier cross-process operation timed out" in output, output
     assert "aborting the MPI job" in output and "MPI_ABORT was invoked" in output, output
+    assert seconds < 40, (seconds, output)
+
+
+STALLED_COMPILED = """
+import os, signal, sys, time
+import numpy as np
+import kiln
+from kiln import lax
+from kiln.compiler.backends import mpi_engine as E
+kiln.config.update("jax_num_cpu_devices", 2)
+kiln.distributed.initialize()
+rank, size = kiln.process_index(), kiln.process_count()
+ring = [(i, (i + 1) % 4) for i in range(4)]
+f = kiln.pmap(lambda v: lax.ppermute(v, "i", ring), axis_name="i", backend="cpu")
+g = kiln.pmap(lambda v: lax.psum_scatter(v, "i"), axis_name="i", backend="cpu")
+x = np.ones((2, 4), np.float32)
+f(x), g(x)    # compiled, and working on both processes
+E.set_timeout(2.0)
+if rank == 1:
+    os.kill(os.getpid(), signal.SIGSTOP)
+start = time.monotonic()
+try:
+    f(x)
+except kiln.distributed.DistributedTimeoutError as e:
+    print(f"rank {rank} after {time.monotonic() - start:.1f} s: {e}", flush=True)
+try:
+    g(x)
+except kiln.distributed.DistributedError as e:
+    print(f"then: {e}", flush=True)
+sys.exit(3)
+"""
+
+
+@needs_mpi
+def test_a_stopped_rank_fails_a_compiled_collective(tmp_path):
+    """Compiled ppermute across processes (the engine's exchange, called by replica 0 while
+    the other replica waits) raises the timeout when the other process stops; the next
+    compiled collective fails at once."""
+    code, output, seconds = mpirun(tmp_path, STALLED_COMPILED)
+    assert code != 0, output
+    assert "rank 0 after 2." in output and "did not complete within 2 s on process 0" in output, \
+        output
+    assert "then: " in output and "an earlier cross-process operation timed out" in output, output
     assert seconds < 40, (seconds, output)
 
 
@@ -453,3 +532,104 @@ def test_pmap_spans_every_process(tmp_path, size):
     assert code == 0, output[-3000:]
     assert sorted(line for line in output.splitlines() if line.endswith(" ok")) == \
         [f"rank {r} ok" for r in range(size)]
+
+
+# The collectives other than psum & co. over a pmap axis spanning several processes: each case's
+# global input has a leading axis of every process's replicas; process p maps over its rows.
+PMAP_CASES = """import numpy as np
+from kiln import lax
+
+
+def cases(G):
+    "(name, function of one replica, global input with a leading axis of G replicas)"
+    def data(shape, dtype=np.float32):
+        n = int(np.prod(shape))
+        return (np.arange(n).reshape(shape) % 23 - 7).astype(dtype)
+    ring = [(i, (i + 1) % G) for i in range(G)]
+    partial = [(0, G - 1), (G - 1, 1 % G)] if G > 2 else [(0, 1)]
+    shuffle = [(i * 2 + 1) % G for i in range(G)] if G % 2 else list(reversed(range(G)))
+    return [
+        ("psum_scatter_0", lambda v: lax.psum_scatter(v, "i"), data((G, G, 3))),
+        ("psum_scatter_1", lambda v: lax.psum_scatter(v, "i", scatter_dimension=1), data((G, 2, G, 2), np.int32)),
+        ("psum_scatter_0t", lambda v: lax.psum_scatter(v, "i", tiled=True), data((G, 2 * G, 3), np.float16)),
+        ("psum_scatter_1t", lambda v: lax.psum_scatter(v, "i", scatter_dimension=1, tiled=True), data((G, 3, 2 * G))),
+        ("ppermute_ring", lambda v: lax.ppermute(v, "i", ring), data((G, 2, 3))),
+        ("ppermute_partial", lambda v: lax.ppermute(v, "i", partial), data((G, 4), np.int32)),
+        ("all_to_all_01", lambda v: lax.all_to_all(v, "i", 0, 1), data((G, G, 3))),
+        ("all_to_all_10t", lambda v: lax.all_to_all(v, "i", 1, 0, tiled=True), data((G, 2, 2 * G))),
+        ("all_to_all_12", lambda v: lax.all_to_all(v, "i", 1, 2, tiled=True), data((G, 2, 3 * G, 2), np.int32)),
+        ("pshuffle", lambda v: lax.pshuffle(v, "i", shuffle), data((G, 3))),
+        ("pswapaxes", lambda v: lax.pswapaxes(v, "i", 1), data((G, 2, G))),
+        ("all_gather_1", lambda v: lax.all_gather(v, "i", axis=1), data((G, 2, 3))),
+        ("all_gather_1t", lambda v: lax.all_gather(v, "i", axis=1, tiled=True), data((G, 2, 3), np.bool_)),
+        ("all_gather_0t", lambda v: lax.all_gather(v, "i", tiled=True), data((G, 2, 3), np.int16)),
+        ("all_gather_empty", lambda v: lax.all_gather(v, "i", axis=1), data((G, 2, 0))),
+        ("psum_scatter_empty", lambda v: lax.psum_scatter(v, "i", scatter_dimension=1), data((G, 0, G))),
+        ("all_to_all_empty", lambda v: lax.all_to_all(v, "i", 0, 1), data((G, G, 0))),
+        ("ppermute_empty", lambda v: lax.ppermute(v, "i", ring), data((G, 0))),
+        ("scalar_ppermute", lambda v: lax.ppermute(v, "i", ring), data((G,))),
+        ("literal_all_gather", lambda v: lax.all_gather(2.5, "i") * v, data((G,))),
+    ]
+"""
+
+PMAP_COLLECTIVES = """
+import sys
+import numpy as np
+import kiln
+from cases import cases
+
+local = int(sys.argv[1])
+kiln.config.update("jax_num_cpu_devices", local)
+kiln.distributed.initialize()
+rank, size = kiln.process_index(), kiln.process_count()
+expected = np.load(sys.argv[2])
+mine = slice(rank * local, rank * local + local)
+wrong = []
+for name, fn, x in cases(local * size):
+    got = kiln.pmap(fn, axis_name="i")(x[mine])   # compiled (KILN_LOG_COMPILES: no fallback)
+    ref = kiln.pmap(fn, axis_name="i", backend="reference")(x[mine])
+    want = expected[name][mine]
+    if not (got.dtype == want.dtype and np.array_equal(got, want) and np.array_equal(ref, want)):
+        wrong.append(name)
+        print(name, got, ref, want, sep="\\n", flush=True)
+print(f"rank {rank} of {size} with {local} devices: wrong {wrong}", flush=True)
+kiln.distributed.shutdown()
+"""
+
+
+@needs_mpi
+@pytest.mark.parametrize("size, local", [(2, 1), (2, 2), (3, 2)])
+def test_pmap_collectives_span_every_process(tmp_path, size, local):
+    """psum_scatter (tiled or not, along axis 0 or 1), ppermute (a ring, a partial perm),
+    all_to_all, pshuffle, pswapaxes and all_gather along axis 1 (tiled too), empty operands, a
+    scalar and a literal: compiled under mpirun on `size` processes of `local` devices, equal to
+    the same pmap over all devices in this process, and to the reference backend there; no
+    function falls back to the reference backend."""
+    (tmp_path / "cases.py").write_text(PMAP_CASES)
+    spec = importlib.util.spec_from_file_location("cases", tmp_path / "cases.py")
+    cases = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cases)
+    expected = {name: np.asarray(kiln.pmap(fn, axis_name="i", backend="cpu")(x))
+                for name, fn, x in cases.cases(size * local)}
+    np.savez(tmp_path / "expected.npz", **expected)
+    code, output, _ = mpirun(tmp_path, PMAP_COLLECTIVES, np_=size, limit=120,
+                             env={"KILN_LOG_COMPILES": "1"},
+                             args=[str(local), str(tmp_path / "expected.npz")])
+    assert code == 0, output[-3000:]
+    assert "runs on the reference backend" not in output, output[-3000:]
+    assert sorted(line for line in output.splitlines() if " wrong " in line) == \
+        [f"rank {r} of {size} with {local} devices: wrong []" for r in range(size)], output[-3000:]
+
+
+def test_ppermute_across_processes_tags_fit_mpi():
+    """The compiled ppermute across processes tags its messages with replica indices, which MPI
+    bounds (32767): a larger axis is a BackendUnsupportedError that says so."""
+    from kiln import lax
+    from kiln.compiler.errors import BackendUnsupportedError
+    from kiln.compiler.primitives.replicas import with_collective_params
+    from kiln.staging import compile_function
+    size = mpi_engine.TAG_LIMIT + 2
+    staged = kiln.pmap(lambda v: lax.ppermute(v, "i", [(0, size - 1)]), axis_name="i")
+    fn = with_collective_params(kiln.make_ir(staged)(np.zeros(size, np.float32)), processes=2)
+    with pytest.raises(BackendUnsupportedError, match="at most 32768 replicas"):
+        compile_function(fn, "llvm")

@@ -15,10 +15,20 @@ C ABI (for generated LLVM code; all return an i32 status, 0 = done):
         recv = the processes' `count`-element blocks of send, in process order (size*count).
     i32 kiln_mpi_alltoall(ptr send, ptr recv, i64 count, i32 dtype)
         block j (count elements) of send goes to process j; block j of recv comes from process j.
+    i32 kiln_mpi_reduce_scatter(ptr send, ptr recv, i64 count, i32 dtype, i32 op)
+        recv[i] = op over processes of their send[rank * count + i]: send holds one `count`-element
+        block per process, and this process keeps the reduction of its own block (psum_scatter).
     i32 kiln_mpi_sendrecv(ptr send, i64 dest, ptr recv, i64 source, i64 count, i32 dtype, i32 tag)
         send `count` elements to process `dest` and receive `count` from process `source` at
         once (ppermute across processes); dest < 0 or source < 0 skips that side. Messages
         match on (source, tag): use one tag per exchange of a call when several are in flight.
+    i32 kiln_mpi_exchange(ptr records, i64 n, i64 count, i32 dtype)
+        n sendrecvs at once (ppermute between the replicas of several processes): `records` holds
+        n pointers, each to a record {ptr send, i64 dest, i64 send_tag, ptr recv, i64 source,
+        i64 recv_tag}; `count` elements of `send` go to process `dest` with `send_tag`, and
+        `count` elements from process `source` with `recv_tag` land in `recv` (a side whose
+        process is < 0 is skipped). Tags are at most 32767 (MPI's least upper bound), and
+        distinct among the messages from one process to another.
     void kiln_mpi_abort(i32 code)      MPI_Abort on kiln's communicator (ends every process).
 
 `dtype` is `DTYPE_CODES[np.dtype]` and `op` is `OP_CODES[name]` ("sum", "max", "min"), constants
@@ -52,6 +62,10 @@ Python face (the reference backend; NumPy arrays in, new arrays out, GIL release
     alltoall(x) -> x.shape[0] == process count; block j goes to process j, same shape back
     sendrecv(x, dest, source, tag=0) -> the array like x received from `source` (None if
         source is None); x is sent to `dest` (not sent if dest is None)
+    reduce_scatter(x, op="sum") -> x.shape[0] == process count; the reduction of block `rank`
+    exchange(x, dests, sources, send_tags, recv_tags) -> array like x: block k of x (its leading
+        axis) goes to process dests[k], block k of the result comes from sources[k] (None:
+        skipped; that block is zeros)
 
 IR face (llvmlite; values are IR values, `count` an i64 value or int, dtype a NumPy dtype):
 
@@ -59,6 +73,8 @@ IR face (llvmlite; values are IR values, `count` an i64 value or int, dtype a Nu
     emit_allgather(builder, send, recv, count, dtype) -> i32 status value
     emit_alltoall(builder, send, recv, count, dtype) -> i32 status value
     emit_sendrecv(builder, send, dest, recv, source, count, dtype, tag=0) -> i32 status value
+    emit_reduce_scatter(builder, send, recv, count, dtype, op) -> i32 status value
+    emit_exchange(builder, records, n, count, dtype) -> i32 status value
     emit_return_on_error(builder, status): if status != 0, `ret status` (an i32 function
         holding nothing to free; kiln_main's status then reaches Python, where
         executable.py raises `error(status)`)
@@ -75,7 +91,9 @@ of `n` elements, after the in-process reduction, in place:
 
 How: allreduce is MPI_Iallreduce, except between two processes from PAIRWISE_BYTES (1 MB) on,
 where point-to-point messages in PAIRWISE_CHUNK pieces are faster (`_Library.emit_pairwise`);
-allgather/alltoall are MPI_Iallgather/MPI_Ialltoall, sendrecv MPI_Irecv + MPI_Isend.
+allgather/alltoall are MPI_Iallgather/MPI_Ialltoall, reduce_scatter MPI_Ireduce_scatter_block,
+sendrecv MPI_Irecv + MPI_Isend, exchange one MPI_Irecv and one MPI_Isend per record's side (all
+polled together).
 
 Set-up (kiln.distributed): `setup(comm, timeout)` with an mpi4py communicator (kiln's own
 duplicate of COMM_WORLD), `set_timeout(seconds)`, `teardown()`, `is_broken()`, `abort(code)`.
@@ -111,9 +129,13 @@ OP_CODES = {name: code for code, name in enumerate(OPS)}
 # the library's state: one i64 array, slots written by `setup`
 _SLOTS = ("comm", "Iallreduce", "Iallgather", "Ialltoall", "Isend", "Irecv", "Testall", "Wtime",
           "Abort", "in_place", "types", "ops", "timeout", "broken", "Reduce_local", "malloc",
-          "free", "sizes", "rank", "size")
+          "free", "sizes", "rank", "size", "Ireduce_scatter_block", "status_size")
 SLOT = {name: k for k, name in enumerate(_SLOTS)}
-FUNCTIONS = ("allreduce", "allgather", "alltoall", "sendrecv", "abort")
+FUNCTIONS = ("allreduce", "allgather", "alltoall", "sendrecv", "reduce_scatter", "exchange",
+             "abort")
+TAG_LIMIT = 32767   # the tags kiln_mpi_exchange may use: 0 .. TAG_LIMIT (MPI_TAG_UB >= it)
+# kiln_mpi_exchange's record: send, dest, send_tag, recv, source, recv_tag (8 bytes each)
+EXCHANGE_RECORD = ("send", "dest", "send_tag", "recv", "source", "recv_tag")
 
 
 class DistributedError(RuntimeError):
@@ -241,7 +263,7 @@ def setup(comm, timeout):
         words = (ctypes.c_int64 * len(_SLOTS)).from_address(library["state"])
         words[SLOT["broken"]] = 0
         for name in ("Iallreduce", "Iallgather", "Ialltoall", "Isend", "Irecv", "Testall",
-                     "Wtime", "Abort", "Reduce_local"):
+                     "Wtime", "Abort", "Reduce_local", "Ireduce_scatter_block"):
             words[SLOT[name]] = ctypes.cast(getattr(libmpi, f"MPI_{name}"), ctypes.c_void_p).value
         libc = ctypes.CDLL(None)
         for name in ("malloc", "free"):
@@ -259,6 +281,7 @@ def setup(comm, timeout):
         sizes = (ctypes.c_int64 * len(DTYPES))(*(dtype.itemsize for dtype in DTYPES))
         _STATE.keep = [type_table, op_table, user_ops, libmpi, sizes]
         words[SLOT["sizes"]] = ctypes.addressof(sizes)
+        words[SLOT["status_size"]] = MPI._sizeof(MPI.Status)
         words[SLOT["rank"]], words[SLOT["size"]] = comm.Get_rank(), comm.Get_size()
         words[SLOT["in_place"]] = int(MPI.IN_PLACE)
         words[SLOT["types"]] = ctypes.addressof(type_table)
@@ -274,8 +297,11 @@ def setup(comm, timeout):
             "sendrecv": (ctypes.c_int32, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
                                           ctypes.c_int64, ctypes.c_int64, ctypes.c_int32,
                                           ctypes.c_int32]),
+            "exchange": (ctypes.c_int32, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                                          ctypes.c_int32]),
             "abort": (None, [ctypes.c_int32])}
         prototypes["alltoall"] = prototypes["allgather"]
+        prototypes["reduce_scatter"] = prototypes["allreduce"]
         _STATE.functions = {name: ctypes.CFUNCTYPE(ret, *args)(library[name])
                             for name, (ret, args) in prototypes.items()}
 
@@ -380,6 +406,36 @@ def alltoall(x):
     return out
 
 
+def reduce_scatter(x, op="sum"):
+    x = _contiguous(x)
+    size = _STATE.comm.Get_size() if is_set_up() else 1
+    if op not in OP_CODES:
+        raise ValueError(f"reduce_scatter op must be one of {OPS}, not {op!r}")
+    if x.ndim == 0 or x.shape[0] != size:
+        raise ValueError(f"reduce_scatter needs a leading axis of the process count {size}, "
+                         f"got shape {x.shape}")
+    out = np.empty(x.shape[1:], x.dtype)
+    _call("reduce_scatter", f"reduce_scatter({op})", x.ctypes.data, out.ctypes.data, out.size,
+          DTYPE_CODES[x.dtype], OP_CODES[op])
+    return out
+
+
+def exchange(x, dests, sources, send_tags, recv_tags):
+    x = _contiguous(x)
+    out = np.zeros_like(x)
+    n = x.shape[0] if x.ndim else 0
+    if not len(dests) == len(sources) == len(send_tags) == len(recv_tags) == n:
+        raise ValueError(f"exchange needs one dest, source and tag pair per block of x ({n})")
+    records = np.zeros((n, len(EXCHANGE_RECORD)), np.int64)
+    for k in range(n):
+        records[k] = (x[k].ctypes.data, -1 if dests[k] is None else dests[k], send_tags[k],
+                      out[k].ctypes.data, -1 if sources[k] is None else sources[k], recv_tags[k])
+    pointers = np.array([records[k].ctypes.data for k in range(n)], np.int64)
+    _call("exchange", "exchange", pointers.ctypes.data, n, x[0].size if n else 0,
+          DTYPE_CODES[x.dtype])
+    return out
+
+
 def sendrecv(x, dest, source, tag=0):
     x = _contiguous(x)
     out = None if source is None else np.empty_like(x)
@@ -404,6 +460,8 @@ def function_type(name):
             "allgather": ir.FunctionType(I32, [PTR, PTR, I64, I32]),
             "alltoall": ir.FunctionType(I32, [PTR, PTR, I64, I32]),
             "sendrecv": ir.FunctionType(I32, [PTR, I64, PTR, I64, I64, I32, I32]),
+            "reduce_scatter": ir.FunctionType(I32, [PTR, PTR, I64, I32, I32]),
+            "exchange": ir.FunctionType(I32, [PTR, I64, I64, I32]),
             "abort": ir.FunctionType(ir.VoidType(), [I32])}[name]
 
 
@@ -426,11 +484,22 @@ def _emit(builder, name, args):
 
 
 def emit_allreduce(builder, send, recv, count, dtype, op):
+    return _emit(builder, "allreduce", [send, recv, _i64(count), _code(dtype), _op(op)])
+
+
+def emit_reduce_scatter(builder, send, recv, count, dtype, op):
+    return _emit(builder, "reduce_scatter", [send, recv, _i64(count), _code(dtype), _op(op)])
+
+
+def emit_exchange(builder, records, n, count, dtype):
+    return _emit(builder, "exchange", [records, _i64(n), _i64(count), _code(dtype)])
+
+
+def _op(op):
     ir, I32, _, _ = _ir()
     if op not in OP_CODES:
-        raise ValueError(f"allreduce op must be one of {OPS}, not {op!r}")
-    return _emit(builder, "allreduce", [send, recv, _i64(count), _code(dtype),
-                                        ir.Constant(I32, OP_CODES[op])])
+        raise ValueError(f"the op must be one of {OPS}, not {op!r}")
+    return ir.Constant(I32, OP_CODES[op])
 
 
 def emit_allgather(builder, send, recv, count, dtype):
@@ -510,6 +579,8 @@ class _Library:
         self.emit_blocks("allgather", "Iallgather")
         self.emit_blocks("alltoall", "Ialltoall")
         self.emit_sendrecv()
+        self.emit_reduce_scatter()
+        self.emit_exchange()
         self.emit_abort()
         for op in OPS:
             self.emit_f16_op(op)
@@ -526,7 +597,7 @@ class _Library:
         n, requests = f.args
         D = ir.DoubleType()
         flag = b.alloca(I32)
-        statuses = b.alloca(ir.ArrayType(self.I64, 64))
+        statuses = b.alloca(ir.IntType(8), size=b.mul(b.zext(n, self.I64), self.slot(b, "status_size")))
         timeout = b.bitcast(self.slot(b, "timeout"), D)
         start = self.mpi(b, "Wtime", D, [])
         loop, done, error, late = (f.append_basic_block(s) for s in ("loop", "done", "error", "late"))
@@ -569,10 +640,16 @@ class _Library:
         return b.load(b.gep(base, [b.zext(index, self.I64)]))
 
     def request(self, b, n):
-        requests = b.alloca(self.ir.ArrayType(self.I64, n))
+        requests = b.alloca(self.ir.ArrayType(self.H, n))
         for k in range(n):
-            b.store(self.c(0, self.I64), b.gep(requests, [self.c(0), self.c(k)]))
+            b.store(self.c(0, self.H), b.gep(requests, [self.c(0), self.c(k)]))
         return requests
+
+    def start(self, b, mpi_name, args):
+        """Start the nonblocking MPI_<mpi_name>(*args, &request), return its outcome (`finish`)."""
+        requests = self.request(b, 1)
+        rc = self.mpi(b, mpi_name, self.I32, args + [b.bitcast(requests, self.PTR)])
+        self.finish(b, rc, self.c(1), requests)
 
     def finish(self, b, rc, n, requests):
         """Return the MPI error of starting the operation, else poll its `n` requests."""
@@ -584,11 +661,7 @@ class _Library:
         f, b = self.function("kiln_mpi_allreduce", function_type("allreduce"))
         send, recv, count, dtype, op = f.args
         comm = self.guard(b, [count], dtype)
-        with b.if_then(b.icmp_unsigned(">=", op, self.c(len(OPS))), likely=False):
-            b.ret(self.c(UNSUPPORTED))
-        mpi_op = self.table(b, "ops", b.add(b.mul(dtype, self.c(len(OPS))), op))
-        with b.if_then(b.icmp_signed("==", mpi_op, self.c(0, self.I64)), likely=False):
-            b.ret(self.c(UNSUPPORTED))
+        mpi_op = self.operation(b, dtype, op)
         in_place = b.inttoptr(self.slot(b, "in_place"), self.PTR)
         source = b.select(b.icmp_unsigned("==", b.ptrtoint(send, self.I64), b.ptrtoint(recv, self.I64)),
                           in_place, send)
@@ -597,13 +670,10 @@ class _Library:
         pairwise = b.and_(b.icmp_signed("==", self.slot(b, "size"), self.c(2, self.I64)),
                           b.icmp_signed(">=", b.mul(count, elsize), self.c(PAIRWISE_BYTES, self.I64)))
         with b.if_then(pairwise):
-            b.ret(b.call(self.emit_pairwise(), [send, recv, count, mpi_type, self.handle(b, mpi_op),
-                                                 elsize, comm]))
-        requests = self.request(b, 1)
-        rc = self.mpi(b, "Iallreduce", self.I32, [
-            source, recv, b.trunc(count, self.I32), mpi_type, self.handle(b, mpi_op), comm,
-            b.bitcast(requests, self.PTR)])
-        self.finish(b, rc, self.c(1), requests)
+            b.ret(b.call(self.emit_pairwise(), [send, recv, count, mpi_type, mpi_op, elsize,
+                                                 comm]))
+        self.start(b, "Iallreduce", [source, recv, b.trunc(count, self.I32), mpi_type, mpi_op,
+                                     comm])
 
     def emit_pairwise(self):
         """i32 pairwise(send, recv, i64 count, type, op, i64 elsize, comm): allreduce between two
@@ -648,7 +718,7 @@ class _Library:
 
         def exchange(sent, sent_n, received, received_n, after):
             for k in range(2):
-                b.store(self.c(0, I64), b.gep(requests, [self.c(0), self.c(k)]))
+                b.store(self.c(0, self.H), b.gep(requests, [self.c(0), self.c(k)]))
             reqs = b.bitcast(requests, PTR)
             rc = self.mpi(b, "Isend", I32, [sent, b.trunc(sent_n, I32), mpi_type, peer32, tag, comm,
                                             reqs])
@@ -704,10 +774,7 @@ class _Library:
         comm = self.guard(b, [count], dtype)
         mpi_type = self.handle(b, self.table(b, "types", dtype))
         n = b.trunc(count, self.I32)
-        requests = self.request(b, 1)
-        rc = self.mpi(b, mpi_name, self.I32, [send, n, mpi_type, recv, n, mpi_type, comm,
-                                              b.bitcast(requests, self.PTR)])
-        self.finish(b, rc, self.c(1), requests)
+        self.start(b, mpi_name, [send, n, mpi_type, recv, n, mpi_type, comm])
 
     def emit_sendrecv(self):
         f, b = self.function("kiln_mpi_sendrecv", function_type("sendrecv"))
@@ -728,6 +795,72 @@ class _Library:
                     b.ret(b.add(rc, self.c(MPI_ERROR)))
                 b.store(b.add(k, self.c(1)), posted)
         b.ret(b.call(self.poll, [b.load(posted), b.bitcast(requests, self.PTR)]))
+
+    def emit_reduce_scatter(self):
+        f, b = self.function("kiln_mpi_reduce_scatter", function_type("reduce_scatter"))
+        send, recv, count, dtype, op = f.args
+        comm = self.guard(b, [count], dtype)
+        mpi_op = self.operation(b, dtype, op)
+        mpi_type = self.handle(b, self.table(b, "types", dtype))
+        self.start(b, "Ireduce_scatter_block", [send, recv, b.trunc(count, self.I32), mpi_type,
+                                                mpi_op, comm])
+
+    def emit_exchange(self):
+        """Post every record's receive and send (requests and their statuses in one malloc'd
+        block: there may be many), poll them together, free the block."""
+        ir, I32, I64, PTR = self.ir, self.I32, self.I64, self.PTR
+        f, b = self.function("kiln_mpi_exchange", function_type("exchange"))
+        records, n, count, dtype = f.args
+        comm = self.guard(b, [count], dtype)
+        mpi_type = self.handle(b, self.table(b, "types", dtype))
+        count32 = b.trunc(count, I32)
+        hsize = self.c(self.H.width // 8, I64)
+        requests = self.mpi(b, "malloc", PTR, [b.add(b.mul(b.mul(n, self.c(2, I64)), hsize),
+                                                     self.c(8, I64))])
+        with b.if_then(b.icmp_unsigned("==", b.ptrtoint(requests, I64), self.c(0, I64)),
+                       likely=False):
+            b.ret(self.c(MPI_ERROR + 17))   # (as emit_pairwise: no memory)
+        posted = b.alloca(I32)
+        status = b.alloca(I32)
+        b.store(self.c(0), posted)
+        b.store(self.c(0), status)
+        field = {name: k for k, name in enumerate(EXCHANGE_RECORD)}
+        record_type = ir.ArrayType(I64, len(EXCHANGE_RECORD))
+        from .llvm.loops import counted_loop
+
+        def post(b, k, carried):
+            record = b.load(b.gep(records, [k], source_etype=PTR), typ=PTR)
+
+            def word(name):
+                return b.load(b.gep(record, [self.c(0), self.c(field[name])],
+                                    source_etype=record_type), typ=I64)
+            for side, peer, tag, mpi_name in (("recv", "source", "recv_tag", "Irecv"),
+                                              ("send", "dest", "send_tag", "Isend")):
+                with b.if_then(b.icmp_signed(">=", word(peer), self.c(0, I64))):
+                    at = b.load(posted)
+                    rc = self.mpi(b, mpi_name, I32, [
+                        b.inttoptr(word(side), PTR), count32, mpi_type, b.trunc(word(peer), I32),
+                        b.trunc(word(tag), I32), comm,
+                        b.gep(requests, [b.mul(b.zext(at, I64), hsize)], source_etype=ir.IntType(8))])
+                    with b.if_then(b.icmp_signed("!=", rc, self.c(0)), likely=False):
+                        b.store(b.add(rc, self.c(MPI_ERROR)), status)
+                    b.store(b.add(at, self.c(1)), posted)
+            return carried
+        counted_loop(b, n, post, (), "k")
+        failed = b.icmp_signed("!=", b.load(status), self.c(0))
+        polled = b.call(self.poll, [b.load(posted), requests])
+        result = b.select(failed, b.load(status), polled)
+        self.mpi(b, "free", ir.VoidType(), [requests])
+        b.ret(result)
+
+    def operation(self, b, dtype, op):
+        """The MPI handle of `op` on `dtype`; returns UNSUPPORTED early when there is none."""
+        with b.if_then(b.icmp_unsigned(">=", op, self.c(len(OPS))), likely=False):
+            b.ret(self.c(UNSUPPORTED))
+        mpi_op = self.table(b, "ops", b.add(b.mul(dtype, self.c(len(OPS))), op))
+        with b.if_then(b.icmp_signed("==", mpi_op, self.c(0, self.I64)), likely=False):
+            b.ret(self.c(UNSUPPORTED))
+        return self.handle(b, mpi_op)
 
     def emit_abort(self):
         f, b = self.function("kiln_mpi_abort", function_type("abort"))

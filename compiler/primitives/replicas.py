@@ -225,5 +225,5 @@ def _across_processes(group, index, args, combine, params):
     local = group.exchange(index, x)
     shared = group.exchange(index, group.cross.allgather(np.stack(local)) if index == 0
                             else None)[0]
-    everyone = list(shared.reshape((-1,) + x.shape))
+    everyone = list(shared.reshape((group.processes * group.size,) + x.shape))
     return np.asarray(combine(everyone, position, **params), dtype=x.dtype)

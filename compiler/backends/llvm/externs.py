@@ -94,7 +94,8 @@ EXTERNS: dict[str, tuple[ir.Type, Callable[[], int]]] = {
     "kiln_pthread_getspecific": (PTR, _replicas("getspecific_address")),
     # collectives across processes (mpi_engine.py; bound only once kiln.distributed set up MPI)
     **{f"kiln_mpi_{name}": (PTR, _mpi(name)) for name in
-       ("allreduce", "allgather", "alltoall", "sendrecv", "abort")},
+       ("allreduce", "allgather", "alltoall", "sendrecv", "reduce_scatter", "exchange",
+        "abort")},
 }
 
 
