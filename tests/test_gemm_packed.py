@@ -1,4 +1,4 @@
-"""The packed, cache-blocked matrix-product kernel (gemm_packed.py) called directly.
+"""The packed, cache-blocked matrix-product kernels (gemm_packed.py) called directly.
 
 Its sizes and strides are run-time arguments, so one compiled function per dtype is checked with
 hypothesis over m, n and k (1, odd sizes, sizes around the micro-kernel's block, past one block
@@ -26,14 +26,11 @@ _ENGINES = []   # the compiled kernels live as long as the module
 
 @pytest.fixture(scope="module")
 def kernels():
+    """The runtime library's kernels (gemm_packed.emit), compiled for the CPU KILN_CPU names
+    as the runtime library is."""
     module = ir.Module("gemm_packed_test")
-    for dtype in DTYPES:
-        fn = ir.Function(module, gemm_packed.FUNCTION_TYPE, f"run_{dtype.name}")
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        a, sam, sak, bm, sbk, sbn, c, ldc, m, n, k = fn.args
-        gemm_packed.emit_packed_gemm(b, dtype, m, n, k, a, (sam, sak), bm, (sbk, sbn), c, ldc)
-        b.ret_void()
-    module.triple = target.triple()   # for the CPU KILN_CPU names, as generated code is
+    module.triple = target.triple()
+    gemm_packed.emit(module)
     parsed = llvm.parse_assembly(str(module))
     parsed.verify()
     engine = llvm.create_mcjit_compiler(parsed, target.host_machine())
@@ -41,7 +38,7 @@ def kernels():
     _ENGINES.append(engine)
     signature = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] + [ctypes.c_int64] * 2) * 2,
                                  ctypes.c_void_p, *[ctypes.c_int64] * 4)
-    return {dtype: signature(engine.get_function_address(f"run_{dtype.name}"))
+    return {dtype: signature(engine.get_function_address(gemm_packed.NAMES[dtype]))
             for dtype in DTYPES}
 
 

@@ -11,7 +11,9 @@ symbol of the library is hidden):
 - `int <NAME>_init(void)`: binds the extern globals of every module once (pthread_once; an ELF
   constructor calls it when the library is loaded): pthread_create/join, libc's `syscall`,
   the thread count (`KILN_NUM_THREADS`, else the cores this process may run on), the runtime
-  library's thread pool (`kiln_parallel_for`, `kiln_run_tasks`, `kiln_barrier_wait`), a default `kiln_debug_print` (c/debug_print.c, in libraries whose
+  library's thread pool (`kiln_parallel_for`, `kiln_run_tasks`, `kiln_barrier_wait`) and
+  packed matrix-product kernels (`kiln_gemm_float32`, `kiln_gemm_float64`), a default
+  `kiln_debug_print` (c/debug_print.c, in libraries whose
   functions print: it prints the values as kiln's Python callback does, to stdout; kiln's
   loader binds the Python callback itself), and the BLAS routines, from the first
   of these that has every routine the code calls: the library `$KILN_BLAS_LIBRARY` names
@@ -36,6 +38,7 @@ import pathlib
 import textwrap
 from typing import NamedTuple
 
+from ..backends.llvm import gemm_packed
 from ..backends.llvm.blas_lookup import ROUTINES, THREAD_SETTER
 from .manifest import BLAS_UNBOUND, ENTRY_STATUS_BASE, ERROR_CODES, NO_WORKSPACE, OUT_OF_MEMORY
 
@@ -248,6 +251,9 @@ def _extern_declarations(functions, slots):
     lines.append("extern void kiln_run_tasks(void *task, void *env, int64_t n, "
                  "int32_t concurrent);")
     lines.append("extern void kiln_barrier_wait(void *barrier, int64_t parties);")
+    lines += [f"extern void {name}(const void *a, int64_t sam, int64_t sak, const void *b, "
+              f"int64_t sbk, int64_t sbn, void *c, int64_t ldc, int64_t m, int64_t n, "
+              f"int64_t k);" for name in gemm_packed.NAMES.values()]
     lines.append("\nstruct _kiln_extern { const char *name; uint64_t *slot; };")
     lines.append("static struct _kiln_extern _kiln_externs[] = {")
     lines += [f'    {{"{name}", &{var}}},' for _, name, var in slots]

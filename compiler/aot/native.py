@@ -12,7 +12,8 @@ internal. The extern globals (`<module>.kiln_sgemm`, ...: externs.py) stay defin
 object and are bound by the C glue (glue.py).
 
 `runtime_object(machine)` is the runtime library's thread pool (pool.py: `kiln_run_tasks`,
-`kiln_barrier_wait`, `kiln_parallel_for`) and the
+`kiln_barrier_wait`, `kiln_parallel_for`), the packed matrix-product kernels (gemm_packed.py:
+`kiln_gemm_float32`, `kiln_gemm_float64`) and the
 compiler-rt builtins the functions' code may call (builtins.py: float16 conversions), emitted
 into a module of its own and compiled with the same machine; the builtins stay hidden
 definitions, so the library resolves its own calls to them and exports none.
@@ -27,7 +28,8 @@ from typing import NamedTuple
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from ..backends.llvm import blas, blas_lookup, builtins, externs, pool, rtlib, target
+from ..backends.llvm import (blas, blas_lookup, builtins, externs, gemm_packed, pool, rtlib,
+                             target)
 from ..backends.llvm.executable import build_module
 
 CPU_MODES = ("native", "generic")
@@ -104,6 +106,7 @@ def runtime_object(mach):
     module = ir.Module(name=rtlib.NAME)
     module.triple = target.triple()
     pool.emit(module, module.triple)
+    gemm_packed.emit(module)
     builtins.emit(module)
     with target.LOCK:
         optimized = target.optimize(str(module), rtlib.NAME, machine=mach.machine)

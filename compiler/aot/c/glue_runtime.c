@@ -130,6 +130,8 @@ static void _kiln_init_once(void) {
     _kiln_set("kiln_parallel_for", (uint64_t)(uintptr_t)&kiln_parallel_for);
     _kiln_set("kiln_run_tasks", (uint64_t)(uintptr_t)&kiln_run_tasks);
     _kiln_set("kiln_barrier_wait", (uint64_t)(uintptr_t)&kiln_barrier_wait);
+    _kiln_set("kiln_gemm_float32", (uint64_t)(uintptr_t)&kiln_gemm_float32);
+    _kiln_set("kiln_gemm_float64", (uint64_t)(uintptr_t)&kiln_gemm_float64);
 #ifdef KILN_BIND_DEFAULT_DEBUG_PRINT
     KILN_BIND_DEFAULT_DEBUG_PRINT();
 #endif

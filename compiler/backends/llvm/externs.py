@@ -85,6 +85,9 @@ EXTERNS: dict[str, tuple[ir.Type, Callable[[], int]]] = {
     "kiln_parallel_for": (PTR, _runtime("parallel_for")),
     "kiln_run_tasks": (PTR, _runtime("run_tasks")),
     "kiln_barrier_wait": (PTR, _runtime("barrier_wait")),
+    # the runtime library's packed matrix-product kernels (gemm_packed.py)
+    "kiln_gemm_float32": (PTR, _runtime("gemm_float32")),
+    "kiln_gemm_float64": (PTR, _runtime("gemm_float64")),
     # pmap's replicas (pool.py's kiln_run_replicas, lower_collectives.py)
     **{f"kiln_{name}": (PTR, _libc(name)) for name in ("sched_yield", "pthread_setspecific")},
     **{f"kiln_{routine}": (PTR, _blas(routine)) for routine in blas_lookup.ROUTINES},

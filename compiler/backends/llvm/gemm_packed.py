@@ -37,8 +37,8 @@ from typing import NamedTuple
 import llvmlite.ir as ir
 import numpy as np
 
+from . import externs, target
 from . import ltypes as T
-from . import target
 from .externs import opaque
 from .gemm import (CONTRACT, DTYPES, VECTOR_BYTES, lane_mask, masked_load, masked_store, splat,
                    zero_vector)
@@ -65,25 +65,24 @@ ARGS = [T.PTR, T.I64, T.I64, T.PTR, T.I64, T.I64, T.PTR, T.I64, T.I64, T.I64, T.
 FUNCTION_TYPE = ir.FunctionType(T.VOID, ARGS)   # a, sam, sak, b, sbk, sbn, c, ldc, m, n, k
 
 
+NAMES = {dtype: f"kiln_gemm_{dtype.name}" for dtype in DTYPES}
+
+
 def emit_packed_gemm(builder, dtype, m, n, k, a, a_strides, b, b_strides, c, ldc) -> None:
-    """Call the module's packed kernel for C = op(A) @ op(B); sizes and strides are ints or
-    i64 values."""
-    fn = _function(builder.module, np.dtype(dtype))
+    """Call the runtime library's packed kernel for C = op(A) @ op(B); sizes and strides are
+    ints or i64 values."""
     args = [a, *a_strides, b, *b_strides, c, ldc, m, n, k]
-    builder.call(fn, [T.i64(x) if isinstance(x, int) else x for x in args])
+    externs.call(builder, NAMES[np.dtype(dtype)], FUNCTION_TYPE,
+                 [T.i64(x) if isinstance(x, int) else x for x in args])
 
 
-def _function(module, dtype):
-    name = f"kiln_gemm_{dtype.name}"
-    if name in module.globals:
-        return module.globals[name]
-    assert dtype in DTYPES, dtype
-    fn = ir.Function(module, FUNCTION_TYPE, name)
-    fn.linkage = "internal"
-    for arg in (fn.args[0], fn.args[3], fn.args[6]):
-        arg.add_attribute("noalias")
-    _Kernel(fn, dtype).emit()
-    return fn
+def emit(module):
+    """Define `kiln_gemm_float32` and `kiln_gemm_float64` (external) in `module`."""
+    for dtype, name in NAMES.items():
+        fn = ir.Function(module, FUNCTION_TYPE, name)
+        for arg in (fn.args[0], fn.args[3], fn.args[6]):
+            arg.add_attribute("noalias")
+        _Kernel(fn, dtype).emit()
 
 
 def transpose(b, rows):

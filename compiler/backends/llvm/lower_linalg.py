@@ -16,7 +16,7 @@ Each product of the plan then runs, by `inline` and `packed`:
   (rows form), that gemm.py can read in place: gemm.py's register-blocked loop nest,
   generated into the kernel (no call, no packing, no threads);
 - other float32/float64 matrix products: gemm_packed.py's packed, cache-blocked kernel (one
-  function per module and dtype);
+  function per dtype, in the runtime library);
 - complex matrix products and matrix-vector products: BLAS, blas.py's row-major emitters of
   cgemm/zgemm and the gemv routines (extern function pointers bound at load time), OpenBLAS on
   one thread.

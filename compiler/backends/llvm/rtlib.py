@@ -7,6 +7,8 @@ Functions that would otherwise be emitted into, and optimised with, every module
   the pool's workers and counters, and `kiln_run_replicas` (replica_runner.py: pmap's
   replicas on the pool's concurrent mode). Generated code calls them through extern globals
   of those names (externs.py), bound at load time like BLAS routines;
+- the packed matrix-product kernels (gemm_packed.py): `kiln_gemm_float32` and
+  `kiln_gemm_float64`, called through extern globals of those names;
 - `kiln_dispatch(pack)` (pycall.py): the fast entry of every executable.
 `address(name)` gives their addresses.
 
@@ -27,12 +29,14 @@ import sys
 
 import numpy as np
 
-from . import builtins, disk_cache, externs, object_symbols, pool, replica_runner, target
+from . import (builtins, disk_cache, externs, gemm_packed, object_symbols, pool, replica_runner,
+               target)
 
 NAME = "kiln.rtlib"
 FUNCTIONS = {"parallel_for": "kiln_parallel_for", "run_tasks": "kiln_run_tasks",
              "barrier_wait": "kiln_barrier_wait", "run_replicas": "kiln_run_replicas",
-             "dispatch": "kiln_dispatch"}
+             "dispatch": "kiln_dispatch", "gemm_float32": "kiln_gemm_float32",
+             "gemm_float64": "kiln_gemm_float64"}
 
 
 _ADDRESSES = {}
@@ -113,6 +117,7 @@ def _compile():
     module.triple = target.triple()
     pool.emit(module, module.triple)
     replica_runner.emit(module)
+    gemm_packed.emit(module)
     pycall.emit_dispatch(module)
     return target.object_code(target.optimize(str(module), NAME))
 
