@@ -50,7 +50,7 @@ class Program:
 
     def __init__(self, fn, layer, counter):
         self.function, self.layer, self.counter = fn, layer, counter
-        self.steps = [self._plan(e) for e in fn.eqns]
+        self.steps = [self.plan(e) for e in fn.eqns]
 
     def __call__(self, *args):
         layer, env = self.layer, {}
@@ -70,7 +70,8 @@ class Program:
         return [k for s in self.steps for k in s.kernels]
 
     # ------------------------------------------------------------------------ planning
-    def _plan(self, eqn):
+    def plan(self, eqn):
+        """The Step running equation `eqn` (see the module docstring)."""
         ins = [x if isinstance(x, Var) else self._literal(x) for x in eqn.invars]
         name = eqn.prim.name
         if eqn.prim.collective:
