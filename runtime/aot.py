@@ -92,6 +92,8 @@ def _shape_problem(manifest):
     if bad_text:
         return bad_text
     for field, kind in _FIELDS.items():
+        if field == "library" and _is_cuda(manifest):
+            continue   # (kernels and steps, no shared library)
         if not isinstance(manifest.get(field), kind):
             return f"{field!r} is not a JSON {_JSON_NAMES[kind]}"
     if not manifest["name"].isidentifier():
@@ -167,9 +169,14 @@ def _member(directory, name):
     return directory / name
 
 
+def _is_cuda(manifest):
+    return isinstance(manifest.get("target"), dict) and manifest["target"].get("kind") == "cuda"
+
+
 def _check_files(directory, manifest):
     files = manifest.get("files")
-    if not isinstance(files, dict) or manifest.get("library") not in files:
+    if not isinstance(files, dict) or (manifest.get("library") not in files
+                                       and not _is_cuda(manifest)):
         raise AOTLoadError(f"{directory / MANIFEST} lists no content hash for the library; "
                            f"{_RECOMPILE}")
     for name, expected in files.items():
@@ -472,12 +479,30 @@ class Function:
             for name, child, value in zip(self.arg_names, self._in_tree.children, args):
                 _flatten(child, value, name, values, self.name)
         inputs = [_argument(v, leaf, self.name) for v, leaf in zip(values, self.inputs)]
+        return _unflatten(self._out_tree, iter(wrap_outputs(self._run(inputs), self._weak)))
+
+    def _run(self, inputs):
+        """The outputs of the entry point for the checked, contiguous `inputs`."""
         outputs = [np.empty(o.shape, o.dtype) for o in self.outputs]
         code = self._entry(*[a.ctypes.data for a in inputs], *[o.ctypes.data for o in outputs])
         if code:
             raise RuntimeError(f"{self.name} (in {self._library.path}) failed with error {code}: "
                                f"{self._library.strerror(code)}")
-        return _unflatten(self._out_tree, iter(wrap_outputs(outputs, self._weak)))
+        return outputs
+
+
+class CudaFunction(Function):
+    """A function of a `--target cuda` directory: its steps on the CUDA device layer
+    (aot_cuda.py); results are arrays on the GPU."""
+
+    def __init__(self, spec, directory, layer):
+        super().__init__(spec)
+        from . import aot_cuda
+        self._steps = aot_cuda.Steps(directory, spec, layer)
+
+    def _run(self, inputs):
+        from . import aot_cuda
+        return aot_cuda.run_function(self._steps, inputs)
 
 
 class Library:
@@ -489,10 +514,12 @@ class Library:
         self.manifest = manifest
         self.name = manifest["name"]
         self._dll = dll
+        self._functions = {f.name: f for f in functions}
+        if dll is None:   # (a --target cuda directory: no shared library)
+            return
         self._strerror = getattr(dll, f"{self.name}_strerror")
         self._strerror.restype = ctypes.c_char_p
         self._strerror.argtypes = [ctypes.c_int]
-        self._functions = {f.name: f for f in functions}
         for function in functions:
             function._attach(self)
 
@@ -587,6 +614,19 @@ def _open(directory, manifest, functions):
     return library
 
 
+def _open_cuda(directory, manifest):
+    """A `--target cuda` directory's Library: its functions on the CUDA device layer (a
+    DeviceUnavailableError saying why when there is none)."""
+    from .compiler.backends.cuda import device
+    layer = device.current()
+    try:
+        functions = [CudaFunction(spec, directory, layer) for spec in manifest["functions"]]
+    except (KeyError, TypeError, ValueError) as e:
+        raise AOTLoadError(f"{directory / MANIFEST} is malformed ({type(e).__name__}: {e}); "
+                           f"{_RECOMPILE}") from None
+    return Library(directory, manifest, functions, None)
+
+
 def load(directory):
     """Check and open the library that `kiln compile -o DIRECTORY` wrote; a `Library` whose
     functions are called like the compiled Python functions. Raises `AOTLoadError` without
@@ -596,5 +636,7 @@ def load(directory):
     manifest = _read_manifest(directory)
     _check_versions(manifest, directory / MANIFEST)
     _check_files(directory, manifest)
+    if _is_cuda(manifest):
+        return _open_cuda(directory, manifest)
     _check_target(manifest, directory)
     return _open(directory, manifest, _functions(directory, manifest))

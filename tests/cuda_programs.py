@@ -51,6 +51,13 @@ def integers(i, j):
     return i // (j + 1), i % 7, jnp.maximum(i, j), jnp.sum(i, axis=0), (i > j).astype(jnp.int32)
 
 
+def indexing(x, i, j, u):
+    return (x[i], x[i, j], x.at[i].add(u), x.at[i].max(u), x.at[j].min(u * 2.0),
+            jnp.take_along_axis(x, jnp.abs(x).astype(jnp.int32) % 4, axis=1),
+            lax.dynamic_slice(x, (i[0], j[1]), (2, 2)),
+            lax.dynamic_update_slice(x, u[:2, :2], (j[2], i[3])))
+
+
 def programs():
     rng = np.random.default_rng(0)
     f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
@@ -66,12 +73,15 @@ def programs():
         ("integers", integers, (rng.integers(-50, 50, (6, 5)).astype(np.int32),
                                 rng.integers(0, 9, (6, 5)).astype(np.int32))),
         ("mlp_step", mlp_step, (params, f32(5, 6), f32(5, 3))),
+        ("indexing", indexing, (f32(5, 4), np.array([0, 4, -1, 9, -7], np.int32),
+                                np.array([3, 2, 0, -2, 1], np.int32), f32(5, 4))),
     ]
 
 
 def check(name, fn, args, tolerance=1e-5):
     """backend="cuda" against the reference on `args`; returns the cuda executable."""
-    got = kiln.jit(fn, backend="cuda")(*args)
+    jitted = kiln.jit(fn, backend="cuda")
+    got = jitted(*args)
     want = kiln.jit(fn, backend="reference")(*args)
     got_leaves, want_leaves = kiln.tree_util.tree_leaves(got), kiln.tree_util.tree_leaves(want)
     assert len(got_leaves) == len(want_leaves)
@@ -83,3 +93,4 @@ def check(name, fn, args, tolerance=1e-5):
             np.testing.assert_allclose(g, w, rtol=tolerance, atol=tolerance, err_msg=name)
         else:
             np.testing.assert_array_equal(g, w, err_msg=name)
+    return jitted._cache.values()[0].executable

@@ -77,6 +77,9 @@ manifest.json (MANIFEST_VERSION 1):
       "externs": ["kiln_sgemm", ...], "module": LLVM module name, "entry": its entry symbol,
       "files": {"ssa", "simplified", "fused", "llvm", "asm", "object": file names}}]}
 
+`kiln compile --target cuda` writes CUDA kernels and a manifest of steps instead of a library
+(`cuda.py`, `kiln.cli.aot.compile_cuda_library`; docs/aot.md).
+
 Importing this package is light (no llvmlite): `library` imports the backend.
 """
 from .manifest import ERROR_CODES, FORMAT, MANIFEST_VERSION, tree_to_json  # noqa: F401

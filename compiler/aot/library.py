@@ -87,7 +87,7 @@ def compile_target(target, machine, specialise, report=lambda stage: None):
     from .. import passes
     report("specialise")
     spec = specialise(target)
-    _check_trees(target, spec)
+    check_trees(target, spec)
     stages = {"ssa": str(spec.function)}
     fn = spec.function
     for p in passes.PIPELINES["llvm"]:
@@ -98,7 +98,7 @@ def compile_target(target, machine, specialise, report=lambda stage: None):
     return CompiledFunction(target, spec, stages, native.compile_function(fn, machine))
 
 
-def _check_trees(target, spec):
+def check_trees(target, spec):
     for which, tree in (("arguments", spec.in_tree), ("result", spec.out_tree)):
         try:
             tree_to_json(tree)
@@ -108,10 +108,10 @@ def _check_trees(target, spec):
 
 # --------------------------------------------------------------------------------- files
 
-def write_library(compiled, out_dir, lib, machine, compiler, version):
-    """Write every file of the library into `out_dir`, link it with `compiler` (the C
-    compiler's command, a list), write the manifest (`version`: kiln's)."""
-    from ..backends.llvm.lower_tapes import OUT_OF_MEMORY
+def start_output(out_dir):
+    """Prepare `out_dir` for a build: (the manifest's path, the list of files written so far,
+    write(file name, text or bytes)). An earlier manifest is deleted first, so a failed build
+    never leaves a loadable mix of old and new files."""
     os.makedirs(out_dir, exist_ok=True)
     manifest_path = os.path.join(out_dir, "manifest.json")
     if os.path.exists(manifest_path):
@@ -122,7 +122,14 @@ def write_library(compiled, out_dir, lib, machine, compiler, version):
         with open(os.path.join(out_dir, filename), "wb" if isinstance(data, bytes) else "w") as f:
             f.write(data)
         written.append(filename)
+    return manifest_path, written, write
 
+
+def write_library(compiled, out_dir, lib, machine, compiler, version):
+    """Write every file of the library into `out_dir`, link it with `compiler` (the C
+    compiler's command, a list), write the manifest (`version`: kiln's)."""
+    from ..backends.llvm.lower_tapes import OUT_OF_MEMORY
+    manifest_path, written, write = start_output(out_dir)
     function_files = [_write_function(c, write) for c in compiled]
     runtime_name, runtime_externs, runtime_code = native.runtime_object(machine)
     write(RUNTIME_OBJECT, runtime_code)
@@ -246,18 +253,24 @@ def _manifest(lib, compiled, function_files, machine, blas, command, version):
     }
 
 
-def _function_entry(lib, c, files):
-    spec = c.specialised
-    transforms = [_transform_entry(t) for t in transforms_of(c.target)]
+def function_description(lib, target, spec):
+    """A function's manifest fields that do not depend on the target machine."""
+    transforms = [_transform_entry(t) for t in transforms_of(target)]
     return {
-        "name": spec.name, "symbol": f"{lib}_{spec.name}", "source": describe(c.target),
-        "transform": "_".join(t.kind for t in reversed(transforms_of(c.target))) or None,
+        "name": spec.name, "symbol": f"{lib}_{spec.name}", "source": describe(target),
+        "transform": "_".join(t.kind for t in reversed(transforms_of(target))) or None,
         "transforms": transforms,
         "inputs": [_leaf_entry(leaf) for leaf in spec.inputs],
         "outputs": [_leaf_entry(leaf) for leaf in spec.outputs],
         "in_tree": tree_to_json(spec.in_tree), "out_tree": tree_to_json(spec.out_tree),
         "static": {name: _json_value(value) for name, value in spec.static.items()},
         "constants": [{"dtype": str(a.dtype), "shape": list(a.shape)} for a in spec.constants],
+    }
+
+
+def _function_entry(lib, c, files):
+    return {
+        **function_description(lib, c.target, c.specialised),
         "workspace_bytes": c.native.workspace,
         "uses": sorted({_USES[name] for name in c.native.externs if name in _USES}),
         "externs": c.native.externs,

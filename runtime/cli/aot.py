@@ -2,7 +2,9 @@
 
 `compile_library(targets, out_dir, name=None, cpu="native", progress=None, cc=None)` builds
 the library that `kiln.compiler.aot` documents (files, C ABI, manifest) from `Target`s whose
-`fn` may be a plain Python function or a `kiln.jit` one. It stages each target here, in the
+`fn` may be a plain Python function or a `kiln.jit` one; `compile_cuda_library(targets,
+out_dir, name=None, archs=("sm_90",), progress=None)` their CUDA kernels and step manifest
+(`kiln.compiler.aot.cuda`). It stages each target here, in the
 runtime, and hands the SSA to `kiln.compiler.aot.library`, which never imports the runtime.
 
 `specialise(target)` stages a target as `kiln.jit` does (`kiln.staging.stage_call`) after
@@ -40,6 +42,16 @@ def compile_library(targets, out_dir, name=None, cpu="native", progress=None, cc
     targets = [t if isinstance(t, Target) else Target(*t) for t in targets]
     targets = [t._replace(fn=python_function(t.fn)) for t in targets]
     return build(targets, out_dir, name=name, cpu=cpu, progress=progress, cc=cc,
+                 specialise=specialise, version=__version__)
+
+
+def compile_cuda_library(targets, out_dir, name=None, archs=("sm_90",), progress=None):
+    """Compile `targets` for CUDA into `out_dir`: kernels (.cu, .ptx, .cubin per arch) and a
+    manifest of steps that `kiln.aot.load` runs (see `kiln.compiler.aot.cuda`)."""
+    from ..compiler.aot.cuda import compile_cuda_library as build
+    targets = [t if isinstance(t, Target) else Target(*t) for t in targets]
+    targets = [t._replace(fn=python_function(t.fn)) for t in targets]
+    return build(targets, out_dir, name=name, archs=archs, progress=progress,
                  specialise=specialise, version=__version__)
 
 

@@ -44,7 +44,8 @@ from ..vmap import vmap
 from ..compiler import argspec, passes
 from ..compiler.aot import AOTError, AOTUsageError, Target
 from ..compiler.errors import ConcretizationError, KilnError
-from .aot import compile_library, dynamic_call, python_function as _unjit
+from .aot import compile_cuda_library, compile_library, dynamic_call, \
+    python_function as _unjit
 from .aot import specialise as specialise_target
 
 
@@ -502,8 +503,12 @@ def _compile(ns):
             print(line, file=sys.stderr, flush=True)
     with _user_errors(lambda: current[0]):
         try:
-            manifest = compile_library(targets, ns.output, name=ns.name, cpu=ns.cpu,
-                                       progress=progress)
+            if ns.target == "cuda":
+                manifest = compile_cuda_library(targets, ns.output, name=ns.name,
+                                                archs=ns.arch.split(","), progress=progress)
+            else:
+                manifest = compile_library(targets, ns.output, name=ns.name, cpu=ns.cpu,
+                                           progress=progress)
         except AOTUsageError as e:
             raise UsageError(str(e)) from None
         except AOTError as e:
@@ -513,6 +518,11 @@ def _compile(ns):
                             f"({e.strerror or e}: {e.filename or ns.output})") from None
     symbols = ", ".join(f["symbol"] for f in manifest["functions"])
     where = ns.output.rstrip(os.sep) or ns.output
+    if ns.target == "cuda":
+        kernels = sum(len(f["kernels"]) for f in manifest["functions"])
+        print(f"wrote {kernels} CUDA kernels for {', '.join(manifest['target']['archs'])} "
+              f"({symbols}) and {os.path.join(where, 'manifest.json')}")
+        return 0
     print(f"wrote {os.path.join(where, manifest['library'])} ({symbols}), "
           f"{os.path.join(where, manifest['header'])} and "
           f"{os.path.join(where, 'manifest.json')}")
@@ -686,6 +696,14 @@ def _add_compile(commands):
     compile_.add_argument("--cpu", choices=("native", "generic"), default="native",
                           help="native: this CPU with every feature it has (default); "
                                "generic: x86-64-v2, for libraries run on other machines")
+    compile_.add_argument("--target", choices=("cpu", "cuda"), default="cpu",
+                          help="cpu: a shared library with a C ABI (default); cuda: every "
+                               "kernel's .cu, .ptx and .cubin and a manifest of steps that "
+                               "kiln.aot.load runs on a GPU")
+    compile_.add_argument("--arch", default="sm_90", metavar="ARCHS",
+                          help="with --target cuda: the comma-separated real architectures "
+                               "to compile PTX and cubins for (default sm_90; e.g. "
+                               "sm_80,sm_90)")
     compile_.add_argument("-o", "--output", required=True, metavar="DIR",
                           help="the output directory")
 

@@ -70,6 +70,25 @@ static inline double erfinv(double y) {
     return std::copysign(x, y);
 }
 static inline float erfinvf(float y) { return (float)erfinv((double)y); }
+// CUDA's atomics the indexing kernels use, as the host's
+static inline unsigned int atomicCAS(unsigned int *p, unsigned int seen, unsigned int next) {
+    __atomic_compare_exchange_n(p, &seen, next, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return seen; }
+static inline unsigned long long atomicCAS(unsigned long long *p, unsigned long long seen,
+                                           unsigned long long next) {
+    __atomic_compare_exchange_n(p, &seen, next, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return seen; }
+template <class T> static inline T atomicAdd(T *p, T v) {
+    return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+template <class T, class W> static inline T kiln_atomic_add_float(T *p, T v) {
+    W *w = (W *)p, seen = *w;
+    while (!__atomic_compare_exchange_n(w, &seen, kiln_bits<W>(kiln_bits<T>(seen) + v), false,
+                                        __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {}
+    return kiln_bits<T>(seen); }
+static inline float atomicAdd(float *p, float v) {
+    return kiln_atomic_add_float<float, unsigned int>(p, v); }
+static inline double atomicAdd(double *p, double v) {
+    return kiln_atomic_add_float<double, unsigned long long>(p, v); }
 static std::barrier<> *kiln_block_barrier;
 static unsigned char (*kiln_lane_slots)[16];
 static inline void __syncthreads() { kiln_block_barrier->arrive_and_wait(); }
@@ -200,6 +219,8 @@ def run(kernel, inputs, extents=None, blocks=3, threads=32):
     outs = [np.empty(int(np.prod(shape, dtype=np.int64)),
                      np.uint8 if np.dtype(d).kind == "b" else d)
             for d, shape in zip(kernel.outputs, kernel.out_shapes)]
+    for k, j in kernel.starts_from:
+        outs[k][...] = arrays[j].ravel()
     load(kernel)(arrays + outs, extents, blocks, threads)
     return [o.astype(bool) if np.dtype(d).kind == "b" else o
             for o, d in zip(outs, kernel.outputs)]

@@ -3,9 +3,10 @@ fuses) run as a host-side sequence of device operations on a device layer (devic
 
 `compile_function(fn)` plans every equation once (`Program`), each as one `Step`:
 
-- `kernel`: a fusion group, an elementwise equation, a view, or a reduction, as the kernels
-  program.equation_steps makes (one per group with all its results, one per set of reduced
-  axes; reductions over any axes, argmax/argmin included). A group the generator cannot emit
+- `kernel`: a fusion group, an elementwise equation, a view, a reduction, a gather, a
+  scatter or a dynamic slice, as the kernels program.equation_steps makes (one per group with
+  all its results, one per set of reduced axes; reductions over any axes, argmax/argmin
+  included; indexing.py's kernels, a scatter's result starting as its operand's copy). A group the generator cannot emit
   is planned equation by equation (`subprogram`), so its elementwise parts still become
   kernels;
 - `gemm`: dot_general through the layer's GEMM (cuBLAS on a GPU), batch dimensions included:
@@ -31,6 +32,7 @@ from ...ir.ssa import Eqn, Function, Literal, Var
 from ...primitives import PRIMITIVES
 from ...primitives.core import CUDA_SCALAR
 from . import device as D, program, source
+from .indexing import KERNELS
 from .reduce import REDUCTIONS
 
 class Step:
@@ -48,7 +50,7 @@ class Program:
 
     def __init__(self, fn, layer, counter):
         self.function, self.layer, self.counter = fn, layer, counter
-        self.steps = [self._plan(e) for e in fn.eqns]
+        self.steps = [self.plan(e) for e in fn.eqns]
 
     def __call__(self, *args):
         layer, env = self.layer, {}
@@ -68,7 +70,8 @@ class Program:
         return [k for s in self.steps for k in s.kernels]
 
     # ------------------------------------------------------------------------ planning
-    def _plan(self, eqn):
+    def plan(self, eqn):
+        """The Step running equation `eqn` (see the module docstring)."""
         ins = [x if isinstance(x, Var) else self._literal(x) for x in eqn.invars]
         name = eqn.prim.name
         if eqn.prim.collective:
@@ -81,7 +84,7 @@ class Program:
             raise BackendUnsupportedError(f"the CUDA backend cannot run {name} yet",
                                           eqn.info)
         if name == "fusion" or name in REDUCTIONS or CUDA_SCALAR.get(eqn.prim) is not None \
-                or name in source.VIEWS:
+                or name in source.VIEWS or name in KERNELS:
             step = self._kernel_step(eqn, ins)
             if step is not None:
                 return step
@@ -108,6 +111,8 @@ class Program:
                 buffers = [values[i] for i in reads]
                 results = [layer.empty(shape, dtype)
                            for shape, dtype in zip(kernel.out_shapes, kernel.outputs)]
+                for k, j in kernel.starts_from:   # (a scatter's result: its operand's copy)
+                    results[k] = buffers[j].copy()
                 if kernel.sizes[0]:
                     grid, block = layer.launch_shape(kernel)
                     layer.launch(kernel, grid, block, buffers + results, kernel.sizes)

@@ -2,7 +2,8 @@
 
 `library()` finds libnvrtc: `KILN_NVRTC` (a path), else the `nvidia-cuda-nvrtc` wheel
 (`nvidia/cu13/lib`, `nvidia/cuda_nvrtc/lib`), else the system's (`libnvrtc.so`). `compile(source,
-name, arch)` compiles one translation unit for `arch` (`sm_90` by default) and returns its PTX;
+name, arch)` compiles one translation unit for `arch` (`sm_90` by default) and returns its PTX
+(`compile_both`: its PTX and its cubin, the ELF image `kiln compile --target cuda` writes);
 a source NVRTC rejects is a CompileError carrying NVRTC's log. `available()` says whether a
 library was found, with the reason when not (tests skip with it; `kiln doctor` will show it).
 """
@@ -67,6 +68,12 @@ def _check(lib, status, what):
 
 def compile(source, name="kernel.cu", arch=DEFAULT_ARCH, options=()):  # noqa: A001
     """The PTX of CUDA C `source` compiled for `arch` (see the module docstring)."""
+    return compile_both(source, name, arch, options, cubin=False)[0]
+
+
+def compile_both(source, name="kernel.cu", arch=DEFAULT_ARCH, options=(), cubin=True):
+    """(PTX text, cubin bytes: the ELF image for the real architecture `arch`, or None when
+    not `cubin`) of CUDA C `source`; no GPU needed."""
     lib = library()
     program = ctypes.c_void_p()
     _check(lib, lib.nvrtcCreateProgram(ctypes.byref(program), source.encode(), name.encode(),
@@ -86,6 +93,11 @@ def compile(source, name="kernel.cu", arch=DEFAULT_ARCH, options=()):  # noqa: A
         _check(lib, lib.nvrtcGetPTXSize(program, ctypes.byref(size)), "nvrtcGetPTXSize")
         ptx = ctypes.create_string_buffer(size.value)
         _check(lib, lib.nvrtcGetPTX(program, ptx), "nvrtcGetPTX")
-        return ptx.value.decode()
+        if not cubin:
+            return ptx.value.decode(), None
+        _check(lib, lib.nvrtcGetCUBINSize(program, ctypes.byref(size)), "nvrtcGetCUBINSize")
+        image = ctypes.create_string_buffer(size.value)
+        _check(lib, lib.nvrtcGetCUBIN(program, image), "nvrtcGetCUBIN")
+        return ptx.value.decode(), image.raw[:size.value]
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(program))

@@ -52,6 +52,8 @@ class Kernel(NamedTuple):
     sizes: tuple = ()       # their values
     out_shapes: tuple = ()  # the shape of each output
     launch: str = "grid"    # its launch rule: LAUNCH_RULES' key
+    starts_from: tuple = ()  # (output k, input j): output k starts as a copy of input j (a
+    #                          scatter updates its operand's copy), the others start undefined
 
 
 def _memory_type(dtype):
@@ -64,7 +66,12 @@ def _unsupported(what, info=None):
 
 
 def _literal(lit):
-    value, dtype = lit.value, np.dtype(lit.aval.dtype)
+    return constant(lit.value, lit.aval.dtype)
+
+
+def constant(value, dtype):
+    """The C constant of `value` as a `dtype` element (NaN and infinities as expressions)."""
+    dtype = np.dtype(dtype)
     if dtype.kind == "b":
         return "true" if value else "false"
     if dtype.kind == "f":
@@ -137,9 +144,12 @@ VIEWS = {"broadcast_in_dim": _broadcast_in_dim, "transpose": _transpose,
 
 
 def kernel_source(fn):
-    """The Kernel computing SSA Function `fn` (see the module docstring): a reduction kernel
+    """The Kernel computing SSA Function `fn` (see the module docstring): an indexing kernel
+    (indexing.py) for a function of one gather, scatter or dynamic slice, a reduction kernel
     (reduce.py) for a function with reductions, else elementwise."""
-    from . import reduce
+    from . import indexing, reduce
+    if len(fn.eqns) == 1 and fn.eqns[0].prim.name in indexing.KERNELS:
+        return indexing.KERNELS[fn.eqns[0].prim.name](fn)
     found = reduce.plan(fn)
     if found is not None:
         return reduce.reduction_source(fn, found)
@@ -208,8 +218,8 @@ def _value(env, name, body, shape):
         return value
     if value.shape and value.shape != shape:
         raise _unsupported(f"an operand of shape {value.shape} in a kernel over {shape}")
-    if not value.shape:
-        index = "0"
+    if not value.shape:   # (an element of a view: a rank-0 input, or a slice's squeeze)
+        index = str(value.offset)
     elif value.strides == contiguous_strides(shape) and not value.offset:
         index = "i"
     elif len(shape) == 1:

@@ -1,0 +1,80 @@
+"""`kiln.aot.load` of a `kiln compile --target cuda` directory: its functions run their step
+sequence (kiln.compiler.aot.cuda documents the manifest) on the CUDA device layer (CuPy on a
+GPU; the host emulation under KILN_CUDA_EMULATE=1).
+
+A kernel step launches the kernel of its `.cu` file (on a GPU CuPy compiles that text with
+NVRTC for the device, as backend="cuda" does; the emulated layer compiles it for the host)
+with the manifest's buffers, sizes and launch rule; an output in `starts_from` starts as a
+copy of its input. Every other step is its equation in the function's fused SSA file, planned
+as the CUDA executable plans it (gemm, control flow, per-primitive). The closed-over
+constants come from `<fn>.constants.npz`. Arguments are checked and flattened, and results
+unflattened, as for CPU libraries (`kiln.aot.Function`); results are arrays on the GPU.
+"""
+import numpy as np
+
+from .compiler.backends.cuda import device as D
+from .compiler.backends.cuda.executable import Program, to_layer
+from .compiler.backends.cuda.source import Kernel
+from .compiler.ir import parser
+from .compiler.ir.ssa import Function as SSAFunction
+
+
+class Steps:
+    """One function's steps, ready to run on `layer`: `__call__(*input arrays)` returns the
+    results as the layer's arrays."""
+
+    def __init__(self, directory, spec, layer):
+        self.layer = layer
+        fused = parser.from_source((directory / spec["files"]["fused"]).read_text())
+        with np.load(directory / spec["files"]["constants"]) as saved:
+            constants = [saved[f"arr_{k}"] for k in range(len(saved.files))]
+        self.constants = [to_layer(layer, c) for c in constants]
+        self.inputs = spec["program_inputs"]
+        self.results = spec["results"]
+        planner = Program(SSAFunction(fused.name, [], [], []), layer, [0])
+        self.steps = [self._kernel(directory, s) if s["kind"] == "kernel" else
+                      self._equation(planner, fused.eqns[s["equation"]], s)
+                      for s in spec["steps"]]
+        layer.prepare([k for kind, k, _ in self.steps if kind == "kernel"])
+
+    def _kernel(self, directory, s):
+        kernel = Kernel(s["kernel"], (directory / s["files"]["cu"]).read_text(),
+                        tuple(np.dtype(d) for d in s["input_dtypes"]),
+                        tuple(np.dtype(d) for d in s["output_dtypes"]), tuple(s["scalars"]),
+                        extents=len(s["sizes"]), sizes=tuple(s["sizes"]),
+                        out_shapes=tuple(tuple(x) for x in s["output_shapes"]),
+                        launch=s["launch"], starts_from=tuple(map(tuple, s["starts_from"])))
+        return "kernel", kernel, s
+
+    @staticmethod
+    def _equation(planner, eqn, s):
+        return "equation", planner.plan(eqn), s
+
+    def _value(self, env, value):
+        if isinstance(value, dict):
+            return self.layer.to_device(np.asarray(value["literal"], value["dtype"]))
+        return env[value]
+
+    def __call__(self, *arrays):
+        layer = self.layer
+        env = dict(zip(self.inputs, [*arrays, *self.constants]))
+        for kind, run, s in self.steps:
+            values = [self._value(env, v) for v in s["inputs"]]
+            if kind == "kernel":
+                outs = [layer.empty(shape, dtype)
+                        for shape, dtype in zip(run.out_shapes, run.outputs)]
+                for k, j in run.starts_from:
+                    outs[k] = values[j].copy()
+                if run.sizes[0]:
+                    grid, block = layer.launch_shape(run)
+                    layer.launch(run, grid, block, values + outs, run.sizes)
+            else:
+                outs = run.run(layer, values)
+            env.update(zip(s["outputs"], outs))
+        return [self._value(env, v) for v in self.results]
+
+
+def run_function(steps, inputs):
+    """The results of `steps` (Steps) on the host arrays `inputs`, as DeviceBuffers."""
+    values = [to_layer(steps.layer, a) for a in inputs]
+    return [D.DeviceBuffer(o, steps.layer) for o in steps(*values)]

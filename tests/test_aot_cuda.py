@@ -1,0 +1,112 @@
+"""`kiln compile --target cuda` and `kiln.aot.load` of its output, without a GPU: NVRTC writes
+each kernel's PTX and cubin (an ELF image) per arch, the manifest describes the inputs,
+outputs and every step, and the loaded functions run on the host emulation of the device
+(KILN_CUDA_EMULATE=1) with the results of `kiln.jit`."""
+import json
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln.cli import commands as cli
+from kiln.cli.aot import compile_cuda_library
+from kiln.compiler.aot import AOTUsageError, Target
+from kiln.compiler.backends.cuda import device as D, emulate, nvrtc
+
+import cuda_programs
+
+HAVE_NVRTC, WHY = nvrtc.available()
+pytestmark = [pytest.mark.skipif(not HAVE_NVRTC, reason=WHY),
+              pytest.mark.skipif(emulate.compiler() is None, reason="no host C++ compiler")]
+NAMES = ("elementwise", "reductions", "mlp_step", "indexing", "control")
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("cudalib")
+    programs = {name: (fn, args) for name, fn, args in cuda_programs.programs()}
+    targets = [Target(programs[n][0], programs[n][1], name=n) for n in NAMES]
+    manifest = compile_cuda_library(targets, directory, name="demo", archs=("sm_80", "sm_90"))
+    return directory, manifest, programs
+
+
+def test_every_kernel_has_its_files(compiled):
+    directory, manifest, _ = compiled
+    assert manifest["target"] == {"kind": "cuda", "archs": ["sm_80", "sm_90"],
+                                  "nvrtc": nvrtc.available()[1]}
+    on_disk = json.loads((directory / "manifest.json").read_text())
+    assert on_disk == manifest and set(on_disk["files"]) == \
+        {p.name for p in directory.iterdir()} - {"manifest.json"}
+    for function in manifest["functions"]:
+        assert function["kernels"], function["name"]
+        for name, files in function["kernels"].items():
+            assert f"__global__ void {name}(" in (directory / files["cu"]).read_text()
+            for arch in ("sm_80", "sm_90"):
+                assert f".target {arch}" in (directory / files[arch]["ptx"]).read_text()
+                assert (directory / files[arch]["cubin"]).read_bytes()[:4] == b"\x7fELF"
+
+
+def test_the_manifest_describes_inputs_outputs_and_steps(compiled):
+    _, manifest, programs = compiled
+    functions = {f["name"]: f for f in manifest["functions"]}
+    mlp = functions["mlp_step"]
+    assert [(i["path"], i["shape"], i["dtype"]) for i in mlp["inputs"]][:2] == \
+        [("params[0][0]", [6, 8], "float32"), ("params[0][1]", [8], "float32")]
+    assert len(mlp["outputs"]) == 4 and mlp["outputs"][0]["shape"] == [6, 8]
+    kinds = {s["kind"] for s in mlp["steps"]}
+    assert {"kernel", "gemm"} <= kinds
+    defined = set(mlp["program_inputs"])
+    for step in mlp["steps"]:   # every value a step reads was written before
+        assert all(isinstance(v, dict) or v in defined for v in step["inputs"]), step
+        defined |= set(step["outputs"])
+        if step["kind"] == "kernel":
+            assert step["launch"] in ("grid", "thread_per_row", "block_per_row")
+            assert step["sizes"] and step["launch_rule"] and step["files"]["sm_90"]["cubin"]
+        else:
+            assert isinstance(step["equation"], int) and step["primitive"]
+    assert all(isinstance(v, dict) or v in defined for v in mlp["results"])
+    scatter = [s for s in functions["indexing"]["steps"] if s["kernel"].startswith("kiln_scatter")]
+    assert scatter and all(s["starts_from"] == [[0, 0]] for s in scatter)
+    assert {s["kind"] for s in functions["control"]["steps"]} >= {"cond", "while_loop", "scan"}
+
+
+def test_the_loaded_library_matches_jit(compiled, monkeypatch):
+    monkeypatch.setenv(D.EMULATE, "1")
+    directory, _, programs = compiled
+    lib = kiln.aot.load(directory)
+    assert sorted(lib) == sorted(NAMES)
+    for name in NAMES:
+        fn, args = programs[name]
+        got = kiln.tree_util.tree_leaves(lib[name](*args))
+        want = kiln.tree_util.tree_leaves(kiln.jit(fn)(*args))
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.devices() == {kiln.devices("gpu")[0]}
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-5,
+                                       err_msg=name)
+    with pytest.raises(TypeError, match="elementwise"):
+        lib.elementwise(np.ones((5, 7), np.float32))
+
+
+def test_without_a_device_load_says_why(compiled, monkeypatch):
+    monkeypatch.delenv(D.EMULATE, raising=False)
+    if D.available()[0]:
+        pytest.skip("a CUDA device is present")
+    with pytest.raises(D.DeviceUnavailableError, match="needs a GPU"):
+        kiln.aot.load(compiled[0])
+
+
+def test_the_command_line(tmp_path, capsys):
+    source = tmp_path / "model.py"
+    source.write_text("import kiln.numpy as jnp\n\n\ndef f(x):\n"
+                      "    return jnp.sum(x * x, axis=0)\n")
+    out = tmp_path / "out"
+    code = cli.main(["compile", f"{source}:f", "--arg", "f32[5,3]", "--target", "cuda",
+                     "--arch", "sm_80,sm_90", "-o", str(out)])
+    assert code == 0, capsys.readouterr().err
+    assert "CUDA kernels for sm_80, sm_90 (model_f)" in capsys.readouterr().out
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["functions"][0]["inputs"][0]["shape"] == [5, 3]
+    with pytest.raises(AOTUsageError, match="bad CUDA architecture 'compute_90'"):
+        compile_cuda_library([Target(cuda_programs.softmax, (np.ones((2, 3), np.float32),))],
+                             tmp_path / "bad", archs=("compute_90",))
