@@ -144,6 +144,23 @@ def on_both(f, *args):
             for backend in ("reference", "llvm")}
 
 
+def test_sums_start_from_positive_zero():
+    """XLA's sums start from +0.0, so a sum of negative zeros is +0.0 (NumPy's too). The fused
+    nest's combines carried LLVM's `nsz` flag, which let LLVM drop the +0.0 start: the row sum
+    of this group (which also reduces columns, and whose sum feeds a sqrt) gave -0.0j, which
+    sqrt took to the other side of its branch cut (4-4j for JAX's 4+4j). test_llvm_complex's
+    hypothesis test found it."""
+    def f(z, w):
+        t = jnp.exp(z * 0.5j) * jnp.conj(w.T) / (1 + jnp.abs(z))
+        rows = jnp.sum(t * t, axis=1)
+        cols = jnp.max(jnp.real(t), axis=0) + jnp.imag(jnp.prod(t[::-1], axis=0))
+        return rows, cols, jnp.sqrt(rows) * 2 - rows
+    z, w = np.zeros((2, 4), np.complex64), np.full((4, 2), 1j, np.complex64)
+    for backend, results in on_both(f, z, w).items():
+        assert not np.signbit(results[0].imag).any(), (backend, results[0])
+        assert (results[2] == np.complex64(4 + 4j)).all(), (backend, results[2])
+
+
 def test_max_and_min_order_signed_zeros():
     """XLA's max and min order -0.0 below 0.0. The reference's reduce_max, cummax/cummin and
     scatter max/min returned whichever zero NumPy picks, and the LLVM scatter max/min copied

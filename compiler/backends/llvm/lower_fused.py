@@ -48,7 +48,9 @@ from . import lower_complex
 from .outline import parallel_range
 from . import pairwise
 
-REASSOC = ("reassoc", "nsz")
+# A reduction's combines may be reassociated (vectorised), but keep signed zeros: with `nsz`
+# LLVM may drop a sum's +0.0 start, and a sum of negative zeros must be +0.0 (XLA's, NumPy's).
+REASSOC = ("reassoc",)
 # Nests costing less than PARALLEL_MIN_COST (about a millisecond of work on one core) stay on
 # the calling thread: this threshold was measured when each split started and joined its own
 # threads (~20-50 us) and OpenBLAS's threads kept spinning after each product, where
