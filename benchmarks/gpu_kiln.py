@@ -7,33 +7,17 @@ without JAX's GPU, to check the script on a CPU machine."""
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 
 import numpy as np
 
-
-def timed(fn, block, calls, repeats=3):
-    block(fn())
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = None
-        for _ in range(calls):
-            out = fn()
-        block(out)
-        samples.append((time.perf_counter() - t0) / calls)
-    return statistics.median(samples)
+from gpu import pipelined
+from vmap import make_loss
 
 
 def workloads(jnp, grad, sizes):
-    def mlp_loss(params, x, y):
-        h = x
-        for w, b in params[:-1]:
-            h = jnp.tanh(h @ w + b)
-        w, b = params[-1]
-        return jnp.mean((h @ w + b - y) ** 2)
+    mlp_loss = make_loss(jnp)
 
     def mlp_step(params, x, y):
         g = grad(mlp_loss)(params, x, y)
@@ -78,14 +62,14 @@ def main(argv=None):
         kiln.block_until_ready(f(*on_gpu))
         first = time.perf_counter() - t0
         row = dict(name=name, kiln_first_call=first,
-                   kiln=timed(lambda: f(*on_gpu), kiln.block_until_ready, 10))
+                   kiln=pipelined(lambda: f(*on_gpu), kiln.block_until_ready, 10))
         if jax_gpu:
             jdata = jax.device_put(data, jax_gpu[0])
             jf = jax.jit(workloads(jax.numpy, jax.grad, sizes)[len(rows)][1])
             t0 = time.perf_counter()
             jax.block_until_ready(jf(*jdata))
             row["jax_first_call"] = time.perf_counter() - t0
-            row["jax"] = timed(lambda: jf(*jdata), jax.block_until_ready, 10)
+            row["jax"] = pipelined(lambda: jf(*jdata), jax.block_until_ready, 10)
         rows.append(row)
         ratio = f"  kiln/JAX {row['kiln'] / row['jax']:.2f}x" if "jax" in row else ""
         print(f"{name:<24} kiln {row['kiln'] * 1e3:9.3f} ms (first call "
