@@ -85,15 +85,19 @@ def run_replicas(entry, group, args_of):
     """Each replica's outputs: `entry.executable(*args_of(i))` for every replica `i` of
     `group`. With collectives (`entry.parallel` True) they run all at once, each inside
     `running_as(group, i)`; without, one after the other on the calling thread while a replica
-    takes under PARALLEL_ABOVE seconds (`entry.parallel` None: measured on this call) and at
-    once otherwise: compiled code in one call into its runtime library (kiln_run_replicas),
+    takes under PARALLEL_ABOVE seconds (`entry.parallel` None: measured on this call) or its
+    compiled code hands work to the thread pool itself (`uses_pool`: parallel loops, panels
+    of large products, which already spread one replica over the cores, and on a busy
+    machine do not need every replica's thread to get a core at once), and at once
+    otherwise: compiled code in one call into its runtime library (kiln_run_replicas),
     the reference backend on this module's threads."""
     size = group.size
     if not entry.parallel:   # no collectives: the replicas need not meet
         start = time.perf_counter()
         outs = [entry.executable(*args_of(i)) for i in range(size)]
-        if entry.parallel is None:
-            entry.parallel = (time.perf_counter() - start) > PARALLEL_ABOVE * size
+        if entry.parallel is None:   # code that uses the pool already spreads over the cores
+            entry.parallel = (time.perf_counter() - start) > PARALLEL_ABOVE * size and \
+                not getattr(entry.executable, "uses_pool", False)
         return outs
 
     if size == 1:   # one replica: on this thread, its loops free to use the thread pool

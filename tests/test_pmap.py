@@ -369,3 +369,35 @@ def test_bad_device_count_settings():
                      {"XLA_FLAGS": "--xla_force_host_platform_device_count=0"})
     assert out.returncode != 0   # JAX refuses it too
     assert "--xla_force_host_platform_device_count must be a whole number" in out.stderr
+
+
+# ------------------------------------------------------- replicas without collectives
+
+def test_replicas_that_use_the_pool_run_in_turn(monkeypatch):
+    """Replicas without collectives run one after the other when their compiled code hands
+    work to the thread pool itself (here: a product split into panels), since each already
+    spreads over the cores; slow replicas without such work run at once on their threads."""
+    from kiln import _replica_threads
+    seen = []
+    real = _replica_threads.run_replicas
+
+    def recording(entry, group, args_of):
+        outs = real(entry, group, args_of)
+        seen.append(entry.parallel)
+        return outs
+    monkeypatch.setattr(_replica_threads, "run_replicas", recording)
+    monkeypatch.setattr(_replica_threads, "PARALLEL_ABOVE", 0.0)   # every replica is "slow"
+
+    def product(a, b):
+        return a @ b
+
+    def scaled(x):
+        return jnp.sin(x) * 2
+
+    a = np.ones((2, 256, 512), np.float32)
+    b = np.ones((2, 512, 256), np.float32)
+    np.testing.assert_allclose(np.asarray(kiln.pmap(product)(a, b)), a @ b)
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    np.testing.assert_allclose(np.asarray(kiln.pmap(scaled)(x)), np.sin(x) * 2, rtol=1e-6)
+    from kiln.compiler.backends.llvm import parallel
+    assert seen == [parallel.num_threads() == 1, True]   # (product, scaled)

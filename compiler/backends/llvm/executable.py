@@ -54,7 +54,7 @@ import threading
 
 import numpy as np
 
-from . import target, memory, externs, disk_cache, object_symbols, pycall, rtlib
+from . import target, memory, externs, disk_cache, object_symbols, parallel, pycall, rtlib
 from .ssa_key import key_text
 from . import replica_context
 from ...primitives.collectives import holds_collectives
@@ -79,17 +79,22 @@ def empty(shape, dtype):
     return memory.empty(shape, dtype)
 
 
+POOL_ENTRIES = frozenset({"kiln_run_tasks", "kiln_parallel_for"})
+
+
 class Native:
     """Native code of one SSA function in the JIT. Its texts are built on first request (by
     compiling the function again: keeping LLVM modules around would cost far more memory)."""
 
-    def __init__(self, fn, loaded, workspace, parts=1, donated=(), held=None):
+    def __init__(self, fn, loaded, workspace, parts=1, donated=(), held=None, bound=()):
         self.function = fn
         self.loaded = loaded
         self.workspace = workspace
         self.parts = parts   # the modules its code came from
         self.donated = donated
         self.held = held or {}   # {output: donated input whose buffer becomes it}
+        # whether its code hands work to the thread pool (parallel loops, product panels)
+        self.uses_pool = bool(POOL_ENTRIES.intersection(bound))
         self._texts = {}
 
     def text(self, level):
@@ -113,6 +118,8 @@ class Executable:
         self.function = fn
         self.native = native_code(fn, tuple(sorted(donated)))
         self.held = self.native.held
+        # its parallel loops and product panels spread one call over several cores
+        self.uses_pool = self.native.uses_pool and parallel.num_threads() > 1
         loaded = self.native.loaded
         self.name = loaded.name
         self._entry = _ENTRY_TYPE(loaded.entry)
@@ -368,9 +375,10 @@ def _compile(fn, key, donated):
 def _load(fn, names, objects, workspace, donated, held):
     rtlib.provide(objects)   # first: the builtins the objects may call
     loaded = target.load_objects(names[0], objects, what=f"{fn.name} ({names[0]})")
+    bound = set()
     for name in names:
-        externs.bind_externs(loaded.global_address, name)
-    return Native(fn, loaded, workspace, len(names), donated, held)
+        bound.update(externs.bind_externs(loaded.global_address, name))
+    return Native(fn, loaded, workspace, len(names), donated, held, bound)
 
 
 def _compile_threads():
