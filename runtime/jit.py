@@ -327,8 +327,8 @@ class Compiled:
         "llvm-unoptimized" or "asm"; for the reference backend the SSA it executes. `level`
         "cuda" or "ptx" is what the CUDA backend makes of the same SSA (NVRTC; no GPU)."""
         if level in ("cuda", "ptx"):
-            from .compiler.backends.cuda import source
-            return source.text(self._entry.ssa, level)
+            from .compiler.backends.cuda import program
+            return program.text(self._entry.ssa, level)
         ex = self._entry.executable
         return ex.as_text() if level is None else ex.as_text(level)
 

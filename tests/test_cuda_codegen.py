@@ -4,6 +4,7 @@ C++ compiler, every block and thread of a grid smaller than the data) against th
 backend, over hypothesis-drawn elementwise programs (shapes with 0 and 1 elements included)."""
 import numpy as np
 import kiln
+import kiln.numpy as jnp
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -150,7 +151,27 @@ def test_jit_as_text_cuda_and_ptx():
     assert "__global__ void kiln_square_plus_double" in compiled.as_text("cuda")
     assert ".target sm_90" in compiled.as_text("ptx")
     with pytest.raises(ValueError, match="unknown CUDA text level"):
-        source.text(kiln.make_ir(f)(np.ones(3, np.float32)), "sass")
+        program.text(kiln.make_ir(f)(np.ones(3, np.float32)), "sass")
+
+
+def softmax_then_project(x, w):
+    e = jnp.exp(x - jnp.max(x, axis=1, keepdims=True))
+    return (e / jnp.sum(e, axis=1, keepdims=True)) @ w
+
+
+@needs_nvrtc
+def test_a_whole_program_prints_every_kernel_and_names_the_other_steps():
+    """A function that is not one kernel prints the kernels of its steps in order, and names
+    what runs an equation no kernel computes (the product: the device's GEMM)."""
+    import kiln
+    x, w = np.ones((4, 5), np.float32), np.ones((5, 3), np.float32)
+    compiled = kiln.jit(softmax_then_project).lower(x, w).compile()
+    text = compiled.as_text("cuda")
+    assert text.count("__global__ void") >= 2
+    assert "dot_general(...): the device layer's GEMM (cuBLAS)" in text
+    assert text.index("__global__") < text.index("dot_general(...)")
+    ptx = compiled.as_text("ptx")
+    assert ptx.count(".target sm_90") == text.count("__global__ void")
 
 
 def square_plus_double(x):

@@ -337,10 +337,10 @@ def _cuda_stage(level):
     """The stage printing the CUDA backend's kernel (`cuda`) or its PTX for sm_90 (`ptx`,
     through NVRTC; no GPU needed)."""
     def run(fn, call):
-        from ..compiler.backends.cuda import source, nvrtc
+        from ..compiler.backends.cuda import program, nvrtc
         if level == "ptx" and not nvrtc.available()[0]:
             raise UserError(f"the ptx stage needs NVRTC: {nvrtc.available()[1]}")
-        return source.text(staging.run_pipeline(_specialised(fn, call), "reference"), level)
+        return program.text(staging.run_pipeline(_specialised(fn, call), "reference"), level)
     return run
 
 

@@ -12,10 +12,12 @@ reads) is the kernel of a function of that one equation. A Step
 names the program values its kernel reads (SSA Vars, or Literals passed as one-element
 arrays) and writes. The function's results are program values too, or its inputs or literals
 (no kernel). Any other equation (dot_general, control flow, sort, ...) is a
-BackendUnsupportedError naming it and its line.
+BackendUnsupportedError naming it and its line. `text(fn, level)` prints a whole function's
+kernels (`as_text("cuda")`, `kiln show --stage cuda`), with the steps no kernel computes named.
 """
 from typing import NamedTuple
 
+from ...errors import BackendUnsupportedError
 from ...ir.ssa import Function, Literal
 from ...transforms.simplify import dce
 from . import source as S
@@ -72,3 +74,39 @@ def equation_steps(eqn):
 def steps(fn):
     """The Steps running `fn` (see the module docstring), in order."""
     return [step for eqn in fn.eqns for step in equation_steps(eqn)]
+
+
+# what runs a top-level equation that no kernel computes, in the CUDA executable's plan
+_HOST_STEPS = {"dot_general": "the device layer's GEMM (cuBLAS)",
+               "cond": "a host-driven branch over device programs",
+               "while_loop": "a host-driven loop over device programs",
+               "scan": "a host-driven loop over device programs",
+               "debug_print": "a host callback on the printed values"}
+
+
+def text(fn, level):
+    """What the CUDA backend makes of SSA Function `fn`: `level` "cuda" (CUDA C) or "ptx"
+    (NVRTC's PTX for sm_90). A function that is one kernel is that kernel; otherwise every
+    kernel of its steps in order, and a comment line for each equation no kernel computes,
+    saying what runs it (executable.py's plan)."""
+    if level not in ("cuda", "ptx"):
+        raise ValueError(f"unknown CUDA text level {level!r}; the levels are 'cuda' and 'ptx'")
+    try:
+        kernels = [S.kernel_source(fn)]
+    except BackendUnsupportedError:
+        kernels = None
+    parts = []
+    for eqn in fn.eqns if kernels is None else ():
+        try:
+            parts += [step.kernel for step in equation_steps(eqn)]
+        except BackendUnsupportedError:
+            how = _HOST_STEPS.get(eqn.prim.name, "its NumPy definition over the device's "
+                                                 "arrays (per_primitive)")
+            results = ", ".join(v.name for v in eqn.outvars)
+            parts.append(f"// {results} = {eqn.prim.name}(...): {how}")
+    parts = kernels or parts
+    if level == "cuda":
+        return "\n\n".join(p if isinstance(p, str) else p.source for p in parts)
+    from . import nvrtc
+    return "\n\n".join(p if isinstance(p, str) else nvrtc.compile(p.source, f"{p.name}.cu")
+                        for p in parts)

@@ -282,18 +282,6 @@ def _emit(eqns, env, body, shape, skip=()):
         body.append(f"const {ctype(out.aval.dtype)} {local} = {expression};")
 
 
-def text(fn, level):
-    """What the CUDA backend makes of SSA Function `fn` (simplified, or fused by the LLVM
-    pipeline): `level` "cuda" (the kernel's CUDA C) or "ptx" (NVRTC's PTX for sm_90)."""
-    kernel = kernel_source(fn)
-    if level == "cuda":
-        return kernel.source
-    if level == "ptx":
-        from . import nvrtc
-        return nvrtc.compile(kernel.source, f"{kernel.name}.cu")
-    raise ValueError(f"unknown CUDA text level {level!r}; the levels are 'cuda' and 'ptx'")
-
-
 def launch_shape(n, multiprocessors=132, block=BLOCK):
     """(blocks, threads per block) for `n` elements: enough blocks to fill the device's
     multiprocessors several times over, no more than the elements need."""
