@@ -102,8 +102,23 @@ def test_nvrtc_compiles_every_generated_kernel(program):
 
 @needs_nvrtc
 def test_nvrtc_errors_carry_the_log():
-    with pytest.raises(CompileError, match=r"(?s)could not compile bad\.cu for sm_90:.*undefined_thing"):
+    with pytest.raises(CompileError,
+                       match=r"(?s)could not compile bad\.cu for sm_90 .*undefined_thing"):
         nvrtc.compile('extern "C" __global__ void k() { undefined_thing(); }', "bad.cu")
+
+
+@needs_nvrtc
+def test_a_broken_kernel_names_the_line_it_came_from():
+    """A generated kernel NVRTC rejects (here: damaged on purpose) is reported with NVRTC's
+    log and the user's source line of the SSA it came from."""
+    kernel = source.kernel_source(kiln.make_ir(square_plus_double)(np.ones(3, np.float32)))
+    assert kernel.info is not None
+    with pytest.raises(CompileError) as error:
+        nvrtc.compile(kernel.source.replace("{", "{ undefined_thing();", 1), "k.cu",
+                      info=kernel.info)
+    text = str(error.value)
+    assert "undefined_thing" in text and "test_cuda_codegen.py" in text
+    assert "return x * x + x * 2.0" in text and "a kiln bug" in text
 
 
 def _function(build):

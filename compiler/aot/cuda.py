@@ -111,7 +111,7 @@ def _function(lib, target, spec, fused, files, archs, write):
         entry = kernel_files[kernel.name] = {"cu": f"{stem}.cu"}
         write(entry["cu"], kernel.source)
         for arch in archs:
-            ptx, cubin = nvrtc.compile_both(kernel.source, entry["cu"], arch)
+            ptx, cubin = nvrtc.compile_both(kernel.source, entry["cu"], arch, info=kernel.info)
             entry[arch] = {"ptx": f"{stem}.{arch}.ptx", "cubin": f"{stem}.{arch}.cubin"}
             write(entry[arch]["ptx"], ptx)
             write(entry[arch]["cubin"], cubin)

@@ -132,7 +132,7 @@ def _kernel(fn, body, n, **fields):
     lines += ["    }", "}", ""]
     return S.Kernel(name, "\n".join(lines), tuple(v.aval.dtype for v in fn.invars),
                     (out.aval.dtype,), tuple(scalars), sizes=(int(n),),
-                    out_shapes=(out.aval.shape,), **fields)
+                    out_shapes=(out.aval.shape,), info=S.origin(fn), **fields)
 
 
 # ------------------------------------------------------------------------------- gather

@@ -66,14 +66,16 @@ def _check(lib, status, what):
         raise CompileError(f"NVRTC {what} failed: {lib.nvrtcGetErrorString(status).decode()}")
 
 
-def compile(source, name="kernel.cu", arch=DEFAULT_ARCH, options=()):  # noqa: A001
-    """The PTX of CUDA C `source` compiled for `arch` (see the module docstring)."""
-    return compile_both(source, name, arch, options, cubin=False)[0]
+def compile(source, name="kernel.cu", arch=DEFAULT_ARCH, options=(), info=None):  # noqa: A001
+    """The PTX of CUDA C `source` compiled for `arch` (see the module docstring); `info`: the
+    source line the kernel came from, which an error names."""
+    return compile_both(source, name, arch, options, cubin=False, info=info)[0]
 
 
-def compile_both(source, name="kernel.cu", arch=DEFAULT_ARCH, options=(), cubin=True):
+def compile_both(source, name="kernel.cu", arch=DEFAULT_ARCH, options=(), cubin=True,
+                 info=None):
     """(PTX text, cubin bytes: the ELF image for the real architecture `arch`, or None when
-    not `cubin`) of CUDA C `source`; no GPU needed."""
+    not `cubin`) of CUDA C `source`; no GPU needed. `info`: as `compile`'s."""
     lib = library()
     program = ctypes.c_void_p()
     _check(lib, lib.nvrtcCreateProgram(ctypes.byref(program), source.encode(), name.encode(),
@@ -87,8 +89,9 @@ def compile_both(source, name="kernel.cu", arch=DEFAULT_ARCH, options=(), cubin=
             lib.nvrtcGetProgramLogSize(program, ctypes.byref(size))
             log = ctypes.create_string_buffer(size.value)
             lib.nvrtcGetProgramLog(program, log)
-            raise CompileError(f"NVRTC could not compile {name} for {arch}:\n"
-                               f"{log.value.decode(errors='replace').strip()}")
+            raise CompileError(f"NVRTC could not compile {name} for {arch} (a kernel kiln "
+                               f"generated: a kiln bug; please report it with this message):\n"
+                               f"{log.value.decode(errors='replace').strip()}", info)
         size = ctypes.c_size_t()
         _check(lib, lib.nvrtcGetPTXSize(program, ctypes.byref(size)), "nvrtcGetPTXSize")
         ptx = ctypes.create_string_buffer(size.value)

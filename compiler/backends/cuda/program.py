@@ -108,5 +108,5 @@ def text(fn, level):
     if level == "cuda":
         return "\n\n".join(p if isinstance(p, str) else p.source for p in parts)
     from . import nvrtc
-    return "\n\n".join(p if isinstance(p, str) else nvrtc.compile(p.source, f"{p.name}.cu")
-                        for p in parts)
+    return "\n\n".join(p if isinstance(p, str) else
+                        nvrtc.compile(p.source, f"{p.name}.cu", info=p.info) for p in parts)

@@ -295,4 +295,5 @@ def reduction_source(fn, p):
     return S.Kernel(name, "\n".join(lines), tuple(v.aval.dtype for v in fn.invars),
                     tuple(a.dtype for a in outs), tuple(scalars), extents=2,
                     sizes=(p.rows, p.cols), out_shapes=tuple(a.shape for a in outs),
-                    launch="block_per_row" if p.by_block else "thread_per_row")
+                    launch="block_per_row" if p.by_block else "thread_per_row",
+                    info=S.origin(fn))

@@ -52,6 +52,7 @@ class Kernel(NamedTuple):
     sizes: tuple = ()       # their values
     out_shapes: tuple = ()  # the shape of each output
     launch: str = "grid"    # its launch rule: LAUNCH_RULES' key
+    info: object = None     # the source line of the SSA it came from (its first equation's)
     starts_from: tuple = ()  # (output k, input j): output k starts as a copy of input j (a
     #                          scatter updates its operand's copy), the others start undefined
 
@@ -179,7 +180,20 @@ def kernel_source(fn):
     return Kernel(name, "\n".join(lines), tuple(v.aval.dtype for v in fn.invars),
                   tuple(v.aval.dtype for v in fn.outvars), tuple(scalars),
                   sizes=(int(np.prod(shape, dtype=np.int64)),),
-                  out_shapes=tuple(v.aval.shape for v in fn.outvars))
+                  out_shapes=tuple(v.aval.shape for v in fn.outvars), info=origin(fn))
+
+
+def origin(fn):
+    """The source line of the first equation of `fn` (or of a fused group in it) that has
+    one: where a kernel of `fn` came from, for NVRTC's errors."""
+    for eqn in fn.eqns:
+        if getattr(eqn, "info", None) is not None:
+            return eqn.info
+        for region in eqn.regions():
+            found = origin(region)
+            if found is not None:
+                return found
+    return None
 
 
 def inputs(fn):
