@@ -19,6 +19,7 @@ providers run only for globals the loaded code actually defines (scipy is import
 from __future__ import annotations
 
 import ctypes
+import importlib
 from typing import Callable
 
 import llvmlite.ir as ir
@@ -29,24 +30,11 @@ I64 = ir.IntType(64)
 PTR = ir.PointerType()
 
 
-def _blas(routine: str) -> Callable[[], int]:
+def _call(module: str, function: str, *args) -> Callable[[], int]:
+    """A provider: `function(*args)` of `module` (relative to this package), imported only when
+    a loaded module defines the global (scipy, mpi4py, ... load only then)."""
     def provide() -> int:
-        from . import blas
-        return blas.address(routine)
-    return provide
-
-
-def _parallel(attribute: str) -> Callable[[], int]:
-    def provide() -> int:
-        from . import parallel
-        return getattr(parallel, attribute)()
-    return provide
-
-
-def _runtime(name: str) -> Callable[[], int]:
-    def provide() -> int:
-        from . import rtlib
-        return rtlib.address(name)
+        return getattr(importlib.import_module(module, __package__), function)(*args)
     return provide
 
 
@@ -56,47 +44,30 @@ def _libc(name: str) -> Callable[[], int]:
     return provide
 
 
-def _replicas(attribute: str) -> Callable[[], int]:
-    def provide() -> int:
-        from . import replica_context
-        return getattr(replica_context, attribute)()
-    return provide
-
-
-def _mpi(name: str) -> Callable[[], int]:
-    def provide() -> int:
-        from .. import mpi_engine
-        return mpi_engine.address(name)
-    return provide
-
-
-def _debug_print() -> int:
-    from . import host_callbacks
-    return host_callbacks.callback_address()
-
-
 # name -> (type of the global, provider of its value at load time)
 EXTERNS: dict[str, tuple[ir.Type, Callable[[], int]]] = {
-    "kiln_pthread_create": (PTR, _parallel("pthread_create_address")),
-    "kiln_pthread_join": (PTR, _parallel("pthread_join_address")),
-    "kiln_syscall": (PTR, _parallel("syscall_address")),
-    "kiln_num_threads": (I64, _parallel("num_threads")),
+    "kiln_pthread_create": (PTR, _call(".parallel", "pthread_create_address")),
+    "kiln_pthread_join": (PTR, _call(".parallel", "pthread_join_address")),
+    "kiln_syscall": (PTR, _call(".parallel", "syscall_address")),
+    "kiln_num_threads": (I64, _call(".parallel", "num_threads")),
     # the runtime library's (rtlib.py, pool.py)
-    "kiln_parallel_for": (PTR, _runtime("parallel_for")),
-    "kiln_run_tasks": (PTR, _runtime("run_tasks")),
-    "kiln_barrier_wait": (PTR, _runtime("barrier_wait")),
+    "kiln_parallel_for": (PTR, _call(".rtlib", "address", "parallel_for")),
+    "kiln_run_tasks": (PTR, _call(".rtlib", "address", "run_tasks")),
+    "kiln_barrier_wait": (PTR, _call(".rtlib", "address", "barrier_wait")),
     # the runtime library's packed matrix-product kernels (gemm_packed.py)
-    "kiln_gemm_float32": (PTR, _runtime("gemm_float32")),
-    "kiln_gemm_float64": (PTR, _runtime("gemm_float64")),
+    "kiln_gemm_float32": (PTR, _call(".rtlib", "address", "gemm_float32")),
+    "kiln_gemm_float64": (PTR, _call(".rtlib", "address", "gemm_float64")),
     # pmap's replicas (pool.py's kiln_run_replicas, lower_collectives.py)
     **{f"kiln_{name}": (PTR, _libc(name)) for name in ("sched_yield", "pthread_setspecific")},
-    **{f"kiln_{routine}": (PTR, _blas(routine)) for routine in blas_lookup.ROUTINES},
-    "kiln_debug_print": (PTR, _debug_print),   # the host callback of `debug_print`
+    **{f"kiln_{routine}": (PTR, _call(".blas", "address", routine))
+       for routine in blas_lookup.ROUTINES},
+    # the host callback of `debug_print`
+    "kiln_debug_print": (PTR, _call(".host_callbacks", "callback_address")),
     # pmap's replicas (lower_collectives.py, replica_context.py)
-    "kiln_replica_key": (I64, _replicas("replica_key")),
-    "kiln_pthread_getspecific": (PTR, _replicas("getspecific_address")),
+    "kiln_replica_key": (I64, _call(".replica_context", "replica_key")),
+    "kiln_pthread_getspecific": (PTR, _call(".replica_context", "getspecific_address")),
     # collectives across processes (mpi_engine.py; bound only once kiln.distributed set up MPI)
-    **{f"kiln_mpi_{name}": (PTR, _mpi(name)) for name in
+    **{f"kiln_mpi_{name}": (PTR, _call("..mpi_engine", "address", name)) for name in
        ("allreduce", "allgather", "alltoall", "sendrecv", "reduce_scatter", "exchange",
         "abort")},
 }
