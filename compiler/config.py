@@ -7,7 +7,9 @@ narrowed) and `debug_nans`. Environment variables `KILN_ENABLE_X64=1` (or JAX's
 that must refuse a change (the device count, once devices were listed) registers a guard with
 `config.guard(name, check)`, which runs before the value changes and may raise. One text
 option: `platforms` (JAX's `jax_platforms`: "cpu", "gpu"/"cuda" or a comma-separated list;
-unset: the runtime's devices module reads `KILN_PLATFORMS` / `JAX_PLATFORMS`).
+unset: the runtime's devices module reads `KILN_PLATFORMS` / `JAX_PLATFORMS`). One object
+option: `default_device` (JAX's `jax_default_device`: a Device, a platform name or None; the
+runtime registers the guard that checks it, runtime/_default_device.py).
 """
 import os
 
@@ -30,10 +32,12 @@ class Config:
 
     _whole_numbers = ("num_cpu_devices",)
     _texts = ("platforms",)
+    _objects = ("default_device",)
 
     def __init__(self):
         self._values = {name: _env_flag(*envs) for name, envs in self._defaults.items()}
-        self._values.update({name: None for name in self._whole_numbers + self._texts})
+        self._values.update({name: None
+                             for name in self._whole_numbers + self._texts + self._objects})
         self._listeners = []
         self._guards = {}
 
@@ -50,7 +54,7 @@ class Config:
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"kiln.config.update({name!r}, {value!r}): expected a "
                                  f"string or None")
-        else:
+        elif key not in self._objects:
             value = bool(value)
         if key in self._guards:
             self._guards[key](value)

@@ -9,6 +9,7 @@ from .array import Array
 from .devices import (devices, local_devices, device_count, local_device_count,  # noqa: F401
                       default_backend, process_index, process_count, process_indices,
                       host_id, host_count, host_ids, Device, block_until_ready)
+from ._default_device import default_device  # noqa: F401
 from .placement import (device_put, device_get, reshard, make_array_from_callback,  # noqa: F401
                         make_array_from_single_device_arrays,
                         make_array_from_process_local_data, device_put_sharded,
@@ -32,7 +33,7 @@ __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp",
            "linearize", "jacfwd", "jacrev", "jacobian", "hessian", "custom_jvp",
            "custom_vjp", "checkpoint", "remat", "vmap", "pmap", "shard_map", "disable_jit", "debug", "devices",
            "local_devices", "device_count", "local_device_count", "process_index",
-           "process_count", "default_backend", "device_put", "block_until_ready", "tree",
+           "process_count", "default_backend", "default_device", "device_put", "block_until_ready", "tree",
            "process_indices", "host_id", "host_count", "host_ids", "Device", "device_get",
            "reshard", "make_array_from_callback", "make_array_from_single_device_arrays",
            "make_array_from_process_local_data", "device_put_sharded", "device_put_replicated",

@@ -178,14 +178,19 @@ class Array(ArrayMethods):
     def sharding(self):
         """Where this array's blocks live (kiln.sharding): what device_put, pmap, shard_map or
         jit's out_shardings gave it, else the SingleDeviceSharding of its GPU (a device
-        buffer) or of CPU device 0."""
+        buffer), of the default device in force when that is a CPU device
+        (kiln.default_device), or of CPU device 0."""
         placed = _SHARDINGS.get(id(self))
         if placed is not None:
             return placed
         from .sharding import SingleDeviceSharding
         from .devices import devices, gpu_device
+        from . import _default_device as default_device
         if type(self._value) is DeviceBuffer:
             return SingleDeviceSharding(gpu_device(self._value.layer))
+        default = default_device.current()
+        if default is not None and default.platform == "cpu":
+            return SingleDeviceSharding(default)
         return SingleDeviceSharding(devices("cpu")[0])
 
     def devices(self):

@@ -6,7 +6,8 @@ object whose type defines `_kiln_trace`); if there is one, that trace handles th
 checks the operands (cached per primitive, operand types and params, so repeated calls skip the
 Python shape rules), then the primitive's NumPy implementation runs and its result is wrapped
 as an `Array` with the dtype and weak type the abstract value says. An operation with an
-operand on a GPU (a device buffer) runs on the GPU instead (`on_device`:
+operand on a GPU (a device buffer), or any operation outside a specialisation while the
+default device in force is a GPU (kiln.default_device), runs on the GPU instead (`on_device`:
 compiler/backends/cuda/eager.py), its results staying there.
 """
 import numpy as np
@@ -14,6 +15,8 @@ import numpy as np
 from .compiler.ir.abstract import ShapedArray
 from .compiler.ir.builder import STATE as _BUILDER_STATE
 from .compiler.backends.cuda.device import DeviceBuffer
+from . import _default_device
+_DEFAULT_SET = _default_device.IN_FORCE   # [True] once a default device was ever set
 
 _aval_cache = {}
 
@@ -69,7 +72,8 @@ def apply_eager(prim, args, params):
     builders = _BUILDER_STATE.stack
     if builders and _large(out):
         return builders[-1].bind(prim, args, params)
-    if any(type(v) is DeviceBuffer for v in vals):
+    if any(type(v) is DeviceBuffer for v in vals) or (_DEFAULT_SET[0] and not builders and
+                                                       _default_device.on_gpu()):
         return on_device(prim, vals, params, out)
     result = prim.impl(*vals, **params)
     if prim.multiple_results:
@@ -90,7 +94,8 @@ def apply_binary(prim, a, b):
     builders = _BUILDER_STATE.stack
     if builders and _large(out):
         return builders[-1].bind(prim, (a, b), {})
-    if type(va) is DeviceBuffer or type(vb) is DeviceBuffer:
+    if type(va) is DeviceBuffer or type(vb) is DeviceBuffer or (
+            _DEFAULT_SET[0] and not builders and _default_device.on_gpu()):
         return on_device(prim, (va, vb), {}, out)
     value = prim.impl(va, vb)
     if type(value) is not np.ndarray or value.dtype != out.dtype:

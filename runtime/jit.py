@@ -19,7 +19,8 @@ whole suite). Without an explicit `backend=`, a function the LLVM backend cannot
 `BackendUnsupportedError`) is compiled for the reference backend instead.
 Without an explicit `backend=`, a call with an argument on a GPU (an Array holding a device
 buffer: `device_put` onto a GPU device, a GPU result) runs with backend="cuda", as JAX's
-computations follow their data. `KILN_LOG_COMPILES=1` logs every (re)specialisation with its
+computations follow their data; so does every call while the default device in force is a GPU
+(kiln.default_device). `KILN_LOG_COMPILES=1` logs every (re)specialisation with its
 reason; `KILN_DUMP_DIR=dir` writes every stage; `kiln.disable_jit()` (or `KILN_DISABLE_JIT=1`)
 runs functions as plain Python.
 
@@ -48,7 +49,7 @@ import numpy as np
 from .array import Array
 from .compiler.backends.cuda.device import DeviceBuffer
 from .tree_util import tree_flatten, tree_unflatten, tree_map
-from . import fastcall, staging
+from . import fastcall, staging, _default_device as default_device
 from .staging import leaf_aval, wrap_outputs
 from ._traceback import filter_traceback, show_full
 from .compiler.ir.builder import current, PerThread
@@ -120,6 +121,8 @@ class Jitted:
         if current() is not None:  # jit inside a function being compiled: inline it
             from .compiler.frontend.specialise import call_function
             return call_function(self._fun, args, kwargs)
+        if self._fallback is not None and default_device.on_gpu():
+            return self._on_gpu()._call(args, kwargs)
         fast = self._fast
         if fast is not None and not kwargs:
             out = fast(args)

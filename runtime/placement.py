@@ -11,8 +11,9 @@ A `PartitionSpec` alone means a NamedSharding over the current mesh (`kiln.set_m
 
 A GPU device (devices.py) has its own memory: `device_put(x, gpu)` copies `x` to it (an Array
 holding a device buffer, cuda/device.py), `device_put(x, cpu)` and `device_get` copy back;
-`device_put(x)` without a device leaves `x` where it is. Shardings over several devices are
-CPU-only.
+`device_put(x)` without a device leaves an Array where it is and puts other values on the
+default device in force (kiln.default_device; none set: the host). Shardings over several
+devices are CPU-only.
 """
 import numpy as np
 
@@ -20,6 +21,7 @@ from .tree_util import tree_map
 from .array import Array, to_array, placed_on, _wrap
 from .compiler.backends.cuda.device import DeviceBuffer
 from .devices import Device
+from . import _default_device as default_device
 from .sharding import Sharding, SingleDeviceSharding, NamedSharding, PartitionSpec, get_mesh
 
 
@@ -42,9 +44,11 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
     """`x` (a pytree) as kiln arrays on `device`: a Device, a Sharding, a PartitionSpec over
     the current mesh, or a pytree prefix of those (see the module docstring)."""
     def put(v, where):
-        where = _as_sharding(where)
         if not isinstance(v, Array):
             v = to_array(np.asarray(v) if isinstance(v, (list, tuple)) else v, "device_put")
+            if where is None:
+                where = default_device.current()
+        where = _as_sharding(where)
         if where is None:
             return v
         if isinstance(where, NamedSharding):

@@ -122,3 +122,21 @@ def test_from_dlpack_of_host_memory():
     host = np.arange(6, dtype=np.float32)
     out = jnp.from_dlpack(host)
     assert type(out._value) is np.ndarray and (np.asarray(out) == host).all()
+
+
+def _scaled(a):
+    return a * 2.0
+
+
+def test_the_default_device_puts_new_arrays_and_calls_on_the_gpu(emulated):
+    from kiln.compiler.backends.cuda.device import DeviceBuffer
+    with kiln.default_device(emulated):
+        x = jnp.array([1.0, 2.0, 3.0])
+        assert type(x._value) is DeviceBuffer and x.devices() == {emulated}
+        assert kiln.device_put(np.ones(2)).devices() == {emulated}
+        out = kiln.jit(_scaled)(np.arange(3.0, dtype=np.float32))
+        assert type(out._value) is DeviceBuffer
+        np.testing.assert_allclose(np.asarray(out), [0.0, 2.0, 4.0])
+    with kiln.default_device("gpu"):
+        assert jnp.zeros(2).devices() == {emulated}
+    assert type(jnp.array([1.0])._value) is np.ndarray

@@ -46,3 +46,51 @@ def test_tree_module_short_names():
     assert repr(kiln.tree.structure({"W": 1, "b": 2})) == "PyTreeDef({'W': *, 'b': *})"
     leaves, td = kiln.tree.flatten([1, {"a": 2}])
     assert kiln.tree.unflatten(td, leaves) == [1, {"a": 2}]
+
+
+def _plus_one(a):
+    return a + 1
+
+
+def test_default_device_context_and_option():
+    second = kiln.devices()[1]
+    assert kiln.default_device.value is None
+    with kiln.default_device(second):
+        assert kiln.default_device.value is second
+        assert jnp.array([1.0, 2.0]).devices() == {second}
+        assert kiln.device_put(np.ones(2)).devices() == {second}
+        assert kiln.jit(_plus_one)(np.ones(2)).devices() == {second}
+        with kiln.default_device("cpu"):   # a platform name: its first device
+            assert jnp.zeros(2).devices() == {kiln.devices()[0]}
+    assert kiln.default_device.value is None
+    assert (jnp.ones(2) + 1).devices() == {kiln.devices()[0]}
+    kiln.config.update("jax_default_device", second)
+    try:
+        assert kiln.config.default_device is second
+        assert jnp.zeros(3).devices() == {second}
+        placed = kiln.device_put(jnp.zeros(3), kiln.devices()[2])
+        assert kiln.device_put(placed).devices() == {kiln.devices()[2]}   # an Array stays
+    finally:
+        kiln.config.update("jax_default_device", None)
+    assert jnp.zeros(3).devices() == {kiln.devices()[0]}
+
+
+def test_default_device_is_per_thread():
+    import threading
+    seen = []
+    with kiln.default_device(kiln.devices()[1]):
+        worker = threading.Thread(target=lambda: seen.append(kiln.default_device.value))
+        worker.start()
+        worker.join()
+    assert seen == [None]
+
+
+def test_default_device_refuses_other_values():
+    with pytest.raises(ValueError, match="either a Device object .* got: 3"):
+        kiln.config.update("jax_default_device", 3)
+    with pytest.raises(ValueError, match="either a Device object"):
+        with kiln.default_device([kiln.devices()[0]]):
+            pass
+    with pytest.raises(RuntimeError, match="Unknown backend 'tpu'"):
+        kiln.config.update("jax_default_device", "tpu")
+    assert kiln.config.default_device is None

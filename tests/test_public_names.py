@@ -9,7 +9,7 @@ import pytest
 PUBLIC = {
     "kiln": {
         "Array", "aot", "block_until_ready", "checkpoint", "compiler", "config",
-        "custom_jvp", "custom_vjp", "debug", "default_backend", "device_count", "device_put",
+        "custom_jvp", "custom_vjp", "debug", "default_backend", "default_device", "device_count", "device_put",
         "devices", "disable_jit", "distributed", "example_libraries", "grad", "hessian", "jacfwd", "jacobian",
         "jacrev", "jit", "jvp", "lax", "linearize", "local_device_count", "local_devices",
         "make_ir", "nn", "numpy", "pmap", "process_count", "process_index", "random", "remat",

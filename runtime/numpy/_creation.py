@@ -17,7 +17,8 @@ import numpy as np
 
 from ..dispatch import is_traced as _is_traced
 from ..array import Array
-from .. import lax
+from .. import lax, _default_device as default_device
+from ..placement import device_put
 from ..compiler.ir import dtypes
 from ._core import (check_arraylike, is_arraylike, canonical_dtype, broadcast_shapes,
                     broadcast_to, canonicalize_axis, _convert)
@@ -157,6 +158,8 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0):  # noqa: A002
     ndmin = operator.index(ndmin)
     if ndmin > out.ndim:
         out = lax.reshape(out, (1,) * (ndmin - out.ndim) + out.shape)
+    if type(out) is Array and default_device.current() is not None:
+        out = device_put(out, default_device.current())
     return out
 
 
