@@ -146,6 +146,21 @@ def test_ppermute_and_pshuffle(n):
     np.testing.assert_array_equal(_both(lambda v: lax.pshuffle(v, "i", perm), x), x[perm])
 
 
+@pytest.mark.parametrize("tiled", [False, True])
+def test_all_to_all_over_the_pmap_axis_and_a_vmap_axis(tiled):
+    """pmap over 'i' (2 replicas) of vmap over 'j' (3): all_to_all over ('i', 'j') is the one
+    all_to_all over the flattened 6 examples (vmap's, tested against NumPy)."""
+    x = _data(6, (6 * (2 if tiled else 1), 2)).reshape(2, 3, -1, 2)
+
+    def step(v, names=("i", "j")):
+        return lax.all_to_all(v, names, 0, 1, tiled=tiled)
+    expect = np.asarray(kiln.vmap(lambda v: step(v, "k"), axis_name="k")(x.reshape(6, -1, 2)))
+    for backend in BACKENDS:
+        got = kiln.pmap(kiln.vmap(step, axis_name="j"), axis_name="i", backend=backend)(x)
+        np.testing.assert_allclose(np.asarray(got).reshape(expect.shape), expect,
+                                   err_msg=backend)
+
+
 @pytest.mark.parametrize("n", [1, 2, 3])
 @pytest.mark.parametrize("split, concat, tiled", [(0, 0, False), (0, 1, False), (1, 0, False),
                                                   (0, 0, True), (1, 0, True), (0, 1, True)])

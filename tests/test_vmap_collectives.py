@@ -245,6 +245,32 @@ def test_two_names_scatter_and_permute(a, b, seed):
     close(outer_perm, moved)
 
 
+@EXAMPLES
+@given(a=st.integers(1, 3), b=st.integers(1, 3), split=st.integers(0, 1),
+       concat=st.integers(0, 1), tiled=st.booleans(), jit=st.booleans(),
+       seed=st.integers(0, 99))
+def test_all_to_all_over_two_names_is_one_axis_of_their_combined_size(a, b, split, concat,
+                                                                      tiled, jit, seed):
+    n = a * b
+    shape = [2, 3]
+    shape[split] = n * (2 if tiled else 1)
+    xs = data(seed, (a, b, *shape))
+
+    def f(x):
+        return lax.all_to_all(x, ("i", "j"), split, concat, tiled=tiled)
+    got = nested(f, xs, jit=jit)
+    # the model: each example (i, j) is example i*b + j of one axis; example r's block k of
+    # the split axis goes to example k and lands at block r of the joined axis
+    flat = xs.reshape(n, *shape)
+    blocks = np.stack(np.split(flat, n, axis=1 + split), axis=1)   # [sender, receiver, ...]
+    want = []
+    for r in range(n):
+        received = [blocks[s, r] for s in range(n)]
+        want.append(np.concatenate(received, concat) if tiled else
+                    np.stack([np.squeeze(g, split) for g in received], concat))
+    close(got, np.stack(want).reshape(a, b, *want[0].shape))
+
+
 def test_inner_name_shadows_the_outer():
     xs = np.arange(6.).reshape(2, 3)
     g = kiln.vmap(kiln.vmap(lambda x: lax.psum(x, "i"), axis_name="i"), axis_name="i")

@@ -231,17 +231,34 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None,
     block r to example r, and joins what it receives along `concat_axis` in example order
     (a new axis there unless `tiled`)."""
     names = _names("all_to_all", axis_name, axis_index_groups)
-    if len(names) != 1:
-        raise NotImplementedError(f"lax.all_to_all over several axes {names}: kiln takes one "
-                                  f"axis name; nest two all_to_alls instead")
 
     def leaf(v):
         v = _leaf(v, "all_to_all")
         split = _canonical("all_to_all", split_axis, v.ndim, "split_axis")
         concat = _canonical("all_to_all", concat_axis, v.ndim, "concat_axis")
+        if len(names) > 1:
+            return _all_to_all_over(v, names, split, concat, bool(tiled))
         return _bind("all_to_all", v, axis_name=names[0], split_axis=split, concat_axis=concat,
                      tiled=bool(tiled), axis_size=axis_size(names[0]))
     return tree_map(leaf, x)
+
+
+def _all_to_all_over(v, names, split, concat, tiled):
+    """all_to_all over several names (one axis of their combined size, the first name major,
+    as JAX orders them): every example gathers all the operands and keeps its own block of
+    each. The shape checks are the primitive's, made on the combined size."""
+    size = _size(names)
+    out = P["all_to_all"].abstract_eval(v.aval, axis_name=names[0], split_axis=split,
+                                        concat_axis=concat, tiled=tiled, axis_size=size)
+    block = v.shape[split] // size if size else 0
+    gathered = all_gather(v, names)   # (size, *v.shape)
+    mine = _ops.dynamic_slice_in_dim(gathered, _ops.mul(axis_index(names), block), block,
+                                     axis=split + 1)
+    if not tiled:
+        mine = _ops.squeeze(mine, (split + 1,))
+    order = list(range(1, mine.ndim))
+    order.insert(concat, 0)   # the examples' axis goes where the blocks are joined
+    return _ops.reshape(_ops.transpose(mine, order), out.shape)
 
 
 def pswapaxes(x, axis_name, axis, *, axis_index_groups=None):
