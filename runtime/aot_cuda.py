@@ -43,7 +43,8 @@ class Steps:
                         tuple(np.dtype(d) for d in s["output_dtypes"]), tuple(s["scalars"]),
                         extents=len(s["sizes"]), sizes=tuple(s["sizes"]),
                         out_shapes=tuple(tuple(x) for x in s["output_shapes"]),
-                        launch=s["launch"], starts_from=tuple(map(tuple, s["starts_from"])))
+                        launch=s["launch"], starts_from=tuple(map(tuple, s["starts_from"])),
+                        scratch=tuple((np.dtype(d), n) for d, n in s["scratch"]))
         return "kernel", kernel, s
 
     @staticmethod
@@ -65,9 +66,7 @@ class Steps:
                         for shape, dtype in zip(run.out_shapes, run.outputs)]
                 for k, j in run.starts_from:
                     outs[k] = values[j].copy()
-                if run.sizes[0]:
-                    grid, block = layer.launch_shape(run)
-                    layer.launch(run, grid, block, values + outs, run.sizes)
+                layer.run_kernel(run, values, outs)
             else:
                 outs = run.run(layer, values)
             env.update(zip(s["outputs"], outs))

@@ -60,7 +60,9 @@ def test_the_manifest_describes_inputs_outputs_and_steps(compiled):
         assert all(isinstance(v, dict) or v in defined for v in step["inputs"]), step
         defined |= set(step["outputs"])
         if step["kind"] == "kernel":
-            assert step["launch"] in ("grid", "thread_per_row", "block_per_row")
+            assert step["launch"] in ("grid", "thread_per_row", "block_per_row",
+                                      "thread_per_part", "block_per_part")
+            assert all(n > 0 for _, n in step["scratch"])
             assert step["sizes"] and step["launch_rule"] and step["files"]["sm_90"]["cubin"]
         else:
             assert isinstance(step["equation"], int) and step["primitive"]

@@ -2,6 +2,8 @@
 compiled by NVRTC for sm_90 and sm_80, and run on the host (emulate.py: the same text under a
 C++ compiler, every block and thread of a grid smaller than the data) against the reference
 backend, over hypothesis-drawn elementwise programs (shapes with 0 and 1 elements included)."""
+from unittest import mock
+
 import numpy as np
 import kiln
 import kiln.numpy as jnp
@@ -10,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 
 from kiln.compiler import passes
 from kiln.compiler.backends import reference
-from kiln.compiler.backends.cuda import emulate, nvrtc, program, source
+from kiln.compiler.backends.cuda import emulate, nvrtc, program, reduce, source
 from kiln.compiler.errors import BackendUnsupportedError, CompileError
 from kiln.compiler.ir.abstract import ShapedArray
 from kiln.compiler.ir.builder import Builder
@@ -283,7 +285,30 @@ def test_reduction_kernels_over_any_axes(case, fused):
     fn, data, size = case
     program = passes.run_pipeline(fn, pipeline=passes.LLVM_PIPELINE) if fused else fn
     kernel = source.kernel_source(program)
-    assert ("__shfl_down_sync" in kernel.source) == (kernel.launch == "block_per_row")
+    assert ("__shfl_down_sync" in kernel.source) == kernel.launch.startswith("block_")
+    _check_reduction(kernel, fn, data, size)
+
+
+@needs_cxx
+@settings(max_examples=15, deadline=None)
+@given(reductions(), st.booleans())
+def test_split_row_reduction_kernels(case, fused):
+    """The same reductions with rows split into pieces (reduce.py: thresholds lowered so that
+    these sizes split): each piece's partial result in scratch, the last piece of a row
+    combining them; grids smaller than the pieces, so blocks and threads take several."""
+    fn, data, size = case
+    program = passes.run_pipeline(fn, pipeline=passes.LLVM_PIPELINE) if fused else fn
+    with mock.patch.multiple(reduce, BLOCK_PIECE=8, THREAD_PIECE=4):
+        kernel = source.kernel_source(program)
+    split = kernel.launch.endswith("_per_part")
+    assert split == bool(kernel.scratch)
+    if split:
+        rows, cols = kernel.sizes[1:]
+        assert kernel.sizes[0] > rows and cols >= 8 and "atomicAdd(&counters[row]" in kernel.source
+    _check_reduction(kernel, fn, data, size)
+
+
+def _check_reduction(kernel, fn, data, size):
     got = emulate.run(kernel, data, blocks=2, threads=64)[0]
     with np.errstate(all="ignore"):
         want = np.asarray(reference.compile_function(fn)(*data)[0]).ravel()

@@ -20,13 +20,15 @@ order. A value is a program value's name (the fused SSA's), or {"literal", "dtyp
     {"kind": "kernel", "kernel": NAME, "files": {"cu": F, "sm_90": {"ptx": F, "cubin": F}},
      "inputs": [values], "outputs": [names], "input_dtypes", "output_dtypes",
      "output_shapes", "scalars": [rank-0 input positions], "sizes": [the trailing long long
-     arguments], "launch": "grid" | "thread_per_row" | "block_per_row",
-     "launch_rule": how it is sized (source.LAUNCH_RULES), "starts_from": [[output, input]]}
+     arguments], "launch": "grid" | "thread_per_row" | "block_per_row" | "thread_per_part" |
+     "block_per_part", "launch_rule": how it is sized (source.LAUNCH_RULES),
+     "starts_from": [[output, input]], "scratch": [[dtype, elements]]}
     {"kind": "gemm" | "cond" | "while_loop" | "scan" | "per_primitive" | "host_effect" |
      "subprogram", "equation": its index among the fused SSA's top-level equations,
      "primitive": NAME, "inputs": [values], "outputs": [names]}
 
-A kernel's parameters are its inputs' pointers, its outputs' pointers, then one `long long`
+A kernel's parameters are its inputs' pointers, its outputs' pointers, its scratch buffers'
+pointers (zero-filled before each launch; the kernel leaves them zero), then one `long long`
 per size; an output in `starts_from` starts as a copy of that input. A step of another kind
 is the fused SSA's equation: a loader plans it as the CUDA executable does (cuBLAS for gemm,
 host-driven control flow over its regions' kernels, the primitive's NumPy definition over the
@@ -138,7 +140,8 @@ def _kernel_step(step, kernel_files):
             "output_shapes": [list(s) for s in k.out_shapes], "scalars": list(k.scalars),
             "sizes": [int(s) for s in k.sizes], "launch": k.launch,
             "launch_rule": LAUNCH_RULES[k.launch][0],
-            "starts_from": [list(p) for p in k.starts_from]}
+            "starts_from": [list(p) for p in k.starts_from],
+            "scratch": [[str(np.dtype(d)), int(n)] for d, n in k.scratch]}
 
 
 def _value(x):

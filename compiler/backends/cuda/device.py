@@ -103,6 +103,14 @@ class Layer:
         out = prim.impl(*buffers, **params)
         return out if prim.multiple_results else (out,)
 
+    def run_kernel(self, kernel, buffers, results):
+        """Launch `kernel` (source.Kernel) on its input `buffers` and output `results`, with
+        fresh zeroed work buffers (`kernel.scratch`); nothing to do for no work."""
+        if kernel.sizes[0]:
+            work = [self.zeros(count, dtype) for dtype, count in kernel.scratch]
+            grid, block = self.launch_shape(kernel)
+            self.launch(kernel, grid, block, list(buffers) + list(results) + work, kernel.sizes)
+
 
 class EmulatedLayer(Layer):
     name = "kiln host emulation of a CUDA device"
@@ -117,10 +125,13 @@ class EmulatedLayer(Layer):
     def empty(self, shape, dtype):
         return np.empty(shape, dtype)
 
+    def zeros(self, shape, dtype):
+        return np.zeros(shape, dtype)
+
     def launch_shape(self, kernel):
         """A grid smaller than the data (the grid-stride loops run more than once) and two
         warps a block (a reduction's combine across warps runs)."""
-        return 2, (64 if kernel.launch == "block_per_row" else 32)
+        return 2, (64 if kernel.launch.startswith("block_") else 32)
 
     def prepare(self, kernels):
         from . import emulate
@@ -154,6 +165,9 @@ class CupyLayer(Layer):
 
     def empty(self, shape, dtype):
         return self.cupy.empty(shape, dtype)
+
+    def zeros(self, shape, dtype):
+        return self.cupy.zeros(shape, dtype)
 
     def launch_shape(self, kernel):
         from .source import grid

@@ -30,6 +30,7 @@ import numpy as np
 from ...ir.ssa import Literal
 
 PRELUDE = r"""
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -46,6 +47,7 @@ using std::signbit;
 static inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 static inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 using std::isfinite;
+static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 static inline int __popc(unsigned x) { return __builtin_popcount(x); }
 static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 static inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
@@ -169,10 +171,11 @@ def _compile(kernels):
         raise OSError("no C++ compiler to emulate CUDA kernels on the host (set KILN_CXX)")
     text = PRELUDE
     for kernel in kernels:
-        count = len(kernel.inputs) + len(kernel.outputs)
+        writes = list(kernel.outputs) + [d for d, _ in kernel.scratch]
+        count = len(kernel.inputs) + len(writes)
         casts = [f"({_pointer(d, True)})args[{k}]" for k, d in enumerate(kernel.inputs)]
         casts += [f"({_pointer(d, False)})args[{len(kernel.inputs) + k}]"
-                  for k, d in enumerate(kernel.outputs)]
+                  for k, d in enumerate(writes)]
         casts += [f"((long long *)args[{count}])[{k}]" for k in range(kernel.extents)]
         text += kernel.source + _LAUNCH.format(name=kernel.name, args=", ".join(casts))
     directory = tempfile.mkdtemp(prefix="kiln-cuda-emulation-")
@@ -187,7 +190,8 @@ def _compile(kernels):
     loaded = ctypes.CDLL(library)
     for kernel in kernels:
         _LOADED[_key(kernel)] = _launcher(getattr(loaded, f"launch_{kernel.name}"),
-                                          len(kernel.inputs) + len(kernel.outputs))
+                                          len(kernel.inputs) + len(kernel.outputs)
+                                          + len(kernel.scratch))
 
 
 def _launcher(entry, count):
@@ -221,7 +225,8 @@ def run(kernel, inputs, extents=None, blocks=3, threads=32):
             for d, shape in zip(kernel.outputs, kernel.out_shapes)]
     for k, j in kernel.starts_from:
         outs[k][...] = arrays[j].ravel()
-    load(kernel)(arrays + outs, extents, blocks, threads)
+    work = [np.zeros(count, dtype) for dtype, count in kernel.scratch]
+    load(kernel)(arrays + outs + work, extents, blocks, threads)
     return [o.astype(bool) if np.dtype(d).kind == "b" else o
             for o, d in zip(outs, kernel.outputs)]
 

@@ -113,9 +113,7 @@ class Program:
                            for shape, dtype in zip(kernel.out_shapes, kernel.outputs)]
                 for k, j in kernel.starts_from:   # (a scatter's result: its operand's copy)
                     results[k] = buffers[j].copy()
-                if kernel.sizes[0]:
-                    grid, block = layer.launch_shape(kernel)
-                    layer.launch(kernel, grid, block, buffers + results, kernel.sizes)
+                layer.run_kernel(kernel, buffers, results)
                 for k, r in zip(writes, results):
                     outs[k] = r
             return outs

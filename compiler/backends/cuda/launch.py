@@ -45,8 +45,9 @@ def run(kernel, inputs, extents=None):
                            else np.asarray(x, d)) for x, d in zip(inputs, kernel.inputs)]
     outs = [cupy.empty(int(np.prod(shape, dtype=np.int64)), np.uint8 if np.dtype(d).kind == "b"
                        else d) for d, shape in zip(kernel.outputs, kernel.out_shapes)]
+    work = [cupy.zeros(count, dtype) for dtype, count in kernel.scratch]
     blocks, threads = grid(kernel, sms)
     if n:
-        function((blocks,), (threads,), (*arrays, *outs, *map(np.int64, extents)))
+        function((blocks,), (threads,), (*arrays, *outs, *work, *map(np.int64, extents)))
     return [cupy.asnumpy(o).astype(bool) if np.dtype(d).kind == "b" else cupy.asnumpy(o)
             for o, d in zip(outs, kernel.outputs)]

@@ -23,6 +23,23 @@ Two forms (`plan`):
   axis 0): neighbouring threads own neighbouring results, so their loads are coalesced; each
   loops over its row's elements in order. A grid-stride loop over rows, as elementwise kernels.
 
+**Few rows, long rows** (`Plan.parts` > 1): a block or thread per row would leave most of the
+device idle (a full sum is one row), so each row is split into `parts` pieces, one block (or
+thread) each, grid-stride over the rows x parts tasks. A piece's result goes to a scratch
+buffer (`Kernel.scratch`: zero at launch); then `__threadfence()` and an `atomicAdd` on the
+row's counter, and the piece that arrives last combines the row's pieces in order (reading
+them `volatile`, past the L1 cache), runs the epilogue, writes the row's results and sets the
+counter back to zero. One kernel, no second launch:
+
+    block form: piece q of row r is columns q*blockDim + t, stepping parts*blockDim (thread t)
+    thread form: task = q*rows + r (neighbouring threads own neighbouring rows: coalesced
+                 reads of a column reduction), columns q, q + parts, ...
+
+A row is split when that gives at least two pieces of at least `BLOCK_PIECE` columns (block
+form) or `THREAD_PIECE` (thread form), up to `BLOCK_TASKS` blocks' or `THREAD_TASKS`
+threads' worth of tasks in all (about 8 blocks of 256 threads on each of an H100's 132
+multiprocessors).
+
 The combine is the primitive's CUDA_SCALAR rule (add, mul; max/min with XLA's NaN and
 signed-zero order; and/or/xor), the identity the reduction's (0, 1, -inf/+inf or the integer
 type's limits). argmax/argmin carry (value, index) pairs: a NaN wins over any number, the first
@@ -44,6 +61,8 @@ from .scalar import ctype, int_constant
 from . import source as S
 
 REDUCE_BLOCK = 256
+BLOCK_PIECE, BLOCK_TASKS = 4 * REDUCE_BLOCK, 1024     # splitting rows (module docstring)
+THREAD_PIECE, THREAD_TASKS = 64, 1024 * 256
 _COMBINE = {"reduce_sum": "add", "reduce_prod": "mul", "reduce_max": "max", "reduce_min": "min",
             "reduce_and": "and", "reduce_or": "or", "reduce_xor": "xor"}
 _ARG = {"argmax": ">", "argmin": "<"}
@@ -58,6 +77,7 @@ class Plan(NamedTuple):
     prologue: tuple     # the top-level equations computed per operand element
     epilogue: tuple     # the top-level equations computed per result (reading reductions)
     by_block: bool      # a block per row (innermost axis reduced), else a thread per row
+    parts: int = 1      # pieces each row is split into (module docstring), 1: not split
 
     @property
     def out_shape(self):
@@ -123,8 +143,11 @@ def plan(fn):
         else:
             prologue.append(eqn)
             tainted |= results
-    return Plan(tuple(found), shape, axes, tuple(prologue), tuple(epilogue),
-                len(shape) - 1 in axes)
+    p = Plan(tuple(found), shape, axes, tuple(prologue), tuple(epilogue),
+             len(shape) - 1 in axes)
+    piece, tasks = (BLOCK_PIECE, BLOCK_TASKS) if p.by_block else (THREAD_PIECE, THREAD_TASKS)
+    parts = min(p.cols // piece, tasks // max(p.rows, 1))
+    return p._replace(parts=parts) if parts >= 2 and p.rows else p
 
 
 def _identity(name, dtype):
@@ -186,6 +209,17 @@ class _Accumulator(NamedTuple):
         else:
             take = f"({better} || {tie})"
         return f"if ({take}) {{ acc{k} = {value}; idx{k} = {index}; }}"
+
+    def store(self, slot):
+        """Lines writing the registers to the scratch buffers at `slot` (a split row's piece)."""
+        return [f"scratch_{n}[{slot}] = {n};" for _, n, _ in self.registers()]
+
+    def combine_stored(self, slot):
+        """Lines combining the piece stored at `slot` into the registers (read volatile: other
+        blocks wrote it)."""
+        loads = [f"const {t} {n}_piece = ((volatile {t} *)scratch_{n})[{slot}];"
+                 for t, n, _ in self.registers()]
+        return loads + [self.combine(f"acc{self.k}_piece", f"idx{self.k}_piece")]
 
     def shuffle(self):
         """Lines combining the warp's registers into lane 0's (every lane shuffles alike)."""
@@ -258,42 +292,100 @@ def reduction_source(fn, p):
         epilogue_body + late
     init = [f"{t} {n} = {identity};" for a in accs for t, n, identity in a.registers()]
     name = f"kiln_{S._identifier(fn.name)[2:]}"
+    scratch = []
+    if p.parts > 1:
+        tasks = p.rows * p.parts
+        for a in accs:
+            for t, n, _ in a.registers():
+                params.append(f"{t}* __restrict__ scratch_{n}")
+                scratch.append((np.dtype(np.int64) if n.startswith("idx") else a.dtype, tasks))
+        params.append("unsigned int* __restrict__ counters")
+        scratch.append((np.dtype(np.uint32), p.rows))
+        params.append("long long tasks")
     params += ["long long rows", "long long cols"]
-    lines = [f'extern "C" __global__ void {name}({", ".join(params)})', "{"]
-    if p.by_block:
-        lines += [f"    __shared__ {t} partial_{n}[32];"
-                  for a in accs for t, n, _ in a.registers()]
-        lines += ["    const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;",
-                  "    const unsigned warps = (blockDim.x + 31) / 32;",
-                  "    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {"]
-        lines += [f"        {line}" for line in init]
-        lines += ["        for (long long j = threadIdx.x; j < cols; j += blockDim.x) {"]
-        lines += [f"            {line}" for line in inner]
-        lines += ["        }"]
-        combine = [line for a in accs for line in a.shuffle()]
-        lines += [f"        {line}" for line in combine]
-        lines += ["        if (lane == 0) {"]
-        lines += [f"            partial_{n}[warp] = {n};"
-                  for a in accs for _, n, _ in a.registers()]
-        lines += ["        }", "        __syncthreads();"]
-        lines += [f"        {n} = lane < warps ? partial_{n}[lane] : {identity};"
-                  for a in accs for _, n, identity in a.registers()]
-        lines += [f"        {line}" for line in combine]
-        lines += ["        if (threadIdx.x == 0) {"]
-        lines += [f"            {line}" for line in final]
-        lines += ["        }", "        __syncthreads();", "    }", "}", ""]
-    else:
-        lines += ["    for (long long row = blockIdx.x * (long long)blockDim.x + threadIdx.x; "
-                  "row < rows;",
-                  "         row += (long long)blockDim.x * gridDim.x) {"]
-        lines += [f"        {line}" for line in init]
-        lines += ["        for (long long j = 0; j < cols; ++j) {"]
-        lines += [f"            {line}" for line in inner]
-        lines += ["        }", "        {"]
-        lines += [f"            {line}" for line in final]
-        lines += ["        }", "    }", "}", ""]
+    form = _FORMS[(p.by_block, p.parts > 1)]
+    body = form(accs, init, inner, final, p.parts)
+    lines = [f'extern "C" __global__ void {name}({", ".join(params)})', "{"] + \
+        [f"    {line}" for line in body] + ["}", ""]
+    launch = ("block" if p.by_block else "thread") + ("_per_part" if p.parts > 1 else "_per_row")
+    sizes = ((p.rows * p.parts,) if p.parts > 1 else ()) + (p.rows, p.cols)
     return S.Kernel(name, "\n".join(lines), tuple(v.aval.dtype for v in fn.invars),
-                    tuple(a.dtype for a in outs), tuple(scalars), extents=2,
-                    sizes=(p.rows, p.cols), out_shapes=tuple(a.shape for a in outs),
-                    launch="block_per_row" if p.by_block else "thread_per_row",
-                    info=S.origin(fn))
+                    tuple(a.dtype for a in outs), tuple(scalars), extents=len(sizes),
+                    sizes=sizes, out_shapes=tuple(a.shape for a in outs), launch=launch,
+                    info=S.origin(fn), scratch=tuple(scratch))
+
+
+def _nested(lines, depth=1):
+    return [f"{'    ' * depth}{line}" for line in lines]
+
+
+def _block_combine(accs):
+    """The block's registers combined into thread 0's: warps, then the warps' partials."""
+    combine = [line for a in accs for line in a.shuffle()]
+    lines = list(combine) + ["if (lane == 0) {"]
+    lines += [f"    partial_{n}[warp] = {n};" for a in accs for _, n, _ in a.registers()]
+    lines += ["}", "__syncthreads();"]
+    lines += [f"{n} = lane < warps ? partial_{n}[lane] : {identity};"
+              for a in accs for _, n, identity in a.registers()]
+    return lines + combine
+
+
+def _block_prelude(accs):
+    return [f"__shared__ {t} partial_{n}[32];" for a in accs for t, n, _ in a.registers()] + \
+        ["const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;",
+         "const unsigned warps = (blockDim.x + 31) / 32;"]
+
+
+def _block_per_row(accs, init, inner, final, parts):
+    lines = _block_prelude(accs)
+    lines += ["for (long long row = blockIdx.x; row < rows; row += gridDim.x) {"]
+    loop = init + ["for (long long j = threadIdx.x; j < cols; j += blockDim.x) {"] + \
+        _nested(inner) + ["}"] + _block_combine(accs)
+    loop += ["if (threadIdx.x == 0) {"] + _nested(final) + ["}", "__syncthreads();"]
+    return lines + _nested(loop) + ["}"]
+
+
+def _block_per_part(accs, init, inner, final, parts):
+    lines = _block_prelude(accs) + ["__shared__ bool last_piece;"]
+    lines += ["for (long long task = blockIdx.x; task < tasks; task += gridDim.x) {"]
+    loop = [f"const long long row = task / {parts}, part = task % {parts};"] + init
+    loop += [f"for (long long j = part * blockDim.x + threadIdx.x; j < cols; "
+             f"j += {parts}LL * blockDim.x) {{"] + _nested(inner) + ["}"] + _block_combine(accs)
+    loop += ["if (threadIdx.x == 0) {"]
+    loop += _nested([line for a in accs for line in a.store("task")])
+    loop += ["    __threadfence();",
+             f"    last_piece = atomicAdd(&counters[row], 1u) == {parts}u - 1u;", "}",
+             "__syncthreads();", "if (last_piece) {"]
+    last = init + [f"for (long long q = threadIdx.x; q < {parts}; q += blockDim.x) {{"]
+    last += _nested([line for a in accs for line in a.combine_stored(f"row * {parts} + q")])
+    last += ["}"] + _block_combine(accs)
+    last += ["if (threadIdx.x == 0) {"] + _nested(final + ["counters[row] = 0u;"]) + ["}"]
+    loop += _nested(last) + ["}", "__syncthreads();"]
+    return lines + _nested(loop) + ["}"]
+
+
+_THREADS = "for (long long {0} = blockIdx.x * (long long)blockDim.x + threadIdx.x; {0} < {1}; " \
+    "{0} += (long long)blockDim.x * gridDim.x) {{"
+
+
+def _thread_per_row(accs, init, inner, final, parts):
+    loop = init + ["for (long long j = 0; j < cols; ++j) {"] + _nested(inner) + ["}", "{"] + \
+        _nested(final) + ["}"]
+    return [_THREADS.format("row", "rows")] + _nested(loop) + ["}"]
+
+
+def _thread_per_part(accs, init, inner, final, parts):
+    loop = ["const long long row = task % rows, part = task / rows;"] + init
+    loop += [f"for (long long j = part; j < cols; j += {parts}) {{"] + _nested(inner) + ["}"]
+    loop += [line for a in accs for line in a.store("task")]
+    loop += ["__threadfence();", f"if (atomicAdd(&counters[row], 1u) == {parts}u - 1u) {{"]
+    last = init + [f"for (long long q = 0; q < {parts}; ++q) {{"]
+    last += _nested([line for a in accs for line in a.combine_stored("q * rows + row")])
+    last += ["}"] + final + ["counters[row] = 0u;"]
+    loop += _nested(last) + ["}"]
+    return [_THREADS.format("task", "tasks")] + _nested(loop) + ["}"]
+
+
+# (a block per row?, rows split?) -> the kernel body's lines
+_FORMS = {(True, False): _block_per_row, (True, True): _block_per_part,
+          (False, False): _thread_per_row, (False, True): _thread_per_part}

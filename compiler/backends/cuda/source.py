@@ -55,6 +55,8 @@ class Kernel(NamedTuple):
     info: object = None     # the source line of the SSA it came from (its first equation's)
     starts_from: tuple = ()  # (output k, input j): output k starts as a copy of input j (a
     #                          scatter updates its operand's copy), the others start undefined
+    scratch: tuple = ()      # (dtype, elements) of each work buffer passed after the outputs:
+    #                          zero at launch, and the kernel leaves them zero (reduce.py)
 
 
 def _memory_type(dtype):
@@ -319,6 +321,10 @@ LAUNCH_RULES = {
     "block_per_row": ("a block per result, grid-stride over sizes[0] rows: 256 threads a block "
                       "(a multiple of 32: warp shuffles), min(rows, 8 x multiprocessors) "
                       "blocks, at least 1", _block_per_row),
+    "thread_per_part": ("a thread per piece of a split row, grid-stride over sizes[0] pieces, "
+                        "as thread_per_row", launch_shape),
+    "block_per_part": ("a block per piece of a split row, grid-stride over sizes[0] pieces, "
+                       "as block_per_row", _block_per_row),
 }
 
 
