@@ -32,6 +32,7 @@ import sys
 import time
 
 from .compiler.backends import mpi_engine
+from .compiler.primitives import processes
 from .compiler.backends.mpi_engine import DistributedError, DistributedTimeoutError
 
 __all__ = ["initialize", "shutdown", "is_initialized", "process_layout", "DistributedError",
@@ -175,6 +176,7 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     if process_id is not None and process_id != rank:
         raise ValueError(f"process_id={process_id} but this is MPI rank {rank}")
     mpi_engine.setup(comm, per_wait)
+    processes.set_engine(mpi_engine)   # the reference backend's collectives across processes
     _WORLD = _World(rank, size, comm, local_device_ids)
 
 
@@ -197,6 +199,7 @@ def shutdown():
     if world.comm is not None and not mpi_engine.is_broken():
         _wait(world.comm.Ibarrier(), timeout(), "kiln.distributed.shutdown() (a barrier)")
         mpi_engine.teardown()
+        processes.set_engine(None)
         world.comm.Free()
     elif world.comm is not None:
         return   # (keep the broken communicator: the exit hook aborts the job through it)

@@ -24,8 +24,10 @@ Several processes (kiln.distributed under mpirun): each process maps over its lo
 the axis spans every process's (its size is the local size times the process count, replica i
 of process p has index p*n + i); every collective exchanges among the local replicas first,
 then makes one call of the MPI engine per process (replicas.py; compiled: lower_collectives.py).
-A pmap inside jit/grad/vmap is a vmap over this process's replicas only, so there it is a
-NotImplementedError.
+A pmap inside jit/grad/vmap is a vmap over this process's replicas whose axis spans the
+processes: psum/pmean/pmax/pmin, axis_index and all_gather over it reduce or gather the local
+batch and then across the processes (compiler/primitives/processes.py); psum_scatter, ppermute
+and all_to_all over it there are a CompileError saying to call the pmap directly.
 
 The mapped size may not exceed the devices pmap runs on (`devices=`, else
 `kiln.local_devices()`): a ValueError names both. `static_broadcasted_argnums` are passed to
@@ -82,15 +84,11 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         leaves, treedef, statics, avals, axes, size, examples = prep
         process, processes = process_layout()
         if current() is not None or any(is_traced(x) for x in leaves):
-            if processes > 1:
-                raise NotImplementedError(
-                    f"pmap of {describe(fun)} inside jit/grad/vmap spans {processes} processes: "
-                    f"kiln runs such a pmap only at the top level of a call; call the pmapped "
-                    f"function directly (it compiles its replicas itself)")
-            st = _stage_replica(examples, treedef, statics, size)
+            st = _stage_replica(examples, treedef, statics, size * processes)
             outs, odims = batch_emit(st.fn, list(leaves) + list(st.extra),
                                      axes + [None] * len(st.extra), size,
-                                     axis_name=axis_name or INTERNAL_AXIS)
+                                     axis_name=axis_name or INTERNAL_AXIS,
+                                     span=(process, processes) if processes > 1 else None)
             placed = place_outputs(outs, odims, st.out_tree, size, out_axes, fun, "pmap")
             return tree_unflatten(st.out_tree, placed)
         replicas = _devices_for(size)

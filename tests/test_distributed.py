@@ -534,6 +534,86 @@ def test_pmap_spans_every_process(tmp_path, size):
         [f"rank {r} ok" for r in range(size)]
 
 
+# pmap inside a transform (jit, grad) under several processes: emitted as a batch over this
+# process's replicas whose collectives finish across the processes (primitives/processes.py).
+TRACED_PMAP = """
+import numpy as np
+import kiln
+import kiln.numpy as jnp
+from kiln import lax
+
+kiln.config.update("jax_num_cpu_devices", 2)
+kiln.distributed.initialize()
+rank, size = kiln.process_index(), kiln.process_count()
+G = 2 * size
+x = (np.arange(6, dtype=np.float32).reshape(2, 3) + 6 * rank) % 7 - 2.5   # this process's rows
+every = np.concatenate([(np.arange(6, dtype=np.float32).reshape(2, 3) + 6 * p) % 7 - 2.5
+                        for p in range(size)])
+
+
+def stats(v):
+    return (lax.psum(v, "i"), lax.pmax(v, "i"), lax.pmin(v, "i"), lax.pmean(v, "i"),
+            lax.axis_index("i") + 0 * v[0], lax.all_gather(v, "i"),
+            lax.all_gather(v, "i", tiled=True), lax.psum(1, "i") + 0 * v[0])
+
+
+want = (every.sum(0), every.max(0), every.min(0), every.mean(0))
+for backend in ("cpu", "reference"):
+    outs = kiln.jit(kiln.pmap(stats, axis_name="i"), backend=backend)(x)
+    mine = slice(2 * rank, 2 * rank + 2)
+    checks = [np.broadcast_to(want[0], (2, 3)), np.broadcast_to(want[1], (2, 3)),
+              np.broadcast_to(want[2], (2, 3)), np.broadcast_to(want[3], (2, 3)),
+              np.arange(G)[mine], np.broadcast_to(every, (2, G, 3)),
+              np.broadcast_to(every.reshape(-1), (2, G * 3)), np.full(2, G)]
+    for k, (got, expect) in enumerate(zip(outs, checks)):
+        assert np.allclose(np.asarray(got), expect, rtol=1e-6), (backend, k, got, expect)
+
+# grad through a traced pmap: the gradient of the global mean loss is every process's same value
+w = np.linspace(-1, 1, 3).astype(np.float32)
+
+
+def loss(w, xb):
+    per = kiln.pmap(lambda xr: lax.pmean(jnp.sum(jnp.tanh(xr * w) ** 2), "i"),
+                    axis_name="i")(xb)
+    return per[0]
+
+
+def row_loss(w, xr):
+    return jnp.sum(jnp.tanh(xr * w) ** 2)
+
+
+whole = kiln.grad(lambda w: jnp.mean(jnp.sum(jnp.tanh(every * w) ** 2, axis=1)))(w)
+dp = kiln.jit(kiln.pmap(lambda xr: lax.pmean(kiln.grad(row_loss)(w, xr), "i"),
+                        axis_name="i"))(x)
+assert np.allclose(dp, np.broadcast_to(whole, (2, 3)), rtol=1e-5, atol=1e-6), (dp, whole)
+# JAX's transpose of pmean: every process's cotangent (1 at its replica 0) is summed over the
+# whole axis, so each replica's gradient is scaled by size / G
+g = kiln.jit(kiln.grad(loss))(w, x)
+local = sum(np.asarray(kiln.grad(row_loss)(w, xr)) for xr in x)
+assert np.allclose(g, local * size / G, rtol=1e-5, atol=1e-6), (g, local)
+try:
+    kiln.jit(kiln.pmap(lambda v: lax.ppermute(v, "i", [(0, 1)]), axis_name="i"))(x)
+except Exception as e:
+    assert "ppermute over a pmap axis that spans" in str(e) and "directly" in str(e), e
+else:
+    raise AssertionError("ppermute across processes inside jit was accepted")
+print(f"rank {rank} ok", flush=True)
+kiln.distributed.shutdown()
+"""
+
+
+@needs_mpi
+def test_pmap_inside_jit_and_grad_spans_every_process(tmp_path):
+    """jit(pmap(f)) and grad through a pmap under 2 processes: psum/pmax/pmin/pmean,
+    axis_index, all_gather (stacked and tiled) and psum of a constant across both processes'
+    replicas, compiled and on the reference backend; the gradient of a pmean'd loss equals the
+    whole batch's; a ppermute over the axis is a CompileError that says what to do."""
+    code, output, _ = mpirun(tmp_path, TRACED_PMAP, limit=240)
+    assert code == 0, output[-3000:]
+    assert sorted(line for line in output.splitlines() if line.endswith(" ok")) == \
+        ["rank 0 ok", "rank 1 ok"]
+
+
 # The collectives other than psum & co. over a pmap axis spanning several processes: each case's
 # global input has a leading axis of every process's replicas; process p maps over its rows.
 PMAP_CASES = """import numpy as np

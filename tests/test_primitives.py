@@ -1048,8 +1048,26 @@ TAPE_PRIMITIVES = ("tape_new", "tape_push", "tape_pop", "tape_add")
 COLLECTIVES = {name for name, prim in PRIMITIVES.items() if prim.collective}
 
 
+# Collectives across processes: tests/test_distributed.py runs them under mpirun; here, what
+# one process without kiln.distributed gets.
+PROCESS_PRIMITIVES = ("process_allreduce", "process_allgather")
+
+
+@pytest.mark.parametrize("name, params", [("process_allreduce", {"op": "sum", "processes": 2}),
+                                          ("process_allgather", {"process": 0, "processes": 2})])
+def test_collectives_across_processes_need_kiln_distributed(name, params):
+    prim = PRIMITIVES[name]
+    out = prim.abstract_eval(ShapedArray((3,), np.dtype(np.float32)), **params)
+    assert out.shape == ((3,) if name == "process_allreduce" else (2, 3))
+    with pytest.raises(RuntimeError, match="kiln.distributed is not initialized"):
+        prim.impl(np.ones(3, np.float32), **params)
+    with pytest.raises(TypeError, match="no max of complex values"):
+        PRIMITIVES["process_allreduce"].abstract_eval(
+            ShapedArray((3,), np.dtype(np.complex64)), op="max", processes=2)
+
+
 def test_every_primitive_has_a_case():
-    covered = set(CASES) | set(TAPE_PRIMITIVES) | COLLECTIVES
+    covered = set(CASES) | set(TAPE_PRIMITIVES) | COLLECTIVES | set(PROCESS_PRIMITIVES)
     assert sorted(covered) == sorted(PRIMITIVES), (
         "primitives without a case: " + ", ".join(sorted(set(PRIMITIVES) - covered))
         + "; cases without a primitive: " + ", ".join(sorted(covered - set(PRIMITIVES))))

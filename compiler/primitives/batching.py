@@ -35,16 +35,18 @@ from . import emit
 # ------------------------------------------------------------------------ the batch axis
 
 INHERIT = object()   # `batch_emit(..., axis_name=INHERIT)`: the enclosing batch_emit's name
-_AXES = PerThread(stack=list)   # (axis name or None, size) of this thread's batch_emit calls
+_AXES = PerThread(stack=list)   # (axis name or None, size, span) of this thread's batch_emit calls
 
 
 @contextlib.contextmanager
-def batch_axis(axis_name, size):
-    """Mark the batch axis that the batch_emit running inside this block transforms."""
+def batch_axis(axis_name, size, span=None):
+    """Mark the batch axis that the batch_emit running inside this block transforms. `span`:
+    (this process's index, the process count) when the axis is a pmap axis spanning several
+    processes (the batch is this process's replicas; processes.py), else None."""
     stack = _AXES.stack
     if axis_name is INHERIT:
-        axis_name = stack[-1][0] if stack else None
-    stack.append((axis_name, size))
+        axis_name, span = stack[-1][::2] if stack else (None, None)
+    stack.append((axis_name, size, span))
     try:
         yield
     finally:
@@ -55,6 +57,12 @@ def current_axis_name():
     """The name of the axis being batched (None when unnamed or outside vmap)."""
     stack = _AXES.stack
     return stack[-1][0] if stack else None
+
+
+def current_span():
+    """(process, processes) when the axis being batched spans several processes, else None."""
+    stack = _AXES.stack
+    return stack[-1][2] if stack else None
 
 
 def reads_batch_axis(eqn):

@@ -20,6 +20,7 @@ from ..ir.builder import current
 from ..primitives import batching, regions
 from .replay import replay_annotated
 from ..primitives.core import BATCH, BATCH_COLLECTIVE
+from ..primitives.processes import BATCH_ACROSS_PROCESSES, across_processes_error
 from ..primitives.rule_forms import replay_eqn
 
 
@@ -29,8 +30,16 @@ def batch_eqn(eqn, ins, dims, size):
     if name is not None and name in batching.collective_axes(eqn):
         # A collective over the axis being batched (`psum(x, 'i')` under
         # `vmap(..., axis_name='i')`): it becomes a computation across the batch.
-        outs, odims = BATCH_COLLECTIVE[eqn.prim](ins, dims, size=size, axis=name,
-                                                         **eqn.params)
+        span = batching.current_span()
+        if span is None:
+            outs, odims = BATCH_COLLECTIVE[eqn.prim](ins, dims, size=size, axis=name,
+                                                     **eqn.params)
+        else:   # a pmap axis over several processes: the local batch, then across them
+            rule = BATCH_ACROSS_PROCESSES.get(eqn.prim)
+            if rule is None:
+                raise across_processes_error(eqn, span[1])
+            outs, odims = rule(ins, dims, size=size, axis=name, process=span[0],
+                               processes=span[1], **eqn.params)
     elif all(d is None for d in dims) and not batching.reads_batch_axis(eqn):
         outs = replay_eqn(b, eqn, ins)
         return outs, [None] * len(outs)
@@ -57,13 +66,15 @@ def no_batch_rule_error(eqn):
                         "vmap, or report the missing rule.")
 
 
-def batch_emit(fn, args, dims, size, axis_name=batching.INHERIT):
+def batch_emit(fn, args, dims, size, axis_name=batching.INHERIT, span=None):
     """Emit the batched `fn` into the current builder: (outputs, their batch axes).
 
     `axis_name` names the batch axis for collectives (`vmap(..., axis_name=...)`); rules that
     batch a region of the function being batched (control flow) leave it out and inherit the
-    name of the batch_emit running them."""
-    with batching.batch_axis(axis_name, size):
+    name of the batch_emit running them. `span` = (process, processes) says the axis is a pmap
+    axis over several processes, this batch being this process's replicas: its collectives
+    then use their `BATCH_ACROSS_PROCESSES` rules (primitives/processes.py)."""
+    with batching.batch_axis(axis_name, size, span):
         return replay_annotated(fn, args, dims,
                                 lambda eqn, ins, ds: batch_eqn(eqn, ins, ds, size))
 

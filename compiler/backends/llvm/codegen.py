@@ -70,6 +70,7 @@ from . import lower_callbacks  # noqa: F401
 from . import lower_tapes
 from . import lower_sorting  # noqa: F401
 from . import lower_collectives  # noqa: F401
+from . import lower_processes  # noqa: F401
 from . import lower_complex
 
 

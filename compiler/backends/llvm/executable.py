@@ -58,6 +58,7 @@ from . import target, memory, externs, disk_cache, object_symbols, parallel, pyc
 from .ssa_key import key_text
 from . import replica_context
 from ...primitives.collectives import holds_collectives
+from ...primitives.processes import crosses_processes
 
 LEVELS = ("llvm", "llvm-unoptimized", "asm")
 _ENTRY_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
@@ -134,10 +135,13 @@ class Executable:
         self._slots = ctypes.c_void_p * (len(fn.invars) + len(fn.outvars) + 1)
         self._mismatch = range(pycall.MISMATCH - len(fn.invars), pycall.MISMATCH + 1)
         self._replicated = holds_collectives(fn)
+        self._across = crosses_processes(fn)   # lower_processes.py: checked around calls
 
     def __call__(self, *args):
         if self._replicated:   # a pmap replica: its collectives read the thread's record
             replica_context.enter()
+        if self._across:
+            self._check_processes(before=True)
         outs = [make() for make in self._outs]
         if self.held:
             args = self._hand_over(args, outs)
@@ -147,19 +151,34 @@ class Executable:
             status = self._call_converted(args, outs, workspace)
         if status:
             raise self._failure(status)
+        if self._across:
+            self._check_processes(before=False)
         return outs
 
     def call_exact(self, args):
         """The outputs for `args` (a tuple) when every input already is a C-contiguous
         ndarray of the expected dtype and shape; None (nothing ran) when one is not. The
         dispatch fast path of `kiln.jit` (runtime/fastcall.py)."""
-        if self._fast is None:
+        if self._fast is None or self._across:
             return None
         outs = [make() for make in self._outs]
         status = self._call_fast(args, outs, self._workspace())
         if status:
             raise self._failure(status)
         return None if status is None else outs
+
+    def _check_processes(self, before):
+        """Around a call of a function holding collectives across processes
+        (lower_processes.py): kiln.distributed must be set up and its communicator usable
+        before; after, a wait of this call that timed out is the engine's timeout error."""
+        from .. import mpi_engine
+        if not mpi_engine.is_set_up():
+            status = mpi_engine.NOT_SET_UP
+        elif mpi_engine.is_broken():
+            status = mpi_engine.BROKEN if before else mpi_engine.TIMEOUT
+        else:
+            return
+        raise mpi_engine.error(status, f"compiled code for {self.function.name}")
 
     def _hand_over(self, args, outs):
         """`args` with each input in `held` as the buffer the code overwrites and returns as

@@ -200,7 +200,7 @@ def _sum(builder, values):
     return total
 
 
-def _operand(builder, buffer):
+def operand_pointer(builder, buffer):
     """A pointer to the operand's elements (a literal stored to a stack slot)."""
     if buffer.const is None:
         return buffer.ptr
@@ -216,7 +216,7 @@ def _exchange(emit_result, across=None):
     def rule(ctx, outs, ins, *, axis_name, mesh_axes=None, processes=1, **params):
         b = ctx.builder
         replica = _Replica(b, axis_names(axis_name), mesh_axes)
-        replica.publish(b, _operand(b, ins[0]))
+        replica.publish(b, operand_pointer(b, ins[0]))
         emit_result(b, replica, outs[0], ins[0].aval, **params)
         replica.wait(b)
         if processes > 1:
@@ -243,12 +243,12 @@ def _allreduce_across(op):
             b, out.ptr, out.ptr, T.i64(aval.size), aval.dtype, op))
         with b.if_then(b.icmp_unsigned("!=", replica.index, T.i64(0))):
             source = replica.peer(b, T.i64(0), aval)
-            _copy(b, out.ptr, source.ptr, T.i64(aval.size), aval.dtype.itemsize)
+            copy_elements(b, out.ptr, source.ptr, T.i64(aval.size), aval.dtype.itemsize)
         replica.wait(b)
     return across
 
 
-def _copy(builder, dst, src, count, itemsize):
+def copy_elements(builder, dst, src, count, itemsize):
     intrinsic(builder, "memcpy", [dst, src, builder.mul(count, T.i64(itemsize)), T.I1(0)],
               ret=T.VOID, overloads=[T.PTR, T.PTR, T.I64])
 
@@ -256,7 +256,7 @@ def _copy(builder, dst, src, count, itemsize):
 def _reducing(combine):
     def emit_result(b, replica, out, aval, **params):
         n, dtype = aval.size, aval.dtype
-        _copy(b, out.ptr, replica.peer(b, T.i64(0), aval).ptr, T.i64(n), dtype.itemsize)
+        copy_elements(b, out.ptr, replica.peer(b, T.i64(0), aval).ptr, T.i64(n), dtype.itemsize)
 
         def fold(b, q, _):
             peer = replica.peer(b, b.add(q, T.i64(1)), aval)
@@ -290,7 +290,7 @@ def _copy_rows(b, dst, dst_row, src, src_row, rows, post, dtype):
     element = T.mem_type(dtype)
 
     def row(b, a, _):
-        _copy(b, b.gep(dst, [b.mul(dst_row(b, a), T.i64(post))], source_etype=element),
+        copy_elements(b, b.gep(dst, [b.mul(dst_row(b, a), T.i64(post))], source_etype=element),
               b.gep(src, [b.mul(src_row(b, a), T.i64(post))], source_etype=element),
               T.i64(post), dtype.itemsize)
         return []
@@ -360,7 +360,7 @@ def _receive(b, out, source, aval, peer_operand):
     """out = the operand of local replica `source` (an i64 value), or zeros when it is < 0."""
     with b.if_else(b.icmp_signed(">=", source, T.i64(0))) as (receive, nothing):
         with receive:
-            _copy(b, out.ptr, peer_operand(source), T.i64(aval.size), aval.dtype.itemsize)
+            copy_elements(b, out.ptr, peer_operand(source), T.i64(aval.size), aval.dtype.itemsize)
         with nothing:
             intrinsic(b, "memset", [out.ptr, T.I8(0), T.i64(nbytes(aval)), T.I1(0)],
                       ret=T.VOID, overloads=[T.PTR, T.I64])
@@ -371,7 +371,7 @@ def _ppermute_rule(ctx, outs, ins, *, axis_name, perm, mesh_axes=None, processes
         return _ppermute_across(ctx, outs, ins, axis_name, perm)
     b = ctx.builder
     replica = _Replica(b, (axis_name,), mesh_axes)
-    replica.publish(b, _operand(b, ins[0]))
+    replica.publish(b, operand_pointer(b, ins[0]))
     out, aval = outs[0], ins[0].aval
     source, _ = _perm_tables(b, perm, replica.position)
     _receive(b, out, source, aval, lambda k: replica.peer(b, k, aval).ptr)
@@ -404,7 +404,7 @@ def _ppermute_across(ctx, outs, ins, axis_name, perm):
         elsewhere = b.and_(b.icmp_signed(">=", g, T.i64(0)),
                            b.icmp_signed("!=", process, replica.process))
         return b.select(elsewhere, process, T.i64(-1))
-    x = _operand(b, ins[0])
+    x = operand_pointer(b, ins[0])
     record = ir.Constant(_EXCHANGE, ir.Undefined)
     for k, value in enumerate((x, remote(dest), dest, out.ptr, remote(source),
                                b.add(first, replica.index))):
@@ -537,7 +537,7 @@ class _GatherAcross(_Staged):
 
     def stage(self, b, i, operand, send):
         n = self.aval.size
-        _copy(b, b.gep(send.ptr, [b.mul(i, T.i64(n))], source_etype=T.mem_type(self.dtype)),
+        copy_elements(b, b.gep(send.ptr, [b.mul(i, T.i64(n))], source_etype=T.mem_type(self.dtype)),
               operand(i).ptr, T.i64(n), self.dtype.itemsize)
 
     def call(self, b, send, recv):
@@ -652,7 +652,7 @@ def _staged(in_process, across):
         b = ctx.builder
         plan = across(ins[0].aval, processes, **params)
         scratch = ir.Constant(T.PTR, None) if ctx.scratch is None else ctx.scratch   # (empty)
-        plan.emit(b, _Replica(b, axis_names(axis_name)), _operand(b, ins[0]), scratch, outs[0])
+        plan.emit(b, _Replica(b, axis_names(axis_name)), operand_pointer(b, ins[0]), scratch, outs[0])
 
     def scratch(eqn):
         params = dict(eqn.params)
