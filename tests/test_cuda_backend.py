@@ -7,6 +7,7 @@ import pytest
 
 import kiln
 import kiln.numpy as jnp
+from kiln import lax
 from kiln.compiler.backends.cuda import device as D, emulate
 from kiln.compiler.backends.cuda.executable import Executable
 
@@ -43,7 +44,53 @@ def test_host_synchronisations_are_counted(emulated):
     x = np.ones((4, 3), np.float32)
     f(x, np.int32(3))
     executable = f._cache.values()[0].executable
-    assert executable.host_syncs == 1 + 4   # the cond's index, the while predicate 4 times
+    # the cond's index, then the while predicate once a chunk of 1, 2 and 4 trips (3 trips)
+    assert executable.host_syncs == 1 + 3
+
+
+def count_to(x, n):
+    return lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, c[1] * 0.5 + 1.0), (0, x))
+
+
+def count_and_print(x, n):
+    def body(c):
+        kiln.debug.print("trip {}", c[0])
+        return c[0] + 1, c[1] + 1.0
+    return lax.while_loop(lambda c: c[0] < n, body, (0, x))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 63, 64, 1000])
+def test_a_while_loop_reads_its_predicate_once_a_chunk(emulated, n):
+    """Chunks of 1, 2, 4, ... 64 trips with the predicate applied on the device: the carry
+    stops where the loop ends whatever the chunk, and the host reads the predicate about
+    log2(64) + n / 64 times."""
+    x = np.linspace(-1, 1, 5).astype(np.float32)
+    f = kiln.jit(count_to, backend="cuda")
+    i, y = f(x, np.int32(n))
+    want_i, want_y = count_to(x, np.int32(n))
+    assert int(np.asarray(i)) == n == int(want_i)
+    np.testing.assert_allclose(np.asarray(y), np.asarray(want_y), rtol=1e-6)
+    chunks, done, size = 0, 0, 1
+    while True:   # trips run: the chunk that sees the predicate false is the last
+        chunks, done = chunks + 1, done + size
+        if done > n:
+            break
+        size = min(2 * size, 64)
+    assert f._cache.values()[0].executable.host_syncs == chunks
+
+
+def test_a_while_loop_that_prints_or_carries_much_reads_it_every_trip(emulated, capsys,
+                                                                      monkeypatch):
+    x = np.zeros(3, np.float32)
+    f = kiln.jit(count_and_print, backend="cuda")
+    f(x, np.int32(5))
+    assert f._cache.values()[0].executable.host_syncs == 6
+    assert capsys.readouterr().out.count("trip") == 5   # no speculative trip prints
+    from kiln.compiler.backends.cuda import executable as X
+    monkeypatch.setattr(X, "SPECULATE_BYTES", 8)
+    g = kiln.jit(count_to, backend="cuda")
+    g(x, np.int32(5))
+    assert g._cache.values()[0].executable.host_syncs == 6
 
 
 def test_devices_and_arrays(emulated):

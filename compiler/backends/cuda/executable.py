@@ -13,8 +13,10 @@ fuses) run as a host-side sequence of device operations on a device layer (devic
   the operands are transposed to (batch, free, contracted) and (batch, contracted, free) on
   the device, as the reference backend does it with NumPy;
 - `cond`, `while_loop`, `scan`: host-driven loops over the regions' programs, the data on the
-  device (`host_syncs` counts the values copied to the host to decide: one per `cond`, one per
-  evaluation of a `while_loop`'s predicate, none for `scan`, whose trip count is static);
+  device (`host_syncs` counts the values copied to the host to decide: one per `cond`, none
+  for `scan`, whose trip count is static; a `while_loop` runs its trips in growing chunks
+  with the predicate applied on the device and reads it once a chunk (`_while`), or, with a
+  carry above SPECULATE_BYTES or a print inside, once a trip);
 - `per_primitive`: every other primitive runs its NumPy definition over the layer's arrays
   (Layer.primitive: CuPy's functions on a GPU, NumPy on the emulated device), never on the CPU
   backend; `debug_print` copies to the host only the values it prints (`host_effect`).
@@ -197,18 +199,52 @@ def _cond(program, eqn, ins):
                 tuple(k for b in branches for k in b.kernels()))
 
 
+# A while_loop whose carry is at most SPECULATE_BYTES and whose regions print nothing runs its
+# trips in chunks between host synchronisations (1, 2, 4, ... up to SPECULATE_TRIPS trips):
+# each trip computes the predicate p on the device and carry = where(p, body(carry), carry),
+# so once p is false the carry stays as it was and later trips of the chunk change nothing;
+# the host reads p once a chunk. A loop of n trips synchronises about log2(64) + n / 64 times
+# instead of n + 1, at the price of at most 63 wasted trips and one `where` per carry per trip
+# (a small kernel: hence the size limit, above which each trip synchronises as before).
+SPECULATE_BYTES = 1 << 20
+SPECULATE_TRIPS = 64
+_HOST_EFFECTS = frozenset({"debug_print"})
+
+
+def _prints(fn):
+    """Whether SSA function `fn` (regions included) has a host effect."""
+    return any(eqn.prim.name in _HOST_EFFECTS or any(_prints(r) for r in eqn.regions())
+               for eqn in fn.eqns)
+
+
 def _while(program, eqn, ins):
     p = eqn.params
     test = Program(p["cond_fn"], program.layer, program.counter)
     body = Program(p["body_fn"], program.layer, program.counter)
     k = p["num_consts"]
+    carry_bytes = sum(v.aval.size * v.aval.dtype.itemsize for v in eqn.outvars)
+    speculate = carry_bytes <= SPECULATE_BYTES and not (
+        _prints(p["cond_fn"]) or _prints(p["body_fn"]))
 
-    def run(layer, values):
+    def one_by_one(layer, values):
         consts, carry = values[:k], values[k:]
         while bool(_host_scalar(program, layer, test(*consts, *carry)[0])):
             carry = body(*consts, *carry)
         return carry
-    return Step("while_loop", ins, eqn.outvars, run, tuple(test.kernels() + body.kernels()))
+
+    def in_chunks(layer, values):
+        consts, carry, chunk = values[:k], list(values[k:]), 1
+        where = layer.xp.where
+        while True:
+            for _ in range(chunk):
+                going = test(*consts, *carry)[0]
+                carry = [where(going, new, old)
+                         for new, old in zip(body(*consts, *carry), carry)]
+            if not bool(_host_scalar(program, layer, going)):
+                return carry
+            chunk = min(2 * chunk, SPECULATE_TRIPS)
+    return Step("while_loop", ins, eqn.outvars, in_chunks if speculate else one_by_one,
+                tuple(test.kernels() + body.kernels()))
 
 
 def _scan(program, eqn, ins):
