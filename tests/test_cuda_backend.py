@@ -187,3 +187,40 @@ def test_the_default_device_puts_new_arrays_and_calls_on_the_gpu(emulated):
     with kiln.default_device("gpu"):
         assert jnp.zeros(2).devices() == {emulated}
     assert type(jnp.array([1.0])._value) is np.ndarray
+
+
+def scatter_of_a_temporary(x, i, u):
+    t = x * 2.0
+    return t.at[i].add(u)
+
+
+def scatter_of_a_kept_temporary(x, i, u):
+    t = x * 2.0
+    return t.at[i].add(u), t
+
+
+def _scatter_steps(f):
+    program = f._cache.values()[0].executable.program
+    return [s for s in program.steps if s.kind == "kernel" and any(
+        k.starts_from for k in s.kernels)]
+
+
+def test_a_scatter_updates_a_dead_operand_in_place(emulated):
+    x = np.arange(6, dtype=np.float32)
+    i = np.array([1, 1, 4], np.int32)
+    u = np.array([1.0, 2.0, 3.0], np.float32)
+    f = kiln.jit(scatter_of_a_temporary, backend="cuda")
+    np.testing.assert_array_equal(np.asarray(f(x, i, u)),
+                                  np.asarray(scatter_of_a_temporary(jnp.asarray(x), i, u)))
+    (step,) = _scatter_steps(f)
+    assert 0 in step.donated   # (the operand; the indices, made here too, may be as well)
+    g = kiln.jit(scatter_of_a_kept_temporary, backend="cuda")
+    y, t = g(x, i, u)
+    np.testing.assert_array_equal(np.asarray(t), x * 2.0)   # the kept operand is untouched
+    np.testing.assert_array_equal(np.asarray(y), np.asarray(scatter_of_a_temporary(jnp.asarray(x), i, u)))
+    (step,) = _scatter_steps(g)
+    assert 0 not in step.donated
+    h = kiln.jit(lambda x, i, u: x.at[i].add(u), backend="cuda")   # the caller's input: copied
+    h(x, i, u)
+    np.testing.assert_array_equal(x, np.arange(6, dtype=np.float32))
+    assert 0 not in _scatter_steps(h)[0].donated

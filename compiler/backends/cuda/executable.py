@@ -6,7 +6,8 @@ fuses) run as a host-side sequence of device operations on a device layer (devic
 - `kernel`: a fusion group, an elementwise equation, a view, a reduction, a gather, a
   scatter or a dynamic slice, as the kernels program.equation_steps makes (one per group with
   all its results, one per set of reduced axes; reductions over any axes, argmax/argmin
-  included; indexing.py's kernels, a scatter's result starting as its operand's copy). A group the generator cannot emit
+  included; indexing.py's kernels, a scatter's result starting as its operand's copy, or
+  as the operand itself when nothing later reads it: `Program._donate`). A group the generator cannot emit
   is planned equation by equation (`subprogram`), so its elementwise parts still become
   kernels;
 - `gemm`: dot_general through the layer's GEMM (cuBLAS on a GPU), batch dimensions included:
@@ -41,10 +42,15 @@ class Step:
     """One planned equation: `run(layer, values) -> results` over the operands' device
     arrays; `kind` names the path (kernel, gemm, cond, while_loop, scan, per_primitive,
     host_effect); `kernels` are the source.Kernels it launches (for `as_text`)."""
-    __slots__ = ("kind", "ins", "outs", "run", "kernels")
+    __slots__ = ("kind", "ins", "outs", "run", "kernels", "donated")
 
     def __init__(self, kind, ins, outs, run, kernels=()):
         self.kind, self.ins, self.outs, self.run, self.kernels = kind, ins, outs, run, kernels
+        self.donated = frozenset()   # operand positions whose buffer it may reuse (Program)
+
+
+# Steps whose results are buffers of their own (not views of their operands, not the caller's)
+_OWNING = frozenset({"kernel", "gemm"})
 
 
 class Program:
@@ -53,6 +59,25 @@ class Program:
     def __init__(self, fn, layer, counter):
         self.function, self.layer, self.counter = fn, layer, counter
         self.steps = [self.plan(e) for e in fn.eqns]
+        self._donate()
+
+    def _donate(self):
+        """Mark the operands each step may overwrite (a scatter updates its operand in place
+        instead of a copy): values an owning step of this program made, read once by this
+        step, by no later step, and not a result of the program."""
+        last, owned = {}, set()
+        for i, step in enumerate(self.steps):
+            for x in step.ins:
+                if isinstance(x, Var):
+                    last[x.name] = i
+        kept = {v.name for v in self.function.outvars if isinstance(v, Var)}
+        for i, step in enumerate(self.steps):
+            names = [x.name for x in step.ins if isinstance(x, Var)]
+            step.donated = frozenset(
+                k for k, x in enumerate(step.ins) if isinstance(x, Var) and x.name in owned
+                and last[x.name] == i and x.name not in kept and names.count(x.name) == 1)
+            if step.kind in _OWNING:
+                owned.update(v.name for v in step.outs)
 
     def __call__(self, *args):
         layer, env = self.layer, {}
@@ -113,13 +138,15 @@ class Program:
                 buffers = [values[i] for i in reads]
                 results = [layer.empty(shape, dtype)
                            for shape, dtype in zip(kernel.out_shapes, kernel.outputs)]
-                for k, j in kernel.starts_from:   # (a scatter's result: its operand's copy)
-                    results[k] = buffers[j].copy()
+                for k, j in kernel.starts_from:   # a scatter's result: its operand, updated
+                    # in place when the program no longer needs it (Program._donate), else a copy
+                    results[k] = buffers[j] if reads[j] in step.donated else buffers[j].copy()
                 layer.run_kernel(kernel, buffers, results)
                 for k, r in zip(writes, results):
                     outs[k] = r
             return outs
-        return Step("kernel", ins, eqn.outvars, run, tuple(k.kernel for k in kernels))
+        step = Step("kernel", ins, eqn.outvars, run, tuple(k.kernel for k in kernels))
+        return step
 
     def _subprogram(self, eqn, ins):
         (region,) = eqn.regions()
