@@ -224,3 +224,17 @@ def test_a_scatter_updates_a_dead_operand_in_place(emulated):
     h(x, i, u)
     np.testing.assert_array_equal(x, np.arange(6, dtype=np.float32))
     assert 0 not in _scatter_steps(h)[0].donated
+
+
+def running_stats(x):
+    return jnp.cumsum(x, axis=0), lax.cummax(x, axis=1, reverse=True), \
+        lax.cumlogsumexp(x, axis=1)
+
+
+def test_cumulative_operations_are_kernels(emulated):
+    x = np.random.default_rng(3).standard_normal((40, 7)).astype(np.float32)
+    f = kiln.jit(running_stats, backend="cuda")
+    for got, want in zip(f(x), running_stats(jnp.asarray(x))):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+    steps = f._cache.values()[0].executable.steps()
+    assert "per_primitive" not in steps, steps

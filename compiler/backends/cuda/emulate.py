@@ -47,6 +47,7 @@ using std::signbit;
 static inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 static inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 using std::isfinite;
+using std::isinf;
 static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 static inline int __popc(unsigned x) { return __builtin_popcount(x); }
 static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }

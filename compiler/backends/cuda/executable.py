@@ -35,7 +35,7 @@ from ...ir.ssa import Eqn, Function, Literal, Var
 from ...primitives import PRIMITIVES
 from ...primitives.core import CUDA_SCALAR
 from . import device as D, program, source
-from .indexing import KERNELS
+from .equation_kernels import KERNELS
 from .reduce import REDUCTIONS
 
 class Step:

@@ -147,12 +147,13 @@ VIEWS = {"broadcast_in_dim": _broadcast_in_dim, "transpose": _transpose,
 
 
 def kernel_source(fn):
-    """The Kernel computing SSA Function `fn` (see the module docstring): an indexing kernel
-    (indexing.py) for a function of one gather, scatter or dynamic slice, a reduction kernel
-    (reduce.py) for a function with reductions, else elementwise."""
-    from . import indexing, reduce
-    if len(fn.eqns) == 1 and fn.eqns[0].prim.name in indexing.KERNELS:
-        return indexing.KERNELS[fn.eqns[0].prim.name](fn)
+    """The Kernel computing SSA Function `fn` (see the module docstring): the kernel of its
+    one equation when that has a generator of its own (equation_kernels.py: gathers, scatters,
+    dynamic slices, concatenate, cumulative scans), a reduction kernel (reduce.py) for a
+    function with reductions, else elementwise."""
+    from . import equation_kernels, reduce
+    if len(fn.eqns) == 1 and fn.eqns[0].prim.name in equation_kernels.KERNELS:
+        return equation_kernels.KERNELS[fn.eqns[0].prim.name](fn)
     found = reduce.plan(fn)
     if found is not None:
         return reduce.reduction_source(fn, found)
