@@ -92,7 +92,7 @@ ErrorGetCode = _struct("PJRT_Error_GetCode_Args", [("error", P), ("code", INT)])
 PluginInitialize = _struct("PJRT_Plugin_Initialize_Args", [])
 PluginAttributes = _struct("PJRT_Plugin_Attributes_Args", [
     ("attributes", C.POINTER(NamedValue)), ("num_attributes", SIZE)])
-Event = _struct("PJRT_Event_Args", [("event", P)])   # Destroy, Await: the same layout
+Event = _struct("PJRT_Event_Await_Args", [("event", P)])   # Destroy: the same layout
 ClientCreate = _struct("PJRT_Client_Create_Args", [
     ("create_options", C.POINTER(NamedValue)), ("num_options", SIZE),
     ("kv_get_callback", P), ("kv_get_user_arg", P), ("kv_put_callback", P),

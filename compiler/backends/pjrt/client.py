@@ -171,7 +171,7 @@ class Buffer:
 
     @classmethod
     def from_host(cls, client, array, device, zero_copy):
-        array = np.ascontiguousarray(array)
+        array = np.asarray(array, order="C")   # (ascontiguousarray makes rank 0 rank 1)
         kind = _buffer_type(array.dtype)
         dims = _dims(array.shape)
         semantics = api.IMMUTABLE_ZERO_COPY if zero_copy else \
