@@ -185,7 +185,8 @@ class Array(ArrayMethods):
         from .sharding import SingleDeviceSharding
         from .devices import devices, gpu_device
         if type(self._value) is DeviceBuffer:
-            return SingleDeviceSharding(gpu_device(self._value.layer))
+            layer = self._value.layer   # a PJRT device's layer knows its device (pjrt.py)
+            return SingleDeviceSharding(getattr(layer, "kiln_device", None) or gpu_device(layer))
         return SingleDeviceSharding(devices("cpu")[0])
 
     def devices(self):

@@ -1,7 +1,9 @@
 """The PJRT shim (compiler/backends/pjrt) driving the real XLA CPU plug-in (the `pjrt` extra,
 which `make test` installs): the client and its devices, buffers both ways for every dtype kiln
 moves (0-size and rank 0 included), StableHLO modules written here and emitted by JAX 0.10.2
-compiled and run against NumPy, and the error paths (a malformed module, a library that is not
+compiled and run against NumPy, and the runtime's PJRT devices (device_put, arrays that stay on the device,
+the executable the staging service calls, kiln.devices("tpu") without a TPU), and the error
+paths (a malformed module, a library that is not
 a plug-in, a missing path, another API version, a function past the end of the plug-in's
 table), none of which may crash the process. The 260 MB plug-in is loaded once per session."""
 import ctypes
@@ -13,6 +15,9 @@ import subprocess
 import numpy as np
 import pytest
 
+import kiln
+import kiln.numpy as jnp
+from kiln.compiler.errors import BackendUnsupportedError
 from kiln.compiler.backends.pjrt import api, client as pjrt, plugins
 
 CPU_PLUGIN = [f.path for f in plugins.discover() if f.name == "xla-cpu-pjrt"]
@@ -22,7 +27,7 @@ pytestmark = pytest.mark.skipif(not CPU_PLUGIN, reason="xla-cpu-pjrt is not inst
 
 @pytest.fixture(scope="session")
 def cpu():
-    return pjrt.Client(plugins.load(CPU_PLUGIN[0]))
+    return kiln.pjrt.client(CPU_PLUGIN[0])   # the runtime's client: one per plug-in
 
 
 def test_client_and_devices(cpu):
@@ -308,3 +313,76 @@ def test_compile_options_are_the_minimal_proto():
     assert pjrt.compile_options(2) == bytes.fromhex("1a0e" "2001" "2801" "4a08" "0801" "1001"
                                                     "1a02" "0802")
     assert pjrt.compile_options(300)[-2:] == bytes([0xAC, 0x02])   # 300 as a varint
+
+
+# ------------------------------------------------------------------------------ the runtime
+
+@pytest.fixture
+def pjrt_devices(cpu, monkeypatch):
+    monkeypatch.delenv("KILN_PJRT_PLUGIN", raising=False)
+    return kiln.devices("pjrt")
+
+
+def test_kiln_devices_pjrt(pjrt_devices, cpu):
+    assert [d.id for d in pjrt_devices] == [d.id for d in cpu.devices]
+    d = pjrt_devices[0]
+    assert (d.platform, d.device_kind, d.process_index) == ("cpu", "cpu", 0)
+    assert repr(d) == "PjrtDevice(platform='cpu', id=0, plugin='xla-cpu-pjrt')"
+    assert d != kiln.devices("cpu")[0] and kiln.devices("cpu")[0] != d
+    assert kiln.devices("pjrt") == pjrt_devices and d.layer.info.client is cpu
+
+
+def test_device_put_keeps_the_buffer_on_the_device(pjrt_devices):
+    device = pjrt_devices[1]
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    a = kiln.device_put(x, device)
+    assert a.device == device and a.shape == (3, 4) and a.dtype == np.float32
+    buffer = a._value.data
+    assert isinstance(buffer, pjrt.Buffer) and buffer.device.id == 1
+    x[0, 0] = 100.0   # a copy was made: the caller's array stays theirs
+    np.testing.assert_array_equal(np.asarray(a), np.arange(12, dtype=np.float32).reshape(3, 4))
+    assert kiln.device_put(a, device) is a
+    host = kiln.device_put(a, kiln.devices("cpu")[0])
+    assert isinstance(np.asarray(host), np.ndarray) and float(host[0, 1]) == 1.0
+    with pytest.raises(BackendUnsupportedError, match="does not run `add` eagerly on a xla-cpu-pjrt cpu:1"):
+        a + 1
+
+
+def test_executable_on_arrays_that_stay_on_the_device(pjrt_devices):
+    device = pjrt_devices[0]
+    text = _module(["tensor<4xf32>", "tensor<4xf32>"], ["tensor<4xf32>"],
+                   "%0 = stablehlo.multiply %arg0, %arg1 : tensor<4xf32>\n"
+                   " return %0 : tensor<4xf32>")
+    x = np.array([1, 2, 3, 4], np.float32)
+    exe = kiln.pjrt.executable(text, [x, x], [x], device)
+    a = kiln.device_put(x, device)
+    (y,) = exe(a, x)            # an Array on the device and a host array
+    (z,) = exe(y, jnp.ones(4))   # the result goes back in without leaving the device
+    assert z.device == device and type(z._value.data) is pjrt.Buffer
+    np.testing.assert_array_equal(np.asarray(z), x * x)
+    with pytest.raises(TypeError, match="not a PJRT device"):
+        kiln.pjrt.executable(text, [x, x], [x], kiln.devices("cpu")[0])
+    with pytest.raises(ValueError, match="argument 0 is on cpu:1, not on this executable's "
+                                         "device cpu:0"):
+        exe(kiln.device_put(x, pjrt_devices[1]), x)
+
+
+def test_tpu_without_libtpu_fails_fast(monkeypatch):
+    monkeypatch.delenv("TPU_LIBRARY_PATH", raising=False)
+    monkeypatch.setattr(plugins, "_in_package", lambda module, pattern: [])
+    with pytest.raises(RuntimeError, match=r"Unable to initialize backend 'tpu': libtpu is not "
+                                           r"installed \(pip install libtpu"):
+        kiln.devices("tpu")
+
+
+def test_tpu_without_a_chip_fails_before_loading_libtpu(monkeypatch, tmp_path):
+    fake = tmp_path / "libtpu.so"
+    fake.write_text("never loaded")
+    monkeypatch.setenv("TPU_LIBRARY_PATH", str(fake))
+    monkeypatch.setattr(plugins, "tpu_chips", lambda: 0)
+    monkeypatch.setattr(plugins, "load", lambda path: pytest.fail("libtpu was loaded"))
+    with pytest.raises(RuntimeError, match="this machine has no TPU chip"):
+        kiln.devices("tpu")
+    monkeypatch.delenv("TPU_SKIP_MDS_QUERY", raising=False)
+    plugins.prepare_libtpu()
+    assert os.environ["TPU_SKIP_MDS_QUERY"] == "1"

@@ -103,6 +103,11 @@ class Layer:
         out = prim.impl(*buffers, **params)
         return out if prim.multiple_results else (out,)
 
+    def eager(self, prim, values, params):
+        """`prim` applied outside `jit` to `values` on this layer (eager.py)."""
+        from .eager import run
+        return run(prim, values, params)
+
 
 class EmulatedLayer(Layer):
     name = "kiln host emulation of a CUDA device"

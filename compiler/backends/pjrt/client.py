@@ -20,7 +20,7 @@ of its immutable Arrays). A `Buffer` has an ndarray's metadata (shape, dtype, ..
 in MLIR text (program format "mlir") for one device (default: the first) and checks that the
 results the plug-in compiled are `out_avals` (shapes and dtypes, or only their number where
 the plug-in does not report them); `executable(*inputs)` takes Buffers of that client
-or host arrays (copied in), checks their count, shapes and dtypes against `in_avals` before
+or host arrays (passed as zero-copy buffers for the call's duration), checks their count, shapes and dtypes against `in_avals` before
 calling into the plug-in, runs (`PJRT_LoadedExecutable_Execute`, awaiting the device's
 completion event so that an execution error is raised here) and returns one Buffer per
 output aval. Avals are anything with `shape` and `dtype` (kiln's ShapedArray, NumPy arrays).
@@ -320,14 +320,27 @@ class Executable:
             if tuple(x.shape) != shape or x.dtype != dtype:
                 raise TypeError(f"argument {i}: expected {dtype.name}{list(shape)}, got "
                                 f"{x.dtype.name}{list(x.shape)}")
-            buffers.append(x if isinstance(x, Buffer) else self.client.put(x, self.device))
+            buffers.append(x)
         return buffers
 
     def __call__(self, *inputs):
         """Run on `inputs` (Buffers of this device or host arrays); one Buffer per output."""
         if not self.handle:
             raise RuntimeError("this PJRT executable has been closed")
-        buffers = self._inputs(inputs)
+        inputs = self._inputs(inputs)
+        # Host arrays go in as zero-copy buffers that live only for this call (they are alive
+        # and unchanged until it returns).
+        temporary = [self.client.put(x, self.device, zero_copy=True) for x in inputs
+                     if not isinstance(x, Buffer)]
+        held = iter(temporary)
+        buffers = [x if isinstance(x, Buffer) else next(held) for x in inputs]
+        try:
+            return self._run(buffers)
+        finally:
+            for b in temporary:
+                b.delete()
+
+    def _run(self, buffers):
         arguments = (C.c_void_p * max(1, len(buffers)))(*[b._handle() for b in buffers])
         argument_lists = (C.c_void_p * 1)(C.addressof(arguments))
         outputs = (C.c_void_p * max(1, len(self.out_avals)))()
