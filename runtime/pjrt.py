@@ -14,6 +14,8 @@ the host data is read-only all the way down, otherwise copied, so a NumPy array 
 cannot change it); `np.asarray(array)` copies it back. Eager operations on such arrays are
 refused with what to do instead (kiln runs compiled code on PJRT devices only).
 
+`describe(found)` is the line `kiln doctor` prints about a plug-in.
+
 `executable(mlir_text, in_avals, out_avals, device)` is the shim's Executable on a
 PjrtDevice; called with Arrays on that device (or host values) it returns Arrays on it.
 """
@@ -130,6 +132,25 @@ def default_plugin():
             return found
     raise _unavailable("pjrt", f"no PJRT plug-in found: pip install 'kiln[pjrt]' (XLA's CPU "
                                f"plug-in) or set {plugins.PLUGIN_VARIABLE}=/path/to/plugin.so")
+
+
+def describe(found):
+    """One line about a discovered plug-in for `kiln doctor`: its PJRT C API version, the
+    StableHLO versions it reads, its platform and devices (libtpu is not loaded without a
+    TPU chip)."""
+    if found.name == "libtpu" and not plugins.tpu_chips():
+        return f"{found.name} ({found.path}): not loaded, this machine has no TPU chip"
+    try:
+        made = client(found.path)
+    except Exception as e:
+        return f"{found.name} ({found.path}): error: {e}"
+    attributes = made.api.attributes()
+    stablehlo = ".".join(map(str, attributes.get("stablehlo_current_version", ()))) or "?"
+    kinds = sorted({d.kind for d in made.devices})
+    return (f"{found.name} ({found.path}): PJRT C API {made.api.version[0]}."
+            f"{made.api.version[1]}, StableHLO {stablehlo}, platform {made.platform!r} with "
+            f"{len(made.devices)} device{'s' if len(made.devices) != 1 else ''} "
+            f"({', '.join(kinds)})")
 
 
 def devices(backend):

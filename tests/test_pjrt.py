@@ -386,3 +386,15 @@ def test_tpu_without_a_chip_fails_before_loading_libtpu(monkeypatch, tmp_path):
     monkeypatch.delenv("TPU_SKIP_MDS_QUERY", raising=False)
     plugins.prepare_libtpu()
     assert os.environ["TPU_SKIP_MDS_QUERY"] == "1"
+
+
+def test_doctor_lists_the_plugins(cpu, monkeypatch):
+    from kiln.cli import doctor
+    monkeypatch.delenv("KILN_PJRT_PLUGIN", raising=False)
+    rows = dict(p for _, probes in doctor.SECTIONS for p in probes)
+    line = doctor.probe(rows["plug-ins"])
+    assert line.startswith(f"xla-cpu-pjrt ({CPU_PLUGIN[0]}): PJRT C API 0.")
+    assert f"platform 'cpu' with {len(cpu.devices)} devices (cpu)" in line
+    monkeypatch.setenv("KILN_PJRT_PLUGIN", "/nowhere/plugin.so")
+    assert "KILN_PJRT_PLUGIN (/nowhere/plugin.so): error: PJRT error NOT_FOUND: no PJRT " \
+           "plug-in at '/nowhere/plugin.so'" in doctor.probe(rows["plug-ins"])

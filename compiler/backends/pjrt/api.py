@@ -11,7 +11,8 @@ header sees from `struct_size` which fields the caller knows.
 looks a function up by name, refuses (`PjrtUnsupportedError`) one past the end of the plug-in's
 table (its `struct_size`) or left NULL, and calls it with an argument struct; a returned
 `PJRT_Error` becomes a `PjrtError` carrying the plug-in's message and code, after the error is
-destroyed. `check_version` compares a plug-in's version with the header's. Handles (clients,
+destroyed. `check_version` compares a plug-in's version with the header's; `Api.attributes()` reads the
+plug-in's attributes (xla_version, stablehlo_current_version, ...). Handles (clients,
 devices, buffers, events, executables) are opaque pointers (`c_void_p`).
 """
 import ctypes as C
@@ -190,6 +191,13 @@ TopologyDescription_Deserialize Client_CreateAliasBuffer Client_FulfillAliasBuff
 LoadedExecutable_GetDeviceAssignment
 """.split()
 
+# How each PJRT_NamedValue_Type is read, by its number.
+_NAMED = (lambda a: C.string_at(a.value.string_value, a.value_size).decode("utf-8", "replace"),
+          lambda a: a.value.int64_value,
+          lambda a: [a.value.int64_array_value[i] for i in range(a.value_size)],
+          lambda a: a.value.float_value,
+          lambda a: a.value.bool_value)
+
 _Table = type("PJRT_Api", (C.Structure,), {"_fields_": _HEAD + [("pjrt_api_version", ApiVersion)]
                                             + [(name, P) for name in FUNCTIONS]})
 _VOID = {"Error_Destroy", "Error_Message"}   # the functions that return nothing
@@ -263,6 +271,20 @@ class Api:
         name = ERROR_CODES[code.code] if not failed and 0 <= code.code < len(ERROR_CODES) \
             else "UNKNOWN"
         raise PjrtError(text, name)
+
+    def attributes(self):
+        """The plug-in's attributes (PJRT_Plugin_Attributes) as a dict: strings, ints, lists
+        of ints, floats and bools by name ({} where the plug-in has no such function)."""
+        if not self.has("Plugin_Attributes"):
+            return {}
+        out = self.call("Plugin_Attributes", args(PluginAttributes))
+        found = {}
+        for i in range(out.num_attributes):
+            a = out.attributes[i]
+            read = _NAMED[a.type] if 0 <= a.type < len(_NAMED) else None
+            if read is not None:
+                found[C.string_at(a.name, a.name_size).decode()] = read(a)
+        return found
 
     def string(self, name, struct, **handle):
         """The (text, size) string that PJRT_<name> returns, decoded."""
