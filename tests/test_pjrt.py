@@ -398,3 +398,15 @@ def test_doctor_lists_the_plugins(cpu, monkeypatch):
     monkeypatch.setenv("KILN_PJRT_PLUGIN", "/nowhere/plugin.so")
     assert "KILN_PJRT_PLUGIN (/nowhere/plugin.so): error: PJRT error NOT_FOUND: no PJRT " \
            "plug-in at '/nowhere/plugin.so'" in doctor.probe(rows["plug-ins"])
+
+
+def _double(x):
+    return x * 2
+
+
+def test_jit_does_not_send_pjrt_arrays_to_the_cuda_backend(pjrt_devices):
+    a = kiln.device_put(np.ones(3, np.float32), pjrt_devices[0])
+    with pytest.raises(TypeError, match="a cpu buffer is not converted to a NumPy array "
+                                        "implicitly: use np.asarray"):
+        kiln.jit(_double)(a)
+    np.testing.assert_array_equal(kiln.jit(_double)(np.asarray(a)), [2, 2, 2])
