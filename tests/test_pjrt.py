@@ -1,11 +1,11 @@
 """The PJRT shim (compiler/backends/pjrt) driving the real XLA CPU plug-in (the `pjrt` extra,
 which `make test` installs): the client and its devices, buffers both ways for every dtype kiln
 moves (0-size and rank 0 included), StableHLO modules written here and emitted by JAX 0.10.2
-compiled and run against NumPy, and the runtime's PJRT devices (device_put, arrays that stay on the device,
-the executable the staging service calls, kiln.devices("tpu") without a TPU), and the error
-paths (a malformed module, a library that is not
-a plug-in, a missing path, another API version, a function past the end of the plug-in's
-table), none of which may crash the process. The 260 MB plug-in is loaded once per session."""
+compiled and run against NumPy, and the runtime's PJRT devices (device_put, arrays that stay on
+the device, the executable the staging service calls, kiln.devices("tpu") without a TPU), and
+the error paths (a malformed module, a library that is not a plug-in, a missing path, another
+API version, a function past the end of the plug-in's table), none of which may crash the
+process. The 260 MB plug-in is loaded once per session."""
 import ctypes
 import glob
 import os
@@ -344,7 +344,8 @@ def test_device_put_keeps_the_buffer_on_the_device(pjrt_devices):
     assert kiln.device_put(a, device) is a
     host = kiln.device_put(a, kiln.devices("cpu")[0])
     assert isinstance(np.asarray(host), np.ndarray) and float(host[0, 1]) == 1.0
-    with pytest.raises(BackendUnsupportedError, match="does not run `add` eagerly on a xla-cpu-pjrt cpu:1"):
+    with pytest.raises(BackendUnsupportedError, match="does not run `add` eagerly on a "
+                                                      "xla-cpu-pjrt cpu:1"):
         a + 1
 
 

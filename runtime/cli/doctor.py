@@ -1,12 +1,12 @@
 """`kiln doctor`: what kiln finds on this machine, for bug reports and for setting up backends.
 
 `report()` returns the text `kiln doctor` prints: one section per topic (`SECTIONS`: kiln and
-its backends, Python versions, LLVM and the host CPU it targets, BLAS, threads, the disk
-cache, MPI for several processes, CUDA, the PJRT plug-ins found with their API versions and
-devices, TPU chips), one row per probe. It reports only what this build has. A probe is a function returning the row's value; it
-raises `Unavailable(reason)` for something absent here (printed `no: reason`), and any other
-exception it raises is printed as `error: ...` on its row, so a broken installation never stops
-the report.
+its backends, Python versions, LLVM and the host CPU it targets, BLAS, threads, the disk cache,
+MPI for several processes, CUDA, the PJRT plug-ins found with their API versions and devices,
+TPU chips), one row per probe. It reports only what this build has. A probe is a function
+returning the row's value; it raises `Unavailable(reason)` for something absent here (printed
+`no: reason`), and any other exception it raises is printed as `error: ...` on its row, so a
+broken installation never stops the report.
 
 It is part of the command line (`kiln.cli`), which may import both the runtime and the
 compiler; llvmlite is imported only inside the probes that need it.

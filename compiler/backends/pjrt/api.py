@@ -11,8 +11,8 @@ header sees from `struct_size` which fields the caller knows.
 looks a function up by name, refuses (`PjrtUnsupportedError`) one past the end of the plug-in's
 table (its `struct_size`) or left NULL, and calls it with an argument struct; a returned
 `PJRT_Error` becomes a `PjrtError` carrying the plug-in's message and code, after the error is
-destroyed. `check_version` compares a plug-in's version with the header's; `Api.attributes()` reads the
-plug-in's attributes (xla_version, stablehlo_current_version, ...). Handles (clients,
+destroyed. `check_version` compares a plug-in's version with the header's; `Api.attributes()`
+reads the plug-in's attributes (xla_version, stablehlo_current_version, ...). Handles (clients,
 devices, buffers, events, executables) are opaque pointers (`c_void_p`).
 """
 import ctypes as C

@@ -8,22 +8,24 @@ after them (`close()`, or when the last reference goes; never while the interpre
 down, when the plug-in's threads may already be gone).
 
 `client.put(array, device, zero_copy=False)` copies a NumPy array to a device
-(`PJRT_Client_BufferFromHostBuffer`, C-contiguous data, no strides): by default with
-"immutable until transfer completes" semantics, the host array kept until the plug-in's
-done event fires, which `put` awaits; with `zero_copy=True` ("immutable zero copy") a CPU
-plug-in may use the host memory itself as the buffer, so the host array is kept for the
-buffer's whole life and must not change (the caller's promise: kiln passes only the buffers
-of its immutable Arrays). A `Buffer` has an ndarray's metadata (shape, dtype, ...) and
-`to_host()` (`PJRT_Buffer_ToHostBuffer` into a fresh array, awaited).
+(`PJRT_Client_BufferFromHostBuffer`, C-contiguous data, no strides): by default with "immutable
+until transfer completes" semantics, the host array kept until the plug-in's done event fires,
+which `put` awaits; with `zero_copy=True` ("immutable zero copy") a CPU plug-in may use the host
+memory itself as the buffer, so the host array is kept for the buffer's whole life and must not
+change (the caller's promise: kiln asks for it only for host data that is read-only down to its
+base, and for an executable's host arguments during one call). The CPU plug-in aliases only
+64-byte aligned memory and copies the rest. A `Buffer` has an ndarray's metadata (shape, dtype,
+...) and `to_host()` (`PJRT_Buffer_ToHostBuffer` into a fresh array, awaited).
 
-`Executable(client, mlir_text, in_avals, out_avals, device=None)` compiles a StableHLO module
-in MLIR text (program format "mlir") for one device (default: the first) and checks that the
-results the plug-in compiled are `out_avals` (shapes and dtypes, or only their number where
-the plug-in does not report them); `executable(*inputs)` takes Buffers of that client
-or host arrays (passed as zero-copy buffers for the call's duration), checks their count, shapes and dtypes against `in_avals` before
-calling into the plug-in, runs (`PJRT_LoadedExecutable_Execute`, awaiting the device's
-completion event so that an execution error is raised here) and returns one Buffer per
-output aval. Avals are anything with `shape` and `dtype` (kiln's ShapedArray, NumPy arrays).
+`Executable(client, mlir_text, in_avals, out_avals, device=None)` compiles a StableHLO module in
+MLIR text (program format "mlir") for one device (default: the first) and checks that the
+results the plug-in compiled are `out_avals` (shapes and dtypes, or only their number where the
+plug-in does not report them); `executable(*inputs)` takes Buffers of that device or host arrays
+(passed as zero-copy buffers for the call's duration), checks their count, shapes and dtypes
+against `in_avals` before calling into the plug-in, runs (`PJRT_LoadedExecutable_Execute`,
+awaiting the device's completion event so that an execution error is raised here) and returns
+one Buffer per output aval. Avals are anything with `shape` and `dtype` (kiln's ShapedArray,
+NumPy arrays).
 
 Compile options are a serialized xla.CompileOptionsProto (`compile_options`): an empty proto
 aborts the XLA CPU plug-in (a CHECK on replica_count > 0), so kiln sends the smallest valid
