@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml setup.cfg
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
-	$(PY) -m pip install -q -e '.[test,mpi,nvrtc]'
+	$(PY) -m pip install -q -e '.[test,mpi,nvrtc,pjrt]'
 	touch $(STAMP)
 
 venv: $(STAMP)

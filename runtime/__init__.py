@@ -53,7 +53,7 @@ def __dir__():
 def __getattr__(name):
     # Submodules that pull in more of the library load on first use.
     import importlib
-    if name in ("numpy", "random", "nn", "scipy", "example_libraries", "test_util", "aot",
+    if name in ("numpy", "random", "nn", "scipy", "example_libraries", "test_util", "aot", "pjrt",
                 "distributed"):
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'kiln' has no attribute {name!r}")

@@ -187,7 +187,8 @@ class Array(ArrayMethods):
         from .devices import devices, gpu_device
         from . import _default_device as default_device
         if type(self._value) is DeviceBuffer:
-            return SingleDeviceSharding(gpu_device(self._value.layer))
+            layer = self._value.layer   # a PJRT device's layer knows its device (pjrt.py)
+            return SingleDeviceSharding(getattr(layer, "kiln_device", None) or gpu_device(layer))
         default = default_device.current()
         if default is not None and default.platform == "cpu":
             return SingleDeviceSharding(default)

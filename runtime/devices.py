@@ -7,6 +7,9 @@ On the CPU every array lives in host memory as a NumPy buffer. How many CPU devi
 `--xla_force_host_platform_device_count=N` in `XLA_FLAGS`; default 1, as JAX. The count is
 fixed when devices are first listed: changing the option afterwards is JAX's RuntimeError.
 
+PJRT plug-ins' devices (`devices("pjrt")`, `devices("tpu")`) are runtime/pjrt.py's; they are
+never a default, only listed when asked for.
+
 GPU devices (platform "gpu", `device_kind` the card's name) exist where the CUDA backend's
 device layer does (compiler/backends/cuda/device.py: CuPy and a device, or the host emulation
 under `KILN_CUDA_EMULATE=1`); there is one, the current CUDA device. Which platforms kiln uses
@@ -47,7 +50,7 @@ class Device:
         return f"{self.platform}:{self.id}"
 
     def __eq__(self, other):
-        return isinstance(other, Device) and (self.platform, self.id) == (other.platform, other.id)
+        return type(other) is Device and (self.platform, self.id) == (other.platform, other.id)
 
     def __hash__(self):
         return hash((self.platform, self.id))
@@ -117,13 +120,13 @@ def _refuse_late_change(value):
 config.guard("num_cpu_devices", _refuse_late_change)
 
 
-_PLATFORM_NAMES = {"cpu": "cpu", "gpu": "gpu", "cuda": "gpu"}
+_PLATFORM_NAMES = {"cpu": "cpu", "gpu": "gpu", "cuda": "gpu", "pjrt": "pjrt", "tpu": "tpu"}
 
 
 def _platform(name, where):
     key = _PLATFORM_NAMES.get(str(name).strip().lower())
     if key is None:
-        raise RuntimeError(f"Unknown backend {name!r} in {where}; known: cpu, gpu, cuda")
+        raise RuntimeError(f"Unknown backend {name!r} in {where}; known: cpu, gpu, cuda, pjrt, tpu")
     return key
 
 
@@ -159,8 +162,12 @@ def _backends():
 
 
 def devices(backend=None):
-    """The devices of `backend` ("cpu", "gpu" or "cuda"; default: `default_backend()`)."""
+    """The devices of `backend` ("cpu", "gpu" or "cuda", "pjrt" or "tpu" (runtime/pjrt.py);
+    default: `default_backend()`)."""
     name = default_backend() if backend is None else _platform(backend, "devices()")
+    if name in ("pjrt", "tpu"):
+        from . import pjrt
+        return pjrt.devices(name)
     if name == "gpu":
         listed, why = gpu_devices()
         if not listed:

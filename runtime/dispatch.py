@@ -110,9 +110,11 @@ _binary_cache = {}
 
 
 def on_device(prim, values, params, out):
-    """`prim` run on the GPU holding an operand (cuda/eager.py); its results as Arrays."""
-    from .compiler.backends.cuda import eager
-    results = eager.run(prim, values, params)
+    """`prim` run on the device holding an operand, else on the default device in force (its
+    layer's `eager`: cuda/eager.py on a GPU); its results as Arrays."""
+    layer = next((v.layer for v in values if type(v) is DeviceBuffer), None) or \
+        _default_device.current().layer
+    results = layer.eager(prim, values, params)
     avals = out if prim.multiple_results else (out,)
     arrays = []
     for buffer, aval in zip(results, avals):

@@ -19,7 +19,8 @@ whole suite). Without an explicit `backend=`, a function the LLVM backend cannot
 `BackendUnsupportedError`) is compiled for the reference backend instead.
 Without an explicit `backend=`, a call with an argument on a GPU (an Array holding a device
 buffer: `device_put` onto a GPU device, a GPU result) runs with backend="cuda", as JAX's
-computations follow their data; so does every call while the default device in force is a GPU
+computations follow their data (an Array on a PJRT device does not: jit does not run on PJRT
+devices yet, docs/pjrt.md); so does every call while the default device in force is a GPU
 (kiln.default_device). `KILN_LOG_COMPILES=1` logs every (re)specialisation with its
 reason; `KILN_DUMP_DIR=dir` writes every stage; `kiln.disable_jit()` (or `KILN_DISABLE_JIT=1`)
 runs functions as plain Python.
@@ -47,7 +48,7 @@ import warnings
 import numpy as np
 
 from .array import Array
-from .compiler.backends.cuda.device import DeviceBuffer
+from .compiler.backends.cuda.device import DeviceBuffer, Layer as CudaLayer
 from .tree_util import tree_flatten, tree_unflatten, tree_map
 from . import fastcall, staging, _default_device as default_device
 from .staging import leaf_aval, wrap_outputs
@@ -129,7 +130,8 @@ class Jitted:
             if out is not fastcall.MISS:
                 return out
         key, dyn_values, _ = self._signature(args, kwargs)
-        if self._fallback is not None and any(type(v) is DeviceBuffer for v in dyn_values):
+        if self._fallback is not None and any(type(v) is DeviceBuffer and
+                                              isinstance(v.layer, CudaLayer) for v in dyn_values):
             return self._on_gpu()._call(args, kwargs)
         entry = self._entry(key, args, kwargs)
         if entry.held:

@@ -12,7 +12,8 @@ A `PartitionSpec` alone means a NamedSharding over the current mesh (`kiln.set_m
 A GPU device (devices.py) has its own memory: `device_put(x, gpu)` copies `x` to it (an Array
 holding a device buffer, cuda/device.py), `device_put(x, cpu)` and `device_get` copy back;
 `device_put(x)` without a device leaves an Array where it is and puts other values on the
-default device in force (kiln.default_device; none set: the host). Shardings over several
+default device in force (kiln.default_device; none set: the host). A PJRT device
+(runtime/pjrt.py) is the same: its layer makes the device buffer. Shardings over several
 devices are CPU-only.
 """
 import numpy as np
@@ -65,21 +66,22 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
 
 
 def _onto(v, where):
-    """`v` copied between the host and a GPU when `where` (a sharding) says so, else None."""
+    """`v` copied between the host and a device with its own memory (a GPU, a PJRT device:
+    a device with a layer) when `where` (a sharding) says so, else None."""
     targets = where.device_set
-    gpu = [d for d in targets if d.platform == "gpu"]
-    on_gpu = type(v._value) is DeviceBuffer
-    if gpu:
+    held = [d for d in targets if d.layer is not None]
+    on_device = type(v._value) is DeviceBuffer
+    if held:
         if len(targets) != 1:
             raise ValueError(f"device_put: shardings over several devices are CPU-only; "
-                             f"{where} names a GPU")
-        layer = gpu[0].layer
-        if on_gpu and v._value.layer is layer:
+                             f"{where} names a {held[0].platform} device")
+        layer = held[0].layer
+        if on_device and v._value.layer is layer:
             return v
         host = np.asarray(v)
         return _wrap(DeviceBuffer(layer.to_device(np.ascontiguousarray(host).reshape(
             host.shape)), layer), v.weak_type)
-    if on_gpu:
+    if on_device:
         return placed_on(_wrap(np.asarray(v), v.weak_type), where)
     return None
 

@@ -13,6 +13,8 @@ def test_devices_and_backend():
     assert kiln.device_count() == len(devs)
     assert repr(devs[0]) == "CpuDevice(id=0)"
     with pytest.raises(RuntimeError, match="Unknown backend"):
+        kiln.devices("rocm")
+    with pytest.raises(RuntimeError, match="Unable to initialize backend 'tpu'"):  # no TPU here
         kiln.devices("tpu")
 
 

@@ -1,12 +1,12 @@
 """`kiln doctor`: what kiln finds on this machine, for bug reports and for setting up backends.
 
 `report()` returns the text `kiln doctor` prints: one section per topic (`SECTIONS`: kiln and
-its backends, Python versions, LLVM and the host CPU it targets, BLAS, threads, the disk
-cache, MPI for several processes), one row per probe. It reports only what this build has:
-sections for GPUs and PJRT plug-ins come with those backends. A probe is a function returning the row's value; it
-raises `Unavailable(reason)` for something absent here (printed `no: reason`), and any other
-exception it raises is printed as `error: ...` on its row, so a broken installation never stops
-the report.
+its backends, Python versions, LLVM and the host CPU it targets, BLAS, threads, the disk cache,
+MPI for several processes, CUDA, the PJRT plug-ins found with their API versions and devices,
+TPU chips), one row per probe. It reports only what this build has. A probe is a function
+returning the row's value; it raises `Unavailable(reason)` for something absent here (printed
+`no: reason`), and any other exception it raises is printed as `error: ...` on its row, so a
+broken installation never stops the report.
 
 It is part of the command line (`kiln.cli`), which may import both the runtime and the
 compiler; llvmlite is imported only inside the probes that need it.
@@ -253,6 +253,28 @@ def _gpu():
     return what
 
 
+# ------------------------------------------------------------------------------------ PJRT
+
+def _pjrt_plugins():
+    from ..compiler.backends.pjrt import plugins
+    found = plugins.discover()
+    if not found:
+        raise Unavailable("no plug-in found (pip install 'kiln[pjrt]' for XLA's CPU plug-in, "
+                          "or set KILN_PJRT_PLUGIN=/path/to/plugin.so)")
+    from ..pjrt import describe
+    return "; ".join(describe(f) for f in found)
+
+
+def _tpu():
+    from ..compiler.backends.pjrt import plugins
+    chips, path = plugins.tpu_chips(), plugins.libtpu_path()
+    if not chips:
+        raise Unavailable("no TPU chip on this machine's PCI bus" +
+                          (f" (libtpu at {path})" if path else ""))
+    return f"{chips} TPU chip{'s' if chips != 1 else ''}; " + \
+        (f"libtpu at {path}" if path else "libtpu not installed (pip install libtpu)")
+
+
 # ---------------------------------------------------------------------------------- report
 
 SECTIONS = [
@@ -267,6 +289,7 @@ SECTIONS = [
     ("disk cache", [("path", _cache_path), ("size", _cache_size)]),
     ("MPI", [("mpi4py", _mpi4py), ("MPI library", _mpi_library), ("mpirun", _mpirun)]),
     ("CUDA", [("NVRTC", _nvrtc), ("GPU", _gpu)]),
+    ("PJRT", [("plug-ins", _pjrt_plugins), ("TPU", _tpu)]),
 ]
 
 

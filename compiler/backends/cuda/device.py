@@ -111,6 +111,11 @@ class Layer:
             grid, block = self.launch_shape(kernel)
             self.launch(kernel, grid, block, list(buffers) + list(results) + work, kernel.sizes)
 
+    def eager(self, prim, values, params):
+        """`prim` applied outside `jit` to `values` on this layer (eager.py)."""
+        from .eager import run
+        return run(prim, values, params)
+
 
 class EmulatedLayer(Layer):
     name = "kiln host emulation of a CUDA device"

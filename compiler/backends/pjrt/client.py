@@ -1,0 +1,367 @@
+"""PJRT clients, devices, buffers and executables as Python objects over `api`.
+
+`Client(plugin)` creates a client of a loaded plug-in (`plugins.load(path)`; no create options:
+the CPU plug-in needs none), with its `platform`, `platform_version`, `process_index` and
+`devices` (`DeviceInfo`: handle, id, kind, process index; the addressable ones). Objects keep
+what they need alive: a buffer or an executable holds its client, so the client is destroyed
+after them (`close()`, or when the last reference goes; never while the interpreter shuts
+down, when the plug-in's threads may already be gone).
+
+`client.put(array, device, zero_copy=False)` copies a NumPy array to a device
+(`PJRT_Client_BufferFromHostBuffer`, C-contiguous data, no strides): by default with "immutable
+until transfer completes" semantics, the host array kept until the plug-in's done event fires,
+which `put` awaits; with `zero_copy=True` ("immutable zero copy") a CPU plug-in may use the host
+memory itself as the buffer, so the host array is kept for the buffer's whole life and must not
+change (the caller's promise: kiln asks for it only for host data that is read-only down to its
+base, and for an executable's host arguments during one call). The CPU plug-in aliases only
+64-byte aligned memory and copies the rest. A `Buffer` has an ndarray's metadata (shape, dtype,
+...) and `to_host()` (`PJRT_Buffer_ToHostBuffer` into a fresh array, awaited).
+
+`Executable(client, mlir_text, in_avals, out_avals, device=None)` compiles a StableHLO module in
+MLIR text (program format "mlir") for one device (default: the first) and checks that the
+results the plug-in compiled are `out_avals` (shapes and dtypes, or only their number where the
+plug-in does not report them); `executable(*inputs)` takes Buffers of that device or host arrays
+(passed as zero-copy buffers for the call's duration), checks their count, shapes and dtypes
+against `in_avals` before calling into the plug-in, runs (`PJRT_LoadedExecutable_Execute`,
+awaiting the device's completion event so that an execution error is raised here) and returns
+one Buffer per output aval. Avals are anything with `shape` and `dtype` (kiln's ShapedArray,
+NumPy arrays).
+
+Compile options are a serialized xla.CompileOptionsProto (`compile_options`): an empty proto
+aborts the XLA CPU plug-in (a CHECK on replica_count > 0), so kiln sends the smallest valid
+one: executable_build_options (field 3) with num_replicas = 1 (field 4), num_partitions = 1
+(field 5) and a device_assignment (field 9: replica_count 1, computation_count 1, the one
+device's id) that pins the executable to its device.
+"""
+import ctypes as C
+import sys
+
+import numpy as np
+
+from . import api
+
+
+def _varint(n):
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _field(number, value):
+    """A protobuf field: an int (varint) or bytes (length-delimited)."""
+    if isinstance(value, int):
+        return _varint(number << 3) + _varint(value)
+    return _varint(number << 3 | 2) + _varint(len(value)) + value
+
+
+def compile_options(device_id):
+    """The serialized CompileOptionsProto for one replica and partition on `device_id`."""
+    assignment = _field(1, 1) + _field(2, 1) + _field(3, _field(1, device_id))
+    build = _field(4, 1) + _field(5, 1) + _field(9, assignment)
+    return _field(3, build)
+
+
+class DeviceInfo:
+    """A device of a client: `handle` (PJRT_Device*), `id`, `kind`, `process_index`."""
+    __slots__ = ("client", "handle", "id", "kind", "process_index")
+
+    def __init__(self, client, handle):
+        self.client = client
+        self.handle = handle
+        table = client.api
+        desc = table.call("Device_GetDescription", api.args(
+            api.DeviceGetDescription, device=handle)).device_description
+        self.id = table.call("DeviceDescription_Id", api.args(
+            api.DescriptionInt, device_description=desc)).value
+        self.process_index = table.call("DeviceDescription_ProcessIndex", api.args(
+            api.DescriptionInt, device_description=desc)).value
+        self.kind = table.string("DeviceDescription_Kind", api.DescriptionString,
+                                 device_description=desc)
+
+    def __repr__(self):
+        return f"DeviceInfo({self.client.platform}:{self.id}, {self.kind!r})"
+
+
+def _alive():
+    return not sys.is_finalizing()
+
+
+class Client:
+    """A PJRT client of the plug-in `table` (an api.Api). See the module docstring."""
+
+    def __init__(self, table):
+        self.api = table
+        self.handle = table.call("Client_Create", api.args(api.ClientCreate)).client
+        self.platform = table.string("Client_PlatformName", api.ClientString, client=self.handle)
+        self.platform_version = table.string("Client_PlatformVersion", api.ClientString,
+                                             client=self.handle)
+        self.process_index = table.call("Client_ProcessIndex", api.args(
+            api.ClientProcessIndex, client=self.handle)).process_index
+        listed = table.call("Client_AddressableDevices", api.args(
+            api.ClientDevices, client=self.handle))
+        self.devices = [DeviceInfo(self, listed.devices[i]) for i in range(listed.num_devices)]
+
+    def device(self, device):
+        """`device` (a DeviceInfo of this client, or None: the first) checked."""
+        if device is None:
+            if not self.devices:
+                raise api.PjrtError(f"the {self.platform} client has no devices", "NOT_FOUND")
+            return self.devices[0]
+        if not isinstance(device, DeviceInfo) or device.client is not self:
+            raise ValueError(f"{device!r} is not a device of this {self.platform} PJRT client")
+        return device
+
+    def put(self, array, device=None, zero_copy=False):
+        """`array` (NumPy) as a Buffer on `device` (see the module docstring)."""
+        return Buffer.from_host(self, array, self.device(device), zero_copy)
+
+    def wait(self, event):
+        """Await a PJRT_Event and destroy it; its error is raised after it is destroyed."""
+        if not event:
+            return
+        try:
+            self.api.call("Event_Await", api.args(api.Event, event=event))
+        finally:
+            self.api.call("Event_Destroy", api.args(api.Event, event=event))
+
+    def close(self):
+        """Destroy the client (every buffer and executable of it must be gone)."""
+        handle, self.handle = getattr(self, "handle", None), None
+        if handle and _alive():
+            self.api.call("Client_Destroy", api.args(api.Client, client=handle))
+
+    __del__ = close
+
+    def __repr__(self):
+        return f"Client({self.platform} {self.platform_version!r}, {len(self.devices)} devices)"
+
+
+def _buffer_type(dtype):
+    code = api.BUFFER_TYPES.get(np.dtype(dtype).name)
+    if code is None:
+        raise api.PjrtUnsupportedError(f"no PJRT buffer type for dtype {np.dtype(dtype).name}",
+                                       hint="kiln moves bool, (u)int8-64, float16/32/64 and "
+                                       "complex64/128 arrays")
+    return code
+
+
+def _dims(shape):
+    return (C.c_int64 * max(1, len(shape)))(*shape)
+
+
+class Buffer:
+    """An array on a PJRT device: `handle` (PJRT_Buffer*), its client, shape and dtype."""
+    __slots__ = ("client", "handle", "device", "shape", "dtype", "_host", "_done")
+
+    class _Flags:
+        c_contiguous = aligned = True
+        writeable = False
+
+    flags = _Flags()
+
+    def __init__(self, client, handle, device, shape, dtype, host=None, done=None):
+        self.client = client
+        self.handle = handle
+        self.device = device
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self._host = host   # the host array a zero-copy buffer may alias, kept while it lives
+        self._done = done   # its done_with_host_buffer event, destroyed with the buffer
+
+    @classmethod
+    def from_host(cls, client, array, device, zero_copy):
+        array = np.asarray(array, order="C")   # (ascontiguousarray makes rank 0 rank 1)
+        kind = _buffer_type(array.dtype)
+        dims = _dims(array.shape)
+        semantics = api.IMMUTABLE_ZERO_COPY if zero_copy else \
+            api.IMMUTABLE_UNTIL_TRANSFER_COMPLETES
+        out = client.api.call("Client_BufferFromHostBuffer", api.args(
+            api.BufferFromHostBuffer, client=client.handle, data=array.ctypes.data, type=kind,
+            dims=dims, num_dims=array.ndim, host_buffer_semantics=semantics,
+            device=device.handle))
+        if zero_copy:
+            return cls(client, out.buffer, device, array.shape, array.dtype, array,
+                       out.done_with_host_buffer)
+        client.wait(out.done_with_host_buffer)
+        return cls(client, out.buffer, device, array.shape, array.dtype)
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+    itemsize = property(lambda self: self.dtype.itemsize)
+    nbytes = property(lambda self: self.size * self.dtype.itemsize)
+
+    def _handle(self):
+        if not self.handle:
+            raise RuntimeError("this PJRT buffer has been deleted")
+        return self.handle
+
+    def to_host(self):
+        """The buffer's value as a fresh NumPy array (awaited)."""
+        out = np.empty(self.shape, self.dtype)
+        done = self.client.api.call("Buffer_ToHostBuffer", api.args(
+            api.BufferToHostBuffer, src=self._handle(), dst=out.ctypes.data,
+            dst_size=out.nbytes)).event
+        self.client.wait(done)
+        return out
+
+    def block_until_ready(self):
+        event = self.client.api.call("Buffer_ReadyEvent", api.args(
+            api.BufferReadyEvent, buffer=self._handle())).event
+        self.client.wait(event)
+        return self
+
+    def delete(self):
+        """Destroy the device buffer (then release the host array a zero copy aliased)."""
+        handle, self.handle = getattr(self, "handle", None), None
+        if handle and _alive():
+            table = self.client.api
+            table.call("Buffer_Destroy", api.args(api.Buffer, buffer=handle))
+            done, self._done = self._done, None
+            self.client.wait(done)
+        self._host = None
+
+    __del__ = delete
+
+    def __repr__(self):
+        return f"Buffer({self.dtype.name}{list(self.shape)} on {self.client.platform}:" \
+               f"{self.device.id})"
+
+
+def _inner(table, loaded):
+    return table.call("LoadedExecutable_GetExecutable", api.args(
+        api.LoadedExecutableGetExecutable, loaded_executable=loaded)).executable
+
+
+def _count(table, loaded):
+    """The number of results of a loaded executable."""
+    inner = _inner(table, loaded)
+    try:
+        return table.call("Executable_NumOutputs", api.args(
+            api.ExecutableNumOutputs, executable=inner)).num_outputs
+    finally:
+        table.call("Executable_Destroy", api.args(api.Executable, executable=inner))
+
+
+_DTYPES = {code: np.dtype(name) for name, code in api.BUFFER_TYPES.items()}
+
+
+def _results(table, loaded):
+    """[(shape, dtype)] of a loaded executable's results, as the plug-in compiled them; None
+    when the plug-in does not report them (a type kiln has no dtype for reads as object)."""
+    if not (table.has("Executable_OutputElementTypes") and
+            table.has("Executable_OutputDimensions")):
+        return None
+    inner = _inner(table, loaded)
+    try:
+        kinds = table.call("Executable_OutputElementTypes", api.args(
+            api.OutputElementTypes, executable=inner))
+        dims = table.call("Executable_OutputDimensions", api.args(
+            api.OutputDimensions, executable=inner))
+        out, at = [], 0
+        for i in range(dims.num_outputs):
+            rank = dims.dim_sizes[i]
+            out.append((tuple(dims.dims[at + j] for j in range(rank)),
+                        _DTYPES.get(kinds.output_types[i], np.dtype(object))))
+            at += rank
+        return out
+    finally:
+        table.call("Executable_Destroy", api.args(api.Executable, executable=inner))
+
+
+class Executable:
+    """A StableHLO module compiled for one device (see the module docstring)."""
+
+    def __init__(self, client, mlir_text, in_avals, out_avals, device=None):
+        if not isinstance(mlir_text, str):
+            raise TypeError(f"Executable: mlir_text must be a str (a StableHLO module in MLIR "
+                            f"text), got {type(mlir_text).__name__}")
+        self.client = client
+        self.device = client.device(device)
+        self.in_avals = [(tuple(a.shape), np.dtype(a.dtype)) for a in in_avals]
+        self.out_avals = [(tuple(a.shape), np.dtype(a.dtype)) for a in out_avals]
+        for _, dtype in self.in_avals + self.out_avals:
+            _buffer_type(dtype)
+        table = client.api
+        code = mlir_text.encode()
+        text = C.create_string_buffer(code, len(code))
+        program = api.args(api.Program, code=C.addressof(text), code_size=len(code),
+                           format=b"mlir", format_size=4)
+        options = compile_options(self.device.id)
+        self.handle = table.call("Client_Compile", api.args(
+            api.ClientCompile, client=client.handle, program=C.pointer(program),
+            compile_options=C.cast(C.c_char_p(options), C.c_void_p),
+            compile_options_size=len(options))).executable
+        try:
+            produced = _results(table, self.handle)
+        except Exception:
+            self.close()
+            raise
+        if produced is not None and produced != self.out_avals or \
+                produced is None and _count(table, self.handle) != len(self.out_avals):
+            self.close()
+            shown = ", ".join(f"{d.name}{list(s)}" for s, d in produced) if produced else "?"
+            raise TypeError(f"the module's results ({shown}) are not the output avals given ("
+                            + ", ".join(f"{d.name}{list(s)}" for s, d in self.out_avals) + ")")
+
+    def _inputs(self, inputs):
+        if len(inputs) != len(self.in_avals):
+            raise TypeError(f"the executable takes {len(self.in_avals)} arguments, "
+                            f"got {len(inputs)}")
+        buffers = []
+        for i, (x, (shape, dtype)) in enumerate(zip(inputs, self.in_avals)):
+            if isinstance(x, Buffer):
+                if x.client is not self.client or x.device is not self.device:
+                    raise ValueError(f"argument {i} is on {x.client.platform}:{x.device.id}, "
+                                     f"not on this executable's device "
+                                     f"{self.client.platform}:{self.device.id}")
+            else:
+                x = np.asarray(x)
+            if tuple(x.shape) != shape or x.dtype != dtype:
+                raise TypeError(f"argument {i}: expected {dtype.name}{list(shape)}, got "
+                                f"{x.dtype.name}{list(x.shape)}")
+            buffers.append(x)
+        return buffers
+
+    def __call__(self, *inputs):
+        """Run on `inputs` (Buffers of this device or host arrays); one Buffer per output."""
+        if not self.handle:
+            raise RuntimeError("this PJRT executable has been closed")
+        inputs = self._inputs(inputs)
+        # Host arrays go in as zero-copy buffers that live only for this call (they are alive
+        # and unchanged until it returns).
+        temporary = [self.client.put(x, self.device, zero_copy=True) for x in inputs
+                     if not isinstance(x, Buffer)]
+        held = iter(temporary)
+        buffers = [x if isinstance(x, Buffer) else next(held) for x in inputs]
+        try:
+            return self._run(buffers)
+        finally:
+            for b in temporary:
+                b.delete()
+
+    def _run(self, buffers):
+        arguments = (C.c_void_p * max(1, len(buffers)))(*[b._handle() for b in buffers])
+        argument_lists = (C.c_void_p * 1)(C.addressof(arguments))
+        outputs = (C.c_void_p * max(1, len(self.out_avals)))()
+        output_lists = (C.c_void_p * 1)(C.addressof(outputs))
+        events = (C.c_void_p * 1)()
+        options = api.args(api.ExecuteOptions)
+        self.client.api.call("LoadedExecutable_Execute", api.args(
+            api.Execute, executable=self.handle, options=C.pointer(options),
+            argument_lists=C.addressof(argument_lists), num_devices=1, num_args=len(buffers),
+            output_lists=C.addressof(output_lists), device_complete_events=events))
+        results = [Buffer(self.client, outputs[i], self.device, shape, dtype)
+                   for i, (shape, dtype) in enumerate(self.out_avals)]
+        self.client.wait(events[0])
+        return results
+
+    def close(self):
+        handle, self.handle = getattr(self, "handle", None), None
+        if handle and _alive():
+            self.client.api.call("LoadedExecutable_Destroy", api.args(
+                api.LoadedExecutable, executable=handle))
+
+    __del__ = close

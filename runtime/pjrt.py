@@ -1,0 +1,185 @@
+"""PJRT devices for users: `kiln.devices("pjrt")`, `kiln.devices("tpu")`, `device_put` onto them.
+
+`devices("pjrt")` lists the devices of the first plug-in `plugins.discover()` finds
+(`KILN_PJRT_PLUGIN`, else xla-cpu-pjrt, else JAX's CUDA plug-in, else libtpu where a TPU chip
+is present); `devices("tpu")` those of libtpu, refused at once, before libtpu is loaded, where
+libtpu is not installed or the PCI bus has no TPU chip (libtpu would otherwise look for a
+Cloud TPU metadata server). One client per plug-in and process, created on first use.
+
+A device is a `PjrtDevice` (a devices.Device: id, platform = the plug-in's platform name,
+device_kind, process_index) whose `layer` is a `PjrtLayer`: what the runtime's GPU paths use
+for any device with its own memory. `device_put(x, device)` makes an Array holding a
+`DeviceBuffer(client.Buffer, layer)` that stays on the device between calls (zero copy when
+the host data is read-only all the way down, otherwise copied, so a NumPy array changed later
+cannot change it); `np.asarray(array)` copies it back. Eager operations on such arrays are
+refused with what to do instead (kiln runs compiled code on PJRT devices only).
+
+`describe(found)` is the line `kiln doctor` prints about a plug-in.
+
+`executable(mlir_text, in_avals, out_avals, device)` is the shim's Executable on a
+PjrtDevice; called with Arrays on that device (or host values) it returns Arrays on it.
+"""
+import threading
+
+import numpy as np
+
+from .compiler.backends.cuda.device import DeviceBuffer
+from .compiler.backends.pjrt import client as pjrt
+from .compiler.backends.pjrt import plugins
+from .compiler.errors import BackendUnsupportedError
+from .devices import Device
+
+_CLIENTS = {}
+_LOCK = threading.Lock()
+
+
+def client(path):
+    """The process's client of the plug-in at `path`, created on first use."""
+    with _LOCK:
+        made = _CLIENTS.get(path)
+        if made is None:
+            made = _CLIENTS[path] = pjrt.Client(plugins.load(path))
+    return made
+
+
+def _read_only(array):
+    """Whether nothing can write `array`'s memory: it and every base it views are read-only."""
+    while isinstance(array, np.ndarray):
+        if array.flags.writeable:
+            return False
+        array = array.base
+    return array is None or isinstance(array, bytes)
+
+
+class PjrtLayer:
+    """One PJRT device's memory, as the runtime's device paths see a layer."""
+    xp = np
+
+    def __init__(self, found, info):
+        self.plugin = found
+        self.info = info
+        self.platform = info.client.platform
+        self.device_kind = info.kind
+        self.name = f"{found.name} {self.platform}:{info.id}"
+        self.kiln_device = PjrtDevice(info.id, self.platform, info.kind, info.process_index, self)
+
+    def to_device(self, host):
+        return self.info.client.put(host, self.info, zero_copy=_read_only(host))
+
+    def to_host(self, buffer):
+        return buffer.to_host()
+
+    def synchronize(self):
+        """Nothing to wait for: transfers and executions are awaited where they are made."""
+
+    def eager(self, prim, values, params):
+        raise BackendUnsupportedError(
+            f"kiln does not run `{prim.name}` eagerly on a {self.name} array",
+            hint="copy it to the host first (np.asarray(x) or kiln.device_get(x)); compiled "
+                 "code on PJRT devices runs through runtime/pjrt.executable (docs/pjrt.md)")
+
+
+class PjrtDevice(Device):
+    """A device of a PJRT plug-in (see the module docstring)."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"PjrtDevice(platform={self.platform!r}, id={self.id}, " \
+               f"plugin={self.layer.plugin.name!r})"
+
+    def __eq__(self, other):
+        return type(other) is PjrtDevice and (self.layer.plugin, self.id) == \
+            (other.layer.plugin, other.id)
+
+    def __hash__(self):
+        return hash((self.layer.plugin, self.id))
+
+
+_DEVICES = {}
+
+
+def _devices_of(found):
+    with _LOCK:
+        listed = _DEVICES.get(found)
+    if listed is None:
+        made = client(found.path)
+        listed = [PjrtLayer(found, info).kiln_device for info in made.devices]
+        with _LOCK:
+            listed = _DEVICES.setdefault(found, listed)
+    return listed
+
+
+def _unavailable(backend, why):
+    return RuntimeError(f"Unable to initialize backend '{backend}': {why}")
+
+
+def tpu_plugin():
+    """libtpu's Found, or a RuntimeError saying why there is no TPU here (no load)."""
+    path = plugins.libtpu_path()
+    if path is None:
+        raise _unavailable("tpu", "libtpu is not installed (pip install libtpu on a Cloud TPU "
+                                  "VM, or set TPU_LIBRARY_PATH to libtpu.so)")
+    if plugins.tpu_chips() == 0:
+        raise _unavailable("tpu", f"this machine has no TPU chip (no Google TPU device under "
+                                  f"/sys/bus/pci/devices); libtpu ({path}) runs on Cloud TPU VMs")
+    return plugins.Found("libtpu", path)
+
+
+def default_plugin():
+    """The plug-in `devices("pjrt")` uses (see the module docstring)."""
+    for found in plugins.discover():
+        if found.name != "libtpu" or plugins.tpu_chips():
+            return found
+    raise _unavailable("pjrt", f"no PJRT plug-in found: pip install 'kiln[pjrt]' (XLA's CPU "
+                               f"plug-in) or set {plugins.PLUGIN_VARIABLE}=/path/to/plugin.so")
+
+
+def describe(found):
+    """One line about a discovered plug-in for `kiln doctor`: its PJRT C API version, the
+    StableHLO versions it reads, its platform and devices (libtpu is not loaded without a
+    TPU chip)."""
+    if found.name == "libtpu" and not plugins.tpu_chips():
+        return f"{found.name} ({found.path}): not loaded, this machine has no TPU chip"
+    try:
+        made = client(found.path)
+    except Exception as e:
+        return f"{found.name} ({found.path}): error: {e}"
+    attributes = made.api.attributes()
+    stablehlo = ".".join(map(str, attributes.get("stablehlo_current_version", ()))) or "?"
+    kinds = sorted({d.kind for d in made.devices})
+    return (f"{found.name} ({found.path}): PJRT C API {made.api.version[0]}."
+            f"{made.api.version[1]}, StableHLO {stablehlo}, platform {made.platform!r} with "
+            f"{len(made.devices)} device{'s' if len(made.devices) != 1 else ''} "
+            f"({', '.join(kinds)})")
+
+
+def devices(backend):
+    """The devices of backend "pjrt" or "tpu" (see the module docstring)."""
+    return list(_devices_of(tpu_plugin() if backend == "tpu" else default_plugin()))
+
+
+def executable(mlir_text, in_avals, out_avals, device):
+    """A StableHLO module compiled for `device` (a PjrtDevice); see `Executable`."""
+    if not isinstance(device, PjrtDevice):
+        raise TypeError(f"executable: {device!r} is not a PJRT device; use one of "
+                        f"kiln.devices('pjrt')")
+    return Executable(pjrt.Executable(device.layer.info.client, mlir_text, in_avals, out_avals,
+                                      device.layer.info), device.layer)
+
+
+class Executable:
+    """A compiled StableHLO module on one PJRT device, called with kiln Arrays (or anything
+    NumPy converts): Arrays already on the device are passed as they are, host values copied in
+(an Array on another PJRT device is a ValueError naming both devices);
+    the results are Arrays that stay on the device."""
+
+    def __init__(self, compiled, layer):
+        self.compiled = compiled
+        self.layer = layer
+
+    def __call__(self, *args):
+        from .array import Array
+        values = [a._value if isinstance(a, Array) else a for a in args]
+        inputs = [v.data if type(v) is DeviceBuffer and type(v.data) is pjrt.Buffer else
+                  np.asarray(v) for v in values]
+        return [Array(DeviceBuffer(out, self.layer)) for out in self.compiled(*inputs)]
