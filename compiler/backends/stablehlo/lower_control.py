@@ -42,6 +42,8 @@ def _scan(ctx, args, *, body, length, reverse=False, num_consts=0, num_carry=0):
     n_in = len(args)
     ys_avals = [a.update(shape=(length,) + a.shape) for a in body.out_avals[num_carry:]]
     ys0 = [ctx.splat(0, a) for a in ys_avals]
+    if length == 0:   # no step: the carry as given, empty results
+        return list(args[num_consts:num_consts + num_carry]) + ys0
     start = [ctx.constant(0, i32)] + list(args) + ys0
     avals = [v.aval for v in start]
 
