@@ -312,3 +312,13 @@ def test_print_is_a_located_error():
     message = str(info.value)
     assert "'debug_print'" in message and "host callback" in message
     assert "print(x)" in message and "llvm or reference backend" in message
+
+
+def test_as_text_stablehlo_on_lowered_and_compiled():
+    f = kiln.jit(lambda x: jnp.cos(x).sum() * x)
+    lowered = f.lower(np.ones(3, np.float32))
+    for text in (lowered.as_text("stablehlo"), lowered.compile().as_text("stablehlo")):
+        assert "func.func public @main(%arg0: tensor<3xf32>) -> (tensor<3xf32>)" in text
+        assert run_text(text, [np.arange(3, dtype=np.float32)])[0].shape == (3,)
+    with pytest.raises(ValueError, match="unknown dialect 'hlo'"):
+        lowered.as_text("hlo")

@@ -5,7 +5,8 @@
 `package.module:func`, with a dotted attribute path such as `Class.method` after the colon),
 builds example arguments from the argument specs of `kiln.compiler.argspec`, and prints the
 function at one stage of the compiler: its source, the SSA form (as specialised, simplified,
-differentiated, batched, fused) or the LLVM backend's IR and assembly. `STAGES` maps each stage
+differentiated, batched, fused), the LLVM backend's IR and assembly, the CUDA backend's
+kernels, or the StableHLO module. `STAGES` maps each stage
 name to what produces its text and the language of that text (which picks the highlighter of
 `kiln.compiler.highlight` for `--color`), and lists only what this build has; the SSA stages
 after specialisation are the pipeline's (`kiln.compiler.passes.STAGES`,
@@ -344,6 +345,12 @@ def _cuda_stage(level):
     return run
 
 
+def _stablehlo_stage(fn, call):
+    """The StableHLO module of the SSA after the reference pipeline (docs/stablehlo.md)."""
+    from ..compiler.backends.stablehlo import lower_module
+    return lower_module(staging.run_pipeline(_specialised(fn, call), "reference")).text
+
+
 class Stage(NamedTuple):
     run: Callable     # (target, Call) -> text
     language: str     # picks the highlighter (kiln.compiler.highlight)
@@ -380,6 +387,9 @@ STAGES = {
                   "docs/cuda.md)"),
     "ptx": Stage(_cuda_stage("ptx"), "ptx", True,
                  "that kernel compiled by NVRTC to PTX for sm_90 (no GPU needed)"),
+    "stablehlo": Stage(_stablehlo_stage, "mlir", True,
+                       "the StableHLO module (MLIR text) of the simplified SSA, as PJRT "
+                       "plug-ins take it (docs/stablehlo.md)"),
 }
 
 def _check_signature(fn, call):
