@@ -322,3 +322,40 @@ def test_as_text_stablehlo_on_lowered_and_compiled():
         assert run_text(text, [np.arange(3, dtype=np.float32)])[0].shape == (3,)
     with pytest.raises(ValueError, match="unknown dialect 'hlo'"):
         lowered.as_text("hlo")
+
+
+SOURCE = '''import kiln.numpy as jnp
+W = jnp.arange(6.0, dtype=jnp.float32).reshape(3, 2)
+
+
+def f(x):
+    return jnp.tanh(x @ W).sum()
+'''
+
+
+def test_kiln_compile_target_stablehlo(tmp_path, capsys):
+    import json
+    from kiln import aot
+    from kiln.cli.commands import main
+    source = tmp_path / "model.py"
+    source.write_text(SOURCE)
+    out = tmp_path / "out"
+    code = main(["compile", f"{source}:f", "--arg", "f32[4,3]", "--grad",
+                     "--target", "stablehlo", "-o", str(out)])
+    assert code == 0, capsys.readouterr().err
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["target"]["kind"] == "stablehlo"
+    (fn,) = manifest["functions"]
+    assert fn["main_inputs"] == [{"dtype": "float32", "shape": [4, 3]},
+                                 {"dtype": "float32", "shape": [3, 2]}]
+    assert set(manifest["files"]) == {"grad_f.ssa.py", "grad_f.simplified.ssa.py",
+                                      "grad_f.constants.npz", "grad_f.mlir"}
+    x = values((4, 3), np.float32)
+    with np.load(out / "grad_f.constants.npz") as saved:
+        constants = [saved["arr_0"]]
+    (got,) = run_text((out / "grad_f.mlir").read_text(), [x] + constants)
+    w = np.arange(6.0, dtype=np.float32).reshape(3, 2)
+    want = (1 - np.tanh(x @ w) ** 2) @ w.T
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)   # tanh saturates: cancellation
+    with pytest.raises(aot.AOTLoadError, match="PJRT plug-in compiles"):
+        aot.load(out)
