@@ -324,6 +324,48 @@ def test_as_text_stablehlo_on_lowered_and_compiled():
         lowered.as_text("hlo")
 
 
+def test_special_functions_and_rarer_elementwise():
+    x = values((7,), np.float32)
+
+    def f(x):
+        p, s = jnp.abs(x) + 0.5, jnp.tanh(x) * 0.9
+        return (jnp.tan(s), jnp.arcsin(s), jnp.arccos(s), jnp.arctan(x), jnp.sinh(x),
+                jnp.cosh(x), jnp.arcsinh(x), jnp.arccosh(p + 1), jnp.arctanh(s), lax.erf(x),
+                lax.erfc(x), lax.erf_inv(s), lax.lgamma(p), lax.digamma(p),
+                jnp.nextafter(x, 0.0 * x), jnp.exp2(x), jnp.cbrt(x), lax.rsqrt(p),
+                lax.logistic(x), jnp.isfinite(x / 0.0), jnp.expm1(x), lax.round(x, 1),
+                lax.round(x, 0), lax.integer_pow(x, -3), lax.pow(x, 2),
+                lax.select_n(jnp.arange(7) % 3, x, -x, 2 * x), lax.clamp(np.float32(-1), x, np.float32(1)),
+                lax.cummin(x), lax.cumlogsumexp(x, reverse=True), jnp.square(x))
+    check(f, x, rtol=1e-5)
+
+
+def test_unsigned_bool_complex_and_half():
+    i, b = values((6,), np.uint32), values((6,), np.bool_)
+    check(lambda i, b: (lax.population_count(i), jnp.sign(i), jnp.cumsum(i),
+                        jnp.zeros(4, bool).at[jnp.array([0, 2, 2])].max(True),
+                        jnp.ones(4, bool).at[jnp.array([1, 1])].min(False),
+                        jnp.max(b), jnp.min(b), jnp.argmax(b), jnp.sum(b),
+                        i.astype(jnp.float32), (-1.5 * jnp.ones(3)).astype(jnp.uint8),
+                        jnp.array([3e9, -3e9, np.nan], jnp.float32).astype(jnp.int32)), i, b)
+    z = values((5,), np.complex64)
+    check(lambda z: (jnp.sum(z), jnp.prod(z), jnp.cumsum(z), jnp.sqrt(z), jnp.log(z),
+                     jnp.sign(z), z ** 2, lax.pow(z, z), jnp.tanh(z), z.astype(bool),
+                     z.astype(jnp.complex128), jnp.conj(z.real)), z, rtol=1e-5)
+    h = values((5,), np.float16)
+    check(lambda h: (h * 2 + 1, jnp.exp(h), h.astype(jnp.float32), jnp.sum(h)), h, rtol=1e-3)
+
+
+def test_reverse_mode_tapes_are_a_located_error():
+    def f(x):
+        return lax.while_loop(lambda c: c < 10.0, lambda c: c * 1.5, x)
+    entry = kiln.jit(kiln.grad(f), backend="reference").lower(np.float32(1.0))._entry
+    with pytest.raises(BackendUnsupportedError) as info:
+        lower_module(entry.ssa)
+    message = str(info.value)
+    assert "'tape_" in message and "static shapes" in message and "lax.scan" in message
+
+
 SOURCE = '''import kiln.numpy as jnp
 W = jnp.arange(6.0, dtype=jnp.float32).reshape(3, 2)
 
