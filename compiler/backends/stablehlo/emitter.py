@@ -5,12 +5,15 @@ writes the body of `@main` line by line; rules (the `STABLEHLO` table) call
 
     ctx.emit(text, aval)          one operation with one result; `text` is everything after
                                   `%n = ` (with its type signature); returns its Value
-    ctx.constant(value, dtype, shape=())   a splat constant (complex ones from two real parts)
+    ctx.constant(value, dtype)    a rank-0 constant (a complex one from two real parts)
     ctx.splat(value, aval), ctx.scalar_like(value, x)   the same, of `aval`'s / `x`'s type
-    ctx.broadcast(value, shape)   a rank-0 Value broadcast to `shape` (itself if it has it)
-    ctx.convert(value, dtype)     stablehlo.convert (itself if it has the dtype)
-    ctx.region(avals)             `with` block: a region whose block arguments have these
-                                  types; yields their Values; `ctx.ret(values)` ends it
+    ctx.broadcast(x, shape, dims=())   stablehlo.broadcast_in_dim (x itself if it has the shape)
+    ctx.convert(x, dtype)         stablehlo.convert (x itself if it has the dtype)
+    ctx.unary(op, x), ctx.binary(op, a, b), ctx.compare(direction, a, b), ctx.select(p, a, b)
+                                  the common operations in JAX's pretty-printed form
+    ctx.generic(op, args, out_avals, regions, attrs)   an operation in generic form with
+                                  `<{attrs}>` and regions, each (block argument avals,
+                                  body(block Values) -> Values to return); returns its results
     ctx.lower_function(fn, args)  the equations of an SSA Function (a region of control flow)
                                   on `args`; returns its results' Values
     ctx.error(message)            a BackendUnsupportedError at the equation's source line
@@ -83,13 +86,13 @@ class Emitter:
         return BackendUnsupportedError(message, self.eqn.info if self.eqn else None)
 
     # ------------------------------------------------------------------ helpers
-    def constant(self, value, dtype, shape=()):
+    def constant(self, value, dtype):
         dtype = np.dtype(dtype)
-        aval = ShapedArray(tuple(shape), dtype, False)
+        aval = ShapedArray((), dtype, False)
         if dtype.kind == "c":
             part = np.dtype(f"f{dtype.itemsize // 2}")
             z = complex(value)
-            re, im = self.constant(z.real, part, shape), self.constant(z.imag, part, shape)
+            re, im = self.constant(z.real, part), self.constant(z.imag, part)
             return self.emit(f"stablehlo.complex {re}, {im} : {tensor_type(aval)}", aval)
         return self.emit(f"stablehlo.constant dense<{scalar_text(value, dtype)}> : "
                          f"{tensor_type(aval)}", aval)
