@@ -17,7 +17,8 @@ _MONOID = {
                    (False if d.kind == "b" else np.iinfo(d).min)),
     "reduce_min": ("stablehlo.minimum", lambda d: np.inf if d.kind in "fc" else
                    (True if d.kind == "b" else np.iinfo(d).max)),
-    "reduce_and": ("stablehlo.and", lambda d: True if d.kind == "b" else -1),
+    "reduce_and": ("stablehlo.and", lambda d: True if d.kind == "b" else
+                   (np.iinfo(d).max if d.kind == "u" else -1)),
     "reduce_or": ("stablehlo.or", lambda d: 0),
     "reduce_xor": ("stablehlo.xor", lambda d: 0),
 }
@@ -34,10 +35,7 @@ def dense_array(values):
 
 
 def _identity(ctx, name, dtype):
-    value = _MONOID[name][1](np.dtype(dtype))
-    if np.dtype(dtype).kind == "u" and value == -1:
-        value = np.iinfo(dtype).max
-    return ctx.constant(value, dtype)
+    return ctx.constant(_MONOID[name][1](np.dtype(dtype)), dtype)
 
 
 def _monoid(name):
@@ -59,11 +57,8 @@ def _arg(direction):
         dtype = x.aval.dtype
         index_aval = x.aval.update(dtype=np.dtype(index_dtype), weak_type=False)
         index = ctx.emit(f"stablehlo.iota dim = {axis} : {tensor_type(index_aval)}", index_aval)
-        start = np.inf if direction == "LT" else -np.inf
-        if dtype.kind != "f":
-            start = (True if direction == "LT" else False) if dtype.kind == "b" else \
-                (np.iinfo(dtype).max if direction == "LT" else np.iinfo(dtype).min)
-        init_v, init_i = ctx.constant(start, dtype), ctx.constant(0, index_dtype)
+        init_v = _identity(ctx, "reduce_min" if direction == "LT" else "reduce_max", dtype)
+        init_i = ctx.constant(0, index_dtype)
 
         def body(b):
             a, ai, c, ci = b
