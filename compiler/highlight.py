@@ -85,6 +85,17 @@ LLVM_RULES = [
     ("keyword", r"\b[a-z_][a-z0-9_]*\b"),        # every other bare word is a keyword
 ]
 
+# MLIR text (StableHLO): operation names such as stablehlo.add are the keywords.
+MLIR_RULES = [
+    ("comment", r"//[^\n]*"),
+    ("string", r'"[^"\n]*"'),
+    ("label", r"\^\w+"),
+    ("name", r"[%@][\w.$#]+"),
+    ("type", r"\b(?:tensor|complex|array|i\d+|ui\d+|f\d+|bf16)\b"),
+    ("number", r"-?\b(?:0x[0-9A-Fa-f]+|\d+(?:\.\d+)?(?:e[-+]?\d+)?)\b"),
+    ("keyword", r"\b[a-z_][\w.]*\b"),
+]
+
 ASM_RULES = [
     ("comment", r"(?:#(?![-\d:])|//|;)[^\n]*"),  # `#` starts aarch64 immediates, not comments
     ("label", r"^[^\s:#]+:"),
@@ -124,6 +135,7 @@ BUILTIN = {
     "asm": RegexHighlighter(ASM_RULES),
     "cuda": RegexHighlighter(CUDA_RULES),
     "ptx": RegexHighlighter(ASM_RULES),
+    "mlir": RegexHighlighter(MLIR_RULES),
 }
 
 _PYGMENTS_LEXERS = {"python": "PythonLexer", "llvm": "LlvmLexer", "asm": "GasLexer",
@@ -143,6 +155,7 @@ def highlight_pygments(text, language):
 
 
 def highlight(text, language):
-    """`text` (in `language`: "python", "llvm", "asm", "cuda" or "ptx") with ANSI colours."""
-    coloured = highlight_pygments(text, language)
+    """`text` (in `language`: "python", "llvm", "asm", "cuda", "ptx" or "mlir") with ANSI
+    colours (Pygments' where it has a lexer for the language)."""
+    coloured = highlight_pygments(text, language) if language in _PYGMENTS_LEXERS else None
     return BUILTIN[language](text) if coloured is None else coloured

@@ -72,6 +72,11 @@ def _read_manifest(directory):
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise AOTLoadError(f"{path} is not a kiln AOT manifest (its \"format\" is not "
                            f"{FORMAT!r}); {_RECOMPILE}")
+    if isinstance(manifest.get("target"), dict) and manifest["target"].get("kind") == "stablehlo":
+        raise AOTLoadError(f"{directory} holds StableHLO modules (`kiln compile --target "
+                           f"stablehlo`), which a PJRT plug-in compiles; kiln.aot.load runs "
+                           f"--target cpu libraries and --target cuda directories: compile "
+                           f"with one of those to load it here")
     problem = _shape_problem(manifest)
     if problem:
         raise AOTLoadError(f"{path} is malformed ({problem}); {_RECOMPILE}")

@@ -314,7 +314,14 @@ class Lowered:
     def __init__(self, entry):
         self._entry = entry
 
-    def as_text(self):
+    def as_text(self, dialect=None):
+        """The SSA after the passes; `dialect` "stablehlo": the StableHLO module of it
+        (docs/stablehlo.md)."""
+        if dialect == "stablehlo":
+            return _stablehlo_text(self._entry)
+        if dialect is not None:
+            raise ValueError(f"Lowered.as_text: unknown dialect {dialect!r}; kiln has None "
+                             f"(the SSA form) and 'stablehlo'")
         return str(self._entry.ssa)
 
     def compile(self):
@@ -330,7 +337,11 @@ class Compiled:
     def as_text(self, level=None):
         """What the backend runs: for the LLVM backend the optimised IR, or `level`
         "llvm-unoptimized" or "asm"; for the reference backend the SSA it executes. `level`
-        "cuda" or "ptx" is what the CUDA backend makes of the same SSA (NVRTC; no GPU)."""
+        "cuda" or "ptx" is what the CUDA backend makes of the same SSA (NVRTC; no GPU);
+        "stablehlo" its StableHLO module (the arrays it closes over are @main's last
+        arguments)."""
+        if level == "stablehlo":
+            return _stablehlo_text(self._entry)
         if level in ("cuda", "ptx"):
             from .compiler.backends.cuda import program
             return program.text(self._entry.ssa, level)
@@ -351,6 +362,11 @@ class Compiled:
         if self._entry.held:   # `pairs` holds the buffers too: donated ones are copied
             return _run_donating(self._entry, leaves, values)
         return Jitted._run(None, self._entry, values)
+
+
+def _stablehlo_text(entry):
+    from .compiler.backends.stablehlo import lower_module
+    return lower_module(entry.ssa).text
 
 
 def _sharded_call(jitted, args, kwargs):

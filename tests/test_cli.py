@@ -636,7 +636,7 @@ def test_missing_lowering_is_a_located_compile_error(capsys, native, monkeypatch
                     "return jnp.cos(x) + 1.0")
 
 
-@pytest.mark.parametrize("stage", ["stablehlo"])
+@pytest.mark.parametrize("stage", ["pjrt"])
 def test_stages_of_absent_backends_are_not_offered(capsys, native, stage):
     """Only what this build has is listed; a stage of a backend it lacks is argparse's
     'invalid choice', with the valid ones."""
@@ -645,12 +645,18 @@ def test_stages_of_absent_backends_are_not_offered(capsys, native, stage):
     assert f"invalid choice: '{stage}'" in err
 
 
+def test_show_stablehlo(capsys, native):
+    code, out, err = show(capsys, f"{native}:cosine", "f32[3]", stage="stablehlo")
+    assert code == 0, err
+    assert "func.func public @main(%arg0: tensor<3xf32>)" in out and "stablehlo.cosine" in out
+
+
 def test_stage_help_lists_every_stage(capsys):
     code, out, _ = run(capsys, "show", "--help")
     assert code == 0
     for name in cli.STAGES:
         assert re.search(rf"^  {re.escape(name)} ", out, re.M), name
-    for absent in ("stablehlo", "not available"):
+    for absent in ("pjrt", "not available"):
         assert absent not in out
 
 

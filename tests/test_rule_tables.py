@@ -4,13 +4,15 @@ import pytest
 
 import kiln.compiler.backends.llvm.codegen  # noqa: F401  (registers the LLVM tables' rules)
 import kiln.compiler.backends.cuda.scalar  # noqa: F401  (and the CUDA backend's)
+import kiln.compiler.backends.stablehlo  # noqa: F401  (and the StableHLO backend's)
 from kiln.compiler.primitives import PRIMITIVES
 from kiln.compiler.primitives.core import (TABLES, FLAGS, Primitive, RuleTable, rule_table,
                                            BATCH, JVP)
 
 # The kinds the transforms and the LLVM backend read; a new backend adds its own.
 KINDS = {"jvp", "vjp", "vjp_forward", "batch", "batch_collective", "llvm", "llvm_scalar",
-         "llvm_inplace", "llvm_scratch", "cuda_scalar", "batch_across_processes"}
+         "llvm_inplace", "llvm_scratch", "cuda_scalar", "batch_across_processes",
+         "stablehlo"}
 
 
 def _loose_primitive(name="loose"):

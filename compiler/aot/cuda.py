@@ -34,8 +34,6 @@ is the fused SSA's equation: a loader plans it as the CUDA executable does (cuBL
 host-driven control flow over its regions' kernels, the primitive's NumPy definition over the
 device's arrays). The function's `results` are values too.
 """
-import json
-import os
 import re
 
 import numpy as np
@@ -43,9 +41,10 @@ import numpy as np
 from ..backends.cuda import device as D, executable, nvrtc, program
 from ..backends.cuda.source import LAUNCH_RULES
 from ..ir.ssa import Literal
-from .library import check_options, check_trees, function_description, start_output
-from .manifest import FORMAT, MANIFEST_VERSION, file_sha256
-from .targets import AOTUsageError, Target, exported_name
+from .library import (check_options, finish_manifest, function_description, staged_targets,
+                      start_output)
+from .manifest import FORMAT, MANIFEST_VERSION
+from .targets import AOTUsageError, Target
 
 ARCHS = ("sm_90",)
 
@@ -66,41 +65,20 @@ def check_archs(archs):
 def compile_cuda_library(targets, out_dir, name=None, archs=ARCHS, progress=None, *,
                          specialise, version):
     """Compile `targets` for CUDA into `out_dir`; returns the manifest (module docstring)."""
-    from .. import passes
     targets = [t if isinstance(t, Target) else Target(*t) for t in targets]
     lib = check_options(targets, name, "native")
     archs = check_archs(archs)
     manifest_path, written, write = start_output(out_dir)
     functions = []
-    for index, target in enumerate(targets, 1):
-        def report(stage, index=index, target=target):
-            if progress is not None:
-                progress(index, len(targets), exported_name(target), stage)
-        report("specialise")
-        spec = specialise(target)
-        check_trees(target, spec)
-        files, fn = {"ssa": f"{spec.name}.ssa.py"}, spec.function
-        write(files["ssa"], str(fn) + "\n")
-        for p in passes.PIPELINES["llvm"]:
-            report(p.name)
-            fn = passes.run_pipeline(fn, dump_name=spec.name, pipeline=[p])
-            files[p.stage] = f"{spec.name}.{p.stage}.ssa.py"
-            write(files[p.stage], str(fn) + "\n")
+    for target, spec, fn, files, report in staged_targets(targets, specialise, "llvm", out_dir,
+                                                          write, written, progress):
         report("cuda")
-        files["constants"] = f"{spec.name}.constants.npz"
-        with open(os.path.join(out_dir, files["constants"]), "wb") as f:
-            np.savez(f, *[np.asarray(c) for c in spec.constants])
-        written.append(files["constants"])
         functions.append(_function(lib, target, spec, fn, files, archs, write))
     manifest = {"format": FORMAT, "manifest_version": MANIFEST_VERSION, "kiln_version": version,
                 "name": lib, "target": {"kind": "cuda", "archs": list(archs),
                                         "nvrtc": nvrtc.available()[1]},
                 "functions": functions}
-    manifest["files"] = {f: file_sha256(os.path.join(out_dir, f)) for f in sorted(written)}
-    with open(manifest_path, "w") as f:
-        json.dump(manifest, f, indent=1)
-        f.write("\n")
-    return manifest
+    return finish_manifest(manifest, manifest_path, out_dir, written)
 
 
 def _function(lib, target, spec, fused, files, archs, write):

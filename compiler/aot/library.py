@@ -51,13 +51,19 @@ def compile_library(targets, out_dir, name=None, cpu="native", progress=None, cc
     total = len(targets)
     compiled = []
     for index, target in enumerate(targets, 1):
-        def report(stage, index=index, target=target):
-            if progress is not None:
-                progress(index, total, exported_name(target), stage)
+        report = _reporter(progress, index, total, target)
         compiled.append(compile_target(target, machine, specialise, report))
     if progress is not None:
         progress(total, total, f"lib{lib}.so", "link")
     return write_library(compiled, out_dir, lib, machine, compiler, version)
+
+
+def _reporter(progress, index, total, target):
+    """report(stage): `progress(index, total, name, stage)` for one target, if any."""
+    def report(stage):
+        if progress is not None:
+            progress(index, total, exported_name(target), stage)
+    return report
 
 
 def check_options(targets, name, cpu):
@@ -84,6 +90,7 @@ def check_options(targets, name, cpu):
 
 def compile_target(target, machine, specialise, report=lambda stage: None):
     """CompiledFunction of one target: its stages and native code."""
+    import numpy as np
     from .. import passes
     report("specialise")
     spec = specialise(target)
@@ -123,6 +130,42 @@ def start_output(out_dir):
             f.write(data)
         written.append(filename)
     return manifest_path, written, write
+
+
+def staged_targets(targets, specialise, pipeline, out_dir, write, written, progress):
+    """Stage each target and write its SSA stages (`<fn>.ssa.py`, then one file per pass of
+    the named pipeline) and its closed-over arrays (`<fn>.constants.npz`), for the targets
+    whose code is not a native library (--target cuda, stablehlo); yields (target, its
+    Specialised form, the SSA after the pipeline, {stage or "constants": file name},
+    report(stage) for the progress line of the next stages)."""
+    import numpy as np
+    from .. import passes
+    for index, target in enumerate(targets, 1):
+        report = _reporter(progress, index, len(targets), target)
+        report("specialise")
+        spec = specialise(target)
+        check_trees(target, spec)
+        files, fn = {"ssa": f"{spec.name}.ssa.py"}, spec.function
+        write(files["ssa"], str(fn) + "\n")
+        for p in passes.PIPELINES[pipeline]:
+            report(p.name)
+            fn = passes.run_pipeline(fn, dump_name=spec.name, pipeline=[p])
+            files[p.stage] = f"{spec.name}.{p.stage}.ssa.py"
+            write(files[p.stage], str(fn) + "\n")
+        files["constants"] = f"{spec.name}.constants.npz"
+        with open(os.path.join(out_dir, files["constants"]), "wb") as f:
+            np.savez(f, *[np.asarray(c) for c in spec.constants])
+        written.append(files["constants"])
+        yield target, spec, fn, files, report
+
+
+def finish_manifest(manifest, manifest_path, out_dir, written):
+    """Add the sha256 of every file written to `manifest`, write it last; returns it."""
+    manifest["files"] = {f: file_sha256(os.path.join(out_dir, f)) for f in sorted(written)}
+    with open(manifest_path, "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+    return manifest
 
 
 def write_library(compiled, out_dir, lib, machine, compiler, version):

@@ -156,6 +156,11 @@ LLVM_SCRATCH = rule_table("llvm_scratch", "llvm_scratch(eqn) -> int")
 CUDA_SCALAR = rule_table(
     "cuda_scalar", "cuda_scalar(args, in_avals, out_aval, **params) -> C expression")
 
+# StableHLO lowering of a whole equation (backends/stablehlo/): `ctx` is the function being
+# written (its `eqn`, `out_avals`, `emit`, `constant`, `region`), `args` its operands as
+# `Value`s (an MLIR SSA name and an abstract value); returns one `Value` per result.
+STABLEHLO = rule_table("stablehlo", "stablehlo(ctx, args, **params) -> [Value per result]")
+
 
 # ---------------------------------------------------------------------------- rule helpers
 

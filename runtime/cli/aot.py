@@ -4,7 +4,8 @@
 the library that `kiln.compiler.aot` documents (files, C ABI, manifest) from `Target`s whose
 `fn` may be a plain Python function or a `kiln.jit` one; `compile_cuda_library(targets,
 out_dir, name=None, archs=("sm_90",), progress=None)` their CUDA kernels and step manifest
-(`kiln.compiler.aot.cuda`). It stages each target here, in the
+(`kiln.compiler.aot.cuda`); `compile_stablehlo_library(targets, out_dir, name=None,
+progress=None)` their StableHLO modules (`kiln.compiler.aot.stablehlo`). It stages each target here, in the
 runtime, and hands the SSA to `kiln.compiler.aot.library`, which never imports the runtime.
 
 `specialise(target)` stages a target as `kiln.jit` does (`kiln.staging.stage_call`) after
@@ -39,20 +40,27 @@ def compile_library(targets, out_dir, name=None, cpu="native", progress=None, cc
     """Compile `targets` (`Target`s or tuples of its fields) into a shared library in
     `out_dir`; returns the manifest (see `kiln.compiler.aot`)."""
     from ..compiler.aot.library import compile_library as build
-    targets = [t if isinstance(t, Target) else Target(*t) for t in targets]
-    targets = [t._replace(fn=python_function(t.fn)) for t in targets]
-    return build(targets, out_dir, name=name, cpu=cpu, progress=progress, cc=cc,
-                 specialise=specialise, version=__version__)
+    return _build(build, targets, out_dir, name=name, cpu=cpu, progress=progress, cc=cc)
 
 
 def compile_cuda_library(targets, out_dir, name=None, archs=("sm_90",), progress=None):
     """Compile `targets` for CUDA into `out_dir`: kernels (.cu, .ptx, .cubin per arch) and a
     manifest of steps that `kiln.aot.load` runs (see `kiln.compiler.aot.cuda`)."""
     from ..compiler.aot.cuda import compile_cuda_library as build
+    return _build(build, targets, out_dir, name=name, archs=archs, progress=progress)
+
+
+def compile_stablehlo_library(targets, out_dir, name=None, progress=None):
+    """Compile `targets` to StableHLO modules (.mlir) with a manifest in `out_dir` (see
+    `kiln.compiler.aot.stablehlo`)."""
+    from ..compiler.aot.stablehlo import compile_stablehlo_library as build
+    return _build(build, targets, out_dir, name=name, progress=progress)
+
+
+def _build(build, targets, out_dir, **options):
     targets = [t if isinstance(t, Target) else Target(*t) for t in targets]
     targets = [t._replace(fn=python_function(t.fn)) for t in targets]
-    return build(targets, out_dir, name=name, archs=archs, progress=progress,
-                 specialise=specialise, version=__version__)
+    return build(targets, out_dir, specialise=specialise, version=__version__, **options)
 
 
 def python_function(fn):

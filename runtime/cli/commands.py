@@ -5,7 +5,8 @@
 `package.module:func`, with a dotted attribute path such as `Class.method` after the colon),
 builds example arguments from the argument specs of `kiln.compiler.argspec`, and prints the
 function at one stage of the compiler: its source, the SSA form (as specialised, simplified,
-differentiated, batched, fused) or the LLVM backend's IR and assembly. `STAGES` maps each stage
+differentiated, batched, fused), the LLVM backend's IR and assembly, the CUDA backend's
+kernels, or the StableHLO module. `STAGES` maps each stage
 name to what produces its text and the language of that text (which picks the highlighter of
 `kiln.compiler.highlight` for `--color`), and lists only what this build has; the SSA stages
 after specialisation are the pipeline's (`kiln.compiler.passes.STAGES`,
@@ -44,7 +45,7 @@ from ..vmap import vmap
 from ..compiler import argspec, passes
 from ..compiler.aot import AOTError, AOTUsageError, Target
 from ..compiler.errors import ConcretizationError, KilnError
-from .aot import compile_cuda_library, compile_library, dynamic_call, \
+from .aot import compile_cuda_library, compile_library, compile_stablehlo_library, dynamic_call, \
     python_function as _unjit
 from .aot import specialise as specialise_target
 
@@ -344,6 +345,12 @@ def _cuda_stage(level):
     return run
 
 
+def _stablehlo_stage(fn, call):
+    """The StableHLO module of the SSA after the reference pipeline (docs/stablehlo.md)."""
+    from ..compiler.backends.stablehlo import lower_module
+    return lower_module(staging.run_pipeline(_specialised(fn, call), "reference")).text
+
+
 class Stage(NamedTuple):
     run: Callable     # (target, Call) -> text
     language: str     # picks the highlighter (kiln.compiler.highlight)
@@ -380,6 +387,9 @@ STAGES = {
                   "docs/cuda.md)"),
     "ptx": Stage(_cuda_stage("ptx"), "ptx", True,
                  "that kernel compiled by NVRTC to PTX for sm_90 (no GPU needed)"),
+    "stablehlo": Stage(_stablehlo_stage, "mlir", True,
+                       "the StableHLO module (MLIR text) of the simplified SSA, as PJRT "
+                       "plug-ins take it (docs/stablehlo.md)"),
 }
 
 def _check_signature(fn, call):
@@ -506,6 +516,9 @@ def _compile(ns):
             if ns.target == "cuda":
                 manifest = compile_cuda_library(targets, ns.output, name=ns.name,
                                                 archs=ns.arch.split(","), progress=progress)
+            elif ns.target == "stablehlo":
+                manifest = compile_stablehlo_library(targets, ns.output, name=ns.name,
+                                                     progress=progress)
             else:
                 manifest = compile_library(targets, ns.output, name=ns.name, cpu=ns.cpu,
                                            progress=progress)
@@ -518,6 +531,11 @@ def _compile(ns):
                             f"({e.strerror or e}: {e.filename or ns.output})") from None
     symbols = ", ".join(f["symbol"] for f in manifest["functions"])
     where = ns.output.rstrip(os.sep) or ns.output
+    if ns.target == "stablehlo":
+        modules = ", ".join(f["files"]["mlir"] for f in manifest["functions"])
+        print(f"wrote StableHLO modules {modules} ({symbols}) and "
+              f"{os.path.join(where, 'manifest.json')}")
+        return 0
     if ns.target == "cuda":
         kernels = sum(len(f["kernels"]) for f in manifest["functions"])
         print(f"wrote {kernels} CUDA kernels for {', '.join(manifest['target']['archs'])} "
@@ -696,10 +714,11 @@ def _add_compile(commands):
     compile_.add_argument("--cpu", choices=("native", "generic"), default="native",
                           help="native: this CPU with every feature it has (default); "
                                "generic: x86-64-v2, for libraries run on other machines")
-    compile_.add_argument("--target", choices=("cpu", "cuda"), default="cpu",
+    compile_.add_argument("--target", choices=("cpu", "cuda", "stablehlo"), default="cpu",
                           help="cpu: a shared library with a C ABI (default); cuda: every "
                                "kernel's .cu, .ptx and .cubin and a manifest of steps that "
-                               "kiln.aot.load runs on a GPU")
+                               "kiln.aot.load runs on a GPU; stablehlo: each function's "
+                               "StableHLO module (<fn>.mlir, for PJRT plug-ins) and a manifest")
     compile_.add_argument("--arch", default="sm_90", metavar="ARCHS",
                           help="with --target cuda: the comma-separated real architectures "
                                "to compile PTX and cubins for (default sm_90; e.g. "

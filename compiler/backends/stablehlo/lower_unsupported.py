@@ -1,0 +1,48 @@
+"""Primitives the StableHLO backend refuses, each with a located BackendUnsupportedError that
+says why and what to do (`UNSUPPORTED` lists them; docs/stablehlo.md explains):
+
+- `debug_print`: a host callback; a PJRT module has no way back into this Python process.
+- reverse mode's tapes (`tape_new`, `tape_push`, `tape_pop`, `tape_add`): a tape grows by one
+  record per iteration of a loop whose trip count is data, and StableHLO has only static
+  shapes.
+- collectives (`psum`, `pmax`, `pmin`, `all_gather`, `all_to_all`, `psum_scatter`, `ppermute`,
+  `axis_index`): they need a replicated module (several devices); this backend writes one
+  single-device module.
+- collectives across processes (`process_allreduce`, `process_allgather`: a pmap traced under
+  several MPI processes): they call the MPI engine, which a PJRT module cannot reach.
+"""
+from ...primitives import PRIMITIVES
+from ...primitives.core import STABLEHLO
+
+_WHY = {
+    "debug_print": ("is a host callback (print or kiln.debug.print), which a StableHLO module "
+                    "cannot make", "remove the print from the compiled function, or run it "
+                    "with the llvm or reference backend"),
+    "tape": ("records a data-dependent number of loop iterations for reverse mode, and "
+             "StableHLO has only static shapes", "differentiate a loop with a static trip "
+             "count (lax.fori_loop with static bounds, lax.scan), or use the llvm backend"),
+    "collective": ("is a collective over a named axis, and this backend writes single-device "
+                   "modules", "run pmap/collectives on the llvm backend"),
+    "process": ("exchanges values with the other MPI processes (kiln.distributed), which a "
+                "StableHLO module cannot reach", "run it with the llvm backend"),
+}
+UNSUPPORTED = {
+    "debug_print": "debug_print",
+    **{name: "tape" for name in ("tape_new", "tape_push", "tape_pop", "tape_add")},
+    **{name: "collective" for name in ("psum", "pmax", "pmin", "all_gather", "all_to_all",
+                                       "psum_scatter", "ppermute", "axis_index")},
+    **{name: "process" for name in ("process_allreduce", "process_allgather")},
+}
+
+
+def _refuse(reason):
+    why, what = _WHY[reason]
+
+    def rule(ctx, args, **params):
+        name = ctx.eqn.prim.name
+        raise ctx.error(f"the StableHLO backend cannot lower {name!r}: it {why}; {what}")
+    return rule
+
+
+for _name, _reason in UNSUPPORTED.items():
+    STABLEHLO[PRIMITIVES[_name]] = _refuse(_reason)
