@@ -1,0 +1,47 @@
+"""`kiln.lax.linalg`: JAX's primitive-level linear algebra (`cholesky`, `triangular_solve`).
+
+Each function converts its operands and binds one primitive of
+compiler/primitives/decompositions.py; `cholesky` first symmetrises its input
+((x + x^H) / 2) unless `symmetrize_input=False`, as JAX's does. The other names of JAX's
+`lax.linalg` (lu, qr, eigh, svd, eig, schur, hessenberg, ...) do not exist yet (docs/linalg.md).
+"""
+from ..array import to_array
+from ..dispatch import bind
+from ..compiler.primitives import PRIMITIVES as P
+from . import _ops
+
+__all__ = ["cholesky", "triangular_solve"]
+
+
+def _swap_last(x):
+    perm = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
+    return _ops.transpose(x, perm)
+
+
+def symmetrize(x):
+    """(x + x^H) / 2 over the trailing two axes."""
+    t = _swap_last(x)
+    t = _ops.conj(t) if x.dtype.kind == "c" else t
+    return _ops.div(_ops.add(x, t), _ops.convert_element_type(2, x.dtype))
+
+
+def cholesky(x, *, symmetrize_input=True):
+    x = to_array(x, "lax.linalg.cholesky")
+    if symmetrize_input and x.ndim >= 2 and x.shape[-1] == x.shape[-2]:
+        x = symmetrize(x)
+    return bind(P["cholesky"], x)
+
+
+def triangular_solve(a, b, *, left_side=False, lower=False, transpose_a=False,
+                     conjugate_a=False, unit_diagonal=False):
+    a = to_array(a, "lax.linalg.triangular_solve")
+    b = to_array(b, "lax.linalg.triangular_solve")
+    return bind(P["triangular_solve"], a, b, left_side=bool(left_side), lower=bool(lower),
+                transpose_a=bool(transpose_a), conjugate_a=bool(conjugate_a),
+                unit_diagonal=bool(unit_diagonal))
+
+
+from ..wrappers import user_facing_names  # noqa: E402
+
+user_facing_names(globals())
+del user_facing_names

@@ -1,0 +1,31 @@
+"""Inputs shared by the tests of the decomposition primitives (tests/test_linalg_*.py): well
+conditioned symmetric positive-definite and triangular matrices, shapes drawn by hypothesis."""
+import numpy as np
+from hypothesis import HealthCheck, settings, strategies as st
+
+# (the x64 fixture is the same for every example: it only switches float64 on)
+FEW = settings(max_examples=12, deadline=None,
+               suppress_health_check=[HealthCheck.function_scoped_fixture])
+FLOATS = [np.float32, np.float64]
+batches = st.lists(st.integers(0, 3), min_size=0, max_size=2).map(tuple)
+sizes = st.integers(0, 5)
+
+
+def rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def spd(batch, n, dtype, seed=0):
+    """Symmetric positive-definite matrices of shape batch + (n, n)."""
+    m = rng(seed).normal(size=batch + (n, n))
+    return (m @ np.swapaxes(m, -1, -2) + n * np.eye(n)).astype(dtype)
+
+
+def triangular(batch, n, dtype, seed=0):
+    """Matrices with a dominant diagonal (either triangle solves stably) and random rest."""
+    m = rng(seed).normal(size=batch + (n, n))
+    return (m + (n + 2) * np.eye(n)).astype(dtype)
+
+
+def tolerance(dtype):
+    return 2e-4 if np.dtype(dtype) == np.float32 else 1e-10
