@@ -26,23 +26,21 @@ import numpy as np
 from ..ir.abstract import ShapedArray
 from . import emit as E
 from . import batching as B
-from .core import register, JVP, VJP, BATCH
+from .core import register, JVP, VJP, BATCH, check_dtype_kinds
 from .rule_forms import tangent_rule, cotangent_rule
 
 _INEXACT = "fc"
 
 
-def _check_inexact(op, a, position=None):
-    if a.dtype.kind not in _INEXACT:
-        where = "" if position is None else f" at position {position}"
-        raise TypeError(f"{op} does not accept dtype {a.dtype}{where}. Accepted dtypes{where} "
-                        "are subtypes of inexact (floating or complex).")
+def check_inexact(op, a, position=0):
+    """JAX's error for an integer or boolean matrix."""
+    check_dtype_kinds(op, a, _INEXACT, "subtypes of floating, complexfloating", position)
 
 
 # --------------------------------------------------------------------------- cholesky
 
 def _cholesky_eval(a):
-    _check_inexact("cholesky", a)
+    check_inexact("cholesky", a)
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
         raise ValueError("The input to cholesky must have shape [..., n, n], got shape "
                          f"{tuple(a.shape)}.")
@@ -50,7 +48,7 @@ def _cholesky_eval(a):
 
 
 def _cholesky(a):
-    xp = _array_module(a)
+    xp = array_module(a)
     lower = xp.tril(a)
     full = lower + xp.conj(xp.swapaxes(xp.tril(a, -1), -1, -2))
     n = a.shape[-1]
@@ -71,7 +69,7 @@ def _cholesky(a):
         return xp.tril(out.reshape(a.shape)).astype(a.dtype)
 
 
-def _array_module(x):
+def array_module(x):
     """NumPy, or CuPy for CuPy arrays (the CUDA backend's per-primitive path)."""
     module = type(x).__module__.split(".")[0]
     if module == "cupy":
@@ -83,39 +81,39 @@ def _array_module(x):
 cholesky = register("cholesky", _cholesky_eval, _cholesky)
 
 
-def _h(x):
+def h(x):
     """The conjugate transpose of the trailing two axes."""
     nd = E.aval(x).ndim
     t = E.transpose(x, permutation=tuple(range(nd - 2)) + (nd - 1, nd - 2))
     return E.conj(t) if E.aval(x).dtype.kind == "c" else t
 
 
-def _t(x):
+def t(x):
     nd = E.aval(x).ndim
     return E.transpose(x, permutation=tuple(range(nd - 2)) + (nd - 1, nd - 2))
 
 
-def _matmul(x, y):
+def matmul(x, y):
     nd = E.aval(x).ndim
     batch = tuple(range(nd - 2))
     return E.dot_general(x, y, dimension_numbers=(((nd - 1,), (nd - 2,)), (batch, batch)),
                          precision=None, preferred_element_type=None)
 
 
-def _masked(x, mask):
+def masked(x, mask):
     """`x` times a constant mask of the trailing two axes, broadcast over the batch."""
     a = E.aval(x)
     full = np.broadcast_to(mask.astype(a.dtype), a.shape).copy()
     return E.mul(x, full)
 
 
-def _triangle(n, lower, diagonal=1.0):
+def triangle(n, lower, diagonal=1.0):
     ones = np.ones((n, n))
     mask = np.tril(ones, -1) if lower else np.triu(ones, 1)
     return mask + diagonal * np.eye(n)
 
 
-def _solve(a, b, **params):
+def solve(a, b, **params):
     return E.triangular_solve(a, b, **{**_SOLVE_DEFAULTS, **params})
 
 
@@ -127,18 +125,18 @@ def _cholesky_jvp(primals, tangents, out):
     (da,) = tangents
     L = out
     n = E.aval(L).shape[-1]
-    tmp = _solve(L, da, left_side=False, transpose_a=True, conjugate_a=True, lower=True)
-    inner = _solve(L, tmp, left_side=True, lower=True)
-    return _matmul(L, _masked(inner, _triangle(n, True, 0.5)))
+    tmp = solve(L, da, left_side=False, transpose_a=True, conjugate_a=True, lower=True)
+    inner = solve(L, tmp, left_side=True, lower=True)
+    return matmul(L, masked(inner, triangle(n, True, 0.5)))
 
 
 def _cholesky_vjp(ct, primals, out):
     L = out
     n = E.aval(L).shape[-1]
-    phi = _masked(_matmul(_h(L), ct), _triangle(n, True, 0.5))
+    phi = masked(matmul(h(L), ct), triangle(n, True, 0.5))
     # L^-H phi L^-1: solve from the right with L, then from the left with L^H
-    right = _solve(L, phi, left_side=False, lower=True)
-    return [_solve(L, right, left_side=True, lower=True, transpose_a=True, conjugate_a=True)]
+    right = solve(L, phi, left_side=False, lower=True)
+    return [solve(L, right, left_side=True, lower=True, transpose_a=True, conjugate_a=True)]
 
 
 def _cholesky_batch(args, dims):
@@ -154,7 +152,7 @@ BATCH[cholesky] = _cholesky_batch
 # --------------------------------------------------------------------- triangular_solve
 
 def _triangular_solve_eval(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
-    _check_inexact("triangular_solve", a, 0)
+    check_inexact("triangular_solve", a, 0)
     if a.dtype != b.dtype:
         raise TypeError("triangular_solve requires arguments to have the same dtypes, got "
                         f"{a.dtype}, {b.dtype}.")
@@ -170,13 +168,13 @@ def _triangular_solve_eval(a, b, *, left_side, lower, transpose_a, conjugate_a, 
                         f"{tuple(b.shape)}.")
     common = b.shape[-2] if left_side else b.shape[-1]
     if a.shape[-1] != common:
-        raise TypeError("Incompatible shapes for arguments to triangular_solve: "
+        raise ValueError("Incompatible shapes for arguments to triangular_solve: "
                         f"{tuple(a.shape)} and {tuple(b.shape)}.")
     return ShapedArray(b.shape, b.dtype)
 
 
 def _triangular_solve(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
-    xp = _array_module(a)
+    xp = array_module(a)
     t = xp.tril(a) if lower else xp.triu(a)
     if unit_diagonal:
         n = a.shape[-1]
@@ -214,33 +212,33 @@ triangular_solve = register("triangular_solve", _triangular_solve_eval, _triangu
 
 
 def _op(x, transpose_a, conjugate_a):
-    x = _t(x) if transpose_a else x
+    x = t(x) if transpose_a else x
     return E.conj(x) if conjugate_a and E.aval(x).dtype.kind == "c" else x
 
 
 def _a_mask(a, lower, unit_diagonal):
-    return _triangle(E.aval(a).shape[-1], lower, 0.0 if unit_diagonal else 1.0)
+    return triangle(E.aval(a).shape[-1], lower, 0.0 if unit_diagonal else 1.0)
 
 
 def _triangular_solve_jvp(primals, tangents, out, **params):
     (a, b), (da, db) = primals, tangents
     terms = []
     if db is not None:
-        terms.append(_solve(a, db, **params))
+        terms.append(solve(a, db, **params))
     if da is not None:
-        dop = _op(_masked(da, _a_mask(a, params["lower"], params["unit_diagonal"])),
+        dop = _op(masked(da, _a_mask(a, params["lower"], params["unit_diagonal"])),
                   params["transpose_a"], params["conjugate_a"])
-        rhs = _matmul(dop, out) if params["left_side"] else _matmul(out, dop)
-        terms.append(E.neg(_solve(a, rhs, **params)))
+        rhs = matmul(dop, out) if params["left_side"] else matmul(out, dop)
+        terms.append(E.neg(solve(a, rhs, **params)))
     return terms[0] if len(terms) == 1 else E.add(*terms)
 
 
 def _triangular_solve_vjp(ct, primals, out, **params):
     a, b = primals
-    y = _solve(a, ct, **{**params, "transpose_a": not params["transpose_a"]})
-    g = E.neg(_matmul(y, _t(out)) if params["left_side"] else _matmul(_t(out), y))
+    y = solve(a, ct, **{**params, "transpose_a": not params["transpose_a"]})
+    g = E.neg(matmul(y, t(out)) if params["left_side"] else matmul(t(out), y))
     g = _op(g, params["transpose_a"], params["conjugate_a"])
-    return [_masked(g, _a_mask(a, params["lower"], params["unit_diagonal"])), y]
+    return [masked(g, _a_mask(a, params["lower"], params["unit_diagonal"])), y]
 
 
 def _triangular_solve_batch(args, dims, **params):

@@ -1,16 +1,16 @@
-"""`kiln.lax.linalg`: JAX's primitive-level linear algebra (`cholesky`, `triangular_solve`).
+"""`kiln.lax.linalg`: JAX's primitive-level linear algebra (`cholesky`, `lu`, `triangular_solve`).
 
 Each function converts its operands and binds one primitive of
 compiler/primitives/decompositions.py; `cholesky` first symmetrises its input
 ((x + x^H) / 2) unless `symmetrize_input=False`, as JAX's does. The other names of JAX's
-`lax.linalg` (lu, qr, eigh, svd, eig, schur, hessenberg, ...) do not exist yet (docs/linalg.md).
+`lax.linalg` (qr, eigh, svd, eig, schur, hessenberg, ...) do not exist yet (docs/linalg.md).
 """
 from ..array import to_array
 from ..dispatch import bind
 from ..compiler.primitives import PRIMITIVES as P
 from . import _ops
 
-__all__ = ["cholesky", "triangular_solve"]
+__all__ = ["cholesky", "lu", "triangular_solve"]
 
 
 def _swap_last(x):
@@ -30,6 +30,11 @@ def cholesky(x, *, symmetrize_input=True):
     if symmetrize_input and x.ndim >= 2 and x.shape[-1] == x.shape[-2]:
         x = symmetrize(x)
     return bind(P["cholesky"], x)
+
+
+def lu(x):
+    """(lu, pivots, permutation) of `x` (..., m, n), as JAX's."""
+    return tuple(bind(P["lu"], to_array(x, "lax.linalg.lu")))
 
 
 def triangular_solve(a, b, *, left_side=False, lower=False, transpose_a=False,

@@ -28,7 +28,8 @@ import numpy as np
 # the routines generated code may call: BLAS's, and the LAPACK routines of lower_decompositions.py
 # (the same OpenBLAS exports both; SciPy's through cython_lapack)
 ROUTINES = ("sgemm", "dgemm", "sgemv", "dgemv", "cgemm", "zgemm", "cgemv", "zgemv",
-            "strsm", "dtrsm", "ctrsm", "ztrsm", "spotrf", "dpotrf", "cpotrf", "zpotrf")
+            "strsm", "dtrsm", "ctrsm", "ztrsm", "spotrf", "dpotrf", "cpotrf", "zpotrf",
+            "sgetrf", "dgetrf", "cgetrf", "zgetrf")
 # OpenBLAS's thread count setter (its Fortran form: a pointer to an INTEGER)
 THREAD_SETTER = "openblas_set_num_threads"
 

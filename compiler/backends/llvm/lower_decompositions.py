@@ -32,7 +32,7 @@ _POTRF = ir.FunctionType(ir.VoidType(), [PTR] * 5)
 _TRSM = ir.FunctionType(ir.VoidType(), [PTR] * 11)
 
 
-def _char(letter):
+def char(letter):
     return ir.Constant(ir.IntType(8), ord(letter))
 
 
@@ -61,7 +61,7 @@ def _cholesky(ctx, outs, ins):
     def one(b, pointer):
         info = blas.externs.stack_slot(b, ir.Constant(blas.int_type(), 0))
         blas._call(b, blas.routine("potrf", dtype), _POTRF,
-                   [_char("U"), blas._int(b, n), pointer, blas._leading(b, n), info])
+                   [char("U"), blas._int(b, n), pointer, blas._leading(b, n), info])
         failed = b.icmp_signed("!=", b.load(info, typ=blas.int_type()), ir.Constant(blas.int_type(), 0))
         matrix = _Matrix(pointer, out.aval.dtype)
         with b.if_then(failed):
@@ -123,8 +123,8 @@ def _triangular_solve(ctx, outs, ins, *, left_side, lower, transpose_a, conjugat
         pa = element_pointer(bb, a, bb.mul(i, T.i64(size)))
         pb = element_pointer(bb, out, bb.mul(i, T.i64(stride)))
         blas._call(bb, blas.routine("trsm", dtype), _TRSM,
-                   [_char("R" if left_side else "L"), _char("U" if lower else "L"), _char(trans),
-                    _char("U" if unit_diagonal else "N"), blas._int(bb, cols),
+                   [char("R" if left_side else "L"), char("U" if lower else "L"), char(trans),
+                    char("U" if unit_diagonal else "N"), blas._int(bb, cols),
                     blas._int(bb, rows), alpha, pa, blas._leading(bb, n), pb,
                     blas._leading(bb, cols)])
         return []
