@@ -1,16 +1,17 @@
-"""`kiln.lax.linalg`: JAX's primitive-level linear algebra (`cholesky`, `lu`, `triangular_solve`).
+"""`kiln.lax.linalg`: JAX's primitive-level linear algebra (`cholesky`, `lu`, `qr`,
+`triangular_solve`).
 
 Each function converts its operands and binds one primitive of
 compiler/primitives/decompositions.py; `cholesky` first symmetrises its input
 ((x + x^H) / 2) unless `symmetrize_input=False`, as JAX's does. The other names of JAX's
-`lax.linalg` (qr, eigh, svd, eig, schur, hessenberg, ...) do not exist yet (docs/linalg.md).
+`lax.linalg` (eigh, svd, eig, schur, hessenberg, ...) do not exist yet (docs/linalg.md).
 """
 from ..array import to_array
 from ..dispatch import bind
 from ..compiler.primitives import PRIMITIVES as P
 from . import _ops
 
-__all__ = ["cholesky", "lu", "triangular_solve"]
+__all__ = ["cholesky", "lu", "qr", "triangular_solve"]
 
 
 def _swap_last(x):
@@ -35,6 +36,14 @@ def cholesky(x, *, symmetrize_input=True):
 def lu(x):
     """(lu, pivots, permutation) of `x` (..., m, n), as JAX's."""
     return tuple(bind(P["lu"], to_array(x, "lax.linalg.lu")))
+
+
+def qr(x, *, pivoting=False, full_matrices=True, use_magma=None):
+    """(q, r) of `x` (..., m, n), as JAX's; column pivoting is not provided."""
+    if pivoting:
+        raise NotImplementedError("kiln.lax.linalg.qr has no column pivoting (pivoting=True) "
+                                  "yet; use pivoting=False")
+    return tuple(bind(P["qr"], to_array(x, "lax.linalg.qr"), full_matrices=bool(full_matrices)))
 
 
 def triangular_solve(a, b, *, left_side=False, lower=False, transpose_a=False,

@@ -29,7 +29,8 @@ import numpy as np
 # (the same OpenBLAS exports both; SciPy's through cython_lapack)
 ROUTINES = ("sgemm", "dgemm", "sgemv", "dgemv", "cgemm", "zgemm", "cgemv", "zgemv",
             "strsm", "dtrsm", "ctrsm", "ztrsm", "spotrf", "dpotrf", "cpotrf", "zpotrf",
-            "sgetrf", "dgetrf", "cgetrf", "zgetrf")
+            "sgetrf", "dgetrf", "cgetrf", "zgetrf", "sgeqrf", "dgeqrf", "cgeqrf", "zgeqrf",
+            "sorgqr", "dorgqr", "cungqr", "zungqr")
 # OpenBLAS's thread count setter (its Fortran form: a pointer to an INTEGER)
 THREAD_SETTER = "openblas_set_num_threads"
 
