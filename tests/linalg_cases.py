@@ -29,3 +29,14 @@ def triangular(batch, n, dtype, seed=0):
 
 def tolerance(dtype):
     return 2e-4 if np.dtype(dtype) == np.float32 else 1e-10
+
+
+def check_all(got, want, dtype, scale=1):
+    """Each result has the wanted shape and `dtype` (real results of complex matrices take its
+    real dtype) and values within `scale` times the dtype's tolerance."""
+    for g, w in zip(got, want):
+        g = np.asarray(g)
+        assert g.shape == np.shape(w) and g.dtype in (np.dtype(dtype), np.asarray(w).dtype), \
+            (g.shape, g.dtype, np.shape(w))
+        np.testing.assert_allclose(g, w, rtol=scale * tolerance(dtype),
+                                   atol=scale * tolerance(dtype))

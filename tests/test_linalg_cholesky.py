@@ -162,10 +162,10 @@ def test_emulated_cuda_device(monkeypatch):
 
 def _factor_and_solve(a, b):
     return (kl.triangular_solve(kl.cholesky(a), b, left_side=True, lower=True), kl.lu(b),
-            kl.qr(b))
+            kl.qr(b), kl.eigh(a))
 
 
-def test_kiln_compile_library_binds_lapack(tmp_path):   # (lu and qr too)
+def test_kiln_compile_library_binds_lapack(tmp_path):   # (lu, qr, eigh too)
     import kiln.aot
     from kiln.cli.aot import compile_library
     from kiln.compiler.aot import Target

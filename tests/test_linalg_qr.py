@@ -10,7 +10,7 @@ import kiln
 import kiln.lax.linalg as kl
 from kiln.test_util import check_grads
 
-from linalg_cases import FEW, FLOATS, batches, sizes, tolerance
+from linalg_cases import FEW, FLOATS, batches, check_all, sizes
 
 
 def _want(a, full_matrices):
@@ -22,13 +22,6 @@ def _want(a, full_matrices):
     return np.linalg.qr(a, mode="complete" if full_matrices else "reduced")
 
 
-def _check(got, want, dtype):
-    for g, w in zip(got, want):
-        g = np.asarray(g)
-        assert g.shape == w.shape and g.dtype == np.dtype(dtype), (g.shape, g.dtype, w.shape)
-        np.testing.assert_allclose(g, w, rtol=10 * tolerance(dtype), atol=10 * tolerance(dtype))
-
-
 @pytest.mark.parametrize("dtype", FLOATS)
 @FEW
 @given(batch=batches, m=sizes, n=sizes, full=st.booleans())
@@ -38,9 +31,9 @@ def test_qr_matches_numpy_eager_and_llvm(x64, dtype, batch, m, n, full):
 
     def f(a):
         return kl.qr(a, full_matrices=full)
-    _check(f(a), want, dtype)
-    _check(kiln.jit(f)(a), want, dtype)
-    _check(kiln.jit(f, backend="reference")(a), want, dtype)
+    check_all(f(a), want, dtype, 10)
+    check_all(kiln.jit(f)(a), want, dtype, 10)
+    check_all(kiln.jit(f, backend="reference")(a), want, dtype, 10)
 
 
 @pytest.mark.parametrize("shape, full", [((2, 4, 3), False), ((3, 3), True), ((3, 5), False),
@@ -67,7 +60,7 @@ def test_grad_under_jit_matches_jax():
 def test_vmap_over_a_middle_axis():
     a = np.random.default_rng(7).normal(size=(4, 2, 3)).astype(np.float32)
     got = kiln.jit(kiln.vmap(lambda a: kl.qr(a, full_matrices=False), in_axes=1))(a)
-    _check(got, _want(np.moveaxis(a, 1, 0), False), np.float32)
+    check_all(got, _want(np.moveaxis(a, 1, 0), False), np.float32, 10)
 
 
 def test_errors():
@@ -88,4 +81,4 @@ def test_emulated_cuda_device(monkeypatch):
     from kiln.compiler.backends.cuda import device as D
     monkeypatch.setenv(D.EMULATE, "1")
     a = np.random.default_rng(8).normal(size=(2, 4, 3)).astype(np.float32)
-    _check(kiln.jit(kl.qr, backend="cuda")(a), _want(a, True), np.float32)
+    check_all(kiln.jit(kl.qr, backend="cuda")(a), _want(a, True), np.float32, 10)

@@ -139,14 +139,19 @@ def _cholesky_vjp(ct, primals, out):
     return [solve(L, right, left_side=True, lower=True, transpose_a=True, conjugate_a=True)]
 
 
-def _cholesky_batch(args, dims):
-    (x,), (d,) = args, dims
-    return E.cholesky(B.moveaxis(x, d, 0)), 0
+def matrix_batch_rule(prim):
+    """The batching rule of a one-operand decomposition: the batch axis becomes the first
+    leading axis of the operand and of every result."""
+    def batch(args, dims, **params):
+        (x,), (d,) = args, dims
+        out = E.bind(prim.name, B.moveaxis(x, d, 0), **params)
+        return out, ([0] * len(out) if prim.multiple_results else 0)
+    return batch
 
 
 JVP[cholesky] = tangent_rule(_cholesky_jvp)
 VJP[cholesky] = cotangent_rule(_cholesky_vjp)
-BATCH[cholesky] = _cholesky_batch
+BATCH[cholesky] = matrix_batch_rule(cholesky)
 
 
 # --------------------------------------------------------------------- triangular_solve

@@ -18,9 +18,9 @@ import numpy as np
 
 from ..ir.abstract import ShapedArray
 from . import emit as E
-from . import batching as B
 from .core import register, JVP, VJP, BATCH
-from .decompositions import array_module, check_inexact, masked, matmul, solve, t
+from .decompositions import (array_module, check_inexact, masked, matmul, matrix_batch_rule,
+                             solve, t)
 from .rule_forms import tangent_rule, cotangent_rule
 
 
@@ -126,11 +126,6 @@ def _lu_vjp(ct, primals, outs):
     return [matmul(t(_permutation_matrix(permutation, E.aval(lu_value).dtype)), x_bar)]
 
 
-def _lu_batch(args, dims):
-    (x,), (d,) = args, dims
-    return E.lu(B.moveaxis(x, d, 0)), [0, 0, 0]
-
-
 JVP[lu] = tangent_rule(_lu_jvp)
 VJP[lu] = cotangent_rule(_lu_vjp)
-BATCH[lu] = _lu_batch
+BATCH[lu] = matrix_batch_rule(lu)

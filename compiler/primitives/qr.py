@@ -16,9 +16,9 @@ import numpy as np
 
 from ..ir.abstract import ShapedArray
 from . import emit as E
-from . import batching as B
 from .core import register, JVP, VJP, BATCH
-from .decompositions import array_module, check_inexact, h, masked, matmul, solve, t
+from .decompositions import (array_module, check_inexact, h, masked, matmul,
+                             matrix_batch_rule, solve, t)
 from .rule_forms import tangent_rule, cotangent_rule
 
 
@@ -129,11 +129,6 @@ def _qr_vjp(ct, primals, outs, *, full_matrices):
     return [E.concatenate(dx1, dx2, dimension=E.aval(x).ndim - 1)]
 
 
-def _qr_batch(args, dims, *, full_matrices):
-    (x,), (d,) = args, dims
-    return E.qr(B.moveaxis(x, d, 0), full_matrices=full_matrices), [0, 0]
-
-
 JVP[qr] = tangent_rule(_qr_jvp)
 VJP[qr] = cotangent_rule(_qr_vjp)
-BATCH[qr] = _qr_batch
+BATCH[qr] = matrix_batch_rule(qr)

@@ -1,17 +1,17 @@
-"""`kiln.lax.linalg`: JAX's primitive-level linear algebra (`cholesky`, `lu`, `qr`,
-`triangular_solve`).
+"""`kiln.lax.linalg`: JAX's primitive-level linear algebra (`cholesky`, `eigh`, `lu`,
+`qr`, `triangular_solve`).
 
 Each function converts its operands and binds one primitive of
 compiler/primitives/decompositions.py; `cholesky` first symmetrises its input
 ((x + x^H) / 2) unless `symmetrize_input=False`, as JAX's does. The other names of JAX's
-`lax.linalg` (eigh, svd, eig, schur, hessenberg, ...) do not exist yet (docs/linalg.md).
+`lax.linalg` (svd, eig, schur, hessenberg, ...) do not exist yet (docs/linalg.md).
 """
 from ..array import to_array
 from ..dispatch import bind
 from ..compiler.primitives import PRIMITIVES as P
 from . import _ops
 
-__all__ = ["cholesky", "lu", "qr", "triangular_solve"]
+__all__ = ["cholesky", "eigh", "lu", "qr", "triangular_solve"]
 
 
 def _swap_last(x):
@@ -31,6 +31,19 @@ def cholesky(x, *, symmetrize_input=True):
     if symmetrize_input and x.ndim >= 2 and x.shape[-1] == x.shape[-2]:
         x = symmetrize(x)
     return bind(P["cholesky"], x)
+
+
+def eigh(x, *, lower=True, symmetrize_input=True, sort_eigenvalues=True, subset_by_index=None,
+         implementation=None):
+    """(v, w) of the Hermitian `x` (..., n, n), as JAX's: eigenvectors in v's columns,
+    eigenvalues in ascending order (always sorted: LAPACK's order)."""
+    if subset_by_index is not None:
+        raise NotImplementedError("kiln.lax.linalg.eigh has no subset_by_index yet; slice the "
+                                  "results instead")
+    x = to_array(x, "lax.linalg.eigh")
+    if symmetrize_input and x.ndim >= 2 and x.shape[-1] == x.shape[-2]:
+        x = symmetrize(x)
+    return tuple(bind(P["eigh"], x, lower=bool(lower)))
 
 
 def lu(x):

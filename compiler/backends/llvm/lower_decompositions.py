@@ -62,7 +62,8 @@ def _cholesky(ctx, outs, ins):
         info = blas.externs.stack_slot(b, ir.Constant(blas.int_type(), 0))
         blas._call(b, blas.routine("potrf", dtype), _POTRF,
                    [char("U"), blas._int(b, n), pointer, blas._leading(b, n), info])
-        failed = b.icmp_signed("!=", b.load(info, typ=blas.int_type()), ir.Constant(blas.int_type(), 0))
+        failed = b.icmp_signed("!=", b.load(info, typ=blas.int_type()),
+                               ir.Constant(blas.int_type(), 0))
         matrix = _Matrix(pointer, out.aval.dtype)
         with b.if_then(failed):
             counted_loop(b, T.i64(n * n), lambda c, k, acc: matrix.store(c, k, nan) or [],

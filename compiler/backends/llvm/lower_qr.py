@@ -82,8 +82,10 @@ def _qr(ctx, outs, ins, *, full_matrices):
                           for offset in (layout.tau, layout.work))
 
     def matrix(b, i):
-        qm = Buffer(element_pointer(b, q, b.mul(i, T.i64(q_size))), ShapedArray((m, layout.q_cols), dtype))
-        rm = Buffer(element_pointer(b, r, b.mul(i, T.i64(r_size))), ShapedArray(r.aval.shape[-2:], dtype))
+        qm = Buffer(element_pointer(b, q, b.mul(i, T.i64(q_size))),
+                    ShapedArray((m, layout.q_cols), dtype))
+        rm = Buffer(element_pointer(b, r, b.mul(i, T.i64(r_size))),
+                    ShapedArray(r.aval.shape[-2:], dtype))
         if not k:   # Q: the identity's columns; R: empty or zeros
             emit_nest(b, (m, layout.q_cols), lambda c, ix, acc: store(
                 c, qm, c.add(c.mul(ix[0], T.i64(layout.q_cols)), ix[1]),
