@@ -1,6 +1,7 @@
 """Inputs shared by the tests of the decomposition primitives (tests/test_linalg_*.py): well
 conditioned symmetric positive-definite and triangular matrices, shapes drawn by hypothesis."""
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, settings, strategies as st
 
 # (the x64 fixture is the same for every example: it only switches float64 on)
@@ -40,3 +41,21 @@ def check_all(got, want, dtype, scale=1):
             (g.shape, g.dtype, np.shape(w))
         np.testing.assert_allclose(g, w, rtol=scale * tolerance(dtype),
                                    atol=scale * tolerance(dtype))
+
+
+def check_grad_against_jax(loss, a, tol):
+    """kiln.jit(kiln.grad(loss(kiln.lax.linalg))) against jax.grad(loss(jax.lax.linalg))."""
+    jax = pytest.importorskip("jax")
+    import kiln
+    import kiln.lax.linalg
+    want = jax.grad(loss(jax.lax.linalg))(a)
+    got = kiln.jit(kiln.grad(loss(kiln.lax.linalg)))(a)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=tol, atol=tol)
+
+
+def on_emulated_cuda(monkeypatch, f, *args):
+    """f compiled for the CUDA backend on the host emulation of a device, called on args."""
+    import kiln
+    from kiln.compiler.backends.cuda import device
+    monkeypatch.setenv(device.EMULATE, "1")
+    return kiln.jit(f, backend="cuda")(*args)

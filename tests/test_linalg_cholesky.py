@@ -12,7 +12,7 @@ import kiln
 import kiln.lax.linalg as kl
 from kiln.test_util import check_grads
 
-from linalg_cases import FEW, FLOATS, batches, sizes, spd, tolerance, triangular
+from linalg_cases import FEW, FLOATS, batches, on_emulated_cuda, sizes, spd, tolerance, triangular
 
 
 def close(got, want, dtype):
@@ -149,23 +149,21 @@ def test_llvm_calls_lapack():
 
 
 def test_emulated_cuda_device(monkeypatch):
-    from kiln.compiler.backends.cuda import device as D
-    monkeypatch.setenv(D.EMULATE, "1")
     a = spd((2,), 3, np.float32)
 
     def f(a):
         L = kl.cholesky(a)
         return kl.triangular_solve(L, a, left_side=True, lower=True)
     want = kiln.jit(f, backend="reference")(a)
-    np.testing.assert_allclose(np.asarray(kiln.jit(f, backend="cuda")(a)), want, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(on_emulated_cuda(monkeypatch, f, a)), want, rtol=1e-5)
 
 
 def _factor_and_solve(a, b):
     return (kl.triangular_solve(kl.cholesky(a), b, left_side=True, lower=True), kl.lu(b),
-            kl.qr(b), kl.eigh(a))
+            kl.qr(b), kl.eigh(a), kl.svd(b))
 
 
-def test_kiln_compile_library_binds_lapack(tmp_path):   # (lu, qr, eigh too)
+def test_kiln_compile_library_binds_lapack(tmp_path):   # (lu, qr, eigh, svd too)
     import kiln.aot
     from kiln.cli.aot import compile_library
     from kiln.compiler.aot import Target

@@ -11,7 +11,8 @@ import kiln
 import kiln.lax.linalg as kl
 from kiln.test_util import check_grads
 
-from linalg_cases import FEW, FLOATS, batches, check_all, sizes
+from linalg_cases import (FEW, FLOATS, batches, check_all, check_grad_against_jax,
+                         on_emulated_cuda, sizes)
 
 
 def _want(a, lower):
@@ -48,7 +49,6 @@ def test_eigh_grads_order_two(x64):
 
 
 def test_grad_under_jit_matches_jax():
-    jax = pytest.importorskip("jax")
     a = np.random.default_rng(6).normal(size=(4, 4)).astype(np.float32)
 
     def loss(lib):
@@ -56,9 +56,7 @@ def test_grad_under_jit_matches_jax():
             v, w = lib.eigh(a)
             return (v ** 4).sum() + (w ** 2).sum()
         return f
-    want = jax.grad(loss(jax.lax.linalg))(a)
-    np.testing.assert_allclose(np.asarray(kiln.jit(kiln.grad(loss(kl)))(a)), want, rtol=1e-3,
-                               atol=1e-3)
+    check_grad_against_jax(loss, a, 1e-3)
 
 
 def test_repeated_eigenvalues_give_finite_eigenvalue_gradients():
@@ -86,10 +84,9 @@ def test_llvm_calls_syevd():
 
 
 def test_emulated_cuda_device(monkeypatch):
-    from kiln.compiler.backends.cuda import device as D
-    monkeypatch.setenv(D.EMULATE, "1")
     a = np.random.default_rng(8).normal(size=(2, 3, 3)).astype(np.float32)
-    check_all(kiln.jit(kl.eigh, backend="cuda")(a), kiln.jit(kl.eigh, backend="reference")(a),
+    check_all(on_emulated_cuda(monkeypatch, kl.eigh, a),
+              kiln.jit(kl.eigh, backend="reference")(a),
               np.float32, 10)
 
 

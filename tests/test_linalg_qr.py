@@ -10,7 +10,8 @@ import kiln
 import kiln.lax.linalg as kl
 from kiln.test_util import check_grads
 
-from linalg_cases import FEW, FLOATS, batches, check_all, sizes
+from linalg_cases import (FEW, FLOATS, batches, check_all, check_grad_against_jax,
+                         on_emulated_cuda, sizes)
 
 
 def _want(a, full_matrices):
@@ -44,7 +45,6 @@ def test_qr_grads_order_two(x64, shape, full):
 
 
 def test_grad_under_jit_matches_jax():
-    jax = pytest.importorskip("jax")
     a = np.random.default_rng(6).normal(size=(5, 3)).astype(np.float32)
 
     def loss(lib):
@@ -52,9 +52,7 @@ def test_grad_under_jit_matches_jax():
             q, r = lib.qr(a, full_matrices=False)
             return (q ** 3).sum() + (r ** 2).sum()
         return f
-    want = jax.grad(loss(jax.lax.linalg))(a)
-    np.testing.assert_allclose(np.asarray(kiln.jit(kiln.grad(loss(kl)))(a)), want, rtol=1e-4,
-                               atol=1e-4)
+    check_grad_against_jax(loss, a, 1e-4)
 
 
 def test_vmap_over_a_middle_axis():
@@ -78,7 +76,5 @@ def test_llvm_calls_geqrf_and_orgqr():
 
 
 def test_emulated_cuda_device(monkeypatch):
-    from kiln.compiler.backends.cuda import device as D
-    monkeypatch.setenv(D.EMULATE, "1")
     a = np.random.default_rng(8).normal(size=(2, 4, 3)).astype(np.float32)
-    check_all(kiln.jit(kl.qr, backend="cuda")(a), _want(a, True), np.float32, 10)
+    check_all(on_emulated_cuda(monkeypatch, kl.qr, a), _want(a, True), np.float32, 10)

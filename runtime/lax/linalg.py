@@ -1,17 +1,17 @@
 """`kiln.lax.linalg`: JAX's primitive-level linear algebra (`cholesky`, `eigh`, `lu`,
-`qr`, `triangular_solve`).
+`qr`, `svd`, `triangular_solve`).
 
 Each function converts its operands and binds one primitive of
 compiler/primitives/decompositions.py; `cholesky` first symmetrises its input
 ((x + x^H) / 2) unless `symmetrize_input=False`, as JAX's does. The other names of JAX's
-`lax.linalg` (svd, eig, schur, hessenberg, ...) do not exist yet (docs/linalg.md).
+`lax.linalg` (eig, schur, hessenberg, ...) do not exist yet (docs/linalg.md).
 """
 from ..array import to_array
 from ..dispatch import bind
 from ..compiler.primitives import PRIMITIVES as P
 from . import _ops
 
-__all__ = ["cholesky", "eigh", "lu", "qr", "triangular_solve"]
+__all__ = ["cholesky", "eigh", "lu", "qr", "svd", "triangular_solve"]
 
 
 def _swap_last(x):
@@ -57,6 +57,16 @@ def qr(x, *, pivoting=False, full_matrices=True, use_magma=None):
         raise NotImplementedError("kiln.lax.linalg.qr has no column pivoting (pivoting=True) "
                                   "yet; use pivoting=False")
     return tuple(bind(P["qr"], to_array(x, "lax.linalg.qr"), full_matrices=bool(full_matrices)))
+
+
+def svd(x, *, full_matrices=True, compute_uv=True, subset_by_index=None, algorithm=None):
+    """(u, s, vh) of `x` (..., m, n), or s alone without `compute_uv`, as JAX's."""
+    if subset_by_index is not None:
+        raise NotImplementedError("kiln.lax.linalg.svd has no subset_by_index yet; slice the "
+                                  "results instead")
+    out = bind(P["svd"], to_array(x, "lax.linalg.svd"), full_matrices=bool(full_matrices),
+               compute_uv=bool(compute_uv))
+    return (out[1], out[0], out[2]) if compute_uv else out[0]
 
 
 def triangular_solve(a, b, *, left_side=False, lower=False, transpose_a=False,

@@ -30,7 +30,8 @@ import numpy as np
 ROUTINES = ("sgemm", "dgemm", "sgemv", "dgemv", "cgemm", "zgemm", "cgemv", "zgemv",
             "strsm", "dtrsm", "ctrsm", "ztrsm", "spotrf", "dpotrf", "cpotrf", "zpotrf",
             "sgetrf", "dgetrf", "cgetrf", "zgetrf", "sgeqrf", "dgeqrf", "cgeqrf", "zgeqrf",
-            "sorgqr", "dorgqr", "cungqr", "zungqr", "ssyevd", "dsyevd", "cheevd", "zheevd")
+            "sorgqr", "dorgqr", "cungqr", "zungqr", "ssyevd", "dsyevd", "cheevd", "zheevd",
+            "sgesdd", "dgesdd", "cgesdd", "zgesdd")
 # OpenBLAS's thread count setter (its Fortran form: a pointer to an INTEGER)
 THREAD_SETTER = "openblas_set_num_threads"
 
