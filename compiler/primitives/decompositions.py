@@ -226,7 +226,7 @@ def _a_mask(a, lower, unit_diagonal):
 
 
 def _triangular_solve_jvp(primals, tangents, out, **params):
-    (a, b), (da, db) = primals, tangents
+    (a, _), (da, db) = primals, tangents
     terms = []
     if db is not None:
         terms.append(solve(a, db, **params))

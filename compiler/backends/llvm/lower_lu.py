@@ -17,7 +17,6 @@ from . import blas, externs
 from . import ltypes as T
 from .buffers import Buffer, View, element_pointer
 from .loops import counted_loop
-from .lower_decompositions import char
 from .lower_structural import copy_nest
 
 PTR = ir.PointerType()

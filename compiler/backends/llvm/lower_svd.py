@@ -104,7 +104,6 @@ def _svd(ctx, outs, ins, *, full_matrices, compute_uv):
     count = int(np.prod(a.aval.shape[:-2], dtype=np.int64))
     if count == 0:
         return
-    s = outs[0]
     u_cols, vt_rows = (outs[1].aval.shape[-1], outs[2].aval.shape[-2]) if compute_uv else (0, 0)
     builder, scratch = ctx.builder, ctx.scratch
     if k:
