@@ -65,11 +65,15 @@ PUBLIC = {
         "vecmat", "vsplit", "vstack", "where", "zeros", "zeros_like"},
     "kiln.numpy.linalg": {
         "cross", "diagonal", "matmul", "matrix_norm", "matrix_transpose", "norm", "outer",
-        "tensordot", "trace", "vecdot", "vector_norm"},
+        "tensordot", "trace", "vecdot", "vector_norm", "cholesky", "cond", "det", "eigh",
+        "eigvalsh", "inv", "lstsq", "matrix_power", "matrix_rank", "multi_dot", "pinv", "qr",
+        "slogdet", "solve", "svd", "svdvals", "tensorinv", "tensorsolve"},
+    "kiln.lax.linalg": {
+        "cholesky", "eigh", "lu", "qr", "svd", "triangular_solve"},
     "kiln.lax": {
         "GatherDimensionNumbers", "GatherScatterMode", "Precision", "RoundingMethod",
         "ScatterDimensionNumbers", "abs", "acos", "acosh", "add", "all_gather", "all_to_all",
-        "argmax",
+        "argmax", "linalg",
         "argmin", "asin", "asinh", "associative_scan", "atan", "atan2", "atanh",
         "axis_index", "axis_size", "batch_matmul", "bitcast_convert_type", "bitwise_and", "bitwise_not",
         "bitwise_or", "bitwise_xor", "broadcast", "broadcast_in_dim", "broadcast_to_rank",
@@ -107,7 +111,10 @@ PUBLIC = {
         "key_data", "key_impl", "laplace", "loggamma", "logistic", "normal", "permutation",
         "rademacher", "randint", "split", "truncated_normal", "uniform", "wrap_key_data"},
     "kiln.scipy": {
-        "special", "stats"},
+        "linalg", "special", "stats"},
+    "kiln.scipy.linalg": {
+        "block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "inv", "lu",
+        "lu_factor", "lu_solve", "polar", "qr", "solve", "solve_triangular", "svd", "toeplitz"},
     "kiln.scipy.special": {
         "digamma", "entr", "erf", "erfc", "erfinv", "expit", "gamma", "gammaln", "gammasgn",
         "kl_div", "log_ndtr", "log_softmax", "loggamma", "logit", "logsumexp", "ndtr",

@@ -7,8 +7,9 @@ from ._control_flow import (while_loop, fori_loop, scan, cond, switch, map,  # n
                             associative_scan)
 from ._parallel import (psum, pmean, pmax, pmin, all_gather, psum_scatter,  # noqa: F401
                         axis_index, axis_size, ppermute, pshuffle, all_to_all, pswapaxes)
+from . import linalg  # noqa: F401,E402
 from ..wrappers import user_facing_names  # noqa: E402
 
-__all__ = [name for name in dir() if not name.startswith("_") and name != "user_facing_names"]
+__all__ = [name for name in dir() if not name.startswith("_") and name not in ("user_facing_names", "linalg")]
 user_facing_names(globals())
 del user_facing_names

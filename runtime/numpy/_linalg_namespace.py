@@ -9,8 +9,11 @@ from ..compiler.ir import dtypes
 from ._core import check_arraylike, canonicalize_axis, promote_dtypes_inexact
 from . import _linalg, _reductions, _shape, _ufuncs
 
+from . import _linalg_solvers
+from ._linalg_solvers import *  # noqa: F401,F403
+
 __all__ = ["norm", "vector_norm", "matrix_norm", "matmul", "tensordot", "vecdot", "outer",
-           "cross", "diagonal", "trace", "matrix_transpose"]
+           "cross", "diagonal", "trace", "matrix_transpose"] + _linalg_solvers.__all__
 
 
 def _arr(fun_name, x):
@@ -66,9 +69,14 @@ def _matrix_norm(x, ord, rows, cols, keepdims):
     if ord is None or ord in ("f", "fro"):
         return _sum_squares(x, (rows, cols), keepdims)
     if ord in (2, -2, "nuc"):
-        raise TypeError(f"jnp.linalg.norm: the matrix norm ord={ord!r} needs singular values, "
-                        f"and kiln does not implement the SVD; use ord='fro', 1, -1, inf or "
-                        f"-inf")
+        s = _linalg_solvers.svdvals(_shape.moveaxis(x, (rows, cols), (-2, -1)))
+        if ord == "nuc":
+            out = _reductions.sum(s, axis=-1)
+        else:
+            out = (_reductions.max if ord == 2 else _reductions.min)(s, axis=-1)
+        if keepdims:
+            out = _shape.expand_dims(out, (rows, cols))
+        return out
     if ord not in (1, -1, np.inf, -np.inf):
         raise ValueError(f"Invalid order '{ord}' for matrix norm.")
     # ord 1/-1: max/min over columns of the column sums; inf/-inf: the same over rows.

@@ -1,11 +1,14 @@
-"""`kiln.numpy.linalg`: norms and the array-API linear-algebra helpers.
+"""`kiln.numpy.linalg`: norms, decompositions, solvers and the array-API linear-algebra helpers.
 
 `norm`, `vector_norm` and `matrix_norm` are written over `kiln.numpy` reductions and ufuncs,
 with JAX's dtypes (`norm` promotes to inexact and returns real values; `vector_norm` keeps
 integer inputs integral for ord 1 and +-inf, and promotes to inexact for other p, as NumPy
-does, where JAX returns meaningless integers). Matrix norms that need singular values (ord 2,
--2, 'nuc') raise a TypeError: kiln has no SVD yet, and no decompositions are provided here.
-The remaining functions (matmul, tensordot, vecdot, outer, cross, diagonal, trace,
+does, where JAX returns meaningless integers); matrix norms of ord 2, -2 and 'nuc' take the
+singular values. The decompositions and solvers (cholesky, qr, eigh, eigvalsh, svd, svdvals,
+solve, inv, det, slogdet, pinv, lstsq, matrix_rank, cond, matrix_power, multi_dot,
+tensorsolve, tensorinv) are `_linalg_solvers`' (docs/linalg.md); `eig` and `eigvals` are not
+provided (no general eigendecomposition primitive yet), nor qr's mode='raw'. The remaining
+functions (matmul, tensordot, vecdot, outer, cross, diagonal, trace,
 matrix_transpose) are the array-API forms of their `kiln.numpy` namesakes.
 
 (The names are defined in `_linalg_namespace`, with the helpers they use, which stay out of

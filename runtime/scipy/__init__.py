@@ -1,5 +1,5 @@
 """`kiln.scipy`: the parts of SciPy that JAX provides (`kiln.scipy.special`,
-`kiln.scipy.stats`), written over `kiln.numpy` and `kiln.lax`."""
-from . import special, stats  # noqa: F401
+`kiln.scipy.stats`, `kiln.scipy.linalg`), written over `kiln.numpy` and `kiln.lax`."""
+from . import linalg, special, stats  # noqa: F401
 
-__all__ = ["special", "stats"]
+__all__ = ["linalg", "special", "stats"]

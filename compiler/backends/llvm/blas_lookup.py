@@ -4,8 +4,8 @@ Two providers, both OpenBLAS's Fortran interface, differing in the width of thei
 arguments:
 - "numpy-openblas64": the ILP64 OpenBLAS that NumPy's wheels bundle (64-bit integers). It is loaded
   with NumPy already, so finding a routine costs a dlsym (~0.1 ms).
-- "scipy-cython_blas": `scipy.linalg.cython_blas` exports each routine as a PyCapsule in
-  `__pyx_capi__` (32-bit integers); opening one with ctypes costs importing scipy.linalg and loading
+- "scipy-cython_blas": `scipy.linalg.cython_blas` (and `cython_lapack`, for LAPACK's routines)
+  export each routine as a PyCapsule in `__pyx_capi__` (32-bit integers); opening one with ctypes costs importing scipy.linalg and loading
   its OpenBLAS, about 0.2-0.5 s in a fresh process.
 `library()` picks the first available (`KILN_BLAS=scipy` forces SciPy's); `address(name)` gives a
 routine's address in it, and `thread_setter()` its `openblas_set_num_threads` (blas.py sets the
@@ -25,8 +25,13 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 
-# the routines generated code may call
-ROUTINES = ("sgemm", "dgemm", "sgemv", "dgemv", "cgemm", "zgemm", "cgemv", "zgemv")
+# the routines generated code may call: BLAS's, and the LAPACK routines of lower_decompositions.py
+# (the same OpenBLAS exports both; SciPy's through cython_lapack)
+ROUTINES = ("sgemm", "dgemm", "sgemv", "dgemv", "cgemm", "zgemm", "cgemv", "zgemv",
+            "strsm", "dtrsm", "ctrsm", "ztrsm", "spotrf", "dpotrf", "cpotrf", "zpotrf",
+            "sgetrf", "dgetrf", "cgetrf", "zgetrf", "sgeqrf", "dgeqrf", "cgeqrf", "zgeqrf",
+            "sorgqr", "dorgqr", "cungqr", "zungqr", "ssyevd", "dsyevd", "cheevd", "zheevd",
+            "sgesdd", "dgesdd", "cgesdd", "zgesdd")
 # OpenBLAS's thread count setter (its Fortran form: a pointer to an INTEGER)
 THREAD_SETTER = "openblas_set_num_threads"
 
@@ -58,8 +63,8 @@ def _scipy_cython_blas() -> Library:
 
 
 def _capsule_address(name: str) -> int | None:
-    from scipy.linalg import cython_blas
-    capsule = cython_blas.__pyx_capi__.get(name)
+    from scipy.linalg import cython_blas, cython_lapack
+    capsule = cython_blas.__pyx_capi__.get(name) or cython_lapack.__pyx_capi__.get(name)
     if capsule is None:
         return None
     api = ctypes.pythonapi

@@ -64,6 +64,11 @@ from . import lower_fused
 from . import lower_structural
 from . import lower_reductions  # noqa: F401
 from . import lower_linalg  # noqa: F401
+from . import lower_decompositions  # noqa: F401
+from . import lower_lu  # noqa: F401
+from . import lower_qr  # noqa: F401
+from . import lower_eigh  # noqa: F401
+from . import lower_svd  # noqa: F401
 from . import lower_indexing  # noqa: F401
 from . import lower_control  # noqa: F401
 from . import lower_callbacks  # noqa: F401

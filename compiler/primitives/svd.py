@@ -1,0 +1,192 @@
+"""svd: the singular value decomposition, JAX's `lax.linalg.svd` primitive.
+
+`svd(a, full_matrices, compute_uv)` of an (..., m, n) matrix gives `s` (..., k), k = min(m, n),
+the singular values in descending order (real: float32 for complex64), and with `compute_uv`
+also `u` (..., m, m or k) and `vt` (..., n or k, n), so that a = u diag(s) vt. LAPACK's gesdd,
+as JAX on CPU (the singular vectors' signs are gesdd's); the NumPy definition calls SciPy's
+gesdd on each matrix, or `cupy.linalg.svd` (cuSOLVER) on CuPy arrays. A matrix gesdd fails on
+gives NaN, as in JAX. An empty matrix gives the identity's columns as u and vt.
+
+Derivatives are JAX's (`_svd_jvp_rule`), for reduced factors (`full_matrices=False`) or
+singular values alone, real matrices only: with dS = U^T dA V and F[i, j] =
+1 / (s[j]^2 - s[i]^2) off the diagonal, ds = diag(dS), dU = U (F * (dS S + S dS^T)) (plus
+(I - U U^T) dA V / s for a tall matrix) and dV likewise. The VJP is its transpose. Repeated
+singular values make F infinite (the vectors' derivative is inf/NaN, the values' stays finite),
+as in JAX; full matrices with singular vectors and complex matrices raise
+NotImplementedError.
+"""
+import numpy as np
+
+from ..ir.abstract import ShapedArray
+from . import emit as E
+from .core import register, JVP, VJP, BATCH
+from .decompositions import array_module, check_inexact, masked, matmul, matrix_batch_rule, t
+from .eigh import real_dtype
+from .rule_forms import tangent_rule, cotangent_rule
+
+
+def shapes(shape, full_matrices):
+    """The shapes of s, u and vt."""
+    *batch, m, n = shape
+    batch = tuple(batch)
+    k = min(m, n)
+    return (batch + (k,), batch + (m, m if full_matrices else k),
+            batch + (n if full_matrices else k, n))
+
+
+def _svd_eval(a, *, full_matrices, compute_uv):
+    check_inexact("svd", a)
+    if a.ndim < 2:
+        raise TypeError(f"Input 0 to svd must have rank at least 2, but got shape={tuple(a.shape)}")
+    s, u, vt = shapes(a.shape, full_matrices)
+    values = ShapedArray(s, real_dtype(a.dtype))
+    if not compute_uv:
+        return (values,)
+    return values, ShapedArray(u, a.dtype), ShapedArray(vt, a.dtype)
+
+
+def _svd(a, *, full_matrices, compute_uv):
+    xp = array_module(a)
+    s_shape, u_shape, vt_shape = shapes(a.shape, full_matrices)
+    s = xp.zeros(s_shape, real_dtype(a.dtype))
+    u = xp.broadcast_to(xp.eye(*u_shape[-2:], dtype=a.dtype), u_shape).copy()
+    vt = xp.broadcast_to(xp.eye(*vt_shape[-2:], dtype=a.dtype), vt_shape).copy()
+    if a.size:
+        if xp is not np:
+            u, s, vt = xp.linalg.svd(a, full_matrices=full_matrices)
+        else:
+            _gesdd(a, full_matrices, s, u, vt)
+    return (s, u, vt) if compute_uv else (s,)
+
+
+def _gesdd(a, full_matrices, s, u, vt):
+    import scipy.linalg
+    for i in np.ndindex(a.shape[:-2]):
+        try:
+            u[i], s[i], vt[i] = scipy.linalg.svd(a[i], full_matrices=full_matrices,
+                                                 lapack_driver="gesdd", check_finite=False)
+        except (np.linalg.LinAlgError, ValueError):   # no convergence, non-finite input
+            u[i], s[i], vt[i] = np.nan, np.nan, np.nan
+
+
+svd = register("svd", _svd_eval, _svd, multiple_results=True)
+
+
+def _check_derivative(a, full_matrices, compute_uv):
+    if E.aval(a).dtype.kind == "c":
+        raise NotImplementedError("kiln has no derivative of svd for complex matrices yet")
+    if compute_uv and full_matrices:
+        raise NotImplementedError("Singular value decomposition JVP not implemented for full "
+                                  "matrices; use full_matrices=False")
+
+
+def _scale_columns(x, s):
+    """x diag(s) (s: (..., k) over x's last axis)."""
+    a = E.aval(x)
+    return E.mul(x, E.broadcast_in_dim(s, shape=a.shape, broadcast_dimensions=tuple(
+        range(a.ndim - 2)) + (a.ndim - 1,)))
+
+
+def _scale_rows(x, s):
+    """diag(s) x."""
+    a = E.aval(x)
+    return E.mul(x, E.broadcast_in_dim(s, shape=a.shape, broadcast_dimensions=tuple(
+        range(a.ndim - 1))))
+
+
+def _gaps(s):
+    """F[i, j] = 1 / (s[j]^2 - s[i]^2) off the diagonal, 0 on it."""
+    a = E.aval(s)
+    k = a.shape[-1]
+    shape = a.shape + (k,)
+    batch = tuple(range(a.ndim - 1))
+    sq = E.mul(s, s)
+    rows = E.broadcast_in_dim(sq, shape=shape, broadcast_dimensions=batch + (a.ndim - 1,))
+    cols = E.broadcast_in_dim(sq, shape=shape, broadcast_dimensions=batch + (a.ndim,))
+    eye = np.broadcast_to(np.eye(k, dtype=a.dtype), shape).copy()
+    return E.sub(E.div(E.scalar(1, a), E.add(E.sub(cols, rows), eye)), eye)
+
+
+def _diagonal(x):
+    n = E.aval(x).shape[-1]
+    return E.reduce_sum(masked(x, np.eye(n)), axes=(E.aval(x).ndim - 1,))
+
+
+def _factors(a, outs, compute_uv):
+    """s, U, V of the reduced factorisation (bound again when only s was asked for)."""
+    if compute_uv:
+        s, u, vt = outs
+    else:
+        s, u, vt = E.svd(a, full_matrices=False, compute_uv=True)
+    return s, u, t(vt)
+
+
+def _svd_jvp(primals, tangents, outs, *, full_matrices, compute_uv):
+    (a,), (da,) = primals, tangents
+    _check_derivative(a, full_matrices, compute_uv)
+    s, u, v = _factors(a, outs, compute_uv)
+    ds_mat = matmul(matmul(t(u), da), v)
+    ds = _diagonal(ds_mat)
+    if not compute_uv:
+        return [ds]
+    f = _gaps(s)
+    dss = _scale_columns(ds_mat, s)
+    sds = _scale_rows(ds_mat, s)
+    du = matmul(u, E.mul(f, E.add(dss, t(dss))))
+    dv = matmul(v, E.mul(f, E.add(sds, t(sds))))
+    m, n = E.aval(a).shape[-2:]
+    if m > n:
+        dav = matmul(da, v)
+        du = E.add(du, _scale_columns(E.sub(dav, matmul(u, matmul(t(u), dav))), E.div(1, s)))
+    if n > m:
+        dau = matmul(t(da), u)
+        dv = E.add(dv, _scale_columns(E.sub(dau, matmul(v, matmul(t(v), dau))), E.div(1, s)))
+    return [ds, du, t(dv)]
+
+
+def _svd_vjp(ct, primals, outs, *, full_matrices, compute_uv):
+    (a,) = primals
+    _check_derivative(a, full_matrices, compute_uv)
+    s, u, v = _factors(a, outs, compute_uv)
+    sb = ct[0]
+    ub, vtb = (ct[1], ct[2]) if compute_uv else (None, None)
+    k = E.aval(s).shape[-1]
+    terms = [] if sb is None else [_diagonal_matrix(sb, k)]
+    f = _gaps(s) if (ub is not None or vtb is not None) else None
+    extra = []
+    m, n = E.aval(a).shape[-2:]
+    if ub is not None:
+        y = E.mul(f, matmul(t(u), ub))
+        terms.append(_scale_columns(E.add(y, t(y)), s))
+        if m > n:
+            proj = E.sub(ub, matmul(u, matmul(t(u), ub)))
+            extra.append(matmul(_scale_columns(proj, E.div(1, s)), t(v)))
+    if vtb is not None:
+        vb = t(vtb)
+        w = E.mul(f, matmul(t(v), vb))
+        terms.append(_scale_rows(E.add(w, t(w)), s))
+        if n > m:
+            proj = E.sub(vb, matmul(v, matmul(t(v), vb)))
+            extra.append(matmul(u, t(_scale_columns(proj, E.div(1, s)))))
+    if not terms and not extra:
+        return [None]
+    parts = ([matmul(matmul(u, _sum(terms)), t(v))] if terms else []) + extra
+    return [_sum(parts)]
+
+
+def _sum(xs):
+    out = xs[0]
+    for x in xs[1:]:
+        out = E.add(out, x)
+    return out
+
+
+def _diagonal_matrix(d, k):
+    a = E.aval(d)
+    full = E.broadcast_in_dim(d, shape=a.shape + (k,), broadcast_dimensions=tuple(range(a.ndim)))
+    return masked(full, np.eye(k))
+
+
+JVP[svd] = tangent_rule(_svd_jvp)
+VJP[svd] = cotangent_rule(_svd_vjp)
+BATCH[svd] = matrix_batch_rule(svd)

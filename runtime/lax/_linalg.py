@@ -1,0 +1,72 @@
+"""The implementation of `kiln.lax.linalg`: its public names (`__all__`, re-exported
+there) and the helpers they use. `kiln.lax.linalg`'s docstring describes them."""
+from ..array import to_array
+from ..dispatch import bind
+from ..compiler.primitives import PRIMITIVES as P
+from . import _ops
+
+__all__ = ["cholesky", "eigh", "lu", "qr", "svd", "triangular_solve"]
+
+
+def _swap_last(x):
+    perm = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
+    return _ops.transpose(x, perm)
+
+
+def _symmetrize(x):
+    """(x + x^H) / 2 over the trailing two axes."""
+    t = _swap_last(x)
+    t = _ops.conj(t) if x.dtype.kind == "c" else t
+    return _ops.div(_ops.add(x, t), _ops.convert_element_type(2, x.dtype))
+
+
+def cholesky(x, *, symmetrize_input=True):
+    x = to_array(x, "lax.linalg.cholesky")
+    if symmetrize_input and x.ndim >= 2 and x.shape[-1] == x.shape[-2]:
+        x = _symmetrize(x)
+    return bind(P["cholesky"], x)
+
+
+def eigh(x, *, lower=True, symmetrize_input=True, sort_eigenvalues=True, subset_by_index=None,
+         implementation=None):
+    """(v, w) of the Hermitian `x` (..., n, n), as JAX's: eigenvectors in v's columns,
+    eigenvalues in ascending order (always sorted: LAPACK's order)."""
+    if subset_by_index is not None:
+        raise NotImplementedError("kiln.lax.linalg.eigh has no subset_by_index yet; slice the "
+                                  "results instead")
+    x = to_array(x, "lax.linalg.eigh")
+    if symmetrize_input and x.ndim >= 2 and x.shape[-1] == x.shape[-2]:
+        x = _symmetrize(x)
+    return tuple(bind(P["eigh"], x, lower=bool(lower)))
+
+
+def lu(x):
+    """(lu, pivots, permutation) of `x` (..., m, n), as JAX's."""
+    return tuple(bind(P["lu"], to_array(x, "lax.linalg.lu")))
+
+
+def qr(x, *, pivoting=False, full_matrices=True, use_magma=None):
+    """(q, r) of `x` (..., m, n), as JAX's; column pivoting is not provided."""
+    if pivoting:
+        raise NotImplementedError("kiln.lax.linalg.qr has no column pivoting (pivoting=True) "
+                                  "yet; use pivoting=False")
+    return tuple(bind(P["qr"], to_array(x, "lax.linalg.qr"), full_matrices=bool(full_matrices)))
+
+
+def svd(x, *, full_matrices=True, compute_uv=True, subset_by_index=None, algorithm=None):
+    """(u, s, vh) of `x` (..., m, n), or s alone without `compute_uv`, as JAX's."""
+    if subset_by_index is not None:
+        raise NotImplementedError("kiln.lax.linalg.svd has no subset_by_index yet; slice the "
+                                  "results instead")
+    out = bind(P["svd"], to_array(x, "lax.linalg.svd"), full_matrices=bool(full_matrices),
+               compute_uv=bool(compute_uv))
+    return (out[1], out[0], out[2]) if compute_uv else out[0]
+
+
+def triangular_solve(a, b, *, left_side=False, lower=False, transpose_a=False,
+                     conjugate_a=False, unit_diagonal=False):
+    a = to_array(a, "lax.linalg.triangular_solve")
+    b = to_array(b, "lax.linalg.triangular_solve")
+    return bind(P["triangular_solve"], a, b, left_side=bool(left_side), lower=bool(lower),
+                transpose_a=bool(transpose_a), conjugate_a=bool(conjugate_a),
+                unit_diagonal=bool(unit_diagonal))
