@@ -1,0 +1,320 @@
+"""The runtime library's FFT kernels: `kiln_fft_complex64` and `kiln_fft_complex128`.
+
+    kiln_fft_<dtype>(in, out, outer, inner, n, len_in, len_out, mode, scale, work)
+
+transforms every line of a row-major array [outer, len_in, inner] (`in`) along its middle
+axis into the lines of [outer, len_out, inner] (`out`; it may be `in`): the line (o, i)
+starts at element o * len * inner + i and its elements are `inner` apart. `mode` is one of
+MODES: a complex transform, forward or inverse (len_in = len_out = n); a real line of n
+(`in` holds float32/float64) to its first n // 2 + 1 coefficients (NumPy's rfft); or the
+first n // 2 + 1 coefficients of a Hermitian line to its n real values (irfft: the rest of
+the line is the conjugate mirror of the first half, and the imaginary parts of the zero
+(and the n / 2) coefficient are ignored, as NumPy does). Results are multiplied by `scale`.
+`work` holds 3 n complex numbers: two line buffers A and B and the twiddle table.
+
+Each line is gathered into A (converted to complex, mirrored, and conjugated for an inverse
+transform: ifft(x) = conj(fft(conj(x))), so only the forward transform exists), transformed,
+and scattered from whichever buffer holds the result (conjugated back, scaled, the real part
+for irfft). The transform:
+- n a power of two: the Stockham autosort algorithm (no bit reversal; each pass reads one
+  buffer and writes the other), radix 4 with one radix-2 pass last when log2(n) is odd. A
+  pass with stride s (1, 4, 16, ...) over sub-transforms of length L = n / s, m = L / 4:
+      for p < m, q < s:  a, b, c, d = x[q + s (p + j m)]  (j = 0..3)
+        y[q + s 4p]       = (a + c) + (b + d)
+        y[q + s (4p + 1)] = w^p    ((a - c) - i (b - d))
+        y[q + s (4p + 2)] = w^2p   ((a + c) - (b + d))
+        y[q + s (4p + 3)] = w^3p   ((a - c) + i (b - d))        w = exp(-2 pi i / L)
+  where w^(j p) = W^(j p s) is read from the table W^k = exp(-2 pi i k / n), k < 3n/4.
+  The first pass (s = 1) runs one loop over p; the others loop over p, then q (contiguous);
+- any other n: the direct sum X[k] = sum_j x[j] W^(j k mod n), O(n^2), over a table of n.
+The table is computed on entry, in double (mathlib's sin and cos), then rounded: one pass of
+O(n) per call, beside O(outer inner n log n) of transform.
+"""
+import math
+
+import llvmlite.ir as ir
+import numpy as np
+
+from . import externs, mathlib
+from . import ltypes as T
+from .calls import intrinsic
+from .loops import counted_loop
+
+F64 = ir.DoubleType()
+DTYPES = (np.dtype(np.complex64), np.dtype(np.complex128))
+NAMES = {dtype: f"kiln_fft_{dtype.name}" for dtype in DTYPES}
+# mode -> (input is real, output is real, inverse)
+MODES = {"forward": 0, "inverse": 1, "real_forward": 2, "real_inverse": 3}
+FUNCTION_TYPE = ir.FunctionType(T.VOID, [T.PTR, T.PTR, T.I64, T.I64, T.I64, T.I64, T.I64,
+                                         T.I64, F64, T.PTR])
+
+
+def emit_call(builder, dtype, src, dst, outer, inner, n, len_in, len_out, mode, scale, work):
+    """Call the runtime library's kernel for complex `dtype` (see the module docstring)."""
+    args = [src, dst, T.i64(outer), T.i64(inner), T.i64(n), T.i64(len_in), T.i64(len_out),
+            T.i64(MODES[mode]), ir.Constant(F64, float(scale)), work]
+    externs.call(builder, NAMES[np.dtype(dtype)], FUNCTION_TYPE, args)
+
+
+def work_bytes(dtype, n):
+    """Bytes of `work` for transforms of length n."""
+    return 3 * n * np.dtype(dtype).itemsize
+
+
+def emit(module):
+    """Define `kiln_fft_complex64` and `kiln_fft_complex128` (external) in `module`."""
+    for dtype, name in NAMES.items():
+        _Kernel(ir.Function(module, FUNCTION_TYPE, name), dtype).emit()
+
+
+class _Kernel:
+    def __init__(self, fn, dtype):
+        self.fn = fn
+        self.part = T.reg_type(np.dtype(dtype.char.lower()))
+
+    # ------------------------------------------------------------------ complex values
+    def at(self, b, base, index):
+        """Pointer to the real part of complex element `index` of `base`."""
+        return b.gep(base, [b.shl(index, T.i64(1))], inbounds=True, source_etype=self.part)
+
+    def load(self, b, base, index):
+        p = self.at(b, base, index)
+        q = b.gep(p, [T.i64(1)], inbounds=True, source_etype=self.part)
+        return b.load(p, typ=self.part), b.load(q, typ=self.part)
+
+    def store(self, b, base, index, z):
+        p = self.at(b, base, index)
+        b.store(z[0], p)
+        b.store(z[1], b.gep(p, [T.i64(1)], inbounds=True, source_etype=self.part))
+
+    def real(self, b, base, index):
+        return b.load(b.gep(base, [index], inbounds=True, source_etype=self.part), typ=self.part)
+
+    @staticmethod
+    def add(b, x, y):
+        return b.fadd(x[0], y[0]), b.fadd(x[1], y[1])
+
+    @staticmethod
+    def sub(b, x, y):
+        return b.fsub(x[0], y[0]), b.fsub(x[1], y[1])
+
+    @staticmethod
+    def mul(b, x, y):
+        return (b.fsub(b.fmul(x[0], y[0]), b.fmul(x[1], y[1])),
+                b.fadd(b.fmul(x[0], y[1]), b.fmul(x[1], y[0])))
+
+    @staticmethod
+    def conj(b, x):
+        return x[0], b.fneg(x[1])
+
+    @staticmethod
+    def times_i(b, x):
+        return b.fneg(x[1]), x[0]
+
+    # ------------------------------------------------------------------ the function
+    def emit(self):
+        fn = self.fn
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        src, dst, outer, inner, n, len_in, len_out, mode, scale, work = fn.args
+        self.n = n
+        self.a = work
+        self.b = self.at(b, work, n)
+        self.table = self.at(b, work, b.add(n, n))
+        self.scale = b.fptrunc(scale, self.part) if self.part != F64 else scale
+        self.pow2 = b.icmp_unsigned("==", b.and_(n, b.sub(n, T.i64(1))), T.i64(0))
+        self.inverse = b.icmp_unsigned("==", b.and_(mode, T.i64(1)), T.i64(1))
+        self.emit_table(b)
+
+        def line(b, o, _):
+            def column(b, i, _):
+                base_in = b.add(b.mul(b.mul(o, len_in), inner), i)
+                base_out = b.add(b.mul(b.mul(o, len_out), inner), i)
+                self.gather(b, src, base_in, inner, mode)
+                result = self.transform(b)
+                self.scatter(b, result, dst, base_out, inner, len_out, mode)
+                return []
+            counted_loop(b, inner, column, name="col")
+            return []
+        counted_loop(b, outer, line, name="line")
+        b.ret_void()
+
+    def emit_table(self, b):
+        """table[k] = exp(-2 pi i k / n), k < n (3n/4 for a power of two)."""
+        n = self.n
+        count = b.select(self.pow2, b.lshr(b.mul(n, T.i64(3)), T.i64(2)), n)
+        step = b.fdiv(ir.Constant(F64, -2 * math.pi), b.sitofp(n, F64))
+
+        def entry(b, k, _):
+            angle = b.fmul(b.sitofp(k, F64), step)
+            z = [mathlib.emit(b, f, [angle], F64) for f in ("cos", "sin")]
+            if self.part != F64:
+                z = [b.fptrunc(v, self.part) for v in z]
+            self.store(b, self.table, k, z)
+            return []
+        counted_loop(b, count, entry, name="tw")
+
+    def branch_on(self, b, cases):
+        """Emit `cases[key](b)` for the runtime i1 conditions `key`, first true wins, in a
+        chain of branches: [(condition, emit), ..., (None, emit)]."""
+        done = b.function.append_basic_block("case.done")
+        for cond, body in cases:
+            if cond is None:
+                body(b)
+                b.branch(done)
+                break
+            then = b.function.append_basic_block("case")
+            other = b.function.append_basic_block("case.else")
+            b.cbranch(cond, then, other)
+            b.position_at_end(then)
+            body(b)
+            b.branch(done)
+            b.position_at_end(other)
+        b.position_at_end(done)
+
+    def gather(self, b, src, base, stride, mode):
+        """A = the line at `base` as complex numbers (mirrored for irfft), conjugated for an
+        inverse transform."""
+        n = self.n
+
+        def finish(b, j, z):
+            z = (z[0], b.select(self.inverse, b.fneg(z[1]), z[1]))
+            self.store(b, self.a, j, z)
+
+        def complex_line(b):
+            counted_loop(b, n, lambda b, j, _: finish(
+                b, j, self.load(b, src, b.add(base, b.mul(j, stride)))) or [], name="ld")
+
+        def real_line(b):
+            zero = ir.Constant(self.part, 0.0)
+            counted_loop(b, n, lambda b, j, _: finish(
+                b, j, (self.real(b, src, b.add(base, b.mul(j, stride))), zero)) or [],
+                name="ldr")
+
+        def hermitian_line(b):
+            half = b.add(b.lshr(n, T.i64(1)), T.i64(1))
+
+            def element(b, j, _):
+                mirror = b.icmp_signed(">=", j, half)
+                k = b.select(mirror, b.sub(n, j), j)
+                re, im = self.load(b, src, b.add(base, b.mul(k, stride)))
+                finish(b, j, (re, b.select(mirror, b.fneg(im), im)))
+                return []
+            counted_loop(b, n, element, name="ldh")
+
+        self.branch_on(b, [(b.icmp_unsigned("==", mode, T.i64(MODES["real_forward"])), real_line),
+                           (b.icmp_unsigned("==", mode, T.i64(MODES["real_inverse"])),
+                            hermitian_line),
+                           (None, complex_line)])
+
+    def scatter(self, b, result, dst, base, stride, count, mode):
+        def value(b, k):
+            re, im = self.load(b, result, k)
+            im = b.select(self.inverse, b.fneg(im), im)
+            return b.fmul(re, self.scale), b.fmul(im, self.scale)
+
+        def complex_line(b):
+            counted_loop(b, count, lambda b, k, _: self.store(
+                b, dst, b.add(base, b.mul(k, stride)), value(b, k)) or [], name="st")
+
+        def real_line(b):
+            def element(b, k, _):
+                p = b.gep(dst, [b.add(base, b.mul(k, stride))], inbounds=True,
+                          source_etype=self.part)
+                b.store(value(b, k)[0], p)
+                return []
+            counted_loop(b, count, element, name="str")
+
+        self.branch_on(b, [(b.icmp_unsigned("==", mode, T.i64(MODES["real_inverse"])),
+                            real_line), (None, complex_line)])
+
+    # ------------------------------------------------------------------ transforms
+    def transform(self, b):
+        """Transform A; the buffer (A or B) that holds the result."""
+        slot = externs.stack_slot(b, self.a)
+        self.branch_on(b, [(self.pow2, lambda b: b.store(self.stockham(b), slot)),
+                           (None, lambda b: (self.direct(b), b.store(self.b, slot)))])
+        return b.load(slot, typ=T.PTR)
+
+    def direct(self, b):
+        """B[k] = sum_j A[j] table[j k mod n]."""
+        n = self.n
+        zero = ir.Constant(self.part, 0.0)
+
+        def output(b, k, _):
+            def term(b, j, acc):
+                s0, s1, idx = acc
+                x = self.load(b, self.a, j)
+                w = self.load(b, self.table, idx)
+                p = self.mul(b, x, w)
+                nxt = b.add(idx, k)
+                nxt = b.select(b.icmp_signed(">=", nxt, n), b.sub(nxt, n), nxt)
+                return [b.fadd(s0, p[0]), b.fadd(s1, p[1]), nxt]
+            s0, s1, _ = counted_loop(b, n, term, [zero, zero, T.i64(0)], name="dft")
+            self.store(b, self.b, k, (s0, s1))
+            return []
+        counted_loop(b, n, output, name="dftk")
+
+    def stockham(self, b):
+        """Radix-4 passes then at most one radix-2 pass; the buffer holding the result."""
+        n = self.n
+        log2 = intrinsic(b, "cttz", [n, ir.Constant(T.I1, 0)])
+        passes4 = b.lshr(log2, T.i64(1))
+
+        def radix4(b, _, carried):
+            s, x, y = carried
+            m = b.udiv(n, b.shl(s, T.i64(2)))
+            self.branch_on(b, [(b.icmp_unsigned("==", s, T.i64(1)),
+                                lambda b: self.pass4_first(b, x, y, m)),
+                               (None, lambda b: self.pass4(b, x, y, s, m))])
+            return [b.shl(s, T.i64(2)), y, x]
+        s, x, y = counted_loop(b, passes4, radix4, [T.i64(1), self.a, self.b], name="pass")
+        odd = b.icmp_unsigned("==", b.and_(log2, T.i64(1)), T.i64(1))
+        slot = externs.stack_slot(b, x)
+
+        def radix2(b):
+            def q_loop(b, q, _):
+                u = self.load(b, x, q)
+                v = self.load(b, x, b.add(q, s))
+                self.store(b, y, q, self.add(b, u, v))
+                self.store(b, y, b.add(q, s), self.sub(b, u, v))
+                return []
+            counted_loop(b, s, q_loop, name="r2")
+            b.store(y, slot)
+        self.branch_on(b, [(odd, radix2), (None, lambda b: None)])
+        return b.load(slot, typ=T.PTR)
+
+    def butterfly(self, b, x, y, s, m, p, q, twiddles):
+        sp = b.mul(s, p)
+        sm = b.mul(s, m)
+        i0 = b.add(q, sp)
+        a, bb, c, d = (self.load(b, x, b.add(i0, b.mul(sm, T.i64(j)))) for j in range(4))
+        apc, amc = self.add(b, a, c), self.sub(b, a, c)
+        bpd, jbmd = self.add(b, bb, d), self.times_i(b, self.sub(b, bb, d))
+        o0 = b.add(q, b.shl(sp, T.i64(2)))
+        w1, w2, w3 = twiddles
+        self.store(b, y, o0, self.add(b, apc, bpd))
+        self.store(b, y, b.add(o0, s), self.mul(b, w1, self.sub(b, amc, jbmd)))
+        self.store(b, y, b.add(o0, b.mul(s, T.i64(2))), self.mul(b, w2, self.sub(b, apc, bpd)))
+        self.store(b, y, b.add(o0, b.mul(s, T.i64(3))), self.mul(b, w3, self.add(b, amc, jbmd)))
+
+    def twiddles(self, b, ps):
+        return [self.load(b, self.table, b.mul(ps, T.i64(j))) for j in (1, 2, 3)]
+
+    def pass4_first(self, b, x, y, m):
+        one = T.i64(1)
+
+        def p_loop(b, p, _):
+            self.butterfly(b, x, y, one, m, p, T.i64(0), self.twiddles(b, p))
+            return []
+        counted_loop(b, m, p_loop, name="p1")
+
+    def pass4(self, b, x, y, s, m):
+        def p_loop(b, p, _):
+            w = self.twiddles(b, b.mul(p, s))
+
+            def q_loop(b, q, _):
+                self.butterfly(b, x, y, s, m, p, q, w)
+                return []
+            counted_loop(b, s, q_loop, name="q")
+            return []
+        counted_loop(b, m, p_loop, name="p")
