@@ -27,8 +27,9 @@ for irfft). The transform:
   where w^(j p) = W^(j p s) is read from the table W^k = exp(-2 pi i k / n), k < 3n/4.
   The first pass (s = 1) runs one loop over p; the others loop over p, then q (contiguous);
 - any other n: the direct sum X[k] = sum_j x[j] W^(j k mod n), O(n^2), over a table of n.
-The table is computed on entry, in double (mathlib's sin and cos), then rounded: one pass of
-O(n) per call, beside O(outer inner n log n) of transform.
+The table is computed on entry, in double (mathlib's sin and cos), then rounded: O(n) per
+call (for powers of two, n / 8 sines and cosines and exact symmetries), beside the
+O(outer inner n log n) of the transform.
 """
 import math
 
@@ -129,7 +130,7 @@ class _Kernel:
             def column(b, i, _):
                 base_in = b.add(b.mul(b.mul(o, len_in), inner), i)
                 base_out = b.add(b.mul(b.mul(o, len_out), inner), i)
-                self.gather(b, src, base_in, inner, mode)
+                self.gather(b, src, base_in, inner, mode, len_in)
                 result = self.transform(b)
                 self.scatter(b, result, dst, base_out, inner, len_out, mode)
                 return []
@@ -139,19 +140,43 @@ class _Kernel:
         b.ret_void()
 
     def emit_table(self, b):
-        """table[k] = exp(-2 pi i k / n), k < n (3n/4 for a power of two)."""
+        """table[k] = exp(-2 pi i k / n), k < n (3n/4 for a power of two). For a power of two
+        of at least 8, only k <= n/8 are computed; the rest follow by symmetry, exactly:
+        W^(n/4 - k) = (sin, -cos) of k's angle, W^(k + n/4) = -i W^k, W^(k + n/2) = -W^k."""
         n = self.n
-        count = b.select(self.pow2, b.lshr(b.mul(n, T.i64(3)), T.i64(2)), n)
         step = b.fdiv(ir.Constant(F64, -2 * math.pi), b.sitofp(n, F64))
 
-        def entry(b, k, _):
+        def cos_sin(b, k):
             angle = b.fmul(b.sitofp(k, F64), step)
             z = [mathlib.emit(b, f, [angle], F64) for f in ("cos", "sin")]
-            if self.part != F64:
-                z = [b.fptrunc(v, self.part) for v in z]
-            self.store(b, self.table, k, z)
-            return []
-        counted_loop(b, count, entry, name="tw")
+            return [b.fptrunc(v, self.part) for v in z] if self.part != F64 else z
+
+        def every(b, count):
+            counted_loop(b, count, lambda b, k, _: self.store(
+                b, self.table, k, cos_sin(b, k)) or [], name="tw")
+
+        def symmetric(b):
+            quarter = b.lshr(n, T.i64(2))
+
+            def octant(b, k, _):
+                c, s = cos_sin(b, k)          # s = -sin of the angle 2 pi k / n
+                self.store(b, self.table, k, (c, s))
+                self.store(b, self.table, b.sub(quarter, k), (b.fneg(s), b.fneg(c)))
+                return []
+            counted_loop(b, b.add(b.lshr(n, T.i64(3)), T.i64(1)), octant, name="tw8")
+
+            def rotate(b, k, _):
+                re, im = self.load(b, self.table, k)
+                self.store(b, self.table, b.add(k, quarter), (im, b.fneg(re)))
+                self.store(b, self.table, b.add(k, b.add(quarter, quarter)),
+                           (b.fneg(re), b.fneg(im)))
+                return []
+            counted_loop(b, quarter, rotate, name="tw4")
+
+        large = b.and_(self.pow2, b.icmp_unsigned(">=", n, T.i64(8)))
+        self.branch_on(b, [(large, symmetric),
+                           (self.pow2, lambda b: every(b, b.lshr(b.mul(n, T.i64(3)), T.i64(2)))),
+                           (None, lambda b: every(b, n))])
 
     def branch_on(self, b, cases):
         """Emit `cases[key](b)` for the runtime i1 conditions `key`, first true wins, in a
@@ -171,9 +196,9 @@ class _Kernel:
             b.position_at_end(other)
         b.position_at_end(done)
 
-    def gather(self, b, src, base, stride, mode):
-        """A = the line at `base` as complex numbers (mirrored for irfft), conjugated for an
-        inverse transform."""
+    def gather(self, b, src, base, stride, mode, len_in):
+        """A = the line at `base` as complex numbers (mirrored for irfft, whose coefficients
+        past `len_in` are zeros), conjugated for an inverse transform."""
         n = self.n
 
         def finish(b, j, z):
@@ -196,7 +221,11 @@ class _Kernel:
             def element(b, j, _):
                 mirror = b.icmp_signed(">=", j, half)
                 k = b.select(mirror, b.sub(n, j), j)
+                present = b.icmp_signed("<", k, len_in)
+                k = b.select(present, k, T.i64(0))
                 re, im = self.load(b, src, b.add(base, b.mul(k, stride)))
+                zero = ir.Constant(self.part, 0.0)
+                re, im = b.select(present, re, zero), b.select(present, im, zero)
                 finish(b, j, (re, b.select(mirror, b.fneg(im), im)))
                 return []
             counted_loop(b, n, element, name="ldh")
