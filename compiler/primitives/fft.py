@@ -8,7 +8,8 @@ the result's: the operand's last axis holds fft_lengths[-1] // 2 + 1 coefficient
 - RFFT: float32/float64 to complex64/complex128, the last axis cut to n // 2 + 1;
 - IRFFT: complex to real, the last axis the Hermitian half of a line of n.
 The shape and dtype rule raises JAX's ValueErrors. The NumPy implementation is numpy.fft's
-n-dimensional functions, cast to the result type (an empty result is zeros).
+functions (`transform`, which the CUDA backend runs with CuPy's), cast to the result type (an
+empty result is zeros).
 
 The transform is linear: the JVP transforms the tangent; the VJP is JAX's transpose (FFT and
 IFFT are symmetric matrices, so each is its own transpose; RFFT's and IRFFT's transposes weigh
@@ -62,19 +63,29 @@ def _fft_eval(x, *, fft_type, fft_lengths):
     return ShapedArray(x.shape, x.dtype)
 
 
-_NUMPY = {"FFT": np.fft.fftn, "IFFT": np.fft.ifftn, "RFFT": np.fft.rfftn}
+def transform(xp, x, fft_type, fft_lengths):
+    """The transform with the array module `xp` (NumPy; CuPy on a GPU: cuFFT). IRFFT over
+    several axes is an inverse transform of the others, then one over the last axis (cuFFT's
+    multi-axis C2R would assume Hermitian symmetry along every axis)."""
+    out = _fft_eval(ShapedArray(x.shape, x.dtype), fft_type=fft_type, fft_lengths=fft_lengths)
+    if out.size == 0:
+        return xp.zeros(out.shape, out.dtype)
+    axes = tuple(range(x.ndim - len(fft_lengths), x.ndim))
+    if fft_type == "FFT":
+        result = xp.fft.fftn(x, axes=axes)
+    elif fft_type == "IFFT":
+        result = xp.fft.ifftn(x, axes=axes)
+    elif fft_type == "RFFT":
+        result = xp.fft.rfftn(x, axes=axes)
+    else:
+        if len(axes) > 1:
+            x = xp.fft.ifftn(x, axes=axes[:-1])
+        result = xp.fft.irfft(x, n=fft_lengths[-1], axis=-1)
+    return xp.asarray(result).astype(out.dtype, copy=False)
 
 
 def _fft(x, *, fft_type, fft_lengths):
-    out = _fft_eval(ShapedArray(x.shape, x.dtype), fft_type=fft_type, fft_lengths=fft_lengths)
-    if out.size == 0:
-        return np.zeros(out.shape, out.dtype)
-    axes = tuple(range(x.ndim - len(fft_lengths), x.ndim))
-    if fft_type == "IRFFT":
-        result = np.fft.irfftn(x, s=fft_lengths, axes=axes)
-    else:
-        result = _NUMPY[fft_type](x, axes=axes)
-    return np.asarray(result).astype(out.dtype, copy=False)
+    return transform(np, x, fft_type, fft_lengths)
 
 
 fft = register("fft", _fft_eval, _fft)
