@@ -5,6 +5,8 @@ complex input; the others: to a complex dtype), returns it unchanged for no leng
 the `fft` primitive (compiler/primitives/fft.py), whose param is the type's name."""
 import enum
 
+import numpy as np
+
 from ..array import to_array
 from ..dispatch import bind
 from ..compiler.ir import dtypes
@@ -46,8 +48,8 @@ def fft(x, fft_type, fft_lengths):
             raise ValueError("only real valued inputs supported for rfft")
         if not dtypes.is_inexact(x.dtype):
             x = convert_element_type(x, dtypes.default_float())
-    elif not dtypes.is_complex(x.dtype):
-        x = convert_element_type(x, dtypes.promote_types(x.dtype, dtypes.default_complex())
+    elif not dtypes.is_complex(x.dtype):   # JAX's to_complex_dtype: the same precision
+        x = convert_element_type(x, (np.complex128 if x.dtype == np.float64 else np.complex64)
                                  if dtypes.is_inexact(x.dtype) else dtypes.default_complex())
     fft_lengths = tuple(int(n) for n in fft_lengths)
     if not fft_lengths:
