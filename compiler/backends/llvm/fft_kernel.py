@@ -9,8 +9,11 @@ MODES: a complex transform, forward or inverse (len_in = len_out = n); a real li
 (`in` holds float32/float64) to its first n // 2 + 1 coefficients (NumPy's rfft); or the
 first n // 2 + 1 coefficients of a Hermitian line to its n real values (irfft: the rest of
 the line is the conjugate mirror of the first half, and the imaginary parts of the zero
-(and the n / 2) coefficient are ignored, as NumPy does). Results are multiplied by `scale`.
-`work` holds 3 n complex numbers: two line buffers A and B and the twiddle table.
+(and the n / 2) coefficient are ignored, as NumPy does; coefficients past len_in are zeros,
+those past n // 2 unused: NumPy's padding and cropping). Results are multiplied by `scale`.
+`work` holds 3 n complex numbers for a power of two n, 4 m + n otherwise (m below):
+two line buffers A and B of length L (n, or m), the twiddle table, and for Bluestein's
+algorithm the chirp and the transformed filter.
 
 Each line is gathered into A (converted to complex, mirrored, and conjugated for an inverse
 transform: ifft(x) = conj(fft(conj(x))), so only the forward transform exists), transformed,
@@ -26,10 +29,13 @@ for irfft). The transform:
         y[q + s (4p + 3)] = w^3p   ((a - c) + i (b - d))        w = exp(-2 pi i / L)
   where w^(j p) = W^(j p s) is read from the table W^k = exp(-2 pi i k / n), k < 3n/4.
   The first pass (s = 1) runs one loop over p; the others loop over p, then q (contiguous);
-- any other n: the direct sum X[k] = sum_j x[j] W^(j k mod n), O(n^2), over a table of n.
-The table is computed on entry, in double (mathlib's sin and cos), then rounded: O(n) per
-call (for powers of two, n / 8 sines and cosines and exact symmetries), beside the
-O(outer inner n log n) of the transform.
+- any other n: Bluestein's algorithm. With the chirp c[j] = exp(-pi i j^2 / n),
+  X[k] = c[k] sum_j (x[j] c[j]) conj(c[k - j]), a circular convolution of length m (the
+  power of two >= 2n - 1), computed by the Stockham transform of length m: forward, times
+  the transformed filter conj(c), inverse. The chirp and filter are computed once per call.
+The table is computed on entry, in double (mathlib's sin and cos), then rounded: O(L) per
+call (L / 8 sines and cosines and exact symmetries), beside the O(outer inner L log L) of
+the transform.
 """
 import math
 
@@ -59,7 +65,15 @@ def emit_call(builder, dtype, src, dst, outer, inner, n, len_in, len_out, mode, 
 
 def work_bytes(dtype, n):
     """Bytes of `work` for transforms of length n."""
-    return 3 * n * np.dtype(dtype).itemsize
+    size = np.dtype(dtype).itemsize
+    if n & (n - 1) == 0:
+        return 3 * n * size
+    return (4 * bluestein_length(n) + n) * size
+
+
+def bluestein_length(n):
+    """The power of two Bluestein's convolution of a length-n transform has: >= 2n - 1."""
+    return 1 << (2 * n - 2).bit_length()
 
 
 def emit(module):
@@ -118,13 +132,20 @@ class _Kernel:
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         src, dst, outer, inner, n, len_in, len_out, mode, scale, work = fn.args
         self.n = n
-        self.a = work
-        self.b = self.at(b, work, n)
-        self.table = self.at(b, work, b.add(n, n))
-        self.scale = b.fptrunc(scale, self.part) if self.part != F64 else scale
         self.pow2 = b.icmp_unsigned("==", b.and_(n, b.sub(n, T.i64(1))), T.i64(0))
+        # Bluestein's length: the power of two m >= 2n - 1 (for n >= 3)
+        m = b.shl(T.i64(1), b.sub(T.i64(64), intrinsic(
+            b, "ctlz", [b.sub(b.add(n, n), T.i64(2)), ir.Constant(T.I1, 0)])))
+        self.length = length = b.select(self.pow2, n, m)
+        self.a = work
+        self.b = self.at(b, work, length)
+        self.table = self.at(b, work, b.add(length, length))
+        self.chirp = self.at(b, work, b.mul(length, T.i64(3)))
+        self.filter = self.at(b, self.chirp, n)
+        self.scale = b.fptrunc(scale, self.part) if self.part != F64 else scale
         self.inverse = b.icmp_unsigned("==", b.and_(mode, T.i64(1)), T.i64(1))
         self.emit_table(b)
+        self.branch_on(b, [(self.pow2, lambda b: None), (None, self.bluestein_setup)])
 
         def line(b, o, _):
             def column(b, i, _):
@@ -140,10 +161,11 @@ class _Kernel:
         b.ret_void()
 
     def emit_table(self, b):
-        """table[k] = exp(-2 pi i k / n), k < n (3n/4 for a power of two). For a power of two
-        of at least 8, only k <= n/8 are computed; the rest follow by symmetry, exactly:
-        W^(n/4 - k) = (sin, -cos) of k's angle, W^(k + n/4) = -i W^k, W^(k + n/2) = -W^k."""
-        n = self.n
+        """table[k] = exp(-2 pi i k / L), k < 3L/4, L the power of two the Stockham passes
+        transform (n, or Bluestein's m). For L >= 8 only k <= L/8 are computed; the rest
+        follow by symmetry, exactly:
+        W^(L/4 - k) = (sin, -cos) of k's angle, W^(k + L/4) = -i W^k, W^(k + L/2) = -W^k."""
+        n = self.length
         step = b.fdiv(ir.Constant(F64, -2 * math.pi), b.sitofp(n, F64))
 
         def cos_sin(b, k):
@@ -173,10 +195,8 @@ class _Kernel:
                 return []
             counted_loop(b, quarter, rotate, name="tw4")
 
-        large = b.and_(self.pow2, b.icmp_unsigned(">=", n, T.i64(8)))
-        self.branch_on(b, [(large, symmetric),
-                           (self.pow2, lambda b: every(b, b.lshr(b.mul(n, T.i64(3)), T.i64(2)))),
-                           (None, lambda b: every(b, n))])
+        self.branch_on(b, [(b.icmp_unsigned(">=", n, T.i64(8)), symmetric),
+                           (None, lambda b: every(b, b.lshr(b.mul(n, T.i64(3)), T.i64(2))))])
 
     def branch_on(self, b, cases):
         """Emit `cases[key](b)` for the runtime i1 conditions `key`, first true wins, in a
@@ -258,34 +278,70 @@ class _Kernel:
 
     # ------------------------------------------------------------------ transforms
     def transform(self, b):
-        """Transform A; the buffer (A or B) that holds the result."""
+        """Transform A (its first n elements); the buffer (A or B) that holds the result."""
         slot = externs.stack_slot(b, self.a)
         self.branch_on(b, [(self.pow2, lambda b: b.store(self.stockham(b), slot)),
-                           (None, lambda b: (self.direct(b), b.store(self.b, slot)))])
+                           (None, lambda b: b.store(self.bluestein(b), slot))])
         return b.load(slot, typ=T.PTR)
 
-    def direct(self, b):
-        """B[k] = sum_j A[j] table[j k mod n]."""
-        n = self.n
+    def bluestein_setup(self, b):
+        """chirp[j] = exp(-pi i j^2 / n) (j^2 reduced mod 2n, exactly, before the angle), and
+        filter = the length-m transform of conj(chirp) laid out circularly, zeros between."""
+        n, m = self.n, self.length
+        step = b.fdiv(ir.Constant(F64, -math.pi), b.sitofp(n, F64))
+        zero = ir.Constant(self.part, 0.0)
+        counted_loop(b, m, lambda b, j, _: self.store(b, self.a, j, (zero, zero)) or [],
+                     name="bz")
+
+        def entry(b, j, _):
+            angle = b.fmul(b.sitofp(b.urem(b.mul(j, j), b.add(n, n)), F64), step)
+            z = [mathlib.emit(b, f, [angle], F64) for f in ("cos", "sin")]
+            z = [b.fptrunc(v, self.part) for v in z] if self.part != F64 else z
+            self.store(b, self.chirp, j, z)
+            self.store(b, self.a, j, self.conj(b, z))
+            self.store(b, self.a, b.urem(b.sub(m, j), m), self.conj(b, z))
+            return []
+        counted_loop(b, n, entry, name="chirp")
+        result = self.stockham(b)
+        counted_loop(b, m, lambda b, k, _: self.store(
+            b, self.filter, k, self.load(b, result, k)) or [], name="filt")
+
+    def bluestein(self, b):
+        """X[k] = chirp[k] sum_j (x[j] chirp[j]) conj(chirp[k - j]): a circular convolution
+        of length m, by two transforms of length m (the inverse one as conj(fft(conj)))."""
+        n, m = self.n, self.length
         zero = ir.Constant(self.part, 0.0)
 
-        def output(b, k, _):
-            def term(b, j, acc):
-                s0, s1, idx = acc
-                x = self.load(b, self.a, j)
-                w = self.load(b, self.table, idx)
-                p = self.mul(b, x, w)
-                nxt = b.add(idx, k)
-                nxt = b.select(b.icmp_signed(">=", nxt, n), b.sub(nxt, n), nxt)
-                return [b.fadd(s0, p[0]), b.fadd(s1, p[1]), nxt]
-            s0, s1, _ = counted_loop(b, n, term, [zero, zero, T.i64(0)], name="dft")
-            self.store(b, self.b, k, (s0, s1))
+        def weigh(b, j, _):
+            inside = b.icmp_signed("<", j, n)
+            jj = b.select(inside, j, T.i64(0))
+            x = self.mul(b, self.load(b, self.a, jj), self.load(b, self.chirp, jj))
+            self.store(b, self.a, j, (b.select(inside, x[0], zero),
+                                      b.select(inside, x[1], zero)))
             return []
-        counted_loop(b, n, output, name="dftk")
+        counted_loop(b, m, weigh, name="bw")
+        first = self.stockham(b)
+
+        def product(b, k, _):
+            self.store(b, self.a, k, self.conj(b, self.mul(b, self.load(b, first, k),
+                                                          self.load(b, self.filter, k))))
+            return []
+        counted_loop(b, m, product, name="bp")
+        second = self.stockham(b)
+        inv_m = b.fdiv(ir.Constant(self.part, 1.0), b.uitofp(m, self.part))
+
+        def finish(b, k, _):
+            y = self.conj(b, self.load(b, second, k))
+            y = self.mul(b, y, self.load(b, self.chirp, k))
+            self.store(b, second, k, (b.fmul(y[0], inv_m), b.fmul(y[1], inv_m)))
+            return []
+        counted_loop(b, n, finish, name="bf")
+        return second
 
     def stockham(self, b):
-        """Radix-4 passes then at most one radix-2 pass; the buffer holding the result."""
-        n = self.n
+        """Transform A (length L): radix-4 passes then at most one radix-2 pass; the buffer
+        (A or B) holding the result."""
+        n = self.length
         log2 = intrinsic(b, "cttz", [n, ir.Constant(T.I1, 0)])
         passes4 = b.lshr(log2, T.i64(1))
 
