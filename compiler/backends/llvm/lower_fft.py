@@ -10,8 +10,8 @@ over the outer * inner lines natively. The passes, last axis first:
 - IRFFT: the other axes first (inverse, into a complex copy of the operand in the equation's
   scratch memory when there are any), then the last axis, Hermitian lines into real lines of
   n in the result.
-The scratch memory holds the kernel's work space (two line buffers and the twiddle table of
-the longest axis) and IRFFT's copy. A transform over a length-0 axis leaves an empty result,
+The scratch memory holds the kernel's work space (the largest any axis needs: line buffers,
+twiddle table, Bluestein's chirp and filter) and IRFFT's copy. A transform over a length-0 axis leaves an empty result,
 or a result of zeros (RFFT of an empty line).
 """
 import math
@@ -44,8 +44,9 @@ def _copy_bytes(eqn):
 
 
 def _scratch_bytes(eqn):
-    return _copy_bytes(eqn) + fft_kernel.work_bytes(_complex_dtype(eqn),
-                                                    max(eqn.params["fft_lengths"]))
+    dtype = _complex_dtype(eqn)
+    return _copy_bytes(eqn) + max(fft_kernel.work_bytes(dtype, n)
+                                  for n in eqn.params["fft_lengths"])
 
 
 def _pass(b, dtype, src, dst, shape, axis, mode, work, len_out=None, n=None):
