@@ -820,6 +820,27 @@ def dot_general_case(draw):
                 rtol=5e-3)
 
 
+@st.composite
+def fft_case(draw):
+    fft_type = draw(st.sampled_from(["FFT", "IFFT", "RFFT", "IRFFT"]))
+    lengths = tuple(draw(st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+    batch = tuple(draw(st.lists(st.integers(0, 2), max_size=1)))
+    shape = batch + lengths
+    if fft_type == "IRFFT":
+        shape = shape[:-1] + (lengths[-1] // 2 + 1,)
+    dtype = np.float32 if fft_type == "RFFT" else np.complex64
+    x = array(draw, np.dtype(dtype), shape, lo=-2, hi=2)
+    axes = tuple(range(len(batch), len(shape)))
+
+    def ref(x, fft_type, fft_lengths):
+        w = x.astype(np.complex128 if fft_type != "RFFT" else np.float64)
+        out = {"FFT": lambda: np.fft.fftn(w, axes=axes), "IFFT": lambda: np.fft.ifftn(w, axes=axes),
+               "RFFT": lambda: np.fft.rfftn(w, axes=axes),
+               "IRFFT": lambda: np.fft.irfftn(w, s=fft_lengths, axes=axes)}[fft_type]()
+        return out.astype(np.float32 if fft_type == "IRFFT" else np.complex64)
+    return Case([x], {"fft_type": fft_type, "fft_lengths": lengths}, ref, rtol=1e-4)
+
+
 def _sort_key(v):
     """The comparator of XLA's sort: NaNs last, -0.0 == 0.0, complex lexicographic."""
     if isinstance(v, complex):
@@ -1031,6 +1052,7 @@ CASES = {
     "argmin": arg_case("argmin"),
     **{name: cumulative_case(name) for name in CUMULATIVE},
     "dot_general": dot_general_case(),
+    "fft": fft_case(),
     "sort": sort_case(),
     "cond": cond_case(),
     "while_loop": while_loop_case(),

@@ -49,18 +49,18 @@ def _fft_eval(x, *, fft_type, fft_lengths):
             raise ValueError(f"RFFT input shape {x.shape} minor dimensions must be equal to "
                              f"fft_lengths {lengths}")
         return ShapedArray(x.shape[:-k] + lengths[:-1] + (lengths[-1] // 2 + 1,),
-                           _REAL[x.dtype])
+                           _REAL[x.dtype], x.weak_type)
     if x.dtype not in _COMPLEX:
         raise ValueError(f"{fft_type} input must be complex64 or complex128, got {x.dtype}")
     if fft_type == "IRFFT":
         if x.shape[-k:-1] != lengths[:-1]:
             raise ValueError(f"IRFFT input shape {x.shape} minor dimensions must be equal to "
                              f"all except the last fft_length, got fft_lengths={lengths}")
-        return ShapedArray(x.shape[:-k] + lengths, _COMPLEX[x.dtype])
+        return ShapedArray(x.shape[:-k] + lengths, _COMPLEX[x.dtype], x.weak_type)
     if x.shape[-k:] != lengths:
         raise ValueError(f"FFT input shape {x.shape} minor dimensions must be equal to "
                          f"fft_lengths {lengths}")
-    return ShapedArray(x.shape, x.dtype)
+    return ShapedArray(x.shape, x.dtype, x.weak_type)   # JAX keeps the weak type
 
 
 def transform(xp, x, fft_type, fft_lengths):
