@@ -820,6 +820,52 @@ def dot_general_case(draw):
                 rtol=5e-3)
 
 
+@st.composite
+def fft_case(draw):
+    fft_type = draw(st.sampled_from(["FFT", "IFFT", "RFFT", "IRFFT"]))
+    lengths = tuple(draw(st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+    batch = tuple(draw(st.lists(st.integers(0, 2), max_size=1)))
+    shape = batch + lengths
+    if fft_type == "IRFFT":
+        shape = shape[:-1] + (lengths[-1] // 2 + 1,)
+    dtype = np.float32 if fft_type == "RFFT" else np.complex64
+    x = array(draw, np.dtype(dtype), shape, lo=-2, hi=2)
+    axes = tuple(range(len(batch), len(shape)))
+
+    def ref(x, fft_type, fft_lengths):
+        w = x.astype(np.complex128 if fft_type != "RFFT" else np.float64)
+        out = {"FFT": lambda: np.fft.fftn(w, axes=axes), "IFFT": lambda: np.fft.ifftn(w, axes=axes),
+               "RFFT": lambda: np.fft.rfftn(w, axes=axes),
+               "IRFFT": lambda: np.fft.irfftn(w, s=fft_lengths, axes=axes)}[fft_type]()
+        return out.astype(np.float32 if fft_type == "IRFFT" else np.complex64)
+    return Case([x], {"fft_type": fft_type, "fft_lengths": lengths}, ref, rtol=1e-4)
+
+
+@st.composite
+def decomposition_case(draw, name):
+    """A well-conditioned (batch of) square matrices for the decompositions; cholesky and
+    triangular_solve against NumPy, the others' conventions (signs, pivots) in
+    tests/test_linalg_*.py (ref None)."""
+    n = draw(st.integers(1, 4))
+    batch = tuple(draw(st.lists(st.integers(0, 2), max_size=1)))
+    dtype = np.dtype(draw(st.sampled_from([np.float32, np.float64])))
+    a = array(draw, dtype, batch + (n, n), lo=-1, hi=1)
+    spd = (a @ np.swapaxes(a, -1, -2) + n * np.eye(n, dtype=dtype)).astype(dtype)
+    if name == "cholesky":
+        return Case([spd], {}, lambda x: np.linalg.cholesky(x.astype(np.float64)).astype(dtype),
+                    (False,), rtol=1e-3)
+    if name == "triangular_solve":
+        lower = np.tril(spd) if draw(st.booleans()) else np.triu(spd)
+        b = array(draw, dtype, batch + (n, 2), lo=-1, hi=1)
+        params = {"left_side": True, "lower": bool(np.allclose(lower, np.tril(lower))),
+                  "transpose_a": False, "conjugate_a": False, "unit_diagonal": False}
+        return Case([lower, b], params, lambda a, b, **_: np.linalg.solve(
+            a.astype(np.float64), b.astype(np.float64)).astype(dtype), (False, False), rtol=1e-3)
+    params = {"qr": {"full_matrices": False}, "eigh": {"lower": True},
+              "svd": {"full_matrices": False, "compute_uv": True}}.get(name, {})
+    return Case([spd], params, None, (False,))   # (results are strongly typed, as JAX's)
+
+
 def _sort_key(v):
     """The comparator of XLA's sort: NaNs last, -0.0 == 0.0, complex lexicographic."""
     if isinstance(v, complex):
@@ -1031,6 +1077,9 @@ CASES = {
     "argmin": arg_case("argmin"),
     **{name: cumulative_case(name) for name in CUMULATIVE},
     "dot_general": dot_general_case(),
+    "fft": fft_case(),
+    **{name: decomposition_case(name)
+       for name in ("cholesky", "triangular_solve", "lu", "qr", "eigh", "svd")},
     "sort": sort_case(),
     "cond": cond_case(),
     "while_loop": while_loop_case(),

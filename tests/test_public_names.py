@@ -36,7 +36,7 @@ PUBLIC = {
         "diag", "diag_indices", "diag_indices_from", "diagonal", "divide", "divmod", "dot",
         "double", "dsplit", "dstack", "dtype", "e", "einsum", "empty", "empty_like",
         "equal", "euler_gamma", "exp", "exp2", "expand_dims", "expm1", "extract", "eye",
-        "fabs", "finfo", "fix", "flatnonzero", "flip", "fliplr", "flipud", "float16",
+        "fabs", "fft", "finfo", "fix", "flatnonzero", "flip", "fliplr", "flipud", "float16",
         "float32", "float64", "float_", "float_power", "floating", "floor", "floor_divide",
         "fmax", "fmin", "fmod", "frexp", "from_dlpack", "full", "full_like", "gcd", "generic", "geomspace",
         "greater", "greater_equal", "half", "heaviside", "hsplit", "hstack", "hypot",
@@ -70,7 +70,11 @@ PUBLIC = {
         "slogdet", "solve", "svd", "svdvals", "tensorinv", "tensorsolve"},
     "kiln.lax.linalg": {
         "cholesky", "eigh", "lu", "qr", "svd", "triangular_solve"},
+    "kiln.numpy.fft": {
+        "fft", "fft2", "fftfreq", "fftn", "fftshift", "hfft", "ifft", "ifft2", "ifftn",
+        "ifftshift", "ihfft", "irfft", "irfft2", "irfftn", "rfft", "rfft2", "rfftfreq", "rfftn"},
     "kiln.lax": {
+        "FftType", "fft",
         "GatherDimensionNumbers", "GatherScatterMode", "Precision", "RoundingMethod",
         "ScatterDimensionNumbers", "abs", "acos", "acosh", "add", "all_gather", "all_to_all",
         "argmax", "linalg",

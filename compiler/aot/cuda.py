@@ -23,16 +23,16 @@ order. A value is a program value's name (the fused SSA's), or {"literal", "dtyp
      arguments], "launch": "grid" | "thread_per_row" | "block_per_row" | "thread_per_part" |
      "block_per_part", "launch_rule": how it is sized (source.LAUNCH_RULES),
      "starts_from": [[output, input]], "scratch": [[dtype, elements]]}
-    {"kind": "gemm" | "cond" | "while_loop" | "scan" | "per_primitive" | "host_effect" |
-     "subprogram", "equation": its index among the fused SSA's top-level equations,
-     "primitive": NAME, "inputs": [values], "outputs": [names]}
+    {"kind": "gemm" | "fft" | "cond" | "while_loop" | "scan" | "per_primitive" |
+     "host_effect" | "subprogram", "equation": its index among the fused SSA's top-level
+     equations, "primitive": NAME, "inputs": [values], "outputs": [names]}
 
 A kernel's parameters are its inputs' pointers, its outputs' pointers, its scratch buffers'
 pointers (zero-filled before each launch; the kernel leaves them zero), then one `long long`
 per size; an output in `starts_from` starts as a copy of that input. A step of another kind
 is the fused SSA's equation: a loader plans it as the CUDA executable does (cuBLAS for gemm,
-host-driven control flow over its regions' kernels, the primitive's NumPy definition over the
-device's arrays). The function's `results` are values too.
+cuFFT for fft, host-driven control flow over its regions' kernels, the primitive's NumPy
+definition over the device's arrays). The function's `results` are values too.
 """
 import re
 

@@ -12,7 +12,8 @@ symbol of the library is hidden):
   constructor calls it when the library is loaded): pthread_create/join, libc's `syscall`,
   the thread count (`KILN_NUM_THREADS`, else the cores this process may run on), the runtime
   library's thread pool (`kiln_parallel_for`, `kiln_run_tasks`, `kiln_barrier_wait`) and
-  packed matrix-product kernels (`kiln_gemm_float32`, `kiln_gemm_float64`), a default
+  packed matrix-product kernels (`kiln_gemm_float32`, `kiln_gemm_float64`) and FFT kernels
+  (`kiln_fft_complex64`, `kiln_fft_complex128`), a default
   `kiln_debug_print` (c/debug_print.c, in libraries whose
   functions print: it prints the values as kiln's Python callback does, to stdout; kiln's
   loader binds the Python callback itself), and the BLAS routines, from the first
@@ -38,7 +39,7 @@ import pathlib
 import textwrap
 from typing import NamedTuple
 
-from ..backends.llvm import gemm_packed
+from ..backends.llvm import fft_kernel, gemm_packed
 from ..backends.llvm.blas_lookup import ROUTINES, THREAD_SETTER
 from .manifest import BLAS_UNBOUND, ENTRY_STATUS_BASE, ERROR_CODES, NO_WORKSPACE, OUT_OF_MEMORY
 
@@ -254,6 +255,9 @@ def _extern_declarations(functions, slots):
     lines += [f"extern void {name}(const void *a, int64_t sam, int64_t sak, const void *b, "
               f"int64_t sbk, int64_t sbn, void *c, int64_t ldc, int64_t m, int64_t n, "
               f"int64_t k);" for name in gemm_packed.NAMES.values()]
+    lines += [f"extern void {name}(const void *in, void *out, int64_t outer, int64_t inner, "
+              f"int64_t n, int64_t len_in, int64_t len_out, int64_t mode, double scale, "
+              f"void *work);" for name in fft_kernel.NAMES.values()]
     lines.append("\nstruct _kiln_extern { const char *name; uint64_t *slot; };")
     lines.append("static struct _kiln_extern _kiln_externs[] = {")
     lines += [f'    {{"{name}", &{var}}},' for _, name, var in slots]

@@ -13,7 +13,8 @@ object and are bound by the C glue (glue.py).
 
 `runtime_object(machine)` is the runtime library's thread pool (pool.py: `kiln_run_tasks`,
 `kiln_barrier_wait`, `kiln_parallel_for`), the packed matrix-product kernels (gemm_packed.py:
-`kiln_gemm_float32`, `kiln_gemm_float64`) and the
+`kiln_gemm_float32`, `kiln_gemm_float64`), the FFT kernels (fft_kernel.py:
+`kiln_fft_complex64`, `kiln_fft_complex128`) and the
 compiler-rt builtins the functions' code may call (builtins.py: float16 conversions), emitted
 into a module of its own and compiled with the same machine; the builtins stay hidden
 definitions, so the library resolves its own calls to them and exports none.
@@ -28,8 +29,8 @@ from typing import NamedTuple
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from ..backends.llvm import (blas, blas_lookup, builtins, externs, gemm_packed, pool, rtlib,
-                             target)
+from ..backends.llvm import (blas, blas_lookup, builtins, externs, fft_kernel, gemm_packed,
+                             pool, rtlib, target)
 from ..backends.llvm.executable import build_module
 
 CPU_MODES = ("native", "generic")
@@ -107,6 +108,7 @@ def runtime_object(mach):
     module.triple = target.triple()
     pool.emit(module, module.triple)
     gemm_packed.emit(module)
+    fft_kernel.emit(module)
     builtins.emit(module)
     with target.LOCK:
         optimized = target.optimize(str(module), rtlib.NAME, machine=mach.machine)

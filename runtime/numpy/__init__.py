@@ -15,7 +15,7 @@ from ._shape import *  # noqa: F401,F403
 from ._linalg import *  # noqa: F401,F403
 from ._sorting import *  # noqa: F401,F403
 from ._indexing import *  # noqa: F401,F403
-from . import linalg  # noqa: F401
+from . import linalg, fft  # noqa: F401
 from ..array import Array as ndarray  # noqa: F401
 
 import numpy as _np

@@ -132,6 +132,8 @@ static void _kiln_init_once(void) {
     _kiln_set("kiln_barrier_wait", (uint64_t)(uintptr_t)&kiln_barrier_wait);
     _kiln_set("kiln_gemm_float32", (uint64_t)(uintptr_t)&kiln_gemm_float32);
     _kiln_set("kiln_gemm_float64", (uint64_t)(uintptr_t)&kiln_gemm_float64);
+    _kiln_set("kiln_fft_complex64", (uint64_t)(uintptr_t)&kiln_fft_complex64);
+    _kiln_set("kiln_fft_complex128", (uint64_t)(uintptr_t)&kiln_fft_complex128);
 #ifdef KILN_BIND_DEFAULT_DEBUG_PRINT
     KILN_BIND_DEFAULT_DEBUG_PRINT();
 #endif

@@ -8,15 +8,16 @@ executable and GPU arrays need:
     launch_shape(kernel) -> (grid, block)           synchronize()
     prepare(kernels)                    (compile them ahead of their first launch)
     gemm(a, b) -> buffer                (a (B, M, K) by b (B, K, N), or 2-D: cuBLAS / BLAS)
+    fft(x, fft_type, fft_lengths)       (the `fft` primitive: cuFFT / NumPy's pocketfft)
     primitive(prim, buffers, params)    (a primitive without a kernel: its NumPy definition
                                          over the layer's arrays, see `primitive`)
 
 - `CupyLayer` (a real GPU): buffers are CuPy arrays, each kernel text compiled once by CuPy's
   `RawModule` (NVRTC) and kept in memory, launched on CuPy's current stream; `gemm` is
-  `cupy.matmul` (cuBLAS). CuPy is imported only here, and only when the layer is made.
+  `cupy.matmul` (cuBLAS), `fft` `cupy.fft` (cuFFT). CuPy is imported only here, and only when the layer is made.
 - `EmulatedLayer` (testing aid, `KILN_CUDA_EMULATE=1`): buffers are NumPy arrays, kernels run
   on the host through emulate.py (the same CUDA C under the host's C++ compiler, each text
-  compiled once), `gemm` is `numpy.matmul`. It is the host pretending to be a GPU, so that
+  compiled once), `gemm` is `numpy.matmul`, `fft` `numpy.fft`. It is the host pretending to be a GPU, so that
   `jit(f, backend="cuda")` and GPU arrays run end to end without a device; it checks the
   generated kernels and the executable's plan, not the device (docs/cuda.md).
 
@@ -33,6 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...errors import KilnError
+from ...primitives.fft import transform
 
 EMULATE = "KILN_CUDA_EMULATE"
 
@@ -115,6 +117,10 @@ class Layer:
         """`prim` applied outside `jit` to `values` on this layer (eager.py)."""
         from .eager import run
         return run(prim, values, params)
+
+    def fft(self, x, fft_type, fft_lengths):
+        """The `fft` primitive over the trailing axes of `x`, with the layer's `xp.fft`."""
+        return transform(self.xp, x, fft_type, fft_lengths)
 
 
 class EmulatedLayer(Layer):

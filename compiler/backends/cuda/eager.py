@@ -3,7 +3,7 @@ as a one-equation program of the CUDA backend's executable (executable.py) on th
 device layer, compiled once per (layer, primitive, params, operand types) and cached.
 
 So an elementwise primitive or a reduce_sum/max/min is one generated kernel, dot_general the
-layer's GEMM, cond/while_loop/scan host-driven loops over device programs, and any other
+layer's GEMM, fft the layer's FFT, cond/while_loop/scan host-driven loops over device programs, and any other
 primitive its NumPy definition over the layer's arrays (CuPy's functions on a GPU); nothing
 is copied to the host except a control-flow decision. Host operands (a Python scalar beside a
 GPU array, say) are copied to the device first.

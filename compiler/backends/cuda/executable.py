@@ -13,6 +13,7 @@ fuses) run as a host-side sequence of device operations on a device layer (devic
 - `gemm`: dot_general through the layer's GEMM (cuBLAS on a GPU), batch dimensions included:
   the operands are transposed to (batch, free, contracted) and (batch, contracted, free) on
   the device, as the reference backend does it with NumPy;
+- `fft`: the fft primitive through the layer's FFT (cuFFT on a GPU);
 - `cond`, `while_loop`, `scan`: host-driven loops over the regions' programs, the data on the
   device (`host_syncs` counts the values copied to the host to decide: one per `cond`, none
   for `scan`, whose trip count is static; a `while_loop` runs its trips in growing chunks
@@ -40,7 +41,7 @@ from .reduce import REDUCTIONS
 
 class Step:
     """One planned equation: `run(layer, values) -> results` over the operands' device
-    arrays; `kind` names the path (kernel, gemm, cond, while_loop, scan, per_primitive,
+    arrays; `kind` names the path (kernel, gemm, fft, cond, while_loop, scan, per_primitive,
     host_effect); `kernels` are the source.Kernels it launches (for `as_text`)."""
     __slots__ = ("kind", "ins", "outs", "run", "kernels", "donated")
 
@@ -305,7 +306,13 @@ def _host_effect(program, eqn, ins):
     return Step("host_effect", ins, eqn.outvars, run)
 
 
-_PLANS = {"dot_general": _gemm, "cond": _cond, "while_loop": _while, "scan": _scan,
+def _fft(program, eqn, ins):
+    def run(layer, values):
+        return [contiguous(layer.xp, layer.fft(values[0], **eqn.params))]
+    return Step("fft", ins, eqn.outvars, run)
+
+
+_PLANS = {"dot_general": _gemm, "fft": _fft, "cond": _cond, "while_loop": _while, "scan": _scan,
           "debug_print": _host_effect}
 
 

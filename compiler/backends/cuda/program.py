@@ -78,6 +78,7 @@ def steps(fn):
 
 # what runs a top-level equation that no kernel computes, in the CUDA executable's plan
 _HOST_STEPS = {"dot_general": "the device layer's GEMM (cuBLAS)",
+               "fft": "the device layer's FFT (cuFFT)",
                "cond": "a host-driven branch over device programs",
                "while_loop": "a host-driven loop over device programs",
                "scan": "a host-driven loop over device programs",

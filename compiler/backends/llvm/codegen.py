@@ -74,6 +74,7 @@ from . import lower_control  # noqa: F401
 from . import lower_callbacks  # noqa: F401
 from . import lower_tapes
 from . import lower_sorting  # noqa: F401
+from . import lower_fft  # noqa: F401
 from . import lower_collectives  # noqa: F401
 from . import lower_processes  # noqa: F401
 from . import lower_complex

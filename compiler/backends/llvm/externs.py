@@ -57,6 +57,9 @@ EXTERNS: dict[str, tuple[ir.Type, Callable[[], int]]] = {
     # the runtime library's packed matrix-product kernels (gemm_packed.py)
     "kiln_gemm_float32": (PTR, _call(".rtlib", "address", "gemm_float32")),
     "kiln_gemm_float64": (PTR, _call(".rtlib", "address", "gemm_float64")),
+    # the runtime library's FFT kernels (fft_kernel.py)
+    "kiln_fft_complex64": (PTR, _call(".rtlib", "address", "fft_complex64")),
+    "kiln_fft_complex128": (PTR, _call(".rtlib", "address", "fft_complex128")),
     # pmap's replicas (pool.py's kiln_run_replicas, lower_collectives.py)
     **{f"kiln_{name}": (PTR, _libc(name)) for name in ("sched_yield", "pthread_setspecific")},
     **{f"kiln_{routine}": (PTR, _call(".blas", "address", routine))

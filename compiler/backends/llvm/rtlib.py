@@ -9,6 +9,8 @@ Functions that would otherwise be emitted into, and optimised with, every module
   of those names (externs.py), bound at load time like BLAS routines;
 - the packed matrix-product kernels (gemm_packed.py): `kiln_gemm_float32` and
   `kiln_gemm_float64`, called through extern globals of those names;
+- the FFT kernels (fft_kernel.py): `kiln_fft_complex64` and `kiln_fft_complex128`, called the
+  same way;
 - `kiln_dispatch(pack)` (pycall.py): the fast entry of every executable.
 `address(name)` gives their addresses.
 
@@ -29,14 +31,15 @@ import sys
 
 import numpy as np
 
-from . import (builtins, disk_cache, externs, gemm_packed, object_symbols, pool, replica_runner,
-               target)
+from . import (builtins, disk_cache, externs, fft_kernel, gemm_packed, object_symbols, pool,
+               replica_runner, target)
 
 NAME = "kiln.rtlib"
 FUNCTIONS = {"parallel_for": "kiln_parallel_for", "run_tasks": "kiln_run_tasks",
              "barrier_wait": "kiln_barrier_wait", "run_replicas": "kiln_run_replicas",
              "dispatch": "kiln_dispatch", "gemm_float32": "kiln_gemm_float32",
-             "gemm_float64": "kiln_gemm_float64"}
+             "gemm_float64": "kiln_gemm_float64", "fft_complex64": "kiln_fft_complex64",
+             "fft_complex128": "kiln_fft_complex128"}
 
 
 _ADDRESSES = {}
@@ -118,6 +121,7 @@ def _compile():
     pool.emit(module, module.triple)
     replica_runner.emit(module)
     gemm_packed.emit(module)
+    fft_kernel.emit(module)
     pycall.emit_dispatch(module)
     return target.object_code(target.optimize(str(module), NAME))
 
