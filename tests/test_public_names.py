@@ -67,6 +67,11 @@ PUBLIC = {
         "cross", "diagonal", "matmul", "matrix_norm", "matrix_transpose", "norm", "outer",
         "tensordot", "trace", "vecdot", "vector_norm"},
     "kiln.lax": {
+        "ConvDimensionNumbers", "ConvGeneralDilatedDimensionNumbers", "conv",
+        "conv_dimension_numbers", "conv_general_dilated", "conv_general_dilated_local",
+        "conv_general_dilated_patches", "conv_general_permutations", "conv_general_shape_tuple",
+        "conv_shape_tuple", "conv_transpose", "conv_transpose_shape_tuple",
+        "conv_with_general_padding", "padtype_to_pads",
         "GatherDimensionNumbers", "GatherScatterMode", "Precision", "RoundingMethod",
         "ScatterDimensionNumbers", "abs", "acos", "acosh", "add", "all_gather", "all_to_all",
         "argmax",
