@@ -71,7 +71,7 @@ PUBLIC = {
         "conv_dimension_numbers", "conv_general_dilated", "conv_general_dilated_local",
         "conv_general_dilated_patches", "conv_general_permutations", "conv_general_shape_tuple",
         "conv_shape_tuple", "conv_transpose", "conv_transpose_shape_tuple",
-        "conv_with_general_padding", "padtype_to_pads",
+        "conv_with_general_padding", "padtype_to_pads", "reduce_window", "reduce_window_shape_tuple",
         "GatherDimensionNumbers", "GatherScatterMode", "Precision", "RoundingMethod",
         "ScatterDimensionNumbers", "abs", "acos", "acosh", "add", "all_gather", "all_to_all",
         "argmax",

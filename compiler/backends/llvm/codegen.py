@@ -65,6 +65,7 @@ from . import lower_structural
 from . import lower_reductions  # noqa: F401
 from . import lower_linalg  # noqa: F401
 from . import lower_conv  # noqa: F401
+from . import lower_windows  # noqa: F401
 from . import lower_indexing  # noqa: F401
 from . import lower_control  # noqa: F401
 from . import lower_callbacks  # noqa: F401

@@ -32,9 +32,10 @@ from ...primitives import PRIMITIVES
 from ...primitives.core import LLVM, LLVM_SCRATCH
 from . import gemm, gemm_packed, parallel, pool
 from . import ltypes as T
-from .loops import affine_offset, contiguous_strides, counted_loop, emit_nest
+from .loops import affine_offset, contiguous_strides, counted_loop, emit_nest, unravel
 from .lower_fused import fill
 from .lower_linalg import TASK_FLOPS, flat_group
+from .lower_windows import window_offset
 
 TILE_BYTES = 256 * 1024      # a task's patch tile (on its stack)
 OUT_TILE_BYTES = 128 * 1024  # a task's result tile when C is not the result in place
@@ -123,15 +124,6 @@ def workspace(pl, lhs):
     return 0, kernel, kernel + copy, kernel + copy + partials
 
 
-def _unravel(b, p, sizes):
-    """The index (as i64 values) of flat position `p` in a row-major array of `sizes`."""
-    index = []
-    for size in reversed(sizes[1:]):
-        index.insert(0, b.urem(p, T.i64(size)))
-        p = b.udiv(p, T.i64(size))
-    return [p] + index
-
-
 def _pack_kernel(ctx, pl, rhs, spec):
     """The kernel into the workspace as (group, window..., input feature, output feature)."""
     b = ctx.builder
@@ -176,22 +168,13 @@ def _gather(b, pl, x, patch, start, nrows, first, npos, geo):
     l_n, l_c, l_sp, in_sp, out_sp, win, strides, pads, ldil, rdil, feats = geo
 
     def row(b, r, carried):
-        n, *o = _unravel(b, b.add(start, r), [0] + out_sp)
+        n, *o = unravel(b, b.add(start, r), [0] + out_sp)
         base = b.mul(r, T.i64(pl.positions * feats))
 
         def position(b, q, carried):
-            kidx = _unravel(b, b.add(first, q), win)
-            valid, off = ir.Constant(ir.IntType(1), 1), b.mul(n, T.i64(l_n))
-            for d in range(len(win)):
-                pos = b.sub(b.add(b.mul(o[d], T.i64(strides[d])), b.mul(kidx[d], T.i64(rdil[d]))),
-                            T.i64(pads[d]))
-                valid = b.and_(valid, b.icmp_signed(">=", pos, T.i64(0)))
-                if ldil[d] > 1:
-                    valid = b.and_(valid, b.icmp_signed("==", b.srem(pos, T.i64(ldil[d])),
-                                                        T.i64(0)))
-                    pos = b.sdiv(pos, T.i64(ldil[d]))
-                valid = b.and_(valid, b.icmp_signed("<", pos, T.i64(in_sp[d])))
-                off = b.add(off, b.mul(pos, T.i64(l_sp[d])))
+            kidx = unravel(b, b.add(first, q), win)
+            valid, off = window_offset(b, o, kidx, strides, rdil, pads, ldil, in_sp, l_sp,
+                                       b.mul(n, T.i64(l_n)))
             off = b.select(valid, off, T.i64(0))
             dst = b.add(base, b.mul(q, T.i64(feats)))
 
@@ -213,7 +196,7 @@ def _store_rows(b, pl, value, out, start, nrows, out_rows, row_strides, o_c):
     element = T.mem_type(pl.dtype)
 
     def row(b, r, carried):
-        index = _unravel(b, b.add(start, r), out_rows)
+        index = unravel(b, b.add(start, r), out_rows)
         base = affine_offset(b, 0, row_strides, index)
 
         def col(b, j, carried):
