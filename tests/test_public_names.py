@@ -136,7 +136,17 @@ PUBLIC = {
         "clip_grads", "constant", "exponential_decay", "inverse_time_decay", "l2_norm",
         "make_schedule", "momentum", "nesterov", "optimizer", "pack_optimizer_state",
         "piecewise_constant", "polynomial_decay", "rmsprop", "rmsprop_momentum", "sgd",
-        "sm3", "unpack_optimizer_state"},
+        "sm3", "unpack_optimizer_state", "Any", "Array", "Callable", "InitFn", "NamedTuple",
+        "Params", "ParamsFn", "State", "Step", "UpdateFn", "Updates", "annotations", "map",
+        "namedtuple", "partial", "safe_map", "safe_zip", "unzip2", "zip"},
+    "kiln.example_libraries.stax": {
+        "AvgPool", "BatchNorm", "Conv", "Conv1DTranspose", "ConvTranspose", "Dense", "Dropout",
+        "Elu", "Exp", "FanInConcat", "FanInSum", "FanOut", "Flatten", "Gelu", "GeneralConv",
+        "GeneralConvTranspose", "Identity", "LeakyRelu", "LogSoftmax", "MaxPool", "Relu", "Selu",
+        "Sigmoid", "Softmax", "Softplus", "SumPool", "Tanh", "elementwise", "elu", "gelu",
+        "glorot", "glorot_normal", "lax", "leaky_relu", "log_softmax", "logsoftmax", "normal",
+        "ones", "parallel", "randn", "random", "relu", "selu", "serial", "shape_dependent",
+        "sigmoid", "softmax", "softplus", "standardize", "zeros"},
 }
 
 
