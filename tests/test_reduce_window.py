@@ -136,3 +136,25 @@ def test_window_errors_name_the_operation():
     with pytest.raises(NotImplementedError, match="base_dilation"):
         kiln.grad(lambda v: knp.sum(lax.reduce_window(v, -np.inf, lax.max, (2,), (1,), "VALID",
                                                       (2,))))(np.ones(4, np.float32))
+
+
+def test_the_cuda_backend_runs_conv_and_pooling_per_primitive(monkeypatch):
+    """No CUDA kernels for these primitives yet: on the emulated device they take the
+    per-primitive path (their NumPy definitions over the device's arrays), named as such."""
+    from kiln.compiler.backends.cuda import device as D
+    monkeypatch.setenv(D.EMULATE, "1")
+    x = np.random.default_rng(0).standard_normal((2, 6, 6, 3)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((3, 3, 3, 4)).astype(np.float32)
+
+    def f(x, w):
+        y = lax.conv_general_dilated(x, w, (1, 1), "SAME",
+                                     dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return knp.sum(lax.reduce_window(y, -np.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1),
+                                         "VALID") ** 2)
+    g = kiln.grad(f, argnums=(0, 1))
+    got = kiln.jit(g, backend="cuda")(x, w)
+    want = kiln.jit(g, backend="reference")(x, w)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
+    text = kiln.jit(f, backend="cuda").lower(x, w).compile().as_text("cuda")
+    assert "conv_general_dilated(...): its NumPy definition over the device's arrays" in text
