@@ -91,11 +91,11 @@ def _conv_eval(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
 
 def _pad_crop(x, axis, lo, hi):
     """`x` padded with zeros (or cropped, for negative amounts) along `axis`."""
-    n = x.shape[axis]
-    x = np.take(x, range(max(0, -lo), n - max(0, -hi)), axis=axis)
     widths = [(0, 0)] * x.ndim
     widths[axis] = (max(0, lo), max(0, hi))
-    return np.pad(x, widths)
+    x = np.pad(x, widths)
+    n = x.shape[axis]
+    return np.take(x, range(max(0, -lo), max(max(0, -lo), n - max(0, -hi))), axis=axis)
 
 
 def _dilate(x, axis, r):

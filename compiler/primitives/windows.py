@@ -74,10 +74,9 @@ def windows(x, fill, window_dimensions, window_strides, padding, base_dilation,
             index[axis] = slice(None, None, bd)
             y[tuple(index)] = x
             x = y
-    crop = tuple(slice(max(0, -lo), x.shape[a] - max(0, -hi))
-                 for a, (lo, hi) in enumerate(padding))
-    x = np.pad(x[crop], [(max(0, lo), max(0, hi)) for lo, hi in padding],
-               constant_values=fill)
+    x = np.pad(x, [(max(0, lo), max(0, hi)) for lo, hi in padding], constant_values=fill)
+    x = x[tuple(slice(max(0, -lo), max(max(0, -lo), x.shape[a] - max(0, -hi)))
+                for a, (lo, hi) in enumerate(padding))]
     eff = dilate_shape(window_dimensions, window_dilation)
     out = window_out_shape(x.shape, window_dimensions, window_strides, [(0, 0)] * x.ndim,
                            [1] * x.ndim, window_dilation)
