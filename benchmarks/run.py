@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness import run_cases, markdown, machine_description  # noqa: E402
 import autodiff  # noqa: E402
+import conv  # noqa: E402
 import cpu  # noqa: E402
 import eager  # noqa: E402
 import fft  # noqa: E402
@@ -30,6 +31,7 @@ import small  # noqa: E402
 import vmap  # noqa: E402
 
 SUITES = {"eager": eager.cases, "frontend": frontend.cases, "autodiff": autodiff.cases, "fft": fft.cases,
+          "conv": conv.cases,
           "cpu": cpu.cases, "pmap": pmap.cases, "reductions": reductions.cases, "small": small.cases,
           "vmap": vmap.cases}
 

@@ -272,3 +272,13 @@ def test_clip_grads_bounds_norm(max_norm, seed):
     np.testing.assert_allclose(float(O.l2_norm(tree)), norm, rtol=1e-5)
     clipped = O.clip_grads(tree, max_norm)
     np.testing.assert_allclose(float(O.l2_norm(clipped)), min(norm, max_norm), rtol=1e-5)
+
+
+def test_jax_module_names_safe_map_zip_unzip2_and_the_type_aliases():
+    from kiln.example_libraries import optimizers as o
+    assert o.safe_map(lambda a, b: a + b, [1, 2], [3, 4]) == [4, 6]
+    assert o.zip([1, 2], "ab") == [(1, "a"), (2, "b")] and o.map is o.safe_map
+    assert o.unzip2([(1, 2), (3, 4)]) == ((1, 3), (2, 4))
+    with pytest.raises(ValueError, match="safe_zip\\(\\) argument lengths differ: \\(1, 2\\)"):
+        o.safe_zip([1], [1, 2])
+    assert o.Step is int and o.InitFn.__args__[-1] is o.OptimizerState

@@ -1045,7 +1045,68 @@ def test_debug_print_prints_pieces_like_print(capsys):
 
 # --------------------------------------------------------------------------- the table
 
+from test_conv import reference as conv_reference  # noqa: E402
+from test_reduce_window import reference as window_reference  # noqa: E402
+
+
+@st.composite
+def conv_case(draw):
+    """NC.../OI... layouts and explicit params; test_conv.py covers every layout and group."""
+    reference = conv_reference
+    nd = draw(st.integers(1, 2))
+    x = array(draw, np.float32, (draw(st.integers(0, 2)), 2) + (draw(st.integers(1, 4)),) * nd)
+    w = array(draw, np.float32, (draw(st.integers(1, 2)), 2) + (draw(st.integers(1, 2)),) * nd)
+    params = dict(window_strides=(draw(st.integers(1, 2)),) * nd,
+                  padding=((draw(st.integers(-1, 1)), draw(st.integers(0, 1))),) * nd,
+                  lhs_dilation=(draw(st.integers(1, 2)),) * nd,
+                  rhs_dilation=(draw(st.integers(1, 2)),) * nd,
+                  dimension_numbers=(tuple(range(nd + 2)),) * 3, feature_group_count=1,
+                  batch_group_count=1)
+
+    def ref(x, w, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
+            **_):
+        return reference(x, w, window_strides, padding, lhs_dilation, rhs_dilation,
+                         dimension_numbers, 1, 1).astype(x.dtype)
+    return Case([x, w], params, ref, rtol=1e-4)
+
+
+@st.composite
+def window_case(draw, name):
+    """Window params on each axis; test_reduce_window.py covers them with every form."""
+    reference = window_reference
+    shape = draw(shapes(min_dims=1, max_dims=2))
+    x = array(draw, np.float32, shape)
+    n = len(shape)
+    params = dict(window_dimensions=tuple(draw(st.integers(1, 2)) for _ in range(n)),
+                  window_strides=tuple(draw(st.integers(1, 2)) for _ in range(n)),
+                  padding=tuple((draw(st.integers(0, 1)), draw(st.integers(0, 1)))
+                                for _ in range(n)),
+                  window_dilation=(1,) * n)
+    if name.startswith("reduce_window"):
+        op = {"sum": "add", "max": "max", "min": "min"}[name[len("reduce_window_"):]]
+        init = {"add": 0.0, "max": -np.inf, "min": np.inf}[op]
+        params["base_dilation"] = tuple(draw(st.integers(1, 2)) for _ in range(n))
+
+        def ref(x, window_dimensions, window_strides, padding, base_dilation,
+                window_dilation):
+            return reference(x, op, np.float32(init), window_dimensions, window_strides,
+                             padding, base_dilation, window_dilation)
+        return Case([x], params, ref, rtol=1e-5)
+    out = tuple(0 if d + lo + hi < w else (d + lo + hi - w) // s + 1 for d, w, s, (lo, hi) in
+                zip(shape, params["window_dimensions"], params["window_strides"],
+                    params["padding"]))
+    values = array(draw, np.float32, out if name == "select_and_scatter_add" else shape)
+    params["select_prim"] = draw(st.sampled_from(["ge", "le"]))
+    return Case([values, x], params, None, weak=(False, False))
+
+
 CASES = {
+    "conv_general_dilated": conv_case(),
+    "reduce_window_sum": window_case("reduce_window_sum"),
+    "reduce_window_max": window_case("reduce_window_max"),
+    "reduce_window_min": window_case("reduce_window_min"),
+    "select_and_gather_add": window_case("select_and_gather_add"),
+    "select_and_scatter_add": window_case("select_and_scatter_add"),
     **{name: unary_case(name) for name in UNARY},
     **{name: binary_case(name) for name in BINARY},
     "round": round_case(),

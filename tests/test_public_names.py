@@ -75,6 +75,11 @@ PUBLIC = {
         "ifftshift", "ihfft", "irfft", "irfft2", "irfftn", "rfft", "rfft2", "rfftfreq", "rfftn"},
     "kiln.lax": {
         "FftType", "fft",
+        "ConvDimensionNumbers", "ConvGeneralDilatedDimensionNumbers", "conv",
+        "conv_dimension_numbers", "conv_general_dilated", "conv_general_dilated_local",
+        "conv_general_dilated_patches", "conv_general_permutations", "conv_general_shape_tuple",
+        "conv_shape_tuple", "conv_transpose", "conv_transpose_shape_tuple",
+        "conv_with_general_padding", "padtype_to_pads", "reduce_window", "reduce_window_shape_tuple",
         "GatherDimensionNumbers", "GatherScatterMode", "Precision", "RoundingMethod",
         "ScatterDimensionNumbers", "abs", "acos", "acosh", "add", "all_gather", "all_to_all",
         "argmax", "linalg",
@@ -142,7 +147,17 @@ PUBLIC = {
         "clip_grads", "constant", "exponential_decay", "inverse_time_decay", "l2_norm",
         "make_schedule", "momentum", "nesterov", "optimizer", "pack_optimizer_state",
         "piecewise_constant", "polynomial_decay", "rmsprop", "rmsprop_momentum", "sgd",
-        "sm3", "unpack_optimizer_state"},
+        "sm3", "unpack_optimizer_state", "Any", "Array", "Callable", "InitFn", "NamedTuple",
+        "Params", "ParamsFn", "State", "Step", "UpdateFn", "Updates", "annotations", "map",
+        "namedtuple", "partial", "safe_map", "safe_zip", "unzip2", "zip"},
+    "kiln.example_libraries.stax": {
+        "AvgPool", "BatchNorm", "Conv", "Conv1DTranspose", "ConvTranspose", "Dense", "Dropout",
+        "Elu", "Exp", "FanInConcat", "FanInSum", "FanOut", "Flatten", "Gelu", "GeneralConv",
+        "GeneralConvTranspose", "Identity", "LeakyRelu", "LogSoftmax", "MaxPool", "Relu", "Selu",
+        "Sigmoid", "Softmax", "Softplus", "SumPool", "Tanh", "elementwise", "elu", "gelu",
+        "glorot", "glorot_normal", "lax", "leaky_relu", "log_softmax", "logsoftmax", "normal",
+        "ones", "parallel", "randn", "random", "relu", "selu", "serial", "shape_dependent",
+        "sigmoid", "softmax", "softplus", "standardize", "zeros"},
 }
 
 

@@ -60,9 +60,16 @@ def test_python_control_flow():
 def test_every_sample_is_tested():
     tested = {"quickstart.py", "mlp.py", "train_mlp.py", "per_example_grads.py",
               "python_control_flow.py", "png.py",   # png.py: train_mlp's plotting helper
-              "pmap_basics.py", "dp_train.py"}
+              "pmap_basics.py", "dp_train.py", "mnist_cnn.py"}
     assert {p.name for p in SAMPLES.glob("*.py")} == tested
     assert os.path.isdir(SAMPLES / "aot_c")
+
+
+def test_mnist_cnn_reaches_95_percent_train_accuracy():
+    out = run("mnist_cnn.py")
+    first, last = map(float, out.split("loss ")[1].split(" after")[0].split(" -> "))
+    assert last < first / 4, out
+    assert float(out.split("train accuracy ")[1].split()[0]) > 0.95, out
 
 
 def test_pmap_basics_prints_the_seed_values():

@@ -1,4 +1,4 @@
-"""`kiln.example_libraries`: JAX's small example libraries (`optimizers`), on kiln."""
-from . import optimizers  # noqa: F401
+"""`kiln.example_libraries`: JAX's small example libraries (`optimizers`, `stax`), on kiln."""
+from . import optimizers, stax  # noqa: F401
 
-__all__ = ["optimizers"]
+__all__ = ["optimizers", "stax"]

@@ -1,7 +1,12 @@
 """The implementation of `kiln.example_libraries.optimizers`: its public names (`__all__`, re-exported there)
 and the helpers they use. `kiln.example_libraries.optimizers`'s docstring describes them."""
+from __future__ import annotations
+
+import builtins
 import collections
 import functools
+from collections import namedtuple
+from functools import partial
 from typing import Any, Callable, NamedTuple
 
 from .. import numpy as jnp
@@ -11,20 +16,35 @@ __all__ = ["OptimizerState", "Optimizer", "optimizer", "sgd", "momentum", "neste
            "rmsprop", "rmsprop_momentum", "adam", "adamax", "sm3", "constant",
            "exponential_decay", "inverse_time_decay", "polynomial_decay", "piecewise_constant",
            "make_schedule", "l2_norm", "clip_grads", "JoinPoint", "unpack_optimizer_state",
-           "pack_optimizer_state", "Schedule"]
+           "pack_optimizer_state", "Schedule",
+           # JAX's module-level names: type aliases, its length-checking map/zip, and the
+           # typing and standard-library names its namespace exposes
+           "Array", "Params", "State", "Updates", "Step", "InitFn", "UpdateFn", "ParamsFn",
+           "safe_map", "safe_zip", "unzip2", "map", "zip", "Any", "Callable", "NamedTuple",
+           "namedtuple", "partial", "annotations"]
 
 
-def _safe_map(f, *seqs):
-    """`map` that refuses sequences of different lengths (JAX's `safe_map`)."""
+def _same_lengths(name, seqs):
     seqs = [list(s) for s in seqs]
-    n = len(seqs[0])
-    for s in seqs[1:]:
-        if len(s) != n:
-            raise ValueError(f"length mismatch: {[len(s) for s in seqs]}")
-    return [f(*args) for args in zip(*seqs)]
+    if len({len(s) for s in seqs}) > 1:
+        raise ValueError(f"{name}() argument lengths differ: {tuple(len(s) for s in seqs)}")
+    return seqs
 
 
-def _unzip2(pairs):
+def safe_map(f, *seqs):
+    """`map` that refuses sequences of different lengths (a list)."""
+    return [f(*args) for args in builtins.zip(*_same_lengths("safe_map", seqs))]
+
+
+def safe_zip(*seqs):
+    """`zip` that refuses sequences of different lengths (a list)."""
+    return list(builtins.zip(*_same_lengths("safe_zip", seqs)))
+
+
+map, zip = safe_map, safe_zip   # noqa: A001  (as in JAX's module)
+
+
+def unzip2(pairs):
     firsts, seconds = [], []
     for a, b in pairs:
         firsts.append(a)
@@ -42,6 +62,11 @@ register_pytree_node(
     lambda data, xs: OptimizerState(xs[0], data[0], data[1]))
 
 Schedule = Callable[[int], Any]
+Array = Params = State = Updates = Any
+Step = int
+InitFn = Callable[[Params], OptimizerState]
+UpdateFn = Callable[[Step, Updates, OptimizerState], OptimizerState]
+ParamsFn = Callable[[OptimizerState], Params]
 
 
 class Optimizer(NamedTuple):
@@ -65,7 +90,7 @@ def optimizer(opt_maker):
         def tree_init(x0_tree):
             x0_flat, tree = tree_flatten(x0_tree)
             initial_states = [init(x0) for x0 in x0_flat]
-            states_flat, subtrees = _unzip2(_safe_map(tree_flatten, initial_states))
+            states_flat, subtrees = unzip2(safe_map(tree_flatten, initial_states))
             return OptimizerState(states_flat, tree, subtrees)
 
         @functools.wraps(update)
@@ -76,9 +101,9 @@ def optimizer(opt_maker):
                 raise TypeError("optimizer update function was passed a gradient tree that did "
                                 "not match the parameter tree structure with which it was "
                                 f"initialized: parameter tree {tree} and grad tree {tree2}.")
-            states = _safe_map(tree_unflatten, subtrees, states_flat)
-            new_states = _safe_map(functools.partial(update, i), grad_flat, states)
-            new_states_flat, subtrees2 = _unzip2(_safe_map(tree_flatten, new_states))
+            states = safe_map(tree_unflatten, subtrees, states_flat)
+            new_states = safe_map(functools.partial(update, i), grad_flat, states)
+            new_states_flat, subtrees2 = unzip2(safe_map(tree_flatten, new_states))
             for subtree, subtree2 in zip(subtrees, subtrees2):
                 if subtree2 != subtree:
                     raise TypeError("optimizer update function produced an output structure "
@@ -89,8 +114,8 @@ def optimizer(opt_maker):
         @functools.wraps(get_params)
         def tree_get_params(opt_state):
             states_flat, tree, subtrees = opt_state
-            states = _safe_map(tree_unflatten, subtrees, states_flat)
-            params = _safe_map(get_params, states)
+            states = safe_map(tree_unflatten, subtrees, states_flat)
+            params = safe_map(get_params, states)
             return tree_unflatten(tree, params)
 
         return Optimizer(tree_init, tree_update, tree_get_params)
@@ -394,7 +419,7 @@ def unpack_optimizer_state(opt_state):
     """An `OptimizerState` as a plain pytree (for saving): the parameter tree with a
     `JoinPoint` holding each leaf's state."""
     states_flat, tree_def, subtree_defs = opt_state
-    subtrees = _safe_map(tree_unflatten, subtree_defs, states_flat)
+    subtrees = safe_map(tree_unflatten, subtree_defs, states_flat)
     sentinels = [JoinPoint(subtree) for subtree in subtrees]
     return tree_unflatten(tree_def, sentinels)
 
@@ -408,5 +433,5 @@ def pack_optimizer_state(marked_pytree):
                             "unpack_optimizer_state, with a JoinPoint at every leaf; got a "
                             f"leaf of type {type(s).__name__}")
     subtrees = [s.subtree for s in sentinels]
-    states_flat, subtree_defs = _unzip2(_safe_map(tree_flatten, subtrees))
+    states_flat, subtree_defs = unzip2(safe_map(tree_flatten, subtrees))
     return OptimizerState(states_flat, tree_def, subtree_defs)

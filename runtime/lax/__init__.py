@@ -4,6 +4,8 @@ from ._ops import (RoundingMethod, Precision, GatherScatterMode, GatherDimension
                    ScatterDimensionNumbers, abs, pow, max, min, complex, round, slice, reduce,
                    bitwise_not)
 from ._fft import FftType, fft  # noqa: F401
+from ._conv import *  # noqa: F401,F403
+from ._windows import *  # noqa: F401,F403
 from ._control_flow import (while_loop, fori_loop, scan, cond, switch, map,  # noqa: F401
                             associative_scan)
 from ._parallel import (psum, pmean, pmax, pmin, all_gather, psum_scatter,  # noqa: F401

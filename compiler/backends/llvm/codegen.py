@@ -69,6 +69,8 @@ from . import lower_lu  # noqa: F401
 from . import lower_qr  # noqa: F401
 from . import lower_eigh  # noqa: F401
 from . import lower_svd  # noqa: F401
+from . import lower_conv  # noqa: F401
+from . import lower_windows  # noqa: F401
 from . import lower_indexing  # noqa: F401
 from . import lower_control  # noqa: F401
 from . import lower_callbacks  # noqa: F401

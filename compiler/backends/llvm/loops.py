@@ -119,6 +119,16 @@ def emit_nest(builder, shape, body, inits=(), after_inner=None, name="i", bounds
     level(builder, 0, [])
 
 
+def unravel(builder, p, sizes):
+    """The index (i64 values) of the flat position `p` in a row-major array of `sizes` (the
+    first size is not needed)."""
+    index = []
+    for size in reversed(sizes[1:]):
+        index.insert(0, builder.urem(p, T.i64(size)))
+        p = builder.udiv(p, T.i64(size))
+    return [p] + index
+
+
 def affine_offset(builder, offset, strides, index):
     """offset + sum(index_k * stride_k) as an i64 value."""
     total = None

@@ -101,7 +101,7 @@ class BlasPlan(NamedTuple):
     batch_strides: tuple    # (lhs, rhs, out) element strides over the batch shape
 
 
-def _group(shape, strides, axes):
+def flat_group(shape, strides, axes):
     """(size, stride) of `axes` flattened in that order: stride None when they do not flatten
     to one stride; 0 for a group of size 1 (any stride will do)."""
     axes = [a for a in axes if shape[a] != 1]
@@ -138,10 +138,10 @@ def plan_blas(la, ra, out_aval, dimension_numbers):
         return None
     ls, rs = contiguous_strides(la.shape), contiguous_strides(ra.shape)
     pairs = sorted(zip(lc, rc))   # the contraction order: the lhs's memory order
-    lhs_k = _group(la.shape, ls, [a for a, _ in pairs])
-    rhs_k = _group(ra.shape, rs, [b for _, b in pairs])
-    m, lhs_m = _group(la.shape, ls, free_axes(la.ndim, lc, lb))
-    n, rhs_n = _group(ra.shape, rs, free_axes(ra.ndim, rc, rb))
+    lhs_k = flat_group(la.shape, ls, [a for a, _ in pairs])
+    rhs_k = flat_group(ra.shape, rs, [b for _, b in pairs])
+    m, lhs_m = flat_group(la.shape, ls, free_axes(la.ndim, lc, lb))
+    n, rhs_n = flat_group(ra.shape, rs, free_axes(ra.ndim, rc, rb))
     k = lhs_k[0]
     batch = tuple(la.shape[a] for a in lb)
     out_strides = contiguous_strides(out_aval.shape)[:len(lb)]
