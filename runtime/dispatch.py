@@ -14,6 +14,7 @@ import numpy as np
 from .compiler.ir.abstract import ShapedArray
 from .compiler.ir.builder import STATE as _BUILDER_STATE
 from .compiler.backends.cuda.device import DeviceBuffer
+from .float_checks import STATE as _FLOAT_CHECKS, check as _check_floats
 
 _aval_cache = {}
 
@@ -72,6 +73,8 @@ def apply_eager(prim, args, params):
     if any(type(v) is DeviceBuffer for v in vals):
         return on_device(prim, vals, params, out)
     result = prim.impl(*vals, **params)
+    if _FLOAT_CHECKS.on:
+        _check_floats(result if prim.multiple_results else (result,), prim.name)
     if prim.multiple_results:
         return tuple(_wrap_as(r, o) for r, o in zip(result, out))
     return _wrap_as(result, out)
@@ -93,6 +96,8 @@ def apply_binary(prim, a, b):
     if type(va) is DeviceBuffer or type(vb) is DeviceBuffer:
         return on_device(prim, (va, vb), {}, out)
     value = prim.impl(va, vb)
+    if _FLOAT_CHECKS.on:
+        _check_floats((value,), prim.name)
     if type(value) is not np.ndarray or value.dtype != out.dtype:
         return _wrap_as(value, out)
     arr = _new(Array)

@@ -19,7 +19,15 @@ PUBLIC = {
         "host_ids", "make_array_from_callback", "make_array_from_process_local_data",
         "make_array_from_single_device_arrays", "make_mesh", "device_put_sharded",
         "device_put_replicated", "process_indices", "reshard",
-        "set_mesh", "sharding", "smap", "auto_pcast", "remove_size_one_mesh_axis_from_type"},
+        "set_mesh", "sharding", "smap", "auto_pcast", "remove_size_one_mesh_axis_from_type",
+        # inspection, differentiation helpers, annotations, options (docs/differences.md)
+        "make_jaxpr", "eval_shape", "ShapeDtypeStruct", "typeof", "custom_gradient",
+        "linear_transpose", "closure_convert", "named_call", "named_scope",
+        "ensure_compile_time_eval", "checkpoint_policies", "float0", "enable_x64",
+        "debug_nans", "debug_infs", "log_compiles", "explain_cache_misses",
+        "check_tracer_leaks", "checking_leaks", "enable_checks", "default_matmul_precision",
+        "threefry_partitionable", "default_prng_impl", "clear_caches",
+        "print_environment_info"},
     "kiln.numpy": {
         "abs", "absolute", "acos", "acosh", "add", "all", "allclose", "amax", "amin",
         "angle", "any", "arange", "arccos", "arccosh", "arcsin", "arcsinh", "arctan",
