@@ -103,12 +103,14 @@ PUBLIC = {
         "hard_tanh", "identity", "initializers", "leaky_relu", "log1mexp", "log_sigmoid",
         "log_softmax", "logmeanexp", "logsumexp", "mish", "one_hot", "relu", "relu6",
         "selu", "sigmoid", "silu", "soft_sign", "softmax", "softplus", "sparse_plus",
-        "sparse_sigmoid", "squareplus", "standardize", "swish"},
+        "sparse_sigmoid", "squareplus", "standardize", "swish",
+        "dot_product_attention", "tanh"},
     "kiln.nn.initializers": {
         "constant", "glorot_normal", "glorot_uniform", "he_normal", "he_uniform",
         "kaiming_normal", "kaiming_uniform", "lecun_normal", "lecun_uniform", "normal", "ones",
         "orthogonal", "truncated_normal", "uniform", "variance_scaling", "xavier_normal",
-        "xavier_uniform", "zeros"},
+        "xavier_uniform", "zeros",
+        "Initializer", "delta_orthogonal"},
     "kiln.random": {
         "PRNGKey", "PRNGKeyArray", "bernoulli", "beta", "bits", "categorical", "choice",
         "clone", "dirichlet", "exponential", "fold_in", "gamma", "gumbel", "key",
