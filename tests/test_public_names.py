@@ -70,7 +70,11 @@ PUBLIC = {
         "tril", "tril_indices", "tril_indices_from", "triu", "triu_indices",
         "triu_indices_from", "true_divide", "trunc", "uint", "uint16", "uint32", "uint64",
         "uint8", "unravel_index", "unsignedinteger", "unstack", "var", "vdot", "vecdot",
-        "vecmat", "vsplit", "vstack", "where", "zeros", "zeros_like"},
+        "vecmat", "vsplit", "vstack", "where", "zeros", "zeros_like",
+        "bincount", "convolve", "corrcoef", "correlate", "cov", "diff", "digitize", "ediff1d",
+        "gradient", "histogram", "histogram2d", "histogram_bin_edges", "histogramdd", "interp",
+        "intersect1d", "isin", "setdiff1d", "setxor1d", "trapezoid", "union1d", "unique",
+        "unique_all", "unique_counts", "unique_inverse", "unique_values", "unwrap"},
     "kiln.numpy.linalg": {
         "cross", "diagonal", "matmul", "matrix_norm", "matrix_transpose", "norm", "outer",
         "tensordot", "trace", "vecdot", "vector_norm"},
