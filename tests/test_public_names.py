@@ -74,7 +74,9 @@ PUBLIC = {
         "bincount", "convolve", "corrcoef", "correlate", "cov", "diff", "digitize", "ediff1d",
         "gradient", "histogram", "histogram2d", "histogram_bin_edges", "histogramdd", "interp",
         "intersect1d", "isin", "setdiff1d", "setxor1d", "trapezoid", "union1d", "unique",
-        "unique_all", "unique_counts", "unique_inverse", "unique_values", "unwrap"},
+        "unique_all", "unique_counts", "unique_inverse", "unique_values", "unwrap",
+        "append", "block", "delete", "diagflat", "fill_diagonal", "fromfunction", "insert",
+        "mask_indices", "place", "put", "put_along_axis", "trim_zeros", "vander"},
     "kiln.numpy.linalg": {
         "cross", "diagonal", "matmul", "matrix_norm", "matrix_transpose", "norm", "outer",
         "tensordot", "trace", "vecdot", "vector_norm"},

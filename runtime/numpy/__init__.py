@@ -18,6 +18,7 @@ from ._indexing import *  # noqa: F401,F403
 from ._setops import *  # noqa: F401,F403
 from ._differences import *  # noqa: F401,F403
 from ._histograms import *  # noqa: F401,F403
+from ._editing import *  # noqa: F401,F403
 from . import linalg  # noqa: F401
 from ..array import Array as ndarray  # noqa: F401
 
