@@ -129,7 +129,9 @@ PUBLIC = {
         "PRNGKey", "PRNGKeyArray", "bernoulli", "beta", "bits", "categorical", "choice",
         "clone", "dirichlet", "exponential", "fold_in", "gamma", "gumbel", "key",
         "key_data", "key_impl", "laplace", "loggamma", "logistic", "normal", "permutation",
-        "rademacher", "randint", "split", "truncated_normal", "uniform", "wrap_key_data"},
+        "rademacher", "randint", "split", "truncated_normal", "uniform", "wrap_key_data",
+        "cauchy", "chisquare", "double_sided_maxwell", "f", "geometric", "lognormal", "maxwell",
+        "pareto", "rayleigh", "t", "triangular", "weibull_min"},
     "kiln.scipy": {
         "special", "stats"},
     "kiln.scipy.special": {
