@@ -1,7 +1,13 @@
 """Global configuration flags shared by the compiler and the runtime (`kiln.config`).
 
 Flags mirror JAX's names: `enable_x64` (default off: int32/float32 defaults, 64-bit values
-narrowed) and `debug_nans`. Environment variables `KILN_ENABLE_X64=1` (or JAX's
+narrowed), `debug_nans` and `debug_infs` (results of jitted functions and eager operations
+are checked; kiln.settings raises), `log_compiles` (as `KILN_LOG_COMPILES`) and `explain_cache_misses` (the same log, which names
+why each specialisation was made), `enable_checks` (the SSA verifier runs after every pass,
+as `KILN_VERIFY=1`). Options kiln accepts with no effect, because kiln always
+behaves the way they ask for (docs/differences.md): `check_tracer_leaks` (an escaped traced
+value is always an error) and the text option
+`default_matmul_precision` (matrix products always run at the operands' full precision). Environment variables `KILN_ENABLE_X64=1` (or JAX's
 `JAX_ENABLE_X64=1`) set the initial value. One whole-number option: `num_cpu_devices` (JAX's
 `jax_num_cpu_devices`; unset: the runtime's devices module reads the environment); a module
 that must refuse a change (the device count, once devices were listed) registers a guard with
@@ -27,11 +33,16 @@ class Config:
 
     _defaults = {
         "enable_x64": ("KILN_ENABLE_X64", "JAX_ENABLE_X64"),
-        "debug_nans": ("KILN_DEBUG_NANS",),
+        "debug_nans": ("KILN_DEBUG_NANS", "JAX_DEBUG_NANS"),
+        "debug_infs": ("KILN_DEBUG_INFS", "JAX_DEBUG_INFS"),
+        "log_compiles": ("JAX_LOG_COMPILES",),
+        "explain_cache_misses": ("JAX_EXPLAIN_CACHE_MISSES",),
+        "check_tracer_leaks": ("JAX_CHECK_TRACER_LEAKS",),
+        "enable_checks": ("JAX_ENABLE_CHECKS",),
     }
 
     _whole_numbers = ("num_cpu_devices",)
-    _texts = ("platforms",)
+    _texts = ("platforms", "default_matmul_precision")
     _objects = ("default_device",)
 
     def __init__(self):

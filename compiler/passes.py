@@ -6,8 +6,8 @@ of the stage its result is (`kiln show --stage simplified`, `kiln compile`'s
 what the reference backend runs. `PIPELINES` names the pipeline of each backend: the LLVM
 backend's adds `fuse` after `simplify` (fused chains become one loop nest each).
 `run_pipeline` runs them in order and can, after each one:
-- verify the result (`verify_each=True`, or the environment variable `KILN_VERIFY=1`, which
-  the test suite sets), so a broken pass is caught at the pass that broke the program;
+- verify the result (`verify_each=True`, the environment variable `KILN_VERIFY=1`, which
+  the test suite sets, or the `enable_checks` option), so a broken pass is caught at the pass that broke the program;
 - dump the printed SSA of every stage (`dump_dir=...`, or `KILN_DUMP_DIR=dir`) to
   `<dir>/<dump_name>.<NN>-<stage>.ssa.py`, where stage 00 is the input (`00-input`) and stage
   NN is the NN-th pass, so that a directory listing reads in pipeline order and repeated
@@ -16,6 +16,7 @@ backend's adds `fuse` after `simplify` (fused chains become one loop nest each).
 import os
 from typing import Callable, NamedTuple
 
+from .config import config
 from .ir.printer import to_source
 from .ir.verify import SSAVerificationError, verify
 from .transforms import simplify, fuse
@@ -57,7 +58,8 @@ def through(stage, backend="llvm"):
 
 
 def _env_verify():
-    return os.environ.get("KILN_VERIFY", "").strip().lower() in ("1", "true", "yes", "on")
+    return os.environ.get("KILN_VERIFY", "").strip().lower() in ("1", "true", "yes", "on") \
+        or config.read("enable_checks")
 
 
 def run_pipeline(fn, verify_each=None, dump_dir=None, dump_name=None, pipeline=None):

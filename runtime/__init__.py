@@ -26,6 +26,15 @@ from .custom_derivatives import custom_jvp, custom_vjp, checkpoint, remat  # noq
 from .vmap import vmap  # noqa: F401,E402
 from .pmap import pmap  # noqa: F401,E402
 from .shard_map import shard_map, smap  # noqa: F401,E402
+from .introspection import make_jaxpr, eval_shape, ShapeDtypeStruct, typeof  # noqa: F401,E402
+from .ad_extras import custom_gradient, linear_transpose, closure_convert  # noqa: F401,E402
+from .annotations import named_call, named_scope, ensure_compile_time_eval  # noqa: F401,E402
+from . import checkpoint_policies  # noqa: F401,E402
+from .ad import float0  # noqa: F401,E402
+from .settings import (enable_x64, debug_nans, debug_infs, log_compiles,  # noqa: F401,E402
+                       explain_cache_misses, check_tracer_leaks, checking_leaks, enable_checks,
+                       default_matmul_precision, threefry_partitionable, default_prng_impl,
+                       clear_caches, print_environment_info)
 
 from .compiler import __version__  # noqa: F401,E402
 
@@ -40,7 +49,15 @@ __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp",
            "sharding", "NamedSharding", "P", "Shard",
            "make_mesh", "set_mesh", "smap", "auto_pcast", "remove_size_one_mesh_axis_from_type",
            "tree_util", "lax", "numpy", "random", "nn", "scipy", "example_libraries",
-           "test_util", "aot", "compiler", "distributed"]
+           "test_util", "aot", "compiler", "distributed",
+           # inspection, differentiation helpers, annotations, options (docs/differences.md)
+           "make_jaxpr", "eval_shape", "ShapeDtypeStruct", "typeof", "custom_gradient",
+           "linear_transpose", "closure_convert", "named_call", "named_scope",
+           "ensure_compile_time_eval", "checkpoint_policies", "float0", "enable_x64",
+           "debug_nans", "debug_infs", "log_compiles", "explain_cache_misses",
+           "check_tracer_leaks", "checking_leaks", "enable_checks", "default_matmul_precision",
+           "threefry_partitionable", "default_prng_impl", "clear_caches",
+           "print_environment_info"]
 
 
 def __dir__():

@@ -17,6 +17,7 @@ from .compiler.ir.builder import STATE as _BUILDER_STATE
 from .compiler.backends.cuda.device import DeviceBuffer
 from . import _default_device
 _DEFAULT_SET = _default_device.IN_FORCE   # [True] once a default device was ever set
+from .float_checks import STATE as _FLOAT_CHECKS, check as _check_floats
 
 _aval_cache = {}
 
@@ -76,6 +77,8 @@ def apply_eager(prim, args, params):
                                                        _default_device.on_gpu()):
         return on_device(prim, vals, params, out)
     result = prim.impl(*vals, **params)
+    if _FLOAT_CHECKS.on:
+        _check_floats(result if prim.multiple_results else (result,), prim.name)
     if prim.multiple_results:
         return tuple(_wrap_as(r, o) for r, o in zip(result, out))
     return _wrap_as(result, out)
@@ -98,6 +101,8 @@ def apply_binary(prim, a, b):
             _DEFAULT_SET[0] and not builders and _default_device.on_gpu()):
         return on_device(prim, (va, vb), {}, out)
     value = prim.impl(va, vb)
+    if _FLOAT_CHECKS.on:
+        _check_floats((value,), prim.name)
     if type(value) is not np.ndarray or value.dtype != out.dtype:
         return _wrap_as(value, out)
     arr = _new(Array)

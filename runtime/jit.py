@@ -49,8 +49,9 @@ import numpy as np
 
 from .array import Array
 from .compiler.backends.cuda.device import DeviceBuffer, Layer as CudaLayer
-from .tree_util import tree_flatten, tree_unflatten, tree_map
+from .tree_util import tree_flatten, tree_unflatten, tree_map, tree_leaves
 from . import fastcall, staging, _default_device as default_device
+from .float_checks import STATE as _FLOAT_CHECKS, check as _check_floats
 from .staging import leaf_aval, wrap_outputs
 from ._traceback import filter_traceback, show_full
 from .compiler.ir.builder import current, PerThread
@@ -73,7 +74,7 @@ def disable_jit(disable=True):
 
 class _Entry(staging.Entry):
     __slots__ = ("function", "ssa", "executable", "out_tree", "out_weak", "consts",
-                 "in_avals", "held")   # held: donated inputs whose buffers become outputs
+                 "in_avals", "held", "writes")   # held: donated inputs whose buffers become outputs
 
 
 class Jitted:
@@ -110,7 +111,11 @@ class Jitted:
         try:
             if self._shardings is not None:
                 return _sharded_call(self, args, kwargs)
-            return self._call(args, kwargs)
+            out = self._call(args, kwargs)
+            if _FLOAT_CHECKS.on and current() is None:
+                _check_floats([x._value for x in tree_leaves(out) if type(x) is Array],
+                              f"jit({self.__name__})")
+            return out
         except Exception as e:
             if show_full() or current() is not None:
                 raise
@@ -136,7 +141,8 @@ class Jitted:
         entry = self._entry(key, args, kwargs)
         if entry.held:
             return _run_donating(entry, self._leaves(args, kwargs), dyn_values)
-        if fastcall.eligible(args, kwargs, self._static, entry.executable):
+        if not entry.writes and fastcall.eligible(args, kwargs, self._static,
+                                                  entry.executable):
             self._fast = fastcall.FastCall(entry, args, wrap_outputs)
         return self._run(entry, dyn_values)
 
@@ -167,8 +173,11 @@ class Jitted:
         return self._cache.lookup(key, lambda stale: self._specialise(key, args, kwargs, stale))
 
     def _run(self, entry, dyn_values):
-        outs = entry.executable(*dyn_values, *entry.consts)
-        return tree_unflatten(entry.out_tree, wrap_outputs(outs, entry.out_weak))
+        outs = wrap_outputs(entry.executable(*dyn_values, *entry.consts), entry.out_weak)
+        if entry.writes:   # `global g; g = ...`: assigned after the call, from extra outputs
+            staging.assign_globals(entry.writes, outs)
+            outs = outs[:entry.out_tree.num_leaves]
+        return tree_unflatten(entry.out_tree, outs)
 
     def _leaves(self, args, kwargs):
         _, dyn_args, dyn_kwargs = self._split(args, kwargs)
@@ -227,6 +236,7 @@ class Jitted:
         entry.ssa = ssa
         entry.executable = executable
         entry.out_tree = st.out_tree
+        entry.writes = st.writes
         entry.out_weak = [v.aval.weak_type for v in ssa.outvars]
         entry.consts = st.extra
         entry.guards = st.guards

@@ -36,10 +36,18 @@ rejection loops are `lax.while_loop`s):
   differentiable in its shape parameters by implicit reparameterisation (`_with_gamma_grad`),
   not through the rejection sampler, to second order.
 
+Distributions that transform these samplers (cauchy, lognormal, pareto, t, chisquare, f, ...)
+are in `_random_more`; some of them give JAX's bits exactly, the others agree to an ulp or
+two (that module's docstring lists which).
+
 (The names are defined in `_random`, with the helpers they use, which stay out of
 this namespace; `__all__` lists them.)"""
 from ._random import *  # noqa: F401,F403
-from ._random import __all__  # noqa: F401
+from ._random_more import *  # noqa: F401,F403
+from ._random import __all__ as _basic
+from ._random_more import __all__ as _more
+
+__all__ = list(_basic) + list(_more)
 from .wrappers import user_facing_names  # noqa: E402
 
 user_facing_names(globals())

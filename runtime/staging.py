@@ -44,6 +44,7 @@ import inspect
 import logging
 import os
 import threading
+import weakref
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -52,6 +53,7 @@ from .array import Array, to_array
 from .dispatch import is_traced
 from .tree_util import tree_flatten, tree_unflatten, tree_flatten_with_path, keystr
 from .compiler.ir.abstract import ShapedArray
+from .compiler.config import config
 from .compiler.errors import BackendUnsupportedError
 from .compiler.ir.builder import Builder, current
 from . import tracer as _tracer  # noqa: F401  (installs the Tracer type in the builder)
@@ -64,8 +66,10 @@ JIT = "compiled by kiln.jit"   # what made a function, in messages about it
 
 
 def log_compiles():
-    """Whether `KILN_LOG_COMPILES` asks for every (re)specialisation to be logged."""
-    return os.environ.get("KILN_LOG_COMPILES", "").lower() in ("1", "true", "yes")
+    """Whether `KILN_LOG_COMPILES` or the `log_compiles` option asks for every
+    (re)specialisation to be logged."""
+    return os.environ.get("KILN_LOG_COMPILES", "").lower() in ("1", "true", "yes") or \
+        config.read("log_compiles") or config.read("explain_cache_misses")
 
 
 # ------------------------------------------------------------------------------- arguments
@@ -281,7 +285,7 @@ class Staged:
     """A user function specialised into SSA: `fn` takes (dynamic leaves, extra operands);
     `names` is its name supply (a transform of `fn` reuses its regions: names must not
     collide)."""
-    __slots__ = ("fn", "out_tree", "extra", "guards", "out_avals", "names")
+    __slots__ = ("fn", "out_tree", "extra", "guards", "out_avals", "names", "writes")
 
 
 def stage(fun, avals, rebuild, name, hints=None, api="transformed by kiln", shown=None):
@@ -293,14 +297,16 @@ def stage(fun, avals, rebuild, name, hints=None, api="transformed by kiln", show
     parent = current()
     b = Builder(name, parent=parent) if parent is not None else Builder(name)
     hints = hints or [f"x{i}" if len(avals) > 1 else "x" for i in range(len(avals))]
+    writes = specialise.GlobalWrites(b) if api == JIT else None
     with b:
         tracers = [b.new_input(a, h) for a, h in zip(avals, hints)]
         args, kwargs = rebuild(tracers)
-        out, guards = specialise.specialise_call(fun, list(args), dict(kwargs))
+        out, guards = specialise.specialise_call(fun, list(args), dict(kwargs), writes)
         out_leaves, out_tree = tree_flatten(out)
         check_outputs(shown or name, out, api)
+        st = Staged()
+        st.writes = _global_writes(writes, out_leaves)
         fn = b.build(out_leaves)
-    st = Staged()
     st.fn, st.out_tree, st.guards = fn, out_tree, unique_guards(guards)
     st.names = b.names
     if parent is not None:
@@ -310,6 +316,41 @@ def stage(fun, avals, rebuild, name, hints=None, api="transformed by kiln", show
         st.extra = [x._dense() if type(x) is Array else value for _, value, x in b.consts]
     st.out_avals = [v.aval for v in fn.outvars]
     return st
+
+
+class GlobalWrite(NamedTuple):
+    """A global a jitted function assigns: after each call `scope[name]` becomes the pytree
+    `tree` of `leaves`, each ("out", k) (the function's k-th output) or ("const", value)."""
+    scope: dict
+    name: str
+    tree: object
+    leaves: list
+
+
+def _global_writes(writes, out_leaves):
+    """The GlobalWrites of a specialisation as GlobalWrite records; their traced leaves are
+    appended to `out_leaves` (extra outputs after the function's own)."""
+    if writes is None:
+        return []
+    records = []
+    for scope, name, value in writes.items():
+        leaves, tree = tree_flatten(value)
+        slots = []
+        for x in leaves:
+            if is_traced(x):
+                slots.append(("out", len(out_leaves)))
+                out_leaves.append(x)
+            else:
+                slots.append(("const", x))
+        records.append(GlobalWrite(scope, name, tree, slots))
+    return records
+
+
+def assign_globals(writes, outs):
+    """Assign each global a jitted call wrote, from its outputs `outs` (kiln Arrays)."""
+    for w in writes:
+        w.scope[w.name] = tree_unflatten(
+            w.tree, [outs[v] if kind == "out" else v for kind, v in w.leaves])
 
 
 def stage_call(fun, args, kwargs, static, api=JIT, shown=None):
@@ -430,6 +471,9 @@ class Entry:
         return None
 
 
+ALL_CACHES = weakref.WeakSet()   # every GuardedCache: what `kiln.clear_caches` empties
+
+
 class GuardedCache:
     """key -> Entry, for one function (see the module docstring); at most `limit` entries,
     the oldest made dropped first."""
@@ -438,6 +482,7 @@ class GuardedCache:
         self._entries = {}
         self._lock = threading.RLock()
         self.limit = limit
+        ALL_CACHES.add(self)
 
     def get(self, key):
         """The valid entry for `key`, or None."""

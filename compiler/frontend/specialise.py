@@ -66,6 +66,7 @@ class Frame:
         self.closure = closure
         self.guards = guards
         self.depth = depth
+        self.declared_globals = set()   # names of a `global` statement in this function
 
     def info(self, node):
         return self.parsed.info(node)
@@ -79,6 +80,8 @@ class Frame:
                     v = v.cell_contents
                 except ValueError:
                     v = _MISSING
+        if v is _MISSING:
+            v = pending_global(self.globals, name)
         if v is _MISSING:
             v = self.globals.get(name, _MISSING)
             if v is not _MISSING:
@@ -96,25 +99,67 @@ class Frame:
 # ------------------------------------------------------------------------- entry points
 
 # The specialisation running in this thread: the global `guards` it records, the call `depth`,
-# and the ids of the containers it `owned` (created by it).
-_STATE = _builder.PerThread(guards=lambda: None, depth=int, owned=lambda: None)
+# the ids of the containers it `owned` (created by it), and the `writes` to globals it made
+# (a GlobalWrites, or None where writing a global is refused).
+_STATE = _builder.PerThread(guards=lambda: None, depth=int, owned=lambda: None,
+                            writes=lambda: None)
 MAX_DEPTH = 200
 _MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse",
              "update", "setdefault", "popitem", "add", "discard", "__setitem__",
              "__delitem__", "__iadd__"}
 
 
-def specialise_call(fun, args, kwargs):
-    """Specialise `fun(*args, **kwargs)` in the active builder; returns (result, guards)."""
-    outer = _STATE.guards, _STATE.owned
+class GlobalWrites:
+    """The globals a specialisation assigns (`global g; g = value`): (scope, name) -> value,
+    in the order first written; `builder` is the function's own builder (a write inside a
+    traced branch or loop body, whose values live in a region, is refused)."""
+
+    def __init__(self, builder):
+        self.builder = builder
+        self.values = {}
+
+    def items(self):
+        """(scope, name, value) of each global written, its latest value."""
+        return [(scope, name, v) for (_, name), (scope, v) in self.values.items()]
+
+
+def specialise_call(fun, args, kwargs, writes=None):
+    """Specialise `fun(*args, **kwargs)` in the active builder; returns (result, guards).
+    `writes`: a GlobalWrites recording the globals the function assigns; None refuses
+    `global` statements."""
+    outer = _STATE.guards, _STATE.owned, _STATE.writes
     guards = []
     _STATE.guards = guards
     _STATE.owned = set()
+    _STATE.writes = writes
     own((args, kwargs))
     try:
         return call_function(fun, list(args), dict(kwargs)), guards
     finally:
-        _STATE.guards, _STATE.owned = outer
+        _STATE.guards, _STATE.owned, _STATE.writes = outer
+
+
+def pending_global(scope, name):
+    """The value this specialisation last assigned to global `name` of `scope`, if any."""
+    writes = _STATE.writes
+    if writes is None or not writes.values:
+        return _MISSING
+    hit = writes.values.get((id(scope), name))
+    return _MISSING if hit is None else hit[1]
+
+
+def accepts_global_writes():
+    return _STATE.writes is not None
+
+
+def write_global(frame, name, value, info):
+    """`name = value` where `name` is declared `global` in `frame`'s function."""
+    writes = _STATE.writes
+    if _builder.current() is not writes.builder:
+        raise CompileError(f"assigning global {name!r} inside a loop or branch on traced "
+                           f"values is not supported", info,
+                           "Assign the global after the loop or branch, outside it.")
+    writes.values[(id(frame.globals), name)] = (frame.globals, own(value))
 
 
 def own(value):

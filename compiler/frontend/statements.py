@@ -26,7 +26,7 @@ from ..errors import CompileError, ConcretizationError, KilnError
 from ..ir import builder as _builder
 from .host import HOST
 from .specialise import (check_mutation, eval_expr, is_traced, ReturnSignal, BreakSignal, ContinueSignal,
-                         LocalFunction, Undefined, call_function, with_location, own,
+                         write_global, accepts_global_writes, LocalFunction, Undefined, call_function, with_location, own,
                          owned_containers)
 
 
@@ -55,6 +55,14 @@ def exec_block(frame, stmts):
             # The branch taken runs with the rest of this block, so that an early `return`
             # under a traced `if` inside it sees everything that follows as its continuation.
             return exec_block(frame, list(st.body if test else st.orelse) + list(stmts[i + 1:]))
+        if isinstance(st, gast.With):
+            rest = list(stmts[i + 1:])
+            if rest and _contains(st, (gast.Return, gast.Break, gast.Continue)):
+                # a jump under a traced `if` in the body needs what follows as its
+                # continuation: that runs inside the managers too
+                return _with(frame, st, rest)
+            _with(frame, st, [])
+            continue
         _STMT.get(type(st), _s_unsupported)(frame, st)
 
 
@@ -130,6 +138,9 @@ def _contains(node, kinds):
 def assign_target(frame, target, value):
     t = type(target)
     if t is gast.Name:
+        if target.id in frame.declared_globals:
+            write_global(frame, target.id, value, frame.info(target))
+            return
         frame.locals[target.id] = value
     elif t in (gast.Tuple, gast.List):
         _unpack(frame, target, value)
@@ -227,7 +238,7 @@ def _s_augassign(frame, node):
     if isinstance(target, gast.Name):
         value = op(frame.lookup(target.id, target), eval_expr(frame, node.value))
         _name_result(target, value)
-        frame.locals[target.id] = value
+        assign_target(frame, target, value)
     elif isinstance(target, gast.Subscript):
         container = eval_expr(frame, target.value)
         index = eval_expr(frame, target.slice)
@@ -336,14 +347,55 @@ def _s_delete(frame, node):
 
 
 def _s_global(frame, node):
-    kind = "global" if isinstance(node, gast.Global) else "nonlocal"
-    raise CompileError(f"`{kind}` declarations (writing to variables outside the function) "
-                       f"are not supported in compiled functions", frame.info(node),
+    if isinstance(node, gast.Global) and accepts_global_writes():
+        frame.declared_globals.update(node.names)
+        return
+    if isinstance(node, gast.Global):
+        raise CompileError("`global` declarations (writing to variables outside the "
+                           "function) are supported in functions compiled by kiln.jit, not "
+                           "in functions that grad, vmap, pmap or other transforms trace",
+                           frame.info(node),
+                           "Return the new value instead of assigning it to a global.")
+    raise CompileError("`nonlocal` declarations (writing to variables outside the function) "
+                       "are not supported in compiled functions", frame.info(node),
                        "Return the new value instead of assigning it to an outer variable.")
 
 
+def _with(frame, node, rest):
+    """`with` on context managers known at specialisation (kiln.named_scope,
+    kiln.enable_x64(...), a user's own): entered and exited while the body (and `rest`) is
+    specialised, as Python would run them around the statements."""
+    managers = []
+    try:
+        for item in node.items:
+            cm = eval_expr(frame, item.context_expr)
+            if is_traced(cm) or not hasattr(type(cm), "__enter__"):
+                raise CompileError("`with` needs a context manager known when the function is "
+                                   "compiled, not a traced value", frame.info(item.context_expr))
+            entered = cm.__enter__()
+            managers.append(cm)
+            if item.optional_vars is not None:
+                assign_target(frame, item.optional_vars, entered)
+        exec_block(frame, list(node.body) + rest)
+    except (ReturnSignal, BreakSignal, ContinueSignal):
+        _exit_all(managers)   # a jump leaves the block normally, as in Python
+        raise
+    except BaseException as e:
+        while managers:
+            if managers.pop().__exit__(type(e), e, e.__traceback__):
+                _exit_all(managers)   # suppressed: the outer managers exit normally
+                return
+        raise
+    _exit_all(managers)
+
+
+def _exit_all(managers):
+    while managers:
+        managers.pop().__exit__(None, None, None)
+
+
 def _s_unsupported(frame, node):
-    what = {gast.Try: "try statements", gast.With: "with statements",
+    what = {gast.Try: "try statements",
             gast.AsyncWith: "async with", gast.AsyncFor: "async for",
             gast.ClassDef: "class definitions", gast.AsyncFunctionDef: "async functions"}
     raise CompileError(f"{what.get(type(node), type(node).__name__)} are not supported inside "

@@ -103,7 +103,8 @@ def specialise(target):
     """The Specialised form of `target` (see the module docstring)."""
     fn, args, static_argnums, kwargs = _transformed(target)
     st, _, _ = staging.stage_call(fn, args, kwargs,
-                                  staging.StaticArgs(fn, static_argnums, tuple(kwargs)))
+                                  staging.StaticArgs(fn, static_argnums, tuple(kwargs)),
+                                  api="compiled by kiln compile")
     traced, out_tree = st.fn, st.out_tree
     dynamic = tuple(a for i, a in enumerate(args) if i not in static_argnums)
     names = _parameter_names(python_function(target.fn), target.args, target.static_argnums)

@@ -12,12 +12,15 @@ from ..compiler.ir import dtypes
 from ..numpy._core import (check_arraylike, is_arraylike, promote_args_inexact,
                            canonicalize_axis, canonicalize_axes)
 from . import initializers  # noqa: F401
+from ._attention import dot_product_attention  # noqa: F401
+
+tanh = jnp.tanh
 
 __all__ = ["identity", "relu", "relu6", "squareplus", "softplus", "sparse_plus", "soft_sign",
            "sigmoid", "sparse_sigmoid", "silu", "swish", "mish", "log_sigmoid", "elu",
            "leaky_relu", "hard_tanh", "celu", "selu", "gelu", "glu", "logsumexp", "logmeanexp",
            "log_softmax", "softmax", "standardize", "one_hot", "hard_sigmoid", "hard_silu",
-           "hard_swish", "log1mexp", "initializers"]
+           "hard_swish", "log1mexp", "initializers", "tanh", "dot_product_attention"]
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946

@@ -1,5 +1,6 @@
 """The implementation of `kiln.nn.initializers`: its public names (`__all__`, re-exported there)
 and the helpers they use. `kiln.nn.initializers`'s docstring describes them."""
+import typing
 import math
 import operator
 
@@ -12,7 +13,8 @@ from ..numpy._core import canonical_dtype
 __all__ = ["zeros", "ones", "constant", "uniform", "normal", "truncated_normal",
            "variance_scaling", "glorot_uniform", "glorot_normal", "xavier_uniform",
            "xavier_normal", "lecun_uniform", "lecun_normal", "he_uniform", "he_normal",
-           "kaiming_uniform", "kaiming_normal", "orthogonal"]
+           "kaiming_uniform", "kaiming_normal", "orthogonal", "delta_orthogonal",
+           "Initializer"]
 
 # Standard deviations of a standard normal truncated to (-2, 2), real and complex.
 _TRUNC_STD_REAL = .87962566103423978
@@ -220,3 +222,28 @@ def orthogonal(scale=1.0, column_axis=-1, dtype=None):
                          "not provide yet; use glorot_normal/he_normal or another "
                          "variance_scaling initializer instead")
     return init
+
+
+def delta_orthogonal(scale=1.0, column_axis=-1, dtype=None):
+    """JAX's delta-orthogonal initializer for 3-D, 4-D and 5-D convolution kernels: zeros
+    with an `orthogonal` matrix over the last two axes at the kernel's centre."""
+    def init(key, shape, dtype=dtype, out_sharding=None):
+        _check_sharding("delta_orthogonal", out_sharding)
+        shape = _shape("delta_orthogonal", shape)
+        dtype = _dtype(dtype)
+        if len(shape) not in (3, 4, 5):
+            raise ValueError("Delta orthogonal initializer requires a 3D, 4D or 5D shape.")
+        if shape[-1] < shape[-2]:
+            raise ValueError("`fan_in` must be less or equal than `fan_out`. ")
+        matrix = orthogonal(scale=scale, column_axis=column_axis, dtype=dtype)(key, shape[-2:])
+        centre = tuple((k - 1) // 2 for k in shape[:-2])
+        return jnp.zeros(shape, dtype=dtype).at[centre].set(matrix)
+    return init
+
+
+@typing.runtime_checkable
+class Initializer(typing.Protocol):
+    """What every initializer is: `init(key, shape, dtype=...) -> Array`."""
+
+    def __call__(self, key, shape, dtype=None):
+        ...

@@ -15,6 +15,16 @@ from ._shape import *  # noqa: F401,F403
 from ._linalg import *  # noqa: F401,F403
 from ._sorting import *  # noqa: F401,F403
 from ._indexing import *  # noqa: F401,F403
+from ._setops import *  # noqa: F401,F403
+from ._differences import *  # noqa: F401,F403
+from ._histograms import *  # noqa: F401,F403
+from ._editing import *  # noqa: F401,F403
+from ._index_tricks import *  # noqa: F401,F403
+from ._functional import *  # noqa: F401,F403
+from ._windows import *  # noqa: F401,F403
+from ._polynomial import *  # noqa: F401,F403
+from ._predicates import *  # noqa: F401,F403
+from ._host_io import *  # noqa: F401,F403
 from . import linalg, fft  # noqa: F401
 from ..array import Array as ndarray  # noqa: F401
 

@@ -1,0 +1,38 @@
+"""The `debug_nans` and `debug_infs` options: when one is on, every eager operation and every
+call of a jitted function checks its floating results and raises `FloatingPointError` naming
+the operation (or the jitted function) that made a NaN (an infinity). Compiled code is not
+re-run operation by operation as JAX does: the error names the jitted function, and
+`kiln.disable_jit()` finds the operation inside it. Off (the default), the check costs one
+attribute read per operation."""
+import numpy as np
+
+from .compiler.config import config
+
+
+class _State:
+    on = False
+
+
+STATE = _State()
+
+
+def _update(key=None, value=None):
+    STATE.on = bool(config.read("debug_nans") or config.read("debug_infs"))
+
+
+config.on_change(_update)
+_update()
+
+
+def check(values, what):
+    """Raise FloatingPointError if a value of `values` (NumPy arrays) has a NaN (with
+    `debug_nans`) or an infinity (with `debug_infs`); `what` names their maker."""
+    nans, infs = config.read("debug_nans"), config.read("debug_infs")
+    for v in values:
+        v = np.asarray(v) if isinstance(v, (np.ndarray, np.generic)) else v
+        if getattr(v, "dtype", None) is None or v.dtype.kind not in "fc":
+            continue
+        if nans and np.isnan(v).any():
+            raise FloatingPointError(f"invalid value (nan) encountered in {what}")
+        if infs and np.isinf(v).any():
+            raise FloatingPointError(f"invalid value (inf) encountered in {what}")

@@ -1,0 +1,140 @@
+"""Looking at a function without running it: `make_jaxpr`, `eval_shape`, `ShapeDtypeStruct`,
+`typeof`.
+
+kiln has no jaxprs: `make_jaxpr(f)(*args)` specialises `f` for the arguments' abstract values
+(as `jit` does, without compiling) and returns a `ClosedJaxpr` that holds kiln's SSA form and
+prints it as Python source. `eval_shape` specialises the same way and returns the outputs'
+`ShapeDtypeStruct`s. Arguments may be arrays, numbers, or anything with `shape` and `dtype`
+(a `ShapeDtypeStruct`); only their abstract values are used.
+"""
+import numpy as np
+
+from .array import Array
+from .tree_util import tree_flatten, tree_unflatten
+from . import staging
+from .compiler.ir import dtypes
+
+
+class ShapeDtypeStruct:
+    """An array's shape and dtype, without data (JAX's `jax.ShapeDtypeStruct`)."""
+    __slots__ = ("shape", "dtype", "sharding", "weak_type")
+
+    def __init__(self, shape, dtype, *, sharding=None, weak_type=False):
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = dtypes.canonicalize(np.dtype(dtype))
+        self.sharding = sharding
+        self.weak_type = bool(weak_type)
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __eq__(self, other):
+        return isinstance(other, ShapeDtypeStruct) and \
+            (self.shape, self.dtype, self.weak_type) == (other.shape, other.dtype,
+                                                         other.weak_type)
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype, self.weak_type))
+
+    def __repr__(self):
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{weak})"
+
+
+def _is_abstract(x):
+    return not isinstance(x, (Array, np.ndarray, np.generic)) and \
+        getattr(type(x), "_kiln_trace", None) is None and \
+        hasattr(x, "shape") and hasattr(x, "dtype")
+
+
+def _stand_in(x):
+    """An Array with `x`'s abstract value and no storage (a broadcast zero), for a leaf that
+    only has a shape and a dtype; other leaves as they are."""
+    if not _is_abstract(x):
+        return x
+    dtype = dtypes.canonicalize(np.dtype(x.dtype))
+    a = object.__new__(Array)
+    a._value = np.broadcast_to(np.zeros((), dtype), tuple(x.shape))
+    a.weak_type = bool(getattr(x, "weak_type", False))
+    return a
+
+
+def _concrete(args, kwargs):
+    leaves, tree = tree_flatten((tuple(args), dict(kwargs)))
+    return tree_unflatten(tree, [_stand_in(x) for x in leaves])
+
+
+def _stage(fun, args, kwargs, static_argnums=()):
+    args, kwargs = _concrete(args, kwargs)
+    st, _, _ = staging.stage_call(fun, args, kwargs, staging.StaticArgs(fun, static_argnums),
+                                  api="given to kiln.make_jaxpr / eval_shape")
+    return st
+
+
+def _shapes(st):
+    return tree_unflatten(st.out_tree, [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type)
+                                        for a in st.out_avals])
+
+
+def eval_shape(fun, *args, **kwargs):
+    """The shapes and dtypes `fun(*args, **kwargs)` would return, as a pytree of
+    `ShapeDtypeStruct`s; nothing is computed or compiled."""
+    return _shapes(_stage(fun, args, kwargs))
+
+
+class ClosedJaxpr:
+    """What `make_jaxpr` returns: kiln's SSA form of a function (`jaxpr`, a
+    `kiln.compiler.ir.ssa.Function`) and the values it closes over (`consts`); printing it
+    prints the SSA as Python source."""
+
+    def __init__(self, fn, consts):
+        self.jaxpr = fn
+        self.consts = list(consts)
+
+    @property
+    def eqns(self):
+        return self.jaxpr.eqns
+
+    @property
+    def in_avals(self):
+        return list(self.jaxpr.in_avals)
+
+    @property
+    def out_avals(self):
+        return list(self.jaxpr.out_avals)
+
+    def pretty_print(self, **_):
+        return str(self.jaxpr)
+
+    def __str__(self):
+        return str(self.jaxpr)
+
+    __repr__ = __str__
+
+
+def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False):
+    """`make_jaxpr(f)(*args)`: `f`'s SSA form for arguments like `args` (JAX returns a jaxpr;
+    kiln's equivalent is its SSA, printable as Python). With `return_shape=True` also the
+    outputs' `ShapeDtypeStruct`s. `axis_env` (collective axis sizes) is accepted; kiln
+    specialises collectives when a function runs under `pmap`, not here."""
+    def make(*args, **kwargs):
+        st = _stage(fun, args, kwargs, static_argnums)
+        closed = ClosedJaxpr(st.fn, st.extra)
+        return (closed, _shapes(st)) if return_shape else closed
+    make.__name__ = f"make_jaxpr({staging.function_name(fun)})"
+    return make
+
+
+def typeof(x):
+    """The abstract value of `x` (shape, dtype, weak type): `f32[3]`."""
+    return staging.leaf_aval(_stand_in(x), "kiln.typeof's argument")[0]

@@ -1,0 +1,89 @@
+"""JAX's configuration context managers and process-wide helpers at the top level:
+`kiln.enable_x64(True)`, `kiln.debug_nans(True)`, ... are `with` blocks (or read `.value`)
+over `kiln.config`'s options (compiler/config.py says what each one does in kiln; the
+options are process-wide, not per thread as JAX's contexts are). Two options exist only as
+contexts, accepting just the value kiln implements: `threefry_partitionable` (kiln's PRNG is
+always JAX's partitionable threefry) and `default_prng_impl` ("threefry2x32").
+
+`clear_caches()` empties every specialisation cache (jit, grad, vmap, pmap, shard_map);
+`print_environment_info()` prints the versions and devices kiln runs with."""
+import contextlib
+import platform
+import sys
+
+import numpy as np
+
+from .compiler.config import config
+
+
+class Option:
+    """`kiln.<name>`: `with kiln.<name>(value): ...` sets the option inside the block."""
+
+    def __init__(self, name, fixed=None):
+        self.name = name
+        self._fixed = fixed   # the only value kiln accepts, for an option kept nowhere else
+
+    @property
+    def value(self):
+        return self._fixed if self._fixed is not None else config.read(self.name)
+
+    @contextlib.contextmanager
+    def __call__(self, new_val=True):
+        if self._fixed is not None:
+            if new_val != self._fixed:
+                raise ValueError(f"kiln.{self.name}({new_val!r}): kiln implements only "
+                                 f"{self._fixed!r}")
+            yield
+            return
+        old = config.read(self.name)
+        config.update(self.name, new_val)
+        try:
+            yield
+        finally:
+            config.update(self.name, old)
+
+    def __repr__(self):
+        return f"<kiln option {self.name}={self.value!r}>"
+
+
+enable_x64 = Option("enable_x64")
+debug_nans = Option("debug_nans")
+debug_infs = Option("debug_infs")
+log_compiles = Option("log_compiles")
+explain_cache_misses = Option("explain_cache_misses")
+check_tracer_leaks = Option("check_tracer_leaks")
+enable_checks = Option("enable_checks")
+default_matmul_precision = Option("default_matmul_precision")
+threefry_partitionable = Option("threefry_partitionable", fixed=True)
+default_prng_impl = Option("default_prng_impl", fixed="threefry2x32")
+
+
+def checking_leaks():
+    """`with kiln.checking_leaks(): ...`: `check_tracer_leaks(True)`."""
+    return check_tracer_leaks(True)
+
+
+def clear_caches():
+    """Drop every specialisation kiln holds in memory (the next call specialises and compiles
+    again); the on-disk object-code cache is kept."""
+    from . import staging, ad, dispatch
+    for cache in list(staging.ALL_CACHES):
+        cache.clear()
+    ad._CACHE.clear()
+    dispatch._aval_cache.clear()
+    dispatch._binary_cache.clear()
+
+
+def print_environment_info(return_string=False):
+    """Print (or return) kiln's, Python's, NumPy's and the platform's versions and the
+    devices kiln sees."""
+    from . import __version__, devices
+    lines = [f"kiln:    {__version__}", f"numpy:   {np.__version__}",
+             f"python:  {sys.version.splitlines()[0]}",
+             f"platform: {platform.platform()}",
+             f"devices: {', '.join(str(d) for d in devices())}"]
+    text = "\n".join(lines) + "\n"
+    if return_string:
+        return text
+    print(text, end="")
+    return None
