@@ -1,0 +1,92 @@
+"""The StableHLO rules of the decompositions (compiler/backends/stablehlo/lower_decompositions.py)
+run by jaxlib's XLA against the reference backend: hypothesis over shapes (batch axes and
+empty matrices included), dtypes and flags, NaN on a matrix that is not positive definite,
+grad and vmap of programs using them, and the located refusal of lu, qr, eigh and svd."""
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import kiln
+import kiln.numpy as jnp
+from kiln.compiler.errors import BackendUnsupportedError
+from kiln.lax import linalg
+
+pytest.importorskip("jax", reason="the second consumer of the StableHLO text is jaxlib")
+from test_stablehlo import SETTINGS, check, values  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("x64_module")
+DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
+BATCHES = [(), (0,), (1,), (3,), (2, 2)]
+
+
+def spd(batch, n, dtype, seed=0):
+    """Hermitian positive-definite matrices, well conditioned."""
+    a = values(batch + (n, n), dtype, seed)
+    return (a @ np.conj(np.swapaxes(a, -1, -2)) + n * np.eye(n)).astype(dtype)
+
+
+def tol(dtype):
+    return 2e-3 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-9
+
+
+@SETTINGS
+@given(st.sampled_from(BATCHES), st.sampled_from([0, 1, 2, 5]), st.sampled_from(DTYPES))
+def test_cholesky(batch, n, dtype):
+    a = spd(batch, n, dtype)
+    check(lambda a: linalg.cholesky(a, symmetrize_input=False), a, rtol=tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+def test_cholesky_not_positive_definite_is_nan(dtype):
+    a = spd((4,), 3, dtype)
+    a[1, 2, 2] = -5.0                         # indefinite: potrf fails in the last column
+    a[2] = [[1, 1, 0], [1, 1, 0], [0, 0, 1]]  # singular: a zero pivot in the middle
+    a[3, 0, 0] = np.nan
+    got = np.asarray(kiln.jit(lambda a: linalg.cholesky(a, symmetrize_input=False),
+                              backend="reference")(a))
+    below = np.tril(np.ones((3, 3), bool))
+    assert np.isnan(got[1:][:, below]).all() and np.isfinite(got[0]).all()
+    check(lambda a: linalg.cholesky(a, symmetrize_input=False), a, rtol=tol(dtype))
+    b = np.array([[4, 2], [2, 1]], dtype)     # an exact zero last pivot: XLA gives 0 there
+    check(lambda a: linalg.cholesky(a, symmetrize_input=False), b, rtol=tol(dtype))
+
+
+@SETTINGS
+@given(st.sampled_from(BATCHES), st.sampled_from([0, 1, 3]), st.sampled_from([0, 1, 2]),
+       st.booleans(), st.booleans(), st.booleans(), st.booleans(), st.booleans(),
+       st.sampled_from(DTYPES))
+def test_triangular_solve(batch, n, k, left, lower, trans, conj, unit, dtype):
+    a = values(batch + (n, n), dtype, 1) + 4 * np.eye(n, dtype=dtype)
+    b = values(batch + ((n, k) if left else (k, n)), dtype, 2)
+    f = lambda a, b: linalg.triangular_solve(a, b, left_side=left, lower=lower,
+                                             transpose_a=trans, conjugate_a=conj,
+                                             unit_diagonal=unit)
+    check(f, a, b, rtol=tol(dtype))
+
+
+def test_grad_and_vmap_through_cholesky_and_solve():
+    a, y = spd((3,), 4, np.float64), values((3, 4), np.float64, 5)
+
+    def nll(a, y):      # a Gaussian likelihood: solve with the factor, log-determinant
+        chol = linalg.cholesky(a)
+        z = linalg.triangular_solve(chol, y[:, None], left_side=True, lower=True)
+        return 0.5 * (z ** 2).sum() + jnp.log(jnp.diagonal(chol)).sum()
+
+    check(kiln.vmap(kiln.grad(nll, argnums=(0, 1))), a, y, rtol=1e-8)
+    check(kiln.vmap(nll), a, y, rtol=1e-9)
+
+
+@pytest.mark.parametrize("name,f", [
+    ("lu", lambda a: linalg.lu(a)[0]),
+    ("qr", lambda a: linalg.qr(a)[1]),
+    ("eigh", lambda a: linalg.eigh(a)[1]),
+    ("svd", lambda a: linalg.svd(a, compute_uv=False)),
+])
+def test_lapack_decompositions_are_located_errors(name, f):
+    from kiln.compiler.backends.stablehlo import lower_module
+    entry = kiln.jit(f, backend="reference").lower(spd((), 3, np.float32))._entry
+    with pytest.raises(BackendUnsupportedError) as info:
+        lower_module(entry.ssa)
+    message = str(info.value)
+    assert f"'{name}'" in message and "LAPACK custom call" in message
+    assert "llvm or reference backend" in message and "test_stablehlo_linalg.py" in message
