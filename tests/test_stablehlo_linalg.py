@@ -76,8 +76,26 @@ def test_grad_and_vmap_through_cholesky_and_solve():
     check(kiln.vmap(nll), a, y, rtol=1e-9)
 
 
+@SETTINGS
+@given(st.sampled_from(BATCHES), st.sampled_from([(0, 0), (1, 1), (3, 3), (4, 2), (2, 5)]),
+       st.sampled_from(DTYPES), st.booleans())
+def test_lu(batch, mn, dtype, special):
+    a = values(batch + mn, dtype, 4)
+    if special and a.size:
+        a = np.round(a / 2).astype(dtype)       # ties between pivots, zero pivots
+        a[..., 0, :] = 0
+        a.flat[::7] = np.nan
+    check(lambda a: linalg.lu(a), a, rtol=tol(dtype))
+
+
+def test_grad_and_vmap_through_lu():
+    a = values((3, 4, 4), np.float64, 6) + 3 * np.eye(4)
+    f = lambda a: jnp.log(jnp.abs(jnp.diagonal(linalg.lu(a)[0]))).sum()
+    check(kiln.vmap(kiln.grad(f)), a, rtol=1e-8)
+    check(kiln.vmap(lambda a: linalg.lu(a)[2]), a)
+
+
 @pytest.mark.parametrize("name,f", [
-    ("lu", lambda a: linalg.lu(a)[0]),
     ("qr", lambda a: linalg.qr(a)[1]),
     ("eigh", lambda a: linalg.eigh(a)[1]),
     ("svd", lambda a: linalg.svd(a, compute_uv=False)),

@@ -16,18 +16,14 @@ import numpy as np
 from ...primitives import PRIMITIVES
 from ...primitives.core import STABLEHLO
 from .lower_reductions import scalar, dense_array
-from .types import tensor_type
-
-
-def _iota(ctx, aval, dim):
-    return ctx.emit(f"stablehlo.iota dim = {dim} : {tensor_type(aval)}", aval)
+from .lower_structural import iota
 
 
 def triangle_mask(ctx, shape, compare):
     """bool[shape]: where row `compare` column holds, over the trailing two axes."""
     aval = ctx.out_avals[0].update(shape=tuple(shape), dtype=np.dtype(np.int32), weak_type=False)
     nd = len(shape)
-    return ctx.compare(compare, _iota(ctx, aval, nd - 2), _iota(ctx, aval, nd - 1))
+    return ctx.compare(compare, iota(ctx, aval, nd - 2), iota(ctx, aval, nd - 1))
 
 
 def _part(op):

@@ -24,7 +24,7 @@ from ...primitives import PRIMITIVES
 from ...primitives.core import STABLEHLO
 from ...primitives.windows import identity
 from .lower_reductions import scalar, dense_array, _MONOID
-from .lower_structural import reshape
+from .lower_structural import iota, reshape
 from .types import tensor_type
 
 _I64 = np.dtype(np.int64)
@@ -80,8 +80,7 @@ def _iota(ctx, shape):
     """The flat position of each element of an array of `shape`, as int64."""
     size = int(np.prod(shape, dtype=np.int64))
     flat = ShapedArray((size,), _I64, False)
-    pos = ctx.emit(f"stablehlo.iota dim = 0 : {tensor_type(flat)}", flat)
-    return reshape(ctx, pos, shape)
+    return reshape(ctx, iota(ctx, flat, 0), shape)
 
 
 def _selected(ctx, operand, payload, payload_fill, out_shape, select_prim, window_dimensions,
