@@ -95,8 +95,27 @@ def test_grad_and_vmap_through_lu():
     check(kiln.vmap(lambda a: linalg.lu(a)[2]), a)
 
 
+@SETTINGS
+@given(st.sampled_from(BATCHES), st.sampled_from([(0, 2), (1, 1), (3, 3), (4, 2), (2, 5)]),
+       st.sampled_from(DTYPES), st.booleans(), st.booleans())
+def test_qr(batch, mn, dtype, full, special):
+    """LAPACK's signs: R's diagonal as geqrf leaves it, an identity reflector where the
+    column below the diagonal is already zero."""
+    a = values(batch + mn, dtype, 7)
+    if special and a.size:
+        a[..., 1:, 0] = 0                       # a column that needs no reflection
+        a[..., -1] *= -1
+    check(lambda a: linalg.qr(a, full_matrices=full), a, rtol=tol(dtype))
+
+
+def test_grad_and_vmap_through_qr():
+    a = values((3, 4, 3), np.float64, 8)
+    f = lambda a: (linalg.qr(a, full_matrices=False)[1] ** 3).sum() + jnp.sin(
+        linalg.qr(a, full_matrices=False)[0]).sum()
+    check(kiln.vmap(kiln.grad(f)), a, rtol=1e-8)
+
+
 @pytest.mark.parametrize("name,f", [
-    ("qr", lambda a: linalg.qr(a)[1]),
     ("eigh", lambda a: linalg.eigh(a)[1]),
     ("svd", lambda a: linalg.svd(a, compute_uv=False)),
 ])

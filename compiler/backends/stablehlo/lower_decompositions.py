@@ -36,6 +36,14 @@ def _part(op):
 real, imag = _part("stablehlo.real"), _part("stablehlo.imag")
 
 
+def conj(ctx, x):
+    """The complex conjugate (x itself when real)."""
+    if x.aval.dtype.kind != "c":
+        return x
+    return ctx.binary("stablehlo.complex", real(ctx, x), ctx.unary("stablehlo.negate",
+                                                                   imag(ctx, x)), x.aval)
+
+
 def _any(ctx, pred, axes):
     false = ctx.constant(False, np.bool_)
     aval = pred.aval.update(shape=tuple(d for i, d in enumerate(pred.aval.shape)
@@ -79,8 +87,7 @@ def _triangular_solve(ctx, args, *, left_side, lower, transpose_a, conjugate_a, 
     complex_ = a.aval.dtype.kind == "c"
     conjugate = bool(conjugate_a) and complex_
     if conjugate and not transpose_a:
-        re, im = real(ctx, a), imag(ctx, a)
-        a = ctx.binary("stablehlo.complex", re, ctx.unary("stablehlo.negate", im), a.aval)
+        a = conj(ctx, a)
     mode = _TRANSPOSE[(bool(transpose_a), conjugate and bool(transpose_a))]
     flag = lambda v: "true" if v else "false"
     attrs = (f"left_side = {flag(left_side)}, lower = {flag(lower)}, transpose_a = "

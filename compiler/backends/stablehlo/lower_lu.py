@@ -22,16 +22,20 @@ from .lower_structural import iota
 _I32 = np.dtype(np.int32)
 
 
-def pick(ctx, x, mask, axis):
-    """The sum over `axis` of x where `mask` holds (one element: that element, exactly)."""
+def total(ctx, x, axis):
+    """The sum of x over `axis`."""
     zero = ctx.constant(0, x.aval.dtype)
     shape = tuple(d for i, d in enumerate(x.aval.shape) if i != axis)
     s = scalar(x.aval.dtype)
-    (out,) = ctx.generic("stablehlo.reduce", [ctx.select(mask, x, ctx.scalar_like(0, x)), zero],
-                         [x.aval.update(shape=shape)],
+    (out,) = ctx.generic("stablehlo.reduce", [x, zero], [x.aval.update(shape=shape)],
                          [([s, s], lambda b: [ctx.binary("stablehlo.add", *b)])],
                          f"dimensions = {dense_array([axis])}")
     return out
+
+
+def pick(ctx, x, mask, axis):
+    """The sum over `axis` of x where `mask` holds (one element: that element, exactly)."""
+    return total(ctx, ctx.select(mask, x, ctx.scalar_like(0, x)), axis)
 
 
 def _magnitude(ctx, x):
