@@ -1,7 +1,9 @@
-"""The StableHLO rules of the decompositions (compiler/backends/stablehlo/lower_decompositions.py)
-run by jaxlib's XLA against the reference backend: hypothesis over shapes (batch axes and
-empty matrices included), dtypes and flags, NaN on a matrix that is not positive definite,
-grad and vmap of programs using them, and the located refusal of lu, qr, eigh and svd."""
+"""The StableHLO rules of the decompositions (compiler/backends/stablehlo/
+lower_decompositions.py, lower_lu.py, lower_qr.py) run by jaxlib's XLA against the reference
+backend: hypothesis over shapes (batch axes and empty matrices included), dtypes and flags,
+NaN on a matrix that is not positive definite, LU's pivots on ties and NaNs, QR's LAPACK
+signs, grad and vmap of programs using them, the located refusal of eigh and svd, and every
+new family (windows, fft, conv too) on the xla-cpu-pjrt plug-in when it is installed."""
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
@@ -125,5 +127,41 @@ def test_lapack_decompositions_are_located_errors(name, f):
     with pytest.raises(BackendUnsupportedError) as info:
         lower_module(entry.ssa)
     message = str(info.value)
-    assert f"'{name}'" in message and "LAPACK custom call" in message
+    assert f"'{name}'" in message and "LAPACK custom call" in message and "syevd/gesdd" in message
     assert "llvm or reference backend" in message and "test_stablehlo_linalg.py" in message
+
+
+def test_new_families_run_on_the_xla_cpu_pjrt_plugin():
+    """The same text through the xla-cpu-pjrt plug-in (an older XLA than jaxlib's), when it
+    is installed: every new family parses, compiles and matches the reference."""
+    from kiln.compiler.backends.pjrt import client as pjrt, plugins
+    from kiln.compiler.backends.stablehlo import lower_module
+    from kiln import lax
+    from kiln.tree_util import tree_leaves
+    found = [p.path for p in plugins.discover() if p.name == "xla-cpu-pjrt"]
+    if not found:
+        pytest.skip("xla-cpu-pjrt is not installed")
+    cpu = kiln.pjrt.client(found[0])
+    pool = lambda x: lax.reduce_window(x, -np.inf, lax.max, (2, 2), (1, 1), ((1, 0), (0, 1)))
+    x, a = values((4, 5), np.float32), values((2, 3, 3), np.float32)
+    tri = a + np.float32(3) * np.eye(3, dtype=np.float32)
+    cases = [
+        (lambda x: lax.fft(x, "RFFT", (5,)), (x,)),
+        (lambda l, r: lax.conv_general_dilated(l, r, (1, 2), ((1, 0), (0, 1)), (1, 1), (2, 1),
+                                               feature_group_count=2),
+         (values((2, 4, 5, 5), np.float32), values((4, 2, 2, 2), np.float32))),
+        (kiln.grad(lambda x: pool(x).sum()), (x,)),
+        (lambda x, t: kiln.jvp(pool, (x,), (t,))[1], (x, x)),
+        (lambda a: linalg.cholesky(a), (spd((2,), 3, np.float32),)),
+        (lambda a, b: linalg.triangular_solve(a, b, left_side=True, lower=True,
+                                              transpose_a=True), (tri, a)),
+        (lambda a: linalg.lu(a), (a,)),
+        (lambda a: linalg.qr(a), (values((2, 3, 2), np.complex64),)),
+    ]
+    for f, args in cases:
+        reference = kiln.jit(f, backend="reference")
+        module = lower_module(reference.lower(*args)._entry.ssa)
+        want = [np.asarray(w) for w in tree_leaves(reference(*args))]
+        got = pjrt.Executable(cpu, module.text, list(args), want)(*args)
+        for g, w in zip(got if isinstance(got, (list, tuple)) else [got], want):
+            np.testing.assert_allclose(g.to_host(), w, rtol=1e-3, atol=1e-3)

@@ -43,7 +43,8 @@ def _magnitude(ctx, x):
         return ctx.unary("stablehlo.abs", x)
     part = x.aval.update(dtype=np.dtype(f"f{x.aval.dtype.itemsize // 2}"))
     re, im = ctx.unary("stablehlo.real", x, part), ctx.unary("stablehlo.imag", x, part)
-    return ctx.binary("stablehlo.add", ctx.unary("stablehlo.abs", re), ctx.unary("stablehlo.abs", im))
+    return ctx.binary("stablehlo.add", ctx.unary("stablehlo.abs", re),
+                      ctx.unary("stablehlo.abs", im))
 
 
 def _lu(ctx, args):
