@@ -136,3 +136,17 @@ def test_pooling_vmap_and_second_order():
     check(kiln.vmap(kiln.grad(lambda x: jnp.sin(pool(x)).sum())), x, rtol=1e-5)
     avg = lambda x: lax.reduce_window(x, 0.0, lax.add, (2, 2), (1, 1), "SAME")
     check(kiln.grad(lambda x: (avg(x) ** 2).sum()), x[0], rtol=1e-5)
+
+
+def test_window_edges():
+    """Booleans, an empty axis padded out to windows, negative padding past the operand."""
+    b = np.array([[True, False, True], [False, False, True]])
+    for kind, op in (("max", lax.max), ("min", lax.min)):
+        check(lambda x: lax.reduce_window(x, identity(kind, np.bool_), op, (2, 2), (1, 1),
+                                          ((0, 1), (1, 0))), b)
+    empty = np.ones((0, 3), np.float32)
+    for padding in (((2, -3), (0, 0)), ((1, 1), (0, 0))):
+        check(lambda x: lax.reduce_window(x, 0.0, lax.add, (1, 2), (1, 1), padding), empty)
+    y = np.arange(12, dtype=np.float32).reshape(3, 4)
+    check(lambda x: lax.reduce_window(x, -np.inf, lax.max, (1, 2), (1, 1), ((-1, 0), (-2, 3))),
+          y, exact=True)
