@@ -10,7 +10,9 @@ this package is imported; `module` assembles `@main`. docs/stablehlo.md lists wh
 what does not.
 """
 from . import (lower_elementwise, lower_structural, lower_reductions, lower_indexing,  # noqa: F401
-               lower_linalg, lower_sorting, lower_control, lower_unsupported)
+               lower_linalg, lower_sorting, lower_control, lower_fft, lower_convolution,
+               lower_windows, lower_decompositions, lower_lu, lower_qr,
+               lower_unsupported)
 from .module import StableHloModule, lower_module
 
 __all__ = ["StableHloModule", "lower_module"]

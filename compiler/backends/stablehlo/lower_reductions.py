@@ -50,32 +50,37 @@ def _monoid(name):
     return rule
 
 
+def arg_best(ctx, x, axis, index_dtype, direction):
+    """The index along `axis` of x's largest ("GT") or smallest ("LT") element: JAX's
+    comparator (a NaN wins, the first index on ties)."""
+    dtype = x.aval.dtype
+    index_aval = x.aval.update(dtype=np.dtype(index_dtype), weak_type=False)
+    index = ctx.emit(f"stablehlo.iota dim = {axis} : {tensor_type(index_aval)}", index_aval)
+    init_v = _identity(ctx, "reduce_min" if direction == "LT" else "reduce_max", dtype)
+    init_i = ctx.constant(0, index_dtype)
+
+    def body(b):
+        a, ai, c, ci = b
+        better = ctx.compare(direction, a, c)
+        if dtype.kind == "f":
+            better = ctx.binary("stablehlo.or", better, ctx.compare("NE", a, a))
+        tie = ctx.binary("stablehlo.and", ctx.compare("EQ", a, c),
+                         ctx.compare("LT", ai, ci))
+        pick_i = ctx.binary("stablehlo.or", better, tie)
+        return [ctx.select(better, a, c), ctx.select(pick_i, ai, ci)]
+    shape = tuple(d for i, d in enumerate(x.aval.shape) if i != axis)
+    out_i = index_aval.update(shape=shape)
+    outs = ctx.generic("stablehlo.reduce", [x, index, init_v, init_i],
+                       [out_i.update(dtype=dtype), out_i],
+                       [([scalar(dtype), scalar(index_dtype), scalar(dtype),
+                          scalar(index_dtype)], body)],
+                       f"dimensions = {dense_array([axis])}")
+    return outs[1]
+
+
 def _arg(direction):
     def rule(ctx, args, *, axes, index_dtype):
-        (x,) = args
-        axis = axes[0]
-        dtype = x.aval.dtype
-        index_aval = x.aval.update(dtype=np.dtype(index_dtype), weak_type=False)
-        index = ctx.emit(f"stablehlo.iota dim = {axis} : {tensor_type(index_aval)}", index_aval)
-        init_v = _identity(ctx, "reduce_min" if direction == "LT" else "reduce_max", dtype)
-        init_i = ctx.constant(0, index_dtype)
-
-        def body(b):
-            a, ai, c, ci = b
-            better = ctx.compare(direction, a, c)
-            if dtype.kind == "f":
-                better = ctx.binary("stablehlo.or", better, ctx.compare("NE", a, a))
-            tie = ctx.binary("stablehlo.and", ctx.compare("EQ", a, c),
-                             ctx.compare("LT", ai, ci))
-            pick_i = ctx.binary("stablehlo.or", better, tie)
-            return [ctx.select(better, a, c), ctx.select(pick_i, ai, ci)]
-        out_v = ctx.out_avals[0].update(dtype=dtype)
-        outs = ctx.generic("stablehlo.reduce", [x, index, init_v, init_i],
-                           [out_v, ctx.out_avals[0]],
-                           [([scalar(dtype), scalar(index_dtype), scalar(dtype),
-                              scalar(index_dtype)], body)],
-                           f"dimensions = {dense_array([axis])}")
-        return [outs[1]]
+        return [arg_best(ctx, args[0], axes[0], index_dtype, direction)]
     return rule
 
 

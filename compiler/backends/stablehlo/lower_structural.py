@@ -6,9 +6,12 @@ from ...primitives.core import STABLEHLO
 from .types import tensor_type
 
 
+def iota(ctx, aval, dim):
+    return ctx.emit(f"stablehlo.iota dim = {dim} : {tensor_type(aval)}", aval)
+
+
 def _iota(ctx, args, *, dtype, shape, dimension):
-    aval = ctx.out_avals[0]
-    return [ctx.emit(f"stablehlo.iota dim = {dimension} : {tensor_type(aval)}", aval)]
+    return [iota(ctx, ctx.out_avals[0], dimension)]
 
 
 def _broadcast_in_dim(ctx, args, *, shape, broadcast_dimensions):
