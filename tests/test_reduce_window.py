@@ -158,3 +158,20 @@ def test_the_cuda_backend_runs_conv_and_pooling_per_primitive(monkeypatch):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
     text = kiln.jit(f, backend="cuda").lower(x, w).compile().as_text("cuda")
     assert "conv_general_dilated(...): its NumPy definition over the device's arrays" in text
+
+
+def _rank0_sum(v):
+    return lax.reduce_window(v, 0.0, lax.add, (), (), [])
+
+
+def _rank0_max(v):
+    return lax.reduce_window(v, -np.inf, lax.max, (), (), [])
+
+
+@pytest.mark.parametrize("f", [_rank0_sum, _rank0_max])
+def test_a_rank_0_operand_is_its_own_window(f):
+    """JAX's result: the one window holds the value (eager, reference and LLVM alike)."""
+    x = np.float32(3.0)
+    assert float(f(x)) == 3.0
+    assert float(kiln.jit(f)(x)) == 3.0
+    assert float(kiln.jit(f, backend="reference")(x)) == 3.0

@@ -105,9 +105,11 @@ def _reduce_eval(kind):
 
 def _reduce_impl(kind):
     def impl(x, **params):
-        view = windows(x, identity(kind, x.dtype), *(params[p] for p in WINDOW_PARAMS))
         nd = x.ndim
-        if view.size == 0 or nd == 0:
+        if nd == 0:   # no axis: one window, holding the value itself
+            return np.array(x, x.dtype)
+        view = windows(x, identity(kind, x.dtype), *(params[p] for p in WINDOW_PARAMS))
+        if view.size == 0:
             return np.full(view.shape[:nd], identity(kind, x.dtype), x.dtype)
         return _REDUCE[kind](view, axis=tuple(range(nd, 2 * nd))).astype(x.dtype, copy=False)
     return impl

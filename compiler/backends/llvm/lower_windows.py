@@ -65,6 +65,9 @@ def _reduce_rule(kind):
         dtype = out.aval.dtype
         if out.aval.size == 0:
             return
+        if not x.aval.shape:   # no axis: one window, holding the value itself
+            store(ctx.builder, out, T.i64(0), load(ctx.builder, x, T.i64(0)))
+            return
         geo = _Geometry(x.aval.shape, **params)
         start = T.const(dtype, identity(kind, dtype))
         combine = LLVM_SCALAR[PRIMITIVES[_COMBINE[kind]]]
