@@ -297,6 +297,35 @@ def test_lowered_and_compiled_text(device):
         compiled.as_text("asm")
 
 
+SOURCE = '''import kiln.numpy as jnp
+W = jnp.linspace(-1.0, 1.0, 6, dtype=jnp.float32).reshape(3, 2)
+
+
+def f(x):
+    return jnp.sin(x @ W).sum()
+'''
+
+
+def test_aot_load_runs_a_stablehlo_directory(device, tmp_path, capsys):
+    from kiln import aot
+    from kiln.cli.commands import main
+    (tmp_path / "model.py").write_text(SOURCE)
+    out = tmp_path / "out"
+    assert main(["compile", f"{tmp_path / 'model.py'}:f", "--arg", "f32[4,3]", "--grad",
+                 "--target", "stablehlo", "-o", str(out)]) == 0, capsys.readouterr().err
+    grad_f = aot.load(out).grad_f
+    x = sample((4, 3), np.float32)
+    w = np.linspace(-1.0, 1.0, 6, dtype=np.float32).reshape(3, 2)
+    want = np.cos(x @ w) @ w.T
+    got = grad_f(x)
+    assert on_device(got, device)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
+    again = grad_f(kiln.device_put(x, device))   # an argument already on the device
+    np.testing.assert_allclose(np.asarray(again), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(TypeError, match="expected f32\\[4,3\\]"):
+        grad_f(np.ones((2, 3), np.float32))
+
+
 # ------------------------------------------------------------------------------ errors
 
 def _prints(x):
