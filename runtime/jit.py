@@ -243,7 +243,8 @@ class Jitted:
         entry.out_tree = st.out_tree
         entry.writes = st.writes
         entry.out_weak = [v.aval.weak_type for v in ssa.outvars]
-        entry.consts = st.extra
+        hold = getattr(executable, "hold_constants", None)   # (pjrt: put on the device once)
+        entry.consts = st.extra if hold is None else hold(st.extra)
         entry.guards = st.guards
         entry.in_avals = key[1]
         entry.held = sorted(set(getattr(executable, "held", {}).values()))

@@ -209,14 +209,31 @@ class Program:
     arguments (DeviceBuffers on a PJRT device, host arrays) and its constants, it runs on the
     device its first PJRT argument is on, else on `default`, compiling the module once per
     device (for `default` at once), and returns one DeviceBuffer per output, left on the
-    device."""
+    device. After `hold_constants(consts)` it keeps the constants itself, put on each device
+    once, and is called with the arguments only."""
 
     def __init__(self, module, default):
         self.module = module
         self.default = default
         self._compiled = {}
         self._lock = threading.Lock()
+        self._constants = ()
+        self._placed = {}   # device -> the constants as DeviceBuffers on it
         self._on(default)
+
+    def hold_constants(self, consts):
+        """Keep `consts` (@main's last arguments) to pass at every call; returns what the
+        caller passes instead (nothing)."""
+        self._constants = [np.asarray(c) for c in consts]
+        return []
+
+    def _constants_on(self, device):
+        placed = self._placed.get(device)
+        if placed is None:
+            layer = device.layer
+            placed = self._placed.setdefault(
+                device, [DeviceBuffer(layer.to_device(c), layer) for c in self._constants])
+        return placed
 
     def _on(self, device):
         exe = self._compiled.get(device)
@@ -234,7 +251,7 @@ class Program:
             if type(v) is DeviceBuffer and type(v.layer) is PjrtLayer:
                 device = v.layer.kiln_device
                 break
-        return self._on(device).buffers(*values)
+        return self._on(device).buffers(*values, *self._constants_on(device))
 
     def as_text(self, level=None):
         """The StableHLO module the plug-in compiles (`level`: None or "stablehlo")."""

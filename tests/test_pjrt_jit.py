@@ -287,6 +287,30 @@ def test_jit_follows_arrays_put_on_a_pjrt_device(device):
     assert isinstance(host._value, np.ndarray)
 
 
+SCALE = jnp.arange(6.0, dtype=jnp.float32)
+
+
+def _scaled(x):
+    return x * SCALE
+
+
+def test_constants_are_put_on_the_device_once(device):
+    f = kiln.jit(_scaled, backend="pjrt")
+    x = np.ones(6, np.float32)
+    np.testing.assert_array_equal(np.asarray(f(x)), np.arange(6.0))
+    (entry,) = f._cache.values()
+    assert entry.consts == []   # the program holds them
+    (held,) = entry.executable._constants_on(device)
+    assert type(held.data) is pjrt.Buffer and held.data.device.id == device.id
+    np.testing.assert_array_equal(np.asarray(f(kiln.device_put(x, device))), np.arange(6.0))
+    assert entry.executable._constants_on(device)[0] is held
+    others = [d for d in kiln.devices("pjrt") if d != device]
+    if others:   # arguments on another device: the constants are put there too
+        y = f(kiln.device_put(x, others[0]))
+        assert on_device(y, others[0])
+        np.testing.assert_array_equal(np.asarray(y), np.arange(6.0))
+
+
 def test_lowered_and_compiled_text(device):
     x = np.ones((2, 3), np.float32)
     compiled = kiln.jit(lambda x: jnp.sin(x).sum(0), backend="pjrt").lower(x).compile()
