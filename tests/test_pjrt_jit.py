@@ -375,6 +375,14 @@ def test_without_an_explicit_backend_refused_code_runs_on_the_host(device, capsy
     np.testing.assert_array_equal(kiln.jit(_prints)(np.ones(3, np.float32)), [2, 2, 2])
 
 
+def test_debug_nans_checks_results_on_the_device():
+    f = kiln.jit(lambda x: (x - x) / (x - x), backend="pjrt")
+    with kiln.debug_nans(True):
+        with pytest.raises(FloatingPointError, match="invalid value \\(nan\\)"):
+            f(np.ones(2, np.float32))
+        np.testing.assert_array_equal(kiln.jit(_step, backend="pjrt")(np.ones(2), 0.0)[1], 2.0)
+
+
 def test_a_malformed_module_is_a_pjrt_error(device, monkeypatch):
     from kiln.compiler.backends import stablehlo
     broken = stablehlo.StableHloModule("module { garbage }", "m", (), ())
