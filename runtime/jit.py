@@ -23,7 +23,8 @@ Without an explicit `backend=`, a call with an argument on a GPU (an Array holdi
 buffer: `device_put` onto a GPU device, a GPU result) runs with backend="cuda", as JAX's
 computations follow their data, and one with an argument on a PJRT device with
 backend="pjrt" (the layer's `backend`); every call while the default device in force is a GPU
-runs with backend="cuda" (kiln.default_device). `KILN_LOG_COMPILES=1` logs every (re)specialisation with its
+runs with backend="cuda", and one while it is a PJRT device with backend="pjrt" on that device
+(kiln.default_device). `KILN_LOG_COMPILES=1` logs every (re)specialisation with its
 reason; `KILN_DUMP_DIR=dir` writes every stage; `kiln.disable_jit()` (or `KILN_DISABLE_JIT=1`)
 runs functions as plain Python.
 
@@ -129,8 +130,10 @@ class Jitted:
         if current() is not None:  # jit inside a function being compiled: inline it
             from .compiler.frontend.specialise import call_function
             return call_function(self._fun, args, kwargs)
-        if self._fallback is not None and default_device.on_gpu():
-            return self._on("cuda")._call(args, kwargs)
+        if self._fallback is not None and default_device.IN_FORCE[0]:
+            placed = default_device.jit_backend()
+            if placed is not None:
+                return self._on(placed)._call(args, kwargs)
         fast = self._fast
         if fast is not None and not kwargs:
             out = fast(args)

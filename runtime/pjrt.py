@@ -31,6 +31,7 @@ from .compiler.backends.pjrt import client as pjrt
 from .compiler.backends.pjrt import plugins
 from .compiler.errors import BackendUnsupportedError
 from .devices import Device
+from . import _default_device
 
 _CLIENTS = {}
 _LOCK = threading.Lock()
@@ -207,7 +208,8 @@ def compile_function(fn):
 class Program:
     """A jitted function's StableHLO module on PJRT devices: called with the values of its
     arguments (DeviceBuffers on a PJRT device, host arrays) and its constants, it runs on the
-    device its first PJRT argument is on, else on `default`, compiling the module once per
+    device its first PJRT argument is on, else on the default device in force when that is a
+    PJRT device (kiln.default_device), else on `default`, compiling the module once per
     device (for `default` at once), and returns one DeviceBuffer per output, left on the
     device. After `hold_constants(consts)` it keeps the constants itself, put on each device
     once, and is called with the arguments only."""
@@ -246,7 +248,8 @@ class Program:
         return exe
 
     def __call__(self, *values):
-        device = self.default
+        chosen = _default_device.current() if _default_device.IN_FORCE[0] else None
+        device = chosen if type(chosen) is PjrtDevice else self.default
         for v in values:
             if type(v) is DeviceBuffer and type(v.layer) is PjrtLayer:
                 device = v.layer.kiln_device

@@ -311,6 +311,17 @@ def test_constants_are_put_on_the_device_once(device):
         np.testing.assert_array_equal(np.asarray(y), np.arange(6.0))
 
 
+def test_jit_runs_on_a_pjrt_default_device(device):
+    target = kiln.devices("pjrt")[-1]
+    step = kiln.jit(_step)
+    with kiln.default_device(target):
+        b, s = step(np.ones(6, np.float32), np.ones(6, np.float32))
+        assert on_device(b, target) and on_device(s, target)
+    np.testing.assert_allclose(np.asarray(b), 1 - 0.1 * np.tanh(1.0), rtol=1e-6)
+    host, _ = step(np.ones(6, np.float32), np.ones(6, np.float32))
+    assert isinstance(host._value, np.ndarray)
+
+
 def test_lowered_and_compiled_text(device):
     x = np.ones((2, 3), np.float32)
     compiled = kiln.jit(lambda x: jnp.sin(x).sum(0), backend="pjrt").lower(x).compile()
