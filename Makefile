@@ -33,7 +33,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/run.py
 
 # On a GPU machine (one H100/H200): one prepared script (benchmarks/gpu_check.sh) installs
-# what is missing (CuPy, pytest, hypothesis), runs the GPU tests (-m gpu), then kiln's
+# what is missing (CuPy, pytest, hypothesis), runs the GPU tests (-m gpu), tests/test_pjrt_jit.py
+# through JAX's CUDA PJRT plug-in when it is installed (KILN_PJRT_PLUGIN), then kiln's
 # backend="cuda" beside JAX (benchmarks/gpu_kiln.py) and the baselines (benchmarks/gpu.py),
 # with the reports and a log in GPU_OUT (docs/cuda.md, BENCHMARKS.md).
 GPU_PYTHON ?= python3

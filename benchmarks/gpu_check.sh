@@ -6,7 +6,10 @@
 #      (editable, no dependencies beyond its own), CuPy (cupy-cuda13x, or cupy-cuda12x when
 #      nvidia-smi reports a CUDA 12 driver), pytest and hypothesis;
 #   2. runs the GPU tests: tests/test_cuda_gpu.py and every test marked `gpu`;
-#   3. runs benchmarks/gpu_kiln.py (kiln's backend="cuda" beside JAX when JAX's CUDA plug-in
+#   3. runs tests/test_pjrt_jit.py (kiln.jit(backend="pjrt")) through JAX's CUDA PJRT plug-in
+#      (the jax-cuda13-pjrt or jax-cuda12-pjrt wheel, named by KILN_PJRT_PLUGIN) when it is
+#      installed; skipped with the reason otherwise;
+#   4. runs benchmarks/gpu_kiln.py (kiln's backend="cuda" beside JAX when JAX's CUDA plug-in
 #      is importable) and benchmarks/gpu.py (the hand-written CUDA C and JAX baselines).
 # Each step's output goes to the terminal and to $GPU_OUT/gpu_check.log; the exit status is
 # the tests'.
@@ -33,6 +36,18 @@ has hypothesis || install hypothesis
 echo "== GPU tests"
 "$PY" -m pytest -q -rs -p no:cacheprovider -m gpu tests   # tests/test_cuda_gpu.py and every other gpu test
 status=$?
+
+echo "== PJRT tests through JAX's CUDA plug-in"
+CUDA_PJRT=$("$PY" -c "from kiln.compiler.backends.pjrt import plugins
+print(next((f.path for f in plugins.discover() if f.name.startswith('jax-cuda')), ''))" 2>/dev/null)
+if [ -n "$CUDA_PJRT" ]; then
+    KILN_PJRT_PLUGIN=$CUDA_PJRT "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_pjrt_jit.py
+    pjrt_status=$?
+    [ $status -ne 0 ] || status=$pjrt_status
+else
+    echo "skipped: JAX's CUDA PJRT plug-in is not installed (pip install jax-cuda13-pjrt, or"
+    echo "jax-cuda12-pjrt for a CUDA 12 driver; it is JAX's jax[cuda13] extra)"
+fi
 
 echo "== kiln beside JAX"
 timeout 240 "$PY" benchmarks/gpu_kiln.py --out "$OUT" || echo "gpu_kiln.py failed ($?)"

@@ -13,7 +13,8 @@ What it changes in kiln (docs/pmap.md, "Devices"):
 - A host array that was never placed reports it as its device (else CPU device 0).
 - With a GPU as the default device, eager operations run on the GPU (their host operands are
   copied there, as beside a GPU array) and `jit` without `backend=` runs there, as it does when
-  an argument is on the GPU.
+  an argument is on the GPU. With a PJRT device as the default device, `jit` without
+  `backend=` runs with backend="pjrt" on that device (`jit_backend`).
 pmap, shard_map and sharded jit place their results themselves, as in JAX.
 """
 import threading
@@ -71,6 +72,18 @@ def current():
         return None
     value = default_device.value
     return devices(value)[0] if isinstance(value, str) else value
+
+
+def jit_backend():
+    """The backend `jit` without `backend=` runs with under the default device in force: "cuda"
+    for a GPU, "pjrt" for a PJRT device (its layer's `backend`), else None (cheap when none
+    was ever set)."""
+    if not IN_FORCE[0]:
+        return None
+    device = current()
+    if device is None:
+        return None
+    return "cuda" if device.platform == "gpu" else getattr(device.layer, "backend", None)
 
 
 def on_gpu():

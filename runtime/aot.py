@@ -17,6 +17,10 @@ refuses with `AOTLoadError`:
 Once open, the library's BLAS routines are bound to the BLAS this process uses (NumPy's
 OpenBLAS, as the JIT does) and `debug_print` to Python's printing.
 
+A `kiln compile --target cuda` directory runs on the CUDA device layer (aot_cuda.py); a
+`--target stablehlo` one through the default PJRT plug-in (`PjrtFunction`: each `.mlir` module
+compiled for the plug-in's first device when the directory is loaded, its results left there).
+
 A call checks every argument against the manifest (pytree structure, then each leaf's exact
 shape and dtype; Python scalars convert to the expected dtype), passes contiguous buffers and
 freshly allocated outputs to the entry point through ctypes (which releases the GIL, so calls
@@ -30,6 +34,7 @@ import os
 import platform
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -72,11 +77,6 @@ def _read_manifest(directory):
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise AOTLoadError(f"{path} is not a kiln AOT manifest (its \"format\" is not "
                            f"{FORMAT!r}); {_RECOMPILE}")
-    if isinstance(manifest.get("target"), dict) and manifest["target"].get("kind") == "stablehlo":
-        raise AOTLoadError(f"{directory} holds StableHLO modules (`kiln compile --target "
-                           f"stablehlo`), which a PJRT plug-in compiles; kiln.aot.load runs "
-                           f"--target cpu libraries and --target cuda directories: compile "
-                           f"with one of those to load it here")
     problem = _shape_problem(manifest)
     if problem:
         raise AOTLoadError(f"{path} is malformed ({problem}); {_RECOMPILE}")
@@ -97,8 +97,8 @@ def _shape_problem(manifest):
     if bad_text:
         return bad_text
     for field, kind in _FIELDS.items():
-        if field == "library" and _is_cuda(manifest):
-            continue   # (kernels and steps, no shared library)
+        if field == "library" and _kind(manifest) in _NO_LIBRARY:
+            continue   # (kernels and steps, or StableHLO modules: no shared library)
         if not isinstance(manifest.get(field), kind):
             return f"{field!r} is not a JSON {_JSON_NAMES[kind]}"
     if not manifest["name"].isidentifier():
@@ -174,14 +174,18 @@ def _member(directory, name):
     return directory / name
 
 
-def _is_cuda(manifest):
-    return isinstance(manifest.get("target"), dict) and manifest["target"].get("kind") == "cuda"
+def _kind(manifest):
+    """The target kind of a manifest: "cuda", "stablehlo", or None (a CPU library)."""
+    return manifest["target"].get("kind") if isinstance(manifest.get("target"), dict) else None
+
+
+_NO_LIBRARY = ("cuda", "stablehlo")   # the kinds of directory without a shared library
 
 
 def _check_files(directory, manifest):
     files = manifest.get("files")
     if not isinstance(files, dict) or (manifest.get("library") not in files
-                                       and not _is_cuda(manifest)):
+                                       and _kind(manifest) not in _NO_LIBRARY):
         raise AOTLoadError(f"{directory / MANIFEST} lists no content hash for the library; "
                            f"{_RECOMPILE}")
     for name, expected in files.items():
@@ -483,8 +487,11 @@ class Function:
             values = []
             for name, child, value in zip(self.arg_names, self._in_tree.children, args):
                 _flatten(child, value, name, values, self.name)
-        inputs = [_argument(v, leaf, self.name) for v, leaf in zip(values, self.inputs)]
+        inputs = [self._argument(v, leaf) for v, leaf in zip(values, self.inputs)]
         return _unflatten(self._out_tree, iter(wrap_outputs(self._run(inputs), self._weak)))
+
+    def _argument(self, value, leaf):
+        return _argument(value, leaf, self.name)
 
     def _run(self, inputs):
         """The outputs of the entry point for the checked, contiguous `inputs`."""
@@ -508,6 +515,40 @@ class CudaFunction(Function):
     def _run(self, inputs):
         from . import aot_cuda
         return aot_cuda.run_function(self._steps, inputs)
+
+
+class PjrtFunction(Function):
+    """A function of a `--target stablehlo` directory: its `.mlir` module compiled by the
+    default PJRT plug-in for its first device (kiln.pjrt), its constants put on that device
+    once; arguments already on the device are passed as they are, results stay there."""
+
+    def __init__(self, spec, directory, device):
+        super().__init__(spec)
+        from . import pjrt
+        text = _member(directory, spec["files"]["mlir"]).read_text()
+        with np.load(_member(directory, spec["files"]["constants"])) as saved:
+            constants = [saved[f"arr_{k}"] for k in range(len(saved.files))]
+        avals = lambda entries: [_Aval(tuple(e["shape"]), np.dtype(e["dtype"]))  # noqa: E731
+                                 for e in entries]
+        self._executable = pjrt.executable(text, avals(spec["main_inputs"]),
+                                           avals(spec["main_outputs"]), device)
+        self._constants = [pjrt.DeviceBuffer(device.layer.to_device(c), device.layer)
+                           for c in constants]
+
+    def _argument(self, value, leaf):
+        from .pjrt import DeviceBuffer
+        held = value._value if type(value) is Array else None
+        if type(held) is DeviceBuffer and (held.shape, held.dtype) == (leaf.shape, leaf.dtype):
+            return held
+        return _argument(value, leaf, self.name)
+
+    def _run(self, inputs):
+        return self._executable.buffers(*inputs, *self._constants)
+
+
+class _Aval(NamedTuple):
+    shape: tuple
+    dtype: np.dtype
 
 
 class Library:
@@ -619,17 +660,31 @@ def _open(directory, manifest, functions):
     return library
 
 
+def _without_library(directory, manifest, make):
+    """A Library of a directory without a shared library: `make(spec)` per function (an
+    AOTLoadError for a malformed spec)."""
+    try:
+        functions = [make(spec) for spec in manifest["functions"]]
+    except (KeyError, TypeError, ValueError) as e:
+        raise AOTLoadError(f"{directory / MANIFEST} is malformed ({type(e).__name__}: {e}); "
+                           f"{_RECOMPILE}") from None
+    return Library(directory, manifest, functions, None)
+
+
 def _open_cuda(directory, manifest):
     """A `--target cuda` directory's Library: its functions on the CUDA device layer (a
     DeviceUnavailableError saying why when there is none)."""
     from .compiler.backends.cuda import device
     layer = device.current()
-    try:
-        functions = [CudaFunction(spec, directory, layer) for spec in manifest["functions"]]
-    except (KeyError, TypeError, ValueError) as e:
-        raise AOTLoadError(f"{directory / MANIFEST} is malformed ({type(e).__name__}: {e}); "
-                           f"{_RECOMPILE}") from None
-    return Library(directory, manifest, functions, None)
+    return _without_library(directory, manifest, lambda s: CudaFunction(s, directory, layer))
+
+
+def _open_stablehlo(directory, manifest):
+    """A `--target stablehlo` directory's Library: its functions compiled by the default PJRT
+    plug-in (a RuntimeError saying why when there is none)."""
+    from . import pjrt
+    device = pjrt.devices("pjrt")[0]
+    return _without_library(directory, manifest, lambda s: PjrtFunction(s, directory, device))
 
 
 def load(directory):
@@ -641,7 +696,9 @@ def load(directory):
     manifest = _read_manifest(directory)
     _check_versions(manifest, directory / MANIFEST)
     _check_files(directory, manifest)
-    if _is_cuda(manifest):
+    if _kind(manifest) == "cuda":
         return _open_cuda(directory, manifest)
+    if _kind(manifest) == "stablehlo":
+        return _open_stablehlo(directory, manifest)
     _check_target(manifest, directory)
     return _open(directory, manifest, _functions(directory, manifest))

@@ -3,9 +3,11 @@ call of a jitted function checks its floating results and raises `FloatingPointE
 the operation (or the jitted function) that made a NaN (an infinity). Compiled code is not
 re-run operation by operation as JAX does: the error names the jitted function, and
 `kiln.disable_jit()` finds the operation inside it. Off (the default), the check costs one
-attribute read per operation."""
+attribute read per operation. Results on a device (a GPU, a PJRT device) are copied to the host
+to be checked."""
 import numpy as np
 
+from .compiler.backends.cuda.device import DeviceBuffer
 from .compiler.config import config
 
 
@@ -29,7 +31,8 @@ def check(values, what):
     `debug_nans`) or an infinity (with `debug_infs`); `what` names their maker."""
     nans, infs = config.read("debug_nans"), config.read("debug_infs")
     for v in values:
-        v = np.asarray(v) if isinstance(v, (np.ndarray, np.generic)) else v
+        v = np.asarray(v) if isinstance(v, (np.ndarray, np.generic)) else \
+            v.to_host() if type(v) is DeviceBuffer else v
         if getattr(v, "dtype", None) is None or v.dtype.kind not in "fc":
             continue
         if nans and np.isnan(v).any():

@@ -17,10 +17,13 @@ The default backend is "cpu" (LLVM); `KILN_BACKEND=reference` (or `llvm`) sets t
 every `jit` that names none (read when the `jit` is created; for testing one backend against the
 whole suite). Without an explicit `backend=`, a function the LLVM backend cannot lower (a
 `BackendUnsupportedError`) is compiled for the reference backend instead.
+`backend="pjrt"` lowers the SSA (after the reference pipeline) to StableHLO and runs it
+through a PJRT plug-in (runtime/pjrt.py, docs/pjrt.md), its results left on the device.
 Without an explicit `backend=`, a call with an argument on a GPU (an Array holding a device
 buffer: `device_put` onto a GPU device, a GPU result) runs with backend="cuda", as JAX's
-computations follow their data (an Array on a PJRT device does not: jit does not run on PJRT
-devices yet, docs/pjrt.md); so does every call while the default device in force is a GPU
+computations follow their data, and one with an argument on a PJRT device with
+backend="pjrt" (the layer's `backend`); every call while the default device in force is a GPU
+runs with backend="cuda", and one while it is a PJRT device with backend="pjrt" on that device
 (kiln.default_device). `KILN_LOG_COMPILES=1` logs every (re)specialisation with its
 reason; `KILN_DUMP_DIR=dir` writes every stage; `kiln.disable_jit()` (or `KILN_DISABLE_JIT=1`)
 runs functions as plain Python.
@@ -102,7 +105,7 @@ class Jitted:
         self._cache = staging.GuardedCache()
         self._fast = None   # fastcall.FastCall of the latest all-array call, or None
         self.miss_reasons = []
-        self._gpu = None   # the backend="cuda" Jitted that arguments on the GPU call
+        self._placed = {}   # backend -> the Jitted that arguments on its devices call
         self._shardings = None if in_shardings is None and out_shardings is None else \
             (in_shardings, out_shardings)
 
@@ -127,17 +130,20 @@ class Jitted:
         if current() is not None:  # jit inside a function being compiled: inline it
             from .compiler.frontend.specialise import call_function
             return call_function(self._fun, args, kwargs)
-        if self._fallback is not None and default_device.on_gpu():
-            return self._on_gpu()._call(args, kwargs)
+        if self._fallback is not None and default_device.IN_FORCE[0]:
+            placed = default_device.jit_backend()
+            if placed is not None:
+                return self._on(placed)._call(args, kwargs)
         fast = self._fast
         if fast is not None and not kwargs:
             out = fast(args)
             if out is not fastcall.MISS:
                 return out
         key, dyn_values, _ = self._signature(args, kwargs)
-        if self._fallback is not None and any(type(v) is DeviceBuffer and
-                                              isinstance(v.layer, CudaLayer) for v in dyn_values):
-            return self._on_gpu()._call(args, kwargs)
+        if self._fallback is not None:
+            placed = _placed_backend(dyn_values)
+            if placed is not None:
+                return self._on(placed)._call(args, kwargs)
         entry = self._entry(key, args, kwargs)
         if entry.held:
             return _run_donating(entry, self._leaves(args, kwargs), dyn_values)
@@ -146,12 +152,14 @@ class Jitted:
             self._fast = fastcall.FastCall(entry, args, wrap_outputs)
         return self._run(entry, dyn_values)
 
-    def _on_gpu(self):
-        """This function with backend="cuda": calls with an argument on the GPU run there."""
-        if self._gpu is None:
-            self._gpu = Jitted(self._fun, tuple(self._static.nums), tuple(self._static.names),
-                               backend="cuda")
-        return self._gpu
+    def _on(self, backend):
+        """This function with `backend` ("cuda", "pjrt"): calls with an argument on one of its
+        devices run there."""
+        placed = self._placed.get(backend)
+        if placed is None:
+            placed = self._placed[backend] = Jitted(
+                self._fun, tuple(self._static.nums), tuple(self._static.names), backend=backend)
+        return placed
 
     def _split(self, args, kwargs):
         return self._static.split(args, kwargs, self.__name__)
@@ -238,7 +246,8 @@ class Jitted:
         entry.out_tree = st.out_tree
         entry.writes = st.writes
         entry.out_weak = [v.aval.weak_type for v in ssa.outvars]
-        entry.consts = st.extra
+        hold = getattr(executable, "hold_constants", None)   # (pjrt: put on the device once)
+        entry.consts = st.extra if hold is None else hold(st.extra)
         entry.guards = st.guards
         entry.in_avals = key[1]
         entry.held = sorted(set(getattr(executable, "held", {}).values()))
@@ -264,6 +273,15 @@ class Jitted:
 
     def __repr__(self):
         return f"<kiln.jit of {getattr(self._fun, '__qualname__', self._fun)!r}>"
+
+
+def _placed_backend(values):
+    """The backend the first argument on a device asks for: "cuda" on a GPU, a PJRT layer's
+    "pjrt"; None when every argument is on the host."""
+    for v in values:
+        if type(v) is DeviceBuffer:
+            return "cuda" if isinstance(v.layer, CudaLayer) else v.layer.backend
+    return None
 
 
 def _run_donating(entry, leaves, values):

@@ -18,6 +18,9 @@ refused with what to do instead (kiln runs compiled code on PJRT devices only).
 
 `executable(mlir_text, in_avals, out_avals, device)` is the shim's Executable on a
 PjrtDevice; called with Arrays on that device (or host values) it returns Arrays on it.
+`compile_function(fn)` is `kiln.jit(f, backend="pjrt")`'s backend (staging.BACKENDS): the SSA
+lowered to StableHLO, compiled for the device its arguments are on (the default plug-in's first
+device for host arguments), its results left on the device (a `Program`).
 """
 import threading
 
@@ -28,6 +31,7 @@ from .compiler.backends.pjrt import client as pjrt
 from .compiler.backends.pjrt import plugins
 from .compiler.errors import BackendUnsupportedError
 from .devices import Device
+from . import _default_device
 
 _CLIENTS = {}
 _LOCK = threading.Lock()
@@ -52,8 +56,10 @@ def _read_only(array):
 
 
 class PjrtLayer:
-    """One PJRT device's memory, as the runtime's device paths see a layer."""
+    """One PJRT device's memory, as the runtime's device paths see a layer; `backend` is the
+    jit backend that arguments on it call (runtime/jit.py)."""
     xp = np
+    backend = "pjrt"
 
     def __init__(self, found, info):
         self.plugin = found
@@ -75,8 +81,9 @@ class PjrtLayer:
     def eager(self, prim, values, params):
         raise BackendUnsupportedError(
             f"kiln does not run `{prim.name}` eagerly on a {self.name} array",
-            hint="copy it to the host first (np.asarray(x) or kiln.device_get(x)); compiled "
-                 "code on PJRT devices runs through runtime/pjrt.executable (docs/pjrt.md)")
+            hint="put the operation in a kiln.jit function (which runs where its arguments "
+                 "are), or copy the array to the host first (np.asarray(x) or "
+                 "kiln.device_get(x)); docs/pjrt.md")
 
 
 class PjrtDevice(Device):
@@ -170,8 +177,8 @@ def executable(mlir_text, in_avals, out_avals, device):
 class Executable:
     """A compiled StableHLO module on one PJRT device, called with kiln Arrays (or anything
     NumPy converts): Arrays already on the device are passed as they are, host values copied in
-(an Array on another PJRT device is a ValueError naming both devices);
-    the results are Arrays that stay on the device."""
+    (an Array on another PJRT device is a ValueError naming both devices); the results are
+    Arrays that stay on the device."""
 
     def __init__(self, compiled, layer):
         self.compiled = compiled
@@ -179,7 +186,79 @@ class Executable:
 
     def __call__(self, *args):
         from .array import Array
-        values = [a._value if isinstance(a, Array) else a for a in args]
+        return [Array(out) for out in
+                self.buffers(*[a._value if isinstance(a, Array) else a for a in args])]
+
+    def buffers(self, *values):
+        """Run on Arrays' values (DeviceBuffers of this device, or host arrays): one
+        DeviceBuffer per output."""
         inputs = [v.data if type(v) is DeviceBuffer and type(v.data) is pjrt.Buffer else
                   np.asarray(v) for v in values]
-        return [Array(DeviceBuffer(out, self.layer)) for out in self.compiled(*inputs)]
+        return [DeviceBuffer(out, self.layer) for out in self.compiled(*inputs)]
+
+
+def compile_function(fn):
+    """jit's backend="pjrt" (staging.BACKENDS): `fn` (SSA after the reference pipeline) lowered
+    to StableHLO (a BackendUnsupportedError, located, for what the lowering refuses) and
+    compiled for the default PJRT device; see `Program`."""
+    from .compiler.backends.stablehlo import lower_module
+    return Program(lower_module(fn), devices("pjrt")[0])
+
+
+class Program:
+    """A jitted function's StableHLO module on PJRT devices: called with the values of its
+    arguments (DeviceBuffers on a PJRT device, host arrays) and its constants, it runs on the
+    device its first PJRT argument is on, else on the default device in force when that is a
+    PJRT device (kiln.default_device), else on `default`, compiling the module once per
+    device (for `default` at once), and returns one DeviceBuffer per output, left on the
+    device. After `hold_constants(consts)` it keeps the constants itself, put on each device
+    once, and is called with the arguments only."""
+
+    def __init__(self, module, default):
+        self.module = module
+        self.default = default
+        self._compiled = {}
+        self._lock = threading.Lock()
+        self._constants = ()
+        self._placed = {}   # device -> the constants as DeviceBuffers on it
+        self._on(default)
+
+    def hold_constants(self, consts):
+        """Keep `consts` (@main's last arguments) to pass at every call; returns what the
+        caller passes instead (nothing)."""
+        self._constants = [np.asarray(c) for c in consts]
+        return []
+
+    def _constants_on(self, device):
+        placed = self._placed.get(device)
+        if placed is None:
+            layer = device.layer
+            placed = self._placed.setdefault(
+                device, [DeviceBuffer(layer.to_device(c), layer) for c in self._constants])
+        return placed
+
+    def _on(self, device):
+        exe = self._compiled.get(device)
+        if exe is None:
+            with self._lock:
+                exe = self._compiled.get(device)
+                if exe is None:
+                    exe = self._compiled[device] = executable(
+                        self.module.text, self.module.in_avals, self.module.out_avals, device)
+        return exe
+
+    def __call__(self, *values):
+        chosen = _default_device.current() if _default_device.IN_FORCE[0] else None
+        device = chosen if type(chosen) is PjrtDevice else self.default
+        for v in values:
+            if type(v) is DeviceBuffer and type(v.layer) is PjrtLayer:
+                device = v.layer.kiln_device
+                break
+        return self._on(device).buffers(*values, *self._constants_on(device))
+
+    def as_text(self, level=None):
+        """The StableHLO module the plug-in compiles (`level`: None or "stablehlo")."""
+        if level not in (None, "stablehlo"):
+            raise ValueError(f"the pjrt backend's executable is shown as StableHLO (level None "
+                             f"or 'stablehlo'), not {level!r}")
+        return self.module.text

@@ -392,10 +392,17 @@ def _compiler_of(module):
     return load
 
 
+def _pjrt_compiler():
+    """backend="pjrt"'s compile_function: StableHLO through a PJRT plug-in (runtime/pjrt.py,
+    which holds the plug-in's client and devices)."""
+    return importlib.import_module(f"{__package__}.pjrt").compile_function
+
+
 BACKENDS = {
     "reference": Backend("reference", _compiler_of("reference"), False),
     "llvm": Backend("llvm", _compiler_of("llvm"), True),
     "cuda": Backend("llvm", _compiler_of("cuda"), False),   # the LLVM pipeline's fused groups
+    "pjrt": Backend("reference", _pjrt_compiler, False),   # XLA fuses on its own
 }
 ALIASES = {"cpu": "llvm", "gpu": "cuda"}
 

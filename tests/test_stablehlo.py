@@ -377,7 +377,6 @@ def f(x):
 
 def test_kiln_compile_target_stablehlo(tmp_path, capsys):
     import json
-    from kiln import aot
     from kiln.cli.commands import main
     source = tmp_path / "model.py"
     source.write_text(SOURCE)
@@ -399,5 +398,3 @@ def test_kiln_compile_target_stablehlo(tmp_path, capsys):
     w = np.arange(6.0, dtype=np.float32).reshape(3, 2)
     want = (1 - np.tanh(x @ w) ** 2) @ w.T
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)   # tanh saturates: cancellation
-    with pytest.raises(aot.AOTLoadError, match="PJRT plug-in compiles"):
-        aot.load(out)

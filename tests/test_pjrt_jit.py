@@ -1,0 +1,405 @@
+"""`kiln.jit(f, backend="pjrt")`: kiln's StableHLO compiled and run by a real PJRT plug-in.
+
+The plug-in is XLA's CPU plug-in (`xla-cpu-pjrt`, the `pjrt` extra that `make test` installs),
+or the one `KILN_PJRT_PLUGIN` names (`make gpu-check` points it at JAX's CUDA plug-in). It is
+loaded once per session. Every program runs through `jit(backend="pjrt")` and through the
+reference backend on the same inputs: hypothesis over shapes (0 and 1 included) and dtypes for
+the elementwise, reduction, structural, indexing, dot_general and sort families, control flow,
+grad and vmap, the PRNG against JAX 0.10.2's recorded bits (tests/goldens), and the
+random-program fuzzer. Also: results stay on the device between calls, jit follows arguments
+put on a PJRT device, and the error paths (a primitive the lowering refuses, a module the
+plug-in cannot parse) are clear errors, never a crash.
+"""
+import json
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings, strategies as st
+
+import kiln
+import kiln.numpy as jnp
+from kiln import lax
+from kiln.compiler.backends.pjrt import api, client as pjrt, plugins
+from kiln.compiler.errors import BackendUnsupportedError
+from kiln.tree_util import tree_leaves
+
+from fuzz_programs import programs
+from test_llvm_fuzz import absolute_magnitude, compare, load
+from test_random import GOLDEN, call, expected, golden_key
+
+PLUGINS = plugins.discover()
+pytestmark = [pytest.mark.usefixtures("x64_module", "device"),
+              pytest.mark.skipif(not PLUGINS, reason="no PJRT plug-in (pip install -e "
+                                 "'.[pjrt]'; make test installs xla-cpu-pjrt)")]
+SETTINGS = settings(max_examples=6, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.too_slow,
+                                           HealthCheck.function_scoped_fixture])
+
+
+@pytest.fixture(scope="session")
+def device():
+    """The device backend="pjrt" compiles for (the plug-in loaded once per session)."""
+    return kiln.devices("pjrt")[0]
+
+
+def on_device(x, device):
+    return type(x._value.data) is pjrt.Buffer and x.device == device
+
+
+def check(f, *args, rtol=2e-6, exact=False):
+    """`f` through backend="pjrt" against the reference backend; every result is an Array left
+    on the PJRT device."""
+    got = tree_leaves(kiln.jit(f, backend="pjrt")(*args))
+    want = [np.asarray(w) for w in tree_leaves(kiln.jit(f, backend="reference")(*args))]
+    assert len(got) == len(want)
+    device = kiln.devices("pjrt")[0]
+    for g, w in zip(got, want):
+        assert on_device(g, device)
+        g = np.asarray(g)
+        assert (g.shape, g.dtype) == (w.shape, w.dtype), (g.shape, g.dtype, w.shape, w.dtype)
+        if exact or w.dtype.kind not in "fc":
+            np.testing.assert_array_equal(g, w)
+        else:
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol, equal_nan=True)
+
+
+def sample(shape, dtype, seed=0):
+    """Values of `dtype`: normal floats (complex: both parts), coin-flip bools, integers within
+    +-100 (of the type's range)."""
+    rng = np.random.default_rng(seed)
+    kind = np.dtype(dtype).kind
+    if kind in "fc":
+        parts = rng.standard_normal((2,) + shape) * 3
+        return (parts[0] + 1j * parts[1] if kind == "c" else parts[0]).astype(dtype)
+    if kind == "b":
+        return rng.integers(0, 2, shape).astype(bool)
+    low, high = max(np.iinfo(dtype).min, -100), min(np.iinfo(dtype).max, 100)
+    return rng.integers(low, high, shape).astype(dtype)
+
+
+SHAPES = st.sampled_from([(), (0,), (1,), (4,), (2, 3), (3, 0), (1, 5)])
+
+
+# ------------------------------------------------------------------------------ families
+
+@SETTINGS
+@given(shape=SHAPES, dtype=st.sampled_from([np.float32, np.float64, np.float16]))
+def test_float_elementwise(shape, dtype):
+    x, y = sample(shape, dtype), sample(shape, dtype, 1)
+    check(lambda x, y: (jnp.exp(x) - y * jnp.cos(x), jnp.log(jnp.abs(y) + 1), x / (y * y + 1),
+                        jnp.minimum(x, y), jnp.ceil(x), jnp.rint(x), jnp.sign(y), x ** 2,
+                        jnp.arctan2(y, x), jnp.where(x < y, y, x), x != y, jnp.tanh(x),
+                        x.astype(jnp.int16), x.astype(jnp.uint32), x.astype(bool),
+                        lax.erf(x), jnp.arcsinh(y)),
+          x, y, rtol=2e-3 if dtype == np.float16 else 2e-5)
+
+
+@SETTINGS
+@given(shape=SHAPES, dtype=st.sampled_from([np.int8, np.int16, np.int64, np.uint8, np.uint32]))
+def test_integer_elementwise(shape, dtype):
+    x, y = sample(shape, dtype), sample(shape, dtype, 1)
+    check(lambda x, y: (x - y, x * y, x // (y | 1), x % (y | 1), lax.rem(x, y), x | y, ~x,
+                        jnp.abs(x), jnp.minimum(x, y), x < y, lax.shift_left(x, y),
+                        lax.shift_right_arithmetic(x, y), lax.shift_right_logical(x, y),
+                        lax.population_count(x), lax.clz(x), x.astype(jnp.float64)),
+          x, y)
+
+
+@SETTINGS
+@given(shape=SHAPES, dtype=st.sampled_from([np.complex64, np.complex128]))
+def test_complex_and_bool_elementwise(shape, dtype):
+    zw, bc = sample((2,) + shape, dtype), sample((2,) + shape, np.bool_)
+    check(lambda zw, bc: (zw[0] + zw[1], zw[0] * zw[1], jnp.abs(zw), zw.imag, jnp.exp(zw),
+                          jnp.sqrt(zw), zw[0] != zw[1], bc[0] ^ bc[1], bc[0] & ~bc[1],
+                          bc.astype(jnp.float32), jnp.conj(zw), zw.astype(bool)),
+          zw, bc, rtol=2e-5)
+
+
+@SETTINGS
+@given(shape=st.sampled_from([(0,), (1,), (5,), (3, 2), (2, 1), (0, 3)]),
+       dtype=st.sampled_from([np.float64, np.int32, np.uint8, np.bool_]))
+def test_reductions_and_cumulative(shape, dtype):
+    x = sample(shape, dtype)
+    last = len(shape) - 1
+
+    def f(x):
+        out = (jnp.sum(x, axis=0), jnp.max(x, axis=last, initial=0), jnp.any(x, axis=last),
+               jnp.cumsum(x, axis=0), lax.cummin(x, axis=last, reverse=True), jnp.sum(x))
+        if dtype != np.bool_:
+            out += (jnp.prod(x, axis=last), jnp.min(x, axis=0, initial=1),
+                    jnp.cumprod(x, axis=0))
+        if shape[last]:
+            out += (jnp.argmin(x, axis=last), jnp.argmax(x, axis=last))
+        return out
+    check(f, x, rtol=1e-6)
+
+
+@SETTINGS
+@given(shape=st.sampled_from([(0, 3), (1, 1), (3, 2), (2, 1, 4)]),
+       dtype=st.sampled_from([np.float32, np.int8, np.bool_, np.complex64]))
+def test_structural(shape, dtype):
+    x = sample(shape, dtype)
+    check(lambda x: (jnp.transpose(x), x.ravel(), x[1:], x[..., ::-2], jnp.pad(x, (0, 2)),
+                     jnp.stack([x, x], axis=-1), jnp.broadcast_to(x, (3,) + shape),
+                     x[None], jnp.roll(x, 1, axis=0), lax.iota(np.int64, 3),
+                     jnp.tile(x, (1,) * (len(shape) - 1) + (2,)),
+                     lax.pad(x, jnp.zeros((), x.dtype), [(0, 1, 2)] * len(shape))),
+          x)
+
+
+@SETTINGS
+@given(rows=st.sampled_from([1, 4]), dtype=st.sampled_from([np.float64, np.int32]))
+def test_indexing_out_of_bounds(rows, dtype):
+    x = sample((rows, 3), dtype)
+    i = np.array([0, rows, -1, 9, -7], np.int32)
+    check(lambda x, i: (x[i], x[i, 2], x.at[i].add(1), x.at[i].set(5), x.at[i, 1].max(0),
+                        x.at[i].get(mode="fill", fill_value=-2), x.at[i].mul(2, mode="clip"),
+                        lax.dynamic_slice(x, (i[3], i[2]), (1, 2)),
+                        lax.dynamic_update_slice(x, jnp.zeros((1, 2), x.dtype), (i[1], i[3]))),
+          x, i)
+
+
+@SETTINGS
+@given(m=st.sampled_from([0, 1, 2]), k=st.sampled_from([0, 1, 3]),
+       dtype=st.sampled_from([np.float32, np.float64, np.int64, np.complex128, np.bool_]))
+def test_dot_general(m, k, dtype):
+    a, b = sample((3, m, k), dtype), sample((3, k, 2), dtype, 1)
+    check(lambda a, b: (jnp.matmul(a, b), jnp.einsum("bmk,bkn->bnm", a, b),
+                        lax.dot_general(a, b, (((2,), (1,)), ((), ())))), a, b, rtol=1e-5)
+
+
+@SETTINGS
+@given(shape=st.sampled_from([(0,), (1,), (7,), (2, 5)]),
+       dtype=st.sampled_from([np.float64, np.int8, np.uint32]))
+def test_sort(shape, dtype):
+    x = sample(shape, dtype)
+    if dtype == np.float64 and x.size >= 4:
+        x.reshape(-1)[:4] = [np.nan, 0.0, -0.0, np.inf]
+    check(lambda x: (jnp.sort(x), jnp.argsort(x, axis=0), jnp.sort(x, axis=0, descending=True),
+                     lax.sort((x, -jnp.ones(x.shape, np.int32)), num_keys=1)[1]),
+          x, exact=True)
+
+
+def test_control_flow():
+    x = sample((4, 3), np.float32)
+
+    def f(x, n):
+        y = lax.while_loop(lambda c: jnp.max(c) < 30.0, lambda c: c * 2.0 + 0.5, jnp.abs(x))
+        z = lax.switch(n, [jnp.sin, jnp.cos, lambda v: v * v], x)
+        w = lax.cond(n > 0, lambda v: v.min(), lambda v: v.mean(), x)
+        c, ys = lax.scan(lambda c, r: (c * r + 1.0, c - r), jnp.ones(3, x.dtype), x,
+                         reverse=True)
+        total = 0.0
+        for row in x:   # Python control flow on traced values
+            if row[0] > 0:
+                total = total + row.sum()
+        return y, z, w, c, ys, lax.fori_loop(0, n + 2, lambda i, a: a + i, 0), total
+    for n in (-2, 0, 1, 5):
+        check(f, x, np.int32(n), rtol=1e-5)
+
+
+def test_grad_and_vmap():
+    w, x = sample((3, 2), np.float32), sample((6, 3), np.float32, 1)
+
+    def loss(w, x):
+        return jnp.mean(jax_nn_gelu(x @ w)) + jnp.sum(w * w)
+
+    def jax_nn_gelu(v):
+        return 0.5 * v * (1 + jnp.tanh(0.8 * (v + 0.04 * v ** 3)))
+    check(kiln.grad(loss), w, x, rtol=1e-5)
+    check(kiln.vmap(kiln.value_and_grad(loss), in_axes=(None, 0)), w, x[:, None], rtol=1e-5)
+    check(kiln.jacrev(lambda v: jnp.cumsum(v) * v[0]), x[0], rtol=1e-5)
+    check(kiln.grad(kiln.checkpoint(lambda v: jnp.sum(jnp.exp(v) * v))), x[1], rtol=1e-5)
+
+
+# ------------------------------------------------------------------------------- PRNG
+
+def test_prng_gives_jax_bits():
+    """Samplers compiled through the plug-in, the key an argument, give JAX 0.10.2's bits
+    (tests/goldens: the cases test_random.py checks eagerly and under the llvm backend,
+    recorded without x64)."""
+    with kiln.enable_x64(False):
+        prng_cases()
+
+
+def prng_cases():
+    for fn in ("split", "fold_in", "uniform", "normal", "randint", "bits", "permutation",
+               "bernoulli", "categorical", "truncated_normal"):
+        cases = [c for c in GOLDEN["cases"] if c["fn"] == fn and "error" not in c
+                 and c["key"] in GOLDEN["keys"]][:2]
+        assert cases, fn
+        for case in cases:
+            out = kiln.jit(lambda k: call(case, key=k), backend="pjrt")(golden_key(case["key"]))
+            np.testing.assert_array_equal(np.asarray(out), expected(case["result"]),
+                                          err_msg=json.dumps(case)[:200])
+
+
+# ---------------------------------------------------------------------------- fuzzer
+
+@pytest.fixture(scope="module")
+def program_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("pjrt_fuzz_programs")
+
+
+@settings(max_examples=10, deadline=None, derandomize=True,
+          phases=(Phase.explicit, Phase.generate),   # no shrinking: a failure shows as drawn
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture])
+@given(program=programs())
+def test_random_programs(program, program_dir):
+    prog = load(program.source, program_dir)
+    want = [np.asarray(w) for w in
+            tree_leaves(kiln.jit(prog, backend="reference")(*program.inputs))]
+    got = [np.asarray(g) for g in tree_leaves(kiln.jit(prog, backend="pjrt")(*program.inputs))]
+    compare(program, got, want, lambda: absolute_magnitude(program, program_dir))
+
+
+# --------------------------------------------------------------- data on the device
+
+def _step(w, x):
+    return w - 0.1 * x * jnp.tanh(w), jnp.sum(w)
+
+
+def test_arrays_stay_on_the_device(device):
+    w, x = np.linspace(-1, 1, 6, dtype=np.float32), np.ones(6, np.float32)
+    step = kiln.jit(_step, backend="pjrt")
+    a = kiln.device_put(w, device)
+    for _ in range(3):
+        a, s = step(a, x)
+        assert on_device(a, device) and on_device(s, device)
+    ref = w
+    for _ in range(3):
+        ref = ref - np.float32(0.1) * x * np.tanh(ref)
+    np.testing.assert_allclose(np.asarray(a), ref, rtol=1e-6)
+    assert step._cache_size() == 1   # compiled once for the signature
+
+
+def test_jit_follows_arrays_put_on_a_pjrt_device(device):
+    others = [d for d in kiln.devices("pjrt") if d != device]
+    target = others[0] if others else device
+    step = kiln.jit(_step)
+    a = kiln.device_put(np.ones(6, np.float32), target)
+    b, s = step(a, np.ones(6, np.float32))
+    assert on_device(b, target) and on_device(s, target)
+    np.testing.assert_allclose(np.asarray(b), 1 - 0.1 * np.tanh(1.0), rtol=1e-6)
+    host, _ = step(np.ones(6, np.float32), np.ones(6, np.float32))   # host data: the llvm backend
+    assert isinstance(host._value, np.ndarray)
+
+
+SCALE = jnp.arange(6.0, dtype=jnp.float32)
+
+
+def _scaled(x):
+    return x * SCALE
+
+
+def test_constants_are_put_on_the_device_once(device):
+    f = kiln.jit(_scaled, backend="pjrt")
+    x = np.ones(6, np.float32)
+    np.testing.assert_array_equal(np.asarray(f(x)), np.arange(6.0))
+    (entry,) = f._cache.values()
+    assert entry.consts == []   # the program holds them
+    (held,) = entry.executable._constants_on(device)
+    assert type(held.data) is pjrt.Buffer and held.data.device.id == device.id
+    np.testing.assert_array_equal(np.asarray(f(kiln.device_put(x, device))), np.arange(6.0))
+    assert entry.executable._constants_on(device)[0] is held
+    others = [d for d in kiln.devices("pjrt") if d != device]
+    if others:   # arguments on another device: the constants are put there too
+        y = f(kiln.device_put(x, others[0]))
+        assert on_device(y, others[0])
+        np.testing.assert_array_equal(np.asarray(y), np.arange(6.0))
+
+
+def test_jit_runs_on_a_pjrt_default_device(device):
+    target = kiln.devices("pjrt")[-1]
+    step = kiln.jit(_step)
+    with kiln.default_device(target):
+        b, s = step(np.ones(6, np.float32), np.ones(6, np.float32))
+        assert on_device(b, target) and on_device(s, target)
+    np.testing.assert_allclose(np.asarray(b), 1 - 0.1 * np.tanh(1.0), rtol=1e-6)
+    host, _ = step(np.ones(6, np.float32), np.ones(6, np.float32))
+    assert isinstance(host._value, np.ndarray)
+
+
+def test_lowered_and_compiled_text(device):
+    x = np.ones((2, 3), np.float32)
+    compiled = kiln.jit(lambda x: jnp.sin(x).sum(0), backend="pjrt").lower(x).compile()
+    assert "func.func public @main(%arg0: tensor<2x3xf32>) -> (tensor<3xf32>)" in \
+        compiled.as_text()
+    np.testing.assert_allclose(np.asarray(compiled(x)), np.sin(x).sum(0), rtol=1e-6)
+    with pytest.raises(ValueError, match="shown as StableHLO"):
+        compiled.as_text("asm")
+
+
+SOURCE = '''import kiln.numpy as jnp
+W = jnp.linspace(-1.0, 1.0, 6, dtype=jnp.float32).reshape(3, 2)
+
+
+def f(x):
+    return jnp.sin(x @ W).sum()
+'''
+
+
+def test_aot_load_runs_a_stablehlo_directory(device, tmp_path, capsys):
+    from kiln import aot
+    from kiln.cli.commands import main
+    (tmp_path / "model.py").write_text(SOURCE)
+    out = tmp_path / "out"
+    assert main(["compile", f"{tmp_path / 'model.py'}:f", "--arg", "f32[4,3]", "--grad",
+                 "--target", "stablehlo", "-o", str(out)]) == 0, capsys.readouterr().err
+    grad_f = aot.load(out).grad_f
+    x = sample((4, 3), np.float32)
+    w = np.linspace(-1.0, 1.0, 6, dtype=np.float32).reshape(3, 2)
+    want = np.cos(x @ w) @ w.T
+    got = grad_f(x)
+    assert on_device(got, device)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
+    again = grad_f(kiln.device_put(x, device))   # an argument already on the device
+    np.testing.assert_allclose(np.asarray(again), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(TypeError, match="expected f32\\[4,3\\]"):
+        grad_f(np.ones((2, 3), np.float32))
+
+
+# ------------------------------------------------------------------------------ errors
+
+def _prints(x):
+    print(x)
+    return x + 1
+
+
+def test_a_refused_primitive_is_a_located_error():
+    with pytest.raises(BackendUnsupportedError) as info:
+        kiln.jit(_prints, backend="pjrt")(np.ones(3, np.float32))
+    message = str(info.value)
+    assert "'debug_print'" in message and "host callback" in message and "print(x)" in message
+    tapes = kiln.jit(kiln.grad(lambda c: lax.while_loop(lambda v: v < 10.0, lambda v: v * 1.5,
+                                                        c)), backend="pjrt")
+    with pytest.raises(BackendUnsupportedError, match="static shapes"):
+        tapes(np.float32(1.0))
+
+
+def test_without_an_explicit_backend_refused_code_runs_on_the_host(device, capsys):
+    a = kiln.device_put(np.ones(3, np.float32), device)
+    with pytest.raises(BackendUnsupportedError, match="'debug_print'"):
+        kiln.jit(_prints)(a)   # arguments on the device ask for backend="pjrt"
+    np.testing.assert_array_equal(kiln.jit(_prints)(np.ones(3, np.float32)), [2, 2, 2])
+
+
+def test_debug_nans_checks_results_on_the_device():
+    f = kiln.jit(lambda x: (x - x) / (x - x), backend="pjrt")
+    with kiln.debug_nans(True):
+        with pytest.raises(FloatingPointError, match="invalid value \\(nan\\)"):
+            f(np.ones(2, np.float32))
+        np.testing.assert_array_equal(kiln.jit(_step, backend="pjrt")(np.ones(2), 0.0)[1], 2.0)
+
+
+def test_a_malformed_module_is_a_pjrt_error(device, monkeypatch):
+    from kiln.compiler.backends import stablehlo
+    broken = stablehlo.StableHloModule("module { garbage }", "m", (), ())
+    monkeypatch.setattr(stablehlo, "lower_module", lambda fn: broken)
+    with pytest.raises(api.PjrtError, match="garbage") as info:
+        kiln.jit(lambda x: x, backend="pjrt")(np.ones(2, np.float32))
+    assert isinstance(info.value, api.KilnError)
+    assert kiln.jit(lambda x: x + 1, backend="reference")(1.0) == 2.0   # the process lives on
+
