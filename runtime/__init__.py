@@ -57,7 +57,7 @@ __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp",
            "debug_nans", "debug_infs", "log_compiles", "explain_cache_misses",
            "check_tracer_leaks", "checking_leaks", "enable_checks", "default_matmul_precision",
            "threefry_partitionable", "default_prng_impl", "clear_caches",
-           "print_environment_info"]
+           "print_environment_info", "dtypes", "typing", "compat"]
 
 
 def __dir__():
@@ -71,6 +71,6 @@ def __getattr__(name):
     # Submodules that pull in more of the library load on first use.
     import importlib
     if name in ("numpy", "random", "nn", "scipy", "example_libraries", "test_util", "aot", "pjrt",
-                "distributed"):
+                "distributed", "dtypes", "typing", "compat"):
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'kiln' has no attribute {name!r}")

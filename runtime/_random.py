@@ -12,6 +12,7 @@ from .compiler.ir import dtypes
 from .compiler.primitives import PRIMITIVES
 from .custom_derivatives import custom_jvp
 from .dispatch import bind
+from .numpy._dtypes import prng_key
 from .numpy._core import check_arraylike, broadcast_shapes, canonicalize_axis, canonical_dtype
 from .tree_util import register_pytree_node
 
@@ -48,6 +49,7 @@ def _u32(value):
 class _KeyDtype:
     """The dtype of typed threefry2x32 keys, printed as JAX prints it."""
     name = "key<fry>"
+    type = prng_key  # jnp.issubdtype(k.dtype, kiln.dtypes.prng_key) is True
 
     def __repr__(self):
         return self.name

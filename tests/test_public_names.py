@@ -27,7 +27,14 @@ PUBLIC = {
         "debug_nans", "debug_infs", "log_compiles", "explain_cache_misses",
         "check_tracer_leaks", "checking_leaks", "enable_checks", "default_matmul_precision",
         "threefry_partitionable", "default_prng_impl", "clear_caches",
-        "print_environment_info"},
+        "print_environment_info", "compat", "dtypes", "typing"},
+    # docs/compat.md
+    "kiln.compat": {"ENV_VAR", "JaxFinder", "PTH_LINE", "PTH_NAME", "install_as_jax",
+                    "uninstall_as_jax", "write_pth"},
+    "kiln.dtypes": {"TypePromotionError", "canonicalize_dtype", "extended", "finfo", "float0",
+                    "iinfo", "issubdtype", "itemsize_bits", "prng_key", "result_type",
+                    "scalar_type_of"},
+    "kiln.typing": {"ArrayLike", "DTypeLike"},
     "kiln.numpy": {
         "abs", "absolute", "acos", "acosh", "add", "all", "allclose", "amax", "amin",
         "angle", "any", "arange", "arccos", "arccosh", "arcsin", "arcsinh", "arctan",
