@@ -36,6 +36,8 @@ from .settings import (enable_x64, debug_nans, debug_infs, log_compiles,  # noqa
                        default_matmul_precision, threefry_partitionable, default_prng_impl,
                        clear_caches, print_environment_info)
 
+from .callbacks import pure_callback  # noqa: F401,E402
+
 from .compiler import __version__  # noqa: F401,E402
 
 __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp", "vjp",
@@ -57,7 +59,7 @@ __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp",
            "debug_nans", "debug_infs", "log_compiles", "explain_cache_misses",
            "check_tracer_leaks", "checking_leaks", "enable_checks", "default_matmul_precision",
            "threefry_partitionable", "default_prng_impl", "clear_caches",
-           "print_environment_info", "dtypes", "typing", "compat"]
+           "print_environment_info", "dtypes", "typing", "compat", "pure_callback"]
 
 
 def __dir__():

@@ -27,7 +27,7 @@ PUBLIC = {
         "debug_nans", "debug_infs", "log_compiles", "explain_cache_misses",
         "check_tracer_leaks", "checking_leaks", "enable_checks", "default_matmul_precision",
         "threefry_partitionable", "default_prng_impl", "clear_caches",
-        "print_environment_info", "compat", "dtypes", "typing"},
+        "print_environment_info", "compat", "dtypes", "typing", "pure_callback"},
     # docs/compat.md
     "kiln.compat": {"ENV_VAR", "JaxFinder", "PTH_LINE", "PTH_NAME", "install_as_jax",
                     "uninstall_as_jax", "write_pth"},

@@ -306,6 +306,16 @@ def _host_effect(program, eqn, ins):
     return Step("host_effect", ins, eqn.outvars, run)
 
 
+def _host_call(program, eqn, ins):
+    """pure_callback: its operands copied to the host, the host function's results back."""
+    prim, params = eqn.prim, eqn.params
+
+    def run(layer, values):
+        outs = prim.impl(*[layer.to_host(v) for v in values], **params)
+        return [layer.to_device(np.ascontiguousarray(o)) for o in outs]
+    return Step("host_call", ins, eqn.outvars, run)
+
+
 def _fft(program, eqn, ins):
     def run(layer, values):
         return [contiguous(layer.xp, layer.fft(values[0], **eqn.params))]
@@ -313,7 +323,7 @@ def _fft(program, eqn, ins):
 
 
 _PLANS = {"dot_general": _gemm, "fft": _fft, "cond": _cond, "while_loop": _while, "scan": _scan,
-          "debug_print": _host_effect}
+          "debug_print": _host_effect, "pure_callback": _host_call}
 
 
 # --------------------------------------------------------------------------- executable
