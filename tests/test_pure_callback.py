@@ -137,3 +137,12 @@ def test_cuda_runs_it_on_the_host(monkeypatch):
     f = kiln.jit(lambda a, b: jnp.sin(call(a + 1, b)), backend="cuda")
     np.testing.assert_allclose(np.asarray(f(x, y)), np.sin((x + 1) * 2 + y), rtol=1e-6)
     assert "host_call" in f._cache.values()[0].executable.steps()
+
+
+def test_kiln_compile_refuses_it_with_its_line(capsys, tmp_path):
+    from kiln.cli import commands as cli
+    code = cli.main(["compile", f"{__file__}:call", "--arg", "f32[3]", "--arg", "f32[3]", "-o",
+                     str(tmp_path / "lib")])
+    err = capsys.readouterr().err
+    assert code != 0 and "cannot build a library that calls pure_callback" in err
+    assert "return kiln.pure_callback(host_sin_plus" in err
