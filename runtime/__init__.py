@@ -34,7 +34,11 @@ from .ad import float0  # noqa: F401,E402
 from .settings import (enable_x64, debug_nans, debug_infs, log_compiles,  # noqa: F401,E402
                        explain_cache_misses, check_tracer_leaks, checking_leaks, enable_checks,
                        default_matmul_precision, threefry_partitionable, default_prng_impl,
-                       clear_caches, print_environment_info)
+                       clear_caches, print_environment_info, numpy_rank_promotion,
+                       numpy_dtype_promotion, legacy_prng_key, transfer_guard,
+                       transfer_guard_host_to_device, transfer_guard_device_to_host,
+                       transfer_guard_device_to_device, debug_key_reuse, enable_custom_prng,
+                       softmax_custom_jvp, effects_barrier, live_arrays)
 
 from .callbacks import pure_callback  # noqa: F401,E402
 
@@ -59,7 +63,11 @@ __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp",
            "debug_nans", "debug_infs", "log_compiles", "explain_cache_misses",
            "check_tracer_leaks", "checking_leaks", "enable_checks", "default_matmul_precision",
            "threefry_partitionable", "default_prng_impl", "clear_caches",
-           "print_environment_info", "dtypes", "typing", "compat", "pure_callback"]
+           "print_environment_info", "dtypes", "typing", "compat", "pure_callback",
+           "numpy_rank_promotion", "numpy_dtype_promotion", "legacy_prng_key", "transfer_guard",
+           "transfer_guard_host_to_device", "transfer_guard_device_to_host",
+           "transfer_guard_device_to_device", "debug_key_reuse", "enable_custom_prng",
+           "softmax_custom_jvp", "effects_barrier", "live_arrays"]
 
 
 def __dir__():

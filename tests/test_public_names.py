@@ -27,7 +27,11 @@ PUBLIC = {
         "debug_nans", "debug_infs", "log_compiles", "explain_cache_misses",
         "check_tracer_leaks", "checking_leaks", "enable_checks", "default_matmul_precision",
         "threefry_partitionable", "default_prng_impl", "clear_caches",
-        "print_environment_info", "compat", "dtypes", "typing", "pure_callback"},
+        "print_environment_info", "compat", "dtypes", "typing", "pure_callback",
+        "numpy_rank_promotion", "numpy_dtype_promotion", "legacy_prng_key", "transfer_guard",
+        "transfer_guard_host_to_device", "transfer_guard_device_to_host",
+        "transfer_guard_device_to_device", "debug_key_reuse", "enable_custom_prng",
+        "softmax_custom_jvp", "effects_barrier", "live_arrays"},
     # docs/compat.md
     "kiln.compat": {"ENV_VAR", "JaxFinder", "PTH_LINE", "PTH_NAME", "install_as_jax",
                     "uninstall_as_jax", "write_pth"},
