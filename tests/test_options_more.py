@@ -88,3 +88,37 @@ def test_live_arrays_and_effects_barrier():
     assert any(x is a for x in kiln.live_arrays("cpu")) and not kiln.live_arrays("tpu")
     del live
     assert kiln.effects_barrier() is None
+
+
+def _layer(x, W):
+    return jnp.tanh(x @ W), jnp.sum(W ** 2)
+
+
+def _layer_jax(x, W):
+    return jjnp.tanh(x @ W), jjnp.sum(W ** 2)
+
+
+@pytest.mark.parametrize("jitted", [True, False])
+@pytest.mark.parametrize("argnums", [0, 1, (0, 1)])
+def test_fwd_and_bwd_match_jax(jitted, argnums):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) / 6
+    W = np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2)
+    ct = np.array([[1.0, -2.0], [0.5, 3.0]], np.float32)
+    fwd, bwd = kiln.fwd_and_bwd(_layer, argnums, has_aux=True, jitted=jitted)
+    jfwd, jbwd = jax.fwd_and_bwd(_layer_jax, argnums, has_aux=True, jitted=jitted)
+    y, res, aux = fwd(x, W)
+    jy, jres, jaux = jfwd(x, W)
+    np.testing.assert_allclose(y, jy, rtol=1e-6)
+    np.testing.assert_allclose(aux, jaux, rtol=1e-6)
+    got, want = bwd(res, ct), jbwd(jres, ct)
+    got, want = (got, want) if isinstance(argnums, tuple) else ((got,), (want,))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    y2, _ = kiln.fwd_and_bwd(lambda a, b: _layer(a, b)[0], argnums)[0](x, W)
+    np.testing.assert_allclose(y2, jy, rtol=1e-6)
+
+
+def test_copy_to_host_async_returns_its_argument():
+    tree = {"a": jnp.ones(2), "b": [3, None]}
+    assert kiln.copy_to_host_async(tree) is tree

@@ -31,7 +31,8 @@ PUBLIC = {
         "numpy_rank_promotion", "numpy_dtype_promotion", "legacy_prng_key", "transfer_guard",
         "transfer_guard_host_to_device", "transfer_guard_device_to_host",
         "transfer_guard_device_to_device", "debug_key_reuse", "enable_custom_prng",
-        "softmax_custom_jvp", "effects_barrier", "live_arrays"},
+        "softmax_custom_jvp", "effects_barrier", "live_arrays", "fwd_and_bwd",
+        "copy_to_host_async"},
     # docs/compat.md
     "kiln.compat": {"ENV_VAR", "JaxFinder", "PTH_LINE", "PTH_NAME", "install_as_jax",
                     "uninstall_as_jax", "write_pth"},
