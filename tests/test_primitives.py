@@ -1051,6 +1051,17 @@ def pure_callback_case(draw):
                 lambda *vs, **params: _negate_all(*vs), (False,) * len(xs))
 
 
+SEEN = []
+SEEN_TOKEN = register_host_function(("tests", "seen"), lambda *xs: SEEN.append(xs) or [])
+
+
+@st.composite
+def debug_callback_case(draw):
+    xs = [array(draw, draw(st.sampled_from(ALL)), draw(shapes())) for _ in
+          range(draw(st.integers(0, 2)))]
+    return Case(xs, {"callback": SEEN_TOKEN}, lambda *vs, **params: (), (False,) * len(xs))
+
+
 def test_debug_print_prints_pieces_like_print(capsys):
     prim = PRIMITIVES["debug_print"]
     x = np.arange(3, dtype=np.int32)
@@ -1167,6 +1178,7 @@ CASES = {
     "fusion": fusion_case(),
     "debug_print": debug_print_case(),
     "pure_callback": pure_callback_case(),
+    "debug_callback": debug_callback_case(),
     **{name: custom_rule_case(name) for name in ("custom_jvp_call", "custom_vjp_call", "remat")},
 }
 

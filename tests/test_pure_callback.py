@@ -112,7 +112,7 @@ def test_errors_in_the_callback_reach_the_caller(backend):
 def test_a_callback_defined_in_the_compiled_function_is_refused():
     def f(a):
         return kiln.pure_callback(lambda v: v, kiln.ShapeDtypeStruct((3,), jnp.float32), a)
-    with pytest.raises(TypeError, match="defined inside the function kiln compiles") as e:
+    with pytest.raises(TypeError, match="is defined inside the function kiln compiles") as e:
         kiln.jit(f)(np.ones(3, np.float32))
     assert "test_pure_callback.py" in str(e.value)
 
@@ -146,3 +146,49 @@ def test_kiln_compile_refuses_it_with_its_line(capsys, tmp_path):
     err = capsys.readouterr().err
     assert code != 0 and "cannot build a library that calls pure_callback" in err
     assert "return kiln.pure_callback(host_sin_plus" in err
+
+
+LOG = []
+
+
+def record(x, scale=1):
+    LOG.append(np.asarray(x) * scale)
+    return "ignored"
+
+
+def logged(x):
+    kiln.debug.callback(record, x, scale=2)
+    return jnp.sin(x)
+
+
+@pytest.mark.parametrize("backend", ["reference", "llvm"])
+def test_debug_callback_runs_for_its_effect(backend):
+    x = np.arange(3, dtype=np.float32)
+    LOG.clear()
+    assert kiln.debug.callback(record, x) is None
+    out = kiln.jit(logged, backend=backend)(x)
+    np.testing.assert_allclose(out, np.sin(x), rtol=1e-6)
+    np.testing.assert_array_equal(LOG[1], 2 * x)
+    LOG.clear()
+    kiln.jit(kiln.vmap(logged), backend=backend)(np.stack([x, x + 1]))
+    assert len(LOG) == 2 and np.array_equal(LOG[1], 2 * (x + 1))   # once per example
+    LOG.clear()
+    g = kiln.jit(kiln.grad(lambda a: logged(a).sum()), backend=backend)(x)
+    np.testing.assert_allclose(g, np.cos(x), rtol=1e-6)
+    assert len(LOG) == 1 and np.array_equal(LOG[0], 2 * x)   # the primal values, once
+
+
+def test_debug_callback_on_cuda_and_stablehlo(monkeypatch):
+    from kiln.compiler.backends.stablehlo import lower_module
+    x = np.arange(3, dtype=np.float32)
+    entry = kiln.jit(logged, backend="reference").lower(x)._entry
+    with pytest.raises(BackendUnsupportedError, match="cannot lower 'debug_callback'"):
+        lower_module(entry.ssa)
+    from kiln.compiler.backends.cuda import device as D, emulate
+    if emulate.compiler() is None:
+        pytest.skip("no host C++ compiler")
+    monkeypatch.setenv(D.EMULATE, "1")
+    LOG.clear()
+    np.testing.assert_allclose(np.asarray(kiln.jit(logged, backend="cuda")(x)), np.sin(x),
+                               rtol=1e-6)
+    assert len(LOG) == 1 and np.array_equal(LOG[0], 2 * x)

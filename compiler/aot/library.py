@@ -90,9 +90,10 @@ def check_options(targets, name, cpu):
 
 
 def _host_function_call(fn):
-    """The first pure_callback equation of `fn` (its regions included), or None."""
+    """The first pure_callback or debug_callback equation of `fn` (its regions included),
+    or None."""
     for eqn in fn.eqns:
-        if eqn.prim.name == "pure_callback":
+        if eqn.prim.name in ("pure_callback", "debug_callback"):
             return eqn
         found = next(filter(None, map(_host_function_call, eqn.regions())), None)
         if found is not None:
@@ -105,7 +106,7 @@ def _refuse_host_functions(fn):
     eqn = _host_function_call(fn)
     if eqn is not None:
         raise BackendUnsupportedError(
-            "kiln compile cannot build a library that calls pure_callback: a library runs "
+            f"kiln compile cannot build a library that calls {eqn.prim.name}: a library runs "
             "without Python, so it cannot call the Python function; compute the value in the "
             "caller and pass it in", eqn.info)
 

@@ -21,6 +21,11 @@ It has zero derivative: a derivative's forward sweep prints it once.
     leading axis of 1; "broadcast_all" broadcasts every operand to the batch; and
     "legacy_vectorized" moves batched operands' axis first and leaves the others alone. The
     function must then return results with the batch axis first.
+
+  debug_callback(*operands, callback=token)
+    calls the registered host function for its effect (kiln.debug.callback): no results, the
+    `effect` flag, a zero derivative (it runs in the forward sweep, with the primal values),
+    and once per example under vmap, as debug_print.
 """
 import sys
 
@@ -165,3 +170,20 @@ def _callback_batch(args, dims, *, callback, results, vmap_method=None):
 
 
 BATCH[pure_callback] = _callback_batch
+
+
+# ---------------------------------------------------------------------------- debug_callback
+
+def _debug_callback_eval(*operands, callback):
+    return ()
+
+
+def _debug_callback_impl(*operands, callback):
+    return call_host(_HOST_FUNCTIONS[callback], operands, ())
+
+
+debug_callback = register("debug_callback", _debug_callback_eval, _debug_callback_impl,
+                          multiple_results=True)
+debug_callback.effect = True
+debug_callback.zero_derivative = True
+BATCH[debug_callback] = B.loop_rule(debug_callback)

@@ -19,6 +19,7 @@ A `pure_callback` equation is a call through `kiln_pure_callback`:
 
 with a site of the host function's token and the operands' and results' dtypes and shapes,
 and `results` an array of pointers to the result buffers, which the callback fills.
+`debug_callback` is the same call with no results.
 """
 import json
 
@@ -75,4 +76,10 @@ def _pure_callback(ctx, outs, ins, *, callback, results, vmap_method=None):
 
 
 LLVM[PRIMITIVES["debug_print"]] = _debug_print
+def _debug_callback(ctx, outs, ins, *, callback):
+    """debug_callback: pure_callback's call with no results."""
+    _pure_callback(ctx, outs, ins, callback=callback, results=())
+
+
 LLVM[PRIMITIVES["pure_callback"]] = _pure_callback
+LLVM[PRIMITIVES["debug_callback"]] = _debug_callback
