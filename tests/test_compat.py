@@ -126,3 +126,11 @@ def test_typed_key_dtype_is_an_extended_dtype():
     with pytest.raises(ValueError, match="extended dtype"):
         kiln.dtypes.canonicalize_dtype(k)
     assert isinstance(jnp.ones(2), kiln.typing.ArrayLike) and isinstance(2.0, kiln.typing.ArrayLike)
+
+
+def test_write_pth_writes_the_line_site_runs(tmp_path):
+    import kiln.compat
+    path = kiln.compat.write_pth(str(tmp_path))
+    assert path == str(tmp_path / "kiln-as-jax.pth")
+    assert (tmp_path / "kiln-as-jax.pth").read_text() == kiln.compat.PTH_LINE
+    assert kiln.compat.PTH_LINE.startswith("import ")   # site executes only such lines
