@@ -15,7 +15,12 @@ that must refuse a change (the device count, once devices were listed) registers
 option: `platforms` (JAX's `jax_platforms`: "cpu", "gpu"/"cuda" or a comma-separated list;
 unset: the runtime's devices module reads `KILN_PLATFORMS` / `JAX_PLATFORMS`). One object
 option: `default_device` (JAX's `jax_default_device`: a Device, a platform name or None; the
-runtime registers the guard that checks it, runtime/_default_device.py).
+runtime registers the guard that checks it, runtime/_default_device.py). Options with a set
+of values (`_choices`, the first the default): `numpy_rank_promotion` ("allow", "warn",
+"raise": kiln.numpy's broadcasting of operands of different ranks), `legacy_prng_key`
+("allow", "warn", "error": kiln.random given raw uint32 keys), and the transfer guards
+(`transfer_guard`, `transfer_guard_host_to_device`, `..._device_to_host`,
+`..._device_to_device`), which kiln records and does not check (docs/differences.md).
 """
 import os
 
@@ -26,6 +31,9 @@ def _env_flag(*names):
         if v is not None:
             return v.strip().lower() in ("1", "true", "yes", "on")
     return False
+
+
+_TRANSFER_GUARDS = ("allow", "log", "disallow", "log_explicit", "disallow_explicit")
 
 
 class Config:
@@ -41,6 +49,12 @@ class Config:
         "enable_checks": ("JAX_ENABLE_CHECKS",),
     }
 
+    _choices = {"numpy_rank_promotion": ("allow", "warn", "raise"),
+                "legacy_prng_key": ("allow", "warn", "error"),
+                **dict.fromkeys((
+                    "transfer_guard", "transfer_guard_host_to_device",
+                    "transfer_guard_device_to_host", "transfer_guard_device_to_device"),
+                                 _TRANSFER_GUARDS)}
     _whole_numbers = ("num_cpu_devices",)
     _texts = ("platforms", "default_matmul_precision")
     _objects = ("default_device",)
@@ -49,6 +63,7 @@ class Config:
         self._values = {name: _env_flag(*envs) for name, envs in self._defaults.items()}
         self._values.update({name: None
                              for name in self._whole_numbers + self._texts + self._objects})
+        self._values.update({name: values[0] for name, values in self._choices.items()})
         self._listeners = []
         self._guards = {}
 
@@ -61,6 +76,10 @@ class Config:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"kiln.config.update({name!r}, {value!r}): expected a whole "
                                  f"number of at least 1")
+        elif key in self._choices:
+            if value not in self._choices[key]:
+                raise ValueError(f"kiln.config.update({name!r}, {value!r}): expected one of "
+                                 f"{', '.join(map(repr, self._choices[key]))}")
         elif key in self._texts:
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"kiln.config.update({name!r}, {value!r}): expected a "

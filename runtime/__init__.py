@@ -10,7 +10,7 @@ from .devices import (devices, local_devices, device_count, local_device_count, 
                       default_backend, process_index, process_count, process_indices,
                       host_id, host_count, host_ids, Device, block_until_ready)
 from ._default_device import default_device  # noqa: F401
-from .placement import (device_put, device_get, reshard, make_array_from_callback,  # noqa: F401
+from .placement import (device_put, device_get, copy_to_host_async, reshard, make_array_from_callback,  # noqa: F401
                         make_array_from_single_device_arrays,
                         make_array_from_process_local_data, device_put_sharded,
                         device_put_replicated)
@@ -27,14 +27,21 @@ from .vmap import vmap  # noqa: F401,E402
 from .pmap import pmap  # noqa: F401,E402
 from .shard_map import shard_map, smap  # noqa: F401,E402
 from .introspection import make_jaxpr, eval_shape, ShapeDtypeStruct, typeof  # noqa: F401,E402
-from .ad_extras import custom_gradient, linear_transpose, closure_convert  # noqa: F401,E402
+from .ad_extras import (custom_gradient, linear_transpose, closure_convert,  # noqa: F401,E402
+                        fwd_and_bwd)  # noqa: F401,E402
 from .annotations import named_call, named_scope, ensure_compile_time_eval  # noqa: F401,E402
 from . import checkpoint_policies  # noqa: F401,E402
 from .ad import float0  # noqa: F401,E402
 from .settings import (enable_x64, debug_nans, debug_infs, log_compiles,  # noqa: F401,E402
                        explain_cache_misses, check_tracer_leaks, checking_leaks, enable_checks,
                        default_matmul_precision, threefry_partitionable, default_prng_impl,
-                       clear_caches, print_environment_info)
+                       clear_caches, print_environment_info, numpy_rank_promotion,
+                       numpy_dtype_promotion, legacy_prng_key, transfer_guard,
+                       transfer_guard_host_to_device, transfer_guard_device_to_host,
+                       transfer_guard_device_to_device, debug_key_reuse, enable_custom_prng,
+                       softmax_custom_jvp, effects_barrier, live_arrays)
+
+from .callbacks import pure_callback  # noqa: F401,E402
 
 from .compiler import __version__  # noqa: F401,E402
 
@@ -57,7 +64,12 @@ __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp",
            "debug_nans", "debug_infs", "log_compiles", "explain_cache_misses",
            "check_tracer_leaks", "checking_leaks", "enable_checks", "default_matmul_precision",
            "threefry_partitionable", "default_prng_impl", "clear_caches",
-           "print_environment_info"]
+           "print_environment_info", "dtypes", "typing", "compat", "pure_callback",
+           "numpy_rank_promotion", "numpy_dtype_promotion", "legacy_prng_key", "transfer_guard",
+           "transfer_guard_host_to_device", "transfer_guard_device_to_host",
+           "transfer_guard_device_to_device", "debug_key_reuse", "enable_custom_prng",
+           "softmax_custom_jvp", "effects_barrier", "live_arrays", "fwd_and_bwd",
+           "copy_to_host_async"]
 
 
 def __dir__():
@@ -71,6 +83,6 @@ def __getattr__(name):
     # Submodules that pull in more of the library load on first use.
     import importlib
     if name in ("numpy", "random", "nn", "scipy", "example_libraries", "test_util", "aot", "pjrt",
-                "distributed"):
+                "distributed", "dtypes", "typing", "compat"):
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'kiln' has no attribute {name!r}")

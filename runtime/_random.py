@@ -2,16 +2,19 @@
 and the helpers they use. `kiln.random`'s docstring describes them."""
 import math
 import operator
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
 
 from . import lax
 from .array import to_array
+from .compiler.config import config
 from .compiler.ir import dtypes
 from .compiler.primitives import PRIMITIVES
 from .custom_derivatives import custom_jvp
 from .dispatch import bind
+from .numpy._dtypes import prng_key
 from .numpy._core import check_arraylike, broadcast_shapes, canonicalize_axis, canonical_dtype
 from .tree_util import register_pytree_node
 
@@ -48,6 +51,7 @@ def _u32(value):
 class _KeyDtype:
     """The dtype of typed threefry2x32 keys, printed as JAX prints it."""
     name = "key<fry>"
+    type = prng_key  # jnp.issubdtype(k.dtype, kiln.dtypes.prng_key) is True
 
     def __repr__(self):
         return self.name
@@ -129,6 +133,19 @@ def _check_key_data(data):
     return to_array(data, "PRNG key")
 
 
+def _legacy_key_used():
+    """JAX's `legacy_prng_key` option: a raw uint32 key warns or raises when it says so."""
+    mode = config.read("legacy_prng_key")
+    if mode == "allow":
+        return
+    msg = ("Legacy uint32 key array passed as key to jax.random function. Please create keys "
+           "using jax.random.key(). If use of a raw key array was intended, set "
+           "jax_legacy_prng_key=\"allow\".")
+    if mode == "error":
+        raise ValueError(msg)
+    warnings.warn(msg, stacklevel=4)
+
+
 def _check_key(name, key, allow_batched=False):
     """(key data uint32[..., 2], whether the caller passed raw data)."""
     if isinstance(key, PRNGKeyArray):
@@ -137,6 +154,7 @@ def _check_key(name, key, allow_batched=False):
         raise TypeError(f"unexpected PRNG key type {type(key)}")
     else:
         base, raw = _check_key_data(key), True
+        _legacy_key_used()
     if not allow_batched and base.ndim > 1:
         raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
                          f"{tuple(np.shape(key))} != (). Use kiln.vmap for batching.")

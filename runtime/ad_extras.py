@@ -10,6 +10,12 @@
   arguments so that `custom_vjp` can see them; kiln's `custom_vjp` already captures values a
   function closes over (it specialises source), so there is nothing to hoist: the converted
   function takes no extra constants and the list of constants is empty.
+
+`fwd_and_bwd(fun, argnums, has_aux=False, jitted=True)` gives JAX's pair of functions: `fwd`
+returns `fun`'s result and residuals, `bwd(residuals, cotangent)` the cotangents of the
+`argnums` arguments. kiln's residuals are the primal arguments themselves (a tuple), and
+`bwd` runs the forward pass again inside its own compiled function, as `checkpoint` does;
+each of the two compiles once.
 """
 from .ad import vjp
 from .custom_derivatives import custom_vjp
@@ -65,4 +71,36 @@ def closure_convert(fun, *example_args):
         return fun(*args)
     converted.__name__ = getattr(fun, "__name__", "closure_converted")
     return converted, []
+
+
+def _with_args(args, argnums, dyn):
+    full = list(args)
+    for i, x in zip(argnums, dyn):
+        full[i] = x
+    return full
+
+
+def fwd_and_bwd(fun, argnums, has_aux=False, jitted=True):
+    """(fwd, bwd): `fwd(*args)` is `(fun(*args), residuals)` (with `aux` third when
+    `has_aux`), `bwd(residuals, cotangent)` the vector-Jacobian product for `argnums`."""
+    from .jit import jit
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+
+    def fwd(*args):
+        out = fun(*args)
+        if has_aux:
+            return out[0], args, out[1]
+        return out, args
+
+    def bwd(residuals, cotangent):
+        def differentiated(*dyn):
+            out = fun(*_with_args(residuals, nums, dyn))
+            return out[0] if has_aux else out
+        _, pullback = vjp(differentiated, *[residuals[i] for i in nums])
+        grads = pullback(cotangent)
+        return grads[0] if isinstance(argnums, int) else grads
+
+    if jitted:
+        return jit(fwd), jit(bwd)
+    return fwd, bwd
 

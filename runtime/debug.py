@@ -3,13 +3,15 @@
 `kiln.debug.print(fmt, *args, **kwargs)` has JAX's signature: outside compiled code it prints
 `fmt.format(*args, **kwargs)` at once; inside it becomes a `debug_print` host callback that
 prints with the runtime values at every call. Plain `print(...)` inside a jitted function
-compiles to the same callback (kiln specialises source, so it can).
+compiles to the same callback (kiln specialises source, so it can). `kiln.debug.callback`
+calls a Python function for its effect (runtime/callbacks.py).
 """
 import builtins
 
 from .compiler.ir.builder import current
 from .compiler.primitives import PRIMITIVES as P
 from .dispatch import bind, is_traced as _is_traced
+from .callbacks import debug_callback as callback  # noqa: F401
 
 
 

@@ -91,6 +91,13 @@ def device_get(x):
     return tree_map(lambda v: np.asarray(v) if isinstance(v, Array) else v, x)
 
 
+def copy_to_host_async(x):
+    """`x` (a pytree), after starting the host copy of each array leaf (its
+    `copy_to_host_async` method); other leaves are left alone."""
+    tree_map(lambda v: v.copy_to_host_async() if isinstance(v, Array) else None, x)
+    return x
+
+
 def reshard(xs, out_shardings):
     """`xs` placed as `out_shardings` says (on the CPU only the shardings change)."""
     return device_put(xs, out_shardings)

@@ -3,7 +3,12 @@
 over `kiln.config`'s options (compiler/config.py says what each one does in kiln; the
 options are process-wide, not per thread as JAX's contexts are). Two options exist only as
 contexts, accepting just the value kiln implements: `threefry_partitionable` (kiln's PRNG is
-always JAX's partitionable threefry) and `default_prng_impl` ("threefry2x32").
+always JAX's partitionable threefry), `default_prng_impl` ("threefry2x32"),
+`numpy_dtype_promotion` ("standard"; JAX's "strict" is not implemented), `debug_key_reuse`,
+`enable_custom_prng` and `softmax_custom_jvp` (False: kiln has no key-reuse checker and no
+custom PRNGs, and differentiates `nn.softmax` through its source, as JAX's default does).
+`effects_barrier()` returns at once: compiled calls run their effects before they return.
+`live_arrays()` lists the kiln arrays alive in the process.
 
 `clear_caches()` empties every specialisation cache (jit, grad, vmap, pmap, shard_map);
 `print_environment_info()` prints the versions and devices kiln runs with."""
@@ -56,6 +61,36 @@ enable_checks = Option("enable_checks")
 default_matmul_precision = Option("default_matmul_precision")
 threefry_partitionable = Option("threefry_partitionable", fixed=True)
 default_prng_impl = Option("default_prng_impl", fixed="threefry2x32")
+# options with a set of values (compiler/config.py's `_choices`)
+(numpy_rank_promotion, legacy_prng_key, transfer_guard, transfer_guard_host_to_device,
+ transfer_guard_device_to_host, transfer_guard_device_to_device) = (
+    Option(name) for name in (
+        "numpy_rank_promotion", "legacy_prng_key", "transfer_guard",
+        "transfer_guard_host_to_device", "transfer_guard_device_to_host",
+        "transfer_guard_device_to_device"))
+# options of which kiln implements one value
+numpy_dtype_promotion, debug_key_reuse, enable_custom_prng, softmax_custom_jvp = (
+    Option(name, fixed=value) for name, value in (
+        ("numpy_dtype_promotion", "standard"), ("debug_key_reuse", False),
+        ("enable_custom_prng", False), ("softmax_custom_jvp", False)))
+
+
+def effects_barrier():
+    """Wait until every effect (prints, callbacks) of calls made so far has run: kiln runs
+    them before a call returns, so there is nothing to wait for."""
+    return None
+
+
+def live_arrays(platform=None):
+    """The kiln arrays alive in this process (found through the garbage collector's list of
+    objects, so it costs nothing until called), optionally those of one platform."""
+    import gc
+    from .array import Array
+    found = [a for a in gc.get_objects() if type(a) is Array]
+    if platform is not None:
+        found = [a for a in found if a.devices() and
+                 next(iter(a.devices())).platform == platform]
+    return found
 
 
 def checking_leaks():

@@ -1032,6 +1032,36 @@ def debug_print_case(draw):
                 lambda *vs, **params: (), (False,) * len(xs))
 
 
+def _negate_all(*xs):
+    return tuple(np.negative(x) if x.dtype.kind != "b" else ~x for x in xs)
+
+
+# pure_callback's host function for the generic checks (registered once per process)
+from kiln.compiler.primitives.callbacks import register_host_function  # noqa: E402
+NEGATE_TOKEN = register_host_function(("tests", "negate_all"), _negate_all)
+
+
+@st.composite
+def pure_callback_case(draw):
+    xs = [array(draw, draw(st.sampled_from(ALL)), draw(shapes())) for _ in
+          range(draw(st.integers(1, 2)))]
+    results = tuple((x.dtype.name, x.shape) for x in xs)
+    method = draw(st.sampled_from(["sequential", "expand_dims", "broadcast_all"]))
+    return Case(xs, {"callback": NEGATE_TOKEN, "results": results, "vmap_method": method},
+                lambda *vs, **params: _negate_all(*vs), (False,) * len(xs))
+
+
+SEEN = []
+SEEN_TOKEN = register_host_function(("tests", "seen"), lambda *xs: SEEN.append(xs) or [])
+
+
+@st.composite
+def debug_callback_case(draw):
+    xs = [array(draw, draw(st.sampled_from(ALL)), draw(shapes())) for _ in
+          range(draw(st.integers(0, 2)))]
+    return Case(xs, {"callback": SEEN_TOKEN}, lambda *vs, **params: (), (False,) * len(xs))
+
+
 def test_debug_print_prints_pieces_like_print(capsys):
     prim = PRIMITIVES["debug_print"]
     x = np.arange(3, dtype=np.int32)
@@ -1147,6 +1177,8 @@ CASES = {
     "scan": scan_case(),
     "fusion": fusion_case(),
     "debug_print": debug_print_case(),
+    "pure_callback": pure_callback_case(),
+    "debug_callback": debug_callback_case(),
     **{name: custom_rule_case(name) for name in ("custom_jvp_call", "custom_vjp_call", "remat")},
 }
 
@@ -1242,7 +1274,7 @@ def assert_close(got, want, rtol, label=""):
 _WEAK_FROM = {"dynamic_slice": slice(0, 1), "dynamic_update_slice": slice(0, 2),
               "gather": slice(0, 1), "select_n": slice(1, None),
               **{n: slice(0, 1) for n in SCATTER_COMBINE}}
-_NEVER_WEAK = {"iota", "argmax", "argmin", "bitcast_convert_type"}
+_NEVER_WEAK = {"iota", "argmax", "argmin", "bitcast_convert_type", "pure_callback"}
 
 
 def _expected_weak(name, weak, i, out_aval, params):

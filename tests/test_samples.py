@@ -60,7 +60,7 @@ def test_python_control_flow():
 def test_every_sample_is_tested():
     tested = {"quickstart.py", "mlp.py", "train_mlp.py", "per_example_grads.py",
               "python_control_flow.py", "png.py",   # png.py: train_mlp's plotting helper
-              "pmap_basics.py", "dp_train.py", "mnist_cnn.py"}
+              "pmap_basics.py", "dp_train.py", "mnist_cnn.py", "vae.py", "dp_sgd.py"}
     assert {p.name for p in SAMPLES.glob("*.py")} == tested
     assert os.path.isdir(SAMPLES / "aot_c")
 
@@ -70,6 +70,22 @@ def test_mnist_cnn_reaches_95_percent_train_accuracy():
     first, last = map(float, out.split("loss ")[1].split(" after")[0].split(" -> "))
     assert last < first / 4, out
     assert float(out.split("train accuracy ")[1].split()[0]) > 0.95, out
+
+
+def test_vae_raises_the_elbo_and_reconstructs():
+    out = run("vae.py", "--steps", "200")
+    before, after = map(float, out.split("elbo ")[1].split(" after")[0].split(" -> "))
+    assert after > before + 20 and after > -25, out
+    assert float(out.split("template: ")[1]) > 0.9, out
+
+
+def test_dp_sgd_learns_with_clipped_noised_gradients():
+    out = run("dp_sgd.py", "--steps", "150")
+    first, last = map(float, out.split("loss ")[1].split(" after")[0].split(" -> "))
+    assert last < 0.8 * first, out
+    assert float(out.split("train accuracy ")[1].split()[0]) > 0.85, out
+    norm = float(out.split("norm ")[1].split()[0])
+    assert 0.5 < norm <= 1.0 + 1e-5, out
 
 
 def test_pmap_basics_prints_the_seed_values():

@@ -18,6 +18,7 @@ import sys
 from typing import NamedTuple
 
 from ..backends.llvm.blas_lookup import ROUTINES
+from ..errors import BackendUnsupportedError
 from . import glue, native
 from .manifest import (ERROR_CODES, FORMAT, MANIFEST_VERSION, TreeEncodingError, file_sha256,
                        tree_to_json)
@@ -88,6 +89,28 @@ def check_options(targets, name, cpu):
     return lib
 
 
+def _host_function_call(fn):
+    """The first pure_callback or debug_callback equation of `fn` (its regions included),
+    or None."""
+    for eqn in fn.eqns:
+        if eqn.prim.name in ("pure_callback", "debug_callback"):
+            return eqn
+        found = next(filter(None, map(_host_function_call, eqn.regions())), None)
+        if found is not None:
+            return found
+    return None
+
+
+def _refuse_host_functions(fn):
+    """A library runs without Python, so it cannot call pure_callback's Python function."""
+    eqn = _host_function_call(fn)
+    if eqn is not None:
+        raise BackendUnsupportedError(
+            f"kiln compile cannot build a library that calls {eqn.prim.name}: a library runs "
+            "without Python, so it cannot call the Python function; compute the value in the "
+            "caller and pass it in", eqn.info)
+
+
 def compile_target(target, machine, specialise, report=lambda stage: None):
     """CompiledFunction of one target: its stages and native code."""
     import numpy as np
@@ -95,6 +118,7 @@ def compile_target(target, machine, specialise, report=lambda stage: None):
     report("specialise")
     spec = specialise(target)
     check_trees(target, spec)
+    _refuse_host_functions(spec.function)
     stages = {"ssa": str(spec.function)}
     fn = spec.function
     for p in passes.PIPELINES["llvm"]:

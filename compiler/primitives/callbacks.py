@@ -1,5 +1,7 @@
 """Host callbacks: `debug_print`, the primitive behind `print` and `kiln.debug.print` in
-compiled code. It has no results and an effect (the `effect` flag), so simplification never
+compiled code, and `pure_callback`, a call of a Python function on the host.
+
+`debug_print` It has no results and an effect (the `effect` flag), so simplification never
 removes or merges it; it prints at every execution with the runtime values of its operands.
 It has zero derivative: a derivative's forward sweep prints it once.
 
@@ -8,13 +10,31 @@ It has zero derivative: a derivative's forward sweep prints it once.
     ("kv", name, i) / ("ks", name, text) the same for keyword pieces.
     fmt None: print the pieces like Python's print (sep/end); otherwise
     fmt.format(*pieces, **keyword_pieces) (kiln.debug.print's form).
+
+  pure_callback(*operands, callback=token, results=((dtype, shape), ...), vmap_method=...)
+    calls the host function registered under the int `token` (`register_host_function`)
+    with the operands as NumPy arrays; it returns one array per `results` entry, of that
+    dtype and shape (it checks them). It is pure: no effect flag, so an unused call is
+    removed. It has no derivative (JVP and VJP raise JAX's error). Under vmap,
+    `vmap_method` says how: "sequential"/"sequential_unrolled" loop over the examples;
+    "expand_dims" calls once with batched operands' batch axis first and the others given a
+    leading axis of 1; "broadcast_all" broadcasts every operand to the batch; and
+    "legacy_vectorized" moves batched operands' axis first and leaves the others alone. The
+    function must then return results with the batch axis first.
+
+  debug_callback(*operands, callback=token)
+    calls the registered host function for its effect (kiln.debug.callback): no results, the
+    `effect` flag, a zero derivative (it runs in the forward sweep, with the primal values),
+    and once per example under vmap, as debug_print.
 """
 import sys
 
 import numpy as np
 
-from .core import register, BATCH
+from ..ir.abstract import ShapedArray
+from .core import register, BATCH, JVP, VJP
 from . import batching as B
+from . import emit as E
 
 
 def _eval(*operands, fmt=None, template=(), sep=" ", end="\n"):
@@ -51,3 +71,119 @@ debug_print.zero_derivative = True
 # Under vmap it prints once per example, in order (JAX's debug callbacks do the same): a loop
 # over the examples, not a vectorised print.
 BATCH[debug_print] = B.loop_rule(debug_print)
+
+
+# ---------------------------------------------------------------------------- pure_callback
+
+# Host functions by token: a token is an index, given in registration order, so it is the same
+# for the same function within a process; compiled code carries only the token and finds the
+# function of the process that runs it (a disk-cached object is keyed by the SSA text, token
+# included, and the token is registered again when the SSA is built again).
+_HOST_FUNCTIONS = []
+_TOKENS = {}
+
+
+def register_host_function(key, fn):
+    """The token of `fn`, registered under the hashable `key` (the same key, the same token)."""
+    token = _TOKENS.get(key)
+    if token is None:
+        token = _TOKENS[key] = len(_HOST_FUNCTIONS)
+        _HOST_FUNCTIONS.append(fn)
+    return token
+
+
+def _callback_eval(*operands, callback, results, vmap_method=None):
+    return tuple(ShapedArray(tuple(shape), np.dtype(dtype)) for dtype, shape in results)
+
+
+def call_host(fn, operands, results):
+    """`fn`'s results for `operands`, checked against `results` ((dtype, shape) each)."""
+    outs = fn(*[np.asarray(o) for o in operands])
+    if len(outs) != len(results):
+        raise TypeError(f"pure_callback: the callback returned {len(outs)} arrays, "
+                        f"result_shape_dtypes declares {len(results)}")
+    checked = []
+    for out, (dtype, shape) in zip(outs, results):
+        out = np.asarray(out)
+        if out.shape != tuple(shape) or out.dtype != np.dtype(dtype):
+            raise TypeError(f"pure_callback: the callback returned an array of shape "
+                            f"{out.shape} and dtype {out.dtype}, result_shape_dtypes declares "
+                            f"shape {tuple(shape)} and dtype {np.dtype(dtype)}")
+        checked.append(out)
+    return tuple(checked)
+
+
+def _callback_impl(*operands, callback, results, vmap_method=None):
+    return call_host(_HOST_FUNCTIONS[callback], operands, results)
+
+
+pure_callback = register("pure_callback", _callback_eval, _callback_impl,
+                         multiple_results=True)
+
+_NO_DERIVATIVE = ("Pure callbacks do not support JVP. Please use `jax.custom_jvp` to use "
+                  "callbacks while taking gradients.")
+
+
+def _no_jvp(eqn, primals, tangents):
+    raise ValueError(_NO_DERIVATIVE)
+
+
+def _no_vjp(ct, primals, out, residuals, **params):
+    raise ValueError(_NO_DERIVATIVE)
+
+
+JVP[pure_callback] = _no_jvp
+VJP[pure_callback] = _no_vjp
+
+VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_all",
+                "legacy_vectorized")
+
+
+def _expand_dims(x, d, size):
+    return B.moveaxis(x, d, 0) if d is not None else E.reshape(
+        x, new_sizes=(1,) + tuple(E.aval(x).shape), dimensions=None)
+
+
+def _legacy(x, d, size):
+    return x if d is None else B.moveaxis(x, d, 0)
+
+
+_OPERAND_FORM = {"expand_dims": _expand_dims, "broadcast_all": B.to_front,
+                 "legacy_vectorized": _legacy}
+
+
+def _callback_batch(args, dims, *, callback, results, vmap_method=None):
+    if vmap_method not in VMAP_METHODS:
+        raise NotImplementedError(
+            f"vmap is only supported for the pure_callback primitive when vmap_method is one "
+            f"of 'sequential', 'sequential_unrolled', 'expand_dims', 'broadcast_all', or "
+            f"'legacy_vectorized'. Got vmap_method={vmap_method!r}.")
+    size = B.batch_size(args, dims)
+    params = dict(callback=callback, results=results, vmap_method=vmap_method)
+    if vmap_method.startswith("sequential"):
+        return B.loop_over_examples(pure_callback, args, dims, params, size)
+    form = _OPERAND_FORM[vmap_method]
+    operands = [form(x, d, size) for x, d in zip(args, dims)]
+    batched = tuple((dtype, (size,) + tuple(shape)) for dtype, shape in results)
+    outs = E.bind("pure_callback", *operands, **dict(params, results=batched))
+    return list(outs), [0] * len(outs)
+
+
+BATCH[pure_callback] = _callback_batch
+
+
+# ---------------------------------------------------------------------------- debug_callback
+
+def _debug_callback_eval(*operands, callback):
+    return ()
+
+
+def _debug_callback_impl(*operands, callback):
+    return call_host(_HOST_FUNCTIONS[callback], operands, ())
+
+
+debug_callback = register("debug_callback", _debug_callback_eval, _debug_callback_impl,
+                          multiple_results=True)
+debug_callback.effect = True
+debug_callback.zero_derivative = True
+BATCH[debug_callback] = B.loop_rule(debug_callback)

@@ -10,11 +10,13 @@ specialise it like user code. These helpers are the NumPy layer's conventions:
 * `canonicalize_axis(axis, ndim, name)`: negative axes, range checks with NumPy's error.
 """
 import operator
+import warnings
 
 import numpy as np
 
 from ..array import Array, to_array
 from .. import lax
+from ..compiler.config import config
 from ..compiler.ir import dtypes
 
 _ARRAYLIKE = (Array, np.ndarray, np.generic, int, float, complex, bool)
@@ -113,24 +115,40 @@ def broadcast_to(x, shape):
     return lax.broadcast_in_dim(x, shape, tuple(lead + i for i in keep))
 
 
-def promote_shapes(*arrs):
+def check_rank_promotion(fun_name, shapes):
+    """JAX's `numpy_rank_promotion` option: operands of different ranks (scalars aside) warn
+    or raise when it is "warn" or "raise"."""
+    mode = config.read("numpy_rank_promotion")
+    if mode == "allow" or len({len(s) for s in shapes if s}) < 2:
+        return
+    msg = (f"Operands could not be broadcast together for {fun_name} on shapes "
+           f"{' '.join(str(tuple(s)) for s in shapes)} and with the config option "
+           f"jax_numpy_rank_promotion='{mode}'. For more information, see "
+           f"https://docs.jax.dev/en/latest/rank_promotion_warning.html.")
+    if mode == "raise":
+        raise ValueError(msg)
+    warnings.warn(msg, stacklevel=4)
+
+
+def promote_shapes(*arrs, fun_name="broadcasting"):
     """Broadcast operands to their common shape. Rank-0 operands stay rank 0 (elementwise
     primitives broadcast them), so scalars stay scalars in compiled code."""
     arrs = list(arrs)
     if len({a.shape for a in arrs if a.shape}) <= 1:
         return arrs
+    check_rank_promotion(fun_name, [a.shape for a in arrs])
     shape = broadcast_shapes(*(a.shape for a in arrs))
     return [broadcast_to(a, shape) if a.shape else a for a in arrs]
 
 
 def promote_args(fun_name, *args):
     check_arraylike(fun_name, *args)
-    return promote_shapes(*promote_dtypes(*args))
+    return promote_shapes(*promote_dtypes(*args), fun_name=fun_name)
 
 
 def promote_args_inexact(fun_name, *args):
     check_arraylike(fun_name, *args)
-    return promote_shapes(*promote_dtypes_inexact(*args))
+    return promote_shapes(*promote_dtypes_inexact(*args), fun_name=fun_name)
 
 
 def promote_args_numeric(fun_name, *args):

@@ -67,9 +67,20 @@ def dtype(obj, align=False, copy=False):
     return np.dtype(obj)  # Python int/float/complex are int64/float64/complex128, as in JAX
 
 
+class extended(np.generic):
+    """The abstract type of dtypes NumPy does not have (typed PRNG keys); `kiln.dtypes`."""
+
+
+class prng_key(extended):
+    """The abstract type of typed PRNG keys' dtypes (`kiln.random.key(0).dtype.type`)."""
+
+
 def issubdtype(arg1, arg2):
     a = arg1.dtype if isinstance(arg1, _ScalarMeta) else arg1
     b = arg2.dtype.type if isinstance(arg2, _ScalarMeta) else arg2
+    if not isinstance(a, np.dtype) and isinstance(getattr(a, "type", None), type) \
+            and issubclass(a.type, extended):  # a typed key's dtype
+        return isinstance(b, type) and issubclass(a.type, b)
     return np.issubdtype(a, b)
 
 

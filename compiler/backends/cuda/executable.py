@@ -236,7 +236,7 @@ def _cond(program, eqn, ins):
 # (a small kernel: hence the size limit, above which each trip synchronises as before).
 SPECULATE_BYTES = 1 << 20
 SPECULATE_TRIPS = 64
-_HOST_EFFECTS = frozenset({"debug_print"})
+_HOST_EFFECTS = frozenset({"debug_print", "debug_callback"})
 
 
 def _prints(fn):
@@ -297,13 +297,23 @@ def _scan(program, eqn, ins):
 
 
 def _host_effect(program, eqn, ins):
-    """debug_print: only the printed values are copied to the host."""
+    """debug_print, debug_callback: only their operands are copied to the host."""
     prim, params = eqn.prim, eqn.params
 
     def run(layer, values):
         prim.impl(*[layer.to_host(v) for v in values], **params)
         return []
     return Step("host_effect", ins, eqn.outvars, run)
+
+
+def _host_call(program, eqn, ins):
+    """pure_callback: its operands copied to the host, the host function's results back."""
+    prim, params = eqn.prim, eqn.params
+
+    def run(layer, values):
+        outs = prim.impl(*[layer.to_host(v) for v in values], **params)
+        return [layer.to_device(np.ascontiguousarray(o)) for o in outs]
+    return Step("host_call", ins, eqn.outvars, run)
 
 
 def _fft(program, eqn, ins):
@@ -313,7 +323,8 @@ def _fft(program, eqn, ins):
 
 
 _PLANS = {"dot_general": _gemm, "fft": _fft, "cond": _cond, "while_loop": _while, "scan": _scan,
-          "debug_print": _host_effect}
+          "debug_print": _host_effect, "debug_callback": _host_effect,
+          "pure_callback": _host_call}
 
 
 # --------------------------------------------------------------------------- executable

@@ -82,7 +82,9 @@ _HOST_STEPS = {"dot_general": "the device layer's GEMM (cuBLAS)",
                "cond": "a host-driven branch over device programs",
                "while_loop": "a host-driven loop over device programs",
                "scan": "a host-driven loop over device programs",
-               "debug_print": "a host callback on the printed values"}
+               "debug_print": "a host callback on the printed values",
+               "pure_callback": "a host callback on copies of its operands",
+               "debug_callback": "a host callback on copies of its operands"}
 
 
 def text(fn, level):

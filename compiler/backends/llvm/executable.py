@@ -56,7 +56,7 @@ import numpy as np
 
 from . import target, memory, externs, disk_cache, object_symbols, parallel, pycall, rtlib
 from .ssa_key import key_text
-from . import replica_context
+from . import replica_context, host_callbacks
 from ...primitives.collectives import holds_collectives
 from ...primitives.processes import crosses_processes
 
@@ -151,6 +151,8 @@ class Executable:
             status = self._call_converted(args, outs, workspace)
         if status:
             raise self._failure(status)
+        if host_callbacks.PENDING:
+            host_callbacks.raise_pending()
         if self._across:
             self._check_processes(before=False)
         return outs
@@ -165,6 +167,8 @@ class Executable:
         status = self._call_fast(args, outs, self._workspace())
         if status:
             raise self._failure(status)
+        if host_callbacks.PENDING:
+            host_callbacks.raise_pending()
         return None if status is None else outs
 
     def _check_processes(self, before):

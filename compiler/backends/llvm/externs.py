@@ -66,6 +66,8 @@ EXTERNS: dict[str, tuple[ir.Type, Callable[[], int]]] = {
        for routine in blas_lookup.ROUTINES},
     # the host callback of `debug_print`
     "kiln_debug_print": (PTR, _call(".host_callbacks", "callback_address")),
+    # the host side of `pure_callback`
+    "kiln_pure_callback": (PTR, _call(".host_callbacks", "pure_callback_address")),
     # pmap's replicas (lower_collectives.py, replica_context.py)
     "kiln_replica_key": (I64, _call(".replica_context", "replica_key")),
     "kiln_pthread_getspecific": (PTR, _call(".replica_context", "getspecific_address")),

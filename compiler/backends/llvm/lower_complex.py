@@ -68,6 +68,7 @@ MOVES = frozenset({
     "cond", "while_loop", "scan", "custom_jvp_call", "custom_vjp_call", "remat",
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "cumsum", "cumprod", "cummax",
     "cummin", "dot_general", "sort", "tape_push", "tape_pop", "debug_print",
+    "pure_callback", "debug_callback",
     "psum", "all_gather", "psum_scatter", "ppermute", "all_to_all", "fft",
     "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd"})   # (LAPACK's and BLAS's complex routines)
 

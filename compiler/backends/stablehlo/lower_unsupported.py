@@ -1,7 +1,8 @@
 """Primitives the StableHLO backend refuses, each with a located BackendUnsupportedError that
 says why and what to do (`UNSUPPORTED` lists them; docs/stablehlo.md explains):
 
-- `debug_print`: a host callback; a PJRT module has no way back into this Python process.
+- `debug_print`, `pure_callback`, `debug_callback`: host callbacks; a PJRT module has no way back into this
+  Python process.
 - reverse mode's tapes (`tape_new`, `tape_push`, `tape_pop`, `tape_add`): a tape grows by one
   record per iteration of a loop whose trip count is data, and StableHLO has only static
   shapes.
@@ -21,6 +22,10 @@ _WHY = {
     "debug_print": ("is a host callback (print or kiln.debug.print), which a StableHLO module "
                     "cannot make", "remove the print from the compiled function, or run it "
                     "with the llvm or reference backend"),
+    "pure_callback": ("calls a Python function on the host (kiln.pure_callback or "
+                      "kiln.debug.callback), which a "
+                      "StableHLO module cannot do", "compute the value outside the compiled "
+                      "function and pass it in, or use the llvm or reference backend"),
     "tape": ("records a data-dependent number of loop iterations for reverse mode, and "
              "StableHLO has only static shapes", "differentiate a loop with a static trip "
              "count (lax.fori_loop with static bounds, lax.scan), or use the llvm backend"),
@@ -37,6 +42,8 @@ _WHY = {
 }
 UNSUPPORTED = {
     "debug_print": "debug_print",
+    "pure_callback": "pure_callback",
+    "debug_callback": "pure_callback",
     **{name: "tape" for name in ("tape_new", "tape_push", "tape_pop", "tape_add")},
     **{name: "collective" for name in ("psum", "pmax", "pmin", "all_gather", "all_to_all",
                                        "psum_scatter", "ppermute", "axis_index")},

@@ -1,0 +1,94 @@
+"""`kiln.pure_callback` and `kiln.debug.callback`: call a Python function on the host from
+compiled code.
+
+`pure_callback(callback, result_shape_dtypes, *args, vmap_method=None, **kwargs)` has JAX's
+signature. Eagerly it calls `callback` at once. Inside `jit`, `vmap` or another transform it
+binds the `pure_callback` primitive (compiler/primitives/callbacks.py), which calls the
+function at run time with the operands as kiln arrays; the LLVM backend calls back into
+Python through a ctypes function (compiler/backends/llvm/host_callbacks.py). The callback's
+results must match `result_shape_dtypes` (a pytree of objects with `shape` and `dtype`), whose
+dtypes are canonicalised as JAX's are (float64 is float32 while x64 is off).
+
+`debug_callback(callback, *args, ordered=False, partitioned=False, **kwargs)` (kiln.debug's
+`callback`) calls `callback` for its effect and returns None: the `debug_callback` primitive,
+which is never removed, runs once per example under vmap, and with the primal values under
+grad. kiln runs effects in program order, so `ordered` changes nothing.
+"""
+import numpy as np
+
+from .array import Array, to_array
+from .compiler.frontend.specialise import LocalFunction
+from .compiler.ir import dtypes as _d
+from .compiler.primitives import PRIMITIVES
+from .compiler.primitives.callbacks import register_host_function, call_host, VMAP_METHODS
+from .dispatch import bind, is_traced
+from .tree_util import tree_flatten, tree_unflatten
+
+__all__ = ["pure_callback", "debug_callback"]
+
+
+def _refuse_local(callback):
+    if isinstance(callback, LocalFunction):
+        raise TypeError(f"the callback {callback.__name__} is defined inside the function kiln "
+                        f"compiles, so it exists only while kiln specialises that function and "
+                        f"cannot run later on the host; define it outside (at module level, or "
+                        f"pass it in as a static argument)")
+
+
+class _HostFunction:
+    """`callback` on flat NumPy operands, returning flat results (the primitive's form)."""
+
+    def __init__(self, callback, in_tree, out_tree):
+        self.callback, self.in_tree, self.out_tree = callback, in_tree, out_tree
+
+    def __call__(self, *flat):
+        args, kwargs = tree_unflatten(self.in_tree, [Array(np.asarray(x)) for x in flat])
+        result = self.callback(*args, **kwargs)
+        if self.out_tree is None:   # debug_callback: the result is ignored
+            return []
+        leaves, tree = tree_flatten(result)
+        if tree != self.out_tree:
+            raise TypeError(f"pure_callback: the callback returned a value of structure {tree}, "
+                            f"result_shape_dtypes has structure {self.out_tree}")
+        return [np.asarray(leaf) for leaf in leaves]
+
+
+def pure_callback(callback, result_shape_dtypes, *args, sharding=None, vmap_method=None,
+                  **kwargs):
+    """Call `callback(*args, **kwargs)` on the host, with results shaped as
+    `result_shape_dtypes`; see the module docstring and docs/differences.md."""
+    if vmap_method is not None and vmap_method not in VMAP_METHODS:
+        raise ValueError(f"vmap_method must be one of {', '.join(map(repr, VMAP_METHODS))} "
+                         f"or None, got {vmap_method!r}")
+    _refuse_local(callback)
+    leaves, in_tree = tree_flatten((args, kwargs))
+    specs, out_tree = tree_flatten(result_shape_dtypes)
+    results = tuple((_d.canonicalize(np.dtype(s.dtype)).name, tuple(int(n) for n in s.shape))
+                    for s in specs)
+    operands = [x if is_traced(x) else to_array(x) for x in leaves]
+    host = _HostFunction(callback, in_tree, out_tree)
+    if any(is_traced(x) for x in operands):
+        token = register_host_function((callback, in_tree, out_tree), host)
+        outs = bind(PRIMITIVES["pure_callback"], *operands, callback=token, results=results,
+                    vmap_method=vmap_method)
+    else:
+        outs = [Array(o) for o in call_host(host, operands, results)]
+    return tree_unflatten(out_tree, list(outs))
+
+
+def debug_callback(callback, *args, ordered=False, partitioned=False, **kwargs):
+    """Call `callback(*args, **kwargs)` for its effect, at run time in compiled code."""
+    _refuse_local(callback)
+    leaves, in_tree = tree_flatten((args, kwargs))
+    operands = [x if is_traced(x) else to_array(x) for x in leaves]
+    host = _HostFunction(callback, in_tree, None)
+    if any(is_traced(x) for x in operands):
+        token = register_host_function(("debug", callback, in_tree), host)
+        bind(PRIMITIVES["debug_callback"], *operands, callback=token)
+    else:
+        host(*[np.asarray(x) for x in operands])
+    return None
+
+
+def __dir__():
+    return sorted(__all__)
