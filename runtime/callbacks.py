@@ -17,7 +17,6 @@ grad. kiln runs effects in program order, so `ordered` changes nothing.
 import numpy as np
 
 from .array import Array, to_array
-from .compiler.frontend.specialise import LocalFunction
 from .compiler.ir import dtypes as _d
 from .compiler.primitives import PRIMITIVES
 from .compiler.primitives.callbacks import register_host_function, call_host, VMAP_METHODS
@@ -28,6 +27,7 @@ __all__ = ["pure_callback", "debug_callback"]
 
 
 def _refuse_local(callback):
+    from .compiler.frontend.specialise import LocalFunction   # (gast: loaded on first use)
     if isinstance(callback, LocalFunction):
         raise TypeError(f"the callback {callback.__name__} is defined inside the function kiln "
                         f"compiles, so it exists only while kiln specialises that function and "
