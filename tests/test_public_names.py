@@ -153,7 +153,10 @@ PUBLIC = {
     "kiln.scipy.special": {
         "digamma", "entr", "erf", "erfc", "erfinv", "expit", "gamma", "gammaln", "gammasgn",
         "kl_div", "log_ndtr", "log_softmax", "loggamma", "logit", "logsumexp", "ndtr",
-        "ndtri", "rel_entr", "softmax", "xlog1py", "xlogy"},
+        "ndtri", "rel_entr", "softmax", "xlog1py", "xlogy",
+        "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "dawsn",
+        "erfcx", "exp1", "expi", "expn", "factorial", "gammainc", "gammaincc", "i0", "i0e",
+        "i1", "i1e", "multigammaln", "poch", "polygamma", "zeta"},
     "kiln.scipy.stats": {
         "norm"},
     "kiln.scipy.stats.norm": {
