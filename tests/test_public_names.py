@@ -146,7 +146,9 @@ PUBLIC = {
         "cauchy", "chisquare", "double_sided_maxwell", "f", "geometric", "lognormal", "maxwell",
         "pareto", "rayleigh", "t", "triangular", "weibull_min"},
     "kiln.scipy": {
-        "linalg", "special", "stats"},
+        "linalg", "signal", "special", "stats"},
+    "kiln.scipy.signal": {
+        "convolve", "convolve2d", "correlate", "correlate2d", "detrend", "fftconvolve"},
     "kiln.scipy.linalg": {
         "block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "inv", "lu",
         "lu_factor", "lu_solve", "polar", "qr", "solve", "solve_triangular", "svd", "toeplitz"},
