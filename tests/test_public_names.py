@@ -160,7 +160,43 @@ PUBLIC = {
         "erfcx", "exp1", "expi", "expn", "factorial", "gammainc", "gammaincc", "i0", "i0e",
         "i1", "i1e", "multigammaln", "poch", "polygamma", "zeta"},
     "kiln.scipy.stats": {
-        "norm"},
+        "bernoulli", "beta", "binom", "cauchy", "chi2", "dirichlet", "expon", "gamma",
+        "geom", "laplace", "logistic", "multivariate_normal", "nbinom", "norm", "pareto",
+        "poisson", "t", "uniform"},
+    "kiln.scipy.stats.bernoulli": {
+        "cdf", "logpmf", "pmf", "ppf"},
+    "kiln.scipy.stats.beta": {
+        "cdf", "logcdf", "logpdf", "logsf", "pdf", "sf"},
+    "kiln.scipy.stats.binom": {
+        "logpmf", "pmf"},
+    "kiln.scipy.stats.cauchy": {
+        "cdf", "isf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"},
+    "kiln.scipy.stats.chi2": {
+        "cdf", "logcdf", "logpdf", "logsf", "pdf", "sf"},
+    "kiln.scipy.stats.dirichlet": {
+        "logpdf", "pdf"},
+    "kiln.scipy.stats.expon": {
+        "cdf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"},
+    "kiln.scipy.stats.gamma": {
+        "cdf", "logcdf", "logpdf", "logsf", "pdf", "sf"},
+    "kiln.scipy.stats.geom": {
+        "logpmf", "pmf"},
+    "kiln.scipy.stats.laplace": {
+        "cdf", "logpdf", "pdf"},
+    "kiln.scipy.stats.logistic": {
+        "cdf", "isf", "logpdf", "pdf", "ppf", "sf"},
+    "kiln.scipy.stats.multivariate_normal": {
+        "logpdf", "pdf"},
+    "kiln.scipy.stats.nbinom": {
+        "logpmf", "pmf"},
+    "kiln.scipy.stats.pareto": {
+        "cdf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"},
+    "kiln.scipy.stats.poisson": {
+        "cdf", "logpmf", "pmf"},
+    "kiln.scipy.stats.t": {
+        "logpdf", "pdf"},
+    "kiln.scipy.stats.uniform": {
+        "cdf", "logpdf", "pdf", "ppf"},
     "kiln.scipy.stats.norm": {
         "cdf", "isf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"},
     "kiln.tree_util": {
