@@ -144,7 +144,8 @@ PUBLIC = {
         "key_data", "key_impl", "laplace", "loggamma", "logistic", "normal", "permutation",
         "rademacher", "randint", "split", "truncated_normal", "uniform", "wrap_key_data",
         "cauchy", "chisquare", "double_sided_maxwell", "f", "geometric", "lognormal", "maxwell",
-        "pareto", "rayleigh", "t", "triangular", "weibull_min"},
+        "pareto", "rayleigh", "t", "triangular", "weibull_min",
+        "ball", "generalized_normal", "key_dtype", "multivariate_normal", "orthogonal", "wald"},
     "kiln.scipy": {
         "linalg", "signal", "special", "stats"},
     "kiln.scipy.signal": {
