@@ -83,7 +83,7 @@ PUBLIC = {
         "hamming", "hanning", "i0", "index_exp", "iscomplex", "iscomplexobj", "isreal",
         "isrealobj", "isscalar", "iterable", "kaiser", "load", "mgrid", "object_", "ogrid",
         "packbits", "piecewise", "poly", "polyadd", "polyder", "polydiv", "polyint", "polymul",
-        "polysub", "polyval", "printoptions", "r_", "s_", "save", "savez", "set_printoptions",
+        "polyfit", "polysub", "polyval", "printoptions", "r_", "s_", "save", "savez", "set_printoptions",
         "spacing", "unpackbits", "vectorize"},
     "kiln.numpy.linalg": {
         "cross", "diagonal", "matmul", "matrix_norm", "matrix_transpose", "norm", "outer",
