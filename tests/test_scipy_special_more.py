@@ -32,6 +32,7 @@ CASES = {
     "i1": ((REAL,), sps.i1, 1e-5),
     "erfcx": ((np.concatenate([REAL / 5, POS * 3]),), sps.erfcx, 2e-6),
     "dawsn": ((REAL,), sps.dawsn, 2e-6),
+    "spence": ((np.concatenate([X / 8, X * 3, [0.0, 0.5, 1.5, 2.0, 1e6]]),), sps.spence, 2e-6),
     "betaln": ((POS, POS2), sps.betaln, 5e-5),
     "beta": ((POS / 3 - 2, POS2 / 3), sps.beta, 2e-5),
     "factorial": ((POS - 1,), sps.factorial, 2e-5),
@@ -58,14 +59,15 @@ def test_against_scipy_float32(name):
 
 
 @pytest.mark.parametrize("name", ["gammainc", "gammaincc", "betainc", "zeta", "expn", "expi",
-                                  "i0e", "i1e", "erfcx", "dawsn"])
+                                  "i0e", "i1e", "erfcx", "dawsn", "spence"])
 def test_against_scipy_float64(name):
     args, ref, _ = CASES[name]
     with kiln.enable_x64(True):
         _check(getattr(special, name)(*args), ref(*args), 1e-11, np.float64)
 
 
-@pytest.mark.parametrize("name", ["gammainc", "betainc", "zeta", "expi", "i1e", "dawsn"])
+@pytest.mark.parametrize("name", ["gammainc", "betainc", "zeta", "expi", "i1e", "dawsn",
+                                  "spence"])
 def test_jit_matches_eager(name):
     args, _, _ = CASES[name]
     args = [jnp.asarray(a[:5], jnp.float32) for a in args]
@@ -87,6 +89,7 @@ def test_edges():
     np.testing.assert_array_equal(special.expi(jnp.array([0., nan])), [-inf, nan])
     np.testing.assert_array_equal(special.factorial(jnp.array([-1.])), [0])
     np.testing.assert_array_equal(special.comb(3., jnp.array([4., -1.])), [0, 0])
+    np.testing.assert_array_equal(special.spence(jnp.array([-1., inf, nan])), [nan, nan, nan])
 
 
 def test_polygamma():
@@ -136,3 +139,5 @@ def test_gradients():
     np.testing.assert_allclose(g, np.exp(xs) / xs, rtol=1e-4)
     g = kiln.grad(lambda x: special.dawsn(x).sum())(x - 6)
     np.testing.assert_allclose(g, 1 - 2 * z * sps.dawsn(z), rtol=1e-4, atol=1e-6)
+    g = kiln.grad(lambda x: special.spence(x).sum())(x / 4)
+    np.testing.assert_allclose(g, np.log(xs / 4) / (1 - xs / 4), rtol=1e-4)

@@ -1,5 +1,5 @@
 """`kiln.scipy.special`'s functions computed by series and continued fractions: gammainc,
-gammaincc, betainc, zeta, polygamma, expn, exp1, expi, i0e, i1e, i0, i1, erfcx, dawsn.
+gammaincc, betainc, zeta, polygamma, expn, exp1, expi, i0e, i1e, i0, i1, erfcx, dawsn, spence.
 
 Each runs a fixed number of terms (a `lax.fori_loop` where many are needed, so that `jit`
 compiles a loop, not an unrolled sum) and picks between its branches with `jnp.where`, feeding
@@ -17,6 +17,8 @@ each branch a harmless argument where the other is chosen, so that derivatives s
 - i0e/i1e: the power series for |x| <= 20, Hankel's asymptotic series beyond.
 - erfcx: `exp(x**2) erfc(x)` for x < 2, Laplace's continued fraction beyond;
   dawsn: `exp(-x**2) sum(x**(2k+1) / (k! (2k+1)))` for |x| <= 5, the asymptotic series beyond.
+- spence(x) = Li2(1 - x): the series `sum(z**k / k**2)` on |z| <= 1/2, reached through
+  Euler's reflection (0 <= x < 1/2) and Landen's identity, then the reflection (x > 3/2).
 """
 import math
 
@@ -29,7 +31,7 @@ from ._special import _reject_complex, _typed
 from ._special_closed import EULER_MACLAURIN
 
 __all__ = ["gammainc", "gammaincc", "betainc", "zeta", "polygamma", "expn", "exp1", "expi",
-           "i0e", "i1e", "i0", "i1", "erfcx", "dawsn"]
+           "i0e", "i1e", "i0", "i1", "erfcx", "dawsn", "spence"]
 
 _TERMS = 300          # loop length of the series and continued fractions below
 _EULER_GAMMA = 0.5772156649015329
@@ -404,3 +406,42 @@ def dawsn(x):
         tail = (tail + 1) * (2 * k - 1) * inv
     by_asymptotic = (1 + tail) / (2 * xb)
     return jnp.where(big, by_asymptotic, by_series)
+
+
+# ---------------------------------------------------------------- Spence's function
+
+_PI2_6 = math.pi ** 2 / 6
+
+
+def _li2_series(z):
+    """Li2(z) = sum(z**k / k**2) for |z| <= 1/2."""
+    power = z
+    total = z
+    for k in range(2, 64):
+        power = power * z
+        total = total + power / (k * k)
+    return total
+
+
+def spence(x):
+    """Spence's function int_1^x log(t) / (1 - t) dt = Li2(1 - x), for 0 <= x < inf."""
+    x, = promote_args_inexact("spence", x)
+    _reject_complex("spence", x)
+    near_one = (x >= 0.5) & (x <= 1.5)
+    small = x < 0.5
+    mid = (x > 1.5) & (x <= 2)
+    # 1/2 <= x <= 3/2: the series at z = 1 - x.
+    direct = _li2_series(jnp.where(near_one, 1 - x, 0))
+    # 0 <= x < 1/2: Li2(1 - x) = pi**2/6 - log(x) log(1 - x) - Li2(x).
+    xs = jnp.where(small & (x > 0), x, 0.25)
+    reflected = _PI2_6 - lax.log(xs) * lax.log1p(-xs) - _li2_series(xs)
+    reflected = jnp.where(x == 0, _PI2_6, reflected)
+    # x > 3/2: Li2(1 - x) = -Li2((x - 1) / x) - log(x)**2 / 2, and for x > 2
+    # Li2((x - 1) / x) = pi**2/6 + log1p(-1/x) log(x) - Li2(1/x).
+    xl = jnp.where(x > 1.5, x, 4)
+    log_x = lax.log(xl)
+    inner = jnp.where(mid, _li2_series(jnp.where(mid, (xl - 1) / xl, 0)),
+                      _PI2_6 + lax.log1p(-1 / xl) * log_x - _li2_series(1 / xl))
+    landen = -inner - log_x * log_x / 2
+    value = jnp.where(near_one, direct, jnp.where(small, reflected, landen))
+    return jnp.where((x < 0) | (x == np.inf) | jnp.isnan(x), np.nan, value)
