@@ -96,3 +96,42 @@ def test_jit_and_grad():
     np.testing.assert_allclose(grad, ss.correlate(w, b, "valid"), rtol=1e-5, atol=1e-5)
     d = kiln.jit(lambda x: signal.detrend(x, bp=[4]))(w)
     np.testing.assert_allclose(d, ss.detrend(w, bp=[4]), atol=2e-5)
+
+
+SIG = RNG.normal(size=(2, 300)).astype(np.float32)
+SIG2 = RNG.normal(size=(2, 300)).astype(np.float32)
+# (function name, keyword arguments); each is compared with scipy.signal's
+SPECTRAL = [
+    ("welch", dict(nperseg=64)),
+    ("welch", dict()),
+    ("welch", dict(fs=10., nperseg=50, noverlap=10, scaling="spectrum")),
+    ("welch", dict(nperseg=64, average="median")),
+    ("welch", dict(nperseg=64, axis=0)),
+    ("csd", dict(nperseg=64, nfft=100)),
+    ("csd", dict(nperseg=64, return_onesided=False, detrend="linear")),
+    ("stft", dict(nperseg=64)),
+    ("stft", dict(nperseg=60, noverlap=20, nfft=70, boundary=None, padded=False)),
+    ("stft", dict(nperseg=64, axis=0)),
+]
+
+
+@pytest.mark.parametrize("name,kw", SPECTRAL, ids=[f"{n}-{i}" for i, (n, _) in
+                                                   enumerate(SPECTRAL)])
+def test_spectral_against_scipy(name, kw):
+    x = SIG.T if kw.get("axis") == 0 else SIG
+    args = (x, SIG2.T if kw.get("axis") == 0 else SIG2) if name == "csd" else (x,)
+    got, expected = getattr(signal, name)(*args, **kw), getattr(ss, name)(*args, **kw)
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        assert a.shape == b.shape
+        assert a.dtype == (np.complex64 if np.iscomplexobj(b) else np.float32)
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-5)
+
+
+def test_spectral_jit_and_errors():
+    f = kiln.jit(lambda x: signal.welch(x, nperseg=64)[1])
+    np.testing.assert_allclose(f(SIG), ss.welch(SIG, nperseg=64)[1], rtol=1e-3, atol=1e-6)
+    with pytest.raises(ValueError, match="noverlap must be less than nperseg"):
+        signal.welch(SIG, nperseg=16, noverlap=16)
+    with pytest.raises(ValueError, match="average must be"):
+        signal.welch(SIG, average="mode")
