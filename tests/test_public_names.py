@@ -150,7 +150,7 @@ PUBLIC = {
         "linalg", "signal", "special", "stats"},
     "kiln.scipy.signal": {
         "convolve", "convolve2d", "correlate", "correlate2d", "csd", "detrend", "fftconvolve",
-        "stft", "welch"},
+        "istft", "stft", "welch"},
     "kiln.scipy.linalg": {
         "block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "inv", "lu",
         "lu_factor", "lu_solve", "polar", "qr", "solve", "solve_triangular", "svd", "toeplitz"},

@@ -135,3 +135,24 @@ def test_spectral_jit_and_errors():
         signal.welch(SIG, nperseg=16, noverlap=16)
     with pytest.raises(ValueError, match="average must be"):
         signal.welch(SIG, average="mode")
+
+
+@pytest.mark.filterwarnings("ignore:NOLA condition failed")   # SciPy's, on the reference
+@pytest.mark.parametrize("kw,stft_kw", [
+    (dict(), dict(nperseg=64)),
+    (dict(boundary=False, noverlap=32), dict(nperseg=64)),
+    (dict(nperseg=50, noverlap=30, nfft=64), dict(nperseg=50, noverlap=30, nfft=64)),
+    (dict(input_onesided=False), dict(nperseg=64, return_onesided=False)),
+    (dict(time_axis=1, freq_axis=0), dict(nperseg=64, axis=0)),
+])
+def test_istft_against_scipy(kw, stft_kw):
+    x = SIG.T if stft_kw.get("axis") == 0 else SIG
+    z = ss.stft(x, **stft_kw)[2]
+    if "time_axis" in kw:
+        z = np.moveaxis(z, 1, -1)      # (freq, time, batch)
+    got, expected = signal.istft(z.astype(np.complex64), **kw), ss.istft(z, **kw)
+    for a, b in zip(got, expected):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
+    round_trip = kiln.jit(lambda z: signal.istft(z, **kw)[1])(z.astype(np.complex64))
+    np.testing.assert_allclose(round_trip, expected[1], rtol=1e-3, atol=1e-4)

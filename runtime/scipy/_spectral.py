@@ -1,9 +1,10 @@
-"""The implementation of `kiln.scipy.signal`'s short-time spectra: stft, csd and welch, as
+"""The implementation of `kiln.scipy.signal`'s short-time spectra: stft, istft, csd and welch, as
 SciPy defines them (and JAX follows). The signal is cut into windowed segments of `nperseg`
 samples every `nperseg - noverlap` (a gather of static indices), each segment detrended and
 transformed by `kiln.numpy.fft`; `csd` averages conj(X) Y over the segments (mean or
-bias-corrected median) and `welch` is `csd(x, x).real`. Windows named by a string or tuple are
-SciPy's `get_window`, computed once on the host."""
+bias-corrected median) and `welch` is `csd(x, x).real`. `istft` inverts each segment, windows
+it and overlap-adds the segments with one scatter-add, divided by the summed squared window.
+Windows named by a string or tuple are SciPy's `get_window`, computed once on the host."""
 import numpy as np
 import scipy.signal as _host_signal
 
@@ -11,7 +12,7 @@ from .. import numpy as jnp
 from ..numpy._core import canonicalize_axis, check_arraylike, promote_dtypes_inexact
 from ._signal import detrend as _linear_detrend
 
-__all__ = ["stft", "csd", "welch"]
+__all__ = ["stft", "istft", "csd", "welch"]
 
 
 def _window(window, nperseg, dtype):
@@ -44,6 +45,19 @@ def _segments(x, nperseg, step):
     return x[..., index]
 
 
+def _lengths(nperseg, nfft, noverlap):
+    """(nperseg, nfft, step) checked, with SciPy's defaults for nfft and noverlap."""
+    if nperseg < 1:
+        raise ValueError("nperseg must be a positive integer")
+    nfft = nperseg if nfft is None else int(nfft)
+    if nfft < nperseg:
+        raise ValueError("nfft must be greater than or equal to nperseg.")
+    noverlap = nperseg // 2 if noverlap is None else int(noverlap)
+    if noverlap >= nperseg:
+        raise ValueError("noverlap must be less than nperseg.")
+    return nperseg, nfft, nperseg - noverlap
+
+
 def _spectral(name, x, y, fs, window, nperseg, noverlap, nfft, detrend, return_onesided,
               scaling, axis, mode, boundary, padded):
     """(freqs, times, result) for mode "psd" (conj(X) Y, scaled) or "stft" (X, scaled):
@@ -66,16 +80,7 @@ def _spectral(name, x, y, fs, window, nperseg, noverlap, nfft, detrend, return_o
     n = x.shape[-1]
     if nperseg is None:
         nperseg = 256 if isinstance(window, (str, tuple)) else len(window)
-    nperseg = min(int(nperseg), n)
-    if nperseg < 1:
-        raise ValueError("nperseg must be a positive integer")
-    nfft = nperseg if nfft is None else int(nfft)
-    if nfft < nperseg:
-        raise ValueError("nfft must be greater than or equal to nperseg.")
-    noverlap = nperseg // 2 if noverlap is None else int(noverlap)
-    if noverlap >= nperseg:
-        raise ValueError("noverlap must be less than nperseg.")
-    step = nperseg - noverlap
+    nperseg, nfft, step = _lengths(min(int(nperseg), n), nfft, noverlap)
     real = x.dtype.kind == "f"
     dtype = x.real.dtype
     win = _window(window, nperseg, dtype)
@@ -158,3 +163,47 @@ def welch(x, fs=1.0, window="hann", nperseg=None, noverlap=None, nfft=None,
     freqs, pxx = csd(x, None, fs, window, nperseg, noverlap, nfft, detrend, return_onesided,
                      scaling, axis, average)
     return freqs, pxx.real
+
+
+def istft(Zxx, fs=1.0, window="hann", nperseg=None, noverlap=None, nfft=None,  # noqa: N803
+          input_onesided=True, boundary=True, time_axis=-1, freq_axis=-2):
+    """The inverse of `stft` by weighted overlap-add: (times, x)."""
+    check_arraylike("istft", Zxx)
+    z, = promote_dtypes_inexact(jnp.asarray(Zxx))
+    if z.ndim < 2:
+        raise ValueError("Input stft must be at least 2d!")
+    time_axis = canonicalize_axis(time_axis, z.ndim)
+    freq_axis = canonicalize_axis(freq_axis, z.ndim)
+    if time_axis == freq_axis:
+        raise ValueError("Must specify differing time and frequency axes!")
+    nseg = z.shape[time_axis]
+    n_default = 2 * (z.shape[freq_axis] - 1) if input_onesided else z.shape[freq_axis]
+    nperseg, nfft, step = _lengths(n_default if nperseg is None else int(nperseg), nfft,
+                                   noverlap)
+    # (segment, time sample, ...batch): segments and samples first, for one scatter-add
+    z = jnp.moveaxis(z, (time_axis, freq_axis), (0, 1))
+    frames = (jnp.fft.irfft(z, nfft, axis=1) if input_onesided
+              else jnp.fft.ifft(z, nfft, axis=1))[:, :nperseg]
+    real_dtype = frames.real.dtype
+    win = _host_signal.get_window(window, nperseg) if isinstance(window, (str, tuple)) \
+        else np.asarray(window, np.float64)
+    weights = jnp.asarray((win * win.sum()).astype(real_dtype))
+    frames = frames * weights.reshape((nperseg,) + (1,) * (frames.ndim - 2))
+    length = nperseg + (nseg - 1) * step
+    index = (np.arange(nseg)[:, None] * step + np.arange(nperseg)[None, :]).reshape(-1)
+    x = jnp.zeros((length,) + frames.shape[2:], frames.dtype)
+    x = x.at[index].add(frames.reshape((nseg * nperseg,) + frames.shape[2:]))
+    norm = np.zeros(length)
+    np.add.at(norm, index, np.tile(win * win, nseg))
+    if boundary:
+        cut = nperseg // 2
+        x, norm = x[cut:length - cut], norm[cut:length - cut]
+    norm = np.where(norm > 1e-10, norm, 1.0)
+    x = x / jnp.asarray(norm.astype(real_dtype)).reshape((-1,) + (1,) * (x.ndim - 1))
+    if input_onesided:
+        x = x.real
+    # the samples where the time axis was (after removing the frequency axis)
+    out_axis = time_axis - 1 if freq_axis < time_axis else time_axis
+    x = jnp.moveaxis(x, 0, out_axis)
+    times = np.arange(x.shape[0]) / fs
+    return jnp.asarray(times.astype(real_dtype)), x

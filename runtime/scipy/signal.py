@@ -4,7 +4,7 @@ inputs as four real correlations), with JAX's rule that one input must be at lea
 as the other in every dimension; `fftconvolve` multiplies `kiln.numpy.fft` transforms;
 `detrend` subtracts a mean or a least-squares line per segment. `stft`, `csd` and `welch`
 (in `_spectral`) cut the signal into windowed segments and transform them with
-`kiln.numpy.fft`. `istft` is not in this build yet.
+`kiln.numpy.fft`; `istft` overlap-adds the inverted segments.
 
 (The names are defined in `_signal`, with the helpers they use, which stay out of
 this namespace; `__all__` lists them.)"""
