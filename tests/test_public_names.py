@@ -95,7 +95,7 @@ PUBLIC = {
         "hamming", "hanning", "i0", "index_exp", "iscomplex", "iscomplexobj", "isreal",
         "isrealobj", "isscalar", "iterable", "kaiser", "load", "mgrid", "object_", "ogrid",
         "packbits", "piecewise", "poly", "polyadd", "polyder", "polydiv", "polyint", "polymul",
-        "polysub", "polyval", "printoptions", "r_", "s_", "save", "savez", "set_printoptions",
+        "polyfit", "polysub", "polyval", "printoptions", "r_", "s_", "save", "savez", "set_printoptions",
         "spacing", "unpackbits", "vectorize"},
     "kiln.numpy.linalg": {
         "cross", "diagonal", "matmul", "matrix_norm", "matrix_transpose", "norm", "outer",
@@ -156,18 +156,61 @@ PUBLIC = {
         "key_data", "key_impl", "laplace", "loggamma", "logistic", "normal", "permutation",
         "rademacher", "randint", "split", "truncated_normal", "uniform", "wrap_key_data",
         "cauchy", "chisquare", "double_sided_maxwell", "f", "geometric", "lognormal", "maxwell",
-        "pareto", "rayleigh", "t", "triangular", "weibull_min"},
+        "pareto", "rayleigh", "t", "triangular", "weibull_min",
+        "ball", "generalized_normal", "key_dtype", "multivariate_normal", "orthogonal", "wald"},
     "kiln.scipy": {
-        "linalg", "special", "stats"},
+        "linalg", "signal", "special", "stats"},
+    "kiln.scipy.signal": {
+        "convolve", "convolve2d", "correlate", "correlate2d", "csd", "detrend", "fftconvolve",
+        "istft", "stft", "welch"},
     "kiln.scipy.linalg": {
         "block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "inv", "lu",
         "lu_factor", "lu_solve", "polar", "qr", "solve", "solve_triangular", "svd", "toeplitz"},
     "kiln.scipy.special": {
         "digamma", "entr", "erf", "erfc", "erfinv", "expit", "gamma", "gammaln", "gammasgn",
         "kl_div", "log_ndtr", "log_softmax", "loggamma", "logit", "logsumexp", "ndtr",
-        "ndtri", "rel_entr", "softmax", "xlog1py", "xlogy"},
+        "ndtri", "rel_entr", "softmax", "xlog1py", "xlogy",
+        "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "dawsn",
+        "erfcx", "exp1", "expi", "expn", "factorial", "gammainc", "gammaincc", "i0", "i0e",
+        "i1", "i1e", "multigammaln", "poch", "polygamma", "spence", "zeta"},
     "kiln.scipy.stats": {
-        "norm"},
+        "bernoulli", "beta", "binom", "cauchy", "chi2", "dirichlet", "expon", "gamma",
+        "geom", "laplace", "logistic", "multivariate_normal", "nbinom", "norm", "pareto",
+        "poisson", "t", "uniform"},
+    "kiln.scipy.stats.bernoulli": {
+        "cdf", "logpmf", "pmf", "ppf"},
+    "kiln.scipy.stats.beta": {
+        "cdf", "logcdf", "logpdf", "logsf", "pdf", "sf"},
+    "kiln.scipy.stats.binom": {
+        "logpmf", "pmf"},
+    "kiln.scipy.stats.cauchy": {
+        "cdf", "isf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"},
+    "kiln.scipy.stats.chi2": {
+        "cdf", "logcdf", "logpdf", "logsf", "pdf", "sf"},
+    "kiln.scipy.stats.dirichlet": {
+        "logpdf", "pdf"},
+    "kiln.scipy.stats.expon": {
+        "cdf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"},
+    "kiln.scipy.stats.gamma": {
+        "cdf", "logcdf", "logpdf", "logsf", "pdf", "sf"},
+    "kiln.scipy.stats.geom": {
+        "logpmf", "pmf"},
+    "kiln.scipy.stats.laplace": {
+        "cdf", "logpdf", "pdf"},
+    "kiln.scipy.stats.logistic": {
+        "cdf", "isf", "logpdf", "pdf", "ppf", "sf"},
+    "kiln.scipy.stats.multivariate_normal": {
+        "logpdf", "pdf"},
+    "kiln.scipy.stats.nbinom": {
+        "logpmf", "pmf"},
+    "kiln.scipy.stats.pareto": {
+        "cdf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"},
+    "kiln.scipy.stats.poisson": {
+        "cdf", "logpmf", "pmf"},
+    "kiln.scipy.stats.t": {
+        "logpdf", "pdf"},
+    "kiln.scipy.stats.uniform": {
+        "cdf", "logpdf", "pdf", "ppf"},
     "kiln.scipy.stats.norm": {
         "cdf", "isf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"},
     "kiln.tree_util": {

@@ -1,18 +1,23 @@
 """`kiln.numpy` polynomials as coefficient arrays, highest power first (NumPy's `poly1d`
-convention): poly, polyadd, polysub, polymul, polydiv, polyder, polyint, polyval.
+convention): poly, polyadd, polysub, polymul, polydiv, polyder, polyint, polyval, polyfit.
 
 `poly` of a square matrix builds its characteristic polynomial with the Faddeev-LeVerrier
 recursion (matrix products and traces; JAX computes the eigenvalues first). `polyval` is
 Horner's rule. `polymul` is `convolve`; `polydiv` is long division over the static lengths.
-`roots` and `polyfit` need eigenvalues and least squares, which this build's
-`kiln.numpy.linalg` does not have yet.
+`polyfit` solves the column-scaled Vandermonde system with `linalg.lstsq` (through the SVD),
+as NumPy and JAX do. `roots` needs general eigenvalues, which this build's `kiln.numpy.linalg`
+does not have yet.
 """
 import operator
 
+import numpy as np
+
 from ._core import check_arraylike
+from ._linalg_solvers import inv, lstsq
 from .. import numpy as jnp
 
-__all__ = ["poly", "polyadd", "polysub", "polymul", "polydiv", "polyder", "polyint", "polyval"]
+__all__ = ["poly", "polyadd", "polysub", "polymul", "polydiv", "polyder", "polyint", "polyval",
+           "polyfit"]
 
 
 def _inexact(*xs):
@@ -141,3 +146,55 @@ def polyval(p, x, *, unroll=16):
     for i in range(p.shape[0]):
         y = y * x + p[i]
     return y
+
+
+def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
+    """The least-squares polynomial of degree `deg` through the points (x, y), highest power
+    first; `y` may hold several data sets as columns. `full=True` adds (residuals, rank,
+    singular values, rcond); `cov=True` adds the coefficients' covariance ("unscaled": not
+    scaled by the residual variance)."""
+    check_arraylike("polyfit", x, y)
+    deg = operator.index(deg)
+    if deg < 0:
+        raise ValueError("expected deg >= 0")
+    x, y = _inexact(x, y)
+    if x.ndim != 1:
+        raise TypeError("expected 1D vector for x")
+    if x.size == 0:
+        raise TypeError("expected non-empty vector for x")
+    if y.ndim not in (1, 2):
+        raise TypeError("expected 1D or 2D array for y")
+    if x.shape[0] != y.shape[0]:
+        raise TypeError("expected x and y to have same length")
+    order = deg + 1
+    if rcond is None:
+        rcond = len(x) * float(np.finfo(x.dtype).eps)
+    lhs = jnp.vander(x, order)
+    rhs = y
+    if w is not None:
+        check_arraylike("polyfit", w)
+        w, = _inexact(w)
+        if w.ndim != 1:
+            raise TypeError("expected a 1-d array for weights")
+        if w.shape[0] != y.shape[0]:
+            raise TypeError("expected w and y to have the same length")
+        lhs = lhs * w[:, None]
+        rhs = rhs * (w if rhs.ndim == 1 else w[:, None])
+    scale = jnp.sqrt(jnp.sum(lhs * lhs, axis=0))
+    lhs = lhs / scale
+    c, resids, rank, s = lstsq(lhs, rhs, rcond)
+    c = (c.T / scale).T
+    if full:
+        return c, resids, rank, s, jnp.asarray(rcond)
+    if not cov:
+        return c
+    base = inv(lhs.T @ lhs) / jnp.outer(scale, scale)
+    if cov == "unscaled":
+        fac = 1
+    else:
+        if len(x) <= order:
+            raise ValueError("the number of data points must exceed order to scale the "
+                             "covariance matrix")
+        fac = resids / (len(x) - order)
+        fac = fac[0] if y.ndim == 1 else fac
+    return c, (base * fac if y.ndim == 1 else base[:, :, None] * fac)

@@ -17,7 +17,7 @@ from ..array import Array, to_array
 from ..compiler.ir import dtypes
 from ._core import (check_arraylike, canonicalize_axis, canonical_dtype, promote_dtypes,
                     broadcast_shapes as _broadcast_shapes, broadcast_to as _broadcast_to,
-                    promote_shapes, _convert)
+                    _convert)
 from . import _creation, _reductions, _ufuncs
 
 __all__ = [
@@ -318,8 +318,11 @@ def broadcast_to(array, shape, *, out_sharding=None):
 
 
 def broadcast_arrays(*args):
-    """Broadcast the arguments against each other (no dtype promotion)."""
-    return promote_shapes(*_arrs("broadcast_arrays", args))
+    """Broadcast the arguments against each other to their common shape (no dtype
+    promotion)."""
+    arrays = _arrs("broadcast_arrays", args)
+    shape = broadcast_shapes(*(a.shape for a in arrays))
+    return [a if a.shape == shape else broadcast_to(a, shape) for a in arrays]
 
 
 # --------------------------------------------------------------------------- joining

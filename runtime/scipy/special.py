@@ -10,8 +10,13 @@ argument keeps its weak type. `logsumexp` is `kiln.nn.logsumexp`.
 (The names are defined in `_special`, with the helpers they use, which stay out of
 this namespace; `__all__` lists them.)"""
 from ._special import *  # noqa: F401,F403
-from ._special import __all__  # noqa: F401
+from ._special import __all__ as _base
+from ._special_closed import *  # noqa: F401,F403
+from ._special_closed import __all__ as _closed
+from ._special_series import *  # noqa: F401,F403
+from ._special_series import __all__ as _series
 from ..wrappers import user_facing_names  # noqa: E402
 
+__all__ = _base + _closed + _series
 user_facing_names(globals())
-del user_facing_names
+del user_facing_names, _base, _closed, _series

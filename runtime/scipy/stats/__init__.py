@@ -1,5 +1,9 @@
 """`kiln.scipy.stats`: statistical distributions as `jax.scipy.stats` has them; each
-distribution is a sub-module (`kiln.scipy.stats.norm`)."""
-from . import norm  # noqa: F401
+distribution is a sub-module (`kiln.scipy.stats.norm`, `kiln.scipy.stats.gamma`, ...)."""
+from . import (norm, bernoulli, beta, binom, cauchy, chi2,  # noqa: F401
+               dirichlet, expon, gamma, geom, laplace, logistic,
+               multivariate_normal, nbinom, pareto, poisson, t, uniform)
 
-__all__ = ["norm"]
+__all__ = ["norm", "bernoulli", "beta", "binom", "cauchy", "chi2", "dirichlet", "expon",
+           "gamma", "geom", "laplace", "logistic", "multivariate_normal", "nbinom", "pareto",
+           "poisson", "t", "uniform"]
