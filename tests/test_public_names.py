@@ -87,11 +87,12 @@ PUBLIC = {
         "spacing", "unpackbits", "vectorize"},
     "kiln.numpy.linalg": {
         "cross", "diagonal", "matmul", "matrix_norm", "matrix_transpose", "norm", "outer",
-        "tensordot", "trace", "vecdot", "vector_norm", "cholesky", "cond", "det", "eigh",
+        "tensordot", "trace", "vecdot", "vector_norm", "cholesky", "cond", "det", "eig", "eigh",
+        "eigvals",
         "eigvalsh", "inv", "lstsq", "matrix_power", "matrix_rank", "multi_dot", "pinv", "qr",
         "slogdet", "solve", "svd", "svdvals", "tensorinv", "tensorsolve"},
     "kiln.lax.linalg": {
-        "cholesky", "eigh", "lu", "qr", "svd", "triangular_solve"},
+        "cholesky", "eig", "eigh", "lu", "qr", "svd", "triangular_solve"},
     "kiln.numpy.fft": {
         "fft", "fft2", "fftfreq", "fftn", "fftshift", "hfft", "ifft", "ifft2", "ifftn",
         "ifftshift", "ihfft", "irfft", "irfft2", "irfftn", "rfft", "rfft2", "rfftfreq", "rfftn"},

@@ -5,7 +5,7 @@ from ..dispatch import bind
 from ..compiler.primitives import PRIMITIVES as P
 from . import _ops
 
-__all__ = ["cholesky", "eigh", "lu", "qr", "svd", "triangular_solve"]
+__all__ = ["cholesky", "eig", "eigh", "lu", "qr", "svd", "triangular_solve"]
 
 
 def _swap_last(x):
@@ -25,6 +25,19 @@ def cholesky(x, *, symmetrize_input=True):
     if symmetrize_input and x.ndim >= 2 and x.shape[-1] == x.shape[-2]:
         x = _symmetrize(x)
     return bind(P["cholesky"], x)
+
+
+def eig(x, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True,
+        enable_eigvec_derivs=False, implementation=None, use_magma=None):
+    """[w, vl, vr] of the general square `x` (..., n, n), as JAX's: complex eigenvalues, and
+    the left and right eigenvectors (in columns) that are asked for, LAPACK's geev."""
+    if enable_eigvec_derivs:
+        raise NotImplementedError("kiln.lax.linalg.eig has no eigenvector derivatives "
+                                  "(enable_eigvec_derivs=True) yet; differentiate the "
+                                  "eigenvalues alone")
+    return list(bind(P["eig"], to_array(x, "lax.linalg.eig"),
+                     compute_left_eigenvectors=bool(compute_left_eigenvectors),
+                     compute_right_eigenvectors=bool(compute_right_eigenvectors)))
 
 
 def eigh(x, *, lower=True, symmetrize_input=True, sort_eigenvalues=True, subset_by_index=None,

@@ -1,8 +1,8 @@
-"""`kiln.lax.linalg`: JAX's primitive-level linear algebra (`cholesky`, `eigh`, `lu`,
+"""`kiln.lax.linalg`: JAX's primitive-level linear algebra (`cholesky`, `eig`, `eigh`, `lu`,
 `qr`, `svd`, `triangular_solve`).
 
 Each function converts its operands and binds one primitive (compiler/primitives/:
-decompositions.py, lu.py, qr.py, eigh.py, svd.py); `cholesky` and `eigh` first symmetrise
+decompositions.py, lu.py, qr.py, eig.py, eigh.py, svd.py); `cholesky` and `eigh` first symmetrise
 their input ((x + x^H) / 2) unless `symmetrize_input=False`, as JAX's do; `svd` returns
 (u, s, vh), as JAX 0.10.2's. The other names of JAX's
 `lax.linalg` (eig, schur, hessenberg, ...) do not exist yet (docs/linalg.md).
