@@ -12,15 +12,7 @@ import kiln.lax.linalg as kl
 import kiln.numpy as jnp
 from kiln.test_util import check_grads
 
-from linalg_cases import FEW, FLOATS, batches, check_all, sizes
-
-
-def _matrix(batch, n, dtype, seed):
-    rng = np.random.default_rng(seed)
-    a = rng.normal(size=batch + (n, n))
-    if np.dtype(dtype).kind == "c":
-        a = a + 1j * rng.normal(size=batch + (n, n))
-    return a.astype(dtype)
+from linalg_cases import FEW, FLOATS, batches, check_all, general, sizes
 
 
 def _want(a, left, right):
@@ -35,7 +27,7 @@ def _want(a, left, right):
 @FEW
 @given(batch=batches, n=sizes, left=st.booleans(), right=st.booleans())
 def test_eig_matches_scipy_eager_and_llvm(x64, dtype, batch, n, left, right):
-    a = _matrix(batch, n, dtype, n)
+    a = general(batch, n, dtype, n)
     want = _want(a, left, right)
 
     def f(a):
@@ -50,7 +42,7 @@ def test_eig_matches_scipy_eager_and_llvm(x64, dtype, batch, n, left, right):
 
 def test_numpy_eig_and_eigvals_are_jax_s():
     jax = pytest.importorskip("jax")
-    a = _matrix((2,), 4, np.float32, 3)
+    a = general((2,), 4, np.float32, 3)
     w, v = jnp.linalg.eig(a)
     jw, jv = jax.numpy.linalg.eig(a)
     np.testing.assert_allclose(np.asarray(w), jw, rtol=1e-4, atol=1e-5)
@@ -70,7 +62,7 @@ def _eigvals_loss(lib):
 def test_eigenvalue_grads_match_jax():
     jax = pytest.importorskip("jax")
     import jax.numpy as jjnp
-    a = _matrix((2,), 4, np.float32, 4)
+    a = general((2,), 4, np.float32, 4)
     want = jax.grad(_eigvals_loss(jjnp))(a)
     got = kiln.jit(kiln.grad(_eigvals_loss(jnp)))(a)
     np.testing.assert_allclose(np.asarray(got), want, rtol=2e-3, atol=2e-3)
@@ -82,7 +74,7 @@ def _real_part(a):
 
 def test_eigenvalue_grads(x64):
     # order 1 only: the JVP needs the eigenvectors, whose derivative JAX does not give either
-    a = _matrix((), 3, np.float64, 5)
+    a = general((), 3, np.float64, 5)
     check_grads(_real_part, (a,), order=1, modes=("fwd", "rev"))
 
 
@@ -114,6 +106,6 @@ def test_llvm_calls_geev_and_failure_gives_nan():
 
 def test_emulated_cuda_device(monkeypatch):
     from linalg_cases import on_emulated_cuda
-    a = _matrix((2,), 3, np.float32, 8)
+    a = general((2,), 3, np.float32, 8)
     check_all(on_emulated_cuda(monkeypatch, jnp.linalg.eig, a),
               kiln.jit(jnp.linalg.eig, backend="reference")(a), np.float32, 10)

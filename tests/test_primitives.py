@@ -863,6 +863,7 @@ def decomposition_case(draw, name):
             a.astype(np.float64), b.astype(np.float64)).astype(dtype), (False, False), rtol=1e-3)
     params = {"qr": {"full_matrices": False}, "eigh": {"lower": True},
               "eig": {"compute_left_eigenvectors": False, "compute_right_eigenvectors": True},
+              "schur": {"compute_schur_vectors": True},
               "svd": {"full_matrices": False, "compute_uv": True}}.get(name, {})
     return Case([spd], params, None, (False,))   # (results are strongly typed, as JAX's)
 
@@ -1141,7 +1142,8 @@ CASES = {
     "dot_general": dot_general_case(),
     "fft": fft_case(),
     **{name: decomposition_case(name)
-       for name in ("cholesky", "triangular_solve", "lu", "qr", "eigh", "eig", "svd")},
+       for name in ("cholesky", "triangular_solve", "lu", "qr", "eigh", "eig", "schur",
+                    "hessenberg", "svd")},
     "sort": sort_case(),
     "cond": cond_case(),
     "while_loop": while_loop_case(),

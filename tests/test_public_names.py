@@ -92,7 +92,8 @@ PUBLIC = {
         "eigvalsh", "inv", "lstsq", "matrix_power", "matrix_rank", "multi_dot", "pinv", "qr",
         "slogdet", "solve", "svd", "svdvals", "tensorinv", "tensorsolve"},
     "kiln.lax.linalg": {
-        "cholesky", "eig", "eigh", "lu", "qr", "svd", "triangular_solve"},
+        "cholesky", "eig", "eigh", "hessenberg", "lu", "qr", "schur", "svd",
+        "triangular_solve"},
     "kiln.numpy.fft": {
         "fft", "fft2", "fftfreq", "fftn", "fftshift", "hfft", "ifft", "ifft2", "ifftn",
         "ifftshift", "ihfft", "irfft", "irfft2", "irfftn", "rfft", "rfft2", "rfftfreq", "rfftn"},

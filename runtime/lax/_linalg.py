@@ -5,7 +5,8 @@ from ..dispatch import bind
 from ..compiler.primitives import PRIMITIVES as P
 from . import _ops
 
-__all__ = ["cholesky", "eig", "eigh", "lu", "qr", "svd", "triangular_solve"]
+__all__ = ["cholesky", "eig", "eigh", "hessenberg", "lu", "qr", "schur", "svd",
+           "triangular_solve"]
 
 
 def _swap_last(x):
@@ -51,6 +52,20 @@ def eigh(x, *, lower=True, symmetrize_input=True, sort_eigenvalues=True, subset_
     if symmetrize_input and x.ndim >= 2 and x.shape[-1] == x.shape[-2]:
         x = _symmetrize(x)
     return tuple(bind(P["eigh"], x, lower=bool(lower)))
+
+
+def hessenberg(a):
+    """(h, taus) of the square `a`, as JAX's: LAPACK's gehrd result (docs/linalg.md)."""
+    return tuple(bind(P["hessenberg"], to_array(a, "lax.linalg.hessenberg")))
+
+
+def schur(x, *, compute_schur_vectors=True, sort_eig_vals=False, select_callable=None):
+    """(T, vs) of the square `x`, or (T,) without `compute_schur_vectors`, as JAX's."""
+    if sort_eig_vals:
+        raise NotImplementedError("The sort feature of LAPACK's gees routine is not "
+                                  "implemented.")
+    return tuple(bind(P["schur"], to_array(x, "lax.linalg.schur"),
+                      compute_schur_vectors=bool(compute_schur_vectors)))
 
 
 def lu(x):

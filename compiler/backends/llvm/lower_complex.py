@@ -69,7 +69,8 @@ MOVES = frozenset({
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "cumsum", "cumprod", "cummax",
     "cummin", "dot_general", "sort", "tape_push", "tape_pop", "debug_print",
     "psum", "all_gather", "psum_scatter", "ppermute", "all_to_all", "fft",
-    "cholesky", "triangular_solve", "lu", "qr", "eigh", "eig", "svd"})   # (LAPACK's and BLAS's complex routines)
+    "cholesky", "triangular_solve", "lu", "qr", "eigh", "eig", "svd",
+    "schur", "hessenberg"})   # (LAPACK's and BLAS's complex routines)
 
 
 def lowers(eqn):

@@ -8,8 +8,9 @@ says why and what to do (`UNSUPPORTED` lists them; docs/stablehlo.md explains):
 - collectives (`psum`, `pmax`, `pmin`, `all_gather`, `all_to_all`, `psum_scatter`, `ppermute`,
   `axis_index`): they need a replicated module (several devices); this backend writes one
   single-device module.
-- `eig`: the general eigendecomposition has no StableHLO operation; JAX itself lowers it to a
-  custom call into its CPU LAPACK kernels (geev), which a PJRT plug-in does not provide.
+- `eig`, `schur`, `hessenberg`: LAPACK's geev, gees and gehrd have no StableHLO operation;
+  JAX itself lowers them to custom calls into its CPU LAPACK kernels, which a PJRT plug-in
+  does not provide.
 - collectives across processes (`process_allreduce`, `process_allgather`: a pmap traced under
   several MPI processes): they call the MPI engine, which a PJRT module cannot reach.
 """
@@ -25,9 +26,9 @@ _WHY = {
              "count (lax.fori_loop with static bounds, lax.scan), or use the llvm backend"),
     "collective": ("is a collective over a named axis, and this backend writes single-device "
                    "modules", "run pmap/collectives on the llvm backend"),
-    "lapack": ("is LAPACK's geev, which StableHLO has no operation for (JAX lowers it to a "
-               "custom call into its CPU runtime, which PJRT plug-ins do not provide)",
-               "run the eigendecomposition with the llvm or reference backend"),
+    "lapack": ("is a LAPACK routine (geev, gees, gehrd) that StableHLO has no operation for "
+               "(JAX lowers it to a custom call into its CPU runtime, which PJRT plug-ins do "
+               "not provide)", "run it with the llvm or reference backend"),
     "process": ("exchanges values with the other MPI processes (kiln.distributed), which a "
                 "StableHLO module cannot reach", "run it with the llvm backend"),
 }
@@ -36,7 +37,7 @@ UNSUPPORTED = {
     **{name: "tape" for name in ("tape_new", "tape_push", "tape_pop", "tape_add")},
     **{name: "collective" for name in ("psum", "pmax", "pmin", "all_gather", "all_to_all",
                                        "psum_scatter", "ppermute", "axis_index")},
-    "eig": "lapack",
+    **{name: "lapack" for name in ("eig", "schur", "hessenberg")},
     **{name: "process" for name in ("process_allreduce", "process_allgather")},
 }
 
