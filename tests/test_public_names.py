@@ -151,7 +151,11 @@ PUBLIC = {
         "linalg", "special", "stats"},
     "kiln.scipy.linalg": {
         "block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "inv", "lu",
-        "lu_factor", "lu_solve", "polar", "qr", "solve", "solve_triangular", "svd", "toeplitz"},
+        "lu_factor", "lu_solve", "polar", "qr", "solve", "solve_triangular", "svd", "toeplitz",
+        "expm", "expm_frechet", "schur", "hessenberg", "rsf2csf", "sqrtm", "funm",
+        "solve_sylvester", "eigh_tridiagonal", "qr_multiply", "circulant", "companion",
+        "convolution_matrix", "dft", "fiedler", "fiedler_companion", "hadamard", "hankel",
+        "helmert", "hilbert", "invhilbert", "invpascal", "leslie", "pascal"},
     "kiln.scipy.special": {
         "digamma", "entr", "erf", "erfc", "erfinv", "expit", "gamma", "gammaln", "gammasgn",
         "kl_div", "log_ndtr", "log_softmax", "loggamma", "logit", "logsumexp", "ndtr",
