@@ -7,6 +7,7 @@ import sys
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
@@ -101,3 +102,21 @@ def test_data_parallel_training_on_two_processes():
     gaps = [float(line.split("batch: ")[1]) for line in out.stdout.splitlines()
             if "batch: " in line]
     assert len(gaps) == 2 and max(gaps) < 1e-9, out.stdout
+
+
+def test_gp_regression_matches_jax():
+    jax = pytest.importorskip("jax")
+    import jax.numpy
+    import jax.scipy.linalg
+    import kiln
+    import kiln.numpy
+    import kiln.scipy.linalg
+    sys.path.insert(0, str(SAMPLES))
+    try:
+        import gp_regression
+    finally:
+        sys.path.remove(str(SAMPLES))
+    got = gp_regression.run(kiln, kiln.numpy, kiln.scipy.linalg, steps=30)
+    want = gp_regression.run(jax, jax.numpy, jax.scipy.linalg, steps=30)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-3)
