@@ -104,6 +104,15 @@ def test_data_parallel_training_on_two_processes():
     assert len(gaps) == 2 and max(gaps) < 1e-9, out.stdout
 
 
+def _sample_module(name):
+    import importlib
+    sys.path.insert(0, str(SAMPLES))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(SAMPLES))
+
+
 def test_gp_regression_matches_jax():
     jax = pytest.importorskip("jax")
     import jax.numpy
@@ -111,12 +120,21 @@ def test_gp_regression_matches_jax():
     import kiln
     import kiln.numpy
     import kiln.scipy.linalg
-    sys.path.insert(0, str(SAMPLES))
-    try:
-        import gp_regression
-    finally:
-        sys.path.remove(str(SAMPLES))
+    gp_regression = _sample_module("gp_regression")
     got = gp_regression.run(kiln, kiln.numpy, kiln.scipy.linalg, steps=30)
     want = gp_regression.run(jax, jax.numpy, jax.scipy.linalg, steps=30)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-3)
+
+
+def test_ilqr_matches_jax_and_lowers_the_cost():
+    jax = pytest.importorskip("jax")
+    import jax.numpy
+    import kiln
+    import kiln.numpy
+    ilqr = _sample_module("ilqr")
+    got = ilqr.run(kiln, kiln.numpy, iterations=2, warmup=2)
+    want = ilqr.run(jax, jax.numpy, iterations=2, warmup=2)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-3)
+    assert got[1][-1] < got[1][0] / 2
