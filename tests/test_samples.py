@@ -61,7 +61,7 @@ def test_python_control_flow():
 def test_every_sample_is_tested():
     tested = {"quickstart.py", "mlp.py", "train_mlp.py", "per_example_grads.py",
               "python_control_flow.py", "png.py",   # png.py: train_mlp's plotting helper
-              "pmap_basics.py", "dp_train.py", "mnist_cnn.py"}
+              "pmap_basics.py", "dp_train.py", "mnist_cnn.py", "gp_regression.py", "ilqr.py"}
     assert {p.name for p in SAMPLES.glob("*.py")} == tested
     assert os.path.isdir(SAMPLES / "aot_c")
 
@@ -125,6 +125,7 @@ def test_gp_regression_matches_jax():
     want = gp_regression.run(jax, jax.numpy, jax.scipy.linalg, steps=30)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-3)
+    assert "posterior mean:" in run("gp_regression.py")
 
 
 def test_ilqr_matches_jax_and_lowers_the_cost():
@@ -138,3 +139,4 @@ def test_ilqr_matches_jax_and_lowers_the_cost():
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-3)
     assert got[1][-1] < got[1][0] / 2
+    assert "cost per iteration:" in run("ilqr.py")
