@@ -22,6 +22,14 @@ def spd(batch, n, dtype, seed=0):
     return (m @ np.swapaxes(m, -1, -2) + n * np.eye(n)).astype(dtype)
 
 
+def general(batch, n, dtype, seed=0):
+    """Random matrices of shape batch + (n, n), with random imaginary parts when complex."""
+    a = rng(seed).normal(size=batch + (n, n))
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng(seed + 1).normal(size=batch + (n, n))
+    return a.astype(dtype)
+
+
 def triangular(batch, n, dtype, seed=0):
     """Matrices with a dominant diagonal (either triangle solves stably) and random rest."""
     m = rng(seed).normal(size=batch + (n, n))

@@ -99,11 +99,13 @@ PUBLIC = {
         "spacing", "unpackbits", "vectorize"},
     "kiln.numpy.linalg": {
         "cross", "diagonal", "matmul", "matrix_norm", "matrix_transpose", "norm", "outer",
-        "tensordot", "trace", "vecdot", "vector_norm", "cholesky", "cond", "det", "eigh",
+        "tensordot", "trace", "vecdot", "vector_norm", "cholesky", "cond", "det", "eig", "eigh",
+        "eigvals",
         "eigvalsh", "inv", "lstsq", "matrix_power", "matrix_rank", "multi_dot", "pinv", "qr",
         "slogdet", "solve", "svd", "svdvals", "tensorinv", "tensorsolve"},
     "kiln.lax.linalg": {
-        "cholesky", "eigh", "lu", "qr", "svd", "triangular_solve"},
+        "cholesky", "eig", "eigh", "hessenberg", "lu", "qr", "schur", "svd",
+        "triangular_solve"},
     "kiln.numpy.fft": {
         "fft", "fft2", "fftfreq", "fftn", "fftshift", "hfft", "ifft", "ifft2", "ifftn",
         "ifftshift", "ihfft", "irfft", "irfft2", "irfftn", "rfft", "rfft2", "rfftfreq", "rfftn"},
@@ -165,7 +167,11 @@ PUBLIC = {
         "istft", "stft", "welch"},
     "kiln.scipy.linalg": {
         "block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "inv", "lu",
-        "lu_factor", "lu_solve", "polar", "qr", "solve", "solve_triangular", "svd", "toeplitz"},
+        "lu_factor", "lu_solve", "polar", "qr", "solve", "solve_triangular", "svd", "toeplitz",
+        "expm", "expm_frechet", "schur", "hessenberg", "rsf2csf", "sqrtm", "funm",
+        "solve_sylvester", "eigh_tridiagonal", "qr_multiply", "circulant", "companion",
+        "convolution_matrix", "dft", "fiedler", "fiedler_companion", "hadamard", "hankel",
+        "helmert", "hilbert", "invhilbert", "invpascal", "leslie", "pascal"},
     "kiln.scipy.special": {
         "digamma", "entr", "erf", "erfc", "erfinv", "expit", "gamma", "gammaln", "gammasgn",
         "kl_div", "log_ndtr", "log_softmax", "loggamma", "logit", "logsumexp", "ndtr",

@@ -7,6 +7,7 @@ import sys
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
@@ -60,7 +61,8 @@ def test_python_control_flow():
 def test_every_sample_is_tested():
     tested = {"quickstart.py", "mlp.py", "train_mlp.py", "per_example_grads.py",
               "python_control_flow.py", "png.py",   # png.py: train_mlp's plotting helper
-              "pmap_basics.py", "dp_train.py", "mnist_cnn.py", "vae.py", "dp_sgd.py"}
+              "pmap_basics.py", "dp_train.py", "mnist_cnn.py", "vae.py", "dp_sgd.py",
+              "gp_regression.py", "ilqr.py"}
     assert {p.name for p in SAMPLES.glob("*.py")} == tested
     assert os.path.isdir(SAMPLES / "aot_c")
 
@@ -117,3 +119,41 @@ def test_data_parallel_training_on_two_processes():
     gaps = [float(line.split("batch: ")[1]) for line in out.stdout.splitlines()
             if "batch: " in line]
     assert len(gaps) == 2 and max(gaps) < 1e-9, out.stdout
+
+
+def _sample_module(name):
+    import importlib
+    sys.path.insert(0, str(SAMPLES))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(SAMPLES))
+
+
+def test_gp_regression_matches_jax():
+    jax = pytest.importorskip("jax")
+    import jax.numpy
+    import jax.scipy.linalg
+    import kiln
+    import kiln.numpy
+    import kiln.scipy.linalg
+    gp_regression = _sample_module("gp_regression")
+    got = gp_regression.run(kiln, kiln.numpy, kiln.scipy.linalg, steps=30)
+    want = gp_regression.run(jax, jax.numpy, jax.scipy.linalg, steps=30)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-3)
+    assert "posterior mean:" in run("gp_regression.py")
+
+
+def test_ilqr_matches_jax_and_lowers_the_cost():
+    jax = pytest.importorskip("jax")
+    import jax.numpy
+    import kiln
+    import kiln.numpy
+    ilqr = _sample_module("ilqr")
+    got = ilqr.run(kiln, kiln.numpy, iterations=2, warmup=2)
+    want = ilqr.run(jax, jax.numpy, iterations=2, warmup=2)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-3)
+    assert got[1][-1] < got[1][0] / 2
+    assert "cost per iteration:" in run("ilqr.py")

@@ -5,7 +5,8 @@ from ..dispatch import bind
 from ..compiler.primitives import PRIMITIVES as P
 from . import _ops
 
-__all__ = ["cholesky", "eigh", "lu", "qr", "svd", "triangular_solve"]
+__all__ = ["cholesky", "eig", "eigh", "hessenberg", "lu", "qr", "schur", "svd",
+           "triangular_solve"]
 
 
 def _swap_last(x):
@@ -27,6 +28,19 @@ def cholesky(x, *, symmetrize_input=True):
     return bind(P["cholesky"], x)
 
 
+def eig(x, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True,
+        enable_eigvec_derivs=False, implementation=None, use_magma=None):
+    """[w, vl, vr] of the general square `x` (..., n, n), as JAX's: complex eigenvalues, and
+    the left and right eigenvectors (in columns) that are asked for, LAPACK's geev."""
+    if enable_eigvec_derivs:
+        raise NotImplementedError("kiln.lax.linalg.eig has no eigenvector derivatives "
+                                  "(enable_eigvec_derivs=True) yet; differentiate the "
+                                  "eigenvalues alone")
+    return list(bind(P["eig"], to_array(x, "lax.linalg.eig"),
+                     compute_left_eigenvectors=bool(compute_left_eigenvectors),
+                     compute_right_eigenvectors=bool(compute_right_eigenvectors)))
+
+
 def eigh(x, *, lower=True, symmetrize_input=True, sort_eigenvalues=True, subset_by_index=None,
          implementation=None):
     """(v, w) of the Hermitian `x` (..., n, n), as JAX's: eigenvectors in v's columns,
@@ -38,6 +52,20 @@ def eigh(x, *, lower=True, symmetrize_input=True, sort_eigenvalues=True, subset_
     if symmetrize_input and x.ndim >= 2 and x.shape[-1] == x.shape[-2]:
         x = _symmetrize(x)
     return tuple(bind(P["eigh"], x, lower=bool(lower)))
+
+
+def hessenberg(a):
+    """(h, taus) of the square `a`, as JAX's: LAPACK's gehrd result (docs/linalg.md)."""
+    return tuple(bind(P["hessenberg"], to_array(a, "lax.linalg.hessenberg")))
+
+
+def schur(x, *, compute_schur_vectors=True, sort_eig_vals=False, select_callable=None):
+    """(T, vs) of the square `x`, or (T,) without `compute_schur_vectors`, as JAX's."""
+    if sort_eig_vals:
+        raise NotImplementedError("The sort feature of LAPACK's gees routine is not "
+                                  "implemented.")
+    return tuple(bind(P["schur"], to_array(x, "lax.linalg.schur"),
+                      compute_schur_vectors=bool(compute_schur_vectors)))
 
 
 def lu(x):

@@ -17,10 +17,11 @@ from ..lax import linalg as lax_linalg
 from ._core import check_arraylike, promote_dtypes_inexact
 from . import _creation, _linalg, _reductions, _shape, _ufuncs
 
-__all__ = ["cholesky", "qr", "eigh", "eigvalsh", "svd", "svdvals", "solve", "inv", "det",
+__all__ = ["cholesky", "qr", "eig", "eigvals", "eigh", "eigvalsh", "svd", "svdvals", "solve", "inv", "det",
            "slogdet", "pinv", "lstsq", "matrix_rank", "cond", "matrix_power", "multi_dot",
            "tensorsolve", "tensorinv"]
 
+EigResult = collections.namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
 EighResult = collections.namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
 QRResult = collections.namedtuple("QRResult", ["Q", "R"])
 SVDResult = collections.namedtuple("SVDResult", ["U", "S", "Vh"])
@@ -62,6 +63,16 @@ def qr(a, mode="reduced"):
             "; kiln has no mode='raw' (LAPACK's reflectors) yet" if mode == "raw" else ""))
     q, r = lax_linalg.qr(a, full_matrices=mode == "complete")
     return r if mode == "r" else QRResult(q, r)
+
+
+def eig(a):
+    w, v = lax_linalg.eig(_square("jnp.linalg.eig", a), compute_left_eigenvectors=False)
+    return EigResult(w, v)
+
+
+def eigvals(a):
+    return lax_linalg.eig(_square("jnp.linalg.eigvals", a), compute_left_eigenvectors=False,
+                          compute_right_eigenvectors=False)[0]
 
 
 def eigh(a, UPLO=None, symmetrize_input=True):  # noqa: N803

@@ -4,11 +4,10 @@
 with JAX's dtypes (`norm` promotes to inexact and returns real values; `vector_norm` keeps
 integer inputs integral for ord 1 and +-inf, and promotes to inexact for other p, as NumPy
 does, where JAX returns meaningless integers); matrix norms of ord 2, -2 and 'nuc' take the
-singular values. The decompositions and solvers (cholesky, qr, eigh, eigvalsh, svd, svdvals,
-solve, inv, det, slogdet, pinv, lstsq, matrix_rank, cond, matrix_power, multi_dot,
-tensorsolve, tensorinv) are `_linalg_solvers`' (docs/linalg.md); `eig` and `eigvals` are not
-provided (no general eigendecomposition primitive yet), nor qr's mode='raw'. The remaining
-functions (matmul, tensordot, vecdot, outer, cross, diagonal, trace,
+singular values. The decompositions and solvers (cholesky, qr, eig, eigvals, eigh, eigvalsh,
+svd, svdvals, solve, inv, det, slogdet, pinv, lstsq, matrix_rank, cond, matrix_power,
+multi_dot, tensorsolve, tensorinv) are `_linalg_solvers`' (docs/linalg.md); qr's mode='raw'
+is not provided. The remaining functions (matmul, tensordot, vecdot, outer, cross, diagonal, trace,
 matrix_transpose) are the array-API forms of their `kiln.numpy` namesakes.
 
 (The names are defined in `_linalg_namespace`, with the helpers they use, which stay out of

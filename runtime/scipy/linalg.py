@@ -1,18 +1,26 @@
-"""`kiln.scipy.linalg`: SciPy's linear algebra as JAX has it (`jax.scipy.linalg`), a first part.
+"""`kiln.scipy.linalg`: SciPy's linear algebra as JAX has it (`jax.scipy.linalg`), every name
+of JAX 0.10.2's list.
 
-Written over `kiln.lax.linalg` and `kiln.numpy` (docs/linalg.md): cholesky, cho_factor,
-cho_solve, solve_triangular, lu (P, L, U or PL, U), lu_factor, lu_solve, qr (modes 'full',
-'economic', 'r'), svd, eigh (eigenvalues only or with vectors; no generalised problem), det,
-inv, solve (assume_a 'gen', or 'pos'/'sym'/'her' through Cholesky), polar (through the SVD),
-block_diag, toeplitz. Like JAX's, the `overwrite_*` and `check_finite` arguments are accepted
-and ignored. The rest of JAX's list (expm, expm_frechet, sqrtm, schur, hessenberg, funm,
-the special matrices, ...) does not exist yet.
+Written over `kiln.lax.linalg` and `kiln.numpy` (docs/linalg.md). `_linalg`: cholesky,
+cho_factor, cho_solve, solve_triangular, lu (P, L, U or PL, U), lu_factor, lu_solve, qr (modes
+'full', 'economic', 'r'), svd, eigh (eigenvalues only or with vectors; no generalised
+problem), det, inv, solve (assume_a 'gen', or 'pos'/'sym'/'her' through Cholesky), polar
+(through the SVD), block_diag, toeplitz. `_linalg_functions`: expm (JAX's Padé scaling and
+squaring), expm_frechet, schur, hessenberg, rsf2csf, sqrtm, funm, solve_sylvester,
+eigh_tridiagonal (eigenvalues only, as JAX), qr_multiply (no pivoting). `_linalg_special`: the
+special matrices (circulant, companion, convolution_matrix, dft, fiedler, fiedler_companion,
+hadamard, hankel, helmert, hilbert, invhilbert, invpascal, leslie, pascal). Like JAX's, the
+`overwrite_*` and `check_finite` arguments are accepted and ignored.
 
-(The names are defined in `_linalg`, with the helpers they use, which stay out of this
-namespace; `__all__` lists them.)
+(The names are defined in those private modules, with the helpers they use, which stay out of
+this namespace; `__all__` lists them.)
 """
 from ._linalg import *  # noqa: F401,F403
-from ._linalg import __all__  # noqa: F401
+from ._linalg_functions import *  # noqa: F401,F403
+from ._linalg_special import *  # noqa: F401,F403
+from . import _linalg, _linalg_functions, _linalg_special
+
+__all__ = _linalg.__all__ + _linalg_functions.__all__ + _linalg_special.__all__
 from ..wrappers import user_facing_names  # noqa: E402
 
 user_facing_names(globals())

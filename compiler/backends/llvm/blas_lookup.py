@@ -31,7 +31,8 @@ ROUTINES = ("sgemm", "dgemm", "sgemv", "dgemv", "cgemm", "zgemm", "cgemv", "zgem
             "strsm", "dtrsm", "ctrsm", "ztrsm", "spotrf", "dpotrf", "cpotrf", "zpotrf",
             "sgetrf", "dgetrf", "cgetrf", "zgetrf", "sgeqrf", "dgeqrf", "cgeqrf", "zgeqrf",
             "sorgqr", "dorgqr", "cungqr", "zungqr", "ssyevd", "dsyevd", "cheevd", "zheevd",
-            "sgesdd", "dgesdd", "cgesdd", "zgesdd")
+            "sgesdd", "dgesdd", "cgesdd", "zgesdd", "sgeev", "dgeev", "cgeev", "zgeev",
+            "sgees", "dgees", "cgees", "zgees", "sgehrd", "dgehrd", "cgehrd", "zgehrd")
 # OpenBLAS's thread count setter (its Fortran form: a pointer to an INTEGER)
 THREAD_SETTER = "openblas_set_num_threads"
 

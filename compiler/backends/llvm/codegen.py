@@ -68,6 +68,8 @@ from . import lower_decompositions  # noqa: F401
 from . import lower_lu  # noqa: F401
 from . import lower_qr  # noqa: F401
 from . import lower_eigh  # noqa: F401
+from . import lower_eig  # noqa: F401
+from . import lower_schur  # noqa: F401
 from . import lower_svd  # noqa: F401
 from . import lower_conv  # noqa: F401
 from . import lower_windows  # noqa: F401

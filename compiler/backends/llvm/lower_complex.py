@@ -70,7 +70,8 @@ MOVES = frozenset({
     "cummin", "dot_general", "sort", "tape_push", "tape_pop", "debug_print",
     "pure_callback", "debug_callback",
     "psum", "all_gather", "psum_scatter", "ppermute", "all_to_all", "fft",
-    "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd"})   # (LAPACK's and BLAS's complex routines)
+    "cholesky", "triangular_solve", "lu", "qr", "eigh", "eig", "svd",
+    "schur", "hessenberg"})   # (LAPACK's and BLAS's complex routines)
 
 
 def lowers(eqn):

@@ -89,12 +89,20 @@ def _identity(b, buffer, rows, cols):
         c.select(c.icmp_signed("==", ix[0], ix[1]), one, zero)) or [], name="eye")
 
 
-def _one_of(builder, out, i, rank):
+def one_of(builder, out, i, rank):
     """Example i of a result whose trailing `rank` axes are one example."""
     shape = out.aval.shape[-rank:]
     size = int(np.prod(shape, dtype=np.int64))
     return Buffer(element_pointer(builder, out, builder.mul(i, T.i64(size))),
                   ShapedArray(shape, out.aval.dtype))
+
+
+def fill_nan(b, buffers):
+    """NaN in every element of each of `buffers`."""
+    for buffer in buffers:
+        nan = T.const(buffer.aval.dtype, float("nan"))
+        emit_nest(b, (buffer.aval.size,), lambda c, ix, acc, r=buffer, x=nan: store(
+            c, r, ix[0], x) or [], name="nan")
 
 
 def _svd(ctx, outs, ins, *, full_matrices, compute_uv):
@@ -112,7 +120,7 @@ def _svd(ctx, outs, ins, *, full_matrices, compute_uv):
             for offset in (layout.u, layout.vt, layout.work, layout.rwork, layout.iwork))
 
     def one(b, i, carried):
-        results = [_one_of(b, out, i, 1 if j == 0 else 2) for j, out in enumerate(outs)]
+        results = [one_of(b, out, i, 1 if j == 0 else 2) for j, out in enumerate(outs)]
         if not k:
             if compute_uv:
                 _identity(b, results[1], m, u_cols)
@@ -132,10 +140,7 @@ def _svd(ctx, outs, ins, *, full_matrices, compute_uv):
                                ir.Constant(blas.int_type(), 0))
         with b.if_else(failed) as (bad, good):
             with bad:
-                for result in results:
-                    nan = T.const(result.aval.dtype, float("nan"))
-                    emit_nest(b, (result.aval.size,), lambda c, ix, acc, r=result, x=nan: store(
-                        c, r, ix[0], x) or [], name="nan")
+                fill_nan(b, results)
             with good:
                 if compute_uv:
                     u_cm = Buffer(u_ptr, ShapedArray((u_cols, m), dtype))

@@ -12,6 +12,9 @@ says why and what to do (`UNSUPPORTED` lists them; docs/stablehlo.md explains):
 - `eigh`, `svd`: StableHLO has no operation for them (JAX calls LAPACK through custom calls,
   which a PJRT plug-in need not have), and the signs of their vectors are whatever LAPACK's
   syevd and gesdd produce, with no rule that a Jacobi loop could normalise to.
+- `eig`, `schur`, `hessenberg`: LAPACK's geev, gees and gehrd have no StableHLO operation;
+  JAX itself lowers them to custom calls into its CPU LAPACK kernels, which a PJRT plug-in
+  does not provide.
 - collectives across processes (`process_allreduce`, `process_allgather`: a pmap traced under
   several MPI processes): they call the MPI engine, which a PJRT module cannot reach.
 """
@@ -47,7 +50,7 @@ UNSUPPORTED = {
     **{name: "tape" for name in ("tape_new", "tape_push", "tape_pop", "tape_add")},
     **{name: "collective" for name in ("psum", "pmax", "pmin", "all_gather", "all_to_all",
                                        "psum_scatter", "ppermute", "axis_index")},
-    **{name: "lapack" for name in ("eigh", "svd")},
+    **{name: "lapack" for name in ("eigh", "svd", "eig", "schur", "hessenberg")},
     **{name: "process" for name in ("process_allreduce", "process_allgather")},
 }
 
