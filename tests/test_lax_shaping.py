@@ -100,3 +100,16 @@ def test_errors_say_what_is_wrong():
     with pytest.raises(ValueError, match="incompatible shapes"):
         kl.broadcast_shapes((2,), (3,))
     assert kl.broadcast_shapes((2, 1), (3,), ()) == jl.broadcast_shapes((2, 1), (3,), ())
+
+
+def test_vmap_matches_jax():
+    x = _arange((2, 3, 4), np.float32)
+    dn = jl.ScatterDimensionNumbers((1,), (0,), (0,))
+
+    def f(l):
+        def per_example(x):
+            return (l.tile(l.split(x, [1, 2], 0)[1], (1, 2)), l.stack(l.unstack(x, 1), 0),
+                    l.collapse(x, 0), l.reciprocal(x), l.index_take(x, (np.array([0, -1]),), (1,)),
+                    l.scatter_sub(x, np.array([[1]]), x[:1], dn), l.broadcast_like(x[0], x))
+        return per_example
+    _same(jax.vmap(f(jl))(x), kiln.vmap(f(kl))(x))
