@@ -111,6 +111,9 @@ PUBLIC = {
         "ifftshift", "ihfft", "irfft", "irfft2", "irfftn", "rfft", "rfft2", "rfftfreq", "rfftn"},
     "kiln.lax": {
         "FftType", "fft",
+        "DotDimensionNumbers", "broadcast_like", "broadcast_shapes", "collapse", "dtype", "empty",
+        "index_take", "optimization_barrier", "reciprocal", "scatter_sub", "split", "stack",
+        "tile", "unstack",
         "ConvDimensionNumbers", "ConvGeneralDilatedDimensionNumbers", "conv",
         "conv_dimension_numbers", "conv_general_dilated", "conv_general_dilated_local",
         "conv_general_dilated_patches", "conv_general_permutations", "conv_general_shape_tuple",

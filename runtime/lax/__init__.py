@@ -3,6 +3,7 @@ from ._ops import *  # noqa: F401,F403
 from ._ops import (RoundingMethod, Precision, GatherScatterMode, GatherDimensionNumbers,  # noqa: F401
                    ScatterDimensionNumbers, abs, pow, max, min, complex, round, slice, reduce,
                    bitwise_not)
+from ._shaping import *  # noqa: F401,F403
 from ._fft import FftType, fft  # noqa: F401
 from ._conv import *  # noqa: F401,F403
 from ._windows import *  # noqa: F401,F403
