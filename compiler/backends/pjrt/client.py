@@ -294,6 +294,7 @@ class Executable:
             api.ClientCompile, client=client.handle, program=C.pointer(program),
             compile_options=C.cast(C.c_char_p(options), C.c_void_p),
             compile_options_size=len(options))).executable
+        self._options = C.pointer(api.args(api.ExecuteOptions))
         try:
             produced = _results(table, self.handle)
         except Exception:
@@ -326,36 +327,49 @@ class Executable:
         return buffers
 
     def __call__(self, *inputs):
-        """Run on `inputs` (Buffers of this device or host arrays); one Buffer per output."""
+        """Run on `inputs` (Buffers of this device or host arrays); one Buffer per output.
+        With only Buffers as inputs the call returns once the execution is enqueued: the
+        results carry their ready events (`to_host` and `block_until_ready` await them and
+        raise an execution's error there). With host inputs it waits for the execution."""
         if not self.handle:
             raise RuntimeError("this PJRT executable has been closed")
         inputs = self._inputs(inputs)
         # Host arrays go in as zero-copy buffers that live only for this call (they are alive
-        # and unchanged until it returns).
+        # and unchanged until it returns, which it does after the execution has finished).
         temporary = [self.client.put(x, self.device, zero_copy=True) for x in inputs
                      if not isinstance(x, Buffer)]
+        if not temporary:
+            return self.execute(inputs)
         held = iter(temporary)
         buffers = [x if isinstance(x, Buffer) else next(held) for x in inputs]
         try:
-            return self._run(buffers)
+            return self._run(buffers, wait=True)
         finally:
             for b in temporary:
                 b.delete()
 
-    def _run(self, buffers):
+    def execute(self, buffers):
+        """Run on Buffers of this device already known to match the input avals (a caller's
+        fast path); returns the results without waiting for them (as `__call__` does)."""
+        if not self.handle:
+            raise RuntimeError("this PJRT executable has been closed")
+        return self._run(buffers, wait=False)
+
+    def _run(self, buffers, wait):
         arguments = (C.c_void_p * max(1, len(buffers)))(*[b._handle() for b in buffers])
         argument_lists = (C.c_void_p * 1)(C.addressof(arguments))
         outputs = (C.c_void_p * max(1, len(self.out_avals)))()
         output_lists = (C.c_void_p * 1)(C.addressof(outputs))
         events = (C.c_void_p * 1)()
-        options = api.args(api.ExecuteOptions)
         self.client.api.call("LoadedExecutable_Execute", api.args(
-            api.Execute, executable=self.handle, options=C.pointer(options),
+            api.Execute, executable=self.handle, options=self._options,
             argument_lists=C.addressof(argument_lists), num_devices=1, num_args=len(buffers),
-            output_lists=C.addressof(output_lists), device_complete_events=events))
+            output_lists=C.addressof(output_lists),
+            device_complete_events=events if wait else None))
         results = [Buffer(self.client, outputs[i], self.device, shape, dtype)
                    for i, (shape, dtype) in enumerate(self.out_avals)]
-        self.client.wait(events[0])
+        if wait:
+            self.client.wait(events[0])
         return results
 
     def close(self):
