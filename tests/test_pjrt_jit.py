@@ -300,6 +300,20 @@ def test_repeated_calls_take_the_fast_path_and_do_not_wait(device):
     assert entry.executable.call_exact(()) is None
 
 
+def test_calls_from_several_threads_at_once(device):
+    from concurrent.futures import ThreadPoolExecutor
+    f = kiln.jit(lambda x: x * 2.0 + 1.0, backend="pjrt")
+    inputs = [kiln.device_put(np.full(8, float(i), np.float32), device) for i in range(4)]
+    f(inputs[0])
+
+    def run(i):
+        return [float(np.asarray(f(inputs[i]))[0]) for _ in range(100)]
+    with ThreadPoolExecutor(4) as pool:
+        for i, got in enumerate(pool.map(run, range(4))):
+            assert got == [2.0 * i + 1.0] * 100
+    assert np.asarray(kiln.jit(lambda: jnp.ones(3), backend="pjrt")()).tolist() == [1.0] * 3
+
+
 def test_a_deleted_argument_is_an_error_on_the_fast_path(device):
     f = kiln.jit(lambda x: x + 1.0, backend="pjrt")
     x = kiln.device_put(np.ones(4, np.float32), device)

@@ -35,6 +35,7 @@ device's id) that pins the executable to its device.
 """
 import ctypes as C
 import sys
+import threading
 
 import numpy as np
 
@@ -271,6 +272,25 @@ def _results(table, loaded):
         table.call("Executable_Destroy", api.args(api.Executable, executable=inner))
 
 
+class _Prepared:
+    """The argument structs of `PJRT_LoadedExecutable_Execute` for one executable, built once:
+    a call fills in the argument handles and reads the output handles."""
+
+    def __init__(self, executable):
+        num_args = len(executable.in_avals)
+        self.arguments = (C.c_void_p * max(1, num_args))()
+        self.arguments_list = (C.c_void_p * 1)(C.addressof(self.arguments))
+        self.outputs = (C.c_void_p * max(1, len(executable.out_avals)))()
+        self.outputs_list = (C.c_void_p * 1)(C.addressof(self.outputs))
+        self.events = (C.c_void_p * 1)()
+        self.execute = api.args(
+            api.Execute, executable=executable.handle, options=executable._options,
+            argument_lists=C.addressof(self.arguments_list), num_devices=1, num_args=num_args,
+            output_lists=C.addressof(self.outputs_list))
+        self.reference = C.byref(self.execute)
+        self.function = executable.client.api.function("LoadedExecutable_Execute")
+
+
 class Executable:
     """A StableHLO module compiled for one device (see the module docstring)."""
 
@@ -295,6 +315,8 @@ class Executable:
             compile_options=C.cast(C.c_char_p(options), C.c_void_p),
             compile_options_size=len(options))).executable
         self._options = C.pointer(api.args(api.ExecuteOptions))
+        self._prepared = _Prepared(self)
+        self._idle = threading.Lock()
         try:
             produced = _results(table, self.handle)
         except Exception:
@@ -356,20 +378,23 @@ class Executable:
         return self._run(buffers, wait=False)
 
     def _run(self, buffers, wait):
-        arguments = (C.c_void_p * max(1, len(buffers)))(*[b._handle() for b in buffers])
-        argument_lists = (C.c_void_p * 1)(C.addressof(arguments))
-        outputs = (C.c_void_p * max(1, len(self.out_avals)))()
-        output_lists = (C.c_void_p * 1)(C.addressof(outputs))
-        events = (C.c_void_p * 1)()
-        self.client.api.call("LoadedExecutable_Execute", api.args(
-            api.Execute, executable=self.handle, options=self._options,
-            argument_lists=C.addressof(argument_lists), num_devices=1, num_args=len(buffers),
-            output_lists=C.addressof(output_lists),
-            device_complete_events=events if wait else None))
-        results = [Buffer(self.client, outputs[i], self.device, shape, dtype)
-                   for i, (shape, dtype) in enumerate(self.out_avals)]
+        # The prepared argument structs of the executable when no other thread is using them,
+        # else fresh ones for this call.
+        prepared = self._prepared if self._idle.acquire(False) else \
+            _Prepared(self)
+        try:
+            prepared.arguments[:len(buffers)] = [b._handle() for b in buffers]
+            prepared.execute.device_complete_events = prepared.events if wait else None
+            table = self.client.api
+            table.raise_error(prepared.function(prepared.reference))
+            outputs, event = prepared.outputs[:], prepared.events[0]
+        finally:
+            if prepared is self._prepared:
+                self._idle.release()
+        results = [Buffer(self.client, handle, self.device, shape, dtype)
+                   for handle, (shape, dtype) in zip(outputs, self.out_avals)]
         if wait:
-            self.client.wait(events[0])
+            self.client.wait(event)
         return results
 
     def close(self):
