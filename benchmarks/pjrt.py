@@ -65,7 +65,7 @@ def cases(jax=None):
             step_compile=lambda: jax.jit(sgd_step(jax, jnp, lr=0.01 + fresh()))(jp, jx, jy))
     return [
         Case("pjrt", "dispatch x*y+1 f32[16]", lambda: k_small(*ks), jax=j.get("small"),
-             note="arguments on the device; kiln waits for each result, JAX does not"),
+             note="arguments on the device; call + block_until_ready"),
         Case("pjrt", "MLP SGD step 784-512-512-10", lambda: k_step(kp, kx, ky),
              jax=j.get("step")),
         Case("pjrt", "matmul f32 1024^3", lambda: k_matmul(ka, kb), jax=j.get("matmul")),
