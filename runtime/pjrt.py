@@ -20,7 +20,8 @@ refused with what to do instead (kiln runs compiled code on PJRT devices only).
 PjrtDevice; called with Arrays on that device (or host values) it returns Arrays on it.
 `compile_function(fn)` is `kiln.jit(f, backend="pjrt")`'s backend (staging.BACKENDS): the SSA
 lowered to StableHLO, compiled for the device its arguments are on (the default plug-in's first
-device for host arguments), its results left on the device (a `Program`).
+device for host arguments), its results left on the device (a `Program`, with `call_exact`
+for jit's dispatch fast path).
 """
 import threading
 
@@ -76,7 +77,8 @@ class PjrtLayer:
         return buffer.to_host()
 
     def synchronize(self):
-        """Nothing to wait for: transfers and executions are awaited where they are made."""
+        """Nothing to wait for here: transfers are awaited where they are made, and an
+        execution's results through their own ready events (Array.block_until_ready)."""
 
     def eager(self, prim, values, params):
         raise BackendUnsupportedError(

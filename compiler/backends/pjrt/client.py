@@ -23,9 +23,12 @@ results the plug-in compiled are `out_avals` (shapes and dtypes, or only their n
 plug-in does not report them); `executable(*inputs)` takes Buffers of that device or host arrays
 (passed as zero-copy buffers for the call's duration), checks their count, shapes and dtypes
 against `in_avals` before calling into the plug-in, runs (`PJRT_LoadedExecutable_Execute`,
-awaiting the device's completion event so that an execution error is raised here) and returns
-one Buffer per output aval. Avals are anything with `shape` and `dtype` (kiln's ShapedArray,
-NumPy arrays).
+with argument structs built once per executable) and returns one Buffer per output aval. With
+host inputs it awaits the device's completion event (the host memory is lent for the call
+only, and an execution error is raised there); with Buffers only it returns once the execution
+is enqueued, and the results' ready events (awaited by `to_host` and `block_until_ready`)
+carry an execution error. `execute(buffers)` is that last case without the checks. Avals are
+anything with `shape` and `dtype` (kiln's ShapedArray, NumPy arrays).
 
 Compile options are a serialized xla.CompileOptionsProto (`compile_options`): an empty proto
 aborts the XLA CPU plug-in (a CHECK on replica_count > 0), so kiln sends the smallest valid
