@@ -26,6 +26,7 @@ import eager  # noqa: E402
 import fft  # noqa: E402
 import frontend  # noqa: E402
 import linalg  # noqa: E402
+import pjrt  # noqa: E402
 import pmap  # noqa: E402
 import reductions  # noqa: E402
 import small  # noqa: E402
@@ -33,7 +34,7 @@ import vmap  # noqa: E402
 
 SUITES = {"eager": eager.cases, "frontend": frontend.cases, "autodiff": autodiff.cases, "fft": fft.cases,
           "conv": conv.cases, "linalg": linalg.cases,
-          "cpu": cpu.cases, "pmap": pmap.cases, "reductions": reductions.cases, "small": small.cases,
+          "cpu": cpu.cases, "pjrt": pjrt.cases, "pmap": pmap.cases, "reductions": reductions.cases, "small": small.cases,
           "vmap": vmap.cases}
 
 

@@ -256,6 +256,9 @@ class Array(ArrayMethods):
         v = self._value
         if type(v) is DeviceBuffer:
             v.layer.synchronize()
+            ready = getattr(v.data, "block_until_ready", None)   # a PJRT buffer's ready event
+            if ready is not None:
+                ready()
         return self
 
     def _dense(self):

@@ -20,7 +20,8 @@ refused with what to do instead (kiln runs compiled code on PJRT devices only).
 PjrtDevice; called with Arrays on that device (or host values) it returns Arrays on it.
 `compile_function(fn)` is `kiln.jit(f, backend="pjrt")`'s backend (staging.BACKENDS): the SSA
 lowered to StableHLO, compiled for the device its arguments are on (the default plug-in's first
-device for host arguments), its results left on the device (a `Program`).
+device for host arguments), its results left on the device (a `Program`, with `call_exact`
+for jit's dispatch fast path).
 """
 import threading
 
@@ -76,7 +77,8 @@ class PjrtLayer:
         return buffer.to_host()
 
     def synchronize(self):
-        """Nothing to wait for: transfers and executions are awaited where they are made."""
+        """Nothing to wait for here: transfers are awaited where they are made, and an
+        execution's results through their own ready events (Array.block_until_ready)."""
 
     def eager(self, prim, values, params):
         raise BackendUnsupportedError(
@@ -255,6 +257,30 @@ class Program:
                 device = v.layer.kiln_device
                 break
         return self._on(device).buffers(*values, *self._constants_on(device))
+
+    def call_exact(self, values):
+        """jit's dispatch fast path (runtime/fastcall.py): when `values` are all DeviceBuffers
+        on one PJRT device for which the module is compiled, each with the shape and dtype the
+        module takes, run there as `__call__` would; otherwise None, with nothing run."""
+        first = values[0] if values else None
+        if type(first) is not DeviceBuffer or type(first.layer) is not PjrtLayer:
+            return None
+        layer = first.layer
+        device = layer.kiln_device
+        exe = self._compiled.get(device)
+        if exe is None:
+            return None
+        compiled = exe.compiled
+        buffers = [v.data for v in values]
+        for v, b, (shape, dtype) in zip(values, buffers, compiled.in_avals):
+            if type(v) is not DeviceBuffer or v.layer is not layer or \
+                    type(b) is not pjrt.Buffer or b.shape != shape or b.dtype != dtype:
+                return None
+        constants = self._constants_on(device)
+        if len(buffers) + len(constants) != len(compiled.in_avals):
+            return None
+        buffers += [c.data for c in constants]
+        return [DeviceBuffer(out, layer) for out in compiled.execute(buffers)]
 
     def as_text(self, level=None):
         """The StableHLO module the plug-in compiles (`level`: None or "stablehlo")."""

@@ -275,6 +275,56 @@ def test_arrays_stay_on_the_device(device):
     assert step._cache_size() == 1   # compiled once for the signature
 
 
+def test_repeated_calls_take_the_fast_path_and_do_not_wait(device):
+    f = kiln.jit(lambda x, y: x * y + 1.0, backend="pjrt")
+    x = kiln.device_put(np.full(5, 0.5, np.float32), device)
+    y = f(x, x)
+    assert f._fast is not None   # installed by the first call
+    (entry,) = f._cache.values()
+    for _ in range(20):   # each result is passed on before anything awaited it
+        y = f(y, x)
+        assert on_device(y, device)
+    assert y.block_until_ready() is y
+    ref = np.full(5, 0.5 * 0.5 + 1, np.float32)
+    for _ in range(20):
+        ref = ref * np.float32(0.5) + np.float32(1)
+    np.testing.assert_allclose(np.asarray(y), ref, rtol=1e-6)
+    dropped = f(y, x)   # released before it was awaited
+    del dropped
+    # what the fast path does not take runs the ordinary way, with the right result
+    z = kiln.device_put(np.full(3, 2.0, np.float32), device)
+    np.testing.assert_allclose(np.asarray(f(z, z)), np.full(3, 5.0))
+    np.testing.assert_allclose(np.asarray(f(np.ones(3, np.float32), z)), np.full(3, 3.0))
+    assert entry.executable.call_exact((x._value, np.ones(5, np.float32))) is None
+    assert entry.executable.call_exact((z._value, z._value)) is None   # other shape
+    assert entry.executable.call_exact(()) is None
+
+
+def test_calls_from_several_threads_at_once(device):
+    from concurrent.futures import ThreadPoolExecutor
+    f = kiln.jit(lambda x: x * 2.0 + 1.0, backend="pjrt")
+    inputs = [kiln.device_put(np.full(8, float(i), np.float32), device) for i in range(4)]
+    f(inputs[0])
+
+    def run(i):
+        return [float(np.asarray(f(inputs[i]))[0]) for _ in range(100)]
+    with ThreadPoolExecutor(4) as pool:
+        for i, got in enumerate(pool.map(run, range(4))):
+            assert got == [2.0 * i + 1.0] * 100
+    assert np.asarray(kiln.jit(lambda: jnp.ones(3), backend="pjrt")()).tolist() == [1.0] * 3
+
+
+def test_a_deleted_argument_is_an_error_on_the_fast_path(device):
+    f = kiln.jit(lambda x: x + 1.0, backend="pjrt")
+    x = kiln.device_put(np.ones(4, np.float32), device)
+    f(x)
+    gone = kiln.device_put(np.ones(4, np.float32), device)
+    gone._value.data.delete()
+    with pytest.raises(RuntimeError, match="deleted"):
+        f(gone)
+    np.testing.assert_array_equal(np.asarray(f(x)), np.full(4, 2.0))
+
+
 def test_jit_follows_arrays_put_on_a_pjrt_device(device):
     others = [d for d in kiln.devices("pjrt") if d != device]
     target = others[0] if others else device

@@ -23,9 +23,12 @@ results the plug-in compiled are `out_avals` (shapes and dtypes, or only their n
 plug-in does not report them); `executable(*inputs)` takes Buffers of that device or host arrays
 (passed as zero-copy buffers for the call's duration), checks their count, shapes and dtypes
 against `in_avals` before calling into the plug-in, runs (`PJRT_LoadedExecutable_Execute`,
-awaiting the device's completion event so that an execution error is raised here) and returns
-one Buffer per output aval. Avals are anything with `shape` and `dtype` (kiln's ShapedArray,
-NumPy arrays).
+with argument structs built once per executable) and returns one Buffer per output aval. With
+host inputs it awaits the device's completion event (the host memory is lent for the call
+only, and an execution error is raised there); with Buffers only it returns once the execution
+is enqueued, and the results' ready events (awaited by `to_host` and `block_until_ready`)
+carry an execution error. `execute(buffers)` is that last case without the checks. Avals are
+anything with `shape` and `dtype` (kiln's ShapedArray, NumPy arrays).
 
 Compile options are a serialized xla.CompileOptionsProto (`compile_options`): an empty proto
 aborts the XLA CPU plug-in (a CHECK on replica_count > 0), so kiln sends the smallest valid
@@ -35,6 +38,7 @@ device's id) that pins the executable to its device.
 """
 import ctypes as C
 import sys
+import threading
 
 import numpy as np
 
@@ -271,6 +275,25 @@ def _results(table, loaded):
         table.call("Executable_Destroy", api.args(api.Executable, executable=inner))
 
 
+class _Prepared:
+    """The argument structs of `PJRT_LoadedExecutable_Execute` for one executable, built once:
+    a call fills in the argument handles and reads the output handles."""
+
+    def __init__(self, executable):
+        num_args = len(executable.in_avals)
+        self.arguments = (C.c_void_p * max(1, num_args))()
+        self.arguments_list = (C.c_void_p * 1)(C.addressof(self.arguments))
+        self.outputs = (C.c_void_p * max(1, len(executable.out_avals)))()
+        self.outputs_list = (C.c_void_p * 1)(C.addressof(self.outputs))
+        self.events = (C.c_void_p * 1)()
+        self.execute = api.args(
+            api.Execute, executable=executable.handle, options=executable._options,
+            argument_lists=C.addressof(self.arguments_list), num_devices=1, num_args=num_args,
+            output_lists=C.addressof(self.outputs_list))
+        self.reference = C.byref(self.execute)
+        self.function = executable.client.api.function("LoadedExecutable_Execute")
+
+
 class Executable:
     """A StableHLO module compiled for one device (see the module docstring)."""
 
@@ -294,6 +317,9 @@ class Executable:
             api.ClientCompile, client=client.handle, program=C.pointer(program),
             compile_options=C.cast(C.c_char_p(options), C.c_void_p),
             compile_options_size=len(options))).executable
+        self._options = C.pointer(api.args(api.ExecuteOptions))
+        self._prepared = _Prepared(self)
+        self._idle = threading.Lock()
         try:
             produced = _results(table, self.handle)
         except Exception:
@@ -326,36 +352,52 @@ class Executable:
         return buffers
 
     def __call__(self, *inputs):
-        """Run on `inputs` (Buffers of this device or host arrays); one Buffer per output."""
+        """Run on `inputs` (Buffers of this device or host arrays); one Buffer per output.
+        With only Buffers as inputs the call returns once the execution is enqueued: the
+        results carry their ready events (`to_host` and `block_until_ready` await them and
+        raise an execution's error there). With host inputs it waits for the execution."""
         if not self.handle:
             raise RuntimeError("this PJRT executable has been closed")
         inputs = self._inputs(inputs)
         # Host arrays go in as zero-copy buffers that live only for this call (they are alive
-        # and unchanged until it returns).
+        # and unchanged until it returns, which it does after the execution has finished).
         temporary = [self.client.put(x, self.device, zero_copy=True) for x in inputs
                      if not isinstance(x, Buffer)]
+        if not temporary:
+            return self.execute(inputs)
         held = iter(temporary)
         buffers = [x if isinstance(x, Buffer) else next(held) for x in inputs]
         try:
-            return self._run(buffers)
+            return self._run(buffers, wait=True)
         finally:
             for b in temporary:
                 b.delete()
 
-    def _run(self, buffers):
-        arguments = (C.c_void_p * max(1, len(buffers)))(*[b._handle() for b in buffers])
-        argument_lists = (C.c_void_p * 1)(C.addressof(arguments))
-        outputs = (C.c_void_p * max(1, len(self.out_avals)))()
-        output_lists = (C.c_void_p * 1)(C.addressof(outputs))
-        events = (C.c_void_p * 1)()
-        options = api.args(api.ExecuteOptions)
-        self.client.api.call("LoadedExecutable_Execute", api.args(
-            api.Execute, executable=self.handle, options=C.pointer(options),
-            argument_lists=C.addressof(argument_lists), num_devices=1, num_args=len(buffers),
-            output_lists=C.addressof(output_lists), device_complete_events=events))
-        results = [Buffer(self.client, outputs[i], self.device, shape, dtype)
-                   for i, (shape, dtype) in enumerate(self.out_avals)]
-        self.client.wait(events[0])
+    def execute(self, buffers):
+        """Run on Buffers of this device already known to match the input avals (a caller's
+        fast path); returns the results without waiting for them (as `__call__` does)."""
+        if not self.handle:
+            raise RuntimeError("this PJRT executable has been closed")
+        return self._run(buffers, wait=False)
+
+    def _run(self, buffers, wait):
+        # The prepared argument structs of the executable when no other thread is using them,
+        # else fresh ones for this call.
+        prepared = self._prepared if self._idle.acquire(False) else \
+            _Prepared(self)
+        try:
+            prepared.arguments[:len(buffers)] = [b._handle() for b in buffers]
+            prepared.execute.device_complete_events = prepared.events if wait else None
+            table = self.client.api
+            table.raise_error(prepared.function(prepared.reference))
+            outputs, event = prepared.outputs[:], prepared.events[0]
+        finally:
+            if prepared is self._prepared:
+                self._idle.release()
+        results = [Buffer(self.client, handle, self.device, shape, dtype)
+                   for handle, (shape, dtype) in zip(outputs, self.out_avals)]
+        if wait:
+            self.client.wait(event)
         return results
 
     def close(self):

@@ -1,0 +1,75 @@
+"""The pjrt backend (issue 19): kiln.jit(backend="pjrt") beside jax.jit on the CPU, both
+running XLA's CPU compiler, kiln through the xla-cpu-pjrt plug-in.
+
+Rows: dispatch of a small function on arguments already on the device (the call's overhead),
+the MLP SGD step, a 1024^2 float32 matmul, `x*x + x*2.0` on 5000x5000 float32 (run time,
+where both run the same compiler, so the ratio is what kiln adds around it), and the time from
+a new Python function to its first result for the MLP step (trace, lowering, XLA's compile
+and one run, for both). Skipped with the reason when no PJRT plug-in is installed.
+"""
+import numpy as np
+
+from harness import Case
+from cpu import Fresh, sgd_step
+from vmap import _data as mlp_data
+
+
+def cases(jax=None):
+    import kiln
+    import kiln.numpy as knp
+    from kiln.tree_util import tree_map
+    try:
+        device = kiln.devices("pjrt")[0]
+    except RuntimeError as e:
+        print(f"  pjrt: skipped ({e})")
+        return []
+
+    def kjit(f):
+        return kiln.jit(f, backend="pjrt")
+
+    def put(x):
+        return kiln.device_put(x, device)
+
+    rng = np.random.default_rng(0)
+    small = [rng.standard_normal(16, np.float32) for _ in range(2)]
+    big = rng.standard_normal((5000, 5000), np.float32)
+    a1024 = rng.standard_normal((1024, 1024), np.float32)
+    b1024 = rng.standard_normal((1024, 1024), np.float32)
+    params, mx, my = mlp_data()
+
+    ks, kbig, ka, kb, kx, ky = map(put, (small, big, a1024, b1024, mx, my))
+    kp = tree_map(put, params)
+    k_small = kjit(lambda x, y: x * y + 1.0)
+    k_step = kjit(sgd_step(kiln, knp))
+    k_matmul = kjit(lambda a, b: a @ b)
+    k_fused = kjit(lambda x: x * x + x * 2.0)
+    np.testing.assert_allclose(np.asarray(k_matmul(ka, kb)), a1024 @ b1024, rtol=1e-3,
+                               atol=1e-3)
+    fresh = Fresh()
+
+    def k_step_compile():
+        return kjit(sgd_step(kiln, knp, lr=0.01 + fresh()))(kp, kx, ky)
+
+    j = {}
+    if jax:
+        jnp = jax.numpy
+        js, jbig, ja, jb, jx, jy = map(jax.device_put, (small, big, a1024, b1024, mx, my))
+        jp = jax.tree_util.tree_map(jax.device_put, params)
+        f_small = jax.jit(lambda x, y: x * y + 1.0)
+        f_step = jax.jit(sgd_step(jax, jnp))
+        f_matmul = jax.jit(lambda a, b: a @ b)
+        f_fused = jax.jit(lambda x: x * x + x * 2.0)
+        j = dict(
+            small=lambda: f_small(*js), step=lambda: f_step(jp, jx, jy),
+            matmul=lambda: f_matmul(ja, jb), fused=lambda: f_fused(jbig),
+            step_compile=lambda: jax.jit(sgd_step(jax, jnp, lr=0.01 + fresh()))(jp, jx, jy))
+    return [
+        Case("pjrt", "dispatch x*y+1 f32[16]", lambda: k_small(*ks), jax=j.get("small"),
+             note="arguments on the device; call + block_until_ready"),
+        Case("pjrt", "MLP SGD step 784-512-512-10", lambda: k_step(kp, kx, ky),
+             jax=j.get("step")),
+        Case("pjrt", "matmul f32 1024^3", lambda: k_matmul(ka, kb), jax=j.get("matmul")),
+        Case("pjrt", "x*x + x*2.0 f32[5000,5000]", lambda: k_fused(kbig), jax=j.get("fused")),
+        Case("pjrt", "compile MLP step (fn -> first result)", k_step_compile,
+             jax=j.get("step_compile"), note="trace + lower + XLA compile + one run"),
+    ]
