@@ -669,8 +669,10 @@ def loop_body(g, xs, names=None, extra=()):
     sub = g.region([(p, g.env[x.name]) for p, x in zip(params, xs)] + list(extra),
                    any(exact for _, exact in drawn))
     fitted = [g.result(sub, x, params + [e for e, _ in extra]) for x in xs]
-    return Body(params, sub, [expr for expr, _ in fitted],
-                [p.inexact or inexact for p, (_, inexact) in zip(params, fitted)])
+    inexact = [p.inexact or inexact for p, (_, inexact) in zip(params, fitted)]
+    if any(inexact):   # a result may pass to another carry (a swap) on the next trip
+        inexact = [x.kind == "f" for x in xs]
+    return Body(params, sub, [expr for expr, _ in fitted], inexact)
 
 
 def carries(g):
