@@ -186,4 +186,4 @@ def test_shape_errors_name_the_operation():
     with pytest.raises(TypeError, match="window_strides must have 2 entries"):  # explicit padding
         lax.conv(x, np.zeros((2, 4, 3, 3), np.float32), (1,), [(0, 0), (0, 0)])
     with pytest.raises(TypeError, match="same dtypes"):
-        lax.conv(x, np.zeros((2, 4, 3, 3), np.float64), (1, 1), "SAME")
+        lax.conv(x, np.zeros((2, 4, 3, 3), np.float16), (1, 1), "SAME")
