@@ -1,7 +1,8 @@
 """The kernels of functions of one equation that have their own generator: primitive name ->
-maker(fn) -> source.Kernel, indexing.py's (gathers, scatters, dynamic slices, concatenate)
-and scan.py's (the cumulative primitives). source.kernel_source and the executable's plan
+maker(fn) -> source.Kernel, indexing.py's (gathers, scatters, dynamic slices, concatenate),
+scan.py's (the cumulative primitives) and windows.py's (window reductions, pooling's
+derivatives, convolution). source.kernel_source and the executable's plan
 look primitives up here."""
-from . import indexing, scan
+from . import indexing, scan, windows
 
-KERNELS = {**indexing.KERNELS, **scan.KERNELS}
+KERNELS = {**indexing.KERNELS, **scan.KERNELS, **windows.KERNELS}
