@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 
 from kiln.compiler import passes
 from kiln.compiler.backends import reference
-from kiln.compiler.backends.cuda import emulate, nvrtc, program, reduce, source
+from kiln.compiler.backends.cuda import emulate, nvrtc, program, reduce, scan, source
 from kiln.compiler.errors import BackendUnsupportedError, CompileError
 from kiln.compiler.ir.abstract import ShapedArray
 from kiln.compiler.ir.builder import Builder
@@ -570,8 +570,24 @@ def cumulative_cases(draw):
 @settings(max_examples=25, deadline=None)
 @given(cumulative_cases())
 def test_cumulative_kernels_match_the_reference(case):
-    fn, data = case
+    _check_cumulative(*case)
+
+
+@needs_cxx
+@settings(max_examples=25, deadline=None)
+@given(cumulative_cases())
+def test_block_per_line_scans_match_the_reference(case):
+    """The block-per-line prefix scan (few long lines), its thresholds lowered so that small
+    lines take it: chunks of 32 threads that do not divide the line, empty chunks included."""
+    with mock.patch.multiple(scan, BLOCK_LENGTH=2, BLOCK_LINES=10**9):
+        _check_cumulative(*case)
+
+
+def _check_cumulative(fn, data):
     kernel = source.kernel_source(fn)
+    if data.ndim and data.size:
+        assert (kernel.launch == "block_per_row") == (scan.BLOCK_LENGTH == 2 and
+                                                      data.shape[fn.eqns[0].params["axis"]] >= 2)
     got = emulate.run(kernel, [data], blocks=2, threads=32)[0]
     with np.errstate(all="ignore"):
         want = np.asarray(reference.compile_function(fn)(data)[0]).ravel()
