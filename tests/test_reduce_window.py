@@ -176,3 +176,45 @@ def test_a_rank_0_operand_is_its_own_window(f):
     assert float(f(x)) == 3.0
     assert float(kiln.jit(f)(x)) == 3.0
     assert float(kiln.jit(f, backend="reference")(x)) == 3.0
+
+
+POOLS = [((1, 2, 2, 1), (1, 2, 2, 1), "VALID"),     # tiles: plain stores, no overlap
+         ((1, 3, 3, 1), (1, 2, 2, 1), "SAME"),      # overlapping windows, padding
+         ((1, 2, 2, 1), (1, 3, 3, 1), "VALID"),     # gaps between windows
+         ((1, 1, 1, 1), (1, 1, 1, 1), "VALID"),
+         ((2, 2, 1, 1), (2, 1, 1, 1), "VALID")]     # the outermost axis' windows tile
+
+
+@pytest.mark.parametrize("window, strides, padding", POOLS)
+@pytest.mark.parametrize("shape", [(64, 33, 31, 16), (2, 5, 4, 3)])
+def test_large_pooling_and_its_gradient_match_the_reference(window, strides, padding, shape):
+    """Windows small enough to unroll, each path of select_and_scatter_add (tiles, overlap,
+    gaps), and results large enough that the nests are split across threads, against the
+    reference backend; ties included (integers as floats), which decide the selection."""
+    rng = np.random.default_rng(sum(shape))
+    x = rng.integers(0, 4, shape).astype(np.float32)
+    ct = rng.standard_normal(shape).astype(np.float32)
+
+    def pool(v):
+        return lax.reduce_window(v, -np.inf, lax.max, window, strides, padding)
+
+    def f(v):
+        return knp.sum(pool(v) * pool(ct * v)), lax.reduce_window(v, 0.0, lax.add, window,
+                                                                  strides, padding)
+    g = kiln.value_and_grad(lambda v: f(v)[0])
+    for got, want in zip(kiln.jit(g)(x) + (kiln.jit(f)(x)[1],),
+                         kiln.jit(g, backend="reference")(x) + (kiln.jit(f, backend="reference")(x)[1],)):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-4)
+
+
+def test_a_large_window_loops():
+    """A window of more than UNROLL elements is a loop, not unrolled code."""
+    x = np.random.default_rng(0).standard_normal((3, 40, 9)).astype(np.float32)
+
+    def f(v):
+        return lax.reduce_window(v, -np.inf, lax.max, (1, 7, 5), (1, 2, 2), "SAME")
+    np.testing.assert_array_equal(np.asarray(kiln.jit(f)(x)),
+                                  np.asarray(kiln.jit(f, backend="reference")(x)))
+    g = kiln.grad(lambda v: knp.sum(f(v) ** 2))
+    np.testing.assert_allclose(np.asarray(kiln.jit(g)(x)),
+                               np.asarray(kiln.jit(g, backend="reference")(x)), rtol=1e-6)
