@@ -82,3 +82,40 @@ def test_llvm_calls_gesdd():
 def test_emulated_cuda_device(monkeypatch):
     a = np.random.default_rng(8).normal(size=(2, 4, 3)).astype(np.float32)
     check_all(on_emulated_cuda(monkeypatch, kl.svd, a), _want(a, True), np.float32, 10)
+
+
+def _gauge_invariant(a):
+    """Functions of the complex factors that do not depend on the singular vectors' phases:
+    the values, |U|^2, |Vt|^2 and each pair's outer product u_j vt_j."""
+    import kiln.numpy as jnp
+    u, s, vt = kl.svd(a, full_matrices=False)
+    pairs = u[..., :, :, None] * vt[..., None, :, :]
+    return s, jnp.abs(u) ** 2, jnp.abs(vt) ** 2, pairs
+
+
+@pytest.mark.parametrize("shape", [(2, 4, 3), (3, 3), (3, 5)])
+def test_complex_svd_grads(x64, shape):
+    """JAX's complex rule (with the phase term on dU's diagonal), both modes, against finite
+    differences of phase-independent functions, and the values alone to second order."""
+    rng = np.random.default_rng(9)
+    a = rng.normal(size=shape) + 1j * rng.normal(size=shape)
+    check_grads(_gauge_invariant, (a,), order=1, modes=("fwd", "rev"))
+    check_grads(lambda a: kl.svd(a, compute_uv=False), (a,), order=2, modes=("fwd", "rev"))
+
+
+def test_full_matrices_of_a_square_matrix_have_derivatives(x64):
+    a = np.random.default_rng(10).normal(size=(3, 3))
+    check_grads(lambda a: kl.svd(a, full_matrices=True), (a,), order=2, modes=("fwd", "rev"))
+
+
+def test_complex_grad_under_jit_matches_jax():
+    rng = np.random.default_rng(11)
+    a = (rng.normal(size=(4, 3)) + 1j * rng.normal(size=(4, 3))).astype(np.complex64)
+
+    def loss(lib):
+        def f(a):
+            u, s, vt = lib.svd(a, full_matrices=False)
+            pairs = u[:, :, None] * vt[None, :, :]
+            return (abs(u) ** 4).sum() + (s ** 2).sum() + (pairs.real ** 2).sum()
+        return f
+    check_grad_against_jax(loss, a, 1e-3)

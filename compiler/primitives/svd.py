@@ -7,20 +7,23 @@ as JAX on CPU (the singular vectors' signs are gesdd's); the NumPy definition ca
 gesdd on each matrix, or `cupy.linalg.svd` (cuSOLVER) on CuPy arrays. A matrix gesdd fails on
 gives NaN, as in JAX. An empty matrix gives the identity's columns as u and vt.
 
-Derivatives are JAX's (`_svd_jvp_rule`), for reduced factors (`full_matrices=False`) or
-singular values alone, real matrices only: with dS = U^T dA V and F[i, j] =
-1 / (s[j]^2 - s[i]^2) off the diagonal, ds = diag(dS), dU = U (F * (dS S + S dS^T)) (plus
-(I - U U^T) dA V / s for a tall matrix) and dV likewise. The VJP is its transpose. Repeated
-singular values make F infinite (the vectors' derivative is inf/NaN, the values' stays finite),
-as in JAX; full matrices with singular vectors and complex matrices raise
-NotImplementedError.
+Derivatives are JAX's (`_svd_jvp_rule`), for reduced factors (`full_matrices=False`, or a
+square matrix) or singular values alone, real and complex matrices: with dS = U^H dA V and
+F[i, j] = 1 / (s[j]^2 - s[i]^2) off the diagonal, ds = re diag(dS),
+dU = U (F * (dS S + (dS S)^H) + D) (D: i Im(dS[i, i]) / s[i] on the diagonal, zero for real
+matrices; plus (I - U U^H) dA V / s for a tall matrix) and dV = V (F * (S dS + (S dS)^H))
+(plus (I - V V^H) dA^H U / s for a wide one). The VJP is its transpose under JAX's pairing
+re sum(x * y). Repeated singular values make F infinite (the vectors' derivative is inf/NaN,
+the values' stays finite), as in JAX; full matrices with singular vectors of a non-square
+matrix raise NotImplementedError, as in JAX.
 """
 import numpy as np
 
 from ..ir.abstract import ShapedArray
 from . import emit as E
 from .core import register, JVP, VJP, BATCH
-from .decompositions import array_module, check_inexact, masked, matmul, matrix_batch_rule, t
+from .decompositions import (array_module, check_inexact, h, masked, matmul, matrix_batch_rule,
+                             t)
 from .eigh import real_dtype
 from .rule_forms import tangent_rule, cotangent_rule
 
@@ -73,25 +76,29 @@ svd = register("svd", _svd_eval, _svd, multiple_results=True)
 
 
 def _check_derivative(a, full_matrices, compute_uv):
-    if E.aval(a).dtype.kind == "c":
-        raise NotImplementedError("kiln has no derivative of svd for complex matrices yet")
-    if compute_uv and full_matrices:
+    m, n = E.aval(a).shape[-2:]
+    if compute_uv and full_matrices and m != n:
         raise NotImplementedError("Singular value decomposition JVP not implemented for full "
                                   "matrices; use full_matrices=False")
+
+
+def _like(x, y):
+    """`x` (real) converted to `y`'s dtype (complex for a complex matrix)."""
+    return E.convert(x, E.aval(y).dtype)
 
 
 def _scale_columns(x, s):
     """x diag(s) (s: (..., k) over x's last axis)."""
     a = E.aval(x)
-    return E.mul(x, E.broadcast_in_dim(s, shape=a.shape, broadcast_dimensions=tuple(
-        range(a.ndim - 2)) + (a.ndim - 1,)))
+    return E.mul(x, _like(E.broadcast_in_dim(s, shape=a.shape, broadcast_dimensions=tuple(
+        range(a.ndim - 2)) + (a.ndim - 1,)), x))
 
 
 def _scale_rows(x, s):
     """diag(s) x."""
     a = E.aval(x)
-    return E.mul(x, E.broadcast_in_dim(s, shape=a.shape, broadcast_dimensions=tuple(
-        range(a.ndim - 1))))
+    return E.mul(x, _like(E.broadcast_in_dim(s, shape=a.shape, broadcast_dimensions=tuple(
+        range(a.ndim - 1))), x))
 
 
 def _gaps(s):
@@ -107,6 +114,12 @@ def _gaps(s):
     return E.sub(E.div(E.scalar(1, a), E.add(E.sub(cols, rows), eye)), eye)
 
 
+def _inverse(s):
+    """1 / s, 0 where s is 0 (JAX's s_inv)."""
+    zeros = E.convert(E.eq(s, E.scalar(0, s)), E.aval(s).dtype)
+    return E.sub(E.div(E.scalar(1, s), E.add(s, zeros)), zeros)
+
+
 def _diagonal(x):
     n = E.aval(x).shape[-1]
     return E.reduce_sum(masked(x, np.eye(n)), axes=(E.aval(x).ndim - 1,))
@@ -118,59 +131,80 @@ def _factors(a, outs, compute_uv):
         s, u, vt = outs
     else:
         s, u, vt = E.svd(a, full_matrices=False, compute_uv=True)
-    return s, u, t(vt)
+    return s, u, h(vt)
+
+
+def _complex(a):
+    return E.aval(a).dtype.kind == "c"
+
+
+def _conj(x):
+    return E.conj(x) if _complex(x) else x
 
 
 def _svd_jvp(primals, tangents, outs, *, full_matrices, compute_uv):
     (a,), (da,) = primals, tangents
     _check_derivative(a, full_matrices, compute_uv)
     s, u, v = _factors(a, outs, compute_uv)
-    ds_mat = matmul(matmul(t(u), da), v)
-    ds = _diagonal(ds_mat)
+    ds_mat = matmul(matmul(h(u), da), v)
+    ds = _diagonal(E.real(ds_mat) if _complex(a) else ds_mat)
     if not compute_uv:
         return [ds]
-    f = _gaps(s)
+    f = _like(_gaps(s), a)
     dss = _scale_columns(ds_mat, s)
     sds = _scale_rows(ds_mat, s)
-    du = matmul(u, E.mul(f, E.add(dss, t(dss))))
-    dv = matmul(v, E.mul(f, E.add(sds, t(sds))))
+    inner = E.mul(f, E.add(dss, h(dss)))
+    if _complex(a):   # D: i Im(dS[i, i]) / s[i]
+        k = E.aval(s).shape[-1]
+        half = masked(E.mul(E.scalar(0.5, ds_mat), E.sub(ds_mat, h(ds_mat))), np.eye(k))
+        inner = E.add(inner, _scale_columns(half, _inverse(s)))
+    du = matmul(u, inner)
+    dv = matmul(v, E.mul(f, E.add(sds, h(sds))))
     m, n = E.aval(a).shape[-2:]
     if m > n:
         dav = matmul(da, v)
-        du = E.add(du, _scale_columns(E.sub(dav, matmul(u, matmul(t(u), dav))), E.div(1, s)))
+        du = E.add(du, _scale_columns(E.sub(dav, matmul(u, matmul(h(u), dav))), E.div(1, s)))
     if n > m:
-        dau = matmul(t(da), u)
-        dv = E.add(dv, _scale_columns(E.sub(dau, matmul(v, matmul(t(v), dau))), E.div(1, s)))
-    return [ds, du, t(dv)]
+        dau = matmul(h(da), u)
+        dv = E.add(dv, _scale_columns(E.sub(dau, matmul(v, matmul(h(v), dau))), E.div(1, s)))
+    return [ds, du, h(dv)]
 
 
 def _svd_vjp(ct, primals, outs, *, full_matrices, compute_uv):
+    """The transpose of `_svd_jvp` in dA, under JAX's pairing re sum(x * y): a C-linear
+    X -> A X B transposes to Y -> A^T Y B^T, X -> X^H to Y -> Y^H, re to the complex
+    embedding, and X -> (X - X^H) / 2 to itself."""
     (a,) = primals
     _check_derivative(a, full_matrices, compute_uv)
     s, u, v = _factors(a, outs, compute_uv)
     sb = ct[0]
     ub, vtb = (ct[1], ct[2]) if compute_uv else (None, None)
     k = E.aval(s).shape[-1]
-    terms = [] if sb is None else [_diagonal_matrix(sb, k)]
-    f = _gaps(s) if (ub is not None or vtb is not None) else None
+    terms = [] if sb is None else [_like(_diagonal_matrix(sb, k), a)]
+    f = _like(_gaps(s), a) if (ub is not None or vtb is not None) else None
     extra = []
     m, n = E.aval(a).shape[-2:]
     if ub is not None:
-        y = E.mul(f, matmul(t(u), ub))
-        terms.append(_scale_columns(E.add(y, t(y)), s))
+        inner = matmul(t(u), ub)                     # the cotangent of U^-1 dU
+        y = E.mul(f, inner)
+        terms.append(_scale_columns(E.add(y, h(y)), s))
+        if _complex(a):
+            diagonal = masked(E.mul(E.scalar(0.5, inner), E.sub(inner, E.conj(inner))),
+                              np.eye(k))
+            terms.append(_scale_columns(diagonal, _inverse(s)))
         if m > n:
-            proj = E.sub(ub, matmul(u, matmul(t(u), ub)))
+            proj = E.sub(ub, matmul(_conj(u), matmul(t(u), ub)))
             extra.append(matmul(_scale_columns(proj, E.div(1, s)), t(v)))
     if vtb is not None:
-        vb = t(vtb)
+        vb = h(vtb)
         w = E.mul(f, matmul(t(v), vb))
-        terms.append(_scale_rows(E.add(w, t(w)), s))
+        terms.append(_scale_rows(E.add(w, h(w)), s))
         if n > m:
-            proj = E.sub(vb, matmul(v, matmul(t(v), vb)))
-            extra.append(matmul(u, t(_scale_columns(proj, E.div(1, s)))))
+            proj = E.sub(vb, matmul(_conj(v), matmul(t(v), vb)))
+            extra.append(h(matmul(_scale_columns(proj, E.div(1, s)), t(u))))
     if not terms and not extra:
         return [None]
-    parts = ([matmul(matmul(u, _sum(terms)), t(v))] if terms else []) + extra
+    parts = ([matmul(matmul(_conj(u), _sum(terms)), t(v))] if terms else []) + extra
     return [_sum(parts)]
 
 
