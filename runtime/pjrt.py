@@ -223,6 +223,7 @@ class Program:
         self._lock = threading.Lock()
         self._constants = ()
         self._placed = {}   # device -> the constants as DeviceBuffers on it
+        self._exact = {}    # PjrtLayer -> what call_exact needs there (_exact_on)
         self._on(default)
 
     def hold_constants(self, consts):
@@ -263,24 +264,41 @@ class Program:
         on one PJRT device for which the module is compiled, each with the shape and dtype the
         module takes, run there as `__call__` would; otherwise None, with nothing run."""
         first = values[0] if values else None
-        if type(first) is not DeviceBuffer or type(first.layer) is not PjrtLayer:
+        if type(first) is not DeviceBuffer:
             return None
         layer = first.layer
+        ready = self._exact.get(layer)
+        if ready is None:
+            ready = self._exact_on(layer)
+            if ready is None:
+                return None
+        compiled, avals, constants = ready
+        if len(values) != len(avals):
+            return None
+        buffers = []
+        pjrt_buffer, append = pjrt.Buffer, buffers.append
+        for v, (shape, dtype) in zip(values, avals):
+            b = v.data
+            if type(v) is not DeviceBuffer or v.layer is not layer or \
+                    type(b) is not pjrt_buffer or b.shape != shape or b.dtype != dtype:
+                return None
+            append(b)
+        return [DeviceBuffer(out, layer) for out in compiled.execute(buffers + constants)]
+
+    def _exact_on(self, layer):
+        """(executable, the avals of the arguments, the constants' buffers) for calls on
+        `layer`'s device, kept once the module is compiled there; None before (or for a layer
+        that is not a PJRT device's)."""
+        if type(layer) is not PjrtLayer:
+            return None
         device = layer.kiln_device
         exe = self._compiled.get(device)
         if exe is None:
             return None
         compiled = exe.compiled
-        buffers = [v.data for v in values]
-        for v, b, (shape, dtype) in zip(values, buffers, compiled.in_avals):
-            if type(v) is not DeviceBuffer or v.layer is not layer or \
-                    type(b) is not pjrt.Buffer or b.shape != shape or b.dtype != dtype:
-                return None
-        constants = self._constants_on(device)
-        if len(buffers) + len(constants) != len(compiled.in_avals):
-            return None
-        buffers += [c.data for c in constants]
-        return [DeviceBuffer(out, layer) for out in compiled.execute(buffers)]
+        constants = [c.data for c in self._constants_on(device)]
+        avals = compiled.in_avals[:len(compiled.in_avals) - len(constants)]
+        return self._exact.setdefault(layer, (compiled, avals, constants))
 
     def as_text(self, level=None):
         """The StableHLO module the plug-in compiles (`level`: None or "stablehlo")."""

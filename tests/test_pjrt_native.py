@@ -1,0 +1,69 @@
+"""The PJRT shim's native calls (compiler/backends/pjrt/native.py) against its ctypes path, the
+definition: an execution on device buffers through `kiln_pjrt_execute<N>` gives the results
+the ctypes path gives (every hand-written module of test_pjrt: 0 to 2 arguments, several
+results, every kind of dtype), the plug-in's errors come back as PjrtErrors with its message on
+both paths (an argument PJRT has deleted, a ready event of a deleted buffer), and a call made
+while another holds the executable's native state takes the ctypes path."""
+import numpy as np
+import pytest
+
+from kiln.compiler.backends.pjrt import api, native
+from test_pjrt import CPU_PLUGIN, HAND_WRITTEN, _module, cpu  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.skipif(not CPU_PLUGIN, reason="xla-cpu-pjrt is not installed")
+
+
+def _compiled(cpu, name):
+    from kiln.compiler.backends.pjrt import client as pjrt
+    args, results, body, inputs, _ = HAND_WRITTEN[name]
+    xs = inputs()
+    want = HAND_WRITTEN[name][4](*xs)
+    return pjrt.Executable(cpu, _module(args, results, body), xs, want), xs, want
+
+
+@pytest.mark.parametrize("name", sorted(HAND_WRITTEN))
+def test_native_execution_is_the_ctypes_execution(cpu, name):
+    exe, xs, want = _compiled(cpu, name)
+    buffers = [cpu.put(x) for x in xs]
+    fast = exe.execute(buffers)
+    slow = exe._run(buffers, wait=False)
+    assert len(fast) == len(slow) == len(want)
+    for f, s, w in zip(fast, slow, want):
+        assert (f.shape, f.dtype) == (s.shape, s.dtype) == (w.shape, w.dtype)
+        assert f.handle != s.handle
+        np.testing.assert_array_equal(f.block_until_ready().to_host(), w)
+        np.testing.assert_array_equal(s.to_host(), w)
+
+
+def test_errors_carry_the_plugins_message_on_both_paths(cpu):
+    exe, xs, _ = _compiled(cpu, "add_f32")
+    a, b = cpu.put(xs[0]), cpu.put(xs[1])
+    cpu.api.call("Buffer_Delete", api.args(api.Buffer, buffer=a.handle))   # memory gone
+    for run in (lambda: exe.execute([a, b]), lambda: exe._run([a, b], wait=False)):
+        with pytest.raises(api.PjrtError, match="INVALID_ARGUMENT.*deleted or donated"):
+            run()
+    with pytest.raises(api.PjrtError, match="INVALID_ARGUMENT.*deleted or donated"):
+        a.block_until_ready()
+    a.delete()   # the handle is still destroyed once, natively
+    assert a.handle is None
+
+
+def test_a_busy_executable_takes_the_ctypes_path(cpu, monkeypatch):
+    exe, xs, want = _compiled(cpu, "mul_sub_i64")
+    buffers = [cpu.put(x) for x in xs]
+    taken = []
+    monkeypatch.setattr(exe, "_run", lambda bs, wait: taken.append(wait) or [])
+    exe._idle.acquire()   # another thread is in a native call on it
+    try:
+        assert exe.execute(buffers) == [] and taken == [False]
+    finally:
+        exe._idle.release()
+    monkeypatch.undo()
+    out = exe.execute(buffers)
+    for o, w in zip(out, want):
+        np.testing.assert_array_equal(o.to_host(), w)
+
+
+def test_one_function_per_argument_count():
+    assert native.execute_function(3) is native.execute_function(3)
+    assert native.execute_function(3) is not native.execute_function(4)
