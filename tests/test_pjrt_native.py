@@ -67,3 +67,59 @@ def test_a_busy_executable_takes_the_ctypes_path(cpu, monkeypatch):
 def test_one_function_per_argument_count():
     assert native.execute_function(3) is native.execute_function(3)
     assert native.execute_function(3) is not native.execute_function(4)
+
+
+# ------------------------------------------------------------------ the executable cache
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    return tmp_path / "pjrt"
+
+
+def _compiles(cpu, monkeypatch):
+    """The names of the PJRT functions called from now on."""
+    called, call = [], type(cpu.api).call
+    monkeypatch.setattr(cpu.api, "call", lambda name, a: called.append(name) or
+                        call(cpu.api, name, a))
+    return called
+
+
+def test_a_second_compile_loads_the_stored_executable(cpu, cache_dir, monkeypatch):
+    exe, xs, want = _compiled(cpu, "mul_sub_i64")
+    assert len(list(cache_dir.glob("*.kobj"))) == 1
+    called = _compiles(cpu, monkeypatch)
+    again, _, _ = _compiled(cpu, "mul_sub_i64")
+    assert "Executable_DeserializeAndLoad" in called and "Client_Compile" not in called
+    for o, w in zip(again(*xs), want):
+        np.testing.assert_array_equal(o.to_host(), w)
+    called.clear()
+    from kiln.compiler.backends.pjrt import client as pjrt
+    other = pjrt.Executable(cpu, exe_text("mul_sub_i64"), xs, want, cpu.devices[-1])
+    assert ("Client_Compile" in called) == (len(cpu.devices) > 1)   # the device is in the key
+    assert other.device is cpu.devices[-1]
+
+
+def exe_text(name):
+    args, results, body, _, _ = HAND_WRITTEN[name]
+    return _module(args, results, body)
+
+
+def test_an_entry_the_plugin_cannot_load_is_compiled_again(cpu, cache_dir, monkeypatch):
+    _compiled(cpu, "add_f32")
+    (entry,) = cache_dir.glob("*.kobj")
+    from kiln.compiler.backends.pjrt import compile_cache
+    compile_cache._cache().store(entry.stem, b"not an executable")
+    called = _compiles(cpu, monkeypatch)
+    exe, xs, want = _compiled(cpu, "add_f32")
+    assert called.count("Executable_DeserializeAndLoad") == 1 and "Client_Compile" in called
+    np.testing.assert_array_equal(exe(*xs)[0].to_host(), want[0])
+    assert compile_cache._cache().load(entry.stem) not in (None, b"not an executable")
+
+
+def test_the_cache_can_be_turned_off(cpu, tmp_path, monkeypatch):
+    monkeypatch.setenv("KILN_CACHE_DIR", "0")
+    called = _compiles(cpu, monkeypatch)
+    _compiled(cpu, "scalar_f64")
+    _compiled(cpu, "scalar_f64")
+    assert called.count("Client_Compile") == 2 and "Executable_Serialize" not in called

@@ -45,7 +45,7 @@ import threading
 
 import numpy as np
 
-from . import api, native
+from . import api, compile_cache, native
 
 
 def _varint(n):
@@ -248,14 +248,9 @@ class Buffer:
                f"{self.device.id})"
 
 
-def _inner(table, loaded):
-    return table.call("LoadedExecutable_GetExecutable", api.args(
-        api.LoadedExecutableGetExecutable, loaded_executable=loaded)).executable
-
-
 def _count(table, loaded):
     """The number of results of a loaded executable."""
-    inner = _inner(table, loaded)
+    inner = api.executable_of(table, loaded)
     try:
         return table.call("Executable_NumOutputs", api.args(
             api.ExecutableNumOutputs, executable=inner)).num_outputs
@@ -272,7 +267,7 @@ def _results(table, loaded):
     if not (table.has("Executable_OutputElementTypes") and
             table.has("Executable_OutputDimensions")):
         return None
-    inner = _inner(table, loaded)
+    inner = api.executable_of(table, loaded)
     try:
         kinds = table.call("Executable_OutputElementTypes", api.args(
             api.OutputElementTypes, executable=inner))
@@ -322,20 +317,12 @@ class Executable:
         for _, dtype in self.in_avals + self.out_avals:
             _buffer_type(dtype)
         table = client.api
-        code = mlir_text.encode()
-        text = C.create_string_buffer(code, len(code))
-        program = api.args(api.Program, code=C.addressof(text), code_size=len(code),
-                           format=b"mlir", format_size=4)
-        options = compile_options(self.device.id)
-        self.handle = table.call("Client_Compile", api.args(
-            api.ClientCompile, client=client.handle, program=C.pointer(program),
-            compile_options=C.cast(C.c_char_p(options), C.c_void_p),
-            compile_options_size=len(options))).executable
+        self.handle = compile_cache.compile(client, mlir_text.encode(),
+                                            compile_options(self.device.id))
         self._options = C.pointer(api.args(api.ExecuteOptions))
         self._prepared = _Prepared(self)
         self._idle = threading.Lock()
-        self._native = native.execute_function(len(self.in_avals))
-        self._context = native.Context(table, self.handle, self._options, len(self.out_avals))
+        self._native = None   # kiln_pjrt_execute<N> and its context, made on first use
         try:
             produced = _results(table, self.handle)
         except Exception:
@@ -400,8 +387,12 @@ class Executable:
         if not all(handles) or not self._idle.acquire(False):
             return self._run(buffers, wait=False)
         try:
-            error = self._native(self._context.address, *handles)
-            outputs = self._context.outputs[:]
+            if self._native is None:
+                self._native = (native.execute_function(len(handles)), native.Context(
+                    self.client.api, self.handle, self._options, len(self.out_avals)))
+            function, context = self._native
+            error = function(context.address, *handles)
+            outputs = context.outputs[:]
         finally:
             self._idle.release()
         if error:
