@@ -14,7 +14,8 @@ the host data is read-only all the way down, otherwise copied, so a NumPy array 
 cannot change it); `np.asarray(array)` copies it back. Eager operations on such arrays are
 refused with what to do instead (kiln runs compiled code on PJRT devices only).
 
-`describe(found)` is the line `kiln doctor` prints about a plug-in.
+`describe(found)` is the line `kiln doctor` prints about a plug-in. `compile_for_topology` compiles
+a StableHLO module with libtpu for a TPU topology on a machine without TPUs.
 
 `executable(mlir_text, in_avals, out_avals, device)` is the shim's Executable on a
 PjrtDevice; called with Arrays on that device (or host values) it returns Arrays on it.
@@ -29,7 +30,7 @@ import numpy as np
 
 from .compiler.backends.cuda.device import DeviceBuffer
 from .compiler.backends.pjrt import client as pjrt
-from .compiler.backends.pjrt import plugins
+from .compiler.backends.pjrt import plugins, topology as topologies
 from .compiler.errors import BackendUnsupportedError
 from .devices import Device
 from . import _default_device
@@ -165,6 +166,21 @@ def describe(found):
 def devices(backend):
     """The devices of backend "pjrt" or "tpu" (see the module docstring)."""
     return list(_devices_of(tpu_plugin() if backend == "tpu" else default_plugin()))
+
+
+def compile_for_topology(mlir_text, topology):
+    """A StableHLO module (text, public `main`) compiled by libtpu for the TPU topology named
+    `topology` ("v5e:2x2", ...) on a machine without TPUs: a `compiler.backends.pjrt.topology.
+    ForTopology` (the serialized executable, the platform, the devices' kinds). Where libtpu
+    is not installed a RuntimeError says so at once; libtpu is loaded with the metadata server
+    query off where there is no chip (plugins.prepare_libtpu), so it does not wait for one."""
+    path = plugins.libtpu_path()
+    if path is None:
+        raise _unavailable("tpu", "compiling for a TPU topology needs libtpu, which is not "
+                                  "installed (pip install libtpu, or set TPU_LIBRARY_PATH to "
+                                  "libtpu.so); no TPU is needed")
+    return topologies.compile_for(plugins.load(path), topology, mlir_text.encode(),
+                                  pjrt.compile_options(0))
 
 
 def executable(mlir_text, in_avals, out_avals, device):

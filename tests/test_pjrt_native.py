@@ -7,7 +7,7 @@ while another holds the executable's native state takes the ctypes path."""
 import numpy as np
 import pytest
 
-from kiln.compiler.backends.pjrt import api, native
+from kiln.compiler.backends.pjrt import api, native, plugins
 from test_pjrt import CPU_PLUGIN, HAND_WRITTEN, _module, cpu  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.skipif(not CPU_PLUGIN, reason="xla-cpu-pjrt is not installed")
@@ -123,3 +123,32 @@ def test_the_cache_can_be_turned_off(cpu, tmp_path, monkeypatch):
     _compiled(cpu, "scalar_f64")
     _compiled(cpu, "scalar_f64")
     assert called.count("Client_Compile") == 2 and "Executable_Serialize" not in called
+
+
+# ------------------------------------------------------------------ TPU topologies
+
+LIBTPU = plugins.libtpu_path()
+
+
+@pytest.mark.skipif(LIBTPU is None, reason="libtpu is not installed (pip install libtpu, or "
+                    "TPU_LIBRARY_PATH=/path/to/libtpu.so)")
+def test_compile_for_a_tpu_topology_without_a_tpu():
+    import kiln
+    import kiln.numpy as jnp
+    lowered = kiln.jit(lambda x, y: jnp.tanh(x @ y).sum(axis=0)).lower(
+        np.ones((8, 128), np.float32), np.ones((128, 4), np.float32))
+    out = lowered.compile_for_topology("v5e:2x2")
+    assert out.topology == "v5e:2x2" and out.platform == "tpu"
+    assert len(out.device_kinds) == 4 and all("v5" in k for k in out.device_kinds)
+    assert len(out.serialized) > 1000
+    with pytest.raises(api.PjrtError):
+        lowered.compile_for_topology("no-such-topology")
+
+
+def test_compile_for_a_topology_without_libtpu_fails_fast(monkeypatch):
+    import kiln
+    monkeypatch.setattr(plugins, "libtpu_path", lambda: None)
+    lowered = kiln.jit(lambda x: x + 1).lower(np.ones(3, np.float32))
+    with pytest.raises(RuntimeError, match="Unable to initialize backend 'tpu'.*libtpu.*not "
+                       "installed"):
+        lowered.compile_for_topology("v5e:2x2")

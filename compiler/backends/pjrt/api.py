@@ -156,6 +156,18 @@ BufferElementType = _struct("PJRT_Buffer_ElementType_Args", [("buffer", P), ("ty
 BufferDimensions = _struct("PJRT_Buffer_Dimensions_Args", [
     ("buffer", P), ("dims", I64P), ("num_dims", SIZE)])
 
+TopologyCreate = _struct("PJRT_TopologyDescription_Create_Args", [
+    ("topology_name", C.c_char_p), ("topology_name_size", SIZE),
+    ("create_options", C.POINTER(NamedValue)), ("num_options", SIZE), ("topology", P)])
+Topology = _struct("PJRT_TopologyDescription_Destroy_Args", [("topology", P)])
+TopologyString = _struct("PJRT_TopologyDescription_PlatformName_Args", [   # PlatformVersion: same
+    ("topology", P), ("text", P), ("size", SIZE)])
+TopologyDevices = _struct("PJRT_TopologyDescription_GetDeviceDescriptions_Args", [
+    ("topology", P), ("descriptions", C.POINTER(P)), ("num_descriptions", SIZE)])
+Compile = _struct("PJRT_Compile_Args", [
+    ("topology", P), ("program", C.POINTER(Program)), ("compile_options", P),
+    ("compile_options_size", SIZE), ("client", P), ("executable", P)])
+
 # PJRT_Api's function pointers, in the header's order (append-only after PJRT_Compile).
 FUNCTIONS = """
 Error_Destroy Error_Message Error_GetCode Plugin_Initialize Plugin_Attributes

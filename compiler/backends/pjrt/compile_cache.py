@@ -82,12 +82,17 @@ def serialize(table, loaded):
     """The plug-in's serialization of a loaded executable (bytes), None when it fails."""
     inner = api.executable_of(table, loaded)
     try:
-        out = table.call("Executable_Serialize", api.args(api.ExecutableSerialize,
-                                                          executable=inner))
+        return serialize_executable(table, inner)
     except api.PjrtError:
         return None
     finally:
         table.call("Executable_Destroy", api.args(api.Executable, executable=inner))
+
+
+def serialize_executable(table, executable):
+    """`PJRT_Executable_Serialize` of a PJRT_Executable*, as bytes (its error raised)."""
+    out = table.call("Executable_Serialize", api.args(api.ExecutableSerialize,
+                                                      executable=executable))
     try:
         return C.string_at(out.serialized_bytes, out.serialized_bytes_size)
     finally:
