@@ -355,6 +355,13 @@ class Lowered:
     def compile(self):
         return Compiled(self._entry)
 
+    def compile_for_topology(self, topology):
+        """The StableHLO module compiled by libtpu for the TPU topology `topology` ("v5e:2x2",
+        ...) without a TPU: its serialized executable, platform and devices (kiln.pjrt.
+        compile_for_topology; docs/pjrt.md)."""
+        from .pjrt import compile_for_topology
+        return compile_for_topology(_stablehlo_text(self._entry), topology)
+
 
 class Compiled:
     """The backend's executable; `as_text()` is what the backend runs."""

@@ -14,7 +14,8 @@ the host data is read-only all the way down, otherwise copied, so a NumPy array 
 cannot change it); `np.asarray(array)` copies it back. Eager operations on such arrays are
 refused with what to do instead (kiln runs compiled code on PJRT devices only).
 
-`describe(found)` is the line `kiln doctor` prints about a plug-in.
+`describe(found)` is the line `kiln doctor` prints about a plug-in. `compile_for_topology` compiles
+a StableHLO module with libtpu for a TPU topology on a machine without TPUs.
 
 `executable(mlir_text, in_avals, out_avals, device)` is the shim's Executable on a
 PjrtDevice; called with Arrays on that device (or host values) it returns Arrays on it.
@@ -29,7 +30,7 @@ import numpy as np
 
 from .compiler.backends.cuda.device import DeviceBuffer
 from .compiler.backends.pjrt import client as pjrt
-from .compiler.backends.pjrt import plugins
+from .compiler.backends.pjrt import plugins, topology as topologies
 from .compiler.errors import BackendUnsupportedError
 from .devices import Device
 from . import _default_device
@@ -167,6 +168,21 @@ def devices(backend):
     return list(_devices_of(tpu_plugin() if backend == "tpu" else default_plugin()))
 
 
+def compile_for_topology(mlir_text, topology):
+    """A StableHLO module (text, public `main`) compiled by libtpu for the TPU topology named
+    `topology` ("v5e:2x2", ...) on a machine without TPUs: a `compiler.backends.pjrt.topology.
+    ForTopology` (the serialized executable, the platform, the devices' kinds). Where libtpu
+    is not installed a RuntimeError says so at once; libtpu is loaded with the metadata server
+    query off where there is no chip (plugins.prepare_libtpu), so it does not wait for one."""
+    path = plugins.libtpu_path()
+    if path is None:
+        raise _unavailable("tpu", "compiling for a TPU topology needs libtpu, which is not "
+                                  "installed (pip install libtpu, or set TPU_LIBRARY_PATH to "
+                                  "libtpu.so); no TPU is needed")
+    return topologies.compile_for(plugins.load(path), topology, mlir_text.encode(),
+                                  pjrt.compile_options(0))
+
+
 def executable(mlir_text, in_avals, out_avals, device):
     """A StableHLO module compiled for `device` (a PjrtDevice); see `Executable`."""
     if not isinstance(device, PjrtDevice):
@@ -223,6 +239,7 @@ class Program:
         self._lock = threading.Lock()
         self._constants = ()
         self._placed = {}   # device -> the constants as DeviceBuffers on it
+        self._exact = {}    # PjrtLayer -> what call_exact needs there (_exact_on)
         self._on(default)
 
     def hold_constants(self, consts):
@@ -263,24 +280,41 @@ class Program:
         on one PJRT device for which the module is compiled, each with the shape and dtype the
         module takes, run there as `__call__` would; otherwise None, with nothing run."""
         first = values[0] if values else None
-        if type(first) is not DeviceBuffer or type(first.layer) is not PjrtLayer:
+        if type(first) is not DeviceBuffer:
             return None
         layer = first.layer
+        ready = self._exact.get(layer)
+        if ready is None:
+            ready = self._exact_on(layer)
+            if ready is None:
+                return None
+        compiled, avals, constants = ready
+        if len(values) != len(avals):
+            return None
+        buffers = []
+        pjrt_buffer, append = pjrt.Buffer, buffers.append
+        for v, (shape, dtype) in zip(values, avals):
+            b = v.data
+            if type(v) is not DeviceBuffer or v.layer is not layer or \
+                    type(b) is not pjrt_buffer or b.shape != shape or b.dtype != dtype:
+                return None
+            append(b)
+        return [DeviceBuffer(out, layer) for out in compiled.execute(buffers + constants)]
+
+    def _exact_on(self, layer):
+        """(executable, the avals of the arguments, the constants' buffers) for calls on
+        `layer`'s device, kept once the module is compiled there; None before (or for a layer
+        that is not a PJRT device's)."""
+        if type(layer) is not PjrtLayer:
+            return None
         device = layer.kiln_device
         exe = self._compiled.get(device)
         if exe is None:
             return None
         compiled = exe.compiled
-        buffers = [v.data for v in values]
-        for v, b, (shape, dtype) in zip(values, buffers, compiled.in_avals):
-            if type(v) is not DeviceBuffer or v.layer is not layer or \
-                    type(b) is not pjrt.Buffer or b.shape != shape or b.dtype != dtype:
-                return None
-        constants = self._constants_on(device)
-        if len(buffers) + len(constants) != len(compiled.in_avals):
-            return None
-        buffers += [c.data for c in constants]
-        return [DeviceBuffer(out, layer) for out in compiled.execute(buffers)]
+        constants = [c.data for c in self._constants_on(device)]
+        avals = compiled.in_avals[:len(compiled.in_avals) - len(constants)]
+        return self._exact.setdefault(layer, (compiled, avals, constants))
 
     def as_text(self, level=None):
         """The StableHLO module the plug-in compiles (`level`: None or "stablehlo")."""

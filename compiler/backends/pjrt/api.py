@@ -127,6 +127,13 @@ OutputElementTypes = _struct("PJRT_Executable_OutputElementTypes_Args", [
     ("executable", P), ("output_types", C.POINTER(INT)), ("num_output_types", SIZE)])
 OutputDimensions = _struct("PJRT_Executable_OutputDimensions_Args", [
     ("executable", P), ("num_outputs", SIZE), ("dims", I64P), ("dim_sizes", C.POINTER(SIZE))])
+ExecutableSerialize = _struct("PJRT_Executable_Serialize_Args", [
+    ("executable", P), ("serialized_bytes", P), ("serialized_bytes_size", SIZE),
+    ("serialized_executable", P), ("serialized_executable_deleter", P)])
+DeserializeAndLoad = _struct("PJRT_Executable_DeserializeAndLoad_Args", [
+    ("client", P), ("serialized_executable", P), ("serialized_executable_size", SIZE),
+    ("loaded_executable", P), ("overridden_serialized_compile_options", P),
+    ("overridden_serialized_compile_options_size", SIZE)])
 ExecuteOptions = _struct("PJRT_ExecuteOptions", [
     ("send_callbacks", P), ("recv_callbacks", P), ("num_send_ops", SIZE),
     ("num_recv_ops", SIZE), ("launch_id", INT), ("non_donatable_input_indices", I64P),
@@ -148,6 +155,18 @@ BufferReadyEvent = _struct("PJRT_Buffer_ReadyEvent_Args", [("buffer", P), ("even
 BufferElementType = _struct("PJRT_Buffer_ElementType_Args", [("buffer", P), ("type", INT)])
 BufferDimensions = _struct("PJRT_Buffer_Dimensions_Args", [
     ("buffer", P), ("dims", I64P), ("num_dims", SIZE)])
+
+TopologyCreate = _struct("PJRT_TopologyDescription_Create_Args", [
+    ("topology_name", C.c_char_p), ("topology_name_size", SIZE),
+    ("create_options", C.POINTER(NamedValue)), ("num_options", SIZE), ("topology", P)])
+Topology = _struct("PJRT_TopologyDescription_Destroy_Args", [("topology", P)])
+TopologyString = _struct("PJRT_TopologyDescription_PlatformName_Args", [   # PlatformVersion: same
+    ("topology", P), ("text", P), ("size", SIZE)])
+TopologyDevices = _struct("PJRT_TopologyDescription_GetDeviceDescriptions_Args", [
+    ("topology", P), ("descriptions", C.POINTER(P)), ("num_descriptions", SIZE)])
+Compile = _struct("PJRT_Compile_Args", [
+    ("topology", P), ("program", C.POINTER(Program)), ("compile_options", P),
+    ("compile_options_size", SIZE), ("client", P), ("executable", P)])
 
 # PJRT_Api's function pointers, in the header's order (append-only after PJRT_Compile).
 FUNCTIONS = """
@@ -202,6 +221,12 @@ _Table = type("PJRT_Api", (C.Structure,), {"_fields_": _HEAD + [("pjrt_api_versi
                                             + [(name, P) for name in FUNCTIONS]})
 _VOID = {"Error_Destroy", "Error_Message"}   # the functions that return nothing
 _SIGNATURES = {True: C.CFUNCTYPE(None, P), False: C.CFUNCTYPE(P, P)}
+
+
+def executable_of(table, loaded):
+    """The PJRT_Executable* of a loaded executable (the caller destroys it)."""
+    return table.call("LoadedExecutable_GetExecutable", args(
+        LoadedExecutableGetExecutable, loaded_executable=loaded)).executable
 
 
 def check_version(version, where):

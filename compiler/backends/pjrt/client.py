@@ -27,7 +27,10 @@ with argument structs built once per executable) and returns one Buffer per outp
 host inputs it awaits the device's completion event (the host memory is lent for the call
 only, and an execution error is raised there); with Buffers only it returns once the execution
 is enqueued, and the results' ready events (awaited by `to_host` and `block_until_ready`)
-carry an execution error. `execute(buffers)` is that last case without the checks. Avals are
+carry an execution error. `execute(buffers)` is that last case without the checks, made by one
+native call (native.py); the ctypes calls here are the definition it is tested against, and
+the path of host inputs and of a call made while another thread is in the native one.
+`block_until_ready` and the destruction of a buffer are one native call each too. Avals are
 anything with `shape` and `dtype` (kiln's ShapedArray, NumPy arrays).
 
 Compile options are a serialized xla.CompileOptionsProto (`compile_options`): an empty proto
@@ -42,7 +45,7 @@ import threading
 
 import numpy as np
 
-from . import api
+from . import api, compile_cache, native
 
 
 def _varint(n):
@@ -107,6 +110,19 @@ class Client:
         listed = table.call("Client_AddressableDevices", api.args(
             api.ClientDevices, client=self.handle))
         self.devices = [DeviceInfo(self, listed.devices[i]) for i in range(listed.num_devices)]
+        self._table = C.addressof(table.table)
+        self._await_ready, self._destroy_buffer = native.buffer_functions()
+
+    def await_ready(self, handle):
+        """Await a buffer's ready event (one native call); its error raised."""
+        error = self._await_ready(self._table, handle)
+        if error:
+            self.api.raise_error(error)
+
+    def destroy_buffer(self, handle):
+        error = self._destroy_buffer(self._table, handle)
+        if error:
+            self.api.raise_error(error)
 
     def device(self, device):
         """`device` (a DeviceInfo of this client, or None: the first) checked."""
@@ -212,19 +228,17 @@ class Buffer:
         return out
 
     def block_until_ready(self):
-        event = self.client.api.call("Buffer_ReadyEvent", api.args(
-            api.BufferReadyEvent, buffer=self._handle())).event
-        self.client.wait(event)
+        self.client.await_ready(self._handle())
         return self
 
     def delete(self):
         """Destroy the device buffer (then release the host array a zero copy aliased)."""
         handle, self.handle = getattr(self, "handle", None), None
         if handle and _alive():
-            table = self.client.api
-            table.call("Buffer_Destroy", api.args(api.Buffer, buffer=handle))
+            self.client.destroy_buffer(handle)
             done, self._done = self._done, None
-            self.client.wait(done)
+            if done:
+                self.client.wait(done)
         self._host = None
 
     __del__ = delete
@@ -234,14 +248,9 @@ class Buffer:
                f"{self.device.id})"
 
 
-def _inner(table, loaded):
-    return table.call("LoadedExecutable_GetExecutable", api.args(
-        api.LoadedExecutableGetExecutable, loaded_executable=loaded)).executable
-
-
 def _count(table, loaded):
     """The number of results of a loaded executable."""
-    inner = _inner(table, loaded)
+    inner = api.executable_of(table, loaded)
     try:
         return table.call("Executable_NumOutputs", api.args(
             api.ExecutableNumOutputs, executable=inner)).num_outputs
@@ -258,7 +267,7 @@ def _results(table, loaded):
     if not (table.has("Executable_OutputElementTypes") and
             table.has("Executable_OutputDimensions")):
         return None
-    inner = _inner(table, loaded)
+    inner = api.executable_of(table, loaded)
     try:
         kinds = table.call("Executable_OutputElementTypes", api.args(
             api.OutputElementTypes, executable=inner))
@@ -308,18 +317,12 @@ class Executable:
         for _, dtype in self.in_avals + self.out_avals:
             _buffer_type(dtype)
         table = client.api
-        code = mlir_text.encode()
-        text = C.create_string_buffer(code, len(code))
-        program = api.args(api.Program, code=C.addressof(text), code_size=len(code),
-                           format=b"mlir", format_size=4)
-        options = compile_options(self.device.id)
-        self.handle = table.call("Client_Compile", api.args(
-            api.ClientCompile, client=client.handle, program=C.pointer(program),
-            compile_options=C.cast(C.c_char_p(options), C.c_void_p),
-            compile_options_size=len(options))).executable
+        self.handle = compile_cache.compile(client, mlir_text.encode(),
+                                            compile_options(self.device.id))
         self._options = C.pointer(api.args(api.ExecuteOptions))
         self._prepared = _Prepared(self)
         self._idle = threading.Lock()
+        self._native = None   # kiln_pjrt_execute<N> and its context, made on first use
         try:
             produced = _results(table, self.handle)
         except Exception:
@@ -375,10 +378,31 @@ class Executable:
 
     def execute(self, buffers):
         """Run on Buffers of this device already known to match the input avals (a caller's
-        fast path); returns the results without waiting for them (as `__call__` does)."""
+        fast path); returns the results without waiting for them (as `__call__` does). One
+        native call (native.py) when no other thread is in one on this executable, else the
+        ctypes path."""
         if not self.handle:
             raise RuntimeError("this PJRT executable has been closed")
-        return self._run(buffers, wait=False)
+        handles = [b.handle for b in buffers]
+        if not all(handles) or not self._idle.acquire(False):
+            return self._run(buffers, wait=False)
+        try:
+            if self._native is None:
+                self._native = (native.execute_function(len(handles)), native.Context(
+                    self.client.api, self.handle, self._options, len(self.out_avals)))
+            function, context = self._native
+            error = function(context.address, *handles)
+            outputs = context.outputs[:]
+        finally:
+            self._idle.release()
+        if error:
+            self.client.api.raise_error(error)
+        return self._wrap(outputs)
+
+    def _wrap(self, outputs):
+        client, device = self.client, self.device
+        return [Buffer(client, handle, device, shape, dtype)
+                for handle, (shape, dtype) in zip(outputs, self.out_avals)]
 
     def _run(self, buffers, wait):
         # The prepared argument structs of the executable when no other thread is using them,
@@ -394,8 +418,7 @@ class Executable:
         finally:
             if prepared is self._prepared:
                 self._idle.release()
-        results = [Buffer(self.client, handle, self.device, shape, dtype)
-                   for handle, (shape, dtype) in zip(outputs, self.out_avals)]
+        results = self._wrap(outputs)
         if wait:
             self.client.wait(event)
         return results

@@ -1,0 +1,154 @@
+"""The PJRT shim's native calls (compiler/backends/pjrt/native.py) against its ctypes path, the
+definition: an execution on device buffers through `kiln_pjrt_execute<N>` gives the results
+the ctypes path gives (every hand-written module of test_pjrt: 0 to 2 arguments, several
+results, every kind of dtype), the plug-in's errors come back as PjrtErrors with its message on
+both paths (an argument PJRT has deleted, a ready event of a deleted buffer), and a call made
+while another holds the executable's native state takes the ctypes path."""
+import numpy as np
+import pytest
+
+from kiln.compiler.backends.pjrt import api, native, plugins
+from test_pjrt import CPU_PLUGIN, HAND_WRITTEN, _module, cpu  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.skipif(not CPU_PLUGIN, reason="xla-cpu-pjrt is not installed")
+
+
+def _compiled(cpu, name):
+    from kiln.compiler.backends.pjrt import client as pjrt
+    args, results, body, inputs, _ = HAND_WRITTEN[name]
+    xs = inputs()
+    want = HAND_WRITTEN[name][4](*xs)
+    return pjrt.Executable(cpu, _module(args, results, body), xs, want), xs, want
+
+
+@pytest.mark.parametrize("name", sorted(HAND_WRITTEN))
+def test_native_execution_is_the_ctypes_execution(cpu, name):
+    exe, xs, want = _compiled(cpu, name)
+    buffers = [cpu.put(x) for x in xs]
+    fast = exe.execute(buffers)
+    slow = exe._run(buffers, wait=False)
+    assert len(fast) == len(slow) == len(want)
+    for f, s, w in zip(fast, slow, want):
+        assert (f.shape, f.dtype) == (s.shape, s.dtype) == (w.shape, w.dtype)
+        assert f.handle != s.handle
+        np.testing.assert_array_equal(f.block_until_ready().to_host(), w)
+        np.testing.assert_array_equal(s.to_host(), w)
+
+
+def test_errors_carry_the_plugins_message_on_both_paths(cpu):
+    exe, xs, _ = _compiled(cpu, "add_f32")
+    a, b = cpu.put(xs[0]), cpu.put(xs[1])
+    cpu.api.call("Buffer_Delete", api.args(api.Buffer, buffer=a.handle))   # memory gone
+    for run in (lambda: exe.execute([a, b]), lambda: exe._run([a, b], wait=False)):
+        with pytest.raises(api.PjrtError, match="INVALID_ARGUMENT.*deleted or donated"):
+            run()
+    with pytest.raises(api.PjrtError, match="INVALID_ARGUMENT.*deleted or donated"):
+        a.block_until_ready()
+    a.delete()   # the handle is still destroyed once, natively
+    assert a.handle is None
+
+
+def test_a_busy_executable_takes_the_ctypes_path(cpu, monkeypatch):
+    exe, xs, want = _compiled(cpu, "mul_sub_i64")
+    buffers = [cpu.put(x) for x in xs]
+    taken = []
+    monkeypatch.setattr(exe, "_run", lambda bs, wait: taken.append(wait) or [])
+    exe._idle.acquire()   # another thread is in a native call on it
+    try:
+        assert exe.execute(buffers) == [] and taken == [False]
+    finally:
+        exe._idle.release()
+    monkeypatch.undo()
+    out = exe.execute(buffers)
+    for o, w in zip(out, want):
+        np.testing.assert_array_equal(o.to_host(), w)
+
+
+def test_one_function_per_argument_count():
+    assert native.execute_function(3) is native.execute_function(3)
+    assert native.execute_function(3) is not native.execute_function(4)
+
+
+# ------------------------------------------------------------------ the executable cache
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    return tmp_path / "pjrt"
+
+
+def _compiles(cpu, monkeypatch):
+    """The names of the PJRT functions called from now on."""
+    called, call = [], type(cpu.api).call
+    monkeypatch.setattr(cpu.api, "call", lambda name, a: called.append(name) or
+                        call(cpu.api, name, a))
+    return called
+
+
+def test_a_second_compile_loads_the_stored_executable(cpu, cache_dir, monkeypatch):
+    exe, xs, want = _compiled(cpu, "mul_sub_i64")
+    assert len(list(cache_dir.glob("*.kobj"))) == 1
+    called = _compiles(cpu, monkeypatch)
+    again, _, _ = _compiled(cpu, "mul_sub_i64")
+    assert "Executable_DeserializeAndLoad" in called and "Client_Compile" not in called
+    for o, w in zip(again(*xs), want):
+        np.testing.assert_array_equal(o.to_host(), w)
+    called.clear()
+    from kiln.compiler.backends.pjrt import client as pjrt
+    other = pjrt.Executable(cpu, exe_text("mul_sub_i64"), xs, want, cpu.devices[-1])
+    assert ("Client_Compile" in called) == (len(cpu.devices) > 1)   # the device is in the key
+    assert other.device is cpu.devices[-1]
+
+
+def exe_text(name):
+    args, results, body, _, _ = HAND_WRITTEN[name]
+    return _module(args, results, body)
+
+
+def test_an_entry_the_plugin_cannot_load_is_compiled_again(cpu, cache_dir, monkeypatch):
+    _compiled(cpu, "add_f32")
+    (entry,) = cache_dir.glob("*.kobj")
+    from kiln.compiler.backends.pjrt import compile_cache
+    compile_cache._cache().store(entry.stem, b"not an executable")
+    called = _compiles(cpu, monkeypatch)
+    exe, xs, want = _compiled(cpu, "add_f32")
+    assert called.count("Executable_DeserializeAndLoad") == 1 and "Client_Compile" in called
+    np.testing.assert_array_equal(exe(*xs)[0].to_host(), want[0])
+    assert compile_cache._cache().load(entry.stem) not in (None, b"not an executable")
+
+
+def test_the_cache_can_be_turned_off(cpu, tmp_path, monkeypatch):
+    monkeypatch.setenv("KILN_CACHE_DIR", "0")
+    called = _compiles(cpu, monkeypatch)
+    _compiled(cpu, "scalar_f64")
+    _compiled(cpu, "scalar_f64")
+    assert called.count("Client_Compile") == 2 and "Executable_Serialize" not in called
+
+
+# ------------------------------------------------------------------ TPU topologies
+
+LIBTPU = plugins.libtpu_path()
+
+
+@pytest.mark.skipif(LIBTPU is None, reason="libtpu is not installed (pip install libtpu, or "
+                    "TPU_LIBRARY_PATH=/path/to/libtpu.so)")
+def test_compile_for_a_tpu_topology_without_a_tpu():
+    import kiln
+    import kiln.numpy as jnp
+    lowered = kiln.jit(lambda x, y: jnp.tanh(x @ y).sum(axis=0)).lower(
+        np.ones((8, 128), np.float32), np.ones((128, 4), np.float32))
+    out = lowered.compile_for_topology("v5e:2x2")
+    assert out.topology == "v5e:2x2" and out.platform == "tpu"
+    assert len(out.device_kinds) == 4 and all("v5" in k for k in out.device_kinds)
+    assert len(out.serialized) > 1000
+    with pytest.raises(api.PjrtError):
+        lowered.compile_for_topology("no-such-topology")
+
+
+def test_compile_for_a_topology_without_libtpu_fails_fast(monkeypatch):
+    import kiln
+    monkeypatch.setattr(plugins, "libtpu_path", lambda: None)
+    lowered = kiln.jit(lambda x: x + 1).lower(np.ones(3, np.float32))
+    with pytest.raises(RuntimeError, match="Unable to initialize backend 'tpu'.*libtpu.*not "
+                       "installed"):
+        lowered.compile_for_topology("v5e:2x2")
