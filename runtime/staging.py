@@ -58,6 +58,8 @@ from .compiler.errors import BackendUnsupportedError
 from .compiler.ir.builder import Builder, current
 from . import tracer as _tracer  # noqa: F401  (installs the Tracer type in the builder)
 from . import _host  # noqa: F401  (fills the specialiser's host interface)
+from .execution_guards import STATE as _GUARDS, check_tracing
+from . import user_context
 
 logger = logging.getLogger("kiln")
 
@@ -295,6 +297,8 @@ def stage(fun, avals, rebuild, name, hints=None, api="transformed by kiln", show
     outside, arrays it closes over become extra operands too (the builder's consts)."""
     from .compiler.frontend import specialise
     parent = current()
+    if parent is None and _GUARDS.no_tracing:
+        check_tracing(shown or name)
     b = Builder(name, parent=parent) if parent is not None else Builder(name)
     hints = hints or [f"x{i}" if len(avals) > 1 else "x" for i in range(len(avals))]
     writes = specialise.GlobalWrites(b) if api == JIT else None
@@ -307,7 +311,7 @@ def stage(fun, avals, rebuild, name, hints=None, api="transformed by kiln", show
         st = Staged()
         st.writes = _global_writes(writes, out_leaves)
         fn = b.build(out_leaves)
-    st.fn, st.out_tree, st.guards = fn, out_tree, unique_guards(guards)
+    st.fn, st.out_tree, st.guards = fn, out_tree, unique_guards(guards + user_context.guards())
     st.names = b.names
     if parent is not None:
         st.extra = [outer for outer, _ in b.captured.values()]
