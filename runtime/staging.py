@@ -60,6 +60,7 @@ from . import tracer as _tracer  # noqa: F401  (installs the Tracer type in the 
 from . import _host  # noqa: F401  (fills the specialiser's host interface)
 from .execution_guards import STATE as _GUARDS, check_tracing
 from . import user_context
+from .refs import Ref
 
 logger = logging.getLogger("kiln")
 
@@ -95,6 +96,8 @@ def leaf_aval(x, where, dense=False):
         return ShapedArray(a.shape, a.dtype, False), a._value
     if getattr(t, "_kiln_trace", None) is not None:
         return x.aval, x
+    if t is Ref:
+        raise TypeError(f"{where}: {x._kiln_not_traceable()}")
     raise TypeError(f"{where} of type {t} is not a valid kiln type: pass arrays, scalars or "
                     f"pytrees of them, or mark the argument static with static_argnums / "
                     f"static_argnames.")
