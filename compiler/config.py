@@ -20,7 +20,11 @@ of values (`_choices`, the first the default): `numpy_rank_promotion` ("allow", 
 "raise": kiln.numpy's broadcasting of operands of different ranks), `legacy_prng_key`
 ("allow", "warn", "error": kiln.random given raw uint32 keys), and the transfer guards
 (`transfer_guard`, `transfer_guard_host_to_device`, `..._device_to_host`,
-`..._device_to_device`), which kiln records and does not check (docs/differences.md).
+`..._device_to_device`), which kiln records and does not check (docs/differences.md), and
+`array_garbage_collection_guard` ("allow", "log", "fatal"). Flags the runtime acts on
+(runtime/execution_guards.py): `no_tracing`, `no_execution`, `thread_guard`,
+`allow_f16_reductions` (on by default: `_on_by_default`, read by `kiln.lax.reduce_sum`).
+`jax2tf_associative_scan_reductions` is accepted with no effect (kiln has no jax2tf).
 """
 import os
 
@@ -47,14 +51,20 @@ class Config:
         "explain_cache_misses": ("JAX_EXPLAIN_CACHE_MISSES",),
         "check_tracer_leaks": ("JAX_CHECK_TRACER_LEAKS",),
         "enable_checks": ("JAX_ENABLE_CHECKS",),
+        "no_tracing": ("JAX_NO_TRACING",),
+        "no_execution": ("JAX_NO_EXECUTION",),
+        "jax2tf_associative_scan_reductions": ("JAX2TF_ASSOCIATIVE_SCAN_REDUCTIONS",),
+        "thread_guard": ("JAX_THREAD_GUARD",),
     }
+    _on_by_default = ("allow_f16_reductions",)
 
     _choices = {"numpy_rank_promotion": ("allow", "warn", "raise"),
                 "legacy_prng_key": ("allow", "warn", "error"),
                 **dict.fromkeys((
                     "transfer_guard", "transfer_guard_host_to_device",
                     "transfer_guard_device_to_host", "transfer_guard_device_to_device"),
-                                 _TRANSFER_GUARDS)}
+                                 _TRANSFER_GUARDS),
+                "array_garbage_collection_guard": ("allow", "log", "fatal")}
     _whole_numbers = ("num_cpu_devices",)
     _texts = ("platforms", "default_matmul_precision")
     _objects = ("default_device",)
@@ -64,6 +74,7 @@ class Config:
         self._values.update({name: None
                              for name in self._whole_numbers + self._texts + self._objects})
         self._values.update({name: values[0] for name, values in self._choices.items()})
+        self._values.update(dict.fromkeys(self._on_by_default, True))
         self._listeners = []
         self._guards = {}
 

@@ -39,9 +39,13 @@ from .settings import (enable_x64, debug_nans, debug_infs, log_compiles,  # noqa
                        numpy_dtype_promotion, legacy_prng_key, transfer_guard,
                        transfer_guard_host_to_device, transfer_guard_device_to_host,
                        transfer_guard_device_to_device, debug_key_reuse, enable_custom_prng,
-                       softmax_custom_jvp, effects_barrier, live_arrays)
+                       softmax_custom_jvp, effects_barrier, live_arrays, no_tracing,
+                       no_execution, thread_guard, allow_f16_reductions,
+                       jax2tf_associative_scan_reductions, array_garbage_collection_guard,
+                       make_user_context, memory)
 
 from .callbacks import pure_callback  # noqa: F401,E402
+from .refs import Ref, new_ref, empty_ref, freeze, free_ref, ds  # noqa: F401,E402
 
 from .compiler import __version__  # noqa: F401,E402
 
@@ -69,7 +73,10 @@ __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp",
            "transfer_guard_host_to_device", "transfer_guard_device_to_host",
            "transfer_guard_device_to_device", "debug_key_reuse", "enable_custom_prng",
            "softmax_custom_jvp", "effects_barrier", "live_arrays", "fwd_and_bwd",
-           "copy_to_host_async"]
+           "copy_to_host_async", "no_tracing", "no_execution", "thread_guard",
+           "allow_f16_reductions", "jax2tf_associative_scan_reductions",
+           "array_garbage_collection_guard", "make_user_context", "memory",
+           "Ref", "new_ref", "empty_ref", "freeze", "free_ref", "ds"]
 
 
 def __dir__():

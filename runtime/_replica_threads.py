@@ -14,6 +14,7 @@ import threading
 import time
 
 from .compiler.primitives.replicas import running_as
+from .execution_guards import check_execution, check_thread
 
 PARALLEL_ABOVE = 50e-6   # seconds per replica above which replicas without collectives go parallel
 
@@ -92,6 +93,10 @@ def run_replicas(entry, group, args_of):
     otherwise: compiled code in one call into its runtime library (kiln_run_replicas),
     the reference backend on this module's threads."""
     size = group.size
+    what = "a pmap or shard_map computation"
+    check_execution(what)
+    if group.processes > 1:
+        check_thread(what)
     if not entry.parallel:   # no collectives: the replicas need not meet
         start = time.perf_counter()
         outs = [entry.executable(*args_of(i)) for i in range(size)]

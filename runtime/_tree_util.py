@@ -20,7 +20,7 @@ __all__ = [
     "register_pytree_with_keys", "register_pytree_with_keys_class",
     "register_dataclass", "register_static", "Partial", "keystr",
     "SequenceKey", "DictKey", "GetAttrKey", "FlattenedIndexKey",
-    "KeyEntry", "KeyPath",
+    "KeyEntry", "KeyPath", "default_registry",
 ]
 
 Leaf = Any
@@ -1011,7 +1011,7 @@ def flatten_one_level_with_keys(tree: PyTree) -> tuple[Iterable[Any], Hashable]:
     """``(((key, child), ...), aux_data)`` of a pytree node."""
     t = type(tree)
     if t is list or t is tuple:
-        return [(SequenceKey(i), c) for i, c in enumerate(tree)], None
+        return tuple((SequenceKey(i), c) for i, c in enumerate(tree)), None
     if t is dict:
         _, keys = flatten_one_level(tree)
         return tuple((DictKey(k), tree[k]) for k in keys), keys
@@ -1443,3 +1443,39 @@ register_pytree_node(
     lambda p: ((p.args, p.keywords), p.func),
     lambda func, xs: Partial(func, *xs[0], **xs[1]),
 )
+
+
+class PyTreeRegistry:
+    """JAX's registry object (`default_registry`): the node types kiln's pytree functions
+    know, with JAX's method names. kiln has the one registry; registering through it is
+    registering for every pytree function."""
+
+    def flatten(self, tree, leaf_predicate=None):
+        return tree_flatten(tree, is_leaf=leaf_predicate)
+
+    def flatten_one_level(self, tree):
+        """``(children, aux_data)`` of a node; None for a leaf."""
+        return flatten_one_level(tree) if _is_node(tree) else None
+
+    def flatten_one_level_with_keys(self, tree):
+        """``(((key, child), ...), aux_data)`` of a node; None for a leaf."""
+        return flatten_one_level_with_keys(tree) if _is_node(tree) else None
+
+    def flatten_with_path(self, tree, leaf_predicate=None):
+        return tree_flatten_with_path(tree, is_leaf=leaf_predicate)
+
+    def is_node(self, type):
+        return is_tree_node(type)
+
+    def register_node(self, type, to_iterable, from_iterable, to_iterable_with_keys=None):
+        register_pytree_node(type, to_iterable, from_iterable, to_iterable_with_keys)
+
+    def register_dataclass_node(self, type, data_fields, meta_fields, /):
+        register_dataclass(type, list(data_fields), list(meta_fields))
+
+
+def _is_node(tree):
+    return tree is None or is_tree_node(type(tree))
+
+
+default_registry = PyTreeRegistry()

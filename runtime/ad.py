@@ -25,6 +25,7 @@ from .tree_util import tree_flatten, tree_unflatten, tree_structure
 from . import staging
 from .staging import leaf_value as _value, wrap_outputs
 from .dispatch import is_traced as _is_tracer
+from .execution_guards import check_execution
 from .wrappers import user_facing as _call, name_like as _name_like, describe as _describe
 from .compiler.errors import ConcretizationError
 from .compiler.ir.builder import Builder, current
@@ -112,6 +113,7 @@ class Transformation:
         avals = staging.leaf_avals(dynamic)
         entry = self.cache.lookup((treedef, statics, avals), lambda stale: self._compile(
             leaves, treedef, mask, avals))
+        check_execution(self.name)
         outs = entry.executable(*[_value(x) for x in dynamic], *entry.consts)
         return entry.post(wrap_outputs(outs, entry.out_weak))
 

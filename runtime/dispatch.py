@@ -18,6 +18,7 @@ from .compiler.backends.cuda.device import DeviceBuffer
 from . import _default_device
 _DEFAULT_SET = _default_device.IN_FORCE   # [True] once a default device was ever set
 from .float_checks import STATE as _FLOAT_CHECKS, check as _check_floats
+from .execution_guards import STATE as _GUARDS, check_execution
 
 _aval_cache = {}
 
@@ -58,6 +59,8 @@ def _bind_traced(prim, args, params):
 
 
 def apply_eager(prim, args, params):
+    if _GUARDS.no_execution and not _BUILDER_STATE.stack:
+        check_execution(f"the eager operation {prim.name}")
     vals = [a._value for a in args]
     try:
         key = (prim, tuple(params.items()), *[(v.dtype, v.shape, a.weak_type)
@@ -87,6 +90,8 @@ def apply_eager(prim, args, params):
 def apply_binary(prim, a, b):
     """`apply_eager` for two Arrays, with the bookkeeping unrolled: the eager fast path of
     `jnp.add` and friends (about 1 us of Python around NumPy's own call)."""
+    if _GUARDS.no_execution and not _BUILDER_STATE.stack:
+        check_execution(f"the eager operation {prim.name}")
     va, vb = a._value, b._value
     key = (prim, va.dtype, va.shape, a.weak_type, vb.dtype, vb.shape, b.weak_type)
     out = _binary_cache.get(key)

@@ -55,6 +55,7 @@ from .compiler.backends.cuda.device import DeviceBuffer, Layer as CudaLayer
 from .tree_util import tree_flatten, tree_unflatten, tree_map, tree_leaves
 from . import fastcall, staging, _default_device as default_device
 from .float_checks import STATE as _FLOAT_CHECKS, check as _check_floats
+from .execution_guards import STATE as _GUARDS, check_execution
 from .staging import leaf_aval, wrap_outputs
 from ._traceback import filter_traceback, show_full
 from .compiler.ir.builder import current, PerThread
@@ -130,6 +131,8 @@ class Jitted:
         if current() is not None:  # jit inside a function being compiled: inline it
             from .compiler.frontend.specialise import call_function
             return call_function(self._fun, args, kwargs)
+        if _GUARDS.no_execution:
+            check_execution(f"jit({self.__name__})")
         if self._fallback is not None and default_device.IN_FORCE[0]:
             placed = default_device.jit_backend()
             if placed is not None:
@@ -394,6 +397,7 @@ class Compiled:
                             f"{show(self._entry.in_avals)} but is called with {show(avals)}; "
                             f"call the jitted function instead to compile for new types")
         values = [v for _, v in pairs]
+        check_execution(f"the compiled {self._entry.function.name}")
         if self._entry.held:   # `pairs` holds the buffers too: donated ones are copied
             return _run_donating(self._entry, leaves, values)
         return Jitted._run(None, self._entry, values)

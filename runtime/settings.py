@@ -7,18 +7,28 @@ always JAX's partitionable threefry), `default_prng_impl` ("threefry2x32"),
 `numpy_dtype_promotion` ("standard"; JAX's "strict" is not implemented), `debug_key_reuse`,
 `enable_custom_prng` and `softmax_custom_jvp` (False: kiln has no key-reuse checker and no
 custom PRNGs, and differentiates `nn.softmax` through its source, as JAX's default does).
+`no_tracing`, `no_execution`, `thread_guard` and `array_garbage_collection_guard` are checked
+where runtime/execution_guards.py says; `allow_f16_reductions` (on by default) is read by
+`kiln.lax.reduce_sum`; `jax2tf_associative_scan_reductions` chooses between two lowerings of
+JAX's TensorFlow exporter, which kiln does not have: it is accepted and has no effect.
+`make_user_context` is runtime/user_context.py; `memory.Space` is JAX's enum of memory spaces
+(kiln keeps one memory per device: `new_ref` accepts a space and records it).
 `effects_barrier()` returns at once: compiled calls run their effects before they return.
 `live_arrays()` lists the kiln arrays alive in the process.
 
 `clear_caches()` empties every specialisation cache (jit, grad, vmap, pmap, shard_map);
 `print_environment_info()` prints the versions and devices kiln runs with."""
 import contextlib
+import enum
 import platform
 import sys
+import types
 
 import numpy as np
 
 from .compiler.config import config
+from . import execution_guards  # noqa: F401  (installs the options' listener)
+from .user_context import make_user_context  # noqa: F401
 
 
 class Option:
@@ -61,6 +71,10 @@ enable_checks = Option("enable_checks")
 default_matmul_precision = Option("default_matmul_precision")
 threefry_partitionable = Option("threefry_partitionable", fixed=True)
 default_prng_impl = Option("default_prng_impl", fixed="threefry2x32")
+(no_tracing, no_execution, thread_guard, allow_f16_reductions, jax2tf_associative_scan_reductions,
+ array_garbage_collection_guard) = (Option(name) for name in (
+     "no_tracing", "no_execution", "thread_guard", "allow_f16_reductions",
+     "jax2tf_associative_scan_reductions", "array_garbage_collection_guard"))
 # options with a set of values (compiler/config.py's `_choices`)
 (numpy_rank_promotion, legacy_prng_key, transfer_guard, transfer_guard_host_to_device,
  transfer_guard_device_to_host, transfer_guard_device_to_device) = (
@@ -73,6 +87,19 @@ numpy_dtype_promotion, debug_key_reuse, enable_custom_prng, softmax_custom_jvp =
     Option(name, fixed=value) for name, value in (
         ("numpy_dtype_promotion", "standard"), ("debug_key_reuse", False),
         ("enable_custom_prng", False), ("softmax_custom_jvp", False)))
+
+
+class MemorySpace(enum.Enum):
+    """JAX's memory spaces (`kiln.memory.Space`)."""
+    Device = enum.auto()
+    Host = enum.auto()
+    Any = enum.auto()
+
+    def __repr__(self):
+        return f"MemorySpace.{self.name}"
+
+
+memory = types.SimpleNamespace(Space=MemorySpace)
 
 
 def effects_barrier():

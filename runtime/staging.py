@@ -58,6 +58,9 @@ from .compiler.errors import BackendUnsupportedError
 from .compiler.ir.builder import Builder, current
 from . import tracer as _tracer  # noqa: F401  (installs the Tracer type in the builder)
 from . import _host  # noqa: F401  (fills the specialiser's host interface)
+from .execution_guards import STATE as _GUARDS, check_tracing
+from . import user_context
+from .refs import Ref
 
 logger = logging.getLogger("kiln")
 
@@ -93,6 +96,8 @@ def leaf_aval(x, where, dense=False):
         return ShapedArray(a.shape, a.dtype, False), a._value
     if getattr(t, "_kiln_trace", None) is not None:
         return x.aval, x
+    if t is Ref:
+        raise TypeError(f"{where}: {x._kiln_not_traceable()}")
     raise TypeError(f"{where} of type {t} is not a valid kiln type: pass arrays, scalars or "
                     f"pytrees of them, or mark the argument static with static_argnums / "
                     f"static_argnames.")
@@ -295,6 +300,8 @@ def stage(fun, avals, rebuild, name, hints=None, api="transformed by kiln", show
     outside, arrays it closes over become extra operands too (the builder's consts)."""
     from .compiler.frontend import specialise
     parent = current()
+    if parent is None and _GUARDS.no_tracing:
+        check_tracing(shown or name)
     b = Builder(name, parent=parent) if parent is not None else Builder(name)
     hints = hints or [f"x{i}" if len(avals) > 1 else "x" for i in range(len(avals))]
     writes = specialise.GlobalWrites(b) if api == JIT else None
@@ -307,7 +314,7 @@ def stage(fun, avals, rebuild, name, hints=None, api="transformed by kiln", show
         st = Staged()
         st.writes = _global_writes(writes, out_leaves)
         fn = b.build(out_leaves)
-    st.fn, st.out_tree, st.guards = fn, out_tree, unique_guards(guards)
+    st.fn, st.out_tree, st.guards = fn, out_tree, unique_guards(guards + user_context.guards())
     st.names = b.names
     if parent is not None:
         st.extra = [outer for outer, _ in b.captured.values()]

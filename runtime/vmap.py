@@ -26,6 +26,7 @@ from .tree_util import tree_flatten, tree_unflatten, tree_structure
 from . import staging
 from .staging import leaf_value, wrap_outputs
 from .dispatch import is_traced
+from .execution_guards import check_execution
 from .wrappers import user_facing, name_like, describe
 from .compiler.ir.builder import Builder, current
 from .compiler.primitives import emit
@@ -88,6 +89,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
             return tree_unflatten(st.out_tree, placed)
         entry = cache.lookup((treedef, statics, tuple(avals), tuple(axes)), lambda stale: _compile(
             avals, examples, treedef, statics, axes, size))
+        check_execution(staging.function_name(fun, "vmap"))
         outs = entry.executable(*[leaf_value(x) for x in leaves], *entry.consts)
         return tree_unflatten(entry.out_tree, wrap_outputs(outs, entry.out_weak))
 

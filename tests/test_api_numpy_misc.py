@@ -7,6 +7,7 @@ import tempfile
 import jax
 import jax.numpy as J
 import numpy as np
+import pytest
 
 import kiln
 import kiln.numpy as jnp
@@ -78,3 +79,26 @@ def test_host_io_names():
     jnp.savez(os.path.join(d, "b.npz"), x=a); assert "x" in jnp.load(os.path.join(d, "b.npz"))
     assert jnp.einsum_path("ij,jk,kl->il", np.ones((2, 3)), np.ones((3, 4)), np.ones((4, 5)))[0][0] == "einsum_path"
     assert jnp.bool(1) == True and jnp.object_ is np.object_ and issubclass(jnp.ComplexWarning, Warning)
+
+
+@pytest.mark.parametrize("coeffs", [[1, -3, 2], [0, 1, 2], [0, 0, 1, 0, -1], [2.0], [], [0, 0],
+                                    [1, 0, 0], [1, 2, 3, 4, 5], [3 + 1j, 2, 1]])
+@pytest.mark.parametrize("strip_zeros", [True, False])
+def test_roots_as_jax(coeffs, strip_zeros):
+    p = np.asarray(coeffs, np.complex64 if any(isinstance(c, complex) for c in coeffs)
+                   else np.float32)
+    got = jnp.roots(p, strip_zeros=strip_zeros)
+    want = J.roots(p, strip_zeros=strip_zeros)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(np.sort_complex(np.asarray(got)), np.sort_complex(np.asarray(want)),
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_roots_under_jit_needs_strip_zeros_false():
+    f = kiln.jit(lambda p: jnp.roots(p, strip_zeros=False))
+    got = np.asarray(f(jnp.asarray([0.0, 1, -3, 2])))
+    np.testing.assert_allclose(np.sort_complex(got[:2]), [1, 2], atol=1e-5)
+    assert np.isnan(got[2])
+    with pytest.raises(TypeError, match="concrete value") as e:
+        kiln.jit(jnp.roots)(jnp.asarray([0.0, 1, -3, 2]))
+    assert "strip_zeros=False" in "".join(e.value.__notes__)

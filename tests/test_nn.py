@@ -456,9 +456,23 @@ def test_initializer_aliases_and_simple_initializers():
         ini.glorot_uniform()(None, (5,))
     with pytest.raises(ValueError, match="invalid mode for variance scaling initializer: x"):
         ini.variance_scaling(1.0, "x", "normal")(None, (2, 2))
-    with pytest.raises(ValueError, match="QR decomposition"):
-        ini.orthogonal()(None, (3, 3))
+    with pytest.raises(ValueError, match="at least a 2D shape"):
+        ini.orthogonal()(None, (3,))
     assert ini.orthogonal()(None, (0, 3)).shape == (0, 3)
+
+
+@pytest.mark.parametrize("shape,column_axis,scale", [((3, 3), -1, 1.0), ((2, 5), -1, 2.0),
+                                                     ((6, 2), 0, 1.0), ((2, 3, 4), 1, 0.5)])
+def test_orthogonal_initializer_matches_jax(shape, column_axis, scale):
+    import jax
+    got = nn.initializers.orthogonal(scale, column_axis)(kiln.random.PRNGKey(3), shape)
+    want = jax.nn.initializers.orthogonal(scale, column_axis)(jax.random.PRNGKey(3), shape)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    m = np.moveaxis(np.asarray(got), column_axis, -1).reshape(-1, shape[column_axis]) / scale
+    small = min(m.shape)
+    gram = m.T @ m if m.shape[0] >= m.shape[1] else m @ m.T
+    np.testing.assert_allclose(gram, np.eye(small), atol=1e-5)
 
 
 def test_compute_fans():

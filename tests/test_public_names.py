@@ -32,7 +32,10 @@ PUBLIC = {
         "transfer_guard_host_to_device", "transfer_guard_device_to_host",
         "transfer_guard_device_to_device", "debug_key_reuse", "enable_custom_prng",
         "softmax_custom_jvp", "effects_barrier", "live_arrays", "fwd_and_bwd",
-        "copy_to_host_async"},
+        "copy_to_host_async", "no_tracing", "no_execution", "thread_guard",
+        "allow_f16_reductions", "jax2tf_associative_scan_reductions",
+        "array_garbage_collection_guard", "make_user_context", "memory", "Ref", "new_ref",
+        "empty_ref", "freeze", "free_ref", "ds"},
     # docs/compat.md
     "kiln.compat": {"ENV_VAR", "JaxFinder", "PTH_LINE", "PTH_NAME", "install_as_jax",
                     "uninstall_as_jax", "write_pth"},
@@ -95,7 +98,7 @@ PUBLIC = {
         "hamming", "hanning", "i0", "index_exp", "iscomplex", "iscomplexobj", "isreal",
         "isrealobj", "isscalar", "iterable", "kaiser", "load", "mgrid", "object_", "ogrid",
         "packbits", "piecewise", "poly", "polyadd", "polyder", "polydiv", "polyint", "polymul",
-        "polyfit", "polysub", "polyval", "printoptions", "r_", "s_", "save", "savez", "set_printoptions",
+        "polyfit", "polysub", "polyval", "roots", "printoptions", "r_", "s_", "save", "savez", "set_printoptions",
         "spacing", "unpackbits", "vectorize"},
     "kiln.numpy.linalg": {
         "cross", "diagonal", "matmul", "matrix_norm", "matrix_transpose", "norm", "outer",
@@ -231,7 +234,7 @@ PUBLIC = {
         "tree_flatten", "tree_flatten_with_path", "tree_leaves", "tree_leaves_with_path",
         "tree_map", "tree_map_with_path", "tree_reduce", "tree_reduce_associative",
         "tree_structure", "tree_transpose", "tree_unflatten", "treedef_children",
-        "treedef_is_leaf", "treedef_tuple"},
+        "treedef_is_leaf", "treedef_tuple", "default_registry"},
     "kiln.example_libraries.optimizers": {
         "JoinPoint", "Optimizer", "OptimizerState", "Schedule", "adagrad", "adam", "adamax",
         "clip_grads", "constant", "exponential_decay", "inverse_time_decay", "l2_norm",

@@ -906,3 +906,36 @@ def test_public_names():
                  "register_pytree_with_keys", "Partial", "PyTreeDef",
                  "SequenceKey", "DictKey", "GetAttrKey"]:
         assert name in tu.__all__ and hasattr(tu, name)
+
+
+def test_default_registry_has_jaxs_face():
+    import dataclasses
+    import jax.tree_util as jtu
+    trees = [{"a": 1, "b": [2, (3, None)]}, [1, (2,)], 3, None]
+    R, jR = tu.default_registry, jtu.default_registry
+    for t in trees:
+        leaves, treedef = R.flatten(t)
+        j_leaves, j_treedef = jR.flatten(t)
+        assert (leaves, str(treedef)) == (j_leaves, str(j_treedef))
+        assert R.flatten_one_level(t) == jR.flatten_one_level(t)
+        assert repr(R.flatten_one_level_with_keys(t)) == repr(jR.flatten_one_level_with_keys(t))
+        assert [(tu.keystr(p), x) for p, x in R.flatten_with_path(t)[0]] == \
+            [(jtu.keystr(p), x) for p, x in jR.flatten_with_path(t)[0]]
+    assert R.flatten([1, (2, 3)], lambda x: isinstance(x, tuple))[0] == [1, (2, 3)]
+    for typ in (list, dict, type(None), int, float):
+        assert R.is_node(typ) == jR.is_node(typ)
+
+    class Pair:
+        def __init__(self, a, b):
+            self.a, self.b = a, b
+    tu.default_registry.register_node(Pair, lambda p: ((p.a, p.b), None),
+                                      lambda _, c: Pair(*c))
+    assert tu.tree_leaves(Pair(1, [2])) == [1, 2] and tu.default_registry.is_node(Pair)
+
+    @dataclasses.dataclass
+    class Point:
+        x: object
+        tag: str
+    tu.default_registry.register_dataclass_node(Point, ["x"], ["tag"])
+    assert tu.tree_leaves(Point(4, "t")) == [4]
+    assert tu.tree_map(lambda v: v + 1, Point(4, "t")) == Point(5, "t")

@@ -14,6 +14,7 @@ import numpy as np
 from ..array import to_array
 from ..dispatch import bind
 from ..compiler.ir import dtypes
+from ..compiler.config import config
 from ..compiler.primitives import PRIMITIVES as P
 from ..compiler.primitives.indexing import GatherDimensionNumbers, ScatterDimensionNumbers
 
@@ -455,8 +456,19 @@ def _reducer(name):
     return fn
 
 
-reduce_sum, reduce_prod, reduce_max, reduce_min = map(
-    _reducer, ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min"))
+reduce_prod, reduce_max, reduce_min = map(_reducer, ("reduce_prod", "reduce_max", "reduce_min"))
+_reduce_sum = _reducer("reduce_sum")
+
+
+def reduce_sum(operand, axes):
+    """The sum over `axes`; with `kiln.allow_f16_reductions(False)` a float16 operand is a
+    ValueError (as JAX's; `jnp.sum` accumulates float16 in float32 and is not affected)."""
+    if not config.read("allow_f16_reductions") and \
+            to_array(operand, "lax.reduce_sum").dtype == np.float16:
+        raise ValueError(f"reduce_sum on operand f16{list(operand.shape)} is not allowed "
+                         f"when allow_f16_reductions is False; sum in float32 (jnp.sum does) "
+                         f"or leave the option on")
+    return _reduce_sum(operand, axes)
 reduce_and, reduce_or, reduce_xor = map(_reducer, ("reduce_and", "reduce_or", "reduce_xor"))
 
 

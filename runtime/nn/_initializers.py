@@ -208,8 +208,9 @@ for _name, _fn in (("glorot_uniform", glorot_uniform), ("glorot_normal", glorot_
 
 
 def orthogonal(scale=1.0, column_axis=-1, dtype=None):
-    """An initializer for (semi-)orthogonal matrices. kiln has no QR decomposition yet, so
-    calling the returned initializer on a non-empty shape raises a clear error."""
+    """An initializer for (semi-)orthogonal matrices: `kiln.random.orthogonal` over the
+    product of the other axes by `shape[column_axis]`, times `scale` (JAX's bits for the same
+    key)."""
     def init(key, shape, dtype=dtype, out_sharding=None):
         _check_sharding("orthogonal", out_sharding)
         shape = _shape("orthogonal", shape)
@@ -218,9 +219,10 @@ def orthogonal(scale=1.0, column_axis=-1, dtype=None):
             raise ValueError("orthogonal initializer requires at least a 2D shape")
         if any(d == 0 for d in shape):
             return jnp.zeros(shape, dtype=dtype)
-        raise ValueError("nn.initializers.orthogonal needs a QR decomposition, which kiln does "
-                         "not provide yet; use glorot_normal/he_normal or another "
-                         "variance_scaling initializer instead")
+        n_cols = shape[column_axis]
+        q = _random().orthogonal(key, math.prod(shape) // n_cols, (), dtype, n_cols)
+        q = jnp.reshape(q, tuple(np.delete(shape, column_axis)) + (n_cols,))
+        return jnp.array(scale, dtype) * jnp.moveaxis(q, -1, column_axis)
     return init
 
 

@@ -256,11 +256,40 @@ def _mode_name(mode):
 
 # ----------------------------------------------------------------------------- getitem
 
+def _dslices(idx, shape):
+    """`idx` with each `kiln.ds` Slice as the positions it selects: a static start as a
+    slice, a traced one as an index array whose start is clamped (stride 1) so that the
+    window fits, as `lax.dynamic_slice`. Slices must come before any None or Ellipsis."""
+    from ..refs import Slice
+    entries = _index_tuple(idx)
+    if not any(type(e) is Slice for e in entries):
+        return idx
+    out = []
+    for axis, e in enumerate(entries):
+        if type(e) is not Slice:
+            out.append(e)
+            continue
+        if any(p is None or p is Ellipsis for p in entries[:axis]):
+            raise IndexError("kiln.ds after None or ... in an index: put the ds entries first")
+        start = e.start
+        if not _is_traced(start) and not hasattr(start, "shape"):
+            if e.stride == 1:
+                start = min(max(start, 0), max(shape[axis] - e.size, 0))
+                out.append(slice(start, start + e.size))
+            else:
+                out.append(np.minimum(start + e.stride * np.arange(e.size), shape[axis] - 1))
+            continue
+        if e.stride == 1:
+            start = lax.clamp(0, start, max(shape[axis] - e.size, 0))
+        out.append(start + e.stride * lax.iota(dtypes.int32, e.size))
+    return tuple(out)
+
+
 def getitem(arr, idx, mode=None, fill_value=None, *, wrap_negative_indices=True):
     """`arr[idx]` (and `arr.at[idx].get(mode=..., fill_value=...)`)."""
     x = to_array(arr)
     mode = _mode_name(mode)
-    parsed = _parse(idx, x.shape)
+    parsed = _parse(_dslices(idx, x.shape), x.shape)
     kinds = {e.kind for e in parsed}
     if mode != "fill":
         if kinds <= {NONE, ELLIPSIS, SLICE, INT}:
@@ -551,7 +580,7 @@ def update(arr, idx, values, op, *, indices_are_sorted=False, unique_indices=Fal
         return (true_divide if op == "divide" else power)(x, factors)
     if op == "apply":
         return _apply(x, idx, values, mode, wrap_negative_indices)
-    parsed = _parse(idx, x.shape)
+    parsed = _parse(_dslices(idx, x.shape), x.shape)
     y = _update_values(x, values)
     xp, yp = promote_dtypes(x, y)
     if xp.dtype == np.bool_ and op in _NO_BOOL:

@@ -5,19 +5,21 @@ convention): poly, polyadd, polysub, polymul, polydiv, polyder, polyint, polyval
 recursion (matrix products and traces; JAX computes the eigenvalues first). `polyval` is
 Horner's rule. `polymul` is `convolve`; `polydiv` is long division over the static lengths.
 `polyfit` solves the column-scaled Vandermonde system with `linalg.lstsq` (through the SVD),
-as NumPy and JAX do. `roots` needs general eigenvalues, which this build's `kiln.numpy.linalg`
-does not have yet.
+as NumPy and JAX do. `roots` is the eigenvalues of the companion matrix (`linalg.eigvals`),
+complex whatever the roots are; it strips leading zeros (which needs a concrete array), or with
+`strip_zeros=False` (usable under `jit`) gives NaN for the roots they would have added.
 """
 import operator
 
 import numpy as np
 
 from ._core import check_arraylike
-from ._linalg_solvers import inv, lstsq
+from ._linalg_solvers import inv, lstsq, eigvals
+from ..compiler.errors import ConcretizationError
 from .. import numpy as jnp
 
 __all__ = ["poly", "polyadd", "polysub", "polymul", "polydiv", "polyder", "polyint", "polyval",
-           "polyfit"]
+           "polyfit", "roots"]
 
 
 def _inexact(*xs):
@@ -198,3 +200,43 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
         fac = resids / (len(x) - order)
         fac = fac[0] if y.ndim == 1 else fac
     return c, (base * fac if y.ndim == 1 else base[:, :, None] * fac)
+
+
+def roots(p, *, strip_zeros=True):
+    """The roots of the polynomial with coefficients `p` (highest power first)."""
+    check_arraylike("roots", p)
+    (p,) = _inexact(p)
+    p = jnp.atleast_1d(p)
+    if p.ndim != 1:
+        raise ValueError("Input must be a rank-1 array.")
+    complex_dtype = jnp.result_type(p.dtype, jnp.complex64)
+    if p.shape[0] < 2:
+        return jnp.zeros((0,), complex_dtype)
+    leading = jnp.where(jnp.all(p == 0), p.shape[0], jnp.argmin(p == 0))
+    if not strip_zeros:
+        return _roots_with_zeros(p, leading)
+    try:
+        leading = int(leading)
+    except ConcretizationError as e:
+        e.add_note("jnp.roots strips the leading zeros of a concrete array: under jit pass "
+                   "strip_zeros=False (roots that leading zeros would add are then NaN)")
+        raise
+    return _companion_roots(p[leading:], complex_dtype)
+
+
+def _companion_roots(p, complex_dtype):
+    if p.shape[0] < 2:
+        return jnp.zeros((0,), complex_dtype)
+    a = jnp.diag(jnp.ones((p.shape[0] - 2,), p.dtype), -1)
+    return eigvals(a.at[0, :].set(-p[1:] / p[0]))
+
+
+def _roots_with_zeros(p, leading):
+    """The roots of `p` with `leading` (traced) leading zeros: those rolled to the end, the
+    zero roots they make sorted last and replaced by NaN."""
+    n = p.shape[0]
+    p = jnp.where(leading == n, jnp.ones((), p.dtype), p)
+    found = _companion_roots(jnp.roll(p, -leading), jnp.result_type(p.dtype, jnp.complex64))
+    found = found[jnp.argsort(found == 0, stable=True)]
+    return jnp.where(jnp.arange(found.shape[0]) < found.shape[0] - leading, found,
+                     complex(np.nan, np.nan))
