@@ -31,14 +31,13 @@ def cholesky(x, *, symmetrize_input=True):
 def eig(x, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True,
         enable_eigvec_derivs=False, implementation=None, use_magma=None):
     """[w, vl, vr] of the general square `x` (..., n, n), as JAX's: complex eigenvalues, and
-    the left and right eigenvectors (in columns) that are asked for, LAPACK's geev."""
-    if enable_eigvec_derivs:
-        raise NotImplementedError("kiln.lax.linalg.eig has no eigenvector derivatives "
-                                  "(enable_eigvec_derivs=True) yet; differentiate the "
-                                  "eigenvalues alone")
+    the left and right eigenvectors (in columns) that are asked for, LAPACK's geev.
+    `enable_eigvec_derivs=True` opts in to the eigenvectors' derivatives (JAX's; they assume
+    distinct eigenvalues)."""
     return list(bind(P["eig"], to_array(x, "lax.linalg.eig"),
                      compute_left_eigenvectors=bool(compute_left_eigenvectors),
-                     compute_right_eigenvectors=bool(compute_right_eigenvectors)))
+                     compute_right_eigenvectors=bool(compute_right_eigenvectors),
+                     enable_eigvec_derivs=bool(enable_eigvec_derivs)))
 
 
 def eigh(x, *, lower=True, symmetrize_input=True, sort_eigenvalues=True, subset_by_index=None,

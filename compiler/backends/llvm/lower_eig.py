@@ -104,7 +104,8 @@ def _fill_nan(b, out):
         c.select(c.icmp_signed("==", ix[1], T.i64(0)), nan, zero)) or [], name="nan")
 
 
-def _eig(ctx, outs, ins, *, compute_left_eigenvectors, compute_right_eigenvectors):
+def _eig(ctx, outs, ins, *, compute_left_eigenvectors, compute_right_eigenvectors,
+         enable_eigvec_derivs=False):
     (a,) = ins
     layout = _Layout(a.aval, compute_left_eigenvectors, compute_right_eigenvectors)
     n, dtype = layout.n, layout.dtype
