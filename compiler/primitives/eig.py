@@ -28,7 +28,7 @@ from . import emit as E
 from .core import register, JVP, VJP, BATCH
 from .decompositions import (array_module, check_inexact, h, matmul, matrix_batch_rule, solve,
                              t)
-from .eigh import _diagonal, _diagonal_matrix
+from .eigh import _diagonal, _diagonal_matrix, inverse_gaps
 from .lu import _factors, _permutation_matrix
 from .rule_forms import tangent_rule, cotangent_rule
 
@@ -100,18 +100,6 @@ def _right_vectors(a):
     return E.eig(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True)[1]
 
 
-def _gaps(w):
-    """F[i, j] = 1 / (w[j] - w[i]) off the diagonal, 0 on it (complex)."""
-    a = E.aval(w)
-    n = a.shape[-1]
-    shape = a.shape + (n,)
-    batch = tuple(range(a.ndim - 1))
-    rows = E.broadcast_in_dim(w, shape=shape, broadcast_dimensions=batch + (a.ndim - 1,))
-    cols = E.broadcast_in_dim(w, shape=shape, broadcast_dimensions=batch + (a.ndim,))
-    eye = np.broadcast_to(np.eye(n, dtype=a.dtype), shape).copy()
-    return E.sub(E.div(E.scalar(1, a), E.add(E.sub(cols, rows), eye)), eye)
-
-
 def _column_sums(x):
     return E.reduce_sum(x, axes=(E.aval(x).ndim - 2,))
 
@@ -136,7 +124,7 @@ def _largest(v):
 def _vector_jvp(w, v, da):
     """(dw, dv) of right eigenvectors v (columns) of eigenvalues w for the tangent da."""
     p = matmul(matmul(inverse(v), da), v)
-    u = matmul(v, E.mul(_gaps(w), p))
+    u = matmul(v, E.mul(inverse_gaps(w, E.aval(w).dtype), p))
     mask = _largest(v)
     re = E.neg(E.real(_column_sums(E.mul(E.conj(v), u))))
     im = E.neg(E.div(E.imag(_column_sums(E.mul(mask, u))),
@@ -157,7 +145,7 @@ def _vector_vjp(w, v, vb):
     rb = E.complex(E.neg(E.real(cb)), zero)
     qb = E.complex(zero, E.neg(E.div(E.imag(cb), nu)))
     ub = E.add(vb, E.add(E.mul(E.conj(v), _columns(rb, v)), E.mul(mask, _columns(qb, v))))
-    pb = E.mul(_gaps(w), matmul(t(v), ub))
+    pb = E.mul(inverse_gaps(w, E.aval(w).dtype), matmul(t(v), ub))
     return matmul(matmul(t(inverse(v)), pb), t(v))
 
 

@@ -65,8 +65,9 @@ def _lapack(a, lower):
 eigh = register("eigh", _eigh_eval, _eigh, multiple_results=True)
 
 
-def _gaps(w, dtype):
-    """F: 1 / (w[j] - w[i]) off the diagonal, 0 on it, in `dtype`."""
+def inverse_gaps(w, dtype):
+    """F: 1 / (w[j] - w[i]) off the diagonal, 0 on it, in `dtype` (eigh's, eig's and, of the
+    squared singular values, svd's derivative rules)."""
     a = E.aval(w)
     n = a.shape[-1]
     shape = a.shape + (n,)
@@ -95,7 +96,7 @@ def _eigh_jvp(primals, tangents, outs, *, lower):
     (da,), (v, w) = tangents, outs
     dtype = E.aval(v).dtype
     s = matmul(matmul(h(v), da), v)
-    dv = matmul(v, E.mul(_gaps(w, dtype), s))
+    dv = matmul(v, E.mul(inverse_gaps(w, dtype), s))
     dw = _diagonal(s)
     return [dv, E.real(dw) if dtype.kind == "c" else dw]
 
@@ -106,7 +107,7 @@ def _eigh_vjp(ct, primals, outs, *, lower):
     dtype = E.aval(v).dtype
     terms = []
     if vb is not None:
-        terms.append(E.mul(_gaps(w, dtype), matmul(t(v), vb)))
+        terms.append(E.mul(inverse_gaps(w, dtype), matmul(t(v), vb)))
     if wb is not None:
         terms.append(_diagonal_matrix(wb, dtype))
     if not terms:

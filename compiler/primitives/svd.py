@@ -24,7 +24,7 @@ from . import emit as E
 from .core import register, JVP, VJP, BATCH
 from .decompositions import (array_module, check_inexact, h, masked, matmul, matrix_batch_rule,
                              t)
-from .eigh import real_dtype
+from .eigh import inverse_gaps, real_dtype
 from .rule_forms import tangent_rule, cotangent_rule
 
 
@@ -101,19 +101,6 @@ def _scale_rows(x, s):
         range(a.ndim - 1))), x))
 
 
-def _gaps(s):
-    """F[i, j] = 1 / (s[j]^2 - s[i]^2) off the diagonal, 0 on it."""
-    a = E.aval(s)
-    k = a.shape[-1]
-    shape = a.shape + (k,)
-    batch = tuple(range(a.ndim - 1))
-    sq = E.mul(s, s)
-    rows = E.broadcast_in_dim(sq, shape=shape, broadcast_dimensions=batch + (a.ndim - 1,))
-    cols = E.broadcast_in_dim(sq, shape=shape, broadcast_dimensions=batch + (a.ndim,))
-    eye = np.broadcast_to(np.eye(k, dtype=a.dtype), shape).copy()
-    return E.sub(E.div(E.scalar(1, a), E.add(E.sub(cols, rows), eye)), eye)
-
-
 def _inverse(s):
     """1 / s, 0 where s is 0 (JAX's s_inv)."""
     zeros = E.convert(E.eq(s, E.scalar(0, s)), E.aval(s).dtype)
@@ -150,7 +137,7 @@ def _svd_jvp(primals, tangents, outs, *, full_matrices, compute_uv):
     ds = _diagonal(E.real(ds_mat) if _complex(a) else ds_mat)
     if not compute_uv:
         return [ds]
-    f = _like(_gaps(s), a)
+    f = inverse_gaps(E.mul(s, s), E.aval(a).dtype)
     dss = _scale_columns(ds_mat, s)
     sds = _scale_rows(ds_mat, s)
     inner = E.mul(f, E.add(dss, h(dss)))
@@ -181,7 +168,7 @@ def _svd_vjp(ct, primals, outs, *, full_matrices, compute_uv):
     ub, vtb = (ct[1], ct[2]) if compute_uv else (None, None)
     k = E.aval(s).shape[-1]
     terms = [] if sb is None else [_like(_diagonal_matrix(sb, k), a)]
-    f = _like(_gaps(s), a) if (ub is not None or vtb is not None) else None
+    f = None if ub is None and vtb is None else inverse_gaps(E.mul(s, s), E.aval(a).dtype)
     extra = []
     m, n = E.aval(a).shape[-2:]
     if ub is not None:
