@@ -167,7 +167,14 @@ PUBLIC = {
         "pareto", "rayleigh", "t", "triangular", "weibull_min",
         "ball", "generalized_normal", "key_dtype", "multivariate_normal", "orthogonal", "wald"},
     "kiln.scipy": {
-        "linalg", "signal", "special", "stats"},
+        "cluster", "fft", "integrate", "interpolate", "linalg", "ndimage", "signal", "special",
+        "stats"},
+    "kiln.scipy.fft": {"dct", "dctn", "idct", "idctn"},
+    "kiln.scipy.ndimage": {"map_coordinates"},
+    "kiln.scipy.interpolate": {"RegularGridInterpolator"},
+    "kiln.scipy.integrate": {"trapezoid"},
+    "kiln.scipy.cluster": {"vq"},
+    "kiln.scipy.cluster.vq": {"vq"},
     "kiln.scipy.signal": {
         "convolve", "convolve2d", "correlate", "correlate2d", "csd", "detrend", "fftconvolve",
         "istft", "stft", "welch"},
