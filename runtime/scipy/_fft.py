@@ -136,25 +136,22 @@ def _axes_and_sizes(name, x, s, axes):
     return axes, sizes
 
 
-def dctn(x, type=2, s=None, axes=None, norm=None):
-    """The n-dimensional DCT (type 2) over `axes` (all by default), `s` the sizes."""
-    x = _prepare("dctn", x, type, norm)
-    axes, sizes = _axes_and_sizes("dctn", x, s, axes)
+def _along_axes(name, one_d, x, type, s, axes, norm):
+    x = _prepare(name, x, type, norm)
+    axes, sizes = _axes_and_sizes(name, x, s, axes)
 
     def transform(y):
         for axis, size in zip(axes, sizes):
-            y = _dct(_resize(y, size, axis), axis, norm)
+            y = one_d(_resize(y, size, axis), axis, norm)
         return y
     return _split_complex(transform, x)
+
+
+def dctn(x, type=2, s=None, axes=None, norm=None):
+    """The n-dimensional DCT (type 2) over `axes` (all by default), `s` the sizes."""
+    return _along_axes("dctn", _dct, x, type, s, axes, norm)
 
 
 def idctn(x, type=2, s=None, axes=None, norm=None):
     """The inverse of `dctn` over `axes`."""
-    x = _prepare("idctn", x, type, norm)
-    axes, sizes = _axes_and_sizes("idctn", x, s, axes)
-
-    def transform(y):
-        for axis, size in zip(axes, sizes):
-            y = _idct(_resize(y, size, axis), axis, norm)
-        return y
-    return _split_complex(transform, x)
+    return _along_axes("idctn", _idct, x, type, s, axes, norm)
