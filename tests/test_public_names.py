@@ -162,7 +162,8 @@ PUBLIC = {
         "rademacher", "randint", "split", "truncated_normal", "uniform", "wrap_key_data",
         "cauchy", "chisquare", "double_sided_maxwell", "f", "geometric", "lognormal", "maxwell",
         "pareto", "rayleigh", "t", "triangular", "weibull_min",
-        "ball", "generalized_normal", "key_dtype", "multivariate_normal", "orthogonal", "wald"},
+        "ball", "generalized_normal", "key_dtype", "multivariate_normal", "orthogonal", "wald",
+        "binomial", "multinomial", "poisson"},
     "kiln.scipy": {
         "linalg", "signal", "special", "stats"},
     "kiln.scipy.signal": {
