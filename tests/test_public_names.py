@@ -165,7 +165,9 @@ PUBLIC = {
         "ball", "generalized_normal", "key_dtype", "multivariate_normal", "orthogonal", "wald",
         "binomial", "multinomial", "poisson"},
     "kiln.scipy": {
-        "linalg", "signal", "special", "stats"},
+        "linalg", "optimize", "signal", "special", "stats"},
+    "kiln.scipy.optimize": {
+        "OptimizeResults", "minimize"},
     "kiln.scipy.signal": {
         "convolve", "convolve2d", "correlate", "correlate2d", "csd", "detrend", "fftconvolve",
         "istft", "stft", "welch"},
