@@ -40,17 +40,20 @@ Distributions that transform these samplers (cauchy, lognormal, pareto, t, chisq
 are in `_random_more`; some of them give JAX's bits exactly, the others agree to an ulp or
 two (that module's docstring lists which). Those that need linear algebra or several samplers
 (multivariate_normal, orthogonal, ball, generalized_normal, wald) are in `_random_linalg`.
+The counting distributions (poisson, binomial, multinomial) are in `_random_discrete`.
 
 (The names are defined in `_random`, with the helpers they use, which stay out of
 this namespace; `__all__` lists them.)"""
 from ._random import *  # noqa: F401,F403
 from ._random_more import *  # noqa: F401,F403
 from ._random_linalg import *  # noqa: F401,F403
+from ._random_discrete import *  # noqa: F401,F403
 from ._random import __all__ as _basic
 from ._random_more import __all__ as _more
 from ._random_linalg import __all__ as _linalg
+from ._random_discrete import __all__ as _discrete
 
-__all__ = list(_basic) + list(_more) + list(_linalg)
+__all__ = list(_basic) + list(_more) + list(_linalg) + list(_discrete)
 from .wrappers import user_facing_names  # noqa: E402
 
 user_facing_names(globals())

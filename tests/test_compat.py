@@ -43,6 +43,8 @@ import jax, jax.numpy as jnp, kiln
 from jax import lax, tree_util, random, nn, debug, tree
 import jax.scipy.special, jax.scipy.stats.norm, jax.example_libraries.optimizers
 import jax.example_libraries.stax, jax.typing, jax.dtypes, jax.nn.initializers
+from jax.scipy.optimize import minimize
+assert jax.scipy.optimize is kiln.scipy.optimize and minimize is kiln.scipy.optimize.minimize
 from jax.tree_util import tree_map
 assert jax is kiln and jnp is kiln.numpy and jax.lax is kiln.lax and jax.Array is kiln.Array
 assert jax.scipy.special is kiln.scipy.special and tree is kiln.tree and tree_map is kiln.tree_util.tree_map

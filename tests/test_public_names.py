@@ -165,16 +165,19 @@ PUBLIC = {
         "rademacher", "randint", "split", "truncated_normal", "uniform", "wrap_key_data",
         "cauchy", "chisquare", "double_sided_maxwell", "f", "geometric", "lognormal", "maxwell",
         "pareto", "rayleigh", "t", "triangular", "weibull_min",
-        "ball", "generalized_normal", "key_dtype", "multivariate_normal", "orthogonal", "wald"},
+        "ball", "generalized_normal", "key_dtype", "multivariate_normal", "orthogonal", "wald",
+        "binomial", "multinomial", "poisson"},
     "kiln.scipy": {
-        "cluster", "fft", "integrate", "interpolate", "linalg", "ndimage", "signal", "special",
-        "stats"},
+        "cluster", "fft", "integrate", "interpolate", "linalg", "ndimage", "optimize",
+        "signal", "special", "stats"},
     "kiln.scipy.fft": {"dct", "dctn", "idct", "idctn"},
     "kiln.scipy.ndimage": {"map_coordinates"},
     "kiln.scipy.interpolate": {"RegularGridInterpolator"},
     "kiln.scipy.integrate": {"trapezoid"},
     "kiln.scipy.cluster": {"vq"},
     "kiln.scipy.cluster.vq": {"vq"},
+    "kiln.scipy.optimize": {
+        "OptimizeResults", "minimize"},
     "kiln.scipy.signal": {
         "convolve", "convolve2d", "correlate", "correlate2d", "csd", "detrend", "fftconvolve",
         "istft", "stft", "welch"},
@@ -191,7 +194,7 @@ PUBLIC = {
         "ndtri", "rel_entr", "softmax", "xlog1py", "xlogy",
         "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "dawsn",
         "erfcx", "exp1", "expi", "expn", "factorial", "gammainc", "gammaincc", "i0", "i0e",
-        "i1", "i1e", "multigammaln", "poch", "polygamma", "spence", "zeta"},
+        "i1", "i1e", "multigammaln", "poch", "polygamma", "spence", "zeta", "bessel_jn"},
     "kiln.scipy.stats": {
         "bernoulli", "beta", "binom", "cauchy", "chi2", "dirichlet", "expon", "gamma",
         "geom", "laplace", "logistic", "multivariate_normal", "nbinom", "norm", "pareto",

@@ -15,8 +15,10 @@ from ._special_closed import *  # noqa: F401,F403
 from ._special_closed import __all__ as _closed
 from ._special_series import *  # noqa: F401,F403
 from ._special_series import __all__ as _series
+from ._special_bessel import *  # noqa: F401,F403
+from ._special_bessel import __all__ as _bessel
 from ..wrappers import user_facing_names  # noqa: E402
 
-__all__ = _base + _closed + _series
+__all__ = _base + _closed + _series + _bessel
 user_facing_names(globals())
-del user_facing_names, _base, _closed, _series
+del user_facing_names, _base, _closed, _series, _bessel
