@@ -408,6 +408,7 @@ def _binop(name, reflected=False):
         nonlocal fn
         if fn is None:
             fn = getattr(_jnp(), name)
+            fn = getattr(fn, "_call", None) or fn  # a ufunc's function: one call less
         t = type(other)
         if t is not Array and not isinstance(other, (np.ndarray,) + _SCALARS) and \
                 getattr(t, "_kiln_trace", None) is None:

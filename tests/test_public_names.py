@@ -44,7 +44,7 @@ PUBLIC = {
                     "scalar_type_of"},
     "kiln.typing": {"ArrayLike", "DTypeLike"},
     "kiln.numpy": {
-        "abs", "absolute", "acos", "acosh", "add", "all", "allclose", "amax", "amin",
+        "ufunc", "frompyfunc", "abs", "absolute", "acos", "acosh", "add", "all", "allclose", "amax", "amin",
         "angle", "any", "arange", "arccos", "arccosh", "arcsin", "arcsinh", "arctan",
         "arctan2", "arctanh", "argmax", "argmin", "argpartition", "argsort", "argwhere",
         "around", "array", "array_equal", "array_equiv", "array_split", "asarray", "asin",
@@ -151,7 +151,8 @@ PUBLIC = {
         "log_softmax", "logmeanexp", "logsumexp", "mish", "one_hot", "relu", "relu6",
         "selu", "sigmoid", "silu", "soft_sign", "softmax", "softplus", "sparse_plus",
         "sparse_sigmoid", "squareplus", "standardize", "swish",
-        "dot_product_attention", "tanh"},
+        "dot_product_attention", "tanh", "scaled_matmul", "scaled_dot_general",
+        "get_scaled_dot_general_config"},
     "kiln.nn.initializers": {
         "constant", "glorot_normal", "glorot_uniform", "he_normal", "he_uniform",
         "kaiming_normal", "kaiming_uniform", "lecun_normal", "lecun_uniform", "normal", "ones",

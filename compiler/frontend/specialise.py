@@ -573,7 +573,7 @@ def _e_call(frame, node):
 def _numpy_name(fn):
     """`numpy.sin` for a NumPy function or ufunc, else None."""
     module = getattr(fn, "__module__", None) or ""
-    if type(fn).__name__ == "ufunc" or module.partition(".")[0] == "numpy":
+    if type(fn).__module__ == "numpy" or module.partition(".")[0] == "numpy":
         name = getattr(fn, "__name__", None)
         return None if name is None else f"numpy.{name}"
     return None

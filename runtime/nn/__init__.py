@@ -6,8 +6,8 @@ maximum before exponentiating, `log_sigmoid(x)` is `-softplus(-x)`, `softplus` i
 `logaddexp(x, 0)`. `logsumexp` lives here too; `kiln.scipy.special.logsumexp` is the same function.
 Weight initializers are in `kiln.nn.initializers`.
 `dot_product_attention` is JAX's "xla" implementation (`_attention`). JAX's microscaling
-helpers (`scaled_matmul`, `scaled_dot_general`, `get_scaled_dot_general_config`) are absent:
-they work on float8 blocks, a dtype NumPy cannot hold.
+helpers (`scaled_matmul`, `scaled_dot_general`, `get_scaled_dot_general_config`) compute in
+float32 the values JAX's float8/float4 blocks hold (`_scaled`).
 
 (The names are defined in `_functions`, with the helpers they use, which stay out of
 this namespace; `__all__` lists them.)"""

@@ -13,6 +13,8 @@ from ..numpy._core import (check_arraylike, is_arraylike, promote_args_inexact,
                            canonicalize_axis, canonicalize_axes)
 from . import initializers  # noqa: F401
 from ._attention import dot_product_attention  # noqa: F401
+from ._scaled import (scaled_matmul, scaled_dot_general,  # noqa: F401
+                      get_scaled_dot_general_config)
 
 tanh = jnp.tanh
 
@@ -20,7 +22,8 @@ __all__ = ["identity", "relu", "relu6", "squareplus", "softplus", "sparse_plus",
            "sigmoid", "sparse_sigmoid", "silu", "swish", "mish", "log_sigmoid", "elu",
            "leaky_relu", "hard_tanh", "celu", "selu", "gelu", "glu", "logsumexp", "logmeanexp",
            "log_softmax", "softmax", "standardize", "one_hot", "hard_sigmoid", "hard_silu",
-           "hard_swish", "log1mexp", "initializers", "tanh", "dot_product_attention"]
+           "hard_swish", "log1mexp", "initializers", "tanh", "dot_product_attention",
+           "scaled_matmul", "scaled_dot_general", "get_scaled_dot_general_config"]
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946

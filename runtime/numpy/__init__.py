@@ -25,6 +25,7 @@ from ._windows import *  # noqa: F401,F403
 from ._polynomial import *  # noqa: F401,F403
 from ._predicates import *  # noqa: F401,F403
 from ._host_io import *  # noqa: F401,F403
+from ._ufunc import *  # noqa: F401,F403  (after the rest: rebinds add, multiply, ... as ufuncs)
 from . import linalg, fft  # noqa: F401
 from ..array import Array as ndarray  # noqa: F401
 

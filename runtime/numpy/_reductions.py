@@ -87,7 +87,7 @@ def _init_value(dtype, value):
     if dtype.kind in "iu" and np.isinf(value):
         info = np.iinfo(dtype)
         return np.array(info.min if value < 0 else info.max, dtype)
-    return np.array(value, dtype)
+    return np.array(value).astype(dtype)   # -1 is all ones in an unsigned dtype
 
 
 def _cast_to_numeric(x):
@@ -129,6 +129,7 @@ _MONOIDS = {
     "min": (_real_or_complex(lax.reduce_min, np.inf), lax.min),
     "and": (lax.reduce_and, lax.bitwise_and),
     "or": (lax.reduce_or, lax.bitwise_or),
+    "xor": (lax.reduce_xor, lax.bitwise_xor),
 }
 
 
