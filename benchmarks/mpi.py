@@ -1,5 +1,6 @@
 """An allreduce (sum) of 64 MB of float32 across 2 MPI processes on this machine: kiln's engine
-(compiler/backends/mpi_engine.py, the native code compiled code calls) beside mpi4py's own
+(compiler/backends/mpi_engine.py, the native code compiled code calls), a `psum` through
+`kiln.pmap` (one device per process) and through `kiln.jit` of that pmap, beside mpi4py's own
 `Allreduce` on the same buffers, and the machine's memory bandwidth for scale.
 
 Usage: python benchmarks/mpi.py [--mb 64] [--np 2] [--repeats 15]
@@ -45,6 +46,14 @@ def worker(args):
 
     rows = [("kiln engine allreduce (mpi_engine.allreduce)", best(lambda: mpi_engine.allreduce(x, "sum", out=y)))]
     assert np.all(y == size * (size + 1) / 2)
+    from kiln import lax
+    psum = kiln.pmap(lambda v: lax.psum(v, "i"), axis_name="i")
+    traced = kiln.jit(psum)
+    batch = x.reshape(1, n)
+    assert np.all(np.asarray(psum(batch)) == size * (size + 1) / 2)
+    rows.append(("kiln.pmap psum (1 device per process)", best(lambda: psum(batch))))
+    rows.append(("kiln.jit(kiln.pmap psum) (process_allreduce)",
+                 best(lambda: traced(batch).block_until_ready())))
     rows.append(("mpi4py Comm.Allreduce", best(lambda: comm.Allreduce(x, y, MPI.SUM))))
     rows.append(("mpi4py Comm.Iallreduce + Wait", best(lambda: comm.Iallreduce(x, y, MPI.SUM).Wait())))
     copy1 = best(lambda: np.copyto(y, x), together=False)

@@ -610,9 +610,11 @@ class Library:
 
 # ------------------------------------------------------------------------------ binding externs
 
-def _bind_externs(dll, manifest):
+def _bind_externs(dll, manifest, strerror):
     """Point the library's BLAS routines at this process's BLAS (the one the JIT calls, with the
-    integer width the code was compiled for) and `debug_print` at Python's printing."""
+    integer width the code was compiled for), `debug_print` at Python's printing, and its
+    collectives across processes at kiln.distributed's communicator (`strerror(code)`: the
+    library's messages)."""
     bind = getattr(dll, f"{manifest['name']}_bind_extern")
     bind.restype = None
     bind.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
@@ -627,6 +629,31 @@ def _bind_externs(dll, manifest):
     if "debug_print" in uses:
         from .compiler.backends.llvm import host_callbacks
         bind(b"kiln_debug_print", host_callbacks.callback_address())
+    if "mpi" in uses:
+        _set_up_mpi(dll, manifest, strerror)
+
+
+def _set_up_mpi(dll, manifest, strerror):
+    """Give a library whose functions call collectives across processes kiln.distributed's
+    communicator (its `<NAME>_mpi_setup`); AOTLoadError outside a run of as many processes as
+    it was compiled for."""
+    from . import distributed
+    from .compiler.backends import mpi_engine
+    processes, comm = manifest.get("processes"), distributed.communicator()
+    if comm is None or distributed.process_layout()[1] != processes:
+        raise AOTLoadError(
+            f"{manifest['name']}'s functions call collectives across {processes} processes: "
+            f"load it in each process of an `mpirun -np {processes}` run, after "
+            f"kiln.distributed.initialize() (this process is one of "
+            f"{distributed.process_layout()[1]})")
+    from mpi4py import MPI
+    handle = ctypes.c_uint64 if mpi_engine.handle_size() == 8 else ctypes.c_uint32
+    setup = getattr(dll, f"{manifest['name']}_mpi_setup")
+    setup.restype, setup.argtypes = ctypes.c_int, [handle, ctypes.c_double]
+    code = setup(MPI._handleof(comm), distributed.timeout())
+    if code:
+        raise AOTLoadError(f"{manifest['name']}_mpi_setup failed (error {code}: "
+                           f"{strerror(code)})")
 
 
 def _functions(directory, manifest):
@@ -654,7 +681,7 @@ def _open(directory, manifest, functions):
                            f"{_RECOMPILE}") from None
     init.restype = ctypes.c_int
     code = init()   # (already run by the library's constructor: this reads its status)
-    _bind_externs(dll, manifest)
+    _bind_externs(dll, manifest, library.strerror)
     if code not in (0, BLAS_UNBOUND):   # (functions calling unbound BLAS report it themselves)
         raise AOTLoadError(f"{path} failed to initialise (error {code}: {library.strerror(code)})")
     return library

@@ -27,6 +27,7 @@ which ends the whole job (MPI_Finalize would wait forever for the missing proces
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import sys
 import time
@@ -210,11 +211,37 @@ def is_initialized():
     return _WORLD is not None
 
 
+_COMPILING_FOR = []   # (process, processes) while `compiling_for` stages code
+
+
+@contextlib.contextmanager
+def compiling_for(process, processes):
+    """Within the block, `process_layout()` is (process, processes): `kiln compile
+    --processes N` stages code for a run of N processes without joining one (nothing may call
+    a collective across processes meanwhile: no engine is set up for them)."""
+    if not 0 <= process < processes:
+        raise ValueError(f"process {process} of {processes}: expected 0 <= process < processes")
+    _COMPILING_FOR.append((process, processes))
+    try:
+        yield
+    finally:
+        _COMPILING_FOR.pop()
+
+
 def process_layout():
-    """(process index, process count): (MPI rank, MPI size) once initialised under MPI, else (0, 1)."""
+    """(process index, process count): (MPI rank, MPI size) once initialised under MPI, else (0, 1);
+    inside `compiling_for`, the layout it gives."""
+    if _COMPILING_FOR:
+        return _COMPILING_FOR[-1]
     if _WORLD is None:
         return 0, 1
     return _WORLD.rank, _WORLD.size
+
+
+def communicator():
+    """kiln's own MPI communicator (an mpi4py Intracomm, a duplicate of COMM_WORLD) once
+    initialised under MPI, else None."""
+    return None if _WORLD is None else _WORLD.comm
 
 
 def requested_local_device_ids():

@@ -350,7 +350,7 @@ def test_error_codes_raise_runtime_error(copy):
     a, v = rand((160, 80)), rand(80)
     with pytest.raises(RuntimeError, match=r"matvec .* failed with error 2: the BLAS routines"):
         other.matvec(a, v)
-    kiln.aot._bind_externs(other._dll, other.manifest)   # what load does: this process's BLAS
+    kiln.aot._bind_externs(other._dll, other.manifest, other.strerror)   # what load does: this process's BLAS
     same_tree(other.matvec(a, v), kiln.jit(matvec)(a, v))
 
 

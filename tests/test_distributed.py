@@ -33,6 +33,12 @@ def mpirun(tmp_path, script, np_=2, env=None, limit=90, args=()):
     """Run `script` on `np_` processes; (return code, combined output, seconds)."""
     path = tmp_path / "script.py"
     path.write_text(textwrap.dedent(script))
+    return launch([sys.executable, str(path), *args], np_, env, limit)
+
+
+def launch(program, np_=2, env=None, limit=90):
+    """Run the command `program` (a list) on `np_` processes under mpirun; (return code,
+    combined output, seconds)."""
     env = {**os.environ, **(env or {})}
     for name in list(env):   # (pytest-xdist's worker variables would confuse nothing, but an
         if name.startswith(("OMPI_", "PMIX_", "PRTE_")):   # outer MPI job's would)
@@ -43,7 +49,7 @@ def mpirun(tmp_path, script, np_=2, env=None, limit=90, args=()):
     for name in ("KILN_DISTRIBUTED_TIMEOUT", "KILN_CACHE_DIR", "KILN_CPU", "KILN_LOG_COMPILES"):
         if name in env:
             command += ["-x", name]
-    command += [sys.executable, str(path), *args]
+    command += program
     start = time.monotonic()
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=limit,
                             stdin=subprocess.DEVNULL)

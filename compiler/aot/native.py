@@ -117,6 +117,20 @@ def runtime_object(mach):
                 target.object_code(optimized, mach.machine))
 
 
+def mpi_object(mach, handle_size):
+    """Object code of the MPI engine's library (kiln.mpi: mpi_engine.py) for `mach` and MPI
+    handles of `handle_size` bytes, its LIBRARY_SYMBOLS hidden: the library's functions
+    that call collectives across processes reach it through their kiln_mpi_* externs, and
+    the glue's `<NAME>_mpi_setup` fills its state."""
+    from ..backends import mpi_engine
+    name = f"kiln.mpi{handle_size}"
+    with target.LOCK:
+        optimized = target.optimize(mpi_engine.library_ir(name, handle_size), name,
+                                    machine=mach.machine)
+        _localise(optimized, name, keep=set(mpi_engine.LIBRARY_SYMBOLS))
+        return target.object_code(optimized, mach.machine)
+
+
 def _localise(module, namespace, keep=frozenset()):
     """Hide every definition of `module`; make those outside `namespace.` (and not in
     `keep`) internal."""

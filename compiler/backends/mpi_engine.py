@@ -131,8 +131,14 @@ _SLOTS = ("comm", "Iallreduce", "Iallgather", "Ialltoall", "Isend", "Irecv", "Te
           "Abort", "in_place", "types", "ops", "timeout", "broken", "Reduce_local", "malloc",
           "free", "sizes", "rank", "size", "Ireduce_scatter_block", "status_size")
 SLOT = {name: k for k, name in enumerate(_SLOTS)}
+# the slots holding MPI's functions (MPI_<name>)
+MPI_FUNCTIONS = ("Iallreduce", "Iallgather", "Ialltoall", "Isend", "Irecv", "Testall", "Wtime",
+                 "Abort", "Reduce_local", "Ireduce_scatter_block")
 FUNCTIONS = ("allreduce", "allgather", "alltoall", "sendrecv", "reduce_scatter", "exchange",
              "abort")
+# the library's external definitions: its entry points, float16 operations and state
+LIBRARY_SYMBOLS = (*(f"kiln_mpi_{name}" for name in FUNCTIONS),
+                   *(f"kiln_mpi_f16_{op}" for op in OPS), "kiln_mpi_state")
 TAG_LIMIT = 32767   # the tags kiln_mpi_exchange may use: 0 .. TAG_LIMIT (MPI_TAG_UB >= it)
 # kiln_mpi_exchange's record: send, dest, send_tag, recv, source, recv_tag (8 bytes each)
 EXCHANGE_RECORD = ("send", "dest", "send_tag", "recv", "source", "recv_tag")
@@ -226,29 +232,41 @@ def _handle_types(MPI):
     return size
 
 
+# MPI's datatype (its name without MPI_) of each dtype's kind and size; float16 travels as
+# 16-bit words
+MPI_TYPE_NAMES = {"b": "C_BOOL", "i1": "INT8_T", "i2": "INT16_T", "i4": "INT32_T",
+                  "i8": "INT64_T", "u1": "UINT8_T", "u2": "UINT16_T", "u4": "UINT32_T",
+                  "u8": "UINT64_T", "f2": "UINT16_T", "f4": "FLOAT", "f8": "DOUBLE",
+                  "c8": "C_FLOAT_COMPLEX", "c16": "C_DOUBLE_COMPLEX"}
+F16_OP = "f16"   # in `mpi_op_names`: kiln's own user operation (kiln_mpi_f16_<op>)
+
+
+def mpi_type_name(dtype):
+    return MPI_TYPE_NAMES["b" if dtype.kind == "b" else f"{dtype.kind}{dtype.itemsize}"]
+
+
+def mpi_op_names(dtype):
+    """MPI's operation (its name without MPI_) for each of OPS on `dtype`: None where there
+    is none (UNSUPPORTED), F16_OP for kiln's float16 operations."""
+    if dtype.kind == "b":
+        return ("LOR", "LOR", "LAND")
+    if dtype.kind == "c":
+        return ("SUM", None, None)
+    if dtype == np.float16:
+        return (F16_OP,) * len(OPS)
+    return ("SUM", "MAX", "MIN")
+
+
 def _tables(MPI, user_ops):
     """The datatype handle of each dtype, the op handle of each (dtype, op) (0: unsupported)."""
     h = MPI._handleof
-    types = {"b": MPI.C_BOOL, "i1": MPI.INT8_T, "i2": MPI.INT16_T, "i4": MPI.INT32_T,
-             "i8": MPI.INT64_T, "u1": MPI.UINT8_T, "u2": MPI.UINT16_T, "u4": MPI.UINT32_T,
-             "u8": MPI.UINT64_T, "f2": MPI.UINT16_T, "f4": MPI.FLOAT, "f8": MPI.DOUBLE,
-             "c8": MPI.C_FLOAT_COMPLEX, "c16": MPI.C_DOUBLE_COMPLEX}
     type_table = (ctypes.c_int64 * len(DTYPES))()
     op_table = (ctypes.c_int64 * (len(DTYPES) * len(OPS)))()
     for code, dtype in enumerate(DTYPES):
-        key = "b" if dtype.kind == "b" else f"{dtype.kind}{dtype.itemsize}"
-        type_table[code] = h(types[key])
-        if dtype.kind == "b":
-            ops = (MPI.LOR, MPI.LOR, MPI.LAND)
-        elif dtype.kind == "c":
-            ops = (MPI.SUM, None, None)
-        elif dtype == np.float16:
-            ops = user_ops
-        else:
-            ops = (MPI.SUM, MPI.MAX, MPI.MIN)
-        for k, op in enumerate(ops):
-            op_table[code * len(OPS) + k] = 0 if op is None else (
-                op if isinstance(op, int) else h(op))
+        type_table[code] = h(getattr(MPI, mpi_type_name(dtype)))
+        for k, name in enumerate(mpi_op_names(dtype)):
+            op_table[code * len(OPS) + k] = 0 if name is None else (
+                user_ops[k] if name == F16_OP else h(getattr(MPI, name)))
     return type_table, op_table
 
 
@@ -262,8 +280,7 @@ def setup(comm, timeout):
         libmpi = _libmpi()
         words = (ctypes.c_int64 * len(_SLOTS)).from_address(library["state"])
         words[SLOT["broken"]] = 0
-        for name in ("Iallreduce", "Iallgather", "Ialltoall", "Isend", "Irecv", "Testall",
-                     "Wtime", "Abort", "Reduce_local", "Ireduce_scatter_block"):
+        for name in MPI_FUNCTIONS:
             words[SLOT[name]] = ctypes.cast(getattr(libmpi, f"MPI_{name}"), ctypes.c_void_p).value
         libc = ctypes.CDLL(None)
         for name in ("malloc", "free"):
@@ -541,11 +558,28 @@ def _load_library(handle_size):
 
 def _compile(name, handle_size):
     from .llvm import target
+    return target.object_code(target.optimize(library_ir(name, handle_size), name))
+
+
+def library_ir(name, handle_size):
+    """The kiln.mpi library's LLVM IR (a module called `name`) for MPI handles of
+    `handle_size` bytes; its definitions: LIBRARY_SYMBOLS (ahead-of-time libraries link it)."""
+    from .llvm import target
     ir = _ir()[0]
     module = ir.Module(name=name)
     module.triple = target.triple()
     _Library(module, handle_size).emit()
-    return target.object_code(target.optimize(str(module), name))
+    return str(module)
+
+
+def handle_size():
+    """The size of this MPI's handles (MPI_Comm, ...) in bytes, from mpi4py (MPI is not
+    started for this)."""
+    import mpi4py
+    if "mpi4py.MPI" not in __import__("sys").modules:
+        mpi4py.rc.initialize = False   # (kiln.distributed.initialize starts it when asked)
+    from mpi4py import MPI
+    return _handle_types(MPI)
 
 
 class _Library:

@@ -1,7 +1,7 @@
 """`kiln compile`'s Python side: staging the user's functions for an ahead-of-time library.
 
-`compile_library(targets, out_dir, name=None, cpu="native", progress=None, cc=None)` builds
-the library that `kiln.compiler.aot` documents (files, C ABI, manifest) from `Target`s whose
+`compile_library(targets, out_dir, name=None, cpu="native", progress=None, cc=None,
+processes=None)` builds the library that `kiln.compiler.aot` documents (files, C ABI, manifest) from `Target`s whose
 `fn` may be a plain Python function or a `kiln.jit` one; `compile_cuda_library(targets,
 out_dir, name=None, archs=("sm_90",), progress=None)` their CUDA kernels and step manifest
 (`kiln.compiler.aot.cuda`); `compile_stablehlo_library(targets, out_dir, name=None,
@@ -25,8 +25,9 @@ from ..jit import Jitted
 from ..tree_util import tree_flatten, tree_flatten_with_path
 from ..vmap import vmap
 from ..compiler.aot.manifest import path_text
-from ..compiler.aot.targets import (AOTError, Leaf, Specialised, Target, exported_name,
-                                    transforms_of)
+from ..distributed import compiling_for, process_layout
+from ..compiler.aot.targets import (AOTError, AOTUsageError, Leaf, Specialised, Target,
+                                    describe, exported_name, transforms_of)
 from ..compiler.ir.ssa import Function
 
 _APPLY = {   # Transform.kind -> the API applying it
@@ -36,11 +37,41 @@ _APPLY = {   # Transform.kind -> the API applying it
 }
 
 
-def compile_library(targets, out_dir, name=None, cpu="native", progress=None, cc=None):
+def compile_library(targets, out_dir, name=None, cpu="native", progress=None, cc=None,
+                    processes=None):
     """Compile `targets` (`Target`s or tuples of its fields) into a shared library in
-    `out_dir`; returns the manifest (see `kiln.compiler.aot`)."""
+    `out_dir`; returns the manifest (see `kiln.compiler.aot`). `processes`: stage for a run of
+    that many MPI processes (a pmap's collectives then span them; default: this process's
+    layout, one process outside mpirun)."""
     from ..compiler.aot.library import compile_library as build
-    return _build(build, targets, out_dir, name=name, cpu=cpu, progress=progress, cc=cc)
+    targets = [t if isinstance(t, Target) else Target(*t) for t in targets]
+    targets = [t._replace(fn=python_function(t.fn)) for t in targets]
+    processes = process_layout()[1] if processes is None else processes
+    if not (isinstance(processes, int) and processes >= 1):
+        raise AOTUsageError(f"processes must be a whole number of at least 1, not {processes!r}")
+    return build(targets, out_dir, specialise=_for_processes(processes), version=__version__,
+                 name=name, cpu=cpu, progress=progress, cc=cc, processes=processes)
+
+
+def _for_processes(processes):
+    """`specialise` for a run of `processes` processes: a library serves every process, so the
+    code staged for the first and the last must be the same (AOTError otherwise)."""
+    if processes == 1 and process_layout()[1] == 1:
+        return specialise
+
+    def staged(target):
+        with compiling_for(0, processes):
+            first = specialise(target)
+        with compiling_for(processes - 1, processes):
+            last = specialise(target)
+        if str(first.function) != str(last.function):
+            raise AOTError(
+                f"{describe(target)}: its code depends on the process index (axis_index or "
+                f"all_gather over a pmap axis that spans the {processes} processes, or their "
+                f"derivatives), and one library serves every process; compute the index "
+                f"outside (pass it in as an argument) or use psum/pmean/pmax/pmin only")
+        return first
+    return staged
 
 
 def compile_cuda_library(targets, out_dir, name=None, archs=("sm_90",), progress=None):

@@ -521,7 +521,7 @@ def _compile(ns):
                                                      progress=progress)
             else:
                 manifest = compile_library(targets, ns.output, name=ns.name, cpu=ns.cpu,
-                                           progress=progress)
+                                           progress=progress, processes=ns.processes)
         except AOTUsageError as e:
             raise UsageError(str(e)) from None
         except AOTError as e:
@@ -714,6 +714,10 @@ def _add_compile(commands):
     compile_.add_argument("--cpu", choices=("native", "generic"), default="native",
                           help="native: this CPU with every feature it has (default); "
                                "generic: x86-64-v2, for libraries run on other machines")
+    compile_.add_argument("--processes", type=int, metavar="N",
+                          help="with --target cpu: stage for a run of N MPI processes, so "
+                               "that a pmap's collectives span them (the library then has "
+                               "<NAME>_mpi_setup and is linked by mpicc; docs/aot.md)")
     compile_.add_argument("--target", choices=("cpu", "cuda", "stablehlo"), default="cpu",
                           help="cpu: a shared library with a C ABI (default); cuda: every "
                                "kernel's .cu, .ptx and .cubin and a manifest of steps that "

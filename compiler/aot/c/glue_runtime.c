@@ -2,7 +2,8 @@
  * extern globals, the library's init / bind_extern / strerror functions, and what the
  * generated wrappers call. The glue defines before it: KILN_LIBRARY (the library's name), the
  * status macros, KILN_STRERROR_CASES, the `_kiln_externs` table and the BLAS tables, and, when
- * its functions print, debug_print.c (which defines KILN_BIND_DEFAULT_DEBUG_PRINT). */
+ * its functions print, debug_print.c (which defines KILN_BIND_DEFAULT_DEBUG_PRINT), and when
+ * they call collectives across processes, glue_mpi.c (KILN_MPI_PROCESSES, _kiln_bind_mpi). */
 
 KILN_API int KILN_EXPORT(_init)(void);
 
@@ -136,6 +137,9 @@ static void _kiln_init_once(void) {
     _kiln_set("kiln_fft_complex128", (uint64_t)(uintptr_t)&kiln_fft_complex128);
 #ifdef KILN_BIND_DEFAULT_DEBUG_PRINT
     KILN_BIND_DEFAULT_DEBUG_PRINT();
+#endif
+#ifdef KILN_MPI_PROCESSES
+    _kiln_bind_mpi();
 #endif
     _kiln_init_status = _kiln_bind_blas();
 }
