@@ -195,7 +195,7 @@ def _rotl(x, r):
                           lax.shift_right_logical(x, _c(32 - r, _U32)))
 
 
-def _threefry2x32(k1, k2, x1, x2):
+def threefry2x32(k1, k2, x1, x2):
     """Threefry-2x32 with 20 rounds; all four operands are uint32 arrays of one shape."""
     ks = (k1, k2, lax.bitwise_xor(lax.bitwise_xor(k1, k2), _c(0x1BD11BDA, _U32)))
     x1, x2 = lax.add(x1, ks[0]), lax.add(x2, ks[1])
@@ -221,7 +221,7 @@ def _hash(keys, shape):
               for i in (0, 1))
     hi = lax.full(full, 0, _U32)
     lo = lax.broadcast_in_dim(lax.reshape(lax.iota(_U32, size), shape), full, cdims)
-    return _threefry2x32(k1, k2, hi, lo)
+    return threefry2x32(k1, k2, hi, lo)
 
 
 def _random_bits(keys, bit_width, shape):
@@ -316,7 +316,7 @@ def fold_in(key, data):
         data = np.uint32(data)
     d = lax.convert_element_type(to_array(data, "fold_in"), _U32)
     k1, k2 = (lax.index_in_dim(base, i, 0, keepdims=False) for i in (0, 1))
-    b1, b2 = _threefry2x32(k1, k2, lax.full((), 0, _U32), d)
+    b1, b2 = threefry2x32(k1, k2, lax.full((), 0, _U32), d)
     return _keys_out(raw, lax.concatenate([lax.reshape(b1, (1,)), lax.reshape(b2, (1,))], 0))
 
 
@@ -1075,10 +1075,10 @@ def _with_gamma_grad_jvp(log_space, primals, tangents):
 
 def _draw_grad(alpha, x, log_space):
     if not log_space:
-        return _upcast(_sample_grad, alpha, x)
+        return _upcast(gamma_sample_grad, alpha, x)
     x = _exp_smooth(x)  # d log(x) = dx / x, with exp(log x) = 0 read as the smallest normal
     x = lax.select(lax.eq(x, lax.full_like(x, 0)), lax.full_like(x, np.finfo(x.dtype).tiny), x)
-    return lax.div(_upcast(_sample_grad, alpha, x), x)
+    return lax.div(_upcast(gamma_sample_grad, alpha, x), x)
 
 
 def _upcast(fn, *args):
@@ -1089,7 +1089,7 @@ def _upcast(fn, *args):
         fn(*(lax.convert_element_type(v, _F32) for v in args)), np.float16)
 
 
-def _sample_grad(a, x):
+def gamma_sample_grad(a, x):
     """dx/da = -(dP(a, x)/da) / (dP(a, x)/dx) for the regularised lower incomplete gamma P:
     P's power series for x <= max(1, a), the continued fraction of Q = 1 - P beyond, each
     carrying its derivative in a; 0 at x = 0, NaN for x < 0, a <= 0 or NaN inputs. Where

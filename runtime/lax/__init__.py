@@ -4,6 +4,13 @@ from ._ops import (RoundingMethod, Precision, GatherScatterMode, GatherDimension
                    ScatterDimensionNumbers, abs, pow, max, min, complex, round, slice, reduce,
                    bitwise_not)
 from ._shaping import *  # noqa: F401,F403
+from ._special import *  # noqa: F401,F403
+from ._precision import *  # noqa: F401,F403
+from ._ragged import *  # noqa: F401,F403
+from ._approx_topk import *  # noqa: F401,F403
+from ._bits import *  # noqa: F401,F403
+from ._staging import *  # noqa: F401,F403
+from ._solvers import *  # noqa: F401,F403
 from ._fft import FftType, fft  # noqa: F401
 from ._conv import *  # noqa: F401,F403
 from ._windows import *  # noqa: F401,F403

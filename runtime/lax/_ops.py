@@ -17,6 +17,7 @@ from ..compiler.ir import dtypes
 from ..compiler.config import config
 from ..compiler.primitives import PRIMITIVES as P
 from ..compiler.primitives.indexing import GatherDimensionNumbers, ScatterDimensionNumbers
+from ._precision import Precision, check_accuracy, check_precision
 
 # The public names (`kiln.lax` re-exports them); imports and helpers stay private.
 __all__ = [
@@ -44,12 +45,6 @@ __all__ = [
 class RoundingMethod(enum.IntEnum):
     AWAY_FROM_ZERO = 0
     TO_NEAREST_EVEN = 1
-
-
-class Precision(enum.Enum):
-    DEFAULT = 0
-    HIGH = 1
-    HIGHEST = 2
 
 
 class GatherScatterMode(enum.Enum):
@@ -95,11 +90,21 @@ def _broadcast_ones(name, arrs):
     return [broadcast_in_dim(a, out, dims) if a.shape and a.shape != out else a for a in arrs]
 
 
+# The unary functions that take JAX's `accuracy` (checked, then kiln's one accuracy applies).
+_WITH_ACCURACY = {"exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan",
+                  "sqrt", "rsqrt", "cbrt"}
+
+
 def _unary(name):
     prim = P[name]
 
     def fn(x):
         return bind(prim, to_array(x, f"lax.{name}"))
+
+    def fn_with_accuracy(x, *, accuracy=None):
+        check_accuracy(accuracy)
+        return bind(prim, to_array(x, f"lax.{name}"))
+    fn = fn_with_accuracy if name in _WITH_ACCURACY else fn
     fn.__name__ = name
     fn.__doc__ = f"Elementwise `{name}` (the `{name}` primitive)."
     return fn
@@ -524,6 +529,7 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     a, b = to_array(lhs, "lax.dot_general"), to_array(rhs, "lax.dot_general")
     (lc, rc), (lb, rb) = dimension_numbers
     dn = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
+    check_precision(precision)  # accepted as JAX does; kiln computes at full precision
     pet = None if preferred_element_type is None else dtypes.canonicalize(preferred_element_type)
     return bind(P["dot_general"], a, b, dimension_numbers=dn, precision=None,
                 preferred_element_type=pet)
@@ -603,9 +609,15 @@ def top_k(operand, k, *, axis=-1):
                          f"k={k} with shape={list(x.shape)} and axis={axis}")
     if x.dtype.kind == "c":
         raise TypeError(f"top_k does not accept dtype {x.dtype}: operands must be non-complex")
+    return first_by_key(x, bitwise_not(_total_order_key(x)), axis, k)
+
+
+def first_by_key(x, key, axis, count):
+    """[the `count` entries of x with the smallest `key` along `axis`, their int32 indices],
+    in key order, ties by lower index."""
     idx = broadcasted_iota(dtypes.int32, x.shape, axis)
-    _, vals, sidx = sort((bitwise_not(_total_order_key(x)), x, idx), axis, True, 1)
-    return [slice_in_dim(vals, 0, k, 1, axis), slice_in_dim(sidx, 0, k, 1, axis)]
+    _, vals, sidx = sort((key, x, idx), axis, True, 1)
+    return [slice_in_dim(vals, 0, count, 1, axis), slice_in_dim(sidx, 0, count, 1, axis)]
 
 
 # --------------------------------------------------------------------------------- misc

@@ -200,7 +200,12 @@ def polygamma(n, x):
                          f"{n_dtype}.")
     n, x = promote_args_inexact("polygamma", n, x)
     _reject_complex("polygamma", x)
-    n, x = _broadcast(n, x)
+    return polygamma_of_float(*_broadcast(n, x))
+
+
+def polygamma_of_float(n, x):
+    """polygamma for `n` already of x's float dtype and shape (`lax.polygamma`'s form): NaN
+    where n is negative or not a whole number."""
     higher = n > 0
     n_ok = jnp.where(higher, n, 1)
     sign = jnp.where(lax.rem(n_ok, _typed(2, n.dtype)) == 0, -1, 1).astype(x.dtype)
