@@ -147,7 +147,9 @@ def _qr(ctx, args, *, full_matrices):
     return householder_qr(ctx, args[0], full_matrices)
 
 
-def _adjoint(ctx, x, nb):
+def adjoint(ctx, x):
+    """The conjugate transpose over the trailing two axes."""
+    nb = x.aval.ndim - 2
     return conj(ctx, transpose(ctx, x, list(range(nb)) + [nb + 1, nb]))
 
 
@@ -170,8 +172,7 @@ def _hessenberg(ctx, args):
         jm, j1m = ctx.broadcast(j, mat.shape), ctx.broadcast(j1, mat.shape)
         at_j = ctx.compare("EQ", cols, jm)
         v, tau, beta = _householder(ctx, pick(ctx, h, at_j, nb + 1), col_rows, j1, dtype)
-        right = _adjoint(ctx, _reflect(ctx, _adjoint(ctx, h, nb), v, conj(ctx, tau), lead, nb),
-                         nb)
+        right = adjoint(ctx, _reflect(ctx, adjoint(ctx, h), v, conj(ctx, tau), lead, nb))
         both = _reflect(ctx, right, v, conj(ctx, tau), lead, nb)
         new_col = ctx.select(ctx.compare("GT", rows, j1m), ctx.broadcast(v, mat.shape, lead + [nb]),
                              h)
