@@ -4,11 +4,12 @@ The plug-in is XLA's CPU plug-in (`xla-cpu-pjrt`, the `pjrt` extra that `make te
 or the one `KILN_PJRT_PLUGIN` names (`make gpu-check` points it at JAX's CUDA plug-in). It is
 loaded once per session. Every program runs through `jit(backend="pjrt")` and through the
 reference backend on the same inputs: hypothesis over shapes (0 and 1 included) and dtypes for
-the elementwise, reduction, structural, indexing, dot_general and sort families, control flow,
-grad and vmap, the PRNG against JAX 0.10.2's recorded bits (tests/goldens), and the
-random-program fuzzer. Also: results stay on the device between calls, jit follows arguments
-put on a PJRT device, and the error paths (a primitive the lowering refuses, a module the
-plug-in cannot parse) are clear errors, never a crash.
+the elementwise, reduction, structural, indexing, dot_general and sort families, eigh and svd
+(up to the vectors' signs), hessenberg, control flow, grad and vmap, the PRNG against JAX
+0.10.2's recorded bits (tests/goldens), and the random-program fuzzer. Also: results stay on
+the device between calls, jit follows arguments put on a PJRT device, and the error paths (a
+primitive the lowering refuses, a module the plug-in cannot parse) are clear errors, never a
+crash.
 """
 import json
 import os
@@ -409,6 +410,115 @@ def test_aot_load_runs_a_stablehlo_directory(device, tmp_path, capsys):
     np.testing.assert_allclose(np.asarray(again), want, rtol=1e-5, atol=1e-6)
     with pytest.raises(TypeError, match="expected f32\\[4,3\\]"):
         grad_f(np.ones((2, 3), np.float32))
+
+
+# ------------------------------------------------------------------------------ eigh and svd
+
+MATRIX_BATCHES = st.sampled_from([(), (0,), (1,), (3,), (2, 2)])
+INEXACT = st.sampled_from([np.float32, np.float64, np.complex64, np.complex128])
+
+
+def _both(f, *args):
+    got = [np.asarray(g) for g in tree_leaves(kiln.jit(f, backend="pjrt")(*args))]
+    want = [np.asarray(w) for w in tree_leaves(kiln.jit(f, backend="reference")(*args))]
+    for g, w in zip(got, want):
+        assert (g.shape, g.dtype) == (w.shape, w.dtype), (g.shape, g.dtype, w.shape, w.dtype)
+    return got, want
+
+
+def _phases(got, want):
+    """The unit factors (signs, or phases when complex) that turn got's columns into want's:
+    the reference's vectors are LAPACK's, defined up to such a factor only."""
+    dots = np.sum(np.conj(got) * want, axis=-2, keepdims=True)
+    size = np.abs(dots)
+    return np.where(size == 0, 1, dots / np.where(size == 0, 1, size))
+
+
+def _close(got, want, dtype, scale=1.0):
+    tol = (2e-5 if dtype in (np.float32, np.complex64) else 1e-12) * scale
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def _orthonormal(q, dtype):
+    eye = np.broadcast_to(np.eye(q.shape[-1]), q.shape[:-2] + (q.shape[-1],) * 2)
+    _close(np.conj(np.swapaxes(q, -1, -2)) @ q, eye, dtype, 10)
+
+
+@settings(SETTINGS, max_examples=12)
+@given(MATRIX_BATCHES, st.sampled_from([0, 1, 2, 5]), st.booleans(), INEXACT)
+def test_eigh_by_jacobi_matches_the_reference(batch, n, lower, dtype):
+    """Eigenvalues ascending as LAPACK's syevd/heevd; eigenvectors equal up to sign (phase),
+    orthonormal."""
+    a = sample(batch + (n, n), dtype, n)
+    (v, w), (v_ref, w_ref) = _both(lambda a: lax.linalg.eigh(a, lower=lower,
+                                                             symmetrize_input=False), a)
+    _close(w, w_ref, dtype, 10)
+    _close(v * _phases(v, v_ref), v_ref, dtype, 10)
+    _orthonormal(v, dtype)
+
+
+@settings(SETTINGS, max_examples=12)
+@given(MATRIX_BATCHES, st.sampled_from([(0, 0), (0, 2), (1, 1), (2, 2), (5, 3), (2, 5), (5, 5)]),
+       st.booleans(), st.booleans(), INEXACT)
+def test_svd_by_jacobi_matches_the_reference(batch, mn, full, uv, dtype):
+    """Singular values descending as gesdd's; vectors equal up to one sign (phase) per triple;
+    with full matrices the rest of u and vt is an orthonormal completion."""
+    a = sample(batch + mn, dtype, sum(mn))
+    got, want = _both(lambda a: lax.linalg.svd(a, full_matrices=full, compute_uv=uv), a)
+    if not uv:
+        return _close(got[0], want[0], dtype, 10)
+    (u, s, vt), (u_ref, s_ref, vt_ref), k = got, want, min(mn)
+    _close(s, s_ref, dtype, 10)
+    phases = _phases(u[..., :k], u_ref[..., :k])
+    _close(u[..., :k] * phases, u_ref[..., :k], dtype, 10)
+    _close(vt[..., :k, :] * np.conj(np.swapaxes(phases, -1, -2)), vt_ref[..., :k, :], dtype, 10)
+    _orthonormal(u, dtype)
+    _orthonormal(np.swapaxes(vt, -1, -2), dtype)
+
+
+def test_eigh_and_svd_of_special_matrices():
+    """Repeated eigenvalues (the identity, a zero matrix), a rank-deficient matrix (zero
+    singular values: u completed to an orthonormal basis), NaN and infinity (NaN, per
+    matrix)."""
+    eye = np.eye(4)
+    (v, w), _ = _both(lax.linalg.eigh, np.stack([eye, 0 * eye]))
+    np.testing.assert_array_equal(w, [[1] * 4, [0] * 4])
+    np.testing.assert_array_equal(v, [eye, eye])
+    low_rank = np.outer(np.arange(1.0, 6.0), [1.0, -2.0, 0.5])
+    (u, s, vt), (_, s_ref, _) = _both(lambda a: lax.linalg.svd(a), low_rank)
+    _close(s, s_ref, np.float64, 1e3)
+    _orthonormal(u, np.float64)
+    _close((u[:, :3] * s) @ vt, low_rank, np.float64, 10)
+    bad = sample((3, 3, 3), np.float32, 1)
+    bad[1, 2, 0], bad[2, 1, 1] = np.nan, np.inf
+    for f in (lax.linalg.eigh, lax.linalg.svd):
+        for out in kiln.jit(f, backend="pjrt")(bad):
+            per_matrix = np.isnan(np.asarray(out)).reshape(3, -1)
+            assert per_matrix[1:].all() and not per_matrix[0].any()
+
+
+def test_grads_through_eigh_and_svd():
+    """The derivative rules expand into eigh and svd again, and lower."""
+    a = sample((2, 4, 4), np.float64, 3)
+
+    def loss(a):
+        v, w = lax.linalg.eigh(a)
+        u, s, vt = lax.linalg.svd(a[..., :3], full_matrices=False)
+        return ((v ** 4).sum() + (w ** 2).sum() + (u ** 4).sum() + (s ** 3).sum()
+                + (vt ** 4).sum() + jnp.linalg.norm(a[0], ord=2))
+    check(kiln.grad(loss), a, rtol=1e-9)
+    hermitian = lambda a: ((jnp.abs(lax.linalg.eigh(a)[0]) ** 4).sum()
+                           + (lax.linalg.eigh(a)[1] ** 2).sum())
+    check(kiln.grad(hermitian), sample((2, 3, 3), np.complex128, 5), rtol=1e-9)
+    check(kiln.vmap(kiln.grad(lambda a: (lax.linalg.svd(a, compute_uv=False) ** 2).sum())),
+          sample((3, 2, 5), np.float32, 4), rtol=1e-4)
+
+
+@SETTINGS
+@given(MATRIX_BATCHES, st.sampled_from([0, 1, 2, 5]), INEXACT)
+def test_hessenberg_is_gehrd_s(batch, n, dtype):
+    a = sample(batch + (n, n), dtype, n)
+    check(lax.linalg.hessenberg, a, rtol=5e-5 if dtype in (np.float32, np.complex64) else 1e-12)
 
 
 # ------------------------------------------------------------------------------ errors

@@ -1,9 +1,10 @@
 """The StableHLO rules of the decompositions (compiler/backends/stablehlo/
-lower_decompositions.py, lower_lu.py, lower_qr.py) run by jaxlib's XLA against the reference
-backend: hypothesis over shapes (batch axes and empty matrices included), dtypes and flags,
-NaN on a matrix that is not positive definite, LU's pivots on ties and NaNs, QR's LAPACK
-signs, grad and vmap of programs using them, the located refusal of eigh and svd, and every
-new family (windows, fft, conv too) on the xla-cpu-pjrt plug-in when it is installed."""
+lower_decompositions.py, lower_lu.py, lower_qr.py, lower_jacobi.py, lower_svd.py) run by
+jaxlib's XLA against the reference backend: hypothesis over shapes (batch axes and empty
+matrices included), dtypes and flags, NaN on a matrix that is not positive definite, LU's
+pivots on ties and NaNs, QR's and hessenberg's LAPACK signs, grad and vmap of programs using
+them, eigh's and svd's values, the located refusal of eig, and every new family (windows,
+fft, conv too) on the xla-cpu-pjrt plug-in when it is installed."""
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
@@ -14,7 +15,7 @@ from kiln.compiler.errors import BackendUnsupportedError
 from kiln.lax import linalg
 
 pytest.importorskip("jax", reason="the second consumer of the StableHLO text is jaxlib")
-from test_stablehlo import SETTINGS, check, values  # noqa: E402
+from test_stablehlo import SETTINGS, both, check, values  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("x64_module")
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
@@ -117,18 +118,34 @@ def test_grad_and_vmap_through_qr():
     check(kiln.vmap(kiln.grad(f)), a, rtol=1e-8)
 
 
-@pytest.mark.parametrize("name,f", [
-    ("eigh", lambda a: linalg.eigh(a)[1]),
-    ("svd", lambda a: linalg.svd(a, compute_uv=False)),
-])
-def test_lapack_decompositions_are_located_errors(name, f):
+@SETTINGS
+@given(st.sampled_from(BATCHES), st.sampled_from([0, 1, 2, 5]), st.sampled_from(DTYPES))
+def test_hessenberg(batch, n, dtype):
+    """gehrd's packed result: H, the reflectors below its subdiagonal, and their taus, with
+    larfg's signs."""
+    check(linalg.hessenberg, values(batch + (n, n), dtype, 10), rtol=tol(dtype))
+
+
+def test_eig_is_a_located_error():
     from kiln.compiler.backends.stablehlo import lower_module
-    entry = kiln.jit(f, backend="reference").lower(spd((), 3, np.float32))._entry
+    entry = kiln.jit(lambda a: linalg.eig(a)[0], backend="reference").lower(
+        spd((), 3, np.float32))._entry
     with pytest.raises(BackendUnsupportedError) as info:
         lower_module(entry.ssa)
     message = str(info.value)
-    assert f"'{name}'" in message and "LAPACK custom call" in message and "syevd/gesdd" in message
+    assert "'eig'" in message and "CPU LAPACK kernels" in message
     assert "llvm or reference backend" in message and "test_stablehlo_linalg.py" in message
+
+
+def test_eigh_and_svd_run_on_jaxlib():
+    """The Jacobi modules through jaxlib's XLA as well (tests/test_pjrt_jit.py checks them
+    against the reference on the plug-in): eigenvalues and singular values as LAPACK's."""
+    for dtype in (np.float64, np.complex128):
+        a = values((2, 4, 3), dtype, 9)
+        got, want = both(lambda a: (linalg.eigh(a[..., :3, :])[1],
+                                    linalg.svd(a, compute_uv=False)), a)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
 
 
 def test_new_families_run_on_the_xla_cpu_pjrt_plugin():

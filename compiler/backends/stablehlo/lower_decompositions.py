@@ -44,7 +44,7 @@ def conj(ctx, x):
                                                                    imag(ctx, x)), x.aval)
 
 
-def _any(ctx, pred, axes):
+def any_true(ctx, pred, axes):
     false = ctx.constant(False, np.bool_)
     aval = pred.aval.update(shape=tuple(d for i, d in enumerate(pred.aval.shape)
                                         if i not in axes))
@@ -69,7 +69,7 @@ def _cholesky(ctx, args):
     eye = triangle_mask(ctx, aval.shape, "EQ")
     bad_diag = ctx.binary("stablehlo.and", eye, ctx.unary("stablehlo.not", positive))
     nan = ctx.compare("NE", l, l)
-    bad = _any(ctx, ctx.binary("stablehlo.or", bad_diag, nan), [nd - 2, nd - 1])
+    bad = any_true(ctx, ctx.binary("stablehlo.or", bad_diag, nan), [nd - 2, nd - 1])
     bad = ctx.broadcast(bad, aval.shape, list(range(nd - 2)))
     nan_below = ctx.select(lower, ctx.splat(np.nan, aval), zero)
     return [ctx.select(bad, nan_below, l)]

@@ -9,18 +9,23 @@ from ...primitives.core import STABLEHLO
 from .types import tensor_type
 
 
+def dot(ctx, lhs, rhs, contracting, batching, aval):
+    """One `stablehlo.dot_general` of `aval` with (lhs, rhs) contracting and batch dims."""
+    (lc, rc), (lb, rb) = contracting, batching
+    dims = []
+    if lb:
+        dims.append(f"batching_dims = {list(map(int, lb))} x {list(map(int, rb))}")
+    dims.append(f"contracting_dims = {list(map(int, lc))} x {list(map(int, rc))}")
+    return ctx.emit(f"stablehlo.dot_general {lhs}, {rhs}, {', '.join(dims)} : "
+                    f"({lhs.type}, {rhs.type}) -> {tensor_type(aval)}", aval)
+
+
 def _dot_general(ctx, args, *, dimension_numbers, precision=None, preferred_element_type=None):
     (lc, rc), (lb, rb) = dimension_numbers
     aval = ctx.out_avals[0]
     work = np.dtype(np.int32) if aval.dtype == np.bool_ else aval.dtype
     lhs, rhs = (ctx.convert(a, work) for a in args)
-    dims = []
-    if lb:
-        dims.append(f"batching_dims = {list(map(int, lb))} x {list(map(int, rb))}")
-    dims.append(f"contracting_dims = {list(map(int, lc))} x {list(map(int, rc))}")
-    out_aval = aval.update(dtype=work)
-    out = ctx.emit(f"stablehlo.dot_general {lhs}, {rhs}, {', '.join(dims)} : "
-                   f"({lhs.type}, {rhs.type}) -> {tensor_type(out_aval)}", out_aval)
+    out = dot(ctx, lhs, rhs, (lc, rc), (lb, rb), aval.update(dtype=work))
     if aval.dtype == np.bool_:
         out = ctx.compare("NE", out, ctx.scalar_like(0, out))
     return [out]

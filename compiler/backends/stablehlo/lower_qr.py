@@ -1,7 +1,7 @@
-"""StableHLO rule of `qr` (compiler/primitives/qr.py): StableHLO has no QR operation (JAX
-calls LAPACK's geqrf and orgqr through custom calls, which a PJRT plug-in need not have), so
-the factorisation is LAPACK's Householder algorithm written as two `stablehlo.while` loops
-over plain operations, on the whole batch at once:
+"""StableHLO rules of `qr` (compiler/primitives/qr.py) and `hessenberg` (schur.py). StableHLO
+has no QR operation (JAX calls LAPACK's geqrf and orgqr through custom calls, which a PJRT
+plug-in need not have), so the factorisation is LAPACK's Householder algorithm written as two
+`stablehlo.while` loops over plain operations, on the whole batch at once:
 
 - geqrf, one column j per trip: with alpha = R[j, j] and xnorm the norm below it, the
   reflector H = I - tau v v^H has beta = -sign(re alpha) |(alpha, xnorm)|,
@@ -12,7 +12,13 @@ over plain operations, on the whole batch at once:
   j = k-1 down to 0.
 
 The reduced R of a tall matrix is R's first n rows. An empty matrix gives the identity's
-columns and a zero R, as the reference.
+columns and a zero R, as the reference. `householder_qr` is also the last step of svd
+(lower_svd.py).
+
+`hessenberg` is LAPACK's gehd2 with the same reflectors: for column j, the larfg reflector H
+of the part below the subdiagonal is applied from the right to the columns after j, then H^H
+from the left to the rows after j; column j keeps beta on the subdiagonal and the reflector
+below it, and tau goes into `taus` (gehrd's packed form, with its signs).
 """
 import numpy as np
 
@@ -20,7 +26,7 @@ from ...primitives import PRIMITIVES
 from ...primitives.core import STABLEHLO
 from .lower_decompositions import conj, real, imag, triangle_mask
 from .lower_lu import pick, total
-from .lower_structural import iota, slice_
+from .lower_structural import iota, slice_, transpose
 
 _I32 = np.dtype(np.int32)
 
@@ -77,11 +83,12 @@ def _householder(ctx, col, rows, j, dtype):
     return v, tau, ctx.select(trivial, alpha, beta_c)
 
 
-def _qr(ctx, args, *, full_matrices):
-    (a,) = args
-    q_aval, r_aval = ctx.out_avals
+def householder_qr(ctx, a, full_matrices):
+    """[q, r] of `a` (batch, m, n): LAPACK's geqrf and orgqr as `stablehlo.while` loops."""
     *batch, m, n = a.aval.shape
     nb, k = len(batch), min(m, n)
+    q_aval = a.aval.update(shape=tuple(batch) + (m, m if full_matrices else k))
+    r_aval = a.aval.update(shape=tuple(batch) + (m if full_matrices else k, n))
     lead = list(range(nb))
     dtype = a.aval.dtype
     eye = ctx.convert(triangle_mask(ctx, q_aval.shape, "EQ"), dtype)
@@ -136,4 +143,52 @@ def _qr(ctx, args, *, full_matrices):
     return [q, r]
 
 
+def _qr(ctx, args, *, full_matrices):
+    return householder_qr(ctx, args[0], full_matrices)
+
+
+def adjoint(ctx, x):
+    """The conjugate transpose over the trailing two axes."""
+    nb = x.aval.ndim - 2
+    return conj(ctx, transpose(ctx, x, list(range(nb)) + [nb + 1, nb]))
+
+
+def _hessenberg(ctx, args):
+    (a,) = args
+    taus_aval = ctx.out_avals[1]
+    *batch, n, _ = a.aval.shape
+    nb, lead, dtype = len(batch), list(range(len(batch))), a.aval.dtype
+    if a.aval.size == 0 or n < 2:
+        return [a, ctx.splat(0, taus_aval)]
+    mat = a.aval.update(dtype=_I32)
+    rows, cols = iota(ctx, mat, nb), iota(ctx, mat, nb + 1)
+    col_rows = iota(ctx, mat.update(shape=tuple(batch) + (n,)), nb)
+    tau_cols = iota(ctx, taus_aval.update(dtype=_I32), nb)
+    one = ctx.constant(1, _I32)
+
+    def step(b):
+        j, h, taus = b
+        j1 = ctx.binary("stablehlo.add", j, one)
+        jm, j1m = ctx.broadcast(j, mat.shape), ctx.broadcast(j1, mat.shape)
+        at_j = ctx.compare("EQ", cols, jm)
+        v, tau, beta = _householder(ctx, pick(ctx, h, at_j, nb + 1), col_rows, j1, dtype)
+        right = adjoint(ctx, _reflect(ctx, adjoint(ctx, h), v, conj(ctx, tau), lead, nb))
+        both = _reflect(ctx, right, v, conj(ctx, tau), lead, nb)
+        new_col = ctx.select(ctx.compare("GT", rows, j1m), ctx.broadcast(v, mat.shape, lead + [nb]),
+                             h)
+        new_col = ctx.select(ctx.compare("EQ", rows, j1m), ctx.broadcast(beta, mat.shape, lead),
+                             new_col)
+        h = ctx.select(ctx.compare("GT", cols, jm), both, ctx.select(at_j, new_col, h))
+        taus = ctx.select(ctx.compare("EQ", tau_cols, ctx.broadcast(j, taus_aval.shape)),
+                          ctx.broadcast(tau, taus_aval.shape, lead), taus)
+        return [j1, h, taus]
+    start = [ctx.constant(0, _I32), a, ctx.splat(0, taus_aval)]
+    avals = [v.aval for v in start]
+    _, h, taus = ctx.generic("stablehlo.while", start, avals, [
+        (avals, lambda b: [ctx.compare("LT", b[0], ctx.constant(n - 1, _I32))]),
+        (avals, step)])
+    return [h, taus]
+
+
 STABLEHLO[PRIMITIVES["qr"]] = _qr
+STABLEHLO[PRIMITIVES["hessenberg"]] = _hessenberg

@@ -44,11 +44,11 @@ def _comparator(ctx, block, n, num_keys):
     return [out]
 
 
-def _sort(ctx, args, *, dimension, is_stable=True, num_keys=1):
+def sort(ctx, args, *, dimension, is_stable=True, num_keys=1):
     block = [scalar(a.aval.dtype) for a in args for _ in (0, 1)]
     return ctx.generic("stablehlo.sort", list(args), [a.aval for a in args],
                        [(block, lambda b: _comparator(ctx, b, len(args), num_keys))],
                        f"dimension = {int(dimension)} : i64, is_stable = true")
 
 
-STABLEHLO[PRIMITIVES["sort"]] = _sort
+STABLEHLO[PRIMITIVES["sort"]] = sort
