@@ -16,7 +16,7 @@ from kiln.compiler.aot.glue import c_source, glue_source, GlueFunction, Module, 
 
 CC = os.environ.get("CC") or "cc"
 C_DIR = Path(glue.__file__).with_name("c")
-SHIPPED = {"debug_print.c", "glue_prelude.h", "glue_runtime.c"}
+SHIPPED = {"debug_print.c", "glue_mpi.c", "glue_prelude.h", "glue_runtime.c"}
 ROOT = Path(__file__).resolve().parents[1]
 
 needs_cc = pytest.mark.skipif(shutil.which(CC) is None,
