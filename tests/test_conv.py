@@ -1,15 +1,17 @@
 """conv_general_dilated: the primitive's NumPy definition (eager) and the LLVM lowering (jit)
 against a direct-loop reference, with hypothesis over strides, dilations, padding forms,
-feature and batch groups, layouts and 1-D/2-D/3-D; derivatives to second order; vmap."""
+feature and batch groups, layouts and 1-D/2-D/3-D, and long sums (the transposed plan, the
+split sums); derivatives to second order; vmap."""
 import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st, HealthCheck
+from hypothesis import assume, given, settings, strategies as st, HealthCheck
 
 import kiln
 import kiln.numpy as knp
 from kiln import lax
+from kiln.compiler.backends.llvm import lower_conv
 from kiln.compiler.errors import BackendUnsupportedError
 from kiln.test_util import check_grads
 
@@ -85,14 +87,10 @@ def convs(draw, dtypes=(np.float32, np.float64)):
 
 
 def _expected(x, w, kw):
-    dn = lax.conv_dimension_numbers(x.shape, w.shape, kw["dimension_numbers"])
-    padding = kw["padding"]
-    if isinstance(padding, str):
-        ins = [x.shape[a] for a in dn.lhs_spec[2:]]
-        win = [(w.shape[a] - 1) * r + 1 for a, r in zip(dn.rhs_spec[2:], kw["rhs_dilation"])]
-        padding = lax.padtype_to_pads(ins, win, kw["window_strides"], padding)
-    return reference(x, w, kw["window_strides"], padding, kw["lhs_dilation"],
-                     kw["rhs_dilation"], dn, kw["feature_group_count"], kw["batch_group_count"])
+    p = _resolved(x, w, kw)
+    return reference(x, w, p["window_strides"], p["padding"], p["lhs_dilation"],
+                     p["rhs_dilation"], p["dimension_numbers"], p["feature_group_count"],
+                     p["batch_group_count"])
 
 
 def _tol(dtype):
@@ -115,6 +113,102 @@ def test_llvm_matches_direct_loops(x64_module, case):
     x, w, kw = case
     got = kiln.jit(lambda a, b: lax.conv_general_dilated(a, b, **kw))(x, w)
     np.testing.assert_allclose(np.asarray(got), _expected(x, w, kw), **_tol(x.dtype))
+
+
+def _resolved(x, w, kw):
+    """The primitive's parameters for a case: explicit padding, axis numbers."""
+    dn = lax.conv_dimension_numbers(x.shape, w.shape, kw["dimension_numbers"])
+    padding = kw["padding"]
+    if isinstance(padding, str):
+        ins = [x.shape[a] for a in dn.lhs_spec[2:]]
+        win = [(w.shape[a] - 1) * r + 1 for a, r in zip(dn.rhs_spec[2:], kw["rhs_dilation"])]
+        padding = lax.padtype_to_pads(ins, win, kw["window_strides"], padding)
+    return dict(kw, padding=padding, dimension_numbers=tuple(dn))
+
+
+def _plan(x, w, kw):
+    """lower_conv's plan for the case (the result's shape from the eager definition)."""
+    out = np.asarray(lax.conv_general_dilated(x, w, **kw))
+    return lower_conv.plan(x, w, out, **_resolved(x, w, kw))
+
+
+@st.composite
+def long_convs(draw):
+    """Convolutions with a long sum (window x input features) and few rows (batch x output
+    positions): lower_conv's transposed plan. Any layout, groups, strides, both dilations,
+    padding, float32 and float64; 1-D and 2-D (3-D ones have too many rows for it)."""
+    x, w, kw = draw(convs())
+    assume(x.ndim <= 4)
+    if isinstance(kw["padding"], str):   # "SAME": as many output positions as inputs
+        kw = dict(kw, padding="VALID")
+    dn = lax.conv_dimension_numbers(x.shape, w.shape, kw["dimension_numbers"])
+    nd = x.ndim - 2
+    groups, batch_groups = kw["feature_group_count"], kw["batch_group_count"]
+    i, o = w.shape[dn.rhs_spec[1]], w.shape[dn.rhs_spec[0]]
+    terms = lower_conv.TILE_BYTES // 8 // x.dtype.itemsize   # a tile of 8 rows: 9 are long
+    win = [draw(st.integers(6, 12)) for _ in range(nd - 1)]
+    win.append(-(-terms // (i * int(np.prod(win)))) + draw(st.integers(0, 5)))
+    rd, ld = kw["rhs_dilation"], kw["lhs_dilation"]
+    ins = [(k - 1) * r // d + 1 + draw(st.integers(2, 5)) for k, r, d in zip(win, rd, ld)]
+    n = batch_groups * draw(st.integers(9, 12))
+    lhs_shape, rhs_shape = [0] * x.ndim, [0] * x.ndim
+    for a, size in zip(dn.lhs_spec, [n, i * groups] + ins):
+        lhs_shape[a] = size
+    for a, size in zip(dn.rhs_spec, [o, i] + win):
+        rhs_shape[a] = size
+    rng = np.random.default_rng(draw(st.integers(0, 99)))
+    return (rng.standard_normal(lhs_shape).astype(x.dtype),
+            rng.standard_normal(rhs_shape).astype(x.dtype), kw)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@given(long_convs())
+def test_llvm_transposed_plan_matches_the_numpy_definition(x64_module, case):
+    x, w, kw = case
+    want = np.asarray(lax.conv_general_dilated(x, w, **kw))   # eager: the NumPy definition
+    assert _plan(x, w, kw).transposed, (x.shape, w.shape, want.shape, kw, _plan(x, w, kw))
+    got = kiln.jit(lambda a, b: lax.conv_general_dilated(a, b, **kw))(x, w)
+    scale = np.abs(want).max(initial=1.0)   # sums of thousands of terms: cancellation
+    np.testing.assert_allclose(np.asarray(got), want, rtol=_tol(x.dtype)["rtol"],
+                               atol=_tol(x.dtype)["atol"] * scale)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout,groups", [(("NHWC", "HWIO", "NHWC"), 1),
+                                           (("NHWC", "HWIO", "NHWC"), 2),
+                                           (("NCHW", "OIHW", "NCHW"), 1)])
+def test_kernel_gradient_takes_the_transposed_plan(x64, dtype, layout, groups):
+    """The ResNet block's kernel gradient, smaller: 288 output rows per group, a sum over 4096
+    batch positions, on the thread pool, several tiles per chunk."""
+    rng = np.random.default_rng(3)
+    sizes = dict(N=16, C=32 * groups, H=16, W=16, O=8 * groups, I=32)
+    x = rng.standard_normal([sizes[c] for c in layout[0]]).astype(dtype)
+    w = rng.standard_normal([dict(sizes, H=3, W=3)[c] for c in layout[1]]).astype(dtype)
+    ct = rng.standard_normal([dict(sizes, C=sizes["O"])[c] for c in layout[2]]).astype(dtype)
+    kw = dict(window_strides=(1, 1), padding="SAME", dimension_numbers=layout,
+              feature_group_count=groups)
+    g = lambda a, b, c: kiln.vjp(lambda b: lax.conv_general_dilated(a, b, **kw), b)[1](c)[0]  # noqa: E731
+    got = kiln.jit(g)(x, w, ct)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(kiln.jit(g, backend="reference")(
+        x, w, ct)), **_tol(dtype))
+    text = kiln.jit(g).lower(x, w, ct).compile().as_text()
+    assert "kiln_run_tasks" in text and "term" in text
+
+
+def test_many_long_rows_split_the_sum_into_chunks():
+    """Rows too many for the transposed plan's tile and too long for a tile of SPLIT_ROWS:
+    the sum split into chunks of window positions."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((64, 8, 8, 128)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 128, 5)).astype(np.float32)
+    kw = dict(window_strides=(1, 1), padding="VALID", lhs_dilation=(1, 1), rhs_dilation=(1, 1),
+              dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=1,
+              batch_group_count=1)
+    pl = _plan(x, w, kw)
+    assert not pl.transposed and pl.chunks > 1
+    got = kiln.jit(lambda a, b: lax.conv_general_dilated(a, b, **kw))(x, w)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(lax.conv_general_dilated(x, w, **kw)),
+                               rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("layout", [("NHWC", "HWIO", "NHWC"), ("NCHW", "OIHW", "NCHW"),

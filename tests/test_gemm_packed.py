@@ -3,8 +3,8 @@
 Its sizes and strides are run-time arguments, so one compiled function per dtype is checked with
 hypothesis over m, n and k (1, odd sizes, sizes around the micro-kernel's block, past one block
 of the contraction (KC) and of the columns (NC)), operands stored transposed or not and inside
-larger buffers (leading dimensions past the matrix), and C inside a larger buffer (ldc > n: the
-elements between rows must be left alone), against NumPy. Products through `jit` that reach it,
+larger buffers (leading dimensions past the matrix), C inside a larger buffer (ldc > n: the
+elements between rows must be left alone), and C += the product (`accumulate`), against NumPy. Products through `jit` that reach it,
 and the x86-64 baseline, AVX2 and Zen 1 targets, are in test_llvm_gemm.py; the kernel here is
 compiled for the CPU `KILN_CPU` names (make test reruns this file for x86-64-v3, whose 16
 registers take the 6 x 16 micro-kernel).
@@ -37,7 +37,7 @@ def kernels():
     engine.finalize_object()
     _ENGINES.append(engine)
     signature = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] + [ctypes.c_int64] * 2) * 2,
-                                 ctypes.c_void_p, *[ctypes.c_int64] * 4)
+                                 ctypes.c_void_p, *[ctypes.c_int64] * 5)
     return {dtype: signature(engine.get_function_address(gemm_packed.NAMES[dtype]))
             for dtype in DTYPES}
 
@@ -52,16 +52,17 @@ def stored(rng, rows, cols, transposed, pad, dtype):
     return buffer, cols + pad, 1
 
 
-def product(kernels, dtype, m, n, k, lhs_t, rhs_t, pads, seed):
+def product(kernels, dtype, m, n, k, lhs_t, rhs_t, pads, seed, accumulate=False):
     rng = np.random.default_rng(seed)
     a, sam, sak = stored(rng, m, k, lhs_t, pads[0], dtype)
     b, sbk, sbn = stored(rng, k, n, rhs_t, pads[1], dtype)
     ldc = n + pads[2]
     c = np.full((m, ldc), 7.0, dtype)
-    kernels[dtype](a.ctypes.data, sam, sak, b.ctypes.data, sbk, sbn, c.ctypes.data, ldc, m, n, k)
+    kernels[dtype](a.ctypes.data, sam, sak, b.ctypes.data, sbk, sbn, c.ctypes.data, ldc, m, n, k,
+                   int(accumulate))
     op_a = np.lib.stride_tricks.as_strided(a, (m, k), (sam * a.itemsize, sak * a.itemsize))
     op_b = np.lib.stride_tricks.as_strided(b, (k, n), (sbk * b.itemsize, sbn * b.itemsize))
-    want = op_a.astype(np.float64) @ op_b.astype(np.float64)
+    want = op_a.astype(np.float64) @ op_b.astype(np.float64) + (7.0 if accumulate else 0.0)
     return c, want
 
 
@@ -71,9 +72,9 @@ SIZES = st.one_of(st.integers(1, 40), st.sampled_from([47, 63, 64, 65, 95, 96, 9
 @settings(max_examples=80, deadline=None)
 @given(st.sampled_from(DTYPES), SIZES, SIZES, st.one_of(SIZES, st.integers(250, 530)),
        st.booleans(), st.booleans(), st.tuples(*[st.sampled_from([0, 0, 1, 5])] * 3),
-       st.integers(0, 2**32 - 1))
-def test_products_match_numpy(kernels, dtype, m, n, k, lhs_t, rhs_t, pads, seed):
-    c, want = product(kernels, dtype, m, n, k, lhs_t, rhs_t, pads, seed)
+       st.integers(0, 2**32 - 1), st.booleans())
+def test_products_match_numpy(kernels, dtype, m, n, k, lhs_t, rhs_t, pads, seed, accumulate):
+    c, want = product(kernels, dtype, m, n, k, lhs_t, rhs_t, pads, seed, accumulate)
     tol = 3e-6 * np.sqrt(k) if dtype == np.float32 else 1e-14 * np.sqrt(k)
     np.testing.assert_allclose(c[:, :n], want, rtol=tol, atol=tol)
     assert (c[:, n:] == 7.0).all()   # the padding between C's rows is never written
@@ -84,8 +85,8 @@ def test_several_column_and_contraction_blocks(kernels, dtype):
     """n past two blocks of columns and k past two blocks of the contraction, ragged ends."""
     nc = gemm_packed.PACK_BYTES // (gemm_packed.KC * dtype.itemsize)
     m, n, k = 53, 2 * nc + 45, 2 * gemm_packed.KC + 17
-    for lhs_t, rhs_t in [(False, False), (True, True)]:
-        c, want = product(kernels, dtype, m, n, k, lhs_t, rhs_t, (3, 0, 2), 1)
+    for lhs_t, rhs_t, accumulate in [(False, False, False), (True, True, True)]:
+        c, want = product(kernels, dtype, m, n, k, lhs_t, rhs_t, (3, 0, 2), 1, accumulate)
         tol = 1e-4 if dtype == np.float32 else 1e-12
         np.testing.assert_allclose(c[:, :n], want, rtol=tol, atol=tol)
         assert (c[:, n:] == 7.0).all()

@@ -329,7 +329,7 @@ def _extern_declarations(functions, slots):
     lines.append("extern void kiln_barrier_wait(void *barrier, int64_t parties);")
     lines += [f"extern void {name}(const void *a, int64_t sam, int64_t sak, const void *b, "
               f"int64_t sbk, int64_t sbn, void *c, int64_t ldc, int64_t m, int64_t n, "
-              f"int64_t k);" for name in gemm_packed.NAMES.values()]
+              f"int64_t k, int64_t accumulate);" for name in gemm_packed.NAMES.values()]
     lines += [f"extern void {name}(const void *in, void *out, int64_t outer, int64_t inner, "
               f"int64_t n, int64_t len_in, int64_t len_out, int64_t mode, double scale, "
               f"void *work);" for name in fft_kernel.NAMES.values()]

@@ -1,7 +1,7 @@
 """Larger real matrix products as kiln's own packed, cache-blocked kernel (no library call).
 
 `emit_packed_gemm` computes the row-major C (m x n, row stride ldc) = op(A) (m x k) @ op(B)
-(k x n) for float32 and float64, k >= 1, with op(A)[i, p] at `a + i * sam + p * sak` and
+(k x n), or adds it to C (`accumulate` nonzero), for float32 and float64, k >= 1, with op(A)[i, p] at `a + i * sam + p * sak` and
 op(B)[p, j] at `b + p * sbk + j * sbn` (element strides; transposed operands are read in
 place). The sizes and strides are run-time values, so one function per dtype and module
 (`kiln_gemm_<dtype>`, internal) serves every product of the module, and the thread pool's
@@ -16,7 +16,8 @@ The kernel is the classic blocked form (Goto's algorithm, as BLIS and OpenBLAS a
           Ap = pack(op(A)[ic:ic+MR, pc:pc+KC])     # [p][MR]: stays in L1
           for each tile t of Bp:                   # the micro-kernel: an MR x NR block of C
             acc = sum over p of Ap[p, :, None] * Bp[t, p, None, :]
-            C[ic:ic+MR, jc+t*NR : ...] (+)= acc    # stored at pc == 0, added after
+            C[ic:ic+MR, jc+t*NR : ...] (+)= acc    # stored at pc == 0, added after (and
+                                                   #   at pc == 0 with `accumulate`)
 
 The micro-kernel holds its MR x NR block of C in vector registers for the whole block of the
 contraction: each step loads NR / lanes vectors of Bp and broadcasts MR elements of Ap, and
@@ -61,17 +62,19 @@ def micro() -> Micro:
     return MICRO["+avx512f" in target.jit_cpu()[1].split(",")]
 
 
-ARGS = [T.PTR, T.I64, T.I64, T.PTR, T.I64, T.I64, T.PTR, T.I64, T.I64, T.I64, T.I64]
-FUNCTION_TYPE = ir.FunctionType(T.VOID, ARGS)   # a, sam, sak, b, sbk, sbn, c, ldc, m, n, k
+ARGS = [T.PTR, T.I64, T.I64, T.PTR, T.I64, T.I64, T.PTR, T.I64, T.I64, T.I64, T.I64, T.I64]
+FUNCTION_TYPE = ir.FunctionType(T.VOID, ARGS)   # a, sam, sak, b, sbk, sbn, c, ldc, m, n, k,
+#                                                 accumulate
 
 
 NAMES = {dtype: f"kiln_gemm_{dtype.name}" for dtype in DTYPES}
 
 
-def emit_packed_gemm(builder, dtype, m, n, k, a, a_strides, b, b_strides, c, ldc) -> None:
-    """Call the runtime library's packed kernel for C = op(A) @ op(B); sizes and strides are
-    ints or i64 values."""
-    args = [a, *a_strides, b, *b_strides, c, ldc, m, n, k]
+def emit_packed_gemm(builder, dtype, m, n, k, a, a_strides, b, b_strides, c, ldc,
+                     accumulate=0) -> None:
+    """Call the runtime library's packed kernel for C = op(A) @ op(B) (C += op(A) @ op(B)
+    where `accumulate` is nonzero); sizes, strides and the flag are ints or i64 values."""
+    args = [a, *a_strides, b, *b_strides, c, ldc, m, n, k, accumulate]
     externs.call(builder, NAMES[np.dtype(dtype)], FUNCTION_TYPE,
                  [T.i64(x) if isinstance(x, int) else x for x in args])
 
@@ -125,7 +128,7 @@ class _Kernel:
 
     def emit(self):
         b = ir.IRBuilder(self.fn.append_basic_block("entry"))
-        a, sam, sak, bm, sbk, sbn, c, ldc, m, n, k = self.fn.args
+        a, sam, sak, bm, sbk, sbn, c, ldc, m, n, k, accumulate = self.fn.args
         elements = ir.ArrayType(self.scalar, KC * self.nc)
         bp = b.alloca(elements)
         bp.align = 64
@@ -141,7 +144,8 @@ class _Kernel:
                 pc = b.mul(kb, T.i64(KC))
                 kc = _min(b, T.i64(KC), b.sub(k, pc))
                 self.pack_b(b, bp, bm, sbk, sbn, pc, jc, kc, nc, n)
-                added = b.icmp_signed(">", pc, T.i64(0))
+                added = b.or_(b.icmp_signed(">", pc, T.i64(0)),
+                              b.icmp_signed("!=", accumulate, T.i64(0)))
 
                 def row_block(b, ib, _):
                     ic = b.mul(ib, T.i64(self.mr))

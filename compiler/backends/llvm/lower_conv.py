@@ -17,7 +17,17 @@ The kernel is read in place when its (spatial..., input feature) axes flatten to
 (HWIO and every "...IO" layout); otherwise it is first packed into the workspace as
 (group, window, input feature, output feature). Layouts, strides, both dilations, padding
 (negative too) and both kinds of groups are index arithmetic in the gather, so every
-dimension_numbers runs this one path. Float32 and float64 operands of one dtype (the result's)
+dimension_numbers runs this one path.
+
+Long rows (window x input features past what a tile of SPLIT_ROWS rows holds) change the
+plan. Few of them (a tile holds every row for MIN_DEPTH terms: the kernel gradient, rows
+(kernel position, input feature), a sum over batch x positions) take the *transposed* plan:
+each task gathers, block by block of `depth` terms of the sum, every row transposed (a row
+per term, the batch axis innermost: the forward input's contiguous features), and adds
+tile^T @ W[terms] (W read in place when its (input feature, window) or (window, input
+feature) axes flatten) into its chunk's partial result; the chunks (CHUNK_TASKS tasks with
+the groups) are summed at the end. Many long rows split the sum into chunks of window
+positions instead (`Plan.chunks`), each task a tile of SPLIT_ROWS rows. Float32 and float64 operands of one dtype (the result's)
 take it; other dtypes are a BackendUnsupportedError (the reference backend has them).
 Measured: docs/conv.md.
 """
@@ -42,6 +52,8 @@ OUT_TILE_BYTES = 128 * 1024  # a task's result tile when C is not the result in 
 MAX_ROWS = 256
 RELAYOUT_FEATURES = 4        # strided input features, at least this many: copied first
 SPLIT_ROWS = 64              # fewer rows than this per tile: the sum is split (`Plan.chunks`)
+MIN_DEPTH = 32               # the transposed plan: a tile holds every row for this many terms
+CHUNK_TASKS = 16             # the transposed plan: tasks (chunks x groups) it aims at
 
 
 class Plan(NamedTuple):
@@ -52,7 +64,13 @@ class Plan(NamedTuple):
     og: int                  # output features per group
     tm: int                  # rows per task
     positions: int           # window positions per task (its patch columns / features)
-    chunks: int              # tasks per row tile and group, each summing `positions`
+    chunks: int              # tasks per row tile and group, each summing `positions` (the
+                             # transposed plan: `per_chunk` blocks of `depth` terms)
+    transposed: bool         # the tile is the patch matrix transposed (`_gather_transposed`)
+    depth: int               # the transposed plan: terms of the sum per tile
+    per_chunk: int           # the transposed plan: tiles per chunk
+    features_first: bool     # the transposed plan: the sum runs over (input feature,
+                             # window position), not (window position, input feature)
     lhs_strides: tuple       # element strides of the input as the gather reads it (batch,
                              # feature, spatial...)
     lhs_group: int           # element offset between groups' inputs
@@ -80,20 +98,34 @@ def plan(lhs, rhs, out, *, window_strides, padding, lhs_dilation, rhs_dilation,
     itemsize = out.dtype.itemsize
     window = math.prod(win)
     tm = max(1, min(MAX_ROWS, TILE_BYTES // max(1, k * itemsize), rows))
-    positions, chunks = window, 1
-    if tm < min(rows, SPLIT_ROWS):   # long rows: split the sum into chunks of positions
+    positions, chunks, depth, per_chunk = window, 1, 0, 0
+    long = tm < min(rows, SPLIT_ROWS)
+    transposed = long and rows * itemsize * MIN_DEPTH <= TILE_BYTES
+    if transposed:   # few long rows: tiles of every row for `depth` terms of the sum
+        tm = rows
+        depth = min(k, TILE_BYTES // (rows * itemsize))
+        blocks = -(-k // depth)
+        per_chunk = -(-blocks // min(blocks, max(1, CHUNK_TASKS // groups)))
+        chunks = -(-blocks // per_chunk)
+    elif long:   # many long rows: split the sum into chunks of positions
         tm = min(rows, SPLIT_ROWS)
         positions = max(1, TILE_BYTES // (tm * i * itemsize))
         chunks = -(-window // positions)
     in_sp = [lhs.shape[a] for a in lhs_spec[2:]]
-    relayout = ls[lhs_spec[1]] != 1 and i >= RELAYOUT_FEATURES
-    if relayout:
-        cs = contiguous_strides([lhs.shape[lhs_spec[0]]] + in_sp + [lhs.shape[lhs_spec[1]]])
-        lhs_strides = (cs[0], 1) + tuple(cs[1:-1])
+    inner = 0 if transposed else 1   # the gather's innermost axis: batch or input feature
+    relayout = ls[lhs_spec[inner]] != 1 and lhs.shape[lhs_spec[inner]] >= RELAYOUT_FEATURES
+    if relayout:   # the inner axis last, the other first
+        cs = contiguous_strides([lhs.shape[lhs_spec[1 - inner]]] + in_sp
+                                + [lhs.shape[lhs_spec[inner]]])
+        lhs_strides = ((1, cs[0]) if transposed else (cs[0], 1)) + tuple(cs[1:-1])
     else:
         lhs_strides = tuple(ls[a] for a in lhs_spec)
     lhs_group = (i * lhs_strides[1] if feature_group_count > 1 else n_out * lhs_strides[0])
+    features_first = False
     size, kstride = flat_group(rhs.shape, rs, list(rhs_spec[2:]) + [rhs_spec[1]])
+    if transposed and kstride is None:
+        size, kstride = flat_group(rhs.shape, rs, [rhs_spec[1]] + list(rhs_spec[2:]))
+        features_first = kstride is not None
     packed = kstride is None
     if packed:
         w_strides, w_group = (og, 1), k * og
@@ -102,13 +134,14 @@ def plan(lhs, rhs, out, *, window_strides, padding, lhs_dilation, rhs_dilation,
     _, row_stride = flat_group(out.shape, os_, [out_spec[0]] + list(out_spec[2:]))
     o_c = os_[out_spec[1]]
     direct = row_stride is not None and (o_c == 1 or o == 1)
-    if not direct:
+    if not direct and not transposed:
         tm = max(1, min(tm, OUT_TILE_BYTES // max(1, og * itemsize)))
     ldc = (row_stride or o) if direct else og
-    if chunks > 1:
+    if chunks > 1 or transposed:
         direct, ldc = False, og
-    return Plan(out.dtype, rows, k, groups, og, tm, positions, chunks, lhs_strides, lhs_group,
-                relayout, packed, w_strides, w_group, direct, ldc, og * o_c)
+    return Plan(out.dtype, rows, k, groups, og, tm, positions, chunks, transposed, depth,
+                per_chunk, features_first, lhs_strides, lhs_group, relayout, packed, w_strides,
+                w_group, direct, ldc, og * o_c)
 
 
 def _round(nbytes):
@@ -120,7 +153,8 @@ def workspace(pl, lhs):
     partial results) and its size."""
     kernel = _round(pl.k * pl.og * pl.groups * pl.dtype.itemsize) if pl.packed else 0
     copy = _round(lhs.size * pl.dtype.itemsize) if pl.relayout else 0
-    partials = pl.chunks * pl.groups * pl.rows * pl.og * pl.dtype.itemsize if pl.chunks > 1 else 0
+    partials = (pl.chunks * pl.groups * pl.rows * pl.og * pl.dtype.itemsize
+                if pl.chunks > 1 or pl.transposed else 0)
     return 0, kernel, kernel + copy, kernel + copy + partials
 
 
@@ -160,12 +194,27 @@ def _relayout(ctx, pl, lhs, spec, dst):
     emit_nest(ctx.builder, shape, body, name="relayout")
 
 
+def _copy_run(b, pl, x, geo, o, kidx, off, stride, dst, at, count, name):
+    """dst[at + j] = x[off + j * stride + the offset of window element `kidx` of output
+    position `o`] for j in [0, count), zeros where that element is padding or a hole."""
+    element = T.mem_type(pl.dtype)
+    zero = T.const(pl.dtype, 0)
+    _, _, l_sp, in_sp, _, _, strides, pads, ldil, rdil, _ = geo
+    valid, off = window_offset(b, o, kidx, strides, rdil, pads, ldil, in_sp, l_sp, off)
+    off = b.select(valid, off, T.i64(0))
+
+    def copy(b, j, carried):
+        v = b.load(b.gep(x, [b.add(off, b.mul(j, T.i64(stride)))], source_etype=element),
+                   typ=element)
+        b.store(b.select(valid, v, zero), b.gep(dst, [b.add(at, j)], source_etype=element))
+        return carried
+    counted_loop(b, count, copy, (), name)
+
+
 def _gather(b, pl, x, patch, start, nrows, first, npos, geo):
     """patch[r, (window position, feature)] for rows [start, start + nrows) and window
     positions [first, first + npos) (a row of the tile holds `positions` of them)."""
-    element = T.mem_type(pl.dtype)
-    zero = T.const(pl.dtype, 0)
-    l_n, l_c, l_sp, in_sp, out_sp, win, strides, pads, ldil, rdil, feats = geo
+    l_n, l_c, _, _, out_sp, win, _, _, _, _, feats = geo
 
     def row(b, r, carried):
         n, *o = unravel(b, b.add(start, r), [0] + out_sp)
@@ -173,22 +222,72 @@ def _gather(b, pl, x, patch, start, nrows, first, npos, geo):
 
         def position(b, q, carried):
             kidx = unravel(b, b.add(first, q), win)
-            valid, off = window_offset(b, o, kidx, strides, rdil, pads, ldil, in_sp, l_sp,
-                                       b.mul(n, T.i64(l_n)))
-            off = b.select(valid, off, T.i64(0))
-            dst = b.add(base, b.mul(q, T.i64(feats)))
-
-            def feature(b, c, carried):
-                v = b.load(b.gep(x, [b.add(off, b.mul(c, T.i64(l_c)))], source_etype=element),
-                           typ=element)
-                b.store(b.select(valid, v, zero), b.gep(patch, [b.add(dst, c)],
-                                                        source_etype=element))
-                return carried
-            counted_loop(b, feats, feature, (), "feat")
+            _copy_run(b, pl, x, geo, o, kidx, b.mul(n, T.i64(l_n)), l_c, patch,
+                      b.add(base, b.mul(q, T.i64(feats))), feats, "feat")
             return carried
         counted_loop(b, npos, position, (), "win")
         return carried
     counted_loop(b, nrows, row, (), "row")
+
+
+def _gather_transposed(b, pl, x, tile, first, nterms, geo):
+    """tile[t, r] for the terms [first, first + nterms) of the sum (t: (input feature, window
+    position) or (window position, input feature), `Plan.features_first`) and every row r
+    (output position..., batch): the patch matrix transposed, the batch innermost (the
+    kernel gradient's: the forward input's features, contiguous in channels-last layouts)."""
+    l_n, l_c, _, _, out_sp, win, _, _, _, _, feats = geo
+    spots = math.prod(out_sp)
+    batch = pl.rows // spots
+    order = [feats] + win if pl.features_first else win + [feats]
+
+    def term(b, t, carried):
+        index = unravel(b, b.add(first, t), order)
+        c, kidx = (index[0], index[1:]) if pl.features_first else (index[-1], index[:-1])
+        base = b.mul(t, T.i64(pl.rows))
+
+        def spot(b, s, carried):
+            _copy_run(b, pl, x, geo, unravel(b, s, out_sp), kidx, b.mul(c, T.i64(l_c)), l_n,
+                      tile, b.add(base, b.mul(s, T.i64(batch))), batch, "batch")
+            return carried
+        counted_loop(b, spots, spot, (), "spot")
+        return carried
+    counted_loop(b, nterms, term, (), "term")
+
+
+def _transposed_task(ctx, pl, geo):
+    """`task(env, i)`: chunk i % chunks of the sum, of group i // chunks: its tiles of
+    `depth` terms gathered transposed, C (every row) += tile^T @ W[terms], C its partial
+    result (row order: output position..., batch)."""
+    module = ctx.module
+    task = ir.Function(module, pool.TASK_TYPE, module.get_unique_name(f"{ctx.function.name}.conv"))
+    task.linkage = "internal"
+    b = ir.IRBuilder(task.append_basic_block("entry"))
+    element = T.mem_type(pl.dtype)
+    tile = b.alloca(element, size=T.i64(pl.depth * pl.rows))
+    tile.align = 64
+    env, i = task.args
+    x, w, _, partial = parallel.unpack_env(b, env, [T.PTR] * 4)
+    chunk, g = b.urem(i, T.i64(pl.chunks)), b.udiv(i, T.i64(pl.chunks))
+    x = b.gep(x, [b.mul(g, T.i64(pl.lhs_group))], source_etype=element)
+    w = b.gep(w, [b.mul(g, T.i64(pl.w_group))], source_etype=element)
+    c = b.gep(partial, [b.mul(b.add(b.mul(chunk, T.i64(pl.groups)), g),
+                              T.i64(pl.rows * pl.og))], source_etype=element)
+    blocks = -(-pl.k // pl.depth)
+    first_block = b.mul(chunk, T.i64(pl.per_chunk))
+
+    def block(b, j, carried):
+        first = b.mul(b.add(first_block, j), T.i64(pl.depth))
+        nterms = _min(b, b.sub(T.i64(pl.k), first), T.i64(pl.depth))
+        _gather_transposed(b, pl, x, tile, first, nterms, geo)
+        wj = b.gep(w, [b.mul(first, T.i64(pl.w_strides[0]))], source_etype=element)
+        gemm_packed.emit_packed_gemm(b, pl.dtype, pl.rows, pl.og, nterms, tile, (1, pl.rows),
+                                     wj, pl.w_strides, c, pl.og,
+                                     b.zext(b.icmp_signed(">", j, T.i64(0)), T.I64))
+        return carried
+    counted_loop(b, _min(b, T.i64(pl.per_chunk), b.sub(T.i64(blocks), first_block)), block, (),
+                 "block")
+    b.ret_void()
+    return task
 
 
 def _store_rows(b, pl, value, out, start, nrows, out_rows, row_strides, o_c):
@@ -297,14 +396,17 @@ def _conv(ctx, outs, ins, **params):
         fill(ctx.builder, out, T.const(dtype, 0))
         return
     lhs_spec, rhs_spec, out_spec = params["dimension_numbers"]
-    ls, os_ = contiguous_strides(lhs.aval.shape), contiguous_strides(out.aval.shape)
+    os_ = contiguous_strides(out.aval.shape)
     geo = (pl.lhs_strides[0], pl.lhs_strides[1], pl.lhs_strides[2:],
            [lhs.aval.shape[a] for a in lhs_spec[2:]], [out.aval.shape[a] for a in out_spec[2:]],
            [rhs.aval.shape[a] for a in rhs_spec[2:]], params["window_strides"],
            [lo for lo, _ in params["padding"]], params["lhs_dilation"], params["rhs_dilation"],
            rhs.aval.shape[rhs_spec[1]])
-    out_rows = [out.aval.shape[a] for a in [out_spec[0]] + list(out_spec[2:])]
-    row_strides = [os_[a] for a in [out_spec[0]] + list(out_spec[2:])]
+    row_axes = [out_spec[0]] + list(out_spec[2:])
+    if pl.transposed:
+        row_axes = row_axes[1:] + row_axes[:1]
+    out_rows = [out.aval.shape[a] for a in row_axes]
+    row_strides = [os_[a] for a in row_axes]
     o_c = os_[out_spec[1]]
     b = ctx.builder
     w, x, partial = rhs.ptr, lhs.ptr, out.ptr
@@ -315,9 +417,12 @@ def _conv(ctx, outs, ins, **params):
     if pl.relayout:
         x = b.gep(ctx.scratch, [T.i64(at_input)], source_etype=T.I8)
         _relayout(ctx, pl, lhs, lhs_spec, x)
-    if pl.chunks > 1:
+    if pl.chunks > 1 or pl.transposed:
         partial = b.gep(ctx.scratch, [T.i64(at_partials)], source_etype=T.I8)
-    task = _task(ctx, pl, geo, out_rows, row_strides, o_c)
+    if pl.transposed:
+        task = _transposed_task(ctx, pl, geo)
+    else:
+        task = _task(ctx, pl, geo, out_rows, row_strides, o_c)
     env = parallel.pack_env(b, [x, w, out.ptr, partial])
     tasks = -(-pl.rows // pl.tm) * pl.groups * pl.chunks
     if tasks > 1 and pl.rows * pl.k * pl.og * pl.groups >= TASK_FLOPS:
@@ -327,7 +432,7 @@ def _conv(ctx, outs, ins, **params):
             b.call(task, [env, i])
             return carried
         counted_loop(b, tasks, run, (), "tile")
-    if pl.chunks > 1:
+    if pl.chunks > 1 or pl.transposed:
         _sum_chunks(ctx, pl, out, partial, out_rows, row_strides, o_c)
 
 
