@@ -46,6 +46,7 @@ from . import externs, mathlib
 from . import ltypes as T
 from .calls import intrinsic
 from .loops import counted_loop
+from .pool import RUN_TASKS, TASK_TYPE
 
 F64 = ir.DoubleType()
 DTYPES = (np.dtype(np.complex64), np.dtype(np.complex128))
@@ -53,38 +54,63 @@ NAMES = {dtype: f"kiln_fft_{dtype.name}" for dtype in DTYPES}
 # mode -> (input is real, output is real, inverse)
 MODES = {"forward": 0, "inverse": 1, "real_forward": 2, "real_inverse": 3}
 FUNCTION_TYPE = ir.FunctionType(T.VOID, [T.PTR, T.PTR, T.I64, T.I64, T.I64, T.I64, T.I64,
-                                         T.I64, F64, T.PTR])
+                                         T.I64, F64, T.PTR, T.I64, T.I64])
+_ENV = ir.LiteralStructType(FUNCTION_TYPE.args)
+MAX_LANES = 16          # lines transformed together
+LANE_ELEMENTS = 1 << 13  # lanes * L at most (two buffers of 64 KiB for complex64: L2-resident)
+MAX_SLOTS = 16          # tasks (each with its own line buffers) a call is split into
+SLOT_WORK = 1 << 16     # lines * L per task at least: smaller calls run on the caller alone
 
 
 def emit_call(builder, dtype, src, dst, outer, inner, n, len_in, len_out, mode, scale, work):
-    """Call the runtime library's kernel for complex `dtype` (see the module docstring)."""
+    """Call the runtime library's kernel for complex `dtype` (see the module docstring), with
+    the lanes and slots of `plan`; `work` must hold `work_bytes(dtype, outer, inner, n)`."""
+    lanes, slots = plan(outer, inner, n)
     args = [src, dst, T.i64(outer), T.i64(inner), T.i64(n), T.i64(len_in), T.i64(len_out),
-            T.i64(MODES[mode]), ir.Constant(F64, float(scale)), work]
+            T.i64(MODES[mode]), ir.Constant(F64, float(scale)), work, T.i64(lanes),
+            T.i64(slots)]
     externs.call(builder, NAMES[np.dtype(dtype)], FUNCTION_TYPE, args)
 
 
-def work_bytes(dtype, n):
-    """Bytes of `work` for transforms of length n."""
-    size = np.dtype(dtype).itemsize
-    if n & (n - 1) == 0:
-        return 3 * n * size
-    return (4 * bluestein_length(n) + n) * size
+def transform_length(n):
+    """The power of two the Stockham passes of a length-n transform run on: n, or
+    Bluestein's convolution length (>= 2n - 1)."""
+    return n if n & (n - 1) == 0 else 1 << (2 * n - 2).bit_length()
 
 
-def bluestein_length(n):
-    """The power of two Bluestein's convolution of a length-n transform has: >= 2n - 1."""
-    return 1 << (2 * n - 2).bit_length()
+def plan(outer, inner, n):
+    """(lanes, slots) for the outer * inner lines of length n: lanes lines transformed
+    together (adjacent columns when inner > 1, else adjacent rows), and the number of tasks
+    (each with its own buffers) their groups are dealt to, one per SLOT_WORK of
+    work (lines * L), at most MAX_SLOTS."""
+    length = transform_length(n)
+    lanes = max(1, min(MAX_LANES, LANE_ELEMENTS // length, inner if inner > 1 else outer))
+    groups = outer * -(-inner // lanes) if inner > 1 else -(-outer // lanes)
+    slots = max(1, min(MAX_SLOTS, groups, outer * inner * length // SLOT_WORK))
+    return lanes, slots
+
+
+def work_bytes(dtype, outer, inner, n):
+    """Bytes of `work` for the outer * inner lines of length n (module docstring)."""
+    length = transform_length(n)
+    lanes, slots = plan(outer, inner, n)
+    shared = length if length == n else 2 * length + n
+    return (shared + 2 * slots * lanes * length) * np.dtype(dtype).itemsize
 
 
 def emit(module):
-    """Define `kiln_fft_complex64` and `kiln_fft_complex128` (external) in `module`."""
+    """Define `kiln_fft_complex64` and `kiln_fft_complex128` (external) in `module`, beside
+    the thread pool's `kiln_run_tasks` (pool.py)."""
     for dtype, name in NAMES.items():
-        _Kernel(ir.Function(module, FUNCTION_TYPE, name), dtype).emit()
+        _Kernel(module, name, dtype).emit()
 
 
 class _Kernel:
-    def __init__(self, fn, dtype):
-        self.fn = fn
+    def __init__(self, module, name, dtype):
+        self.module = module
+        self.fn = ir.Function(module, FUNCTION_TYPE, name)
+        self.task = ir.Function(module, TASK_TYPE, f"{name}.task")
+        self.task.linkage = "internal"
         self.part = T.reg_type(np.dtype(dtype.char.lower()))
 
     # ------------------------------------------------------------------ complex values
@@ -101,6 +127,18 @@ class _Kernel:
         p = self.at(b, base, index)
         b.store(z[0], p)
         b.store(z[1], b.gep(p, [T.i64(1)], inbounds=True, source_etype=self.part))
+
+    def bload(self, b, base, index):
+        """Element `index` of a line buffer: real parts first, then imaginary parts (planes
+        `plane` apart), so that the passes' loops are plain vector loops."""
+        return (b.load(b.gep(base, [index], inbounds=True, source_etype=self.part), typ=self.part),
+                b.load(b.gep(base, [b.add(index, self.plane)], inbounds=True,
+                             source_etype=self.part), typ=self.part))
+
+    def bstore(self, b, base, index, z):
+        b.store(z[0], b.gep(base, [index], inbounds=True, source_etype=self.part))
+        b.store(z[1], b.gep(base, [b.add(index, self.plane)], inbounds=True,
+                            source_etype=self.part))
 
     def real(self, b, base, index):
         return b.load(b.gep(base, [index], inbounds=True, source_etype=self.part), typ=self.part)
@@ -126,38 +164,91 @@ class _Kernel:
     def times_i(b, x):
         return b.fneg(x[1]), x[0]
 
-    # ------------------------------------------------------------------ the function
-    def emit(self):
-        fn = self.fn
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        src, dst, outer, inner, n, len_in, len_out, mode, scale, work = fn.args
-        self.n = n
+    @staticmethod
+    def lanes_loop(b, lanes, j, body, name):
+        """for v < lanes: body(b, v, v + lanes * j), the index of lane v's element j."""
+        row = b.mul(j, lanes)
+        counted_loop(b, lanes, lambda b, v, _: body(b, v, b.add(row, v)) or [], name=name)
+
+    # ------------------------------------------------------------------ the functions
+    def bind(self, b, args):
+        """The values both functions derive from the kernel's arguments."""
+        self.args = args
+        _, _, _, _, n, _, _, mode, scale, work, lanes, _ = args
+        self.n, self.lanes = n, lanes
         self.pow2 = b.icmp_unsigned("==", b.and_(n, b.sub(n, T.i64(1))), T.i64(0))
         # Bluestein's length: the power of two m >= 2n - 1 (for n >= 3)
         m = b.shl(T.i64(1), b.sub(T.i64(64), intrinsic(
             b, "ctlz", [b.sub(b.add(n, n), T.i64(2)), ir.Constant(T.I1, 0)])))
         self.length = length = b.select(self.pow2, n, m)
-        self.a = work
-        self.b = self.at(b, work, length)
-        self.table = self.at(b, work, b.add(length, length))
-        self.chirp = self.at(b, work, b.mul(length, T.i64(3)))
+        self.table = work
+        self.chirp = self.at(b, work, length)
         self.filter = self.at(b, self.chirp, n)
+        shared = b.select(self.pow2, length, b.add(b.add(length, length), n))
+        self.buffers = self.at(b, work, shared)
         self.scale = b.fptrunc(scale, self.part) if self.part != F64 else scale
         self.inverse = b.icmp_unsigned("==", b.and_(mode, T.i64(1)), T.i64(1))
+
+    def use_slot(self, b, t):
+        """A and B = task t's line buffers."""
+        self.plane = size = b.mul(self.lanes, self.length)
+        self.a = self.at(b, self.buffers, b.mul(t, b.add(size, size)))
+        self.b = self.at(b, self.a, size)
+
+    def emit(self):
+        """The entry: the shared tables, then the groups of lines as `slots` tasks on the
+        pool (on the caller alone for one)."""
+        b = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        self.bind(b, list(self.fn.args))
+        self.use_slot(b, T.i64(0))
         self.emit_table(b)
         self.branch_on(b, [(self.pow2, lambda b: None), (None, self.bluestein_setup)])
+        packed = ir.Constant(_ENV, ir.Undefined)
+        for k, value in enumerate(self.fn.args):
+            packed = b.insert_value(packed, value, k)
+        env = externs.stack_slot(b, packed)
+        slots = self.fn.args[11]
+        self.branch_on(b, [(b.icmp_unsigned("==", slots, T.i64(1)),
+                            lambda b: b.call(self.task, [env, T.i64(0)])),
+                           (None, lambda b: b.call(self.module.globals[RUN_TASKS], [
+                               self.task, env, slots, ir.Constant(T.I32, 0)]))])
+        b.ret_void()
+        self.emit_task()
 
-        def line(b, o, _):
-            def column(b, i, _):
-                base_in = b.add(b.mul(b.mul(o, len_in), inner), i)
-                base_out = b.add(b.mul(b.mul(o, len_out), inner), i)
-                self.gather(b, src, base_in, inner, mode, len_in)
-                result = self.transform(b)
-                self.scatter(b, result, dst, base_out, inner, len_out, mode)
-                return []
-            counted_loop(b, inner, column, name="col")
+    def emit_task(self):
+        """Task t: the groups t, t + slots, ... of `lanes` lines each: adjacent columns of
+        one row when inner > 1 (groups row by row), else adjacent rows."""
+        env, t = self.task.args
+        b = ir.IRBuilder(self.task.append_basic_block("entry"))
+        args = [b.load(b.gep(env, [T.i64(0), ir.Constant(T.I32, k)], source_etype=_ENV),
+                       typ=typ) for k, typ in enumerate(_ENV.elements)]
+        self.bind(b, args)
+        self.use_slot(b, t)
+        src, dst, outer, inner, n, len_in, len_out, mode, _, _, lanes, slots = args
+        one = T.i64(1)
+        wide = b.icmp_unsigned(">", inner, one)
+        per_row = b.udiv(b.sub(b.add(inner, lanes), one), lanes)
+        groups = b.select(wide, b.mul(outer, per_row),
+                          b.udiv(b.sub(b.add(outer, lanes), one), lanes))
+        mine = b.select(b.icmp_unsigned(">", groups, t),
+                        b.udiv(b.sub(b.add(b.sub(groups, t), slots), one), slots), T.i64(0))
+
+        def group(b, k, _):
+            g = b.add(t, b.mul(k, slots))
+            row, col = b.udiv(g, per_row), b.mul(b.urem(g, per_row), lanes)
+            first = b.select(wide, row, b.mul(g, lanes))      # the first line's row
+            col = b.select(wide, col, T.i64(0))
+            left = b.select(wide, b.sub(inner, col), b.sub(outer, first))
+            count = b.select(b.icmp_unsigned("<", left, lanes), left, lanes)
+            base_in = b.add(b.mul(b.mul(first, len_in), inner), col)
+            base_out = b.add(b.mul(b.mul(first, len_out), inner), col)
+            step_in = b.select(wide, one, len_in)    # from one lane's line to the next's
+            step_out = b.select(wide, one, len_out)
+            self.gather(b, src, base_in, step_in, count, mode, len_in)
+            result = self.transform(b, count)
+            self.scatter(b, result, dst, base_out, step_out, count, len_out, mode)
             return []
-        counted_loop(b, outer, line, name="line")
+        counted_loop(b, mine, group, name="group")
         b.ret_void()
 
     def emit_table(self, b):
@@ -216,37 +307,47 @@ class _Kernel:
             b.position_at_end(other)
         b.position_at_end(done)
 
-    def gather(self, b, src, base, stride, mode, len_in):
-        """A = the line at `base` as complex numbers (mirrored for irfft, whose coefficients
-        past `len_in` are zeros), conjugated for an inverse transform."""
-        n = self.n
+    def gather(self, b, src, base, step, lanes, mode, len_in):
+        """A = the `lanes` lines at base, base + step, ... interleaved (element j of lane v at
+        v + lanes j) as complex numbers (mirrored for irfft, whose coefficients past `len_in`
+        are zeros), conjugated for an inverse transform. Elements are `inner` apart."""
+        n, stride = self.n, self.args[3]
 
-        def finish(b, j, z):
+        def finish(b, index, z):
             z = (z[0], b.select(self.inverse, b.fneg(z[1]), z[1]))
-            self.store(b, self.a, j, z)
+            self.bstore(b, self.a, index, z)
+
+        def lines(b, j, row, element, name):
+            """Element j of every lane, read by `element(b, index in src)`."""
+            self.lanes_loop(b, lanes, j, lambda b, v, index: finish(b, index, element(
+                b, b.add(row, b.mul(v, step)))), name)
 
         def complex_line(b):
-            counted_loop(b, n, lambda b, j, _: finish(
-                b, j, self.load(b, src, b.add(base, b.mul(j, stride)))) or [], name="ld")
+            counted_loop(b, n, lambda b, j, _: lines(
+                b, j, b.add(base, b.mul(j, stride)), lambda b, p: self.load(b, src, p),
+                "ldv") or [], name="ld")
 
         def real_line(b):
             zero = ir.Constant(self.part, 0.0)
-            counted_loop(b, n, lambda b, j, _: finish(
-                b, j, (self.real(b, src, b.add(base, b.mul(j, stride))), zero)) or [],
-                name="ldr")
+            counted_loop(b, n, lambda b, j, _: lines(
+                b, j, b.add(base, b.mul(j, stride)),
+                lambda b, p: (self.real(b, src, p), zero), "ldrv") or [], name="ldr")
 
         def hermitian_line(b):
             half = b.add(b.lshr(n, T.i64(1)), T.i64(1))
+            zero = ir.Constant(self.part, 0.0)
 
             def element(b, j, _):
                 mirror = b.icmp_signed(">=", j, half)
                 k = b.select(mirror, b.sub(n, j), j)
                 present = b.icmp_signed("<", k, len_in)
                 k = b.select(present, k, T.i64(0))
-                re, im = self.load(b, src, b.add(base, b.mul(k, stride)))
-                zero = ir.Constant(self.part, 0.0)
-                re, im = b.select(present, re, zero), b.select(present, im, zero)
-                finish(b, j, (re, b.select(mirror, b.fneg(im), im)))
+
+                def value(b, p):
+                    re, im = self.load(b, src, p)
+                    re, im = b.select(present, re, zero), b.select(present, im, zero)
+                    return re, b.select(mirror, b.fneg(im), im)
+                lines(b, j, b.add(base, b.mul(k, stride)), value, "ldhv")
                 return []
             counted_loop(b, n, element, name="ldh")
 
@@ -255,33 +356,41 @@ class _Kernel:
                             hermitian_line),
                            (None, complex_line)])
 
-    def scatter(self, b, result, dst, base, stride, count, mode):
-        def value(b, k):
-            re, im = self.load(b, result, k)
+    def scatter(self, b, result, dst, base, step, lanes, count, mode):
+        """The first `count` elements of each of the `lanes` lines in `result` to the lines
+        at base, base + step, ... of `dst`: conjugated back, scaled, the real part for
+        irfft."""
+        stride = self.args[3]
+
+        def value(b, index):
+            re, im = self.bload(b, result, index)
             im = b.select(self.inverse, b.fneg(im), im)
             return b.fmul(re, self.scale), b.fmul(im, self.scale)
 
+        def lines(b, k, put, name):
+            row = b.add(base, b.mul(k, stride))
+            self.lanes_loop(b, lanes, k, lambda b, v, index: put(
+                b, b.add(row, b.mul(v, step)), value(b, index)), name)
+
         def complex_line(b):
-            counted_loop(b, count, lambda b, k, _: self.store(
-                b, dst, b.add(base, b.mul(k, stride)), value(b, k)) or [], name="st")
+            counted_loop(b, count, lambda b, k, _: lines(
+                b, k, lambda b, p, z: self.store(b, dst, p, z), "stv") or [], name="st")
 
         def real_line(b):
-            def element(b, k, _):
-                p = b.gep(dst, [b.add(base, b.mul(k, stride))], inbounds=True,
-                          source_etype=self.part)
-                b.store(value(b, k)[0], p)
-                return []
-            counted_loop(b, count, element, name="str")
+            def put(b, p, z):
+                b.store(z[0], b.gep(dst, [p], inbounds=True, source_etype=self.part))
+            counted_loop(b, count, lambda b, k, _: lines(b, k, put, "strv") or [], name="str")
 
         self.branch_on(b, [(b.icmp_unsigned("==", mode, T.i64(MODES["real_inverse"])),
                             real_line), (None, complex_line)])
 
     # ------------------------------------------------------------------ transforms
-    def transform(self, b):
-        """Transform A (its first n elements); the buffer (A or B) that holds the result."""
+    def transform(self, b, lanes):
+        """Transform the `lanes` interleaved lines of A; the buffer (A or B) that holds the
+        result, interleaved the same way."""
         slot = externs.stack_slot(b, self.a)
-        self.branch_on(b, [(self.pow2, lambda b: b.store(self.stockham(b), slot)),
-                           (None, lambda b: b.store(self.bluestein(b), slot))])
+        self.branch_on(b, [(self.pow2, lambda b: b.store(self.stockham(b, lanes), slot)),
+                           (None, lambda b: b.store(self.bluestein(b, lanes), slot))])
         return b.load(slot, typ=T.PTR)
 
     def bluestein_setup(self, b):
@@ -290,7 +399,7 @@ class _Kernel:
         n, m = self.n, self.length
         step = b.fdiv(ir.Constant(F64, -math.pi), b.sitofp(n, F64))
         zero = ir.Constant(self.part, 0.0)
-        counted_loop(b, m, lambda b, j, _: self.store(b, self.a, j, (zero, zero)) or [],
+        counted_loop(b, m, lambda b, j, _: self.bstore(b, self.a, j, (zero, zero)) or [],
                      name="bz")
 
         def entry(b, j, _):
@@ -298,49 +407,59 @@ class _Kernel:
             z = [mathlib.emit(b, f, [angle], F64) for f in ("cos", "sin")]
             z = [b.fptrunc(v, self.part) for v in z] if self.part != F64 else z
             self.store(b, self.chirp, j, z)
-            self.store(b, self.a, j, self.conj(b, z))
-            self.store(b, self.a, b.urem(b.sub(m, j), m), self.conj(b, z))
+            self.bstore(b, self.a, j, self.conj(b, z))
+            self.bstore(b, self.a, b.urem(b.sub(m, j), m), self.conj(b, z))
             return []
         counted_loop(b, n, entry, name="chirp")
-        result = self.stockham(b)
+        result = self.stockham(b, T.i64(1))
         counted_loop(b, m, lambda b, k, _: self.store(
-            b, self.filter, k, self.load(b, result, k)) or [], name="filt")
+            b, self.filter, k, self.bload(b, result, k)) or [], name="filt")
 
-    def bluestein(self, b):
+    def bluestein(self, b, lanes):
         """X[k] = chirp[k] sum_j (x[j] chirp[j]) conj(chirp[k - j]): a circular convolution
-        of length m, by two transforms of length m (the inverse one as conj(fft(conj)))."""
+        of length m, by two transforms of length m (the inverse one as conj(fft(conj))), on
+        every lane."""
         n, m = self.n, self.length
         zero = ir.Constant(self.part, 0.0)
 
         def weigh(b, j, _):
             inside = b.icmp_signed("<", j, n)
-            jj = b.select(inside, j, T.i64(0))
-            x = self.mul(b, self.load(b, self.a, jj), self.load(b, self.chirp, jj))
-            self.store(b, self.a, j, (b.select(inside, x[0], zero),
-                                      b.select(inside, x[1], zero)))
+            c = self.load(b, self.chirp, b.select(inside, j, T.i64(0)))
+
+            def lane(b, _, index):
+                x = self.mul(b, self.bload(b, self.a, index), c)
+                self.bstore(b, self.a, index, (b.select(inside, x[0], zero),
+                                              b.select(inside, x[1], zero)))
+            self.lanes_loop(b, lanes, j, lane, "bwv")
             return []
         counted_loop(b, m, weigh, name="bw")
-        first = self.stockham(b)
+        first = self.stockham(b, lanes)
 
         def product(b, k, _):
-            self.store(b, self.a, k, self.conj(b, self.mul(b, self.load(b, first, k),
-                                                          self.load(b, self.filter, k))))
+            f = self.load(b, self.filter, k)
+            self.lanes_loop(b, lanes, k, lambda b, _, index: self.bstore(
+                b, self.a, index, self.conj(b, self.mul(b, self.bload(b, first, index), f))),
+                "bpv")
             return []
         counted_loop(b, m, product, name="bp")
-        second = self.stockham(b)
+        second = self.stockham(b, lanes)
         inv_m = b.fdiv(ir.Constant(self.part, 1.0), b.uitofp(m, self.part))
 
         def finish(b, k, _):
-            y = self.conj(b, self.load(b, second, k))
-            y = self.mul(b, y, self.load(b, self.chirp, k))
-            self.store(b, second, k, (b.fmul(y[0], inv_m), b.fmul(y[1], inv_m)))
+            c = self.load(b, self.chirp, k)
+
+            def lane(b, _, index):
+                y = self.mul(b, self.conj(b, self.bload(b, second, index)), c)
+                self.bstore(b, second, index, (b.fmul(y[0], inv_m), b.fmul(y[1], inv_m)))
+            self.lanes_loop(b, lanes, k, lane, "bfv")
             return []
         counted_loop(b, n, finish, name="bf")
         return second
 
-    def stockham(self, b):
-        """Transform A (length L): radix-4 passes then at most one radix-2 pass; the buffer
-        (A or B) holding the result."""
+    def stockham(self, b, lanes):
+        """Transform the `lanes` interleaved lines of A (length L each): radix-4 passes then
+        at most one radix-2 pass; the buffer (A or B) holding the result. Lane v of a pass
+        with stride s is the element q = v + lanes q' of a pass with stride lanes s."""
         n = self.length
         log2 = intrinsic(b, "cttz", [n, ir.Constant(T.I1, 0)])
         passes4 = b.lshr(log2, T.i64(1))
@@ -348,20 +467,22 @@ class _Kernel:
         def radix4(b, _, carried):
             s, x, y = carried
             m = b.udiv(n, b.shl(s, T.i64(2)))
-            self.branch_on(b, [(b.icmp_unsigned("==", s, T.i64(1)),
+            wide = b.mul(s, lanes)
+            self.branch_on(b, [(b.icmp_unsigned("==", wide, T.i64(1)),
                                 lambda b: self.pass4_first(b, x, y, m)),
-                               (None, lambda b: self.pass4(b, x, y, s, m))])
+                               (None, lambda b: self.pass4(b, x, y, wide, m, s))])
             return [b.shl(s, T.i64(2)), y, x]
         s, x, y = counted_loop(b, passes4, radix4, [T.i64(1), self.a, self.b], name="pass")
+        s = b.mul(s, lanes)
         odd = b.icmp_unsigned("==", b.and_(log2, T.i64(1)), T.i64(1))
         slot = externs.stack_slot(b, x)
 
         def radix2(b):
             def q_loop(b, q, _):
-                u = self.load(b, x, q)
-                v = self.load(b, x, b.add(q, s))
-                self.store(b, y, q, self.add(b, u, v))
-                self.store(b, y, b.add(q, s), self.sub(b, u, v))
+                u = self.bload(b, x, q)
+                v = self.bload(b, x, b.add(q, s))
+                self.bstore(b, y, q, self.add(b, u, v))
+                self.bstore(b, y, b.add(q, s), self.sub(b, u, v))
                 return []
             counted_loop(b, s, q_loop, name="r2")
             b.store(y, slot)
@@ -372,15 +493,15 @@ class _Kernel:
         sp = b.mul(s, p)
         sm = b.mul(s, m)
         i0 = b.add(q, sp)
-        a, bb, c, d = (self.load(b, x, b.add(i0, b.mul(sm, T.i64(j)))) for j in range(4))
+        a, bb, c, d = (self.bload(b, x, b.add(i0, b.mul(sm, T.i64(j)))) for j in range(4))
         apc, amc = self.add(b, a, c), self.sub(b, a, c)
         bpd, jbmd = self.add(b, bb, d), self.times_i(b, self.sub(b, bb, d))
         o0 = b.add(q, b.shl(sp, T.i64(2)))
         w1, w2, w3 = twiddles
-        self.store(b, y, o0, self.add(b, apc, bpd))
-        self.store(b, y, b.add(o0, s), self.mul(b, w1, self.sub(b, amc, jbmd)))
-        self.store(b, y, b.add(o0, b.mul(s, T.i64(2))), self.mul(b, w2, self.sub(b, apc, bpd)))
-        self.store(b, y, b.add(o0, b.mul(s, T.i64(3))), self.mul(b, w3, self.add(b, amc, jbmd)))
+        self.bstore(b, y, o0, self.add(b, apc, bpd))
+        self.bstore(b, y, b.add(o0, s), self.mul(b, w1, self.sub(b, amc, jbmd)))
+        self.bstore(b, y, b.add(o0, b.mul(s, T.i64(2))), self.mul(b, w2, self.sub(b, apc, bpd)))
+        self.bstore(b, y, b.add(o0, b.mul(s, T.i64(3))), self.mul(b, w3, self.add(b, amc, jbmd)))
 
     def twiddles(self, b, ps):
         return [self.load(b, self.table, b.mul(ps, T.i64(j))) for j in (1, 2, 3)]
@@ -393,13 +514,15 @@ class _Kernel:
             return []
         counted_loop(b, m, p_loop, name="p1")
 
-    def pass4(self, b, x, y, s, m):
+    def pass4(self, b, x, y, wide, m, s):
+        """A pass over `lanes` lines: stride `wide` = lanes s in the buffers, twiddles of
+        stride s."""
         def p_loop(b, p, _):
             w = self.twiddles(b, b.mul(p, s))
 
             def q_loop(b, q, _):
-                self.butterfly(b, x, y, s, m, p, q, w)
+                self.butterfly(b, x, y, wide, m, p, q, w)
                 return []
-            counted_loop(b, s, q_loop, name="q")
+            counted_loop(b, wide, q_loop, name="q")
             return []
         counted_loop(b, m, p_loop, name="p")

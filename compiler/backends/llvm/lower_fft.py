@@ -43,20 +43,32 @@ def _copy_bytes(eqn):
     return -(-x.size * x.dtype.itemsize // ALIGN) * ALIGN
 
 
+def _passes(eqn):
+    """The kernel calls, in order: (source, destination, the source's shape, axis, mode,
+    len_out, n), with "x", "out" and "scratch" for the operand, the result and IRFFT's copy."""
+    x, out = eqn.invars[0].aval, eqn.outvars[0].aval
+    fft_type, fft_lengths = eqn.params["fft_type"], eqn.params["fft_lengths"]
+    ndim, k = x.ndim, len(fft_lengths)
+    axes = list(range(ndim - k, ndim))
+    if fft_type in ("FFT", "IFFT"):
+        mode = "forward" if fft_type == "FFT" else "inverse"
+        return [("x" if axis == ndim - 1 else "out", "out", x.shape, axis, mode,
+                 x.shape[axis], x.shape[axis]) for axis in reversed(axes)]
+    if fft_type == "RFFT":
+        return [("x", "out", x.shape, ndim - 1, "real_forward", out.shape[-1], x.shape[-1])] + \
+            [("out", "out", out.shape, axis, "forward", out.shape[axis], out.shape[axis])
+             for axis in reversed(axes[:-1])]
+    return [("scratch" if i else "x", "scratch", x.shape, axis, "inverse", x.shape[axis],
+             x.shape[axis]) for i, axis in enumerate(reversed(axes[:-1]))] + \
+        [("x" if k == 1 else "scratch", "out", x.shape, ndim - 1, "real_inverse",
+          fft_lengths[-1], fft_lengths[-1])]
+
+
 def _scratch_bytes(eqn):
     dtype = _complex_dtype(eqn)
-    return _copy_bytes(eqn) + max(fft_kernel.work_bytes(dtype, n)
-                                  for n in eqn.params["fft_lengths"])
-
-
-def _pass(b, dtype, src, dst, shape, axis, mode, work, len_out=None, n=None):
-    """One kernel call transforming `axis` of the row-major `shape` (the source's)."""
-    n = shape[axis] if n is None else n
-    inverse = mode in ("inverse", "real_inverse")
-    fft_kernel.emit_call(b, dtype, src, dst, math.prod(shape[:axis]),
-                         math.prod(shape[axis + 1:]), n, shape[axis],
-                         shape[axis] if len_out is None else len_out, mode,
-                         1.0 / n if inverse else 1.0, work)
+    return _copy_bytes(eqn) + max(
+        fft_kernel.work_bytes(dtype, math.prod(shape[:axis]), math.prod(shape[axis + 1:]), n)
+        for _, _, shape, axis, _, _, n in _passes(eqn))
 
 
 def _fft(ctx, outs, ins, *, fft_type, fft_lengths):
@@ -68,28 +80,13 @@ def _fft(ctx, outs, ins, *, fft_type, fft_lengths):
         fill(b, out, T.const(out.aval.dtype, 0))
         return
     dtype = _complex_dtype(ctx.eqn)
-    copy = _copy_bytes(ctx.eqn)
-    work = b.gep(ctx.scratch, [T.i64(copy)], inbounds=True, source_etype=T.I8)
-    ndim, k = x.aval.ndim, len(fft_lengths)
-    axes = list(range(ndim - k, ndim))
-    if fft_type in ("FFT", "IFFT"):
-        mode = "forward" if fft_type == "FFT" else "inverse"
-        src = x.ptr
-        for axis in reversed(axes):
-            _pass(b, dtype, src, out.ptr, x.aval.shape, axis, mode, work)
-            src = out.ptr
-    elif fft_type == "RFFT":
-        _pass(b, dtype, x.ptr, out.ptr, x.aval.shape, ndim - 1, "real_forward", work,
-              len_out=out.aval.shape[-1])
-        for axis in reversed(axes[:-1]):
-            _pass(b, dtype, out.ptr, out.ptr, out.aval.shape, axis, "forward", work)
-    else:
-        src = x.ptr
-        for axis in reversed(axes[:-1]):
-            _pass(b, dtype, src, ctx.scratch, x.aval.shape, axis, "inverse", work)
-            src = ctx.scratch
-        _pass(b, dtype, src, out.ptr, x.aval.shape, ndim - 1, "real_inverse", work,
-              len_out=fft_lengths[-1], n=fft_lengths[-1])
+    work = b.gep(ctx.scratch, [T.i64(_copy_bytes(ctx.eqn))], inbounds=True, source_etype=T.I8)
+    pointers = {"x": x.ptr, "out": out.ptr, "scratch": ctx.scratch}
+    for src, dst, shape, axis, mode, len_out, n in _passes(ctx.eqn):
+        inverse = mode in ("inverse", "real_inverse")
+        fft_kernel.emit_call(b, dtype, pointers[src], pointers[dst], math.prod(shape[:axis]),
+                             math.prod(shape[axis + 1:]), n, shape[axis], len_out, mode,
+                             1.0 / n if inverse else 1.0, work)
 
 
 LLVM[PRIMITIVES["fft"]] = _fft
