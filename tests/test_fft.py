@@ -72,8 +72,12 @@ def test_llvm_kernel_matches_the_reference(fft_type, dtype, batch, lengths):
 def test_large_powers_of_two_and_primes():
     text = _llvm.lower(sample((8,), np.complex128), "FFT", (8,)).compile().as_text()
     assert "load ptr, ptr @kiln.lax_fft" in text and ".kiln_fft_complex128" in text  # native
-    for n, dtype in [(1 << 14, np.complex64), (1 << 13, np.complex128), (1009, np.complex128)]:
-        x = sample((n,), dtype)
+    # 2^16 and longer single lines: the four-step path (lower_fft.py), n1 = n2 and n1 = 2 n2
+    for shape, dtype in [((1 << 14,), np.complex64), ((1 << 13,), np.complex128),
+                         ((1009,), np.complex128), ((1 << 16,), np.complex64),
+                         ((1, 1 << 17), np.complex128)]:
+        x = sample(shape, dtype)
+        n = shape[-1]
         close(_llvm(x, "FFT", (n,)), np.fft.fft(x).astype(dtype), dtype)
         close(_llvm(x, "IFFT", (n,)), np.fft.ifft(x).astype(dtype), dtype)
 

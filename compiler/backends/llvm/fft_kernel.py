@@ -54,7 +54,8 @@ NAMES = {dtype: f"kiln_fft_{dtype.name}" for dtype in DTYPES}
 # mode -> (input is real, output is real, inverse)
 MODES = {"forward": 0, "inverse": 1, "real_forward": 2, "real_inverse": 3}
 FUNCTION_TYPE = ir.FunctionType(T.VOID, [T.PTR, T.PTR, T.I64, T.I64, T.I64, T.I64, T.I64,
-                                         T.I64, F64, T.PTR, T.I64, T.I64])
+                                         T.I64, F64, T.PTR, T.I64, T.I64, T.I64, T.I64,
+                                         T.I64])
 _ENV = ir.LiteralStructType(FUNCTION_TYPE.args)
 MAX_LANES = 16          # lines transformed together
 LANE_ELEMENTS = 1 << 13  # lanes * L at most (two buffers of 64 KiB for complex64: L2-resident)
@@ -62,13 +63,18 @@ MAX_SLOTS = 16          # tasks (each with its own line buffers) a call is split
 SLOT_WORK = 1 << 16     # lines * L per task at least: smaller calls run on the caller alone
 
 
-def emit_call(builder, dtype, src, dst, outer, inner, n, len_in, len_out, mode, scale, work):
+def emit_call(builder, dtype, src, dst, outer, inner, n, len_in, len_out, mode, scale, work,
+              out_row=None, out_stride=None, twist=0):
     """Call the runtime library's kernel for complex `dtype` (see the module docstring), with
-    the lanes and slots of `plan`; `work` must hold `work_bytes(dtype, outer, inner, n)`."""
+    the lanes and slots of `plan`; `work` must hold `work_bytes(dtype, outer, inner, n,
+    twist)`. The output's rows and elements are `out_row` and `out_stride` apart (by default
+    [outer, len_out, inner]'s)."""
     lanes, slots = plan(outer, inner, n)
+    out_row = len_out * inner if out_row is None else out_row
+    out_stride = inner if out_stride is None else out_stride
     args = [src, dst, T.i64(outer), T.i64(inner), T.i64(n), T.i64(len_in), T.i64(len_out),
             T.i64(MODES[mode]), ir.Constant(F64, float(scale)), work, T.i64(lanes),
-            T.i64(slots)]
+            T.i64(slots), T.i64(out_row), T.i64(out_stride), T.i64(twist)]
     externs.call(builder, NAMES[np.dtype(dtype)], FUNCTION_TYPE, args)
 
 
@@ -90,11 +96,11 @@ def plan(outer, inner, n):
     return lanes, slots
 
 
-def work_bytes(dtype, outer, inner, n):
+def work_bytes(dtype, outer, inner, n, twist=0):
     """Bytes of `work` for the outer * inner lines of length n (module docstring)."""
     length = transform_length(n)
     lanes, slots = plan(outer, inner, n)
-    shared = length if length == n else 2 * length + n
+    shared = (length if length == n else 2 * length + n) + (inner if twist else 0)
     return (shared + 2 * slots * lanes * length) * np.dtype(dtype).itemsize
 
 
@@ -174,7 +180,7 @@ class _Kernel:
     def bind(self, b, args):
         """The values both functions derive from the kernel's arguments."""
         self.args = args
-        _, _, _, _, n, _, _, mode, scale, work, lanes, _ = args
+        _, _, _, inner, n, _, _, mode, scale, work, lanes, _, _, _, twist = args
         self.n, self.lanes = n, lanes
         self.pow2 = b.icmp_unsigned("==", b.and_(n, b.sub(n, T.i64(1))), T.i64(0))
         # Bluestein's length: the power of two m >= 2n - 1 (for n >= 3)
@@ -185,7 +191,9 @@ class _Kernel:
         self.chirp = self.at(b, work, length)
         self.filter = self.at(b, self.chirp, n)
         shared = b.select(self.pow2, length, b.add(b.add(length, length), n))
-        self.buffers = self.at(b, work, shared)
+        self.fine = self.at(b, work, shared)
+        self.twisted = b.icmp_unsigned("!=", twist, T.i64(0))
+        self.buffers = self.at(b, self.fine, b.select(self.twisted, inner, T.i64(0)))
         self.scale = b.fptrunc(scale, self.part) if self.part != F64 else scale
         self.inverse = b.icmp_unsigned("==", b.and_(mode, T.i64(1)), T.i64(1))
 
@@ -203,6 +211,7 @@ class _Kernel:
         self.use_slot(b, T.i64(0))
         self.emit_table(b)
         self.branch_on(b, [(self.pow2, lambda b: None), (None, self.bluestein_setup)])
+        self.branch_on(b, [(self.twisted, self.emit_fine_table), (None, lambda b: None)])
         packed = ir.Constant(_ENV, ir.Undefined)
         for k, value in enumerate(self.fn.args):
             packed = b.insert_value(packed, value, k)
@@ -224,7 +233,8 @@ class _Kernel:
                        typ=typ) for k, typ in enumerate(_ENV.elements)]
         self.bind(b, args)
         self.use_slot(b, t)
-        src, dst, outer, inner, n, len_in, len_out, mode, _, _, lanes, slots = args
+        src, dst, outer, inner, n, len_in, len_out, mode, _, _, lanes, slots, out_row, \
+            out_stride, _ = args
         one = T.i64(1)
         wide = b.icmp_unsigned(">", inner, one)
         per_row = b.udiv(b.sub(b.add(inner, lanes), one), lanes)
@@ -241,28 +251,32 @@ class _Kernel:
             left = b.select(wide, b.sub(inner, col), b.sub(outer, first))
             count = b.select(b.icmp_unsigned("<", left, lanes), left, lanes)
             base_in = b.add(b.mul(b.mul(first, len_in), inner), col)
-            base_out = b.add(b.mul(b.mul(first, len_out), inner), col)
-            step_in = b.select(wide, one, len_in)    # from one lane's line to the next's
-            step_out = b.select(wide, one, len_out)
-            self.gather(b, src, base_in, step_in, count, mode, len_in)
+            base_out = b.add(b.mul(first, out_row), col)
+            # from one lane's line to the next's: 1 (a constant: contiguous loads and stores)
+            # for adjacent columns, else the rows' distances
+            self.branch_on(b, [(wide, lambda b: self.gather(b, src, base_in, one, count, mode,
+                                                            len_in)),
+                               (None, lambda b: self.gather(b, src, base_in, len_in, count,
+                                                            mode, len_in))])
             result = self.transform(b, count)
-            self.scatter(b, result, dst, base_out, step_out, count, len_out, mode)
+            self.branch_on(b, [(wide, lambda b: self.scatter(
+                b, result, dst, base_out, one, out_stride, count, len_out, mode, col)),
+                (None, lambda b: self.scatter(b, result, dst, base_out, out_row, out_stride,
+                                              count, len_out, mode, col))])
             return []
         counted_loop(b, mine, group, name="group")
         b.ret_void()
 
     def emit_table(self, b):
-        """table[k] = exp(-2 pi i k / L), k < 3L/4, L the power of two the Stockham passes
+        """table[k] = exp(-2 pi i k / L), k < L, L the power of two the Stockham passes
         transform (n, or Bluestein's m). For L >= 8 only k <= L/8 are computed; the rest
-        follow by symmetry, exactly:
-        W^(L/4 - k) = (sin, -cos) of k's angle, W^(k + L/4) = -i W^k, W^(k + L/2) = -W^k."""
+        follow by symmetry, exactly: W^(L/4 - k) = (sin, -cos) of k's angle,
+        W^(k + L/4) = -i W^k, W^(k + L/2) = -W^k, W^(k + 3L/4) = i W^k."""
         n = self.length
         step = b.fdiv(ir.Constant(F64, -2 * math.pi), b.sitofp(n, F64))
 
         def cos_sin(b, k):
-            angle = b.fmul(b.sitofp(k, F64), step)
-            z = [mathlib.emit(b, f, [angle], F64) for f in ("cos", "sin")]
-            return [b.fptrunc(v, self.part) for v in z] if self.part != F64 else z
+            return self.unit(b, b.fmul(b.sitofp(k, F64), step))
 
         def every(b, count):
             counted_loop(b, count, lambda b, k, _: self.store(
@@ -283,11 +297,12 @@ class _Kernel:
                 self.store(b, self.table, b.add(k, quarter), (im, b.fneg(re)))
                 self.store(b, self.table, b.add(k, b.add(quarter, quarter)),
                            (b.fneg(re), b.fneg(im)))
+                self.store(b, self.table, b.add(k, b.mul(quarter, T.i64(3))), (b.fneg(im), re))
                 return []
             counted_loop(b, quarter, rotate, name="tw4")
 
         self.branch_on(b, [(b.icmp_unsigned(">=", n, T.i64(8)), symmetric),
-                           (None, lambda b: every(b, b.lshr(b.mul(n, T.i64(3)), T.i64(2))))])
+                           (None, lambda b: every(b, n))])
 
     def branch_on(self, b, cases):
         """Emit `cases[key](b)` for the runtime i1 conditions `key`, first true wins, in a
@@ -356,25 +371,27 @@ class _Kernel:
                             hermitian_line),
                            (None, complex_line)])
 
-    def scatter(self, b, result, dst, base, step, lanes, count, mode):
+    def scatter(self, b, result, dst, base, step, stride, lanes, count, mode, col):
         """The first `count` elements of each of the `lanes` lines in `result` to the lines
-        at base, base + step, ... of `dst`: conjugated back, scaled, the real part for
-        irfft."""
-        stride = self.args[3]
+        at base, base + step, ... of `dst` (elements `stride` apart): times the twist's
+        twiddles, conjugated back, scaled, the real part for irfft."""
+        def value(b, z):
+            im = b.select(self.inverse, b.fneg(z[1]), z[1])
+            return b.fmul(z[0], self.scale), b.fmul(im, self.scale)
 
-        def value(b, index):
-            re, im = self.bload(b, result, index)
-            im = b.select(self.inverse, b.fneg(im), im)
-            return b.fmul(re, self.scale), b.fmul(im, self.scale)
-
-        def lines(b, k, put, name):
+        def lines(b, k, put, name, twist=False):
             row = b.add(base, b.mul(k, stride))
-            self.lanes_loop(b, lanes, k, lambda b, v, index: put(
-                b, b.add(row, b.mul(v, step)), value(b, index)), name)
 
-        def complex_line(b):
+            def lane(b, v, index):
+                z = self.bload(b, result, index)
+                put(b, b.add(row, b.mul(v, step)),
+                    value(b, self.twist(b, z, k, b.add(col, v)) if twist else z))
+            self.lanes_loop(b, lanes, k, lane, name)
+
+        def complex_line(b, twist=False):
             counted_loop(b, count, lambda b, k, _: lines(
-                b, k, lambda b, p, z: self.store(b, dst, p, z), "stv") or [], name="st")
+                b, k, lambda b, p, z: self.store(b, dst, p, z), "stv", twist) or [],
+                name="st")
 
         def real_line(b):
             def put(b, p, z):
@@ -382,7 +399,31 @@ class _Kernel:
             counted_loop(b, count, lambda b, k, _: lines(b, k, put, "strv") or [], name="str")
 
         self.branch_on(b, [(b.icmp_unsigned("==", mode, T.i64(MODES["real_inverse"])),
-                            real_line), (None, complex_line)])
+                            real_line),
+                           (self.twisted, lambda b: complex_line(b, True)),
+                           (None, complex_line)])
+
+    def twist(self, b, z, k, j):
+        """z W_N^(k j), N = twist = L inner (k < L, j < inner): W_N^e for e = e_hi inner
+        + e_lo is W_L^e_hi (the table) times W_N^e_lo (the fine table)."""
+        e = b.mul(k, j)
+        inner = self.args[3]
+        shift = intrinsic(b, "cttz", [inner, ir.Constant(T.I1, 1)])
+        w = self.mul(b, self.load(b, self.table, b.lshr(e, shift)),
+                     self.load(b, self.fine, b.and_(e, b.sub(inner, T.i64(1)))))
+        return self.mul(b, z, w)
+
+    def emit_fine_table(self, b):
+        """fine[e] = exp(-2 pi i e / twist), e < inner, in double, then rounded."""
+        step = b.fdiv(ir.Constant(F64, -2 * math.pi), b.uitofp(self.args[14], F64))
+
+        counted_loop(b, self.args[3], lambda b, e, _: self.store(
+            b, self.fine, e, self.unit(b, b.fmul(b.uitofp(e, F64), step))) or [], name="fine")
+
+    def unit(self, b, angle):
+        """(cos, sin) of the double `angle` (mathlib's), rounded to the dtype's parts."""
+        z = [mathlib.emit(b, f, [angle], F64) for f in ("cos", "sin")]
+        return [b.fptrunc(v, self.part) for v in z] if self.part != F64 else z
 
     # ------------------------------------------------------------------ transforms
     def transform(self, b, lanes):
@@ -403,9 +444,7 @@ class _Kernel:
                      name="bz")
 
         def entry(b, j, _):
-            angle = b.fmul(b.sitofp(b.urem(b.mul(j, j), b.add(n, n)), F64), step)
-            z = [mathlib.emit(b, f, [angle], F64) for f in ("cos", "sin")]
-            z = [b.fptrunc(v, self.part) for v in z] if self.part != F64 else z
+            z = self.unit(b, b.fmul(b.sitofp(b.urem(b.mul(j, j), b.add(n, n)), F64), step))
             self.store(b, self.chirp, j, z)
             self.bstore(b, self.a, j, self.conj(b, z))
             self.bstore(b, self.a, b.urem(b.sub(m, j), m), self.conj(b, z))

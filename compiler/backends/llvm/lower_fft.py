@@ -15,6 +15,7 @@ twiddle table, Bluestein's chirp and filter) and IRFFT's copy. A transform over 
 or a result of zeros (RFFT of an empty line).
 """
 import math
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from . import ltypes as T
 from .lower_fused import fill
 
 ALIGN = 64
+FOUR_STEP = 1 << 16   # single lines this long (and longer) take the four-step path
 _COMPLEX = {np.dtype(np.float32): np.dtype(np.complex64),
             np.dtype(np.float64): np.dtype(np.complex128)}
 
@@ -35,40 +37,91 @@ def _complex_dtype(eqn):
     return np.dtype(dtype)
 
 
-def _copy_bytes(eqn):
-    """Bytes of IRFFT's complex copy of its operand (0 when it needs none)."""
-    x = eqn.invars[0].aval
-    if eqn.params["fft_type"] != "IRFFT" or len(eqn.params["fft_lengths"]) == 1:
-        return 0
-    return -(-x.size * x.dtype.itemsize // ALIGN) * ALIGN
+class _Call(NamedTuple):
+    """One kernel call (fft_kernel.emit_call's arguments); src and dst are "x", "out" or
+    "scratch" (the operand, the result, the lead of the scratch memory)."""
+    src: str
+    dst: str
+    outer: int
+    inner: int
+    n: int
+    len_in: int
+    len_out: int
+    mode: str
+    scale: float
+    out_row: Optional[int] = None
+    out_stride: Optional[int] = None
+    twist: int = 0
 
 
-def _passes(eqn):
-    """The kernel calls, in order: (source, destination, the source's shape, axis, mode,
-    len_out, n), with "x", "out" and "scratch" for the operand, the result and IRFFT's copy."""
+def _axis_call(src, dst, shape, axis, mode, len_out=None, n=None):
+    """The call transforming `axis` of the row-major `shape` (the source's)."""
+    n = shape[axis] if n is None else n
+    return _Call(src, dst, math.prod(shape[:axis]), math.prod(shape[axis + 1:]), n,
+                 shape[axis], shape[axis] if len_out is None else len_out, mode,
+                 1.0 / n if mode in ("inverse", "real_inverse") else 1.0)
+
+
+def _four_step(call):
+    """A single long line of a power-of-two length N = n1 n2 as two calls through the
+    scratch memory: the n2 columns of [n1, n2] (length n1), each result times W_N^(k1 j2),
+    then the n1 rows (length n2) written transposed: X[k1 + n1 k2]."""
+    n = call.n
+    n1 = 1 << ((n.bit_length() - 1 + 1) // 2)
+    n2 = n // n1
+    return [_Call(call.src, "scratch", 1, n2, n1, n1, n1, call.mode, 1.0, twist=n),
+            _Call("scratch", call.dst, n1, 1, n2, n2, n2, call.mode, call.scale, out_row=1,
+                  out_stride=n1)]
+
+
+def _long(call):
+    return (call.mode in ("forward", "inverse") and call.outer * call.inner == 1
+            and call.n >= FOUR_STEP and call.n & (call.n - 1) == 0)
+
+
+def _calls(eqn):
+    """The kernel calls, in order. The axes, last first:
+    - FFT/IFFT: the operand into the result, then the result in place; a single long line
+      in four steps (`_four_step`), through the scratch memory;
+    - RFFT: the last axis into the result, then the other axes in place;
+    - IRFFT: the other axes into IRFFT's copy (the scratch memory), then the last one."""
     x, out = eqn.invars[0].aval, eqn.outvars[0].aval
     fft_type, fft_lengths = eqn.params["fft_type"], eqn.params["fft_lengths"]
     ndim, k = x.ndim, len(fft_lengths)
     axes = list(range(ndim - k, ndim))
     if fft_type in ("FFT", "IFFT"):
         mode = "forward" if fft_type == "FFT" else "inverse"
-        return [("x" if axis == ndim - 1 else "out", "out", x.shape, axis, mode,
-                 x.shape[axis], x.shape[axis]) for axis in reversed(axes)]
+        calls = [_axis_call("x" if axis == ndim - 1 else "out", "out", x.shape, axis, mode)
+                 for axis in reversed(axes)]
+        return [step for call in calls for step in (_four_step(call) if _long(call)
+                                                    else [call])]
     if fft_type == "RFFT":
-        return [("x", "out", x.shape, ndim - 1, "real_forward", out.shape[-1], x.shape[-1])] + \
-            [("out", "out", out.shape, axis, "forward", out.shape[axis], out.shape[axis])
-             for axis in reversed(axes[:-1])]
-    return [("scratch" if i else "x", "scratch", x.shape, axis, "inverse", x.shape[axis],
-             x.shape[axis]) for i, axis in enumerate(reversed(axes[:-1]))] + \
-        [("x" if k == 1 else "scratch", "out", x.shape, ndim - 1, "real_inverse",
-          fft_lengths[-1], fft_lengths[-1])]
+        return [_axis_call("x", "out", x.shape, ndim - 1, "real_forward", out.shape[-1])] + \
+            [_axis_call("out", "out", out.shape, axis, "forward") for axis in reversed(axes[:-1])]
+    return [_axis_call("scratch" if i else "x", "scratch", x.shape, axis, "inverse")
+            for i, axis in enumerate(reversed(axes[:-1]))] + \
+        [_axis_call("x" if k == 1 else "scratch", "out", x.shape, ndim - 1, "real_inverse",
+                    fft_lengths[-1], fft_lengths[-1])]
+
+
+def _lead_bytes(eqn):
+    """Bytes of the scratch memory before the kernel's work space: IRFFT's complex copy of
+    its operand, or a four-step transform's intermediate (0 when there is none)."""
+    x = eqn.invars[0].aval
+    if eqn.params["fft_type"] == "IRFFT" and len(eqn.params["fft_lengths"]) > 1:
+        size = x.size * x.dtype.itemsize
+    elif any(call.twist for call in _calls(eqn)):
+        size = x.size * _complex_dtype(eqn).itemsize
+    else:
+        return 0
+    return -(-size // ALIGN) * ALIGN
 
 
 def _scratch_bytes(eqn):
     dtype = _complex_dtype(eqn)
-    return _copy_bytes(eqn) + max(
-        fft_kernel.work_bytes(dtype, math.prod(shape[:axis]), math.prod(shape[axis + 1:]), n)
-        for _, _, shape, axis, _, _, n in _passes(eqn))
+    return _lead_bytes(eqn) + max(
+        fft_kernel.work_bytes(dtype, call.outer, call.inner, call.n, call.twist)
+        for call in _calls(eqn))
 
 
 def _fft(ctx, outs, ins, *, fft_type, fft_lengths):
@@ -80,13 +133,12 @@ def _fft(ctx, outs, ins, *, fft_type, fft_lengths):
         fill(b, out, T.const(out.aval.dtype, 0))
         return
     dtype = _complex_dtype(ctx.eqn)
-    work = b.gep(ctx.scratch, [T.i64(_copy_bytes(ctx.eqn))], inbounds=True, source_etype=T.I8)
+    work = b.gep(ctx.scratch, [T.i64(_lead_bytes(ctx.eqn))], inbounds=True, source_etype=T.I8)
     pointers = {"x": x.ptr, "out": out.ptr, "scratch": ctx.scratch}
-    for src, dst, shape, axis, mode, len_out, n in _passes(ctx.eqn):
-        inverse = mode in ("inverse", "real_inverse")
-        fft_kernel.emit_call(b, dtype, pointers[src], pointers[dst], math.prod(shape[:axis]),
-                             math.prod(shape[axis + 1:]), n, shape[axis], len_out, mode,
-                             1.0 / n if inverse else 1.0, work)
+    for call in _calls(ctx.eqn):
+        fft_kernel.emit_call(b, dtype, pointers[call.src], pointers[call.dst], call.outer,
+                             call.inner, call.n, call.len_in, call.len_out, call.mode,
+                             call.scale, work, call.out_row, call.out_stride, call.twist)
 
 
 LLVM[PRIMITIVES["fft"]] = _fft
