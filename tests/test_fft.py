@@ -80,6 +80,9 @@ def test_large_powers_of_two_and_primes():
         n = shape[-1]
         close(_llvm(x, "FFT", (n,)), np.fft.fft(x).astype(dtype), dtype)
         close(_llvm(x, "IFFT", (n,)), np.fft.ifft(x).astype(dtype), dtype)
+    # a long real line: its half-length complex transform in four steps, then real_split
+    x = sample((1 << 17,), np.float32)
+    close(_llvm(x, "RFFT", x.shape), np.fft.rfft(x).astype(np.complex64), np.float32)
 
 
 @settings(max_examples=25, deadline=None)

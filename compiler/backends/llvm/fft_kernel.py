@@ -52,7 +52,7 @@ F64 = ir.DoubleType()
 DTYPES = (np.dtype(np.complex64), np.dtype(np.complex128))
 NAMES = {dtype: f"kiln_fft_{dtype.name}" for dtype in DTYPES}
 # mode -> (input is real, output is real, inverse)
-MODES = {"forward": 0, "inverse": 1, "real_forward": 2, "real_inverse": 3}
+MODES = {"forward": 0, "inverse": 1, "real_forward": 2, "real_inverse": 3, "real_split": 4}
 FUNCTION_TYPE = ir.FunctionType(T.VOID, [T.PTR, T.PTR, T.I64, T.I64, T.I64, T.I64, T.I64,
                                          T.I64, F64, T.PTR, T.I64, T.I64, T.I64, T.I64,
                                          T.I64])
@@ -96,12 +96,20 @@ def plan(outer, inner, n):
     return lanes, slots
 
 
-def work_bytes(dtype, outer, inner, n, twist=0):
+def work_bytes(dtype, outer, inner, n, twist=0, mode="forward"):
     """Bytes of `work` for the outer * inner lines of length n (module docstring)."""
+    if mode == "real_split":
+        return 2 * _split_step(n) * np.dtype(dtype).itemsize
     length = transform_length(n)
     lanes, slots = plan(outer, inner, n)
     shared = (length if length == n else 2 * length + n) + (inner if twist else 0)
     return (shared + 2 * slots * lanes * length) * np.dtype(dtype).itemsize
+
+
+def _split_step(n):
+    """S, the power of two with S^2 >= n / 4 + 1 (the twiddles real_split needs): W^k =
+    W^(S k_hi) W^k_lo."""
+    return 1 << ((n // 4).bit_length() + 1) // 2
 
 
 def emit(module):
@@ -208,6 +216,13 @@ class _Kernel:
         pool (on the caller alone for one)."""
         b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.bind(b, list(self.fn.args))
+        split = self.fn.append_basic_block("real_split")
+        lines = self.fn.append_basic_block("lines")
+        b.cbranch(b.icmp_unsigned("==", self.args[7], T.i64(MODES["real_split"])), split, lines)
+        b.position_at_end(split)
+        self.real_split(b)
+        b.ret_void()
+        b.position_at_end(lines)
         self.use_slot(b, T.i64(0))
         self.emit_table(b)
         self.branch_on(b, [(self.pow2, lambda b: None), (None, self.bluestein_setup)])
@@ -223,6 +238,52 @@ class _Kernel:
                                self.task, env, slots, ir.Constant(T.I32, 0)]))])
         b.ret_void()
         self.emit_task()
+
+    def real_split(self, b):
+        """In place on the rows of `dst` (outer rows of len_out = n / 2 + 1 complex numbers),
+        each holding Z, the transform of length h = n / 2 of a real line of n read as h
+        complex numbers (x[2j] + i x[2j + 1]): the line's coefficients X[0..h]. With
+        E = (Z[k] + conj Z[h - k]) / 2, O = (Z[k] - conj Z[h - k]) / 2, T = i W^k O
+        (W = exp(-2 pi i / n)): X[k] = E - T and X[h - k] = conj(E + T), for k = 1..h/2;
+        X[0] and X[h] are Re Z[0] +- Im Z[0]. W^k comes from two tables of S entries each,
+        computed in double: W^(S k_hi) and W^k_lo (`_split_step`)."""
+        _, dst, outer, _, n, _, row, _, _, work, _, _, _, _, _ = self.args
+        h = b.lshr(n, T.i64(1))
+        quarter = b.lshr(n, T.i64(2))
+        shift = b.lshr(b.sub(T.i64(65), intrinsic(b, "ctlz", [quarter, ir.Constant(T.I1, 0)])),
+                       T.i64(1))
+        size = b.shl(T.i64(1), shift)
+        low, high = work, self.at(b, work, size)
+        step = b.fdiv(ir.Constant(F64, -2 * math.pi), b.uitofp(n, F64))
+
+        def twiddles(b, k, _):
+            for table, index in ((low, k), (high, b.mul(k, size))):
+                self.store(b, table, k, self.unit(b, b.fmul(b.uitofp(index, F64), step)))
+            return []
+        counted_loop(b, size, twiddles, name="split.tw")
+        half = ir.Constant(self.part, 0.5)
+        zero = ir.Constant(self.part, 0.0)
+
+        def line(b, o, _):
+            base = self.at(b, dst, b.mul(o, row))
+            re, im = self.load(b, base, T.i64(0))
+            self.store(b, base, T.i64(0), (b.fadd(re, im), zero))
+            self.store(b, base, h, (b.fsub(re, im), zero))
+
+            def pair(b, i, _):
+                k = b.add(i, T.i64(1))
+                a, c = self.load(b, base, k), self.conj(b, self.load(b, base, b.sub(h, k)))
+                e = [b.fmul(v, half) for v in self.add(b, a, c)]
+                odd = [b.fmul(v, half) for v in self.sub(b, a, c)]
+                w = self.mul(b, self.load(b, high, b.lshr(k, shift)),
+                             self.load(b, low, b.and_(k, b.sub(size, T.i64(1)))))
+                t = self.times_i(b, self.mul(b, w, odd))
+                self.store(b, base, k, self.sub(b, e, t))
+                self.store(b, base, b.sub(h, k), self.conj(b, self.add(b, e, t)))
+                return []
+            counted_loop(b, b.lshr(h, T.i64(1)), pair, name="split.k")
+            return []
+        counted_loop(b, outer, line, name="split.row")
 
     def emit_task(self):
         """Task t: the groups t, t + slots, ... of `lanes` lines each: adjacent columns of

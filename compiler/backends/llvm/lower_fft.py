@@ -79,11 +79,24 @@ def _long(call):
             and call.n >= FOUR_STEP and call.n & (call.n - 1) == 0)
 
 
+def _real_lines(shape, len_out):
+    """RFFT's last axis into the result. An even length n as the transform of length
+    h = n / 2 of the real lines read as complex numbers (four steps when long) into the
+    result's rows, then the kernel's real_split in place; an odd one directly."""
+    n = shape[-1]
+    if n % 2:
+        return [_axis_call("x", "out", shape, len(shape) - 1, "real_forward", len_out)]
+    outer, h = math.prod(shape[:-1]), n // 2
+    half = _Call("x", "out", outer, 1, h, h, h, "forward", 1.0, out_row=len_out)
+    return (_four_step(half) if _long(half) else [half]) + \
+        [_Call("out", "out", outer, 1, n, len_out, len_out, "real_split", 1.0)]
+
+
 def _calls(eqn):
     """The kernel calls, in order. The axes, last first:
     - FFT/IFFT: the operand into the result, then the result in place; a single long line
       in four steps (`_four_step`), through the scratch memory;
-    - RFFT: the last axis into the result, then the other axes in place;
+    - RFFT: the last axis into the result (`_real_lines`), then the other axes in place;
     - IRFFT: the other axes into IRFFT's copy (the scratch memory), then the last one."""
     x, out = eqn.invars[0].aval, eqn.outvars[0].aval
     fft_type, fft_lengths = eqn.params["fft_type"], eqn.params["fft_lengths"]
@@ -96,7 +109,7 @@ def _calls(eqn):
         return [step for call in calls for step in (_four_step(call) if _long(call)
                                                     else [call])]
     if fft_type == "RFFT":
-        return [_axis_call("x", "out", x.shape, ndim - 1, "real_forward", out.shape[-1])] + \
+        return _real_lines(x.shape, out.shape[-1]) + \
             [_axis_call("out", "out", out.shape, axis, "forward") for axis in reversed(axes[:-1])]
     return [_axis_call("scratch" if i else "x", "scratch", x.shape, axis, "inverse")
             for i, axis in enumerate(reversed(axes[:-1]))] + \
@@ -120,7 +133,7 @@ def _lead_bytes(eqn):
 def _scratch_bytes(eqn):
     dtype = _complex_dtype(eqn)
     return _lead_bytes(eqn) + max(
-        fft_kernel.work_bytes(dtype, call.outer, call.inner, call.n, call.twist)
+        fft_kernel.work_bytes(dtype, call.outer, call.inner, call.n, call.twist, call.mode)
         for call in _calls(eqn))
 
 
