@@ -57,6 +57,8 @@ FUNCTION_TYPE = ir.FunctionType(T.VOID, [T.PTR, T.PTR, T.I64, T.I64, T.I64, T.I6
                                          T.I64, F64, T.PTR, T.I64, T.I64, T.I64, T.I64,
                                          T.I64])
 _ENV = ir.LiteralStructType(FUNCTION_TYPE.args)
+# x, y, table, wide, m, s, plane (_Kernel.pass4)
+_PASS_TYPE = ir.FunctionType(T.VOID, [T.PTR, T.PTR, T.PTR, T.I64, T.I64, T.I64, T.I64])
 MAX_LANES = 16          # lines transformed together
 LANE_ELEMENTS = 1 << 13  # lanes * L at most (two buffers of 64 KiB for complex64: L2-resident)
 MAX_SLOTS = 16          # tasks (each with its own line buffers) a call is split into
@@ -125,6 +127,10 @@ class _Kernel:
         self.fn = ir.Function(module, FUNCTION_TYPE, name)
         self.task = ir.Function(module, TASK_TYPE, f"{name}.task")
         self.task.linkage = "internal"
+        self.pass_fn = ir.Function(module, _PASS_TYPE, f"{name}.pass4")
+        self.pass_fn.linkage = "internal"
+        for arg in self.pass_fn.args[:2]:
+            arg.add_attribute("noalias")
         self.part = T.reg_type(np.dtype(dtype.char.lower()))
 
     # ------------------------------------------------------------------ complex values
@@ -238,6 +244,7 @@ class _Kernel:
                                self.task, env, slots, ir.Constant(T.I32, 0)]))])
         b.ret_void()
         self.emit_task()
+        self.emit_pass()
 
     def real_split(self, b):
         """In place on the rows of `dst` (outer rows of len_out = n / 2 + 1 complex numbers),
@@ -616,7 +623,15 @@ class _Kernel:
 
     def pass4(self, b, x, y, wide, m, s):
         """A pass over `lanes` lines: stride `wide` = lanes s in the buffers, twiddles of
-        stride s."""
+        stride s; a call of `emit_pass`'s function."""
+        b.call(self.pass_fn, [x, y, self.table, wide, m, s, self.plane])
+
+    def emit_pass(self):
+        """The function of `pass4`, whose buffers are `noalias` arguments (they are distinct),
+        so that its loops vectorise without checks for overlap."""
+        b = ir.IRBuilder(self.pass_fn.append_basic_block("entry"))
+        x, y, self.table, wide, m, s, self.plane = self.pass_fn.args
+
         def p_loop(b, p, _):
             w = self.twiddles(b, b.mul(p, s))
 
@@ -626,3 +641,4 @@ class _Kernel:
             counted_loop(b, wide, q_loop, name="q")
             return []
         counted_loop(b, m, p_loop, name="p")
+        b.ret_void()
