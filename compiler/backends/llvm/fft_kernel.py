@@ -252,22 +252,11 @@ class _Kernel:
         complex numbers (x[2j] + i x[2j + 1]): the line's coefficients X[0..h]. With
         E = (Z[k] + conj Z[h - k]) / 2, O = (Z[k] - conj Z[h - k]) / 2, T = i W^k O
         (W = exp(-2 pi i / n)): X[k] = E - T and X[h - k] = conj(E + T), for k = 1..h/2;
-        X[0] and X[h] are Re Z[0] +- Im Z[0]. W^k comes from two tables of S entries each,
-        computed in double: W^(S k_hi) and W^k_lo (`_split_step`)."""
+        X[0] and X[h] are Re Z[0] +- Im Z[0]. W^k comes from `unit_tables`."""
         _, dst, outer, _, n, _, row, _, _, work, _, _, _, _, _ = self.args
         h = b.lshr(n, T.i64(1))
-        quarter = b.lshr(n, T.i64(2))
-        shift = b.lshr(b.sub(T.i64(65), intrinsic(b, "ctlz", [quarter, ir.Constant(T.I1, 0)])),
-                       T.i64(1))
-        size = b.shl(T.i64(1), shift)
-        low, high = work, self.at(b, work, size)
-        step = b.fdiv(ir.Constant(F64, -2 * math.pi), b.uitofp(n, F64))
-
-        def twiddles(b, k, _):
-            for table, index in ((low, k), (high, b.mul(k, size))):
-                self.store(b, table, k, self.unit(b, b.fmul(b.uitofp(index, F64), step)))
-            return []
-        counted_loop(b, size, twiddles, name="split.tw")
+        twiddle = self.unit_tables(b, work, b.add(b.lshr(n, T.i64(2)), T.i64(1)),
+                                   b.fdiv(ir.Constant(F64, -2 * math.pi), b.uitofp(n, F64)))
         half = ir.Constant(self.part, 0.5)
         zero = ir.Constant(self.part, 0.0)
 
@@ -282,15 +271,30 @@ class _Kernel:
                 a, c = self.load(b, base, k), self.conj(b, self.load(b, base, b.sub(h, k)))
                 e = [b.fmul(v, half) for v in self.add(b, a, c)]
                 odd = [b.fmul(v, half) for v in self.sub(b, a, c)]
-                w = self.mul(b, self.load(b, high, b.lshr(k, shift)),
-                             self.load(b, low, b.and_(k, b.sub(size, T.i64(1)))))
-                t = self.times_i(b, self.mul(b, w, odd))
+                t = self.times_i(b, self.mul(b, twiddle(b, k), odd))
                 self.store(b, base, k, self.sub(b, e, t))
                 self.store(b, base, b.sub(h, k), self.conj(b, self.add(b, e, t)))
                 return []
             counted_loop(b, b.lshr(h, T.i64(1)), pair, name="split.k")
             return []
         counted_loop(b, outer, line, name="split.row")
+
+    def unit_tables(self, b, base, count, step):
+        """exp(i step e) for e < count as products of two tables at `base` (2 S complex
+        numbers, S the power of two with S^2 >= count), computed in double (`unit`):
+        exp(i step S e_hi) and exp(i step e_lo). Returns `w(b, e)`, e = S e_hi + e_lo."""
+        shift = b.lshr(b.sub(T.i64(65), intrinsic(
+            b, "ctlz", [b.sub(count, T.i64(1)), ir.Constant(T.I1, 0)])), T.i64(1))
+        size = b.shl(T.i64(1), shift)
+        low, high = base, self.at(b, base, size)
+
+        def entry(b, k, _):
+            for table, index in ((low, k), (high, b.mul(k, size))):
+                self.store(b, table, k, self.unit(b, b.fmul(b.uitofp(index, F64), step)))
+            return []
+        counted_loop(b, size, entry, name="units")
+        return lambda b, e: self.mul(b, self.load(b, high, b.lshr(e, shift)),
+                                     self.load(b, low, b.and_(e, b.sub(size, T.i64(1)))))
 
     def emit_task(self):
         """Task t: the groups t, t + slots, ... of `lanes` lines each: adjacent columns of
@@ -503,16 +507,19 @@ class _Kernel:
         return b.load(slot, typ=T.PTR)
 
     def bluestein_setup(self, b):
-        """chirp[j] = exp(-pi i j^2 / n) (j^2 reduced mod 2n, exactly, before the angle), and
-        filter = the length-m transform of conj(chirp) laid out circularly, zeros between."""
+        """chirp[j] = exp(-pi i j^2 / n) (j^2 reduced mod 2n, exactly, then `unit_tables`,
+        held in B until the transform), and filter = the length-m transform of conj(chirp)
+        laid out circularly, zeros between."""
         n, m = self.n, self.length
-        step = b.fdiv(ir.Constant(F64, -math.pi), b.sitofp(n, F64))
+        two_n = b.add(n, n)
+        chirp = self.unit_tables(b, self.b, two_n,
+                                 b.fdiv(ir.Constant(F64, -math.pi), b.sitofp(n, F64)))
         zero = ir.Constant(self.part, 0.0)
         counted_loop(b, m, lambda b, j, _: self.bstore(b, self.a, j, (zero, zero)) or [],
                      name="bz")
 
         def entry(b, j, _):
-            z = self.unit(b, b.fmul(b.sitofp(b.urem(b.mul(j, j), b.add(n, n)), F64), step))
+            z = chirp(b, b.urem(b.mul(j, j), two_n))
             self.store(b, self.chirp, j, z)
             self.bstore(b, self.a, j, self.conj(b, z))
             self.bstore(b, self.a, b.urem(b.sub(m, j), m), self.conj(b, z))
