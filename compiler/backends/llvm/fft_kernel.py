@@ -185,6 +185,15 @@ class _Kernel:
         return b.fneg(x[1]), x[0]
 
     @staticmethod
+    def nest(b, count, lanes, body, rows, name):
+        """body(b, k, v) for k < count, v < lanes: k in the inner loop when `rows`."""
+        def inner(b, i, _):
+            counted_loop(b, count if rows else lanes, lambda b, j, _: body(
+                b, *((j, i) if rows else (i, j))) or [], name=f"{name}.in")
+            return []
+        counted_loop(b, lanes if rows else count, inner, name=name)
+
+    @staticmethod
     def lanes_loop(b, lanes, j, body, name):
         """for v < lanes: body(b, v, v + lanes * j), the index of lane v's element j."""
         row = b.mul(j, lanes)
@@ -327,14 +336,14 @@ class _Kernel:
             # from one lane's line to the next's: 1 (a constant: contiguous loads and stores)
             # for adjacent columns, else the rows' distances
             self.branch_on(b, [(wide, lambda b: self.gather(b, src, base_in, one, count, mode,
-                                                            len_in)),
+                                                            len_in, False)),
                                (None, lambda b: self.gather(b, src, base_in, len_in, count,
-                                                            mode, len_in))])
+                                                            mode, len_in, True))])
             result = self.transform(b, count)
             self.branch_on(b, [(wide, lambda b: self.scatter(
-                b, result, dst, base_out, one, out_stride, count, len_out, mode, col)),
+                b, result, dst, base_out, one, out_stride, count, len_out, mode, col, False)),
                 (None, lambda b: self.scatter(b, result, dst, base_out, out_row, out_stride,
-                                              count, len_out, mode, col))])
+                                              count, len_out, mode, col, True))])
             return []
         counted_loop(b, mine, group, name="group")
         b.ret_void()
@@ -394,81 +403,63 @@ class _Kernel:
             b.position_at_end(other)
         b.position_at_end(done)
 
-    def gather(self, b, src, base, step, lanes, mode, len_in):
+    def gather(self, b, src, base, step, lanes, mode, len_in, rows):
         """A = the `lanes` lines at base, base + step, ... interleaved (element j of lane v at
         v + lanes j) as complex numbers (mirrored for irfft, whose coefficients past `len_in`
-        are zeros), conjugated for an inverse transform. Elements are `inner` apart."""
+        are zeros), conjugated for an inverse transform. Elements are `inner` apart. `rows`:
+        one line after the other, else element by element (`nest`)."""
         n, stride = self.n, self.args[3]
+        zero = ir.Constant(self.part, 0.0)
 
-        def finish(b, index, z):
-            z = (z[0], b.select(self.inverse, b.fneg(z[1]), z[1]))
-            self.bstore(b, self.a, index, z)
+        def lines(b, element, name):
+            """A's element j of lane v = `element(b, j, at)`, `at(k)` the index in src of the
+            lane's element k."""
+            def put(b, j, v):
+                z = element(b, j, lambda k: b.add(b.add(base, b.mul(k, stride)), b.mul(v, step)))
+                z = (z[0], b.select(self.inverse, b.fneg(z[1]), z[1]))
+                self.bstore(b, self.a, b.add(b.mul(j, lanes), v), z)
+            self.nest(b, n, lanes, put, rows, name)
 
-        def lines(b, j, row, element, name):
-            """Element j of every lane, read by `element(b, index in src)`."""
-            self.lanes_loop(b, lanes, j, lambda b, v, index: finish(b, index, element(
-                b, b.add(row, b.mul(v, step)))), name)
+        def hermitian(b, j, at):
+            mirror = b.icmp_signed(">=", j, b.add(b.lshr(n, T.i64(1)), T.i64(1)))
+            k = b.select(mirror, b.sub(n, j), j)
+            present = b.icmp_signed("<", k, len_in)
+            re, im = self.load(b, src, at(b.select(present, k, T.i64(0))))
+            re, im = b.select(present, re, zero), b.select(present, im, zero)
+            return re, b.select(mirror, b.fneg(im), im)
 
-        def complex_line(b):
-            counted_loop(b, n, lambda b, j, _: lines(
-                b, j, b.add(base, b.mul(j, stride)), lambda b, p: self.load(b, src, p),
-                "ldv") or [], name="ld")
-
-        def real_line(b):
-            zero = ir.Constant(self.part, 0.0)
-            counted_loop(b, n, lambda b, j, _: lines(
-                b, j, b.add(base, b.mul(j, stride)),
-                lambda b, p: (self.real(b, src, p), zero), "ldrv") or [], name="ldr")
-
-        def hermitian_line(b):
-            half = b.add(b.lshr(n, T.i64(1)), T.i64(1))
-            zero = ir.Constant(self.part, 0.0)
-
-            def element(b, j, _):
-                mirror = b.icmp_signed(">=", j, half)
-                k = b.select(mirror, b.sub(n, j), j)
-                present = b.icmp_signed("<", k, len_in)
-                k = b.select(present, k, T.i64(0))
-
-                def value(b, p):
-                    re, im = self.load(b, src, p)
-                    re, im = b.select(present, re, zero), b.select(present, im, zero)
-                    return re, b.select(mirror, b.fneg(im), im)
-                lines(b, j, b.add(base, b.mul(k, stride)), value, "ldhv")
-                return []
-            counted_loop(b, n, element, name="ldh")
-
-        self.branch_on(b, [(b.icmp_unsigned("==", mode, T.i64(MODES["real_forward"])), real_line),
+        self.branch_on(b, [(b.icmp_unsigned("==", mode, T.i64(MODES["real_forward"])),
+                            lambda b: lines(b, lambda b, j, at: (
+                                self.real(b, src, at(j)), zero), "ldr")),
                            (b.icmp_unsigned("==", mode, T.i64(MODES["real_inverse"])),
-                            hermitian_line),
-                           (None, complex_line)])
+                            lambda b: lines(b, hermitian, "ldh")),
+                           (None, lambda b: lines(b, lambda b, j, at: self.load(
+                               b, src, at(j)), "ld"))])
 
-    def scatter(self, b, result, dst, base, step, stride, lanes, count, mode, col):
+    def scatter(self, b, result, dst, base, step, stride, lanes, count, mode, col, rows):
         """The first `count` elements of each of the `lanes` lines in `result` to the lines
         at base, base + step, ... of `dst` (elements `stride` apart): times the twist's
-        twiddles, conjugated back, scaled, the real part for irfft."""
+        twiddles, conjugated back, scaled, the real part for irfft. `rows`: one line after
+        the other (each line's stores contiguous when stride is 1), else element by
+        element (adjacent columns: each element's stores contiguous)."""
         def value(b, z):
             im = b.select(self.inverse, b.fneg(z[1]), z[1])
             return b.fmul(z[0], self.scale), b.fmul(im, self.scale)
 
-        def lines(b, k, put, name, twist=False):
-            row = b.add(base, b.mul(k, stride))
-
-            def lane(b, v, index):
-                z = self.bload(b, result, index)
-                put(b, b.add(row, b.mul(v, step)),
+        def lines(b, put, name, twist=False):
+            def element(b, k, v):
+                z = self.bload(b, result, b.add(b.mul(k, lanes), v))
+                put(b, b.add(b.add(base, b.mul(k, stride)), b.mul(v, step)),
                     value(b, self.twist(b, z, k, b.add(col, v)) if twist else z))
-            self.lanes_loop(b, lanes, k, lane, name)
+            self.nest(b, count, lanes, element, rows, name)
 
         def complex_line(b, twist=False):
-            counted_loop(b, count, lambda b, k, _: lines(
-                b, k, lambda b, p, z: self.store(b, dst, p, z), "stv", twist) or [],
-                name="st")
+            lines(b, lambda b, p, z: self.store(b, dst, p, z), "st", twist)
 
         def real_line(b):
             def put(b, p, z):
                 b.store(z[0], b.gep(dst, [p], inbounds=True, source_etype=self.part))
-            counted_loop(b, count, lambda b, k, _: lines(b, k, put, "strv") or [], name="str")
+            lines(b, put, "str")
 
         self.branch_on(b, [(b.icmp_unsigned("==", mode, T.i64(MODES["real_inverse"])),
                             real_line),
