@@ -1,24 +1,38 @@
 """The runtime library's FFT kernels: `kiln_fft_complex64` and `kiln_fft_complex128`.
 
-    kiln_fft_<dtype>(in, out, outer, inner, n, len_in, len_out, mode, scale, work)
+    kiln_fft_<dtype>(in, out, outer, inner, n, len_in, len_out, mode, scale, work,
+                     lanes, slots, out_row, out_stride, twist)
 
 transforms every line of a row-major array [outer, len_in, inner] (`in`) along its middle
-axis into the lines of [outer, len_out, inner] (`out`; it may be `in`): the line (o, i)
-starts at element o * len * inner + i and its elements are `inner` apart. `mode` is one of
-MODES: a complex transform, forward or inverse (len_in = len_out = n); a real line of n
-(`in` holds float32/float64) to its first n // 2 + 1 coefficients (NumPy's rfft); or the
-first n // 2 + 1 coefficients of a Hermitian line to its n real values (irfft: the rest of
-the line is the conjugate mirror of the first half, and the imaginary parts of the zero
-(and the n / 2) coefficient are ignored, as NumPy does; coefficients past len_in are zeros,
-those past n // 2 unused: NumPy's padding and cropping). Results are multiplied by `scale`.
-`work` holds 3 n complex numbers for a power of two n, 4 m + n otherwise (m below):
-two line buffers A and B of length L (n, or m), the twiddle table, and for Bluestein's
-algorithm the chirp and the transformed filter.
+axis into lines of `out` (it may be `in`): the line (o, i) starts at element
+o * len_in * inner + i of `in` and its elements are `inner` apart; in `out` it starts at
+o * out_row + i and its elements are out_stride apart (for [outer, len_out, inner]:
+out_row = len_out * inner, out_stride = inner; other values write lines transposed).
+`mode` is one of MODES: a complex transform, forward or inverse (len_in = len_out = n); a
+real line of n (`in` holds float32/float64) to its first n // 2 + 1 coefficients (NumPy's
+rfft); the first n // 2 + 1 coefficients of a Hermitian line to its n real values (irfft:
+the rest of the line is the conjugate mirror of the first half, and the imaginary parts of
+the zero (and the n / 2) coefficient are ignored, as NumPy does; coefficients past len_in
+are zeros, those past n // 2 unused: NumPy's padding and cropping); or real_split, which
+turns rows of half-length transforms into an rfft's coefficients in place (`real_split`).
+Results are multiplied by `scale`. `twist` (0 or N = n inner) multiplies element k of
+column j by W_N^(k j) before the conjugation back: the middle step of a four-step transform
+(lower_fft.py). `work` holds `work_bytes`: the twiddle table (L complex numbers, L = n or
+Bluestein's m), Bluestein's chirp and transformed filter, the twist's table, then `slots`
+pairs of line buffers A and B of lanes * L complex numbers each.
 
-Each line is gathered into A (converted to complex, mirrored, and conjugated for an inverse
-transform: ifft(x) = conj(fft(conj(x))), so only the forward transform exists), transformed,
-and scattered from whichever buffer holds the result (conjugated back, scaled, the real part
-for irfft). The transform:
+Lines are transformed `lanes` at a time (`plan`): adjacent columns (i, i + 1, ...) when
+inner > 1, else adjacent rows. A group is gathered into A interleaved (element j of lane v
+at v + lanes j) and split into planes (real parts, then imaginary parts), so every pass is
+a plain vector loop over lanes and sub-transforms; rows are read and written one after the
+other, columns element by element, both contiguous. Groups are dealt to `slots` tasks on
+the thread pool (pool.py: kiln_run_tasks), task t taking groups t, t + slots, ..., with
+its own A and B; the tables are shared, computed once per call before the tasks.
+
+Each line is gathered (converted to complex, mirrored, and conjugated for an inverse
+transform: ifft(x) = conj(fft(conj(x))), so only the forward transform exists),
+transformed, and scattered from whichever buffer holds the result (times the twist,
+conjugated back, scaled, the real part for irfft). The transform:
 - n a power of two: the Stockham autosort algorithm (no bit reversal; each pass reads one
   buffer and writes the other), radix 4 with one radix-2 pass last when log2(n) is odd. A
   pass with stride s (1, 4, 16, ...) over sub-transforms of length L = n / s, m = L / 4:
@@ -27,15 +41,19 @@ for irfft). The transform:
         y[q + s (4p + 1)] = w^p    ((a - c) - i (b - d))
         y[q + s (4p + 2)] = w^2p   ((a + c) - (b + d))
         y[q + s (4p + 3)] = w^3p   ((a - c) + i (b - d))        w = exp(-2 pi i / L)
-  where w^(j p) = W^(j p s) is read from the table W^k = exp(-2 pi i k / n), k < 3n/4.
-  The first pass (s = 1) runs one loop over p; the others loop over p, then q (contiguous);
+  where w^(j p) = W^(j p s) is read from the table W^k = exp(-2 pi i k / n). With lanes
+  interleaved lines, q runs over lanes s (the lanes of one q are adjacent). A single line's
+  first pass (s = 1) runs one loop over p; the others are `emit_pass`'s function, whose
+  buffers are noalias, so that its loops vectorise without overlap checks;
 - any other n: Bluestein's algorithm. With the chirp c[j] = exp(-pi i j^2 / n),
   X[k] = c[k] sum_j (x[j] c[j]) conj(c[k - j]), a circular convolution of length m (the
   power of two >= 2n - 1), computed by the Stockham transform of length m: forward, times
   the transformed filter conj(c), inverse. The chirp and filter are computed once per call.
 The table is computed on entry, in double (mathlib's sin and cos), then rounded: O(L) per
 call (L / 8 sines and cosines and exact symmetries), beside the O(outer inner L log L) of
-the transform.
+the transform. The chirp and real_split's twiddles are products of two tables of about
+sqrt(count) sines and cosines each (`unit_tables`); the twist's W_N^e, e = e_hi inner + e_lo,
+is the table's W_n^e_hi times a table of inner sines and cosines, W_N^e_lo.
 """
 import math
 

@@ -1,18 +1,27 @@
-"""fft: passes of the runtime library's FFT kernel (fft_kernel.py) over the transformed axes.
+"""fft: calls of the runtime library's FFT kernel (fft_kernel.py) over the transformed axes.
 
-Each pass transforms one axis a of a row-major array, seen as [outer, n, inner] (the axes
-before a, a itself, the axes after it): one call of `kiln_fft_<complex dtype>`, which loops
-over the outer * inner lines natively. The passes, last axis first:
-- FFT/IFFT: the first pass reads the operand and writes the result; the others transform the
-  result in place; IFFT's passes each divide by their length;
-- RFFT: the last axis, real lines of n into n // 2 + 1 coefficients of the result; then the
-  other axes in place on the result (complex);
+Each call transforms one axis a of a row-major array, seen as [outer, n, inner] (the axes
+before a, a itself, the axes after it): one call of `kiln_fft_<complex dtype>`, which
+transforms the outer * inner lines natively, in groups of adjacent lines spread over the
+thread pool. The calls, last axis first (`_calls`):
+- FFT/IFFT: the first reads the operand and writes the result; the others transform the
+  result in place; IFFT's calls each divide by their length. A single line of a power of
+  two n >= FOUR_STEP takes two calls instead (`_four_step`): n = n1 n2, the n2 columns of
+  [n1, n2] (length n1) into the scratch memory, each result times W_n^(k1 j2), then its
+  n1 rows (length n2) into the result, written transposed, so that X[k1 + n1 k2] lands in
+  place: two passes of short lines that stay in cache and split over threads, instead of
+  log4(n) passes over the whole line;
+- RFFT: the last axis (`_real_lines`): an even n as the complex transform of length n / 2
+  of the real line read as complex numbers (four steps when long), then the kernel's
+  real_split mode in place; an odd n as real lines; then the other axes in place on the
+  result (complex);
 - IRFFT: the other axes first (inverse, into a complex copy of the operand in the equation's
   scratch memory when there are any), then the last axis, Hermitian lines into real lines of
   n in the result.
-The scratch memory holds the kernel's work space (the largest any axis needs: line buffers,
-twiddle table, Bluestein's chirp and filter) and IRFFT's copy. A transform over a length-0 axis leaves an empty result,
-or a result of zeros (RFFT of an empty line).
+The scratch memory holds IRFFT's copy or the four-step intermediate (`_lead_bytes`), then
+the kernel's work space (the largest any call needs: line buffers per task, twiddle tables,
+Bluestein's chirp and filter). A transform over a length-0 axis leaves an empty result, or a
+result of zeros (RFFT of an empty line).
 """
 import math
 from typing import NamedTuple, Optional
