@@ -372,6 +372,9 @@ class _Kernel:
             result = self.transform(b, count)
             self.branch_on(b, [(wide, lambda b: self.scatter(
                 b, result, dst, base_out, one, out_stride, count, len_out, mode, col, False)),
+                # rows written transposed (four steps) are adjacent: element by element
+                (b.icmp_unsigned("==", out_row, one), lambda b: self.scatter(
+                    b, result, dst, base_out, one, out_stride, count, len_out, mode, col, False)),
                 (None, lambda b: self.scatter(b, result, dst, base_out, out_row, out_stride,
                                               count, len_out, mode, col, True))])
             return []
