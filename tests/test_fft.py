@@ -103,6 +103,20 @@ def test_grouped_and_threaded_lines_match_numpy(name, dtype, batch, n, other, ax
     close(got, want.astype(np.asarray(got).dtype), dtype)
 
 
+@settings(max_examples=8, deadline=None)
+@given(st.sampled_from(["fft", "ifft", "rfft"]), st.sampled_from([16, 17, 18]),
+       st.sampled_from([np.float32, np.float64]), st.integers(0, 2),
+       st.sampled_from([None, "ortho", "forward"]))
+def test_four_step_lines_match_numpy(name, log2, dtype, ones, norm):
+    """Single power-of-two lines of 2^16 and longer (lower_fft.py's four steps; RFFT's
+    half-length line from 2^17), under leading axes of length 1."""
+    shape = (1,) * ones + (1 << log2,)
+    x = sample(shape, dtype if name == "rfft" else np.result_type(dtype, np.complex64))
+    got = kiln.jit(lambda x: getattr(jnp.fft, name)(x, norm=norm))(x)
+    want = getattr(np.fft, name)(x, norm=norm)
+    close(got, want.astype(np.asarray(got).dtype), dtype)
+
+
 def numpy_kw(kw):
     """NumPy 2 wants `axes` beside `s` (kiln and JAX take the trailing axes)."""
     if "s" in kw and "axes" not in kw:
