@@ -86,18 +86,24 @@ def test_large_powers_of_two_and_primes():
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.sampled_from(["fft", "ifft", "rfft", "irfft"]), st.sampled_from([np.float32, np.float64]),
+@given(st.sampled_from(["fft", "ifft", "rfft", "irfft", "fft2"]),
+       st.sampled_from([np.float32, np.float64]),
        st.sampled_from([0, 1, 2, 15, 17, 40, 300]), st.sampled_from([1, 3, 5, 16, 97, 256, 1000]),
        st.sampled_from([1, 2, 17]), st.integers(0, 2), st.sampled_from([None, "ortho", "forward"]))
+@hypothesis.example("fft", np.float32, 300, 256, 2, 2, None)       # rows, 2 tasks
+@hypothesis.example("irfft", np.float64, 40, 97, 17, 1, "ortho")
+@hypothesis.example("fft2", np.float32, 40, 97, 17, 1, None)       # columns, Bluestein, tasks
 def test_grouped_and_threaded_lines_match_numpy(name, dtype, batch, n, other, axis, norm):
     """The kernel's groups of lines (adjacent rows along the last axis, adjacent columns along
-    the others; fft_kernel.plan) and its tasks: batches around the group width of 16 and large
-    enough to be split into tasks."""
+    the others: fft2; fft_kernel.plan) and its tasks: batches around the group width of 16
+    and large enough to be split into tasks."""
     shape = [batch, n, other]
     shape[axis], shape[1] = shape[1], shape[axis]
     hypothesis.assume(np.prod(shape) <= 200_000)
     x = sample(tuple(shape), dtype if name == "rfft" else np.result_type(dtype, np.complex64))
     kw = dict(axis=axis, norm=norm, **({"n": shape[axis]} if name == "irfft" else {}))
+    if name == "fft2":   # the axis before the last as columns (inner = the last axis)
+        kw = dict(axes=(1, 2), norm=norm)
     got = kiln.jit(lambda x: getattr(jnp.fft, name)(x, **kw))(x)
     want = getattr(np.fft, name)(x, **kw)
     close(got, want.astype(np.asarray(got).dtype), dtype)
