@@ -103,6 +103,7 @@ def test_grouped_and_threaded_lines_match_numpy(name, dtype, batch, n, other, ax
     x = sample(tuple(shape), dtype if name == "rfft" else np.result_type(dtype, np.complex64))
     kw = dict(axis=axis, norm=norm, **({"n": shape[axis]} if name == "irfft" else {}))
     if name == "fft2":   # the axis before the last as columns (inner = the last axis)
+        hypothesis.assume(0 not in shape[1:])   # NumPy refuses empty transformed axes
         kw = dict(axes=(1, 2), norm=norm)
     got = kiln.jit(lambda x: getattr(jnp.fft, name)(x, **kw))(x)
     want = getattr(np.fft, name)(x, **kw)
