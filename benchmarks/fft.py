@@ -1,7 +1,7 @@
 """FFTs, kiln beside NumPy (pocketfft) and JAX (XLA's CPU FFT, DUCC): one long complex64
 transform (the issue's 2^20 figure), a real one, a 2-D one, many short ones, and a prime
-length (Bluestein's algorithm in kiln's kernel, docs/fft.md). kiln's rows are one call of the
-runtime library's kernel per transformed axis, on one thread."""
+length (Bluestein's algorithm in kiln's kernel, docs/fft.md). kiln's rows are one or two calls
+of the runtime library's kernel per transformed axis, on kiln's thread pool."""
 import numpy as np
 
 from harness import Case

@@ -4,6 +4,7 @@ against finite differences and JAX's transposes, vmap, the emulated CUDA device 
 `kiln compile` library."""
 import numpy as np
 import pytest
+import hypothesis
 from hypothesis import given, settings, strategies as st
 
 import jax
@@ -71,10 +72,56 @@ def test_llvm_kernel_matches_the_reference(fft_type, dtype, batch, lengths):
 def test_large_powers_of_two_and_primes():
     text = _llvm.lower(sample((8,), np.complex128), "FFT", (8,)).compile().as_text()
     assert "load ptr, ptr @kiln.lax_fft" in text and ".kiln_fft_complex128" in text  # native
-    for n, dtype in [(1 << 14, np.complex64), (1 << 13, np.complex128), (1009, np.complex128)]:
-        x = sample((n,), dtype)
+    # 2^16 and longer single lines: the four-step path (lower_fft.py), n1 = n2 and n1 = 2 n2
+    for shape, dtype in [((1 << 14,), np.complex64), ((1 << 13,), np.complex128),
+                         ((1009,), np.complex128), ((1 << 16,), np.complex64),
+                         ((1, 1 << 17), np.complex128)]:
+        x = sample(shape, dtype)
+        n = shape[-1]
         close(_llvm(x, "FFT", (n,)), np.fft.fft(x).astype(dtype), dtype)
         close(_llvm(x, "IFFT", (n,)), np.fft.ifft(x).astype(dtype), dtype)
+    # a long real line: its half-length complex transform in four steps, then real_split
+    x = sample((1 << 17,), np.float32)
+    close(_llvm(x, "RFFT", x.shape), np.fft.rfft(x).astype(np.complex64), np.float32)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(["fft", "ifft", "rfft", "irfft", "fft2"]),
+       st.sampled_from([np.float32, np.float64]),
+       st.sampled_from([0, 1, 2, 15, 17, 40, 300]), st.sampled_from([1, 3, 5, 16, 97, 256, 1000]),
+       st.sampled_from([1, 2, 17]), st.integers(0, 2), st.sampled_from([None, "ortho", "forward"]))
+@hypothesis.example("fft", np.float32, 300, 256, 2, 2, None)       # rows, 2 tasks
+@hypothesis.example("irfft", np.float64, 40, 97, 17, 1, "ortho")
+@hypothesis.example("fft2", np.float32, 40, 97, 17, 1, None)       # columns, Bluestein, tasks
+def test_grouped_and_threaded_lines_match_numpy(name, dtype, batch, n, other, axis, norm):
+    """The kernel's groups of lines (adjacent rows along the last axis, adjacent columns along
+    the others: fft2; fft_kernel.plan) and its tasks: batches around the group width of 16
+    and large enough to be split into tasks."""
+    shape = [batch, n, other]
+    shape[axis], shape[1] = shape[1], shape[axis]
+    hypothesis.assume(np.prod(shape) <= 200_000)
+    x = sample(tuple(shape), dtype if name == "rfft" else np.result_type(dtype, np.complex64))
+    kw = dict(axis=axis, norm=norm, **({"n": shape[axis]} if name == "irfft" else {}))
+    if name == "fft2":   # the axis before the last as columns (inner = the last axis)
+        hypothesis.assume(0 not in shape[1:])   # NumPy refuses empty transformed axes
+        kw = dict(axes=(1, 2), norm=norm)
+    got = kiln.jit(lambda x: getattr(jnp.fft, name)(x, **kw))(x)
+    want = getattr(np.fft, name)(x, **kw)
+    close(got, want.astype(np.asarray(got).dtype), dtype)
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.sampled_from(["fft", "ifft", "rfft"]), st.sampled_from([16, 17, 18]),
+       st.sampled_from([np.float32, np.float64]), st.integers(0, 2),
+       st.sampled_from([None, "ortho", "forward"]))
+def test_four_step_lines_match_numpy(name, log2, dtype, ones, norm):
+    """Single power-of-two lines of 2^16 and longer (lower_fft.py's four steps; RFFT's
+    half-length line from 2^17), under leading axes of length 1."""
+    shape = (1,) * ones + (1 << log2,)
+    x = sample(shape, dtype if name == "rfft" else np.result_type(dtype, np.complex64))
+    got = kiln.jit(lambda x: getattr(jnp.fft, name)(x, norm=norm))(x)
+    want = getattr(np.fft, name)(x, norm=norm)
+    close(got, want.astype(np.asarray(got).dtype), dtype)
 
 
 def numpy_kw(kw):

@@ -332,7 +332,8 @@ def _extern_declarations(functions, slots):
               f"int64_t k, int64_t accumulate);" for name in gemm_packed.NAMES.values()]
     lines += [f"extern void {name}(const void *in, void *out, int64_t outer, int64_t inner, "
               f"int64_t n, int64_t len_in, int64_t len_out, int64_t mode, double scale, "
-              f"void *work);" for name in fft_kernel.NAMES.values()]
+              f"void *work, int64_t lanes, int64_t slots);"
+              for name in fft_kernel.NAMES.values()]
     lines.append("\nstruct _kiln_extern { const char *name; uint64_t *slot; };")
     lines.append("static struct _kiln_extern _kiln_externs[] = {")
     lines += [f'    {{"{name}", &{var}}},' for _, name, var in slots]
