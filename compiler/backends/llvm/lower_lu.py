@@ -1,4 +1,5 @@
-"""lu: LAPACK's getrf, once per matrix of the batch, from a native loop.
+"""lu: LAPACK's getrf, once per matrix of the batch, from a native loop; batches of small real
+matrices take small_matrix.py's kernel instead (the same pivots, no call per matrix).
 
 getrf works column-major and in place, so each matrix is copied transposed into the
 equation's scratch memory (`_scratch_bytes`: one matrix and its pivot array), factored there,
@@ -13,7 +14,7 @@ import numpy as np
 from ...ir.abstract import ShapedArray
 from ...primitives import PRIMITIVES
 from ...primitives.core import LLVM, LLVM_SCRATCH
-from . import blas, externs
+from . import blas, externs, small_matrix
 from . import ltypes as T
 from .buffers import Buffer, View, element_pointer
 from .loops import counted_loop
@@ -35,6 +36,8 @@ def _matrix_bytes(aval):
 
 def _scratch_bytes(eqn):
     a = eqn.invars[0].aval
+    if small_matrix.fits(a.dtype, int(np.prod(a.shape[:-2], dtype=np.int64)), a.shape):
+        return 0
     return _matrix_bytes(a) + _pivot_bytes(min(a.shape[-2:]))
 
 
@@ -45,6 +48,13 @@ def _lu(ctx, outs, ins):
     count = int(np.prod(batch, dtype=np.int64))
     dtype = a.aval.dtype
     if count == 0:
+        return
+    if a.aval.size and small_matrix.fits(dtype, count, a.aval.shape):
+        small_matrix.run(ctx, count, dtype,
+                         [small_matrix.Operand(m * n, source=a, dest=lu),
+                          small_matrix.Operand(k, dest=pivots, integer=True),
+                          small_matrix.Operand(m, dest=permutation, integer=True)],
+                         small_matrix.lu_kernel(m, n), 2 * m * n * k)
         return
     builder = ctx.builder
     integer = blas.int_type()
