@@ -1,7 +1,7 @@
 """The LLVM backend's kernels for batches of small real matrices (small_matrix.py: cholesky, lu
 and triangular_solve without a LAPACK call per matrix) against the reference backend and
 NumPy/SciPy, over batch shapes with 0, 1 and more matrices than one SIMD group holds, n in
-1..16 and one size past the threshold (LAPACK's path), float32 and float64; non
+1..24 and one size past the threshold (LAPACK's path), float32 and float64; non
 positive-definite and singular input as JAX gives it; which path the code takes."""
 import numpy as np
 import pytest
@@ -108,7 +108,7 @@ def test_singular_input_as_jax():
         np.testing.assert_array_equal(g, w)
 
 
-@pytest.mark.parametrize("shape, native", [((2, 16, 16), True), ((2, 17, 17), False),
+@pytest.mark.parametrize("shape, native", [((2, 24, 24), True), ((2, 25, 25), False),
                                            ((8, 8), True), ((9, 9), False)])
 def test_native_up_to_the_threshold(shape, native):
     a = spd(shape[:-2], shape[-1], np.float32)

@@ -39,9 +39,9 @@ from .loops import counted_loop
 from .outline import parallel_range
 
 # Measured on one thread, float32, against the LAPACK loop (docs/linalg.md): batches of 16 or
-# 1000 matrices run faster natively up to n = 24 (inv) and 32 (cholesky); a single matrix only
-# up to n = 8 (one lane, no SIMD; at n = 16 LAPACK's inv takes 3.4 us and this one 4.7).
-SMALL_MAX = 16
+# 1000 matrices run faster natively up to n = 24 (inv: half LAPACK's time there, 1.4x it at
+# 32) and beyond (cholesky); a single matrix only up to n = 8 (one lane, no SIMD).
+SMALL_MAX = 24
 SINGLE_MAX = 8
 SMALL_MAX_ELEMENTS = SMALL_MAX * SMALL_MAX
 LANE_BYTES = 64
@@ -177,26 +177,94 @@ def run(ctx, count, dtype, operands, kernel, flops):
     parallel_range(ctx, pointers, groups, grain, chunk)
 
 
+def _transpose(b, rows):
+    """The columns of the square matrix whose rows are the vectors `rows` (a power of 2 of
+    them): log2(width) stages, each swapping the off-diagonal halves of 2h x 2h blocks with
+    one pair of shuffles per pair of rows."""
+    width = len(rows)
+    rows = list(rows)
+    h = 1
+    while h < width:
+        low = ir.Constant(ir.VectorType(T.I32, width), [
+            p if not p & h else width + p - h for p in range(width)])
+        high = ir.Constant(ir.VectorType(T.I32, width), [
+            p + h if not p & h else width + p for p in range(width)])
+        for i in range(width):
+            if not i & h:
+                rows[i], rows[i + h] = (b.shuffle_vector(rows[i], rows[i + h], low),
+                                        b.shuffle_vector(rows[i], rows[i + h], high))
+        h *= 2
+    return rows
+
+
+def _blocks(b, size, width, body):
+    """body(b, e) for the first element e of each whole block of `width` elements of a matrix
+    of `size`; the number of elements they cover."""
+    _each(b, size // width, lambda c, k: body(c, c.mul(k, T.i64(width))), "block")
+    return size // width * width
+
+
 def _copy_in(b, source, size, scratch, first, last):
-    """Each lane's matrix (the batch's last one past its end) into the scratch."""
-    def lane(c, i, acc):
-        matrix = c.add(first, i)
-        matrix = c.select(c.icmp_signed("<", matrix, last), matrix, last)
-        base = c.mul(matrix, T.i64(size))
-        _each(c, size, lambda d, e: d.store(load(d, source, d.add(base, e)),
-                                            scratch.scalar(e, i)), "e")
-        return []
-    counted_loop(b, T.i64(scratch.width), lane, (), "lane")
+    """Each lane's matrix (the batch's last one past its end) into the scratch: blocks of
+    `width` elements of every lane's matrix loaded as vectors and transposed in registers,
+    the rest (and a constant's splat) element by element."""
+    width = scratch.width
+    bases = []
+    for lane in range(width):
+        matrix = b.add(first, T.i64(lane))
+        matrix = b.select(b.icmp_signed("<", matrix, last), matrix, last)
+        bases.append(b.mul(matrix, T.i64(size)))
+    done = 0
+    if source.const is None:
+        def block(c, e):
+            rows = [c.load(element_pointer(c, source, c.add(base, e)), typ=scratch.vector,
+                           align=_bytes(scratch.element)) for base in bases]
+            for j, column in enumerate(_transpose(c, rows)):
+                scratch.set(c.add(e, T.i64(j)), column)
+        done = _blocks(b, size, width, block)
+
+    def element(c, e):
+        e = c.add(e, T.i64(done))
+        vector = ir.Constant(scratch.vector, ir.Undefined)
+        for lane, base in enumerate(bases):
+            vector = c.insert_element(vector, load(c, source, c.add(base, e)),
+                                      ir.Constant(T.I32, lane))
+        scratch.set(e, vector)
+    _each(b, size - done, element, "e")
 
 
 def _copy_out(b, dest, size, scratch, first, valid):
-    """The scratch's first `valid` lanes into their matrices of `dest`."""
-    def lane(c, i, acc):
-        base = c.mul(c.add(first, i), T.i64(size))
-        _each(c, size, lambda d, e: d.store(d.load(scratch.scalar(e, i), typ=scratch.element),
-                                            element_pointer(d, dest, d.add(base, e))), "e")
-        return []
-    counted_loop(b, valid, lane, (), "lane")
+    """The scratch's first `valid` lanes into their matrices of `dest`: a full group by
+    blocks transposed in registers (the rest element by element), the batch's last, shorter
+    one lane by lane."""
+    width = scratch.width
+    full = b.icmp_signed("==", valid, T.i64(width))
+    with b.if_else(full) as (whole, part):
+        with whole:
+            bases = [b.mul(b.add(first, T.i64(lane)), T.i64(size)) for lane in range(width)]
+
+            def block(c, e):
+                columns = [scratch.get(c.add(e, T.i64(j))) for j in range(width)]
+                for base, row in zip(bases, _transpose(c, columns)):
+                    c.store(row, element_pointer(c, dest, c.add(base, e)),
+                            align=_bytes(scratch.element))
+            done = _blocks(b, size, width, block)
+
+            def element(c, e):
+                e = c.add(e, T.i64(done))
+                vector = scratch.get(e)
+                for lane, base in enumerate(bases):
+                    c.store(c.extract_element(vector, ir.Constant(T.I32, lane)),
+                            element_pointer(c, dest, c.add(base, e)))
+            _each(b, size - done, element, "e")
+        with part:
+            def lane(c, i, acc):
+                base = c.mul(c.add(first, i), T.i64(size))
+                _each(c, size, lambda d, e: d.store(
+                    d.load(scratch.scalar(e, i), typ=scratch.element),
+                    element_pointer(d, dest, d.add(base, e))), "e")
+                return []
+            counted_loop(b, valid, lane, (), "lane")
 
 
 # ----------------------------------------------------------------------------- kernels
