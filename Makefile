@@ -17,13 +17,13 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) samples/quickstart.py
 
-# The LLVM lowering, complex, fuzzer, packed matrix product, FFT, convolution and thread pool tests run a second
+# The LLVM lowering, complex, fuzzer, packed matrix product, FFT, convolution, small-matrix and thread pool tests run a second
 # time for a baseline CPU, an AVX2 machine without AVX-512 (Zen 1-like), so that both kinds of
 # x86-64 CI lands on are covered whichever one it is (docs/llvm.md, "Target CPU"). Make stops
 # at the first failing run.
 BASELINE_CPU := x86-64-v3
 BASELINE_TESTS := tests/test_llvm_backend.py tests/test_llvm_complex.py tests/test_llvm_fuzz.py tests/test_pool.py \
-	tests/test_pmap.py tests/test_shard_map.py tests/test_gemm_packed.py tests/test_fft.py tests/test_conv.py
+	tests/test_pmap.py tests/test_shard_map.py tests/test_gemm_packed.py tests/test_fft.py tests/test_conv.py tests/test_linalg_small.py
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n auto -p no:cacheprovider tests

@@ -78,11 +78,28 @@ def test_errors_are_jax_s():
         kl.lu(np.ones((2, 2), np.int32))
 
 
-def test_llvm_calls_getrf():
-    text = kiln.jit(kl.lu).lower(np.ones((3, 3), np.float32)).compile().as_text()
+def test_llvm_calls_getrf():   # past small_matrix.py's sizes (tests/test_linalg_small.py)
+    text = kiln.jit(kl.lu).lower(np.ones((20, 20), np.float32)).compile().as_text()
     assert "kiln_sgetrf" in text
 
 
 def test_emulated_cuda_device(monkeypatch):
     a = np.random.default_rng(8).normal(size=(2, 4, 3)).astype(np.float32)
     check_all(on_emulated_cuda(monkeypatch, kl.lu, a), _want(a), np.float32)
+
+
+@pytest.mark.parametrize("shape, dtype", [((260, 260), np.float32), ((300, 270), np.float32),
+                                          ((2, 270, 290), np.complex64)])
+def test_blocked_getrf_past_its_threshold(shape, dtype):
+    """min(m, n) >= lower_lu.BLOCKED_MIN: two column blocks, the update on the thread pool;
+    the pivots are one getrf's."""
+    from kiln.compiler.backends.llvm import lower_lu
+    assert min(shape[-2:]) >= lower_lu.BLOCKED_MIN
+    rng = np.random.default_rng(9)
+    a = rng.normal(size=shape) + (1j * rng.normal(size=shape) if dtype == np.complex64 else 0)
+    a = a.astype(dtype)
+    lu, pivots, permutation = kiln.jit(kl.lu)(a)
+    want = _want(a)
+    np.testing.assert_array_equal(pivots, want[1])
+    np.testing.assert_array_equal(permutation, want[2])
+    np.testing.assert_allclose(lu, want[0], rtol=1e-3, atol=1e-3)

@@ -100,10 +100,8 @@ def svdvals(x, /):
 
 def _lu_solve(lu, permutation, b):
     """x with a x = b for a = P^T L U (lu, permutation of lax.linalg.lu), b (..., m, k)."""
-    m = lu.shape[-1]
-    p = _ufuncs.equal(_shape.expand_dims(permutation, -1),
-                      _creation.arange(m, dtype=permutation.dtype)).astype(b.dtype)
-    y = _linalg.matmul(p, b)
+    y = _shape.take_along_axis(b, _shape.expand_dims(permutation, -1), axis=-2,
+                               mode="promise_in_bounds")   # rows of b in permutation's order
     y = lax_linalg.triangular_solve(lu, y, left_side=True, lower=True, unit_diagonal=True)
     return lax_linalg.triangular_solve(lu, y, left_side=True, lower=False)
 

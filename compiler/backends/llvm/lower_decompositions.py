@@ -1,5 +1,6 @@
 """cholesky and triangular_solve: LAPACK's potrf and BLAS's trsm, called once per matrix of
-the batch from a native loop.
+the batch from a native loop; batches of small real matrices take small_matrix.py's kernels
+instead (no call per matrix).
 
 The routines come from the OpenBLAS that blas.py binds (NumPy's ILP64 one, or SciPy's through
 `cython_blas`/`cython_lapack`), as extern function pointers (`kiln_dpotrf`, ...), so `kiln
@@ -12,8 +13,9 @@ row-major matrix read column-major is its transpose, so:
   refuses (info != 0: not positive definite) has NaN in its lower triangle, as JAX's.
 - triangular_solve copies b to the result and calls trsm with the side and the triangle
   swapped (X op(A) = B row-major is op(A)^T X^T = B^T column-major). A zero pivot gives
-  inf/NaN. Conjugating a complex `a` without transposing it has no trsm form: a
-  BackendUnsupportedError.
+  inf/NaN. A large solve is cut into panels of X's independent columns (rows for the right
+  side), trsm calls run as tasks of the thread pool. Conjugating a complex `a` without
+  transposing it has no trsm form: a BackendUnsupportedError.
 """
 import llvmlite.ir as ir
 import numpy as np
@@ -21,13 +23,18 @@ import numpy as np
 from ...errors import BackendUnsupportedError
 from ...primitives import PRIMITIVES
 from ...primitives.core import LLVM
-from . import blas
+from . import blas, small_matrix
 from . import ltypes as T
 from .buffers import element_pointer
 from .loops import counted_loop
 from .lower_structural import copy_nest
+from .outline import parallel_range
 
 PTR = ir.PointerType()
+# A triangular solve of at least 2 * SPLIT_TASK_FLOPS multiply-adds (n * n * vectors) is cut
+# into panels of X's independent columns (rows, for the right side) run as tasks of the
+# thread pool, each at least SPLIT_TASK_FLOPS.
+SPLIT_TASK_FLOPS = 1 << 22
 _POTRF = ir.FunctionType(ir.VoidType(), [PTR] * 5)
 _TRSM = ir.FunctionType(ir.VoidType(), [PTR] * 11)
 
@@ -54,6 +61,11 @@ def _cholesky(ctx, outs, ins):
     if a.aval.size == 0:
         return
     builder, dtype = ctx.builder, out.aval.dtype
+    if small_matrix.fits(dtype, _batch(a.aval), a.aval.shape):
+        small_matrix.run(ctx, _batch(a.aval), dtype,
+                         [small_matrix.Operand(n * n, source=a, dest=out)],
+                         small_matrix.cholesky_kernel(n), n ** 3 // 3 + n * n)
+        return
     copy_nest(builder, a.aval.shape, a.view(), out.view())
     nan = T.const(dtype, float("nan"))
     zero = T.const(dtype, 0)
@@ -106,28 +118,52 @@ def _triangular_solve(ctx, outs, ins, *, left_side, lower, transpose_a, conjugat
     dtype = out.aval.dtype
     trans = _trans(ctx, dtype, transpose_a, conjugate_a)
     builder = ctx.builder
+    rows, cols = out.aval.shape[-2:]
+    n = a.aval.shape[-1]
+    if out.aval.size and a.const is not None:   # a splat literal: never triangular unless n == 1
+        raise BackendUnsupportedError(
+            "triangular_solve of a constant-filled matrix (a literal) is not lowered by the "
+            "LLVM backend", ctx.eqn.info, "Pass the matrix as an argument.")
+    if out.aval.size and small_matrix.fits(dtype, _batch(out.aval), a.aval.shape,
+                                                    b.aval.shape):
+        small_matrix.run(ctx, _batch(out.aval), dtype,
+                         [small_matrix.Operand(n * n, source=a),
+                          small_matrix.Operand(rows * cols, source=b, dest=out)],
+                         small_matrix.triangular_solve_kernel(
+                             n, rows, cols, left_side=left_side, lower=lower,
+                             transpose_a=transpose_a, unit_diagonal=unit_diagonal),
+                         n * n * max(rows, cols))
+        return
     if out.aval.size:
         copy_nest(builder, b.aval.shape, b.view(), out.view())
     if out.aval.size == 0 or a.aval.size == 0:
         return
-    rows, cols = out.aval.shape[-2:]
-    n = a.aval.shape[-1]
-    if a.const is not None:   # a splat literal: never triangular unless n == 1
-        raise BackendUnsupportedError(
-            "triangular_solve of a constant-filled matrix (a literal) is not lowered by the "
-            "LLVM backend", ctx.eqn.info, "Pass the matrix as an argument.")
     size = n * n
     stride = rows * cols
     alpha = blas._float(blas._SCALAR[np.dtype(dtype)], 1.0)
+    vectors = cols if left_side else rows   # the independent columns (rows) of X
+    split = n * n * vectors >= 2 * SPLIT_TASK_FLOPS
+
+    def solve(bb, pa, pb, lo, hi):   # vectors [lo, hi) of one matrix's X
+        part = bb.sub(hi, lo)
+        pb = bb.gep(pb, [lo if left_side else bb.mul(lo, T.i64(cols))],
+                    source_etype=T.mem_type(dtype))
+        blas._call(bb, blas.routine("trsm", dtype), _TRSM,
+                   [char("R" if left_side else "L"), char("U" if lower else "L"), char(trans),
+                    char("U" if unit_diagonal else "N"),
+                    blas._int(bb, part if left_side else cols),
+                    blas._int(bb, rows if left_side else part), alpha, pa,
+                    blas._leading(bb, n), pb, blas._leading(bb, cols)])
 
     def one(bb, i, carried):
         pa = element_pointer(bb, a, bb.mul(i, T.i64(size)))
         pb = element_pointer(bb, out, bb.mul(i, T.i64(stride)))
-        blas._call(bb, blas.routine("trsm", dtype), _TRSM,
-                   [char("R" if left_side else "L"), char("U" if lower else "L"), char(trans),
-                    char("U" if unit_diagonal else "N"), blas._int(bb, cols),
-                    blas._int(bb, rows), alpha, pa, blas._leading(bb, n), pb,
-                    blas._leading(bb, cols)])
+        if split:
+            parallel_range(ctx, [pa, pb], vectors, -(-SPLIT_TASK_FLOPS // (n * n)),
+                           lambda c, pointer, lo, hi: solve(c.builder, pointer(pa),
+                                                            pointer(pb), lo, hi))
+        else:
+            solve(bb, pa, pb, T.i64(0), T.i64(vectors))
         return []
     counted_loop(builder, T.i64(_batch(out.aval)), one, (), "matrix")
 
