@@ -108,7 +108,9 @@ PUBLIC = {
         "slogdet", "solve", "svd", "svdvals", "tensorinv", "tensorsolve"},
     "kiln.lax.linalg": {
         "cholesky", "eig", "eigh", "hessenberg", "lu", "qr", "schur", "svd",
-        "triangular_solve"},
+        "triangular_solve",
+        "cholesky_update", "householder_product", "lu_pivots_to_permutation", "ormqr",
+        "symmetric_product", "tridiagonal_solve"},
     "kiln.numpy.fft": {
         "fft", "fft2", "fftfreq", "fftn", "fftshift", "hfft", "ifft", "ifft2", "ifftn",
         "ifftshift", "ihfft", "irfft", "irfft2", "irfftn", "rfft", "rfft2", "rfftfreq", "rfftn"},

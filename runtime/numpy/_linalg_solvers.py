@@ -58,9 +58,12 @@ def cholesky(a, *, upper=False, symmetrize_input=True):
 
 def qr(a, mode="reduced"):
     a = _matrix("jnp.linalg.qr", a)
-    if mode not in ("reduced", "complete", "r"):
-        raise ValueError(f"Unsupported QR decomposition mode '{mode}'" + (
-            "; kiln has no mode='raw' (LAPACK's reflectors) yet" if mode == "raw" else ""))
+    if mode not in ("reduced", "complete", "r", "raw"):
+        raise ValueError(f"Unsupported QR decomposition mode '{mode}'")
+    if mode == "raw":   # geqrf's reflectors, transposed (as NumPy and JAX), and their scalars
+        from ..lax._linalg_more import geqrf   # (kiln.lax imports kiln.numpy: at call time)
+        h, taus = geqrf(a)
+        return QRResult(_shape.swapaxes(h, -1, -2), taus)
     q, r = lax_linalg.qr(a, full_matrices=mode == "complete")
     return r if mode == "r" else QRResult(q, r)
 

@@ -7,7 +7,7 @@ does, where JAX returns meaningless integers); matrix norms of ord 2, -2 and 'nu
 singular values. The decompositions and solvers (cholesky, qr, eig, eigvals, eigh, eigvalsh,
 svd, svdvals, solve, inv, det, slogdet, pinv, lstsq, matrix_rank, cond, matrix_power,
 multi_dot, tensorsolve, tensorinv) are `_linalg_solvers`' (docs/linalg.md); qr's mode='raw'
-is not provided. The remaining functions (matmul, tensordot, vecdot, outer, cross, diagonal, trace,
+is `lax.linalg.geqrf`'s result, transposed as NumPy's. The remaining functions (matmul, tensordot, vecdot, outer, cross, diagonal, trace,
 matrix_transpose) are the array-API forms of their `kiln.numpy` namesakes.
 
 (The names are defined in `_linalg_namespace`, with the helpers they use, which stay out of
