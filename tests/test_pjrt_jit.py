@@ -563,3 +563,18 @@ def test_a_malformed_module_is_a_pjrt_error(device, monkeypatch):
     assert isinstance(info.value, api.KilnError)
     assert kiln.jit(lambda x: x + 1, backend="reference")(1.0) == 2.0   # the process lives on
 
+
+
+def _clipped_sum(i, v):
+    c = jnp.abs(jnp.clip(jnp.take(v, i, axis=0), -1e15, 1e15))
+    return jnp.einsum("ab,cb->", c, c)
+
+
+def test_fused_min_max_propagate_nan():
+    """The plug-in's XLA would drop NaN in fused maximum/minimum (its fast min/max); kiln
+    turns that off (plugins.prepare_xla_flags), so clip of the NaN that `take` fills in for an
+    index out of range stays NaN, as on the reference backend and in JAX."""
+    i = np.array([[4, 9, 31], [0, 1, 2]], np.uint32)
+    v = np.arange(8.0, dtype=np.float32)
+    assert np.isnan(float(kiln.jit(_clipped_sum, backend="pjrt")(i, v)))
+    assert "--xla_cpu_enable_fast_min_max=false" in os.environ["XLA_FLAGS"]

@@ -173,6 +173,10 @@ KEY_API_UNDER_JIT = {
     "multivariate_normal": lambda k: random.multivariate_normal(
         k, np.zeros(2, np.float32), np.array([[2., 0.5], [0.5, 1.]], np.float32)),
     "orthogonal": lambda k: random.orthogonal(k, 3),
+    # discrete distributions (tests/test_random_discrete.py compares them with JAX)
+    "poisson": lambda k: random.poisson(k, np.float32([0.5, 3.0, 40.0]), (2, 3)),
+    "binomial": lambda k: random.binomial(k, np.float32([5.0, 60.0]), 0.3, (3, 2)),
+    "multinomial": lambda k: random.multinomial(k, 12.0, np.float32([0.2, 0.3, 0.5])),
 }
 # compiled with other roundings (tan, pow, contracted multiply-adds, BLAS/LAPACK sums)
 _ULP_UNDER_JIT = {"cauchy", "ball", "wald", "multivariate_normal", "orthogonal"}

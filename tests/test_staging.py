@@ -196,7 +196,9 @@ def test_stage_binds_statics_and_makes_closed_over_arrays_operands():
     assert [v.aval for v in st.fn.invars[:1]] == [aval] and len(st.fn.invars) == 2
     np.testing.assert_array_equal(st.extra[0], _TABLE)
     assert [a.str_short() for a in st.out_avals] == ["f32[3]"]
-    assert [name for _, name, _ in st.guards] == ["_TABLE"]
+    # (user contexts made by other tests guard every specialisation: runtime/user_context.py)
+    assert [name for _, name, _ in st.guards if not name.startswith("user context")] == \
+        ["_TABLE"]
     st = staging.stage(_scaled, [aval], lambda tracers: ((tracers[0], "plus"), {}), "scaled")
     assert st.extra == [] and len(st.fn.invars) == 1
 

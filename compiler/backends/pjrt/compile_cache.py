@@ -8,7 +8,8 @@ module's executable in the cache and loads it; on a miss it compiles and stores 
 serialization. `key` covers everything that decides the executable: the module's text, the
 compile options (which name the device), the plug-in (its real path, size and modification
 time, so a rebuilt or upgraded plug-in never loads another's executables), its platform
-version and PJRT C API version, kiln's version and this cache's format.
+version and PJRT C API version, the `XLA_FLAGS` XLA compiles under (plugins.prepare_xla_flags),
+kiln's version and this cache's format.
 
 The entries live in kiln's cache directory (`KILN_CACHE_DIR`, else `$XDG_CACHE_HOME/kiln`,
 else `~/.cache/kiln`), in `pjrt/`, written and checked by the LLVM backend's `DiskCache`
@@ -24,7 +25,7 @@ import sys
 
 from . import api
 
-FORMAT = "kiln pjrt executable 1"
+FORMAT = "kiln pjrt executable 2"
 _DELETER = C.CFUNCTYPE(None, C.c_void_p)
 
 
@@ -41,7 +42,8 @@ def key(table, platform_version, code, options):
     digest = hashlib.sha256()
     for part in (FORMAT, getattr(sys.modules.get("kiln"), "__version__", "unknown"),
                  f"{os.path.realpath(table.where)} {status.st_size} {status.st_mtime_ns}",
-                 f"{table.version} {platform_version}", options, code):
+                 f"{table.version} {platform_version}", os.environ.get("XLA_FLAGS", ""),
+                 options, code):
         data = part.encode() if isinstance(part, str) else bytes(part)
         digest.update(len(data).to_bytes(8, "little") + data)
     return digest.hexdigest()

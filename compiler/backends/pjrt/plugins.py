@@ -16,6 +16,12 @@ into it.
 /sys/bus/pci/devices), as JAX does before it loads libtpu. `prepare_libtpu()` sets
 `TPU_SKIP_MDS_QUERY=1` where there is no chip, so that libtpu does not wait on the Cloud TPU
 metadata server; `kiln.devices("tpu")` refuses before loading libtpu when there is no chip.
+
+`prepare_xla_flags()` adds `--xla_cpu_enable_fast_min_max=false` to `XLA_FLAGS` (unless the
+user's flags name that option) before a plug-in is opened: the xla-cpu-pjrt plug-in's XLA
+otherwise lets fused `maximum`/`minimum` drop NaN (so `clip(nan)` inside a fusion became a
+bound), where JAX's and the reference's propagate it. XLA reads `XLA_FLAGS` when it first
+compiles, so a plug-in that has compiled already keeps its flags.
 """
 import ctypes
 import glob
@@ -102,6 +108,16 @@ def prepare_libtpu():
         os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
 
 
+_FAST_MIN_MAX = "--xla_cpu_enable_fast_min_max"
+
+
+def prepare_xla_flags():
+    """XLA_FLAGS with NaN-propagating min/max (module docstring); the user's choice is kept."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if _FAST_MIN_MAX not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {_FAST_MIN_MAX}=false".strip()
+
+
 _LOADED = {}
 _LOCK = threading.Lock()
 
@@ -122,6 +138,7 @@ def load(path):
 
 
 def _open(path):
+    prepare_xla_flags()
     if os.path.basename(path).startswith("libtpu"):
         prepare_libtpu()
     try:
