@@ -9,6 +9,7 @@ pmap over their local shards, and a data-parallel training step under sharded ji
 process on the whole batch.
 """
 import pathlib
+import threading
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from kiln.distributed import compiling_for
 from kiln.global_arrays import GlobalArray
 from kiln.sharding import Mesh, NamedSharding
 from kiln.compiler.transforms.partition import partition
+from kiln.compiler.primitives.processes import set_engine
 
 from test_distributed import mpirun, needs_mpi
 
@@ -197,3 +199,107 @@ def test_global_arrays_under_mpirun(tmp_path):
         assert mine["split"] == f"{p} split GlobalArray (16, 5) True", out
         assert mine["gathered"].endswith("True") and mine["plain"].endswith("True"), out
         assert mine["pmap"] == f"{p} pmap (2, 4, 5) True", out
+
+
+class TwoThreads:
+    """An engine for `processes.set_engine` that runs two "processes" as two threads of this
+    one: each collective waits for both and combines their operands in thread order."""
+
+    def __init__(self):
+        self.barrier = threading.Barrier(2, timeout=20)
+        self.slots = [None, None]
+        self.local = threading.local()
+
+    def _exchange(self, x):
+        self.slots[self.local.process] = np.array(x)
+        self.barrier.wait()
+        both = list(self.slots)
+        self.barrier.wait()
+        return both
+
+    def allreduce(self, x, op):
+        a, b = self._exchange(x)
+        return {"sum": np.add, "max": np.maximum, "min": np.minimum}[op](a, b)
+
+    def allgather(self, x):
+        return np.stack(self._exchange(x))
+
+
+def run_partitioned(fun, args, in_dims, out_dims):
+    """`fun`'s outputs on `args` (whole values) computed as two processes would: each runs the
+    partitioned SSA (reference backend) on its blocks; the split outputs joined."""
+    st, _, _ = staging.stage_call(fun, tuple(args), {}, staging.StaticArgs(fun))
+    engine = TwoThreads()
+    results = [None, None]
+
+    def process(p):
+        try:
+            engine.local.process = p
+            fn = partition(st.fn, list(in_dims) + [None] * len(st.extra), out_dims, p, 2)
+            blocks = [np.split(np.asarray(a), 2, axis=d)[p] if d is not None else a
+                      for a, d in zip(args, in_dims)]
+            results[p] = staging.compile_function(fn, "reference")(*blocks, *st.extra)
+        except Exception as e:   # noqa: BLE001 - reported by the calling thread
+            engine.barrier.abort()
+            results[p] = e
+    set_engine(engine)
+    try:
+        threads = [threading.Thread(target=process, args=(p,)) for p in (0, 1)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        set_engine(None)
+    for r in results:
+        if isinstance(r, Exception):
+            raise r
+    outs = []
+    for k, d in enumerate(out_dims):
+        if d is None:
+            np.testing.assert_array_equal(results[0][k], results[1][k])
+            outs.append(results[0][k])
+        else:
+            outs.append(np.concatenate([results[0][k], results[1][k]], axis=d))
+    return outs
+
+
+A = np.arange(24.0, dtype=np.float32).reshape(4, 6) / 7
+B = np.arange(24.0, dtype=np.float32).reshape(6, 4) / 5
+C = (np.arange(32.0, dtype=np.float32).reshape(2, 4, 4) - 9) / 3
+
+CASES = [   # (function, arguments, split dimension of each, of each output)
+    (lambda a: (jnp.tanh(a) * 2 + a, jnp.exp(a).T), (A,), (0,), (0, 1)),
+    (lambda a: (jnp.tanh(a) * 2 + a,), (A,), (1,), (None,)),
+    (lambda a, b: (a @ b,), (A, B), (0, None), (0,)),                 # split free dimension
+    (lambda a, b: (a @ b,), (A, B), (1, 0), (None,)),                 # split contraction
+    (lambda a, b: (a @ b,), (A, B), (1, None), (None,)),
+    (lambda a, b: (a @ b,), (A, B), (None, 1), (1,)),                 # split rhs free
+    (lambda a, b: (a @ b,), (A, B), (None, 0), (None,)),
+    (lambda c: (jnp.einsum("bij,bkj->bik", c, c),), (C,), (0,), (0,)),  # batch dimension
+    (lambda c: (jnp.einsum("bij,bkj->bik", c, c),), (C,), (1,), (1,)),
+    (lambda a: (a.sum(0), a.max(1), a.min(), jnp.any(a > 2, axis=0), jnp.all(a > 0, 0)),
+     (A,), (0,), (None, 0, None, None, None)),
+    (lambda a: (a.sum(0), jnp.max(a, 1), jnp.min(a)), (A,), (1,), (0, None, None)),
+    (lambda a: (a.reshape(2, 12), a.reshape(8, 3), a.reshape(4, 2, 3), a[:, None, :]),
+     (A,), (0,), (0, 0, 0, 0)),
+    (lambda c: (jnp.einsum("bij,bkj->bik", c, c),), (C,), (2,), (None,)),
+    (lambda c: (c.reshape(8, 4), c.reshape(2, 16), jnp.squeeze(c[:, :1, :], 1)),
+     (C,), (2,), (1, None, 1)),
+    (lambda a, b: (jnp.sort(a, axis=0) + 1, a + b.sum(1)[:, None].T[:, :4].T),
+     (A, B), (0, 0), (0, 1)),
+    (lambda a: (jax_like_mean_loss(a),), (A,), (0,), (None,)),
+]
+
+
+def jax_like_mean_loss(a):
+    return jnp.mean(jnp.sum(kiln.nn.log_softmax(a) * a, axis=1))
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_partitioned_functions_agree_with_the_whole(case):
+    fun, args, in_dims, out_dims = CASES[case]
+    st, _, _ = staging.stage_call(fun, tuple(args), {}, staging.StaticArgs(fun))
+    whole = staging.compile_function(st.fn, "reference")(*args, *st.extra)
+    for got, want in zip(run_partitioned(fun, args, in_dims, out_dims), whole):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
