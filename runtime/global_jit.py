@@ -77,11 +77,11 @@ def sharded_call(jitted, args, kwargs):
     entry = cache.lookup(key, make)
     raw = entry.executable(*values, *entry.consts)
     outs = []
-    for value, weak, target, aval in zip(raw, entry.out_weak, entry.out_shardings,
-                                         entry.out_avals):
+    for value, weak, target, aval, d in zip(raw, entry.out_weak, entry.out_shardings,
+                                            entry.out_avals, entry.out_dims):
         if target is None:
             outs.append(wrap_outputs([value], [weak])[0])
-        elif process_split(target, aval.shape) is None:
+        elif d is None:
             outs.append(placed_on(wrap_outputs([value], [weak])[0], target))
         else:
             outs.append(from_local_block(value, target, aval.shape, weak))

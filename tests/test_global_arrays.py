@@ -3,7 +3,9 @@ of a function over the processes (compiler/transforms/partition.py).
 
 In this process, `kiln.distributed.compiling_for(p, 2)` makes kiln see a run of two processes
 without joining one: the arrays, their shards and the errors are checked there, and so is the
-partitioned SSA (which collectives it holds). The computation itself runs under
+partitioned SSA (which collectives it holds). The partition rules are checked against the
+whole function with two "processes" run as two threads of this one (`TwoThreads`, an engine
+whose collectives meet at a barrier) on the reference backend. The real thing runs under
 `mpirun -np 2` (one launch, two CPU devices per process): global arrays' shards on both ranks,
 pmap over their local shards, and a data-parallel training step under sharded jit against one
 process on the whole batch.
