@@ -9,7 +9,8 @@ JAX's.
 Eager operations may leave an Array's buffer strided: `jnp.zeros`/`ones`/`full` and
 `broadcast_to` hold stride-0 broadcasts of one element, transposes and slices hold views.
 An Array may carry a sharding (`placed_on`: `device_put` onto devices, pmap's and shard_map's
-results): metadata over its one host buffer, which every CPU device shares.
+results): metadata over its one host buffer, which every CPU device shares. An array spanning
+several processes is the subclass `GlobalArray` (global_arrays.py).
 
 Compiled code reads C-contiguous buffers; `Array._dense()` gives it one, copying a strided buffer the
 first time and keeping the copy in its place (the Array is immutable, so only memory can tell:
@@ -207,11 +208,16 @@ class Array(ArrayMethods):
 
     @property
     def addressable_shards(self):
-        """Every device's block (Shard objects; their data are views of this array)."""
+        """This process's devices' blocks (Shard objects; their data are views of this
+        array)."""
         from .sharding import shards
         return shards(self, self.sharding)
 
-    global_shards = addressable_shards
+    @property
+    def global_shards(self):
+        """Every device's block; other processes' devices' `data` is None (JAX's)."""
+        from .sharding import shards
+        return shards(self, self.sharding, addressable=False)
 
     @property
     def is_fully_replicated(self):
@@ -538,6 +544,9 @@ def to_array(x, what="argument"):
         return _wrap(v.astype(cd) if cd != v.dtype else v, False)
     if hasattr(x, "__jax_array__"):
         return to_array(x.__jax_array__(), what)
+    if isinstance(x, Array):   # a GlobalArray (global_arrays.py): no value in one process
+        from .global_arrays import spanning_error
+        raise spanning_error(x.shape, x.dtype)
     if isinstance(x, (list, tuple)):
         raise TypeError(f"{what}: expected an array or scalar, got a {t.__name__}; convert it "
                         f"with kiln.numpy.asarray first")

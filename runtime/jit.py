@@ -59,6 +59,9 @@ from .execution_guards import STATE as _GUARDS, check_execution
 from .staging import leaf_aval, wrap_outputs
 from ._traceback import filter_traceback, show_full
 from .compiler.ir.builder import current, PerThread
+from .distributed import process_layout
+from .global_jit import sharded_call
+from .global_arrays import SpansProcesses
 
 _DISABLED_BY_ENV = os.environ.get("KILN_DISABLE_JIT", "").lower() in ("1", "true", "yes")
 
@@ -109,6 +112,7 @@ class Jitted:
         self._placed = {}   # backend -> the Jitted that arguments on its devices call
         self._shardings = None if in_shardings is None and out_shardings is None else \
             (in_shardings, out_shardings)
+        self._spanning = staging.GuardedCache()   # several processes: global_jit.py
 
     # ----------------------------------------------------------------------- calling
     def __call__(self, *args, **kwargs):
@@ -142,7 +146,10 @@ class Jitted:
             out = fast(args)
             if out is not fastcall.MISS:
                 return out
-        key, dyn_values, _ = self._signature(args, kwargs)
+        try:
+            key, dyn_values, _ = self._signature(args, kwargs)
+        except SpansProcesses:   # a global array: one program over the processes
+            return sharded_call(self, args, kwargs)
         if self._fallback is not None:
             placed = _placed_backend(dyn_values)
             if placed is not None:
@@ -411,8 +418,11 @@ def _stablehlo_text(entry):
 def _sharded_call(jitted, args, kwargs):
     """A call of a jit with `in_shardings`/`out_shardings`: the inputs checked against their
     shardings (JAX's errors), the one program run over the shared host memory, and the results
-    placed as `out_shardings` says (docs/pmap.md, "Sharded jit")."""
+    placed as `out_shardings` says (docs/pmap.md, "Sharded jit"). With several processes, the
+    program is partitioned over them (global_jit.py)."""
     from .placement import device_put
+    if process_layout()[1] > 1:
+        return sharded_call(jitted, args, kwargs)
     in_shardings, out_shardings = jitted._shardings
     if in_shardings is not None:
         device_put(tuple(args), in_shardings)

@@ -8,6 +8,9 @@ Every CPU device shares the host's memory, so placing an array onto devices or a
 keeps (or makes) one host buffer and records the sharding beside it (`array.placed_on`); the
 checks are JAX's: a sharding whose split dimensions do not divide the shape is a ValueError.
 A `PartitionSpec` alone means a NamedSharding over the current mesh (`kiln.set_mesh`).
+With several processes (kiln.distributed), the `make_array_from_*` functions build a global
+array from this process's blocks only (global_arrays.py), and `device_put` of a value (the same
+in every process) onto a sharding over several processes' devices keeps this process's block.
 
 A GPU device (devices.py) has its own memory: `device_put(x, gpu)` copies `x` to it (an Array
 holding a device buffer, cuda/device.py), `device_put(x, cpu)` and `device_get` copy back;
@@ -24,6 +27,9 @@ from .compiler.backends.cuda.device import DeviceBuffer
 from .devices import Device
 from . import _default_device as default_device
 from .sharding import Sharding, SingleDeviceSharding, NamedSharding, PartitionSpec, get_mesh
+from .devices import process_count, process_index
+from .global_arrays import (GlobalArray, process_split, local_shape, block_start, shifted,
+                            own_block, from_local_block)
 
 
 def _as_sharding(where):
@@ -54,6 +60,8 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
             return v
         if isinstance(where, NamedSharding):
             where.check_shape(v.shape)
+            if type(v) is GlobalArray or not where.is_fully_addressable:
+                return _across_processes(v, where)
         moved = _onto(v, where)
         if moved is not None:
             return moved
@@ -61,8 +69,23 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
         return placed_on(out, where)
     if isinstance(device, (list, tuple)) and isinstance(x, (list, tuple)) \
             and len(device) == len(x):
-        return type(x)(put(v, d) for v, d in zip(x, device))
+        return type(x)(device_put(v, d) for v, d in zip(x, device))
     return tree_map(lambda v: put(v, device), x)
+
+
+def _across_processes(v, where):
+    """`v` placed on a sharding over several processes' devices: a host value (the same in
+    every process) keeps this process's block; a global array keeps its own when the layout
+    across the processes is the same."""
+    shape = tuple(v.shape)
+    split = process_split(where, shape)
+    if type(v) is GlobalArray:
+        if split != v.split:
+            raise NotImplementedError(
+                f"device_put: moving a global array from {v.sharding} to {where} (another "
+                f"layout across the processes) is not supported; build it with that sharding")
+        return from_local_block(v.local, where, shape, v.weak_type)
+    return from_local_block(np.asarray(v)[own_block(shape, split)], where, shape, v.weak_type)
 
 
 def _onto(v, where):
@@ -104,43 +127,53 @@ def reshard(xs, out_shardings):
 
 
 def make_array_from_callback(shape, sharding, data_callback, dtype=None):
-    """The array of `shape` whose block on each device is `data_callback(index)`."""
+    """The array of `shape` whose block on each of this process's devices is
+    `data_callback(index)` (with several processes, a global array: global_arrays.py)."""
+    shape = tuple(shape)
+    split = process_split(sharding, shape)
+    start = block_start(shape, split)
     out = None
-    for _, index in sharding.devices_indices_map(tuple(shape)).items():
+    for index in sharding.addressable_devices_indices_map(shape).values():
         block = np.asarray(data_callback(index))
         if out is None:
-            out = np.empty(tuple(shape), dtype or block.dtype)
-        out[index] = block
+            out = np.empty(local_shape(shape, split, process_count()), dtype or block.dtype)
+        out[shifted(index, start)] = block
     if out is None:
-        out = np.empty(tuple(shape), dtype or np.float32)
-    return placed_on(to_array(out, "make_array_from_callback"), sharding)
+        out = np.empty(shape, dtype or np.float32)
+    return from_local_block(to_array(out, "make_array_from_callback")._value, sharding, shape)
 
 
 def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None):
-    """The array of `shape` assembled from one block per device of `sharding` (in the order
-    of its devices_indices_map)."""
-    indices = list(sharding.devices_indices_map(tuple(shape)).values())
+    """The array of `shape` assembled from one block per device of this process in
+    `sharding` (in the order of its addressable_devices_indices_map)."""
+    indices = list(sharding.addressable_devices_indices_map(tuple(shape)).values())
     if len(arrays) != len(indices):
         raise ValueError(f"make_array_from_single_device_arrays: {len(arrays)} arrays for a "
-                         f"sharding over {len(indices)} devices")
+                         f"sharding over {len(indices)} devices of this process")
     blocks = iter(arrays)
     return make_array_from_callback(shape, sharding, lambda index: next(blocks), dtype)
 
 
 def make_array_from_process_local_data(sharding, local_data, global_shape=None):
-    """The global array from this process's data. With one process, the local data is the
-    whole array (`global_shape`, when given, must be its shape)."""
-    from .devices import process_count
+    """The global array of which `local_data` is this process's block (the whole array in a
+    single process). Without `global_shape`, the dimension split across the processes is
+    `local_data`'s times the process count, as in JAX."""
     data = np.asarray(local_data)
-    if process_count() != 1:
-        raise NotImplementedError("make_array_from_process_local_data across several "
-                                  "processes is not supported yet; each process's pmap "
-                                  "takes its local data directly")
-    if global_shape is not None and tuple(global_shape) != data.shape:
-        raise ValueError(f"make_array_from_process_local_data: global_shape "
-                         f"{tuple(global_shape)} differs from the local data's shape "
-                         f"{data.shape} in a single process")
-    return make_array_from_callback(data.shape, sharding, lambda index: data[index])
+    if global_shape is None:
+        processes = process_count()
+        split = process_split(sharding, tuple(n * processes * sharding.num_devices
+                                               for n in data.shape))
+        global_shape = tuple(n * processes if d == split else n
+                             for d, n in enumerate(data.shape))
+    global_shape = tuple(global_shape)
+    split = process_split(sharding, global_shape)
+    expected = local_shape(global_shape, split, process_count())
+    if expected != data.shape:
+        raise ValueError(f"make_array_from_process_local_data: global_shape {global_shape} "
+                         f"laid out as {sharding} gives process {process_index()} a block of "
+                         f"shape {expected}, but its local data has shape {data.shape}")
+    return from_local_block(to_array(data, "make_array_from_process_local_data")._value,
+                            sharding, global_shape)
 
 
 def device_put_sharded(shards, devices):

@@ -29,6 +29,10 @@ processes: psum/pmean/pmax/pmin, axis_index and all_gather over it reduce or gat
 batch and then across the processes (compiler/primitives/processes.py); psum_scatter, ppermute
 and all_to_all over it there are a CompileError saying to call the pmap directly.
 
+A global array (several processes: global_arrays.py) is mapped as this process's block, each
+local replica taking its device's shard, as JAX's pmap takes the local shards; it must be
+mapped along the dimension it is split along across the processes.
+
 The mapped size may not exceed the devices pmap runs on (`devices=`, else
 `kiln.local_devices()`): a ValueError names both. `static_broadcasted_argnums` are passed to
 every replica by value and are part of the cache key, as `jit`'s static arguments.
@@ -39,6 +43,7 @@ from .tree_util import tree_flatten, tree_unflatten
 from . import staging, _replica_threads
 from .devices import local_devices
 from .array import placed_on
+from .global_arrays import local_leaves, check_mapped_along_split
 from .sharding import Mesh, NamedSharding, PartitionSpec, AxisType
 from .staging import leaf_value, wrap_outputs
 from .dispatch import is_traced
@@ -125,6 +130,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     def _prepare(args, kwargs):
         statics, dyn_args, dyn_kwargs = static.split(args, kwargs, describe(fun))
         leaves, treedef = tree_flatten((tuple(dyn_args), dyn_kwargs))
+        leaves, spans = local_leaves(leaves)
         spec = in_axes
         if isinstance(spec, tuple):
             if len(spec) != len(args):
@@ -136,6 +142,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             spec = tuple(s for i, s in enumerate(spec) if i not in static_positions)
         consts, leaves, avals, axes, size, examples = split_mapped(
             leaves, spec, dyn_args, dyn_kwargs, axis_size, "pmap")
+        check_mapped_along_split(leaves, axes, spans, f"pmap of {describe(fun)}")
         return leaves, treedef, (statics, consts), avals, axes, size, examples
 
     def _stage_replica(examples, treedef, statics, size):

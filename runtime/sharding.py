@@ -13,7 +13,9 @@ Every CPU device shares the host's memory, so a kiln Array keeps one host buffer
 sharding: the sharding is metadata (set by `device_put`, pmap, shard_map and
 `jit(out_shardings=...)`) that says which device holds which block, and each `Shard.data` is a
 view of the buffer, not a copy. Arrays that were never placed are on device 0
-(`SingleDeviceSharding`).
+(`SingleDeviceSharding`). With several processes, an array over every process's devices holds
+this process's blocks only (global_arrays.py): `addressable_shards` are its own devices',
+`global_shards` every device's, with `data` None for other processes' devices.
 """
 import enum
 import math
@@ -325,17 +327,26 @@ class Shard:
                 f"replica_id={self.replica_id}, data={self.data})")
 
 
-def shards(array, sharding):
-    """Every device's Shard of `array` under `sharding` (views of its buffer)."""
+def shards(array, sharding, addressable=True):
+    """The Shards of `array` under `sharding`: this process's devices' (views of its buffer),
+    or with `addressable=False` every device's, with `data` None for other processes'
+    devices (an array spanning processes: global_arrays.py)."""
     from .array import Array
-    value = np.asarray(array)
+    from .global_arrays import local_data, block_start, shifted, GlobalArray
+    value = local_data(array)
+    start = block_start(array.shape, array.split if type(array) is GlobalArray else None)
+    mine = sharding.addressable_devices
     seen = {}
     out = []
-    for device, index in sharding.devices_indices_map(value.shape).items():
+    for device, index in sharding.devices_indices_map(tuple(array.shape)).items():
         key = tuple((s.start, s.stop) for s in index)
         replica = seen.get(key, 0)
         seen[key] = replica + 1
-        out.append(Shard(device, index, replica, Array(value[index])))
+        if device not in mine:
+            if not addressable:
+                out.append(Shard(device, index, replica, None))
+            continue
+        out.append(Shard(device, index, replica, Array(value[shifted(index, start)])))
     return out
 
 

@@ -50,6 +50,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from .array import Array, to_array
+from .global_arrays import spanning_argument
 from .dispatch import is_traced
 from .tree_util import tree_flatten, tree_unflatten, tree_flatten_with_path, keystr
 from .compiler.ir.abstract import ShapedArray
@@ -98,6 +99,8 @@ def leaf_aval(x, where, dense=False):
         return x.aval, x
     if t is Ref:
         raise TypeError(f"{where}: {x._kiln_not_traceable()}")
+    if isinstance(x, Array):
+        raise spanning_argument(where, x)
     raise TypeError(f"{where} of type {t} is not a valid kiln type: pass arrays, scalars or "
                     f"pytrees of them, or mark the argument static with static_argnums / "
                     f"static_argnames.")
@@ -360,9 +363,10 @@ def assign_globals(writes, outs):
             w.tree, [outs[v] if kind == "out" else v for kind, v in w.leaves])
 
 
-def stage_call(fun, args, kwargs, static, api=JIT, shown=None):
+def stage_call(fun, args, kwargs, static, api=JIT, shown=None, avals=None):
     """`stage` for the call `fun(*args, **kwargs)` with `static` (StaticArgs) arguments by
-    value: (Staged, the dynamic leaves' pytree definition, statics)."""
+    value: (Staged, the dynamic leaves' pytree definition, statics). `avals`: the dynamic
+    leaves' abstract values when not their own (global arrays: their global shapes)."""
     name = function_name(fun)
     statics, dyn_args, dyn_kwargs = static.split(args, kwargs, shown or name)
     leaves, treedef = tree_flatten((tuple(dyn_args), dyn_kwargs))
@@ -372,7 +376,8 @@ def stage_call(fun, args, kwargs, static, api=JIT, shown=None):
     def rebuild(tracers):
         targs, tkwargs = tree_unflatten(treedef, tracers)
         return merge_statics(targs, tkwargs, statics)
-    avals = [leaf_aval(x, f"argument {i}")[0] for i, x in enumerate(leaves)]
+    if avals is None:
+        avals = [leaf_aval(x, f"argument {i}")[0] for i, x in enumerate(leaves)]
     return stage(fun, avals, rebuild, name, hints, api, shown), treedef, statics
 
 

@@ -1,5 +1,6 @@
 """Collectives across the processes of a run (kiln.distributed over MPI), for a pmap that a
-transform traces (`jit(pmap(f))`, `grad(pmap(f))` under several processes).
+transform traces (`jit(pmap(f))`, `grad(pmap(f))` under several processes), and for a function
+partitioned over the processes (sharded jit of global arrays: primitives/partitioning.py).
 
 There pmap is emitted like vmap over this process's replicas (runtime/pmap.py), and its axis
 spans every process. A collective over that axis computes what it can across the local
@@ -170,14 +171,19 @@ def _all_gather(args, dims, *, size, axis, process, processes, all_gather_dimens
     local, _ = BATCH_COLLECTIVE[all_gather](args, dims, size=size, axis=axis,
                                             all_gather_dimension=all_gather_dimension,
                                             axis_size=size, **params)
-    at = all_gather_dimension
+    return join_processes(local, all_gather_dimension, process, processes), None
+
+
+def join_processes(local, at, process, processes):
+    """Every process's `local` joined along its dimension `at`, process p's block p (one
+    allgather)."""
     stacked = E.bind("process_allgather", local, process=process, processes=processes)
     shape = list(E.aval(local).shape)
     order = list(range(1, len(shape) + 1))
     order.insert(at, 0)
     moved = E.transpose(stacked, permutation=tuple(order))
     shape[at] *= processes
-    return E.reshape(moved, new_sizes=tuple(shape), dimensions=None), None
+    return E.reshape(moved, new_sizes=tuple(shape), dimensions=None)
 
 
 BATCH_ACROSS_PROCESSES[psum] = _reducing(psum, "sum")

@@ -1,0 +1,205 @@
+"""Arrays that span several processes (kiln.distributed under mpirun), JAX's global arrays.
+
+With several processes, a sharding over every process's devices (a NamedSharding over a mesh
+of `kiln.devices()`) describes a *global* array: its shape is the global shape, and each
+process holds only the blocks of its own devices. `make_array_from_process_local_data`,
+`make_array_from_callback` and `make_array_from_single_device_arrays` (placement.py) build one
+from this process's data:
+
+- when this process's devices hold the whole array (a replicated spec such as `P()`), it is an
+  ordinary Array holding it, with that sharding: NumPy conversion and eager operations work,
+  as in JAX;
+- otherwise it is a `GlobalArray`: an Array of the global shape and dtype whose buffer is
+  this process's block only. kiln supports one layout, the data-parallel one: the array split
+  along one dimension across the processes, process p holding block p of that dimension
+  (whatever the split among its own devices), as a mesh made by `kiln.make_mesh` over
+  `kiln.devices()` gives (`process_split`). Its `addressable_shards` are this process's
+  devices' blocks (views of its buffer), its `global_shards` every device's, with `data` None
+  for other processes' devices.
+
+A GlobalArray has no value in any one process: NumPy conversion is JAX's RuntimeError, and so
+is every eager operation on it (its buffer, `_value`, refuses every use, naming the ways that
+work: `kiln.jit` with shardings (global_jit.py), `kiln.pmap` over its local shards,
+`.addressable_shards`).
+"""
+import math
+
+import numpy as np
+
+from .array import Array, placed_on
+
+_FETCH = ("Fetching value for `jax.Array` that spans non-addressable (non process local) "
+          "devices is not possible. You can use `.addressable_shards` method of jax.Array to "
+          "inspect the addressable (process local) shards")
+
+
+def spanning_error(shape, dtype):
+    """The RuntimeError for using the value of a global array of `shape` outside jit/pmap."""
+    return RuntimeError(
+        f"{_FETCH}. (kiln: this {np.dtype(dtype).name}{list(shape)} array spans several "
+        f"processes and this process holds only its own block; compute with it in "
+        f"kiln.jit(..., in_shardings=..., out_shardings=...) or kiln.pmap over its local "
+        f"shards, or read .addressable_shards.)")
+
+
+class SpansProcesses(TypeError):
+    """A GlobalArray given where only a value held by one process fits (a transform's
+    argument): kiln.jit routes its calls with such arguments to global_jit.py instead."""
+
+
+def spanning_argument(where, array):
+    return SpansProcesses(
+        f"{where} is a global array of shape {array.shape} spanning several processes; "
+        f"kiln computes with those only in kiln.jit (with or without in_shardings/"
+        f"out_shardings) and kiln.pmap: call this transform inside a jitted function")
+
+
+class _Spanning:
+    """The `_value` of a GlobalArray: the global shape and dtype; anything else raises."""
+    __slots__ = ("shape", "dtype", "ndim", "size", "itemsize", "nbytes")
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype, self.ndim = shape, dtype, len(shape)
+        self.size = math.prod(shape)
+        self.itemsize = dtype.itemsize
+        self.nbytes = self.size * self.itemsize
+
+    def __getattr__(self, name):
+        raise spanning_error(self.shape, self.dtype)
+
+    def __array__(self, *args, **kwargs):
+        raise spanning_error(self.shape, self.dtype)
+
+
+class GlobalArray(Array):
+    """An Array that spans several processes (see the module docstring): `local` is this
+    process's block, along dimension `split` of the global shape."""
+
+    __slots__ = ("local", "split")
+
+    def __array__(self, dtype=None, copy=None):
+        raise spanning_error(self.shape, self.dtype)
+
+    def __repr__(self):
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"Array(shape={self.shape}, dtype={self.dtype.name}{weak})"
+
+    __str__ = __repr__
+
+
+def process_split(sharding, shape):
+    """The dimension of `shape` that `sharding` splits across the processes (process p holding
+    block p of it, every other dimension whole), or None when this process's devices hold the
+    whole array. Other layouts are a NotImplementedError."""
+    from .devices import process_index, process_count
+    blocks = list(sharding.addressable_devices_indices_map(tuple(shape)).values())
+    if not blocks:
+        raise ValueError(f"{sharding} has no device in process {process_index()}")
+    lo = [min(b[d].indices(n)[0] for b in blocks) for d, n in enumerate(shape)]
+    hi = [max(b[d].indices(n)[1] for b in blocks) for d, n in enumerate(shape)]
+    partial = [d for d, n in enumerate(shape) if (lo[d], hi[d]) != (0, n)]
+    if not partial:
+        return None
+    p, count = process_index(), process_count()
+    d = partial[0]
+    width = shape[d] // count
+    if len(partial) > 1 or shape[d] % count or (lo[d], hi[d]) != (p * width, (p + 1) * width):
+        raise NotImplementedError(
+            f"{sharding} lays an array of shape {tuple(shape)} out over the processes in a way "
+            f"kiln does not support yet: kiln's global arrays are split along one dimension "
+            f"across the processes, process p holding block p of it (a mesh from "
+            f"kiln.make_mesh over kiln.devices(), its process-spanning axis in the spec of "
+            f"that dimension)")
+    return d
+
+
+def local_shape(shape, split, processes):
+    """`shape` with dimension `split` (None: none) cut to one process's block."""
+    if split is None:
+        return tuple(shape)
+    return tuple(n // processes if d == split else n for d, n in enumerate(shape))
+
+
+def from_local_block(local, sharding, shape, weak_type=False):
+    """The array of global `shape` laid out as `sharding` says, of which this process holds
+    the block `local` (an ndarray of that block's shape): a GlobalArray, or an ordinary
+    Array when the block is the whole array."""
+    from .devices import process_count
+    split = process_split(sharding, shape)
+    expected = local_shape(shape, split, process_count())
+    if local.shape != expected:
+        raise ValueError(f"this process's block of a {tuple(shape)} array laid out as "
+                         f"{sharding} has shape {expected}, but the data given has shape "
+                         f"{local.shape}")
+    if split is None:
+        out = Array(local, weak_type)
+    else:
+        out = object.__new__(GlobalArray)
+        out._value = _Spanning(tuple(shape), local.dtype)
+        out.weak_type = bool(weak_type)
+        out.local, out.split = local, split
+    return placed_on(out, sharding)
+
+
+def block_start(shape, split):
+    """Where this process's block of a `shape` array split along `split` (None: not split)
+    starts along each dimension."""
+    from .devices import process_index, process_count
+    width = 0 if split is None else shape[split] // process_count()
+    return tuple(process_index() * width if d == split else 0 for d in range(len(shape)))
+
+
+def own_block(shape, split):
+    """This process's block of a `shape` array split along `split` (None: all of it), as
+    slices."""
+    from .devices import process_count
+    return tuple(slice(s, s + n) for s, n in zip(block_start(shape, split),
+                                                 local_shape(shape, split, process_count())))
+
+
+def shifted(index, start):
+    """A device's `index` (slices into the global array) as slices into this process's block
+    that starts at `start`."""
+    return tuple(slice(s.start - o, s.stop - o) if s.start is not None else s
+                 for s, o in zip(index, start))
+
+
+def local_data(array):
+    """This process's block of an Array: a GlobalArray's own block, else its whole value."""
+    return array.local if type(array) is GlobalArray else np.asarray(array)
+
+
+def local_leaves(leaves):
+    """`leaves` with every GlobalArray replaced by an Array of this process's block (what
+    `pmap` maps over: its local devices' shards), and {id(that Array): (the dimension the
+    global array is split along across the processes, its sharding's devices here)}."""
+    out, spans = [], {}
+    for leaf in leaves:
+        if type(leaf) is GlobalArray:
+            leaf_local = Array(leaf.local, leaf.weak_type)
+            spans[id(leaf_local)] = (leaf.split, len(leaf.sharding.addressable_devices))
+            leaf = leaf_local
+        out.append(leaf)
+    return out, spans
+
+
+def check_mapped_along_split(leaves, axes, spans, what):
+    """A ValueError unless each global array's local block (`spans`, from `local_leaves`) is
+    mapped along the dimension it is split along across the processes."""
+    for leaf, d in zip(leaves, axes):
+        split, devices = spans.get(id(leaf), (None, None))
+        if split is None:
+            continue
+        if d == split and leaf.shape[d] != devices:
+            raise ValueError(
+                f"{what} maps a global array whose block in this process has {leaf.shape[d]} "
+                f"entries along axis {d} over this process's {devices} devices: pmap takes one "
+                f"entry per device. Lay the global array out with one entry of that axis per "
+                f"device (e.g. local data of shape ({devices}, {leaf.shape[d] // devices}, "
+                f"...)), or use kiln.jit with in_shardings")
+        if d != split:
+            raise ValueError(
+                f"{what} maps a global array of this process's shape {leaf.shape} along "
+                f"{'no axis' if d is None else f'axis {d}'}, but it is split across the "
+                f"processes along axis {split}: map it along axis {split} (each replica "
+                f"takes its device's shard), or pass the whole value as an ordinary array")
