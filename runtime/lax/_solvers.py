@@ -11,7 +11,8 @@ function or the linear map depends on, closed-over values included.
   `custom_jvp` whose tangent is `solve` of the residual's tangent, through a `custom_vjp`
   whose cotangent is `transpose_solve` (over matvec's transpose) of the incoming one, or
   `solve` when `symmetric`. So forward mode calls `solve` and reverse mode the transpose
-  solve, as JAX does; no loop inside a solver is differentiated.
+  solve, as JAX does; no loop inside a solver is differentiated. Without `transpose_solve`
+  (where JAX's reverse mode raises), reverse mode differentiates `solve` itself.
 """
 from ..tree_util import tree_flatten, tree_map, tree_unflatten
 from ._ops import add, neg, stop_gradient, sub, full_like
@@ -94,16 +95,16 @@ def _solve_tangent(matvec, solve, transpose_solve, symmetric, has_aux):
     def backward(v, ct):
         if symmetric:
             return (solve_value(matvec, ct),)
-        if transpose_solve is None:
-            raise TypeError("transpose_solve required for backwards mode automatic "
-                            "differentiation of custom_linear_solve")
 
         def vecmat(y):
             return vjp(matvec, tree_map(_zeros, v))[1](y)[0]
         return (_split_aux(transpose_solve(vecmat, ct), has_aux)[0],)
 
-    linear = custom_vjp(forward)
-    linear.defvjp(forward_fwd, backward)
+    if transpose_solve is None and not symmetric:
+        linear = forward            # reverse mode differentiates `solve` itself
+    else:
+        linear = custom_vjp(forward)
+        linear.defvjp(forward_fwd, backward)
 
     def zero(r):
         return tree_map(_zeros, r)
