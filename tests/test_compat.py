@@ -44,6 +44,8 @@ from jax import lax, tree_util, random, nn, debug, tree
 import jax.scipy.special, jax.scipy.stats.norm, jax.example_libraries.optimizers
 import jax.example_libraries.stax, jax.typing, jax.dtypes, jax.nn.initializers
 from jax.scipy.optimize import minimize
+from jax.scipy.sparse.linalg import cg
+assert jax.scipy.sparse.linalg is kiln.scipy.sparse.linalg and cg is kiln.scipy.sparse.linalg.cg
 assert jax.scipy.optimize is kiln.scipy.optimize and minimize is kiln.scipy.optimize.minimize
 from jax.tree_util import tree_map
 assert jax is kiln and jnp is kiln.numpy and jax.lax is kiln.lax and jax.Array is kiln.Array

@@ -244,6 +244,21 @@ def test_custom_linear_solve_value_and_gradients():
         close(a, w, rtol=1e-5, atol=1e-6)
 
 
+def test_custom_linear_solve_reverse_mode_uses_transpose_solve():
+    A = np.array([[3.0, 1.0], [0.0, 2.0]], np.float32)
+    b = np.array([1.0, 2.0], np.float32)
+
+    def solve_sum(b, transpose_solve):
+        def solve(mv, v):
+            return knp.linalg.solve(A, v)
+        t = (lambda vm, v: vm(v)) if transpose_solve else None   # A^T v: shows it is used
+        return kl.custom_linear_solve(lambda x: A @ x, b, solve, t).sum()
+    close(kiln.grad(solve_sum)(b, True), A.T @ np.ones(2))
+    close(kiln.jvp(lambda v: solve_sum(v, False), (b,), (b,))[1], np.linalg.solve(A, b).sum())
+    # without transpose_solve (an error in JAX), reverse mode differentiates solve itself
+    close(kiln.grad(solve_sum)(b, False), np.linalg.solve(A.T, np.ones(2)))
+
+
 # --------------------------------------------------------- staging, sharding, platforms
 
 def test_scatter_apply_matches_jax_and_differentiates():

@@ -180,7 +180,9 @@ PUBLIC = {
         "binomial", "multinomial", "poisson"},
     "kiln.scipy": {
         "cluster", "fft", "integrate", "interpolate", "linalg", "ndimage", "optimize",
-        "signal", "special", "stats"},
+        "signal", "sparse", "special", "stats"},
+    "kiln.scipy.sparse": {"linalg"},
+    "kiln.scipy.sparse.linalg": {"bicgstab", "cg", "gmres"},
     "kiln.scipy.fft": {"dct", "dctn", "idct", "idctn"},
     "kiln.scipy.ndimage": {"map_coordinates"},
     "kiln.scipy.interpolate": {"RegularGridInterpolator"},
