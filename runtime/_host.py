@@ -19,7 +19,7 @@ from .compiler.primitives import PRIMITIVES as P
 from .dispatch import bind, is_traced as _is_traced
 from .tree_util import tree_flatten, tree_unflatten
 from .lax import _staged
-from . import lax
+from . import lax, ref_regions
 
 
 
@@ -57,7 +57,20 @@ def _leaf_names(names, trees_per_name):
 
 
 def switch(index, runners, names=(), info=None):
-    """Specialise each runner as a branch of one `cond`; join their results."""
+    """Specialise each runner as a branch of one `cond`; join their results. Refs the
+    branches write are extra results (ref_regions)."""
+    def carry(refs, values):
+        def branch(run):
+            def run_refs():
+                ref_regions.enter(refs, values)
+                return [*run(), ref_regions.values(refs)]
+            return run_refs
+        out = _switch(index, [branch(run) for run in runners], [*names, "Ref"], info)
+        return out[:-1], out[-1]
+    return ref_regions.written_in(lambda: _switch(index, runners, names, info), carry)
+
+
+def _switch(index, runners, names, info):
     b = current()
     # Pass 1: trace every branch, recording output structure and leaves.
     records = []

@@ -81,7 +81,7 @@ def disable_jit(disable=True):
 
 class _Entry(staging.Entry):
     __slots__ = ("function", "ssa", "executable", "out_tree", "out_weak", "consts",
-                 "in_avals", "held", "writes")   # held: donated inputs whose buffers become outputs
+                 "in_avals", "held", "writes", "refs")   # held: donated inputs whose buffers become outputs
 
 
 class Jitted:
@@ -147,7 +147,7 @@ class Jitted:
             if out is not fastcall.MISS:
                 return out
         try:
-            key, dyn_values, _ = self._signature(args, kwargs)
+            key, dyn_values, leaves = self._signature(args, kwargs)
         except SpansProcesses:   # a global array: one program over the processes
             return sharded_call(self, args, kwargs)
         if self._fallback is not None:
@@ -156,11 +156,11 @@ class Jitted:
                 return self._on(placed)._call(args, kwargs)
         entry = self._entry(key, args, kwargs)
         if entry.held:
-            return _run_donating(entry, self._leaves(args, kwargs), dyn_values)
-        if not entry.writes and fastcall.eligible(args, kwargs, self._static,
+            return _run_donating(entry, leaves, dyn_values)
+        if not entry.writes and entry.refs is None and fastcall.eligible(args, kwargs, self._static,
                                                   entry.executable):
             self._fast = fastcall.FastCall(entry, args, wrap_outputs)
-        return self._run(entry, dyn_values)
+        return self._run(entry, dyn_values, leaves)
 
     def _on(self, backend):
         """This function with `backend` ("cuda", "pjrt"): calls with an argument on one of its
@@ -179,10 +179,11 @@ class Jitted:
         leaves, treedef = tree_flatten((tuple(dyn_args), dyn_kwargs))
         avals, values = [], []
         for i, leaf in enumerate(leaves):
-            aval, value = leaf_aval(leaf, f"argument {i} of {self.__name__}", dense=True)
+            aval, value = leaf_aval(leaf, f"argument {i} of {self.__name__}", dense=True,
+                                    refs=True)
             avals.append(aval)
             values.append(value)
-        return (treedef, tuple(avals), statics), values, (dyn_args, dyn_kwargs, statics)
+        return (treedef, tuple(avals), statics), values, leaves
 
     def _entry(self, key, args, kwargs):
         """The specialisation for `key`, made now when it is missing or stale (under this
@@ -190,10 +191,16 @@ class Jitted:
         it once; finding one takes no lock)."""
         return self._cache.lookup(key, lambda stale: self._specialise(key, args, kwargs, stale))
 
-    def _run(self, entry, dyn_values):
+    def _run(self, entry, dyn_values, leaves):
+        refs = entry.refs   # Refs made outside: their values in, the new ones written back
+        if refs is not None:
+            dyn_values = [*dyn_values, *refs.values()]
         outs = wrap_outputs(entry.executable(*dyn_values, *entry.consts), entry.out_weak)
+        if refs is not None:
+            refs.assign(outs, leaves)
         if entry.writes:   # `global g; g = ...`: assigned after the call, from extra outputs
             staging.assign_globals(entry.writes, outs)
+        if refs is not None or entry.writes:
             outs = outs[:entry.out_tree.num_leaves]
         return tree_unflatten(entry.out_tree, outs)
 
@@ -255,6 +262,7 @@ class Jitted:
         entry.executable = executable
         entry.out_tree = st.out_tree
         entry.writes = st.writes
+        entry.refs = st.refs
         entry.out_weak = [v.aval.weak_type for v in ssa.outvars]
         hold = getattr(executable, "hold_constants", None)   # (pjrt: put on the device once)
         entry.consts = st.extra if hold is None else hold(st.extra)
@@ -308,7 +316,7 @@ def _run_donating(entry, leaves, values):
             values[i] = leaf._value if _sole_buffer(leaf) else np.array(leaf._value, order="C")
         else:
             values[i] = np.array(value, order="C")
-    out = Jitted._run(None, entry, values)
+    out = Jitted._run(None, entry, values, leaves)
     for a in donors:
         a.delete()
     return out
@@ -396,7 +404,8 @@ class Compiled:
     def __call__(self, *args, **kwargs):
         """Run on the dynamic arguments (pytrees as at `lower`, static ones left out)."""
         leaves, _ = tree_flatten((tuple(args), kwargs))
-        pairs = [leaf_aval(x, f"argument {i}", dense=True) for i, x in enumerate(leaves)]
+        pairs = [leaf_aval(x, f"argument {i}", dense=True, refs=True)
+                 for i, x in enumerate(leaves)]
         avals = tuple(a for a, _ in pairs)
         if avals != tuple(self._entry.in_avals):
             show = lambda t: "(" + ", ".join(a.str_short() for a in t) + ")"  # noqa: E731
@@ -407,7 +416,7 @@ class Compiled:
         check_execution(f"the compiled {self._entry.function.name}")
         if self._entry.held:   # `pairs` holds the buffers too: donated ones are copied
             return _run_donating(self._entry, leaves, values)
-        return Jitted._run(None, self._entry, values)
+        return Jitted._run(None, self._entry, values, leaves)
 
 
 def _stablehlo_text(entry):

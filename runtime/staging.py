@@ -39,6 +39,7 @@ static, and keys them by value from then on (`Transformation.static_floats` in `
 `vmap` applies the same rule to its unmapped leaves (`in_axes` None), floats traced.
 Arrays are always traced; inside `jit` nothing changes (jit's arguments are tracers).
 """
+import contextlib
 import importlib
 import inspect
 import logging
@@ -61,7 +62,8 @@ from . import tracer as _tracer  # noqa: F401  (installs the Tracer type in the 
 from . import _host  # noqa: F401  (fills the specialiser's host interface)
 from .execution_guards import STATE as _GUARDS, check_tracing
 from . import user_context
-from .refs import Ref
+from .refs import Ref, STAGING as _REF_STAGING
+from .ref_staging import RefStaging
 
 logger = logging.getLogger("kiln")
 
@@ -78,12 +80,26 @@ def log_compiles():
 
 # ------------------------------------------------------------------------------- arguments
 
-def leaf_aval(x, where, dense=False):
+class RefAval(NamedTuple):
+    """The abstract value of a Ref argument leaf of `jit` (its value's, `aval`)."""
+    aval: ShapedArray
+
+    def str_short(self):
+        return f"Ref{{{self.aval.str_short()}}}"
+
+    __str__ = str_short
+
+
+def leaf_aval(x, where, dense=False, refs=False):
     """(abstract value, run-time value) of an argument leaf; a TypeError naming `where` for a
     value that is neither an array, a number nor a traced value. `dense`: an Array's buffer as
     compiled code takes it (Array._dense: a broadcast one is made contiguous once, and kept,
-    not copied on every call)."""
+    not copied on every call). `refs`: a Ref is a RefAval with its value (`jit`), else a
+    TypeError."""
     t = type(x)
+    if t is Ref and refs:
+        aval, value = leaf_aval(x._live(), where, dense)
+        return RefAval(aval), value
     if t is Array:
         v = x._value
         if dense and not v.flags.c_contiguous:
@@ -132,6 +148,10 @@ def check_outputs(name, out, api):
     numeric; a transform's may also be float0 (integer inputs' derivatives)."""
     kinds = "biufc" if api == JIT else "biufcV"
     for path, leaf in tree_flatten_with_path(out)[0]:
+        if type(leaf) is Ref:
+            raise ValueError(f"function {name} {api} returned a Ref at output component "
+                             f"{keystr(path) or '(the output)'}, but Refs cannot be returned "
+                             f"(as in JAX): return its value `ref[...]` (or kiln.freeze(ref))")
         ok = isinstance(leaf, (Array, bool, int, float, complex, np.ndarray, np.generic)) or \
             is_traced(leaf)
         if not ok or getattr(getattr(leaf, "dtype", None), "kind", "b") not in kinds:
@@ -293,7 +313,7 @@ class Staged:
     """A user function specialised into SSA: `fn` takes (dynamic leaves, extra operands);
     `names` is its name supply (a transform of `fn` reuses its regions: names must not
     collide)."""
-    __slots__ = ("fn", "out_tree", "extra", "guards", "out_avals", "names", "writes")
+    __slots__ = ("fn", "out_tree", "extra", "guards", "out_avals", "names", "writes", "refs")
 
 
 def stage(fun, avals, rebuild, name, hints=None, api="transformed by kiln", shown=None):
@@ -308,14 +328,19 @@ def stage(fun, avals, rebuild, name, hints=None, api="transformed by kiln", show
     b = Builder(name, parent=parent) if parent is not None else Builder(name)
     hints = hints or [f"x{i}" if len(avals) > 1 else "x" for i in range(len(avals))]
     writes = specialise.GlobalWrites(b) if api == JIT else None
-    with b:
-        tracers = [b.new_input(a, h) for a, h in zip(avals, hints)]
+    # Refs made outside: jit's top level passes them in and out; elsewhere they are refused,
+    # except inside a jit specialisation, whose RefStaging stays in force.
+    refs = RefStaging(b) if writes is not None and parent is None else \
+        _REF_STAGING.active if parent is not None else None
+    with b, _ref_staging(refs):
+        tracers = [b.new_input(a.aval if type(a) is RefAval else a, h) for a, h in zip(avals, hints)]
         args, kwargs = rebuild(tracers)
         out, guards = specialise.specialise_call(fun, list(args), dict(kwargs), writes)
         out_leaves, out_tree = tree_flatten(out)
         check_outputs(shown or name, out, api)
         st = Staged()
         st.writes = _global_writes(writes, out_leaves)
+        st.refs = refs.finish(out_leaves) if refs is not None and refs.builder is b else None
         fn = b.build(out_leaves)
     st.fn, st.out_tree, st.guards = fn, out_tree, unique_guards(guards + user_context.guards())
     st.names = b.names
@@ -326,6 +351,16 @@ def stage(fun, avals, rebuild, name, hints=None, api="transformed by kiln", show
         st.extra = [x._dense() if type(x) is Array else value for _, value, x in b.consts]
     st.out_avals = [v.aval for v in fn.outvars]
     return st
+
+
+@contextlib.contextmanager
+def _ref_staging(refs):
+    """Within: `refs` (a RefStaging or None) handles the Refs made outside the function."""
+    old, _REF_STAGING.active = _REF_STAGING.active, refs
+    try:
+        yield
+    finally:
+        _REF_STAGING.active = old
 
 
 class GlobalWrite(NamedTuple):
@@ -373,11 +408,15 @@ def stage_call(fun, args, kwargs, static, api=JIT, shown=None, avals=None):
     hints = input_names(static.positional, dyn_args, dyn_kwargs,
                         {w for k, w, _ in statics if k == "#"})
 
+    if avals is None:
+        avals = [leaf_aval(x, f"argument {i}", refs=api == JIT)[0]
+                 for i, x in enumerate(leaves)]
+
     def rebuild(tracers):
+        tracers = [_REF_STAGING.active.argument(leaves[i], t, i) if type(a) is RefAval else t
+                   for i, (t, a) in enumerate(zip(tracers, avals))]
         targs, tkwargs = tree_unflatten(treedef, tracers)
         return merge_statics(targs, tkwargs, statics)
-    if avals is None:
-        avals = [leaf_aval(x, f"argument {i}")[0] for i, x in enumerate(leaves)]
     return stage(fun, avals, rebuild, name, hints, api, shown), treedef, statics
 
 

@@ -1,5 +1,6 @@
 """kiln.new_ref / Ref / empty_ref / freeze / free_ref and kiln.ds (runtime/refs.py), eagerly
-against JAX; inside compiled or transformed functions a Ref is a located TypeError."""
+and inside kiln.jit (closed over, passed in, made inside; in loops and branches; local Refs
+under grad and vmap) against JAX; what kiln refuses is a located error."""
 import jax
 import jax.numpy as J
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 
 import kiln
 import kiln.numpy as jnp
+from kiln.compiler.errors import CompileError
 
 
 def test_ref_reads_and_writes_as_jax():
@@ -46,18 +48,141 @@ def test_new_ref_copies_and_freeze_invalidates():
         kiln.memory.Space.Device
 
 
-def test_refs_in_compiled_functions_are_located_errors():
+def _run_both(program):
+    """`program(module, numpy)` under kiln and under JAX: their results, which must agree."""
+    k, j = program(kiln, jnp), program(jax, J)
+    for a, b in zip(jax.tree_util.tree_leaves(k), jax.tree_util.tree_leaves(j)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    return k
+
+
+def _reads_writes_in_order(m, np_):
+    r = m.new_ref(np_.arange(3.0))
+
+    @m.jit
+    def f(x):
+        a = r[...]
+        r[...] = a + x
+        r[1] += 10.0
+        r.addupdate(np_.float32(1.0), 2)
+        return a, r[...]
+
+    @m.jit
+    def g(ref, x):   # a Ref argument
+        ref[m.ds(0, 2)] = np_.stack([x, x])
+        return ref[...] * 2
+
+    @m.jit
+    def local(x):
+        q = m.new_ref(x)
+        q[...] += 1
+        return m.freeze(q)
+    return f(1.0), f(2.0), r[...], g(r, 5.0), r[...], local(np_.ones(2))
+
+
+def _in_control_flow(m, np_):
+    r = m.new_ref(np_.arange(3.0))
+    lax = m.lax
+
+    @m.jit
+    def loops(x, n):
+        def body(i, c):
+            r[...] += x
+            return c + 1
+
+        def w_body(s):
+            r[0] = r[0] * x
+            return s + 1
+        lax.while_loop(lambda s: s < 2, w_body, 0)
+        return lax.fori_loop(0, 3, body, 0) + lax.fori_loop(0, n, body, 0)
+
+    @m.jit
+    def branches(p):
+        def t():
+            r[0] = 100.0
+
+        def e():
+            r[1] = -1.0
+        lax.cond(p, t, e)
+        return r[...]
+
+    @m.jit
+    def nested(x, n):
+        q = m.new_ref(x)
+
+        def body(i, c):
+            q[...] += 1.0
+
+            def inner(j, d):
+                q[0] = q[0] * 2
+                return d
+            lax.fori_loop(0, 2, inner, 0)
+            return c
+        lax.fori_loop(0, n, body, 0)
+        return m.freeze(q)
+    return loops(2.0, 2), r[...], branches(True), branches(False), nested(np_.zeros(2), 3)
+
+
+def _under_transforms(m, np_):
+    def local(x):
+        q = m.new_ref(x)
+        q[...] = q[...] * 3
+        return q[...].sum()
+    return m.grad(local)(1.0), m.vmap(local)(np_.arange(3.0)), m.jit(m.grad(local))(2.0)
+
+
+@pytest.mark.parametrize("program", [_reads_writes_in_order, _in_control_flow,
+                                     _under_transforms])
+def test_refs_in_compiled_functions_as_jax(program):
+    _run_both(program)
+
+
+def test_refs_in_python_control_flow():
+    r = kiln.new_ref(jnp.zeros(3))
+
+    @kiln.jit
+    def f(x):
+        if x > 0:
+            r[0] = x
+        else:
+            r[1] = x
+        i = 0
+        while i < x:
+            r[2] += 1.0
+            i += 1
+        return r[...]
+    np.testing.assert_array_equal(f(2.0), [2, 0, 2])
+    np.testing.assert_array_equal(f(-1.0), [2, -1, 2])
+    np.testing.assert_array_equal(r[...], [2, -1, 2])
+
+
+def test_refs_where_kiln_refuses_them():
     r = kiln.new_ref(jnp.zeros(()))
 
     def closes_over(x):
         return r[...] + x
-    with pytest.raises(TypeError, match="Ref inside a compiled .*ref\\[...\\] = new") as e:
-        kiln.jit(closes_over)(1.0)
-    assert "r[...] + x" in str(e.value)
-    with pytest.raises(TypeError, match="Ref inside"):
+    with pytest.raises(TypeError, match="outside kiln.jit.*ref\\[...\\] = new") as e:
         kiln.grad(closes_over)(1.0)
-    with pytest.raises(TypeError, match="argument 0 .*Ref inside"):
-        kiln.jit(lambda ref: ref[...])(r)
+    assert "r[...] + x" in str(e.value)
+    with pytest.raises(TypeError, match="argument 0.*Ref inside"):
+        kiln.vmap(lambda ref: ref[...])(r)
+    np.testing.assert_array_equal(kiln.jit(kiln.grad(closes_over))(1.0), 1.0)  # reads
+
+    def writes(x):
+        r[...] = x
+        return x
+    with pytest.raises(CompileError, match="writing a Ref here") as e:
+        kiln.jit(kiln.grad(writes))(1.0)
+    assert "r[...] = x" in str(e.value)
+    with pytest.raises(ValueError, match="Refs cannot be returned"):
+        kiln.jit(lambda x: kiln.new_ref(x))(1.0)
+    with pytest.raises(ValueError, match="only one reference"):
+        kiln.jit(lambda a, b: a[...] + b[...])(r, r)
+    with pytest.raises(TypeError, match="freeze of a Ref made outside"):
+        kiln.jit(lambda: kiln.freeze(r))()
+    kiln.free_ref(r)
+    with pytest.raises(ValueError, match="invalidated"):
+        kiln.jit(closes_over)(1.0)
 
 
 @pytest.mark.parametrize("start,size,stride", [(1, 3, 1), (8, 4, 1), (1, 3, 2), (6, 3, 2),

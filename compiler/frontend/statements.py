@@ -20,6 +20,8 @@ static test unrolls, a `for` over a static container unrolls. On traced values:
   run only where no flag is set. A `break`/`continue` under a traced `if` in a loop that runs
   statically (over a Python container) is a CompileError saying how to compile the loop.
 """
+import operator
+
 import gast
 
 from ..errors import CompileError, ConcretizationError, KilnError
@@ -157,6 +159,8 @@ def assign_target(frame, target, value):
                                           "x.at[i].set(v).")
             check_mutation(container, "item assignment", frame.info(target))
             container[index] = value
+        elif getattr(type(container), "_kiln_mutable", False):
+            _set_item(frame, target, container, index, value)
         else:
             raise CompileError(
                 f"item assignment on {type(container).__name__} values is not supported: "
@@ -171,6 +175,17 @@ def assign_target(frame, target, value):
                            frame.info(target))
     else:
         raise CompileError(f"cannot assign to {type(target).__name__}", frame.info(target))
+
+
+def _set_item(frame, target, container, index, value):
+    """`container[index] = value` on an object that is mutable in compiled code (`_kiln_mutable`:
+    a kiln.Ref, which records the write at specialisation), located at `target`."""
+    b = _builder.current()
+    prev, b.info = b.info, frame.info(target)
+    try:
+        _with_location(frame, target, operator.setitem, container, index, value)
+    finally:
+        b.info = prev
 
 
 def _unpack(frame, target, value):
@@ -242,6 +257,10 @@ def _s_augassign(frame, node):
     elif isinstance(target, gast.Subscript):
         container = eval_expr(frame, target.value)
         index = eval_expr(frame, target.slice)
+        if getattr(type(container), "_kiln_mutable", False):   # a Ref: read, then write
+            item = _with_location(frame, target, operator.getitem, container, index)
+            _set_item(frame, target, container, index, op(item, eval_expr(frame, node.value)))
+            return
         if not isinstance(container, (list, dict)):
             raise CompileError("augmented item assignment on an array is not supported: "
                                "kiln arrays are immutable", frame.info(target),

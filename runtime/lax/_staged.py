@@ -18,6 +18,7 @@ from ..compiler.ir.ssa import Function
 from ..tree_util import tree_flatten, tree_unflatten
 from ..compiler.primitives.collectives import holds_collectives
 from ..dispatch import bind, is_traced
+from .. import ref_regions
 
 
 def tracing():
@@ -90,6 +91,21 @@ def _convert(leaves, avals):
 
 
 def while_loop(cond_fun, body_fun, init_val):
+    """A `while_loop` primitive; Refs its body writes are carried too (ref_regions)."""
+    def carry(refs, values):
+        def cond_refs(c):
+            ref_regions.enter(refs, c[1])
+            return cond_fun(c[0])
+
+        def body_refs(c):
+            ref_regions.enter(refs, c[1])
+            out = body_fun(c[0])
+            return out, ref_regions.values(refs)
+        return _while_loop(cond_refs, body_refs, (init_val, values))
+    return ref_regions.written_in(lambda: _while_loop(cond_fun, body_fun, init_val), carry)
+
+
+def _while_loop(cond_fun, body_fun, init_val):
     b = current()
     leaves, treedef, avals = _flat_avals(init_val)
     for _ in range(2):  # at most one retry, after promoting weak initial values
@@ -124,6 +140,20 @@ def cond(pred, true_fun, false_fun, *operands):
 
 
 def switch(index, branches, *operands):
+    """A `cond` primitive; Refs its branches write are extra operands and results
+    (ref_regions)."""
+    def carry(refs, values):
+        def branch(br):
+            def run(vals, *ops):
+                ref_regions.enter(refs, vals)
+                out = br(*ops)
+                return out, ref_regions.values(refs)
+            return run
+        return _switch(index, [branch(br) for br in branches], values, *operands)
+    return ref_regions.written_in(lambda: _switch(index, branches, *operands), carry)
+
+
+def _switch(index, branches, *operands):
     b = current()
     leaves, treedef, avals = _flat_avals(operands)
     children, records = [], []
@@ -164,6 +194,18 @@ def _strengthen(x):
 
 
 def scan(f, init, xs, length, reverse):
+    """A `scan` primitive; Refs its body writes are carried too (ref_regions)."""
+    def carry(refs, values):
+        def f_refs(c, x):
+            ref_regions.enter(refs, c[1])
+            new, y = f(c[0], x)
+            return (new, ref_regions.values(refs)), y
+        (out, new_values), ys = _scan(f_refs, (init, values), xs, length, reverse)
+        return (out, ys), new_values
+    return ref_regions.written_in(lambda: _scan(f, init, xs, length, reverse), carry)
+
+
+def _scan(f, init, xs, length, reverse):
     b = current()
     c_leaves, c_tree, c_avals = _flat_avals(init)
     x_leaves, x_tree, x_avals = _flat_avals(xs)
