@@ -17,8 +17,12 @@ from ._special_series import *  # noqa: F401,F403
 from ._special_series import __all__ as _series
 from ._special_bessel import *  # noqa: F401,F403
 from ._special_bessel import __all__ as _bessel
+from ._special_integrals import *  # noqa: F401,F403
+from ._special_integrals import __all__ as _integrals
+from ._special_hyper import *  # noqa: F401,F403
+from ._special_hyper import __all__ as _hyper
 from ..wrappers import user_facing_names  # noqa: E402
 
-__all__ = _base + _closed + _series + _bessel
+__all__ = _base + _closed + _series + _bessel + _integrals + _hyper
 user_facing_names(globals())
-del user_facing_names, _base, _closed, _series, _bessel
+del user_facing_names, _base, _closed, _series, _bessel, _integrals, _hyper
