@@ -4,7 +4,9 @@ Written in plain Python over `kiln.lax` primitives (`erf`, `erfc`, `erf_inv`, `l
 `digamma`, `logistic`, ...) and `kiln.numpy`, following JAX's formulas so that values, dtypes and
 weak types agree with JAX: `ndtr` switches between `erf` and `erfc` at |x| = 1/sqrt(2), `ndtri`
 uses Cephes' piecewise rational approximations, `log_ndtr` an asymptotic series in the far
-left tail. Constants are built in the argument's dtype (JAX's `_const`): a weakly typed scalar
+left tail. The series, continued-fraction, quadrature and rational-approximation functions
+(`_special_series`, `_special_integrals`, `_special_hyper`) say their methods in their modules'
+docstrings. Constants are built in the argument's dtype (JAX's `_const`): a weakly typed scalar
 argument keeps its weak type. `logsumexp` is `kiln.nn.logsumexp`.
 
 (The names are defined in `_special`, with the helpers they use, which stay out of
