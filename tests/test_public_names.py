@@ -207,7 +207,8 @@ PUBLIC = {
         "ndtri", "rel_entr", "softmax", "xlog1py", "xlogy",
         "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "dawsn",
         "erfcx", "exp1", "expi", "expn", "factorial", "gammainc", "gammaincc", "i0", "i0e",
-        "i1", "i1e", "multigammaln", "poch", "polygamma", "spence", "zeta", "bessel_jn"},
+        "i1", "i1e", "multigammaln", "poch", "polygamma", "spence", "zeta", "bessel_jn",
+        "fresnel", "hyp1f1", "owens_t", "sici", "wofz"},
     "kiln.scipy.stats": {
         "bernoulli", "beta", "binom", "cauchy", "chi2", "dirichlet", "expon", "gamma",
         "geom", "laplace", "logistic", "multivariate_normal", "nbinom", "norm", "pareto",

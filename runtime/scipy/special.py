@@ -4,7 +4,9 @@ Written in plain Python over `kiln.lax` primitives (`erf`, `erfc`, `erf_inv`, `l
 `digamma`, `logistic`, ...) and `kiln.numpy`, following JAX's formulas so that values, dtypes and
 weak types agree with JAX: `ndtr` switches between `erf` and `erfc` at |x| = 1/sqrt(2), `ndtri`
 uses Cephes' piecewise rational approximations, `log_ndtr` an asymptotic series in the far
-left tail. Constants are built in the argument's dtype (JAX's `_const`): a weakly typed scalar
+left tail. The series, continued-fraction, quadrature and rational-approximation functions
+(`_special_series`, `_special_integrals`, `_special_hyper`) say their methods in their modules'
+docstrings. Constants are built in the argument's dtype (JAX's `_const`): a weakly typed scalar
 argument keeps its weak type. `logsumexp` is `kiln.nn.logsumexp`.
 
 (The names are defined in `_special`, with the helpers they use, which stay out of
@@ -17,8 +19,12 @@ from ._special_series import *  # noqa: F401,F403
 from ._special_series import __all__ as _series
 from ._special_bessel import *  # noqa: F401,F403
 from ._special_bessel import __all__ as _bessel
+from ._special_integrals import *  # noqa: F401,F403
+from ._special_integrals import __all__ as _integrals
+from ._special_hyper import *  # noqa: F401,F403
+from ._special_hyper import __all__ as _hyper
 from ..wrappers import user_facing_names  # noqa: E402
 
-__all__ = _base + _closed + _series + _bessel
+__all__ = _base + _closed + _series + _bessel + _integrals + _hyper
 user_facing_names(globals())
-del user_facing_names, _base, _closed, _series, _bessel
+del user_facing_names, _base, _closed, _series, _bessel, _integrals, _hyper
