@@ -31,10 +31,10 @@ from ...primitives import PRIMITIVES
 from ...primitives.core import STABLEHLO
 from .lower_decompositions import any_true, conj, real, triangle_mask
 from .lower_linalg import dot
-from .lower_lu import pick, total
-from .lower_qr import adjoint
+from .lower_lu import total
+from .lower_qr import adjoint, transposed
 from .lower_sorting import sort
-from .lower_structural import concatenate, iota, slice_
+from .lower_structural import concatenate, iota, reshape, slice_
 
 _I32 = np.dtype(np.int32)
 MAX_SWEEPS = 30
@@ -78,15 +78,26 @@ def halves(ctx, x, axis):
     return _cut(ctx, x, axis, 0, h), _cut(ctx, x, axis, h, 2 * h)
 
 
-def _next_round(ctx, x, axis):
-    """x with its indices along `axis` moved to the next round's places: the first stays,
-    the others move one step around the circle (top row t, bottom row b:
-    [t0, b0, t1 .. t(h-2) | b1 .. b(h-1), t(h-1)])."""
-    h = x.aval.shape[axis] // 2
+def _next_round(ctx, p, q, axis):
+    """The halves p and q joined along `axis` with their indices in the next round's places:
+    the first stays, the others move one step around the circle ([p0, q0, p1 .. p(h-2) |
+    q1 .. q(h-1), p(h-1)])."""
+    h = p.aval.shape[axis]
     if h < 2:
-        return x
-    spans = [(0, 1), (h, h + 1), (1, h - 1), (h + 1, 2 * h), (h - 1, h)]
-    return concatenate(ctx, [_cut(ctx, x, axis, a, b) for a, b in spans if b > a], axis)
+        return concatenate(ctx, [p, q], axis)
+    pieces = [(p, 0, 1), (q, 0, 1), (p, 1, h - 1), (q, 1, h), (p, h - 1, h)]
+    return concatenate(ctx, [_cut(ctx, x, axis, a, b) for x, a, b in pieces if b > a], axis)
+
+
+def _diagonal(ctx, x, offset=0, length=None):
+    """x[..., k, offset + k] for k < length (all of the main diagonal by default): a strided
+    slice of the flattened matrix."""
+    *lead, rows, cols = x.aval.shape
+    length = min(rows, cols) if length is None else length
+    flat = reshape(ctx, x, tuple(lead) + (rows * cols,))
+    nb = len(lead)
+    return slice_(ctx, flat, [0] * nb + [offset], lead + [offset + (length - 1) * (cols + 1) + 1],
+                  [1] * nb + [cols + 1])
 
 
 def _rotations(ctx, dp, dq, apq):
@@ -110,17 +121,21 @@ def _rotations(ctx, dp, dq, apq):
     return ctx.convert(c, apq.aval.dtype), u
 
 
-def rotate(ctx, x, axis, c, u):
-    """x with each pair (k, h + k) of its indices along `axis` rotated by its (c, u): side p
-    becomes c x_p - conj(u) x_q and side q becomes u x_p + c x_q. Along the columns that is
-    x J; along the rows, with conj(u), J^H x."""
-    top, bottom = halves(ctx, x, axis)
-    lead = list(range(c.aval.ndim - 1))
-    c, u = (ctx.broadcast(p, top.aval.shape, lead + [axis]) for p in (c, u))
+def rotate(ctx, x, c, u, keep=None):
+    """x with each pair (k, h + k) of its rows rotated by its (c, u), then moved to the next
+    round's places: row p becomes c x_p - conj(u) x_q and row q becomes u x_p + c x_q, which
+    is J^T x (J^H x with conj(u) in place of u). `keep`, when given, is a pair of masks over
+    the two rotated halves: the entries where they are false become zero."""
+    nb = c.aval.ndim - 1
+    top, bottom = halves(ctx, x, nb)
+    c, u = (ctx.broadcast(p, top.aval.shape, list(range(nb + 1))) for p in (c, u))
     mul = lambda a, b: ctx.binary("stablehlo.multiply", a, b)
     p = ctx.binary("stablehlo.subtract", mul(c, top), mul(conj(ctx, u), bottom))
     q = ctx.binary("stablehlo.add", mul(u, top), mul(c, bottom))
-    return concatenate(ctx, [p, q], axis)
+    if keep:
+        zero = ctx.splat(0, p.aval)
+        p, q = ctx.select(keep[0], p, zero), ctx.select(keep[1], q, zero)
+    return _next_round(ctx, p, q, nb)
 
 
 def _padded(ctx, x, axis):
@@ -131,15 +146,18 @@ def _padded(ctx, x, axis):
 
 
 def sweeps(ctx, x, axes, stats, apply, unconverged, vectors):
-    """(x, v) after Jacobi sweeps over the pairs of the n indices along x's `axes` (the
-    columns, or the rows and the columns). x is carried in the round's arrangement, where
-    index k pairs with h + k (h = m / 2, m = n rounded up to even: an odd n gets one index
-    of zeros, which never rotates); each round takes (a_pp, a_qq, a_pq) = stats(ctx, x), one
-    per pair, makes their rotations, sets x = apply(ctx, x, c, u) and v = v J (when
-    `vectors`; v starts as the identity), and moves the indices to the next round's places. After the m - 1 rounds of a sweep every
-    pair has met once and the indices are back in their places. Sweeps go on while
-    `unconverged(ctx, x)` (bool per matrix) holds for some matrix, at most MAX_SWEEPS."""
-    n, nb = x.aval.shape[axes[-1]], x.aval.ndim - 2
+    """(x, v) after Jacobi sweeps over the pairs of x's n rows (and columns too, when `axes`
+    names both trailing axes). x is carried in the round's arrangement, where row k pairs
+    with row h + k (h = m / 2, m = n rounded up to even: an odd n gets one index of zeros
+    along `axes`, which never rotates). Each round takes (a_pp, a_qq, a_pq) = stats(ctx, x),
+    one per pair, makes their rotations, and sets x = apply(ctx, x, c, u) and, when
+    `vectors`, V^T = J^T V^T (v starts as the identity), each with its rows moved to the
+    next round's places (`rotate`: only rows are rotated, since a concatenation of rows
+    fuses with the rotation where one of columns does not). After the m - 1 rounds of a
+    sweep every pair has met once and the indices are back in their places. Sweeps go on
+    while `unconverged(ctx, x)` (bool per matrix) holds for some matrix, at most
+    MAX_SWEEPS."""
+    n, nb = x.aval.shape[axes[0]], x.aval.ndim - 2
     if n % 2:
         for axis in axes:
             x = _padded(ctx, x, axis)
@@ -149,13 +167,11 @@ def sweeps(ctx, x, axes, stats, apply, unconverged, vectors):
                      if vectors else [])
 
     def one_round(b):
-        r, x, *v = b
+        r, x, *vt = b
         c, u = _rotations(ctx, *stats(ctx, x))
         x = apply(ctx, x, c, u)
-        v = [_next_round(ctx, rotate(ctx, w, nb + 1, c, u), nb + 1) for w in v]
-        for axis in axes:
-            x = _next_round(ctx, x, axis)
-        return [ctx.binary("stablehlo.add", r, ctx.constant(1, _I32)), x] + v
+        vt = [rotate(ctx, w, c, u) for w in vt]
+        return [ctx.binary("stablehlo.add", r, ctx.constant(1, _I32)), x] + vt
 
     def sweep(b):
         k, *mats = b
@@ -175,10 +191,11 @@ def sweeps(ctx, x, axes, stats, apply, unconverged, vectors):
 
     start = [zero] + carried
     avals = [s.aval for s in start]
-    x, *v = ctx.generic("stablehlo.while", start, avals, [(avals, going), (avals, sweep)])[1:]
+    x, *vt = ctx.generic("stablehlo.while", start, avals, [(avals, going), (avals, sweep)])[1:]
     for axis in axes:
         x = _cut(ctx, x, axis, 0, n)
-    return x, (_cut(ctx, _cut(ctx, v[0], nb, 0, n), nb + 1, 0, n) if vectors else None)
+    return x, (transposed(ctx, _cut(ctx, _cut(ctx, vt[0], nb, 0, n), nb + 1, 0, n))
+               if vectors else None)
 
 
 def eye_like(ctx, aval):
@@ -235,22 +252,35 @@ def _pair_entries(ctx, x):
     """(a_pp, a_qq, a_pq) of each pair (k, h + k) of the Hermitian x, the diagonal real."""
     nb = x.aval.ndim - 2
     h = x.aval.shape[-1] // 2
-    diag = pick(ctx, x, triangle_mask(ctx, x.aval.shape, "EQ"), nb + 1)
+    diag = _diagonal(ctx, x)
     dp, dq = halves(ctx, real(ctx, diag) if diag.aval.dtype.kind == "c" else diag, nb)
-    block = _cut(ctx, _cut(ctx, x, nb, 0, h), nb + 1, h, 2 * h)
-    return dp, dq, pick(ctx, block, triangle_mask(ctx, block.aval.shape, "EQ"), nb + 1)
+    return dp, dq, _diagonal(ctx, x, h, h)
+
+
+def _unpaired(ctx, shape):
+    """Masks over the two halves (rows k and h + k, columns already in the next round's
+    places) of the entries that are not the rotated pairs' a_pq, a_qp: row k's partner
+    h + k is now column 1 (k = 0) or h + k - 1, row h + k's partner k is column 0 (k = 0),
+    2h - 1 (k = h - 1) or k + 1."""
+    nb, h = len(shape) - 2, shape[-1] // 2
+    ints = ctx.out_avals[0].update(shape=(h, 2 * h), dtype=_I32, weak_type=False)
+    row, col = iota(ctx, ints, 0), iota(ctx, ints, 1)
+    k = lambda v: ctx.scalar_like(v, row)
+    first = ctx.compare("EQ", row, k(0))
+    p_partner = ctx.select(first, k(1), ctx.binary("stablehlo.add", row, k(h - 1)))
+    q_partner = ctx.select(first, k(0), ctx.select(ctx.compare("EQ", row, k(h - 1)), k(2 * h - 1),
+                                                   ctx.binary("stablehlo.add", row, k(1))))
+    halves_shape = shape[:nb] + (h, 2 * h)
+    return [ctx.broadcast(ctx.compare("NE", col, partner), halves_shape, [nb, nb + 1])
+            for partner in (p_partner, q_partner)]
 
 
 def _two_sided(ctx, x, c, u):
-    """J^H x J for the round's rotations, the rotated pairs' entries set to exactly zero."""
-    nb = x.aval.ndim - 2
-    x = rotate(ctx, rotate(ctx, x, nb + 1, c, u), nb, c, conj(ctx, u))
-    h = x.aval.shape[-1] // 2
-    ints = x.aval.update(dtype=_I32)
-    apart = ctx.binary("stablehlo.subtract", iota(ctx, ints, nb), iota(ctx, ints, nb + 1))
-    paired = ctx.binary("stablehlo.or", ctx.compare("EQ", apart, ctx.scalar_like(h, apart)),
-                        ctx.compare("EQ", apart, ctx.scalar_like(-h, apart)))
-    return ctx.select(paired, ctx.splat(0, x.aval), x)
+    """J^H x J for the round's rotations, the rotated pairs' entries set to exactly zero:
+    J^H (J^H x)^H, as x and the result are Hermitian."""
+    cu = conj(ctx, u)
+    x = adjoint(ctx, rotate(ctx, x, c, cu))
+    return rotate(ctx, x, c, cu, _unpaired(ctx, x.aval.shape))
 
 
 def _eigh(ctx, args, *, lower):
@@ -262,7 +292,7 @@ def _eigh(ctx, args, *, lower):
     nb = len(batch)
     a = _hermitian(ctx, a, lower)
     x, v = sweeps(ctx, a, (nb, nb + 1), _pair_entries, _two_sided, _off_diagonal_large, True)
-    w = pick(ctx, x, triangle_mask(ctx, x.aval.shape, "EQ"), nb + 1)
+    w = _diagonal(ctx, x)
     w, v = sort_columns(ctx, real(ctx, w) if w.aval.dtype.kind == "c" else w, [v])
     bad = not_finite(ctx, a)
     return [nan_where(ctx, bad, v), nan_where(ctx, bad, w)]
