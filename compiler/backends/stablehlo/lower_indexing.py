@@ -12,7 +12,7 @@ from ...primitives import PRIMITIVES
 from ...primitives.core import STABLEHLO
 from ...primitives.indexing import default_fill
 from .lower_reductions import scalar, dense_array
-from .lower_structural import slice_, reshape
+from .lower_structural import concatenate, slice_, reshape
 from .types import tensor_type
 
 
@@ -87,13 +87,7 @@ def _clamped(ctx, indices, index_map, window, operand_shape):
         hi = ctx.scalar_like(max(operand_shape[d] - window[d], 0), comp)
         c = ctx.emit(f"stablehlo.clamp {lo}, {comp}, {hi} : {comp.type}", comp.aval)
         parts.append(reshape(ctx, c, comp.aval.shape + (1,)))
-    if len(parts) == 1:
-        return parts[0]
-    aval = indices.aval
-    names = ", ".join(p.name for p in parts)
-    types = ", ".join(p.type for p in parts)
-    return ctx.emit(f"stablehlo.concatenate {names}, dim = {aval.ndim - 1} : ({types}) -> "
-                    f"{tensor_type(aval)}", aval)
+    return concatenate(ctx, parts, indices.aval.ndim - 1)
 
 
 def _scatter(combine):

@@ -147,10 +147,15 @@ def _qr(ctx, args, *, full_matrices):
     return householder_qr(ctx, args[0], full_matrices)
 
 
+def transposed(ctx, x):
+    """The transpose over the trailing two axes."""
+    nb = x.aval.ndim - 2
+    return transpose(ctx, x, list(range(nb)) + [nb + 1, nb])
+
+
 def adjoint(ctx, x):
     """The conjugate transpose over the trailing two axes."""
-    nb = x.aval.ndim - 2
-    return conj(ctx, transpose(ctx, x, list(range(nb)) + [nb + 1, nb]))
+    return conj(ctx, transposed(ctx, x))
 
 
 def _hessenberg(ctx, args):

@@ -79,12 +79,21 @@ def _pad(ctx, args, *, padding_config):
                      f"{tensor_type(aval)}", aval)]
 
 
+def concatenate(ctx, parts, dimension):
+    """`parts` joined along `dimension` (the one part itself when there is only one)."""
+    if len(parts) == 1:
+        return parts[0]
+    shape = list(parts[0].aval.shape)
+    shape[dimension] = sum(p.aval.shape[dimension] for p in parts)
+    aval = parts[0].aval.update(shape=tuple(shape))
+    names = ", ".join(p.name for p in parts)
+    types = ", ".join(p.type for p in parts)
+    return ctx.emit(f"stablehlo.concatenate {names}, dim = {dimension} : ({types}) -> "
+                    f"{tensor_type(aval)}", aval)
+
+
 def _concatenate(ctx, args, *, dimension):
-    aval = ctx.out_avals[0]
-    names = ", ".join(a.name for a in args)
-    types = ", ".join(a.type for a in args)
-    return [ctx.emit(f"stablehlo.concatenate {names}, dim = {dimension} : ({types}) -> "
-                     f"{tensor_type(aval)}", aval)]
+    return [concatenate(ctx, args, dimension)]
 
 
 for _name, _rule in (("iota", _iota), ("broadcast_in_dim", _broadcast_in_dim),

@@ -4,9 +4,10 @@ decomposition is one-sided Jacobi (Hestenes) of plain operations, on the whole b
 for a matrix with at least as many rows as columns (a wide one is conjugate-transposed first,
 and u and vt trade places):
 
-- the sweeps of lower_jacobi.py, with each round's rotations taken from the Gram matrix
-  G = X^H X of the current columns and applied to the columns only: X becomes X J, V
-  becomes V J. Sweeps go on while some pair of columns has
+- the sweeps of lower_jacobi.py over the pairs of columns, carried as the rows of X^T: each
+  pair's rotation is taken from its entries of the Gram matrix G = X^H X (g_pp, g_qq, g_pq:
+  sums over the two columns, O(m) each) and applied to those two columns only: X becomes
+  X J, V becomes V J. Sweeps go on while some pair of columns has
   |g_ij| > sqrt(m) eps sqrt(g_ii g_jj) (LAPACK gesvj's tolerance), at most MAX_SWEEPS times;
 - the singular values are the columns' norms, sorted descending with X's and V's columns;
 - u is the Householder QR of the sorted X (lower_qr.py) with each column's sign set so that
@@ -21,15 +22,28 @@ import numpy as np
 from ...primitives import PRIMITIVES
 from ...primitives.core import STABLEHLO
 from .lower_decompositions import any_true, conj, real, triangle_mask
-from .lower_jacobi import (eye_like, magnitude2, matmul, nan_where, not_finite, sort_columns,
-                           sweeps)
+from .lower_jacobi import (eye_like, halves, magnitude2, matmul, nan_where, not_finite, rotate,
+                           sort_columns, sweeps)
 from .lower_lu import pick, total
-from .lower_qr import adjoint, householder_qr
+from .lower_qr import adjoint, householder_qr, transposed
 
 
 def _gram(ctx, x):
     """X^H X."""
     return matmul(ctx, conj(ctx, x), x, transpose_x=True)
+
+
+def _column_pairs(ctx, xt):
+    """(g_pp, g_qq, g_pq) of each pair of columns (k, h + k) of X, from xt = X^T."""
+    nb = xt.aval.ndim - 2
+    p, q = halves(ctx, xt, nb)
+    return (total(ctx, magnitude2(ctx, p), nb + 1), total(ctx, magnitude2(ctx, q), nb + 1),
+            total(ctx, ctx.binary("stablehlo.multiply", conj(ctx, p), q), nb + 1))
+
+
+def _one_sided(ctx, xt, c, u):
+    """(X J)^T = J^T X^T: the round's rotations of the pairs of X's columns."""
+    return rotate(ctx, xt, c, u)
 
 
 def _unorthogonal(ctx, x, m):
@@ -53,9 +67,9 @@ def _tall(ctx, x, full_matrices, compute_uv):
     """(s, u, v) of x (batch, m, n), m >= n: s descending, u (m, m or n), v (n, n)."""
     *batch, m, n = x.aval.shape
     nb = len(batch)
-    v0 = eye_like(ctx, x.aval.update(shape=tuple(batch) + (n, n))) if compute_uv else None
-    x, v = sweeps(ctx, x, v0, n, lambda x: _gram(ctx, x), lambda x, j, rnd: matmul(ctx, x, j),
-                  lambda x: _unorthogonal(ctx, x, m))
+    xt, v = sweeps(ctx, transposed(ctx, x), (nb,), _column_pairs, _one_sided,
+                   lambda ctx, xt: _unorthogonal(ctx, transposed(ctx, xt), m), compute_uv)
+    x = transposed(ctx, xt)
     norms = ctx.unary("stablehlo.sqrt", total(ctx, magnitude2(ctx, x), nb))
     keys = ctx.unary("stablehlo.negate", norms)
     if not compute_uv:
