@@ -216,6 +216,11 @@ def test_empty_batches_and_eager():
     assert jnp.fft.fft(np.zeros((0, 4), np.complex64)).shape == (0, 4)
     assert _llvm(np.zeros((2, 0, 4), np.float32), "RFFT", (4,)).shape == (2, 0, 3)
     assert jnp.fft.rfft2(np.zeros((3, 0, 4))).shape == (3, 0, 3)
+    for norm in ("ortho", "forward"):   # an empty transformed axis: nothing to scale (JAX's)
+        assert jnp.fft.fft(np.zeros((3, 0), np.complex64), norm=norm).shape == (3, 0)
+        assert jnp.fft.ifft2(np.zeros((0, 2), np.complex64), norm=norm).shape == (0, 2)
+    with pytest.raises(ValueError, match="Invalid norm value bad"):
+        jnp.fft.fft(np.zeros((3, 0), np.complex64), norm="bad")
 
 
 def test_frequencies_and_shifts():

@@ -19,15 +19,17 @@ _FFT, _IFFT, _RFFT, _IRFFT = (lax.FftType.FFT, lax.FftType.IFFT, lax.FftType.RFF
 
 
 def _norm_factor(size, func_name, norm):
-    """JAX's `_fft_norm`: the factor the transform is multiplied by (None for none)."""
-    if norm is None or norm == "backward":
+    """JAX's `_fft_norm`: the factor the transform is multiplied by (None for none, and for
+    an empty result, which has nothing to scale)."""
+    if norm not in (None, "backward", "ortho", "forward"):
+        raise ValueError(f'Invalid norm value {norm}; should be "backward","ortho" or '
+                         '"forward".')
+    if norm is None or norm == "backward" or size == 0:
         return None
     inverse = func_name.startswith("i")
     if norm == "ortho":
         return math.sqrt(size) if inverse else 1 / math.sqrt(size)
-    if norm == "forward":
-        return size if inverse else 1 / size
-    raise ValueError(f'Invalid norm value {norm}; should be "backward","ortho" or "forward".')
+    return size if inverse else 1 / size
 
 
 def _core(func_name, fft_type, a, s, axes, norm):
