@@ -23,6 +23,7 @@ eagerly, under `jit`, `vmap` and differentiation (derivatives through the loops)
 import numpy as np
 
 from .. import numpy as jnp
+from ..compiler.primitives.core import check_dtype_kinds
 from . import _control_flow as _control
 from ._ops import dynamic_index_in_dim
 
@@ -40,14 +41,8 @@ def _check_rank(name, x, position, rank, exact=False):
 def _inexact(name, *xs):
     xs = [jnp.asarray(x) for x in xs]
     for k, x in enumerate(xs):
-        if not jnp.issubdtype(x.dtype, jnp.inexact):
-            raise TypeError(f"{name} does not accept dtype {x.dtype} at position {k}. "
-                            "Accepted dtypes are subtypes of floating, complexfloating.")
+        check_dtype_kinds(name, x, "fc", "subtypes of floating, complexfloating", position=k)
     return xs
-
-
-def _mH(x):
-    return jnp.conj(jnp.swapaxes(x, -1, -2))
 
 
 def _column(a, i):
@@ -160,8 +155,7 @@ def lu_pivots_to_permutation(pivots, permutation_size):
     swaps: row i with row pivots[i], in turn) makes."""
     pivots = jnp.asarray(pivots)
     if pivots.dtype != np.int32:
-        raise TypeError(f"lu_pivots_to_permutation does not accept dtype {pivots.dtype} at "
-                        "position 0. Accepted dtypes at position 0 are subtypes of int32.")
+        check_dtype_kinds("lu_pivots_to_permutation", pivots, "", "subtypes of int32", position=0)
     _check_rank("lu_pivots_to_permutation", pivots, 0, 1)
     k = pivots.shape[-1]
     if permutation_size < k:

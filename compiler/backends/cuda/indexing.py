@@ -46,7 +46,7 @@ from . import source as S
 from .scalar import ctype
 
 
-class _Reads:
+class Reads:
     """C expressions reading the operands of `fn`'s one equation: `in{k}` for its k-th input,
     a literal's constant for a Literal."""
 
@@ -76,7 +76,7 @@ def _affine(terms, offset=0):
     return " + ".join(parts) or "0"
 
 
-def _coordinates(shape):
+def flat_coordinates(shape):
     """The lines computing the coordinates c0, c1, ... of the flat index `i` in `shape`."""
     if len(shape) == 1:
         return ["const long long c0 = i;"]
@@ -115,7 +115,7 @@ def _operand_index(shape, started, along):
     return _affine(terms)
 
 
-def _kernel(fn, body, n, **fields):
+def one_equation_kernel(fn, body, n, **fields):
     """The Kernel of `fn` whose grid-stride loop over `n` elements runs `body` (none when
     there are no elements: a dimension of 0 would divide by 0 in the coordinates)."""
     eqn = fn.eqns[0]
@@ -138,7 +138,7 @@ def _kernel(fn, body, n, **fields):
 # ------------------------------------------------------------------------------- gather
 
 def gather(fn):
-    reads = _Reads(fn)
+    reads = Reads(fn)
     eqn = reads.eqn
     x, indices = eqn.invars
     p, out = eqn.params, eqn.outvars[0]
@@ -146,7 +146,7 @@ def gather(fn):
     shape, rank = out.aval.shape, len(x.aval.shape)
     window_dims = [d for d in range(rank) if d not in dn.collapsed_slice_dims]
     batch = [f"c{a}" for a in range(len(shape)) if a not in dn.offset_dims]
-    body = _coordinates(shape)
+    body = flat_coordinates(shape)
     lines, started = _window_starts(reads, indices, dn.start_index_map, x.aval.shape, sizes,
                                     batch)
     body += lines
@@ -158,7 +158,7 @@ def gather(fn):
         mem = S._memory_type(out.aval.dtype)
         value = f"fits ? {value} : ({mem})({S.constant(fill, out.aval.dtype)})"
     body.append(f"out0[i] = {value};")
-    return _kernel(fn, body, out.aval.size)
+    return one_equation_kernel(fn, body, out.aval.size)
 
 
 # ------------------------------------------------------------------------------ scatter
@@ -213,7 +213,7 @@ def _cas_helper(name, dtype, combine):
 
 def _scatter_for(name):
     def scatter(fn):
-        reads = _Reads(fn)
+        reads = Reads(fn)
         eqn = reads.eqn
         x, indices, updates = eqn.invars
         dn, mode, out = eqn.params["dimension_numbers"], eqn.params.get("mode", "drop"), \
@@ -224,7 +224,7 @@ def _scatter_for(name):
         window = [u_shape[dn.update_window_dims[window_dims.index(d)]] if d in along else 1
                   for d in range(rank)]
         batch = [f"c{a}" for a in range(len(u_shape)) if a not in dn.update_window_dims]
-        body = _coordinates(u_shape)
+        body = flat_coordinates(u_shape)
         lines, started = _window_starts(reads, indices, dn.scatter_dims_to_operand_dims,
                                         x.aval.shape, window, batch)
         body += lines
@@ -245,7 +245,7 @@ def _scatter_for(name):
             helpers = _cas_helper(helper, dtype, on_bool if dtype.kind == "b" else combine)
             body.append(f"{helper}(&out0[t], {update});")
         reads.pointer(x)   # (a literal operand is refused)
-        return _kernel(fn, body, updates.aval.size, helpers=helpers,
+        return one_equation_kernel(fn, body, updates.aval.size, helpers=helpers,
                        starts_from=((0, reads.position[x.name]),))
     scatter.__name__ = name
     return scatter
@@ -265,28 +265,28 @@ def _clamped_start(reads, d, start, limit):
 
 
 def dynamic_slice(fn):
-    reads = _Reads(fn)
+    reads = Reads(fn)
     x, *starts = reads.eqn.invars
     out = reads.eqn.outvars[0]
     shape, sizes = x.aval.shape, reads.eqn.params["slice_sizes"]
-    body = _coordinates(out.aval.shape)
+    body = flat_coordinates(out.aval.shape)
     body += [_clamped_start(reads, d, s, shape[d] - sizes[d]) for d, s in enumerate(starts)]
     index = _affine([(f"(s{d} + c{d})", s) for d, s in enumerate(contiguous_strides(shape))])
     body.append(f"out0[i] = {reads.element(x, index)};")
-    return _kernel(fn, body, out.aval.size)
+    return one_equation_kernel(fn, body, out.aval.size)
 
 
 def dynamic_update_slice(fn):
-    reads = _Reads(fn)
+    reads = Reads(fn)
     x, update, *starts = reads.eqn.invars
     shape, sizes = x.aval.shape, update.aval.shape
-    body = _coordinates(shape)
+    body = flat_coordinates(shape)
     body += [_clamped_start(reads, d, s, shape[d] - sizes[d]) for d, s in enumerate(starts)]
     inside = " && ".join(f"c{d} >= s{d} && c{d} < s{d} + {z}" for d, z in enumerate(sizes))
     index = _affine([(f"(c{d} - s{d})", s) for d, s in enumerate(contiguous_strides(sizes))])
     body.append(f"out0[i] = ({inside or 'true'}) ? {reads.element(update, index)} : "
                 f"{reads.element(x, 'i')};")
-    return _kernel(fn, body, x.aval.size)
+    return one_equation_kernel(fn, body, x.aval.size)
 
 
 # ------------------------------------------------------------------------- concatenate
@@ -294,9 +294,9 @@ def dynamic_update_slice(fn):
 def concatenate(fn):
     """A thread per result element, reading the operand whose span along `dimension` holds
     it (how `x[i, j]` builds its gather's index vectors)."""
-    reads = _Reads(fn)
+    reads = Reads(fn)
     out, axis = reads.eqn.outvars[0], reads.eqn.params["dimension"]
-    body = _coordinates(out.aval.shape)
+    body = flat_coordinates(out.aval.shape)
     value, start = None, 0
     for x in reads.eqn.invars:
         size = x.aval.shape[axis]
@@ -308,7 +308,7 @@ def concatenate(fn):
         start += size
         value = read if value is None else f"c{axis} < {start - size} ? {value} : {read}"
     body.append(f"out0[i] = {value};")
-    return _kernel(fn, body, out.aval.size)
+    return one_equation_kernel(fn, body, out.aval.size)
 
 
 KERNELS = {"gather": gather, "concatenate": concatenate, "dynamic_slice": dynamic_slice,

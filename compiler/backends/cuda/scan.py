@@ -30,7 +30,8 @@ from ...primitives.core import CUDA_SCALAR
 from .scalar import ctype
 from . import source as S
 
-_WIDE_SUM = {np.dtype(np.float16): "double", np.dtype(np.float32): "double"}
+# the carry of a float16/float32 sum (a cumsum here, a window sum in windows.py)
+WIDE_SUM = {np.dtype(np.float16): "double", np.dtype(np.float32): "double"}
 BLOCK_LINES, BLOCK_LENGTH = 2048, 1024   # a block per line below / above these (docstring)
 _MAX_BLOCK = 1024                        # CUDA's threads per block: the shared arrays' size
 _RULE = {"cumsum": "add", "cumprod": "mul", "cummax": "max", "cummin": "min"}
@@ -61,7 +62,7 @@ def _cumulative(fn):
     n = shape[axis]
     inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
     lines = int(np.prod(shape, dtype=np.int64)) // n if n else 0
-    carry = _WIDE_SUM.get(aval.dtype, element) if name == "cumsum" else element
+    carry = WIDE_SUM.get(aval.dtype, element) if name == "cumsum" else element
     combine = _combine(name, aval, carry)
     mem = S._memory_type(out.aval.dtype)
     kernel = f"kiln_{S._identifier(fn.name)[2:]}"

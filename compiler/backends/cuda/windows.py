@@ -35,10 +35,9 @@ from ...primitives.core import CUDA_SCALAR
 from ...primitives.convolution import dilate_shape
 from ...primitives.windows import WINDOW_PARAMS, identity
 from . import source as S
-from .indexing import _Reads, _coordinates, _kernel
+from .indexing import Reads, flat_coordinates, one_equation_kernel
 from .scalar import ctype
-
-_WIDE_SUM = {np.dtype(np.float16): "double", np.dtype(np.float32): "double"}
+from .scan import WIDE_SUM
 
 
 def _decode(counter, dims, names, reverse=False):
@@ -52,19 +51,17 @@ def _decode(counter, dims, names, reverse=False):
     return lines
 
 
-def _position(d, out, w, stride, dilation, low):
-    return f"{out} * {stride}LL + {w} * {dilation}LL - {low}LL"
-
-
 def _window_element(shape, strides, out, window, window_strides, padding, base_dilation,
                     window_dilation, prefix="p"):
-    """Lines declaring `inside` (the window element is an operand element) and `at` (its flat
-    index when inside), for output coordinates `out[d]` and window digits `window[d]`."""
+    """Lines declaring `inside` (the window element is an operand element) and `at` (its
+    offset when inside, from the operand's `strides` per axis), for output coordinates
+    `out[d]` and window digits `window[d]` (a convolution's: base dilation = lhs dilation,
+    window dilation = rhs dilation)."""
     lines, tests, terms = [], [], []
     for d, extent in enumerate(shape):
         p = f"{prefix}{d}"
-        lines.append(f"const long long {p} = " + _position(
-            d, out[d], window[d], window_strides[d], window_dilation[d], padding[d][0]) + ";")
+        lines.append(f"const long long {p} = {out[d]} * {window_strides[d]}LL + "
+                     f"{window[d]} * {window_dilation[d]}LL - {padding[d][0]}LL;")
         span = dilate_shape([extent], [base_dilation[d]])[0]
         tests.append(f"{p} >= 0 && {p} < {span}LL")
         if base_dilation[d] > 1:
@@ -87,21 +84,21 @@ def _scalar_rule(name, dtype):
 
 def _reduce_window_for(kind):
     def reduce_window(fn):
-        reads = _Reads(fn)
+        reads = Reads(fn)
         eqn = reads.eqn
         (x,), out = eqn.invars, eqn.outvars[0]
         dtype, shape = np.dtype(x.aval.dtype), x.aval.shape
         params = [eqn.params[p] for p in WINDOW_PARAMS]
         dims = params[0]
         element = ctype(dtype)
-        carry = _WIDE_SUM.get(dtype, element) if kind == "sum" else element
+        carry = WIDE_SUM.get(dtype, element) if kind == "sum" else element
         combine = (lambda a, b: f"{a} + {b}") if carry != element else \
             _scalar_rule({"sum": "add", "max": "max", "min": "min"}[kind], dtype)
         fill = S.constant(identity(kind, dtype), dtype)
         outs = [f"c{d}" for d in range(len(shape))]
         ws = [f"w{d}" for d in range(len(shape))]
         total = int(np.prod(dims, dtype=np.int64))
-        body = _coordinates(out.aval.shape) + [
+        body = flat_coordinates(out.aval.shape) + [
             f"{carry} acc = ({carry}){fill};",
             f"for (long long k = 0; k < {total}LL; ++k) {{"]
         inner = _decode("k", dims, ws) + _window_element(
@@ -110,7 +107,7 @@ def _reduce_window_for(kind):
         inner.append(f"acc = {combine('acc', value)};")
         body += [f"    {line}" for line in inner] + ["}",
                  f"out0[i] = ({S._memory_type(dtype)})(({element})acc);"]
-        return _kernel(fn, body, out.aval.size)
+        return one_equation_kernel(fn, body, out.aval.size)
     reduce_window.__name__ = f"reduce_window_{kind}"
     return reduce_window
 
@@ -144,21 +141,21 @@ def _chooser(name, operand, params):
 
 
 def select_and_gather_add(fn):
-    reads = _Reads(fn)
+    reads = Reads(fn)
     eqn = reads.eqn
     tangents, operand = eqn.invars
     out = eqn.outvars[0]
     helper = f"kiln_{S._identifier(fn.name)[2:]}_choose"
     coordinates = "".join(f", c{d}" for d in range(len(out.aval.shape)))
     mem = S._memory_type(out.aval.dtype)
-    body = _coordinates(out.aval.shape) + [
+    body = flat_coordinates(out.aval.shape) + [
         f"const long long chosen = {helper}({reads.pointer(operand)}{coordinates});",
         f"out0[i] = chosen >= 0 ? {reads.element(tangents, 'chosen')} : ({mem})0;"]
-    return _kernel(fn, body, out.aval.size, helpers=_chooser(helper, operand, eqn.params))
+    return one_equation_kernel(fn, body, out.aval.size, helpers=_chooser(helper, operand, eqn.params))
 
 
 def select_and_scatter_add(fn):
-    reads = _Reads(fn)
+    reads = Reads(fn)
     eqn = reads.eqn
     source, operand = eqn.invars
     out, p = eqn.outvars[0], eqn.params
@@ -183,18 +180,18 @@ def select_and_scatter_add(fn):
                         enumerate(contiguous_strides(windows))) or "0"
     inner.append(f"if ({helper}({reads.pointer(operand)}{outs}) == i) "
                  f"acc = acc + ({element}){reads.element(source, window)};")
-    body = _coordinates(shape) + [
+    body = flat_coordinates(shape) + [
         f"{element} acc = 0;",
         f"for (long long k = 0; k < {int(np.prod(dims, dtype=np.int64))}LL; ++k) {{"]
     body += [f"    {line}" for line in inner] + ["}",
              f"out0[i] = ({S._memory_type(out.aval.dtype)})acc;"]
-    return _kernel(fn, body, out.aval.size, helpers=_chooser(helper, operand, p))
+    return one_equation_kernel(fn, body, out.aval.size, helpers=_chooser(helper, operand, p))
 
 
 # ------------------------------------------------------------------------ convolution
 
 def conv_general_dilated(fn):
-    reads = _Reads(fn)
+    reads = Reads(fn)
     eqn = reads.eqn
     lhs, rhs = eqn.invars
     out, p = eqn.outvars[0], eqn.params
@@ -212,7 +209,7 @@ def conv_general_dilated(fn):
     element = ctype(out.aval.dtype)
     c = {name: f"c{axis}" for name, axis in zip(["n", "o"] + [f"s{d}" for d in range(nd)],
                                                 out_spec)}
-    body = _coordinates(out.aval.shape) + [
+    body = flat_coordinates(out.aval.shape) + [
         f"const long long gg = {c['o']} / {o_per}LL;",
         f"const long long nb = (gg / {G}LL) * {n_in // BG}LL + {c['n']};",
         f"const long long base = nb * {xs[lhs_spec[0]]}LL + "
@@ -222,29 +219,18 @@ def conv_general_dilated(fn):
         f"for (long long j = 0; j < {i_per}LL; ++j) {{",
         f"    for (long long k = 0; k < {int(np.prod(window, dtype=np.int64))}LL; ++k) {{"]
     ws = [f"w{d}" for d in range(nd)]
-    inner = _decode("k", window, ws)
-    tests, x_terms, k_terms = [], [], []
-    for d in range(nd):
-        q = f"q{d}"
-        inner.append(f"const long long {q} = " + _position(
-            d, c[f"s{d}"], ws[d], p["window_strides"][d], p["rhs_dilation"][d],
-            p["padding"][d][0]) + ";")
-        tests.append(f"{q} >= 0 && {q} < {dilate_shape([in_sp[d]], [p['lhs_dilation'][d]])[0]}LL")
-        if p["lhs_dilation"][d] > 1:
-            tests.append(f"{q} % {p['lhs_dilation'][d]}LL == 0")
-            x_terms.append(f"({q} / {p['lhs_dilation'][d]}LL) * {xs[lhs_spec[2 + d]]}LL")
-        else:
-            x_terms.append(f"{q} * {xs[lhs_spec[2 + d]]}LL")
-        k_terms.append(f"{ws[d]} * {ks[rhs_spec[2 + d]]}LL")
-    if tests:
-        inner.append(f"if (!({' && '.join(tests)})) continue;")
-    x_at = " + ".join(["base", f"j * {xs[lhs_spec[1]]}LL"] + x_terms)
-    k_at = " + ".join(["kbase", f"j * {ks[rhs_spec[1]]}LL"] + k_terms)
+    inner = _decode("k", window, ws) + _window_element(
+        in_sp, [xs[a] for a in lhs_spec[2:]], [c[f"s{d}"] for d in range(nd)], ws,
+        p["window_strides"], p["padding"], p["lhs_dilation"], p["rhs_dilation"], prefix="q")
+    inner.append("if (!inside) continue;")
+    x_at = f"base + j * {xs[lhs_spec[1]]}LL + at"
+    k_at = " + ".join(["kbase", f"j * {ks[rhs_spec[1]]}LL"] +
+                      [f"{ws[d]} * {ks[rhs_spec[2 + d]]}LL" for d in range(nd)])
     inner.append(f"acc += ({element}){reads.element(lhs, x_at)} * "
                  f"({element}){reads.element(rhs, k_at)};")
     body += [f"        {line}" for line in inner] + ["    }", "}",
              f"out0[i] = ({S._memory_type(out.aval.dtype)})acc;"]
-    return _kernel(fn, body, out.aval.size)
+    return one_equation_kernel(fn, body, out.aval.size)
 
 
 KERNELS = {**{f"reduce_window_{k}": _reduce_window_for(k) for k in ("sum", "max", "min")},
