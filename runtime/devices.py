@@ -67,6 +67,17 @@ def _count_from(variable):
     return int(n)
 
 
+DEFAULT_COUNT = "the default; KILN_NUM_CPU_DEVICES sets it"
+
+
+def chosen_cpu_count():
+    """The number of CPU devices a setting chose (fixed from then on, as listing the devices
+    fixes it), or None when none is set (the default)."""
+    if cpu_count_setting()[1] == DEFAULT_COUNT:
+        return None
+    return _local()
+
+
 def cpu_count_setting():
     """(the number of CPU devices this process would list, the setting it comes from)."""
     chosen = config.read("num_cpu_devices")
@@ -78,7 +89,7 @@ def cpu_count_setting():
             return n, variable
     m = re.search(r"--xla_force_host_platform_device_count=(\S*)", os.environ.get("XLA_FLAGS", ""))
     if m is None:
-        return 1, "the default; KILN_NUM_CPU_DEVICES sets it"
+        return 1, DEFAULT_COUNT
     if not m.group(1).isdigit() or int(m.group(1)) < 1:
         raise ValueError(f"XLA_FLAGS={os.environ['XLA_FLAGS']!r}: "
                          f"--xla_force_host_platform_device_count must be a whole number of at "

@@ -22,8 +22,10 @@ PjrtDevice; called with Arrays on that device (or host values) it returns Arrays
 `compile_function(fn)` is `kiln.jit(f, backend="pjrt")`'s backend (staging.BACKENDS): the SSA
 lowered to StableHLO, compiled for the device its arguments are on (the default plug-in's first
 device for host arguments), its results left on the device (a `Program`, with `call_exact`
-for jit's dispatch fast path).
+for jit's dispatch fast path). `compile_replicated(fn, devices)` is pmap's and shard_map's: one
+module with a replica per device, run over all of them in one execution (`ReplicatedProgram`).
 """
+import os
 import threading
 
 import numpy as np
@@ -31,12 +33,22 @@ import numpy as np
 from .compiler.backends.cuda.device import DeviceBuffer
 from .compiler.backends.pjrt import client as pjrt
 from .compiler.backends.pjrt import plugins, topology as topologies
+from .compiler.backends.pjrt.replicated import ReplicatedExecutable
 from .compiler.errors import BackendUnsupportedError
-from .devices import Device
+from .devices import Device, chosen_cpu_count
 from . import _default_device
 
 _CLIENTS = {}
 _LOCK = threading.Lock()
+
+
+def client_options(path):
+    """PJRT_Client_Create's options for the plug-in at `path`: XLA's CPU plug-in (a file named
+    `*cpu*`) gets `cpu_device_count` when a setting chose kiln's CPU device count
+    (devices.chosen_cpu_count); it does not read XLA_FLAGS' host device count, and has 4
+    devices otherwise."""
+    count = chosen_cpu_count() if "cpu" in os.path.basename(path) else None
+    return {} if count is None else {"cpu_device_count": count}
 
 
 def client(path):
@@ -44,7 +56,7 @@ def client(path):
     with _LOCK:
         made = _CLIENTS.get(path)
         if made is None:
-            made = _CLIENTS[path] = pjrt.Client(plugins.load(path))
+            made = _CLIENTS[path] = pjrt.Client(plugins.load(path), client_options(path))
     return made
 
 
@@ -322,3 +334,50 @@ class Program:
             raise ValueError(f"the pjrt backend's executable is shown as StableHLO (level None "
                              f"or 'stablehlo'), not {level!r}")
         return self.module.text
+
+
+def on_pjrt(devices):
+    """Whether `devices` (a pmap's `devices=`, a mesh's devices) are all PJRT devices."""
+    devices = list(devices)
+    return bool(devices) and all(type(d) is PjrtDevice for d in devices)
+
+
+def compile_replicated(fn, mesh_axes, devices, **params):
+    """pmap's and shard_map's backend "pjrt": (the SSA, its `ReplicatedProgram`). `fn` is one
+    replica's SSA; after the reference pipeline its collectives are told their replicas'
+    layout (`mesh_axes`, and `params` such as `processes`: replicas.with_collective_params),
+    and it is lowered to one StableHLO module with a replica per device of `devices`
+    (PjrtDevices of one plug-in, in replica order) and compiled for them."""
+    from .compiler.backends.stablehlo import lower_module
+    from .compiler.primitives.replicas import with_collective_params
+    from .staging import run_pipeline
+    ssa = with_collective_params(run_pipeline(fn, "pjrt"), mesh_axes=mesh_axes, **params)
+    return ssa, ReplicatedProgram(lower_module(ssa, replicas=len(devices)), devices)
+
+
+class ReplicatedProgram:
+    """A pmap's or shard_map's StableHLO module compiled with one replica per device:
+    `run_replicas(argument_lists)` runs replica i on `argument_lists[i]` (its arguments and
+    constants: DeviceBuffers of device i, or host values) in one execution over every device,
+    and returns each replica's results copied to the host."""
+    one_call = True   # every replica runs in one call (_replica_threads.run_replicas)
+
+    def __init__(self, module, devices):
+        if not on_pjrt(devices) or len({d.layer.plugin for d in devices}) > 1:
+            raise ValueError(f"a replicated PJRT program runs on the devices of one PJRT "
+                             f"plug-in, got {list(devices)}")
+        self.module = module
+        self.devices = list(devices)
+        infos = [d.layer.info for d in self.devices]
+        self.compiled = ReplicatedExecutable(infos[0].client, module.text, module.in_avals,
+                                             module.out_avals, infos)
+
+    def run_replicas(self, argument_lists, group=None):
+        inputs = [[v.data if type(v) is DeviceBuffer and type(v.data) is pjrt.Buffer else
+                   np.asarray(v) for v in values] for values in argument_lists]
+        return [[b.to_host() for b in row] for row in self.compiled(inputs)]
+
+    def __call__(self, *values):
+        return self.run_replicas([values])[0]
+
+    as_text = Program.as_text

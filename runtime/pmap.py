@@ -79,8 +79,10 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         in_axes = tuple(in_axes)
     static = staging.StaticArgs(fun, static_broadcasted_argnums, (), what="static_broadcasted")
     staging.StaticArgs(fun, donate_argnums, (), what="donate")   # checked; see docs/pmap.md
-    backend_key = staging.backend_name(backend or "cpu")
+    backend_key = staging.backend_name(backend or ("pjrt" if devices is not None and
+                                                   _pjrt().on_pjrt(devices) else "cpu"))
     fallback = None if backend is not None else "reference"
+    name = axis_name or INTERNAL_AXIS
     cache = staging.GuardedCache()
 
     @user_facing
@@ -92,7 +94,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             st = _stage_replica(examples, treedef, statics, size * processes)
             outs, odims = batch_emit(st.fn, list(leaves) + list(st.extra),
                                      axes + [None] * len(st.extra), size,
-                                     axis_name=axis_name or INTERNAL_AXIS,
+                                     axis_name=name,
                                      span=(process, processes) if processes > 1 else None)
             placed = place_outputs(outs, odims, st.out_tree, size, out_axes, fun, "pmap")
             return tree_unflatten(st.out_tree, placed)
@@ -102,17 +104,29 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
                                                           processes))
         values = [_to_front(leaf_value(x), d) for x, d in zip(leaves, axes)]
         outs = wrap_outputs(_run(entry, values, axes, size, process, processes), entry.out_weak)
-        mesh = Mesh(np.array(replicas, dtype=object), (axis_name or INTERNAL_AXIS,),
+        mesh = Mesh(np.array(replicas, dtype=object), (name,),
                     (AxisType.Auto,))
         for o, spec in zip(outs, entry.mapped_out):
             at = [None] * o.ndim
             if spec is not None:
-                at[spec % o.ndim] = axis_name or INTERNAL_AXIS
+                at[spec % o.ndim] = name
             placed_on(o, NamedSharding(mesh, PartitionSpec(*at)))
         return tree_unflatten(entry.out_tree, outs)
 
     def _devices_for(size):
         """The devices the replicas run on; a ValueError when there are fewer than `size`."""
+        if backend_key == "pjrt":   # one replicated module over PJRT devices
+            available = list(devices) if devices is not None else _pjrt().devices("pjrt")
+            if size > len(available):
+                raise ValueError(
+                    f"compiling computation that requires {size} logical devices, but only "
+                    f"{len(available)} XLA devices are available (num_replicas={size}): pmap "
+                    f"of {describe(fun)} with backend='pjrt' maps an axis of size {size}. "
+                    f"Map over at most {len(available)} per call, or give XLA's CPU plug-in "
+                    f"more devices: KILN_NUM_CPU_DEVICES={size} (or "
+                    f"kiln.config.update('jax_num_cpu_devices', {size})) before kiln first "
+                    f"lists its devices.")
+            return available[:size]
         # the CPU devices: pmap's replicas run on the CPU (pmap over GPUs: docs/cuda.md)
         available = list(devices) if devices is not None else local_devices(backend="cpu")
         if size > len(available):
@@ -153,23 +167,28 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         def rebuild(tracers):
             dyn_args, dyn_kwargs = tree_unflatten(treedef, staging.merge_leaves(tracers, consts))
             return staging.merge_statics(dyn_args, dyn_kwargs, call_statics)
-        with axis_frame(axis_name or INTERNAL_AXIS, size):
+        with axis_frame(name, size):
             return staging.stage(fun, examples, rebuild, staging.function_name(fun, "pmap"),
                                  api="mapped by kiln.pmap")
 
     def _compile(examples, treedef, statics, size, processes):
         st = _stage_replica(examples, treedef, statics, size * processes)
         entry = _Entry()
-        finish = None if processes == 1 else \
-            (lambda ssa: with_collective_params(ssa, processes=processes))
-        ssa, entry.executable = staging.compile_ssa(st.fn, backend_key, fallback=fallback,
-                                                    name=describe(fun), finish=finish)
+        extra = {} if processes == 1 else {"processes": processes}
+        if backend_key == "pjrt":
+            ssa, entry.executable = _pjrt().compile_replicated(
+                st.fn, ((name, size),), _devices_for(size), **extra)
+        else:
+            finish = (lambda ssa: with_collective_params(ssa, **extra)) if extra else None
+            ssa, entry.executable = staging.compile_ssa(st.fn, backend_key, fallback=fallback,
+                                                        name=describe(fun), finish=finish)
         entry.consts = list(st.extra)
         entry.out_tree = st.out_tree
         entry.out_weak = [v.aval.weak_type for v in ssa.outvars]
         entry.guards = st.guards
         entry.mapped_out = _out_specs(st.out_tree, len(ssa.outvars))
-        entry.parallel = True if holds_collectives(ssa) else None   # None: not measured yet
+        one_call = getattr(entry.executable, "one_call", False)   # runs every replica at once
+        entry.parallel = True if one_call or holds_collectives(ssa) else None   # None: not measured
         return entry
 
     def _out_specs(out_tree, n):
@@ -183,7 +202,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         cross = None
         if processes > 1:
             from .compiler.backends import mpi_engine as cross
-        group = ReplicaGroup(((axis_name or INTERNAL_AXIS, size),), process, processes, cross)
+        group = ReplicaGroup(((name, size),), process, processes, cross)
         per_replica = _replica_threads.run_replicas(entry, group, args_of)
         outs = []
         for k, spec in enumerate(entry.mapped_out):
@@ -206,6 +225,12 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     name_like(mapped, fun)
     mapped._kiln_make_ir = make_ir
     return mapped
+
+
+def _pjrt():
+    """runtime/pjrt.py, imported when a pmap runs on PJRT devices."""
+    from . import pjrt
+    return pjrt
 
 
 def _to_front(value, axis):

@@ -16,7 +16,8 @@ specialisation, through `emit`).
 - A call (outside any specialisation) stages `f` once per signature for one replica, with the
   mesh's axes bound, tells its collectives the mesh layout (`replicas.with_collective_params`),
   compiles it, and runs one replica per device on threads as `pmap` does
-  (`_replica_threads.run_replicas`).
+  (`_replica_threads.run_replicas`). A mesh of PJRT devices compiles it as one StableHLO
+  module replicated over them instead (pjrt.compile_replicated), run in one execution.
 - Inside a specialisation (`jit(shard_map(f))`, `grad(...)`) it is emitted as nested `vmap`s,
   one per mesh axis, with the same names: the same values in one program.
 """
@@ -236,16 +237,22 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
     def _compile(treedef, blocks):
         st = _stage(treedef, blocks)
         entry = _Entry()
-        ssa, entry.executable = staging.compile_ssa(
-            st.fn, "llvm", fallback="reference", name=describe(f),
-            finish=lambda ssa: with_collective_params(ssa, mesh_axes=axes))
+        devices = list(np.asarray(mesh.devices, dtype=object).flat)
+        from . import pjrt
+        if pjrt.on_pjrt(devices):   # one module replicated over the mesh's PJRT devices
+            ssa, entry.executable = pjrt.compile_replicated(st.fn, axes, devices)
+        else:
+            ssa, entry.executable = staging.compile_ssa(
+                st.fn, "llvm", fallback="reference", name=describe(f),
+                finish=lambda ssa: with_collective_params(ssa, mesh_axes=axes))
         entry.consts = list(st.extra)
         entry.out_tree = st.out_tree
         entry.out_weak = [v.aval.weak_type for v in ssa.outvars]
         entry.out_specs = _out_entries(st.out_tree, st.out_avals)
         entry.out_blocks = [len(a.shape) for a in st.out_avals]
         entry.guards = st.guards
-        entry.parallel = True if holds_collectives(ssa) else None
+        one_call = getattr(entry.executable, "one_call", False)   # runs every replica at once
+        entry.parallel = True if one_call or holds_collectives(ssa) else None
         return entry
 
     def _run(entry, values, used):

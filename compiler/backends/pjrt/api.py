@@ -76,14 +76,14 @@ P, SIZE, INT, BOOL, I64P = C.c_void_p, C.c_size_t, C.c_int, C.c_bool, C.POINTER(
 ApiVersion = _struct("PJRT_Api_Version", [("major_version", INT), ("minor_version", INT)])
 
 
-class _NamedValueData(C.Union):
+class NamedValueData(C.Union):
     _fields_ = [("string_value", C.c_char_p), ("int64_value", C.c_int64),
                 ("int64_array_value", I64P), ("float_value", C.c_float),
                 ("bool_value", BOOL)]
 
 
 NamedValue = _struct("PJRT_NamedValue", [("name", C.c_char_p), ("name_size", SIZE),
-                                         ("type", INT), ("value", _NamedValueData),
+                                         ("type", INT), ("value", NamedValueData),
                                          ("value_size", SIZE)])
 
 ErrorDestroy = _struct("PJRT_Error_Destroy_Args", [("error", P)])

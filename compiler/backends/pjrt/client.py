@@ -1,7 +1,7 @@
 """PJRT clients, devices, buffers and executables as Python objects over `api`.
 
-`Client(plugin)` creates a client of a loaded plug-in (`plugins.load(path)`; no create options:
-the CPU plug-in needs none), with its `platform`, `platform_version`, `process_index` and
+`Client(plugin, options=None)` creates a client of a loaded plug-in (`plugins.load(path)`; the
+create options below), with its `platform`, `platform_version`, `process_index` and
 `devices` (`DeviceInfo`: handle, id, kind, process index; the addressable ones). Objects keep
 what they need alive: a buffer or an executable holds its client, so the client is destroyed
 after them (`close()`, or when the last reference goes; never while the interpreter shuts
@@ -35,9 +35,13 @@ anything with `shape` and `dtype` (kiln's ShapedArray, NumPy arrays).
 
 Compile options are a serialized xla.CompileOptionsProto (`compile_options`): an empty proto
 aborts the XLA CPU plug-in (a CHECK on replica_count > 0), so kiln sends the smallest valid
-one: executable_build_options (field 3) with num_replicas = 1 (field 4), num_partitions = 1
-(field 5) and a device_assignment (field 9: replica_count 1, computation_count 1, the one
-device's id) that pins the executable to its device.
+one: executable_build_options (field 3) with num_replicas (field 4: 1, or one per device of a
+replicated module, replicated.py), num_partitions = 1 (field 5) and a device_assignment
+(field 9: replica_count, computation_count 1, the devices' ids in replica order) that pins
+the executable to its devices.
+
+`Client(table, options)` passes `options` ({name: int}) as PJRT_Client_Create's create
+options (the CPU plug-in reads `cpu_device_count`).
 """
 import ctypes as C
 import sys
@@ -64,10 +68,13 @@ def _field(number, value):
     return _varint(number << 3 | 2) + _varint(len(value)) + value
 
 
-def compile_options(device_id):
-    """The serialized CompileOptionsProto for one replica and partition on `device_id`."""
-    assignment = _field(1, 1) + _field(2, 1) + _field(3, _field(1, device_id))
-    build = _field(4, 1) + _field(5, 1) + _field(9, assignment)
+def compile_options(*device_ids):
+    """The serialized CompileOptionsProto for one partition and one replica per id of
+    `device_ids`, replica i on device `device_ids[i]`."""
+    replicas = len(device_ids)
+    computation = b"".join(_field(1, i) for i in device_ids)
+    assignment = _field(1, replicas) + _field(2, 1) + _field(3, computation)
+    build = _field(4, replicas) + _field(5, 1) + _field(9, assignment)
     return _field(3, build)
 
 
@@ -99,9 +106,14 @@ def _alive():
 class Client:
     """A PJRT client of the plug-in `table` (an api.Api). See the module docstring."""
 
-    def __init__(self, table):
+    def __init__(self, table, options=None):
         self.api = table
-        self.handle = table.call("Client_Create", api.args(api.ClientCreate)).client
+        named = [api.args(api.NamedValue, name=k.encode(), name_size=len(k),
+                          type=api.NAMED_INT64, value=api.NamedValueData(int64_value=v),
+                          value_size=1) for k, v in sorted((options or {}).items())]
+        listed = (api.NamedValue * max(1, len(named)))(*named)
+        self.handle = table.call("Client_Create", api.args(
+            api.ClientCreate, create_options=listed, num_options=len(named))).client
         self.platform = table.string("Client_PlatformName", api.ClientString, client=self.handle)
         self.platform_version = table.string("Client_PlatformVersion", api.ClientString,
                                              client=self.handle)
@@ -284,6 +296,45 @@ def _results(table, loaded):
         table.call("Executable_Destroy", api.args(api.Executable, executable=inner))
 
 
+def avals_of(avals):
+    """[(shape, dtype)] of anything with `shape` and `dtype`, each dtype one PJRT moves."""
+    out = [(tuple(a.shape), np.dtype(a.dtype)) for a in avals]
+    for _, dtype in out:
+        _buffer_type(dtype)
+    return out
+
+
+def check_results(table, loaded, out_avals):
+    """A TypeError when the loaded executable's results are not `out_avals`."""
+    produced = _results(table, loaded)
+    if produced is not None and produced != out_avals or \
+            produced is None and _count(table, loaded) != len(out_avals):
+        shown = ", ".join(f"{d.name}{list(s)}" for s, d in produced) if produced else "?"
+        raise TypeError(f"the module's results ({shown}) are not the output avals given ("
+                        + ", ".join(f"{d.name}{list(s)}" for s, d in out_avals) + ")")
+
+
+def check_inputs(inputs, in_avals, client, device):
+    """`inputs` (Buffers of `device`, or anything NumPy converts) checked against `in_avals`
+    before any call into the plug-in; host values as NumPy arrays."""
+    if len(inputs) != len(in_avals):
+        raise TypeError(f"the executable takes {len(in_avals)} arguments, got {len(inputs)}")
+    buffers = []
+    for i, (x, (shape, dtype)) in enumerate(zip(inputs, in_avals)):
+        if isinstance(x, Buffer):
+            if x.client is not client or x.device is not device:
+                raise ValueError(f"argument {i} is on {x.client.platform}:{x.device.id}, "
+                                 f"not on this executable's device "
+                                 f"{client.platform}:{device.id}")
+        else:
+            x = np.asarray(x)
+        if tuple(x.shape) != shape or x.dtype != dtype:
+            raise TypeError(f"argument {i}: expected {dtype.name}{list(shape)}, got "
+                            f"{x.dtype.name}{list(x.shape)}")
+        buffers.append(x)
+    return buffers
+
+
 class _Prepared:
     """The argument structs of `PJRT_LoadedExecutable_Execute` for one executable, built once:
     a call fills in the argument handles and reads the output handles."""
@@ -312,10 +363,7 @@ class Executable:
                             f"text), got {type(mlir_text).__name__}")
         self.client = client
         self.device = client.device(device)
-        self.in_avals = [(tuple(a.shape), np.dtype(a.dtype)) for a in in_avals]
-        self.out_avals = [(tuple(a.shape), np.dtype(a.dtype)) for a in out_avals]
-        for _, dtype in self.in_avals + self.out_avals:
-            _buffer_type(dtype)
+        self.in_avals, self.out_avals = avals_of(in_avals), avals_of(out_avals)
         table = client.api
         self.handle = compile_cache.compile(client, mlir_text.encode(),
                                             compile_options(self.device.id))
@@ -324,35 +372,13 @@ class Executable:
         self._idle = threading.Lock()
         self._native = None   # kiln_pjrt_execute<N> and its context, made on first use
         try:
-            produced = _results(table, self.handle)
+            check_results(table, self.handle, self.out_avals)
         except Exception:
             self.close()
             raise
-        if produced is not None and produced != self.out_avals or \
-                produced is None and _count(table, self.handle) != len(self.out_avals):
-            self.close()
-            shown = ", ".join(f"{d.name}{list(s)}" for s, d in produced) if produced else "?"
-            raise TypeError(f"the module's results ({shown}) are not the output avals given ("
-                            + ", ".join(f"{d.name}{list(s)}" for s, d in self.out_avals) + ")")
 
     def _inputs(self, inputs):
-        if len(inputs) != len(self.in_avals):
-            raise TypeError(f"the executable takes {len(self.in_avals)} arguments, "
-                            f"got {len(inputs)}")
-        buffers = []
-        for i, (x, (shape, dtype)) in enumerate(zip(inputs, self.in_avals)):
-            if isinstance(x, Buffer):
-                if x.client is not self.client or x.device is not self.device:
-                    raise ValueError(f"argument {i} is on {x.client.platform}:{x.device.id}, "
-                                     f"not on this executable's device "
-                                     f"{self.client.platform}:{self.device.id}")
-            else:
-                x = np.asarray(x)
-            if tuple(x.shape) != shape or x.dtype != dtype:
-                raise TypeError(f"argument {i}: expected {dtype.name}{list(shape)}, got "
-                                f"{x.dtype.name}{list(x.shape)}")
-            buffers.append(x)
-        return buffers
+        return check_inputs(inputs, self.in_avals, self.client, self.device)
 
     def __call__(self, *inputs):
         """Run on `inputs` (Buffers of this device or host arrays); one Buffer per output.
@@ -424,9 +450,14 @@ class Executable:
         return results
 
     def close(self):
-        handle, self.handle = getattr(self, "handle", None), None
-        if handle and _alive():
-            self.client.api.call("LoadedExecutable_Destroy", api.args(
-                api.LoadedExecutable, executable=handle))
+        close_executable(self)
 
     __del__ = close
+
+
+def close_executable(executable):
+    """Destroy `executable.handle` (a loaded executable of `executable.client`) once."""
+    handle, executable.handle = getattr(executable, "handle", None), None
+    if handle and _alive():
+        executable.client.api.call("LoadedExecutable_Destroy", api.args(
+            api.LoadedExecutable, executable=handle))

@@ -6,15 +6,16 @@ says why and what to do (`UNSUPPORTED` lists them; docs/stablehlo.md explains):
 - reverse mode's tapes (`tape_new`, `tape_push`, `tape_pop`, `tape_add`): a tape grows by one
   record per iteration of a loop whose trip count is data, and StableHLO has only static
   shapes.
-- collectives (`psum`, `pmax`, `pmin`, `all_gather`, `all_to_all`, `psum_scatter`, `ppermute`,
-  `axis_index`): they need a replicated module (several devices); this backend writes one
-  single-device module.
 - `eig`, `schur`: LAPACK's geev and gees have no StableHLO operation; JAX itself lowers them
   to custom calls into its CPU LAPACK kernels, which a PJRT plug-in does not provide
   (xla-cpu-pjrt registers no LAPACK targets). `eigh`, `svd` and `hessenberg` lower to loops
   of plain operations instead (lower_jacobi.py, lower_svd.py, lower_qr.py).
 - collectives across processes (`process_allreduce`, `process_allgather`: a pmap traced under
   several MPI processes): they call the MPI engine, which a PJRT module cannot reach.
+
+The collectives over named axes (psum, all_gather, ppermute, ...) lower in a module replicated
+over a pmap's or shard_map's devices (lower_collectives.py), and refuse there only what needs
+several processes or a module that is not replicated.
 """
 from ...primitives import PRIMITIVES
 from ...primitives.core import STABLEHLO
@@ -30,8 +31,6 @@ _WHY = {
     "tape": ("records a data-dependent number of loop iterations for reverse mode, and "
              "StableHLO has only static shapes", "differentiate a loop with a static trip "
              "count (lax.fori_loop with static bounds, lax.scan), or use the llvm backend"),
-    "collective": ("is a collective over a named axis, and this backend writes single-device "
-                   "modules", "run pmap/collectives on the llvm backend"),
     "lapack": ("has no StableHLO operation (JAX lowers it to a custom call into its own "
                "CPU LAPACK kernels, which a PJRT plug-in does not provide)", "run it with "
                "the llvm or reference backend, or compute the decomposition outside the "
@@ -44,8 +43,6 @@ UNSUPPORTED = {
     "pure_callback": "pure_callback",
     "debug_callback": "pure_callback",
     **{name: "tape" for name in ("tape_new", "tape_push", "tape_pop", "tape_add")},
-    **{name: "collective" for name in ("psum", "pmax", "pmin", "all_gather", "all_to_all",
-                                       "psum_scatter", "ppermute", "axis_index")},
     **{name: "lapack" for name in ("eig", "schur")},
     **{name: "process" for name in ("process_allreduce", "process_allgather")},
 }

@@ -1,11 +1,13 @@
 """An SSA function as one StableHLO module in MLIR text (`lower_module`).
 
-    lower_module(fn, name=None) -> StableHloModule(text, name, in_avals, out_avals)
+    lower_module(fn, name=None, replicas=1) -> StableHloModule(text, name, in_avals, out_avals)
 
 `fn` is an SSA `Function` after the reference pipeline (simplify; fusion equations, if any,
 are lowered through their regions). The module holds one `func.func public @main` whose
 arguments are `fn`'s inputs in order and whose results are its outputs, with tensor types
 (`tensor<2x3xf32>`); `in_avals`/`out_avals` are their abstract values (shape, dtype).
+`replicas` is the module's `mhlo.num_replicas`: above 1 for a pmap's or shard_map's module,
+run once per device, whose collectives carry their replicas' layout (lower_collectives.py).
 """
 import re
 from typing import NamedTuple
@@ -26,7 +28,7 @@ def _symbol(name):
     return text if re.match(r"[A-Za-z_]", text) else "m_" + text
 
 
-def lower_module(fn, name=None):
+def lower_module(fn, name=None, replicas=1):
     """The StableHLO module of the SSA function `fn` (module docstring)."""
     ctx = Emitter()
     for v in list(fn.invars) + list(fn.outvars):
@@ -40,7 +42,7 @@ def lower_module(fn, name=None):
     params = ", ".join(repr(a) for a in args)
     results = ", ".join(o.type for o in outs)
     lines = [f"module @{symbol} attributes {{mhlo.num_partitions = 1 : i32, "
-             f"mhlo.num_replicas = 1 : i32}} {{",
+             f"mhlo.num_replicas = {replicas} : i32}} {{",
              f"  func.func public @main({params}) -> ({results}) {{"]
     lines += ctx.lines
     if outs:

@@ -1,0 +1,90 @@
+"""A StableHLO module compiled as one replica per device: what `pmap` and `shard_map` run on
+PJRT devices.
+
+`ReplicatedExecutable(client, mlir_text, in_avals, out_avals, devices)` compiles a module
+whose `mhlo.num_replicas` is `len(devices)` (its collectives name replicas 0 .. n-1 in
+`replica_groups`) with compile options that put replica i on `devices[i]`
+(client.compile_options). `executable(argument_lists)` takes one list of inputs per device
+(Buffers of that device, or host arrays, passed as zero-copy buffers for the call), checks
+each against `in_avals`, runs every replica in one `PJRT_LoadedExecutable_Execute` with
+`num_devices` argument lists, awaits every device's completion event (an execution's error is
+raised after all are awaited) and returns one list of Buffers per device.
+"""
+import ctypes as C
+
+from . import api, compile_cache
+from .client import (Buffer, avals_of, check_inputs, check_results, close_executable,
+                     compile_options)
+
+
+class ReplicatedExecutable:
+    """A module compiled with one replica per device of `devices` (module docstring)."""
+
+    def __init__(self, client, mlir_text, in_avals, out_avals, devices):
+        self.client = client
+        self.devices = [client.device(d) for d in devices]
+        self.in_avals, self.out_avals = avals_of(in_avals), avals_of(out_avals)
+        self.handle = compile_cache.compile(client, mlir_text.encode(), compile_options(
+            *(d.id for d in self.devices)))
+        self._options = api.args(api.ExecuteOptions)
+        try:
+            check_results(client.api, self.handle, self.out_avals)
+        except Exception:
+            self.close()
+            raise
+
+    def __call__(self, argument_lists):
+        """Run replica i on `argument_lists[i]`; one list of Buffers per device, finished."""
+        if not self.handle:
+            raise RuntimeError("this PJRT executable has been closed")
+        if len(argument_lists) != len(self.devices):
+            raise TypeError(f"the executable runs {len(self.devices)} replicas, got "
+                            f"{len(argument_lists)} argument lists")
+        checked = [check_inputs(inputs, self.in_avals, self.client, device)
+                   for inputs, device in zip(argument_lists, self.devices)]
+        temporary = []
+        try:
+            rows = []
+            for inputs, device in zip(checked, self.devices):
+                row = []
+                for x in inputs:
+                    if not isinstance(x, Buffer):
+                        x = self.client.put(x, device, zero_copy=True)
+                        temporary.append(x)
+                    row.append(x)
+                rows.append(row)
+            return self._run(rows)
+        finally:
+            for b in temporary:
+                b.delete()
+
+    def _run(self, rows):
+        n, num_args, num_outs = len(rows), len(self.in_avals), len(self.out_avals)
+        arguments = [(C.c_void_p * max(1, num_args))(*[b._handle() for b in row])
+                     for row in rows]
+        outputs = [(C.c_void_p * max(1, num_outs))() for _ in rows]
+        argument_lists = (C.c_void_p * n)(*map(C.addressof, arguments))
+        output_lists = (C.c_void_p * n)(*map(C.addressof, outputs))
+        events = (C.c_void_p * n)()
+        table = self.client.api
+        table.call("LoadedExecutable_Execute", api.args(
+            api.Execute, executable=self.handle, options=C.pointer(self._options),
+            argument_lists=C.addressof(argument_lists), num_devices=n, num_args=num_args,
+            output_lists=C.addressof(output_lists), device_complete_events=events))
+        results = [[Buffer(self.client, handle, device, shape, dtype)
+                    for handle, (shape, dtype) in zip(out[:num_outs], self.out_avals)]
+                   for out, device in zip(outputs, self.devices)]
+        failed = None
+        for event in events:
+            try:
+                self.client.wait(event)
+            except api.PjrtError as error:
+                failed = failed or error
+        if failed is not None:
+            raise failed
+        return results
+
+    def close(self):
+        close_executable(self)
+
+    __del__ = close
