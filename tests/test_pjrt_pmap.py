@@ -6,7 +6,7 @@ backend (or CPU mesh): each collective at 2, 3 and 4 replicas, hypothesis over s
 included), dtypes and axes, grad through psum, a shard_map over a 2 x 2 mesh with collectives
 over one and both axes; the error paths (more replicas than devices, a collective in a module
 that is not replicated); and, in one fresh process, the plug-in's device count following
-KILN_NUM_CPU_DEVICES.
+KILN_NUM_CPU_DEVICES and the collectives beside JAX 0.10.2's pmap on two CPU devices.
 """
 import os
 import subprocess
@@ -61,7 +61,8 @@ def _every_collective(n):
                 lax.all_to_all(t, "i", 0, 0, tiled=True),
                 lax.all_to_all(t.reshape(n, -1), "i", 0, 1),
                 lax.ppermute(v, "i", ring), lax.ppermute(w, "i", ((0, n - 1),)),
-                lax.axis_index("i"), lax.psum(w, "i") * lax.axis_index("i"))
+                lax.axis_index("i"), lax.psum(w, "i") * lax.axis_index("i"),
+                lax.pmax(w > 5, "i"), lax.pmin(w > 5, "i"), lax.psum(w.astype(jnp.int8), "i"))
     return f
 
 
@@ -173,7 +174,8 @@ def test_compile_options_for_replicas():
 
 def test_device_count_in_a_fresh_process(tmp_path):
     """KILN_NUM_CPU_DEVICES=2 gives the CPU plug-in two devices (its create option
-    cpu_device_count); pmap over two runs, over three is the ValueError."""
+    cpu_device_count); pmap over two runs, over three is the ValueError; where JAX is
+    installed, JAX's pmap on two CPU devices gives the same collectives."""
     code = "\n".join([
         "import numpy as np, kiln",
         "from kiln import lax",
@@ -181,9 +183,19 @@ def test_device_count_in_a_fresh_process(tmp_path):
         "f = kiln.pmap(lambda v: lax.psum(v, 'i'), 'i', backend='pjrt')",
         "print(np.asarray(f(np.arange(2.0))).tolist())",
         "try:\n    f(np.arange(3.0))\nexcept ValueError as e:\n    print(str(e)[:69])",
+        "def g(v, lax):",
+        "    return (lax.psum(v, 'i'), lax.pmax(v, 'i'), lax.all_gather(v, 'i'),",
+        "            lax.ppermute(v, 'i', [(0, 1)]), lax.axis_index('i'),",
+        "            lax.psum_scatter(v, 'i', tiled=True), lax.all_to_all(v, 'i', 0, 0))",
+        "x = np.arange(4.0, dtype=np.float32).reshape(2, 2) - 1.5",
+        "ours = kiln.pmap(lambda v: g(v, lax), 'i', backend='pjrt')(x)",
+        "try:\n    import jax\nexcept ImportError:\n    jax = None",
+        "theirs = jax.pmap(lambda v: g(v, jax.lax), 'i')(x) if jax else ours",
+        "print(all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(ours, theirs)))",
     ])
     env = {k: v for k, v in os.environ.items() if k not in ("JAX_NUM_CPU_DEVICES", "XLA_FLAGS")}
     env["KILN_NUM_CPU_DEVICES"] = "2"
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"   # JAX's two devices
     script = tmp_path / "count.py"   # a file: kiln reads the lambda's source
     script.write_text(code + "\n")
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
@@ -191,4 +203,4 @@ def test_device_count_in_a_fresh_process(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [
         "2", "[1.0, 1.0]",
-        "compiling computation that requires 3 logical devices, but only 2 XLA"]
+        "compiling computation that requires 3 logical devices, but only 2 XLA", "True"]
