@@ -118,6 +118,7 @@ PUBLIC = {
         "FftType", "fft",
         "AccuracyMode", "DotAlgorithm", "DotAlgorithmPreset", "PrecisionLike", "Tolerance",
         "RaggedDotDimensionNumbers", "ragged_dot", "ragged_dot_general", "RandomAlgorithm",
+        "pcast", "psend", "precv", "ragged_all_to_all", "rng_uniform", "scaled_dot",
         "mulhi", "reduce_precision", "rng_bit_generator", "approx_max_k", "approx_min_k",
         "bessel_i0e", "bessel_i1e", "betainc", "igamma", "igamma_grad_a", "igammac",
         "polygamma", "random_gamma_grad", "zeta", "custom_linear_solve", "custom_root",
@@ -208,7 +209,7 @@ PUBLIC = {
         "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "dawsn",
         "erfcx", "exp1", "expi", "expn", "factorial", "gammainc", "gammaincc", "i0", "i0e",
         "i1", "i1e", "multigammaln", "poch", "polygamma", "spence", "zeta", "bessel_jn",
-        "fresnel", "hyp1f1", "owens_t", "sici", "wofz"},
+        "fresnel", "hyp1f1", "owens_t", "sici", "wofz", "hyp2f1", "sph_harm_y"},
     "kiln.scipy.stats": {
         "bernoulli", "beta", "binom", "cauchy", "chi2", "dirichlet", "expon", "gamma",
         "geom", "laplace", "logistic", "multivariate_normal", "nbinom", "norm", "pareto",

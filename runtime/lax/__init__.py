@@ -18,6 +18,9 @@ from ._control_flow import (while_loop, fori_loop, scan, cond, switch, map,  # n
                             associative_scan)
 from ._parallel import (psum, pmean, pmax, pmin, all_gather, psum_scatter,  # noqa: F401
                         axis_index, axis_size, ppermute, pshuffle, all_to_all, pswapaxes)
+from ._rng import rng_uniform  # noqa: F401
+from ._scaled_dot import scaled_dot  # noqa: F401
+from ._parallel_more import pcast, psend, precv, ragged_all_to_all  # noqa: F401
 from . import linalg  # noqa: F401,E402
 from ..wrappers import user_facing_names  # noqa: E402
 

@@ -2,7 +2,8 @@
 simple in kiln:
 
 - tokens: `create_token` and `after_all` make `Token`s, the ordering values of JAX's effectful
-  ops (kiln orders effects by program order, so a token carries nothing).
+  ops (kiln orders effects by program order, so a token carries nothing; the tokens of `psend`,
+  in `_parallel_more`, carry what the matching `precv` delivers).
 - `dce_sink(val)`: returns None; kiln keeps what the program computes (`val` is an operand).
 - `stage(x)`: the identity that makes `x` an array (of the trace, under `jit`).
 - `shape_as_value(shape)`: the static shape as an int32 NumPy array (shapes are static).

@@ -23,8 +23,12 @@ from ._special_integrals import *  # noqa: F401,F403
 from ._special_integrals import __all__ as _integrals
 from ._special_hyper import *  # noqa: F401,F403
 from ._special_hyper import __all__ as _hyper
+from ._special_hyp2f1 import *  # noqa: F401,F403
+from ._special_hyp2f1 import __all__ as _hyp2f1
+from ._special_harmonics import *  # noqa: F401,F403
+from ._special_harmonics import __all__ as _harmonics
 from ..wrappers import user_facing_names  # noqa: E402
 
-__all__ = _base + _closed + _series + _bessel + _integrals + _hyper
+__all__ = _base + _closed + _series + _bessel + _integrals + _hyper + _hyp2f1 + _harmonics
 user_facing_names(globals())
-del user_facing_names, _base, _closed, _series, _bessel, _integrals, _hyper
+del user_facing_names, _base, _closed, _series, _bessel, _integrals, _hyper, _hyp2f1, _harmonics
