@@ -9,10 +9,6 @@ says why and what to do (`UNSUPPORTED` lists them; docs/stablehlo.md explains):
 - collectives (`psum`, `pmax`, `pmin`, `all_gather`, `all_to_all`, `psum_scatter`, `ppermute`,
   `axis_index`): they need a replicated module (several devices); this backend writes one
   single-device module.
-- `eig`, `schur`: LAPACK's geev and gees have no StableHLO operation; JAX itself lowers them
-  to custom calls into its CPU LAPACK kernels, which a PJRT plug-in does not provide
-  (xla-cpu-pjrt registers no LAPACK targets). `eigh`, `svd` and `hessenberg` lower to loops
-  of plain operations instead (lower_jacobi.py, lower_svd.py, lower_qr.py).
 - collectives across processes (`process_allreduce`, `process_allgather`: a pmap traced under
   several MPI processes): they call the MPI engine, which a PJRT module cannot reach.
 """
@@ -32,10 +28,6 @@ _WHY = {
              "count (lax.fori_loop with static bounds, lax.scan), or use the llvm backend"),
     "collective": ("is a collective over a named axis, and this backend writes single-device "
                    "modules", "run pmap/collectives on the llvm backend"),
-    "lapack": ("has no StableHLO operation (JAX lowers it to a custom call into its own "
-               "CPU LAPACK kernels, which a PJRT plug-in does not provide)", "run it with "
-               "the llvm or reference backend, or compute the decomposition outside the "
-               "StableHLO module and pass its factors in as arguments"),
     "process": ("exchanges values with the other MPI processes (kiln.distributed), which a "
                 "StableHLO module cannot reach", "run it with the llvm backend"),
 }
@@ -46,7 +38,6 @@ UNSUPPORTED = {
     **{name: "tape" for name in ("tape_new", "tape_push", "tape_pop", "tape_add")},
     **{name: "collective" for name in ("psum", "pmax", "pmin", "all_gather", "all_to_all",
                                        "psum_scatter", "ppermute", "axis_index")},
-    **{name: "lapack" for name in ("eig", "schur")},
     **{name: "process" for name in ("process_allreduce", "process_allgather")},
 }
 
