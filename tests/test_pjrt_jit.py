@@ -5,7 +5,8 @@ or the one `KILN_PJRT_PLUGIN` names (`make gpu-check` points it at JAX's CUDA pl
 loaded once per session. Every program runs through `jit(backend="pjrt")` and through the
 reference backend on the same inputs: hypothesis over shapes (0 and 1 included) and dtypes for
 the elementwise, reduction, structural, indexing, dot_general and sort families, eigh and svd
-(up to the vectors' signs), hessenberg, control flow, grad and vmap, the PRNG against JAX
+(up to the vectors' signs), hessenberg, schur and eig (up to the eigenvalues' order and the
+vectors' phases), control flow, grad and vmap, the PRNG against JAX
 0.10.2's recorded bits (tests/goldens), and the random-program fuzzer. Also: results stay on
 the device between calls, jit follows arguments put on a PJRT device, and the error paths (a
 primitive the lowering refuses, a module the plug-in cannot parse) are clear errors, never a
@@ -16,7 +17,7 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings, strategies as st
+from hypothesis import HealthCheck, Phase, example, given, settings, strategies as st
 
 import kiln
 import kiln.numpy as jnp
@@ -544,6 +545,133 @@ def test_grads_through_eigh_and_svd():
 def test_hessenberg_is_gehrd_s(batch, n, dtype):
     a = sample(batch + (n, n), dtype, n)
     check(lax.linalg.hessenberg, a, rtol=5e-5 if dtype in (np.float32, np.complex64) else 1e-12)
+
+
+# ------------------------------------------------------------------------------ schur and eig
+
+def _match(w, w_ref):
+    """The permutation of w_ref's last axis nearest to w, per matrix: the eigenvalues come in
+    the iteration's order, not LAPACK's."""
+    order = np.zeros(w.shape, int)
+    for i in np.ndindex(w.shape[:-1]):
+        left = list(range(w.shape[-1]))
+        for k in np.argsort(-np.abs(w[i]), kind="stable"):
+            pick = min(left, key=lambda j: abs(w[i][k] - w_ref[i][j]))
+            order[i + (k,)] = pick
+            left.remove(pick)
+    return np.take_along_axis(w_ref, order, -1), order
+
+
+def _check_schur(a, t, z, scale):
+    """a = z t z^H, z unitary, t upper triangular (complex) or quasi-triangular with
+    lanv2's standard 2 x 2 blocks (real): equal diagonal entries, off-diagonal entries of
+    opposite signs, no two blocks touching."""
+    dtype = a.dtype
+    n = a.shape[-1]
+    _close(z @ t @ np.conj(np.swapaxes(z, -1, -2)), a, dtype, scale)
+    _orthonormal(z, dtype)
+    real = dtype.kind == "f"
+    assert (np.tril(t, -2 if real else -1) == 0).all()
+    if real and n > 1:
+        sub = np.diagonal(t, -1, -2, -1)
+        assert not (sub[..., 1:] != 0)[sub[..., :-1] != 0].any()
+        *lead, i = np.nonzero(sub)
+        lead = tuple(lead)
+        assert (t[lead + (i, i + 1)] * sub[lead + (i,)] < 0).all()
+        np.testing.assert_array_equal(t[lead + (i, i)], t[lead + (i + 1, i + 1)])
+
+
+def _schur_values(t):
+    """The eigenvalues of a (quasi-)triangular t."""
+    return np.linalg.eigvals(t) if t.shape[-1] else np.zeros(t.shape[:-1], complex)
+
+
+def _check_eig(a, w, vl, vr, w_ref, vl_ref, vr_ref, scale, distinct=True):
+    """w as the reference's up to order; A vr = vr diag(w), vl^H A = diag(w) vl^H; unit
+    columns whose largest component is real (geev's scaling); with distinct eigenvalues, the
+    vectors as the reference's up to phase."""
+    dtype = np.dtype(w.dtype)
+    norm = np.linalg.norm(a, axis=(-2, -1))[..., None] + 1
+    w_ref, order = _match(w, w_ref)
+    _close(w / norm, w_ref / norm, dtype, scale)
+    for v, v_ref, left in ((vl, vl_ref, True), (vr, vr_ref, False)):
+        if v is None:
+            continue
+        m = np.conj(np.swapaxes(v, -1, -2)) if left else v
+        lhs = m @ a if left else a @ m
+        rhs = w[..., :, None] * m if left else m * w[..., None, :]
+        _close(lhs / norm[..., None], rhs / norm[..., None], dtype, scale)
+        _close(np.linalg.norm(v, axis=-2), np.ones(w.shape), dtype, 10)
+        if not v.size:
+            continue
+        size = np.abs(v)
+        top = (size >= size.max(axis=-2, keepdims=True) * (1 - 1e-3)) & (v.imag == 0) & (
+            v.real > 0)
+        assert top.any(axis=-2).all()
+        if distinct:
+            v_ref = np.take_along_axis(v_ref, order[..., None, :], -1)
+            _close(v * _phases(v, v_ref), v_ref, dtype, scale)
+
+
+@settings(SETTINGS, max_examples=7)
+@example((2,), 16, (True, True), np.float64)
+@example((), 2, (True, True), np.complex64)
+@example((3,), 3, (True, False), np.float32)
+@given(st.sampled_from([(), (0,), (2,), (2, 1)]), st.sampled_from([0, 1, 2, 3, 5, 8, 16]),
+       st.sampled_from([(True, True), (False, True), (True, False)]), INEXACT)
+def test_schur_and_eig_by_qr_iteration(batch, n, flags, dtype):
+    """Random matrices (real ones have complex pairs): schur's form and vectors, eig's values
+    and left and right vectors (or one side), as the reference's up to the order of the
+    eigenvalues and the vectors' phases; one module for both."""
+    a = sample(batch + (n, n), dtype, n + 11)
+    left, right = flags
+
+    def f(a):
+        return (lax.linalg.schur(a), lax.linalg.eig(a, compute_left_eigenvectors=left,
+                                                    compute_right_eigenvectors=right))
+    got, want = _both(f, a)
+    (t, z), (w, *vs) = got[:2], got[2:]
+    (t_ref, _), (w_ref, *vs_ref) = want[:2], want[2:]
+    _check_schur(a, t, z, 10 * max(n, 1))
+    _close(np.sort(np.abs(_schur_values(t)), -1), np.sort(np.abs(w_ref), -1), dtype,
+           10 * max(n, 1))
+    pairs = dict(zip([k for k, on in zip("lr", flags) if on], zip(vs, vs_ref)))
+    vl, vl_ref = pairs.get("l", (None, None))
+    vr, vr_ref = pairs.get("r", (None, None))
+    _check_eig(a, w, vl, vr, w_ref, vl_ref, vr_ref, 100 * max(n, 1))
+
+
+def _special(n):
+    """A cyclic permutation (every shift of the plain iteration stalls on it), repeated
+    eigenvalues of a symmetric matrix, a Jordan block, triangular and diagonal matrices,
+    rotations (complex pairs only), zero, the identity, a NaN."""
+    rng = np.random.default_rng(5)
+    q = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    nan = rng.standard_normal((n, n))
+    nan[2, 3] = np.nan
+    return np.stack([np.roll(np.eye(n), 1, axis=0),
+                     q @ np.diag([1.0, 1.0, 2.0, 2.0, 2.0, -1.0]) @ q.T,
+                     2 * np.eye(n) + np.eye(n, k=1), np.triu(rng.standard_normal((n, n))),
+                     np.diag(rng.standard_normal(n)),
+                     np.kron(np.eye(n // 2), [[0.0, 1.0], [-1.0, 0.0]]),
+                     np.zeros((n, n)), np.eye(n), nan])
+
+
+def test_schur_and_eig_of_special_matrices():
+    """Real and complex matrices in one module; NaN (per matrix) where there is a NaN."""
+    a = _special(6)
+    c = a * np.exp(0.3j)
+
+    def f(a, c):
+        return lax.linalg.schur(a), lax.linalg.eig(a), lax.linalg.schur(c), lax.linalg.eig(c)
+    got, want = _both(f, a, c)
+    for x, (t, z, w, vl, vr), (_, _, w_ref, vl_ref, vr_ref) in (
+            (a, got[:5], want[:5]), (c, got[5:], want[5:])):
+        assert np.isnan(t[-1]).all() and np.isnan(z[-1]).all() and np.isnan(vr[-1]).all()
+        x, t, z, w, vl, vr = x[:-1], t[:-1], z[:-1], w[:-1], vl[:-1], vr[:-1]
+        _check_schur(x, t, z, 100)
+        _check_eig(x, w, vl, vr, w_ref[:-1], vl_ref[:-1], vr_ref[:-1], 100, distinct=False)
+    np.testing.assert_array_equal(got[0][3:5], a[3:5])   # triangular and diagonal: no step
 
 
 # ------------------------------------------------------------------------------ errors

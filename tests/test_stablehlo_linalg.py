@@ -3,7 +3,7 @@ lower_decompositions.py, lower_lu.py, lower_qr.py, lower_jacobi.py, lower_svd.py
 jaxlib's XLA against the reference backend: hypothesis over shapes (batch axes and empty
 matrices included), dtypes and flags, NaN on a matrix that is not positive definite, LU's
 pivots on ties and NaNs, QR's and hessenberg's LAPACK signs, grad and vmap of programs using
-them, eigh's and svd's values, the located refusal of eig, and every new family (windows,
+them, eigh's and svd's values, schur and eig, and every new family (windows,
 fft, conv too) on the xla-cpu-pjrt plug-in when it is installed."""
 import numpy as np
 import pytest
@@ -11,7 +11,6 @@ from hypothesis import given, strategies as st
 
 import kiln
 import kiln.numpy as jnp
-from kiln.compiler.errors import BackendUnsupportedError
 from kiln.lax import linalg
 
 pytest.importorskip("jax", reason="the second consumer of the StableHLO text is jaxlib")
@@ -126,15 +125,16 @@ def test_hessenberg(batch, n, dtype):
     check(linalg.hessenberg, values(batch + (n, n), dtype, 10), rtol=tol(dtype))
 
 
-def test_eig_is_a_located_error():
-    from kiln.compiler.backends.stablehlo import lower_module
-    entry = kiln.jit(lambda a: linalg.eig(a)[0], backend="reference").lower(
-        spd((), 3, np.float32))._entry
-    with pytest.raises(BackendUnsupportedError) as info:
-        lower_module(entry.ssa)
-    message = str(info.value)
-    assert "'eig'" in message and "CPU LAPACK kernels" in message
-    assert "llvm or reference backend" in message and "test_stablehlo_linalg.py" in message
+def test_schur_and_eig_run_on_jaxlib():
+    """The QR iteration's module through jaxlib's XLA as well (tests/test_pjrt_jit.py checks
+    it thoroughly on the plug-in): A = Z T Z^T with T quasi-triangular, and eig's values as
+    LAPACK's up to their order."""
+    a = values((2, 4, 4), np.float64, 12)
+    (t, z, w), (_, _, w_ref) = both(lambda a: tuple(linalg.schur(a)) + (linalg.eig(a)[0],), a)
+    np.testing.assert_allclose(z @ t @ np.swapaxes(z, -1, -2), a, atol=1e-12)
+    assert (np.tril(t, -2) == 0).all()
+    key = lambda w: sorted((round(x.real, 8), round(x.imag, 8)) for x in w.ravel())
+    assert key(w) == key(w_ref)
 
 
 def test_eigh_and_svd_run_on_jaxlib():

@@ -12,7 +12,7 @@ what does not.
 from . import (lower_elementwise, lower_structural, lower_reductions, lower_indexing,  # noqa: F401
                lower_linalg, lower_sorting, lower_control, lower_fft, lower_convolution,
                lower_windows, lower_decompositions, lower_lu, lower_qr,
-               lower_jacobi, lower_svd, lower_collectives,
+               lower_jacobi, lower_svd, lower_collectives, lower_schur, lower_eig,
                lower_unsupported)
 from .module import StableHloModule, lower_module
 

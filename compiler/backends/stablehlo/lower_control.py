@@ -11,8 +11,8 @@ import numpy as np
 
 from ...primitives import PRIMITIVES
 from ...primitives.core import STABLEHLO
+from .lower_indexing import dynamic_slice, dynamic_update_slice
 from .lower_structural import reshape
-from .types import tensor_type
 
 
 def _cond(ctx, args, *, branches):
@@ -58,22 +58,14 @@ def _scan(ctx, args, *, body, length, reverse=False, num_consts=0, num_carry=0):
         zero = ctx.constant(0, i32)
         slices = []
         for x in xs:
-            row = x.aval.update(shape=(1,) + x.aval.shape[1:])
-            starts = [at] + [zero] * (x.aval.ndim - 1)
-            names = ", ".join(s.name for s in [x] + starts)
-            types = ", ".join(s.type for s in [x] + starts)
-            sl = ctx.emit(f"stablehlo.dynamic_slice {names}, sizes = {list(row.shape)} : "
-                          f"({types}) -> {tensor_type(row)}", row)
+            sl = dynamic_slice(ctx, x, [at] + [zero] * (x.aval.ndim - 1),
+                               (1,) + x.aval.shape[1:])
             slices.append(reshape(ctx, sl, x.aval.shape[1:]))
         out = ctx.lower_function(body, list(consts) + list(carry) + slices)
         new_ys = []
         for acc, y in zip(ys, out[num_carry:]):
             row = reshape(ctx, y, (1,) + y.aval.shape)
-            starts = [at] + [zero] * y.aval.ndim
-            names = ", ".join(s.name for s in [acc, row] + starts)
-            types = ", ".join(s.type for s in [acc, row] + starts)
-            new_ys.append(ctx.emit(f"stablehlo.dynamic_update_slice {names} : ({types}) -> "
-                                   f"{acc.type}", acc.aval))
+            new_ys.append(dynamic_update_slice(ctx, acc, row, [at] + [zero] * y.aval.ndim))
         one = ctx.constant(1, i32)
         return ([ctx.binary("stablehlo.add", i, one)] + list(consts) + list(out[:num_carry])
                 + list(xs) + new_ys)

@@ -16,21 +16,28 @@ from .lower_structural import concatenate, slice_, reshape
 from .types import tensor_type
 
 
+def dynamic_slice(ctx, x, starts, sizes):
+    """The window of x of `sizes` at `starts` (rank-0 integer Values), clamped to fit."""
+    aval = x.aval.update(shape=tuple(int(s) for s in sizes))
+    names = ", ".join(a.name for a in [x] + list(starts))
+    types = ", ".join(a.type for a in [x] + list(starts))
+    return ctx.emit(f"stablehlo.dynamic_slice {names}, sizes = {list(aval.shape)} : ({types}) "
+                    f"-> {tensor_type(aval)}", aval)
+
+
+def dynamic_update_slice(ctx, x, update, starts):
+    """x with `update` written at `starts` (rank-0 integer Values), clamped to fit."""
+    names = ", ".join(a.name for a in [x, update] + list(starts))
+    types = ", ".join(a.type for a in [x, update] + list(starts))
+    return ctx.emit(f"stablehlo.dynamic_update_slice {names} : ({types}) -> {x.type}", x.aval)
+
+
 def _dynamic_slice(ctx, args, *, slice_sizes):
-    x, *starts = args
-    aval = ctx.out_avals[0]
-    names = ", ".join(a.name for a in [x] + starts)
-    types = ", ".join(a.type for a in [x] + starts)
-    return [ctx.emit(f"stablehlo.dynamic_slice {names}, sizes = {[int(s) for s in slice_sizes]}"
-                     f" : ({types}) -> {tensor_type(aval)}", aval)]
+    return [dynamic_slice(ctx, args[0], args[1:], slice_sizes)]
 
 
 def _dynamic_update_slice(ctx, args):
-    names = ", ".join(a.name for a in args)
-    types = ", ".join(a.type for a in args)
-    aval = ctx.out_avals[0]
-    return [ctx.emit(f"stablehlo.dynamic_update_slice {names} : ({types}) -> "
-                     f"{tensor_type(aval)}", aval)]
+    return [dynamic_update_slice(ctx, args[0], args[1], args[2:])]
 
 
 def _dims(**fields):

@@ -89,7 +89,7 @@ def _next_round(ctx, p, q, axis):
     return concatenate(ctx, [_cut(ctx, x, axis, a, b) for x, a, b in pieces if b > a], axis)
 
 
-def _diagonal(ctx, x, offset=0, length=None):
+def diagonal(ctx, x, offset=0, length=None):
     """x[..., k, offset + k] for k < length (all of the main diagonal by default): a strided
     slice of the flattened matrix."""
     *lead, rows, cols = x.aval.shape
@@ -252,9 +252,9 @@ def _pair_entries(ctx, x):
     """(a_pp, a_qq, a_pq) of each pair (k, h + k) of the Hermitian x, the diagonal real."""
     nb = x.aval.ndim - 2
     h = x.aval.shape[-1] // 2
-    diag = _diagonal(ctx, x)
+    diag = diagonal(ctx, x)
     dp, dq = halves(ctx, real(ctx, diag) if diag.aval.dtype.kind == "c" else diag, nb)
-    return dp, dq, _diagonal(ctx, x, h, h)
+    return dp, dq, diagonal(ctx, x, h, h)
 
 
 def _unpaired(ctx, shape):
@@ -292,7 +292,7 @@ def _eigh(ctx, args, *, lower):
     nb = len(batch)
     a = _hermitian(ctx, a, lower)
     x, v = sweeps(ctx, a, (nb, nb + 1), _pair_entries, _two_sided, _off_diagonal_large, True)
-    w = _diagonal(ctx, x)
+    w = diagonal(ctx, x)
     w, v = sort_columns(ctx, real(ctx, w) if w.aval.dtype.kind == "c" else w, [v])
     bad = not_finite(ctx, a)
     return [nan_where(ctx, bad, v), nan_where(ctx, bad, w)]

@@ -35,7 +35,7 @@ def _times(ctx, x, y):
     return ctx.binary("stablehlo.multiply", x, y)
 
 
-def _reflect(ctx, h, v, tau, lead, nb):
+def reflect(ctx, h, v, tau, lead, nb):
     """h - tau v (v^H h): a reflector applied to the columns of h (batch, m, c)."""
     shape = h.aval.shape
     vv = ctx.broadcast(v, shape, lead + [nb])
@@ -45,7 +45,7 @@ def _reflect(ctx, h, v, tau, lead, nb):
                                                                              lead + [nb + 1])))
 
 
-def _householder(ctx, col, rows, j, dtype):
+def householder(ctx, col, rows, j, dtype):
     """(v, tau, beta) of larfg for the part of `col` (batch, m) from row j down."""
     complex_ = dtype.kind == "c"
     jm = ctx.broadcast(j, col.aval.shape)
@@ -112,8 +112,8 @@ def householder_qr(ctx, a, full_matrices):
         jm = ctx.broadcast(j, mat.shape)
         at_j = ctx.compare("EQ", cols, jm)
         col = pick(ctx, r, at_j, nb + 1)
-        v, tau, beta = _householder(ctx, col, col_rows, j, dtype)
-        reflected = _reflect(ctx, r, v, conj(ctx, tau), lead, nb)
+        v, tau, beta = householder(ctx, col, col_rows, j, dtype)
+        reflected = reflect(ctx, r, v, conj(ctx, tau), lead, nb)
         new_col = ctx.select(ctx.compare("EQ", rows, jm),
                              ctx.broadcast(beta, mat.shape, lead), ctx.splat(0, a.aval))
         new_col = ctx.select(ctx.compare("LT", rows, jm), r, new_col)
@@ -126,21 +126,32 @@ def householder_qr(ctx, a, full_matrices):
     _, r, vs, taus = ctx.generic("stablehlo.while", start, avals,
                                  [(avals, factor_cond), (avals, factor_step)])
 
-    def form_cond(b):
-        return [ctx.compare("GE", b[0], ctx.constant(0, _I32))]
-
-    def form_step(b):
-        j, q = b
-        v = pick(ctx, vs, ctx.compare("EQ", vs_cols, ctx.broadcast(j, vs_aval.shape)), nb + 1)
-        tau = pick(ctx, taus, ctx.compare("EQ", tau_cols, ctx.broadcast(j, taus_aval.shape)), nb)
-        return [ctx.binary("stablehlo.subtract", j, ctx.constant(1, _I32)),
-                _reflect(ctx, q, v, tau, lead, nb)]
-    start = [ctx.constant(k - 1, _I32), eye]
-    avals = [v.aval for v in start]
-    _, q = ctx.generic("stablehlo.while", start, avals, [(avals, form_cond), (avals, form_step)])
+    q = form_q(ctx, vs, taus, eye)
     if r_aval.shape != r.aval.shape:
         r = slice_(ctx, r, [0] * (nb + 2), r_aval.shape)
     return [q, r]
+
+
+def form_q(ctx, vs, taus, q):
+    """H_0 H_1 ... H_(k-1) q (orgqr), H_j = I - taus[j] v_j v_j^H with v_j the column j of
+    vs (batch, m, k): the reflectors applied from the last to the first."""
+    nb = vs.aval.ndim - 2
+    lead = list(range(nb))
+    vs_cols = iota(ctx, vs.aval.update(dtype=_I32), nb + 1)
+    tau_cols = iota(ctx, taus.aval.update(dtype=_I32), nb)
+
+    def form_step(b):
+        j, q = b
+        v = pick(ctx, vs, ctx.compare("EQ", vs_cols, ctx.broadcast(j, vs.aval.shape)), nb + 1)
+        tau = pick(ctx, taus, ctx.compare("EQ", tau_cols, ctx.broadcast(j, taus.aval.shape)),
+                   nb)
+        return [ctx.binary("stablehlo.subtract", j, ctx.constant(1, _I32)),
+                reflect(ctx, q, v, tau, lead, nb)]
+    start = [ctx.constant(vs.aval.shape[-1] - 1, _I32), q]
+    avals = [v.aval for v in start]
+    return ctx.generic("stablehlo.while", start, avals, [
+        (avals, lambda b: [ctx.compare("GE", b[0], ctx.constant(0, _I32))]),
+        (avals, form_step)])[1]
 
 
 def _qr(ctx, args, *, full_matrices):
@@ -158,10 +169,10 @@ def adjoint(ctx, x):
     return conj(ctx, transposed(ctx, x))
 
 
-def _hessenberg(ctx, args):
-    (a,) = args
-    taus_aval = ctx.out_avals[1]
+def gehrd(ctx, a):
+    """[h, taus] of `a` (batch, n, n): gehd2's packed Hessenberg form (module docstring)."""
     *batch, n, _ = a.aval.shape
+    taus_aval = a.aval.update(shape=tuple(batch) + (max(n - 1, 0),))
     nb, lead, dtype = len(batch), list(range(len(batch))), a.aval.dtype
     if a.aval.size == 0 or n < 2:
         return [a, ctx.splat(0, taus_aval)]
@@ -176,9 +187,9 @@ def _hessenberg(ctx, args):
         j1 = ctx.binary("stablehlo.add", j, one)
         jm, j1m = ctx.broadcast(j, mat.shape), ctx.broadcast(j1, mat.shape)
         at_j = ctx.compare("EQ", cols, jm)
-        v, tau, beta = _householder(ctx, pick(ctx, h, at_j, nb + 1), col_rows, j1, dtype)
-        right = adjoint(ctx, _reflect(ctx, adjoint(ctx, h), v, conj(ctx, tau), lead, nb))
-        both = _reflect(ctx, right, v, conj(ctx, tau), lead, nb)
+        v, tau, beta = householder(ctx, pick(ctx, h, at_j, nb + 1), col_rows, j1, dtype)
+        right = adjoint(ctx, reflect(ctx, adjoint(ctx, h), v, conj(ctx, tau), lead, nb))
+        both = reflect(ctx, right, v, conj(ctx, tau), lead, nb)
         new_col = ctx.select(ctx.compare("GT", rows, j1m), ctx.broadcast(v, mat.shape, lead + [nb]),
                              h)
         new_col = ctx.select(ctx.compare("EQ", rows, j1m), ctx.broadcast(beta, mat.shape, lead),
@@ -193,6 +204,10 @@ def _hessenberg(ctx, args):
         (avals, lambda b: [ctx.compare("LT", b[0], ctx.constant(n - 1, _I32))]),
         (avals, step)])
     return [h, taus]
+
+
+def _hessenberg(ctx, args):
+    return gehrd(ctx, args[0])
 
 
 STABLEHLO[PRIMITIVES["qr"]] = _qr

@@ -6,10 +6,6 @@ says why and what to do (`UNSUPPORTED` lists them; docs/stablehlo.md explains):
 - reverse mode's tapes (`tape_new`, `tape_push`, `tape_pop`, `tape_add`): a tape grows by one
   record per iteration of a loop whose trip count is data, and StableHLO has only static
   shapes.
-- `eig`, `schur`: LAPACK's geev and gees have no StableHLO operation; JAX itself lowers them
-  to custom calls into its CPU LAPACK kernels, which a PJRT plug-in does not provide
-  (xla-cpu-pjrt registers no LAPACK targets). `eigh`, `svd` and `hessenberg` lower to loops
-  of plain operations instead (lower_jacobi.py, lower_svd.py, lower_qr.py).
 - collectives across processes (`process_allreduce`, `process_allgather`: a pmap traced under
   several MPI processes): they call the MPI engine, which a PJRT module cannot reach.
 
@@ -31,10 +27,6 @@ _WHY = {
     "tape": ("records a data-dependent number of loop iterations for reverse mode, and "
              "StableHLO has only static shapes", "differentiate a loop with a static trip "
              "count (lax.fori_loop with static bounds, lax.scan), or use the llvm backend"),
-    "lapack": ("has no StableHLO operation (JAX lowers it to a custom call into its own "
-               "CPU LAPACK kernels, which a PJRT plug-in does not provide)", "run it with "
-               "the llvm or reference backend, or compute the decomposition outside the "
-               "StableHLO module and pass its factors in as arguments"),
     "process": ("exchanges values with the other MPI processes (kiln.distributed), which a "
                 "StableHLO module cannot reach", "run it with the llvm backend"),
 }
@@ -43,7 +35,6 @@ UNSUPPORTED = {
     "pure_callback": "pure_callback",
     "debug_callback": "pure_callback",
     **{name: "tape" for name in ("tape_new", "tape_push", "tape_pop", "tape_add")},
-    **{name: "lapack" for name in ("eig", "schur")},
     **{name: "process" for name in ("process_allreduce", "process_allgather")},
 }
 
