@@ -1026,6 +1026,17 @@ def custom_rule_case(draw, name):
 
 
 @st.composite
+def linear_solve_case(draw):
+    """A = -I: matvec, its transpose and both solves are one negation region."""
+    shape = draw(shapes())
+    t = _t(shape)
+    neg = _region(f"def neg(x: '{t}') -> '{t}':\n    y = neg(x)\n    return y\n")
+    params = {"matvec": neg, "vecmat": neg, "solve": neg, "transpose_solve": neg,
+              "num_consts": 0}
+    return Case([array(draw, np.float32, shape)], params, lambda x, **p: (-x,), (False,))
+
+
+@st.composite
 def debug_print_case(draw):
     xs = [array(draw, draw(st.sampled_from(ALL)), draw(shapes())) for _ in
           range(draw(st.integers(0, 2)))]
@@ -1185,6 +1196,7 @@ CASES = {
     "pure_callback": pure_callback_case(),
     "debug_callback": debug_callback_case(),
     **{name: custom_rule_case(name) for name in ("custom_jvp_call", "custom_vjp_call", "remat")},
+    "linear_solve": linear_solve_case(),
 }
 
 

@@ -6,15 +6,18 @@ function or the linear map depends on, closed-over values included.
   c - stop_gradient(c), zero in value, with c = -tangent_solve(J, f(x*)), J the
   linearisation of f at x*: its derivative is -J^-1 (df at fixed x), because f(x*) = 0 (the
   terms through J vanish at a root).
-- custom_linear_solve adds to x* a term that is zero in value and is a linear solve in
-  derivative, applied to the residual b - matvec(x*) (whose derivative is db - dA x*): a
-  `custom_jvp` whose tangent is `solve` of the residual's tangent, through a `custom_vjp`
-  whose cotangent is `transpose_solve` (over matvec's transpose) of the incoming one, or
-  `solve` when `symmetric`. So forward mode calls `solve` and reverse mode the transpose
-  solve, as JAX does; no loop inside a solver is differentiated. Without `transpose_solve`
-  (where JAX's reverse mode raises), reverse mode differentiates `solve` itself.
+- custom_linear_solve specialises matvec, solve(matvec, .), and with a transpose solve the
+  transposed map (matvec's reverse mode, or matvec itself when `symmetric`) and
+  transpose_solve(vecmat, .), as regions of one `linear_solve` equation whose operands are
+  what they close over and b (compiler/primitives/solves.py): its rules solve again for
+  tangents and cotangents, so derivatives of any order are those of A^-1 b. Called outside
+  any transformation it just runs `solve`.
 """
-from ..tree_util import tree_flatten, tree_map, tree_unflatten
+from ..compiler.ir.builder import close_regions, current, trace_region
+from ..compiler.primitives import PRIMITIVES
+from ..dispatch import is_traced
+from ..staging import leaf_aval
+from ..tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
 from ._ops import add, neg, stop_gradient, sub, full_like
 
 __all__ = ["custom_linear_solve", "custom_root"]
@@ -63,55 +66,61 @@ def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
 def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
                         has_aux=False):
     """x = solve(matvec, b) for the linear map `matvec`, differentiable in b and in whatever
-    matvec depends on (the derivative of A^-1 b): forward mode solves for the tangent with
-    `solve`, reverse mode for the cotangent with `transpose_solve` (`solve` when
+    matvec depends on (the derivative of A^-1 b, to any order): forward mode solves for the
+    tangent with `solve`, reverse mode for the cotangent with `transpose_solve` (`solve` when
     `symmetric`), as JAX does."""
     if transpose_solve is not None and not callable(transpose_solve):
         raise TypeError("custom_linear_solve: transpose_solve must be callable or None")
-    x_star, aux = _split_aux(solve(matvec, stop_gradient(b)), has_aux)
-    x_star = stop_gradient(x_star)
-    _check_tree("custom_linear_solve: solve's solution", b, x_star)
-    residual = tree_map(sub, b, matvec(x_star))   # zero; its derivative is db - dA x*
-    correction = _solve_tangent(matvec, solve, transpose_solve, symmetric, has_aux)(residual)
-    out = tree_map(add, x_star, correction)
-    return (out, aux) if has_aux else out
+    if transpose_solve is None and symmetric:
+        transpose_solve = solve
+    leaves, tree = tree_flatten(b)
+    if current() is None and not any(is_traced(x) for x in leaves):
+        out = solve(matvec, b)
+        _check_tree("custom_linear_solve: solve's solution", b, _split_aux(out, has_aux)[0])
+        return out
+    avals = [leaf_aval(x, "custom_linear_solve's b")[0] for x in leaves]
+    record = {}
+
+    def region(what, fun, aux):
+        """`fun` (b's pytree -> b's pytree, and the aux pytree with `aux`) on flat leaves."""
+        def body(inputs):
+            out = fun(tree_unflatten(tree, inputs))
+            sol, extra = out if aux else (out, None)
+            _check_tree(f"custom_linear_solve: {what}'s result", b, sol)
+            sol_leaves = tree_leaves(sol)
+            for got, want in zip(sol_leaves, avals):
+                if tuple(got.shape) != want.shape:
+                    raise ValueError(f"custom_linear_solve: {what}() output shapes must "
+                                     f"match b, got {[tuple(x.shape) for x in sol_leaves]} "
+                                     f"and {[a.shape for a in avals]}")
+            aux_leaves, record[what] = tree_flatten(extra)
+            return sol_leaves + aux_leaves
+        return trace_region(current(), what, body, avals)
+
+    def solve_with(solver, linear):
+        return lambda v: solver(linear, v)
+    children = {"matvec": region("matvec", matvec, False),
+                "solve": region("solve", solve_with(solve, matvec), has_aux)}
+    if transpose_solve is not None:
+        vecmat = matvec if symmetric else _transpose(matvec, b)
+        children["vecmat"] = region("vecmat", vecmat, False)
+        children["transpose_solve"] = region("transpose_solve",
+                                             solve_with(transpose_solve, vecmat), has_aux)
+    fns, outer = close_regions(list(children.values()))
+    params = dict(matvec=None, vecmat=None, solve=None, transpose_solve=None)
+    params.update(zip(children, fns))
+    outs = current().bind(PRIMITIVES["linear_solve"], list(outer) + list(leaves),
+                          dict(params, num_consts=len(outer)))
+    x = tree_unflatten(tree, list(outs[:len(leaves)]))
+    if not has_aux:
+        return x
+    return x, tree_unflatten(record["solve"], list(outs[len(leaves):]))
 
 
-def _solve_tangent(matvec, solve, transpose_solve, symmetric, has_aux):
-    """A function that is zero in value and whose derivative is the linear solve: its JVP
-    applies `solve` to the tangent, and that solve's VJP is the transpose solve."""
+def _transpose(matvec, b):
+    """The transpose of the linear map `matvec` at b's shapes (its reverse mode)."""
     from ..ad import vjp
-    from ..custom_derivatives import custom_jvp, custom_vjp
 
-    def solve_value(mv, v):
-        return _split_aux(solve(mv, v), has_aux)[0]
-
-    def forward(v):
-        return solve_value(matvec, v)
-
-    def forward_fwd(v):
-        return solve_value(matvec, v), v
-
-    def backward(v, ct):
-        if symmetric:
-            return (solve_value(matvec, ct),)
-
-        def vecmat(y):
-            return vjp(matvec, tree_map(_zeros, v))[1](y)[0]
-        return (_split_aux(transpose_solve(vecmat, ct), has_aux)[0],)
-
-    if transpose_solve is None and not symmetric:
-        linear = forward            # reverse mode differentiates `solve` itself
-    else:
-        linear = custom_vjp(forward)
-        linear.defvjp(forward_fwd, backward)
-
-    def zero(r):
-        return tree_map(_zeros, r)
-
-    def zero_jvp(primals, tangents):
-        return zero(primals[0]), linear(tangents[0])
-
-    tangent = custom_jvp(zero)
-    tangent.defjvp(zero_jvp)
-    return tangent
+    def vecmat(y):
+        return vjp(matvec, tree_map(_zeros, b))[1](y)[0]
+    return vecmat

@@ -65,7 +65,7 @@ MOVES = frozenset({
     "fusion", "broadcast_in_dim", "transpose", "reshape", "squeeze", "slice", "rev", "pad",
     "concatenate", "iota", "bitcast_convert_type", "gather", "scatter", "scatter_add",
     "scatter_mul", "scatter_min", "scatter_max", "dynamic_slice", "dynamic_update_slice",
-    "cond", "while_loop", "scan", "custom_jvp_call", "custom_vjp_call", "remat",
+    "cond", "while_loop", "scan", "custom_jvp_call", "custom_vjp_call", "remat", "linear_solve",
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "cumsum", "cumprod", "cummax",
     "cummin", "dot_general", "sort", "tape_push", "tape_pop", "debug_print",
     "pure_callback", "debug_callback",
