@@ -22,7 +22,7 @@ fuses) run as a host-side sequence of device operations on a device layer (devic
 - `per_primitive`: every other primitive runs its NumPy definition over the layer's arrays
   (Layer.primitive: CuPy's functions on a GPU, NumPy on the emulated device), never on the CPU
   backend; `debug_print` copies to the host only the values it prints (`host_effect`);
-- `linear_solve`: its `solve` region's program (`subprogram`).
+- `linear_solve`, `root`: the program of their `solve` region (`subprogram`).
 
 Collectives (pmap) and other regions (custom derivatives left in) are a
 BackendUnsupportedError. Buffers stay on the device between steps: inputs are copied to the
@@ -325,13 +325,13 @@ def _fft(program, eqn, ins):
     return Step("fft", ins, eqn.outvars, run)
 
 
-def _linear_solve(program, eqn, ins):
+def _solve(program, eqn, ins):
     """The `solve` region (the other regions serve only the derivative rules)."""
     return program._subprogram(eqn, ins, eqn.params["solve"])
 
 
 _PLANS = {"dot_general": _gemm, "fft": _fft, "cond": _cond, "while_loop": _while, "scan": _scan,
-          "linear_solve": _linear_solve,
+          "linear_solve": _solve, "root": _solve,
           "debug_print": _host_effect, "debug_callback": _host_effect,
           "pure_callback": _host_call}
 
