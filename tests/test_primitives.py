@@ -1026,6 +1026,31 @@ def custom_rule_case(draw, name):
 
 
 @st.composite
+def linear_solve_case(draw):
+    """A = -I: matvec, its transpose and both solves are one negation region."""
+    shape = draw(shapes())
+    t = _t(shape)
+    neg = _region(f"def neg(x: '{t}') -> '{t}':\n    y = neg(x)\n    return y\n")
+    params = {"matvec": neg, "vecmat": neg, "solve": neg, "transpose_solve": neg,
+              "num_consts": 0}
+    return Case([array(draw, np.float32, shape)], params, lambda x, **p: (-x,), (False,))
+
+
+@st.composite
+def root_case(draw):
+    """f(x) = -x from any guess: the root is the solve region's (zero), the tangent solve
+    negates."""
+    shape = draw(shapes())
+    t = _t(shape)
+    zero = _region(f"def zero(x: '{t}') -> '{t}':\n    y = sub(x, x)\n    return y\n")
+    neg = _region(f"def neg(x: '{t}') -> '{t}':\n    y = neg(x)\n    return y\n")
+    tangent = _region(f"def tangent(x: '{t}', r: '{t}') -> '{t}':\n    y = neg(r)\n"
+                      f"    return y\n")
+    params = {"f": neg, "solve": zero, "tangent_solve": tangent, "num_consts": 0}
+    return Case([array(draw, np.float32, shape)], params, lambda x, **p: (x - x,), (False,))
+
+
+@st.composite
 def debug_print_case(draw):
     xs = [array(draw, draw(st.sampled_from(ALL)), draw(shapes())) for _ in
           range(draw(st.integers(0, 2)))]
@@ -1185,6 +1210,8 @@ CASES = {
     "pure_callback": pure_callback_case(),
     "debug_callback": debug_callback_case(),
     **{name: custom_rule_case(name) for name in ("custom_jvp_call", "custom_vjp_call", "remat")},
+    "linear_solve": linear_solve_case(),
+    "root": root_case(),
 }
 
 

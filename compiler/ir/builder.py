@@ -157,9 +157,13 @@ class Builder:
     def claim(self, eqn, ins):
         """Append `eqn` itself if `ins` are exactly its operands (as this builder's values)
         and its results are not yet defined anywhere in this top-level function; a transform
-        replaying a function in its own name space keeps the original names this way."""
+        replaying a function in its own name space keeps the original names this way. An
+        equation without variable operands is never claimed: it may be a region's, which a
+        rule inlines (and its results are defined in the region already)."""
         if self.parent is not None or len(ins) != len(eqn.invars):
             return False   # a region's equations may still be in use where it came from
+        if not any(type(v) is Var for v in eqn.invars):
+            return False
         for x, v in zip(ins, eqn.invars):
             if x is v:
                 continue

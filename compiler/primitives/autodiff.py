@@ -430,7 +430,7 @@ remat.def_rules(jvp=_remat_jvp, vjp=cotangent_rule(_remat_vjp))
 # each result carries its batch (axis 0 for one it leaves unbatched), and the rule regions put
 # their copies of the results, tangents and cotangents on the same axes.
 
-def _batched_region(region, in_avals, in_dims, size, place):
+def batched_region(region, in_avals, in_dims, size, place):
     """A traced region running `region` batched; `place(outs, dims)` gives its results."""
 
     def body(inputs):
@@ -438,7 +438,7 @@ def _batched_region(region, in_avals, in_dims, size, place):
     return trace_region(current(), region.name + "_batched", body, in_avals)
 
 
-def _to_axis(x, have, want, size):
+def to_axis(x, have, want, size):
     """`x`, batched on axis `have` (None: unbatched), with its batch on axis `want`."""
     if have is None:
         x, have = B.to_front(x, None, size), 0
@@ -450,11 +450,11 @@ def _call_region(call, avals, dims, size, record):
     def place(outs, odims):
         record["dims"] = [0 if d is None else d for d in odims]
         return _placed(outs, odims, record["dims"], size)
-    return _batched_region(call, avals, dims, size, place)
+    return batched_region(call, avals, dims, size, place)
 
 
 def _placed(outs, odims, want, size):
-    return [_to_axis(o, d, w, size) for o, d, w in zip(outs, odims, want)]
+    return [to_axis(o, d, w, size) for o, d, w in zip(outs, odims, want)]
 
 
 def _custom_jvp_batch(args, dims, *, call, jvp, num_consts):
@@ -468,7 +468,7 @@ def _custom_jvp_batch(args, dims, *, call, jvp, num_consts):
         want = record["dims"] + [d for d, a in zip(record["dims"], call.out_avals)
                                  if _inexact(a)]
         return _placed(outs, odims, want, size)
-    g = _batched_region(jvp, avals + [avals[i] for i in tangent],
+    g = batched_region(jvp, avals + [avals[i] for i in tangent],
                         list(dims) + [dims[i] for i in tangent], size, place_jvp)
     (f, g), outer = close_regions([f, g])
     outs = current().bind(custom_jvp_call, list(outer) + list(args),
@@ -481,7 +481,7 @@ def _cotangent_to(ct, have, want, size):
     argument shared by every example (`want` None) gets the sum over the batch."""
     if want is None:
         return ct if have is None else E.reduce_sum(ct, axes=(have,))
-    return _to_axis(ct, have, want, size)
+    return to_axis(ct, have, want, size)
 
 
 def _custom_vjp_batch(args, dims, *, call, fwd, bwd, num_consts):
@@ -494,7 +494,7 @@ def _custom_vjp_batch(args, dims, *, call, fwd, bwd, num_consts):
     def place_fwd(outs, odims):
         record["res"] = list(odims[n_out:])   # residuals stay where the batched fwd put them
         return _placed(outs[:n_out], odims, record["dims"], size) + list(outs[n_out:])
-    F = _batched_region(fwd, avals, dims, size, place_fwd)
+    F = batched_region(fwd, avals, dims, size, place_fwd)
     res_avals = [v.aval for v in F[1][n_out:]]
     ct_dims = [d for d, a in zip(record["dims"], call.out_avals) if _inexact(a)]
     ct_avals = [v.aval for v, a in zip(f[1], call.out_avals) if _inexact(a)]
@@ -502,7 +502,7 @@ def _custom_vjp_batch(args, dims, *, call, fwd, bwd, num_consts):
 
     def place_bwd(outs, odims):
         return [_cotangent_to(o, d, w, size) for o, d, w in zip(outs, odims, arg_dims)]
-    Bw = _batched_region(bwd, avals[:num_consts] + res_avals + ct_avals,
+    Bw = batched_region(bwd, avals[:num_consts] + res_avals + ct_avals,
                          list(dims[:num_consts]) + record["res"] + ct_dims, size, place_bwd)
     (f, F, Bw), outer = close_regions([f, F, Bw])
     outs = current().bind(custom_vjp_call, list(outer) + list(args),
@@ -516,7 +516,7 @@ def _remat_batch(args, dims, *, body, prevent_cse=True):
     def place(outs, odims):
         record["dims"] = list(odims)
         return outs
-    child = _batched_region(body, [E.aval(x) for x in args], dims,
+    child = batched_region(body, [E.aval(x) for x in args], dims,
                             B.batch_size(args, dims), place)
     (fn,), outer = close_regions([child])
     outs = current().bind(remat, list(outer) + list(args),

@@ -21,7 +21,8 @@ fuses) run as a host-side sequence of device operations on a device layer (devic
   carry above SPECULATE_BYTES or a print inside, once a trip);
 - `per_primitive`: every other primitive runs its NumPy definition over the layer's arrays
   (Layer.primitive: CuPy's functions on a GPU, NumPy on the emulated device), never on the CPU
-  backend; `debug_print` copies to the host only the values it prints (`host_effect`).
+  backend; `debug_print` copies to the host only the values it prints (`host_effect`);
+- `linear_solve`, `root`: the program of their `solve` region (`subprogram`).
 
 Collectives (pmap) and other regions (custom derivatives left in) are a
 BackendUnsupportedError. Buffers stay on the device between steps: inputs are copied to the
@@ -149,8 +150,10 @@ class Program:
         step = Step("kernel", ins, eqn.outvars, run, tuple(k.kernel for k in kernels))
         return step
 
-    def _subprogram(self, eqn, ins):
-        (region,) = eqn.regions()
+    def _subprogram(self, eqn, ins, region=None):
+        """`eqn` as a program of its own: its one region (a fusion group's), or `region`."""
+        if region is None:
+            (region,) = eqn.regions()
         inner = Program(region, self.layer, self.counter)
         return Step("subprogram", ins, eqn.outvars, lambda layer, values: inner(*values),
                     tuple(inner.kernels()))
@@ -322,7 +325,13 @@ def _fft(program, eqn, ins):
     return Step("fft", ins, eqn.outvars, run)
 
 
+def _solve(program, eqn, ins):
+    """The `solve` region (the other regions serve only the derivative rules)."""
+    return program._subprogram(eqn, ins, eqn.params["solve"])
+
+
 _PLANS = {"dot_general": _gemm, "fft": _fft, "cond": _cond, "while_loop": _while, "scan": _scan,
+          "linear_solve": _solve, "root": _solve,
           "debug_print": _host_effect, "debug_callback": _host_effect,
           "pure_callback": _host_call}
 

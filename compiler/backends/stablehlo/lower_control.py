@@ -5,7 +5,8 @@ for False); `while_loop` a `stablehlo.while` whose carry holds the constants too
 `stablehlo.while` over (counter, constants, carry, scanned operands, stacked results) that
 slices each step's operands and writes its results with dynamic slices (from the end when
 `reverse`). `custom_jvp_call`, `custom_vjp_call` (their derivatives are already expanded by the
-transforms), `remat` and `fusion` lower their region in place.
+transforms), `remat`, `fusion`, `linear_solve` and `root` (their `solve` region) lower their
+region in place.
 """
 import numpy as np
 
@@ -85,4 +86,6 @@ STABLEHLO[PRIMITIVES["scan"]] = _scan
 STABLEHLO[PRIMITIVES["custom_jvp_call"]] = _region("call")
 STABLEHLO[PRIMITIVES["custom_vjp_call"]] = _region("call")
 STABLEHLO[PRIMITIVES["remat"]] = _region("body")
+STABLEHLO[PRIMITIVES["linear_solve"]] = _region("solve")
+STABLEHLO[PRIMITIVES["root"]] = _region("solve")
 STABLEHLO[PRIMITIVES["fusion"]] = _region("body")
