@@ -40,7 +40,7 @@ import numpy as np
 from ...errors import BackendUnsupportedError
 from ...primitives import PRIMITIVES
 from ...primitives.core import LLVM, LLVM_SCRATCH
-from . import gemm, gemm_packed, parallel, pool
+from . import gemm, gemm_packed, parallel, pool, winograd
 from . import ltypes as T
 from .loops import affine_offset, contiguous_strides, counted_loop, emit_nest, unravel
 from .lower_fused import fill
@@ -148,9 +148,14 @@ def _round(nbytes):
     return -(-nbytes // 64) * 64
 
 
-def workspace(pl, lhs):
+def workspace(pl, lhs, wp=None):
     """Byte offsets in the workspace of (the packed kernel, the relaid input, the chunks'
-    partial results) and its size."""
+    partial results) and its size; with a Winograd plan `wp`, (its transformed kernel, the
+    relaid input) and the size."""
+    if wp is not None:
+        kernel = _round(winograd.workspace_bytes(wp, pl.dtype))
+        copy = _round(lhs.size * pl.dtype.itemsize) if wp.relayout else 0
+        return 0, kernel, kernel + copy
     kernel = _round(pl.k * pl.og * pl.groups * pl.dtype.itemsize) if pl.packed else 0
     copy = _round(lhs.size * pl.dtype.itemsize) if pl.relayout else 0
     partials = (pl.chunks * pl.groups * pl.rows * pl.og * pl.dtype.itemsize
@@ -409,6 +414,15 @@ def _conv(ctx, outs, ins, **params):
     row_strides = [os_[a] for a in row_axes]
     o_c = os_[out_spec[1]]
     b = ctx.builder
+    wp = winograd.plan(lhs.aval, rhs.aval, out.aval, **params)
+    if wp is not None:
+        x = lhs.ptr
+        if wp.relayout:
+            x = b.gep(ctx.scratch, [T.i64(workspace(pl, lhs.aval, wp)[1])], source_etype=T.I8)
+            _relayout(ctx, pl._replace(lhs_strides=(wp.in_strides[0], 1) + wp.in_strides[1:]),
+                      lhs, lhs_spec, x)
+        winograd.emit(ctx, wp, dtype, x, rhs.ptr, ctx.scratch, out.ptr)
+        return
     w, x, partial = rhs.ptr, lhs.ptr, out.ptr
     at_kernel, at_input, at_partials, _ = workspace(pl, lhs.aval)
     if pl.packed:
@@ -439,7 +453,8 @@ def _conv(ctx, outs, ins, **params):
 def _scratch(eqn):
     lhs, rhs = eqn.invars
     pl = plan(lhs.aval, rhs.aval, eqn.outvars[0].aval, **eqn.params)
-    return workspace(pl, lhs.aval)[-1]
+    wp = winograd.plan(lhs.aval, rhs.aval, eqn.outvars[0].aval, **eqn.params)
+    return workspace(pl, lhs.aval, wp)[-1]
 
 
 LLVM[PRIMITIVES["conv_general_dilated"]] = _conv
