@@ -110,3 +110,43 @@ def test_gradients_through_winograd(x64):
     f = conv("SAME", LAYOUTS["NHWC"])
     assert _plan(f, x, k) is not None
     check_grads(kiln.jit(f), (x, k), order=1, modes=("rev",))
+
+
+@pytest.mark.parametrize("precision", [lax.Precision.HIGHEST, "highest", "float32",
+                                       (lax.Precision.DEFAULT, lax.Precision.HIGHEST),
+                                       "F32_F32_F32"])
+def test_full_precision_keeps_the_direct_sum(precision):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 12, 12, 32)).astype(np.float32)
+    k = rng.standard_normal((3, 3, 32, 32)).astype(np.float32)
+
+    def f(x, k, precision=None):
+        return lax.conv_general_dilated(x, k, (1, 1), "SAME", precision=precision,
+                                        dimension_numbers=LAYOUTS["NHWC"])
+    exact = lambda x, k: f(x, k, precision)   # noqa: E731
+    assert _plan(f, x, k) is not None and _plan(exact, x, k) is None
+    want = np.asarray(kiln.jit(f, backend="reference")(x.astype(np.float64),
+                                                       k.astype(np.float64)))
+    scale = np.abs(want).max()
+    err = np.abs(np.asarray(kiln.jit(exact)(x, k)) - want).max() / scale
+    assert err < 2e-6     # the direct sum's rounding (Winograd's is about 1e-5)
+    # the precision reaches the gradients' convolutions too
+    grad = kiln.jit(kiln.grad(lambda x, k: exact(x, k).sum(), argnums=(0, 1)))
+    eqns = grad.lower(x, k)._entry.ssa.eqns
+    convs = [e for e in eqns if e.prim.name == "conv_general_dilated"]
+    assert convs and all(e.params["precision"] == "highest" for e in convs)
+
+
+@pytest.mark.parametrize("precision", [None, lax.Precision.DEFAULT, "high", "bfloat16"])
+def test_default_precision_takes_winograd(precision):
+    x, k = np.ones((1, 8, 8, 16), np.float32), np.ones((3, 3, 16, 16), np.float32)
+    f = lambda x, k: lax.conv_general_dilated(x, k, (1, 1), "SAME", precision=precision,  # noqa: E731
+                                              dimension_numbers=LAYOUTS["NHWC"])
+    assert _plan(f, x, k) is not None
+
+
+def test_an_unknown_precision_is_jaxs_error():
+    x, k = np.ones((1, 4, 4, 1), np.float32), np.ones((3, 3, 1, 1), np.float32)
+    with pytest.raises(ValueError, match="Precision argument must be one of"):
+        lax.conv_general_dilated(x, k, (1, 1), "SAME", precision="exact",
+                                 dimension_numbers=LAYOUTS["NHWC"])

@@ -5,8 +5,9 @@ Params: `window_strides`, `padding` (explicit (low, high) pairs; the lax wrapper
 "SAME"/"VALID"), `lhs_dilation`, `rhs_dilation`, `dimension_numbers` = (lhs_spec, rhs_spec,
 out_spec), each a tuple of axis numbers: (batch, feature, spatial...) for lhs and out,
 (out feature, in feature, spatial...) for rhs (JAX's ConvDimensionNumbers),
-`feature_group_count`, `batch_group_count`, `precision` (no effect: sums are in the operands'
-precision), `preferred_element_type`.
+`feature_group_count`, `batch_group_count`, `precision` (None, or "highest" where the user asked
+for full precision: backends then keep to the direct sum's rounding, e.g. no Winograd
+transforms; sums are always in the operands' precision), `preferred_element_type`.
 
 Rules (JAX's): the JVP is bilinear; the operands' cotangents are convolutions of the
 cotangent with the kernel (flipped, strides and lhs dilation swapped) and with the input

@@ -15,6 +15,7 @@ from ..dispatch import bind
 from ..compiler.ir import dtypes
 from ..compiler.primitives import PRIMITIVES as P
 from ..compiler.primitives.convolution import conv_out_shape
+from ._precision import conv_precision
 
 __all__ = ["ConvDimensionNumbers", "ConvGeneralDilatedDimensionNumbers", "conv",
            "conv_dimension_numbers", "conv_general_dilated", "conv_general_dilated_local",
@@ -130,8 +131,8 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
                 padding=_pairs(padding, n), lhs_dilation=lhs_dilation,
                 rhs_dilation=rhs_dilation, dimension_numbers=tuple(tuple(s) for s in dn),
                 feature_group_count=operator.index(feature_group_count),
-                batch_group_count=operator.index(batch_group_count), precision=None,
-                preferred_element_type=pet)
+                batch_group_count=operator.index(batch_group_count),
+                precision=conv_precision(precision), preferred_element_type=pet)
 
 
 def conv(lhs, rhs, window_strides, padding, precision=None, preferred_element_type=None):

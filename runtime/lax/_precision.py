@@ -5,7 +5,9 @@
 kiln accepts every form JAX accepts and checks it as JAX does (`check_precision`,
 `check_accuracy`), then computes the same way whatever was asked for: dot products of the
 operands' dtype (or `preferred_element_type`) at full precision, as `Precision.HIGHEST`;
-unary functions at kiln's one accuracy. Nothing is lowered to fewer bits (no TF32 or bfloat16
+unary functions at kiln's one accuracy. One exception: a convolution's `precision` that asks
+for full precision (`conv_precision`) keeps the LLVM backend's 3x3 convolutions off Winograd's
+transforms, which round more than the direct sum (docs/conv.md). Nothing is lowered to fewer bits (no TF32 or bfloat16
 passes), so a `DotAlgorithmPreset` that JAX's CPU backend rejects (`F16_F16_F32`, the
 float8 ones) is accepted too.
 """
@@ -97,6 +99,19 @@ def check_precision(precision):
         f"{list(_PRECISION_STRINGS) + [None]},\n- a lax.Precision value,\n- a tuple of two "
         "lax.Precision values or strings,\n- a lax.DotAlgorithmPreset or the name of one of "
         f"these presets, or\n- a lax.DotAlgorithm value;\nbut got {precision}.")
+
+
+_FULL_PRESETS = (DotAlgorithmPreset.F32_F32_F32, DotAlgorithmPreset.F64_F64_F64)
+
+
+def conv_precision(precision):
+    """A convolution's `precision` (checked as `check_precision` does) as the primitive's
+    parameter: "highest" where it asks for full precision (`Precision.HIGHEST` for either
+    operand, "highest"/"float32", the F32_F32_F32 or F64_F64_F64 presets), else None."""
+    p = check_precision(precision)
+    asked = p if isinstance(p, tuple) else (p,)
+    full = any(q is Precision.HIGHEST or q in _FULL_PRESETS for q in asked)
+    return "highest" if full else None
 
 
 class AccuracyMode(enum.Enum):

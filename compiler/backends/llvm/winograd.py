@@ -98,10 +98,11 @@ def _blocking(alpha, cin, cout, tiles, dtype):
 
 
 def plan(lhs, rhs, out, *, window_strides, padding, lhs_dilation, rhs_dilation,
-         dimension_numbers, feature_group_count, batch_group_count, **_):
+         dimension_numbers, feature_group_count, batch_group_count, precision=None, **_):
     """The Winograd plan of a convolution (`gradient_plan`'s where the forward form does not
-    apply), or None where lower_conv's patch tiles stay."""
-    if not _shared(lhs, rhs, out, dimension_numbers, window_strides, lhs_dilation,
+    apply), or None where lower_conv's patch tiles stay: always for precision "highest",
+    which asks for the direct sum's rounding."""
+    if precision == "highest" or not _shared(lhs, rhs, out, dimension_numbers, window_strides, lhs_dilation,
                    rhs_dilation, feature_group_count, batch_group_count):
         return None
     lhs_spec, rhs_spec, out_spec = dimension_numbers
