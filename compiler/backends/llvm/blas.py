@@ -22,7 +22,8 @@ a routine (NumPy's products in the same process, which share the library, then r
 too). Large products are split into panels by kiln's own thread pool instead (lower_linalg.py,
 pool.py), whose dynamic tasks survive a busy machine where OpenBLAS's static shares, spin-waiting
 for a thread without a core, collapsed (up to 136 ms for a 2 ms MLP step). Concurrent calls from
-several threads are safe in OpenBLAS (each call on one thread uses its own buffers).
+several threads are safe in OpenBLAS (each call on one thread uses its own buffers). The one
+exception, a single large LAPACK factorisation, runs on OpenBLAS's threads (lapack_threads.py).
 """
 
 from __future__ import annotations
@@ -53,10 +54,14 @@ def address(name: str) -> int:
 
 
 @functools.cache
-def _one_thread() -> None:
+def _one_thread() -> int:
+    """Sets the library to one thread; returns the count it had before (its own setting:
+    OPENBLAS_NUM_THREADS, else the cores), 1 when it cannot say."""
+    before = blas_lookup.thread_count() or 1
     setter = blas_lookup.thread_setter()
     if setter is not None:
         setter(1)
+    return before
 
 
 def int_type() -> ir.IntType:

@@ -8,8 +8,9 @@ arguments:
   export each routine as a PyCapsule in `__pyx_capi__` (32-bit integers); opening one with ctypes costs importing scipy.linalg and loading
   its OpenBLAS, about 0.2-0.5 s in a fresh process.
 `library()` picks the first available (`KILN_BLAS=scipy` forces SciPy's); `address(name)` gives a
-routine's address in it, and `thread_setter()` its `openblas_set_num_threads` (blas.py sets the
-library to one thread: kiln's thread pool splits large products itself). `with_int_bits(bits)` finds the provider with a given integer width: the
+routine's address in it, `thread_setter()` its `openblas_set_num_threads` (blas.py sets the
+library to one thread: kiln's thread pool splits large products itself) and `thread_count()` its
+current count. `with_int_bits(bits)` finds the provider with a given integer width: the
 loader of ahead-of-time compiled libraries (kiln.aot) binds their BLAS calls with it, without
 importing llvmlite, which blas.py (the IR emitters) needs.
 """
@@ -95,22 +96,37 @@ def address(name: str) -> int:
     return found
 
 
-@functools.cache
-def thread_setter() -> Callable[[int], None] | None:
-    """OpenBLAS's `openblas_set_num_threads` in `library()` as a Python callable, or None when
-    the library has none (it is then left to its own settings). Both providers export its
-    Fortran form, which takes a pointer to an INTEGER."""
-    found = library().lookup(THREAD_SETTER)
+def openblas_address(routine: str) -> int | None:
+    """The address of OpenBLAS's own function `routine` ('openblas_set_num_threads',
+    'openblas_get_num_threads': their Fortran forms, integers by pointer) in `library()`, None
+    when the library has none. SciPy's cython_blas exports no such capsule: it is looked up in
+    SciPy's bundled OpenBLAS."""
+    found = library().lookup(routine)
     if not found and library().name == "scipy-cython_blas":
         import scipy.linalg.cython_blas  # noqa: F401  (loads SciPy's OpenBLAS into the process)
         paths = Path(np.__file__).parent.parent.glob("scipy.libs/*openblas*")
-        found = next(filter(None, (_symbol(ctypes.CDLL(str(p)), "scipy_openblas_set_num_threads_")
+        found = next(filter(None, (_symbol(ctypes.CDLL(str(p)), f"scipy_{routine}_")
                                    for p in sorted(paths))), None)
+    return found or None
+
+
+@functools.cache
+def thread_setter() -> Callable[[int], None] | None:
+    """OpenBLAS's `openblas_set_num_threads` in `library()` as a Python callable, or None when
+    the library has none (it is then left to its own settings)."""
+    found = openblas_address(THREAD_SETTER)
     if not found:
         return None
     integer = ctypes.c_int64 if library().int_bits == 64 else ctypes.c_int32
     function = ctypes.CFUNCTYPE(None, ctypes.POINTER(integer))(found)
     return lambda count: function(ctypes.byref(integer(count)))
+
+
+def thread_count() -> int | None:
+    """OpenBLAS's thread count as `openblas_get_num_threads` reports it now, None when the
+    library has no such function."""
+    found = openblas_address("openblas_get_num_threads")
+    return None if not found else ctypes.CFUNCTYPE(ctypes.c_int)(found)()
 
 
 @functools.cache

@@ -64,6 +64,11 @@ EXTERNS: dict[str, tuple[ir.Type, Callable[[], int]]] = {
     **{f"kiln_{name}": (PTR, _libc(name)) for name in ("sched_yield", "pthread_setspecific")},
     **{f"kiln_{routine}": (PTR, _call(".blas", "address", routine))
        for routine in blas_lookup.ROUTINES},
+    # one large LAPACK call on OpenBLAS's threads (lapack_threads.py)
+    "kiln_blas_set_threads": (PTR, _call(".lapack_threads", "setter_address")),
+    "kiln_lapack_threads": (I64, _call(".lapack_threads", "thread_count")),
+    "kiln_lapack_claim": (PTR, _call(".lapack_threads", "claim_address")),
+    "kiln_online_cores": (I64, _call(".lapack_threads", "online_cores")),
     # the host callback of `debug_print`
     "kiln_debug_print": (PTR, _call(".host_callbacks", "callback_address")),
     # the host side of `pure_callback`

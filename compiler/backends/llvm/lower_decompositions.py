@@ -23,7 +23,7 @@ import numpy as np
 from ...errors import BackendUnsupportedError
 from ...primitives import PRIMITIVES
 from ...primitives.core import LLVM
-from . import blas, small_matrix
+from . import blas, lapack_threads, small_matrix
 from . import ltypes as T
 from .buffers import element_pointer
 from .loops import counted_loop
@@ -72,8 +72,9 @@ def _cholesky(ctx, outs, ins):
 
     def one(b, pointer):
         info = blas.externs.stack_slot(b, ir.Constant(blas.int_type(), 0))
-        blas._call(b, blas.routine("potrf", dtype), _POTRF,
-                   [char("U"), blas._int(b, n), pointer, blas._leading(b, n), info])
+        lapack_threads.emit_lapack(b, blas.routine("potrf", dtype), _POTRF,
+                                   [char("U"), blas._int(b, n), pointer, blas._leading(b, n),
+                                    info], lapack_threads.wanted(_batch(a.aval), n))
         failed = b.icmp_signed("!=", b.load(info, typ=blas.int_type()),
                                ir.Constant(blas.int_type(), 0))
         matrix = _Matrix(pointer, out.aval.dtype)

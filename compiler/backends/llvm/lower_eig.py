@@ -19,7 +19,7 @@ from ...ir.abstract import ShapedArray
 from ...primitives import PRIMITIVES
 from ...primitives.core import LLVM, LLVM_SCRATCH
 from ...primitives.eigh import real_dtype
-from . import blas, externs
+from . import blas, externs, lapack_threads
 from . import ltypes as T
 from .buffers import Buffer, View, element_pointer, load, store
 from .lapack_query import Array, Char, Int, workspace
@@ -134,7 +134,9 @@ def _eig(ctx, outs, ins, *, compute_left_eigenvectors, compute_right_eigenvector
                 blas._leading(b, n)] + values
         args += [vl, blas._leading(b, n), vr, blas._leading(b, n), work,
                  blas._int(b, layout.lwork)] + ([rwork] if layout.complex else []) + [info]
-        blas._call(b, layout.routine, ir.FunctionType(ir.VoidType(), [PTR] * len(args)), args)
+        signature = ir.FunctionType(ir.VoidType(), [PTR] * len(args))
+        lapack_threads.emit_lapack(b, layout.routine, signature, args,
+                                   lapack_threads.wanted(count, n))
         failed = b.icmp_signed("!=", b.load(info, typ=blas.int_type()),
                                ir.Constant(blas.int_type(), 0))
         views = [view(b, i) for view in real_views]

@@ -15,7 +15,7 @@ from ...ir.abstract import ShapedArray
 from ...primitives import PRIMITIVES
 from ...primitives.core import LLVM, LLVM_SCRATCH
 from ...primitives.eigh import real_dtype
-from . import blas, externs
+from . import blas, externs, lapack_threads
 from . import ltypes as T
 from .buffers import Buffer, View, element_pointer, store
 from .lapack_query import Array, Char, Int, workspace
@@ -78,6 +78,7 @@ def _eigh(ctx, outs, ins, *, lower):
     matrix = Buffer(scratch, ShapedArray((n, n), dtype))
     nan_v, nan_w = T.const(dtype, float("nan")), T.const(layout.real, float("nan"))
 
+    threaded = lapack_threads.wanted(count, n)
     def one(b, i, carried):
         src = Buffer(element_pointer(b, a, b.mul(i, T.i64(n * n))) if a.const is None else None,
                      ShapedArray((n, n), dtype), a.const)
@@ -90,7 +91,8 @@ def _eigh(ctx, outs, ins, *, lower):
         if layout.complex:
             args += [rwork, blas._int(b, layout.lrwork)]
         args += [iwork, blas._int(b, layout.liwork), info]
-        blas._call(b, layout.routine, ir.FunctionType(ir.VoidType(), [PTR] * len(args)), args)
+        signature = ir.FunctionType(ir.VoidType(), [PTR] * len(args))
+        lapack_threads.emit_lapack(b, layout.routine, signature, args, threaded)
         failed = b.icmp_signed("!=", b.load(info, typ=blas.int_type()),
                                ir.Constant(blas.int_type(), 0))
         with b.if_else(failed) as (bad, good):

@@ -15,7 +15,7 @@ import numpy as np
 from ...ir.abstract import ShapedArray
 from ...primitives import PRIMITIVES
 from ...primitives.core import LLVM, LLVM_SCRATCH
-from . import blas, externs
+from . import blas, externs, lapack_threads
 from . import ltypes as T
 from .buffers import Buffer, View, element_pointer, load, store
 from .lapack_query import Array, Int, workspace
@@ -100,9 +100,9 @@ def _qr(ctx, outs, ins, *, full_matrices):
                   View(column_major, 0, (m, 1), (n, m)))
         info = externs.stack_slot(b, ir.Constant(blas.int_type(), 0))
         lwork = blas._int(b, layout.lwork)
-        blas._call(b, blas.routine("geqrf", dtype), _GEQRF,
-                   [blas._int(b, m), blas._int(b, n), work, blas._leading(b, m), tau, lwork_ptr,
-                    lwork, info])
+        lapack_threads.emit_lapack(b, blas.routine("geqrf", dtype), _GEQRF,
+                                   [blas._int(b, m), blas._int(b, n), work, blas._leading(b, m),
+                                    tau, lwork_ptr, lwork, info], threaded)
 
         def r_entry(c, ix, acc):
             row, col = ix
@@ -111,12 +111,14 @@ def _qr(ctx, outs, ins, *, full_matrices):
                   c.select(c.icmp_signed("<=", row, col), value, zero))
             return []
         emit_nest(b, rm.aval.shape, r_entry, name="r")
-        blas._call(b, _orgqr(dtype), _ORGQR,
-                   [blas._int(b, m), blas._int(b, layout.q_cols), blas._int(b, k), work,
-                    blas._leading(b, m), tau, lwork_ptr, lwork, info])
+        lapack_threads.emit_lapack(b, _orgqr(dtype), _ORGQR,
+                                   [blas._int(b, m), blas._int(b, layout.q_cols), blas._int(b, k),
+                                    work, blas._leading(b, m), tau, lwork_ptr, lwork, info],
+                                   threaded)
         copy_nest(b, (m, layout.q_cols), View(column_major, 0, (1, m), (m, layout.q_cols)),
                   qm.view())
         return []
+    threaded = lapack_threads.wanted(count, m, n)
     counted_loop(builder, T.i64(count), lambda b, i, acc: matrix(b, i), (), "matrix")
 
 

@@ -15,7 +15,7 @@ from ...ir.abstract import ShapedArray
 from ...primitives import PRIMITIVES
 from ...primitives.core import LLVM, LLVM_SCRATCH
 from ...primitives.eigh import real_dtype
-from . import blas, externs
+from . import blas, externs, lapack_threads
 from . import ltypes as T
 from .buffers import Buffer, View, element_pointer, store
 from .lapack_query import Array, Char, Int, workspace
@@ -119,6 +119,7 @@ def _svd(ctx, outs, ins, *, full_matrices, compute_uv):
             builder.gep(scratch, [T.i64(offset)], source_etype=ir.IntType(8))
             for offset in (layout.u, layout.vt, layout.work, layout.rwork, layout.iwork))
 
+    threaded = lapack_threads.wanted(count, m, n)
     def one(b, i, carried):
         results = [one_of(b, out, i, 1 if j == 0 else 2) for j, out in enumerate(outs)]
         if not k:
@@ -135,7 +136,8 @@ def _svd(ctx, outs, ins, *, full_matrices, compute_uv):
                 blas._leading(b, m), results[0].ptr, u_ptr, blas._leading(b, m), vt_ptr,
                 blas._leading(b, max(1, layout.vt_rows)), work, blas._int(b, layout.lwork)]
         args += ([rwork] if layout.complex else []) + [iwork, info]
-        blas._call(b, layout.routine, ir.FunctionType(ir.VoidType(), [PTR] * len(args)), args)
+        signature = ir.FunctionType(ir.VoidType(), [PTR] * len(args))
+        lapack_threads.emit_lapack(b, layout.routine, signature, args, threaded)
         failed = b.icmp_signed("!=", b.load(info, typ=blas.int_type()),
                                ir.Constant(blas.int_type(), 0))
         with b.if_else(failed) as (bad, good):
