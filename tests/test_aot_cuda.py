@@ -18,7 +18,7 @@ import cuda_programs
 HAVE_NVRTC, WHY = nvrtc.available()
 pytestmark = [pytest.mark.skipif(not HAVE_NVRTC, reason=WHY),
               pytest.mark.skipif(emulate.compiler() is None, reason="no host C++ compiler")]
-NAMES = ("elementwise", "reductions", "mlp_step", "indexing", "control")
+NAMES = ("elementwise", "reductions", "mlp_step", "indexing", "control", "long_scans")
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +70,10 @@ def test_the_manifest_describes_inputs_outputs_and_steps(compiled):
     scatter = [s for s in functions["indexing"]["steps"] if s["kernel"].startswith("kiln_scatter")]
     assert scatter and all(s["starts_from"] == [[0, 0]] for s in scatter)
     assert {s["kind"] for s in functions["control"]["steps"]} >= {"cond", "while_loop", "scan"}
+    scans = functions["long_scans"]["steps"]   # a split scan's passes, prefixes between them
+    prefixes = [v for s in scans for v in s["outputs"] if v.endswith("#prefix")]
+    assert len(prefixes) == 3 and all(
+        sum(v in s["inputs"] for s in scans) == 1 for v in prefixes), scans
 
 
 def test_the_loaded_library_matches_jit(compiled, monkeypatch):

@@ -130,13 +130,14 @@ class Program:
             return None
         position = {id(x): k for k, x in enumerate(eqn.invars)}
         result = {v.name: k for k, v in enumerate(eqn.outvars)}
-        plan = [(k.kernel, [position[id(x)] for x in k.inputs],
-                 [result[v.name] for v in k.outputs]) for k in kernels]
+        # a value between the equation's kernels (a split scan's prefixes) is read by name
+        plan = [(k.kernel, [position.get(id(x), x.name) for x in k.inputs],
+                 [result.get(v.name, v.name) for v in k.outputs]) for k in kernels]
 
         def run(layer, values):
-            outs = [None] * len(eqn.outvars)
+            outs, between = [None] * len(eqn.outvars), {}
             for kernel, reads, writes in plan:
-                buffers = [values[i] for i in reads]
+                buffers = [values[i] if isinstance(i, int) else between[i] for i in reads]
                 results = [layer.empty(shape, dtype)
                            for shape, dtype in zip(kernel.out_shapes, kernel.outputs)]
                 for k, j in kernel.starts_from:   # a scatter's result: its operand, updated
@@ -144,7 +145,10 @@ class Program:
                     results[k] = buffers[j] if reads[j] in step.donated else buffers[j].copy()
                 layer.run_kernel(kernel, buffers, results)
                 for k, r in zip(writes, results):
-                    outs[k] = r
+                    if isinstance(k, int):
+                        outs[k] = r
+                    else:
+                        between[k] = r
             return outs
         step = Step("kernel", ins, eqn.outvars, run, tuple(k.kernel for k in kernels))
         return step
