@@ -3,8 +3,8 @@ fuses) run as a host-side sequence of device operations on a device layer (devic
 
 `compile_function(fn)` plans every equation once (`Program`), each as one `Step`:
 
-- `kernel`: a fusion group, an elementwise equation, a view, a reduction, a gather, a
-  scatter or a dynamic slice, as the kernels program.equation_steps makes (one per group with
+- `kernel`: a fusion group, an elementwise equation, an iota, a view, a reduction, a
+  gather, a scatter, a dynamic slice, a pad or a cumulative scan, as the kernels program.equation_steps makes (one per group with
   all its results, one per set of reduced axes; reductions over any axes, argmax/argmin
   included; indexing.py's kernels, a scatter's result starting as its operand's copy, or
   as the operand itself when nothing later reads it: `Program._donate`). A group the generator cannot emit
@@ -112,7 +112,7 @@ class Program:
             raise BackendUnsupportedError(f"the CUDA backend cannot run {name} yet",
                                           eqn.info)
         if name == "fusion" or name in REDUCTIONS or CUDA_SCALAR.get(eqn.prim) is not None \
-                or name in source.VIEWS or name in KERNELS:
+                or name in source.VIEWS or name in source.GENERATED or name in KERNELS:
             step = self._kernel_step(eqn, ins)
             if step is not None:
                 return step
