@@ -2,16 +2,24 @@
 sequence (kiln.compiler.aot.cuda documents the manifest) on the CUDA device layer (CuPy on a
 GPU; the host emulation under KILN_CUDA_EMULATE=1).
 
-A kernel step launches the kernel of its `.cu` file (on a GPU CuPy compiles that text with
-NVRTC for the device, as backend="cuda" does; the emulated layer compiles it for the host)
-with the manifest's buffers, sizes and launch rule; an output in `starts_from` starts as a
-copy of its input. Every other step is its equation in the function's fused SSA file, planned
-as the CUDA executable plans it (gemm, control flow, per-primitive). The closed-over
+A kernel step launches its kernel with the manifest's buffers, sizes and launch rule; an
+output in `starts_from` starts as a copy of its input. The kernel comes from the first of its
+files the device runs (`load_kernel`, compiler/aot/cuda_files.py's order): a cubin for the
+device's architecture (one of an earlier minor version of its major), else the PTX, which the
+driver compiles for the device, else the `.cu` text, which CuPy compiles with NVRTC as
+backend="cuda" does. A cubin whose ELF header names another architecture, or a file the
+driver refuses (a cubin or PTX newer than the driver, say), is passed over for the next;
+`Steps.sources` says which file each kernel came from and why earlier ones were passed over.
+The emulated layer has no architecture: it compiles the `.cu` text for the host.
+
+Every other step is its equation in the function's fused SSA file, planned as the CUDA
+executable plans it (gemm, control flow, per-primitive). The closed-over
 constants come from `<fn>.constants.npz`. Arguments are checked and flattened, and results
 unflattened, as for CPU libraries (`kiln.aot.Function`); results are arrays on the GPU.
 """
 import numpy as np
 
+from .compiler.aot import cuda_files
 from .compiler.backends.cuda import device as D
 from .compiler.backends.cuda.executable import Program, to_layer
 from .compiler.backends.cuda.source import Kernel
@@ -35,7 +43,14 @@ class Steps:
         self.steps = [self._kernel(directory, s) if s["kind"] == "kernel" else
                       self._equation(planner, fused.eqns[s["equation"]], s)
                       for s in spec["steps"]]
-        layer.prepare([k for kind, k, _ in self.steps if kind == "kernel"])
+        self.sources, texts = {}, []   # kernel name -> (its file, [why others were not])
+        for kind, kernel, s in self.steps:
+            if kind == "kernel" and kernel.name not in self.sources:
+                found = self.sources[kernel.name] = load_kernel(layer, kernel, directory,
+                                                                s["files"])
+                if found[0] == s["files"]["cu"]:
+                    texts.append(kernel)
+        layer.prepare(texts)   # (all at once: one host library when emulated)
 
     def _kernel(self, directory, s):
         kernel = Kernel(s["kernel"], (directory / s["files"]["cu"]).read_text(),
@@ -71,6 +86,26 @@ class Steps:
                 outs = run.run(layer, values)
             env.update(zip(s["outputs"], outs))
         return [self._value(env, v) for v in self.results]
+
+
+def load_kernel(layer, kernel, directory, files):
+    """Make `kernel` (its text `files["cu"]`'s) launchable on `layer` from the first of its
+    `files` (a manifest entry) the device runs (module docstring); returns (that file's name,
+    [why each file before it was passed over]). When that is the `.cu` text, the caller
+    compiles it (Layer.prepare, every such kernel at once)."""
+    passed = []
+    for kind, arch, name in cuda_files.candidates(files, layer.arch) if layer.arch else ():
+        if kind == "cu":
+            break
+        path = directory / name
+        try:
+            if kind == "cubin":
+                cuda_files.check_cubin(path.read_bytes(), arch)
+            layer.load_module(kernel, path)
+            return name, passed
+        except (ValueError, OSError, D.ModuleLoadError) as e:
+            passed.append(f"{name}: {e}")
+    return files["cu"], passed
 
 
 def run_function(steps, inputs):

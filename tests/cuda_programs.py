@@ -58,6 +58,11 @@ def indexing(x, i, j, u):
             lax.dynamic_update_slice(x, u[:2, :2], (j[2], i[3])))
 
 
+def long_scans(x):
+    """Lines long enough to be scanned over several blocks (cuda/scan.py's split form)."""
+    return jnp.cumsum(x), lax.cummax(x, axis=1, reverse=True), lax.cumlogsumexp(x[:2], axis=1)
+
+
 def programs():
     rng = np.random.default_rng(0)
     f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
@@ -75,6 +80,7 @@ def programs():
         ("mlp_step", mlp_step, (params, f32(5, 6), f32(5, 3))),
         ("indexing", indexing, (f32(5, 4), np.array([0, 4, -1, 9, -7], np.int32),
                                 np.array([3, 2, 0, -2, 1], np.int32), f32(5, 4))),
+        ("long_scans", long_scans, (f32(3, 40000),)),
     ]
 
 

@@ -10,7 +10,8 @@ import pytest
 import kiln
 from kiln.cli import commands as cli
 from kiln.cli.aot import compile_cuda_library
-from kiln.compiler.aot import AOTUsageError, Target
+from kiln import aot_cuda
+from kiln.compiler.aot import AOTUsageError, Target, cuda_files
 from kiln.compiler.backends.cuda import device as D, emulate, nvrtc
 
 import cuda_programs
@@ -18,7 +19,7 @@ import cuda_programs
 HAVE_NVRTC, WHY = nvrtc.available()
 pytestmark = [pytest.mark.skipif(not HAVE_NVRTC, reason=WHY),
               pytest.mark.skipif(emulate.compiler() is None, reason="no host C++ compiler")]
-NAMES = ("elementwise", "reductions", "mlp_step", "indexing", "control")
+NAMES = ("elementwise", "reductions", "mlp_step", "indexing", "control", "long_scans")
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,8 @@ def test_every_kernel_has_its_files(compiled):
             assert f"__global__ void {name}(" in (directory / files["cu"]).read_text()
             for arch in ("sm_80", "sm_90"):
                 assert f".target {arch}" in (directory / files[arch]["ptx"]).read_text()
-                assert (directory / files[arch]["cubin"]).read_bytes()[:4] == b"\x7fELF"
+                assert cuda_files.cubin_arch((directory / files[arch]["cubin"]).read_bytes()) \
+                    == arch
 
 
 def test_the_manifest_describes_inputs_outputs_and_steps(compiled):
@@ -70,6 +72,10 @@ def test_the_manifest_describes_inputs_outputs_and_steps(compiled):
     scatter = [s for s in functions["indexing"]["steps"] if s["kernel"].startswith("kiln_scatter")]
     assert scatter and all(s["starts_from"] == [[0, 0]] for s in scatter)
     assert {s["kind"] for s in functions["control"]["steps"]} >= {"cond", "while_loop", "scan"}
+    scans = functions["long_scans"]["steps"]   # a split scan's passes, prefixes between them
+    prefixes = [v for s in scans for v in s["outputs"] if v.endswith("#prefix")]
+    assert len(prefixes) == 3 and all(
+        sum(v in s["inputs"] for s in scans) == 1 for v in prefixes), scans
 
 
 def test_the_loaded_library_matches_jit(compiled, monkeypatch):
@@ -88,6 +94,79 @@ def test_the_loaded_library_matches_jit(compiled, monkeypatch):
                                        err_msg=name)
     with pytest.raises(TypeError, match="elementwise"):
         lib.elementwise(np.ones((5, 7), np.float32))
+
+
+def test_the_files_a_device_runs_best_first():
+    files = {"cu": "k.cu", **{a: {"ptx": f"k.{a}.ptx", "cubin": f"k.{a}.cubin"}
+                              for a in ("sm_80", "sm_86", "sm_90", "sm_90a")}}
+
+    def order(arch):
+        return [name for _, _, name in cuda_files.candidates(files, arch)]
+    assert order("sm_86") == ["k.sm_86.cubin", "k.sm_80.cubin", "k.sm_86.ptx", "k.sm_80.ptx",
+                              "k.cu"]
+    assert order("sm_89") == ["k.sm_86.cubin", "k.sm_80.cubin", "k.sm_86.ptx", "k.sm_80.ptx",
+                              "k.cu"]
+    assert order("sm_90") == ["k.sm_90a.cubin", "k.sm_90.cubin", "k.sm_90a.ptx", "k.sm_90.ptx",
+                              "k.sm_86.ptx", "k.sm_80.ptx", "k.cu"]
+    assert order("sm_100") == ["k.sm_90.ptx", "k.sm_86.ptx", "k.sm_80.ptx", "k.cu"]
+    assert order("sm_75") == ["k.cu"]
+    with pytest.raises(ValueError, match="sm_XY"):
+        cuda_files.candidates(files, "compute_90")
+    for bad, why in ((b"MZ" + bytes(60), "not an ELF"),
+                     (b"\x7fELF\x02" + bytes(13) + b"\x3e\x00" + bytes(40), "machine 62")):
+        with pytest.raises(ValueError, match=why):
+            cuda_files.cubin_arch(bad)
+
+
+class _FakeDevice(D.EmulatedLayer):
+    """The emulated layer posing as a device of `arch`, recording which files it loads;
+    `refuse`: the kinds of file its driver refuses."""
+
+    def __init__(self, arch, refuse=()):
+        self.arch, self.refuse, self.loaded, self.texts = arch, refuse, [], []
+
+    def load_module(self, kernel, path):
+        if path.suffix[1:] in self.refuse or not path.exists():
+            raise D.ModuleLoadError(f"refused {path.name}")
+        self.loaded.append(path.name)
+
+    def prepare(self, kernels):
+        self.texts += [k.name for k in kernels]
+
+
+@pytest.mark.parametrize("arch, suffix", [("sm_90", ".sm_90.cubin"), ("sm_86", ".sm_80.cubin"),
+                                          ("sm_120", ".sm_90.ptx"), ("sm_75", ".cu")])
+def test_the_loader_takes_the_device_s_cubin_then_ptx_then_text(compiled, arch, suffix):
+    directory, manifest, _ = compiled
+    spec = {f["name"]: f for f in manifest["functions"]}["reductions"]
+    device = _FakeDevice(arch)
+    steps = aot_cuda.Steps(directory, spec, device)
+    assert set(steps.sources) == set(spec["kernels"])
+    assert all(name.endswith(suffix) and not passed for name, passed in steps.sources.values())
+    assert (device.texts == sorted(steps.sources)) == (suffix == ".cu")
+    assert len(device.loaded) == (0 if suffix == ".cu" else len(spec["kernels"]))
+
+
+def test_the_loader_passes_over_what_the_driver_refuses(compiled, tmp_path):
+    directory, manifest, _ = compiled
+    spec = {f["name"]: f for f in manifest["functions"]}["elementwise"]
+    steps = aot_cuda.Steps(directory, spec, _FakeDevice("sm_90", refuse=("cubin",)))
+    for name, passed in steps.sources.values():
+        assert name.endswith(".sm_90.ptx") and passed == [
+            f"{name[:-len('ptx')]}cubin: refused {name[:-len('ptx')]}cubin"]
+    kernel = steps.steps[0][1]
+    files = spec["kernels"][kernel.name]
+    cubin = (directory / files["sm_80"]["cubin"]).read_bytes()
+    (tmp_path / files["sm_90"]["cubin"]).write_bytes(cubin)    # an sm_80 cubin labelled sm_90
+    (tmp_path / files["sm_80"]["cubin"]).write_bytes(cubin[:40])             # a damaged one
+    (tmp_path / files["sm_80"]["ptx"]).write_text((directory / files["sm_80"]["ptx"])
+                                                  .read_text())
+    device = _FakeDevice("sm_90")   # its cubin is sm_80's, its PTX missing: sm_80's PTX
+    name, passed = aot_cuda.load_kernel(device, kernel, tmp_path, files)
+    assert name == files["sm_80"]["ptx"] and device.loaded == [name]
+    assert "a cubin for sm_80, not sm_90" in passed[0] and "refused" in passed[1]
+    name, passed = aot_cuda.load_kernel(_FakeDevice("sm_86"), kernel, tmp_path, files)
+    assert name == files["sm_80"]["ptx"] and "not an ELF image" in passed[0]
 
 
 def test_without_a_device_load_says_why(compiled, monkeypatch):

@@ -15,7 +15,8 @@ as the CUDA executable does (backends/cuda/executable.py). It writes into `out_d
 
 The manifest has the CPU library's fields that describe functions (name, source, inputs,
 outputs, trees, static arguments, constants) and, per function, its top-level `steps` in
-order. A value is a program value's name (the fused SSA's), or {"literal", "dtype"}:
+order. A value is a program value's name (the fused SSA's, or with a `#` a value between
+the kernels of one equation: a split scan's `<result>#prefix`), or {"literal", "dtype"}:
 
     {"kind": "kernel", "kernel": NAME, "files": {"cu": F, "sm_90": {"ptx": F, "cubin": F}},
      "inputs": [values], "outputs": [names], "input_dtypes", "output_dtypes",
@@ -32,7 +33,8 @@ pointers (zero-filled before each launch; the kernel leaves them zero), then one
 per size; an output in `starts_from` starts as a copy of that input. A step of another kind
 is the fused SSA's equation: a loader plans it as the CUDA executable does (cuBLAS for gemm,
 cuFFT for fft, host-driven control flow over its regions' kernels, the primitive's NumPy
-definition over the device's arrays). The function's `results` are values too.
+definition over the device's arrays). The function's `results` are values too. Which of a
+kernel's files a device runs: cuda_files.py.
 """
 import re
 

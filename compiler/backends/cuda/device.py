@@ -7,6 +7,10 @@ executable and GPU arrays need:
     launch(kernel, grid, block, buffers, extents)   (kernel: source.Kernel, its text and name)
     launch_shape(kernel) -> (grid, block)           synchronize()
     prepare(kernels)                    (compile them ahead of their first launch)
+    arch                                (the device's real architecture, "sm_90"; None when
+                                         emulated: kernels are compiled for the host)
+    load_module(kernel, path)           (the kernel from a cubin or PTX file, `kiln compile`'s;
+                                         ModuleLoadError when the driver refuses it)
     gemm(a, b) -> buffer                (a (B, M, K) by b (B, K, N), or 2-D: cuBLAS / BLAS)
     fft(x, fft_type, fft_lengths)       (the `fft` primitive: cuFFT / NumPy's pocketfft)
     primitive(prim, buffers, params)    (a primitive without a kernel: its NumPy definition
@@ -89,11 +93,16 @@ class DeviceBuffer:
         return f"DeviceBuffer({self.dtype.name}{list(self.shape)} on {self.layer.name})"
 
 
+class ModuleLoadError(KilnError, RuntimeError):
+    """The driver refused a kernel's cubin or PTX file (Layer.load_module)."""
+
+
 class Layer:
     """What both layers share (see the module docstring)."""
     platform = "gpu"
     xp = np
     name = "?"
+    arch = None
 
     def primitive(self, prim, buffers, params):
         """A primitive the kernel generator cannot emit yet, on this layer: its NumPy
@@ -166,6 +175,7 @@ class CupyLayer(Layer):
         name = props["name"]
         self.name = self.device_kind = name.decode() if isinstance(name, bytes) else str(name)
         self.multiprocessors = props["multiProcessorCount"]
+        self.arch = f"sm_{props['major']}{props['minor']}"
         self._functions = {}   # kernel text -> CuPy RawModule function
 
     def to_device(self, host):
@@ -194,6 +204,15 @@ class CupyLayer(Layer):
             module = self.cupy.RawModule(code=kernel.source, options=("--std=c++17",))
             function = self._functions[kernel.source] = module.get_function(kernel.name)
         return function
+
+    def load_module(self, kernel, path):
+        """`kernel`'s function from the cubin or PTX file at `path` (the driver compiles PTX
+        for the device), used for its text from now on."""
+        try:
+            function = self.cupy.RawModule(path=str(path)).get_function(kernel.name)
+        except self.cupy.cuda.driver.CUDADriverError as e:
+            raise ModuleLoadError(f"the CUDA driver could not load {path}: {e}") from None
+        self._functions[kernel.source] = function
 
     def launch(self, kernel, grid, block, buffers, extents):
         self._function(kernel)((grid,), (block,), (*buffers, *map(np.int64, extents)))

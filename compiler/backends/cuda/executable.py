@@ -3,8 +3,8 @@ fuses) run as a host-side sequence of device operations on a device layer (devic
 
 `compile_function(fn)` plans every equation once (`Program`), each as one `Step`:
 
-- `kernel`: a fusion group, an elementwise equation, a view, a reduction, a gather, a
-  scatter or a dynamic slice, as the kernels program.equation_steps makes (one per group with
+- `kernel`: a fusion group, an elementwise equation, an iota, a view, a reduction, a
+  gather, a scatter, a dynamic slice, a pad or a cumulative scan, as the kernels program.equation_steps makes (one per group with
   all its results, one per set of reduced axes; reductions over any axes, argmax/argmin
   included; indexing.py's kernels, a scatter's result starting as its operand's copy, or
   as the operand itself when nothing later reads it: `Program._donate`). A group the generator cannot emit
@@ -113,7 +113,7 @@ class Program:
             raise BackendUnsupportedError(f"the CUDA backend cannot run {name} yet",
                                           eqn.info)
         if name == "fusion" or name in REDUCTIONS or CUDA_SCALAR.get(eqn.prim) is not None \
-                or name in source.VIEWS or name in KERNELS:
+                or name in source.VIEWS or name in source.GENERATED or name in KERNELS:
             step = self._kernel_step(eqn, ins)
             if step is not None:
                 return step
@@ -131,13 +131,14 @@ class Program:
             return None
         position = {id(x): k for k, x in enumerate(eqn.invars)}
         result = {v.name: k for k, v in enumerate(eqn.outvars)}
-        plan = [(k.kernel, [position[id(x)] for x in k.inputs],
-                 [result[v.name] for v in k.outputs]) for k in kernels]
+        # a value between the equation's kernels (a split scan's prefixes) is read by name
+        plan = [(k.kernel, [position.get(id(x), x.name) for x in k.inputs],
+                 [result.get(v.name, v.name) for v in k.outputs]) for k in kernels]
 
         def run(layer, values):
-            outs = [None] * len(eqn.outvars)
+            outs, between = [None] * len(eqn.outvars), {}
             for kernel, reads, writes in plan:
-                buffers = [values[i] for i in reads]
+                buffers = [values[i] if isinstance(i, int) else between[i] for i in reads]
                 results = [layer.empty(shape, dtype)
                            for shape, dtype in zip(kernel.out_shapes, kernel.outputs)]
                 for k, j in kernel.starts_from:   # a scatter's result: its operand, updated
@@ -145,7 +146,10 @@ class Program:
                     results[k] = buffers[j] if reads[j] in step.donated else buffers[j].copy()
                 layer.run_kernel(kernel, buffers, results)
                 for k, r in zip(writes, results):
-                    outs[k] = r
+                    if isinstance(k, int):
+                        outs[k] = r
+                    else:
+                        between[k] = r
             return outs
         step = Step("kernel", ins, eqn.outvars, run, tuple(k.kernel for k in kernels))
         return step

@@ -1,6 +1,6 @@
 """CUDA kernels of the indexing primitives: gather, the scatter family (scatter, scatter_add,
 scatter_mul, scatter_min, scatter_max), dynamic_slice and dynamic_update_slice, and of
-concatenate.
+concatenate and pad.
 
 `KERNELS[name](fn)` is the Kernel of `fn`, a function of one such equation (program.py's
 `_single`), for every dimension-number form the primitives accept (no operand batching
@@ -30,6 +30,8 @@ the text; the kernel reads its index arrays at run time. Semantics are the refer
     order; float sums and products are combined in the order the threads arrive, so they may
     differ from the reference's in-order results by rounding;
 - concatenate (how `x[i, j]` builds its index vectors), a thread per result element;
+- pad, a thread per result element: the operand's element that lands there, else the
+  padding value (interior padding, and negative padding that crops);
 - dynamic_slice, a thread per result element, and dynamic_update_slice, a thread per operand
   element (inside the clamped window: the update's element, else the operand's): each start
   is clamped into [0, dim - size], exactly for every index dtype (unsigned starts compare as
@@ -311,6 +313,29 @@ def concatenate(fn):
     return one_equation_kernel(fn, body, out.aval.size)
 
 
+# --------------------------------------------------------------------------------- pad
+
+def pad(fn):
+    """A thread per result element: the operand's element that lands there (element k of an
+    axis lands at `low + k * (interior + 1)`; negative padding crops), else the padding
+    value."""
+    reads = Reads(fn)
+    (x, value), out = reads.eqn.invars, reads.eqn.outvars[0]
+    body, tests, terms = flat_coordinates(out.aval.shape), [], []
+    strides = contiguous_strides(x.aval.shape)
+    for d, ((low, _, interior), size) in enumerate(zip(reads.eqn.params["padding_config"],
+                                                       x.aval.shape)):
+        step = interior + 1
+        body.append(f"const long long p{d} = c{d} - ({low}LL);")
+        tests.append(f"p{d} >= 0 && p{d} < {(size - 1) * step + 1}LL" +
+                     (f" && p{d} % {step} == 0" if step > 1 else ""))
+        terms.append((f"(p{d} / {step})" if step > 1 else f"p{d}", strides[d]))
+    inside = " && ".join(tests) or "true"
+    body.append(f"out0[i] = {inside} ? {reads.element(x, _affine(terms))} : "
+                f"{reads.element(value, '0')};")
+    return one_equation_kernel(fn, body, out.aval.size)
+
+
 KERNELS = {"gather": gather, "concatenate": concatenate, "dynamic_slice": dynamic_slice,
-           "dynamic_update_slice": dynamic_update_slice,
+           "dynamic_update_slice": dynamic_update_slice, "pad": pad,
            **{name: _scatter_for(name) for name in _COMBINE}}

@@ -8,7 +8,8 @@ kernel per set of reduced axes when its reductions reduce different axes of its 
 space (each recomputes the prologue it needs; the first also writes the elementwise
 results), and an
 equation on its own (elementwise, a reduction, or a view that something outside a group
-reads) is the kernel of a function of that one equation. A Step
+reads) is the kernel of a function of that one equation (a cumulative scan of few very long
+lines is three passes or more: scan.passes, with values of their own between them). A Step
 names the program values its kernel reads (SSA Vars, or Literals passed as one-element
 arrays) and writes. The function's results are program values too, or its inputs or literals
 (no kernel). Any other equation (dot_general, control flow, sort, ...) is a
@@ -21,13 +22,15 @@ from ...errors import BackendUnsupportedError
 from ...ir.ssa import Function, Literal
 from ...transforms.simplify import dce
 from . import source as S
+from . import scan
 from .reduce import REDUCTIONS
 
 
 class Step(NamedTuple):
     kernel: S.Kernel
     inputs: tuple    # per kernel input: the program's Var it reads, or a Literal
-    outputs: tuple   # per kernel output: the program's Var it writes
+    outputs: tuple   # per kernel output: the program's Var it writes (or a value between
+    #                  an equation's kernels: a split scan's `<result>#prefix`, scan.py)
 
 
 def _single(eqn):
@@ -68,6 +71,8 @@ def equation_steps(eqn):
     if eqn.regions():
         raise S._unsupported(f"the primitive {eqn.prim.name!r}", eqn.info)
     single = _single(eqn)
+    if eqn.prim.name in scan.KERNELS:   # one kernel, or a long line's passes
+        return [Step(*found) for found in scan.passes(single)]
     return [Step(S.kernel_source(single), tuple(single.invars), tuple(eqn.outvars))]
 
 
@@ -98,6 +103,8 @@ def text(fn, level):
         kernels = [S.kernel_source(fn)]
     except BackendUnsupportedError:
         kernels = None
+    if len(fn.eqns) == 1 and fn.eqns[0].prim.name in scan.KERNELS:
+        kernels = [kernel for kernel, _, _ in scan.passes(fn)]
     parts = []
     for eqn in fn.eqns if kernels is None else ():
         try:

@@ -6,7 +6,7 @@ views (broadcast_in_dim, transpose, squeeze, rev, slice, and reshape of a contig
 computes nothing, it becomes the affine index of the input's load (`_View`: an offset and a
 stride per coordinate, 0 along broadcast axes), with the kernel's coordinates c0, c1, ...
 computed from the flat index when a load needs them; each input element a kernel reads is
-loaded once per view. Groups the LLVM pipeline fused are emitted inline. The kernel:
+loaded once per view. An iota computes its elements from those coordinates (`GENERATED`). Groups the LLVM pipeline fused are emitted inline. The kernel:
 
     extern "C" __global__ void kiln_<name>(const float* __restrict__ x, ...,
                                            float* __restrict__ out0, ..., long long n)
@@ -146,6 +146,16 @@ VIEWS = {"broadcast_in_dim": _broadcast_in_dim, "transpose": _transpose,
          "squeeze": _squeeze, "rev": _rev, "reshape": _reshape, "slice": _slice}
 
 
+def _iota(*, dtype, shape, dimension, **params):
+    """iota's element at the kernel's coordinates (its shape's): its coordinate along
+    `dimension`."""
+    return f"({ctype(dtype)})({'i' if len(shape) == 1 else f'c{dimension}'})"
+
+
+# primitives without operands computed from the kernel's coordinates: (**params) -> C
+GENERATED = {"iota": _iota}
+
+
 def kernel_source(fn):
     """The Kernel computing SSA Function `fn` (see the module docstring): the kernel of its
     one equation when that has a generator of its own (equation_kernels.py: gathers, scatters,
@@ -281,6 +291,13 @@ def _emit(eqns, env, body, shape, skip=()):
             if moved is not None:
                 env[eqn.outvars[0].name] = moved
                 continue
+        out = eqn.outvars[0]
+        generate = GENERATED.get(eqn.prim.name)
+        if generate is not None and out.aval.shape == shape and ctype(out.aval.dtype):
+            env[out.name] = local = _identifier(out.name)
+            body.append(f"const {ctype(out.aval.dtype)} {local} = "
+                        f"{generate(**eqn.params)};")
+            continue
         rule = CUDA_SCALAR.get(eqn.prim)
         if rule is None or eqn.regions():
             raise _unsupported(f"the primitive {eqn.prim.name!r}", eqn.info)
@@ -292,9 +309,7 @@ def _emit(eqns, env, body, shape, skip=()):
                                    f"in a kernel over {shape}", eqn.info)
         args = [_literal(x) if isinstance(x, Literal) else _value(env, x.name, body, shape)
                 for x in eqn.invars]
-        expression = rule(args, [x.aval for x in eqn.invars], eqn.outvars[0].aval,
-                          **eqn.params)
-        out = eqn.outvars[0]
+        expression = rule(args, [x.aval for x in eqn.invars], out.aval, **eqn.params)
         env[out.name] = local = _identifier(out.name)
         body.append(f"const {ctype(out.aval.dtype)} {local} = {expression};")
 
