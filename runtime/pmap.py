@@ -53,6 +53,7 @@ from .compiler.primitives.collectives import holds_collectives
 from .compiler.primitives.replicas import ReplicaGroup, with_collective_params
 from .distributed import process_layout
 from .compiler.transforms.vmap import batch_emit
+from .compiler.backends.llvm import memory
 from .lax._parallel import axis_frame
 from .vmap import _broadcast_prefix, _check_axis_spec, split_mapped, place_outputs
 
@@ -209,7 +210,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             if spec is None:
                 outs.append(per_replica[0][k] if size else None)
                 continue
-            stacked = np.stack([np.asarray(r[k]) for r in per_replica])
+            stacked = _stack([np.asarray(r[k]) for r in per_replica], values + entry.consts)
             nd = stacked.ndim
             if not -nd <= spec < nd:
                 raise ValueError(f"pmap out_axes {spec} is out of bounds for an output of "
@@ -231,6 +232,17 @@ def _pjrt():
     """runtime/pjrt.py, imported when a pmap runs on PJRT devices."""
     from . import pjrt
     return pjrt
+
+
+def _stack(values, inputs):
+    """The replicas' values stacked along a new leading axis: one replica's value viewed so,
+    without a copy, when it is a buffer of its own (compiled code's results are; the
+    reference backend may return an input, which must not become the result); else copied
+    into memory from the compiled code's buffer pool (pages already mapped: no page faults)."""
+    if len(values) == 1 and not any(np.may_share_memory(values[0], x) for x in inputs):
+        return values[0][np.newaxis]
+    out = memory.empty((len(values), *values[0].shape), values[0].dtype) if values else None
+    return np.stack(values, out=out)
 
 
 def _to_front(value, axis):

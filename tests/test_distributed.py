@@ -620,6 +620,72 @@ def test_pmap_inside_jit_and_grad_spans_every_process(tmp_path):
         ["rank 0 ok", "rank 1 ok"]
 
 
+# psum & co. with one device per process: the engine reduces the operand straight into the
+# result, eagerly (lower_collectives.py) and inside jit (lower_processes.py, the result in the
+# operand's buffer when it dies there or is donated); results of calls held at once stay apart.
+ONE_DEVICE_EACH = """
+import numpy as np
+import kiln
+import kiln.numpy as jnp
+from kiln import lax
+
+kiln.config.update("jax_num_cpu_devices", 1)
+kiln.distributed.initialize()
+rank, size = kiln.process_index(), kiln.process_count()
+assert kiln.local_device_count() == 1
+ops = {"psum": (lax.psum, np.sum), "pmax": (lax.pmax, np.max), "pmin": (lax.pmin, np.min)}
+
+
+def data(n, dtype, p, k):   # process p's values of call k
+    return ((np.arange(n) * (p + 1) + 3 * k) % 11 - 5).astype(dtype).reshape(1, n)
+
+
+def address(a):
+    return np.asarray(a).__array_interface__["data"][0]
+
+
+# n: below and above the engine's point-to-point threshold (mpi_engine.PAIRWISE_BYTES), and 0
+for n, dtype in ((5, np.float32), ((1 << 18) + 3, np.float32), ((1 << 17) + 1, np.int64),
+                 (7, np.float16), (0, np.float32)):
+    for name, (collective, reduce) in ops.items():
+        eager = kiln.pmap(lambda v: collective(v, "i"), axis_name="i")
+        traced = kiln.jit(eager)
+        in_place = kiln.jit(kiln.pmap(lambda v: collective(v * 2, "i"), axis_name="i"))
+        for f, scale in ((eager, 1), (traced, 1), (in_place, 2)):
+            xs = [data(n, dtype, rank, k) for k in range(3)]
+            held = [f(x) for x in xs]   # held at once: each call its own result
+            for k, got in enumerate(held):
+                want = reduce(np.stack([data(n, dtype, p, k) * scale for p in range(size)]), 0)
+                assert np.array_equal(np.asarray(got), want.astype(dtype)), (name, n, k, got, want)
+                assert np.array_equal(xs[k], data(n, dtype, rank, k)), "the operand changed"
+            if n:
+                assert len({address(r) for r in held} | {address(x) for x in xs}) == 6
+# donated: the result is the argument's buffer, reduced in place
+donating = kiln.jit(kiln.pmap(lambda v: lax.psum(v, "i"), axis_name="i"), donate_argnums=0)
+for n in (6, (1 << 18) + 3):
+    x = jnp.asarray(data(n, np.float32, rank, 0))
+    at = address(x)
+    y = donating(x)
+    want = np.sum([data(n, np.float32, p, 0) for p in range(size)], 0)
+    assert np.array_equal(np.asarray(y), want) and address(y) == at and x.is_deleted()
+print(f"rank {rank} ok", flush=True)
+kiln.distributed.shutdown()
+"""
+
+
+@needs_mpi
+@pytest.mark.parametrize("size", [2, 3])
+def test_one_device_per_process_reduces_straight_into_the_result(tmp_path, size):
+    """pmap and jit(pmap) psum/pmax/pmin with one device per process (float32 and int64 on
+    either side of the engine's point-to-point threshold, float16, empty): results of three
+    calls held at once are correct and distinct from each other and the operands, a dying
+    operand is reduced in place, and a donated one becomes the result."""
+    code, output, _ = mpirun(tmp_path, ONE_DEVICE_EACH, np_=size, limit=240)
+    assert code == 0, output[-3000:]
+    assert sorted(line for line in output.splitlines() if line.endswith(" ok")) == \
+        [f"rank {r} ok" for r in range(size)]
+
+
 # The collectives other than psum & co. over a pmap axis spanning several processes: each case's
 # global input has a leading axis of every process's replicas; process p maps over its rows.
 PMAP_CASES = """import numpy as np

@@ -5,7 +5,10 @@
   lives in one buffer for the whole loop. Programs of updates (operands read afterwards or
   not, loops with several carries, swapped carries, scans with stacked outputs, nested loops,
   trip counts 0 and 1) are drawn with hypothesis and compared with the reference backend; the
-  plans themselves are checked (a row update in a fori_loop copies nothing per trip).
+  plans themselves are checked (a row update in a fori_loop copies nothing per trip). A
+  reduction over axes of size 1 and a broadcast inserting axes of size 1 read their operand
+  in place, and an output they make of a temporary is that temporary, computed in the output
+  buffer (what jit(pmap(psum)) leaves with one device per process).
 - Donation (`donate_argnums` / `donate_argnames`, as in JAX): an output of a donated input's
   shape and dtype is computed in its buffer, the donated Array is deleted (using it raises
   JAX's error), an unusable donation warns and leaves the argument alone, and a buffer that
@@ -192,6 +195,41 @@ def test_an_operand_read_through_a_view_is_not_overwritten():
         warnings.simplefilter("ignore")
         got = f(jnp.asarray(x.copy()))
     np.testing.assert_array_equal(np.asarray(got), x + x.T)
+
+
+def unit_views(x, w, op):
+    """A reduction over an axis of size 1 and a broadcast that only inserts axes of size 1,
+    of a product (which stays its own equation): both read the product's bytes in place."""
+    t = getattr(lax, f"reduce_{op}")(x[:, None] @ w, (1,))
+    return lax.broadcast_in_dim(t, (1, x.shape[0], 1, w.shape[1]), (1, 3)), t
+
+
+def test_an_output_made_by_views_of_a_temporary_is_that_temporary():
+    """The product is computed in the output buffer; the reduction and the broadcast are
+    aliases of it (no code). Returning the reduction too puts the product in that output, and
+    the broadcast's own code writes the other."""
+    x, w = np.arange(12, dtype=np.float32).reshape(3, 4), np.ones((4, 5), np.float32)
+    fn, plan = plan_of(lambda x, w: unit_views(x, w, "max")[0], x, w)
+    product = next(e for e in fn.eqns if e.prim.name == "dot_general").outvars[0]
+    assert plan.location(product) == plan.location(fn.outvars[0]) == ("out", 0)
+    assert plan.where[fn.outvars[0]][0] == "alias" and not plan.copies and plan.workspace == 0
+    fn, plan = plan_of(lambda x, w: unit_views(x, w, "max"), x, w)
+    product = next(e for e in fn.eqns if e.prim.name == "dot_general").outvars[0]
+    assert plan.location(product) == ("out", 1) and plan.where[fn.outvars[0]] == ("out", 0)
+    assert not plan.copies and plan.workspace == 0
+
+
+@SETTINGS
+@given(st.integers(0, 3), st.integers(0, 3),
+       st.sampled_from([("sum", np.float32), ("prod", np.float64), ("max", np.float32),
+                        ("min", np.float32), ("and", np.int32), ("or", np.int32),
+                        ("xor", np.int32)]))
+def test_unit_reductions_and_broadcasts_match_the_reference(a, b, case):
+    op, dtype = case
+    x = (np.arange(a * 4).reshape(a, 4) % 5 - 2).astype(dtype)
+    w = (np.arange(4 * b).reshape(4, b) % 3 - 1).astype(dtype)
+    check(kiln.jit(unit_views, static_argnums=2)(x, w, op),
+          reference(unit_views, x, w, op, static_argnums=2))
 
 
 # ------------------------------------------------------------------------- donation

@@ -289,6 +289,25 @@ def test_results_feed_back_and_index():
     np.testing.assert_array_equal(np.asarray(out + 1), np.full((4, 3), 5.0))
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("n", [1, 3])
+@pytest.mark.parametrize("summed", [True, False])
+def test_results_held_at_once_are_their_own_buffers(backend, n, summed):
+    """One replica's result is returned without a copy, several are stacked into pooled
+    memory: either way three calls' results held at once keep their values, and a result never
+    shares the argument's memory (the reference backend returns the identity's input)."""
+    f = kiln.pmap((lambda v: lax.psum(v, "i")) if summed else (lambda v: v), axis_name="i",
+                  backend=backend)
+    xs = [np.full((n, 2 << 18), k + 1, np.float32) for k in range(3)]   # 4 MB each: pooled
+    held = [f(x) for x in xs]
+    for x, r in zip(xs, held):
+        assert not np.shares_memory(np.asarray(r), x)
+        x[...] = -1.0   # the argument changes afterwards: the result does not
+    for k, r in enumerate(held):
+        want = (k + 1) * (n if summed else 1)
+        np.testing.assert_array_equal(np.asarray(r), np.full((n, 2 << 18), want, np.float32))
+
+
 def test_replicas_run_at_once_on_threads():
     # a psum among 4 replicas completes only if all 4 run at once: 3 workers beside the caller
     kiln.pmap(lambda v: lax.psum(v, "i"), axis_name="i")(np.ones(4, np.float32))

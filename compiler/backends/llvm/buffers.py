@@ -12,7 +12,8 @@ top-level function lives:
 - inputs in the caller's input buffers;
 - a result that a function output is, in that output buffer (computed in place, no copy);
 - a value of an `aliasing` equation (reshape, squeeze, bitcast: the same bytes read another
-  way) in its operand's storage;
+  way) in its operand's storage; an output that such an equation makes of a temporary is
+  that temporary computed in the output buffer (no copy at the end);
 - in place: a result that an equation may compute in the storage of one of its operands
   (`inplace(eqn)`: dynamic_update_slice and scatter update their operand, an elementwise
   fusion writes over an input it reads element by element) takes that storage when nothing
@@ -138,6 +139,9 @@ def _plan(fn, aliasing, scratch, inplace, donated):
             where[v] = ("out", j)
         elif not places.return_input(j, v):
             places.copies.append((j, v))
+    for j, v in enumerate(fn.outvars):
+        if where.get(v) == ("out", j):
+            _output_through_aliases(v, j, producers, aliasing, where)
     for eqn in fn.eqns:
         src = eqn.invars[0] if eqn.invars else None
         if aliasing(eqn) and isinstance(src, Var) and eqn.outvars[0] not in where:
@@ -155,6 +159,17 @@ def _plan(fn, aliasing, scratch, inplace, donated):
     plan.scratch = {}
     plan.workspace = _assign_workspace(fn, where, scratch, plan.scratch)
     return plan
+
+
+def _output_through_aliases(v, j, producers, aliasing, where):
+    """Output j, `v`, made by `aliasing` equations of a temporary placed nowhere yet: the
+    temporary takes output j's buffer and `v` aliases it."""
+    eqn = producers[v]
+    while aliasing(eqn) and isinstance(eqn.invars[0], Var) and eqn.invars[0] in producers \
+            and eqn.invars[0] not in where:
+        src = eqn.invars[0]
+        where[src], where[v] = ("out", j), ("alias", src)
+        v, eqn = src, producers[src]
 
 
 class _Places:
@@ -240,7 +255,7 @@ class _Places:
         hold it is computed in that input's buffer."""
         eqn_index = {e: k for k, e in enumerate(self.fn.eqns)}
         for j, v in enumerate(self.fn.outvars):
-            if self.where.get(v) != ("out", j):
+            if self.where.get(root(self.where, v)) != ("out", j):
                 continue
             placed = [u for u, spot in self.where.items() if spot == ("out", j)]
             start = min(eqn_index[producers[u]] for u in placed)

@@ -47,7 +47,9 @@ that died makes the others fail at the engine's deadline instead of hanging); ba
 the steps:
 
 - psum/pmax/pmin: the local reduction, then replica 0's in-place allreduce, copied by the
-  others; axis_index: the global index, no exchange;
+  others; a process running one replica skips all that: the engine reduces its operand
+  straight into its result (a branch on the record's size); axis_index: the global index,
+  no exchange;
 - all_gather, psum_scatter, all_to_all (`_Staged`): every replica publishes its operand and
   its scratch (the equation's `LLVM_SCRATCH`); each writes its share of the process's send
   buffer in replica 0's scratch (all_gather: its operand; psum_scatter: the sum of the local
@@ -210,17 +212,28 @@ def operand_pointer(builder, buffer):
 
 
 
-def _exchange(emit_result, across=None):
+def _exchange(emit_result, across=None, alone=None):
     """A rule: publish the operand, `emit_result(builder, replica, out, x)`, wait again; over
-    several processes (`processes` > 1), then `across(builder, replica, out, aval)`."""
+    several processes (`processes` > 1), then `across(builder, replica, out, aval)`, or, when
+    this process runs one replica, `alone(builder, replica, out, x)` instead of all of it."""
     def rule(ctx, outs, ins, *, axis_name, mesh_axes=None, processes=1, **params):
         b = ctx.builder
         replica = _Replica(b, axis_names(axis_name), mesh_axes)
-        replica.publish(b, operand_pointer(b, ins[0]))
-        emit_result(b, replica, outs[0], ins[0].aval, **params)
-        replica.wait(b)
-        if processes > 1:
-            across(b, replica, outs[0], ins[0].aval)
+        x = operand_pointer(b, ins[0])
+
+        def local_then_across():
+            replica.publish(b, x)
+            emit_result(b, replica, outs[0], ins[0].aval, **params)
+            replica.wait(b)
+            if processes > 1:
+                across(b, replica, outs[0], ins[0].aval)
+        if processes == 1 or alone is None:
+            return local_then_across()
+        with b.if_else(b.icmp_unsigned("==", replica.size, T.i64(1))) as (single, several):
+            with single:
+                alone(b, replica, outs[0], Buffer(x, ins[0].aval))
+            with several:
+                local_then_across()
     return rule
 
 
@@ -246,6 +259,15 @@ def _allreduce_across(op):
             copy_elements(b, out.ptr, source.ptr, T.i64(aval.size), aval.dtype.itemsize)
         replica.wait(b)
     return across
+
+
+def _allreduce_alone(op):
+    """One replica in this process: the engine reduces its operand across the processes
+    straight into its result (no local step, no copy)."""
+    def alone(b, replica, out, x):
+        _on_first(b, replica, lambda: mpi_engine.emit_allreduce(
+            b, x.ptr, out.ptr, T.i64(x.aval.size), x.aval.dtype, op))
+    return alone
 
 
 def copy_elements(builder, dst, src, count, itemsize):
@@ -664,9 +686,12 @@ def _staged(in_process, across):
     return rule, scratch
 
 
-LLVM[PRIMITIVES["psum"]] = _exchange(_reducing(add_value), _allreduce_across("sum"))
-LLVM[PRIMITIVES["pmax"]] = _exchange(_reducing(max_value), _allreduce_across("max"))
-LLVM[PRIMITIVES["pmin"]] = _exchange(_reducing(min_value), _allreduce_across("min"))
+LLVM[PRIMITIVES["psum"]] = _exchange(_reducing(add_value), _allreduce_across("sum"),
+                                     _allreduce_alone("sum"))
+LLVM[PRIMITIVES["pmax"]] = _exchange(_reducing(max_value), _allreduce_across("max"),
+                                     _allreduce_alone("max"))
+LLVM[PRIMITIVES["pmin"]] = _exchange(_reducing(min_value), _allreduce_across("min"),
+                                     _allreduce_alone("min"))
 LLVM[PRIMITIVES["axis_index"]] = _axis_index
 LLVM[PRIMITIVES["ppermute"]] = _ppermute_rule
 for _name, _in_process, _across in (("all_gather", _all_gather, _GatherAcross),

@@ -1,8 +1,11 @@
 """Lowerings of the collectives across processes that a traced pmap emits
 (compiler/primitives/processes.py): one call of the MPI engine's C ABI each (mpi_engine.py).
 
-    process_allreduce(x, op):  out = x (copied, or the operand itself when planned in place);
-                               kiln_mpi_allreduce(out, out, n, dtype, op) in place
+    process_allreduce(x, op):  kiln_mpi_allreduce(x, out, n, dtype, op): the engine reads the
+                               operand and writes the result, no copy; in place (x == out,
+                               MPI_IN_PLACE) where the storage plan computes the result in the
+                               operand's buffer (`LLVM_INPLACE`: an operand that dies there, or a
+                               donated input)
     process_allgather(x):      kiln_mpi_allgather(x, out, n, dtype): process p's x at out[p]
 
 The engine's status is not returned through `kiln_main` (these equations may sit in regions
@@ -14,19 +17,21 @@ cannot happen: the shape rules refuse what the engine refuses (complex max/min, 
 2**31 - 1 elements).
 """
 from ...primitives import PRIMITIVES
-from ...primitives.core import LLVM
+from ...primitives.core import LLVM, LLVM_INPLACE
 from .. import mpi_engine
 from . import ltypes as T
-from .lower_collectives import copy_elements, operand_pointer
+from .lower_collectives import operand_pointer
 
 
 def _allreduce(ctx, outs, ins, *, op, processes):
     b, (out,), (x,) = ctx.builder, outs, ins
-    n = T.i64(x.aval.size)
-    source = operand_pointer(b, x)
-    if source is not out.ptr:
-        copy_elements(b, out.ptr, source, n, x.aval.dtype.itemsize)
-    mpi_engine.emit_allreduce(b, out.ptr, out.ptr, n, x.aval.dtype, op)
+    mpi_engine.emit_allreduce(b, operand_pointer(b, x), out.ptr, T.i64(x.aval.size),
+                              x.aval.dtype, op)
+
+
+def _allreduce_in_place(eqn):
+    """The `LLVM_INPLACE` rule: the result may take the operand's storage."""
+    return [(0, 0)]
 
 
 def _allgather(ctx, outs, ins, *, process, processes):
@@ -36,4 +41,5 @@ def _allgather(ctx, outs, ins, *, process, processes):
 
 
 LLVM[PRIMITIVES["process_allreduce"]] = _allreduce
+LLVM_INPLACE[PRIMITIVES["process_allreduce"]] = _allreduce_in_place
 LLVM[PRIMITIVES["process_allgather"]] = _allgather

@@ -2,10 +2,13 @@
 copies of reshape/squeeze/bitcast_convert_type when they cannot share their operand's memory.
 
 `aliasing(eqn)` tells the storage planner (buffers.py) which equations read their operand's
-bytes another way (a reshape or squeeze of a contiguous array, a bitcast): their result is
-the operand's buffer, no code at all. When such a result is a function output it is copied
-instead (reshape and squeeze then lower as views in lower_fused.py; a bitcast, whose element
-size may change, as a byte copy).
+bytes another way (a reshape or squeeze of a contiguous array, a bitcast, a broadcast that
+only inserts axes of size 1, a reduction over axes of size 1: what `jit(pmap(f))` leaves
+around a collective when a process runs one replica): their result is the operand's buffer,
+no code at all. When such a result is a function output, the planner computes the operand in
+the output buffer when it can (a temporary), else the result is copied (reshape and squeeze
+then lower as views in lower_fused.py; a bitcast, whose element size may change, as a byte
+copy; broadcasts and reductions by their own lowerings).
 
 `pad` fills the output with the padding value, then copies the operand elements that land
 inside it (negative padding crops); `concatenate` copies each operand into its slab of the
@@ -21,10 +24,21 @@ from .loops import collapse, emit_nest, affine_offset, contiguous_strides
 from .lower_fused import fill, lower_eqn, _transpose
 
 
+REDUCTIONS = frozenset({"reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and",
+                        "reduce_or", "reduce_xor"})
+
+
 def aliasing(eqn):
-    name = eqn.prim.name
+    name, x = eqn.prim.name, eqn.invars[0].aval if eqn.invars else None
     if name == "reshape":
         return eqn.params.get("dimensions") is None
+    if name == "broadcast_in_dim":   # the operand's axes in order, the others of size 1
+        dims, shape = eqn.params["broadcast_dimensions"], eqn.params["shape"]
+        return list(dims) == sorted(set(dims)) and \
+            all(shape[d] == n for d, n in zip(dims, x.shape)) and \
+            all(n == 1 for d, n in enumerate(shape) if d not in dims)
+    if name in REDUCTIONS:   # one element per result element: itself
+        return all(x.shape[a] == 1 for a in eqn.params["axes"])
     return name in ("squeeze", "bitcast_convert_type")
 
 
