@@ -160,6 +160,10 @@ def test_the_data_parallel_step_reduces_across_processes_and_gathers_nothing():
     held = prims(local)
     assert held.count("process_allreduce") == 2 and "process_allgather" not in held   # one
     # allreduce per gradient (the loss's own is dead code)
+    shapes = [v.aval.shape for e in staging.run_pipeline(local, "reference").eqns
+              for v in e.outvars]
+    assert (8, 3) not in shapes and (8, 4) not in shapes   # the bias and the mean's cotangent
+    # are broadcast to this process's block, not to the whole batch and sliced
 
 
 def test_a_primitive_without_a_rule_runs_on_gathered_values():
@@ -405,6 +409,9 @@ INFERRED = [   # (function, arguments, split dimension of each, inferred split o
      (A,), (0,), (0, 0, 0, 0, 0, 0, 0)),
     (lambda a, labels: (jnp.mean(jnp.argmax(a, 1) == labels), jnp.argmax(a, 1)),
      (A, LABELS), (0, 0), (None, 0)),
+    (lambda a, r: (a * r[:4, None], a - r, jnp.broadcast_to(r[:4, None, None], (4, 2, 3)) *
+                   a.reshape(4, 2, 3)),                  # replicated broadcasts meet blocks
+     (A, np.arange(6.0, dtype=np.float32) / 3), (0, None), (0, 0, 0)),
 ]
 LAYOUTS = [(0, 1), (1, 0), (0, 0, 1, 1), (1, 0, 1, 0)]
 

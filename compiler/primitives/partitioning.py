@@ -57,11 +57,15 @@ PARTITION = rule_table(
 
 class Grid:
     """How split values lie over the processes: process p holds block `owners[p]` of
-    `blocks`; this is process `process`, holding block `block`."""
+    `blocks`; this is process `process`, holding block `block`. While a function is
+    partitioned, `broadcasts` remembers the replicated values it made by `broadcast_in_dim`
+    (id(result) -> (result, operand, params)), so that `block` broadcasts to the block
+    instead of slicing the whole value."""
 
-    __slots__ = ("process", "owners", "blocks", "block", "leads", "firsts")
+    __slots__ = ("process", "owners", "blocks", "block", "leads", "firsts", "broadcasts")
 
     def __init__(self, process, owners):
+        self.broadcasts = {}
         self.process, self.owners = process, tuple(owners)
         self.blocks = max(self.owners) + 1
         self.block = self.owners[process]
@@ -109,8 +113,17 @@ def gather(x, d, grid):
 
 
 def block(x, d, grid):
-    """This process's block along `d` of the replicated value `x`."""
+    """This process's block along `d` of the replicated value `x` (of a broadcast: the
+    operand's block, or the operand itself, broadcast to the block)."""
     shape = E.aval(x).shape
+    made = grid.broadcasts.get(id(x))
+    if made is not None and made[0] is x:
+        _, operand, params = made
+        dims = params["broadcast_dimensions"]
+        local = tuple(grid.width(n) if k == d else n for k, n in enumerate(shape))
+        if d in dims and E.aval(operand).shape[dims.index(d)] != 1:
+            operand = block(operand, dims.index(d), grid)
+        return E.broadcast_in_dim(operand, **{**params, "shape": local})
     width = grid.width(shape[d])
     start = tuple(grid.block * width if k == d else 0 for k in range(len(shape)))
     limit = tuple((grid.block + 1) * width if k == d else n for k, n in enumerate(shape))

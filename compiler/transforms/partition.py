@@ -8,8 +8,10 @@ its outputs. Its inputs are the local blocks; output j comes out split along `ou
 (None: whole; `INFER`: as the partitioned computation leaves it, split or not). Each equation
 is replayed with its operands' split dimensions (the `replay` machinery, as vmap's batch
 axes): none split, it runs as it is; otherwise its primitive's `PARTITION` rule emits it on
-the blocks, and a primitive without a rule runs on its operands gathered whole. The
-cross-process work is the `process_allreduce`/`process_allgather` equations the rules emit.
+the blocks, and a primitive without a rule runs on its operands gathered whole. A replicated
+broadcast that meets a split value is broadcast to the block (the bias of a layer, the
+cotangent of a mean), not computed whole and sliced. The cross-process work is the
+`process_allreduce`/`process_allgather` equations the rules emit.
 """
 from ..ir.builder import Builder, current
 from ..ir.abstract import ShapedArray
@@ -33,6 +35,8 @@ def _step(grid):
         b = current()
         if all(d is None for d in dims):
             outs = replay_eqn(b, eqn, ins)
+            if eqn.prim.name == "broadcast_in_dim":
+                grid.broadcasts[id(outs[0])] = (outs[0], ins[0], eqn.params)
             return outs, [None] * len(outs)
         rule = PARTITION.get(eqn.prim)
         if rule is None:
