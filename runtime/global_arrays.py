@@ -10,12 +10,15 @@ from this process's data:
   ordinary Array holding it, with that sharding: NumPy conversion and eager operations work,
   as in JAX;
 - otherwise it is a `GlobalArray`: an Array of the global shape and dtype whose buffer is
-  this process's block only. kiln supports one layout, the data-parallel one: the array split
-  along one dimension across the processes, process p holding block p of that dimension
-  (whatever the split among its own devices), as a mesh made by `kiln.make_mesh` over
-  `kiln.devices()` gives (`process_split`). Its `addressable_shards` are this process's
-  devices' blocks (views of its buffer), its `global_shards` every device's, with `data` None
-  for other processes' devices.
+  this process's block only. kiln supports the layouts that split one dimension into equal
+  blocks over the processes, each process holding one block (whatever the split among its own
+  devices; `process_split`): block p in process p (the data-parallel layout a mesh made by
+  `kiln.make_mesh` over `kiln.devices()` gives), the blocks in another order (a mesh listing
+  the processes' devices in another order), or each block in several processes (a mesh with
+  a process-spanning axis the spec does not name, e.g. 4 processes as 2x2 with `P("x")`).
+  Two dimensions split across the processes are a NotImplementedError. Its
+  `addressable_shards` are this process's devices' blocks (views of its buffer), its
+  `global_shards` every device's, with `data` None for other processes' devices.
 
 A GlobalArray has no value in any one process: NumPy conversion is JAX's RuntimeError, and so
 is every eager operation on it (its buffer, `_value`, refuses every use, naming the ways that
@@ -73,9 +76,10 @@ class _Spanning:
 
 class GlobalArray(Array):
     """An Array that spans several processes (see the module docstring): `local` is this
-    process's block, along dimension `split` of the global shape."""
+    process's block, along dimension `split` of the global shape; process p holds block
+    `owners[p]`."""
 
-    __slots__ = ("local", "split")
+    __slots__ = ("local", "split", "owners")
 
     def __array__(self, dtype=None, copy=None):
         raise spanning_error(self.shape, self.dtype)
@@ -88,45 +92,70 @@ class GlobalArray(Array):
 
 
 def process_split(sharding, shape):
-    """The dimension of `shape` that `sharding` splits across the processes (process p holding
-    block p of it, every other dimension whole), or None when this process's devices hold the
-    whole array. Other layouts are a NotImplementedError."""
+    """How `sharding` lays a `shape` array over the processes: (the dimension split across
+    them, `owners`: the block of that dimension each process holds, by process index), or
+    (None, None) when every process's devices hold the whole array. Layouts that split more
+    than one dimension across the processes, or give a process pieces that are not one block,
+    are a NotImplementedError."""
     from .devices import process_index, process_count
-    blocks = list(sharding.addressable_devices_indices_map(tuple(shape)).values())
-    if not blocks:
+    shape = tuple(shape)
+    spans = {}
+    for device, index in sharding.devices_indices_map(shape).items():
+        spans.setdefault(device.process_index, []).append(
+            [index[d].indices(n)[:2] for d, n in enumerate(shape)])
+    if process_index() not in spans:
         raise ValueError(f"{sharding} has no device in process {process_index()}")
-    lo = [min(b[d].indices(n)[0] for b in blocks) for d, n in enumerate(shape)]
-    hi = [max(b[d].indices(n)[1] for b in blocks) for d, n in enumerate(shape)]
-    partial = [d for d, n in enumerate(shape) if (lo[d], hi[d]) != (0, n)]
+    boxes = {}
+    for p, pieces in spans.items():
+        box = [(min(b[d][0] for b in pieces), max(b[d][1] for b in pieces))
+               for d in range(len(shape))]
+        distinct = {tuple(b) for b in pieces}
+        if sum(math.prod(hi - lo for lo, hi in b) for b in distinct) != \
+                math.prod(hi - lo for lo, hi in box):
+            raise _layout_error(sharding, shape, f"process {p}'s devices hold pieces that are "
+                                                 f"not one block")
+        boxes[p] = box
+    partial = sorted({d for box in boxes.values() for d, n in enumerate(shape)
+                      if box[d] != (0, n)})
     if not partial:
-        return None
-    p, count = process_index(), process_count()
-    d = partial[0]
-    width = shape[d] // count
-    if len(partial) > 1 or shape[d] % count or (lo[d], hi[d]) != (p * width, (p + 1) * width):
-        raise NotImplementedError(
-            f"{sharding} lays an array of shape {tuple(shape)} out over the processes in a way "
-            f"kiln does not support yet: kiln's global arrays are split along one dimension "
-            f"across the processes, process p holding block p of it (a mesh from "
-            f"kiln.make_mesh over kiln.devices(), its process-spanning axis in the spec of "
-            f"that dimension)")
-    return d
+        return None, None
+    if len(partial) > 1:
+        raise _layout_error(sharding, shape, f"it splits dimensions {partial} across the "
+                                             f"processes")
+    d, count = partial[0], process_count()
+    width = boxes[process_index()][d][1] - boxes[process_index()][d][0]
+    if len(boxes) != count or any(box[d][1] - box[d][0] != width for box in boxes.values()):
+        raise _layout_error(sharding, shape, "its processes do not each hold one block of the "
+                                             "same size")
+    return d, tuple(boxes[p][d][0] // width for p in range(count))
 
 
-def local_shape(shape, split, processes):
-    """`shape` with dimension `split` (None: none) cut to one process's block."""
+def _layout_error(sharding, shape, why):
+    return NotImplementedError(
+        f"{sharding} lays an array of shape {tuple(shape)} out over the processes in a way kiln "
+        f"does not support yet ({why}): kiln's global arrays are split along one dimension "
+        f"into equal blocks, each process holding one block (in any order, or the same block "
+        f"as other processes when the mesh replicates it over a process-spanning axis)")
+
+
+def block_count(owners):
+    """How many blocks the processes' `owners` (process_split) name (1: none)."""
+    return 1 if owners is None else max(owners) + 1
+
+
+def local_shape(shape, split, owners):
+    """`shape` with dimension `split` (None: none) cut to one block of the `owners` layout."""
     if split is None:
         return tuple(shape)
-    return tuple(n // processes if d == split else n for d, n in enumerate(shape))
+    return tuple(n // block_count(owners) if d == split else n for d, n in enumerate(shape))
 
 
 def from_local_block(local, sharding, shape, weak_type=False):
     """The array of global `shape` laid out as `sharding` says, of which this process holds
     the block `local` (an ndarray of that block's shape): a GlobalArray, or an ordinary
     Array when the block is the whole array."""
-    from .devices import process_count
-    split = process_split(sharding, shape)
-    expected = local_shape(shape, split, process_count())
+    split, owners = process_split(sharding, shape)
+    expected = local_shape(shape, split, owners)
     if local.shape != expected:
         raise ValueError(f"this process's block of a {tuple(shape)} array laid out as "
                          f"{sharding} has shape {expected}, but the data given has shape "
@@ -137,24 +166,25 @@ def from_local_block(local, sharding, shape, weak_type=False):
         out = object.__new__(GlobalArray)
         out._value = _Spanning(tuple(shape), local.dtype)
         out.weak_type = bool(weak_type)
-        out.local, out.split = local, split
+        out.local, out.split, out.owners = local, split, owners
     return placed_on(out, sharding)
 
 
-def block_start(shape, split):
-    """Where this process's block of a `shape` array split along `split` (None: not split)
-    starts along each dimension."""
-    from .devices import process_index, process_count
-    width = 0 if split is None else shape[split] // process_count()
-    return tuple(process_index() * width if d == split else 0 for d in range(len(shape)))
+def block_start(shape, split, owners):
+    """Where this process's block of a `shape` array laid out as (`split`, `owners`)
+    (process_split; None: not split) starts along each dimension."""
+    from .devices import process_index
+    if split is None:
+        return (0,) * len(shape)
+    width = shape[split] // block_count(owners)
+    return tuple(owners[process_index()] * width if d == split else 0
+                 for d in range(len(shape)))
 
 
-def own_block(shape, split):
-    """This process's block of a `shape` array split along `split` (None: all of it), as
-    slices."""
-    from .devices import process_count
-    return tuple(slice(s, s + n) for s, n in zip(block_start(shape, split),
-                                                 local_shape(shape, split, process_count())))
+def own_block(shape, split, owners):
+    """This process's block of a `shape` array laid out as (`split`, `owners`), as slices."""
+    return tuple(slice(s, s + n) for s, n in zip(block_start(shape, split, owners),
+                                                 local_shape(shape, split, owners)))
 
 
 def shifted(index, start):
@@ -176,6 +206,12 @@ def local_leaves(leaves):
     out, spans = [], {}
     for leaf in leaves:
         if type(leaf) is GlobalArray:
+            if leaf.owners != tuple(range(len(leaf.owners))):
+                raise ValueError(
+                    f"pmap maps global arrays whose process p holds block p; this "
+                    f"{leaf.shape} array's processes hold blocks {list(leaf.owners)} (its "
+                    f"mesh orders or replicates the processes otherwise): use kiln.jit with "
+                    f"in_shardings, or build it over kiln.make_mesh's device order")
             leaf_local = Array(leaf.local, leaf.weak_type)
             spans[id(leaf_local)] = (leaf.split, len(leaf.sharding.addressable_devices))
             leaf = leaf_local

@@ -29,7 +29,7 @@ from . import _default_device as default_device
 from .sharding import Sharding, SingleDeviceSharding, NamedSharding, PartitionSpec, get_mesh
 from .devices import process_count, process_index
 from .global_arrays import (GlobalArray, process_split, local_shape, block_start, shifted,
-                            own_block, from_local_block)
+                            own_block, from_local_block, block_count)
 
 
 def _as_sharding(where):
@@ -78,14 +78,15 @@ def _across_processes(v, where):
     every process) keeps this process's block; a global array keeps its own when the layout
     across the processes is the same."""
     shape = tuple(v.shape)
-    split = process_split(where, shape)
+    split, owners = process_split(where, shape)
     if type(v) is GlobalArray:
-        if split != v.split:
+        if (split, owners) != (v.split, v.owners):
             raise NotImplementedError(
                 f"device_put: moving a global array from {v.sharding} to {where} (another "
                 f"layout across the processes) is not supported; build it with that sharding")
         return from_local_block(v.local, where, shape, v.weak_type)
-    return from_local_block(np.asarray(v)[own_block(shape, split)], where, shape, v.weak_type)
+    return from_local_block(np.asarray(v)[own_block(shape, split, owners)], where, shape,
+                            v.weak_type)
 
 
 def _onto(v, where):
@@ -130,13 +131,13 @@ def make_array_from_callback(shape, sharding, data_callback, dtype=None):
     """The array of `shape` whose block on each of this process's devices is
     `data_callback(index)` (with several processes, a global array: global_arrays.py)."""
     shape = tuple(shape)
-    split = process_split(sharding, shape)
-    start = block_start(shape, split)
+    split, owners = process_split(sharding, shape)
+    start = block_start(shape, split, owners)
     out = None
     for index in sharding.addressable_devices_indices_map(shape).values():
         block = np.asarray(data_callback(index))
         if out is None:
-            out = np.empty(local_shape(shape, split, process_count()), dtype or block.dtype)
+            out = np.empty(local_shape(shape, split, owners), dtype or block.dtype)
         out[shifted(index, start)] = block
     if out is None:
         out = np.empty(shape, dtype or np.float32)
@@ -157,17 +158,18 @@ def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None)
 def make_array_from_process_local_data(sharding, local_data, global_shape=None):
     """The global array of which `local_data` is this process's block (the whole array in a
     single process). Without `global_shape`, the dimension split across the processes is
-    `local_data`'s times the process count, as in JAX."""
+    `local_data`'s times the number of blocks it is split into across the processes (the
+    process count, unless the mesh replicates it over some of them), as in JAX."""
     data = np.asarray(local_data)
     if global_shape is None:
         processes = process_count()
-        split = process_split(sharding, tuple(n * processes * sharding.num_devices
-                                               for n in data.shape))
-        global_shape = tuple(n * processes if d == split else n
+        split, owners = process_split(sharding, tuple(n * processes * sharding.num_devices
+                                                      for n in data.shape))
+        global_shape = tuple(n * block_count(owners) if d == split else n
                              for d, n in enumerate(data.shape))
     global_shape = tuple(global_shape)
-    split = process_split(sharding, global_shape)
-    expected = local_shape(global_shape, split, process_count())
+    split, owners = process_split(sharding, global_shape)
+    expected = local_shape(global_shape, split, owners)
     if expected != data.shape:
         raise ValueError(f"make_array_from_process_local_data: global_shape {global_shape} "
                          f"laid out as {sharding} gives process {process_index()} a block of "

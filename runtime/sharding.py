@@ -334,7 +334,8 @@ def shards(array, sharding, addressable=True):
     from .array import Array
     from .global_arrays import local_data, block_start, shifted, GlobalArray
     value = local_data(array)
-    start = block_start(array.shape, array.split if type(array) is GlobalArray else None)
+    start = (block_start(array.shape, array.split, array.owners) if type(array) is GlobalArray
+             else (0,) * len(array.shape))
     mine = sharding.addressable_devices
     seen = {}
     out = []

@@ -18,11 +18,12 @@ import pytest
 
 import kiln
 import kiln.numpy as jnp
-from kiln import P, staging
+from kiln import P, staging, lax
 from kiln.distributed import compiling_for
 from kiln.global_arrays import GlobalArray
 from kiln.sharding import Mesh, NamedSharding
-from kiln.compiler.transforms.partition import partition
+from kiln.compiler.transforms.partition import partition, INFER
+from kiln.compiler.primitives.partitioning import Grid
 from kiln.compiler.primitives.processes import set_engine
 
 from test_distributed import mpirun, needs_mpi
@@ -88,9 +89,6 @@ def test_layouts_and_shapes_kiln_does_not_take(second_of_two):
     with pytest.raises(ValueError, match=r"gives process 1 a block of shape \(4, 4\), but its "
                                          r"local data has shape \(8, 4\)"):
         kiln.make_array_from_process_local_data(batch, X, (8, 4))
-    reversed_mesh = Mesh(np.array(firsts()[::-1], dtype=object), ("batch",))
-    with pytest.raises(NotImplementedError, match="process p holding block p"):
-        kiln.make_array_from_process_local_data(NamedSharding(reversed_mesh, P("batch")), X[4:])
     a = kiln.make_array_from_process_local_data(batch, X[4:])
     with pytest.raises(NotImplementedError, match="another layout across the processes"):
         kiln.device_put(a, NamedSharding(batch.mesh, P(None, "batch")))
@@ -100,6 +98,40 @@ def test_layouts_and_shapes_kiln_does_not_take(second_of_two):
                                          "along axis 0"):
         kiln.pmap(lambda v: v, in_axes=1)(kiln.make_array_from_process_local_data(
             batch, X[4:5]))
+
+
+def test_the_blocks_in_another_order(second_of_two):
+    reversed_mesh = Mesh(np.array(firsts()[::-1], dtype=object), ("batch",))
+    flipped = NamedSharding(reversed_mesh, P("batch"))
+    a = kiln.make_array_from_process_local_data(flipped, X[:4])   # process 1 holds block 0
+    assert (a.split, a.owners) == (0, (1, 0)) and a.shape == (8, 4)
+    [mine] = a.addressable_shards
+    assert mine.index == (slice(0, 4), slice(None))
+    np.testing.assert_array_equal(kiln.device_put(X, flipped).local, X[:4])
+    with pytest.raises(ValueError, match=r"process p holds block p; this \(8, 4\) array's "
+                                         r"processes hold blocks \[1, 0\]"):
+        kiln.pmap(lambda v: v)(a)
+    b = kiln.make_array_from_process_local_data(second_of_two, X[4:])
+    with pytest.raises(NotImplementedError, match="different blocks .*process p holds block "
+                                                  r"\[1, 0\]\[p\].*\[0, 1\]\[p\].*same mesh"):
+        kiln.jit(lambda u, v: u + v)(a, b)
+
+
+def test_a_mesh_of_four_processes_as_two_by_two():
+    with compiling_for(2, 4):
+        grid = Mesh(np.array([d for d in kiln.devices() if d.id % kiln.local_device_count()
+                              == 0], dtype=object).reshape(2, 2), ("x", "y"))
+        both = kiln.make_array_from_process_local_data(NamedSharding(grid, P(("x", "y"))),
+                                                       X[4:6])
+        assert (both.shape, both.owners) == ((8, 4), (0, 1, 2, 3))
+        rows = kiln.make_array_from_process_local_data(NamedSharding(grid, P("x")), X[4:])
+        assert (rows.shape, rows.owners) == ((8, 4), (0, 0, 1, 1))   # replicated over y
+        cols = kiln.make_array_from_process_local_data(NamedSharding(grid, P(None, "y")),
+                                                       X[:, :2])
+        assert (cols.shape, cols.split, cols.owners) == ((8, 4), 1, (0, 1, 0, 1))
+        with pytest.raises(NotImplementedError, match=r"it splits dimensions \[0, 1\] across "
+                                                      r"the processes.*split along one dimension"):
+            kiln.make_array_from_process_local_data(NamedSharding(grid, P("x", "y")), X[4:, :2])
 
 
 def loss(params, x, y):
@@ -121,19 +153,24 @@ def test_the_data_parallel_step_reduces_across_processes_and_gathers_nothing():
     params = [np.ones((4, 3), np.float32), np.zeros(3, np.float32)]
     y = np.eye(3, dtype=np.float32)[np.arange(8) % 3]
     st, _, _ = staging.stage_call(step, (params, X, y), {}, staging.StaticArgs(step))
-    local = partition(st.fn, [None, None, 0, 0], [None, None], 1, 2)
+    local, dims = partition(st.fn, [None, None, 0, 0], [None, None], Grid(1, (0, 1)))
+    assert dims == [None, None]
     assert [v.aval.shape for v in local.invars] == [(4, 3), (3,), (4, 4), (4, 3)]
     assert [v.aval.shape for v in local.outvars] == [(4, 3), (3,)]
     held = prims(local)
     assert held.count("process_allreduce") == 2 and "process_allgather" not in held   # one
     # allreduce per gradient (the loss's own is dead code)
+    shapes = [v.aval.shape for e in staging.run_pipeline(local, "reference").eqns
+              for v in e.outvars]
+    assert (8, 3) not in shapes and (8, 4) not in shapes   # the bias and the mean's cotangent
+    # are broadcast to this process's block, not to the whole batch and sliced
 
 
 def test_a_primitive_without_a_rule_runs_on_gathered_values():
     def sorted_rows(x):
         return jnp.sort(x, axis=0) * 2
     st, _, _ = staging.stage_call(sorted_rows, (X,), {}, staging.StaticArgs(sorted_rows))
-    local = partition(st.fn, [0], [0], 0, 2)
+    local, _ = partition(st.fn, [0], [0], Grid(0, (0, 1)))
     assert "process_allgather" in prims(local) and local.outvars[0].aval.shape == (4, 4)
 
 
@@ -179,6 +216,30 @@ picked = kiln.jit(lambda v: jnp.sort(v, axis=0)[::4], out_shardings=whole)(x)
 print(p, "gathered", np.allclose(np.asarray(picked), np.sort(X, axis=0)[::4]))
 print(p, "plain", np.allclose(np.asarray(kiln.jit(lambda v: v.mean(0))(x)), X.mean(0)))
 
+kept = kiln.jit(lambda v: jnp.tanh(v) * 2)(x)          # no shardings: the split is kept
+print(p, "kept", type(kept).__name__, kept.sharding == batch,
+      np.allclose(kept.local, np.tanh(X[8 * p:8 * p + 8]) * 2))
+then = kiln.jit(lambda v: jnp.cumsum(v, 0) + v.sum(1, keepdims=True), in_shardings=batch)(kept)
+want = np.cumsum(np.tanh(X) * 2, 0) + (np.tanh(X) * 2).sum(1, keepdims=True)
+print(p, "then", type(then).__name__, np.allclose(then.local, want[8 * p:8 * p + 8], atol=1e-5))
+whole_out = kiln.jit(lambda v: v[:, 1:3] * 2, out_shardings=whole)(then)
+print(p, "whole", type(whole_out).__name__, np.allclose(np.asarray(whole_out), want[:, 1:3] * 2,
+                                                        atol=1e-5))
+hits = kiln.jit(lambda ps, v, t: (jnp.mean(jnp.argmax(v @ ps[0] + ps[1], 1) == jnp.argmax(t, 1)),
+                                  jnp.argmax(v[:, 0]), jnp.max(v, 0)))(params, x, y)
+print(p, "eval", [type(h).__name__ for h in hits], float(hits[0]) == float(np.mean(
+    np.argmax(X @ params[0] + params[1], 1) == np.argmax(Y, 1))), int(hits[1]) == int(
+    np.argmax(X[:, 0])), np.array_equal(np.asarray(hits[2]), X.max(0)))
+
+flipped = NamedSharding(kiln.sharding.Mesh(np.array(kiln.devices()[::-1], dtype=object),
+                                           ("batch",)), P("batch"))
+fx = kiln.device_put(X, flipped)
+fy = kiln.device_put(Y, flipped)
+fs = kiln.jit(step, in_shardings=(NamedSharding(flipped.mesh, P()), flipped, flipped))(
+    params, fx, fy)
+print(p, "flipped", fx.owners, type(fs[0]).__name__,
+      max(float(np.abs(np.asarray(a) - b).max()) for a, b in zip(fs, once)))
+
 rows = kiln.make_array_from_process_local_data(batch, X.reshape(4, 4, 5)[2 * p:2 * p + 2])
 total = kiln.pmap(lambda v: lax.psum(v, "i"), axis_name="i")(rows)
 print(p, "pmap", total.shape, np.allclose(np.asarray(total), X.reshape(4, 4, 5).sum(0)))
@@ -201,15 +262,22 @@ def test_global_arrays_under_mpirun(tmp_path):
         assert mine["split"] == f"{p} split GlobalArray (16, 5) True", out
         assert mine["gathered"].endswith("True") and mine["plain"].endswith("True"), out
         assert mine["pmap"] == f"{p} pmap (2, 4, 5) True", out
+        assert mine["kept"] == f"{p} kept GlobalArray True True", out
+        assert mine["then"] == f"{p} then GlobalArray True", out
+        assert mine["whole"] == f"{p} whole Array True", out
+        assert mine["eval"] == f"{p} eval ['Array', 'Array', 'Array'] True True True", out
+        kind, err = mine["flipped"].split()[4:]
+        assert mine["flipped"].startswith(f"{p} flipped (1, 0) Array"), out
+        assert float(err) < 1e-5, out
 
 
-class TwoThreads:
-    """An engine for `processes.set_engine` that runs two "processes" as two threads of this
-    one: each collective waits for both and combines their operands in thread order."""
+class Threads:
+    """An engine for `processes.set_engine` that runs `n` "processes" as `n` threads of this
+    one: each collective waits for all and combines their operands in thread order."""
 
-    def __init__(self):
-        self.barrier = threading.Barrier(2, timeout=20)
-        self.slots = [None, None]
+    def __init__(self, n):
+        self.barrier = threading.Barrier(n, timeout=20)
+        self.slots = [None] * n
         self.local = threading.local()
 
     def _exchange(self, x):
@@ -220,33 +288,37 @@ class TwoThreads:
         return both
 
     def allreduce(self, x, op):
-        a, b = self._exchange(x)
-        return {"sum": np.add, "max": np.maximum, "min": np.minimum}[op](a, b)
+        parts = self._exchange(x)
+        return {"sum": np.sum, "max": np.max, "min": np.min}[op](np.stack(parts), axis=0)
 
     def allgather(self, x):
         return np.stack(self._exchange(x))
 
 
-def run_partitioned(fun, args, in_dims, out_dims):
-    """`fun`'s outputs on `args` (whole values) computed as two processes would: each runs the
-    partitioned SSA (reference backend) on its blocks; the split outputs joined."""
+def run_partitioned(fun, args, in_dims, out_dims, owners=(0, 1)):
+    """`fun`'s outputs on `args` (whole values) computed as `len(owners)` processes would,
+    process p holding block owners[p] of each split value: each runs the partitioned SSA
+    (reference backend) on its blocks; the split outputs joined (the processes holding the
+    same block must agree)."""
     st, _, _ = staging.stage_call(fun, tuple(args), {}, staging.StaticArgs(fun))
-    engine = TwoThreads()
-    results = [None, None]
+    n, count = len(owners), max(owners) + 1
+    engine = Threads(n)
+    results, dims = [None] * n, [None] * n
 
     def process(p):
         try:
             engine.local.process = p
-            fn = partition(st.fn, list(in_dims) + [None] * len(st.extra), out_dims, p, 2)
-            blocks = [np.split(np.asarray(a), 2, axis=d)[p] if d is not None else a
-                      for a, d in zip(args, in_dims)]
+            fn, dims[p] = partition(st.fn, list(in_dims) + [None] * len(st.extra), out_dims,
+                                    Grid(p, owners))
+            blocks = [np.split(np.asarray(a), count, axis=d)[owners[p]] if d is not None
+                      else a for a, d in zip(args, in_dims)]
             results[p] = staging.compile_function(fn, "reference")(*blocks, *st.extra)
         except Exception as e:   # noqa: BLE001 - reported by the calling thread
             engine.barrier.abort()
             results[p] = e
     set_engine(engine)
     try:
-        threads = [threading.Thread(target=process, args=(p,)) for p in (0, 1)]
+        threads = [threading.Thread(target=process, args=(p,)) for p in range(n)]
         for t in threads:
             t.start()
         for t in threads:
@@ -257,13 +329,15 @@ def run_partitioned(fun, args, in_dims, out_dims):
         if isinstance(r, Exception):
             raise r
     outs = []
-    for k, d in enumerate(out_dims):
-        if d is None:
-            np.testing.assert_array_equal(results[0][k], results[1][k])
-            outs.append(results[0][k])
-        else:
-            outs.append(np.concatenate([results[0][k], results[1][k]], axis=d))
-    return outs
+    for k, d in enumerate(dims[0]):
+        held = {}
+        for p in range(n):
+            if owners[p] in held or d is None:
+                np.testing.assert_array_equal(results[p][k], held.get(owners[p], results[0][k]))
+            held.setdefault(owners[p], results[p][k])
+        outs.append(results[0][k] if d is None
+                    else np.concatenate([held[b] for b in range(count)], axis=d))
+    return outs, dims[0]
 
 
 A = np.arange(24.0, dtype=np.float32).reshape(4, 6) / 7
@@ -303,5 +377,118 @@ def test_partitioned_functions_agree_with_the_whole(case):
     fun, args, in_dims, out_dims = CASES[case]
     st, _, _ = staging.stage_call(fun, tuple(args), {}, staging.StaticArgs(fun))
     whole = staging.compile_function(st.fn, "reference")(*args, *st.extra)
-    for got, want in zip(run_partitioned(fun, args, in_dims, out_dims), whole):
+    for got, want in zip(run_partitioned(fun, args, in_dims, out_dims)[0], whole):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+S = np.array(3, np.int32)            # a traced start index
+N = A.copy()
+N[3, 2] = N[1, 4] = np.nan           # argmax/argmin pick the first NaN, as in JAX
+T = np.array([[1, 5, 5], [5, 2, 0], [5, 5, 1], [0, 1, 5]], np.int32)   # ties across blocks
+LABELS = np.array([0, 5, 2, 1], np.int32)
+
+INFERRED = [   # (function, arguments, split dimension of each, inferred split of each output)
+    (lambda a, s: (a[:, 1:5:2], lax.dynamic_slice_in_dim(a, s, 2, axis=1),
+                   lax.dynamic_update_slice(a, a[:, :2] * 3, (0, s)), jnp.pad(a, ((0, 0), (1, 2))),
+                   a[:, ::-1], a[1:3]),
+     (A, S), (0, None), (0, 0, 0, 0, 0, None)),
+    (lambda a: (a.sum(1), a.max(1), jnp.prod(a, 0), jnp.prod(a, 1), a.max(0)),
+     (A,), (0,), (0, 0, None, 0, None)),
+    (lambda a, b: (jnp.concatenate([a, b.T * 2], axis=1), jnp.concatenate([a, a])),
+     (A, B), (0, 1), (0, None)),
+    (lambda a: (a.reshape(4, 2, 3), a.reshape(24), a.T, jnp.sort(a, axis=1), jnp.sort(a, 0)),
+     (A,), (0,), (0, 0, 1, 0, None)),
+    (lambda a, b, c: (jnp.einsum("bij,bkj->bik", c, c), a @ b, b.T @ a.T),
+     (A, B, C), (0, None, 0), (0, 0, 1)),
+    (lambda n, t: (jnp.argmax(n, 0), jnp.argmin(n, 0), jnp.argmax(t, 0), jnp.argmin(t, 0),
+                   jnp.argmax(n, 1), jnp.max(t, 0)),
+     (N, T), (0, 0), (None, None, None, None, 0, None)),
+    (lambda a: (jnp.cumsum(a, 0), lax.cumsum(a, 0, reverse=True), jnp.cumprod(a, 0),
+                lax.cummax(a, 0), lax.cummin(a, 0, reverse=True), lax.cumlogsumexp(a, 0),
+                jnp.cumsum(a, 1)),
+     (A,), (0,), (0, 0, 0, 0, 0, 0, 0)),
+    (lambda a, labels: (jnp.mean(jnp.argmax(a, 1) == labels), jnp.argmax(a, 1)),
+     (A, LABELS), (0, 0), (None, 0)),
+    (lambda a, r: (a * r[:4, None], a - r, jnp.broadcast_to(r[:4, None, None], (4, 2, 3)) *
+                   a.reshape(4, 2, 3)),                  # replicated broadcasts meet blocks
+     (A, np.arange(6.0, dtype=np.float32) / 3), (0, None), (0, 0, 0)),
+]
+LAYOUTS = [(0, 1), (1, 0), (0, 0, 1, 1), (1, 0, 1, 0)]
+
+
+@pytest.mark.parametrize("owners", LAYOUTS)
+@pytest.mark.parametrize("case", range(len(INFERRED)))
+def test_outputs_keep_the_split_the_rules_give_them(case, owners):
+    fun, args, in_dims, expected = INFERRED[case]
+    st, _, _ = staging.stage_call(fun, tuple(args), {}, staging.StaticArgs(fun))
+    whole = staging.compile_function(st.fn, "reference")(*args, *st.extra)
+    got, dims = run_partitioned(fun, args, in_dims, [INFER] * len(expected), owners)
+    assert dims == list(expected)
+    for g, w in zip(got, whole):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_the_new_rules_move_only_what_they_must():
+    """Slices, concatenations, reshapes and reductions along other dimensions keep the blocks
+    without communication (a slice, a concatenation or a sort along the split dimension
+    gathers); argmax over the split dimension is three allreduces for floats (best value,
+    any NaN, first index) and two for integers; a cumsum along it one allgather of the block
+    totals. (In case 5, max(t, 0) is the allreduce of argmax(t, 0)'s best value, shared.)"""
+    for k, crossings in ((0, {"process_allgather": 1}), (2, {"process_allgather": 1}),
+                         (3, {"process_allgather": 1}), (5, {"process_allreduce": 2 * 3 + 2 * 2}),
+                         (6, {"process_allgather": 6})):
+        fun, args, in_dims, expected = INFERRED[k]
+        st, _, _ = staging.stage_call(fun, tuple(args), {}, staging.StaticArgs(fun))
+        local, _ = partition(st.fn, list(in_dims) + [None] * len(st.extra),
+                             [INFER] * len(expected), Grid(1, (0, 1)))
+        held = prims(local)
+        for name in ("process_allreduce", "process_allgather"):
+            assert held.count(name) == crossings.get(name, 0), (k, name, held)
+
+
+FOUR = """
+import sys
+import numpy as np
+import kiln, kiln.numpy as jnp
+from kiln import P
+from kiln.sharding import NamedSharding
+sys.path.insert(0, {tests!r})
+from test_global_arrays import step
+
+kiln.config.update("jax_num_cpu_devices", 1)
+kiln.distributed.initialize()
+p = kiln.process_index()
+mesh = kiln.make_mesh((2, 2), ("x", "y"))            # 4 processes of one device, as 2 x 2
+whole = NamedSharding(mesh, P())
+rng = np.random.default_rng(1)
+X = rng.normal(size=(8, 5)).astype(np.float32)
+Y = np.eye(3, dtype=np.float32)[np.arange(8) % 3]
+params = [rng.normal(size=(5, 3)).astype(np.float32) * 0.3, np.zeros(3, np.float32)]
+once = kiln.jit(step)(params, X, Y)
+for name, spec in (("both", P(("x", "y"))), ("rows", P("x"))):
+    s = NamedSharding(mesh, spec)
+    x, y = kiln.device_put(X, s), kiln.device_put(Y, s)
+    ps = kiln.jit(step, in_shardings=(whole, s, s), out_shardings=whole)(params, x, y)
+    sums = kiln.jit(lambda v: (jnp.cumsum(v, 0), jnp.argmax(v, 0)))(x)
+    b = x.owners[p]
+    width = 8 // (max(x.owners) + 1)
+    print(p, name, x.owners, type(sums[0]).__name__,
+          np.allclose(sums[0].local, np.cumsum(X, 0)[b * width:(b + 1) * width], atol=1e-5),
+          np.array_equal(np.asarray(sums[1]), np.argmax(X, 0)),
+          max(float(np.abs(np.asarray(a) - w).max()) for a, w in zip(ps, once)) < 1e-5)
+try:
+    kiln.device_put(X[:, :4], NamedSharding(mesh, P("x", "y")))
+except NotImplementedError as e:
+    print(p, "two", "splits dimensions [0, 1]" in str(e))
+"""
+
+
+@needs_mpi
+def test_four_processes_as_two_by_two_under_mpirun(tmp_path):
+    rc, out, _ = mpirun(tmp_path, FOUR.format(tests=str(pathlib.Path(__file__).parent)), np_=4,
+                        limit=300)
+    assert rc == 0, out
+    for p in range(4):
+        assert f"{p} both (0, 1, 2, 3) GlobalArray True True True" in out, out
+        assert f"{p} rows (0, 0, 1, 1) GlobalArray True True True" in out, out
+        assert f"{p} two True" in out, out

@@ -178,11 +178,18 @@ def join_processes(local, at, process, processes):
     """Every process's `local` joined along its dimension `at`, process p's block p (one
     allgather)."""
     stacked = E.bind("process_allgather", local, process=process, processes=processes)
-    shape = list(E.aval(local).shape)
+    return merge_leading(stacked, at)
+
+
+def merge_leading(stacked, at):
+    """`stacked`'s leading axis (one block per process or per block of a split value) merged
+    into its dimension `at` (counted without that axis), block 0 first."""
+    shape = list(E.aval(stacked).shape)
+    count = shape.pop(0)
     order = list(range(1, len(shape) + 1))
     order.insert(at, 0)
     moved = E.transpose(stacked, permutation=tuple(order))
-    shape[at] *= processes
+    shape[at] *= count
     return E.reshape(moved, new_sizes=tuple(shape), dimensions=None)
 
 

@@ -475,6 +475,11 @@ def _cumulative_rules(prim, combine):
     VJP[prim] = cotangent_rule(vjp)
 
 
+# How each cumulative scan combines two partial results (a block's total with the next
+# block's scan: partitioning.py's scans across processes).
+SCAN_COMBINE = {"cumsum": E.add, "cumprod": E.mul, "cummax": E.max_, "cummin": E.min_,
+                "cumlogsumexp": lambda a, b: _combine_logaddexp(a, b)[0]}
+
 _cumulative_rules(cumprod, _combine_mul)
 _cumulative_rules(cummax, _chooser_combine(E.max_))
 _cumulative_rules(cummin, _chooser_combine(E.min_))

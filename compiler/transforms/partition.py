@@ -1,13 +1,16 @@
 """Partitioning over processes: the function one process runs on its blocks of global values.
 
-`partition(fn, in_dims, out_dims, process, processes)` takes `fn`, specialised for the global
-shapes, in which input i is split across the processes along dimension `in_dims[i]` (None:
-replicated, the same whole value in every process), and returns the SSA function process
-`process` runs: its inputs are the local blocks, and output j comes out split along
-`out_dims[j]` (None: whole). Each equation is replayed with its operands' split dimensions
-(the `replay` machinery, as vmap's batch axes): none split, it runs as it is; otherwise its
-primitive's `PARTITION` rule (primitives/partitioning.py) emits it on the blocks, and a
-primitive without a rule runs on its operands gathered whole. The cross-process work is the
+`partition(fn, in_dims, out_dims, grid)` takes `fn`, specialised for the global shapes, in
+which input i is split along dimension `in_dims[i]` (None: replicated, the same whole value in
+every process) into the blocks `grid` (primitives/partitioning.py) lays over the processes,
+and returns the SSA function process `grid.process` runs, with the split dimension of each of
+its outputs. Its inputs are the local blocks; output j comes out split along `out_dims[j]`
+(None: whole; `INFER`: as the partitioned computation leaves it, split or not). Each equation
+is replayed with its operands' split dimensions (the `replay` machinery, as vmap's batch
+axes): none split, it runs as it is; otherwise its primitive's `PARTITION` rule emits it on
+the blocks, and a primitive without a rule runs on its operands gathered whole. A replicated
+broadcast that meets a split value is broadcast to the block (the bias of a layer, the
+cotangent of a mean), not computed whole and sliced. The cross-process work is the
 `process_allreduce`/`process_allgather` equations the rules emit.
 """
 from ..ir.builder import Builder, current
@@ -16,40 +19,45 @@ from ..primitives.partitioning import PARTITION, gather, reshard
 from ..primitives.rule_forms import replay_eqn
 from .replay import replay_annotated
 
+INFER = "infer"   # an out_dims entry: the output keeps the split the computation gives it
 
-def local_aval(aval, d, processes):
-    """The abstract value of one process's block of `aval` split along `d`."""
+
+def local_aval(aval, d, blocks):
+    """The abstract value of one block of `aval` split along `d` into `blocks`."""
     if d is None:
         return aval
-    shape = tuple(n // processes if k == d else n for k, n in enumerate(aval.shape))
+    shape = tuple(n // blocks if k == d else n for k, n in enumerate(aval.shape))
     return ShapedArray(shape, aval.dtype, aval.weak_type)
 
 
-def _step(process, processes):
+def _step(grid):
     def step(eqn, ins, dims):
         b = current()
         if all(d is None for d in dims):
             outs = replay_eqn(b, eqn, ins)
+            if eqn.prim.name == "broadcast_in_dim":
+                grid.broadcasts[id(outs[0])] = (outs[0], ins[0], eqn.params)
             return outs, [None] * len(outs)
         rule = PARTITION.get(eqn.prim)
         if rule is None:
-            whole = [gather(x, d, process, processes) for x, d in zip(ins, dims)]
+            whole = [gather(x, d, grid) for x, d in zip(ins, dims)]
             outs = replay_eqn(b, eqn, whole)
             return outs, [None] * len(outs)
-        outs, odims = rule(ins, dims, process=process, processes=processes, **eqn.params)
+        outs, odims = rule(ins, dims, grid=grid, **eqn.params)
         if not eqn.prim.multiple_results:
             outs, odims = [outs], [odims]
         return list(outs), list(odims)
     return step
 
 
-def partition(fn, in_dims, out_dims, process, processes):
-    """The SSA Function process `process` of `processes` runs (see the module docstring)."""
+def partition(fn, in_dims, out_dims, grid):
+    """(The SSA Function process `grid.process` runs, the split dimension of each of its
+    outputs): see the module docstring."""
     b = Builder(fn.name)
     with b:
-        ins = [b.new_input(local_aval(v.aval, d, processes), v.name)
+        ins = [b.new_input(local_aval(v.aval, d, grid.blocks), v.name)
                for v, d in zip(fn.invars, in_dims)]
-        outs, dims = replay_annotated(fn, ins, list(in_dims), _step(process, processes))
-        placed = [reshard(o, d, want, process, processes)
-                  for o, d, want in zip(outs, dims, out_dims)]
-        return b.build(placed)
+        outs, dims = replay_annotated(fn, ins, list(in_dims), _step(grid))
+        wanted = [d if want == INFER else want for d, want in zip(dims, out_dims)]
+        placed = [reshard(o, d, want, grid) for o, d, want in zip(outs, dims, wanted)]
+        return b.build(placed), wanted
