@@ -26,7 +26,7 @@ def test_native_execution_is_the_ctypes_execution(cpu, name):
     exe, xs, want = _compiled(cpu, name)
     buffers = [cpu.put(x) for x in xs]
     fast = exe.execute(buffers)
-    slow = exe._run(buffers, wait=False)
+    slow = exe._run([b.handle for b in buffers], wait=False)
     assert len(fast) == len(slow) == len(want)
     for f, s, w in zip(fast, slow, want):
         assert (f.shape, f.dtype) == (s.shape, s.dtype) == (w.shape, w.dtype)
@@ -39,7 +39,7 @@ def test_errors_carry_the_plugins_message_on_both_paths(cpu):
     exe, xs, _ = _compiled(cpu, "add_f32")
     a, b = cpu.put(xs[0]), cpu.put(xs[1])
     cpu.api.call("Buffer_Delete", api.args(api.Buffer, buffer=a.handle))   # memory gone
-    for run in (lambda: exe.execute([a, b]), lambda: exe._run([a, b], wait=False)):
+    for run in (lambda: exe.execute([a, b]), lambda: exe._run([a.handle, b.handle], wait=False)):
         with pytest.raises(api.PjrtError, match="INVALID_ARGUMENT.*deleted or donated"):
             run()
     with pytest.raises(api.PjrtError, match="INVALID_ARGUMENT.*deleted or donated"):
