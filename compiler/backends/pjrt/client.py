@@ -441,6 +441,8 @@ class Executable:
         client, device, specs, count = self.client, self.device, self.out_avals, \
             len(self.out_avals)
         raise_error, owner, new = client.api.raise_error, weakref.ref(self), object.__new__
+        single = count == 1
+        shape, dtype = specs[0] if single else (None, None)
 
         def run(handles):
             if not live:
@@ -449,16 +451,21 @@ class Executable:
                 return owner()._run(handles, wait=False)
             try:
                 error = function(address, *handles)
-                made = outputs[:count]
+                made = outputs[0] if single else outputs[:count]
             finally:
                 idle.release()
             if error:
                 raise_error(error)
-            results = []
-            for handle, (shape, dtype) in zip(made, specs):
+            if single:
                 b = new(Buffer)
-                b.client, b.handle, b.device, b.shape, b.dtype = client, handle, device, shape, \
-                    dtype
+                b.client, b.handle, b.device, b.shape, b.dtype = client, made, device, shape, dtype
+                b._host = b._done = None
+                return [b]
+            results = []
+            for handle, (shape_i, dtype_i) in zip(made, specs):
+                b = new(Buffer)
+                b.client, b.handle, b.device, b.shape, b.dtype = client, handle, device, \
+                    shape_i, dtype_i
                 b._host = b._done = None
                 results.append(b)
             return results
