@@ -5,8 +5,13 @@ Rows: dispatch of a small function on arguments already on the device (the call'
 the MLP SGD step, a 1024^2 float32 matmul, `x*x + x*2.0` on 5000x5000 float32 (run time,
 where both run the same compiler, so the ratio is what kiln adds around it), and the time from
 a new Python function to its first result for the MLP step (trace, lowering, XLA's compile
-and one run, for both). Skipped with the reason when no PJRT plug-in is installed.
+and one run, for both; kiln's disk cache is off for that row, so that a later run of the suite,
+whose functions get the same constants, compiles too). Skipped with the reason when no PJRT
+plug-in is installed.
 """
+import os
+from unittest import mock
+
 import numpy as np
 
 from harness import Case
@@ -71,5 +76,7 @@ def cases(jax=None):
         Case("pjrt", "matmul f32 1024^3", lambda: k_matmul(ka, kb), jax=j.get("matmul")),
         Case("pjrt", "x*x + x*2.0 f32[5000,5000]", lambda: k_fused(kbig), jax=j.get("fused")),
         Case("pjrt", "compile MLP step (fn -> first result)", k_step_compile,
-             jax=j.get("step_compile"), note="trace + lower + XLA compile + one run"),
+             jax=j.get("step_compile"), note="trace + lower + XLA compile + one run",
+             context=lambda: mock.patch.dict(os.environ, KILN_CACHE_DIR="0")),
     ]
+

@@ -261,10 +261,11 @@ class Array(ArrayMethods):
     def block_until_ready(self):
         v = self._value
         if type(v) is DeviceBuffer:
-            v.layer.synchronize()
             ready = getattr(v.data, "block_until_ready", None)   # a PJRT buffer's ready event
             if ready is not None:
                 ready()
+            else:
+                v.layer.synchronize()
         return self
 
     def _dense(self):

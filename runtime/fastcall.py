@@ -7,7 +7,10 @@ what the native code cannot see (the argument count, that every argument is an A
 ndarray with the same weak type as before, or a float becoming the same dtype as before, that
 the globals the specialisation read are unchanged) and hands the buffers
 to the executable's `call_exact`, whose native entry point checks dtype, shape and layout of
-every buffer itself (compiler/backends/llvm/pycall.py). Whatever does not match, at any step,
+every buffer itself (compiler/backends/llvm/pycall.py). An executable with `array_call`
+(the pjrt backend's Program) gives instead, for calls like the one that installs it, one
+function that checks the guards and the Arrays themselves, runs and rebuilds the outputs
+(runtime/pjrt.py); `jit` calls it in place of a FastCall. Whatever does not match, at any step,
 returns `MISS` before anything ran, and `jit` takes its ordinary path (flatten, signature
 key, cache lookup), which re-specialises where needed. So the fast path only ever runs the
 specialisation the ordinary path would have chosen.
@@ -22,13 +25,33 @@ _ndarray = np.ndarray
 _KINDS = (Array, np.ndarray, float)
 
 
-def eligible(args, kwargs, static, executable):
-    """Whether a call may install a FastCall: positional Arrays, ndarrays and Python floats
-    only, no static arguments (`static`: the function's staging.StaticArgs), an executable
-    with a native exact-call entry."""
-    return (not kwargs and not static
-            and getattr(executable, "call_exact", None) is not None
-            and all(type(a) in _KINDS for a in args))
+def install(entry, args, kwargs, static, wrap):
+    """What `jit` calls first for calls like this one (a FastCall, or the executable's
+    `array_call` function), or None where there is none: positional Arrays, ndarrays and
+    Python floats only, no static arguments (`static`: the function's staging.StaticArgs),
+    and an executable with a native exact-call entry (`call_exact`) or an entry for calls
+    like `args` (`array_call`: given the weak types, the outputs' `rebuild` and the guards'
+    check, it returns a function of the arguments giving the outputs or MISS)."""
+    if kwargs or static or not all(type(a) in _KINDS for a in args):
+        return None
+    weak = tuple(map(_slot, args, entry.in_avals))
+    rebuild = _rebuild(entry, wrap)
+    arrays = getattr(entry.executable, "array_call", None)
+    if arrays is not None and not entry.consts:
+        direct = arrays(args, weak, rebuild, entry.guards_ok if entry.guards else None)
+        if direct is not None:
+            return direct
+    if getattr(entry.executable, "call_exact", None) is None:
+        return None
+    return FastCall(entry, weak, rebuild)
+
+
+def _rebuild(entry, wrap):
+    """The outputs' pytree from the executable's output values."""
+    out_tree, out_weak = entry.out_tree, entry.out_weak
+    if out_tree.node_data() is None:   # a single array
+        return _single(out_weak[0])
+    return lambda outs: out_tree.unflatten(wrap(outs, out_weak))
 
 
 class _Float:
@@ -51,16 +74,12 @@ def _slot(arg, aval):
 class FastCall:
     __slots__ = ("entry", "weak", "call", "consts", "rebuild")
 
-    def __init__(self, entry, args, wrap):
+    def __init__(self, entry, weak, rebuild):
         self.entry = entry
-        self.weak = tuple(map(_slot, args, entry.in_avals))
+        self.weak = weak
         self.call = entry.executable.call_exact
         self.consts = tuple(entry.consts)
-        out_tree, out_weak = entry.out_tree, entry.out_weak
-        if out_tree.node_data() is None:   # a single array
-            self.rebuild = _single(out_weak[0])
-        else:
-            self.rebuild = lambda outs: out_tree.unflatten(wrap(outs, out_weak))
+        self.rebuild = rebuild
 
     def __call__(self, args):
         weak = self.weak

@@ -58,13 +58,14 @@ from .float_checks import STATE as _FLOAT_CHECKS, check as _check_floats
 from .execution_guards import STATE as _GUARDS, check_execution
 from .staging import leaf_aval, wrap_outputs
 from ._traceback import filter_traceback, show_full
-from .compiler.ir.builder import current, PerThread
+from .compiler.ir.builder import current, PerThread, STATE as _BUILDERS
 from .distributed import process_layout
 from .global_jit import sharded_call
 from .global_arrays import SpansProcesses
 
 _DISABLED_BY_ENV = os.environ.get("KILN_DISABLE_JIT", "").lower() in ("1", "true", "yes")
 
+_MISS = fastcall.MISS
 _DISABLED = PerThread(on=lambda: _DISABLED_BY_ENV)   # `on`: in this thread (`disable_jit`)
 
 
@@ -107,7 +108,7 @@ class Jitted:
         # Without an explicit backend, what the chosen one cannot lower runs on the reference.
         self._fallback = None if backend is not None else "reference"
         self._cache = staging.GuardedCache()
-        self._fast = None   # fastcall.FastCall of the latest all-array call, or None
+        self._fast = None   # fastcall.install of the latest all-array call, or None
         self.miss_reasons = []
         self._placed = {}   # backend -> the Jitted that arguments on its devices call
         self._shardings = None if in_shardings is None and out_shardings is None else \
@@ -117,6 +118,15 @@ class Jitted:
     # ----------------------------------------------------------------------- calling
     def __call__(self, *args, **kwargs):
         try:
+            fast = self._fast
+            # The fast path first, where nothing else may take the call (what _call and the
+            # float checks look at, read once each).
+            if fast is not None and not kwargs and self._shardings is None and not (
+                    _DISABLED.on or _BUILDERS.stack or _GUARDS.no_execution or _FLOAT_CHECKS.on
+                    or self._fallback is not None and default_device.IN_FORCE[0]):
+                out = fast(args)
+                if out is not _MISS:
+                    return out
             if self._shardings is not None:
                 return _sharded_call(self, args, kwargs)
             out = self._call(args, kwargs)
@@ -157,9 +167,9 @@ class Jitted:
         entry = self._entry(key, args, kwargs)
         if entry.held:
             return _run_donating(entry, leaves, dyn_values)
-        if not entry.writes and entry.refs is None and fastcall.eligible(args, kwargs, self._static,
-                                                  entry.executable):
-            self._fast = fastcall.FastCall(entry, args, wrap_outputs)
+        if not entry.writes and entry.refs is None:
+            self._fast = fastcall.install(entry, args, kwargs, self._static, wrap_outputs) \
+                or self._fast
         return self._run(entry, dyn_values, leaves)
 
     def _on(self, backend):

@@ -21,7 +21,7 @@ a StableHLO module with libtpu for a TPU topology on a machine without TPUs.
 PjrtDevice; called with Arrays on that device (or host values) it returns Arrays on it.
 `compile_function(fn)` is `kiln.jit(f, backend="pjrt")`'s backend (staging.BACKENDS): the SSA
 lowered to StableHLO, compiled for the device its arguments are on (the default plug-in's first
-device for host arguments), its results left on the device (a `Program`, with `call_exact`
+device for host arguments), its results left on the device (a `Program`, with `array_call`
 for jit's dispatch fast path). `compile_replicated(fn, devices)` is pmap's and shard_map's: one
 module with a replica per device, run over all of them in one execution (`ReplicatedProgram`).
 """
@@ -30,12 +30,14 @@ import threading
 
 import numpy as np
 
+from .array import Array
 from .compiler.backends.cuda.device import DeviceBuffer
 from .compiler.backends.pjrt import client as pjrt
 from .compiler.backends.pjrt import plugins, topology as topologies
 from .compiler.backends.pjrt.replicated import ReplicatedExecutable
 from .compiler.errors import BackendUnsupportedError
 from .devices import Device, chosen_cpu_count
+from .fastcall import MISS
 from . import _default_device
 
 _CLIENTS = {}
@@ -251,7 +253,6 @@ class Program:
         self._lock = threading.Lock()
         self._constants = ()
         self._placed = {}   # device -> the constants as DeviceBuffers on it
-        self._exact = {}    # PjrtLayer -> what call_exact needs there (_exact_on)
         self._on(default)
 
     def hold_constants(self, consts):
@@ -287,46 +288,54 @@ class Program:
                 break
         return self._on(device).buffers(*values, *self._constants_on(device))
 
-    def call_exact(self, values):
-        """jit's dispatch fast path (runtime/fastcall.py): when `values` are all DeviceBuffers
-        on one PJRT device for which the module is compiled, each with the shape and dtype the
-        module takes, run there as `__call__` would; otherwise None, with nothing run."""
-        first = values[0] if values else None
-        if type(first) is not DeviceBuffer:
-            return None
-        layer = first.layer
-        ready = self._exact.get(layer)
-        if ready is None:
-            ready = self._exact_on(layer)
-            if ready is None:
-                return None
-        compiled, avals, constants = ready
-        if len(values) != len(avals):
-            return None
-        buffers = []
-        pjrt_buffer, append = pjrt.Buffer, buffers.append
-        for v, (shape, dtype) in zip(values, avals):
-            b = v.data
-            if type(v) is not DeviceBuffer or v.layer is not layer or \
-                    type(b) is not pjrt_buffer or b.shape != shape or b.dtype != dtype:
-                return None
-            append(b)
-        return [DeviceBuffer(out, layer) for out in compiled.execute(buffers + constants)]
-
-    def _exact_on(self, layer):
-        """(executable, the avals of the arguments, the constants' buffers) for calls on
-        `layer`'s device, kept once the module is compiled there; None before (or for a layer
-        that is not a PJRT device's)."""
-        if type(layer) is not PjrtLayer:
-            return None
-        device = layer.kiln_device
-        exe = self._compiled.get(device)
+    def array_call(self, args, weak, rebuild, guards_ok):
+        """jit's dispatch fast path (runtime/fastcall.py) for calls like `args` (kiln Arrays
+        on one PJRT device for which the module is compiled; `weak` their weak types): a
+        function of a later call's arguments. When the guards hold (`guards_ok()`, unless
+        None) and the arguments are Arrays with those weak types holding live buffers of
+        that device with the shapes and dtypes the module takes, it runs there as `__call__`
+        would (the executable's `runner` on their handles and the constants') and returns
+        `rebuild(results)`, one DeviceBuffer per output; otherwise fastcall.MISS, with
+        nothing run. None when `args` are not such a call."""
+        first = args[0]._value if args and type(args[0]) is Array else None
+        layer = first.layer if type(first) is DeviceBuffer else None
+        exe = self._compiled.get(layer.kiln_device) if type(layer) is PjrtLayer else None
         if exe is None:
             return None
         compiled = exe.compiled
-        constants = [c.data for c in self._constants_on(device)]
+        placed = self._constants_on(layer.kiln_device)
+        constants = [c.data.handle for c in placed]
         avals = compiled.in_avals[:len(compiled.in_avals) - len(constants)]
-        return self._exact.setdefault(layer, (compiled, avals, constants))
+        count, run, array = len(avals), compiled.runner(), Array
+        device_buffer, pjrt_buffer, new = DeviceBuffer, pjrt.Buffer, object.__new__
+
+        def call(args):
+            if len(args) != count or guards_ok is not None and not guards_ok():
+                return MISS
+            handles = []
+            append = handles.append
+            for a, w, (shape, dtype) in zip(args, weak, avals):
+                if type(a) is not array or a.weak_type is not w:
+                    return MISS
+                v = a._value
+                if type(v) is not device_buffer or v.layer is not layer:
+                    return MISS
+                b = v.data
+                if type(b) is not pjrt_buffer or b.shape != shape or \
+                        b.dtype is not dtype and b.dtype != dtype:
+                    return MISS
+                h = b.handle
+                if not h:   # a deleted argument: the executable says so
+                    b._handle()
+                append(h)
+            results = []
+            for b in run(handles + constants if constants else handles):
+                out = new(device_buffer)
+                out.data, out.layer = b, layer
+                results.append(out)
+            return rebuild(results)
+        call.constants = placed   # alive as long as the function
+        return call
 
     def as_text(self, level=None):
         """The StableHLO module the plug-in compiles (`level`: None or "stablehlo")."""

@@ -25,6 +25,7 @@ from kiln import lax
 from kiln.compiler.backends.pjrt import api, client as pjrt, plugins
 from kiln.compiler.errors import BackendUnsupportedError
 from kiln.tree_util import tree_leaves
+from kiln import fastcall
 
 from fuzz_programs import programs
 from test_llvm_fuzz import absolute_magnitude, compare, load
@@ -297,9 +298,64 @@ def test_repeated_calls_take_the_fast_path_and_do_not_wait(device):
     z = kiln.device_put(np.full(3, 2.0, np.float32), device)
     np.testing.assert_allclose(np.asarray(f(z, z)), np.full(3, 5.0))
     np.testing.assert_allclose(np.asarray(f(np.ones(3, np.float32), z)), np.full(3, 3.0))
-    assert entry.executable.call_exact((x._value, np.ones(5, np.float32))) is None
-    assert entry.executable.call_exact((z._value, z._value)) is None   # other shape
-    assert entry.executable.call_exact(()) is None
+    direct = entry.executable.array_call((x, x), (False, False), lambda outs: outs, None)
+    assert len(direct((x, x))) == 1
+    weak = kiln.device_put(np.ones(5, np.float32), device)
+    weak.weak_type = True
+    for miss in [(x, np.ones(5, np.float32)), (z, z), (), (x,), (x, x, x), (x, weak),
+                 (x, kiln.device_put(np.ones(5, np.int32), device)), (x, jnp.ones(5))]:
+        assert direct(miss) is fastcall.MISS
+    assert entry.executable.array_call((np.ones(5, np.float32),), (False,), list, None) is None
+
+
+FACTOR = np.float32(2.0)
+
+
+def _scaled_by_global(x):
+    return x * FACTOR
+
+
+def test_the_fast_path_checks_the_globals_read(device):
+    global FACTOR
+    f = kiln.jit(_scaled_by_global, backend="pjrt")
+    x = kiln.device_put(np.ones(3, np.float32), device)
+    f(x)
+    assert np.asarray(f(x)).tolist() == [2.0] * 3
+    FACTOR = np.float32(3.0)
+    try:
+        assert np.asarray(f(x)).tolist() == [3.0] * 3   # re-specialised, not the old program
+    finally:
+        FACTOR = np.float32(2.0)
+
+
+def test_fast_path_results_are_freed_once(device, monkeypatch):
+    f = kiln.jit(lambda x: (x + 1.0, x * 2.0), backend="pjrt")
+    x = kiln.device_put(np.ones(4, np.float32), device)
+    f(x)
+    client = x._value.data.client
+    destroyed = []
+    destroy = client.native_destroy
+    monkeypatch.setattr(client, "native_destroy",
+                        lambda table, handle: destroyed.append(handle) or destroy(table, handle))
+    a, b = f(x)
+    handles = [a._value.data.handle, b._value.data.handle]
+    np.testing.assert_array_equal(np.asarray(b), np.full(4, 2.0))
+    del a, b
+    assert sorted(destroyed) == sorted(handles)
+    f(x)   # dropped before it was awaited
+    assert len(destroyed) == 4
+
+
+def test_an_execution_error_on_the_fast_path_has_the_plugins_message(device):
+    f = kiln.jit(lambda x: x + 1.0, backend="pjrt")
+    x = kiln.device_put(np.ones(4, np.float32), device)
+    f(x)
+    gone = kiln.device_put(np.ones(4, np.float32), device)
+    buffer = gone._value.data
+    buffer.client.api.call("Buffer_Delete", api.args(api.Buffer, buffer=buffer.handle))
+    with pytest.raises(api.PjrtError, match="INVALID_ARGUMENT.*deleted or donated"):
+        f(gone)
+    np.testing.assert_array_equal(np.asarray(f(x)), np.full(4, 2.0))
 
 
 def test_calls_from_several_threads_at_once(device):

@@ -2,19 +2,19 @@
 definition: an execution on device buffers through `kiln_pjrt_execute<N>` gives the results
 the ctypes path gives (every hand-written module of test_pjrt: 0 to 2 arguments, several
 results, every kind of dtype), the plug-in's errors come back as PjrtErrors with its message on
-both paths (an argument PJRT has deleted, a ready event of a deleted buffer), and a call made
+both paths (an argument PJRT has deleted, a ready event of a deleted buffer), the runner's
+result Buffers and its refusal once the executable is closed, and a call made
 while another holds the executable's native state takes the ctypes path."""
 import numpy as np
 import pytest
 
-from kiln.compiler.backends.pjrt import api, native, plugins
+from kiln.compiler.backends.pjrt import api, client as pjrt, native, plugins
 from test_pjrt import CPU_PLUGIN, HAND_WRITTEN, _module, cpu  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.skipif(not CPU_PLUGIN, reason="xla-cpu-pjrt is not installed")
 
 
 def _compiled(cpu, name):
-    from kiln.compiler.backends.pjrt import client as pjrt
     args, results, body, inputs, _ = HAND_WRITTEN[name]
     xs = inputs()
     want = HAND_WRITTEN[name][4](*xs)
@@ -26,7 +26,7 @@ def test_native_execution_is_the_ctypes_execution(cpu, name):
     exe, xs, want = _compiled(cpu, name)
     buffers = [cpu.put(x) for x in xs]
     fast = exe.execute(buffers)
-    slow = exe._run(buffers, wait=False)
+    slow = exe._run([b.handle for b in buffers], wait=False)
     assert len(fast) == len(slow) == len(want)
     for f, s, w in zip(fast, slow, want):
         assert (f.shape, f.dtype) == (s.shape, s.dtype) == (w.shape, w.dtype)
@@ -39,7 +39,7 @@ def test_errors_carry_the_plugins_message_on_both_paths(cpu):
     exe, xs, _ = _compiled(cpu, "add_f32")
     a, b = cpu.put(xs[0]), cpu.put(xs[1])
     cpu.api.call("Buffer_Delete", api.args(api.Buffer, buffer=a.handle))   # memory gone
-    for run in (lambda: exe.execute([a, b]), lambda: exe._run([a, b], wait=False)):
+    for run in (lambda: exe.execute([a, b]), lambda: exe._run([a.handle, b.handle], wait=False)):
         with pytest.raises(api.PjrtError, match="INVALID_ARGUMENT.*deleted or donated"):
             run()
     with pytest.raises(api.PjrtError, match="INVALID_ARGUMENT.*deleted or donated"):
@@ -62,6 +62,21 @@ def test_a_busy_executable_takes_the_ctypes_path(cpu, monkeypatch):
     out = exe.execute(buffers)
     for o, w in zip(out, want):
         np.testing.assert_array_equal(o.to_host(), w)
+
+
+def test_the_runner_makes_results_as_init_does_and_refuses_a_closed_executable(cpu):
+    exe, xs, want = _compiled(cpu, "mul_sub_i64")
+    buffers = [cpu.put(x) for x in xs]
+    run = exe.runner()
+    assert exe.runner() is run
+    for got, w in zip(run([b.handle for b in buffers]), want):
+        assert (type(got), got.client, got.device, got.shape, got.dtype) == \
+            (pjrt.Buffer, cpu, exe.device, w.shape, w.dtype)
+        assert got._host is None and got._done is None
+        np.testing.assert_array_equal(got.to_host(), w)
+    exe.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        run([b.handle for b in buffers])
 
 
 def test_one_function_per_argument_count():
@@ -94,7 +109,6 @@ def test_a_second_compile_loads_the_stored_executable(cpu, cache_dir, monkeypatc
     for o, w in zip(again(*xs), want):
         np.testing.assert_array_equal(o.to_host(), w)
     called.clear()
-    from kiln.compiler.backends.pjrt import client as pjrt
     other = pjrt.Executable(cpu, exe_text("mul_sub_i64"), xs, want, cpu.devices[-1])
     assert ("Client_Compile" in called) == (len(cpu.devices) > 1)   # the device is in the key
     assert other.device is cpu.devices[-1]

@@ -28,8 +28,11 @@ host inputs it awaits the device's completion event (the host memory is lent for
 only, and an execution error is raised there); with Buffers only it returns once the execution
 is enqueued, and the results' ready events (awaited by `to_host` and `block_until_ready`)
 carry an execution error. `execute(buffers)` is that last case without the checks, made by one
-native call (native.py); the ctypes calls here are the definition it is tested against, and
-the path of host inputs and of a call made while another thread is in the native one.
+native call (native.py); `runner()` is the same as a function of the buffers' handles, made
+once per executable, which a caller's fast path calls (its result Buffers are made without
+`Buffer.__init__`). The ctypes calls here are the definition the native ones are tested
+against, and the path of host inputs and of a call made while another thread is in the
+native one.
 `block_until_ready` and the destruction of a buffer are one native call each too. Avals are
 anything with `shape` and `dtype` (kiln's ShapedArray, NumPy arrays).
 
@@ -46,6 +49,7 @@ options (the CPU plug-in reads `cpu_device_count`).
 import ctypes as C
 import sys
 import threading
+import weakref
 
 import numpy as np
 
@@ -99,8 +103,11 @@ class DeviceInfo:
         return f"DeviceInfo({self.client.platform}:{self.id}, {self.kind!r})"
 
 
+_finalizing = sys.is_finalizing
+
+
 def _alive():
-    return not sys.is_finalizing()
+    return not _finalizing()
 
 
 class Client:
@@ -122,19 +129,9 @@ class Client:
         listed = table.call("Client_AddressableDevices", api.args(
             api.ClientDevices, client=self.handle))
         self.devices = [DeviceInfo(self, listed.devices[i]) for i in range(listed.num_devices)]
-        self._table = C.addressof(table.table)
-        self._await_ready, self._destroy_buffer = native.buffer_functions()
-
-    def await_ready(self, handle):
-        """Await a buffer's ready event (one native call); its error raised."""
-        error = self._await_ready(self._table, handle)
-        if error:
-            self.api.raise_error(error)
-
-    def destroy_buffer(self, handle):
-        error = self._destroy_buffer(self._table, handle)
-        if error:
-            self.api.raise_error(error)
+        # The native await (ready event) and destruction of a buffer: fn(table_address, handle)
+        self.table_address = C.addressof(table.table)
+        self.native_await, self.native_destroy = native.buffer_functions()
 
     def device(self, device):
         """`device` (a DeviceInfo of this client, or None: the first) checked."""
@@ -240,17 +237,31 @@ class Buffer:
         return out
 
     def block_until_ready(self):
-        self.client.await_ready(self._handle())
+        """Await the buffer's ready event (one native call); an execution's error raised."""
+        handle, client = self.handle, self.client
+        if not handle:
+            self._handle()
+        error = client.native_await(client.table_address, handle)
+        if error:
+            client.api.raise_error(error)
         return self
 
     def delete(self):
         """Destroy the device buffer (then release the host array a zero copy aliased)."""
-        handle, self.handle = getattr(self, "handle", None), None
-        if handle and _alive():
-            self.client.destroy_buffer(handle)
-            done, self._done = self._done, None
+        try:
+            handle = self.handle
+        except AttributeError:   # __init__ did not get as far
+            return
+        if handle and not _finalizing():
+            self.handle = None
+            client = self.client
+            error = client.native_destroy(client.table_address, handle)
+            done = self._done
             if done:
-                self.client.wait(done)
+                self._done = None
+                client.wait(done)
+            if error:
+                client.api.raise_error(error)
         self._host = None
 
     __del__ = delete
@@ -365,12 +376,13 @@ class Executable:
         self.device = client.device(device)
         self.in_avals, self.out_avals = avals_of(in_avals), avals_of(out_avals)
         table = client.api
+        self._live = [True]   # cleared by close (runner's closure reads it)
         self.handle = compile_cache.compile(client, mlir_text.encode(),
                                             compile_options(self.device.id))
         self._options = C.pointer(api.args(api.ExecuteOptions))
         self._prepared = _Prepared(self)
         self._idle = threading.Lock()
-        self._native = None   # kiln_pjrt_execute<N> and its context, made on first use
+        self._runner = None   # made on first use
         try:
             check_results(table, self.handle, self.out_avals)
         except Exception:
@@ -397,46 +409,81 @@ class Executable:
         held = iter(temporary)
         buffers = [x if isinstance(x, Buffer) else next(held) for x in inputs]
         try:
-            return self._run(buffers, wait=True)
+            return self._run([b._handle() for b in buffers], wait=True)
         finally:
             for b in temporary:
                 b.delete()
 
     def execute(self, buffers):
-        """Run on Buffers of this device already known to match the input avals (a caller's
-        fast path); returns the results without waiting for them (as `__call__` does). One
-        native call (native.py) when no other thread is in one on this executable, else the
-        ctypes path."""
-        if not self.handle:
-            raise RuntimeError("this PJRT executable has been closed")
-        handles = [b.handle for b in buffers]
-        if not all(handles) or not self._idle.acquire(False):
-            return self._run(buffers, wait=False)
-        try:
-            if self._native is None:
-                self._native = (native.execute_function(len(handles)), native.Context(
-                    self.client.api, self.handle, self._options, len(self.out_avals)))
-            function, context = self._native
-            error = function(context.address, *handles)
-            outputs = context.outputs[:]
-        finally:
-            self._idle.release()
-        if error:
-            self.client.api.raise_error(error)
-        return self._wrap(outputs)
+        """Run on Buffers of this device already known to match the input avals; returns the
+        results without waiting for them (as `__call__` does). See `runner`."""
+        return self.runner()([b._handle() for b in buffers])
+
+    def runner(self):
+        """`run(handles)`, a caller's fast path (made on first use): runs on the handles of
+        live Buffers of this device known to match the input avals and returns one Buffer
+        per output without waiting for the execution. One native call (native.py) when no
+        other thread is in one on this executable, else the ctypes path. The result Buffers
+        are made without `Buffer.__init__`'s conversions (their shapes and dtypes are the
+        output avals themselves)."""
+        run = self._runner
+        if run is None:
+            run = self._runner = self._make_runner()
+        return run
+
+    def _make_runner(self):
+        # The closure holds no reference to the executable (which holds it): a weak one for
+        # the ctypes path, and `live`, which `close` clears.
+        function = native.execute_function(len(self.in_avals))
+        context = native.Context(self.client.api, self.handle, self._options,
+                                 len(self.out_avals))
+        address, outputs, idle, live = context.address, context.outputs, self._idle, self._live
+        client, device, specs, count = self.client, self.device, self.out_avals, \
+            len(self.out_avals)
+        raise_error, owner, new = client.api.raise_error, weakref.ref(self), object.__new__
+        single = count == 1
+        shape, dtype = specs[0] if single else (None, None)
+
+        def run(handles):
+            if not live:
+                raise RuntimeError("this PJRT executable has been closed")
+            if not idle.acquire(False):
+                return owner()._run(handles, wait=False)
+            try:
+                error = function(address, *handles)
+                made = outputs[0] if single else outputs[:count]
+            finally:
+                idle.release()
+            if error:
+                raise_error(error)
+            if single:
+                b = new(Buffer)
+                b.client, b.handle, b.device, b.shape, b.dtype = client, made, device, shape, dtype
+                b._host = b._done = None
+                return [b]
+            results = []
+            for handle, (shape_i, dtype_i) in zip(made, specs):
+                b = new(Buffer)
+                b.client, b.handle, b.device, b.shape, b.dtype = client, handle, device, \
+                    shape_i, dtype_i
+                b._host = b._done = None
+                results.append(b)
+            return results
+        run.context = context   # kept alive with the function
+        return run
 
     def _wrap(self, outputs):
         client, device = self.client, self.device
         return [Buffer(client, handle, device, shape, dtype)
                 for handle, (shape, dtype) in zip(outputs, self.out_avals)]
 
-    def _run(self, buffers, wait):
+    def _run(self, handles, wait):
         # The prepared argument structs of the executable when no other thread is using them,
         # else fresh ones for this call.
         prepared = self._prepared if self._idle.acquire(False) else \
             _Prepared(self)
         try:
-            prepared.arguments[:len(buffers)] = [b._handle() for b in buffers]
+            prepared.arguments[:len(handles)] = handles
             prepared.execute.device_complete_events = prepared.events if wait else None
             table = self.client.api
             table.raise_error(prepared.function(prepared.reference))
@@ -450,6 +497,9 @@ class Executable:
         return results
 
     def close(self):
+        live = getattr(self, "_live", None)
+        if live:
+            live.clear()
         close_executable(self)
 
     __del__ = close
