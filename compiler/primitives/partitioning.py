@@ -146,7 +146,7 @@ def _dot_general(args, dims, *, process, processes, dimension_numbers, **params)
     return out, at
 
 
-for _name in ELEMENTWISE + ("stop_gradient",):
+for _name in ELEMENTWISE + ("stop_gradient", "no_derivative"):
     PARTITION[PRIMITIVES[_name]] = _elementwise(_name)
 for _name in _REDUCE_ACROSS:
     PARTITION[PRIMITIVES[_name]] = _reduction(_name)
