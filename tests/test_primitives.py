@@ -192,6 +192,12 @@ def unary_case(name):
 
 
 @st.composite
+def no_derivative_case(draw):
+    x = array(draw, draw(st.sampled_from(ALL)), draw(shapes()), lo=-4, hi=4)
+    return Case([x], {"name": "tridiagonal"}, lambda v, **_: v, (draw(st.booleans()),))
+
+
+@st.composite
 def round_case(draw):
     dtype = draw(st.sampled_from(FLOAT))
     method = draw(st.sampled_from([0, 1]))
@@ -1167,6 +1173,7 @@ CASES = {
     "select_and_gather_add": window_case("select_and_gather_add"),
     "select_and_scatter_add": window_case("select_and_scatter_add"),
     **{name: unary_case(name) for name in UNARY},
+    "no_derivative": no_derivative_case(),
     **{name: binary_case(name) for name in BINARY},
     "round": round_case(),
     "pow": pow_case(),

@@ -110,7 +110,8 @@ PUBLIC = {
         "cholesky", "eig", "eigh", "hessenberg", "lu", "qr", "schur", "svd",
         "triangular_solve",
         "cholesky_update", "householder_product", "lu_pivots_to_permutation", "ormqr",
-        "symmetric_product", "tridiagonal_solve"},
+        "symmetric_product", "tridiagonal_solve", "tridiagonal", "qdwh", "EigImplementation",
+        "EighImplementation", "SvdAlgorithm"},
     "kiln.numpy.fft": {
         "fft", "fft2", "fftfreq", "fftn", "fftshift", "hfft", "ifft", "ifft2", "ifftn",
         "ifftshift", "ihfft", "irfft", "irfft2", "irfftn", "rfft", "rfft2", "rfftfreq", "rfftn"},

@@ -1,8 +1,12 @@
-"""Primitives that exist for differentiation: `stop_gradient`, and the tape that reverse mode
-records loop carries on.
+"""Primitives that exist for differentiation: `stop_gradient`, `no_derivative`, and the tape
+that reverse mode records loop carries on.
 
   y = stop_gradient(x)
       the identity, with a zero derivative (JAX's `lax.stop_gradient`).
+  y = no_derivative(x, name='tridiagonal')
+      the identity, whose derivative is an error: NotImplementedError naming the operation
+      `name` (an operation kiln composes from differentiable primitives but JAX defines no
+      derivative for, such as `lax.linalg.tridiagonal`, puts it on its input).
   tape = tape_new()
       an empty last-in-first-out tape (an opaque value of type `tape[]`).
   tape' = tape_push(tape, *values)
@@ -34,7 +38,7 @@ from ..ir.builder import current, trace_region, close_regions
 from . import emit as E
 from . import batching as B
 from . import regions
-from .core import register, type_error, BATCH
+from .core import register, type_error, BATCH, JVP, VJP
 from .rule_forms import tangent_rule, cotangent_rule
 
 TAPE = ShapedArray((), np.dtype(object), False)
@@ -52,6 +56,23 @@ def _identity_eval(x):
 stop_gradient = register("stop_gradient", _identity_eval, lambda x: x)
 stop_gradient.zero_derivative = True
 BATCH[stop_gradient] = lambda args, dims: (E.stop_gradient(args[0]), dims[0])
+
+
+def _no_derivative_eval(x, *, name):
+    return x
+
+
+def underivable(name):
+    """Raise JAX's error for differentiating the operation `name`."""
+    raise NotImplementedError(f"Differentiation rule for '{name}' not implemented (JAX "
+                              f"defines none either)")
+
+
+no_derivative = register("no_derivative", _no_derivative_eval, lambda x, *, name: x)
+JVP[no_derivative] = lambda eqn, primals, tangents: underivable(eqn.params["name"])
+VJP[no_derivative] = lambda ct, primals, out, residuals, *, name: underivable(name)
+BATCH[no_derivative] = lambda args, dims, *, name: (E.no_derivative(args[0], name=name),
+                                                    dims[0])
 
 
 class Tape:

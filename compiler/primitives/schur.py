@@ -20,6 +20,7 @@ import numpy as np
 from ..ir.abstract import ShapedArray
 from .core import register, JVP, VJP, BATCH
 from .decompositions import array_module, check_inexact, matrix_batch_rule
+from .autodiff import underivable
 
 
 def _schur_eval(a, *, compute_schur_vectors):
@@ -84,8 +85,7 @@ hessenberg = register("hessenberg", _hessenberg_eval, _hessenberg, multiple_resu
 
 def _no_derivative(name):
     def rule(*args, **params):
-        raise NotImplementedError(f"Differentiation rule for '{name}' not implemented (JAX "
-                                  f"defines none either)")
+        underivable(name)
     return rule
 
 

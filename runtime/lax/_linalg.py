@@ -1,12 +1,69 @@
 """The implementation of `kiln.lax.linalg`: its public names (`__all__`, re-exported
-there) and the helpers they use. `kiln.lax.linalg`'s docstring describes them."""
+there) and the helpers they use. `kiln.lax.linalg`'s docstring describes them.
+
+The enums `EigImplementation`, `EighImplementation` and `SvdAlgorithm` have JAX's members and
+values; `eig`, `eigh` and `svd` accept them as JAX's CPU backend does (the same choices run,
+the same ones raise JAX's errors; docs/linalg.md says which LAPACK driver each runs).
+"""
+import enum
+import warnings
+
 from ..array import to_array
 from ..dispatch import bind
 from ..compiler.primitives import PRIMITIVES as P
 from . import _ops
 
-__all__ = ["cholesky", "eig", "eigh", "hessenberg", "lu", "qr", "schur", "svd",
-           "triangular_solve"]
+__all__ = ["EigImplementation", "EighImplementation", "SvdAlgorithm", "cholesky", "eig",
+           "eigh", "hessenberg", "lu", "qr", "schur", "svd", "triangular_solve"]
+
+
+class EigImplementation(enum.Enum):
+    """Enum for eigendecomposition algorithm (JAX's; kiln runs LAPACK's geev)."""
+    CUSOLVER = "cusolver"
+    MAGMA = "magma"
+    LAPACK = "lapack"
+
+
+class EighImplementation(enum.Enum):
+    """Implementation for symmetric/Hermitian eigendecomposition (JAX's; kiln runs QR's
+    driver, LAPACK's syevd/heevd)."""
+    QR = "qr"
+    JACOBI = "jacobi"
+    QDWH = "qdwh"
+
+
+class SvdAlgorithm(enum.Enum):
+    """Enum for SVD algorithm (JAX's; kiln runs LAPACK's gesdd for DEFAULT, QR and
+    DIVIDE_AND_CONQUER)."""
+    DEFAULT = "default"
+    QR = "QR"
+    JACOBI = "Jacobi"
+    POLAR = "polar"
+    DIVIDE_AND_CONQUER = "divide_and_conquer"
+
+
+# The choices JAX's CPU backend refuses, with its exceptions and messages.
+_REFUSED = {
+    EigImplementation.CUSOLVER: ValueError("Only the lapack implementation is supported on "
+                                           "CPU."),
+    EigImplementation.MAGMA: ValueError("Only the lapack implementation is supported on CPU."),
+    EighImplementation.JACOBI: NotImplementedError("Jacobi implementation is not supported on "
+                                                   "CPU"),
+    EighImplementation.QDWH: NotImplementedError("QDWH implementation is only supported on "
+                                                 "TPU"),
+    SvdAlgorithm.JACOBI: NotImplementedError("The SVD Jacobi and Polar algorithms are not "
+                                             "implemented on CPU."),
+    SvdAlgorithm.POLAR: NotImplementedError("The SVD Jacobi and Polar algorithms are not "
+                                            "implemented on CPU."),
+}
+
+
+def _check_choice(choice):
+    """Raise JAX's CPU error for an implementation or algorithm kiln (like JAX on CPU) does
+    not run; every other choice computes LAPACK's factorisation."""
+    error = _REFUSED.get(choice) if isinstance(choice, enum.Enum) else None
+    if error is not None:
+        raise type(error)(*error.args)
 
 
 def _swap_last(x):
@@ -33,7 +90,13 @@ def eig(x, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True,
     """[w, vl, vr] of the general square `x` (..., n, n), as JAX's: complex eigenvalues, and
     the left and right eigenvectors (in columns) that are asked for, LAPACK's geev.
     `enable_eigvec_derivs=True` opts in to the eigenvectors' derivatives (JAX's; they assume
-    distinct eigenvalues)."""
+    distinct eigenvalues). `implementation` None or LAPACK; CUSOLVER and MAGMA raise JAX's CPU
+    error (`use_magma`, deprecated, picks MAGMA or LAPACK, as JAX's)."""
+    if use_magma is not None:
+        warnings.warn("use_magma is deprecated, please use implementation=EigImplementation."
+                      "MAGMA instead.", DeprecationWarning, stacklevel=2)
+        implementation = EigImplementation.MAGMA if use_magma else EigImplementation.LAPACK
+    _check_choice(implementation)
     return list(bind(P["eig"], to_array(x, "lax.linalg.eig"),
                      compute_left_eigenvectors=bool(compute_left_eigenvectors),
                      compute_right_eigenvectors=bool(compute_right_eigenvectors),
@@ -43,7 +106,9 @@ def eig(x, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True,
 def eigh(x, *, lower=True, symmetrize_input=True, sort_eigenvalues=True, subset_by_index=None,
          implementation=None):
     """(v, w) of the Hermitian `x` (..., n, n), as JAX's: eigenvectors in v's columns,
-    eigenvalues in ascending order (always sorted: LAPACK's order)."""
+    eigenvalues in ascending order (always sorted: LAPACK's order). `implementation` None or
+    QR (syevd/heevd); JACOBI and QDWH raise JAX's CPU errors."""
+    _check_choice(implementation)
     if subset_by_index is not None:
         raise NotImplementedError("kiln.lax.linalg.eigh has no subset_by_index yet; slice the "
                                   "results instead")
@@ -81,7 +146,10 @@ def qr(x, *, pivoting=False, full_matrices=True, use_magma=None):
 
 
 def svd(x, *, full_matrices=True, compute_uv=True, subset_by_index=None, algorithm=None):
-    """(u, s, vh) of `x` (..., m, n), or s alone without `compute_uv`, as JAX's."""
+    """(u, s, vh) of `x` (..., m, n), or s alone without `compute_uv`, as JAX's. `algorithm`
+    None, DEFAULT, QR or DIVIDE_AND_CONQUER (all LAPACK's gesdd); JACOBI and POLAR raise JAX's
+    CPU error."""
+    _check_choice(algorithm)
     if subset_by_index is not None:
         raise NotImplementedError("kiln.lax.linalg.svd has no subset_by_index yet; slice the "
                                   "results instead")

@@ -19,16 +19,23 @@ eagerly, under `jit`, `vmap` and differentiation (derivatives through the loops)
   NaN for that system (LAPACK's info > 0, as JAX); with `perturb_singular` pivots smaller
   than eps * max|U| are replaced by it first.
 - `cholesky_update(r, w)`: the upper factor of R^T R + w w^T by one Givens-like sweep.
+- `tridiagonal(a, lower)`: LAPACK sytrd/hetrd's Householder reduction of a Hermitian matrix
+  to tridiagonal form, (arr, d, e, taus) in its packed layout, as sytd2's unblocked loop (a
+  `fori_loop` over the columns: larfg's reflector, then the two-sided update of the trailing
+  block); `lower=False` reduces the matrix reversed in both axes. Its input passes through
+  the `no_derivative` primitive: JAX defines no derivative, so differentiating raises.
 """
 import numpy as np
 
 from .. import numpy as jnp
+from ..dispatch import bind
+from ..compiler.primitives import PRIMITIVES as P
 from ..compiler.primitives.core import check_dtype_kinds
 from . import _control_flow as _control
 from ._ops import dynamic_index_in_dim
 
 __all__ = ["cholesky_update", "householder_product", "lu_pivots_to_permutation", "ormqr",
-           "symmetric_product", "tridiagonal_solve"]
+           "symmetric_product", "tridiagonal", "tridiagonal_solve"]
 
 
 def _check_rank(name, x, position, rank, exact=False):
@@ -69,6 +76,32 @@ def _apply_right(v, tau, c):
     return c - tau[..., None, None] * w[..., :, None] * jnp.conj(v)[..., None, :]
 
 
+def _larfg(x, p):
+    """LAPACK larfg's reflector for the column x (..., m) that keeps rows above `p` (traced or
+    static), and zeroes the rows below it: (v, tau, top), v (..., m) zero above p and 1 at p,
+    and the value `top` (...) row p takes (beta, or x[p] where H is the identity, tau 0)."""
+    rows = jnp.arange(x.shape[-1])
+    real = jnp.finfo(x.dtype).dtype
+    alpha = jnp.sum(jnp.where(rows == p, x, 0), axis=-1)
+    tail = jnp.where(rows > p, x, 0)
+    xnorm = jnp.sqrt(jnp.sum(jnp.abs(tail) ** 2, axis=-1))
+    re, im = jnp.real(alpha), jnp.imag(alpha)
+    identity = (xnorm == 0) & (im == 0)
+    norm = jnp.sqrt(re ** 2 + im ** 2 + xnorm ** 2)
+    beta = jnp.where(re >= 0, -norm, norm).astype(real)
+    safe = jnp.where(identity, 1, beta)
+    if jnp.iscomplexobj(x):
+        tau = ((safe - re) / safe - 1j * im / safe).astype(x.dtype)
+    else:
+        tau = ((safe - alpha) / safe).astype(x.dtype)
+    scale = 1 / jnp.where(identity, 1, alpha - safe.astype(x.dtype))
+    tau = jnp.where(identity, 0, tau)
+    unit = jnp.where(rows == p, 1, 0).astype(x.dtype)
+    v = jnp.where(rows > p, x * scale[..., None], unit)
+    v = jnp.where(identity[..., None], unit, v)
+    return v, tau, jnp.where(identity, alpha, beta.astype(x.dtype))
+
+
 def geqrf(a):
     """(a', taus): LAPACK geqrf's Householder QR of `a` (..., m, n) (module docstring)."""
     (a,) = _inexact("geqrf", a)
@@ -76,32 +109,14 @@ def geqrf(a):
     m, n = a.shape[-2:]
     k = min(m, n)
     rows, cols = jnp.arange(m), jnp.arange(n)
-    real = jnp.finfo(a.dtype).dtype
 
     def column(i, carry):
         a, taus = carry
         x = _column(a, i)
-        alpha = jnp.sum(jnp.where(rows == i, x, 0), axis=-1)
-        tail = jnp.where(rows > i, x, 0)
-        xnorm = jnp.sqrt(jnp.sum(jnp.abs(tail) ** 2, axis=-1))
-        re, im = jnp.real(alpha), jnp.imag(alpha)
-        identity = (xnorm == 0) & (im == 0)
-        norm = jnp.sqrt(re ** 2 + im ** 2 + xnorm ** 2)
-        beta = jnp.where(re >= 0, -norm, norm).astype(real)
-        safe = jnp.where(identity, 1, beta)
-        if jnp.iscomplexobj(a):
-            tau = ((safe - re) / safe - 1j * im / safe).astype(a.dtype)
-        else:
-            tau = ((safe - alpha) / safe).astype(a.dtype)
-        scale = 1 / jnp.where(identity, 1, alpha - safe.astype(a.dtype))
-        tau = jnp.where(identity, 0, tau)
-        v = jnp.where(rows > i, x * scale[..., None],
-                      jnp.where(rows == i, 1, 0).astype(a.dtype))
-        v = jnp.where(identity[..., None], jnp.where(rows == i, 1, 0).astype(a.dtype), v)
+        v, tau, top = _larfg(x, i)
         trailing = _apply_left(v, jnp.conj(tau), a)
         a = jnp.where(cols > i, trailing, a)
-        diagonal = jnp.where(identity, alpha, beta.astype(a.dtype))[..., None]
-        new_col = jnp.where(rows > i, v, jnp.where(rows == i, diagonal, x))
+        new_col = jnp.where(rows > i, v, jnp.where(rows == i, top[..., None], x))
         a = jnp.where(cols == i, new_col[..., :, None], a)
         taus = jnp.where(jnp.arange(k) == i, tau[..., None], taus)
         return a, taus
@@ -182,6 +197,58 @@ def symmetric_product(a_matrix, c_matrix, *, alpha=1.0, beta=0.0, symmetrize_out
         lower = jnp.tril(out)
         out = lower + jnp.swapaxes(jnp.tril(out, -1), -1, -2)
     return out.astype(jnp.result_type(a, c))
+
+
+def tridiagonal(a, *, lower=True):
+    """(arr, d, e, taus): LAPACK sytrd/hetrd's reduction of the Hermitian `a` (..., n, n),
+    read from the triangle `lower` names (module docstring)."""
+    (a,) = _inexact("tridiagonal", a)
+    if a.ndim < 2:
+        raise TypeError(f"Input 0 to tridiagonal must have rank at least 2, but got "
+                        f"shape={tuple(a.shape)}")
+    n = a.shape[-1]
+    if a.shape[-2] != n or n == 0:
+        raise ValueError(f"The input to tridiagonal must be a square matrix. Got shape "
+                         f"{tuple(a.shape[-2:])}.")
+    a = bind(P["no_derivative"], a, name="tridiagonal")   # JAX defines no derivative
+    if not lower:   # the upper triangle is the lower one of the matrix reversed both ways
+        arr, d, e, taus = _tridiagonal_lower(jnp.flip(a, (-2, -1)))
+        return jnp.flip(arr, (-2, -1)), jnp.flip(d, -1), jnp.flip(e, -1), jnp.flip(taus, -1)
+    return _tridiagonal_lower(a)
+
+
+def _tridiagonal_lower(a):
+    n = a.shape[-1]
+    rows = jnp.arange(n)
+    below = rows[:, None] > rows[None, :]
+    strict = jnp.where(below, a, 0)
+    w = strict + jnp.conj(jnp.swapaxes(strict, -1, -2)) + jnp.real(
+        jnp.where(rows[:, None] == rows[None, :], a, 0)).astype(a.dtype)
+    real = jnp.finfo(a.dtype).dtype
+
+    def step(i, carry):
+        w, tails, e, taus = carry
+        v, tau, top = _larfg(_column(w, i), i + 1)
+        p = jnp.where(rows > i, tau[..., None] * jnp.einsum("...mn,...n->...m", w, v), 0)
+        alpha = -0.5 * tau * jnp.sum(jnp.conj(p) * v, axis=-1)
+        y = p + alpha[..., None] * v
+        w = w - v[..., :, None] * jnp.conj(y)[..., None, :] - y[..., :, None] * jnp.conj(
+            v)[..., None, :]
+        tails = jnp.where(rows == i, v[..., :, None], tails)
+        e = jnp.where(rows[:-1] == i, jnp.real(top)[..., None].astype(real), e)
+        taus = jnp.where(rows[:-1] == i, tau[..., None], taus)
+        return w, tails, e, taus
+    batch = a.shape[:-2]
+    w, tails, e, taus = _control.fori_loop(0, n - 1, step, (
+        w, jnp.zeros_like(a), jnp.zeros(batch + (n - 1,), real),
+        jnp.zeros(batch + (n - 1,), a.dtype)))
+    d = jnp.real(jnp.diagonal(w, axis1=-2, axis2=-1)).astype(real)
+    sub = rows[:, None] == rows[None, :] + 1
+    e_full = jnp.concatenate([e, jnp.zeros(batch + (1,), real)], axis=-1)
+    arr = jnp.where(rows[:, None] > rows[None, :] + 1, tails, a)
+    arr = jnp.where(sub, e_full[..., None, :].astype(a.dtype), arr)
+    arr = jnp.where(rows[:, None] == rows[None, :], d[..., None, :].astype(a.dtype), arr)
+    return arr, d, e, taus
 
 
 def tridiagonal_solve(dl, d, du, b, *, perturb_singular=False):

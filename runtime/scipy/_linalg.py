@@ -7,6 +7,7 @@ from ..lax import linalg as lax_linalg
 from ..numpy import _creation, _linalg, _shape, _ufuncs
 from ..numpy import _linalg_solvers as solvers
 from ..numpy._core import promote_dtypes_inexact
+from ..numpy._functional import vectorize
 
 __all__ = ["cholesky", "cho_factor", "cho_solve", "solve_triangular", "lu", "lu_factor",
            "lu_solve", "qr", "svd", "eigh", "det", "inv", "solve", "polar", "block_diag",
@@ -165,12 +166,21 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, debug=False,
     return x[..., 0] if vector else x
 
 
-def polar(a, side="right", *, method="svd", eps=None, max_iterations=None):
+def polar(a, side="right", *, method="qdwh", eps=None, max_iterations=None):
     """(u, p) with a = u p (side='right') or p u (side='left'), u unitary, p Hermitian
-    positive semi-definite, through the SVD."""
+    positive semi-definite: through `lax.linalg.qdwh` (method 'qdwh', JAX's default; a tall
+    matrix with side 'right', a wide one with side 'left', vectorised over the batch;
+    `max_iterations` is not passed on, as in JAX 0.10.2) or through the SVD ('svd')."""
+    a = to_array(a, "polar")
+    if a.ndim < 2:
+        raise ValueError("The input `a` must be at least a 2-D array.")
     if side not in ("right", "left"):
-        raise ValueError(f"side={side!r} is not supported; use 'right' or 'left'")
+        raise ValueError("The argument `side` must be either 'right' or 'left'.")
     a, = _inexact("polar", a)
+    if method == "qdwh":
+        return _polar_qdwh(a, side, eps)
+    if method != "svd":
+        raise ValueError(f"Unknown polar decomposition method {method}.")
     w, s, vh = lax_linalg.svd(a, full_matrices=False)
     u = _linalg.matmul(w, vh)
     if side == "right":
@@ -178,6 +188,21 @@ def polar(a, side="right", *, method="svd", eps=None, max_iterations=None):
     else:
         p = _linalg.matmul(w * _shape.expand_dims(s, -2).astype(a.dtype), solvers._h(w))
     return u, p
+
+
+def _polar_qdwh(a, side, eps):
+    m, n = a.shape[-2:]
+    if not ((m >= n and side == "right") or (m < n and side == "left")):
+        raise NotImplementedError("method='qdwh' only supports mxn matrices where m < n where "
+                                  "side='right' and m >= n side='left', got "
+                                  f"{tuple(a.shape[-2:])} with side={side!r}")
+    flip = side == "left"
+    x = solvers._h(a) if flip else a
+
+    def one(x):
+        return tuple(lax_linalg.qdwh(x, eps=eps)[:2])
+    u, p = vectorize(one, signature="(m,n)->(m,n),(n,n)")(x) if x.ndim > 2 else one(x)
+    return (solvers._h(u), solvers._h(p)) if flip else (u, p)
 
 
 def block_diag(*arrs):

@@ -872,7 +872,8 @@ def combine(name, builder, acc, x, flags=()):
 
 # ---------------------------------------------------------------------- registration
 
-_SAME = frozenset({"select_n", "copy", "stop_gradient", "bitcast_convert_type",
+_SAME = frozenset({"select_n", "copy", "stop_gradient", "no_derivative",
+                   "bitcast_convert_type",
                    "convert_element_type"})   # their real rules handle complex values
 
 _RULES = {

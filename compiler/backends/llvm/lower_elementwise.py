@@ -174,6 +174,7 @@ _UNARY = {
     "square": _by_kind(lambda b, x: b.fmul(x, x), lambda b, x: b.mul(x, x)),
     "copy": lambda ctx, b, args, ia, oa: args[0],
     "stop_gradient": lambda ctx, b, args, ia, oa: args[0],
+    "no_derivative": lambda ctx, b, args, ia, oa, **params: args[0],
     "integer_pow": _integer_pow,
     "lgamma": _lgamma,
 }
