@@ -5,7 +5,8 @@ window fits; `gather` in mode "clip" clamps each window start, in mode "fill" re
 `fill_value` for windows that do not fit; scatters in mode "drop" skip updates whose window does
 not fit, in mode "clip" clamp them. `kiln.numpy` indexing reads clamp and `.at[]` updates drop,
 as in JAX. Dimension numbers use XLA's vocabulary (the index vector is the last axis of
-`indices`); operand batching dimensions are not supported.
+`indices`), checked as JAX checks them (gather_dims); the primitives take no operand batching
+dimensions: `kiln.lax` rewrites them as iota index columns (gather_dims.without_batching).
 
 Batching (no loop over examples): a batched operand alone gets its batch axis as one more
 window (offset) dimension of full size; batched indices alone carry it as one more batch
@@ -23,43 +24,24 @@ update the product of the others, whether or not indices repeat (JAX requires un
 exactly where updates are 0 too (to second order; third derivatives at three or more zero
 updates combined into one element are not).
 """
-from typing import NamedTuple
-
 import numpy as np
 
 from ..ir.abstract import ShapedArray
-from ..ir.params import register_param_type
 from . import emit as E
 from . import batching as B
 from .core import register, type_error, check_shape, check_same_dtypes, JVP, VJP, BATCH
 from .rule_forms import tangent_rule, cotangent_rule
 from .structural import around, insert, batch_at
 from .reductions import order_zeros, winning_zeros
-
-
-@register_param_type
-class GatherDimensionNumbers(NamedTuple):
-    offset_dims: tuple
-    collapsed_slice_dims: tuple
-    start_index_map: tuple
-    operand_batching_dims: tuple = ()
-    start_indices_batching_dims: tuple = ()
-
-
-@register_param_type
-class ScatterDimensionNumbers(NamedTuple):
-    update_window_dims: tuple
-    inserted_window_dims: tuple
-    scatter_dims_to_operand_dims: tuple
-    operand_batching_dims: tuple = ()
-    scatter_indices_batching_dims: tuple = ()
+from .gather_dims import (GatherDimensionNumbers, ScatterDimensionNumbers, gather_shape,
+                          check_scatter)
 
 
 GATHER_MODES = ("clip", "fill", "promise_in_bounds")
 SCATTER_MODES = ("clip", "drop", "promise_in_bounds")
 
 
-def _check_indices(op, idx):
+def check_indices(op, idx):
     if idx.dtype.kind not in "iu":
         raise ValueError("indices must have an integer type")
 
@@ -161,50 +143,18 @@ VJP[dynamic_update_slice] = cotangent_rule(_dynamic_update_slice_vjp)
 
 def _gather_eval(x, indices, *, dimension_numbers, slice_sizes, mode="clip", fill_value=None):
     dn = dimension_numbers
-    _check_indices("gather", indices)
-    if dn.operand_batching_dims:
-        raise type_error("gather", "with operand_batching_dims is not supported by kiln; "
-                         "express the batch with vmap or an explicit iota index instead")
+    check_indices("gather", indices)
     if mode not in GATHER_MODES:
         raise ValueError(f"gather: unknown mode {mode!r}; expected one of {GATHER_MODES}")
-    if not indices.shape:
-        raise TypeError("Gather index leaf dimension must be within [0, rank(indices) + 1). "
-                        "rank(indices) is 0 and gather index leaf dimension is -1.")
-    if indices.shape[-1] != len(dn.start_index_map):
-        raise TypeError(f"Gather op has {len(dn.start_index_map)} elements in start_index_map "
-                        f"and the bound of dimension index_vector_dim={indices.ndim - 1} of "
-                        f"indices is {indices.shape[-1]}. These two numbers must be equal.")
-    for i, d in enumerate(dn.start_index_map):
-        if not 0 <= d < x.ndim:
-            raise TypeError(f"Invalid start_index_map; domain is [0, {x.ndim}), got: {i}->{d}.")
-    if len(slice_sizes) != x.ndim:
-        raise TypeError(f"Gather op must have one slice size for every input dimension; got: "
-                        f"len(slice_sizes)={len(slice_sizes)}, input_shape.rank={x.ndim}")
-    if len(slice_sizes) != len(dn.offset_dims) + len(dn.collapsed_slice_dims):
-        raise TypeError(f"All components of the offset index in a gather op must either be a "
-                        f"offset dimension or explicitly collapsed/batching; got "
-                        f"len(slice_sizes)={len(slice_sizes)}, output_slice_sizes="
-                        f"{tuple(dn.offset_dims)}, collapsed_slice_dims="
-                        f"{tuple(dn.collapsed_slice_dims)}, operand_batching_dims=().")
-    for i, (z, d) in enumerate(zip(slice_sizes, x.shape)):
-        if not 0 <= z <= d:
-            raise TypeError(f"Slice size at index {i} in gather op is out of range, must be "
-                            f"within [0, {d} + 1), got {z}.")
-    for i, d in enumerate(dn.collapsed_slice_dims):
-        if slice_sizes[d] != 1:
-            raise TypeError(f"Gather op can only collapse slice dims with bound 1, but bound is "
-                            f"{slice_sizes[d]} for index {d} at position {i}.")
-    batch_shape = indices.shape[:-1]
-    offset_sizes = [z for i, z in enumerate(slice_sizes) if i not in dn.collapsed_slice_dims]
-    rank = len(batch_shape) + len(offset_sizes)
-    for i, d in enumerate(dn.offset_dims):
-        if not 0 <= d < rank:
-            raise TypeError(f"Offset dimension {i} in gather op is out of bounds; got {d}, but "
-                            f"should have been in [0, {rank})")
-    out, b, o = [], iter(batch_shape), iter(offset_sizes)
-    for i in range(rank):
-        out.append(next(o) if i in dn.offset_dims else next(b))
-    return ShapedArray(out, x.dtype, x.weak_type)
+    shape = gather_shape(x.shape, indices.shape, dn, tuple(slice_sizes))
+    _refuse_batching("gather", dn)
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+def _refuse_batching(name, dn):
+    if dn.operand_batching_dims:
+        raise type_error(name, "primitive takes no operand batching dimensions: kiln.lax's "
+                         f"{name} rewrites them as index columns (gather_dims.without_batching)")
 
 
 def _window_starts(x_shape, indices, index_map, window):
@@ -294,47 +244,12 @@ VJP[gather] = cotangent_rule(_gather_vjp)
 def _scatter_eval_for(name):
     def abstract_eval(x, indices, updates, *, dimension_numbers, mode="drop"):
         dn = dimension_numbers
-        _check_indices(name, indices)
-        if dn.operand_batching_dims:
-            raise type_error(name, "with operand_batching_dims is not supported by kiln; "
-                             "express the batch with vmap or an explicit iota index instead")
+        check_indices(name, indices)
         if mode not in SCATTER_MODES:
             raise ValueError(f"{name}: unknown mode {mode!r}; expected one of {SCATTER_MODES}")
         check_same_dtypes("scatter", (x, updates))
-        if not indices.shape:
-            raise TypeError("Scatter index leaf dimension must be within [0, rank(indices) + "
-                            "1). rank(indices) is 0 and scatter index leaf dimension is -1.")
-        expected_rank = indices.ndim - 1 + len(dn.update_window_dims)
-        if updates.ndim != expected_rank:
-            raise TypeError(f"Updates tensor must be of rank {expected_rank}; got "
-                            f"{updates.ndim}.")
-        window = len(dn.update_window_dims) + len(dn.inserted_window_dims)
-        if window != x.ndim:
-            raise TypeError(f"Scatter op has window of size {window}; doesn't match operand of "
-                            f"rank {x.ndim}.")
-        if indices.shape[-1] != len(dn.scatter_dims_to_operand_dims):
-            raise TypeError(f"Scatter op has {len(dn.scatter_dims_to_operand_dims)} elements in "
-                            f"scatter_dims_to_operand_dims and the bound of dimension "
-                            f"index_vector_dim={indices.ndim - 1} of indices is "
-                            f"{indices.shape[-1]}. These two numbers must be equal")
-        for i, d in enumerate(dn.scatter_dims_to_operand_dims):
-            if not 0 <= d < x.ndim:
-                raise TypeError(f"Invalid scatter_dims_to_operand_dims mapping; domain is "
-                                f"[0, {x.ndim}), got: {i}->{d}.")
-        operand_window = [d for i, d in enumerate(x.shape) if i not in dn.inserted_window_dims]
-        for i, (u, d) in enumerate(zip(dn.update_window_dims, operand_window)):
-            if updates.shape[u] > d:
-                raise TypeError(f"Bounds of the window dimensions of updates must not exceed "
-                                f"the bounds of the corresponding dimensions of operand. For "
-                                f"dimension {u}, updates bound is {updates.shape[u]}, operand "
-                                f"bound is {d}.")
-        batch = [s for i, s in enumerate(updates.shape) if i not in dn.update_window_dims]
-        for i, (u, n) in enumerate(zip(batch, indices.shape[:-1])):
-            if u != n:
-                raise TypeError(f"Bounds of the scatter dimensions of updates must be the same "
-                                f"as the bounds of the corresponding dimensions of scatter "
-                                f"indices. For scatter dimension {i}, updates bound is {u}, "
-                                f"indices bound is {n}.")
+        check_scatter(x.shape, indices.shape, updates.shape, dn)
+        _refuse_batching(name, dn)
         return ShapedArray(x.shape, x.dtype, x.weak_type)
     return abstract_eval
 
@@ -352,7 +267,7 @@ def _scatter_impl_for(combine):
         out = np.array(x, copy=True)
         if mode != "clip":
             starts, upd = starts[fits], upd[fits]
-        if starts.shape[0] and all(window):
+        if starts.shape[0] and all(window) and out.size:  # (clip: windows of 1 in a 0)
             combine(out, _window_index(starts, window), upd)
         return out
     return impl

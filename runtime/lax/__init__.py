@@ -1,8 +1,8 @@
 """`kiln.lax`: JAX's lax API — primitives under JAX's names, plus structured control flow."""
 from ._ops import *  # noqa: F401,F403
-from ._ops import (RoundingMethod, Precision, GatherScatterMode, GatherDimensionNumbers,  # noqa: F401
-                   ScatterDimensionNumbers, abs, pow, max, min, complex, round, slice, reduce,
-                   bitwise_not)
+from ._ops import (RoundingMethod, Precision, GatherScatterMode, abs, pow, max, min,  # noqa: F401
+                   complex, round, slice, reduce, bitwise_not)
+from ._gather_scatter import *  # noqa: F401,F403
 from ._shaping import *  # noqa: F401,F403
 from ._special import *  # noqa: F401,F403
 from ._precision import *  # noqa: F401,F403

@@ -16,14 +16,12 @@ from ..dispatch import bind
 from ..compiler.ir import dtypes
 from ..compiler.config import config
 from ..compiler.primitives import PRIMITIVES as P
-from ..compiler.primitives.indexing import GatherDimensionNumbers, ScatterDimensionNumbers
 from ._precision import Precision, check_accuracy, check_precision
 
 # The public names (`kiln.lax` re-exports them); imports and helpers stay private.
 __all__ = [
-    "GatherDimensionNumbers", "GatherScatterMode", "Precision", "RoundingMethod",
-    "ScatterDimensionNumbers", "abs", "acos", "acosh", "add", "argmax", "argmin", "asin",
-    "asinh", "atan", "atan2", "atanh", "batch_matmul", "bitcast_convert_type", "bitwise_and",
+    "GatherScatterMode", "Precision", "RoundingMethod", "abs", "acos", "acosh", "add",
+    "argmax", "argmin", "asin", "asinh", "atan", "atan2", "atanh", "batch_matmul", "bitcast_convert_type", "bitwise_and",
     "bitwise_not", "bitwise_or", "bitwise_xor", "broadcast", "broadcast_in_dim",
     "broadcast_to_rank", "broadcasted_iota", "cbrt", "ceil", "clamp", "clz", "complex",
     "concatenate", "conj", "convert_element_type", "copy_p", "cos", "cosh", "cumlogsumexp",
@@ -31,13 +29,12 @@ __all__ = [
     "dynamic_index_in_dim", "dynamic_slice", "dynamic_slice_in_dim",
     "dynamic_update_index_in_dim", "dynamic_update_slice", "dynamic_update_slice_in_dim", "eq",
     "erf", "erf_inv", "erfc", "exp", "exp2", "expand_dims", "expm1", "floor", "full",
-    "full_like", "gather", "ge", "gt", "imag", "index_in_dim", "integer_pow", "iota",
+    "full_like", "ge", "gt", "imag", "index_in_dim", "integer_pow", "iota",
     "is_finite", "le", "lgamma", "log", "log1p", "logistic", "lt", "max", "min", "mul", "ne",
     "neg", "nextafter", "pad", "population_count", "pow", "real", "reduce", "reduce_and",
     "reduce_max", "reduce_min", "reduce_or", "reduce_prod", "reduce_sum", "reduce_xor", "rem",
-    "reshape", "rev", "round", "rsqrt", "scatter", "scatter_add", "scatter_max", "scatter_min",
-    "scatter_mul", "select", "select_n", "shift_left", "shift_right_arithmetic",
-    "shift_right_logical", "sign", "sin", "sinh", "slice", "slice_in_dim", "sort",
+    "reshape", "rev", "round", "rsqrt", "select", "select_n", "shift_left",
+    "shift_right_arithmetic", "shift_right_logical", "sign", "sin", "sinh", "slice", "slice_in_dim", "sort",
     "sort_key_val", "sqrt", "square", "squeeze", "stop_gradient", "sub", "tan", "tanh", "top_k",
     "transpose"]
 
@@ -396,47 +393,6 @@ def concatenate(operands, dimension):
     if len(xs) == 1:
         return xs[0]
     return bind(P["concatenate"], *xs, dimension=operator.index(dimension))
-
-
-def gather(operand, start_indices, dimension_numbers, slice_sizes, *, unique_indices=False,
-           indices_are_sorted=False, mode=None, fill_value=None):
-    # As in JAX, lax.gather without a mode promises in-bounds indices (which clamp here).
-    mode = GatherScatterMode.from_any("promise_in_bounds" if mode is None else mode)
-    if mode is GatherScatterMode.ONE_HOT:
-        raise ValueError("gather: mode ONE_HOT is not supported")
-    return bind(P["gather"], to_array(operand, "lax.gather"),
-                to_array(start_indices, "lax.gather"),
-                dimension_numbers=_gdn(dimension_numbers), slice_sizes=_shape(slice_sizes),
-                mode=mode.value, fill_value=fill_value)
-
-
-def _gdn(dn):
-    return GatherDimensionNumbers(*(tuple(v) for v in dn))
-
-
-def _sdn(dn):
-    return ScatterDimensionNumbers(*(tuple(v) for v in dn))
-
-
-def _scatter(name):
-    prim = P[name]
-
-    def fn(operand, scatter_indices, updates, dimension_numbers, *, indices_are_sorted=False,
-           unique_indices=False, mode=None):
-        mode = GatherScatterMode.from_any(mode)
-        x = to_array(operand, f"lax.{name}")
-        u = to_array(updates, f"lax.{name}")
-        if u.dtype != x.dtype and u.weak_type:
-            u = convert_element_type(u, x.dtype)
-        return bind(prim, x, to_array(scatter_indices, f"lax.{name}"), u,
-                    dimension_numbers=_sdn(dimension_numbers),
-                    mode="drop" if mode is GatherScatterMode.FILL_OR_DROP else mode.value)
-    fn.__name__ = name
-    return fn
-
-
-scatter, scatter_add, scatter_mul, scatter_min, scatter_max = map(
-    _scatter, ("scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max"))
 
 
 # --------------------------------------------------------------------------- reductions

@@ -9,6 +9,7 @@ import numpy as np
 from ..array import to_array
 from ..compiler.ir import dtypes
 from . import _ops as L
+from ._gather_scatter import GatherDimensionNumbers, gather, scatter_add
 
 __all__ = ["DotDimensionNumbers", "broadcast_like", "broadcast_shapes", "collapse", "dtype",
            "empty", "index_take", "optimization_barrier", "reciprocal", "scatter_sub", "split",
@@ -118,17 +119,17 @@ def index_take(src, idxs, axes):
                               idx.shape, (1,))
     idx = L.rem(L.add(L.rem(idx, size), size), size)
     slice_sizes = tuple(1 if a in axes else d for a, d in enumerate(src.shape))
-    dn = L.GatherDimensionNumbers(offset_dims=tuple(range(1, src.ndim - len(axes) + 1)),
-                                  collapsed_slice_dims=axes, start_index_map=axes)
-    return L.gather(src, idx, dn, slice_sizes)
+    dn = GatherDimensionNumbers(offset_dims=tuple(range(1, src.ndim - len(axes) + 1)),
+                                collapsed_slice_dims=axes, start_index_map=axes)
+    return gather(src, idx, dn, slice_sizes)
 
 
 def scatter_sub(operand, scatter_indices, updates, dimension_numbers, *,
                 indices_are_sorted=False, unique_indices=False, mode=None):
     """`scatter_add` of the negated updates."""
-    return L.scatter_add(operand, scatter_indices, L.neg(updates), dimension_numbers,
-                         indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
-                         mode=mode)
+    return scatter_add(operand, scatter_indices, L.neg(updates), dimension_numbers,
+                       indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
+                       mode=mode)
 
 
 def optimization_barrier(operand, /):

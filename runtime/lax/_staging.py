@@ -25,7 +25,8 @@ import numpy as np
 from ..array import to_array
 from ..tree_util import tree_flatten, tree_map, tree_unflatten
 from ._ops import (_operands, convert_element_type, eq, full, full_like, gt, reduce_max,
-                   scatter_add, select)
+                   select)
+from ._gather_scatter import scatter_add
 
 __all__ = ["after_all", "composite", "create_token", "dce_sink", "pbroadcast",
            "platform_dependent", "scatter_apply", "shape_as_value", "stage",

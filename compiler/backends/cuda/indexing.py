@@ -247,7 +247,8 @@ def _scatter_for(name):
             helpers = _cas_helper(helper, dtype, on_bool if dtype.kind == "b" else combine)
             body.append(f"{helper}(&out0[t], {update});")
         reads.pointer(x)   # (a literal operand is refused)
-        return one_equation_kernel(fn, body, updates.aval.size, helpers=helpers,
+        n = updates.aval.size if x.aval.size else 0   # (clip: windows of 1 in a 0)
+        return one_equation_kernel(fn, body, n, helpers=helpers,
                        starts_from=((0, reads.position[x.name]),))
     scatter.__name__ = name
     return scatter

@@ -246,7 +246,7 @@ def _scatter_for(name):
     def rule(ctx, outs, ins, *, dimension_numbers, mode="drop"):
         (out, (x, indices, updates)), b, dn = (outs[0], ins), ctx.builder, dimension_numbers
         _start_from(b, x, out)
-        if updates.aval.size == 0:
+        if updates.aval.size == 0 or x.aval.size == 0:   # (clip: windows of 1 in a 0)
             return
         u_shape, dtype = updates.aval.shape, x.aval.dtype
         window_dims = [d for d in range(x.aval.ndim) if d not in dn.inserted_window_dims]
