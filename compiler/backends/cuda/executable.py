@@ -60,7 +60,8 @@ class Program:
 
     def __init__(self, fn, layer, counter):
         self.function, self.layer, self.counter = fn, layer, counter
-        self.steps = [self.plan(e) for e in fn.eqns]
+        self.units = program.units(fn)   # equations, reductions' readers merged in
+        self.steps = [self.plan(e) for e in self.units]
         self._donate()
 
     def _donate(self):
