@@ -13,7 +13,7 @@ import kiln
 import kiln.numpy as jnp
 from kiln.compiler import passes
 from kiln.compiler.backends import reference
-from kiln.compiler.backends.cuda import device as D, emulate, nvrtc, program, reduce
+from kiln.compiler.backends.cuda import device as D, emulate, nvrtc, program, reduce, source
 from kiln.compiler.errors import BackendUnsupportedError
 from kiln.compiler.ir.abstract import ShapedArray
 from kiln.compiler.ir.builder import Builder
@@ -179,3 +179,16 @@ def test_what_cannot_share_a_kernel_stays_apart():
     kernels = [s.kernel for s in program.steps(fused)]
     assert [k.launch for k in kernels] == ["block_per_part", "grid", "thread_per_row"], \
         [k.name for k in kernels]
+
+
+@needs_cxx
+def test_a_reduction_over_no_axes_writes_its_result_per_row():
+    """reduce_sum over no axes of a rank-0 operand (`jnp.sum` of a scalar): the operand's
+    shape is the result's, and the result is still written after its pass."""
+    u32 = np.dtype(np.uint32)
+    b = Builder("scalar_sum")
+    with b:
+        x = b.new_input(ShapedArray((), u32), "x")
+        fn = b.build([E.bind("reduce_sum", x, axes=()), E.mul(x, x)])
+    got = emulate.run(source.kernel_source(fn), [np.array(5, u32)])
+    assert [int(g[0]) for g in got] == [5, 25]

@@ -95,6 +95,7 @@ class Plan(NamedTuple):
     reduced_in: tuple   # per reduction: the pass accumulating it
     depth: dict         # value name -> the pass computing it (operand's shape), or the pass
     #                     after which its row's value is computed, plus one (result's shape)
+    per_row: frozenset  # the names of values computed per row (reductions' results, sections')
     by_block: bool      # a block per row (innermost axis reduced), else a thread per row
     parts: int = 1      # pieces each row is split into (module docstring), 1: not split
 
@@ -194,7 +195,9 @@ def plan(fn):
                      for k in range(count))
     where = {id(r): d for eqn, kind, d in placed if kind == "pass" for r in _reductions([eqn])}
     p = Plan(tuple(found), shape, axes, tuple(free), tuple(passes), sections,
-             tuple(where[id(r)] for r in found), depth, len(shape) - 1 in axes)
+             tuple(where[id(r)] for r in found), depth,
+             frozenset(v.name for eqn, kind, d in placed for v in eqn.outvars
+                       if kind == "section" or depth[v.name] > d), len(shape) - 1 in axes)
     piece, tasks = (BLOCK_PIECE, BLOCK_TASKS) if p.by_block else (THREAD_PIECE, THREAD_TASKS)
     parts = min(p.cols // piece, tasks // max(p.rows, 1))
     if parts >= 2 and p.rows and count > 1:
@@ -319,7 +322,7 @@ def reduction_source(fn, p):
         params.append(f"{mem}* __restrict__ out{k}")
         outs.append(v.aval)
         d = 0 if isinstance(v, Literal) else p.depth.get(v.name, 0)
-        if v.aval.shape == p.shape and not isinstance(v, Literal):
+        if v.aval.shape == p.shape and not isinstance(v, Literal) and v.name not in p.per_row:
             writes.setdefault(("pass", d), []).append((k, v))
         elif S.same_space(v.aval.shape, p.out_shape):
             writes.setdefault(("section", max(d, 1)), []).append((k, v))
