@@ -274,7 +274,7 @@ class Jitted:
         entry.writes = st.writes
         entry.refs = st.refs
         entry.out_weak = [v.aval.weak_type for v in ssa.outvars]
-        hold = getattr(executable, "hold_constants", None)   # (pjrt: put on the device once)
+        hold = getattr(executable, "hold_constants", None)   # (pjrt, cuda: on the device once)
         entry.consts = st.extra if hold is None else hold(st.extra)
         entry.guards = st.guards
         entry.in_avals = key[1]

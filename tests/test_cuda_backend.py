@@ -130,6 +130,36 @@ def test_eager_operations_run_on_the_device(emulated, monkeypatch):
     assert len(ran) >= 5   # mul, add, exp and both reductions are kernels
 
 
+WEIGHTS = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+
+def uses_weights(x):
+    return jnp.tanh(x @ WEIGHTS)
+
+
+def test_closed_over_constants_are_copied_to_the_device_once(emulated, monkeypatch):
+    """The arrays a function closes over are copied once per specialisation, not per call
+    (Executable.hold_constants), counted on the emulated layer; rebinding the global
+    re-specialises and copies the new value."""
+    global WEIGHTS
+    copied = []
+    real = D.EmulatedLayer.to_device
+    monkeypatch.setattr(D.EmulatedLayer, "to_device",
+                        lambda self, host: copied.append(host.shape) or real(self, host))
+    f = kiln.jit(uses_weights, backend="cuda")
+    x = np.ones((2, 3), np.float32)
+    for _ in range(3):
+        np.testing.assert_allclose(np.asarray(f(x)), np.tanh(x @ WEIGHTS), rtol=1e-6)
+    assert copied.count((3, 4)) == 1 and copied.count((2, 3)) == 3, copied
+    old, WEIGHTS = WEIGHTS, -WEIGHTS
+    try:
+        np.testing.assert_allclose(np.asarray(f(x)), np.tanh(x @ WEIGHTS), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(f(x)), np.tanh(x @ WEIGHTS), rtol=1e-6)
+    finally:
+        WEIGHTS = old
+    assert copied.count((3, 4)) == 2
+
+
 def test_jit_follows_arguments_on_the_gpu(emulated):
     f = kiln.jit(lambda a: jnp.sin(a) * 2.0)
     x = kiln.device_put(np.ones(5, np.float32), kiln.devices()[0])

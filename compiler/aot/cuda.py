@@ -98,11 +98,13 @@ def _function(lib, target, spec, fused, files, archs, write):
             write(entry[arch]["ptx"], ptx)
             write(entry[arch]["cubin"], cubin)
     steps = []
-    for k, (eqn, step) in enumerate(zip(fused.eqns, planned.steps)):
+    index = {id(eqn): k for k, eqn in enumerate(fused.eqns)}
+    for eqn, step in zip(planned.units, planned.steps):
         if step.kind == "kernel":
             steps += [_kernel_step(s, kernel_files) for s in program.equation_steps(eqn)]
-        else:
-            steps.append({"kind": step.kind, "equation": k, "primitive": eqn.prim.name,
+        else:   # (an equation of the fused SSA: merged groups are kernels)
+            steps.append({"kind": step.kind, "equation": index[id(eqn)],
+                          "primitive": eqn.prim.name,
                           "inputs": [_value(x) for x in eqn.invars],
                           "outputs": [v.name for v in eqn.outvars]})
     return {**function_description(lib, target, spec), "files": files,

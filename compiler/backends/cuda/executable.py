@@ -26,7 +26,8 @@ fuses) run as a host-side sequence of device operations on a device layer (devic
 
 Collectives (pmap) and other regions (custom derivatives left in) are a
 BackendUnsupportedError. Buffers stay on the device between steps: inputs are copied to the
-device once (kiln Arrays already there are not), results are `device.DeviceBuffer`s. Kernels
+device once (kiln Arrays already there are not), the arrays a function closes over once per
+specialisation (`Executable.hold_constants`), results are `device.DeviceBuffer`s. Kernels
 are compiled once per text (CuPy's RawModule in memory, or emulate.py's host library).
 """
 import numpy as np
@@ -60,7 +61,8 @@ class Program:
 
     def __init__(self, fn, layer, counter):
         self.function, self.layer, self.counter = fn, layer, counter
-        self.steps = [self.plan(e) for e in fn.eqns]
+        self.units = program.units(fn)   # equations, reductions' readers merged in
+        self.steps = [self.plan(e) for e in self.units]
         self._donate()
 
     def _donate(self):
@@ -354,6 +356,15 @@ class Executable:
         self.program = Program(fn, self.layer, self._counter)
         self.layer.prepare(self.program.kernels())
         self._inputs = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in fn.invars]
+
+    def hold_constants(self, consts):
+        """The arrays the function closed over (its last inputs), copied to the device once:
+        jit keeps what this returns with the specialisation and passes it at every call, and
+        the layer's own buffers are not copied again. The copy is the value when the
+        function was specialised, as in JAX; rebinding the global re-specialises (jit's
+        guards), which holds the new value."""
+        layer, dtypes = self.layer, [d for _, d in self._inputs[len(self._inputs) - len(consts):]]
+        return [D.DeviceBuffer(to_layer(layer, c, d), layer) for c, d in zip(consts, dtypes)]
 
     @property
     def host_syncs(self):

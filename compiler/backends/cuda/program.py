@@ -1,7 +1,9 @@
 """A whole SSA function as a sequence of CUDA kernel launches: the schedule `kiln compile
 --target cuda` writes (aot) and a whole-program CUDA backend runs.
 
-`steps(fn)` takes a function as the LLVM pipeline left it (fused) and makes one `Step` per
+`steps(fn)` takes a function as the LLVM pipeline left it (fused), merges each group with
+reductions and the groups that read its results into one (`units`: a softmax's three groups
+are one kernel of three passes over each row, reduce.py), and makes one `Step` per
 top-level equation that computes: a `fusion` group is one kernel of its region (several
 results, reductions with their prologue, views of its inputs: source.kernel_source), or one
 kernel per set of reduced axes when its reductions reduce different axes of its iteration
@@ -19,11 +21,14 @@ kernels (`as_text("cuda")`, `kiln show --stage cuda`), with the steps no kernel 
 from typing import NamedTuple
 
 from ...errors import BackendUnsupportedError
-from ...ir.ssa import Function, Literal
+from ...ir.ssa import Eqn, Function, Literal
+from ...primitives import PRIMITIVES
+from ...primitives.core import CUDA_SCALAR
 from ...transforms.simplify import dce
 from . import source as S
 from . import scan
-from .reduce import REDUCTIONS
+from .equation_kernels import KERNELS
+from .reduce import REDUCTIONS, _reductions
 
 
 class Step(NamedTuple):
@@ -76,9 +81,86 @@ def equation_steps(eqn):
     return [Step(S.kernel_source(single), tuple(single.invars), tuple(eqn.outvars))]
 
 
+def _reduces(eqn):
+    return any(True for _ in _reductions([eqn]))
+
+
+def _kernel_of(eqns, outvars, name):
+    """The `fusion` equation of top-level `eqns` (in order) with results `outvars`, when
+    they are one kernel (reduce.py: its passes over rows), else None."""
+    defined, invars = set(), []
+    for eqn in eqns:
+        for x in eqn.invars:
+            if not isinstance(x, Literal) and x.name not in defined and \
+                    all(x is not w for w in invars):
+                invars.append(x)
+        defined |= {v.name for v in eqn.outvars}
+    region = Function(name, invars, list(eqns), list(outvars))
+    try:
+        S.kernel_source(region)
+    except BackendUnsupportedError:
+        return None
+    return Eqn(outvars, PRIMITIVES["fusion"], invars, {"body": region}, eqns[0].info)
+
+
+def _joins(eqn):
+    """Whether `eqn` may join a reduction's kernel (fused groups, elementwise, views,
+    reductions: what reduce.py emits)."""
+    name = eqn.prim.name
+    return name not in KERNELS and (name == "fusion" or name in REDUCTIONS or name in S.VIEWS
+                                    or name in S.GENERATED or CUDA_SCALAR.get(eqn.prim)
+                                    is not None)
+
+
+def units(fn):
+    """`fn`'s top-level equations, with each reduction's readers merged into its kernel: an
+    equation that reads a value of an open group of equations with reductions joins it when
+    the group stays one kernel (reduce.py: a pass over the rows per reduction that reads
+    another's result, the rows' values between passes). A merged group is a `fusion`
+    equation whose results are the members' values read after it; it runs where its last
+    member was (an equation that does not read the group runs before it). So a row softmax,
+    max then exp and sum then divide, is one kernel of three passes instead of three kernels,
+    and its exponentials never reach memory."""
+    kept = {v.name for v in fn.outvars if not isinstance(v, Literal)}
+    readers = {}
+    for eqn in fn.eqns:
+        for x in eqn.invars:
+            if not isinstance(x, Literal):
+                readers.setdefault(x.name, []).append(eqn)
+    out, group = [], []
+
+    def close():
+        members = {id(e) for e in group}
+        outvars = [v for e in group for v in e.outvars if v.name in kept or
+                   any(id(r) not in members for r in readers.get(v.name, ()))]
+        merged = _kernel_of(group, outvars, f"{_single(group[0]).name}_rows") \
+            if len(group) > 1 else None
+        out.extend(group if merged is None else [merged])
+        group.clear()
+    for eqn in fn.eqns:
+        produced = {v.name for e in group for v in e.outvars}
+        reads = any(not isinstance(x, Literal) and x.name in produced for x in eqn.invars)
+        if reads and _joins(eqn) and _kernel_of(group + [eqn], [], "trial") is not None:
+            group.append(eqn)
+            continue
+        if group and (reads or (_joins(eqn) and _reduces(eqn))):
+            close()
+        if _joins(eqn) and _reduces(eqn) and len(_split(_region(eqn))) == 1:
+            group.append(eqn)
+        else:
+            out.append(eqn)
+    if group:
+        close()
+    return out
+
+
+def _region(eqn):
+    return eqn.regions()[0] if eqn.prim.name == "fusion" else _single(eqn)
+
+
 def steps(fn):
     """The Steps running `fn` (see the module docstring), in order."""
-    return [step for eqn in fn.eqns for step in equation_steps(eqn)]
+    return [step for eqn in units(fn) for step in equation_steps(eqn)]
 
 
 # what runs a top-level equation that no kernel computes, in the CUDA executable's plan
@@ -106,7 +188,7 @@ def text(fn, level):
     if len(fn.eqns) == 1 and fn.eqns[0].prim.name in scan.KERNELS:
         kernels = [kernel for kernel, _, _ in scan.passes(fn)]
     parts = []
-    for eqn in fn.eqns if kernels is None else ():
+    for eqn in units(fn) if kernels is None else ():
         try:
             parts += [step.kernel for step in equation_steps(eqn)]
         except BackendUnsupportedError:

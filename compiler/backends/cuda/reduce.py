@@ -4,6 +4,17 @@ and a sum of squares), with an elementwise prologue at the operand's shape (inpu
 through views, as in source.py; groups the LLVM pipeline fused are inline) and an elementwise
 epilogue at the result's shape, e.g. `jnp.sum(x * x, axis=0) / n`.
 
+**Passes over a row** (`plan`): values at the operand's shape may read reductions' results
+(broadcast along the reduced axes), and reductions may reduce them: a softmax's
+`exp(x - max)`, its sum, and `e / sum`. Each row is then walked once per level: pass 0
+accumulates the reductions of the inputs, the row's values after it (`sections`: `max`, a
+mean `sum / n`, `rsqrt(var + eps)`) are computed, pass 1 reads them per element and
+accumulates the next reductions, and so on; a last pass with no reduction writes the
+elementwise results (the division). A pass recomputes what it reads of earlier passes
+(`exp(x - max)` again) instead of storing it. In the block form the combined values are
+shared with every thread of the block (`row_<register>` in shared memory, between two
+barriers), which computes the row's values; thread 0 writes the row's results.
+
 The operand is seen as `rows` (the kept axes, in order) x `cols` (the reduced axes, in order);
 element (row, j) has the operand coordinates c0, c1, ... that `row` and `j` decompose into.
 Two forms (`plan`):
@@ -23,7 +34,9 @@ Two forms (`plan`):
   axis 0): neighbouring threads own neighbouring results, so their loads are coalesced; each
   loops over its row's elements in order. A grid-stride loop over rows, as elementwise kernels.
 
-**Few rows, long rows** (`Plan.parts` > 1): a block or thread per row would leave most of the
+**Few rows, long rows** (`Plan.parts` > 1; one pass only: passes over split rows would need
+the whole grid between them, so such a function is a BackendUnsupportedError and stays
+several kernels): a block or thread per row would leave most of the
 device idle (a full sum is one row), so each row is split into `parts` pieces, one block (or
 thread) each, grid-stride over the rows x parts tasks. A piece's result goes to a scratch
 buffer (`Kernel.scratch`: zero at launch); then `__threadfence()` and an `atomicAdd` on the
@@ -74,8 +87,15 @@ class Plan(NamedTuple):
     reductions: tuple   # the reduce equations (maybe inside fusions), in order
     shape: tuple        # their operand's shape: the iteration space
     axes: tuple         # the reduced axes, sorted
-    prologue: tuple     # the top-level equations computed per operand element
-    epilogue: tuple     # the top-level equations computed per result (reading reductions)
+    free: tuple         # the top-level views of inputs (indices of loads: no code)
+    passes: tuple       # per pass over a row's columns: the top-level equations computed per
+    #                     operand element (those of earlier passes it reads again, recomputed)
+    sections: tuple     # per pass: the top-level equations computed per row after it (reading
+    #                     its reductions' results), the last one's only when it reduces
+    reduced_in: tuple   # per reduction: the pass accumulating it
+    depth: dict         # value name -> the pass computing it (operand's shape), or the pass
+    #                     after which its row's value is computed, plus one (result's shape)
+    per_row: frozenset  # the names of values computed per row (reductions' results, sections')
     by_block: bool      # a block per row (innermost axis reduced), else a thread per row
     parts: int = 1      # pieces each row is split into (module docstring), 1: not split
 
@@ -112,9 +132,16 @@ def _outer_results(eqn, found):
             if not isinstance(r, Literal) and r.name in inner}
 
 
+def _reads(eqn):
+    return [v.name for v in eqn.invars if not isinstance(v, Literal)]
+
+
 def plan(fn):
-    """The Plan of `fn`'s reduction kernel, or None when `fn` reduces nothing. A function with
-    reductions over different shapes or axes, or a reduction of a reduction's result, is a
+    """The Plan of `fn`'s reduction kernel, or None when `fn` reduces nothing. Equations at
+    the operand's shape go to the pass after the last reduction they read (a softmax's
+    `exp(x - max)` and its sum to the second, its division to a third), equations at the
+    result's shape to the row's lines after it. Reductions over different shapes or axes, a
+    value of another shape, or several passes over rows that would be split, are a
     BackendUnsupportedError."""
     found = list(_reductions(fn.eqns))
     if not found:
@@ -128,25 +155,55 @@ def plan(fn):
         if ctype(r.invars[0].aval.dtype) is None:
             raise S._unsupported(f"{r.prim.name} of {r.invars[0].aval.dtype}", r.info)
     out_shape = tuple(d for k, d in enumerate(shape) if k not in axes)
-    tainted, prologue, epilogue = set(), [], []
+    depth, free, placed = {}, [], []   # placed: (equation, "pass" or "section", index)
+    views_of_inputs = {v.name for v in fn.invars}
     for eqn in fn.eqns:
-        reads = {v.name for v in eqn.invars if not isinstance(v, Literal)}
+        reads = _reads(eqn)
+        if eqn.prim.name in S.VIEWS and all(n in views_of_inputs for n in reads):
+            free.append(eqn)
+            views_of_inputs |= {v.name for v in eqn.outvars}
+            continue
+        d = max((depth.get(n, 0) for n in reads), default=0)
         results = _outer_results(eqn, found)
-        if results and reads & tainted:
-            raise S._unsupported(f"a reduction of a reduction's result ({fn.name}: two "
-                                 f"kernels)", eqn.info)
-        at_result = eqn.prim.name not in S.VIEWS and not results and \
-            all(v.aval.shape == out_shape for v in eqn.outvars)
-        if reads & tainted or at_result:
-            epilogue.append(eqn)
-            tainted |= {v.name for v in eqn.outvars}
+        others = {tuple(v.aval.shape) for v in eqn.outvars if v.name not in results}
+        if results or others <= {shape}:   # per operand element, in pass d
+            placed.append((eqn, "pass", d))
+            depth.update({v.name: d + 1 if v.name in results else d for v in eqn.outvars})
+        elif all(S.same_space(o, out_shape) for o in others):   # per row, after pass d - 1
+            d = max(d, 1)
+            placed.append((eqn, "section", d))
+            depth.update({v.name: d for v in eqn.outvars})
         else:
-            prologue.append(eqn)
-            tainted |= results
-    p = Plan(tuple(found), shape, axes, tuple(prologue), tuple(epilogue),
-             len(shape) - 1 in axes)
+            raise S._unsupported(f"a value of shape {sorted(others)[0]} beside reductions of "
+                                 f"{shape} to {out_shape} ({fn.name})", eqn.info)
+    count = max(d + (kind == "pass") for _, kind, d in placed)
+    producer = {v.name: eqn for eqn, kind, d in placed if kind == "pass"   # (not reductions)
+                for v in eqn.outvars if depth[v.name] == d}
+    passes = []
+    for k in range(count):
+        chosen = [eqn for eqn, kind, d in placed if kind == "pass" and d == k]
+        stack = list(chosen)
+        while stack:   # what the pass reads of earlier passes, computed again
+            for n in _reads(stack.pop()):
+                again = producer.get(n)
+                if again is not None and all(again is not c for c in chosen):
+                    chosen.append(again)
+                    stack.append(again)
+        passes.append(tuple(eqn for eqn, kind, _ in placed
+                            if any(eqn is c for c in chosen)))
+    sections = tuple(tuple(eqn for eqn, kind, d in placed if kind == "section" and d == k + 1)
+                     for k in range(count))
+    where = {id(r): d for eqn, kind, d in placed if kind == "pass" for r in _reductions([eqn])}
+    p = Plan(tuple(found), shape, axes, tuple(free), tuple(passes), sections,
+             tuple(where[id(r)] for r in found), depth,
+             frozenset(v.name for eqn, kind, d in placed for v in eqn.outvars
+                       if kind == "section" or depth[v.name] > d), len(shape) - 1 in axes)
     piece, tasks = (BLOCK_PIECE, BLOCK_TASKS) if p.by_block else (THREAD_PIECE, THREAD_TASKS)
     parts = min(p.cols // piece, tasks // max(p.rows, 1))
+    if parts >= 2 and p.rows and count > 1:
+        raise S._unsupported(f"{count} passes over {p.rows} rows of {p.cols} (a block or "
+                             f"thread each would leave the device idle: one kernel a pass)",
+                             found[-1].info)
     return p._replace(parts=parts) if parts >= 2 and p.rows else p
 
 
@@ -256,41 +313,60 @@ def reduction_source(fn, p):
     accs = [_Accumulator(k, r) for k, r in enumerate(p.reductions)]
     for a in accs:
         env[a.eqn.outvars[0].name] = a.result()
-    body = []
-    S._emit(p.prologue, env, body, p.shape, skip=p.reductions)
-    values = []
-    for a in accs:
-        x = a.eqn.invars[0]
-        operand = S._literal(x) if isinstance(x, Literal) else S._value(env, x.name, body,
-                                                                        p.shape)
-        values.append(f"value{a.k}_")
-        body.append(f"const {ctype(a.dtype)} value{a.k}_ = ({ctype(a.dtype)})({operand});")
-    index = "j"   # argmax/argmin reduce one axis: its coordinate is j
-    steps = [a.combine(f"value{a.k}_", index) for a in accs]
-    epilogue_body, outs, early, late = [], [], [], []
-    epilogue_env = dict(env)
-    epilogue_env[S._LOADS] = {}   # (a new scope: the prologue's loads are not visible)
-    S._emit(p.epilogue, epilogue_env, epilogue_body, p.out_shape)
+    S._emit(p.free, env, [], p.shape)
+    keeps = _keeps(p)
+    writes = {}   # ("pass" or "section", index) -> [(output k, its value's name or Literal)]
+    outs = []
     for k, v in enumerate(fn.outvars):
         mem = S._memory_type(v.aval.dtype)
         params.append(f"{mem}* __restrict__ out{k}")
         outs.append(v.aval)
-        if v.aval.shape not in (p.shape, p.out_shape):
+        d = 0 if isinstance(v, Literal) else p.depth.get(v.name, 0)
+        if v.aval.shape == p.shape and not isinstance(v, Literal) and v.name not in p.per_row:
+            writes.setdefault(("pass", d), []).append((k, v))
+        elif S.same_space(v.aval.shape, p.out_shape):
+            writes.setdefault(("section", max(d, 1)), []).append((k, v))
+        else:
             raise S._unsupported(f"a result of shape {v.aval.shape} beside reductions of "
                                  f"{p.shape} to {p.out_shape} ({fn.name})")
-        if isinstance(v, Literal):
-            late.append(f"out{k}[row] = ({mem})({S._literal(v)});")
-        elif v.aval.shape == p.shape:
-            early.append(f"out{k}[i] = ({mem})({S._value(env, v.name, body, p.shape)});")
-        else:
-            value = S._value(epilogue_env, v.name, epilogue_body, p.out_shape)
-            late.append(f"out{k}[row] = ({mem})({value});")
     index_lines, trailing = _coordinates(p.shape, p.axes)
-    inner = index_lines + (S.coordinate_lines(p.shape, body) if trailing else []) + body + \
-        steps + early
-    final = ["const long long i = row;"] + S.coordinate_lines(p.out_shape, epilogue_body) + \
-        epilogue_body + late
-    init = [f"{t} {n} = {identity};" for a in accs for t, n, identity in a.registers()]
+    guard = "if (threadIdx.x == 0) " if p.by_block else ""   # (a block: thread 0 writes rows)
+    row_env, passes = env, []
+    row_env[S._LOADS] = {}
+    for d, eqns in enumerate(p.passes):
+        body, env = [], dict(row_env)
+        env[S._LOADS] = {}   # (a new scope: the loop's own loads)
+        S._emit(eqns, env, body, p.shape, skip=p.reductions, keeps=keeps)
+        row_env.update({v.name: env[v.name] for eqn in eqns for v in eqn.outvars
+                        if p.depth.get(v.name) == d + 1})   # (its reductions' results)
+        mine = [a for a in accs if p.reduced_in[a.k] == d]
+        for a in mine:
+            x = a.eqn.invars[0]
+            operand = S._literal(x) if isinstance(x, Literal) else S._value(env, x.name, body,
+                                                                            p.shape)
+            body.append(f"const {ctype(a.dtype)} value{a.k}_ = ({ctype(a.dtype)})({operand});")
+        steps = [a.combine(f"value{a.k}_", "j") for a in mine]   # (arg*: j, the one axis)
+        early = [f"out{k}[i] = ({S._memory_type(v.aval.dtype)})"
+                 f"({S._value(env, v.name, body, p.shape)});" for k, v in writes.get(("pass", d), ())]
+        inner = index_lines + (S.coordinate_lines(p.shape, body) if trailing else []) + body + \
+            steps + early
+        last = d == len(p.passes) - 1
+        section = []
+        S._emit(p.sections[d], row_env, section, p.out_shape, keeps=keeps)
+        for k, v in writes.get(("section", d + 1), ()):
+            value = S._literal(v) if isinstance(v, Literal) else S._value(row_env, v.name,
+                                                                         section, p.out_shape)
+            section.append(f"{'' if last else guard}out{k}[row] = "
+                           f"({S._memory_type(v.aval.dtype)})({value});")
+        init = [f"{t} {n} = {identity};" for a in mine for t, n, identity in a.registers()]
+        passes.append(_Pass(mine, init, inner, section))
+    final = passes[-1].after
+    if final:
+        final = ["const long long i = row;"] + S.coordinate_lines(p.out_shape, final) + final
+    between = [line for q in passes[:-1] for line in q.after]
+    if between:   # the row's index for the lines between passes
+        passes[0] = passes[0]._replace(init=["const long long i = row;"] + S.coordinate_lines(
+            p.out_shape, between) + passes[0].init)
     name = f"kiln_{S._identifier(fn.name)[2:]}"
     scratch = []
     if p.parts > 1:
@@ -304,7 +380,7 @@ def reduction_source(fn, p):
         params.append("long long tasks")
     params += ["long long rows", "long long cols"]
     form = _FORMS[(p.by_block, p.parts > 1)]
-    body = form(accs, init, inner, final, p.parts)
+    body = form(passes, final, p.parts)
     lines = [f'extern "C" __global__ void {name}({", ".join(params)})', "{"] + \
         [f"    {line}" for line in body] + ["}", ""]
     launch = ("block" if p.by_block else "thread") + ("_per_part" if p.parts > 1 else "_per_row")
@@ -313,6 +389,36 @@ def reduction_source(fn, p):
                     tuple(a.dtype for a in outs), tuple(scalars), extents=len(sizes),
                     sizes=sizes, out_shapes=tuple(a.shape for a in outs), launch=launch,
                     info=S.origin(fn), scratch=tuple(scratch))
+
+
+class _Pass(NamedTuple):
+    """One pass over a row's columns, as lines: `init` (the row's, before the loop), `inner`
+    (per column), `after` (the row's lines after its reductions are combined)."""
+    accs: list
+    init: list
+    inner: list
+    after: list
+
+
+def _keeps(p):
+    """Whether a view of a value computed per row (`p`'s result shape, up to axes of size 1)
+    is that row's value again: a view between result shapes that keeps their order, or a
+    broadcast along the reduced axes to the operand's shape (source._emit's `keeps`)."""
+    kept = [k for k in range(len(p.shape)) if k not in p.axes and p.shape[k] != 1]
+
+    def keeps(eqn):
+        a, b = eqn.invars[0].aval.shape, eqn.outvars[0].aval.shape
+        if not S.same_space(a, p.out_shape):
+            return False
+        if S.same_space(b, p.out_shape):
+            if eqn.prim.name == "transpose":
+                order = [q for q in eqn.params["permutation"] if a[q] != 1]
+                return order == sorted(order)
+            return eqn.prim.name != "rev" or all(a[q] == 1 for q in eqn.params["dimensions"])
+        dims = eqn.params.get("broadcast_dimensions", ())
+        return eqn.prim.name == "broadcast_in_dim" and tuple(b) == p.shape and \
+            [dims[q] for q in range(len(a)) if a[q] != 1] == kept
+    return keeps
 
 
 def _nested(lines, depth=1):
@@ -336,16 +442,32 @@ def _block_prelude(accs):
          "const unsigned warps = (blockDim.x + 31) / 32;"]
 
 
-def _block_per_row(accs, init, inner, final, parts):
-    lines = _block_prelude(accs)
+def _block_per_row(passes, final, parts):
+    """A block per row: each pass a loop over the row's columns, its reductions combined into
+    thread 0's registers and, when another pass follows, shared with every thread (`row_`);
+    the rows' values between passes are computed by every thread, written by thread 0."""
+    accs = [a for q in passes for a in q.accs]
+    lines = _block_prelude(accs) + [f"__shared__ {t} row_{n};" for q in passes[:-1]
+                                    for a in q.accs for t, n, _ in a.registers()]
+    loop = []
+    for k, q in enumerate(passes):
+        loop += q.init + ["for (long long j = threadIdx.x; j < cols; j += blockDim.x) {"] + \
+            _nested(q.inner) + ["}"] + (_block_combine(q.accs) if q.accs else [])
+        if k < len(passes) - 1:
+            names = [n for a in q.accs for _, n, _ in a.registers()]
+            if names:
+                loop += ["if (threadIdx.x == 0) {"] + [f"    row_{n} = {n};" for n in names] + \
+                    ["}", "__syncthreads();"] + [f"{n} = row_{n};" for n in names]
+            loop += q.after
+    if final:
+        loop += ["if (threadIdx.x == 0) {"] + _nested(final) + ["}"]
+    loop += ["__syncthreads();"]
     lines += ["for (long long row = blockIdx.x; row < rows; row += gridDim.x) {"]
-    loop = init + ["for (long long j = threadIdx.x; j < cols; j += blockDim.x) {"] + \
-        _nested(inner) + ["}"] + _block_combine(accs)
-    loop += ["if (threadIdx.x == 0) {"] + _nested(final) + ["}", "__syncthreads();"]
     return lines + _nested(loop) + ["}"]
 
 
-def _block_per_part(accs, init, inner, final, parts):
+def _block_per_part(passes, final, parts):
+    ((accs, init, inner, _),) = passes
     lines = _block_prelude(accs) + ["__shared__ bool last_piece;"]
     lines += ["for (long long task = blockIdx.x; task < tasks; task += gridDim.x) {"]
     loop = [f"const long long row = task / {parts}, part = task % {parts};"] + init
@@ -368,13 +490,19 @@ _THREADS = "for (long long {0} = blockIdx.x * (long long)blockDim.x + threadIdx.
     "{0} += (long long)blockDim.x * gridDim.x) {{"
 
 
-def _thread_per_row(accs, init, inner, final, parts):
-    loop = init + ["for (long long j = 0; j < cols; ++j) {"] + _nested(inner) + ["}", "{"] + \
-        _nested(final) + ["}"]
+def _thread_per_row(passes, final, parts):
+    """A thread per row: each pass a loop over the row's columns, then the row's lines."""
+    loop = []
+    for k, q in enumerate(passes):
+        loop += q.init + ["for (long long j = 0; j < cols; ++j) {"] + _nested(q.inner) + ["}"]
+        loop += q.after if k < len(passes) - 1 else []
+    if final:
+        loop += ["{"] + _nested(final) + ["}"]
     return [_THREADS.format("row", "rows")] + _nested(loop) + ["}"]
 
 
-def _thread_per_part(accs, init, inner, final, parts):
+def _thread_per_part(passes, final, parts):
+    ((accs, init, inner, _),) = passes
     loop = ["const long long row = task % rows, part = task / rows;"] + init
     loop += [f"for (long long j = part; j < cols; j += {parts}) {{"] + _nested(inner) + ["}"]
     loop += [line for a in accs for line in a.store("task")]

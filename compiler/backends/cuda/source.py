@@ -244,7 +244,11 @@ def _value(env, name, body, shape):
     if not isinstance(value, _View):
         return value
     if value.shape and value.shape != shape:
-        raise _unsupported(f"an operand of shape {value.shape} in a kernel over {shape}")
+        if not same_space(value.shape, shape):
+            raise _unsupported(f"an operand of shape {value.shape} in a kernel over {shape}")
+        sizes = [(d, s) for d, s in zip(value.shape, value.strides) if d != 1]
+        strides = [sizes.pop(0)[1] if d != 1 else 0 for d in shape]
+        value = value._replace(shape=tuple(shape), strides=tuple(strides))
     if not value.shape:   # (an element of a view: a rank-0 input, or a slice's squeeze)
         index = str(value.offset)
     elif value.strides == contiguous_strides(shape) and not value.offset:
@@ -265,10 +269,18 @@ def _value(env, name, body, shape):
     return local
 
 
-def _emit(eqns, env, body, shape, skip=()):
+def same_space(a, b):
+    """Whether shapes `a` and `b` differ only in axes of size 1: their elements are in the same
+    order, so a kernel's flat index `i` addresses both."""
+    return [d for d in a if d != 1] == [d for d in b if d != 1]
+
+
+def _emit(eqns, env, body, shape, skip=(), keeps=None):
     """Append a local per equation to `body` (`env`: SSA name -> C expression). A `fusion`
     (the LLVM pipeline's group) is its region inline: its operands bound to its inputs' names,
-    its results to the region's. `skip`: equations left out (a reduction kernel's own)."""
+    its results to the region's. `skip`: equations left out (a reduction kernel's own).
+    `keeps(eqn)`: whether a view of a computed value is that value again at the kernel's index
+    (reduce.py: a row's value broadcast along its columns); other such views are refused."""
     for eqn in eqns:
         if any(eqn is s for s in skip):
             continue
@@ -276,7 +288,7 @@ def _emit(eqns, env, body, shape, skip=()):
             (region,) = eqn.regions()
             for inner, x in zip(region.invars, eqn.invars):
                 env[inner.name] = _literal(x) if isinstance(x, Literal) else env[x.name]
-            _emit(region.eqns, env, body, shape, skip)
+            _emit(region.eqns, env, body, shape, skip, keeps)
             for outer, result in zip(eqn.outvars, region.outvars):
                 if isinstance(result, Literal):
                     env[outer.name] = _literal(result)
@@ -291,6 +303,9 @@ def _emit(eqns, env, body, shape, skip=()):
             if moved is not None:
                 env[eqn.outvars[0].name] = moved
                 continue
+        if view is not None and isinstance(operand, str) and keeps is not None and keeps(eqn):
+            env[eqn.outvars[0].name] = operand
+            continue
         out = eqn.outvars[0]
         generate = GENERATED.get(eqn.prim.name)
         if generate is not None and out.aval.shape == shape and ctype(out.aval.dtype):
@@ -304,7 +319,7 @@ def _emit(eqns, env, body, shape, skip=()):
         for v in eqn.outvars + [x for x in eqn.invars if not isinstance(x, Literal)]:
             if ctype(v.aval.dtype) is None:
                 raise _unsupported(f"{eqn.prim.name} on {v.aval.dtype}", eqn.info)
-            if v.aval.shape and v.aval.shape != shape:
+            if v.aval.shape and not same_space(v.aval.shape, shape):
                 raise _unsupported(f"{eqn.prim.name} on operands of shape {v.aval.shape} "
                                    f"in a kernel over {shape}", eqn.info)
         args = [_literal(x) if isinstance(x, Literal) else _value(env, x.name, body, shape)
