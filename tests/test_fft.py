@@ -110,6 +110,29 @@ def test_grouped_and_threaded_lines_match_numpy(name, dtype, batch, n, other, ax
     close(got, want.astype(np.asarray(got).dtype), dtype)
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(["fft", "ifft", "fft2", "ifft2", "rfft"]),
+       st.sampled_from([np.complex64, np.complex128]), st.sampled_from([1, 8, 16, 32, 33, 48]),
+       st.sampled_from([1, 16, 32, 48, 64, 256, 17, 97]), st.sampled_from([1, 16, 24]),
+       st.sampled_from([None, "ortho", "forward"]))
+@hypothesis.example("fft2", np.complex64, 32, 64, 16, None)       # rows and columns as blocks
+@hypothesis.example("ifft", np.complex128, 48, 256, 1, "ortho")   # rows, c128's 8-wide vectors
+@hypothesis.example("rfft", np.complex64, 32, 64, 1, None)        # half-line rows as blocks
+def test_vector_blocks_match_numpy(name, dtype, batch, n, other, norm):
+    """Whole groups of complex lines moved as blocks of vectors (fft_kernel's gather_blocks
+    and scatter_blocks: rows transposed in registers, adjacent columns as vector loads), the
+    partial groups and odd lengths beside them that take the element-by-element path."""
+    x = sample((batch, n, other), np.float32 if dtype == np.complex64 else np.float64) \
+        if name == "rfft" else sample((batch, n, other), dtype)
+    kw = dict(axes=(1, 2), norm=norm) if name.endswith("2") else \
+        dict(axis=1 if other == 1 else 2, norm=norm)
+    if name == "rfft":
+        x, kw = x[..., 0], dict(axis=1, norm=norm)
+    got = kiln.jit(lambda x: getattr(jnp.fft, name)(x, **kw))(x)
+    want = getattr(np.fft, name)(x, **kw)
+    close(got, want.astype(np.asarray(got).dtype), dtype)
+
+
 @settings(max_examples=8, deadline=None)
 @given(st.sampled_from(["fft", "ifft", "rfft"]), st.sampled_from([16, 17, 18]),
        st.sampled_from([np.float32, np.float64]), st.integers(0, 2),

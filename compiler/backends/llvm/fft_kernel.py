@@ -24,8 +24,11 @@ pairs of line buffers A and B of lanes * L complex numbers each.
 Lines are transformed `lanes` at a time (`plan`): adjacent columns (i, i + 1, ...) when
 inner > 1, else adjacent rows. A group is gathered into A interleaved (element j of lane v
 at v + lanes j) and split into planes (real parts, then imaginary parts), so every pass is
-a plain vector loop over lanes and sub-transforms; rows are read and written one after the
-other, columns element by element, both contiguous. Groups are dealt to `slots` tasks on
+a plain vector loop over lanes and sub-transforms (explicit vectors of VECTOR_BYTES when
+lanes * s fills them). A whole group of complex lines, lanes a multiple of the vector width
+w, moves as vectors (`gather_blocks`, `scatter_blocks`): adjacent columns' element j as one
+load or store, rows as w x w blocks (w elements of w rows) transposed in registers. Other
+groups move element by element: rows one after the other, columns element by element. Groups are dealt to `slots` tasks on
 the thread pool (pool.py: kiln_run_tasks), task t taking groups t, t + slots, ..., with
 its own A and B; the tables are shared, computed once per call before the tasks.
 
@@ -78,7 +81,8 @@ _ENV = ir.LiteralStructType(FUNCTION_TYPE.args)
 # x, y, table, wide, m, s, plane (_Kernel.pass4)
 _PASS_TYPE = ir.FunctionType(T.VOID, [T.PTR, T.PTR, T.PTR, T.I64, T.I64, T.I64, T.I64])
 MAX_LANES = 16          # lines transformed together
-LANE_ELEMENTS = 1 << 13  # lanes * L at most (two buffers of 64 KiB for complex64: L2-resident)
+LANE_ELEMENTS = 1 << 14  # lanes * L at most (two buffers of 128 KiB for complex64: L2-resident)
+VECTOR_BYTES = 64       # the passes' explicit vectors (one AVX-512 register, two AVX2 ones)
 MAX_SLOTS = 16          # tasks (each with its own line buffers) a call is split into
 SLOT_WORK = 1 << 16     # lines * L per task at least: smaller calls run on the caller alone
 
@@ -132,6 +136,12 @@ def _split_step(n):
     return 1 << ((n // 4).bit_length() + 1) // 2
 
 
+def _mask(indices):
+    """A shufflevector mask."""
+    indices = list(indices)
+    return ir.Constant(ir.VectorType(ir.IntType(32), len(indices)), indices)
+
+
 def emit(module):
     """Define `kiln_fft_complex64` and `kiln_fft_complex128` (external) in `module`, beside
     the thread pool's `kiln_run_tasks` (pool.py)."""
@@ -150,6 +160,7 @@ class _Kernel:
         for arg in self.pass_fn.args[:2]:
             arg.add_attribute("noalias")
         self.part = T.reg_type(np.dtype(dtype.char.lower()))
+        self.part_bytes = dtype.itemsize // 2
         domain = module.add_metadata([ir.MetaDataString(module, f"{name}.domain")])
         self.buffers_scope = module.add_metadata([module.add_metadata([
             ir.MetaDataString(module, f"{name}.buffers"), domain])])
@@ -177,17 +188,19 @@ class _Kernel:
         self.tag(b.store(z[1], b.gep(p, [T.i64(1)], inbounds=True, source_etype=self.part)),
                  False)
 
-    def bload(self, b, base, index):
+    def bload(self, b, base, index, typ=None):
         """Element `index` of a line buffer: real parts first, then imaginary parts (planes
-        `plane` apart), so that the passes' loops are plain vector loops."""
+        `plane` apart), so that the passes' loops are plain vector loops. `typ`: a vector
+        of adjacent elements instead of one."""
         return tuple(self.tag(b.load(b.gep(base, [i], inbounds=True, source_etype=self.part),
-                                     typ=self.part), True)
+                                     typ=typ or self.part,
+                                     align=self.part_bytes), True)
                      for i in (index, b.add(index, self.plane)))
 
     def bstore(self, b, base, index, z):
         for value, i in zip(z, (index, b.add(index, self.plane))):
-            self.tag(b.store(value, b.gep(base, [i], inbounds=True, source_etype=self.part)),
-                     True)
+            self.tag(b.store(value, b.gep(base, [i], inbounds=True, source_etype=self.part),
+                             align=self.part_bytes), True)
 
     def real(self, b, base, index):
         return self.tag(b.load(b.gep(base, [index], inbounds=True, source_etype=self.part),
@@ -249,6 +262,11 @@ class _Kernel:
         self.buffers = self.at(b, self.fine, b.select(self.twisted, inner, T.i64(0)))
         self.scale = b.fptrunc(scale, self.part) if self.part != F64 else scale
         self.inverse = b.icmp_unsigned("==", b.and_(mode, T.i64(1)), T.i64(1))
+        self.width = VECTOR_BYTES // self.part_bytes
+        width = T.i64(self.width)
+        # lanes fill vectors of `width` (gather_blocks); rows also need n a multiple of it
+        self.blocked = b.icmp_unsigned("==", b.urem(lanes, width), T.i64(0))
+        self.whole_rows = b.icmp_unsigned("==", b.urem(n, width), T.i64(0))
 
     def use_slot(self, b, t):
         """A and B = task t's line buffers."""
@@ -363,14 +381,25 @@ class _Kernel:
             count = b.select(b.icmp_unsigned("<", left, lanes), left, lanes)
             base_in = b.add(b.mul(b.mul(first, len_in), inner), col)
             base_out = b.add(b.mul(first, out_row), col)
+            # whole groups of complex lines move as blocks of vectors (`gather_blocks`)
+            blocks = b.and_(b.and_(b.icmp_unsigned("==", count, lanes), self.blocked),
+                            b.icmp_unsigned("<", mode, T.i64(MODES["real_forward"])))
+            blocks_in = b.and_(blocks, b.or_(wide, self.whole_rows))
+            rows_out = b.and_(b.and_(self.whole_rows, b.icmp_unsigned("==", out_stride, one)),
+                              b.icmp_unsigned("!=", out_row, one))
+            blocks_out = b.and_(b.and_(blocks, b.not_(self.twisted)), b.or_(wide, rows_out))
             # from one lane's line to the next's: 1 (a constant: contiguous loads and stores)
             # for adjacent columns, else the rows' distances
-            self.branch_on(b, [(wide, lambda b: self.gather(b, src, base_in, one, count, mode,
+            self.branch_on(b, [(blocks_in, lambda b: self.gather_blocks(
+                                   b, src, base_in, len_in, wide)),
+                               (wide, lambda b: self.gather(b, src, base_in, one, count, mode,
                                                             len_in, False)),
                                (None, lambda b: self.gather(b, src, base_in, len_in, count,
                                                             mode, len_in, True))])
             result = self.transform(b, count)
-            self.branch_on(b, [(wide, lambda b: self.scatter(
+            self.branch_on(b, [(blocks_out, lambda b: self.scatter_blocks(
+                b, result, dst, base_out, out_row, out_stride, wide)),
+                (wide, lambda b: self.scatter(
                 b, result, dst, base_out, one, out_stride, count, len_out, mode, col, False)),
                 # rows written transposed (four steps) are adjacent: element by element
                 (b.icmp_unsigned("==", out_row, one), lambda b: self.scatter(
@@ -500,6 +529,103 @@ class _Kernel:
                            (self.twisted, lambda b: complex_line(b, True)),
                            (None, complex_line)])
 
+    # ------------------------------------------------------------------ blocks of vectors
+    def vload(self, b, base, index):
+        """The `width` complex elements of an array from `index` on as two vectors (real
+        parts, imaginary parts)."""
+        pair = b.load(self.at(b, base, index), typ=ir.VectorType(self.part, 2 * self.width),
+                      align=self.part_bytes)
+        self.tag(pair, False)
+        return tuple(b.shuffle_vector(pair, pair, _mask(range(part, 2 * self.width, 2)))
+                     for part in (0, 1))
+
+    def vstore(self, b, base, index, z):
+        w = self.width
+        pair = b.shuffle_vector(z[0], z[1], _mask(k // 2 + w * (k % 2) for k in range(2 * w)))
+        self.tag(b.store(pair, self.at(b, base, index), align=self.part_bytes), False)
+
+    def transpose(self, b, rows):
+        """The `width` x `width` matrix of vectors `rows`, transposed: the off-diagonal
+        d x d blocks of every 2d x 2d block swapped, for d = width / 2, ..., 1."""
+        rows, w, d = list(rows), self.width, self.width // 2
+        while d:
+            for i in (i for i in range(w) if not i & d):
+                low, high = rows[i], rows[i + d]
+                rows[i] = b.shuffle_vector(low, high, _mask(
+                    c if not c & d else w + c - d for c in range(w)))
+                rows[i + d] = b.shuffle_vector(low, high, _mask(
+                    c + d if not c & d else w + c for c in range(w)))
+            d //= 2
+        return rows
+
+    def over_blocks(self, b, wide, columns, rows, name):
+        """columns(b, j, lb) for elements j < n, or rows(b, jb, lb) for blocks of `width`
+        elements jb < n / width, and blocks of `width` lanes lb < lanes / width."""
+        w = T.i64(self.width)
+
+        def each(body, tag):
+            def outer(b, j, _):
+                counted_loop(b, b.udiv(self.lanes, w), lambda b, lb, _: body(b, j, lb) or [],
+                             name=f"{name}{tag}b")
+                return []
+            return outer
+        self.branch_on(b, [(wide, lambda b: counted_loop(
+                                b, self.n, each(columns, "v"), name=f"{name}v") and None),
+                           (None, lambda b: counted_loop(
+                                b, b.udiv(self.n, w), each(rows, "r"), name=f"{name}r") and None)])
+
+    def gather_blocks(self, b, src, base, len_in, wide):
+        """`gather` for a whole group of complex lines (lanes a multiple of `width`), by
+        vectors of `width` elements: adjacent columns' element j is one vector load; rows
+        are read `width` elements of `width` rows at a time and transposed in registers."""
+        w, lanes = self.width, self.lanes
+
+        def put(b, index, z):
+            self.bstore(b, self.a, index, (z[0], b.select(self.inverse, b.fneg(z[1]), z[1])))
+
+        def columns(b, j, lb):
+            at = b.add(b.mul(j, lanes), b.mul(lb, T.i64(w)))
+            put(b, at, self.vload(b, src, b.add(b.add(base, b.mul(j, self.args[3])),
+                                               b.mul(lb, T.i64(w)))))
+
+        def rows(b, jb, lb):
+            first = b.add(base, b.mul(b.mul(lb, T.i64(w)), len_in))
+            z = [self.vload(b, src, b.add(b.add(first, b.mul(T.i64(v), len_in)),
+                                          b.mul(jb, T.i64(w)))) for v in range(w)]
+            re, im = (self.transpose(b, [c[part] for c in z]) for part in (0, 1))
+            for j in range(w):
+                at = b.add(b.mul(b.add(b.mul(jb, T.i64(w)), T.i64(j)), lanes),
+                           b.mul(lb, T.i64(w)))
+                put(b, at, (re[j], im[j]))
+        self.over_blocks(b, wide, columns, rows, "ldb")
+
+    def scatter_blocks(self, b, result, dst, base, out_row, out_stride, wide):
+        """`scatter` for a whole group of complex lines, untwisted, by vectors (the inverse
+        of `gather_blocks`): rows are transposed back in registers."""
+        w, lanes = self.width, self.lanes
+        vector = ir.VectorType(self.part, w)
+
+        def value(b, z):
+            im = b.select(self.inverse, b.fneg(z[1]), z[1])
+            scale = self.splat(b, self.scale, vector)
+            return b.fmul(z[0], scale), b.fmul(im, scale)
+
+        def columns(b, k, lb):
+            z = self.bload(b, result, b.add(b.mul(k, lanes), b.mul(lb, T.i64(w))), vector)
+            self.vstore(b, dst, b.add(b.add(base, b.mul(k, out_stride)), b.mul(lb, T.i64(w))),
+                        value(b, z))
+
+        def rows(b, kb, lb):
+            z = [self.bload(b, result, b.add(b.mul(b.add(b.mul(kb, T.i64(w)), T.i64(j)),
+                                                   lanes), b.mul(lb, T.i64(w))), vector)
+                 for j in range(w)]
+            re, im = (self.transpose(b, [c[part] for c in z]) for part in (0, 1))
+            first = b.add(base, b.mul(b.mul(lb, T.i64(w)), out_row))
+            for v in range(w):
+                self.vstore(b, dst, b.add(b.add(first, b.mul(T.i64(v), out_row)),
+                                          b.mul(kb, T.i64(w))), value(b, (re[v], im[v])))
+        self.over_blocks(b, wide, columns, rows, "stb")
+
     def twist(self, b, z, k, j):
         """z W_N^(k j), N = twist = L inner (k < L, j < inner): W_N^e for e = e_hi inner
         + e_lo is W_L^e_hi (the table) times W_N^e_lo (the fine table)."""
@@ -628,11 +754,12 @@ class _Kernel:
         self.branch_on(b, [(odd, radix2), (None, lambda b: None)])
         return b.load(slot, typ=T.PTR)
 
-    def butterfly(self, b, x, y, s, m, p, q, twiddles):
+    def butterfly(self, b, x, y, s, m, p, q, twiddles, typ=None):
         sp = b.mul(s, p)
         sm = b.mul(s, m)
         i0 = b.add(q, sp)
-        a, bb, c, d = (self.bload(b, x, b.add(i0, b.mul(sm, T.i64(j)))) for j in range(4))
+        a, bb, c, d = (self.bload(b, x, b.add(i0, b.mul(sm, T.i64(j))), typ)
+                       for j in range(4))
         apc, amc = self.add(b, a, c), self.sub(b, a, c)
         bpd, jbmd = self.add(b, bb, d), self.times_i(b, self.sub(b, bb, d))
         o0 = b.add(q, b.shl(sp, T.i64(2)))
@@ -663,14 +790,32 @@ class _Kernel:
         so that its loops vectorise without checks for overlap."""
         b = ir.IRBuilder(self.pass_fn.append_basic_block("entry"))
         x, y, self.table, wide, m, s, self.plane = self.pass_fn.args
+        width = self.width = VECTOR_BYTES // self.part_bytes
+        vector = ir.VectorType(self.part, width)
+
+        def scalar(b, p, w):
+            counted_loop(b, wide, lambda b, q, _: self.butterfly(
+                b, x, y, wide, m, p, q, w) or [], name="q")
+
+        def vectors(b, p, w):
+            w = [tuple(self.splat(b, part, vector) for part in z) for z in w]
+            counted_loop(b, b.udiv(wide, T.i64(width)), lambda b, q, _: self.butterfly(
+                b, x, y, wide, m, p, b.mul(q, T.i64(width)), w, vector) or [], name="qv")
+
+        whole = b.icmp_unsigned("==", b.urem(wide, T.i64(width)), T.i64(0))
 
         def p_loop(b, p, _):
             w = self.twiddles(b, b.mul(p, s))
-
-            def q_loop(b, q, _):
-                self.butterfly(b, x, y, wide, m, p, q, w)
-                return []
-            counted_loop(b, wide, q_loop, name="q")
+            self.branch_on(b, [(whole, lambda b: vectors(b, p, w)),
+                               (None, lambda b: scalar(b, p, w))])
             return []
         counted_loop(b, m, p_loop, name="p")
         b.ret_void()
+
+    @staticmethod
+    def splat(b, value, vector):
+        """`value` in every element of a `vector`."""
+        one = b.insert_element(ir.Constant(ir.VectorType(value.type, 1), ir.Undefined), value,
+                               T.i64(0))
+        return b.shuffle_vector(one, one, ir.Constant(ir.VectorType(ir.IntType(32),
+                                                                    vector.count), 0))
