@@ -61,14 +61,14 @@ for k, (case, dtype, names) in enumerate(CASES):
             if not np.allclose(np.abs(g), np.abs(w), atol=tol * 10, rtol=tol):
                 errors.append(name)
     report[f"{case} {dtype} {names}"] = {
-        "errors": errors, "openblas_threads": blas_lookup.thread_count(),
+        "errors": errors, "openblas_threads": blas_lookup.openblas_threads(),
         "claim": words[0], "threaded": words[1] != 0, "threads": words[2]}
 print(json.dumps(report))
 '''
 
 needs_openblas = pytest.mark.skipif(
     blas_lookup.openblas_address(blas_lookup.THREAD_SETTER) is None
-    or blas_lookup.thread_count() is None, reason="needs OpenBLAS's thread setter")
+    or blas_lookup.openblas_threads() is None, reason="needs OpenBLAS's thread setter")
 
 
 @pytest.fixture(scope="module")

@@ -57,7 +57,7 @@ def address(name: str) -> int:
 def _one_thread() -> int:
     """Sets the library to one thread; returns the count it had before (its own setting:
     OPENBLAS_NUM_THREADS, else the cores), 1 when it cannot say."""
-    before = blas_lookup.thread_count() or 1
+    before = blas_lookup.openblas_threads() or 1
     setter = blas_lookup.thread_setter()
     if setter is not None:
         setter(1)

@@ -9,7 +9,7 @@ arguments:
   its OpenBLAS, about 0.2-0.5 s in a fresh process.
 `library()` picks the first available (`KILN_BLAS=scipy` forces SciPy's); `address(name)` gives a
 routine's address in it, `thread_setter()` its `openblas_set_num_threads` (blas.py sets the
-library to one thread: kiln's thread pool splits large products itself) and `thread_count()` its
+library to one thread: kiln's thread pool splits large products itself) and `openblas_threads()` its
 current count. `with_int_bits(bits)` finds the provider with a given integer width: the
 loader of ahead-of-time compiled libraries (kiln.aot) binds their BLAS calls with it, without
 importing llvmlite, which blas.py (the IR emitters) needs.
@@ -122,7 +122,7 @@ def thread_setter() -> Callable[[int], None] | None:
     return lambda count: function(ctypes.byref(integer(count)))
 
 
-def thread_count() -> int | None:
+def openblas_threads() -> int | None:
     """OpenBLAS's thread count as `openblas_get_num_threads` reports it now, None when the
     library has no such function."""
     found = openblas_address("openblas_get_num_threads")

@@ -66,7 +66,7 @@ EXTERNS: dict[str, tuple[ir.Type, Callable[[], int]]] = {
        for routine in blas_lookup.ROUTINES},
     # one large LAPACK call on OpenBLAS's threads (lapack_threads.py)
     "kiln_blas_set_threads": (PTR, _call(".lapack_threads", "setter_address")),
-    "kiln_lapack_threads": (I64, _call(".lapack_threads", "thread_count")),
+    "kiln_lapack_threads": (I64, _call(".lapack_threads", "threads_for_call")),
     "kiln_lapack_claim": (PTR, _call(".lapack_threads", "claim_address")),
     "kiln_online_cores": (I64, _call(".lapack_threads", "online_cores")),
     # the host callback of `debug_print`

@@ -65,7 +65,7 @@ def wanted(count: int, *dims: int) -> bool:
     return count == 1 and min(dims) >= MIN_SIZE
 
 
-def thread_count() -> int:
+def threads_for_call() -> int:
     """`kiln_lapack_threads`: kiln's threads, at most OpenBLAS's own count before kiln set it
     to one (blas.py)."""
     return max(1, min(parallel.num_threads(), blas._one_thread()))
