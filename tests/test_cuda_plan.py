@@ -1,0 +1,97 @@
+"""program.plan: whole programs (matmuls, sorts, control flow whose regions are plans of
+their own) as one plan of device steps, run on the host emulation (emulate.run_program: the
+CUDA executable's Program over NumPy buffers, GEMM by NumPy) against the reference backend."""
+import numpy as np
+import pytest
+
+import kiln
+import kiln.numpy as jnp
+from kiln import lax, staging
+from kiln.compiler import passes
+from kiln.compiler.backends import reference
+from kiln.compiler.backends.cuda import emulate, program
+
+import cuda_programs
+
+pytestmark = pytest.mark.skipif(emulate.compiler() is None, reason="no host C++ compiler")
+
+
+def while_sum(x):
+    return lax.while_loop(lambda c: jnp.max(jnp.abs(c)) < 50.0, lambda c: c * 2.0 - 0.5, x)
+
+
+def scan_rows(x):
+    def body(carry, row):
+        return carry * 0.5 + row, jnp.sum(carry * row)
+    return lax.scan(body, jnp.ones(x.shape[1:], x.dtype), x, reverse=True)
+
+
+def sort_pairs(k, v):
+    return lax.sort((k, v), dimension=0, num_keys=1), jnp.sort(v, axis=1)
+
+
+def _staged(fn, args):
+    """(the SSA, the fused SSA, its inputs: the argument leaves, then the closed-over arrays)."""
+    staged = staging.stage_call(fn, args, {}, staging.StaticArgs(fn, (), ()))[0]
+    inputs = kiln.tree_util.tree_leaves(args) + [np.asarray(x) for x in staged.extra]
+    return staged.fn, passes.run_pipeline(staged.fn, pipeline=passes.LLVM_PIPELINE), inputs
+
+
+def _kinds(plan):
+    """Every step's kind, regions' plans included (depth first)."""
+    found = []
+    for step in plan.steps:
+        found.append(step.kind)
+        for region in program.regions(step):
+            found += _kinds(region)
+    return found
+
+
+rng = np.random.default_rng(1)
+f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+MLP = [p for p in cuda_programs.programs() if p[0] == "mlp_step"][0]
+CASES = [
+    ("mlp_step", MLP[1], MLP[2], {"gemm", "kernel"}),
+    ("while_sum", while_sum, (f32(3, 4),), {"while_loop", "kernel"}),
+    ("while_sum_size1", while_sum, (f32(1, 1),), {"while_loop", "kernel"}),
+    ("scan", scan_rows, (f32(5, 3),), {"scan", "kernel"}),
+    ("scan_empty_rows", scan_rows, (f32(4, 0),), {"scan"}),
+    ("sort", sort_pairs, (rng.integers(0, 3, (6, 2)).astype(np.int32), f32(6, 2)),
+     {"per_primitive"}),
+    ("whole", cuda_programs.whole, (f32(4, 7), f32(7, 2)),
+     {"per_primitive", "while_loop", "scan", "gemm", "kernel"}),
+]
+
+
+@pytest.mark.parametrize("name, fn, args, kinds", CASES, ids=[c[0] for c in CASES])
+def test_whole_programs_run_their_plan_on_the_emulation(name, fn, args, kinds):
+    ssa, fused, inputs = _staged(fn, args)
+    plan = program.plan(fused)
+    assert kinds <= set(_kinds(plan)), _kinds(plan)
+    got = emulate.run_program(fused, inputs, blocks=2, threads=32)
+    want = reference.compile_function(ssa)(*inputs)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        w = np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype, name
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5, err_msg=name)
+
+
+def test_control_flow_carries_its_regions_plans():
+    """A while loop's predicate (a reduction) and body are plans with kernels of their own,
+    a scan's body too; program.kernels lists them, regions included."""
+    _, fused, _ = _staged(cuda_programs.whole, (f32(4, 7), f32(7, 2)))
+    plan = program.plan(fused)
+    (loop,) = [s for s in plan.steps if s.kind == "while_loop"]
+    assert loop.speculate and loop.num_consts == 0
+    assert [s.kind for s in loop.test.steps] == ["kernel"]
+    assert "kiln_reduce" in loop.test.steps[0].kernel.source or \
+        "__shfl_down_sync" in loop.test.steps[0].kernel.source
+    (scan,) = [s for s in plan.steps if s.kind == "scan"]
+    assert scan.length == 4 and scan.types == (((4, 7), "float32"),)
+    inner = [k for s in (loop.test, loop.body, scan.body) for k in program.kernels(s)]
+    assert inner and set(k.name for k in inner) <= set(k.name for k in program.kernels(plan))
+    (gemm,) = [s for s in plan.steps if s.kind == "gemm"]
+    assert gemm.sizes == (1, 1, 7, 2) and not gemm.batched and gemm.shape == (2,)
+    sort = [s for s in plan.steps if s.kind == "per_primitive"]
+    assert {s.primitive for s in sort} == {"sort"}
