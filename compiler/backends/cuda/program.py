@@ -384,7 +384,7 @@ def text(fn, level):
     """What the CUDA backend makes of SSA Function `fn`: `level` "cuda" (CUDA C) or "ptx"
     (NVRTC's PTX for sm_90). A function that is one kernel is that kernel; otherwise every
     kernel of its steps in order, and a comment line for each equation no kernel computes,
-    saying what runs it (executable.py's plan)."""
+    saying what runs it (its step in `plan`)."""
     if level not in ("cuda", "ptx"):
         raise ValueError(f"unknown CUDA text level {level!r}; the levels are 'cuda' and 'ptx'")
     try:
