@@ -163,6 +163,33 @@ def test_the_loader_plans_nothing_and_loads_the_constants(compiled, monkeypatch)
         np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-5)
 
 
+def test_step_parameters_survive_the_manifest(tmp_path):
+    """A per-primitive step's parameters (dimension numbers, tuples, dtypes, NumPy scalars)
+    come back from the manifest's JSON as they were; a callback is refused, naming it."""
+    from kiln.compiler.aot import AOTError, cuda_plan
+    from kiln.compiler.backends.cuda import program
+    from kiln.compiler.ir.abstract import ShapedArray
+    from kiln.compiler.ir.params import PARAM_TYPES
+    from kiln.compiler.ir.ssa import Literal, Var
+    dnums = PARAM_TYPES["GatherDimensionNumbers"]((1,), (0,), (0,), (), ())
+    params = {"dimension_numbers": dnums, "slice_sizes": (1, 3), "fill_value": np.float32(0.5),
+              "dtype": np.dtype("int8"), "mode": "fill", "unique": None}
+    a, i, out = Var("a", None), Var("i", None), Var("out", None)
+    two = Literal(np.int32(2), ShapedArray((), np.dtype("int32")))
+    op = program.Op("per_primitive", "gather", params, (a, i, two), (out,),
+                    (((4, 3), "float32"),))
+    plan = program.Plan((a, i), (op,), (out, two))
+    back = cuda_plan.decode(json.loads(json.dumps(cuda_plan.encode(plan, {}))), tmp_path)
+    (step,) = back.steps
+    assert step.params == params and step.types == op.types
+    assert type(step.params["dimension_numbers"]) is type(dnums)
+    assert step.params["fill_value"].dtype == np.float32 and step.kind == "per_primitive"
+    assert [x.name for x in step.inputs[:2]] == ["a", "i"] and step.inputs[2].value == 2
+    assert [x.name for x in back.inputs] == ["a", "i"] and back.results[1].aval.dtype == np.int32
+    with pytest.raises(AOTError, match="the primitive 'gather'.*function"):
+        cuda_plan.encode(plan._replace(steps=(op._replace(params={"callback": len}),)), {})
+
+
 def test_the_files_a_device_runs_best_first():
     files = {"cu": "k.cu", **{a: {"ptx": f"k.{a}.ptx", "cubin": f"k.{a}.cubin"}
                               for a in ("sm_80", "sm_86", "sm_90", "sm_90a")}}

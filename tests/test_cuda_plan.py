@@ -95,3 +95,17 @@ def test_control_flow_carries_its_regions_plans():
     assert gemm.sizes == (1, 1, 7, 2) and not gemm.batched and gemm.shape == (2,)
     sort = [s for s in plan.steps if s.kind == "per_primitive"]
     assert {s.primitive for s in sort} == {"sort"}
+
+
+def test_the_executable_prints_its_plan(monkeypatch):
+    from kiln.compiler.backends.cuda import device as D
+    monkeypatch.setenv(D.EMULATE, "1")
+    args = (f32(4, 7), f32(7, 2))
+    f = kiln.jit(cuda_programs.whole, backend="cuda")
+    f(*args)
+    text = f._cache.values()[0].executable.as_text("steps")
+    lines = text.splitlines()
+    assert any(line.startswith("gemm: ") for line in lines)
+    assert any(line.startswith("per_primitive sort: ") for line in lines)
+    loop = next(k for k, line in enumerate(lines) if line.startswith("while_loop: "))
+    assert lines[loop + 1].startswith("    kernel kiln_")   # the predicate's reduction

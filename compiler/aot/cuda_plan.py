@@ -11,15 +11,19 @@ A kernel step is {"kind": "kernel", "kernel": NAME, "files": its manifest entry,
 "outputs", "input_dtypes", "output_dtypes", "output_shapes", "scalars", "sizes", "launch",
 "launch_rule", "starts_from", "scratch"} (aot/cuda.py documents the fields). Any other step
 is {"kind", then the fields of its program step class}: "inputs" and "outputs" as values,
-plans (`body`, `test`, a cond's `branches`) encoded the same way, and the other fields as
-JSON, tuples as lists (decoded as tuples again) and dtypes as {"dtype": name}. A parameter
-JSON cannot hold (a callback's Python function) is an AOTError naming the primitive.
+plans (`body`, `test`, a cond's `branches`) encoded the same way, `params` as an object of
+the primitive's parameters, and the other fields as JSON: tuples as lists (decoded as
+tuples again), dtypes as {"dtype": name}, NumPy scalars as {"scalar", "dtype"}, the
+NamedTuples SSA text can spell (ir/params.py: gather's dimension numbers, ...) as
+{"type": name, "fields": {...}}. A parameter JSON cannot hold (a callback's Python
+function) is an AOTError naming the primitive.
 """
 import numpy as np
 
 from ..backends.cuda import program
 from ..backends.cuda.source import LAUNCH_RULES, Kernel
 from ..ir.abstract import ShapedArray
+from ..ir.params import PARAM_TYPES
 from ..ir.ssa import Literal, Var
 from .targets import AOTError
 
@@ -48,6 +52,8 @@ def _step(step, kernel_files):
             out[field] = encode(value, kernel_files)
         elif field == "branches":
             out[field] = [encode(p, kernel_files) for p in value]
+        elif field == "params":
+            out[field] = {k: _json(x, step) for k, x in value.items()}
         else:
             out[field] = _json(value, step)
     return out
@@ -57,13 +63,14 @@ def _json(value, step):
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, np.generic):
-        return value.item()
+        return {"scalar": value.item(), "dtype": value.dtype.name}
     if isinstance(value, np.dtype):
-        return {"dtype": str(value)}
-    if isinstance(value, (tuple, list)):
+        return {"dtype": value.name}
+    if isinstance(value, tuple) and PARAM_TYPES.get(type(value).__name__) is type(value):
+        return {"type": type(value).__name__,
+                "fields": {f: _json(getattr(value, f), step) for f in value._fields}}
+    if type(value) in (tuple, list):
         return [_json(x, step) for x in value]
-    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        return {k: _json(x, step) for k, x in value.items()}
     what = f"the primitive {step.primitive!r}" if hasattr(step, "primitive") else step.kind
     raise AOTError(f"kiln compile --target cuda cannot write {what}'s step: a parameter is a "
                    f"{type(value).__name__}, which a manifest cannot hold (callbacks need "
@@ -120,6 +127,8 @@ def _decode_step(s, directory):
             fields[field] = decode(value, directory)
         elif field == "branches":
             fields[field] = tuple(decode(p, directory) for p in value)
+        elif field == "params":
+            fields[field] = {k: _from_json(x) for k, x in value.items()}
         else:
             fields[field] = _from_json(value)
     return cls(**fields)
@@ -129,9 +138,11 @@ def _from_json(value):
     if isinstance(value, list):
         return tuple(_from_json(x) for x in value)
     if isinstance(value, dict):
-        if set(value) == {"dtype"}:
-            return np.dtype(value["dtype"])
-        return {k: _from_json(x) for k, x in value.items()}
+        if "type" in value:
+            return PARAM_TYPES[value["type"]](**{f: _from_json(x)
+                                                 for f, x in value["fields"].items()})
+        dtype = np.dtype(value["dtype"])
+        return np.asarray(value["scalar"], dtype)[()] if "scalar" in value else dtype
     return value
 
 

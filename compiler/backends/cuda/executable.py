@@ -301,10 +301,10 @@ class Executable:
         return [s.kind for s in self.program.steps]
 
     def as_text(self, level="cuda"):
-        """The CUDA C of every kernel the program launches ("cuda"), or the plan ("steps")."""
+        """The CUDA C of every kernel the program launches ("cuda"), or the plan ("steps":
+        a line a step, control flow's regions indented below it)."""
         if level == "steps":
-            return "\n".join(f"{s.kind}: {', '.join(v.name for v in s.outs)}"
-                             for s in self.program.steps)
+            return program.describe(self.program.plan)
         if level != "cuda":
             raise ValueError(f"unknown text level {level!r}; the CUDA executable has 'cuda' "
                              f"and 'steps'")

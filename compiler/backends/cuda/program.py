@@ -358,6 +358,19 @@ def regions(step):
         tuple(field for field in step if isinstance(field, Plan))
 
 
+def describe(p, indent=""):
+    """Plan `p` as text, a line a step (a kernel's name, a primitive's), its regions' plans
+    indented below their step."""
+    lines = []
+    for step in p.steps:
+        what = step.kernel.name if step.kind == "kernel" else getattr(step, "primitive", "")
+        results = ", ".join(v.name for v in step.outputs)
+        lines.append(f"{indent}{step.kind}{' ' + what if what else ''}: {results}")
+        for region in regions(step):
+            lines.append(describe(region, indent + "    "))
+    return "\n".join(line for line in lines if line)
+
+
 def kernels(p):
     """Every kernel Plan `p` launches, its regions' included, in order."""
     found = []
