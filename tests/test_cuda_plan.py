@@ -109,3 +109,12 @@ def test_the_executable_prints_its_plan(monkeypatch):
     assert any(line.startswith("per_primitive sort: ") for line in lines)
     loop = next(k for k, line in enumerate(lines) if line.startswith("while_loop: "))
     assert lines[loop + 1].startswith("    kernel kiln_")   # the predicate's reduction
+
+
+def test_the_text_of_a_whole_program_has_its_regions_kernels():
+    _, fused, _ = _staged(cuda_programs.whole, (f32(4, 7), f32(7, 2)))
+    text = program.text(fused, "cuda")
+    assert text.count("__global__ void") == len(program.kernels(program.plan(fused)))
+    assert "= while_loop(...): a host-driven loop" in text and "= sort(...): its NumPy" in text
+    loop = text.index("= while_loop(...)")
+    assert "__shfl_down_sync" in text[loop:text.index("= scan(...)")]   # the predicate's sum

@@ -382,22 +382,39 @@ def kernels(p):
     return found
 
 
-# what runs a top-level equation that no kernel computes, in the CUDA executable's plan
-_HOST_STEPS = {"dot_general": "the device layer's GEMM (cuBLAS)",
-               "fft": "the device layer's FFT (cuFFT)",
-               "cond": "a host-driven branch over device programs",
-               "while_loop": "a host-driven loop over device programs",
-               "scan": "a host-driven loop over device programs",
-               "debug_print": "a host callback on the printed values",
-               "pure_callback": "a host callback on copies of its operands",
-               "debug_callback": "a host callback on copies of its operands"}
+# what runs a step that is not a kernel (text's comment lines)
+_HOW = {"gemm": "the device layer's GEMM (cuBLAS)",
+        "fft": "the device layer's FFT (cuFFT)",
+        "cond": "a host-driven branch over the plans below",
+        "while_loop": "a host-driven loop over the plans below (predicate, body)",
+        "scan": "a host-driven loop over the plan below",
+        "subprogram": "the plan below",
+        "per_primitive": "its NumPy definition over the device's arrays (per_primitive)",
+        "host_effect": "a host callback on the printed values",
+        "host_call": "a host callback on copies of its operands"}
+
+
+def _parts(p):
+    """Plan `p`'s kernels in order, and a comment line for each other step saying what runs
+    it, its regions' parts after it."""
+    parts = []
+    for step in p.steps:
+        if step.kind == "kernel":
+            parts.append(step.kernel)
+            continue
+        name = "dot_general" if step.kind == "gemm" else getattr(step, "primitive", step.kind)
+        results = ", ".join(v.name for v in step.outputs)
+        parts.append(f"// {results} = {name}(...): {_HOW[step.kind]}")
+        for region in regions(step):
+            parts += _parts(region)
+    return parts
 
 
 def text(fn, level):
     """What the CUDA backend makes of SSA Function `fn`: `level` "cuda" (CUDA C) or "ptx"
-    (NVRTC's PTX for sm_90). A function that is one kernel is that kernel; otherwise every
-    kernel of its steps in order, and a comment line for each equation no kernel computes,
-    saying what runs it (its step in `plan`)."""
+    (NVRTC's PTX for sm_90). A function that is one kernel is that kernel; otherwise its
+    plan's kernels in order, and a comment line for each step that is not a kernel, saying
+    what runs it, with its regions' kernels after it."""
     if level not in ("cuda", "ptx"):
         raise ValueError(f"unknown CUDA text level {level!r}; the levels are 'cuda' and 'ptx'")
     try:
@@ -406,16 +423,7 @@ def text(fn, level):
         kernels = None
     if len(fn.eqns) == 1 and fn.eqns[0].prim.name in scan.KERNELS:
         kernels = [kernel for kernel, _, _ in scan.passes(fn)]
-    parts = []
-    for eqn in units(fn) if kernels is None else ():
-        try:
-            parts += [step.kernel for step in equation_steps(eqn)]
-        except BackendUnsupportedError:
-            how = _HOST_STEPS.get(eqn.prim.name, "its NumPy definition over the device's "
-                                                 "arrays (per_primitive)")
-            results = ", ".join(v.name for v in eqn.outvars)
-            parts.append(f"// {results} = {eqn.prim.name}(...): {how}")
-    parts = kernels or parts
+    parts = kernels or _parts(plan(fn))
     if level == "cuda":
         return "\n\n".join(p if isinstance(p, str) else p.source for p in parts)
     from . import nvrtc
