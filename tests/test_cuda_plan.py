@@ -3,6 +3,7 @@ their own) as one plan of device steps, run on the host emulation (emulate.run_p
 CUDA executable's Program over NumPy buffers, GEMM by NumPy) against the reference backend."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import kiln
 import kiln.numpy as jnp
@@ -10,6 +11,9 @@ from kiln import lax, staging
 from kiln.compiler import passes
 from kiln.compiler.backends import reference
 from kiln.compiler.backends.cuda import emulate, program
+from kiln.compiler.ir.abstract import ShapedArray
+from kiln.compiler.ir.builder import Builder
+from kiln.compiler.primitives import emit as E
 
 import cuda_programs
 
@@ -118,3 +122,35 @@ def test_the_text_of_a_whole_program_has_its_regions_kernels():
     assert "= while_loop(...): a host-driven loop" in text and "= sort(...): its NumPy" in text
     loop = text.index("= while_loop(...)")
     assert "__shfl_down_sync" in text[loop:text.index("= scan(...)")]   # the predicate's sum
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from([0, 1, 2]), st.sampled_from([0, 1, 3]), st.sampled_from([0, 1, 4]),
+       st.sampled_from([1, 2]), st.booleans(), st.permutations([0, 1, 2]),
+       st.permutations([0, 1, 2]), st.sampled_from(["float32", "float64", "int32"]))
+def test_gemm_steps_match_the_reference(b, m, k, n, batched, lhs_order, rhs_order, dtype):
+    """dot_general planned as one GEMM step (batch, free and contracted axes in any order;
+    sizes 0 and 1) against the reference backend, on the emulated layer's NumPy GEMM."""
+    dtype = np.dtype(dtype)
+    lhs_axes, rhs_axes = ("b", "m", "k"), ("b", "k", "n")
+    if not batched:
+        lhs_order = [d for d in lhs_order if d] or [1, 2]
+        rhs_order = [d for d in rhs_order if d] or [1, 2]
+    sizes = {"b": b, "m": m, "k": k, "n": n}
+    lhs = [lhs_axes[d] for d in lhs_order]
+    rhs = [rhs_axes[d] for d in rhs_order]
+    dims = (((lhs.index("k"),), (rhs.index("k"),)),
+            (((lhs.index("b"),), (rhs.index("b"),)) if batched else ((), ())))
+    builder = Builder("product")
+    with builder:
+        x = builder.new_input(ShapedArray(tuple(sizes[a] for a in lhs), dtype), "x")
+        y = builder.new_input(ShapedArray(tuple(sizes[a] for a in rhs), dtype), "y")
+        fn = builder.build([E.dot_general(x, y, dimension_numbers=dims)])
+    (gemm,) = program.steps(fn)
+    assert gemm.kind == "gemm" and gemm.batched == batched
+    rng = np.random.default_rng(b * 100 + m * 10 + k)
+    data = [(rng.standard_normal(v.aval.shape) * 4).astype(dtype) for v in fn.invars]
+    (got,) = emulate.run_program(fn, data)
+    (want,) = reference.compile_function(fn)(*data)
+    assert got.shape == np.shape(want) and got.dtype == np.asarray(want).dtype
+    np.testing.assert_allclose(got, np.asarray(want), rtol=1e-5, atol=1e-4)
