@@ -79,6 +79,20 @@ def whole(x, y):
     return last @ y, rows, jnp.argsort(-x[0])
 
 
+def nested(x, n):
+    """Control flow inside control flow: a cond whose branch scans rows with a while loop in
+    the scan's body (regions' plans inside regions' plans)."""
+    def halve_until_small(row):
+        return lax.while_loop(lambda r: jnp.max(jnp.abs(r)) > n, lambda r: r * 0.5, row)
+
+    def body(carry, row):
+        return carry + halve_until_small(row), jnp.sum(row)
+
+    def scanned(v):
+        return lax.scan(body, jnp.zeros(v.shape[1:], v.dtype), v)
+    return lax.cond(jnp.min(x) < 0.0, scanned, lambda v: (v[0], v[:, 0]), x * 4.0)
+
+
 def programs():
     rng = np.random.default_rng(0)
     f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
@@ -98,6 +112,7 @@ def programs():
                                 np.array([3, 2, 0, -2, 1], np.int32), f32(5, 4))),
         ("long_scans", long_scans, (f32(3, 40000),)),
         ("whole", whole, (f32(4, 7), f32(7, 2))),
+        ("nested", nested, (f32(3, 5), np.float32(0.5))),
     ]
 
 

@@ -20,7 +20,7 @@ HAVE_NVRTC, WHY = nvrtc.available()
 pytestmark = [pytest.mark.skipif(not HAVE_NVRTC, reason=WHY),
               pytest.mark.skipif(emulate.compiler() is None, reason="no host C++ compiler")]
 NAMES = ("elementwise", "reductions", "mlp_step", "indexing", "control", "long_scans",
-         "whole")
+         "whole", "nested")
 
 
 @pytest.fixture(scope="module")

@@ -64,6 +64,8 @@ CASES = [
      {"per_primitive"}),
     ("whole", cuda_programs.whole, (f32(4, 7), f32(7, 2)),
      {"per_primitive", "while_loop", "scan", "gemm", "kernel"}),
+    ("nested", cuda_programs.nested, (f32(3, 5), np.float32(0.5)),
+     {"cond", "scan", "while_loop", "kernel"}),
 ]
 
 
