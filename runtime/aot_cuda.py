@@ -12,80 +12,44 @@ driver refuses (a cubin or PTX newer than the driver, say), is passed over for t
 `Steps.sources` says which file each kernel came from and why earlier ones were passed over.
 The emulated layer has no architecture: it compiles the `.cu` text for the host.
 
-Every other step is its equation in the function's fused SSA file, planned as the CUDA
-executable plans it (gemm, control flow, per-primitive). The closed-over
-constants come from `<fn>.constants.npz`. Arguments are checked and flattened, and results
-unflattened, as for CPU libraries (`kiln.aot.Function`); results are arrays on the GPU.
+The manifest holds the whole plan (compiler/aot/cuda_plan.py reads it back): kernels,
+gemm, per-primitive steps and control flow with its regions' plans, run by the CUDA
+executable's Program as `backend="cuda"` runs it; nothing is planned again from the fused
+SSA. The closed-over constants come from `<fn>.constants.npz` and are copied to the device
+once, when the library is loaded, then passed after the arguments at every call.
+Arguments are checked and flattened, and results unflattened, as for CPU libraries
+(`kiln.aot.Function`); results are arrays on the GPU.
 """
 import numpy as np
 
-from .compiler.aot import cuda_files
+from .compiler.aot import cuda_files, cuda_plan
 from .compiler.backends.cuda import device as D
 from .compiler.backends.cuda.executable import Program, to_layer
-from .compiler.backends.cuda.source import Kernel
-from .compiler.ir import parser
-from .compiler.ir.ssa import Function as SSAFunction
 
 
 class Steps:
-    """One function's steps, ready to run on `layer`: `__call__(*input arrays)` returns the
-    results as the layer's arrays."""
+    """One function's plan, ready to run on `layer`: `__call__(*input arrays)` returns the
+    results as the layer's arrays; `program` the CUDA executable's Program of the plan."""
 
     def __init__(self, directory, spec, layer):
         self.layer = layer
-        fused = parser.from_source((directory / spec["files"]["fused"]).read_text())
         with np.load(directory / spec["files"]["constants"]) as saved:
             constants = [saved[f"arr_{k}"] for k in range(len(saved.files))]
         self.constants = [to_layer(layer, c) for c in constants]
-        self.inputs = spec["program_inputs"]
-        self.results = spec["results"]
-        planner = Program(SSAFunction(fused.name, [], [], []), layer, [0])
-        self.steps = [self._kernel(directory, s) if s["kind"] == "kernel" else
-                      self._equation(planner, fused.eqns[s["equation"]], s)
-                      for s in spec["steps"]]
+        plan = cuda_plan.decode({"inputs": spec["program_inputs"], "steps": spec["steps"],
+                                 "results": spec["results"]}, directory)
+        self.program = Program(plan, layer, [0])
         self.sources, texts = {}, []   # kernel name -> (its file, [why others were not])
-        for kind, kernel, s in self.steps:
-            if kind == "kernel" and kernel.name not in self.sources:
-                found = self.sources[kernel.name] = load_kernel(layer, kernel, directory,
-                                                                s["files"])
-                if found[0] == s["files"]["cu"]:
+        for kernel in self.program.kernels():
+            if kernel.name not in self.sources:
+                files = spec["kernels"][kernel.name]
+                found = self.sources[kernel.name] = load_kernel(layer, kernel, directory, files)
+                if found[0] == files["cu"]:
                     texts.append(kernel)
         layer.prepare(texts)   # (all at once: one host library when emulated)
 
-    def _kernel(self, directory, s):
-        kernel = Kernel(s["kernel"], (directory / s["files"]["cu"]).read_text(),
-                        tuple(np.dtype(d) for d in s["input_dtypes"]),
-                        tuple(np.dtype(d) for d in s["output_dtypes"]), tuple(s["scalars"]),
-                        extents=len(s["sizes"]), sizes=tuple(s["sizes"]),
-                        out_shapes=tuple(tuple(x) for x in s["output_shapes"]),
-                        launch=s["launch"], starts_from=tuple(map(tuple, s["starts_from"])),
-                        scratch=tuple((np.dtype(d), n) for d, n in s["scratch"]))
-        return "kernel", kernel, s
-
-    @staticmethod
-    def _equation(planner, eqn, s):
-        return "equation", planner.plan(eqn), s
-
-    def _value(self, env, value):
-        if isinstance(value, dict):
-            return self.layer.to_device(np.asarray(value["literal"], value["dtype"]))
-        return env[value]
-
     def __call__(self, *arrays):
-        layer = self.layer
-        env = dict(zip(self.inputs, [*arrays, *self.constants]))
-        for kind, run, s in self.steps:
-            values = [self._value(env, v) for v in s["inputs"]]
-            if kind == "kernel":
-                outs = [layer.empty(shape, dtype)
-                        for shape, dtype in zip(run.out_shapes, run.outputs)]
-                for k, j in run.starts_from:
-                    outs[k] = values[j].copy()
-                layer.run_kernel(run, values, outs)
-            else:
-                outs = run.run(layer, values)
-            env.update(zip(s["outputs"], outs))
-        return [self._value(env, v) for v in self.results]
+        return self.program(*arrays, *self.constants)
 
 
 def load_kernel(layer, kernel, directory, files):

@@ -63,6 +63,36 @@ def long_scans(x):
     return jnp.cumsum(x), lax.cummax(x, axis=1, reverse=True), lax.cumlogsumexp(x[:2], axis=1)
 
 
+SHIFT = np.linspace(-1.0, 1.0, 7).astype(np.float32)   # a closed-over constant
+
+
+def whole(x, y):
+    """Every kind of step in one program: a sort, a while loop whose predicate is a reduction,
+    a scan, a matmul and a closed-over array."""
+    s = jnp.sort(x + SHIFT, axis=-1)
+    grown = lax.while_loop(lambda c: jnp.sum(c * c) < 400.0, lambda c: c * 1.5 + 0.25, s)
+
+    def body(carry, row):
+        carry = jnp.tanh(carry + row)
+        return carry, jnp.max(carry) * row
+    last, rows = lax.scan(body, jnp.zeros(x.shape[1:], x.dtype), grown)
+    return last @ y, rows, jnp.argsort(-x[0])
+
+
+def nested(x, n):
+    """Control flow inside control flow: a cond whose branch scans rows with a while loop in
+    the scan's body (regions' plans inside regions' plans)."""
+    def halve_until_small(row):
+        return lax.while_loop(lambda r: jnp.max(jnp.abs(r)) > n, lambda r: r * 0.5, row)
+
+    def body(carry, row):
+        return carry + halve_until_small(row), jnp.sum(row)
+
+    def scanned(v):
+        return lax.scan(body, jnp.zeros(v.shape[1:], v.dtype), v)
+    return lax.cond(jnp.min(x) < 0.0, scanned, lambda v: (v[0], v[:, 0]), x * 4.0)
+
+
 def programs():
     rng = np.random.default_rng(0)
     f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
@@ -81,6 +111,8 @@ def programs():
         ("indexing", indexing, (f32(5, 4), np.array([0, 4, -1, 9, -7], np.int32),
                                 np.array([3, 2, 0, -2, 1], np.int32), f32(5, 4))),
         ("long_scans", long_scans, (f32(3, 40000),)),
+        ("whole", whole, (f32(4, 7), f32(7, 2))),
+        ("nested", nested, (f32(3, 5), np.float32(0.5))),
     ]
 
 

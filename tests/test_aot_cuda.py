@@ -19,7 +19,8 @@ import cuda_programs
 HAVE_NVRTC, WHY = nvrtc.available()
 pytestmark = [pytest.mark.skipif(not HAVE_NVRTC, reason=WHY),
               pytest.mark.skipif(emulate.compiler() is None, reason="no host C++ compiler")]
-NAMES = ("elementwise", "reductions", "mlp_step", "indexing", "control", "long_scans")
+NAMES = ("elementwise", "reductions", "mlp_step", "indexing", "control", "long_scans",
+         "whole", "nested")
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +68,8 @@ def test_the_manifest_describes_inputs_outputs_and_steps(compiled):
             assert all(n > 0 for _, n in step["scratch"])
             assert step["sizes"] and step["launch_rule"] and step["files"]["sm_90"]["cubin"]
         else:
-            assert isinstance(step["equation"], int) and step["primitive"]
+            assert step["kind"] in ("gemm", "subprogram") and "equation" not in step
+            assert step.get("sizes") or step["body"]["steps"]
     assert all(isinstance(v, dict) or v in defined for v in mlp["results"])
     scatter = [s for s in functions["indexing"]["steps"] if s["kernel"].startswith("kiln_scatter")]
     assert scatter and all(s["starts_from"] == [[0, 0]] for s in scatter)
@@ -94,6 +96,98 @@ def test_the_loaded_library_matches_jit(compiled, monkeypatch):
                                        err_msg=name)
     with pytest.raises(TypeError, match="elementwise"):
         lib.elementwise(np.ones((5, 7), np.float32))
+
+
+def _walk(plan):
+    """Every step of a manifest plan, its regions' plans' included (depth first)."""
+    for step in plan["steps"]:
+        yield step
+        for region in step.get("branches", []) + [step[k] for k in ("test", "body") if k in step]:
+            yield from _walk(region)
+
+
+def test_the_manifest_holds_the_whole_plan(compiled):
+    """Control flow carries its regions' plans with their kernels' files, sort is a
+    per-primitive step with its parameters, the closed-over array is a file of its own."""
+    directory, manifest, _ = compiled
+    whole = {f["name"]: f for f in manifest["functions"]}["whole"]
+    top = {"inputs": whole["program_inputs"], "steps": whole["steps"],
+           "results": whole["results"]}
+    steps = list(_walk(top))
+    assert {"kernel", "gemm", "per_primitive", "while_loop", "scan"} <= \
+        {s["kind"] for s in steps}
+    (loop,) = [s for s in whole["steps"] if s["kind"] == "while_loop"]
+    assert loop["speculate"] is True and loop["num_consts"] == 0
+    assert [s["kind"] for s in loop["test"]["steps"]] == ["kernel"]
+    (scan,) = [s for s in whole["steps"] if s["kind"] == "scan"]
+    assert scan["length"] == 4 and scan["types"] == [[[4, 7], "float32"]]
+    inner = {s["kernel"] for region in (loop["test"], loop["body"], scan["body"])
+             for s in _walk(region) if s["kind"] == "kernel"}
+    assert inner and inner <= set(whole["kernels"])
+    for s in steps:
+        if s["kind"] == "kernel":
+            assert (directory / s["files"]["sm_90"]["cubin"]).exists()
+    sorts = [s for s in steps if s["kind"] == "per_primitive"]
+    assert {s["primitive"] for s in sorts} == {"sort"}
+    assert all(s["params"]["dimension"] in (0, 1) and s["types"] for s in sorts)
+    with np.load(directory / whole["files"]["constants"]) as saved:
+        constants = [saved[k] for k in saved.files]
+    assert any(c.dtype == np.float32 and c.shape[-1:] == (7,) and (c == cuda_programs.SHIFT).all()
+               for c in constants)   # (x + SHIFT's broadcast SHIFT)
+    assert len(whole["program_inputs"]) == len(whole["inputs"]) + len(constants)
+
+
+def test_the_loader_plans_nothing_and_loads_the_constants(compiled, monkeypatch):
+    """The loader never reads the fused SSA (the plan is the manifest's), and the closed-over
+    array it passes comes from the artifact, not from the module's global."""
+    directory, manifest, programs = compiled
+    from kiln.compiler.backends.cuda import program
+    from kiln.compiler.ir import parser
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the loader planned again")
+    monkeypatch.setattr(program, "plan", refuse)
+    monkeypatch.setattr(parser, "from_source", refuse)
+    spec = {f["name"]: f for f in manifest["functions"]}["whole"]
+    device = _FakeDevice("sm_90")
+    steps = aot_cuda.Steps(directory, spec, device)
+    assert set(steps.sources) == set(spec["kernels"]) and not device.texts
+    assert all(name.endswith(".sm_90.cubin") for name, _ in steps.sources.values())
+    monkeypatch.setenv(D.EMULATE, "1")
+    fn, args = programs["whole"]
+    want = [np.asarray(w) for w in kiln.tree_util.tree_leaves(kiln.jit(fn)(*args))]
+    lib = kiln.aot.load(directory)
+    monkeypatch.setattr(cuda_programs, "SHIFT", cuda_programs.SHIFT + 100.0)
+    got = kiln.tree_util.tree_leaves(lib["whole"](*args))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-5)
+
+
+def test_step_parameters_survive_the_manifest(tmp_path):
+    """A per-primitive step's parameters (dimension numbers, tuples, dtypes, NumPy scalars)
+    come back from the manifest's JSON as they were; a callback is refused, naming it."""
+    from kiln.compiler.aot import AOTError, cuda_plan
+    from kiln.compiler.backends.cuda import program
+    from kiln.compiler.ir.abstract import ShapedArray
+    from kiln.compiler.ir.params import PARAM_TYPES
+    from kiln.compiler.ir.ssa import Literal, Var
+    dnums = PARAM_TYPES["GatherDimensionNumbers"]((1,), (0,), (0,), (), ())
+    params = {"dimension_numbers": dnums, "slice_sizes": (1, 3), "fill_value": np.float32(0.5),
+              "dtype": np.dtype("int8"), "mode": "fill", "unique": None}
+    a, i, out = Var("a", None), Var("i", None), Var("out", None)
+    two = Literal(np.int32(2), ShapedArray((), np.dtype("int32")))
+    op = program.Op("per_primitive", "gather", params, (a, i, two), (out,),
+                    (((4, 3), "float32"),))
+    plan = program.Plan((a, i), (op,), (out, two))
+    back = cuda_plan.decode(json.loads(json.dumps(cuda_plan.encode(plan, {}))), tmp_path)
+    (step,) = back.steps
+    assert step.params == params and step.types == op.types
+    assert type(step.params["dimension_numbers"]) is type(dnums)
+    assert step.params["fill_value"].dtype == np.float32 and step.kind == "per_primitive"
+    assert [x.name for x in step.inputs[:2]] == ["a", "i"] and step.inputs[2].value == 2
+    assert [x.name for x in back.inputs] == ["a", "i"] and back.results[1].aval.dtype == np.int32
+    with pytest.raises(AOTError, match="the primitive 'gather'.*function"):
+        cuda_plan.encode(plan._replace(steps=(op._replace(params={"callback": len}),)), {})
 
 
 def test_the_files_a_device_runs_best_first():
@@ -154,7 +248,7 @@ def test_the_loader_passes_over_what_the_driver_refuses(compiled, tmp_path):
     for name, passed in steps.sources.values():
         assert name.endswith(".sm_90.ptx") and passed == [
             f"{name[:-len('ptx')]}cubin: refused {name[:-len('ptx')]}cubin"]
-    kernel = steps.steps[0][1]
+    kernel = steps.program.kernels()[0]
     files = spec["kernels"][kernel.name]
     cubin = (directory / files["sm_80"]["cubin"]).read_bytes()
     (tmp_path / files["sm_90"]["cubin"]).write_bytes(cubin)    # an sm_80 cubin labelled sm_90

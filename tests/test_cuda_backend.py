@@ -86,8 +86,8 @@ def test_a_while_loop_that_prints_or_carries_much_reads_it_every_trip(emulated, 
     f(x, np.int32(5))
     assert f._cache.values()[0].executable.host_syncs == 6
     assert capsys.readouterr().out.count("trip") == 5   # no speculative trip prints
-    from kiln.compiler.backends.cuda import executable as X
-    monkeypatch.setattr(X, "SPECULATE_BYTES", 8)
+    from kiln.compiler.backends.cuda import program
+    monkeypatch.setattr(program, "SPECULATE_BYTES", 8)
     g = kiln.jit(count_to, backend="cuda")
     g(x, np.int32(5))
     assert g._cache.values()[0].executable.host_syncs == 6

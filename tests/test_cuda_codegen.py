@@ -420,7 +420,9 @@ def test_unsupported_groups_are_named():
         fn = b.build([E.dot_general(x, x, dimension_numbers=(((1,), (1,)), ((), ())))])
     with pytest.raises(BackendUnsupportedError, match="cannot compile the primitive "
                                                       "'dot_general'.*reductions so far"):
-        program.steps(fn)
+        program.equation_steps(fn.eqns[0])
+    (gemm,) = program.steps(fn)   # the whole program's plan: a GEMM step instead
+    assert gemm.kind == "gemm" and gemm.sizes == (1, 4, 3, 4) and gemm.left == (0, 1)
 
 
 FLOAT_FUNCTIONS = ["exp2", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",

@@ -27,7 +27,6 @@ import tempfile
 
 import numpy as np
 
-from ...ir.ssa import Literal
 
 PRELUDE = r"""
 #include <atomic>
@@ -233,15 +232,18 @@ def run(kernel, inputs, extents=None, blocks=3, threads=32):
 
 
 def run_program(fn, inputs, blocks=3, threads=32):
-    """`fn`'s results (NumPy) for NumPy `inputs`: its program.steps run one after the other
-    on the host, each kernel's outputs kept by name for the kernels that read them."""
-    from .program import steps
-    env = {v.name: np.asarray(x) for v, x in zip(fn.invars, inputs)}
+    """`fn`'s results (NumPy) for NumPy `inputs`: its whole plan (program.plan: kernels,
+    gemm, per-primitive steps, control flow over its regions' plans) run by the CUDA
+    executable's Program on the emulated layer, every kernel with a grid of `blocks` x
+    `threads`, GEMM by NumPy."""
+    from .device import EmulatedLayer
+    from .executable import Program, to_layer
+    from .program import plan
 
-    def value(v):
-        return np.asarray(v.value, v.aval.dtype) if isinstance(v, Literal) else env[v.name]
-    for step in steps(fn):
-        got = run(step.kernel, [value(v) for v in step.inputs], blocks=blocks, threads=threads)
-        for v, x, shape in zip(step.outputs, got, step.kernel.out_shapes):
-            env[v.name] = x.reshape(shape)
-    return [value(v) for v in fn.outvars]
+    class Sized(EmulatedLayer):
+        def launch_shape(self, kernel):
+            return blocks, threads
+    layer = Sized()
+    planned = Program(plan(fn), layer, [0])
+    load_all(planned.kernels())
+    return [np.asarray(x) for x in planned(*[to_layer(layer, x) for x in inputs])]
