@@ -298,7 +298,7 @@ def test_every_file_is_written_and_hashed(built, which):
 
 def test_manifest_header_and_stages(built):
     directory, manifest = built["multi"]
-    assert manifest["format"] == "kiln-aot" and manifest["manifest_version"] == 1
+    assert manifest["format"] == "kiln-aot" and manifest["manifest_version"] == 2
     assert manifest["kiln_version"] == kiln.__version__
     assert manifest["library"] == "libmulti.so" and manifest["header"] == "multi.h"
     assert manifest["target"]["mode"] == "native"

@@ -483,7 +483,7 @@ def test_missing_manifest_and_directory(copy, tmp_path):
 @pytest.mark.parametrize("change, patterns", [
     (lambda m: m.update(kiln_version="99.1.0"),
      [f"was compiled by kiln 99.1.0, this is kiln {kiln.__version__}", "kiln compile"]),
-    (lambda m: m.update(manifest_version=2), ["manifest version 2", "reads version 1"]),
+    (lambda m: m.update(manifest_version=3), ["manifest version 3", "reads version 2"]),
     (lambda m: m.update(format="other"), ["is not a kiln AOT manifest"]),
     (lambda m: m["files"].update({"../outside.txt": "0" * 64}),
      ["names the file '../outside.txt', which is not a plain file name"]),

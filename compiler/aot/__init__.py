@@ -50,8 +50,8 @@ returns 0 or an error code (manifest.ERROR_CODES); `int <NAME>_init(void)`,
 with kiln_mpi.o, `int <NAME>_mpi_setup(MPI_Comm, double timeout)` and
 `int <NAME>_mpi_teardown(void)` (the header includes mpi.h; mpicc links the library).
 
-manifest.json (MANIFEST_VERSION 1):
-  {"format": "kiln-aot", "manifest_version": 1, "kiln_version", "llvm_version",
+manifest.json (MANIFEST_VERSION 2):
+  {"format": "kiln-aot", "manifest_version": 2, "kiln_version", "llvm_version",
    "llvmlite_version", "python": "3.11", "numpy", "x64": bool (jax_enable_x64 at compile time),
    "name": NAME, "library": "libNAME.so", "header": "NAME.h", "glue": "NAME_glue.c",
    "runtime_object": "kiln_runtime.o",

@@ -27,7 +27,7 @@ import sys
 from collections import namedtuple
 
 FORMAT = "kiln-aot"
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
 
 # Status codes of an exported function besides 0 (success); any other non-zero code c is
 # ENTRY_STATUS_BASE + the compiled code's own status.
