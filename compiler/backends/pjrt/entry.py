@@ -1,0 +1,354 @@
+"""A CPython builtin that runs one PJRT executable on Python objects: no ctypes, no Python frame.
+
+`make(spec)` gives a `builtin_function_or_method` whose C function is emitted here with
+llvmlite, `PyObject* entry(PyObject* self, PyObject* const* args, Py_ssize_t nargs)`
+(METH_FASTCALL), wrapped with `PyCFunction_NewEx` on a `PyMethodDef` built in memory and kept
+alive by `self`. It is called with one argument, the tuple of a call's arguments, and:
+
+1. checks them natively: the tuple's length, that the executable is live (its `live` list is
+   not empty), the guards (`guards_ok()`, when there is one, must return True), and for each
+   argument that it is exactly an `Array` (the `array` type given) with the expected weak type
+   (the very object: True or False), whose `_value` is exactly a `DeviceBuffer` of the
+   expected `layer`, whose `data` is exactly a `Buffer` with a handle (an int) and the expected
+   shape and dtype (the same objects, else equal by `==`);
+2. runs `PJRT_LoadedExecutable_Execute` on the handles (and the constants' handles) through
+   the plug-in's function pointer, with its structs and the output handles on the native
+   stack, the GIL released around the call (as jaxlib does around its Execute);
+3. makes each output as `object.__new__` would (`PyType_GenericAlloc`) and fills its slots
+   (a Buffer with its client, handle, device, shape and dtype, `_host` and `_done` None; a
+   DeviceBuffer of it and the layer; an Array of that with the output's weak type), and
+   returns the single Array, or a tuple of them, or `finish(tuple)` when a pytree is given.
+
+Anything that does not match returns the `miss` object given, with nothing run, and the
+caller takes its Python path. A plug-in error is passed, as an int, to `raise_error` (which
+raises the PjrtError with the plug-in's message); the entry then returns NULL with that
+exception set. An exception from the guards or from a shape or dtype comparison propagates
+the same way. References are exact: arguments are borrowed, each new object's slots own one
+reference to what they hold. Should an allocation fail (MemoryError) after the execution,
+the outputs not yet wrapped are not destroyed on the device.
+
+What it reads of CPython's objects (the type pointer at 8, a tuple's items at 24 and its size
+at 16, a list's size at 16, a bytes object's data at 32, the slots of the classes given at
+the offsets their member descriptors hold) is checked against the running interpreter by
+`available()`, which also needs the C API functions below; where anything differs the caller
+keeps its Python path. The code is one object per (arguments, constants, outputs, form),
+compiled once per machine and loaded once per process (`native.load`); everything
+process-specific (function addresses, offsets, the objects compared against) is data in
+`self`, a tuple: a bytes object of words, then objects (see `_WORDS` and `_ITEMS`).
+"""
+import ctypes as C
+import functools
+import sys
+
+from . import api, native
+
+_API = ("PyType_GenericAlloc", "PyLong_AsVoidPtr", "PyLong_FromVoidPtr", "Py_IncRef",
+        "Py_DecRef", "PyEval_SaveThread", "PyEval_RestoreThread", "PyObject_RichCompareBool",
+        "PyTuple_New", "PyObject_Vectorcall")
+_SLOTS = (("array", "_value"), ("array", "weak_type"), ("device_buffer", "data"),
+          ("device_buffer", "layer"), ("buffer", "client"), ("buffer", "handle"),
+          ("buffer", "device"), ("buffer", "shape"), ("buffer", "dtype"), ("buffer", "_host"),
+          ("buffer", "_done"))
+# self's bytes: execute, executable, options, the C API functions, the slots' offsets, the
+# addresses of int, tuple and True, then the constants' handles.
+_WORDS = ("execute", "executable", "options", *_API, *(f"{c}.{s}" for c, s in _SLOTS),
+          "int", "tuple", "true")
+# self's objects after the bytes, then (weak, shape, dtype) per argument and per output.
+_ITEMS = ("words", "array", "device_buffer", "buffer", "layer", "miss", "live", "guards_ok",
+          "raise_error", "finish", "client", "device", "none", "keep")
+OB_TYPE, VAR_SIZE, TUPLE_ITEMS, BYTES_DATA = 8, 16, 24, 32
+_MEMBER_DESCR = 40      # PyMemberDescrObject.d_member (after PyDescr_COMMON)
+_T_OBJECT_EX = 16
+_METH_FASTCALL = 0x80
+_PY_EQ = 2
+
+
+class Spec:
+    """What an entry checks and makes (see the module docstring): `function` (the
+    ctypes-path executable's `native.Context`, for the execute address, executable and
+    options), `array`, `device_buffer`, `buffer` (the three classes), `layer`, `client`,
+    `device` (the Buffer slots of outputs), `inputs` and `outputs` ([(weak, shape, dtype)]),
+    `constants` (handles), `single` (return the one output itself), `finish` (None, or a
+    function of the outputs' tuple), `guards_ok` (None or a function), `live`, `miss`,
+    `raise_error`, `keep` (anything else to keep alive)."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+
+def _address(name):
+    return C.cast(getattr(C.pythonapi, name), C.c_void_p).value
+
+
+def slot_offset(cls, name):
+    """The offset of `cls`'s `__slots__` member `name` in its instances, from its member
+    descriptor (PyMemberDescrObject -> PyMemberDef), or None where that is not a plain object
+    slot."""
+    descriptor = next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
+    if type(descriptor).__name__ != "member_descriptor":
+        return None
+    member = C.c_void_p.from_address(id(descriptor) + _MEMBER_DESCR).value
+    if not member or C.string_at(C.c_void_p.from_address(member).value) != name.encode() \
+            or C.c_int.from_address(member + 8).value != _T_OBJECT_EX:
+        return None
+    return C.c_ssize_t.from_address(member + 16).value
+
+
+def _offsets(classes):
+    """{"class.slot": offset} for _SLOTS, each checked on an instance (a sentinel set through
+    Python read back at the offset, then removed), or None."""
+    found = {}
+    for role, name in _SLOTS:
+        cls = classes[role]
+        if type(cls) is not type or cls.__new__ is not object.__new__:
+            return None
+        offset = slot_offset(cls, name)
+        if offset is None:
+            return None
+        sample, sentinel = object.__new__(cls), object()
+        setattr(sample, name, sentinel)
+        seen = C.c_void_p.from_address(id(sample) + offset).value
+        delattr(sample, name)
+        if seen != id(sentinel):
+            return None
+        found[f"{role}.{name}"] = offset
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def _layout_ok():
+    if sys.implementation.name != "cpython" or not all(hasattr(C.pythonapi, n) for n in _API):
+        return False
+    data, listed = b"kiln", [1, 2, 3]
+    pack = (data, None)
+    read = C.c_void_p.from_address
+    return (read(id(pack) + OB_TYPE).value == id(tuple)
+            and C.c_ssize_t.from_address(id(pack) + VAR_SIZE).value == 2
+            and read(id(pack) + TUPLE_ITEMS).value == id(data)
+            and C.c_ssize_t.from_address(id(listed) + VAR_SIZE).value == 3
+            and C.string_at(id(data) + BYTES_DATA, 4) == data)
+
+
+def available(array, device_buffer, buffer):
+    """The slot offsets of the three classes when this interpreter has the layout the entry
+    reads (see the module docstring), else None."""
+    if not _layout_ok():
+        return None
+    return _offsets({"array": array, "device_buffer": device_buffer, "buffer": buffer})
+
+
+_METHOD_DEF = C.c_void_p * 4   # ml_name, ml_meth, ml_flags (an int, padded), ml_doc
+_NEW = C.pythonapi.PyCFunction_NewEx
+_NEW.argtypes, _NEW.restype = [C.c_void_p, C.py_object, C.c_void_p], C.py_object
+
+
+def make(spec, offsets):
+    """The builtin for `spec` (offsets: `available(...)`)."""
+    n, m, k = len(spec.inputs), len(spec.outputs), len(spec.constants)
+    form = "single" if spec.single else "tuple"
+    symbol = f"kiln_pjrt_entry_{n}_{k}_{m}_{form}"
+    function = native.load(f"kiln.pjrt.entry.{n}.{k}.{m}.{form}",
+                           lambda module: _emit(module, symbol, n, k, m, spec.single), symbol,
+                           source=__file__)
+    context = spec.function
+    words = [context.words[i] or 0 for i in range(3)]
+    words += [_address(a) for a in _API] + [offsets[f"{c}.{s}"] for c, s in _SLOTS]
+    words += [id(int), id(tuple), id(True)] + list(spec.constants)
+    data = b"".join(w.to_bytes(8, "little", signed=w < 0) for w in words)
+    name = b"kiln_pjrt_fast_path"
+    method = _METHOD_DEF(C.cast(C.c_char_p(name), C.c_void_p).value, function, _METH_FASTCALL,
+                         None)
+    items = [data, spec.array, spec.device_buffer, spec.buffer, spec.layer, spec.miss,
+             spec.live, spec.guards_ok, spec.raise_error, spec.finish, spec.client, spec.device,
+             None, (method, name, context, spec.keep)]
+    for weak, shape, dtype in (*spec.inputs, *spec.outputs):
+        items += [weak, shape, dtype]
+    return _NEW(C.addressof(method), tuple(items), None)
+
+
+# ------------------------------------------------------------------------------------ IR
+
+class _Entry(native._Emitter):
+    """The entry's builder: `item(name)` reads self's objects, `word(name)` its bytes,
+    `capi(name, *args)` calls a C API function, `require(condition)` goes on only where it
+    holds (else the miss block returns the miss object)."""
+
+    def __init__(self, module, symbol):
+        super().__init__(module, symbol, 3)
+        self.self_, self.argv, self.nargs = self.function.args
+        self.data = self.builder.add(self.load(self.self_, TUPLE_ITEMS), self.i64(BYTES_DATA))
+        block = self.builder.block
+        self.miss = self.function.append_basic_block("miss")
+        self.builder.position_at_end(self.miss)
+        missed = self.item("miss")
+        self.capi("Py_IncRef", missed)
+        self.builder.ret(missed)
+        self.builder.position_at_end(block)
+        self.null = self.function.append_basic_block("error")
+        with_error = self.ir.IRBuilder(self.null)
+        with_error.ret(self.i64(0))
+
+    def item(self, name, extra=0):
+        index = _ITEMS.index(name) if isinstance(name, str) else len(_ITEMS) + name
+        return self.load(self.self_, TUPLE_ITEMS + 8 * (index + extra))
+
+    def word(self, name, extra=0):
+        return self.load(self.data, 8 * (_WORDS.index(name) + extra))
+
+    def capi(self, name, *args, returns=None):
+        return self.call_address(self.word(name), args, returns)
+
+    def call_address(self, address, args, returns=None):
+        returns = returns or self.i64
+        kind = self.ir.FunctionType(returns, [self.i64] * len(args))
+        return self.builder.call(self.builder.inttoptr(address, kind.as_pointer()), args)
+
+    def require(self, condition):
+        ok = self.function.append_basic_block("ok")
+        self.builder.cbranch(condition, ok, self.miss)
+        self.builder.position_at_end(ok)
+
+    def equal(self, a, b):
+        return self.builder.icmp_unsigned("==", a, b)
+
+    def type_is(self, obj, name):
+        self.require(self.builder.icmp_unsigned("!=", obj, self.i64(0)))
+        self.require(self.equal(self.load(obj, OB_TYPE), self.item(name)))
+
+    def fails_if(self, condition):
+        """Return NULL (an exception is set) where `condition` holds."""
+        ok = self.function.append_basic_block("ok")
+        self.builder.cbranch(condition, self.null, ok)
+        self.builder.position_at_end(ok)
+
+    def field(self, obj, name):
+        """The object in `obj`'s slot `name` (a borrowed reference, 0 where unset)."""
+        address = self.builder.add(obj, self.word(name))
+        return self.builder.load(self.builder.inttoptr(address, self.i64.as_pointer()))
+
+    def set_slot(self, obj, name, value, owned=False):
+        """Store `value` in a fresh object's slot: a new reference to it unless `owned`."""
+        if not owned:
+            self.capi("Py_IncRef", value)
+        address = self.builder.add(obj, self.word(name))
+        self.builder.store(value, self.builder.inttoptr(address, self.i64.as_pointer()))
+
+    def same_or_equal(self, value, expected):
+        """Require `value is expected or value == expected` (an exception propagates)."""
+        b = self.builder
+        done = self.function.append_basic_block("same")
+        compare = self.function.append_basic_block("compare")
+        b.cbranch(self.equal(value, expected), done, compare)
+        b.position_at_end(compare)
+        result = self.capi("PyObject_RichCompareBool", value, expected, self.i64(_PY_EQ),
+                           returns=self.ir.IntType(32))
+        self.fails_if(b.icmp_signed("<", result, self.ir.IntType(32)(0)))
+        self.require(b.icmp_signed("!=", result, self.ir.IntType(32)(0)))
+        b.branch(done)
+        b.position_at_end(done)
+
+    def vectorcall(self, callable_, args):
+        """callable_(*args) (a new reference, or 0 with an exception set)."""
+        array = self.words(max(1, len(args)))
+        for i, value in enumerate(args):
+            self.store(value, array, 8 * i)
+        return self.capi("PyObject_Vectorcall", callable_, array, self.i64(len(args)),
+                         self.i64(0))
+
+    def alloc(self, name):
+        """A new zeroed instance of the class `name` (object.__new__'s allocation)."""
+        return self.capi("PyType_GenericAlloc", self.item(name), self.i64(0))
+
+
+def _emit(module, symbol, n, k, m, single):
+    e = _Entry(module, symbol)
+    b, zero = e.builder, e.i64(0)
+    e.require(e.equal(e.nargs, e.i64(1)))
+    args = e.load(e.argv, 0)
+    e.require(e.equal(e.load(args, OB_TYPE), e.word("tuple")))
+    e.require(e.equal(e.load(args, VAR_SIZE), e.i64(n)))
+    e.require(b.icmp_unsigned("!=", e.load(e.item("live"), VAR_SIZE), zero))
+    guards = e.item("guards_ok")
+    with b.if_then(b.icmp_unsigned("!=", guards, e.item("none"))):
+        result = e.vectorcall(guards, [])
+        e.fails_if(e.equal(result, zero))
+        e.capi("Py_DecRef", result)
+        e.require(e.equal(result, e.word("true")))
+    handles = e.words(max(1, n + k))
+    for i in range(n):
+        a = e.load(args, TUPLE_ITEMS + 8 * i)
+        e.require(e.equal(e.load(a, OB_TYPE), e.item("array")))
+        e.require(e.equal(e.field(a, "array.weak_type"), e.item(3 * i)))
+        v = e.field(a, "array._value")
+        e.type_is(v, "device_buffer")
+        e.require(e.equal(e.field(v, "device_buffer.layer"), e.item("layer")))
+        buffer = e.field(v, "device_buffer.data")
+        e.type_is(buffer, "buffer")
+        e.same_or_equal(e.field(buffer, "buffer.shape"), e.item(3 * i + 1))
+        e.same_or_equal(e.field(buffer, "buffer.dtype"), e.item(3 * i + 2))
+        handle = e.field(buffer, "buffer.handle")
+        e.require(b.icmp_unsigned("!=", handle, zero))
+        e.require(e.equal(e.load(handle, OB_TYPE), e.word("int")))
+        pointer = e.capi("PyLong_AsVoidPtr", handle)
+        e.require(b.icmp_unsigned("!=", pointer, zero))
+        e.store(pointer, handles, 8 * i)
+    for j in range(k):
+        e.store(e.word("true", 1 + j), handles, 8 * (n + j))
+    outputs = e.words(max(1, m))
+    argument_list, output_list = e.words(1), e.words(1)
+    e.store(handles, argument_list, 0)
+    e.store(outputs, output_list, 0)
+    execute = e.struct(api.Execute, executable=e.word("executable"), options=e.word("options"),
+                       argument_lists=argument_list, num_devices=e.i64(1),
+                       num_args=e.i64(n + k), output_lists=output_list)
+    state = e.capi("PyEval_SaveThread")
+    error = e.call(e.word("execute"), execute)
+    e.capi("PyEval_RestoreThread", state, returns=e.ir.VoidType())
+    with b.if_then(b.icmp_unsigned("!=", error, zero), likely=False):
+        code = e.capi("PyLong_FromVoidPtr", error)
+        e.fails_if(e.equal(code, zero))
+        raised = e.vectorcall(e.item("raise_error"), [code])
+        e.capi("Py_DecRef", code)
+        with b.if_then(b.icmp_unsigned("!=", raised, zero)):
+            e.capi("Py_DecRef", raised)
+        b.branch(e.null)
+    made = zero if single else e.capi("PyTuple_New", e.i64(m))
+    if not single:
+        e.fails_if(e.equal(made, zero))
+    for j in range(m):
+        at = 3 * (n + j)
+        buffer = e.alloc("buffer")
+        e.fails_if(e.equal(buffer, zero))
+        e.set_slot(buffer, "buffer.client", e.item("client"))
+        e.set_slot(buffer, "buffer.device", e.item("device"))
+        e.set_slot(buffer, "buffer.shape", e.item(at + 1))
+        e.set_slot(buffer, "buffer.dtype", e.item(at + 2))
+        e.set_slot(buffer, "buffer._host", e.item("none"))
+        e.set_slot(buffer, "buffer._done", e.item("none"))
+        e.set_slot(buffer, "buffer.handle", e.capi("PyLong_FromVoidPtr", e.load(outputs, 8 * j)),
+                   owned=True)
+        wrapped = e.alloc("device_buffer")
+        with b.if_then(e.equal(wrapped, zero), likely=False):
+            e.capi("Py_DecRef", buffer)
+            b.branch(e.null)
+        e.set_slot(wrapped, "device_buffer.data", buffer, owned=True)
+        e.set_slot(wrapped, "device_buffer.layer", e.item("layer"))
+        out = e.alloc("array")
+        with b.if_then(e.equal(out, zero), likely=False):
+            e.capi("Py_DecRef", wrapped)
+            b.branch(e.null)
+        e.set_slot(out, "array._value", wrapped, owned=True)
+        e.set_slot(out, "array.weak_type", e.item(at))
+        if single:
+            made = out
+        else:
+            e.store(out, made, TUPLE_ITEMS + 8 * j)
+    if single:
+        b.ret(made)
+        return
+    finish = e.item("finish")
+    with b.if_then(e.equal(finish, e.item("none"))):
+        b.ret(made)
+    result = e.vectorcall(finish, [made])
+    e.capi("Py_DecRef", made)
+    b.ret(result)
