@@ -468,8 +468,28 @@ def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=(),
         from .sharding import SingleDeviceSharding
         out_shardings = out_shardings if out_shardings is not None else \
             SingleDeviceSharding(device)
-    return Jitted(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
-                  backend, inline, keep_unused, in_shardings, out_shardings)
+    kind = NativeCallJitted if backend == "pjrt" and in_shardings is None and \
+        out_shardings is None else Jitted
+    return kind(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
+                backend, inline, keep_unused, in_shardings, out_shardings)
+
+
+class NativeCallJitted(Jitted):
+    """`kiln.jit(f, backend="pjrt")` without shardings. Its `_fast` is a slot, at an offset
+    native code can read, so that `__call__` can be a native method (runtime/pjrt.py
+    installs it with the first native fast path: compiler/backends/pjrt/methods.py). That
+    method makes the checks of `Jitted.__call__`'s first lines (`native_call_checks`; no
+    keywords; this class has no shardings and, its backend named, no fallback) and calls the
+    fast path's entry directly; anything else is `Jitted.__call__`."""
+    __slots__ = ("_fast",)
+
+
+def native_call_checks():
+    """What a native `__call__` reads before the fast path: the (object, attribute) pairs
+    that must be False (jit disabled, execution guards, float checks), and those that must
+    be an empty list (the builders of a function being specialised)."""
+    return ([(_DISABLED, "on"), (_GUARDS, "no_execution"), (_FLOAT_CHECKS, "on")],
+            [(_BUILDERS, "stack")])
 
 
 def make_ir(fun, static_argnums=(), static_argnames=()):

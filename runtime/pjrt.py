@@ -33,7 +33,8 @@ import numpy as np
 from .array import Array
 from .compiler.backends.cuda.device import DeviceBuffer
 from .compiler.backends.pjrt import client as pjrt
-from .compiler.backends.pjrt import entry as native_entry, plugins, topology as topologies
+from .compiler.backends.pjrt import entry as native_entry, methods as native_methods, \
+    plugins, topology as topologies
 from .compiler.backends.pjrt.replicated import ReplicatedExecutable
 from .compiler.errors import BackendUnsupportedError
 from .devices import Device, chosen_cpu_count
@@ -313,6 +314,10 @@ class Program:
         if not offsets:
             return _python_call(compiled, layer, avals, constants, placed, weak,
                                 outputs.rebuild, guards_ok)
+        native_methods.install(Array, DeviceBuffer, pjrt.Buffer, compiled.client, offsets)
+        from .jit import Jitted, NativeCallJitted, native_call_checks
+        native_methods.install_call(NativeCallJitted, "_fast", Jitted.__call__, MISS,
+                                    *native_call_checks())
         info = compiled.device
         spec = native_entry.Spec(
             function=compiled.runner().context, array=Array, device_buffer=DeviceBuffer,

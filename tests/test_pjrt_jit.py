@@ -46,6 +46,18 @@ def device():
     return kiln.devices("pjrt")[0]
 
 
+@pytest.fixture(params=["native", "python"])
+def fast_path(request, monkeypatch):
+    """jit's PJRT fast path as native code (compiler/backends/pjrt/entry.py and methods.py),
+    or as its Python definition (runtime/pjrt.py's `_python_call`, the Python
+    `block_until_ready`, `__call__` and `Buffer.__del__`)."""
+    from kiln.compiler.backends.pjrt import methods
+    if request.param == "python":
+        methods.uninstall()
+        monkeypatch.setattr(kiln.pjrt, "NATIVE_ENTRY", [False])
+    return request.param
+
+
 def on_device(x, device):
     return type(x._value.data) is pjrt.Buffer and x.device == device
 
@@ -278,11 +290,12 @@ def test_arrays_stay_on_the_device(device):
     assert step._cache_size() == 1   # compiled once for the signature
 
 
-def test_repeated_calls_take_the_fast_path_and_do_not_wait(device):
+def test_repeated_calls_take_the_fast_path_and_do_not_wait(device, fast_path):
     f = kiln.jit(lambda x, y: x * y + 1.0, backend="pjrt")
     x = kiln.device_put(np.full(5, 0.5, np.float32), device)
     y = f(x, x)
     assert f._fast is not None   # installed by the first call
+    assert (type(f._fast).__name__ == "builtin_function_or_method") == (fast_path == "native")
     (entry,) = f._cache.values()
     for _ in range(20):   # each result is passed on before anything awaited it
         y = f(y, x)
@@ -362,7 +375,7 @@ def _scaled_by_global(x):
     return x * FACTOR
 
 
-def test_the_fast_path_checks_the_globals_read(device):
+def test_the_fast_path_checks_the_globals_read(device, fast_path):
     global FACTOR
     f = kiln.jit(_scaled_by_global, backend="pjrt")
     x = kiln.device_put(np.ones(3, np.float32), device)
@@ -375,10 +388,42 @@ def test_the_fast_path_checks_the_globals_read(device):
         FACTOR = np.float32(2.0)
 
 
-def test_fast_path_results_are_freed_once(device, monkeypatch):
+def test_the_native_call_makes_jits_checks(device, fast_path):
+    """A call takes the fast path only where `Jitted.__call__` would: not with keywords,
+    nor under disable_jit, no_execution or debug_nans."""
+    f = kiln.jit(lambda x, y: jnp.sqrt(x * y - 2.0), backend="pjrt")
+    x = kiln.device_put(np.ones(4, np.float32), device)
+    f(x, x)
+    native = type(type(f).__dict__.get("__call__")).__name__ == "method_descriptor"
+    assert native == (fast_path == "native")
+    assert np.isnan(np.asarray(f(x, x))).all() and np.isnan(np.asarray(f(x, y=x))).all()
+    with kiln.disable_jit():
+        with pytest.raises(BackendUnsupportedError, match="eagerly"):
+            f(x, x)
+    with kiln.no_execution(True):
+        with pytest.raises(RuntimeError, match="no_execution"):
+            f(x, x)
+    with kiln.debug_nans(True):
+        with pytest.raises(FloatingPointError, match="invalid value"):
+            f(x, x)
+    assert np.isnan(np.asarray(f(x, x))).all()
+
+
+def test_fast_path_results_are_freed_once(device, monkeypatch, fast_path):
     f = kiln.jit(lambda x: (x + 1.0, x * 2.0), backend="pjrt")
     x = kiln.device_put(np.ones(4, np.float32), device)
     f(x)
+    native = type(pjrt.Buffer.__dict__["__del__"]).__name__ == "method_descriptor"
+    assert native == (fast_path == "native")
+    if native:   # the native __del__ destroys the buffer once, then the Python one does nothing
+        a, b = f(x)
+        buffer = a._value.data
+        pjrt.Buffer.__del__(buffer)
+        assert buffer.handle is None
+        pjrt.Buffer.__del__(buffer)
+        assert buffer.handle is None
+        np.testing.assert_array_equal(np.asarray(b), np.full(4, 2.0))
+        return
     client = x._value.data.client
     destroyed = []
     destroy = client.native_destroy
@@ -393,7 +438,7 @@ def test_fast_path_results_are_freed_once(device, monkeypatch):
     assert len(destroyed) == 4
 
 
-def test_an_execution_error_on_the_fast_path_has_the_plugins_message(device):
+def test_an_execution_error_on_the_fast_path_has_the_plugins_message(device, fast_path):
     f = kiln.jit(lambda x: x + 1.0, backend="pjrt")
     x = kiln.device_put(np.ones(4, np.float32), device)
     f(x)
@@ -405,7 +450,7 @@ def test_an_execution_error_on_the_fast_path_has_the_plugins_message(device):
     np.testing.assert_array_equal(np.asarray(f(x)), np.full(4, 2.0))
 
 
-def test_calls_from_several_threads_at_once(device):
+def test_calls_from_several_threads_at_once(device, fast_path):
     from concurrent.futures import ThreadPoolExecutor
     f = kiln.jit(lambda x: x * 2.0 + 1.0, backend="pjrt")
     inputs = [kiln.device_put(np.full(8, float(i), np.float32), device) for i in range(4)]
@@ -419,7 +464,7 @@ def test_calls_from_several_threads_at_once(device):
     assert np.asarray(kiln.jit(lambda: jnp.ones(3), backend="pjrt")()).tolist() == [1.0] * 3
 
 
-def test_a_deleted_argument_is_an_error_on_the_fast_path(device):
+def test_a_deleted_argument_is_an_error_on_the_fast_path(device, fast_path):
     f = kiln.jit(lambda x: x + 1.0, backend="pjrt")
     x = kiln.device_put(np.ones(4, np.float32), device)
     f(x)

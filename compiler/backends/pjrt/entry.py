@@ -44,7 +44,7 @@ from . import api, native
 
 _API = ("PyType_GenericAlloc", "PyLong_AsVoidPtr", "PyLong_FromVoidPtr", "Py_IncRef",
         "Py_DecRef", "PyEval_SaveThread", "PyEval_RestoreThread", "PyObject_RichCompareBool",
-        "PyTuple_New", "PyObject_Vectorcall")
+        "PyTuple_New", "PyObject_Vectorcall", "PyObject_GetAttr")
 _SLOTS = (("array", "_value"), ("array", "weak_type"), ("device_buffer", "data"),
           ("device_buffer", "layer"), ("buffer", "client"), ("buffer", "handle"),
           ("buffer", "device"), ("buffer", "shape"), ("buffer", "dtype"), ("buffer", "_host"),
@@ -57,6 +57,9 @@ _WORDS = ("execute", "executable", "options", *_API, *(f"{c}.{s}" for c, s in _S
 _ITEMS = ("words", "array", "device_buffer", "buffer", "layer", "miss", "live", "guards_ok",
           "raise_error", "finish", "client", "device", "none", "keep")
 OB_TYPE, VAR_SIZE, TUPLE_ITEMS, BYTES_DATA = 8, 16, 24, 32
+DIRECT = 1 << 62        # in nargs: argv holds the arguments themselves
+CFUNCTION_ML, CFUNCTION_SELF = 16, 24   # PyCFunctionObject.m_ml, m_self
+ENTRY_DOC = C.create_string_buffer(b"kiln's PJRT fast path")   # every entry's ml_doc
 _MEMBER_DESCR = 40      # PyMemberDescrObject.d_member (after PyDescr_COMMON)
 _T_OBJECT_EX = 16
 _METH_FASTCALL = 0x80
@@ -94,35 +97,42 @@ def slot_offset(cls, name):
     return C.c_ssize_t.from_address(member + 16).value
 
 
+def checked_offset(cls, name):
+    """`slot_offset(cls, name)` checked on an instance (a sentinel set through Python, read
+    back at the offset, then removed), or None."""
+    if type(cls) is not type or cls.__new__ is not object.__new__:
+        return None
+    offset = slot_offset(cls, name)
+    if offset is None:
+        return None
+    sample, sentinel = object.__new__(cls), object()
+    setattr(sample, name, sentinel)
+    seen = C.c_void_p.from_address(id(sample) + offset).value
+    delattr(sample, name)
+    return offset if seen == id(sentinel) else None
+
+
 def _offsets(classes):
-    """{"class.slot": offset} for _SLOTS, each checked on an instance (a sentinel set through
-    Python read back at the offset, then removed), or None."""
+    """{"class.slot": offset} for _SLOTS (checked_offset), or None."""
     found = {}
     for role, name in _SLOTS:
-        cls = classes[role]
-        if type(cls) is not type or cls.__new__ is not object.__new__:
-            return None
-        offset = slot_offset(cls, name)
+        found[f"{role}.{name}"] = offset = checked_offset(classes[role], name)
         if offset is None:
             return None
-        sample, sentinel = object.__new__(cls), object()
-        setattr(sample, name, sentinel)
-        seen = C.c_void_p.from_address(id(sample) + offset).value
-        delattr(sample, name)
-        if seen != id(sentinel):
-            return None
-        found[f"{role}.{name}"] = offset
     return found
 
 
 @functools.lru_cache(maxsize=None)
-def _layout_ok():
+def layout_ok():
     if sys.implementation.name != "cpython" or not all(hasattr(C.pythonapi, n) for n in _API):
         return False
     data, listed = b"kiln", [1, 2, 3]
     pack = (data, None)
     read = C.c_void_p.from_address
+    method = read(id(len) + CFUNCTION_ML).value
     return (read(id(pack) + OB_TYPE).value == id(tuple)
+            and read(id(len) + CFUNCTION_SELF).value == id(len.__self__)
+            and C.string_at(read(method).value) == b"len"
             and C.c_ssize_t.from_address(id(pack) + VAR_SIZE).value == 2
             and read(id(pack) + TUPLE_ITEMS).value == id(data)
             and C.c_ssize_t.from_address(id(listed) + VAR_SIZE).value == 3
@@ -132,7 +142,7 @@ def _layout_ok():
 def available(array, device_buffer, buffer):
     """The slot offsets of the three classes when this interpreter has the layout the entry
     reads (see the module docstring), else None."""
-    if not _layout_ok():
+    if not layout_ok():
         return None
     return _offsets({"array": array, "device_buffer": device_buffer, "buffer": buffer})
 
@@ -144,11 +154,13 @@ _NEW.argtypes, _NEW.restype = [C.c_void_p, C.py_object, C.c_void_p], C.py_object
 
 def make(spec, offsets):
     """The builtin for `spec` (offsets: `available(...)`)."""
-    n, m, k = len(spec.inputs), len(spec.outputs), len(spec.constants)
+    k, m = len(spec.constants), len(spec.outputs)
+    ranks = tuple(len(shape) for _, shape, _ in spec.inputs)
     form = "single" if spec.single else "tuple"
-    symbol = f"kiln_pjrt_entry_{n}_{k}_{m}_{form}"
-    function = native.load(f"kiln.pjrt.entry.{n}.{k}.{m}.{form}",
-                           lambda module: _emit(module, symbol, n, k, m, spec.single), symbol,
+    tag = f"{'_'.join(map(str, ranks)) or 'none'}_{k}_{m}_{form}"
+    symbol = f"kiln_pjrt_entry_{tag}"
+    function = native.load(f"kiln.pjrt.entry.{tag}",
+                           lambda module: _emit(module, symbol, ranks, k, m, spec.single), symbol,
                            source=__file__)
     context = spec.function
     words = [context.words[i] or 0 for i in range(3)]
@@ -157,7 +169,7 @@ def make(spec, offsets):
     data = b"".join(w.to_bytes(8, "little", signed=w < 0) for w in words)
     name = b"kiln_pjrt_fast_path"
     method = _METHOD_DEF(C.cast(C.c_char_p(name), C.c_void_p).value, function, _METH_FASTCALL,
-                         None)
+                         C.addressof(ENTRY_DOC))
     items = [data, spec.array, spec.device_buffer, spec.buffer, spec.layer, spec.miss,
              spec.live, spec.guards_ok, spec.raise_error, spec.finish, spec.client, spec.device,
              None, (method, name, context, spec.keep)]
@@ -168,32 +180,33 @@ def make(spec, offsets):
 
 # ------------------------------------------------------------------------------------ IR
 
-class _Entry(native._Emitter):
-    """The entry's builder: `item(name)` reads self's objects, `word(name)` its bytes,
-    `capi(name, *args)` calls a C API function, `require(condition)` goes on only where it
-    holds (else the miss block returns the miss object)."""
+class CApiEmitter(native._Emitter):
+    """A builder of functions that work on Python objects through the C API. Their data is a
+    tuple, `context` (an i64 value made by `locate(emitter)` in the entry block): a bytes
+    object of words named `words`, then objects named `items` (then more, by number).
+    `item(name)` reads the objects, `word(name)` the words, `capi(name, *args)` calls a C API
+    function, `require(condition)` goes on only where it holds (else to the `miss` block,
+    which the subclass fills), `fails_if(condition)` returns NULL (an exception is set)."""
 
-    def __init__(self, module, symbol):
-        super().__init__(module, symbol, 3)
-        self.self_, self.argv, self.nargs = self.function.args
-        self.data = self.builder.add(self.load(self.self_, TUPLE_ITEMS), self.i64(BYTES_DATA))
-        block = self.builder.block
+    def __init__(self, module, symbol, num_params, words, items, locate):
+        super().__init__(module, symbol, num_params)
+        self.names, self.items = words, items
+        self.context = locate(self)
+        self.data = self.builder.add(self.load(self.context, TUPLE_ITEMS), self.i64(BYTES_DATA))
         self.miss = self.function.append_basic_block("miss")
-        self.builder.position_at_end(self.miss)
-        missed = self.item("miss")
-        self.capi("Py_IncRef", missed)
-        self.builder.ret(missed)
-        self.builder.position_at_end(block)
         self.null = self.function.append_basic_block("error")
-        with_error = self.ir.IRBuilder(self.null)
-        with_error.ret(self.i64(0))
+        self.ir.IRBuilder(self.null).ret(self.i64(0))
 
-    def item(self, name, extra=0):
-        index = _ITEMS.index(name) if isinstance(name, str) else len(_ITEMS) + name
-        return self.load(self.self_, TUPLE_ITEMS + 8 * (index + extra))
+    def in_block(self, block):
+        """A context manager: the builder at the end of `block`, then back where it was."""
+        return self.builder.goto_block(block)
+
+    def item(self, name):
+        index = self.items.index(name) if isinstance(name, str) else len(self.items) + name
+        return self.load(self.context, TUPLE_ITEMS + 8 * index)
 
     def word(self, name, extra=0):
-        return self.load(self.data, 8 * (_WORDS.index(name) + extra))
+        return self.load(self.data, 8 * (self.names.index(name) + extra))
 
     def capi(self, name, *args, returns=None):
         return self.call_address(self.word(name), args, returns)
@@ -233,12 +246,27 @@ class _Entry(native._Emitter):
         address = self.builder.add(obj, self.word(name))
         self.builder.store(value, self.builder.inttoptr(address, self.i64.as_pointer()))
 
-    def same_or_equal(self, value, expected):
-        """Require `value is expected or value == expected` (an exception propagates)."""
+    def same_or_equal(self, value, expected, rank=None):
+        """Require `value is expected or value == expected` (an exception propagates). With
+        `rank` (expected is a tuple of that length) two tuples whose items are the same
+        objects (small ints are) are equal without a comparison call."""
         b = self.builder
         done = self.function.append_basic_block("same")
         compare = self.function.append_basic_block("compare")
-        b.cbranch(self.equal(value, expected), done, compare)
+        if rank is None:
+            b.cbranch(self.equal(value, expected), done, compare)
+        else:
+            items = self.function.append_basic_block("items")
+            b.cbranch(self.equal(value, expected), done, items)
+            b.position_at_end(items)
+            same = b.and_(self.equal(self.load(value, OB_TYPE), self.word("tuple")),
+                          self.equal(self.load(value, VAR_SIZE), self.i64(rank)))
+            for i in range(rank):   # loads within the value's size only where it is a tuple
+                at = self.i64(TUPLE_ITEMS + 8 * i)
+                address = b.select(same, b.add(value, at), b.add(expected, at))
+                item = b.load(b.inttoptr(address, self.i64.as_pointer()))
+                same = b.and_(same, self.equal(item, self.load(expected, TUPLE_ITEMS + 8 * i)))
+            b.cbranch(same, done, compare)
         b.position_at_end(compare)
         result = self.capi("PyObject_RichCompareBool", value, expected, self.i64(_PY_EQ),
                            returns=self.ir.IntType(32))
@@ -246,6 +274,19 @@ class _Entry(native._Emitter):
         self.require(b.icmp_signed("!=", result, self.ir.IntType(32)(0)))
         b.branch(done)
         b.position_at_end(done)
+
+    def raise_if_error(self, error):
+        """Where `error` (a PJRT_Error*) is not NULL: pass it, as an int, to the item
+        `raise_error` (which raises the plug-in's error) and return NULL."""
+        b, zero = self.builder, self.i64(0)
+        with b.if_then(b.icmp_unsigned("!=", error, zero), likely=False):
+            code = self.capi("PyLong_FromVoidPtr", error)
+            self.fails_if(self.equal(code, zero))
+            raised = self.vectorcall(self.item("raise_error"), [code])
+            self.capi("Py_DecRef", code)
+            with b.if_then(b.icmp_unsigned("!=", raised, zero)):
+                self.capi("Py_DecRef", raised)
+            b.branch(self.null)
 
     def vectorcall(self, callable_, args):
         """callable_(*args) (a new reference, or 0 with an exception set)."""
@@ -260,13 +301,31 @@ class _Entry(native._Emitter):
         return self.capi("PyType_GenericAlloc", self.item(name), self.i64(0))
 
 
-def _emit(module, symbol, n, k, m, single):
-    e = _Entry(module, symbol)
-    b, zero = e.builder, e.i64(0)
-    e.require(e.equal(e.nargs, e.i64(1)))
-    args = e.load(e.argv, 0)
-    e.require(e.equal(e.load(args, OB_TYPE), e.word("tuple")))
-    e.require(e.equal(e.load(args, VAR_SIZE), e.i64(n)))
+def _emit(module, symbol, ranks, k, m, single):
+    e = CApiEmitter(module, symbol, 3, _WORDS, _ITEMS, lambda e: e.function.args[0])
+    with e.in_block(e.miss):   # the miss object (a new reference)
+        missed = e.item("miss")
+        e.capi("Py_IncRef", missed)
+        e.builder.ret(missed)
+    e.argv, e.nargs = e.function.args[1:]
+    b, zero, n = e.builder, e.i64(0), len(ranks)
+    # The arguments: argv itself (nargs with the DIRECT flag: methods.py's __call__), else
+    # the items of the one tuple given.
+    direct = b.icmp_unsigned("!=", b.and_(e.nargs, e.i64(DIRECT)), zero)
+    with b.if_else(direct) as (then, otherwise):
+        with then:
+            e.require(e.equal(e.nargs, e.i64(DIRECT | n)))
+            from_argv = b.block
+        with otherwise:
+            e.require(e.equal(e.nargs, e.i64(1)))
+            packed = e.load(e.argv, 0)
+            e.require(e.equal(e.load(packed, OB_TYPE), e.word("tuple")))
+            e.require(e.equal(e.load(packed, VAR_SIZE), e.i64(n)))
+            items = b.add(packed, e.i64(TUPLE_ITEMS))
+            from_tuple = b.block
+    args = b.phi(e.i64)
+    args.add_incoming(e.argv, from_argv)
+    args.add_incoming(items, from_tuple)
     e.require(b.icmp_unsigned("!=", e.load(e.item("live"), VAR_SIZE), zero))
     guards = e.item("guards_ok")
     with b.if_then(b.icmp_unsigned("!=", guards, e.item("none"))):
@@ -276,7 +335,7 @@ def _emit(module, symbol, n, k, m, single):
         e.require(e.equal(result, e.word("true")))
     handles = e.words(max(1, n + k))
     for i in range(n):
-        a = e.load(args, TUPLE_ITEMS + 8 * i)
+        a = e.load(args, 8 * i)
         e.require(e.equal(e.load(a, OB_TYPE), e.item("array")))
         e.require(e.equal(e.field(a, "array.weak_type"), e.item(3 * i)))
         v = e.field(a, "array._value")
@@ -284,7 +343,7 @@ def _emit(module, symbol, n, k, m, single):
         e.require(e.equal(e.field(v, "device_buffer.layer"), e.item("layer")))
         buffer = e.field(v, "device_buffer.data")
         e.type_is(buffer, "buffer")
-        e.same_or_equal(e.field(buffer, "buffer.shape"), e.item(3 * i + 1))
+        e.same_or_equal(e.field(buffer, "buffer.shape"), e.item(3 * i + 1), ranks[i])
         e.same_or_equal(e.field(buffer, "buffer.dtype"), e.item(3 * i + 2))
         handle = e.field(buffer, "buffer.handle")
         e.require(b.icmp_unsigned("!=", handle, zero))
@@ -304,14 +363,7 @@ def _emit(module, symbol, n, k, m, single):
     state = e.capi("PyEval_SaveThread")
     error = e.call(e.word("execute"), execute)
     e.capi("PyEval_RestoreThread", state, returns=e.ir.VoidType())
-    with b.if_then(b.icmp_unsigned("!=", error, zero), likely=False):
-        code = e.capi("PyLong_FromVoidPtr", error)
-        e.fails_if(e.equal(code, zero))
-        raised = e.vectorcall(e.item("raise_error"), [code])
-        e.capi("Py_DecRef", code)
-        with b.if_then(b.icmp_unsigned("!=", raised, zero)):
-            e.capi("Py_DecRef", raised)
-        b.branch(e.null)
+    e.raise_if_error(error)
     made = zero if single else e.capi("PyTuple_New", e.i64(m))
     if not single:
         e.fails_if(e.equal(made, zero))
