@@ -46,6 +46,7 @@ import contextlib
 import functools
 import os
 import sys
+import threading
 import warnings
 
 import numpy as np
@@ -67,6 +68,10 @@ _DISABLED_BY_ENV = os.environ.get("KILN_DISABLE_JIT", "").lower() in ("1", "true
 
 _MISS = fastcall.MISS
 _DISABLED = PerThread(on=lambda: _DISABLED_BY_ENV)   # `on`: in this thread (`disable_jit`)
+# disable_jit blocks open in any thread, and 1 for KILN_DISABLE_JIT: while it is not 0, a
+# native call goes through Python, which reads this thread's `on` (native_call_checks).
+_DISABLING = [int(_DISABLED_BY_ENV)]
+_DISABLING_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -74,10 +79,14 @@ def disable_jit(disable=True):
     """Run jitted functions as plain Python inside this block (for debugging; in this thread
     only, as JAX's configuration contexts)."""
     old, _DISABLED.on = _DISABLED.on, bool(disable)
+    with _DISABLING_LOCK:
+        _DISABLING[0] += 1
     try:
         yield
     finally:
         _DISABLED.on = old
+        with _DISABLING_LOCK:
+            _DISABLING[0] -= 1
 
 
 class _Entry(staging.Entry):
@@ -485,11 +494,12 @@ class NativeCallJitted(Jitted):
 
 
 def native_call_checks():
-    """What a native `__call__` reads before the fast path: the (object, attribute) pairs
-    that must be False (jit disabled, execution guards, float checks), and those that must
-    be an empty list (the builders of a function being specialised)."""
-    return ([(_DISABLED, "on"), (_GUARDS, "no_execution"), (_FLOAT_CHECKS, "on")],
-            [(_BUILDERS, "stack")])
+    """What a native `__call__` reads before the fast path: the (object, slot) pairs that must
+    be False (execution guards, float checks), and the one-item lists that must hold 0 (the
+    disable_jit blocks and the builders of functions being specialised, in all threads: a
+    call while one is open goes through `Jitted.__call__`, which reads this thread's)."""
+    from .compiler.ir.builder import ACTIVE
+    return [(_GUARDS, "no_execution"), (_FLOAT_CHECKS, "on")], [_DISABLING, ACTIVE]
 
 
 def make_ir(fun, static_argnums=(), static_argnames=()):

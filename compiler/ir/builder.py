@@ -37,6 +37,10 @@ class PerThread(threading.local):
 
 
 STATE = PerThread(stack=list)   # `stack`: this thread's active builders, innermost last
+# The number of active builders in all threads: while it is not 0, a native call of a jitted
+# function goes through Python, which reads this thread's stack (runtime/jit.py).
+ACTIVE = [0]
+_ACTIVE_LOCK = threading.Lock()
 _RESERVED = []
 
 
@@ -75,10 +79,14 @@ class Builder:
     # -------------------------------------------------------------------- context
     def __enter__(self):
         STATE.stack.append(self)
+        with _ACTIVE_LOCK:
+            ACTIVE[0] += 1
         return self
 
     def __exit__(self, *exc):
         STATE.stack.pop()
+        with _ACTIVE_LOCK:
+            ACTIVE[0] -= 1
 
     @property
     def root(self):

@@ -28,7 +28,7 @@ reference to what they hold. Should an allocation fail (MemoryError) after the e
 the outputs not yet wrapped are not destroyed on the device.
 
 What it reads of CPython's objects (the type pointer at 8, a tuple's items at 24 and its size
-at 16, a list's size at 16, a bytes object's data at 32, the slots of the classes given at
+at 16, a list's size at 16 and its items' pointer at 24, a bytes object's data at 32, the slots of the classes given at
 the offsets their member descriptors hold) is checked against the running interpreter by
 `available()`, which also needs the C API functions below; where anything differs the caller
 keeps its Python path. The code is one object per (arguments, constants, outputs, form),
@@ -44,7 +44,7 @@ from . import api, native
 
 _API = ("PyType_GenericAlloc", "PyLong_AsVoidPtr", "PyLong_FromVoidPtr", "Py_IncRef",
         "Py_DecRef", "PyEval_SaveThread", "PyEval_RestoreThread", "PyObject_RichCompareBool",
-        "PyTuple_New", "PyObject_Vectorcall", "PyObject_GetAttr")
+        "PyTuple_New", "PyObject_Vectorcall")
 _SLOTS = (("array", "_value"), ("array", "weak_type"), ("device_buffer", "data"),
           ("device_buffer", "layer"), ("buffer", "client"), ("buffer", "handle"),
           ("buffer", "device"), ("buffer", "shape"), ("buffer", "dtype"), ("buffer", "_host"),
@@ -136,6 +136,7 @@ def layout_ok():
             and C.c_ssize_t.from_address(id(pack) + VAR_SIZE).value == 2
             and read(id(pack) + TUPLE_ITEMS).value == id(data)
             and C.c_ssize_t.from_address(id(listed) + VAR_SIZE).value == 3
+            and read(read(id(listed) + TUPLE_ITEMS).value).value == id(listed[0])
             and C.string_at(id(data) + BYTES_DATA, 4) == data)
 
 

@@ -66,33 +66,35 @@ def install(array, device_buffer, buffer, client, offsets):
             b"returns the array.")
 
 
-_CALL_WORDS = (*entry._API, "slot", "builtin", "entry_doc", "false", "list")
+_CALL_WORDS = (*entry._API, "slot", "builtin", "entry_doc", "false", "zero")
 _CALL_ITEMS = ("words", "miss", "fallback")
 
 
-def install_call(cls, slot, fallback, miss, false_attributes, empty_attributes):
+def install_call(cls, slot, fallback, miss, false_slots, zero_cells):
     """Make `cls.__call__` a native method (METH_FASTCALL | METH_KEYWORDS), once until
-    `uninstall()`: a call without keywords, while each `getattr(obj, name)` of
-    `false_attributes` is False and each of `empty_attributes` an empty list, calls the
-    entry in the instance's `slot` (a builtin of entry.py, recognised by its `ml_doc`; its C
-    function called at once with the DIRECT flag) on the arguments as they are, and returns
-    its result unless it is `miss`; every other call (keywords, another value in `slot`, a
-    miss) is `fallback(self, *args, **kwargs)`, the Python `__call__` it replaces. Nothing
-    where the layout is not the one checked (entry.layout_ok, the slot's offset). An
-    exception from the builtin propagates as it is."""
-    offset = entry.checked_offset(cls, slot)
-    if "__call__" in (name for _, name, _ in _INSTALLED) or offset is None \
-            or not entry.layout_ok():
+    `uninstall()`: a call without keywords, while each (object, slot name) of `false_slots`
+    holds False and each one-item list of `zero_cells` holds 0, calls the entry in the
+    instance's `slot` (a builtin of entry.py, recognised by its `ml_doc`; its C function
+    called at once with the DIRECT flag) on the arguments as they are, and returns its result
+    unless it is `miss`; every other call (keywords, another value in `slot`, a check that
+    fails, a miss) is `fallback(self, *args, **kwargs)`, the Python `__call__` it replaces.
+    Nothing where the layout is not the one checked (entry.layout_ok, the slots' offsets).
+    An exception from the entry propagates as it is."""
+    offsets = [entry.checked_offset(cls, slot)]
+    offsets += [entry.checked_offset(type(obj), name) for obj, name in false_slots]
+    if "__call__" in (name for _, name, _ in _INSTALLED) or None in offsets \
+            or not entry.layout_ok() or not all(type(c) is list and len(c) == 1
+                                                for c in zero_cells):
         return
-    n, k = len(false_attributes), len(empty_attributes)
+    n, k = len(false_slots), len(zero_cells)
     bind, call = native.load(
         f"kiln.pjrt.call.{n}.{k}", lambda module: _emit_call(module, n, k),
         "kiln_pjrt_call_bind", "kiln_pjrt_jitted_call", source=__file__)
     words = [C.cast(getattr(C.pythonapi, a), C.c_void_p).value for a in entry._API]
-    words += [offset, id(type(len)), C.addressof(entry.ENTRY_DOC), id(False), id(list)]
+    words += [offsets[0], id(type(len)), C.addressof(entry.ENTRY_DOC), id(False), id(0)]
+    words += offsets[1:]
     data = b"".join(w.to_bytes(8, "little") for w in words)
-    context = (data, miss, fallback, *(x for pair in false_attributes for x in pair),
-               *(x for pair in empty_attributes for x in pair))
+    context = (data, miss, fallback, *(obj for obj, _ in false_slots), *zero_cells)
     C.CFUNCTYPE(None, C.c_void_p)(bind)(id(context))
     _KEEP.append(context)
     _define(cls, "__call__", call, 0x80 | 0x2,   # METH_FASTCALL | METH_KEYWORDS
@@ -219,16 +221,12 @@ def _emit_call(module, n, k):
     e.require(e.equal(e.load(fast, entry.OB_TYPE), e.word("builtin")))
     method = e.load(fast, entry.CFUNCTION_ML)
     e.require(e.equal(e.load(method, 24), e.word("entry_doc")))   # ml_doc
-    for i in range(n + k):
-        value = e.capi("PyObject_GetAttr", e.item(2 * i), e.item(2 * i + 1))
-        e.fails_if(e.equal(value, zero))
-        if i < n:
-            ok = e.equal(value, e.word("false"))
-        else:
-            ok = b.and_(e.equal(e.load(value, entry.OB_TYPE), e.word("list")),
-                        e.equal(e.load(value, entry.VAR_SIZE), zero))
-        e.capi("Py_DecRef", value)
-        e.require(ok)
+    for i in range(n):   # the false slots: their objects, then their offsets in the words
+        value = e.load(b.add(e.item(i), e.word("zero", 1 + i)), 0)
+        e.require(e.equal(value, e.word("false")))
+    for i in range(k):   # the zero cells: lists of one item
+        items = e.load(e.item(n + i), entry.TUPLE_ITEMS)   # PyListObject.ob_item
+        e.require(e.equal(e.load(items, 0), e.word("zero")))
     out = e.call_address(e.load(method, 8), [e.load(fast, entry.CFUNCTION_SELF), args,
                                              b.or_(nargs, e.i64(entry.DIRECT))])
     e.fails_if(e.equal(out, zero))
