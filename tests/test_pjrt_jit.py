@@ -397,6 +397,11 @@ def test_the_native_call_makes_jits_checks(device, fast_path):
     native = type(type(f).__dict__.get("__call__")).__name__ == "method_descriptor"
     assert native == (fast_path == "native")
     assert np.isnan(np.asarray(f(x, x))).all() and np.isnan(np.asarray(f(x, y=x))).all()
+    call = type(f).__call__   # the method itself, as well as the type's call slot
+    assert np.isnan(np.asarray(call(f, x, x))).all()
+    assert np.isnan(np.asarray(call(f, x, y=x))).all()
+    with pytest.raises(TypeError):
+        f(x)
     with kiln.disable_jit():
         with pytest.raises(BackendUnsupportedError, match="eagerly"):
             f(x, x)

@@ -10,7 +10,7 @@ alive by `self`. It is called with one argument, the tuple of a call's arguments
    argument that it is exactly an `Array` (the `array` type given) with the expected weak type
    (the very object: True or False), whose `_value` is exactly a `DeviceBuffer` of the
    expected `layer`, whose `data` is exactly a `Buffer` with a handle (an int) and the expected
-   shape and dtype (the same objects, else equal by `==`);
+   shape and dtype (the same objects, or shape tuples of the same items, else equal by `==`);
 2. runs `PJRT_LoadedExecutable_Execute` on the handles (and the constants' handles) through
    the plug-in's function pointer, with its structs and the output handles on the native
    stack, the GIL released around the call (as jaxlib does around its Execute);
@@ -28,13 +28,18 @@ reference to what they hold. Should an allocation fail (MemoryError) after the e
 the outputs not yet wrapped are not destroyed on the device.
 
 What it reads of CPython's objects (the type pointer at 8, a tuple's items at 24 and its size
-at 16, a list's size at 16 and its items' pointer at 24, a bytes object's data at 32, the slots of the classes given at
-the offsets their member descriptors hold) is checked against the running interpreter by
+at 16, a list's size at 16 and its items' pointer at 24, a bytes object's data at 32, a
+builtin's method definition at 16 and `self` at 24, the slots of the classes given at the
+offsets their member descriptors hold) is checked against the running interpreter by
 `available()`, which also needs the C API functions below; where anything differs the caller
-keeps its Python path. The code is one object per (arguments, constants, outputs, form),
+keeps its Python path. The code is one object per (argument ranks, constants, outputs, form),
 compiled once per machine and loaded once per process (`native.load`); everything
 process-specific (function addresses, offsets, the objects compared against) is data in
 `self`, a tuple: a bytes object of words, then objects (see `_WORDS` and `_ITEMS`).
+
+methods.py's native `__call__` calls the C function itself with `DIRECT` in `nargs` and the
+arguments as they are in `args` (no tuple). Every entry's `ml_doc` is `ENTRY_DOC`, which is
+how that `__call__` recognises one.
 """
 import ctypes as C
 import functools
@@ -79,7 +84,8 @@ class Spec:
         self.__dict__.update(fields)
 
 
-def _address(name):
+def address(name):
+    """The address of the C API function `name`."""
     return C.cast(getattr(C.pythonapi, name), C.c_void_p).value
 
 
@@ -165,7 +171,7 @@ def make(spec, offsets):
                            source=__file__)
     context = spec.function
     words = [context.words[i] or 0 for i in range(3)]
-    words += [_address(a) for a in _API] + [offsets[f"{c}.{s}"] for c, s in _SLOTS]
+    words += [address(a) for a in _API] + [offsets[f"{c}.{s}"] for c, s in _SLOTS]
     words += [id(int), id(tuple), id(True)] + list(spec.constants)
     data = b"".join(w.to_bytes(8, "little", signed=w < 0) for w in words)
     name = b"kiln_pjrt_fast_path"

@@ -1,27 +1,32 @@
-"""Native methods for PJRT buffers: a Buffer's `__del__` and an Array's `block_until_ready`.
+"""Native methods around jit's PJRT fast path: `Buffer.__del__`, `Array.block_until_ready`
+and the `__call__` of a jitted function.
 
-After a fast call (entry.py) the time left in Python is the results' `block_until_ready` (two
-Python frames and a ctypes call) and their destruction (`Buffer.__del__`, a Python frame and
-a ctypes call). `install(spec)` replaces both with method descriptors (`PyDescr_NewMethod`
-on a `PyMethodDef` built in memory, METH_NOARGS) whose C functions are emitted here with
-llvmlite:
+After a fast call (entry.py) the time left in Python is the jitted function's `__call__`, the
+results' `block_until_ready` (two Python frames and a ctypes call) and their destruction
+(`Buffer.__del__`, a Python frame and a ctypes call). `install(...)` and `install_call(...)`
+replace them with method descriptors (`PyDescr_NewMethod` on a `PyMethodDef` built in
+memory) whose C functions are emitted here with llvmlite:
 
 - `__del__` of a Buffer whose handle is an int, of the client given, with no host array or
   done event (every execution result): the handle slot becomes None and
   `PJRT_Buffer_Destroy` runs (native.py's `kiln_pjrt_destroy_buffer`) with the GIL held, as
-  jaxlib destroys its arrays (the plug-in does not wait in it: a buffer still in use by an
-  execution is freed when that execution is done). An
-  error is raised as `Buffer.delete` raises it (`raise_error`). Any other Buffer, and any
-  call while the interpreter is finalizing (`_Py_IsFinalizing`: nothing is destroyed then,
-  as in `delete`), calls the Python `delete` it replaces;
+  jaxlib holds it when it frees an array. An error is raised as `Buffer.delete` raises it
+  (`raise_error`). Any other Buffer, and any call while the interpreter is finalizing
+  (`_Py_IsFinalizing`: nothing is destroyed then, as in `delete`), calls the Python `delete`
+  it replaces;
 - `block_until_ready` of an Array whose `_value` is a DeviceBuffer holding such a Buffer:
-  the ready event is awaited (`kiln_pjrt_await_ready`) with the GIL released, an execution's
-  error raised through `raise_error`, and the Array returned. Anything else calls the
-  Python method it replaces.
+  the ready event is awaited (`kiln_pjrt_await_ready`) with the GIL released, as jaxlib
+  awaits, an execution's error raised through `raise_error`, and the Array returned. Anything
+  else calls the Python method it replaces;
+- `__call__` of a class whose instances hold their fast path in a slot (`install_call`):
+  the checks the Python `__call__` makes first, read from slots and counters, then the
+  entry's C function called at once. The type's `tp_call` slot is set to the same code
+  taking a tuple, so that calling an instance does not look `__call__` up (Python resets it
+  when `__call__` is set or deleted).
 
 Their data (function addresses, slot offsets, the client, the Python definitions) is a
-tuple, as an entry's, kept in this module and read through a global the object defines
-(`kiln_pjrt_methods_bind` sets it). One client's buffers take the native path; those of
+tuple, as an entry's, kept in this module and read through a global each object defines
+(`kiln_pjrt_<name>_bind` sets it). One client's buffers take the native path; those of
 another plug-in in the same process take the Python one. `uninstall()` puts the Python
 methods back. Layout checks and reference counts are entry.py's.
 """
@@ -51,7 +56,7 @@ def install(array, device_buffer, buffer, client, offsets):
         "kiln.pjrt.methods", _emit, "kiln_pjrt_methods_bind", "kiln_pjrt_buffer_del",
         "kiln_pjrt_array_ready", source=__file__)
     await_ready, destroy = (C.cast(f, C.c_void_p).value for f in native.buffer_functions())
-    words = [C.cast(getattr(C.pythonapi, a), C.c_void_p).value for a in _API]
+    words = [entry.address(a) for a in _API]
     words += [offsets[f"{c}.{s}"] for c, s in entry._SLOTS]
     words += [id(int), client.table_address, await_ready, destroy]
     data = b"".join(w.to_bytes(8, "little") for w in words)
@@ -66,7 +71,9 @@ def install(array, device_buffer, buffer, client, offsets):
             b"returns the array.")
 
 
-_CALL_WORDS = (*entry._API, "slot", "builtin", "entry_doc", "false", "zero")
+_CALL_API = (*entry._API, "PyMethod_New", "PyObject_Call")
+_CALL_WORDS = (*_CALL_API, "slot", "builtin", "entry_doc", "false", "zero")
+TP_CALL = 128   # PyTypeObject.tp_call
 _CALL_ITEMS = ("words", "miss", "fallback")
 
 
@@ -87,10 +94,11 @@ def install_call(cls, slot, fallback, miss, false_slots, zero_cells):
                                                 for c in zero_cells):
         return
     n, k = len(false_slots), len(zero_cells)
-    bind, call = native.load(
+    bind, call, tp_call = native.load(
         f"kiln.pjrt.call.{n}.{k}", lambda module: _emit_call(module, n, k),
-        "kiln_pjrt_call_bind", "kiln_pjrt_jitted_call", source=__file__)
-    words = [C.cast(getattr(C.pythonapi, a), C.c_void_p).value for a in entry._API]
+        "kiln_pjrt_call_bind", "kiln_pjrt_jitted_call", "kiln_pjrt_jitted_tp_call",
+        source=__file__)
+    words = [entry.address(a) for a in _CALL_API]
     words += [offsets[0], id(type(len)), C.addressof(entry.ENTRY_DOC), id(False), id(0)]
     words += offsets[1:]
     data = b"".join(w.to_bytes(8, "little") for w in words)
@@ -99,6 +107,12 @@ def install_call(cls, slot, fallback, miss, false_slots, zero_cells):
     _KEEP.append(context)
     _define(cls, "__call__", call, 0x80 | 0x2,   # METH_FASTCALL | METH_KEYWORDS
             b"__call__($self, /, *args, **kwargs)\n--\n\nCall self as a function.")
+    # A call of an instance goes through the type's tp_call, which Python set to look
+    # `__call__` up and call it: the native tp_call saves that (and is reset with __call__).
+    slot = C.c_void_p.from_address(id(cls) + TP_CALL)
+    functions_call = C.c_void_p.from_address(id(type(_define)) + TP_CALL).value
+    if functions_call == entry.address("PyVectorcall_Call") and slot.value:
+        slot.value = tp_call
 
 
 def _define(cls, name, function, flags, doc):
@@ -205,17 +219,39 @@ def _emit_ready(e):
 
 def _emit_call(module, n, k):
     context = _context(module, "call")
-    e = entry.CApiEmitter(module, "kiln_pjrt_jitted_call", 4, _CALL_WORDS, _CALL_ITEMS,
-                          lambda e: e.builder.load(context))
+
+    def locate(e):
+        return e.builder.load(context)
+    # The method: (self, args, nargs, kwnames).
+    e = entry.CApiEmitter(module, "kiln_pjrt_jitted_call", 4, _CALL_WORDS, _CALL_ITEMS, locate)
     obj, args, nargs, kwnames = e.function.args
-    b, zero = e.builder, e.i64(0)
     with e.in_block(e.miss):
         # Through a method descriptor args[-1] is self (the descriptor was called with self
         # and the arguments in one array): the fallback gets that array as it is.
         whole = e.builder.sub(args, e.i64(8))
         e.builder.ret(e.capi("PyObject_Vectorcall", e.item("fallback"), whole,
                              e.builder.add(nargs, e.i64(1)), kwnames))
-    e.require(e.equal(kwnames, zero))
+    e.require(e.equal(kwnames, e.i64(0)))
+    e.builder.ret(_call_entry(e, obj, args, nargs, n, k))
+    # tp_call: (self, args tuple, kwargs dict or NULL).
+    e = entry.CApiEmitter(module, "kiln_pjrt_jitted_tp_call", 3, _CALL_WORDS, _CALL_ITEMS,
+                          locate)
+    obj, packed, kwargs = e.function.args
+    with e.in_block(e.miss):   # the fallback as a bound method: self goes in front
+        bound = e.capi("PyMethod_New", e.item("fallback"), obj)
+        e.fails_if(e.equal(bound, e.i64(0)))
+        out = e.capi("PyObject_Call", bound, packed, kwargs)
+        e.capi("Py_DecRef", bound)
+        e.builder.ret(out)
+    e.require(e.equal(kwargs, e.i64(0)))
+    items = e.builder.add(packed, e.i64(entry.TUPLE_ITEMS))
+    e.builder.ret(_call_entry(e, obj, items, e.load(packed, entry.VAR_SIZE), n, k))
+
+
+def _call_entry(e, obj, args, nargs, n, k):
+    """The checks and the entry's call on the arguments `args[:nargs]` (see install_call):
+    the result; to the miss block where a check fails or the entry misses."""
+    b, zero = e.builder, e.i64(0)
     fast = e.load(e.builder.add(obj, e.word("slot")), 0)
     e.require(b.icmp_unsigned("!=", fast, zero))
     e.require(e.equal(e.load(fast, entry.OB_TYPE), e.word("builtin")))
@@ -227,10 +263,14 @@ def _emit_call(module, n, k):
     for i in range(k):   # the zero cells: lists of one item
         items = e.load(e.item(n + i), entry.TUPLE_ITEMS)   # PyListObject.ob_item
         e.require(e.equal(e.load(items, 0), e.word("zero")))
+    # A reference to the entry for the call: another thread may replace the slot's value
+    # while the entry has released the GIL.
+    e.capi("Py_IncRef", fast)
     out = e.call_address(e.load(method, 8), [e.load(fast, entry.CFUNCTION_SELF), args,
                                              b.or_(nargs, e.i64(entry.DIRECT))])
+    e.capi("Py_DecRef", fast)
     e.fails_if(e.equal(out, zero))
     with b.if_then(e.equal(out, e.item("miss")), likely=False):
         e.capi("Py_DecRef", out)
         b.branch(e.miss)
-    b.ret(out)
+    return out
