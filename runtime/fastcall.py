@@ -9,8 +9,9 @@ the globals the specialisation read are unchanged) and hands the buffers
 to the executable's `call_exact`, whose native entry point checks dtype, shape and layout of
 every buffer itself (compiler/backends/llvm/pycall.py). An executable with `array_call`
 (the pjrt backend's Program) gives instead, for calls like the one that installs it, one
-function that checks the guards and the Arrays themselves, runs and rebuilds the outputs
-(runtime/pjrt.py); `jit` calls it in place of a FastCall. Whatever does not match, at any step,
+function that checks the guards and the Arrays themselves, runs and makes the outputs
+(`Outputs` says how), a builtin with no Python in it where the interpreter allows
+(runtime/pjrt.py, compiler/backends/pjrt/entry.py); `jit` calls it in place of a FastCall. Whatever does not match, at any step,
 returns `MISS` before anything ran, and `jit` takes its ordinary path (flatten, signature
 key, cache lookup), which re-specialises where needed. So the fast path only ever runs the
 specialisation the ordinary path would have chosen.

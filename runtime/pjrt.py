@@ -22,7 +22,8 @@ PjrtDevice; called with Arrays on that device (or host values) it returns Arrays
 `compile_function(fn)` is `kiln.jit(f, backend="pjrt")`'s backend (staging.BACKENDS): the SSA
 lowered to StableHLO, compiled for the device its arguments are on (the default plug-in's first
 device for host arguments), its results left on the device (a `Program`, with `array_call`
-for jit's dispatch fast path). `compile_replicated(fn, devices)` is pmap's and shard_map's: one
+for jit's dispatch fast path: a native builtin, compiler/backends/pjrt/entry.py, with the
+native methods of methods.py installed beside it, or its Python definition `_python_call`). `compile_replicated(fn, devices)` is pmap's and shard_map's: one
 module with a replica per device, run over all of them in one execution (`ReplicatedProgram`).
 """
 import os
