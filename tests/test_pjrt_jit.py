@@ -344,7 +344,9 @@ def test_the_fast_path_function_runs_or_misses(device, native, monkeypatch):
 
 def test_the_native_fast_path_keeps_reference_counts_exact(device):
     """100k calls through the builtin leave every object they touch with the references it
-    had, and allocate nothing that stays (results dropped, or kept and passed back in)."""
+    had, and allocate nothing that stays (results dropped, or kept and passed back in; a
+    pytree of outputs; a plug-in error)."""
+    import gc
     import sys
     f = kiln.jit(lambda x, y: (x * y + 1.0, y), backend="pjrt")
     x = kiln.device_put(np.ones(16, np.float32), device)
@@ -366,6 +368,28 @@ def test_the_native_fast_path_keeps_reference_counts_exact(device):
     assert sys.getallocatedblocks() - blocks < 100
     counts = sys.getrefcount(y), sys.getrefcount(y._value), sys.getrefcount(y._value.data)
     assert counts == (2, 2, 2)   # y's, and getrefcount's argument
+    # a pytree of outputs (made by its unflatten) and a plug-in error, as often
+    g = kiln.jit(lambda x: {"a": x + 1.0, "b": [x]}, backend="pjrt")
+    g(x)
+    gone = kiln.device_put(np.ones(16, np.float32), device)
+    gone._value.data.client.api.call("Buffer_Delete", api.args(
+        api.Buffer, buffer=gone._value.data.handle))
+    failed = []
+    gc.collect()
+    before = [sys.getrefcount(o) for o in watched]
+    blocks = sys.getallocatedblocks()
+    for _ in range(10_000):
+        out = g(x)
+        try:
+            g(gone)
+        except api.PjrtError as e:
+            failed.append(e.code)
+    assert sorted(out) == ["a", "b"] and type(out["b"][0]) is kiln.Array
+    assert failed == ["INVALID_ARGUMENT"] * 10_000
+    del out, failed
+    gc.collect()
+    assert [sys.getrefcount(o) for o in watched] == before
+    assert sys.getallocatedblocks() - blocks < 100
 
 
 FACTOR = np.float32(2.0)
