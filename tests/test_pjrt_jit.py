@@ -340,6 +340,13 @@ def test_the_fast_path_function_runs_or_misses(device, native, monkeypatch):
     if native:
         for miss in [(), ((x, x), (x, x)), ([x, x],)]:   # what jit never passes
             assert direct(*miss) is fastcall.MISS
+        odd = kiln.device_put(np.ones(5, np.float32), device)._value.data
+        handle, odd.handle = odd.handle, 2 ** 70   # an int no pointer holds: a miss, no error
+        try:
+            assert direct((x, kiln.Array(kiln.compiler.backends.cuda.device.DeviceBuffer(
+                odd, x._value.layer)))) is fastcall.MISS
+        finally:
+            odd.handle = handle
 
 
 def test_the_native_fast_path_keeps_reference_counts_exact(device):

@@ -49,7 +49,7 @@ from . import api, native
 
 _API = ("PyType_GenericAlloc", "PyLong_AsVoidPtr", "PyLong_FromVoidPtr", "Py_IncRef",
         "Py_DecRef", "PyEval_SaveThread", "PyEval_RestoreThread", "PyObject_RichCompareBool",
-        "PyTuple_New", "PyObject_Vectorcall")
+        "PyTuple_New", "PyObject_Vectorcall", "PyErr_Clear")
 _SLOTS = (("array", "_value"), ("array", "weak_type"), ("device_buffer", "data"),
           ("device_buffer", "layer"), ("buffer", "client"), ("buffer", "handle"),
           ("buffer", "device"), ("buffer", "shape"), ("buffer", "dtype"), ("buffer", "_host"),
@@ -282,6 +282,18 @@ class CApiEmitter(native._Emitter):
         b.branch(done)
         b.position_at_end(done)
 
+    def pointer_of(self, handle):
+        """The pointer an int object `handle` holds (a borrowed slot value, 0 where unset);
+        to the miss block where it is not an int or not a non-NULL pointer."""
+        b, zero = self.builder, self.i64(0)
+        self.require(b.icmp_unsigned("!=", handle, zero))
+        self.require(self.equal(self.load(handle, OB_TYPE), self.word("int")))
+        pointer = self.capi("PyLong_AsVoidPtr", handle)
+        with b.if_then(self.equal(pointer, zero), likely=False):
+            self.capi("PyErr_Clear")   # an int out of a pointer's range
+            b.branch(self.miss)
+        return pointer
+
     def raise_if_error(self, error):
         """Where `error` (a PJRT_Error*) is not NULL: pass it, as an int, to the item
         `raise_error` (which raises the plug-in's error) and return NULL."""
@@ -352,12 +364,7 @@ def _emit(module, symbol, ranks, k, m, single):
         e.type_is(buffer, "buffer")
         e.same_or_equal(e.field(buffer, "buffer.shape"), e.item(3 * i + 1), ranks[i])
         e.same_or_equal(e.field(buffer, "buffer.dtype"), e.item(3 * i + 2))
-        handle = e.field(buffer, "buffer.handle")
-        e.require(b.icmp_unsigned("!=", handle, zero))
-        e.require(e.equal(e.load(handle, OB_TYPE), e.word("int")))
-        pointer = e.capi("PyLong_AsVoidPtr", handle)
-        e.require(b.icmp_unsigned("!=", pointer, zero))
-        e.store(pointer, handles, 8 * i)
+        e.store(e.pointer_of(e.field(buffer, "buffer.handle")), handles, 8 * i)
     for j in range(k):
         e.store(e.word("true", 1 + j), handles, 8 * (n + j))
     outputs = e.words(max(1, m))
@@ -384,8 +391,11 @@ def _emit(module, symbol, ranks, k, m, single):
         e.set_slot(buffer, "buffer.dtype", e.item(at + 2))
         e.set_slot(buffer, "buffer._host", e.item("none"))
         e.set_slot(buffer, "buffer._done", e.item("none"))
-        e.set_slot(buffer, "buffer.handle", e.capi("PyLong_FromVoidPtr", e.load(outputs, 8 * j)),
-                   owned=True)
+        handle = e.capi("PyLong_FromVoidPtr", e.load(outputs, 8 * j))
+        with b.if_then(e.equal(handle, zero), likely=False):
+            e.capi("Py_DecRef", buffer)
+            b.branch(e.null)
+        e.set_slot(buffer, "buffer.handle", handle, owned=True)
         wrapped = e.alloc("device_buffer")
         with b.if_then(e.equal(wrapped, zero), likely=False):
             e.capi("Py_DecRef", buffer)

@@ -168,17 +168,12 @@ def _method(module, symbol, context, fallback):
 def _buffer_handle(e, buffer):
     """The PJRT_Buffer* of `buffer` (a Buffer of the client, no host array or done event),
     else to the miss block."""
-    b, zero = e.builder, e.i64(0)
     e.require(e.equal(e.field(buffer, "buffer.client"), e.item("client")))
     none = e.item("none")
     e.require(e.equal(e.field(buffer, "buffer._done"), none))
     e.require(e.equal(e.field(buffer, "buffer._host"), none))
     handle = e.field(buffer, "buffer.handle")
-    e.require(b.icmp_unsigned("!=", handle, zero))
-    e.require(e.equal(e.load(handle, entry.OB_TYPE), e.word("int")))
-    pointer = e.capi("PyLong_AsVoidPtr", handle)
-    e.require(b.icmp_unsigned("!=", pointer, zero))
-    return handle, pointer
+    return handle, e.pointer_of(handle)
 
 
 def _native_call(e, name, pointer, release):
