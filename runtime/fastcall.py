@@ -11,8 +11,8 @@ every buffer itself (compiler/backends/llvm/pycall.py). An executable with `arra
 (the pjrt backend's Program) gives instead, for calls like the one that installs it, one
 function that checks the guards and the Arrays themselves, runs and makes the outputs
 (`Outputs` says how), a builtin with no Python in it where the interpreter allows
-(runtime/pjrt.py, compiler/backends/pjrt/entry.py); `jit` calls it in place of a FastCall. Whatever does not match, at any step,
-returns `MISS` before anything ran, and `jit` takes its ordinary path (flatten, signature
+(runtime/pjrt.py, compiler/backends/pjrt/entry.py); `jit` calls it in place of a FastCall.
+Whatever does not match, at any step, returns `MISS` before anything ran, and `jit` takes its ordinary path (flatten, signature
 key, cache lookup), which re-specialises where needed. So the fast path only ever runs the
 specialisation the ordinary path would have chosen.
 """

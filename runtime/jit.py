@@ -59,7 +59,7 @@ from .float_checks import STATE as _FLOAT_CHECKS, check as _check_floats
 from .execution_guards import STATE as _GUARDS, check_execution
 from .staging import leaf_aval, wrap_outputs
 from ._traceback import filter_traceback, show_full
-from .compiler.ir.builder import current, PerThread, STATE as _BUILDERS
+from .compiler.ir.builder import current, PerThread, STATE as _BUILDERS, ACTIVE as _BUILDING
 from .distributed import process_layout
 from .global_jit import sharded_call
 from .global_arrays import SpansProcesses
@@ -498,8 +498,7 @@ def native_call_checks():
     be False (execution guards, float checks), and the one-item lists that must hold 0 (the
     disable_jit blocks and the builders of functions being specialised, in all threads: a
     call while one is open goes through `Jitted.__call__`, which reads this thread's)."""
-    from .compiler.ir.builder import ACTIVE
-    return [(_GUARDS, "no_execution"), (_FLOAT_CHECKS, "on")], [_DISABLING, ACTIVE]
+    return [(_GUARDS, "no_execution"), (_FLOAT_CHECKS, "on")], [_DISABLING, _BUILDING]
 
 
 def make_ir(fun, static_argnums=(), static_argnames=()):

@@ -23,8 +23,9 @@ PjrtDevice; called with Arrays on that device (or host values) it returns Arrays
 lowered to StableHLO, compiled for the device its arguments are on (the default plug-in's first
 device for host arguments), its results left on the device (a `Program`, with `array_call`
 for jit's dispatch fast path: a native builtin, compiler/backends/pjrt/entry.py, with the
-native methods of methods.py installed beside it, or its Python definition `_python_call`). `compile_replicated(fn, devices)` is pmap's and shard_map's: one
-module with a replica per device, run over all of them in one execution (`ReplicatedProgram`).
+native methods of methods.py installed beside it, or its Python definition `_python_call`).
+`compile_replicated(fn, devices)` is pmap's and shard_map's: one module with a replica per
+device, run over all of them in one execution (`ReplicatedProgram`).
 """
 import os
 import threading
@@ -319,10 +320,9 @@ class Program:
         from .jit import Jitted, NativeCallJitted, native_call_checks
         native_methods.install_call(NativeCallJitted, "_fast", Jitted.__call__, MISS,
                                     *native_call_checks())
-        info = compiled.device
         spec = native_entry.Spec(
             function=compiled.runner().context, array=Array, device_buffer=DeviceBuffer,
-            buffer=pjrt.Buffer, layer=layer, client=compiled.client, device=info,
+            buffer=pjrt.Buffer, layer=layer, client=compiled.client, device=compiled.device,
             inputs=[(w, shape, dtype) for w, (shape, dtype) in zip(weak, avals)],
             outputs=[(w, shape, dtype) for w, (shape, dtype) in
                      zip(outputs.weak, compiled.out_avals)],

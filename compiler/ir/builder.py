@@ -11,7 +11,9 @@ stay closed.
 
 Builders nest for regions (`cond` branches, loop bodies); names come from one `NameSupply` per
 top-level function, so printed SSA is deterministic. The stack of active builders is per
-thread (`STATE.stack`), so several threads can specialise functions at the same time.
+thread (`STATE.stack`), so several threads can specialise functions at the same time;
+`ACTIVE[0]` counts the active builders of all threads (a native jit call reads it instead of
+this thread's stack, and leaves the call to Python while it is not 0).
 """
 import contextlib
 import threading
