@@ -29,10 +29,15 @@ from .compiler.config import config
 
 
 class _State:
-    no_tracing = False
-    no_execution = False
-    guarded_thread = None   # the thread that turned `thread_guard` on, while it is on
-    collecting = False      # inside a run of the cycle collector
+    """Slots, which native code reads at their offsets (jit's native call on PJRT devices:
+    runtime/jit.py's `native_call_checks`)."""
+    __slots__ = ("no_tracing", "no_execution", "guarded_thread", "collecting")
+
+    def __init__(self):
+        self.no_tracing = False
+        self.no_execution = False
+        self.guarded_thread = None   # the thread that turned `thread_guard` on, while it is on
+        self.collecting = False      # inside a run of the cycle collector
 
 
 STATE = _State()

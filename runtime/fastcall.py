@@ -9,15 +9,17 @@ the globals the specialisation read are unchanged) and hands the buffers
 to the executable's `call_exact`, whose native entry point checks dtype, shape and layout of
 every buffer itself (compiler/backends/llvm/pycall.py). An executable with `array_call`
 (the pjrt backend's Program) gives instead, for calls like the one that installs it, one
-function that checks the guards and the Arrays themselves, runs and rebuilds the outputs
-(runtime/pjrt.py); `jit` calls it in place of a FastCall. Whatever does not match, at any step,
-returns `MISS` before anything ran, and `jit` takes its ordinary path (flatten, signature
+function that checks the guards and the Arrays themselves, runs and makes the outputs
+(`Outputs` says how), a builtin with no Python in it where the interpreter allows
+(runtime/pjrt.py, compiler/backends/pjrt/entry.py); `jit` calls it in place of a FastCall.
+Whatever does not match, at any step, returns `MISS` before anything ran, and `jit` takes its ordinary path (flatten, signature
 key, cache lookup), which re-specialises where needed. So the fast path only ever runs the
 specialisation the ordinary path would have chosen.
 """
 import numpy as np
 
 from .array import Array
+from .tree_util import tree_structure
 from .compiler.ir.dtypes import default_float
 
 MISS = object()
@@ -30,15 +32,16 @@ def install(entry, args, kwargs, static, wrap):
     `array_call` function), or None where there is none: positional Arrays, ndarrays and
     Python floats only, no static arguments (`static`: the function's staging.StaticArgs),
     and an executable with a native exact-call entry (`call_exact`) or an entry for calls
-    like `args` (`array_call`: given the weak types, the outputs' `rebuild` and the guards'
-    check, it returns a function of the arguments giving the outputs or MISS)."""
+    like `args` (`array_call`: given the weak types, the `Outputs` and the guards' check, it
+    returns a function of the arguments giving the outputs or MISS)."""
     if kwargs or static or not all(type(a) in _KINDS for a in args):
         return None
     weak = tuple(map(_slot, args, entry.in_avals))
     rebuild = _rebuild(entry, wrap)
     arrays = getattr(entry.executable, "array_call", None)
     if arrays is not None and not entry.consts:
-        direct = arrays(args, weak, rebuild, entry.guards_ok if entry.guards else None)
+        direct = arrays(args, weak, Outputs(entry, rebuild),
+                        entry.guards_ok if entry.guards else None)
         if direct is not None:
             return direct
     if getattr(entry.executable, "call_exact", None) is None:
@@ -52,6 +55,22 @@ def _rebuild(entry, wrap):
     if out_tree.node_data() is None:   # a single array
         return _single(out_weak[0])
     return lambda outs: out_tree.unflatten(wrap(outs, out_weak))
+
+
+class Outputs:
+    """What an `array_call` function returns, given the outputs' values: `rebuild(values)`
+    (the outputs' pytree), or, for a function that makes the output Arrays itself, their weak
+    types (`weak`), and whether the result is the one Array itself (`single`), else the tuple
+    of them (`finish` None) or `finish(arrays)` (the pytree's unflatten)."""
+    __slots__ = ("rebuild", "weak", "single", "finish")
+
+    def __init__(self, entry, rebuild):
+        tree = entry.out_tree
+        self.rebuild = rebuild
+        self.weak = tuple(entry.out_weak)
+        self.single = tree.node_data() is None
+        flat = tree_structure((0,) * tree.num_leaves)
+        self.finish = None if self.single or tree == flat else tree.unflatten
 
 
 class _Float:

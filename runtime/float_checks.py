@@ -12,7 +12,12 @@ from .compiler.config import config
 
 
 class _State:
-    on = False
+    """`on`: debug_nans or debug_infs is on. A slot, which native code reads at its offset
+    (jit's native call on PJRT devices: runtime/jit.py's `native_call_checks`)."""
+    __slots__ = ("on",)
+
+    def __init__(self):
+        self.on = False
 
 
 STATE = _State()

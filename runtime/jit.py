@@ -46,6 +46,7 @@ import contextlib
 import functools
 import os
 import sys
+import threading
 import warnings
 
 import numpy as np
@@ -58,7 +59,7 @@ from .float_checks import STATE as _FLOAT_CHECKS, check as _check_floats
 from .execution_guards import STATE as _GUARDS, check_execution
 from .staging import leaf_aval, wrap_outputs
 from ._traceback import filter_traceback, show_full
-from .compiler.ir.builder import current, PerThread, STATE as _BUILDERS
+from .compiler.ir.builder import current, PerThread, STATE as _BUILDERS, ACTIVE as _BUILDING
 from .distributed import process_layout
 from .global_jit import sharded_call
 from .global_arrays import SpansProcesses
@@ -67,6 +68,10 @@ _DISABLED_BY_ENV = os.environ.get("KILN_DISABLE_JIT", "").lower() in ("1", "true
 
 _MISS = fastcall.MISS
 _DISABLED = PerThread(on=lambda: _DISABLED_BY_ENV)   # `on`: in this thread (`disable_jit`)
+# disable_jit blocks open in any thread, and 1 for KILN_DISABLE_JIT: while it is not 0, a
+# native call goes through Python, which reads this thread's `on` (native_call_checks).
+_DISABLING = [int(_DISABLED_BY_ENV)]
+_DISABLING_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -74,10 +79,14 @@ def disable_jit(disable=True):
     """Run jitted functions as plain Python inside this block (for debugging; in this thread
     only, as JAX's configuration contexts)."""
     old, _DISABLED.on = _DISABLED.on, bool(disable)
+    with _DISABLING_LOCK:
+        _DISABLING[0] += 1
     try:
         yield
     finally:
         _DISABLED.on = old
+        with _DISABLING_LOCK:
+            _DISABLING[0] -= 1
 
 
 class _Entry(staging.Entry):
@@ -468,8 +477,28 @@ def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=(),
         from .sharding import SingleDeviceSharding
         out_shardings = out_shardings if out_shardings is not None else \
             SingleDeviceSharding(device)
-    return Jitted(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
-                  backend, inline, keep_unused, in_shardings, out_shardings)
+    kind = NativeCallJitted if backend == "pjrt" and in_shardings is None and \
+        out_shardings is None else Jitted
+    return kind(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
+                backend, inline, keep_unused, in_shardings, out_shardings)
+
+
+class NativeCallJitted(Jitted):
+    """`kiln.jit(f, backend="pjrt")` without shardings. Its `_fast` is a slot, at an offset
+    native code can read, so that `__call__` can be a native method (runtime/pjrt.py
+    installs it with the first native fast path: compiler/backends/pjrt/methods.py). That
+    method makes the checks of `Jitted.__call__`'s first lines (`native_call_checks`; no
+    keywords; this class has no shardings and, its backend named, no fallback) and calls the
+    fast path's entry directly; anything else is `Jitted.__call__`."""
+    __slots__ = ("_fast",)
+
+
+def native_call_checks():
+    """What a native `__call__` reads before the fast path: the (object, slot) pairs that must
+    be False (execution guards, float checks), and the one-item lists that must hold 0 (the
+    disable_jit blocks and the builders of functions being specialised, in all threads: a
+    call while one is open goes through `Jitted.__call__`, which reads this thread's)."""
+    return [(_GUARDS, "no_execution"), (_FLOAT_CHECKS, "on")], [_DISABLING, _BUILDING]
 
 
 def make_ir(fun, static_argnums=(), static_argnames=()):

@@ -22,8 +22,10 @@ PjrtDevice; called with Arrays on that device (or host values) it returns Arrays
 `compile_function(fn)` is `kiln.jit(f, backend="pjrt")`'s backend (staging.BACKENDS): the SSA
 lowered to StableHLO, compiled for the device its arguments are on (the default plug-in's first
 device for host arguments), its results left on the device (a `Program`, with `array_call`
-for jit's dispatch fast path). `compile_replicated(fn, devices)` is pmap's and shard_map's: one
-module with a replica per device, run over all of them in one execution (`ReplicatedProgram`).
+for jit's dispatch fast path: a native builtin, compiler/backends/pjrt/entry.py, with the
+native methods of methods.py installed beside it, or its Python definition `_python_call`).
+`compile_replicated(fn, devices)` is pmap's and shard_map's: one module with a replica per
+device, run over all of them in one execution (`ReplicatedProgram`).
 """
 import os
 import threading
@@ -33,7 +35,8 @@ import numpy as np
 from .array import Array
 from .compiler.backends.cuda.device import DeviceBuffer
 from .compiler.backends.pjrt import client as pjrt
-from .compiler.backends.pjrt import plugins, topology as topologies
+from .compiler.backends.pjrt import entry as native_entry, methods as native_methods, \
+    plugins, topology as topologies
 from .compiler.backends.pjrt.replicated import ReplicatedExecutable
 from .compiler.errors import BackendUnsupportedError
 from .devices import Device, chosen_cpu_count
@@ -41,6 +44,7 @@ from .fastcall import MISS
 from . import _default_device
 
 _CLIENTS = {}
+NATIVE_ENTRY = [True]   # jit's fast path as a native builtin where available (tests clear it)
 _LOCK = threading.Lock()
 
 
@@ -288,15 +292,17 @@ class Program:
                 break
         return self._on(device).buffers(*values, *self._constants_on(device))
 
-    def array_call(self, args, weak, rebuild, guards_ok):
+    def array_call(self, args, weak, outputs, guards_ok):
         """jit's dispatch fast path (runtime/fastcall.py) for calls like `args` (kiln Arrays
         on one PJRT device for which the module is compiled; `weak` their weak types): a
         function of a later call's arguments. When the guards hold (`guards_ok()`, unless
         None) and the arguments are Arrays with those weak types holding live buffers of
         that device with the shapes and dtypes the module takes, it runs there as `__call__`
-        would (the executable's `runner` on their handles and the constants') and returns
-        `rebuild(results)`, one DeviceBuffer per output; otherwise fastcall.MISS, with
-        nothing run. None when `args` are not such a call."""
+        would and returns the outputs (`outputs`: a fastcall.Outputs); otherwise
+        fastcall.MISS, with nothing run. None when `args` are not such a call. Where the
+        interpreter allows it (`NATIVE_ENTRY`, entry.available) the function is a builtin
+        made by compiler/backends/pjrt/entry.py that does all of it in native code; else,
+        and as the definition the tests compare it with, `_python_call`."""
         first = args[0]._value if args and type(args[0]) is Array else None
         layer = first.layer if type(first) is DeviceBuffer else None
         exe = self._compiled.get(layer.kiln_device) if type(layer) is PjrtLayer else None
@@ -306,36 +312,24 @@ class Program:
         placed = self._constants_on(layer.kiln_device)
         constants = [c.data.handle for c in placed]
         avals = compiled.in_avals[:len(compiled.in_avals) - len(constants)]
-        count, run, array = len(avals), compiled.runner(), Array
-        device_buffer, pjrt_buffer, new = DeviceBuffer, pjrt.Buffer, object.__new__
-
-        def call(args):
-            if len(args) != count or guards_ok is not None and not guards_ok():
-                return MISS
-            handles = []
-            append = handles.append
-            for a, w, (shape, dtype) in zip(args, weak, avals):
-                if type(a) is not array or a.weak_type is not w:
-                    return MISS
-                v = a._value
-                if type(v) is not device_buffer or v.layer is not layer:
-                    return MISS
-                b = v.data
-                if type(b) is not pjrt_buffer or b.shape != shape or \
-                        b.dtype is not dtype and b.dtype != dtype:
-                    return MISS
-                h = b.handle
-                if not h:   # a deleted argument: the executable says so
-                    b._handle()
-                append(h)
-            results = []
-            for b in run(handles + constants if constants else handles):
-                out = new(device_buffer)
-                out.data, out.layer = b, layer
-                results.append(out)
-            return rebuild(results)
-        call.constants = placed   # alive as long as the function
-        return call
+        offsets = NATIVE_ENTRY[0] and native_entry.available(Array, DeviceBuffer, pjrt.Buffer)
+        if not offsets:
+            return _python_call(compiled, layer, avals, constants, placed, weak,
+                                outputs.rebuild, guards_ok)
+        native_methods.install(Array, DeviceBuffer, pjrt.Buffer, compiled.client, offsets)
+        from .jit import Jitted, NativeCallJitted, native_call_checks
+        native_methods.install_call(NativeCallJitted, "_fast", Jitted.__call__, MISS,
+                                    *native_call_checks())
+        spec = native_entry.Spec(
+            function=compiled.runner().context, array=Array, device_buffer=DeviceBuffer,
+            buffer=pjrt.Buffer, layer=layer, client=compiled.client, device=compiled.device,
+            inputs=[(w, shape, dtype) for w, (shape, dtype) in zip(weak, avals)],
+            outputs=[(w, shape, dtype) for w, (shape, dtype) in
+                     zip(outputs.weak, compiled.out_avals)],
+            constants=constants, single=outputs.single, finish=outputs.finish,
+            guards_ok=guards_ok, live=compiled._live, miss=MISS,
+            raise_error=compiled.client.api.raise_error, keep=placed)
+        return native_entry.make(spec, offsets)
 
     def as_text(self, level=None):
         """The StableHLO module the plug-in compiles (`level`: None or "stablehlo")."""
@@ -343,6 +337,41 @@ class Program:
             raise ValueError(f"the pjrt backend's executable is shown as StableHLO (level None "
                              f"or 'stablehlo'), not {level!r}")
         return self.module.text
+
+
+def _python_call(compiled, layer, avals, constants, placed, weak, rebuild, guards_ok):
+    """Program.array_call's function in Python: the executable's `runner` on the handles of
+    the arguments and the constants, the results wrapped in DeviceBuffers, `rebuild`."""
+    count, run, array = len(avals), compiled.runner(), Array
+    device_buffer, pjrt_buffer, new = DeviceBuffer, pjrt.Buffer, object.__new__
+
+    def call(args):
+        if len(args) != count or guards_ok is not None and not guards_ok():
+            return MISS
+        handles = []
+        append = handles.append
+        for a, w, (shape, dtype) in zip(args, weak, avals):
+            if type(a) is not array or a.weak_type is not w:
+                return MISS
+            v = a._value
+            if type(v) is not device_buffer or v.layer is not layer:
+                return MISS
+            b = v.data
+            if type(b) is not pjrt_buffer or b.shape != shape or \
+                    b.dtype is not dtype and b.dtype != dtype:
+                return MISS
+            h = b.handle
+            if not h:   # a deleted argument: the executable says so
+                b._handle()
+            append(h)
+        results = []
+        for b in run(handles + constants if constants else handles):
+            out = new(device_buffer)
+            out.data, out.layer = b, layer
+            results.append(out)
+        return rebuild(results)
+    call.constants = placed   # alive as long as the function
+    return call
 
 
 def on_pjrt(devices):

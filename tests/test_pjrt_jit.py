@@ -46,6 +46,18 @@ def device():
     return kiln.devices("pjrt")[0]
 
 
+@pytest.fixture(params=["native", "python"])
+def fast_path(request, monkeypatch):
+    """jit's PJRT fast path as native code (compiler/backends/pjrt/entry.py and methods.py),
+    or as its Python definition (runtime/pjrt.py's `_python_call`, the Python
+    `block_until_ready`, `__call__` and `Buffer.__del__`)."""
+    from kiln.compiler.backends.pjrt import methods
+    if request.param == "python":
+        methods.uninstall()
+        monkeypatch.setattr(kiln.pjrt, "NATIVE_ENTRY", [False])
+    return request.param
+
+
 def on_device(x, device):
     return type(x._value.data) is pjrt.Buffer and x.device == device
 
@@ -278,11 +290,12 @@ def test_arrays_stay_on_the_device(device):
     assert step._cache_size() == 1   # compiled once for the signature
 
 
-def test_repeated_calls_take_the_fast_path_and_do_not_wait(device):
+def test_repeated_calls_take_the_fast_path_and_do_not_wait(device, fast_path):
     f = kiln.jit(lambda x, y: x * y + 1.0, backend="pjrt")
     x = kiln.device_put(np.full(5, 0.5, np.float32), device)
     y = f(x, x)
     assert f._fast is not None   # installed by the first call
+    assert (type(f._fast).__name__ == "builtin_function_or_method") == (fast_path == "native")
     (entry,) = f._cache.values()
     for _ in range(20):   # each result is passed on before anything awaited it
         y = f(y, x)
@@ -298,14 +311,92 @@ def test_repeated_calls_take_the_fast_path_and_do_not_wait(device):
     z = kiln.device_put(np.full(3, 2.0, np.float32), device)
     np.testing.assert_allclose(np.asarray(f(z, z)), np.full(3, 5.0))
     np.testing.assert_allclose(np.asarray(f(np.ones(3, np.float32), z)), np.full(3, 3.0))
-    direct = entry.executable.array_call((x, x), (False, False), lambda outs: outs, None)
-    assert len(direct((x, x))) == 1
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_the_fast_path_function_runs_or_misses(device, native, monkeypatch):
+    """The native builtin (compiler/backends/pjrt/entry.py) and its Python definition take
+    and refuse the same calls, and give the same results."""
+    monkeypatch.setattr(kiln.pjrt, "NATIVE_ENTRY", [native])
+    f = kiln.jit(lambda x, y: x * y + 1.0, backend="pjrt")
+    x = kiln.device_put(np.full(5, 0.5, np.float32), device)
+    z = kiln.device_put(np.full(3, 2.0, np.float32), device)
+    f(x, x)
+    (entry,) = f._cache.values()
+    outputs = fastcall.Outputs(entry, fastcall._rebuild(entry, None))
+    direct = entry.executable.array_call((x, x), (False, False), outputs, None)
+    assert (type(direct).__name__ == "builtin_function_or_method") == native
+    out = direct((x, x))
+    assert type(out) is kiln.Array and not out.weak_type and on_device(out, device)
+    np.testing.assert_array_equal(np.asarray(out), np.full(5, 1.25, np.float32))
     weak = kiln.device_put(np.ones(5, np.float32), device)
     weak.weak_type = True
     for miss in [(x, np.ones(5, np.float32)), (z, z), (), (x,), (x, x, x), (x, weak),
-                 (x, kiln.device_put(np.ones(5, np.int32), device)), (x, jnp.ones(5))]:
+                 (x, kiln.device_put(np.ones(5, np.int32), device)), (x, jnp.ones(5)),
+                 (x, kiln.device_put(np.ones((5, 1), np.float32), device)), (x, 1.0)]:
         assert direct(miss) is fastcall.MISS
-    assert entry.executable.array_call((np.ones(5, np.float32),), (False,), list, None) is None
+    assert entry.executable.array_call((np.ones(5, np.float32),), (False,), outputs,
+                                       None) is None
+    if native:
+        for miss in [(), ((x, x), (x, x)), ([x, x],)]:   # what jit never passes
+            assert direct(*miss) is fastcall.MISS
+        odd = kiln.device_put(np.ones(5, np.float32), device)._value.data
+        handle, odd.handle = odd.handle, 2 ** 70   # an int no pointer holds: a miss, no error
+        try:
+            assert direct((x, kiln.Array(kiln.compiler.backends.cuda.device.DeviceBuffer(
+                odd, x._value.layer)))) is fastcall.MISS
+        finally:
+            odd.handle = handle
+
+
+def test_the_native_fast_path_keeps_reference_counts_exact(device):
+    """100k calls through the builtin leave every object they touch with the references it
+    had, and allocate nothing that stays (results dropped, or kept and passed back in; a
+    pytree of outputs; a plug-in error)."""
+    import gc
+    import sys
+    f = kiln.jit(lambda x, y: (x * y + 1.0, y), backend="pjrt")
+    x = kiln.device_put(np.ones(16, np.float32), device)
+    f(x, x)
+    assert type(f._fast).__name__ == "builtin_function_or_method"
+    buffer = x._value.data
+    watched = [x, x._value, buffer, buffer.handle, buffer.shape, buffer.dtype, buffer.client,
+               buffer.device, x._value.layer, f._fast, kiln.Array, np.dtype(np.float32)]
+    y = f(x, x)[0]
+    for _ in range(1000):
+        y = f(y, x)[1]
+    before = [sys.getrefcount(o) for o in watched]
+    blocks = sys.getallocatedblocks()
+    for _ in range(50_000):
+        f(x, x)
+        y = f(y, x)[1]
+    y.block_until_ready()
+    assert [sys.getrefcount(o) for o in watched] == before
+    assert sys.getallocatedblocks() - blocks < 100
+    counts = sys.getrefcount(y), sys.getrefcount(y._value), sys.getrefcount(y._value.data)
+    assert counts == (2, 2, 2)   # y's, and getrefcount's argument
+    # a pytree of outputs (made by its unflatten) and a plug-in error, as often
+    g = kiln.jit(lambda x: {"a": x + 1.0, "b": [x]}, backend="pjrt")
+    g(x)
+    gone = kiln.device_put(np.ones(16, np.float32), device)
+    gone._value.data.client.api.call("Buffer_Delete", api.args(
+        api.Buffer, buffer=gone._value.data.handle))
+    failed = []
+    gc.collect()
+    before = [sys.getrefcount(o) for o in watched]
+    blocks = sys.getallocatedblocks()
+    for _ in range(10_000):
+        out = g(x)
+        try:
+            g(gone)
+        except api.PjrtError as e:
+            failed.append(e.code)
+    assert sorted(out) == ["a", "b"] and type(out["b"][0]) is kiln.Array
+    assert failed == ["INVALID_ARGUMENT"] * 10_000
+    del out, failed
+    gc.collect()
+    assert [sys.getrefcount(o) for o in watched] == before
+    assert sys.getallocatedblocks() - blocks < 100
 
 
 FACTOR = np.float32(2.0)
@@ -315,7 +406,7 @@ def _scaled_by_global(x):
     return x * FACTOR
 
 
-def test_the_fast_path_checks_the_globals_read(device):
+def test_the_fast_path_checks_the_globals_read(device, fast_path):
     global FACTOR
     f = kiln.jit(_scaled_by_global, backend="pjrt")
     x = kiln.device_put(np.ones(3, np.float32), device)
@@ -328,10 +419,47 @@ def test_the_fast_path_checks_the_globals_read(device):
         FACTOR = np.float32(2.0)
 
 
-def test_fast_path_results_are_freed_once(device, monkeypatch):
+def test_the_native_call_makes_jits_checks(device, fast_path):
+    """A call takes the fast path only where `Jitted.__call__` would: not with keywords,
+    nor under disable_jit, no_execution or debug_nans."""
+    f = kiln.jit(lambda x, y: jnp.sqrt(x * y - 2.0), backend="pjrt")
+    x = kiln.device_put(np.ones(4, np.float32), device)
+    f(x, x)
+    native = type(type(f).__dict__.get("__call__")).__name__ == "method_descriptor"
+    assert native == (fast_path == "native")
+    assert np.isnan(np.asarray(f(x, x))).all() and np.isnan(np.asarray(f(x, y=x))).all()
+    call = type(f).__call__   # the method itself, as well as the type's call slot
+    assert np.isnan(np.asarray(call(f, x, x))).all()
+    assert np.isnan(np.asarray(call(f, x, y=x))).all()
+    with pytest.raises(TypeError):
+        f(x)
+    with kiln.disable_jit():
+        with pytest.raises(BackendUnsupportedError, match="eagerly"):
+            f(x, x)
+    with kiln.no_execution(True):
+        with pytest.raises(RuntimeError, match="no_execution"):
+            f(x, x)
+    with kiln.debug_nans(True):
+        with pytest.raises(FloatingPointError, match="invalid value"):
+            f(x, x)
+    assert np.isnan(np.asarray(f(x, x))).all()
+
+
+def test_fast_path_results_are_freed_once(device, monkeypatch, fast_path):
     f = kiln.jit(lambda x: (x + 1.0, x * 2.0), backend="pjrt")
     x = kiln.device_put(np.ones(4, np.float32), device)
     f(x)
+    native = type(pjrt.Buffer.__dict__["__del__"]).__name__ == "method_descriptor"
+    assert native == (fast_path == "native")
+    if native:   # the native __del__ destroys the buffer once, then the Python one does nothing
+        a, b = f(x)
+        buffer = a._value.data
+        pjrt.Buffer.__del__(buffer)
+        assert buffer.handle is None
+        pjrt.Buffer.__del__(buffer)
+        assert buffer.handle is None
+        np.testing.assert_array_equal(np.asarray(b), np.full(4, 2.0))
+        return
     client = x._value.data.client
     destroyed = []
     destroy = client.native_destroy
@@ -346,7 +474,7 @@ def test_fast_path_results_are_freed_once(device, monkeypatch):
     assert len(destroyed) == 4
 
 
-def test_an_execution_error_on_the_fast_path_has_the_plugins_message(device):
+def test_an_execution_error_on_the_fast_path_has_the_plugins_message(device, fast_path):
     f = kiln.jit(lambda x: x + 1.0, backend="pjrt")
     x = kiln.device_put(np.ones(4, np.float32), device)
     f(x)
@@ -358,7 +486,7 @@ def test_an_execution_error_on_the_fast_path_has_the_plugins_message(device):
     np.testing.assert_array_equal(np.asarray(f(x)), np.full(4, 2.0))
 
 
-def test_calls_from_several_threads_at_once(device):
+def test_calls_from_several_threads_at_once(device, fast_path):
     from concurrent.futures import ThreadPoolExecutor
     f = kiln.jit(lambda x: x * 2.0 + 1.0, backend="pjrt")
     inputs = [kiln.device_put(np.full(8, float(i), np.float32), device) for i in range(4)]
@@ -372,7 +500,7 @@ def test_calls_from_several_threads_at_once(device):
     assert np.asarray(kiln.jit(lambda: jnp.ones(3), backend="pjrt")()).tolist() == [1.0] * 3
 
 
-def test_a_deleted_argument_is_an_error_on_the_fast_path(device):
+def test_a_deleted_argument_is_an_error_on_the_fast_path(device, fast_path):
     f = kiln.jit(lambda x: x + 1.0, backend="pjrt")
     x = kiln.device_put(np.ones(4, np.float32), device)
     f(x)

@@ -11,7 +11,9 @@ stay closed.
 
 Builders nest for regions (`cond` branches, loop bodies); names come from one `NameSupply` per
 top-level function, so printed SSA is deterministic. The stack of active builders is per
-thread (`STATE.stack`), so several threads can specialise functions at the same time.
+thread (`STATE.stack`), so several threads can specialise functions at the same time;
+`ACTIVE[0]` counts the active builders of all threads (a native jit call reads it instead of
+this thread's stack, and leaves the call to Python while it is not 0).
 """
 import contextlib
 import threading
@@ -37,6 +39,10 @@ class PerThread(threading.local):
 
 
 STATE = PerThread(stack=list)   # `stack`: this thread's active builders, innermost last
+# The number of active builders in all threads: while it is not 0, a native call of a jitted
+# function goes through Python, which reads this thread's stack (runtime/jit.py).
+ACTIVE = [0]
+_ACTIVE_LOCK = threading.Lock()
 _RESERVED = []
 
 
@@ -75,10 +81,14 @@ class Builder:
     # -------------------------------------------------------------------- context
     def __enter__(self):
         STATE.stack.append(self)
+        with _ACTIVE_LOCK:
+            ACTIVE[0] += 1
         return self
 
     def __exit__(self, *exc):
         STATE.stack.pop()
+        with _ACTIVE_LOCK:
+            ACTIVE[0] -= 1
 
     @property
     def root(self):

@@ -33,7 +33,8 @@ once per executable, which a caller's fast path calls (its result Buffers are ma
 `Buffer.__init__`). The ctypes calls here are the definition the native ones are tested
 against, and the path of host inputs and of a call made while another thread is in the
 native one.
-`block_until_ready` and the destruction of a buffer are one native call each too. Avals are
+`block_until_ready` and the destruction of a buffer are one native call each too (and,
+once jit's native fast path is in use, native methods without Python: methods.py). Avals are
 anything with `shape` and `dtype` (kiln's ShapedArray, NumPy arrays).
 
 Compile options are a serialized xla.CompileOptionsProto (`compile_options`): an empty proto

@@ -55,7 +55,7 @@ def execute_function(num_args):
     """`kiln_pjrt_execute<num_args>` as a ctypes function (ctx, handles...) -> error."""
     function = _LIBRARIES.get(num_args)
     if function is None:
-        address = _load(f"kiln.pjrt.execute{num_args}", lambda m: _emit_execute(m, num_args),
+        address = load(f"kiln.pjrt.execute{num_args}", lambda m: _emit_execute(m, num_args),
                         f"kiln_pjrt_execute{num_args}")
         kind = C.CFUNCTYPE(_ERROR, C.c_void_p, *[C.c_void_p] * num_args)
         function = _LIBRARIES.setdefault(num_args, kind(address))
@@ -66,13 +66,15 @@ def buffer_functions():
     """(await_ready, destroy_buffer) as ctypes functions (api, buffer) -> error."""
     found = _LIBRARIES.get("buffers")
     if found is None:
-        addresses = _load("kiln.pjrt.buffers", _emit_buffers,
+        addresses = load("kiln.pjrt.buffers", _emit_buffers,
                           "kiln_pjrt_await_ready", "kiln_pjrt_destroy_buffer")
         found = _LIBRARIES.setdefault("buffers", tuple(map(_AWAIT, addresses)))
     return found
 
 
-def _load(name, emit, *symbols):
+def load(name, emit, *symbols, source=__file__):
+    """The addresses of `symbols` in the object `name`, emitted by `emit(module)` (disk-cached,
+    keyed by the file `source` that emits it); one address for one symbol."""
     from ..llvm import rtlib, target
     import llvmlite.ir as ir
 
@@ -83,7 +85,7 @@ def _load(name, emit, *symbols):
         return target.object_code(target.optimize(str(module), name))
 
     with _LOCK:
-        loaded = rtlib.load_library(name, compile_, __file__)
+        loaded = rtlib.load_library(name, compile_, source)
     addresses = [loaded.function_address(s) for s in symbols]
     if not all(addresses):
         raise api.PjrtError(f"the native PJRT library {name} lacks {symbols}", "INTERNAL")
