@@ -123,6 +123,22 @@ class Mesh:
         from .devices import process_index
         return [d for d in self.devices.flat if d.process_index == process_index()]
 
+    @property
+    def local_mesh(self):
+        """The sub-mesh of this process's devices (the box of positions they fill), with the
+        same axis names, as JAX's `Mesh.local_mesh`."""
+        from .devices import process_index
+        here = np.vectorize(lambda d: d.process_index == process_index(), otypes=[bool])(
+            self.devices)
+        where = np.argwhere(here)
+        if not len(where):
+            raise ValueError(f"{self} has no device of process {process_index()}")
+        box = tuple(slice(lo, hi + 1) for lo, hi in zip(where.min(0), where.max(0)))
+        if not here[box].all():
+            raise ValueError(f"the devices of process {process_index()} in {self} do not fill "
+                             f"a box of the mesh, so it has no local mesh")
+        return Mesh(self.devices[box], self.axis_names, self.axis_types)
+
     def __eq__(self, other):
         return isinstance(other, Mesh) and self.axis_names == other.axis_names and \
             self.devices.shape == other.devices.shape and \
