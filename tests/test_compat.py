@@ -51,6 +51,8 @@ from jax.tree_util import tree_map
 assert jax is kiln and jnp is kiln.numpy and jax.lax is kiln.lax and jax.Array is kiln.Array
 assert jax.scipy.special is kiln.scipy.special and tree is kiln.tree and tree_map is kiln.tree_util.tree_map
 assert kiln.__spec__.name == "kiln" and sys.modules["jax.numpy"] is kiln.numpy
+import jax.experimental.multihost_utils
+assert jax.experimental.multihost_utils is kiln.experimental.multihost_utils
 for name in ("jax._src.core", "jax.extend", "jax.interpreters.ad", "jax.core", "jaxlib",
              "jax.experimental.pallas"):
     try:
@@ -71,7 +73,7 @@ def test_install_as_jax_maps_modules_and_refuses_internals():
     out = _run(["-c", IMPORTS], as_jax=False)
     assert out.endswith("ok\n")
     assert "'jax._src' is JAX's private implementation" in out
-    assert "'jax.experimental' has no kiln counterpart" in out
+    assert "'jax.experimental.pallas' has no kiln counterpart (kiln.experimental.pallas does not exist)" in out
 
 
 def test_install_after_real_jax_is_refused():
