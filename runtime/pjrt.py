@@ -23,7 +23,8 @@ PjrtDevice; called with Arrays on that device (or host values) it returns Arrays
 lowered to StableHLO, compiled for the device its arguments are on (the default plug-in's first
 device for host arguments), its results left on the device (a `Program`, with `array_call`
 for jit's dispatch fast path). `compile_replicated(fn, devices)` is pmap's and shard_map's: one
-module with a replica per device, run over all of them in one execution (`ReplicatedProgram`).
+module with a replica per device, run over all of them in one execution (`ReplicatedProgram`),
+its results left on the devices (pjrt_spread.py makes them one Array).
 """
 import os
 import threading
@@ -368,7 +369,7 @@ class ReplicatedProgram:
     """A pmap's or shard_map's StableHLO module compiled with one replica per device:
     `run_replicas(argument_lists)` runs replica i on `argument_lists[i]` (its arguments and
     constants: DeviceBuffers of device i, or host values) in one execution over every device,
-    and returns each replica's results copied to the host."""
+    and returns each replica's results as DeviceBuffers left on its device."""
     one_call = True   # every replica runs in one call (_replica_threads.run_replicas)
 
     def __init__(self, module, devices):
@@ -384,7 +385,8 @@ class ReplicatedProgram:
     def run_replicas(self, argument_lists, group=None):
         inputs = [[v.data if type(v) is DeviceBuffer and type(v.data) is pjrt.Buffer else
                    np.asarray(v) for v in values] for values in argument_lists]
-        return [[b.to_host() for b in row] for row in self.compiled(inputs)]
+        return [[DeviceBuffer(b, d.layer) for b in row]
+                for row, d in zip(self.compiled(inputs), self.devices)]
 
     def __call__(self, *values):
         return self.run_replicas([values])[0]

@@ -97,8 +97,13 @@ def _onto(v, where):
     on_device = type(v._value) is DeviceBuffer
     if held:
         if len(targets) != 1:
-            raise ValueError(f"device_put: shardings over several devices are CPU-only; "
-                             f"{where} names a {held[0].platform} device")
+            if isinstance(where, NamedSharding) and len(held) == len(targets) and \
+                    all(d.layer.backend == "pjrt" for d in held):   # one block per device
+                from .pjrt_spread import put
+                return put(v, where)
+            raise ValueError(f"device_put: shardings over several devices are CPU-only, or "
+                             f"NamedShardings over PJRT devices; {where} names a "
+                             f"{held[0].platform} device")
         layer = held[0].layer
         if on_device and v._value.layer is layer:
             return v
