@@ -23,6 +23,7 @@ blocks themselves (squeezed None).
 - `stacked(rows, mesh, axis_name, axis)`, `joined(blocks, sharding, shape)`: the Arrays pmap
   and shard_map return from their replicas' result buffers (DeviceBuffers of each device).
 """
+import atexit
 import math
 
 import numpy as np
@@ -31,8 +32,6 @@ from .array import Array, _wrap
 from .compiler.backends.cuda.device import DeviceBuffer
 from .compiler.errors import BackendUnsupportedError
 from .sharding import NamedSharding, PartitionSpec, Shard
-
-SPREAD = "pjrt spread"   # SpreadLayer.backend: jit runs such arguments partitioned (jit.py)
 
 
 class Spread:
@@ -77,7 +76,7 @@ class Spread:
 class SpreadLayer:
     """The layer of every Spread: what the runtime's device paths ask of it."""
     xp = np
-    backend = SPREAD
+    backend = "pjrt"   # jit runs calls with such arguments partitioned (pjrt_partitioned)
     platform = "pjrt"
     name = "several PJRT devices"
 
@@ -149,7 +148,9 @@ def spread_of(x):
     return v.data if type(v) is DeviceBuffer and v.layer is LAYER else None
 
 
-_RESHAPES = {}   # (shape, axis, expand) -> a jitted reshape on PJRT devices
+_RESHAPES = {}   # (axis, expand) -> a jitted reshape on PJRT devices
+# emptied before the interpreter tears modules down, while the plug-in's client still works
+atexit.register(_RESHAPES.clear)
 
 
 def _reshaped(x, axis, expand):
@@ -181,7 +182,7 @@ def put(v, sharding):
     sharding.check_shape(v.shape)
     host = np.asarray(v)
     indices = sharding.devices_indices_map(host.shape)
-    buffers = [d.layer.to_device(np.ascontiguousarray(host[indices[d]]))
+    buffers = [d.layer.to_device(np.asarray(host[indices[d]], order="C"))
                for d in sharding._devices()]
     return spread_array(buffers, sharding, host.shape, host.dtype, v.weak_type)
 

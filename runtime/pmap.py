@@ -228,8 +228,10 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
                   _to_front(np.asarray(x) if type(x) is Array else leaf_value(x), d)
                   for x, d in zip(leaves, axes)]
 
+        consts = entry.executable.constants_on_devices(entry.consts)
+
         def args_of(i):
-            return [v[i] if d is not None else v for v, d in zip(values, axes)] + entry.consts
+            return [v[i] if d is not None else v for v, d in zip(values, axes)] + consts[i]
         per_replica = _replica_threads.run_replicas(entry, ReplicaGroup(((name, len(replicas)),)),
                                                     args_of)
         outs = []

@@ -292,10 +292,12 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
                 a.shape, e, axes))
         used = [_used(e, axes) for e in entries]
 
+        consts = entry.executable.constants_on_devices(entry.consts)
+
         def args_of(i):
             coords = _coordinates(i)
             return [v[i] if d else v[tuple(coords[n] for n in u)]
-                    for v, d, u in zip(values, direct, used)] + entry.consts
+                    for v, d, u in zip(values, direct, used)] + consts[i]
         per_replica = _replica_threads.run_replicas(entry, ReplicaGroup(axes), args_of)
         return [pjrt_spread.joined([r[k] for r in per_replica], _sharding(spec), weak)
                 for k, (spec, weak) in enumerate(zip(entry.out_specs, entry.out_weak))]

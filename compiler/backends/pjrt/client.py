@@ -15,7 +15,8 @@ memory itself as the buffer, so the host array is kept for the buffer's whole li
 change (the caller's promise: kiln asks for it only for host data that is read-only down to its
 base, and for an executable's host arguments during one call). The CPU plug-in aliases only
 64-byte aligned memory and copies the rest. A `Buffer` has an ndarray's metadata (shape, dtype,
-...) and `to_host()` (`PJRT_Buffer_ToHostBuffer` into a fresh array, awaited).
+...), `to_host()` (`PJRT_Buffer_ToHostBuffer` into a fresh array, awaited) and
+`copy_to(device)` (`PJRT_Buffer_CopyToDevice`: to another device of the client).
 
 `Executable(client, mlir_text, in_avals, out_avals, device=None)` compiles a StableHLO module in
 MLIR text (program format "mlir") for one device (default: the first) and checks that the
@@ -244,6 +245,16 @@ class Buffer:
             dst_size=out.nbytes)).event
         self.client.wait(done)
         return out
+
+    def copy_to(self, device):
+        """This buffer copied to `device`, another device of its client
+        (`PJRT_Buffer_CopyToDevice`, without the host); the copy carries its ready event."""
+        if not isinstance(device, DeviceInfo) or device.client is not self.client:
+            raise ValueError(f"{device!r} is not a device of this buffer's "
+                             f"{self.client.platform} PJRT client")
+        out = self.client.api.call("Buffer_CopyToDevice", api.args(
+            api.BufferCopyToDevice, buffer=self._handle(), dst_device=device.handle))
+        return Buffer(self.client, out.dst_buffer, device, self.shape, self.dtype)
 
     def block_until_ready(self):
         """Await the buffer's ready event (one native call); an execution's error raised."""
