@@ -20,8 +20,8 @@ blocks themselves (squeezed None).
 - `replica_buffers(x, axis, devices)`: pmap's and shard_map's fast way in: the per-device
   buffers of `x` when it is spread over `devices` in the layout the map takes, else None
   (the caller then takes its host value).
-- `stacked(rows, mesh, axis_name, axis)`, `joined(blocks, sharding, shape)`: the Arrays pmap
-  and shard_map return from their replicas' result buffers (DeviceBuffers of each device).
+- `stacked(rows, mesh, axis_name, axis, weak)`, `joined(blocks, sharding, weak)`: the Arrays
+  pmap and shard_map return from their per-device result buffers.
 """
 import atexit
 import math
@@ -223,17 +223,12 @@ def stacked(rows, mesh, axis_name, axis, weak):
 
 
 def joined(blocks, sharding, weak):
-    """shard_map's (and partitioned jit's) result from each device's block (DeviceBuffers
-    or client.Buffers, in `sharding`'s device order): the array they make up, spread over the
-    devices."""
-    data = [b.data if type(b) is DeviceBuffer else b for b in blocks]
+    """shard_map's result from each device's block (DeviceBuffers, in `sharding`'s device
+    order): the array they make up, spread over the devices."""
+    data = [b.data for b in blocks]
     sizes = sharding.mesh.shape
     shape = [n * math.prod(sizes[a] for a in sharding.spec.names(d))
              for d, n in enumerate(data[0].shape)]
     return spread_array(data, sharding, shape, data[0].dtype, weak)
 
-
-def to_host_buffer(x):
-    """The host value of an Array whose buffer is on a device (np.asarray), else its own."""
-    return np.asarray(x) if type(x) is Array and type(x._value) is DeviceBuffer else x
 

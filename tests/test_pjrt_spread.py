@@ -255,3 +255,31 @@ def test_device_put_between_pjrt_devices_without_the_host(transfers):
     np.testing.assert_array_equal(np.asarray(b), np.asarray(a))
     c = kiln.jit(lambda v: v + 1)(b)
     assert c.device == d[1]
+
+
+def test_hlo_sharding_texts():
+    from kiln.compiler.backends.stablehlo.module import hlo_sharding
+    assert hlo_sharding((2,), [(0,), ()]) == "{devices=[2,1]0,1}"
+    assert hlo_sharding((4,), [(), ()]) == "{replicated}"
+    assert hlo_sharding((1,), [(0,)]) == "{replicated}"
+    # dimension 0 over mesh axis 0, mesh axis 1 replicated
+    assert hlo_sharding((2, 2), [(0,), ()]) == "{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}"
+    # dimension 0 over mesh axis 1 and dimension 1 over mesh axis 0: tile (i, j) on (j, i)
+    assert hlo_sharding((2, 2), [(1,), (0,)]) == "{devices=[2,2]0,2,1,3}"
+    assert hlo_sharding((2, 2), [(0, 1)]) == "{devices=[4]0,1,2,3}"
+
+
+@pytest.mark.parametrize("spec", [P("x"), P("y"), P(None, ("x", "y")), P("y", "x")])
+def test_jit_on_a_two_axis_mesh(spec):
+    mesh = Mesh(np.array(pjrt_devices(4), dtype=object).reshape(2, 2), ("x", "y"))
+    x = values((4, 8), np.float32)
+    sharding = NamedSharding(mesh, spec)
+    f = kiln.jit(lambda v: (jnp.tanh(v) * 2, v.sum(0), v.T), in_shardings=sharding,
+                 out_shardings=(sharding, NamedSharding(mesh, P()),
+                                NamedSharding(mesh, P(*reversed(spec.padded(2))))))
+    got = f(x)
+    want = (np.tanh(x) * 2, x.sum(0), x.T)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-5)
+    for shard in got[0].addressable_shards:
+        np.testing.assert_allclose(np.asarray(shard.data), want[0][shard.index], rtol=1e-5)
