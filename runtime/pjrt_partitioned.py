@@ -5,8 +5,8 @@ an argument is an Array spread over several PJRT devices (pjrt_spread.py). The c
 
 - places its arguments as `in_shardings` says (`device_put`, one block per device);
 - takes the mesh of the first spread argument (else of the first sharding given); arguments
-  that are not spread over it are put on it replicated (an argument spread over another mesh,
-  or a pmap result, through the host);
+  that are not spread over it are put on it replicated (an argument spread over another mesh
+  through the host); a pmap result over it gets its mapped axis back on each device;
 - stages `f` for the global shapes, runs the reference pipeline and lowers it to one StableHLO
   module with `mhlo.num_partitions` = the mesh's size and an `mhlo.sharding` on every argument
   and result (stablehlo/module.py's `hlo_sharding`): the arguments' own shardings, the results'
@@ -27,7 +27,7 @@ from .tree_util import tree_unflatten, tree_leaves
 from . import staging
 from .array import Array, to_array
 from .compiler.backends.cuda.device import DeviceBuffer
-from .pjrt_spread import put, spread_array, spread_of, LAYER
+from .pjrt_spread import as_blocks, put, spread_array, spread_of, LAYER
 from .sharding import Sharding, NamedSharding, PartitionSpec
 from .staging import leaf_aval
 
@@ -73,7 +73,9 @@ def partitioned_call(jitted, args, kwargs):
     placed = []
     for x in leaves:
         s = spread_of(x)
-        if s is None or s.squeezed is not None or s.sharding.mesh != mesh:
+        if s is not None and s.sharding.mesh == mesh:
+            x = as_blocks(x)   # a pmap result over the mesh: its axis back, on the devices
+        else:
             x = put(x if type(x) is Array else to_array(x), replicated)
         placed.append(x)
     avals = [leaf_aval(x, f"argument {i} of {jitted.__name__}")[0] for i, x in enumerate(placed)]
@@ -115,19 +117,15 @@ def partitioned_call(jitted, args, kwargs):
 
 
 def _mesh(leaves, given, name):
-    """The mesh a call is partitioned over: its first spread argument's, else its first
-    sharding's over PJRT devices."""
-    for x in leaves:
-        s = spread_of(x)
-        if s is not None and s.squeezed is None:
-            return s.sharding.mesh
-    for s in given:
-        if isinstance(s, NamedSharding) and _on_pjrt(s):
-            return s.mesh
+    """The mesh a call is partitioned over: its first spread argument's (after in_shardings
+    placed them), else its first sharding's over PJRT devices."""
     for x in leaves:
         s = spread_of(x)
         if s is not None:
             return s.sharding.mesh
+    for s in given:
+        if isinstance(s, NamedSharding) and _on_pjrt(s):
+            return s.mesh
     raise ValueError(f"jit of {name} on PJRT devices: no NamedSharding over PJRT devices to "
                      f"partition it by; give in_shardings or out_shardings as "
                      f"NamedSharding(mesh, spec) over a Mesh of kiln.devices('pjrt')")

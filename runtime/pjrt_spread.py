@@ -16,7 +16,8 @@ blocks themselves (squeezed None).
   device i's buffer as an Array on that device, without a copy (`SpreadLayer.getitem`). Other
   eager operations are refused (`SpreadLayer.eager`), as on one PJRT device.
 - `put(array, sharding)`: a host array (or any Array) onto a NamedSharding over PJRT devices,
-  each device getting its block (device_put).
+  each device getting its block (device_put); `as_blocks(x)`: a pmap result holding its
+  blocks (each buffer given its axis back on its device), as sharded jit takes it.
 - `replica_buffers(x, axis, devices)`: pmap's and shard_map's fast way in: the per-device
   buffers of `x` when it is spread over `devices` in the layout the map takes, else None
   (the caller then takes its host value).
@@ -174,11 +175,21 @@ def _squeeze_front(x):
     return _reshaped(x, 0, False)
 
 
+def as_blocks(x):
+    """`x` (a spread Array) holding its blocks themselves: a pmap result's buffers given
+    their mapped axis back on their devices, any other spread Array as it is."""
+    s = spread_of(x)
+    if s.squeezed is None:
+        return x
+    blocks = [shard.data._value.data for shard in LAYER.shards(s, x.weak_type)]
+    return spread_array(blocks, s.sharding, s.shape, s.dtype, x.weak_type)
+
+
 def put(v, sharding):
-    """`v` (an Array) on `sharding`, a NamedSharding over PJRT devices: the same array when it
-    is already there, else each device's block copied from the host value."""
-    if (s := spread_of(v)) is not None and s.sharding == sharding and s.squeezed is None:
-        return v
+    """`v` (an Array) on `sharding`, a NamedSharding over PJRT devices: the same array (its
+    blocks) when it is already there, else each device's block copied from the host value."""
+    if (s := spread_of(v)) is not None and s.sharding == sharding:
+        return as_blocks(v)
     sharding.check_shape(v.shape)
     host = np.asarray(v)
     indices = sharding.devices_indices_map(host.shape)

@@ -283,3 +283,13 @@ def test_jit_on_a_two_axis_mesh(spec):
         np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-5)
     for shard in got[0].addressable_shards:
         np.testing.assert_allclose(np.asarray(shard.data), want[0][shard.index], rtol=1e-5)
+
+
+def test_jit_of_a_pmap_result_stays_on_its_devices(transfers):
+    x = values((2, 3), np.float32)
+    y = kiln.pmap(lambda v: v + 1, backend="pjrt", devices=pjrt_devices(2))(x)
+    before = list(transfers)
+    z = kiln.jit(lambda a: jnp.cos(a) * 2)(y)
+    assert transfers == before
+    assert z.sharding == y.sharding
+    np.testing.assert_allclose(np.asarray(z), np.cos(x + 1) * 2, rtol=1e-6)
