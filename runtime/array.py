@@ -9,7 +9,9 @@ JAX's.
 Eager operations may leave an Array's buffer strided: `jnp.zeros`/`ones`/`full` and
 `broadcast_to` hold stride-0 broadcasts of one element, transposes and slices hold views.
 An Array may carry a sharding (`placed_on`: `device_put` onto devices, pmap's and shard_map's
-results): metadata over its one host buffer, which every CPU device shares. An array spanning
+results): metadata over its one host buffer, which every CPU device shares. An Array spread
+over several PJRT devices holds one buffer per device instead (pjrt_spread.py); its layer
+answers its sharding, shards and `x[i]`. An array spanning
 several processes is the subclass `GlobalArray` (global_arrays.py).
 
 Compiled code reads C-contiguous buffers; `Array._dense()` gives it one, copying a strided buffer the
@@ -140,6 +142,14 @@ class Array(ArrayMethods):
         self._value = value if type(value) is DeviceBuffer else np.asarray(value)
         self.weak_type = bool(weak_type)
 
+    def __getitem__(self, idx):
+        v = self._value
+        if type(v) is DeviceBuffer and hasattr(v.layer, "getitem"):   # pjrt_spread.py
+            block = v.layer.getitem(v.data, idx, self.weak_type)
+            if block is not None:
+                return block
+        return ArrayMethods.__getitem__(self, idx)
+
     # ------------------------------------------------------------------------ metadata
     @property
     def shape(self):
@@ -188,7 +198,11 @@ class Array(ArrayMethods):
         from .devices import devices, gpu_device
         from . import _default_device as default_device
         if type(self._value) is DeviceBuffer:
-            layer = self._value.layer   # a PJRT device's layer knows its device (pjrt.py)
+            layer = self._value.layer
+            spread = getattr(layer, "sharding_of", None)   # several PJRT devices (pjrt_spread)
+            if spread is not None:
+                return spread(self._value.data)
+            # a PJRT device's layer knows its device (pjrt.py)
             return SingleDeviceSharding(getattr(layer, "kiln_device", None) or gpu_device(layer))
         default = default_device.current()
         if default is not None and default.platform == "cpu":
@@ -210,6 +224,9 @@ class Array(ArrayMethods):
     def addressable_shards(self):
         """This process's devices' blocks (Shard objects; their data are views of this
         array)."""
+        v = self._value
+        if type(v) is DeviceBuffer and hasattr(v.layer, "shards"):   # pjrt_spread.py
+            return v.layer.shards(v.data, self.weak_type)
         from .sharding import shards
         return shards(self, self.sharding)
 

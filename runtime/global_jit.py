@@ -36,14 +36,9 @@ class _Entry(staging.Entry):
 def sharded_call(jitted, args, kwargs):
     """A call of `jitted` in a run of several processes: a jit with shardings, or one given
     a global array (its inputs then keep their own layouts)."""
-    from .placement import device_put, _as_sharding
-    in_shardings, out_shardings = jitted._shardings or (None, None)
-    if in_shardings is not None:
-        static = set(jitted._static.nums)
-        placed = device_put(tuple(args), in_shardings)
-        args = tuple(a if i in static else p for i, (a, p) in enumerate(zip(args, placed)))
-    statics, dyn_args, dyn_kwargs = jitted._split(args, kwargs)
-    leaves, treedef = tree_flatten((tuple(dyn_args), dyn_kwargs))
+    from .placement import _as_sharding
+    args, statics, leaves, treedef = placed_call(jitted, args, kwargs)
+    out_shardings = (jitted._shardings or (None, None))[1]
     avals, values, dims, split = [], [], [], []
     for i, leaf in enumerate(leaves):
         if type(leaf) is GlobalArray:
@@ -103,6 +98,20 @@ def sharded_call(jitted, args, kwargs):
         staging.assign_globals(entry.writes, outs)
         outs = outs[:entry.out_tree.num_leaves]
     return tree_unflatten(entry.out_tree, outs)
+
+
+def placed_call(jitted, args, kwargs):
+    """(the positional arguments placed by `jitted`'s in_shardings (`device_put`; static ones
+    as they are), the static values, the dynamic leaves, their pytree definition)."""
+    from .placement import device_put
+    in_shardings = (jitted._shardings or (None, None))[0]
+    if in_shardings is not None:
+        static = set(jitted._static.nums)
+        placed = device_put(tuple(args), in_shardings)
+        args = tuple(a if i in static else p for i, (a, p) in enumerate(zip(args, placed)))
+    statics, dyn_args, dyn_kwargs = jitted._split(args, kwargs)
+    leaves, treedef = tree_flatten((tuple(dyn_args), dyn_kwargs))
+    return args, statics, leaves, treedef
 
 
 def _layout_source(split, targets, wanted, name):

@@ -63,6 +63,7 @@ from .compiler.ir.builder import current, PerThread, STATE as _BUILDERS, ACTIVE 
 from .distributed import process_layout
 from .global_jit import sharded_call
 from .global_arrays import SpansProcesses
+from .pjrt_spread import LAYER as SPREAD_LAYER
 
 _DISABLED_BY_ENV = os.environ.get("KILN_DISABLE_JIT", "").lower() in ("1", "true", "yes")
 
@@ -123,6 +124,7 @@ class Jitted:
         self._shardings = None if in_shardings is None and out_shardings is None else \
             (in_shardings, out_shardings)
         self._spanning = staging.GuardedCache()   # several processes: global_jit.py
+        self._partitioned = staging.GuardedCache()   # several PJRT devices: pjrt_partitioned
 
     # ----------------------------------------------------------------------- calling
     def __call__(self, *args, **kwargs):
@@ -169,6 +171,9 @@ class Jitted:
             key, dyn_values, leaves = self._signature(args, kwargs)
         except SpansProcesses:   # a global array: one program over the processes
             return sharded_call(self, args, kwargs)
+        if _spread(dyn_values):   # arguments spread over several PJRT devices
+            from .pjrt_partitioned import partitioned_call
+            return partitioned_call(self, args, kwargs)
         if self._fallback is not None:
             placed = _placed_backend(dyn_values)
             if placed is not None:
@@ -321,6 +326,14 @@ def _placed_backend(values):
     return None
 
 
+def _spread(values):
+    """Whether an argument is spread over several PJRT devices (pjrt_spread.py)."""
+    for v in values:
+        if type(v) is DeviceBuffer and v.layer is SPREAD_LAYER:
+            return True
+    return False
+
+
 def _run_donating(entry, leaves, values):
     """A call whose compiled code overwrites donated inputs (`entry.held`) and returns their
     buffers as outputs: an Array's own buffer when nothing else uses it (`_sole_buffer`), else
@@ -451,6 +464,10 @@ def _sharded_call(jitted, args, kwargs):
     from .placement import device_put
     if process_layout()[1] > 1:
         return sharded_call(jitted, args, kwargs)
+    from . import pjrt_partitioned
+    if pjrt_partitioned.wanted(jitted, [a._value for a in tree_leaves(args)
+                                        if type(a) is Array]):
+        return pjrt_partitioned.partitioned_call(jitted, args, kwargs)
     in_shardings, out_shardings = jitted._shardings
     if in_shardings is not None:
         device_put(tuple(args), in_shardings)

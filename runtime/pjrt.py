@@ -11,7 +11,8 @@ device_kind, process_index) whose `layer` is a `PjrtLayer`: what the runtime's G
 for any device with its own memory. `device_put(x, device)` makes an Array holding a
 `DeviceBuffer(client.Buffer, layer)` that stays on the device between calls (zero copy when
 the host data is read-only all the way down, otherwise copied, so a NumPy array changed later
-cannot change it); `np.asarray(array)` copies it back. Eager operations on such arrays are
+cannot change it); `np.asarray(array)` copies it back. An Array on another device of the same
+plug-in is copied device to device (`PjrtLayer.copy_from`). Eager operations on such arrays are
 refused with what to do instead (kiln runs compiled code on PJRT devices only).
 
 `describe(found)` is the line `kiln doctor` prints about a plug-in. `compile_for_topology` compiles
@@ -25,7 +26,8 @@ device for host arguments), its results left on the device (a `Program`, with `a
 for jit's dispatch fast path: a native builtin, compiler/backends/pjrt/entry.py, with the
 native methods of methods.py installed beside it, or its Python definition `_python_call`).
 `compile_replicated(fn, devices)` is pmap's and shard_map's: one module with a replica per
-device, run over all of them in one execution (`ReplicatedProgram`).
+device, run over all of them in one execution (`ReplicatedProgram`), its results left on the
+devices (pjrt_spread.py makes them one Array).
 """
 import os
 import threading
@@ -94,6 +96,15 @@ class PjrtLayer:
 
     def to_host(self, buffer):
         return buffer.to_host()
+
+    def copy_from(self, value):
+        """`value` (a DeviceBuffer on another device of this plug-in's client) copied to this
+        device without the host; None for any other value."""
+        layer = value.layer
+        if type(layer) is not PjrtLayer or layer.info.client is not self.info.client or \
+                type(value.data) is not pjrt.Buffer:
+            return None
+        return value.data.copy_to(self.info)
 
     def synchronize(self):
         """Nothing to wait for here: transfers are awaited where they are made, and an
@@ -397,7 +408,7 @@ class ReplicatedProgram:
     """A pmap's or shard_map's StableHLO module compiled with one replica per device:
     `run_replicas(argument_lists)` runs replica i on `argument_lists[i]` (its arguments and
     constants: DeviceBuffers of device i, or host values) in one execution over every device,
-    and returns each replica's results copied to the host."""
+    and returns each replica's results as DeviceBuffers left on its device."""
     one_call = True   # every replica runs in one call (_replica_threads.run_replicas)
 
     def __init__(self, module, devices):
@@ -407,13 +418,23 @@ class ReplicatedProgram:
         self.module = module
         self.devices = list(devices)
         infos = [d.layer.info for d in self.devices]
+        self._placed = None
         self.compiled = ReplicatedExecutable(infos[0].client, module.text, module.in_avals,
                                              module.out_avals, infos)
+
+    def constants_on_devices(self, consts):
+        """`consts` (the staged function's constants, the same at every call) as
+        DeviceBuffers on each device, one list per device, put there on the first call."""
+        if self._placed is None:
+            self._placed = [[DeviceBuffer(d.layer.to_device(np.asarray(c)), d.layer)
+                             for c in consts] for d in self.devices]
+        return self._placed
 
     def run_replicas(self, argument_lists, group=None):
         inputs = [[v.data if type(v) is DeviceBuffer and type(v.data) is pjrt.Buffer else
                    np.asarray(v) for v in values] for values in argument_lists]
-        return [[b.to_host() for b in row] for row in self.compiled(inputs)]
+        return [[DeviceBuffer(b, d.layer) for b in row]
+                for row, d in zip(self.compiled(inputs), self.devices)]
 
     def __call__(self, *values):
         return self.run_replicas([values])[0]

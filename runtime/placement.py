@@ -16,8 +16,9 @@ A GPU device (devices.py) has its own memory: `device_put(x, gpu)` copies `x` to
 holding a device buffer, cuda/device.py), `device_put(x, cpu)` and `device_get` copy back;
 `device_put(x)` without a device leaves an Array where it is and puts other values on the
 default device in force (kiln.default_device; none set: the host). A PJRT device
-(runtime/pjrt.py) is the same: its layer makes the device buffer. Shardings over several
-devices are CPU-only.
+(runtime/pjrt.py) is the same: its layer makes the device buffer, and copies an Array on
+another device of its plug-in device to device. Shardings over several devices are CPU-only,
+except NamedShardings over PJRT devices: one buffer per device (pjrt_spread.py).
 """
 import numpy as np
 
@@ -96,12 +97,21 @@ def _onto(v, where):
     held = [d for d in targets if d.layer is not None]
     on_device = type(v._value) is DeviceBuffer
     if held:
+        if isinstance(where, NamedSharding) and len(held) == len(targets) and \
+                all(d.layer.backend == "pjrt" for d in held):   # one block per device
+            from .pjrt_spread import put
+            return put(v, where)
         if len(targets) != 1:
-            raise ValueError(f"device_put: shardings over several devices are CPU-only; "
-                             f"{where} names a {held[0].platform} device")
+            raise ValueError(f"device_put: shardings over several devices are CPU-only, or "
+                             f"NamedShardings over PJRT devices; {where} names a "
+                             f"{held[0].platform} device")
         layer = held[0].layer
         if on_device and v._value.layer is layer:
             return v
+        copied = layer.copy_from(v._value) if on_device and hasattr(layer, "copy_from") \
+            else None
+        if copied is not None:   # from another device of the same PJRT client
+            return _wrap(DeviceBuffer(copied, layer), v.weak_type)
         host = np.asarray(v)
         return _wrap(DeviceBuffer(layer.to_device(np.ascontiguousarray(host).reshape(
             host.shape)), layer), v.weak_type)

@@ -42,7 +42,7 @@ import numpy as np
 from .tree_util import tree_flatten, tree_unflatten
 from . import staging, _replica_threads
 from .devices import local_devices
-from .array import placed_on
+from .array import Array, placed_on
 from .global_arrays import local_leaves, check_mapped_along_split
 from .sharding import Mesh, NamedSharding, PartitionSpec, AxisType
 from .staging import leaf_value, wrap_outputs
@@ -103,10 +103,12 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         key = (treedef, statics, tuple(avals), tuple(axes), processes)
         entry = cache.lookup(key, lambda stale: _compile(examples, treedef, statics, size,
                                                           processes))
-        values = [_to_front(leaf_value(x), d) for x, d in zip(leaves, axes)]
-        outs = wrap_outputs(_run(entry, values, axes, size, process, processes), entry.out_weak)
         mesh = Mesh(np.array(replicas, dtype=object), (name,),
                     (AxisType.Auto,))
+        if backend_key == "pjrt":   # the results stay on the devices (pjrt_spread.py)
+            return tree_unflatten(entry.out_tree, _run_pjrt(entry, leaves, axes, replicas, mesh))
+        values = [_to_front(leaf_value(x), d) for x, d in zip(leaves, axes)]
+        outs = wrap_outputs(_run(entry, values, axes, size, process, processes), entry.out_weak)
         for o, spec in zip(outs, entry.mapped_out):
             at = [None] * o.ndim
             if spec is not None:
@@ -218,6 +220,32 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             outs.append(np.moveaxis(stacked, 0, spec % nd))
         return outs
 
+    def _run_pjrt(entry, leaves, axes, replicas, mesh):
+        """The outputs of a call on PJRT devices, spread over them: a mapped argument
+        already spread over the replicas' devices along its axis goes in as its buffers."""
+        spread = _pjrt_spread()
+        values = [spread.replica_buffers(x, d, replicas) or
+                  _to_front(np.asarray(x) if type(x) is Array else leaf_value(x), d)
+                  for x, d in zip(leaves, axes)]
+
+        consts = entry.executable.constants_on_devices(entry.consts)
+
+        def args_of(i):
+            return [v[i] if d is not None else v for v, d in zip(values, axes)] + consts[i]
+        per_replica = _replica_threads.run_replicas(entry, ReplicaGroup(((name, len(replicas)),)),
+                                                    args_of)
+        outs = []
+        for k, (spec, weak) in enumerate(zip(entry.mapped_out, entry.out_weak)):
+            rows = [r[k] for r in per_replica]
+            if spec is None:
+                outs.append(wrap_outputs(rows[:1], [weak])[0])
+                continue
+            try:
+                outs.append(spread.stacked(rows, mesh, name, spec, weak))
+            except ValueError as e:
+                raise ValueError(f"{e} ({describe(fun)})") from None
+        return outs
+
     def make_ir(*args, **kwargs):
         """The SSA of one replica (what every device runs), for `kiln.make_ir(pmap(f))`."""
         _, treedef, statics, _, _, size, examples = _prepare(args, kwargs)
@@ -232,6 +260,12 @@ def _pjrt():
     """runtime/pjrt.py, imported when a pmap runs on PJRT devices."""
     from . import pjrt
     return pjrt
+
+
+def _pjrt_spread():
+    """runtime/pjrt_spread.py, imported when a pmap runs on PJRT devices."""
+    from . import pjrt_spread
+    return pjrt_spread
 
 
 def _stack(values, inputs):

@@ -17,7 +17,9 @@ specialisation, through `emit`).
   mesh's axes bound, tells its collectives the mesh layout (`replicas.with_collective_params`),
   compiles it, and runs one replica per device on threads as `pmap` does
   (`_replica_threads.run_replicas`). A mesh of PJRT devices compiles it as one StableHLO
-  module replicated over them instead (pjrt.compile_replicated), run in one execution.
+  module replicated over them instead (pjrt.compile_replicated), run in one execution, and
+  its results stay on the devices, spread over them by `out_specs` (pjrt_spread.py); an
+  argument already spread over them by its `in_specs` goes in as its buffers.
 - Inside a specialisation (`jit(shard_map(f))`, `grad(...)`) it is emitted as nested `vmap`s,
   one per mesh axis, with the same names: the same values in one program.
 """
@@ -30,7 +32,7 @@ from . import staging, _replica_threads
 from .staging import leaf_value, wrap_outputs
 from .dispatch import is_traced
 from .wrappers import user_facing, name_like, describe
-from .array import placed_on
+from .array import Array, placed_on
 from .sharding import Mesh, NamedSharding, PartitionSpec, get_mesh
 from .compiler.ir.builder import Builder, current
 from .compiler.primitives import emit as E
@@ -43,7 +45,7 @@ from .lax._parallel import axis_frame
 
 class _Entry(staging.Entry):
     __slots__ = ("executable", "consts", "out_tree", "out_weak", "out_specs", "parallel",
-                 "out_blocks")
+                 "out_blocks", "devices")
 
 
 def _mesh_axes(mesh):
@@ -206,6 +208,8 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
             return _emit(leaves, treedef, avals, entries, blocks)
         key = (treedef, tuple(avals), tuple(map(tuple, entries)))
         entry = cache.lookup(key, lambda stale: _compile(treedef, blocks))
+        if entry.devices is not None:   # PJRT devices: the results stay there
+            return tree_unflatten(entry.out_tree, _run_pjrt(entry, leaves, avals, entries))
         values = [to_mesh_major(_NumPyOps, np.asarray(leaf_value(x)), a.shape, e, axes)
                   for x, a, e in zip(leaves, avals, entries)]
         outs = wrap_outputs(_run(entry, values, [_used(e, axes) for e in entries]),
@@ -239,8 +243,13 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
         entry = _Entry()
         devices = list(np.asarray(mesh.devices, dtype=object).flat)
         from . import pjrt
+        entry.devices = None
         if pjrt.on_pjrt(devices):   # one module replicated over the mesh's PJRT devices
+            if not isinstance(mesh, Mesh):
+                raise TypeError(f"shard_map over PJRT devices takes a kiln.sharding.Mesh, "
+                                f"got {mesh!r}")
             ssa, entry.executable = pjrt.compile_replicated(st.fn, axes, devices)
+            entry.devices = devices
         else:
             ssa, entry.executable = staging.compile_ssa(
                 st.fn, "llvm", fallback="reference", name=describe(f),
@@ -257,9 +266,7 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
 
     def _run(entry, values, used):
         def args_of(i):
-            coords = [i // math.prod(s for _, s in axes[k + 1:]) % size
-                      for k, (_, size) in enumerate(axes)]
-            at = dict(zip((n for n, _ in axes), coords))
+            at = _coordinates(i)
             return [v[tuple(at[n] for n in u)] for v, u in zip(values, used)] + entry.consts
         group = ReplicaGroup(axes)
         per_replica = _replica_threads.run_replicas(entry, group, args_of)
@@ -270,6 +277,38 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
             outs.append(np.ascontiguousarray(from_mesh_major(_NumPyOps, stacked, ndim,
                                                              entries, axes)))
         return outs
+
+    def _run_pjrt(entry, leaves, avals, entries):
+        """A call's outputs on the mesh's PJRT devices, each spread over them as its out_spec
+        says; an argument already spread over the devices as its in_spec says goes in as its
+        buffers, any other as its host value, cut into blocks."""
+        from . import pjrt_spread
+        values, direct = [], []
+        for x, a, e in zip(leaves, avals, entries):
+            buffers = pjrt_spread.replica_buffers(x, None, entry.devices, _sharding(e))
+            direct.append(buffers is not None)
+            values.append(buffers if buffers is not None else to_mesh_major(
+                _NumPyOps, np.asarray(x) if type(x) is Array else np.asarray(leaf_value(x)),
+                a.shape, e, axes))
+        used = [_used(e, axes) for e in entries]
+
+        consts = entry.executable.constants_on_devices(entry.consts)
+
+        def args_of(i):
+            coords = _coordinates(i)
+            return [v[i] if d else v[tuple(coords[n] for n in u)]
+                    for v, d, u in zip(values, direct, used)] + consts[i]
+        per_replica = _replica_threads.run_replicas(entry, ReplicaGroup(axes), args_of)
+        return [pjrt_spread.joined([r[k] for r in per_replica], _sharding(spec), weak)
+                for k, (spec, weak) in enumerate(zip(entry.out_specs, entry.out_weak))]
+
+    def _sharding(entries):
+        return NamedSharding(mesh, PartitionSpec(*(None if not n else n[0] if len(n) == 1
+                                                   else n for n in entries)))
+
+    def _coordinates(i):
+        return {n: i // math.prod(s for _, s in axes[k + 1:]) % size
+                for k, (n, size) in enumerate(axes)}
 
     def _emit(leaves, treedef, avals, entries, blocks):
         st = _stage(treedef, blocks)

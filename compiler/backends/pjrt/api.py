@@ -149,6 +149,8 @@ BufferFromHostBuffer = _struct("PJRT_Client_BufferFromHostBuffer_Args", [
     ("device", P), ("memory", P), ("device_layout", P), ("done_with_host_buffer", P),
     ("buffer", P)])
 Buffer = _struct("PJRT_Buffer_Destroy_Args", [("buffer", P)])
+BufferCopyToDevice = _struct("PJRT_Buffer_CopyToDevice_Args", [
+    ("buffer", P), ("dst_device", P), ("dst_buffer", P)])
 BufferToHostBuffer = _struct("PJRT_Buffer_ToHostBuffer_Args", [
     ("src", P), ("host_layout", P), ("dst", P), ("dst_size", SIZE), ("event", P)])
 BufferReadyEvent = _struct("PJRT_Buffer_ReadyEvent_Args", [("buffer", P), ("event", P)])

@@ -15,7 +15,8 @@ memory itself as the buffer, so the host array is kept for the buffer's whole li
 change (the caller's promise: kiln asks for it only for host data that is read-only down to its
 base, and for an executable's host arguments during one call). The CPU plug-in aliases only
 64-byte aligned memory and copies the rest. A `Buffer` has an ndarray's metadata (shape, dtype,
-...) and `to_host()` (`PJRT_Buffer_ToHostBuffer` into a fresh array, awaited).
+...), `to_host()` (`PJRT_Buffer_ToHostBuffer` into a fresh array, awaited) and
+`copy_to(device)` (`PJRT_Buffer_CopyToDevice`: to another device of the client).
 
 `Executable(client, mlir_text, in_avals, out_avals, device=None)` compiles a StableHLO module in
 MLIR text (program format "mlir") for one device (default: the first) and checks that the
@@ -42,7 +43,9 @@ aborts the XLA CPU plug-in (a CHECK on replica_count > 0), so kiln sends the sma
 one: executable_build_options (field 3) with num_replicas (field 4: 1, or one per device of a
 replicated module, replicated.py), num_partitions = 1 (field 5) and a device_assignment
 (field 9: replica_count, computation_count 1, the devices' ids in replica order) that pins
-the executable to its devices.
+the executable to its devices. A partitioned module (sharded jit, replicated.py) has one
+replica, num_partitions = its device count, use_spmd_partitioning (field 6) and one
+computation per device.
 
 `Client(table, options)` passes `options` ({name: int}) as PJRT_Client_Create's create
 options (the CPU plug-in reads `cpu_device_count`).
@@ -73,13 +76,20 @@ def _field(number, value):
     return _varint(number << 3 | 2) + _varint(len(value)) + value
 
 
-def compile_options(*device_ids):
+def compile_options(*device_ids, partitioned=False):
     """The serialized CompileOptionsProto for one partition and one replica per id of
-    `device_ids`, replica i on device `device_ids[i]`."""
-    replicas = len(device_ids)
+    `device_ids`, replica i on device `device_ids[i]`; `partitioned`: one replica and one
+    partition per id instead, partition i on device `device_ids[i]`, for XLA's SPMD
+    partitioner (use_spmd_partitioning, field 6)."""
+    count = len(device_ids)
+    if partitioned:
+        computations = b"".join(_field(3, _field(1, i)) for i in device_ids)
+        assignment = _field(1, 1) + _field(2, count) + computations
+        build = _field(4, 1) + _field(5, count) + _field(6, 1) + _field(9, assignment)
+        return _field(3, build)
     computation = b"".join(_field(1, i) for i in device_ids)
-    assignment = _field(1, replicas) + _field(2, 1) + _field(3, computation)
-    build = _field(4, replicas) + _field(5, 1) + _field(9, assignment)
+    assignment = _field(1, count) + _field(2, 1) + _field(3, computation)
+    build = _field(4, count) + _field(5, 1) + _field(9, assignment)
     return _field(3, build)
 
 
@@ -236,6 +246,16 @@ class Buffer:
             dst_size=out.nbytes)).event
         self.client.wait(done)
         return out
+
+    def copy_to(self, device):
+        """This buffer copied to `device`, another device of its client
+        (`PJRT_Buffer_CopyToDevice`, without the host); the copy carries its ready event."""
+        if not isinstance(device, DeviceInfo) or device.client is not self.client:
+            raise ValueError(f"{device!r} is not a device of this buffer's "
+                             f"{self.client.platform} PJRT client")
+        out = self.client.api.call("Buffer_CopyToDevice", api.args(
+            api.BufferCopyToDevice, buffer=self._handle(), dst_device=device.handle))
+        return Buffer(self.client, out.dst_buffer, device, self.shape, self.dtype)
 
     def block_until_ready(self):
         """Await the buffer's ready event (one native call); an execution's error raised."""

@@ -1,5 +1,5 @@
-"""A StableHLO module compiled as one replica per device: what `pmap` and `shard_map` run on
-PJRT devices.
+"""A StableHLO module compiled as one replica (or one partition) per device: what `pmap` and
+`shard_map` (replicas) and sharded `jit` (partitions) run on PJRT devices.
 
 `ReplicatedExecutable(client, mlir_text, in_avals, out_avals, devices)` compiles a module
 whose `mhlo.num_replicas` is `len(devices)` (its collectives name replicas 0 .. n-1 in
@@ -9,6 +9,11 @@ whose `mhlo.num_replicas` is `len(devices)` (its collectives name replicas 0 .. 
 each against `in_avals`, runs every replica in one `PJRT_LoadedExecutable_Execute` with
 `num_devices` argument lists, awaits every device's completion event (an execution's error is
 raised after all are awaited) and returns one list of Buffers per device.
+
+With `partitioned=True` the module has `mhlo.num_partitions` = `len(devices)` and sharding
+attributes on its arguments and results; XLA's SPMD partitioner splits it, partition i on
+`devices[i]`, and `in_avals`/`out_avals` are then each device's blocks (the shapes the
+partitioned program takes and gives).
 """
 import ctypes as C
 
@@ -20,12 +25,12 @@ from .client import (Buffer, avals_of, check_inputs, check_results, close_execut
 class ReplicatedExecutable:
     """A module compiled with one replica per device of `devices` (module docstring)."""
 
-    def __init__(self, client, mlir_text, in_avals, out_avals, devices):
+    def __init__(self, client, mlir_text, in_avals, out_avals, devices, partitioned=False):
         self.client = client
         self.devices = [client.device(d) for d in devices]
         self.in_avals, self.out_avals = avals_of(in_avals), avals_of(out_avals)
         self.handle = compile_cache.compile(client, mlir_text.encode(), compile_options(
-            *(d.id for d in self.devices)))
+            *(d.id for d in self.devices), partitioned=partitioned))
         self._options = api.args(api.ExecuteOptions)
         try:
             check_results(client.api, self.handle, self.out_avals)

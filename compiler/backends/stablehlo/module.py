@@ -1,6 +1,8 @@
 """An SSA function as one StableHLO module in MLIR text (`lower_module`).
 
-    lower_module(fn, name=None, replicas=1) -> StableHloModule(text, name, in_avals, out_avals)
+    lower_module(fn, name=None, replicas=1, partitions=1, shardings=None)
+        -> StableHloModule(text, name, in_avals, out_avals)
+    hlo_sharding(mesh_sizes, dims) -> the `mhlo.sharding` text of one value
 
 `fn` is an SSA `Function` after the reference pipeline (simplify; fusion equations, if any,
 are lowered through their regions). The module holds one `func.func public @main` whose
@@ -8,7 +10,19 @@ arguments are `fn`'s inputs in order and whose results are its outputs, with ten
 (`tensor<2x3xf32>`); `in_avals`/`out_avals` are their abstract values (shape, dtype).
 `replicas` is the module's `mhlo.num_replicas`: above 1 for a pmap's or shard_map's module,
 run once per device, whose collectives carry their replicas' layout (lower_collectives.py).
+`partitions` is its `mhlo.num_partitions`: above 1 for a sharded `jit`, whose `shardings`
+(one `mhlo.sharding` text per input, one per output) tell XLA's SPMD partitioner how each
+argument and result is split over the partitions; the avals stay the global ones.
+
+`hlo_sharding(mesh_sizes, dims)` is the sharding text of a value laid out over a mesh of
+`mesh_sizes` (one size per mesh axis, partition p at the mesh's row-major position p), where
+`dims[d]` are the indices of the mesh axes array dimension d is split over (row-major over
+them): `{replicated}`, or `{devices=[tiles...]partitions... last_tile_dim_replicate}` with the
+partition holding each tile, the mesh axes no dimension uses as the last (replicated) one.
 """
+import math
+
+import numpy as np
 import re
 from typing import NamedTuple
 
@@ -28,7 +42,29 @@ def _symbol(name):
     return text if re.match(r"[A-Za-z_]", text) else "m_" + text
 
 
-def lower_module(fn, name=None, replicas=1):
+def hlo_sharding(mesh_sizes, dims):
+    """The `mhlo.sharding` text of a value split as `dims` says over a mesh of `mesh_sizes`
+    (module docstring)."""
+    used = [a for axes in dims for a in axes]
+    if all(mesh_sizes[a] == 1 for a in used):
+        return "{replicated}"
+    rest = [a for a in range(len(mesh_sizes)) if a not in used]
+    tiles = [math.prod(mesh_sizes[a] for a in axes) for axes in dims]
+    replicated = math.prod(mesh_sizes[a] for a in rest)
+    order = [a for axes in dims for a in axes] + rest
+    # the partition numbers, indexed by mesh coordinates, brought into tile order
+    partitions = np.arange(math.prod(mesh_sizes)).reshape(mesh_sizes).transpose(order)
+    shape = tiles + ([replicated] if replicated > 1 else [])
+    listed = ",".join(map(str, partitions.reshape(-1)))
+    tail = " last_tile_dim_replicate" if replicated > 1 else ""
+    return f"{{devices=[{','.join(map(str, shape))}]{listed}{tail}}}"
+
+
+def _attributed(text, sharding):
+    return text if sharding is None else f'{text} {{mhlo.sharding = "{sharding}"}}'
+
+
+def lower_module(fn, name=None, replicas=1, partitions=1, shardings=None):
     """The StableHLO module of the SSA function `fn` (module docstring)."""
     ctx = Emitter()
     for v in list(fn.invars) + list(fn.outvars):
@@ -39,11 +75,13 @@ def lower_module(fn, name=None, replicas=1):
     args = [Value(f"%arg{i}", v.aval) for i, v in enumerate(fn.invars)]
     outs = ctx.lower_function(fn, args)
     symbol = _symbol(name or fn.name)
-    params = ", ".join(repr(a) for a in args)
+    ins, outs_sharded = shardings or ([None] * len(args), [None] * len(outs))
+    params = ", ".join(_attributed(repr(a), s) for a, s in zip(args, ins))
     results = ", ".join(o.type for o in outs)
-    lines = [f"module @{symbol} attributes {{mhlo.num_partitions = 1 : i32, "
+    declared = ", ".join(_attributed(o.type, s) for o, s in zip(outs, outs_sharded))
+    lines = [f"module @{symbol} attributes {{mhlo.num_partitions = {partitions} : i32, "
              f"mhlo.num_replicas = {replicas} : i32}} {{",
-             f"  func.func public @main({params}) -> ({results}) {{"]
+             f"  func.func public @main({params}) -> ({declared}) {{"]
     lines += ctx.lines
     if outs:
         lines.append(f"    return {', '.join(o.name for o in outs)} : {results}")

@@ -1,0 +1,189 @@
+"""`kiln.jit` partitioned over several PJRT devices: XLA's SPMD partitioner splits one module.
+
+A jit call takes this path when its `in_shardings`/`out_shardings` name PJRT devices, or when
+an argument is an Array spread over several PJRT devices (pjrt_spread.py). The call
+
+- places its arguments as `in_shardings` says (`device_put`, one block per device);
+- takes the mesh of the first spread argument (else of the first sharding given); arguments
+  that are not spread over it are put on it replicated (an argument spread over another mesh
+  through the host); a pmap result over it gets its mapped axis back on each device;
+- stages `f` for the global shapes, runs the reference pipeline and lowers it to one StableHLO
+  module with `mhlo.num_partitions` = the mesh's size and an `mhlo.sharding` on every argument
+  and result (stablehlo/module.py's `hlo_sharding`): the arguments' own shardings, the results'
+  from `out_shardings`; where none is given, a result stays split along the dimension kiln's
+  partitioning rules (the multi-process table, compiler/transforms/partition.py) leave it
+  split for inputs split over one mesh axis, else it is replicated; the function's constants
+  are replicated;
+- compiles it once per signature and layout with one partition per device of the mesh, in
+  its row-major order (replicated.py, `partitioned=True`): XLA's SPMD partitioner inserts the
+  collectives the layout needs (a batch mean's all-reduce), and every device runs its
+  partition in one execution;
+- returns each result spread over the devices with its sharding, left there: passed to the
+  next call, its buffers go in as they are.
+"""
+import numpy as np
+
+from .tree_util import tree_unflatten, tree_leaves
+from . import staging
+from .array import Array, to_array
+from .compiler.backends.cuda.device import DeviceBuffer
+from .pjrt_spread import as_blocks, put, spread_array, spread_of, LAYER
+from .sharding import Sharding, NamedSharding, PartitionSpec
+from .staging import leaf_aval
+
+
+class _Entry(staging.Entry):
+    __slots__ = ("executable", "constants", "out_tree", "out_weak", "out_shardings",
+                 "out_avals", "writes")
+
+
+def wanted(jitted, values):
+    """Whether a call of `jitted` on argument values `values` runs partitioned here."""
+    if any(type(v) is DeviceBuffer and v.layer is LAYER for v in values):
+        return True
+    return any(_on_pjrt(s) for s in _given(jitted))
+
+
+def _given(jitted):
+    """The Shardings `jitted`'s in_shardings and out_shardings give (PartitionSpecs over the
+    current mesh)."""
+    from .placement import _as_sharding
+    found = []
+    for prefix in jitted._shardings or ():
+        for s in tree_leaves(prefix, is_leaf=lambda x: isinstance(x, (Sharding,
+                                                                           PartitionSpec))):
+            s = _as_sharding(s)
+            if s is not None:
+                found.append(s)
+    return found
+
+
+def _on_pjrt(sharding):
+    return any(d.layer is not None and d.layer.backend == "pjrt" for d in sharding.device_set)
+
+
+def partitioned_call(jitted, args, kwargs):
+    """A call of `jitted` partitioned over PJRT devices (module docstring)."""
+    from .placement import _as_sharding
+    from .global_jit import _per_leaf, placed_call
+    args, statics, leaves, treedef = placed_call(jitted, args, kwargs)
+    out_shardings = (jitted._shardings or (None, None))[1]
+    mesh = _mesh(leaves, _given(jitted), jitted.__name__)
+    replicated = NamedSharding(mesh, PartitionSpec())
+    placed = []
+    for x in leaves:
+        s = spread_of(x)
+        if s is not None and s.sharding.mesh == mesh:
+            x = as_blocks(x)   # a pmap result over the mesh: its axis back, on the devices
+        else:
+            x = put(x if type(x) is Array else to_array(x), replicated)
+        placed.append(x)
+    avals = [leaf_aval(x, f"argument {i} of {jitted.__name__}")[0] for i, x in enumerate(placed)]
+    specs = tuple(spread_of(x).sharding.spec.padded(len(a.shape)) for x, a in zip(placed, avals))
+    key = (treedef, tuple(avals), specs, statics, mesh)
+
+    def make(stale):
+        st, _, _ = staging.stage_call(jitted._fun, args, kwargs, jitted._static,
+                                      shown=jitted.__name__, avals=avals)
+        n = st.out_tree.num_leaves
+        targets = [_as_sharding(s) for s in _per_leaf(out_shardings,
+                                                      tree_unflatten(st.out_tree, [0] * n))]
+        targets += [None] * (len(st.out_avals) - n)   # globals the function assigns
+        ins = [spread_of(x).sharding for x in placed] + [replicated] * len(st.extra)
+        inferred = _inferred(st.fn, ins, st.out_avals, mesh)
+        outs = []
+        for t, a, guess in zip(targets, st.out_avals, inferred):
+            t = guess if t is None else t
+            if not isinstance(t, NamedSharding) or t.mesh != mesh:
+                raise NotImplementedError(
+                    f"jit of {jitted.__name__} on PJRT devices: the out_sharding {t} is not a "
+                    f"NamedSharding over the mesh of its arguments ({mesh}); kiln partitions a "
+                    f"call over one mesh: use it for every sharding")
+            t.check_shape(a.shape)
+            outs.append(t)
+        return _compile(st, ins, outs, mesh, jitted.__name__)
+
+    entry = jitted._partitioned.lookup(key, make)
+    rows = [[spread_of(x).buffers[i] for x in placed] + constants
+            for i, constants in enumerate(entry.constants)]
+    results = entry.executable(rows)
+    outs = [spread_array([row[k] for row in results], sharding, aval.shape, aval.dtype, weak)
+            for k, (sharding, aval, weak) in enumerate(zip(entry.out_shardings, entry.out_avals,
+                                                           entry.out_weak))]
+    if entry.writes:
+        staging.assign_globals(entry.writes, outs)
+        outs = outs[:entry.out_tree.num_leaves]
+    return tree_unflatten(entry.out_tree, outs)
+
+
+def _mesh(leaves, given, name):
+    """The mesh a call is partitioned over: its first spread argument's (after in_shardings
+    placed them), else its first sharding's over PJRT devices."""
+    for x in leaves:
+        s = spread_of(x)
+        if s is not None:
+            return s.sharding.mesh
+    for s in given:
+        if isinstance(s, NamedSharding) and _on_pjrt(s):
+            return s.mesh
+    raise ValueError(f"jit of {name} on PJRT devices: no NamedSharding over PJRT devices to "
+                     f"partition it by; give in_shardings or out_shardings as "
+                     f"NamedSharding(mesh, spec) over a Mesh of kiln.devices('pjrt')")
+
+
+def _inferred(fn, ins, out_avals, mesh):
+    """The sharding of each result for which out_shardings gives none, as JAX would infer
+    it, for the layout kiln's partitioning rules know (compiler/transforms/partition.py:
+    inputs split along one dimension each over one and the same mesh axis): a result the
+    partitioned computation leaves split along dimension d is split there over that axis,
+    any other replicated."""
+    from .compiler.primitives.partitioning import Grid
+    from .compiler.transforms.partition import partition, INFER
+    replicated = NamedSharding(mesh, PartitionSpec())
+    split = {tuple(n for d in range(len(s.spec)) for n in s.spec.names(d)) for s in ins}
+    split.discard(())
+    names = next(iter(split), ())
+    if len(split) != 1 or len(names) != 1:
+        return [replicated] * len(out_avals)
+    axis = names[0]
+    in_dims = [next((d for d in range(len(s.spec)) if s.spec.names(d)), None) for s in ins]
+    _, got = partition(fn, in_dims, [INFER] * len(out_avals),
+                       Grid(0, range(mesh.shape[axis])))
+    return [replicated if d is None else
+            NamedSharding(mesh, PartitionSpec(*[None] * d, axis)) for d in got]
+
+
+def _dims(sharding, ndim):
+    names = sharding.mesh.axis_names
+    return [tuple(names.index(n) for n in sharding.spec.names(d)) for d in range(ndim)]
+
+
+def _compile(st, ins, outs, mesh, name):
+    """The entry of a call: `st` (staging.Staged) lowered with shardings `ins` (arguments,
+    then constants) and `outs`, compiled with one partition per device of `mesh`."""
+    from .compiler.backends.stablehlo.module import lower_module, hlo_sharding
+    from .compiler.backends.pjrt.replicated import ReplicatedExecutable
+    from .staging import run_pipeline
+    ssa = run_pipeline(st.fn, "pjrt")
+    sizes = tuple(mesh.devices.shape)
+    in_avals = [v.aval for v in ssa.invars]
+    out_avals = [v.aval for v in ssa.outvars]
+    text = [[hlo_sharding(sizes, _dims(s, len(a.shape))) for s, a in zip(shardings, avals)]
+            for shardings, avals in ((ins, in_avals), (outs, out_avals))]
+    devices = list(mesh.devices.flat)
+    module = lower_module(ssa, name, partitions=len(devices), shardings=text)
+    infos = [d.layer.info for d in devices]
+    entry = _Entry()
+    entry.executable = ReplicatedExecutable(
+        infos[0].client, module.text, [a.update(shape=s.shard_shape(a.shape))
+                                       for s, a in zip(ins, in_avals)],
+        [a.update(shape=s.shard_shape(a.shape)) for s, a in zip(outs, out_avals)], infos,
+        partitioned=True)
+    entry.constants = [[d.layer.to_device(np.asarray(c, order="C")) for c in st.extra]
+                       for d in devices]
+    entry.out_tree, entry.writes = st.out_tree, st.writes
+    entry.out_shardings, entry.out_avals = outs, st.out_avals
+    entry.out_weak = [a.weak_type for a in st.out_avals]
+    entry.guards = st.guards
+    return entry
+

@@ -1,0 +1,245 @@
+"""kiln Arrays spread over several PJRT devices: one device buffer per device.
+
+Such an Array holds `DeviceBuffer(Spread, SpreadLayer)`. A `Spread` is one global array's
+per-device buffers (client.Buffer, one per device of its sharding, in the order of
+`sharding._devices()`: a mesh's devices row-major), its `sharding` (a NamedSharding over PJRT
+devices), its global shape and dtype, and `squeezed`: the dimension each buffer leaves out, or
+None. pmap's results are squeezed along their mapped axis (each replica's buffer is its own
+result, without the axis, as the next pmap takes it); `device_put` and shard_map give the
+blocks themselves (squeezed None).
+
+- `np.asarray(x)` copies every device's block to the host into one array (Spread.to_host);
+  `block_until_ready()` awaits every buffer.
+- `x.sharding`, `x.devices()`; `x.addressable_shards` are Shards whose `data` is an Array on
+  that device (a squeezed buffer gets its axis back through a compiled reshape on the device).
+- `x[i]` of an array split along its first dimension into blocks of one row (a pmap result):
+  device i's buffer as an Array on that device, without a copy (`SpreadLayer.getitem`). Other
+  eager operations are refused (`SpreadLayer.eager`), as on one PJRT device.
+- `put(array, sharding)`: a host array (or any Array) onto a NamedSharding over PJRT devices,
+  each device getting its block (device_put); `as_blocks(x)`: a pmap result holding its
+  blocks (each buffer given its axis back on its device), as sharded jit takes it.
+- `replica_buffers(x, axis, devices)`: pmap's and shard_map's fast way in: the per-device
+  buffers of `x` when it is spread over `devices` in the layout the map takes, else None
+  (the caller then takes its host value).
+- `stacked(rows, mesh, axis_name, axis, weak)`, `joined(blocks, sharding, weak)`: the Arrays
+  pmap and shard_map return from their per-device result buffers.
+"""
+import atexit
+import math
+
+import numpy as np
+
+from .array import Array, _wrap
+from .compiler.backends.cuda.device import DeviceBuffer
+from .compiler.errors import BackendUnsupportedError
+from .sharding import NamedSharding, PartitionSpec, Shard
+
+
+class Spread:
+    """One global array's buffers on several PJRT devices (module docstring)."""
+    __slots__ = ("buffers", "sharding", "shape", "dtype", "squeezed")
+
+    def __init__(self, buffers, sharding, shape, dtype, squeezed=None):
+        self.buffers = list(buffers)
+        self.sharding = sharding
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.squeezed = squeezed
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: math.prod(self.shape))
+    itemsize = property(lambda self: self.dtype.itemsize)
+    nbytes = property(lambda self: self.size * self.dtype.itemsize)
+
+    def blocks(self):
+        """(device, index into the global array, its buffer) for every device."""
+        indices = self.sharding.devices_indices_map(self.shape)
+        return [(d, indices[d], b) for d, b in zip(self.sharding._devices(), self.buffers)]
+
+    def to_host(self):
+        out = np.empty(self.shape, self.dtype)
+        done = set()
+        for _, index, buffer in self.blocks():
+            key = tuple((s.start, s.stop) for s in index)
+            if key not in done:   # a block replicated on several devices is copied once
+                done.add(key)
+                block = buffer.to_host()
+                out[index] = block if self.squeezed is None else \
+                    np.expand_dims(block, self.squeezed)
+        return out
+
+    def block_until_ready(self):
+        for b in self.buffers:
+            b.block_until_ready()
+        return self
+
+
+class SpreadLayer:
+    """The layer of every Spread: what the runtime's device paths ask of it."""
+    xp = np
+    backend = "pjrt"   # jit runs calls with such arguments partitioned (pjrt_partitioned)
+    platform = "pjrt"
+    name = "several PJRT devices"
+
+    @staticmethod
+    def to_host(spread):
+        return spread.to_host()
+
+    @staticmethod
+    def synchronize():
+        """Nothing: each buffer carries its ready event (Spread.block_until_ready)."""
+
+    @staticmethod
+    def sharding_of(spread):
+        return spread.sharding
+
+    @staticmethod
+    def eager(prim, values, params):
+        raise BackendUnsupportedError(
+            f"kiln does not run `{prim.name}` eagerly on an array spread over several PJRT "
+            f"devices",
+            hint="put the operation in a kiln.jit function (it runs partitioned over the "
+                 "devices), index one device's block (x[i] of a pmap result, "
+                 "x.addressable_shards[i].data), or copy the array to the host first "
+                 "(np.asarray(x)); docs/pjrt.md")
+
+    @staticmethod
+    def getitem(spread, idx, weak):
+        """`x[i]` as device i's buffer when the first dimension is split into blocks of one
+        row over the devices (module docstring); None for any other index."""
+        if not isinstance(idx, (int, np.integer)) or isinstance(idx, bool) or not spread.shape:
+            return None
+        n = spread.shape[0]
+        if not -n <= idx < n or not spread.sharding.spec.names(0) or \
+                spread.sharding.shard_shape(spread.shape)[0] != 1:
+            return None
+        idx = int(idx) % n
+        for device, index, buffer in spread.blocks():
+            if index[0].start == idx:
+                block = _wrap(DeviceBuffer(buffer, device.layer), weak)
+                return block if spread.squeezed == 0 else _squeeze_front(block)
+        return None
+
+    @staticmethod
+    def shards(spread, weak):
+        """The Shards of a spread array, each `data` an Array on its device."""
+        seen, out = {}, []
+        for device, index, buffer in spread.blocks():
+            key = tuple((s.start, s.stop) for s in index)
+            replica = seen.get(key, 0)
+            seen[key] = replica + 1
+            data = _wrap(DeviceBuffer(buffer, device.layer), weak)
+            if spread.squeezed is not None:
+                data = _unsqueeze(data, spread.squeezed)
+            out.append(Shard(device, index, replica, data))
+        return out
+
+
+LAYER = SpreadLayer()
+
+
+def spread_array(buffers, sharding, shape, dtype, weak=False, squeezed=None):
+    """An Array over `sharding`'s devices holding `buffers` (client.Buffers, in its order)."""
+    return _wrap(DeviceBuffer(Spread(buffers, sharding, shape, dtype, squeezed), LAYER), weak)
+
+
+def spread_of(x):
+    """The Spread an Array holds, or None."""
+    v = x._value if type(x) is Array else None
+    return v.data if type(v) is DeviceBuffer and v.layer is LAYER else None
+
+
+_RESHAPES = {}   # (axis, expand) -> a jitted reshape on PJRT devices
+# emptied before the interpreter tears modules down, while the plug-in's client still works
+atexit.register(_RESHAPES.clear)
+
+
+def _reshaped(x, axis, expand):
+    """`x` (an Array on one PJRT device) with a dimension of 1 inserted at (or removed from)
+    `axis`, computed on its device."""
+    key = (axis, expand)
+    fn = _RESHAPES.get(key)
+    if fn is None:
+        from .jit import jit
+        from . import numpy as jnp
+        fn = _RESHAPES[key] = jit((lambda a: jnp.expand_dims(a, axis)) if expand else
+                                  (lambda a: jnp.squeeze(a, axis)), backend="pjrt")
+    return fn(x)
+
+
+def _unsqueeze(x, axis):
+    return _reshaped(x, axis, True)
+
+
+def _squeeze_front(x):
+    return _reshaped(x, 0, False)
+
+
+def as_blocks(x):
+    """`x` (a spread Array) holding its blocks themselves: a pmap result's buffers given
+    their mapped axis back on their devices, any other spread Array as it is."""
+    s = spread_of(x)
+    if s.squeezed is None:
+        return x
+    blocks = [shard.data._value.data for shard in LAYER.shards(s, x.weak_type)]
+    return spread_array(blocks, s.sharding, s.shape, s.dtype, x.weak_type)
+
+
+def put(v, sharding):
+    """`v` (an Array) on `sharding`, a NamedSharding over PJRT devices: the same array (its
+    blocks) when it is already there, else each device's block copied from the host value."""
+    if (s := spread_of(v)) is not None and s.sharding == sharding:
+        return as_blocks(v)
+    sharding.check_shape(v.shape)
+    host = np.asarray(v)
+    indices = sharding.devices_indices_map(host.shape)
+    buffers = [d.layer.to_device(np.asarray(host[indices[d]], order="C"))
+               for d in sharding._devices()]
+    return spread_array(buffers, sharding, host.shape, host.dtype, v.weak_type)
+
+
+def replica_buffers(x, axis, devices, sharding=None):
+    """What replica i of a pmap (`axis`: the mapped axis; `sharding` None) or shard_map
+    (`sharding`: the NamedSharding its in_spec gives, `axis` None) over `devices` takes of
+    `x`, per device: DeviceBuffers, when `x` is spread over exactly those devices in that
+    layout; else None."""
+    s = spread_of(x)
+    if s is None or list(s.sharding._devices()) != list(devices):
+        return None
+    if sharding is not None:
+        ok = s.squeezed is None and s.sharding == sharding
+    else:
+        ok = axis is not None and s.squeezed == axis and \
+            s.sharding.spec.names(axis) and len(devices) == s.shape[axis]
+    if not ok:
+        return None
+    return [DeviceBuffer(b, d.layer) for b, d in zip(s.buffers, devices)]
+
+
+def stacked(rows, mesh, axis_name, axis, weak):
+    """pmap's result from each replica's DeviceBuffer (`rows`, one per device of `mesh`, a
+    one-axis mesh named `axis_name`): stacked along `axis` of the result, which stays spread
+    over the devices."""
+    first = rows[0]
+    ndim = first.ndim + 1
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"pmap out_axes {axis} is out of bounds for an output of rank {ndim}")
+    axis %= ndim
+    shape = list(first.shape)
+    shape.insert(axis, len(rows))
+    spec = [None] * ndim
+    spec[axis] = axis_name
+    return spread_array([r.data for r in rows], NamedSharding(mesh, PartitionSpec(*spec)),
+                        shape, first.dtype, weak, squeezed=axis)
+
+
+def joined(blocks, sharding, weak):
+    """shard_map's result from each device's block (DeviceBuffers, in `sharding`'s device
+    order): the array they make up, spread over the devices."""
+    data = [b.data for b in blocks]
+    sizes = sharding.mesh.shape
+    shape = [n * math.prod(sizes[a] for a in sharding.spec.names(d))
+             for d, n in enumerate(data[0].shape)]
+    return spread_array(data, sharding, shape, data[0].dtype, weak)
+
+
