@@ -319,11 +319,38 @@ def _cumulative(name):
 def _slice(args, dims, *, grid, start_indices, limit_indices, strides=None):
     (x,), (d,) = args, dims
     params = dict(start_indices=start_indices, limit_indices=limit_indices, strides=strides)
-    if (start_indices[d], limit_indices[d]) != (0, _global(x, d, grid)) \
-            or (strides is not None and strides[d] != 1):
+    if strides is not None and strides[d] != 1:
         return _whole("slice", args, dims, grid, params)
+    if (start_indices[d], limit_indices[d]) != (0, _global(x, d, grid)):
+        return _rows(x, d, grid, start_indices, limit_indices, strides), None
     limit = tuple(E.aval(x).shape[d] if k == d else n for k, n in enumerate(limit_indices))
     return E.slice_(x, start_indices=start_indices, limit_indices=limit, strides=strides), d
+
+
+def _rows(x, d, grid, start_indices, limit_indices, strides):
+    """The replicated slice of `x` (split along `d`) that takes rows [a, b) of `d`: each block
+    slices its share of those rows, padded to the largest share, one allgather of the shares,
+    and the real rows of each joined in block order."""
+    width = E.aval(x).shape[d]
+    a, b = start_indices[d], limit_indices[d]
+    counts = [max(min(b, (j + 1) * width) - max(a, j * width), 0) for j in range(grid.blocks)]
+    mine = counts[grid.block]
+    low = max(a - grid.block * width, 0) if mine else 0
+
+    def along(value, sizes):
+        return tuple(value if k == d else n for k, n in enumerate(sizes))
+    share = E.slice_(x, start_indices=along(low, start_indices),
+                     limit_indices=along(low + mine, limit_indices), strides=strides)
+    if max(counts) == 0:
+        return share
+    shape = E.aval(share).shape
+    padding = along((0, max(counts) - mine, 0), [(0, 0, 0)] * len(shape))
+    shares = blocks_of(E.pad(share, E.scalar(0, E.aval(share)), padding_config=padding), grid)
+    pieces = [E.reshape(E.slice_(shares, start_indices=(j,) + (0,) * len(shape),
+                                 limit_indices=(j + 1,) + along(c, shape), strides=None),
+                        new_sizes=along(c, shape), dimensions=None)
+              for j, c in enumerate(counts) if c]
+    return pieces[0] if len(pieces) == 1 else E.concatenate(*pieces, dimension=d)
 
 
 def _dynamic_slice(args, dims, *, grid, slice_sizes):
