@@ -28,6 +28,10 @@ is split. The rules keep the common steps of training and evaluation on the bloc
   allreduces pick the first index holding the global best (NaN first, as in JAX);
 - cumulative scans along the split dimension: the block's scan, combined with the blocks
   before it (their totals, one allgather): an exclusive scan across the processes.
+- a static slice along the split dimension (stride 1): each block's share of the rows,
+  padded to the largest share, one allgather, the shares joined (replicated);
+- gathers and scatter-adds one row at a time along the split dimension: in
+  primitives/partition_indexing.py.
 
 Every process runs the same collectives in the same order, and uses each one's result (the
 simplifier would drop an unused one in some processes and not in others, and the rest would
