@@ -41,8 +41,10 @@ CASES = [   # (function, arguments, split dimension of each, inferred split of e
     (lambda a, i: (a[i],), (A, I), (None, 0), (0,)),                 # data-parallel lookup
     (lambda a, i: (a[:, i], jnp.take(a, i, axis=1)), (A, I), (0, None), (0, 0)),
     (lambda a, i, j: (a[i, j], a.at[i, j].add(2.0), a.at[i].add(-0.0),
-                      a.at[i].add(jnp.ones((8, 6)), mode="clip"), jnp.take(a.reshape(-1), i)),
-     (Z, I, J), (0, None, None), (None, 0, 0, 0, None)),
+                      a.at[i].add(jnp.ones((8, 6)), mode="clip"), jnp.take(a.reshape(-1), i),
+                      a.at[i].add(1.0, mode="promise_in_bounds"),
+                      a.at[j].add(1.0, mode="promise_in_bounds")),
+     (Z, I, J), (0, None, None), (None, 0, 0, 0, None, 0, 0)),
     (lambda a, labels: (jnp.take_along_axis(a, labels, axis=1),),     # an iota column
      (A, np.array([[0], [5], [2], [1]], np.int32)), (0, 0), (None,)),
     (lambda a: (a[1:3], a[0:1], a[3:4], a[2:2], a[1:4, ::2], a[:, 1:3], a[0:4]),

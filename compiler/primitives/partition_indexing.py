@@ -6,17 +6,18 @@ gradient does not gather the whole table first.
   `jnp.take(x, idx, axis=0)`): every process gathers from its own block with the index
   column of `d` shifted by the block's offset, keeps the rows whose index it owns (the index
   clamped to the whole dimension first in "clip" and "promise_in_bounds" mode, as the whole
-  gather clamps it), puts the additive identity elsewhere (-0.0 for floats, so that a -0.0
-  row keeps its sign) and one `process_allreduce` (sum) combines them: the result is
-  replicated. In "fill" mode the rows whose index is outside the whole dimension get the fill
+  gather clamps it), puts zeros elsewhere and one `process_allreduce` (sum) combines them:
+  the result is replicated. Real floats cross as their bits, so that a -0.0 or a NaN's
+  payload arrives as it is. In "fill" mode the rows whose index is outside the whole dimension get the fill
   value after the sum. The indices are gathered whole first when they are split.
 - `gather` that takes the whole of the split dimension (a window of every row): on the block,
   the result split along the window's dimension. An operand that is replicated, indexed by
   indices split along a batch dimension (the data-parallel lookup): on the local indices, the
   result split along that batch dimension.
 - `scatter_add` into an operand split along `d`, one row at a time along `d`: each process
-  adds the updates whose (clamped in "clip" mode) index it owns into its block, the others
-  turned into the identity; the result keeps the split. Split indices or updates are
+  adds the updates whose index it owns (clamped first in "clip" mode; the other modes drop
+  what is out of range) into its block, the others turned into the identity (-0.0 for
+  floats, which leaves a -0.0 as it is); the result keeps the split. Split indices or updates are
   gathered whole first.
 
 Everything else (a window of several rows along `d`, an index dtype too small to hold the
@@ -26,7 +27,7 @@ import numpy as np
 
 from . import emit as E
 from .indexing import default_fill
-from .partitioning import PARTITION, _global, _whole, allreduce, reshard
+from .partitioning import PARTITION, allreduce, global_size, on_whole, reshard
 from ..ir.registry import PRIMITIVES
 
 _BITS = {2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
@@ -100,18 +101,18 @@ def _gather(args, dims, *, grid, dimension_numbers, slice_sizes, mode="clip", fi
     params = dict(dimension_numbers=dn, slice_sizes=slice_sizes, mode=mode, fill_value=fill_value)
     if d is None:
         if di == len(E.aval(indices).shape) - 1:
-            return _whole("gather", args, dims, grid, params)
+            return on_whole("gather", args, dims, grid, params)
         batch = [k for k in range(len(E.aval(indices).shape) + len(dn.offset_dims) - 1)
                  if k not in dn.offset_dims]
         return E.gather(x, indices, **params), batch[di]
-    n, width = _global(x, d, grid), E.aval(x).shape[d]
+    n, width = global_size(x, d, grid), E.aval(x).shape[d]
     if slice_sizes[d] == n and d not in dn.collapsed_slice_dims:
         local = tuple(width if k == d else s for k, s in enumerate(slice_sizes))
         kept = [k for k in range(len(slice_sizes)) if k not in dn.collapsed_slice_dims]
         out = E.gather(x, reshard(indices, di, None, grid), **{**params, "slice_sizes": local})
         return out, dn.offset_dims[kept.index(d)]
     if d not in dn.start_index_map or slice_sizes[d] != 1 or not _fits(indices, n):
-        return _whole("gather", args, dims, grid, params)
+        return on_whole("gather", args, dims, grid, params)
     indices = reshard(indices, di, None, grid)
     k, offset = dn.start_index_map.index(d), grid.block * width
     column = _column(indices, k, n, mode != "fill")
@@ -132,12 +133,12 @@ def _scatter_add(args, dims, *, grid, dimension_numbers, mode="drop"):
     (x, indices, updates), (d, di, du) = args, dims
     dn = dimension_numbers
     if d is None or d not in dn.scatter_dims_to_operand_dims \
-            or d not in dn.inserted_window_dims or not _fits(indices, _global(x, d, grid)):
-        return _whole("scatter_add", args, dims, grid, dict(dimension_numbers=dn, mode=mode))
-    n, width = _global(x, d, grid), E.aval(x).shape[d]
+            or d not in dn.inserted_window_dims or not _fits(indices, global_size(x, d, grid)):
+        return on_whole("scatter_add", args, dims, grid, dict(dimension_numbers=dn, mode=mode))
+    n, width = global_size(x, d, grid), E.aval(x).shape[d]
     indices, updates = reshard(indices, di, None, grid), reshard(updates, du, None, grid)
     k, offset = dn.scatter_dims_to_operand_dims.index(d), grid.block * width
-    column = _column(indices, k, n, mode != "drop")
+    column = _column(indices, k, n, mode == "clip")
     owned = _within(column, offset, offset + width)
     shape = E.aval(updates).shape
     mine = _spread(owned, shape, dn.update_window_dims)
