@@ -28,6 +28,10 @@ is split. The rules keep the common steps of training and evaluation on the bloc
   allreduces pick the first index holding the global best (NaN first, as in JAX);
 - cumulative scans along the split dimension: the block's scan, combined with the blocks
   before it (their totals, one allgather): an exclusive scan across the processes.
+- a static slice along the split dimension (stride 1): each block's share of the rows,
+  padded to the largest share, one allgather, the shares joined (replicated);
+- gathers and scatter-adds one row at a time along the split dimension: in
+  primitives/partition_indexing.py.
 
 Every process runs the same collectives in the same order, and uses each one's result (the
 simplifier would drop an unused one in some processes and not in others, and the rest would
@@ -144,7 +148,7 @@ def _split_like(args, dims, d, grid):
             for x, k in zip(args, dims)]
 
 
-def _whole(name, args, dims, grid, params):
+def on_whole(name, args, dims, grid, params):
     """The primitive run on its operands gathered whole: every result replicated."""
     outs = E.bind(name, *(gather(x, d, grid) for x, d in zip(args, dims)), **params)
     return outs, ([None] * len(outs) if PRIMITIVES[name].multiple_results else None)
@@ -154,7 +158,7 @@ def _first_split(dims):
     return next(k for k in dims if k is not None)
 
 
-def _global(x, d, grid):
+def global_size(x, d, grid):
     """The global size of `x`'s dimension `d` (split along `d`)."""
     return E.aval(x).shape[d] * grid.blocks
 
@@ -186,7 +190,7 @@ def _reshape(args, dims, *, grid, new_sizes, dimensions=None):
         if new_sizes[e] == shape[d] or (before == 1 and new_sizes[e] % grid.blocks == 0):
             local = tuple(grid.width(n) if k == e else n for k, n in enumerate(new_sizes))
             return E.reshape(x, new_sizes=local, dimensions=None), e
-    return _whole("reshape", args, dims, grid, dict(new_sizes=new_sizes, dimensions=dimensions))
+    return on_whole("reshape", args, dims, grid, dict(new_sizes=new_sizes, dimensions=dimensions))
 
 
 def _moved(name, fix):
@@ -319,17 +323,44 @@ def _cumulative(name):
 def _slice(args, dims, *, grid, start_indices, limit_indices, strides=None):
     (x,), (d,) = args, dims
     params = dict(start_indices=start_indices, limit_indices=limit_indices, strides=strides)
-    if (start_indices[d], limit_indices[d]) != (0, _global(x, d, grid)) \
-            or (strides is not None and strides[d] != 1):
-        return _whole("slice", args, dims, grid, params)
+    if strides is not None and strides[d] != 1:
+        return on_whole("slice", args, dims, grid, params)
+    if (start_indices[d], limit_indices[d]) != (0, global_size(x, d, grid)):
+        return _rows(x, d, grid, start_indices, limit_indices, strides), None
     limit = tuple(E.aval(x).shape[d] if k == d else n for k, n in enumerate(limit_indices))
     return E.slice_(x, start_indices=start_indices, limit_indices=limit, strides=strides), d
 
 
+def _rows(x, d, grid, start_indices, limit_indices, strides):
+    """The replicated slice of `x` (split along `d`) that takes rows [a, b) of `d`: each block
+    slices its share of those rows, padded to the largest share, one allgather of the shares,
+    and the real rows of each joined in block order."""
+    width = E.aval(x).shape[d]
+    a, b = start_indices[d], limit_indices[d]
+    counts = [max(min(b, (j + 1) * width) - max(a, j * width), 0) for j in range(grid.blocks)]
+    mine = counts[grid.block]
+    low = max(a - grid.block * width, 0) if mine else 0
+
+    def along(value, sizes):
+        return tuple(value if k == d else n for k, n in enumerate(sizes))
+    share = E.slice_(x, start_indices=along(low, start_indices),
+                     limit_indices=along(low + mine, limit_indices), strides=strides)
+    if max(counts) == 0:
+        return share
+    shape = E.aval(share).shape
+    padding = along((0, max(counts) - mine, 0), [(0, 0, 0)] * len(shape))
+    shares = blocks_of(E.pad(share, E.scalar(0, E.aval(share)), padding_config=padding), grid)
+    pieces = [E.reshape(E.slice_(shares, start_indices=(j,) + (0,) * len(shape),
+                                 limit_indices=(j + 1,) + along(c, shape), strides=None),
+                        new_sizes=along(c, shape), dimensions=None)
+              for j, c in enumerate(counts) if c]
+    return pieces[0] if len(pieces) == 1 else E.concatenate(*pieces, dimension=d)
+
+
 def _dynamic_slice(args, dims, *, grid, slice_sizes):
     x, d = args[0], dims[0]
-    if d is None or slice_sizes[d] != _global(x, d, grid):
-        return _whole("dynamic_slice", args, dims, grid, dict(slice_sizes=slice_sizes))
+    if d is None or slice_sizes[d] != global_size(x, d, grid):
+        return on_whole("dynamic_slice", args, dims, grid, dict(slice_sizes=slice_sizes))
     local = tuple(E.aval(x).shape[d] if k == d else n for k, n in enumerate(slice_sizes))
     return E.dynamic_slice(*args, slice_sizes=local), d
 
@@ -337,35 +368,35 @@ def _dynamic_slice(args, dims, *, grid, slice_sizes):
 def _dynamic_update_slice(args, dims, *, grid):
     (x, update, *starts), (d, du, *_) = args, dims
     if d is None or E.aval(update).shape[d] * (grid.blocks if du == d else 1) \
-            != _global(x, d, grid):
-        return _whole("dynamic_update_slice", args, dims, grid, {})
+            != global_size(x, d, grid):
+        return on_whole("dynamic_update_slice", args, dims, grid, {})
     return E.dynamic_update_slice(x, reshard(update, du, d, grid), *starts), d
 
 
 def _concatenate(args, dims, *, grid, dimension):
     d = _first_split(dims)
     if d == dimension:
-        return _whole("concatenate", args, dims, grid, dict(dimension=dimension))
+        return on_whole("concatenate", args, dims, grid, dict(dimension=dimension))
     return E.concatenate(*_split_like(args, dims, d, grid), dimension=dimension), d
 
 
 def _pad(args, dims, *, grid, padding_config):
     d = dims[0]
     if d is None or tuple(padding_config[d]) != (0, 0, 0):
-        return _whole("pad", args, dims, grid, dict(padding_config=padding_config))
+        return on_whole("pad", args, dims, grid, dict(padding_config=padding_config))
     return E.pad(*args, padding_config=padding_config), d
 
 
 def _rev(args, dims, *, grid, dimensions):
     if dims[0] in dimensions:
-        return _whole("rev", args, dims, grid, dict(dimensions=dimensions))
+        return on_whole("rev", args, dims, grid, dict(dimensions=dimensions))
     return E.rev(args[0], dimensions=dimensions), dims[0]
 
 
 def _sort(args, dims, *, grid, dimension, **params):
     d = _first_split(dims)
     if d == dimension:
-        return _whole("sort", args, dims, grid, dict(dimension=dimension, **params))
+        return on_whole("sort", args, dims, grid, dict(dimension=dimension, **params))
     outs = E.sort(*_split_like(args, dims, d, grid), dimension=dimension, **params)
     return outs, [d] * len(outs)
 
