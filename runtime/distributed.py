@@ -40,6 +40,9 @@ __all__ = ["initialize", "shutdown", "is_initialized", "process_layout", "Distri
            "DistributedTimeoutError"]
 
 TIMEOUT_VARIABLE = "KILN_DISTRIBUTED_TIMEOUT"
+# "0" keeps two processes on one node from sharing memory (their large allreduces then go
+# through MPI's messages: mpi_engine.SHARED_BYTES)
+SHARED_MEMORY_VARIABLE = "KILN_DISTRIBUTED_SHARED_MEMORY"
 DEFAULT_TIMEOUT = 300.0
 INSTALL_HINT = "pip install 'kiln[mpi]'"
 # variables an MPI launcher sets in each process it starts (Open MPI, PMIx, MPICH/Hydra, Slurm's PMI)
@@ -176,7 +179,8 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
         raise ValueError(f"num_processes={num_processes} but the MPI world has {size} processes")
     if process_id is not None and process_id != rank:
         raise ValueError(f"process_id={process_id} but this is MPI rank {rank}")
-    mpi_engine.setup(comm, per_wait)
+    mpi_engine.setup(comm, per_wait,
+                     shared=os.environ.get(SHARED_MEMORY_VARIABLE, "").strip() != "0")
     processes.set_engine(mpi_engine)   # the reference backend's collectives across processes
     _WORLD = _World(rank, size, comm, local_device_ids)
 
