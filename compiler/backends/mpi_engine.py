@@ -929,9 +929,10 @@ class _Library:
         `send` into its own staging buffer and bumps its `posted` counter; once the peer's
         `posted` says the peer's values of its own half are staged, it reduces them there, in
         the peer's buffer (MPI_Reduce_local: buffer = send op buffer, as `emit_pairwise`), bumps
-        `reduced` and copies the result into recv; once the peer's `reduced` says its own buffer
-        holds the peer's result, it copies that into recv too and bumps `copied`, which frees
-        both buffers of that slot for the chunk SHARED_SLOTS later. The counters count chunks
+        `reduced`, copies the result into recv and stages the next chunk (while the peer may
+        still be reducing this one); once the peer's `reduced` says its own buffer holds the
+        peer's result, it copies that into recv too and bumps `copied`, which frees both
+        buffers of that slot for the chunk SHARED_SLOTS later. The counters count chunks
         since set-up, so they never go back; each wait is `emit_await` (polled against the
         timeout). Each element is reduced once, by one process: both get the same bits. In
         place (send == recv) is safe: a chunk of send is staged or reduced before recv's chunk
@@ -977,18 +978,29 @@ class _Library:
         base = b.load_atomic(counter(me, "posted"), "monotonic", 8, typ=I64)
         from .llvm.loops import counted_loop
 
-        def body(_, j, carried):
+        def buffers(j):
+            """(chunk j's number since set-up + 1, its buffer here, the peer's buffer)"""
             t = b.add(base, j)
-            done = b.add(t, self.c(1, I64))
             offset = b.add(self.c(SHARED_DATA, I64),
                            b.mul(b.srem(t, self.c(SHARED_SLOTS, I64)), chunk_bytes))
-            staged = b.gep(me, [offset], source_etype=byte)
-            theirs = b.gep(peer, [offset], source_etype=byte)
+            return (b.add(t, self.c(1, I64)), b.gep(me, [offset], source_etype=byte),
+                    b.gep(peer, [offset], source_etype=byte))
+
+        def stage(j):
+            """Copy the peer's half of chunk j into this process's buffer once the peer is done
+            with the chunk SHARED_SLOTS earlier there."""
+            done, staged, _ = buffers(j)
+            awaited("copied", b.sub(done, self.c(SHARED_SLOTS, I64)))
+            copy(staged, at(send, b.add(their_lo, b.mul(j, chunk))),
+                 self.clamp(b, their_n, j, chunk))
+            bump("posted", done)
+
+        stage(self.c(0, I64))
+
+        def body(_, j, carried):
+            done, staged, theirs = buffers(j)
             n_mine, n_their = self.clamp(b, mine_n, j, chunk), self.clamp(b, their_n, j, chunk)
             start = b.mul(j, chunk)
-            awaited("copied", b.sub(done, self.c(SHARED_SLOTS, I64)))
-            copy(staged, at(send, b.add(their_lo, start)), n_their)
-            bump("posted", done)
             awaited("posted", done)
             rc = self.mpi(b, "Reduce_local", I32, [at(send, b.add(mine_lo, start)), theirs,
                                                     b.trunc(n_mine, I32), mpi_type, op])
@@ -996,6 +1008,9 @@ class _Library:
                 b.ret(b.add(rc, self.c(MPI_ERROR)))
             bump("reduced", done)
             stream(at(recv, b.add(mine_lo, start)), theirs, n_mine)
+            following = b.add(j, self.c(1, I64))
+            with b.if_then(b.icmp_signed("<", following, chunks)):
+                stage(following)   # (while the peer reduces chunk j)
             awaited("reduced", done)
             stream(at(recv, b.add(their_lo, start)), staged, n_their)
             bump("copied", done)
