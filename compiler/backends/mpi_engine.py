@@ -98,14 +98,16 @@ MPI's operation), and both copy each reduced chunk into recv with non-temporal s
 after chunk (SHARED_CHUNK bytes, two in flight), synchronised by counters in the window that
 each wait polls against the deadline. Measured 64 MB float32 on a loaded 2-core machine: up to
 2x the point-to-point form (the same when another program shares a core), and 2-3x
-MPI_Iallreduce from 64 KB to 4 MB (BENCHMARKS.md). Two processes without a shared
-window (on two nodes) use point-to-point messages in PAIRWISE_CHUNK pieces from
-PAIRWISE_BYTES (1 MB) on (`_Library.emit_pairwise`); allgather/alltoall are MPI_Iallgather/MPI_Ialltoall, reduce_scatter MPI_Ireduce_scatter_block,
+MPI_Iallreduce from 64 KB to 4 MB (BENCHMARKS.md). Two processes without a shared window (on
+two nodes) use point-to-point messages in PAIRWISE_CHUNK pieces from PAIRWISE_BYTES (1 MB) on
+(`_Library.emit_pairwise`); more than two processes, MPI_Iallreduce at every size.
+allgather/alltoall are MPI_Iallgather/MPI_Ialltoall, reduce_scatter MPI_Ireduce_scatter_block,
 sendrecv MPI_Irecv + MPI_Isend, exchange one MPI_Irecv and one MPI_Isend per record's side (all
 polled together).
 
-Set-up (kiln.distributed): `setup(comm, timeout, shared=True)` with an mpi4py communicator (kiln's own
-duplicate of COMM_WORLD), `set_timeout(seconds)`, `teardown()`, `is_broken()`, `abort(code)`.
+Set-up (kiln.distributed): `setup(comm, timeout, shared=True)` with an mpi4py communicator
+(kiln's own duplicate of COMM_WORLD), `set_timeout(seconds)`, `teardown()` (frees the window),
+`is_broken()`, `abort(code)`.
 The compiler never imports kiln; mpi4py is imported only by `setup`.
 """
 from __future__ import annotations
@@ -131,9 +133,9 @@ PAIRWISE_TAG = 0x4B4D
 # Two processes on one node share a window (MPI_Win_allocate_shared, made by `setup`): each
 # process's region holds three counters, one per cache line (SHARED_COUNTERS), then
 # SHARED_SLOTS staging buffers of SHARED_CHUNK bytes (the state's `shared_chunk`). An allreduce
-# of at least SHARED_BYTES goes through it (_Library.emit_shared) instead of messages. Chunks of
-# 512 KB were the fastest of 64 KB - 1 MB on the loaded 2-core machine (fewer hand-overs
-# between the processes when they do not run at once).
+# of at least SHARED_BYTES goes through it (_Library.emit_shared) instead of messages. Of chunks
+# of 64 KB - 1 MB, 512 KB and 1 MB lost least on the loaded 2-core machine when a process was
+# descheduled (fewer hand-overs between the processes; BENCHMARKS.md).
 SHARED_BYTES = 1 << 16
 SHARED_CHUNK = 1 << 19
 SHARED_SLOTS = 2
@@ -706,9 +708,14 @@ class _Library:
         b.position_at_end(error)
         b.ret(b.add(rc, self.c(MPI_ERROR)))
         b.position_at_end(late)
-        b.store(self.c(1, self.I64), b.gep(self.state, [self.c(0), self.c(SLOT["broken"])], inbounds=True))
-        b.ret(self.c(TIMEOUT))
+        self.time_out(b)
         return f
+
+    def time_out(self, b):
+        """Mark kiln's communicator broken and return TIMEOUT."""
+        broken = b.gep(self.state, [self.c(0), self.c(SLOT["broken"])], inbounds=True)
+        b.store(self.c(1, self.I64), broken)
+        b.ret(self.c(TIMEOUT))
 
     def guard(self, b, counts, dtype):
         """Return early with NOT_SET_UP / BROKEN / TOO_LARGE / UNSUPPORTED; the comm handle."""
@@ -915,8 +922,7 @@ class _Library:
         b.position_at_end(done)
         b.ret(self.c(0))
         b.position_at_end(late)
-        b.store(self.c(1, I64), b.gep(self.state, [self.c(0), self.c(SLOT["broken"])], inbounds=True))
-        b.ret(self.c(TIMEOUT))
+        self.time_out(b)
         return f
 
     def declare(self, name, ret, args):
