@@ -96,9 +96,9 @@ messages (`_Library.emit_shared`): each process stages the peer's half of a chun
 there, reduces its own half in the peer's staged buffer while it is in cache (MPI_Reduce_local,
 MPI's operation), and both copy each reduced chunk into recv with non-temporal stores, chunk
 after chunk (SHARED_CHUNK bytes, two in flight), synchronised by counters in the window that
-each wait polls against the deadline. Measured 64 MB float32 on a loaded 2-core machine: up to
-2x the point-to-point form (the same when another program shares a core), and 2-3x
-MPI_Iallreduce from 64 KB to 4 MB (BENCHMARKS.md). Two processes without a shared window (on
+each wait polls against the deadline. Measured 64 MB float32 on 2 cores: 1.5x the point-to-point
+form on a quiet machine (55 % of a one-process copy's bandwidth), up to 2x at load (the same
+when another program shares a core), and 2-3x MPI_Iallreduce from 64 KB to 4 MB (BENCHMARKS.md). Two processes without a shared window (on
 two nodes) use point-to-point messages in PAIRWISE_CHUNK pieces from PAIRWISE_BYTES (1 MB) on
 (`_Library.emit_pairwise`); more than two processes, MPI_Iallreduce at every size.
 allgather/alltoall are MPI_Iallgather/MPI_Ialltoall, reduce_scatter MPI_Ireduce_scatter_block,
