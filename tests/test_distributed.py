@@ -46,7 +46,8 @@ def launch(program, np_=2, env=None, limit=90):
     command = [MPIRUN, "-np", str(np_), "--oversubscribe"]
     if os.geteuid() == 0:
         command.append("--allow-run-as-root")
-    for name in ("KILN_DISTRIBUTED_TIMEOUT", "KILN_CACHE_DIR", "KILN_CPU", "KILN_LOG_COMPILES"):
+    for name in ("KILN_DISTRIBUTED_TIMEOUT", "KILN_CACHE_DIR", "KILN_CPU", "KILN_LOG_COMPILES",
+                 distributed.SHARED_MEMORY_VARIABLE):
         if name in env:
             command += ["-x", name]
     command += program
@@ -356,7 +357,7 @@ if rank == 1:
     os.kill(os.getpid(), signal.{signal})    # SIGSTOP: hangs; SIGKILL: dies
 start = time.monotonic()
 try:
-    E.allreduce(np.ones(4, np.float32))
+    E.allreduce(np.ones({count}, np.float32))
 except kiln.distributed.DistributedTimeoutError as e:
     print(f"rank {{rank}} after {{time.monotonic() - start:.1f}} s: {{e}}", flush=True)
 try:
@@ -369,12 +370,92 @@ sys.exit(3)
 
 @needs_mpi
 def test_a_stopped_rank_makes_the_other_fail_not_hang(tmp_path):
-    code, output, seconds = mpirun(tmp_path, DEAD_RANK.format(signal="SIGSTOP"), args=["2"])
+    code, output, seconds = mpirun(tmp_path, DEAD_RANK.format(signal="SIGSTOP", count=4), args=["2"])
     assert code != 0, output
     assert "did not complete within 2 s on process 0 of 2" in output, output
     assert "then: " in output and "an earlier cross-process operation timed out" in output, output
     assert "aborting the MPI job" in output and "MPI_ABORT was invoked" in output, output
     assert seconds < 40, (seconds, output)
+
+
+@needs_mpi
+def test_a_stopped_rank_fails_a_shared_memory_allreduce(tmp_path):
+    """A large allreduce between two processes on this machine waits on counters in the shared
+    window (mpi_engine.SHARED_BYTES): a stopped peer gives the timeout there too."""
+    count = 4 * mpi_engine.SHARED_CHUNK // 4 + 1
+    code, output, seconds = mpirun(tmp_path, DEAD_RANK.format(signal="SIGSTOP", count=count),
+                                   args=["2"])
+    assert code != 0, output
+    assert "allreduce(sum) did not complete within 2 s on process 0 of 2" in output, output
+    assert "then: " in output and "an earlier cross-process operation timed out" in output, output
+    assert seconds < 40, (seconds, output)
+
+
+SHARED_ALLREDUCE = """
+import zlib
+import numpy as np
+import kiln
+from kiln.compiler.backends import mpi_engine as E
+kiln.distributed.initialize()
+rank, size = kiln.distributed.process_layout()
+comm = kiln.distributed._WORLD.comm
+assert (E._STATE.words[E.SLOT["shared_peer"]] != 0) == {shared}
+rng = np.random.default_rng(rank)
+checked = 0
+for dtype in E.DTYPES:
+    item = dtype.itemsize
+    edge, chunk = E.SHARED_BYTES // item, E.SHARED_CHUNK // item
+    # 0 and tiny counts (MPI_Iallreduce), around the threshold, halves of one chunk, one more
+    # element (a second chunk of one element in one process, none in the other), several
+    # chunks and a rest
+    for n in (0, 1, 7, edge - 1, edge, edge + 1, 2 * chunk - 1, 2 * chunk, 2 * chunk + 1,
+              4 * chunk + 3):
+        if dtype.kind == "b":
+            x = rng.random(n) < 0.5
+        elif dtype.kind in "iu":   # no overflow: Open MPI's vector sums of 8- and 16-bit
+            x = rng.integers(0 if dtype.kind == "u" else -50, 50, n).astype(dtype)   # saturate
+        else:
+            x = rng.standard_normal(n).astype(dtype)
+            if dtype.kind == "c":
+                x = x + 1j * rng.standard_normal(n).astype(dtype)
+        both = comm.allgather(x)
+        for op in E.OPS:
+            if dtype.kind == "c" and op != "sum":
+                continue
+            if dtype.kind == "b":
+                want = np.logical_and(*both) if op == "min" else np.logical_or(*both)
+            else:
+                want = {{"sum": np.add, "max": np.maximum, "min": np.minimum}}[op](*both)
+            for in_place in (False, True):
+                buffer = x.copy()
+                got = E.allreduce(buffer, op, out=buffer if in_place else None)
+                assert np.array_equal(buffer, x) != in_place or n == 0 or np.array_equal(want, x)
+                assert got.tobytes() == want.astype(dtype).tobytes(), (dtype, op, n, in_place)
+                crc = comm.allgather(zlib.crc32(got.tobytes()))
+                assert crc[0] == crc[1], ("not bit-identical", dtype, op, n, in_place)
+                checked += 1
+# 8- and 16-bit integer sums wrap, as NumPy's (kiln.distributed starts Open MPI without its
+# op/avx component, whose sums saturate)
+for dtype in ("int8", "uint8", "int16", "uint16"):
+    for n in (10, 2 * E.SHARED_BYTES):
+        big = np.full(n, np.iinfo(dtype).max - 1, dtype)
+        assert np.array_equal(E.allreduce(big), big + big), (dtype, n)
+kiln.distributed.shutdown()
+print(f"process {{rank}}: {{checked}} allreduces exact and the same in both", flush=True)
+"""
+
+
+@needs_mpi
+@pytest.mark.parametrize("shared", [True, False])
+def test_large_allreduce_of_two_processes(tmp_path, shared):
+    """Between two processes an allreduce from SHARED_BYTES on goes through the shared window
+    (both on this machine), or without it (KILN_DISTRIBUTED_SHARED_MEMORY=0, as between two
+    machines) through point-to-point messages from PAIRWISE_BYTES on: every dtype and op, counts
+    around the thresholds and the chunks, out of place and in place, exact and bit-identical."""
+    env = {} if shared else {distributed.SHARED_MEMORY_VARIABLE: "0"}
+    code, output, _ = mpirun(tmp_path, SHARED_ALLREDUCE.format(shared=shared), env=env, limit=180)
+    assert code == 0, output
+    assert output.count("allreduces exact and the same in both") == 2, output
 
 
 STALLED_COMPILED = """
@@ -422,7 +503,7 @@ def test_a_stopped_rank_fails_a_compiled_collective(tmp_path):
 
 @needs_mpi
 def test_a_killed_rank_ends_the_job(tmp_path):
-    code, output, seconds = mpirun(tmp_path, DEAD_RANK.format(signal="SIGKILL"), args=["30"])
+    code, output, seconds = mpirun(tmp_path, DEAD_RANK.format(signal="SIGKILL", count=4), args=["30"])
     assert code != 0, output
     assert " ".join(output.split()).count("exited on signal 9"), output
     assert seconds < 40, (seconds, output)

@@ -30,7 +30,8 @@ symbol of the library is hidden):
 - when functions call collectives across processes (`Mpi`): c/glue_mpi.c, compiled against
   mpi.h, binds their kiln_mpi_* externs to the MPI engine linked in (kiln_mpi.o) and exports
   `int <NAME>_mpi_setup(MPI_Comm comm, double timeout)` (fills the engine's state, as
-  kiln.distributed's `mpi_engine.setup` does in Python) and `int <NAME>_mpi_teardown(void)`;
+  kiln.distributed's `mpi_engine.setup` does in Python, the window two processes on one node
+  share included) and `int <NAME>_mpi_teardown(void)`;
   their wrappers return MPI_NOT_SET_UP before setup and MPI_FAILED after a timed-out wait.
 Symbol names with dots (`kiln.f.0123abcd.kiln_main`) are reached with `__asm__` labels.
 
@@ -304,6 +305,8 @@ def _mpi_definitions(mpi):
              *(f"#define KILN_MPI_SLOT_{name} {k}" for name, k in mpi_engine.SLOT.items()),
              f"#define KILN_MPI_DTYPES {len(mpi_engine.DTYPES)}",
              f"#define KILN_MPI_OPS {len(mpi_engine.OPS)}",
+             *(f"#define KILN_MPI_SHARED_{name} {getattr(mpi_engine, f'SHARED_{name}')}"
+               for name in ("DATA", "CHUNK", "REGION")),
              *(f"#define KILN_MPI_SETUP_{name} {code}" for name, code in (
                  ("INIT", MPI_SETUP_INIT), ("TIMEOUT", MPI_SETUP_TIMEOUT),
                  ("COMM", MPI_SETUP_COMM), ("SIZE", MPI_SETUP_SIZE))),

@@ -89,14 +89,25 @@ of `n` elements, after the in-process reduction, in place:
     status = mpi_engine.emit_allreduce(builder, buf, buf, n, np.float32, "sum")
     mpi_engine.emit_return_on_error(builder, status)
 
-How: allreduce is MPI_Iallreduce, except between two processes from PAIRWISE_BYTES (1 MB) on,
-where point-to-point messages in PAIRWISE_CHUNK pieces are faster (`_Library.emit_pairwise`);
+How: allreduce is MPI_Iallreduce, except between two processes. Two processes on one node
+share a window (`setup` makes it: MPI_Comm_split_type + MPI_Win_allocate_shared; `shared=False`
+skips it), and from SHARED_BYTES (64 KB) on their allreduce goes through it without MPI
+messages (`_Library.emit_shared`): each process stages the peer's half of a chunk of `send`
+there, reduces its own half in the peer's staged buffer while it is in cache (MPI_Reduce_local,
+MPI's operation), and both copy each reduced chunk into recv with non-temporal stores, chunk
+after chunk (SHARED_CHUNK bytes, two in flight), synchronised by counters in the window that
+each wait polls against the deadline. Measured 64 MB float32 on 2 cores: 1.5x the point-to-point
+form on a quiet machine (55 % of a one-process copy's bandwidth), up to 2x at load (the same
+when another program shares a core), and 2-3x MPI_Iallreduce from 64 KB to 4 MB (BENCHMARKS.md). Two processes without a shared window (on
+two nodes) use point-to-point messages in PAIRWISE_CHUNK pieces from PAIRWISE_BYTES (1 MB) on
+(`_Library.emit_pairwise`); more than two processes, MPI_Iallreduce at every size.
 allgather/alltoall are MPI_Iallgather/MPI_Ialltoall, reduce_scatter MPI_Ireduce_scatter_block,
 sendrecv MPI_Irecv + MPI_Isend, exchange one MPI_Irecv and one MPI_Isend per record's side (all
 polled together).
 
-Set-up (kiln.distributed): `setup(comm, timeout)` with an mpi4py communicator (kiln's own
-duplicate of COMM_WORLD), `set_timeout(seconds)`, `teardown()`, `is_broken()`, `abort(code)`.
+Set-up (kiln.distributed): `setup(comm, timeout, shared=True)` with an mpi4py communicator
+(kiln's own duplicate of COMM_WORLD), `set_timeout(seconds)`, `teardown()` (frees the window),
+`is_broken()`, `abort(code)`.
 The compiler never imports kiln; mpi4py is imported only by `setup`.
 """
 from __future__ import annotations
@@ -112,12 +123,27 @@ STATUS_BASE = 0x4B4D5000
 TIMEOUT, UNSUPPORTED, TOO_LARGE, NOT_SET_UP, BROKEN = (STATUS_BASE + k for k in range(1, 6))
 MPI_ERROR = STATUS_BASE + 0x100
 _INT_MAX = (1 << 31) - 1
-# Between two processes an allreduce of at least PAIRWISE_BYTES runs as point-to-point messages
-# in PAIRWISE_CHUNK pieces (_Library.emit_pairwise): measured 64 MB float32 on 2 cores, about
-# 1.3x MPI_Iallreduce (BENCHMARKS.md). Its messages use tag PAIRWISE_TAG.
+# Between two processes without a shared window, an allreduce of at least PAIRWISE_BYTES runs
+# as point-to-point messages in PAIRWISE_CHUNK pieces (_Library.emit_pairwise): measured 64 MB
+# float32 on 2 cores, about 1.3x MPI_Iallreduce (BENCHMARKS.md). Its messages use tag
+# PAIRWISE_TAG.
 PAIRWISE_BYTES = 1 << 20
 PAIRWISE_CHUNK = 1 << 21
 PAIRWISE_TAG = 0x4B4D
+# Two processes on one node share a window (MPI_Win_allocate_shared, made by `setup`): each
+# process's region holds three counters, one per cache line (SHARED_COUNTERS), then
+# SHARED_SLOTS staging buffers of SHARED_CHUNK bytes (the state's `shared_chunk`). An allreduce
+# of at least SHARED_BYTES goes through it (_Library.emit_shared) instead of messages. Of chunks
+# of 64 KB - 1 MB, 512 KB and 1 MB lost least on the loaded 2-core machine when a process was
+# descheduled (fewer hand-overs between the processes; BENCHMARKS.md).
+SHARED_BYTES = 1 << 16
+SHARED_CHUNK = 1 << 19
+SHARED_SLOTS = 2
+SHARED_COUNTERS = ("posted", "reduced", "copied")
+SHARED_LINE = 64
+SHARED_DATA = 256   # the staging buffers' offset in a region (after the counters)
+SHARED_REGION = SHARED_DATA + SHARED_SLOTS * SHARED_CHUNK
+SHARED_SPIN = 256   # polls of a counter between looks at the clock (and sched_yield)
 
 DTYPES = tuple(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
@@ -129,7 +155,8 @@ OP_CODES = {name: code for code, name in enumerate(OPS)}
 # the library's state: one i64 array, slots written by `setup`
 _SLOTS = ("comm", "Iallreduce", "Iallgather", "Ialltoall", "Isend", "Irecv", "Testall", "Wtime",
           "Abort", "in_place", "types", "ops", "timeout", "broken", "Reduce_local", "malloc",
-          "free", "sizes", "rank", "size", "Ireduce_scatter_block", "status_size")
+          "free", "sizes", "rank", "size", "Ireduce_scatter_block", "status_size",
+          "shared", "shared_peer", "sched_yield", "shared_chunk")
 SLOT = {name: k for k, name in enumerate(_SLOTS)}
 # the slots holding MPI's functions (MPI_<name>)
 MPI_FUNCTIONS = ("Iallreduce", "Iallgather", "Ialltoall", "Isend", "Irecv", "Testall", "Wtime",
@@ -194,6 +221,7 @@ class _State:
         self.words = None       # ctypes view of the library's state
         self.keep = []          # tables and user ops kept alive while set up
         self.functions = {}     # name -> ctypes function (Python face)
+        self.window = None      # (shared window, node communicator) between two processes
 
 
 _STATE = _State()
@@ -270,9 +298,11 @@ def _tables(MPI, user_ops):
     return type_table, op_table
 
 
-def setup(comm, timeout):
+def setup(comm, timeout, shared=True):
     """Point the native library at `comm` (an mpi4py intracommunicator) with `timeout` seconds
-    for every wait. Builds and loads the library on first use (needs llvmlite)."""
+    for every wait; with `shared`, two processes on one node share a window
+    (`_shared_window`; every process must pass the same). Builds and loads the library on first
+    use (needs llvmlite)."""
     from mpi4py import MPI
     with _STATE.lock:
         size = _handle_types(MPI)
@@ -283,7 +313,7 @@ def setup(comm, timeout):
         for name in MPI_FUNCTIONS:
             words[SLOT[name]] = ctypes.cast(getattr(libmpi, f"MPI_{name}"), ctypes.c_void_p).value
         libc = ctypes.CDLL(None)
-        for name in ("malloc", "free"):
+        for name in ("malloc", "free", "sched_yield"):
             words[SLOT[name]] = ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
         user_ops = []
         for op in OPS:
@@ -303,6 +333,8 @@ def setup(comm, timeout):
         words[SLOT["in_place"]] = int(MPI.IN_PLACE)
         words[SLOT["types"]] = ctypes.addressof(type_table)
         words[SLOT["ops"]] = ctypes.addressof(op_table)
+        words[SLOT["shared"]], words[SLOT["shared_peer"]] = 0, 0
+        _STATE.window = _shared_window(MPI, comm, words) if shared else None
         words[SLOT["comm"]] = MPI._handleof(comm)
         _STATE.mpi, _STATE.comm, _STATE.words = MPI, comm, words
         set_timeout(timeout)
@@ -321,6 +353,25 @@ def setup(comm, timeout):
         prototypes["reduce_scatter"] = prototypes["allreduce"]
         _STATE.functions = {name: ctypes.CFUNCTYPE(ret, *args)(library[name])
                             for name, (ret, args) in prototypes.items()}
+
+
+def _shared_window(MPI, comm, words):
+    """Between two processes on one node: the window of SHARED_REGION bytes per process that
+    `emit_shared` stages its chunks in (its counters zeroed), its addresses in the state;
+    (window, node communicator), or None elsewhere. Collective over `comm` (MPI's calls here
+    have no nonblocking form; every process has just joined `comm`)."""
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+    if not comm.Get_size() == node.Get_size() == 2:
+        node.Free()
+        return None
+    window = MPI.Win.Allocate_shared(SHARED_REGION, 1, comm=node)
+    mine = window.tomemory().address
+    peer = window.Shared_query(1 - node.Get_rank())[0].address
+    ctypes.memset(mine, 0, SHARED_DATA)
+    node.Barrier()
+    words[SLOT["shared"]], words[SLOT["shared_peer"]] = mine, peer
+    words[SLOT["shared_chunk"]] = SHARED_CHUNK
+    return window, node
 
 
 def set_timeout(seconds):
@@ -344,6 +395,11 @@ def teardown():
             free.argtypes = [ctypes.c_void_p]
             for handle in _STATE.keep[2]:
                 free(ctypes.byref(ctypes.c_int64(handle)))
+        words[SLOT["shared"]], words[SLOT["shared_peer"]] = 0, 0
+        if _STATE.window is not None and not is_broken():
+            for handle in _STATE.window:
+                handle.Free()
+        _STATE.window = None
         _STATE.comm = None
         _STATE.keep = []
         _STATE.functions = {}
@@ -652,9 +708,14 @@ class _Library:
         b.position_at_end(error)
         b.ret(b.add(rc, self.c(MPI_ERROR)))
         b.position_at_end(late)
-        b.store(self.c(1, self.I64), b.gep(self.state, [self.c(0), self.c(SLOT["broken"])], inbounds=True))
-        b.ret(self.c(TIMEOUT))
+        self.time_out(b)
         return f
+
+    def time_out(self, b):
+        """Mark kiln's communicator broken and return TIMEOUT."""
+        broken = b.gep(self.state, [self.c(0), self.c(SLOT["broken"])], inbounds=True)
+        b.store(self.c(1, self.I64), broken)
+        b.ret(self.c(TIMEOUT))
 
     def guard(self, b, counts, dtype):
         """Return early with NOT_SET_UP / BROKEN / TOO_LARGE / UNSUPPORTED; the comm handle."""
@@ -701,8 +762,13 @@ class _Library:
                           in_place, send)
         mpi_type = self.handle(b, self.table(b, "types", dtype))
         elsize = self.table(b, "sizes", dtype)
-        pairwise = b.and_(b.icmp_signed("==", self.slot(b, "size"), self.c(2, self.I64)),
-                          b.icmp_signed(">=", b.mul(count, elsize), self.c(PAIRWISE_BYTES, self.I64)))
+        two = b.icmp_signed("==", self.slot(b, "size"), self.c(2, self.I64))
+        nbytes = b.mul(count, elsize)
+        shared = b.and_(b.icmp_signed("!=", self.slot(b, "shared_peer"), self.c(0, self.I64)),
+                        b.icmp_signed(">=", nbytes, self.c(SHARED_BYTES, self.I64)))
+        with b.if_then(b.and_(two, shared)):
+            b.ret(b.call(self.emit_shared(), [send, recv, count, mpi_type, mpi_op, elsize]))
+        pairwise = b.and_(two, b.icmp_signed(">=", nbytes, self.c(PAIRWISE_BYTES, self.I64)))
         with b.if_then(pairwise):
             b.ret(b.call(self.emit_pairwise(), [send, recv, count, mpi_type, mpi_op, elsize,
                                                  comm]))
@@ -724,10 +790,7 @@ class _Library:
         send, recv, count, mpi_type, op, elsize, comm = f.args
         rank = self.slot(b, "rank")
         peer = b.sub(self.c(1, I64), rank)
-        half = b.sdiv(count, self.c(2, I64))
-        first = b.icmp_signed("==", rank, self.c(0, I64))
-        mine_lo, mine_n = b.select(first, self.c(0, I64), half), b.select(first, half, b.sub(count, half))
-        their_lo, their_n = b.select(first, half, self.c(0, I64)), b.select(first, b.sub(count, half), half)
+        mine_lo, mine_n, their_lo, their_n = self.halves(b, count)
         chunk = b.sdiv(self.c(PAIRWISE_CHUNK, I64), elsize)
         tmp = self.mpi(b, "malloc", PTR, [self.c(PAIRWISE_CHUNK, I64)])
         status = b.alloca(I32)
@@ -765,13 +828,10 @@ class _Library:
             b.cbranch(b.icmp_signed("!=", polled, self.c(0)), exit_, after)
             b.position_at_end(after)
 
-        def clamp(n, i):   # min(max(n - i * chunk, 0), chunk)
-            rest = b.sub(n, b.mul(i, chunk))
-            rest = b.select(b.icmp_signed("<", rest, self.c(0, I64)), self.c(0, I64), rest)
-            return b.select(b.icmp_signed(">", rest, chunk), chunk, rest)
+        def clamp(n, i):
+            return self.clamp(b, n, i, chunk)
 
-        longest = b.select(b.icmp_signed(">", mine_n, their_n), mine_n, their_n)
-        chunks = b.sdiv(b.add(longest, b.sub(chunk, self.c(1, I64))), chunk)
+        chunks = self.chunks(b, mine_n, their_n, chunk)
         entry = b.block
         head, body, phase2 = (f.append_basic_block(s) for s in ("chunk", "chunk.body", "phase2"))
         b.branch(head)
@@ -800,6 +860,207 @@ class _Library:
         exchange(at(recv, mine_lo), mine_n, at(recv, their_lo), their_n, exit_)
         self.mpi(b, "free", ir.VoidType(), [tmp])
         b.ret(b.load(status))
+        return f
+
+    def halves(self, b, count):
+        """(mine_lo, mine_n, their_lo, their_n): process 0 reduces the first count // 2
+        elements, process 1 the rest."""
+        I64 = self.I64
+        half = b.sdiv(count, self.c(2, I64))
+        first = b.icmp_signed("==", self.slot(b, "rank"), self.c(0, I64))
+        return (b.select(first, self.c(0, I64), half), b.select(first, half, b.sub(count, half)),
+                b.select(first, half, self.c(0, I64)), b.select(first, b.sub(count, half), half))
+
+    def clamp(self, b, n, i, chunk):
+        """The elements of chunk i of n: min(max(n - i * chunk, 0), chunk)."""
+        zero = self.c(0, self.I64)
+        rest = b.sub(n, b.mul(i, chunk))
+        rest = b.select(b.icmp_signed("<", rest, zero), zero, rest)
+        return b.select(b.icmp_signed(">", rest, chunk), chunk, rest)
+
+    def chunks(self, b, mine_n, their_n, chunk):
+        """The chunks of the longer half."""
+        longest = b.select(b.icmp_signed(">", mine_n, their_n), mine_n, their_n)
+        return b.sdiv(b.add(longest, b.sub(chunk, self.c(1, self.I64))), chunk)
+
+    def emit_await(self):
+        """i32 await(ptr counter, i64 target): 0 once the shared counter (a peer's) reaches
+        `target`, TIMEOUT (the communicator then broken) when it has not within the timeout.
+        Polls with `pause`; every SHARED_SPIN polls it looks at the clock and yields the core
+        (the peer may need it: two processes on a loaded machine)."""
+        ir, I32, I64 = self.ir, self.I32, self.I64
+        f, b = self.function("kiln_mpi_await", ir.FunctionType(I32, [self.PTR, I64]))
+        f.linkage = "internal"
+        counter, target = f.args
+        D = ir.DoubleType()
+        loop, done, late = (f.append_basic_block(s) for s in ("loop", "done", "late"))
+        reached = b.icmp_signed(">=", b.load_atomic(counter, "acquire", 8, typ=I64), target)
+        with b.if_then(reached):
+            b.ret(self.c(0))
+        start = self.mpi(b, "Wtime", D, [])
+        timeout = b.bitcast(self.slot(b, "timeout"), D)
+        before = b.block
+        b.branch(loop)
+        b.position_at_end(loop)
+        spins = b.phi(I64)
+        spins.add_incoming(self.c(0, I64), before)
+        reached = b.icmp_signed(">=", b.load_atomic(counter, "acquire", 8, typ=I64), target)
+        spin = f.append_basic_block("spin")
+        b.cbranch(reached, done, spin)
+        b.position_at_end(spin)
+        if self.module.triple.startswith("x86_64"):
+            b.call(self.declare("llvm.x86.sse2.pause", ir.VoidType(), []), [])
+        spins_next = b.add(spins, self.c(1, I64))
+        tick = b.icmp_signed("==", b.srem(spins_next, self.c(SHARED_SPIN, I64)), self.c(0, I64))
+        with b.if_then(tick, likely=False):
+            waited = b.fsub(self.mpi(b, "Wtime", D, []), start)
+            with b.if_then(b.fcmp_ordered(">", waited, timeout), likely=False):
+                b.branch(late)
+            self.mpi(b, "sched_yield", I32, [])
+        spins.add_incoming(spins_next, b.block)
+        b.branch(loop)
+        b.position_at_end(done)
+        b.ret(self.c(0))
+        b.position_at_end(late)
+        self.time_out(b)
+        return f
+
+    def declare(self, name, ret, args):
+        existing = self.module.globals.get(name)
+        return existing or self.ir.Function(self.module, self.ir.FunctionType(ret, args), name)
+
+    def emit_shared(self):
+        """i32 shared(send, recv, i64 count, type, op, i64 elsize): allreduce between two
+        processes on one node through the shared window (`_shared_window`). Each process
+        reduces its half (`halves`), chunk by chunk: it copies the peer's half of its chunk of
+        `send` into its own staging buffer and bumps its `posted` counter; once the peer's
+        `posted` says the peer's values of its own half are staged, it reduces them there, in
+        the peer's buffer (MPI_Reduce_local: buffer = send op buffer, as `emit_pairwise`), bumps
+        `reduced`, copies the result into recv and stages the next chunk (while the peer may
+        still be reducing this one); once the peer's `reduced` says its own buffer holds the
+        peer's result, it copies that into recv too and bumps `copied`, which frees both
+        buffers of that slot for the chunk SHARED_SLOTS later. The counters count chunks
+        since set-up, so they never go back; each wait is `emit_await` (polled against the
+        timeout). Each element is reduced once, by one process: both get the same bits. In
+        place (send == recv) is safe: a chunk of send is staged or reduced before recv's chunk
+        is written, and the peer reads only the window."""
+        ir, I32, I64, PTR = self.ir, self.I32, self.I64, self.PTR
+        f, b = self.function("kiln_mpi_shared", ir.FunctionType(
+            I32, [PTR, PTR, I64, self.H, self.H, I64]))
+        f.linkage = "internal"
+        send, recv, count, mpi_type, op, elsize = f.args
+        wait = self.emit_await()
+        byte = ir.IntType(8)
+        mine_lo, mine_n, their_lo, their_n = self.halves(b, count)
+        chunk_bytes = self.slot(b, "shared_chunk")
+        chunk = b.sdiv(chunk_bytes, elsize)
+        chunks = self.chunks(b, mine_n, their_n, chunk)
+        me, peer = (b.inttoptr(self.slot(b, name), PTR) for name in ("shared", "shared_peer"))
+
+        def counter(region, name):
+            return b.gep(region, [self.c(SHARED_LINE * SHARED_COUNTERS.index(name), I64)],
+                         source_etype=byte)
+
+        def at(buffer, index):
+            return b.gep(buffer, [b.mul(index, elsize)], source_etype=byte)
+
+        def awaited(name, target):
+            status = b.call(wait, [counter(peer, name), target])
+            with b.if_then(b.icmp_signed("!=", status, self.c(0)), likely=False):
+                b.ret(status)
+
+        def bump(name, value):
+            b.atomic_rmw("xchg", counter(me, name), value, "release")
+
+        from .llvm.calls import intrinsic
+
+        def copy(to, source, n):
+            intrinsic(b, "memcpy", [to, source, b.mul(n, elsize), ir.Constant(ir.IntType(1), 0)],
+                      ret=ir.VoidType(), overloads=[PTR, PTR, I64])
+        streamer = self.emit_stream()
+
+        def stream(to, source, n):
+            b.call(streamer, [to, source, b.mul(n, elsize)])
+
+        base = b.load_atomic(counter(me, "posted"), "monotonic", 8, typ=I64)
+        from .llvm.loops import counted_loop
+
+        def buffers(j):
+            """(chunk j's number since set-up + 1, its buffer here, the peer's buffer)"""
+            t = b.add(base, j)
+            offset = b.add(self.c(SHARED_DATA, I64),
+                           b.mul(b.srem(t, self.c(SHARED_SLOTS, I64)), chunk_bytes))
+            return (b.add(t, self.c(1, I64)), b.gep(me, [offset], source_etype=byte),
+                    b.gep(peer, [offset], source_etype=byte))
+
+        def stage(j):
+            """Copy the peer's half of chunk j into this process's buffer once the peer is done
+            with the chunk SHARED_SLOTS earlier there."""
+            done, staged, _ = buffers(j)
+            awaited("copied", b.sub(done, self.c(SHARED_SLOTS, I64)))
+            copy(staged, at(send, b.add(their_lo, b.mul(j, chunk))),
+                 self.clamp(b, their_n, j, chunk))
+            bump("posted", done)
+
+        stage(self.c(0, I64))
+
+        def body(_, j, carried):
+            done, staged, theirs = buffers(j)
+            n_mine, n_their = self.clamp(b, mine_n, j, chunk), self.clamp(b, their_n, j, chunk)
+            start = b.mul(j, chunk)
+            awaited("posted", done)
+            rc = self.mpi(b, "Reduce_local", I32, [at(send, b.add(mine_lo, start)), theirs,
+                                                    b.trunc(n_mine, I32), mpi_type, op])
+            with b.if_then(b.icmp_signed("!=", rc, self.c(0)), likely=False):
+                b.ret(b.add(rc, self.c(MPI_ERROR)))
+            bump("reduced", done)
+            stream(at(recv, b.add(mine_lo, start)), theirs, n_mine)
+            following = b.add(j, self.c(1, I64))
+            with b.if_then(b.icmp_signed("<", following, chunks)):
+                stage(following)   # (while the peer reduces chunk j)
+            awaited("reduced", done)
+            stream(at(recv, b.add(their_lo, start)), staged, n_their)
+            bump("copied", done)
+            return carried
+        counted_loop(b, chunks, body, (), "chunk")
+        if self.module.triple.startswith("x86_64"):   # (order the streaming stores)
+            b.call(self.declare("llvm.x86.sse.sfence", ir.VoidType(), []), [])
+        b.ret(self.c(0))
+        return f
+
+    def emit_stream(self):
+        """void stream(ptr to, ptr from, i64 bytes): a copy whose stores bypass the cache
+        (non-temporal) from the first 64-byte boundary of `to` on, so that writing recv does
+        not first read it into the cache; memcpy for the ends."""
+        ir, I64, PTR = self.ir, self.I64, self.PTR
+        f, b = self.function("kiln_mpi_stream", ir.FunctionType(ir.VoidType(), [PTR, PTR, I64]))
+        f.linkage = "internal"
+        to, source, nbytes = f.args
+        byte, line = ir.IntType(8), ir.VectorType(I64, 8)
+        from .llvm.calls import intrinsic
+        from .llvm.loops import counted_loop
+
+        def memcpy(offset, n):
+            intrinsic(b, "memcpy", [b.gep(to, [offset], source_etype=byte),
+                                    b.gep(source, [offset], source_etype=byte), n,
+                                    ir.Constant(ir.IntType(1), 0)],
+                      ret=ir.VoidType(), overloads=[PTR, PTR, I64])
+        misaligned = b.and_(b.sub(self.c(0, I64), b.ptrtoint(to, I64)), self.c(63, I64))
+        head = b.select(b.icmp_unsigned("<", nbytes, misaligned), nbytes, misaligned)
+        memcpy(self.c(0, I64), head)
+        lines = b.udiv(b.sub(nbytes, head), self.c(64, I64))
+        nontemporal = self.module.add_metadata([self.c(1)])
+
+        def body(_, k, carried):
+            offset = b.add(head, b.mul(k, self.c(64, I64)))
+            value = b.load(b.gep(source, [offset], source_etype=byte), typ=line, align=1)
+            b.store(value, b.gep(to, [offset], source_etype=byte), align=64).set_metadata(
+                "nontemporal", nontemporal)
+            return carried
+        counted_loop(b, lines, body, (), "line")
+        done = b.add(head, b.mul(lines, self.c(64, I64)))
+        memcpy(done, b.sub(nbytes, done))
+        b.ret_void()
         return f
 
     def emit_blocks(self, name, mpi_name):

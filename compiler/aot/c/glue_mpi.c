@@ -9,7 +9,10 @@
  * KILN_MPI_DTYPES, KILN_MPI_OPS, KILN_MPI_TYPES (each dtype's MPI datatype),
  * KILN_MPI_OP_TABLE and KILN_MPI_OP_CODES (each dtype's operations: MPI's, where the code is 0;
  * else the code is KILN_MPI_NO_OP or kiln's float16 operation KILN_MPI_F16_OP(k)),
- * KILN_MPI_SIZES (each dtype's size) and the status macros KILN_MPI_SETUP_*. */
+ * KILN_MPI_SIZES (each dtype's size), KILN_MPI_SHARED_DATA, _CHUNK and _REGION (the shared
+ * window's layout: mpi_engine.SHARED_*) and the status macros KILN_MPI_SETUP_*. Two processes
+ * on one node share a window (MPI_Win_allocate_shared) for large allreduces, as in Python,
+ * unless KILN_DISTRIBUTED_SHARED_MEMORY is "0" (every process must see the same). */
 #include <mpi.h>
 
 _Static_assert(sizeof(MPI_Comm) == KILN_MPI_HANDLE_SIZE && sizeof(MPI_Datatype) ==
@@ -27,7 +30,8 @@ extern void kiln_mpi_f16_sum(void *, void *, int *, MPI_Datatype *),
 #define KILN_MPI_NO_OP (-1)
 #define KILN_MPI_F16_OP(k) (-2 - (k))
 
-static MPI_Comm _kiln_mpi_comm = MPI_COMM_NULL;
+static MPI_Comm _kiln_mpi_comm = MPI_COMM_NULL, _kiln_mpi_node = MPI_COMM_NULL;
+static MPI_Win _kiln_mpi_window = MPI_WIN_NULL;
 static MPI_Op _kiln_mpi_f16_ops[KILN_MPI_OPS];
 static int64_t _kiln_mpi_types[KILN_MPI_DTYPES], _kiln_mpi_ops[KILN_MPI_DTYPES * KILN_MPI_OPS];
 static int64_t _kiln_mpi_sizes[KILN_MPI_DTYPES] = {KILN_MPI_SIZES};
@@ -49,6 +53,34 @@ static void _kiln_bind_mpi(void) { KILN_MPI_ENTRIES(KILN_MPI_BIND) }
 #define KILN_MPI_FUNCTION(name) KILN_MPI_SET(name, (uintptr_t)&MPI_##name);
 
 KILN_API int KILN_EXPORT(_mpi_teardown)(void);
+
+/* Two processes on one node: the window whose regions the engine stages its allreduce in
+ * (mpi_engine._shared_window), its counters zeroed; nothing elsewhere. */
+static int _kiln_mpi_share(int rank, int size) {
+    KILN_MPI_SET(shared, 0);
+    KILN_MPI_SET(shared_peer, 0);
+    const char *setting = getenv("KILN_DISTRIBUTED_SHARED_MEMORY");
+    if (size != 2 || (setting && strcmp(setting, "0") == 0)) return 0;
+    int node_size = 0, node_rank = 0, unit = 0;
+    if (MPI_Comm_split_type(_kiln_mpi_comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
+                            &_kiln_mpi_node) != MPI_SUCCESS ||
+        MPI_Comm_size(_kiln_mpi_node, &node_size) != MPI_SUCCESS ||
+        MPI_Comm_rank(_kiln_mpi_node, &node_rank) != MPI_SUCCESS)
+        return KILN_MPI_SETUP_COMM;
+    if (node_size != 2) return MPI_Comm_free(&_kiln_mpi_node) == MPI_SUCCESS ? 0 : KILN_MPI_SETUP_COMM;
+    char *mine = NULL, *peer = NULL;
+    MPI_Aint bytes = 0;
+    if (MPI_Win_allocate_shared(KILN_MPI_SHARED_REGION, 1, MPI_INFO_NULL, _kiln_mpi_node, &mine,
+                                &_kiln_mpi_window) != MPI_SUCCESS ||
+        MPI_Win_shared_query(_kiln_mpi_window, 1 - node_rank, &bytes, &unit, &peer) != MPI_SUCCESS)
+        return KILN_MPI_SETUP_COMM;
+    memset(mine, 0, KILN_MPI_SHARED_DATA);
+    if (MPI_Barrier(_kiln_mpi_node) != MPI_SUCCESS) return KILN_MPI_SETUP_COMM;
+    KILN_MPI_SET(shared, (uintptr_t)mine);
+    KILN_MPI_SET(shared_peer, (uintptr_t)peer);
+    KILN_MPI_SET(shared_chunk, KILN_MPI_SHARED_CHUNK);
+    return 0;
+}
 
 KILN_API int KILN_EXPORT(_mpi_setup)(MPI_Comm comm, double timeout) {
     int initialized = 0, size = 0, rank = 0;
@@ -76,6 +108,7 @@ KILN_API int KILN_EXPORT(_mpi_setup)(MPI_Comm comm, double timeout) {
     KILN_MPI_CALLS(KILN_MPI_FUNCTION)
     KILN_MPI_SET(malloc, (uintptr_t)&malloc);
     KILN_MPI_SET(free, (uintptr_t)&free);
+    KILN_MPI_SET(sched_yield, (uintptr_t)&sched_yield);
     void *in_place = MPI_IN_PLACE;
     KILN_MPI_SET(in_place, (uintptr_t)in_place);
     KILN_MPI_SET(types, (uintptr_t)_kiln_mpi_types);
@@ -86,6 +119,8 @@ KILN_API int KILN_EXPORT(_mpi_setup)(MPI_Comm comm, double timeout) {
     KILN_MPI_SET(size, size);
     memcpy(&kiln_mpi_state[KILN_MPI_SLOT_timeout], &timeout, sizeof timeout);
     KILN_MPI_SET(broken, 0);
+    int shared = _kiln_mpi_share(rank, size);
+    if (shared) return shared;
     kiln_mpi_state[KILN_MPI_SLOT_comm] = _kiln_mpi_word(&_kiln_mpi_comm);
     return 0;
 }
@@ -96,6 +131,12 @@ KILN_API int KILN_EXPORT(_mpi_teardown)(void) {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return 0;
+    KILN_MPI_SET(shared, 0);
+    KILN_MPI_SET(shared_peer, 0);
+    if (_kiln_mpi_window != MPI_WIN_NULL && !kiln_mpi_state[KILN_MPI_SLOT_broken]) {
+        MPI_Win_free(&_kiln_mpi_window);   /* (collective: not after a process stopped) */
+        MPI_Comm_free(&_kiln_mpi_node);
+    }
     for (int k = 0; k < KILN_MPI_OPS; k++) MPI_Op_free(&_kiln_mpi_f16_ops[k]);
     return MPI_Comm_free(&_kiln_mpi_comm) == MPI_SUCCESS ? 0 : KILN_MPI_SETUP_COMM;
 }
