@@ -15,6 +15,7 @@ import threading
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st_
 
 import kiln
 import kiln.numpy as jnp
@@ -240,6 +241,19 @@ fs = kiln.jit(step, in_shardings=(NamedSharding(flipped.mesh, P()), flipped, fli
 print(p, "flipped", fx.owners, type(fs[0]).__name__,
       max(float(np.abs(np.asarray(a) - b).max()) for a, b in zip(fs, once)))
 
+ids = np.array([3, 15, 8, 0, -1, 9, 7], np.int32)
+moved = kiln.jit(lambda v, i: (v[2:14] * 2, v[::-1], jnp.pad(v, ((2, 2), (0, 0)), constant_values=7.0),
+                             v[i], v.at[i].add(1.0), jnp.take(v, i, 0, mode="fill")))(x, ids)
+wants = (X[2:14] * 2, X[::-1], np.pad(X, ((2, 2), (0, 0)), constant_values=7.0),
+         X[np.where(ids < 0, ids + 16, ids)], None, X[np.where(ids < 0, ids + 16, ids)])
+added = X.copy()
+np.add.at(added, ids, 1.0)
+wants = wants[:4] + (added,) + wants[5:]
+print(p, "moved", [type(m).__name__ for m in moved], all(
+    np.allclose(m.local if type(m).__name__ == "GlobalArray" else np.asarray(m),
+                w[len(w) // 2 * p:len(w) // 2 * (p + 1)] if type(m).__name__ == "GlobalArray"
+                else w) for m, w in zip(moved, wants)))
+
 rows = kiln.make_array_from_process_local_data(batch, X.reshape(4, 4, 5)[2 * p:2 * p + 2])
 total = kiln.pmap(lambda v: lax.psum(v, "i"), axis_name="i")(rows)
 print(p, "pmap", total.shape, np.allclose(np.asarray(total), X.reshape(4, 4, 5).sum(0)))
@@ -262,6 +276,8 @@ def test_global_arrays_under_mpirun(tmp_path):
         assert mine["split"] == f"{p} split GlobalArray (16, 5) True", out
         assert mine["gathered"].endswith("True") and mine["plain"].endswith("True"), out
         assert mine["pmap"] == f"{p} pmap (2, 4, 5) True", out
+        assert mine["moved"] == f"{p} moved ['GlobalArray', 'GlobalArray', 'GlobalArray', " \
+                                f"'Array', 'GlobalArray', 'Array'] True", out
         assert mine["kept"] == f"{p} kept GlobalArray True True", out
         assert mine["then"] == f"{p} then GlobalArray True", out
         assert mine["whole"] == f"{p} whole Array True", out
@@ -293,6 +309,16 @@ class Threads:
 
     def allgather(self, x):
         return np.stack(self._exchange(x))
+
+    def sendrecv(self, x, dest, source, tag):
+        """Every "process" takes part in each round (as the partition rules emit them): the
+        source must have sent to this one, with the same tag."""
+        sent = self._exchange(np.array((dest, tag, x), dtype=object))
+        if source is None:
+            return None
+        to, their_tag, data = sent[source]
+        assert (to, their_tag) == (self.local.process, tag), (sent[source][:2], tag)
+        return data
 
 
 def run_partitioned(fun, args, in_dims, out_dims, owners=(0, 1)):
@@ -391,7 +417,7 @@ INFERRED = [   # (function, arguments, split dimension of each, inferred split o
     (lambda a, s: (a[:, 1:5:2], lax.dynamic_slice_in_dim(a, s, 2, axis=1),
                    lax.dynamic_update_slice(a, a[:, :2] * 3, (0, s)), jnp.pad(a, ((0, 0), (1, 2))),
                    a[:, ::-1], a[1:3]),
-     (A, S), (0, None), (0, 0, 0, 0, 0, None)),
+     (A, S), (0, None), (0, 0, 0, 0, 0, 0)),
     (lambda a: (a.sum(1), a.max(1), jnp.prod(a, 0), jnp.prod(a, 1), a.max(0)),
      (A,), (0,), (0, 0, None, 0, None)),
     (lambda a, b: (jnp.concatenate([a, b.T * 2], axis=1), jnp.concatenate([a, a])),
@@ -430,11 +456,11 @@ def test_outputs_keep_the_split_the_rules_give_them(case, owners):
 
 def test_the_new_rules_move_only_what_they_must():
     """Slices, concatenations, reshapes and reductions along other dimensions keep the blocks
-    without communication (a slice, a concatenation or a sort along the split dimension
-    gathers); argmax over the split dimension is three allreduces for floats (best value,
+    without communication (a concatenation or a sort along the split dimension gathers; a
+    slice along it, a[1:3] over 2 blocks of 2 rows, leaves each row where it is); argmax over the split dimension is three allreduces for floats (best value,
     any NaN, first index) and two for integers; a cumsum along it one allgather of the block
     totals. (In case 5, max(t, 0) is the allreduce of argmax(t, 0)'s best value, shared.)"""
-    for k, crossings in ((0, {"process_allgather": 1}), (2, {"process_allgather": 1}),
+    for k, crossings in ((0, {}), (2, {"process_allgather": 1}),
                          (3, {"process_allgather": 1}), (5, {"process_allreduce": 2 * 3 + 2 * 2}),
                          (6, {"process_allgather": 6})):
         fun, args, in_dims, expected = INFERRED[k]
@@ -442,8 +468,102 @@ def test_the_new_rules_move_only_what_they_must():
         local, _ = partition(st.fn, list(in_dims) + [None] * len(st.extra),
                              [INFER] * len(expected), Grid(1, (0, 1)))
         held = prims(local)
-        for name in ("process_allreduce", "process_allgather"):
+        for name in ("process_allreduce", "process_allgather", "process_sendrecv"):
             assert held.count(name) == crossings.get(name, 0), (k, name, held)
+
+
+ROWS = np.arange(48.0, dtype=np.float32).reshape(8, 6) / 7
+IDS = np.array([1, 7, 3, 0, -2, 9, 5, 3], np.int32)   # negative, out of range and repeated
+FOURS = [(0, 1, 2, 3), (3, 2, 1, 0), (1, 0, 1, 0)]
+
+MOVED = [   # (function, arguments, split dimension of each, split of each output over 2 and 4)
+    (lambda x: (x[2:], x[:-2], x[1:7], x[::-1], jnp.pad(x, ((1, 3), (0, 0))),
+                jnp.pad(x, ((2, 2), (1, 0)), constant_values=5.0), lax.slice(x, (3, 1), (5, 6)),
+                lax.pad(x, np.float32(-1), ((-2, 2, 0), (0, 0, 0)))),
+     (ROWS,), (0,), ((0, 0, 0, 0, 0, 0, 0, 0), (None, None, None, 0, 0, 0, None, 0))),
+    (lambda x, i: (x[i], jnp.take(x, i, axis=0, mode="fill"), jnp.take(x, i, 0, mode="clip"),
+                   x.at[i].add(1.0), x.at[i].set(2.0), x.at[i].max(3.0), x.at[i, 1:].get(),
+                   x[i, 2]),
+     (ROWS, IDS), (0, None), ((None, None, None, 0, 0, 0, None, None),) * 2),
+    (lambda x, i: (x[i].sum(), jnp.take(x.astype(np.int32), i[:3], axis=0),
+                   (x > 2)[i], x.T[:, i]),
+     (ROWS, IDS), (0, 0), ((None, None, None, None),) * 2),
+    (lambda x: (x[:, 2:4], x[::2], jnp.pad(x, ((0, 0), (1, 1))),
+                lax.pad(x, np.float32(0), ((1, 1, 1), (0, 0, 0)))),
+     (ROWS,), (0,), ((0, None, 0, None),) * 2),
+]
+
+
+@pytest.mark.parametrize("owners", LAYOUTS + FOURS)
+@pytest.mark.parametrize("case", range(len(MOVED)))
+def test_rows_move_along_the_split_dimension(case, owners):
+    """Slices, pads and reversals along the split dimension keep it split where the block
+    count divides the result (else gather: x[2:] over 4 blocks); gathers of whole rows are
+    replicated, scatters into them stay split; all agree with the whole function."""
+    fun, args, in_dims, expected = MOVED[case]
+    st, _, _ = staging.stage_call(fun, tuple(args), {}, staging.StaticArgs(fun))
+    whole = staging.compile_function(st.fn, "reference")(*args, *st.extra)
+    got, dims = run_partitioned(fun, args, in_dims, [INFER] * len(whole), owners)
+    assert dims == list(expected[max(owners) == 3])
+    for g, w in zip(got, whole):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("owners", [(0, 1), (1, 0, 1, 0), (0, 1, 2, 3)])
+@given(start=st_.integers(-4, 6), stop=st_.integers(-3, 8), lo=st_.integers(-3, 4),
+       hi=st_.integers(-3, 4), rows=st_.sampled_from([4, 8, 12]),
+       dtype=st_.sampled_from([np.float32, np.int32, np.bool_]))
+@settings(max_examples=10)
+def test_any_slice_or_pad_of_the_split_dimension(owners, start, stop, lo, hi, rows, dtype):
+    x = (np.arange(rows * 3).reshape(rows, 3) % 5).astype(dtype)
+
+    def fun(v):
+        return v[start:stop] if stop > start - rows else v[:0], lax.pad(
+            v, np.zeros((), dtype), ((lo, max(hi, -rows - lo), 0), (0, 0, 0)))
+    st, _, _ = staging.stage_call(fun, (x,), {}, staging.StaticArgs(fun))
+    whole = staging.compile_function(st.fn, "reference")(x, *st.extra)
+    got, _ = run_partitioned(fun, (x,), (0,), [INFER, INFER], owners)
+    for g, w in zip(got, whole):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_moving_rows_sends_only_the_rows_that_cross_blocks():
+    """x[2:] over 2 blocks (of 4 rows; the result's of 3): one round in which block 1 sends
+    its first row to block 0 (rows 2, 3 and 4);
+    x[1:7]: none (each block keeps its rows); x[::-1]: one round (block swap); an embedding
+    lookup: one allreduce of the looked-up rows, its scatter-add none; nothing gathers."""
+    def fun(x, i):
+        return x[2:] * 2, x[1:7], x[::-1], x[i], x.at[i].add(1.0)
+    st, _, _ = staging.stage_call(fun, (ROWS, IDS), {}, staging.StaticArgs(fun))
+    for p in (0, 1):
+        local, _ = partition(st.fn, [0, None] + [None] * len(st.extra), [INFER] * 5,
+                             Grid(p, (0, 1)))
+        fn = staging.run_pipeline(local, "reference")
+        sends = [(e.params["dest"], e.params["source"], e.invars[0].aval.shape)
+                 for e in fn.eqns if e.prim.name == "process_sendrecv"]
+        assert sends == ([(None, 1, (1, 6)), (1, 1, (4, 6))] if p == 0 else
+                         [(0, None, (1, 6)), (0, 0, (4, 6))]), (p, sends)
+        assert prims(fn).count("process_allreduce") == 1
+        assert "process_allgather" not in prims(fn)
+
+
+def test_the_embedding_step_under_grad():
+    """The lookup's forward pass is the masked lookup and one allreduce; its gradient (a
+    scatter-add into zeros, all replicated values) is computed whole in each process and, as
+    the out_shardings ask, sliced to the block: no gather of the table."""
+    def loss(table, ids):
+        return jnp.sum(jnp.tanh(table[ids]) ** 2)
+    fun = kiln.value_and_grad(loss)
+    st, _, _ = staging.stage_call(fun, (ROWS, IDS), {}, staging.StaticArgs(fun))
+    whole = staging.compile_function(st.fn, "reference")(ROWS, IDS, *st.extra)
+    for owners in ((0, 1), (1, 0, 1, 0)):
+        got, dims = run_partitioned(fun, (ROWS, IDS), (0, None), [None, 0], owners)
+        assert dims == [None, 0]
+        for g, w in zip(got, whole):
+            np.testing.assert_allclose(g, w, rtol=1e-6)
+    local, _ = partition(st.fn, [0, None] + [None] * len(st.extra), [None, 0], Grid(0, (0, 1)))
+    assert prims(local).count("process_allreduce") == 1 and "process_allgather" not in \
+        prims(local)
 
 
 FOUR = """

@@ -62,10 +62,10 @@ class Grid:
     (id(result) -> (result, operand, params)), so that `block` broadcasts to the block
     instead of slicing the whole value."""
 
-    __slots__ = ("process", "owners", "blocks", "block", "leads", "firsts", "broadcasts")
+    __slots__ = ("process", "owners", "blocks", "block", "leads", "firsts", "broadcasts", "tags")
 
     def __init__(self, process, owners):
-        self.broadcasts = {}
+        self.broadcasts, self.tags = {}, 0
         self.process, self.owners = process, tuple(owners)
         self.blocks = max(self.owners) + 1
         self.block = self.owners[process]
@@ -78,6 +78,12 @@ class Grid:
 
     def width(self, n):
         return n // self.blocks
+
+    def next_tag(self):
+        """The MPI tag of the next point-to-point round (the same sequence in every
+        process, since each partitions the same function; within MPI's least tag bound)."""
+        self.tags += 1
+        return self.tags % 32768
 
 
 _REDUCE_BLOCKS = {("sum", False): "reduce_sum", ("max", False): "reduce_max",
@@ -144,7 +150,7 @@ def _split_like(args, dims, d, grid):
             for x, k in zip(args, dims)]
 
 
-def _whole(name, args, dims, grid, params):
+def whole_rule(name, args, dims, grid, params):
     """The primitive run on its operands gathered whole: every result replicated."""
     outs = E.bind(name, *(gather(x, d, grid) for x, d in zip(args, dims)), **params)
     return outs, ([None] * len(outs) if PRIMITIVES[name].multiple_results else None)
@@ -154,7 +160,7 @@ def _first_split(dims):
     return next(k for k in dims if k is not None)
 
 
-def _global(x, d, grid):
+def global_size(x, d, grid):
     """The global size of `x`'s dimension `d` (split along `d`)."""
     return E.aval(x).shape[d] * grid.blocks
 
@@ -186,7 +192,8 @@ def _reshape(args, dims, *, grid, new_sizes, dimensions=None):
         if new_sizes[e] == shape[d] or (before == 1 and new_sizes[e] % grid.blocks == 0):
             local = tuple(grid.width(n) if k == e else n for k, n in enumerate(new_sizes))
             return E.reshape(x, new_sizes=local, dimensions=None), e
-    return _whole("reshape", args, dims, grid, dict(new_sizes=new_sizes, dimensions=dimensions))
+    return whole_rule("reshape", args, dims, grid,
+                      dict(new_sizes=new_sizes, dimensions=dimensions))
 
 
 def _moved(name, fix):
@@ -316,20 +323,10 @@ def _cumulative(name):
     return rule
 
 
-def _slice(args, dims, *, grid, start_indices, limit_indices, strides=None):
-    (x,), (d,) = args, dims
-    params = dict(start_indices=start_indices, limit_indices=limit_indices, strides=strides)
-    if (start_indices[d], limit_indices[d]) != (0, _global(x, d, grid)) \
-            or (strides is not None and strides[d] != 1):
-        return _whole("slice", args, dims, grid, params)
-    limit = tuple(E.aval(x).shape[d] if k == d else n for k, n in enumerate(limit_indices))
-    return E.slice_(x, start_indices=start_indices, limit_indices=limit, strides=strides), d
-
-
 def _dynamic_slice(args, dims, *, grid, slice_sizes):
     x, d = args[0], dims[0]
-    if d is None or slice_sizes[d] != _global(x, d, grid):
-        return _whole("dynamic_slice", args, dims, grid, dict(slice_sizes=slice_sizes))
+    if d is None or slice_sizes[d] != global_size(x, d, grid):
+        return whole_rule("dynamic_slice", args, dims, grid, dict(slice_sizes=slice_sizes))
     local = tuple(E.aval(x).shape[d] if k == d else n for k, n in enumerate(slice_sizes))
     return E.dynamic_slice(*args, slice_sizes=local), d
 
@@ -337,35 +334,22 @@ def _dynamic_slice(args, dims, *, grid, slice_sizes):
 def _dynamic_update_slice(args, dims, *, grid):
     (x, update, *starts), (d, du, *_) = args, dims
     if d is None or E.aval(update).shape[d] * (grid.blocks if du == d else 1) \
-            != _global(x, d, grid):
-        return _whole("dynamic_update_slice", args, dims, grid, {})
+            != global_size(x, d, grid):
+        return whole_rule("dynamic_update_slice", args, dims, grid, {})
     return E.dynamic_update_slice(x, reshard(update, du, d, grid), *starts), d
 
 
 def _concatenate(args, dims, *, grid, dimension):
     d = _first_split(dims)
     if d == dimension:
-        return _whole("concatenate", args, dims, grid, dict(dimension=dimension))
+        return whole_rule("concatenate", args, dims, grid, dict(dimension=dimension))
     return E.concatenate(*_split_like(args, dims, d, grid), dimension=dimension), d
-
-
-def _pad(args, dims, *, grid, padding_config):
-    d = dims[0]
-    if d is None or tuple(padding_config[d]) != (0, 0, 0):
-        return _whole("pad", args, dims, grid, dict(padding_config=padding_config))
-    return E.pad(*args, padding_config=padding_config), d
-
-
-def _rev(args, dims, *, grid, dimensions):
-    if dims[0] in dimensions:
-        return _whole("rev", args, dims, grid, dict(dimensions=dimensions))
-    return E.rev(args[0], dimensions=dimensions), dims[0]
 
 
 def _sort(args, dims, *, grid, dimension, **params):
     d = _first_split(dims)
     if d == dimension:
-        return _whole("sort", args, dims, grid, dict(dimension=dimension, **params))
+        return whole_rule("sort", args, dims, grid, dict(dimension=dimension, **params))
     outs = E.sort(*_split_like(args, dims, d, grid), dimension=dimension, **params)
     return outs, [d] * len(outs)
 
@@ -381,12 +365,9 @@ for _name in SCAN_COMBINE:
 PARTITION[PRIMITIVES["broadcast_in_dim"]] = _broadcast_in_dim
 PARTITION[PRIMITIVES["reshape"]] = _reshape
 PARTITION[PRIMITIVES["dot_general"]] = _dot_general
-PARTITION[PRIMITIVES["slice"]] = _slice
 PARTITION[PRIMITIVES["dynamic_slice"]] = _dynamic_slice
 PARTITION[PRIMITIVES["dynamic_update_slice"]] = _dynamic_update_slice
 PARTITION[PRIMITIVES["concatenate"]] = _concatenate
-PARTITION[PRIMITIVES["pad"]] = _pad
-PARTITION[PRIMITIVES["rev"]] = _rev
 PARTITION[PRIMITIVES["sort"]] = _sort
 PARTITION[PRIMITIVES["transpose"]] = _moved(
     "transpose", lambda d, *, permutation: list(permutation).index(d))
