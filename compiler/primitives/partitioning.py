@@ -29,6 +29,10 @@ is split. The rules keep the common steps of training and evaluation on the bloc
 - cumulative scans along the split dimension: the block's scan, combined with the blocks
   before it (their totals, one allgather): an exclusive scan across the processes.
 
+Slices, pads and reversals along the split dimension move only the rows that cross blocks
+(partition_rows.py); gathers and scatters of whole rows along it look up in the local block
+(partition_lookup.py).
+
 Every process runs the same collectives in the same order, and uses each one's result (the
 simplifier would drop an unused one in some processes and not in others, and the rest would
 wait for it): the rules differ between processes only in static block offsets. When several
