@@ -130,9 +130,14 @@ def test_a_mesh_of_four_processes_as_two_by_two():
         cols = kiln.make_array_from_process_local_data(NamedSharding(grid, P(None, "y")),
                                                        X[:, :2])
         assert (cols.shape, cols.split, cols.owners) == ((8, 4), 1, (0, 1, 0, 1))
-        with pytest.raises(NotImplementedError, match=r"it splits dimensions \[0, 1\] across "
-                                                      r"the processes.*split along one dimension"):
-            kiln.make_array_from_process_local_data(NamedSharding(grid, P("x", "y")), X[4:, :2])
+        tiles = kiln.make_array_from_process_local_data(NamedSharding(grid, P("x", "y")),
+                                                        X[4:, :2])   # process 2: (1, 0)
+        assert (tiles.shape, tiles.split, tiles.owners) == ((8, 4), (0, 1),
+                                                            ((0, 0, 1, 1), (0, 1, 0, 1)))
+        assert [s.index for s in tiles.addressable_shards] == [(slice(4, 8), slice(0, 2))]
+        np.testing.assert_array_equal(kiln.device_put(X, tiles.sharding).local, X[4:, :2])
+        with pytest.raises(ValueError, match=r"split along dimensions \[0, 1\]: use kiln.jit"):
+            kiln.pmap(lambda v: v)(tiles)
 
 
 def loss(params, x, y):
@@ -321,30 +326,22 @@ class Threads:
         return data
 
 
-def run_partitioned(fun, args, in_dims, out_dims, owners=(0, 1)):
-    """`fun`'s outputs on `args` (whole values) computed as `len(owners)` processes would,
-    process p holding block owners[p] of each split value: each runs the partitioned SSA
-    (reference backend) on its blocks; the split outputs joined (the processes holding the
-    same block must agree)."""
-    st, _, _ = staging.stage_call(fun, tuple(args), {}, staging.StaticArgs(fun))
-    n, count = len(owners), max(owners) + 1
+def as_threads(n, process):
+    """[process(p) for p in range(n)], run as n "processes" on threads of this one that meet
+    in a `Threads` engine's collectives; the first error is raised here."""
     engine = Threads(n)
-    results, dims = [None] * n, [None] * n
+    results = [None] * n
 
-    def process(p):
+    def run(p):
         try:
             engine.local.process = p
-            fn, dims[p] = partition(st.fn, list(in_dims) + [None] * len(st.extra), out_dims,
-                                    Grid(p, owners))
-            blocks = [np.split(np.asarray(a), count, axis=d)[owners[p]] if d is not None
-                      else a for a, d in zip(args, in_dims)]
-            results[p] = staging.compile_function(fn, "reference")(*blocks, *st.extra)
+            results[p] = process(p)
         except Exception as e:   # noqa: BLE001 - reported by the calling thread
             engine.barrier.abort()
             results[p] = e
     set_engine(engine)
     try:
-        threads = [threading.Thread(target=process, args=(p,)) for p in range(n)]
+        threads = [threading.Thread(target=run, args=(p,)) for p in range(n)]
         for t in threads:
             t.start()
         for t in threads:
@@ -354,6 +351,25 @@ def run_partitioned(fun, args, in_dims, out_dims, owners=(0, 1)):
     for r in results:
         if isinstance(r, Exception):
             raise r
+    return results
+
+
+def run_partitioned(fun, args, in_dims, out_dims, owners=(0, 1)):
+    """`fun`'s outputs on `args` (whole values) computed as `len(owners)` processes would,
+    process p holding block owners[p] of each split value: each runs the partitioned SSA
+    (reference backend) on its blocks; the split outputs joined (the processes holding the
+    same block must agree)."""
+    st, _, _ = staging.stage_call(fun, tuple(args), {}, staging.StaticArgs(fun))
+    n, count = len(owners), max(owners) + 1
+    dims = [None] * n
+
+    def process(p):
+        fn, dims[p] = partition(st.fn, list(in_dims) + [None] * len(st.extra), out_dims,
+                                Grid(p, owners))
+        blocks = [np.split(np.asarray(a), count, axis=d)[owners[p]] if d is not None
+                  else a for a, d in zip(args, in_dims)]
+        return staging.compile_function(fn, "reference")(*blocks, *st.extra)
+    results = as_threads(n, process)
     outs = []
     for k, d in enumerate(dims[0]):
         held = {}
@@ -566,6 +582,82 @@ def test_the_embedding_step_under_grad():
         prims(local)
 
 
+ROWS_A, COLS_B = (0, 0, 1, 1), (0, 1, 0, 1)   # 4 processes as a 2 x 2 mesh ("a", "b")
+M = (np.arange(48.0, dtype=np.float32).reshape(8, 6) - 20) / 9
+W = np.arange(18.0, dtype=np.float32).reshape(6, 3) / 10
+V = np.arange(8.0, dtype=np.float32) - 3
+
+TILED = [   # (function, arguments, each one's split over "a" and over "b",
+            #  each output's (the split the computation leaves it))
+    (lambda m: (jnp.tanh(m) * 2 + m, m.sum(), m.sum(0), m.sum(1), m.max(0), jnp.min(m, 1),
+                m.T, jnp.argmax(m, 1)),
+     (M,), ([0, 1],), ([0, 1], [None, None], [None, 0], [0, None], [None, 0], [0, None],
+                       [1, 0], [0, None])),
+    (lambda m, w: (m @ w, jnp.mean(m @ w), m @ w + 1),
+     (M, W), ([0, 1], [None, None]), ([0, None], [None, None], [0, None])),
+    (lambda x, w: (x @ w, x * 2),                    # rows over "a" only, whole over "b"
+     (M, W), ([0, None], [None, None]), ([0, None], [0, None])),
+    (lambda m, v: (m + v[:, None], m * m.mean(0), jnp.cumsum(m, 1), m[2:6, 1:5] * 2),
+     (M, V), ([0, 1], [0, None]), ([0, 1], [0, 1], [0, 1], [0, 1])),
+]
+
+
+def run_tiled(fun, args, in_dims, out_dims):
+    """`fun` partitioned over the 2 x 2 mesh of 4 "processes" as sharded jit does it
+    (global_jit._partition: over "a", then over "b"), each thread on its blocks; each
+    process's results, with each one's split over "a" and "b"."""
+    from kiln.global_jit import _partition
+    st, _, _ = staging.stage_call(fun, tuple(args), {}, staging.StaticArgs(fun))
+    axes = [(ROWS_A, None, None), (COLS_B, None, None)]
+    dims = [None] * 4
+
+    def process(p):
+        fn, dims[p] = _partition(st.fn, list(in_dims) + [[None, None]] * len(st.extra),
+                                 out_dims, axes, p)
+        blocks = [_tile(np.asarray(a), d, p) for a, d in zip(args, in_dims)]
+        return staging.compile_function(fn, "reference")(*blocks, *st.extra)
+    results = as_threads(4, process)
+    return results, dims[0]
+
+
+def _tile(a, dims, p):
+    """Process p's block of `a`, split along dims[0] over "a" and dims[1] over "b"."""
+    for d, owners in zip(dims, (ROWS_A, COLS_B)):
+        if d is not None:
+            a = np.split(a, 2, axis=d)[owners[p]]
+    return a
+
+
+@pytest.mark.parametrize("case", range(len(TILED)))
+def test_two_dimensions_split_over_a_two_by_two_mesh(case):
+    """Each process's results are its blocks of the whole function's (split over "a", then
+    within that over "b"); reductions over one split dimension combine the blocks of the
+    process's row or column of the mesh only."""
+    fun, args, in_dims, expected = TILED[case]
+    st, _, _ = staging.stage_call(fun, tuple(args), {}, staging.StaticArgs(fun))
+    whole = staging.compile_function(st.fn, "reference")(*args, *st.extra)
+    results, dims = run_tiled(fun, args, in_dims, [INFER] * len(whole))
+    assert dims == [list(d) for d in expected]
+    for p in range(4):
+        for got, want, d in zip(results[p], whole, dims):
+            np.testing.assert_allclose(got, _tile(np.asarray(want), d, p), rtol=1e-5,
+                                       atol=1e-5)
+
+
+def test_a_reduction_over_one_mesh_axis_reads_its_row_of_the_mesh():
+    """m.sum(1) of m split P("a", "b"): the local row sums, one allgather, and the sum of
+    the two blocks of this process's row of the mesh (processes 2 and 3 for process 2)."""
+    st, _, _ = staging.stage_call(lambda m: m.sum(1), (M,), {},
+                                  staging.StaticArgs(lambda m: m.sum(1)))
+    from kiln.global_jit import _partition
+    fn, dims = _partition(st.fn, [[0, 1]], [INFER], [(ROWS_A, None, None),
+                                                      (COLS_B, None, None)], 2)
+    fn = staging.run_pipeline(fn, "reference")
+    assert dims == [[0, None]] and prims(fn).count("process_allgather") == 1
+    rows = [e.params["start_indices"][0] for e in fn.eqns if e.prim.name == "slice"]
+    assert rows == [2, 3]
+
+
 FOUR = """
 import sys
 import numpy as np
@@ -596,10 +688,20 @@ for name, spec in (("both", P(("x", "y"))), ("rows", P("x"))):
           np.allclose(sums[0].local, np.cumsum(X, 0)[b * width:(b + 1) * width], atol=1e-5),
           np.array_equal(np.asarray(sums[1]), np.argmax(X, 0)),
           max(float(np.abs(np.asarray(a) - w).max()) for a, w in zip(ps, once)) < 1e-5)
-try:
-    kiln.device_put(X[:, :4], NamedSharding(mesh, P("x", "y")))
-except NotImplementedError as e:
-    print(p, "two", "splits dimensions [0, 1]" in str(e))
+from kiln.experimental.multihost_utils import process_allgather
+tiles = NamedSharding(mesh, P("x", "y"))
+Z = rng.normal(size=(8, 6)).astype(np.float32)
+Wz = rng.normal(size=(6, 3)).astype(np.float32)
+z = kiln.device_put(Z, tiles)
+outs = kiln.jit(lambda m, w: (jnp.tanh(m) * 2 + 1, m.sum(0), m.sum(1), m.sum(), m @ w,
+                              m.max(1), m[2:6, 1:5], jnp.cumsum(m, 1), m.T),
+                in_shardings=(tiles, whole))(z, Wz)
+wants = (np.tanh(Z) * 2 + 1, Z.sum(0), Z.sum(1), Z.sum(), Z @ Wz, Z.max(1), Z[2:6, 1:5],
+         np.cumsum(Z, 1), Z.T)
+print(p, "tiles", z.split, [type(o).__name__ for o in outs],
+      [str(o.sharding.spec) for o in outs if type(o).__name__ == "GlobalArray"],
+      all(np.allclose(process_allgather(o, tiled=True) if type(o).__name__ == "GlobalArray"
+                      else np.asarray(o), w, atol=1e-4) for o, w in zip(outs, wants)))
 """
 
 
@@ -611,4 +713,7 @@ def test_four_processes_as_two_by_two_under_mpirun(tmp_path):
     for p in range(4):
         assert f"{p} both (0, 1, 2, 3) GlobalArray True True True" in out, out
         assert f"{p} rows (0, 0, 1, 1) GlobalArray True True True" in out, out
-        assert f"{p} two True" in out, out
+        assert f"{p} tiles (0, 1) ['GlobalArray', 'GlobalArray', 'GlobalArray', 'Array', " \
+               f"'GlobalArray', 'GlobalArray', 'GlobalArray', 'GlobalArray', 'GlobalArray'] " \
+               f"[\"P('x', 'y')\", \"P('y',)\", \"P('x',)\", \"P('x',)\", \"P('x',)\", " \
+               f"\"P('x', 'y')\", \"P('x', 'y')\", \"P('y', 'x')\"] True" in out, out

@@ -11,15 +11,15 @@ the run padded to the longest run of that round so that both sides agree on the 
 process takes part in every round (a side with nothing to move is None), so each send meets
 its receive. A shifting slice (x[2:], x[:-1], the halo of a stencil) is one round with one
 neighbour per block: it moves the rows that cross a block boundary, not the array; a reversal
-is one round (block j swaps with block B - 1 - j). When several processes hold each block, holder k of a block exchanges with holder k
-of the other.
+is one round (block j swaps with block B - 1 - j). When several processes hold each block, a process exchanges with its peers
+(`Grid.peers`: holder k of a block with holder k of the other).
 
 What does not fit (a stride along the split dimension, interior padding, a result whose size
 the block count does not divide, an empty one) runs on the operand gathered whole
 (partitioning.py's fallback), replicated.
 """
 from . import emit as E
-from .partitioning import PARTITION, Grid, whole_rule, global_size
+from .partitioning import PARTITION, whole_rule, global_size
 from ..ir.registry import PRIMITIVES
 
 
@@ -41,14 +41,6 @@ def _runs(j, start, out_width, width, size):
     return runs
 
 
-def _partner(grid: Grid, mine, other):
-    """The process holding block `other` that this process (a holder of block `mine`) pairs
-    with: holder k of one block with holder k of the other."""
-    holders = [p for p, b in enumerate(grid.owners) if b == other]
-    k = [p for p, b in enumerate(grid.owners) if b == mine].index(grid.process)
-    return holders[k % len(holders)]
-
-
 def _rows(x, d, plan, fill, grid):
     """This process's block of the value whose block j is `plan(j)`'s runs (`_runs`) of the
     blocks of `x` (split along `d`), padding runs filled with the scalar `fill`."""
@@ -62,12 +54,12 @@ def _rows(x, d, plan, fill, grid):
             _, lo, hi = pieces[out]
             send = E.pad(_cut(x, d, lo, hi), E.scalar(0, E.aval(x)), padding_config=tuple(
                 (0, count - (hi - lo), 0) if k == d else (0, 0, 0) for k in range(len(shape))))
-            dest = _partner(grid, grid.block, out)
+            dest = grid.peers[out]
         else:
             send = E.full(_sized(shape, d, count), 0, E.aval(x).dtype, E.aval(x).weak_type)
         source = None
         if grid.block in pieces:
-            source = _partner(grid, grid.block, pieces[grid.block][0])
+            source = grid.peers[pieces[grid.block][0]]
         received = E.bind("process_sendrecv", send, dest=dest, source=source,
                           tag=grid.next_tag())
         if source is not None:

@@ -61,20 +61,27 @@ PARTITION = rule_table(
 
 class Grid:
     """How split values lie over the processes: process p holds block `owners[p]` of
-    `blocks`; this is process `process`, holding block `block`. While a function is
+    `blocks`; this is process `process`, holding block `block`; `peers[b]` is the process it
+    takes block b from (the blocks that make up its whole values: by default holder k of each
+    block for holder k of its own; when a value is also split over another mesh axis, the
+    processes with its own coordinates on that axis: global_jit.py). While a function is
     partitioned, `broadcasts` remembers the replicated values it made by `broadcast_in_dim`
     (id(result) -> (result, operand, params)), so that `block` broadcasts to the block
     instead of slicing the whole value."""
 
-    __slots__ = ("process", "owners", "blocks", "block", "leads", "firsts", "broadcasts", "tags")
+    __slots__ = ("process", "owners", "blocks", "block", "peers", "broadcasts", "tags")
 
-    def __init__(self, process, owners):
+    def __init__(self, process, owners, peers=None):
         self.broadcasts, self.tags = {}, 0
         self.process, self.owners = process, tuple(owners)
         self.blocks = max(self.owners) + 1
         self.block = self.owners[process]
-        self.firsts = [self.owners.index(b) for b in range(self.blocks)]
-        self.leads = self.firsts[self.block] == process   # the first holder of its block
+        if peers is None:
+            holders = [[p for p, b in enumerate(self.owners) if b == k]
+                       for k in range(self.blocks)]
+            k = holders[self.block].index(process)
+            peers = [h[k % len(h)] for h in holders]
+        self.peers = list(peers)
 
     @property
     def processes(self):
@@ -96,22 +103,24 @@ _REDUCE_BLOCKS = {("sum", False): "reduce_sum", ("max", False): "reduce_max",
 
 
 def allreduce(x, op, grid):
-    """`x` reduced with `op` over the blocks. When processes share blocks, every block's `x`
-    is gathered and reduced here instead, so that each block counts once."""
-    if grid.firsts == list(range(grid.processes)):
+    """`x` reduced with `op` over the blocks. When processes share blocks (or the blocks are
+    a sub-group's), the peers' `x` are gathered and reduced here instead, so that each block
+    counts once."""
+    if grid.peers == list(range(grid.processes)):
         return E.bind("process_allreduce", x, op=op, processes=grid.processes)
     reduce = _REDUCE_BLOCKS[op, E.aval(x).dtype == np.bool_]
     return E.bind(reduce, blocks_of(x, grid), axes=(0,))
 
 
 def blocks_of(x, grid):
-    """Every block's `x`, stacked along a new leading axis in block order (one allgather)."""
+    """The peers' `x` (one per block), stacked along a new leading axis in block order (one
+    allgather)."""
     stacked = E.bind("process_allgather", x, process=grid.process, processes=grid.processes)
-    if grid.firsts == list(range(grid.processes)):
+    if grid.peers == list(range(grid.processes)):
         return stacked
     rest = E.aval(stacked).shape[1:]
     rows = [E.slice_(stacked, start_indices=(p,) + (0,) * len(rest),
-                     limit_indices=(p + 1,) + rest, strides=None) for p in grid.firsts]
+                     limit_indices=(p + 1,) + rest, strides=None) for p in grid.peers]
     return rows[0] if len(rows) == 1 else E.concatenate(*rows, dimension=0)
 
 
@@ -377,3 +386,20 @@ PARTITION[PRIMITIVES["transpose"]] = _moved(
     "transpose", lambda d, *, permutation: list(permutation).index(d))
 PARTITION[PRIMITIVES["squeeze"]] = _moved(
     "squeeze", lambda d, *, dimensions: d - sum(1 for k in dimensions if k < d))
+
+
+def _earlier_collective(name, moved):
+    """A collective that an earlier pass emitted (the function was partitioned over another
+    mesh axis first: global_jit.py), on a value split over this pass's axis: each process
+    takes part with its own block. That pass reads only its peers' rows and exchanges only
+    with its peers, and its peers hold the same block of this axis (Grid.peers), so what it
+    reads is the block of the right value."""
+    def rule(args, dims, *, grid, **params):
+        return E.bind(name, args[0], **params), dims[0] + moved
+    return rule
+
+
+# Rules for the collectives of an earlier pass only (transforms/partition.py, `after`): a
+# pmap's own collectives in the user's function mean something else, and gather first.
+EARLIER_PASS = {PRIMITIVES["process_allgather"]: _earlier_collective("process_allgather", 1),
+                PRIMITIVES["process_sendrecv"]: _earlier_collective("process_sendrecv", 0)}
