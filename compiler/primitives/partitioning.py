@@ -104,8 +104,8 @@ _REDUCE_BLOCKS = {("sum", False): "reduce_sum", ("max", False): "reduce_max",
 
 def allreduce(x, op, grid):
     """`x` reduced with `op` over the blocks. When processes share blocks (or the blocks are
-    a sub-group's), the peers' `x` are gathered and reduced here instead, so that each block
-    counts once."""
+    a sub-group's), the peers' `x` are gathered and reduced here instead, in block order (so
+    that each block counts once, and every peer gets the same bits)."""
     if grid.peers == list(range(grid.processes)):
         return E.bind("process_allreduce", x, op=op, processes=grid.processes)
     reduce = _REDUCE_BLOCKS[op, E.aval(x).dtype == np.bool_]
@@ -113,15 +113,21 @@ def allreduce(x, op, grid):
 
 
 def blocks_of(x, grid):
-    """The peers' `x` (one per block), stacked along a new leading axis in block order (one
-    allgather)."""
-    stacked = E.bind("process_allgather", x, process=grid.process, processes=grid.processes)
+    """The peers' `x` (one per block), stacked along a new leading axis in block order: one
+    allgather when every process is a peer; otherwise blocks - 1 rounds of sendrecv among
+    the peers (in round s, to the peer of block b - s and from that of block b + s), which
+    moves only the peers' values."""
     if grid.peers == list(range(grid.processes)):
-        return stacked
-    rest = E.aval(stacked).shape[1:]
-    rows = [E.slice_(stacked, start_indices=(p,) + (0,) * len(rest),
-                     limit_indices=(p + 1,) + rest, strides=None) for p in grid.peers]
-    return rows[0] if len(rows) == 1 else E.concatenate(*rows, dimension=0)
+        return E.bind("process_allgather", x, process=grid.process, processes=grid.processes)
+    rows = {grid.block: x}
+    for s in range(1, grid.blocks):
+        rows[(grid.block + s) % grid.blocks] = E.bind(
+            "process_sendrecv", x, dest=grid.peers[(grid.block - s) % grid.blocks],
+            source=grid.peers[(grid.block + s) % grid.blocks], tag=grid.next_tag())
+    shape = E.aval(x).shape
+    stacked = [E.reshape(rows[b], new_sizes=(1,) + shape, dimensions=None)
+               for b in range(grid.blocks)]
+    return stacked[0] if len(stacked) == 1 else E.concatenate(*stacked, dimension=0)
 
 
 def gather(x, d, grid):
