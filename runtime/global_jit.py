@@ -33,7 +33,8 @@ from .sharding import Sharding, PartitionSpec, NamedSharding
 from .staging import leaf_aval, wrap_outputs
 from .compiler.primitives.partitioning import Grid
 from .compiler.transforms.partition import partition, INFER
-from .compiler.primitives.processes import crosses_processes
+from .compiler.primitives.processes import first_crossing
+from .compiler.errors import located
 
 
 class _Entry(staging.Entry):
@@ -75,11 +76,14 @@ def sharded_call(jitted, args, kwargs):
         wanted = [INFER if t is None else process_split(t, a.shape)
                   for t, a in zip(targets, st.out_avals)]
         axes = _axes(split, targets, wanted, jitted.__name__)
-        if len(axes) > 1 and crosses_processes(st.fn):
-            raise NotImplementedError(
-                f"{jitted.__name__}: a pmap inside a jit whose values are split over "
-                f"{len(axes)} mesh axes of processes is not supported; call the pmap outside "
-                f"the jit, or split the values over one mesh axis")
+        crossing = first_crossing(st.fn) if len(axes) > 1 else None
+        if crossing is not None:
+            raise NotImplementedError(located(
+                f"{jitted.__name__}: a pmap whose axis spans the processes (its "
+                f"{crossing.prim.name}) inside a jit whose values are split over "
+                f"{len(axes)} mesh axes of processes is not supported", crossing.info,
+                "Call the pmap outside the jit, or split the jit's values over one mesh axis "
+                "of processes."))
         in_dims = [_on_axes(axes, leaf.split, leaf.owners) for leaf in leaves_of] + \
             [[None] * len(axes)] * len(st.extra)
         out_dims = [w if w == INFER else _on_axes(axes, *w) for w in wanted]

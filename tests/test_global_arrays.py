@@ -138,6 +138,11 @@ def test_a_mesh_of_four_processes_as_two_by_two():
         np.testing.assert_array_equal(kiln.device_put(X, tiles.sharding).local, X[4:, :2])
         with pytest.raises(ValueError, match=r"split along dimensions \[0, 1\]: use kiln.jit"):
             kiln.pmap(lambda v: v)(tiles)
+        with pytest.raises(NotImplementedError, match=r"(?s)its process_allreduce\) inside a "
+                           r"jit whose values are split over 2 mesh axes.*line \d+.*lax.psum"
+                           r".*Call the pmap outside the jit"):
+            kiln.jit(lambda m: kiln.pmap(lambda v: lax.psum(v, "i"), axis_name="i")(m[:1]))(
+                tiles)
 
 
 def loss(params, x, y):

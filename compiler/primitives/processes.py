@@ -244,9 +244,17 @@ def across_processes_error(eqn, processes):
 
 def crosses_processes(fn):
     """Whether SSA function `fn` (regions included) holds a collective across processes."""
+    return first_crossing(fn) is not None
+
+
+def first_crossing(fn):
+    """The first equation of `fn` (regions included) that is a collective across processes,
+    or None."""
     for eqn in fn.eqns:
         if eqn.prim in (process_allreduce, process_allgather, process_sendrecv):
-            return True
-        if any(crosses_processes(region) for region in eqn.regions()):
-            return True
-    return False
+            return eqn
+        for region in eqn.regions():
+            inner = first_crossing(region)
+            if inner is not None:
+                return inner
+    return None
