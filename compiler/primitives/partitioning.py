@@ -36,8 +36,11 @@ Slices, pads and reversals along the split dimension move only the rows that cro
 Every process runs the same collectives in the same order, and uses each one's result (the
 simplifier would drop an unused one in some processes and not in others, and the rest would
 wait for it): the rules differ between processes only in static block offsets. When several
-processes hold each block, a reduction across the blocks gathers the blocks' values and
-reduces them in each process (an allreduce would count a block once per holder).
+processes hold each block (or the blocks are a sub-group's, a row of a mesh of processes), a
+reduction across the blocks gathers the peers' values (`Grid.peers`, by sendrecv rounds) and
+reduces them in each process in block order (an allreduce would count a block once per
+holder). `EARLIER_PASS` holds the rules for the collectives of a pass over another mesh axis
+(transforms/partition.py).
 
 A primitive without a rule, and the cases above that do not fit, gather their split operands
 (`gather`) and run on the whole values, which is always right and moves the data.
