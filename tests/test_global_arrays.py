@@ -548,6 +548,24 @@ def test_any_slice_or_pad_of_the_split_dimension(owners, start, stop, lo, hi, ro
         np.testing.assert_array_equal(g, w)
 
 
+@pytest.mark.parametrize("owners", [(0, 1), (1, 0, 1, 0), (0, 1, 2, 3)])
+@given(ids=st_.lists(st_.integers(-10, 10), min_size=0, max_size=6),
+       rows=st_.sampled_from([4, 8]), dtype=st_.sampled_from([np.float32, np.int32, np.bool_]))
+@settings(max_examples=10)
+def test_any_lookup_or_scatter_of_rows(owners, ids, rows, dtype):
+    x = (np.arange(rows * 2).reshape(rows, 2) % 3).astype(dtype)
+    i = np.array(ids, np.int32)
+
+    def fun(v, k):
+        return (v[k], jnp.take(v, k, axis=0, mode="fill", fill_value=1),
+                v.at[k].set(v[0]), v.at[k].max(v[-1]))
+    st, _, _ = staging.stage_call(fun, (x, i), {}, staging.StaticArgs(fun))
+    whole = staging.compile_function(st.fn, "reference")(x, i, *st.extra)
+    got, _ = run_partitioned(fun, (x, i), (0, None), [INFER] * 4, owners)
+    for g, w in zip(got, whole):
+        np.testing.assert_array_equal(g, w)
+
+
 def test_moving_rows_sends_only_the_rows_that_cross_blocks():
     """x[2:] over 2 blocks (of 4 rows; the result's of 3): one round in which block 1 sends
     its first row to block 0 (rows 2, 3 and 4);
