@@ -511,7 +511,9 @@ MOVED = [   # (function, arguments, split dimension of each, split of each outpu
      (ROWS, IDS), (0, 0), ((None, None, None, None),) * 2),
     (lambda x: (x[:, 2:4], x[::2], jnp.pad(x, ((0, 0), (1, 1))),
                 lax.pad(x, np.float32(0), ((1, 1, 1), (0, 0, 0)))),
-     (ROWS,), (0,), ((0, None, 0, None),) * 2),
+     (ROWS,), (0,), ((0, 0, 0, None),) * 2),
+    (lambda x: (x[1::2], x[::3], x[7:0:-2], lax.slice(x, (1, 0), (8, 6), (3, 2))),
+     (ROWS,), (0,), ((0, None, 0, None), (0, None, 0, None))),
 ]
 
 
@@ -531,15 +533,16 @@ def test_rows_move_along_the_split_dimension(case, owners):
 
 
 @pytest.mark.parametrize("owners", [(0, 1), (1, 0, 1, 0), (0, 1, 2, 3)])
-@given(start=st_.integers(-4, 6), stop=st_.integers(-3, 8), lo=st_.integers(-3, 4),
-       hi=st_.integers(-3, 4), rows=st_.sampled_from([4, 8, 12]),
+@given(start=st_.integers(-4, 6), stop=st_.integers(-3, 8), step=st_.integers(1, 4),
+       lo=st_.integers(-3, 4), hi=st_.integers(-3, 4), rows=st_.sampled_from([4, 8, 12]),
        dtype=st_.sampled_from([np.float32, np.int32, np.bool_]))
 @settings(max_examples=10)
-def test_any_slice_or_pad_of_the_split_dimension(owners, start, stop, lo, hi, rows, dtype):
+def test_any_slice_or_pad_of_the_split_dimension(owners, start, stop, step, lo, hi, rows,
+                                                 dtype):
     x = (np.arange(rows * 3).reshape(rows, 3) % 5).astype(dtype)
 
     def fun(v):
-        return v[start:stop] if stop > start - rows else v[:0], lax.pad(
+        return v[start:stop:step], lax.pad(
             v, np.zeros((), dtype), ((lo, max(hi, -rows - lo), 0), (0, 0, 0)))
     st, _, _ = staging.stage_call(fun, (x,), {}, staging.StaticArgs(fun))
     whole = staging.compile_function(st.fn, "reference")(x, *st.extra)

@@ -11,33 +11,35 @@ the run padded to the longest run of that round so that both sides agree on the 
 process takes part in every round (a side with nothing to move is None), so each send meets
 its receive. A shifting slice (x[2:], x[:-1], the halo of a stencil) is one round with one
 neighbour per block: it moves the rows that cross a block boundary, not the array; a reversal
-is one round (block j swaps with block B - 1 - j). When several processes hold each block, a process exchanges with its peers
-(`Grid.peers`: holder k of a block with holder k of the other).
+is one round (block j swaps with block B - 1 - j). A strided slice (x[::2]) takes every
+step-th row of each run the same way. When several processes hold each block, a process
+exchanges with its peers (`Grid.peers`: holder k of a block with holder k of the other).
 
-What does not fit (a stride along the split dimension, interior padding, a result whose size
-the block count does not divide, an empty one) runs on the operand gathered whole
-(partitioning.py's fallback), replicated.
+What does not fit (interior padding, a result whose size the block count does not divide, an
+empty one) runs on the operand gathered whole (partitioning.py's fallback), replicated.
 """
 from . import emit as E
 from .partitioning import PARTITION, whole_rule, global_size
 from ..ir.registry import PRIMITIVES
 
 
-def _runs(j, start, out_width, width, size):
-    """Block j's runs of a result whose row r is operand row start + r (rows outside
-    [0, size) are padding): [(operand block or None, first local row, end local row)], in
-    order; a padding run's rows are (0, count)."""
-    lo, hi = start + j * out_width, start + (j + 1) * out_width
+def _runs(j, start, out_width, width, size, step=1):
+    """Block j's runs of a result whose row r is operand row start + r * step (rows outside
+    [0, size) are padding; only with step 1): [(operand block, its local rows as a range) or
+    (None, range(count of padding rows))], in order."""
+    r0, r1 = j * out_width, (j + 1) * out_width
+
+    def first(g):   # the first result row of block j at or after operand row g
+        return max(r0, min(r1, -(-(g - start) // step)))
+    cuts = [(None, r0, first(0))]
+    cuts += [(i, first(i * width), first((i + 1) * width)) for i in range(size // width)]
+    cuts.append((None, first(size), r1))
     runs = []
-    while lo < hi:
-        if lo < 0 or lo >= size:
-            end = min(hi, 0) if lo < 0 else hi
-            runs.append((None, 0, end - lo))
-        else:
-            i = lo // width
-            end = min(hi, (i + 1) * width)
-            runs.append((i, lo - i * width, end - i * width))
-        lo = end
+    for i, a, b in cuts:
+        if b > a:
+            lo = start + a * step - (0 if i is None else i * width)
+            runs.append((i, range(b - a) if i is None else
+                         range(lo, lo + (b - a - 1) * step + 1, step)))
     return runs
 
 
@@ -47,13 +49,13 @@ def _rows(x, d, plan, fill, grid):
     shape = E.aval(x).shape
     got = {}
     for pieces in _rounds(plan, grid.blocks):
-        count = max(hi - lo for _, lo, hi in pieces.values())
-        out = next((j for j, (i, _, _) in pieces.items() if i == grid.block), None)
+        count = max(len(rows) for _, rows in pieces.values())
+        out = next((j for j, (i, _) in pieces.items() if i == grid.block), None)
         dest = None
         if out is not None:
-            _, lo, hi = pieces[out]
-            send = E.pad(_cut(x, d, lo, hi), E.scalar(0, E.aval(x)), padding_config=tuple(
-                (0, count - (hi - lo), 0) if k == d else (0, 0, 0) for k in range(len(shape))))
+            rows = pieces[out][1]
+            send = E.pad(_cut(x, d, rows), E.scalar(0, E.aval(x)), padding_config=tuple(
+                (0, count - len(rows), 0) if k == d else (0, 0, 0) for k in range(len(shape))))
             dest = grid.peers[out]
         else:
             send = E.full(_sized(shape, d, count), 0, E.aval(x).dtype, E.aval(x).weak_type)
@@ -65,32 +67,32 @@ def _rows(x, d, plan, fill, grid):
         if source is not None:
             got[pieces[grid.block][0]] = received
     parts = []
-    for i, lo, hi in plan(grid.block):
+    for i, rows in plan(grid.block):
         if i is None:
-            parts.append(E.broadcast_in_dim(fill, shape=_sized(shape, d, hi - lo),
+            parts.append(E.broadcast_in_dim(fill, shape=_sized(shape, d, len(rows)),
                                             broadcast_dimensions=()))
         elif i == grid.block:
-            parts.append(_cut(x, d, lo, hi))
+            parts.append(_cut(x, d, rows))
         else:
-            parts.append(_cut(got[i], d, 0, hi - lo))
+            parts.append(_cut(got[i], d, range(len(rows))))
     return parts[0] if len(parts) == 1 else E.concatenate(*parts, dimension=d)
 
 
 def _rounds(plan, blocks):
-    """The runs to move, in rounds ({receiving block: (sending block, lo, hi)}) in which each
+    """The runs to move, in rounds ({receiving block: (sending block, rows)}) in which each
     block sends at most one run and receives at most one: each run goes into the first round
     where both its ends are free (a shift: one round per offset; a permutation: one)."""
     rounds = []
     for j in range(blocks):
-        for i, lo, hi in plan(j):
+        for i, rows in plan(j):
             if i is None or i == j:
                 continue
             fit = next((r for r in rounds if j not in r
-                        and all(src != i for src, _, _ in r.values())), None)
+                        and all(src != i for src, _ in r.values())), None)
             if fit is None:
                 fit = {}
                 rounds.append(fit)
-            fit[j] = (i, lo, hi)
+            fit[j] = (i, rows)
     return rounds
 
 
@@ -98,21 +100,24 @@ def _sized(shape, d, n):
     return tuple(n if k == d else m for k, m in enumerate(shape))
 
 
-def _cut(x, d, lo, hi):
+def _cut(x, d, rows):
+    """The `rows` (a range) of `x` along `d`."""
     shape = E.aval(x).shape
-    if (lo, hi) == (0, shape[d]):
+    if rows == range(shape[d]):
         return x
-    return E.slice_(x, start_indices=tuple(lo if k == d else 0 for k in range(len(shape))),
-                    limit_indices=tuple(hi if k == d else n for k, n in enumerate(shape)),
-                    strides=None)
+    return E.slice_(x, start_indices=tuple(rows.start if k == d else 0
+                                           for k in range(len(shape))),
+                    limit_indices=tuple(rows.stop if k == d else n for k, n in enumerate(shape)),
+                    strides=None if rows.step == 1 else tuple(
+                        rows.step if k == d else 1 for k in range(len(shape))))
 
 
-def _shifted(x, d, start, size_out, fill, grid):
-    """Rows [start, start + size_out) of `x` along its split dimension `d` (outside the
-    operand: `fill`), split the same way."""
+def _shifted(x, d, start, size_out, fill, grid, step=1):
+    """Rows start, start + step, ... (size_out of them) of `x` along its split dimension `d`
+    (outside the operand: `fill`), split the same way."""
     width = E.aval(x).shape[d]
     out_width = size_out // grid.blocks
-    return _rows(x, d, lambda j: _runs(j, start, out_width, width, width * grid.blocks),
+    return _rows(x, d, lambda j: _runs(j, start, out_width, width, width * grid.blocks, step),
                  fill, grid)
 
 
@@ -123,15 +128,17 @@ def _fits(size_out, grid):
 def _slice(args, dims, *, grid, start_indices, limit_indices, strides=None):
     (x,), (d,) = args, dims
     params = dict(start_indices=start_indices, limit_indices=limit_indices, strides=strides)
-    size_out = limit_indices[d] - start_indices[d]
-    if (strides is not None and strides[d] != 1) or not _fits(size_out, grid):
+    step = 1 if strides is None else strides[d]
+    size_out = len(range(start_indices[d], limit_indices[d], step))
+    if not _fits(size_out, grid):
         return whole_rule("slice", args, dims, grid, params)
     limit = tuple(E.aval(x).shape[d] if k == d else n for k, n in enumerate(limit_indices))
     start = tuple(0 if k == d else n for k, n in enumerate(start_indices))
-    local = E.slice_(x, start_indices=start, limit_indices=limit, strides=strides)
-    if (start_indices[d], limit_indices[d]) == (0, global_size(x, d, grid)):
+    local = E.slice_(x, start_indices=start, limit_indices=limit, strides=None if
+                     strides is None else tuple(1 if k == d else s for k, s in enumerate(strides)))
+    if (start_indices[d], limit_indices[d], step) == (0, global_size(x, d, grid), 1):
         return local, d
-    return _shifted(local, d, start_indices[d], size_out, None, grid), d
+    return _shifted(local, d, start_indices[d], size_out, None, grid, step), d
 
 
 def _pad(args, dims, *, grid, padding_config):
@@ -156,7 +163,7 @@ def _rev(args, dims, *, grid, dimensions):
     if d not in dimensions:
         return local, d
     width = E.aval(x).shape[d]
-    return _rows(local, d, lambda j: [(grid.blocks - 1 - j, 0, width)], None, grid), d
+    return _rows(local, d, lambda j: [(grid.blocks - 1 - j, range(width))], None, grid), d
 
 
 PARTITION[PRIMITIVES["slice"]] = _slice
