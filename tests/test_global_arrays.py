@@ -264,6 +264,11 @@ print(p, "moved", [type(m).__name__ for m in moved], all(
                 w[len(w) // 2 * p:len(w) // 2 * (p + 1)] if type(m).__name__ == "GlobalArray"
                 else w) for m, w in zip(moved, wants)))
 
+embed = kiln.grad(lambda t, i: jnp.sum(jnp.tanh(t[i]) ** 2))
+g = kiln.jit(embed)(x, ids)
+print(p, "embed", type(g).__name__, np.allclose(g.local, np.asarray(kiln.jit(embed)(X, ids))[
+    8 * p:8 * p + 8], atol=1e-6))
+
 rows = kiln.make_array_from_process_local_data(batch, X.reshape(4, 4, 5)[2 * p:2 * p + 2])
 total = kiln.pmap(lambda v: lax.psum(v, "i"), axis_name="i")(rows)
 print(p, "pmap", total.shape, np.allclose(np.asarray(total), X.reshape(4, 4, 5).sum(0)))
@@ -286,6 +291,7 @@ def test_global_arrays_under_mpirun(tmp_path):
         assert mine["split"] == f"{p} split GlobalArray (16, 5) True", out
         assert mine["gathered"].endswith("True") and mine["plain"].endswith("True"), out
         assert mine["pmap"] == f"{p} pmap (2, 4, 5) True", out
+        assert mine["embed"] == f"{p} embed GlobalArray True", out
         assert mine["moved"] == f"{p} moved ['GlobalArray', 'GlobalArray', 'GlobalArray', " \
                                 f"'Array', 'GlobalArray', 'Array'] True", out
         assert mine["kept"] == f"{p} kept GlobalArray True True", out
@@ -591,21 +597,25 @@ def test_moving_rows_sends_only_the_rows_that_cross_blocks():
 
 def test_the_embedding_step_under_grad():
     """The lookup's forward pass is the masked lookup and one allreduce; its gradient (a
-    scatter-add into zeros, all replicated values) is computed whole in each process and, as
-    the out_shardings ask, sliced to the block: no gather of the table."""
+    scatter-add into zeros with the lookup's indices) stays split like the table, each
+    process adding into its block's zeros: no gather of the table."""
     def loss(table, ids):
         return jnp.sum(jnp.tanh(table[ids]) ** 2)
     fun = kiln.value_and_grad(loss)
     st, _, _ = staging.stage_call(fun, (ROWS, IDS), {}, staging.StaticArgs(fun))
     whole = staging.compile_function(st.fn, "reference")(ROWS, IDS, *st.extra)
     for owners in ((0, 1), (1, 0, 1, 0)):
-        got, dims = run_partitioned(fun, (ROWS, IDS), (0, None), [None, 0], owners)
+        got, dims = run_partitioned(fun, (ROWS, IDS), (0, None), [INFER, INFER], owners)
         assert dims == [None, 0]
         for g, w in zip(got, whole):
             np.testing.assert_allclose(g, w, rtol=1e-6)
-    local, _ = partition(st.fn, [0, None] + [None] * len(st.extra), [None, 0], Grid(0, (0, 1)))
+    local, _ = partition(st.fn, [0, None] + [None] * len(st.extra), [INFER, INFER],
+                         Grid(0, (0, 1)))
     assert prims(local).count("process_allreduce") == 1 and "process_allgather" not in \
         prims(local)
+    added = [e.outvars[0].aval.shape for e in staging.run_pipeline(local, "reference").eqns
+             if e.prim.name == "scatter_add"]
+    assert added == [(4, 6)]   # into the block's zeros, not the whole table's
 
 
 ROWS_A, COLS_B = (0, 0, 1, 1), (0, 1, 0, 1)   # 4 processes as a 2 x 2 mesh ("a", "b")

@@ -22,7 +22,7 @@ Other gathers and scatters with a split operand run on it gathered whole (partit
 fallback).
 """
 from . import emit as E
-from .partitioning import PARTITION, whole_rule, reshard, allreduce
+from .partitioning import PARTITION, whole_rule, reshard, allreduce, block
 from ..ir.registry import PRIMITIVES
 
 _SCATTERS = ("scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max")
@@ -56,7 +56,9 @@ def _gather(args, dims, *, grid, dimension_numbers, slice_sizes, mode="clip", fi
         return whole_rule("gather", args, dims, grid, params)
     width = E.aval(x).shape[d]
     start = grid.block * width
-    index = _positions(reshard(indices, di, None, grid), width * grid.blocks, mode)
+    indices = reshard(indices, di, None, grid)
+    grid.lookups[id(indices)] = (indices, d)
+    index = _positions(indices, width * grid.blocks, mode)
     local = E.sub(index, start)
     mine = E.and_(E.ge(local, 0), E.lt(local, width))
     if mode == "fill" and grid.block == 0:   # block 0 also reads the fill value of indices
@@ -88,6 +90,26 @@ def _scatter(name):
         return E.bind(name, x, local, reshard(updates, du, None, grid), dimension_numbers=dn,
                       mode="drop"), d
     return rule
+
+
+def scatter_into_lookup(eqn, ins, grid):
+    """A scatter of whole values whose operand is a replicated broadcast (the zeros a
+    gradient is added into) and whose indices looked rows up in a value split along d: the
+    scatter on the operand's blocks along d (broadcast to the block), so the gradient of an
+    embedding lookup stays split like its table (JAX's sharding propagation gives it the
+    table's sharding). (outs, dims), or None when it is not such a scatter."""
+    if eqn.prim.name not in _SCATTERS:
+        return None
+    x, indices, updates = ins
+    made, looked = grid.broadcasts.get(id(x)), grid.lookups.get(id(indices))
+    if made is None or made[0] is not x or looked is None or looked[0] is not indices:
+        return None
+    d = looked[1]
+    if E.aval(x).shape[d] % grid.blocks:
+        return None
+    out, od = PARTITION[eqn.prim]([block(x, d, grid), indices, updates], [d, None, None],
+                                  grid=grid, **eqn.params)
+    return [out], [od]
 
 
 PARTITION[PRIMITIVES["gather"]] = _gather

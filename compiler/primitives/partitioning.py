@@ -70,12 +70,14 @@ class Grid:
     processes with its own coordinates on that axis: global_jit.py). While a function is
     partitioned, `broadcasts` remembers the replicated values it made by `broadcast_in_dim`
     (id(result) -> (result, operand, params)), so that `block` broadcasts to the block
-    instead of slicing the whole value."""
+    instead of slicing the whole value, and `lookups` the indices of the gathers of whole
+    rows from split values (id(indices) -> (indices, split dimension): partition_lookup.py)."""
 
-    __slots__ = ("process", "owners", "blocks", "block", "peers", "broadcasts", "tags")
+    __slots__ = ("process", "owners", "blocks", "block", "peers", "broadcasts", "lookups",
+                 "tags")
 
     def __init__(self, process, owners, peers=None):
-        self.broadcasts, self.tags = {}, 0
+        self.broadcasts, self.lookups, self.tags = {}, {}, 0
         self.process, self.owners = process, tuple(owners)
         self.blocks = max(self.owners) + 1
         self.block = self.owners[process]

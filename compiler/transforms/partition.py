@@ -10,7 +10,8 @@ is replayed with its operands' split dimensions (the `replay` machinery, as vmap
 axes): none split, it runs as it is; otherwise its primitive's `PARTITION` rule emits it on
 the blocks, and a primitive without a rule runs on its operands gathered whole. A replicated
 broadcast that meets a split value is broadcast to the block (the bias of a layer, the
-cotangent of a mean), not computed whole and sliced. The cross-process work is the
+cotangent of a mean), not computed whole and sliced; a scatter into such a broadcast with the
+indices of a lookup into a split value (an embedding's gradient) runs on the blocks too. The cross-process work is the
 `process_allreduce`/`process_allgather`/`process_sendrecv` equations the rules emit.
 
 A value split over two mesh axes of processes (P("x", "y") over a 2 x 2 mesh of processes)
@@ -22,6 +23,7 @@ combines the blocks of this process's row of the mesh only.
 from ..ir.builder import Builder, current
 from ..ir.abstract import ShapedArray
 from ..primitives.partitioning import PARTITION, EARLIER_PASS, gather, reshard
+from ..primitives.partition_lookup import scatter_into_lookup
 from ..primitives.rule_forms import replay_eqn
 from .replay import replay_annotated
 
@@ -40,6 +42,9 @@ def _step(grid, after):
     def step(eqn, ins, dims):
         b = current()
         if all(d is None for d in dims):
+            split = scatter_into_lookup(eqn, ins, grid)
+            if split is not None:
+                return split
             outs = replay_eqn(b, eqn, ins)
             if eqn.prim.name == "broadcast_in_dim":
                 grid.broadcasts[id(outs[0])] = (outs[0], ins[0], eqn.params)
