@@ -739,6 +739,11 @@ print(p, "tiles", z.split, [type(o).__name__ for o in outs],
       [str(o.sharding.spec) for o in outs if type(o).__name__ == "GlobalArray"],
       all(np.allclose(process_allgather(o, tiled=True) if type(o).__name__ == "GlobalArray"
                       else np.asarray(o), w, atol=1e-4) for o, w in zip(outs, wants)))
+placed = kiln.jit(lambda m, w: (m.T @ m, (m @ w).sum(1)),
+                  out_shardings=(tiles, whole))(z, kiln.device_put(Wz, whole))
+print(p, "placed", type(placed[0]).__name__, placed[0].local.shape, type(placed[1]).__name__,
+      np.allclose(process_allgather(placed[0], tiled=True), Z.T @ Z, atol=1e-4),
+      np.allclose(np.asarray(placed[1]), (Z @ Wz).sum(1), atol=1e-4))
 """
 
 
@@ -750,6 +755,7 @@ def test_four_processes_as_two_by_two_under_mpirun(tmp_path):
     for p in range(4):
         assert f"{p} both (0, 1, 2, 3) GlobalArray True True True" in out, out
         assert f"{p} rows (0, 0, 1, 1) GlobalArray True True True" in out, out
+        assert f"{p} placed GlobalArray (3, 3) Array True True" in out, out
         assert f"{p} tiles (0, 1) ['GlobalArray', 'GlobalArray', 'GlobalArray', 'Array', " \
                f"'GlobalArray', 'GlobalArray', 'GlobalArray', 'GlobalArray', 'GlobalArray'] " \
                f"[\"P('x', 'y')\", \"P('y',)\", \"P('x',)\", \"P('x',)\", \"P('x',)\", " \
