@@ -19,8 +19,9 @@ blocks themselves (squeezed None).
   each device getting its block (device_put); `as_blocks(x)`: a pmap result holding its
   blocks (each buffer given its axis back on its device), as sharded jit takes it.
 - `replica_buffers(x, axis, devices)`: pmap's and shard_map's fast way in: the per-device
-  buffers of `x` when it is spread over `devices` in the layout the map takes, else None
-  (the caller then takes its host value).
+  buffers of `x` when it is spread over `devices` in the layout the map takes (for pmap, a
+  result of a pmap, or blocks of one row each, squeezed on their devices), else None (the
+  caller then takes its host value).
 - `stacked(rows, mesh, axis_name, axis, weak)`, `joined(blocks, sharding, weak)`: the Arrays
   pmap and shard_map return from their per-device result buffers.
 """
@@ -211,9 +212,24 @@ def replica_buffers(x, axis, devices, sharding=None):
     else:
         ok = axis is not None and s.squeezed == axis and \
             s.sharding.spec.names(axis) and len(devices) == s.shape[axis]
+        if axis is not None and _rows(s, axis):   # device i holds row i: squeezed there
+            return [_reshaped(_wrap(DeviceBuffer(b, d.layer)), axis, False)._value
+                    for b, d in zip(s.buffers, devices)]
     if not ok:
         return None
     return [DeviceBuffer(b, d.layer) for b, d in zip(s.buffers, devices)]
+
+
+def _rows(s, axis):
+    """Whether Spread `s` holds blocks (not squeezed) in which device i of its sharding holds
+    exactly row i along `axis` and the whole of every other dimension."""
+    if s.squeezed is not None or not 0 <= axis < len(s.shape):
+        return False
+    for i, (_, index, _) in enumerate(s.blocks()):
+        for d, (part, n) in enumerate(zip(index, s.shape)):
+            if part.indices(n)[:2] != ((i, i + 1) if d == axis else (0, n)):
+                return False
+    return True
 
 
 def stacked(rows, mesh, axis_name, axis, weak):

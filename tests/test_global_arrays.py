@@ -321,7 +321,8 @@ class Threads:
 
     def allreduce(self, x, op):
         parts = self._exchange(x)
-        return {"sum": np.sum, "max": np.max, "min": np.min}[op](np.stack(parts), axis=0)
+        reduce = {"sum": np.sum, "max": np.max, "min": np.min}[op]
+        return reduce(np.stack(parts), axis=0).astype(parts[0].dtype)   # as MPI: no promotion
 
     def allgather(self, x):
         return np.stack(self._exchange(x))

@@ -293,3 +293,18 @@ def test_jit_of_a_pmap_result_stays_on_its_devices(transfers):
     assert transfers == before
     assert z.sharding == y.sharding
     np.testing.assert_allclose(np.asarray(z), np.cos(x + 1) * 2, rtol=1e-6)
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_pmap_of_rows_put_on_the_devices(n, transfers):
+    mesh = line(n, "i")
+    x = values((n, 3), np.float32)
+    a = kiln.device_put(x, NamedSharding(mesh, P("i")))
+    f = kiln.pmap(lambda v: v * 2, backend="pjrt", devices=pjrt_devices(n))
+    before = list(transfers)
+    y = f(a)
+    assert transfers == before
+    np.testing.assert_array_equal(np.asarray(y), x * 2)
+    b = kiln.device_put(x.T.copy(), NamedSharding(mesh, P(None, "i")))
+    z = kiln.pmap(lambda v: v + 1, backend="pjrt", devices=pjrt_devices(n), in_axes=1)(b)
+    np.testing.assert_array_equal(np.asarray(z), x + 1)

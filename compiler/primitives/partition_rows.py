@@ -19,7 +19,7 @@ What does not fit (interior padding, a result whose size the block count does no
 empty one) runs on the operand gathered whole (partitioning.py's fallback), replicated.
 """
 from . import emit as E
-from .partitioning import PARTITION, whole_rule, global_size
+from .partitioning import PARTITION, on_whole, global_size
 from ..ir.registry import PRIMITIVES
 
 
@@ -131,7 +131,7 @@ def _slice(args, dims, *, grid, start_indices, limit_indices, strides=None):
     step = 1 if strides is None else strides[d]
     size_out = len(range(start_indices[d], limit_indices[d], step))
     if not _fits(size_out, grid):
-        return whole_rule("slice", args, dims, grid, params)
+        return on_whole("slice", args, dims, grid, params)
     limit = tuple(E.aval(x).shape[d] if k == d else n for k, n in enumerate(limit_indices))
     start = tuple(0 if k == d else n for k, n in enumerate(start_indices))
     local = E.slice_(x, start_indices=start, limit_indices=limit, strides=None if
@@ -145,11 +145,11 @@ def _pad(args, dims, *, grid, padding_config):
     (x, value), d = args, dims[0]
     params = dict(padding_config=padding_config)
     if d is None or dims[1] is not None:
-        return whole_rule("pad", args, dims, grid, params)
+        return on_whole("pad", args, dims, grid, params)
     lo, hi, interior = padding_config[d]
     size_out = global_size(x, d, grid) + lo + hi
     if interior != 0 or not _fits(size_out, grid):
-        return whole_rule("pad", args, dims, grid, params)
+        return on_whole("pad", args, dims, grid, params)
     config = tuple((0, 0, 0) if k == d else c for k, c in enumerate(padding_config))
     local = E.pad(x, value, padding_config=config)
     if (lo, hi) == (0, 0):

@@ -30,8 +30,8 @@ is split. The rules keep the common steps of training and evaluation on the bloc
   before it (their totals, one allgather): an exclusive scan across the processes.
 
 Slices, pads and reversals along the split dimension move only the rows that cross blocks
-(partition_rows.py); gathers and scatters of whole rows along it look up in the local block
-(partition_lookup.py).
+(partition_rows.py); gathers and scatters one row at a time along it work in the local block
+(partition_indexing.py).
 
 Every process runs the same collectives in the same order, and uses each one's result (the
 simplifier would drop an unused one in some processes and not in others, and the rest would
@@ -71,7 +71,7 @@ class Grid:
     partitioned, `broadcasts` remembers the replicated values it made by `broadcast_in_dim`
     (id(result) -> (result, operand, params)), so that `block` broadcasts to the block
     instead of slicing the whole value, and `lookups` the indices of the gathers of whole
-    rows from split values (id(indices) -> (indices, split dimension): partition_lookup.py)."""
+    rows from split values (id(indices) -> (indices, split dimension): partition_indexing.py)."""
 
     __slots__ = ("process", "owners", "blocks", "block", "peers", "broadcasts", "lookups",
                  "tags")
@@ -174,7 +174,7 @@ def _split_like(args, dims, d, grid):
             for x, k in zip(args, dims)]
 
 
-def whole_rule(name, args, dims, grid, params):
+def on_whole(name, args, dims, grid, params):
     """The primitive run on its operands gathered whole: every result replicated."""
     outs = E.bind(name, *(gather(x, d, grid) for x, d in zip(args, dims)), **params)
     return outs, ([None] * len(outs) if PRIMITIVES[name].multiple_results else None)
@@ -216,7 +216,7 @@ def _reshape(args, dims, *, grid, new_sizes, dimensions=None):
         if new_sizes[e] == shape[d] or (before == 1 and new_sizes[e] % grid.blocks == 0):
             local = tuple(grid.width(n) if k == e else n for k, n in enumerate(new_sizes))
             return E.reshape(x, new_sizes=local, dimensions=None), e
-    return whole_rule("reshape", args, dims, grid,
+    return on_whole("reshape", args, dims, grid,
                       dict(new_sizes=new_sizes, dimensions=dimensions))
 
 
@@ -350,7 +350,7 @@ def _cumulative(name):
 def _dynamic_slice(args, dims, *, grid, slice_sizes):
     x, d = args[0], dims[0]
     if d is None or slice_sizes[d] != global_size(x, d, grid):
-        return whole_rule("dynamic_slice", args, dims, grid, dict(slice_sizes=slice_sizes))
+        return on_whole("dynamic_slice", args, dims, grid, dict(slice_sizes=slice_sizes))
     local = tuple(E.aval(x).shape[d] if k == d else n for k, n in enumerate(slice_sizes))
     return E.dynamic_slice(*args, slice_sizes=local), d
 
@@ -359,21 +359,21 @@ def _dynamic_update_slice(args, dims, *, grid):
     (x, update, *starts), (d, du, *_) = args, dims
     if d is None or E.aval(update).shape[d] * (grid.blocks if du == d else 1) \
             != global_size(x, d, grid):
-        return whole_rule("dynamic_update_slice", args, dims, grid, {})
+        return on_whole("dynamic_update_slice", args, dims, grid, {})
     return E.dynamic_update_slice(x, reshard(update, du, d, grid), *starts), d
 
 
 def _concatenate(args, dims, *, grid, dimension):
     d = _first_split(dims)
     if d == dimension:
-        return whole_rule("concatenate", args, dims, grid, dict(dimension=dimension))
+        return on_whole("concatenate", args, dims, grid, dict(dimension=dimension))
     return E.concatenate(*_split_like(args, dims, d, grid), dimension=dimension), d
 
 
 def _sort(args, dims, *, grid, dimension, **params):
     d = _first_split(dims)
     if d == dimension:
-        return whole_rule("sort", args, dims, grid, dict(dimension=dimension, **params))
+        return on_whole("sort", args, dims, grid, dict(dimension=dimension, **params))
     outs = E.sort(*_split_like(args, dims, d, grid), dimension=dimension, **params)
     return outs, [d] * len(outs)
 

@@ -23,7 +23,7 @@ combines the blocks of this process's row of the mesh only.
 from ..ir.builder import Builder, current
 from ..ir.abstract import ShapedArray
 from ..primitives.partitioning import PARTITION, EARLIER_PASS, gather, reshard
-from ..primitives.partition_lookup import scatter_into_lookup
+from ..primitives.partition_indexing import scatter_into_lookup
 from ..primitives.rule_forms import replay_eqn
 from .replay import replay_annotated
 

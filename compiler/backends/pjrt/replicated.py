@@ -7,8 +7,11 @@ whose `mhlo.num_replicas` is `len(devices)` (its collectives name replicas 0 .. 
 (client.compile_options). `executable(argument_lists)` takes one list of inputs per device
 (Buffers of that device, or host arrays, passed as zero-copy buffers for the call), checks
 each against `in_avals`, runs every replica in one `PJRT_LoadedExecutable_Execute` with
-`num_devices` argument lists, awaits every device's completion event (an execution's error is
-raised after all are awaited) and returns one list of Buffers per device.
+`num_devices` argument lists and returns one list of Buffers per device. With host inputs it
+awaits every device's completion event first (the host memory is lent for the call only; an
+execution's error is raised after all are awaited); with Buffers only it returns once the
+execution is enqueued, and the results' ready events carry an execution's error, as
+client.Executable's do.
 
 With `partitioned=True` the module has `mhlo.num_partitions` = `len(devices)` and sharding
 attributes on its arguments and results; XLA's SPMD partitioner splits it, partition i on
@@ -58,12 +61,12 @@ class ReplicatedExecutable:
                         temporary.append(x)
                     row.append(x)
                 rows.append(row)
-            return self._run(rows)
+            return self._run(rows, wait=bool(temporary))
         finally:
             for b in temporary:
                 b.delete()
 
-    def _run(self, rows):
+    def _run(self, rows, wait):
         n, num_args, num_outs = len(rows), len(self.in_avals), len(self.out_avals)
         arguments = [(C.c_void_p * max(1, num_args))(*[b._handle() for b in row])
                      for row in rows]
@@ -75,10 +78,13 @@ class ReplicatedExecutable:
         table.call("LoadedExecutable_Execute", api.args(
             api.Execute, executable=self.handle, options=C.pointer(self._options),
             argument_lists=C.addressof(argument_lists), num_devices=n, num_args=num_args,
-            output_lists=C.addressof(output_lists), device_complete_events=events))
+            output_lists=C.addressof(output_lists),
+            device_complete_events=events if wait else None))
         results = [[Buffer(self.client, handle, device, shape, dtype)
                     for handle, (shape, dtype) in zip(out[:num_outs], self.out_avals)]
                    for out, device in zip(outputs, self.devices)]
+        if not wait:
+            return results
         failed = None
         for event in events:
             try:
