@@ -15,8 +15,9 @@ from this process's data:
   devices; `process_split`): block p in process p (the data-parallel layout a mesh made by
   `kiln.make_mesh` over `kiln.devices()` gives), the blocks in another order (a mesh listing
   the processes' devices in another order), or each block in several processes (a mesh with
-  a process-spanning axis the spec does not name, e.g. 4 processes as 2x2 with `P("x")`).
-  Two dimensions split across the processes are a NotImplementedError. Its
+  a process-spanning axis the spec does not name, e.g. 4 processes as 2x2 with `P("x")`), or
+  several dimensions split across the processes as a grid of blocks (4 processes as 2x2 with
+  `P("x", "y")`: rows over "x", columns over "y"). Its
   `addressable_shards` are this process's devices' blocks (views of its buffer), its
   `global_shards` every device's, with `data` None for other processes' devices.
 
@@ -77,7 +78,8 @@ class _Spanning:
 class GlobalArray(Array):
     """An Array that spans several processes (see the module docstring): `local` is this
     process's block, along dimension `split` of the global shape; process p holds block
-    `owners[p]`."""
+    `owners[p]` (split over two or more dimensions: `split` is a tuple of them, and `owners`
+    one such tuple per dimension)."""
 
     __slots__ = ("local", "split", "owners")
 
@@ -94,9 +96,10 @@ class GlobalArray(Array):
 def process_split(sharding, shape):
     """How `sharding` lays a `shape` array over the processes: (the dimension split across
     them, `owners`: the block of that dimension each process holds, by process index), or
-    (None, None) when every process's devices hold the whole array. Layouts that split more
-    than one dimension across the processes, or give a process pieces that are not one block,
-    are a NotImplementedError."""
+    (None, None) when every process's devices hold the whole array; with several dimensions
+    split across them, (a tuple of those dimensions, a tuple of their owners). Layouts that
+    give a process pieces that are not one block, or blocks of another size than the others',
+    or that split several dimensions otherwise than as a grid, are a NotImplementedError."""
     from .devices import process_index, process_count
     shape = tuple(shape)
     spans = {}
@@ -119,35 +122,51 @@ def process_split(sharding, shape):
                       if box[d] != (0, n)})
     if not partial:
         return None, None
-    if len(partial) > 1:
-        raise _layout_error(sharding, shape, f"it splits dimensions {partial} across the "
-                                             f"processes")
-    d, count = partial[0], process_count()
-    width = boxes[process_index()][d][1] - boxes[process_index()][d][0]
-    if len(boxes) != count or any(box[d][1] - box[d][0] != width for box in boxes.values()):
+    count, me = process_count(), process_index()
+    widths = {d: boxes[me][d][1] - boxes[me][d][0] for d in partial}
+    if len(boxes) != count or any(box[d][1] - box[d][0] != widths[d]
+                                  for box in boxes.values() for d in partial):
         raise _layout_error(sharding, shape, "its processes do not each hold one block of the "
                                              "same size")
-    return d, tuple(boxes[p][d][0] // width for p in range(count))
+    owners = [tuple(boxes[p][d][0] // widths[d] for p in range(count)) for d in partial]
+    if len(partial) == 1:
+        return partial[0], owners[0]
+    held = {tuple(o[p] for o in owners) for p in range(count)}
+    if len(held) != math.prod(block_count(o) for o in owners):
+        raise _layout_error(sharding, shape, f"it splits dimensions {partial} across the "
+                                             f"processes, but not as a grid of blocks")
+    return tuple(partial), tuple(owners)
 
 
 def _layout_error(sharding, shape, why):
     return NotImplementedError(
         f"{sharding} lays an array of shape {tuple(shape)} out over the processes in a way kiln "
-        f"does not support yet ({why}): kiln's global arrays are split along one dimension "
-        f"into equal blocks, each process holding one block (in any order, or the same block "
-        f"as other processes when the mesh replicates it over a process-spanning axis)")
+        f"does not support yet ({why}): kiln's global arrays are split into equal blocks, "
+        f"each process holding one block (in any order, or the same block as other processes "
+        f"when the mesh replicates it over a process-spanning axis), along one dimension or "
+        f"along several as a grid of blocks")
 
 
 def block_count(owners):
-    """How many blocks the processes' `owners` (process_split) name (1: none)."""
+    """How many blocks the processes' `owners` (of one split dimension: process_split) name
+    (1: none)."""
     return 1 if owners is None else max(owners) + 1
 
 
-def local_shape(shape, split, owners):
-    """`shape` with dimension `split` (None: none) cut to one block of the `owners` layout."""
+def split_pairs(split, owners):
+    """[(split dimension, its owners)] of a layout from process_split (one pair per
+    dimension split across the processes; none when `split` is None)."""
     if split is None:
-        return tuple(shape)
-    return tuple(n // block_count(owners) if d == split else n for d, n in enumerate(shape))
+        return []
+    return list(zip(split, owners)) if isinstance(split, tuple) else [(split, owners)]
+
+
+def local_shape(shape, split, owners):
+    """`shape` with each split dimension (process_split's layout) cut to one block."""
+    out = list(shape)
+    for d, o in split_pairs(split, owners):
+        out[d] //= block_count(o)
+    return tuple(out)
 
 
 def from_local_block(local, sharding, shape, weak_type=False):
@@ -170,15 +189,16 @@ def from_local_block(local, sharding, shape, weak_type=False):
     return placed_on(out, sharding)
 
 
-def block_start(shape, split, owners):
-    """Where this process's block of a `shape` array laid out as (`split`, `owners`)
-    (process_split; None: not split) starts along each dimension."""
+def block_start(shape, split, owners, process=None):
+    """Where process `process`'s (default: this process's) block of a `shape` array laid
+    out as (`split`, `owners`) (process_split; None: not split) starts along each
+    dimension."""
     from .devices import process_index
-    if split is None:
-        return (0,) * len(shape)
-    width = shape[split] // block_count(owners)
-    return tuple(owners[process_index()] * width if d == split else 0
-                 for d in range(len(shape)))
+    process = process_index() if process is None else process
+    start = [0] * len(shape)
+    for d, o in split_pairs(split, owners):
+        start[d] = o[process] * (shape[d] // block_count(o))
+    return tuple(start)
 
 
 def own_block(shape, split, owners):
@@ -206,6 +226,11 @@ def local_leaves(leaves):
     out, spans = [], {}
     for leaf in leaves:
         if type(leaf) is GlobalArray:
+            if isinstance(leaf.split, tuple):
+                raise ValueError(
+                    f"pmap maps global arrays split along one dimension across the processes; "
+                    f"this {leaf.shape} array is split along dimensions {list(leaf.split)}: "
+                    f"use kiln.jit with in_shardings")
             if leaf.owners != tuple(range(len(leaf.owners))):
                 raise ValueError(
                     f"pmap maps global arrays whose process p holds block p; this "

@@ -30,7 +30,7 @@ from . import _default_device as default_device
 from .sharding import Sharding, SingleDeviceSharding, NamedSharding, PartitionSpec, get_mesh
 from .devices import process_count, process_index
 from .global_arrays import (GlobalArray, process_split, local_shape, block_start, shifted,
-                            own_block, from_local_block, block_count)
+                            own_block, from_local_block, block_count, split_pairs)
 
 
 def _as_sharding(where):
@@ -175,8 +175,9 @@ def make_array_from_process_local_data(sharding, local_data, global_shape=None):
         processes = process_count()
         split, owners = process_split(sharding, tuple(n * processes * sharding.num_devices
                                                       for n in data.shape))
-        global_shape = tuple(n * block_count(owners) if d == split else n
-                             for d, n in enumerate(data.shape))
+        global_shape = list(data.shape)
+        for d, o in split_pairs(split, owners):
+            global_shape[d] *= block_count(o)
     global_shape = tuple(global_shape)
     split, owners = process_split(sharding, global_shape)
     expected = local_shape(global_shape, split, owners)

@@ -15,6 +15,7 @@ import threading
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st_
 
 import kiln
 import kiln.numpy as jnp
@@ -129,9 +130,19 @@ def test_a_mesh_of_four_processes_as_two_by_two():
         cols = kiln.make_array_from_process_local_data(NamedSharding(grid, P(None, "y")),
                                                        X[:, :2])
         assert (cols.shape, cols.split, cols.owners) == ((8, 4), 1, (0, 1, 0, 1))
-        with pytest.raises(NotImplementedError, match=r"it splits dimensions \[0, 1\] across "
-                                                      r"the processes.*split along one dimension"):
-            kiln.make_array_from_process_local_data(NamedSharding(grid, P("x", "y")), X[4:, :2])
+        tiles = kiln.make_array_from_process_local_data(NamedSharding(grid, P("x", "y")),
+                                                        X[4:, :2])   # process 2: (1, 0)
+        assert (tiles.shape, tiles.split, tiles.owners) == ((8, 4), (0, 1),
+                                                            ((0, 0, 1, 1), (0, 1, 0, 1)))
+        assert [s.index for s in tiles.addressable_shards] == [(slice(4, 8), slice(0, 2))]
+        np.testing.assert_array_equal(kiln.device_put(X, tiles.sharding).local, X[4:, :2])
+        with pytest.raises(ValueError, match=r"split along dimensions \[0, 1\]: use kiln.jit"):
+            kiln.pmap(lambda v: v)(tiles)
+        with pytest.raises(NotImplementedError, match=r"(?s)its process_allreduce\) inside a "
+                           r"jit whose values are split over 2 mesh axes.*line \d+.*lax.psum"
+                           r".*Call the pmap outside the jit"):
+            kiln.jit(lambda m: kiln.pmap(lambda v: lax.psum(v, "i"), axis_name="i")(m[:1]))(
+                tiles)
 
 
 def loss(params, x, y):
@@ -240,6 +251,24 @@ fs = kiln.jit(step, in_shardings=(NamedSharding(flipped.mesh, P()), flipped, fli
 print(p, "flipped", fx.owners, type(fs[0]).__name__,
       max(float(np.abs(np.asarray(a) - b).max()) for a, b in zip(fs, once)))
 
+ids = np.array([3, 15, 8, 0, -1, 9, 7], np.int32)
+moved = kiln.jit(lambda v, i: (v[2:14] * 2, v[::-1], jnp.pad(v, ((2, 2), (0, 0)), constant_values=7.0),
+                             v[i], v.at[i].add(1.0), jnp.take(v, i, 0, mode="fill")))(x, ids)
+wants = (X[2:14] * 2, X[::-1], np.pad(X, ((2, 2), (0, 0)), constant_values=7.0),
+         X[np.where(ids < 0, ids + 16, ids)], None, X[np.where(ids < 0, ids + 16, ids)])
+added = X.copy()
+np.add.at(added, ids, 1.0)
+wants = wants[:4] + (added,) + wants[5:]
+print(p, "moved", [type(m).__name__ for m in moved], all(
+    np.allclose(m.local if type(m).__name__ == "GlobalArray" else np.asarray(m),
+                w[len(w) // 2 * p:len(w) // 2 * (p + 1)] if type(m).__name__ == "GlobalArray"
+                else w) for m, w in zip(moved, wants)))
+
+embed = kiln.grad(lambda t, i: jnp.sum(jnp.tanh(t[i]) ** 2))
+g = kiln.jit(embed)(x, ids)
+print(p, "embed", type(g).__name__, np.allclose(g.local, np.asarray(kiln.jit(embed)(X, ids))[
+    8 * p:8 * p + 8], atol=1e-6))
+
 rows = kiln.make_array_from_process_local_data(batch, X.reshape(4, 4, 5)[2 * p:2 * p + 2])
 total = kiln.pmap(lambda v: lax.psum(v, "i"), axis_name="i")(rows)
 print(p, "pmap", total.shape, np.allclose(np.asarray(total), X.reshape(4, 4, 5).sum(0)))
@@ -262,6 +291,9 @@ def test_global_arrays_under_mpirun(tmp_path):
         assert mine["split"] == f"{p} split GlobalArray (16, 5) True", out
         assert mine["gathered"].endswith("True") and mine["plain"].endswith("True"), out
         assert mine["pmap"] == f"{p} pmap (2, 4, 5) True", out
+        assert mine["embed"] == f"{p} embed GlobalArray True", out
+        assert mine["moved"] == f"{p} moved ['GlobalArray', 'GlobalArray', 'GlobalArray', " \
+                                f"'Array', 'GlobalArray', 'Array'] True", out
         assert mine["kept"] == f"{p} kept GlobalArray True True", out
         assert mine["then"] == f"{p} then GlobalArray True", out
         assert mine["whole"] == f"{p} whole Array True", out
@@ -295,31 +327,33 @@ class Threads:
     def allgather(self, x):
         return np.stack(self._exchange(x))
 
+    def sendrecv(self, x, dest, source, tag):
+        """Every "process" takes part in each round (as the partition rules emit them): the
+        source must have sent to this one, with the same tag."""
+        sent = self._exchange(np.array((dest, tag, x), dtype=object))
+        if source is None:
+            return None
+        to, their_tag, data = sent[source]
+        assert (to, their_tag) == (self.local.process, tag), (sent[source][:2], tag)
+        return data
 
-def run_partitioned(fun, args, in_dims, out_dims, owners=(0, 1)):
-    """`fun`'s outputs on `args` (whole values) computed as `len(owners)` processes would,
-    process p holding block owners[p] of each split value: each runs the partitioned SSA
-    (reference backend) on its blocks; the split outputs joined (the processes holding the
-    same block must agree)."""
-    st, _, _ = staging.stage_call(fun, tuple(args), {}, staging.StaticArgs(fun))
-    n, count = len(owners), max(owners) + 1
+
+def as_threads(n, process):
+    """[process(p) for p in range(n)], run as n "processes" on threads of this one that meet
+    in a `Threads` engine's collectives; the first error is raised here."""
     engine = Threads(n)
-    results, dims = [None] * n, [None] * n
+    results = [None] * n
 
-    def process(p):
+    def run(p):
         try:
             engine.local.process = p
-            fn, dims[p] = partition(st.fn, list(in_dims) + [None] * len(st.extra), out_dims,
-                                    Grid(p, owners))
-            blocks = [np.split(np.asarray(a), count, axis=d)[owners[p]] if d is not None
-                      else a for a, d in zip(args, in_dims)]
-            results[p] = staging.compile_function(fn, "reference")(*blocks, *st.extra)
+            results[p] = process(p)
         except Exception as e:   # noqa: BLE001 - reported by the calling thread
             engine.barrier.abort()
             results[p] = e
     set_engine(engine)
     try:
-        threads = [threading.Thread(target=process, args=(p,)) for p in range(n)]
+        threads = [threading.Thread(target=run, args=(p,)) for p in range(n)]
         for t in threads:
             t.start()
         for t in threads:
@@ -329,6 +363,25 @@ def run_partitioned(fun, args, in_dims, out_dims, owners=(0, 1)):
     for r in results:
         if isinstance(r, Exception):
             raise r
+    return results
+
+
+def run_partitioned(fun, args, in_dims, out_dims, owners=(0, 1)):
+    """`fun`'s outputs on `args` (whole values) computed as `len(owners)` processes would,
+    process p holding block owners[p] of each split value: each runs the partitioned SSA
+    (reference backend) on its blocks; the split outputs joined (the processes holding the
+    same block must agree)."""
+    st, _, _ = staging.stage_call(fun, tuple(args), {}, staging.StaticArgs(fun))
+    n, count = len(owners), max(owners) + 1
+    dims = [None] * n
+
+    def process(p):
+        fn, dims[p] = partition(st.fn, list(in_dims) + [None] * len(st.extra), out_dims,
+                                Grid(p, owners))
+        blocks = [np.split(np.asarray(a), count, axis=d)[owners[p]] if d is not None
+                  else a for a, d in zip(args, in_dims)]
+        return staging.compile_function(fn, "reference")(*blocks, *st.extra)
+    results = as_threads(n, process)
     outs = []
     for k, d in enumerate(dims[0]):
         held = {}
@@ -392,7 +445,7 @@ INFERRED = [   # (function, arguments, split dimension of each, inferred split o
     (lambda a, s: (a[:, 1:5:2], lax.dynamic_slice_in_dim(a, s, 2, axis=1),
                    lax.dynamic_update_slice(a, a[:, :2] * 3, (0, s)), jnp.pad(a, ((0, 0), (1, 2))),
                    a[:, ::-1], a[1:3]),
-     (A, S), (0, None), (0, 0, 0, 0, 0, None)),
+     (A, S), (0, None), (0, 0, 0, 0, 0, 0)),
     (lambda a: (a.sum(1), a.max(1), jnp.prod(a, 0), jnp.prod(a, 1), a.max(0)),
      (A,), (0,), (0, 0, None, 0, None)),
     (lambda a, b: (jnp.concatenate([a, b.T * 2], axis=1), jnp.concatenate([a, a])),
@@ -431,11 +484,11 @@ def test_outputs_keep_the_split_the_rules_give_them(case, owners):
 
 def test_the_new_rules_move_only_what_they_must():
     """Slices, concatenations, reshapes and reductions along other dimensions keep the blocks
-    without communication (a slice, a concatenation or a sort along the split dimension
-    gathers); argmax over the split dimension is three allreduces for floats (best value,
+    without communication (a concatenation or a sort along the split dimension gathers; a
+    slice along it, a[1:3] over 2 blocks of 2 rows, leaves each row where it is); argmax over the split dimension is three allreduces for floats (best value,
     any NaN, first index) and two for integers; a cumsum along it one allgather of the block
     totals. (In case 5, max(t, 0) is the allreduce of argmax(t, 0)'s best value, shared.)"""
-    for k, crossings in ((0, {"process_allgather": 1}), (2, {"process_allgather": 1}),
+    for k, crossings in ((0, {}), (2, {"process_allgather": 1}),
                          (3, {"process_allgather": 1}), (5, {"process_allreduce": 2 * 3 + 2 * 2}),
                          (6, {"process_allgather": 6})):
         fun, args, in_dims, expected = INFERRED[k]
@@ -443,8 +496,204 @@ def test_the_new_rules_move_only_what_they_must():
         local, _ = partition(st.fn, list(in_dims) + [None] * len(st.extra),
                              [INFER] * len(expected), Grid(1, (0, 1)))
         held = prims(local)
-        for name in ("process_allreduce", "process_allgather"):
+        for name in ("process_allreduce", "process_allgather", "process_sendrecv"):
             assert held.count(name) == crossings.get(name, 0), (k, name, held)
+
+
+ROWS = np.arange(48.0, dtype=np.float32).reshape(8, 6) / 7
+IDS = np.array([1, 7, 3, 0, -2, 9, 5, 3], np.int32)   # negative, out of range and repeated
+FOURS = [(0, 1, 2, 3), (3, 2, 1, 0), (1, 0, 1, 0)]
+
+MOVED = [   # (function, arguments, split dimension of each, split of each output over 2 and 4)
+    (lambda x: (x[2:], x[:-2], x[1:7], x[::-1], jnp.pad(x, ((1, 3), (0, 0))),
+                jnp.pad(x, ((2, 2), (1, 0)), constant_values=5.0), lax.slice(x, (3, 1), (5, 6)),
+                lax.pad(x, np.float32(-1), ((-2, 2, 0), (0, 0, 0)))),
+     (ROWS,), (0,), ((0, 0, 0, 0, 0, 0, 0, 0), (None, None, None, 0, 0, 0, None, 0))),
+    (lambda x, i: (x[i], jnp.take(x, i, axis=0, mode="fill"), jnp.take(x, i, 0, mode="clip"),
+                   x.at[i].add(1.0), x.at[i].set(2.0), x.at[i].max(3.0), x.at[i, 1:].get(),
+                   x[i, 2]),
+     (ROWS, IDS), (0, None), ((None, None, None, 0, 0, 0, None, None),) * 2),
+    (lambda x, i: (x[i].sum(), jnp.take(x.astype(np.int32), i[:3], axis=0),
+                   (x > 2)[i], x.T[:, i]),
+     (ROWS, IDS), (0, 0), ((None, None, None, None),) * 2),
+    (lambda x: (x[:, 2:4], x[::2], jnp.pad(x, ((0, 0), (1, 1))),
+                lax.pad(x, np.float32(0), ((1, 1, 1), (0, 0, 0)))),
+     (ROWS,), (0,), ((0, 0, 0, None),) * 2),
+    (lambda x: (x[1::2], x[::3], x[7:0:-2], lax.slice(x, (1, 0), (8, 6), (3, 2))),
+     (ROWS,), (0,), ((0, None, 0, None), (0, None, 0, None))),
+]
+
+
+@pytest.mark.parametrize("owners", LAYOUTS + FOURS)
+@pytest.mark.parametrize("case", range(len(MOVED)))
+def test_rows_move_along_the_split_dimension(case, owners):
+    """Slices, pads and reversals along the split dimension keep it split where the block
+    count divides the result (else gather: x[2:] over 4 blocks); gathers of whole rows are
+    replicated, scatters into them stay split; all agree with the whole function."""
+    fun, args, in_dims, expected = MOVED[case]
+    st, _, _ = staging.stage_call(fun, tuple(args), {}, staging.StaticArgs(fun))
+    whole = staging.compile_function(st.fn, "reference")(*args, *st.extra)
+    got, dims = run_partitioned(fun, args, in_dims, [INFER] * len(whole), owners)
+    assert dims == list(expected[max(owners) == 3])
+    for g, w in zip(got, whole):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("owners", [(0, 1), (1, 0, 1, 0), (0, 1, 2, 3)])
+@given(start=st_.integers(-4, 6), stop=st_.integers(-3, 8), step=st_.integers(1, 4),
+       lo=st_.integers(-3, 4), hi=st_.integers(-3, 4), rows=st_.sampled_from([4, 8, 12]),
+       dtype=st_.sampled_from([np.float32, np.int32, np.bool_]))
+@settings(max_examples=10)
+def test_any_slice_or_pad_of_the_split_dimension(owners, start, stop, step, lo, hi, rows,
+                                                 dtype):
+    x = (np.arange(rows * 3).reshape(rows, 3) % 5).astype(dtype)
+
+    def fun(v):
+        return v[start:stop:step], lax.pad(
+            v, np.zeros((), dtype), ((lo, max(hi, -rows - lo), 0), (0, 0, 0)))
+    st, _, _ = staging.stage_call(fun, (x,), {}, staging.StaticArgs(fun))
+    whole = staging.compile_function(st.fn, "reference")(x, *st.extra)
+    got, _ = run_partitioned(fun, (x,), (0,), [INFER, INFER], owners)
+    for g, w in zip(got, whole):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("owners", [(0, 1), (1, 0, 1, 0), (0, 1, 2, 3)])
+@given(ids=st_.lists(st_.integers(-10, 10), min_size=0, max_size=6),
+       rows=st_.sampled_from([4, 8]), dtype=st_.sampled_from([np.float32, np.int32, np.bool_]))
+@settings(max_examples=10)
+def test_any_lookup_or_scatter_of_rows(owners, ids, rows, dtype):
+    x = (np.arange(rows * 2).reshape(rows, 2) % 3).astype(dtype)
+    i = np.array(ids, np.int32)
+
+    def fun(v, k):
+        return (v[k], jnp.take(v, k, axis=0, mode="fill", fill_value=1),
+                v.at[k].set(v[0]), v.at[k].max(v[-1]))
+    st, _, _ = staging.stage_call(fun, (x, i), {}, staging.StaticArgs(fun))
+    whole = staging.compile_function(st.fn, "reference")(x, i, *st.extra)
+    got, _ = run_partitioned(fun, (x, i), (0, None), [INFER] * 4, owners)
+    for g, w in zip(got, whole):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_moving_rows_sends_only_the_rows_that_cross_blocks():
+    """x[2:] over 2 blocks (of 4 rows; the result's of 3): one round in which block 1 sends
+    its first row to block 0 (rows 2, 3 and 4);
+    x[1:7]: none (each block keeps its rows); x[::-1]: one round (block swap); an embedding
+    lookup: one allreduce of the looked-up rows, its scatter-add none; nothing gathers."""
+    def fun(x, i):
+        return x[2:] * 2, x[1:7], x[::-1], x[i], x.at[i].add(1.0)
+    st, _, _ = staging.stage_call(fun, (ROWS, IDS), {}, staging.StaticArgs(fun))
+    for p in (0, 1):
+        local, _ = partition(st.fn, [0, None] + [None] * len(st.extra), [INFER] * 5,
+                             Grid(p, (0, 1)))
+        fn = staging.run_pipeline(local, "reference")
+        sends = [(e.params["dest"], e.params["source"], e.invars[0].aval.shape)
+                 for e in fn.eqns if e.prim.name == "process_sendrecv"]
+        assert sends == ([(None, 1, (1, 6)), (1, 1, (4, 6))] if p == 0 else
+                         [(0, None, (1, 6)), (0, 0, (4, 6))]), (p, sends)
+        assert prims(fn).count("process_allreduce") == 1
+        assert "process_allgather" not in prims(fn)
+
+
+def test_the_embedding_step_under_grad():
+    """The lookup's forward pass is the masked lookup and one allreduce; its gradient (a
+    scatter-add into zeros with the lookup's indices) stays split like the table, each
+    process adding into its block's zeros: no gather of the table."""
+    def loss(table, ids):
+        return jnp.sum(jnp.tanh(table[ids]) ** 2)
+    fun = kiln.value_and_grad(loss)
+    st, _, _ = staging.stage_call(fun, (ROWS, IDS), {}, staging.StaticArgs(fun))
+    whole = staging.compile_function(st.fn, "reference")(ROWS, IDS, *st.extra)
+    for owners in ((0, 1), (1, 0, 1, 0)):
+        got, dims = run_partitioned(fun, (ROWS, IDS), (0, None), [INFER, INFER], owners)
+        assert dims == [None, 0]
+        for g, w in zip(got, whole):
+            np.testing.assert_allclose(g, w, rtol=1e-6)
+    local, _ = partition(st.fn, [0, None] + [None] * len(st.extra), [INFER, INFER],
+                         Grid(0, (0, 1)))
+    assert prims(local).count("process_allreduce") == 1 and "process_allgather" not in \
+        prims(local)
+    added = [e.outvars[0].aval.shape for e in staging.run_pipeline(local, "reference").eqns
+             if e.prim.name == "scatter_add"]
+    assert added == [(4, 6)]   # into the block's zeros, not the whole table's
+
+
+ROWS_A, COLS_B = (0, 0, 1, 1), (0, 1, 0, 1)   # 4 processes as a 2 x 2 mesh ("a", "b")
+M = (np.arange(48.0, dtype=np.float32).reshape(8, 6) - 20) / 9
+W = np.arange(18.0, dtype=np.float32).reshape(6, 3) / 10
+V = np.arange(8.0, dtype=np.float32) - 3
+
+TILED = [   # (function, arguments, each one's split over "a" and over "b",
+            #  each output's (the split the computation leaves it))
+    (lambda m: (jnp.tanh(m) * 2 + m, m.sum(), m.sum(0), m.sum(1), m.max(0), jnp.min(m, 1),
+                m.T, jnp.argmax(m, 1)),
+     (M,), ([0, 1],), ([0, 1], [None, None], [None, 0], [0, None], [None, 0], [0, None],
+                       [1, 0], [0, None])),
+    (lambda m, w: (m @ w, jnp.mean(m @ w), m @ w + 1),
+     (M, W), ([0, 1], [None, None]), ([0, None], [None, None], [0, None])),
+    (lambda x, w: (x @ w, x * 2),                    # rows over "a" only, whole over "b"
+     (M, W), ([0, None], [None, None]), ([0, None], [0, None])),
+    (lambda m, v: (m + v[:, None], m * m.mean(0), jnp.cumsum(m, 1), m[2:6, 1:5] * 2),
+     (M, V), ([0, 1], [0, None]), ([0, 1], [0, 1], [0, 1], [0, 1])),
+]
+
+
+def run_tiled(fun, args, in_dims, out_dims):
+    """`fun` partitioned over the 2 x 2 mesh of 4 "processes" as sharded jit does it
+    (global_jit._partition: over "a", then over "b"), each thread on its blocks; each
+    process's results, with each one's split over "a" and "b"."""
+    from kiln.global_jit import _partition
+    st, _, _ = staging.stage_call(fun, tuple(args), {}, staging.StaticArgs(fun))
+    axes = [(ROWS_A, None, None), (COLS_B, None, None)]
+    dims = [None] * 4
+
+    def process(p):
+        fn, dims[p] = _partition(st.fn, list(in_dims) + [[None, None]] * len(st.extra),
+                                 out_dims, axes, p)
+        blocks = [_tile(np.asarray(a), d, p) for a, d in zip(args, in_dims)]
+        return staging.compile_function(fn, "reference")(*blocks, *st.extra)
+    results = as_threads(4, process)
+    return results, dims[0]
+
+
+def _tile(a, dims, p):
+    """Process p's block of `a`, split along dims[0] over "a" and dims[1] over "b"."""
+    for d, owners in zip(dims, (ROWS_A, COLS_B)):
+        if d is not None:
+            a = np.split(a, 2, axis=d)[owners[p]]
+    return a
+
+
+@pytest.mark.parametrize("case", range(len(TILED)))
+def test_two_dimensions_split_over_a_two_by_two_mesh(case):
+    """Each process's results are its blocks of the whole function's (split over "a", then
+    within that over "b"); reductions over one split dimension combine the blocks of the
+    process's row or column of the mesh only."""
+    fun, args, in_dims, expected = TILED[case]
+    st, _, _ = staging.stage_call(fun, tuple(args), {}, staging.StaticArgs(fun))
+    whole = staging.compile_function(st.fn, "reference")(*args, *st.extra)
+    results, dims = run_tiled(fun, args, in_dims, [INFER] * len(whole))
+    assert dims == [list(d) for d in expected]
+    for p in range(4):
+        for got, want, d in zip(results[p], whole, dims):
+            np.testing.assert_allclose(got, _tile(np.asarray(want), d, p), rtol=1e-5,
+                                       atol=1e-5)
+
+
+def test_a_reduction_over_one_mesh_axis_reads_its_row_of_the_mesh():
+    """m.sum(1) of m split P("a", "b"): the local row sums, one sendrecv with the other
+    process of this process's row of the mesh (3 for process 2), and the two blocks' sum in
+    block order (the same bits in both)."""
+    st, _, _ = staging.stage_call(lambda m: m.sum(1), (M,), {},
+                                  staging.StaticArgs(lambda m: m.sum(1)))
+    from kiln.global_jit import _partition
+    fn, dims = _partition(st.fn, [[0, 1]], [INFER], [(ROWS_A, None, None),
+                                                      (COLS_B, None, None)], 2)
+    fn = staging.run_pipeline(fn, "reference")
+    assert dims == [[0, None]] and "process_allgather" not in prims(fn)
+    assert [(e.params["dest"], e.params["source"]) for e in fn.eqns
+            if e.prim.name == "process_sendrecv"] == [(3, 3)]
 
 
 FOUR = """
@@ -477,10 +726,25 @@ for name, spec in (("both", P(("x", "y"))), ("rows", P("x"))):
           np.allclose(sums[0].local, np.cumsum(X, 0)[b * width:(b + 1) * width], atol=1e-5),
           np.array_equal(np.asarray(sums[1]), np.argmax(X, 0)),
           max(float(np.abs(np.asarray(a) - w).max()) for a, w in zip(ps, once)) < 1e-5)
-try:
-    kiln.device_put(X[:, :4], NamedSharding(mesh, P("x", "y")))
-except NotImplementedError as e:
-    print(p, "two", "splits dimensions [0, 1]" in str(e))
+from kiln.experimental.multihost_utils import process_allgather
+tiles = NamedSharding(mesh, P("x", "y"))
+Z = rng.normal(size=(8, 6)).astype(np.float32)
+Wz = rng.normal(size=(6, 3)).astype(np.float32)
+z = kiln.device_put(Z, tiles)
+outs = kiln.jit(lambda m, w: (jnp.tanh(m) * 2 + 1, m.sum(0), m.sum(1), m.sum(), m @ w,
+                              m.max(1), m[2:6, 1:5], jnp.cumsum(m, 1), m.T),
+                in_shardings=(tiles, whole))(z, Wz)
+wants = (np.tanh(Z) * 2 + 1, Z.sum(0), Z.sum(1), Z.sum(), Z @ Wz, Z.max(1), Z[2:6, 1:5],
+         np.cumsum(Z, 1), Z.T)
+print(p, "tiles", z.split, [type(o).__name__ for o in outs],
+      [str(o.sharding.spec) for o in outs if type(o).__name__ == "GlobalArray"],
+      all(np.allclose(process_allgather(o, tiled=True) if type(o).__name__ == "GlobalArray"
+                      else np.asarray(o), w, atol=1e-4) for o, w in zip(outs, wants)))
+placed = kiln.jit(lambda m, w: (m.T @ m, (m @ w).sum(1)),
+                  out_shardings=(tiles, whole))(z, kiln.device_put(Wz, whole))
+print(p, "placed", type(placed[0]).__name__, placed[0].local.shape, type(placed[1]).__name__,
+      np.allclose(process_allgather(placed[0], tiled=True), Z.T @ Z, atol=1e-4),
+      np.allclose(np.asarray(placed[1]), (Z @ Wz).sum(1), atol=1e-4))
 """
 
 
@@ -492,4 +756,8 @@ def test_four_processes_as_two_by_two_under_mpirun(tmp_path):
     for p in range(4):
         assert f"{p} both (0, 1, 2, 3) GlobalArray True True True" in out, out
         assert f"{p} rows (0, 0, 1, 1) GlobalArray True True True" in out, out
-        assert f"{p} two True" in out, out
+        assert f"{p} placed GlobalArray (3, 3) Array True True" in out, out
+        assert f"{p} tiles (0, 1) ['GlobalArray', 'GlobalArray', 'GlobalArray', 'Array', " \
+               f"'GlobalArray', 'GlobalArray', 'GlobalArray', 'GlobalArray', 'GlobalArray'] " \
+               f"[\"P('x', 'y')\", \"P('y',)\", \"P('x',)\", \"P('x',)\", \"P('x',)\", " \
+               f"\"P('x', 'y')\", \"P('x', 'y')\", \"P('y', 'x')\"] True" in out, out

@@ -1231,15 +1231,16 @@ COLLECTIVES = {name for name, prim in PRIMITIVES.items() if prim.collective}
 
 # Collectives across processes: tests/test_distributed.py runs them under mpirun; here, what
 # one process without kiln.distributed gets.
-PROCESS_PRIMITIVES = ("process_allreduce", "process_allgather")
+PROCESS_PRIMITIVES = ("process_allreduce", "process_allgather", "process_sendrecv")
 
 
 @pytest.mark.parametrize("name, params", [("process_allreduce", {"op": "sum", "processes": 2}),
-                                          ("process_allgather", {"process": 0, "processes": 2})])
+                                          ("process_allgather", {"process": 0, "processes": 2}),
+                                          ("process_sendrecv", {"dest": 1, "source": 1, "tag": 0})])
 def test_collectives_across_processes_need_kiln_distributed(name, params):
     prim = PRIMITIVES[name]
     out = prim.abstract_eval(ShapedArray((3,), np.dtype(np.float32)), **params)
-    assert out.shape == ((3,) if name == "process_allreduce" else (2, 3))
+    assert out.shape == ((2, 3) if name == "process_allgather" else (3,))
     with pytest.raises(RuntimeError, match="kiln.distributed is not initialized"):
         prim.impl(np.ones(3, np.float32), **params)
     with pytest.raises(TypeError, match="no max of complex values"):

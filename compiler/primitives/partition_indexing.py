@@ -20,14 +20,21 @@ gradient does not gather the whole table first.
   floats, which leaves a -0.0 as it is); the result keeps the split. Split indices or updates are
   gathered whole first.
 
+- `scatter`, `scatter_mul`, `scatter_min`, `scatter_max` the same way, except that the
+  updates a process does not own are moved out of its block and dropped (`_scatter`).
+- a scatter into a replicated broadcast (the zeros a gradient is added into) whose indices
+  looked rows up in a value split along `d` (`Grid.lookups`): on the broadcast's block along
+  `d` (`scatter_into_lookup`, called by transforms/partition.py for equations with no split
+  operand), so the gradient of an embedding lookup stays split like the table.
+
 Everything else (a window of several rows along `d`, an index dtype too small to hold the
-dimension's size, the other scatters) runs on the whole operand, as before.
+dimension's size) runs on the whole operand, as before.
 """
 import numpy as np
 
 from . import emit as E
 from .indexing import default_fill
-from .partitioning import PARTITION, allreduce, global_size, on_whole, reshard
+from .partitioning import PARTITION, allreduce, global_size, on_whole, reshard, block
 from ..ir.registry import PRIMITIVES
 
 _BITS = {2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
@@ -60,13 +67,13 @@ def _within(column, low, high):
     return E.and_(E.ge(column, low), E.lt(column, high))
 
 
-def _moved(indices, k, column, owned, offset):
+def _moved(indices, k, column, owned, offset, elsewhere=0):
     """`indices` with column `k` replaced by `column` less the block's offset where the block
-    owns it (0 elsewhere)."""
+    owns it (`elsewhere` elsewhere)."""
     shape = E.aval(indices).shape
     batch = shape[:-1]
-    local = E.reshape(E.select(owned, E.sub(column, offset), 0), new_sizes=batch + (1,),
-                      dimensions=None)
+    local = E.reshape(E.select(owned, E.sub(column, offset), elsewhere),
+                      new_sizes=batch + (1,), dimensions=None)
     if shape[-1] == 1:
         return local
     before = E.slice_(indices, start_indices=(0,) * len(shape),
@@ -114,6 +121,7 @@ def _gather(args, dims, *, grid, dimension_numbers, slice_sizes, mode="clip", fi
     if d not in dn.start_index_map or slice_sizes[d] != 1 or not _fits(indices, n):
         return on_whole("gather", args, dims, grid, params)
     indices = reshard(indices, di, None, grid)
+    grid.lookups[id(indices)] = (indices, d)
     k, offset = dn.start_index_map.index(d), grid.block * width
     column = _column(indices, k, n, mode != "fill")
     owned = _within(column, offset, offset + width)
@@ -147,5 +155,51 @@ def _scatter_add(args, dims, *, grid, dimension_numbers, mode="drop"):
                          dimension_numbers=dn, mode=mode), d
 
 
+def _scatter(name):
+    """scatter, scatter_mul, scatter_min, scatter_max into an operand split along `d`, one
+    row at a time along `d`: each process applies the updates whose index it owns, the
+    others moved out of its block and dropped (a set has no identity to mask with). In "clip"
+    mode the index along `d` must be the only one (it is clamped, then the rest dropped)."""
+    def rule(args, dims, *, grid, dimension_numbers, mode="drop"):
+        (x, indices, updates), (d, di, du) = args, dims
+        dn = dimension_numbers
+        if d is None or d not in dn.scatter_dims_to_operand_dims \
+                or d not in dn.inserted_window_dims or dn.operand_batching_dims \
+                or (mode == "clip" and len(dn.scatter_dims_to_operand_dims) > 1) \
+                or not _fits(indices, global_size(x, d, grid)):
+            return on_whole(name, args, dims, grid, dict(dimension_numbers=dn, mode=mode))
+        n, width = global_size(x, d, grid), E.aval(x).shape[d]
+        indices, updates = reshard(indices, di, None, grid), reshard(updates, du, None, grid)
+        k, offset = dn.scatter_dims_to_operand_dims.index(d), grid.block * width
+        column = _column(indices, k, n, mode == "clip")
+        owned = _within(column, offset, offset + width)
+        return E.bind(name, x, _moved(indices, k, column, owned, offset, width), updates,
+                      dimension_numbers=dn, mode="drop" if mode == "clip" else mode), d
+    return rule
+
+
+def scatter_into_lookup(eqn, ins, grid):
+    """A scatter whose operand is a replicated broadcast (the zeros a gradient is added into)
+    and whose indices looked rows up in a value split along d (`Grid.lookups`): the scatter
+    on the operand's blocks along d (broadcast to the block), so the gradient of an
+    embedding lookup stays split like its table (JAX's propagation gives it the table's
+    sharding). (outs, dims), or None when it is not such a scatter."""
+    if eqn.prim.name not in _SCATTERS:
+        return None
+    x, indices, updates = ins
+    made, looked = grid.broadcasts.get(id(x)), grid.lookups.get(id(indices))
+    if made is None or made[0] is not x or looked is None or looked[0] is not indices:
+        return None
+    d = looked[1]
+    if E.aval(x).shape[d] % grid.blocks:
+        return None
+    out, od = PARTITION[eqn.prim]([block(x, d, grid), indices, updates], [d, None, None],
+                                  grid=grid, **eqn.params)
+    return [out], [od]
+
+
+_SCATTERS = ("scatter_add", "scatter", "scatter_mul", "scatter_min", "scatter_max")
 PARTITION[PRIMITIVES["gather"]] = _gather
 PARTITION[PRIMITIVES["scatter_add"]] = _scatter_add
+for _name in _SCATTERS[1:]:
+    PARTITION[PRIMITIVES[_name]] = _scatter(_name)

@@ -28,16 +28,19 @@ is split. The rules keep the common steps of training and evaluation on the bloc
   allreduces pick the first index holding the global best (NaN first, as in JAX);
 - cumulative scans along the split dimension: the block's scan, combined with the blocks
   before it (their totals, one allgather): an exclusive scan across the processes.
-- a static slice along the split dimension (stride 1): each block's share of the rows,
-  padded to the largest share, one allgather, the shares joined (replicated);
-- gathers and scatter-adds one row at a time along the split dimension: in
-  primitives/partition_indexing.py.
+
+Slices, pads and reversals along the split dimension move only the rows that cross blocks
+(partition_rows.py); gathers and scatters one row at a time along it work in the local block
+(partition_indexing.py).
 
 Every process runs the same collectives in the same order, and uses each one's result (the
 simplifier would drop an unused one in some processes and not in others, and the rest would
 wait for it): the rules differ between processes only in static block offsets. When several
-processes hold each block, a reduction across the blocks gathers the blocks' values and
-reduces them in each process (an allreduce would count a block once per holder).
+processes hold each block (or the blocks are a sub-group's, a row of a mesh of processes), a
+reduction across the blocks gathers the peers' values (`Grid.peers`, by sendrecv rounds) and
+reduces them in each process in block order (an allreduce would count a block once per
+holder). `EARLIER_PASS` holds the rules for the collectives of a pass over another mesh axis
+(transforms/partition.py).
 
 A primitive without a rule, and the cases above that do not fit, gather their split operands
 (`gather`) and run on the whole values, which is always right and moves the data.
@@ -61,20 +64,29 @@ PARTITION = rule_table(
 
 class Grid:
     """How split values lie over the processes: process p holds block `owners[p]` of
-    `blocks`; this is process `process`, holding block `block`. While a function is
+    `blocks`; this is process `process`, holding block `block`; `peers[b]` is the process it
+    takes block b from (the blocks that make up its whole values: by default holder k of each
+    block for holder k of its own; when a value is also split over another mesh axis, the
+    processes with its own coordinates on that axis: global_jit.py). While a function is
     partitioned, `broadcasts` remembers the replicated values it made by `broadcast_in_dim`
     (id(result) -> (result, operand, params)), so that `block` broadcasts to the block
-    instead of slicing the whole value."""
+    instead of slicing the whole value, and `lookups` the indices of the gathers of whole
+    rows from split values (id(indices) -> (indices, split dimension): partition_indexing.py)."""
 
-    __slots__ = ("process", "owners", "blocks", "block", "leads", "firsts", "broadcasts")
+    __slots__ = ("process", "owners", "blocks", "block", "peers", "broadcasts", "lookups",
+                 "tags")
 
-    def __init__(self, process, owners):
-        self.broadcasts = {}
+    def __init__(self, process, owners, peers=None):
+        self.broadcasts, self.lookups, self.tags = {}, {}, 0
         self.process, self.owners = process, tuple(owners)
         self.blocks = max(self.owners) + 1
         self.block = self.owners[process]
-        self.firsts = [self.owners.index(b) for b in range(self.blocks)]
-        self.leads = self.firsts[self.block] == process   # the first holder of its block
+        if peers is None:
+            holders = [[p for p, b in enumerate(self.owners) if b == k]
+                       for k in range(self.blocks)]
+            k = holders[self.block].index(process)
+            peers = [h[k % len(h)] for h in holders]
+        self.peers = list(peers)
 
     @property
     def processes(self):
@@ -83,6 +95,12 @@ class Grid:
     def width(self, n):
         return n // self.blocks
 
+    def next_tag(self):
+        """The MPI tag of the next point-to-point round (the same sequence in every
+        process, since each partitions the same function; within MPI's least tag bound)."""
+        self.tags += 1
+        return self.tags % 32768
+
 
 _REDUCE_BLOCKS = {("sum", False): "reduce_sum", ("max", False): "reduce_max",
                   ("min", False): "reduce_min", ("sum", True): "reduce_or",
@@ -90,23 +108,31 @@ _REDUCE_BLOCKS = {("sum", False): "reduce_sum", ("max", False): "reduce_max",
 
 
 def allreduce(x, op, grid):
-    """`x` reduced with `op` over the blocks. When processes share blocks, every block's `x`
-    is gathered and reduced here instead, so that each block counts once."""
-    if grid.firsts == list(range(grid.processes)):
+    """`x` reduced with `op` over the blocks. When processes share blocks (or the blocks are
+    a sub-group's), the peers' `x` are gathered and reduced here instead, in block order (so
+    that each block counts once, and every peer gets the same bits)."""
+    if grid.peers == list(range(grid.processes)):
         return E.bind("process_allreduce", x, op=op, processes=grid.processes)
     reduce = _REDUCE_BLOCKS[op, E.aval(x).dtype == np.bool_]
     return E.bind(reduce, blocks_of(x, grid), axes=(0,))
 
 
 def blocks_of(x, grid):
-    """Every block's `x`, stacked along a new leading axis in block order (one allgather)."""
-    stacked = E.bind("process_allgather", x, process=grid.process, processes=grid.processes)
-    if grid.firsts == list(range(grid.processes)):
-        return stacked
-    rest = E.aval(stacked).shape[1:]
-    rows = [E.slice_(stacked, start_indices=(p,) + (0,) * len(rest),
-                     limit_indices=(p + 1,) + rest, strides=None) for p in grid.firsts]
-    return rows[0] if len(rows) == 1 else E.concatenate(*rows, dimension=0)
+    """The peers' `x` (one per block), stacked along a new leading axis in block order: one
+    allgather when every process is a peer; otherwise blocks - 1 rounds of sendrecv among
+    the peers (in round s, to the peer of block b - s and from that of block b + s), which
+    moves only the peers' values."""
+    if grid.peers == list(range(grid.processes)):
+        return E.bind("process_allgather", x, process=grid.process, processes=grid.processes)
+    rows = {grid.block: x}
+    for s in range(1, grid.blocks):
+        rows[(grid.block + s) % grid.blocks] = E.bind(
+            "process_sendrecv", x, dest=grid.peers[(grid.block - s) % grid.blocks],
+            source=grid.peers[(grid.block + s) % grid.blocks], tag=grid.next_tag())
+    shape = E.aval(x).shape
+    stacked = [E.reshape(rows[b], new_sizes=(1,) + shape, dimensions=None)
+               for b in range(grid.blocks)]
+    return stacked[0] if len(stacked) == 1 else E.concatenate(*stacked, dimension=0)
 
 
 def gather(x, d, grid):
@@ -190,7 +216,8 @@ def _reshape(args, dims, *, grid, new_sizes, dimensions=None):
         if new_sizes[e] == shape[d] or (before == 1 and new_sizes[e] % grid.blocks == 0):
             local = tuple(grid.width(n) if k == e else n for k, n in enumerate(new_sizes))
             return E.reshape(x, new_sizes=local, dimensions=None), e
-    return on_whole("reshape", args, dims, grid, dict(new_sizes=new_sizes, dimensions=dimensions))
+    return on_whole("reshape", args, dims, grid,
+                      dict(new_sizes=new_sizes, dimensions=dimensions))
 
 
 def _moved(name, fix):
@@ -320,43 +347,6 @@ def _cumulative(name):
     return rule
 
 
-def _slice(args, dims, *, grid, start_indices, limit_indices, strides=None):
-    (x,), (d,) = args, dims
-    params = dict(start_indices=start_indices, limit_indices=limit_indices, strides=strides)
-    if strides is not None and strides[d] != 1:
-        return on_whole("slice", args, dims, grid, params)
-    if (start_indices[d], limit_indices[d]) != (0, global_size(x, d, grid)):
-        return _rows(x, d, grid, start_indices, limit_indices, strides), None
-    limit = tuple(E.aval(x).shape[d] if k == d else n for k, n in enumerate(limit_indices))
-    return E.slice_(x, start_indices=start_indices, limit_indices=limit, strides=strides), d
-
-
-def _rows(x, d, grid, start_indices, limit_indices, strides):
-    """The replicated slice of `x` (split along `d`) that takes rows [a, b) of `d`: each block
-    slices its share of those rows, padded to the largest share, one allgather of the shares,
-    and the real rows of each joined in block order."""
-    width = E.aval(x).shape[d]
-    a, b = start_indices[d], limit_indices[d]
-    counts = [max(min(b, (j + 1) * width) - max(a, j * width), 0) for j in range(grid.blocks)]
-    mine = counts[grid.block]
-    low = max(a - grid.block * width, 0) if mine else 0
-
-    def along(value, sizes):
-        return tuple(value if k == d else n for k, n in enumerate(sizes))
-    share = E.slice_(x, start_indices=along(low, start_indices),
-                     limit_indices=along(low + mine, limit_indices), strides=strides)
-    if max(counts) == 0:
-        return share
-    shape = E.aval(share).shape
-    padding = along((0, max(counts) - mine, 0), [(0, 0, 0)] * len(shape))
-    shares = blocks_of(E.pad(share, E.scalar(0, E.aval(share)), padding_config=padding), grid)
-    pieces = [E.reshape(E.slice_(shares, start_indices=(j,) + (0,) * len(shape),
-                                 limit_indices=(j + 1,) + along(c, shape), strides=None),
-                        new_sizes=along(c, shape), dimensions=None)
-              for j, c in enumerate(counts) if c]
-    return pieces[0] if len(pieces) == 1 else E.concatenate(*pieces, dimension=d)
-
-
 def _dynamic_slice(args, dims, *, grid, slice_sizes):
     x, d = args[0], dims[0]
     if d is None or slice_sizes[d] != global_size(x, d, grid):
@@ -380,19 +370,6 @@ def _concatenate(args, dims, *, grid, dimension):
     return E.concatenate(*_split_like(args, dims, d, grid), dimension=dimension), d
 
 
-def _pad(args, dims, *, grid, padding_config):
-    d = dims[0]
-    if d is None or tuple(padding_config[d]) != (0, 0, 0):
-        return on_whole("pad", args, dims, grid, dict(padding_config=padding_config))
-    return E.pad(*args, padding_config=padding_config), d
-
-
-def _rev(args, dims, *, grid, dimensions):
-    if dims[0] in dimensions:
-        return on_whole("rev", args, dims, grid, dict(dimensions=dimensions))
-    return E.rev(args[0], dimensions=dimensions), dims[0]
-
-
 def _sort(args, dims, *, grid, dimension, **params):
     d = _first_split(dims)
     if d == dimension:
@@ -412,14 +389,28 @@ for _name in SCAN_COMBINE:
 PARTITION[PRIMITIVES["broadcast_in_dim"]] = _broadcast_in_dim
 PARTITION[PRIMITIVES["reshape"]] = _reshape
 PARTITION[PRIMITIVES["dot_general"]] = _dot_general
-PARTITION[PRIMITIVES["slice"]] = _slice
 PARTITION[PRIMITIVES["dynamic_slice"]] = _dynamic_slice
 PARTITION[PRIMITIVES["dynamic_update_slice"]] = _dynamic_update_slice
 PARTITION[PRIMITIVES["concatenate"]] = _concatenate
-PARTITION[PRIMITIVES["pad"]] = _pad
-PARTITION[PRIMITIVES["rev"]] = _rev
 PARTITION[PRIMITIVES["sort"]] = _sort
 PARTITION[PRIMITIVES["transpose"]] = _moved(
     "transpose", lambda d, *, permutation: list(permutation).index(d))
 PARTITION[PRIMITIVES["squeeze"]] = _moved(
     "squeeze", lambda d, *, dimensions: d - sum(1 for k in dimensions if k < d))
+
+
+def _earlier_collective(name, moved):
+    """A collective that an earlier pass emitted (the function was partitioned over another
+    mesh axis first: global_jit.py), on a value split over this pass's axis: each process
+    takes part with its own block. That pass reads only its peers' rows and exchanges only
+    with its peers, and its peers hold the same block of this axis (Grid.peers), so what it
+    reads is the block of the right value."""
+    def rule(args, dims, *, grid, **params):
+        return E.bind(name, args[0], **params), dims[0] + moved
+    return rule
+
+
+# Rules for the collectives of an earlier pass only (transforms/partition.py, `after`): a
+# pmap's own collectives in the user's function mean something else, and gather first.
+EARLIER_PASS = {PRIMITIVES["process_allgather"]: _earlier_collective("process_allgather", 1),
+                PRIMITIVES["process_sendrecv"]: _earlier_collective("process_sendrecv", 0)}

@@ -11,9 +11,16 @@ replicas with its usual batching rule, then these two primitives finish it acros
                                                  in every process
     process_allgather(x, process, processes)     every process's x stacked along a new leading
                                                  axis, in process order: (processes, *x.shape)
+    process_sendrecv(x, dest, source, tag)       x sent to process `dest` (None: nothing sent)
+                                                 and what process `source` sent in the same
+                                                 round (zeros when `source` is None)
 
-`process` (this process's index) and `processes` are static params: each process specialises
-its own code. The `BATCH_ACROSS_PROCESSES` rules (below) write psum/pmax/pmin, axis_index and
+`process` (this process's index), `processes`, `dest`, `source` and `tag` are static params:
+each process specialises its own code. `process_sendrecv` is what partition rules use to move
+rows between neighbouring blocks (a slice, pad or reversal along the split dimension): every
+process runs the same rounds, each one sendrecv (with None for a side it has nothing on), so
+each send meets its receive; it is marked `effect`, so the simplifier never drops a send whose
+result (the receive) this process does not read. The `BATCH_ACROSS_PROCESSES` rules (below) write psum/pmax/pmin, axis_index and
 all_gather over such an axis with them; the other collectives (psum_scatter, ppermute,
 all_to_all) over it are a CompileError saying to call the pmapped function outside the
 transform, where its replicas exchange directly (compiler/primitives/replicas.py).
@@ -25,7 +32,8 @@ backend's, call its Python face. The LLVM lowerings call its C ABI (lower_proces
 Derivatives: process_allreduce with "sum" is linear and its own transpose (psum's rule, JAX's);
 with "max"/"min" the derivative is shared among the processes holding the result, as pmax's.
 process_allgather's transpose is this process's row of the sum over processes of the
-cotangent. Batching: both act on the batched value as it is (allgather puts the batch axis one
+cotangent. process_sendrecv is linear; its transpose sends the cotangent back (dest and source
+swapped). Batching: both act on the batched value as it is (allgather puts the batch axis one
 further).
 """
 import numpy as np
@@ -89,8 +97,20 @@ def _allgather_impl(x, *, process, processes):
         (processes, *x.shape))
 
 
+def _sendrecv_eval(x, *, dest, source, tag):
+    _check_count("process_sendrecv", x)
+    return x
+
+
+def _sendrecv_impl(x, *, dest, source, tag):
+    x = np.ascontiguousarray(x)
+    got = _engine("process_sendrecv").sendrecv(x, dest, source, tag)
+    return np.zeros_like(x) if got is None else got.reshape(x.shape)
+
+
 process_allreduce = register("process_allreduce", _allreduce_eval, _allreduce_impl)
 process_allgather = register("process_allgather", _allgather_eval, _allgather_impl)
+process_sendrecv = register("process_sendrecv", _sendrecv_eval, _sendrecv_impl, effect=True)
 
 
 def _allreduce_jvp(primals, tangents, outs, *, op, processes):
@@ -124,6 +144,14 @@ def _allgather_vjp(ct, primals, outs, *, process, processes):
     return [E.squeeze(mine, dimensions=(0,))]
 
 
+def _sendrecv_jvp(primals, tangents, outs, **params):
+    return E.bind("process_sendrecv", tangents[0], **params)
+
+
+def _sendrecv_vjp(ct, primals, outs, *, dest, source, tag):
+    return [E.bind("process_sendrecv", ct, dest=source, source=dest, tag=tag)]
+
+
 def _in_place(name):
     def rule(args, dims, **params):
         return E.bind(name, args[0], **params), dims[0]
@@ -140,6 +168,9 @@ BATCH[process_allreduce] = _in_place("process_allreduce")
 JVP[process_allgather] = tangent_rule(_allgather_jvp)
 VJP[process_allgather] = cotangent_rule(_allgather_vjp)
 BATCH[process_allgather] = _allgather_batch
+JVP[process_sendrecv] = tangent_rule(_sendrecv_jvp)
+VJP[process_sendrecv] = cotangent_rule(_sendrecv_vjp)
+BATCH[process_sendrecv] = _in_place("process_sendrecv")
 
 
 # ----------------------------------------------- collectives over an axis across processes
@@ -213,9 +244,17 @@ def across_processes_error(eqn, processes):
 
 def crosses_processes(fn):
     """Whether SSA function `fn` (regions included) holds a collective across processes."""
+    return first_crossing(fn) is not None
+
+
+def first_crossing(fn):
+    """The first equation of `fn` (regions included) that is a collective across processes,
+    or None."""
     for eqn in fn.eqns:
-        if eqn.prim in (process_allreduce, process_allgather):
-            return True
-        if any(crosses_processes(region) for region in eqn.regions()):
-            return True
-    return False
+        if eqn.prim in (process_allreduce, process_allgather, process_sendrecv):
+            return eqn
+        for region in eqn.regions():
+            inner = first_crossing(region)
+            if inner is not None:
+                return inner
+    return None

@@ -10,12 +10,20 @@ is replayed with its operands' split dimensions (the `replay` machinery, as vmap
 axes): none split, it runs as it is; otherwise its primitive's `PARTITION` rule emits it on
 the blocks, and a primitive without a rule runs on its operands gathered whole. A replicated
 broadcast that meets a split value is broadcast to the block (the bias of a layer, the
-cotangent of a mean), not computed whole and sliced. The cross-process work is the
-`process_allreduce`/`process_allgather` equations the rules emit.
+cotangent of a mean), not computed whole and sliced; a scatter into such a broadcast with the
+indices of a lookup into a split value (an embedding's gradient) runs on the blocks too. The cross-process work is the
+`process_allreduce`/`process_allgather`/`process_sendrecv` equations the rules emit.
+
+A value split over two mesh axes of processes (P("x", "y") over a 2 x 2 mesh of processes)
+is partitioned one axis at a time (runtime/global_jit.py): first over "x" (each value seen
+with its "x" blocks, whole along the "y" split), then that function over "y", whose Grid's
+peers are the processes with this one's "x" coordinate. A reduction over the "y" split then
+combines the blocks of this process's row of the mesh only.
 """
 from ..ir.builder import Builder, current
 from ..ir.abstract import ShapedArray
-from ..primitives.partitioning import PARTITION, gather, reshard
+from ..primitives.partitioning import PARTITION, EARLIER_PASS, gather, reshard
+from ..primitives.partition_indexing import scatter_into_lookup
 from ..primitives.rule_forms import replay_eqn
 from .replay import replay_annotated
 
@@ -30,15 +38,18 @@ def local_aval(aval, d, blocks):
     return ShapedArray(shape, aval.dtype, aval.weak_type)
 
 
-def _step(grid):
+def _step(grid, after):
     def step(eqn, ins, dims):
         b = current()
         if all(d is None for d in dims):
+            split = scatter_into_lookup(eqn, ins, grid)
+            if split is not None:
+                return split
             outs = replay_eqn(b, eqn, ins)
             if eqn.prim.name == "broadcast_in_dim":
                 grid.broadcasts[id(outs[0])] = (outs[0], ins[0], eqn.params)
             return outs, [None] * len(outs)
-        rule = PARTITION.get(eqn.prim)
+        rule = (EARLIER_PASS.get(eqn.prim) if after else None) or PARTITION.get(eqn.prim)
         if rule is None:
             whole = [gather(x, d, grid) for x, d in zip(ins, dims)]
             outs = replay_eqn(b, eqn, whole)
@@ -50,14 +61,16 @@ def _step(grid):
     return step
 
 
-def partition(fn, in_dims, out_dims, grid):
+def partition(fn, in_dims, out_dims, grid, after=False):
     """(The SSA Function process `grid.process` runs, the split dimension of each of its
-    outputs): see the module docstring."""
+    outputs): see the module docstring. `after`: `fn` is the result of partitioning over
+    another mesh axis, whose collectives (process_allgather, process_sendrecv) this pass
+    runs on the blocks of this axis (partitioning.py's `EARLIER_PASS`)."""
     b = Builder(fn.name)
     with b:
         ins = [b.new_input(local_aval(v.aval, d, grid.blocks), v.name)
                for v, d in zip(fn.invars, in_dims)]
-        outs, dims = replay_annotated(fn, ins, list(in_dims), _step(grid))
+        outs, dims = replay_annotated(fn, ins, list(in_dims), _step(grid, after))
         wanted = [d if want == INFER else want for d, want in zip(dims, out_dims)]
         placed = [reshard(o, d, want, grid) for o, d, want in zip(outs, dims, wanted)]
         return b.build(placed), wanted

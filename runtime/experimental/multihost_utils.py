@@ -40,7 +40,7 @@ import numpy as np
 from ..compiler.backends import mpi_engine
 from ..devices import process_count, process_index
 from ..distributed import is_initialized
-from ..global_arrays import GlobalArray, local_data, process_split
+from ..global_arrays import GlobalArray, local_data, process_split, block_start
 from ..placement import make_array_from_process_local_data
 from ..array import Array, placed_on
 from ..sharding import NamedSharding, PartitionSpec
@@ -70,10 +70,9 @@ def _global_value(array):
     split, owners = process_split(array.sharding, array.shape)
     blocks = mpi_engine.allgather(np.ascontiguousarray(array.local))
     out = np.empty(array.shape, array.dtype)
-    width = array.shape[split] // (max(owners) + 1)
     for process, block in enumerate(blocks):
-        start = owners[process] * width
-        out[(slice(None),) * split + (slice(start, start + width),)] = block
+        start = block_start(array.shape, split, owners, process)
+        out[tuple(slice(s, s + n) for s, n in zip(start, block.shape))] = block
     return out
 
 

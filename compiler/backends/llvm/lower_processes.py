@@ -7,6 +7,8 @@
                                operand's buffer (`LLVM_INPLACE`: an operand that dies there, or a
                                donated input)
     process_allgather(x):      kiln_mpi_allgather(x, out, n, dtype): process p's x at out[p]
+    process_sendrecv(x):       kiln_mpi_sendrecv(x, dest, out, source, n, dtype, tag) (-1: no
+                               such side); without a source, out is zeroed instead
 
 The engine's status is not returned through `kiln_main` (these equations may sit in regions
 compiled as internal functions): the engine guards every call itself (a call after a timeout
@@ -20,6 +22,8 @@ from ...primitives import PRIMITIVES
 from ...primitives.core import LLVM, LLVM_INPLACE
 from .. import mpi_engine
 from . import ltypes as T
+from .buffers import nbytes
+from .calls import intrinsic
 from .lower_collectives import operand_pointer
 
 
@@ -40,6 +44,17 @@ def _allgather(ctx, outs, ins, *, process, processes):
                               x.aval.dtype)
 
 
+def _sendrecv(ctx, outs, ins, *, dest, source, tag):
+    b, (out,), (x,) = ctx.builder, outs, ins
+    if source is None:
+        intrinsic(b, "memset", [out.ptr, T.I8(0), T.i64(nbytes(out.aval)), T.I1(0)],
+                  ret=T.VOID, overloads=[T.PTR, T.I64])
+    mpi_engine.emit_sendrecv(b, operand_pointer(b, x), -1 if dest is None else dest, out.ptr,
+                             -1 if source is None else source, T.i64(x.aval.size),
+                             x.aval.dtype, tag)
+
+
 LLVM[PRIMITIVES["process_allreduce"]] = _allreduce
 LLVM_INPLACE[PRIMITIVES["process_allreduce"]] = _allreduce_in_place
 LLVM[PRIMITIVES["process_allgather"]] = _allgather
+LLVM[PRIMITIVES["process_sendrecv"]] = _sendrecv

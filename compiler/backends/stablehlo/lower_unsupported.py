@@ -6,8 +6,8 @@ says why and what to do (`UNSUPPORTED` lists them; docs/stablehlo.md explains):
 - reverse mode's tapes (`tape_new`, `tape_push`, `tape_pop`, `tape_add`): a tape grows by one
   record per iteration of a loop whose trip count is data, and StableHLO has only static
   shapes.
-- collectives across processes (`process_allreduce`, `process_allgather`: a pmap traced under
-  several MPI processes): they call the MPI engine, which a PJRT module cannot reach.
+- collectives across processes (`process_allreduce`, `process_allgather`, `process_sendrecv`: a
+  pmap traced under several MPI processes, a function partitioned over them): they call the MPI engine, which a PJRT module cannot reach.
 
 The collectives over named axes (psum, all_gather, ppermute, ...) lower in a module replicated
 over a pmap's or shard_map's devices (lower_collectives.py), and refuse there only what needs
@@ -35,7 +35,8 @@ UNSUPPORTED = {
     "pure_callback": "pure_callback",
     "debug_callback": "pure_callback",
     **{name: "tape" for name in ("tape_new", "tape_push", "tape_pop", "tape_add")},
-    **{name: "process" for name in ("process_allreduce", "process_allgather")},
+    **{name: "process" for name in ("process_allreduce", "process_allgather",
+                                           "process_sendrecv")},
 }
 
 
