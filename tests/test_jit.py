@@ -669,7 +669,9 @@ def test_guards_are_recorded_once_per_global():
     f = kiln.jit(reads_a_global_often)
     f(jnp.zeros(1))
     (entry,) = f._cache.values()
-    assert sorted(name for _, name, _ in entry.guards) == ["shift"]
+    # user contexts made by earlier tests (test_api_guards.py) guard every specialisation too
+    names = [name for _, name, _ in entry.guards if not name.startswith("user context")]
+    assert names == ["shift"]
 
 
 def uses_the_standard_library(x):
