@@ -530,6 +530,9 @@ def linearize(fun, *primals):
     def f_jvp(*tangents):
         _check_linearized(tangents, p_tree)
         t_leaves = tree_flatten(tuple(tangents))[0]
+        if current() is not None or any(_is_tracer(t) for t in t_leaves):
+            # called while kiln specialises a function (jit, vmap of f_jvp): emit it there
+            return jvp(fun, primals, tangents)[1]
         for p, t in zip(p_leaves, t_leaves):
             _check_tangent(p, t, fun)
         ts = [np.asarray(_value(t), a.dtype) for t, a, f in zip(t_leaves, avals, flags) if f]
@@ -740,6 +743,10 @@ def _vjp_eager(fun, p_leaves, p_tree, flags, has_aux):
     @_call
     def vjp_fun(ct):
         c_leaves = _check_cotangents(fun, ct, value_tree, out_avals)
+        if current() is not None or any(_is_tracer(c) for c in c_leaves):
+            # called while kiln specialises a function (jit, vmap of vjp_fun): the backward
+            # pass is emitted there, on the stored primals
+            return vjp(fun, *tree_unflatten(p_tree, p_leaves), has_aux=has_aux)[1](ct)
         cts = [np.asarray(_value(c), a.dtype) for c, a in zip(c_leaves, out_avals)
                if a.dtype.kind in "fc"]
         grads = iter(wrap_outputs(entry.unknown(*residuals, *cts), entry.grad_weak))

@@ -892,3 +892,25 @@ def test_traced_vjp_and_jvp_recompute_for_new_argument_types():
     assert float(kiln.jvp(f, (1.0,), (1.0,))[1]) == 2.0
     assert kiln.jvp(f, (np.int32(1),), (np.zeros((), kiln.ad.float0),))[1].dtype == kiln.ad.float0
     assert float(kiln.jvp(f, (2.0,), (3.0,))[1]) == 6.0
+
+
+def _tanh_row_sum(w):
+    return jnp.tanh(w @ jnp.ones(4)) * jnp.sum(w)
+
+
+def test_eager_vjp_and_linearize_functions_under_vmap_and_jit():
+    # A vjp_fun (or linearized function) made outside jit, then mapped or jitted: the
+    # matrix-Jacobian product of JAX's autodiff cookbook, checked row by row.
+    w = jnp.asarray(np.arange(12.).reshape(3, 4) / 10)
+    m = jnp.asarray(np.arange(9.).reshape(3, 3))
+    _, vjp_fun = kiln.vjp(_tanh_row_sum, w)
+    rows = np.stack([np.asarray(vjp_fun(r)[0]) for r in m])
+    np.testing.assert_allclose(kiln.vmap(vjp_fun)(m)[0], rows, rtol=1e-6)
+    np.testing.assert_allclose(kiln.jit(vjp_fun)(m[1])[0], rows[1], rtol=1e-6)
+    _, vjp_aux, aux = kiln.vjp(lambda v: (_tanh_row_sum(v), v.sum()), w, has_aux=True)
+    np.testing.assert_allclose(kiln.vmap(vjp_aux)(m)[0], rows, rtol=1e-6)
+    _, lin = kiln.linearize(_tanh_row_sum, w)
+    t = jnp.stack([w, 2 * w])
+    cols = np.stack([np.asarray(lin(v)) for v in t])
+    np.testing.assert_allclose(kiln.vmap(lin)(t), cols, rtol=1e-6)
+    np.testing.assert_allclose(kiln.jit(lin)(w), cols[0], rtol=1e-6)
