@@ -26,13 +26,14 @@ from .tree_util import tree_flatten, tree_unflatten
 __all__ = ["pure_callback", "debug_callback"]
 
 
-def _refuse_local(callback):
+def _on_host(callback):
+    """`callback`, or a host function made of it when it is a `def` or `lambda` written
+    inside the function kiln specialises (compiler/frontend/host_functions.py)."""
     from .compiler.frontend.specialise import LocalFunction   # (gast: loaded on first use)
     if isinstance(callback, LocalFunction):
-        raise TypeError(f"the callback {callback.__name__} is defined inside the function kiln "
-                        f"compiles, so it exists only while kiln specialises that function and "
-                        f"cannot run later on the host; define it outside (at module level, or "
-                        f"pass it in as a static argument)")
+        from .compiler.frontend.host_functions import host_function
+        return host_function(callback)
+    return callback
 
 
 class _HostFunction:
@@ -60,7 +61,7 @@ def pure_callback(callback, result_shape_dtypes, *args, sharding=None, vmap_meth
     if vmap_method is not None and vmap_method not in VMAP_METHODS:
         raise ValueError(f"vmap_method must be one of {', '.join(map(repr, VMAP_METHODS))} "
                          f"or None, got {vmap_method!r}")
-    _refuse_local(callback)
+    callback = _on_host(callback)
     leaves, in_tree = tree_flatten((args, kwargs))
     specs, out_tree = tree_flatten(result_shape_dtypes)
     results = tuple((_d.canonicalize(np.dtype(s.dtype)).name, tuple(int(n) for n in s.shape))
@@ -78,7 +79,7 @@ def pure_callback(callback, result_shape_dtypes, *args, sharding=None, vmap_meth
 
 def debug_callback(callback, *args, ordered=False, partitioned=False, **kwargs):
     """Call `callback(*args, **kwargs)` for its effect, at run time in compiled code."""
-    _refuse_local(callback)
+    callback = _on_host(callback)
     leaves, in_tree = tree_flatten((args, kwargs))
     operands = [x if is_traced(x) else to_array(x) for x in leaves]
     host = _HostFunction(callback, in_tree, None)

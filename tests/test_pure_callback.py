@@ -109,12 +109,45 @@ def test_errors_in_the_callback_reach_the_caller(backend):
     np.testing.assert_array_equal(kiln.jit(call, backend=backend)(x, x), 3 * x)  # still usable
 
 
-def test_a_callback_defined_in_the_compiled_function_is_refused():
+def jv_inline(v, z):
+    # the callback written inside the function, as JAX's docs write scipy.special.jv's
+    scale = np.float32(2)
+
+    def host(order, at, extra=1):
+        return (np.asarray(at) * order * scale + extra).astype(np.asarray(at).dtype)
+    twice = lambda a, b: host(a, b)   # noqa: E731  (reads a local function)
+    return kiln.pure_callback(twice, kiln.ShapeDtypeStruct(z.shape, z.dtype), v, z,
+                              vmap_method="broadcast_all")
+
+
+@pytest.mark.parametrize("backend", ["reference", "llvm"])
+def test_a_callback_defined_in_the_compiled_function_runs_on_the_host(backend):
+    z = np.arange(5, dtype=np.float32)
+    want = z * 3 * 2 + 1
+    np.testing.assert_array_equal(kiln.jit(jv_inline, backend=backend)(3, z), want)
+    got = kiln.jit(kiln.vmap(jv_inline), backend=backend)(np.full(5, 3), z)
+    np.testing.assert_array_equal(got, want)
+    seen = []
+    kiln.jit(lambda a: kiln.debug.callback(lambda v: seen.append(np.asarray(v)), a * 2),
+             backend=backend)(z)
+    np.testing.assert_array_equal(seen[0], 2 * z)
+
+
+def test_a_callback_that_reads_a_traced_value_is_refused():
     def f(a):
-        return kiln.pure_callback(lambda v: v, kiln.ShapeDtypeStruct((3,), jnp.float32), a)
-    with pytest.raises(TypeError, match="is defined inside the function kiln compiles") as e:
+        return kiln.pure_callback(lambda v: v + a, kiln.ShapeDtypeStruct((3,), jnp.float32), a)
+    with pytest.raises(TypeError, match="reads 'a', which holds a traced value") as e:
         kiln.jit(f)(np.ones(3, np.float32))
-    assert "test_pure_callback.py" in str(e.value)
+    assert "test_pure_callback.py" in str(e.value) and "as an argument" in str(e.value)
+
+
+def test_an_inline_callback_raises_at_its_own_line():
+    def f(a):
+        return kiln.pure_callback(lambda v: v / 0 if v.size else 1 // 0,
+                                  kiln.ShapeDtypeStruct((0,), jnp.float32), a)
+    with pytest.raises(ZeroDivisionError) as e:
+        kiln.jit(f)(np.ones(0, np.float32))
+    assert e.traceback[-1].path.name == "test_pure_callback.py"
 
 
 def test_stablehlo_refuses_it_with_its_line():

@@ -26,6 +26,7 @@ from .host import HOST
 from .source import function_ast
 
 _MISSING = object()
+missing_value = _MISSING   # what Frame.enclosing returns for a name it does not hold
 _LIBRARY_PREFIXES = ("kiln.", "numpy", "scipy", "math", "builtins", "functools", "operator",
                      "itertools", "collections", "typing", "dataclasses", "enum", "abc")
 _LIBRARY_ROOTS = frozenset(p.rstrip(".") for p in _LIBRARY_PREFIXES) | sys.stdlib_module_names
@@ -71,7 +72,8 @@ class Frame:
     def info(self, node):
         return self.parsed.info(node)
 
-    def lookup(self, name, node):
+    def enclosing(self, name):
+        """`name`'s value among this function's locals and closure, or `missing_value`."""
         v = self.locals.get(name, _MISSING)
         if v is _MISSING:
             v = self.closure.get(name, _MISSING)
@@ -80,6 +82,10 @@ class Frame:
                     v = v.cell_contents
                 except ValueError:
                     v = _MISSING
+        return v
+
+    def lookup(self, name, node):
+        v = self.enclosing(name)
         if v is _MISSING:
             v = pending_global(self.globals, name)
         if v is _MISSING:
