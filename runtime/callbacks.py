@@ -23,7 +23,7 @@ from .compiler.primitives.callbacks import register_host_function, call_host, VM
 from .dispatch import bind, is_traced
 from .tree_util import tree_flatten, tree_unflatten
 
-__all__ = ["pure_callback", "debug_callback"]
+__all__ = ["pure_callback", "io_callback", "debug_callback"]
 
 
 def _on_host(callback):
@@ -61,6 +61,18 @@ def pure_callback(callback, result_shape_dtypes, *args, sharding=None, vmap_meth
     if vmap_method is not None and vmap_method not in VMAP_METHODS:
         raise ValueError(f"vmap_method must be one of {', '.join(map(repr, VMAP_METHODS))} "
                          f"or None, got {vmap_method!r}")
+    return _call_on_host("pure_callback", callback, result_shape_dtypes, args, kwargs,
+                         vmap_method=vmap_method)
+
+
+def io_callback(callback, result_shape_dtypes, *args, sharding=None, ordered=False, **kwargs):
+    """`kiln.experimental.io_callback` (JAX's): `pure_callback` for a function with effects,
+    which compiled code always calls, in program order; see docs/differences.md."""
+    return _call_on_host("io_callback", callback, result_shape_dtypes, args, kwargs,
+                         ordered=bool(ordered))
+
+
+def _call_on_host(primitive, callback, result_shape_dtypes, args, kwargs, **params):
     callback = _on_host(callback)
     leaves, in_tree = tree_flatten((args, kwargs))
     specs, out_tree = tree_flatten(result_shape_dtypes)
@@ -70,8 +82,8 @@ def pure_callback(callback, result_shape_dtypes, *args, sharding=None, vmap_meth
     host = _HostFunction(callback, in_tree, out_tree)
     if any(is_traced(x) for x in operands):
         token = register_host_function((callback, in_tree, out_tree), host)
-        outs = bind(PRIMITIVES["pure_callback"], *operands, callback=token, results=results,
-                    vmap_method=vmap_method)
+        outs = bind(PRIMITIVES[primitive], *operands, callback=token, results=results,
+                    **params)
     else:
         outs = [Array(o) for o in call_host(host, operands, results)]
     return tree_unflatten(out_tree, list(outs))

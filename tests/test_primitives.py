@@ -1086,6 +1086,15 @@ def pure_callback_case(draw):
                 lambda *vs, **params: _negate_all(*vs), (False,) * len(xs))
 
 
+@st.composite
+def io_callback_case(draw):
+    xs = [array(draw, draw(st.sampled_from(ALL)), draw(shapes())) for _ in
+          range(draw(st.integers(1, 2)))]
+    results = tuple((x.dtype.name, x.shape) for x in xs)
+    return Case(xs, {"callback": NEGATE_TOKEN, "results": results, "ordered": False},
+                lambda *vs, **params: _negate_all(*vs), (False,) * len(xs))
+
+
 SEEN = []
 SEEN_TOKEN = register_host_function(("tests", "seen"), lambda *xs: SEEN.append(xs) or [])
 
@@ -1216,6 +1225,7 @@ CASES = {
     "debug_print": debug_print_case(),
     "pure_callback": pure_callback_case(),
     "debug_callback": debug_callback_case(),
+    "io_callback": io_callback_case(),
     **{name: custom_rule_case(name) for name in ("custom_jvp_call", "custom_vjp_call", "remat")},
     "linear_solve": linear_solve_case(),
     "root": root_case(),
@@ -1314,7 +1324,8 @@ def assert_close(got, want, rtol, label=""):
 _WEAK_FROM = {"dynamic_slice": slice(0, 1), "dynamic_update_slice": slice(0, 2),
               "gather": slice(0, 1), "select_n": slice(1, None),
               **{n: slice(0, 1) for n in SCATTER_COMBINE}}
-_NEVER_WEAK = {"iota", "argmax", "argmin", "bitcast_convert_type", "pure_callback"}
+_NEVER_WEAK = {"iota", "argmax", "argmin", "bitcast_convert_type", "pure_callback",
+               "io_callback"}
 
 
 def _expected_weak(name, weak, i, out_aval, params):

@@ -225,3 +225,35 @@ def test_debug_callback_on_cuda_and_stablehlo(monkeypatch):
     np.testing.assert_allclose(np.asarray(kiln.jit(logged, backend="cuda")(x)), np.sin(x),
                                rtol=1e-6)
     assert len(LOG) == 1 and np.array_equal(LOG[0], 2 * x)
+
+
+def host_draw(x):
+    host_draw.calls += 1
+    return np.full(np.shape(x), host_draw.calls, np.asarray(x).dtype)
+
+
+@pytest.mark.parametrize("backend", ["reference", "llvm"])
+def test_io_callback_is_never_removed_and_runs_in_order(backend):
+    from kiln.experimental import io_callback
+    spec = kiln.ShapeDtypeStruct((3,), jnp.float32)
+
+    def f(x):
+        io_callback(host_draw, spec, x)            # unused: still called
+        return io_callback(host_draw, spec, x) + x
+    host_draw.calls = 0
+    np.testing.assert_array_equal(kiln.jit(f, backend=backend)(np.zeros(3, np.float32)), [2] * 3)
+    host_draw.calls = 0
+    got = kiln.jit(kiln.vmap(lambda x: io_callback(host_draw, spec, x)), backend=backend)(
+        np.zeros((2, 3), np.float32))
+    np.testing.assert_array_equal(got, [[1] * 3, [2] * 3])   # once per example, in order
+    host_draw.calls = 0
+    np.testing.assert_array_equal(io_callback(host_draw, spec, np.zeros(3)), [1] * 3)  # eager
+
+
+def test_io_callback_refuses_vmap_when_ordered_and_derivatives():
+    from kiln.experimental import io_callback
+    spec = kiln.ShapeDtypeStruct((3,), jnp.float32)
+    with pytest.raises(ValueError, match="Cannot `vmap` ordered IO callback"):
+        kiln.vmap(lambda x: io_callback(host_draw, spec, x, ordered=True))(jnp.zeros((2, 3)))
+    with pytest.raises(ValueError, match="IO callbacks do not support JVP"):
+        kiln.grad(lambda x: io_callback(host_draw, spec, x).sum())(jnp.ones(3))

@@ -94,10 +94,10 @@ def check_options(targets, name, cpu):
 
 
 def _host_function_call(fn):
-    """The first pure_callback or debug_callback equation of `fn` (its regions included),
+    """The first pure_callback, io_callback or debug_callback equation of `fn` (its regions included),
     or None."""
     for eqn in fn.eqns:
-        if eqn.prim.name in ("pure_callback", "debug_callback"):
+        if eqn.prim.name in ("pure_callback", "io_callback", "debug_callback"):
             return eqn
         found = next(filter(None, map(_host_function_call, eqn.regions())), None)
         if found is not None:

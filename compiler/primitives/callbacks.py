@@ -22,6 +22,12 @@ It has zero derivative: a derivative's forward sweep prints it once.
     "legacy_vectorized" moves batched operands' axis first and leaves the others alone. The
     function must then return results with the batch axis first.
 
+  io_callback(*operands, callback=token, results=..., ordered=False)
+    pure_callback's call with the `effect` flag (kiln.experimental.io_callback): never
+    removed or merged, run in program order. It has no derivative (JAX's "IO callbacks do
+    not support JVP."); under vmap an unordered call runs once per example and an ordered
+    one is refused, as in JAX.
+
   debug_callback(*operands, callback=token)
     calls the registered host function for its effect (kiln.debug.callback): no results, the
     `effect` flag, a zero derivative (it runs in the forward sweep, with the primal values),
@@ -170,6 +176,35 @@ def _callback_batch(args, dims, *, callback, results, vmap_method=None):
 
 
 BATCH[pure_callback] = _callback_batch
+
+
+# ---------------------------------------------------------------------------- io_callback
+
+def _io_eval(*operands, callback, results, ordered=False):
+    return _callback_eval(*operands, callback=callback, results=results)
+
+
+def _io_impl(*operands, callback, results, ordered=False):
+    return call_host(_HOST_FUNCTIONS[callback], operands, results)
+
+
+io_callback = register("io_callback", _io_eval, _io_impl, multiple_results=True)
+io_callback.effect = True
+
+
+def _io_no_derivative(*args, **params):
+    raise ValueError("IO callbacks do not support JVP.")
+
+
+def _io_batch(args, dims, *, callback, results, ordered=False):
+    if ordered:
+        raise ValueError("Cannot `vmap` ordered IO callback.")
+    params = dict(callback=callback, results=results, ordered=False)
+    return B.loop_over_examples(io_callback, args, dims, params, B.batch_size(args, dims))
+
+
+JVP[io_callback] = VJP[io_callback] = _io_no_derivative
+BATCH[io_callback] = _io_batch
 
 
 # ---------------------------------------------------------------------------- debug_callback

@@ -240,7 +240,8 @@ def _host_effect(program, s):
 
 
 def _host_call(program, s):
-    """pure_callback: its operands copied to the host, the host function's results back."""
+    """pure_callback, io_callback: its operands copied to the host, the host function's
+    results back."""
     prim, params = PRIMITIVES[s.primitive], s.params
 
     def run(layer, values):

@@ -66,7 +66,7 @@ def _debug_print(ctx, outs, ins, **params):
     externs.call(b, "kiln_debug_print", _FUNCTION_TYPE, [site, _pointer_array(b, ins, "operands")])
 
 
-def _pure_callback(ctx, outs, ins, *, callback, results, vmap_method=None):
+def _pure_callback(ctx, outs, ins, *, callback, results, vmap_method=None, ordered=False):
     b = ctx.builder
     site = _json_constant(ctx.module, {
         "callback": callback, "results": [[dtype, list(shape)] for dtype, shape in results],
@@ -82,4 +82,5 @@ def _debug_callback(ctx, outs, ins, *, callback):
 
 
 LLVM[PRIMITIVES["pure_callback"]] = _pure_callback
+LLVM[PRIMITIVES["io_callback"]] = _pure_callback   # the same call; the effect flag keeps it
 LLVM[PRIMITIVES["debug_callback"]] = _debug_callback

@@ -1,7 +1,7 @@
 """Primitives the StableHLO backend refuses, each with a located BackendUnsupportedError that
 says why and what to do (`UNSUPPORTED` lists them; docs/stablehlo.md explains):
 
-- `debug_print`, `pure_callback`, `debug_callback`: host callbacks; a PJRT module has no way back into this
+- `debug_print`, `pure_callback`, `io_callback`, `debug_callback`: host callbacks; a PJRT module has no way back into this
   Python process.
 - reverse mode's tapes (`tape_new`, `tape_push`, `tape_pop`, `tape_add`): a tape grows by one
   record per iteration of a loop whose trip count is data, and StableHLO has only static
@@ -21,7 +21,7 @@ _WHY = {
                     "cannot make", "remove the print from the compiled function, or run it "
                     "with the llvm or reference backend"),
     "pure_callback": ("calls a Python function on the host (kiln.pure_callback or "
-                      "kiln.debug.callback), which a "
+                      "kiln.debug.callback or io_callback), which a "
                       "StableHLO module cannot do", "compute the value outside the compiled "
                       "function and pass it in, or use the llvm or reference backend"),
     "tape": ("records a data-dependent number of loop iterations for reverse mode, and "
@@ -34,6 +34,7 @@ UNSUPPORTED = {
     "debug_print": "debug_print",
     "pure_callback": "pure_callback",
     "debug_callback": "pure_callback",
+    "io_callback": "pure_callback",
     **{name: "tape" for name in ("tape_new", "tape_push", "tape_pop", "tape_add")},
     **{name: "process" for name in ("process_allreduce", "process_allgather",
                                            "process_sendrecv")},
