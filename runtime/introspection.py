@@ -46,6 +46,14 @@ class ShapeDtypeStruct:
     def __hash__(self):
         return hash((self.shape, self.dtype, self.weak_type))
 
+    @classmethod
+    def like(cls, x):
+        """The shape, dtype, weak type (and sharding, where it has one) of `x`: an array, a
+        traced value, a scalar or another ShapeDtypeStruct."""
+        a = typeof(x)
+        return cls(a.shape, a.dtype, sharding=getattr(x, "sharding", None),
+                   weak_type=a.weak_type)
+
     def __repr__(self):
         weak = ", weak_type=True" if self.weak_type else ""
         return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{weak})"

@@ -184,3 +184,13 @@ def _with_traced(x):
         with x:
             return x
     return kiln.jit(body)(x)
+
+
+def test_shape_dtype_struct_like_as_jax():
+    for x, jx in [(jnp.ones(3), jjnp.ones(3)), (1.0, 1.0), (np.ones(2, np.int32),) * 2,
+                  (kiln.ShapeDtypeStruct((2, 0), jnp.uint8), jax.ShapeDtypeStruct((2, 0), jnp.uint8))]:
+        got, want = kiln.ShapeDtypeStruct.like(x), jax.ShapeDtypeStruct.like(jx)
+        assert (got.shape, got.dtype, got.weak_type) == (want.shape, want.dtype, want.weak_type)
+    # inside jit, from a traced value: the callback's result type of JAX's docs
+    f = kiln.jit(lambda x: kiln.pure_callback(np.sin, kiln.ShapeDtypeStruct.like(x), x))
+    np.testing.assert_allclose(f(jnp.arange(3.0)), np.sin(np.arange(3.0)), rtol=1e-6)
