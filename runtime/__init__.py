@@ -30,7 +30,7 @@ from .introspection import make_jaxpr, eval_shape, ShapeDtypeStruct, typeof  # n
 from .ad_extras import (custom_gradient, linear_transpose, closure_convert,  # noqa: F401,E402
                         fwd_and_bwd)  # noqa: F401,E402
 from .annotations import named_call, named_scope, ensure_compile_time_eval  # noqa: F401,E402
-from . import checkpoint_policies  # noqa: F401,E402
+from . import checkpoint_policies, ad_checkpoint  # noqa: F401,E402
 from .ad import float0  # noqa: F401,E402
 from .settings import (enable_x64, debug_nans, debug_infs, log_compiles,  # noqa: F401,E402
                        explain_cache_misses, check_tracer_leaks, checking_leaks, enable_checks,

@@ -18,6 +18,8 @@ Every API function works the same way:
 
 `kiln.make_ir(kiln.grad(f))(x)` shows the derivative as Python.
 """
+import functools
+
 import numpy as np
 
 from .array import Array
@@ -761,6 +763,12 @@ def _vjp_eager(fun, p_leaves, p_tree, flags, has_aux):
 
 
 def _compile_split_vjp(fun, p_tree, flags, has_aux, statics, dynamic):
+    return _split_entry(*_vjp_function(fun, p_tree, flags, has_aux, statics, dynamic))
+
+
+def _vjp_function(fun, p_tree, flags, has_aux, statics, dynamic):
+    """(st, builder, the forward-and-backward function over (primals, cotangents, constants),
+    its number of forward outputs, of value outputs, of cotangent inputs)."""
     st = _stage_primals(fun, "vjp", p_tree, len(flags), statics, dynamic)
     flags = _dynamic_only(flags, statics)
     n_val = _split_aux(st.out_tree, fun)[0] if has_aux else st.out_tree.num_leaves
@@ -776,7 +784,43 @@ def _compile_split_vjp(fun, p_tree, flags, has_aux, statics, dynamic):
         real = [emit.zeros(v.aval) if g is None else g
                 for g, v, f in zip(grads, st.fn.invars, flags) if f]
         fn = b.build(list(state.outs) + real)
-    return _split_entry(st, b, fn, len(state.outs), n_val, len(ct_avals))
+    return st, b, fn, len(state.outs), n_val, len(ct_avals)
+
+
+def saved_residuals(fun, *args, **kwargs):
+    """[(ShapedArray, where it comes from)]: the values kiln's reverse mode of `fun` at these
+    arguments keeps from the forward pass for the backward one, after simplification (the
+    known section's outputs that the late section reads; partial_eval.split)."""
+    from .compiler.transforms.partial_eval import split
+    fun = functools.partial(fun, **kwargs) if kwargs else fun
+    p_leaves, p_tree = tree_flatten(tuple(args))
+    flags = [_aval(p, 0).dtype.kind in "fc" for p in p_leaves]
+    statics, dynamic = staging.split_leaves(
+        p_leaves, staging.static_mask(p_leaves, _primal_flags(p_leaves), False))
+    st, _, fn, n_out, _, n_ct = _vjp_function(fun, p_tree, flags, False, statics, dynamic)
+    n_f = len(st.fn.invars)
+    fn = staging.run_pipeline(fn)
+    unknown = [False] * n_f + [True] * n_ct + [False] * (len(fn.invars) - n_f - n_ct)
+    known, _, _ = split(fn, unknown, n_out)
+    made_by = {id(v): (k, eqn) for k, eqn in enumerate(known.eqns) for v in eqn.outvars}
+    arguments = {id(v): k for k, v in enumerate(fn.invars[:n_f])}
+    out = []   # (arguments in order, then values in the order the forward pass computes them)
+    for v in known.outvars[n_out:]:
+        k, eqn = made_by.get(id(v), (None, None))
+        if eqn is not None:
+            where = f"output of {eqn.prim.name}"
+            if eqn.info is not None:
+                fn_name = f" ({eqn.info.function})" if eqn.info.function else ""
+                where += f" from {eqn.info.filename}:{eqn.info.lineno}:{eqn.info.col}{fn_name}"
+            order = (1, k)
+        elif id(v) in arguments:
+            where, order = f"from the argument {v.name}", (0, arguments[id(v)])
+        else:
+            where, order = "a constant of the function", (2, 0)
+        out.append((order, v.aval, where))
+    out.sort(key=lambda t: t[0])
+    out = [(aval, where) for _, aval, where in out]
+    return out
 
 
 def _check_cotangents(fun, ct, value_tree, out_avals):
