@@ -12,6 +12,7 @@ from .compiler.ir.builder import current
 from .compiler.primitives import PRIMITIVES as P
 from .dispatch import bind, is_traced as _is_traced
 from .callbacks import debug_callback as callback  # noqa: F401
+from .compiler.frontend.runtime_text import RuntimeText, escape
 
 
 
@@ -21,6 +22,11 @@ def _static_piece(x):
 
 def print_callback(fmt, args, kwargs):
     """Emit the callback for print(*args) (fmt None) or fmt.format(*args, **kwargs)."""
+    sep, end = " ", "\n"
+    if fmt is None:
+        sep, end = _print_options(kwargs)
+        if any(isinstance(a, RuntimeText) for a in args):
+            fmt, args = _as_format(args, sep)
     operands, template = [], []
     for a in args:
         if _is_traced(a):
@@ -28,24 +34,41 @@ def print_callback(fmt, args, kwargs):
             operands.append(a)
         else:
             template.append(("s", _static_piece(a)))
-    sep, end = " ", "\n"
-    if fmt is None:
-        sep, end = kwargs.pop("sep", None), kwargs.pop("end", None)
-        sep = " " if sep is None else sep  # as Python's print: None means the default
-        end = "\n" if end is None else end
-        kwargs.pop("flush", None)  # the callback always flushes
-        if kwargs:
-            raise TypeError(f"print() inside a compiled function supports sep, end and flush, "
-                            f"got {', '.join(kwargs)}")
-    else:
-        for k, v in kwargs.items():
-            if _is_traced(v):
-                template.append(("kv", k, len(operands)))
-                operands.append(v)
-            else:
-                template.append(("ks", k, _static_piece(v)))
+    for k, v in kwargs.items():
+        if _is_traced(v):
+            template.append(("kv", k, len(operands)))
+            operands.append(v)
+        else:
+            template.append(("ks", k, _static_piece(v)))
     bind(P["debug_print"], *operands, fmt=fmt, template=tuple(template), sep=sep, end=end)
     return None
+
+
+def _print_options(kwargs):
+    """print()'s (sep, end), taken out of `kwargs`; flush is accepted (the callback always
+    flushes), anything else refused."""
+    sep, end = kwargs.pop("sep", None), kwargs.pop("end", None)
+    kwargs.pop("flush", None)
+    if kwargs:
+        raise TypeError(f"print() inside a compiled function supports sep, end and flush, "
+                        f"got {', '.join(kwargs)}")
+    return " " if sep is None else sep, "\n" if end is None else end  # None: the default
+
+
+def _as_format(args, sep):
+    """print(*args) with f-strings of traced values (RuntimeText) among its arguments, as one
+    str.format template and its positional values."""
+    pieces, values = [], []
+    for a in args:
+        if isinstance(a, RuntimeText):
+            pieces.append(a.template(len(values)))
+            values += a.values
+        elif _is_traced(a):
+            pieces.append("{%d}" % len(values))
+            values.append(a)
+        else:
+            pieces.append(escape(str(a)))
+    return escape(sep).join(pieces), values
 
 
 def print(fmt, *args, ordered=False, **kwargs):  # noqa: A001

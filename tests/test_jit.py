@@ -19,6 +19,7 @@ import hypothesis.extra.numpy as hnp
 import kiln
 import kiln.numpy as jnp
 from kiln import lax, nn, random
+from kiln.compiler.errors import ConcretizationError
 
 SETTINGS = settings(max_examples=12, deadline=None)
 
@@ -692,6 +693,33 @@ def prints_with_options(x):
     print("b", x, sep=None, end=None)
     kiln.debug.print("{s:.2f} {v}", s=x.sum(), v=x)
     return x
+
+
+def prints_f_strings(x, y):
+    print(f"x = {x}")
+    print(f"y = {y!r}", "and", y, f"{{braces}} {y.sum():.3f}|{3:>3}", sep="; ", end="!\n")
+    return x
+
+
+@pytest.mark.parametrize("backend", ["reference", "llvm"])
+def test_f_strings_of_traced_values_print_runtime_values(capsys, backend):
+    x, y = np.arange(3.0, dtype=np.float32), np.arange(2.0, dtype=np.float32)
+    kiln.jit(prints_f_strings, backend=backend)(x, y)
+    kiln.jit(prints_f_strings, backend=backend)(x + 1, y)   # every call, its own values
+    assert capsys.readouterr().out.splitlines() == [
+        f"x = {x}", f"y = {y!r}; and; {y}; {{braces}} 1.000|  3!",
+        f"x = {x + 1}", f"y = {y!r}; and; {y}; {{braces}} 1.000|  3!"]
+
+
+def keeps_an_f_string(x):
+    text = f"x = {x}"
+    return x, text
+
+
+def test_an_f_string_of_a_traced_value_elsewhere_is_a_located_error():
+    with pytest.raises(ConcretizationError, match="f-string needs the value") as e:
+        kiln.jit(keeps_an_f_string)(1.0)
+    assert "test_jit.py" in str(e.value) and "argument of print" in str(e.value)
 
 
 def test_print_options_and_format_specs(capsys):

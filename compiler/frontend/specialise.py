@@ -23,6 +23,7 @@ import gast
 from ..errors import CompileError, ConcretizationError, KilnError, calling
 from ..ir import builder as _builder
 from .host import HOST
+from .runtime_text import RuntimeText
 from .source import function_ast
 
 _MISSING = object()
@@ -540,13 +541,13 @@ def _e_ifexp(frame, node):
     return HOST.select(test, eval_expr(frame, node.body), eval_expr(frame, node.orelse))
 
 
-def call_arguments(frame, node):
+def call_arguments(frame, node, evaluate=eval_expr):
     args = []
     for a in node.args:
         if isinstance(a, gast.Starred):
             args.extend(eval_expr(frame, a.value))
         else:
-            args.append(eval_expr(frame, a))
+            args.append(evaluate(frame, a))
     kwargs = {}
     for k in node.keywords:
         if k.arg is None:
@@ -558,7 +559,7 @@ def call_arguments(frame, node):
 
 def _e_call(frame, node):
     fn = eval_expr(frame, node.func)
-    args, kwargs = call_arguments(frame, node)
+    args, kwargs = call_arguments(frame, node, printed_text if fn is print else eval_expr)
     try:
         return call_function(fn, args, kwargs)
     except ConcretizationError as e:
@@ -706,13 +707,40 @@ def _e_joinedstr(frame, node):
     return "".join(parts)
 
 
+def printed_text(frame, node):
+    """An argument of `print`: an f-string of traced values is a RuntimeText, formatted when
+    the compiled function runs; anything else is evaluated as usual."""
+    if not isinstance(node, gast.JoinedStr):
+        return eval_expr(frame, node)
+    pieces, values = [], []
+    for v in node.values:
+        if isinstance(v, gast.Constant):
+            pieces.append(str(v.value))
+            continue
+        value = eval_expr(frame, v.value)
+        if not is_traced(value):
+            pieces.append(_formatted(frame, v, value))
+            continue
+        spec = "" if v.format_spec is None else _e_joinedstr(frame, v.format_spec)
+        pieces.append((len(values), _CONVERSIONS.get(v.conversion, ""), spec))
+        values.append(value)
+    return RuntimeText(pieces, values) if values else "".join(pieces)
+
+
+_CONVERSIONS = {115: "s", 114: "r", 97: "a"}
+
+
 def _e_formatted(frame, node):
-    value = eval_expr(frame, node.value)
+    return _formatted(frame, node, eval_expr(frame, node.value))
+
+
+def _formatted(frame, node, value):
     if is_traced(value):
         raise ConcretizationError(
             "an f-string needs the value of a traced array to format it", frame.info(node),
-            "To print runtime values use print(...) with the array as an argument, or "
-            "kiln.debug.print('x = {}', x).")
+            "An f-string written as an argument of print(...) is formatted when the compiled "
+            "function runs; elsewhere use kiln.debug.print('x = {}', x), or pass the array "
+            "itself.")
     conv = {115: str, 114: repr, 97: ascii}.get(node.conversion)
     if conv is not None:
         value = conv(value)
