@@ -730,3 +730,14 @@ def test_dtypes_x64(x64):
     out = jnp.repeat(np.arange(3), np.array([1, 2, 0]), total_repeat_length=4)
     np.testing.assert_array_equal(out, [0, 1, 1, 2])
     assert out.dtype == np.int64
+
+
+def flat_by_size_of_shape(x):
+    return x.reshape(jnp.array(x.shape).prod())   # a concrete 0-d array, as NumPy accepts
+
+
+def test_a_concrete_zero_d_integer_array_is_a_shape():
+    import kiln
+    np.testing.assert_array_equal(kiln.jit(flat_by_size_of_shape)(jnp.ones((2, 3))), np.ones(6))
+    assert jnp.ones((2, 3)).reshape(np.int64(6)).shape == (6,)
+    assert jnp.ones((2, 3)).reshape(jnp.array([3, 2])).shape == (3, 2)

@@ -120,7 +120,8 @@ def size(a, axis=None):
 
 def _canonical_shape(newshape):
     try:
-        dims = tuple(newshape) if hasattr(newshape, "__iter__") else (newshape,)
+        scalar = not hasattr(newshape, "__iter__") or getattr(newshape, "ndim", 1) == 0
+        dims = (newshape,) if scalar else tuple(newshape)
         return tuple(operator.index(d) for d in dims)
     except TypeError:
         raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, got "
