@@ -226,3 +226,22 @@ HOST.logical_not = logical_not
 HOST.logical_and = logical_and
 HOST.logical_or = logical_or
 HOST.debug_print = debug_print
+
+
+def debug_breakpoint(fn, variables, where, kwargs):
+    import builtins
+    import os
+    from .debugger import compiled_breakpoint
+    if fn is builtins.breakpoint and os.environ.get("PYTHONBREAKPOINT") == "0":
+        return None   # Python's switch for breakpoint(): off
+    return compiled_breakpoint(variables, where, kwargs)
+
+
+def _breakpoint_functions():
+    import builtins
+    from .debugger import breakpoint as debug_breakpoint_function
+    return (builtins.breakpoint, debug_breakpoint_function)
+
+
+HOST.debug_breakpoint = debug_breakpoint
+HOST.breakpoints = _breakpoint_functions()

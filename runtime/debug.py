@@ -4,7 +4,8 @@
 `fmt.format(*args, **kwargs)` at once; inside it becomes a `debug_print` host callback that
 prints with the runtime values at every call. Plain `print(...)` inside a jitted function
 compiles to the same callback (kiln specialises source, so it can). `kiln.debug.callback`
-calls a Python function for its effect (runtime/callbacks.py).
+calls a Python function for its effect (runtime/callbacks.py); `kiln.debug.breakpoint` stops
+in pdb (runtime/debugger.py).
 """
 import builtins
 
@@ -12,6 +13,7 @@ from .compiler.ir.builder import current
 from .compiler.primitives import PRIMITIVES as P
 from .dispatch import bind, is_traced as _is_traced
 from .callbacks import debug_callback as callback  # noqa: F401
+from .debugger import breakpoint  # noqa: F401,A004
 from .compiler.frontend.runtime_text import RuntimeText, escape
 
 

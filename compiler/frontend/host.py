@@ -8,6 +8,9 @@ user-facing runtime). The runtime (`kiln.jit`) fills `HOST` when it loads.
   while_loop(cond, body, init) / fori_loop(lo, hi, body, init) / scan(f, init, xs, n, rev)
   logical_not(x), logical_and(x, y), logical_or(x, y), select(pred, a, b)
   debug_print(fmt, args, kwargs)   -> emits the host-callback print
+  breakpoints                      -> the functions that stop in the debugger (Python's
+                                      breakpoint, kiln.debug.breakpoint)
+  debug_breakpoint(fn, variables, where, kwargs) -> emits the host-callback debugger session
 """
 
 
@@ -16,6 +19,8 @@ class Host:
     switch = while_loop = fori_loop = scan = None
     logical_not = logical_and = logical_or = select = None
     debug_print = None
+    breakpoints = ()
+    debug_breakpoint = None
 
 
 HOST = Host()

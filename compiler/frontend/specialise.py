@@ -559,6 +559,11 @@ def call_arguments(frame, node, evaluate=eval_expr):
 
 def _e_call(frame, node):
     fn = eval_expr(frame, node.func)
+    if any(fn is b for b in HOST.breakpoints):   # breakpoint() / kiln.debug.breakpoint()
+        _, kwargs = call_arguments(frame, node)
+        info = frame.info(node)
+        return HOST.debug_breakpoint(fn, dict(frame.locals), f"{info.filename}:{info.lineno}",
+                                     kwargs)
     args, kwargs = call_arguments(frame, node, printed_text if fn is print else eval_expr)
     try:
         return call_function(fn, args, kwargs)
