@@ -21,7 +21,6 @@ from .distributed import process_layout
 from .execution_guards import STATE as _GUARDS
 from .fastcall import MISS
 from .sharding import NamedSharding, PartitionSpec
-from .compiler.backends.llvm.stacked import Stacked
 
 _ndarray = np.ndarray
 _KINDS = (Array, np.ndarray)
@@ -42,6 +41,7 @@ def install(entry, args, kwargs, static, axes, size, mapped_out, mesh, name):
         return None
     if entry.parallel and size < 2:   # one replica with collectives: on the calling thread
         return None
+    from .compiler.backends.llvm.stacked import Stacked   # (the LLVM backend ran already)
     mapped = [d == 0 for d in axes] + [False] * len(entry.consts)
     stacked = Stacked(executable, size, mapped, bool(entry.parallel))
     weak = tuple(type(a) is Array and a.weak_type for a in args)

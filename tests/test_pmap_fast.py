@@ -159,3 +159,21 @@ def test_reference_counts_are_unchanged(fast_calls):
     del out
     assert (sys.getrefcount(a), sys.getrefcount(b)) == before
     assert len(fast_calls) == 20
+
+
+def test_calls_from_several_threads_at_once(fast_calls):
+    import threading
+    f = kiln.pmap(lambda v: lax.psum(v, "i") + v, axis_name="i")
+    x = np.arange(8 * 3, dtype=np.float32).reshape(8, 3)
+    expect = np.asarray(f(x))
+    results = []
+
+    def worker(k):
+        for _ in range(10):
+            results.append(np.array_equal(np.asarray(f(x + 0)), expect))
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [True] * 30 and fast_calls == [True] * 30
