@@ -14,7 +14,8 @@ collectives runs its replicas all at once on native threads (`_replica_threads`:
 each other). One without runs them on those threads when a replica takes more than 50 us
 (measured on the first call, which runs them one after the other), else one after the other on
 the calling thread: handing a few microseconds of work to another thread costs more than it
-saves (`_replica_threads.run_replicas`).
+saves (`_replica_threads.run_replicas`). Calls of positional arrays like the latest one take
+`pmap_fast`'s fast path: every replica from one native call into stacked outputs.
 
 Inside a specialisation (`jit(pmap(f))`, `grad(pmap(f))`, a pmap in a pmap) the replicas are
 not separate calls: pmap is then emitted like `vmap` with the same axis name, which computes
@@ -40,7 +41,7 @@ every replica by value and are part of the cache key, as `jit`'s static argument
 import numpy as np
 
 from .tree_util import tree_flatten, tree_unflatten
-from . import staging, _replica_threads
+from . import staging, _replica_threads, pmap_fast
 from .devices import local_devices
 from .array import Array, placed_on
 from .global_arrays import local_leaves, check_mapped_along_split
@@ -85,9 +86,14 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     fallback = None if backend is not None else "reference"
     name = axis_name or INTERNAL_AXIS
     cache = staging.GuardedCache()
+    fast = [None]   # pmap_fast.install of the latest call of positional arrays, or None
 
     @user_facing
     def mapped(*args, **kwargs):
+        if fast[0] is not None and not kwargs and current() is None:
+            out = fast[0](args)
+            if out is not pmap_fast.MISS:
+                return out
         prep = _prepare(args, kwargs)
         leaves, treedef, statics, avals, axes, size, examples = prep
         process, processes = process_layout()
@@ -114,6 +120,9 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             if spec is not None:
                 at[spec % o.ndim] = name
             placed_on(o, NamedSharding(mesh, PartitionSpec(*at)))
+        if processes == 1 and not statics[1]:
+            fast[0] = pmap_fast.install(entry, args, kwargs, static, axes, size,
+                                        entry.mapped_out, mesh, name) or fast[0]
         return tree_unflatten(entry.out_tree, outs)
 
     def _devices_for(size):

@@ -5,7 +5,8 @@ Functions that would otherwise be emitted into, and optimised with, every module
   `kiln_barrier_wait(barrier, parties)` and `kiln_parallel_for(body, env, n, grain)` (run
   `body(env, lo, hi)` over [0, n) on up to `kiln_num_threads` threads, as pool tasks), with
   the pool's workers and counters, and `kiln_run_replicas` (replica_runner.py: pmap's
-  replicas on the pool's concurrent mode). Generated code calls them through extern globals
+  replicas on the pool's concurrent mode, and `kiln_run_in_turn`, the same replicas one after
+  the other on the calling thread). Generated code calls them through extern globals
   of those names (externs.py), bound at load time like BLAS routines;
 - the packed matrix-product kernels (gemm_packed.py): `kiln_gemm_float32` and
   `kiln_gemm_float64`, called through extern globals of those names;
@@ -37,6 +38,7 @@ from . import (builtins, disk_cache, externs, fft_kernel, gemm_packed, object_sy
 NAME = "kiln.rtlib"
 FUNCTIONS = {"parallel_for": "kiln_parallel_for", "run_tasks": "kiln_run_tasks",
              "barrier_wait": "kiln_barrier_wait", "run_replicas": "kiln_run_replicas",
+             "run_in_turn": "kiln_run_in_turn",
              "dispatch": "kiln_dispatch", "gemm_float32": "kiln_gemm_float32",
              "gemm_float64": "kiln_gemm_float64", "fft_complex64": "kiln_fft_complex64",
              "fft_complex128": "kiln_fft_complex128"}
@@ -120,6 +122,7 @@ def _compile():
     module.triple = target.triple()
     pool.emit(module, module.triple)
     replica_runner.emit(module)
+    replica_runner.emit_in_turn(module)
     gemm_packed.emit(module)
     fft_kernel.emit(module)
     pycall.emit_dispatch(module)
