@@ -196,3 +196,26 @@ def test_complex_cholesky_and_solve_on_llvm():
                  backend="llvm")
     np.testing.assert_allclose(np.asarray(f(L, a)), np.linalg.solve(
         np.conj(np.swapaxes(np.asarray(L), -1, -2)), a), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("lower, want_grad", [
+    (True, [[-0.131151, -0.805499, -0.339797], [1.222146, 1.150623, -0.078415],
+            [1.604913, 4.142744, 2.875203]]),
+    (False, [[0.082188, 0.218035, -0.093575], [-0.658855, 1.167069, 2.936699],
+             [-0.339797, -0.078415, 2.875203]]),
+])
+def test_scipy_cholesky_reads_one_triangle_unsymmetrised(lower, want_grad):
+    # kiln.scipy.linalg.cholesky, as JAX's: the named triangle's factor, the input not
+    # symmetrised (jnp.linalg.cholesky symmetrises); gradients recorded from JAX 0.10.2.
+    from kiln.scipy import linalg as ksl
+    import kiln.numpy as jnp
+    spd_a = np.array([[4., 1, 0.5], [1, 3, 0.2], [0.5, 0.2, 2]], np.float32)
+    junk = np.triu(np.full((3, 3), 0.7, np.float32), 1)
+    b = spd_a + (junk if lower else junk.T)
+    want = np.linalg.cholesky(spd_a.astype(np.float64))
+    close(ksl.cholesky(b, lower=lower), want if lower else want.T, np.float32)
+    w = np.arange(9, dtype=np.float32).reshape(3, 3)
+    grad = kiln.grad(lambda a: jnp.sum(w * ksl.cholesky(a, lower=lower)))
+    np.testing.assert_allclose(grad(b), want_grad, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(kiln.jit(grad)(b), want_grad, rtol=2e-5, atol=2e-5)
+    assert ksl.cholesky(np.array([[4, 2], [2, 3]])).dtype == np.float32
