@@ -108,7 +108,11 @@ class Transformation:
         if current() is not None or any(_is_tracer(x) for x in dynamic):
             rule = self.make_rule(leaves, treedef, [not m for m in mask])
             st = stage(self.fun, dynamic, treedef, self.name, statics=statics)
-            outs, post = rule(st, list(dynamic) + list(st.extra))
+            # a value from outside (`grad(f)(0.25)` inside jit) enters as a copy: the rules
+            # give literal operands no derivative
+            values = [x if _is_tracer(x) else emit.bind("copy", emit.convert(
+                x, v.aval.dtype, v.aval.weak_type)) for x, v in zip(dynamic, st.fn.invars)]
+            outs, post = rule(st, values + list(st.extra))
             return post(outs)
         avals = staging.leaf_avals(dynamic)
         entry = self.cache.lookup((treedef, statics, avals), lambda stale: self._compile(
@@ -740,6 +744,10 @@ def _vjp_eager(fun, p_leaves, p_tree, flags, has_aux):
     @_call
     def vjp_fun(ct):
         c_leaves = _check_cotangents(fun, ct, value_tree, out_avals)
+        if current() is not None:
+            # called where code is being compiled (`vmap(vjp_fun)`, `jit(vjp_fun)`): the
+            # compiled function computes the derivative itself, the primals as constants
+            return vjp(fun, *tree_unflatten(p_tree, p_leaves), has_aux=has_aux)[1](ct)
         cts = [np.asarray(_value(c), a.dtype) for c, a in zip(c_leaves, out_avals)
                if a.dtype.kind in "fc"]
         grads = iter(wrap_outputs(entry.unknown(*residuals, *cts), entry.grad_weak))
