@@ -219,3 +219,32 @@ def test_scipy_cholesky_reads_one_triangle_unsymmetrised(lower, want_grad):
     np.testing.assert_allclose(grad(b), want_grad, rtol=2e-5, atol=2e-5)
     np.testing.assert_allclose(kiln.jit(grad)(b), want_grad, rtol=2e-5, atol=2e-5)
     assert ksl.cholesky(np.array([[4, 2], [2, 3]])).dtype == np.float32
+
+
+@pytest.mark.parametrize("batch", [(), (2,)])
+def test_complex_cholesky_vjp_is_the_transpose_of_its_jvp(batch):
+    # JAX's convention: the VJP transposes the JVP without conjugating, so that
+    # grad(holomorphic=True) is the complex derivative (it was conjugated).
+    rng = np.random.RandomState(0)
+    def rand(*shape):
+        return (rng.randn(*shape) + 1j * rng.randn(*shape)).astype(np.complex64)
+    m = rand(*batch, 3, 3)
+    a = m @ np.conj(np.swapaxes(m, -1, -2)) + 3 * np.eye(3, dtype=np.complex64)
+    da, ct = rand(*batch, 3, 3), rand(*batch, 3, 3)
+    def chol(x):   # without symmetrising the input, which conjugates (not complex-linear)
+        return kl.cholesky(x, symmetrize_input=False)
+    _, tangent = kiln.jvp(chol, (a,), (da,))
+    _, vjp_fun = kiln.vjp(chol, a)
+    (cotangent,) = vjp_fun(ct)
+    np.testing.assert_allclose(np.sum(np.asarray(tangent) * ct),
+                               np.sum(np.asarray(cotangent) * da), rtol=1e-4)
+
+
+def test_complex_cholesky_holomorphic_grad_matches_jax():
+    import kiln.numpy as jnp
+    a = np.array([[5., 2 + 3j, 5j], [2 - 3j, 7., 1 + 7j], [-5j, 1 - 7j, 12.]], np.complex64)
+    got = kiln.grad(lambda x: jnp.sum(jnp.linalg.cholesky(x)), holomorphic=True)(a)
+    want = [[1.7069, 0.5049 + 1.5043j, -0.5469 + 0.7826j],   # recorded from JAX 0.10.2
+            [0.5049 - 1.5043j, 1.5177, 0.5937 + 0.8883j],
+            [-0.5469 - 0.7826j, 0.5937 - 0.8883j, 0.7817]]
+    np.testing.assert_allclose(got, np.array(want), atol=2e-4)
