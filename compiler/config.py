@@ -25,6 +25,8 @@ of values (`_choices`, the first the default): `numpy_rank_promotion` ("allow", 
 (runtime/execution_guards.py): `no_tracing`, `no_execution`, `thread_guard`,
 `allow_f16_reductions` (on by default: `_on_by_default`, read by `kiln.lax.reduce_sum`).
 `jax2tf_associative_scan_reductions` is accepted with no effect (kiln has no jax2tf).
+`config_with_absl()` and `parse_flags_with_absl()` make the options absl command-line flags
+(`--jax_enable_x64`, ...), as JAX's do; absl is imported only when they are called.
 """
 import os
 
@@ -77,6 +79,7 @@ class Config:
         self._values.update(dict.fromkeys(self._on_by_default, True))
         self._listeners = []
         self._guards = {}
+        self._absl_parsed = False
 
     def update(self, name, value):
         key = name[4:] if name.startswith("jax_") else name
@@ -112,6 +115,48 @@ class Config:
 
     def on_change(self, listener):
         self._listeners.append(listener)
+
+    def config_with_absl(self):
+        """JAX's `config.config_with_absl()`: define an absl flag `--jax_<option>` for each
+        option (a bool, enum, integer or string flag whose default is the current value), and
+        apply the ones given on the command line once `absl.app.run` has parsed it.
+        `default_device` has no flag (an object, as in JAX)."""
+        from absl import app, flags
+        self._define_absl_flags(flags)
+        app.call_after_init(lambda: self._apply_absl_flags(flags.FLAGS))
+
+    def parse_flags_with_absl(self):
+        """JAX's `config.parse_flags_with_absl()`: define the flags (unless `config_with_absl`
+        did) and apply the `--jax...` arguments of `sys.argv` before any `--`, once."""
+        import itertools
+        import sys
+        from absl import flags
+        if self._absl_parsed:
+            return
+        if "jax_enable_x64" not in flags.FLAGS:
+            self._define_absl_flags(flags)
+        argv = itertools.takewhile(lambda a: a != "--", sys.argv)
+        flags.FLAGS(["", *(a for a in argv if a.startswith("--jax"))], known_only=True)
+        self._apply_absl_flags(flags.FLAGS)
+        self._absl_parsed = True
+
+    def _define_absl_flags(self, flags):
+        for name, value in self._values.items():
+            flag, doc = f"jax_{name}", f"kiln.config option {name!r} (JAX's jax_{name})"
+            if name in self._choices:
+                flags.DEFINE_enum(flag, value, self._choices[name], doc)
+            elif name in self._whole_numbers:
+                flags.DEFINE_integer(flag, value, doc, lower_bound=1)
+            elif name in self._texts:
+                flags.DEFINE_string(flag, value, doc)
+            elif name not in self._objects:
+                flags.DEFINE_bool(flag, value, doc)
+
+    def _apply_absl_flags(self, FLAGS):
+        for name in list(self._values):
+            flag = f"jax_{name}"
+            if flag in FLAGS and FLAGS[flag].present:
+                self.update(name, FLAGS[flag].value)
 
     def __getattr__(self, name):
         values = self.__dict__.get("_values", {})

@@ -110,7 +110,11 @@ class Transformation:
         if current() is not None or any(_is_tracer(x) for x in dynamic):
             rule = self.make_rule(leaves, treedef, [not m for m in mask])
             st = stage(self.fun, dynamic, treedef, self.name, statics=statics)
-            outs, post = rule(st, list(dynamic) + list(st.extra))
+            # a value from outside (`grad(f)(0.25)` inside jit) enters as a copy: the rules
+            # give literal operands no derivative
+            values = [x if _is_tracer(x) else emit.bind("copy", emit.convert(
+                x, v.aval.dtype, v.aval.weak_type)) for x, v in zip(dynamic, st.fn.invars)]
+            outs, post = rule(st, values + list(st.extra))
             return post(outs)
         avals = staging.leaf_avals(dynamic)
         entry = self.cache.lookup((treedef, statics, avals), lambda stale: self._compile(

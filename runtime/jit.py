@@ -5,7 +5,10 @@
 specialisation in the function's `staging.GuardedCache`, keyed by (pytree structure, abstract
 value of every dynamic leaf, static values); a specialisation also stays valid only while the
 globals it read still hold the values it saw (`guards`), so changing a global re-specialises
-instead of returning a stale result. A miss stages the function into SSA
+instead of returning a stale result. `jit` objects of one Python function with the same options (static and donated
+arguments, backend) share that cache, as JAX's jit caches by function, so `jit(f)(x)` written
+inline specialises `f` once per type; a partial or a callable object has a cache of its own.
+A miss stages the function into SSA
 (`staging.stage_call`) and compiles it for the backend (`staging.compile_ssa`, which runs the
 backend's pass pipeline): `backend="llvm"` (alias "cpu", the default: native code through
 LLVM, after the LLVM pipeline, which also fuses; see `kiln.compiler.passes.PIPELINES`) or
@@ -47,7 +50,9 @@ import functools
 import os
 import sys
 import threading
+import types
 import warnings
+import weakref
 
 import numpy as np
 
@@ -95,6 +100,33 @@ class _Entry(staging.Entry):
                  "in_avals", "held", "writes", "refs")   # held: donated inputs whose buffers become outputs
 
 
+# Jitted objects of one Python function with the same options share their specialisations,
+# as JAX's jit caches by function: `jit(f)(x)` written inline specialises `f` once.
+_SHARED = weakref.WeakKeyDictionary()   # function -> {options: GuardedCache}
+_SHARED_LOCK = threading.Lock()
+
+
+def _hashable(names):
+    return tuple(names) if isinstance(names, (list, tuple)) else names
+
+
+def _shared_cache(fun, options):
+    """The specialisation cache of `fun` under `options`, made on first use; a cache of its
+    own for what cannot be shared (a partial or callable object, unhashable options)."""
+    if type(fun) is not types.FunctionType or options is None:
+        return staging.GuardedCache()
+    try:
+        hash(options)
+    except TypeError:
+        return staging.GuardedCache()
+    with _SHARED_LOCK:
+        per_function = _SHARED.setdefault(fun, {})
+        cache = per_function.get(options)
+        if cache is None:
+            cache = per_function[options] = staging.GuardedCache()
+        return cache
+
+
 class Jitted:
     """A jit-compiled function (what `kiln.jit(f)` returns)."""
 
@@ -117,7 +149,10 @@ class Jitted:
         self._backend = staging.backend_name(backend or os.environ.get("KILN_BACKEND") or "cpu")
         # Without an explicit backend, what the chosen one cannot lower runs on the reference.
         self._fallback = None if backend is not None else "reference"
-        self._cache = staging.GuardedCache()
+        self._cache = _shared_cache(fun, None if self._shardings_given(in_shardings,
+                                                                        out_shardings) else (
+            _hashable(static_argnums), _hashable(static_argnames), self.donate_argnums,
+            self.donate_argnames, self._backend, self._fallback))
         self._fast = None   # fastcall.install of the latest all-array call, or None
         self.miss_reasons = []
         self._placed = {}   # backend -> the Jitted that arguments on its devices call
@@ -125,6 +160,10 @@ class Jitted:
             (in_shardings, out_shardings)
         self._spanning = staging.GuardedCache()   # several processes: global_jit.py
         self._partitioned = staging.GuardedCache()   # several PJRT devices: pjrt_partitioned
+
+    @staticmethod
+    def _shardings_given(in_shardings, out_shardings):
+        return in_shardings is not None or out_shardings is not None
 
     # ----------------------------------------------------------------------- calling
     def __call__(self, *args, **kwargs):

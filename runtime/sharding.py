@@ -8,6 +8,7 @@
   answers `shard_shape`, `devices_indices_map`, `device_set`, `is_fully_replicated`, ...
 - `set_mesh(mesh)`: the mesh `shard_map` and `device_put(x, P(...))` use when none is given;
   a context manager, or a global setting when not used in a `with`.
+- `reshard(x, sharding)`: `kiln.reshard`, under JAX's second name `jax.sharding.reshard`.
 
 Every CPU device shares the host's memory, so a kiln Array keeps one host buffer whatever its
 sharding: the sharding is metadata (set by `device_put`, pmap, shard_map and
@@ -415,3 +416,12 @@ class _TypingFlag:
 
 auto_pcast = _TypingFlag("auto_pcast", False)
 remove_size_one_mesh_axis_from_type = _TypingFlag("remove_size_one_mesh_axis_from_type", False)
+
+
+def __getattr__(name):
+    """`reshard` (JAX's `jax.sharding.reshard`) is `kiln.reshard`, which lives in placement.py;
+    placement.py imports this module, so the name is looked up when first asked for."""
+    if name == "reshard":
+        from .placement import reshard
+        return reshard
+    raise AttributeError(f"module 'kiln.sharding' has no attribute {name!r}")

@@ -119,6 +119,7 @@ def programs():
 def check(name, fn, args, tolerance=1e-5):
     """backend="cuda" against the reference on `args`; returns the cuda executable."""
     jitted = kiln.jit(fn, backend="cuda")
+    jitted.clear_cache()   # jit objects of fn share specialisations: read this call's
     got = jitted(*args)
     want = kiln.jit(fn, backend="reference")(*args)
     got_leaves, want_leaves = kiln.tree_util.tree_leaves(got), kiln.tree_util.tree_leaves(want)

@@ -588,6 +588,39 @@ def test_vjp_has_aux_and_integers():
     check(kiln.vjp(lambda x: x * 2.0, jnp.float32(3.0))[1](1.0), (A(2.0),))
 
 
+def test_vjp_fun_under_vmap_and_jit():
+    # The autodiff cookbook's matrix-Jacobian products: vmap(vjp_fun) over cotangent rows
+    # (and jit of it) compiles the derivative with the primals as constants.
+    def fn(w, b):
+        return {"y": jnp.tanh(w * 2.0 + b["c"]), "s": jnp.sum(w)}
+    w, b = jnp.array([0.5, -1.0, 2.0]), {"c": 0.25}
+    _, vjp_fun = kiln.vjp(fn, w, b)
+    rows = {"y": jnp.eye(3), "s": jnp.arange(3.0)}
+    got = kiln.vmap(vjp_fun)(rows)
+    want = [vjp_fun({"y": rows["y"][i], "s": rows["s"][i]}) for i in range(3)]
+    np.testing.assert_allclose(got[0], np.stack([np.asarray(v[0]) for v in want]), rtol=1e-6)
+    np.testing.assert_allclose(got[1]["c"], [float(v[1]["c"]) for v in want], rtol=1e-6)
+    ct = {"y": jnp.array([1.0, 2.0, -1.0]), "s": jnp.float32(0.5)}
+    got, want = kiln.jit(vjp_fun)(ct), vjp_fun(ct)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+    np.testing.assert_allclose(got[1]["c"], want[1]["c"], rtol=1e-6)
+    _, vjp_aux, aux = kiln.vjp(lambda x: (x * x, x + 1), jnp.arange(2.0), has_aux=True)
+    np.testing.assert_allclose(kiln.vmap(vjp_aux)(jnp.eye(2))[0], [[0.0, 0.0], [0.0, 2.0]])
+
+
+def test_derivatives_inside_jit_at_python_floats():
+    # grad(f)(0.25) inside jit differentiates at the constant, as outside (it gave 0)
+    def f(c):
+        return jnp.sin(c) * 2.0
+    want = 2 * np.cos(0.25)
+    uses = [lambda: kiln.grad(f)(0.25), lambda: kiln.value_and_grad(f)(0.25)[1],
+            lambda: kiln.vjp(f, 0.25)[1](1.0)[0], lambda: kiln.jacrev(f)(0.25),
+            lambda: kiln.jvp(f, (0.25,), (1.0,))[1],
+            lambda: kiln.grad(lambda d: f(d["c"]))({"c": 0.25})["c"]]
+    for use in uses:
+        np.testing.assert_allclose(kiln.jit(lambda x: use() * x)(1.0), want, rtol=1e-6)
+
+
 def doubled(x):
     return x * 2
 

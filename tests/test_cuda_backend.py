@@ -30,6 +30,7 @@ def test_programs_match_the_reference(emulated, name, fn, args):
 
 def test_the_plan_uses_kernels_and_gemm(emulated):
     f = kiln.jit(cuda_programs.mlp_step, backend="cuda")
+    f.clear_cache()   # shared by jit objects of the function
     _, _, args = [p for p in cuda_programs.programs() if p[0] == "mlp_step"][0]
     f(*args)
     executable = f._cache.values()[0].executable
@@ -41,6 +42,7 @@ def test_the_plan_uses_kernels_and_gemm(emulated):
 
 def test_host_synchronisations_are_counted(emulated):
     f = kiln.jit(cuda_programs.control, backend="cuda")
+    f.clear_cache()   # shared by jit objects of the function
     x = np.ones((4, 3), np.float32)
     f(x, np.int32(3))
     executable = f._cache.values()[0].executable
@@ -66,6 +68,7 @@ def test_a_while_loop_reads_its_predicate_once_a_chunk(emulated, n):
     log2(64) + n / 64 times."""
     x = np.linspace(-1, 1, 5).astype(np.float32)
     f = kiln.jit(count_to, backend="cuda")
+    f.clear_cache()   # shared by jit objects of the function
     i, y = f(x, np.int32(n))
     want_i, want_y = count_to(x, np.int32(n))
     assert int(np.asarray(i)) == n == int(want_i)
@@ -83,12 +86,14 @@ def test_a_while_loop_that_prints_or_carries_much_reads_it_every_trip(emulated, 
                                                                       monkeypatch):
     x = np.zeros(3, np.float32)
     f = kiln.jit(count_and_print, backend="cuda")
+    f.clear_cache()   # shared by jit objects of the function
     f(x, np.int32(5))
     assert f._cache.values()[0].executable.host_syncs == 6
     assert capsys.readouterr().out.count("trip") == 5   # no speculative trip prints
     from kiln.compiler.backends.cuda import program
     monkeypatch.setattr(program, "SPECULATE_BYTES", 8)
     g = kiln.jit(count_to, backend="cuda")
+    g.clear_cache()   # shared by jit objects of the function
     g(x, np.int32(5))
     assert g._cache.values()[0].executable.host_syncs == 6
 
@@ -147,6 +152,7 @@ def test_closed_over_constants_are_copied_to_the_device_once(emulated, monkeypat
     monkeypatch.setattr(D.EmulatedLayer, "to_device",
                         lambda self, host: copied.append(host.shape) or real(self, host))
     f = kiln.jit(uses_weights, backend="cuda")
+    f.clear_cache()   # shared by jit objects of the function
     x = np.ones((2, 3), np.float32)
     for _ in range(3):
         np.testing.assert_allclose(np.asarray(f(x)), np.tanh(x @ WEIGHTS), rtol=1e-6)
@@ -240,11 +246,13 @@ def test_a_scatter_updates_a_dead_operand_in_place(emulated):
     i = np.array([1, 1, 4], np.int32)
     u = np.array([1.0, 2.0, 3.0], np.float32)
     f = kiln.jit(scatter_of_a_temporary, backend="cuda")
+    f.clear_cache()   # shared by jit objects of the function
     np.testing.assert_array_equal(np.asarray(f(x, i, u)),
                                   np.asarray(scatter_of_a_temporary(jnp.asarray(x), i, u)))
     (step,) = _scatter_steps(f)
     assert 0 in step.donated   # (the operand; the indices, made here too, may be as well)
     g = kiln.jit(scatter_of_a_kept_temporary, backend="cuda")
+    g.clear_cache()   # shared by jit objects of the function
     y, t = g(x, i, u)
     np.testing.assert_array_equal(np.asarray(t), x * 2.0)   # the kept operand is untouched
     np.testing.assert_array_equal(np.asarray(y), np.asarray(scatter_of_a_temporary(jnp.asarray(x), i, u)))
@@ -264,6 +272,7 @@ def running_stats(x):
 def test_cumulative_operations_are_kernels(emulated):
     x = np.random.default_rng(3).standard_normal((40, 7)).astype(np.float32)
     f = kiln.jit(running_stats, backend="cuda")
+    f.clear_cache()   # shared by jit objects of the function
     for got, want in zip(f(x), running_stats(jnp.asarray(x))):
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
     steps = f._cache.values()[0].executable.steps()

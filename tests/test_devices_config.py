@@ -96,3 +96,43 @@ def test_default_device_refuses_other_values():
     with pytest.raises(RuntimeError, match="Unknown backend 'rocm'"):
         kiln.config.update("jax_default_device", "rocm")
     assert kiln.config.default_device is None
+
+
+_ABSL_PROGRAM = """
+import sys
+from absl import app, flags
+import kiln
+flags.DEFINE_integer("steps", 1, "a flag of the program's own")
+
+def main(argv):
+    c = kiln.config
+    print(flags.FLAGS.steps, c.enable_x64, c.numpy_rank_promotion, c.debug_nans,
+          kiln.numpy.asarray(1).dtype, argv[1:])
+
+if sys.argv[1] == "parse":
+    kiln.config.parse_flags_with_absl()
+    kiln.config.parse_flags_with_absl()          # a second call does nothing
+    print(kiln.config.enable_x64, kiln.config.numpy_rank_promotion)
+else:
+    kiln.config.config_with_absl()
+    app.run(main)
+"""
+
+
+@pytest.mark.parametrize("mode, expected", [
+    ("run", "5 True raise False int64 ['run', 'rest']"),
+    ("parse", "True raise"),
+])
+def test_config_with_absl_flags(mode, expected):
+    # JAX's `config.config_with_absl()` / `parse_flags_with_absl()`: the options become absl
+    # flags named jax_<option>; absl flags are process-wide, hence a fresh interpreter.
+    import subprocess
+    import sys
+    pytest.importorskip("absl")
+    args = [mode, "--jax_enable_x64", "--jax_numpy_rank_promotion=raise", "--steps=5", "rest"]
+    if mode == "parse":
+        args.remove("--steps=5")
+    out = subprocess.run([sys.executable, "-c", _ABSL_PROGRAM, *args], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == expected

@@ -444,6 +444,52 @@ def test_augmented_item_assignment_on_a_global():
     assert_points_at(str(err), increments_global_dict_item, 'TABLE["scale"]')
 
 
+GLOBAL_ARRAY = np.zeros(2)
+
+
+def sets_global_numpy_item(x):
+    GLOBAL_ARRAY[0] = 1
+    return x
+
+
+def sets_item_through_asarray(x):
+    view = np.asarray(GLOBAL_ARRAY)
+    view[0] = 3
+    return x
+
+
+def stores_traced_value_in_numpy_array(x):
+    table = np.zeros(2, np.float32)
+    table[0] = x
+    return table
+
+
+def indexes_numpy_array_with_traced_value(x):
+    table = np.zeros(2, np.float32)
+    table[x.astype(int)] += 1
+    return table
+
+
+@pytest.mark.parametrize("fn,text", [(sets_global_numpy_item, "GLOBAL_ARRAY[0]"),
+                                     (sets_item_through_asarray, "view[0]")])
+def test_item_assignment_on_a_numpy_array_from_outside_the_call(fn, text):
+    err = raised(CompileError, fn, jnp.ones(2))
+    assert "item assignment mutates a NumPy array that existed before" in str(err)
+    assert "a = a.copy()" in str(err) and not GLOBAL_ARRAY.any()
+    assert_points_at(str(err), fn, text)
+
+
+@pytest.mark.parametrize("fn,text,what", [
+    (stores_traced_value_in_numpy_array, "table[0]", "the value"),
+    (indexes_numpy_array_with_traced_value, "table[x.astype(int)]", "the index"),
+])
+def test_traced_values_do_not_go_into_numpy_arrays(fn, text, what):
+    err = raised(ConcretizationError, fn, jnp.float32(1))
+    assert f"on a NumPy array needs a concrete index and value, but {what} is a traced" \
+        in str(err) and ".at[i].set(v)" in str(err)
+    assert_points_at(str(err), fn, text)
+
+
 # ------------------------------------------------------------- raising and recursion
 
 def validates_traced_input(x):

@@ -422,6 +422,7 @@ def test_pytree_structure_keys_the_cache():
 def test_log_compiles(monkeypatch, caplog):
     monkeypatch.setenv("KILN_LOG_COMPILES", "1")
     f = kiln.jit(plus_one)
+    f.clear_cache()   # jit(plus_one) objects share specialisations: other tests made some
     with caplog.at_level(logging.DEBUG, logger="kiln"):
         f(jnp.zeros(3))
         f(jnp.zeros(3))
@@ -430,6 +431,27 @@ def test_log_compiles(monkeypatch, caplog):
     assert len(messages) == 2
     assert "plus_one" in messages[0] and "first call" in messages[0]
     assert "argument 0: f32[3] -> f32[4]" in messages[1]
+
+
+def traced_once(x):
+    print("tracing", x.shape)   # runs when kiln specialises, as when JAX traces
+    return x * 2.0
+
+
+def test_jit_objects_of_one_function_share_specialisations(capsys):
+    # As JAX's jit caches by function: `jit(f)(x)` written inline traces f once per type.
+    kiln.jit(traced_once).clear_cache()
+    for _ in range(3):
+        assert_same(kiln.jit(traced_once)(jnp.ones(3)), jnp.ones(3) * 2)
+    kiln.jit(traced_once)(jnp.ones(4))
+    assert capsys.readouterr().out == "tracing (3,)\ntracing (4,)\n"
+    # other options, another backend, a partial: specialisations of their own
+    kiln.jit(traced_once, donate_argnums=0)(jnp.ones(3))
+    kiln.jit(traced_once, backend="reference")(jnp.ones(3))
+    kiln.jit(functools.partial(traced_once))(jnp.ones(3))
+    kiln.jit(functools.partial(traced_once))(jnp.ones(3))
+    assert capsys.readouterr().out == "tracing (3,)\n" * 4
+    assert kiln.jit(traced_once)._cache_size() == 2
 
 
 def test_no_logging_without_the_variable(monkeypatch, caplog):

@@ -196,3 +196,55 @@ def test_complex_cholesky_and_solve_on_llvm():
                  backend="llvm")
     np.testing.assert_allclose(np.asarray(f(L, a)), np.linalg.solve(
         np.conj(np.swapaxes(np.asarray(L), -1, -2)), a), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("lower, want_grad", [
+    (True, [[-0.131151, -0.805499, -0.339797], [1.222146, 1.150623, -0.078415],
+            [1.604913, 4.142744, 2.875203]]),
+    (False, [[0.082188, 0.218035, -0.093575], [-0.658855, 1.167069, 2.936699],
+             [-0.339797, -0.078415, 2.875203]]),
+])
+def test_scipy_cholesky_reads_one_triangle_unsymmetrised(lower, want_grad):
+    # kiln.scipy.linalg.cholesky, as JAX's: the named triangle's factor, the input not
+    # symmetrised (jnp.linalg.cholesky symmetrises); gradients recorded from JAX 0.10.2.
+    from kiln.scipy import linalg as ksl
+    import kiln.numpy as jnp
+    spd_a = np.array([[4., 1, 0.5], [1, 3, 0.2], [0.5, 0.2, 2]], np.float32)
+    junk = np.triu(np.full((3, 3), 0.7, np.float32), 1)
+    b = spd_a + (junk if lower else junk.T)
+    want = np.linalg.cholesky(spd_a.astype(np.float64))
+    close(ksl.cholesky(b, lower=lower), want if lower else want.T, np.float32)
+    w = np.arange(9, dtype=np.float32).reshape(3, 3)
+    grad = kiln.grad(lambda a: jnp.sum(w * ksl.cholesky(a, lower=lower)))
+    np.testing.assert_allclose(grad(b), want_grad, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(kiln.jit(grad)(b), want_grad, rtol=2e-5, atol=2e-5)
+    assert ksl.cholesky(np.array([[4, 2], [2, 3]])).dtype == np.float32
+
+
+@pytest.mark.parametrize("batch", [(), (2,)])
+def test_complex_cholesky_vjp_is_the_transpose_of_its_jvp(batch):
+    # JAX's convention: the VJP transposes the JVP without conjugating, so that
+    # grad(holomorphic=True) is the complex derivative (it was conjugated).
+    rng = np.random.RandomState(0)
+    def rand(*shape):
+        return (rng.randn(*shape) + 1j * rng.randn(*shape)).astype(np.complex64)
+    m = rand(*batch, 3, 3)
+    a = m @ np.conj(np.swapaxes(m, -1, -2)) + 3 * np.eye(3, dtype=np.complex64)
+    da, ct = rand(*batch, 3, 3), rand(*batch, 3, 3)
+    def chol(x):   # without symmetrising the input, which conjugates (not complex-linear)
+        return kl.cholesky(x, symmetrize_input=False)
+    _, tangent = kiln.jvp(chol, (a,), (da,))
+    _, vjp_fun = kiln.vjp(chol, a)
+    (cotangent,) = vjp_fun(ct)
+    np.testing.assert_allclose(np.sum(np.asarray(tangent) * ct),
+                               np.sum(np.asarray(cotangent) * da), rtol=1e-4)
+
+
+def test_complex_cholesky_holomorphic_grad_matches_jax():
+    import kiln.numpy as jnp
+    a = np.array([[5., 2 + 3j, 5j], [2 - 3j, 7., 1 + 7j], [-5j, 1 - 7j, 12.]], np.complex64)
+    got = kiln.grad(lambda x: jnp.sum(jnp.linalg.cholesky(x)), holomorphic=True)(a)
+    want = [[1.7069, 0.5049 + 1.5043j, -0.5469 + 0.7826j],   # recorded from JAX 0.10.2
+            [0.5049 - 1.5043j, 1.5177, 0.5937 + 0.8883j],
+            [-0.5469 - 0.7826j, 0.5937 - 0.8883j, 0.7817]]
+    np.testing.assert_allclose(got, np.array(want), atol=2e-4)

@@ -280,6 +280,32 @@ def test_donated_pytrees_and_keyword_arguments():
     assert not any(g.is_deleted() for g in grads.values())
 
 
+@pytest.mark.parametrize("n, d", [(16, 4), (1, 1), (0, 3)])
+def test_a_gradient_step_computes_the_new_parameters_in_the_donated_ones(n, d):
+    """`w - lr * dw` (a fusion reading `w` and the dying temporary `dw`) is computed over
+    `w`, not over `dw`: the donation is used (no warning), as in JAX's training examples."""
+    def loss(params, x):
+        for w, b in params:
+            x = jnp.tanh(x @ w + b)
+        return jnp.mean(x)
+
+    def step(params, x):
+        grads = kiln.grad(loss)(params, x)
+        return [(w - 0.1 * dw, b - 0.1 * db) for (w, b), (dw, db) in zip(params, grads)]
+    rng = np.random.RandomState(0)
+    donated = [tuple(jnp.asarray(rng.randn(*shape).astype(np.float32)) for shape in layer)
+               for layer in (((d, 3), (3,)), ((3, 2), (2,)))]   # fresh buffers, as ones()
+    x = rng.randn(n, d).astype(np.float32)
+    want = reference(step, donated, x)
+    at = [address(a) for layer in donated for a in layer]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = kiln.jit(step, donate_argnums=0)(donated, x)
+    check(got, want)
+    assert [address(a) for layer in got for a in layer] == at
+    assert all(a.is_deleted() for layer in donated for a in layer)
+
+
 def test_an_unusable_donation_warns_and_leaves_the_argument():
     f = kiln.jit(lambda x: jnp.sum(x), donate_argnums=0)
     x = ones((5,))

@@ -81,6 +81,7 @@ def layer(x, w):
 
 def test_first_calls_with_the_same_types_compile_once():
     f = kiln.jit(layer)
+    f.clear_cache()   # jit(layer) objects share their specialisations
     w = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
     xs = [np.full((5, 4), 0.1 * k, np.float32) for k in range(THREADS)]
     got = run_together(lambda k: f(xs[k], w))
@@ -94,6 +95,7 @@ def test_first_calls_with_the_same_types_compile_once():
 def test_first_calls_with_different_shapes(rows):
     """Each distinct shape is specialised once, whichever thread gets there first."""
     f = kiln.jit(layer)
+    f.clear_cache()   # jit(layer) objects share their specialisations
     w = np.linspace(-1, 1, 8, dtype=np.float32).reshape(4, 2)
     xs = [np.arange(n * 4, dtype=np.float32).reshape(n, 4) / 10 for n in rows]
     got = run_together(lambda k: f(xs[k], w))

@@ -93,6 +93,17 @@ def test_array_constructors():
     assert d.sharding.is_fully_replicated
 
 
+def test_reshard_is_also_in_kiln_sharding():
+    # JAX's `from jax.sharding import reshard` (its SPMD MNIST example)
+    from kiln.sharding import reshard
+    assert reshard is kiln.reshard
+    out = reshard(X, NamedSharding(MESH, P("x")))
+    assert out.sharding.spec == P("x") and out.addressable_shards[0].data.shape == (4, 4)
+    np.testing.assert_array_equal(np.asarray(out), X)
+    with pytest.raises(AttributeError, match="kiln.sharding' has no attribute 'nothing'"):
+        kiln.sharding.nothing
+
+
 def test_pmap_results_are_sharded_over_the_replicas():
     out = kiln.pmap(lambda v: v * 2)(X[:4])
     assert str(out.sharding) == ("NamedSharding(mesh=Mesh('_internal_pmap_axis_name': 4, "

@@ -333,6 +333,23 @@ def test_constant_folding():
     assert str(from_source(str(out))) == str(out)
 
 
+def test_folding_a_division_by_zero_gives_inf_and_nan_without_numpy_warnings():
+    # the mean of an empty axis folds 0/0 (its gradient 1/0); JAX says nothing about either
+    import warnings
+    fn = from_source("""
+def f() -> '(f32[], f32[], i32[])':
+    a = div(float32(1.0), float32(0.0))  # f32[]
+    b = div(float32(0.0), float32(0.0))  # f32[]
+    c = div(int32(7), int32(0))  # i32[]
+    return a, b, c
+""")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = fold_constants(fn)
+    a, b, c = (x.value for x in out.outvars)
+    assert not out.eqns and a == np.inf and np.isnan(b) and c == -1
+
+
 # -------------------------------------------------------------------- algebraic identities
 
 def test_identities_fire():

@@ -19,6 +19,7 @@ import operator
 import types
 
 import gast
+import numpy as np
 
 from ..errors import CompileError, ConcretizationError, KilnError, calling
 from ..ir import builder as _builder
@@ -205,13 +206,14 @@ def own_new(container):
 def check_mutation(container, what, node_info):
     """Mutating a Python container that existed before the call would outlive it."""
     owned = _STATE.owned
-    if owned is not None and isinstance(container, (list, dict, set)) and \
+    if owned is not None and isinstance(container, (list, dict, set, np.ndarray)) and \
             id(container) not in owned:
-        raise CompileError(f"{what} mutates a {type(container).__name__} that existed before "
+        kind = "NumPy array" if type(container) is np.ndarray else type(container).__name__
+        raise CompileError(f"{what} mutates a {kind} that existed before "
                            f"the compiled function was called (a global, a closure variable "
                            f"or a static argument), and the change would outlive the call",
-                           node_info, "Copy it first (e.g. xs = list(xs)) or return the new "
-                           "value instead.")
+                           node_info, "Copy it first (e.g. xs = list(xs), a = a.copy()) or "
+                           "return the new value instead.")
 
 
 def call_function(fun, args, kwargs):
@@ -246,7 +248,15 @@ def call_function(fun, args, kwargs):
     out = target(*args, **kwargs)
     if isinstance(out, (list, dict, set)) and _makes_new_containers(target):
         own_new(out)
+    elif type(out) is np.ndarray and _new_array(out, args, kwargs):
+        own_new(out)
     return out
+
+
+def _new_array(out, args, kwargs):
+    """Whether a NumPy array a library call returned was made by it (`np.ones(n)`): it owns
+    its data and is none of the arguments (`np.asarray(x)` may return `x` itself)."""
+    return out.base is None and all(out is not a for a in list(args) + list(kwargs.values()))
 
 
 def _makes_new_containers(target):

@@ -23,6 +23,7 @@ static test unrolls, a `for` over a static container unrolls. On traced values:
 import operator
 
 import gast
+import numpy as np
 
 from ..errors import CompileError, ConcretizationError, KilnError
 from ..ir import builder as _builder
@@ -161,6 +162,8 @@ def assign_target(frame, target, value):
             container[index] = value
         elif getattr(type(container), "_kiln_mutable", False):
             _set_item(frame, target, container, index, value)
+        elif type(container) is np.ndarray:
+            _set_numpy_item(frame, target, container, index, value, "item assignment")
         else:
             raise CompileError(
                 f"item assignment on {type(container).__name__} values is not supported: "
@@ -175,6 +178,28 @@ def assign_target(frame, target, value):
                            frame.info(target))
     else:
         raise CompileError(f"cannot assign to {type(target).__name__}", frame.info(target))
+
+
+def _set_numpy_item(frame, target, array, index, value, what):
+    """`array[index] = value` on a NumPy array the function made (`np.ones(n)`): static data,
+    changed at specialisation as Python would, when index and value are static."""
+    _refuse_traced(frame, target, what, index, value)
+    check_mutation(array, what, frame.info(target))
+    _with_location(frame, target, operator.setitem, array, index, value)
+
+
+def _refuse_traced(frame, target, what, index, value=()):
+    if is_traced(index) or any(is_traced(v) for v in _leaves(value)):
+        raise ConcretizationError(
+            f"{what} on a NumPy array needs a concrete index and value, but "
+            f"{'the index' if is_traced(index) else 'the value'} is a traced value "
+            f"(a NumPy array cannot hold one)", frame.info(target),
+            "Use a kiln array instead: a = jnp.asarray(a); a = a.at[i].set(v).")
+
+
+def _leaves(value):
+    return [x for v in value for x in _leaves(v)] if isinstance(value, (list, tuple)) \
+        else [value]
 
 
 def _set_item(frame, target, container, index, value):
@@ -260,6 +285,13 @@ def _s_augassign(frame, node):
         if getattr(type(container), "_kiln_mutable", False):   # a Ref: read, then write
             item = _with_location(frame, target, operator.getitem, container, index)
             _set_item(frame, target, container, index, op(item, eval_expr(frame, node.value)))
+            return
+        if type(container) is np.ndarray:
+            _refuse_traced(frame, target, "augmented item assignment", index)
+            item = _with_location(frame, target, operator.getitem, container, index)
+            _set_numpy_item(frame, target, container, index,
+                            op(item, eval_expr(frame, node.value)),
+                            "augmented item assignment")
             return
         if not isinstance(container, (list, dict)):
             raise CompileError("augmented item assignment on an array is not supported: "

@@ -131,12 +131,18 @@ def _cholesky_jvp(primals, tangents, out):
 
 
 def _cholesky_vjp(ct, primals, out):
+    """The transpose of the JVP (JAX's convention, no conjugation):
+    L^-T phi(L^T ct) conj(L)^-1."""
     L = out
     n = E.aval(L).shape[-1]
-    phi = masked(matmul(h(L), ct), triangle(n, True, 0.5))
-    # L^-H phi L^-1: solve from the right with L, then from the left with L^H
-    right = solve(L, phi, left_side=False, lower=True)
-    return [solve(L, right, left_side=True, lower=True, transpose_a=True, conjugate_a=True)]
+    phi = masked(matmul(t(L), ct), triangle(n, True, 0.5))
+    # X conj(L) = phi is conj(X) L = conj(phi): a solve from the right with L, conjugated
+    right = _conj(solve(L, _conj(phi), left_side=False, lower=True))
+    return [solve(L, right, left_side=True, lower=True, transpose_a=True)]
+
+
+def _conj(x):
+    return E.conj(x) if E.aval(x).dtype.kind == "c" else x
 
 
 def matrix_batch_rule(prim):

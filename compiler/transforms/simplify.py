@@ -224,7 +224,8 @@ def _fold(eqn):
         return None  # only rank-0 numbers fold (a tape is not a literal; a collective's value
         #              depends on the other replicas)
     args = [np.asarray(x.value, x.aval.dtype) for x in eqn.invars]
-    out = eqn.prim.impl(*args, **eqn.params)
+    with np.errstate(all="ignore"):   # 1/0 folds to inf silently, as it computes
+        out = eqn.prim.impl(*args, **eqn.params)
     outs = out if eqn.prim.multiple_results else (out,)
     return [literal(np.asarray(value)[()], v.aval.dtype, v.aval.weak_type)
             for value, v in zip(outs, eqn.outvars)]

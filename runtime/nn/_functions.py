@@ -8,6 +8,7 @@ import numpy as np
 from .. import lax
 from .. import numpy as jnp
 from ..array import to_array
+from ..custom_derivatives import custom_jvp
 from ..compiler.ir import dtypes
 from ..numpy._core import (check_arraylike, is_arraylike, promote_args_inexact,
                            canonicalize_axis, canonicalize_axes)
@@ -57,13 +58,22 @@ def identity(x):
 
 
 def relu(x):
-    """Rectified linear unit, `max(x, 0)`."""
+    """Rectified linear unit, `max(x, 0)`. Its derivative is 0 at 0 (JAX's custom JVP), not
+    the 1/2 that `maximum` gives at a tie."""
     return jnp.maximum(x, 0)
 
 
+relu = custom_jvp(relu)
+relu.defjvps(lambda g, ans, x: lax.select(x > 0, g, lax.full_like(g, 0)))
+
+
 def relu6(x):
-    """`min(max(x, 0), 6)`."""
+    """`min(max(x, 0), 6)`, with derivative 0 at 0 and at 6 (JAX's custom JVP)."""
     return jnp.minimum(jnp.maximum(x, 0), 6.)
+
+
+relu6 = custom_jvp(relu6)
+relu6.defjvps(lambda g, ans, x: lax.select((x > 0) & (x < 6), g, lax.full_like(g, 0)))
 
 
 def squareplus(x, b=4):

@@ -20,6 +20,7 @@ import operator
 import numpy as np
 
 from ..array import Array, to_array
+from ..custom_derivatives import custom_jvp
 from ..dispatch import apply_binary
 from ..execution_guards import STATE as _GUARDS
 from .. import lax
@@ -354,8 +355,16 @@ def _wrap_between(x, a):
     return lax.sub(lax.select(lax.lt(rem, zero), lax.add(rem, two_a), rem), a_)
 
 
+def _replace_posinf(x):
+    """`x` with +inf (in the real part) replaced by 0, as JAX's logaddexp JVP uses it."""
+    re = lax.real(x) if x.dtype.kind == "c" else x
+    return lax.select(lax.eq(re, _constant_like(re, np.inf)), lax.full_like(x, 0), x)
+
+
 def _logaddexp_with(exp_fn, scale, period):
-    """log(exp(x) + exp(y)) in base e or 2 without overflow; complex inputs as JAX does."""
+    """log(exp(x) + exp(y)) in base e or 2 without overflow; complex inputs as JAX does. As in
+    JAX, a custom JVP gives each input the weight exp(x - out) (+inf taken as 0 there), so the
+    derivative at x == y is 1/2 each rather than what max and abs would give."""
     def fn(x, y):
         amax = lax.max(x, y)
         inv_log = _const(amax, scale) if scale != 1 else None
@@ -369,6 +378,14 @@ def _logaddexp_with(exp_fn, scale, period):
         delta = lax.sub(lax.add(x, y), lax.mul(amax, _const(amax, 2)))
         out = lax.add(amax, scaled(lax.log1p(exp_fn(delta))))
         return lax.complex(lax.real(out), _wrap_between(lax.imag(out), period))
+    fn = custom_jvp(fn)
+
+    def fn_jvp(primals, tangents):
+        out = fn(*primals)
+        terms = [lax.mul(t, exp_fn(lax.sub(_replace_posinf(v), _replace_posinf(out))))
+                 for v, t in zip(primals, tangents)]
+        return out, lax.add(*terms)
+    fn.defjvp(fn_jvp)
     return fn
 
 

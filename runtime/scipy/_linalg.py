@@ -19,7 +19,11 @@ def _inexact(name, *xs):
 
 
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
-    return solvers.cholesky(a, upper=not lower)
+    """SciPy's cholesky as JAX defines it: the factor of the triangle named by `lower`, the
+    input not symmetrised (unlike `jnp.linalg.cholesky`), so that derivatives are JAX's."""
+    a, = _inexact("jax.scipy.linalg.cholesky", a)
+    L = lax_linalg.cholesky(a if lower else solvers._h(a), symmetrize_input=False)
+    return L if lower else solvers._h(L)
 
 
 def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):

@@ -22,7 +22,7 @@ top-level function lives:
   output buffer from the start;
 - donated inputs (`donated`: {input: outputs it may become}; jit's `donate_argnums`, a loop's
   carries) may be written in place the same way when the result ends up as an output the
-  input may hold, and an output computed after the last read of such an input is computed in
+  input may hold (tried before an equation's other operands), and an output computed after the last read of such an input is computed in
   its buffer; `Plan.held` {output: input} tells the caller which input buffers are returned
   as outputs;
 - every other value in the workspace, one buffer given to the entry point per call. Offsets
@@ -148,7 +148,7 @@ def _plan(fn, aliasing, scratch, inplace, donated):
             where[eqn.outvars[0]] = ("alias", src)
     places.group()
     for k, eqn in enumerate(fn.eqns):
-        for j, i in inplace(eqn):
+        for j, i in places.donated_first(eqn, inplace(eqn)):
             places.update_in_place(k, eqn, j, i)
     places.outputs_into_dead_inputs(producers)
     plan = Plan()
@@ -218,6 +218,17 @@ class _Places:
 
     def dies_at(self, r, k):
         return max((self.last.get(m, -1) for m in self.members[r]), default=-1) <= k
+
+    def donated_first(self, eqn, pairs):
+        """`pairs` (result j, operand i) with donated inputs' operands first: an output that
+        may be computed over a donated input or a dying temporary takes the input (`w - lr *
+        dw` in the buffer of `w`, as XLA does), so the donation is used and the temporary
+        stays in the workspace."""
+        def donated(pair):
+            x = eqn.invars[pair[1]]
+            spot = self.where.get(root(self.where, x)) if isinstance(x, Var) else None
+            return spot is not None and spot[0] == "in" and spot[1] in self.donated
+        return sorted(pairs, key=lambda pair: not donated(pair))
 
     def update_in_place(self, k, eqn, j, i):
         """Result j of equation k in the storage of its operand i, where allowed."""
