@@ -377,7 +377,7 @@ def run_partitioned(fun, args, in_dims, out_dims, owners=(0, 1)):
 
     def process(p):
         fn, dims[p] = partition(st.fn, list(in_dims) + [None] * len(st.extra), out_dims,
-                                Grid(p, owners))
+                                Grid(p, owners), consts=st.extra)
         blocks = [np.split(np.asarray(a), count, axis=d)[owners[p]] if d is not None
                   else a for a, d in zip(args, in_dims)]
         return staging.compile_function(fn, "reference")(*blocks, *st.extra)
@@ -650,7 +650,7 @@ def run_tiled(fun, args, in_dims, out_dims):
 
     def process(p):
         fn, dims[p] = _partition(st.fn, list(in_dims) + [[None, None]] * len(st.extra),
-                                 out_dims, axes, p)
+                                 out_dims, axes, p, st.extra)
         blocks = [_tile(np.asarray(a), d, p) for a, d in zip(args, in_dims)]
         return staging.compile_function(fn, "reference")(*blocks, *st.extra)
     results = as_threads(4, process)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import kiln
 import kiln.numpy as jnp
 from kiln import staging, lax
 from kiln.compiler.transforms.partition import partition, INFER
@@ -46,7 +47,13 @@ CASES = [   # (function, arguments, split dimension of each, inferred split of e
                       a.at[j].add(1.0, mode="promise_in_bounds")),
      (Z, I, J), (0, None, None), (None, 0, 0, 0, None, 0, 0)),
     (lambda a, labels: (jnp.take_along_axis(a, labels, axis=1),),     # an iota column
-     (A, np.array([[0], [5], [2], [1]], np.int32)), (0, 0), (None,)),
+     (A, np.array([[0], [5], [2], [1]], np.int32)), (0, 0), (0,)),
+    (lambda a, labels: (jnp.take_along_axis(a, labels, axis=1, mode="clip"),
+                        kiln.grad(lambda a: jnp.sum(jnp.take_along_axis(a, labels, axis=1)
+                                                    ** 2))(a),
+                        jnp.put_along_axis(a, labels, -0.0, axis=1, inplace=False),
+                        a.at[jnp.arange(4), labels[:, 0]].add(2.0)),
+     (Z, np.array([[0, 7], [5, -1], [2, 2], [-9, 1]], np.int32)), (0, None), (0, 0, 0, 0)),
     (lambda a: (a[1:3], a[0:1], a[3:4], a[2:2], a[1:4, ::2], a[:, 1:3], a[0:4]),
      (A,), (0,), (0, None, None, None, None, 0, 0)),   # split where 2 blocks divide it
 ]
@@ -73,7 +80,7 @@ def test_indexing_along_the_split_dimension_agrees_with_the_whole(case, owners):
 def crossings(fun, args, in_dims, outs):
     st_, _, _ = staging.stage_call(fun, tuple(args), {}, staging.StaticArgs(fun))
     local, _ = partition(st_.fn, list(in_dims) + [None] * len(st_.extra), [INFER] * outs,
-                         Grid(1, (0, 1)))
+                         Grid(1, (0, 1)), consts=st_.extra)
     held = staging.run_pipeline(local, "reference").eqns
     return [(e.prim.name, e.outvars[0].aval.shape) for e in held
             if e.prim.name.startswith("process_")]
@@ -89,6 +96,14 @@ def test_only_the_needed_rows_cross():
     assert crossings(lambda t, i: t.at[i].add(1.0), (table, I), (0, None), 1) == []
     assert crossings(lambda t: t[30:34], (table,), (0,), 1) == []
     assert crossings(lambda t: t[3:5], (table,), (0,), 1) == [("process_sendrecv", (1, 3))]
+    labels = np.arange(64, dtype=np.int32).reshape(64, 1) % 3
+    for dims in ((0, 0), (0, None)):   # take_along_axis and its gradient: no communication
+        assert crossings(lambda t, l: (jnp.take_along_axis(t, l, axis=1),
+                                       kiln.grad(lambda t: jnp.sum(jnp.take_along_axis(
+                                           t, l, axis=1) ** 2))(t)),
+                         (table, labels), dims, 2) == []
+    assert crossings(lambda t, l: jnp.mean(jnp.take_along_axis(t, l, axis=1)),
+                     (table, labels), (0, 0), 1) == [("process_allreduce", ())]
 
 
 ROWS = lax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,),
@@ -129,6 +144,26 @@ def test_lookups_and_slices_of_any_shape(rows, cols, data, dtype, mode):
           [None, 0 if b > a and (b - a) % 2 == 0 else None], (0, 1))
 
 
+@settings(max_examples=15, deadline=None)
+@given(rows=st.integers(0, 3), cols=st.integers(1, 3), picks=st.integers(0, 2), data=st.data(),
+       dtype=st.sampled_from([np.float32, np.int32]), labels_split=st.booleans(),
+       owners=st.sampled_from(LAYOUTS))
+def test_take_along_the_split_batch_of_any_shape(rows, cols, picks, data, dtype, labels_split,
+                                                owners):
+    """take_along_axis, put_along_axis and the gradient with the batch split: each process
+    on its own rows, the results split along the batch (as JAX's partitioner keeps them)."""
+    n = (max(owners) + 1) * rows
+    if n == 0:
+        return
+    table = (np.arange(n * cols).reshape(n, cols) % 7 - 3).astype(dtype)
+    labels = np.array(data.draw(st.lists(st.integers(-cols - 1, cols), min_size=n * picks,
+                                         max_size=n * picks)), np.int32).reshape(n, picks)
+    check(lambda t, l: (jnp.take_along_axis(t, l, axis=1),
+                        jnp.put_along_axis(t, l, 5, axis=1, inplace=False, mode="drop")),
+          (table, labels), (0, 0 if labels_split else None), (0 if picks else None, 0),
+          owners)
+
+
 SCRIPT = """
 import numpy as np
 import kiln, kiln.numpy as jnp
@@ -163,6 +198,18 @@ empty = f(table, np.zeros((3, 0), np.int32))
 print(p, "empty", [np.asarray(e).shape for e in empty[:3]])
 g = kiln.jit(grads, in_shardings=(rows, whole), out_shardings=rows)(table, I)
 print(p, "grad", type(g).__name__, np.allclose(g.local, kiln.jit(grads)(T, I)[5 * p:5 * p + 5]))
+
+
+def along(t, l):
+    return (jnp.take_along_axis(t, l, axis=1),
+            kiln.grad(lambda t: jnp.sum(jnp.take_along_axis(t, l, axis=1) ** 2))(t))
+
+
+L = np.array([[1], [3], [0], [-2], [3], [1], [0], [0], [2], [-1]], np.int32)
+labels = kiln.make_array_from_process_local_data(rows, L[5 * p:5 * p + 5])
+got, want = kiln.jit(along, in_shardings=(rows, rows))(table, labels), kiln.jit(along)(T, L)
+print(p, "along", [str(o.sharding.spec) for o in got],
+      all(np.array_equal(np.asarray(o.local), w[5 * p:5 * p + 5]) for o, w in zip(got, want)))
 """
 
 
@@ -174,3 +221,4 @@ def test_lookups_under_mpirun(tmp_path):
         assert f"{p} lookups True" in out, out
         assert f"{p} empty [(3, 0, 4), (3, 0, 4), (0, 4)]" in out, out
         assert f"{p} grad GlobalArray True" in out, out
+        assert f"""{p} along ["P('rows',)", "P('rows',)"] True""" in out, out

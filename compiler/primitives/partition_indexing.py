@@ -69,10 +69,11 @@ def _within(column, low, high):
 
 def _moved(indices, k, column, owned, offset, elsewhere=0):
     """`indices` with column `k` replaced by `column` less the block's offset where the block
-    owns it (`elsewhere` elsewhere)."""
+    owns it (`elsewhere` elsewhere; everywhere when `owned` is None)."""
     shape = E.aval(indices).shape
     batch = shape[:-1]
-    local = E.reshape(E.select(owned, E.sub(column, offset), elsewhere),
+    moved = E.sub(column, offset)
+    local = E.reshape(moved if owned is None else E.select(owned, moved, elsewhere),
                       new_sizes=batch + (1,), dimensions=None)
     if shape[-1] == 1:
         return local
@@ -176,6 +177,92 @@ def _scatter(name):
         return E.bind(name, x, _moved(indices, k, column, owned, offset, width), updates,
                       dimension_numbers=dn, mode="drop" if mode == "clip" else mode), d
     return rule
+
+
+def iota_columns(fn, consts):
+    """{id(eqn): {column k: dimension j}} for the gathers and scatters of `fn` whose index
+    column k is the iota along the indices' dimension j (`jnp.take_along_axis`, and the
+    batching dimensions `kiln.lax` rewrites into such columns): the indices are a known
+    value, or a concatenation along their last dimension with known pieces. `consts`: the
+    values of `fn`'s last inputs (the constants staging hoisted out)."""
+    known = {id(v): np.asarray(c) for v, c in zip(fn.invars[len(fn.invars) - len(consts):],
+                                                 consts)}
+    made, found = {}, {}
+    for eqn in fn.eqns:
+        for v in eqn.outvars:
+            made[id(v)] = eqn
+        if eqn.prim.name not in ("gather",) + _SCATTERS:
+            continue
+        indices = eqn.invars[1]
+        rank = len(indices.aval.shape)
+        concat = made.get(id(indices))
+        pieces = [indices]
+        if concat is not None and concat.prim.name == "concatenate" \
+                and concat.params["dimension"] == rank - 1:
+            pieces = concat.invars
+        columns, start = {}, 0
+        for piece in pieces:
+            value = known.get(id(piece))
+            for c in range(piece.aval.shape[-1] if value is not None else 0):
+                j = _iota_dimension(value[..., c])
+                if j is not None:
+                    columns[start + c] = j
+            start += piece.aval.shape[-1]
+        if columns:
+            found[id(eqn)] = columns
+    return found
+
+
+def _iota_dimension(column):
+    """The dimension j along which `column` is the iota (column[..., i, ...] == i), or None."""
+    for j, n in enumerate(column.shape):
+        if n > 1 and np.array_equal(column, np.broadcast_to(
+                np.arange(n).reshape([n if k == j else 1 for k in range(column.ndim)]),
+                column.shape)):
+            return j
+    return None
+
+
+def along_iota(eqn, ins, dims, grid):
+    """A gather from an operand split along d (or a scatter into one, or into a replicated
+    value) whose index column into d is the iota along the indices' dimension j of the same
+    size (`grid.iotas`): every batch position j reads or writes row j, so on the blocks
+    along j of the indices (and of a scatter's updates) each process works in its own
+    block, the column less the block's offset, with no communication. The result is split
+    along the batch dimension (gather) or d (scatter), as JAX's partitioner keeps it through
+    the operand batching dimensions. (outs, dims), or None when it is not such a gather."""
+    columns = grid.iotas.get(id(eqn))
+    if columns is None:
+        return None
+    name, dn = eqn.prim.name, eqn.params["dimension_numbers"]
+    (x, indices), (d, di) = ins[:2], dims[:2]
+    gather = name == "gather"
+    index_map = dn.start_index_map if gather else dn.scatter_dims_to_operand_dims
+    collapsed = dn.collapsed_slice_dims if gather else dn.inserted_window_dims
+    shape = E.aval(indices).shape
+    scatter = None if gather else [m for m in range(len(E.aval(ins[2]).shape))
+                                   if m not in dn.update_window_dims]
+    if d is None and not gather:   # into a replicated value: split like the indices or updates
+        split = di if di is not None else scatter.index(dims[2]) if dims[2] in scatter else None
+        k = next((k for k, j in columns.items() if split is not None and j == split), None)
+        d = None if k is None else index_map[k]
+    if d is None or d not in index_map or d not in collapsed:
+        return None
+    k = index_map.index(d)
+    j = columns.get(k)
+    n = E.aval(x).shape[d] * (grid.blocks if dims[0] is not None else 1)
+    if j is None or (gather and eqn.params["slice_sizes"][d] != 1) \
+            or shape[j] * (grid.blocks if di == j else 1) != n or n % grid.blocks:
+        return None
+    x = x if dims[0] is not None else block(x, d, grid)
+    indices = reshard(indices, di, j, grid)
+    local = _moved(indices, k, _column(indices, k, n, False), None,
+                   grid.block * (n // grid.blocks))
+    if gather:
+        batch = [m for m in range(len(eqn.outvars[0].aval.shape)) if m not in dn.offset_dims]
+        return [E.gather(x, local, **eqn.params)], [batch[j]]
+    updates = reshard(ins[2], dims[2], scatter[j], grid)
+    return [E.bind(name, x, local, updates, **eqn.params)], [d]
 
 
 def scatter_into_lookup(eqn, ins, grid):

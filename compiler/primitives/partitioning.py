@@ -71,13 +71,15 @@ class Grid:
     partitioned, `broadcasts` remembers the replicated values it made by `broadcast_in_dim`
     (id(result) -> (result, operand, params)), so that `block` broadcasts to the block
     instead of slicing the whole value, and `lookups` the indices of the gathers of whole
-    rows from split values (id(indices) -> (indices, split dimension): partition_indexing.py)."""
+    rows from split values (id(indices) -> (indices, split dimension): partition_indexing.py),
+    and `iotas` the index columns of the function's gathers and scatters that are an iota
+    along a batch dimension of the indices (id(eqn) -> {column: dimension}: `iota_columns`)."""
 
     __slots__ = ("process", "owners", "blocks", "block", "peers", "broadcasts", "lookups",
-                 "tags")
+                 "iotas", "tags")
 
     def __init__(self, process, owners, peers=None):
-        self.broadcasts, self.lookups, self.tags = {}, {}, 0
+        self.broadcasts, self.lookups, self.iotas, self.tags = {}, {}, {}, 0
         self.process, self.owners = process, tuple(owners)
         self.blocks = max(self.owners) + 1
         self.block = self.owners[process]
