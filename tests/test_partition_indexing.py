@@ -113,8 +113,8 @@ PAIRS = lax.GatherDimensionNumbers(offset_dims=(1, 2), collapsed_slice_dims=(),
 
 
 def test_what_the_rules_leave_out_still_gathers_first():
-    """Indices whose dtype cannot hold the dimension's size, windows of several rows along the
-    split dimension and a strided slice whose size the block count does not divide run on
+    """Indices whose dtype cannot hold the dimension's size (with a window's length) and a
+    strided slice whose size the block count does not divide run on
     the gathered operand, as before."""
     big = np.arange(512.0, dtype=np.float32).reshape(256, 2)
     small = np.array([[0], [-1], [100], [127], [-128], [5], [9], [3]], np.int8)
@@ -164,15 +164,46 @@ def test_take_along_the_split_batch_of_any_shape(rows, cols, picks, data, dtype,
           owners)
 
 
+@settings(max_examples=20, deadline=None)
+@given(rows=st.integers(1, 3), cols=st.integers(0, 2), data=st.data(),
+       dtype=st.sampled_from([np.float32, np.int32, np.bool_]),
+       mode=st.sampled_from(["clip", "fill", "promise_in_bounds"]),
+       owners=st.sampled_from(LAYOUTS), split_indices=st.booleans())
+def test_windows_of_several_rows_of_any_shape(rows, cols, data, dtype, mode, owners,
+                                             split_indices):
+    """Windows of s rows along the split dimension (and all of the other one): each process
+    its own rows of each window, one allreduce, the bits of -0.0 and NaN as they are (a
+    window of the whole dimension stays split along it)."""
+    n = (max(owners) + 1) * rows
+    size = data.draw(st.integers(1, n))
+    table = ((np.arange(n * cols).reshape(n, cols) % 5 - 2) / 3).astype(dtype)
+    if dtype == np.float32 and table.size:
+        table.flat[0], table.flat[-1] = -0.0, np.nan
+    low, high = (0, n - size) if mode == "promise_in_bounds" else (-2 * n, 2 * n)
+    idx = np.array(data.draw(st.lists(st.integers(low, high), min_size=2, max_size=2)),
+                   np.int32).reshape(2, 1)
+    check(lambda t, i: (lax.gather(t, i, PAIRS, (size, cols), mode=mode, fill_value=7),),
+          (table, idx), (0, 0 if split_indices else None), (1 if size == n else None,), owners)
+
+
+def test_windows_move_only_the_looked_up_rows():
+    table = np.zeros((64, 3), np.float32)
+    idx = np.array([[0], [62], [31]], np.int32)
+    assert crossings(lambda t, i: (lax.gather(t, i, PAIRS, (5, 3), mode="fill"),),
+                     (table, idx), (0, None), 1) == [("process_allreduce", (3, 5, 3))]
+
+
 SCRIPT = """
 import numpy as np
 import kiln, kiln.numpy as jnp
-from kiln import P
+from kiln import P, lax
 from kiln.sharding import NamedSharding
 
 kiln.config.update("jax_num_cpu_devices", 1)
 kiln.distributed.initialize()
 p = kiln.process_index()
+PAIRS = lax.GatherDimensionNumbers(offset_dims=(1, 2), collapsed_slice_dims=(),
+                                   start_index_map=(0,))
 mesh = kiln.make_mesh((2,), ("rows",))
 rows, whole = NamedSharding(mesh, P("rows")), NamedSharding(mesh, P())
 T = (np.arange(40.0, dtype=np.float32).reshape(10, 4) - 7) / 3
@@ -210,6 +241,19 @@ labels = kiln.make_array_from_process_local_data(rows, L[5 * p:5 * p + 5])
 got, want = kiln.jit(along, in_shardings=(rows, rows))(table, labels), kiln.jit(along)(T, L)
 print(p, "along", [str(o.sharding.spec) for o in got],
       all(np.array_equal(np.asarray(o.local), w[5 * p:5 * p + 5]) for o, w in zip(got, want)))
+
+
+def windows(t, i):
+    return (lax.gather(t, i, PAIRS, (3, 4), mode="fill", fill_value=-1.5),
+            lax.gather(t, i, PAIRS, (4, 2), mode="clip"))
+
+
+W = np.array([[0], [8], [-1], [4], [7]], np.int32)
+got = kiln.jit(windows, in_shardings=(rows, whole), out_shardings=whole)(table, W)
+want = kiln.jit(windows)(T, W)
+print(p, "windows", all(np.array_equal(np.asarray(g), w) and
+                        np.array_equal(np.signbit(np.asarray(g)), np.signbit(w))
+                        for g, w in zip(got, want)))
 """
 
 
@@ -222,3 +266,4 @@ def test_lookups_under_mpirun(tmp_path):
         assert f"{p} empty [(3, 0, 4), (3, 0, 4), (0, 4)]" in out, out
         assert f"{p} grad GlobalArray True" in out, out
         assert f"""{p} along ["P('rows',)", "P('rows',)"] True""" in out, out
+        assert f"{p} windows True" in out, out

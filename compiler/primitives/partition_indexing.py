@@ -10,6 +10,16 @@ gradient does not gather the whole table first.
   the result is replicated. Real floats cross as their bits, so that a -0.0 or a NaN's
   payload arrives as it is. In "fill" mode the rows whose index is outside the whole dimension get the fill
   value after the sum. The indices are gathered whole first when they are split.
+- `gather` of windows of several rows along `d` (`_windows`): each process gathers from its
+  block padded on both sides, keeps the rows of each window it owns, and the same one
+  allreduce joins them; the result is replicated.
+- `gather` and scatters whose index column into `d` is the iota along a batch dimension of
+  the indices of `d`'s size (`jnp.take_along_axis` and its gradient, `put_along_axis`, the
+  batching dimensions `kiln.lax` rewrites into such columns; `along_iota`, called by
+  transforms/partition.py): every index vector reads or writes the row of its own batch
+  position, so on the blocks along that batch dimension there is no communication; the
+  result is split along the batch dimension (gather; a scatter: along `d`), as JAX's
+  partitioner keeps it.
 - `gather` that takes the whole of the split dimension (a window of every row): on the block,
   the result split along the window's dimension. An operand that is replicated, indexed by
   indices split along a batch dimension (the data-parallel lookup): on the local indices, the
@@ -27,8 +37,8 @@ gradient does not gather the whole table first.
   `d` (`scatter_into_lookup`, called by transforms/partition.py for equations with no split
   operand), so the gradient of an embedding lookup stays split like the table.
 
-Everything else (a window of several rows along `d`, an index dtype too small to hold the
-dimension's size) runs on the whole operand, as before.
+Everything else (an index dtype too small to hold the dimension's size, with a window's
+length) runs on the whole operand, as before.
 """
 import numpy as np
 
@@ -119,6 +129,8 @@ def _gather(args, dims, *, grid, dimension_numbers, slice_sizes, mode="clip", fi
         kept = [k for k in range(len(slice_sizes)) if k not in dn.collapsed_slice_dims]
         out = E.gather(x, reshard(indices, di, None, grid), **{**params, "slice_sizes": local})
         return out, dn.offset_dims[kept.index(d)]
+    if d in dn.start_index_map and slice_sizes[d] > 1 and _fits(indices, n + slice_sizes[d]):
+        return _windows(x, reshard(indices, di, None, grid), d, grid, params), None
     if d not in dn.start_index_map or slice_sizes[d] != 1 or not _fits(indices, n):
         return on_whole("gather", args, dims, grid, params)
     indices = reshard(indices, di, None, grid)
@@ -136,6 +148,47 @@ def _gather(args, dims, *, grid, dimension_numbers, slice_sizes, mode="clip", fi
     fill = default_fill(E.aval(out).dtype) if fill_value is None else fill_value
     return E.select(_spread(_within(column, 0, n), shape, dn.offset_dims), total,
                     E.full(shape, fill, E.aval(out).dtype, E.aval(out).weak_type)), None
+
+
+def _windows(x, indices, d, grid, params):
+    """A gather of windows of s > 1 rows along the split dimension `d`: each process gathers
+    from its block padded with s - 1 rows on each side, the window's start moved into the
+    padded block (clamped: a window that misses the block reads rows it does not keep), keeps
+    the rows it owns and one allreduce joins them (`_owners_rows`, exact bits), as for single
+    rows. The start is clamped to [0, n - s] first where the whole gather clamps it; in
+    "fill" mode a window outside the operand along any of its indexed dimensions is masked
+    before the sum and gets the fill value after it."""
+    dn, sizes, mode = params["dimension_numbers"], params["slice_sizes"], params["mode"]
+    s, n, width = sizes[d], global_size(x, d, grid), E.aval(x).shape[d]
+    k, offset = dn.start_index_map.index(d), grid.block * width
+    column = _column(indices, k, n - s + 1, mode != "fill")
+    padded = E.pad(x, E.scalar(0, E.aval(x)), padding_config=tuple(
+        (s - 1, s - 1, 0) if m == d else (0, 0, 0) for m in range(len(sizes))))
+    start = E.clamp(E.scalar(0, E.aval(column)), E.sub(column, offset - s + 1),
+                    E.scalar(width + s - 1, E.aval(column)))
+    out = E.gather(padded, _moved(indices, k, start, None, 0), **params)
+    shape = E.aval(out).shape
+    if 0 in shape:
+        return out
+    kept = [m for m in range(len(sizes)) if m not in dn.collapsed_slice_dims]
+    batch = tuple(m for m in range(len(shape)) if m not in dn.offset_dims)
+    rows = E.add(E.broadcast_in_dim(column, shape=shape, broadcast_dimensions=batch),
+                 E.iota(dtype=E.aval(column).dtype, shape=shape,
+                        dimension=dn.offset_dims[kept.index(d)]))
+    mine = _within(rows, offset, offset + width)
+    if mode != "fill":
+        return _owners_rows(out, mine, grid)
+    inside = None
+    for c, m in enumerate(dn.start_index_map):
+        size = n if m == d else E.aval(x).shape[m]
+        fits = _within(_column(indices, c, size, False), 0, size - sizes[m] + 1)
+        inside = fits if inside is None else E.and_(inside, fits)
+    inside = _spread(inside, shape, dn.offset_dims)
+    total = _owners_rows(out, E.and_(mine, inside), grid)
+    fill = default_fill(E.aval(out).dtype) if params["fill_value"] is None \
+        else params["fill_value"]
+    return E.select(inside, total, E.full(shape, fill, E.aval(out).dtype,
+                                          E.aval(out).weak_type))
 
 
 def _scatter_add(args, dims, *, grid, dimension_numbers, mode="drop"):
