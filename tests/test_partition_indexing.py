@@ -96,6 +96,15 @@ def test_only_the_needed_rows_cross():
     assert crossings(lambda t, i: t.at[i].add(1.0), (table, I), (0, None), 1) == []
     assert crossings(lambda t: t[30:34], (table,), (0,), 1) == []
     assert crossings(lambda t: t[3:5], (table,), (0,), 1) == [("process_sendrecv", (1, 3))]
+    # t (64 rows) then u (8): block 0 gets t's rows 32:36 from block 1, block 1 u's rows 0:4
+    # from block 0; u replicated, before t: t's rows 28:32 cross to block 1, u none; u on
+    # both sides: every row stays
+    u = np.zeros((8, 3), np.float32)
+    assert crossings(lambda t, u: jnp.concatenate([t, u]), (table, u), (0, 0), 1) == \
+        [("process_sendrecv", (4, 3)), ("process_sendrecv", (4, 3))]
+    assert crossings(lambda t, u: jnp.concatenate([u, t]), (table, u), (0, None), 1) == \
+        [("process_sendrecv", (4, 3))]
+    assert crossings(lambda t, u: jnp.concatenate([u, t, u]), (table, u), (0, None), 1) == []
     labels = np.arange(64, dtype=np.int32).reshape(64, 1) % 3
     for dims in ((0, 0), (0, None)):   # take_along_axis and its gradient: no communication
         assert crossings(lambda t, l: (jnp.take_along_axis(t, l, axis=1),
@@ -186,6 +195,28 @@ def test_windows_of_several_rows_of_any_shape(rows, cols, data, dtype, mode, own
           (table, idx), (0, 0 if split_indices else None), (1 if size == n else None,), owners)
 
 
+@settings(max_examples=20, deadline=None)
+@given(sizes=st.lists(st.integers(0, 3), min_size=1, max_size=3), cols=st.integers(0, 2),
+       data=st.data(), dtype=st.sampled_from([np.float32, np.int32, np.bool_]),
+       owners=st.sampled_from(LAYOUTS))
+def test_concatenations_along_the_split_dimension_of_any_shape(sizes, cols, data, dtype,
+                                                               owners):
+    """Split operands (rows a multiple of the block count) and replicated ones (any rows):
+    the result stays split where the block count divides its size, bit for bit."""
+    blocks = max(owners) + 1
+    split = [data.draw(st.booleans()) for _ in sizes]
+    if not any(split):
+        split[0] = True
+    rows = [n * blocks if s else data.draw(st.integers(0, 3)) for n, s in zip(sizes, split)]
+    parts = [((np.arange(r * cols).reshape(r, cols) + 10 * k) % 7 - 3).astype(dtype)
+             for k, r in enumerate(rows)]
+    if dtype == np.float32 and parts[0].size:
+        parts[0].flat[0] = -0.0
+    keep = sum(rows) % blocks == 0 and sum(rows) > 0 or len(rows) == 1   # one: no concatenate
+    check(lambda *xs: (jnp.concatenate(xs), jnp.concatenate(xs[::-1])), tuple(parts),
+          tuple(0 if s else None for s in split), (0 if keep else None,) * 2, owners)
+
+
 def test_windows_move_only_the_looked_up_rows():
     table = np.zeros((64, 3), np.float32)
     idx = np.array([[0], [62], [31]], np.int32)
@@ -251,6 +282,10 @@ def windows(t, i):
 W = np.array([[0], [8], [-1], [4], [7]], np.int32)
 got = kiln.jit(windows, in_shardings=(rows, whole), out_shardings=whole)(table, W)
 want = kiln.jit(windows)(T, W)
+joined = kiln.jit(lambda t, u: jnp.concatenate([u, t, t]), in_shardings=(rows, whole))(
+    table, T[:2])
+print(p, "joined", str(joined.sharding.spec), np.array_equal(
+    np.asarray(joined.local), np.concatenate([T[:2], T, T])[11 * p:11 * p + 11]))
 print(p, "windows", all(np.array_equal(np.asarray(g), w) and
                         np.array_equal(np.signbit(np.asarray(g)), np.signbit(w))
                         for g, w in zip(got, want)))
@@ -267,3 +302,4 @@ def test_lookups_under_mpirun(tmp_path):
         assert f"{p} grad GlobalArray True" in out, out
         assert f"""{p} along ["P('rows',)", "P('rows',)"] True""" in out, out
         assert f"{p} windows True" in out, out
+        assert f"{p} joined P('rows',) True" in out, out

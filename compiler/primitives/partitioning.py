@@ -29,9 +29,11 @@ is split. The rules keep the common steps of training and evaluation on the bloc
 - cumulative scans along the split dimension: the block's scan, combined with the blocks
   before it (their totals, one allgather): an exclusive scan across the processes.
 
-Slices, pads and reversals along the split dimension move only the rows that cross blocks
-(partition_rows.py); gathers and scatters one row at a time along it work in the local block
-(partition_indexing.py).
+Slices, pads, reversals and concatenations along the split dimension move only the rows
+that cross blocks (partition_rows.py); gathers and scatters one row at a time along it work in
+the local block, gathers of windows of several rows join the looked-up rows with one
+allreduce, and those whose index into it is an iota along a batch dimension
+(`jnp.take_along_axis`) stay split along that batch dimension (partition_indexing.py).
 
 Every process runs the same collectives in the same order, and uses each one's result (the
 simplifier would drop an unused one in some processes and not in others, and the rest would
