@@ -87,13 +87,13 @@ def sharded_call(jitted, args, kwargs):
         in_dims = [_on_axes(axes, leaf.split, leaf.owners) for leaf in leaves_of] + \
             [[None] * len(axes)] * len(st.extra)
         out_dims = [w if w == INFER else _on_axes(axes, *w) for w in wanted]
-        local, got = _partition(st.fn, in_dims, out_dims, axes, process)
+        local, got = _partition(st.fn, in_dims, out_dims, axes, process, st.extra)
         shardings = [t if t is not None or all(k is None for k in d)
                      else _inferred(axes, d, a.shape)
                      for t, d, a in zip(targets, got, st.out_avals)]
         if any(s is None and any(k is not None for k in d) for s, d in zip(shardings, got)):
             out_dims = [[None] * len(axes) if s is None else d for s, d in zip(shardings, got)]
-            local, got = _partition(st.fn, in_dims, out_dims, axes, process)
+            local, got = _partition(st.fn, in_dims, out_dims, axes, process, st.extra)
         entry = _Entry()
         _, entry.executable = staging.compile_ssa(local, jitted._backend,
                                                   fallback=jitted._fallback,
@@ -176,9 +176,10 @@ def _on_axes(axes, dims, owners):
     return out
 
 
-def _partition(fn, in_dims, out_dims, axes, process):
+def _partition(fn, in_dims, out_dims, axes, process, consts=()):
     """`fn` partitioned over each of `axes` in turn (partition.py): (this process's function,
-    each output's split dimension over each axis)."""
+    each output's split dimension over each axis). `consts`: the values of `fn`'s last
+    inputs (the staged constants)."""
     if not axes:
         return fn, [[] for _ in out_dims]
     got = None
@@ -187,7 +188,8 @@ def _partition(fn, in_dims, out_dims, axes, process):
         grid = Grid(process, owners, _peers(axes, k, process) if len(axes) > 1 else None)
         grid.tags = tags
         wanted = [w if w == INFER else w[k] for w in out_dims]
-        fn, dims = partition(fn, [d[k] for d in in_dims], wanted, grid, after=k > 0)
+        fn, dims = partition(fn, [d[k] for d in in_dims], wanted, grid, after=k > 0,
+                             consts=consts)
         tags = grid.tags
         got = [[d] for d in dims] if got is None else [g + [d] for g, d in zip(got, dims)]
     return fn, got

@@ -377,7 +377,7 @@ def run_partitioned(fun, args, in_dims, out_dims, owners=(0, 1)):
 
     def process(p):
         fn, dims[p] = partition(st.fn, list(in_dims) + [None] * len(st.extra), out_dims,
-                                Grid(p, owners))
+                                Grid(p, owners), consts=st.extra)
         blocks = [np.split(np.asarray(a), count, axis=d)[owners[p]] if d is not None
                   else a for a, d in zip(args, in_dims)]
         return staging.compile_function(fn, "reference")(*blocks, *st.extra)
@@ -449,7 +449,7 @@ INFERRED = [   # (function, arguments, split dimension of each, inferred split o
     (lambda a: (a.sum(1), a.max(1), jnp.prod(a, 0), jnp.prod(a, 1), a.max(0)),
      (A,), (0,), (0, 0, None, 0, None)),
     (lambda a, b: (jnp.concatenate([a, b.T * 2], axis=1), jnp.concatenate([a, a])),
-     (A, B), (0, 1), (0, None)),
+     (A, B), (0, 1), (0, 0)),                    # along the split: partition_rows.py
     (lambda a: (a.reshape(4, 2, 3), a.reshape(24), a.T, jnp.sort(a, axis=1), jnp.sort(a, 0)),
      (A,), (0,), (0, 0, 1, 0, None)),
     (lambda a, b, c: (jnp.einsum("bij,bkj->bik", c, c), a @ b, b.T @ a.T),
@@ -484,11 +484,12 @@ def test_outputs_keep_the_split_the_rules_give_them(case, owners):
 
 def test_the_new_rules_move_only_what_they_must():
     """Slices, concatenations, reshapes and reductions along other dimensions keep the blocks
-    without communication (a concatenation or a sort along the split dimension gathers; a
-    slice along it, a[1:3] over 2 blocks of 2 rows, leaves each row where it is); argmax over the split dimension is three allreduces for floats (best value,
+    without communication (a sort along the split dimension gathers; a concatenation along
+    it, [a, a] over 2 blocks of 2 rows, swaps one block of rows each way; a slice along it,
+    a[1:3], leaves each row where it is); argmax over the split dimension is three allreduces for floats (best value,
     any NaN, first index) and two for integers; a cumsum along it one allgather of the block
     totals. (In case 5, max(t, 0) is the allreduce of argmax(t, 0)'s best value, shared.)"""
-    for k, crossings in ((0, {}), (2, {"process_allgather": 1}),
+    for k, crossings in ((0, {}), (2, {"process_sendrecv": 2}),
                          (3, {"process_allgather": 1}), (5, {"process_allreduce": 2 * 3 + 2 * 2}),
                          (6, {"process_allgather": 6})):
         fun, args, in_dims, expected = INFERRED[k]
@@ -650,7 +651,7 @@ def run_tiled(fun, args, in_dims, out_dims):
 
     def process(p):
         fn, dims[p] = _partition(st.fn, list(in_dims) + [[None, None]] * len(st.extra),
-                                 out_dims, axes, p)
+                                 out_dims, axes, p, st.extra)
         blocks = [_tile(np.asarray(a), d, p) for a, d in zip(args, in_dims)]
         return staging.compile_function(fn, "reference")(*blocks, *st.extra)
     results = as_threads(4, process)

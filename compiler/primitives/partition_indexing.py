@@ -10,6 +10,16 @@ gradient does not gather the whole table first.
   the result is replicated. Real floats cross as their bits, so that a -0.0 or a NaN's
   payload arrives as it is. In "fill" mode the rows whose index is outside the whole dimension get the fill
   value after the sum. The indices are gathered whole first when they are split.
+- `gather` of windows of several rows along `d` (`_windows`): each process gathers from its
+  block padded on both sides, keeps the rows of each window it owns, and the same one
+  allreduce joins them; the result is replicated.
+- `gather` and scatters whose index column into `d` is the iota along a batch dimension of
+  the indices of `d`'s size (`jnp.take_along_axis` and its gradient, `put_along_axis`, the
+  batching dimensions `kiln.lax` rewrites into such columns; `along_iota`, called by
+  transforms/partition.py): every index vector reads or writes the row of its own batch
+  position, so on the blocks along that batch dimension there is no communication; the
+  result is split along the batch dimension (gather; a scatter: along `d`), as JAX's
+  partitioner keeps it.
 - `gather` that takes the whole of the split dimension (a window of every row): on the block,
   the result split along the window's dimension. An operand that is replicated, indexed by
   indices split along a batch dimension (the data-parallel lookup): on the local indices, the
@@ -27,8 +37,8 @@ gradient does not gather the whole table first.
   `d` (`scatter_into_lookup`, called by transforms/partition.py for equations with no split
   operand), so the gradient of an embedding lookup stays split like the table.
 
-Everything else (a window of several rows along `d`, an index dtype too small to hold the
-dimension's size) runs on the whole operand, as before.
+Everything else (an index dtype too small to hold the dimension's size, with a window's
+length) runs on the whole operand, as before.
 """
 import numpy as np
 
@@ -69,10 +79,11 @@ def _within(column, low, high):
 
 def _moved(indices, k, column, owned, offset, elsewhere=0):
     """`indices` with column `k` replaced by `column` less the block's offset where the block
-    owns it (`elsewhere` elsewhere)."""
+    owns it (`elsewhere` elsewhere; everywhere when `owned` is None)."""
     shape = E.aval(indices).shape
     batch = shape[:-1]
-    local = E.reshape(E.select(owned, E.sub(column, offset), elsewhere),
+    moved = E.sub(column, offset)
+    local = E.reshape(moved if owned is None else E.select(owned, moved, elsewhere),
                       new_sizes=batch + (1,), dimensions=None)
     if shape[-1] == 1:
         return local
@@ -118,6 +129,8 @@ def _gather(args, dims, *, grid, dimension_numbers, slice_sizes, mode="clip", fi
         kept = [k for k in range(len(slice_sizes)) if k not in dn.collapsed_slice_dims]
         out = E.gather(x, reshard(indices, di, None, grid), **{**params, "slice_sizes": local})
         return out, dn.offset_dims[kept.index(d)]
+    if d in dn.start_index_map and slice_sizes[d] > 1 and _fits(indices, n + slice_sizes[d]):
+        return _windows(x, reshard(indices, di, None, grid), d, grid, params), None
     if d not in dn.start_index_map or slice_sizes[d] != 1 or not _fits(indices, n):
         return on_whole("gather", args, dims, grid, params)
     indices = reshard(indices, di, None, grid)
@@ -135,6 +148,47 @@ def _gather(args, dims, *, grid, dimension_numbers, slice_sizes, mode="clip", fi
     fill = default_fill(E.aval(out).dtype) if fill_value is None else fill_value
     return E.select(_spread(_within(column, 0, n), shape, dn.offset_dims), total,
                     E.full(shape, fill, E.aval(out).dtype, E.aval(out).weak_type)), None
+
+
+def _windows(x, indices, d, grid, params):
+    """A gather of windows of s > 1 rows along the split dimension `d`: each process gathers
+    from its block padded with s - 1 rows on each side, the window's start moved into the
+    padded block (clamped: a window that misses the block reads rows it does not keep), keeps
+    the rows it owns and one allreduce joins them (`_owners_rows`, exact bits), as for single
+    rows. The start is clamped to [0, n - s] first where the whole gather clamps it; in
+    "fill" mode a window outside the operand along any of its indexed dimensions is masked
+    before the sum and gets the fill value after it."""
+    dn, sizes, mode = params["dimension_numbers"], params["slice_sizes"], params["mode"]
+    s, n, width = sizes[d], global_size(x, d, grid), E.aval(x).shape[d]
+    k, offset = dn.start_index_map.index(d), grid.block * width
+    column = _column(indices, k, n - s + 1, mode != "fill")
+    padded = E.pad(x, E.scalar(0, E.aval(x)), padding_config=tuple(
+        (s - 1, s - 1, 0) if m == d else (0, 0, 0) for m in range(len(sizes))))
+    start = E.clamp(E.scalar(0, E.aval(column)), E.sub(column, offset - s + 1),
+                    E.scalar(width + s - 1, E.aval(column)))
+    out = E.gather(padded, _moved(indices, k, start, None, 0), **params)
+    shape = E.aval(out).shape
+    if 0 in shape:
+        return out
+    kept = [m for m in range(len(sizes)) if m not in dn.collapsed_slice_dims]
+    batch = tuple(m for m in range(len(shape)) if m not in dn.offset_dims)
+    rows = E.add(E.broadcast_in_dim(column, shape=shape, broadcast_dimensions=batch),
+                 E.iota(dtype=E.aval(column).dtype, shape=shape,
+                        dimension=dn.offset_dims[kept.index(d)]))
+    mine = _within(rows, offset, offset + width)
+    if mode != "fill":
+        return _owners_rows(out, mine, grid)
+    inside = None
+    for c, m in enumerate(dn.start_index_map):
+        size = n if m == d else E.aval(x).shape[m]
+        fits = _within(_column(indices, c, size, False), 0, size - sizes[m] + 1)
+        inside = fits if inside is None else E.and_(inside, fits)
+    inside = _spread(inside, shape, dn.offset_dims)
+    total = _owners_rows(out, E.and_(mine, inside), grid)
+    fill = default_fill(E.aval(out).dtype) if params["fill_value"] is None \
+        else params["fill_value"]
+    return E.select(inside, total, E.full(shape, fill, E.aval(out).dtype,
+                                          E.aval(out).weak_type))
 
 
 def _scatter_add(args, dims, *, grid, dimension_numbers, mode="drop"):
@@ -176,6 +230,92 @@ def _scatter(name):
         return E.bind(name, x, _moved(indices, k, column, owned, offset, width), updates,
                       dimension_numbers=dn, mode="drop" if mode == "clip" else mode), d
     return rule
+
+
+def iota_columns(fn, consts):
+    """{id(eqn): {column k: dimension j}} for the gathers and scatters of `fn` whose index
+    column k is the iota along the indices' dimension j (`jnp.take_along_axis`, and the
+    batching dimensions `kiln.lax` rewrites into such columns): the indices are a known
+    value, or a concatenation along their last dimension with known pieces. `consts`: the
+    values of `fn`'s last inputs (the constants staging hoisted out)."""
+    known = {id(v): np.asarray(c) for v, c in zip(fn.invars[len(fn.invars) - len(consts):],
+                                                 consts)}
+    made, found = {}, {}
+    for eqn in fn.eqns:
+        for v in eqn.outvars:
+            made[id(v)] = eqn
+        if eqn.prim.name not in ("gather",) + _SCATTERS:
+            continue
+        indices = eqn.invars[1]
+        rank = len(indices.aval.shape)
+        concat = made.get(id(indices))
+        pieces = [indices]
+        if concat is not None and concat.prim.name == "concatenate" \
+                and concat.params["dimension"] == rank - 1:
+            pieces = concat.invars
+        columns, start = {}, 0
+        for piece in pieces:
+            value = known.get(id(piece))
+            for c in range(piece.aval.shape[-1] if value is not None else 0):
+                j = _iota_dimension(value[..., c])
+                if j is not None:
+                    columns[start + c] = j
+            start += piece.aval.shape[-1]
+        if columns:
+            found[id(eqn)] = columns
+    return found
+
+
+def _iota_dimension(column):
+    """The dimension j along which `column` is the iota (column[..., i, ...] == i), or None."""
+    for j, n in enumerate(column.shape):
+        if n > 1 and np.array_equal(column, np.broadcast_to(
+                np.arange(n).reshape([n if k == j else 1 for k in range(column.ndim)]),
+                column.shape)):
+            return j
+    return None
+
+
+def along_iota(eqn, ins, dims, grid):
+    """A gather from an operand split along d (or a scatter into one, or into a replicated
+    value) whose index column into d is the iota along the indices' dimension j of the same
+    size (`grid.iotas`): every batch position j reads or writes row j, so on the blocks
+    along j of the indices (and of a scatter's updates) each process works in its own
+    block, the column less the block's offset, with no communication. The result is split
+    along the batch dimension (gather) or d (scatter), as JAX's partitioner keeps it through
+    the operand batching dimensions. (outs, dims), or None when it is not such a gather."""
+    columns = grid.iotas.get(id(eqn))
+    if columns is None:
+        return None
+    name, dn = eqn.prim.name, eqn.params["dimension_numbers"]
+    (x, indices), (d, di) = ins[:2], dims[:2]
+    gather = name == "gather"
+    index_map = dn.start_index_map if gather else dn.scatter_dims_to_operand_dims
+    collapsed = dn.collapsed_slice_dims if gather else dn.inserted_window_dims
+    shape = E.aval(indices).shape
+    scatter = None if gather else [m for m in range(len(E.aval(ins[2]).shape))
+                                   if m not in dn.update_window_dims]
+    if d is None and not gather:   # into a replicated value: split like the indices or updates
+        split = di if di is not None else scatter.index(dims[2]) if dims[2] in scatter else None
+        k = next((k for k, j in columns.items() if split is not None and j == split), None)
+        d = None if k is None else index_map[k]
+    if d is None or d not in index_map or d not in collapsed:
+        return None
+    k = index_map.index(d)
+    j = columns.get(k)
+    n = E.aval(x).shape[d] * (grid.blocks if dims[0] is not None else 1)
+    if j is None or (gather and eqn.params["slice_sizes"][d] != 1) \
+            or shape[j] * (grid.blocks if di == j else 1) != n or n % grid.blocks:
+        return None
+    x = x if dims[0] is not None else block(x, d, grid)
+    indices = reshard(indices, di, j, grid)
+    local = _moved(indices, k, _column(indices, k, n, False), None,
+                   grid.block * (n // grid.blocks))
+    if gather:
+        batch = [m for m in range(len(eqn.outvars[0].aval.shape)) if m not in dn.offset_dims]
+        return [E.gather(x, local, **eqn.params)], [batch[j]]
+    updates = reshard(ins[2], dims[2], scatter[j], grid)
+    return [E.bind(name, x, local, updates, **eqn.params)], [d]
 
 
 def scatter_into_lookup(eqn, ins, grid):

@@ -1,5 +1,6 @@
-"""Partitioning rules for slices, pads and reversals along the split dimension: each process
-receives only the rows its block of the result needs, from the processes holding them.
+"""Partitioning rules for slices, pads, reversals and concatenations along the split
+dimension: each process receives only the rows its block of the result needs, from the
+processes holding them.
 
 The result stays split along the same dimension, in the same layout (as JAX's sharding
 propagation keeps a slice's or pad's operand sharding): block j of a result of global size M
@@ -14,6 +15,9 @@ neighbour per block: it moves the rows that cross a block boundary, not the arra
 is one round (block j swaps with block B - 1 - j). A strided slice (x[::2]) takes every
 step-th row of each run the same way. When several processes hold each block, a process
 exchanges with its peers (`Grid.peers`: holder k of a block with holder k of the other).
+A concatenation along the split dimension of operands split along it or replicated places
+each split operand's rows as a shifted slice would (its padding cut away) and takes a
+replicated operand's rows from its whole value, which every process holds.
 
 What does not fit (interior padding, a result whose size the block count does not divide, an
 empty one) runs on the operand gathered whole (partitioning.py's fallback), replicated.
@@ -166,6 +170,31 @@ def _rev(args, dims, *, grid, dimensions):
     return _rows(local, d, lambda j: [(grid.blocks - 1 - j, range(width))], None, grid), d
 
 
+_ELSEWHERE = PARTITION[PRIMITIVES["concatenate"]]   # along another dimension: partitioning.py
+
+
+def _concatenate(args, dims, *, grid, dimension):
+    """Along the split dimension, of operands split along it or replicated: block j of the
+    result takes its rows of each split operand as a shifted slice (`_shifted`: only the
+    rows that cross blocks move) and its rows of a replicated one from the whole value."""
+    d = dimension
+    sizes = [E.aval(x).shape[d] * (grid.blocks if k == d else 1) for x, k in zip(args, dims)]
+    size_out = sum(sizes)
+    if d not in dims or any(k not in (None, d) for k in dims) or not _fits(size_out, grid):
+        return _ELSEWHERE(args, dims, grid=grid, dimension=dimension)
+    out_width = size_out // grid.blocks
+    low, parts, start = grid.block * out_width, [], 0
+    for x, k, n in zip(args, dims, sizes):
+        a, b, first = max(low, start), min(low + out_width, start + n), start
+        if k is not None and n:   # the operand's rows placed as the result's block
+            x, first = _shifted(x, d, -start, size_out, E.scalar(0, E.aval(x)), grid), low
+        if b > a:
+            parts.append(_cut(x, d, range(a - first, b - first)))
+        start += n
+    return (parts[0] if len(parts) == 1 else E.concatenate(*parts, dimension=d)), d
+
+
 PARTITION[PRIMITIVES["slice"]] = _slice
 PARTITION[PRIMITIVES["pad"]] = _pad
 PARTITION[PRIMITIVES["rev"]] = _rev
+PARTITION[PRIMITIVES["concatenate"]] = _concatenate

@@ -29,9 +29,11 @@ is split. The rules keep the common steps of training and evaluation on the bloc
 - cumulative scans along the split dimension: the block's scan, combined with the blocks
   before it (their totals, one allgather): an exclusive scan across the processes.
 
-Slices, pads and reversals along the split dimension move only the rows that cross blocks
-(partition_rows.py); gathers and scatters one row at a time along it work in the local block
-(partition_indexing.py).
+Slices, pads, reversals and concatenations along the split dimension move only the rows
+that cross blocks (partition_rows.py); gathers and scatters one row at a time along it work in
+the local block, gathers of windows of several rows join the looked-up rows with one
+allreduce, and those whose index into it is an iota along a batch dimension
+(`jnp.take_along_axis`) stay split along that batch dimension (partition_indexing.py).
 
 Every process runs the same collectives in the same order, and uses each one's result (the
 simplifier would drop an unused one in some processes and not in others, and the rest would
@@ -71,13 +73,15 @@ class Grid:
     partitioned, `broadcasts` remembers the replicated values it made by `broadcast_in_dim`
     (id(result) -> (result, operand, params)), so that `block` broadcasts to the block
     instead of slicing the whole value, and `lookups` the indices of the gathers of whole
-    rows from split values (id(indices) -> (indices, split dimension): partition_indexing.py)."""
+    rows from split values (id(indices) -> (indices, split dimension): partition_indexing.py),
+    and `iotas` the index columns of the function's gathers and scatters that are an iota
+    along a batch dimension of the indices (id(eqn) -> {column: dimension}: `iota_columns`)."""
 
     __slots__ = ("process", "owners", "blocks", "block", "peers", "broadcasts", "lookups",
-                 "tags")
+                 "iotas", "tags")
 
     def __init__(self, process, owners, peers=None):
-        self.broadcasts, self.lookups, self.tags = {}, {}, 0
+        self.broadcasts, self.lookups, self.iotas, self.tags = {}, {}, {}, 0
         self.process, self.owners = process, tuple(owners)
         self.blocks = max(self.owners) + 1
         self.block = self.owners[process]

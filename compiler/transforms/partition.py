@@ -11,7 +11,9 @@ axes): none split, it runs as it is; otherwise its primitive's `PARTITION` rule 
 the blocks, and a primitive without a rule runs on its operands gathered whole. A replicated
 broadcast that meets a split value is broadcast to the block (the bias of a layer, the
 cotangent of a mean), not computed whole and sliced; a scatter into such a broadcast with the
-indices of a lookup into a split value (an embedding's gradient) runs on the blocks too. The cross-process work is the
+indices of a lookup into a split value (an embedding's gradient) runs on the blocks too, and
+so does a gather or scatter whose index column into the split dimension is an iota along a
+batch dimension (`jnp.take_along_axis` and its gradient). The cross-process work is the
 `process_allreduce`/`process_allgather`/`process_sendrecv` equations the rules emit.
 
 A value split over two mesh axes of processes (P("x", "y") over a 2 x 2 mesh of processes)
@@ -23,7 +25,7 @@ combines the blocks of this process's row of the mesh only.
 from ..ir.builder import Builder, current
 from ..ir.abstract import ShapedArray
 from ..primitives.partitioning import PARTITION, EARLIER_PASS, gather, reshard
-from ..primitives.partition_indexing import scatter_into_lookup
+from ..primitives.partition_indexing import scatter_into_lookup, along_iota, iota_columns
 from ..primitives.rule_forms import replay_eqn
 from .replay import replay_annotated
 
@@ -49,6 +51,9 @@ def _step(grid, after):
             if eqn.prim.name == "broadcast_in_dim":
                 grid.broadcasts[id(outs[0])] = (outs[0], ins[0], eqn.params)
             return outs, [None] * len(outs)
+        split = along_iota(eqn, ins, dims, grid)
+        if split is not None:
+            return split
         rule = (EARLIER_PASS.get(eqn.prim) if after else None) or PARTITION.get(eqn.prim)
         if rule is None:
             whole = [gather(x, d, grid) for x, d in zip(ins, dims)]
@@ -61,11 +66,14 @@ def _step(grid, after):
     return step
 
 
-def partition(fn, in_dims, out_dims, grid, after=False):
+def partition(fn, in_dims, out_dims, grid, after=False, consts=()):
     """(The SSA Function process `grid.process` runs, the split dimension of each of its
     outputs): see the module docstring. `after`: `fn` is the result of partitioning over
     another mesh axis, whose collectives (process_allgather, process_sendrecv) this pass
-    runs on the blocks of this axis (partitioning.py's `EARLIER_PASS`)."""
+    runs on the blocks of this axis (partitioning.py's `EARLIER_PASS`). `consts`: the values
+    of `fn`'s last inputs, the constants staging hoisted (replicated), where the iota index
+    columns of `jnp.take_along_axis` are found (partition_indexing.py's `iota_columns`)."""
+    grid.iotas = iota_columns(fn, consts)
     b = Builder(fn.name)
     with b:
         ins = [b.new_input(local_aval(v.aval, d, grid.blocks), v.name)
