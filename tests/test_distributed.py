@@ -391,6 +391,38 @@ def test_a_stopped_rank_fails_a_shared_memory_allreduce(tmp_path):
     assert seconds < 40, (seconds, output)
 
 
+LATE_WINDOW = """
+import os, time
+rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
+if rank == 1:   # this process skips the shared window, so the others wait for it in vain
+    os.environ["KILN_DISTRIBUTED_SHARED_MEMORY"] = "0"
+import kiln
+start = time.monotonic()
+try:
+    kiln.distributed.initialize()
+except kiln.distributed.DistributedTimeoutError as e:
+    print(f"rank {rank} after {time.monotonic() - start:.1f} s: {e}", flush=True)
+else:
+    time.sleep(60)   # (until the job is aborted)
+"""
+
+
+@needs_mpi
+def test_a_process_that_never_sets_up_the_window_fails_initialize(tmp_path):
+    """Setting up the shared window at initialize waits for every process with the engine's
+    timeout: a process that never comes (here one that skips the window) makes the others
+    raise, naming what to do, and the job is aborted, instead of hanging."""
+    code, output, seconds = mpirun(tmp_path, LATE_WINDOW, np_=3,
+                                   env={"KILN_DISTRIBUTED_TIMEOUT": "2"})
+    assert code != 0, output
+    for rank in (0, 2):
+        assert (f"setting up the shared-memory window of the allreduce (kiln.distributed."
+                f"initialize) did not complete within 2 s on process {rank} of 3") in output, output
+    assert "Every process of the MPI job must call it" in output, output
+    assert "aborting the MPI job" in output, output
+    assert seconds < 40, (seconds, output)
+
+
 SHARED_ALLREDUCE = """
 import functools, zlib
 import numpy as np
