@@ -89,18 +89,24 @@ of `n` elements, after the in-process reduction, in place:
     status = mpi_engine.emit_allreduce(builder, buf, buf, n, np.float32, "sum")
     mpi_engine.emit_return_on_error(builder, status)
 
-How: allreduce is MPI_Iallreduce, except between two processes. Two processes on one node
-share a window (`setup` makes it: MPI_Comm_split_type + MPI_Win_allocate_shared; `shared=False`
-skips it), and from SHARED_BYTES (64 KB) on their allreduce goes through it without MPI
-messages (`_Library.emit_shared`): each process stages the peer's half of a chunk of `send`
-there, reduces its own half in the peer's staged buffer while it is in cache (MPI_Reduce_local,
-MPI's operation), and both copy each reduced chunk into recv with non-temporal stores, chunk
-after chunk (SHARED_CHUNK bytes, two in flight), synchronised by counters in the window that
-each wait polls against the deadline. Measured 64 MB float32 on 2 cores: 1.5x the point-to-point
-form on a quiet machine (55 % of a one-process copy's bandwidth), up to 2x at load (the same
-when another program shares a core), and 2-3x MPI_Iallreduce from 64 KB to 4 MB (BENCHMARKS.md). Two processes without a shared window (on
-two nodes) use point-to-point messages in PAIRWISE_CHUNK pieces from PAIRWISE_BYTES (1 MB) on
-(`_Library.emit_pairwise`); more than two processes, MPI_Iallreduce at every size.
+How: allreduce is MPI_Iallreduce, except when every process is on one node, or between two
+processes. Processes all on one node (any number from two) share a window (`setup` makes it:
+MPI_Comm_split_type + MPI_Win_allocate_shared; `shared=False` skips it), and from SHARED_BYTES
+(64 KB) on their allreduce goes through it without MPI messages (`_Library.emit_shared`): chunk
+after chunk of `send` (SHARED_CHUNK bytes, two in flight), each of K processes stages the
+others' pieces of the chunk there, reduces its own 1/K of it across the K processes while it is
+in cache (MPI_Reduce_local, MPI's operation, in process order: the bits of NumPy's left fold,
+the same in every process), and all copy each reduced piece into recv with non-temporal stores,
+synchronised by counters in the window that each wait polls against the deadline. Setting the
+window up waits for every process with the same deadline (a nonblocking barrier before and
+after). Measured 64 MB float32 on 2 cores with two processes: 1.5x the point-to-point form on a
+quiet machine (55 % of a one-process copy's bandwidth), up to 2x at load (the same when another
+program shares a core), and 2-3x MPI_Iallreduce from 64 KB to 4 MB; with three and four
+processes (oversubscribed) see BENCHMARKS.md. When the processes span several nodes, no window
+is made (a node's window does not reach the others; node-local reduce + inter-node allreduce +
+node-local broadcast is not done): two processes use point-to-point messages in PAIRWISE_CHUNK
+pieces from PAIRWISE_BYTES (1 MB) on (`_Library.emit_pairwise`), more, MPI_Iallreduce at every
+size.
 allgather/alltoall are MPI_Iallgather/MPI_Ialltoall, reduce_scatter MPI_Ireduce_scatter_block,
 sendrecv MPI_Irecv + MPI_Isend, exchange one MPI_Irecv and one MPI_Isend per record's side (all
 polled together).
@@ -131,14 +137,15 @@ _INT_MAX = (1 << 31) - 1
 PAIRWISE_BYTES = 1 << 20
 PAIRWISE_CHUNK = 1 << 21
 PAIRWISE_TAG = 0x4B4D
-# Two processes on one node share a window (MPI_Win_allocate_shared, made by `setup`): each
+# Processes all on one node share a window (MPI_Win_allocate_shared, made by `setup`): each
 # process's region holds three counters, one per cache line (SHARED_COUNTERS), then
 # SHARED_SLOTS staging buffers of SHARED_CHUNK bytes (the state's `shared_chunk`). An allreduce
-# of at least SHARED_BYTES goes through it (_Library.emit_shared) instead of messages. Of chunks
-# of 64 KB - 1 MB, 512 KB and 1 MB lost least on the loaded 2-core machine when a process was
-# descheduled (fewer hand-overs between the processes; BENCHMARKS.md).
+# of at least SHARED_BYTES goes through it (_Library.emit_shared) instead of messages, chunk by
+# chunk, each process reducing 1/K of each chunk. With two processes, halves of 512 KB - 1 MB
+# lost least on the loaded 2-core machine when a process was descheduled (fewer hand-overs;
+# BENCHMARKS.md): chunks of 1 MB (halves of 512 KB); with three, 1 MB and 2 MB beat 512 KB.
 SHARED_BYTES = 1 << 16
-SHARED_CHUNK = 1 << 19
+SHARED_CHUNK = 1 << 20
 SHARED_SLOTS = 2
 SHARED_COUNTERS = ("posted", "reduced", "copied")
 SHARED_LINE = 64
