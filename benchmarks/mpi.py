@@ -1,4 +1,5 @@
-"""An allreduce (sum) of 64 MB of float32 across 2 MPI processes on this machine: kiln's engine
+"""An allreduce (sum) of 64 MB of float32 across MPI processes on this machine (2, or --np 3 or 4:
+more processes than cores are oversubscribed): kiln's engine
 (compiler/backends/mpi_engine.py, the native code compiled code calls), a `psum` through
 `kiln.pmap` (one device per process) and through `kiln.jit` of that pmap, beside mpi4py's own
 `Allreduce` on the same buffers, and the machine's memory bandwidth for scale.

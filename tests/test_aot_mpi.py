@@ -23,6 +23,7 @@ from kiln.compiler.backends import mpi_engine
 from kiln.aot import AOTLoadError
 from kiln.cli.aot import compile_library
 from kiln.compiler.aot import AOTError, Target
+from kiln.compiler.aot.manifest import MPI_SETUP_LATE
 
 from test_distributed import launch, needs_mpi
 
@@ -138,6 +139,45 @@ def test_c_program_on_two_processes(library, tmp_path):
         # before setup: 4; a communicator of 1 process for a library of 2: 13
         assert codes == [4, 13, 0, 0, 0], (rank, output)
         check_values(values)
+
+
+LATE_MAIN = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "dp.h"
+
+int main(int argc, char **argv) {
+    int provided, rank;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 1)   /* this process skips the shared window: the other waits for it in vain */
+        setenv("KILN_DISTRIBUTED_SHARED_MEMORY", "0", 1);
+    double start = MPI_Wtime();
+    int setup = dp_mpi_setup(MPI_COMM_WORLD, 2.0);
+    printf("rank %d setup %d after %.0f s: %s\n", rank, setup, MPI_Wtime() - start,
+           dp_strerror(setup));
+    fflush(stdout);
+    if (setup) MPI_Abort(MPI_COMM_WORLD, 3);
+    MPI_Barrier(MPI_COMM_WORLD);   /* (until the job is aborted) */
+    return 0;
+}
+"""
+
+
+def test_c_program_whose_peer_never_sets_up_the_window(library, tmp_path):
+    """<NAME>_mpi_setup waits for the other processes at the shared window with the timeout it
+    is given: a process that never comes gives MPI_SETUP_LATE, not a hang."""
+    source = tmp_path / "late.c"
+    source.write_text(LATE_MAIN)
+    program = tmp_path / "late"
+    subprocess.run([MPICC, "-Wall", "-Werror", "-O2", f"-I{library}", str(source),
+                    f"-L{library}", "-ldp", f"-Wl,-rpath,{library}", "-o", str(program)],
+                   check=True, capture_output=True, text=True)
+    rc, output, seconds = launch([str(program)], limit=60)
+    assert rc != 0, output
+    assert (f"rank 0 setup {MPI_SETUP_LATE} after 2 s: dp_mpi_setup: another process of the "
+            f"communicator did not call dp_mpi_setup within the timeout") in output, output
+    assert seconds < 40, (seconds, output)
 
 
 def test_python_program_loads_it_on_two_processes(library, tmp_path):

@@ -30,8 +30,8 @@ symbol of the library is hidden):
 - when functions call collectives across processes (`Mpi`): c/glue_mpi.c, compiled against
   mpi.h, binds their kiln_mpi_* externs to the MPI engine linked in (kiln_mpi.o) and exports
   `int <NAME>_mpi_setup(MPI_Comm comm, double timeout)` (fills the engine's state, as
-  kiln.distributed's `mpi_engine.setup` does in Python, the window two processes on one node
-  share included) and `int <NAME>_mpi_teardown(void)`;
+  kiln.distributed's `mpi_engine.setup` does in Python, the window of processes all on one
+  node included) and `int <NAME>_mpi_teardown(void)`;
   their wrappers return MPI_NOT_SET_UP before setup and MPI_FAILED after a timed-out wait.
 Symbol names with dots (`kiln.f.0123abcd.kiln_main`) are reached with `__asm__` labels.
 
@@ -49,8 +49,8 @@ from ..backends import mpi_engine
 from ..backends.llvm import fft_kernel, gemm_packed
 from ..backends.llvm.blas_lookup import ROUTINES, THREAD_SETTER
 from .manifest import (BLAS_UNBOUND, ENTRY_STATUS_BASE, ERROR_CODES, MPI_FAILED, MPI_NOT_SET_UP,
-                       MPI_SETUP_COMM, MPI_SETUP_INIT, MPI_SETUP_SIZE, MPI_SETUP_TIMEOUT,
-                       NO_WORKSPACE, OUT_OF_MEMORY)
+                       MPI_SETUP_COMM, MPI_SETUP_INIT, MPI_SETUP_LATE, MPI_SETUP_SIZE,
+                       MPI_SETUP_TIMEOUT, NO_WORKSPACE, OUT_OF_MEMORY)
 
 _C_DIR = pathlib.Path(__file__).with_name("c")
 _C_TYPES = {"float32": "float", "float64": "double", "bool": "bool", "float16": "uint16_t",
@@ -215,7 +215,8 @@ def _mpi_prototypes(lib, mpi):
  *      exactly {mpi.processes} processes (e.g. MPI_COMM_WORLD): the library duplicates it, so
  *      its messages never mix with the caller's; `timeout` bounds each wait, in seconds.
  *      It returns 0, or an error code: {MPI_SETUP_INIT} MPI not initialised, {MPI_SETUP_TIMEOUT} timeout not > 0,
- *      {MPI_SETUP_COMM} an MPI call failed, {MPI_SETUP_SIZE} the communicator's size is not {mpi.processes};
+ *      {MPI_SETUP_COMM} an MPI call failed, {MPI_SETUP_SIZE} the communicator's size is not {mpi.processes},
+ *      {MPI_SETUP_LATE} another process did not call it within `timeout` (abort the job);
  *   3. calls those functions in the same order on every process, as any MPI collective; they
  *      return {MPI_NOT_SET_UP} before {lib}_mpi_setup, and {MPI_FAILED} when a wait timed out
  *      (a process died or stopped: the communicator is then unusable; abort the job);
@@ -309,7 +310,7 @@ def _mpi_definitions(mpi):
                for name in ("DATA", "CHUNK", "REGION")),
              *(f"#define KILN_MPI_SETUP_{name} {code}" for name, code in (
                  ("INIT", MPI_SETUP_INIT), ("TIMEOUT", MPI_SETUP_TIMEOUT),
-                 ("COMM", MPI_SETUP_COMM), ("SIZE", MPI_SETUP_SIZE))),
+                 ("COMM", MPI_SETUP_COMM), ("SIZE", MPI_SETUP_SIZE), ("LATE", MPI_SETUP_LATE))),
              f"#define KILN_MPI_NOT_SET_UP {MPI_NOT_SET_UP}",
              f"#define KILN_MPI_FAILED {MPI_FAILED}",
              "#define KILN_MPI_TYPES " + ", ".join(

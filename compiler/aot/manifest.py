@@ -33,7 +33,7 @@ MANIFEST_VERSION = 2
 # ENTRY_STATUS_BASE + the compiled code's own status.
 NO_WORKSPACE, BLAS_UNBOUND, OUT_OF_MEMORY, MPI_NOT_SET_UP, MPI_FAILED = 1, 2, 3, 4, 5
 # What <NAME>_mpi_setup returns besides 0 (libraries whose functions call MPI).
-MPI_SETUP_INIT, MPI_SETUP_TIMEOUT, MPI_SETUP_COMM, MPI_SETUP_SIZE = 10, 11, 12, 13
+MPI_SETUP_INIT, MPI_SETUP_TIMEOUT, MPI_SETUP_COMM, MPI_SETUP_SIZE, MPI_SETUP_LATE = 10, 11, 12, 13, 14
 ERROR_CODES = {
     NO_WORKSPACE: "the workspace could not be allocated (out of memory)",
     BLAS_UNBOUND: "the BLAS routines this function calls are not bound (no BLAS library with "
@@ -51,6 +51,10 @@ ERROR_CODES = {
     MPI_SETUP_SIZE: "<NAME>_mpi_setup: the communicator does not have the number of processes "
                     "the library was compiled for (kiln compile --processes; the manifest's "
                     "\"processes\")",
+    MPI_SETUP_LATE: "<NAME>_mpi_setup: another process of the communicator did not call "
+                    "<NAME>_mpi_setup within the timeout (it died, stopped, or never calls it); "
+                    "the library's communicator is unusable: call it on every process, or abort "
+                    "the MPI job",
 }
 ENTRY_STATUS_BASE = 100
 

@@ -89,18 +89,24 @@ of `n` elements, after the in-process reduction, in place:
     status = mpi_engine.emit_allreduce(builder, buf, buf, n, np.float32, "sum")
     mpi_engine.emit_return_on_error(builder, status)
 
-How: allreduce is MPI_Iallreduce, except between two processes. Two processes on one node
-share a window (`setup` makes it: MPI_Comm_split_type + MPI_Win_allocate_shared; `shared=False`
-skips it), and from SHARED_BYTES (64 KB) on their allreduce goes through it without MPI
-messages (`_Library.emit_shared`): each process stages the peer's half of a chunk of `send`
-there, reduces its own half in the peer's staged buffer while it is in cache (MPI_Reduce_local,
-MPI's operation), and both copy each reduced chunk into recv with non-temporal stores, chunk
-after chunk (SHARED_CHUNK bytes, two in flight), synchronised by counters in the window that
-each wait polls against the deadline. Measured 64 MB float32 on 2 cores: 1.5x the point-to-point
-form on a quiet machine (55 % of a one-process copy's bandwidth), up to 2x at load (the same
-when another program shares a core), and 2-3x MPI_Iallreduce from 64 KB to 4 MB (BENCHMARKS.md). Two processes without a shared window (on
-two nodes) use point-to-point messages in PAIRWISE_CHUNK pieces from PAIRWISE_BYTES (1 MB) on
-(`_Library.emit_pairwise`); more than two processes, MPI_Iallreduce at every size.
+How: allreduce is MPI_Iallreduce, except when every process is on one node, or between two
+processes. Processes all on one node (any number from two) share a window (`setup` makes it:
+MPI_Comm_split_type + MPI_Win_allocate_shared; `shared=False` skips it), and from SHARED_BYTES
+(64 KB) on their allreduce goes through it without MPI messages (`_Library.emit_shared`): chunk
+after chunk of `send` (SHARED_CHUNK bytes, two in flight), each of K processes stages the
+others' pieces of the chunk there, reduces its own 1/K of it across the K processes while it is
+in cache (MPI_Reduce_local, MPI's operation, in process order: the bits of NumPy's left fold,
+the same in every process), and all copy each reduced piece into recv with non-temporal stores,
+synchronised by counters in the window that each wait polls against the deadline. Setting the
+window up waits for every process with the same deadline (a nonblocking barrier before and
+after). Measured 64 MB float32 on 2 cores with two processes: 1.5x the point-to-point form on a
+quiet machine (55 % of a one-process copy's bandwidth), up to 2x at load (the same when another
+program shares a core), and 2-3x MPI_Iallreduce from 64 KB to 4 MB; with three and four
+processes (oversubscribed) see BENCHMARKS.md. When the processes span several nodes, no window
+is made (a node's window does not reach the others; node-local reduce + inter-node allreduce +
+node-local broadcast is not done): two processes use point-to-point messages in PAIRWISE_CHUNK
+pieces from PAIRWISE_BYTES (1 MB) on (`_Library.emit_pairwise`), more, MPI_Iallreduce at every
+size.
 allgather/alltoall are MPI_Iallgather/MPI_Ialltoall, reduce_scatter MPI_Ireduce_scatter_block,
 sendrecv MPI_Irecv + MPI_Isend, exchange one MPI_Irecv and one MPI_Isend per record's side (all
 polled together).
@@ -116,6 +122,7 @@ import ctypes
 import os
 import struct
 import threading
+import time
 
 import numpy as np
 
@@ -130,14 +137,15 @@ _INT_MAX = (1 << 31) - 1
 PAIRWISE_BYTES = 1 << 20
 PAIRWISE_CHUNK = 1 << 21
 PAIRWISE_TAG = 0x4B4D
-# Two processes on one node share a window (MPI_Win_allocate_shared, made by `setup`): each
+# Processes all on one node share a window (MPI_Win_allocate_shared, made by `setup`): each
 # process's region holds three counters, one per cache line (SHARED_COUNTERS), then
 # SHARED_SLOTS staging buffers of SHARED_CHUNK bytes (the state's `shared_chunk`). An allreduce
-# of at least SHARED_BYTES goes through it (_Library.emit_shared) instead of messages. Of chunks
-# of 64 KB - 1 MB, 512 KB and 1 MB lost least on the loaded 2-core machine when a process was
-# descheduled (fewer hand-overs between the processes; BENCHMARKS.md).
+# of at least SHARED_BYTES goes through it (_Library.emit_shared) instead of messages, chunk by
+# chunk, each process reducing 1/K of each chunk. With two processes, halves of 512 KB - 1 MB
+# lost least on the loaded 2-core machine when a process was descheduled (fewer hand-overs;
+# BENCHMARKS.md): chunks of 1 MB (halves of 512 KB); with three, 1 MB and 2 MB beat 512 KB.
 SHARED_BYTES = 1 << 16
-SHARED_CHUNK = 1 << 19
+SHARED_CHUNK = 1 << 20
 SHARED_SLOTS = 2
 SHARED_COUNTERS = ("posted", "reduced", "copied")
 SHARED_LINE = 64
@@ -156,7 +164,7 @@ OP_CODES = {name: code for code, name in enumerate(OPS)}
 _SLOTS = ("comm", "Iallreduce", "Iallgather", "Ialltoall", "Isend", "Irecv", "Testall", "Wtime",
           "Abort", "in_place", "types", "ops", "timeout", "broken", "Reduce_local", "malloc",
           "free", "sizes", "rank", "size", "Ireduce_scatter_block", "status_size",
-          "shared", "shared_peer", "sched_yield", "shared_chunk")
+          "shared_regions", "sched_yield", "shared_chunk")
 SLOT = {name: k for k, name in enumerate(_SLOTS)}
 # the slots holding MPI's functions (MPI_<name>)
 MPI_FUNCTIONS = ("Iallreduce", "Iallgather", "Ialltoall", "Isend", "Irecv", "Testall", "Wtime",
@@ -221,7 +229,7 @@ class _State:
         self.words = None       # ctypes view of the library's state
         self.keep = []          # tables and user ops kept alive while set up
         self.functions = {}     # name -> ctypes function (Python face)
-        self.window = None      # (shared window, node communicator) between two processes
+        self.window = None      # (shared window, node communicator) of the processes on one node
 
 
 _STATE = _State()
@@ -300,7 +308,7 @@ def _tables(MPI, user_ops):
 
 def setup(comm, timeout, shared=True):
     """Point the native library at `comm` (an mpi4py intracommunicator) with `timeout` seconds
-    for every wait; with `shared`, two processes on one node share a window
+    for every wait; with `shared`, processes all on one node share a window
     (`_shared_window`; every process must pass the same). Builds and loads the library on first
     use (needs llvmlite)."""
     from mpi4py import MPI
@@ -333,11 +341,13 @@ def setup(comm, timeout, shared=True):
         words[SLOT["in_place"]] = int(MPI.IN_PLACE)
         words[SLOT["types"]] = ctypes.addressof(type_table)
         words[SLOT["ops"]] = ctypes.addressof(op_table)
-        words[SLOT["shared"]], words[SLOT["shared_peer"]] = 0, 0
-        _STATE.window = _shared_window(MPI, comm, words) if shared else None
-        words[SLOT["comm"]] = MPI._handleof(comm)
+        words[SLOT["shared_regions"]] = 0
         _STATE.mpi, _STATE.comm, _STATE.words = MPI, comm, words
         set_timeout(timeout)
+        window = _shared_window(MPI, comm, words, timeout) if shared else None
+        _STATE.window = None if window is None else window[0]
+        _STATE.keep.append(None if window is None else window[1])
+        words[SLOT["comm"]] = MPI._handleof(comm)
         prototypes = {
             "allreduce": (ctypes.c_int32, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
                                            ctypes.c_int32, ctypes.c_int32]),
@@ -355,23 +365,46 @@ def setup(comm, timeout, shared=True):
                             for name, (ret, args) in prototypes.items()}
 
 
-def _shared_window(MPI, comm, words):
-    """Between two processes on one node: the window of SHARED_REGION bytes per process that
-    `emit_shared` stages its chunks in (its counters zeroed), its addresses in the state;
-    (window, node communicator), or None elsewhere. Collective over `comm` (MPI's calls here
-    have no nonblocking form; every process has just joined `comm`)."""
+def _shared_window(MPI, comm, words, timeout):
+    """When every process of `comm` (two or more) is on one node: the window of SHARED_REGION
+    bytes per process that `emit_shared` stages its chunks in (counters zeroed), and the table
+    of the processes' regions (in rank order; its address in the state): ((window, node
+    communicator), table). None when the processes span several nodes (a node's window does
+    not reach the others: their allreduce goes through MPI's messages) or there is one.
+    Collective over `comm`, and MPI's calls here have no nonblocking form: a nonblocking
+    barrier before and after, each polled against `timeout` (`_arrive`), turns a process that
+    never comes into an error instead of a hang."""
+    _arrive(comm, timeout, words)
     node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
-    if not comm.Get_size() == node.Get_size() == 2:
+    size = comm.Get_size()
+    if not size == node.Get_size() >= 2:
         node.Free()
         return None
     window = MPI.Win.Allocate_shared(SHARED_REGION, 1, comm=node)
-    mine = window.tomemory().address
-    peer = window.Shared_query(1 - node.Get_rank())[0].address
-    ctypes.memset(mine, 0, SHARED_DATA)
-    node.Barrier()
-    words[SLOT["shared"]], words[SLOT["shared_peer"]] = mine, peer
+    regions = (ctypes.c_int64 * size)(*(window.Shared_query(q)[0].address for q in range(size)))
+    ctypes.memset(regions[node.Get_rank()], 0, SHARED_DATA)
+    _arrive(node, timeout, words)
+    words[SLOT["shared_regions"]] = ctypes.addressof(regions)
     words[SLOT["shared_chunk"]] = SHARED_CHUNK
-    return window, node
+    return (window, node), regions
+
+
+def _arrive(comm, timeout, words):
+    """A barrier over `comm` polled against `timeout` seconds; past it, kiln's communicator is
+    broken and DistributedTimeoutError names what to do."""
+    request = comm.Ibarrier()
+    deadline = time.monotonic() + timeout
+    while not request.Test():
+        if time.monotonic() > deadline:
+            words[SLOT["broken"]] = 1
+            raise DistributedTimeoutError(
+                f"setting up the shared-memory window of the allreduce (kiln.distributed."
+                f"initialize) did not complete within {timeout:g} s on process {comm.Get_rank()} "
+                f"of {comm.Get_size()}: another process did not call kiln.distributed.initialize()"
+                f", died or stopped. Every process of the MPI job must call it "
+                f"(KILN_DISTRIBUTED_TIMEOUT sets the limit; KILN_DISTRIBUTED_SHARED_MEMORY=0 skips "
+                f"the window). The MPI job is now unusable and is aborted when this process exits.")
+        time.sleep(0.0002)
 
 
 def set_timeout(seconds):
@@ -395,7 +428,7 @@ def teardown():
             free.argtypes = [ctypes.c_void_p]
             for handle in _STATE.keep[2]:
                 free(ctypes.byref(ctypes.c_int64(handle)))
-        words[SLOT["shared"]], words[SLOT["shared_peer"]] = 0, 0
+        words[SLOT["shared_regions"]] = 0
         if _STATE.window is not None and not is_broken():
             for handle in _STATE.window:
                 handle.Free()
@@ -764,9 +797,9 @@ class _Library:
         elsize = self.table(b, "sizes", dtype)
         two = b.icmp_signed("==", self.slot(b, "size"), self.c(2, self.I64))
         nbytes = b.mul(count, elsize)
-        shared = b.and_(b.icmp_signed("!=", self.slot(b, "shared_peer"), self.c(0, self.I64)),
+        shared = b.and_(b.icmp_signed("!=", self.slot(b, "shared_regions"), self.c(0, self.I64)),
                         b.icmp_signed(">=", nbytes, self.c(SHARED_BYTES, self.I64)))
-        with b.if_then(b.and_(two, shared)):
+        with b.if_then(shared):
             b.ret(b.call(self.emit_shared(), [send, recv, count, mpi_type, mpi_op, elsize]))
         pairwise = b.and_(two, b.icmp_signed(">=", nbytes, self.c(PAIRWISE_BYTES, self.I64)))
         with b.if_then(pairwise):
@@ -930,20 +963,24 @@ class _Library:
         return existing or self.ir.Function(self.module, self.ir.FunctionType(ret, args), name)
 
     def emit_shared(self):
-        """i32 shared(send, recv, i64 count, type, op, i64 elsize): allreduce between two
-        processes on one node through the shared window (`_shared_window`). Each process
-        reduces its half (`halves`), chunk by chunk: it copies the peer's half of its chunk of
-        `send` into its own staging buffer and bumps its `posted` counter; once the peer's
-        `posted` says the peer's values of its own half are staged, it reduces them there, in
-        the peer's buffer (MPI_Reduce_local: buffer = send op buffer, as `emit_pairwise`), bumps
-        `reduced`, copies the result into recv and stages the next chunk (while the peer may
-        still be reducing this one); once the peer's `reduced` says its own buffer holds the
-        peer's result, it copies that into recv too and bumps `copied`, which frees both
-        buffers of that slot for the chunk SHARED_SLOTS later. The counters count chunks
-        since set-up, so they never go back; each wait is `emit_await` (polled against the
-        timeout). Each element is reduced once, by one process: both get the same bits. In
-        place (send == recv) is safe: a chunk of send is staged or reduced before recv's chunk
-        is written, and the peer reads only the window."""
+        """i32 shared(send, recv, i64 count, type, op, i64 elsize): allreduce among the K
+        processes of kiln's communicator, all on one node, through the shared window
+        (`_shared_window`; K = `size`). The buffer goes chunk by chunk (the state's
+        `shared_chunk` bytes); chunk j splits into K pieces (`piece`), and process r reduces piece
+        r. Each process copies the other processes' pieces of its chunk of `send` into its own
+        staging buffer (the pieces at their offsets in the chunk) and bumps its `posted` counter;
+        once every peer's `posted` says chunk j is staged everywhere, process r folds piece r in
+        process order (s0 op s1 op ... op s(K-1), MPI_Reduce_local) into the piece r staged by
+        `holder` (process 0, or 1 for process 0), bumps `reduced`, copies the result into recv
+        and stages the next chunk (while the peers may still be reducing this one); once peer q's
+        `reduced` says piece q is reduced, it copies that into recv too; then it bumps `copied`,
+        and once every peer's `copied` has passed a chunk, the slot of that chunk is free for
+        the chunk SHARED_SLOTS later. The counters count chunks since set-up, so they never go
+        back; each wait is `emit_await` (polled against the timeout). Each element is reduced
+        once, by one process, in process order: every process gets the same bits, those of a
+        NumPy left fold (np.add.reduce over a stack of the processes' buffers). In place
+        (send == recv) is safe: a chunk of send is staged or reduced before recv's chunk is
+        written, and the peers read only the window."""
         ir, I32, I64, PTR = self.ir, self.I32, self.I64, self.PTR
         f, b = self.function("kiln_mpi_shared", ir.FunctionType(
             I32, [PTR, PTR, I64, self.H, self.H, I64]))
@@ -951,11 +988,18 @@ class _Library:
         send, recv, count, mpi_type, op, elsize = f.args
         wait = self.emit_await()
         byte = ir.IntType(8)
-        mine_lo, mine_n, their_lo, their_n = self.halves(b, count)
+        from .llvm.calls import intrinsic
+        from .llvm.loops import counted_loop
+        rank, size = self.slot(b, "rank"), self.slot(b, "size")
         chunk_bytes = self.slot(b, "shared_chunk")
         chunk = b.sdiv(chunk_bytes, elsize)
-        chunks = self.chunks(b, mine_n, their_n, chunk)
-        me, peer = (b.inttoptr(self.slot(b, name), PTR) for name in ("shared", "shared_peer"))
+        chunks = self.chunks(b, count, count, chunk)
+        regions = b.inttoptr(self.slot(b, "shared_regions"), PTR)
+        streamer = self.emit_stream()
+
+        def region(q):
+            return b.inttoptr(b.load(b.gep(regions, [q], source_etype=I64), typ=I64), PTR)
+        me = region(rank)
 
         def counter(region, name):
             return b.gep(region, [self.c(SHARED_LINE * SHARED_COUNTERS.index(name), I64)],
@@ -964,62 +1008,95 @@ class _Library:
         def at(buffer, index):
             return b.gep(buffer, [b.mul(index, elsize)], source_etype=byte)
 
-        def awaited(name, target):
-            status = b.call(wait, [counter(peer, name), target])
+        def fail_on(status, value):
             with b.if_then(b.icmp_signed("!=", status, self.c(0)), likely=False):
-                b.ret(status)
+                b.ret(value)
+
+        def peers(name, visit):
+            """visit(q) for every process q but this one."""
+            def body(_, q, carried):
+                with b.if_then(b.icmp_signed("!=", q, rank)):
+                    visit(q)
+                return carried
+            counted_loop(b, size, body, (), name)
+
+        def awaited(q, name, target):
+            status = b.call(wait, [counter(region(q), name), target])
+            fail_on(status, status)
 
         def bump(name, value):
             b.atomic_rmw("xchg", counter(me, name), value, "release")
 
-        from .llvm.calls import intrinsic
-
         def copy(to, source, n):
             intrinsic(b, "memcpy", [to, source, b.mul(n, elsize), ir.Constant(ir.IntType(1), 0)],
                       ret=ir.VoidType(), overloads=[PTR, PTR, I64])
-        streamer = self.emit_stream()
 
         def stream(to, source, n):
             b.call(streamer, [to, source, b.mul(n, elsize)])
 
-        base = b.load_atomic(counter(me, "posted"), "monotonic", 8, typ=I64)
-        from .llvm.loops import counted_loop
+        def piece(n, q):
+            """(first element, elements) of piece q of a chunk of n elements"""
+            lo = b.sdiv(b.mul(n, q), size)
+            return lo, b.sub(b.sdiv(b.mul(n, b.add(q, self.c(1, I64))), size), lo)
 
-        def buffers(j):
-            """(chunk j's number since set-up + 1, its buffer here, the peer's buffer)"""
+        def holder(q):
+            """the process whose staging buffer piece q is reduced in"""
+            return b.select(b.icmp_signed("==", q, self.c(0, I64)), self.c(1, I64), self.c(0, I64))
+
+        base = b.load_atomic(counter(me, "posted"), "monotonic", 8, typ=I64)
+
+        def place(j):
+            """(chunk j's number since set-up + 1, its slot's offset in a region, its first
+            element, its elements)"""
             t = b.add(base, j)
             offset = b.add(self.c(SHARED_DATA, I64),
                            b.mul(b.srem(t, self.c(SHARED_SLOTS, I64)), chunk_bytes))
-            return (b.add(t, self.c(1, I64)), b.gep(me, [offset], source_etype=byte),
-                    b.gep(peer, [offset], source_etype=byte))
+            return (b.add(t, self.c(1, I64)), offset, b.mul(j, chunk),
+                    self.clamp(b, count, j, chunk))
 
         def stage(j):
-            """Copy the peer's half of chunk j into this process's buffer once the peer is done
-            with the chunk SHARED_SLOTS earlier there."""
-            done, staged, _ = buffers(j)
-            awaited("copied", b.sub(done, self.c(SHARED_SLOTS, I64)))
-            copy(staged, at(send, b.add(their_lo, b.mul(j, chunk))),
-                 self.clamp(b, their_n, j, chunk))
+            """Copy the other pieces of chunk j into this process's buffer once every peer is
+            done with the chunk SHARED_SLOTS earlier there."""
+            done, offset, start, n = place(j)
+            peers("free", lambda q: awaited(q, "copied", b.sub(done, self.c(SHARED_SLOTS, I64))))
+            lo, mine = piece(n, rank)
+            hi = b.add(lo, mine)
+            staged = b.gep(me, [offset], source_etype=byte)
+            copy(staged, at(send, start), lo)
+            copy(at(staged, hi), at(send, b.add(start, hi)), b.sub(n, hi))
             bump("posted", done)
 
         stage(self.c(0, I64))
 
         def body(_, j, carried):
-            done, staged, theirs = buffers(j)
-            n_mine, n_their = self.clamp(b, mine_n, j, chunk), self.clamp(b, their_n, j, chunk)
-            start = b.mul(j, chunk)
-            awaited("posted", done)
-            rc = self.mpi(b, "Reduce_local", I32, [at(send, b.add(mine_lo, start)), theirs,
-                                                    b.trunc(n_mine, I32), mpi_type, op])
-            with b.if_then(b.icmp_signed("!=", rc, self.c(0)), likely=False):
-                b.ret(b.add(rc, self.c(MPI_ERROR)))
+            done, offset, start, n = place(j)
+            peers("posted", lambda q: awaited(q, "posted", done))
+            lo, mine = piece(n, rank)
+            keeper = holder(rank)
+            result = at(b.gep(region(keeper), [offset], source_etype=byte), lo)
+
+            def fold(_, q, carried):
+                with b.if_then(b.icmp_signed("!=", q, keeper)):
+                    staged = at(b.gep(region(q), [offset], source_etype=byte), lo)
+                    source = b.select(b.icmp_signed("==", q, rank), at(send, b.add(start, lo)),
+                                      staged)
+                    rc = self.mpi(b, "Reduce_local", I32, [source, result, b.trunc(mine, I32),
+                                                           mpi_type, op])
+                    fail_on(rc, b.add(rc, self.c(MPI_ERROR)))
+                return carried
+            counted_loop(b, size, fold, (), "fold")
             bump("reduced", done)
-            stream(at(recv, b.add(mine_lo, start)), theirs, n_mine)
+            stream(at(recv, b.add(start, lo)), result, mine)
             following = b.add(j, self.c(1, I64))
             with b.if_then(b.icmp_signed("<", following, chunks)):
-                stage(following)   # (while the peer reduces chunk j)
-            awaited("reduced", done)
-            stream(at(recv, b.add(their_lo, start)), staged, n_their)
+                stage(following)   # (while the peers reduce chunk j)
+
+            def gather(q):
+                awaited(q, "reduced", done)
+                first, elements = piece(n, q)
+                reduced = b.gep(region(holder(q)), [offset], source_etype=byte)
+                stream(at(recv, b.add(start, first)), at(reduced, first), elements)
+            peers("gather", gather)
             bump("copied", done)
             return carried
         counted_loop(b, chunks, body, (), "chunk")

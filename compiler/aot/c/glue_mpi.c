@@ -10,7 +10,7 @@
  * KILN_MPI_OP_TABLE and KILN_MPI_OP_CODES (each dtype's operations: MPI's, where the code is 0;
  * else the code is KILN_MPI_NO_OP or kiln's float16 operation KILN_MPI_F16_OP(k)),
  * KILN_MPI_SIZES (each dtype's size), KILN_MPI_SHARED_DATA, _CHUNK and _REGION (the shared
- * window's layout: mpi_engine.SHARED_*) and the status macros KILN_MPI_SETUP_*. Two processes
+ * window's layout: mpi_engine.SHARED_*) and the status macros KILN_MPI_SETUP_*. Processes all
  * on one node share a window (MPI_Win_allocate_shared) for large allreduces, as in Python,
  * unless KILN_DISTRIBUTED_SHARED_MEMORY is "0" (every process must see the same). */
 #include <mpi.h>
@@ -54,30 +54,55 @@ static void _kiln_bind_mpi(void) { KILN_MPI_ENTRIES(KILN_MPI_BIND) }
 
 KILN_API int KILN_EXPORT(_mpi_teardown)(void);
 
-/* Two processes on one node: the window whose regions the engine stages its allreduce in
- * (mpi_engine._shared_window), its counters zeroed; nothing elsewhere. */
-static int _kiln_mpi_share(int rank, int size) {
-    KILN_MPI_SET(shared, 0);
-    KILN_MPI_SET(shared_peer, 0);
+/* A barrier over `comm` polled against `timeout` seconds: KILN_MPI_SETUP_LATE (the engine's
+ * state broken) when another process has not come by then. */
+static int _kiln_mpi_arrive(MPI_Comm comm, double timeout) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (MPI_Ibarrier(comm, &request) != MPI_SUCCESS) return KILN_MPI_SETUP_COMM;
+    double start = MPI_Wtime();
+    for (int done = 0; !done;) {
+        if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return KILN_MPI_SETUP_COMM;
+        if (!done && MPI_Wtime() - start > timeout) {
+            KILN_MPI_SET(broken, 1);
+            return KILN_MPI_SETUP_LATE;
+        }
+    }
+    return 0;
+}
+
+/* Every process on one node (two or more): the window whose regions the engine stages its
+ * allreduce in (mpi_engine._shared_window), its counters zeroed, the regions' table in the
+ * state; nothing when the processes span several nodes. Barriers polled against the timeout
+ * before and after (MPI's window calls have no nonblocking form). */
+static int64_t _kiln_mpi_regions[KILN_MPI_PROCESSES];
+
+static int _kiln_mpi_share(int rank, int size, double timeout) {
+    KILN_MPI_SET(shared_regions, 0);
     const char *setting = getenv("KILN_DISTRIBUTED_SHARED_MEMORY");
-    if (size != 2 || (setting && strcmp(setting, "0") == 0)) return 0;
-    int node_size = 0, node_rank = 0, unit = 0;
+    if (size < 2 || (setting && strcmp(setting, "0") == 0)) return 0;
+    int late = _kiln_mpi_arrive(_kiln_mpi_comm, timeout);
+    if (late) return late;
+    int node_size = 0, unit = 0;
     if (MPI_Comm_split_type(_kiln_mpi_comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
                             &_kiln_mpi_node) != MPI_SUCCESS ||
-        MPI_Comm_size(_kiln_mpi_node, &node_size) != MPI_SUCCESS ||
-        MPI_Comm_rank(_kiln_mpi_node, &node_rank) != MPI_SUCCESS)
+        MPI_Comm_size(_kiln_mpi_node, &node_size) != MPI_SUCCESS)
         return KILN_MPI_SETUP_COMM;
-    if (node_size != 2) return MPI_Comm_free(&_kiln_mpi_node) == MPI_SUCCESS ? 0 : KILN_MPI_SETUP_COMM;
-    char *mine = NULL, *peer = NULL;
+    if (node_size != size) return MPI_Comm_free(&_kiln_mpi_node) == MPI_SUCCESS ? 0 : KILN_MPI_SETUP_COMM;
+    char *mine = NULL;
     MPI_Aint bytes = 0;
     if (MPI_Win_allocate_shared(KILN_MPI_SHARED_REGION, 1, MPI_INFO_NULL, _kiln_mpi_node, &mine,
-                                &_kiln_mpi_window) != MPI_SUCCESS ||
-        MPI_Win_shared_query(_kiln_mpi_window, 1 - node_rank, &bytes, &unit, &peer) != MPI_SUCCESS)
+                                &_kiln_mpi_window) != MPI_SUCCESS)
         return KILN_MPI_SETUP_COMM;
+    for (int q = 0; q < size; q++) {   /* (the node's ranks are the communicator's) */
+        char *region = NULL;
+        if (MPI_Win_shared_query(_kiln_mpi_window, q, &bytes, &unit, &region) != MPI_SUCCESS)
+            return KILN_MPI_SETUP_COMM;
+        _kiln_mpi_regions[q] = (int64_t)(uintptr_t)region;
+    }
     memset(mine, 0, KILN_MPI_SHARED_DATA);
-    if (MPI_Barrier(_kiln_mpi_node) != MPI_SUCCESS) return KILN_MPI_SETUP_COMM;
-    KILN_MPI_SET(shared, (uintptr_t)mine);
-    KILN_MPI_SET(shared_peer, (uintptr_t)peer);
+    late = _kiln_mpi_arrive(_kiln_mpi_node, timeout);
+    if (late) return late;
+    KILN_MPI_SET(shared_regions, (uintptr_t)_kiln_mpi_regions);
     KILN_MPI_SET(shared_chunk, KILN_MPI_SHARED_CHUNK);
     return 0;
 }
@@ -119,7 +144,7 @@ KILN_API int KILN_EXPORT(_mpi_setup)(MPI_Comm comm, double timeout) {
     KILN_MPI_SET(size, size);
     memcpy(&kiln_mpi_state[KILN_MPI_SLOT_timeout], &timeout, sizeof timeout);
     KILN_MPI_SET(broken, 0);
-    int shared = _kiln_mpi_share(rank, size);
+    int shared = _kiln_mpi_share(rank, size, timeout);
     if (shared) return shared;
     kiln_mpi_state[KILN_MPI_SLOT_comm] = _kiln_mpi_word(&_kiln_mpi_comm);
     return 0;
@@ -131,8 +156,7 @@ KILN_API int KILN_EXPORT(_mpi_teardown)(void) {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return 0;
-    KILN_MPI_SET(shared, 0);
-    KILN_MPI_SET(shared_peer, 0);
+    KILN_MPI_SET(shared_regions, 0);
     if (_kiln_mpi_window != MPI_WIN_NULL && !kiln_mpi_state[KILN_MPI_SLOT_broken]) {
         MPI_Win_free(&_kiln_mpi_window);   /* (collective: not after a process stopped) */
         MPI_Comm_free(&_kiln_mpi_node);
