@@ -40,7 +40,6 @@ from .compiler.backends.pjrt import client as pjrt
 from .compiler.backends.pjrt import entry as native_entry, methods as native_methods, \
     plugins, topology as topologies
 from .compiler.backends.pjrt.replicated import ReplicatedExecutable
-from .compiler.errors import BackendUnsupportedError
 from .devices import Device, chosen_cpu_count
 from .fastcall import MISS
 from . import _default_device
@@ -111,11 +110,9 @@ class PjrtLayer:
         execution's results through their own ready events (Array.block_until_ready)."""
 
     def eager(self, prim, values, params):
-        raise BackendUnsupportedError(
-            f"kiln does not run `{prim.name}` eagerly on a {self.name} array",
-            hint="put the operation in a kiln.jit function (which runs where its arguments "
-                 "are), or copy the array to the host first (np.asarray(x) or "
-                 "kiln.device_get(x)); docs/pjrt.md")
+        """`prim` run on the device as a jit of it (pjrt_eager.py)."""
+        from .pjrt_eager import run
+        return run(prim, values, params)
 
 
 class PjrtDevice(Device):

@@ -32,7 +32,6 @@ import numpy as np
 
 from .array import Array, _wrap
 from .compiler.backends.cuda.device import DeviceBuffer
-from .compiler.errors import BackendUnsupportedError
 from .sharding import NamedSharding, PartitionSpec, Shard
 
 
@@ -96,13 +95,11 @@ class SpreadLayer:
 
     @staticmethod
     def eager(prim, values, params):
-        raise BackendUnsupportedError(
-            f"kiln does not run `{prim.name}` eagerly on an array spread over several PJRT "
-            f"devices",
-            hint="put the operation in a kiln.jit function (it runs partitioned over the "
-                 "devices), index one device's block (x[i] of a pmap result, "
-                 "x.addressable_shards[i].data), or copy the array to the host first "
-                 "(np.asarray(x)); docs/pjrt.md")
+        """`prim` on values of which one at least is spread: run as a jit of the operation,
+        partitioned over the spread operand's devices (the others replicated there), its
+        results as XLA's partitioner leaves them (module docstring)."""
+        from .pjrt_eager import run
+        return run(prim, values, params)
 
     @staticmethod
     def getitem(spread, idx, weak):
@@ -188,15 +185,37 @@ def as_blocks(x):
 
 def put(v, sharding):
     """`v` (an Array) on `sharding`, a NamedSharding over PJRT devices: the same array (its
-    blocks) when it is already there, else each device's block copied from the host value."""
-    if (s := spread_of(v)) is not None and s.sharding == sharding:
+    blocks) when it is already there; resharded on the devices when it is spread over the
+    same mesh (a partitioned jit of the identity: XLA moves the blocks); copied device to
+    device onto every device when the sharding is replicated and `v` is on one PJRT device;
+    else each device's block copied from the host value."""
+    s = spread_of(v)
+    if s is not None and s.sharding == sharding:
         return as_blocks(v)
     sharding.check_shape(v.shape)
+    if s is not None and s.sharding.mesh == sharding.mesh:
+        return _resharded(sharding)(v)
+    if sharding.is_fully_replicated and type(v._value) is DeviceBuffer:
+        buffers = [d.layer.copy_from(v._value) for d in sharding._devices()]
+        if all(b is not None for b in buffers):
+            return spread_array(buffers, sharding, v.shape, v.dtype, v.weak_type)
     host = np.asarray(v)
     indices = sharding.devices_indices_map(host.shape)
     buffers = [d.layer.to_device(np.asarray(host[indices[d]], order="C"))
                for d in sharding._devices()]
     return spread_array(buffers, sharding, host.shape, host.dtype, v.weak_type)
+
+
+_RESHARDS = {}   # target sharding -> the jit putting an array spread over its mesh there
+atexit.register(_RESHARDS.clear)
+
+
+def _resharded(sharding):
+    fn = _RESHARDS.get(sharding)
+    if fn is None:
+        from .jit import jit
+        fn = _RESHARDS[sharding] = jit(lambda a: a, out_shardings=sharding)
+    return fn
 
 
 def replica_buffers(x, axis, devices, sharding=None):
