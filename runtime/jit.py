@@ -345,7 +345,8 @@ def _run_donating(entry, leaves, values):
         if type(leaf) is Array:
             del value
             donors.append(leaf)
-            values[i] = leaf._value if _sole_buffer(leaf) else np.array(leaf._value, order="C")
+            values[i] = leaf._value if type(leaf._value) is DeviceBuffer or \
+                _sole_buffer(leaf) else np.array(leaf._value, order="C")   # (PJRT: its own)
         else:
             values[i] = np.array(value, order="C")
     out = Jitted._run(None, entry, values, leaves)

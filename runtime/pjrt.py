@@ -241,12 +241,32 @@ class Executable:
         return [DeviceBuffer(out, self.layer) for out in self.compiled(*inputs)]
 
 
-def compile_function(fn):
+def compile_function(fn, donated=()):
     """jit's backend="pjrt" (staging.BACKENDS): `fn` (SSA after the reference pipeline) lowered
     to StableHLO (a BackendUnsupportedError, located, for what the lowering refuses) and
-    compiled for the default PJRT device; see `Program`."""
+    compiled for the default PJRT device; see `Program`. A donated input (`donated`: indices
+    of `fn`'s inputs) gives its buffer to the first result of its shape and dtype no other
+    donated input took (`aliases`)."""
     from .compiler.backends.stablehlo import lower_module
-    return Program(lower_module(fn), devices("pjrt")[0])
+    kind = lambda v: (v.aval.shape, v.aval.dtype)
+    found = aliases([kind(v) for v in fn.invars], [kind(v) for v in fn.outvars], donated)
+    program = Program(lower_module(fn, aliases=found), devices("pjrt")[0])
+    program.held = {out: i for i, out in found.items()}
+    return program
+
+
+def aliases(ins, outs, donated):
+    """{input index: output index} pairing each donated input with the first free output of
+    its kind (`ins`, `outs`: one comparable key per input and output, as shape and dtype):
+    JAX's rule for donate_argnums."""
+    free = list(range(len(outs)))
+    found = {}
+    for i in sorted(donated):
+        k = next((k for k in free if outs[k] == ins[i]), None)
+        if k is not None:
+            free.remove(k)
+            found[i] = k
+    return found
 
 
 class Program:
@@ -265,6 +285,7 @@ class Program:
         self._lock = threading.Lock()
         self._constants = ()
         self._placed = {}   # device -> the constants as DeviceBuffers on it
+        self.held = {}   # output index -> the donated input whose buffer it takes
         self._on(default)
 
     def hold_constants(self, consts):
@@ -298,6 +319,12 @@ class Program:
             if type(v) is DeviceBuffer and type(v.layer) is PjrtLayer:
                 device = v.layer.kiln_device
                 break
+        if self.held:   # a donated host value goes in as a buffer of its own, not lent memory
+            values = list(values)
+            for i in self.held.values():
+                if type(values[i]) is not DeviceBuffer:
+                    values[i] = DeviceBuffer(device.layer.to_device(np.array(values[i])),
+                                             device.layer)
         return self._on(device).buffers(*values, *self._constants_on(device))
 
     def array_call(self, args, weak, outputs, guards_ok):

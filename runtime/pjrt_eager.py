@@ -6,7 +6,8 @@ that device; with an operand spread over several (pjrt_spread.py) it runs partit
 them (pjrt_partitioned.py: the other operands replicated there, the results spread as XLA's
 partitioner leaves them). One jit is kept per primitive and params, and its own cache keeps
 one executable per shapes, dtypes and shardings, so a repeated operation does not compile
-again; params that cannot be a key (unhashable) get a fresh jit each time.
+again; params that cannot be a key (unhashable) get a fresh jit each time. Under
+kiln.disable_jit the operations of a function run this way one by one.
 """
 import atexit
 
@@ -20,7 +21,13 @@ atexit.register(_JITS.clear)
 def run(prim, values, params):
     """`prim` applied to `values` (the operands' values, DeviceBuffers on PJRT devices or host
     values): its results' DeviceBuffers, a list."""
-    results = _jit(prim, params)(*[_wrap(v) for v in values])
+    from .jit import _DISABLED, disable_jit
+    fn, args = _jit(prim, params), [_wrap(v) for v in values]
+    if _DISABLED.on:   # kiln.disable_jit: the operation still runs compiled, on the device
+        with disable_jit(False):
+            results = fn(*args)
+    else:
+        results = fn(*args)
     return [r._value for r in results] if prim.multiple_results else [results._value]
 
 

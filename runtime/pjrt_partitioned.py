@@ -34,7 +34,7 @@ from .staging import leaf_aval
 
 class _Entry(staging.Entry):
     __slots__ = ("executable", "constants", "out_tree", "out_weak", "out_shardings",
-                 "out_avals", "writes")
+                 "out_avals", "writes", "held")   # held: the donated inputs a result took
 
 
 def wanted(jitted, values):
@@ -67,6 +67,7 @@ def partitioned_call(jitted, args, kwargs):
     from .placement import _as_sharding
     from .global_jit import _per_leaf, placed_call
     args, statics, leaves, treedef = placed_call(jitted, args, kwargs)
+    donated = jitted._donated_leaves(args, kwargs)
     out_shardings = (jitted._shardings or (None, None))[1]
     mesh = _mesh(leaves, _given(jitted), jitted.__name__)
     replicated = NamedSharding(mesh, PartitionSpec())
@@ -101,12 +102,15 @@ def partitioned_call(jitted, args, kwargs):
                     f"call over one mesh: use it for every sharding")
             t.check_shape(a.shape)
             outs.append(t)
-        return _compile(st, ins, outs, mesh, jitted.__name__)
+        return _compile(st, ins, outs, mesh, jitted.__name__, donated)
 
     entry = jitted._partitioned.lookup(key, make)
     rows = [[spread_of(x).buffers[i] for x in placed] + constants
             for i, constants in enumerate(entry.constants)]
     results = entry.executable(rows)
+    for i in entry.held:   # their buffers were given to the results (JAX deletes them)
+        if type(leaves[i]) is Array:
+            leaves[i].delete()
     outs = [spread_array([row[k] for row in results], sharding, aval.shape, aval.dtype, weak)
             for k, (sharding, aval, weak) in enumerate(zip(entry.out_shardings, entry.out_avals,
                                                            entry.out_weak))]
@@ -158,11 +162,14 @@ def _dims(sharding, ndim):
     return [tuple(names.index(n) for n in sharding.spec.names(d)) for d in range(ndim)]
 
 
-def _compile(st, ins, outs, mesh, name):
+def _compile(st, ins, outs, mesh, name, donated):
     """The entry of a call: `st` (staging.Staged) lowered with shardings `ins` (arguments,
-    then constants) and `outs`, compiled with one partition per device of `mesh`."""
+    then constants) and `outs`, compiled with one partition per device of `mesh`; a donated
+    argument (`donated`: indices) aliased to the first free result of its shape, dtype and
+    sharding."""
     from .compiler.backends.stablehlo.module import lower_module, hlo_sharding
     from .compiler.backends.pjrt.replicated import ReplicatedExecutable
+    from .pjrt import aliases
     from .staging import run_pipeline
     ssa = run_pipeline(st.fn, "pjrt")
     sizes = tuple(mesh.devices.shape)
@@ -171,7 +178,10 @@ def _compile(st, ins, outs, mesh, name):
     text = [[hlo_sharding(sizes, _dims(s, len(a.shape))) for s, a in zip(shardings, avals)]
             for shardings, avals in ((ins, in_avals), (outs, out_avals))]
     devices = list(mesh.devices.flat)
-    module = lower_module(ssa, name, partitions=len(devices), shardings=text)
+    kind = lambda s, a: (a.shape, a.dtype, s.spec.padded(len(a.shape)))
+    found = aliases([kind(s, a) for s, a in zip(ins, in_avals)],
+                    [kind(s, a) for s, a in zip(outs, out_avals)], donated)
+    module = lower_module(ssa, name, partitions=len(devices), shardings=text, aliases=found)
     infos = [d.layer.info for d in devices]
     entry = _Entry()
     entry.executable = ReplicatedExecutable(
@@ -185,5 +195,6 @@ def _compile(st, ins, outs, mesh, name):
     entry.out_shardings, entry.out_avals = outs, st.out_avals
     entry.out_weak = [a.weak_type for a in st.out_avals]
     entry.guards = st.guards
+    entry.held = sorted(found)
     return entry
 
