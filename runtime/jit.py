@@ -40,7 +40,8 @@ argument must not be used afterwards: a donated kiln Array whose buffer was take
 deleted after the call (using it raises, as in JAX). Only a buffer nothing else uses is taken
 over (reference counts: no other Array, NumPy view or reference); otherwise, and for NumPy
 arrays and Python numbers, the code works on a copy. A donation no output can use warns
-("Some donated buffers were not usable") and leaves the argument alone.
+("Some donated buffers were not usable") and leaves the argument alone. On PJRT devices
+(backend="pjrt", pjrt.py) the device buffer itself is donated, PJRT aliasing it to the output.
 """
 import contextlib
 import functools

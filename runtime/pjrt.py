@@ -12,8 +12,9 @@ for any device with its own memory. `device_put(x, device)` makes an Array holdi
 `DeviceBuffer(client.Buffer, layer)` that stays on the device between calls (zero copy when
 the host data is read-only all the way down, otherwise copied, so a NumPy array changed later
 cannot change it); `np.asarray(array)` copies it back. An Array on another device of the same
-plug-in is copied device to device (`PjrtLayer.copy_from`). Eager operations on such arrays are
-refused with what to do instead (kiln runs compiled code on PJRT devices only).
+plug-in is copied device to device (`PjrtLayer.copy_from`). An eager operation on such arrays
+runs on the device as a jit of the operation (pjrt_eager.py: kiln runs compiled code on PJRT
+devices only).
 
 `describe(found)` is the line `kiln doctor` prints about a plug-in. `compile_for_topology` compiles
 a StableHLO module with libtpu for a TPU topology on a machine without TPUs.
@@ -25,6 +26,8 @@ lowered to StableHLO, compiled for the device its arguments are on (the default 
 device for host arguments), its results left on the device (a `Program`, with `array_call`
 for jit's dispatch fast path: a native builtin, compiler/backends/pjrt/entry.py, with the
 native methods of methods.py installed beside it, or its Python definition `_python_call`).
+Its donated arguments are aliased to results of their shape and dtype (`aliases`,
+`tf.aliasing_output`): PJRT takes their buffers over (`Program.held`, which jit reads).
 `compile_replicated(fn, devices)` is pmap's and shard_map's: one module with a replica per
 device, run over all of them in one execution (`ReplicatedProgram`), its results left on the
 devices (pjrt_spread.py makes them one Array).

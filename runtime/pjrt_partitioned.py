@@ -19,7 +19,10 @@ an argument is an Array spread over several PJRT devices (pjrt_spread.py). The c
   collectives the layout needs (a batch mean's all-reduce), and every device runs its
   partition in one execution;
 - returns each result spread over the devices with its sharding, left there: passed to the
-  next call, its buffers go in as they are.
+  next call, its buffers go in as they are;
+- donates: an argument of `donate_argnums`/`donate_argnames` is aliased to the first free
+  result of its shape, dtype and sharding (`tf.aliasing_output`), PJRT takes its buffers over
+  and the argument's Array is deleted (JAX's "Array has been deleted" on a later use).
 """
 import numpy as np
 

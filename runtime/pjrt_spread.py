@@ -14,9 +14,12 @@ blocks themselves (squeezed None).
   that device (a squeezed buffer gets its axis back through a compiled reshape on the device).
 - `x[i]` of an array split along its first dimension into blocks of one row (a pmap result):
   device i's buffer as an Array on that device, without a copy (`SpreadLayer.getitem`). Other
-  eager operations are refused (`SpreadLayer.eager`), as on one PJRT device.
+  eager operations run as a jit of the operation, partitioned over the devices
+  (`SpreadLayer.eager`, pjrt_eager.py): their results stay spread.
 - `put(array, sharding)`: a host array (or any Array) onto a NamedSharding over PJRT devices,
-  each device getting its block (device_put); `as_blocks(x)`: a pmap result holding its
+  each device getting its block (device_put): resharded on the devices when the array is
+  spread over the same mesh, copied device to device when it is on one PJRT device and the
+  sharding replicated, else from the host; `as_blocks(x)`: a pmap result holding its
   blocks (each buffer given its axis back on its device), as sharded jit takes it.
 - `replica_buffers(x, axis, devices)`: pmap's and shard_map's fast way in: the per-device
   buffers of `x` when it is spread over `devices` in the layout the map takes (for pmap, a
