@@ -193,7 +193,8 @@ class Jitted:
         placed = self._placed.get(backend)
         if placed is None:
             placed = self._placed[backend] = Jitted(
-                self._fun, tuple(self._static.nums), tuple(self._static.names), backend=backend)
+                self._fun, tuple(self._static.nums), tuple(self._static.names),
+                self.donate_argnums, self.donate_argnames, backend=backend)
         return placed
 
     def _split(self, args, kwargs):

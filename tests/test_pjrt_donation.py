@@ -71,6 +71,15 @@ def test_donation_by_name_and_of_a_host_value():
     np.testing.assert_array_equal(host, np.arange(4, dtype=np.float32))   # NumPy's stays
 
 
+def test_donation_through_a_jit_without_backend():
+    f = kiln.jit(lambda a: a * 2, donate_argnums=0)   # runs on the device its argument is on
+    a = kiln.device_put(np.ones(3, np.float32), kiln.devices("pjrt")[0])
+    held = a._value.data
+    np.testing.assert_array_equal(np.asarray(f(a)), np.full(3, 2.0))
+    assert gone(held)
+    assert_deleted(a)
+
+
 def test_a_donation_no_result_can_take_warns_and_keeps_the_argument():
     f = kiln.jit(lambda a: a.sum(), backend="pjrt", donate_argnums=0)
     a = kiln.device_put(np.ones((2, 3), np.float32), kiln.devices("pjrt")[0])
