@@ -377,11 +377,17 @@ _SOLE = 3   # references to a buffer nothing else uses: its holder, a local, get
 
 def _warn_unusable(donated, entry):
     """JAX's warning for donated inputs no output could take over."""
-    unused = [i for i in donated if i not in entry.held]
-    if unused and hasattr(entry.executable, "held"):
-        avals = ", ".join(entry.in_avals[i].str_short() for i in unused)
-        warnings.warn(f"Some donated buffers were not usable: {avals} (no output of the same "
-                      f"shape and dtype could be computed in their place).", stacklevel=8)
+    if hasattr(entry.executable, "held"):
+        warn_unusable([entry.in_avals[i] for i in donated if i not in entry.held], 8)
+
+
+def warn_unusable(avals, stacklevel):
+    """JAX's warning for donated inputs (`avals`) no output could take over, if any."""
+    if avals:
+        shown = ", ".join(a.str_short() for a in avals)
+        warnings.warn(f"Some donated buffers were not usable: {shown} (no output of the same "
+                      f"shape and dtype could be computed in their place).",
+                      stacklevel=stacklevel + 1)
 
 
 def _show(aval, other):

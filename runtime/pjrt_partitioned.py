@@ -22,8 +22,12 @@ an argument is an Array spread over several PJRT devices (pjrt_spread.py). The c
   next call, its buffers go in as they are;
 - donates: an argument of `donate_argnums`/`donate_argnames` is aliased to the first free
   result of its shape, dtype and sharding (`tf.aliasing_output`), PJRT takes its buffers over
-  and the argument's Array is deleted (JAX's "Array has been deleted" on a later use).
+  and the argument's Array is deleted (JAX's "Array has been deleted" on a later use); one no
+  result can take is JAX's warning "Some donated buffers were not usable", left alone.
 """
+import os
+import sys
+
 import numpy as np
 
 from .tree_util import tree_unflatten, tree_leaves
@@ -69,6 +73,7 @@ def partitioned_call(jitted, args, kwargs):
     """A call of `jitted` partitioned over PJRT devices (module docstring)."""
     from .placement import _as_sharding
     from .global_jit import _per_leaf, placed_call
+    from .jit import warn_unusable
     args, statics, leaves, treedef = placed_call(jitted, args, kwargs)
     donated = jitted._donated_leaves(args, kwargs)
     out_shardings = (jitted._shardings or (None, None))[1]
@@ -105,7 +110,9 @@ def partitioned_call(jitted, args, kwargs):
                     f"call over one mesh: use it for every sharding")
             t.check_shape(a.shape)
             outs.append(t)
-        return _compile(st, ins, outs, mesh, jitted.__name__, donated)
+        entry = _compile(st, ins, outs, mesh, jitted.__name__, donated)
+        warn_unusable([avals[i] for i in donated if i not in entry.held], _frames_in_kiln())
+        return entry
 
     entry = jitted._partitioned.lookup(key, make)
     rows = [[spread_of(x).buffers[i] for x in placed] + constants
@@ -121,6 +128,18 @@ def partitioned_call(jitted, args, kwargs):
         staging.assign_globals(entry.writes, outs)
         outs = outs[:entry.out_tree.num_leaves]
     return tree_unflatten(entry.out_tree, outs)
+
+
+def _frames_in_kiln():
+    """How many frames, from its caller's up, run kiln's runtime: the caller's stacklevel of
+    the user's frame."""
+    frame, count = sys._getframe(1), 0
+    while frame is not None and frame.f_code.co_filename.startswith(_HERE):
+        frame, count = frame.f_back, count + 1
+    return count + 1
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def _mesh(leaves, given, name):

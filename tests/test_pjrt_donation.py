@@ -113,5 +113,12 @@ def test_no_alias_across_shardings_on_a_mesh():
     a = kiln.device_put(np.ones((4, 4), np.float32), NamedSharding(mesh, P("b")))
     f = kiln.jit(lambda a: a * 3, out_shardings=NamedSharding(mesh, P(None, "b")),
                  donate_argnums=0)
-    np.testing.assert_array_equal(np.asarray(f(a)), np.full((4, 4), 3.0))
+    g = kiln.jit(lambda a: a.sum(0), donate_argnums=0)   # a plain jit of a spread array
+    with pytest.warns(UserWarning, match="not usable") as caught:
+        g(a)
+    assert caught[0].filename == __file__
+    with pytest.warns(UserWarning, match=r"Some donated buffers were not usable: f32\[4,4\]") \
+            as caught:
+        np.testing.assert_array_equal(np.asarray(f(a)), np.full((4, 4), 3.0))
+    assert caught[0].filename == __file__   # pointing at the call
     assert not a.is_deleted()   # its blocks are not the result's: nothing was taken
