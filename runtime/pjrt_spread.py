@@ -18,8 +18,9 @@ blocks themselves (squeezed None).
   (`SpreadLayer.eager`, pjrt_eager.py): their results stay spread.
 - `put(array, sharding)`: a host array (or any Array) onto a NamedSharding over PJRT devices,
   each device getting its block (device_put): resharded on the devices when the array is
-  spread over the same mesh, copied device to device when it is on one PJRT device and the
-  sharding replicated, else from the host; `as_blocks(x)`: a pmap result holding its
+  spread over the same mesh; over other devices, each block copied device to device from a
+  device holding exactly that block; copied device to device when it is on one PJRT device
+  and the sharding replicated; else from the host; `as_blocks(x)`: a pmap result holding its
   blocks (each buffer given its axis back on its device), as sharded jit takes it.
 - `replica_buffers(x, axis, devices)`: pmap's and shard_map's fast way in: the per-device
   buffers of `x` when it is spread over `devices` in the layout the map takes (for pmap, a
@@ -189,15 +190,18 @@ def as_blocks(x):
 def put(v, sharding):
     """`v` (an Array) on `sharding`, a NamedSharding over PJRT devices: the same array (its
     blocks) when it is already there; resharded on the devices when it is spread over the
-    same mesh (a partitioned jit of the identity: XLA moves the blocks); copied device to
-    device onto every device when the sharding is replicated and `v` is on one PJRT device;
-    else each device's block copied from the host value."""
+    same mesh (a partitioned jit of the identity: XLA moves the blocks); over another mesh,
+    its blocks copied device to device where each block of `sharding` is one of its own
+    (`_moved`); copied device to device onto every device when the sharding is replicated and
+    `v` is on one PJRT device; else each device's block copied from the host value."""
     s = spread_of(v)
     if s is not None and s.sharding == sharding:
         return as_blocks(v)
     sharding.check_shape(v.shape)
     if s is not None and s.sharding.mesh == sharding.mesh:
         return _resharded(sharding)(v)
+    if s is not None and (moved := _moved(as_blocks(v), sharding)) is not None:
+        return moved
     if sharding.is_fully_replicated and type(v._value) is DeviceBuffer:
         buffers = [d.layer.copy_from(v._value) for d in sharding._devices()]
         if all(b is not None for b in buffers):
@@ -207,6 +211,30 @@ def put(v, sharding):
     buffers = [d.layer.to_device(np.asarray(host[indices[d]], order="C"))
                for d in sharding._devices()]
     return spread_array(buffers, sharding, host.shape, host.dtype, v.weak_type)
+
+
+def _moved(x, sharding):
+    """`x` (a spread Array holding its blocks) on `sharding` over other devices, each block
+    copied device to device from a device holding exactly that block; None when a block of
+    `sharding` is none of `x`'s."""
+    s = spread_of(x)
+    held = {_extent(index, s.shape): (device, buffer) for device, index, buffer in s.blocks()}
+    buffers = []
+    indices = sharding.devices_indices_map(s.shape)
+    for device in sharding._devices():
+        source = held.get(_extent(indices[device], s.shape))
+        if source is None:
+            return None
+        buffer = source[1] if source[0] == device else \
+            device.layer.copy_from(DeviceBuffer(source[1], source[0].layer))
+        if buffer is None:
+            return None
+        buffers.append(buffer)
+    return spread_array(buffers, sharding, s.shape, s.dtype, x.weak_type)
+
+
+def _extent(index, shape):
+    return tuple(part.indices(n)[:2] for part, n in zip(index, shape))
 
 
 _RESHARDS = {}   # target sharding -> the jit putting an array spread over its mesh there

@@ -186,6 +186,33 @@ def test_device_put_reshards_on_the_same_mesh_without_the_host(to, transfers):
         np.testing.assert_array_equal(np.asarray(shard.data), h[shard.index])
 
 
+@pytest.mark.parametrize("spec", [("a",), (None, "a"), ()])
+def test_device_put_onto_other_devices_copies_the_blocks_device_to_device(spec, transfers):
+    h = values((4, 2), np.float32)
+    devices = pjrt_devices(4)
+    source = P(*[None if n is None else "b" for n in spec])
+    x = kiln.device_put(h, NamedSharding(line(2), source))
+    other = NamedSharding(Mesh(np.array(devices[2:][::-1], dtype=object), ("a",)), P(*spec))
+    before = list(transfers)
+    y = kiln.device_put(x, other)
+    assert transfers == before and y.sharding == other
+    np.testing.assert_array_equal(np.asarray(y), h)
+    for shard in y.addressable_shards:
+        np.testing.assert_array_equal(np.asarray(shard.data), h[shard.index])
+
+
+def test_a_pmap_result_put_on_other_devices(transfers):
+    y = kiln.pmap(lambda v: v * 2, backend="pjrt", devices=pjrt_devices(2))(np.ones((2, 3)))
+    others = Mesh(np.array(pjrt_devices(4)[2:], dtype=object), ("a",))
+    before = transfers[1]
+    z = kiln.device_put(y, NamedSharding(others, P("a")))
+    assert transfers[1] == before and z.devices() == set(pjrt_devices(4)[2:])
+    np.testing.assert_array_equal(np.asarray(z), np.full((2, 3), 2.0))
+    whole = kiln.device_put(y, NamedSharding(others, P()))   # blocks y holds in no one place:
+    assert transfers[1] > before                              # through the host
+    np.testing.assert_array_equal(np.asarray(whole), np.full((2, 3), 2.0))
+
+
 def test_more_replicas_than_the_mapped_devices():
     y = kiln.pmap(lambda v: v + 1, backend="pjrt", devices=pjrt_devices(4))(np.ones((4, 2)))
     g = kiln.pmap(lambda v: v + 1, backend="pjrt", devices=pjrt_devices(2))
