@@ -126,10 +126,10 @@ EAGER = {
 }
 
 
-@SETTINGS
-@given(n=COUNTS, per=st.integers(0, 2), cols=st.integers(1, 3), dtype=DTYPES,
-       family=st.sampled_from(sorted(EAGER)))
-def test_eager_operations_on_spread_arrays(n, per, cols, dtype, family, transfers):
+@pytest.mark.parametrize("family", sorted(EAGER))
+@settings(SETTINGS, max_examples=4)
+@given(n=COUNTS, per=st.integers(0, 2), cols=st.integers(1, 3), dtype=DTYPES)
+def test_eager_operations_on_spread_arrays(family, n, per, cols, dtype, transfers):
     op, want, rows = EAGER[family]
     shape = (max(n * per, rows // n * n + (rows % n and n)), cols)
     sharding = NamedSharding(line(n), P("b"))
@@ -138,7 +138,9 @@ def test_eager_operations_on_spread_arrays(n, per, cols, dtype, family, transfer
     before = transfers[1]
     got = op(x, y, hh)
     assert transfers[1] == before   # ran on the devices, nothing came to the host
-    assert isinstance(got._value.data, Spread) and got.sharding.mesh == sharding.mesh
+    # spread over the mesh, but x[1] of one row per device is device 1's buffer (no copy)
+    assert got.devices() <= set(sharding.mesh.devices.flat)
+    assert isinstance(got._value.data, Spread) or family == "row"
     expected = want(hx, hy, hh)
     on_host = op(jnp.asarray(hx), jnp.asarray(hy), hh)   # kiln's dtypes (NumPy's sum widens)
     assert got.shape == expected.shape and got.dtype == on_host.dtype
