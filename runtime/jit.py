@@ -43,7 +43,8 @@ argument must not be used afterwards: a donated kiln Array whose buffer was take
 deleted after the call (using it raises, as in JAX). Only a buffer nothing else uses is taken
 over (reference counts: no other Array, NumPy view or reference); otherwise, and for NumPy
 arrays and Python numbers, the code works on a copy. A donation no output can use warns
-("Some donated buffers were not usable") and leaves the argument alone.
+("Some donated buffers were not usable") and leaves the argument alone. On PJRT devices
+(backend="pjrt", pjrt.py) the device buffer itself is donated, PJRT aliasing it to the output.
 """
 import contextlib
 import functools
@@ -231,7 +232,8 @@ class Jitted:
         placed = self._placed.get(backend)
         if placed is None:
             placed = self._placed[backend] = Jitted(
-                self._fun, tuple(self._static.nums), tuple(self._static.names), backend=backend)
+                self._fun, tuple(self._static.nums), tuple(self._static.names),
+                self.donate_argnums, self.donate_argnames, backend=backend)
         return placed
 
     def _split(self, args, kwargs):
@@ -384,7 +386,8 @@ def _run_donating(entry, leaves, values):
         if type(leaf) is Array:
             del value
             donors.append(leaf)
-            values[i] = leaf._value if _sole_buffer(leaf) else np.array(leaf._value, order="C")
+            values[i] = leaf._value if type(leaf._value) is DeviceBuffer or \
+                _sole_buffer(leaf) else np.array(leaf._value, order="C")   # (PJRT: its own)
         else:
             values[i] = np.array(value, order="C")
     out = Jitted._run(None, entry, values, leaves)
@@ -413,11 +416,17 @@ _SOLE = 3   # references to a buffer nothing else uses: its holder, a local, get
 
 def _warn_unusable(donated, entry):
     """JAX's warning for donated inputs no output could take over."""
-    unused = [i for i in donated if i not in entry.held]
-    if unused and hasattr(entry.executable, "held"):
-        avals = ", ".join(entry.in_avals[i].str_short() for i in unused)
-        warnings.warn(f"Some donated buffers were not usable: {avals} (no output of the same "
-                      f"shape and dtype could be computed in their place).", stacklevel=8)
+    if hasattr(entry.executable, "held"):
+        warn_unusable([entry.in_avals[i] for i in donated if i not in entry.held], 8)
+
+
+def warn_unusable(avals, stacklevel):
+    """JAX's warning for donated inputs (`avals`) no output could take over, if any."""
+    if avals:
+        shown = ", ".join(a.str_short() for a in avals)
+        warnings.warn(f"Some donated buffers were not usable: {shown} (no output of the same "
+                      f"shape and dtype could be computed in their place).",
+                      stacklevel=stacklevel + 1)
 
 
 def _show(aval, other):

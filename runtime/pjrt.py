@@ -12,8 +12,9 @@ for any device with its own memory. `device_put(x, device)` makes an Array holdi
 `DeviceBuffer(client.Buffer, layer)` that stays on the device between calls (zero copy when
 the host data is read-only all the way down, otherwise copied, so a NumPy array changed later
 cannot change it); `np.asarray(array)` copies it back. An Array on another device of the same
-plug-in is copied device to device (`PjrtLayer.copy_from`). Eager operations on such arrays are
-refused with what to do instead (kiln runs compiled code on PJRT devices only).
+plug-in is copied device to device (`PjrtLayer.copy_from`). An eager operation on such arrays
+runs on the device as a jit of the operation (pjrt_eager.py: kiln runs compiled code on PJRT
+devices only).
 
 `describe(found)` is the line `kiln doctor` prints about a plug-in. `compile_for_topology` compiles
 a StableHLO module with libtpu for a TPU topology on a machine without TPUs.
@@ -25,6 +26,8 @@ lowered to StableHLO, compiled for the device its arguments are on (the default 
 device for host arguments), its results left on the device (a `Program`, with `array_call`
 for jit's dispatch fast path: a native builtin, compiler/backends/pjrt/entry.py, with the
 native methods of methods.py installed beside it, or its Python definition `_python_call`).
+Its donated arguments are aliased to results of their shape and dtype (`aliases`,
+`tf.aliasing_output`): PJRT takes their buffers over (`Program.held`, which jit reads).
 `compile_replicated(fn, devices)` is pmap's and shard_map's: one module with a replica per
 device, run over all of them in one execution (`ReplicatedProgram`), its results left on the
 devices (pjrt_spread.py makes them one Array).
@@ -40,7 +43,6 @@ from .compiler.backends.pjrt import client as pjrt
 from .compiler.backends.pjrt import entry as native_entry, methods as native_methods, \
     plugins, topology as topologies
 from .compiler.backends.pjrt.replicated import ReplicatedExecutable
-from .compiler.errors import BackendUnsupportedError
 from .devices import Device, chosen_cpu_count
 from .fastcall import MISS
 from . import _default_device
@@ -111,11 +113,9 @@ class PjrtLayer:
         execution's results through their own ready events (Array.block_until_ready)."""
 
     def eager(self, prim, values, params):
-        raise BackendUnsupportedError(
-            f"kiln does not run `{prim.name}` eagerly on a {self.name} array",
-            hint="put the operation in a kiln.jit function (which runs where its arguments "
-                 "are), or copy the array to the host first (np.asarray(x) or "
-                 "kiln.device_get(x)); docs/pjrt.md")
+        """`prim` run on the device as a jit of it (pjrt_eager.py)."""
+        from .pjrt_eager import run
+        return run(prim, values, params)
 
 
 class PjrtDevice(Device):
@@ -244,12 +244,32 @@ class Executable:
         return [DeviceBuffer(out, self.layer) for out in self.compiled(*inputs)]
 
 
-def compile_function(fn):
+def compile_function(fn, donated=()):
     """jit's backend="pjrt" (staging.BACKENDS): `fn` (SSA after the reference pipeline) lowered
     to StableHLO (a BackendUnsupportedError, located, for what the lowering refuses) and
-    compiled for the default PJRT device; see `Program`."""
+    compiled for the default PJRT device; see `Program`. A donated input (`donated`: indices
+    of `fn`'s inputs) gives its buffer to the first result of its shape and dtype no other
+    donated input took (`aliases`)."""
     from .compiler.backends.stablehlo import lower_module
-    return Program(lower_module(fn), devices("pjrt")[0])
+    kind = lambda v: (v.aval.shape, v.aval.dtype)
+    found = aliases([kind(v) for v in fn.invars], [kind(v) for v in fn.outvars], donated)
+    program = Program(lower_module(fn, aliases=found), devices("pjrt")[0])
+    program.held = {out: i for i, out in found.items()}
+    return program
+
+
+def aliases(ins, outs, donated):
+    """{input index: output index} pairing each donated input with the first free output of
+    its kind (`ins`, `outs`: one comparable key per input and output, as shape and dtype):
+    JAX's rule for donate_argnums."""
+    free = list(range(len(outs)))
+    found = {}
+    for i in sorted(donated):
+        k = next((k for k in free if outs[k] == ins[i]), None)
+        if k is not None:
+            free.remove(k)
+            found[i] = k
+    return found
 
 
 class Program:
@@ -268,6 +288,7 @@ class Program:
         self._lock = threading.Lock()
         self._constants = ()
         self._placed = {}   # device -> the constants as DeviceBuffers on it
+        self.held = {}   # output index -> the donated input whose buffer it takes
         self._on(default)
 
     def hold_constants(self, consts):
@@ -301,6 +322,12 @@ class Program:
             if type(v) is DeviceBuffer and type(v.layer) is PjrtLayer:
                 device = v.layer.kiln_device
                 break
+        if self.held:   # a donated host value goes in as a buffer of its own, not lent memory
+            values = list(values)
+            for i in self.held.values():
+                if type(values[i]) is not DeviceBuffer:
+                    values[i] = DeviceBuffer(device.layer.to_device(np.array(values[i])),
+                                             device.layer)
         return self._on(device).buffers(*values, *self._constants_on(device))
 
     def array_call(self, args, weak, outputs, guards_ok):

@@ -19,8 +19,15 @@ an argument is an Array spread over several PJRT devices (pjrt_spread.py). The c
   collectives the layout needs (a batch mean's all-reduce), and every device runs its
   partition in one execution;
 - returns each result spread over the devices with its sharding, left there: passed to the
-  next call, its buffers go in as they are.
+  next call, its buffers go in as they are;
+- donates: an argument of `donate_argnums`/`donate_argnames` is aliased to the first free
+  result of its shape, dtype and sharding (`tf.aliasing_output`), PJRT takes its buffers over
+  and the argument's Array is deleted (JAX's "Array has been deleted" on a later use); one no
+  result can take is JAX's warning "Some donated buffers were not usable", left alone.
 """
+import os
+import sys
+
 import numpy as np
 
 from .tree_util import tree_unflatten, tree_leaves
@@ -34,7 +41,7 @@ from .staging import leaf_aval
 
 class _Entry(staging.Entry):
     __slots__ = ("executable", "constants", "out_tree", "out_weak", "out_shardings",
-                 "out_avals", "writes")
+                 "out_avals", "writes", "held")   # held: the donated inputs a result took
 
 
 def wanted(jitted, values):
@@ -66,7 +73,9 @@ def partitioned_call(jitted, args, kwargs):
     """A call of `jitted` partitioned over PJRT devices (module docstring)."""
     from .placement import _as_sharding
     from .global_jit import _per_leaf, placed_call
+    from .jit import warn_unusable
     args, statics, leaves, treedef = placed_call(jitted, args, kwargs)
+    donated = jitted._donated_leaves(args, kwargs)
     out_shardings = (jitted._shardings or (None, None))[1]
     mesh = _mesh(leaves, _given(jitted), jitted.__name__)
     replicated = NamedSharding(mesh, PartitionSpec())
@@ -101,12 +110,17 @@ def partitioned_call(jitted, args, kwargs):
                     f"call over one mesh: use it for every sharding")
             t.check_shape(a.shape)
             outs.append(t)
-        return _compile(st, ins, outs, mesh, jitted.__name__)
+        entry = _compile(st, ins, outs, mesh, jitted.__name__, donated)
+        warn_unusable([avals[i] for i in donated if i not in entry.held], _frames_in_kiln())
+        return entry
 
     entry = jitted._partitioned.lookup(key, make)
     rows = [[spread_of(x).buffers[i] for x in placed] + constants
             for i, constants in enumerate(entry.constants)]
     results = entry.executable(rows)
+    for i in entry.held:   # their buffers were given to the results (JAX deletes them)
+        if type(leaves[i]) is Array:
+            leaves[i].delete()
     outs = [spread_array([row[k] for row in results], sharding, aval.shape, aval.dtype, weak)
             for k, (sharding, aval, weak) in enumerate(zip(entry.out_shardings, entry.out_avals,
                                                            entry.out_weak))]
@@ -114,6 +128,18 @@ def partitioned_call(jitted, args, kwargs):
         staging.assign_globals(entry.writes, outs)
         outs = outs[:entry.out_tree.num_leaves]
     return tree_unflatten(entry.out_tree, outs)
+
+
+def _frames_in_kiln():
+    """How many frames, from its caller's up, run kiln's runtime: the caller's stacklevel of
+    the user's frame."""
+    frame, count = sys._getframe(1), 0
+    while frame is not None and frame.f_code.co_filename.startswith(_HERE):
+        frame, count = frame.f_back, count + 1
+    return count + 1
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def _mesh(leaves, given, name):
@@ -158,11 +184,14 @@ def _dims(sharding, ndim):
     return [tuple(names.index(n) for n in sharding.spec.names(d)) for d in range(ndim)]
 
 
-def _compile(st, ins, outs, mesh, name):
+def _compile(st, ins, outs, mesh, name, donated):
     """The entry of a call: `st` (staging.Staged) lowered with shardings `ins` (arguments,
-    then constants) and `outs`, compiled with one partition per device of `mesh`."""
+    then constants) and `outs`, compiled with one partition per device of `mesh`; a donated
+    argument (`donated`: indices) aliased to the first free result of its shape, dtype and
+    sharding."""
     from .compiler.backends.stablehlo.module import lower_module, hlo_sharding
     from .compiler.backends.pjrt.replicated import ReplicatedExecutable
+    from .pjrt import aliases
     from .staging import run_pipeline
     ssa = run_pipeline(st.fn, "pjrt")
     sizes = tuple(mesh.devices.shape)
@@ -171,7 +200,10 @@ def _compile(st, ins, outs, mesh, name):
     text = [[hlo_sharding(sizes, _dims(s, len(a.shape))) for s, a in zip(shardings, avals)]
             for shardings, avals in ((ins, in_avals), (outs, out_avals))]
     devices = list(mesh.devices.flat)
-    module = lower_module(ssa, name, partitions=len(devices), shardings=text)
+    kind = lambda s, a: (a.shape, a.dtype, s.spec.padded(len(a.shape)))
+    found = aliases([kind(s, a) for s, a in zip(ins, in_avals)],
+                    [kind(s, a) for s, a in zip(outs, out_avals)], donated)
+    module = lower_module(ssa, name, partitions=len(devices), shardings=text, aliases=found)
     infos = [d.layer.info for d in devices]
     entry = _Entry()
     entry.executable = ReplicatedExecutable(
@@ -185,5 +217,6 @@ def _compile(st, ins, outs, mesh, name):
     entry.out_shardings, entry.out_avals = outs, st.out_avals
     entry.out_weak = [a.weak_type for a in st.out_avals]
     entry.guards = st.guards
+    entry.held = sorted(found)
     return entry
 

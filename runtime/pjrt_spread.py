@@ -14,9 +14,13 @@ blocks themselves (squeezed None).
   that device (a squeezed buffer gets its axis back through a compiled reshape on the device).
 - `x[i]` of an array split along its first dimension into blocks of one row (a pmap result):
   device i's buffer as an Array on that device, without a copy (`SpreadLayer.getitem`). Other
-  eager operations are refused (`SpreadLayer.eager`), as on one PJRT device.
+  eager operations run as a jit of the operation, partitioned over the devices
+  (`SpreadLayer.eager`, pjrt_eager.py): their results stay spread.
 - `put(array, sharding)`: a host array (or any Array) onto a NamedSharding over PJRT devices,
-  each device getting its block (device_put); `as_blocks(x)`: a pmap result holding its
+  each device getting its block (device_put): resharded on the devices when the array is
+  spread over the same mesh; over other devices, each block copied device to device from a
+  device holding exactly that block; copied device to device when it is on one PJRT device
+  and the sharding replicated; else from the host; `as_blocks(x)`: a pmap result holding its
   blocks (each buffer given its axis back on its device), as sharded jit takes it.
 - `replica_buffers(x, axis, devices)`: pmap's and shard_map's fast way in: the per-device
   buffers of `x` when it is spread over `devices` in the layout the map takes (for pmap, a
@@ -32,7 +36,6 @@ import numpy as np
 
 from .array import Array, _wrap
 from .compiler.backends.cuda.device import DeviceBuffer
-from .compiler.errors import BackendUnsupportedError
 from .sharding import NamedSharding, PartitionSpec, Shard
 
 
@@ -96,13 +99,11 @@ class SpreadLayer:
 
     @staticmethod
     def eager(prim, values, params):
-        raise BackendUnsupportedError(
-            f"kiln does not run `{prim.name}` eagerly on an array spread over several PJRT "
-            f"devices",
-            hint="put the operation in a kiln.jit function (it runs partitioned over the "
-                 "devices), index one device's block (x[i] of a pmap result, "
-                 "x.addressable_shards[i].data), or copy the array to the host first "
-                 "(np.asarray(x)); docs/pjrt.md")
+        """`prim` on values of which one at least is spread: run as a jit of the operation,
+        partitioned over the spread operand's devices (the others replicated there), its
+        results as XLA's partitioner leaves them (module docstring)."""
+        from .pjrt_eager import run
+        return run(prim, values, params)
 
     @staticmethod
     def getitem(spread, idx, weak):
@@ -188,15 +189,64 @@ def as_blocks(x):
 
 def put(v, sharding):
     """`v` (an Array) on `sharding`, a NamedSharding over PJRT devices: the same array (its
-    blocks) when it is already there, else each device's block copied from the host value."""
-    if (s := spread_of(v)) is not None and s.sharding == sharding:
+    blocks) when it is already there; resharded on the devices when it is spread over the
+    same mesh (a partitioned jit of the identity: XLA moves the blocks); over another mesh,
+    its blocks copied device to device where each block of `sharding` is one of its own
+    (`_moved`); copied device to device onto every device when the sharding is replicated and
+    `v` is on one PJRT device; else each device's block copied from the host value."""
+    s = spread_of(v)
+    if s is not None and s.sharding == sharding:
         return as_blocks(v)
     sharding.check_shape(v.shape)
+    if s is not None and s.sharding.mesh == sharding.mesh:
+        return _resharded(sharding)(v)
+    if s is not None and (moved := _moved(as_blocks(v), sharding)) is not None:
+        return moved
+    if sharding.is_fully_replicated and type(v._value) is DeviceBuffer:
+        buffers = [d.layer.copy_from(v._value) for d in sharding._devices()]
+        if all(b is not None for b in buffers):
+            return spread_array(buffers, sharding, v.shape, v.dtype, v.weak_type)
     host = np.asarray(v)
     indices = sharding.devices_indices_map(host.shape)
     buffers = [d.layer.to_device(np.asarray(host[indices[d]], order="C"))
                for d in sharding._devices()]
     return spread_array(buffers, sharding, host.shape, host.dtype, v.weak_type)
+
+
+def _moved(x, sharding):
+    """`x` (a spread Array holding its blocks) on `sharding` over other devices, each block
+    copied device to device from a device holding exactly that block; None when a block of
+    `sharding` is none of `x`'s."""
+    s = spread_of(x)
+    held = {_extent(index, s.shape): (device, buffer) for device, index, buffer in s.blocks()}
+    buffers = []
+    indices = sharding.devices_indices_map(s.shape)
+    for device in sharding._devices():
+        source = held.get(_extent(indices[device], s.shape))
+        if source is None:
+            return None
+        buffer = source[1] if source[0] == device else \
+            device.layer.copy_from(DeviceBuffer(source[1], source[0].layer))
+        if buffer is None:
+            return None
+        buffers.append(buffer)
+    return spread_array(buffers, sharding, s.shape, s.dtype, x.weak_type)
+
+
+def _extent(index, shape):
+    return tuple(part.indices(n)[:2] for part, n in zip(index, shape))
+
+
+_RESHARDS = {}   # target sharding -> the jit putting an array spread over its mesh there
+atexit.register(_RESHARDS.clear)
+
+
+def _resharded(sharding):
+    fn = _RESHARDS.get(sharding)
+    if fn is None:
+        from .jit import jit
+        fn = _RESHARDS[sharding] = jit(lambda a: a, out_shardings=sharding)
+    return fn
 
 
 def replica_buffers(x, axis, devices, sharding=None):

@@ -453,7 +453,7 @@ BACKENDS = {
     "reference": Backend("reference", _compiler_of("reference"), False),
     "llvm": Backend("llvm", _compiler_of("llvm"), True),
     "cuda": Backend("llvm", _compiler_of("cuda"), False),   # the LLVM pipeline's fused groups
-    "pjrt": Backend("reference", _pjrt_compiler, False),   # XLA fuses on its own
+    "pjrt": Backend("reference", _pjrt_compiler, True),   # XLA fuses on its own
 }
 ALIASES = {"cpu": "llvm", "gpu": "cuda"}
 

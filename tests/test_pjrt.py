@@ -17,7 +17,6 @@ import pytest
 
 import kiln
 import kiln.numpy as jnp
-from kiln.compiler.errors import BackendUnsupportedError
 from kiln.compiler.backends.pjrt import api, client as pjrt, plugins
 
 CPU_PLUGIN = [f.path for f in plugins.discover() if f.name == "xla-cpu-pjrt"]
@@ -344,9 +343,10 @@ def test_device_put_keeps_the_buffer_on_the_device(pjrt_devices):
     assert kiln.device_put(a, device) is a
     host = kiln.device_put(a, kiln.devices("cpu")[0])
     assert isinstance(np.asarray(host), np.ndarray) and float(host[0, 1]) == 1.0
-    with pytest.raises(BackendUnsupportedError, match="does not run `add` eagerly on a "
-                                                      "xla-cpu-pjrt cpu:1"):
-        a + 1
+    b = a + 1   # an eager operation runs on the device, as a jit of it
+    assert b.device == device and isinstance(b._value.data, pjrt.Buffer)
+    np.testing.assert_array_equal(np.asarray(b), np.arange(12, dtype=np.float32).reshape(3, 4)
+                                  + 1)
 
 
 def test_executable_on_arrays_that_stay_on_the_device(pjrt_devices):

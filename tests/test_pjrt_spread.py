@@ -12,7 +12,6 @@ import kiln
 import kiln.numpy as jnp
 from kiln import lax, P
 from kiln.compiler.backends.pjrt import client as pjrt, plugins
-from kiln.compiler.errors import BackendUnsupportedError
 from kiln.pjrt_spread import Spread, spread_of
 from kiln.sharding import Mesh, NamedSharding
 
@@ -109,13 +108,111 @@ def test_pmap_out_axes_and_unmapped_results():
     assert total.device == pjrt_devices(2)[0]
 
 
-def test_eager_operations_on_a_spread_array_say_what_to_do():
+# One family of eager operations each: (what kiln runs, the NumPy it must match, the least
+# number of rows it needs).
+EAGER = {
+    "elementwise": (lambda x, y, h: x * 2 + 1, lambda x, y, h: x * 2 + 1, 0),
+    "two spread": (lambda x, y, h: x * y - y, lambda x, y, h: x * y - y, 0),
+    "spread and host": (lambda x, y, h: x + h, lambda x, y, h: x + h, 0),
+    "host and spread": (lambda x, y, h: h - x, lambda x, y, h: h - x, 0),
+    "sum": (lambda x, y, h: jnp.sum(x, axis=0), lambda x, y, h: x.sum(0), 0),
+    "total": (lambda x, y, h: jnp.sum(x), lambda x, y, h: x.sum(), 0),
+    "max": (lambda x, y, h: jnp.max(x, axis=1), lambda x, y, h: x.max(1), 0),
+    "transpose": (lambda x, y, h: x.T, lambda x, y, h: x.T, 0),
+    "row": (lambda x, y, h: x[1], lambda x, y, h: x[1], 2),
+    "slice": (lambda x, y, h: x[1:, 0], lambda x, y, h: x[1:, 0], 0),
+    "compare": (lambda x, y, h: jnp.where(x > y, x, 0), lambda x, y, h: np.where(x > y, x, 0),
+                0),
+}
+
+
+@pytest.mark.parametrize("family", sorted(EAGER))
+@settings(SETTINGS, max_examples=4)
+@given(n=COUNTS, per=st.integers(0, 2), cols=st.integers(1, 3), dtype=DTYPES)
+def test_eager_operations_on_spread_arrays(family, n, per, cols, dtype, transfers):
+    op, want, rows = EAGER[family]
+    shape = (max(n * per, rows // n * n + (rows % n and n)), cols)
+    sharding = NamedSharding(line(n), P("b"))
+    hx, hy, hh = values(shape, dtype), values(shape, dtype, 1), values((cols,), dtype, 2)
+    x, y = kiln.device_put(hx, sharding), kiln.device_put(hy, sharding)
+    before = transfers[1]
+    got = op(x, y, hh)
+    assert transfers[1] == before   # ran on the devices, nothing came to the host
+    # spread over the mesh, but x[1] of one row per device is device 1's buffer (no copy)
+    assert got.devices() <= set(sharding.mesh.devices.flat)
+    assert isinstance(got._value.data, Spread) or family == "row"
+    expected = want(hx, hy, hh)
+    on_host = op(jnp.asarray(hx), jnp.asarray(hy), hh)   # kiln's dtypes (NumPy's sum widens)
+    assert got.shape == expected.shape and got.dtype == on_host.dtype
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-5)
+
+
+def test_a_repeated_eager_operation_compiles_once(monkeypatch):
+    from kiln import pjrt_partitioned
+    compiled = []
+    compile_ = pjrt_partitioned._compile
+    monkeypatch.setattr(pjrt_partitioned, "_compile",
+                        lambda *a: compiled.append(a[-1]) or compile_(*a))
+    sharding = NamedSharding(line(2), P("b"))
+    x = kiln.device_put(values((4, 3), np.float32), sharding)
+    for _ in range(3):
+        y = x * 3 - x
+    assert len(compiled) == 2   # one multiply, one subtract
+    np.testing.assert_allclose(np.asarray(y), np.asarray(x) * 2, rtol=1e-6)
+    x * 3.0 + jnp.ones((4, 1), np.float32)   # other shapes: compiled anew
+    assert len(compiled) > 2
+
+
+def test_eager_operations_with_a_pmap_result_and_one_device(transfers):
     y = kiln.pmap(lambda v: v + 1, backend="pjrt", devices=pjrt_devices(2))(np.ones((2, 3)))
-    with pytest.raises(BackendUnsupportedError, match="spread over several PJRT devices") as e:
-        y * 2
-    assert "kiln.jit" in str(e.value) and "np.asarray" in str(e.value)
-    with pytest.raises(BackendUnsupportedError, match="spread over several PJRT devices"):
-        y[0, 1]
+    np.testing.assert_array_equal(np.asarray(y * 2), np.full((2, 3), 4.0))
+    np.testing.assert_array_equal(np.asarray(y[0, 1]), 2.0)
+    row = kiln.device_put(np.arange(3, dtype=np.float32), pjrt_devices(4)[0])
+    before = transfers[1]
+    z = y - row   # the array on one device copied to both, device to device
+    assert transfers[1] == before and isinstance(z._value.data, Spread)
+    np.testing.assert_array_equal(np.asarray(z), 2.0 - np.arange(3, dtype=np.float32)[None]
+                                  .repeat(2, 0))
+
+
+@pytest.mark.parametrize("to", [P(None, "b"), P(), P(("a", "b")), P("b", "a")])
+def test_device_put_reshards_on_the_same_mesh_without_the_host(to, transfers):
+    mesh = Mesh(np.array(pjrt_devices(4), dtype=object).reshape(2, 2), ("a", "b"))
+    h = values((4, 4), np.float32)
+    x = kiln.device_put(h, NamedSharding(mesh, P("a")))
+    before = list(transfers)
+    y = kiln.device_put(x, NamedSharding(mesh, to))
+    assert transfers == before and y.sharding == NamedSharding(mesh, to)
+    np.testing.assert_array_equal(np.asarray(y), h)
+    for shard in y.addressable_shards:
+        np.testing.assert_array_equal(np.asarray(shard.data), h[shard.index])
+
+
+@pytest.mark.parametrize("spec", [("a",), (None, "a"), ()])
+def test_device_put_onto_other_devices_copies_the_blocks_device_to_device(spec, transfers):
+    h = values((4, 2), np.float32)
+    devices = pjrt_devices(4)
+    source = P(*[None if n is None else "b" for n in spec])
+    x = kiln.device_put(h, NamedSharding(line(2), source))
+    other = NamedSharding(Mesh(np.array(devices[2:][::-1], dtype=object), ("a",)), P(*spec))
+    before = list(transfers)
+    y = kiln.device_put(x, other)
+    assert transfers == before and y.sharding == other
+    np.testing.assert_array_equal(np.asarray(y), h)
+    for shard in y.addressable_shards:
+        np.testing.assert_array_equal(np.asarray(shard.data), h[shard.index])
+
+
+def test_a_pmap_result_put_on_other_devices(transfers):
+    y = kiln.pmap(lambda v: v * 2, backend="pjrt", devices=pjrt_devices(2))(np.ones((2, 3)))
+    others = Mesh(np.array(pjrt_devices(4)[2:], dtype=object), ("a",))
+    before = transfers[1]
+    z = kiln.device_put(y, NamedSharding(others, P("a")))
+    assert transfers[1] == before and z.devices() == set(pjrt_devices(4)[2:])
+    np.testing.assert_array_equal(np.asarray(z), np.full((2, 3), 2.0))
+    whole = kiln.device_put(y, NamedSharding(others, P()))   # blocks y holds in no one place:
+    assert transfers[1] > before                              # through the host
+    np.testing.assert_array_equal(np.asarray(whole), np.full((2, 3), 2.0))
 
 
 def test_more_replicas_than_the_mapped_devices():

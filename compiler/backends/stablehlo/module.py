@@ -1,6 +1,6 @@
 """An SSA function as one StableHLO module in MLIR text (`lower_module`).
 
-    lower_module(fn, name=None, replicas=1, partitions=1, shardings=None)
+    lower_module(fn, name=None, replicas=1, partitions=1, shardings=None, aliases=None)
         -> StableHloModule(text, name, in_avals, out_avals)
     hlo_sharding(mesh_sizes, dims) -> the `mhlo.sharding` text of one value
 
@@ -13,6 +13,8 @@ run once per device, whose collectives carry their replicas' layout (lower_colle
 `partitions` is its `mhlo.num_partitions`: above 1 for a sharded `jit`, whose `shardings`
 (one `mhlo.sharding` text per input, one per output) tell XLA's SPMD partitioner how each
 argument and result is split over the partitions; the avals stay the global ones.
+`aliases` ({argument index: result index}, jit's donation on PJRT devices) marks an argument
+`tf.aliasing_output`: XLA may write that result into the argument's buffer.
 
 `hlo_sharding(mesh_sizes, dims)` is the sharding text of a value laid out over a mesh of
 `mesh_sizes` (one size per mesh axis, partition p at the mesh's row-major position p), where
@@ -60,12 +62,16 @@ def hlo_sharding(mesh_sizes, dims):
     return f"{{devices=[{','.join(map(str, shape))}]{listed}{tail}}}"
 
 
-def _attributed(text, sharding):
-    return text if sharding is None else f'{text} {{mhlo.sharding = "{sharding}"}}'
+def _attributed(text, sharding, alias=None):
+    attrs = ([] if sharding is None else [f'mhlo.sharding = "{sharding}"']) + \
+        ([] if alias is None else [f"tf.aliasing_output = {alias} : i32"])
+    return f"{text} {{{', '.join(attrs)}}}" if attrs else text
 
 
-def lower_module(fn, name=None, replicas=1, partitions=1, shardings=None):
-    """The StableHLO module of the SSA function `fn` (module docstring)."""
+def lower_module(fn, name=None, replicas=1, partitions=1, shardings=None, aliases=None):
+    """The StableHLO module of the SSA function `fn` (module docstring); `aliases` {argument
+    index: result index}: donated arguments whose buffer a result of the same type may take
+    (`tf.aliasing_output`, XLA's input-output aliasing)."""
     ctx = Emitter()
     for v in list(fn.invars) + list(fn.outvars):
         if v.aval.dtype.kind == "O":
@@ -76,7 +82,9 @@ def lower_module(fn, name=None, replicas=1, partitions=1, shardings=None):
     outs = ctx.lower_function(fn, args)
     symbol = _symbol(name or fn.name)
     ins, outs_sharded = shardings or ([None] * len(args), [None] * len(outs))
-    params = ", ".join(_attributed(repr(a), s) for a, s in zip(args, ins))
+    aliases = aliases or {}
+    params = ", ".join(_attributed(repr(a), s, aliases.get(i))
+                       for i, (a, s) in enumerate(zip(args, ins)))
     results = ", ".join(o.type for o in outs)
     declared = ", ".join(_attributed(o.type, s) for o, s in zip(outs, outs_sharded))
     lines = [f"module @{symbol} attributes {{mhlo.num_partitions = {partitions} : i32, "
