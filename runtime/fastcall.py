@@ -23,6 +23,30 @@ from .tree_util import tree_structure
 from .compiler.ir.dtypes import default_float
 
 MISS = object()
+
+
+def exact_values(entry, args, weak):
+    """The buffers of positional arguments exactly like those of the call `weak` was taken
+    from (per argument: an Array's weak type, False for a NumPy array, or a Python float's
+    staged type), for cache entry `entry`; None when one differs or a global that `entry`
+    read has changed."""
+    if len(args) != len(weak):
+        return None
+    values = []
+    append = values.append
+    for a, w in zip(args, weak):
+        t = type(a)
+        if t is Array and a.weak_type is w:
+            append(a._value)
+        elif t is _ndarray and not w:
+            append(a)
+        elif t is float and w.__class__ is _Float and w.dtype == default_float():
+            append(np.asarray(a, w.dtype))
+        else:
+            return None
+    if entry.guards and not entry.guards_ok():
+        return None
+    return values
 _ndarray = np.ndarray
 _KINDS = (Array, np.ndarray, float)
 
@@ -101,23 +125,8 @@ class FastCall:
         self.rebuild = rebuild
 
     def __call__(self, args):
-        weak = self.weak
-        if len(args) != len(weak):
-            return MISS
-        values = []
-        append = values.append
-        for a, w in zip(args, weak):
-            t = type(a)
-            if t is Array and a.weak_type is w:
-                append(a._value)
-            elif t is _ndarray and not w:
-                append(a)
-            elif t is float and w.__class__ is _Float and w.dtype == default_float():
-                append(np.asarray(a, w.dtype))
-            else:
-                return MISS
-        entry = self.entry
-        if entry.guards and not entry.guards_ok():
+        values = exact_values(self.entry, args, self.weak)
+        if values is None:
             return MISS
         outs = self.call((*values, *self.consts))
         return MISS if outs is None else self.rebuild(outs)

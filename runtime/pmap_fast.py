@@ -19,10 +19,9 @@ import numpy as np
 from .array import Array, placed_on
 from .distributed import process_layout
 from .execution_guards import STATE as _GUARDS
-from .fastcall import MISS
+from .fastcall import MISS, exact_values
 from .sharding import NamedSharding, PartitionSpec
 
-_ndarray = np.ndarray
 _KINDS = (Array, np.ndarray)
 
 
@@ -62,21 +61,11 @@ class FastPmap:
         self.single = entry.out_tree.node_data() is None
 
     def __call__(self, args):
-        weak = self.weak
-        if len(args) != len(weak) or _GUARDS.no_execution or process_layout()[1] != 1:
+        if _GUARDS.no_execution or process_layout()[1] != 1:
             return MISS
-        values = []
-        append = values.append
-        for a, w in zip(args, weak):
-            t = type(a)
-            if t is Array and a.weak_type is w:
-                append(a._value)
-            elif t is _ndarray and not w:
-                append(a)
-            else:
-                return MISS
         entry = self.entry
-        if entry.guards and not entry.guards_ok():
+        values = exact_values(entry, args, self.weak)
+        if values is None:
             return MISS
         outs = self.stacked((*values, *self.consts))
         if outs is None:
