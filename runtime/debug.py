@@ -4,7 +4,9 @@
 `fmt.format(*args, **kwargs)` at once; inside it becomes a `debug_print` host callback that
 prints with the runtime values at every call. Plain `print(...)` inside a jitted function
 compiles to the same callback (kiln specialises source, so it can). `kiln.debug.callback`
-calls a Python function for its effect (runtime/callbacks.py).
+calls a Python function for its effect (runtime/callbacks.py). `visualize_array_sharding`,
+`visualize_sharding` and `inspect_array_sharding` show where an array's blocks live
+(runtime/sharding_view.py: plain text, no `rich`).
 """
 import builtins
 
@@ -12,6 +14,8 @@ from .compiler.ir.builder import current
 from .compiler.primitives import PRIMITIVES as P
 from .dispatch import bind, is_traced as _is_traced
 from .callbacks import debug_callback as callback  # noqa: F401
+from .sharding_view import (visualize_array_sharding, visualize_sharding,  # noqa: F401
+                            inspect_array_sharding)
 
 
 

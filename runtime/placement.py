@@ -60,6 +60,11 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
         if where is None:
             return v
         if isinstance(where, NamedSharding):
+            if where.spec.unreduced or where.spec.reduced:
+                raise NotImplementedError(
+                    f"device_put onto {where.spec} (unreduced or reduced over mesh axes) is not "
+                    f"supported by kiln: an array holds one value, not a sum of per-device "
+                    f"parts; place it with a spec without unreduced=/reduced=")
             where.check_shape(v.shape)
             if type(v) is GlobalArray or not where.is_fully_addressable:
                 return _across_processes(v, where)
@@ -133,7 +138,12 @@ def copy_to_host_async(x):
 
 
 def reshard(xs, out_shardings):
-    """`xs` placed as `out_shardings` says (on the CPU only the shardings change)."""
+    """`xs` placed as `out_shardings` says (on the CPU only the shardings change); inside a
+    specialisation `xs` as they are (kiln's traced values carry no sharding)."""
+    from .dispatch import is_traced
+    from .tree_util import tree_leaves
+    if any(is_traced(x) for x in tree_leaves(xs)):
+        return xs
     return device_put(xs, out_shardings)
 
 
@@ -217,5 +227,5 @@ def device_put_replicated(x, devices):
 
 
 def _line(devices):
-    from .sharding import Mesh
-    return Mesh(np.array(devices, dtype=object), ("_device_put_axis",))
+    from .sharding import Mesh, AxisType
+    return Mesh(np.array(devices, dtype=object), ("_device_put_axis",), (AxisType.Auto,))

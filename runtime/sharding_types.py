@@ -1,0 +1,184 @@
+"""Sharding in types (JAX's "explicit sharding" mode), as far as kiln carries it.
+
+- `TypedAval`: what `kiln.typeof(x)` answers, a ShapedArray with a `.sharding`: a
+  NamedSharding over the AbstractMesh of the array's mesh whose spec names the *Explicit*
+  mesh axes the array is split over (`f32[8@X,4@Y]`); an array that is not split over an
+  Explicit axis has the empty mesh and spec `P(None, ...)`.
+- `typed_aval(aval, sharding)`: the abstract value staging gives an Array argument that was
+  placed (device_put, shard_map's and jit's results) split over Explicit axes, so a
+  specialisation (`jit`, `grad`, ...) sees the split in `typeof` of its inputs and
+  `shard_map` without `in_specs` takes their blocks; specialisations are kept per sharding.
+- `auto_axes` / `explicit_axes`: JAX's decorators switching the axis types of the current
+  (abstract) mesh inside a function, placing the result by `out_sharding` / the arguments by
+  `in_sharding` (outside a specialisation; inside one, kiln's values carry no sharding).
+
+Only arguments carry a sharding in their type: the results of kiln's operations are not
+typed (JAX propagates the sharding through each operation), see docs/pmap.md.
+"""
+import inspect
+
+from .compiler.ir.abstract import ShapedArray
+from .wrappers import name_like
+from .compiler.ir import dtypes
+from .sharding import (AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec,
+                       _abstract_stack, get_abstract_mesh)
+
+_EMPTY = AbstractMesh((), ())
+
+
+class TypedAval(ShapedArray):
+    """A ShapedArray with the sharding of its type (`.sharding`, a NamedSharding over an
+    AbstractMesh). Equal only to avals of the same sharding, so caches keyed by abstract
+    values keep one specialisation per sharding."""
+
+    __slots__ = ("sharding",)
+
+    def __init__(self, shape, dtype, weak_type, sharding):
+        super().__init__(shape, dtype, weak_type)
+        self.sharding = sharding
+
+    def __eq__(self, other):
+        return ShapedArray.__eq__(self, other) and \
+            getattr(other, "sharding", None) == self.sharding
+
+    def __hash__(self):
+        return ShapedArray.__hash__(self)
+
+    def spelled(self):
+        """`f32[8@X,4@(Y,Z)]`: each dimension with the Explicit axes it is split over (kiln's
+        dtype spelling, as in the rest of its types; JAX prints `float32[8@X,...]`)."""
+        spec = self.sharding.spec
+        dims = []
+        for d, n in enumerate(self.shape):
+            names = spec.names(d)
+            at = "" if not names else "@" + (names[0] if len(names) == 1 else
+                                             "(" + ",".join(names) + ")")
+            dims.append(f"{n}{at}")
+        return f"{dtypes.short_name(self.dtype)}[{','.join(dims)}]"
+
+    def __str__(self):
+        return self.spelled() if _split(self.sharding.spec) else ShapedArray.__str__(self)
+
+    def __repr__(self):
+        return f"ShapedArray({self})" if _split(self.sharding.spec) else \
+            ShapedArray.__repr__(self)
+
+
+def _split(spec):
+    return any(spec.names(d) for d in range(len(spec)))
+
+
+def type_sharding(sharding, ndim):
+    """The sharding of the type of an array placed with `sharding`: its spec (padded to
+    `ndim`) with the axes that are not Explicit left out, over the mesh's AbstractMesh; None
+    when no dimension is split over an Explicit axis."""
+    if not isinstance(sharding, NamedSharding) or not isinstance(sharding.mesh, Mesh):
+        return None
+    explicit = {n for n, t in zip(sharding.mesh.axis_names, sharding.mesh.axis_types)
+                if t == AxisType.Explicit}
+    entries = []
+    for d in range(ndim):
+        kept = tuple(n for n in sharding.spec.names(d) if n in explicit)
+        entries.append(None if not kept else kept[0] if len(kept) == 1 else kept)
+    if not any(entries):
+        return None
+    return NamedSharding(sharding.mesh.abstract_mesh, PartitionSpec(*entries))
+
+
+def typed_aval(aval, sharding):
+    """`aval` typed with `sharding` (a placed array's), or `aval` itself when that splits no
+    dimension over an Explicit axis."""
+    if sharding is None:
+        return aval
+    typed = type_sharding(sharding, len(aval.shape))
+    return aval if typed is None else TypedAval(aval.shape, aval.dtype, aval.weak_type, typed)
+
+
+def as_typed(aval):
+    """`aval` (a ShapedArray) as a TypedAval (an untyped one: the empty mesh, no split
+    dimension); other abstract values (Refs) as they are."""
+    if type(aval) is not ShapedArray:
+        return aval
+    return TypedAval(aval.shape, aval.dtype, aval.weak_type,
+                     NamedSharding(_EMPTY, PartitionSpec(*([None] * len(aval.shape)))))
+
+
+def spec_of(aval):
+    """The PartitionSpec of `aval`'s type (over Explicit axes), or None when untyped."""
+    return aval.sharding.spec if type(aval) is TypedAval else None
+
+
+# ----------------------------------------------------------------- auto_axes, explicit_axes
+
+def _switching(f, axes, new_type, keyword, default, place):
+    """`f` run with the current mesh's `axes` switched to `new_type`; the sharding `keyword`
+    (given at definition, `default`, or at the call) is applied by `place(where, call)`."""
+    what = f"{new_type.value.lower()}_axes"
+
+    def wrapper(*args, **kwargs):
+        where = kwargs.pop(keyword, default)
+        if where is None:
+            raise TypeError(f"{getattr(f, '__name__', 'the function')} decorated with {what} "
+                            f"needs {keyword}=... (at the call or in the decorator)")
+        mesh = get_abstract_mesh()
+        if mesh.empty:
+            raise ValueError(f"{what} needs a mesh: call it under kiln.set_mesh(mesh)")
+        if AxisType.Manual in mesh.axis_types:
+            raise NotImplementedError(f"{what} inside shard_map (Manual mesh axes) is not "
+                                      f"supported, as in JAX")
+        stack = _abstract_stack()
+        stack.append(mesh.with_axis_types(new_type, axes))
+        try:
+            return place(where, lambda *a: f(*a, **kwargs), args)
+        finally:
+            stack.pop()
+    name_like(wrapper, f)   # (kiln's module: the front end runs it rather than compiling it)
+    return wrapper
+
+
+def auto_axes(f=None, /, *, axes=None, out_sharding=None):
+    """JAX's `auto_axes`: `f` with the mesh axes `axes` (default all) of type Auto inside;
+    its result placed by `out_sharding` (given here or as a keyword of the call)."""
+    if f is None:
+        return lambda g: auto_axes(g, axes=axes, out_sharding=out_sharding)
+    return _switching(f, axes, AxisType.Auto, "out_sharding", out_sharding,
+                      lambda where, call, args: _placed(call(*args), where))
+
+
+def explicit_axes(f=None, /, *, axes=None, in_sharding=None):
+    """JAX's `explicit_axes`: `f` with the mesh axes `axes` (default all) of type Explicit
+    inside, its arguments placed by `in_sharding` first (given here or at the call)."""
+    if f is None:
+        return lambda g: explicit_axes(g, axes=axes, in_sharding=in_sharding)
+    return _switching(f, axes, AxisType.Explicit, "in_sharding", in_sharding,
+                      lambda where, call, args: call(*_placed(tuple(args), where)))
+
+
+def _placed(value, where):
+    """`value` resharded as `where` says (None: as it is); inside a specialisation as it is
+    (placement.reshard: kiln's traced values carry no sharding)."""
+    from .placement import reshard
+    return value if where is None else reshard(value, where)
+
+
+def out_sharding_keyword(f):
+    """`f` taking JAX's keyword `out_sharding=` (a Sharding, or a PartitionSpec over the
+    current mesh): its result placed so (eagerly; `_placed`). A function whose signature
+    already names `out_sharding` gets it too (and keeps its signature)."""
+    sig = inspect.signature(f)
+    passes = "out_sharding" in sig.parameters
+
+    def wrapper(*args, out_sharding=None, **kwargs):
+        if passes:
+            kwargs["out_sharding"] = out_sharding
+        return _placed(f(*args, **kwargs), out_sharding)
+    for name in ("__name__", "__qualname__", "__doc__", "__module__"):
+        setattr(wrapper, name, getattr(f, name))
+    if not passes:
+        params = list(sig.parameters.values())
+        at = next((i for i, p in enumerate(params) if p.kind is p.VAR_KEYWORD), len(params))
+        params.insert(at, inspect.Parameter("out_sharding", inspect.Parameter.KEYWORD_ONLY,
+                                            default=None))
+        sig = sig.replace(parameters=params)
+    wrapper.__signature__ = sig
+    return wrapper
