@@ -432,6 +432,7 @@ def _wrap(value, weak_type=False):
 
 
 dispatch.Array = Array
+dispatch.TYPED = TYPED
 
 
 # ------------------------------------------------------------------ operators as forwards

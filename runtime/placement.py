@@ -227,5 +227,5 @@ def device_put_replicated(x, devices):
 
 
 def _line(devices):
-    from .sharding import Mesh, AxisType
-    return Mesh(np.array(devices, dtype=object), ("_device_put_axis",), (AxisType.Auto,))
+    from .sharding import Mesh
+    return Mesh(np.array(devices, dtype=object), ("_device_put_axis",))

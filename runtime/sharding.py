@@ -115,7 +115,9 @@ _GLOBAL_MESH = [None]         # set_mesh(mesh) outside a `with`
 
 
 class Mesh:
-    """Devices laid out in an n-d array with one name per axis (JAX's `jax.sharding.Mesh`)."""
+    """Devices laid out in an n-d array with one name per axis (JAX's `jax.sharding.Mesh`);
+    its axes are Auto unless `axis_types` says otherwise (make_mesh's are Explicit), as in
+    JAX."""
 
     def __init__(self, devices, axis_names, axis_types=None):
         devices = np.asarray(devices, dtype=object)
@@ -127,8 +129,8 @@ class Mesh:
             raise ValueError(f"Mesh axis names must be unique, got {names}")
         self.devices = devices
         self.axis_names = names
-        self.axis_types = tuple(axis_types) if axis_types is not None else \
-            (AxisType.Explicit,) * len(names)
+        types = (axis_types,) if isinstance(axis_types, AxisType) else axis_types
+        self.axis_types = tuple(types) if types is not None else (AxisType.Auto,) * len(names)
 
     @property
     def shape(self):
@@ -533,6 +535,8 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
         raise ValueError(f"make_mesh: the mesh shape {shape} needs {need} devices, but only "
                          f"{len(pool)} are available (raise the count with "
                          f"kiln.config.update('jax_num_cpu_devices', {need}))")
+    if axis_types is None:   # (make_mesh's default, as in JAX; the Mesh constructor's: Auto)
+        axis_types = (AxisType.Explicit,) * len(names)
     return Mesh(np.array(pool[:need], dtype=object).reshape(shape), names, axis_types)
 
 

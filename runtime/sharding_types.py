@@ -70,12 +70,16 @@ def _split(spec):
 
 def type_sharding(sharding, ndim):
     """The sharding of the type of an array placed with `sharding`: its spec (padded to
-    `ndim`) with the axes that are not Explicit left out, over the mesh's AbstractMesh; None
+    `ndim`) with the axes that are not Explicit left out (as the mesh says, or inside
+    `auto_axes`/`explicit_axes` as they switched them), over the mesh's AbstractMesh; None
     when no dimension is split over an Explicit axis."""
     if not isinstance(sharding, NamedSharding) or not isinstance(sharding.mesh, Mesh):
         return None
-    explicit = {n for n, t in zip(sharding.mesh.axis_names, sharding.mesh.axis_types)
-                if t == AxisType.Explicit}
+    names, types = sharding.mesh.axis_names, sharding.mesh.axis_types
+    stack = _abstract_stack()
+    if stack and stack[-1].axis_names == names:   # inside auto_axes / explicit_axes
+        types = stack[-1].axis_types
+    explicit = {n for n, t in zip(names, types) if t == AxisType.Explicit}
     entries = []
     for d in range(ndim):
         kept = tuple(n for n in sharding.spec.names(d) if n in explicit)
@@ -110,9 +114,10 @@ def spec_of(aval):
 
 # ----------------------------------------------------------------- auto_axes, explicit_axes
 
-def _switching(f, axes, new_type, keyword, default, place):
-    """`f` run with the current mesh's `axes` switched to `new_type`; the sharding `keyword`
-    (given at definition, `default`, or at the call) is applied by `place(where, call)`."""
+def _switching(f, axes, new_type, keyword, default):
+    """`f` run with the current mesh's `axes` switched to `new_type`, the sharding `keyword`
+    (given at definition, `default`, or at the call) placing its arguments inside
+    (`in_sharding`) or its result after (`out_sharding`)."""
     what = f"{new_type.value.lower()}_axes"
 
     def wrapper(*args, **kwargs):
@@ -129,9 +134,12 @@ def _switching(f, axes, new_type, keyword, default, place):
         stack = _abstract_stack()
         stack.append(mesh.with_axis_types(new_type, axes))
         try:
-            return place(where, lambda *a: f(*a, **kwargs), args)
+            if keyword == "in_sharding":
+                args = _placed(tuple(args), where)
+            out = f(*args, **kwargs)
         finally:
             stack.pop()
+        return _placed(out, where) if keyword == "out_sharding" else out
     name_like(wrapper, f)   # (kiln's module: the front end runs it rather than compiling it)
     return wrapper
 
@@ -141,8 +149,7 @@ def auto_axes(f=None, /, *, axes=None, out_sharding=None):
     its result placed by `out_sharding` (given here or as a keyword of the call)."""
     if f is None:
         return lambda g: auto_axes(g, axes=axes, out_sharding=out_sharding)
-    return _switching(f, axes, AxisType.Auto, "out_sharding", out_sharding,
-                      lambda where, call, args: _placed(call(*args), where))
+    return _switching(f, axes, AxisType.Auto, "out_sharding", out_sharding)
 
 
 def explicit_axes(f=None, /, *, axes=None, in_sharding=None):
@@ -150,8 +157,7 @@ def explicit_axes(f=None, /, *, axes=None, in_sharding=None):
     inside, its arguments placed by `in_sharding` first (given here or at the call)."""
     if f is None:
         return lambda g: explicit_axes(g, axes=axes, in_sharding=in_sharding)
-    return _switching(f, axes, AxisType.Explicit, "in_sharding", in_sharding,
-                      lambda where, call, args: call(*_placed(tuple(args), where)))
+    return _switching(f, axes, AxisType.Explicit, "in_sharding", in_sharding)
 
 
 def _placed(value, where):
@@ -169,9 +175,14 @@ def out_sharding_keyword(f):
     passes = "out_sharding" in sig.parameters
 
     def wrapper(*args, out_sharding=None, **kwargs):
+        if out_sharding is None:
+            return f(*args, **kwargs)
         if passes:
             kwargs["out_sharding"] = out_sharding
-        return _placed(f(*args, **kwargs), out_sharding)
+        from .sharding_propagation import suspended
+        with suspended():   # (the operands' shardings need not agree: placed by this)
+            out = f(*args, **kwargs)
+        return _placed(out, out_sharding)
     for name in ("__name__", "__qualname__", "__doc__", "__module__"):
         setattr(wrapper, name, getattr(f, name))
     if not passes:

@@ -205,3 +205,40 @@ def test_visualize_array_sharding(capsys):
     assert seen == [x.sharding]
     with pytest.raises(ValueError, match="1-d and 2-d"):
         kiln.debug.visualize_array_sharding(jnp.zeros((2, 2, 2)))
+
+
+def test_eager_results_take_their_operands_types():
+    """JAX's propagation rules (the examples of its parallel.md), values as NumPy's."""
+    with kiln.set_mesh(MESH):
+        x = kiln.device_put(np.arange(32.0).reshape(8, 4), P("X", "Y"))
+        got = {"sin.T": jnp.sin(x).T, "sum0": x.sum(0), "mul": x * 2, "radd": 1.0 + x,
+               "outer": kiln.device_put(np.arange(4).reshape(4, 1), P("X", None))
+               + kiln.device_put(np.arange(8).reshape(1, 8), P(None, "Y")),
+               "gathered": jnp.dot(jnp.ones((8, 4)), kiln.device_put(np.ones((4, 16)),
+                                                                      P("X", None))),
+               "row": x[0]}
+        want = {"sin.T": "f32[4@Y,8@X]", "sum0": "f32[4@Y]", "mul": "f32[8@X,4@Y]",
+                "radd": "f32[8@X,4@Y]", "outer": "i32[4@X,8@Y]", "gathered": "f32[8,16]",
+                "row": "f32[4]"}   # (indexing has no rule here: untyped)
+        assert {k: str(kiln.typeof(v)) for k, v in got.items()} == want
+        np.testing.assert_allclose(got["sin.T"], np.sin(np.arange(32.0).reshape(8, 4)).T,
+                                   rtol=1e-6)
+        # the result passed to shard_map without in_specs arrives as blocks, as in JAX
+        shapes = kiln.shard_map(lambda b: b * 0 + b.shape[0], out_specs=P("X", "Y"))(got["mul"])
+        np.testing.assert_array_equal(shapes, np.full((8, 4), 2.0))
+
+        a = kiln.device_put(np.ones((8, 4)), P(None, "X"))
+        b = kiln.device_put(np.ones((4, 16)), P("X", None))
+        with pytest.raises(ValueError, match="contracting dimensions are split.*out_sharding"):
+            jnp.dot(a, b)
+        assert str(kiln.typeof(jnp.dot(a, b, out_sharding=P("X", None)))) == "f32[8@X,16]"
+        p = kiln.device_put(np.ones((4, 4)), P("X", None))
+        q = kiln.device_put(np.ones((4, 4)), P(None, "X"))
+        with pytest.raises(ValueError, match=r"add of operands \[4@X,4\], \[4,4@X\]: the "
+                                             r"result would be split over one mesh axis twice"):
+            p + q
+        with pytest.raises(ValueError, match="dimension 0 is split over different mesh axes"):
+            kiln.device_put(np.ones(8), P("X")) * kiln.device_put(np.ones(8), P("Y"))
+        # inside auto_axes the axes are Auto: no types, no errors
+        assert str(kiln.typeof(auto_axes(lambda u, v: u + v)(p, q, out_sharding=P("X")))) \
+            == "f32[4@X,4]"
