@@ -94,9 +94,15 @@ def test_shard_map_inference_errors_and_current_mesh():
     z = kiln.device_put(np.arange(8.0), NamedSharding(other, P("other")))
     with pytest.raises(ValueError, match="split over the mesh AbstractMesh\\('other'.*reshard"):
         kiln.shard_map(lambda a: a, mesh=LINE, out_specs=P("batch"))(z)
-    auto = kiln.make_mesh((4,), ("batch",), (AxisType.Auto,))
+    # JAX's defaults: the Mesh constructor's axes are Auto, make_mesh's Explicit
+    auto = kiln.sharding.Mesh(np.array(kiln.devices()[:4], dtype=object), ("batch",))
+    assert auto.axis_types == (AxisType.Auto,) and LINE.axis_types == (AxisType.Explicit,)
     with pytest.raises(TypeError, match="omitted only over a mesh whose axes are all Explicit"):
         kiln.shard_map(lambda a: a, mesh=auto, out_specs=P("batch"))(np.arange(8.0))
+    # an array placed over Auto axes is not typed: no propagation errors, no inferred blocks
+    p = kiln.device_put(np.ones((4, 4)), NamedSharding(auto, P("batch")))
+    q = kiln.device_put(np.ones((4, 4)), NamedSharding(auto, P(None, "batch")))
+    assert str(kiln.typeof(p + q)) == "f32[4,4]"
     # without mesh=, the mesh current at the call (not at decoration)
     f = kiln.shard_map(lambda a: a * 0 + lax.axis_size("k"), in_specs=P("k"), out_specs=P("k"))
     with kiln.set_mesh(kiln.make_mesh((2,), ("k",))):
