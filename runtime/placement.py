@@ -139,11 +139,12 @@ def copy_to_host_async(x):
 
 def reshard(xs, out_shardings):
     """`xs` placed as `out_shardings` says (on the CPU only the shardings change); inside a
-    specialisation `xs` as they are (kiln's traced values carry no sharding)."""
+    specialisation, their traced values typed with it (sharding_types.retyped)."""
     from .dispatch import is_traced
     from .tree_util import tree_leaves
     if any(is_traced(x) for x in tree_leaves(xs)):
-        return xs
+        from .sharding_types import retyped
+        return tree_map(lambda x: retyped(x, out_shardings) if is_traced(x) else x, xs)
     return device_put(xs, out_shardings)
 
 

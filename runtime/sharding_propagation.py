@@ -18,9 +18,12 @@ the result is placed so (`placed_on`; one host buffer, nothing moves). The rules
   contracting dimensions split the same way on both sides are JAX's error asking for
   `out_sharding=` (one side split: JAX gathers it, the result is not split there).
 
-A result naming one mesh axis twice is an error, as in JAX. Operations without a rule (and
-operations inside a specialisation, whose traced values carry no sharding) give untyped
-results. `suspended()` turns the errors off while a function given `out_sharding=` runs (its
+A result naming one mesh axis twice is an error, as in JAX. Operations without a rule give
+untyped results. Inside a specialisation the same rules type the results of equations
+(`typed_results`, which the SSA builder calls for operands typed with a sharding), so
+`typeof` of an intermediate value and `shard_map` without `in_specs` see its split there too,
+and `jit` places its results by their types; there the cases that are errors eagerly give
+untyped results instead. `suspended()` turns the errors off while a function given `out_sharding=` runs (its
 result is placed by that).
 """
 import contextlib
@@ -28,7 +31,8 @@ import threading
 
 from .compiler.primitives.elementwise import NAMES as ELEMENTWISE
 from .sharding import NamedSharding, PartitionSpec
-from .sharding_types import type_sharding
+from .sharding_types import type_sharding, in_context, TypedAval
+from .compiler.ir.builder import TYPED_RESULTS
 
 _STATE = threading.local()   # .suspended: inside a call given out_sharding=
 
@@ -121,31 +125,60 @@ def _spelled(spec, shape):
     return f"[{','.join(dims)}]"
 
 
-def propagate(prim, args, params, result, shardings):
-    """`result` of the eager `prim(*args, **params)`, placed as its rule says from the operands'
-    `shardings` (each a placed array's sharding, or None); as it is without a rule."""
+def _result_split(prim, params, shapes, typed, out_shape):
+    """Per result dimension the mesh axes it is split over, from the operands' type shardings
+    `typed` (None: untyped), or None where no rule applies (or the operands' meshes differ)."""
     rule = RULES.get(prim.name)
-    if rule is None or prim.multiple_results:
-        return result
-    shapes = [tuple(a.shape) for a in args]
-    typed = [type_sharding(s, len(shape)) if s is not None else None
-             for s, shape in zip(shardings, shapes)]
-    meshes = {t.mesh for t in typed if t is not None}
-    if len(meshes) != 1:
-        return result
-    mesh = next(s.mesh for s, t in zip(shardings, typed) if t is not None)
+    if rule is None or prim.multiple_results or len({t.mesh for t in typed if t}) != 1:
+        return None
     specs = [None if t is None else [t.spec.names(d) for d in range(len(shape))]
              for t, shape in zip(typed, shapes)]
-    out = rule(prim.name, specs, shapes, tuple(result.shape), params)
+    out = rule(prim.name, specs, shapes, tuple(out_shape), params)
     used = [n for names in out for n in names]
     if len(set(used)) != len(used):
         if getattr(_STATE, "suspended", False):
-            return result
+            return None
         raise _error(prim.name, specs, shapes, f"the result would be split over one mesh "
-                     f"axis twice ({_spelled(out, result.shape)}); reshard an operand "
+                     f"axis twice ({_spelled(out, out_shape)}); reshard an operand "
                      f"(kiln.reshard) or give out_sharding=...")
-    if not used:
+    return out if used else None
+
+
+def _spec(split):
+    return PartitionSpec(*(None if not n else n[0] if len(n) == 1 else n for n in split))
+
+
+def propagate(prim, args, params, result, shardings):
+    """`result` of the eager `prim(*args, **params)`, placed as its rule says from the
+    operands' `shardings` (each a placed array's sharding, or None)."""
+    shapes = [tuple(a.shape) for a in args]
+    typed = [type_sharding(s, len(shape)) if s is not None else None
+             for s, shape in zip(shardings, shapes)]
+    split = _result_split(prim, params, shapes, typed, result.shape)
+    if split is None:
         return result
     from .array import placed_on
-    return placed_on(result, NamedSharding(mesh, PartitionSpec(
-        *(None if not n else n[0] if len(n) == 1 else n for n in out))))
+    mesh = next(s.mesh for s, t in zip(shardings, typed) if t is not None)
+    return placed_on(result, NamedSharding(mesh, _spec(split)))
+
+
+def typed_results(prim, in_avals, params, out_avals):
+    """The result types of an equation (in a specialisation) with an operand typed with a
+    sharding: the rule's, over the operands' AbstractMesh (compiler/ir/builder.py calls it).
+    Where the rule raises JAX's error eagerly, the result is untyped here: `grad` and the
+    other transforms emit operations of their own (a weight gradient contracting the split
+    batch dimension) that JAX annotates itself."""
+    typed = [in_context(a.sharding) if type(a) is TypedAval else None for a in in_avals]
+    try:
+        split = _result_split(prim, params, [tuple(a.shape) for a in in_avals], typed,
+                              out_avals[0].shape)
+    except ValueError:   # (transforms emit products JAX would give out_shardings: untyped)
+        split = None
+    if split is None:
+        return out_avals
+    mesh = next(t.mesh for t in typed if t is not None)
+    out = out_avals[0]
+    return [TypedAval(out.shape, out.dtype, out.weak_type, NamedSharding(mesh, _spec(split)))]
+
+
+TYPED_RESULTS[0] = typed_results

@@ -12,8 +12,9 @@
   (abstract) mesh inside a function, placing the result by `out_sharding` / the arguments by
   `in_sharding` (outside a specialisation; inside one, kiln's values carry no sharding).
 
-Only arguments carry a sharding in their type: the results of kiln's operations are not
-typed (JAX propagates the sharding through each operation), see docs/pmap.md.
+The results of operations on typed values are typed by sharding_propagation.py's rules,
+eagerly and inside specialisations; `placements` gives `jit` the shardings to place its
+typed results with.
 """
 import inspect
 
@@ -21,7 +22,7 @@ from .compiler.ir.abstract import ShapedArray
 from .wrappers import name_like
 from .compiler.ir import dtypes
 from .sharding import (AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec,
-                       _abstract_stack, get_abstract_mesh)
+                       _abstract_stack, get_abstract_mesh, get_mesh)
 
 _EMPTY = AbstractMesh((), ())
 
@@ -75,18 +76,31 @@ def type_sharding(sharding, ndim):
     when no dimension is split over an Explicit axis."""
     if not isinstance(sharding, NamedSharding) or not isinstance(sharding.mesh, Mesh):
         return None
-    names, types = sharding.mesh.axis_names, sharding.mesh.axis_types
+    return _explicit_part(sharding.mesh.abstract_mesh, sharding.spec, ndim)
+
+
+def in_context(sharding):
+    """A type's `sharding` (over an AbstractMesh) as the current context sees it: without the
+    axes `auto_axes` switched to Auto; None when nothing is left split."""
+    return _explicit_part(sharding.mesh, sharding.spec, len(sharding.spec))
+
+
+def _explicit_part(mesh, spec, ndim):
+    """NamedSharding(mesh, spec) over the axes that are Explicit (as `mesh` says, or inside
+    `auto_axes`/`explicit_axes` as they switched them), spec padded to `ndim`; None when no
+    dimension is split over one."""
+    types = mesh.axis_types
     stack = _abstract_stack()
-    if stack and stack[-1].axis_names == names:   # inside auto_axes / explicit_axes
+    if stack and stack[-1].axis_names == mesh.axis_names:   # inside auto_axes / explicit_axes
         types = stack[-1].axis_types
-    explicit = {n for n, t in zip(names, types) if t == AxisType.Explicit}
+    explicit = {n for n, t in zip(mesh.axis_names, types) if t == AxisType.Explicit}
     entries = []
     for d in range(ndim):
-        kept = tuple(n for n in sharding.spec.names(d) if n in explicit)
+        kept = tuple(n for n in spec.names(d) if n in explicit)
         entries.append(None if not kept else kept[0] if len(kept) == 1 else kept)
     if not any(entries):
         return None
-    return NamedSharding(sharding.mesh.abstract_mesh, PartitionSpec(*entries))
+    return NamedSharding(mesh, PartitionSpec(*entries))
 
 
 def typed_aval(aval, sharding):
@@ -101,7 +115,12 @@ def typed_aval(aval, sharding):
 def as_typed(aval):
     """`aval` (a ShapedArray) as a TypedAval (an untyped one: the empty mesh, no split
     dimension); other abstract values (Refs) as they are."""
-    if type(aval) is not ShapedArray:
+    if type(aval) is TypedAval:
+        seen = in_context(aval.sharding)
+        if seen is not None:
+            return aval if seen == aval.sharding else \
+                TypedAval(aval.shape, aval.dtype, aval.weak_type, seen)
+    elif type(aval) is not ShapedArray:
         return aval
     return TypedAval(aval.shape, aval.dtype, aval.weak_type,
                      NamedSharding(_EMPTY, PartitionSpec(*([None] * len(aval.shape)))))
@@ -110,6 +129,50 @@ def as_typed(aval):
 def spec_of(aval):
     """The PartitionSpec of `aval`'s type (over Explicit axes), or None when untyped."""
     return aval.sharding.spec if type(aval) is TypedAval else None
+
+
+def retyped(x, where):
+    """Traced `x` as a new value (a `copy`) whose type carries `where` (a NamedSharding, or a
+    PartitionSpec over the current abstract mesh): reshard / out_sharding= inside a
+    specialisation."""
+    from .dispatch import bind
+    from .compiler.primitives import PRIMITIVES
+    if isinstance(where, PartitionSpec):
+        mesh = get_abstract_mesh()
+        if mesh.empty:
+            raise ValueError(f"resharding onto {where!r} needs a mesh: use kiln.set_mesh(mesh) "
+                             f"or pass a NamedSharding")
+        where = NamedSharding(mesh, where)
+    if not isinstance(where, NamedSharding):
+        return x
+    where.check_shape(tuple(x.shape))
+    out = bind(PRIMITIVES["copy"], x)
+    typed = _explicit_part(where.mesh.abstract_mesh, where.spec, len(x.shape))
+    if typed is not None:
+        aval = out.var.aval
+        out.var.aval = TypedAval(aval.shape, aval.dtype, aval.weak_type, typed)
+    return out
+
+
+def placements(out_avals, leaves):
+    """Per output type of a specialisation called with argument `leaves`: the NamedSharding
+    its type gives it over the concrete mesh of an argument typed over the same
+    AbstractMesh, else None; None when no output is typed (what `jit` places its results
+    with)."""
+    if not any(type(a) is TypedAval for a in out_avals):
+        return None
+    from .array import _SHARDINGS
+    current = get_mesh()
+    meshes = {} if current is None else {current.abstract_mesh: current}
+    for x in leaves:
+        s = _SHARDINGS.get(id(x))
+        if isinstance(s, NamedSharding) and isinstance(s.mesh, Mesh):
+            meshes.setdefault(s.mesh.abstract_mesh, s.mesh)
+    out = []
+    for a in out_avals:
+        mesh = meshes.get(a.sharding.mesh) if type(a) is TypedAval else None
+        out.append(None if mesh is None else NamedSharding(mesh, a.sharding.spec))
+    return out
 
 
 # ----------------------------------------------------------------- auto_axes, explicit_axes

@@ -248,3 +248,49 @@ def test_eager_results_take_their_operands_types():
         # inside auto_axes the axes are Auto: no types, no errors
         assert str(kiln.typeof(auto_axes(lambda u, v: u + v)(p, q, out_sharding=P("X")))) \
             == "f32[4@X,4]"
+
+
+def test_types_inside_specialisations(capsys):
+    """Inside jit (and grad) the rules type intermediate values; jit places typed results;
+    reshard and out_sharding= type traced values; transforms' own products stay untyped."""
+    with kiln.set_mesh(MESH):
+        a = kiln.device_put(np.arange(4).reshape(4, 1), P("X", None))
+        b = kiln.device_put(np.arange(8).reshape(1, 8), P(None, "Y"))
+
+        @kiln.jit
+        def f(u, v):
+            w = u + v
+            print(kiln.typeof(w), kiln.typeof(jnp.sin(w).T.sum(0)))
+            return w
+        out = f(a, b)
+        assert capsys.readouterr().out == "i32[4@X,8@Y] f32[4@X]\n"
+        assert out.sharding == NamedSharding(MESH, P("X", "Y"))
+        np.testing.assert_array_equal(out, np.arange(4)[:, None] + np.arange(8))
+
+        x = kiln.device_put(np.arange(8.0), P("X"))
+        twice = kiln.jit(lambda v: kiln.shard_map(lambda blk: blk * 0 + blk.shape[0],
+                                                  out_specs=P("X"))(v * 2))
+        np.testing.assert_array_equal(twice(x), np.full(8, 2.0))   # blocks of 2, as in JAX
+        g = kiln.jit(kiln.grad(lambda v: jnp.sum(jnp.sin(v) * 2)))(x)
+        assert str(kiln.typeof(g)) == "f32[8@X]"
+        np.testing.assert_allclose(g, 2 * np.cos(np.arange(8.0)), rtol=1e-6)
+
+        p = kiln.device_put(np.ones((8, 4)), P(None, "X"))
+        q = kiln.device_put(np.ones((4, 16)), P("X", None))
+        r = kiln.jit(lambda u, v: jnp.dot(u, v, out_sharding=P("X", None)))(p, q)
+        assert str(kiln.typeof(r)) == "f32[8@X,16]"
+        np.testing.assert_array_equal(r, np.full((8, 16), 4.0))
+        # a weight gradient contracts the split batch dimension: untyped, no error
+        batch = kiln.device_put(np.ones((8, 4), np.float32), P("X"))
+        w = kiln.jit(kiln.grad(lambda w, xb: jnp.sum(xb @ w)))(np.ones((4, 2), np.float32),
+                                                                batch)
+        np.testing.assert_array_equal(w, np.full((4, 2), 8.0))
+
+        @kiln.jit
+        def moved(v):
+            with use_abstract_mesh(AbstractMesh((8,), ("A",), (AxisType.Explicit,))):
+                y = reshard(v, P("A", None))
+                print(kiln.typeof(y))
+                return y
+        moved(kiln.device_put(np.ones((8, 4)), P("X", "Y")))
+        assert capsys.readouterr().out == "f32[8@A,4]\n"
