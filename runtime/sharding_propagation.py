@@ -32,7 +32,6 @@ import threading
 from .compiler.primitives.elementwise import NAMES as ELEMENTWISE
 from .sharding import NamedSharding, PartitionSpec
 from .sharding_types import type_sharding, in_context, TypedAval
-from .compiler.ir.builder import TYPED_RESULTS
 
 _STATE = threading.local()   # .suspended: inside a call given out_sharding=
 
@@ -180,5 +179,3 @@ def typed_results(prim, in_avals, params, out_avals):
     out = out_avals[0]
     return [TypedAval(out.shape, out.dtype, out.weak_type, NamedSharding(mesh, _spec(split)))]
 
-
-TYPED_RESULTS[0] = typed_results

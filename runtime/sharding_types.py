@@ -20,6 +20,7 @@ import inspect
 
 from .compiler.ir.abstract import ShapedArray
 from .wrappers import name_like
+from .compiler.ir.builder import TYPED_RESULTS
 from .compiler.ir import dtypes
 from .sharding import (AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec,
                        _abstract_stack, get_abstract_mesh, get_mesh)
@@ -30,13 +31,17 @@ _EMPTY = AbstractMesh((), ())
 class TypedAval(ShapedArray):
     """A ShapedArray with the sharding of its type (`.sharding`, a NamedSharding over an
     AbstractMesh). Equal only to avals of the same sharding, so caches keyed by abstract
-    values keep one specialisation per sharding."""
+    values keep one specialisation per sharding. The first one made turns on the SSA
+    builder's typing of results (sharding_propagation.typed_results)."""
 
     __slots__ = ("sharding",)
 
     def __init__(self, shape, dtype, weak_type, sharding):
         super().__init__(shape, dtype, weak_type)
         self.sharding = sharding
+        if TYPED_RESULTS[0] is None and sharding.spec and any(sharding.spec):
+            from .sharding_propagation import typed_results
+            TYPED_RESULTS[0] = typed_results
 
     def __eq__(self, other):
         return ShapedArray.__eq__(self, other) and \

@@ -52,7 +52,6 @@ import numpy as np
 
 from .array import Array, to_array, _SHARDINGS, TYPED
 from .sharding_types import typed_aval
-from . import sharding_propagation  # noqa: F401  (types the results of typed operands)
 from .global_arrays import spanning_argument
 from .dispatch import is_traced
 from .tree_util import tree_flatten, tree_unflatten, tree_flatten_with_path, keystr

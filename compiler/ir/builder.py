@@ -27,8 +27,9 @@ from .registry import PRIMITIVES
 from .ssa import Eqn, Function, Var, Literal, NameSupply
 
 TRACER_TYPE = None  # set by the runtime (kiln.tracer): the array-like wrapper around a Var
-# Set by the runtime (kiln.sharding_propagation): `typed(prim, in_avals, params, out_avals)`,
-# the result types of an equation with an operand whose type carries a sharding (`.sharding`).
+# Set by the runtime once a type carries a sharding (kiln.sharding_types):
+# `typed(prim, in_avals, params, out_avals)`, the result types of an equation with an operand
+# whose type carries a sharding (`.sharding`).
 TYPED_RESULTS = [None]
 
 
@@ -155,7 +156,8 @@ class Builder:
         in_avals = [o.aval for o in operands]
         out = prim.abstract_eval(*in_avals, **params)
         avals = list(out) if prim.multiple_results else [out]
-        if any(getattr(a, "sharding", None) is not None for a in in_avals):
+        if TYPED_RESULTS[0] is not None and \
+                any(getattr(a, "sharding", None) is not None for a in in_avals):
             avals = TYPED_RESULTS[0](prim, in_avals, params, avals)
         outvars = [Var(self.names.fresh(self.hint), a) for a in avals]
         self.eqns.append(Eqn(outvars, prim, operands, params, self.info))
