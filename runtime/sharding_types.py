@@ -9,8 +9,10 @@
   specialisation (`jit`, `grad`, ...) sees the split in `typeof` of its inputs and
   `shard_map` without `in_specs` takes their blocks; specialisations are kept per sharding.
 - `auto_axes` / `explicit_axes`: JAX's decorators switching the axis types of the current
-  (abstract) mesh inside a function, placing the result by `out_sharding` / the arguments by
-  `in_sharding` (outside a specialisation; inside one, kiln's values carry no sharding).
+  (abstract) mesh inside a function (types over Auto axes are not seen there), placing the
+  result by `out_sharding` / the arguments by `in_sharding`.
+- `retyped(x, where)`: a traced value typed with a sharding (`reshard` and `out_sharding=`
+  inside a specialisation); `out_sharding_keyword`: JAX's `out_sharding=` for a function.
 
 The results of operations on typed values are typed by sharding_propagation.py's rules,
 eagerly and inside specialisations; `placements` gives `jit` the shardings to place its
