@@ -17,6 +17,7 @@ from .dispatch import bind
 from .numpy._dtypes import prng_key
 from .numpy._core import check_arraylike, broadcast_shapes, canonicalize_axis, canonical_dtype
 from .tree_util import register_pytree_node
+from .sharding_types import out_sharding_keyword
 
 __all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "clone", "split", "fold_in",
            "bits", "uniform", "randint", "bernoulli", "permutation", "choice", "categorical",
@@ -616,6 +617,7 @@ def bits(key, shape=(), dtype=None):
     return _random_bits(base, dtype.itemsize * 8, _shape(shape))
 
 
+@out_sharding_keyword
 def uniform(key, shape=(), dtype=None, minval=0., maxval=1.):
     """Uniform floats in [minval, maxval)."""
     base, _ = _check_key("uniform", key)
@@ -641,6 +643,7 @@ def _uniform(keys, shape, dtype, minval, maxval):
     return lax.max(_bcast_to(minval, full, "max"), out)
 
 
+@out_sharding_keyword
 def normal(key, shape=(), dtype=None):
     """Standard normal samples: sqrt(2) * erf_inv(u) for u uniform in (-1, 1)."""
     base, _ = _check_key("normal", key)
@@ -661,6 +664,7 @@ def _normal(keys, shape, dtype):
     return lax.mul(_c(np.sqrt(2), dtype), _erf_inv(u))
 
 
+@out_sharding_keyword
 def truncated_normal(key, lower, upper, shape=None, dtype=None):
     """Standard normal samples conditioned on lower < x < upper."""
     shape = None if shape is None else _shape(shape)
@@ -682,6 +686,7 @@ def truncated_normal(key, lower, upper, shape=None, dtype=None):
     return lax.min(_bcast_to(hi, shape, "min"), out)
 
 
+@out_sharding_keyword
 def bernoulli(key, p=0.5, shape=None, mode="low"):
     """Booleans that are True with probability p."""
     shape = None if shape is None else _shape(shape)
@@ -719,6 +724,7 @@ def _clip_convert_int(val, dtype):
     return lax.convert_element_type(lax.clamp(_c(lo, val.dtype), val, _c(hi, val.dtype)), dtype)
 
 
+@out_sharding_keyword
 def randint(key, shape, minval, maxval, dtype=None):
     """Integers in [minval, maxval), from two draws combined through a span multiplier."""
     base, _ = _check_key("randint", key)
@@ -780,6 +786,7 @@ def _shuffle(keys, x, axis, key_shape):
     return x
 
 
+@out_sharding_keyword
 def permutation(key, x, axis=0, independent=False):
     """A shuffled `arange(x)` (int x) or `x` shuffled along `axis`."""
     base, _ = _check_key("permutation", key)
@@ -860,6 +867,7 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
     return lax.reshape(result, out_shape)
 
 
+@out_sharding_keyword
 def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None):
     """Category indices drawn with probabilities softmax(logits) along `axis` (Gumbel-max)."""
     base, _ = _check_key("categorical", key)
@@ -909,6 +917,7 @@ def _gumbel_mode(mode):
     return mode
 
 
+@out_sharding_keyword
 def gumbel(key, shape=(), dtype=None, mode=None):
     """Standard Gumbel samples, -log(-log(u)); `mode` 'high'/'highest' spend more bits."""
     base, _ = _check_key("gumbel", key)

@@ -30,17 +30,33 @@ from .compiler.backends.cuda.device import DeviceBuffer
 
 _SCALARS = (int, float, complex, bool, np.generic)
 _SHARDINGS = {}   # id(array) -> its sharding, for arrays given one (placed_on); others: device 0
+TYPED = set()     # ids of the placed arrays split over an Explicit mesh axis (sharding_types)
 _DENSE_LOCK = threading.Lock()   # Array._dense: one copy of an array whatever the threads
 
 
 def placed_on(array, sharding):
     """`array`, now reporting `sharding` (kept beside it until it is collected: arrays that
     were never placed pay nothing). Returns `array`."""
+    from .sharding_types import type_sharding
     key = id(array)
     if key not in _SHARDINGS:
-        weakref.finalize(array, _SHARDINGS.pop, key, None)
+        weakref.finalize(array, _forget, key)
     _SHARDINGS[key] = sharding
+    if type_sharding(sharding, len(array.shape)) is not None:
+        TYPED.add(key)
+    else:
+        TYPED.discard(key)
     return array
+
+
+def placed_sharding(array):
+    """The sharding `placed_on` gave `array`, or None."""
+    return _SHARDINGS.get(id(array))
+
+
+def _forget(key):
+    _SHARDINGS.pop(key, None)
+    TYPED.discard(key)
 
 
 def dense_copy(value):
@@ -421,6 +437,7 @@ def _wrap(value, weak_type=False):
 
 
 dispatch.Array = Array
+dispatch.TYPED = TYPED
 
 
 # ------------------------------------------------------------------ operators as forwards

@@ -5,7 +5,9 @@
 prints with the runtime values at every call. Plain `print(...)` inside a jitted function
 compiles to the same callback (kiln specialises source, so it can). `kiln.debug.callback`
 calls a Python function for its effect (runtime/callbacks.py); `kiln.debug.breakpoint` stops
-in pdb (runtime/debugger.py).
+in pdb (runtime/debugger.py). `visualize_array_sharding`, `visualize_sharding` and
+`inspect_array_sharding` show where an array's blocks live (runtime/sharding_view.py: plain
+text, no `rich`).
 """
 import builtins
 
@@ -15,6 +17,8 @@ from .dispatch import bind, is_traced as _is_traced
 from .callbacks import debug_callback as callback  # noqa: F401
 from .debugger import breakpoint  # noqa: F401,A004
 from .compiler.frontend.runtime_text import RuntimeText, escape
+from .sharding_view import (visualize_array_sharding, visualize_sharding,  # noqa: F401
+                            inspect_array_sharding)
 
 
 

@@ -8,7 +8,8 @@ Python shape rules), then the primitive's NumPy implementation runs and its resu
 as an `Array` with the dtype and weak type the abstract value says. An operation with an
 operand on a GPU (a device buffer), or any operation outside a specialisation while the
 default device in force is a GPU (kiln.default_device), runs on the GPU instead (`on_device`:
-compiler/backends/cuda/eager.py), its results staying there.
+compiler/backends/cuda/eager.py), its results staying there. A result of operands typed with
+a sharding (sharding_types.py) is placed as sharding_propagation.py says.
 """
 import numpy as np
 
@@ -24,6 +25,7 @@ _aval_cache = {}
 
 
 Array = None  # bound by array.py at import (avoids a circular import)
+TYPED = None  # array.TYPED, bound likewise: ids of arrays typed with a sharding
 
 
 def is_traced(x):
@@ -84,7 +86,16 @@ def apply_eager(prim, args, params):
         _check_floats(result if prim.multiple_results else (result,), prim.name)
     if prim.multiple_results:
         return tuple(_wrap_as(r, o) for r, o in zip(result, out))
+    if TYPED and any(id(a) in TYPED for a in args):
+        return _typed(prim, args, params, _wrap_as(result, out))
     return _wrap_as(result, out)
+
+
+def _typed(prim, args, params, result):
+    """`result` with the sharding its operands' types give it (sharding_propagation.py)."""
+    from .array import _SHARDINGS
+    from .sharding_propagation import propagate
+    return propagate(prim, args, params, result, [_SHARDINGS.get(id(a)) for a in args])
 
 
 def apply_binary(prim, a, b):
@@ -108,6 +119,8 @@ def apply_binary(prim, a, b):
     value = prim.impl(va, vb)
     if _FLOAT_CHECKS.on:
         _check_floats((value,), prim.name)
+    if TYPED and (id(a) in TYPED or id(b) in TYPED):
+        return _typed(prim, (a, b), {}, _wrap_as(value, out))
     if type(value) is not np.ndarray or value.dtype != out.dtype:
         return _wrap_as(value, out)
     arr = _new(Array)

@@ -7,7 +7,8 @@ what the native code cannot see (the argument count, that every argument is an A
 ndarray with the same weak type as before, or a float becoming the same dtype as before, that
 the globals the specialisation read are unchanged) and hands the buffers
 to the executable's `call_exact`, whose native entry point checks dtype, shape and layout of
-every buffer itself (compiler/backends/llvm/pycall.py). An executable with `array_call`
+every buffer itself (arguments typed with a sharding, sharding_types.py, take the ordinary
+path) (compiler/backends/llvm/pycall.py). An executable with `array_call`
 (the pjrt backend's Program) gives instead, for calls like the one that installs it, one
 function that checks the guards and the Arrays themselves, runs and makes the outputs
 (`Outputs` says how), a builtin with no Python in it where the interpreter allows
@@ -18,7 +19,7 @@ specialisation the ordinary path would have chosen.
 """
 import numpy as np
 
-from .array import Array
+from .array import Array, TYPED
 from .tree_util import tree_structure
 from .compiler.ir.dtypes import default_float
 
@@ -58,8 +59,9 @@ def install(entry, args, kwargs, static, wrap):
     and an executable with a native exact-call entry (`call_exact`) or an entry for calls
     like `args` (`array_call`: given the weak types, the `Outputs` and the guards' check, it
     returns a function of the arguments giving the outputs or MISS)."""
-    if kwargs or static or not all(type(a) in _KINDS for a in args):
-        return None
+    if kwargs or static or not all(type(a) in _KINDS for a in args) or \
+            any(getattr(a, "sharding", None) is not None for a in entry.in_avals):
+        return None   # (a specialisation for arguments typed with a sharding: none)
     weak = tuple(map(_slot, args, entry.in_avals))
     rebuild = _rebuild(entry, wrap)
     arrays = getattr(entry.executable, "array_call", None)
@@ -125,6 +127,8 @@ class FastCall:
         self.rebuild = rebuild
 
     def __call__(self, args):
+        if TYPED and any(id(a) in TYPED for a in args):
+            return MISS   # (an argument typed with a sharding: the ordinary path)
         values = exact_values(self.entry, args, self.weak)
         if values is None:
             return MISS

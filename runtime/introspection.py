@@ -12,6 +12,7 @@ import numpy as np
 from .array import Array
 from .tree_util import tree_flatten, tree_unflatten
 from . import staging
+from .sharding_types import as_typed
 from .compiler.ir import dtypes
 
 
@@ -144,5 +145,7 @@ def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False):
 
 
 def typeof(x):
-    """The abstract value of `x` (shape, dtype, weak type): `f32[3]`."""
-    return staging.leaf_aval(_stand_in(x), "kiln.typeof's argument")[0]
+    """The abstract value of `x` (shape, dtype, weak type): `f32[3]`, with the sharding of
+    its type (`.sharding`; `f32[8@X]` for an argument split over the Explicit mesh axis X:
+    sharding_types.py)."""
+    return as_typed(staging.leaf_aval(_stand_in(x), "kiln.typeof's argument")[0])

@@ -57,7 +57,8 @@ import weakref
 
 import numpy as np
 
-from .array import Array
+from .array import Array, placed_on
+from .sharding_types import placements
 from .compiler.backends.cuda.device import DeviceBuffer, Layer as CudaLayer
 from .tree_util import tree_flatten, tree_unflatten, tree_map, tree_leaves
 from . import fastcall, staging, _default_device as default_device
@@ -98,7 +99,8 @@ def disable_jit(disable=True):
 
 class _Entry(staging.Entry):
     __slots__ = ("function", "ssa", "executable", "out_tree", "out_weak", "consts",
-                 "in_avals", "held", "writes", "refs")   # held: donated inputs whose buffers become outputs
+                 "in_avals", "held", "writes", "refs",   # held: donated inputs whose buffers become outputs
+                 "placements")   # per output: the sharding its type gives it, or None
 
 
 # Jitted objects of one Python function with the same options share their specialisations,
@@ -267,6 +269,9 @@ class Jitted:
             staging.assign_globals(entry.writes, outs)
         if refs is not None or entry.writes:
             outs = outs[:entry.out_tree.num_leaves]
+        placements = getattr(entry, "placements", None)
+        if placements:   # outputs typed with a sharding (sharding_types.placements)
+            outs = [o if s is None else placed_on(o, s) for o, s in zip(outs, placements)]
         return tree_unflatten(entry.out_tree, outs)
 
     def _leaves(self, args, kwargs):
@@ -333,6 +338,7 @@ class Jitted:
         entry.consts = st.extra if hold is None else hold(st.extra)
         entry.guards = st.guards
         entry.in_avals = key[1]
+        entry.placements = placements(st.out_avals, self._leaves(args, kwargs))
         entry.held = sorted(set(getattr(executable, "held", {}).values()))
         _warn_unusable(donated, entry)
         return entry

@@ -60,6 +60,11 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
         if where is None:
             return v
         if isinstance(where, NamedSharding):
+            if where.spec.unreduced or where.spec.reduced:
+                raise NotImplementedError(
+                    f"device_put onto {where.spec} (unreduced or reduced over mesh axes) is not "
+                    f"supported by kiln: an array holds one value, not a sum of per-device "
+                    f"parts; place it with a spec without unreduced=/reduced=")
             where.check_shape(v.shape)
             if type(v) is GlobalArray or not where.is_fully_addressable:
                 return _across_processes(v, where)
@@ -133,7 +138,13 @@ def copy_to_host_async(x):
 
 
 def reshard(xs, out_shardings):
-    """`xs` placed as `out_shardings` says (on the CPU only the shardings change)."""
+    """`xs` placed as `out_shardings` says (on the CPU only the shardings change); inside a
+    specialisation, their traced values typed with it (sharding_types.retyped)."""
+    from .dispatch import is_traced
+    from .tree_util import tree_leaves
+    if any(is_traced(x) for x in tree_leaves(xs)):
+        from .sharding_types import retyped
+        return tree_map(lambda x: retyped(x, out_shardings) if is_traced(x) else x, xs)
     return device_put(xs, out_shardings)
 
 

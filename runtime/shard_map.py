@@ -1,7 +1,9 @@
 """`kiln.shard_map`: JAX's SPMD map over the devices of a mesh, one replica per device.
 
 `shard_map(f, mesh=..., in_specs=..., out_specs=...)`: each argument is split into blocks
-along the array dimensions its `PartitionSpec` names mesh axes for (a dimension named by
+along the array dimensions its `PartitionSpec` names mesh axes for (`in_specs` omitted: the
+spec of the argument's type, sharding_types.py: what it was placed with, over the Explicit
+axes, else replicated, as JAX infers them) (a dimension named by
 several axes is split row-major over them), replica (c1, ..., ck) of a k-axis mesh gets the
 block at its coordinates, `f` runs on the blocks with every mesh axis bound for collectives
 (`lax.psum(x, "x")` sums over the replicas that differ only along "x"), and the results are
@@ -33,7 +35,8 @@ from .staging import leaf_value, wrap_outputs
 from .dispatch import is_traced
 from .wrappers import user_facing, name_like, describe
 from .array import Array, placed_on
-from .sharding import Mesh, NamedSharding, PartitionSpec, get_mesh
+from .sharding import AxisType, Mesh, NamedSharding, PartitionSpec, get_mesh
+from .sharding_types import spec_of
 from .compiler.ir.builder import Builder, current
 from .compiler.primitives import emit as E
 from .compiler.primitives.batching import to_front
@@ -171,16 +174,15 @@ def from_mesh_major(ops, x, block_ndim, entries, axes):
 def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=frozenset(),
               check_vma=True):
     """`kiln.shard_map` (JAX's signature): run `f` once per device of `mesh` on the blocks
-    `in_specs` cuts its arguments into, and join its results by `out_specs`."""
+    `in_specs` cuts its arguments into, and join its results by `out_specs`. Without
+    `in_specs`, each argument's comes from its type (`_inferred`)."""
     if f is None:
         return lambda g: shard_map(g, out_specs=out_specs, in_specs=in_specs, mesh=mesh,
                                    axis_names=axis_names, check_vma=check_vma)
     if not callable(f):
         raise TypeError(f"shard_map requires a callable, got {f!r}")
-    mesh = mesh if mesh is not None else get_mesh()
     if mesh is None:
-        raise ValueError("shard_map needs a mesh: pass mesh=kiln.make_mesh(...) (a "
-                         "kiln.sharding.Mesh), or call it under kiln.set_mesh(mesh)")
+        return _on_current_mesh(f, out_specs, in_specs, axis_names, check_vma)
     axes = _mesh_axes(mesh)
     if axis_names and set(axis_names) != {n for n, _ in axes}:
         raise NotImplementedError(
@@ -194,8 +196,9 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
     def _split(args):
         """(leaves, treedef, their types, the mesh axes of each dimension, block types)."""
         leaves, treedef = tree_flatten(tuple(args))
-        specs = _specs(in_specs, tuple(args), len(leaves), "in_specs")
         avals = list(staging.leaf_avals(leaves))
+        specs = _specs(in_specs, tuple(args), len(leaves), "in_specs") if in_specs is not None \
+            else [_inferred(a, i, mesh, axes) for i, a in enumerate(avals)]
         entries = [_entries(s, len(a.shape), "in_specs", axes) for s, a in zip(specs, avals)]
         blocks = [a.update(shape=_block_shape(a.shape, e, sizes, f"argument leaf {i}", f))
                   for i, (a, e) in enumerate(zip(avals, entries))]
@@ -274,8 +277,9 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
         for k, (entries, ndim) in enumerate(zip(entry.out_specs, entry.out_blocks)):
             stacked = np.stack([np.asarray(r[k]) for r in per_replica])
             stacked = stacked.reshape(tuple(s for _, s in axes) + stacked.shape[1:])
-            outs.append(np.ascontiguousarray(from_mesh_major(_NumPyOps, stacked, ndim,
-                                                             entries, axes)))
+            joined = from_mesh_major(_NumPyOps, stacked, ndim, entries, axes)
+            # (np.ascontiguousarray makes a 0-d result 1-d: keep its shape)
+            outs.append(np.ascontiguousarray(joined).reshape(joined.shape))
         return outs
 
     def _run_pjrt(entry, leaves, avals, entries):
@@ -371,6 +375,51 @@ def _specs(specs, value, count, what):
                 for x in _specs(specs[k], value[k], len(tree_flatten(value[k])[0]), what)]
     raise ValueError(f"shard_map {what} {specs!r} is not a tree prefix of the value it "
                      f"describes (a PartitionSpec, None, or a tuple/list/dict of them)")
+
+
+def _on_current_mesh(f, out_specs, in_specs, axis_names, check_vma):
+    """`shard_map` without `mesh`: over the current mesh of each call (as JAX, which reads it
+    when the function is traced, not when it is decorated), one shard_map per mesh."""
+    made = {}
+
+    def over_current():
+        mesh = get_mesh()
+        if mesh is None:
+            raise ValueError("shard_map needs a mesh: pass mesh=kiln.make_mesh(...) (a "
+                             "kiln.sharding.Mesh), or call it under kiln.set_mesh(mesh)")
+        if mesh not in made:
+            made[mesh] = shard_map(f, out_specs=out_specs, in_specs=in_specs, mesh=mesh,
+                                   axis_names=axis_names, check_vma=check_vma)
+        return made[mesh]
+
+    @user_facing
+    def mapped(*args):
+        return over_current()(*args)
+    name_like(mapped, f)
+    mapped._kiln_make_ir = lambda *args: over_current()._kiln_make_ir(*args)
+    return mapped
+
+
+def _inferred(aval, i, mesh, axes):
+    """The in_spec of argument leaf `i` when `in_specs` is omitted (JAX's rule): the spec of
+    its type (sharding_types.py: an argument placed split over Explicit axes of this mesh
+    arrives as its blocks), else replicated. Needs a mesh whose axes are all Explicit."""
+    types = getattr(mesh, "axis_types", None) or ()
+    if any(t != AxisType.Explicit for t in types):
+        raise TypeError(f"shard_map's in_specs can be omitted only over a mesh whose axes are "
+                        f"all Explicit (kiln.make_mesh's default), as in JAX; this mesh's axis "
+                        f"types are {tuple(types)}: pass in_specs=...")
+    spec = spec_of(aval)
+    if spec is None:
+        return PartitionSpec()
+    typed = aval.sharding.mesh
+    if (typed.axis_names, typed.axis_sizes) != (tuple(n for n, _ in axes),
+                                                tuple(s for _, s in axes)):
+        raise ValueError(f"shard_map: argument leaf {i} ({aval}) is split over the mesh "
+                         f"{typed}, not over shard_map's mesh {mesh}, so its in_spec cannot "
+                         f"be inferred; reshard it onto this mesh (kiln.reshard) or pass "
+                         f"in_specs=...")
+    return spec
 
 
 def _is_spec(x):

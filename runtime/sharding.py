@@ -8,7 +8,10 @@
   answers `shard_shape`, `devices_indices_map`, `device_set`, `is_fully_replicated`, ...
 - `set_mesh(mesh)`: the mesh `shard_map` and `device_put(x, P(...))` use when none is given;
   a context manager, or a global setting when not used in a `with`.
-- `reshard(x, sharding)`: `kiln.reshard`, under JAX's second name `jax.sharding.reshard`.
+- `AbstractMesh`, `get_abstract_mesh()`, `use_abstract_mesh(m)`: a mesh's sizes, names and
+  axis types without devices (the mesh of `kiln.typeof(x).sharding`, sharding_types.py), and
+  `auto_axes`, `explicit_axes`, `reshard` (JAX's names here; defined in sharding_types.py and
+  placement.py).
 
 Every CPU device shares the host's memory, so a kiln Array keeps one host buffer whatever its
 sharding: the sharding is metadata (set by `device_put`, pmap, shard_map and
@@ -37,17 +40,30 @@ class AxisType(enum.Enum):
 
 class PartitionSpec:
     """Per array dimension: None (not split), a mesh axis name, or a tuple of names (split
-    row-major over them). Dimensions past the last entry are not split."""
+    row-major over them). Dimensions past the last entry are not split. `unreduced` and
+    `reduced` (sets of mesh axis names, JAX's keywords) are kept, compared and printed; a value
+    unreduced over an axis cannot be placed (kiln keeps one host value per array)."""
 
-    __slots__ = ("_entries",)
+    __slots__ = ("_entries", "unreduced", "reduced")
 
-    def __init__(self, *entries):
+    def __init__(self, *entries, unreduced=frozenset(), reduced=frozenset()):
         for e in entries:
             names = e if isinstance(e, tuple) else (e,)
             if not all(n is None or isinstance(n, str) for n in names):
                 raise TypeError(f"PartitionSpec entries are None, a mesh axis name or a tuple "
                                 f"of names; got {e!r}")
         self._entries = tuple(entries)
+        self.unreduced = _axis_set(unreduced, "unreduced")
+        self.reduced = _axis_set(reduced, "reduced")
+        split = {n for d in range(len(entries)) for n in self.names(d)}
+        for what, axes in (("unreduced", self.unreduced), ("reduced", self.reduced)):
+            if split & axes:
+                raise ValueError(f"PartitionSpec: the {what} axes {sorted(axes)} overlap the "
+                                 f"axes the dimensions are split over {sorted(split)}; an "
+                                 f"axis is either split over or {what}")
+        if self.unreduced & self.reduced:
+            raise ValueError(f"PartitionSpec: the axes {sorted(self.unreduced & self.reduced)}"
+                             f" are both unreduced and reduced")
 
     def __iter__(self):
         return iter(self._entries)
@@ -59,17 +75,25 @@ class PartitionSpec:
         return self._entries[i]
 
     def __eq__(self, other):
-        return isinstance(other, PartitionSpec) and self._entries == other._entries
+        return isinstance(other, PartitionSpec) and self._entries == other._entries and \
+            self.unreduced == other.unreduced and self.reduced == other.reduced
 
     def __hash__(self):
-        return hash(self._entries)
+        return hash((self._entries, self.unreduced, self.reduced))
 
     def __repr__(self):
-        return "P" + (repr(self._entries) if self._entries else "()")
+        parts = [repr(e) for e in self._entries]
+        if len(parts) == 1 and not (self.unreduced or self.reduced):
+            parts[0] += ","
+        for what, axes in (("unreduced", self.unreduced), ("reduced", self.reduced)):
+            if axes:
+                parts.append(f"{what}={{{', '.join(map(repr, sorted(axes)))}}}")
+        return f"P({', '.join(parts)})"
 
     def padded(self, ndim):
         """This spec with None entries up to `ndim` dimensions."""
-        return PartitionSpec(*(self._entries + (None,) * (ndim - len(self._entries))))
+        return PartitionSpec(*(self._entries + (None,) * (ndim - len(self._entries))),
+                             unreduced=self.unreduced, reduced=self.reduced)
 
     def names(self, dim):
         """The mesh axis names dimension `dim` is split over."""
@@ -79,12 +103,21 @@ class PartitionSpec:
 
 P = PartitionSpec
 
+
+def _axis_set(axes, what):
+    axes = frozenset((axes,) if isinstance(axes, str) else axes)
+    if not all(isinstance(n, str) for n in axes):
+        raise TypeError(f"PartitionSpec {what}= takes a set of mesh axis names, got {axes!r}")
+    return axes
+
 _MESH = threading.local()     # .stack: meshes of `with mesh:` / `with set_mesh(mesh):` blocks
 _GLOBAL_MESH = [None]         # set_mesh(mesh) outside a `with`
 
 
 class Mesh:
-    """Devices laid out in an n-d array with one name per axis (JAX's `jax.sharding.Mesh`)."""
+    """Devices laid out in an n-d array with one name per axis (JAX's `jax.sharding.Mesh`);
+    its axes are Auto unless `axis_types` says otherwise (make_mesh's are Explicit), as in
+    JAX."""
 
     def __init__(self, devices, axis_names, axis_types=None):
         devices = np.asarray(devices, dtype=object)
@@ -96,8 +129,8 @@ class Mesh:
             raise ValueError(f"Mesh axis names must be unique, got {names}")
         self.devices = devices
         self.axis_names = names
-        self.axis_types = tuple(axis_types) if axis_types is not None else \
-            (AxisType.Explicit,) * len(names)
+        types = (axis_types,) if isinstance(axis_types, AxisType) else axis_types
+        self.axis_types = tuple(types) if types is not None else (AxisType.Auto,) * len(names)
 
     @property
     def shape(self):
@@ -123,6 +156,13 @@ class Mesh:
     def local_devices(self):
         from .devices import process_index
         return [d for d in self.devices.flat if d.process_index == process_index()]
+
+    @property
+    def abstract_mesh(self):
+        """This mesh without its devices (JAX's `Mesh.abstract_mesh`)."""
+        platform = self.devices.flat[0].platform if self.size else None
+        return AbstractMesh(self.axis_sizes, self.axis_names, self.axis_types,
+                            platform=platform)
 
     @property
     def local_mesh(self):
@@ -171,6 +211,113 @@ def _stack():
     if not hasattr(_MESH, "stack"):
         _MESH.stack = []
     return _MESH.stack
+
+
+class AbstractMesh:
+    """A mesh's axis sizes, names and types without devices (JAX's
+    `jax.sharding.AbstractMesh`): what `get_abstract_mesh()` answers and the mesh of the
+    shardings in `kiln.typeof(x).sharding`."""
+
+    def __init__(self, axis_sizes, axis_names, axis_types=None, *, platform=None):
+        self.axis_sizes = tuple(int(n) for n in axis_sizes)
+        self.axis_names = (axis_names,) if isinstance(axis_names, str) else tuple(axis_names)
+        if len(self.axis_sizes) != len(self.axis_names):
+            raise ValueError(f"AbstractMesh: {len(self.axis_sizes)} axis sizes but "
+                             f"{len(self.axis_names)} axis names")
+        types = (axis_types,) if isinstance(axis_types, AxisType) else axis_types
+        self.axis_types = tuple(types) if types is not None else \
+            (AxisType.Auto,) * len(self.axis_names)
+        if len(self.axis_types) != len(self.axis_names):
+            raise ValueError(f"AbstractMesh: {len(self.axis_types)} axis types for "
+                             f"{len(self.axis_names)} axes")
+        self.platform = platform
+
+    @property
+    def shape(self):
+        return dict(zip(self.axis_names, self.axis_sizes))
+
+    @property
+    def size(self):
+        return math.prod(self.axis_sizes)
+
+    @property
+    def empty(self):
+        return not self.axis_names
+
+    @property
+    def abstract_mesh(self):
+        return self
+
+    def with_axis_types(self, new_type, axes=None):
+        """This mesh with the axes `axes` (default: all) of type `new_type`."""
+        axes = self.axis_names if axes is None else (axes,) if isinstance(axes, str) else axes
+        for n in axes:
+            if n not in self.axis_names:
+                raise ValueError(f"{n!r} is not an axis of {self}")
+        return AbstractMesh(self.axis_sizes, self.axis_names,
+                            tuple(new_type if n in axes else t
+                                  for n, t in zip(self.axis_names, self.axis_types)),
+                            platform=self.platform)
+
+    def _key(self):
+        return self.axis_sizes, self.axis_names, self.axis_types
+
+    def __eq__(self, other):
+        return isinstance(other, AbstractMesh) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self):
+        if self.empty:
+            return "AbstractMesh((), axis_types=())"
+        sizes = ", ".join(f"{n!r}: {s}" for n, s in zip(self.axis_names, self.axis_sizes))
+        types = ", ".join(map(repr, self.axis_types)) + ("," if len(self.axis_types) == 1 else "")
+        where = "" if self.platform is None else \
+            f", device_kind={self.platform}, num_cores=None, platform={self.platform}"
+        return f"AbstractMesh({sizes}, axis_types=({types}){where})"
+
+
+_ABSTRACT = threading.local()   # .stack: meshes of use_abstract_mesh / auto_axes / explicit_axes
+
+
+def _abstract_stack():
+    if not hasattr(_ABSTRACT, "stack"):
+        _ABSTRACT.stack = []
+    return _ABSTRACT.stack
+
+
+def get_abstract_mesh():
+    """The current mesh without its devices: that of the innermost `use_abstract_mesh`,
+    `auto_axes` or `explicit_axes`, else the current mesh's, else the empty AbstractMesh."""
+    stack = _abstract_stack()
+    if stack:
+        return stack[-1]
+    mesh = get_mesh()
+    return mesh.abstract_mesh if mesh is not None else AbstractMesh((), ())
+
+
+class use_abstract_mesh:   # noqa: N801 - JAX's name; a function-like context manager
+    """`with use_abstract_mesh(m):` makes the AbstractMesh `m` what `get_abstract_mesh()`
+    answers inside the block. As in JAX, its total size must be the current mesh's."""
+
+    def __init__(self, mesh):
+        if not isinstance(mesh, AbstractMesh):
+            raise TypeError(f"use_abstract_mesh expects a kiln.sharding.AbstractMesh, got "
+                            f"{mesh!r}")
+        current_mesh = get_abstract_mesh()
+        if not current_mesh.empty and current_mesh.size != mesh.size:
+            raise ValueError(f"use_abstract_mesh: {mesh} has {mesh.size} devices but the "
+                             f"current mesh {current_mesh} has {current_mesh.size}; the total "
+                             f"size cannot change")
+        self.mesh = mesh
+
+    def __enter__(self):
+        _abstract_stack().append(self.mesh)
+        return self.mesh
+
+    def __exit__(self, *exc):
+        _abstract_stack().pop()
 
 
 def get_mesh():
@@ -263,8 +410,9 @@ class NamedSharding(Sharding):
     name."""
 
     def __init__(self, mesh, spec, *, memory_kind=None):
-        if not isinstance(mesh, Mesh):
-            raise TypeError(f"NamedSharding expects a kiln.sharding.Mesh, got {mesh!r}")
+        if not isinstance(mesh, (Mesh, AbstractMesh)):
+            raise TypeError(f"NamedSharding expects a kiln.sharding.Mesh or AbstractMesh, got "
+                            f"{mesh!r}")
         spec = spec if isinstance(spec, PartitionSpec) else PartitionSpec(*spec)
         used = [n for k in range(len(spec)) for n in spec.names(k)]
         for n in used:
@@ -277,6 +425,9 @@ class NamedSharding(Sharding):
         self.spec = spec
 
     def _devices(self):
+        if isinstance(self.mesh, AbstractMesh):
+            raise ValueError(f"{self} is over an AbstractMesh, which has no devices; use a "
+                             f"NamedSharding over a kiln.sharding.Mesh")
         return list(self.mesh.devices.flat)
 
     @property
@@ -327,6 +478,8 @@ class NamedSharding(Sharding):
         return hash((self.mesh, self.spec.padded(8)))
 
     def __repr__(self):
+        if isinstance(self.mesh, AbstractMesh):
+            return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
         return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}, memory_kind=device)"
 
 
@@ -382,7 +535,22 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
         raise ValueError(f"make_mesh: the mesh shape {shape} needs {need} devices, but only "
                          f"{len(pool)} are available (raise the count with "
                          f"kiln.config.update('jax_num_cpu_devices', {need}))")
+    if axis_types is None:   # (make_mesh's default, as in JAX; the Mesh constructor's: Auto)
+        axis_types = (AxisType.Explicit,) * len(names)
     return Mesh(np.array(pool[:need], dtype=object).reshape(shape), names, axis_types)
+
+
+_ELSEWHERE = {"auto_axes": "sharding_types", "explicit_axes": "sharding_types",
+              "reshard": "placement"}
+
+
+def __getattr__(name):
+    """`kiln.sharding.auto_axes`, `explicit_axes`, `reshard` (JAX's names here), defined in
+    modules that import this one."""
+    if name in _ELSEWHERE:
+        import importlib
+        return getattr(importlib.import_module(f"{__package__}.{_ELSEWHERE[name]}"), name)
+    raise AttributeError(f"module 'kiln.sharding' has no attribute {name!r}")
 
 
 class _TypingFlag:
@@ -417,11 +585,3 @@ class _TypingFlag:
 auto_pcast = _TypingFlag("auto_pcast", False)
 remove_size_one_mesh_axis_from_type = _TypingFlag("remove_size_one_mesh_axis_from_type", False)
 
-
-def __getattr__(name):
-    """`reshard` (JAX's `jax.sharding.reshard`) is `kiln.reshard`, which lives in placement.py;
-    placement.py imports this module, so the name is looked up when first asked for."""
-    if name == "reshard":
-        from .placement import reshard
-        return reshard
-    raise AttributeError(f"module 'kiln.sharding' has no attribute {name!r}")

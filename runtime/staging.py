@@ -50,7 +50,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .array import Array, to_array
+from .array import Array, to_array, placed_sharding, TYPED
+from .sharding_types import typed_aval
 from .global_arrays import spanning_argument
 from .dispatch import is_traced
 from .tree_util import tree_flatten, tree_unflatten, tree_flatten_with_path, keystr
@@ -104,7 +105,10 @@ def leaf_aval(x, where, dense=False, refs=False):
         v = x._value
         if dense and not v.flags.c_contiguous:
             v = x._dense()
-        return ShapedArray(v.shape, v.dtype, x.weak_type), v
+        aval = ShapedArray(v.shape, v.dtype, x.weak_type)
+        if TYPED and id(x) in TYPED:   # placed, split over Explicit axes: typed
+            aval = typed_aval(aval, placed_sharding(x))
+        return aval, v
     if t in (int, float, complex, bool):
         a = to_array(x, where)
         return ShapedArray((), a.dtype, a.weak_type), a._value

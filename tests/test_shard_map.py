@@ -91,8 +91,9 @@ def test_errors():
         kiln.shard_map(lambda b: b, mesh=MESH, in_specs=P("z"), out_specs=P())(X)
     with pytest.raises(ValueError, match="names the mesh axis 'x' twice"):
         kiln.shard_map(lambda b: b, mesh=MESH, in_specs=P("x", "x"), out_specs=P())(X)
+    unmeshed = kiln.shard_map(lambda b: b, in_specs=P(), out_specs=P())   # (as JAX: at the call)
     with pytest.raises(ValueError, match="needs a mesh"):
-        kiln.shard_map(lambda b: b, in_specs=P(), out_specs=P())
+        unmeshed(X)
     with pytest.raises(ValueError, match="needs 16 devices, but only 8"):
         kiln.make_mesh((4, 4), ("a", "b"))
     with pytest.raises(NameError, match="unbound axis name: i"):

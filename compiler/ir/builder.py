@@ -3,7 +3,8 @@
 While a function is specialised, every traced value is a tracer (the runtime's `Tracer`, an
 array-like object wrapping an SSA `Var`). Binding a primitive with a tracer operand appends an
 equation to the innermost active `Builder` and returns tracers for its results, typed by the
-primitive's abstract evaluation. Operands that are not tracers are static: rank-0 values
+primitive's abstract evaluation (and, for operands whose type carries a sharding, by the
+runtime's `TYPED_RESULTS` rule). Operands that are not tracers are static: rank-0 values
 become `Literal`s; larger arrays (globals, closures, constants computed at specialisation time)
 become implicit arguments of the top-level function (`consts`). A tracer from an enclosing
 builder used inside a region is captured: the region receives it as an extra input, so regions
@@ -26,6 +27,10 @@ from .registry import PRIMITIVES
 from .ssa import Eqn, Function, Var, Literal, NameSupply
 
 TRACER_TYPE = None  # set by the runtime (kiln.tracer): the array-like wrapper around a Var
+# Set by the runtime once a type carries a sharding (kiln.sharding_types):
+# `typed(prim, in_avals, params, out_avals)`, the result types of an equation with an operand
+# whose type carries a sharding (`.sharding`).
+TYPED_RESULTS = [None]
 
 
 
@@ -148,8 +153,12 @@ class Builder:
     # -------------------------------------------------------------------- emission
     def bind(self, prim, args, params):
         operands = [self.operand(a) for a in args]
-        out = prim.abstract_eval(*[o.aval for o in operands], **params)
+        in_avals = [o.aval for o in operands]
+        out = prim.abstract_eval(*in_avals, **params)
         avals = list(out) if prim.multiple_results else [out]
+        if TYPED_RESULTS[0] is not None and \
+                any(getattr(a, "sharding", None) is not None for a in in_avals):
+            avals = TYPED_RESULTS[0](prim, in_avals, params, avals)
         outvars = [Var(self.names.fresh(self.hint), a) for a in avals]
         self.eqns.append(Eqn(outvars, prim, operands, params, self.info))
         tracers = [TRACER_TYPE(v, self) for v in outvars]

@@ -17,6 +17,7 @@ from ..compiler.ir import dtypes
 from ..compiler.config import config
 from ..compiler.primitives import PRIMITIVES as P
 from ._precision import Precision, check_accuracy, check_precision
+from ..sharding_types import out_sharding_keyword, _placed
 
 # The public names (`kiln.lax` re-exports them); imports and helpers stay private.
 __all__ = [
@@ -197,6 +198,7 @@ def broadcasted_iota(dtype, shape, dimension):
                 dimension=operator.index(dimension))
 
 
+@out_sharding_keyword
 def broadcast_in_dim(operand, shape, broadcast_dimensions):
     x = to_array(operand, "lax.broadcast_in_dim")
     shape, bdims = _shape(shape), tuple(broadcast_dimensions)
@@ -481,6 +483,7 @@ cumsum, cumprod, cummax, cummin, cumlogsumexp = map(
 
 # ------------------------------------------------------------------------ linear algebra
 
+@out_sharding_keyword
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
     a, b = to_array(lhs, "lax.dot_general"), to_array(rhs, "lax.dot_general")
     (lc, rc), (lb, rb) = dimension_numbers
@@ -491,6 +494,7 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
                 preferred_element_type=pet)
 
 
+@out_sharding_keyword
 def dot(lhs, rhs, precision=None, preferred_element_type=None):
     a, b = to_array(lhs, "lax.dot"), to_array(rhs, "lax.dot")
     if a.ndim not in (1, 2) or b.ndim not in (1, 2):
@@ -578,7 +582,12 @@ def first_by_key(x, key, axis, count):
 
 # --------------------------------------------------------------------------------- misc
 
-def full(shape, fill_value, dtype=None):
+def full(shape, fill_value, dtype=None, *, sharding=None):
+    """`lax.full`; `sharding` places the result (sharding_types.out_sharding_keyword)."""
+    return _placed(_full(shape, fill_value, dtype), sharding)
+
+
+def _full(shape, fill_value, dtype):
     shape = _shape(shape)
     v = to_array(fill_value, "lax.full")
     if v.ndim:

@@ -25,6 +25,7 @@ from ._core import (check_arraylike, is_arraylike, canonical_dtype, broadcast_sh
 from ._core import as_array as _as_array
 from ._dtypes import result_type
 from ._ufuncs import add, subtract, multiply, true_divide, power, sign, log10, floor
+from ..sharding_types import out_sharding_keyword
 
 __all__ = ["array", "asarray", "from_dlpack", "copy", "zeros", "ones", "empty", "full", "zeros_like",
            "ones_like", "empty_like", "full_like", "arange", "linspace", "logspace", "geomspace",
@@ -133,6 +134,7 @@ def _is_weak(obj):
     return _is_array(obj) and obj.weak_type
 
 
+@out_sharding_keyword
 def array(object, dtype=None, copy=True, order="K", ndmin=0):  # noqa: A002
     """`jnp.array`: an Array from an array, scalar, or nested lists/tuples of them."""
     if order is not None and order != "K":
@@ -163,6 +165,7 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0):  # noqa: A002
     return out
 
 
+@out_sharding_keyword
 def asarray(a, dtype=None, order=None, *, copy=None):
     """`jnp.asarray`: like `array`, but an Array that needs no conversion is returned as is."""
     if dtype is None and type(a) is Array and order in (None, "K") and not copy:
@@ -201,21 +204,25 @@ def _filled(name, shape, value, dtype):
     return lax.broadcast(np.array(value, dtype), _shape_arg(shape, name))
 
 
+@out_sharding_keyword
 def zeros(shape, dtype=None):
     """An array of zeros (default dtype: the default float)."""
     return _filled("zeros", shape, 0, dtype)
 
 
+@out_sharding_keyword
 def ones(shape, dtype=None):
     """An array of ones (default dtype: the default float)."""
     return _filled("ones", shape, 1, dtype)
 
 
+@out_sharding_keyword
 def empty(shape, dtype=None):
     """`jnp.empty`: as in JAX, an array of zeros (arrays are immutable, so never uninitialised)."""
     return _filled("empty", shape, 0, dtype)
 
 
+@out_sharding_keyword
 def full(shape, fill_value, dtype=None):
     """An array of `shape` filled with `fill_value` (a scalar, or an array broadcast to shape)."""
     if dtype is not None:
@@ -247,11 +254,13 @@ def _full_like(name, a, fill_value, dtype, shape):
     return lax.broadcast(_convert(value, target, dtype is None and proto_weak), shape)
 
 
+@out_sharding_keyword
 def zeros_like(a, dtype=None, shape=None):
     """Zeros with the shape and dtype (and weak type) of `a`, unless overridden."""
     return _full_like("zeros_like", a, 0, dtype, shape)
 
 
+@out_sharding_keyword
 def ones_like(a, dtype=None, shape=None):
     """Ones with the shape and dtype (and weak type) of `a`, unless overridden."""
     return _full_like("ones_like", a, 1, dtype, shape)
@@ -262,6 +271,7 @@ def empty_like(prototype, dtype=None, shape=None):
     return _full_like("empty_like", prototype, 0, dtype, shape)
 
 
+@out_sharding_keyword
 def full_like(a, fill_value, dtype=None, shape=None):
     """`fill_value` with the shape and dtype (and weak type) of `a`, unless overridden."""
     return _full_like("full_like", a, fill_value, dtype, shape)
@@ -282,6 +292,7 @@ def _arange_size(start, stop, step):
                       f"stop={stop}, step={step}: {e}") from None
 
 
+@out_sharding_keyword
 def arange(start, stop=None, step=None, dtype=None):
     """Evenly spaced values in [start, stop) (JAX's dtype rules; bounds must be concrete)."""
     if dtype is not None:

@@ -24,6 +24,7 @@ from ..compiler.ir import dtypes
 from ._core import (check_arraylike, canonicalize_axis, canonical_dtype, promote_dtypes,
                     broadcast_shapes, broadcast_to, _convert)
 from . import _shape, _ufuncs
+from ..sharding_types import out_sharding_keyword
 
 __all__ = ["dot", "matmul", "matvec", "vecmat", "vdot", "vecdot", "inner", "outer",
            "tensordot", "einsum", "kron", "cross"]
@@ -75,6 +76,7 @@ def _aval_str(x):
 
 # ------------------------------------------------------------------------- dot, matmul
 
+@out_sharding_keyword
 def dot(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
     """NumPy's dot: a product over the last axis of `a` and the second-to-last of `b` (the
     only axis of a 1-D `b`); scalars multiply."""
@@ -88,6 +90,7 @@ def dot(a, b, *, precision=None, preferred_element_type=None, out_sharding=None)
     return _contract(a, b, (contract, ((), ())), out_dtype, weak)
 
 
+@out_sharding_keyword
 def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
     """Matrix product with broadcast batch axes; a 1-D operand is a vector (a row on the left,
     a column on the right) whose axis is removed from the result."""
@@ -247,6 +250,7 @@ def _tensordot_axes(axes, a, b):
     return tuple(range(a.ndim - n, a.ndim)), tuple(range(n))
 
 
+@out_sharding_keyword
 def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None,
               out_sharding=None):
     """Sum-product over the given axes: an int n (last n of `a`, first n of `b`) or a pair
@@ -467,6 +471,7 @@ def _contract_all(ops, output, sizes, steps, out_dtype):
     return ops[0]
 
 
+@out_sharding_keyword
 def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
            preferred_element_type=None, out_sharding=None):
     """Einstein summation: `einsum('ij,jk->ik', a, b)`, with `...`, implicit output

@@ -19,6 +19,7 @@ from ._core import (check_arraylike, canonicalize_axis, canonical_dtype, promote
                     broadcast_shapes as _broadcast_shapes, broadcast_to as _broadcast_to,
                     _convert)
 from . import _creation, _reductions, _ufuncs
+from ..sharding_types import out_sharding_keyword
 
 __all__ = [
     "ndim", "shape", "size", "reshape", "ravel", "transpose", "matrix_transpose",
@@ -149,6 +150,7 @@ def _compute_newshape(x, newshape):
     return dims[:i] + (x.size // known,) + dims[i + 1:]
 
 
+@out_sharding_keyword
 def reshape(a, shape=None, order="C", *, copy=None, out_sharding=None):
     """Give `a` a new shape (one entry may be -1); order 'C' (row-major) or 'F'."""
     x = _arr("reshape", a)

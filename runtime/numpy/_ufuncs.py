@@ -22,6 +22,7 @@ import numpy as np
 from ..array import Array, to_array
 from ..custom_derivatives import custom_jvp
 from ..dispatch import apply_binary
+from ..array import TYPED
 from ..execution_guards import STATE as _GUARDS
 from .. import lax
 from ..compiler.ir import dtypes
@@ -65,7 +66,8 @@ def _binary(name, lax_fn, promote="any", *aliases, prim=None, fast_kinds=None):
     fast = {}  # (dtype, shape, weak, dtype, shape, weak) -> result weak_type
 
     def fn(x1, x2, /):
-        if p is not None and type(x1) is Array:
+        if p is not None and type(x1) is Array and not (
+                TYPED and (id(x1) in TYPED or id(x2) in TYPED)):   # (typed: dispatch places)
             t2 = type(x2)
             if t2 is float or t2 is int:
                 x2 = _weak_scalar_like(x1, x2) or x2
