@@ -31,18 +31,21 @@ def breakpoint(*, backend=None, filter_frames=True, num_frames=None, ordered=Fal
                token=None, **kwargs):
     """Stop here in `pdb`: at once outside compiled code; inside, at every call (see the
     module docstring). Returns `token` unchanged."""
-    if token is not None and ordered:
-        raise ValueError("`ordered` and `token` are mutually exclusive arguments.")
+    _check_token(token, ordered)
     _Debugger().set_trace(sys._getframe(1))
     return token
+
+
+def _check_token(token, ordered):
+    if token is not None and ordered:
+        raise ValueError("`ordered` and `token` are mutually exclusive arguments.")
 
 
 def compiled_breakpoint(variables, where, kwargs):
     """The compiled form of a breakpoint at `where` (file:line) over the specialised
     function's `variables` ({name: value}): a debug callback that opens the session."""
     token = kwargs.get("token")
-    if token is not None and kwargs.get("ordered"):
-        raise ValueError("`ordered` and `token` are mutually exclusive arguments.")
+    _check_token(token, kwargs.get("ordered"))
     names = [n for n in variables if n.isidentifier() and not n.startswith("__")]
     leaves, tree = tree_flatten([variables[n] for n in names])
     traced = [i for i, x in enumerate(leaves) if is_traced(x)]
