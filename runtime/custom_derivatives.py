@@ -7,8 +7,10 @@ one primitive (`custom_jvp_call`, `custom_vjp_call`, `remat`; see
 `compiler/primitives/autodiff.py`), so the transforms use the user's rule instead of
 differentiating the function's body. Values the functions close over have no derivative
 through them (as in JAX, where such rules do not see closed-over values). Inside its own
-rules, a custom function called again is its plain body (the rule's primal value), so a rule
-differentiated once more (second order) differentiates that body.
+rules, a custom function called again is a call of the same primitive whose rules are
+deferred (`defer_region`): they are specialised only when a derivative of that order is
+taken, so derivatives of every order use the user's rules, as in JAX, and specialisation
+ends.
 """
 import contextlib
 import functools
@@ -21,6 +23,7 @@ from .tree_util import tree_flatten, tree_unflatten
 from .compiler.ir.builder import current, trace_region, close_regions
 from .compiler.ir.abstract import ShapedArray
 from .compiler.primitives import PRIMITIVES
+from .compiler.primitives.autodiff import defer_region
 
 
 def _tracing(leaves):
@@ -124,13 +127,86 @@ class _CustomFunction:
 
     @contextlib.contextmanager
     def _tracing_rules(self):
-        """While the rules are specialised, their own calls of the function are its plain
-        body (otherwise each would specialise the rules again, without end)."""
-        self._in_rule = True
+        """While the rules are specialised, their own calls of the function defer their
+        rules (otherwise each would specialise the rules again, without end)."""
+        outer, self._in_rule = self._in_rule, True
         try:
             yield
         finally:
-            self._in_rule = False
+            self._in_rule = outer
+
+    def _rule_regions(self, b, name, primal, rules, leaves):
+        """Bind `custom_*_call` of the traced `primal` region and the `rules`
+        ((param, name, fn, input types) each; the types may be a callable giving them once
+        the earlier rules are traced): traced now, or deferred when this call is inside one
+        of the function's own rules."""
+        if not self._in_rule:
+            children = [primal]
+            with self._tracing_rules():
+                for _, rule_name, fn, avals in rules:
+                    children.append(trace_region(b, rule_name, fn,
+                                                 avals() if callable(avals) else avals))
+            (f, *regions), outer = close_regions(children)
+        else:
+            child = primal[0]
+            for t in self._closed_over_tracers():
+                try:
+                    child.operand(t)   # an unused input of the primal region, for the rule
+                except RuntimeError:   # of a specialisation that has ended: not reachable
+                    pass
+            (f,), outer = close_regions([primal])
+            regions = [defer_region(rule_name, self._deferred(fn, outer))
+                       for _, rule_name, fn, _ in rules]
+        params = dict(zip([r[0] for r in rules], regions), call=f, num_consts=len(outer))
+        return b.bind(PRIMITIVES[self._primitive], list(outer) + list(leaves), params)
+
+    def _closed_over_tracers(self):
+        """The traced values the rules close over (in closure cells of the rules and of the
+        functions those cells hold): a deferred rule receives them as inputs."""
+        from .tracer import Tracer
+        found, seen = {}, set()
+        todo = [r for r in self._rules() if r is not None]
+        while todo:
+            fn = todo.pop()
+            if id(fn) in seen:
+                continue
+            seen.add(id(fn))
+            for value in _closure_values(fn):
+                if inspect.isfunction(value) or hasattr(value, "closure_values"):
+                    todo.append(value)
+                    continue
+                for leaf in tree_flatten(value)[0]:
+                    if isinstance(leaf, Tracer):
+                        found.setdefault(id(leaf.var), leaf)
+        return list(found.values())
+
+    def _deferred(self, fn, outer):
+        """`fn` as a deferred rule: its first inputs are the values the primal region
+        captured (`outer`: a traced non-differentiable argument, ...), which stand for those
+        values when it is specialised later; its own calls of the function defer their rules
+        again."""
+        def rule(inputs):
+            b = current()
+            for t, x in zip(outer, inputs):
+                b.alias(t, x)
+            with self._tracing_rules():
+                return fn(inputs[len(outer):])
+        return rule
+
+
+def _closure_values(fn):
+    """The values `fn` closes over: its cells', or, for a function defined inside a function
+    being specialised, the enclosing frames' variables."""
+    local = getattr(fn, "closure_values", None)
+    if local is not None:
+        return list(local())
+    values = []
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:   # an empty cell
+            pass
+    return values
 
 
 class custom_jvp(_CustomFunction):
@@ -138,10 +214,14 @@ class custom_jvp(_CustomFunction):
     interface; `nondiff_argnums` are passed to the rule first and must be static values)."""
 
     _what = "custom_jvp function"
+    _primitive = "custom_jvp_call"
 
     def __init__(self, fun, nondiff_argnums=()):
         super().__init__(fun, nondiff_argnums)
         self.jvp = None
+
+    def _rules(self):
+        return [self.jvp]
 
     def defjvp(self, jvp, symbolic_zeros=False):
         """`jvp(primals, tangents) -> (primal_out, tangent_out)`."""
@@ -172,8 +252,6 @@ class custom_jvp(_CustomFunction):
         args, nondiff, diff, leaves, tree = self._arguments(args, kwargs)
         if not _tracing(leaves):
             return self.fun(*args)
-        if self._in_rule:
-            return _walk(self.fun, args)
         avals = [_aval(x) for x in leaves]
         t_avals = [a for a in avals if _inexact(a)]
         record = {}
@@ -203,12 +281,8 @@ class custom_jvp(_CustomFunction):
                      for t, a in zip(t_out, record["avals"]) if _inexact(a)]
             return outs + touts
         b = current()
-        f_child = trace_region(b, name, call, avals)
-        with self._tracing_rules():
-            g_child = trace_region(b, name + "_jvp", jvp, avals + t_avals)
-        (f, g), outer = close_regions([f_child, g_child])
-        outs = b.bind(PRIMITIVES["custom_jvp_call"], list(outer) + list(leaves),
-                      dict(call=f, jvp=g, num_consts=len(outer)))
+        outs = self._rule_regions(b, name, trace_region(b, name, call, avals),
+                                  [("jvp", name + "_jvp", jvp, avals + t_avals)], leaves)
         return tree_unflatten(record["tree"], list(outs))
 
 
@@ -218,10 +292,14 @@ class custom_vjp(_CustomFunction):
     per argument, `None` for a zero one; `nondiff_argnums` go to `bwd` first)."""
 
     _what = "custom_vjp function"
+    _primitive = "custom_vjp_call"
 
     def __init__(self, fun, nondiff_argnums=()):
         super().__init__(fun, nondiff_argnums)
         self.fwd = self.bwd = None
+
+    def _rules(self):
+        return [self.fwd, self.bwd]
 
     def defvjp(self, fwd, bwd, symbolic_zeros=False, optimize_remat=False):
         self.fwd, self.bwd = fwd, bwd
@@ -233,8 +311,6 @@ class custom_vjp(_CustomFunction):
         args, nondiff, diff, leaves, tree = self._arguments(args, kwargs)
         if not _tracing(leaves):
             return self.fun(*args)
-        if self._in_rule:
-            return _walk(self.fun, args)
         avals = [_aval(x) for x in leaves]
         record = {}
         name = _name(self.fun)
@@ -291,15 +367,12 @@ class custom_vjp(_CustomFunction):
                 out_cts.append(np.zeros(a.shape, a.dtype) if g is None else
                                _as(g, a, f"custom VJP bwd rule of {name}: cotangent"))
             return out_cts
+        def bwd_avals():
+            return record["res_avals"] + [a for a in record["avals"] if _inexact(a)]
         b = current()
-        f_child = trace_region(b, name, call, avals)
-        with self._tracing_rules():
-            fwd_child = trace_region(b, name + "_fwd", fwd, avals)
-            ct_avals = [a for a in record["avals"] if _inexact(a)]
-            bwd_child = trace_region(b, name + "_bwd", bwd, record["res_avals"] + ct_avals)
-        (f, F, B), outer = close_regions([f_child, fwd_child, bwd_child])
-        outs = b.bind(PRIMITIVES["custom_vjp_call"], list(outer) + list(leaves),
-                      dict(call=f, fwd=F, bwd=B, num_consts=len(outer)))
+        outs = self._rule_regions(b, name, trace_region(b, name, call, avals),
+                                  [("fwd", name + "_fwd", fwd, avals),
+                                   ("bwd", name + "_bwd", bwd, bwd_avals)], leaves)
         return tree_unflatten(record["tree"], list(outs))
 
 

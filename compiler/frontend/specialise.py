@@ -393,6 +393,19 @@ class LocalFunction:
     def __call__(self, *args, **kwargs):
         return self.call(args, kwargs)
 
+    def closure_values(self):
+        """The values of the enclosing functions' variables, which this function can read
+        (innermost first)."""
+        closure = _LiveClosure(self.frame)
+        while isinstance(closure, _LiveClosure):
+            yield from closure.frame.locals.values()
+            closure = closure.frame.closure
+        for cell in closure.values():   # the outermost function's own closure cells
+            try:
+                yield cell.cell_contents
+            except ValueError:
+                pass
+
     def __repr__(self):
         return f"<local function {self.__name__}>"
 

@@ -74,6 +74,7 @@ class Builder:
         self.invars = []
         self.eqns = []
         self.captured = {}      # id(outer Var) -> (outer tracer, inner Var)
+        self.aliases = {}       # id(outer Var) -> the Var of this region that stands for it
         self.consts = [] if parent is None else None   # top level: [(Var, ndarray)]
         self._const_ids = {}
         # Source location of the expression being specialised (a region starts at the
@@ -121,8 +122,16 @@ class Builder:
             return x
         return self._static(x)
 
+    def alias(self, outer, inner):
+        """In this region (and the regions inside it) the tracer `outer`, possibly of a
+        specialisation that has finished, is this region's value `inner`."""
+        self.aliases[id(outer.var)] = self.operand(inner)
+
     def _capture(self, t):
         key = id(t.var)
+        alias = self.aliases.get(key)
+        if alias is not None:
+            return alias
         hit = self.captured.get(key)
         if hit is not None:
             return hit[1]

@@ -330,6 +330,43 @@ BATCH[tape_add] = _tape_add_batch
 #       values (`kiln.checkpoint`): the backward section is a `remat` over f's VJP.
 # Closed-over values (`consts`) have no derivative through these (JAX's custom rules do not
 # see them either).
+#   A rule region may also be an int: the token of a *deferred* rule (`defer_region`), which
+#   is specialised only when a transform needs it (`region_of`). A custom function called
+#   inside its own rule gets deferred rules, so derivatives of any order use the user's rules
+#   (as in JAX) and specialisation still ends.
+
+_DEFERRED = []     # token -> (name, fn); fn(inputs) -> outputs, traced by region_of
+_MATERIALISED = {}  # (token, input types) -> Function
+
+
+def defer_region(name, fn):
+    """The token of a region to specialise later: `fn(inputs)` with inputs of the types the
+    transform gives (the primitive's consts first) returns its outputs."""
+    _DEFERRED.append((name, fn))
+    return len(_DEFERRED) - 1
+
+
+def region_of(region, in_avals):
+    """`region` itself, or the deferred rule `region` specialised on `in_avals` (once per
+    types). A deferred rule sees only its inputs: a value it captures from an enclosing
+    specialisation is an error, since that specialisation has ended."""
+    if not isinstance(region, int):
+        return region
+    key = (region, tuple(in_avals))
+    fn = _MATERIALISED.get(key)
+    if fn is None:
+        name, body = _DEFERRED[region]
+        child = trace_region(current(), name, body, list(in_avals))
+        (fn,), outer = close_regions([child])
+        if outer:
+            raise NotImplementedError(
+                f"the custom derivative rule {name} is called inside its own rule and uses a "
+                f"value traced outside it ({outer[0].var.name}); define the custom function "
+                f"outside the traced function, or pass that value as an argument")
+        _MATERIALISED[key] = fn
+    return fn
+
+
 
 def _run_region(region, *args):
     from .control import run_region   # control imports this module (TAPE)
@@ -365,10 +402,10 @@ def _inexact(a):
 
 def _custom_jvp_jvp(eqn, ins, tins):
     k = eqn.params["num_consts"]
-    g = eqn.params["jvp"]
     args, t_args = ins[k:], tins[k:]
     tangents = [E.instantiate(t, E.aval(x)) for x, t in zip(args, t_args)
                 if _inexact(E.aval(x))]
+    g = region_of(eqn.params["jvp"], [E.aval(x) for x in list(ins) + tangents])
     res, _ = regions.jvp(g, list(ins) + tangents, [None] * (len(ins) + len(tangents)))
     n = len(eqn.outvars)
     it = iter(res[n:])
@@ -382,6 +419,7 @@ def _custom_jvp_vjp(cts, primals, outs, *, call, jvp, num_consts):
     n_in = len(primals)
     active = [False] * n_in + [True] * len(zeros)
     ct = [None] * len(outs) + [c for c, o in zip(cts, outs) if _inexact(E.aval(o))]
+    jvp = region_of(jvp, [E.aval(x) for x in list(primals) + zeros])
     _, cts_in = regions.vjp(jvp, list(primals) + zeros, ct, active)
     it = iter(cts_in[n_in:])
     return [None] * num_consts + [next(it) if _inexact(a) else None for a in arg_avals]
@@ -397,7 +435,8 @@ def _custom_vjp_jvp(eqn, ins, tins):
 
 
 def _custom_vjp_fwd(eqn, ins):
-    res, _ = regions.jvp(eqn.params["fwd"], list(ins), [None] * len(ins))
+    fwd = region_of(eqn.params["fwd"], [E.aval(x) for x in ins])
+    res, _ = regions.jvp(fwd, list(ins), [None] * len(ins))
     n = len(eqn.outvars)
     return list(res[:n]), list(res[n:])
 
@@ -407,7 +446,7 @@ def _custom_vjp_vjp(cts, primals, outs, residuals, *, call, fwd, bwd, num_consts
     ct = [E.instantiate(c, E.aval(o)) for c, o in zip(cts, outs)
           if _inexact(E.aval(o))]
     ins = list(consts) + list(residuals) + ct
-    res, _ = regions.jvp(bwd, ins, [None] * len(ins))
+    res, _ = regions.jvp(region_of(bwd, [E.aval(x) for x in ins]), ins, [None] * len(ins))
     it = iter(res)
     return [None] * num_consts + [next(it) if _inexact(E.aval(x)) else None for x in args]
 
@@ -478,20 +517,43 @@ def _placed(outs, odims, want, size):
     return [to_axis(o, d, w, size) for o, d, w in zip(outs, odims, want)]
 
 
+def _batched_rule(rule, rule_avals, in_avals, in_dims, size, place, lead):
+    """The batched copy of a rule region: traced now, or, for a deferred rule, deferred too
+    (batching it now would batch the deferred rules of its own nested calls, without end).
+    `rule_avals` and `in_dims` are callables (a custom_vjp's bwd learns its residuals' axes
+    from its fwd); `lead` is filled with the count of consts the primitive gets in front."""
+    if not isinstance(rule, int):
+        return batched_region(rule, in_avals, in_dims(), size, place)
+
+    def body(inputs):
+        region = region_of(rule, rule_avals())
+        return place(*regions.batch(region, inputs[lead[0]:], in_dims(), size))
+    return defer_region(_DEFERRED[rule][0] + "_batched", body)
+
+
+def _close_batched(children, lead):
+    """`close_regions` of the traced children; deferred ones (tokens) stay in place."""
+    fns, outer = close_regions([c for c in children if not isinstance(c, int)])
+    lead.append(len(outer))
+    it = iter(fns)
+    return [c if isinstance(c, int) else next(it) for c in children], outer
+
+
 def _custom_jvp_batch(args, dims, *, call, jvp, num_consts):
     size = B.batch_size(args, dims)
     avals = [E.aval(x) for x in args]
     tangent = [i for i in range(num_consts, len(args)) if _inexact(avals[i])]
-    record = {}
+    record, lead = {}, []
     f = _call_region(call, avals, dims, size, record)
 
     def place_jvp(outs, odims):
         want = record["dims"] + [d for d, a in zip(record["dims"], call.out_avals)
                                  if _inexact(a)]
         return _placed(outs, odims, want, size)
-    g = batched_region(jvp, avals + [avals[i] for i in tangent],
-                        list(dims) + [dims[i] for i in tangent], size, place_jvp)
-    (f, g), outer = close_regions([f, g])
+    g = _batched_rule(jvp, lambda: call.in_avals + [call.in_avals[i] for i in tangent],
+                      avals + [avals[i] for i in tangent],
+                      lambda: list(dims) + [dims[i] for i in tangent], size, place_jvp, lead)
+    (f, g), outer = _close_batched([f, g], lead)
     outs = current().bind(custom_jvp_call, list(outer) + list(args),
                           dict(call=f, jvp=g, num_consts=len(outer) + num_consts))
     return list(outs), record["dims"]
@@ -509,23 +571,31 @@ def _custom_vjp_batch(args, dims, *, call, fwd, bwd, num_consts):
     size = B.batch_size(args, dims)
     avals = [E.aval(x) for x in args]
     n_out = len(call.out_avals)
-    record = {}
+    record, lead = {}, []
     f = _call_region(call, avals, dims, size, record)
+    ct_dims = [d for d, a in zip(record["dims"], call.out_avals) if _inexact(a)]
+    arg_dims = [d for d, a in zip(dims[num_consts:], avals[num_consts:]) if _inexact(a)]
 
     def place_fwd(outs, odims):
         record["res"] = list(odims[n_out:])   # residuals stay where the batched fwd put them
         return _placed(outs[:n_out], odims, record["dims"], size) + list(outs[n_out:])
-    F = batched_region(fwd, avals, dims, size, place_fwd)
-    res_avals = [v.aval for v in F[1][n_out:]]
-    ct_dims = [d for d, a in zip(record["dims"], call.out_avals) if _inexact(a)]
-    ct_avals = [v.aval for v, a in zip(f[1], call.out_avals) if _inexact(a)]
-    arg_dims = [d for d, a in zip(dims[num_consts:], avals[num_consts:]) if _inexact(a)]
 
     def place_bwd(outs, odims):
         return [_cotangent_to(o, d, w, size) for o, d, w in zip(outs, odims, arg_dims)]
-    Bw = batched_region(bwd, avals[:num_consts] + res_avals + ct_avals,
-                         list(dims[:num_consts]) + record["res"] + ct_dims, size, place_bwd)
-    (f, F, Bw), outer = close_regions([f, F, Bw])
+
+    def bwd_avals():
+        res = region_of(fwd, call.in_avals).out_avals[n_out:]
+        return call.in_avals[:num_consts] + res + [a for a in call.out_avals if _inexact(a)]
+    F = _batched_rule(fwd, lambda: call.in_avals, avals, lambda: dims, size, place_fwd, lead)
+    if isinstance(F, int):
+        bwd_in = None   # the deferred bwd is given its input types when it is specialised
+    else:
+        bwd_in = (avals[:num_consts] + [v.aval for v in F[1][n_out:]]
+                  + [v.aval for v, a in zip(f[1], call.out_avals) if _inexact(a)])
+    Bw = _batched_rule(bwd, bwd_avals, bwd_in,
+                       lambda: list(dims[:num_consts]) + record["res"] + ct_dims, size,
+                       place_bwd, lead)
+    (f, F, Bw), outer = _close_batched([f, F, Bw], lead)
     outs = current().bind(custom_vjp_call, list(outer) + list(args),
                           dict(call=f, fwd=F, bwd=Bw, num_consts=len(outer) + num_consts))
     return list(outs), record["dims"]

@@ -1,0 +1,111 @@
+"""A custom function called inside its own rule (JAX's external-callbacks guide: `jv` over a
+pure_callback whose JVP calls `jv`): derivatives of every order use the user's rules, under
+jit, vmap and with traced non-differentiable arguments."""
+import numpy as np
+import pytest
+import scipy.special
+
+import kiln
+import kiln.numpy as jnp
+
+
+def _jv(v, z):
+    res = kiln.ShapeDtypeStruct(jnp.shape(z), jnp.float32)
+    return kiln.pure_callback(lambda v, z: scipy.special.jv(v, z).astype(np.float32), res, v,
+                              z, vmap_method="broadcast_all")
+
+
+jv = kiln.custom_jvp(_jv, nondiff_argnums=(0,))
+
+
+@jv.defjvp
+def _jv_jvp(v, primals, tangents):
+    z, = primals
+    z_dot, = tangents
+    return jv(v, z), z_dot * 0.5 * (jv(v - 1, z) - jv(v + 1, z))
+
+
+def _jv_second(v, z):   # d2/dz2 J_v = (J_{v-2} - 2 J_v + J_{v+2}) / 4
+    return 0.25 * (scipy.special.jv(v - 2, z) - 2 * scipy.special.jv(v, z)
+                   + scipy.special.jv(v + 2, z))
+
+
+def _jv_third(v, z):
+    return 0.125 * (scipy.special.jv(v - 3, z) - 3 * scipy.special.jv(v - 1, z)
+                    + 3 * scipy.special.jv(v + 1, z) - scipy.special.jv(v + 3, z))
+
+
+def test_hessian_through_a_rule_that_calls_its_function():
+    np.testing.assert_allclose(kiln.hessian(jv, argnums=1)(3, 2.0), _jv_second(3, 2.0),
+                               rtol=1e-5)
+    third = kiln.jacfwd(kiln.jacfwd(kiln.jacfwd(jv, argnums=1), argnums=1), argnums=1)
+    np.testing.assert_allclose(third(3, 2.0), _jv_third(3, 2.0), rtol=1e-5)
+
+
+def test_jit_vmap_second_derivative_with_a_traced_nondiff_argument():
+    z = np.array([1.0, 2.0, 3.0], np.float32)
+    d2 = kiln.jit(kiln.vmap(kiln.grad(kiln.grad(jv, argnums=1), argnums=1), in_axes=(None, 0)))
+    np.testing.assert_allclose(d2(3, z), _jv_second(3, z), rtol=1e-5)
+
+
+@kiln.custom_jvp
+def _g(x):
+    return jnp.exp(x)
+
+
+@_g.defjvp
+def _g_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    y = _g(x)
+    return y, 3 * y * t   # not exp's derivative: every order must come from this rule
+
+
+@pytest.mark.parametrize("order", [1, 2, 3, 4])
+def test_every_order_uses_the_rule(order):
+    f = _g
+    for _ in range(order):
+        f = kiln.grad(f)
+    want = 3.0 ** order * np.exp(0.5)
+    np.testing.assert_allclose(f(0.5), want, rtol=1e-5)
+    np.testing.assert_allclose(kiln.jit(f)(0.5), want, rtol=1e-5)
+    xs = np.array([0.5, 1.0], np.float32)
+    np.testing.assert_allclose(kiln.vmap(f)(xs), 3.0 ** order * np.exp(xs), rtol=1e-5)
+
+
+def test_custom_vjp_whose_fwd_calls_the_function():
+    f = kiln.custom_vjp(lambda x: jnp.sin(x))
+    f.defvjp(lambda x: (f(x), x), lambda x, g: (2 * g * jnp.cos(x),))
+    np.testing.assert_allclose(kiln.grad(f)(1.0), 2 * np.cos(1.0), rtol=1e-6)
+    np.testing.assert_allclose(kiln.grad(kiln.grad(f))(1.0), -2 * np.sin(1.0), rtol=1e-6)
+    xs = np.array([0.3, 1.0], np.float32)
+    np.testing.assert_allclose(kiln.vmap(kiln.grad(kiln.grad(f)))(xs), -2 * np.sin(xs),
+                               rtol=1e-6)
+
+
+def test_the_nested_call_defers_its_rule_in_the_ir():
+    text = str(kiln.make_ir(_g)(0.5))
+    assert text.count("custom_jvp_call(") == 2
+    assert "jvp=_g_jvp" in text           # the outer call's rule, specialised
+    nested = [l for l in text.splitlines() if "custom_jvp_call(" in l and "jvp=_g_jvp" not in l]
+    assert nested and "jvp=" in nested[0]  # the nested call's rule: a deferred token
+
+
+def _scaled_sin(a, x):
+    @kiln.custom_jvp
+    def g(x):
+        return jnp.sin(x)
+
+    @g.defjvp
+    def g_jvp(primals, tangents):
+        y = g(primals[0])
+        return y, a * y * tangents[0]   # `a`: a traced value the rule closes over
+    return g(x)
+
+
+def test_rule_of_a_local_function_closing_over_a_traced_value():
+    d1 = kiln.grad(_scaled_sin, argnums=1)
+    d2 = kiln.jit(kiln.grad(d1, argnums=1))
+    np.testing.assert_allclose(d1(2.0, 0.5), 2.0 * np.sin(0.5), rtol=1e-6)
+    np.testing.assert_allclose(d2(2.0, 0.5), 4.0 * np.sin(0.5), rtol=1e-6)
+    np.testing.assert_allclose(kiln.grad(kiln.grad(d1, argnums=1), argnums=1)(2.0, 0.5),
+                               8.0 * np.sin(0.5), rtol=1e-6)
