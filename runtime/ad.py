@@ -336,12 +336,14 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
             if value_tree.num_nodes != 1 or n_val != 1:   # a single array, not a container
                 raise TypeError(f"Gradient only defined for scalar-output functions. Output "
                                 f"was a pytree with structure {value_tree} ({_describe(fun)}).")
-            _check_scalar_output("grad", st.out_avals[0], fun, holomorphic)
             state = vjp_forward(st.fn, values, flags + [False] * len(st.extra))
             outs = state.outs
             with current().naming("out_bar"):
                 seed = emit.ones_like(outs[0])
             grads = vjp_backward(state, [seed] + [None] * (len(outs) - 1))
+            # checked after differentiating, as JAX does: an operation without a derivative
+            # (a pure_callback, ...) is the error a non-scalar function reports first
+            _check_scalar_output("grad", st.out_avals[0], fun, holomorphic)
             grads = [g for g, f in zip(grads, flags) if f]
             grads = [grads[r] for r in order]
             real = [emit.zeros(a) if g is None else g
