@@ -6,15 +6,16 @@ Called outside any transformation, a decorated function just runs. While kiln sp
 one primitive (`custom_jvp_call`, `custom_vjp_call`, `remat`; see
 `compiler/primitives/autodiff.py`), so the transforms use the user's rule instead of
 differentiating the function's body. Values the functions close over have no derivative
-through them (as in JAX, where such rules do not see closed-over values). Inside its own
-rules, a custom function called again is a call of the same primitive whose rules are
-deferred (`defer_region`): they are specialised only when a derivative of that order is
-taken, so derivatives of every order use the user's rules, as in JAX, and specialisation
-ends.
+through them (as in JAX, where such rules do not see closed-over values). Rules that reach
+only plain functions, numbers, arrays and modules are deferred (`defer_region`): specialised
+only when a derivative needs them, as JAX traces them. Inside its own rules, a custom function
+called again always defers its rules, so derivatives of every order use the user's rules, as
+in JAX, and specialisation ends.
 """
 import contextlib
 import functools
 import inspect
+import types
 
 import numpy as np
 
@@ -140,7 +141,7 @@ class _CustomFunction:
         ((param, name, fn, input types) each; the types may be a callable giving them once
         the earlier rules are traced): traced now, or deferred when this call is inside one
         of the function's own rules."""
-        if not self._in_rule:
+        if not (self._in_rule or self._stands_alone()):
             children = [primal]
             with self._tracing_rules():
                 for _, rule_name, fn, avals in rules:
@@ -159,6 +160,28 @@ class _CustomFunction:
                        for _, rule_name, fn, _ in rules]
         params = dict(zip([r[0] for r in rules], regions), call=f, num_consts=len(outer))
         return b.bind(PRIMITIVES[self._primitive], list(outer) + list(leaves), params)
+
+    def _stands_alone(self):
+        """Whether the rules reach nothing but plain functions, numbers, arrays and modules
+        (a module-level rule, as most are): their regions are then deferred, specialised
+        only when a derivative needs them, as JAX traces a rule only then. Rules that reach
+        other objects (methods, partials, functions defined inside the traced function) might
+        hold traced values, so they are specialised with the call."""
+        todo, seen = [r for r in self._rules() if r is not None], set()
+        while todo:
+            value = todo.pop()
+            if id(value) in seen or isinstance(value, _PLAIN):
+                continue
+            seen.add(id(value))
+            if isinstance(value, _CustomFunction):
+                todo += [value.fun] + value._rules()
+            elif isinstance(value, (tuple, list)):
+                todo += list(value)
+            elif inspect.isfunction(value):
+                todo += _closure_values(value)
+            elif value is not None:
+                return False
+        return True
 
     def _closed_over_tracers(self):
         """The traced values the rules close over (in closure cells of the rules and of the
@@ -192,6 +215,10 @@ class _CustomFunction:
             with self._tracing_rules():
                 return fn(inputs[len(outer):])
         return rule
+
+
+_PLAIN = (bool, int, float, complex, str, bytes, np.ndarray, np.generic, np.dtype, type,
+          types.ModuleType)
 
 
 def _closure_values(fn):

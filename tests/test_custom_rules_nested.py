@@ -1,6 +1,8 @@
 """A custom function called inside its own rule (JAX's external-callbacks guide: `jv` over a
 pure_callback whose JVP calls `jv`): derivatives of every order use the user's rules, under
 jit, vmap and with traced non-differentiable arguments."""
+import re
+
 import numpy as np
 import pytest
 import scipy.special
@@ -82,12 +84,28 @@ def test_custom_vjp_whose_fwd_calls_the_function():
                                rtol=1e-6)
 
 
-def test_the_nested_call_defers_its_rule_in_the_ir():
+def _deferred(text):
+    return re.search(r"custom_jvp_call\([^)]*jvp=\d+, call=", text) is not None
+
+
+def test_rules_are_specialised_only_for_derivatives():
+    # JAX traces a rule only when it differentiates; a module-level rule is deferred
     text = str(kiln.make_ir(_g)(0.5))
-    assert text.count("custom_jvp_call(") == 2
-    assert "jvp=_g_jvp" in text           # the outer call's rule, specialised
-    nested = [l for l in text.splitlines() if "custom_jvp_call(" in l and "jvp=_g_jvp" not in l]
-    assert nested and "jvp=" in nested[0]  # the nested call's rule: a deferred token
+    assert _deferred(text) and "_g_jvp" not in text and "mul(3.0" not in text
+    assert "mul(3.0" in str(kiln.make_ir(kiln.grad(_g))(0.5))
+
+    def k(x, w):
+        @kiln.custom_jvp
+        def scaled(x):
+            return w * x
+
+        @scaled.defjvp
+        def scaled_jvp(primals, tangents):   # closes over the traced `w`
+            return scaled(primals[0]), w * tangents[0]
+        return scaled(x)
+    text = str(kiln.make_ir(k)(1.0, 2.0))   # so its rule is specialised with the call
+    assert "jvp=scaled_jvp" in text and not _deferred(text.split("jvp=scaled_jvp")[1])
+    assert kiln.grad(k)(1.0, 3.0) == 3.0
 
 
 def _scaled_sin(a, x):

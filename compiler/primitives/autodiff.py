@@ -331,12 +331,11 @@ BATCH[tape_add] = _tape_add_batch
 # Closed-over values (`consts`) have no derivative through these (JAX's custom rules do not
 # see them either).
 #   A rule region may also be an int: the token of a *deferred* rule (`defer_region`), which
-#   is specialised only when a transform needs it (`region_of`). A custom function called
-#   inside its own rule gets deferred rules, so derivatives of any order use the user's rules
-#   (as in JAX) and specialisation still ends.
+#   is specialised only when a transform needs it (`region_of`), as JAX traces a rule only
+#   then. A custom function called inside its own rule always gets deferred rules, so
+#   derivatives of any order use the user's rules and specialisation still ends.
 
 _DEFERRED = []     # token -> (name, fn); fn(inputs) -> outputs, traced by region_of
-_MATERIALISED = {}  # (token, input types) -> Function
 
 
 def defer_region(name, fn):
@@ -347,25 +346,14 @@ def defer_region(name, fn):
 
 
 def region_of(region, in_avals):
-    """`region` itself, or the deferred rule `region` specialised on `in_avals` (once per
-    types). A deferred rule sees only its inputs: a value it captures from an enclosing
-    specialisation is an error, since that specialisation has ended."""
+    """(region, []) for a region; for the token of a deferred rule, the rule specialised now,
+    in the current builder, on `in_avals`, and the values it captured from around it (such as
+    array constants of the enclosing function): the caller passes them first."""
     if not isinstance(region, int):
-        return region
-    key = (region, tuple(in_avals))
-    fn = _MATERIALISED.get(key)
-    if fn is None:
-        name, body = _DEFERRED[region]
-        child = trace_region(current(), name, body, list(in_avals))
-        (fn,), outer = close_regions([child])
-        if outer:
-            raise NotImplementedError(
-                f"the custom derivative rule {name} is called inside its own rule and uses a "
-                f"value traced outside it ({outer[0].var.name}); define the custom function "
-                f"outside the traced function, or pass that value as an argument")
-        _MATERIALISED[key] = fn
-    return fn
-
+        return region, []
+    name, body = _DEFERRED[region]
+    (fn,), outer = close_regions([trace_region(current(), name, body, list(in_avals))])
+    return fn, outer
 
 
 def _run_region(region, *args):
@@ -405,8 +393,9 @@ def _custom_jvp_jvp(eqn, ins, tins):
     args, t_args = ins[k:], tins[k:]
     tangents = [E.instantiate(t, E.aval(x)) for x, t in zip(args, t_args)
                 if _inexact(E.aval(x))]
-    g = region_of(eqn.params["jvp"], [E.aval(x) for x in list(ins) + tangents])
-    res, _ = regions.jvp(g, list(ins) + tangents, [None] * (len(ins) + len(tangents)))
+    g, extra = region_of(eqn.params["jvp"], [E.aval(x) for x in list(ins) + tangents])
+    inputs = extra + list(ins) + tangents
+    res, _ = regions.jvp(g, inputs, [None] * len(inputs))
     n = len(eqn.outvars)
     it = iter(res[n:])
     return list(res[:n]), [next(it) if _inexact(v.aval) else None for v in eqn.outvars]
@@ -419,9 +408,10 @@ def _custom_jvp_vjp(cts, primals, outs, *, call, jvp, num_consts):
     n_in = len(primals)
     active = [False] * n_in + [True] * len(zeros)
     ct = [None] * len(outs) + [c for c, o in zip(cts, outs) if _inexact(E.aval(o))]
-    jvp = region_of(jvp, [E.aval(x) for x in list(primals) + zeros])
-    _, cts_in = regions.vjp(jvp, list(primals) + zeros, ct, active)
-    it = iter(cts_in[n_in:])
+    jvp, extra = region_of(jvp, [E.aval(x) for x in list(primals) + zeros])
+    _, cts_in = regions.vjp(jvp, extra + list(primals) + zeros, ct,
+                            [False] * len(extra) + active)
+    it = iter(cts_in[len(extra) + n_in:])
     return [None] * num_consts + [next(it) if _inexact(a) else None for a in arg_avals]
 
 
@@ -435,8 +425,8 @@ def _custom_vjp_jvp(eqn, ins, tins):
 
 
 def _custom_vjp_fwd(eqn, ins):
-    fwd = region_of(eqn.params["fwd"], [E.aval(x) for x in ins])
-    res, _ = regions.jvp(fwd, list(ins), [None] * len(ins))
+    fwd, extra = region_of(eqn.params["fwd"], [E.aval(x) for x in ins])
+    res, _ = regions.jvp(fwd, extra + list(ins), [None] * (len(extra) + len(ins)))
     n = len(eqn.outvars)
     return list(res[:n]), list(res[n:])
 
@@ -446,7 +436,8 @@ def _custom_vjp_vjp(cts, primals, outs, residuals, *, call, fwd, bwd, num_consts
     ct = [E.instantiate(c, E.aval(o)) for c, o in zip(cts, outs)
           if _inexact(E.aval(o))]
     ins = list(consts) + list(residuals) + ct
-    res, _ = regions.jvp(region_of(bwd, [E.aval(x) for x in ins]), ins, [None] * len(ins))
+    bwd, extra = region_of(bwd, [E.aval(x) for x in ins])
+    res, _ = regions.jvp(bwd, extra + ins, [None] * (len(extra) + len(ins)))
     it = iter(res)
     return [None] * num_consts + [next(it) if _inexact(E.aval(x)) else None for x in args]
 
@@ -526,8 +517,9 @@ def _batched_rule(rule, rule_avals, in_avals, in_dims, size, place, lead):
         return batched_region(rule, in_avals, in_dims(), size, place)
 
     def body(inputs):
-        region = region_of(rule, rule_avals())
-        return place(*regions.batch(region, inputs[lead[0]:], in_dims(), size))
+        region, extra = region_of(rule, rule_avals())
+        return place(*regions.batch(region, extra + inputs[lead[0]:],
+                                    [None] * len(extra) + in_dims(), size))
     return defer_region(_DEFERRED[rule][0] + "_batched", body)
 
 
@@ -584,7 +576,7 @@ def _custom_vjp_batch(args, dims, *, call, fwd, bwd, num_consts):
         return [_cotangent_to(o, d, w, size) for o, d, w in zip(outs, odims, arg_dims)]
 
     def bwd_avals():
-        res = region_of(fwd, call.in_avals).out_avals[n_out:]
+        res = region_of(fwd, call.in_avals)[0].out_avals[n_out:]
         return call.in_avals[:num_consts] + res + [a for a in call.out_avals if _inexact(a)]
     F = _batched_rule(fwd, lambda: call.in_avals, avals, lambda: dims, size, place_fwd, lead)
     if isinstance(F, int):
