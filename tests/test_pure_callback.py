@@ -259,3 +259,26 @@ def test_io_callback_refuses_vmap_when_ordered_and_derivatives():
         kiln.vmap(lambda x: io_callback(host_draw, spec, x, ordered=True))(jnp.zeros((2, 3)))
     with pytest.raises(ValueError, match="IO callbacks do not support JVP"):
         kiln.grad(lambda x: io_callback(host_draw, spec, x).sum())(jnp.ones(3))
+
+
+def test_callbacks_with_constant_operands_run_with_the_compiled_code():
+    # JAX never calls a callback while tracing: an unused pure one is dropped, a used one and
+    # a debug callback run at every call, even when nothing they get is traced.
+    seen = []
+
+    def host():
+        seen.append("pure")
+        return np.int32(3)
+
+    def unused(x):
+        kiln.pure_callback(host, np.int32(0))
+        return x + 1.0
+
+    def used(x):
+        y = kiln.pure_callback(host, kiln.ShapeDtypeStruct((), np.int32))
+        kiln.debug.callback(lambda: seen.append("debug"))
+        return x + y
+    assert float(kiln.jit(unused)(1.0)) == 2.0 and seen == []
+    f = kiln.jit(used)
+    assert float(f(1.0)) == 4.0 and float(f(2.0)) == 5.0
+    assert seen == ["pure", "debug"] * 2

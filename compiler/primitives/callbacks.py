@@ -124,7 +124,7 @@ def _callback_impl(*operands, callback, results, vmap_method=None):
 
 
 pure_callback = register("pure_callback", _callback_eval, _callback_impl,
-                         multiple_results=True)
+                         multiple_results=True, host=True)
 
 _NO_DERIVATIVE = ("Pure callbacks do not support JVP. Please use `jax.custom_jvp` to use "
                   "callbacks while taking gradients.")

@@ -21,7 +21,9 @@ Properties that are not rules are fields, False unless the declaration says othe
 `effect` (simplification never removes or merges it: a host callback), `zero_derivative`
 (its results never carry tangents; it has no JVP or VJP rule), `distinct` (each result is a
 new object, so CSE never merges two equations of it: a fresh tape), `collective` (it reduces
-over named axes, `params["axis_name"]`, and has a `batch_collective` rule).
+over named axes, `params["axis_name"]`, and has a `batch_collective` rule), `host` (it calls
+a Python function on the host, so it is never evaluated while compiling: a `pure_callback`
+with constant operands still runs when the compiled code does, as in JAX).
 
 Families of similar primitives are built by the small factories in the family modules
 (elementwise, structural, ...). Params must be hashable: eager execution caches abstract
@@ -32,14 +34,15 @@ import numpy as np
 from ..ir.abstract import ShapedArray, shape_str
 from ..ir.registry import PRIMITIVES
 
-FLAGS = ("effect", "zero_derivative", "distinct", "collective")
+FLAGS = ("effect", "zero_derivative", "distinct", "collective", "host")
 
 
 class Primitive:
     __slots__ = ("name", "abstract_eval", "impl", "multiple_results", "doc") + FLAGS
 
     def __init__(self, name, abstract_eval, impl, *, multiple_results=False, doc="",
-                 effect=False, zero_derivative=False, distinct=False, collective=False):
+                 effect=False, zero_derivative=False, distinct=False, collective=False,
+                 host=False):
         self.name = name
         self.abstract_eval = abstract_eval
         self.impl = impl
@@ -49,6 +52,7 @@ class Primitive:
         self.zero_derivative = zero_derivative
         self.distinct = distinct
         self.collective = collective
+        self.host = host
 
     def def_rules(self, **rules):
         """Register rules by kind (`jvp=..., vjp=..., batch=...`) in their tables."""

@@ -220,9 +220,9 @@ def _params_key(params):
 def _fold(eqn):
     if (any(type(x) is not Literal for x in eqn.invars)
             or any(v.aval.shape or v.aval.dtype.kind == "O" for v in eqn.outvars)
-            or eqn.regions() or eqn.prim.collective):
+            or eqn.regions() or eqn.prim.collective or eqn.prim.host):
         return None  # only rank-0 numbers fold (a tape is not a literal; a collective's value
-        #              depends on the other replicas)
+        #              depends on the other replicas; a host function runs when the code does)
     args = [np.asarray(x.value, x.aval.dtype) for x in eqn.invars]
     with np.errstate(all="ignore"):   # 1/0 folds to inf silently, as it computes
         out = eqn.prim.impl(*args, **eqn.params)
