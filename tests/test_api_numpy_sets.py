@@ -145,6 +145,9 @@ def test_histograms():
     g, ge = jnp.histogramdd(s, bins=(2, 3, 2))
     w, we = np.histogramdd(s, bins=(2, 3, 2))
     close(g, w)
+    # JAX counts in int32 without weights or density (NumPy in float64)
+    assert g.dtype == jnp.histogram2d(d, y)[0].dtype == np.int32
+    assert jnp.histogram2d(d, y, density=True)[0].dtype == np.float32
     close(kiln.jit(lambda d: jnp.histogram(d, 5, range=(-1., 1.))[0])(d),
           np.histogram(d, 5, range=(-1, 1))[0])
 

@@ -116,7 +116,7 @@ def histogramdd(sample, bins=10, range=None, weights=None, density=None):  # noq
         idx.append(i)
     dims = tuple(e.shape[0] + 1 for e in edges)
     flat = jnp.ravel_multi_index(tuple(idx), dims, mode="clip")
-    w = jnp.ones(n, jnp.float32) if weights is None else weights
+    w = jnp.ones(n, jnp.int32) if weights is None else weights   # integer counts, as JAX's
     counts = jnp.zeros(int(np.prod(dims)), w.dtype).at[flat].add(w)
     counts = jnp.reshape(counts, dims)[(slice(1, -1),) * d]
     if density:
