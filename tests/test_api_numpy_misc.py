@@ -49,6 +49,11 @@ def test_windows_polynomials_bits():
         close(jnp.kaiser(M, 3.0), np.kaiser(M, 3.0), ("kaiser", M), atol=1e-6)
     r = np.array([1., -2., 0.5]); close(jnp.poly(r), np.poly(r))
     A = np.array([[1., 2.], [3., 4.]]); close(jnp.poly(A), np.poly(A))
+    assert jnp.poly(A).dtype == np.complex64   # JAX's, from eigenvalues
+    close(jnp.poly(2.5), [1., -2.5])           # a scalar is one root, as JAX reads it
+    close(jnp.trapezoid(np.array([True, False, True])), 1.0)   # booleans add as numbers
+    assert jnp.bitwise_count(np.array([True, False])).dtype == np.uint8
+    assert jnp.histogram(np.arange(4, dtype=np.float16))[0].dtype == np.float16
     a, b = np.array([1., 2., 3.]), np.array([4., 5.])
     close(jnp.polyadd(a, b), np.polyadd(a, b)); close(jnp.polysub(a, b), np.polysub(a, b)); close(jnp.polymul(a, b), np.polymul(a, b))
     for g, w in zip(jnp.polydiv(np.array([1., 3., 5., 2.]), np.array([2., 1.])), np.polydiv([1., 3., 5., 2.], [2., 1.])): close(g[-len(w):], w)

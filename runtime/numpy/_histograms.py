@@ -63,7 +63,7 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None):  # noqa: A002
     if not isinstance(bins, int):
         return jnp.asarray(bins)
     arr = jnp.ravel(to_array(a, "histogram_bin_edges"))
-    dtype = jnp.promote_types(arr.dtype, jnp.float32)
+    dtype = jnp.result_type(arr.dtype, float)   # inexact, as JAX's: float16 stays float16
     if range is None:
         lo, hi = jnp.min(arr), jnp.max(arr)
     else:
@@ -86,8 +86,7 @@ def histogram(a, bins=10, range=None, weights=None, density=None):  # noqa: A002
     edges = histogram_bin_edges(arr, bins, range, weights)
     idx = jnp.searchsorted(edges, arr, side="right")
     idx = jnp.where(arr == edges[-1], edges.shape[0] - 1, idx)
-    w = jnp.ones(arr.shape, jnp.float32 if weights is None else weights.dtype) \
-        if weights is None else weights
+    w = jnp.ones(arr.shape, jnp.result_type(arr.dtype, float)) if weights is None else weights
     counts = jnp.zeros(edges.shape[0] + 1, w.dtype).at[idx].add(w)[1:-1]
     if density:
         counts = counts / jnp.diff(edges) / counts.sum()
@@ -103,6 +102,8 @@ def histogramdd(sample, bins=10, range=None, weights=None, density=None):  # noq
         weights = jnp.ravel(jnp.asarray(weights))
         if weights.shape != (n,):
             raise ValueError("should have one weight for each sample.")
+    if getattr(bins, "ndim", 0) == 2:   # one row of edges per dimension
+        bins = list(bins)
     bins_per = list(bins) if isinstance(bins, (list, tuple)) else [bins] * d
     if len(bins_per) != d:
         raise ValueError("should be a bin for each dimension.")

@@ -41,6 +41,8 @@ def poly(seq_of_zeros):
     characteristic polynomial)."""
     check_arraylike("poly", seq_of_zeros)
     (a,) = _inexact(seq_of_zeros)
+    if a.ndim == 0:   # one root, as JAX reads a scalar
+        a = jnp.reshape(a, (1,))
     if a.ndim == 2 and a.shape[0] == a.shape[1] and a.shape[0] > 0:
         n = a.shape[0]
         coeffs = [jnp.ones((), a.dtype)]
@@ -49,7 +51,8 @@ def poly(seq_of_zeros):
         for k in range(1, n + 1):
             m = a @ m + coeffs[-1] * eye
             coeffs.append(-jnp.trace(a @ m) / k)
-        return jnp.stack(coeffs)
+        # complex, as JAX's (which takes the roots from eigvals)
+        return jnp.stack(coeffs).astype(jnp.result_type(a.dtype, complex))
     if a.ndim != 1:
         raise ValueError("input must be 1d or non-empty square 2d array.")
     out = jnp.ones(1, a.dtype)

@@ -70,6 +70,8 @@ def bitwise_count(x, /):
     x = to_array(x, "bitwise_count")
     if x.dtype.kind not in "biu":
         raise TypeError(f"bitwise_count requires integer input, got {x.dtype}")
+    if x.dtype.kind == "b":
+        x = x.astype(jnp.uint8)
     return lax.population_count(jnp.abs(x) if x.dtype.kind == "i" else x).astype(jnp.uint8)
 
 
