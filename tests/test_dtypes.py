@@ -122,6 +122,10 @@ def test_kiln_numpy_promote_and_result_type_use_the_same_lattice():
     assert jnp.result_type(np.ones(2, np.int8), 2.0) == np.float32
     assert jnp.result_type(np.float64(1)) == np.float32
     assert jnp.result_type(int) == np.int32
+    # Python's types are weak, as JAX reads them
+    assert jnp.result_type(np.float16, float) == np.float16
+    assert jnp.result_type(np.int8, int) == np.int8
+    assert jnp.result_type(np.float16, complex) == np.complex64
     assert jnp.result_type(np.uint32, np.int32) == np.int32
     assert jnp.result_type(np.uint32, np.int8) == np.int32
 

@@ -115,6 +115,8 @@ def result_type(*args):
             pairs.append((x.dtype, x.weak_type))
         elif isinstance(x, (bool, int, float, complex)):
             pairs.append(_d.python_scalar_dtype(x))
+        elif x is int or x is float or x is complex:   # weak types, as JAX reads them
+            pairs.append(_d.python_scalar_dtype(x(0)))
         elif isinstance(x, (np.ndarray, np.generic)):
             pairs.append((_d.canonicalize(x.dtype), False))
         else:
