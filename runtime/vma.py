@@ -1,0 +1,163 @@
+"""Varying manual axes (JAX's "vma") of the values inside a `shard_map` body.
+
+Inside `shard_map(f, ...)`, JAX's types say over which manual mesh axes a value may differ
+between the instances of `f` (`kiln.typeof(x)` prints `f32[2,2]{V:(i,j)}`, and
+`typeof(x).manual_axis_type.varying` is `{'i', 'j'}`). kiln does not carry this in its
+abstract values; it works it out when asked, from the SSA the body has staged so far:
+
+- a body argument varies over the manual axes its `in_specs` entry names;
+- `psum`, `pmax`, `pmin` (and `pmean`) over axes make their result invariant over them,
+  `axis_index(a)` varies over `a`, `lax.pcast(x, a, to="varying")` adds `a` (recorded here:
+  it stages a `copy`); every other operation (`all_gather`, `ppermute`, control flow, ...)
+  varies over the union of its operands' axes (the axes of values captured from an
+  enclosing function included);
+- constants, and values from outside the body, are invariant.
+
+`check_vma=True` (shard_map's default) uses it to refuse an `out_specs` that leaves out an
+axis its result varies over, as JAX does.
+"""
+import contextlib
+
+from .compiler.ir.ssa import Var
+
+_BODIES = []          # the shard_map bodies being staged, innermost last
+_REDUCING = frozenset(("psum", "pmax", "pmin"))
+
+
+class _Body:
+    __slots__ = ("axes", "known")
+
+    def __init__(self, axes):
+        self.axes = tuple(axes)          # the manual axis names, in mesh order
+        self.known = {}                  # id(Var) -> frozenset of axis names
+
+    def arguments(self, tracers, varying):
+        """Record the body's argument `tracers`, varying over the axes in `varying`."""
+        for t, axes in zip(tracers, varying):
+            self.known[id(t.var)] = frozenset(axes)
+
+
+@contextlib.contextmanager
+def body(axes):
+    """While a shard_map body manual over `axes` is staged."""
+    entry = _Body(axes)
+    _BODIES.append(entry)
+    try:
+        yield entry
+    finally:
+        _BODIES.pop()
+
+
+def order():
+    """The manual axis names of the shard_map bodies being staged, outermost first."""
+    return tuple(a for b in _BODIES for a in b.axes)
+
+
+def mark(tracer, axes):
+    """Record that `tracer` (a fresh value) varies over `axes` besides its operand's."""
+    if _BODIES:
+        _BODIES[-1].known[id(tracer.var)] = frozenset(axes)
+
+
+def varying(tracer):
+    """The manual axes `tracer` varies over, in the innermost body being staged (the empty
+    set outside one)."""
+    if not _BODIES or not hasattr(tracer, "builder"):
+        return frozenset()
+    known = dict(_BODIES[-1].known)
+    for b in _BODIES:
+        known.update(b.known)
+    producers, outer = {}, {}
+    b = tracer.builder
+    while b is not None:
+        for eqn in b.eqns:
+            for v in eqn.outvars:
+                producers[id(v)] = eqn
+        for outer_tracer, inner in b.captured.values():
+            outer[id(inner)] = outer_tracer.var
+        b = b.parent
+    return _of(tracer.var, known, producers, outer)
+
+
+def of_outputs(fn, varying):
+    """The axes each output of staged body `fn` varies over, its first arguments varying
+    over the axes in `varying` (one set per argument)."""
+    known = {id(v): frozenset(a) for v, a in zip(fn.invars, varying)}
+    producers = {id(v): eqn for eqn in fn.eqns for v in eqn.outvars}
+    return [_of(v, known, producers, {}) if isinstance(v, Var) else frozenset()
+            for v in fn.outvars]
+
+
+def _of(var, known, producers, outer):
+    """The axes `var` varies over (iteratively, results memoised in `known`)."""
+    todo = [var]
+    while todo:
+        v = todo[-1]
+        if id(v) in known:
+            todo.pop()
+            continue
+        if id(v) in outer:
+            src = outer[id(v)]
+            if id(src) not in known:
+                todo.append(src)
+                continue
+            known[id(v)] = known[id(src)]
+            todo.pop()
+            continue
+        eqn = producers.get(id(v))
+        if eqn is None:
+            known[id(v)] = frozenset()
+            todo.pop()
+            continue
+        operands = [x for x in eqn.invars if isinstance(x, Var)]
+        missing = [x for x in operands if id(x) not in known]
+        if missing:
+            todo.extend(missing)
+            continue
+        axes = frozenset().union(*(known[id(x)] for x in operands))
+        named = eqn.params.get("axis_name")
+        named = frozenset(() if named is None else (named,) if isinstance(named, str)
+                          else named)
+        if eqn.prim.name in _REDUCING:
+            axes = axes - named
+        elif eqn.prim.name == "axis_index":
+            axes = axes | named
+        for out in eqn.outvars:
+            known.setdefault(id(out), axes)
+        todo.pop()
+    return known[id(var)]
+
+
+class ManualAxisType:
+    """JAX's `typeof(x).manual_axis_type`: the manual axes `x` varies over (`varying`), and
+    `unreduced`/`reduced` (always empty in kiln)."""
+    __slots__ = ("varying", "unreduced", "reduced")
+
+    def __init__(self, varying=frozenset(), unreduced=frozenset(), reduced=frozenset()):
+        self.varying = frozenset(varying)
+        self.unreduced = frozenset(unreduced)
+        self.reduced = frozenset(reduced)
+
+    def __eq__(self, other):
+        return isinstance(other, ManualAxisType) and \
+            (self.varying, self.unreduced, self.reduced) == \
+            (other.varying, other.unreduced, other.reduced)
+
+    def __hash__(self):
+        return hash((self.varying, self.unreduced, self.reduced))
+
+    def __repr__(self):
+        return (f"ManualAxisType(varying={self.varying!r}, unreduced={self.unreduced!r}, "
+                f"reduced={self.reduced!r})")
+
+
+def in_order(axes):
+    """`axes` as a tuple in the order of the manual axes being staged (mesh order)."""
+    return tuple(a for a in order() if a in axes)
+
+
+def spelled(names):
+    """`{V:i}` / `{V:(i,j)}` for the axis names `names`, or "" for none."""
+    if not names:
+        return ""
+    return "{V:" + (names[0] if len(names) == 1 else "(" + ",".join(names) + ")") + "}"
