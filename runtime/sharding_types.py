@@ -72,11 +72,13 @@ class TypedAval(ShapedArray):
         return ManualAxisType(varying=self.vma)
 
     def __str__(self):
+        unreduced = [n for n in self.sharding.mesh.axis_names if n in self.sharding.spec.unreduced]
         return (self.spelled() if _split(self.sharding.spec) else ShapedArray.__str__(self)) \
-            + spelled_vma(self.vma)
+            + spelled_vma(self.vma) + spelled_vma(unreduced, "U")
 
     def __repr__(self):
-        return f"ShapedArray({self})" if _split(self.sharding.spec) or self.vma else \
+        spec = self.sharding.spec
+        return f"ShapedArray({self})" if _split(spec) or self.vma or spec.unreduced else \
             ShapedArray.__repr__(self)
 
 
@@ -113,9 +115,10 @@ def _explicit_part(mesh, spec, ndim):
     for d in range(ndim):
         kept = tuple(n for n in spec.names(d) if n in explicit)
         entries.append(None if not kept else kept[0] if len(kept) == 1 else kept)
-    if not any(entries):
+    unreduced = spec.unreduced & explicit
+    if not any(entries) and not unreduced:
         return None
-    return NamedSharding(mesh, PartitionSpec(*entries))
+    return NamedSharding(mesh, PartitionSpec(*entries, unreduced=unreduced))
 
 
 def typed_aval(aval, sharding):

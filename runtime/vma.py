@@ -156,8 +156,10 @@ def in_order(axes):
     return tuple(a for a in order() if a in axes)
 
 
-def spelled(names):
-    """`{V:i}` / `{V:(i,j)}` for the axis names `names`, or "" for none."""
+def spelled(names, kind="V"):
+    """`{V:i}` / `{V:(i,j)}` for the axis names `names` (`{U:...}` for unreduced ones), or ""
+    for none."""
     if not names:
         return ""
-    return "{V:" + (names[0] if len(names) == 1 else "(" + ",".join(names) + ")") + "}"
+    return "{" + kind + ":" + (names[0] if len(names) == 1 else "(" + ",".join(names) + ")") \
+        + "}"
