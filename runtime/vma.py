@@ -8,9 +8,11 @@ abstract values; it works it out when asked, from the SSA the body has staged so
 - a body argument varies over the manual axes its `in_specs` entry names;
 - `psum`, `pmax`, `pmin` (and `pmean`) over axes make their result invariant over them,
   `axis_index(a)` varies over `a`, `lax.pcast(x, a, to="varying")` adds `a` (recorded here:
-  it stages a `copy`); every other operation (`all_gather`, `ppermute`, control flow, ...)
-  varies over the union of its operands' axes (the axes of values captured from an
-  enclosing function included);
+  it stages a `copy`);
+- `cond`, `while_loop` and `scan` look into their regions (`_REGION_RULES`: a loop's carries
+  at their fixed point, a while loop's carries varying over its predicate's axes too);
+  every other operation (`all_gather`, `ppermute`, ...) varies over the union of its
+  operands' axes (the axes of values captured from an enclosing function included);
 - constants, and values from outside the body, are invariant.
 
 `check_vma=True` (shard_map's default) uses it to refuse an `out_specs` that leaves out an
@@ -114,18 +116,62 @@ def _of(var, known, producers, outer):
         if missing:
             todo.extend(missing)
             continue
-        axes = frozenset().union(*(known[id(x)] for x in operands))
-        named = eqn.params.get("axis_name")
-        named = frozenset(() if named is None else (named,) if isinstance(named, str)
-                          else named)
-        if eqn.prim.name in _REDUCING:
-            axes = axes - named
-        elif eqn.prim.name == "axis_index":
-            axes = axes | named
-        for out in eqn.outvars:
+        ins = [known[id(x)] if isinstance(x, Var) else frozenset() for x in eqn.invars]
+        for out, axes in zip(eqn.outvars, _rule(eqn, ins)):
             known.setdefault(id(out), axes)
         todo.pop()
     return known[id(var)]
+
+
+def _rule(eqn, ins):
+    """The axes each result of `eqn` varies over, its operands varying over `ins`."""
+    rule = _REGION_RULES.get(eqn.prim.name)
+    if rule is not None:
+        return rule(ins, **eqn.params)
+    axes = frozenset().union(*ins)
+    named = eqn.params.get("axis_name")
+    named = frozenset(() if named is None else (named,) if isinstance(named, str) else named)
+    if eqn.prim.name in _REDUCING:
+        axes = axes - named
+    elif eqn.prim.name == "axis_index":
+        axes = axes | named
+    return [axes] * len(eqn.outvars)
+
+
+def _cond(ins, *, branches, **_):
+    """A branch's results, whichever runs (JAX does not count the index's axes)."""
+    outs = [of_outputs(b, ins[1:]) for b in branches]
+    return [frozenset().union(*r) for r in zip(*outs)]
+
+
+def _loop_carry(step, consts, carry):
+    """The carries' axes at the fixed point of `step(consts, carry) -> carry` (they only
+    grow, so it stops within one pass per axis)."""
+    while True:
+        new = [c | n for c, n in zip(carry, step(consts, carry))]
+        if new == carry:
+            return carry
+        carry = new
+
+
+def _while_loop(ins, *, cond_fn, body_fn, num_consts, **_):
+    consts, carry = ins[:num_consts], list(ins[num_consts:])
+
+    def step(consts, carry):
+        trips = of_outputs(cond_fn, consts + carry)[0]   # a varying trip count
+        return [a | trips for a in of_outputs(body_fn, consts + carry)]
+    return _loop_carry(step, consts, carry)
+
+
+def _scan(ins, *, body, num_consts=0, num_carry=0, **_):
+    consts = ins[:num_consts]
+    carry = list(ins[num_consts:num_consts + num_carry])
+    xs = ins[num_consts + num_carry:]
+    carry = _loop_carry(lambda c, k: of_outputs(body, c + k + xs)[:num_carry], consts, carry)
+    return carry + of_outputs(body, consts + carry + xs)[num_carry:]
+
+
+_REGION_RULES = {"cond": _cond, "while_loop": _while_loop, "scan": _scan}
 
 
 class ManualAxisType:

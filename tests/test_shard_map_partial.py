@@ -126,3 +126,25 @@ def test_check_vma_refuses_an_out_spec_that_drops_a_varying_axis():
     cast = kiln.shard_map(lambda b: jnp.sin(lax.pcast(b, "i", to="varying")), mesh=mesh,
                           in_specs=P(), out_specs=P("i"))
     np.testing.assert_allclose(np.asarray(cast(x)), np.tile(np.sin(x), 2), rtol=1e-6)
+
+
+def test_check_vma_looks_into_control_flow():
+    """A psum inside scan / while_loop / cond bodies makes their results invariant (as in
+    JAX), so out_specs=P() is accepted; a carry that picks up a varying value is varying."""
+    mesh = kiln.make_mesh((2,), ("i",))
+
+    def body(x):
+        c, _ = lax.scan(lambda c, xi: (c + lax.psum(xi, "i"), None), jnp.zeros(()), x)
+        d = lax.fori_loop(0, 3, lambda k, a: a + lax.psum(x.sum(), "i"), 0.0)
+        e = lax.cond(x.sum() > 0, lambda: lax.psum(x.sum(), "i"), lambda: 0.0)
+        f = lax.while_loop(lambda c: c < 100.0, lambda c: c + lax.psum(x.sum(), "i"), 1.0)
+        return c + d + e + f
+
+    x = np.arange(8.0, dtype=np.float32)
+    out = kiln.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P())(x)
+    assert float(out) == 28.0 + 3 * 28.0 + 28.0 + 113.0
+    leaky = kiln.shard_map(
+        lambda x: lax.scan(lambda c, xi: (c + xi, None), jnp.zeros(()), x)[0], mesh=mesh,
+        in_specs=P("i"), out_specs=P())
+    with pytest.raises(ValueError, match="varies over 'i'"):
+        leaky(x)
