@@ -8,7 +8,13 @@ several axes is split row-major over them), replica (c1, ..., ck) of a k-axis me
 block at its coordinates, `f` runs on the blocks with every mesh axis bound for collectives
 (`lax.psum(x, "x")` sums over the replicas that differ only along "x"), and the results are
 joined the same way by `out_specs` (an axis an output spec does not name takes the value of the
-replicas at coordinate 0 along it: the result must be the same along it, as JAX checks).
+replicas at coordinate 0 along it: the result must be the same along it, as JAX checks, and
+with `check_vma=True` kiln checks it too, from the axes each result varies over: vma.py).
+
+`axis_names` (a subset of the mesh's axes) makes only those manual: the specs may name only
+them, "every mesh axis" below means every manual one, and the values are whole along the
+other axes (replicated; an argument's split over them stays in its block's type, and a
+result is placed with its spec over the manual axes plus its type's split over the others).
 
 Layouts. An argument in *mesh-major* layout has one leading axis per mesh axis its spec uses
 (in mesh order), then its block: `to_mesh_major` / `from_mesh_major` move between that and

@@ -55,10 +55,14 @@ def order():
     return tuple(a for b in _BODIES for a in b.axes)
 
 
+def staging_a_body():
+    """Whether a shard_map body is being staged."""
+    return bool(_BODIES)
+
+
 def mark(tracer, axes):
-    """Record that `tracer` (a fresh value) varies over `axes` besides its operand's."""
-    if _BODIES:
-        _BODIES[-1].known[id(tracer.var)] = frozenset(axes)
+    """Record that `tracer` (a fresh value in the body being staged) varies over `axes`."""
+    _BODIES[-1].known[id(tracer.var)] = frozenset(axes)
 
 
 def varying(tracer):

@@ -47,7 +47,7 @@ def pcast(x, axis_name, *, to):
 def _cast(v, names, to):
     """`v` as pcast gives it: inside a shard_map body cast to varying, a `copy` of it
     recorded as varying over `names` too (vma.py); else `v` itself."""
-    if to != "varying" or not is_traced(v):
+    if to != "varying" or not is_traced(v) or not vma.staging_a_body():
         return v
     out = bind(PRIMITIVES["copy"], v)
     vma.mark(out, vma.varying(v) | set(names))
