@@ -254,9 +254,12 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
             for frame in reversed(frames):
                 frame.__exit__(None, None, None)
 
-    def _out_entries(st, entries):
+    def _out_spec_list(st):
         outs = tree_unflatten(st.out_tree, [0] * len(st.out_avals))
-        specs = _specs(out_specs, outs, len(st.out_avals), "out_specs")
+        return _specs(out_specs, outs, len(st.out_avals), "out_specs")
+
+    def _out_entries(st, entries):
+        specs = _out_spec_list(st)
         out = [_entries(s, len(a.shape), "out_specs", axes, mesh_axes)
                for s, a in zip(specs, st.out_avals)]
         if check_vma:
@@ -265,11 +268,12 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
                 _check_replicated(f, spec, e, v, axes)
         return out
 
-    def _out_placements(out_entries, out_avals):
+    def _out_placements(st, out_entries):
         """The NamedSharding of each result: split over the manual axes as `out_specs` says,
         and over the other axes as the body's result type is (partial `axis_names`)."""
-        return [NamedSharding(mesh, _joined_spec(e, spec_of(a) if partial else None))
-                for e, a in zip(out_entries, out_avals)]
+        return [NamedSharding(mesh, _joined_spec(e, spec_of(a) if partial else None,
+                                                 len(tuple(s or ()))))
+                for e, a, s in zip(out_entries, st.out_avals, _out_spec_list(st))]
 
     def _compile(treedef, blocks, entries):
         st = _stage(treedef, blocks, entries)
@@ -291,7 +295,7 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
         entry.out_tree = st.out_tree
         entry.out_weak = [v.aval.weak_type for v in ssa.outvars]
         entry.out_specs = _out_entries(st, entries)
-        entry.out_placements = _out_placements(entry.out_specs, st.out_avals) \
+        entry.out_placements = _out_placements(st, entry.out_specs) \
             if isinstance(mesh, Mesh) else None
         entry.out_blocks = [len(a.shape) for a in st.out_avals]
         entry.guards = st.guards
@@ -363,9 +367,9 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
         out_entries = _out_entries(st, entries)
         placed = [from_mesh_major(_EmitOps, o, len(a.shape), e, axes)
                   for o, a, e in zip(outs, st.out_avals, out_entries)]
-        if partial and isinstance(mesh, Mesh):   # typed as JAX's: jit places them so
+        if isinstance(mesh, Mesh):   # typed as JAX's: jit places them so
             placed = [retyped(x, where) for x, where in
-                      zip(placed, _out_placements(out_entries, st.out_avals))]
+                      zip(placed, _out_placements(st, out_entries))]
         return tree_unflatten(st.out_tree, placed)
 
     def _batched(fn, level, used, n_leaves):
@@ -519,13 +523,17 @@ def _auto_part(aval, block, manual):
         block.shape, block.dtype, block.weak_type, NamedSharding(aval.sharding.mesh, rest))
 
 
-def _joined_spec(entries, typed):
+def _joined_spec(entries, typed, written):
     """The PartitionSpec of a result: its manual axes per dimension (`entries`), then the
-    axes its body's type `typed` (a PartitionSpec or None) splits that dimension over."""
+    axes its body's type `typed` (a PartitionSpec or None) splits that dimension over; as
+    long as its `out_specs` entry was written (`written` entries), or up to its last split
+    dimension (JAX's)."""
     out = []
     for d, names in enumerate(entries):
         names = tuple(names) + (typed.names(d) if typed is not None else ())
         out.append(None if not names else names[0] if len(names) == 1 else names)
+    while len(out) > written and out[-1] is None:
+        out.pop()
     return PartitionSpec(*out)
 
 

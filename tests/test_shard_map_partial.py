@@ -148,3 +148,15 @@ def test_check_vma_looks_into_control_flow():
         in_specs=P("i"), out_specs=P())
     with pytest.raises(ValueError, match="varies over 'i'"):
         leaky(x)
+
+
+def test_result_shardings_eager_and_under_jit():
+    """As JAX's: eagerly the out_spec as written; under jit typed and placed, padded."""
+    mesh = kiln.make_mesh((2, 4), ("x", "y"))
+    f = kiln.shard_map(lambda b: b * 2, mesh=mesh, in_specs=P("x"), out_specs=P("x"))
+    x = kiln.device_put(np.ones((8, 4), np.float32), NamedSharding(mesh, P("x")))
+    assert f(x).sharding.spec == P("x") and str(kiln.typeof(f(x))) == "f32[8@x,4]"
+    out = kiln.jit(f)(x)
+    assert out.sharding == NamedSharding(mesh, P("x", None))
+    assert str(kiln.typeof(out)) == "f32[8@x,4]"
+    np.testing.assert_allclose(np.asarray(out), 2 * np.ones((8, 4)))
