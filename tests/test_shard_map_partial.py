@@ -160,3 +160,30 @@ def test_result_shardings_eager_and_under_jit():
     assert out.sharding == NamedSharding(mesh, P("x", None))
     assert str(kiln.typeof(out)) == "f32[8@x,4]"
     np.testing.assert_allclose(np.asarray(out), 2 * np.ones((8, 4)))
+
+
+@pytest.mark.parametrize("shape", [(2, 4), (4, 2)])
+def test_grad_and_jit_through_nested_shard_maps(shape):
+    """(JAX 0.10.2's grad of this raises a DuplicateSpecError; its value and jit agree.)"""
+    mesh = kiln.make_mesh(shape, ("x", "y"))
+
+    def outer(b):
+        def inner(c):
+            return jnp.sin(c) * lax.psum(c, "y") + lax.pmean(c, "x")
+        return kiln.shard_map(inner, in_specs=P(None, "y"), out_specs=P(None, "y"),
+                              axis_names={"y"})(b)
+
+    h = kiln.shard_map(outer, mesh=mesh, in_specs=P("x"), out_specs=P("x"), axis_names={"x"})
+
+    def reference(x):                                  # the same without shard_map
+        b = x.reshape(shape[0], 8 // shape[0], shape[1], 8 // shape[1])
+        s = jnp.sin(b) * b.sum(2, keepdims=True) + b.mean(0, keepdims=True)
+        return s.reshape(8, 8)
+
+    x = np.arange(64.0, dtype=np.float32).reshape(8, 8) / 10
+    with kiln.set_mesh(mesh):
+        for g in (h, kiln.jit(h)):
+            np.testing.assert_allclose(np.asarray(g(x)), np.asarray(reference(x)), rtol=1e-5)
+        grad = kiln.grad(lambda x: (h(x) ** 2).sum())(x)
+    expect = kiln.grad(lambda x: (reference(x) ** 2).sum())(x)
+    np.testing.assert_allclose(np.asarray(grad), np.asarray(expect), rtol=1e-4)
