@@ -218,6 +218,12 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
 
     @user_facing
     def mapped(*args):
+        again = [n for n, _ in axes if n in vma.order()]
+        if again:
+            raise ValueError(f"shard_map over the mesh axes {again} inside the body of a "
+                             f"shard_map that is already manual over them: a nested "
+                             f"shard_map takes other axes (axis_names=...), and the body "
+                             f"can use collectives over the outer ones directly")
         leaves, treedef, avals, entries, blocks = _split(args)
         if current() is not None or any(is_traced(x) for x in leaves):
             return _emit(leaves, treedef, avals, entries, blocks)

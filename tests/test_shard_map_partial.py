@@ -187,3 +187,13 @@ def test_grad_and_jit_through_nested_shard_maps(shape):
         grad = kiln.grad(lambda x: (h(x) ** 2).sum())(x)
     expect = kiln.grad(lambda x: (reference(x) ** 2).sum())(x)
     np.testing.assert_allclose(np.asarray(grad), np.asarray(expect), rtol=1e-4)
+
+
+def test_nested_shard_map_over_an_axis_already_manual_is_an_error():
+    mesh = kiln.make_mesh((2, 4), ("x", "y"))
+    inner = kiln.shard_map(lambda c: c * 2, mesh=mesh, in_specs=P("x"), out_specs=P("x"),
+                           axis_names={"x"})
+    h = kiln.shard_map(inner, mesh=mesh, in_specs=P("x"), out_specs=P("x"), axis_names={"x"})
+    with pytest.raises(ValueError, match=r"over the mesh axes \['x'\] inside the body of a "
+                                         r"shard_map that is already manual over them"):
+        h(X)
