@@ -12,7 +12,8 @@ import numpy as np
 from .array import Array
 from .tree_util import tree_flatten, tree_unflatten
 from . import staging
-from .sharding_types import as_typed
+from .sharding_types import TypedAval, as_typed
+from . import vma
 from .compiler.ir import dtypes
 
 
@@ -147,5 +148,9 @@ def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False):
 def typeof(x):
     """The abstract value of `x` (shape, dtype, weak type): `f32[3]`, with the sharding of
     its type (`.sharding`; `f32[8@X]` for an argument split over the Explicit mesh axis X:
-    sharding_types.py)."""
-    return as_typed(staging.leaf_aval(_stand_in(x), "kiln.typeof's argument")[0])
+    sharding_types.py), and inside a shard_map body the manual axes it varies over
+    (`f32[2,2]{V:(i,j)}`, `.manual_axis_type.varying`: vma.py)."""
+    typed = as_typed(staging.leaf_aval(_stand_in(x), "kiln.typeof's argument")[0])
+    axes = vma.in_order(vma.varying(x))
+    return typed if not axes else TypedAval(typed.shape, typed.dtype, typed.weak_type,
+                                            typed.sharding, axes)

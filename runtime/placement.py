@@ -60,11 +60,6 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
         if where is None:
             return v
         if isinstance(where, NamedSharding):
-            if where.spec.unreduced or where.spec.reduced:
-                raise NotImplementedError(
-                    f"device_put onto {where.spec} (unreduced or reduced over mesh axes) is not "
-                    f"supported by kiln: an array holds one value, not a sum of per-device "
-                    f"parts; place it with a spec without unreduced=/reduced=")
             where.check_shape(v.shape)
             if type(v) is GlobalArray or not where.is_fully_addressable:
                 return _across_processes(v, where)

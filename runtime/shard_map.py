@@ -8,7 +8,13 @@ several axes is split row-major over them), replica (c1, ..., ck) of a k-axis me
 block at its coordinates, `f` runs on the blocks with every mesh axis bound for collectives
 (`lax.psum(x, "x")` sums over the replicas that differ only along "x"), and the results are
 joined the same way by `out_specs` (an axis an output spec does not name takes the value of the
-replicas at coordinate 0 along it: the result must be the same along it, as JAX checks).
+replicas at coordinate 0 along it: the result must be the same along it, as JAX checks, and
+with `check_vma=True` kiln checks it too, from the axes each result varies over: vma.py).
+
+`axis_names` (a subset of the mesh's axes) makes only those manual: the specs may name only
+them, "every mesh axis" below means every manual one, and the values are whole along the
+other axes (replicated; an argument's split over them stays in its block's type, and a
+result is placed with its spec over the manual axes plus its type's split over the others).
 
 Layouts. An argument in *mesh-major* layout has one leading axis per mesh axis its spec uses
 (in mesh order), then its block: `to_mesh_major` / `from_mesh_major` move between that and
@@ -30,13 +36,13 @@ import math
 import numpy as np
 
 from .tree_util import tree_flatten, tree_unflatten
-from . import staging, _replica_threads
+from . import staging, _replica_threads, vma
 from .staging import leaf_value, wrap_outputs
 from .dispatch import is_traced
 from .wrappers import user_facing, name_like, describe
 from .array import Array, placed_on
 from .sharding import AxisType, Mesh, NamedSharding, PartitionSpec, get_mesh
-from .sharding_types import spec_of
+from .sharding_types import TypedAval, retyped, spec_of
 from .compiler.ir.builder import Builder, current
 from .compiler.primitives import emit as E
 from .compiler.primitives.batching import to_front
@@ -48,7 +54,7 @@ from .lax._parallel import axis_frame
 
 class _Entry(staging.Entry):
     __slots__ = ("executable", "consts", "out_tree", "out_weak", "out_specs", "parallel",
-                 "out_blocks", "devices")
+                 "out_blocks", "devices", "out_placements")
 
 
 def _mesh_axes(mesh):
@@ -60,8 +66,9 @@ def _mesh_axes(mesh):
     return tuple((n, int(s)) for n, s in zip(names, sizes))
 
 
-def _entries(spec, ndim, what, axes):
-    """The mesh axis names of each of `ndim` dimensions under PartitionSpec `spec`."""
+def _entries(spec, ndim, what, axes, mesh_axes):
+    """The mesh axis names of each of `ndim` dimensions under PartitionSpec `spec`, which
+    may name only the manual `axes` of the mesh (`mesh_axes`)."""
     spec = tuple(spec) if spec is not None else ()
     if len(spec) > ndim:
         raise ValueError(f"shard_map {what} {spec!r} has {len(spec)} entries, more than the "
@@ -71,9 +78,15 @@ def _entries(spec, ndim, what, axes):
     for entry in spec + (None,) * (ndim - len(spec)):
         names = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
         for n in names:
+            if n not in known and n in dict(mesh_axes):
+                raise ValueError(f"shard_map {what} {spec!r} names the mesh axis {n!r}, which "
+                                 f"is not manual here (axis_names: {sorted(known)}): "
+                                 f"{what} may name only the manual axes; the others stay "
+                                 f"as the arguments are placed over them")
             if n not in known:
                 raise ValueError(f"shard_map {what} {spec!r} names the axis {n!r}, which the "
-                                 f"mesh does not have (its axes: {sorted(known)})")
+                                 f"mesh does not have (its axes: "
+                                 f"{sorted(dict(mesh_axes))})")
             if n in seen:
                 raise ValueError(f"shard_map {what} {spec!r} names the mesh axis {n!r} twice")
             seen.add(n)
@@ -183,12 +196,9 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
         raise TypeError(f"shard_map requires a callable, got {f!r}")
     if mesh is None:
         return _on_current_mesh(f, out_specs, in_specs, axis_names, check_vma)
-    axes = _mesh_axes(mesh)
-    if axis_names and set(axis_names) != {n for n, _ in axes}:
-        raise NotImplementedError(
-            f"shard_map over some of the mesh's axes (axis_names={set(axis_names)}) is not "
-            f"supported by kiln: every mesh axis is manual; drop axis_names or use a mesh of "
-            f"just those axes")
+    mesh_axes = _mesh_axes(mesh)
+    axes = _manual_axes(mesh_axes, axis_names)
+    partial = len(axes) < len(mesh_axes)
     sizes = dict(axes)
     total = math.prod(sizes.values())
     cache = staging.GuardedCache()
@@ -198,19 +208,27 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
         leaves, treedef = tree_flatten(tuple(args))
         avals = list(staging.leaf_avals(leaves))
         specs = _specs(in_specs, tuple(args), len(leaves), "in_specs") if in_specs is not None \
-            else [_inferred(a, i, mesh, axes) for i, a in enumerate(avals)]
-        entries = [_entries(s, len(a.shape), "in_specs", axes) for s, a in zip(specs, avals)]
-        blocks = [a.update(shape=_block_shape(a.shape, e, sizes, f"argument leaf {i}", f))
+            else [_inferred(a, i, mesh, mesh_axes, sizes) for i, a in enumerate(avals)]
+        entries = [_entries(s, len(a.shape), "in_specs", axes, mesh_axes)
+                   for s, a in zip(specs, avals)]
+        blocks = [_auto_part(a, a.update(shape=_block_shape(a.shape, e, sizes,
+                                                            f"argument leaf {i}", f)), sizes)
                   for i, (a, e) in enumerate(zip(avals, entries))]
         return leaves, treedef, avals, entries, blocks
 
     @user_facing
     def mapped(*args):
+        again = [n for n, _ in axes if n in vma.order()]
+        if again:
+            raise ValueError(f"shard_map over the mesh axes {again} inside the body of a "
+                             f"shard_map that is already manual over them: a nested "
+                             f"shard_map takes other axes (axis_names=...), and the body "
+                             f"can use collectives over the outer ones directly")
         leaves, treedef, avals, entries, blocks = _split(args)
         if current() is not None or any(is_traced(x) for x in leaves):
             return _emit(leaves, treedef, avals, entries, blocks)
         key = (treedef, tuple(avals), tuple(map(tuple, entries)))
-        entry = cache.lookup(key, lambda stale: _compile(treedef, blocks))
+        entry = cache.lookup(key, lambda stale: _compile(treedef, blocks, entries))
         if entry.devices is not None:   # PJRT devices: the results stay there
             return tree_unflatten(entry.out_tree, _run_pjrt(entry, leaves, avals, entries))
         values = [to_mesh_major(_NumPyOps, np.asarray(leaf_value(x)), a.shape, e, axes)
@@ -218,36 +236,58 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
         outs = wrap_outputs(_run(entry, values, [_used(e, axes) for e in entries]),
                             entry.out_weak)
         if isinstance(mesh, Mesh):
-            for o, spec in zip(outs, entry.out_specs):
-                placed_on(o, NamedSharding(mesh, PartitionSpec(*(n if len(n) != 1 else n[0]
-                                                                 for n in spec))))
+            for o, where in zip(outs, entry.out_placements):
+                placed_on(o, where)
         return tree_unflatten(entry.out_tree, outs)
 
-    def _stage(treedef, blocks):
+    def _stage(treedef, blocks, entries, leaves=()):
+        """Stage `f` for one replica; its arguments vary over the manual axes their specs
+        name, and over those the values `leaves` (in an enclosing shard_map) vary over."""
+        outer = [vma.varying(x) for x in leaves] or [frozenset()] * len(entries)
+
         def rebuild(tracers):
+            inside.arguments(tracers, [o | set(_used(e, axes)) for o, e in zip(outer, entries)])
             return tree_unflatten(treedef, tracers), {}
         frames = [axis_frame(n, s) for n, s in axes]
         for frame in frames:
             frame.__enter__()
         try:
-            return staging.stage(f, blocks, rebuild, staging.function_name(f, "shard_map"),
-                                 api="mapped by kiln.shard_map")
+            with vma.body([n for n, _ in axes]) as inside:
+                return staging.stage(f, blocks, rebuild,
+                                     staging.function_name(f, "shard_map"),
+                                     api="mapped by kiln.shard_map")
         finally:
             for frame in reversed(frames):
                 frame.__exit__(None, None, None)
 
-    def _out_entries(out_tree, out_avals):
-        outs = tree_unflatten(out_tree, [0] * len(out_avals))
-        specs = _specs(out_specs, outs, len(out_avals), "out_specs")
-        return [_entries(s, len(a.shape), "out_specs", axes) for s, a in zip(specs, out_avals)]
+    def _out_spec_list(st):
+        outs = tree_unflatten(st.out_tree, [0] * len(st.out_avals))
+        return _specs(out_specs, outs, len(st.out_avals), "out_specs")
 
-    def _compile(treedef, blocks):
-        st = _stage(treedef, blocks)
+    def _out_entries(st, entries):
+        specs = _out_spec_list(st)
+        out = [_entries(s, len(a.shape), "out_specs", axes, mesh_axes)
+               for s, a in zip(specs, st.out_avals)]
+        if check_vma:
+            varying = vma.of_outputs(st.fn, [_used(e, axes) for e in entries])
+            for spec, e, v in zip(specs, out, varying):
+                _check_replicated(f, spec, e, v, axes)
+        return out
+
+    def _out_placements(st, out_entries):
+        """The NamedSharding of each result: split over the manual axes as `out_specs` says,
+        and over the other axes as the body's result type is (partial `axis_names`)."""
+        return [NamedSharding(mesh, _joined_spec(e, spec_of(a) if partial else None,
+                                                 len(tuple(s or ()))))
+                for e, a, s in zip(out_entries, st.out_avals, _out_spec_list(st))]
+
+    def _compile(treedef, blocks, entries):
+        st = _stage(treedef, blocks, entries)
         entry = _Entry()
-        devices = list(np.asarray(mesh.devices, dtype=object).flat)
+        devices = _manual_devices(mesh, mesh_axes, sizes)
         from . import pjrt
         entry.devices = None
-        if pjrt.on_pjrt(devices):   # one module replicated over the mesh's PJRT devices
+        if not partial and pjrt.on_pjrt(devices):   # one module replicated over the mesh's PJRT devices
             if not isinstance(mesh, Mesh):
                 raise TypeError(f"shard_map over PJRT devices takes a kiln.sharding.Mesh, "
                                 f"got {mesh!r}")
@@ -260,7 +300,9 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
         entry.consts = list(st.extra)
         entry.out_tree = st.out_tree
         entry.out_weak = [v.aval.weak_type for v in ssa.outvars]
-        entry.out_specs = _out_entries(st.out_tree, st.out_avals)
+        entry.out_specs = _out_entries(st, entries)
+        entry.out_placements = _out_placements(st, entry.out_specs) \
+            if isinstance(mesh, Mesh) else None
         entry.out_blocks = [len(a.shape) for a in st.out_avals]
         entry.guards = st.guards
         one_call = getattr(entry.executable, "one_call", False)   # runs every replica at once
@@ -315,7 +357,7 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
                 for k, (n, size) in enumerate(axes)}
 
     def _emit(leaves, treedef, avals, entries, blocks):
-        st = _stage(treedef, blocks)
+        st = _stage(treedef, blocks, entries, leaves)
         ins = [to_mesh_major(_EmitOps, x, a.shape, e, axes)
                for x, a, e in zip(leaves, avals, entries)]
         used = [_used(e, axes) for e in entries]
@@ -328,9 +370,12 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
                 for k in range(len(fn.invars))]
         outs, odims = batch_emit(fn, ins + extra, dims, size, axis_name=name)
         outs = [to_front(o, d, size) for o, d in zip(outs, odims)]
-        out_entries = _out_entries(st.out_tree, st.out_avals)
+        out_entries = _out_entries(st, entries)
         placed = [from_mesh_major(_EmitOps, o, len(a.shape), e, axes)
                   for o, a, e in zip(outs, st.out_avals, out_entries)]
+        if isinstance(mesh, Mesh):   # typed as JAX's: jit places them so
+            placed = [retyped(x, where) for x, where in
+                      zip(placed, _out_placements(st, out_entries))]
         return tree_unflatten(st.out_tree, placed)
 
     def _batched(fn, level, used, n_leaves):
@@ -352,8 +397,8 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
 
     def make_ir(*args):
         """The SSA of one replica (what every device runs on its blocks)."""
-        _, treedef, _, _, blocks = _split(args)
-        return _stage(treedef, blocks).fn
+        _, treedef, _, entries, blocks = _split(args)
+        return _stage(treedef, blocks, entries).fn
 
     name_like(mapped, f)
     mapped._kiln_make_ir = make_ir
@@ -400,10 +445,11 @@ def _on_current_mesh(f, out_specs, in_specs, axis_names, check_vma):
     return mapped
 
 
-def _inferred(aval, i, mesh, axes):
+def _inferred(aval, i, mesh, axes, manual):
     """The in_spec of argument leaf `i` when `in_specs` is omitted (JAX's rule): the spec of
-    its type (sharding_types.py: an argument placed split over Explicit axes of this mesh
-    arrives as its blocks), else replicated. Needs a mesh whose axes are all Explicit."""
+    its type over the `manual` axes (sharding_types.py: an argument placed split over
+    Explicit axes of this mesh arrives as its blocks), else replicated. Needs a mesh whose
+    axes are all Explicit."""
     types = getattr(mesh, "axis_types", None) or ()
     if any(t != AxisType.Explicit for t in types):
         raise TypeError(f"shard_map's in_specs can be omitted only over a mesh whose axes are "
@@ -419,7 +465,82 @@ def _inferred(aval, i, mesh, axes):
                          f"{typed}, not over shard_map's mesh {mesh}, so its in_spec cannot "
                          f"be inferred; reshard it onto this mesh (kiln.reshard) or pass "
                          f"in_specs=...")
-    return spec
+    return _restricted(spec, manual, len(aval.shape))
+
+
+def _check_replicated(f, spec, entries, varying, axes):
+    """check_vma: an output whose `out_specs` entry leaves out a manual axis it varies over
+    (vma.py) is a ValueError, as in JAX (its value there would be one replica's)."""
+    named = {n for names in entries for n in names}
+    missing = [n for n, _ in axes if n in varying and n not in named]
+    if missing:
+        shape = tuple(s for _, s in axes)
+        raise ValueError(
+            f"shard_map applied to {describe(f)} was given out_specs which require "
+            f"replication which can't be statically inferred given the mesh:\n\nThe mesh "
+            f"given has shape {shape} with corresponding axis names "
+            f"{tuple(n for n, _ in axes)}.\n\nout_specs is {spec!r} which implies that the "
+            f"corresponding output value is replicated across mesh axis "
+            f"{', '.join(repr(n) for n in missing)}, but the value varies over "
+            f"{', '.join(repr(n) for n in missing)}.\n\nCheck if these output values are "
+            f"meant to be replicated over those mesh axes. If not, consider revising the "
+            f"corresponding out_specs entries. If so, make them so (lax.psum / lax.pmean "
+            f"over those axes) or pass check_vma=False to kiln.shard_map.")
+
+
+def _manual_axes(mesh_axes, axis_names):
+    """((name, size), ...) of the mesh axes `shard_map` makes manual: `axis_names` (empty:
+    all of them), in mesh order."""
+    known = dict(mesh_axes)
+    unknown = set(axis_names) - set(known)
+    if unknown:
+        raise ValueError(f"shard_map axis_names {sorted(unknown)} are not axes of the mesh "
+                         f"(its axes: {list(known)})")
+    return tuple((n, s) for n, s in mesh_axes if not axis_names or n in axis_names)
+
+
+def _manual_devices(mesh, mesh_axes, manual):
+    """The devices of the manual axes' sub-mesh (coordinate 0 along the others), flat."""
+    devices = np.asarray(mesh.devices, dtype=object)
+    for k in reversed(range(len(mesh_axes))):
+        if mesh_axes[k][0] not in manual:
+            devices = np.take(devices, 0, axis=k)
+    return list(devices.flat)
+
+
+def _restricted(spec, names, ndim):
+    """PartitionSpec `spec` (over `ndim` dimensions) naming only the mesh axes in `names`;
+    None when it then splits nothing."""
+    entries = [tuple(n for n in spec.names(d) if n in names) for d in range(ndim)]
+    if not any(entries):
+        return None
+    return PartitionSpec(*(None if not e else e[0] if len(e) == 1 else e for e in entries))
+
+
+def _auto_part(aval, block, manual):
+    """The type of a block of argument type `aval`: split over the mesh's other axes as
+    `aval` is (JAX's `f32[4,8@y]` in a shard_map manual over x)."""
+    spec = spec_of(aval)
+    if spec is None:
+        return block
+    rest = _restricted(spec, set(aval.sharding.mesh.axis_names) - set(manual),
+                       len(aval.shape))
+    return block if rest is None else TypedAval(
+        block.shape, block.dtype, block.weak_type, NamedSharding(aval.sharding.mesh, rest))
+
+
+def _joined_spec(entries, typed, written):
+    """The PartitionSpec of a result: its manual axes per dimension (`entries`), then the
+    axes its body's type `typed` (a PartitionSpec or None) splits that dimension over; as
+    long as its `out_specs` entry was written (`written` entries), or up to its last split
+    dimension (JAX's)."""
+    out = []
+    for d, names in enumerate(entries):
+        names = tuple(names) + (typed.names(d) if typed is not None else ())
+        out.append(None if not names else names[0] if len(names) == 1 else names)
+    while len(out) > written and out[-1] is None:
+        out.pop()
+    return PartitionSpec(*out)
 
 
 def _is_spec(x):

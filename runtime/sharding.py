@@ -41,8 +41,9 @@ class AxisType(enum.Enum):
 class PartitionSpec:
     """Per array dimension: None (not split), a mesh axis name, or a tuple of names (split
     row-major over them). Dimensions past the last entry are not split. `unreduced` and
-    `reduced` (sets of mesh axis names, JAX's keywords) are kept, compared and printed; a value
-    unreduced over an axis cannot be placed (kiln keeps one host value per array)."""
+    `reduced` (sets of mesh axis names, JAX's keywords) are kept, compared and printed; an
+    array placed unreduced over an axis keeps its (logical) value, and its shards off
+    coordinate 0 along that axis hold zeros (`shards`)."""
 
     __slots__ = ("_entries", "unreduced", "reduced")
 
@@ -517,8 +518,19 @@ def shards(array, sharding, addressable=True):
             if not addressable:
                 out.append(Shard(device, index, replica, None))
             continue
-        out.append(Shard(device, index, replica, Array(value[shifted(index, start)])))
+        data = value[shifted(index, start)]
+        if sharding.spec.unreduced and _unreduced_rest(sharding, device):
+            data = np.zeros_like(data)
+        out.append(Shard(device, index, replica, Array(data)))
     return out
+
+
+def _unreduced_rest(sharding, device):
+    """Whether `device` is off coordinate 0 along an axis `sharding` is unreduced over: its
+    shard of an array placed so holds zeros (the block, whose sum over the axis is the
+    value, sits at coordinate 0, as JAX's device_put lays it out)."""
+    at = np.argwhere(sharding.mesh.devices == device)[0]
+    return any(c for n, c in zip(sharding.mesh.axis_names, at) if n in sharding.spec.unreduced)
 
 
 def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):

@@ -23,6 +23,7 @@ import inspect
 from .compiler.ir.abstract import ShapedArray
 from .wrappers import name_like
 from .compiler.ir.builder import TYPED_RESULTS
+from .vma import ManualAxisType, spelled as spelled_vma
 from .compiler.ir import dtypes
 from .sharding import (AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec,
                        _abstract_stack, get_abstract_mesh, get_mesh)
@@ -36,11 +37,12 @@ class TypedAval(ShapedArray):
     values keep one specialisation per sharding. The first one made turns on the SSA
     builder's typing of results (sharding_propagation.typed_results)."""
 
-    __slots__ = ("sharding",)
+    __slots__ = ("sharding", "vma")
 
-    def __init__(self, shape, dtype, weak_type, sharding):
+    def __init__(self, shape, dtype, weak_type, sharding, vma=()):
         super().__init__(shape, dtype, weak_type)
         self.sharding = sharding
+        self.vma = vma      # inside a shard_map body: the manual axes it varies over (vma.py)
         if TYPED_RESULTS[0] is None and sharding.spec and any(sharding.spec):
             from .sharding_propagation import typed_results
             TYPED_RESULTS[0] = typed_results
@@ -64,11 +66,19 @@ class TypedAval(ShapedArray):
             dims.append(f"{n}{at}")
         return f"{dtypes.short_name(self.dtype)}[{','.join(dims)}]"
 
+    @property
+    def manual_axis_type(self):
+        """JAX's: the manual axes of the enclosing shard_maps this value varies over."""
+        return ManualAxisType(varying=self.vma)
+
     def __str__(self):
-        return self.spelled() if _split(self.sharding.spec) else ShapedArray.__str__(self)
+        unreduced = [n for n in self.sharding.mesh.axis_names if n in self.sharding.spec.unreduced]
+        return (self.spelled() if _split(self.sharding.spec) else ShapedArray.__str__(self)) \
+            + spelled_vma(self.vma) + spelled_vma(unreduced, "U")
 
     def __repr__(self):
-        return f"ShapedArray({self})" if _split(self.sharding.spec) else \
+        spec = self.sharding.spec
+        return f"ShapedArray({self})" if _split(spec) or self.vma or spec.unreduced else \
             ShapedArray.__repr__(self)
 
 
@@ -105,9 +115,10 @@ def _explicit_part(mesh, spec, ndim):
     for d in range(ndim):
         kept = tuple(n for n in spec.names(d) if n in explicit)
         entries.append(None if not kept else kept[0] if len(kept) == 1 else kept)
-    if not any(entries):
+    unreduced = spec.unreduced & explicit
+    if not any(entries) and not unreduced:
         return None
-    return NamedSharding(mesh, PartitionSpec(*entries))
+    return NamedSharding(mesh, PartitionSpec(*entries, unreduced=unreduced))
 
 
 def typed_aval(aval, sharding):

@@ -20,8 +20,9 @@ MESH = Mesh((2, 4), ("x", "y"))
 X = np.arange(64, dtype=np.float32).reshape(8, 8)
 
 
-def _both(f, *args, mesh=MESH, in_specs, out_specs):
-    eager = kiln.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+def _both(f, *args, mesh=MESH, in_specs, out_specs, check_vma=True):
+    eager = kiln.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
+                           check_vma=check_vma)
     a = np.asarray(eager(*args))
     b = np.asarray(kiln.jit(eager)(*args))
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)   # summation orders differ
@@ -65,7 +66,7 @@ def test_other_collectives_on_a_mesh():
     np.testing.assert_allclose(out, np.block([[bl[i][(j - 1) % 4] for j in range(4)]
                                               for i in range(2)]))
     gathered = _both(lambda b: lax.all_gather(b, "x", tiled=True), X, in_specs=P("x"),
-                     out_specs=P())
+                     out_specs=P(), check_vma=False)   # all_gather's result varies over x
     np.testing.assert_allclose(gathered, X)
     scattered = _both(lambda b: lax.psum_scatter(b, "y", scatter_dimension=1, tiled=True), X,
                       in_specs=P("x"), out_specs=P("x", "y"))

@@ -112,7 +112,8 @@ def test_shard_map_inference_errors_and_current_mesh():
 
 
 def test_scalar_result_of_eager_shard_map_stays_scalar():
-    out = kiln.shard_map(lambda a: a.sum(), mesh=LINE, in_specs=P("batch"), out_specs=P())(
+    out = kiln.shard_map(lambda a: a.sum(), mesh=LINE, in_specs=P("batch"), out_specs=P(),
+                         check_vma=False)(
         np.arange(8.0))
     assert out.shape == () and float(out) == 1.0
 
@@ -160,8 +161,19 @@ def test_partition_spec_unreduced_reduced():
     assert P("X", unreduced={"Y"}) != P("X") and P("X").unreduced == frozenset()
     with pytest.raises(ValueError, match="overlap the axes the dimensions are split over"):
         P("X", unreduced={"X"})
-    with pytest.raises(NotImplementedError, match="unreduced or reduced over mesh axes"):
-        kiln.device_put(np.ones((8, 4)), NamedSharding(MESH, P("X", unreduced={"Y"})))
+
+
+def test_device_put_unreduced():
+    x = np.arange(24, dtype=np.float32).reshape(2, 4, 3)
+    where = NamedSharding(MESH, P(None, "X", unreduced={"Y"}))
+    y = kiln.device_put(x, where)
+    assert y.sharding == where and str(kiln.typeof(y)) == "f32[2,4@X,3]{U:Y}"
+    np.testing.assert_array_equal(np.asarray(y), x)          # the logical value
+    shards = {s.device.id: np.asarray(s.data) for s in y.addressable_shards}
+    np.testing.assert_array_equal(shards[0], x[:, :1])       # as JAX lays it out: the block
+    np.testing.assert_array_equal(shards[1], np.zeros((2, 1, 3)))   # at Y=0, zeros at Y=1
+    total = sum(np.asarray(s.data) for s in y.addressable_shards if s.device.id in (2, 3))
+    np.testing.assert_array_equal(total, x[:, 1:2])
 
 
 def test_out_sharding_places_results():

@@ -10,12 +10,16 @@ composed from the collectives of `_parallel`:
   axis_name)`: JAX's semantics (its docstring's SEND/RECEIVE loop): every member gathers all
   operands and the senders' offsets, and each row of `output` takes the row of the last slice
   that covers it. Differentiable through `all_gather` and indexing.
-- `pcast(x, axis_name, *, to)`: JAX's checks of the names and of `to`, then the identity: kiln's
-  types do not record which manual axes a value varies over, so there is nothing to cast.
+- `pcast(x, axis_name, *, to)`: JAX's checks of the names and of `to`, then the identity on
+  values; inside a shard_map body, `to="varying"` stages a `copy` that vma.py records as
+  varying over the named axes (what `typeof` shows and `check_vma` checks).
 """
 import numpy as np
 
 from ..array import to_array
+from ..dispatch import bind, is_traced
+from .. import vma
+from ..compiler.primitives import PRIMITIVES
 from ..tree_util import tree_map
 from . import _ops
 from ._parallel import _names, _size, all_gather, all_to_all, ppermute
@@ -36,8 +40,18 @@ def pcast(x, axis_name, *, to):
     if to not in _PCAST_TO:
         raise ValueError(f"Got unexpected `to` value {to!r}. Allowed `to` values are: "
                          f"{set(_PCAST_TO)}")
-    _names("pcast", axis_name)
-    return tree_map(lambda v: to_array(v, "lax.pcast"), x)
+    names = _names("pcast", axis_name)
+    return tree_map(lambda v: _cast(to_array(v, "lax.pcast"), names, to), x)
+
+
+def _cast(v, names, to):
+    """`v` as pcast gives it: inside a shard_map body cast to varying, a `copy` of it
+    recorded as varying over `names` too (vma.py); else `v` itself."""
+    if to != "varying" or not is_traced(v) or not vma.staging_a_body():
+        return v
+    out = bind(PRIMITIVES["copy"], v)
+    vma.mark(out, vma.varying(v) | set(names))
+    return out
 
 
 class SentToken(Token):
