@@ -46,14 +46,6 @@ def assert_points_at(message, fn, text, *, whole_line=False):
 
 # ------------------------------------------------------------------- unsupported syntax
 
-def uses_try(x):
-    try:
-        y = x + 1
-    except ValueError:
-        y = x
-    return y
-
-
 def uses_yield(x):
     yield x * 2
 
@@ -99,7 +91,6 @@ def deletes_item(x, d):
 
 
 @pytest.mark.parametrize("fn,text,construct,hint,whole_line", [
-    (uses_try, "try:", "try statements", "Move this code outside", True),
     (uses_yield, "yield x * 2", "yield", "Move it outside", False),
     (uses_await, "await x", "await", "Move it outside", False),
     (defines_class, "class Point:", "class definitions", "Move this code outside", True),
@@ -117,9 +108,9 @@ def test_unsupported_syntax_is_a_located_compile_error(fn, text, construct, hint
 
 
 def test_the_error_carries_its_source_info():
-    err = raised(CompileError, uses_try, jnp.ones(2))
+    err = raised(CompileError, defines_class, jnp.ones(2))
     assert os.path.basename(err.info.filename) == FILE
-    assert err.info.function == "uses_try"
+    assert err.info.function == "defines_class"
     assert err.hint.startswith("Move this code outside")
 
 

@@ -467,6 +467,7 @@ def with_location(e, info):
     except Exception:
         return e
     new._kiln_located = True
+    new._kiln_original = e   # what `except ... as e` binds: the error as raised
     return new
 
 
