@@ -32,7 +32,7 @@ from ..errors import CompileError, ConcretizationError, KilnError
 from ..ir import builder as _builder
 from .host import HOST
 from . import try_statement as T
-from .specialise import (check_mutation, eval_expr, is_traced, ReturnSignal, BreakSignal, ContinueSignal,
+from .specialise import (check_mutation, mutation_mark, undo_mutations, eval_expr, is_traced, ReturnSignal, BreakSignal, ContinueSignal,
                          write_global, accepts_global_writes, LocalFunction, Undefined, call_function, with_location, own,
                          owned_containers)
 
@@ -169,7 +169,7 @@ def assign_target(frame, target, value):
                                           "Make the index static (static_argnums/"
                                           "static_argnames), or use an array and "
                                           "x.at[i].set(v).")
-            check_mutation(container, "item assignment", frame.info(target))
+            check_mutation(container, "item assignment", frame.info(target), value)
             container[index] = value
         elif getattr(type(container), "_kiln_mutable", False):
             _set_item(frame, target, container, index, value)
@@ -308,8 +308,9 @@ def _s_augassign(frame, node):
             raise CompileError("augmented item assignment on an array is not supported: "
                                "kiln arrays are immutable", frame.info(target),
                                "Write x = x.at[idx].add(y) (or .multiply, ...).")
-        check_mutation(container, "augmented item assignment", frame.info(target))
-        container[index] = op(container[index], eval_expr(frame, node.value))
+        value = op(container[index], eval_expr(frame, node.value))
+        check_mutation(container, "augmented item assignment", frame.info(target), value)
+        container[index] = value
     else:
         assign_target(frame, target, op(eval_expr(frame, target), eval_expr(frame, node.value)))
 
@@ -579,7 +580,7 @@ def _s_while(frame, node):
     # so under a traced `if`, the whole loop is compiled instead (from its starting state).
     if _loop_jumps(node.body):
         start = dict(frame.locals)
-        snapshot = _containers_snapshot(frame)
+        snapshot, changes = _containers_snapshot(frame), mutation_mark()
         b = _builder.current()
         mark = len(b.eqns)
         try:
@@ -590,6 +591,7 @@ def _s_while(frame, node):
             del b.eqns[mark:]
             frame.locals = start
             _restore(snapshot)
+            undo_mutations(changes)
             return _traced_while(frame, node)
     return _static_while(frame, node)
 
@@ -718,7 +720,7 @@ def _for_iterable(frame, node):
 def _attempt(frame, node, compile_loop):
     """Run `compile_loop`; on failure (the body needs static values) roll back and say so."""
     saved = dict(frame.locals)
-    snapshot = _containers_snapshot(frame)
+    snapshot, changes = _containers_snapshot(frame), mutation_mark()
     b = _builder.current()
     mark = len(b.eqns)
     try:
@@ -728,6 +730,7 @@ def _attempt(frame, node, compile_loop):
         ok = False
     else:
         ok = not _containers_changed(snapshot)
+    ok = not undo_mutations(changes) and ok
     if not ok:
         del b.eqns[mark:]
         frame.locals = saved
@@ -876,7 +879,7 @@ def _try_range_loop(frame, node, rng):
     """Compile `for i in range(...)` as a loop; False (nothing emitted) if it must unroll."""
     names, local_only = _loop_carry(frame, node.body)
     saved = dict(frame.locals)
-    snapshot = _containers_snapshot(frame)
+    snapshot, changes = _containers_snapshot(frame), mutation_mark()
     b = _builder.current()
     mark = len(b.eqns)
     start, step = rng.start, rng.step
@@ -896,8 +899,9 @@ def _try_range_loop(frame, node, rng):
         del b.eqns[mark:]
         frame.locals = saved
         _restore(snapshot)
+        undo_mutations(changes)
         return False
-    if outs is None or _containers_changed(snapshot):
+    if undo_mutations(changes) or outs is None or _containers_changed(snapshot):
         del b.eqns[mark:]
         frame.locals = saved
         _restore(snapshot)
@@ -916,7 +920,7 @@ def _scan_loop(frame, node, xs):
     in place (`ys.append(f(x))`): such a loop is unrolled, as Python runs it."""
     names, local_only = _loop_carry(frame, node.body)
     saved = dict(frame.locals)
-    snapshot = _containers_snapshot(frame)
+    snapshot, changes = _containers_snapshot(frame), mutation_mark()
     b = _builder.current()
     mark = len(b.eqns)
 
@@ -932,7 +936,7 @@ def _scan_loop(frame, node, xs):
                                     False, names=names, info=frame.info(node)))
     except T.AbandonSpeculation:
         outs = None
-    if outs is None or _containers_changed(snapshot):
+    if undo_mutations(changes) or outs is None or _containers_changed(snapshot):
         del b.eqns[mark:]
         frame.locals = saved
         _restore(snapshot)
