@@ -235,3 +235,23 @@ def test_unmatched_exception_propagates():
             return x
     with pytest.raises(KeyError):
         kiln.jit(f)(kjnp.ones(2))
+
+
+def raises_in_a_branch(jnp, x):
+    try:
+        if x < 3:
+            return 2 * x ** 3
+        else:
+            raise ValueError
+    except ValueError:
+        return jnp.pi * x
+
+
+@pytest.mark.parametrize("x", [4.0, 2.0])
+def test_raise_in_a_traced_branch_handled_by_a_returning_handler(x):
+    """The autodiff cookbook's `vjp` of a function that raises: JAX runs the `if` on the
+    concrete primal; kiln compiles it, with the handler as the raising branch's continuation."""
+    _, k_vjp = kiln.vjp(lambda x: raises_in_a_branch(kjnp, x), x)
+    _, j_vjp = jax.vjp(lambda x: raises_in_a_branch(jjnp, x), x)
+    np.testing.assert_allclose(np.asarray(kiln.jit(k_vjp)(1.0)[0]),
+                               np.asarray(jax.jit(j_vjp)(1.0)[0]), rtol=1e-6)

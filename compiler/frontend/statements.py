@@ -348,12 +348,14 @@ def _s_assert(frame, node):
 
 
 def _s_raise(frame, node):
-    _check_unconditional(frame, node, "`raise`")
     if node.exc is None:
+        _check_unconditional(frame, node, "`raise`")
         T.reraise(frame, node)
     exc = eval_expr(frame, node.exc)
     if isinstance(exc, type):
         exc = exc()
+    T.raise_in_branch(frame, exc)   # a `return`ing handler of the enclosing `try` continues
+    _check_unconditional(frame, node, "`raise`")
     if node.cause is not None:
         cause = eval_expr(frame, node.cause)
         raise exc from (cause() if isinstance(cause, type) else cause)
@@ -551,6 +553,7 @@ def _traced_if_returning(frame, node, test, rest):
 
     def runner(stmts):
         def run():
+            T.returning_region(_builder.current())
             frame.locals = _copy_containers(saved)
             try:
                 exec_block(frame, stmts + rest)

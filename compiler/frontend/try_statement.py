@@ -6,6 +6,8 @@ that a handler matches is handled by specialising the handler instead. `else` an
 run as in Python, `except E as e` binds the exception, a bare `raise` re-raises it. Compiled
 code does not raise: only exceptions raised while specialising are caught.
 """
+import weakref
+
 import gast
 
 from ..errors import CompileError
@@ -43,10 +45,12 @@ class AbandonSpeculation(Exception):
 
 # Control-flow signals of the specialiser: never matched by a user's `except`.
 _SIGNALS = (ReturnSignal, BreakSignal, ContinueSignal, _Escaped, AbandonSpeculation)
-# handling: exceptions being handled (a bare `raise` re-raises the last); bodies: the builder
-# of each `try` body being specialised, innermost last (None while its `else` runs);
-# speculating: the number of loops being compiled speculatively.
-_TRY = _builder.PerThread(handling=list, bodies=list, speculating=lambda: [0])
+# handling: exceptions being handled (a bare `raise` re-raises the last); bodies: (builder,
+# frame, node) of each `try` body being specialised, innermost last (None while its `else`
+# runs); speculating: the number of loops being compiled speculatively; returning: the
+# regions of `if`s on traced values whose branches end in a `return` (continuations).
+_TRY = _builder.PerThread(handling=list, bodies=list, speculating=lambda: [0],
+                          returning=weakref.WeakSet)
 
 
 def try_statement(frame, node, rest):
@@ -59,7 +63,7 @@ def try_statement(frame, node, rest):
     reached_finally = []
     tail = [_step(lambda f: reached_finally.append(True), node)] + list(node.finalbody) + rest
     entry, b = dict(frame.locals), _builder.current()
-    _TRY.bodies.append(b)
+    _TRY.bodies.append((b, frame, node))
     depth = len(_TRY.bodies)
     try:
         try:
@@ -165,7 +169,31 @@ def reraise(frame, node):
 def in_try_body():
     """Is the innermost `try` body being specialised at the current builder's level (so that
     an exception raised here may be handled here)?"""
-    return bool(_TRY.bodies) and _TRY.bodies[-1] is _builder.current()
+    return bool(_TRY.bodies) and _TRY.bodies[-1] is not None and \
+        _TRY.bodies[-1][0] is _builder.current()
+
+
+def returning_region(builder):
+    """`builder` is a branch of an `if` on a traced value that ends in a `return`."""
+    _TRY.returning.add(builder)
+
+
+def raise_in_branch(frame, exc):
+    """`raise exc` in a branch of an `if` on a traced value, inside a `try` body of the same
+    function whose handler for it ends in a `return` (and that has no `finally`): specialise
+    the handler there, as that branch's continuation, which returns. Nothing (the raise
+    cannot be compiled) where any of that does not hold."""
+    entry = _TRY.bodies[-1] if _TRY.bodies else None
+    if entry is None or entry[1] is not frame or entry[2].finalbody:
+        return
+    b = _builder.current()
+    while b is not entry[0]:
+        if b is None or b not in _TRY.returning:
+            return
+        b = b.parent
+    handler = _matching_handler(frame, entry[2], exc)
+    if handler is not None and handler.body and isinstance(handler.body[-1], gast.Return):
+        _handle(frame, handler, exc, [])
 
 
 class speculating:
