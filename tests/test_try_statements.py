@@ -255,3 +255,14 @@ def test_raise_in_a_traced_branch_handled_by_a_returning_handler(x):
     _, j_vjp = jax.vjp(lambda x: raises_in_a_branch(jjnp, x), x)
     np.testing.assert_allclose(np.asarray(kiln.jit(k_vjp)(1.0)[0]),
                                np.asarray(jax.jit(j_vjp)(1.0)[0]), rtol=1e-6)
+
+
+def test_jax_error_names_catch_kiln_errors():
+    def f(errors, x):
+        try:
+            return x * int(x)
+        except errors.ConcretizationTypeError:
+            return x - 5
+    got = kiln.jit(lambda x: f(kiln.errors, x))(np.float32(2))
+    want = jax.jit(lambda x: f(jax.errors, x))(np.float32(2))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want))
