@@ -68,7 +68,7 @@ __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp",
            "debug_nans", "debug_infs", "log_compiles", "explain_cache_misses",
            "check_tracer_leaks", "checking_leaks", "enable_checks", "default_matmul_precision",
            "threefry_partitionable", "default_prng_impl", "clear_caches",
-           "print_environment_info", "dtypes", "typing", "compat", "pure_callback",
+           "print_environment_info", "dtypes", "typing", "compat", "errors", "pure_callback",
            "numpy_rank_promotion", "numpy_dtype_promotion", "legacy_prng_key", "transfer_guard",
            "transfer_guard_host_to_device", "transfer_guard_device_to_host",
            "transfer_guard_device_to_device", "debug_key_reuse", "enable_custom_prng",
@@ -90,6 +90,6 @@ def __getattr__(name):
     # Submodules that pull in more of the library load on first use.
     import importlib
     if name in ("numpy", "random", "nn", "scipy", "example_libraries", "test_util", "aot", "pjrt",
-                "distributed", "dtypes", "typing", "compat"):
+                "distributed", "dtypes", "typing", "compat", "errors"):
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'kiln' has no attribute {name!r}")

@@ -27,7 +27,7 @@ PUBLIC = {
         "debug_nans", "debug_infs", "log_compiles", "explain_cache_misses",
         "check_tracer_leaks", "checking_leaks", "enable_checks", "default_matmul_precision",
         "threefry_partitionable", "default_prng_impl", "clear_caches",
-        "print_environment_info", "compat", "dtypes", "typing", "pure_callback",
+        "print_environment_info", "compat", "errors", "dtypes", "typing", "pure_callback",
         "numpy_rank_promotion", "numpy_dtype_promotion", "legacy_prng_key", "transfer_guard",
         "transfer_guard_host_to_device", "transfer_guard_device_to_host",
         "transfer_guard_device_to_device", "debug_key_reuse", "enable_custom_prng",
@@ -43,6 +43,9 @@ PUBLIC = {
                     "iinfo", "issubdtype", "itemsize_bits", "prng_key", "result_type",
                     "scalar_type_of"},
     "kiln.typing": {"ArrayLike", "DTypeLike"},
+    "kiln.errors": {"ConcretizationTypeError", "TracerBoolConversionError",
+                    "TracerIntegerConversionError", "TracerArrayConversionError",
+                    "NonConcreteBooleanIndexError"},
     "kiln.numpy": {
         "ufunc", "frompyfunc", "abs", "absolute", "acos", "acosh", "add", "all", "allclose", "amax", "amin",
         "angle", "any", "arange", "arccos", "arccosh", "arcsin", "arcsinh", "arctan",

@@ -108,9 +108,10 @@ class Frame:
 
 # The specialisation running in this thread: the global `guards` it records, the call `depth`,
 # the ids of the containers it `owned` (created by it), and the `writes` to globals it made
-# (a GlobalWrites, or None where writing a global is refused).
+# (a GlobalWrites, or None where writing a global is refused), and the `journal` of changes
+# to containers from outside the call: (container, its contents before), oldest first.
 _STATE = _builder.PerThread(guards=lambda: None, depth=int, owned=lambda: None,
-                            writes=lambda: None)
+                            writes=lambda: None, journal=list)
 MAX_DEPTH = 200
 _MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse",
              "update", "setdefault", "popitem", "add", "discard", "__setitem__",
@@ -135,16 +136,17 @@ def specialise_call(fun, args, kwargs, writes=None):
     """Specialise `fun(*args, **kwargs)` in the active builder; returns (result, guards).
     `writes`: a GlobalWrites recording the globals the function assigns; None refuses
     `global` statements."""
-    outer = _STATE.guards, _STATE.owned, _STATE.writes
+    outer = _STATE.guards, _STATE.owned, _STATE.writes, _STATE.journal
     guards = []
     _STATE.guards = guards
     _STATE.owned = set()
     _STATE.writes = writes
+    _STATE.journal = []
     own((args, kwargs))
     try:
         return call_function(fun, list(args), dict(kwargs)), guards
     finally:
-        _STATE.guards, _STATE.owned, _STATE.writes = outer
+        _STATE.guards, _STATE.owned, _STATE.writes, _STATE.journal = outer
 
 
 def pending_global(scope, name):
@@ -203,17 +205,57 @@ def own_new(container):
     return container
 
 
-def check_mutation(container, what, node_info):
-    """Mutating a Python container that existed before the call would outlive it."""
+def check_mutation(container, what, node_info, stored=()):
+    """A list, dict or set from outside the call may change while the function is specialised
+    (once, as in JAX's trace: `calls.append(1)`), journaled so that a loop compiled
+    speculatively can undo it; storing a traced value (`stored`) in it, or changing a NumPy
+    array from outside, is refused: the change would outlive the call."""
     owned = _STATE.owned
-    if owned is not None and isinstance(container, (list, dict, set, np.ndarray)) and \
-            id(container) not in owned:
-        kind = "NumPy array" if type(container) is np.ndarray else type(container).__name__
-        raise CompileError(f"{what} mutates a {kind} that existed before "
-                           f"the compiled function was called (a global, a closure variable "
-                           f"or a static argument), and the change would outlive the call",
-                           node_info, "Copy it first (e.g. xs = list(xs), a = a.copy()) or "
-                           "return the new value instead.")
+    if owned is None or not isinstance(container, (list, dict, set, np.ndarray)) or \
+            id(container) in owned:
+        return
+    if type(container) is np.ndarray:
+        change = "mutates a NumPy array that existed before the compiled function was called"
+    elif _holds_traced(stored):
+        change = (f"stores a traced value in a {type(container).__name__} that existed "
+                  f"before the compiled function was called")
+    else:
+        _STATE.journal.append((container, type(container)(container)))
+        return
+    raise CompileError(f"{what} {change} (a global, a closure variable or a static argument), "
+                       f"and the change would outlive the call", node_info,
+                       "Copy it first (e.g. xs = list(xs), a = a.copy()) or return the new "
+                       "value instead.")
+
+
+def _holds_traced(value):
+    if is_traced(value):
+        return True
+    if type(value) in (list, tuple, set):
+        return any(_holds_traced(v) for v in value)
+    if type(value) is dict:
+        return any(_holds_traced(v) for v in value.values())
+    return False
+
+
+def mutation_mark():
+    """Where the journal of changes to containers from outside the call is now."""
+    return len(_STATE.journal)
+
+
+def undo_mutations(mark):
+    """Undo the changes to containers from outside the call made since `mark`; whether
+    there were any."""
+    journal = _STATE.journal
+    changed = len(journal) > mark
+    for container, before in reversed(journal[mark:]):
+        container.clear()
+        if isinstance(container, list):
+            container.extend(before)
+        else:
+            container.update(before)
+    del journal[mark:]
+    return changed
 
 
 def call_function(fun, args, kwargs):
@@ -241,7 +283,8 @@ def call_function(fun, args, kwargs):
         return isinstance(HOST.to_array(0), args[1]) or isinstance(*args)
     if isinstance(target, types.BuiltinMethodType) and target.__name__ in _MUTATORS:
         b = _builder.current()
-        check_mutation(target.__self__, f".{target.__name__}()", b.info if b else None)
+        check_mutation(target.__self__, f".{target.__name__}()", b.info if b else None,
+                       (args, kwargs))
     if isinstance(target, types.FunctionType) or target in (map, filter):
         args = [_walked(a) for a in args]  # callbacks of library code (a loop's body)
         kwargs = {k: _walked(v) for k, v in kwargs.items()}
@@ -480,6 +523,7 @@ def with_location(e, info):
     except Exception:
         return e
     new._kiln_located = True
+    new._kiln_original = e   # what `except ... as e` binds: the error as raised
     return new
 
 

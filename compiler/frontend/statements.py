@@ -19,6 +19,9 @@ static test unrolls, a `for` over a static container unrolls. On traced values:
   `continue` skips the rest of the iteration, and under a traced `if` the statements after it
   run only where no flag is set. A `break`/`continue` under a traced `if` in a loop that runs
   statically (over a Python container) is a CompileError saying how to compile the loop.
+
+`try` statements run at specialisation (try_statement.py); `with` enters and exits managers
+known at specialisation around its body.
 """
 import operator
 
@@ -28,7 +31,8 @@ import numpy as np
 from ..errors import CompileError, ConcretizationError, KilnError
 from ..ir import builder as _builder
 from .host import HOST
-from .specialise import (check_mutation, eval_expr, is_traced, ReturnSignal, BreakSignal, ContinueSignal,
+from . import try_statement as T
+from .specialise import (check_mutation, mutation_mark, undo_mutations, eval_expr, is_traced, ReturnSignal, BreakSignal, ContinueSignal,
                          write_global, accepts_global_writes, LocalFunction, Undefined, call_function, with_location, own,
                          owned_containers)
 
@@ -65,6 +69,13 @@ def exec_block(frame, stmts):
                 # continuation: that runs inside the managers too
                 return _with(frame, st, rest)
             _with(frame, st, [])
+            continue
+        if isinstance(st, gast.Try):
+            rest = list(stmts[i + 1:])
+            if rest and _contains(st, (gast.Return, gast.Break, gast.Continue)):
+                # as for `with`: what follows is the continuation of a jump in the body
+                return T.try_statement(frame, st, rest)
+            T.try_statement(frame, st, [])
             continue
         _STMT.get(type(st), _s_unsupported)(frame, st)
 
@@ -158,7 +169,7 @@ def assign_target(frame, target, value):
                                           "Make the index static (static_argnums/"
                                           "static_argnames), or use an array and "
                                           "x.at[i].set(v).")
-            check_mutation(container, "item assignment", frame.info(target))
+            check_mutation(container, "item assignment", frame.info(target), value)
             container[index] = value
         elif getattr(type(container), "_kiln_mutable", False):
             _set_item(frame, target, container, index, value)
@@ -297,8 +308,9 @@ def _s_augassign(frame, node):
             raise CompileError("augmented item assignment on an array is not supported: "
                                "kiln arrays are immutable", frame.info(target),
                                "Write x = x.at[idx].add(y) (or .multiply, ...).")
-        check_mutation(container, "augmented item assignment", frame.info(target))
-        container[index] = op(container[index], eval_expr(frame, node.value))
+        value = op(container[index], eval_expr(frame, node.value))
+        check_mutation(container, "augmented item assignment", frame.info(target), value)
+        container[index] = value
     else:
         assign_target(frame, target, op(eval_expr(frame, target), eval_expr(frame, node.value)))
 
@@ -336,10 +348,17 @@ def _s_assert(frame, node):
 
 
 def _s_raise(frame, node):
-    _check_unconditional(frame, node, "`raise`")
-    exc = eval_expr(frame, node.exc) if node.exc is not None else RuntimeError("re-raise")
+    if node.exc is None:
+        _check_unconditional(frame, node, "`raise`")
+        T.reraise(frame, node)
+    exc = eval_expr(frame, node.exc)
     if isinstance(exc, type):
         exc = exc()
+    T.raise_in_branch(frame, exc)   # a `return`ing handler of the enclosing `try` continues
+    _check_unconditional(frame, node, "`raise`")
+    if node.cause is not None:
+        cause = eval_expr(frame, node.cause)
+        raise exc from (cause() if isinstance(cause, type) else cause)
     raise exc
 
 
@@ -347,7 +366,7 @@ def _check_unconditional(frame, node, what):
     """Raising is only possible where it happens on every call: not inside a branch or loop
     body on traced values (a region), which may or may not run."""
     b = _builder.current()
-    if b is not None and b.parent is not None:
+    if b is not None and b.parent is not None and not T.in_try_body():
         raise CompileError(f"{what} under control flow on traced values cannot be compiled: "
                            f"whether it runs is only known when the compiled function runs, "
                            f"and compiled code cannot raise", frame.info(node),
@@ -446,8 +465,7 @@ def _exit_all(managers):
 
 
 def _s_unsupported(frame, node):
-    what = {gast.Try: "try statements",
-            gast.AsyncWith: "async with", gast.AsyncFor: "async for",
+    what = {gast.AsyncWith: "async with", gast.AsyncFor: "async for",
             gast.ClassDef: "class definitions", gast.AsyncFunctionDef: "async functions"}
     raise CompileError(f"{what.get(type(node), type(node).__name__)} are not supported inside "
                        f"compiled functions", frame.info(node),
@@ -535,6 +553,7 @@ def _traced_if_returning(frame, node, test, rest):
 
     def runner(stmts):
         def run():
+            T.returning_region(_builder.current())
             frame.locals = _copy_containers(saved)
             try:
                 exec_block(frame, stmts + rest)
@@ -564,7 +583,7 @@ def _s_while(frame, node):
     # so under a traced `if`, the whole loop is compiled instead (from its starting state).
     if _loop_jumps(node.body):
         start = dict(frame.locals)
-        snapshot = _containers_snapshot(frame)
+        snapshot, changes = _containers_snapshot(frame), mutation_mark()
         b = _builder.current()
         mark = len(b.eqns)
         try:
@@ -575,6 +594,7 @@ def _s_while(frame, node):
             del b.eqns[mark:]
             frame.locals = start
             _restore(snapshot)
+            undo_mutations(changes)
             return _traced_while(frame, node)
     return _static_while(frame, node)
 
@@ -703,15 +723,17 @@ def _for_iterable(frame, node):
 def _attempt(frame, node, compile_loop):
     """Run `compile_loop`; on failure (the body needs static values) roll back and say so."""
     saved = dict(frame.locals)
-    snapshot = _containers_snapshot(frame)
+    snapshot, changes = _containers_snapshot(frame), mutation_mark()
     b = _builder.current()
     mark = len(b.eqns)
     try:
-        compile_loop()
-    except (KilnError, TypeError, IndexError, ValueError):
+        with T.speculating():
+            compile_loop()
+    except (KilnError, TypeError, IndexError, ValueError, T.AbandonSpeculation):
         ok = False
     else:
         ok = not _containers_changed(snapshot)
+    ok = not undo_mutations(changes) and ok
     if not ok:
         del b.eqns[mark:]
         frame.locals = saved
@@ -860,7 +882,7 @@ def _try_range_loop(frame, node, rng):
     """Compile `for i in range(...)` as a loop; False (nothing emitted) if it must unroll."""
     names, local_only = _loop_carry(frame, node.body)
     saved = dict(frame.locals)
-    snapshot = _containers_snapshot(frame)
+    snapshot, changes = _containers_snapshot(frame), mutation_mark()
     b = _builder.current()
     mark = len(b.eqns)
     start, step = rng.start, rng.step
@@ -873,14 +895,16 @@ def _try_range_loop(frame, node, rng):
         exec_block(frame, node.body)
         return tuple(frame.locals[n] for n in names)
     try:
-        outs = own(HOST.fori_loop(0, len(rng), body_fun, tuple(saved[n] for n in names),
-                                  names=names, info=frame.info(node)))
-    except (KilnError, TypeError, IndexError, ValueError):
+        with T.speculating():
+            outs = own(HOST.fori_loop(0, len(rng), body_fun, tuple(saved[n] for n in names),
+                                      names=names, info=frame.info(node)))
+    except (KilnError, TypeError, IndexError, ValueError, T.AbandonSpeculation):
         del b.eqns[mark:]
         frame.locals = saved
         _restore(snapshot)
+        undo_mutations(changes)
         return False
-    if outs is None or _containers_changed(snapshot):
+    if undo_mutations(changes) or outs is None or _containers_changed(snapshot):
         del b.eqns[mark:]
         frame.locals = saved
         _restore(snapshot)
@@ -899,7 +923,7 @@ def _scan_loop(frame, node, xs):
     in place (`ys.append(f(x))`): such a loop is unrolled, as Python runs it."""
     names, local_only = _loop_carry(frame, node.body)
     saved = dict(frame.locals)
-    snapshot = _containers_snapshot(frame)
+    snapshot, changes = _containers_snapshot(frame), mutation_mark()
     b = _builder.current()
     mark = len(b.eqns)
 
@@ -909,9 +933,13 @@ def _scan_loop(frame, node, xs):
         assign_target(frame, node.target, x)
         exec_block(frame, node.body)
         return tuple(frame.locals[n] for n in names), None
-    outs, _ = own(HOST.scan(body, tuple(saved[n] for n in names), xs, xs.shape[0], False,
-                            names=names, info=frame.info(node)))
-    if _containers_changed(snapshot):
+    try:
+        with T.speculating():
+            outs, _ = own(HOST.scan(body, tuple(saved[n] for n in names), xs, xs.shape[0],
+                                    False, names=names, info=frame.info(node)))
+    except T.AbandonSpeculation:
+        outs = None
+    if undo_mutations(changes) or outs is None or _containers_changed(snapshot):
         del b.eqns[mark:]
         frame.locals = saved
         _restore(snapshot)
@@ -930,5 +958,5 @@ _STMT = {
     gast.Continue: _s_continue, gast.Assert: _s_assert, gast.Raise: _s_raise,
     gast.FunctionDef: _s_functiondef, gast.Import: _s_import, gast.ImportFrom: _s_import,
     gast.Delete: _s_delete, gast.Global: _s_global, gast.Nonlocal: _s_global,
-    gast.While: _s_while, gast.For: _s_for,
+    gast.While: _s_while, gast.For: _s_for, T.Step: lambda frame, node: node.run(frame),
 }

@@ -1,0 +1,16 @@
+"""`jax.errors`' names for the errors kiln raises, so that a handler written for JAX
+(`except jax.errors.ConcretizationTypeError:` in a compiled function's `try`, see
+docs/control_flow.md) catches kiln's. kiln raises one error, `ConcretizationError` (a
+TypeError), wherever JAX raises one of its tracer-conversion errors, so those names all stand
+for it."""
+from .compiler import errors as _errors
+from .compiler.errors import NonConcreteBooleanIndexError
+
+ConcretizationTypeError = _errors.ConcretizationError
+TracerBoolConversionError = _errors.ConcretizationError
+TracerIntegerConversionError = _errors.ConcretizationError
+TracerArrayConversionError = _errors.ConcretizationError
+
+__all__ = ["ConcretizationTypeError", "TracerBoolConversionError",
+           "TracerIntegerConversionError", "TracerArrayConversionError",
+           "NonConcreteBooleanIndexError"]
