@@ -48,6 +48,11 @@ def _env_flag(*names):
 _TRANSFER_GUARDS = ("allow", "log", "disallow", "log_explicit", "disallow_explicit")
 
 
+class UnknownOptionError(ValueError, AttributeError):
+    """`config.update` of an option kiln does not have: an AttributeError, as JAX raises (code
+    written for several JAX versions catches it), and a ValueError."""
+
+
 class Config:
     """A small flag store with JAX's `config.update(name, value)` interface."""
 
@@ -96,8 +101,8 @@ class Config:
     def update(self, name, value):
         key = name[4:] if name.startswith("jax_") else name
         if key not in self._values:
-            raise ValueError(f"kiln.config.update: unknown option {name!r}; known options: "
-                             f"{', '.join(sorted(self._values))}")
+            raise UnknownOptionError(f"kiln.config.update: unknown option {name!r}; known "
+                                     f"options: {', '.join(sorted(self._values))}")
         if key in self._whole_numbers:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"kiln.config.update({name!r}, {value!r}): expected a whole "

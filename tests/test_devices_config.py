@@ -41,6 +41,8 @@ def test_config_x64_roundtrip():
 def test_config_unknown_option():
     with pytest.raises(ValueError, match="unknown option 'bogus'"):
         kiln.config.update("bogus", True)
+    with pytest.raises(AttributeError, match="unknown option 'jax_pmap_shmap_merge'"):
+        kiln.config.update("jax_pmap_shmap_merge", True)   # JAX raises an AttributeError
 
 
 def test_persistent_cache_options_are_recorded():
