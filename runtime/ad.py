@@ -667,30 +667,31 @@ def vjp(fun, *primals, has_aux=False, reduce_axes=()):
     _check_callable(fun)
     p_leaves, p_tree = tree_flatten(tuple(primals))
     flags = [_aval(p, 0).dtype.kind in "fc" for p in p_leaves]
-    if current() is None and not any(_is_tracer(x) for x in p_leaves):
-        return _vjp_eager(fun, p_leaves, p_tree, flags, has_aux)
-    value, _, *aux = _vjp_specialised(fun, p_leaves, p_tree, flags, has_aux)
-    # A pytree over the primals, as JAX's is over its residuals: jit may return it.
-    return (value, Partial(_Backward(fun, p_tree, has_aux), *p_leaves), *aux)
+    eager = current() is None and not any(_is_tracer(x) for x in p_leaves)
+    value, made, *aux = (_vjp_eager if eager else _vjp_specialised)(fun, p_leaves, p_tree,
+                                                                     flags, has_aux)
+    # A pytree over the primals, as JAX's is over its residuals: jit may take or return it.
+    return (value, Partial(_Backward(fun, p_tree, has_aux, p_leaves, made), *p_leaves), *aux)
 
 
 class _Backward:
-    """What calling the function `vjp` returns inside a specialisation does, given the primals
-    (the children of that `Partial`) and the cotangent: the backward pass on those primals,
-    emitted where it is called, or compiled when it is called outside (after `jit` returned
-    it)."""
+    """The callable of the `Partial` that `vjp` returns, given its children (the primals) and
+    the cotangent: `made`, the backward pass `vjp` made, where they are the primals it was
+    made for (so an eager call runs on the stored residuals), else the backward pass of `fun`
+    at the primals given (a `Partial` rebuilt by jit over traced primals, or over others)."""
 
-    def __init__(self, fun, p_tree, has_aux):
+    def __init__(self, fun, p_tree, has_aux, primals, made):
         self.key = (fun, p_tree, has_aux)
+        self.primals, self.made = list(primals), made
         self.__name__ = f"vjp({staging.function_name(fun)})"
 
     def __call__(self, *leaves_and_ct):
-        fun, p_tree, has_aux = self.key
         *p_leaves, ct = leaves_and_ct
-        flags = [_aval(p, 0).dtype.kind in "fc" for p in p_leaves]
-        make = _vjp_eager if current() is None and \
-            not any(_is_tracer(x) for x in p_leaves) else _vjp_specialised
-        return make(fun, p_leaves, p_tree, flags, has_aux)[1](ct)
+        if len(p_leaves) == len(self.primals) and \
+                all(a is b for a, b in zip(p_leaves, self.primals)):
+            return self.made(ct)
+        fun, p_tree, has_aux = self.key
+        return vjp(fun, *tree_unflatten(p_tree, p_leaves), has_aux=has_aux)[1](ct)
 
     def __eq__(self, other):
         return type(other) is _Backward and self.key == other.key
