@@ -1,6 +1,8 @@
 """`obj.name = value` in compiled code: done at specialisation, as Python (and JAX's tracing)
 does it. Arrays may go into objects the function made; an array stored into an object that
 outlives the call, or inside a traced branch or loop, is a located CompileError."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -48,6 +50,28 @@ def test_a_static_attribute_of_self_is_set_while_specialising():
     fast = kiln.jit(counter.count)
     assert [int(fast()) for _ in range(3)] == [1, 1, 1]
     assert counter.n == 1
+
+
+@kiln.tree_util.register_dataclass
+@dataclasses.dataclass
+class State:
+    step: object
+    w: object
+
+
+def advance(s):
+    s.step = s.step + 1     # the argument is rebuilt around traced values: a new object
+    s.w = s.w * 2
+    return s
+
+
+def test_a_pytree_argument_can_be_changed_and_returned():
+    s = State(np.int32(0), np.ones(2, np.float32))
+    out = kiln.jit(advance)(s)
+    assert int(out.step) == 1 and np.array_equal(out.w, [2.0, 2.0])
+    assert s.step == 0 and np.array_equal(s.w, [1.0, 1.0])   # the caller's object is unchanged
+    real = State(np.float32(0), s.w)
+    np.testing.assert_allclose(kiln.grad(lambda t: advance(t).w.sum())(real).w, [2.0, 2.0])
 
 
 class Box:

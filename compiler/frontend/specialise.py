@@ -198,23 +198,39 @@ def owned_containers():
 
 def set_attribute(obj, name, value, info):
     """`obj.name = value` in compiled code, done at specialisation as Python does it. A traced
-    value may only go into an object this specialisation made, outside the traced branches and
-    loops nested in the scope that made it (elsewhere it would outlive the values it names)."""
+    value may only go into an object made in this specialisation (`_home`), outside the
+    traced branches and loops nested in the scope that made it (elsewhere it would outlive the
+    values it names)."""
     if holds_traced(value):
-        made = (_STATE.made or {}).get(id(obj))
-        if made is None or made[0] is not obj:
-            raise CompileError(f"assigning an array to attribute {name!r} of an object that "
-                               f"existed before the compiled function was called (an "
-                               f"argument, a global, `self` of a jitted method): the traced "
-                               f"value would outlive the call", info,
-                               "Return the new value instead, and build the new object "
-                               "outside (state = f(state)).")
-        if made[1] is not _builder.current():
+        home, b = _home(obj), _builder.current()
+        if home is not b:
+            while b is not None and b is not home:
+                b = b.parent
+            if home is None or b is None:
+                raise CompileError(f"assigning an array to attribute {name!r} of an object "
+                                   f"that existed before the compiled function was called (a "
+                                   f"global, `self` of a jitted method, a static argument): "
+                                   f"the traced value would outlive the call", info,
+                                   "Return the new value instead, and build the new object "
+                                   "outside (state = f(state)).")
             raise CompileError(f"assigning an array to attribute {name!r} inside a loop or "
                                f"branch on traced values is not supported", info,
                                "Assign a local variable in the loop or branch, and set the "
                                "attribute after it.")
     setattr(obj, name, value)
+
+
+def _home(obj):
+    """The builder of the scope that made `obj` during this specialisation, or None: where an
+    instance of a user's class was made, or for an object holding traced values (a pytree
+    argument rebuilt around them) the scope of the first of those."""
+    made = (_STATE.made or {}).get(id(obj))
+    if made is not None and made[0] is obj:
+        return made[1]
+    for v in getattr(obj, "__dict__", {}).values():
+        if is_traced(v):
+            return v.builder
+    return None
 
 
 def holds_traced(value):
