@@ -25,6 +25,12 @@ of values (`_choices`, the first the default): `numpy_rank_promotion` ("allow", 
 (runtime/execution_guards.py): `no_tracing`, `no_execution`, `thread_guard`,
 `allow_f16_reductions` (on by default: `_on_by_default`, read by `kiln.lax.reduce_sum`).
 `jax2tf_associative_scan_reductions` is accepted with no effect (kiln has no jax2tf).
+JAX's persistent compilation cache and logging options (`_recorded`: `compilation_cache_dir`,
+`enable_compilation_cache`, `persistent_cache_min_entry_size_bytes`,
+`persistent_cache_min_compile_time_secs`, `persistent_cache_enable_xla_caches`,
+`raise_persistent_cache_errors`, `logging_level`) are recorded as given and have no effect:
+kiln always keeps its object code on disk, where `KILN_CACHE_DIR` says
+(compiler/backends/llvm/disk_cache.py), and logs compiles with `log_compiles`.
 `config_with_absl()` and `parse_flags_with_absl()` make the options absl command-line flags
 (`--jax_enable_x64`, ...), as JAX's do; absl is imported only when they are called.
 """
@@ -40,6 +46,11 @@ def _env_flag(*names):
 
 
 _TRANSFER_GUARDS = ("allow", "log", "disallow", "log_explicit", "disallow_explicit")
+
+
+class UnknownOptionError(ValueError, AttributeError):
+    """`config.update` of an option kiln does not have: an AttributeError, as JAX raises (code
+    written for several JAX versions catches it), and a ValueError."""
 
 
 class Config:
@@ -70,6 +81,11 @@ class Config:
     _whole_numbers = ("num_cpu_devices",)
     _texts = ("platforms", "default_matmul_precision")
     _objects = ("default_device",)
+    _recorded = {"compilation_cache_dir": None, "enable_compilation_cache": True,
+                 "persistent_cache_min_entry_size_bytes": 0,
+                 "persistent_cache_min_compile_time_secs": 1.0,
+                 "persistent_cache_enable_xla_caches": "xla_gpu_per_fusion_autotune_cache_dir",
+                 "raise_persistent_cache_errors": False, "logging_level": None}
 
     def __init__(self):
         self._values = {name: _env_flag(*envs) for name, envs in self._defaults.items()}
@@ -77,6 +93,7 @@ class Config:
                              for name in self._whole_numbers + self._texts + self._objects})
         self._values.update({name: values[0] for name, values in self._choices.items()})
         self._values.update(dict.fromkeys(self._on_by_default, True))
+        self._values.update(self._recorded)
         self._listeners = []
         self._guards = {}
         self._absl_parsed = False
@@ -84,8 +101,8 @@ class Config:
     def update(self, name, value):
         key = name[4:] if name.startswith("jax_") else name
         if key not in self._values:
-            raise ValueError(f"kiln.config.update: unknown option {name!r}; known options: "
-                             f"{', '.join(sorted(self._values))}")
+            raise UnknownOptionError(f"kiln.config.update: unknown option {name!r}; known "
+                                     f"options: {', '.join(sorted(self._values))}")
         if key in self._whole_numbers:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"kiln.config.update({name!r}, {value!r}): expected a whole "
@@ -98,7 +115,7 @@ class Config:
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"kiln.config.update({name!r}, {value!r}): expected a "
                                  f"string or None")
-        elif key not in self._objects:
+        elif key not in self._objects and key not in self._recorded:
             value = bool(value)
         if key in self._guards:
             self._guards[key](value)
@@ -120,7 +137,7 @@ class Config:
         """JAX's `config.config_with_absl()`: define an absl flag `--jax_<option>` for each
         option (a bool, enum, integer or string flag whose default is the current value), and
         apply the ones given on the command line once `absl.app.run` has parsed it.
-        `default_device` has no flag (an object, as in JAX)."""
+        `default_device` has no flag (an object, as in JAX), nor have the `_recorded` options."""
         from absl import app, flags
         self._define_absl_flags(flags)
         app.call_after_init(lambda: self._apply_absl_flags(flags.FLAGS))
@@ -149,7 +166,7 @@ class Config:
                 flags.DEFINE_integer(flag, value, doc, lower_bound=1)
             elif name in self._texts:
                 flags.DEFINE_string(flag, value, doc)
-            elif name not in self._objects:
+            elif name not in self._objects and name not in self._recorded:
                 flags.DEFINE_bool(flag, value, doc)
 
     def _apply_absl_flags(self, FLAGS):

@@ -23,7 +23,7 @@ import functools
 import numpy as np
 
 from .array import Array
-from .tree_util import tree_flatten, tree_unflatten, tree_structure
+from .tree_util import Partial, tree_flatten, tree_unflatten, tree_structure
 from . import staging
 from .staging import leaf_value as _value, wrap_outputs
 from .dispatch import is_traced as _is_tracer
@@ -668,11 +668,45 @@ def vjp(fun, *primals, has_aux=False, reduce_axes=()):
     with the forward values already computed."""
     _check_callable(fun)
     p_leaves, p_tree = tree_flatten(tuple(primals))
-    staged_fun = _on_leaves(fun, p_tree, len(p_leaves))
     flags = [_aval(p, 0).dtype.kind in "fc" for p in p_leaves]
+    eager = current() is None and not any(_is_tracer(x) for x in p_leaves)
+    value, made, *aux = (_vjp_eager if eager else _vjp_specialised)(fun, p_leaves, p_tree,
+                                                                     flags, has_aux)
+    # A pytree over the primals, as JAX's is over its residuals: jit may take or return it.
+    return (value, Partial(_Backward(fun, p_tree, has_aux, p_leaves, made), *p_leaves), *aux)
+
+
+class _Backward:
+    """The callable of the `Partial` that `vjp` returns, given its children (the primals) and
+    the cotangent: `made`, the backward pass `vjp` made, where they are the primals it was
+    made for (so an eager call runs on the stored residuals), else the backward pass of `fun`
+    at the primals given (a `Partial` rebuilt by jit over traced primals, or over others)."""
+
+    def __init__(self, fun, p_tree, has_aux, primals, made):
+        self.key = (fun, p_tree, has_aux)
+        self.primals, self.made = list(primals), made
+        self.__name__ = f"vjp({staging.function_name(fun)})"
+
+    def __call__(self, *leaves_and_ct):
+        *p_leaves, ct = leaves_and_ct
+        if len(p_leaves) == len(self.primals) and \
+                all(a is b for a, b in zip(p_leaves, self.primals)):
+            return self.made(ct)
+        fun, p_tree, has_aux = self.key
+        return vjp(fun, *tree_unflatten(p_tree, p_leaves), has_aux=has_aux)[1](ct)
+
+    def __eq__(self, other):
+        return type(other) is _Backward and self.key == other.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+
+def _vjp_specialised(fun, p_leaves, p_tree, flags, has_aux):
+    """`vjp` inside a specialisation (or of traced primals): (value, vjp_fun) or (value,
+    vjp_fun, aux), where `vjp_fun` emits the backward pass where it is called."""
+    staged_fun = _on_leaves(fun, p_tree, len(p_leaves))
     n = len(p_leaves)
-    if current() is None and not any(_is_tracer(x) for x in p_leaves):
-        return _vjp_eager(fun, p_leaves, p_tree, flags, has_aux)
     primal_flags = _primal_flags(p_leaves)
 
     def value_rule(leaves, treedef, dynamic):

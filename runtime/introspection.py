@@ -79,13 +79,14 @@ def _stand_in(x):
     return a
 
 
-def _concrete(args, kwargs):
+def stand_ins(args, kwargs):
+    """`(args, kwargs)` with each abstract leaf (a `ShapeDtypeStruct`) replaced by its stand-in."""
     leaves, tree = tree_flatten((tuple(args), dict(kwargs)))
     return tree_unflatten(tree, [_stand_in(x) for x in leaves])
 
 
 def _stage(fun, args, kwargs, static_argnums=()):
-    args, kwargs = _concrete(args, kwargs)
+    args, kwargs = stand_ins(args, kwargs)
     st, _, _ = staging.stage_call(fun, args, kwargs, staging.StaticArgs(fun, static_argnums),
                                   api="given to kiln.make_jaxpr / eval_shape")
     return st

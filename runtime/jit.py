@@ -345,8 +345,15 @@ class Jitted:
 
     # ------------------------------------------------------------------- inspection
     def lower(self, *args, **kwargs):
+        return self.trace(*args, **kwargs).lower()
+
+    def trace(self, *args, **kwargs):
+        """JAX's `jit(f).trace(*args)`: the specialisation for these arguments (arrays,
+        numbers or `ShapeDtypeStruct`s), whose `jaxpr` is kiln's SSA form."""
+        from .introspection import stand_ins
+        args, kwargs = stand_ins(args, kwargs)
         key, _, _ = self._signature(args, kwargs)
-        return Lowered(self._entry(key, args, kwargs))
+        return Traced(self._entry(key, args, kwargs))
 
     def _cache_size(self):
         return len(self._cache)
@@ -440,11 +447,45 @@ def _show(aval, other):
     return str(aval) if aval.weak_type != other.weak_type else aval.str_short()
 
 
-class Lowered:
-    """`jit(f).lower(*args)`: the SSA form after the passes."""
+class Traced:
+    """`jit(f).trace(*args)`: `jaxpr`, the SSA form (a ClosedJaxpr, as `make_jaxpr` gives),
+    `out_info`, the outputs' `ShapeDtypeStruct`s, and `lower()`."""
 
     def __init__(self, entry):
         self._entry = entry
+
+    @property
+    def jaxpr(self):
+        from .introspection import ClosedJaxpr
+        return ClosedJaxpr(self._entry.ssa, self._entry.consts)
+
+    @property
+    def out_info(self):
+        return _out_info(self._entry)
+
+    @property
+    def fun_name(self):
+        return self._entry.function.name
+
+    def lower(self):
+        return Lowered(self._entry)
+
+
+def _out_info(entry):
+    from .introspection import ShapeDtypeStruct
+    avals = [v.aval for v in entry.ssa.outvars][:entry.out_tree.num_leaves]
+    return tree_unflatten(entry.out_tree, [ShapeDtypeStruct(a.shape, a.dtype,
+                                                            weak_type=a.weak_type)
+                                           for a in avals])
+
+
+class Lowered:
+    """`jit(f).lower(*args)`: the SSA form after the passes; `out_info` as `Traced`'s."""
+
+    def __init__(self, entry):
+        self._entry = entry
+
+    out_info = property(lambda self: _out_info(self._entry))
 
     def as_text(self, dialect=None):
         """The SSA after the passes; `dialect` "stablehlo": the StableHLO module of it
@@ -493,7 +534,8 @@ class Compiled:
         pairs = [leaf_aval(x, f"argument {i}", dense=True, refs=True)
                  for i, x in enumerate(leaves)]
         avals = tuple(a for a, _ in pairs)
-        if avals != tuple(self._entry.in_avals):
+        strip = lambda t: [(a.shape, a.dtype) for a in t]  # noqa: E731  (weak types may differ)
+        if strip(avals) != strip(self._entry.in_avals):
             show = lambda t: "(" + ", ".join(a.str_short() for a in t) + ")"  # noqa: E731
             raise TypeError(f"this executable was compiled for arguments of types "
                             f"{show(self._entry.in_avals)} but is called with {show(avals)}; "

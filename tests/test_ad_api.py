@@ -947,3 +947,46 @@ def test_eager_vjp_and_linearize_functions_under_vmap_and_jit():
     cols = np.stack([np.asarray(lin(v)) for v in t])
     np.testing.assert_allclose(kiln.vmap(lin)(t), cols, rtol=1e-6)
     np.testing.assert_allclose(kiln.jit(lin)(w), cols[0], rtol=1e-6)
+
+
+def _sin_times(x):
+    return jnp.sin(x) * x
+
+
+def _dot_with_aux(x, y):
+    return (x * y).sum(), {"aux": x}
+
+
+def test_the_function_vjp_returns_inside_jit_is_a_pytree():
+    # autodiff_remat.md: jit (and make_jaxpr) of a function returning vjp's function, whose
+    # leaves are arrays (the primals in kiln, the residuals in JAX).
+    x = np.arange(3.0, dtype=np.float32)
+    want = np.cos(x) * x + np.sin(x)
+    y, f_vjp = kiln.jit(lambda v: kiln.vjp(_sin_times, v))(x)
+    assert all(isinstance(leaf, kiln.Array) for leaf in kiln.tree_util.tree_leaves(f_vjp))
+    np.testing.assert_allclose(y, np.sin(x) * x, rtol=1e-6)
+    np.testing.assert_allclose(f_vjp(jnp.ones(3))[0], want, rtol=1e-6)
+    np.testing.assert_allclose(kiln.jit(lambda f, c: f(c))(f_vjp, jnp.ones(3))[0], want,
+                               rtol=1e-6)
+    out, g_vjp, aux = kiln.jit(lambda a, b: kiln.vjp(_dot_with_aux, a, b, has_aux=True))(
+        x, np.ones(3, np.float32))
+    assert float(out) == 3.0 and np.array_equal(aux["aux"], x)
+    np.testing.assert_allclose(g_vjp(1.0)[0], np.ones(3))
+    np.testing.assert_allclose(g_vjp(1.0)[1], x)
+    kiln.make_jaxpr(lambda v: kiln.vjp(_sin_times, v))(x)
+
+
+def test_the_function_eager_vjp_returns_is_a_pytree_of_the_primals():
+    # autodiff_remat.md's print_fwd_bwd: flatten vjp's function, rebuild it in a staged one.
+    x = np.arange(3.0, dtype=np.float32)
+    _, f_vjp = kiln.vjp(_sin_times, jnp.asarray(x))
+    leaves, tree = tree_flatten(f_vjp)
+    assert len(leaves) == 1 and isinstance(leaves[0], kiln.Array)
+
+    def rebuilt(*args):
+        *res, ct = args
+        return kiln.tree_util.tree_unflatten(tree, res)(ct)
+    want = np.cos(x) * x + np.sin(x)
+    np.testing.assert_allclose(kiln.jit(rebuilt)(*leaves, jnp.ones(3))[0], want, rtol=1e-6)
+    np.testing.assert_allclose(rebuilt(jnp.asarray(x), jnp.ones(3))[0], want,
+                               rtol=1e-6)   # other primals: the backward pass at those

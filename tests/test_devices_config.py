@@ -41,6 +41,30 @@ def test_config_x64_roundtrip():
 def test_config_unknown_option():
     with pytest.raises(ValueError, match="unknown option 'bogus'"):
         kiln.config.update("bogus", True)
+    with pytest.raises(AttributeError, match="unknown option 'jax_pmap_shmap_merge'"):
+        kiln.config.update("jax_pmap_shmap_merge", True)   # JAX raises an AttributeError
+
+
+def test_persistent_cache_options_are_recorded():
+    # persistent_compilation_cache.md: programs set JAX's cache options at start-up.
+    options = {"jax_compilation_cache_dir": "/tmp/jax_cache",
+               "jax_persistent_cache_min_entry_size_bytes": -1,
+               "jax_persistent_cache_min_compile_time_secs": 0,
+               "jax_persistent_cache_enable_xla_caches": "all", "jax_logging_level": "DEBUG"}
+    old = {name: kiln.config.read(name) for name in options}
+    try:
+        for name, value in options.items():
+            kiln.config.update(name, value)
+            assert kiln.config.read(name) == value and getattr(kiln.config, name) == value
+        assert float(kiln.jit(lambda x: x + 1)(1.0)) == 2.0
+    finally:
+        for name, value in old.items():
+            kiln.config.update(name, value)
+    assert kiln.config.compilation_cache_dir is None
+    from kiln.experimental.compilation_cache import compilation_cache as cc
+    cc.set_cache_dir("/tmp/jax_cache")
+    assert kiln.config.compilation_cache_dir == "/tmp/jax_cache"
+    kiln.config.update("compilation_cache_dir", None)
 
 
 def test_tree_module_short_names():

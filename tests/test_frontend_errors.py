@@ -96,7 +96,7 @@ def deletes_item(x, d):
     (defines_class, "class Point:", "class definitions", "Move this code outside", True),
     (writes_nonlocal, "nonlocal calls", "`nonlocal` declarations", "Return the new value",
      True),
-    (sets_attribute, "HOLDER.value", "assigning to an attribute", "Return the new value",
+    (sets_attribute, "HOLDER.value", "assigning an array to attribute 'value'", "Return the new value",
      False),
 ])
 def test_unsupported_syntax_is_a_located_compile_error(fn, text, construct, hint, whole_line):

@@ -594,6 +594,28 @@ def test_lower_and_compile_as_text():
     assert_same(kiln.jit(stupid_fn)(x), x)
 
 
+def doubled_plus(x, y):
+    return 2 * x + y
+
+
+def test_trace_lower_compile_with_shape_dtype_structs():
+    # aot.md: jit(f).trace(...) with values or ShapeDtypeStructs, then lower and compile.
+    traced = kiln.jit(doubled_plus).trace(3, 4)
+    assert "mul" in str(traced.jaxpr) and traced.fun_name == "doubled_plus"
+    assert traced.out_info == kiln.ShapeDtypeStruct((), np.int32, weak_type=True)
+    assert int(traced.lower().compile()(3, 4)) == 10
+    i32 = kiln.ShapeDtypeStruct((), np.dtype("int32"))
+    compiled = kiln.jit(doubled_plus).trace(i32, i32).lower().compile()
+    assert int(compiled(3, 4)) == 10   # weak Python ints fit an int32 signature, as in JAX
+    with pytest.raises(TypeError, match=r"compiled for arguments of types \(i32\[\], i32\[\]\)"):
+        compiled(jnp.arange(3), jnp.arange(3))
+    assert int(kiln.jit(doubled_plus, static_argnums=0).trace(10, i32).lower().compile()(5)) == 25
+    lowered = kiln.jit(lambda a: {"s": a.sum(), "t": a}).lower(
+        kiln.ShapeDtypeStruct((2, 3), np.float32))
+    assert lowered.out_info == {"s": kiln.ShapeDtypeStruct((), np.float32),
+                                "t": kiln.ShapeDtypeStruct((2, 3), np.float32)}
+
+
 def test_dump_dir_writes_every_stage(tmp_path, monkeypatch):
     monkeypatch.setenv("KILN_DUMP_DIR", str(tmp_path))
     kiln.jit(named_values)(jnp.ones((2, 3)), jnp.ones((3, 4)))

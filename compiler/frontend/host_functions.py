@@ -15,7 +15,7 @@ import symtable
 
 import gast
 
-from .specialise import LocalFunction, is_traced, missing_value
+from .specialise import LocalFunction, holds_traced, missing_value
 
 _FACTORY = "__kiln_host_function_factory"
 
@@ -33,7 +33,7 @@ def host_function(fn):
         value = fn.frame.enclosing(name)
         if value is missing_value:
             continue   # a global of the module, read when the callback runs
-        if _holds_traced(value):
+        if holds_traced(value):
             raise TypeError(f"the callback {fn.__name__} reads {name!r}, which holds a traced "
                             f"value of the function kiln compiles: it exists only inside the "
                             f"compiled code. Pass {name!r} to the callback as an argument "
@@ -68,13 +68,3 @@ def _global_names(node):
                   if s.is_global() and not s.is_declared_global()}
         todo += t.get_children()
     return names
-
-
-def _holds_traced(value):
-    if is_traced(value):
-        return True
-    if isinstance(value, (tuple, list)):
-        return any(map(_holds_traced, value))
-    if isinstance(value, dict):
-        return any(map(_holds_traced, value.values()))
-    return False

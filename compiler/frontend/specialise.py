@@ -107,11 +107,12 @@ class Frame:
 # ------------------------------------------------------------------------- entry points
 
 # The specialisation running in this thread: the global `guards` it records, the call `depth`,
-# the ids of the containers it `owned` (created by it), and the `writes` to globals it made
-# (a GlobalWrites, or None where writing a global is refused), and the `journal` of changes
-# to containers from outside the call: (container, its contents before), oldest first.
+# the ids of the containers it `owned` (created by it), the instances of user classes it
+# `made` (id -> (object, the builder active then)), the `writes` to globals it made (a
+# GlobalWrites, or None where writing a global is refused), and the `journal` of changes to
+# containers from outside the call: (container, its contents before), oldest first.
 _STATE = _builder.PerThread(guards=lambda: None, depth=int, owned=lambda: None,
-                            writes=lambda: None, journal=list)
+                            made=lambda: None, writes=lambda: None, journal=list)
 MAX_DEPTH = 200
 _MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse",
              "update", "setdefault", "popitem", "add", "discard", "__setitem__",
@@ -136,17 +137,18 @@ def specialise_call(fun, args, kwargs, writes=None):
     """Specialise `fun(*args, **kwargs)` in the active builder; returns (result, guards).
     `writes`: a GlobalWrites recording the globals the function assigns; None refuses
     `global` statements."""
-    outer = _STATE.guards, _STATE.owned, _STATE.writes, _STATE.journal
+    outer = _STATE.guards, _STATE.owned, _STATE.made, _STATE.writes, _STATE.journal
     guards = []
     _STATE.guards = guards
     _STATE.owned = set()
+    _STATE.made = {}
     _STATE.writes = writes
     _STATE.journal = []
     own((args, kwargs))
     try:
         return call_function(fun, list(args), dict(kwargs)), guards
     finally:
-        _STATE.guards, _STATE.owned, _STATE.writes, _STATE.journal = outer
+        _STATE.guards, _STATE.owned, _STATE.made, _STATE.writes, _STATE.journal = outer
 
 
 def pending_global(scope, name):
@@ -194,6 +196,54 @@ def own(value):
 def owned_containers():
     """The ids of the containers this specialisation created (None outside one)."""
     return _STATE.owned
+
+
+def set_attribute(obj, name, value, info):
+    """`obj.name = value` in compiled code, done at specialisation as Python does it. A traced
+    value may only go into an object made in this specialisation (`_home`), outside the
+    traced branches and loops nested in the scope that made it (elsewhere it would outlive the
+    values it names)."""
+    if holds_traced(value):
+        home, b = _home(obj), _builder.current()
+        if home is not b:
+            while b is not None and b is not home:
+                b = b.parent
+            if home is None or b is None:
+                raise CompileError(f"assigning an array to attribute {name!r} of an object "
+                                   f"that existed before the compiled function was called (a "
+                                   f"global, `self` of a jitted method, a static argument): "
+                                   f"the traced value would outlive the call", info,
+                                   "Return the new value instead, and build the new object "
+                                   "outside (state = f(state)).")
+            raise CompileError(f"assigning an array to attribute {name!r} inside a loop or "
+                               f"branch on traced values is not supported", info,
+                               "Assign a local variable in the loop or branch, and set the "
+                               "attribute after it.")
+    setattr(obj, name, value)
+
+
+def _home(obj):
+    """The builder of the scope that made `obj` during this specialisation, or None: where an
+    instance of a user's class was made, or for an object holding traced values (a pytree
+    argument rebuilt around them) the scope of the first of those."""
+    made = (_STATE.made or {}).get(id(obj))
+    if made is not None and made[0] is obj:
+        return made[1]
+    for v in getattr(obj, "__dict__", {}).values():
+        if is_traced(v):
+            return v.builder
+    return None
+
+
+def holds_traced(value):
+    """Whether `value`, or a tuple, list or dict in it, holds a traced value."""
+    if is_traced(value):
+        return True
+    if isinstance(value, (tuple, list)):
+        return any(map(holds_traced, value))
+    if isinstance(value, dict):
+        return any(map(holds_traced, value.values()))
+    return False
 
 
 def own_new(container):
@@ -291,6 +341,8 @@ def call_function(fun, args, kwargs):
     out = target(*args, **kwargs)
     if isinstance(out, (list, dict, set)) and _makes_new_containers(target):
         own_new(out)
+    elif isinstance(target, type) and type(out) is target and _STATE.made is not None:
+        _STATE.made[id(out)] = (out, _builder.current())  # an instance of a user's class
     elif type(out) is np.ndarray and _new_array(out, args, kwargs):
         own_new(out)
     return out

@@ -33,7 +33,7 @@ from ..ir import builder as _builder
 from .host import HOST
 from . import try_statement as T
 from .specialise import (check_mutation, mutation_mark, undo_mutations, eval_expr, is_traced, ReturnSignal, BreakSignal, ContinueSignal,
-                         write_global, accepts_global_writes, LocalFunction, Undefined, call_function, with_location, own,
+                         write_global, accepts_global_writes, LocalFunction, Undefined, call_function, with_location, own, set_attribute,
                          owned_containers)
 
 
@@ -181,9 +181,7 @@ def assign_target(frame, target, value):
                 f"kiln arrays are immutable", frame.info(target),
                 "Write x = x.at[idx].set(y) (or .add, .multiply, ...).")
     elif t is gast.Attribute:
-        raise CompileError("assigning to an attribute mutates an object that outlives the "
-                           "call, which a compiled function cannot do", frame.info(target),
-                           "Return the new value instead, or build a new object.")
+        set_attribute(eval_expr(frame, target.value), target.attr, value, frame.info(target))
     elif t is gast.Starred:
         raise CompileError("starred assignment target must be in a list or tuple",
                            frame.info(target))
