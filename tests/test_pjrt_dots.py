@@ -107,3 +107,10 @@ def test_handler_refuses_other_operands(client):
     with pytest.raises(api.PjrtError, match="kiln_gemm_f32_nn: expects two rank-2 float32"):
         exe(x, x)[0].to_host()
     exe.close()
+
+
+def test_large_products_stay_xlas(client, texts):
+    """Past SERIAL_LIMIT multiply-adds XLA's threaded dot is faster than kiln's serial one."""
+    a = np.ones((1024, 1024), np.float32)
+    same(lambda a, b: a @ b, a, a[:, :129], rtol=1e-4)
+    assert "stablehlo.dot_general" in texts[-1] and "custom_call" not in texts[-1]
