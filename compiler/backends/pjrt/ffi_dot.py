@@ -14,7 +14,8 @@ compiled in-process by that plug-in). It returns {} where the plug-in has no FFI
 
 A handler is `XLA_FFI_Error* handler(XLA_FFI_CallFrame*)` (XLA's `xla/ffi/api/c_api.h`, FFI
 API 0.x). Called with the metadata extension in the frame's chain it writes the FFI API's own
-version and no traits into the metadata and returns NULL. On execute it checks the frame's size,
+version and no traits into the metadata and returns NULL. It checks the frame's size and that
+the FFI API's major version is 0 (the layouts below) before anything else. On execute it checks
 two buffer arguments and one result, each of its dtype and rank 2, with matching sizes, and
 computes the row-major C (m x n) = op(A) @ op(B) with `kiln_gemm_<dtype>` (C zeroed for k = 0);
 anything else returns an XLA_FFI_Error (INVALID_ARGUMENT) made by the API's `Error_Create`,
@@ -102,6 +103,10 @@ class _Handler:
         b.cbranch(b.icmp_unsigned("<", size, I64(FRAME_SIZE)), blocks["bad_frame"],
                   blocks["extension"])
         b.position_at_end(blocks["extension"])
+        major = _load(b, _load(b, frame, API, I8P), API_VERSION, I32)
+        known = fn.append_basic_block("known_api")
+        b.cbranch(b.icmp_signed("==", major, I32(0)), known, blocks["bad_frame"])
+        b.position_at_end(known)
         ext = _load(b, frame, EXT, I8P)
         has = b.icmp_unsigned("!=", ext, ir.Constant(I8P, None))
         b.cbranch(has, blocks["metadata"], blocks["stage"])
