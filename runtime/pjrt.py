@@ -253,9 +253,18 @@ def compile_function(fn, donated=()):
     from .compiler.backends.stablehlo import lower_module
     kind = lambda v: (v.aval.shape, v.aval.dtype)
     found = aliases([kind(v) for v in fn.invars], [kind(v) for v in fn.outvars], donated)
-    program = Program(lower_module(fn, aliases=found), devices("pjrt")[0])
+    device = devices("pjrt")[0]
+    program = Program(lower_module(fn, aliases=found, dots=kiln_dots(device)), device)
     program.held = {out: i for i, out in found.items()}
     return program
+
+
+def kiln_dots(device):
+    """The custom-call targets of kiln's matrix products that `device`'s plug-in has
+    (pjrt/ffi_dot.py), unless KILN_PJRT_KILN_DOTS=0 keeps XLA's own dots."""
+    if os.environ.get("KILN_PJRT_KILN_DOTS", "1") == "0":
+        return {}
+    return device.layer.info.client.kiln_dots
 
 
 def aliases(ins, outs, donated):

@@ -2,7 +2,9 @@
 
 `Client(plugin, options=None)` creates a client of a loaded plug-in (`plugins.load(path)`; the
 create options below), with its `platform`, `platform_version`, `process_index` and
-`devices` (`DeviceInfo`: handle, id, kind, process index; the addressable ones). Objects keep
+`devices` (`DeviceInfo`: handle, id, kind, process index; the addressable ones), and
+`kiln_dots`: the custom-call targets of kiln's matrix products registered with a CPU plug-in
+(ffi_dot.py; {} for other platforms or where the plug-in cannot take them). Objects keep
 what they need alive: a buffer or an executable holds its client, so the client is destroyed
 after them (`close()`, or when the last reference goes; never while the interpreter shuts
 down, when the plug-in's threads may already be gone).
@@ -57,7 +59,7 @@ import weakref
 
 import numpy as np
 
-from . import api, compile_cache, native
+from . import api, compile_cache, ffi_dot, native
 
 
 def _varint(n):
@@ -140,6 +142,8 @@ class Client:
         listed = table.call("Client_AddressableDevices", api.args(
             api.ClientDevices, client=self.handle))
         self.devices = [DeviceInfo(self, listed.devices[i]) for i in range(listed.num_devices)]
+        # kiln's matrix-product handlers, registered with a CPU plug-in (ffi_dot.py)
+        self.kiln_dots = ffi_dot.register(table) if self.platform == "cpu" else {}
         # The native await (ready event) and destruction of a buffer: fn(table_address, handle)
         self.table_address = C.addressof(table.table)
         self.native_await, self.native_destroy = native.buffer_functions()

@@ -1,6 +1,7 @@
 """An SSA function as one StableHLO module in MLIR text (`lower_module`).
 
-    lower_module(fn, name=None, replicas=1, partitions=1, shardings=None, aliases=None)
+    lower_module(fn, name=None, replicas=1, partitions=1, shardings=None, aliases=None,
+                 dots=None)
         -> StableHloModule(text, name, in_avals, out_avals)
     hlo_sharding(mesh_sizes, dims) -> the `mhlo.sharding` text of one value
 
@@ -15,6 +16,9 @@ run once per device, whose collectives carry their replicas' layout (lower_colle
 argument and result is split over the partitions; the avals stay the global ones.
 `aliases` ({argument index: result index}, jit's donation on PJRT devices) marks an argument
 `tf.aliasing_output`: XLA may write that result into the argument's buffer.
+`dots` ({(dtype, lhs transposed, rhs transposed): target name}, from the plug-in that will
+compile the module: pjrt/ffi_dot.py) makes 2-D float products custom calls of those targets
+(lower_linalg.py); without it (`as_text`, `kiln compile`) they are `stablehlo.dot_general`.
 
 `hlo_sharding(mesh_sizes, dims)` is the sharding text of a value laid out over a mesh of
 `mesh_sizes` (one size per mesh axis, partition p at the mesh's row-major position p), where
@@ -68,11 +72,13 @@ def _attributed(text, sharding, alias=None):
     return f"{text} {{{', '.join(attrs)}}}" if attrs else text
 
 
-def lower_module(fn, name=None, replicas=1, partitions=1, shardings=None, aliases=None):
+def lower_module(fn, name=None, replicas=1, partitions=1, shardings=None, aliases=None,
+                 dots=None):
     """The StableHLO module of the SSA function `fn` (module docstring); `aliases` {argument
     index: result index}: donated arguments whose buffer a result of the same type may take
     (`tf.aliasing_output`, XLA's input-output aliasing)."""
     ctx = Emitter()
+    ctx.dots = dots or {}
     for v in list(fn.invars) + list(fn.outvars):
         if v.aval.dtype.kind == "O":
             raise ctx.error(f"the StableHLO backend cannot pass reverse mode's tapes "

@@ -1,0 +1,116 @@
+"""kiln's matrix products inside XLA's CPU plug-in (compiler/backends/pjrt/ffi_dot.py): 2-D
+f32/f64 products of modules jit compiles for a CPU plug-in are custom calls of kiln's handlers,
+checked against the reference backend (hypothesis over shapes with 0 and 1, the four operand
+forms, grad of an MLP, vmap); a handler's refusal of operands it was not built for is a clear
+error; KILN_PJRT_KILN_DOTS=0 and `as_text` keep `stablehlo.dot_general`."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import kiln
+import kiln.numpy as jnp
+from kiln.compiler.backends import stablehlo
+from kiln.compiler.backends.pjrt import api, client as pjrt, plugins
+from kiln.tree_util import tree_leaves
+
+PLUGINS = plugins.discover()
+pytestmark = [pytest.mark.usefixtures("x64_module"),
+              pytest.mark.skipif(not PLUGINS, reason="no PJRT plug-in (pip install -e "
+                                 "'.[pjrt]'; make test installs xla-cpu-pjrt)")]
+SETTINGS = settings(max_examples=8, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.too_slow,
+                                           HealthCheck.function_scoped_fixture])
+FORMS = {"nn": lambda a, b: a @ b, "tn": lambda a, b: a.T @ b, "nt": lambda a, b: a @ b.T,
+         "tt": lambda a, b: a.T @ b.T}
+
+
+@pytest.fixture(scope="module")
+def client():
+    device = kiln.devices("pjrt")[0]
+    made = device.layer.info.client
+    if not made.kiln_dots:
+        pytest.skip(f"the {made.platform} plug-in does not take kiln's FFI handlers")
+    return made
+
+
+@pytest.fixture
+def texts(monkeypatch):
+    """The StableHLO texts jit compiles for PJRT devices in the test."""
+    seen = []
+    lower = stablehlo.lower_module
+
+    def spy(*a, **k):
+        module = lower(*a, **k)
+        seen.append(module.text)
+        return module
+    monkeypatch.setattr(stablehlo, "lower_module", spy)
+    return seen
+
+
+def same(f, *args, rtol):
+    got = [np.asarray(x) for x in tree_leaves(kiln.jit(f, backend="pjrt")(*args))]
+    want = [np.asarray(x) for x in tree_leaves(kiln.jit(f, backend="reference")(*args))]
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol)
+
+
+@SETTINGS
+@given(m=st.sampled_from([0, 1, 3, 17]), k=st.sampled_from([0, 1, 5, 33]),
+       n=st.sampled_from([0, 1, 2, 19]), dtype=st.sampled_from(["float32", "float64"]),
+       form=st.sampled_from(sorted(FORMS)))
+def test_products_are_kilns_custom_calls(client, texts, m, k, n, dtype, form):
+    rng = np.random.default_rng(m * 100 + k * 10 + n)
+    a = rng.standard_normal((k, m) if form[0] == "t" else (m, k)).astype(dtype)
+    b = rng.standard_normal((n, k) if form[1] == "t" else (k, n)).astype(dtype)
+    same(FORMS[form], a, b, rtol=1e-4 if dtype == "float32" else 1e-10)
+    name = f"kiln_gemm_{dtype[0]}{dtype[-2:]}_{form}"
+    assert f"stablehlo.custom_call @{name}(" in texts[-1]
+    assert "dot_general" not in texts[-1]
+
+
+def test_mlp_grad_and_vmap(client, texts):
+    rng = np.random.default_rng(0)
+    params = [(rng.standard_normal((6, 8), np.float32), rng.standard_normal(8, np.float32)),
+              (rng.standard_normal((8, 3), np.float32), rng.standard_normal(3, np.float32))]
+    x, y = rng.standard_normal((5, 6), np.float32), rng.standard_normal((5, 3), np.float32)
+
+    def loss(params, x, y):
+        for w, b in params:
+            x = jnp.tanh(x @ w + b)
+        return jnp.mean((x - y) ** 2)
+
+    same(kiln.grad(loss), params, x, y, rtol=1e-5)
+    assert texts[-1].count("custom_call @kiln_gemm_f32_") == 5   # 2 forward, 3 backward
+    same(kiln.vmap(lambda v, w: v @ w, in_axes=(0, None)), x, params[0][0], rtol=1e-5)
+    same(kiln.vmap(lambda v, w: w.T @ v, in_axes=(1, None)), x.T, params[0][0], rtol=1e-5)
+
+
+def test_opt_out_and_as_text_keep_dot_general(client, texts, monkeypatch):
+    a = np.ones((4, 3), np.float32)
+    f = kiln.jit(lambda a, b: a @ b, backend="pjrt")
+    assert "custom_call" not in f.lower(a, a.T).as_text("stablehlo")
+    monkeypatch.setenv("KILN_PJRT_KILN_DOTS", "0")
+    same(lambda a, b: a @ b + 1.0, a, a.T, rtol=1e-6)
+    assert "stablehlo.dot_general" in texts[-1] and "custom_call" not in texts[-1]
+
+
+def test_handler_refuses_other_operands(client):
+    """A module calling the f32 handler on f64 operands: XLA's execution raises the handler's
+    error (through XLA_FFI_Error), the process goes on."""
+    t = "tensor<2x2xf64>"
+    text = (f"module @m {{\n  func.func public @main(%a: {t}, %b: {t}) -> {t} {{\n"
+            f"    %0 = stablehlo.custom_call @kiln_gemm_f32_nn(%a, %b) {{api_version = 4 : i32, "
+            f"backend_config = {{}}}} : ({t}, {t}) -> {t}\n    return %0 : {t}\n  }}\n}}\n")
+    x = np.ones((2, 2))
+    exe = pjrt.Executable(client, text, [x, x], [x])
+    with pytest.raises(api.PjrtError, match="kiln_gemm_f32_nn: expects two rank-2 float32"):
+        exe(x, x)[0].to_host()
+    exe.close()
+
+
+def test_large_products_stay_xlas(client, texts):
+    """Past SERIAL_LIMIT multiply-adds XLA's threaded dot is faster than kiln's serial one."""
+    a = np.ones((1024, 1024), np.float32)
+    same(lambda a, b: a @ b, a, a[:, :129], rtol=1e-4)
+    assert "stablehlo.dot_general" in texts[-1] and "custom_call" not in texts[-1]
