@@ -1104,6 +1104,9 @@ def gamma_sample_grad(a, x):
     carrying its derivative in a; 0 at x = 0, NaN for x < 0, a <= 0 or NaN inputs. Where
     x^a e^-x / Gamma(a) underflows the loops do not run (their first terms stand), as in
     JAX's `random_gamma_grad`."""
+    shape = lax.broadcast_shapes(np.shape(a), np.shape(x))   # a rank-0 operand stretches
+    a, x = lax.broadcast(a, shape[np.ndim(a):]), lax.broadcast(x, shape[np.ndim(x):])
+
     def f(v):
         return lax.full_like(a, v)
 

@@ -313,3 +313,25 @@ def test_precision_forms_are_accepted_and_checked():
         kl.Tolerance()
     with pytest.raises(NotImplementedError, match="Accuracy 3 not supported"):
         kl.exp(1.0, accuracy=3)
+
+
+def test_collectives_over_positional_axes():
+    # JAX's psum/pmax/pmin take ints as axes of the operand itself, beside named axes
+    x = np.arange(24., dtype=np.float32).reshape(2, 3, 4)
+    np.testing.assert_array_equal(kiln.lax.psum(x, 1), x.sum(1))
+    np.testing.assert_array_equal(kiln.lax.psum(x, (0, -1)), x.sum((0, 2)))
+    np.testing.assert_array_equal(kiln.lax.pmax(x, 2), x.max(2))
+    np.testing.assert_array_equal(kiln.lax.pmin(x, (1,)), x.min(1))
+    np.testing.assert_array_equal(kiln.lax.pmean(x, 1), x.mean(1))
+    both = kiln.vmap(lambda r: kiln.lax.psum(r, ("i", 0)), axis_name="i")(x)
+    np.testing.assert_array_equal(both, np.broadcast_to(x.sum((0, 1)), (2, 4)))
+
+
+def test_gamma_grads_stretch_a_rank_0_operand():
+    a = np.ones(3, np.float32)
+    want = kiln.lax.igamma_grad_a(a, np.full(3, 2.5, np.float32))
+    np.testing.assert_allclose(kiln.lax.igamma_grad_a(a, 2.5), want, rtol=1e-6)
+    np.testing.assert_allclose(kiln.lax.random_gamma_grad(np.float32(2.5), a),
+                               kiln.lax.random_gamma_grad(np.full(3, 2.5, np.float32), a),
+                               rtol=1e-6)
+    assert kiln.lax.optimization_barrier(2.5).dtype == np.float32

@@ -87,9 +87,28 @@ def _leaf(x, op):
     return to_array(x, f"lax.{op}")
 
 
+def _positional(axis_name):
+    """(the int entries of `axis_name`: positional axes of the operand, as JAX allows, the
+    named ones)."""
+    names = tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
+    return (tuple(n for n in names if isinstance(n, int)),
+            tuple(n for n in names if not isinstance(n, int)))
+
+
+def _over_positions(reducer, v, positions, op):
+    """`v` reduced by the lax `reducer` over its positional axes (negative ones count back)."""
+    v = _leaf(v, op)
+    return getattr(_ops, reducer)(v, tuple(sorted(p % max(v.ndim, 1) for p in positions)))
+
+
 def psum(x, axis_name, *, axis_index_groups=None):
-    """The sum of `x` (a pytree) over the named axis (or tuple of axes); a Python number `n`
-    sums to `n` times the axis size (`psum(1, 'i')` is the size of axis 'i')."""
+    """The sum of `x` (a pytree) over the named axis (or tuple of axes; an int names an axis
+    of the operand itself, as in JAX); a Python number `n` sums to `n` times the axis size
+    (`psum(1, 'i')` is the size of axis 'i')."""
+    positions, named = _positional(axis_name)
+    if positions:
+        x = tree_map(lambda v: _over_positions("reduce_sum", v, positions, "psum"), x)
+        return psum(x, named, axis_index_groups=axis_index_groups) if named else x
     names = _names("psum", axis_name, axis_index_groups)
 
     def leaf(v):
@@ -101,12 +120,22 @@ def psum(x, axis_name, *, axis_index_groups=None):
 
 def pmean(x, axis_name, *, axis_index_groups=None):
     """The mean of `x` (a pytree) over the named axis: its psum divided by the axis size."""
-    n = _size(_names("pmean", axis_name, axis_index_groups))
-    return tree_map(lambda v: v / n, psum(x, axis_name))
+    positions, named = _positional(axis_name)
+    n = _size(_names("pmean", named, axis_index_groups))
+
+    def mean(v, total):
+        return total / (n * math.prod(_leaf(v, "pmean").shape[p] for p in positions))
+    return tree_map(mean, x, psum(x, axis_name))
 
 
 def _extremum(op):
     def collective(x, axis_name, *, axis_index_groups=None):
+        positions, named = _positional(axis_name)
+        if positions:
+            x = tree_map(lambda v: _over_positions("reduce_" + op[1:], v, positions, op), x)
+            if not named:
+                return x
+            axis_name = named
         names = _names(op, axis_name, axis_index_groups)
         return tree_map(lambda v: _bind(op, _leaf(v, op), axis_name=_param(names)), x)
     collective.__name__ = op

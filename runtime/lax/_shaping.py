@@ -7,6 +7,7 @@ import builtins
 import numpy as np
 
 from ..array import to_array
+from ..tree_util import tree_map
 from ..compiler.ir import dtypes
 from . import _ops as L
 from ._gather_scatter import GatherDimensionNumbers, gather, scatter_add
@@ -133,6 +134,6 @@ def scatter_sub(operand, scatter_indices, updates, dimension_numbers, *,
 
 
 def optimization_barrier(operand, /):
-    """Identity on a pytree. kiln's passes do not move computation across values the way XLA
-    does, so there is nothing to prevent."""
-    return operand
+    """Identity on a pytree (its leaves as arrays, as JAX's). kiln's passes do not move
+    computation across values the way XLA does, so there is nothing to prevent."""
+    return tree_map(lambda x: to_array(x, "optimization_barrier"), operand)
