@@ -141,3 +141,14 @@ def test_gradients():
     np.testing.assert_allclose(g, 1 - 2 * z * sps.dawsn(z), rtol=1e-4, atol=1e-6)
     g = kiln.grad(lambda x: special.spence(x).sum())(x / 4)
     np.testing.assert_allclose(g, np.log(xs / 4) / (1 - xs / 4), rtol=1e-4)
+
+
+def test_zeta_at_negative_q_for_whole_x():
+    # SciPy's and JAX's recurrence: the terms with q + k < 0 added to zeta(x, q + ceil(-q))
+    x = np.array([2, 3, 2.5, 2, 4, 2, 5], np.float32)
+    q = np.array([-1.5, -2.5, -1.5, 1.5, -0.3, -3., -4.25], np.float32)
+    want = sps.zeta(x.astype(np.float64), q.astype(np.float64))
+    for f in (special.zeta, kiln.jit(special.zeta)):
+        np.testing.assert_allclose(f(x, q), want, rtol=1e-4)
+    np.testing.assert_allclose(special.polygamma(1, np.float32(-1.5)),
+                               sps.polygamma(1, -1.5), rtol=1e-5)

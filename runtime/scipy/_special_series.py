@@ -179,17 +179,31 @@ def _hurwitz(s, q):
 
 def zeta(x, q=None):
     """The Hurwitz zeta function sum((k + q)**-x), the Riemann zeta function when q is None
-    (q defaults to 1). inf at x == 1, NaN for x < 1 and for q <= 0."""
+    (q defaults to 1). inf at x == 1 and at q = 0, -1, -2, ...; for q < 0 and a whole x, the
+    series' first terms, (q + k)**-x for k < ceil(-q), added to zeta(x, q + ceil(-q)) (as
+    SciPy and JAX); NaN for x < 1 and for q < 0 with x not whole."""
     if q is None:
         raise NotImplementedError("Riemann zeta function not implemented; pass q != None to "
                                   "compute the Hurwitz Zeta function.")
     x, q = promote_args_inexact("zeta", x, q)
     _reject_complex("zeta", x)
     x, q = _broadcast(x, q)
-    ok = (x > 1) & (q > 0)
-    value = _hurwitz(jnp.where(ok, x, 2), jnp.where(ok, q, 1))
+    shifted = (x > 1) & (x == lax.floor(x)) & (q < 0) & (q != lax.floor(q))
+    steps = jnp.where(shifted, lax.ceil(-q), 0)
+    ok = ((x > 1) & (q > 0)) | shifted
+    value = _hurwitz(jnp.where(ok, x, 2), jnp.where(ok, q + steps, 1))
+    value = value + _leading_terms(jnp.where(shifted, x, 2), q, steps)
     pole = (x == 1) | ((x > 1) & (q <= 0) & (q == lax.floor(q)))
     return jnp.where(pole, np.inf, jnp.where(ok, value, np.nan))
+
+
+def _leading_terms(x, q, steps):
+    """sum over k < steps of (q + k)**-x (x whole, so a negative base is fine)."""
+    def body(carry):
+        k, total = carry
+        return k + 1, total + jnp.where(k < steps, jnp.power(q + k, -x), 0)
+    start = (jnp.zeros((), q.dtype), jnp.zeros_like(q))
+    return lax.while_loop(lambda c: c[0] < jnp.max(steps, initial=0), body, start)[1]
 
 
 def polygamma(n, x):
