@@ -13,7 +13,9 @@ as `log2(2)` or `hypot(True_array, 3)`. Invalid dtypes are left to the primitive
 messages are JAX's (`jnp.bitwise_and(1.0, 1)`: "and does not accept dtype float32 ...").
 
 Eager fast path: when both operands are already arrays of one dtype and shape, binary
-functions bind their primitive directly (the general path would reach the same call).
+functions bind their primitive directly (the general path would reach the same call, with
+NumPy's floating-point warnings off likewise). With debug_nans or debug_infs on, the general
+path runs, for its checks.
 """
 import operator
 
@@ -24,6 +26,8 @@ from ..custom_derivatives import custom_jvp
 from ..dispatch import apply_binary
 from ..array import TYPED
 from ..execution_guards import STATE as _GUARDS
+from ..float_checks import STATE as _FLOAT_CHECKS
+from ..compiler.primitives.quiet import ignore as _quiet, restore as _restore
 from .. import lax
 from ..compiler.ir import dtypes
 from ..compiler.primitives import PRIMITIVES
@@ -79,8 +83,12 @@ def _binary(name, lax_fn, promote="any", *aliases, prim=None, fast_kinds=None):
                 if weak is None and _fast_ok(v1, v2, x1, x2, fast_kinds):
                     weak = fast[key] = apply_binary(p, x1, x2).weak_type
                 if weak is not None and type(v1) is np.ndarray is type(v2) and \
-                        not _GUARDS.no_execution:   # host data
-                    value = impl(v1, v2)
+                        not (_GUARDS.no_execution or _FLOAT_CHECKS.on):   # host data
+                    token = _quiet()
+                    try:
+                        value = impl(v1, v2)
+                    finally:
+                        _restore(token)
                     if type(value) is np.ndarray:
                         out = _new(Array)
                         out._value = value
