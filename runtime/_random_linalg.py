@@ -22,9 +22,9 @@ __all__ = ["key_dtype", "generalized_normal", "ball", "wald", "multivariate_norm
            "orthogonal"]
 
 
-def key_dtype(impl=None):
-    """The dtype of typed keys of the PRNG implementation `impl` (threefry2x32 only)."""
-    R._check_impl(impl)
+def key_dtype(impl_spec=None):
+    """The dtype of typed keys of the PRNG implementation `impl_spec` (threefry2x32 only)."""
+    R._check_impl(impl_spec)
     return R._KEY_DTYPE
 
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from . import dispatch
 from .compiler.ir import dtypes
+from .compiler.primitives.quiet import ignore as _quiet, restore as _restore
 from .compiler.backends.cuda.device import DeviceBuffer
 
 _SCALARS = (int, float, complex, bool, np.generic)
@@ -570,7 +571,13 @@ def to_array(x, what="argument"):
         dtype, weak = dtypes.python_scalar_dtype(x)
         if t is int:
             _check_int_range(x, dtype)
-        return _wrap(np.asarray(x, dtype), weak)
+            return _wrap(np.asarray(x, dtype), weak)
+        token = _quiet()   # a float beyond float32's range becomes inf without NumPy's warning
+        try:
+            value = np.asarray(x, dtype)
+        finally:
+            _restore(token)
+        return _wrap(value, weak)
     if isinstance(x, (np.ndarray, np.generic)):
         v = np.asarray(x)
         if v.dtype.kind not in "biufc":

@@ -4,8 +4,9 @@
 object whose type defines `_kiln_trace`); if there is one, that trace handles the operation
 (the specialiser emits SSA for it). Otherwise the operation runs eagerly: abstract evaluation
 checks the operands (cached per primitive, operand types and params, so repeated calls skip the
-Python shape rules), then the primitive's NumPy implementation runs and its result is wrapped
-as an `Array` with the dtype and weak type the abstract value says. An operation with an
+Python shape rules), then the primitive's NumPy implementation runs, with NumPy's
+floating-point warnings off (as XLA, 1/0 is inf without a word: compiler/primitives/quiet.py),
+and its result is wrapped as an `Array` with the dtype and weak type the abstract value says. An operation with an
 operand on a GPU (a device buffer), or any operation outside a specialisation while the
 default device in force is a GPU (kiln.default_device), runs on the GPU instead (`on_device`:
 compiler/backends/cuda/eager.py), its results staying there. A result of operands typed with
@@ -20,6 +21,7 @@ from . import _default_device
 _DEFAULT_SET = _default_device.IN_FORCE   # [True] once a default device was ever set
 from .float_checks import STATE as _FLOAT_CHECKS, check as _check_floats
 from .execution_guards import STATE as _GUARDS, check_execution
+from .compiler.primitives.quiet import ignore as _quiet, restore as _restore
 
 _aval_cache = {}
 
@@ -81,7 +83,11 @@ def apply_eager(prim, args, params):
     if any(type(v) is DeviceBuffer for v in vals) or (_DEFAULT_SET[0] and not builders and
                                                        _default_device.on_gpu()):
         return on_device(prim, vals, params, out)
-    result = prim.impl(*vals, **params)
+    token = _quiet()
+    try:
+        result = prim.impl(*vals, **params)
+    finally:
+        _restore(token)
     if _FLOAT_CHECKS.on:
         _check_floats(result if prim.multiple_results else (result,), prim.name)
     if prim.multiple_results:
@@ -116,7 +122,11 @@ def apply_binary(prim, a, b):
     if type(va) is DeviceBuffer or type(vb) is DeviceBuffer or (
             _DEFAULT_SET[0] and not builders and _default_device.on_gpu()):
         return on_device(prim, (va, vb), {}, out)
-    value = prim.impl(va, vb)
+    token = _quiet()
+    try:
+        value = prim.impl(va, vb)
+    finally:
+        _restore(token)
     if _FLOAT_CHECKS.on:
         _check_floats((value,), prim.name)
     if TYPED and (id(a) in TYPED or id(b) in TYPED):

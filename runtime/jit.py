@@ -161,8 +161,17 @@ class Jitted:
         self._placed = {}   # backend -> the Jitted that arguments on its devices call
         self._shardings = None if in_shardings is None and out_shardings is None else \
             (in_shardings, out_shardings)
-        self._spanning = staging.GuardedCache()   # several processes: global_jit.py
-        self._partitioned = staging.GuardedCache()   # several PJRT devices: pjrt_partitioned
+
+    # Caches made on first use (a jit object is cheap to make: `jit(f)(x)` inline is common).
+    @functools.cached_property
+    def _spanning(self):
+        """Specialisations for global arrays over several processes (global_jit.py)."""
+        return staging.GuardedCache()
+
+    @functools.cached_property
+    def _partitioned(self):
+        """Specialisations for arguments spread over several PJRT devices (pjrt_partitioned)."""
+        return staging.GuardedCache()
 
     @staticmethod
     def _shardings_given(in_shardings, out_shardings):

@@ -252,24 +252,37 @@ def out_sharding_keyword(f):
     """`f` taking JAX's keyword `out_sharding=` (a Sharding, or a PartitionSpec over the
     current mesh): its result placed so (eagerly; `_placed`). A function whose signature
     already names `out_sharding` gets it too (and keeps its signature)."""
-    sig = inspect.signature(f)
-    passes = "out_sharding" in sig.parameters
+    return _placement_keyword(f, "out_sharding")
 
-    def wrapper(*args, out_sharding=None, **kwargs):
-        if out_sharding is None:
+
+def device_keyword(f):
+    """`f` taking JAX's keyword `device=` of the array-creation functions (a Device or a
+    Sharding): its result placed there, as `out_sharding=` places it; both at once are
+    refused, as in JAX."""
+    return _placement_keyword(f, "device")
+
+
+def _placement_keyword(f, keyword):
+    sig = inspect.signature(f)
+    passes = keyword in sig.parameters
+
+    def wrapper(*args, **kwargs):
+        where = kwargs.get(keyword) if passes else kwargs.pop(keyword, None)
+        if where is None:
             return f(*args, **kwargs)
-        if passes:
-            kwargs["out_sharding"] = out_sharding
+        if keyword == "device" and kwargs.get("out_sharding") is not None:
+            raise ValueError(f"Only one of `device` or `out_sharding` can be set. Got "
+                             f"device={where} and out_sharding={kwargs['out_sharding']}")
         from .sharding_propagation import suspended
         with suspended():   # (the operands' shardings need not agree: placed by this)
             out = f(*args, **kwargs)
-        return _placed(out, out_sharding)
+        return _placed(out, where)
     for name in ("__name__", "__qualname__", "__doc__", "__module__"):
         setattr(wrapper, name, getattr(f, name))
     if not passes:
         params = list(sig.parameters.values())
         at = next((i for i, p in enumerate(params) if p.kind is p.VAR_KEYWORD), len(params))
-        params.insert(at, inspect.Parameter("out_sharding", inspect.Parameter.KEYWORD_ONLY,
+        params.insert(at, inspect.Parameter(keyword, inspect.Parameter.KEYWORD_ONLY,
                                             default=None))
         sig = sig.replace(parameters=params)
     wrapper.__signature__ = sig

@@ -45,6 +45,7 @@ import inspect
 import logging
 import os
 import threading
+import types
 import weakref
 from typing import Callable, NamedTuple
 
@@ -165,13 +166,42 @@ def check_outputs(name, out, api):
                             f"pytrees of them")
 
 
+_P = inspect.Parameter
+_PARAMETERS = {}   # code object -> parameters of the plain functions made from it
+
+
+def parameters(fun):
+    """`fun`'s parameters as `(name, kind)` pairs (`kind` an `inspect.Parameter` kind), or None
+    when it has no signature. `inspect.signature` costs about 10 us; a plain function's names
+    and kinds are those of its code object, so they are read once per code object (a fresh
+    closure or lambda of the same code costs a dictionary lookup)."""
+    code = getattr(fun, "__code__", None) if type(fun) is types.FunctionType else None
+    if code is not None and not ("__wrapped__" in fun.__dict__ or
+                                 "__signature__" in fun.__dict__):
+        params = _PARAMETERS.get(code)
+        if params is None:
+            if len(_PARAMETERS) >= 4096:   # code made at run time (exec) in a loop
+                _PARAMETERS.clear()
+            params = _PARAMETERS[code] = _signature_parameters(fun)
+        return params
+    return _signature_parameters(fun)
+
+
+def _signature_parameters(fun):
+    try:
+        return tuple((p.name, p.kind) for p in inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        return None
+
+
 def positional_names(fun):
     """The names of `fun`'s positional parameters ([] when it has no signature)."""
-    try:
-        params = inspect.signature(fun).parameters.values()
-    except (TypeError, ValueError):
-        return []
-    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return _positional(parameters(fun) or ())
+
+
+def _positional(params):
+    return [name for name, kind in params if kind in (_P.POSITIONAL_ONLY,
+                                                      _P.POSITIONAL_OR_KEYWORD)]
 
 
 def input_names(positional, dyn_args, dyn_kwargs, static_positions=()):
@@ -204,18 +234,26 @@ class StaticArgs:
     def __init__(self, fun, argnums=(), argnames=(), what="static"):
         nums = (argnums,) if isinstance(argnums, int) else tuple(argnums or ())
         names = (argnames,) if isinstance(argnames, str) else tuple(argnames or ())
-        try:
-            params = list(inspect.signature(fun).parameters.values())
-        except (TypeError, ValueError):
-            params = None
-        self.positional = positional_names(fun)
+        self._fun = fun
+        self._positional = None
+        if not (nums or names):   # nothing to check or imply: the signature is read if needed
+            self.names = self.nums = frozenset()
+            return
+        params = parameters(fun)
+        positional = self._positional = _positional(params or ())
         if params is not None:
-            _validate_static(params, self.positional, nums, names, what)
-        positional = self.positional
+            _validate_static(params, positional, nums, names, what)
         self.names = frozenset(set(names) | {positional[n] for n in nums
                                              if -len(positional) <= n < len(positional)})
         self.nums = frozenset(set(nums) | {positional.index(n) for n in self.names
                                            if n in positional})
+
+    @property
+    def positional(self):
+        """The names of the function's positional parameters (SSA names of its inputs)."""
+        if self._positional is None:
+            self._positional = positional_names(self._fun)
+        return self._positional
 
     def __bool__(self):
         return bool(self.nums or self.names)
@@ -251,14 +289,15 @@ class StaticArgs:
 
 def _validate_static(params, positional, nums, names, what):
     """JAX's checks, at `jit` time: static (or donated) arguments the function cannot take."""
-    kinds = {p.kind for p in params}
+    kinds = {kind for _, kind in params}
     n = len(positional)
-    if inspect.Parameter.VAR_POSITIONAL not in kinds and any(not -n <= i < n for i in nums):
+    if _P.VAR_POSITIONAL not in kinds and any(not -n <= i < n for i in nums):
         raise ValueError(f"Jitted function has {what}_argnums={nums}, but only accepts {n} "
                          f"positional arguments.")
-    keywords = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    keywords = {name for name, kind in params if kind in (_P.POSITIONAL_OR_KEYWORD,
+                                                          _P.KEYWORD_ONLY)}
     invalid = set(names) - keywords
-    if inspect.Parameter.VAR_KEYWORD not in kinds and invalid:
+    if _P.VAR_KEYWORD not in kinds and invalid:
         raise ValueError(f"Jitted function has invalid argnames {invalid} in {what}_argnames. "
                          f"Function does not take these args.")
 

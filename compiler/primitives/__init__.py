@@ -3,14 +3,16 @@
 
 Beside the families: `core` (the Primitive, the registry and the rule tables), the
 vocabulary rules are written in (`emit`, `batching`, `rule_forms`), how rules reach the
-transforms of the layer above for their regions (`regions`), and the NumPy interpreter of SSA
-functions (`interpret`), which control flow's implementations and the reference backend run."""
+transforms of the layer above for their regions (`regions`), the NumPy interpreter of SSA
+functions (`interpret`), which control flow's implementations and the reference backend run,
+and NumPy's floating-point error state while implementations run for a user (`quiet`)."""
 import warnings
 
 # Primitive implementations follow XLA, where overflow, division by zero and NaN results are
-# values, not errors: NumPy's floating-point warnings raised where kiln calls an implementation
-# (here, in dispatch, in eager fast paths) are silenced. The filter matches only warnings
-# attributed to kiln's own modules, and is cheaper than entering np.errstate on every call.
+# values, not errors. Where kiln runs them for a user (eager dispatch, the reference backend),
+# NumPy's error state is set to ignore (quiet.py), whatever the user's warning filters are. This
+# filter catches the rest under the default filters: warnings attributed to kiln's own modules
+# that compute with NumPy on the host (constant folding, host callbacks, helpers).
 warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"kiln(\.|$)")
 
 from .core import PRIMITIVES, Primitive  # noqa: F401

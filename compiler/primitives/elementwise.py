@@ -319,22 +319,28 @@ def _abs_vjp(ct, primals, out):
     (x,) = primals
     if E.aval(x).dtype.kind != "c":
         return [E.select(E.ge(x, 0), ct, E.neg(ct))]
-    return [E.mul(E.cast_like(ct, x), _conj_over_abs(x, out))]  # real's transpose, then mul's
+    # real's transpose, then mul's
+    return [E.mul(E.convert(ct, E.aval(x).dtype, False), _conj_over_abs(x, out))]
 
 
 def _conj_over_abs(x, out):
-    """conj(x) / |x| for complex x, 0 at 0 (JAX's abs JVP divides by |x| with 0 replaced by 1)."""
-    r = E.cast_like(out, x)
+    """conj(x) / |x| for complex x, 0 at 0 (JAX's abs JVP divides by |x| with 0 replaced by 1,
+    |x| converted to x's dtype strongly typed, as JAX's convert_element_type does)."""
+    r = E.convert(out, E.aval(x).dtype, False)
     return E.div(E.conj(x), E.select(E.eq(r, 0), 1, r))
 
 
 JVP[abs_] = tangent_rule(_abs_jvp)
 VJP[abs_] = cotangent_rule(_abs_vjp)
 
-# real/imag/conj/complex transpose as JAX's: real -> complex(ct, 0), imag -> complex(0, -ct).
-_linear(real, lambda t, x: E.real(t), lambda ct, x: E.complex(ct, E.scalar(0, E.aval(ct))))
-_linear(imag, lambda t, x: E.imag(t),
-        lambda ct, x: E.complex(E.scalar(0, E.aval(ct)), E.neg(ct)))
+# real/imag/conj/complex transpose as JAX's: real -> complex(ct, 0), imag -> complex(0, -ct),
+# with JAX's strongly typed zero (so the cotangent of a weak complex input is strong, as in JAX).
+def _strong_zero(ct):
+    return E.scalar(0, ShapedArray((), E.aval(ct).dtype))
+
+
+_linear(real, lambda t, x: E.real(t), lambda ct, x: E.complex(ct, _strong_zero(ct)))
+_linear(imag, lambda t, x: E.imag(t), lambda ct, x: E.complex(_strong_zero(ct), E.neg(ct)))
 
 
 # digamma's derivative is trigamma, psi'(x), which kiln has no primitive for (JAX calls
@@ -623,9 +629,11 @@ def _trunc(q):
 
 
 def _balanced_eq(x, out, y):
-    """1 where x is the result, 1/2 where y is too, else 0."""
-    dtype = E.aval(out).dtype
-    return E.div(E.convert(E.eq(x, out), dtype), E.add(E.convert(E.eq(y, out), dtype), 1))
+    """1 where x is the result, 1/2 where y is too, else 0 (weakly typed like the result, as
+    JAX's ones and zeros like it are)."""
+    a = E.aval(out)
+    return E.div(E.convert(E.eq(x, out), a.dtype, a.weak_type),
+                 E.add(E.convert(E.eq(y, out), a.dtype, a.weak_type), 1))
 
 
 def _pow_dbase(g, x, y, out):

@@ -14,6 +14,7 @@ from ..ir.printer import to_ast, ssa_namespace, DtypeConstructor
 from ..ir.ssa import Function
 from .core import PRIMITIVES
 from .autodiff import Tape
+from .quiet import ignore, restore
 
 _PASS_THROUGH = (np.ndarray, Tape)  # values handed over as they are (tapes are not arrays)
 
@@ -57,7 +58,11 @@ class Executable:
         self._multi = len(fn.outvars) != 1
 
     def __call__(self, *args):
-        out = self._py(*args)
+        token = ignore()   # IEEE results without NumPy's warnings, as compiled code gives them
+        try:
+            out = self._py(*args)
+        finally:
+            restore(token)
         outs = out if self._multi else (out,)
         return [o if isinstance(o, _PASS_THROUGH) else np.asarray(o) for o in outs]
 

@@ -131,13 +131,17 @@ def _accumulate(ctenv, v, ct):
 
 
 def _fit(ct, aval):
-    """A rule's cotangent in its primal's exact dtype and weak type (literals broadcast)."""
+    """A rule's cotangent in its primal's shape and dtype (literals broadcast). Its weak type
+    is the one the rules gave it, as JAX's transposes do: a cotangent of a weak input is weak
+    when the rules keep it weak (JAX's promotions convert back to weak on the way down), and
+    strong where a rule makes it so (`real` of a weak complex input transposes to
+    complex(ct, strong 0))."""
     a = emit.aval(ct)
     if a.shape != aval.shape:
         ct = emit.broadcast_to(ct, aval.shape)
     if aval.dtype.kind == "O":
         return ct
-    if a.dtype != aval.dtype or a.weak_type != aval.weak_type:
+    if a.dtype != aval.dtype:
         ct = emit.convert(ct, aval.dtype, aval.weak_type)
     return ct
 

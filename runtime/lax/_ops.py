@@ -130,7 +130,13 @@ real, imag, conj, square = map(_unary, ("real", "imag", "conj", "square"))
 bitwise_not = _unary("not")
 
 add, sub, mul, div, rem = map(_binary, ("add", "sub", "mul", "div", "rem"))
-pow, max, min, atan2, nextafter = map(_binary, ("pow", "max", "min", "atan2", "nextafter"))  # noqa: A001
+pow, max, min, atan2 = map(_binary, ("pow", "max", "min", "atan2"))  # noqa: A001
+_nextafter = _binary("nextafter")
+
+
+def nextafter(x1, x2):
+    """The next float after `x1` towards `x2` (the `nextafter` primitive; JAX's names)."""
+    return _nextafter(x1, x2)
 complex = _binary("complex")  # noqa: A001
 bitwise_and, bitwise_or, bitwise_xor = map(_binary, ("and", "or", "xor"))
 shift_left, shift_right_logical, shift_right_arithmetic = map(

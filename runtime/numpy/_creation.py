@@ -25,7 +25,7 @@ from ._core import (check_arraylike, is_arraylike, canonical_dtype, broadcast_sh
 from ._core import as_array as _as_array
 from ._dtypes import result_type
 from ._ufuncs import add, subtract, multiply, true_divide, power, sign, log10, floor
-from ..sharding_types import out_sharding_keyword
+from ..sharding_types import out_sharding_keyword, device_keyword
 
 __all__ = ["array", "asarray", "from_dlpack", "copy", "zeros", "ones", "empty", "full", "zeros_like",
            "ones_like", "empty_like", "full_like", "arange", "linspace", "logspace", "geomspace",
@@ -134,6 +134,7 @@ def _is_weak(obj):
     return _is_array(obj) and obj.weak_type
 
 
+@device_keyword
 @out_sharding_keyword
 def array(object, dtype=None, copy=True, order="K", ndmin=0):  # noqa: A002
     """`jnp.array`: an Array from an array, scalar, or nested lists/tuples of them."""
@@ -165,6 +166,7 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0):  # noqa: A002
     return out
 
 
+@device_keyword
 @out_sharding_keyword
 def asarray(a, dtype=None, order=None, *, copy=None):
     """`jnp.asarray`: like `array`, but an Array that needs no conversion is returned as is."""
@@ -204,24 +206,28 @@ def _filled(name, shape, value, dtype):
     return lax.broadcast(np.array(value, dtype), _shape_arg(shape, name))
 
 
+@device_keyword
 @out_sharding_keyword
 def zeros(shape, dtype=None):
     """An array of zeros (default dtype: the default float)."""
     return _filled("zeros", shape, 0, dtype)
 
 
+@device_keyword
 @out_sharding_keyword
 def ones(shape, dtype=None):
     """An array of ones (default dtype: the default float)."""
     return _filled("ones", shape, 1, dtype)
 
 
+@device_keyword
 @out_sharding_keyword
 def empty(shape, dtype=None):
     """`jnp.empty`: as in JAX, an array of zeros (arrays are immutable, so never uninitialised)."""
     return _filled("empty", shape, 0, dtype)
 
 
+@device_keyword
 @out_sharding_keyword
 def full(shape, fill_value, dtype=None):
     """An array of `shape` filled with `fill_value` (a scalar, or an array broadcast to shape)."""
@@ -254,23 +260,27 @@ def _full_like(name, a, fill_value, dtype, shape):
     return lax.broadcast(_convert(value, target, dtype is None and proto_weak), shape)
 
 
+@device_keyword
 @out_sharding_keyword
 def zeros_like(a, dtype=None, shape=None):
     """Zeros with the shape and dtype (and weak type) of `a`, unless overridden."""
     return _full_like("zeros_like", a, 0, dtype, shape)
 
 
+@device_keyword
 @out_sharding_keyword
 def ones_like(a, dtype=None, shape=None):
     """Ones with the shape and dtype (and weak type) of `a`, unless overridden."""
     return _full_like("ones_like", a, 1, dtype, shape)
 
 
+@device_keyword
 def empty_like(prototype, dtype=None, shape=None):
     """`jnp.empty_like`: zeros like `prototype` (as in JAX)."""
     return _full_like("empty_like", prototype, 0, dtype, shape)
 
 
+@device_keyword
 @out_sharding_keyword
 def full_like(a, fill_value, dtype=None, shape=None):
     """`fill_value` with the shape and dtype (and weak type) of `a`, unless overridden."""
@@ -292,6 +302,7 @@ def _arange_size(start, stop, step):
                       f"stop={stop}, step={step}: {e}") from None
 
 
+@device_keyword
 @out_sharding_keyword
 def arange(start, stop=None, step=None, dtype=None):
     """Evenly spaced values in [start, stop) (JAX's dtype rules; bounds must be concrete)."""
@@ -334,6 +345,7 @@ def arange(start, stop=None, step=None, dtype=None):
     return lax.convert_element_type(lax.add(lax.convert_element_type(start, working), ramp), dtype)
 
 
+@device_keyword
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
     """`num` evenly spaced samples from `start` to `stop` (inclusive when `endpoint`)."""
     num = operator.index(num)
@@ -428,6 +440,7 @@ def _shifted_rows_and_cols(n, m, offset):
     return lax.add(i, offset), j
 
 
+@device_keyword
 def eye(N, M=None, k=0, dtype=None):  # noqa: N803
     """A 2-D array with ones on the k-th diagonal and zeros elsewhere."""
     dtype = _user_dtype(float if dtype is None else dtype, "eye")

@@ -189,8 +189,17 @@ def correlate(a, v, mode="valid", *, precision=None, preferred_element_type=None
                      preferred_element_type)
 
 
-def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None):
-    """The covariance matrix of the variables in the rows (columns with `rowvar=False`)."""
+def _check_inexact(name, dtype):
+    if dtype is not None and not jnp.issubdtype(dtype, np.inexact):
+        raise ValueError(f"{name}: dtype must be a subclass of float or complex; got "
+                         f"dtype={dtype}")
+
+
+def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None,
+        dtype=None):
+    """The covariance matrix of the variables in the rows (columns with `rowvar=False`),
+    computed in `dtype` when given (a float or complex type, as JAX)."""
+    _check_inexact("cov", dtype)
     (x,) = _arr("cov", m)
     if x.ndim > 2:
         raise ValueError("m has more than 2 dimensions")
@@ -211,6 +220,9 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     if aweights is not None:
         aw = jnp.asarray(aweights)
         w = aw if w is None else w * aw
+    if dtype is not None:
+        x = x.astype(dtype)
+        w = None if w is None else w.astype(dtype)
     if w is None:
         avg = jnp.mean(x, axis=1)
         fact = x.shape[1] - ddof
@@ -230,9 +242,10 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     return jnp.squeeze(c)
 
 
-def corrcoef(x, y=None, rowvar=True):
+def corrcoef(x, y=None, rowvar=True, dtype=None):
     """Pearson correlation coefficients: the covariance normalised by the deviations."""
-    c = cov(x, y, rowvar)
+    _check_inexact("corrcoef", dtype)
+    c = cov(x, y, rowvar, dtype=dtype)
     if c.ndim == 0:
         return c / c
     d = jnp.diag(c)

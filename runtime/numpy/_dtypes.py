@@ -67,6 +67,9 @@ def dtype(obj, align=False, copy=False):
     return np.dtype(obj)  # Python int/float/complex are int64/float64/complex128, as in JAX
 
 
+_dtype = dtype
+
+
 class extended(np.generic):
     """The abstract type of dtypes NumPy does not have (typed PRNG keys); `kiln.dtypes`."""
 
@@ -84,8 +87,8 @@ def issubdtype(arg1, arg2):
     return np.issubdtype(a, b)
 
 
-def isdtype(dt, kind):
-    dt = dtype(dt)
+def isdtype(dtype, kind):
+    dt = _dtype(dtype)   # (the parameter has JAX's name, which hides the function)
     kinds = kind if isinstance(kind, tuple) else (kind,)
     table = {"bool": "b", "signed integer": "i", "unsigned integer": "u", "integral": "iu",
              "real floating": "f", "complex floating": "c", "numeric": "iufc"}

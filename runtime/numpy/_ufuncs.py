@@ -13,7 +13,9 @@ as `log2(2)` or `hypot(True_array, 3)`. Invalid dtypes are left to the primitive
 messages are JAX's (`jnp.bitwise_and(1.0, 1)`: "and does not accept dtype float32 ...").
 
 Eager fast path: when both operands are already arrays of one dtype and shape, binary
-functions bind their primitive directly (the general path would reach the same call).
+functions bind their primitive directly (the general path would reach the same call, with
+NumPy's floating-point warnings off likewise). With debug_nans or debug_infs on, the general
+path runs, for its checks.
 """
 import operator
 
@@ -24,6 +26,8 @@ from ..custom_derivatives import custom_jvp
 from ..dispatch import apply_binary
 from ..array import TYPED
 from ..execution_guards import STATE as _GUARDS
+from ..float_checks import STATE as _FLOAT_CHECKS
+from ..compiler.primitives.quiet import ignore as _quiet, restore as _restore
 from .. import lax
 from ..compiler.ir import dtypes
 from ..compiler.primitives import PRIMITIVES
@@ -79,8 +83,12 @@ def _binary(name, lax_fn, promote="any", *aliases, prim=None, fast_kinds=None):
                 if weak is None and _fast_ok(v1, v2, x1, x2, fast_kinds):
                     weak = fast[key] = apply_binary(p, x1, x2).weak_type
                 if weak is not None and type(v1) is np.ndarray is type(v2) and \
-                        not _GUARDS.no_execution:   # host data
-                    value = impl(v1, v2)
+                        not (_GUARDS.no_execution or _FLOAT_CHECKS.on):   # host data
+                    token = _quiet()
+                    try:
+                        value = impl(v1, v2)
+                    finally:
+                        _restore(token)
                     if type(value) is np.ndarray:
                         out = _new(Array)
                         out._value = value
@@ -313,13 +321,13 @@ _binary("minimum", lax.min, "any", prim="min")
 
 
 @_export
-def fmax(x1, x2, /):
+def fmax(x1, x2):
     """Elementwise maximum that ignores NaNs (NumPy's `fmax`)."""
     return where(logical_or(greater(x1, x2), isnan(x2)), x1, x2)  # noqa: F821
 
 
 @_export
-def fmin(x1, x2, /):
+def fmin(x1, x2):
     """Elementwise minimum that ignores NaNs (NumPy's `fmin`)."""
     return where(logical_or(less(x1, x2), isnan(x2)), x1, x2)  # noqa: F821
 
@@ -464,7 +472,15 @@ def _trunc(x):
     return where(lax.lt(x, _const(x, 0)), lax.ceil(x), lax.floor(x))  # noqa: F821
 
 
-_export(_rounding("trunc", _trunc))
+_trunc_rounded = _rounding("trunc", _trunc)
+
+
+@_export
+def trunc(x):
+    """Round towards zero (integers and bools pass through)."""
+    return _trunc_rounded(x)
+
+
 _export(_rounding("fix", _trunc))  # NumPy's name for trunc (JAX 0.10 no longer has it)
 
 
@@ -575,8 +591,21 @@ def _isposneginf(infinity):
 
 
 _isposinf = _isposneginf(np.inf)
-_unary("isposinf", _isposinf, "any")
-_unary("isneginf", _isposneginf(-np.inf), "any")
+_isneginf = _isposneginf(-np.inf)
+
+
+@_export
+def isposinf(x, /, out=None):
+    """Whether each element is +inf (False for integers and bools; complex is refused)."""
+    _no_out("isposinf", out)
+    return _isposinf(*promote_args("isposinf", x))
+
+
+@_export
+def isneginf(x, /, out=None):
+    """Whether each element is -inf (False for integers and bools; complex is refused)."""
+    _no_out("isneginf", out)
+    return _isneginf(*promote_args("isneginf", x))
 
 
 def _signbit(x):
@@ -671,7 +700,7 @@ def _gcd_body(carry):
 
 
 @_export
-def gcd(x1, x2, /):
+def gcd(x1, x2):
     """Greatest common divisor of integers (NumPy's `gcd`; `gcd(0, 0) == 0`). Signed integers
     run Euclid's loop on their magnitudes as unsigned integers, where abs(INT_MIN) exists (on
     it, JAX's loop never ends); the result's weak type is JAX's (weak for weak scalars)."""
@@ -687,7 +716,7 @@ def gcd(x1, x2, /):
 
 
 @_export
-def lcm(x1, x2, /):
+def lcm(x1, x2):
     """Least common multiple of integers (NumPy's `lcm`; 0 when either is 0)."""
     x1, x2 = _integer_args("lcm", x1, x2)
     x1, x2 = _abs(x1), _abs(x2)
