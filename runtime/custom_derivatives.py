@@ -139,8 +139,8 @@ class _CustomFunction:
     def _rule_regions(self, b, name, primal, rules, leaves):
         """Bind `custom_*_call` of the traced `primal` region and the `rules`
         ((param, name, fn, input types) each; the types may be a callable giving them once
-        the earlier rules are traced): traced now, or deferred when this call is inside one
-        of the function's own rules."""
+        the earlier rules are traced): deferred when this call is inside one of the
+        function's own rules or the rules stand alone (`_stands_alone`), else traced now."""
         if not (self._in_rule or self._stands_alone()):
             children = [primal]
             with self._tracing_rules():
