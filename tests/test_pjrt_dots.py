@@ -109,8 +109,13 @@ def test_handler_refuses_other_operands(client):
     exe.close()
 
 
-def test_large_products_stay_xlas(client, texts):
-    """Past SERIAL_LIMIT multiply-adds XLA's threaded dot is faster than kiln's serial one."""
-    a = np.ones((1024, 1024), np.float32)
-    same(lambda a, b: a @ b, a, a[:, :129], rtol=1e-4)
-    assert "stablehlo.dot_general" in texts[-1] and "custom_call" not in texts[-1]
+@pytest.mark.parametrize("form", sorted(FORMS))
+@pytest.mark.parametrize("m, k, n", [(700, 96, 130), (130, 96, 700), (1000, 300, 65)])
+def test_large_products_run_as_panels_of_the_pool(client, texts, form, m, k, n):
+    """Past TASK_FLOPS multiply-adds the handler cuts C into panels of whole rows (more rows
+    than columns) or whole columns, run on kiln's thread pool; the last panel is narrower."""
+    rng = np.random.default_rng(m + n)
+    a = rng.standard_normal((k, m) if form[0] == "t" else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if form[1] == "t" else (k, n)).astype(np.float32)
+    same(FORMS[form], a, b, rtol=1e-4)
+    assert "custom_call @kiln_gemm_f32_" + form in texts[-1]

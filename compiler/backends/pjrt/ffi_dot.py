@@ -17,7 +17,8 @@ API 0.x). Called with the metadata extension in the frame's chain it writes the 
 version and no traits into the metadata and returns NULL. It checks the frame's size and that
 the FFI API's major version is 0 (the layouts below) before anything else. On execute it checks
 two buffer arguments and one result, each of its dtype and rank 2, with matching sizes, and
-computes the row-major C (m x n) = op(A) @ op(B) with `kiln_gemm_<dtype>` (C zeroed for k = 0);
+computes the row-major C (m x n) = op(A) @ op(B) with `kiln_gemm_<dtype>` (C zeroed for k = 0),
+in panels of whole rows or columns on kiln's thread pool (`_panels`, as the LLVM backend's);
 anything else returns an XLA_FFI_Error (INVALID_ARGUMENT) made by the API's `Error_Create`,
 which XLA raises from the execution.
 """
@@ -26,7 +27,8 @@ import ctypes as C
 import llvmlite.ir as ir
 import numpy as np
 
-from ..llvm import rtlib, target
+from ..llvm import parallel, pool, rtlib, target
+from ..llvm.lower_linalg import PANEL_ALIGN, PANELS_PER_THREAD, TASK_FLOPS
 from . import api
 
 FFI_EXTENSION = 5            # PJRT_Extension_Type_FFI
@@ -170,10 +172,7 @@ class _Handler:
                         ir.IntType(1)(0)])
         b.branch(blocks["done"])
         b.position_at_end(blocks["product"])
-        sa = (I64(1), m) if self.ta else (k, I64(1))
-        sb = (I64(1), k) if self.tb else (n, I64(1))
-        gemm = b.inttoptr(I64(rtlib.address(f"gemm_{self.dtype.name}")), GEMM_TYPE.as_pointer())
-        b.call(gemm, [a, *sa, bb, *sb, c, n, m, n, k, I64(0)])
+        self._panels(b, a, bb, c, m, n, k)
         b.branch(blocks["done"])
 
         b.position_at_end(blocks["done"])
@@ -182,6 +181,52 @@ class _Handler:
                                ("bad_operands", self.operand_error)):
             b.position_at_end(blocks[block])
             b.ret(self._error(b, frame, message))
+
+    def _panels(self, b, a, bb, c, m, n, k):
+        """C cut into panels of whole rows (more rows than columns) or whole columns, run as
+        dynamic tasks of kiln's thread pool, as the LLVM backend's products are
+        (lower_linalg._emit_panels: PANELS_PER_THREAD per thread, each at least TASK_FLOPS
+        multiply-adds and a multiple of PANEL_ALIGN wide but the last); one panel runs on
+        the calling thread."""
+        def smaller(x, y):
+            return b.select(b.icmp_signed("<", x, y), x, y)
+        by_rows = b.icmp_signed(">", m, n)
+        length = b.select(by_rows, m, n)
+        blocks = b.udiv(b.add(length, I64(PANEL_ALIGN - 1)), I64(PANEL_ALIGN))
+        work = b.udiv(b.mul(b.mul(m, n), k), I64(TASK_FLOPS))
+        threads = b.load(b.inttoptr(I64(rtlib.extern_address("kiln_num_threads")),
+                                    I64.as_pointer()))
+        panels = smaller(smaller(work, blocks), b.mul(threads, I64(PANELS_PER_THREAD)))
+        panels = b.select(b.icmp_signed("<", panels, I64(1)), I64(1), panels)
+        width = b.mul(b.udiv(b.add(blocks, b.sub(panels, I64(1))), panels), I64(PANEL_ALIGN))
+        panels = b.udiv(b.add(length, b.sub(width, I64(1))), width)
+        env = parallel.pack_env(b, [a, bb, c, m, n, k, width, b.zext(by_rows, I64)])
+        run = b.inttoptr(I64(rtlib.address("run_tasks")), pool.RUN_TASKS_TYPE.as_pointer())
+        b.call(run, [self._task(), env, panels, I32(0)])
+
+    def _task(self):
+        """`task(env, i)`: panel i of C = op(A) @ op(B) with the packed GEMM."""
+        task = ir.Function(self.fn.module, pool.TASK_TYPE, self.name + ".panel")
+        task.linkage = "internal"
+        b = ir.IRBuilder(task.append_basic_block("entry"))
+        env, i = task.args
+        a, bb, c, m, n, k, width, by_rows = parallel.unpack_env(b, env, [I8P] * 3 + [I64] * 5)
+        rows = b.icmp_signed("!=", by_rows, I64(0))
+        length = b.select(rows, m, n)
+        start = b.mul(i, width)
+        stop = b.add(start, width)
+        size = b.sub(b.select(b.icmp_signed("<", stop, length), stop, length), start)
+        sa = (I64(1), m) if self.ta else (k, I64(1))      # element strides of op(A), op(B)
+        sb = (I64(1), k) if self.tb else (n, I64(1))
+        item = I64(self.dtype.itemsize)
+        a = b.select(rows, b.gep(a, [b.mul(b.mul(start, sa[0]), item)]), a)
+        bb = b.select(rows, bb, b.gep(bb, [b.mul(b.mul(start, sb[1]), item)]))
+        c = b.gep(c, [b.mul(b.select(rows, b.mul(start, n), start), item)])
+        pm, pn = b.select(rows, size, m), b.select(rows, n, size)
+        gemm = b.inttoptr(I64(rtlib.address(f"gemm_{self.dtype.name}")), GEMM_TYPE.as_pointer())
+        b.call(gemm, [a, *sa, bb, *sb, c, n, pm, pn, k, I64(0)])
+        b.ret_void()
+        return task
 
     def _error(self, b, frame, message):
         """An XLA_FFI_Error (INVALID_ARGUMENT, `message`) from the frame's API."""

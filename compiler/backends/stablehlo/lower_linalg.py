@@ -4,9 +4,7 @@ result's dtype first (kiln's mixed-dtype rule); boolean operands contract as int
 compare with zero (or-of-ands). A 2-D float product (no batch dimensions, one contracting
 dimension each) of a module whose compiler provides kiln's matrix-product handlers (`ctx.dots`,
 pjrt/ffi_dot.py) is a `stablehlo.custom_call` of the handler for its dtype and operand form
-instead, with row-major layouts, up to SERIAL_LIMIT multiply-adds."""
-import math
-
+instead, with row-major layouts."""
 import numpy as np
 
 from ...primitives import PRIMITIVES
@@ -26,18 +24,13 @@ def dot(ctx, lhs, rhs, contracting, batching, aval):
 
 
 ROW_MAJOR = "dense<[1, 0]> : tensor<2xindex>"
-# kiln's handlers run the GEMM on one thread, where XLA's Eigen uses its thread pool: products
-# of more multiply-adds stay XLA's (1024^3 took 2x the wall time; the MLP's largest, 51M,
-# is faster as kiln's: docs/pjrt.md, "kiln's matrix products in the CPU plug-in").
-SERIAL_LIMIT = 1 << 27
 
 
 def custom_dot(ctx, lhs, rhs, contracting, batching, aval):
     """The `stablehlo.custom_call` of kiln's handler for this product, or None where it is not
-    a 2-D product of a dtype and form `ctx.dots` has, or larger than SERIAL_LIMIT."""
+    a 2-D product of a dtype and form `ctx.dots` has."""
     (lc, rc), (lb, _) = contracting, batching
-    if lb or len(lc) != 1 or lhs.aval.ndim != 2 or rhs.aval.ndim != 2 or \
-            math.prod(aval.shape) * lhs.aval.shape[int(lc[0])] > SERIAL_LIMIT:
+    if lb or len(lc) != 1 or lhs.aval.ndim != 2 or rhs.aval.ndim != 2:
         return None
     name = ctx.dots.get((aval.dtype, int(lc[0]) == 0, int(rc[0]) == 1))
     if name is None:
