@@ -161,46 +161,43 @@ class _CustomFunction:
         params = dict(zip([r[0] for r in rules], regions), call=f, num_consts=len(outer))
         return b.bind(PRIMITIVES[self._primitive], list(outer) + list(leaves), params)
 
-    def _stands_alone(self):
-        """Whether the rules reach nothing but plain functions, numbers, arrays and modules
-        (a module-level rule, as most are): their regions are then deferred, specialised
-        only when a derivative needs them, as JAX traces a rule only then. Rules that reach
-        other objects (methods, partials, functions defined inside the traced function) might
-        hold traced values, so they are specialised with the call."""
+    def _reachable(self):
+        """The values the rules reach through closures: the rules, the values their closure
+        cells (or, for a function defined inside a function being specialised, the enclosing
+        frames) hold, the items of tuples and lists among them, the functions and rules of
+        custom functions among them, and so on."""
         todo, seen = [r for r in self._rules() if r is not None], set()
         while todo:
             value = todo.pop()
             if id(value) in seen or isinstance(value, _PLAIN):
                 continue
             seen.add(id(value))
+            yield value
             if isinstance(value, _CustomFunction):
                 todo += [value.fun] + value._rules()
             elif isinstance(value, (tuple, list)):
                 todo += list(value)
-            elif inspect.isfunction(value):
+            elif inspect.isfunction(value) or hasattr(value, "closure_values"):
                 todo += _closure_values(value)
-            elif value is not None:
-                return False
-        return True
+
+    def _stands_alone(self):
+        """Whether the rules reach nothing but plain functions, numbers, arrays and modules
+        (a module-level rule, as most are): their regions are then deferred, specialised
+        only when a derivative needs them, as JAX traces a rule only then. Rules that reach
+        other objects (methods, partials, functions defined inside the traced function) might
+        hold traced values, so they are specialised with the call."""
+        return all(v is None or isinstance(v, (_CustomFunction, tuple, list))
+                   or inspect.isfunction(v) for v in self._reachable())
 
     def _closed_over_tracers(self):
-        """The traced values the rules close over (in closure cells of the rules and of the
-        functions those cells hold): a deferred rule receives them as inputs."""
+        """The traced values the rules reach (`_reachable`, and the leaves of the pytrees
+        among those): a deferred rule receives them as inputs."""
         from .tracer import Tracer
-        found, seen = {}, set()
-        todo = [r for r in self._rules() if r is not None]
-        while todo:
-            fn = todo.pop()
-            if id(fn) in seen:
-                continue
-            seen.add(id(fn))
-            for value in _closure_values(fn):
-                if inspect.isfunction(value) or hasattr(value, "closure_values"):
-                    todo.append(value)
-                    continue
-                for leaf in tree_flatten(value)[0]:
-                    if isinstance(leaf, Tracer):
-                        found.setdefault(id(leaf.var), leaf)
+        found = {}
+        for value in self._reachable():
+            for leaf in tree_flatten(value)[0]:
+                if isinstance(leaf, Tracer):
+                    found.setdefault(id(leaf.var), leaf)
         return list(found.values())
 
     def _deferred(self, fn, outer):

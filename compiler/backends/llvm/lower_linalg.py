@@ -251,19 +251,28 @@ def _emit_panels(ctx, plan, lhs, rhs, out):
     length = plan.m if by_rows else plan.n
     most = max(1, min(plan.m * plan.n * plan.k // TASK_FLOPS, -(-length // PANEL_ALIGN)))
     threads = builder.load(externs.declare(module, "kiln_num_threads"), typ=T.I64)
-    wanted = builder.mul(threads, T.i64(PANELS_PER_THREAD))
-    panels = builder.select(builder.icmp_signed("<", wanted, T.i64(most)), wanted, T.i64(most))
-    panels = builder.select(builder.icmp_signed("<", panels, T.i64(1)), T.i64(1), panels)
-    aligned = -(-length // PANEL_ALIGN)   # width: ceil(aligned blocks / panels) blocks
-    width = builder.mul(builder.udiv(builder.add(T.i64(aligned), builder.sub(panels, T.i64(1))),
-                                     panels), T.i64(PANEL_ALIGN))
-    panels = builder.udiv(builder.add(T.i64(length), builder.sub(width, T.i64(1))), width)
+    width, panels = panel_split(builder, T.i64(length), T.i64(most), threads)
     batch = math.prod(plan.batch)
     if batch == 0:
         return
     task = _panel_task(ctx, plan, dtype, by_rows, length)
     env = parallel.pack_env(builder, [lhs.ptr, rhs.ptr, out.ptr, width, panels])
     pool.emit_run_tasks(builder, task, env, builder.mul(panels, T.i64(batch)), False)
+
+
+def panel_split(builder, length, most, threads):
+    """(width, count) of the panels `length` rows or columns are cut into (i64 values):
+    PANELS_PER_THREAD per thread, at most `most` (and at least one), each a multiple of
+    PANEL_ALIGN wide but the last."""
+    def smaller(x, y):
+        return builder.select(builder.icmp_signed("<", x, y), x, y)
+    one, align = T.i64(1), T.i64(PANEL_ALIGN)
+    panels = smaller(builder.mul(threads, T.i64(PANELS_PER_THREAD)), most)
+    panels = builder.select(builder.icmp_signed("<", panels, one), one, panels)
+    aligned = builder.udiv(builder.add(length, T.i64(PANEL_ALIGN - 1)), align)
+    width = builder.mul(builder.udiv(builder.add(aligned, builder.sub(panels, one)), panels),
+                        align)   # ceil(aligned blocks / panels) blocks
+    return width, builder.udiv(builder.add(length, builder.sub(width, one)), width)
 
 
 def _panel_task(ctx, plan, dtype, by_rows, length):

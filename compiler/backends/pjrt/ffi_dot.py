@@ -28,7 +28,7 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ..llvm import parallel, pool, rtlib, target
-from ..llvm.lower_linalg import PANEL_ALIGN, PANELS_PER_THREAD, TASK_FLOPS
+from ..llvm.lower_linalg import PANEL_ALIGN, TASK_FLOPS, panel_split
 from . import api
 
 FFI_EXTENSION = 5            # PJRT_Extension_Type_FFI
@@ -185,21 +185,16 @@ class _Handler:
     def _panels(self, b, a, bb, c, m, n, k):
         """C cut into panels of whole rows (more rows than columns) or whole columns, run as
         dynamic tasks of kiln's thread pool, as the LLVM backend's products are
-        (lower_linalg._emit_panels: PANELS_PER_THREAD per thread, each at least TASK_FLOPS
-        multiply-adds and a multiple of PANEL_ALIGN wide but the last); one panel runs on
+        (lower_linalg.panel_split: each at least TASK_FLOPS multiply-adds); one panel runs on
         the calling thread."""
-        def smaller(x, y):
-            return b.select(b.icmp_signed("<", x, y), x, y)
         by_rows = b.icmp_signed(">", m, n)
         length = b.select(by_rows, m, n)
         blocks = b.udiv(b.add(length, I64(PANEL_ALIGN - 1)), I64(PANEL_ALIGN))
         work = b.udiv(b.mul(b.mul(m, n), k), I64(TASK_FLOPS))
+        most = b.select(b.icmp_signed("<", work, blocks), work, blocks)
         threads = b.load(b.inttoptr(I64(rtlib.extern_address("kiln_num_threads")),
                                     I64.as_pointer()))
-        panels = smaller(smaller(work, blocks), b.mul(threads, I64(PANELS_PER_THREAD)))
-        panels = b.select(b.icmp_signed("<", panels, I64(1)), I64(1), panels)
-        width = b.mul(b.udiv(b.add(blocks, b.sub(panels, I64(1))), panels), I64(PANEL_ALIGN))
-        panels = b.udiv(b.add(length, b.sub(width, I64(1))), width)
+        width, panels = panel_split(b, length, most, threads)
         env = parallel.pack_env(b, [a, bb, c, m, n, k, width, b.zext(by_rows, I64)])
         run = b.inttoptr(I64(rtlib.address("run_tasks")), pool.RUN_TASKS_TYPE.as_pointer())
         b.call(run, [self._task(), env, panels, I32(0)])
