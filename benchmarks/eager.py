@@ -48,8 +48,21 @@ def cases(jax=None):
                     lambda: kiln.random.normal(key, (1000,)),
                     lambda: np.random.default_rng(0).standard_normal(1000, np.float32),
                     j(lambda: jax.random.normal(jkey, (1000,))),
-                    note="NumPy: a different generator"))
+                    note="NumPy: a different generator; kiln: compiled from the third call"))
+    out.append(Case("eager", "random.split(key) then fold_in(key, i)",
+                    _split_fold(kiln.random, key), None,
+                    _split_fold(jax.random, jkey) if jax else None,
+                    note="a training loop's key handling; i changes every call"))
     return out
+
+
+def _split_fold(random, key):
+    step = [0]
+
+    def run():
+        step[0] += 1
+        return random.fold_in(random.split(key)[0], step[0])
+    return run
 
 
 def _np_set(x):

@@ -42,8 +42,14 @@ two (that module's docstring lists which). Those that need linear algebra or sev
 (multivariate_normal, orthogonal, ball, generalized_normal, wald) are in `_random_linalg`.
 The counting distributions (poisson, binomial, multinomial) are in `_random_discrete`.
 
+Called outside `jit`, the functions of a key compile themselves once a call's signature
+repeats, with the eager calls' bits (eager_tiers.py; `_STATIC` below names the parameters
+fixed in the compiled code).
+
 (The names are defined in `_random`, with the helpers they use, which stay out of
 this namespace; `__all__` lists them.)"""
+import inspect as _inspect
+
 from ._random import *  # noqa: F401,F403
 from ._random_more import *  # noqa: F401,F403
 from ._random_linalg import *  # noqa: F401,F403
@@ -55,6 +61,24 @@ from ._random_discrete import __all__ as _discrete
 
 __all__ = list(_basic) + list(_more) + list(_linalg) + list(_discrete)
 from .wrappers import user_facing_names  # noqa: E402
+from .eager_tiers import tiered  # noqa: E402
 
 user_facing_names(globals())
-del user_facing_names
+
+# Eager calls of the functions of a key compile once their signature repeats (eager_tiers.py),
+# with these parameters' Python values fixed in the compiled code, as JAX's samplers take
+# them as static arguments; every other Python number is passed to it.
+_STATIC = frozenset({"shape", "dtype", "axis", "replace", "independent", "mode", "method",
+                     "unroll", "out_sharding", "num"})
+_STATIC_ALSO = {"permutation": {"x"}, "choice": {"a"}, "orthogonal": {"n", "m"},
+                "ball": {"d", "p"}}
+# Not compiled: `clone` is no computation; the others compile with other roundings than the
+# eager operations' (tan, pow, contracted multiply-adds, LAPACK's sums), and a key's draws
+# must not change by an ulp between its second and third call.
+_UNTIERED = {"clone", "cauchy", "ball", "wald", "multivariate_normal", "orthogonal"}
+for _name in __all__:
+    _fn = globals()[_name]
+    if callable(_fn) and not isinstance(_fn, type) and _name not in _UNTIERED and \
+            next(iter(_inspect.signature(_fn).parameters), None) == "key":
+        globals()[_name] = tiered(_fn, _STATIC | _STATIC_ALSO.get(_name, set()))
+del user_facing_names, tiered, _name, _fn

@@ -1,0 +1,162 @@
+"""Eager calls of kiln's composite library functions, compiled once they repeat.
+
+A function such as `kiln.random.normal` is a few hundred primitives (the threefry hash, the
+sampler's arithmetic). Called outside `jit`, each primitive is dispatched on its own: about
+2-6 ms a call. JAX compiles its samplers on their first call (about 100 ms per new shape)
+and then runs them in tens of microseconds. `tiered(fn)` takes the middle road:
+
+- the first `EAGER_CALLS` calls of one *signature* run eagerly, as before, so a one-off call
+  never waits for a compile and errors are raised by the eager code, with its messages;
+- the next call of that signature compiles it with `kiln.jit` (once per signature and
+  process; the LLVM backend's disk cache keeps the object code for later processes), and every
+  call after that runs the compiled function.
+
+A signature is the call's pytree structure, each array leaf's shape, dtype and weak type, and
+the value of every other leaf (Python numbers, shapes, dtypes, strings, `None`): those stay
+static in the compiled function, as the eager call sees them. A call compiled so gives the
+same bits as the eager one (the reference backend and the LLVM backend agree on every
+primitive a sampler uses; tests/test_eager_tiers.py checks each sampler).
+
+A call stays eager whenever anything but plain host values is involved, where `jit` could
+place or check the result differently from the eager operations: inside a function being
+specialised (the call is then part of that function), under `disable_jit` or `no_execution`,
+once a default device has been set, or when an
+argument is a traced value (eager `grad`/`vmap`), an array on a device other than the host's
+first (a PJRT or GPU buffer, a placed or sharded array), or an unhashable static value.
+Under the float checks (`debug_nans`/`debug_infs`) a call is compiled at once: as in JAX,
+whose samplers are jitted, only the results are checked, not the sampler's own steps (its
+`erf_inv` makes NaNs it then discards). `KILN_EAGER_TIERS=0` turns the compiling off (every
+call eager).
+"""
+import functools
+import inspect
+import os
+
+import numpy as np
+
+from . import _default_device
+from .array import Array, _SHARDINGS
+from .compiler.ir.builder import STATE as _BUILDER_STATE
+from .execution_guards import STATE as _GUARDS
+from .float_checks import STATE as _FLOAT_CHECKS
+from .tree_util import tree_flatten, tree_unflatten
+
+EAGER_CALLS = 2           # calls of one signature that run eagerly before it is compiled
+MAX_SIGNATURES = 256      # per function; beyond, the table is cleared and counting restarts
+ENABLED = os.environ.get("KILN_EAGER_TIERS", "1").lower() not in ("0", "false", "no")
+
+_NUMBERS = (int, float, complex, bool)
+_STATIC_TYPES = (int, float, complex, bool, str, type(None), np.dtype, type)
+
+
+def _array_signature(leaf):
+    """(shape, dtype, weak type) of an array the compiled function takes, or None."""
+    kind = type(leaf)
+    if kind is Array:
+        value = leaf._value
+        if type(value) is not np.ndarray or id(leaf) in _SHARDINGS:
+            return None
+        return value.shape, value.dtype, leaf.weak_type
+    if kind is np.ndarray or isinstance(leaf, np.generic):
+        return leaf.shape, leaf.dtype, False
+    return None
+
+
+def _number_signature(number):
+    """The signature of a Python number the compiled function takes: its type, and for an
+    int its sign (eager code converting it may refuse a negative one: `fold_in(key, -5)`);
+    None for an int beyond int32, which stays eager."""
+    if type(number) is int:
+        return (int, number < 0) if -2 ** 31 <= number < 2 ** 31 else None
+    return (type(number),)
+
+
+def _signature(names, static, args, kwargs):
+    """(key, positions of the leaves passed to the compiled function, the leaves) of a
+    call, or None where it must stay eager. `names`: the positional parameters' names;
+    `static`: the parameters whose Python values are fixed in the compiled function (shapes,
+    counts, axes); every other Python number is passed to it, weakly typed, as `jit` passes
+    one."""
+    leaves, tree = tree_flatten((args, kwargs))
+    keywords = sorted(kwargs)   # the order tree_flatten gives a dict's entries
+    named = [names[i] if i < len(names) else None for i in range(len(args))] + keywords
+    parts, dynamic = [], []
+    position = 0
+    for name, argument in zip(named, list(args) + [kwargs[k] for k in keywords]):
+        for leaf in tree_flatten(argument)[0]:
+            found = _array_signature(leaf)
+            if found is None and type(leaf) in _NUMBERS and name not in static:
+                found = _number_signature(leaf)
+                if found is None:
+                    return None
+            if found is not None:
+                dynamic.append(position)
+            elif isinstance(leaf, _STATIC_TYPES):
+                try:
+                    hash(leaf)
+                except TypeError:
+                    return None
+                found = (type(leaf), leaf)
+            else:
+                return None
+            parts.append(found)
+            position += 1
+    return (tree, tuple(parts)), tuple(dynamic), leaves
+
+
+def _plain_eager():
+    """May an eager call be compiled now? (see the module docstring)"""
+    from .jit import _DISABLED
+    return not (_BUILDER_STATE.stack or _DISABLED.on or _GUARDS.no_execution
+                or _default_device.IN_FORCE[0])
+
+
+def _compiled(fn, tree, leaves, dynamic):
+    """`fn` jitted for one signature: it takes the array leaves; the others are fixed."""
+    from .jit import jit
+    fixed = list(leaves)
+    for i in dynamic:
+        fixed[i] = None
+
+    def run(*arrays):
+        filled = list(fixed)
+        for i, a in zip(dynamic, arrays):
+            filled[i] = a
+        args, kwargs = tree_unflatten(tree, filled)
+        return fn(*args, **kwargs)
+
+    run.__name__ = run.__qualname__ = getattr(fn, "__name__", "run")
+    return jit(run)
+
+
+def tiered(fn, static=()):
+    """`fn`, its eager calls compiled once a signature repeats (see the module docstring);
+    `static`: names of the parameters whose Python values stay fixed in the compiled code."""
+    seen = {}   # signature -> eager calls so far (int), or the compiled function
+    names = list(inspect.signature(fn).parameters)
+    static = frozenset(static)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        if not ENABLED or not _plain_eager():
+            return fn(*args, **kwargs)
+        found = _signature(names, static, args, kwargs)
+        if found is None:
+            return fn(*args, **kwargs)
+        key, dynamic, leaves = found
+        entry = seen.get(key, 0)
+        if type(entry) is not int:
+            return entry(*[leaves[i] for i in dynamic])
+        if entry < EAGER_CALLS and not _FLOAT_CHECKS.on:
+            out = fn(*args, **kwargs)
+            if len(seen) >= MAX_SIGNATURES:
+                seen.clear()
+            seen[key] = entry + 1
+            return out
+        compiled = _compiled(fn, key[0], leaves, dynamic)
+        out = compiled(*[leaves[i] for i in dynamic])
+        seen[key] = compiled
+        return out
+
+    call._kiln_tiers = seen
+    return call
