@@ -235,6 +235,7 @@ class Jitted:
         if not entry.writes and entry.refs is None:
             self._fast = fastcall.install(entry, args, kwargs, self._static, wrap_outputs) \
                 or self._fast
+            staging.FAST_PATHS.add(self)
         return self._run(entry, dyn_values, leaves)
 
     def _on(self, backend):
@@ -306,6 +307,8 @@ class Jitted:
             return f"global {previous.changed_global()!r} changed since it was compiled"
         if not len(self._cache):
             return "first call"
+        if key in self._cache.keys():
+            return f"an option changed since it was compiled ({', '.join(staging.TRACE_OPTIONS)})"
         treedef, avals, statics = key
         best = None
         for (t2, a2, s2) in self._cache.keys():  # the reason against the closest specialisation

@@ -86,12 +86,13 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     fallback = None if backend is not None else "reference"
     name = axis_name or INTERNAL_AXIS
     cache = staging.GuardedCache()
-    fast = [None]   # pmap_fast.install of the latest call of positional arrays, or None
+    fast = staging.FastSlot()   # `_fast`: pmap_fast.install of the latest call of positional
+    #                             arrays, or None
 
     @user_facing
     def mapped(*args, **kwargs):
-        if fast[0] is not None and not kwargs and current() is None:
-            out = fast[0](args)
+        if fast._fast is not None and not kwargs and current() is None:
+            out = fast._fast(args)
             if out is not pmap_fast.MISS:
                 return out
         prep = _prepare(args, kwargs)
@@ -121,8 +122,9 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
                 at[spec % o.ndim] = name
             placed_on(o, NamedSharding(mesh, PartitionSpec(*at)))
         if processes == 1 and not statics[1]:
-            fast[0] = pmap_fast.install(entry, args, kwargs, static, axes, size,
-                                        entry.mapped_out, mesh, name) or fast[0]
+            fast._fast = pmap_fast.install(entry, args, kwargs, static, axes, size,
+                                           entry.mapped_out, mesh, name) or fast._fast
+            staging.FAST_PATHS.add(fast)
         return tree_unflatten(entry.out_tree, outs)
 
     def _devices_for(size):

@@ -573,11 +573,38 @@ class Entry:
 
 
 ALL_CACHES = weakref.WeakSet()   # every GuardedCache: what `kiln.clear_caches` empties
+# The options a specialisation depends on beyond its arguments (the dtypes `jnp.zeros(3)` and
+# Python numbers get): each GuardedCache keys its entries by their values too.
+TRACE_OPTIONS = ("enable_x64",)
+# Objects whose `_fast` is a dispatch fast path of one of their entries (jit's, pmap's): it is
+# dropped when a trace option changes, so that the next call looks its entry up again.
+FAST_PATHS = weakref.WeakSet()
+
+
+class FastSlot:
+    """A `_fast` slot for FAST_PATHS (pmap's)."""
+    __slots__ = ("_fast", "__weakref__")
+
+    def __init__(self):
+        self._fast = None
+
+
+def _trace_options():
+    return tuple(config.read(name) for name in TRACE_OPTIONS)
+
+
+def _drop_fast_paths(key, value):
+    if key in TRACE_OPTIONS:
+        for holder in list(FAST_PATHS):
+            holder._fast = None
+
+
+config.on_change(_drop_fast_paths)
 
 
 class GuardedCache:
-    """key -> Entry, for one function (see the module docstring); at most `limit` entries,
-    the oldest made dropped first."""
+    """key -> Entry, for one function (see the module docstring), per value of the trace
+    options (`TRACE_OPTIONS`); at most `limit` entries, the oldest made dropped first."""
 
     def __init__(self, limit=None):
         self._entries = {}
@@ -588,7 +615,7 @@ class GuardedCache:
     def get(self, key):
         """The valid entry for `key`, or None."""
         try:
-            entry = self._entries.get(key)
+            entry = self._entries.get((key, _trace_options()))
         except TypeError:   # an unhashable static value: never cached
             return None
         return entry if entry is not None and entry.guards_ok() else None
@@ -603,17 +630,19 @@ class GuardedCache:
             hash(key)
         except TypeError:
             return make(None)
+        full = (key, _trace_options())
         with self._lock:
-            stale = self._entries.get(key)   # another thread may have made it meanwhile
+            stale = self._entries.get(full)   # another thread may have made it meanwhile
             if stale is not None and stale.guards_ok():
                 return stale
-            entry = self._entries[key] = make(stale)
+            entry = self._entries[full] = make(stale)
             if self.limit is not None and len(self._entries) > self.limit:
                 self._entries.pop(next(iter(self._entries)))
         return entry
 
     def keys(self):
-        return list(self._entries)
+        """The keys of the entries (made under any value of the trace options)."""
+        return [key for key, _ in self._entries]
 
     def values(self):
         return list(self._entries.values())

@@ -167,3 +167,14 @@ def test_turned_off(monkeypatch):
     for _ in range(4):
         random.normal(random.key(2), (3,))
     assert not tiers("normal")
+
+
+def test_enable_x64_changes_the_compiled_call():
+    tiers("normal").clear()
+    key = random.PRNGKey(4)
+    for _ in range(eager_tiers.EAGER_CALLS + 1):
+        assert random.normal(key, (3,)).dtype == np.float32
+    with kiln.enable_x64(True):
+        for _ in range(2):
+            assert random.normal(key, (3,)).dtype == np.float64
+    assert random.normal(key, (3,)).dtype == np.float32

@@ -866,3 +866,31 @@ def early_sign(x):
 @given(vectors)
 def test_jit_called_inside_a_jitted_function(x):
     check(jits_a_helper_inside, jnp.asarray(x))
+
+
+def _plus_zeros(x):
+    return x + jnp.zeros(3)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+def test_enable_x64_is_part_of_the_specialisation(backend):
+    """The dtypes a function makes for itself (`jnp.zeros(3)`) follow enable_x64 at each
+    call, as in JAX: a specialisation made under one value is not reused under the other,
+    by the fast path either."""
+    f = kiln.jit(_plus_zeros, backend=backend)
+    x = np.int32([1, 2, 3])
+    assert [f(x).dtype for _ in range(3)] == [np.float32] * 3
+    with kiln.enable_x64(True):
+        assert [f(x).dtype for _ in range(2)] == [np.float64] * 2
+    assert f(x).dtype == np.float32
+    assert f.miss_reasons == ["first call",
+                              "an option changed since it was compiled (enable_x64)"]
+
+
+def test_enable_x64_under_pmap():
+    p = kiln.pmap(_plus_zeros)
+    x = np.ones((1, 3), np.int32)
+    assert p(x).dtype == p(x).dtype == np.float32
+    with kiln.enable_x64(True):
+        assert p(x).dtype == np.float64
+    assert p(x).dtype == np.float32
