@@ -208,3 +208,23 @@ def test_batches_run_as_tasks_of_the_pool(client, texts, batch, m, k, n):
     a, b = operands("bij,bjk->bik", {"b": batch, "i": m, "j": k, "k": n}, np.float32, m)
     same(lambda a, b: a @ b, a, b, rtol=1e-4)
     assert "custom_call @kiln_gemm_f32_nn" in texts[-1]
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_pmap_replicas_run_kilns_products(client, texts, n):
+    """pmap's replicated module (one replica per CPU device, compiled by the same plug-in)
+    has the custom calls too; each replica runs its own products, concurrently."""
+    if len(kiln.devices("pjrt")) < n:
+        pytest.skip(f"{len(kiln.devices('pjrt'))} PJRT devices (KILN_NUM_CPU_DEVICES)")
+    rng = np.random.default_rng(n)
+    a, b = rng.standard_normal((n, 3, 40, 30)), rng.standard_normal((n, 3, 30, 20))
+    w = rng.standard_normal((20, 7))
+
+    def f(a, b):
+        return kiln.lax.psum(jnp.einsum("bij,bjk->bik", a, b) @ w, "i")
+
+    got = kiln.pmap(f, axis_name="i", backend="pjrt")(a, b)
+    want = kiln.pmap(f, axis_name="i", backend="reference")(a, b)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-10, atol=1e-10)
+    assert f"mhlo.num_replicas = {n}" in texts[-1]
+    assert texts[-1].count("custom_call @kiln_gemm_f64_nn") == 2 and "dot_general" not in texts[-1]

@@ -7,20 +7,23 @@ runtime library's packed GEMM (llvm/gemm_packed.py) is faster on the MLP step's 
 "kiln's matrix products in the CPU plug-in"). `register` generates, with llvmlite, one
 handler per dtype (float32, float64) and operand form (`nn`, `tn`, `nt`, `tt`: whether A and B
 are stored transposed) and registers each under `kiln_gemm_<f32|f64>_<form>` for the "Host"
-platform through the plug-in's PJRT FFI extension. The StableHLO lowering then writes 2-D
-products as `stablehlo.custom_call` of those names (lower_linalg.py; only when the module is
-compiled in-process by that plug-in). It returns {} where the plug-in has no FFI extension with
-`register_handler`, or refuses the registration (an argument struct of another size).
+platform through the plug-in's PJRT FFI extension. The StableHLO lowering then writes matrix
+products, batched or not, as `stablehlo.custom_call` of those names (lower_linalg.py; only
+when the module is compiled in-process by that plug-in: jit's modules and pmap's). It returns
+{} where the plug-in has no FFI extension with `register_handler`, or refuses the registration
+(an argument struct of another size).
 
 A handler is `XLA_FFI_Error* handler(XLA_FFI_CallFrame*)` (XLA's `xla/ffi/api/c_api.h`, FFI
 API 0.x). Called with the metadata extension in the frame's chain it writes the FFI API's own
 version and no traits into the metadata and returns NULL. It checks the frame's size and that
 the FFI API's major version is 0 (the layouts below) before anything else. On execute it checks
-two buffer arguments and one result, each of its dtype and rank 2, with matching sizes, and
-computes the row-major C (m x n) = op(A) @ op(B) with `kiln_gemm_<dtype>` (C zeroed for k = 0),
-in panels of whole rows or columns on kiln's thread pool (`_panels`, as the LLVM backend's);
-anything else returns an XLA_FFI_Error (INVALID_ARGUMENT) made by the API's `Error_Create`,
-which XLA raises from the execution.
+two buffer arguments and one result, each of its dtype, all of rank 2 or all of rank 3 (a
+leading batch dimension of one size), with matching sizes, and computes the row-major C (m x n)
+= op(A) @ op(B), or C[i] = op(A[i]) @ op(B[i]) for each i of the batch, with
+`kiln_gemm_<dtype>` (C zeroed for k = 0), as tasks of kiln's thread pool: whole products, or
+panels of whole rows or columns of each (`_panels`, as the LLVM backend's); anything else
+returns an XLA_FFI_Error (INVALID_ARGUMENT) made by the API's `Error_Create`, which XLA raises
+from the execution.
 """
 import ctypes as C
 
@@ -29,7 +32,8 @@ import numpy as np
 
 from ..llvm import parallel, pool, rtlib, target
 from ..llvm.loops import counted_loop
-from ..llvm.lower_linalg import PANEL_ALIGN, PANELS_PER_THREAD, TASK_FLOPS, panel_split
+from ..llvm.lower_linalg import (PANEL_ALIGN, PANELS_PER_THREAD, TASK_FLOPS,
+                                 panel_split)
 from . import api
 
 FFI_EXTENSION = 5            # PJRT_Extension_Type_FFI

@@ -1,10 +1,12 @@
 """StableHLO rule of `dot_general` (compiler/primitives/linalg.py): one
 `stablehlo.dot_general` with its batch and contracting dimensions, operands converted to the
 result's dtype first (kiln's mixed-dtype rule); boolean operands contract as integers and
-compare with zero (or-of-ands). A 2-D float product (no batch dimensions, one contracting
-dimension each) of a module whose compiler provides kiln's matrix-product handlers (`ctx.dots`,
-pjrt/ffi_dot.py) is a `stablehlo.custom_call` of the handler for its dtype and operand form
-instead, with row-major layouts."""
+compare with zero (or-of-ands). In a module whose compiler provides kiln's matrix-product
+handlers (`ctx.dots`, pjrt/ffi_dot.py) a float product with a row and a column dimension and
+one contracting dimension at least is a `stablehlo.custom_call` of the handler for its dtype
+and operand form instead (`custom_dot`), with row-major layouts: its operands transposed where
+their dimensions are in no order a form reads, and reshaped to (batch,) rows x contraction
+(or its transpose), the result reshaped back."""
 import math
 
 import numpy as np
