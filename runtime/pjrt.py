@@ -432,12 +432,14 @@ def compile_replicated(fn, mesh_axes, devices, **params):
     replica's SSA; after the reference pipeline its collectives are told their replicas'
     layout (`mesh_axes`, and `params` such as `processes`: replicas.with_collective_params),
     and it is lowered to one StableHLO module with a replica per device of `devices`
-    (PjrtDevices of one plug-in, in replica order) and compiled for them."""
+    (PjrtDevices of one plug-in, in replica order; its products kiln's where the plug-in has
+    the handlers: `kiln_dots`) and compiled for them."""
     from .compiler.backends.stablehlo import lower_module
     from .compiler.primitives.replicas import with_collective_params
     from .staging import run_pipeline
     ssa = with_collective_params(run_pipeline(fn, "pjrt"), mesh_axes=mesh_axes, **params)
-    return ssa, ReplicatedProgram(lower_module(ssa, replicas=len(devices)), devices)
+    module = lower_module(ssa, replicas=len(devices), dots=kiln_dots(devices[0]))
+    return ssa, ReplicatedProgram(module, devices)
 
 
 class ReplicatedProgram:

@@ -1,8 +1,11 @@
 """kiln's matrix products inside XLA's CPU plug-in (compiler/backends/pjrt/ffi_dot.py): 2-D
-f32/f64 products of modules jit compiles for a CPU plug-in are custom calls of kiln's handlers,
-checked against the reference backend (hypothesis over shapes with 0 and 1, the four operand
-forms, grad of an MLP, vmap); a handler's refusal of operands it was not built for is a clear
-error; KILN_PJRT_KILN_DOTS=0 and `as_text` keep `stablehlo.dot_general`."""
+and batched f32/f64 products of modules jit compiles for a CPU plug-in are custom calls of
+kiln's handlers, checked against the reference backend (hypothesis over shapes with 0 and 1,
+the four operand forms, batch dimensions in every position, grad of an MLP and of batched
+products, vmap); a handler's refusal of operands it was not built for is a clear error;
+KILN_PJRT_KILN_DOTS=0 and `as_text` keep `stablehlo.dot_general`."""
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -104,8 +107,22 @@ def test_handler_refuses_other_operands(client):
             f"backend_config = {{}}}} : ({t}, {t}) -> {t}\n    return %0 : {t}\n  }}\n}}\n")
     x = np.ones((2, 2))
     exe = pjrt.Executable(client, text, [x, x], [x])
-    with pytest.raises(api.PjrtError, match="kiln_gemm_f32_nn: expects two rank-2 float32"):
+    with pytest.raises(api.PjrtError, match="kiln_gemm_f32_nn: expects two float32 buffers"):
         exe(x, x)[0].to_host()
+    exe.close()
+
+
+def test_handler_refuses_batches_of_other_sizes(client):
+    """Rank-3 operands whose first (batch) dimensions differ from the result's."""
+    a, b, c = "tensor<2x3x4xf32>", "tensor<3x4x5xf32>", "tensor<2x3x5xf32>"
+    text = (f"module @m {{\n  func.func public @main(%a: {a}, %b: {b}) -> {c} {{\n"
+            f"    %0 = stablehlo.custom_call @kiln_gemm_f32_nn(%a, %b) {{api_version = 4 : i32, "
+            f"backend_config = {{}}}} : ({a}, {b}) -> {c}\n    return %0 : {c}\n  }}\n}}\n")
+    x, y = np.ones((2, 3, 4), np.float32), np.ones((3, 4, 5), np.float32)
+    exe = pjrt.Executable(client, text, [x, y], [np.ones((2, 3, 5), np.float32)])
+    with pytest.raises(api.PjrtError, match=r"or all of rank 3 with C\[i\] = A\[i\] @ B\[i\] "
+                       r"for every i of their common first dimension"):
+        exe(x, y)[0].to_host()
     exe.close()
 
 
@@ -119,3 +136,95 @@ def test_large_products_run_as_panels_of_the_pool(client, texts, form, m, k, n):
     b = rng.standard_normal((n, k) if form[1] == "t" else (k, n)).astype(np.float32)
     same(FORMS[form], a, b, rtol=1e-4)
     assert "custom_call @kiln_gemm_f32_" + form in texts[-1]
+
+
+# einsum specs of batched products: the batch (b), row (i) and contracting (j) dimensions of
+# the lhs and the batch, contracting and column (k) dimensions of the rhs in every order
+BATCHED = [f"{''.join(lhs)},{''.join(rhs)}->bik" for lhs in itertools.permutations("bij")
+           for rhs in itertools.permutations("bjk")]
+
+
+def operands(spec, sizes, dtype, seed):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal([sizes[c] for c in part]).astype(dtype)
+            for part in spec.split("->")[0].split(",")]
+
+
+@SETTINGS
+@given(spec=st.sampled_from(BATCHED), batch=st.sampled_from([0, 1, 3]),
+       m=st.sampled_from([0, 1, 4, 17]), k=st.sampled_from([0, 1, 5, 33]),
+       n=st.sampled_from([0, 1, 2, 19]), dtype=st.sampled_from(["float32", "float64"]))
+def test_batched_products_are_kilns_custom_calls(client, texts, spec, batch, m, k, n, dtype):
+    """Batch dimensions anywhere in the operands: one custom call on rank-3 operands (after
+    a transpose where the batch, rows and contraction are not in one of the four forms)."""
+    a, b = operands(spec, {"b": batch, "i": m, "j": k, "k": n}, dtype, batch + m + k + n)
+    same(lambda a, b: jnp.einsum(spec, a, b), a, b, rtol=1e-4 if dtype == "float32" else 1e-10)
+    assert f"stablehlo.custom_call @kiln_gemm_{dtype[0]}{dtype[-2:]}_" in texts[-1]
+    assert "dot_general" not in texts[-1]
+
+
+@pytest.mark.parametrize("spec, sizes", [
+    ("abij,abjk->abik", dict(a=2, b=3, i=4, j=5, k=6)),      # two batch dimensions
+    ("sbd,de->sbe", dict(s=3, b=4, d=5, e=6)),               # rows over two dimensions
+    ("ijk,kjl->il", dict(i=3, j=4, k=5, l=6)),               # two contracting dimensions
+    ("bij,bjkl->bikl", dict(b=2, i=3, j=4, k=5, l=2)),       # columns over two dimensions
+])
+def test_products_of_several_dimensions(client, texts, spec, sizes):
+    a, b = operands(spec, sizes, np.float32, 0)
+    same(lambda a, b: jnp.einsum(spec, a, b), a, b, rtol=1e-5)
+    assert "custom_call @kiln_gemm_f32_" in texts[-1] and "dot_general" not in texts[-1]
+
+
+def test_products_with_a_vector_keep_dot_general(client, texts):
+    """A batched matrix-vector product has no column dimension: XLA's dot keeps it."""
+    a, v = np.ones((3, 4, 5), np.float32), np.ones((3, 5), np.float32)
+    same(lambda a, v: jnp.einsum("bij,bj->bi", a, v), a, v, rtol=1e-6)
+    assert "dot_general" in texts[-1] and "custom_call" not in texts[-1]
+
+
+def test_batched_grad_and_vmap(client, texts):
+    rng = np.random.default_rng(1)
+    q, w = rng.standard_normal((4, 6, 8), np.float32), rng.standard_normal((4, 8, 5), np.float32)
+
+    def loss(q, w):
+        return jnp.sum(jnp.tanh(jnp.einsum("bij,bjk->bik", q, w)) ** 2)
+
+    same(kiln.grad(loss, argnums=(0, 1)), q, w, rtol=1e-4)
+    assert texts[-1].count("custom_call @kiln_gemm_f32_") == 3   # forward, two cotangents
+    assert "dot_general" not in texts[-1]
+    for in_axes in [(0, 0), (1, 2), (2, None), (None, 0)]:
+        f = kiln.vmap(lambda x, y: x @ y, in_axes=in_axes)
+        x = np.moveaxis(q, 0, in_axes[0]) if in_axes[0] is not None else q[0]
+        y = np.moveaxis(w, 0, in_axes[1]) if in_axes[1] is not None else w[0]
+        same(f, x, y, rtol=1e-5)
+        assert "custom_call @kiln_gemm_f32_" in texts[-1] and "dot_general" not in texts[-1]
+
+
+@pytest.mark.parametrize("batch, m, k, n", [(2, 700, 96, 130), (3, 130, 96, 700),
+                                            (40, 40, 40, 40), (300, 32, 64, 64)])
+def test_batches_run_as_tasks_of_the_pool(client, texts, batch, m, k, n):
+    """A short batch of large products is cut into panels of each product; a long batch of
+    small ones runs as tasks of several whole products (the last task takes fewer)."""
+    a, b = operands("bij,bjk->bik", {"b": batch, "i": m, "j": k, "k": n}, np.float32, m)
+    same(lambda a, b: a @ b, a, b, rtol=1e-4)
+    assert "custom_call @kiln_gemm_f32_nn" in texts[-1]
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_pmap_replicas_run_kilns_products(client, texts, n):
+    """pmap's replicated module (one replica per CPU device, compiled by the same plug-in)
+    has the custom calls too; each replica runs its own products, concurrently."""
+    if len(kiln.devices("pjrt")) < n:
+        pytest.skip(f"{len(kiln.devices('pjrt'))} PJRT devices (KILN_NUM_CPU_DEVICES)")
+    rng = np.random.default_rng(n)
+    a, b = rng.standard_normal((n, 3, 40, 30)), rng.standard_normal((n, 3, 30, 20))
+    w = rng.standard_normal((20, 7))
+
+    def f(a, b):
+        return kiln.lax.psum(jnp.einsum("bij,bjk->bik", a, b) @ w, "i")
+
+    got = kiln.pmap(f, axis_name="i", backend="pjrt")(a, b)
+    want = kiln.pmap(f, axis_name="i", backend="reference")(a, b)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-10, atol=1e-10)
+    assert f"mhlo.num_replicas = {n}" in texts[-1]
+    assert texts[-1].count("custom_call @kiln_gemm_f64_nn") == 2 and "dot_general" not in texts[-1]

@@ -7,20 +7,23 @@ runtime library's packed GEMM (llvm/gemm_packed.py) is faster on the MLP step's 
 "kiln's matrix products in the CPU plug-in"). `register` generates, with llvmlite, one
 handler per dtype (float32, float64) and operand form (`nn`, `tn`, `nt`, `tt`: whether A and B
 are stored transposed) and registers each under `kiln_gemm_<f32|f64>_<form>` for the "Host"
-platform through the plug-in's PJRT FFI extension. The StableHLO lowering then writes 2-D
-products as `stablehlo.custom_call` of those names (lower_linalg.py; only when the module is
-compiled in-process by that plug-in). It returns {} where the plug-in has no FFI extension with
-`register_handler`, or refuses the registration (an argument struct of another size).
+platform through the plug-in's PJRT FFI extension. The StableHLO lowering then writes matrix
+products, batched or not, as `stablehlo.custom_call` of those names (lower_linalg.py; only
+when the module is compiled in-process by that plug-in: jit's modules and pmap's). It returns
+{} where the plug-in has no FFI extension with `register_handler`, or refuses the registration
+(an argument struct of another size).
 
 A handler is `XLA_FFI_Error* handler(XLA_FFI_CallFrame*)` (XLA's `xla/ffi/api/c_api.h`, FFI
 API 0.x). Called with the metadata extension in the frame's chain it writes the FFI API's own
 version and no traits into the metadata and returns NULL. It checks the frame's size and that
 the FFI API's major version is 0 (the layouts below) before anything else. On execute it checks
-two buffer arguments and one result, each of its dtype and rank 2, with matching sizes, and
-computes the row-major C (m x n) = op(A) @ op(B) with `kiln_gemm_<dtype>` (C zeroed for k = 0),
-in panels of whole rows or columns on kiln's thread pool (`_panels`, as the LLVM backend's);
-anything else returns an XLA_FFI_Error (INVALID_ARGUMENT) made by the API's `Error_Create`,
-which XLA raises from the execution.
+two buffer arguments and one result, each of its dtype, all of rank 2 or all of rank 3 (a
+leading batch dimension of one size), with matching sizes, and computes the row-major C (m x n)
+= op(A) @ op(B), or C[i] = op(A[i]) @ op(B[i]) for each i of the batch, with
+`kiln_gemm_<dtype>` (C zeroed for k = 0), as tasks of kiln's thread pool: whole products, or
+panels of whole rows or columns of each (`_panels`, as the LLVM backend's); anything else
+returns an XLA_FFI_Error (INVALID_ARGUMENT) made by the API's `Error_Create`, which XLA raises
+from the execution.
 """
 import ctypes as C
 
@@ -28,7 +31,9 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ..llvm import parallel, pool, rtlib, target
-from ..llvm.lower_linalg import PANEL_ALIGN, TASK_FLOPS, panel_split
+from ..llvm.loops import counted_loop
+from ..llvm.lower_linalg import (PANEL_ALIGN, PANELS_PER_THREAD, TASK_FLOPS,
+                                 panel_split)
 from . import api
 
 FFI_EXTENSION = 5            # PJRT_Extension_Type_FFI
@@ -55,6 +60,10 @@ I8P = ir.IntType(8).as_pointer()
 I32, I64 = ir.IntType(32), ir.IntType(64)
 GEMM_TYPE = ir.FunctionType(ir.VoidType(), [I8P, I64, I64, I8P, I64, I64, I8P, I64, I64, I64,
                                              I64, I64])
+
+
+def _op(name, transposed):
+    return f"{name}.T" if transposed else name
 
 
 def target_name(dtype, ta, tb):
@@ -90,9 +99,10 @@ class _Handler:
                                     f"arguments): kiln's handler was built for FFI API 0.x")
         self.operand_error = _message(
             module, f"{self.name}.operands",
-            f"{self.name}: expects two rank-2 {self.dtype.name} buffers A, B and a rank-2 "
-            f"{self.dtype.name} result C with C = {'A.T' if ta else 'A'} @ "
-            f"{'B.T' if tb else 'B'}")
+            f"{self.name}: expects two {self.dtype.name} buffers A, B and a {self.dtype.name} "
+            f"result C, all of rank 2 with C = {_op('A', ta)} @ {_op('B', tb)}, or all of rank 3 "
+            f"with C[i] = {_op('A[i]', ta)} @ {_op('B[i]', tb)} for every i of their common first "
+            f"dimension")
 
     def emit(self):
         fn = self.fn
@@ -139,23 +149,30 @@ class _Handler:
         rets = b.bitcast(_load(b, frame, RETS, I8P), I8P.as_pointer())
         bufs = [b.load(b.gep(args, [I64(0)])), b.load(b.gep(args, [I64(1)])), b.load(rets)]
         code = DTYPES[self.dtype][1]
-        ok = ir.Constant(ir.IntType(1), 1)
+        rank = _load(b, bufs[2], B_RANK, I64)
+        ok = b.or_(b.icmp_signed("==", rank, I64(2)), b.icmp_signed("==", rank, I64(3)))
         for kind, buf in zip(kinds, bufs):
             ok = b.and_(ok, b.icmp_signed("==", kind, I32(BUFFER_TYPE)))
             ok = b.and_(ok, b.icmp_signed("==", _load(b, buf, B_DTYPE, I32), I32(code)))
-            ok = b.and_(ok, b.icmp_signed("==", _load(b, buf, B_RANK, I64), I64(2)))
+            ok = b.and_(ok, b.icmp_signed("==", _load(b, buf, B_RANK, I64), rank))
         b.cbranch(ok, blocks["run"], blocks["bad_operands"])
 
         b.position_at_end(blocks["run"])
         dims = [b.bitcast(_load(b, buf, B_DIMS, I8P), I64.as_pointer()) for buf in bufs]
-        dim = lambda i, d: b.load(b.gep(dims[i], [I64(d)]))
+        batched = b.icmp_signed("==", rank, I64(3))
+        dim = lambda i, d: b.load(b.gep(dims[i], [b.add(I64(d), b.zext(batched, I64))]))
+        batch = [b.select(batched, b.load(dims[i]), I64(1)) for i in range(3)]
         m, n = dim(2, 0), dim(2, 1)
         a_rows, a_cols, b_rows, b_cols = dim(0, 0), dim(0, 1), dim(1, 0), dim(1, 1)
         am, k = (a_cols, a_rows) if self.ta else (a_rows, a_cols)
         kb, bn = (b_cols, b_rows) if self.tb else (b_rows, b_cols)
         ok = b.and_(b.and_(b.icmp_signed("==", am, m), b.icmp_signed("==", bn, n)),
                     b.icmp_signed("==", kb, k))
-        blank = b.or_(b.icmp_signed("==", m, I64(0)), b.icmp_signed("==", n, I64(0)))
+        ok = b.and_(ok, b.and_(b.icmp_signed("==", batch[0], batch[2]),
+                               b.icmp_signed("==", batch[1], batch[2])))
+        batch = batch[2]
+        blank = b.or_(b.or_(b.icmp_signed("==", m, I64(0)), b.icmp_signed("==", n, I64(0))),
+                      b.icmp_signed("==", batch, I64(0)))
         go = fn.append_basic_block("sized")
         b.cbranch(ok, go, blocks["bad_operands"])
         b.position_at_end(go)
@@ -168,11 +185,11 @@ class _Handler:
         clear = fn.blocks[-1]
         b.position_at_end(clear)
         memset = b.module.declare_intrinsic("llvm.memset", [I8P, I64])
-        b.call(memset, [c, ir.IntType(8)(0), b.mul(b.mul(m, n), I64(itemsize)),
+        b.call(memset, [c, ir.IntType(8)(0), b.mul(b.mul(b.mul(batch, m), n), I64(itemsize)),
                         ir.IntType(1)(0)])
         b.branch(blocks["done"])
         b.position_at_end(blocks["product"])
-        self._panels(b, a, bb, c, m, n, k)
+        self._panels(b, a, bb, c, m, n, k, batch)
         b.branch(blocks["done"])
 
         b.position_at_end(blocks["done"])
@@ -182,35 +199,50 @@ class _Handler:
             b.position_at_end(blocks[block])
             b.ret(self._error(b, frame, message))
 
-    def _panels(self, b, a, bb, c, m, n, k):
-        """C cut into panels of whole rows (more rows than columns) or whole columns, run as
-        dynamic tasks of kiln's thread pool, as the LLVM backend's products are
-        (lower_linalg.panel_split: each at least TASK_FLOPS multiply-adds); one panel runs on
-        the calling thread."""
+    def _panels(self, b, a, bb, c, m, n, k, batch):
+        """The `batch` products as dynamic tasks of kiln's thread pool, as the LLVM backend's
+        products are (lower_linalg.panel_split): a product is cut into panels of whole rows
+        (more rows than columns) or whole columns only while the batch has fewer products
+        than the pool wants tasks (PANELS_PER_THREAD per thread), each panel at least
+        TASK_FLOPS multiply-adds; a task takes several whole products where each is smaller
+        than that. One task runs on the calling thread."""
+        def smaller(x, y):
+            return b.select(b.icmp_signed("<", x, y), x, y)
         by_rows = b.icmp_signed(">", m, n)
         length = b.select(by_rows, m, n)
         blocks = b.udiv(b.add(length, I64(PANEL_ALIGN - 1)), I64(PANEL_ALIGN))
-        work = b.udiv(b.mul(b.mul(m, n), k), I64(TASK_FLOPS))
-        most = b.select(b.icmp_signed("<", work, blocks), work, blocks)
+        product = b.mul(b.mul(m, n), k)
         threads = b.load(b.inttoptr(I64(rtlib.extern_address("kiln_num_threads")),
                                     I64.as_pointer()))
+        wanted = b.mul(threads, I64(PANELS_PER_THREAD))
+        shared = b.udiv(b.add(wanted, b.sub(batch, I64(1))), batch)   # ceil(wanted / batch)
+        most = smaller(smaller(b.udiv(product, I64(TASK_FLOPS)), blocks), shared)
         width, panels = panel_split(b, length, most, threads)
-        env = parallel.pack_env(b, [a, bb, c, m, n, k, width, b.zext(by_rows, I64)])
+        group = smaller(b.udiv(I64(TASK_FLOPS), product), batch)
+        group = b.select(b.icmp_signed("<", group, I64(1)), I64(1), group)
+        tasks = b.mul(b.udiv(b.add(batch, b.sub(group, I64(1))), group), panels)
+        env = parallel.pack_env(b, [a, bb, c, m, n, k, width, b.zext(by_rows, I64), panels,
+                                    group, batch])
         run = b.inttoptr(I64(rtlib.address("run_tasks")), pool.RUN_TASKS_TYPE.as_pointer())
-        b.call(run, [self._task(), env, panels, I32(0)])
+        b.call(run, [self._task(), env, tasks, I32(0)])
 
     def _task(self):
-        """`task(env, i)`: panel i of C = op(A) @ op(B) with the packed GEMM."""
+        """`task(env, i)`: panel i % panels of products [g, g + group) of the batch, where
+        g = (i // panels) * group, with the packed GEMM."""
         task = ir.Function(self.fn.module, pool.TASK_TYPE, self.name + ".panel")
         task.linkage = "internal"
         b = ir.IRBuilder(task.append_basic_block("entry"))
         env, i = task.args
-        a, bb, c, m, n, k, width, by_rows = parallel.unpack_env(b, env, [I8P] * 3 + [I64] * 5)
+        a, bb, c, m, n, k, width, by_rows, panels, group, batch = parallel.unpack_env(
+            b, env, [I8P] * 3 + [I64] * 8)
         rows = b.icmp_signed("!=", by_rows, I64(0))
         length = b.select(rows, m, n)
-        start = b.mul(i, width)
+        start = b.mul(b.urem(i, panels), width)
         stop = b.add(start, width)
         size = b.sub(b.select(b.icmp_signed("<", stop, length), stop, length), start)
+        first = b.mul(b.udiv(i, panels), group)
+        last = b.add(first, group)
+        last = b.select(b.icmp_signed("<", last, batch), last, batch)
         sa = (I64(1), m) if self.ta else (k, I64(1))      # element strides of op(A), op(B)
         sb = (I64(1), k) if self.tb else (n, I64(1))
         item = I64(self.dtype.itemsize)
@@ -218,8 +250,15 @@ class _Handler:
         bb = b.select(rows, bb, b.gep(bb, [b.mul(b.mul(start, sb[1]), item)]))
         c = b.gep(c, [b.mul(b.select(rows, b.mul(start, n), start), item)])
         pm, pn = b.select(rows, size, m), b.select(rows, n, size)
+        strides = [b.mul(b.mul(x, y), item) for x, y in ((m, k), (k, n), (m, n))]
         gemm = b.inttoptr(I64(rtlib.address(f"gemm_{self.dtype.name}")), GEMM_TYPE.as_pointer())
-        b.call(gemm, [a, *sa, bb, *sb, c, n, pm, pn, k, I64(0)])
+
+        def one(b, j, carried):
+            at = b.add(first, j)
+            ptrs = [b.gep(p, [b.mul(at, stride)]) for p, stride in zip((a, bb, c), strides)]
+            b.call(gemm, [ptrs[0], *sa, ptrs[1], *sb, ptrs[2], n, pm, pn, k, I64(0)])
+            return carried
+        counted_loop(b, b.sub(last, first), one, name="product")
         b.ret_void()
         return task
 
