@@ -11,11 +11,14 @@ and then runs them in tens of microseconds. `tiered(fn)` takes the middle road:
   process; the LLVM backend's disk cache keeps the object code for later processes), and every
   call after that runs the compiled function.
 
-A signature is the call's pytree structure, each array leaf's shape, dtype and weak type, and
-the value of every other leaf (Python numbers, shapes, dtypes, strings, `None`): those stay
-static in the compiled function, as the eager call sees them. A call compiled so gives the
-same bits as the eager one (the reference backend and the LLVM backend agree on every
-primitive a sampler uses; tests/test_eager_tiers.py checks each sampler).
+A signature is the call's pytree structure, each array leaf's shape, dtype and weak type, the
+type of each Python number (and an int's sign) passed to the compiled function, weakly typed
+as `jit` passes one, and the value of every other leaf: the numbers of the parameters named
+static (shapes, counts, axes), dtypes, strings, `None`, which stay fixed in the compiled
+function. A call compiled so gives the same bits as the eager one (the reference backend and
+the LLVM backend agree on every primitive a sampler uses; tests/test_eager_tiers.py checks
+each sampler). A signature whose compile fails (its code needs a number passed as an array
+to be static) stays eager.
 
 A call stays eager whenever anything but plain host values is involved, where `jit` could
 place or check the result differently from the eager operations: inside a function being
@@ -45,6 +48,7 @@ EAGER_CALLS = 2           # calls of one signature that run eagerly before it is
 MAX_SIGNATURES = 256      # per function; beyond, the table is cleared and counting restarts
 ENABLED = os.environ.get("KILN_EAGER_TIERS", "1").lower() not in ("0", "false", "no")
 
+_EAGER = None             # a signature that does not compile (see tiered)
 _NUMBERS = (int, float, complex, bool)
 _STATIC_TYPES = (int, float, complex, bool, str, type(None), np.dtype, type)
 
@@ -132,7 +136,7 @@ def _compiled(fn, tree, leaves, dynamic):
 def tiered(fn, static=()):
     """`fn`, its eager calls compiled once a signature repeats (see the module docstring);
     `static`: names of the parameters whose Python values stay fixed in the compiled code."""
-    seen = {}   # signature -> eager calls so far (int), or the compiled function
+    seen = {}   # signature -> eager calls so far (int), the compiled function, or _EAGER
     names = list(inspect.signature(fn).parameters)
     static = frozenset(static)
 
@@ -145,6 +149,8 @@ def tiered(fn, static=()):
             return fn(*args, **kwargs)
         key, dynamic, leaves = found
         entry = seen.get(key, 0)
+        if entry is _EAGER:
+            return fn(*args, **kwargs)
         if type(entry) is not int:
             return entry(*[leaves[i] for i in dynamic])
         if entry < EAGER_CALLS and not _FLOAT_CHECKS.on:
@@ -154,7 +160,11 @@ def tiered(fn, static=()):
             seen[key] = entry + 1
             return out
         compiled = _compiled(fn, key[0], leaves, dynamic)
-        out = compiled(*[leaves[i] for i in dynamic])
+        try:
+            out = compiled(*[leaves[i] for i in dynamic])
+        except Exception:   # it does not compile so: eager, which raises a real error
+            seen[key] = _EAGER
+            return fn(*args, **kwargs)
         seen[key] = compiled
         return out
 

@@ -178,3 +178,20 @@ def test_enable_x64_changes_the_compiled_call():
         for _ in range(2):
             assert random.normal(key, (3,)).dtype == np.float64
     assert random.normal(key, (3,)).dtype == np.float32
+
+
+def ones_times(x, n):
+    return kiln.numpy.ones(n) * x
+
+
+def test_a_signature_that_does_not_compile_stays_eager():
+    """`n` is passed to the compiled code (not named static), but the shape needs it: the
+    compile fails once, and that signature runs eagerly from then on."""
+    f = eager_tiers.tiered(ones_times)
+    for n in [3, 3, 3, 3, 4]:
+        np.testing.assert_array_equal(f(2.0, n), np.full(n, 2.0, np.float32))
+    assert list(f._kiln_tiers.values()) == [eager_tiers._EAGER]
+    g = eager_tiers.tiered(ones_times, static=("n",))
+    for n in [3, 3, 3, 3]:
+        np.testing.assert_array_equal(g(2.0, n), np.full(n, 2.0, np.float32))
+    assert len([v for v in g._kiln_tiers.values() if type(v) is not int]) == 1
