@@ -1,4 +1,6 @@
-"""Eager calls of kiln's composite library functions, compiled once they repeat.
+"""Eager calls of kiln's composite library functions, compiled once they repeat, and long
+eager loops, whose remaining iterations are compiled (`compiled_rest`, used by
+lax/_control_flow.py; docs/control_flow.md).
 
 A function such as `kiln.random.normal` is a few hundred primitives (the threefry hash, the
 sampler's arithmetic). Called outside `jit`, each primitive is dispatched on its own: about
@@ -31,6 +33,7 @@ whose samplers are jitted, only the results are checked, not the sampler's own s
 `erf_inv` makes NaNs it then discards). `KILN_EAGER_TIERS=0` turns the compiling off (every
 call eager).
 """
+import collections
 import functools
 import inspect
 import os
@@ -46,9 +49,11 @@ from .tree_util import tree_flatten, tree_unflatten
 
 EAGER_CALLS = 2           # calls of one signature that run eagerly before it is compiled
 MAX_SIGNATURES = 256      # per function; beyond, the table is cleared and counting restarts
+HOT_ITERATIONS = 1000     # iterations of one eager loop before the rest of it is compiled
+MAX_LOOPS = 64            # compiled loop rests kept (the least recently used dropped)
 ENABLED = os.environ.get("KILN_EAGER_TIERS", "1").lower() not in ("0", "false", "no")
 
-_EAGER = None             # a signature that does not compile (see tiered)
+_EAGER = "eager"          # a signature or loop that does not compile (tiered, compiled_rest)
 _NUMBERS = (int, float, complex, bool)
 _STATIC_TYPES = (int, float, complex, bool, str, type(None), np.dtype, type)
 
@@ -108,7 +113,7 @@ def _signature(names, static, args, kwargs):
     return (tree, tuple(parts)), tuple(dynamic), leaves
 
 
-def _plain_eager():
+def plain_eager():
     """May an eager call be compiled now? (see the module docstring)"""
     from .jit import _DISABLED
     return not (_BUILDER_STATE.stack or _DISABLED.on or _GUARDS.no_execution
@@ -142,7 +147,7 @@ def tiered(fn, static=()):
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        if not ENABLED or not _plain_eager():
+        if not ENABLED or not plain_eager():
             return fn(*args, **kwargs)
         found = _signature(names, static, args, kwargs)
         if found is None:
@@ -170,3 +175,38 @@ def tiered(fn, static=()):
 
     call._kiln_tiers = seen
     return call
+
+
+_LOOPS = collections.OrderedDict()   # loop key -> its compiled rest, or _EAGER
+
+
+def compiled_rest(key, rest, *arrays):
+    """The rest of an eager loop that ran `HOT_ITERATIONS` times, compiled: `jit(rest)` run on
+    `arrays` (the loop's carry and what is left to scan), kept by `key` (the loop's kind, its
+    functions and static values). None where the loop goes on eagerly: not `plain_eager()`,
+    an argument that is not a plain host array or a Python number, or a rest that does not compile (a body whose
+    source kiln cannot read, or that needs a value it is given as an array); that `key` is
+    then not tried again."""
+    if not ENABLED or not plain_eager():
+        return None
+    if any(_array_signature(leaf) is None and type(leaf) not in _NUMBERS
+           for leaf in tree_flatten(arrays)[0]):
+        return None
+    try:
+        compiled = _LOOPS.get(key)
+    except TypeError:   # an unhashable function or static value
+        return None
+    if compiled is _EAGER:
+        return None
+    if compiled is None:
+        from .jit import jit
+        compiled = jit(rest)
+    try:
+        out = compiled(*arrays)
+    except Exception:
+        compiled, out = _EAGER, None
+    _LOOPS[key] = compiled
+    _LOOPS.move_to_end(key)
+    if len(_LOOPS) > MAX_LOOPS:
+        _LOOPS.popitem(last=False)
+    return out

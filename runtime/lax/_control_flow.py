@@ -20,8 +20,12 @@ int, and `associative_scan` uses JAX's parallel-prefix algorithm (`fn` is called
 rounding matches JAX. In eager mode only the branch taken by `cond`/`switch` runs, so a branch
 whose output type differs from the others is reported only when the function is compiled.
 Under `jit` the specialiser compiles these functions into the structured SSA operations `cond`,
-`while_loop` and `scan`.
+`while_loop` and `scan`. A long eager loop compiles its iterations past
+`eager_tiers.HOT_ITERATIONS` (`eager_tiers.compiled_rest`): `fori_loop`'s rest is a
+`fori_loop` with traced bounds, `while_loop`'s a `while_loop`, `scan`'s a `scan` of what is left
+of `xs`, whose `ys` are joined to the eager ones.
 """
+import functools
 import inspect
 import operator
 
@@ -31,6 +35,7 @@ from ..array import Array, to_array
 from ..compiler.ir import dtypes
 from ..tree_util import (tree_flatten, tree_flatten_with_path, tree_unflatten, tree_structure,
                          treedef_is_leaf, flatten_one_level_with_keys, keystr)
+from .. import eager_tiers
 from . import _ops as lax
 from . import _staged
 
@@ -206,9 +211,22 @@ def while_loop(cond_fun, body_fun, init_val):
             break
     if go:
         carry.next_output(out)
+        done = 1
         while _predicate(cond_fun, carry.value()):
+            if done == eager_tiers.HOT_ITERATIONS:   # a long loop: the rest compiled
+                rest = eager_tiers.compiled_rest(("while_loop", cond_fun, body_fun),
+                                                 functools.partial(_while_rest, cond_fun,
+                                                                   body_fun), carry.value())
+                if rest is not None:
+                    carry.next_output(rest)
+                    break
             carry.next_output(body_fun(carry.value()))
+            done += 1
     return carry.result()
+
+
+def _while_rest(cond_fun, body_fun, val):
+    return while_loop(cond_fun, body_fun, val)
 
 
 def _bound_dtype(lower, upper):
@@ -234,12 +252,25 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     lo, hi = _bound_dtype(lower, upper)
     start, stop = int(lo._host()), int(hi._host())
 
-    def scanned_fun(loop_carry, _):
-        i, x = loop_carry
-        return (lax.add(i, 1), body_fun(i, x)), None
+    def rest(carry_value, _):   # one compile for every trip count
+        done = eager_tiers.compiled_rest(("fori_loop", body_fun),
+                                         functools.partial(_fori_rest, body_fun),
+                                         carry_value, stop)
+        return None if done is None else (done, None)
 
-    (_, result), _ = scan(scanned_fun, (start, init_val), None, length=max(stop - start, 0))
+    (_, result), _ = _scan_eager(functools.partial(_fori_step, body_fun), (start, init_val),
+                                 None, max(stop - start, 0), False, rest)
     return result
+
+
+def _fori_step(body_fun, loop_carry, _):
+    i, x = loop_carry
+    return (lax.add(i, 1), body_fun(i, x)), None
+
+
+def _fori_rest(body_fun, loop_carry, stop):
+    i, x = loop_carry
+    return stop, fori_loop(i, stop, body_fun, x)
 
 
 def _scan_length(x_leaves, length):
@@ -278,6 +309,26 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     n = _scan_length(x_leaves, length)
     if _staged.tracing():
         return _staged.scan(f, init, xs, n, reverse)
+
+    def rest(carry_value, xs_left):
+        left = tree_flatten(xs_left)[0][0].shape[0] if x_leaves else n - eager_tiers.HOT_ITERATIONS
+        return eager_tiers.compiled_rest(
+            ("scan", f, reverse, left), functools.partial(_scan_rest, f, reverse, left),
+            carry_value, xs_left)
+
+    return _scan_eager(f, init, xs, n, reverse, rest)
+
+
+def _scan_rest(f, reverse, length, carry, xs):
+    return scan(f, carry, xs, length=length, reverse=reverse)
+
+
+def _scan_eager(f, init, xs, n, reverse, rest_of):
+    """`scan` outside `jit`: its body run eagerly; after `eager_tiers.HOT_ITERATIONS`
+    iterations, `rest_of(carry, xs left)` may run the others compiled ((carry, ys), or None
+    to go on eagerly)."""
+    x_leaves, x_tree = tree_flatten(xs)
+    x_leaves = [to_array(x, "scan xs") for x in x_leaves]
     order = range(n - 1, -1, -1) if reverse else range(n)
 
     def x_at(i):
@@ -297,8 +348,17 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
         return carry.result(), tree_unflatten(
             y_tree, [Array(np.zeros((0,) + v.shape, v.dtype), v.weak_type) for v in y0])
     carry.next_output(out_carry)
-    ys = [y0]
-    for i in list(order)[1:]:
+    ys, rest = [y0], None
+    for done, i in enumerate(list(order)[1:], 1):
+        if done == eager_tiers.HOT_ITERATIONS:   # a long loop: the rest compiled
+            left = n - done   # iterations left: indices [done, n), or [0, left) reversed
+            part = [Array(x._value[:left] if reverse else x._value[done:], x.weak_type)
+                    for x in x_leaves]
+            rest = rest_of(carry.value(), tree_unflatten(x_tree, part))
+            if rest is not None:
+                carry.next_output(rest[0])
+                rest = _as_arrays(rest[1])
+                break
         out_carry, y = _scan_step(f, carry.value(), x_at(i))
         carry.next_output(out_carry)
         tree, leaves = _as_arrays(y)
@@ -308,9 +368,15 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
         ys.append(leaves)
     if reverse:
         ys.reverse()
-    stacked = [Array(np.stack([row[j]._value for row in ys]), y0[j].weak_type)
-               for j in range(len(y0))]
-    return carry.result(), tree_unflatten(y_tree, stacked)
+    stacked = [np.stack([row[j]._value for row in ys]) for j in range(len(y0))]
+    if rest is not None:   # the compiled iterations' ys, in index order
+        if rest[0] != y_tree:
+            raise TypeError(f"scan body function output structure changed between "
+                            f"iterations: {y_tree} vs {rest[0]}")
+        stacked = [np.concatenate([r._value, s] if reverse else [s, r._value])
+                   for s, r in zip(stacked, rest[1])]
+    return carry.result(), tree_unflatten(
+        y_tree, [Array(s, y.weak_type) for s, y in zip(stacked, y0)])
 
 
 def map(f, xs, *, batch_size=None):  # noqa: A001
