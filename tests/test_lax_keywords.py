@@ -235,3 +235,48 @@ def test_positional_shardings_and_misuse():
             lax.broadcast(np.float32(1), (6,), out_sharding=P("X"))
     with pytest.raises(ValueError, match="needs a mesh"):
         kiln.jit(lambda v: lax.reduce_sum(v, (1,), out_sharding=P("X")))(V)
+
+
+# --------------------------------------------------------------------- all_gather's to=
+
+LINE = kiln.make_mesh((4,), ("i",), axis_types=(kiln.sharding.AxisType.Auto,))
+
+
+@pytest.mark.parametrize("to", ["invarying", "reduced"])
+@pytest.mark.parametrize("tiled", [True, False])
+def test_all_gather_to(to, tiled):
+    """Invariant over the gathered axis: returned under out_specs P(); values and gradients
+    are JAX 0.10.2's (recorded with four CPU devices: 'reduced' needs Explicit axes there,
+    with the same values and psum_scatter derivative)."""
+    f = kiln.shard_map(lambda b: lax.all_gather(b, "i", tiled=tiled, to=to), mesh=LINE,
+                       in_specs=P("i"), out_specs=P())
+    x = np.arange(8.0, dtype=np.float32)
+    want = x if tiled else x.reshape(4, 2)
+    np.testing.assert_array_equal(f(x), want)
+    np.testing.assert_array_equal(kiln.jit(f)(x), want)
+    for grad in (kiln.grad(lambda v: jnp.sum(f(v) ** 2)),
+                 kiln.jit(kiln.grad(lambda v: jnp.sum(f(v) ** 2)))):
+        np.testing.assert_array_equal(grad(x), 2 * x)
+    seen = []
+    kiln.shard_map(lambda b: seen.append(str(kiln.typeof(lax.all_gather(
+        b, "i", tiled=True, to=to)))) or b, mesh=LINE, in_specs=P("i"), out_specs=P("i"))(x)
+    assert seen == ["f32[8]"]
+
+
+def test_all_gather_to_misuse():
+    x = np.arange(8.0, dtype=np.float32)
+    varying = kiln.shard_map(lambda b: lax.all_gather(b, "i", tiled=True), mesh=LINE,
+                             in_specs=P("i"), out_specs=P())
+    with pytest.raises(ValueError, match="the value varies over 'i'"):
+        varying(x)
+    with pytest.raises(ValueError, match=r"Got unexpected `to` value 'sum' for "
+                                         r"`lax.all_gather`. Allowed `to` values are"):
+        kiln.shard_map(lambda b: lax.all_gather(b, "i", to="sum"), mesh=LINE,
+                       in_specs=P("i"), out_specs=P())(x)
+    with pytest.raises(ValueError, match=r"to='reduced'\) is a Varying -> Reduced collective"
+                                         r".*use to='invarying'"):
+        kiln.shard_map(lambda b: lax.all_gather(b * 0 + 1.0, "i", to="reduced"), mesh=LINE,
+                       in_specs=P(), out_specs=P())(x)
+    got = kiln.pmap(lambda b: lax.all_gather(b, "i", to="invarying"), axis_name="i")(
+        np.arange(4.0))
+    np.testing.assert_array_equal(got, np.tile(np.arange(4.0), (4, 1)))

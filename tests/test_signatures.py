@@ -19,9 +19,8 @@ import kiln.nn
 import kiln.numpy
 import kiln.random
 
-# JAX's private hook of einsum, and all_gather's `to=` (docs/compat.md says why).
+# JAX's private hook of einsum.
 KNOWN = {
-    "lax.all_gather": {"to"},
     "numpy.einsum": {"_dot_general"},
 }
 
