@@ -13,7 +13,7 @@ and returns a dict of floats with XLA's keys, each present only when not zero, a
   as XLA counts the reduce-window JAX lowers them to; reduce-windows (result elements) *
   (window elements - 1); `sort` n * ceil(log2 n) over the n elements of the first operand;
   `fft` 8 * (product of floor(log2 length)) * (complex elements); scatters one per update
-  element that combines (add, mul, max, min); `triangular_solve` (elements of b) * (size
+  element that combines (add, mul, max, min); `triangular_solve` (elements of b) * (order
   of a);
 - "transcendentals": one per element of the result for `TRANSCENDENTAL`'s operations
   (instead of a flop), as XLA does for exp, log, logistic, pow, sqrt, rsqrt, cbrt, tanh,
