@@ -607,6 +607,7 @@ def _to_rank(x, rank):
 
 # ------------------------------------------------------------------------------ samplers
 
+@out_sharding_keyword
 def bits(key, shape=(), dtype=None):
     """Uniform random bits as unsigned integers."""
     base, _ = _check_key("bits", key)
@@ -709,6 +710,7 @@ def bernoulli(key, p=0.5, shape=None, mode="low"):
     return lax.lt(_uniform(base, shape, p.dtype, 0., 1.), p)
 
 
+@out_sharding_keyword
 def rademacher(key, shape=(), dtype=None):
     """-1 or 1 with equal probability."""
     base, _ = _check_key("rademacher", key)
@@ -899,6 +901,7 @@ def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None):
     return lax.reshape(indices, shape, (indices.ndim - 1,) + tuple(range(indices.ndim - 1)))
 
 
+@out_sharding_keyword
 def exponential(key, shape=(), dtype=None):
     """Exponential(1) samples: -log1p(-u)."""
     base, _ = _check_key("exponential", key)
@@ -975,6 +978,7 @@ def _gumbel_highest(keys, shape):
                       lax.neg(_log(lax.neg(_log(x)))))
 
 
+@out_sharding_keyword
 def laplace(key, shape=(), dtype=None):
     """Laplace(0, 1) samples: sign(u) * log1p(-|u|) for u uniform in (-1, 1)."""
     base, _ = _check_key("laplace", key)
@@ -983,6 +987,7 @@ def laplace(key, shape=(), dtype=None):
     return lax.mul(lax.sign(u), _log1p(lax.neg(lax.abs(u))))
 
 
+@out_sharding_keyword
 def logistic(key, shape=(), dtype=None):
     """Standard logistic samples: log(u) - log1p(-u)."""
     base, _ = _check_key("logistic", key)
@@ -1216,6 +1221,7 @@ def _gamma(keys, a, shape, dtype, log_space):
     return lax.reshape(_with_gamma_grad(x, a, log_space), shape)
 
 
+@out_sharding_keyword
 def gamma(key, a, shape=None, dtype=None):
     """Gamma(a, 1) samples (Marsaglia-Tsang with rejection)."""
     base, _ = _check_key("gamma", key)
@@ -1224,6 +1230,7 @@ def gamma(key, a, shape=None, dtype=None):
     return _gamma(base, a, shape, dtype, log_space=False)
 
 
+@out_sharding_keyword
 def loggamma(key, a, shape=None, dtype=None):
     """log of Gamma(a, 1) samples, accurate for small a."""
     base, _ = _check_key("loggamma", key)
@@ -1241,6 +1248,7 @@ def _check_safe_cast(name, dtype, *args):
                              f"{a.dtype} to {dtype}")
 
 
+@out_sharding_keyword
 def beta(key, a, b, shape=None, dtype=None):
     """Beta(a, b) samples from two log-gamma draws."""
     base, _ = _check_key("beta", key)
@@ -1275,6 +1283,7 @@ def _row_sum(x):
     return total
 
 
+@out_sharding_keyword
 def dirichlet(key, alpha, shape=None, dtype=None):
     """Dirichlet(alpha) samples: a softmax of log-gamma draws along the last axis."""
     base, _ = _check_key("dirichlet", key)

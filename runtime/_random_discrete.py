@@ -25,6 +25,7 @@ from .compiler.ir import dtypes
 from .numpy._core import broadcast_shapes, check_arraylike, canonical_dtype, \
     promote_dtypes_inexact
 from . import _random as R
+from .sharding_types import out_sharding_keyword
 
 __all__ = ["poisson", "binomial", "multinomial"]
 
@@ -121,6 +122,7 @@ def _broadcast_param(name, x, shape):
                          f"{tuple(np.shape(x))} and requested shape {tuple(shape)}") from None
 
 
+@out_sharding_keyword
 def poisson(key, lam, shape=None, dtype=None):
     """Poisson(lam) counts, with the given shape and integer dtype."""
     base, _ = R._check_key("poisson", key)

@@ -17,6 +17,7 @@ from . import numpy as jnp
 from .numpy import linalg as jla
 from .numpy._core import broadcast_shapes, promote_dtypes_inexact
 from . import _random as R
+from .sharding_types import out_sharding_keyword
 
 __all__ = ["key_dtype", "generalized_normal", "ball", "wald", "multivariate_normal",
            "orthogonal"]
@@ -33,6 +34,7 @@ def _keyed(name, key, dtype, what="a float"):
     return base, R._float_dtype(name, dtype, what)
 
 
+@out_sharding_keyword
 def generalized_normal(key, p, shape=(), dtype=None):
     """Samples with density proportional to exp(-|x|**p)."""
     base, dtype = _keyed("generalized_normal", key, dtype)
@@ -49,6 +51,7 @@ def _generalized_normal(base, p, shape, dtype):
     return r * g ** (1 / jnp.asarray(p, dtype))
 
 
+@out_sharding_keyword
 def ball(key, d, p=2, shape=(), dtype=None):
     """Uniform samples from the unit Lp ball in `d` dimensions, of shape `(*shape, d)`."""
     base, dtype = _keyed("ball", key, dtype)
@@ -62,6 +65,7 @@ def ball(key, d, p=2, shape=(), dtype=None):
     return g / (((jnp.abs(g) ** p).sum(-1) + e) ** (1 / p))[..., None]
 
 
+@out_sharding_keyword
 def wald(key, mean, shape=None, dtype=None):
     """Wald (inverse Gaussian) samples with the given mean and unit shape."""
     base, dtype = _keyed("wald", key, dtype)
@@ -85,6 +89,7 @@ _FACTORS = {
 }
 
 
+@out_sharding_keyword
 def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky"):
     """Normal vectors with the given mean (..., n) and covariance (..., n, n)."""
     base, _ = R._check_key("multivariate_normal", key)
@@ -115,6 +120,7 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky
     return mean + jnp.einsum("...ij,...j->...i", factor, samples)
 
 
+@out_sharding_keyword
 def orthogonal(key, n, shape=(), dtype=None, m=None):
     """Haar-distributed matrices with orthonormal columns (or rows), of shape
     `(*shape, n, m)` (m defaults to n)."""

@@ -15,6 +15,7 @@ from . import lax
 from .array import to_array
 from .numpy._core import broadcast_shapes
 from . import _random as R
+from .sharding_types import out_sharding_keyword
 
 __all__ = ["cauchy", "lognormal", "pareto", "weibull_min", "rayleigh", "maxwell",
            "double_sided_maxwell", "geometric", "chisquare", "f", "t", "triangular"]
@@ -32,6 +33,7 @@ def _param_shape(name, shape, *params):
     return shape
 
 
+@out_sharding_keyword
 def cauchy(key, shape=(), dtype=None):
     """Standard Cauchy samples: tan(pi * (u - 1/2)) for u uniform in [eps, 1)."""
     base, _ = R._check_key("cauchy", key)
@@ -40,6 +42,7 @@ def cauchy(key, shape=(), dtype=None):
     return lax.tan(lax.mul(R._c(np.pi, dtype), lax.sub(u, R._c(0.5, dtype))))
 
 
+@out_sharding_keyword
 def lognormal(key, sigma=np.float32(1), shape=None, dtype=None):
     """exp(sigma * N(0, 1)) samples."""
     base, _ = R._check_key("lognormal", key)
@@ -49,6 +52,7 @@ def lognormal(key, sigma=np.float32(1), shape=None, dtype=None):
     return R._exp(lax.mul(R._normal(base, shape, dtype), R._bcast_to(sigma, shape)))
 
 
+@out_sharding_keyword
 def pareto(key, b, shape=None, dtype=None):
     """Pareto(b) samples: exp(E / b) for E standard exponential."""
     base, _ = R._check_key("pareto", key)
@@ -72,6 +76,7 @@ def weibull_min(key, scale, concentration, shape=(), dtype=None):
     return lax.mul(power, R._bcast_to(scale, out_shape))
 
 
+@out_sharding_keyword
 def rayleigh(key, scale, shape=None, dtype=None):
     """Rayleigh samples: scale * sqrt(-2 log u)."""
     base, _ = R._check_key("rayleigh", key)
@@ -82,6 +87,7 @@ def rayleigh(key, scale, shape=None, dtype=None):
     return lax.mul(R._bcast_to(scale, shape), lax.sqrt(lax.mul(R._log(u), R._c(-2, dtype))))
 
 
+@out_sharding_keyword
 def maxwell(key, shape=(), dtype=None):
     """Maxwell samples: the norm of three standard normals (a row sum of squares)."""
     base, _ = R._check_key("maxwell", key)
@@ -104,6 +110,7 @@ def double_sided_maxwell(key, loc, scale, shape=(), dtype=None):
                    R._bcast_to(loc, shape))
 
 
+@out_sharding_keyword
 def geometric(key, p, shape=None, dtype=None):
     """The number of Bernoulli(p) trials up to the first success: floor(log u / log1p(-p)) + 1."""
     base, _ = R._check_key("geometric", key)
@@ -119,6 +126,7 @@ def geometric(key, p, shape=None, dtype=None):
     return lax.convert_element_type(lax.add(lax.floor(ratio), R._c(1, p.dtype)), out_dtype)
 
 
+@out_sharding_keyword
 def chisquare(key, df, shape=None, dtype=None):
     """Chi-square(df) samples: 2 * Gamma(df / 2), drawn in log space."""
     base, _ = R._check_key("chisquare", key)
@@ -134,6 +142,7 @@ def _chisquare(keys, df, shape, dtype):
     return lax.mul(R._exp_smooth(log_g), two)
 
 
+@out_sharding_keyword
 def f(key, dfnum, dfden, shape=None, dtype=None):
     """F(dfnum, dfden) samples: the ratio of two scaled chi-square draws."""
     base, _ = R._check_key("f", key)
@@ -146,6 +155,7 @@ def f(key, dfnum, dfden, shape=None, dtype=None):
     return lax.div(num, den)
 
 
+@out_sharding_keyword
 def t(key, df, shape=None, dtype=None):
     """Student's t(df) samples: N * sqrt((df / 2) / Gamma(df / 2))."""
     base, _ = R._check_key("t", key)
@@ -159,6 +169,7 @@ def t(key, df, shape=None, dtype=None):
     return lax.mul(n, lax.sqrt(lax.div(half, g)))
 
 
+@out_sharding_keyword
 def triangular(key, left, mode, right, shape=None, dtype=None):
     """Triangular(left, mode, right) samples by the inverse CDF."""
     base, _ = R._check_key("triangular", key)

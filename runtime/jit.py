@@ -512,6 +512,12 @@ class Lowered:
     def compile(self):
         return Compiled(self._entry)
 
+    def cost_analysis(self):
+        """XLA's cost properties counted over the SSA after the passes (a dict of floats:
+        "flops", "transcendentals", "bytes accessed", ...; runtime/analysis.py)."""
+        from .analysis import lowered_cost
+        return lowered_cost(self._entry)
+
     def compile_for_topology(self, topology):
         """The StableHLO module compiled by libtpu for the TPU topology `topology` ("v5e:2x2",
         ...) without a TPU: its serialized executable, platform and devices (kiln.pjrt.
@@ -539,6 +545,18 @@ class Compiled:
             return program.text(self._entry.ssa, level)
         ex = self._entry.executable
         return ex.as_text() if level is None else ex.as_text(level)
+
+    def cost_analysis(self):
+        """XLA's cost properties of what the backend runs (a dict of floats; for the pjrt
+        backend XLA's own figures; runtime/analysis.py)."""
+        from .analysis import compiled_cost
+        return compiled_cost(self._entry)
+
+    def memory_analysis(self):
+        """A `CompiledMemoryStats`: the bytes of the arguments, outputs, donated aliases,
+        temporaries and generated code (runtime/analysis.py)."""
+        from .analysis import memory_analysis
+        return memory_analysis(self._entry)
 
     def __call__(self, *args, **kwargs):
         """Run on the dynamic arguments (pytrees as at `lower`, static ones left out)."""

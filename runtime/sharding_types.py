@@ -12,7 +12,8 @@
   (abstract) mesh inside a function (types over Auto axes are not seen there), placing the
   result by `out_sharding` / the arguments by `in_sharding`.
 - `retyped(x, where)`: a traced value typed with a sharding (`reshard` and `out_sharding=`
-  inside a specialisation); `out_sharding_keyword`: JAX's `out_sharding=` for a function.
+  inside a specialisation); `out_sharding_keyword`: JAX's `out_sharding=` for a function
+  (`sharding_keyword`: the `sharding=` of `lax.full` and `lax.full_like`).
 
 The results of operations on typed values are typed by sharding_propagation.py's rules,
 eagerly and inside specialisations; `placements` gives `jit` the shardings to place its
@@ -255,6 +256,11 @@ def out_sharding_keyword(f):
     return _placement_keyword(f, "out_sharding")
 
 
+def sharding_keyword(f):
+    """`f` taking `sharding=` (lax.full's and lax.full_like's name for `out_sharding=`)."""
+    return _placement_keyword(f, "sharding")
+
+
 def device_keyword(f):
     """`f` taking JAX's keyword `device=` of the array-creation functions (a Device or a
     Sharding): its result placed there, as `out_sharding=` places it; both at once are
@@ -265,9 +271,15 @@ def device_keyword(f):
 def _placement_keyword(f, keyword):
     sig = inspect.signature(f)
     passes = keyword in sig.parameters
+    # where `f` takes the keyword positionally too (lax.reduce, lax.full_like): its position
+    at = list(sig.parameters).index(keyword) if passes and \
+        sig.parameters[keyword].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD else None
 
     def wrapper(*args, **kwargs):
-        where = kwargs.get(keyword) if passes else kwargs.pop(keyword, None)
+        if at is not None and len(args) > at:
+            where = args[at]
+        else:
+            where = kwargs.get(keyword) if passes else kwargs.pop(keyword, None)
         if where is None:
             return f(*args, **kwargs)
         if keyword == "device" and kwargs.get("out_sharding") is not None:

@@ -6,7 +6,8 @@ between the instances of `f` (`kiln.typeof(x)` prints `f32[2,2]{V:(i,j)}`, and
 abstract values; it works it out when asked, from the SSA the body has staged so far:
 
 - a body argument varies over the manual axes its `in_specs` entry names;
-- `psum`, `pmax`, `pmin` (and `pmean`) over axes make their result invariant over them,
+- `psum`, `pmax`, `pmin` (and `pmean`), and `all_gather(..., to="invarying")` or
+  `to="reduced"`, over axes make their result invariant over them,
   `axis_index(a)` varies over `a`, `lax.pcast(x, a, to="varying")` adds `a` (recorded here:
   it stages a `copy`);
 - `cond`, `while_loop` and `scan` look into their regions (`_REGION_RULES`: a loop's carries
@@ -135,7 +136,8 @@ def _rule(eqn, ins):
     axes = frozenset().union(*ins)
     named = eqn.params.get("axis_name")
     named = frozenset(() if named is None else (named,) if isinstance(named, str) else named)
-    if eqn.prim.name in _REDUCING:
+    if eqn.prim.name in _REDUCING or \
+            eqn.prim.name == "all_gather" and eqn.params.get("to", "varying") != "varying":
         axes = axes - named
     elif eqn.prim.name == "axis_index":
         axes = axes | named

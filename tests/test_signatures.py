@@ -19,31 +19,10 @@ import kiln.nn
 import kiln.numpy
 import kiln.random
 
-# JAX's sharding-in-types keywords kiln has not added to these (its out_sharding= is on the
-# creation functions, jnp.take/where/..., random.normal/uniform/...), and new keywords of
-# lax whose meaning kiln does not have yet.
-_NO_OUT_SHARDING = (
-    "numpy.bincount numpy.percentile lax.broadcast lax.broadcasted_iota lax.reduce "
-    "lax.reduce_sum lax.reshape random.ball random.beta random.bits random.cauchy "
-    "random.chisquare random.dirichlet random.exponential random.f random.gamma "
-    "random.generalized_normal random.geometric random.laplace random.loggamma "
-    "random.logistic random.lognormal random.maxwell random.multivariate_normal "
-    "random.orthogonal random.pareto random.poisson random.rademacher random.rayleigh "
-    "random.t random.triangular random.wald").split()
-KNOWN = {name: {"out_sharding"} for name in _NO_OUT_SHARDING}
-KNOWN.update({
-    "lax.dynamic_index_in_dim": {"allow_negative_indices"},
-    "lax.dynamic_slice": {"allow_negative_indices"},
-    "lax.dynamic_slice_in_dim": {"allow_negative_indices"},
-    "lax.dynamic_update_index_in_dim": {"allow_negative_indices"},
-    "lax.dynamic_update_slice": {"allow_negative_indices"},
-    "lax.dynamic_update_slice_in_dim": {"allow_negative_indices"},
-    "lax.dot": {"dimension_numbers"},
-    "lax.mul": {"out_dtype"},
-    "lax.full_like": {"sharding"},
-    "lax.all_gather": {"to"},
-    "numpy.einsum": {"_dot_general"},   # JAX's private hook
-})
+# JAX's private hook of einsum.
+KNOWN = {
+    "numpy.einsum": {"_dot_general"},
+}
 
 
 def _params(f):

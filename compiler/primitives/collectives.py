@@ -9,7 +9,9 @@ the replicated function, and its NumPy `impl` is the exchange among the replicas
 (replicas.py: `replica_impl` with the collective's combine rule); anywhere else the impl raises
 a NameError naming the axis. Every collective has the param `axis_name` — one name, or for psum/pmax/pmin a tuple of
 names (the API splits tuples for the others: an axis_index or all_gather over (i, j) is one
-over i and one over j) — and carries the `collective` flag.
+over i and one over j) — and carries the `collective` flag. `all_gather` may carry `to`
+("invarying" or "reduced"; absent for "varying"), JAX 0.10's type of its result, which only
+the shard_map body's analysis of what varies reads (runtime/vma.py).
 
 Batching (see `batching.py`): its `BATCH` rule handles a collective over another
 axis than the one being batched (the collective applies to the batched value as it is), and
@@ -176,8 +178,15 @@ axis_index = collective("axis_index", _axis_index_eval, _axis_index_batch,
 
 # ------------------------------------------------------------ all_gather, psum_scatter
 
-def _all_gather_eval(x, *, axis_name, all_gather_dimension, tiled, axis_size):
+# all_gather's `to`: the result's manual axis type over the axis inside a shard_map body (JAX
+# 0.10's); only the body's analysis of what varies (runtime/vma.py) reads it.
+ALL_GATHER_TO = ("varying", "invarying", "reduced")
+
+
+def _all_gather_eval(x, *, axis_name, all_gather_dimension, tiled, axis_size, to="varying"):
     _check_one_name("all_gather", axis_name)
+    if to not in ALL_GATHER_TO:
+        raise ValueError(f"all_gather: to={to!r} is not one of {ALL_GATHER_TO}")
     shape, at = list(x.shape), all_gather_dimension
     _check_axis("all_gather", at, len(shape) + (0 if tiled else 1), "all_gather_dimension")
     if tiled:
@@ -188,9 +197,10 @@ def _all_gather_eval(x, *, axis_name, all_gather_dimension, tiled, axis_size):
 
 
 def _all_gather_batch_collective(args, dims, *, size, axis, axis_name, all_gather_dimension,
-                                 tiled, axis_size):
+                                 tiled, axis_size, to="varying"):
     """Every lane's value, gathered along `all_gather_dimension`: the batch axis moved there
-    (merged into the next one when tiled); the result is the same for every lane."""
+    (merged into the next one when tiled); the result is the same for every lane (whatever
+    `to`, the type, says)."""
     at = all_gather_dimension
     y = B.moveaxis(B.to_front(args[0], dims[0], size), 0, at)
     if tiled:
@@ -232,7 +242,12 @@ def _psum_scatter_batch_collective(args, dims, *, size, axis, axis_name, scatter
     return E.reshape(total, new_sizes=tuple(shape), dimensions=None), scatter_dimension
 
 
-def _all_gather_vjp(ct, primals, outs, *, axis_name, all_gather_dimension, tiled, axis_size):
+def _all_gather_vjp(ct, primals, outs, *, axis_name, all_gather_dimension, tiled, axis_size,
+                    to="varying"):
+    """psum_scatter, whatever `to` says: kiln's derivatives keep JAX's convention before
+    manual axis types, where the cotangent of a value alike in every member is spread over
+    the members (psum transposes to psum), so each member's part is what JAX's invariant
+    all_gather gives it (a slice of its cotangent, alike in every member there)."""
     return [E.psum_scatter(ct, axis_name=axis_name, scatter_dimension=all_gather_dimension,
                            tiled=tiled, axis_size=axis_size)]
 

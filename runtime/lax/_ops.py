@@ -17,7 +17,7 @@ from ..compiler.ir import dtypes
 from ..compiler.config import config
 from ..compiler.primitives import PRIMITIVES as P
 from ._precision import Precision, check_accuracy, check_precision
-from ..sharding_types import out_sharding_keyword, _placed
+from ..sharding_types import out_sharding_keyword, sharding_keyword
 
 # The public names (`kiln.lax` re-exports them); imports and helpers stay private.
 __all__ = [
@@ -129,7 +129,23 @@ erf, erfc, erf_inv, lgamma, digamma = map(_unary, ("erf", "erfc", "erf_inv", "lg
 real, imag, conj, square = map(_unary, ("real", "imag", "conj", "square"))
 bitwise_not = _unary("not")
 
-add, sub, mul, div, rem = map(_binary, ("add", "sub", "mul", "div", "rem"))
+add, sub, _mul, div, rem = map(_binary, ("add", "sub", "mul", "div", "rem"))
+
+
+def mul(x, y, *, out_dtype=None):
+    """Elementwise `mul`; with `out_dtype`, of both operands converted to `out_dtype` first
+    (then they need not share a dtype; the result is weak if both are), as JAX."""
+    if out_dtype is None:
+        return _mul(x, y)
+    out_dtype = dtypes.canonicalize(out_dtype)
+    xs = [to_array(v, "lax.mul") for v in (x, y)]
+    for at, v in enumerate(xs):
+        if v.dtype.kind not in "iufc":
+            raise TypeError(f"mul does not accept dtype {v.dtype} at position {at}. Accepted "
+                            f"dtypes at position {at} are subtypes of integer, floating, "
+                            f"complexfloating.")
+    return _mul(*(v if v.dtype == out_dtype else bind(
+        P["convert_element_type"], v, new_dtype=out_dtype, weak_type=v.weak_type) for v in xs))
 pow, max, min, atan2 = map(_binary, ("pow", "max", "min", "atan2"))  # noqa: A001
 _nextafter = _binary("nextafter")
 
@@ -199,6 +215,7 @@ def iota(dtype, size):
     return broadcasted_iota(dtype, (size,), 0)
 
 
+@out_sharding_keyword
 def broadcasted_iota(dtype, shape, dimension):
     return bind(P["iota"], dtype=dtypes.canonicalize(dtype), shape=_shape(shape),
                 dimension=operator.index(dimension))
@@ -213,6 +230,7 @@ def broadcast_in_dim(operand, shape, broadcast_dimensions):
     return bind(P["broadcast_in_dim"], x, shape=shape, broadcast_dimensions=bdims)
 
 
+@out_sharding_keyword
 def broadcast(operand, sizes):
     x = to_array(operand, "lax.broadcast")
     sizes = _shape(sizes)
@@ -224,6 +242,7 @@ def broadcast_to_rank(x, rank):
     return broadcast(x, (1,) * (rank - x.ndim)) if x.ndim < rank else x
 
 
+@out_sharding_keyword
 def reshape(operand, new_sizes, dimensions=None):
     x = to_array(operand, "lax.reshape")
     new_sizes = _shape(new_sizes)
@@ -308,29 +327,42 @@ def index_in_dim(operand, index, axis=0, keepdims=True):
     return out if keepdims else squeeze(out, (axis,))
 
 
-def _start_indices(x, start_indices):
-    """JAX's `_dynamic_slice_indices`: one scalar per axis; negative indices count from the end
-    (then the primitive clamps the window into range)."""
+def _start_indices(x, start_indices, allow_negative_indices, what):
+    """JAX's `_dynamic_slice_indices`: one scalar per axis. Where `allow_negative_indices`
+    (a bool, or one per axis) is true, negative indices count from the end; where it is
+    false, a static negative index is a ValueError and a traced one is left as it is. Then
+    the primitive clamps the window into range (a negative start to 0)."""
     starts = _unstack_starts(start_indices)
     if len(starts) != x.ndim:
         raise ValueError(f"Length of slice indices must match number of operand dimensions "
                          f"({len(starts)} vs {x.shape})")
-    return [_wrap_index(i, d) for i, d in zip(starts, x.shape)]
+    allow = allow_negative_indices
+    if isinstance(allow, (bool, np.bool_)):
+        allow = [bool(allow)] * x.ndim
+    allow = list(allow)
+    if len(allow) != x.ndim:
+        raise ValueError(f"lax.{what}: allow_negative_indices={allow_negative_indices!r} has "
+                         f"{len(allow)} entries for an operand of {x.ndim} dimensions "
+                         f"(shape {x.shape}); pass one bool, or one per dimension")
+    return [_wrap_index(i, d, a) for i, d, a in zip(starts, x.shape, allow)]
 
 
-def _wrap_index(i, size):
+def _wrap_index(i, size, allow_negative):
     if isinstance(i, (int, np.integer)) and not isinstance(i, bool):
+        if i < 0 and not allow_negative:
+            raise ValueError(f"Index {i} is out of bounds for dimension {size} if "
+                             f"allow_negative_indices=False")
         # static: wrap now, in i's own type (NumPy raises, as JAX does, if i + size overflows)
         return to_array(i + size if i < 0 else i, "start index")
     i = to_array(i, "start index")
-    if i.dtype.kind != "i" or i.ndim:
+    if i.dtype.kind != "i" or i.ndim or not allow_negative:
         return i  # unsigned cannot be negative; a bad dtype or rank is the primitive's error
     return select(lt(i, full_like(i, 0)), add(i, full_like(i, size)), i)
 
 
-def dynamic_slice(operand, start_indices, slice_sizes):
+def dynamic_slice(operand, start_indices, slice_sizes, *, allow_negative_indices=True):
     x = to_array(operand, "lax.dynamic_slice")
-    starts = _start_indices(x, start_indices)
+    starts = _start_indices(x, start_indices, allow_negative_indices, "dynamic_slice")
     return bind(P["dynamic_slice"], x, *starts, slice_sizes=_shape(slice_sizes))
 
 
@@ -343,49 +375,64 @@ def _unstack_starts(starts):
     return list(starts)
 
 
-def _in_dim_starts(ndim, axis, start_index):
-    """Zeros of the start index's own type on the other axes, as JAX."""
+def _in_dim_starts(ndim, axis, start_index, allow_negative_indices):
+    """Zeros of the start index's own type on the other axes, as JAX, and
+    `allow_negative_indices` per axis (the bool on `axis`; the zeros need no wrapping)."""
     zero = 0 if isinstance(start_index, (int, np.integer)) else \
         full_like(to_array(start_index, "start index"), 0)
-    starts = [zero] * ndim
-    starts[axis] = start_index
-    return starts
+    starts, allow = [zero] * ndim, [False] * ndim
+    starts[axis], allow[axis] = start_index, bool(allow_negative_indices)
+    return starts, allow
 
 
-def dynamic_slice_in_dim(operand, start_index, slice_size, axis=0):
+def dynamic_slice_in_dim(operand, start_index, slice_size, axis=0, *,
+                         allow_negative_indices=True):
     x = to_array(operand)
     axis = _canonical_axis(axis, x.ndim)
     sizes = list(x.shape)
     sizes[axis] = slice_size
-    return dynamic_slice(x, _in_dim_starts(x.ndim, axis, start_index), sizes)
+    starts, allow = _in_dim_starts(x.ndim, axis, start_index, allow_negative_indices)
+    return dynamic_slice(x, starts, sizes, allow_negative_indices=allow)
 
 
-def dynamic_index_in_dim(operand, index, axis=0, keepdims=True):
+def dynamic_index_in_dim(operand, index, axis=0, keepdims=True, *,
+                         allow_negative_indices=True):
     x = to_array(operand)
     axis = _canonical_axis(axis, x.ndim)
-    out = dynamic_slice_in_dim(x, index, 1, axis)
+    out = dynamic_slice_in_dim(x, _traced_index(index, allow_negative_indices), 1, axis,
+                               allow_negative_indices=allow_negative_indices)
     return out if keepdims else squeeze(out, (axis,))
 
 
-def dynamic_update_slice(operand, update, start_indices):
+def dynamic_update_slice(operand, update, start_indices, *, allow_negative_indices=True):
     x = to_array(operand, "lax.dynamic_update_slice")
     u = to_array(update, "lax.dynamic_update_slice")
-    starts = _start_indices(x, start_indices)
+    starts = _start_indices(x, start_indices, allow_negative_indices, "dynamic_update_slice")
     return bind(P["dynamic_update_slice"], x, u, *starts)
 
 
-def dynamic_update_slice_in_dim(operand, update, start_index, axis):
+def dynamic_update_slice_in_dim(operand, update, start_index, axis, *,
+                                allow_negative_indices=True):
     x = to_array(operand)
     axis = _canonical_axis(axis, x.ndim)
-    return dynamic_update_slice(x, update, _in_dim_starts(x.ndim, axis, start_index))
+    starts, allow = _in_dim_starts(x.ndim, axis, start_index, allow_negative_indices)
+    return dynamic_update_slice(x, update, starts, allow_negative_indices=allow)
 
 
-def dynamic_update_index_in_dim(operand, update, index, axis):
+def dynamic_update_index_in_dim(operand, update, index, axis, *, allow_negative_indices=True):
     x, u = to_array(operand), to_array(update)
     axis = _canonical_axis(axis, x.ndim)
     if u.ndim == x.ndim - 1:
         u = expand_dims(u, (axis,))
-    return dynamic_update_slice_in_dim(x, u, index, axis)
+    return dynamic_update_slice_in_dim(x, u, _traced_index(index, allow_negative_indices),
+                                       axis, allow_negative_indices=allow_negative_indices)
+
+
+def _traced_index(index, allow_negative_indices):
+    """The index of JAX's `dynamic_index_in_dim` / `dynamic_update_index_in_dim`, which JAX
+    jits: an array, so that a negative one with allow_negative_indices=False is clamped to 0
+    rather than refused, as there (with True, wrapped either way)."""
+    return index if allow_negative_indices else to_array(index, "index")
 
 
 def pad(operand, padding_value, padding_config):
@@ -429,6 +476,7 @@ reduce_prod, reduce_max, reduce_min = map(_reducer, ("reduce_prod", "reduce_max"
 _reduce_sum = _reducer("reduce_sum")
 
 
+@out_sharding_keyword
 def reduce_sum(operand, axes):
     """The sum over `axes`; with `kiln.allow_f16_reductions(False)` a float16 operand is a
     ValueError (as JAX's; `jnp.sum` accumulates float16 in float32 and is not affected)."""
@@ -445,10 +493,12 @@ _MONOIDS = {"add": "reduce_sum", "mul": "reduce_prod", "max": "reduce_max", "min
             "and": "reduce_and", "or": "reduce_or", "xor": "reduce_xor"}
 
 
-def reduce(operands, init_values, computation, dimensions):
+@out_sharding_keyword
+def reduce(operands, init_values, computation, dimensions, out_sharding=None):
     """`lax.reduce`. The monoids lax.add/mul/max/min/bitwise_and/or/xor bind one reduction
     primitive; any other `computation` is applied as a sequential fold over the reduced
-    elements (in order), with pytrees of operands as in JAX."""
+    elements (in order), with pytrees of operands as in JAX. (`out_sharding`, by keyword or
+    position, places the results: out_sharding_keyword.)"""
     single = not isinstance(operands, (list, tuple))
     ops = [to_array(o, "lax.reduce") for o in ([operands] if single else operands)]
     inits = [to_array(i, "lax.reduce") for i in ([init_values] if single else init_values)]
@@ -501,12 +551,18 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
 
 
 @out_sharding_keyword
-def dot(lhs, rhs, precision=None, preferred_element_type=None):
+def dot(lhs, rhs, *, dimension_numbers=None, precision=None, preferred_element_type=None):
+    """`dot_general` with `dimension_numbers`; without them, the product of matrices and
+    vectors (the last axis of `lhs` with the first of `rhs`), as JAX."""
     a, b = to_array(lhs, "lax.dot"), to_array(rhs, "lax.dot")
-    if a.ndim not in (1, 2) or b.ndim not in (1, 2):
-        raise TypeError(f"lax.dot requires rank-1 or rank-2 operands, got shapes {a.shape} "
-                        f"and {b.shape}")
-    return dot_general(a, b, (((a.ndim - 1,), (0,)), ((), ())), precision, preferred_element_type)
+    if dimension_numbers is None:
+        if not (1 <= a.ndim <= 2 and 1 <= b.ndim <= 2 and a.shape[-1] == b.shape[0]):
+            raise ValueError(f"jax.lax.dot: dimension_numbers must be specified when not "
+                             f"performing simple un-batched matrix-matrix, matrix-vector, or "
+                             f"vector-vector products; got lhs_shape={a.shape} "
+                             f"rhs_shape={b.shape}")
+        dimension_numbers = (((a.ndim - 1,), (0,)), ((), ()))
+    return dot_general(a, b, dimension_numbers, precision, preferred_element_type)
 
 
 def batch_matmul(lhs, rhs, precision=None):
@@ -588,12 +644,9 @@ def first_by_key(x, key, axis, count):
 
 # --------------------------------------------------------------------------------- misc
 
+@sharding_keyword
 def full(shape, fill_value, dtype=None, *, sharding=None):
-    """`lax.full`; `sharding` places the result (sharding_types.out_sharding_keyword)."""
-    return _placed(_full(shape, fill_value, dtype), sharding)
-
-
-def _full(shape, fill_value, dtype):
+    """`lax.full`; `sharding` places the result (sharding_types.sharding_keyword)."""
     shape = _shape(shape)
     v = to_array(fill_value, "lax.full")
     if v.ndim:
@@ -603,8 +656,10 @@ def _full(shape, fill_value, dtype):
     return broadcast(v, shape)
 
 
-def full_like(x, fill_value, dtype=None, shape=None):
-    """As JAX: without `dtype`, the result keeps `x`'s dtype and weak type."""
+@sharding_keyword
+def full_like(x, fill_value, dtype=None, shape=None, sharding=None):
+    """As JAX: without `dtype`, the result keeps `x`'s dtype and weak type; `sharding` (by
+    keyword or position) places the result (sharding_types.sharding_keyword)."""
     x = to_array(x)
     out = full(x.shape if shape is None else shape, fill_value,
                x.dtype if dtype is None else dtype)

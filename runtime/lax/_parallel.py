@@ -19,7 +19,8 @@ from ..dispatch import bind
 from ..tree_util import tree_map
 from ..compiler.ir.builder import current, PerThread
 from ..compiler.primitives import PRIMITIVES as P
-from ..compiler.primitives.collectives import sources
+from ..compiler.primitives.collectives import sources, ALL_GATHER_TO
+from .. import vma
 from . import _ops
 
 _FRAMES = PerThread(stack=list)   # (axis name, size) bound by this thread's transforms now
@@ -167,21 +168,35 @@ def _canonical(op, axis, rank, what):
     return axis % rank
 
 
-def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):
+def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False, to="varying"):
     """Every example's `x` (a pytree) along a new axis `axis` (tiled: concatenated along the
-    existing axis `axis`); over a tuple of names, in row-major order of their product."""
+    existing axis `axis`); over a tuple of names, in row-major order of their product.
+    `to` is the result's manual axis type over the names, as JAX 0.10's: "varying" (the
+    default), "invarying" or "reduced" (of a value that varies over the names). Values and
+    derivatives are the same for all three; inside a shard_map body the result varies over
+    the names only with "varying" (vma.py), so that the others may be returned under
+    out_specs that leave the names out."""
+    if to not in ALL_GATHER_TO:
+        raise ValueError(f"Got unexpected `to` value {to!r} for `lax.all_gather`. Allowed "
+                         f"`to` values are: {set(ALL_GATHER_TO)}")
     names = _names("all_gather", axis_name, axis_index_groups)
+    typed = {} if to == "varying" else {"to": to}
 
     def leaf(v):
         v = _leaf(v, "all_gather")
+        if to == "reduced" and vma.staging_a_body() and not vma.varying(v) & set(names):
+            raise ValueError(f"all_gather(..., to='reduced') is a Varying -> Reduced "
+                             f"collective: its operand must vary over axis_name="
+                             f"{_param(names)!r}, but typeof(x).manual_axis_type.varying is "
+                             f"{set(vma.varying(v))}; gather a varying value, or use "
+                             f"to='invarying'")
         at = _canonical("all_gather", axis, v.ndim + (0 if tiled else 1), "axis")
         if len(names) == 1:
             return _bind("all_gather", v, axis_name=names[0], all_gather_dimension=at,
-                         tiled=bool(tiled),
-                         axis_size=axis_size(names[0]))
+                         tiled=bool(tiled), axis_size=axis_size(names[0]), **typed)
         for name in reversed(names):   # innermost name first: (n1, ..., nk) at `at`
             v = _bind("all_gather", v, axis_name=name, all_gather_dimension=at, tiled=False,
-                      axis_size=axis_size(name))
+                      axis_size=axis_size(name), **typed)
         return _merge(v, at, len(names) + (1 if tiled else 0))
     return tree_map(leaf, x)
 

@@ -14,6 +14,7 @@ import numpy as np
 from ..array import to_array
 from ._core import check_arraylike
 from .. import numpy as jnp
+from ..sharding_types import out_sharding_keyword
 
 _range = range   # the builtin (histogram's parameter `range` shadows it)
 
@@ -21,6 +22,7 @@ __all__ = ["bincount", "digitize", "histogram", "histogram_bin_edges", "histogra
            "histogramdd", "interp"]
 
 
+@out_sharding_keyword
 def bincount(x, weights=None, minlength=0, *, length=None):
     """Counts (or summed `weights`) of each non-negative integer value of 1-D `x`."""
     check_arraylike("bincount", x)

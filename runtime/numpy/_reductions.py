@@ -20,6 +20,7 @@ from ..compiler.primitives.indexing import GatherDimensionNumbers
 from ._core import (check_arraylike, as_array, canonicalize_axis, broadcast_to,
                     promote_dtypes_inexact, promote_dtypes_numeric)
 from ._creation import _user_dtype, _to_inexact
+from ..sharding_types import out_sharding_keyword
 from ._ufuncs import (where as _where, isnan, multiply, subtract, true_divide, maximum, minimum,
                       floor, ceil, less)
 
@@ -622,6 +623,7 @@ def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear
                          weights, True)
 
 
+@out_sharding_keyword
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                keepdims=False, *, weights=None):
     """The `q`-th percentiles (q in [0, 100]) over `axis`."""

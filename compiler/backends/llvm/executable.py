@@ -87,10 +87,12 @@ class Native:
     """Native code of one SSA function in the JIT. Its texts are built on first request (by
     compiling the function again: keeping LLVM modules around would cost far more memory)."""
 
-    def __init__(self, fn, loaded, workspace, parts=1, donated=(), held=None, bound=()):
+    def __init__(self, fn, loaded, workspace, parts=1, donated=(), held=None, bound=(),
+                 code_bytes=0):
         self.function = fn
         self.loaded = loaded
         self.workspace = workspace
+        self.code_bytes = code_bytes   # the size of the object code loaded
         self.parts = parts   # the modules its code came from
         self.donated = donated
         self.held = held or {}   # {output: donated input whose buffer becomes it}
@@ -401,7 +403,8 @@ def _load(fn, names, objects, workspace, donated, held):
     bound = set()
     for name in names:
         bound.update(externs.bind_externs(loaded.global_address, name))
-    return Native(fn, loaded, workspace, len(names), donated, held, bound)
+    return Native(fn, loaded, workspace, len(names), donated, held, bound,
+                  sum(len(o) for o in objects))
 
 
 def _compile_threads():

@@ -552,7 +552,8 @@ class _GatherAcross(_Staged):
     unstage: block g of the receive buffer, viewed as [pre, post], is [:, g, :] of the
     result viewed as [pre, size, post]."""
 
-    def __init__(self, aval, processes, *, all_gather_dimension, tiled, axis_size):
+    def __init__(self, aval, processes, *, all_gather_dimension, tiled, axis_size,
+                 to="varying"):   # (`to`: the type only)
         super().__init__(aval, processes, axis_size)
         self.pre, self.post = _split(aval.shape, all_gather_dimension)
         self.sent, self.received = self.local * aval.size, axis_size * aval.size

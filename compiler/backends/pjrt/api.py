@@ -121,6 +121,15 @@ LoadedExecutable = _struct("PJRT_LoadedExecutable_Destroy_Args", [("executable",
 LoadedExecutableGetExecutable = _struct("PJRT_LoadedExecutable_GetExecutable_Args", [
     ("loaded_executable", P), ("executable", P)])
 Executable = _struct("PJRT_Executable_Destroy_Args", [("executable", P)])
+CostAnalysis = _struct("PJRT_Executable_GetCostAnalysis_Args", [
+    ("executable", P), ("num_properties", SIZE), ("properties", C.POINTER(NamedValue))])
+MEMORY_STATS = ("generated_code_size_in_bytes", "argument_size_in_bytes",
+                "output_size_in_bytes", "alias_size_in_bytes", "temp_size_in_bytes",
+                "host_generated_code_size_in_bytes", "host_argument_size_in_bytes",
+                "host_output_size_in_bytes", "host_alias_size_in_bytes",
+                "host_temp_size_in_bytes", "peak_memory_in_bytes")
+CompiledMemoryStats = _struct("PJRT_Executable_GetCompiledMemoryStats_Args",
+                              [("executable", P)] + [(n, C.c_int64) for n in MEMORY_STATS])
 ExecutableNumOutputs = _struct("PJRT_Executable_NumOutputs_Args", [
     ("executable", P), ("num_outputs", SIZE)])
 OutputElementTypes = _struct("PJRT_Executable_OutputElementTypes_Args", [
@@ -231,6 +240,18 @@ def executable_of(table, loaded):
         LoadedExecutableGetExecutable, loaded_executable=loaded)).executable
 
 
+def named_values(values, count):
+    """`count` PJRT_NamedValues at `values` as a dict: strings, ints, lists of ints, floats
+    and bools by name (values of an unknown type left out)."""
+    found = {}
+    for i in range(count):
+        a = values[i]
+        read = _NAMED[a.type] if 0 <= a.type < len(_NAMED) else None
+        if read is not None:
+            found[C.string_at(a.name, a.name_size).decode()] = read(a)
+    return found
+
+
 def check_version(version, where):
     """Refuse a plug-in whose major version differs from the header's (an ABI change: the
     structs would not match); a different minor version is fine (append-only structs)."""
@@ -305,13 +326,7 @@ class Api:
         if not self.has("Plugin_Attributes"):
             return {}
         out = self.call("Plugin_Attributes", args(PluginAttributes))
-        found = {}
-        for i in range(out.num_attributes):
-            a = out.attributes[i]
-            read = _NAMED[a.type] if 0 <= a.type < len(_NAMED) else None
-            if read is not None:
-                found[C.string_at(a.name, a.name_size).decode()] = read(a)
-        return found
+        return named_values(out.attributes, out.num_attributes)
 
     def string(self, name, struct, **handle):
         """The (text, size) string that PJRT_<name> returns, decoded."""

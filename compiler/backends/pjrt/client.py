@@ -309,6 +309,37 @@ def _count(table, loaded):
 _DTYPES = {code: np.dtype(name) for name, code in api.BUFFER_TYPES.items()}
 
 
+def cost_analysis(table, loaded):
+    """XLA's cost properties of a loaded executable (PJRT_Executable_GetCostAnalysis) as a
+    dict of floats; None when the plug-in does not provide them."""
+    if not table.has("Executable_GetCostAnalysis"):
+        return None
+    inner = api.executable_of(table, loaded)
+    try:
+        out = table.call("Executable_GetCostAnalysis", api.args(api.CostAnalysis,
+                                                                executable=inner))
+        return {k: float(v) for k, v in api.named_values(out.properties,
+                                                         out.num_properties).items()
+                if isinstance(v, (int, float))}
+    finally:
+        table.call("Executable_Destroy", api.args(api.Executable, executable=inner))
+
+
+def memory_stats(table, loaded):
+    """XLA's CompiledMemoryStats of a loaded executable (PJRT_Executable_
+    GetCompiledMemoryStats) as a dict of ints by api.MEMORY_STATS' names; None when the
+    plug-in does not provide them."""
+    if not table.has("Executable_GetCompiledMemoryStats"):
+        return None
+    inner = api.executable_of(table, loaded)
+    try:
+        out = table.call("Executable_GetCompiledMemoryStats", api.args(
+            api.CompiledMemoryStats, executable=inner))
+        return {name: int(getattr(out, name)) for name in api.MEMORY_STATS}
+    finally:
+        table.call("Executable_Destroy", api.args(api.Executable, executable=inner))
+
+
 def _results(table, loaded):
     """[(shape, dtype)] of a loaded executable's results, as the plug-in compiled them; None
     when the plug-in does not report them (a type kiln has no dtype for reads as object)."""

@@ -104,7 +104,7 @@ def _with_unit_axis(ctx, x, at):
 
 
 def _all_gather(ctx, args, *, axis_name, all_gather_dimension, tiled, axis_size,
-                mesh_axes=None, processes=1):
+                mesh_axes=None, processes=1, to="varying"):   # (`to`: the type only)
     (x,) = args
     groups = replica_groups(_layout(ctx, mesh_axes, processes), (axis_name,))
     if not tiled:
