@@ -561,8 +561,12 @@ def _differentiable_call(exp):
 def export(fun_jit, *, platforms=None, disabled_checks=()):
     """JAX's `jax.export.export`: `export(jit(f))(*args, **kwargs)` is the `Exported` of `f`
     for arguments like these (arrays, numbers, `ShapeDtypeStruct`s; static arguments by
-    value)."""
-    from .jit import Jitted
+    value). `fun_jit` is a `kiln.jit` function, or one of kiln's own (`jnp.cos`), which JAX's
+    are jitted already."""
+    from .jit import Jitted, jit
+    if not isinstance(fun_jit, Jitted) and callable(fun_jit) and \
+            (getattr(fun_jit, "__module__", None) or "").startswith("kiln."):
+        fun_jit = jit(fun_jit)   # JAX's jnp and lax functions are jitted; kiln's are not
     if not isinstance(fun_jit, Jitted):
         raise ValueError(f"Function to be exported must be the result of `jit` but is: "
                          f"{fun_jit!r}. Pass kiln.jit(f) (with its static_argnums, if any).")
