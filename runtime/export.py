@@ -41,7 +41,6 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .array import Array
 from .compiler.ir import dtypes as _dtypes
 from .compiler.ir.abstract import ShapedArray
 from .compiler.ir import builder as _builder
