@@ -26,6 +26,8 @@ SSA text, the constants (raw bytes, base64), the StableHLO text, and the VJP's d
 (type-checking it) and refuses anything else with `ExportFormatError`, naming JAX's own
 FlatBuffer blobs, which kiln cannot read (export the function with kiln instead).
 
+Functions that call host callbacks (`pure_callback`, `io_callback`) are refused, as JAX
+refuses them: a blob cannot carry a Python callable. `debug.print` is exported.
 Shape polymorphism (`symbolic_shape`, `symbolic_args_specs`) is not supported: kiln
 specialises for concrete shapes, and these raise `NotImplementedError` saying so.
 docs/export.md describes all of this.
@@ -611,7 +613,26 @@ def _top_level():
         _builder.STATE.stack = saved
 
 
+def _host_calls(fn):
+    """The primitives of `fn` (regions included) that call a Python function of this process
+    (their `callback` parameter is a token of it)."""
+    found = []
+    for eqn in fn.eqns:
+        if "callback" in eqn.params:
+            found.append(eqn.prim.name)
+        for region in eqn.regions():
+            found += _host_calls(region)
+    return found
+
+
 def _exported(name, in_tree, in_avals, out_tree, fn, consts, platforms, checks):
+    calls = _host_calls(fn)
+    if calls:
+        raise NotImplementedError(
+            f"kiln.export: {name} cannot be exported: it calls Python functions of this "
+            f"process ({', '.join(sorted(set(calls)))}), which a serialized function cannot "
+            f"carry. Compute the callback's result with kiln.numpy/lax, or call the exported "
+            f"function and the callback one after the other. (debug.print is fine.)")
     text = str(fn)
     try:
         from_source(text)

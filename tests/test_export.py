@@ -199,6 +199,22 @@ def test_custom_pytrees_need_registration_then_round_trip():
         export.register_namedtuple_serialization(Pair, serialized_name="x")
 
 
+def with_callback(x):
+    shape = kiln.ShapeDtypeStruct(x.shape, x.dtype)
+    return kiln.lax.fori_loop(0, 2, lambda i, c: c + kiln.pure_callback(np.sin, shape, c), x)
+
+
+def printing(x):
+    kiln.debug.print("x = {}", x)
+    return x + 1
+
+
+def test_debug_print_is_exported(capfd):
+    exp = export.deserialize(export.export(kiln.jit(printing))(np.float32(2)).serialize())
+    assert float(exp.call(np.float32(2))) == 3
+    assert "x = 2.0" in capfd.readouterr().out
+
+
 def test_call_errors_name_the_argument(both):
     k, _ = both
     params, x, scale = _inputs()
@@ -214,6 +230,9 @@ def test_call_errors_name_the_argument(both):
         k.call(params, np.zeros(4, np.float32), scale=scale)
     with pytest.raises(ValueError, match="must be the result of `jit`"):
         export.export(model)
+    with pytest.raises(NotImplementedError, match="calls Python functions of this process "
+                                                  r"\(pure_callback\)"):
+        export.export(kiln.jit(with_callback))(x)
     with pytest.raises(NotImplementedError, match="shape polymorphism is not supported"):
         export.symbolic_shape("b, 4")
     with pytest.raises(NotImplementedError, match="export once per shape"):
