@@ -410,6 +410,8 @@ class Exported:
         self._check_platform()
         for i, (x, expected) in enumerate(zip(leaves, self.in_avals)):
             _check_argument(x, expected, i, self)
+            if isinstance(x, (bool, int, float, complex)) and not expected.weak_type:
+                leaves[i] = np.asarray(x, expected.dtype)   # typed as it was exported
         kept = _differentiable_call(self)(*[leaves[i] for i in self.module_kept_var_idx])
         outs = [_zeros(a) for a in self.out_avals]
         for i, x in zip(self._out_kept, kept):

@@ -287,3 +287,15 @@ def test_export_page_runs_as_on_jax():
             np.testing.assert_allclose(kiln_out[key], value, rtol=1e-6, err_msg=key)
         else:
             assert kiln_out[key] == value, key
+
+
+def ident(x, n):
+    return x, n
+
+
+def test_python_scalars_take_the_exported_types():
+    args = (np.ones(2, np.float32), np.int32(1))
+    k = export.export(kiln.jit(ident))(*args).call(np.ones(2, np.float32), 5)
+    j = jax_export.export(jax.jit(ident))(*args).call(np.ones(2, np.float32), 5)
+    assert (k[1].dtype, k[1].weak_type) == (j[1].dtype, j[1].weak_type) == (np.int32, False)
+    assert int(k[1]) == int(j[1]) == 5
