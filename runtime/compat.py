@@ -3,9 +3,9 @@
 `install_as_jax()` puts a finder at the front of `sys.meta_path` that answers `import jax` and
 `import jax.<name>` with kiln's modules: `jax` is `kiln`, `jax.numpy` is `kiln.numpy`, and so on
 for every module kiln has (`lax`, `tree_util`, `tree`, `random`, `nn`, `scipy.*`, `typing`,
-`dtypes`, `debug`, `sharding`, `example_libraries.*`, ...). Setting `KILN_AS_JAX=1` in the
-environment does the same at interpreter start, through the `kiln-as-jax.pth` file installed
-with the package (`python -m kiln.compat` writes it into an environment that lacks it).
+`dtypes`, `debug`, `sharding`, `export`, `example_libraries.*`, ...). Setting `KILN_AS_JAX=1`
+in the environment does the same at interpreter start, through the `kiln-as-jax.pth` file
+installed with the package (`python -m kiln.compat` writes it into an environment that lacks it).
 
 JAX's internals (`jax._src`, `jax.extend`, `jax.interpreters`, `jax.core`, `jax.lib`, `jaxlib`)
 and any `jax.<name>` kiln has no module for raise an `ImportError` that names the module and

@@ -35,7 +35,14 @@ PUBLIC = {
         "copy_to_host_async", "no_tracing", "no_execution", "thread_guard",
         "allow_f16_reductions", "jax2tf_associative_scan_reductions",
         "array_garbage_collection_guard", "make_user_context", "memory", "Ref", "new_ref",
-        "empty_ref", "freeze", "free_ref", "ds"},
+        "empty_ref", "freeze", "free_ref", "ds", "export"},
+    # docs/export.md
+    "kiln.export": {"DisabledSafetyCheck", "Exported", "export", "deserialize",
+                    "register_pytree_node_serialization", "register_namedtuple_serialization",
+                    "maximum_supported_calling_convention_version",
+                    "minimum_supported_calling_convention_version", "default_export_platform",
+                    "SymbolicScope", "is_symbolic_dim", "symbolic_shape", "symbolic_args_specs",
+                    "ExportFormatError", "FORMAT_VERSION"},
     # docs/compat.md
     "kiln.compat": {"ENV_VAR", "JaxFinder", "PTH_LINE", "PTH_NAME", "install_as_jax",
                     "uninstall_as_jax", "write_pth"},

@@ -189,6 +189,8 @@ def short_name(dtype):
         return "bool"
     if dtype.kind == "O":   # reverse mode's tapes (compiler/primitives/autodiff.py)
         return "tape"
+    if dtype.kind == "V":   # JAX's float0, the type of integers' cotangents (kiln.export)
+        return "float0"
     return {"i": "i", "u": "u", "f": "f", "c": "c"}[dtype.kind] + str(dtype.itemsize * 8)
 
 
