@@ -25,7 +25,7 @@ to be static) stays eager.
 A call stays eager whenever anything but plain host values is involved, where `jit` could
 place or check the result differently from the eager operations: inside a function being
 specialised (the call is then part of that function), under `disable_jit` or `no_execution`,
-once a default device has been set, or when an
+while a default device is set, or when an
 argument is a traced value (eager `grad`/`vmap`), an array on a device other than the host's
 first (a PJRT or GPU buffer, a placed or sharded array), or an unhashable static value.
 Under the float checks (`debug_nans`/`debug_infs`) a call is compiled at once: as in JAX,
@@ -117,7 +117,7 @@ def plain_eager():
     """May an eager call be compiled now? (see the module docstring)"""
     from .jit import _DISABLED
     return not (_BUILDER_STATE.stack or _DISABLED.on or _GUARDS.no_execution
-                or _default_device.IN_FORCE[0])
+                or _default_device.IN_FORCE[0] and _default_device.current() is not None)
 
 
 def _compiled(fn, tree, leaves, dynamic):

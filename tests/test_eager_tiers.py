@@ -195,3 +195,15 @@ def test_a_signature_that_does_not_compile_stays_eager():
     for n in [3, 3, 3, 3]:
         np.testing.assert_array_equal(g(2.0, n), np.full(n, 2.0, np.float32))
     assert len([v for v in g._kiln_tiers.values() if type(v) is not int]) == 1
+
+
+def test_stays_eager_while_a_default_device_is_set():
+    tiers("normal").clear()
+    key = random.key(5)
+    with kiln.default_device(kiln.devices("cpu")[0]):
+        for _ in range(4):
+            random.normal(key, (3,))
+        assert not tiers("normal")
+    for _ in range(4):   # and compiles again once the setting is gone
+        random.normal(key, (3,))
+    assert len(compiled_entries("normal")) == 1
