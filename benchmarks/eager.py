@@ -48,7 +48,7 @@ def cases(jax=None):
                     lambda: kiln.random.normal(key, (1000,)),
                     lambda: np.random.default_rng(0).standard_normal(1000, np.float32),
                     j(lambda: jax.random.normal(jkey, (1000,))),
-                    note="NumPy: a different generator; kiln: compiled from the third call"))
+                    note="NumPy: a different generator; kiln: compiled from the 17th call"))
     out.append(Case("eager", "random.split(key) then fold_in(key, i)",
                     _split_fold(kiln.random, key), None,
                     _split_fold(jax.random, jkey) if jax else None,

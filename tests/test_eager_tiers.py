@@ -39,6 +39,12 @@ CALLS |= {
 }
 
 
+@pytest.fixture(autouse=True)
+def compile_on_the_third_call(monkeypatch):
+    """Two eager calls of a signature, then compiled (the default waits for 16)."""
+    monkeypatch.setattr(eager_tiers, "EAGER_CALLS", 2)
+
+
 def tiers(name):
     return getattr(random, name)._kiln_tiers
 
@@ -207,3 +213,15 @@ def test_stays_eager_while_a_default_device_is_set():
     for _ in range(4):   # and compiles again once the setting is gone
         random.normal(key, (3,))
     assert len(compiled_entries("normal")) == 1
+
+
+def test_the_default_threshold(monkeypatch):
+    monkeypatch.undo()
+    assert eager_tiers.EAGER_CALLS == 16
+    tiers("split").clear()
+    key = random.key(6)
+    outs = [random.key_data(random.split(key)) for _ in range(eager_tiers.EAGER_CALLS)]
+    assert not compiled_entries("split")
+    outs.append(random.key_data(random.split(key)))
+    assert len(compiled_entries("split")) == 1
+    np.testing.assert_array_equal(outs[-1], outs[0])
