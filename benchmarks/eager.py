@@ -44,13 +44,17 @@ def cases(jax=None):
     ]
     key = kiln.random.PRNGKey(0)
     jkey = jax.random.PRNGKey(0) if jax else None
+    split_fold = _split_fold(kiln.random, key)
+    for _ in range(kiln.eager_tiers.EAGER_CALLS):   # past the eager calls, as JAX's warm-up
+        kiln.random.normal(key, (1000,))             # call is past its compile
+        split_fold()
     out.append(Case("eager", "random.normal(key, (1000,))",
                     lambda: kiln.random.normal(key, (1000,)),
                     lambda: np.random.default_rng(0).standard_normal(1000, np.float32),
                     j(lambda: jax.random.normal(jkey, (1000,))),
-                    note="NumPy: a different generator; kiln: compiled from the 17th call"))
+                    note="NumPy: a different generator; kiln: compiled (from the 17th call)"))
     out.append(Case("eager", "random.split(key) then fold_in(key, i)",
-                    _split_fold(kiln.random, key), None,
+                    split_fold, None,
                     _split_fold(jax.random, jkey) if jax else None,
                     note="a training loop's key handling; i changes every call"))
     return out
