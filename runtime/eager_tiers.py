@@ -89,13 +89,15 @@ def _signature(names, static, args, kwargs):
     `static`: the parameters whose Python values are fixed in the compiled function (shapes,
     counts, axes); every other Python number is passed to it, weakly typed, as `jit` passes
     one."""
-    leaves, tree = tree_flatten((args, kwargs))
-    keywords = sorted(kwargs)   # the order tree_flatten gives a dict's entries
+    keywords = sorted(kwargs)
     named = [names[i] if i < len(names) else None for i in range(len(args))] + keywords
-    parts, dynamic = [], []
+    leaves, trees, parts, dynamic = [], [], [], []
     position = 0
     for name, argument in zip(named, list(args) + [kwargs[k] for k in keywords]):
-        for leaf in tree_flatten(argument)[0]:
+        argument_leaves, tree = tree_flatten(argument)
+        trees.append(tree)
+        leaves += argument_leaves
+        for leaf in argument_leaves:
             found = _array_signature(leaf)
             if found is None and type(leaf) in _NUMBERS and name not in static:
                 found = _number_signature(leaf)
@@ -113,7 +115,8 @@ def _signature(names, static, args, kwargs):
                 return None
             parts.append(found)
             position += 1
-    return (tree, tuple(parts)), tuple(dynamic), leaves
+    layout = (len(args), tuple(keywords), tuple(trees))   # how the leaves make the call
+    return (layout, tuple(parts)), tuple(dynamic), leaves
 
 
 def plain_eager():
@@ -123,8 +126,9 @@ def plain_eager():
                 or _default_device.IN_FORCE[0] and _default_device.current() is not None)
 
 
-def _compiled(fn, tree, leaves, dynamic):
-    """`fn` jitted for one signature: it takes the array leaves; the others are fixed."""
+def _compiled(fn, layout, leaves, dynamic):
+    """`fn` jitted for one signature: it takes the array leaves; the others are fixed.
+    `layout`: (positional count, keyword names, each argument's treedef)."""
     from .jit import jit
     fixed = list(leaves)
     for i in dynamic:
@@ -134,8 +138,12 @@ def _compiled(fn, tree, leaves, dynamic):
         filled = list(fixed)
         for i, a in zip(dynamic, arrays):
             filled[i] = a
-        args, kwargs = tree_unflatten(tree, filled)
-        return fn(*args, **kwargs)
+        count, keywords, trees = layout
+        arguments, start = [], 0
+        for tree in trees:
+            arguments.append(tree_unflatten(tree, filled[start:start + tree.num_leaves]))
+            start += tree.num_leaves
+        return fn(*arguments[:count], **dict(zip(keywords, arguments[count:])))
 
     run.__name__ = run.__qualname__ = getattr(fn, "__name__", "run")
     return jit(run)

@@ -215,7 +215,8 @@ def test_pmap_replicas_run_kilns_products(client, texts, n):
     """pmap's replicated module (one replica per CPU device, compiled by the same plug-in)
     has the custom calls too; each replica runs its own products, concurrently."""
     if len(kiln.devices("pjrt")) < n:
-        pytest.skip(f"{len(kiln.devices('pjrt'))} PJRT devices (KILN_NUM_CPU_DEVICES)")
+        pytest.skip(f"needs {n} PJRT devices, this process has {len(kiln.devices('pjrt'))}: "
+                    f"run with KILN_NUM_CPU_DEVICES>={n} (the suite's conftest sets 8)")
     rng = np.random.default_rng(n)
     a, b = rng.standard_normal((n, 3, 40, 30)), rng.standard_normal((n, 3, 30, 20))
     w = rng.standard_normal((20, 7))
