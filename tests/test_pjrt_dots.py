@@ -1,9 +1,10 @@
 """kiln's matrix products inside XLA's CPU plug-in (compiler/backends/pjrt/ffi_dot.py): 2-D
-and batched f32/f64 products of modules jit compiles for a CPU plug-in are custom calls of
-kiln's handlers, checked against the reference backend (hypothesis over shapes with 0 and 1,
-the four operand forms, batch dimensions in every position, grad of an MLP and of batched
-products, vmap); a handler's refusal of operands it was not built for is a clear error;
-KILN_PJRT_KILN_DOTS=0 and `as_text` keep `stablehlo.dot_general`."""
+and batched f32/f64/complex64/complex128 products of modules jit compiles for a CPU plug-in are
+custom calls of kiln's handlers, checked against the reference backend (hypothesis over shapes
+with 0 and 1, the four operand forms, batch dimensions in every position, read in place
+without a transpose, grad of an MLP and of batched products, vmap); a handler's refusal of
+operands it was not built for is a clear error; KILN_PJRT_KILN_DOTS=0 and `as_text` keep
+`stablehlo.dot_general`."""
 import itertools
 
 import numpy as np
@@ -25,6 +26,17 @@ SETTINGS = settings(max_examples=8, deadline=None, derandomize=True,
                                            HealthCheck.function_scoped_fixture])
 FORMS = {"nn": lambda a, b: a @ b, "tn": lambda a, b: a.T @ b, "nt": lambda a, b: a @ b.T,
          "tt": lambda a, b: a.T @ b.T}
+# the handler of each 2-D form: the operands' orders (ffi_dot.py), batch first
+ORDERS = {"nn": "bij_bjk", "tn": "bji_bjk", "nt": "bij_bkj", "tt": "bji_bkj"}
+SHORT = {"float32": "f32", "float64": "f64", "complex64": "c64", "complex128": "c128"}
+TOLERANCE = {"float32": 1e-4, "float64": 1e-10, "complex64": 1e-4, "complex128": 1e-10}
+
+
+def random(rng, shape, dtype):
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
 
 
 @pytest.fixture(scope="module")
@@ -60,16 +72,16 @@ def same(f, *args, rtol):
 
 @SETTINGS
 @given(m=st.sampled_from([0, 1, 3, 17]), k=st.sampled_from([0, 1, 5, 33]),
-       n=st.sampled_from([0, 1, 2, 19]), dtype=st.sampled_from(["float32", "float64"]),
+       n=st.sampled_from([0, 1, 2, 19]), dtype=st.sampled_from(sorted(SHORT)),
        form=st.sampled_from(sorted(FORMS)))
 def test_products_are_kilns_custom_calls(client, texts, m, k, n, dtype, form):
     rng = np.random.default_rng(m * 100 + k * 10 + n)
-    a = rng.standard_normal((k, m) if form[0] == "t" else (m, k)).astype(dtype)
-    b = rng.standard_normal((n, k) if form[1] == "t" else (k, n)).astype(dtype)
-    same(FORMS[form], a, b, rtol=1e-4 if dtype == "float32" else 1e-10)
-    name = f"kiln_gemm_{dtype[0]}{dtype[-2:]}_{form}"
+    a = random(rng, (k, m) if form[0] == "t" else (m, k), dtype)
+    b = random(rng, (n, k) if form[1] == "t" else (k, n), dtype)
+    same(FORMS[form], a, b, rtol=TOLERANCE[dtype])
+    name = f"kiln_gemm_{SHORT[dtype]}_{ORDERS[form]}"
     assert f"stablehlo.custom_call @{name}(" in texts[-1]
-    assert "dot_general" not in texts[-1]
+    assert "dot_general" not in texts[-1] and "transpose" not in texts[-1]
 
 
 def test_mlp_grad_and_vmap(client, texts):
@@ -103,11 +115,12 @@ def test_handler_refuses_other_operands(client):
     error (through XLA_FFI_Error), the process goes on."""
     t = "tensor<2x2xf64>"
     text = (f"module @m {{\n  func.func public @main(%a: {t}, %b: {t}) -> {t} {{\n"
-            f"    %0 = stablehlo.custom_call @kiln_gemm_f32_nn(%a, %b) {{api_version = 4 : i32, "
+            f"    %0 = stablehlo.custom_call @kiln_gemm_f32_bij_bjk(%a, %b) {{api_version = 4 : i32, "
             f"backend_config = {{}}}} : ({t}, {t}) -> {t}\n    return %0 : {t}\n  }}\n}}\n")
     x = np.ones((2, 2))
     exe = pjrt.Executable(client, text, [x, x], [x])
-    with pytest.raises(api.PjrtError, match="kiln_gemm_f32_nn: expects two float32 buffers"):
+    with pytest.raises(api.PjrtError, match="kiln_gemm_f32_bij_bjk: expects two float32 "
+                       "buffers"):
         exe(x, x)[0].to_host()
     exe.close()
 
@@ -116,12 +129,12 @@ def test_handler_refuses_batches_of_other_sizes(client):
     """Rank-3 operands whose first (batch) dimensions differ from the result's."""
     a, b, c = "tensor<2x3x4xf32>", "tensor<3x4x5xf32>", "tensor<2x3x5xf32>"
     text = (f"module @m {{\n  func.func public @main(%a: {a}, %b: {b}) -> {c} {{\n"
-            f"    %0 = stablehlo.custom_call @kiln_gemm_f32_nn(%a, %b) {{api_version = 4 : i32, "
+            f"    %0 = stablehlo.custom_call @kiln_gemm_f32_bij_bjk(%a, %b) {{api_version = 4 : i32, "
             f"backend_config = {{}}}} : ({a}, {b}) -> {c}\n    return %0 : {c}\n  }}\n}}\n")
     x, y = np.ones((2, 3, 4), np.float32), np.ones((3, 4, 5), np.float32)
     exe = pjrt.Executable(client, text, [x, y], [np.ones((2, 3, 5), np.float32)])
-    with pytest.raises(api.PjrtError, match=r"or all of rank 3 with C\[i\] = A\[i\] @ B\[i\] "
-                       r"for every i of their common first dimension"):
+    with pytest.raises(api.PjrtError, match=r"all of rank 3 with C = einsum\('bij,bjk->bik', "
+                       r"A, B\), or all of rank 2 with C = einsum\('ij,jk->ik', A, B\)"):
         exe(x, y)[0].to_host()
     exe.close()
 
@@ -135,7 +148,7 @@ def test_large_products_run_as_panels_of_the_pool(client, texts, form, m, k, n):
     a = rng.standard_normal((k, m) if form[0] == "t" else (m, k)).astype(np.float32)
     b = rng.standard_normal((n, k) if form[1] == "t" else (k, n)).astype(np.float32)
     same(FORMS[form], a, b, rtol=1e-4)
-    assert "custom_call @kiln_gemm_f32_" + form in texts[-1]
+    assert "custom_call @kiln_gemm_f32_" + ORDERS[form] in texts[-1]
 
 
 # einsum specs of batched products: the batch (b), row (i) and contracting (j) dimensions of
@@ -146,21 +159,29 @@ BATCHED = [f"{''.join(lhs)},{''.join(rhs)}->bik" for lhs in itertools.permutatio
 
 def operands(spec, sizes, dtype, seed):
     rng = np.random.default_rng(seed)
-    return [rng.standard_normal([sizes[c] for c in part]).astype(dtype)
+    return [random(rng, [sizes[c] for c in part], dtype)
             for part in spec.split("->")[0].split(",")]
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=16)
 @given(spec=st.sampled_from(BATCHED), batch=st.sampled_from([0, 1, 3]),
        m=st.sampled_from([0, 1, 4, 17]), k=st.sampled_from([0, 1, 5, 33]),
-       n=st.sampled_from([0, 1, 2, 19]), dtype=st.sampled_from(["float32", "float64"]))
+       n=st.sampled_from([0, 1, 2, 19]), dtype=st.sampled_from(sorted(SHORT)))
 def test_batched_products_are_kilns_custom_calls(client, texts, spec, batch, m, k, n, dtype):
-    """Batch dimensions anywhere in the operands: one custom call on rank-3 operands (after
-    a transpose where the batch, rows and contraction are not in one of the four forms)."""
+    """Batch dimensions anywhere in the operands: one custom call on rank-3 operands read in
+    place (the handler of the operands' orders), with no transpose before it; complex
+    handlers read matrices with a unit stride (BLAS), so an operand whose batch dimension is
+    its last is transposed first."""
     a, b = operands(spec, {"b": batch, "i": m, "j": k, "k": n}, dtype, batch + m + k + n)
-    same(lambda a, b: jnp.einsum(spec, a, b), a, b, rtol=1e-4 if dtype == "float32" else 1e-10)
-    assert f"stablehlo.custom_call @kiln_gemm_{dtype[0]}{dtype[-2:]}_" in texts[-1]
-    assert "dot_general" not in texts[-1]
+    same(lambda a, b: jnp.einsum(spec, a, b), a, b, rtol=TOLERANCE[dtype])
+    lo, ro = spec.split("->")[0].split(",")
+    text = texts[-1]
+    if dtype.startswith("complex") and "b" in (lo[-1], ro[-1]):
+        assert "stablehlo.transpose" in text.split("custom_call")[0]
+    else:
+        assert f"stablehlo.custom_call @kiln_gemm_{SHORT[dtype]}_{lo}_{ro}(" in text
+        assert "stablehlo.transpose" not in text
+    assert "dot_general" not in text
 
 
 @pytest.mark.parametrize("spec, sizes", [
@@ -192,12 +213,36 @@ def test_batched_grad_and_vmap(client, texts):
     same(kiln.grad(loss, argnums=(0, 1)), q, w, rtol=1e-4)
     assert texts[-1].count("custom_call @kiln_gemm_f32_") == 3   # forward, two cotangents
     assert "dot_general" not in texts[-1]
-    for in_axes in [(0, 0), (1, 2), (2, None), (None, 0)]:
+    for in_axes in [(0, 0), (1, 2), (2, 0), (1, None), (2, None), (None, 0), (None, 1)]:
         f = kiln.vmap(lambda x, y: x @ y, in_axes=in_axes)
         x = np.moveaxis(q, 0, in_axes[0]) if in_axes[0] is not None else q[0]
         y = np.moveaxis(w, 0, in_axes[1]) if in_axes[1] is not None else w[0]
         same(f, x, y, rtol=1e-5)
         assert "custom_call @kiln_gemm_f32_" in texts[-1] and "dot_general" not in texts[-1]
+        # the batch is read in place, but where one operand alone is batched its batch is
+        # one of its free dimensions: after the lhs's contraction, or before the rhs's, the
+        # free dimensions are not one group (a transpose brings them together)
+        moved = in_axes in ((2, None), (None, 0))
+        assert ("stablehlo.transpose" in texts[-1].split("custom_call")[0]) == moved, in_axes
+
+
+def test_complex_grad_and_vmap(client, texts):
+    """Complex products (BLAS's cgemm/zgemm in the handler): grad through a batched product
+    and vmap with the batch in the middle of an operand, read in place."""
+    rng = np.random.default_rng(2)
+    q, w = random(rng, (3, 4, 6), "complex64"), random(rng, (3, 6, 5), "complex64")
+
+    def loss(q, w):
+        return jnp.sum(jnp.abs(jnp.einsum("bij,bjk->bik", q, w)) ** 2)
+
+    same(kiln.grad(loss, argnums=(0, 1)), q, w, rtol=1e-4)
+    assert texts[-1].count("custom_call @kiln_gemm_c64_") == 3 and "dot_general" not in texts[-1]
+    x = np.moveaxis(q, 0, 1).astype(np.complex128)
+    same(kiln.vmap(lambda x, y: x @ y, in_axes=(1, None)), x, w[0].astype(np.complex128),
+         rtol=1e-10)
+    assert "custom_call @kiln_gemm_c128_" in texts[-1]
+    assert "stablehlo.transpose" not in texts[-1].split("custom_call")[0]   # (out_axes=0 after)
+    assert "dot_general" not in texts[-1]
 
 
 @pytest.mark.parametrize("batch, m, k, n", [(2, 700, 96, 130), (3, 130, 96, 700),
@@ -207,7 +252,7 @@ def test_batches_run_as_tasks_of_the_pool(client, texts, batch, m, k, n):
     small ones runs as tasks of several whole products (the last task takes fewer)."""
     a, b = operands("bij,bjk->bik", {"b": batch, "i": m, "j": k, "k": n}, np.float32, m)
     same(lambda a, b: a @ b, a, b, rtol=1e-4)
-    assert "custom_call @kiln_gemm_f32_nn" in texts[-1]
+    assert "custom_call @kiln_gemm_f32_bij_bjk" in texts[-1]
 
 
 @pytest.mark.parametrize("n", [2, 4])
@@ -228,4 +273,4 @@ def test_pmap_replicas_run_kilns_products(client, texts, n):
     want = kiln.pmap(f, axis_name="i", backend="reference")(a, b)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-10, atol=1e-10)
     assert f"mhlo.num_replicas = {n}" in texts[-1]
-    assert texts[-1].count("custom_call @kiln_gemm_f64_nn") == 2 and "dot_general" not in texts[-1]
+    assert texts[-1].count("custom_call @kiln_gemm_f64_bij_bjk") == 2 and "dot_general" not in texts[-1]

@@ -155,25 +155,37 @@ def _dot_general_vjp(ct, primals, outs, *, dimension_numbers, precision=None,
 
 def _dot_general_batch(args, dims, *, dimension_numbers, precision=None,
                        preferred_element_type=None):
-    """One `dot_general`: a batch axis on both operands becomes a batch dimension; on one
-    operand, a free dimension of it (so the result stays a single matrix product)."""
+    """One `dot_general`: a batch axis on both operands becomes the first batch dimension;
+    on one operand, a free dimension of it (so the result stays a single matrix product).
+    The operands are used as they are (as JAX's rule does: the backends read a batch
+    dimension anywhere in place), except that a batch axis on one operand that would split
+    its free dimensions (a contraction between them) moves to the front first, which keeps
+    them one group of rows or columns that matrix-product kernels read in place."""
     (lc, rc), (lb, rb) = dimension_numbers
     lhs, rhs = args
     ld, rd = dims
-    if ld is not None:
-        lhs = B.moveaxis(lhs, ld, 0)
-    if rd is not None:
-        rhs = B.moveaxis(rhs, rd, 0)
-    lk, rk = (1 if ld is not None else 0), (1 if rd is not None else 0)
+    if (ld is None) != (rd is None):
+        operand, d, shared = (lhs, ld, lb + lc) if rd is None else (rhs, rd, rb + rc)
+        free = [a + (a >= d) for a in range(len(E.aval(operand).shape) - 1) if a not in shared]
+        free = sorted(free + [d])
+        if free != list(range(free[0], free[0] + len(free))):
+            if rd is None:
+                lhs, ld = B.moveaxis(lhs, ld, 0), 0
+            else:
+                rhs, rd = B.moveaxis(rhs, rd, 0), 0
+
+    def at(axes, batch):   # axes of one example, as axes of the operand holding `batch`
+        return tuple(a + (batch is not None and a >= batch) for a in axes)
+    lc, lb, rc, rb = at(lc, ld), at(lb, ld), at(rc, rd), at(rb, rd)
     if ld is not None and rd is not None:
-        dn = ((B.shift(lc), B.shift(rc)), ((0,) + B.shift(lb), (0,) + B.shift(rb)))
-        out_dim = 0
+        dn, out_dim = ((lc, rc), ((ld,) + lb, (rd,) + rb)), 0
     else:
-        dn = ((B.shift(lc, lk), B.shift(rc, rk)), (B.shift(lb, lk), B.shift(rb, rk)))
-        if ld is not None:   # free dims of lhs come right after the batch dims, in order
-            out_dim = len(lb)
-        else:
-            out_dim = len(E.aval(lhs).shape) - len(lc)
+        dn = ((lc, rc), (lb, rb))
+        lfree = [d for d in range(len(E.aval(lhs).shape)) if d not in lb + lc]
+        rfree = [d for d in range(len(E.aval(rhs).shape)) if d not in rb + rc]
+        # the result: batch dims, lhs free dims, rhs free dims (each in order)
+        out_dim = len(lb) + (lfree.index(ld) if ld is not None else
+                             len(lfree) + rfree.index(rd))
     out = E.dot_general(lhs, rhs, dimension_numbers=dn, precision=precision,
                         preferred_element_type=preferred_element_type)
     return out, out_dim

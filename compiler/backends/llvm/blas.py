@@ -110,16 +110,24 @@ def emit_gemm(builder: ir.IRBuilder, dtype, m, n, k, a, b, c, *, trans_a=False, 
 
     `a`, `b`, `c` are pointers; sizes and strides are Python ints or integer IR values; the leading
     dimensions (row strides in elements) default to the contiguous ones (op(A) = A^T stores A as k x m).
+    `trans_a`/`trans_b` are bools or i1 values (then the leading dimensions are given).
     `alpha`/`beta` are Python floats or IR scalars of the dtype.
     """
     scalar = _SCALAR[np.dtype(dtype)]
     lda = (m if trans_a else k) if lda is None else lda
     ldb = (k if trans_b else n) if ldb is None else ldb
     ldc = n if ldc is None else ldc
-    values = [ir.Constant(I8, _TRANS[trans_b]), ir.Constant(I8, _TRANS[trans_a]),
+    values = [_trans(builder, trans_b), _trans(builder, trans_a),
               _int(builder, n), _int(builder, m), _int(builder, k), _float(scalar, alpha), b,
               _leading(builder, ldb), a, _leading(builder, lda), _float(scalar, beta), c, _leading(builder, ldc)]
     _call(builder, routine("gemm", dtype), _GEMM, values)
+
+
+def _trans(builder: ir.IRBuilder, flag) -> ir.Value:
+    """BLAS's transpose character for a bool or an i1 value."""
+    if isinstance(flag, ir.Value):
+        return builder.select(flag, ir.Constant(I8, _TRANS[True]), ir.Constant(I8, _TRANS[False]))
+    return ir.Constant(I8, _TRANS[flag])
 
 
 def emit_gemv(builder: ir.IRBuilder, dtype, m, n, a, x, y, *, trans_a=False, lda=None, incx=1, incy=1,

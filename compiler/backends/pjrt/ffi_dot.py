@@ -1,36 +1,42 @@
-"""kiln's packed matrix product inside XLA's CPU plug-in, as typed XLA FFI handlers.
+"""kiln's matrix products inside XLA's CPU plug-in, as typed XLA FFI handlers.
 
-    register(table) -> {(dtype, lhs transposed, rhs transposed): target name}
+    register(table) -> {(dtype, lhs order, rhs order): target name}
 
 XLA's CPU plug-in (`xla-cpu-pjrt`, an older XLA than jaxlib's) runs f32 dots through Eigen; the
 runtime library's packed GEMM (llvm/gemm_packed.py) is faster on the MLP step's dots (docs/pjrt.md,
 "kiln's matrix products in the CPU plug-in"). `register` generates, with llvmlite, one
-handler per dtype (float32, float64) and operand form (`nn`, `tn`, `nt`, `tt`: whether A and B
-are stored transposed) and registers each under `kiln_gemm_<f32|f64>_<form>` for the "Host"
-platform through the plug-in's PJRT FFI extension. The StableHLO lowering then writes matrix
-products, batched or not, as `stablehlo.custom_call` of those names (lower_linalg.py; only
-when the module is compiled in-process by that plug-in: jit's modules and pmap's). It returns
-{} where the plug-in has no FFI extension with `register_handler`, or refuses the registration
-(an argument struct of another size).
+handler per dtype and pair of operand orders and registers each under
+`kiln_gemm_<dtype>_<lhs order>_<rhs order>` (say `kiln_gemm_f32_ibj_bjk`) for the "Host"
+platform through the plug-in's PJRT FFI extension. An order names the dimensions of a rank-3
+operand as it is stored: the lhs's a permutation of `bij` (batch, rows, contraction), the rhs's
+of `bjk` (batch, contraction, columns); each operand is read in place through its strides.
+float32 and float64 have all 36 pairs of orders and run the packed GEMM; complex64 and
+complex128 the 16 pairs whose operands have unit-stride rows or columns (the batch not last)
+and call BLAS's cgemm/zgemm (llvm/blas.py, as the LLVM backend's complex products). The
+StableHLO lowering then writes matrix products, batched or not, as `stablehlo.custom_call` of
+those names (lower_linalg.py; only when the module is compiled in-process by that plug-in:
+jit's modules and pmap's). It returns {} where the plug-in has no FFI extension with
+`register_handler`, or refuses the registration (an argument struct of another size).
 
 A handler is `XLA_FFI_Error* handler(XLA_FFI_CallFrame*)` (XLA's `xla/ffi/api/c_api.h`, FFI
-API 0.x). Called with the metadata extension in the frame's chain it writes the FFI API's own
-version and no traits into the metadata and returns NULL. It checks the frame's size and that
-the FFI API's major version is 0 (the layouts below) before anything else. On execute it checks
-two buffer arguments and one result, each of its dtype, all of rank 2 or all of rank 3 (a
-leading batch dimension of one size), with matching sizes, and computes the row-major C (m x n)
-= op(A) @ op(B), or C[i] = op(A[i]) @ op(B[i]) for each i of the batch, with
-`kiln_gemm_<dtype>` (C zeroed for k = 0), as tasks of kiln's thread pool: whole products, or
-panels of whole rows or columns of each (`_panels`, as the LLVM backend's); anything else
-returns an XLA_FFI_Error (INVALID_ARGUMENT) made by the API's `Error_Create`, which XLA raises
-from the execution.
+API 0.x), a call of its dtype's one body with the handler's orders and messages. Called with the
+metadata extension in the frame's chain it writes the FFI API's own version and no traits into
+the metadata and returns NULL. It checks the frame's size and that the FFI API's major version
+is 0 (the layouts below) before anything else. On execute it checks two buffer arguments and
+one result, each of its dtype, all of rank 3 (A and B in their orders, C stored (batch, rows,
+columns)) or all of rank 2 (the orders without `b`: one product), with matching sizes, and
+computes C[b] = A[b] @ B[b] for each b of the batch (C zeroed for k = 0) as tasks of kiln's
+thread pool: whole products, or panels of whole rows or columns of each (`_panels`, as the
+LLVM backend's); anything else returns an XLA_FFI_Error (INVALID_ARGUMENT) made by the API's
+`Error_Create`, which XLA raises from the execution.
 """
 import ctypes as C
+import itertools
 
 import llvmlite.ir as ir
 import numpy as np
 
-from ..llvm import parallel, pool, rtlib, target
+from ..llvm import blas, externs, parallel, pool, rtlib, target
 from ..llvm.loops import counted_loop
 from ..llvm.lower_linalg import (PANEL_ALIGN, PANELS_PER_THREAD, TASK_FLOPS,
                                  panel_split)
@@ -53,21 +59,30 @@ B_DTYPE, B_DATA, B_RANK, B_DIMS = 16, 24, 32, 40
 MD_POINTER, MD_VERSION, MD_TRAITS, API_VERSION, ERROR_CREATE = 24, 24, 32, 32, 48
 ERROR_ARGS_SIZE = 28         # XLA_FFI_Error_Create_Args: struct_size, extension, message, errc
 INVALID_ARGUMENT = 3
-DTYPES = {np.dtype(np.float32): ("f32", 11), np.dtype(np.float64): ("f64", 12)}  # XLA_FFI_DataType
-FORMS = [(False, False), (True, False), (False, True), (True, True)]
+DTYPES = {np.dtype(np.float32): ("f32", 11), np.dtype(np.float64): ("f64", 12),   # XLA_FFI_
+          np.dtype(np.complex64): ("c64", 15), np.dtype(np.complex128): ("c128", 18)}  # DataType
+LHS_ORDERS = ["".join(p) for p in itertools.permutations("bij")]
+RHS_ORDERS = ["".join(p) for p in itertools.permutations("bjk")]
+
+
+def orders(dtype):
+    """The (lhs order, rhs order) pairs of `dtype`'s handlers, batch-first ones first: every
+    pair for the real dtypes, for the complex ones those whose operands keep a unit stride
+    in the matrix (BLAS reads a matrix with one unit stride: the batch not last)."""
+    blas_only = np.dtype(dtype).kind == "c"
+    return [(lo, ro) for lo in LHS_ORDERS for ro in RHS_ORDERS
+            if not blas_only or (lo[-1] != "b" and ro[-1] != "b")]
+
 
 I8P = ir.IntType(8).as_pointer()
 I32, I64 = ir.IntType(32), ir.IntType(64)
 GEMM_TYPE = ir.FunctionType(ir.VoidType(), [I8P, I64, I64, I8P, I64, I64, I8P, I64, I64, I64,
                                              I64, I64])
+BODY_TYPE = ir.FunctionType(I8P, [I8P, I8P, I8P] + [I64] * 6)
 
 
-def _op(name, transposed):
-    return f"{name}.T" if transposed else name
-
-
-def target_name(dtype, ta, tb):
-    return f"kiln_gemm_{DTYPES[np.dtype(dtype)][0]}_{'tn'[not ta]}{'tn'[not tb]}"
+def target_name(dtype, lhs, rhs):
+    return f"kiln_gemm_{DTYPES[np.dtype(dtype)][0]}_{lhs}_{rhs}"
 
 
 def _at(b, base, offset, kind):
@@ -87,26 +102,41 @@ def _message(module, name, text):
     return g
 
 
-class _Handler:
-    """One handler: `dtype`, operand form (ta, tb), in `module`."""
+def _handler(module, body, dtype, lhs, rhs):
+    """The handler of `dtype` for operands stored in orders `lhs`, `rhs`: its dtype's `body`
+    called with the orders' positions and the handler's own error messages."""
+    name = target_name(dtype, lhs, rhs)
+    fn = ir.Function(module, ir.FunctionType(I8P, [I8P]), name)
+    spec = f"{lhs},{rhs}->bik"
+    flat = f"{lhs.replace('b', '')},{rhs.replace('b', '')}->ik"
+    frame_error = _message(module, f"{name}.frame",
+                           f"{name}: unexpected XLA FFI call frame (size or arguments): "
+                           f"kiln's handler was built for FFI API 0.x")
+    operand_error = _message(
+        module, f"{name}.operands",
+        f"{name}: expects two {dtype.name} buffers A, B and a {dtype.name} result C, all of "
+        f"rank 3 with C = einsum('{spec}', A, B), or all of rank 2 with C = einsum('{flat}', "
+        f"A, B)")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    positions = [I64(lhs.index(c)) for c in "bij"] + [I64(rhs.index(c)) for c in "bjk"]
+    b.ret(b.call(body, [fn.args[0], b.bitcast(frame_error, I8P),
+                        b.bitcast(operand_error, I8P)] + positions))
+    return name
 
-    def __init__(self, module, dtype, ta, tb):
-        self.name = target_name(dtype, ta, tb)
-        self.dtype, self.ta, self.tb = np.dtype(dtype), ta, tb
-        self.fn = ir.Function(module, ir.FunctionType(I8P, [I8P]), self.name)
-        self.frame_error = _message(module, f"{self.name}.frame",
-                                    f"{self.name}: unexpected XLA FFI call frame (size or "
-                                    f"arguments): kiln's handler was built for FFI API 0.x")
-        self.operand_error = _message(
-            module, f"{self.name}.operands",
-            f"{self.name}: expects two {self.dtype.name} buffers A, B and a {self.dtype.name} "
-            f"result C, all of rank 2 with C = {_op('A', ta)} @ {_op('B', tb)}, or all of rank 3 "
-            f"with C[i] = {_op('A[i]', ta)} @ {_op('B[i]', tb)} for every i of their common first "
-            f"dimension")
+
+class _Body:
+    """The body of `dtype`'s handlers, in `module`: `body(frame, frame error, operand error,
+    lhs positions of b, i, j, rhs positions of b, j, k)`."""
+
+    def __init__(self, module, dtype):
+        self.dtype = np.dtype(dtype)
+        self.fn = ir.Function(module, BODY_TYPE, f"kiln_ffi_gemm_{DTYPES[self.dtype][0]}")
+        self.fn.linkage = "internal"
+        self.fn.attributes.add("noinline")
 
     def emit(self):
         fn = self.fn
-        frame = fn.args[0]
+        frame, frame_error, operand_error = fn.args[:3]
         blocks = {n: fn.append_basic_block(n) for n in (
             "entry", "extension", "metadata", "stage", "execute", "operands", "run", "zero",
             "product", "done", "bad_frame", "bad_operands")}
@@ -158,19 +188,17 @@ class _Handler:
         b.cbranch(ok, blocks["run"], blocks["bad_operands"])
 
         b.position_at_end(blocks["run"])
-        dims = [b.bitcast(_load(b, buf, B_DIMS, I8P), I64.as_pointer()) for buf in bufs]
         batched = b.icmp_signed("==", rank, I64(3))
-        dim = lambda i, d: b.load(b.gep(dims[i], [b.add(I64(d), b.zext(batched, I64))]))
-        batch = [b.select(batched, b.load(dims[i]), I64(1)) for i in range(3)]
-        m, n = dim(2, 0), dim(2, 1)
-        a_rows, a_cols, b_rows, b_cols = dim(0, 0), dim(0, 1), dim(1, 0), dim(1, 1)
-        am, k = (a_cols, a_rows) if self.ta else (a_rows, a_cols)
-        kb, bn = (b_cols, b_rows) if self.tb else (b_rows, b_cols)
-        ok = b.and_(b.and_(b.icmp_signed("==", am, m), b.icmp_signed("==", bn, n)),
+        (ab, am, ak), (bb_, bk, bn) = (
+            self._axes(b, buf, rank, batched, fn.args[3 + 3 * o:6 + 3 * o])
+            for o, buf in enumerate(bufs[:2]))
+        c_batch, c_m, c_n = self._axes(b, bufs[2], rank, batched, [I64(0), I64(1), I64(2)])
+        (batch, sab), (m, sam), (k, sak) = ab, am, ak
+        (b_batch, sbb), (kb, sbk), (n, sbn) = bb_, bk, bn
+        ok = b.and_(b.and_(b.icmp_signed("==", m, c_m[0]), b.icmp_signed("==", n, c_n[0])),
                     b.icmp_signed("==", kb, k))
-        ok = b.and_(ok, b.and_(b.icmp_signed("==", batch[0], batch[2]),
-                               b.icmp_signed("==", batch[1], batch[2])))
-        batch = batch[2]
+        ok = b.and_(ok, b.and_(b.icmp_signed("==", batch, c_batch[0]),
+                               b.icmp_signed("==", b_batch, c_batch[0])))
         blank = b.or_(b.or_(b.icmp_signed("==", m, I64(0)), b.icmp_signed("==", n, I64(0))),
                       b.icmp_signed("==", batch, I64(0)))
         go = fn.append_basic_block("sized")
@@ -189,23 +217,47 @@ class _Handler:
                         ir.IntType(1)(0)])
         b.branch(blocks["done"])
         b.position_at_end(blocks["product"])
-        self._panels(b, a, bb, c, m, n, k, batch)
+        lp, rp = fn.args[3:6], fn.args[6:9]    # stored transposed: contraction before rows
+        flags = [b.zext(b.icmp_signed("<", lp[2], lp[1]), I64),
+                 b.zext(b.icmp_signed("<", rp[2], rp[1]), I64)]   # (columns before contraction)
+        self._panels(b, a, bb, c, m, n, k, batch, [sab, sam, sak, sbb, sbk, sbn] + flags)
         b.branch(blocks["done"])
 
         b.position_at_end(blocks["done"])
         b.ret(ir.Constant(I8P, None))
-        for block, message in (("bad_frame", self.frame_error),
-                               ("bad_operands", self.operand_error)):
+        for block, message in (("bad_frame", frame_error), ("bad_operands", operand_error)):
             b.position_at_end(blocks[block])
             b.ret(self._error(b, frame, message))
 
-    def _panels(self, b, a, bb, c, m, n, k, batch):
+    @staticmethod
+    def _axes(b, buf, rank, batched, positions):
+        """[(size, element stride)] of the batch and the two matrix dimensions of row-major
+        `buf`, at `positions` among its rank-3 dimensions; for rank 2 the batch is (1, 0) and
+        the others' positions close up over the batch's."""
+        dims = b.bitcast(_load(b, buf, B_DIMS, I8P), I64.as_pointer())
+        dim = lambda i: b.load(b.gep(dims, [i]))
+        last = b.sub(rank, I64(1))
+        found = []
+        for axis, p in enumerate(positions):
+            closed = b.sub(p, b.zext(b.icmp_signed("<", positions[0], p), I64)) if axis \
+                else I64(0)
+            p = b.select(batched, p, closed)
+            stride = b.select(b.icmp_signed("==", p, last), I64(1), b.select(
+                b.icmp_signed("==", p, b.sub(rank, I64(2))), dim(last),
+                b.mul(dim(I64(1)), dim(last))))
+            found.append((dim(p), stride))
+        found[0] = tuple(b.select(batched, x, I64(v)) for x, v in zip(found[0], (1, 0)))
+        return found
+
+    def _panels(self, b, a, bb, c, m, n, k, batch, strides):
         """The `batch` products as dynamic tasks of kiln's thread pool, as the LLVM backend's
         products are (lower_linalg.panel_split): a product is cut into panels of whole rows
         (more rows than columns) or whole columns only while the batch has fewer products
         than the pool wants tasks (PANELS_PER_THREAD per thread), each panel at least
         TASK_FLOPS multiply-adds; a task takes several whole products where each is smaller
-        than that. One task runs on the calling thread."""
+        than that. One task runs on the calling thread. `strides` (elements): A's batch, rows
+        and contraction, B's batch, contraction and columns, then whether A and B are stored
+        transposed (1 or 0)."""
         def smaller(x, y):
             return b.select(b.icmp_signed("<", x, y), x, y)
         by_rows = b.icmp_signed(">", m, n)
@@ -222,19 +274,19 @@ class _Handler:
         group = b.select(b.icmp_signed("<", group, I64(1)), I64(1), group)
         tasks = b.mul(b.udiv(b.add(batch, b.sub(group, I64(1))), group), panels)
         env = parallel.pack_env(b, [a, bb, c, m, n, k, width, b.zext(by_rows, I64), panels,
-                                    group, batch])
+                                    group, batch, *strides])
         run = b.inttoptr(I64(rtlib.address("run_tasks")), pool.RUN_TASKS_TYPE.as_pointer())
         b.call(run, [self._task(), env, tasks, I32(0)])
 
     def _task(self):
         """`task(env, i)`: panel i % panels of products [g, g + group) of the batch, where
-        g = (i // panels) * group, with the packed GEMM."""
-        task = ir.Function(self.fn.module, pool.TASK_TYPE, self.name + ".panel")
+        g = (i // panels) * group, with the packed GEMM (BLAS's for complex dtypes)."""
+        task = ir.Function(self.fn.module, pool.TASK_TYPE, self.fn.name + ".panel")
         task.linkage = "internal"
         b = ir.IRBuilder(task.append_basic_block("entry"))
         env, i = task.args
-        a, bb, c, m, n, k, width, by_rows, panels, group, batch = parallel.unpack_env(
-            b, env, [I8P] * 3 + [I64] * 8)
+        (a, bb, c, m, n, k, width, by_rows, panels, group, batch, sab, sam, sak, sbb, sbk, sbn,
+         ta, tb) = parallel.unpack_env(b, env, [I8P] * 3 + [I64] * 16)
         rows = b.icmp_signed("!=", by_rows, I64(0))
         length = b.select(rows, m, n)
         start = b.mul(b.urem(i, panels), width)
@@ -243,20 +295,25 @@ class _Handler:
         first = b.mul(b.udiv(i, panels), group)
         last = b.add(first, group)
         last = b.select(b.icmp_signed("<", last, batch), last, batch)
-        sa = (I64(1), m) if self.ta else (k, I64(1))      # element strides of op(A), op(B)
-        sb = (I64(1), k) if self.tb else (n, I64(1))
         item = I64(self.dtype.itemsize)
-        a = b.select(rows, b.gep(a, [b.mul(b.mul(start, sa[0]), item)]), a)
-        bb = b.select(rows, bb, b.gep(bb, [b.mul(b.mul(start, sb[1]), item)]))
+        a = b.select(rows, b.gep(a, [b.mul(b.mul(start, sam), item)]), a)
+        bb = b.select(rows, bb, b.gep(bb, [b.mul(b.mul(start, sbn), item)]))
         c = b.gep(c, [b.mul(b.select(rows, b.mul(start, n), start), item)])
         pm, pn = b.select(rows, size, m), b.select(rows, n, size)
-        strides = [b.mul(b.mul(x, y), item) for x, y in ((m, k), (k, n), (m, n))]
-        gemm = b.inttoptr(I64(rtlib.address(f"gemm_{self.dtype.name}")), GEMM_TYPE.as_pointer())
+        steps = [b.mul(x, item) for x in (sab, sbb, b.mul(m, n))]
 
         def one(b, j, carried):
             at = b.add(first, j)
-            ptrs = [b.gep(p, [b.mul(at, stride)]) for p, stride in zip((a, bb, c), strides)]
-            b.call(gemm, [ptrs[0], *sa, ptrs[1], *sb, ptrs[2], n, pm, pn, k, I64(0)])
+            pa, pb, pc = (b.gep(p, [b.mul(at, step)]) for p, step in zip((a, bb, c), steps))
+            if self.dtype.kind == "c":   # BLAS: a unit stride and a leading dimension
+                flags = [b.icmp_signed("!=", t, I64(0)) for t in (ta, tb)]
+                blas.emit_gemm(b, self.dtype, pm, pn, k, pa, pb, pc, trans_a=flags[0],
+                               trans_b=flags[1], lda=b.select(flags[0], sak, sam),
+                               ldb=b.select(flags[1], sbn, sbk), ldc=n)
+            else:
+                gemm = b.inttoptr(I64(rtlib.address(f"gemm_{self.dtype.name}")),
+                                  GEMM_TYPE.as_pointer())
+                b.call(gemm, [pa, sam, sak, pb, sbk, sbn, pc, n, pm, pn, k, I64(0)])
             return carried
         counted_loop(b, b.sub(last, first), one, name="product")
         b.ret_void()
@@ -268,7 +325,7 @@ class _Handler:
         raw = b.bitcast(fields, I8P)
         b.store(I64(ERROR_ARGS_SIZE), _at(b, raw, 0, I64))
         b.store(ir.Constant(I8P, None), _at(b, raw, 8, I8P))
-        b.store(b.bitcast(message, I8P), _at(b, raw, 16, I8P))
+        b.store(message, _at(b, raw, 16, I8P))
         b.store(I32(INVALID_ARGUMENT), _at(b, raw, 24, I32))
         create_type = ir.FunctionType(I8P, [I8P])
         create = b.bitcast(_load(b, _load(b, frame, API, I8P), ERROR_CREATE, I8P),
@@ -277,21 +334,27 @@ class _Handler:
 
 
 _ADDRESSES = {}
+NAMESPACE = "kiln_ffi_dot"
 
 
 def _handlers():
-    """{(dtype, ta, tb): (name, address)} of the handlers, compiled once per process."""
+    """{(dtype, lhs order, rhs order): (name, address)} of the handlers, compiled once per
+    process."""
     if not _ADDRESSES:
         with target.LOCK:
             if not _ADDRESSES:
-                module = ir.Module("kiln_ffi_dot")
-                made = [_Handler(module, dtype, ta, tb) for dtype in DTYPES for ta, tb in FORMS]
-                for h in made:
-                    h.emit()
-                loaded = target.load_object("kiln_ffi_dot", target.object_code(
-                    target.optimize(str(module), "kiln_ffi_dot")), entry=False)
-                _ADDRESSES.update({(h.dtype, h.ta, h.tb): (h.name, loaded.function_address(
-                    h.name)) for h in made})
+                module = ir.Module(NAMESPACE)
+                names = {}
+                for dtype in DTYPES:
+                    body = _Body(module, dtype)
+                    body.emit()
+                    names.update({(dtype, lo, ro): _handler(module, body.fn, dtype, lo, ro)
+                                  for lo, ro in orders(dtype)})
+                loaded = target.load_object(NAMESPACE, target.object_code(
+                    target.optimize(str(module), NAMESPACE)), entry=False)
+                externs.bind_externs(loaded.global_address, NAMESPACE)   # BLAS's routines
+                _ADDRESSES.update({key: (name, loaded.function_address(name))
+                                   for key, name in names.items()})
     return _ADDRESSES
 
 

@@ -19,7 +19,7 @@ writes the body of `@main` line by line; rules (the `STABLEHLO` table) call
     ctx.error(message)            a BackendUnsupportedError at the equation's source line
 
 and read `ctx.eqn` (the equation being lowered), `ctx.out_avals` and `ctx.dots` (the custom-call
-targets of 2-D matrix products the module's compiler provides, lower_module's `dots`). Every name is fresh in
+targets of matrix products the module's compiler provides, lower_module's `dots`). Every name is fresh in
 the whole module (one counter), so nested regions never shadow; names are deterministic.
 """
 import contextlib
@@ -64,7 +64,7 @@ class Emitter:
         self.depth = 2
         self.count = 0
         self.eqn = None
-        self.dots = {}   # {(dtype, lhs transposed, rhs transposed): custom-call target}
+        self.dots = {}   # {(dtype, lhs order, rhs order): custom-call target}
 
     # ------------------------------------------------------------------ writing
     def line(self, text):

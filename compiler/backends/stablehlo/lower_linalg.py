@@ -2,11 +2,13 @@
 `stablehlo.dot_general` with its batch and contracting dimensions, operands converted to the
 result's dtype first (kiln's mixed-dtype rule); boolean operands contract as integers and
 compare with zero (or-of-ands). In a module whose compiler provides kiln's matrix-product
-handlers (`ctx.dots`, pjrt/ffi_dot.py) a float product with a row and a column dimension and
-one contracting dimension at least is a `stablehlo.custom_call` of the handler for its dtype
-and operand form instead (`custom_dot`), with row-major layouts: its operands transposed where
-their dimensions are in no order a form reads, and reshaped to (batch,) rows x contraction
-(or its transpose), the result reshaped back."""
+handlers (`ctx.dots`, pjrt/ffi_dot.py) a float or complex product with a row and a column
+dimension and one contracting dimension at least is a `stablehlo.custom_call` of the handler
+for its dtype and operand orders instead (`custom_dot`), with row-major layouts: each operand
+reshaped to its batch, free and contracting dimensions (one each, in the order it stores them:
+the handlers read any order through strides), transposed first only where its dimensions are
+in no order a handler of the dtype reads, the result reshaped back."""
+import itertools
 import math
 
 import numpy as np
@@ -32,49 +34,57 @@ def _layout(rank):
     return f"dense<{list(range(rank - 1, -1, -1))}> : tensor<{rank}xindex>"
 
 
-def _form(lhs, rhs, contracting, batching):
-    """(lhs permutation, rhs permutation, lhs transposed, rhs transposed) that bring the
-    operands to the handlers' forms [batch..., rows, contraction...] or [batch...,
-    contraction..., rows] (lhs; the rhs's with columns), needing the fewest transposes: the
-    contracting pairs in their order, or sorted by either side's dimensions."""
+def _form(lhs, rhs, contracting, batching, forms):
+    """(lhs permutation, rhs permutation, lhs order, rhs order) that bring the operands to
+    one of `forms` (the (lhs order, rhs order) pairs of the handlers, ffi_dot.py: the lhs's
+    batch `b`, free `i` and contracting `j` dimensions, the rhs's `b`, `j` and free `k`, each
+    a group of whole dimensions in one of these orders), needing the fewest transposes: the
+    contracting pairs in their order, or sorted by either side's dimensions. Without batch
+    dimensions only the batch-first forms are tried (the batch is absent in all)."""
     (lc, rc), (lb, rb) = ([list(map(int, d)) for d in pair] for pair in (contracting, batching))
     lfree = [d for d in range(lhs.aval.ndim) if d not in lb + lc]
     rfree = [d for d in range(rhs.aval.ndim) if d not in rb + rc]
     best = None
     for pairs in (list(zip(lc, rc)), sorted(zip(lc, rc)), sorted(zip(lc, rc), key=lambda p: p[1])):
         ls, rs = [p[0] for p in pairs], [p[1] for p in pairs]
-        for ta in (False, True):
-            for tb in (False, True):
-                lp = lb + (ls + lfree if ta else lfree + ls)
-                rp = rb + (rfree + rs if tb else rs + rfree)
-                moved = (lp != sorted(lp)) + (rp != sorted(rp))
-                if best is None or moved < best[0]:
-                    best = (moved, lp, rp, ta, tb)
+        for lo, ro in forms:
+            if not lb and (lo[0], ro[0]) != ("b", "b"):
+                continue
+            lp = [d for c in lo for d in {"b": lb, "i": lfree, "j": ls}[c]]
+            rp = [d for c in ro for d in {"b": rb, "j": rs, "k": rfree}[c]]
+            moved = (lp != sorted(lp)) + (rp != sorted(rp))
+            if best is None or moved < best[0]:
+                best = (moved, lp, rp, lo, ro)
     return best[1:]
 
 
 def custom_dot(ctx, lhs, rhs, contracting, batching, aval):
     """The `stablehlo.custom_call` of kiln's handler for this product, or None where
     `ctx.dots` has no handler of its dtype or the product is not matrix-shaped (each operand
-    with a free dimension, one contracting dimension at least). Batch dimensions become one
-    leading dimension of rank-3 operands, free and contracting dimensions one each (a
-    transpose first where they are not in order), and the result is reshaped back."""
+    with a free dimension, one contracting dimension at least). Each operand's batch, free
+    and contracting dimensions become one dimension each of a rank-3 operand (rank 2 without
+    batch dimensions) in the order of the handler's form (a transpose first only where no
+    form reads them in place), and the (batch, rows, columns) result is reshaped back."""
     (lc, _), (lb, _) = contracting, batching
     shared = len(lb) + len(lc)     # the batch and contracting dimensions of either operand
-    if (aval.dtype, False, False) not in ctx.dots or not len(lc) or \
-            shared in (lhs.aval.ndim, rhs.aval.ndim):
+    forms = [(lo, ro) for (dtype, lo, ro) in ctx.dots if dtype == aval.dtype]
+    if not forms or not len(lc) or shared in (lhs.aval.ndim, rhs.aval.ndim):
         return None
-    lp, rp, ta, tb = _form(lhs, rhs, contracting, batching)
-    name = ctx.dots[(aval.dtype, ta, tb)]
+    lp, rp, lo, ro = _form(lhs, rhs, contracting, batching, forms)
+    name = ctx.dots[(aval.dtype, lo, ro)]
     size = lambda x, dims: math.prod(x.aval.shape[d] for d in dims)
-    batch = [size(lhs, lb)] if len(lb) else []
-    nl = len(lb) + (len(lc) if ta else lhs.aval.ndim - shared)   # where the second group
-    nr = len(lb) + (rhs.aval.ndim - shared if tb else len(lc))   # of dimensions starts
-    lhs = reshape(ctx, transpose(ctx, lhs, lp), batch + [size(lhs, lp[len(lb):nl]),
-                                                         size(lhs, lp[nl:])])
-    rhs = reshape(ctx, transpose(ctx, rhs, rp), batch + [size(rhs, rp[len(lb):nr]),
-                                                         size(rhs, rp[nr:])])
-    rows, cols = lhs.aval.shape[-1 if ta else -2], rhs.aval.shape[-2 if tb else -1]
+    drop = "" if len(lb) else "b"       # the handlers read rank-2 operands without a batch
+
+    def grouped(x, permutation, order, free):
+        counts = {"b": len(lb), "j": len(lc), free: x.aval.ndim - shared}
+        ends = list(itertools.accumulate(counts[c] for c in order))
+        shape = [size(x, permutation[end - counts[c]:end]) for c, end in zip(order, ends)
+                 if c not in drop]
+        return reshape(ctx, transpose(ctx, x, permutation), shape)
+    lhs, rhs = grouped(lhs, lp, lo, "i"), grouped(rhs, rp, ro, "k")
+    lo, ro = lo.replace(drop, ""), ro.replace(drop, "")
+    batch = [lhs.aval.shape[lo.index("b")]] if len(lb) else []
+    rows, cols = lhs.aval.shape[lo.index("i")], rhs.aval.shape[ro.index("k")]
     flat = aval.update(shape=tuple(batch + [rows, cols]))
     layout = _layout(len(flat.shape))
     out = ctx.emit(f"stablehlo.custom_call @{name}({lhs}, {rhs}) {{api_version = 4 : i32, "
