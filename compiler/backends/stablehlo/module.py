@@ -16,8 +16,8 @@ run once per device, whose collectives carry their replicas' layout (lower_colle
 argument and result is split over the partitions; the avals stay the global ones.
 `aliases` ({argument index: result index}, jit's donation on PJRT devices) marks an argument
 `tf.aliasing_output`: XLA may write that result into the argument's buffer.
-`dots` ({(dtype, lhs transposed, rhs transposed): target name}, from the plug-in that will
-compile the module: pjrt/ffi_dot.py) makes float matrix products, batched or not, custom calls
+`dots` ({(dtype, lhs order, rhs order): target name}, from the plug-in that will compile
+the module: pjrt/ffi_dot.py) makes float and complex matrix products, batched or not, custom calls
 of those targets (lower_linalg.py); without it (`as_text`, `kiln compile`) they are `stablehlo.dot_general`.
 
 `hlo_sharding(mesh_sizes, dims)` is the sharding text of a value laid out over a mesh of
