@@ -126,7 +126,8 @@ def test_handler_refuses_other_operands(client):
 
 
 def test_handler_refuses_batches_of_other_sizes(client):
-    """Rank-3 operands whose first (batch) dimensions differ from the result's."""
+    """Rank-3 operands whose first (batch) dimensions differ from the result's (and are
+    not 1)."""
     a, b, c = "tensor<2x3x4xf32>", "tensor<3x4x5xf32>", "tensor<2x3x5xf32>"
     text = (f"module @m {{\n  func.func public @main(%a: {a}, %b: {b}) -> {c} {{\n"
             f"    %0 = stablehlo.custom_call @kiln_gemm_f32_bij_bjk(%a, %b) {{api_version = 4 : i32, "
@@ -134,7 +135,8 @@ def test_handler_refuses_batches_of_other_sizes(client):
     x, y = np.ones((2, 3, 4), np.float32), np.ones((3, 4, 5), np.float32)
     exe = pjrt.Executable(client, text, [x, y], [np.ones((2, 3, 5), np.float32)])
     with pytest.raises(api.PjrtError, match=r"all of rank 3 with C = einsum\('bij,bjk->bik', "
-                       r"A, B\), or all of rank 2 with C = einsum\('ij,jk->ik', A, B\)"):
+                       r"A, B\) \(A's or B's batch of 1 broadcast\), or all of rank 2 with "
+                       r"C = einsum\('ij,jk->ik', A, B\)"):
         exe(x, y)[0].to_host()
     exe.close()
 
@@ -196,6 +198,25 @@ def test_products_of_several_dimensions(client, texts, spec, sizes):
     assert "custom_call @kiln_gemm_f32_" in texts[-1] and "dot_general" not in texts[-1]
 
 
+@pytest.mark.parametrize("dtype", ["float32", "complex64"])
+@pytest.mark.parametrize("spec, sizes", [
+    ("ij,bjk->ibk", dict(i=3, j=4, b=5, k=6)), ("ij,bjk->ibk", dict(i=3, j=4, b=0, k=6)),
+    ("ij,bjk->ibk", dict(i=1, j=0, b=1, k=6)), ("ij,bcjk->ibck", dict(i=3, j=4, b=2, c=5, k=6)),
+    ("ijb,jk->ibk", dict(i=3, j=4, b=5, k=6)), ("ijb,jk->ibk", dict(i=3, j=5, b=1, k=0)),
+])
+def test_free_dimensions_on_both_sides_read_as_a_batch(client, texts, spec, sizes, dtype):
+    """An operand's free dimensions on both sides of its contraction (no batch dimensions):
+    one side is the handler's batch, the other operand broadcast over it (a batch of 1), and
+    the result is transposed back; no transpose before the call (but for complex products
+    with the lhs's batch last: BLAS reads no such matrix)."""
+    a, b = operands(spec, sizes, dtype, 1)
+    same(lambda a, b: jnp.einsum(spec, a, b), a, b, rtol=TOLERANCE[dtype])
+    before = texts[-1].split("custom_call")
+    assert len(before) == 2 and "dot_general" not in texts[-1]
+    moved = dtype == "complex64" and spec.startswith("ijb")
+    assert ("stablehlo.transpose" in before[0]) == moved
+
+
 def test_products_with_a_vector_keep_dot_general(client, texts):
     """A batched matrix-vector product has no column dimension: XLA's dot keeps it."""
     a, v = np.ones((3, 4, 5), np.float32), np.ones((3, 5), np.float32)
@@ -219,10 +240,10 @@ def test_batched_grad_and_vmap(client, texts):
         y = np.moveaxis(w, 0, in_axes[1]) if in_axes[1] is not None else w[0]
         same(f, x, y, rtol=1e-5)
         assert "custom_call @kiln_gemm_f32_" in texts[-1] and "dot_general" not in texts[-1]
-        # the batch is read in place, but where one operand alone is batched its batch is
-        # one of its free dimensions: after the lhs's contraction, or before the rhs's, the
-        # free dimensions are not one group (a transpose brings them together)
-        moved = in_axes in ((2, None), (None, 0))
+        # the batch is read in place (`(None, 0)`: as a batch of the handler over which the
+        # lhs is broadcast), but where the lhs alone is batched after its contraction vmap's
+        # rule moves it to the front first (its rows would be split: kernels read one group)
+        moved = in_axes == (2, None)
         assert ("stablehlo.transpose" in texts[-1].split("custom_call")[0]) == moved, in_axes
 
 

@@ -24,8 +24,9 @@ metadata extension in the frame's chain it writes the FFI API's own version and 
 the metadata and returns NULL. It checks the frame's size and that the FFI API's major version
 is 0 (the layouts below) before anything else. On execute it checks two buffer arguments and
 one result, each of its dtype, all of rank 3 (A and B in their orders, C stored (batch, rows,
-columns)) or all of rank 2 (the orders without `b`: one product), with matching sizes, and
-computes C[b] = A[b] @ B[b] for each b of the batch (C zeroed for k = 0) as tasks of kiln's
+columns)) or all of rank 2 (the orders without `b`: one product), with matching sizes (an
+operand's batch of 1 is broadcast: its one matrix in every product), and computes
+C[b] = A[b] @ B[b] for each b of the batch (C zeroed for k = 0) as tasks of kiln's
 thread pool: whole products, or panels of whole rows or columns of each (`_panels`, as the
 LLVM backend's); anything else returns an XLA_FFI_Error (INVALID_ARGUMENT) made by the API's
 `Error_Create`, which XLA raises from the execution.
@@ -115,8 +116,8 @@ def _handler(module, body, dtype, lhs, rhs):
     operand_error = _message(
         module, f"{name}.operands",
         f"{name}: expects two {dtype.name} buffers A, B and a {dtype.name} result C, all of "
-        f"rank 3 with C = einsum('{spec}', A, B), or all of rank 2 with C = einsum('{flat}', "
-        f"A, B)")
+        f"rank 3 with C = einsum('{spec}', A, B) (A's or B's batch of 1 broadcast), or all of "
+        f"rank 2 with C = einsum('{flat}', A, B)")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     positions = [I64(lhs.index(c)) for c in "bij"] + [I64(rhs.index(c)) for c in "bjk"]
     b.ret(b.call(body, [fn.args[0], b.bitcast(frame_error, I8P),
@@ -192,13 +193,16 @@ class _Body:
         (ab, am, ak), (bb_, bk, bn) = (
             self._axes(b, buf, rank, batched, fn.args[3 + 3 * o:6 + 3 * o])
             for o, buf in enumerate(bufs[:2]))
-        c_batch, c_m, c_n = self._axes(b, bufs[2], rank, batched, [I64(0), I64(1), I64(2)])
-        (batch, sab), (m, sam), (k, sak) = ab, am, ak
+        (batch, _), c_m, c_n = self._axes(b, bufs[2], rank, batched, [I64(0), I64(1), I64(2)])
+        (a_batch, sab), (m, sam), (k, sak) = ab, am, ak
         (b_batch, sbb), (kb, sbk), (n, sbn) = bb_, bk, bn
         ok = b.and_(b.and_(b.icmp_signed("==", m, c_m[0]), b.icmp_signed("==", n, c_n[0])),
                     b.icmp_signed("==", kb, k))
-        ok = b.and_(ok, b.and_(b.icmp_signed("==", batch, c_batch[0]),
-                               b.icmp_signed("==", b_batch, c_batch[0])))
+        for size in (a_batch, b_batch):   # C's batch, or 1: the same matrix for every product
+            ok = b.and_(ok, b.or_(b.icmp_signed("==", size, batch),
+                                  b.icmp_signed("==", size, I64(1))))
+        sab, sbb = (b.select(b.icmp_signed("==", size, batch), stride, I64(0))
+                    for size, stride in ((a_batch, sab), (b_batch, sbb)))
         blank = b.or_(b.or_(b.icmp_signed("==", m, I64(0)), b.icmp_signed("==", n, I64(0))),
                       b.icmp_signed("==", batch, I64(0)))
         go = fn.append_basic_block("sized")

@@ -35,12 +35,13 @@ def _layout(rank):
 
 
 def _form(lhs, rhs, contracting, batching, forms):
-    """(lhs permutation, rhs permutation, lhs order, rhs order) that bring the operands to
-    one of `forms` (the (lhs order, rhs order) pairs of the handlers, ffi_dot.py: the lhs's
-    batch `b`, free `i` and contracting `j` dimensions, the rhs's `b`, `j` and free `k`, each
-    a group of whole dimensions in one of these orders), needing the fewest transposes: the
-    contracting pairs in their order, or sorted by either side's dimensions. Without batch
-    dimensions only the batch-first forms are tried (the batch is absent in all)."""
+    """(transposes, lhs permutation, rhs permutation, lhs order, rhs order) that bring the
+    operands to one of `forms` (the (lhs order, rhs order) pairs of the handlers, ffi_dot.py:
+    the lhs's batch `b`, free `i` and contracting `j` dimensions, the rhs's `b`, `j` and free
+    `k`, each a group of whole dimensions in one of these orders), needing the fewest
+    transposes: the contracting pairs in their order, or sorted by either side's dimensions.
+    An operand without batch dimensions takes batch-first orders only (its batch is absent,
+    or 1: `_split`)."""
     (lc, rc), (lb, rb) = ([list(map(int, d)) for d in pair] for pair in (contracting, batching))
     lfree = [d for d in range(lhs.aval.ndim) if d not in lb + lc]
     rfree = [d for d in range(rhs.aval.ndim) if d not in rb + rc]
@@ -48,14 +49,25 @@ def _form(lhs, rhs, contracting, batching, forms):
     for pairs in (list(zip(lc, rc)), sorted(zip(lc, rc)), sorted(zip(lc, rc), key=lambda p: p[1])):
         ls, rs = [p[0] for p in pairs], [p[1] for p in pairs]
         for lo, ro in forms:
-            if not lb and (lo[0], ro[0]) != ("b", "b"):
+            if (not lb and lo[0] != "b") or (not rb and ro[0] != "b"):
                 continue
             lp = [d for c in lo for d in {"b": lb, "i": lfree, "j": ls}[c]]
             rp = [d for c in ro for d in {"b": rb, "j": rs, "k": rfree}[c]]
             moved = (lp != sorted(lp)) + (rp != sorted(rp))
             if best is None or moved < best[0]:
                 best = (moved, lp, rp, lo, ro)
-    return best[1:]
+    return best
+
+
+def _split(x, contracting):
+    """(free dimensions before, free dimensions after) where `x` stores free, contracting and
+    free dimensions, in that order and each group adjacent (its free dimensions are one group
+    of rows or columns only after a transpose, as vmap of `w @ y` with `y` batched on axis 0
+    gives); None otherwise."""
+    c = sorted(map(int, contracting))
+    if c != list(range(c[0], c[0] + len(c))) or c[0] == 0 or c[-1] == x.aval.ndim - 1:
+        return None
+    return list(range(c[0])), list(range(c[-1] + 1, x.aval.ndim))
 
 
 def custom_dot(ctx, lhs, rhs, contracting, batching, aval):
@@ -64,26 +76,42 @@ def custom_dot(ctx, lhs, rhs, contracting, batching, aval):
     with a free dimension, one contracting dimension at least). Each operand's batch, free
     and contracting dimensions become one dimension each of a rank-3 operand (rank 2 without
     batch dimensions) in the order of the handler's form (a transpose first only where no
-    form reads them in place), and the (batch, rows, columns) result is reshaped back."""
-    (lc, _), (lb, _) = contracting, batching
-    shared = len(lb) + len(lc)     # the batch and contracting dimensions of either operand
+    form reads them in place), and the (batch, rows, columns) result is reshaped back.
+    Without batch dimensions, an operand whose free dimensions lie on both sides of its
+    contraction (`_split`) may instead have one side read as a batch (the lhs's rows after
+    it, the rhs's columns before it), the other operand's one matrix broadcast over it (a
+    batch of 1); the result is then transposed back to the product's order, which XLA folds
+    into a transpose that follows it (vmap's, moving the batch to the front)."""
+    (lc, _), (lb, rb) = contracting, batching
     forms = [(lo, ro) for (dtype, lo, ro) in ctx.dots if dtype == aval.dtype]
+    shared = len(lb) + len(lc)     # the batch and contracting dimensions of either operand
     if not forms or not len(lc) or shared in (lhs.aval.ndim, rhs.aval.ndim):
         return None
-    lp, rp, lo, ro = _form(lhs, rhs, contracting, batching, forms)
+    plans = [(_form(lhs, rhs, contracting, batching, forms), (list(lb), list(rb)))]
+    for side, x in enumerate((lhs, rhs)) if not len(lb) else ():
+        split = _split(x, contracting[side])
+        if split:
+            held = ([split[1], []], [[], split[0]])[side]   # the dimensions read as a batch
+            plans.append((_form(lhs, rhs, contracting, held, forms), held))
+    ((_, lp, rp, lo, ro), (lbat, rbat)) = min(plans, key=lambda plan: plan[0][0])
+    lfree = [d for d in range(lhs.aval.ndim) if d not in map(int, lc)]
+    # where the dimensions read as a batch are in the product's result (lhs free, rhs free;
+    # the rhs's are its first)
+    held = [lfree.index(d) for d in lbat] + [len(lfree) + d for d in rbat]
     name = ctx.dots[(aval.dtype, lo, ro)]
     size = lambda x, dims: math.prod(x.aval.shape[d] for d in dims)
-    drop = "" if len(lb) else "b"       # the handlers read rank-2 operands without a batch
+    drop = "" if lbat or rbat else "b"   # the handlers read rank-2 operands without a batch
 
-    def grouped(x, permutation, order, free):
-        counts = {"b": len(lb), "j": len(lc), free: x.aval.ndim - shared}
+    def grouped(x, permutation, order, free, batch):
+        counts = {"b": len(batch), "j": len(lc), free: x.aval.ndim - len(batch) - len(lc)}
         ends = list(itertools.accumulate(counts[c] for c in order))
         shape = [size(x, permutation[end - counts[c]:end]) for c, end in zip(order, ends)
                  if c not in drop]
         return reshape(ctx, transpose(ctx, x, permutation), shape)
-    lhs, rhs = grouped(lhs, lp, lo, "i"), grouped(rhs, rp, ro, "k")
+    lhs, rhs = grouped(lhs, lp, lo, "i", lbat), grouped(rhs, rp, ro, "k", rbat)
     lo, ro = lo.replace(drop, ""), ro.replace(drop, "")
-    batch = [lhs.aval.shape[lo.index("b")]] if len(lb) else []
+    batch = [(lhs.aval.shape[lo.index("b")] if lbat else rhs.aval.shape[ro.index("b")])
+             ] if not drop else []
     rows, cols = lhs.aval.shape[lo.index("i")], rhs.aval.shape[ro.index("k")]
     flat = aval.update(shape=tuple(batch + [rows, cols]))
     layout = _layout(len(flat.shape))
@@ -91,7 +119,13 @@ def custom_dot(ctx, lhs, rhs, contracting, batching, aval):
                    f"backend_config = {{}}, operand_layouts = [{layout}, {layout}], "
                    f"result_layouts = [{layout}]}} : ({lhs.type}, {rhs.type}) -> "
                    f"{tensor_type(flat)}", flat)
-    return reshape(ctx, out, aval.shape)
+    if len(lb) or not (lbat or rbat):
+        return reshape(ctx, out, aval.shape)
+    # free dimensions read as a batch: the result's dimensions (the product's: lhs free, then
+    # rhs free) are in the custom call's order, those first
+    order = held + [d for d in range(len(aval.shape)) if d not in held]
+    out = reshape(ctx, out, [aval.shape[d] for d in order])
+    return transpose(ctx, out, [order.index(d) for d in range(len(order))])
 
 
 def _dot_general(ctx, args, *, dimension_numbers, precision=None, preferred_element_type=None):
