@@ -115,8 +115,9 @@ def test_handler_refuses_other_operands(client):
     error (through XLA_FFI_Error), the process goes on."""
     t = "tensor<2x2xf64>"
     text = (f"module @m {{\n  func.func public @main(%a: {t}, %b: {t}) -> {t} {{\n"
-            f"    %0 = stablehlo.custom_call @kiln_gemm_f32_bij_bjk(%a, %b) {{api_version = 4 : i32, "
-            f"backend_config = {{}}}} : ({t}, {t}) -> {t}\n    return %0 : {t}\n  }}\n}}\n")
+            f"    %0 = stablehlo.custom_call @kiln_gemm_f32_bij_bjk(%a, %b) "
+            f"{{api_version = 4 : i32, backend_config = {{}}}} : ({t}, {t}) -> {t}\n"
+            f"    return %0 : {t}\n  }}\n}}\n")
     x = np.ones((2, 2))
     exe = pjrt.Executable(client, text, [x, x], [x])
     with pytest.raises(api.PjrtError, match="kiln_gemm_f32_bij_bjk: expects two float32 "
@@ -130,8 +131,9 @@ def test_handler_refuses_batches_of_other_sizes(client):
     not 1)."""
     a, b, c = "tensor<2x3x4xf32>", "tensor<3x4x5xf32>", "tensor<2x3x5xf32>"
     text = (f"module @m {{\n  func.func public @main(%a: {a}, %b: {b}) -> {c} {{\n"
-            f"    %0 = stablehlo.custom_call @kiln_gemm_f32_bij_bjk(%a, %b) {{api_version = 4 : i32, "
-            f"backend_config = {{}}}} : ({a}, {b}) -> {c}\n    return %0 : {c}\n  }}\n}}\n")
+            f"    %0 = stablehlo.custom_call @kiln_gemm_f32_bij_bjk(%a, %b) "
+            f"{{api_version = 4 : i32, backend_config = {{}}}} : ({a}, {b}) -> {c}\n"
+            f"    return %0 : {c}\n  }}\n}}\n")
     x, y = np.ones((2, 3, 4), np.float32), np.ones((3, 4, 5), np.float32)
     exe = pjrt.Executable(client, text, [x, y], [np.ones((2, 3, 5), np.float32)])
     with pytest.raises(api.PjrtError, match=r"all of rank 3 with C = einsum\('bij,bjk->bik', "
@@ -294,4 +296,5 @@ def test_pmap_replicas_run_kilns_products(client, texts, n):
     want = kiln.pmap(f, axis_name="i", backend="reference")(a, b)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-10, atol=1e-10)
     assert f"mhlo.num_replicas = {n}" in texts[-1]
-    assert texts[-1].count("custom_call @kiln_gemm_f64_bij_bjk") == 2 and "dot_general" not in texts[-1]
+    assert texts[-1].count("custom_call @kiln_gemm_f64_bij_bjk") == 2
+    assert "dot_general" not in texts[-1]
