@@ -2,6 +2,12 @@
 eager loops, whose remaining iterations are compiled (`compiled_rest`, used by
 lax/_control_flow.py; docs/control_flow.md).
 
+The functions so compiled are `kiln.random`'s samplers (random.py) and the composite
+functions of `kiln.numpy`, `kiln.numpy.linalg`, `kiln.nn`, `kiln.scipy.linalg` and
+`kiln.scipy.special` that JAX 0.10.2 jits and whose compiled code gives the eager bits; each
+namespace's table (`tier_names`) names them with JAX's static parameters
+(docs/performance.md says which functions and why the others stay eager).
+
 A function such as `kiln.random.normal` is a few hundred primitives (the threefry hash, the
 sampler's arithmetic). Called outside `jit`, each primitive is dispatched on its own: about
 2-6 ms a call. JAX compiles its samplers on their first call (about 100 ms per new shape)
@@ -85,12 +91,13 @@ def _number_signature(number):
 
 def _signature(names, static, args, kwargs):
     """(key, positions of the leaves passed to the compiled function, the leaves) of a
-    call, or None where it must stay eager. `names`: the positional parameters' names;
+    call, or None where it must stay eager. `names`: the positional parameters' names, the
+    last naming every argument beyond them (a `*args` parameter's name, or None);
     `static`: the parameters whose Python values are fixed in the compiled function (shapes,
     counts, axes); every other Python number is passed to it, weakly typed, as `jit` passes
     one."""
     keywords = sorted(kwargs)
-    named = [names[i] if i < len(names) else None for i in range(len(args))] + keywords
+    named = [names[min(i, len(names) - 1)] for i in range(len(args))] + keywords
     leaves, trees, parts, dynamic = [], [], [], []
     position = 0
     for name, argument in zip(named, list(args) + [kwargs[k] for k in keywords]):
@@ -153,7 +160,12 @@ def tiered(fn, static=()):
     """`fn`, its eager calls compiled once a signature repeats (see the module docstring);
     `static`: names of the parameters whose Python values stay fixed in the compiled code."""
     seen = {}   # signature -> eager calls so far (int), the compiled function, or _EAGER
-    names = list(inspect.signature(fn).parameters)
+    names = [None]   # the positional parameters' names, then the name of any beyond them
+    for parameter in inspect.signature(fn).parameters.values():
+        if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+            names.insert(-1, parameter.name)
+        elif parameter.kind is parameter.VAR_POSITIONAL:
+            names[-1] = parameter.name
     static = frozenset(static)
 
     @functools.wraps(fn)
@@ -184,8 +196,16 @@ def tiered(fn, static=()):
         seen[key] = compiled
         return out
 
-    call._kiln_tiers = seen
+    call._kiln_tiers, call._kiln_static = seen, static
     return call
+
+
+def tier_names(namespace, static_by_name):
+    """Replace each function `namespace[name]` by `tiered(function, static)`, for each
+    (name, static) of `static_by_name`: a library namespace's table of the functions that
+    compile once their eager calls repeat, with their static parameters."""
+    for name, static in static_by_name.items():
+        namespace[name] = tiered(namespace[name], static)
 
 
 _LOOPS = collections.OrderedDict()   # loop key -> its compiled rest, or _EAGER
