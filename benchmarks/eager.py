@@ -57,7 +57,59 @@ def cases(jax=None):
                     split_fold, None,
                     _split_fold(jax.random, jkey) if jax else None,
                     note="a training loop's key handling; i changes every call"))
+    return out + _composites(kiln, jax)
+
+
+def _composites(kiln, jax):
+    """Composite library functions (many primitives each). Those kiln tiers compile from
+    their 17th eager call (warmed past it here, as JAX's jitted functions are past their
+    compile); the others run op by op (kiln: other roundings when compiled; JAX: not jitted)."""
+    import kiln.nn
+    knp = kiln.numpy
+    rng = np.random.default_rng(1)
+    m8 = rng.standard_normal((8, 8)).astype(np.float32)
+    sym8 = m8 + m8.T
+    v100, v1000 = rng.standard_normal(100).astype(np.float32), rng.standard_normal(1000).astype(np.float32)
+    xp = np.sort(rng.standard_normal(20)).astype(np.float32)
+    m64, m16 = rng.standard_normal((64, 64)).astype(np.float32), rng.standard_normal((16, 64)).astype(np.float32)
+    labels = rng.integers(0, 10, 128).astype(np.int32)
+    k = {name: knp.asarray(a) for name, a in
+         dict(m8=m8, sym8=sym8, v100=v100, v1000=v1000, xp=xp, m64=m64, m16=m16, labels=labels).items()}
+    a = {name: jax.numpy.asarray(v) for name, v in k.items()} if jax else {}
+    rows = [  # name, tiered?, kiln and JAX call on the namespace, NumPy call
+        ("linalg.inv f32[8,8]", False, lambda n, a: n.linalg.inv(a["m8"]), lambda: np.linalg.inv(m8)),
+        ("linalg.eigh f32[8,8]", True, lambda n, a: n.linalg.eigh(a["sym8"]), lambda: np.linalg.eigh(sym8)),
+        ("linspace(0., 1., 50)", True, lambda n, a: n.linspace(0.0, 1.0, 50),
+         lambda: np.linspace(0.0, 1.0, 50, dtype=np.float32)),
+        ("interp f32[100] on 20 points", False, lambda n, a: n.interp(a["v100"], a["xp"], a["xp"]),
+         lambda: np.interp(v100, xp, xp)),
+        ("percentile(f32[1000], 30.)", True, lambda n, a: n.percentile(a["v1000"], 30.0),
+         lambda: np.percentile(v1000, 30.0)),
+        ("median f32[64,64] axis=0", True, lambda n, a: n.median(a["m64"], axis=0),
+         lambda: np.median(m64, axis=0)),
+        ("var f32[64,64] axis=0", False, lambda n, a: n.var(a["m64"], axis=0),
+         lambda: np.var(m64, axis=0)),
+    ]
+    nn_rows = [
+        ("nn.softmax f32[16,64]", False, lambda nn, a: nn.softmax(a["m16"]), None),
+        ("nn.one_hot(int32[128], 10)", True, lambda nn, a: nn.one_hot(a["labels"], 10), None),
+    ]
+    out = []
+    for namespaces, table in (((knp, jax.numpy if jax else None), rows),
+                              ((kiln.nn, jax.nn if jax else None), nn_rows)):
+        for name, tiered, call, numpy_call in table:
+            kiln_call = _bound(call, namespaces[0], k)
+            for _ in range(kiln.eager_tiers.EAGER_CALLS):
+                kiln_call()
+            out.append(Case("eager", name, kiln_call, numpy_call,
+                            _bound(call, namespaces[1], a) if jax else None,
+                            note="kiln: compiled (from the 17th call)" if tiered
+                            else "kiln: op by op"))
     return out
+
+
+def _bound(call, namespace, arrays):
+    return lambda: call(namespace, arrays)
 
 
 def _split_fold(random, key):

@@ -23,10 +23,11 @@ A signature is the call's pytree structure, each array leaf's shape, dtype and w
 type of each Python number (and an int's sign) passed to the compiled function, weakly typed
 as `jit` passes one, and the value of every other leaf: the numbers of the parameters named
 static (shapes, counts, axes), dtypes, strings, `None`, which stay fixed in the compiled
-function. A call compiled so gives the same bits as the eager one (the reference backend and
-the LLVM backend agree on every primitive a sampler uses; tests/test_eager_tiers.py checks
-each sampler). A signature whose compile fails (its code needs a number passed as an array
-to be static) stays eager.
+function. A call compiled so gives the same bits as the eager one: the reference backend and
+the LLVM backend agree on every primitive a sampler uses (tests/test_eager_tiers.py checks
+each sampler), and the library functions tiered are those built of primitives that agree
+(tests/test_eager_composites.py checks each). A signature whose compile fails (its code needs
+a number passed as an array to be static) stays eager.
 
 A call stays eager whenever anything but plain host values is involved, where `jit` could
 place or check the result differently from the eager operations: inside a function being
@@ -35,8 +36,9 @@ while a default device is set, or when an
 argument is a traced value (eager `grad`/`vmap`), an array on a device other than the host's
 first (a PJRT or GPU buffer, a placed or sharded array), or an unhashable static value.
 Under the float checks (`debug_nans`/`debug_infs`) a call is compiled at once: as in JAX,
-whose samplers are jitted, only the results are checked, not the sampler's own steps (its
-`erf_inv` makes NaNs it then discards). `KILN_EAGER_TIERS=0` turns the compiling off (every
+whose samplers and library functions are jitted, only the results are checked, not the
+function's own steps (a sampler's `erf_inv` makes NaNs it then discards, `median` a NaN a
+`where` drops). `KILN_EAGER_TIERS=0` turns the compiling off (every
 call eager).
 """
 import collections

@@ -44,6 +44,8 @@ CALLS = {
     ("jnp", "vander"): lambda: jnp.vander(V[:7], 5, increasing=True),
     ("jnp", "gcd"): lambda: jnp.gcd(I, I[::-1]),
     ("jnp", "lcm"): lambda: jnp.lcm(I, 12),
+    ("jnp", "packbits"): lambda: jnp.packbits(I > 3, bitorder="little"),
+    ("jnp", "unpackbits"): lambda: jnp.unpackbits(I.astype(np.uint8), count=200),
     ("jnp", "fmin"): lambda: jnp.fmin(XN, 0.25),
     ("jnp", "fmax"): lambda: jnp.fmax(XN, X),
     ("jnp", "searchsorted"): lambda: jnp.searchsorted(BINS, V, side="right"),
@@ -90,7 +92,8 @@ JAX_STATIC = {
     "diff": {"n", "axis"}, "gradient": {"axis", "edge_order"}, "isclose": {"equal_nan"},
     "allclose": {"equal_nan"}, "round": {"decimals"}, "around": {"decimals"},
     "unwrap": {"axis"}, "cross": {"axisa", "axisb", "axisc", "axis"},
-    "vander": {"N", "increasing"}, "searchsorted": {"side", "method"},
+    "vander": {"N", "increasing"}, "packbits": {"axis", "bitorder"},
+    "unpackbits": {"axis", "count", "bitorder"}, "searchsorted": {"side", "method"},
     "digitize": {"right", "method"}, "isin": {"assume_unique", "invert", "method"},
     "lexsort": {"axis"}, "partition": {"kth", "axis"}, "argpartition": {"kth", "axis"},
     "ptp": {"axis", "keepdims"}, "count_nonzero": {"axis", "keepdims"},
@@ -219,3 +222,19 @@ def test_calls_inside_jit_and_traced_calls_stay_eager():
         for _ in range(4):
             jnp.median(X)
     assert not jnp.median._kiln_tiers
+
+
+def test_float_checks_compile_at_once_and_check_the_results_as_jax_does():
+    """Under `debug_nans` a tiered call compiles at once and checks its results, as JAX
+    checks its jitted functions: no error for the NaN a `where` discards inside `median`
+    or the NaN `nanmax` skips; a NaN result still raises."""
+    jax = pytest.importorskip("jax")
+    clean, nan_row = np.float32([3, 1, 2]), XN[0]
+    with kiln.debug_nans(True):
+        got = [jnp.median(clean), jnp.nanmax(nan_row)]
+        with pytest.raises(FloatingPointError):
+            jnp.median(nan_row)
+    with jax.debug_nans(True):
+        want = [jax.numpy.median(clean), jax.numpy.nanmax(nan_row)]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
