@@ -203,11 +203,13 @@ def tiered(fn, static=()):
 
 
 def tier_names(namespace, static_by_name):
-    """Replace each function `namespace[name]` by `tiered(function, static)`, for each
-    (name, static) of `static_by_name`: a library namespace's table of the functions that
-    compile once their eager calls repeat, with their static parameters."""
+    """Tier each function `namespace[name]` (a `wrappers.user_facing` one) with `static`, for
+    each (name, static) of `static_by_name`: a library namespace's table of the functions that
+    compile once their eager calls repeat, with their static parameters. The tiers go inside
+    the user-facing wrapper, so that tracebacks hide their frames too."""
+    from .wrappers import user_facing
     for name, static in static_by_name.items():
-        namespace[name] = tiered(namespace[name], static)
+        namespace[name] = user_facing(tiered(namespace[name].__wrapped__, static))
 
 
 _LOOPS = collections.OrderedDict()   # loop key -> its compiled rest, or _EAGER
