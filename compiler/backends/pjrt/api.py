@@ -42,10 +42,11 @@ NAMED_STRING, NAMED_INT64, NAMED_INT64_LIST, NAMED_FLOAT, NAMED_BOOL = range(5)
 
 class PjrtError(KilnError, RuntimeError):
     """A PJRT plug-in reported an error: `message` is the plug-in's, `code` its name
-    (INVALID_ARGUMENT, ...)."""
+    (INVALID_ARGUMENT, ...); the text is "PJRT error CODE: message"."""
 
     def __init__(self, message, code="UNKNOWN", hint=None):
         self.code = code
+        self.message = message
         super().__init__(f"PJRT error {code}: {message}", hint=hint)
 
 

@@ -20,8 +20,11 @@ base, and for an executable's host arguments during one call). The CPU plug-in a
 ...), `to_host()` (`PJRT_Buffer_ToHostBuffer` into a fresh array, awaited) and
 `copy_to(device)` (`PJRT_Buffer_CopyToDevice`: to another device of the client).
 
-`Executable(client, mlir_text, in_avals, out_avals, device=None)` compiles a StableHLO module in
-MLIR text (program format "mlir") for one device (default: the first) and checks that the
+`Executable(client, mlir_text, in_avals, out_avals, device=None, serialized=None)` compiles a
+StableHLO module in MLIR text (program format "mlir") for one device (default: the first), or
+with `serialized` (bytes of `executable.serialize()`, `PJRT_Executable_Serialize`) loads the
+plug-in's executable instead (`PJRT_Executable_DeserializeAndLoad`, its compile options
+replaced by ones naming `device`), and checks that the
 results the plug-in compiled are `out_avals` (shapes and dtypes, or only their number where the
 plug-in does not report them); `executable(*inputs)` takes Buffers of that device or host arrays
 (passed as zero-copy buffers for the call's duration), checks their count, shapes and dtypes
@@ -205,6 +208,9 @@ class Buffer:
         writeable = False
 
     flags = _Flags()
+    # Read through the class: while the interpreter finalizes, this module's globals may
+    # already be None when the last buffers go.
+    _finalizing = staticmethod(sys.is_finalizing)
 
     def __init__(self, client, handle, device, shape, dtype, host=None, done=None):
         self.client = client
@@ -277,7 +283,7 @@ class Buffer:
             handle = self.handle
         except AttributeError:   # __init__ did not get as far
             return
-        if handle and not _finalizing():
+        if handle and not self._finalizing():
             self.handle = None
             client = self.client
             error = client.native_destroy(client.table_address, handle)
@@ -424,8 +430,8 @@ class _Prepared:
 class Executable:
     """A StableHLO module compiled for one device (see the module docstring)."""
 
-    def __init__(self, client, mlir_text, in_avals, out_avals, device=None):
-        if not isinstance(mlir_text, str):
+    def __init__(self, client, mlir_text, in_avals, out_avals, device=None, serialized=None):
+        if serialized is None and not isinstance(mlir_text, str):
             raise TypeError(f"Executable: mlir_text must be a str (a StableHLO module in MLIR "
                             f"text), got {type(mlir_text).__name__}")
         self.client = client
@@ -433,8 +439,13 @@ class Executable:
         self.in_avals, self.out_avals = avals_of(in_avals), avals_of(out_avals)
         table = client.api
         self._live = [True]   # cleared by close (runner's closure reads it)
-        self.handle = compile_cache.compile(client, mlir_text.encode(),
-                                            compile_options(self.device.id))
+        options = compile_options(self.device.id)
+        if serialized is None:
+            self.handle, self._serialized = compile_cache.compile(client, mlir_text.encode(),
+                                                                  options)
+        else:
+            self.handle, self._serialized = compile_cache.load(client, serialized, options), \
+                serialized
         self._options = C.pointer(api.args(api.ExecuteOptions))
         self._prepared = _Prepared(self)
         self._idle = threading.Lock()
@@ -444,6 +455,17 @@ class Executable:
         except Exception:
             self.close()
             raise
+
+    def serialize(self):
+        """The plug-in's serialization of this executable (`PJRT_Executable_Serialize`), which
+        `Executable(..., serialized=)` loads; a PjrtError where the plug-in cannot. An
+        executable loaded from bytes (the disk cache's, or `serialized`) gives those bytes
+        (compile_cache.compile says why)."""
+        if not self.handle:
+            raise RuntimeError("this PJRT executable has been closed")
+        if self._serialized is None:
+            self._serialized = compile_cache.serialize_loaded(self.client.api, self.handle)
+        return self._serialized
 
     def _inputs(self, inputs):
         return check_inputs(inputs, self.in_avals, self.client, self.device)
@@ -552,11 +574,16 @@ class Executable:
             self.client.wait(event)
         return results
 
+    # Read through the class: while the interpreter finalizes, this module's globals may
+    # already be None when the last executables and buffers go.
+    _finalizing = staticmethod(sys.is_finalizing)
+
     def close(self):
         live = getattr(self, "_live", None)
         if live:
             live.clear()
-        close_executable(self)
+        if not self._finalizing():
+            close_executable(self)
 
     __del__ = close
 

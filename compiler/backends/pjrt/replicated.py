@@ -32,7 +32,7 @@ class ReplicatedExecutable:
         self.client = client
         self.devices = [client.device(d) for d in devices]
         self.in_avals, self.out_avals = avals_of(in_avals), avals_of(out_avals)
-        self.handle = compile_cache.compile(client, mlir_text.encode(), compile_options(
+        self.handle, _ = compile_cache.compile(client, mlir_text.encode(), compile_options(
             *(d.id for d in self.devices), partitioned=partitioned))
         self._options = api.args(api.ExecuteOptions)
         try:
