@@ -8,14 +8,17 @@ an argument is an Array spread over several PJRT devices (pjrt_spread.py). The c
   that are not spread over it are put on it replicated (an argument spread over another mesh
   through the host); a pmap result over it gets its mapped axis back on each device;
 - stages `f` for the global shapes, runs the reference pipeline and lowers it to one StableHLO
-  module with `mhlo.num_partitions` = the mesh's size and an `mhlo.sharding` on every argument
-  and result (stablehlo/module.py's `hlo_sharding`): the arguments' own shardings, the results'
-  from `out_shardings`; where none is given, a result stays split along the dimension kiln's
+  module with `mhlo.num_partitions` = the mesh's size and a sharding on every argument and
+  result: Shardy's (`sdy.mesh @mesh` and an `sdy.sharding` each, stablehlo/module.py's
+  `sdy_mesh` and `sdy_attribute`) while `jax_use_shardy_partitioner` is on (the default, as in
+  JAX), else GSPMD's `mhlo.sharding` (`hlo_sharding`): the arguments' own shardings, the
+  results' from `out_shardings`; where none is given, a result stays split along the dimension kiln's
   partitioning rules (the multi-process table, compiler/transforms/partition.py) leave it
   split for inputs split over one mesh axis, else it is replicated; the function's constants
   are replicated;
-- compiles it once per signature and layout with one partition per device of the mesh, in
-  its row-major order (replicated.py, `partitioned=True`): XLA's SPMD partitioner inserts the
+- compiles it once per signature, layout and partitioner with one partition per device of
+  the mesh, in its row-major order (replicated.py, `partitioned=True`, and `shardy=True` for
+  Shardy's module): XLA's partitioner inserts the
   collectives the layout needs (a batch mean's all-reduce), and every device runs its
   partition in one execution;
 - returns each result spread over the devices with its sharding, left there: passed to the
@@ -31,6 +34,7 @@ import sys
 import numpy as np
 
 from .tree_util import tree_unflatten, tree_leaves
+from .compiler.config import config
 from . import staging
 from .array import Array, to_array
 from .compiler.backends.cuda.device import DeviceBuffer
@@ -40,8 +44,9 @@ from .staging import leaf_aval
 
 
 class _Entry(staging.Entry):
-    __slots__ = ("executable", "constants", "out_tree", "out_weak", "out_shardings",
+    __slots__ = ("executable", "text", "constants", "out_tree", "out_weak", "out_shardings",
                  "out_avals", "writes", "held")   # held: the donated inputs a result took
+    # text: the module the plug-in compiled
 
 
 def wanted(jitted, values):
@@ -89,7 +94,8 @@ def partitioned_call(jitted, args, kwargs):
         placed.append(x)
     avals = [leaf_aval(x, f"argument {i} of {jitted.__name__}")[0] for i, x in enumerate(placed)]
     specs = tuple(spread_of(x).sharding.spec.padded(len(a.shape)) for x, a in zip(placed, avals))
-    key = (treedef, tuple(avals), specs, statics, mesh)
+    shardy = config.read("use_shardy_partitioner")
+    key = (treedef, tuple(avals), specs, statics, mesh, shardy)
 
     def make(stale):
         st, _, _ = staging.stage_call(jitted._fun, args, kwargs, jitted._static,
@@ -110,7 +116,7 @@ def partitioned_call(jitted, args, kwargs):
                     f"call over one mesh: use it for every sharding")
             t.check_shape(a.shape)
             outs.append(t)
-        entry = _compile(st, ins, outs, mesh, jitted.__name__, donated)
+        entry = _compile(st, ins, outs, mesh, jitted.__name__, donated, shardy)
         warn_unusable([avals[i] for i in donated if i not in entry.held], _frames_in_kiln())
         return entry
 
@@ -184,12 +190,13 @@ def _dims(sharding, ndim):
     return [tuple(names.index(n) for n in sharding.spec.names(d)) for d in range(ndim)]
 
 
-def _compile(st, ins, outs, mesh, name, donated):
+def _compile(st, ins, outs, mesh, name, donated, shardy):
     """The entry of a call: `st` (staging.Staged) lowered with shardings `ins` (arguments,
-    then constants) and `outs`, compiled with one partition per device of `mesh`; a donated
-    argument (`donated`: indices) aliased to the first free result of its shape, dtype and
-    sharding."""
-    from .compiler.backends.stablehlo.module import lower_module, hlo_sharding
+    then constants) and `outs`, Shardy's if `shardy` else GSPMD's, compiled with one
+    partition per device of `mesh`; a donated argument (`donated`: indices) aliased to the
+    first free result of its shape, dtype and sharding."""
+    from .compiler.backends.stablehlo.module import (lower_module, gspmd_attribute,
+                                                     sdy_attribute, sdy_mesh)
     from .compiler.backends.pjrt.replicated import ReplicatedExecutable
     from .pjrt import aliases
     from .staging import run_pipeline
@@ -197,20 +204,25 @@ def _compile(st, ins, outs, mesh, name, donated):
     sizes = tuple(mesh.devices.shape)
     in_avals = [v.aval for v in ssa.invars]
     out_avals = [v.aval for v in ssa.outvars]
-    text = [[hlo_sharding(sizes, _dims(s, len(a.shape))) for s, a in zip(shardings, avals)]
+    names = mesh.axis_names
+    attribute = (lambda dims: sdy_attribute(names, dims)) if shardy else \
+        (lambda dims: gspmd_attribute(sizes, dims))
+    text = [[attribute(_dims(s, len(a.shape))) for s, a in zip(shardings, avals)]
             for shardings, avals in ((ins, in_avals), (outs, out_avals))]
     devices = list(mesh.devices.flat)
     kind = lambda s, a: (a.shape, a.dtype, s.spec.padded(len(a.shape)))
     found = aliases([kind(s, a) for s, a in zip(ins, in_avals)],
                     [kind(s, a) for s, a in zip(outs, out_avals)], donated)
-    module = lower_module(ssa, name, partitions=len(devices), shardings=text, aliases=found)
+    module = lower_module(ssa, name, partitions=len(devices), shardings=text, aliases=found,
+                          mesh=sdy_mesh(names, sizes) if shardy else None)
     infos = [d.layer.info for d in devices]
     entry = _Entry()
+    entry.text = module.text
     entry.executable = ReplicatedExecutable(
         infos[0].client, module.text, [a.update(shape=s.shard_shape(a.shape))
                                        for s, a in zip(ins, in_avals)],
         [a.update(shape=s.shard_shape(a.shape)) for s, a in zip(outs, out_avals)], infos,
-        partitioned=True)
+        partitioned=True, shardy=shardy)
     entry.constants = [[d.layer.to_device(np.asarray(c, order="C")) for c in st.extra]
                        for d in devices]
     entry.out_tree, entry.writes = st.out_tree, st.writes

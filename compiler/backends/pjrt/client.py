@@ -49,8 +49,8 @@ one: executable_build_options (field 3) with num_replicas (field 4: 1, or one pe
 replicated module, replicated.py), num_partitions = 1 (field 5) and a device_assignment
 (field 9: replica_count, computation_count 1, the devices' ids in replica order) that pins
 the executable to its devices. A partitioned module (sharded jit, replicated.py) has one
-replica, num_partitions = its device count, use_spmd_partitioning (field 6) and one
-computation per device.
+replica, num_partitions = its device count, use_spmd_partitioning (field 6), one computation
+per device and, for a module with Shardy's shardings, use_shardy_partitioner (field 19).
 
 `Client(table, options)` passes `options` ({name: int}) as PJRT_Client_Create's create
 options (the CPU plug-in reads `cpu_device_count`).
@@ -81,17 +81,18 @@ def _field(number, value):
     return _varint(number << 3 | 2) + _varint(len(value)) + value
 
 
-def compile_options(*device_ids, partitioned=False):
+def compile_options(*device_ids, partitioned=False, shardy=False):
     """The serialized CompileOptionsProto for one partition and one replica per id of
     `device_ids`, replica i on device `device_ids[i]`; `partitioned`: one replica and one
     partition per id instead, partition i on device `device_ids[i]`, for XLA's SPMD
-    partitioner (use_spmd_partitioning, field 6)."""
+    partitioner (use_spmd_partitioning, field 6), with `shardy` its Shardy partitioner
+    (use_shardy_partitioner, field 19) for a module with `sdy` shardings."""
     count = len(device_ids)
     if partitioned:
         computations = b"".join(_field(3, _field(1, i)) for i in device_ids)
         assignment = _field(1, 1) + _field(2, count) + computations
         build = _field(4, 1) + _field(5, count) + _field(6, 1) + _field(9, assignment)
-        return _field(3, build)
+        return _field(3, build + (_field(19, 1) if shardy else b""))
     computation = b"".join(_field(1, i) for i in device_ids)
     assignment = _field(1, count) + _field(2, 1) + _field(3, computation)
     build = _field(4, count) + _field(5, 1) + _field(9, assignment)

@@ -16,7 +16,8 @@ client.Executable's do.
 With `partitioned=True` the module has `mhlo.num_partitions` = `len(devices)` and sharding
 attributes on its arguments and results; XLA's SPMD partitioner splits it, partition i on
 `devices[i]`, and `in_avals`/`out_avals` are then each device's blocks (the shapes the
-partitioned program takes and gives).
+partitioned program takes and gives); `shardy=True` compiles it with the Shardy partitioner,
+for a module whose shardings are Shardy's (`sdy.sharding`).
 """
 import ctypes as C
 
@@ -28,12 +29,13 @@ from .client import (Buffer, avals_of, check_inputs, check_results, close_execut
 class ReplicatedExecutable:
     """A module compiled with one replica per device of `devices` (module docstring)."""
 
-    def __init__(self, client, mlir_text, in_avals, out_avals, devices, partitioned=False):
+    def __init__(self, client, mlir_text, in_avals, out_avals, devices, partitioned=False,
+                 shardy=False):
         self.client = client
         self.devices = [client.device(d) for d in devices]
         self.in_avals, self.out_avals = avals_of(in_avals), avals_of(out_avals)
         self.handle, _ = compile_cache.compile(client, mlir_text.encode(), compile_options(
-            *(d.id for d in self.devices), partitioned=partitioned))
+            *(d.id for d in self.devices), partitioned=partitioned, shardy=shardy))
         self._options = api.args(api.ExecuteOptions)
         try:
             check_results(client.api, self.handle, self.out_avals)
