@@ -99,7 +99,7 @@ def disable_jit(disable=True):
 
 class _Entry(staging.Entry):
     __slots__ = ("function", "ssa", "executable", "in_tree", "out_tree", "out_weak", "consts",
-                 "closed",   # the arrays the function closes over (consts before a backend holds them)
+                 "closed",   # the arrays it closes over (consts, before a backend holds them)
                  "in_avals", "held", "writes", "refs",   # held: donated inputs whose buffers become outputs
                  "placements")   # per output: the sharding its type gives it, or None
 

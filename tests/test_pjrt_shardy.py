@@ -3,7 +3,9 @@ Shardy (`jax_use_shardy_partitioner` on, the default as in JAX 0.10.2: `sdy.mesh
 `sdy.sharding` in the module, compiled with use_shardy_partitioner) and GSPMD (off:
 `mhlo.sharding`). Results against NumPy and between the two, the module texts, the compile
 options' field, the option's default and environment variable, and, where JAX is installed,
-kiln's Shardy module against the one JAX 0.10.2 writes for the same function and shardings."""
+kiln's Shardy module against the one JAX 0.10.2 writes for the same function and shardings.
+Output shardings left open are XLA's choice, read back from the executable
+(pjrt/shardings.py): against JAX's for the same call, and the tilings' decoding."""
 import os
 import re
 import subprocess
@@ -16,7 +18,7 @@ import pytest
 import kiln
 import kiln.numpy as jnp
 from kiln import P
-from kiln.compiler.backends.pjrt import client as pjrt, plugins
+from kiln.compiler.backends.pjrt import client as pjrt, plugins, shardings as chosen
 from kiln.compiler.config import Config
 from kiln.sharding import Mesh, NamedSharding
 
@@ -126,7 +128,11 @@ def test_the_module_has_jax_s_shardy_structure(tmp_path, partitioner):
                     out_shardings=(NamedSharding(mesh, P("y", "x")), NamedSharding(mesh, P()),
                                    NamedSharding(mesh, P("x", "y"))))
         print(f.lower(np.ones((4, 8), np.float32), np.ones((4, 8), np.float32)).as_text())
-    """))
+        for spec in ({SPECS}):
+            g = jax.jit({OPEN}, in_shardings=(NamedSharding(mesh, spec), NamedSharding(mesh, P())))
+            print("@@", [tuple(o.sharding.spec) for o in g(np.ones((4, 8), np.float32),
+                                                          np.ones((4, 8), np.float32))])
+    """).replace("{SPECS}", SPECS).replace("{OPEN}", OPEN))
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
                JAX_PLATFORMS="cpu")
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
@@ -138,3 +144,42 @@ def test_the_module_has_jax_s_shardy_structure(tmp_path, partitioner):
     (entry,) = f._partitioned.values()
     assert _sdy(entry.text) == _sdy(done.stdout)
     assert len(_sdy(entry.text)[1]) == 5
+    # the output shardings XLA chooses, under both partitioners, as JAX's
+    jax_specs = [eval(line[3:]) for line in done.stdout.splitlines() if line.startswith("@@")]
+    for on in (True, False):
+        partitioner(on)
+        for spec, want in zip(eval(SPECS), jax_specs):
+            g = kiln.jit(open_outputs, in_shardings=(
+                NamedSharding(mesh_2x2(), spec), NamedSharding(mesh_2x2(), P())))
+            outs = g(A, B)
+            assert [tuple(o.sharding.spec) for o in outs] == want
+            (entry,) = g._partitioned.values()
+            assert "sdy.sharding<@mesh, [{}, {}]>}) -> (tensor<4x8xf32>, tensor<8xf32>, " \
+                   "tensor<8x4xf32>, tensor<f32>)" in entry.text or not on
+            for o, w in zip(outs, (np.sin(A) + B, A.sum(0), A.T, A.sum())):
+                np.testing.assert_allclose(np.asarray(o), w, rtol=1e-5, atol=1e-4)
+
+
+SPECS = 'P("x", "y"), P("y"), P(None, ("y", "x"))'
+OPEN = "lambda a, b: (jnp.sin(a) + b, a.sum(0), a.T, a.sum())"   # JAX's, as open_outputs
+
+
+def open_outputs(a, b):
+    return jnp.sin(a) + b, a.sum(0), a.T, a.sum()
+
+
+@pytest.mark.parametrize("sizes", [(2, 2), (2, 1, 2), (4,), (2, 3)])
+def test_tilings_read_back_as_mesh_axes(sizes):
+    import itertools
+    axes = range(len(sizes))
+    for order in itertools.permutations(axes):
+        for where in itertools.product(range(3), repeat=len(sizes)):   # dim 0, 1 or none
+            dims = [tuple(a for a in order if where[a] == d) for d in range(2)]
+            tiling = chosen.layout(sizes, dims)
+            found = chosen.mesh_dims(tiling, sizes)
+            assert found is not None
+            np.testing.assert_array_equal(chosen.layout(sizes, found), tiling)
+            assert [tuple(a for a in d if sizes[a] > 1) for d in found] == \
+                [tuple(a for a in d if sizes[a] > 1) for d in dims]
+    if sizes == (2, 2):   # partitions 0 and 3 together: no mesh layout
+        assert chosen.mesh_dims(np.array([[[0], [3]], [[1], [2]]]), sizes) is None

@@ -119,6 +119,8 @@ ClientCompile = _struct("PJRT_Client_Compile_Args", [
     ("client", P), ("program", C.POINTER(Program)), ("compile_options", P),
     ("compile_options_size", SIZE), ("executable", P)])
 LoadedExecutable = _struct("PJRT_LoadedExecutable_Destroy_Args", [("executable", P)])
+OptimizedProgram = _struct("PJRT_Executable_OptimizedProgram_Args", [
+    ("executable", P), ("program", C.POINTER(Program))])
 LoadedExecutableGetExecutable = _struct("PJRT_LoadedExecutable_GetExecutable_Args", [
     ("loaded_executable", P), ("executable", P)])
 Executable = _struct("PJRT_Executable_Destroy_Args", [("executable", P)])

@@ -81,18 +81,21 @@ def _field(number, value):
     return _varint(number << 3 | 2) + _varint(len(value)) + value
 
 
-def compile_options(*device_ids, partitioned=False, shardy=False):
+def compile_options(*device_ids, partitioned=False, shardy=False, propagate=()):
     """The serialized CompileOptionsProto for one partition and one replica per id of
     `device_ids`, replica i on device `device_ids[i]`; `partitioned`: one replica and one
     partition per id instead, partition i on device `device_ids[i]`, for XLA's SPMD
     partitioner (use_spmd_partitioning, field 6), with `shardy` its Shardy partitioner
-    (use_shardy_partitioner, field 19) for a module with `sdy` shardings."""
+    (use_shardy_partitioner, field 19) for a module with `sdy` shardings; `propagate` (one
+    bool per result: allow_spmd_sharding_propagation_to_output, field 12) lets XLA choose
+    the sharding of the results marked True."""
     count = len(device_ids)
     if partitioned:
         computations = b"".join(_field(3, _field(1, i)) for i in device_ids)
         assignment = _field(1, 1) + _field(2, count) + computations
         build = _field(4, 1) + _field(5, count) + _field(6, 1) + _field(9, assignment)
-        return _field(3, build + (_field(19, 1) if shardy else b""))
+        chosen = _field(12, bytes(map(bool, propagate))) if any(propagate) else b""
+        return _field(3, build + chosen + (_field(19, 1) if shardy else b""))
     computation = b"".join(_field(1, i) for i in device_ids)
     assignment = _field(1, count) + _field(2, 1) + _field(3, computation)
     build = _field(4, count) + _field(5, 1) + _field(9, assignment)
