@@ -19,14 +19,14 @@ execution device (the plug-in's error, for bytes it cannot read, is a PjrtError 
 message) and returns a `Compiled` that is called as the original was.
 """
 import base64
-import hashlib
 import json
 
 import numpy as np
 
 from ..compiler.backends.pjrt.api import PjrtError
 from ..compiler.backends.stablehlo.module import StableHloModule
-from ..export import _aval_json, _aval_from_json, _array_json, _array_from_json
+from ..export import (_aval_json, _aval_from_json, _array_json, _array_from_json, framed,
+                      unframed)
 from ..jit import Compiled, CompiledForTopology, _Entry
 
 _MAGIC = b"kiln.serialize_executable"
@@ -45,9 +45,7 @@ def serialize(compiled):
         raise TypeError(f"serialize: expected the result of kiln.jit(f, backend='pjrt')"
                         f".lower(...).compile() or of Lowered.compile_for_topology(...), got "
                         f"{type(compiled).__name__}")
-    payload = json.dumps(document, sort_keys=True).encode()
-    blob = b"%s %d\n%s\n%s" % (_MAGIC, FORMAT_VERSION,
-                               hashlib.sha256(payload).hexdigest().encode(), payload)
+    blob = framed(_MAGIC, FORMAT_VERSION, json.dumps(document, sort_keys=True).encode())
     return blob, compiled.in_tree, compiled.out_tree
 
 
@@ -108,19 +106,8 @@ def _read(blob):
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise TypeError(f"deserialize_and_load: expected the bytes serialize() returned, got "
                         f"{type(blob).__name__}")
-    blob = bytes(blob)
-    header, _, rest = blob.partition(b"\n")
-    if not header.startswith(_MAGIC + b" "):
-        raise ValueError(_foreign(blob))
-    if header != b"%s %d" % (_MAGIC, FORMAT_VERSION):
-        raise ValueError(f"the blob's header {header[:60]!r} is not this kiln's format "
-                         f"{_MAGIC.decode()} {FORMAT_VERSION}; serialize the executable "
-                         f"again with this kiln")
-    digest, _, payload = rest.partition(b"\n")
-    if hashlib.sha256(payload).hexdigest().encode() != digest:
-        raise ValueError("the blob is corrupt (its SHA-256 does not match its contents: "
-                         "truncated or altered); serialize the executable again")
-    return json.loads(payload)
+    return json.loads(unframed(bytes(blob), _MAGIC, FORMAT_VERSION, ValueError, _foreign,
+                               "Serialize the executable again", "the executable"))
 
 
 def _foreign(blob):
