@@ -58,7 +58,8 @@ def _compiled_document(compiled):
         raise ValueError(f"Compilation does not support serialization: {name!r} was compiled "
                          f"by the {_backend_of(program)} backend; kiln serializes executables "
                          f"of PJRT plug-ins, so compile it with kiln.jit(f, backend='pjrt')")
-    if entry.refs is not None or entry.writes or any(p is not None for p in entry.placements or ()):
+    placed = any(p is not None for p in entry.placements or ())
+    if entry.refs is not None or entry.writes or placed:
         raise ValueError(f"serialize: {name!r} writes Refs or globals, or places its results "
                          f"by their sharding types, which happens around the executable, "
                          f"not in it; serialize a function that returns its results instead")
@@ -66,7 +67,7 @@ def _compiled_document(compiled):
     return _document(name, program.module, program.serialize(), entry.closed,
                      entry.in_avals, entry.out_weak, program.held, device.platform,
                      device.layer.info.client.platform_version, device.layer.plugin.name,
-                     None, [device.device_kind], device.id)
+                     None, [device.device_kind])
 
 
 def _topology_document(compiled):
@@ -76,7 +77,7 @@ def _topology_document(compiled):
     return _document(entry.function.name, module, compiled.serialized, entry.closed,
                      entry.in_avals, entry.out_weak, {}, compiled.platform,
                      compiled.platform_version, "libtpu", compiled.topology,
-                     list(compiled.device_kinds), 0)
+                     list(compiled.device_kinds))
 
 
 def _backend_of(executable):
@@ -88,7 +89,7 @@ def _backend_of(executable):
 
 
 def _document(name, module, executable, consts, in_avals, out_weak, held, platform,
-              platform_version, plugin, topology, device_kinds, device):
+              platform_version, plugin, topology, device_kinds):
     return {
         "function": name, "module": module.text, "module_name": module.name,
         "module_in": [_aval_json(a) for a in module.in_avals],
@@ -98,7 +99,7 @@ def _document(name, module, executable, consts, in_avals, out_weak, held, platfo
         "constants": [_array_json(np.asarray(c)) for c in consts],
         "executable": base64.b64encode(executable).decode(),
         "platform": platform, "platform_version": platform_version, "plugin": plugin,
-        "topology": topology, "device_kinds": device_kinds, "device": device}
+        "topology": topology, "device_kinds": device_kinds}
 
 
 def _read(blob):
