@@ -14,9 +14,8 @@ an argument is an Array spread over several PJRT devices (pjrt_spread.py). The c
   JAX), else GSPMD's `mhlo.sharding` (`hlo_sharding`): the arguments' own shardings, the
   results' from `out_shardings`; a result with none has none in the module, XLA chooses it
   (allow_spmd_sharding_propagation_to_output) and kiln reads XLA's choice back from the
-  executable as a NamedSharding over the mesh (`_chosen`, pjrt/shardings.py). In a call that
-  donates, or where XLA's choice is not such a sharding or the plug-in does not say, it is
-  kiln's inference instead: the result stays split along the dimension kiln's partitioning
+  executable as a NamedSharding over the mesh (`_chosen`, pjrt/shardings.py). Where XLA's
+  choice is not such a sharding or the plug-in does not say, it is kiln's inference instead: the result stays split along the dimension kiln's partitioning
   rules (the multi-process table, compiler/transforms/partition.py) leave it split for inputs
   split over one mesh axis, else it is replicated. The function's constants are replicated;
 - compiles it once per signature, layout and partitioner with one partition per device of
@@ -27,9 +26,11 @@ an argument is an Array spread over several PJRT devices (pjrt_spread.py). The c
 - returns each result spread over the devices with its sharding, left there: passed to the
   next call, its buffers go in as they are;
 - donates: an argument of `donate_argnums`/`donate_argnames` is aliased to the first free
-  result of its shape, dtype and sharding (`tf.aliasing_output`), PJRT takes its buffers over
-  and the argument's Array is deleted (JAX's "Array has been deleted" on a later use); one no
-  result can take is JAX's warning "Some donated buffers were not usable", left alone.
+  result of its shape, dtype and sharding (`tf.aliasing_output`), or, where XLA chooses some
+  result's sharding, marked a buffer donor (`jax.buffer_donor`) when a result of its shape and
+  dtype exists; PJRT takes its buffers over and the argument's Array is deleted (JAX's "Array
+  has been deleted" on a later use); one no result can take is JAX's warning "Some donated
+  buffers were not usable", left alone.
 """
 import os
 import sys
@@ -111,7 +112,7 @@ def partitioned_call(jitted, args, kwargs):
         for t, a in zip(targets, st.out_avals):
             if t is not None:
                 _check_target(t, a, mesh, jitted.__name__)
-        entry = None if donated or None not in targets else \
+        entry = None if None not in targets else \
             _compile(st, ins, targets, mesh, jitted.__name__, donated, shardy)
         if entry is None:   # kiln's inference for the results out_shardings leaves open
             inferred = _inferred(st.fn, ins, st.out_avals, mesh)
@@ -240,7 +241,10 @@ def _compile(st, ins, outs, mesh, name, donated, shardy):
     first free result of its shape, dtype and sharding. A result whose `outs` is None has no
     sharding in the module: XLA chooses it, and the entry's is what XLA chose, read back
     from the executable (`_chosen`); None when that is not a NamedSharding over `mesh` with
-    the blocks XLA made, or the plug-in does not say (the caller infers one instead)."""
+    the blocks XLA made, or the plug-in does not say (the caller infers one instead). Then a
+    donated argument for which some result of its shape and dtype exists is a buffer donor
+    (`jax.buffer_donor`, as in JAX): XLA gives its buffer to a result once it has placed
+    them, and PJRT takes it over in any case."""
     from .compiler.backends.stablehlo.module import (lower_module, gspmd_attribute,
                                                      sdy_attribute, sdy_mesh)
     from .compiler.backends.pjrt.replicated import ReplicatedExecutable
@@ -257,10 +261,14 @@ def _compile(st, ins, outs, mesh, name, donated, shardy):
              for s, a in zip(shardings, avals)]
             for shardings, avals in ((ins, in_avals), (outs, out_avals))]
     devices = list(mesh.devices.flat)
-    kind = lambda s, a: (a.shape, a.dtype, s and s.spec.padded(len(a.shape)))
+    open_outs = None in outs
+    kind = (lambda s, a: (a.shape, a.dtype)) if open_outs else \
+        (lambda s, a: (a.shape, a.dtype, s.spec.padded(len(a.shape))))
     found = aliases([kind(s, a) for s, a in zip(ins, in_avals)],
                     [kind(s, a) for s, a in zip(outs, out_avals)], donated)
-    module = lower_module(ssa, name, partitions=len(devices), shardings=text, aliases=found,
+    donors = set(found) if open_outs else set()
+    module = lower_module(ssa, name, partitions=len(devices), shardings=text,
+                          aliases=None if open_outs else found, donors=donors,
                           mesh=sdy_mesh(names, sizes) if shardy else None)
     infos = [d.layer.info for d in devices]
     entry = _Entry()

@@ -1,7 +1,7 @@
 """An SSA function as one StableHLO module in MLIR text (`lower_module`).
 
     lower_module(fn, name=None, replicas=1, partitions=1, shardings=None, aliases=None,
-                 dots=None, mesh=None)
+                 dots=None, mesh=None, donors=())
         -> StableHloModule(text, name, in_avals, out_avals)
     hlo_sharding(mesh_sizes, dims) -> the `mhlo.sharding` text of one value
     gspmd_attribute(mesh_sizes, dims) -> `mhlo.sharding = "..."`, its argument attribute
@@ -21,7 +21,10 @@ over the partitions; the avals stay the global ones. The attributes are GSPMD's
 mesh that `mesh`, an `sdy_mesh` operation, declares at the module's top; read by the Shardy
 partitioner, which the compile options must turn on).
 `aliases` ({argument index: result index}, jit's donation on PJRT devices) marks an argument
-`tf.aliasing_output`: XLA may write that result into the argument's buffer.
+`tf.aliasing_output`: XLA may write that result into the argument's buffer. `donors`
+(argument indices) marks arguments `jax.buffer_donor = true`, as JAX does when the results'
+shardings are XLA's to choose: XLA picks the result that takes each buffer after it has
+placed them.
 `dots` ({(dtype, lhs transposed, rhs transposed): target name}, from the plug-in that will
 compile the module: pjrt/ffi_dot.py) makes float matrix products, batched or not, custom calls
 of those targets (lower_linalg.py); without it (`as_text`, `kiln compile`) they are `stablehlo.dot_general`.
@@ -100,14 +103,15 @@ def _quoted(name):
     return json.dumps(str(name))
 
 
-def _attributed(text, sharding, alias=None):
-    attrs = ([] if sharding is None else [sharding]) + \
+def _attributed(text, sharding, alias=None, donor=False):
+    attrs = (["jax.buffer_donor = true"] if donor else []) + \
+        ([] if sharding is None else [sharding]) + \
         ([] if alias is None else [f"tf.aliasing_output = {alias} : i32"])
     return f"{text} {{{', '.join(attrs)}}}" if attrs else text
 
 
 def lower_module(fn, name=None, replicas=1, partitions=1, shardings=None, aliases=None,
-                 dots=None, mesh=None):
+                 dots=None, mesh=None, donors=()):
     """The StableHLO module of the SSA function `fn` (module docstring); `aliases` {argument
     index: result index}: donated arguments whose buffer a result of the same type may take
     (`tf.aliasing_output`, XLA's input-output aliasing); `mesh`: an operation (Shardy's
@@ -124,7 +128,7 @@ def lower_module(fn, name=None, replicas=1, partitions=1, shardings=None, aliase
     symbol = _symbol(name or fn.name)
     ins, outs_sharded = shardings or ([None] * len(args), [None] * len(outs))
     aliases = aliases or {}
-    params = ", ".join(_attributed(repr(a), s, aliases.get(i))
+    params = ", ".join(_attributed(repr(a), s, aliases.get(i), i in donors)
                        for i, (a, s) in enumerate(zip(args, ins)))
     results = ", ".join(o.type for o in outs)
     declared = ", ".join(_attributed(o.type, s) for o, s in zip(outs, outs_sharded))
