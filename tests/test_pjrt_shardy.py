@@ -183,3 +183,27 @@ def test_tilings_read_back_as_mesh_axes(sizes):
                 [tuple(a for a in d if sizes[a] > 1) for d in dims]
     if sizes == (2, 2):   # partitions 0 and 3 together: no mesh layout
         assert chosen.mesh_dims(np.array([[[0], [3]], [[1], [2]]]), sizes) is None
+
+
+def test_op_shardings_as_jaxlib_writes_them():
+    from kiln.compiler.backends.pjrt.client import _field
+    # OTHER, tiles [2, 1, 2] on devices 0 2 1 3, the last dimension replicated: rows over
+    # mesh axis 1 of a 2 x 2 mesh
+    explicit = bytes.fromhex("08031a030201022204000201033001")
+    tiling = chosen._tiling(explicit)
+    np.testing.assert_array_equal(tiling, [[[0, 2]], [[1, 3]]])
+    assert chosen.mesh_dims(tiling, (2, 2)) == [(1,), ()]
+    # the same as an iota: arange(4).reshape(2, 2).T
+    iota = _field(1, 3) + _field(3, bytes([2, 1, 2])) + _field(6, 1) + \
+        _field(9, bytes([2, 2])) + _field(10, bytes([1, 0]))
+    np.testing.assert_array_equal(chosen._tiling(iota), tiling)
+    assert chosen._tiling(_field(1, 0)) is None                    # REPLICATED
+    assert chosen._tiling(_field(1, 1) + _field(4, b"\x02")) is False   # MAXIMAL
+    jax = pytest.importorskip("jax")
+    from jax._src.lib import xla_client
+    made = xla_client.OpSharding()
+    made.type = xla_client.OpSharding.Type.OTHER
+    made.tile_assignment_dimensions = [2, 1, 2]
+    made.tile_assignment_devices = [0, 2, 1, 3]
+    made.replicate_on_last_tile_dim = True
+    assert made.SerializeToString() == explicit

@@ -117,18 +117,21 @@ def optimized_module(table, loaded):
 
 def output_shardings(table, loaded, count):
     """One tiling per result of a partitioned executable with `count` results (module
-    docstring); None where the plug-in does not say, False for a result kiln does not
-    read."""
-    module = optimized_module(table, loaded)
-    sharding = module and next((v for n, v in _fields(module) if n == 12), None)
-    if sharding is None:
+    docstring); None where the plug-in does not say (no optimized program, an error getting
+    it, or one kiln cannot read), False for a result kiln does not read."""
+    try:
+        module = optimized_module(table, loaded)
+        sharding = module and next((v for n, v in _fields(module) if n == 12), None)
+        if sharding is None:
+            return None
+        fields = _fields(sharding)
+        if next((v for n, v in fields if n == 1), _REPLICATED) == _TUPLE:
+            parts = [v for n, v in fields if n == 5]
+        else:
+            parts = [sharding]
+        return [_tiling(p) for p in parts] if len(parts) == count else None
+    except (api.PjrtError, ValueError, IndexError):
         return None
-    fields = _fields(sharding)
-    if next((v for n, v in fields if n == 1), _REPLICATED) == _TUPLE:
-        parts = [v for n, v in fields if n == 5]
-    else:
-        parts = [sharding]
-    return [_tiling(p) for p in parts] if len(parts) == count else None
 
 
 def mesh_dims(tiling, mesh_sizes):
