@@ -23,7 +23,10 @@ of values (`_choices`, the first the default): `numpy_rank_promotion` ("allow", 
 `..._device_to_device`), which kiln records and does not check (docs/differences.md), and
 `array_garbage_collection_guard` ("allow", "log", "fatal"). Flags the runtime acts on
 (runtime/execution_guards.py): `no_tracing`, `no_execution`, `thread_guard`,
-`allow_f16_reductions` (on by default: `_on_by_default`, read by `kiln.lax.reduce_sum`).
+`allow_f16_reductions` (on by default: `_on_by_default`, read by `kiln.lax.reduce_sum`),
+`use_shardy_partitioner` (on by default, as in JAX 0.10.2, or as `JAX_USE_SHARDY_PARTITIONER`
+says: sharded jit on PJRT devices writes Shardy's shardings, else GSPMD's;
+runtime/pjrt_partitioned.py).
 `jax2tf_associative_scan_reductions` is accepted with no effect (kiln has no jax2tf).
 JAX's persistent compilation cache and logging options (`_recorded`: `compilation_cache_dir`,
 `enable_compilation_cache`, `persistent_cache_min_entry_size_bytes`,
@@ -69,7 +72,8 @@ class Config:
         "jax2tf_associative_scan_reductions": ("JAX2TF_ASSOCIATIVE_SCAN_REDUCTIONS",),
         "thread_guard": ("JAX_THREAD_GUARD",),
     }
-    _on_by_default = ("allow_f16_reductions",)
+    _on_by_default = {"allow_f16_reductions": (),
+                      "use_shardy_partitioner": ("JAX_USE_SHARDY_PARTITIONER",)}
 
     _choices = {"numpy_rank_promotion": ("allow", "warn", "raise"),
                 "legacy_prng_key": ("allow", "warn", "error"),
@@ -92,7 +96,8 @@ class Config:
         self._values.update({name: None
                              for name in self._whole_numbers + self._texts + self._objects})
         self._values.update({name: values[0] for name, values in self._choices.items()})
-        self._values.update(dict.fromkeys(self._on_by_default, True))
+        self._values.update({name: _env_flag(*envs) if any(e in os.environ for e in envs)
+                             else True for name, envs in self._on_by_default.items()})
         self._values.update(self._recorded)
         self._listeners = []
         self._guards = {}

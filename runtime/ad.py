@@ -839,6 +839,9 @@ def saved_residuals(fun, *args, **kwargs):
         p_leaves, staging.static_mask(p_leaves, _primal_flags(p_leaves), False))
     st, _, fn, n_out, _, n_ct = _vjp_function(fun, p_tree, flags, False, statics, dynamic)
     n_f = len(st.fn.invars)
+    static_at = {i for i, _, _ in statics}
+    leaf_names = [name for i, name in enumerate(_argument_leaf_names(fun, args))
+                  if i not in static_at]
     fn = staging.run_pipeline(fn)
     unknown = [False] * n_f + [True] * n_ct + [False] * (len(fn.invars) - n_f - n_ct)
     known, _, _ = split(fn, unknown, n_out)
@@ -854,13 +857,29 @@ def saved_residuals(fun, *args, **kwargs):
                 where += f" from {eqn.info.filename}:{eqn.info.lineno}:{eqn.info.col}{fn_name}"
             order = (1, k)
         elif id(v) in arguments:
-            where, order = f"from the argument {v.name}", (0, arguments[id(v)])
+            k = arguments[id(v)]
+            name = leaf_names[k] if k < len(leaf_names) else v.name
+            where, order = f"from the argument {name}", (0, k)
         else:
             where, order = "a constant of the function", (2, 0)
         out.append((order, v.aval, where))
     out.sort(key=lambda t: t[0])
     out = [(aval, where) for _, aval, where in out]
     return out
+
+
+def _argument_leaf_names(fun, args):
+    """JAX's name of each leaf of the positional `args` of `fun`: its parameter's name and
+    the leaf's path in it (`params[0]`, `x`, `args[1]['w']`), or `args[i]...` where the
+    signature cannot say."""
+    import inspect
+    from .tree_util import keystr, tree_flatten_with_path
+    try:
+        bound = inspect.signature(fun).bind(*args).arguments
+    except (TypeError, ValueError):
+        bound = {"args": tuple(args)}
+    return [name + keystr(path) for name, value in bound.items()
+            for path, _ in tree_flatten_with_path(value)[0]]
 
 
 def _check_cotangents(fun, ct, value_tree, out_avals):

@@ -2,6 +2,12 @@
 eager loops, whose remaining iterations are compiled (`compiled_rest`, used by
 lax/_control_flow.py; docs/control_flow.md).
 
+The functions so compiled are `kiln.random`'s samplers (random.py) and the composite
+functions of `kiln.numpy`, `kiln.numpy.linalg`, `kiln.nn`, `kiln.scipy.linalg` and
+`kiln.scipy.special` that JAX 0.10.2 jits and whose compiled code gives the eager bits; each
+namespace's table (`tier_names`) names them with JAX's static parameters
+(docs/performance.md says which functions and why the others stay eager).
+
 A function such as `kiln.random.normal` is a few hundred primitives (the threefry hash, the
 sampler's arithmetic). Called outside `jit`, each primitive is dispatched on its own: about
 2-6 ms a call. JAX compiles its samplers on their first call (about 100 ms per new shape)
@@ -17,10 +23,11 @@ A signature is the call's pytree structure, each array leaf's shape, dtype and w
 type of each Python number (and an int's sign) passed to the compiled function, weakly typed
 as `jit` passes one, and the value of every other leaf: the numbers of the parameters named
 static (shapes, counts, axes), dtypes, strings, `None`, which stay fixed in the compiled
-function. A call compiled so gives the same bits as the eager one (the reference backend and
-the LLVM backend agree on every primitive a sampler uses; tests/test_eager_tiers.py checks
-each sampler). A signature whose compile fails (its code needs a number passed as an array
-to be static) stays eager.
+function. A call compiled so gives the same bits as the eager one: the reference backend and
+the LLVM backend agree on every primitive a sampler uses (tests/test_eager_tiers.py checks
+each sampler), and the library functions tiered are those built of primitives that agree
+(tests/test_eager_composites.py checks each). A signature whose compile fails (its code needs
+a number passed as an array to be static) stays eager.
 
 A call stays eager whenever anything but plain host values is involved, where `jit` could
 place or check the result differently from the eager operations: inside a function being
@@ -29,8 +36,9 @@ while a default device is set, or when an
 argument is a traced value (eager `grad`/`vmap`), an array on a device other than the host's
 first (a PJRT or GPU buffer, a placed or sharded array), or an unhashable static value.
 Under the float checks (`debug_nans`/`debug_infs`) a call is compiled at once: as in JAX,
-whose samplers are jitted, only the results are checked, not the sampler's own steps (its
-`erf_inv` makes NaNs it then discards). `KILN_EAGER_TIERS=0` turns the compiling off (every
+whose samplers and library functions are jitted, only the results are checked, not the
+function's own steps (a sampler's `erf_inv` makes NaNs it then discards, `median` a NaN a
+`where` drops). `KILN_EAGER_TIERS=0` turns the compiling off (every
 call eager).
 """
 import collections
@@ -85,12 +93,13 @@ def _number_signature(number):
 
 def _signature(names, static, args, kwargs):
     """(key, positions of the leaves passed to the compiled function, the leaves) of a
-    call, or None where it must stay eager. `names`: the positional parameters' names;
+    call, or None where it must stay eager. `names`: the positional parameters' names, the
+    last naming every argument beyond them (a `*args` parameter's name, or None);
     `static`: the parameters whose Python values are fixed in the compiled function (shapes,
     counts, axes); every other Python number is passed to it, weakly typed, as `jit` passes
     one."""
     keywords = sorted(kwargs)
-    named = [names[i] if i < len(names) else None for i in range(len(args))] + keywords
+    named = [names[min(i, len(names) - 1)] for i in range(len(args))] + keywords
     leaves, trees, parts, dynamic = [], [], [], []
     position = 0
     for name, argument in zip(named, list(args) + [kwargs[k] for k in keywords]):
@@ -153,7 +162,12 @@ def tiered(fn, static=()):
     """`fn`, its eager calls compiled once a signature repeats (see the module docstring);
     `static`: names of the parameters whose Python values stay fixed in the compiled code."""
     seen = {}   # signature -> eager calls so far (int), the compiled function, or _EAGER
-    names = list(inspect.signature(fn).parameters)
+    names = [None]   # the positional parameters' names, then the name of any beyond them
+    for parameter in inspect.signature(fn).parameters.values():
+        if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+            names.insert(-1, parameter.name)
+        elif parameter.kind is parameter.VAR_POSITIONAL:
+            names[-1] = parameter.name
     static = frozenset(static)
 
     @functools.wraps(fn)
@@ -184,8 +198,18 @@ def tiered(fn, static=()):
         seen[key] = compiled
         return out
 
-    call._kiln_tiers = seen
+    call._kiln_tiers, call._kiln_static = seen, static
     return call
+
+
+def tier_names(namespace, static_by_name):
+    """Tier each function `namespace[name]` (a `wrappers.user_facing` one) with `static`, for
+    each (name, static) of `static_by_name`: a library namespace's table of the functions that
+    compile once their eager calls repeat, with their static parameters. The tiers go inside
+    the user-facing wrapper, so that tracebacks hide their frames too."""
+    from .wrappers import user_facing
+    for name, static in static_by_name.items():
+        namespace[name] = user_facing(tiered(namespace[name].__wrapped__, static))
 
 
 _LOOPS = collections.OrderedDict()   # loop key -> its compiled rest, or _EAGER

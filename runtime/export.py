@@ -368,8 +368,7 @@ class Exported:
         `grad` can be applied that many times to the deserialized function's `call`)."""
         payload = json.dumps(self._document(vjp_order), sort_keys=True,
                              separators=(",", ":")).encode()
-        digest = hashlib.sha256(payload).hexdigest().encode()
-        return bytearray(b"%s %d\n%s\n" % (_MAGIC, FORMAT_VERSION, digest) + payload)
+        return bytearray(framed(_MAGIC, FORMAT_VERSION, payload))
 
     def _document(self, vjp_order):
         if vjp_order < 0 or int(vjp_order) != vjp_order:
@@ -703,25 +702,38 @@ def _export_vjp(primal):
 
 def deserialize(blob):
     """The `Exported` that `Exported.serialize` wrote into `blob` (bytes or bytearray)."""
-    blob = bytes(blob)
+    payload = unframed(bytes(blob), _MAGIC, FORMAT_VERSION, ExportFormatError, _foreign,
+                       "Export and serialize the function again", "the function")
+    return _from_document(json.loads(payload))
+
+
+def framed(magic, version, payload):
+    """`payload` behind a line naming its format (`magic`) and `version` and a line with its
+    SHA-256: how kiln's serialized blobs (this module's, serialize_executable's) begin."""
+    digest = hashlib.sha256(payload).hexdigest().encode()
+    return b"%s %d\n%s\n" % (magic, version, digest) + payload
+
+
+def unframed(blob, magic, version, error, foreign, again, what):
+    """The payload of a blob `framed(magic, version, ...)` wrote; else an `error` saying
+    why: `foreign(blob)` for a blob of another format, `again` (what to do) for another
+    version, and for a damaged header or payload that `what` must be serialized again."""
     header, _, rest = blob.partition(b"\n")
-    if not header.startswith(_MAGIC + b" "):
-        raise ExportFormatError(_foreign(blob))
+    if not header.startswith(magic + b" "):
+        raise error(foreign(blob))
     try:
-        version = int(header[len(_MAGIC) + 1:])
+        found = int(header[len(magic) + 1:])
     except ValueError:
-        raise ExportFormatError(f"the blob's header {header[:40]!r} is damaged; serialize "
-                                f"the function again") from None
-    if version != FORMAT_VERSION:
-        raise ExportFormatError(f"the blob is in kiln.export format version {version}; this "
-                                f"kiln reads version {FORMAT_VERSION}. Export and serialize "
-                                f"the function again with this kiln.")
+        raise error(f"the blob's header {header[:40]!r} is damaged; serialize {what} "
+                    f"again") from None
+    if found != version:
+        raise error(f"the blob is in {magic.decode()} format version {found}; this kiln "
+                    f"reads version {version}. {again} with this kiln.")
     digest, _, payload = rest.partition(b"\n")
     if hashlib.sha256(payload).hexdigest().encode() != digest:
-        raise ExportFormatError("the blob is corrupt (its SHA-256 does not match its "
-                                "contents: truncated or altered); serialize the function "
-                                "again")
-    return _from_document(json.loads(payload))
+        raise error(f"the blob is corrupt (its SHA-256 does not match its contents: "
+                    f"truncated or altered); serialize {what} again")
+    return payload
 
 
 def _from_document(doc):

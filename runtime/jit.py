@@ -98,7 +98,8 @@ def disable_jit(disable=True):
 
 
 class _Entry(staging.Entry):
-    __slots__ = ("function", "ssa", "executable", "out_tree", "out_weak", "consts",
+    __slots__ = ("function", "ssa", "executable", "in_tree", "out_tree", "out_weak", "consts",
+                 "closed",   # the arrays it closes over (consts, before a backend holds them)
                  "in_avals", "held", "writes", "refs",   # held: donated inputs whose buffers become outputs
                  "placements")   # per output: the sharding its type gives it, or None
 
@@ -342,12 +343,14 @@ class Jitted:
         entry.function = st.fn
         entry.ssa = ssa
         entry.executable = executable
+        entry.in_tree = key[0]
         entry.out_tree = st.out_tree
         entry.writes = st.writes
         entry.refs = st.refs
         entry.out_weak = [v.aval.weak_type for v in ssa.outvars]
         hold = getattr(executable, "hold_constants", None)   # (pjrt, cuda: on the device once)
         entry.consts = st.extra if hold is None else hold(st.extra)
+        entry.closed = st.extra
         entry.guards = st.guards
         entry.in_avals = key[1]
         entry.placements = placements(st.out_avals, self._leaves(args, kwargs))
@@ -520,17 +523,45 @@ class Lowered:
 
     def compile_for_topology(self, topology):
         """The StableHLO module compiled by libtpu for the TPU topology `topology` ("v5e:2x2",
-        ...) without a TPU: its serialized executable, platform and devices (kiln.pjrt.
-        compile_for_topology; docs/pjrt.md)."""
+        ...) without a TPU: a `CompiledForTopology` (kiln.pjrt.compile_for_topology;
+        docs/pjrt.md)."""
         from .pjrt import compile_for_topology
-        return compile_for_topology(_stablehlo_text(self._entry), topology)
+        return CompiledForTopology(self._entry,
+                                   compile_for_topology(_stablehlo_text(self._entry), topology))
+
+
+class CompiledForTopology:
+    """`Lowered.compile_for_topology(name)`: the plug-in's executable for a topology whose
+    devices this machine lacks. `serialized` is the plug-in's bytes of it, `topology`,
+    `platform`, `platform_version` and `device_kinds` say what it was compiled for, `in_tree`
+    and `out_tree` are the function's. It does not run here:
+    `kiln.experimental.serialize_executable.serialize(it)` packs it with what loading it on
+    such devices needs (its arguments' types, its constants, its module)."""
+
+    def __init__(self, entry, compiled):
+        self._entry = entry
+        self.topology, self.platform, self.platform_version, self.device_kinds, \
+            self.serialized = compiled
+
+    in_tree = property(lambda self: self._entry.in_tree)
+    out_tree = property(lambda self: self._entry.out_tree)
+
+    def __repr__(self):
+        return (f"CompiledForTopology({self._entry.function.name!r}, topology="
+                f"{self.topology!r}, platform={self.platform!r}, "
+                f"{len(self.device_kinds)} devices)")
 
 
 class Compiled:
-    """The backend's executable; `as_text()` is what the backend runs."""
+    """The backend's executable; `as_text()` is what the backend runs; `in_tree` and
+    `out_tree` the pytrees of its (dynamic) arguments, as `((args...), {kwargs})`, and of its
+    results."""
 
     def __init__(self, entry):
         self._entry = entry
+
+    in_tree = property(lambda self: self._entry.in_tree)
+    out_tree = property(lambda self: self._entry.out_tree)
 
     def as_text(self, level=None):
         """What the backend runs: for the LLVM backend the optimised IR, or `level`
@@ -560,7 +591,11 @@ class Compiled:
 
     def __call__(self, *args, **kwargs):
         """Run on the dynamic arguments (pytrees as at `lower`, static ones left out)."""
-        leaves, _ = tree_flatten((tuple(args), kwargs))
+        leaves, tree = tree_flatten((tuple(args), kwargs))
+        if tree != self._entry.in_tree:
+            raise TypeError(f"Function compiled with input pytree does not match the input "
+                            f"pytree it was called with: compiled for "
+                            f"{self._entry.in_tree}, called with {tree}")
         pairs = [leaf_aval(x, f"argument {i}", dense=True, refs=True)
                  for i, x in enumerate(leaves)]
         avals = tuple(a for a, _ in pairs)

@@ -212,13 +212,15 @@ def compile_for_topology(mlir_text, topology):
                                   pjrt.compile_options(0))
 
 
-def executable(mlir_text, in_avals, out_avals, device):
-    """A StableHLO module compiled for `device` (a PjrtDevice); see `Executable`."""
+def executable(mlir_text, in_avals, out_avals, device, serialized=None):
+    """A StableHLO module compiled for `device` (a PjrtDevice), or with `serialized` the
+    plug-in's executable loaded from those bytes instead (`Executable.serialize()`'s); see
+    `Executable`."""
     if not isinstance(device, PjrtDevice):
         raise TypeError(f"executable: {device!r} is not a PJRT device; use one of "
                         f"kiln.devices('pjrt')")
     return Executable(pjrt.Executable(device.layer.info.client, mlir_text, in_avals, out_avals,
-                                      device.layer.info), device.layer)
+                                      device.layer.info, serialized), device.layer)
 
 
 class Executable:
@@ -230,6 +232,11 @@ class Executable:
     def __init__(self, compiled, layer):
         self.compiled = compiled
         self.layer = layer
+
+    def serialize(self):
+        """The plug-in's bytes of this executable, which `executable(..., serialized=)`
+        loads (client.Executable.serialize)."""
+        return self.compiled.serialize()
 
     def __call__(self, *args):
         from .array import Array
@@ -288,9 +295,10 @@ class Program:
     PJRT device (kiln.default_device), else on `default`, compiling the module once per
     device (for `default` at once), and returns one DeviceBuffer per output, left on the
     device. After `hold_constants(consts)` it keeps the constants itself, put on each device
-    once, and is called with the arguments only."""
+    once, and is called with the arguments only. With `serialized` (the bytes of
+    `serialize()`) its executable on `default` is loaded from them, not compiled."""
 
-    def __init__(self, module, default):
+    def __init__(self, module, default, serialized=None):
         self.module = module
         self.default = default
         self._compiled = {}
@@ -298,7 +306,7 @@ class Program:
         self._constants = ()
         self._placed = {}   # device -> the constants as DeviceBuffers on it
         self.held = {}   # output index -> the donated input whose buffer it takes
-        self._on(default)
+        self._on(default, serialized)
 
     def hold_constants(self, consts):
         """Keep `consts` (@main's last arguments) to pass at every call; returns what the
@@ -314,15 +322,20 @@ class Program:
                 device, [DeviceBuffer(layer.to_device(c), layer) for c in self._constants])
         return placed
 
-    def _on(self, device):
+    def _on(self, device, serialized=None):
         exe = self._compiled.get(device)
         if exe is None:
             with self._lock:
                 exe = self._compiled.get(device)
                 if exe is None:
                     exe = self._compiled[device] = executable(
-                        self.module.text, self.module.in_avals, self.module.out_avals, device)
+                        self.module.text, self.module.in_avals, self.module.out_avals, device,
+                        serialized)
         return exe
+
+    def serialize(self):
+        """The plug-in's bytes of the executable on the default device."""
+        return self._on(self.default).serialize()
 
     def __call__(self, *values):
         chosen = _default_device.current() if _default_device.IN_FORCE[0] else None

@@ -8,22 +8,29 @@ an argument is an Array spread over several PJRT devices (pjrt_spread.py). The c
   that are not spread over it are put on it replicated (an argument spread over another mesh
   through the host); a pmap result over it gets its mapped axis back on each device;
 - stages `f` for the global shapes, runs the reference pipeline and lowers it to one StableHLO
-  module with `mhlo.num_partitions` = the mesh's size and an `mhlo.sharding` on every argument
-  and result (stablehlo/module.py's `hlo_sharding`): the arguments' own shardings, the results'
-  from `out_shardings`; where none is given, a result stays split along the dimension kiln's
-  partitioning rules (the multi-process table, compiler/transforms/partition.py) leave it
-  split for inputs split over one mesh axis, else it is replicated; the function's constants
-  are replicated;
-- compiles it once per signature and layout with one partition per device of the mesh, in
-  its row-major order (replicated.py, `partitioned=True`): XLA's SPMD partitioner inserts the
+  module with `mhlo.num_partitions` = the mesh's size and a sharding on every argument and
+  result: Shardy's (`sdy.mesh @mesh` and an `sdy.sharding` each, stablehlo/module.py's
+  `sdy_mesh` and `sdy_attribute`) while `jax_use_shardy_partitioner` is on (the default, as in
+  JAX), else GSPMD's `mhlo.sharding` (`hlo_sharding`): the arguments' own shardings, the
+  results' from `out_shardings`; a result with none has none in the module, XLA chooses it
+  (allow_spmd_sharding_propagation_to_output) and kiln reads XLA's choice back from the
+  executable as a NamedSharding over the mesh (`_chosen`, pjrt/shardings.py). Where XLA's
+  choice is not such a sharding or the plug-in does not say, it is kiln's inference instead: the result stays split along the dimension kiln's partitioning
+  rules (the multi-process table, compiler/transforms/partition.py) leave it split for inputs
+  split over one mesh axis, else it is replicated. The function's constants are replicated;
+- compiles it once per signature, layout and partitioner with one partition per device of
+  the mesh, in its row-major order (replicated.py, `partitioned=True`, and `shardy=True` for
+  Shardy's module): XLA's partitioner inserts the
   collectives the layout needs (a batch mean's all-reduce), and every device runs its
   partition in one execution;
 - returns each result spread over the devices with its sharding, left there: passed to the
   next call, its buffers go in as they are;
 - donates: an argument of `donate_argnums`/`donate_argnames` is aliased to the first free
-  result of its shape, dtype and sharding (`tf.aliasing_output`), PJRT takes its buffers over
-  and the argument's Array is deleted (JAX's "Array has been deleted" on a later use); one no
-  result can take is JAX's warning "Some donated buffers were not usable", left alone.
+  result of its shape, dtype and sharding (`tf.aliasing_output`), or, where XLA chooses some
+  result's sharding, marked a buffer donor (`jax.buffer_donor`) when a result of its shape and
+  dtype exists; PJRT takes its buffers over and the argument's Array is deleted (JAX's "Array
+  has been deleted" on a later use); one no result can take is JAX's warning "Some donated
+  buffers were not usable", left alone.
 """
 import os
 import sys
@@ -31,6 +38,7 @@ import sys
 import numpy as np
 
 from .tree_util import tree_unflatten, tree_leaves
+from .compiler.config import config
 from . import staging
 from .array import Array, to_array
 from .compiler.backends.cuda.device import DeviceBuffer
@@ -40,8 +48,9 @@ from .staging import leaf_aval
 
 
 class _Entry(staging.Entry):
-    __slots__ = ("executable", "constants", "out_tree", "out_weak", "out_shardings",
+    __slots__ = ("executable", "text", "constants", "out_tree", "out_weak", "out_shardings",
                  "out_avals", "writes", "held")   # held: the donated inputs a result took
+    # text: the module the plug-in compiled
 
 
 def wanted(jitted, values):
@@ -89,7 +98,8 @@ def partitioned_call(jitted, args, kwargs):
         placed.append(x)
     avals = [leaf_aval(x, f"argument {i} of {jitted.__name__}")[0] for i, x in enumerate(placed)]
     specs = tuple(spread_of(x).sharding.spec.padded(len(a.shape)) for x, a in zip(placed, avals))
-    key = (treedef, tuple(avals), specs, statics, mesh)
+    shardy = config.read("use_shardy_partitioner")
+    key = (treedef, tuple(avals), specs, statics, mesh, shardy)
 
     def make(stale):
         st, _, _ = staging.stage_call(jitted._fun, args, kwargs, jitted._static,
@@ -99,18 +109,17 @@ def partitioned_call(jitted, args, kwargs):
                                                       tree_unflatten(st.out_tree, [0] * n))]
         targets += [None] * (len(st.out_avals) - n)   # globals the function assigns
         ins = [spread_of(x).sharding for x in placed] + [replicated] * len(st.extra)
-        inferred = _inferred(st.fn, ins, st.out_avals, mesh)
-        outs = []
-        for t, a, guess in zip(targets, st.out_avals, inferred):
-            t = guess if t is None else t
-            if not isinstance(t, NamedSharding) or t.mesh != mesh:
-                raise NotImplementedError(
-                    f"jit of {jitted.__name__} on PJRT devices: the out_sharding {t} is not a "
-                    f"NamedSharding over the mesh of its arguments ({mesh}); kiln partitions a "
-                    f"call over one mesh: use it for every sharding")
-            t.check_shape(a.shape)
-            outs.append(t)
-        entry = _compile(st, ins, outs, mesh, jitted.__name__, donated)
+        for t, a in zip(targets, st.out_avals):
+            if t is not None:
+                _check_target(t, a, mesh, jitted.__name__)
+        entry = None if None not in targets else \
+            _compile(st, ins, targets, mesh, jitted.__name__, donated, shardy)
+        if entry is None:   # kiln's inference for the results out_shardings leaves open
+            inferred = _inferred(st.fn, ins, st.out_avals, mesh)
+            outs = [guess if t is None else t for t, guess in zip(targets, inferred)]
+            for t, a in zip(outs, st.out_avals):
+                _check_target(t, a, mesh, jitted.__name__)
+            entry = _compile(st, ins, outs, mesh, jitted.__name__, donated, shardy)
         warn_unusable([avals[i] for i in donated if i not in entry.held], _frames_in_kiln())
         return entry
 
@@ -128,6 +137,16 @@ def partitioned_call(jitted, args, kwargs):
         staging.assign_globals(entry.writes, outs)
         outs = outs[:entry.out_tree.num_leaves]
     return tree_unflatten(entry.out_tree, outs)
+
+
+def _check_target(sharding, aval, mesh, name):
+    """An out_sharding must be a NamedSharding over the call's mesh that fits its result."""
+    if not isinstance(sharding, NamedSharding) or sharding.mesh != mesh:
+        raise NotImplementedError(
+            f"jit of {name} on PJRT devices: the out_sharding {sharding} is not a "
+            f"NamedSharding over the mesh of its arguments ({mesh}); kiln partitions a "
+            f"call over one mesh: use it for every sharding")
+    sharding.check_shape(aval.shape)
 
 
 def _frames_in_kiln():
@@ -179,17 +198,55 @@ def _inferred(fn, ins, out_avals, mesh):
             NamedSharding(mesh, PartitionSpec(*[None] * d, axis)) for d in got]
 
 
+def _chosen(executable, outs, out_avals, mesh):
+    """`outs` with each None replaced by the NamedSharding over `mesh` that XLA chose for
+    that result (pjrt/shardings.py), or None where one is not such a sharding, or its blocks
+    are not the ones XLA made (an uneven split XLA pads), or the plug-in does not say."""
+    from .compiler.backends.pjrt.shardings import mesh_dims
+    chosen, blocks = executable.chosen, executable.out_avals
+    if chosen is None or blocks is None:
+        return None
+    names, sizes = mesh.axis_names, tuple(mesh.devices.shape)
+    found = []
+    for s, a, tiling, (block, _) in zip(outs, out_avals, chosen, blocks):
+        if s is None:
+            dims = [()] * len(a.shape) if tiling is None else \
+                None if tiling is False else mesh_dims(tiling, sizes)
+            if dims is None or len(dims) != len(a.shape):
+                return None
+            spec = [None if not axes else names[axes[0]] if len(axes) == 1 else
+                    tuple(names[x] for x in axes) for axes in dims]
+            while spec and spec[-1] is None:   # JAX's spec of XLA's choice: P('y'), P()
+                spec.pop()
+            s = NamedSharding(mesh, PartitionSpec(*spec))
+            try:
+                s.check_shape(a.shape)   # an uneven split, which XLA pads
+            except ValueError:
+                return None
+            if tuple(s.shard_shape(a.shape)) != tuple(block):
+                return None
+        found.append(s)
+    return found
+
+
 def _dims(sharding, ndim):
     names = sharding.mesh.axis_names
     return [tuple(names.index(n) for n in sharding.spec.names(d)) for d in range(ndim)]
 
 
-def _compile(st, ins, outs, mesh, name, donated):
+def _compile(st, ins, outs, mesh, name, donated, shardy):
     """The entry of a call: `st` (staging.Staged) lowered with shardings `ins` (arguments,
-    then constants) and `outs`, compiled with one partition per device of `mesh`; a donated
-    argument (`donated`: indices) aliased to the first free result of its shape, dtype and
-    sharding."""
-    from .compiler.backends.stablehlo.module import lower_module, hlo_sharding
+    then constants) and `outs`, Shardy's if `shardy` else GSPMD's, compiled with one
+    partition per device of `mesh`; a donated argument (`donated`: indices) aliased to the
+    first free result of its shape, dtype and sharding. A result whose `outs` is None has no
+    sharding in the module: XLA chooses it, and the entry's is what XLA chose, read back
+    from the executable (`_chosen`); None when that is not a NamedSharding over `mesh` with
+    the blocks XLA made, or the plug-in does not say (the caller infers one instead). Then a
+    donated argument for which some result of its shape and dtype exists is a buffer donor
+    (`jax.buffer_donor`, as in JAX): XLA gives its buffer to a result once it has placed
+    them, and PJRT takes it over in any case."""
+    from .compiler.backends.stablehlo.module import (lower_module, gspmd_attribute,
+                                                     sdy_attribute, sdy_mesh)
     from .compiler.backends.pjrt.replicated import ReplicatedExecutable
     from .pjrt import aliases
     from .staging import run_pipeline
@@ -197,20 +254,35 @@ def _compile(st, ins, outs, mesh, name, donated):
     sizes = tuple(mesh.devices.shape)
     in_avals = [v.aval for v in ssa.invars]
     out_avals = [v.aval for v in ssa.outvars]
-    text = [[hlo_sharding(sizes, _dims(s, len(a.shape))) for s, a in zip(shardings, avals)]
+    names = mesh.axis_names
+    attribute = (lambda dims: sdy_attribute(names, dims)) if shardy else \
+        (lambda dims: gspmd_attribute(sizes, dims))
+    text = [[None if s is None else attribute(_dims(s, len(a.shape)))
+             for s, a in zip(shardings, avals)]
             for shardings, avals in ((ins, in_avals), (outs, out_avals))]
     devices = list(mesh.devices.flat)
-    kind = lambda s, a: (a.shape, a.dtype, s.spec.padded(len(a.shape)))
+    open_outs = None in outs
+    kind = (lambda s, a: (a.shape, a.dtype)) if open_outs else \
+        (lambda s, a: (a.shape, a.dtype, s.spec.padded(len(a.shape))))
     found = aliases([kind(s, a) for s, a in zip(ins, in_avals)],
                     [kind(s, a) for s, a in zip(outs, out_avals)], donated)
-    module = lower_module(ssa, name, partitions=len(devices), shardings=text, aliases=found)
+    donors = set(found) if open_outs else set()
+    module = lower_module(ssa, name, partitions=len(devices), shardings=text,
+                          aliases=None if open_outs else found, donors=donors,
+                          mesh=sdy_mesh(names, sizes) if shardy else None)
     infos = [d.layer.info for d in devices]
     entry = _Entry()
+    entry.text = module.text
     entry.executable = ReplicatedExecutable(
         infos[0].client, module.text, [a.update(shape=s.shard_shape(a.shape))
                                        for s, a in zip(ins, in_avals)],
-        [a.update(shape=s.shard_shape(a.shape)) for s, a in zip(outs, out_avals)], infos,
-        partitioned=True)
+        [None if s is None else a.update(shape=s.shard_shape(a.shape))
+         for s, a in zip(outs, out_avals)], infos, partitioned=True, shardy=shardy)
+    if None in outs:
+        outs = _chosen(entry.executable, outs, out_avals, mesh)
+        if outs is None:
+            entry.executable.close()
+            return None
     entry.constants = [[d.layer.to_device(np.asarray(c, order="C")) for c in st.extra]
                        for d in devices]
     entry.out_tree, entry.writes = st.out_tree, st.writes

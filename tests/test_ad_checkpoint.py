@@ -41,6 +41,30 @@ def test_saved_residuals_are_jaxs_for_a_chain_of_layers(capsys):
     assert all("test_ad_checkpoint.py" in line and "(layer)" in line for line in got[4:])
 
 
+def test_saved_arguments_are_named_by_their_paths_as_jaxs(capsys):
+    """The guide's `loss(params, x, y)` with a list of weights: `params[0]`, ..., then `x`."""
+    import jax.ad_checkpoint as jax_ad_checkpoint
+
+    def loss(np_):
+        def f(params, x, y):
+            *Ws, last = params
+            for W in Ws:
+                x = layer(W, x, np_)
+            return np_.sum((np_.dot(last, x) - y) ** 2)
+        return f
+
+    def arguments(np_):
+        return [np_.ones((4, 4))] * 3, np_.ones(4), np_.ones(4)
+    got = _printed(capsys, kiln.ad_checkpoint, loss(jnp), arguments(jnp))
+    want = _printed(capsys, jax_ad_checkpoint, loss(jjnp), arguments(jjnp))
+    named = ["f32[4,4] from the argument params[0]", "f32[4,4] from the argument params[1]",
+             "f32[4,4] from the argument params[2]", "f32[4] from the argument x"]
+    assert got[:4] == want[:4] == named
+    got = _printed(capsys, kiln.ad_checkpoint, lambda *a: loss(jnp)(*a), arguments(jnp))
+    assert got[:4] == [line.replace("params", "a[0]").replace("argument x", "argument a[1]")
+                       for line in named]   # JAX's names of a *args function's leaves
+
+
 def test_checkpoint_saves_only_the_arguments(capsys):
     got = _printed(capsys, kiln.ad_checkpoint, checkpoint(three_layers(jnp)), _args(jnp))
     assert got == ["f32[5,4] from the argument W1", "f32[6,5] from the argument W2",

@@ -527,3 +527,24 @@ def test_help_documents_the_command(capsys):
                    "--name", "--cpu", "--output", "grad_<f>", "lib<NAME>.so", "exit codes"):
         assert option in out
 
+
+
+def test_runtime_objects_come_from_the_disk_cache(tmp_path, monkeypatch):
+    """kiln_runtime.o / kiln_mpi.o are compiled once per machine and then read from the disk
+    cache; a cached payload that is not an object file is dropped and rebuilt."""
+    from kiln.compiler.aot import native
+    from kiln.compiler.backends.llvm import disk_cache, target
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    mach = native.machine("generic")
+    source = "define i32 @one() {\n  ret i32 1\n}\n"
+    compiled = []
+
+    def compile_():
+        compiled.append(1)
+        return ["kiln_sgemm"], target.object_code(target.optimize(source, "t", mach.machine),
+                                                  mach.machine)
+    first = native._cached("t", source, mach, compile_)
+    assert native._cached("t", source, mach, compile_) == first and len(compiled) == 1
+    assert native._cached("t", source + "\n", mach, compile_) == first and len(compiled) == 2
+    monkeypatch.setattr(disk_cache, "load", lambda key: b"kiln_sgemm\0not an object")
+    assert native._cached("t", source, mach, compile_) == first and len(compiled) == 3

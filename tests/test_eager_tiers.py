@@ -225,3 +225,17 @@ def test_the_default_threshold(monkeypatch):
     outs.append(random.key_data(random.split(key)))
     assert len(compiled_entries("split")) == 1
     np.testing.assert_array_equal(outs[-1], outs[0])
+
+
+def scaled(x, *factors, axis=0):
+    return kiln.numpy.sum(x, axis=axis) * kiln.numpy.prod(kiln.numpy.asarray(factors))
+
+
+def test_arguments_of_a_star_parameter_are_not_named_after_the_keywords():
+    """`scaled(x, 2.0, 3.0)`: the 3.0 is one of `factors`, passed to the compiled code, not a
+    value of the static `axis` (the parameter after `*factors`)."""
+    f = eager_tiers.tiered(scaled, static=("axis",))
+    x = np.ones((2, 3), np.float32)
+    for b in [3.0, 4.0, 5.0, 6.0]:
+        np.testing.assert_array_equal(f(x, 2.0, b), np.full(3, 4.0 * b, np.float32))
+    assert len([v for v in f._kiln_tiers.values() if type(v) is not int]) == 1

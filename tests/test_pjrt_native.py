@@ -157,6 +157,13 @@ def test_compile_for_a_tpu_topology_without_a_tpu():
     assert len(out.serialized) > 1000
     with pytest.raises(api.PjrtError):
         lowered.compile_for_topology("no-such-topology")
+    # Its bytes, packed by serialize, are refused by name on another plug-in.
+    from kiln.experimental import serialize_executable as se
+    if any(f.name == "xla-cpu-pjrt" for f in plugins.discover()):
+        blob, in_tree, out_tree = se.serialize(out)
+        with pytest.raises(ValueError, match="compiled for platform 'tpu' .*v5e:2x2.* cannot "
+                                             "be loaded on platform 'cpu'"):
+            se.deserialize_and_load(blob, in_tree, out_tree)
 
 
 def test_compile_for_a_topology_without_libtpu_fails_fast(monkeypatch):

@@ -318,7 +318,8 @@ def test_jit_of_spread_arguments_keeps_the_batch_split(n, per, cols):
     xs = kiln.device_put(x, NamedSharding(mesh, P("b")))
     f = kiln.jit(lambda a, c: (jnp.sin(a) * c, a.sum(0)))
     out, total = f(xs, np.float32(2))
-    assert out.sharding == NamedSharding(mesh, P("b"))
+    # as in JAX: XLA leaves an empty result replicated; one device keeps the argument's
+    assert out.sharding == NamedSharding(mesh, P("b") if per or n == 1 else P())
     assert total.sharding == NamedSharding(mesh, P())
     np.testing.assert_allclose(np.asarray(out), np.sin(x) * 2, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(np.asarray(total), x.sum(0), rtol=1e-5, atol=1e-5)

@@ -17,7 +17,8 @@ object and are bound by the C glue (glue.py).
 `kiln_fft_complex64`, `kiln_fft_complex128`) and the
 compiler-rt builtins the functions' code may call (builtins.py: float16 conversions), emitted
 into a module of its own and compiled with the same machine; the builtins stay hidden
-definitions, so the library resolves its own calls to them and exports none.
+definitions, so the library resolves its own calls to them and exports none. Its object code
+(and `mpi_object`'s) is kept in the LLVM backend's disk cache, keyed by the IR and the machine.
 
 llvmlite is imported here: only the compile side of ahead-of-time compilation uses this module.
 """
@@ -29,8 +30,8 @@ from typing import NamedTuple
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from ..backends.llvm import (blas, blas_lookup, builtins, externs, fft_kernel, gemm_packed,
-                             pool, rtlib, target)
+from ..backends.llvm import (blas, blas_lookup, builtins, disk_cache, externs, fft_kernel,
+                             gemm_packed, object_symbols, pool, rtlib, target)
 from ..backends.llvm.executable import build_module
 
 CPU_MODES = ("native", "generic")
@@ -103,32 +104,60 @@ def compile_function(fn, mach):
 
 
 def runtime_object(mach):
-    """(module name, extern names, object code) of the runtime library for `mach`."""
+    """(module name, extern names, object code) of the runtime library for `mach`, read from
+    the disk cache when an earlier build for the same machine left it there (its LLVM O3
+    compile is most of a small library's build time)."""
     module = ir.Module(name=rtlib.NAME)
     module.triple = target.triple()
     pool.emit(module, module.triple)
     gemm_packed.emit(module)
     fft_kernel.emit(module)
     builtins.emit(module)
-    with target.LOCK:
+
+    def compile_():
         optimized = target.optimize(str(module), rtlib.NAME, machine=mach.machine)
         _localise(optimized, rtlib.NAME, keep={*rtlib.FUNCTIONS.values(), *builtins.NAMES})
-        return (rtlib.NAME, _defined_externs(optimized, rtlib.NAME),
-                target.object_code(optimized, mach.machine))
+        return _defined_externs(optimized, rtlib.NAME), target.object_code(optimized,
+                                                                           mach.machine)
+    return (rtlib.NAME, *_cached(rtlib.NAME, str(module), mach, compile_))
 
 
 def mpi_object(mach, handle_size):
     """Object code of the MPI engine's library (kiln.mpi: mpi_engine.py) for `mach` and MPI
     handles of `handle_size` bytes, its LIBRARY_SYMBOLS hidden: the library's functions
     that call collectives across processes reach it through their kiln_mpi_* externs, and
-    the glue's `<NAME>_mpi_setup` fills its state."""
+    the glue's `<NAME>_mpi_setup` fills its state. Cached on disk as `runtime_object`."""
     from ..backends import mpi_engine
     name = f"kiln.mpi{handle_size}"
-    with target.LOCK:
-        optimized = target.optimize(mpi_engine.library_ir(name, handle_size), name,
-                                    machine=mach.machine)
+    source = mpi_engine.library_ir(name, handle_size)
+
+    def compile_():
+        optimized = target.optimize(source, name, machine=mach.machine)
         _localise(optimized, name, keep=set(mpi_engine.LIBRARY_SYMBOLS))
-        return target.object_code(optimized, mach.machine)
+        return [], target.object_code(optimized, mach.machine)
+    return _cached(name, source, mach, compile_)[1]
+
+
+def _cached(name, source, mach, compile_):
+    """(extern names, object code) of the LLVM IR `source` on `mach`: `compile_()`'s, or the
+    LLVM backend's disk cache's (disk_cache.py: `KILN_CACHE_DIR`). The key covers the IR, the
+    machine and this module's own source (the hiding above), as the backend's modules are in
+    the cache's fingerprint; an entry that is not an object file is dropped and rebuilt."""
+    status = os.stat(__file__)
+    key = disk_cache.key(f"aot {name}", source, target.triple(), mach.mode, mach.cpu,
+                         mach.llvm_features, f"{status.st_size} {status.st_mtime_ns}")
+    data = disk_cache.load(key)
+    if data is not None:
+        names, _, code = data.partition(b"\0")
+        try:
+            object_symbols.check_object(code)
+            return (names.decode().split("\n") if names else []), code
+        except object_symbols.BadObject as error:
+            disk_cache.discard(key, f"unusable payload: {error}")
+    with target.LOCK:
+        names, code = compile_()
+    disk_cache.store(key, "\n".join(names).encode() + b"\0" + code)
+    return names, code
 
 
 def _localise(module, namespace, keep=frozenset()):

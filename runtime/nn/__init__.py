@@ -17,3 +17,15 @@ from ..wrappers import user_facing_names  # noqa: E402
 
 user_facing_names(globals())
 del user_facing_names
+
+from ..eager_tiers import tier_names  # noqa: E402
+
+# Eager calls of these compile once a signature repeats (eager_tiers.py), with JAX's static
+# parameters; the compiled code gives the eager bits (comparisons, selections, + - * / and
+# sqrt). The activations that run exp, log, tanh or erf (sigmoid, softplus, gelu, elu, ...),
+# and the softmax family (exp, sums), round otherwise when compiled and stay eager
+# (docs/performance.md).
+tier_names(globals(), {"one_hot": ("num_classes", "dtype", "axis"), "squareplus": (),
+                       "sparse_plus": (), "sparse_sigmoid": (), "hard_sigmoid": (),
+                       "hard_silu": (), "hard_tanh": ()})
+del tier_names

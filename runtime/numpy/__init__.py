@@ -40,3 +40,33 @@ from ..wrappers import user_facing_names  # noqa: E402
 __all__ = [name for name in dir() if not name.startswith("_") and name != "user_facing_names"]
 user_facing_names(globals())
 del user_facing_names
+
+from ..eager_tiers import tier_names  # noqa: E402
+
+# Eager calls of these compile once a signature repeats (eager_tiers.py), with the static
+# parameters JAX 0.10.2's jit takes for each. Only functions whose compiled code gives the
+# eager bits are here: comparisons, selections, sorts, integer arithmetic, elementwise + - * /
+# and sqrt, cumulative sums. Those that run exp, log, pow and the like, sum along an axis
+# (var, mean, cov, trapezoid), multiply matrices or factorise them round otherwise when
+# compiled, and stay eager (docs/performance.md).
+_QUANTILE = ("axis", "overwrite_input", "keepdims", "method")
+tier_names(globals(), {
+    "diff": ("n", "axis"), "ediff1d": (), "gradient": ("axis", "edge_order"),
+    "isclose": ("equal_nan",), "allclose": ("equal_nan",), "round": ("decimals",),
+    "around": ("decimals",), "nan_to_num": (), "unwrap": ("axis",),
+    "cross": ("axisa", "axisb", "axisc", "axis"), "kron": (), "vander": ("N", "increasing"),
+    "gcd": (), "lcm": (), "fmin": (), "fmax": (), "packbits": ("axis", "bitorder"),
+    "unpackbits": ("axis", "count", "bitorder"),
+    "searchsorted": ("side", "method"), "digitize": ("right", "method"),
+    "isin": ("assume_unique", "invert", "method"), "lexsort": ("axis",),
+    "partition": ("kth", "axis"), "argpartition": ("kth", "axis"),
+    "ptp": ("axis", "keepdims"), "count_nonzero": ("axis", "keepdims"),
+    "nanmin": ("axis", "keepdims"), "nanmax": ("axis", "keepdims"),
+    "nancumsum": ("axis", "dtype"), "nancumprod": ("axis", "dtype"),
+    "quantile": _QUANTILE, "nanquantile": _QUANTILE, "percentile": _QUANTILE,
+    "nanpercentile": _QUANTILE, "median": ("axis", "overwrite_input", "keepdims"),
+    "nanmedian": ("axis", "overwrite_input", "keepdims"),
+    "linspace": ("num", "endpoint", "retstep", "dtype", "axis", "device"),
+    "polyval": ("unroll",), "polyint": ("m",), "polyder": ("m",), "polyadd": (), "polysub": (),
+})
+del tier_names, _QUANTILE

@@ -18,3 +18,13 @@ from ..wrappers import user_facing_names  # noqa: E402
 
 user_facing_names(globals())
 del user_facing_names
+
+from ..eager_tiers import tier_names  # noqa: E402
+
+# Eager calls of the eigensolvers compile once a signature repeats (eager_tiers.py), with
+# JAX's static parameters: they call the same LAPACK routines eagerly and compiled, and so give
+# the same bits. The others (inv, solve, det, cholesky, qr, svd-based, norm) round otherwise
+# when compiled and stay eager (docs/performance.md).
+tier_names(globals(), {"eigh": ("UPLO", "symmetrize_input"),
+                       "eigvalsh": ("UPLO", "symmetrize_input"), "eigvals": ()})
+del tier_names

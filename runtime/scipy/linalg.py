@@ -25,3 +25,12 @@ from ..wrappers import user_facing_names  # noqa: E402
 
 user_facing_names(globals())
 del user_facing_names
+
+from ..eager_tiers import tier_names  # noqa: E402
+
+# Eager calls of `block_diag`, which only places blocks, compile once a signature repeats
+# (eager_tiers.py), with the eager bits. The factorisations and matrix functions JAX jits
+# (lu, expm, polar, hessenberg, ...) round otherwise when compiled and stay eager
+# (docs/performance.md).
+tier_names(globals(), {"block_diag": ()})
+del tier_names

@@ -31,4 +31,12 @@ from ..wrappers import user_facing_names  # noqa: E402
 
 __all__ = _base + _closed + _series + _bessel + _integrals + _hyper + _hyp2f1 + _harmonics
 user_facing_names(globals())
-del user_facing_names, _base, _closed, _series, _bessel, _integrals, _hyper, _hyp2f1, _harmonics
+
+from ..eager_tiers import tier_names  # noqa: E402
+
+# Eager calls of `gammasgn` (comparisons and selections) compile once a signature repeats
+# (eager_tiers.py), with the eager bits. The other functions JAX jits (expi, expn, sici,
+# hyp1f1, hyp2f1, bessel_jn) run exp, log or pow, which round otherwise when compiled, and
+# stay eager (docs/performance.md).
+tier_names(globals(), {"gammasgn": ()})
+del user_facing_names, tier_names, _base, _closed, _series, _bessel, _integrals, _hyper, _hyp2f1, _harmonics

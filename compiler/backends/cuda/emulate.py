@@ -16,7 +16,9 @@ every shuffle), a shuffle only some threads reach (the emulation hangs where the
 undefined), the device's math library (the host's libm rounds differently: results are compared
 within the documented ulps, not bit for bit), the device's memory model, occupancy and speed.
 NVRTC compiles the same text for the device in the same tests. `load_all` compiles several
-kernels (a whole program's) in one host library: one compiler run instead of one a kernel.
+kernels (a whole program's) in one host library: one compiler run instead of one a kernel; the
+prelude, with the launcher every kernel's `launch` calls, is a header precompiled once per
+process (most of a compile was parsing its C++ headers).
 """
 import ctypes
 import hashlib
@@ -104,30 +106,38 @@ template <class T> static T __shfl_down_sync(unsigned, T value, unsigned delta) 
     kiln_block_barrier->arrive_and_wait();
     return out;
 }
-"""
-
-_LAUNCH = r"""
-extern "C" void launch_{name}(void **args, unsigned int blocks, unsigned int threads)
-{{
+// A grid run block after block, each block's threads as host threads
+static void kiln_launch(void (*body)(void **), void **args, unsigned int blocks,
+                        unsigned int threads)
+{
     std::vector<unsigned char[16]> slots(threads);
     kiln_lane_slots = slots.data();
-    for (unsigned int b = 0; b < blocks; ++b) {{
+    for (unsigned int b = 0; b < blocks; ++b) {
         std::barrier<> barrier(threads);
         kiln_block_barrier = &barrier;
         std::vector<std::thread> team;
         for (unsigned int t = 0; t < threads; ++t)
-            team.emplace_back([=] {{
-                gridDim = {{blocks, 1, 1}};
-                blockDim = {{threads, 1, 1}};
-                blockIdx = {{b, 0, 0}};
-                threadIdx = {{t, 0, 0}};
-                {name}({args});
-            }});
+            team.emplace_back([=] {
+                gridDim = {blocks, 1, 1};
+                blockDim = {threads, 1, 1};
+                blockIdx = {b, 0, 0};
+                threadIdx = {t, 0, 0};
+                body(args);
+            });
         for (auto &member : team)
             member.join();
-    }}
+    }
+}
+"""
+
+_LAUNCH = r"""
+static void body_{name}(void **args) {{ {name}({args}); }}
+extern "C" void launch_{name}(void **args, unsigned int blocks, unsigned int threads)
+{{
+    kiln_launch(body_{name}, args, blocks, threads);
 }}
 """
+_FLAGS = ["-std=c++20", "-O1", "-fPIC", "-pthread", "-fno-fast-math"]
 
 
 def compiler():
@@ -169,7 +179,7 @@ def _compile(kernels):
     cxx = compiler()
     if cxx is None:
         raise OSError("no C++ compiler to emulate CUDA kernels on the host (set KILN_CXX)")
-    text = PRELUDE
+    text = ""
     for kernel in kernels:
         writes = list(kernel.outputs) + [d for d, _ in kernel.scratch]
         count = len(kernel.inputs) + len(writes)
@@ -182,9 +192,8 @@ def _compile(kernels):
     source, library = os.path.join(directory, "k.cpp"), os.path.join(directory, "k.so")
     with open(source, "w") as f:
         f.write(text)
-    done = subprocess.run([cxx, "-x", "c++", "-std=c++20", "-O1", "-fPIC", "-shared", "-pthread",
-                           "-fno-fast-math", source, "-o", library], capture_output=True,
-                          text=True)
+    done = subprocess.run([cxx, "-x", "c++", *_FLAGS, "-shared", "-include", _prelude(cxx),
+                           source, "-o", library], capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"the host compiler rejected the emulated kernel:\n{done.stderr}")
     loaded = ctypes.CDLL(library)
@@ -192,6 +201,26 @@ def _compile(kernels):
         _LOADED[_key(kernel)] = _launcher(getattr(loaded, f"launch_{kernel.name}"),
                                           len(kernel.inputs) + len(kernel.outputs)
                                           + len(kernel.scratch))
+
+
+def _prelude(cxx):
+    """The prelude as a header, precompiled once per process and compiler where the compiler
+    can (GCC and Clang find `<header>.gch` / `.pch` beside a header given to `-include`, and
+    parse the header itself otherwise): the C++ headers it includes are most of a small
+    library's compile time."""
+    if cxx not in _PRELUDES:
+        directory = tempfile.mkdtemp(prefix="kiln-cuda-emulation-")
+        header = os.path.join(directory, "kiln_prelude.hpp")
+        with open(header, "w") as f:
+            f.write(PRELUDE)
+        suffix = ".pch" if "clang" in os.path.basename(cxx) else ".gch"
+        subprocess.run([cxx, "-x", "c++-header", *_FLAGS, header, "-o", header + suffix],
+                       capture_output=True)
+        _PRELUDES[cxx] = header
+    return _PRELUDES[cxx]
+
+
+_PRELUDES = {}
 
 
 def _launcher(entry, count):

@@ -42,10 +42,11 @@ NAMED_STRING, NAMED_INT64, NAMED_INT64_LIST, NAMED_FLOAT, NAMED_BOOL = range(5)
 
 class PjrtError(KilnError, RuntimeError):
     """A PJRT plug-in reported an error: `message` is the plug-in's, `code` its name
-    (INVALID_ARGUMENT, ...)."""
+    (INVALID_ARGUMENT, ...); the text is "PJRT error CODE: message"."""
 
     def __init__(self, message, code="UNKNOWN", hint=None):
         self.code = code
+        self.message = message
         super().__init__(f"PJRT error {code}: {message}", hint=hint)
 
 
@@ -118,6 +119,8 @@ ClientCompile = _struct("PJRT_Client_Compile_Args", [
     ("client", P), ("program", C.POINTER(Program)), ("compile_options", P),
     ("compile_options_size", SIZE), ("executable", P)])
 LoadedExecutable = _struct("PJRT_LoadedExecutable_Destroy_Args", [("executable", P)])
+OptimizedProgram = _struct("PJRT_Executable_OptimizedProgram_Args", [
+    ("executable", P), ("program", C.POINTER(Program))])
 LoadedExecutableGetExecutable = _struct("PJRT_LoadedExecutable_GetExecutable_Args", [
     ("loaded_executable", P), ("executable", P)])
 Executable = _struct("PJRT_Executable_Destroy_Args", [("executable", P)])

@@ -20,8 +20,11 @@ base, and for an executable's host arguments during one call). The CPU plug-in a
 ...), `to_host()` (`PJRT_Buffer_ToHostBuffer` into a fresh array, awaited) and
 `copy_to(device)` (`PJRT_Buffer_CopyToDevice`: to another device of the client).
 
-`Executable(client, mlir_text, in_avals, out_avals, device=None)` compiles a StableHLO module in
-MLIR text (program format "mlir") for one device (default: the first) and checks that the
+`Executable(client, mlir_text, in_avals, out_avals, device=None, serialized=None)` compiles a
+StableHLO module in MLIR text (program format "mlir") for one device (default: the first), or
+with `serialized` (bytes of `executable.serialize()`, `PJRT_Executable_Serialize`) loads the
+plug-in's executable instead (`PJRT_Executable_DeserializeAndLoad`, its compile options
+replaced by ones naming `device`), and checks that the
 results the plug-in compiled are `out_avals` (shapes and dtypes, or only their number where the
 plug-in does not report them); `executable(*inputs)` takes Buffers of that device or host arrays
 (passed as zero-copy buffers for the call's duration), checks their count, shapes and dtypes
@@ -46,8 +49,8 @@ one: executable_build_options (field 3) with num_replicas (field 4: 1, or one pe
 replicated module, replicated.py), num_partitions = 1 (field 5) and a device_assignment
 (field 9: replica_count, computation_count 1, the devices' ids in replica order) that pins
 the executable to its devices. A partitioned module (sharded jit, replicated.py) has one
-replica, num_partitions = its device count, use_spmd_partitioning (field 6) and one
-computation per device.
+replica, num_partitions = its device count, use_spmd_partitioning (field 6), one computation
+per device and, for a module with Shardy's shardings, use_shardy_partitioner (field 19).
 
 `Client(table, options)` passes `options` ({name: int}) as PJRT_Client_Create's create
 options (the CPU plug-in reads `cpu_device_count`).
@@ -78,17 +81,21 @@ def _field(number, value):
     return _varint(number << 3 | 2) + _varint(len(value)) + value
 
 
-def compile_options(*device_ids, partitioned=False):
+def compile_options(*device_ids, partitioned=False, shardy=False, propagate=()):
     """The serialized CompileOptionsProto for one partition and one replica per id of
     `device_ids`, replica i on device `device_ids[i]`; `partitioned`: one replica and one
     partition per id instead, partition i on device `device_ids[i]`, for XLA's SPMD
-    partitioner (use_spmd_partitioning, field 6)."""
+    partitioner (use_spmd_partitioning, field 6), with `shardy` its Shardy partitioner
+    (use_shardy_partitioner, field 19) for a module with `sdy` shardings; `propagate` (one
+    bool per result: allow_spmd_sharding_propagation_to_output, field 12) lets XLA choose
+    the sharding of the results marked True."""
     count = len(device_ids)
     if partitioned:
         computations = b"".join(_field(3, _field(1, i)) for i in device_ids)
         assignment = _field(1, 1) + _field(2, count) + computations
         build = _field(4, 1) + _field(5, count) + _field(6, 1) + _field(9, assignment)
-        return _field(3, build)
+        chosen = _field(12, bytes(map(bool, propagate))) if any(propagate) else b""
+        return _field(3, build + chosen + (_field(19, 1) if shardy else b""))
     computation = b"".join(_field(1, i) for i in device_ids)
     assignment = _field(1, count) + _field(2, 1) + _field(3, computation)
     build = _field(4, count) + _field(5, 1) + _field(9, assignment)
@@ -205,6 +212,9 @@ class Buffer:
         writeable = False
 
     flags = _Flags()
+    # Read through the class: while the interpreter finalizes, this module's globals may
+    # already be None when the last buffers go.
+    _finalizing = staticmethod(sys.is_finalizing)
 
     def __init__(self, client, handle, device, shape, dtype, host=None, done=None):
         self.client = client
@@ -277,7 +287,7 @@ class Buffer:
             handle = self.handle
         except AttributeError:   # __init__ did not get as far
             return
-        if handle and not _finalizing():
+        if handle and not self._finalizing():
             self.handle = None
             client = self.client
             error = client.native_destroy(client.table_address, handle)
@@ -424,8 +434,8 @@ class _Prepared:
 class Executable:
     """A StableHLO module compiled for one device (see the module docstring)."""
 
-    def __init__(self, client, mlir_text, in_avals, out_avals, device=None):
-        if not isinstance(mlir_text, str):
+    def __init__(self, client, mlir_text, in_avals, out_avals, device=None, serialized=None):
+        if serialized is None and not isinstance(mlir_text, str):
             raise TypeError(f"Executable: mlir_text must be a str (a StableHLO module in MLIR "
                             f"text), got {type(mlir_text).__name__}")
         self.client = client
@@ -433,8 +443,13 @@ class Executable:
         self.in_avals, self.out_avals = avals_of(in_avals), avals_of(out_avals)
         table = client.api
         self._live = [True]   # cleared by close (runner's closure reads it)
-        self.handle = compile_cache.compile(client, mlir_text.encode(),
-                                            compile_options(self.device.id))
+        options = compile_options(self.device.id)
+        if serialized is None:
+            self.handle, self._serialized = compile_cache.compile(client, mlir_text.encode(),
+                                                                  options)
+        else:
+            self.handle, self._serialized = compile_cache.load(client, serialized, options), \
+                serialized
         self._options = C.pointer(api.args(api.ExecuteOptions))
         self._prepared = _Prepared(self)
         self._idle = threading.Lock()
@@ -444,6 +459,17 @@ class Executable:
         except Exception:
             self.close()
             raise
+
+    def serialize(self):
+        """The plug-in's serialization of this executable (`PJRT_Executable_Serialize`), which
+        `Executable(..., serialized=)` loads; a PjrtError where the plug-in cannot. An
+        executable loaded from bytes (the disk cache's, or `serialized`) gives those bytes
+        (compile_cache.compile says why)."""
+        if not self.handle:
+            raise RuntimeError("this PJRT executable has been closed")
+        if self._serialized is None:
+            self._serialized = compile_cache.serialize_loaded(self.client.api, self.handle)
+        return self._serialized
 
     def _inputs(self, inputs):
         return check_inputs(inputs, self.in_avals, self.client, self.device)
@@ -552,11 +578,16 @@ class Executable:
             self.client.wait(event)
         return results
 
+    # Read through the class: while the interpreter finalizes, this module's globals may
+    # already be None when the last executables and buffers go.
+    _finalizing = staticmethod(sys.is_finalizing)
+
     def close(self):
         live = getattr(self, "_live", None)
         if live:
             live.clear()
-        close_executable(self)
+        if not self._finalizing():
+            close_executable(self)
 
     __del__ = close
 

@@ -50,8 +50,12 @@ def key(table, platform_version, code, options):
 
 
 def compile(client, code, options):
-    """A PJRT_LoadedExecutable* for `code` (MLIR bytes) under `options` (serialized
-    CompileOptionsProto): loaded from the cache, else compiled by the plug-in and stored."""
+    """(a PJRT_LoadedExecutable* for `code` (MLIR bytes) under `options` (serialized
+    CompileOptionsProto), the bytes it was loaded from or None): loaded from the cache, else
+    compiled by the plug-in (None) and stored. A caller that serializes the executable later
+    must use those bytes: the CPU plug-in serializes an executable it loaded without its
+    compiled kernels (the bytes load, and their execution fails: "Function ... not found");
+    one it compiled serializes whole."""
     table = client.api
     usable = table.has("Executable_Serialize") and table.has("Executable_DeserializeAndLoad")
     cache = _cache() if usable else None
@@ -60,10 +64,7 @@ def compile(client, code, options):
         data = cache.load(entry)
         if data is not None:
             try:
-                return table.call("Executable_DeserializeAndLoad", api.args(
-                    api.DeserializeAndLoad, client=client.handle,
-                    serialized_executable=C.cast(C.c_char_p(data), C.c_void_p),
-                    serialized_executable_size=len(data))).loaded_executable
+                return load(client, data), data
             except api.PjrtError as e:
                 cache.discard(entry, f"the plug-in cannot load it: {e}")
     text = C.create_string_buffer(code, len(code))
@@ -77,16 +78,39 @@ def compile(client, code, options):
         data = serialize(table, loaded)
         if data is not None:
             cache.store(entry, data)
-    return loaded
+    return loaded, None
+
+
+def load(client, data, options=None):
+    """`PJRT_Executable_DeserializeAndLoad` of `data` (bytes the plug-in serialized) on
+    `client`: a PJRT_LoadedExecutable*; `options` (a serialized CompileOptionsProto, such as
+    one naming another device) replaces the compile options the executable was serialized
+    with. The plug-in's error (bytes it cannot read) is raised as a PjrtError."""
+    held = C.create_string_buffer(data, len(data))
+    arguments = api.args(api.DeserializeAndLoad, client=client.handle,
+                         serialized_executable=C.addressof(held),
+                         serialized_executable_size=len(data))
+    if options is not None:
+        arguments.overridden_serialized_compile_options = C.cast(C.c_char_p(options),
+                                                                 C.c_void_p)
+        arguments.overridden_serialized_compile_options_size = len(options)
+    return client.api.call("Executable_DeserializeAndLoad", arguments).loaded_executable
 
 
 def serialize(table, loaded):
     """The plug-in's serialization of a loaded executable (bytes), None when it fails."""
+    try:
+        return serialize_loaded(table, loaded)
+    except api.PjrtError:
+        return None
+
+
+def serialize_loaded(table, loaded):
+    """The plug-in's serialization of a loaded executable (bytes), its error raised. Of an
+    executable the plug-in compiled only: see `compile`."""
     inner = api.executable_of(table, loaded)
     try:
         return serialize_executable(table, inner)
-    except api.PjrtError:
-        return None
     finally:
         table.call("Executable_Destroy", api.args(api.Executable, executable=inner))
 

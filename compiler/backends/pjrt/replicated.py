@@ -16,27 +16,47 @@ client.Executable's do.
 With `partitioned=True` the module has `mhlo.num_partitions` = `len(devices)` and sharding
 attributes on its arguments and results; XLA's SPMD partitioner splits it, partition i on
 `devices[i]`, and `in_avals`/`out_avals` are then each device's blocks (the shapes the
-partitioned program takes and gives).
+partitioned program takes and gives); `shardy=True` compiles it with the Shardy partitioner,
+for a module whose shardings are Shardy's (`sdy.sharding`). An output aval given as None is a
+result whose sharding XLA chooses (the module gives it none; allow_spmd_sharding_propagation_
+to_output): after the compile its block's aval is the one the plug-in reports and `chosen`
+holds XLA's tiling of every result (shardings.output_shardings; None where the plug-in does
+not say, and then `out_avals` too where it does not report its results).
 """
 import ctypes as C
 
 from . import api, compile_cache
-from .client import (Buffer, avals_of, check_inputs, check_results, close_executable,
-                     compile_options)
+from .client import (Buffer, _results, avals_of, check_inputs, check_results,
+                     close_executable, compile_options)
+from .shardings import output_shardings
 
 
 class ReplicatedExecutable:
     """A module compiled with one replica per device of `devices` (module docstring)."""
 
-    def __init__(self, client, mlir_text, in_avals, out_avals, devices, partitioned=False):
+    def __init__(self, client, mlir_text, in_avals, out_avals, devices, partitioned=False,
+                 shardy=False):
         self.client = client
         self.devices = [client.device(d) for d in devices]
-        self.in_avals, self.out_avals = avals_of(in_avals), avals_of(out_avals)
-        self.handle = compile_cache.compile(client, mlir_text.encode(), compile_options(
-            *(d.id for d in self.devices), partitioned=partitioned))
+        self.in_avals = avals_of(in_avals)
+        propagate = [a is None for a in out_avals]
+        self.handle, _ = compile_cache.compile(client, mlir_text.encode(), compile_options(
+            *(d.id for d in self.devices), partitioned=partitioned, shardy=shardy,
+            propagate=propagate))
         self._options = api.args(api.ExecuteOptions)
+        self.chosen = None
         try:
-            check_results(client.api, self.handle, self.out_avals)
+            if any(propagate):   # the blocks XLA chose, as the plug-in reports them
+                table = client.api
+                produced = _results(table, self.handle) or [None] * len(out_avals)
+                out_avals = [p if a is None else avals_of([a])[0]
+                             for a, p in zip(out_avals, produced)]
+                self.chosen = output_shardings(table, self.handle, len(out_avals))
+                self.out_avals = None if None in out_avals else out_avals
+            else:
+                self.out_avals = avals_of(out_avals)
+            if self.out_avals is not None:
+                check_results(client.api, self.handle, self.out_avals)
         except Exception:
             self.close()
             raise

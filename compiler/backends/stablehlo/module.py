@@ -1,9 +1,12 @@
 """An SSA function as one StableHLO module in MLIR text (`lower_module`).
 
     lower_module(fn, name=None, replicas=1, partitions=1, shardings=None, aliases=None,
-                 dots=None)
+                 dots=None, mesh=None, donors=())
         -> StableHloModule(text, name, in_avals, out_avals)
     hlo_sharding(mesh_sizes, dims) -> the `mhlo.sharding` text of one value
+    gspmd_attribute(mesh_sizes, dims) -> `mhlo.sharding = "..."`, its argument attribute
+    sdy_mesh(axis_names, mesh_sizes) -> Shardy's `sdy.mesh @mesh = <...>` operation
+    sdy_attribute(axis_names, dims) -> `sdy.sharding = #sdy.sharding<@mesh, [...]>`
 
 `fn` is an SSA `Function` after the reference pipeline (simplify; fusion equations, if any,
 are lowered through their regions). The module holds one `func.func public @main` whose
@@ -12,10 +15,16 @@ arguments are `fn`'s inputs in order and whose results are its outputs, with ten
 `replicas` is the module's `mhlo.num_replicas`: above 1 for a pmap's or shard_map's module,
 run once per device, whose collectives carry their replicas' layout (lower_collectives.py).
 `partitions` is its `mhlo.num_partitions`: above 1 for a sharded `jit`, whose `shardings`
-(one `mhlo.sharding` text per input, one per output) tell XLA's SPMD partitioner how each
-argument and result is split over the partitions; the avals stay the global ones.
+(one attribute text per input, one per output) tell XLA how each argument and result is split
+over the partitions; the avals stay the global ones. The attributes are GSPMD's
+(`gspmd_attribute`, read by XLA's SPMD partitioner) or Shardy's (`sdy_attribute`, naming the
+mesh that `mesh`, an `sdy_mesh` operation, declares at the module's top; read by the Shardy
+partitioner, which the compile options must turn on).
 `aliases` ({argument index: result index}, jit's donation on PJRT devices) marks an argument
-`tf.aliasing_output`: XLA may write that result into the argument's buffer.
+`tf.aliasing_output`: XLA may write that result into the argument's buffer. `donors`
+(argument indices) marks arguments `jax.buffer_donor = true`, as JAX does when the results'
+shardings are XLA's to choose: XLA picks the result that takes each buffer after it has
+placed them.
 `dots` ({(dtype, lhs order, rhs order): target name}, from the plug-in that will compile
 the module: pjrt/ffi_dot.py) makes float and complex matrix products, batched or not, custom calls
 of those targets (lower_linalg.py); without it (`as_text`, `kiln compile`) they are `stablehlo.dot_general`.
@@ -25,7 +34,12 @@ of those targets (lower_linalg.py); without it (`as_text`, `kiln compile`) they 
 `dims[d]` are the indices of the mesh axes array dimension d is split over (row-major over
 them): `{replicated}`, or `{devices=[tiles...]partitions... last_tile_dim_replicate}` with the
 partition holding each tile, the mesh axes no dimension uses as the last (replicated) one.
+`sdy_mesh(axis_names, mesh_sizes)` declares the same mesh for Shardy as `@mesh` (its devices
+in row-major order, partition p at position p), and `sdy_attribute(axis_names, dims)` is the
+value's sharding over it, one `{"axis", ...}` per dimension (major axis first; `{}` for an
+unsplit dimension), the form JAX 0.10.2 writes with `jax_use_shardy_partitioner` on.
 """
+import json
 import math
 
 import numpy as np
@@ -66,17 +80,42 @@ def hlo_sharding(mesh_sizes, dims):
     return f"{{devices=[{','.join(map(str, shape))}]{listed}{tail}}}"
 
 
-def _attributed(text, sharding, alias=None):
-    attrs = ([] if sharding is None else [f'mhlo.sharding = "{sharding}"']) + \
+def gspmd_attribute(mesh_sizes, dims):
+    """The `mhlo.sharding` argument attribute of a value (`hlo_sharding`)."""
+    return f'mhlo.sharding = "{hlo_sharding(mesh_sizes, dims)}"'
+
+
+def sdy_mesh(axis_names, mesh_sizes):
+    """Shardy's declaration of the mesh `@mesh` (module docstring)."""
+    axes = ", ".join(f"{_quoted(n)}={size}" for n, size in zip(axis_names, mesh_sizes))
+    return f"sdy.mesh @mesh = <[{axes}]>"
+
+
+def sdy_attribute(axis_names, dims):
+    """The `sdy.sharding` argument attribute of a value split as `dims` says over `@mesh`
+    (module docstring)."""
+    split = ", ".join("{" + ", ".join(_quoted(axis_names[a]) for a in axes) + "}"
+                      for axes in dims)
+    return f"sdy.sharding = #sdy.sharding<@mesh, [{split}]>"
+
+
+def _quoted(name):
+    return json.dumps(str(name))
+
+
+def _attributed(text, sharding, alias=None, donor=False):
+    attrs = (["jax.buffer_donor = true"] if donor else []) + \
+        ([] if sharding is None else [sharding]) + \
         ([] if alias is None else [f"tf.aliasing_output = {alias} : i32"])
     return f"{text} {{{', '.join(attrs)}}}" if attrs else text
 
 
 def lower_module(fn, name=None, replicas=1, partitions=1, shardings=None, aliases=None,
-                 dots=None):
+                 dots=None, mesh=None, donors=()):
     """The StableHLO module of the SSA function `fn` (module docstring); `aliases` {argument
     index: result index}: donated arguments whose buffer a result of the same type may take
-    (`tf.aliasing_output`, XLA's input-output aliasing)."""
+    (`tf.aliasing_output`, XLA's input-output aliasing); `mesh`: an operation (Shardy's
+    `sdy_mesh`) put before `@main`."""
     ctx = Emitter()
     ctx.dots = dots or {}
     for v in list(fn.invars) + list(fn.outvars):
@@ -89,13 +128,15 @@ def lower_module(fn, name=None, replicas=1, partitions=1, shardings=None, aliase
     symbol = _symbol(name or fn.name)
     ins, outs_sharded = shardings or ([None] * len(args), [None] * len(outs))
     aliases = aliases or {}
-    params = ", ".join(_attributed(repr(a), s, aliases.get(i))
+    params = ", ".join(_attributed(repr(a), s, aliases.get(i), i in donors)
                        for i, (a, s) in enumerate(zip(args, ins)))
     results = ", ".join(o.type for o in outs)
     declared = ", ".join(_attributed(o.type, s) for o, s in zip(outs, outs_sharded))
     lines = [f"module @{symbol} attributes {{mhlo.num_partitions = {partitions} : i32, "
-             f"mhlo.num_replicas = {replicas} : i32}} {{",
-             f"  func.func public @main({params}) -> ({declared}) {{"]
+             f"mhlo.num_replicas = {replicas} : i32}} {{"]
+    if mesh is not None:
+        lines.append(f"  {mesh}")
+    lines.append(f"  func.func public @main({params}) -> ({declared}) {{")
     lines += ctx.lines
     if outs:
         lines.append(f"    return {', '.join(o.name for o in outs)} : {results}")

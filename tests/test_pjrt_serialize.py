@@ -1,0 +1,220 @@
+"""kiln.experimental.serialize_executable on XLA's CPU plug-in: `serialize` of a compiled
+`jit(backend="pjrt")` function and `deserialize_and_load` of its blob in this process and in
+another one, compared with the original; an executable the disk cache loaded; donation,
+another device, pytrees and weak types; the errors (a blob of another platform, as a TPU
+topology's is on the CPU plug-in, bytes the plug-in cannot read, a damaged blob, pytrees or
+backends that do not fit). Where JAX is installed, the signatures and pytrees against JAX's."""
+import base64
+import hashlib
+import inspect
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.numpy as jnp
+from kiln.compiler.backends.pjrt import api, plugins
+from kiln.compiler.backends.pjrt.topology import ForTopology
+from kiln.experimental import serialize_executable as se
+from kiln.jit import CompiledForTopology
+
+pytestmark = pytest.mark.skipif(not any(f.name == "xla-cpu-pjrt" for f in plugins.discover()),
+                                reason="no xla-cpu-pjrt plug-in (pip install -e '.[pjrt]')")
+
+W = np.linspace(-1.0, 1.0, 6, dtype=np.float32).reshape(3, 2)
+
+
+def step_of(numpy):
+    def step(x, params, *, scale):
+        """Closes over W (a constant of the module), takes pytrees and a keyword."""
+        return {"y": numpy.tanh(x @ W).sum(axis=1) * scale + params["b"], "h": x * 0.5,
+                "n": params["n"] + 1}
+    return step
+
+
+step = step_of(jnp)
+
+
+X = np.arange(12, dtype=np.float32).reshape(4, 3) / 7
+PARAMS = {"b": np.float32(2.0), "n": np.int32(3)}
+
+
+def compiled_step():
+    return kiln.jit(step, backend="pjrt").lower(X, PARAMS, scale=3.0).compile()
+
+
+def assert_same(got, want):
+    assert kiln.tree_util.tree_structure(got) == kiln.tree_util.tree_structure(want)
+    for g, w in zip(kiln.tree_util.tree_leaves(got), kiln.tree_util.tree_leaves(want)):
+        assert g.dtype == w.dtype and g.weak_type == w.weak_type
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_round_trip_in_process():
+    compiled = compiled_step()
+    blob, in_tree, out_tree = se.serialize(compiled)
+    assert (in_tree, out_tree) == (compiled.in_tree, compiled.out_tree)
+    loaded = se.deserialize_and_load(blob, in_tree, out_tree)
+    want = compiled(X, PARAMS, scale=3.0)
+    got = loaded(X, PARAMS, scale=3.0)
+    assert_same(got, want)
+    assert got["y"].device == kiln.devices("pjrt")[0]
+    again = loaded(got["h"], PARAMS, scale=3.0)   # device arrays go back in
+    assert_same(again, compiled(want["h"], PARAMS, scale=3.0))
+    assert loaded.as_text() == compiled.as_text()
+    figures = loaded.cost_analysis()   # XLA's, as the plug-in gives them
+    assert figures["flops"] > 0 and figures["bytes accessed"] > 0
+    assert loaded.memory_analysis().output_size_in_bytes == \
+        compiled.memory_analysis().output_size_in_bytes
+    with pytest.raises(TypeError, match="compiled for arguments of types"):
+        loaded(X[:2], PARAMS, scale=3.0)
+    with pytest.raises(TypeError, match="input pytree does not match .* called with "
+                                        r"PyTreeDef\(\(\(\*,\), \{'scale': \*\}\)\)"):
+        loaded(X, scale=3.0)
+
+
+def test_round_trip_in_another_process(tmp_path):
+    blob, in_tree, out_tree = se.serialize(compiled_step())
+    (tmp_path / "exe.pkl").write_bytes(pickle.dumps((blob, in_tree, out_tree)))
+    script = tmp_path / "load.py"
+    script.write_text(textwrap.dedent(f"""
+        import pickle, numpy as np
+        from kiln.experimental import serialize_executable as se
+        blob, in_tree, out_tree = pickle.loads(open({str(tmp_path / "exe.pkl")!r}, "rb").read())
+        out = se.deserialize_and_load(blob, in_tree, out_tree)(
+            np.arange(12, dtype=np.float32).reshape(4, 3) / 7,
+            {{"b": np.float32(2.0), "n": np.int32(3)}}, scale=3.0)
+        np.savez({str(tmp_path / "out.npz")!r}, **{{k: np.asarray(v) for k, v in out.items()}})
+    """))
+    env = dict(os.environ, KILN_CACHE_DIR="0")   # nothing of this process's cache to find
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = np.load(tmp_path / "out.npz")
+    want = compiled_step()(X, PARAMS, scale=3.0)
+    for k in want:
+        np.testing.assert_array_equal(got[k], np.asarray(want[k]))
+
+
+def _scaled():
+    def scaled(v):   # a new function object each call, the same module
+        return v * 3.0 - 1.0
+    return scaled
+
+
+def test_executable_loaded_from_the_disk_cache_serializes_whole(tmp_path, monkeypatch):
+    # The CPU plug-in serializes an executable it loaded without its kernels; kiln keeps
+    # the bytes it loaded (compile_cache.compile).
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    v = np.arange(5, dtype=np.float32)
+    first = kiln.jit(_scaled(), backend="pjrt").lower(v).compile()
+    second = kiln.jit(_scaled(), backend="pjrt").lower(v).compile()   # from the disk cache
+    assert list((tmp_path / "pjrt").iterdir())
+    blob, in_tree, out_tree = se.serialize(second)
+    loaded = se.deserialize_and_load(blob, in_tree, out_tree)
+    np.testing.assert_array_equal(np.asarray(loaded(v)), np.asarray(first(v)))
+
+
+def test_donation_and_another_device():
+    device = kiln.devices("pjrt")[1]
+    f = kiln.jit(lambda a, b: (a + b, b * 2), backend="pjrt", donate_argnums=0)
+    v = np.arange(6, dtype=np.float32)
+    blob, in_tree, out_tree = se.serialize(f.lower(v, v).compile())
+    loaded = se.deserialize_and_load(blob, in_tree, out_tree, backend="pjrt",
+                                     execution_devices=[device])
+    a, b = kiln.device_put(v, device), kiln.device_put(v + 1, device)
+    total, doubled = loaded(a, b)
+    assert total.device == device and doubled.device == device
+    np.testing.assert_array_equal(np.asarray(total), v + v + 1)
+    np.testing.assert_array_equal(np.asarray(doubled), (v + 1) * 2)
+    assert a.is_deleted() and not b.is_deleted()
+
+
+def _blob_with(blob, **changes):
+    """`blob` with its document's entries changed and its checksum made right again."""
+    header, digest, payload = blob.split(b"\n", 2)
+    doc = json.loads(payload)
+    doc.update(changes)
+    payload = json.dumps(doc).encode()
+    return b"\n".join([header, hashlib.sha256(payload).hexdigest().encode(), payload])
+
+
+def test_an_executable_of_another_platform_is_refused_by_name():
+    # A topology-compiled executable as compile_for_topology gives it (libtpu is not
+    # needed to make one for the loading path: the plug-in never sees these bytes).
+    lowered = kiln.jit(lambda x, y: x * 2.0 + y).lower(np.ones(4, np.float32),
+                                                       np.ones(4, np.float32))
+    made = CompiledForTopology(lowered._entry, ForTopology(
+        "v5e:2x2", "tpu", "libtpu 0.0.42.1", ("TPU v5 lite",) * 4, b"libtpu's bytes"))
+    blob, in_tree, out_tree = se.serialize(made)
+    with pytest.raises(ValueError, match=r"compiled for platform 'tpu' \(topology 'v5e:2x2', "
+                                         r"TPU v5 lite, by libtpu\) and cannot be loaded on "
+                                         r"platform 'cpu' \(the plug-in xla-cpu-pjrt.*"
+                                         r"backend='tpu'.*kiln.jit\(f, backend='pjrt'\)"):
+        se.deserialize_and_load(blob, in_tree, out_tree)
+    with pytest.raises(ValueError, match="not a kiln serialized executable.*"
+                                         r"serialize\(compiled_for_topology\)\[0\]"):
+        se.deserialize_and_load(made.serialized, in_tree, out_tree)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage"])
+def test_bytes_the_plug_in_cannot_read_are_its_error(damage):
+    blob, in_tree, out_tree = se.serialize(compiled_step())
+    inner = base64.b64decode(json.loads(blob.split(b"\n", 2)[2])["executable"])
+    inner = inner[:len(inner) // 2] if damage == "truncated" else b"\x01" * 64
+    bad = _blob_with(blob, executable=base64.b64encode(inner).decode())
+    with pytest.raises(api.PjrtError, match="the cpu plug-in xla-cpu-pjrt could not load the "
+                                            "serialized executable of 'step'.*: "
+                                            "PjRtCpuClient::DeserializeExecutable proto "
+                                            "deserialization failed"):
+        se.deserialize_and_load(bad, in_tree, out_tree)
+
+
+def test_damaged_blobs_and_misfits():
+    compiled = compiled_step()
+    blob, in_tree, out_tree = se.serialize(compiled)
+    flipped = blob[:200] + bytes([blob[200] ^ 1]) + blob[201:]
+    with pytest.raises(ValueError, match="corrupt .*truncated or altered"):
+        se.deserialize_and_load(flipped, in_tree, out_tree)
+    with pytest.raises(ValueError, match="kiln.serialize_executable format version 9; this "
+                                         "kiln reads version 1. Serialize the executable"):
+        se.deserialize_and_load(blob.replace(b"executable 1\n", b"executable 9\n", 1),
+                                in_tree, out_tree)
+    with pytest.raises(ValueError, match="looks like a pickle"):
+        se.deserialize_and_load(pickle.dumps(("exec", b"")), in_tree, out_tree)
+    with pytest.raises(ValueError, match="in_tree .* have 2 and 3 leaves, but the executable "
+                                         "of 'step' takes 4 arguments"):
+        se.deserialize_and_load(blob, kiln.tree_util.tree_structure((1, 2)), out_tree)
+    with pytest.raises(ValueError, match="backend 'cpu' does not load PJRT executables"):
+        se.deserialize_and_load(blob, in_tree, out_tree, backend="cpu")
+    with pytest.raises(ValueError, match="execution_devices must be PJRT devices"):
+        se.deserialize_and_load(blob, in_tree, out_tree, execution_devices=kiln.devices())
+    llvm = kiln.jit(step).lower(X, PARAMS, scale=3.0).compile()
+    with pytest.raises(ValueError, match="Compilation does not support serialization: 'step' "
+                                         "was compiled by the LLVM backend.*backend='pjrt'"):
+        se.serialize(llvm)
+    with pytest.raises(TypeError, match="expected the result of kiln.jit"):
+        se.serialize(blob)
+
+
+def test_the_api_is_jax_s():
+    jax = pytest.importorskip("jax")
+    from jax.experimental import serialize_executable as jse
+    for name in ("serialize", "deserialize_and_load"):
+        ours, theirs = inspect.signature(getattr(se, name)), \
+            inspect.signature(getattr(jse, name))
+        assert list(ours.parameters) == list(theirs.parameters)
+        assert [p.default for p in ours.parameters.values()] == \
+            [p.default for p in theirs.parameters.values()]
+    jitted = jax.jit(step_of(jax.numpy), static_argnames="scale")
+    _, jax_in, jax_out = jse.serialize(jitted.lower(X, PARAMS, scale=3.0).compile())
+    compiled = kiln.jit(step, backend="pjrt", static_argnames="scale").lower(
+        X, PARAMS, scale=3.0).compile()
+    _, in_tree, out_tree = se.serialize(compiled)
+    assert (str(in_tree), str(out_tree)) == (str(jax_in), str(jax_out))
