@@ -62,8 +62,8 @@ def _form(lhs, rhs, contracting, batching, forms):
 def _split(x, contracting):
     """(free dimensions before, free dimensions after) where `x` stores free, contracting and
     free dimensions, in that order and each group adjacent (its free dimensions are one group
-    of rows or columns only after a transpose, as vmap of `w @ y` with `y` batched on axis 0
-    gives); None otherwise."""
+    of columns only after a transpose, as vmap of `w @ y` with `y` batched on axis 0 gives);
+    None otherwise."""
     c = sorted(map(int, contracting))
     if c != list(range(c[0], c[0] + len(c))) or c[0] == 0 or c[-1] == x.aval.ndim - 1:
         return None
@@ -77,22 +77,22 @@ def custom_dot(ctx, lhs, rhs, contracting, batching, aval):
     and contracting dimensions become one dimension each of a rank-3 operand (rank 2 without
     batch dimensions) in the order of the handler's form (a transpose first only where no
     form reads them in place), and the (batch, rows, columns) result is reshaped back.
-    Without batch dimensions, an operand whose free dimensions lie on both sides of its
-    contraction (`_split`) may instead have one side read as a batch (the lhs's rows after
-    it, the rhs's columns before it), the other operand's one matrix broadcast over it (a
-    batch of 1); the result is then transposed back to the product's order, which XLA folds
-    into a transpose that follows it (vmap's, moving the batch to the front)."""
+    Without batch dimensions, a rhs whose free dimensions lie on both sides of its
+    contraction (`_split`) instead has those before it read as a batch, the lhs's one matrix
+    broadcast over it (a batch of 1); the result is then transposed back to the product's
+    order, which XLA folds into a transpose that follows it (vmap's, moving the batch to the
+    front). (The lhs's rows after its contraction, read as a batch, would be its last
+    dimension: packed element by element, slower than the transpose.)"""
     (lc, _), (lb, rb) = contracting, batching
     forms = [(lo, ro) for (dtype, lo, ro) in ctx.dots if dtype == aval.dtype]
     shared = len(lb) + len(lc)     # the batch and contracting dimensions of either operand
     if not forms or not len(lc) or shared in (lhs.aval.ndim, rhs.aval.ndim):
         return None
     plans = [(_form(lhs, rhs, contracting, batching, forms), (list(lb), list(rb)))]
-    for side, x in enumerate((lhs, rhs)) if not len(lb) else ():
-        split = _split(x, contracting[side])
-        if split:
-            held = ([split[1], []], [[], split[0]])[side]   # the dimensions read as a batch
-            plans.append((_form(lhs, rhs, contracting, held, forms), held))
+    split = None if len(lb) else _split(rhs, contracting[1])
+    if split:
+        held = ([], split[0])     # the rhs's columns before its contraction, read as a batch
+        plans.append((_form(lhs, rhs, contracting, held, forms), held))
     ((_, lp, rp, lo, ro), (lbat, rbat)) = min(plans, key=lambda plan: plan[0][0])
     lfree = [d for d in range(lhs.aval.ndim) if d not in map(int, lc)]
     # where the dimensions read as a batch are in the product's result (lhs free, rhs free;
