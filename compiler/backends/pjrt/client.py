@@ -123,13 +123,6 @@ class DeviceInfo:
         return f"DeviceInfo({self.client.platform}:{self.id}, {self.kind!r})"
 
 
-_finalizing = sys.is_finalizing
-
-
-def _alive():
-    return not _finalizing()
-
-
 class Client:
     """A PJRT client of the plug-in `table` (an api.Api). See the module docstring."""
 
@@ -178,10 +171,14 @@ class Client:
         finally:
             self.api.call("Event_Destroy", api.args(api.Event, event=event))
 
+    # Read through the class: while the interpreter finalizes, this module's globals may
+    # already be None when the client goes.
+    _finalizing = staticmethod(sys.is_finalizing)
+
     def close(self):
         """Destroy the client (every buffer and executable of it must be gone)."""
         handle, self.handle = getattr(self, "handle", None), None
-        if handle and _alive():
+        if handle and not self._finalizing():
             self.api.call("Client_Destroy", api.args(api.Client, client=handle))
 
     __del__ = close
@@ -593,8 +590,9 @@ class Executable:
 
 
 def close_executable(executable):
-    """Destroy `executable.handle` (a loaded executable of `executable.client`) once."""
+    """Destroy `executable.handle` (a loaded executable of `executable.client`) once; its
+    class's `_finalizing` says when the interpreter is finalizing (nothing is destroyed then)."""
     handle, executable.handle = getattr(executable, "handle", None), None
-    if handle and _alive():
+    if handle and not executable._finalizing():
         executable.client.api.call("LoadedExecutable_Destroy", api.args(
             api.LoadedExecutable, executable=handle))

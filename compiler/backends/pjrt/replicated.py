@@ -24,6 +24,7 @@ holds XLA's tiling of every result (shardings.output_shardings; None where the p
 not say, and then `out_avals` too where it does not report its results).
 """
 import ctypes as C
+import sys
 
 from . import api, compile_cache
 from .client import (Buffer, _results, avals_of, check_inputs, check_results,
@@ -115,7 +116,11 @@ class ReplicatedExecutable:
             raise failed
         return results
 
+    # Read through the class, as client.Executable's: module globals may be None by then.
+    _finalizing = staticmethod(sys.is_finalizing)
+
     def close(self):
-        close_executable(self)
+        if not self._finalizing():
+            close_executable(self)
 
     __del__ = close
