@@ -380,15 +380,15 @@ class Exported:
             "fun_name": self.fun_name,
             "in_tree": _tree_to_json(self.in_tree),
             "out_tree": _tree_to_json(self.out_tree),
-            "in_avals": [_aval_json(a) for a in self.in_avals],
-            "out_avals": [_aval_json(a) for a in self.out_avals],
+            "in_avals": [aval_json(a) for a in self.in_avals],
+            "out_avals": [aval_json(a) for a in self.out_avals],
             "in_kept": list(self.module_kept_var_idx),
             "out_kept": list(self._out_kept),
             "platforms": list(self.platforms),
             "disabled_checks": [str(c) for c in self.disabled_safety_checks],
             "calling_convention_version": self.calling_convention_version,
             "ssa": self._ssa_text,
-            "consts": [_array_json(c) for c in self._consts],
+            "consts": [array_json(c) for c in self._consts],
             "stablehlo": self._stablehlo if isinstance(self._stablehlo, str) else None,
             "stablehlo_missing": self._stablehlo[1] if isinstance(self._stablehlo, tuple)
             else None,
@@ -443,23 +443,27 @@ def _zeros(aval):
     return np.zeros(aval.shape, aval.dtype)
 
 
-def _aval_json(a):
+def aval_json(a):
+    """An abstract value as JSON: [dtype's short name, shape, weak type]."""
     return [_dtypes.short_name(a.dtype), list(a.shape), bool(a.weak_type)]
 
 
-def _aval_from_json(entry):
+def aval_from_json(entry):
+    """The abstract value `aval_json` wrote."""
     dtype, shape, weak = entry
     dtype = np.dtype(float0) if dtype == "float0" else _dtypes.from_short_name(dtype)
     return ShapedArray(tuple(int(d) for d in shape), dtype, bool(weak))
 
 
-def _array_json(x):
+def array_json(x):
+    """A NumPy array as JSON: dtype, shape and its C-ordered bytes in base64."""
     x = np.ascontiguousarray(x)
     return {"dtype": x.dtype.name, "shape": list(x.shape),
             "data": base64.b64encode(x.tobytes()).decode()}
 
 
-def _array_from_json(entry):
+def array_from_json(entry):
+    """The NumPy array `array_json` wrote."""
     data = base64.b64decode(entry["data"])
     return np.frombuffer(data, np.dtype(entry["dtype"])).reshape(entry["shape"]).copy()
 
@@ -748,12 +752,12 @@ def _from_document(doc):
         (None, doc["stablehlo_missing"])
     return Exported(
         fun_name=doc["fun_name"], in_tree=_treedef_from_json(doc["in_tree"]),
-        in_avals=[_aval_from_json(a) for a in doc["in_avals"]],
+        in_avals=[aval_from_json(a) for a in doc["in_avals"]],
         out_tree=_treedef_from_json(doc["out_tree"]),
-        out_avals=[_aval_from_json(a) for a in doc["out_avals"]],
+        out_avals=[aval_from_json(a) for a in doc["out_avals"]],
         platforms=doc["platforms"],
         disabled_safety_checks=[DisabledSafetyCheck(c) for c in doc["disabled_checks"]],
-        ssa_text=doc["ssa"], consts=[_array_from_json(c) for c in doc["consts"]],
+        ssa_text=doc["ssa"], consts=[array_from_json(c) for c in doc["consts"]],
         stablehlo=stablehlo,
         get_vjp=None if vjp_exp is None else (lambda _: vjp_exp),
         in_kept=doc["in_kept"], out_kept=doc["out_kept"])

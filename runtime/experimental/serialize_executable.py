@@ -25,7 +25,7 @@ import numpy as np
 
 from ..compiler.backends.pjrt.api import PjrtError
 from ..compiler.backends.stablehlo.module import StableHloModule
-from ..export import (_aval_json, _aval_from_json, _array_json, _array_from_json, framed,
+from ..export import (aval_json, aval_from_json, array_json, array_from_json, framed,
                       unframed)
 from ..jit import Compiled, CompiledForTopology, _Entry
 
@@ -92,11 +92,11 @@ def _document(name, module, executable, consts, in_avals, out_weak, held, platfo
               platform_version, plugin, topology, device_kinds):
     return {
         "function": name, "module": module.text, "module_name": module.name,
-        "module_in": [_aval_json(a) for a in module.in_avals],
-        "module_out": [_aval_json(a) for a in module.out_avals],
-        "arguments": [_aval_json(a) for a in in_avals], "out_weak": list(out_weak),
+        "module_in": [aval_json(a) for a in module.in_avals],
+        "module_out": [aval_json(a) for a in module.out_avals],
+        "arguments": [aval_json(a) for a in in_avals], "out_weak": list(out_weak),
         "held": sorted([int(k), int(v)] for k, v in held.items()),
-        "constants": [_array_json(np.asarray(c)) for c in consts],
+        "constants": [array_json(np.asarray(c)) for c in consts],
         "executable": base64.b64encode(executable).decode(),
         "platform": platform, "platform_version": platform_version, "plugin": plugin,
         "topology": topology, "device_kinds": device_kinds}
@@ -161,7 +161,7 @@ def deserialize_and_load(serialized, in_tree, out_tree, backend=None, execution_
             f"on the platform and plug-in version that compiled it. Load it on a machine with "
             f"{doc['platform']!r} devices (backend='tpu' for libtpu), or compile the function "
             f"here with kiln.jit(f, backend='pjrt')")
-    arguments = [_aval_from_json(a) for a in doc["arguments"]]
+    arguments = [aval_from_json(a) for a in doc["arguments"]]
     if in_tree.num_leaves != len(arguments) or out_tree.num_leaves != len(doc["out_weak"]):
         raise ValueError(f"deserialize_and_load: in_tree {in_tree} and out_tree {out_tree} "
                          f"have {in_tree.num_leaves} and {out_tree.num_leaves} leaves, but the "
@@ -169,8 +169,8 @@ def deserialize_and_load(serialized, in_tree, out_tree, backend=None, execution_
                          f"and returns {len(doc['out_weak'])} results; pass the pytrees "
                          f"serialize() returned with this blob")
     module = StableHloModule(doc["module"], doc["module_name"],
-                             tuple(_aval_from_json(a) for a in doc["module_in"]),
-                             tuple(_aval_from_json(a) for a in doc["module_out"]))
+                             tuple(aval_from_json(a) for a in doc["module_in"]),
+                             tuple(aval_from_json(a) for a in doc["module_out"]))
     try:
         program = Program(module, device, base64.b64decode(doc["executable"]))
     except PjrtError as e:
@@ -181,7 +181,7 @@ def deserialize_and_load(serialized, in_tree, out_tree, backend=None, execution_
                         f"{e.message}", e.code,
                         hint="serialize the executable again with this plug-in") from None
     program.held = {out: i for out, i in doc["held"]}
-    program.hold_constants([_array_from_json(c) for c in doc["constants"]])
+    program.hold_constants([array_from_json(c) for c in doc["constants"]])
     return LoadedCompiled(_entry(doc, program, arguments, in_tree, out_tree))
 
 
