@@ -252,10 +252,14 @@ def _assert_grads_close(got, want):
 def test_checkpoint_name_is_the_name_primitive():
     text = str(kiln.make_jaxpr(lambda v: checkpoint_name(jnp.sin(v), "s"))(jnp.arange(3.0)))
     assert "name(" in text and "name='s'" in text
-    for backend in ("reference", "llvm", "pjrt"):
-        f = kiln.jit(kiln.vmap(kiln.grad(lambda v: jnp.sum(checkpoint_name(v, "s") ** 3))),
-                     backend=backend)
-        np.testing.assert_allclose(f(jnp.ones((2, 3))), 3 * np.ones((2, 3)))
+    cube = checkpoint(lambda u: jnp.sin(checkpoint_name(u * u, "s")) * u,
+                      policy=kiln.checkpoint_policies.save_only_these_names("s"))
+    v = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    want = jax.vmap(jax.grad(lambda u: jjnp.sum(jjnp.sin(u * u) * u)))(v)
+    assert "num_saved=1" in str(kiln.make_jaxpr(kiln.grad(lambda u: jnp.sum(cube(u))))(v[0]))
+    for backend in ("reference", "llvm", "pjrt"):   # each lowers the name primitive
+        f = kiln.jit(kiln.vmap(kiln.grad(lambda u: jnp.sum(cube(u)))), backend=backend)
+        np.testing.assert_allclose(f(v), want, rtol=2e-6, atol=1e-6)
 
 
 def test_everything_saveable_recomputes_loops_and_saves_the_rest(capsys):
@@ -274,3 +278,9 @@ def test_everything_saveable_recomputes_loops_and_saves_the_rest(capsys):
         "f32[3] output of dot_general", "f32[3] output of sin"]   # the loop's input, no carry
     _assert_grads_close(kiln.grad(f(kiln, jnp), argnums=(0, 1))(*args),
                         jax.grad(f(jax, jjnp), argnums=(0, 1))(*args))
+
+
+def test_policy_derivatives_match_finite_differences():
+    from kiln.test_util import check_grads
+    f = checkpoint(_net(jnp), policy=kiln.checkpoint_policies.dots_saveable)
+    check_grads(f, _rand([(4, 3), (3, 4), (3,)]), order=2, modes=["rev"])
