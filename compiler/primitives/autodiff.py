@@ -492,7 +492,7 @@ def _remat_vjp(cts, primals, outs, *, body, prevent_cse=True, num_saved=0):
     first = len(outs) - num_saved
     inputs = set(body.invars)
     given = list({v: (v, o) for v, o in zip(body.outvars[first:], outs[first:])
-                  if v in active and v not in inputs}.values())
+                  if isinstance(v, Var) and v in active and v not in inputs}.values())
     fn, outer = _remat_backward(body, avals, diff, cts, given)
     k = len(outer) + n
     used = _used_inputs(fn)
