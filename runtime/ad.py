@@ -845,17 +845,20 @@ def saved_residuals(fun, *args, **kwargs):
     fn = staging.run_pipeline(fn)
     unknown = [False] * n_f + [True] * n_ct + [False] * (len(fn.invars) - n_f - n_ct)
     known, _, _ = split(fn, unknown, n_out)
-    made_by = {id(v): (k, eqn) for k, eqn in enumerate(known.eqns) for v in eqn.outvars}
+    made_by = {id(v): (k, eqn, _saved_by_policy(eqn, i))
+               for k, eqn in enumerate(known.eqns) for i, v in enumerate(eqn.outvars)}
     arguments = {id(v): k for k, v in enumerate(fn.invars[:n_f])}
     out = []   # (arguments in order, then values in the order the forward pass computes them)
     for v in known.outvars[n_out:]:
-        k, eqn = made_by.get(id(v), (None, None))
+        k, eqn, inner = made_by.get(id(v), (None, None, None))
         if eqn is not None:
-            where = f"output of {eqn.prim.name}"
+            eqn = inner[1] if inner is not None else eqn
+            where = f"output of {eqn.prim.name}" if eqn.prim.name != "name" \
+                else f"named {eqn.params['name']!r}"
             if eqn.info is not None:
                 fn_name = f" ({eqn.info.function})" if eqn.info.function else ""
                 where += f" from {eqn.info.filename}:{eqn.info.lineno}:{eqn.info.col}{fn_name}"
-            order = (1, k)
+            order = (1, k) if inner is None else (1, k, inner[0])
         elif id(v) in arguments:
             k = arguments[id(v)]
             name = leaf_names[k] if k < len(leaf_names) else v.name
@@ -866,6 +869,18 @@ def saved_residuals(fun, *args, **kwargs):
     out.sort(key=lambda t: t[0])
     out = [(aval, where) for _, aval, where in out]
     return out
+
+
+def _saved_by_policy(eqn, i):
+    """(its index in the body, the body's equation that computes it) for the `i`-th result of
+    `eqn` when that is a value a `checkpoint` policy saves (a `remat`'s last `num_saved`
+    results); None otherwise."""
+    n_saved = eqn.params.get("num_saved", 0) if eqn.prim.name == "remat" else 0
+    if i < len(eqn.outvars) - n_saved:
+        return None
+    v = eqn.params["body"].outvars[i]
+    return next(((k, e) for k, e in enumerate(eqn.params["body"].eqns) if v in e.outvars),
+                None)
 
 
 def _argument_leaf_names(fun, args):

@@ -2,13 +2,15 @@
 `checkpoint_policies`, `checkpoint_name`, the policy answers `Saveable`, `Recompute` and
 `Offloadable`, and `print_saved_residuals`.
 
-`checkpoint_name(x, name)` returns `x` (every leaf of a pytree) unchanged: kiln's
-`checkpoint` recomputes everything but the checkpointed function's arguments whatever the
-policy says (docs/differences.md), so a name changes nothing. `print_saved_residuals(f,
-*args)` prints what kiln's reverse mode of `f` keeps from the forward pass for the backward
-one, one line per value, as JAX's does: its type and where it comes from (an argument, or the
-primitive and source line that computes it). kiln's list is its own: kiln differentiates the
-source and simplifies the result, so it keeps other values than JAX's tracer does.
+`checkpoint_name(x, name)` returns `x` (every leaf of a pytree) with its value unchanged;
+while kiln specialises, each leaf goes through the `name` primitive (the identity, carrying
+`name`), which is what the policies `save_only_these_names` and `save_any_names_but_these`
+look for. `print_saved_residuals(f, *args)` prints what kiln's reverse mode of `f` keeps from
+the forward pass for the backward one, one line per value, as JAX's does: its type and where
+it comes from (an argument, the primitive and source line that computes it, or, for a value
+that a `checkpoint` policy saves because of its name, `named '<name>'` and the line of the
+`checkpoint_name`). kiln's list is its own: kiln differentiates the source and simplifies the
+result, so it keeps other values than JAX's tracer does.
 """
 import collections
 
@@ -16,6 +18,8 @@ from . import checkpoint_policies
 from .ad import saved_residuals
 from .custom_derivatives import checkpoint, remat
 from .tree_util import tree_map
+from .dispatch import bind, is_traced
+from .compiler.primitives import PRIMITIVES
 
 __all__ = ["checkpoint", "remat", "checkpoint_policies", "checkpoint_name",
            "print_saved_residuals", "saved_residuals", "Saveable", "Recompute", "Offloadable"]
@@ -30,6 +34,9 @@ class _PolicyAnswer:
     def __repr__(self):
         return self._name
 
+    def __bool__(self):
+        return self._name == "Saveable"   # what `checkpoint` does with the answer: save it
+
 
 Saveable = _PolicyAnswer("Saveable")
 Recompute = _PolicyAnswer("Recompute")
@@ -37,10 +44,11 @@ Offloadable = collections.namedtuple("Offloadable", ["src", "dst"])
 
 
 def checkpoint_name(x, name):
-    """`x` unchanged, every leaf tagged with `name` for a policy (a no-op in kiln)."""
+    """`x` unchanged, every leaf tagged with `name` for a policy (the `name` primitive)."""
     if not isinstance(name, str):
         raise TypeError(f"checkpoint_name's name must be a string, got {name!r}")
-    return tree_map(lambda leaf: leaf, x)
+    return tree_map(lambda leaf: bind(PRIMITIVES["name"], leaf, name=name)
+                    if is_traced(leaf) else leaf, x)
 
 
 def print_saved_residuals(f, *args, **kwargs):

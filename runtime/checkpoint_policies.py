@@ -1,10 +1,13 @@
 """`kiln.checkpoint_policies`: JAX's rematerialisation policies for `checkpoint(policy=...)`.
 
-Each policy is JAX's predicate `(primitive, *avals, **params) -> bool` (may the value be
-saved for the backward pass?), with JAX's names and answers. kiln's `checkpoint` saves only
-the arguments of the checkpointed function and recomputes everything else whatever the
-policy says, which is `nothing_saveable`'s behaviour; the others are kept so that code
-passing them runs (docs/differences.md)."""
+Each policy is JAX's predicate `(primitive, *avals, **params) -> bool` (may the results of
+an equation of this primitive, with these input avals and params, be saved for the backward
+pass?), with JAX's names and answers. `checkpoint(f, policy=...)` asks it once about each
+top-level equation of `f`'s body when it specialises `f`, and the SSA form records the
+answer as the results the `remat` body also returns (`num_saved`,
+compiler/primitives/autodiff.py `with_policy`). The name policies look for the `name`
+primitive of `kiln.ad_checkpoint.checkpoint_name`; the offload policies save the values on
+the device, as kiln offloads nothing to the host (docs/differences.md)."""
 
 _DOTS = ("dot_general",)
 

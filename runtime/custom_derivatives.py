@@ -24,7 +24,7 @@ from .tree_util import tree_flatten, tree_unflatten
 from .compiler.ir.builder import current, trace_region, close_regions
 from .compiler.ir.abstract import ShapedArray
 from .compiler.primitives import PRIMITIVES
-from .compiler.primitives.autodiff import defer_region
+from .compiler.primitives.autodiff import defer_region, with_policy
 
 
 def _tracing(leaves):
@@ -402,9 +402,9 @@ class custom_vjp(_CustomFunction):
 
 def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
     """`kiln.checkpoint` (`kiln.remat`): reverse mode recomputes `fun`'s intermediate values
-    in the backward section instead of storing them. `policy` is accepted for JAX
-    compatibility; kiln saves nothing but the arguments. `static_argnums` are passed through
-    as Python values."""
+    in the backward section instead of storing them, except the results of the equations of
+    `fun`'s body that `policy` (`kiln.checkpoint_policies`) accepts, which it saves
+    (`with_policy`). `static_argnums` are passed through as Python values."""
     if fun is None:
         return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy,
                                  static_argnums=static_argnums)
@@ -426,9 +426,14 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
         b = current()
         child = trace_region(b, _name(fun), body, [_aval(x) for x in leaves])
         (fn,), outer = close_regions([child])
-        outs = b.bind(PRIMITIVES["remat"], list(outer) + list(leaves),
-                      dict(body=fn, prevent_cse=bool(prevent_cse)))
-        return tree_unflatten(record["tree"], list(outs))
+        params = dict(body=fn, prevent_cse=bool(prevent_cse))
+        n_saved = 0
+        if policy is not None:
+            params["body"], n_saved = with_policy(fn, policy)
+            if n_saved:
+                params["num_saved"] = n_saved
+        outs = b.bind(PRIMITIVES["remat"], list(outer) + list(leaves), params)
+        return tree_unflatten(record["tree"], list(outs)[:len(outs) - n_saved])
     return remat_fun
 
 

@@ -83,3 +83,204 @@ def test_checkpoint_name_and_policy_answers():
     assert repr(Saveable) == "Saveable" and repr(Recompute) == "Recompute"
     assert Offloadable(src="device", dst="pinned_host").dst == "pinned_host"
     assert kiln.ad_checkpoint.checkpoint_policies is kiln.checkpoint_policies
+
+
+# ------------------------------------------------------------------ checkpoint(policy=...)
+
+def _policies(module):
+    p = module.checkpoint_policies
+    return {"dots": p.dots_saveable, "dots_no_batch": p.dots_with_no_batch_dims_saveable,
+            "everything": p.everything_saveable, "nothing": p.nothing_saveable,
+            "both": p.save_from_both_policies(p.nothing_saveable, p.checkpoint_dots),
+            "offload": p.offload_dot_with_no_batch_dims("device", "pinned_host")}
+
+
+def test_policy_saves_the_dots_jax_saves(capsys):
+    """The guide's cell: `dots_with_no_batch_dims_saveable` keeps the three dot_general
+    outputs (and recomputes the sines from them), as JAX lists them."""
+    import jax.ad_checkpoint as jax_ad_checkpoint
+    policy = "dots_no_batch"
+    got = _printed(capsys, kiln.ad_checkpoint,
+                   checkpoint(three_layers(jnp), policy=_policies(kiln)[policy]), _args(jnp))
+    want = _printed(capsys, jax_ad_checkpoint,
+                    jax.checkpoint(three_layers(jjnp), policy=_policies(jax)[policy]),
+                    _args(jjnp))
+    assert got[:4] == want[:4]
+    assert sorted(got) == sorted(want)
+    assert [line.split(" from ")[0] for line in got[4:]] == [
+        "f32[5] output of dot_general", "f32[6] output of dot_general",
+        "f32[7] output of dot_general"]
+    got = _printed(capsys, kiln.ad_checkpoint,
+                   checkpoint(three_layers(jnp), policy=_policies(kiln)["nothing"]), _args(jnp))
+    assert got == want[:4]
+
+
+def _rand(shapes, seed=0):
+    rng = np.random.RandomState(seed)
+    return [rng.randn(*s).astype(np.float32) for s in shapes]
+
+
+def _net(np_, inner=None):
+    def net(W1, W2, x):
+        h = np_.tanh(np_.dot(W1, x))
+        h = h if inner is None else inner(h)
+        return np_.sum(np_.sin(np_.dot(W2, h)) * h[:3])
+    return net
+
+
+@pytest.mark.parametrize("policy", sorted(_policies(kiln)))
+def test_policy_gradients_are_jaxs(policy):
+    args = _rand([(4, 3), (3, 4), (3,)])
+    want = jax.grad(jax.checkpoint(_net(jjnp), policy=_policies(jax)[policy]),
+                    argnums=(0, 1, 2))(*args)
+    got = kiln.grad(checkpoint(_net(jnp), policy=_policies(kiln)[policy]),
+                    argnums=(0, 1, 2))(*args)
+    plain = kiln.grad(_net(jnp), argnums=(0, 1, 2))(*args)
+    for g, w, p in zip(got, want, plain):
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6)
+        np.testing.assert_allclose(g, p, rtol=2e-5, atol=1e-6)
+
+
+def test_policy_saved_values_are_read_not_recomputed():
+    """The forward `remat` returns the saved dots (`num_saved=2`); the backward one reads
+    them and computes no dot of the forward pass again: only the dots of the cotangents."""
+    f = checkpoint(_net(jnp), policy=kiln.checkpoint_policies.dots_saveable)
+    text = str(kiln.make_jaxpr(kiln.grad(f))(*_rand([(4, 3), (3, 4), (3,)])))
+    assert "num_saved=2" in text
+    backward = text[text.index("def net_bwd"):]
+    assert backward.count("dot_general(") == 4   # two per dot: the cotangents of its operands
+    plain = str(kiln.make_jaxpr(kiln.grad(checkpoint(_net(jnp))))(*_rand([(4, 3), (3, 4), (3,)])))
+    assert "num_saved" not in plain
+    assert plain[plain.index("def net_bwd"):].count("dot_general(") == 6
+
+
+def test_policy_batch_dimensions(capsys):
+    """A batched dot is saved by `dots_saveable` and recomputed under
+    `dots_with_no_batch_dims_saveable`."""
+    def f(np_):
+        return lambda a, b: np_.sum(np_.sin(np_.einsum("bij,bjk->bik", a, b)))
+    args = _rand([(2, 3, 4), (2, 4, 5)])
+    for policy, extra in (("dots", ["f32[2,3,5] output of dot_general"]), ("dots_no_batch", [])):
+        got = _printed(capsys, kiln.ad_checkpoint,
+                       checkpoint(f(jnp), policy=_policies(kiln)[policy]), args)
+        assert got[:2] == ["f32[2,3,4] from the argument a", "f32[2,4,5] from the argument b"]
+        assert [line.split(" from ")[0] for line in got[2:]] == extra
+        np.testing.assert_allclose(
+            kiln.grad(checkpoint(f(jnp), policy=_policies(kiln)[policy]))(*args),
+            jax.grad(jax.checkpoint(f(jjnp), policy=_policies(jax)[policy]))(*args),
+            rtol=2e-5, atol=1e-6)
+
+
+def test_policy_under_jit_vmap_nesting_and_second_order():
+    args = _rand([(4, 3), (3, 4), (3,)])
+
+    def nested(module, np_):
+        p = _policies(module)
+        inner = module.checkpoint(lambda h: np_.cos(np_.outer(h, h)).sum(0), policy=p["dots"])
+        return module.checkpoint(_net(np_, inner), policy=p["everything"])
+    for k_f, j_f in ((checkpoint(_net(jnp), policy=_policies(kiln)["dots"]),
+                      jax.checkpoint(_net(jjnp), policy=_policies(jax)["dots"])),
+                     (nested(kiln, jnp), nested(jax, jjnp))):
+        np.testing.assert_allclose(kiln.jit(kiln.grad(k_f))(*args), jax.grad(j_f)(*args),
+                                   rtol=2e-5, atol=1e-6)
+        xs = np.stack(_rand([(3,)] * 2, seed=1))
+        np.testing.assert_allclose(
+            kiln.vmap(kiln.grad(k_f, argnums=2), in_axes=(None, None, 0))(*args[:2], xs),
+            jax.vmap(jax.grad(j_f, argnums=2), in_axes=(None, None, 0))(*args[:2], xs),
+            rtol=2e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            kiln.grad(lambda W1, W2, x: kiln.vmap(k_f, in_axes=(None, None, 0))(
+                W1, W2, x).sum())(args[0], args[1], xs),
+            jax.grad(lambda W1, W2, x: jax.vmap(j_f, in_axes=(None, None, 0))(
+                W1, W2, x).sum())(args[0], args[1], xs), rtol=2e-5, atol=1e-6)
+        hess = kiln.hessian(k_f, argnums=2)(*args)
+        np.testing.assert_allclose(hess, jax.hessian(j_f, argnums=2)(*args),
+                                   rtol=1e-4, atol=1e-5)
+        second = kiln.grad(lambda *a: kiln.grad(k_f, argnums=2)(*a).sum(), argnums=0)(*args)
+        np.testing.assert_allclose(
+            second, jax.grad(lambda *a: jax.grad(j_f, argnums=2)(*a).sum(), argnums=0)(*args),
+            rtol=1e-4, atol=1e-5)
+
+
+def test_policy_answers_save_or_recompute(capsys):
+    """A user's policy may answer `Saveable`, `Recompute` or an `Offloadable` (saved)."""
+    for answer, n in ((Saveable, 2), (Recompute, 0), (Offloadable("device", "pinned_host"), 2)):
+        def policy(prim, *avals, **params):
+            return answer if prim.name == "dot_general" else Recompute
+        got = _printed(capsys, kiln.ad_checkpoint, checkpoint(_net(jnp), policy=policy),
+                       _rand([(4, 3), (3, 4), (3,)]))
+        assert len(got) == 3 + n
+
+
+def _named_layers(module, np_):
+    def f(W1, W2, W3, x):
+        x = module.ad_checkpoint.checkpoint_name(layer(W1, x, np_), name="layer1_output")
+        x = module.ad_checkpoint.checkpoint_name(layer(W2, x, np_), name="layer2_output")
+        x = module.ad_checkpoint.checkpoint_name(layer(W3, x, np_), name="layer3_output")
+        return x
+    return f
+
+
+@pytest.mark.parametrize("policy, saved", [
+    ("save_any_names_but_these", ["f32[6] named 'layer2_output'"]),
+    ("save_only_these_names", ["f32[5] named 'layer1_output'"])])
+def test_name_policies_save_what_jax_saves(capsys, policy, saved):
+    """The guide's cell with `checkpoint_name`: `save_any_names_but_these('layer1_output')`
+    keeps layer2's output (layer3's is the result, which the backward pass does not read)."""
+    import jax.ad_checkpoint as jax_ad_checkpoint
+
+    def make(module, np_):
+        return module.checkpoint(_named_layers(module, np_),
+                                 policy=getattr(module.checkpoint_policies, policy)(
+                                     "layer1_output"))
+    got = _printed(capsys, kiln.ad_checkpoint, make(kiln, jnp), _args(jnp))
+    want = _printed(capsys, jax_ad_checkpoint, make(jax, jjnp), _args(jjnp))
+    assert got == want
+    assert [line.split(" from ")[0] for line in got[4:]] == saved
+    assert got[4].endswith("(_named_layers.<locals>.f)") and "test_ad_checkpoint.py:" in got[4]
+    args = _rand([(5, 4), (6, 5), (7, 6), (4,)])
+    _assert_grads_close(kiln.grad(lambda *a: make(kiln, jnp)(*a).sum(), argnums=(0, 3))(*args),
+                        jax.grad(lambda *a: make(jax, jjnp)(*a).sum(), argnums=(0, 3))(*args))
+
+
+def _assert_grads_close(got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6)
+
+
+def test_checkpoint_name_is_the_name_primitive():
+    text = str(kiln.make_jaxpr(lambda v: checkpoint_name(jnp.sin(v), "s"))(jnp.arange(3.0)))
+    assert "name(" in text and "name='s'" in text
+    cube = checkpoint(lambda u: jnp.sin(checkpoint_name(u * u, "s")) * u,
+                      policy=kiln.checkpoint_policies.save_only_these_names("s"))
+    v = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    want = jax.vmap(jax.grad(lambda u: jjnp.sum(jjnp.sin(u * u) * u)))(v)
+    assert "num_saved=1" in str(kiln.make_jaxpr(kiln.grad(lambda u: jnp.sum(cube(u))))(v[0]))
+    for backend in ("reference", "llvm", "pjrt"):   # each lowers the name primitive
+        f = kiln.jit(kiln.vmap(kiln.grad(lambda u: jnp.sum(cube(u)))), backend=backend)
+        np.testing.assert_allclose(f(v), want, rtol=2e-6, atol=1e-6)
+
+
+def test_everything_saveable_recomputes_loops_and_saves_the_rest(capsys):
+    """A loop in the body is recomputed (its backward pass needs its carries as well); the
+    values around it are saved; the derivative is JAX's."""
+    def f(module, np_):
+        def body(W, x):
+            h = np_.sin(np_.dot(W, x))
+            h = module.lax.fori_loop(0, 3, lambda i, c: np_.tanh(c) * 1.5, h)
+            return np_.sum(np_.cos(h))
+        return module.checkpoint(body, policy=module.checkpoint_policies.everything_saveable)
+    args = _rand([(3, 3), (3,)])
+    got = _printed(capsys, kiln.ad_checkpoint, f(kiln, jnp), args)
+    assert got[:2] == ["f32[3,3] from the argument W", "f32[3] from the argument x"]
+    assert [line.split(" from ")[0] for line in got[2:]] == [
+        "f32[3] output of dot_general", "f32[3] output of sin"]   # the loop's input, no carry
+    _assert_grads_close(kiln.grad(f(kiln, jnp), argnums=(0, 1))(*args),
+                        jax.grad(f(jax, jjnp), argnums=(0, 1))(*args))
+
+
+def test_policy_derivatives_match_finite_differences():
+    from kiln.test_util import check_grads
+    f = checkpoint(_net(jnp), policy=kiln.checkpoint_policies.dots_saveable)
+    check_grads(f, _rand([(4, 3), (3, 4), (3,)]), order=2, modes=["rev"])

@@ -192,9 +192,9 @@ def unary_case(name):
 
 
 @st.composite
-def no_derivative_case(draw):
+def identity_case(draw, name):
     x = array(draw, draw(st.sampled_from(ALL)), draw(shapes()), lo=-4, hi=4)
-    return Case([x], {"name": "tridiagonal"}, lambda v, **_: v, (draw(st.booleans()),))
+    return Case([x], {"name": name}, lambda v, **_: v, (draw(st.booleans()),))
 
 
 @st.composite
@@ -1182,7 +1182,8 @@ CASES = {
     "select_and_gather_add": window_case("select_and_gather_add"),
     "select_and_scatter_add": window_case("select_and_scatter_add"),
     **{name: unary_case(name) for name in UNARY},
-    "no_derivative": no_derivative_case(),
+    "no_derivative": identity_case("tridiagonal"),
+    "name": identity_case("layer1_output"),
     **{name: binary_case(name) for name in BINARY},
     "round": round_case(),
     "pow": pow_case(),

@@ -7,6 +7,10 @@ that reverse mode records loop carries on.
       the identity, whose derivative is an error: NotImplementedError naming the operation
       `name` (an operation kiln composes from differentiable primitives but JAX defines no
       derivative for, such as `lax.linalg.tridiagonal`, puts it on its input).
+  y = name(x, name='layer1')
+      the identity, its value tagged with `name` for checkpoint policies
+      (`kiln.ad_checkpoint.checkpoint_name`; JAX's `name` primitive); its derivative is the
+      identity's.
   tape = tape_new()
       an empty last-in-first-out tape (an opaque value of type `tape[]`).
   tape' = tape_push(tape, *values)
@@ -34,12 +38,13 @@ reverse-over-reverse works.
 import numpy as np
 
 from ..ir.abstract import ShapedArray
+from ..ir.ssa import Function, Var
 from ..ir.builder import current, trace_region, close_regions
 from . import emit as E
 from . import batching as B
 from . import regions
-from .core import register, type_error, BATCH, JVP, VJP
-from .rule_forms import tangent_rule, cotangent_rule
+from .core import register, type_error, BATCH, JVP, VJP, VJP_FORWARD
+from .rule_forms import tangent_rule, cotangent_rule, active_values
 
 TAPE = ShapedArray((), np.dtype(object), False)
 
@@ -73,6 +78,16 @@ JVP[no_derivative] = lambda eqn, primals, tangents: underivable(eqn.params["name
 VJP[no_derivative] = lambda ct, primals, out, residuals, *, name: underivable(name)
 BATCH[no_derivative] = lambda args, dims, *, name: (E.no_derivative(args[0], name=name),
                                                     dims[0])
+
+
+def _name_eval(x, *, name):
+    return x
+
+
+name_p = register("name", _name_eval, lambda x, *, name: x)
+name_p.def_rules(jvp=tangent_rule(lambda primals, tangents, out, *, name: tangents[0]),
+                 vjp=cotangent_rule(lambda ct, primals, out, *, name: [ct]))
+BATCH[name_p] = lambda args, dims, *, name: (E.name(args[0], name=name), dims[0])
 
 
 class Tape:
@@ -328,6 +343,11 @@ BATCH[tape_add] = _tape_add_batch
 #   outs = remat(*args, body=f, prevent_cse=True)
 #       f(*args), recomputed in the backward section instead of keeping its intermediate
 #       values (`kiln.checkpoint`): the backward section is a `remat` over f's VJP.
+#   *outs, *saved = remat(*args, body=f, prevent_cse=True, num_saved=k)
+#       the same, where `checkpoint(policy=...)` accepted some of f's top-level equations
+#       (`with_policy`): f also returns their results, the last k outputs, and the backward
+#       section reads those instead of recomputing them (only those of equations on the
+#       differentiated path are passed to it).
 # Closed-over values (`consts`) have no derivative through these (JAX's custom rules do not
 # see them either).
 #   A rule region may also be an int: the token of a *deferred* rule (`defer_region`), which
@@ -373,15 +393,28 @@ custom_jvp_call = register("custom_jvp_call", _call_eval, _call_impl, multiple_r
 custom_vjp_call = register("custom_vjp_call", _call_eval, _call_impl, multiple_results=True)
 
 
-def _remat_eval(*avals, body, prevent_cse=True):
+def _remat_eval(*avals, body, prevent_cse=True, num_saved=0):
     return tuple(body.out_avals)
 
 
-def _remat_impl(*args, body, prevent_cse=True):
+def _remat_impl(*args, body, prevent_cse=True, num_saved=0):
     return tuple(_run_region(body, *args))
 
 
 remat = register("remat", _remat_eval, _remat_impl, multiple_results=True)
+
+
+def with_policy(fn, policy):
+    """(`fn` also returning the results of the top-level equations `policy` accepts, their
+    count): the body and `num_saved` of a `remat` under `checkpoint(policy=...)`. `policy` is
+    JAX's predicate `policy(primitive, *input avals, **params)`; an answer is saved when it
+    is true (`Recompute` is false). Equations with a `vjp_forward` rule (loops, custom VJPs)
+    are recomputed whatever it says: their backward pass needs values from inside them as
+    well."""
+    saved = [v for eqn in fn.eqns if eqn.prim not in VJP_FORWARD
+             and bool(policy(eqn.prim, *[v.aval for v in eqn.invars], **eqn.params))
+             for v in eqn.outvars]
+    return Function(fn.name, fn.invars, fn.eqns, list(fn.outvars) + saved), len(saved)
 
 
 def _inexact(a):
@@ -451,25 +484,58 @@ def _remat_jvp(eqn, ins, tins):
     return list(outs), list(touts)
 
 
-def _remat_vjp(cts, primals, outs, *, body, prevent_cse=True):
+def _remat_vjp(cts, primals, outs, *, body, prevent_cse=True, num_saved=0):
     avals = [E.aval(x) for x in primals]
     diff = [a.dtype.kind in "fcO" for a in avals]
-    nz = [c is not None for c in cts]
     n = len(primals)
-
-    def backward(inputs):
-        it = iter(inputs[n:])
-        ct = [next(it) if z else None for z in nz]
-        _, cts_in = regions.vjp(body, inputs[:n], ct, diff)
-        return [E.instantiate(c, a) for c, a, d in zip(cts_in, avals, diff) if d]
-    b = current()
-    child = trace_region(b, body.name + "_bwd", backward,
-                         avals + [E.aval(c) for c in cts if c is not None])
-    (fn,), outer = close_regions([child])
-    res = b.bind(remat, list(outer) + list(primals) + [c for c in cts if c is not None],
-                 dict(body=fn, prevent_cse=prevent_cse))
+    active = active_values(body, diff)
+    first = len(outs) - num_saved
+    inputs = set(body.invars)
+    given = list({v: (v, o) for v, o in zip(body.outvars[first:], outs[first:])
+                  if isinstance(v, Var) and v in active and v not in inputs}.values())
+    fn, outer = _remat_backward(body, avals, diff, cts, given)
+    k = len(outer) + n
+    used = _used_inputs(fn)
+    kept = [g for g, v in zip(given, fn.invars[k:k + len(given)]) if v in used]
+    if len(kept) < len(given):   # saved values the backward pass does not read stay out
+        given = kept
+        fn, outer = _remat_backward(body, avals, diff, cts, given)
+    res = current().bind(remat, list(outer) + list(primals) + [o for _, o in given]
+                         + [c for c in cts if c is not None],
+                         dict(body=fn, prevent_cse=prevent_cse))
     it = iter(res)
     return [next(it) if d else None for d in diff]
+
+
+def _remat_backward(body, avals, diff, cts, given):
+    """(the region of a `remat`'s backward section, the values it captured): inputs are the
+    primals, the saved values (`given`: pairs of a result of `body` and its forward value),
+    then the non-zero cotangents; it recomputes `body` but for the saved values, and returns
+    the cotangents of the differentiable primals."""
+    nz = [c is not None for c in cts]
+    n, m = len(avals), len(avals) + len(given)
+
+    def backward(inputs):
+        it = iter(inputs[m:])
+        ct = [next(it) if z else None for z in nz]
+        reads = {v: x for (v, _), x in zip(given, inputs[n:m])}
+        _, cts_in = regions.vjp(body, inputs[:n], ct, diff, reads)
+        return [E.instantiate(c, a) for c, a, d in zip(cts_in, avals, diff) if d]
+    child = trace_region(current(), body.name + "_bwd", backward,
+                         avals + [E.aval(o) for _, o in given]
+                         + [E.aval(c) for c in cts if c is not None])
+    (fn,), outer = close_regions([child])
+    return fn, outer
+
+
+def _used_inputs(fn):
+    """The inputs of `fn` that its results or effects depend on (a conservative liveness:
+    an equation with regions counts as an effect)."""
+    live = {v for v in fn.outvars if isinstance(v, Var)}
+    for eqn in reversed(fn.eqns):
+        if eqn.prim.effect or eqn.regions() or any(v in live for v in eqn.outvars):
+            live.update(v for v in eqn.invars if isinstance(v, Var))
+    return live
 
 
 remat.def_rules(jvp=_remat_jvp, vjp=cotangent_rule(_remat_vjp))
@@ -593,7 +659,7 @@ def _custom_vjp_batch(args, dims, *, call, fwd, bwd, num_consts):
     return list(outs), record["dims"]
 
 
-def _remat_batch(args, dims, *, body, prevent_cse=True):
+def _remat_batch(args, dims, *, body, prevent_cse=True, num_saved=0):
     record = {}
 
     def place(outs, odims):
@@ -602,8 +668,10 @@ def _remat_batch(args, dims, *, body, prevent_cse=True):
     child = batched_region(body, [E.aval(x) for x in args], dims,
                             B.batch_size(args, dims), place)
     (fn,), outer = close_regions([child])
-    outs = current().bind(remat, list(outer) + list(args),
-                          dict(body=fn, prevent_cse=prevent_cse))
+    params = dict(body=fn, prevent_cse=prevent_cse)
+    if num_saved:
+        params["num_saved"] = num_saved
+    outs = current().bind(remat, list(outer) + list(args), params)
     return list(outs), record["dims"]
 
 

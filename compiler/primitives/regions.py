@@ -7,7 +7,8 @@ each transform module registers its entry point here when it is imported (`provi
 runs only inside its transform, which is then loaded. The entry points:
 
   jvp(fn, primals, tangents) -> (outs, out_tangents)     transforms/jvp.py `jvp_emit`
-  vjp(fn, primals, cts, active) -> (outs, input cts)     transforms/vjp.py `vjp_emit`
+  vjp(fn, primals, cts, active, reads=None) -> (outs, input cts)
+                                                          transforms/vjp.py `vjp_emit`
   batch(fn, args, dims, size) -> (outs, out_dims)        transforms/vmap.py `batch_emit`
 """
 _PROVIDERS = {}
@@ -34,8 +35,8 @@ def jvp(fn, primals, tangents):
     return _provider("jvp")(fn, primals, tangents)
 
 
-def vjp(fn, primals, cts, active):
-    return _provider("vjp")(fn, primals, cts, active)
+def vjp(fn, primals, cts, active, reads=None):
+    return _provider("vjp")(fn, primals, cts, active, reads)
 
 
 def batch(fn, args, dims, size):

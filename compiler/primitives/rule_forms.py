@@ -77,13 +77,21 @@ def cotangent_rule(f):
     return vjp
 
 
-def tangent_pattern(fn, nonzero):
-    """Which outputs of `fn` get a non-zero tangent when the inputs flagged in `nonzero` have
-    one (a conservative static propagation; control flow counts as one equation)."""
+def active_values(fn, nonzero):
+    """The variables of `fn` (its inputs and its top-level equations' results) that get a
+    non-zero tangent when the inputs flagged in `nonzero` have one (a conservative static
+    propagation; control flow counts as one equation)."""
     live = {v for v, nz in zip(fn.invars, nonzero) if nz and has_tangent(v.aval)}
     for eqn in fn.eqns:
         if eqn.prim.zero_derivative:
             continue
         if any(isinstance(v, Var) and v in live for v in eqn.invars):
             live.update(v for v in eqn.outvars if has_tangent(v.aval))
+    return live
+
+
+def tangent_pattern(fn, nonzero):
+    """Which outputs of `fn` get a non-zero tangent when the inputs flagged in `nonzero` have
+    one (`active_values`)."""
+    live = active_values(fn, nonzero)
     return [isinstance(v, Var) and v in live for v in fn.outvars]

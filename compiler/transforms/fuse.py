@@ -11,7 +11,7 @@ becomes
 
 What joins a group (compiler/primitives/fusion.py describes the primitive):
 - *elementwise* equations (every primitive of the elementwise family, `stop_gradient`,
-  `no_derivative`, `iota`)
+  `no_derivative`, `name`, `iota`)
   and *reductions* over at least one axis, whose iteration space (the result shape; for a
   reduction, its operand's shape) is the group's;
 - *views* (broadcast_in_dim, transpose, rev, slice, squeeze, reshape): these read their operand
@@ -37,7 +37,8 @@ from ..ir.builder import reserved_names
 from ..primitives import PRIMITIVES
 from ..primitives import elementwise
 
-ELEMENTWISE = frozenset(elementwise.NAMES) | {"stop_gradient", "no_derivative", "iota"}
+ELEMENTWISE = frozenset(elementwise.NAMES) | {"stop_gradient", "no_derivative", "name",
+                                                "iota"}
 VIEWS = frozenset({"broadcast_in_dim", "transpose", "rev", "slice", "squeeze", "reshape"})
 REDUCTIONS = frozenset({"reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and",
                         "reduce_or", "reduce_xor"})

@@ -41,11 +41,14 @@ class ForwardState:
     __slots__ = ("fn", "outs", "active", "tape", "act")
 
 
-def vjp_forward(fn, primals, active):
+def vjp_forward(fn, primals, active, reads=None):
     """Emit the forward section of `fn` into the current builder: `fn`'s equations replayed,
     control flow in its recording form where it is active. `active` flags the inputs being
-    differentiated. Returns the state `vjp_backward` continues from (`state.outs` are the
-    primal outputs)."""
+    differentiated. `reads` maps results of `fn`'s equations to values already computed (a
+    checkpoint's saved values): an equation all of whose results are there is not replayed,
+    its results are read from there (its VJP rule still runs in the backward section).
+    Returns the state `vjp_backward` continues from (`state.outs` are the primal outputs)."""
+    reads = reads or {}
     b = current()
     env = {}
     act = set()
@@ -64,7 +67,11 @@ def vjp_forward(fn, primals, active):
         try:
             forward = VJP_FORWARD.get(eqn.prim, _replay_forward) if is_active \
                 else _replay_forward
-            outs, res = forward(eqn, ins)
+            if eqn.outvars and all(v in reads for v in eqn.outvars) \
+                    and eqn.prim not in VJP_FORWARD:
+                outs, res = [reads[v] for v in eqn.outvars], None
+            else:
+                outs, res = forward(eqn, ins)
         finally:
             b.info = info
         for v, o in zip(eqn.outvars, outs):
@@ -114,9 +121,10 @@ def vjp_backward(state, cts):
     return [ctenv.get(v) if a else None for v, a in zip(fn.invars, state.active)]
 
 
-def vjp_emit(fn, primals, cts, active):
-    """Forward then backward section of `fn` in the current builder: (outs, input cts)."""
-    state = vjp_forward(fn, primals, active)
+def vjp_emit(fn, primals, cts, active, reads=None):
+    """Forward then backward section of `fn` in the current builder: (outs, input cts);
+    `reads` as for `vjp_forward`."""
+    state = vjp_forward(fn, primals, active, reads)
     return state.outs, vjp_backward(state, cts)
 
 

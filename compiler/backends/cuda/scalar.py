@@ -279,7 +279,7 @@ _RULES = {
     "cbrt": _math("cbrt"), "erf": _math("erf"), "erfc": _math("erfc"),
     "erf_inv": _math("erfinv"), "lgamma": _math("lgamma"),
     "atan2": _math("atan2"), "nextafter": _math("nextafter"), "fma": _math("fma"),
-    "round": _round, "sign": _sign, "is_finite": _is_finite, "copy": _identity,
+    "round": _round, "sign": _sign, "is_finite": _is_finite, "copy": _identity, "name": _identity,
     "stop_gradient": _identity, "no_derivative": _identity, "clamp": _clamp, "shift_left": _shift("<<"),
     "shift_right_logical": _shift(">>"), "shift_right_arithmetic": _shift(">>", True),
     "population_count": _population_count, "clz": _clz, "bitcast_convert_type": _bitcast,

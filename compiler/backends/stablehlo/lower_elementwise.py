@@ -213,7 +213,7 @@ for _name, _op in _BINARY.items():
     STABLEHLO[PRIMITIVES[_name]] = _binary(_op)
 for _name, _direction in _COMPARE.items():
     STABLEHLO[PRIMITIVES[_name]] = _compare(_direction)
-for _name in ("copy", "stop_gradient", "no_derivative"):
+for _name in ("copy", "stop_gradient", "no_derivative", "name"):
     STABLEHLO[PRIMITIVES[_name]] = _identity
 for _name, _rule in (("sign", _sign), ("round", _round), ("exp2", _exp2), ("square", _square),
                      ("integer_pow", _integer_pow), ("pow", _pow), ("nextafter", _nextafter),
