@@ -46,6 +46,12 @@ def _cases(lib):
     def several(a):
         return a.T, a.sum(1), jnp.dot(a, a.T)
 
+    def constrained_argument(a):
+        return jnp.cos(lax.with_sharding_constraint(a, nsh(mesh, lib.P("y", None))))
+
+    def looped(a):
+        return lax.fori_loop(0, 3, lambda i, v: v * 0.5 + 1, a)
+
     def twice_transposed(a):
         return a.T.T
 
@@ -85,6 +91,8 @@ def _cases(lib):
         "jit_transposed_back": lambda: jit(twice_transposed)(xx),
         "jit_row_sums": lambda: jit(row_sums)(xx), "dot_kept_spec": lambda: jnp.dot(xx, xy.T),
         "columns_kept_spec": lambda: xx[:, :2],
+        "jit_constrained_argument": lambda: jit(constrained_argument)(x),
+        "jit_loop": lambda: jit(looped)(x),
         "replicated": lambda: jnp.sin(xr), "conflict": lambda: x + xt,
         "partial": lambda: x + xx, "partial_first": lambda: xx + x,
         "with_plain": lambda: x + plain, "plain_first": lambda: plain + x,
