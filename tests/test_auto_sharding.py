@@ -93,6 +93,8 @@ def _cases(lib):
         "columns_kept_spec": lambda: xx[:, :2],
         "jit_constrained_argument": lambda: jit(constrained_argument)(x),
         "jit_loop": lambda: jit(looped)(x),
+        "constraint": lambda: lax.with_sharding_constraint(x, nsh(mesh, lib.P(None, "x"))),
+        "constraint_plain": lambda: lax.with_sharding_constraint(plain, nsh(mesh, lib.P("y"))),
         "replicated": lambda: jnp.sin(xr), "conflict": lambda: x + xt,
         "partial": lambda: x + xx, "partial_first": lambda: xx + x,
         "with_plain": lambda: x + plain, "plain_first": lambda: plain + x,
