@@ -33,8 +33,8 @@ operands is not split; contracting dimensions split on both sides: the result is
 there; an axis a result would name twice: kept where it comes first), with `reshape` keeping the
 split of the major dimension of each group of merged or divided dimensions where the sizes
 allow, `slice` keeping the split of the dimensions it keeps whole, `squeeze` that of the
-others, and an operation without a rule keeping the split of an operand of the result's shape
-(else replicated). `propagate` places eager results so; `auto_placements` walks a `jit`'s
+others, the linear-algebra decompositions (`REPLICATING`) replicated, and an operation without
+a rule keeping the split of an operand of the result's shape (else replicated). `propagate` places eager results so; `auto_placements` walks a `jit`'s
 specialisation from its arguments' shardings (and `with_sharding_constraint`s, `constrain`)
 to place its results; results computed from no sharded argument stay on device 0, as in JAX.
 """
@@ -190,6 +190,9 @@ def _squeeze(name, specs, shapes, out_shape, params):
 
 
 AUTO_RULES = {**RULES, "slice": _slice, "squeeze": _squeeze}   # (over Auto axes only)
+# decompositions XLA does not partition: over Auto axes their results are replicated
+REPLICATING = {"cholesky", "triangular_solve", "eig", "eigh", "lu", "qr", "schur",
+               "hessenberg", "svd"}
 
 
 def _error(name, specs, shapes, why):
@@ -237,6 +240,8 @@ def propagate(prim, args, params, result, shardings):
              for s, shape in zip(shardings, shapes)]
     if not any(t is not None for t in typed):   # (placed over Auto axes)
         return _propagate_auto(prim, params, shapes, shardings, result)
+    if prim.multiple_results:   # (no rule: untyped)
+        return result
     split = _result_split(prim, params, shapes, typed, result.shape)
     if split is None:
         return result
@@ -284,6 +289,8 @@ def auto_split(prim, params, specs, shapes, out_shape, sizes):
     """Per result dimension the Auto mesh axes (of sizes `sizes`) it is split over, from the
     operands' `specs` (per dimension the axes; None: not placed over the mesh); never raises
     (the module's docstring says how conflicts resolve)."""
+    if prim.name in REPLICATING:
+        return [()] * len(out_shape)
     rule = AUTO_RULES.get(prim.name)
     if rule is None or prim.multiple_results:
         specs = [s if s is not None and shape == tuple(out_shape) else None
@@ -319,18 +326,20 @@ def _auto_sharding(mesh, split, first):
 
 
 def _propagate_auto(prim, params, shapes, shardings, result):
-    """`result` placed over the one all-Auto mesh of its operands (`auto_split`); as it is
-    when they are over several meshes."""
+    """`result` (a tuple for several) placed over the one all-Auto mesh of its operands
+    (`auto_split`); as it is when they are over several meshes."""
     meshes = {auto_mesh(s) for s in shardings} - {None}
     if len(meshes) != 1:
         return result
     mesh = meshes.pop()
     specs = [_auto_spec(s, len(shape)) if auto_mesh(s) is not None else None
              for s, shape in zip(shardings, shapes)]
-    split = auto_split(prim, params, specs, shapes, result.shape, mesh.shape)
     first = next(s for s in shardings if auto_mesh(s) == mesh)
     from .array import placed_on
-    return placed_on(result, _auto_sharding(mesh, split, first))
+    placed = tuple(placed_on(r, _auto_sharding(mesh, auto_split(
+        prim, params, specs, shapes, r.shape, mesh.shape), first))
+        for r in (result if prim.multiple_results else (result,)))
+    return placed if prim.multiple_results else placed[0]
 
 
 _CONSTRAINTS = {}   # id(Var) -> (Var, NamedSharding): with_sharding_constraint over Auto axes
