@@ -30,13 +30,15 @@ Over a mesh whose axes are all *Auto* (`auto_mesh`) nothing is typed, but result
 NamedSharding as XLA's propagation gives them in JAX: `auto_split` runs the same rules over
 every mesh axis without errors (`_elementwise_auto`: a dimension split differently by the
 operands is not split; contracting dimensions split on both sides: the result is not split
-there; an axis a result would name twice: kept where it comes first), with `reshape` keeping the
-split of the major dimension of each group of merged or divided dimensions where the sizes
+there; an axis a result would name twice: kept where it comes first), with `reshape` keeping
+the split of the major dimension of each group of merged or divided dimensions where the sizes
 allow, `slice` keeping the split of the dimensions it keeps whole, `squeeze` that of the
 others, the linear-algebra decompositions (`REPLICATING`) replicated, and an operation without
-a rule keeping the split of an operand of the result's shape (else replicated). `propagate` places eager results so; `auto_placements` walks a `jit`'s
-specialisation from its arguments' shardings (and `with_sharding_constraint`s, `constrain`)
-to place its results; results computed from no sharded argument stay on device 0, as in JAX.
+a rule keeping the split of an operand of the result's shape (else replicated). `propagate`
+places eager results so; `auto_placements` walks a `jit`'s specialisation (`placed_by_walk`:
+eager `vmap`'s and `grad`'s compiled function) from its arguments' shardings (and
+`with_sharding_constraint`s, `constrain`) to place its results; results computed from no
+sharded argument stay on device 0, as in JAX.
 """
 import contextlib
 import math
@@ -404,3 +406,13 @@ def auto_placements(fn, constraints, leaves):
     first = next(s for s in shardings if auto_mesh(s) == mesh)
     return [_auto_sharding(mesh, known[v], first) if isinstance(v, Var) and v in known else None
             for v in fn.outvars]
+
+
+def placed_by_walk(fn, leaves, outs):
+    """`outs`, the results of SSA function `fn` (eager `vmap`'s and `grad`'s) called with
+    `leaves`, placed as `auto_placements` says (a list)."""
+    placements = auto_placements(fn, {}, leaves)
+    if not placements:
+        return list(outs)
+    from .array import placed_on
+    return [o if s is None else placed_on(o, s) for o, s in zip(outs, placements)]

@@ -61,6 +61,12 @@ def _cases(lib):
     def inverted(a):
         return jnp.linalg.inv(a[:4] + 8 * jnp.eye(4))
 
+    def row_dot(r):
+        return jnp.dot(r, r)
+
+    def sine_sum(a):
+        return jnp.sin(a).sum()
+
     def twice_transposed(a):
         return a.T.T
 
@@ -102,6 +108,10 @@ def _cases(lib):
         "columns_kept_spec": lambda: xx[:, :2],
         "jit_constrained_argument": lambda: jit(constrained_argument)(x),
         "jit_loop": lambda: jit(looped)(x),
+        "vmap": lambda: lib.root.vmap(row_dot)(x),
+        "vmap_axis1": lambda: lib.root.vmap(sine, in_axes=1)(x),
+        "grad": lambda: lib.root.grad(sine_sum)(x),
+        "value_and_grad": lambda: lib.root.value_and_grad(sine_sum)(xx),
         "qr": lambda: decomposed(x), "jit_qr": lambda: jit(decomposed)(x),
         "sort": lambda: sorted_rows(x), "jit_sort": lambda: jit(sorted_rows)(x),
         "inv": lambda: inverted(x), "jit_inv": lambda: jit(inverted)(x),
