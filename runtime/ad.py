@@ -22,7 +22,8 @@ import functools
 
 import numpy as np
 
-from .array import Array
+from .array import Array, TYPED
+from .sharding_propagation import placed_by_walk
 from .tree_util import Partial, tree_flatten, tree_unflatten, tree_structure
 from . import staging
 from .staging import leaf_value as _value, wrap_outputs
@@ -59,7 +60,8 @@ def _aval(x, i):
 
 
 class _Entry(staging.Entry):
-    __slots__ = ("executable", "consts", "out_weak", "post", "ssa")
+    __slots__ = ("executable", "consts", "out_weak", "post", "ssa",
+                 "function")   # the derivative's SSA (sharding_propagation.placed_by_walk)
 
 
 class Transformation:
@@ -120,8 +122,11 @@ class Transformation:
         entry = self.cache.lookup((treedef, statics, avals), lambda stale: self._compile(
             leaves, treedef, mask, avals))
         check_execution(self.name)
-        outs = entry.executable(*[_value(x) for x in dynamic], *entry.consts)
-        return entry.post(wrap_outputs(outs, entry.out_weak))
+        outs = wrap_outputs(entry.executable(*[_value(x) for x in dynamic], *entry.consts),
+                            entry.out_weak)
+        if TYPED and any(id(x) in TYPED for x in dynamic):   # (arguments over Auto mesh axes)
+            outs = placed_by_walk(entry.function, dynamic, outs)
+        return entry.post(outs)
 
     def _compile(self, leaves, treedef, mask, avals):
         if staging.log_compiles():
@@ -129,6 +134,7 @@ class Transformation:
                                    ", ".join(a.str_short() for a in avals))
         st, fn = self._derivative(leaves, treedef, mask)
         entry = _Entry()
+        entry.function = fn.fn
         entry.ssa, entry.executable = staging.compile_ssa(fn.fn)
         entry.consts = list(st.extra) + fn.consts
         entry.out_weak = [v.aval.weak_type for v in entry.ssa.outvars]

@@ -31,7 +31,9 @@ from .compiler.backends.cuda.device import DeviceBuffer
 
 _SCALARS = (int, float, complex, bool, np.generic)
 _SHARDINGS = {}   # id(array) -> its sharding, for arrays given one (placed_on); others: device 0
-TYPED = set()     # ids of the placed arrays split over an Explicit mesh axis (sharding_types)
+# ids of the placed arrays split over an Explicit mesh axis (sharding_types) or placed over a
+# mesh of Auto axes: the results of operations on them are placed by sharding_propagation.py
+TYPED = set()
 _DENSE_LOCK = threading.Lock()   # Array._dense: one copy of an array whatever the threads
 
 
@@ -39,11 +41,13 @@ def placed_on(array, sharding):
     """`array`, now reporting `sharding` (kept beside it until it is collected: arrays that
     were never placed pay nothing). Returns `array`."""
     from .sharding_types import type_sharding
+    from .sharding_propagation import auto_mesh
     key = id(array)
     if key not in _SHARDINGS:
         weakref.finalize(array, _forget, key)
     _SHARDINGS[key] = sharding
-    if type_sharding(sharding, len(array.shape)) is not None:
+    if type_sharding(sharding, len(array.shape)) is not None or \
+            auto_mesh(sharding) is not None:
         TYPED.add(key)
     else:
         TYPED.discard(key)

@@ -91,14 +91,18 @@ def apply_eager(prim, args, params):
     if _FLOAT_CHECKS.on and not builders:   # folded in a specialisation: jit checks results
         _check_floats(result if prim.multiple_results else (result,), prim.name)
     if prim.multiple_results:
-        return tuple(_wrap_as(r, o) for r, o in zip(result, out))
+        results = tuple(_wrap_as(r, o) for r, o in zip(result, out))
+        if TYPED and any(id(a) in TYPED for a in args):
+            return _typed(prim, args, params, results)
+        return results
     if TYPED and any(id(a) in TYPED for a in args):
         return _typed(prim, args, params, _wrap_as(result, out))
     return _wrap_as(result, out)
 
 
 def _typed(prim, args, params, result):
-    """`result` with the sharding its operands' types give it (sharding_propagation.py)."""
+    """`result` (a tuple for several) with the sharding its operands' types give it
+    (sharding_propagation.py)."""
     from .array import _SHARDINGS
     from .sharding_propagation import propagate
     return propagate(prim, args, params, result, [_SHARDINGS.get(id(a)) for a in args])

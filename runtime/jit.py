@@ -57,7 +57,8 @@ import weakref
 
 import numpy as np
 
-from .array import Array, placed_on
+from .array import Array, placed_on, placed_sharding, TYPED
+from .sharding_propagation import auto_placements, constraints_of
 from .sharding_types import placements
 from .compiler.backends.cuda.device import DeviceBuffer, Layer as CudaLayer
 from .tree_util import tree_flatten, tree_unflatten, tree_map, tree_leaves
@@ -101,7 +102,9 @@ class _Entry(staging.Entry):
     __slots__ = ("function", "ssa", "executable", "in_tree", "out_tree", "out_weak", "consts",
                  "closed",   # the arrays it closes over (consts, before a backend holds them)
                  "in_avals", "held", "writes", "refs",   # held: donated inputs whose buffers become outputs
-                 "placements")   # per output: the sharding its type gives it, or None
+                 "placements",   # per output: the sharding its type gives it, or None
+                 "constraints",   # sharding_propagation.constraints_of its function
+                 "auto_placed")   # {arguments' shardings: sharding_propagation.auto_placements}
 
 
 # Jitted objects of one Python function with the same options share their specialisations,
@@ -281,6 +284,8 @@ class Jitted:
         if refs is not None or entry.writes:
             outs = outs[:entry.out_tree.num_leaves]
         placements = getattr(entry, "placements", None)
+        if placements is None and TYPED and any(id(x) in TYPED for x in leaves):
+            placements = _auto_placed(entry, leaves)   # (arguments over Auto mesh axes)
         if placements:   # outputs typed with a sharding (sharding_types.placements)
             outs = [o if s is None else placed_on(o, s) for o, s in zip(outs, placements)]
         return tree_unflatten(entry.out_tree, outs)
@@ -354,6 +359,7 @@ class Jitted:
         entry.guards = st.guards
         entry.in_avals = key[1]
         entry.placements = placements(st.out_avals, self._leaves(args, kwargs))
+        entry.constraints = constraints_of(st.fn)
         entry.held = sorted(set(getattr(executable, "held", {}).values()))
         _warn_unusable(donated, entry)
         return entry
@@ -401,6 +407,18 @@ def _spread(values):
         if type(v) is DeviceBuffer and v.layer is SPREAD_LAYER:
             return True
     return False
+
+
+def _auto_placed(entry, leaves):
+    """sharding_propagation.auto_placements of `entry` called with `leaves`, kept per
+    arguments' shardings."""
+    key = tuple(placed_sharding(x) for x in leaves)
+    cache = getattr(entry, "auto_placed", None)
+    if cache is None:
+        cache = entry.auto_placed = {}
+    if key not in cache:
+        cache[key] = auto_placements(entry.function, getattr(entry, "constraints", {}), leaves)
+    return cache[key]
 
 
 def _run_donating(entry, leaves, values):

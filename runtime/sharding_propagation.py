@@ -25,15 +25,31 @@ untyped results. Inside a specialisation the same rules type the results of equa
 and `jit` places its results by their types; there the cases that are errors eagerly give
 untyped results instead. `suspended()` turns the errors off while a function given `out_sharding=` runs (its
 result is placed by that).
+
+Over a mesh whose axes are all *Auto* (`auto_mesh`) nothing is typed, but results keep a
+NamedSharding as XLA's propagation gives them in JAX: `auto_split` runs the same rules over
+every mesh axis without errors (`_elementwise_auto`: a dimension split differently by the
+operands is not split; contracting dimensions split on both sides: the result is not split
+there; an axis a result would name twice: kept where it comes first), with `reshape` keeping
+the split of the major dimension of each group of merged or divided dimensions where the sizes
+allow, `slice` keeping the split of the dimensions it keeps whole, `squeeze` that of the
+others, the linear-algebra decompositions (`REPLICATING`) replicated, and an operation without
+a rule keeping the split of an operand of the result's shape (else replicated). `propagate`
+places eager results so; `auto_placements` walks a `jit`'s specialisation (`placed_by_walk`:
+eager `vmap`'s and `grad`'s compiled function) from its arguments' shardings (and
+`with_sharding_constraint`s, `constrain`) to place its results; results computed from no
+sharded argument stay on device 0, as in JAX.
 """
 import contextlib
+import math
 import threading
 
 from .compiler.primitives.elementwise import NAMES as ELEMENTWISE
-from .sharding import NamedSharding, PartitionSpec
+from .compiler.ir.ssa import Var
+from .sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 from .sharding_types import type_sharding, in_context, TypedAval
 
-_STATE = threading.local()   # .suspended: inside a call given out_sharding=
+_STATE = threading.local()   # .suspended: inside a call given out_sharding=; .auto: below
 
 
 @contextlib.contextmanager
@@ -47,6 +63,8 @@ def suspended():
 
 
 def _elementwise(name, specs, shapes, out_shape, params):
+    if getattr(_STATE, "auto", None) is not None:
+        return _elementwise_auto(specs, shapes, out_shape)
     out = []
     for d in range(len(out_shape)):
         seen = {s[d] for s, shape in zip(specs, shapes)
@@ -57,6 +75,24 @@ def _elementwise(name, specs, shapes, out_shape, params):
                          f"(kiln.reshard)")
         out.append(seen.pop() if seen else ())
     return out
+
+
+def _elementwise_auto(specs, shapes, out_shape):
+    """Over Auto axes (XLA's choice): a dimension the operands split over different axes is
+    not split; an axis that would split two dimensions splits the one the first operand
+    splitting over it does (`(x,-) + (-,x)` is `(x,-)`)."""
+    ranked = [s for s, shape in zip(specs, shapes) if s is not None and
+              len(shape) == len(out_shape)]
+    out = []
+    for d in range(len(out_shape)):
+        seen = {s[d] for s in ranked if s[d]}
+        out.append(seen.pop() if len(seen) == 1 else ())
+    owner = {}
+    for s in ranked:
+        for d, names in enumerate(s):
+            for n in names:
+                owner.setdefault(n, d)
+    return [names if all(owner[n] == d for n in names) else () for d, names in enumerate(out)]
 
 
 def _broadcast_in_dim(name, specs, shapes, out_shape, params):
@@ -73,13 +109,46 @@ def _transpose(name, specs, shapes, out_shape, params):
 
 def _reshape(name, specs, shapes, out_shape, params):
     """Reshapes that only add or drop size-1 dimensions keep the split of the others; other
-    reshapes give a result split nowhere."""
+    reshapes give a result split nowhere (over Auto axes: `_regrouped`)."""
+    sizes = getattr(_STATE, "auto", None)
+    if sizes is not None and params.get("dimensions") is None and 0 not in out_shape:
+        return _regrouped(specs[0], shapes[0], out_shape, sizes)
     kept = [s for s, n in zip(specs[0], shapes[0]) if n != 1]
     if [n for n in shapes[0] if n != 1] != [n for n in out_shape if n != 1] or \
             params.get("dimensions") is not None:
         return [()] * len(out_shape)
     moved = iter(kept)
     return [next(moved) if n != 1 else () for n in out_shape]
+
+
+def _regrouped(spec, shape, out_shape, sizes):
+    """A reshape over Auto axes: the dimensions fall into groups of equal products (merged or
+    divided); the split of a group's first operand dimension larger than 1 goes to its first
+    result dimension larger than 1 where that one's size is a multiple of the axes' (XLA's
+    choice: `(8@x,4@y) -> (32@x)`, `(8@x,4@y) -> (8@x,2@y,2)`)."""
+    out = [()] * len(out_shape)
+    i = j = 0
+    while i < len(shape) and j < len(out_shape):
+        ins, outs = [i], [j]
+        have, want = shape[i], out_shape[j]
+        while have != want:
+            if have < want and i + 1 < len(shape):
+                i += 1
+                ins.append(i)
+                have *= shape[i]
+            elif want < have and j + 1 < len(out_shape):
+                j += 1
+                outs.append(j)
+                want *= out_shape[j]
+            else:
+                return out
+        src = next((d for d in ins if shape[d] != 1), None)
+        dst = next((d for d in outs if out_shape[d] != 1), None)
+        if src is not None and dst is not None and spec[src]:
+            if out_shape[dst] % math.prod(sizes[n] for n in spec[src]) == 0:
+                out[dst] = spec[src]
+        i, j = i + 1, j + 1
+    return out
 
 
 def _reduction(name, specs, shapes, out_shape, params):
@@ -91,7 +160,8 @@ def _dot_general(name, specs, shapes, out_shape, params):
     (lc, rc), (lb, rb) = params["dimension_numbers"]
     lhs, rhs = (s if s is not None else [()] * len(shape) for s, shape in zip(specs, shapes))
     for a, b in zip(lc, rc):
-        if lhs[a] and rhs[b] and not getattr(_STATE, "suspended", False):
+        if lhs[a] and rhs[b] and not getattr(_STATE, "suspended", False) and \
+                getattr(_STATE, "auto", None) is None:
             raise _error(name, specs, shapes, (
                 f"contracting dimensions are split (lhs {lhs[a]}, rhs {rhs[b]}) and it is "
                 f"ambiguous how the result should be; give it with out_sharding=... (as JAX "
@@ -109,6 +179,22 @@ RULES.update({"broadcast_in_dim": _broadcast_in_dim, "transpose": _transpose,
 RULES.update({name: _reduction for name in ("reduce_sum", "reduce_max", "reduce_min",
                                             "reduce_prod", "reduce_and", "reduce_or",
                                             "reduce_xor")})
+
+
+def _slice(name, specs, shapes, out_shape, params):
+    """Over Auto axes (XLA's choice): a dimension sliced to a smaller size is not split."""
+    return [s if n == m else () for s, n, m in zip(specs[0], shapes[0], out_shape)]
+
+
+def _squeeze(name, specs, shapes, out_shape, params):
+    dropped = {d % len(shapes[0]) for d in params["dimensions"]}
+    return [s for d, s in enumerate(specs[0]) if d not in dropped]
+
+
+AUTO_RULES = {**RULES, "slice": _slice, "squeeze": _squeeze}   # (over Auto axes only)
+# decompositions XLA does not partition: over Auto axes their results are replicated
+REPLICATING = {"cholesky", "triangular_solve", "eig", "eigh", "lu", "qr", "schur",
+               "hessenberg", "svd"}
 
 
 def _error(name, specs, shapes, why):
@@ -149,10 +235,15 @@ def _spec(split):
 
 def propagate(prim, args, params, result, shardings):
     """`result` of the eager `prim(*args, **params)`, placed as its rule says from the
-    operands' `shardings` (each a placed array's sharding, or None)."""
+    operands' `shardings` (each a placed array's sharding, or None); with no operand typed,
+    over their all-Auto mesh (`_propagate_auto`)."""
     shapes = [tuple(a.shape) for a in args]
     typed = [type_sharding(s, len(shape)) if s is not None else None
              for s, shape in zip(shardings, shapes)]
+    if not any(t is not None for t in typed):   # (placed over Auto axes)
+        return _propagate_auto(prim, params, shapes, shardings, result)
+    if prim.multiple_results:   # (no rule: untyped)
+        return result
     split = _result_split(prim, params, shapes, typed, result.shape)
     if split is None:
         return result
@@ -179,3 +270,149 @@ def typed_results(prim, in_avals, params, out_avals):
     out = out_avals[0]
     return [TypedAval(out.shape, out.dtype, out.weak_type, NamedSharding(mesh, _spec(split)))]
 
+
+
+# ---------------------------------------------------------------------------- Auto axes
+
+def auto_mesh(sharding):
+    """The Mesh of `sharding` when it is a NamedSharding over a concrete Mesh whose axes are
+    all Auto (Mesh(devices, names), make_mesh(..., axis_types=(Auto, ...))), else None."""
+    if isinstance(sharding, NamedSharding) and isinstance(sharding.mesh, Mesh) and \
+            all(t == AxisType.Auto for t in sharding.mesh.axis_types):
+        return sharding.mesh
+    return None
+
+
+def _auto_spec(sharding, ndim):
+    return [sharding.spec.names(d) for d in range(ndim)]
+
+
+def auto_split(prim, params, specs, shapes, out_shape, sizes):
+    """Per result dimension the Auto mesh axes (of sizes `sizes`) it is split over, from the
+    operands' `specs` (per dimension the axes; None: not placed over the mesh); never raises
+    (the module's docstring says how conflicts resolve)."""
+    if prim.name in REPLICATING:
+        return [()] * len(out_shape)
+    rule = AUTO_RULES.get(prim.name)
+    if rule is None or prim.multiple_results:
+        specs = [s if s is not None and shape == tuple(out_shape) else None
+                 for s, shape in zip(specs, shapes)]
+        rule = _elementwise
+    old = getattr(_STATE, "auto", None)
+    _STATE.auto = sizes
+    try:
+        out = rule(prim.name, specs, shapes, tuple(out_shape), params)
+    except ValueError:   # operands split differently: XLA replicates the result
+        return [()] * len(out_shape)
+    finally:
+        _STATE.auto = old
+    seen = set()
+    kept = []
+    for names in out:
+        kept.append(tuple(n for n in names if n not in seen))
+        seen.update(names)
+    return kept
+
+
+def _auto_sharding(mesh, split, first):
+    """NamedSharding(mesh, spec) of `split`: the sharding `first` (that of the first operand
+    or argument placed over `mesh`) when it splits a value of its rank so, as JAX recovers
+    it; else without trailing unsplit dimensions, as JAX spells the shardings XLA chooses
+    (`P('x',)`, `P()`)."""
+    if len(first.spec) <= len(split) and _auto_spec(first, len(split)) == list(split):
+        return first
+    split = list(split)
+    while split and not split[-1]:
+        split.pop()
+    return NamedSharding(mesh, _spec(split))
+
+
+def _propagate_auto(prim, params, shapes, shardings, result):
+    """`result` (a tuple for several) placed over the one all-Auto mesh of its operands
+    (`auto_split`); as it is when they are over several meshes."""
+    meshes = {auto_mesh(s) for s in shardings} - {None}
+    if len(meshes) != 1:
+        return result
+    mesh = meshes.pop()
+    specs = [_auto_spec(s, len(shape)) if auto_mesh(s) is not None else None
+             for s, shape in zip(shardings, shapes)]
+    first = next(s for s in shardings if auto_mesh(s) == mesh)
+    from .array import placed_on
+    placed = tuple(placed_on(r, _auto_sharding(mesh, auto_split(
+        prim, params, specs, shapes, r.shape, mesh.shape), first))
+        for r in (result if prim.multiple_results else (result,)))
+    return placed if prim.multiple_results else placed[0]
+
+
+_CONSTRAINTS = {}   # id(Var) -> (Var, NamedSharding): with_sharding_constraint over Auto axes
+
+
+def constrain(var, sharding):
+    """Record JAX's `with_sharding_constraint(x, sharding)` of traced `x` (its SSA `var`) over
+    an all-Auto mesh, for `auto_placements` (kept until `constraints_of` takes it)."""
+    _CONSTRAINTS[id(var)] = (var, sharding)
+
+
+def constraints_of(fn):
+    """{Var: NamedSharding} of the `constrain`ed values of SSA function `fn` (and its
+    regions), taken out of the record (`jit` keeps them with its specialisation)."""
+    out = {}
+    todo = [fn]
+    while todo and _CONSTRAINTS:
+        f = todo.pop()
+        for v in [*f.invars, *(o for e in f.eqns for o in e.outvars)]:
+            held = _CONSTRAINTS.get(id(v))
+            if held is not None and held[0] is v:
+                out[v] = _CONSTRAINTS.pop(id(v))[1]
+        todo.extend(r for e in f.eqns for r in e.regions())
+    return out
+
+
+def _fitting(sharding, shape, sizes):
+    """Per dimension of `shape` the axes `sharding` (a with_sharding_constraint's) splits it
+    over, where they divide its size evenly (else not split: XLA's choice)."""
+    return [names if n % math.prod(sizes[a] for a in names) == 0 else ()
+            for names, n in zip(_auto_spec(sharding, len(shape)), shape)]
+
+
+def auto_placements(fn, constraints, leaves):
+    """Per result of SSA function `fn` (a `jit`'s specialisation) called with argument
+    `leaves`: the NamedSharding over their one all-Auto mesh that `auto_split` gives it from
+    the arguments' shardings through the equations (`constraints`, from `constraints_of`,
+    placing the values they name), or None for a result computed from no sharded argument;
+    None when no argument is placed over an all-Auto mesh."""
+    from .array import _SHARDINGS
+    shardings = [_SHARDINGS.get(id(x)) for x in leaves]
+    meshes = {auto_mesh(s) for s in shardings} - {None}
+    if len(meshes) != 1:
+        return None
+    mesh = meshes.pop()
+    sizes = mesh.shape
+    known = {v: _auto_spec(s, len(v.aval.shape)) for v, s in zip(fn.invars, shardings)
+             if auto_mesh(s) == mesh}
+    constraints = {v: s for v, s in constraints.items() if auto_mesh(s) == mesh}
+    known.update((v, _fitting(s, v.aval.shape, sizes)) for v, s in constraints.items()
+                 if v in fn.invars)
+    for eqn in fn.eqns:
+        ins = [known.get(v) if isinstance(v, Var) else None for v in eqn.invars]
+        sharded = any(s is not None for s in ins)
+        shapes = [tuple(v.aval.shape) for v in eqn.invars]
+        for out in eqn.outvars:
+            if out in constraints:
+                known[out] = _fitting(constraints[out], out.aval.shape, sizes)
+            elif sharded:
+                known[out] = auto_split(eqn.prim, eqn.params, ins, shapes, out.aval.shape,
+                                        sizes)
+    first = next(s for s in shardings if auto_mesh(s) == mesh)
+    return [_auto_sharding(mesh, known[v], first) if isinstance(v, Var) and v in known else None
+            for v in fn.outvars]
+
+
+def placed_by_walk(fn, leaves, outs):
+    """`outs`, the results of SSA function `fn` (eager `vmap`'s and `grad`'s) called with
+    `leaves`, placed as `auto_placements` says (a list)."""
+    placements = auto_placements(fn, {}, leaves)
+    if not placements:
+        return list(outs)
+    from .array import placed_on
+    return [o if s is None else placed_on(o, s) for o, s in zip(outs, placements)]

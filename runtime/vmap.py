@@ -26,6 +26,8 @@ from .tree_util import tree_flatten, tree_unflatten, tree_structure
 from . import staging
 from .staging import leaf_value, wrap_outputs
 from .dispatch import is_traced
+from .array import TYPED
+from .sharding_propagation import placed_by_walk
 from .execution_guards import check_execution
 from .wrappers import user_facing, name_like, describe
 from .compiler.ir.builder import Builder, current
@@ -36,7 +38,8 @@ from .lax._parallel import axis_frame
 
 
 class _Entry(staging.Entry):
-    __slots__ = ("executable", "consts", "out_tree", "out_weak")
+    __slots__ = ("executable", "consts", "out_tree", "out_weak",
+                 "function")   # the batched SSA Function (sharding_propagation.placed_by_walk)
 
 
 def _check_axis_spec(what, spec):
@@ -90,12 +93,16 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
         entry = cache.lookup((treedef, statics, tuple(avals), tuple(axes)), lambda stale: _compile(
             avals, examples, treedef, statics, axes, size))
         check_execution(staging.function_name(fun, "vmap"))
-        outs = entry.executable(*[leaf_value(x) for x in leaves], *entry.consts)
-        return tree_unflatten(entry.out_tree, wrap_outputs(outs, entry.out_weak))
+        outs = wrap_outputs(entry.executable(*[leaf_value(x) for x in leaves], *entry.consts),
+                            entry.out_weak)
+        if TYPED and any(id(x) in TYPED for x in leaves):   # (arguments over Auto mesh axes)
+            outs = placed_by_walk(entry.function, leaves, outs)
+        return tree_unflatten(entry.out_tree, outs)
 
     def _compile(avals, examples, treedef, statics, axes, size):
         fn, st, own_consts = _batched_function(avals, examples, treedef, statics, axes, size)
         entry = _Entry()
+        entry.function = fn
         ssa, entry.executable = staging.compile_ssa(fn)
         entry.consts = list(st.extra) + own_consts
         entry.out_tree = st.out_tree

@@ -95,8 +95,12 @@ def platform_dependent(*args, default=None, **per_platform):
 
 
 def with_sharding_constraint(x, shardings):
-    """`x`, after JAX's checks of `shardings` (one per leaf of x, or one for all)."""
-    from ..sharding import PartitionSpec, Sharding, get_mesh
+    """`x`, after JAX's checks of `shardings` (one per leaf of x, or one for all); over an
+    all-Auto mesh a traced leaf's constraint is recorded for `jit` to place its results by
+    (sharding_propagation.constrain), and an array is placed so."""
+    from ..sharding import NamedSharding, PartitionSpec, Sharding, get_mesh
+    from ..sharding_propagation import auto_mesh, constrain
+    from ..placement import device_put
     leaves, treedef = tree_flatten(x)
     specs = [shardings] * len(leaves) if isinstance(shardings, (Sharding, PartitionSpec)) \
         or shardings is None else tree_flatten(shardings)[0]
@@ -119,6 +123,12 @@ def with_sharding_constraint(x, shardings):
         elif spec is not None and not isinstance(spec, Sharding):
             raise TypeError(f"shardings leaf specifications are expected to be PartitionSpec "
                             f"instances or None, but got {spec}")
+        where = NamedSharding(get_mesh(), spec) if isinstance(spec, PartitionSpec) else spec
+        if auto_mesh(where) is not None:
+            if getattr(type(leaf), "_kiln_trace", None) is not None:
+                constrain(leaf.var, where)
+            else:   # as JAX places it (an uneven split is device_put's error, as in JAX)
+                leaf = device_put(leaf, where)
         out.append(leaf)
     return tree_unflatten(treedef, out)
 
