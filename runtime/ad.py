@@ -851,7 +851,7 @@ def saved_residuals(fun, *args, **kwargs):
     fn = staging.run_pipeline(fn)
     unknown = [False] * n_f + [True] * n_ct + [False] * (len(fn.invars) - n_f - n_ct)
     known, _, _ = split(fn, unknown, n_out)
-    made_by = {id(v): (k, eqn, _saved_by_policy(eqn, i))
+    made_by = {id(v): (k, eqn, _made_inside(eqn, i))
                for k, eqn in enumerate(known.eqns) for i, v in enumerate(eqn.outvars)}
     arguments = {id(v): k for k, v in enumerate(fn.invars[:n_f])}
     out = []   # (arguments in order, then values in the order the forward pass computes them)
@@ -877,16 +877,21 @@ def saved_residuals(fun, *args, **kwargs):
     return out
 
 
-def _saved_by_policy(eqn, i):
+def _made_inside(eqn, i):
     """(its index in the body, the body's equation that computes it) for the `i`-th result of
-    `eqn` when that is a value a `checkpoint` policy saves (a `remat`'s last `num_saved`
-    results); None otherwise."""
-    n_saved = eqn.params.get("num_saved", 0) if eqn.prim.name == "remat" else 0
-    if i < len(eqn.outvars) - n_saved:
-        return None
-    v = eqn.params["body"].outvars[i]
-    return next(((k, e) for k, e in enumerate(eqn.params["body"].eqns) if v in e.outvars),
-                None)
+    a `remat` (`checkpoint`) equation, looking through nested `remat`s, as JAX names a
+    checkpointed value by the operation inside that made it; None for other equations and
+    for a result the body passes through from its inputs."""
+    found = None
+    while eqn.prim.name == "remat":
+        v = eqn.params["body"].outvars[i]
+        inner = next(((k, e, e.outvars.index(v)) for k, e in enumerate(eqn.params["body"].eqns)
+                      if v in e.outvars), None)
+        if inner is None:
+            return found
+        k, eqn, i = inner
+        found = (k, eqn) if found is None else (found[0], eqn)
+    return found
 
 
 def _argument_leaf_names(fun, args):

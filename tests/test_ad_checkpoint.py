@@ -284,3 +284,24 @@ def test_policy_derivatives_match_finite_differences():
     from kiln.test_util import check_grads
     f = checkpoint(_net(jnp), policy=kiln.checkpoint_policies.dots_saveable)
     check_grads(f, _rand([(4, 3), (3, 4), (3,)]), order=2, modes=["rev"])
+
+
+def test_a_checkpointed_value_is_named_by_the_operation_inside(capsys):
+    """The guide's nested checkpoints: the values saved at each `checkpoint` call are named by
+    the `sin` inside that made them, as JAX names them (not by the checkpoint call)."""
+    import jax.ad_checkpoint as jax_ad_checkpoint
+
+    def nested(module, np_):
+        def g(W, x):
+            return np_.sin(np_.dot(W, x))
+
+        def f(W1, W2, W3, x):
+            x = module.checkpoint(g)(W1, x)
+            x = module.checkpoint(g)(W2, x)
+            return module.checkpoint(g)(W3, x)
+        return f
+    got = _printed(capsys, kiln.ad_checkpoint, nested(kiln, jnp), _args(jnp))
+    want = _printed(capsys, jax_ad_checkpoint, nested(jax, jjnp), _args(jjnp))
+    assert sorted(got) == sorted(want)
+    assert sum("output of sin" in line and "(test_a_checkpointed_value_is_named_by_the_"
+               "operation_inside.<locals>.nested.<locals>.g)" in line for line in got) == 2
