@@ -61,7 +61,7 @@ from ._random_discrete import __all__ as _discrete
 
 __all__ = list(_basic) + list(_more) + list(_linalg) + list(_discrete)
 from .wrappers import user_facing_names  # noqa: E402
-from .eager_tiers import tiered  # noqa: E402
+from .eager_tiers import tier_names  # noqa: E402
 
 user_facing_names(globals())
 
@@ -76,9 +76,9 @@ _STATIC_ALSO = {"permutation": {"x"}, "choice": {"a"}, "orthogonal": {"n", "m"},
 # eager operations' (tan, pow, contracted multiply-adds, LAPACK's sums), and a key's draws
 # must not change by an ulp between its second and third call.
 _UNTIERED = {"clone", "cauchy", "ball", "wald", "multivariate_normal", "orthogonal"}
-for _name in __all__:
-    _fn = globals()[_name]
-    if callable(_fn) and not isinstance(_fn, type) and _name not in _UNTIERED and \
-            next(iter(_inspect.signature(_fn).parameters), None) == "key":
-        globals()[_name] = tiered(_fn, _STATIC | _STATIC_ALSO.get(_name, set()))
-del user_facing_names, tiered, _name, _fn
+tier_names(globals(), {
+    _name: _STATIC | _STATIC_ALSO.get(_name, set()) for _name, _fn in
+    ((n, globals()[n]) for n in __all__)
+    if callable(_fn) and not isinstance(_fn, type) and _name not in _UNTIERED and
+    next(iter(_inspect.signature(_fn).parameters), None) == "key"})
+del user_facing_names, tier_names
