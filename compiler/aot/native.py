@@ -31,7 +31,7 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from ..backends.llvm import (blas, blas_lookup, builtins, disk_cache, externs, fft_kernel,
-                             gemm_packed, object_symbols, pool, rtlib, target)
+                             gemm_packed, pool, rtlib, target)
 from ..backends.llvm.executable import build_module
 
 CPU_MODES = ("native", "generic")
@@ -146,18 +146,14 @@ def _cached(name, source, mach, compile_):
     status = os.stat(__file__)
     key = disk_cache.key(f"aot {name}", source, target.triple(), mach.mode, mach.cpu,
                          mach.llvm_features, f"{status.st_size} {status.st_mtime_ns}")
-    data = disk_cache.load(key)
-    if data is not None:
-        names, _, code = data.partition(b"\0")
-        try:
-            object_symbols.check_object(code)
-            return (names.decode().split("\n") if names else []), code
-        except object_symbols.BadObject as error:
-            disk_cache.discard(key, f"unusable payload: {error}")
-    with target.LOCK:
-        names, code = compile_()
-    disk_cache.store(key, "\n".join(names).encode() + b"\0" + code)
-    return names, code
+
+    def payload():
+        with target.LOCK:
+            names, code = compile_()
+        return "\n".join(names).encode() + b"\0" + code
+    names, _, code = rtlib.cached_object(key, payload,
+                                         lambda data: data.partition(b"\0")[2]).partition(b"\0")
+    return (names.decode().split("\n") if names else []), code
 
 
 def _localise(module, namespace, keep=frozenset()):

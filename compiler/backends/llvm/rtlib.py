@@ -95,21 +95,28 @@ def load_library(name, compile_, source):
                      version=f"{os.path.basename(source)} {status.st_size} {status.st_mtime_ns}")
 
 
+def cached_object(key, compile_, object_of=bytes):
+    """The disk cache's entry `key` (disk_cache.py), else `compile_()`'s payload, stored
+    there. `object_of(payload)` is the object code in a payload (the whole of it by default);
+    an entry whose object code is not a well-formed object file is dropped and rebuilt."""
+    data = disk_cache.load(key)
+    if data is not None:
+        try:
+            object_symbols.check_object(object_of(data))
+            return data
+        except object_symbols.BadObject as error:
+            disk_cache.discard(key, f"unusable payload: {error}")
+    data = compile_()
+    disk_cache.store(key, data)
+    return data
+
+
 def _load(name, compile_, builtins_first=False, version=""):
     """The library object `name` (compiled by `compile_()`), loaded into the JIT."""
     cpu, features = target.jit_cpu()
     key = disk_cache.key(name, target.triple(), cpu, features, sys.implementation.cache_tag,
                          np.__version__, version)
-    data = disk_cache.load(key)
-    if data is not None:
-        try:
-            object_symbols.check_object(data)
-        except object_symbols.BadObject as error:
-            disk_cache.discard(key, f"unusable payload: {error}")
-            data = None
-    if data is None:
-        data = compile_()
-        disk_cache.store(key, data)
+    data = cached_object(key, compile_)
     if builtins_first:
         provide([data])
     return target.load_object(name, data, entry=False)
