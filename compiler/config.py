@@ -4,7 +4,8 @@ Flags mirror JAX's names: `enable_x64` (default off: int32/float32 defaults, 64-
 narrowed), `debug_nans` and `debug_infs` (results of jitted functions and eager operations
 are checked; kiln.settings raises), `log_compiles` (as `KILN_LOG_COMPILES`) and `explain_cache_misses` (the same log, which names
 why each specialisation was made), `enable_checks` (the SSA verifier runs after every pass,
-as `KILN_VERIFY=1`). Options kiln accepts with no effect, because kiln always
+as `KILN_VERIFY=1`), `disable_jit` (jitted functions run as plain Python, in every thread
+without a `kiln.disable_jit` block of its own: runtime/jit.py). Options kiln accepts with no effect, because kiln always
 behaves the way they ask for (docs/differences.md): `check_tracer_leaks` (an escaped traced
 value is always an error) and the text option
 `default_matmul_precision` (matrix products always run at the operands' full precision). Environment variables `KILN_ENABLE_X64=1` (or JAX's
@@ -71,6 +72,7 @@ class Config:
         "no_execution": ("JAX_NO_EXECUTION",),
         "jax2tf_associative_scan_reductions": ("JAX2TF_ASSOCIATIVE_SCAN_REDUCTIONS",),
         "thread_guard": ("JAX_THREAD_GUARD",),
+        "disable_jit": ("KILN_DISABLE_JIT", "JAX_DISABLE_JIT"),
     }
     _on_by_default = {"allow_f16_reductions": (),
                       "use_shardy_partitioner": ("JAX_USE_SHARDY_PARTITIONER",)}
