@@ -12,8 +12,10 @@ value is always an error) and the text option
 `JAX_ENABLE_X64=1`) set the initial value. One whole-number option: `num_cpu_devices` (JAX's
 `jax_num_cpu_devices`; unset: the runtime's devices module reads the environment); a module
 that must refuse a change (the device count, once devices were listed) registers a guard with
-`config.guard(name, check)`, which runs before the value changes and may raise. One text
-option: `platforms` (JAX's `jax_platforms`: "cpu", "gpu"/"cuda" or a comma-separated list;
+`config.guard(name, check)`, which runs before the value changes and may raise. Text options: `dump_ir_to` (JAX's `jax_dump_ir_to`, or `JAX_DUMP_IR_TO`: the directory
+where every compiled function's SSA stages are written, as `KILN_DUMP_DIR`, which comes first;
+compiler/passes.py) and `dump_ir_modes` (recorded: kiln writes its stages whatever the
+modes); `platforms` (JAX's `jax_platforms`: "cpu", "gpu"/"cuda" or a comma-separated list;
 unset: the runtime's devices module reads `KILN_PLATFORMS` / `JAX_PLATFORMS`). One object
 option: `default_device` (JAX's `jax_default_device`: a Device, a platform name or None; the
 runtime registers the guard that checks it, runtime/_default_device.py). Options with a set
@@ -85,7 +87,7 @@ class Config:
                                  _TRANSFER_GUARDS),
                 "array_garbage_collection_guard": ("allow", "log", "fatal")}
     _whole_numbers = ("num_cpu_devices",)
-    _texts = ("platforms", "default_matmul_precision")
+    _texts = ("platforms", "default_matmul_precision", "dump_ir_to", "dump_ir_modes")
     _objects = ("default_device",)
     _recorded = {"compilation_cache_dir": None, "enable_compilation_cache": True,
                  "persistent_cache_min_entry_size_bytes": 0,

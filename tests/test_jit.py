@@ -674,11 +674,21 @@ def test_trace_lower_compile_with_shape_dtype_structs():
                                 "t": kiln.ShapeDtypeStruct((2, 3), np.float32)}
 
 
-def test_dump_dir_writes_every_stage(tmp_path, monkeypatch):
-    monkeypatch.setenv("KILN_DUMP_DIR", str(tmp_path))
-    kiln.jit(named_values)(jnp.ones((2, 3)), jnp.ones((3, 4)))
+@pytest.mark.parametrize("how", ["KILN_DUMP_DIR", "JAX_DUMP_IR_TO", "jax_dump_ir_to"])
+def test_dump_dir_writes_every_stage(tmp_path, monkeypatch, how):
+    """KILN_DUMP_DIR, or JAX's option (environment or config.update), names the directory."""
+    monkeypatch.delenv("KILN_DUMP_DIR", raising=False)
+    if how.startswith("jax_"):
+        kiln.config.update(how, str(tmp_path))
+        kiln.config.update("jax_dump_ir_modes", "stablehlo")   # recorded
+    else:
+        monkeypatch.setenv(how, str(tmp_path))
+    try:
+        kiln.jit(lambda a, b: named_values(a, b))(jnp.ones((2, 3)), jnp.ones((3, 4)))
+    finally:
+        kiln.config.update("jax_dump_ir_to", None)
     files = sorted(p.name for p in tmp_path.iterdir())
-    assert files[0].startswith("named_values.00-input")
+    assert files[0].startswith("lambda.00-input")   # a fresh function: specialised here
     assert len(files) >= 2
     assert "hidden" in (tmp_path / files[0]).read_text()
 
