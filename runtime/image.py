@@ -215,3 +215,8 @@ def resize(image, shape, method, antialias=True, precision=lax.Precision.HIGHEST
     scales = [1.0 if shape[d] == 0 else shape[d] / image.shape[d] for d in dims]
     return _resample(image, shape, dims, scales, [0.0] * len(dims), method, antialias,
                      precision)
+
+
+def __dir__():
+    """The public names only (the modules and helpers this one imports are not its API)."""
+    return sorted(__all__)

@@ -177,19 +177,11 @@ def asarray(a, dtype=None, order=None, *, copy=None):
     return array(a, dtype=dtype, copy=bool(copy), order=order)
 
 
-_DLPACK_CUDA = 2   # DLPack's kDLCUDA device type
-
-
 def from_dlpack(x, /, *, device=None, copy=None):
-    """`jnp.from_dlpack`: an Array over the memory of a DLPack producer, without a copy where
-    kiln can: CUDA memory (a CuPy or PyTorch GPU tensor) becomes an Array on the GPU (the
-    CUDA backend's layer reads it through CuPy), host memory a host Array."""
-    if x.__dlpack_device__()[0] == _DLPACK_CUDA:
-        from ..compiler.backends.cuda import device as cuda
-        layer = cuda.current()
-        data = layer.xp.from_dlpack(x)
-        return Array(cuda.DeviceBuffer(data, layer), False)
-    return asarray(np.from_dlpack(x), copy=copy)
+    """`jnp.from_dlpack`: `kiln.dlpack.from_dlpack`, an Array over the memory of a DLPack
+    producer, without a copy where kiln can."""
+    from ..dlpack import from_dlpack as dlpack_from_dlpack
+    return dlpack_from_dlpack(x, device=device, copy=copy)
 
 
 def copy(a, order=None):
