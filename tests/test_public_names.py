@@ -35,10 +35,12 @@ PUBLIC = {
         "copy_to_host_async", "no_tracing", "no_execution", "thread_guard",
         "allow_f16_reductions", "jax2tf_associative_scan_reductions",
         "array_garbage_collection_guard", "make_user_context", "memory", "Ref", "new_ref",
-        "empty_ref", "freeze", "free_ref", "ds", "export", "image", "dlpack"},
+        "empty_ref", "freeze", "free_ref", "ds", "export", "image", "dlpack",
+        "custom_batching"},
     # docs/compat.md
     "kiln.image": {"ResizeMethod", "resize", "scale_and_translate"},
     "kiln.dlpack": {"from_dlpack", "is_supported_dtype"},
+    "kiln.custom_batching": {"custom_vmap", "sequential_vmap"},
     # docs/export.md
     "kiln.export": {"DisabledSafetyCheck", "Exported", "export", "deserialize",
                     "register_pytree_node_serialization", "register_namedtuple_serialization",

@@ -678,3 +678,48 @@ def _remat_batch(args, dims, *, body, prevent_cse=True, num_saved=0):
 BATCH[custom_jvp_call] = _custom_jvp_batch
 BATCH[custom_vjp_call] = _custom_vjp_batch
 BATCH[remat] = _remat_batch
+
+
+# ------------------------------------------------------------------- user-defined batching
+#
+#   outs = custom_vmap_call(*consts, *args, call=f, rule=token, num_consts=k)
+#       f(*consts, *args) -> outs, the function of `kiln.custom_batching.custom_vmap`; `token`
+#       names (in `_VMAP_RULES`) the user's batching rule `rule(size, batched, inputs) ->
+#       (outs, outs_batched)`, `batched` a bool per input, with batched inputs' batch on axis
+#       0, and batched outputs' on axis 0. Batching calls the rule, which is specialised then
+#       and there, with the batch known. Derivatives differentiate `f` (as `remat` would:
+#       the rule is for batching only).
+
+_VMAP_RULES = []
+
+
+def custom_vmap_rule(rule):
+    """The token of a batching rule for `custom_vmap_call`'s `rule` parameter."""
+    _VMAP_RULES.append(rule)
+    return len(_VMAP_RULES) - 1
+
+
+def _custom_vmap_batch(args, dims, *, call, rule, num_consts):
+    size = B.batch_size(args, dims)
+    if any(d is not None for d in dims[:num_consts]):
+        # A closed-over value batched by an outer transform: the rule cannot see it.
+        outs, odims = regions.batch(call, list(args), list(dims), size)
+        return list(outs), list(odims)
+    inputs = [x if d is None else to_axis(x, d, 0, size) for x, d in zip(args, dims)]
+    outs, batched = _VMAP_RULES[rule](size, [d is not None for d in dims[num_consts:]],
+                                      inputs[:num_consts], inputs[num_consts:])
+    return list(outs), [0 if b else None for b in batched]
+
+
+def _custom_vmap_jvp(eqn, ins, tins):
+    outs, touts = regions.jvp(eqn.params["call"], list(ins), list(tins))
+    return list(outs), list(touts)
+
+
+def _custom_vmap_vjp(cts, primals, outs, *, call, rule, num_consts):
+    return _remat_vjp(cts, primals, outs, body=call)
+
+
+custom_vmap_call = register("custom_vmap_call", _call_eval, _call_impl, multiple_results=True)
+custom_vmap_call.def_rules(jvp=_custom_vmap_jvp, vjp=cotangent_rule(_custom_vmap_vjp))
+BATCH[custom_vmap_call] = _custom_vmap_batch

@@ -85,6 +85,7 @@ STABLEHLO[PRIMITIVES["while_loop"]] = _while
 STABLEHLO[PRIMITIVES["scan"]] = _scan
 STABLEHLO[PRIMITIVES["custom_jvp_call"]] = _region("call")
 STABLEHLO[PRIMITIVES["custom_vjp_call"]] = _region("call")
+STABLEHLO[PRIMITIVES["custom_vmap_call"]] = _region("call")
 STABLEHLO[PRIMITIVES["remat"]] = _region("body")
 STABLEHLO[PRIMITIVES["linear_solve"]] = _region("solve")
 STABLEHLO[PRIMITIVES["root"]] = _region("solve")
