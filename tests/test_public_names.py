@@ -229,7 +229,14 @@ PUBLIC = {
     "kiln.scipy.stats": {
         "bernoulli", "beta", "binom", "cauchy", "chi2", "dirichlet", "expon", "gamma",
         "geom", "laplace", "logistic", "multivariate_normal", "nbinom", "norm", "pareto",
-        "poisson", "t", "uniform"},
+        "poisson", "t", "uniform", "gennorm", "multinomial", "truncnorm", "vonmises",
+        "wrapcauchy", "betabinom"},
+    "kiln.scipy.stats.gennorm": {"cdf", "logpdf", "pdf"},
+    "kiln.scipy.stats.multinomial": {"logpmf", "pmf"},
+    "kiln.scipy.stats.truncnorm": {"cdf", "logcdf", "logpdf", "logsf", "pdf", "sf"},
+    "kiln.scipy.stats.vonmises": {"logpdf", "pdf"},
+    "kiln.scipy.stats.wrapcauchy": {"logpdf", "pdf"},
+    "kiln.scipy.stats.betabinom": {"logpmf", "pmf"},
     "kiln.scipy.stats.bernoulli": {
         "cdf", "logpmf", "pmf", "ppf"},
     "kiln.scipy.stats.beta": {

@@ -1,0 +1,8 @@
+"""`kiln.scipy.stats.betabinom`: the betabinom distribution as `jax.scipy.stats.betabinom` has it
+(logpmf, pmf; defined in `_more`, whose docstring describes them)."""
+from ._more import (betabinom_logpmf as logpmf, betabinom_pmf as pmf)  # noqa: F401
+from ...wrappers import user_facing_names  # noqa: E402
+
+__all__ = ["logpmf", "pmf"]
+user_facing_names(globals())
+del user_facing_names
