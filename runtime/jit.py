@@ -58,6 +58,7 @@ import weakref
 
 import numpy as np
 
+from . import monitoring
 from .array import Array, placed_on, placed_sharding, TYPED
 from .sharding_propagation import auto_placements, constraints_of
 from .sharding_types import placements
@@ -395,11 +396,13 @@ class Jitted:
         self.miss_reasons.append(reason)
         if staging.log_compiles():
             staging.logger.warning("kiln: compiling %s (%s)", self.__name__, reason)
-        st, _, _ = staging.stage_call(self._fun, args, kwargs, self._static,
-                                      shown=self.__name__)
+        with monitoring.timed(monitoring.TRACE_EVENT, self.__name__):
+            st, _, _ = staging.stage_call(self._fun, args, kwargs, self._static,
+                                          shown=self.__name__)
         donated = self._donated_leaves(args, kwargs)
-        ssa, executable = staging.compile_ssa(st.fn, self._backend, donated, self._fallback,
-                                              self.__name__)
+        with monitoring.timed(monitoring.BACKEND_COMPILE_EVENT, f"jit({self.__name__})"):
+            ssa, executable = staging.compile_ssa(st.fn, self._backend, donated,
+                                                  self._fallback, self.__name__)
         entry = _Entry()
         entry.function = st.fn
         entry.ssa = ssa

@@ -36,11 +36,18 @@ PUBLIC = {
         "allow_f16_reductions", "jax2tf_associative_scan_reductions",
         "array_garbage_collection_guard", "make_user_context", "memory", "Ref", "new_ref",
         "empty_ref", "freeze", "free_ref", "ds", "export", "image", "dlpack",
-        "custom_batching"},
+        "custom_batching", "monitoring"},
     # docs/compat.md
     "kiln.image": {"ResizeMethod", "resize", "scale_and_translate"},
     "kiln.dlpack": {"from_dlpack", "is_supported_dtype"},
     "kiln.custom_batching": {"custom_vmap", "sequential_vmap"},
+    "kiln.monitoring": {
+        "clear_event_listeners", "record_event", "record_event_duration_secs",
+        "record_event_time_span", "record_scalar", "register_event_duration_secs_listener",
+        "register_event_listener", "register_event_time_span_listener",
+        "register_scalar_listener", "unregister_event_duration_listener",
+        "unregister_event_listener", "unregister_event_time_span_listener",
+        "unregister_scalar_listener"},
     # docs/export.md
     "kiln.export": {"DisabledSafetyCheck", "Exported", "export", "deserialize",
                     "register_pytree_node_serialization", "register_namedtuple_serialization",
