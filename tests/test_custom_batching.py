@@ -76,6 +76,13 @@ def test_unbatched_outputs_and_pytrees():
     _close(got["const"], want["const"])
 
 
+@pytest.mark.parametrize("backend", ["reference", "llvm"])
+def test_unbatched_call_runs_the_function_on_each_backend(backend):
+    kf = _sin_with_cos_rule(custom_batching, jnp)
+    _close(kiln.jit(kf, backend=backend)(X, Y), np.sin(X) + Y)
+    _close(kiln.jit(kiln.vmap(kf, (0, None)), backend=backend)(X, Y), np.cos(X) + Y)
+
+
 def test_derivatives_differentiate_the_function():
     kf, jf = _pair(_sin_with_cos_rule)
     t = np.ones(2, np.float32)

@@ -248,6 +248,18 @@ def test_custom_jvp_and_checkpoint():
     check(kiln.grad(lambda v: f(v).sum() + g(v).sum()), x, rtol=1e-5)
 
 
+def test_custom_vmap_call_lowers_its_function():
+    from kiln.custom_batching import custom_vmap
+
+    @custom_vmap
+    def f(x):
+        return jnp.sin(x) * 2.0
+    f.def_vmap(lambda size, batched, xs: (jnp.cos(xs), batched[0]))
+    x = values((4,), np.float32)
+    check(f, x, rtol=1e-6)
+    check(kiln.grad(lambda v: f(v).sum()), x, rtol=1e-5)
+
+
 # ------------------------------------------------------------------------------- PRNG
 
 def test_prng_gives_jax_bits():
