@@ -25,6 +25,7 @@ import hypothesis.extra.numpy as hnp
 from kiln.compiler.ir.abstract import ShapedArray
 from kiln.compiler.ir.parser import from_source
 from kiln.compiler.primitives import PRIMITIVES
+from kiln.compiler.primitives.autodiff import custom_vmap_rule
 from kiln.compiler.primitives.indexing import GatherDimensionNumbers, ScatterDimensionNumbers
 from kiln.dispatch import apply_eager
 from kiln.array import Array
@@ -1021,12 +1022,22 @@ def _square_ref(x, **params):
     return (x * x,)
 
 
+def _square_vmap_rule(size, batched, consts, inputs):
+    """custom_vmap_call's batching rule of x*x: the batched square, batched as its input."""
+    from kiln.compiler.primitives import emit
+    return [emit.mul(inputs[0], inputs[0])], list(batched)
+
+
+_SQUARE_VMAP_RULE = custom_vmap_rule(_square_vmap_rule)
+
+
 @st.composite
 def custom_rule_case(draw, name):
     shape = draw(shapes())
     call, jvp, fwd, bwd = _square_regions(shape)
     params = {"custom_jvp_call": {"call": call, "jvp": jvp, "num_consts": 0},
               "custom_vjp_call": {"call": call, "fwd": fwd, "bwd": bwd, "num_consts": 0},
+              "custom_vmap_call": {"call": call, "rule": _SQUARE_VMAP_RULE, "num_consts": 0},
               "remat": {"body": call, "prevent_cse": True}}[name]
     return Case([array(draw, np.float32, shape)], params, _square_ref, (False,))
 
@@ -1227,7 +1238,8 @@ CASES = {
     "pure_callback": pure_callback_case(),
     "debug_callback": debug_callback_case(),
     "io_callback": io_callback_case(),
-    **{name: custom_rule_case(name) for name in ("custom_jvp_call", "custom_vjp_call", "remat")},
+    **{name: custom_rule_case(name)
+       for name in ("custom_jvp_call", "custom_vjp_call", "custom_vmap_call", "remat")},
     "linear_solve": linear_solve_case(),
     "root": root_case(),
 }
