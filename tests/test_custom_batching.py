@@ -92,6 +92,9 @@ def test_derivatives_differentiate_the_function():
     _close(k_tan, j_tan)
     _close(kiln.grad(lambda x: kf(x, Y).sum())(X[0]), np.cos(X[0]))   # JAX has no VJP here
     _close(kiln.jit(kiln.grad(lambda x: kf(x, Y).sum()))(X[0]), np.cos(X[0]))
+    # through a batched call (the rule's derivative) and batched derivatives (the function's)
+    _close(kiln.grad(lambda x: kiln.vmap(kf, (0, None))(x, Y).sum())(X), -np.sin(X))
+    _close(kiln.jit(kiln.vmap(kiln.grad(lambda x: kf(x, Y).sum())))(X), np.cos(X))
 
 
 def test_closed_over_traced_values():
