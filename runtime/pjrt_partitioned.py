@@ -45,12 +45,18 @@ from .compiler.backends.cuda.device import DeviceBuffer
 from .pjrt_spread import as_blocks, put, spread_array, spread_of, LAYER
 from .sharding import Sharding, NamedSharding, PartitionSpec
 from .staging import leaf_aval
+from .execution_guards import check_execution
+from .jit import Compiled, Lowered, checked_call
 
 
 class _Entry(staging.Entry):
     __slots__ = ("executable", "text", "constants", "out_tree", "out_weak", "out_shardings",
-                 "out_avals", "writes", "held")   # held: the donated inputs a result took
-    # text: the module the plug-in compiled
+                 "out_avals", "writes", "held", "name", "in_tree", "in_avals", "in_shardings",
+                 "mesh", "shardy", "ssa")
+    # text: the module the plug-in compiled; held: the donated inputs a result took;
+    # in_avals: the arguments' global types, in_shardings their shardings (constants not
+    # included); shardy: whether the module is Shardy's; ssa: the SSA form it was lowered
+    # from (None for an executable loaded from a serialized one)
 
 
 def wanted(jitted, values):
@@ -80,6 +86,13 @@ def _on_pjrt(sharding):
 
 def partitioned_call(jitted, args, kwargs):
     """A call of `jitted` partitioned over PJRT devices (module docstring)."""
+    entry, placed, leaves = specialised(jitted, args, kwargs)
+    return run(entry, placed, leaves)
+
+
+def specialised(jitted, args, kwargs):
+    """(the entry of a call of `jitted`, compiled now when missing, its arguments placed on
+    the entry's mesh, the dynamic leaves as given)."""
     from .placement import _as_sharding
     from .global_jit import _per_leaf, placed_call
     from .jit import warn_unusable
@@ -87,15 +100,7 @@ def partitioned_call(jitted, args, kwargs):
     donated = jitted._donated_leaves(args, kwargs)
     out_shardings = (jitted._shardings or (None, None))[1]
     mesh = _mesh(leaves, _given(jitted), jitted.__name__)
-    replicated = NamedSharding(mesh, PartitionSpec())
-    placed = []
-    for x in leaves:
-        s = spread_of(x)
-        if s is not None and s.sharding.mesh == mesh:
-            x = as_blocks(x)   # a pmap result over the mesh: its axis back, on the devices
-        else:
-            x = put(x if type(x) is Array else to_array(x), replicated)
-        placed.append(x)
+    placed = place(leaves, mesh)
     avals = [leaf_aval(x, f"argument {i} of {jitted.__name__}")[0] for i, x in enumerate(placed)]
     specs = tuple(spread_of(x).sharding.spec.padded(len(a.shape)) for x, a in zip(placed, avals))
     shardy = config.read("use_shardy_partitioner")
@@ -121,9 +126,33 @@ def partitioned_call(jitted, args, kwargs):
                 _check_target(t, a, mesh, jitted.__name__)
             entry = _compile(st, ins, outs, mesh, jitted.__name__, donated, shardy)
         warn_unusable([avals[i] for i in donated if i not in entry.held], _frames_in_kiln())
+        entry.name, entry.in_tree, entry.in_avals = jitted.__name__, treedef, tuple(avals)
+        entry.in_shardings = ins[:len(placed)]
         return entry
 
-    entry = jitted._partitioned.lookup(key, make)
+    replicated = NamedSharding(mesh, PartitionSpec())
+    return jitted._partitioned.lookup(key, make), placed, leaves
+
+
+def place(leaves, mesh, shardings=None):
+    """`leaves` on `mesh`: with `shardings`, leaf i put on `shardings[i]` (an Array already
+    so spread as it is); without, one spread over the mesh as it is (a pmap result over it
+    with its mapped axis back on each device) and any other put there replicated."""
+    placed = []
+    for i, x in enumerate(leaves):
+        s = spread_of(x)
+        if shardings is None and s is not None and s.sharding.mesh == mesh:
+            x = as_blocks(x)   # a pmap result over the mesh: its axis back, on the devices
+        else:
+            target = NamedSharding(mesh, PartitionSpec()) if shardings is None else shardings[i]
+            x = put(x if type(x) is Array else to_array(x), target)
+        placed.append(x)
+    return placed
+
+
+def run(entry, placed, leaves):
+    """The results of `entry` run on `placed` (spread over its mesh; `leaves` as the caller
+    gave them, the donated ones deleted after the execution)."""
     rows = [[spread_of(x).buffers[i] for x in placed] + constants
             for i, constants in enumerate(entry.constants)]
     results = entry.executable(rows)
@@ -272,7 +301,7 @@ def _compile(st, ins, outs, mesh, name, donated, shardy):
                           mesh=sdy_mesh(names, sizes) if shardy else None)
     infos = [d.layer.info for d in devices]
     entry = _Entry()
-    entry.text = module.text
+    entry.text, entry.mesh, entry.shardy, entry.ssa = module.text, mesh, shardy, ssa
     entry.executable = ReplicatedExecutable(
         infos[0].client, module.text, [a.update(shape=s.shard_shape(a.shape))
                                        for s, a in zip(ins, in_avals)],
@@ -292,3 +321,76 @@ def _compile(st, ins, outs, mesh, name, donated, shardy):
     entry.held = sorted(found)
     return entry
 
+
+
+def lowered(jitted, args, kwargs):
+    """`jitted.lower(*args, **kwargs)` of a call partitioned over PJRT devices: its entry,
+    compiled now (the partitioned module is compiled when it is specialised), as a
+    `PartitionedLowered`. The arguments are placed on the mesh as a call places them."""
+    return PartitionedLowered(specialised(jitted, args, kwargs)[0])
+
+
+class PartitionedLowered(Lowered):
+    """`Lowered` of a jit partitioned over PJRT devices: `as_text()` the SSA form after the
+    passes, `as_text("stablehlo")` the partitioned module (its shardings, `sdy.mesh`)."""
+
+    def as_text(self, dialect=None):
+        if dialect == "stablehlo":
+            return self._entry.text
+        return super().as_text(dialect)
+
+    def compile(self):
+        return PartitionedCompiled(self._entry)
+
+    def compile_for_topology(self, topology):
+        raise NotImplementedError(
+            f"compile_for_topology of {self._entry.name!r}: kiln compiles single-device "
+            f"modules for a topology; this one is partitioned over a mesh of PJRT devices")
+
+
+class PartitionedCompiled(Compiled):
+    """`Compiled` of a jit partitioned over PJRT devices: called with the arguments'
+    pytree of `lower` (each put on its input sharding over the mesh, as a call of the
+    jitted function puts it), its results spread as the call's; `input_shardings` and
+    `output_shardings` as JAX's; `as_text()` the module the plug-in compiled; XLA's
+    figures of the executable."""
+
+    def as_text(self, level=None):
+        if level not in (None, "stablehlo"):
+            raise ValueError(f"Compiled.as_text of a partitioned executable: level {level!r}; "
+                             f"it has its StableHLO module only (None or 'stablehlo')")
+        return self._entry.text
+
+    @property
+    def input_shardings(self):
+        entry = self._entry
+        return tree_unflatten(entry.in_tree, list(entry.in_shardings))
+
+    @property
+    def output_shardings(self):
+        entry = self._entry
+        return tree_unflatten(entry.out_tree,
+                              list(entry.out_shardings[:entry.out_tree.num_leaves]))
+
+    def cost_analysis(self):
+        """XLA's cost properties of the executable (a dict of floats)."""
+        return self._figures("cost_analysis", "cost properties")
+
+    def memory_analysis(self):
+        """XLA's CompiledMemoryStats of the executable."""
+        from .analysis import CompiledMemoryStats
+        return CompiledMemoryStats(**self._figures("memory_stats", "memory statistics"))
+
+    def _figures(self, name, what):
+        from .compiler.backends.pjrt import client
+        executable = self._entry.executable
+        found = getattr(client, name)(executable.client.api, executable.handle)
+        if found is None:
+            raise ValueError(f"the plug-in gives no {what} of executables")
+        return found
+
+    def __call__(self, *args, **kwargs):
+        entry = self._entry
+        leaves, _ = checked_call(entry.in_tree, entry.in_avals, args, kwargs)
+        check_execution(f"the compiled {entry.name}")
+        return run(entry, place(leaves, entry.mesh, entry.in_shardings), leaves)

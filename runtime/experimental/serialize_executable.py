@@ -19,6 +19,7 @@ execution device (the plug-in's error, for bytes it cannot read, is a PjrtError 
 message) and returns a `Compiled` that is called as the original was.
 """
 import base64
+import contextlib
 import json
 
 import numpy as np
@@ -30,15 +31,18 @@ from ..export import (aval_json, aval_from_json, array_json, array_from_json, fr
 from ..jit import Compiled, CompiledForTopology, _Entry
 
 _MAGIC = b"kiln.serialize_executable"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2   # 2: the partitioned executables' mesh and shardings
 
 __all__ = ["serialize", "deserialize_and_load"]
 
 
 def serialize(compiled):
     """`(blob, in_tree, out_tree)` of a compiled PJRT executable (see the module docstring)."""
+    from ..pjrt_partitioned import PartitionedCompiled
     if isinstance(compiled, CompiledForTopology):
         document = _topology_document(compiled)
+    elif isinstance(compiled, PartitionedCompiled):
+        document = _partitioned_document(compiled)
     elif isinstance(compiled, Compiled):
         document = _compiled_document(compiled)
     else:
@@ -70,6 +74,45 @@ def _compiled_document(compiled):
                      None, [device.device_kind])
 
 
+def _partitioned_document(compiled):
+    """The document of a jit partitioned over a mesh of PJRT devices: `_document`'s, with
+    the mesh (its devices' ids, names, axis types), the arguments' and results' shardings
+    and the results XLA chose the shardings of."""
+    entry = compiled._entry
+    if entry.writes:
+        raise ValueError(f"serialize: {entry.name!r} assigns globals, which happens around "
+                         f"the executable, not in it; serialize a function that returns its "
+                         f"results instead")
+    mesh, executable = entry.mesh, entry.executable
+    device = mesh.devices.flat[0]
+    held = {i: i for i in entry.held}   # (a partitioned entry keeps the donated inputs only)
+    document = _document(entry.name, None, executable.serialize(),
+                         [b.to_host() for b in entry.constants[0]], entry.in_avals,
+                         entry.out_weak, held, device.platform,
+                         device.layer.info.client.platform_version, device.layer.plugin.name,
+                         None, sorted({d.device_kind for d in mesh.devices.flat}))
+    document.update(
+        module=entry.text, results=[aval_json(a) for a in entry.out_avals],
+        mesh={"axis_names": list(mesh.axis_names), "shape": list(mesh.devices.shape),
+              "axis_types": [t.value for t in mesh.axis_types],
+              "device_ids": [int(d.id) for d in mesh.devices.flat]},
+        in_specs=[_spec_json(s.spec) for s in entry.in_shardings],
+        out_specs=[_spec_json(s.spec) for s in entry.out_shardings],
+        propagate=[bool(p) for p in executable.propagate], shardy=bool(entry.shardy))
+    return document
+
+
+def _spec_json(spec):
+    return {"entries": [e if e is None or isinstance(e, str) else list(e) for e in spec],
+            "unreduced": sorted(spec.unreduced), "reduced": sorted(spec.reduced)}
+
+
+def _spec_from_json(doc):
+    from ..sharding import PartitionSpec
+    return PartitionSpec(*[tuple(e) if isinstance(e, list) else e for e in doc["entries"]],
+                         unreduced=doc["unreduced"], reduced=doc["reduced"])
+
+
 def _topology_document(compiled):
     from ..compiler.backends.stablehlo import lower_module
     entry = compiled._entry
@@ -90,10 +133,14 @@ def _backend_of(executable):
 
 def _document(name, module, executable, consts, in_avals, out_weak, held, platform,
               platform_version, plugin, topology, device_kinds):
-    return {
-        "function": name, "module": module.text, "module_name": module.name,
+    """The blob's document; `module` None for a partitioned executable (its caller adds the
+    module's text and the mesh)."""
+    described = {} if module is None else {
+        "module": module.text, "module_name": module.name,
         "module_in": [aval_json(a) for a in module.in_avals],
-        "module_out": [aval_json(a) for a in module.out_avals],
+        "module_out": [aval_json(a) for a in module.out_avals]}
+    return {
+        "function": name, **described, "mesh": None,
         "arguments": [aval_json(a) for a in in_avals], "out_weak": list(out_weak),
         "held": sorted([int(k), int(v)] for k, v in held.items()),
         "constants": [array_json(np.asarray(c)) for c in consts],
@@ -122,15 +169,16 @@ def _foreign(blob):
             f"argument types: pass serialize(compiled_for_topology)[0]")
 
 
-def _target(backend, execution_devices):
-    """The PjrtDevice the executable is loaded on."""
+def _candidates(backend, execution_devices):
+    """The PjrtDevices an executable may be loaded on: `execution_devices`, else every device
+    of `backend`; a single-device executable goes on the first."""
     from .. import pjrt
     if backend is not None and backend not in ("pjrt", "tpu"):
         raise ValueError(f"deserialize_and_load: backend {backend!r} does not load PJRT "
                          f"executables; use backend='pjrt' (the default plug-in) or 'tpu'")
     listed = pjrt.devices(backend or "pjrt")
     if execution_devices is None:
-        return listed[0]
+        return list(listed)
     execution_devices = list(execution_devices)
     if not execution_devices or not pjrt.on_pjrt(execution_devices):
         raise ValueError(f"deserialize_and_load: execution_devices must be PJRT devices "
@@ -141,7 +189,7 @@ def _target(backend, execution_devices):
                          f"backend client: {listed[0].layer.plugin.name} "
                          f"({listed[0].platform}) and execution devices client: "
                          f"{first.layer.plugin.name} ({first.platform})")
-    return first
+    return execution_devices
 
 
 def deserialize_and_load(serialized, in_tree, out_tree, backend=None, execution_devices=None):
@@ -149,8 +197,8 @@ def deserialize_and_load(serialized, in_tree, out_tree, backend=None, execution_
     (default: the first device of `backend`, "pjrt" or "tpu"; see the module docstring)."""
     from ..pjrt import Program
     doc = _read(serialized)
-    device = _target(backend, execution_devices)
-    here = device.layer
+    candidates = _candidates(backend, execution_devices)
+    here = candidates[0].layer
     if doc["platform"] != here.platform:
         made = f"topology {doc['topology']!r}, " if doc["topology"] else ""
         raise ValueError(
@@ -168,11 +216,27 @@ def deserialize_and_load(serialized, in_tree, out_tree, backend=None, execution_
                          f"executable of {doc['function']!r} takes {len(arguments)} arguments "
                          f"and returns {len(doc['out_weak'])} results; pass the pytrees "
                          f"serialize() returned with this blob")
+    executable = base64.b64decode(doc["executable"])
+    constants = [array_from_json(c) for c in doc["constants"]]
+    if doc["mesh"] is not None:
+        return _partitioned(doc, candidates, executable, constants, arguments, in_tree,
+                            out_tree)
     module = StableHloModule(doc["module"], doc["module_name"],
                              tuple(aval_from_json(a) for a in doc["module_in"]),
                              tuple(aval_from_json(a) for a in doc["module_out"]))
+    with _loading(doc, here):
+        program = Program(module, candidates[0], executable)
+    program.held = {out: i for out, i in doc["held"]}
+    program.hold_constants(constants)
+    return LoadedCompiled(_entry(doc, program, arguments, in_tree, out_tree))
+
+
+@contextlib.contextmanager
+def _loading(doc, here):
+    """The plug-in's error loading the executable of `doc` on layer `here` as a PjrtError
+    that says which plug-ins made and load it."""
     try:
-        program = Program(module, device, base64.b64decode(doc["executable"]))
+        yield
     except PjrtError as e:
         raise PjrtError(f"the {here.platform} plug-in {here.plugin.name} could not load the "
                         f"serialized executable of {doc['function']!r} (compiled by "
@@ -180,9 +244,49 @@ def deserialize_and_load(serialized, in_tree, out_tree, backend=None, execution_
                         f"plug-in's is {here.info.client.platform_version!r}): "
                         f"{e.message}", e.code,
                         hint="serialize the executable again with this plug-in") from None
-    program.held = {out: i for out, i in doc["held"]}
-    program.hold_constants([array_from_json(c) for c in doc["constants"]])
-    return LoadedCompiled(_entry(doc, program, arguments, in_tree, out_tree))
+
+
+def _partitioned(doc, candidates, executable, constants, arguments, in_tree, out_tree):
+    """A `PartitionedCompiled` of a partitioned executable's document, loaded on the devices
+    of its mesh (found by id among `candidates`, as JAX finds a pickled executable's)."""
+    from ..compiler.backends.pjrt.replicated import ReplicatedExecutable
+    from ..pjrt_partitioned import _Entry, PartitionedCompiled
+    from ..sharding import AxisType, Mesh, NamedSharding
+    shape, ids = doc["mesh"]["shape"], doc["mesh"]["device_ids"]
+    by_id = {d.id: d for d in candidates}
+    missing = [i for i in ids if i not in by_id]
+    if missing:
+        raise ValueError(f"deserialize_and_load: the executable of {doc['function']!r} runs "
+                         f"on the PJRT devices with ids {ids} (a mesh of shape {tuple(shape)}), "
+                         f"but execution_devices has none with id {missing}; pass "
+                         f"execution_devices that include them (by default every device of "
+                         f"the backend), or compile the function for the devices at hand")
+    devices = [by_id[i] for i in ids]
+    mesh = Mesh(np.array(devices, dtype=object).reshape(shape), doc["mesh"]["axis_names"],
+                tuple(AxisType(t) for t in doc["mesh"]["axis_types"]))
+    ins = [NamedSharding(mesh, _spec_from_json(s)) for s in doc["in_specs"]]
+    outs = [NamedSharding(mesh, _spec_from_json(s)) for s in doc["out_specs"]]
+    results = [aval_from_json(a) for a in doc["results"]]
+    in_blocks = [a.update(shape=s.shard_shape(a.shape)) for s, a in zip(ins, arguments)]
+    in_blocks += constants   # replicated
+    here = devices[0].layer
+    with _loading(doc, here):
+        loaded = ReplicatedExecutable(
+            here.info.client, doc["module"], in_blocks,
+            [a.update(shape=s.shard_shape(a.shape)) for s, a in zip(outs, results)],
+            [d.layer.info for d in devices], partitioned=True, shardy=doc["shardy"],
+            serialized=executable, propagate=doc["propagate"])
+    entry = _Entry()
+    entry.text, entry.mesh, entry.shardy, entry.ssa = doc["module"], mesh, doc["shardy"], None
+    entry.executable = loaded
+    entry.constants = [[d.layer.to_device(np.asarray(c, order="C")) for c in constants]
+                       for d in devices]
+    entry.out_tree, entry.writes, entry.guards = out_tree, [], []
+    entry.out_shardings, entry.out_avals, entry.out_weak = outs, results, list(doc["out_weak"])
+    entry.held = sorted(i for _, i in doc["held"])
+    entry.name, entry.in_tree, entry.in_avals = doc["function"], in_tree, tuple(arguments)
+    entry.in_shardings = ins
+    return PartitionedCompiled(entry)
 
 
 class LoadedCompiled(Compiled):
