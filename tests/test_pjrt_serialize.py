@@ -276,12 +276,17 @@ c = f.lower(A, np.float32(1.5)).compile()
 g = jax.jit(jax.shard_map(lambda v: jax.lax.psum(v, "y") * 2.0, mesh=mesh, in_specs=P("x", "y"),
                           out_specs=P("x")))
 d = g.lower(A).compile()
+p = jax.pmap(lambda v, w: (v / jax.lax.psum(v, "i") + w.sum(), v.sum()), axis_name="i",
+             in_axes=(0, None))
+e = p.lower(A, W2[0]).compile()
 out = {}
-for name, compiled, args in (("sharded", c, (A, np.float32(1.5))), ("smapped", d, (A,))):
+for name, compiled, args in (("sharded", c, (A, np.float32(1.5))), ("smapped", d, (A,)),
+                             ("pmap", e, (A, W2[0]))):
     blob, in_tree, out_tree = se.serialize(compiled)
     got = se.deserialize_and_load(blob, in_tree, out_tree)(*args)
     got = got if isinstance(got, tuple) else (got,)
-    out[name] = [[tuple(r.sharding.spec) for r in got], [np.asarray(r).tolist() for r in got]]
+    out[name] = [[tuple(r.sharding.spec) for r in got], [np.asarray(r).tolist() for r in got],
+                 [str(in_tree), str(out_tree)]]
 json.dump(out, open(sys.argv[1], "w"))
 """
 
@@ -322,7 +327,8 @@ def test_sharded_jit_round_trip_in_process(jax_partitioned):
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.weak_type == w.weak_type
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
-    specs, values = jax_partitioned["sharded"]
+    specs, values, trees = jax_partitioned["sharded"]
+    assert [str(in_tree), str(out_tree)] == trees
     assert _specs(got) == _jax_specs(specs)   # the second one XLA's choice, as in JAX
     for g, w in zip(got, values):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w, np.float32), rtol=1e-6,
@@ -343,7 +349,7 @@ def test_shard_map_under_jit_round_trip(jax_partitioned):
     got = se.deserialize_and_load(blob, in_tree, out_tree)(A)
     want = compiled(A)
     assert got.sharding == want.sharding == NamedSharding(mesh, P("x"))
-    specs, (values,) = jax_partitioned["smapped"]
+    specs, (values,), _ = jax_partitioned["smapped"]
     assert _specs([got]) == _jax_specs(specs)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(values, np.float32))
 
@@ -393,3 +399,69 @@ def test_sharded_donation_and_devices_not_given():
                                          r"execution_devices has none with id \[4, 5, 6, 7\]"):
         se.deserialize_and_load(blob, in_tree, out_tree,
                                 execution_devices=kiln.devices("pjrt")[:4])
+
+
+def pmapped():
+    from kiln import lax
+    return kiln.pmap(lambda v, w: (v / lax.psum(v, "i") + w.sum(), v.sum()), axis_name="i",
+                     in_axes=(0, None), backend="pjrt")
+
+
+def test_pmap_round_trip(jax_partitioned, tmp_path):
+    w = W2[0]
+    compiled = pmapped().lower(A, w).compile()
+    blob, in_tree, out_tree = se.serialize(compiled)
+    specs, values, trees = jax_partitioned["pmap"]
+    assert [str(in_tree), str(out_tree)] == trees
+    loaded = se.deserialize_and_load(blob, in_tree, out_tree)
+    want, got = compiled(A, w), loaded(A, w)
+    mesh = Mesh(np.array(kiln.devices("pjrt")[:8], dtype=object), ("i",))
+    for g, h, v in zip(got, want, values):
+        assert g.sharding == h.sharding == NamedSharding(mesh, P("i"))   # JAX's P('i')
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(h))
+        np.testing.assert_allclose(np.asarray(g), np.asarray(v, np.float32), rtol=1e-6)
+    assert [tuple(s) for s in specs] == [("i",), ("i",)]
+    again = loaded(got[0], w)   # a pmap result goes back in as its buffers
+    np.testing.assert_array_equal(np.asarray(again[1]), np.asarray(got[0]).sum(1))
+    assert loaded.as_text() == compiled.as_text() and "mhlo.num_replicas = 8" in \
+        loaded.as_text()
+    with pytest.raises(TypeError, match="compiled for arguments of types"):
+        loaded(A[:4], w)
+    (tmp_path / "exe.pkl").write_bytes(pickle.dumps((blob, in_tree, out_tree)))
+    script = tmp_path / "load.py"
+    script.write_text(textwrap.dedent(f"""
+        import pickle, numpy as np
+        from kiln.experimental import serialize_executable as se
+        blob, in_tree, out_tree = pickle.loads(open({str(tmp_path / "exe.pkl")!r}, "rb").read())
+        out = se.deserialize_and_load(blob, in_tree, out_tree)(
+            np.arange(32, dtype=np.float32).reshape(8, 4) / 5,
+            np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(4, 3)[0])
+        assert [str(r.sharding.spec) for r in out] == ["P('i', None)", "P('i',)"]
+        np.savez({str(tmp_path / "out.npz")!r}, *[np.asarray(r) for r in out])
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=dict(os.environ, KILN_CACHE_DIR="0", KILN_NUM_CPU_DEVICES="8"),
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for k, h in enumerate(want):
+        np.testing.assert_array_equal(np.load(tmp_path / "out.npz")[f"arr_{k}"], np.asarray(h))
+
+
+def test_pmap_refusals():
+    from kiln import lax
+    on_cpu = kiln.pmap(lambda v: v / lax.psum(v, "i"), axis_name="i")
+    with pytest.raises(ValueError, match="Compilation does not support serialization: the "
+                                         "pmap of .* was compiled by the LLVM backend.*"
+                                         "backend='pjrt'"):
+        se.serialize(on_cpu.lower(A).compile())
+    scaled = kiln.pmap(lambda v, s: v * s, axis_name="i", in_axes=(0, None), backend="pjrt")
+    with pytest.raises(ValueError, match="specialised for the values of its Python-number "
+                                         r"arguments \(1 of them\).*np.asarray"):
+        se.serialize(scaled.lower(A, 2).compile())   # an int: specialised by value
+    blob, in_tree, out_tree = se.serialize(scaled.lower(A, 2.0).compile())   # a float: not
+    np.testing.assert_array_equal(
+        np.asarray(se.deserialize_and_load(blob, in_tree, out_tree)(A, 3.0)), A * 3)
+    blob, in_tree, out_tree = se.serialize(pmapped().lower(A, W2[0]).compile())
+    with pytest.raises(ValueError, match=r"ids \[0, 1, 2, 3, 4, 5, 6, 7\] \(8 replicas\)"):
+        se.deserialize_and_load(blob, in_tree, out_tree,
+                                execution_devices=kiln.devices("pjrt")[:2])

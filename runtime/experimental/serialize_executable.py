@@ -39,8 +39,11 @@ __all__ = ["serialize", "deserialize_and_load"]
 def serialize(compiled):
     """`(blob, in_tree, out_tree)` of a compiled PJRT executable (see the module docstring)."""
     from ..pjrt_partitioned import PartitionedCompiled
+    from ..pmap import PmapCompiled
     if isinstance(compiled, CompiledForTopology):
         document = _topology_document(compiled)
+    elif isinstance(compiled, PmapCompiled):
+        document = _pmap_document(compiled)
     elif isinstance(compiled, PartitionedCompiled):
         document = _partitioned_document(compiled)
     elif isinstance(compiled, Compiled):
@@ -102,6 +105,34 @@ def _partitioned_document(compiled):
     return document
 
 
+def _pmap_document(compiled):
+    """The document of `pmap(f, backend="pjrt").lower(...).compile()`: `_document`'s, with
+    the replicas' devices (by id), the axis name, the mapped axes of the arguments and of
+    the results."""
+    call = compiled._call
+    entry = call.entry
+    if call.backend != "pjrt":
+        raise ValueError(f"Compilation does not support serialization: the pmap of "
+                         f"{call.shown} was compiled by the {_backend_of(entry.executable)} "
+                         f"backend; kiln serializes executables of PJRT plug-ins, so map it "
+                         f"with kiln.pmap(f, backend='pjrt')")
+    if call.statics[1]:
+        raise ValueError(f"serialize: the pmap of {call.shown} was specialised for the values "
+                         f"of its Python-number arguments ({len(call.statics[1])} of them), "
+                         f"which the executable does not take; pass them as arrays "
+                         f"(np.asarray) to serialize it")
+    program = entry.executable
+    device = program.devices[0]
+    document = _document(call.shown, program.module, program.compiled.serialize(),
+                         entry.consts, call.in_avals, entry.out_weak, {}, device.platform,
+                         device.layer.info.client.platform_version, device.layer.plugin.name,
+                         None, sorted({d.device_kind for d in program.devices}))
+    document.update(pmap={"axis_name": call.axis_name, "in_axes": call.axes,
+                          "out_axes": list(entry.mapped_out),
+                          "device_ids": [int(d.id) for d in program.devices]})
+    return document
+
+
 def _spec_json(spec):
     return {"entries": [e if e is None or isinstance(e, str) else list(e) for e in spec],
             "unreduced": sorted(spec.unreduced), "reduced": sorted(spec.reduced)}
@@ -140,7 +171,7 @@ def _document(name, module, executable, consts, in_avals, out_weak, held, platfo
         "module_in": [aval_json(a) for a in module.in_avals],
         "module_out": [aval_json(a) for a in module.out_avals]}
     return {
-        "function": name, **described, "mesh": None,
+        "function": name, **described, "mesh": None, "pmap": None,
         "arguments": [aval_json(a) for a in in_avals], "out_weak": list(out_weak),
         "held": sorted([int(k), int(v)] for k, v in held.items()),
         "constants": [array_json(np.asarray(c)) for c in consts],
@@ -224,6 +255,9 @@ def deserialize_and_load(serialized, in_tree, out_tree, backend=None, execution_
     module = StableHloModule(doc["module"], doc["module_name"],
                              tuple(aval_from_json(a) for a in doc["module_in"]),
                              tuple(aval_from_json(a) for a in doc["module_out"]))
+    if doc["pmap"] is not None:
+        return _pmap(doc, candidates, module, executable, constants, arguments, in_tree,
+                     out_tree)
     with _loading(doc, here):
         program = Program(module, candidates[0], executable)
     program.held = {out: i for out, i in doc["held"]}
@@ -246,22 +280,51 @@ def _loading(doc, here):
                         hint="serialize the executable again with this plug-in") from None
 
 
+def _by_id(doc, ids, candidates, what):
+    """The devices of `candidates` with ids `ids`, or a ValueError saying which are missing."""
+    by_id = {d.id: d for d in candidates}
+    missing = [i for i in ids if i not in by_id]
+    if missing:
+        raise ValueError(f"deserialize_and_load: the executable of {doc['function']!r} runs "
+                         f"on the PJRT devices with ids {ids} ({what}), but execution_devices "
+                         f"has none with id {missing}; pass execution_devices that include "
+                         f"them (by default every device of the backend), or compile the "
+                         f"function for the devices at hand")
+    return [by_id[i] for i in ids]
+
+
+def _pmap(doc, candidates, module, executable, constants, arguments, in_tree, out_tree):
+    """A `PmapCompiled` of a pmap executable's document, loaded on its replicas' devices
+    (found by id among `candidates`)."""
+    from ..pjrt import ReplicatedProgram
+    from ..pmap import _Entry, PmapCall, PmapCompiled, run_replicated
+    from ..sharding import AxisType, Mesh
+    facts = doc["pmap"]
+    devices = _by_id(doc, facts["device_ids"], candidates,
+                     f"{len(facts['device_ids'])} replicas")
+    with _loading(doc, devices[0].layer):
+        program = ReplicatedProgram(module, devices, executable)
+    entry = _Entry()
+    entry.executable, entry.consts, entry.out_tree = program, constants, out_tree
+    entry.out_weak, entry.mapped_out = list(doc["out_weak"]), facts["out_axes"]
+    entry.parallel, entry.guards = True, []
+    mesh = Mesh(np.array(devices, dtype=object), (facts["axis_name"],), (AxisType.Auto,))
+    axes = facts["in_axes"]
+    return PmapCompiled(PmapCall(
+        entry, doc["function"], in_tree, ((), ()), arguments, axes,
+        lambda leaves: run_replicated(entry, leaves, axes, mesh, doc["function"]), "pjrt",
+        facts["axis_name"]))
+
+
 def _partitioned(doc, candidates, executable, constants, arguments, in_tree, out_tree):
     """A `PartitionedCompiled` of a partitioned executable's document, loaded on the devices
     of its mesh (found by id among `candidates`, as JAX finds a pickled executable's)."""
     from ..compiler.backends.pjrt.replicated import ReplicatedExecutable
     from ..pjrt_partitioned import _Entry, PartitionedCompiled
     from ..sharding import AxisType, Mesh, NamedSharding
-    shape, ids = doc["mesh"]["shape"], doc["mesh"]["device_ids"]
-    by_id = {d.id: d for d in candidates}
-    missing = [i for i in ids if i not in by_id]
-    if missing:
-        raise ValueError(f"deserialize_and_load: the executable of {doc['function']!r} runs "
-                         f"on the PJRT devices with ids {ids} (a mesh of shape {tuple(shape)}), "
-                         f"but execution_devices has none with id {missing}; pass "
-                         f"execution_devices that include them (by default every device of "
-                         f"the backend), or compile the function for the devices at hand")
-    devices = [by_id[i] for i in ids]
+    shape = doc["mesh"]["shape"]
+    devices = _by_id(doc, doc["mesh"]["device_ids"], candidates,
+                     f"a mesh of shape {tuple(shape)}")
     mesh = Mesh(np.array(devices, dtype=object).reshape(shape), doc["mesh"]["axis_names"],
                 tuple(AxisType(t) for t in doc["mesh"]["axis_types"]))
     ins = [NamedSharding(mesh, _spec_from_json(s)) for s in doc["in_specs"]]
