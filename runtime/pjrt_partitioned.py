@@ -25,6 +25,9 @@ an argument is an Array spread over several PJRT devices (pjrt_spread.py). The c
   partition in one execution;
 - returns each result spread over the devices with its sharding, left there: passed to the
   next call, its buffers go in as they are;
+- `jitted.lower(...)` gives the call's entry (`lowered`: a `PartitionedLowered`, compiled
+  already), and `.compile()` a `PartitionedCompiled` called with the same pytree, each argument
+  put on its input sharding; kiln.experimental.serialize_executable serializes it;
 - donates: an argument of `donate_argnums`/`donate_argnames` is aliased to the first free
   result of its shape, dtype and sharding (`tf.aliasing_output`), or, where XLA chooses some
   result's sharding, marked a buffer donor (`jax.buffer_donor`) when a result of its shape and

@@ -34,6 +34,11 @@ A global array (several processes: global_arrays.py) is mapped as this process's
 local replica taking its device's shard, as JAX's pmap takes the local shards; it must be
 mapped along the dimension it is split along across the processes.
 
+`pmap(f).lower(*args).compile()` is the specialisation for those arguments, compiled: a
+`PmapCompiled` called as the pmap (`PmapCall` checks the pytree, types and mapped axes), which
+kiln.experimental.serialize_executable serializes on PJRT devices (`run_replicated` runs a
+loaded one).
+
 The mapped size may not exceed the devices pmap runs on (`devices=`, else
 `kiln.local_devices()`): a ValueError names both. `static_broadcasted_argnums` are passed to
 every replica by value and are part of the cache key, as `jit`'s static arguments.

@@ -1,22 +1,28 @@
 """`kiln.experimental.serialize_executable`: JAX's `serialize` and `deserialize_and_load` for
 executables of PJRT plug-ins (docs/pjrt.md, "Serialized executables").
 
-`serialize(compiled)` takes `kiln.jit(f, backend="pjrt").lower(...).compile()` (or a
-`Lowered.compile_for_topology(...)` result) and returns `(blob, in_tree, out_tree)`, as JAX
+`serialize(compiled)` takes `kiln.jit(f, backend="pjrt").lower(...).compile()` (one device,
+or partitioned over a mesh of PJRT devices: pjrt_partitioned.PartitionedCompiled),
+`kiln.pmap(f, backend="pjrt").lower(...).compile()` (pmap.PmapCompiled) or a
+`Lowered.compile_for_topology(...)` result, and returns `(blob, in_tree, out_tree)`, as JAX
 does: the pytrees are returned, not stored. The blob is kiln's: a first line naming the
 format and its version, a line with the SHA-256 of the rest, then a JSON document with the
 plug-in's serialized executable (`PJRT_Executable_Serialize`, base64), the platform and
 plug-in that compiled it, the types of the arguments and results (with their weak types),
 the donations, the arrays the function closes over (passed as `@main`'s last arguments) and
 the StableHLO module (what `as_text()` shows, and what another device of the plug-in
-compiles). No pickle: loading the blob runs no Python code of it, but the plug-in's
+compiles); for a partitioned executable also the mesh (its devices' ids), the arguments' and
+results' PartitionSpecs and the results whose sharding XLA chose; for a pmap the replicas'
+device ids, the axis name and the mapped axes. No pickle: loading the blob runs no Python code of it, but the plug-in's
 executable is native code, so a blob should come from a trusted source, as JAX warns.
 
 `deserialize_and_load(blob, in_tree, out_tree, backend=None, execution_devices=None)` checks
 the blob and that its platform is the target plug-in's (else a ValueError naming both and
 what to do), loads the executable with `PJRT_Executable_DeserializeAndLoad` on the first
 execution device (the plug-in's error, for bytes it cannot read, is a PjrtError carrying its
-message) and returns a `Compiled` that is called as the original was.
+message) and returns a `Compiled` that is called as the original was. A partitioned or pmap
+executable is loaded on the devices with its ids among `execution_devices` (default: every
+device of the backend), as JAX's unpickler finds a pickled executable's devices.
 """
 import base64
 import contextlib
