@@ -278,7 +278,7 @@ def _compile(st, ins, outs, mesh, name, donated, shardy):
     (`jax.buffer_donor`, as in JAX): XLA gives its buffer to a result once it has placed
     them, and PJRT takes it over in any case."""
     from .compiler.backends.stablehlo.module import (lower_module, gspmd_attribute,
-                                                     sdy_attribute, sdy_mesh)
+                                                     sdy_attribute, sdy_mesh, Partitioning)
     from .compiler.backends.pjrt.replicated import ReplicatedExecutable
     from .pjrt import aliases
     from .staging import run_pipeline
@@ -301,7 +301,9 @@ def _compile(st, ins, outs, mesh, name, donated, shardy):
     donors = set(found) if open_outs else set()
     module = lower_module(ssa, name, partitions=len(devices), shardings=text,
                           aliases=None if open_outs else found, donors=donors,
-                          mesh=sdy_mesh(names, sizes) if shardy else None)
+                          mesh=sdy_mesh(names, sizes) if shardy else None,
+                          partitioning=Partitioning(names, sizes,
+                                                    tuple(d.id for d in devices), shardy))
     infos = [d.layer.info for d in devices]
     entry = _Entry()
     entry.text, entry.mesh, entry.shardy, entry.ssa = module.text, mesh, shardy, ssa
