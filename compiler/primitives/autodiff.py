@@ -104,9 +104,16 @@ def _constraint_eval(x, *, mesh, devices, spec):
 # in a module partitioned over that mesh; everywhere else it is the identity.
 sharding_constraint = register("sharding_constraint", _constraint_eval,
                                lambda x, *, mesh, devices, spec: x)
+
+
+def _constrained(t, params):
+    """A tangent or cotangent under the same constraint as its primal, as in JAX."""
+    return None if t is None else E.sharding_constraint(t, **params)
+
+
 sharding_constraint.def_rules(
-    jvp=tangent_rule(lambda primals, tangents, out, **params: tangents[0]),
-    vjp=cotangent_rule(lambda ct, primals, out, **params: [ct]))
+    jvp=tangent_rule(lambda primals, tangents, out, **params: _constrained(tangents[0], params)),
+    vjp=cotangent_rule(lambda ct, primals, out, **params: [_constrained(ct, params)]))
 
 
 def _constraint_batch(args, dims, *, mesh, devices, spec):

@@ -238,8 +238,9 @@ def _sharding_constraint(ctx, args, *, mesh, devices, spec):
     if where.shardy:
         return [ctx.emit(f"sdy.sharding_constraint {x} {sdy_sharding(names, dims)} : {x.type}",
                          x.aval)]
-    return [ctx.emit(f'stablehlo.custom_call @Sharding({x}) {{mhlo.sharding = '
-                     f'"{hlo_sharding(where.sizes, dims)}"}} : ({x.type}) -> {x.type}', x.aval)]
+    return [ctx.emit(f'stablehlo.custom_call @Sharding({x}) {{backend_config = "", '
+                     f'mhlo.sharding = "{hlo_sharding(where.sizes, dims)}"}} : ({x.type}) -> '
+                     f'{x.type}', x.aval)]
 
 
 STABLEHLO[PRIMITIVES["sharding_constraint"]] = _sharding_constraint
