@@ -318,8 +318,9 @@ class PmapCall:
         self.axis_name, self.prepare = axis_name, prepare
 
     def __call__(self, args, kwargs):
-        if self.prepare is not None:
-            leaves, tree, statics, avals, axes, _, _ = self.prepare(args, kwargs)
+        if self.prepare is not None:   # (called without the static arguments, as JAX's)
+            args, kwargs = staging.merge_statics(args, kwargs, self.statics[0])
+            leaves, tree, statics, avals, axes, _, _ = self.prepare(tuple(args), kwargs)
         else:
             leaves, tree = tree_flatten((tuple(args), kwargs))
             statics, avals, axes = self.statics, staging.leaf_avals(leaves), self.axes
@@ -329,8 +330,8 @@ class PmapCall:
                             f"with {tree}")
         if statics != self.statics:
             raise TypeError(f"this executable of the pmap of {self.shown} was specialised for "
-                            f"other values of its static arguments (static_broadcasted_argnums"
-                            f" and Python ints and bools); call the pmap instead")
+                            f"other values of its Python int and bool arguments; call the "
+                            f"pmap instead")
         strip = lambda t: [(a.shape, a.dtype) for a in t]  # noqa: E731  (weak types may differ)
         if strip(avals) != strip(self.in_avals) or list(axes) != self.axes:
             show = lambda t: "(" + ", ".join(a.str_short() for a in t) + ")"  # noqa: E731

@@ -279,9 +279,10 @@ d = g.lower(A).compile()
 p = jax.pmap(lambda v, w: (v / jax.lax.psum(v, "i") + w.sum(), v.sum()), axis_name="i",
              in_axes=(0, None))
 e = p.lower(A, W2[0]).compile()
+s = jax.pmap(lambda v, k: v * k, static_broadcasted_argnums=1).lower(A, 3).compile()
 out = {}
 for name, compiled, args in (("sharded", c, (A, np.float32(1.5))), ("smapped", d, (A,)),
-                             ("pmap", e, (A, W2[0]))):
+                             ("pmap", e, (A, W2[0])), ("static", s, (A,))):
     blob, in_tree, out_tree = se.serialize(compiled)
     got = se.deserialize_and_load(blob, in_tree, out_tree)(*args)
     got = got if isinstance(got, tuple) else (got,)
@@ -465,3 +466,13 @@ def test_pmap_refusals():
     with pytest.raises(ValueError, match=r"ids \[0, 1, 2, 3, 4, 5, 6, 7\] \(8 replicas\)"):
         se.deserialize_and_load(blob, in_tree, out_tree,
                                 execution_devices=kiln.devices("pjrt")[:2])
+
+
+def test_pmap_static_arguments_are_left_out(jax_partitioned):
+    scaled = kiln.pmap(lambda v, k: v * k, static_broadcasted_argnums=1, backend="pjrt")
+    compiled = scaled.lower(A, 3).compile()
+    blob, in_tree, out_tree = se.serialize(compiled)
+    specs, (values,), trees = jax_partitioned["static"]
+    assert [str(in_tree), str(out_tree)] == trees   # the static argument is not in it
+    for run in (compiled, se.deserialize_and_load(blob, in_tree, out_tree)):
+        np.testing.assert_array_equal(np.asarray(run(A)), np.asarray(values, np.float32))

@@ -209,7 +209,7 @@ def test_op_shardings_as_jaxlib_writes_them():
     assert made.SerializeToString() == explicit
 
 
-# ------------------------------------------------- with_sharding_constraint (sdy.sharding_constraint)
+# ------------------------------------ with_sharding_constraint (sdy.sharding_constraint)
 
 def constrained_of(lax, numpy, mesh, named, spec):
     def constrained(a):

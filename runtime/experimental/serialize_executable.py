@@ -13,8 +13,9 @@ the donations, the arrays the function closes over (passed as `@main`'s last arg
 the StableHLO module (what `as_text()` shows, and what another device of the plug-in
 compiles); for a partitioned executable also the mesh (its devices' ids), the arguments' and
 results' PartitionSpecs and the results whose sharding XLA chose; for a pmap the replicas'
-device ids, the axis name and the mapped axes. No pickle: loading the blob runs no Python code of it, but the plug-in's
-executable is native code, so a blob should come from a trusted source, as JAX warns.
+device ids, the axis name and the mapped axes. No pickle: loading the blob runs no Python
+code of it, but the plug-in's executable is native code, so a blob should come from a
+trusted source, as JAX warns.
 
 `deserialize_and_load(blob, in_tree, out_tree, backend=None, execution_devices=None)` checks
 the blob and that its platform is the target plug-in's (else a ValueError naming both and
