@@ -476,3 +476,18 @@ def test_pmap_static_arguments_are_left_out(jax_partitioned):
     assert [str(in_tree), str(out_tree)] == trees   # the static argument is not in it
     for run in (compiled, se.deserialize_and_load(blob, in_tree, out_tree)):
         np.testing.assert_array_equal(np.asarray(run(A)), np.asarray(values, np.float32))
+
+
+def test_a_gspmd_executable_loads_with_gspmd_s_options():
+    before = kiln.config.read("jax_use_shardy_partitioner")
+    kiln.config.update("jax_use_shardy_partitioner", False)
+    try:
+        compiled = compiled_sharded(mesh_4x2())
+    finally:
+        kiln.config.update("jax_use_shardy_partitioner", before)
+    assert "mhlo.sharding" in compiled.as_text() and "sdy" not in compiled.as_text()
+    loaded = se.deserialize_and_load(*se.serialize(compiled))
+    b = np.float32(1.5)
+    for g, w in zip(loaded(A, b), compiled(A, b)):
+        assert g.sharding == w.sharding
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
