@@ -3,7 +3,11 @@
 another one, compared with the original; an executable the disk cache loaded; donation,
 another device, pytrees and weak types; the errors (a blob of another platform, as a TPU
 topology's is on the CPU plug-in, bytes the plug-in cannot read, a damaged blob, pytrees or
-backends that do not fit). Where JAX is installed, the signatures and pytrees against JAX's."""
+backends that do not fit). Where JAX is installed, the signatures and pytrees against JAX's.
+Over the suite's 8 CPU devices: a jit partitioned over a 4 x 2 mesh (Shardy and GSPMD), a
+jit of a shard_map and pmaps (an unmapped argument, a static one), serialized and loaded in
+this process and in a fresh one, against JAX 0.10.2's round trips of the same functions
+(results, output shardings, pytrees); donation, missing device ids and the pmap refusals."""
 import base64
 import hashlib
 import inspect

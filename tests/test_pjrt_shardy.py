@@ -5,7 +5,10 @@ Shardy (`jax_use_shardy_partitioner` on, the default as in JAX 0.10.2: `sdy.mesh
 options' field, the option's default and environment variable, and, where JAX is installed,
 kiln's Shardy module against the one JAX 0.10.2 writes for the same function and shardings.
 Output shardings left open are XLA's choice, read back from the executable
-(pjrt/shardings.py): against JAX's for the same call, and the tilings' decoding."""
+(pjrt/shardings.py): against JAX's for the same call, and the tilings' decoding.
+`with_sharding_constraint` inside a partitioned jit: the `sdy.sharding_constraint` (GSPMD:
+`@Sharding`) JAX writes, the output sharding and values as JAX's, under grad and vmap,
+dropped where nothing is partitioned, refused over another mesh."""
 import os
 import re
 import subprocess
