@@ -50,6 +50,7 @@ from .sharding import Sharding, NamedSharding, PartitionSpec
 from .staging import leaf_aval
 from .execution_guards import check_execution
 from .jit import Compiled, Lowered, checked_call
+from .analysis import XlaFigures
 
 
 class _Entry(staging.Entry):
@@ -353,7 +354,7 @@ class PartitionedLowered(Lowered):
             f"modules for a topology; this one is partitioned over a mesh of PJRT devices")
 
 
-class PartitionedCompiled(Compiled):
+class PartitionedCompiled(XlaFigures, Compiled):
     """`Compiled` of a jit partitioned over PJRT devices: called with the arguments'
     pytree of `lower` (each put on its input sharding over the mesh, as a call of the
     jitted function puts it), its results spread as the call's; `input_shardings` and
@@ -377,22 +378,9 @@ class PartitionedCompiled(Compiled):
         return tree_unflatten(entry.out_tree,
                               list(entry.out_shardings[:entry.out_tree.num_leaves]))
 
-    def cost_analysis(self):
-        """XLA's cost properties of the executable (a dict of floats)."""
-        return self._figures("cost_analysis", "cost properties")
-
-    def memory_analysis(self):
-        """XLA's CompiledMemoryStats of the executable."""
-        from .analysis import CompiledMemoryStats
-        return CompiledMemoryStats(**self._figures("memory_stats", "memory statistics"))
-
-    def _figures(self, name, what):
-        from .compiler.backends.pjrt import client
+    def _loaded(self):
         executable = self._entry.executable
-        found = getattr(client, name)(executable.client.api, executable.handle)
-        if found is None:
-            raise ValueError(f"the plug-in gives no {what} of executables")
-        return found
+        return executable.client.api, executable.handle
 
     def __call__(self, *args, **kwargs):
         entry = self._entry

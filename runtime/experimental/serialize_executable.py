@@ -36,6 +36,7 @@ from ..compiler.backends.stablehlo.module import StableHloModule
 from ..export import (aval_json, aval_from_json, array_json, array_from_json, framed,
                       unframed)
 from ..jit import Compiled, CompiledForTopology, _Entry
+from ..analysis import XlaFigures
 
 _MAGIC = b"kiln.serialize_executable"
 FORMAT_VERSION = 2   # 2: the partitioned executables' mesh and shardings
@@ -359,7 +360,7 @@ def _partitioned(doc, candidates, executable, constants, arguments, in_tree, out
     return PartitionedCompiled(entry)
 
 
-class LoadedCompiled(Compiled):
+class LoadedCompiled(XlaFigures, Compiled):
     """A `Compiled` loaded from a serialized executable: called as the original was; it has
     the StableHLO module and XLA's figures of the executable, not kiln's SSA form."""
 
@@ -368,24 +369,13 @@ class LoadedCompiled(Compiled):
         "stablehlo")."""
         return self._entry.executable.as_text(level)
 
-    def cost_analysis(self):
-        """XLA's cost properties of the loaded executable (a dict of floats)."""
-        return self._figures("cost_analysis", "cost properties")
+    _why_none = (", and an executable loaded from a serialized one has no SSA form to "
+                 "count them on")
 
-    def memory_analysis(self):
-        """XLA's CompiledMemoryStats of the loaded executable."""
-        from ..analysis import CompiledMemoryStats
-        return CompiledMemoryStats(**self._figures("memory_stats", "memory statistics"))
-
-    def _figures(self, name, what):
-        from ..compiler.backends.pjrt import client
+    def _loaded(self):
         program = self._entry.executable
         compiled = program._on(program.default).compiled
-        found = getattr(client, name)(compiled.client.api, compiled.handle)
-        if found is None:
-            raise ValueError(f"the plug-in gives no {what} of executables, and an executable "
-                             f"loaded from a serialized one has no SSA form to count them on")
-        return found
+        return compiled.client.api, compiled.handle
 
 
 class _Named:
