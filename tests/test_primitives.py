@@ -198,6 +198,16 @@ def identity_case(draw, name):
 
 
 @st.composite
+def constraint_case(draw):
+    """sharding_constraint: the value itself, its spec one entry per dimension (a mesh of
+    2 x 2 PJRT device ids: outside a partitioned module it is the identity)."""
+    x = array(draw, draw(st.sampled_from(ALL)), draw(shapes()), lo=-4, hi=4)
+    spec = tuple(draw(st.sampled_from([(), ("x",), ("y",)])) for _ in x.shape)
+    return Case([x], {"mesh": (("x", 2), ("y", 2)), "devices": (0, 1, 2, 3), "spec": spec},
+                lambda v, **_: v, (draw(st.booleans()),))
+
+
+@st.composite
 def round_case(draw):
     dtype = draw(st.sampled_from(FLOAT))
     method = draw(st.sampled_from([0, 1]))
@@ -1184,6 +1194,7 @@ CASES = {
     **{name: unary_case(name) for name in UNARY},
     "no_derivative": identity_case("tridiagonal"),
     "name": identity_case("layer1_output"),
+    "sharding_constraint": constraint_case(),
     **{name: binary_case(name) for name in BINARY},
     "round": round_case(),
     "pow": pow_case(),

@@ -91,6 +91,41 @@ name_p.def_rules(jvp=tangent_rule(lambda primals, tangents, out, *, name: tangen
 BATCH[name_p] = lambda args, dims, *, name: (E.name(args[0], name=name), dims[0])
 
 
+def _constraint_eval(x, *, mesh, devices, spec):
+    if len(spec) != len(x.shape):
+        raise type_error(f"sharding_constraint: a spec of {len(spec)} dimensions for an "
+                         f"array of rank {len(x.shape)}")
+    return x
+
+
+# JAX's `with_sharding_constraint` of a traced value over a mesh of PJRT devices: the value
+# itself, with the sharding it should have there. `mesh`: ((axis name, size), ...), `devices`:
+# the mesh's device ids in row-major order, `spec`: per dimension the axis names it is split
+# over. The StableHLO lowering writes it as `sdy.sharding_constraint` (or GSPMD's `@Sharding`)
+# in a module partitioned over that mesh; everywhere else it is the identity.
+sharding_constraint = register("sharding_constraint", _constraint_eval,
+                               lambda x, *, mesh, devices, spec: x)
+
+
+def _constrained(t, params):
+    """A tangent or cotangent under the same constraint as its primal, as in JAX."""
+    return None if t is None else E.sharding_constraint(t, **params)
+
+
+sharding_constraint.def_rules(
+    jvp=tangent_rule(lambda primals, tangents, out, **params: _constrained(tangents[0], params)),
+    vjp=cotangent_rule(lambda ct, primals, out, **params: [_constrained(ct, params)]))
+
+
+def _constraint_batch(args, dims, *, mesh, devices, spec):
+    d = dims[0]
+    spec = spec if d is None else spec[:d] + ((),) + spec[d:]
+    return E.sharding_constraint(args[0], mesh=mesh, devices=devices, spec=spec), d
+
+
+BATCH[sharding_constraint] = _constraint_batch
+
+
 class Tape:
     """A persistent stack: the record on top and the tape below (`None` for the empty one)."""
     __slots__ = ("values", "below")
