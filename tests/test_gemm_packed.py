@@ -4,7 +4,9 @@ Its sizes and strides are run-time arguments, so one compiled function per dtype
 hypothesis over m, n and k (1, odd sizes, sizes around the micro-kernel's block, past one block
 of the contraction (KC) and of the columns (NC)), operands stored transposed or not and inside
 larger buffers (leading dimensions past the matrix), C inside a larger buffer (ldc > n: the
-elements between rows must be left alone), and C += the product (`accumulate`), against NumPy. Products through `jit` that reach it,
+elements between rows must be left alone), and C += the product (`accumulate`), against NumPy;
+then every m and n of 1, 7, 17 and 33 (edge row blocks and tiles) in every layout, and products
+with no rows or columns (C untouched). Products through `jit` that reach it,
 and the x86-64 baseline, AVX2 and Zen 1 targets, are in test_llvm_gemm.py; the kernel here is
 compiled for the CPU `KILN_CPU` names (make test reruns this file for x86-64-v3, whose 16
 registers take the 6 x 16 micro-kernel).
