@@ -143,6 +143,10 @@ class _Kernel:
     def at(self, b, base, offset):
         return b.gep(base, [offset], inbounds=True, source_etype=self.scalar)
 
+    def outside(self, b, base, offset):
+        """An address that may lie past the operand (for prefetches only): no `inbounds`."""
+        return b.gep(base, [offset], source_etype=self.scalar)
+
     def emit(self):
         b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         a, sam, sak, bm, sbk, sbn, c, ldc, m, n, k, accumulate = self.fn.args
@@ -311,7 +315,7 @@ class _Kernel:
             row, step = b.urem(u, T.i64(self.mr)), b.udiv(u, T.i64(self.mr))
             at = b.add(b.mul(b.add(ic, row), sam),
                        b.mul(b.add(pc, b.mul(step, T.i64(self.lanes))), sak))
-            _prefetch(b, self.at(b, a, at), write=False, locality=2)
+            _prefetch(b, self.outside(b, a, at), write=False, locality=2)
             return []
         counted_loop(b, count, part, name="pfa")
 
@@ -320,9 +324,10 @@ class _Kernel:
         runs, so that its loads in `store` do not wait for memory. Rows past m (and parts of
         A past it above) are harmless: a prefetch never faults."""
         for r in range(self.mr):
-            row = self.at(b, corner, b.mul(T.i64(r), ldc))
+            row = self.outside(b, corner, b.mul(T.i64(r), ldc))
             for offset in range(0, self.nr * self.size, 64):
-                _prefetch(b, self.at(b, row, T.i64(offset // self.size)), write=True, locality=3)
+                _prefetch(b, self.outside(b, row, T.i64(offset // self.size)), write=True,
+                          locality=3)
 
     def micro_kernel(self, b, ap, bp, kc):
         """The MR x NR block's accumulators after kc steps (MR * vectors values)."""
