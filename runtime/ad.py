@@ -854,6 +854,7 @@ def saved_residuals(fun, *args, **kwargs):
     made_by = {id(v): (k, eqn, _made_inside(eqn, i))
                for k, eqn in enumerate(known.eqns) for i, v in enumerate(eqn.outvars)}
     arguments = {id(v): k for k, v in enumerate(fn.invars[:n_f])}
+    place = _forward_places(known, n_out)
     out = []   # (arguments in order, then values in the order the forward pass computes them)
     for v in known.outvars[n_out:]:
         k, eqn, inner = made_by.get(id(v), (None, None, None))
@@ -864,7 +865,7 @@ def saved_residuals(fun, *args, **kwargs):
             if eqn.info is not None:
                 fn_name = f" ({eqn.info.function})" if eqn.info.function else ""
                 where += f" from {eqn.info.filename}:{eqn.info.lineno}:{eqn.info.col}{fn_name}"
-            order = (1, k) if inner is None else (1, k, inner[0])
+            order = (1, place[k]) if inner is None else (1, place[k], inner[0])
         elif id(v) in arguments:
             k = arguments[id(v)]
             name = leaf_names[k] if k < len(leaf_names) else v.name
@@ -875,6 +876,48 @@ def saved_residuals(fun, *args, **kwargs):
     out.sort(key=lambda t: t[0])
     out = [(aval, where) for _, aval, where in out]
     return out
+
+
+def _forward_places(known, n_out):
+    """For each equation of the known section, a sort key placing it where JAX's forward pass
+    computes it. The equations the primal outputs need keep their order. Kiln's reverse mode
+    emits a linearisation coefficient (the `cos` of `sin`'s derivative) in the backward pass,
+    from which `split` moves it into the known section after every primal equation; JAX's
+    forward pass computes it beside the primal operation it differentiates. That operation
+    is the first primal equation at the coefficient's source position from its latest primal
+    input on (or, with no such equation, the first primal reader of that input)."""
+    index = {id(v): k for k, eqn in enumerate(known.eqns) for v in eqn.outvars}
+    arguments = {id(v) for v in known.invars}
+    primal = set()
+    todo = [index[id(v)] for v in known.outvars[:n_out] if id(v) in index]
+    while todo:
+        k = todo.pop()
+        if k not in primal:
+            primal.add(k)
+            todo += [index[id(v)] for v in known.eqns[k].invars if id(v) in index]
+    first_reader, at_source = {}, {}
+    for k in sorted(primal):
+        for v in known.eqns[k].invars:
+            first_reader.setdefault(id(v), k)
+        at_source.setdefault(_source(known.eqns[k]), []).append(k)
+    anchor, places = {}, []   # anchor: a coefficient's latest primal input, as (k, v)
+    for k, eqn in enumerate(known.eqns):
+        if k in primal:
+            places.append((k, 0, k))
+            continue
+        inputs = [anchor.get(id(v), (index.get(id(v), -1), v)) for v in eqn.invars
+                  if id(v) in index or id(v) in arguments]
+        at, var = max(inputs, key=lambda a: a[0], default=(-1, None))
+        for v in eqn.outvars:
+            anchor[id(v)] = (at, var)
+        same = [j for j in at_source.get(_source(eqn), ()) if j >= at]
+        places.append((same[0] if same else first_reader.get(id(var), at), 1, k))
+    return places
+
+
+def _source(eqn):
+    info = eqn.info
+    return None if info is None else (info.filename, info.lineno, info.col)
 
 
 def _made_inside(eqn, i):
