@@ -2,8 +2,9 @@
 helpers for programs run as several processes (docs/distributed.md), and `io_callback`, a
 host callback with effects (docs/differences.md), and `compilation_cache` (its
 `set_cache_dir` records JAX's cache directory option), and `serialize_executable`
-(serializing and loading PJRT executables, docs/pjrt.md)."""
-from . import compilation_cache, multihost_utils, serialize_executable
+(serializing and loading PJRT executables, docs/pjrt.md), and `checkify`, run-time error
+checks as values (docs/debugging.md)."""
+from . import checkify, compilation_cache, multihost_utils, serialize_executable
 from ..callbacks import io_callback
 
-__all__ = ["compilation_cache", "multihost_utils", "serialize_executable", "io_callback"]
+__all__ = ["checkify", "compilation_cache", "multihost_utils", "serialize_executable", "io_callback"]
