@@ -121,7 +121,8 @@ def _check(pred, msg, debug, *fmt_args, **fmt_kwargs):
             return
         exc = FailedCheckError(msg, *fmt_args, **fmt_kwargs)
         raise JaxRuntimeError(str(exc)) from exc
-    code = C.new_code(FailedCheckError, (msg,), lambda payload: tree_unflatten(tree, payload))
+    code = C.new_code(FailedCheckError, (msg,), lambda payload: tree_unflatten(
+        tree, wrap_outputs([np.asarray(p) for p in payload], [False] * len(payload))))
     key = C.slot_key(FailedCheckError, [_aval(x) for x in leaves])
     b = current()
     flag = literal(not pred) if isinstance(pred, bool) else b.bind(C.PRIMITIVES["not"], [pred], {})
