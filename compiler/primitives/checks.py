@@ -192,6 +192,8 @@ def _flag_positions(slots):
 FUNCTIONALIZATION = ("Cannot abstractly evaluate a checkify.check which was not functionalized. "
                      "This probably means you tried to stage (jit/scan/pmap/...) a `check` "
                      "without functionalizing it through `checkify.checkify`.")
+CHECK_HINT = ("Compile checkify.checkify(f) instead of f (its result is (Error, out)), or use "
+              "checkify.debug_check, which does nothing outside checkify.")
 
 
 def _check_eval(*leaves, slots, debug=False):
