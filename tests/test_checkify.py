@@ -100,3 +100,32 @@ def test_check_under_jit_names_the_function_at_fault():
     assert "test_checkify.py" in str(e.value) and "checkify.checkify(f)" in str(e.value)
     err, out = kiln.jit(checkify.checkify(f))(-1.0)
     assert err.get() == "positive (`check` failed)" and float(out) == -1.0
+
+
+def _grow(x, stop=30):
+    def body(c):
+        checkify.check(c < 20, "too big {}", c)
+        return c * 2
+    return klax.while_loop(lambda c: c < stop, body, x)
+
+
+def test_checks_in_a_batched_while_count_only_running_examples():
+    """checkify of vmap of a while_loop whose examples finish at different trips (JAX refuses:
+    "Checkify does not support batched while-loops"): an example that has finished fails no
+    check of the body, which still runs on it, masked."""
+    xs = knp.array([1., 3., 30.])   # the third never enters the body
+    err, out = checkify.checkify(kiln.vmap(_grow))(xs)
+    assert err.get() == "too big 24.0 (`check` failed)"
+    np.testing.assert_array_equal(out, [32., 48., 30.])
+    err, _ = checkify.checkify(kiln.vmap(_grow))(knp.array([1., 30.]))
+    assert err.get() is None
+    with pytest.raises(checkify.JaxRuntimeError, match=r"^too big 24\.0 \(`check` failed\)$"):
+        kiln.vmap(_grow)(xs)   # eagerly, outside checkify
+
+
+def test_eager_control_flow_runs_its_checks():
+    """kiln runs lax control flow outside jit eagerly, so a check in its body raises when it
+    fails and passes otherwise (JAX stages the body and refuses the check: docs/differences.md)."""
+    with pytest.raises(checkify.JaxRuntimeError, match=r"^too big 24\.0 \(`check` failed\)$"):
+        _grow(knp.float32(3.))
+    assert float(_grow(knp.float32(3.), stop=10)) == 12.

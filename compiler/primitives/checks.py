@@ -13,7 +13,9 @@ the smallest code is the error reported, as in JAX.
       `effect` flag keeps it. Executed (eager code, the reference backend) it raises
       `JaxRuntimeError` with the first error's message when a flag is set; `debug=True`
       (`debug_check`) does nothing there. Under vmap a batched error is reduced to one example
-      (the last failing one, JAX's `argsort(flags)[-1]`); it has zero derivative. `jit`
+      (the last failing one, JAX's `argsort(flags)[-1]`), counting only the examples still
+      running in a batched while_loop's body (`batching.current_lanes`); it has zero
+      derivative. `jit`
       refuses a function with a non-debug `check` left in it (`undischarged`), JAX's
       "Cannot abstractly evaluate a checkify.check which was not functionalized".
 
@@ -35,6 +37,7 @@ from . import emit as E
 from . import regions
 from .core import register, BATCH, CHECKIFY, PRIMITIVES
 from .rule_forms import replay_eqn
+from .batching import to_front, current_lanes
 
 
 class JaxRuntimeError(ValueError):
@@ -217,10 +220,12 @@ check.zero_derivative = True
 def _check_batch(args, dims, *, slots, debug=False):
     """Reduce the batched error to its last failing example (JAX's batching of check)."""
     size = next(E.aval(a).shape[d] for a, d in zip(args, dims) if d is not None)
-    from .batching import to_front
     args = [to_front(a, d, size) for a, d in zip(args, dims)]
+    lanes = current_lanes(size)   # in a masked loop's body: the examples still running
     leaves = []
     for flag, code, payload in split_slots(slots, args):
+        if lanes is not None:
+            flag = E.and_(flag, lanes)
         # argsort(flag)[-1]: the last True index, else the last index
         rev = E.rev(E.convert(flag, np.int32), dimensions=(0,))
         i = E.sub(size - 1, E.argmax(rev, axes=(0,), index_dtype=np.dtype(np.int32)))
