@@ -151,7 +151,23 @@ CASES = {
         ns.jnp.array([-1.])),
     "custom_jvp": lambda ns: ns.checkify.checkify(_custom(ns))(ns.jnp.float32(-2.)),
     "gradient check in custom_vjp": lambda ns: ns.jax.grad(_negative_gradient(ns))(-1.),
+    "the error as aux of value_and_grad, jit": lambda ns: _aux(ns, ns.jax.jit(
+        ns.jax.value_and_grad(_loss(ns), has_aux=True))(-2.)),
+    "keyword arguments": lambda ns: ns.checkify.checkify(
+        lambda x, *, i: _h(ns)(x) + i)(ns.jnp.float32(-1.), i=ns.jnp.float32(2.)),
 }
+
+
+def _loss(ns):
+    def loss(x):
+        err, y = ns.checkify.checkify(_h(ns), errors=ns.checkify.all_checks)(x)
+        return y, err
+    return loss
+
+
+def _aux(ns, result):
+    (value, err), grad = result
+    return err, (value, grad)
 
 
 def _h(ns):

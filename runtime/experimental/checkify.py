@@ -150,8 +150,8 @@ class _Entry(staging.Entry):
 
 
 def _leaf(x):
-    """An error leaf as a value a function can return (a Literal: its NumPy scalar)."""
-    return np.asarray(x.value, x.aval.dtype) if type(x) is Literal else x
+    """An error leaf as a traced value (a Literal, a placeholder's or a check's code, copied)."""
+    return current().bind(C.PRIMITIVES["copy"], [x], {}) if type(x) is Literal else x
 
 
 def checkify(f, errors=user_checks):
