@@ -64,6 +64,10 @@ CASES = {
     "checkify eager": lambda ns: ns.checkify.checkify(_f(ns))(ns.jnp.ones(5), ns.jnp.array(-3)),
     "checkify of jit": lambda ns: ns.checkify.checkify(ns.jax.jit(_f(ns)))(
         ns.jnp.ones(5), ns.jnp.array(-2)),
+    "checkify of jit, Python int": lambda ns: ns.checkify.checkify(ns.jax.jit(_f(ns)))(
+        ns.jnp.ones(5), -2),
+    "checkify of jit, static Python int": lambda ns: ns.checkify.checkify(
+        ns.jax.jit(_f(ns), static_argnums=1))(ns.jnp.ones(5), -2),
     "checkify of jit, static index": lambda ns: ns.checkify.checkify(
         ns.jax.jit(lambda x, i: x[i]), errors=ns.checkify.index_checks)(ns.jnp.ones(5), 100),
     "jit without checkify": lambda ns: ns.jax.jit(_f(ns))(ns.jnp.ones(5), 1),

@@ -3,8 +3,9 @@
 
 `check(pred, msg, *fmt_args, **fmt_kwargs)` outside compiled code raises `JaxRuntimeError` at
 once when `pred` is False; inside a function being specialised it becomes a `check` equation.
-`checkify(f, errors)` stages `f` (its non-array arguments by value, as JAX closes over them),
-then replays it with the checks of the categories in `errors` and returns `(Error, out)`:
+`checkify(f, errors)` stages `f` (its non-array arguments by value, as JAX closes over them;
+for `f = jit(g)`, the arguments that jit traces are traced, Python numbers included, as in
+JAX), then replays it with the checks of the categories in `errors` and returns `(Error, out)`:
 inside a specialisation (`jit(checkify(f))`, `vmap(checkify(f))`) inline, outside compiled
 once per argument signature and run on the reference backend. `jit` refuses a function with a
 `check` that no checkify discharged, with JAX's ValueError; eager transforms (`grad(f)`,
@@ -15,7 +16,8 @@ import numpy as np
 
 from ..array import Array
 from ..dispatch import is_traced
-from ..tree_util import tree_flatten, tree_unflatten, register_pytree_node
+from ..tree_util import tree_flatten, tree_unflatten, tree_leaves, register_pytree_node
+from ..jit import Jitted
 from ..wrappers import user_facing, name_like
 from .. import staging
 from ..staging import leaf_value, wrap_outputs
@@ -154,6 +156,21 @@ def _leaf(x):
     return current().bind(C.PRIMITIVES["copy"], [x], {}) if type(x) is Literal else x
 
 
+def _jit_traced(f, args, kwargs):
+    """For `f` made by `kiln.jit`: per leaf of `(args, kwargs)`, whether its jit traces it (the
+    dynamic arguments, Python numbers among them, as JAX's jit makes them traced values);
+    else None."""
+    if not isinstance(f, Jitted):
+        return None
+    nums, names = f._static.nums, f._static.names
+    flags = []
+    for i, a in enumerate(args):
+        flags += [i not in nums and i - len(args) not in nums] * len(tree_leaves(a))
+    for k in sorted(kwargs):   # the order of a dict's leaves
+        flags += [k not in names] * len(tree_leaves(kwargs[k]))
+    return flags
+
+
 def checkify(f, errors=user_checks):
     """Functionalize the `check`s in `f` and add the checks of `errors`: the result returns
     `(Error, f's output)`."""
@@ -186,7 +203,8 @@ def checkify(f, errors=user_checks):
     @user_facing
     def checked_fun(*args, **kwargs):
         leaves, treedef = tree_flatten((tuple(args), kwargs))
-        mask = staging.static_mask(leaves, [False] * len(leaves), True)
+        mask = staging.static_mask(leaves, _jit_traced(f, args, kwargs) or
+                                   [False] * len(leaves), True)
         statics, dynamic = staging.split_leaves(leaves, mask)
         avals = list(staging.leaf_avals(dynamic))
         if _traced(dynamic):
