@@ -138,6 +138,10 @@ CASES = {
     "check_error under checkify": lambda ns: ns.checkify.checkify(_reraise(ns))(
         ns.jnp.array([-1.])),
     "check_error under jit": lambda ns: ns.jax.jit(_reraise(ns))(ns.jnp.array([1.])),
+    "check_error of a mapped error, under checkify": lambda ns: ns.checkify.checkify(
+        _rethrow_mapped(ns))(ns.jnp.array([[1.], [-2.], [-3.], [4.]])),
+    "check_error of a mapped error, eager": lambda ns: _rethrow_mapped(ns)(
+        ns.jnp.array([[1.], [-2.], [-3.], [4.]])),
     "check_error of a non-error": lambda ns: ns.checkify.check_error(3),
     "debug_check under checkify": lambda ns: ns.checkify.checkify(_debug(ns))(
         ns.jnp.float32(-1.)),
@@ -262,4 +266,13 @@ def _negative_gradient(ns):
     assert_gradient_negative.defvjp(lambda x: (assert_gradient_negative(x), None), bwd)
     return assert_gradient_negative
 
+
+
+
+def _rethrow_mapped(ns):
+    def r(xs):
+        err, y = ns.jax.vmap(ns.checkify.checkify(_positive(ns)))(xs)
+        ns.checkify.check_error(err)
+        return y
+    return r
 

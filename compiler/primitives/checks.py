@@ -103,7 +103,8 @@ _CODES = itertools.count(1)
 
 def new_code(category, static=(), unpack=None):
     """A fresh error code for a check of `category`; its exception is
-    `category(*static, *unpack(payload))` (default: the payload as one argument, or none)."""
+    `category(*static, *args, **kwargs)` with `(args, kwargs) = unpack(payload)` (default: no
+    more arguments)."""
     code = next(_CODES)
     SITES[code] = (category, tuple(static), unpack)
     return code
@@ -111,10 +112,8 @@ def new_code(category, static=(), unpack=None):
 
 def _exception(code, payload):
     category, static, unpack = SITES[int(code)]
-    if unpack is not None:
-        args, kwargs = unpack(payload)
-        return category(*static, *args, **kwargs)
-    return category(*static, *([payload[0]] if payload else []))
+    args, kwargs = unpack(payload) if unpack is not None else ((), {})
+    return category(*static, *args, **kwargs)
 
 
 def slot_key(category, payload_avals):
@@ -220,18 +219,25 @@ check.zero_derivative = True
 def _check_batch(args, dims, *, slots, debug=False):
     """Reduce the batched error to its last failing example (JAX's batching of check)."""
     size = next(E.aval(a).shape[d] for a, d in zip(args, dims) if d is not None)
-    args = [to_front(a, d, size) for a, d in zip(args, dims)]
-    lanes = current_lanes(size)   # in a masked loop's body: the examples still running
-    leaves = []
-    for flag, code, payload in split_slots(slots, args):
-        if lanes is not None:
-            flag = E.and_(flag, lanes)
-        # argsort(flag)[-1]: the last True index, else the last index
-        rev = E.rev(E.convert(flag, np.int32), dimensions=(0,))
-        i = E.sub(size - 1, E.argmax(rev, axes=(0,), index_dtype=np.dtype(np.int32)))
-        leaves += [_pick(flag, i), _pick(code, i)] + [_pick(p, i) for p in payload]
+    leaves = reduce_leading(slots, [to_front(a, d, size) for a, d in zip(args, dims)],
+                            current_lanes(size))
     E.bind("check", *leaves, slots=slots, debug=debug)
     return [], []
+
+
+def reduce_leading(slots, leaves, lanes=None):
+    """Error leaves with a leading batch axis reduced, per slot, to the last failing example
+    (JAX's `argsort(flag)[-1]`: the last one if none fails), emitted; `lanes` (bool[size],
+    or None): only those examples count."""
+    out = []
+    for flag, code, payload in split_slots(slots, leaves):
+        size = E.aval(flag).shape[0]
+        if lanes is not None:
+            flag = E.and_(flag, lanes)
+        rev = E.rev(E.convert(flag, np.int32), dimensions=(0,))
+        i = E.sub(size - 1, E.argmax(rev, axes=(0,), index_dtype=np.dtype(np.int32)))
+        out += [_pick(flag, i), _pick(code, i)] + [_pick(p, i) for p in payload]
+    return out
 
 
 def _pick(x, i):
@@ -537,19 +543,18 @@ def _while_rule(eqn, ins, err, enabled):
         regions.checkify(cond_fn, xs[:k] + outs, st, enabled)
         return outs
 
-    def test(st, xs):   # its errors were found by the body (or before the loop)
-        return regions.checkify(cond_fn, xs, ErrorState(), frozenset())
-
     avals = [E.aval(x) for x in consts + carry]
     err.with_slots(_probe(body, err, avals, enabled))
-    # the inputs: consts, then the error and the carry (the loop's carry)
-    children = [_region(test, err, avals, cond_fn.name, enabled, leading=k),
+    n = len(err.avals())
+
+    def test(inputs):   # (consts, error, carry): its failures are the body's (or the first's)
+        return regions.checkify(cond_fn, inputs[:k] + inputs[k + n:], ErrorState(), frozenset())
+
+    children = [trace_region(current(), cond_fn.name, test, avals[:k] + err.avals() + avals[k:]),
                 _region(body, err, avals, body_fn.name, enabled, leading=k)]
-    children[0] = (children[0][0], children[0][1][len(err.avals()):])   # cond: the flag only
     (cfn, bfn), outer = close_regions(children)
     params = dict(p, cond_fn=cfn, body_fn=bfn, num_consts=len(outer) + k)
     outs = current().bind(eqn.prim, [*outer, *consts, *err.leaves(), *carry], params)
-    n = len(err.avals())
     err.assign(list(outs[:n]))
     return list(outs[n:])
 

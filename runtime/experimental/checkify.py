@@ -85,7 +85,12 @@ def _check_error(err, debug=False):
     if not err._slots:
         return
     if _traced(err._leaves):
-        current().bind(C.check, list(err._leaves), {"slots": err._slots, "debug": debug})
+        leaves = list(err._leaves)
+        batch = _aval(leaves[0]).shape
+        if batch:   # a mapped error: one example's (the examples flattened, in order)
+            leaves = C.reduce_leading(err._slots, [
+                x.reshape((-1,) + tuple(_aval(x).shape[len(batch):])) for x in leaves])
+        current().bind(C.check, leaves, {"slots": err._slots, "debug": debug})
         return
     if not debug:
         failure = C.failure(err._slots, [leaf_value(x) for x in err._leaves])
