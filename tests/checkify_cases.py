@@ -267,8 +267,6 @@ def _negative_gradient(ns):
     return assert_gradient_negative
 
 
-
-
 def _rethrow_mapped(ns):
     def r(xs):
         err, y = ns.jax.vmap(ns.checkify.checkify(_positive(ns)))(xs)
