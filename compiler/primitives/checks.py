@@ -15,9 +15,9 @@ the smallest code is the error reported, as in JAX.
       (`debug_check`) does nothing there. Under vmap a batched error is reduced to one example
       (the last failing one, JAX's `argsort(flags)[-1]`), counting only the examples still
       running in a batched while_loop's body (`batching.current_lanes`); it has zero
-      derivative. `jit`
-      refuses a function with a non-debug `check` left in it (`undischarged`), JAX's
-      "Cannot abstractly evaluate a checkify.check which was not functionalized".
+      derivative. `jit` refuses a function with a non-debug `check` left in it
+      (`undischarged`), JAX's "Cannot abstractly evaluate a checkify.check which was not
+      functionalized"; simplification drops a debug one (it acts only under checkify).
 
 The checkify transform (transforms/checkify.py) replays a function with an `ErrorState`: the
 `check` rule merges the check's error into it (categories not enabled are dropped), the rules
@@ -171,7 +171,7 @@ def reduce_batched(slots, leaves):
 
 def failure(slots, leaves):
     """The JaxRuntimeError an error value (NumPy leaves) raises when thrown, or None."""
-    if any(np.shape(leaves[i]) for i in _flag_positions(slots)):
+    if any(np.shape(flag) for flag, _, _ in split_slots(slots, leaves)):
         leaves = reduce_batched(slots, leaves)
     exc = first_error(slots, leaves)
     if exc is None:
@@ -179,14 +179,6 @@ def failure(slots, leaves):
     err = JaxRuntimeError(str(exc))
     err.__cause__ = exc
     return err
-
-
-def _flag_positions(slots):
-    i, out = 0, []
-    for key in slots:
-        out.append(i)
-        i += 2 + len(key[1])
-    return out
 
 
 # ---------------------------------------------------------------------- the primitive
