@@ -68,8 +68,6 @@ from .execution_guards import STATE as _GUARDS, check_execution
 from .staging import leaf_aval, wrap_outputs
 from ._traceback import filter_traceback, show_full
 from .compiler.ir.builder import current, PerThread, STATE as _BUILDERS, ACTIVE as _BUILDING
-from .compiler.primitives.checks import undischarged, FUNCTIONALIZATION, CHECK_HINT
-from .compiler.errors import located
 from .distributed import process_layout
 from .global_jit import sharded_call
 from .global_arrays import SpansProcesses
@@ -343,9 +341,6 @@ class Jitted:
             staging.logger.warning("kiln: compiling %s (%s)", self.__name__, reason)
         st, _, _ = staging.stage_call(self._fun, args, kwargs, self._static,
                                       shown=self.__name__)
-        unchecked = undischarged(st.fn)
-        if unchecked is not None:
-            raise ValueError(located(FUNCTIONALIZATION, unchecked.info, CHECK_HINT))
         donated = self._donated_leaves(args, kwargs)
         ssa, executable = staging.compile_ssa(st.fn, self._backend, donated, self._fallback,
                                               self.__name__)

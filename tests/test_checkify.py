@@ -90,7 +90,7 @@ def test_the_transform_is_ssa():
     assert "dynamic_slice(" in text and "select_n(" in text and "ne(" in text, text
 
 
-def test_check_under_jit_names_the_function_at_fault():
+def test_an_undischarged_check_is_refused_at_its_line():
     def f(x):
         checkify.check(x > 0, "positive")
         return x
@@ -98,6 +98,8 @@ def test_check_under_jit_names_the_function_at_fault():
         kiln.jit(f)(1.0)
     assert 'checkify.check(x > 0, "positive")' in str(e.value)
     assert "test_checkify.py" in str(e.value) and "checkify.checkify(f)" in str(e.value)
+    with pytest.raises(ValueError, match="not functionalized"):
+        kiln.pmap(f)(knp.ones(2))
     err, out = kiln.jit(checkify.checkify(f))(-1.0)
     assert err.get() == "positive (`check` failed)" and float(out) == -1.0
 

@@ -15,9 +15,10 @@ the smallest code is the error reported, as in JAX.
       (`debug_check`) does nothing there. Under vmap a batched error is reduced to one example
       (the last failing one, JAX's `argsort(flags)[-1]`), counting only the examples still
       running in a batched while_loop's body (`batching.current_lanes`); it has zero
-      derivative. `jit` refuses a function with a non-debug `check` left in it
-      (`undischarged`), JAX's "Cannot abstractly evaluate a checkify.check which was not
-      functionalized"; simplification drops a debug one (it acts only under checkify).
+      derivative. Compiling a function with a non-debug `check` left in it (`undischarged`)
+      for a backend other than the reference one (`jit`, `pmap`) is JAX's "Cannot
+      abstractly evaluate a checkify.check which was not functionalized"; simplification
+      drops a debug one (it acts only under checkify).
 
 The checkify transform (transforms/checkify.py) replays a function with an `ErrorState`: the
 `check` rule merges the check's error into it (categories not enabled are dropped), the rules

@@ -7,9 +7,10 @@ once when `pred` is False; inside a function being specialised it becomes a `che
 for `f = jit(g)`, the arguments that jit traces are traced, Python numbers included, as in
 JAX), then replays it with the checks of the categories in `errors` and returns `(Error, out)`:
 inside a specialisation (`jit(checkify(f))`, `vmap(checkify(f))`) inline, outside compiled
-once per argument signature and run on the reference backend. `jit` refuses a function with a
-`check` that no checkify discharged, with JAX's ValueError; eager transforms (`grad(f)`,
-`vmap(f)` outside `jit`) run it and raise. An `Error` is a pytree: per slot a flag, a code
+once per argument signature and run on the reference backend. `jit` and `pmap` refuse a
+function with a `check` that no checkify discharged, with JAX's ValueError
+(`staging.compile_ssa`); eager transforms (`grad(f)`, `vmap(f)` outside `jit`) run it and
+raise. An `Error` is a pytree: per slot a flag, a code
 and a payload (docs/debugging.md).
 """
 import numpy as np
