@@ -131,3 +131,24 @@ def test_eager_control_flow_runs_its_checks():
     with pytest.raises(checkify.JaxRuntimeError, match=r"^too big 24\.0 \(`check` failed\)$"):
         _grow(knp.float32(3.))
     assert float(_grow(knp.float32(3.), stop=10)) == 12.
+
+
+def _python_flow(x, n):
+    if x > 0:   # Python control flow on traced values compiles to cond and while_loop
+        checkify.check(x < 10, "x too big: {}", x)
+    i = 0
+    while i < n:
+        checkify.check(i < 3, "step {} of {}", i, n)
+        i += 1
+    return x * i
+
+
+def test_checks_in_python_control_flow():
+    """kiln compiles Python `if`/`while` on traced values; the checks inside them work."""
+    f = kiln.jit(checkify.checkify(_python_flow))
+    err, out = f(knp.float32(20.), knp.int32(2))
+    assert err.get() == "x too big: 20.0 (`check` failed)" and float(out) == 40.
+    err, _ = f(knp.float32(-1.), knp.int32(5))
+    assert err.get() == "step 3 of 5 (`check` failed)"
+    err, _ = f(knp.float32(1.), knp.int32(3))
+    assert err.get() is None
