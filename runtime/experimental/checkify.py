@@ -33,7 +33,7 @@ __all__ = ["Error", "ErrorCategory", "JaxRuntimeError", "all_checks", "automatic
            "check", "check_error", "checkify", "debug_check", "div_checks", "float_checks",
            "index_checks", "init_error", "nan_checks", "user_checks"]
 
-ErrorCategory = type
+ErrorCategory = type[JaxException]   # an error category: one of the classes in the sets below
 
 user_checks = frozenset({FailedCheckError})
 nan_checks = frozenset({NaNError})
