@@ -68,6 +68,12 @@ CASES = {
         ns.jnp.ones(5), -2),
     "checkify of jit, static Python int": lambda ns: ns.checkify.checkify(
         ns.jax.jit(_f(ns), static_argnums=1))(ns.jnp.ones(5), -2),
+    "static index out of bounds": lambda ns: ns.checkify.checkify(
+        lambda x: x[100], errors=ns.checkify.index_checks)(ns.jnp.arange(5.)),
+    "static negative index out of bounds, 2-d": lambda ns: ns.checkify.checkify(
+        lambda x: x[1:3, -9], errors=ns.checkify.index_checks)(ns.jnp.ones((3, 5))),
+    "static index in bounds": lambda ns: ns.checkify.checkify(
+        lambda x: x[-2], errors=ns.checkify.index_checks)(ns.jnp.arange(5.)),
     "checkify of jit, static index": lambda ns: ns.checkify.checkify(
         ns.jax.jit(lambda x, i: x[i]), errors=ns.checkify.index_checks)(ns.jnp.ones(5), 100),
     "jit without checkify": lambda ns: ns.jax.jit(_f(ns))(ns.jnp.ones(5), 1),
