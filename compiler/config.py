@@ -4,15 +4,18 @@ Flags mirror JAX's names: `enable_x64` (default off: int32/float32 defaults, 64-
 narrowed), `debug_nans` and `debug_infs` (results of jitted functions and eager operations
 are checked; kiln.settings raises), `log_compiles` (as `KILN_LOG_COMPILES`) and `explain_cache_misses` (the same log, which names
 why each specialisation was made), `enable_checks` (the SSA verifier runs after every pass,
-as `KILN_VERIFY=1`). Options kiln accepts with no effect, because kiln always
+as `KILN_VERIFY=1`), `disable_jit` (jitted functions run as plain Python, in every thread
+without a `kiln.disable_jit` block of its own: runtime/jit.py). Options kiln accepts with no effect, because kiln always
 behaves the way they ask for (docs/differences.md): `check_tracer_leaks` (an escaped traced
 value is always an error) and the text option
 `default_matmul_precision` (matrix products always run at the operands' full precision). Environment variables `KILN_ENABLE_X64=1` (or JAX's
 `JAX_ENABLE_X64=1`) set the initial value. One whole-number option: `num_cpu_devices` (JAX's
 `jax_num_cpu_devices`; unset: the runtime's devices module reads the environment); a module
 that must refuse a change (the device count, once devices were listed) registers a guard with
-`config.guard(name, check)`, which runs before the value changes and may raise. One text
-option: `platforms` (JAX's `jax_platforms`: "cpu", "gpu"/"cuda" or a comma-separated list;
+`config.guard(name, check)`, which runs before the value changes and may raise. Text options: `dump_ir_to` (JAX's `jax_dump_ir_to`, or `JAX_DUMP_IR_TO`: the directory
+where every compiled function's SSA stages are written, as `KILN_DUMP_DIR`, which comes first;
+compiler/passes.py) and `dump_ir_modes` (recorded: kiln writes its stages whatever the
+modes); `platforms` (JAX's `jax_platforms`: "cpu", "gpu"/"cuda" or a comma-separated list;
 unset: the runtime's devices module reads `KILN_PLATFORMS` / `JAX_PLATFORMS`). One object
 option: `default_device` (JAX's `jax_default_device`: a Device, a platform name or None; the
 runtime registers the guard that checks it, runtime/_default_device.py). Options with a set
@@ -71,6 +74,7 @@ class Config:
         "no_execution": ("JAX_NO_EXECUTION",),
         "jax2tf_associative_scan_reductions": ("JAX2TF_ASSOCIATIVE_SCAN_REDUCTIONS",),
         "thread_guard": ("JAX_THREAD_GUARD",),
+        "disable_jit": ("KILN_DISABLE_JIT", "JAX_DISABLE_JIT"),
     }
     _on_by_default = {"allow_f16_reductions": (),
                       "use_shardy_partitioner": ("JAX_USE_SHARDY_PARTITIONER",)}
@@ -83,7 +87,7 @@ class Config:
                                  _TRANSFER_GUARDS),
                 "array_garbage_collection_guard": ("allow", "log", "fatal")}
     _whole_numbers = ("num_cpu_devices",)
-    _texts = ("platforms", "default_matmul_precision")
+    _texts = ("platforms", "default_matmul_precision", "dump_ir_to", "dump_ir_modes")
     _objects = ("default_device",)
     _recorded = {"compilation_cache_dir": None, "enable_compilation_cache": True,
                  "persistent_cache_min_entry_size_bytes": 0,

@@ -67,11 +67,13 @@ def run_pipeline(fn, verify_each=None, dump_dir=None, dump_name=None, pipeline=N
     the final function.
 
     `verify_each` defaults to the `KILN_VERIFY` environment variable and `dump_dir` to
-    `KILN_DUMP_DIR`; `dump_name` (default: the function's name) prefixes the dumped files.
+    `KILN_DUMP_DIR`, else the `dump_ir_to` option (JAX's `jax_dump_ir_to`, or
+    `JAX_DUMP_IR_TO`); `dump_name` (default: the function's name) prefixes the dumped files.
     """
     if verify_each is None:
         verify_each = _env_verify()
-    dump_dir = dump_dir or os.environ.get("KILN_DUMP_DIR") or None
+    dump_dir = (dump_dir or os.environ.get("KILN_DUMP_DIR") or config.read("dump_ir_to")
+                or os.environ.get("JAX_DUMP_IR_TO") or None)
     stages = PIPELINE if pipeline is None else pipeline
     dump = _Dumper(dump_dir, dump_name or fn.name) if dump_dir else None
     if verify_each:

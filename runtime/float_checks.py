@@ -1,8 +1,8 @@
 """The `debug_nans` and `debug_infs` options: when one is on, every eager operation and every
 call of a jitted function checks its floating results and raises `FloatingPointError` naming
-the operation (or the jitted function) that made a NaN (an infinity). Compiled code is not
-re-run operation by operation as JAX does: the error names the jitted function, and
-`kiln.disable_jit()` finds the operation inside it. Off (the default), the check costs one
+the operation that made a NaN (an infinity). A jitted call whose results fail the check runs
+its function again as plain Python, as JAX does, so that the eager operation raises
+(runtime/jit.py, `_rerun_op_by_op`). Off (the default), the check costs one
 attribute read per operation. Results on a device (a GPU, a PJRT device) are copied to the host
 to be checked."""
 import numpy as np

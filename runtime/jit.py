@@ -28,8 +28,9 @@ computations follow their data, and one with an argument on a PJRT device with
 backend="pjrt" (the layer's `backend`); every call while the default device in force is a GPU
 runs with backend="cuda", and one while it is a PJRT device with backend="pjrt" on that device
 (kiln.default_device). `KILN_LOG_COMPILES=1` logs every (re)specialisation with its
-reason; `KILN_DUMP_DIR=dir` writes every stage; `kiln.disable_jit()` (or `KILN_DISABLE_JIT=1`)
-runs functions as plain Python.
+reason; `KILN_DUMP_DIR=dir` writes every stage; `kiln.disable_jit()` (or the
+`disable_jit` option: `KILN_DISABLE_JIT=1`, `config.update("jax_disable_jit", True)`) runs
+functions as plain Python.
 
 Threads: any number of threads may call jitted functions, for the first time or not. The
 specialiser's state is per thread (builder.STATE, specialise._STATE), a function's
@@ -67,33 +68,60 @@ from .float_checks import STATE as _FLOAT_CHECKS, check as _check_floats
 from .execution_guards import STATE as _GUARDS, check_execution
 from .staging import leaf_aval, wrap_outputs
 from ._traceback import filter_traceback, show_full
-from .compiler.ir.builder import current, PerThread, STATE as _BUILDERS, ACTIVE as _BUILDING
+from .compiler.ir.builder import current, STATE as _BUILDERS, ACTIVE as _BUILDING
+from .compiler.config import config
 from .distributed import process_layout
 from .global_jit import sharded_call
 from .global_arrays import SpansProcesses
 from .pjrt_spread import LAYER as SPREAD_LAYER
 
-_DISABLED_BY_ENV = os.environ.get("KILN_DISABLE_JIT", "").lower() in ("1", "true", "yes")
+
+class _JitSwitch(threading.local):
+    """`on`: whether jitted functions run as plain Python in this thread: the innermost
+    `disable_jit` block's choice in this thread, else the `disable_jit` option (JAX's
+    `jax_disable_jit`, or `KILN_DISABLE_JIT=1` / `JAX_DISABLE_JIT=1`), which holds in every
+    thread."""
+
+    def __init__(self):
+        self.block = None   # this thread's innermost disable_jit block: True/False, or None
+
+    @property
+    def on(self):
+        block = self.block
+        return _OPTION_ON[0] if block is None else block
+
 
 _MISS = fastcall.MISS
-_DISABLED = PerThread(on=lambda: _DISABLED_BY_ENV)   # `on`: in this thread (`disable_jit`)
-# disable_jit blocks open in any thread, and 1 for KILN_DISABLE_JIT: while it is not 0, a
-# native call goes through Python, which reads this thread's `on` (native_call_checks).
-_DISABLING = [int(_DISABLED_BY_ENV)]
+_OPTION_ON = [config.read("disable_jit")]
+_DISABLED = _JitSwitch()
+# disable_jit blocks open in any thread, plus 1 while the disable_jit option is on: while it is
+# not 0, a native call goes through Python, which reads this thread's `on` (native_call_checks).
+_DISABLING = [int(_OPTION_ON[0])]
 _DISABLING_LOCK = threading.Lock()
+
+
+def _option_changed(key, value):
+    if key == "disable_jit" and bool(value) != _OPTION_ON[0]:
+        with _DISABLING_LOCK:
+            _OPTION_ON[0] = bool(value)
+            _DISABLING[0] += 1 if value else -1
+
+
+config.on_change(_option_changed)
 
 
 @contextlib.contextmanager
 def disable_jit(disable=True):
     """Run jitted functions as plain Python inside this block (for debugging; in this thread
-    only, as JAX's configuration contexts)."""
-    old, _DISABLED.on = _DISABLED.on, bool(disable)
+    only, as JAX's configuration contexts); `disable_jit(False)` runs them compiled inside the
+    block even while the `disable_jit` option is on."""
+    old, _DISABLED.block = _DISABLED.block, bool(disable)
     with _DISABLING_LOCK:
         _DISABLING[0] += 1
     try:
         yield
     finally:
-        _DISABLED.on = old
+        _DISABLED.block = old
         with _DISABLING_LOCK:
             _DISABLING[0] -= 1
 
@@ -136,6 +164,10 @@ def _shared_cache(fun, options):
 
 class Jitted:
     """A jit-compiled function (what `kiln.jit(f)` returns)."""
+
+    # The primitive's name for the jit runtime/pjrt_eager.py runs one eager operation with,
+    # which a float check names instead of re-running it op by op.
+    _one_operation = None
 
     def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=(),
                  donate_argnames=(), backend=None, inline=False, keep_unused=False,
@@ -196,14 +228,38 @@ class Jitted:
             if self._shardings is not None:
                 return _sharded_call(self, args, kwargs)
             out = self._call(args, kwargs)
-            if _FLOAT_CHECKS.on and current() is None:
-                _check_floats([x._value for x in tree_leaves(out) if type(x) is Array],
-                              f"jit({self.__name__})")
+            if _FLOAT_CHECKS.on and current() is None and not _DISABLED.on:
+                try:
+                    _check_floats([x._value for x in tree_leaves(out) if type(x) is Array],
+                                  f"jit({self.__name__})")
+                except FloatingPointError as e:
+                    if self._one_operation is not None:   # pjrt_eager's: nothing to re-run
+                        raise FloatingPointError(str(e).replace(
+                            f"jit({self.__name__})", self._one_operation)) from None
+                    self._rerun_op_by_op(e, args, kwargs)
             return out
         except Exception as e:
             if show_full() or current() is not None:
                 raise
             raise e.with_traceback(filter_traceback(e.__traceback__)) from None
+
+    def _rerun_op_by_op(self, error, args, kwargs):
+        """A result had a NaN (an infinity) under debug_nans (debug_infs): run the function
+        again as plain Python, as JAX does, so that the eager operation that makes it raises,
+        naming itself, with the user's line in the traceback; else say why none did."""
+        print("Invalid nan value encountered in the output of a jax.jit function. "
+              "Calling the de-optimized version.")
+        try:
+            with disable_jit():
+                self._fun(*args, **kwargs)
+        except (FloatingPointError, ZeroDivisionError) as found:
+            raise found from None
+        raise FloatingPointError(
+            f"{error}. Because debug_nans and/or debug_infs is on, the function was run again "
+            f"operation by operation, as if `jit` were removed, to name the operation that "
+            f"makes the invalid value; none did. The compiled code's rewrites can make it (run "
+            f"without `jit` to avoid it), or the function returns a NaN or infinity it was "
+            f"given or wrote as a constant, as `jit(lambda x: jnp.nan)`.") from None
 
     def _call(self, args, kwargs):
         if _DISABLED.on:

@@ -42,6 +42,7 @@ def _jit(prim, params):
         from .jit import jit
         from .dispatch import bind
         fn = jit(lambda *args: bind(prim, *args, **params), backend="pjrt")
+        fn._one_operation = prim.name
         if key is not None:
             _JITS[key] = fn
     return fn

@@ -541,18 +541,76 @@ def test_disable_jit_runs_plain_python():
         f(jnp.asarray([1.0]))
 
 
-def test_disable_jit_environment_variable(tmp_path):
+@pytest.mark.parametrize("variable", ["KILN_DISABLE_JIT", "JAX_DISABLE_JIT"])
+def test_disable_jit_environment_variable(tmp_path, variable):
     import subprocess
     import sys
     script = tmp_path / "prog.py"
     script.write_text("import kiln, kiln.numpy as jnp\n"
                       "def f(x):\n"
                       "    return float(x[0]) + 1\n"
-                      "print(kiln.jit(f)(jnp.asarray([1.0])))\n")
-    env = dict(os.environ, KILN_DISABLE_JIT="1")
+                      "print(kiln.config.read('jax_disable_jit'), kiln.jit(f)(jnp.asarray([1.0])))\n")
+    env = dict(os.environ, **{variable: "1"})
     out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "2.0"
+    assert out.stdout.strip() == "True 2.0"
+
+
+def test_disable_jit_option_in_every_thread_and_overridden_by_a_block():
+    import threading
+    f = kiln.jit(only_python)
+    x = jnp.asarray([1.0])
+    kiln.config.update("jax_disable_jit", True)
+    try:
+        assert kiln.config.read("jax_disable_jit") is True
+        assert f(x) == 2.0
+        seen = []
+        thread = threading.Thread(target=lambda: seen.append(f(x)))
+        thread.start()
+        thread.join()
+        assert seen == [2.0]
+        with kiln.disable_jit(False):   # the block decides for its thread
+            with pytest.raises(TypeError):
+                f(x)
+    finally:
+        kiln.config.update("jax_disable_jit", False)
+    with pytest.raises(TypeError):
+        f(x)
+
+
+# ------------------------------------------------------------- debug_nans inside jit
+
+def log_of_negative(x):
+    w = 3 * jnp.square(x)
+    return jnp.log(-w)
+
+
+def test_debug_nans_in_jit_reruns_op_by_op_as_jax(capsys):
+    """A NaN out of a jitted call: the function runs again as plain Python and the operation
+    that made it raises, with the user's line in the traceback, as JAX does."""
+    jax = pytest.importorskip("jax")
+    import traceback
+    with kiln.debug_nans(True):
+        with pytest.raises(FloatingPointError) as info:
+            kiln.jit(log_of_negative)(5.0)
+    printed = capsys.readouterr().out
+    with jax.debug_nans(True):
+        with pytest.raises(FloatingPointError) as theirs:
+            jax.jit(lambda x: jax.numpy.log(-3 * jax.numpy.square(x)))(5.0)
+    line = ("Invalid nan value encountered in the output of a jax.jit function. Calling the "
+            "de-optimized version.\n")
+    assert printed == line and line in capsys.readouterr().out   # JAX's line (JAX: twice)
+    assert str(info.value) == str(theirs.value) == "invalid value (nan) encountered in log"
+    lines = traceback.format_tb(info.value.__traceback__)
+    assert any("return jnp.log(-w)" in line for line in lines), lines
+
+
+def test_debug_nans_in_jit_says_when_op_by_op_finds_nothing(capsys):
+    with kiln.debug_nans(True):
+        with pytest.raises(FloatingPointError,
+                           match=r"encountered in jit\(<lambda>\)\. Because debug_nans.*none "
+                                 r"did.*given or wrote as a constant"):
+            kiln.jit(lambda x: x * 1)(np.float32(np.nan))
 
 
 # ---------------------------------------------------------------------------- inspection
@@ -616,11 +674,21 @@ def test_trace_lower_compile_with_shape_dtype_structs():
                                 "t": kiln.ShapeDtypeStruct((2, 3), np.float32)}
 
 
-def test_dump_dir_writes_every_stage(tmp_path, monkeypatch):
-    monkeypatch.setenv("KILN_DUMP_DIR", str(tmp_path))
-    kiln.jit(named_values)(jnp.ones((2, 3)), jnp.ones((3, 4)))
+@pytest.mark.parametrize("how", ["KILN_DUMP_DIR", "JAX_DUMP_IR_TO", "jax_dump_ir_to"])
+def test_dump_dir_writes_every_stage(tmp_path, monkeypatch, how):
+    """KILN_DUMP_DIR, or JAX's option (environment or config.update), names the directory."""
+    monkeypatch.delenv("KILN_DUMP_DIR", raising=False)
+    if how.startswith("jax_"):
+        kiln.config.update(how, str(tmp_path))
+        kiln.config.update("jax_dump_ir_modes", "stablehlo")   # recorded
+    else:
+        monkeypatch.setenv(how, str(tmp_path))
+    try:
+        kiln.jit(lambda a, b: named_values(a, b))(jnp.ones((2, 3)), jnp.ones((3, 4)))
+    finally:
+        kiln.config.update("jax_dump_ir_to", None)
     files = sorted(p.name for p in tmp_path.iterdir())
-    assert files[0].startswith("named_values.00-input")
+    assert files[0].startswith("lambda.00-input")   # a fresh function: specialised here
     assert len(files) >= 2
     assert "hidden" in (tmp_path / files[0]).read_text()
 

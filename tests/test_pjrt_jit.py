@@ -886,8 +886,14 @@ def test_without_an_explicit_backend_refused_code_runs_on_the_host(device, capsy
 def test_debug_nans_checks_results_on_the_device():
     f = kiln.jit(lambda x: (x - x) / (x - x), backend="pjrt")
     with kiln.debug_nans(True):
-        with pytest.raises(FloatingPointError, match="invalid value \\(nan\\)"):
-            f(np.ones(2, np.float32))
+        # the function run again op by op, each operation on the device: the division named
+        on_device = kiln.device_put(np.ones(2, np.float32), kiln.devices("pjrt")[0])
+        with pytest.raises(FloatingPointError, match="invalid value \\(nan\\) encountered in div$"):
+            f(on_device)
+        with pytest.raises(FloatingPointError, match="nan\\) encountered in jit\\(<lambda>\\)"):
+            f(np.ones(2, np.float32))   # op by op on NumPy arrays: NumPy's NaN, as in JAX
+        with pytest.raises(FloatingPointError, match="nan\\) encountered in sqrt$"):
+            jnp.sqrt(on_device - 2.0)
         np.testing.assert_array_equal(kiln.jit(_step, backend="pjrt")(np.ones(2), 0.0)[1], 2.0)
 
 
