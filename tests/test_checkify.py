@@ -152,3 +152,11 @@ def test_checks_in_python_control_flow():
     assert err.get() == "step 3 of 5 (`check` failed)"
     err, _ = f(knp.float32(1.), knp.int32(3))
     assert err.get() is None
+
+
+def test_a_check_prints_and_parses_back():
+    """A `check` statement is SSA like any other: printed, parsed back, the same text."""
+    from kiln.compiler.ir.parser import from_source
+    text = str(kiln.make_ir(cases._f(KILN))(knp.ones(5), 2))
+    assert "() = check(" in text and "slots=(('FailedCheckError', (((), 'int32'),)),)" in text
+    assert str(from_source(text)) == text
