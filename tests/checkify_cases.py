@@ -167,6 +167,11 @@ CASES = {
     "gradient check in custom_vjp": lambda ns: ns.jax.grad(_negative_gradient(ns))(-1.),
     "the error as aux of value_and_grad, jit": lambda ns: _aux(ns, ns.jax.jit(
         ns.jax.value_and_grad(_loss(ns), has_aux=True))(-2.)),
+    "custom_vjp rule kept under checkify": lambda ns: _aux(ns, ns.jax.value_and_grad(
+        _custom_vjp_loss(ns), has_aux=True)(2.)),
+    "check in a custom_vjp function": lambda ns: _swap(_custom_vjp_loss(ns)(-1.)),
+    "custom_vjp rule kept under checkify, jit": lambda ns: _aux(ns, ns.jax.jit(
+        ns.jax.value_and_grad(_custom_vjp_loss(ns), has_aux=True))(2.)),
     "keyword arguments": lambda ns: ns.checkify.checkify(
         lambda x, *, i: _h(ns)(x) + i)(ns.jnp.float32(-1.), i=ns.jnp.float32(2.)),
 }
@@ -177,6 +182,10 @@ def _loss(ns):
         err, y = ns.checkify.checkify(_h(ns), errors=ns.checkify.all_checks)(x)
         return y, err
     return loss
+
+
+def _swap(pair):
+    return pair[1], pair[0]
 
 
 def _aux(ns, result):
@@ -280,3 +289,16 @@ def _rethrow_mapped(ns):
         return y
     return r
 
+
+
+def _custom_vjp_loss(ns):
+    @ns.jax.custom_vjp
+    def f(x):
+        ns.checkify.check(x > 0, "f {}", x)
+        return ns.jnp.sin(x)
+    f.defvjp(lambda x: (ns.jnp.sin(x), x), lambda x, g: (g * 100.,))
+
+    def loss(x):
+        err, y = ns.checkify.checkify(f)(x)
+        return y, err
+    return loss

@@ -160,3 +160,10 @@ def test_a_check_prints_and_parses_back():
     text = str(kiln.make_ir(cases._f(KILN))(knp.ones(5), 2))
     assert "() = check(" in text and "slots=(('FailedCheckError', (((), 'int32'),)),)" in text
     assert str(from_source(text)) == text
+
+
+def test_custom_vjp_checks_run_when_differentiated():
+    """The checks of a custom_vjp function run under grad of its checkified caller (JAX drops
+    them there: docs/differences.md); the gradient is the user's rule's."""
+    (value, err), grad = kiln.value_and_grad(cases._custom_vjp_loss(KILN), has_aux=True)(-1.)
+    assert err.get() == "f -1.0 (`check` failed)" and float(grad) == 100.

@@ -24,8 +24,9 @@ The checkify transform (transforms/checkify.py) replays a function with an `Erro
 `check` rule merges the check's error into it (categories not enabled are dropped), the rules
 of `nan_checks` primitives check their results for NaN, `div` checks for a zero divisor,
 `dynamic_slice`, `dynamic_update_slice`, `gather` and the scatters for out-of-bounds indices,
-and `cond`, `while_loop`, `scan`, `remat` and the custom-derivative calls carry the error
-through their regions (a region's possible slots are found by checkifying it once first).
+and `cond`, `while_loop`, `scan` and `remat` carry the error through their regions (a
+region's possible slots are found by checkifying it once first); a custom-derivative call
+adds its primal body's checks and stays, so that derivatives keep the user's rule.
 """
 import itertools
 
@@ -33,7 +34,7 @@ import numpy as np
 
 from ..ir.abstract import ShapedArray
 from ..ir.builder import current, trace_region, close_regions
-from ..ir.ssa import literal
+from ..ir.ssa import Eqn, Function, literal
 from . import emit as E
 from . import regions
 from .core import register, BATCH, CHECKIFY, PRIMITIVES
@@ -468,11 +469,32 @@ def _scatter_rule(eqn, ins, err, enabled):
     return outs
 
 
-def _inline_rule(param):
-    """Remat and the custom-derivative calls: their primal body, checkified in place."""
-    def rule(eqn, ins, err, enabled):
-        return list(regions.checkify(eqn.params[param], list(ins), err, enabled))
-    return rule
+def _remat_rule(eqn, ins, err, enabled):
+    """Remat (a memory policy only): its body, checkified in place."""
+    return list(regions.checkify(eqn.params["body"], list(ins), err, enabled))
+
+
+def _custom_call_rule(eqn, ins, err, enabled):
+    """custom_jvp_call and custom_vjp_call: the checks of their primal body join the error,
+    and the call itself stays (its `check`s taken out), so derivatives still use the user's
+    rule."""
+    regions.checkify(eqn.params["call"], list(ins), err, enabled)
+    params = dict(eqn.params, call=without_checks(eqn.params["call"]))
+    outs = current().bind(eqn.prim, list(ins), params)
+    return list(outs)
+
+
+def without_checks(fn):
+    """`fn` with every `check` (in its regions too) taken out."""
+    def strip(value):
+        if isinstance(value, Function):
+            return without_checks(value)
+        if isinstance(value, tuple) and any(isinstance(v, Function) for v in value):
+            return tuple(strip(v) for v in value)
+        return value
+    eqns = [Eqn(e.outvars, e.prim, e.invars, {k: strip(v) for k, v in e.params.items()},
+                e.info) if e.regions() else e for e in fn.eqns if e.prim is not check]
+    return Function(fn.name, fn.invars, eqns, fn.outvars)
 
 
 # ------------------------------------------------------------------ control flow
@@ -586,9 +608,9 @@ def _register_rules():
     CHECKIFY[PRIMITIVES["cond"]] = _cond_rule
     CHECKIFY[PRIMITIVES["while_loop"]] = _while_rule
     CHECKIFY[PRIMITIVES["scan"]] = _scan_rule
-    CHECKIFY[PRIMITIVES["remat"]] = _inline_rule("body")
-    CHECKIFY[PRIMITIVES["custom_jvp_call"]] = _inline_rule("call")
-    CHECKIFY[PRIMITIVES["custom_vjp_call"]] = _inline_rule("call")
+    CHECKIFY[PRIMITIVES["remat"]] = _remat_rule
+    CHECKIFY[PRIMITIVES["custom_jvp_call"]] = _custom_call_rule
+    CHECKIFY[PRIMITIVES["custom_vjp_call"]] = _custom_call_rule
 
 
 _register_rules()
