@@ -290,7 +290,6 @@ def _rethrow_mapped(ns):
     return r
 
 
-
 def _custom_vjp_loss(ns):
     @ns.jax.custom_vjp
     def f(x):
