@@ -5,8 +5,10 @@
 Covered: `check` eager, under `checkify`, under `jit` (refused) and under `grad`; `checkify`
 of `jit` and `jit` of `checkify`; vmap of checkify (mapped errors, the example `throw()`
 reports) and checkify of vmap; checks in cond, while_loop (its test and body), scan and
-fori_loop bodies, remat, custom_jvp and a custom_vjp's backward pass; the automatic checks
-(index, NaN, division) and their sets; `check_error`, `debug_check`, the payload formats.
+fori_loop bodies, remat, custom_jvp and custom_vjp (their functions, a backward pass, the
+user's rule kept); the automatic checks (index, static indices, NaN, division) and their
+sets, and the primitive a NaN is blamed on through jnp and jax.nn functions; `check_error`
+(of mapped errors too), `debug_check`, the payload formats.
 """
 import numpy as np
 
@@ -301,3 +303,29 @@ def _custom_vjp_loss(ns):
         err, y = ns.checkify.checkify(f)(x)
         return y, err
     return loss
+
+
+# Which primitive a NaN is blamed on, through jnp and jax.nn functions: the primitives they
+# are built of must be JAX's.
+NAN_SOURCES = {
+    "mean of log": (lambda ns, x: ns.jnp.mean(ns.jnp.log(x)), [1., -1.]),
+    "softmax": (lambda ns, x: ns.jax.nn.softmax(x), [np.inf, 1.]),
+    "var": (lambda ns, x: ns.jnp.var(x), [np.inf, 1.]),
+    "arccos": (lambda ns, x: ns.jnp.arccos(x), [2., 1.]),
+    "sum": (lambda ns, x: ns.jnp.sum(x), [np.inf, -np.inf]),
+    "cumsum": (lambda ns, x: ns.jnp.cumsum(x), [np.inf, -np.inf]),
+    "power": (lambda ns, x: x ** 0.5, [-1., 2.]),
+    "square": (lambda ns, x: ns.jnp.square(x) - x ** 2, [np.inf, 2.]),
+    "logsumexp": (lambda ns, x: ns.jax.nn.logsumexp(x), [np.inf, -np.inf]),
+    "masked log": (lambda ns, x: ns.jnp.where(x > 0, ns.jnp.log(x), 0.), [-1., 2.]),
+    "remainder": (lambda ns, x: ns.jnp.remainder(x, 0.), [1., 2.]),
+}
+
+
+def _nan_case(source, value):
+    return lambda ns: ns.checkify.checkify(lambda v: source(ns, v),
+                                           errors=ns.checkify.float_checks)(
+        ns.jnp.array(value, np.float32))
+
+
+CASES.update({f"nan from {name}": _nan_case(*source) for name, source in NAN_SOURCES.items()})
