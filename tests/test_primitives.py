@@ -1116,6 +1116,18 @@ def debug_callback_case(draw):
     return Case(xs, {"callback": SEEN_TOKEN}, lambda *vs, **params: (), (False,) * len(xs))
 
 
+@st.composite
+def run_time_check_case(draw):
+    """checkify's `check` with flags that never fail: no results (tests/test_checkify.py
+    covers failures)."""
+    payload = [array(draw, draw(st.sampled_from(ALL)), draw(shapes())) for _ in
+               range(draw(st.integers(0, 2)))]
+    xs = [np.asarray(False), np.asarray(draw(st.integers(1, 10)), np.int32)] + payload
+    slots = (("FailedCheckError", tuple((x.shape, x.dtype.name) for x in payload)),)
+    return Case(xs, {"slots": slots, "debug": draw(st.booleans())}, lambda *vs, **params: (),
+                (False,) * len(xs))
+
+
 def test_debug_print_prints_pieces_like_print(capsys):
     prim = PRIMITIVES["debug_print"]
     x = np.arange(3, dtype=np.int32)
@@ -1235,6 +1247,7 @@ CASES = {
     "scan": scan_case(),
     "fusion": fusion_case(),
     "debug_print": debug_print_case(),
+    "check": run_time_check_case(),
     "pure_callback": pure_callback_case(),
     "debug_callback": debug_callback_case(),
     "io_callback": io_callback_case(),
