@@ -240,23 +240,30 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
                 placed_on(o, where)
         return tree_unflatten(entry.out_tree, outs)
 
-    def _stage(treedef, blocks, entries, leaves=()):
+    def _stage(treedef, blocks, entries, leaves=(), call=False):
         """Stage `f` for one replica; its arguments vary over the manual axes their specs
-        name, and over those the values `leaves` (in an enclosing shard_map) vary over."""
+        name, and over those the values `leaves` (in an enclosing shard_map) vary over.
+        `call`: for a call outside any specialisation (prints run at every call)."""
         outer = [vma.varying(x) for x in leaves] or [frozenset()] * len(entries)
+        site = _PrintSite(mesh, mesh_axes, call) \
+            if not partial and isinstance(mesh, Mesh) else None
 
         def rebuild(tracers):
             inside.arguments(tracers, [o | set(_used(e, axes)) for o, e in zip(outer, entries)])
+            if site is not None:
+                site.builder = current()
             return tree_unflatten(treedef, tracers), {}
         frames = [axis_frame(n, s) for n, s in axes]
         for frame in frames:
             frame.__enter__()
+        _PRINT_SITES.append(site)
         try:
             with vma.body([n for n, _ in axes]) as inside:
                 return staging.stage(f, blocks, rebuild,
                                      staging.function_name(f, "shard_map"),
                                      api="mapped by kiln.shard_map")
         finally:
+            _PRINT_SITES.pop()
             for frame in reversed(frames):
                 frame.__exit__(None, None, None)
 
@@ -282,7 +289,7 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
                 for e, a, s in zip(out_entries, st.out_avals, _out_spec_list(st))]
 
     def _compile(treedef, blocks, entries):
-        st = _stage(treedef, blocks, entries)
+        st = _stage(treedef, blocks, entries, call=True)
         entry = _Entry()
         devices = _manual_devices(mesh, mesh_axes, sizes)
         from . import pjrt
@@ -403,6 +410,35 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
     name_like(mapped, f)
     mapped._kiln_make_ir = make_ir
     return mapped
+
+
+_PRINT_SITES = []   # a _PrintSite (or None) per shard_map body being staged, innermost last
+
+
+class _PrintSite:
+    """What Python's `print` of a traced value needs at the top level of the body of a
+    shard_map manual over every axis of a kiln Mesh: the body's builder (set when staging
+    starts), one header per device, in mesh order, as JAX prints a shard_map value
+    (`On cpu:0 at mesh coordinates (i, j,) = (0, 1):`), and whether the body is staged for
+    a call outside any specialisation, where JAX runs it, and so prints even static text,
+    at every call (under `jit` a print of static text runs once, while tracing)."""
+    __slots__ = ("builder", "names", "headers", "every_call")
+
+    def __init__(self, mesh, mesh_axes, every_call):
+        self.builder, self.every_call = None, every_call
+        self.names = tuple(n for n, _ in mesh_axes)
+        axes = f"({', '.join(map(str, self.names))},)"
+        self.headers = tuple(f"On {d} at mesh coordinates {axes} = {idx}:"
+                             for idx, d in np.ndenumerate(np.asarray(mesh.devices,
+                                                                     dtype=object)))
+
+
+def print_site():
+    """The _PrintSite of the shard_map body whose top level is being staged now, else None
+    (outside a body, in a body over part of the mesh, or inside a `cond`, loop or other
+    region of it, where not every device may reach the print)."""
+    site = _PRINT_SITES[-1] if _PRINT_SITES else None
+    return site if site is not None and site.builder is current() else None
 
 
 def _specs(specs, value, count, what):
