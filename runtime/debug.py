@@ -14,7 +14,7 @@ import builtins
 from .compiler.ir.builder import current
 from .compiler.primitives import PRIMITIVES as P
 from .dispatch import bind, is_traced as _is_traced
-from .lax._parallel import all_gather, axis_index
+from .lax._parallel import all_gather
 from .callbacks import debug_callback as callback  # noqa: F401
 from .debugger import breakpoint  # noqa: F401,A004
 from .compiler.frontend.runtime_text import RuntimeText, escape
@@ -65,12 +65,8 @@ def _shard_map_print_site():
 
 
 def _at_first_device(names):
-    """Whether this device is at coordinate 0 along every mesh axis in `names`."""
-    first = None
-    for name in names:
-        here = axis_index(name) == 0
-        first = here if first is None else first & here
-    return first
+    from .shard_map import at_first
+    return at_first(names)
 
 
 def _print_options(kwargs):

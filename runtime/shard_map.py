@@ -49,6 +49,7 @@ from .compiler.primitives.batching import to_front
 from .compiler.primitives.replicas import ReplicaGroup, with_collective_params
 from .compiler.primitives.collectives import holds_collectives
 from .compiler.transforms.vmap import batch_emit
+from .compiler.frontend.specialise import call_function
 from .lax._parallel import axis_frame
 
 
@@ -214,7 +215,7 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
         blocks = [_auto_part(a, a.update(shape=_block_shape(a.shape, e, sizes,
                                                             f"argument leaf {i}", f)), sizes)
                   for i, (a, e) in enumerate(zip(avals, entries))]
-        return leaves, treedef, avals, entries, blocks
+        return leaves, treedef, avals, entries, _Blocks(blocks, [_partial(s) for s in specs])
 
     @user_facing
     def mapped(*args):
@@ -227,7 +228,7 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
         leaves, treedef, avals, entries, blocks = _split(args)
         if current() is not None or any(is_traced(x) for x in leaves):
             return _emit(leaves, treedef, avals, entries, blocks)
-        key = (treedef, tuple(avals), tuple(map(tuple, entries)))
+        key = (treedef, tuple(avals), tuple(map(tuple, entries)), tuple(blocks.partial))
         entry = cache.lookup(key, lambda stale: _compile(treedef, blocks, entries))
         if entry.devices is not None:   # PJRT devices: the results stay there
             return tree_unflatten(entry.out_tree, _run_pjrt(entry, leaves, avals, entries))
@@ -252,14 +253,22 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
             inside.arguments(tracers, [o | set(_used(e, axes)) for o, e in zip(outer, entries)])
             if site is not None:
                 site.builder = current()
+            tracers = [_partial_argument(t, u, r) for t, (u, r) in zip(tracers, blocks.partial)]
             return tree_unflatten(treedef, tracers), {}
+
+        def body(*args):   # f, then the sum of the results out_specs make unreduced
+            outs = call_function(f, list(args), {})
+            leaves, tree = tree_flatten(outs)
+            specs = _specs(out_specs, outs, len(leaves), "out_specs")
+            return tree_unflatten(tree, [_unreduced_result(x, s) for x, s in zip(leaves, specs)])
         frames = [axis_frame(n, s) for n, s in axes]
         for frame in frames:
             frame.__enter__()
         _PRINT_SITES.append(site)
         try:
             with vma.body([n for n, _ in axes]) as inside:
-                return staging.stage(f, blocks, rebuild,
+                return staging.stage(body if _any_unreduced(out_specs) else f, list(blocks),
+                                     rebuild,
                                      staging.function_name(f, "shard_map"),
                                      api="mapped by kiln.shard_map")
         finally:
@@ -285,7 +294,7 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
         """The NamedSharding of each result: split over the manual axes as `out_specs` says,
         and over the other axes as the body's result type is (partial `axis_names`)."""
         return [NamedSharding(mesh, _joined_spec(e, spec_of(a) if partial else None,
-                                                 len(tuple(s or ()))))
+                                                 len(tuple(s or ())), s))
                 for e, a, s in zip(out_entries, st.out_avals, _out_spec_list(st))]
 
     def _compile(treedef, blocks, entries):
@@ -565,18 +574,74 @@ def _auto_part(aval, block, manual):
         block.shape, block.dtype, block.weak_type, NamedSharding(aval.sharding.mesh, rest))
 
 
-def _joined_spec(entries, typed, written):
+def _joined_spec(entries, typed, written, out_spec=None):
     """The PartitionSpec of a result: its manual axes per dimension (`entries`), then the
     axes its body's type `typed` (a PartitionSpec or None) splits that dimension over; as
     long as its `out_specs` entry was written (`written` entries), or up to its last split
-    dimension (JAX's)."""
+    dimension (JAX's); unreduced and reduced over the axes its `out_spec` says."""
     out = []
     for d, names in enumerate(entries):
         names = tuple(names) + (typed.names(d) if typed is not None else ())
         out.append(None if not names else names[0] if len(names) == 1 else names)
     while len(out) > written and out[-1] is None:
         out.pop()
-    return PartitionSpec(*out)
+    unreduced, reduced = _partial(out_spec)
+    return PartitionSpec(*out, unreduced=unreduced, reduced=reduced)
+
+
+class _Blocks(list):
+    """The block types of a shard_map's argument leaves, with each leaf's in_spec's
+    (unreduced, reduced) axes (`partial`)."""
+
+    def __init__(self, blocks, partial):
+        super().__init__(blocks)
+        self.partial = partial
+
+
+def _partial(spec):
+    """(unreduced axes, reduced axes) of a PartitionSpec (or None)."""
+    return (frozenset(getattr(spec, "unreduced", ())), frozenset(getattr(spec, "reduced", ())))
+
+
+def at_first(names):
+    """Whether this replica is at coordinate 0 along each mesh axis in `names`."""
+    from .lax._parallel import axis_index
+    first = None
+    for name in names:
+        here = axis_index(name) == 0
+        first = here if first is None else first & here
+    return first
+
+
+def _partial_argument(t, unreduced, reduced):
+    """A body's argument `t` as its in_spec's unreduced / reduced axes make it: an array
+    unreduced over axes holds its value at coordinate 0 along them and zeros at the others
+    (the shards kiln places it with), so the sum over them is its value, as JAX's blocks
+    of one; its type says so (vma.mark_partial)."""
+    if unreduced:
+        from .numpy import where
+        varying = vma.varying(t)
+        t = where(at_first(tuple(n for n in vma.order() if n in unreduced)), t, 0)
+        vma.mark(t, varying)
+    if unreduced or reduced:
+        vma.mark_partial(t, unreduced, reduced)
+    return t
+
+
+def _any_unreduced(specs):
+    """Whether the `out_specs` tree `specs` makes any result unreduced."""
+    return any(_partial(s)[0] for s in tree_flatten(specs, is_leaf=_is_spec)[0])
+
+
+def _unreduced_result(x, spec):
+    """A body's result `x` for its out_spec `spec`: over the axes the spec makes it
+    unreduced, kiln holds the logical value, the sum of every device's `x` (JAX's result
+    is unreduced, its blocks those per-device values); `x` itself otherwise."""
+    unreduced, _ = _partial(spec)
+    if not unreduced or not is_traced(x):
+        return x
+    from .lax import psum
+    return psum(x, tuple(n for n in vma.order() if n in unreduced))
 
 
 def _is_spec(x):

@@ -1,20 +1,20 @@
 """Python's `print` of a traced value at the top level of a shard_map body prints once, as
 JAX 0.10.2's eager shard_map prints its values: a block per device of the mesh, in mesh
 order, each under `On cpu:N at mesh coordinates (i, j,) = (...)`, and static text at every
-call. The same program's output is compared with JAX's, run in a subprocess with eight CPU
-devices; kiln prints the values the same way under `jit` (where JAX prints tracers)."""
-import linecache
-import os
-import subprocess
-import sys
-
+call. The same program's output is compared with JAX's (tests/jax_programs.py); kiln prints
+the values the same way under `jit` (where JAX prints tracers)."""
 import numpy as np
 
 import kiln
 from kiln import lax
 from kiln.sharding import AxisType, PartitionSpec as P
 
+from jax_programs import jax_output, kiln_output
+
 PROGRAM = """
+AxisType, P = jax.sharding.AxisType, jax.P
+
+
 def body(x):
     print("plain", x, "n", 3, sep="|")
     print("static only", x.shape)
@@ -29,48 +29,27 @@ def row(x):
     return x
 
 
-mesh = make_mesh((2, 2), ("i", "j"), (AxisType.Auto, AxisType.Auto))
+mesh = jax.make_mesh((2, 2), ("i", "j"), (AxisType.Auto, AxisType.Auto))
 out = shard_map(body, mesh=mesh, in_specs=P("i", "j"), out_specs=P("i", "j"))(
     np.arange(8.).reshape(2, 4))
 print(np.asarray(out).tolist())
-line = make_mesh((4,), ("i",), (AxisType.Auto,))
+line = jax.make_mesh((4,), ("i",), (AxisType.Auto,))
 rows = shard_map(row, mesh=line, in_specs=P("i"), out_specs=P("i"))
 rows(np.arange(8))
 rows(np.arange(8) * 3)
 """
 
 
-def _jax_output():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-               JAX_PLATFORMS="cpu")
-    env.pop("KILN_AS_JAX", None)
-    script = ("import numpy as np, jax, jax.numpy as jnp\nfrom jax import lax, make_mesh, "
-              "shard_map\nfrom jax.sharding import AxisType, PartitionSpec as P\n" + PROGRAM)
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def _kiln_output(capsys, wrap):
-    import kiln.numpy as jnp
-    names = dict(np=np, jnp=jnp, lax=lax, AxisType=AxisType, P=P, make_mesh=kiln.make_mesh,
-                 shard_map=lambda f, **kw: wrap(kiln.shard_map(f, **kw)))
-    name = "<shard_map print program>"   # its source, for kiln to read
-    linecache.cache[name] = (len(PROGRAM), None, PROGRAM.splitlines(True), name)
-    capsys.readouterr()
-    exec(compile(PROGRAM, name, "exec"), names)
-    return capsys.readouterr().out
-
-
 def test_print_in_a_shard_map_body_matches_jax(capsys):
-    expected = _jax_output()
+    expected = jax_output("shard_map = jax.shard_map\n" + PROGRAM)
     assert "On cpu:3 at mesh coordinates (i, j,) = (1, 1):\n[[6. 7.]]\n|n|3\n" in expected
-    assert _kiln_output(capsys, lambda g: g) == expected
+    assert kiln_output(PROGRAM, capsys, shard_map=kiln.shard_map) == expected
     # Under jit kiln prints the values the same way (JAX prints its tracers there), and
     # static text once, while tracing, as JAX.
     static = "static only (1, 2)\n"
-    assert _kiln_output(capsys, kiln.jit) == static + expected.replace(static, "", 1)
+    jitted = kiln_output(PROGRAM, capsys, shard_map=lambda f, **kw: kiln.jit(
+        kiln.shard_map(f, **kw)))
+    assert jitted == static + expected.replace(static, "", 1)
 
 
 def test_print_inside_control_flow_of_a_body_prints_per_device(capsys):
