@@ -24,6 +24,7 @@ import numpy as np
 
 from .array import Array, TYPED
 from .sharding_propagation import placed_by_walk
+from .sharding_types import placements, placed_as_typed
 from .tree_util import Partial, tree_flatten, tree_unflatten, tree_structure
 from . import staging
 from .staging import leaf_value as _value, wrap_outputs
@@ -61,7 +62,8 @@ def _aval(x, i):
 
 class _Entry(staging.Entry):
     __slots__ = ("executable", "consts", "out_weak", "post", "ssa",
-                 "function")   # the derivative's SSA (sharding_propagation.placed_by_walk)
+                 "function",   # the derivative's SSA (sharding_propagation.placed_by_walk)
+                 "placements")   # how its typed results are placed (sharding_types.placements)
 
 
 class Transformation:
@@ -124,7 +126,9 @@ class Transformation:
         check_execution(self.name)
         outs = wrap_outputs(entry.executable(*[_value(x) for x in dynamic], *entry.consts),
                             entry.out_weak)
-        if TYPED and any(id(x) in TYPED for x in dynamic):   # (arguments over Auto mesh axes)
+        if entry.placements:   # typed over Explicit mesh axes: placed as jit places them
+            outs = placed_as_typed(outs, entry.placements)
+        elif TYPED and any(id(x) in TYPED for x in dynamic):   # (arguments over Auto axes)
             outs = placed_by_walk(entry.function, dynamic, outs)
         return entry.post(outs)
 
@@ -140,6 +144,7 @@ class Transformation:
         entry.out_weak = [v.aval.weak_type for v in entry.ssa.outvars]
         entry.post = fn.post
         entry.guards = st.guards
+        entry.placements = placements([v.aval for v in fn.fn.outvars], leaves)
         return entry
 
     def _make_ir(self, leaves, treedef, mask):

@@ -199,6 +199,12 @@ def placements(out_avals, leaves):
     return out
 
 
+def placed_as_typed(outs, where):
+    """`outs` (a list), each placed with its entry of `where` (`placements`) unless None."""
+    from .array import placed_on
+    return [o if s is None else placed_on(o, s) for o, s in zip(outs, where)]
+
+
 # ----------------------------------------------------------------- auto_axes, explicit_axes
 
 def _switching(f, axes, new_type, keyword, default):
