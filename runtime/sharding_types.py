@@ -45,7 +45,7 @@ class TypedAval(ShapedArray):
         self.sharding = sharding
         self.vma = vma      # inside a shard_map body: the manual axes it varies over (vma.py)
         self.partial = partial   # and those it is (unreduced, reduced) over, in mesh order
-        if TYPED_RESULTS[0] is None and sharding.spec and any(sharding.spec):
+        if TYPED_RESULTS[0] is None and (any(sharding.spec) or sharding.spec.unreduced):
             from .sharding_propagation import typed_results
             TYPED_RESULTS[0] = typed_results
 

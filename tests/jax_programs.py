@@ -16,7 +16,7 @@ from kiln import lax as klax
 
 def jax_output(program):
     """What `program` prints on JAX, with JAX's dtype names in types spelled as kiln's
-    (`float32[` as `f32[`)."""
+    (`float32[` as `f32[`, also float16 and int32)."""
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
                JAX_PLATFORMS="cpu")
     env.pop("KILN_AS_JAX", None)
@@ -24,7 +24,10 @@ def jax_output(program):
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    return done.stdout.replace("float32[", "f32[").replace("int32[", "i32[")
+    out = done.stdout
+    for jax_name, kiln_name in (("float32", "f32"), ("float16", "f16"), ("int32", "i32")):
+        out = out.replace(jax_name + "[", kiln_name + "[")
+    return out
 
 
 def kiln_output(program, capsys, **names):
