@@ -60,6 +60,22 @@ def _aval(x, i):
     return staging.leaf_aval(x, f"argument {i}")[0]
 
 
+def _cotangent_type(g, aval):
+    """The gradient `g` for an input of type `aval`: typed unreduced over the mesh axes the
+    input is reduced over (JAX's rule: the cotangent of a value whole on every device of an
+    axis is a sum of their parts), as `aval` otherwise."""
+    sharding = getattr(aval, "sharding", None)
+    reduced = getattr(getattr(sharding, "spec", None), "reduced", None)
+    if not reduced or not _is_tracer(g):
+        return g
+    from .sharding import NamedSharding, PartitionSpec
+    from .sharding_types import retyped
+    spec = sharding.spec
+    names = [spec.names(d) for d in range(len(aval.shape))]
+    return retyped(g, NamedSharding(sharding.mesh, PartitionSpec(
+        *(None if not n else n[0] if len(n) == 1 else n for n in names), unreduced=reduced)))
+
+
 class _Entry(staging.Entry):
     __slots__ = ("executable", "consts", "out_weak", "post", "ssa",
                  "function",   # the derivative's SSA (sharding_propagation.placed_by_walk)
@@ -357,7 +373,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
             _check_scalar_output("grad", st.out_avals[0], fun, holomorphic)
             grads = [g for g, f in zip(grads, flags) if f]
             grads = [grads[r] for r in order]
-            real = [emit.zeros(a) if g is None else g
+            real = [_cotangent_type(emit.zeros(a) if g is None else g, a)
                     for g, a in zip(grads, diff_avals) if a.dtype.kind in "fc"]
             n_out = len(outs)
 
