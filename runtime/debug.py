@@ -3,7 +3,9 @@
 `kiln.debug.print(fmt, *args, **kwargs)` has JAX's signature: outside compiled code it prints
 `fmt.format(*args, **kwargs)` at once; inside it becomes a `debug_print` host callback that
 prints with the runtime values at every call. Plain `print(...)` inside a jitted function
-compiles to the same callback (kiln specialises source, so it can). `kiln.debug.callback`
+compiles to the same callback (kiln specialises source, so it can); at the top level of a
+shard_map body it prints once, each value gathered from every device and shown per device
+as JAX's eager shard_map shows it (runtime/shard_map.py's `print_site`). `kiln.debug.callback`
 calls a Python function for its effect (runtime/callbacks.py); `kiln.debug.breakpoint` stops
 in pdb (runtime/debugger.py). `visualize_array_sharding`, `visualize_sharding` and
 `inspect_array_sharding` show where an array's blocks live (runtime/sharding_view.py: plain

@@ -11,6 +11,13 @@ joined the same way by `out_specs` (an axis an output spec does not name takes t
 replicas at coordinate 0 along it: the result must be the same along it, as JAX checks, and
 with `check_vma=True` kiln checks it too, from the axes each result varies over: vma.py).
 
+`unreduced` / `reduced` axes in a spec: an argument unreduced over axes holds its value at
+coordinate 0 along them and zeros elsewhere, typed `{U:...}` in the body (reduced: whole,
+typed `{R:...}`; vma.mark_partial), and a result unreduced over axes is the sum of the
+devices' values there, placed (typed) unreduced. Python's `print` at the top level of a body
+over a whole kiln Mesh prints once, each value gathered from every device (`print_site`,
+runtime/debug.py).
+
 `axis_names` (a subset of the mesh's axes) makes only those manual: the specs may name only
 them, "every mesh axis" below means every manual one, and the values are whole along the
 other axes (replicated; an argument's split over them stays in its block's type, and a
