@@ -217,6 +217,10 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
         avals = list(staging.leaf_avals(leaves))
         specs = _specs(in_specs, tuple(args), len(leaves), "in_specs") if in_specs is not None \
             else [_inferred(a, i, mesh, mesh_axes, sizes) for i, a in enumerate(avals)]
+        if in_specs is not None and not partial and all(
+                t == AxisType.Explicit for t in getattr(mesh, "axis_types", None) or ()):
+            for s, a in zip(specs, avals):
+                _check_in_spec(s, a)
         entries = [_entries(s, len(a.shape), "in_specs", axes, mesh_axes)
                    for s, a in zip(specs, avals)]
         blocks = [_auto_part(a, a.update(shape=_block_shape(a.shape, e, sizes,
@@ -495,6 +499,29 @@ def _on_current_mesh(f, out_specs, in_specs, axis_names, check_vma):
     name_like(mapped, f)
     mapped._kiln_make_ir = lambda *args: over_current()._kiln_make_ir(*args)
     return mapped
+
+
+def _check_in_spec(spec, aval):
+    """Over a mesh whose axes are all Explicit and all manual, an argument's `in_specs` entry
+    must be the spec of its type (JAX's ValueError): shard_map does not reshard."""
+    if not _is_spec(spec):
+        return
+    ndim = len(aval.shape)
+    typed = spec_of(aval)
+    typed = PartitionSpec() if typed is None else typed
+
+    def norm(p):
+        return tuple(p.names(d) for d in range(ndim)), p.unreduced, p.reduced
+    if norm(spec) != norm(typed):
+        given, has = (PartitionSpec(*(tuple(p) + (None,) * (ndim - len(p))),
+                                    unreduced=p.unreduced, reduced=p.reduced)
+                      for p in (spec, typed))
+        raise ValueError(f"in_specs passed to shard_map: {given} does not match the specs of "
+                         f"the input: {has} for arg: {aval}. `in_specs` is an optional "
+                         f"argument so you can omit specifying it and shard_map will infer "
+                         f"the in_specs from the arguments. If you want to reshard your "
+                         f"inputs, you can use `kiln.reshard` on the arguments and then pass "
+                         f"those args to shard_map (or make the mesh's axes Auto).")
 
 
 def _inferred(aval, i, mesh, axes, manual):
