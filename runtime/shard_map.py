@@ -11,6 +11,9 @@ joined the same way by `out_specs` (an axis an output spec does not name takes t
 replicas at coordinate 0 along it: the result must be the same along it, as JAX checks, and
 with `check_vma=True` kiln checks it too, from the axes each result varies over: vma.py).
 
+Over a mesh whose axes are all Explicit, with every axis manual, an explicit `in_specs` entry
+must be the spec of its argument's type (JAX's ValueError, `_check_in_spec`).
+
 `unreduced` / `reduced` axes in a spec: an argument unreduced over axes holds its value at
 coordinate 0 along them and zeros elsewhere, typed `{U:...}` in the body (reduced: whole,
 typed `{R:...}`; vma.mark_partial), and a result unreduced over axes is the sum of the
