@@ -59,7 +59,6 @@ from .compiler.primitives.batching import to_front
 from .compiler.primitives.replicas import ReplicaGroup, with_collective_params
 from .compiler.primitives.collectives import holds_collectives
 from .compiler.transforms.vmap import batch_emit
-from .compiler.frontend.specialise import call_function
 from .lax._parallel import axis_frame
 
 
@@ -271,6 +270,7 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
             return tree_unflatten(treedef, tracers), {}
 
         def body(*args):   # f, then the sum of the results out_specs make unreduced
+            from .compiler.frontend.specialise import call_function
             outs = call_function(f, list(args), {})
             leaves, tree = tree_flatten(outs)
             specs = _specs(out_specs, outs, len(leaves), "out_specs")
