@@ -616,7 +616,9 @@ def _run_split(kind, p_leaves, compile_split):
     key = kind + (statics, staging.leaf_avals(dynamic))
     entry = _SPLIT_CACHE.lookup(key, lambda stale: compile_split(statics, dynamic))
     known = entry.known(*[_value(x) for x in dynamic], *entry.consts)
-    return entry, wrap_outputs(known[:entry.n_out], entry.out_weak), known[entry.n_out:]
+    outs = wrap_outputs(known[:entry.n_out], entry.out_weak)
+    where = placements(entry.out_avals, dynamic)   # (typed over Explicit axes: as jit)
+    return entry, placed_as_typed(outs, where) if where else outs, known[entry.n_out:]
 
 
 def _stage_primals(fun, what, p_tree, n, statics, dynamic):
@@ -821,7 +823,8 @@ def _vjp_eager(fun, p_leaves, p_tree, flags, has_aux):
         grads = iter(wrap_outputs(entry.unknown(*residuals, *cts), entry.grad_weak))
         fl = [next(grads) if f else Array(_float0_zeros(_aval(p, 0)), False)
               for p, f in zip(p_leaves, flags)]
-        return tree_unflatten(p_tree, fl)
+        where = placements([_aval(p, 0) for p in p_leaves], p_leaves)   # each primal's type
+        return tree_unflatten(p_tree, placed_as_typed(fl, where) if where else fl)
 
     value = tree_unflatten(value_tree, outs[:n_val])
     if has_aux:

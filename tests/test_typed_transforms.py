@@ -1,4 +1,4 @@
-"""Eager (outside `jit`) `grad`, `value_and_grad`, `jvp` and `vmap` of functions of arrays
+"""Eager (outside `jit`) `grad`, `value_and_grad`, `jvp`, `vjp` and `vmap` of functions of arrays
 placed over Explicit mesh axes give results placed as their types say, as `jit` does and as
 JAX 0.10.2 does (compared with JAX run in a subprocess: tests/jax_programs.py)."""
 from jax_programs import jax_output, kiln_output
@@ -18,6 +18,9 @@ with jax.set_mesh(mesh):
     print(jax.typeof(jax.vmap(lambda r: r * 2)(x)), jax.typeof(jax.vmap(jnp.sum)(x)))
     p, t = jax.jvp(jnp.sin, (x,), (x,))
     print(jax.typeof(p), jax.typeof(t))
+    y, f_vjp = jax.vjp(lambda x, w: jnp.sin(x) @ w, x, w)
+    dx, dw = f_vjp(y)
+    print(jax.typeof(y), jax.typeof(dx), jax.typeof(dw), np.asarray(dx)[5].tolist())
 """
 
 
