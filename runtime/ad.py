@@ -24,6 +24,7 @@ import numpy as np
 
 from .array import Array, TYPED
 from .sharding_propagation import placed_by_walk
+from .sharding_types import placements, placed_as_typed
 from .tree_util import tree_flatten, tree_unflatten, tree_structure, register_pytree_node
 from . import staging
 from .staging import leaf_value as _value, wrap_outputs
@@ -59,9 +60,26 @@ def _aval(x, i):
     return staging.leaf_aval(x, f"argument {i}")[0]
 
 
+def _cotangent_type(g, aval):
+    """The gradient `g` for an input of type `aval`: typed unreduced over the mesh axes the
+    input is reduced over (JAX's rule: the cotangent of a value whole on every device of an
+    axis is a sum of their parts), as `aval` otherwise."""
+    sharding = getattr(aval, "sharding", None)
+    reduced = getattr(getattr(sharding, "spec", None), "reduced", None)
+    if not reduced or not _is_tracer(g):
+        return g
+    from .sharding import NamedSharding, PartitionSpec
+    from .sharding_types import retyped
+    spec = sharding.spec
+    names = [spec.names(d) for d in range(len(aval.shape))]
+    return retyped(g, NamedSharding(sharding.mesh, PartitionSpec(
+        *(None if not n else n[0] if len(n) == 1 else n for n in names), unreduced=reduced)))
+
+
 class _Entry(staging.Entry):
     __slots__ = ("executable", "consts", "out_weak", "post", "ssa",
-                 "function")   # the derivative's SSA (sharding_propagation.placed_by_walk)
+                 "function",   # the derivative's SSA (sharding_propagation.placed_by_walk)
+                 "placements")   # how its typed results are placed (sharding_types.placements)
 
 
 class Transformation:
@@ -124,7 +142,9 @@ class Transformation:
         check_execution(self.name)
         outs = wrap_outputs(entry.executable(*[_value(x) for x in dynamic], *entry.consts),
                             entry.out_weak)
-        if TYPED and any(id(x) in TYPED for x in dynamic):   # (arguments over Auto mesh axes)
+        if entry.placements:   # typed over Explicit mesh axes: placed as jit places them
+            outs = placed_as_typed(outs, entry.placements)
+        elif TYPED and any(id(x) in TYPED for x in dynamic):   # (arguments over Auto axes)
             outs = placed_by_walk(entry.function, dynamic, outs)
         return entry.post(outs)
 
@@ -140,6 +160,7 @@ class Transformation:
         entry.out_weak = [v.aval.weak_type for v in entry.ssa.outvars]
         entry.post = fn.post
         entry.guards = st.guards
+        entry.placements = placements([v.aval for v in fn.fn.outvars], leaves)
         return entry
 
     def _make_ir(self, leaves, treedef, mask):
@@ -352,7 +373,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
             _check_scalar_output("grad", st.out_avals[0], fun, holomorphic)
             grads = [g for g, f in zip(grads, flags) if f]
             grads = [grads[r] for r in order]
-            real = [emit.zeros(a) if g is None else g
+            real = [_cotangent_type(emit.zeros(a) if g is None else g, a)
                     for g, a in zip(grads, diff_avals) if a.dtype.kind in "fc"]
             n_out = len(outs)
 
@@ -600,7 +621,9 @@ def _run_split(kind, p_leaves, compile_split):
     key = kind + (statics, staging.leaf_avals(dynamic))
     entry = _SPLIT_CACHE.lookup(key, lambda stale: compile_split(statics, dynamic))
     known = entry.known(*[_value(x) for x in dynamic], *entry.consts)
-    return entry, wrap_outputs(known[:entry.n_out], entry.out_weak), known[entry.n_out:]
+    outs = wrap_outputs(known[:entry.n_out], entry.out_weak)
+    where = placements(entry.out_avals, dynamic)   # (typed over Explicit axes: as jit)
+    return entry, placed_as_typed(outs, where) if where else outs, known[entry.n_out:]
 
 
 def _stage_primals(fun, what, p_tree, n, statics, dynamic):
@@ -928,7 +951,8 @@ def _vjp_eager(fun, p_leaves, p_tree, flags, has_aux):
                            if kind == "opaque"])
     backward = _SplitBackward(fun, p_tree, has_aux, entry, value_tree, flags, traced_at,
                               statics, [None if f else _aval(p, 0)
-                                        for p, f in zip(p_leaves, flags)])
+                                        for p, f in zip(p_leaves, flags)],
+                              placements([_aval(p, 0) for p in p_leaves], p_leaves))
     f_vjp = VJP(backward, p_tree, value_tree, _tuptree(p_tree, args_res), opaque)
     value = tree_unflatten(value_tree, outs[:n_val])
     if has_aux:
@@ -942,11 +966,12 @@ class _SplitBackward:
     function being specialised, on traced ones)."""
 
     def __init__(self, fun, p_tree, has_aux, entry, value_tree, flags, traced_at, statics,
-                 zero_avals):
+                 zero_avals, where):
         self.fun, self.p_tree, self.has_aux, self.entry = fun, p_tree, has_aux, entry
         self.value_tree, self.flags, self.traced_at = value_tree, flags, traced_at
         self.statics = statics
         self.zero_avals = zero_avals   # the types of the primals with float0 cotangents
+        self.where = where   # each primal's sharding type (sharding_types.placements) or None
 
     def __call__(self, f_vjp, ct):
         entry = self.entry
@@ -985,7 +1010,8 @@ class _SplitBackward:
         grads = iter(grads)
         fl = [Array(_float0_zeros(a), False) if a is not None else next(grads)
               for a in self.zero_avals]
-        return tree_unflatten(self.p_tree, fl)
+        return tree_unflatten(self.p_tree, placed_as_typed(fl, self.where) if self.where
+                              else fl)
 
     def __eq__(self, other):
         return type(other) is _SplitBackward and self.entry is other.entry and \

@@ -383,15 +383,25 @@ class Array(ArrayMethods):
         return iter(self[::-1])
 
     def __format__(self, spec):
+        if self._unreduced() is not None:
+            return repr(self)
         v = self._host()
         return format(v if v.ndim else v[()], spec)
+
+    def _unreduced(self):
+        """Its sharding when that is unreduced over some mesh axes, else None."""
+        placed = _SHARDINGS.get(id(self))
+        return placed if getattr(getattr(placed, "spec", None), "unreduced", None) else None
 
     def __repr__(self):
         v = self._value
         if type(v) is _Deleted:
             return f"Array(<deleted: {v.what}>)"
+        dtype_str = f"dtype={self.dtype.name}" + (", weak_type=True" if self.weak_type else "")
+        unreduced = self._unreduced()
+        if unreduced is not None:   # as JAX: the parts are not the value, so no value shown
+            return f"Array(shape={self.shape}, {dtype_str}, sharding={unreduced})"
         v = self._host()
-        dtype_str = f"dtype={v.dtype.name}" + (", weak_type=True" if self.weak_type else "")
         width = np.get_printoptions()["linewidth"]
         if v.size == 0:
             body = f"[], shape={v.shape}"
@@ -403,7 +413,7 @@ class Array(ArrayMethods):
         return f"Array({body},{sep}{dtype_str})"
 
     def __str__(self):
-        return str(self._host())
+        return repr(self) if self._unreduced() is not None else str(self._host())
 
     def __reduce__(self):
         return (_rebuild, (self._host(), self.weak_type))

@@ -150,8 +150,10 @@ def typeof(x):
     """The abstract value of `x` (shape, dtype, weak type): `f32[3]`, with the sharding of
     its type (`.sharding`; `f32[8@X]` for an argument split over the Explicit mesh axis X:
     sharding_types.py), and inside a shard_map body the manual axes it varies over
-    (`f32[2,2]{V:(i,j)}`, `.manual_axis_type.varying`: vma.py)."""
+    (`f32[2,2]{V:(i,j)}`, `.manual_axis_type.varying`: vma.py) or is unreduced / reduced over
+    (`f32[4]{U:i}`, `{R:i}`)."""
     typed = as_typed(staging.leaf_aval(_stand_in(x), "kiln.typeof's argument")[0])
     axes = vma.in_order(vma.varying(x))
-    return typed if not axes else TypedAval(typed.shape, typed.dtype, typed.weak_type,
-                                            typed.sharding, axes)
+    partial = tuple(vma.in_order(a) for a in vma.partial_axes(x))
+    return typed if not axes and not any(partial) else TypedAval(
+        typed.shape, typed.dtype, typed.weak_type, typed.sharding, axes, partial)

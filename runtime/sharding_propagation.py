@@ -5,7 +5,8 @@ passed to `shard_map` without `in_specs` arrives as blocks, as in JAX.
 `propagate(prim, args, result)` runs after an eager operation with an operand typed with a
 sharding (sharding_types.py: placed split over Explicit mesh axes): the rule of `prim` (RULES,
 by primitive name) gives, per result dimension, the Explicit mesh axes it is split over, and
-the result is placed so (`placed_on`; one host buffer, nothing moves). The rules:
+the result is placed so (`placed_on`; one host buffer, nothing moves), unreduced over the
+axes `_unreduced` says (JAX's rules for operands unreduced over mesh axes). The rules:
 
 - elementwise primitives: a dimension is split as the operands that split it; operands
   splitting one dimension over different axes are an error (JAX's: ask for an explicit
@@ -229,8 +230,66 @@ def _result_split(prim, params, shapes, typed, out_shape):
     return out if used else None
 
 
-def _spec(split):
-    return PartitionSpec(*(None if not n else n[0] if len(n) == 1 else n for n in split))
+def _spec(split, unreduced=frozenset()):
+    return PartitionSpec(*(None if not n else n[0] if len(n) == 1 else n for n in split),
+                         unreduced=unreduced)
+
+
+# primitives whose result is unreduced over the axes their one unreduced operand is (JAX's
+# rules: a sum of the parts' results is the result of the sum)
+_KEEPS_UNREDUCED = {"convert_element_type", "reduce_sum", "transpose", "reshape", "squeeze",
+                    "pad", "concatenate", "reduce_precision", "copy", "select_n"}
+
+
+def _unreduced(prim, typed, shapes):
+    """The mesh axes the result of `prim` is unreduced over, from its operands' type
+    shardings `typed` (JAX's rules): `add` of operands unreduced over the same axes; `mul` of
+    one unreduced over axes by one reduced over them; the structural operations in
+    _KEEPS_UNREDUCED (`select_n`: its cases). Errors, as JAX's: other mixes; any other
+    operation of an unreduced operand (NotImplementedError)."""
+    unreduced = [t.spec.unreduced if t is not None else frozenset() for t in typed]
+    if not any(unreduced):
+        return frozenset()
+    name = prim.name
+    specs = [None if t is None else [t.spec.names(d) for d in range(len(shape))]
+             for t, shape in zip(typed, shapes)]
+    if name in ("add", "add_any") and len(typed) == 2:
+        if unreduced[0] and unreduced[1] and unreduced[0] != unreduced[1]:
+            raise _error(name, specs, shapes, f"the operands are unreduced over different "
+                         f"mesh axes ({sorted(unreduced[0])}, {sorted(unreduced[1])}); "
+                         f"reshard one of them (kiln.reshard)")
+        if not (unreduced[0] and unreduced[1]):
+            side = "lhs" if unreduced[0] else "rhs"
+            raise _error(name, specs, shapes, f"the {side} is unreduced and the other operand "
+                         f"is not, which needs communication; reduce the {side} first "
+                         f"(kiln.reshard(x, P(...)))")
+        return unreduced[0]
+    if name == "mul" and len(typed) == 2:
+        if unreduced[0] and unreduced[1]:
+            raise _error(name, specs, shapes, "both operands are unreduced, and mul is "
+                         "bilinear; reduce one of them (kiln.reshard)")
+        k = 0 if unreduced[0] else 1
+        other = typed[1 - k]
+        if (other.spec.reduced if other is not None else frozenset()) != unreduced[k]:
+            raise _error(name, specs, shapes, f"an operand unreduced over "
+                         f"{sorted(unreduced[k])} multiplies only one reduced over the same "
+                         f"axes (kiln.reshard(y, P(..., reduced=...)))")
+        return unreduced[k]
+    if name == "dot_general":
+        raise _error(name, specs, shapes, "an operand is unreduced; reduce it first "
+                     "(kiln.reshard), or make the product's result unreduced with "
+                     "out_sharding=P(..., unreduced=...)")
+    if name in _KEEPS_UNREDUCED:
+        cases = unreduced[1:] if name == "select_n" else unreduced
+        if name == "select_n" and unreduced[0]:
+            raise _error(name, specs, shapes, "the predicate is unreduced")
+        if len(set(cases)) == 1:
+            return cases[0]
+        raise _error(name, specs, shapes, f"the operands are unreduced over different mesh "
+                     f"axes ({', '.join(str(sorted(u)) for u in cases)}); reshard them "
+                     f"to one (kiln.reshard)")
+    raise NotImplementedError(f"unreduced rule for {name} is not implemented (as in JAX "
+                              f"0.10.2): reduce the operand first (kiln.reshard(x, P(...)))")
 
 
 def propagate(prim, args, params, result, shardings):
@@ -242,14 +301,16 @@ def propagate(prim, args, params, result, shardings):
              for s, shape in zip(shardings, shapes)]
     if not any(t is not None for t in typed):   # (placed over Auto axes)
         return _propagate_auto(prim, params, shapes, shardings, result)
+    unreduced = _unreduced(prim, typed, shapes)
     if prim.multiple_results:   # (no rule: untyped)
         return result
     split = _result_split(prim, params, shapes, typed, result.shape)
-    if split is None:
+    if split is None and not unreduced:
         return result
     from .array import placed_on
     mesh = next(s.mesh for s, t in zip(shardings, typed) if t is not None)
-    return placed_on(result, NamedSharding(mesh, _spec(split)))
+    return placed_on(result, NamedSharding(mesh, _spec(split or [()] * result.ndim,
+                                                       unreduced)))
 
 
 def typed_results(prim, in_avals, params, out_avals):
@@ -259,16 +320,18 @@ def typed_results(prim, in_avals, params, out_avals):
     other transforms emit operations of their own (a weight gradient contracting the split
     batch dimension) that JAX annotates itself."""
     typed = [in_context(a.sharding) if type(a) is TypedAval else None for a in in_avals]
+    shapes = [tuple(a.shape) for a in in_avals]
     try:
-        split = _result_split(prim, params, [tuple(a.shape) for a in in_avals], typed,
-                              out_avals[0].shape)
-    except ValueError:   # (transforms emit products JAX would give out_shardings: untyped)
-        split = None
-    if split is None:
+        split = _result_split(prim, params, shapes, typed, out_avals[0].shape)
+        unreduced = frozenset() if prim.multiple_results else _unreduced(prim, typed, shapes)
+    except (ValueError, NotImplementedError):   # (transforms emit products JAX would
+        split, unreduced = None, frozenset()     # give out_shardings, ...: untyped)
+    if split is None and not unreduced:
         return out_avals
     mesh = next(t.mesh for t in typed if t is not None)
     out = out_avals[0]
-    return [TypedAval(out.shape, out.dtype, out.weak_type, NamedSharding(mesh, _spec(split)))]
+    return [TypedAval(out.shape, out.dtype, out.weak_type, NamedSharding(
+        mesh, _spec(split or [()] * len(out.shape), unreduced)))]
 
 
 

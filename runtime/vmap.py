@@ -28,6 +28,7 @@ from .staging import leaf_value, wrap_outputs
 from .dispatch import is_traced
 from .array import TYPED
 from .sharding_propagation import placed_by_walk
+from .sharding_types import placements, placed_as_typed
 from .execution_guards import check_execution
 from .wrappers import user_facing, name_like, describe
 from .compiler.ir.builder import Builder, current
@@ -39,7 +40,8 @@ from .lax._parallel import axis_frame
 
 class _Entry(staging.Entry):
     __slots__ = ("executable", "consts", "out_tree", "out_weak",
-                 "function")   # the batched SSA Function (sharding_propagation.placed_by_walk)
+                 "function",   # the batched SSA Function (sharding_propagation.placed_by_walk)
+                 "placements")   # how its typed results are placed (sharding_types.placements)
 
 
 def _check_axis_spec(what, spec):
@@ -95,7 +97,9 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
         check_execution(staging.function_name(fun, "vmap"))
         outs = wrap_outputs(entry.executable(*[leaf_value(x) for x in leaves], *entry.consts),
                             entry.out_weak)
-        if TYPED and any(id(x) in TYPED for x in leaves):   # (arguments over Auto mesh axes)
+        if entry.placements:   # typed over Explicit mesh axes: placed as jit places them
+            outs = placed_as_typed(outs, entry.placements)
+        elif TYPED and any(id(x) in TYPED for x in leaves):   # (arguments over Auto axes)
             outs = placed_by_walk(entry.function, leaves, outs)
         return tree_unflatten(entry.out_tree, outs)
 
@@ -108,6 +112,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
         entry.out_tree = st.out_tree
         entry.out_weak = [v.aval.weak_type for v in ssa.outvars]
         entry.guards = st.guards
+        entry.placements = placements([v.aval for v in fn.outvars], examples)
         return entry
 
     def _prepare(args, kwargs):
