@@ -437,7 +437,7 @@ def _field(number, value):
 
 
 def _message(*fields):
-    return b"".join(_field(n, v) for n, v in fields if v is not None)
+    return b"".join(_field(n, v) for n, v in fields)
 
 
 class _Pprof:
