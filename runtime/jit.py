@@ -444,6 +444,12 @@ class Jitted:
 
     # ------------------------------------------------------------------- inspection
     def lower(self, *args, **kwargs):
+        from . import pjrt_partitioned
+        from .introspection import stand_ins
+        stood = stand_ins(args, kwargs)
+        if process_layout()[1] == 1 and pjrt_partitioned.wanted(
+                self, [a._value for a in tree_leaves(stood) if type(a) is Array]):
+            return pjrt_partitioned.lowered(self, *stood)
         return self.trace(*args, **kwargs).lower()
 
     def trace(self, *args, **kwargs):
@@ -687,25 +693,30 @@ class Compiled:
 
     def __call__(self, *args, **kwargs):
         """Run on the dynamic arguments (pytrees as at `lower`, static ones left out)."""
-        leaves, tree = tree_flatten((tuple(args), kwargs))
-        if tree != self._entry.in_tree:
-            raise TypeError(f"Function compiled with input pytree does not match the input "
-                            f"pytree it was called with: compiled for "
-                            f"{self._entry.in_tree}, called with {tree}")
-        pairs = [leaf_aval(x, f"argument {i}", dense=True, refs=True)
-                 for i, x in enumerate(leaves)]
-        avals = tuple(a for a, _ in pairs)
-        strip = lambda t: [(a.shape, a.dtype) for a in t]  # noqa: E731  (weak types may differ)
-        if strip(avals) != strip(self._entry.in_avals):
-            show = lambda t: "(" + ", ".join(a.str_short() for a in t) + ")"  # noqa: E731
-            raise TypeError(f"this executable was compiled for arguments of types "
-                            f"{show(self._entry.in_avals)} but is called with {show(avals)}; "
-                            f"call the jitted function instead to compile for new types")
+        leaves, pairs = checked_call(self._entry.in_tree, self._entry.in_avals, args, kwargs)
         values = [v for _, v in pairs]
         check_execution(f"the compiled {self._entry.function.name}")
         if self._entry.held:   # `pairs` holds the buffers too: donated ones are copied
             return _run_donating(self._entry, leaves, values)
         return Jitted._run(None, self._entry, values, leaves)
+
+
+def checked_call(in_tree, in_avals, args, kwargs):
+    """(the leaves of a call of a compiled executable, their (aval, value) pairs), after
+    JAX's checks that its pytree is `in_tree` and its types `in_avals` (a TypeError)."""
+    leaves, tree = tree_flatten((tuple(args), kwargs))
+    if tree != in_tree:
+        raise TypeError(f"Function compiled with input pytree does not match the input "
+                        f"pytree it was called with: compiled for {in_tree}, called with "
+                        f"{tree}")
+    pairs = [leaf_aval(x, f"argument {i}", dense=True, refs=True) for i, x in enumerate(leaves)]
+    strip = lambda t: [(a.shape, a.dtype) for a in t]  # noqa: E731  (weak types may differ)
+    if strip(a for a, _ in pairs) != strip(in_avals):
+        show = lambda t: "(" + ", ".join(a.str_short() for a in t) + ")"  # noqa: E731
+        raise TypeError(f"this executable was compiled for arguments of types "
+                        f"{show(in_avals)} but is called with {show([a for a, _ in pairs])}; "
+                        f"call the jitted function instead to compile for new types")
+    return leaves, pairs
 
 
 def _stablehlo_text(entry):

@@ -21,6 +21,7 @@ view of the buffer, not a copy. Arrays that were never placed are on device 0
 this process's blocks only (global_arrays.py): `addressable_shards` are its own devices',
 `global_shards` every device's, with `data` None for other processes' devices.
 """
+import collections
 import enum
 import math
 import threading
@@ -135,7 +136,7 @@ class Mesh:
 
     @property
     def shape(self):
-        return dict(zip(self.axis_names, self.devices.shape))
+        return collections.OrderedDict(zip(self.axis_names, self.devices.shape))   # as JAX
 
     @property
     def axis_sizes(self):
@@ -235,7 +236,7 @@ class AbstractMesh:
 
     @property
     def shape(self):
-        return dict(zip(self.axis_names, self.axis_sizes))
+        return collections.OrderedDict(zip(self.axis_names, self.axis_sizes))   # as JAX
 
     @property
     def size(self):

@@ -58,7 +58,8 @@ from .dispatch import is_traced
 from .tree_util import tree_flatten, tree_unflatten, tree_flatten_with_path, keystr
 from .compiler.ir.abstract import ShapedArray
 from .compiler.config import config
-from .compiler.errors import BackendUnsupportedError
+from .compiler.errors import BackendUnsupportedError, located
+from .compiler.primitives.checks import undischarged, FUNCTIONALIZATION, CHECK_HINT
 from .compiler.ir.builder import Builder, current
 from . import tracer as _tracer  # noqa: F401  (installs the Tracer type in the builder)
 from . import _host  # noqa: F401  (fills the specialiser's host interface)
@@ -535,8 +536,13 @@ def compile_function(ssa, backend="reference", donated=()):
 def compile_ssa(fn, backend="reference", donated=(), fallback=None, name=None, finish=None):
     """(the SSA after `backend`'s pipeline, its executable). A function `backend` cannot lower
     (a BackendUnsupportedError) is compiled for `fallback` instead when one is given, logged
-    under KILN_LOG_COMPILES. `finish(ssa) -> ssa` runs after the pipeline (pmap and shard_map
+    under KILN_LOG_COMPILES. A `check` that no checkify discharged is JAX's ValueError for any
+    backend but the reference one, whose executables raise when it fails (eager transforms). `finish(ssa) -> ssa` runs after the pipeline (pmap and shard_map
     tell the collectives the replicas' layout there)."""
+    if backend != "reference":   # compiled code cannot raise: a check must be discharged
+        unchecked = undischarged(fn)
+        if unchecked is not None:
+            raise ValueError(located(FUNCTIONALIZATION, unchecked.info, CHECK_HINT))
     with profiler.span(f"backend compile {name or fn.name}", "compile", backend=backend):
         ssa = run_pipeline(fn, backend)
         if finish is not None:
