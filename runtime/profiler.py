@@ -417,29 +417,6 @@ def register_subprocess(pid, port):
 
 # ------------------------------------------------------------------------ device memory
 
-def _varint(n):
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _field(number, value):
-    """A protobuf field: an int as a varint, bytes (a message, a string) length-delimited."""
-    if isinstance(value, int):
-        return _varint(number << 3) + _varint(value)
-    return _varint(number << 3 | 2) + _varint(len(value)) + value
-
-
-def _message(*fields):
-    return b"".join(_field(n, v) for n, v in fields)
-
-
 class _Pprof:
     """A profile.proto under construction: its string table, functions and locations."""
 
@@ -454,18 +431,23 @@ class _Pprof:
         return self.locations.setdefault(name, len(self.locations) + 1)
 
     def encode(self, sample_types, samples):
-        body = [_field(1, _message((1, self.string(t)), (2, self.string(u))))
+        # protobuf's wire format, as the pjrt backend writes its compile options
+        from .compiler.backends.pjrt.client import _field, _varint
+
+        def message(*fields):
+            return b"".join(_field(n, v) for n, v in fields)
+        body = [_field(1, message((1, self.string(t)), (2, self.string(u))))
                 for t, u in sample_types]
         for stack, values, labels in samples:
-            label_bytes = [_field(3, _message((1, self.string(k)), (2, self.string(v))))
+            label_bytes = [_field(3, message((1, self.string(k)), (2, self.string(v))))
                            for k, v in labels]
             ids = [self.location(name) for name in stack]
             body.append(_field(2, b"".join(
                 [_field(1, b"".join(_varint(i) for i in ids)),
                  _field(2, b"".join(_varint(v) for v in values)), *label_bytes])))
         for name, i in self.locations.items():
-            body.append(_field(4, _message((1, i), (4, _message((1, i), (2, 0))))))
-            body.append(_field(5, _message((1, i), (2, self.string(name)),
+            body.append(_field(4, message((1, i), (4, message((1, i), (2, 0))))))
+            body.append(_field(5, message((1, i), (2, self.string(name)),
                                            (3, self.string(name)))))
         body.extend(_field(6, s.encode()) for s in self.strings)
         return b"".join(body)
