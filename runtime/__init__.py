@@ -76,7 +76,7 @@ __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp",
            "copy_to_host_async", "no_tracing", "no_execution", "thread_guard",
            "allow_f16_reductions", "jax2tf_associative_scan_reductions",
            "array_garbage_collection_guard", "make_user_context", "memory",
-           "Ref", "new_ref", "empty_ref", "freeze", "free_ref", "ds"]
+           "Ref", "new_ref", "empty_ref", "freeze", "free_ref", "ds", "profiler"]
 
 
 def __dir__():
@@ -90,6 +90,6 @@ def __getattr__(name):
     # Submodules that pull in more of the library load on first use.
     import importlib
     if name in ("numpy", "random", "nn", "scipy", "example_libraries", "test_util", "aot", "pjrt",
-                "distributed", "dtypes", "typing", "compat", "errors", "export"):
+                "distributed", "dtypes", "typing", "compat", "errors", "export", "profiler"):
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'kiln' has no attribute {name!r}")

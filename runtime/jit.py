@@ -63,7 +63,7 @@ from .sharding_propagation import auto_placements, constraints_of
 from .sharding_types import placements
 from .compiler.backends.cuda.device import DeviceBuffer, Layer as CudaLayer
 from .tree_util import tree_flatten, tree_unflatten, tree_map, tree_leaves
-from . import fastcall, staging, _default_device as default_device
+from . import fastcall, staging, profiler, _default_device as default_device
 from .float_checks import STATE as _FLOAT_CHECKS, check as _check_floats
 from .execution_guards import STATE as _GUARDS, check_execution
 from .staging import leaf_aval, wrap_outputs
@@ -108,6 +108,21 @@ def _option_changed(key, value):
 
 
 config.on_change(_option_changed)
+
+
+_TRACING = profiler.TRACING   # 1 while a kiln.profiler trace records calls
+
+
+def trace_calls(on):
+    """A kiln.profiler trace starts (`on`) or stops recording calls: while it does, native
+    calls go through `Jitted.__call__` (the disable_jit counter they read) and no fast path is
+    kept (the fast paths made are dropped; `_call` installs none), so that every call takes the
+    ordinary path, which records it."""
+    with _DISABLING_LOCK:
+        _DISABLING[0] += 1 if on else -1
+    if on:
+        for holder in list(staging.FAST_PATHS):
+            holder._fast = None
 
 
 @contextlib.contextmanager
@@ -227,7 +242,8 @@ class Jitted:
                     return out
             if self._shardings is not None:
                 return _sharded_call(self, args, kwargs)
-            out = self._call(args, kwargs)
+            out = self._call(args, kwargs) if not _TRACING[0] else \
+                profiler.traced_call(self, args, kwargs)   # (a kiln.profiler trace is active)
             if _FLOAT_CHECKS.on and current() is None and not _DISABLED.on:
                 try:
                     _check_floats([x._value for x in tree_leaves(out) if type(x) is Array],
@@ -292,7 +308,7 @@ class Jitted:
         entry = self._entry(key, args, kwargs)
         if entry.held:
             return _run_donating(entry, leaves, dyn_values)
-        if not entry.writes and entry.refs is None:
+        if not entry.writes and entry.refs is None and not _TRACING[0]:
             self._fast = fastcall.install(entry, args, kwargs, self._static, wrap_outputs) \
                 or self._fast
             staging.FAST_PATHS.add(self)
@@ -395,6 +411,12 @@ class Jitted:
         self.miss_reasons.append(reason)
         if staging.log_compiles():
             staging.logger.warning("kiln: compiling %s (%s)", self.__name__, reason)
+        with profiler.span(f"compile {self.__name__}", "compile", reason=reason):
+            return self._make_entry(key, args, kwargs)
+
+    def _make_entry(self, key, args, kwargs):
+        """The specialisation of the call `(args, kwargs)` with key `key`, staged and
+        compiled."""
         st, _, _ = staging.stage_call(self._fun, args, kwargs, self._static,
                                       shown=self.__name__)
         donated = self._donated_leaves(args, kwargs)

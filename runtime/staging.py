@@ -64,7 +64,7 @@ from .compiler.ir.builder import Builder, current
 from . import tracer as _tracer  # noqa: F401  (installs the Tracer type in the builder)
 from . import _host  # noqa: F401  (fills the specialiser's host interface)
 from .execution_guards import STATE as _GUARDS, check_tracing
-from . import user_context
+from . import user_context, profiler
 from .refs import Ref, STAGING as _REF_STAGING
 from .ref_staging import RefStaging
 
@@ -365,6 +365,11 @@ def stage(fun, avals, rebuild, name, hints=None, api="transformed by kiln", show
     call's `(args, kwargs)`; errors name the function `shown` (default `name`). Inside a specialisation the function is traced in a child
     builder, so values it reads from the enclosing function become extra operands (`extra`);
     outside, arrays it closes over become extra operands too (the builder's consts)."""
+    with profiler.span(f"specialise {shown or name}", "compile"):
+        return _stage(fun, avals, rebuild, name, hints, api, shown)
+
+
+def _stage(fun, avals, rebuild, name, hints, api, shown):
     from .compiler.frontend import specialise
     parent = current()
     if parent is None and _GUARDS.no_tracing:
@@ -538,18 +543,19 @@ def compile_ssa(fn, backend="reference", donated=(), fallback=None, name=None, f
         unchecked = undischarged(fn)
         if unchecked is not None:
             raise ValueError(located(FUNCTIONALIZATION, unchecked.info, CHECK_HINT))
-    ssa = run_pipeline(fn, backend)
-    if finish is not None:
-        ssa = finish(ssa)
-    try:
-        return ssa, compile_function(ssa, backend, donated)
-    except BackendUnsupportedError as e:
-        if fallback is None or backend == fallback:
-            raise
-        if log_compiles():
-            logger.warning("kiln: %s runs on the %s backend: %s", name or fn.name, fallback,
-                           e.bare_message)
-        return compile_ssa(fn, fallback, name=name, finish=finish)
+    with profiler.span(f"backend compile {name or fn.name}", "compile", backend=backend):
+        ssa = run_pipeline(fn, backend)
+        if finish is not None:
+            ssa = finish(ssa)
+        try:
+            return ssa, compile_function(ssa, backend, donated)
+        except BackendUnsupportedError as e:
+            if fallback is None or backend == fallback:
+                raise
+            if log_compiles():
+                logger.warning("kiln: %s runs on the %s backend: %s", name or fn.name,
+                               fallback, e.bare_message)
+            return compile_ssa(fn, fallback, name=name, finish=finish)
 
 
 # ------------------------------------------------------------------------------------ cache

@@ -35,7 +35,12 @@ PUBLIC = {
         "copy_to_host_async", "no_tracing", "no_execution", "thread_guard",
         "allow_f16_reductions", "jax2tf_associative_scan_reductions",
         "array_garbage_collection_guard", "make_user_context", "memory", "Ref", "new_ref",
-        "empty_ref", "freeze", "free_ref", "ds", "export"},
+        "empty_ref", "freeze", "free_ref", "ds", "export", "profiler"},
+    # docs/debugging.md, "Profiling"
+    "kiln.profiler": {"ProfileOptions", "StepTraceAnnotation", "TraceAnnotation",
+                      "annotate_function", "device_memory_profile", "register_subprocess",
+                      "save_device_memory_profile", "start_server", "start_trace",
+                      "stop_server", "stop_trace", "trace"},
     # docs/export.md
     "kiln.export": {"DisabledSafetyCheck", "Exported", "export", "deserialize",
                     "register_pytree_node_serialization", "register_namedtuple_serialization",
