@@ -124,8 +124,8 @@ class Transformation:
         check_execution(self.name)
         outs = wrap_outputs(entry.executable(*[_value(x) for x in dynamic], *entry.consts),
                             entry.out_weak)
-        if TYPED and any(id(x) in TYPED for x in dynamic):   # (arguments over Auto mesh axes)
-            outs = placed_by_walk(entry.function, dynamic, outs)
+        if TYPED and any(id(x) in TYPED for x in dynamic):   # (placed arguments)
+            outs = placed_by_walk(entry.function, dynamic, outs, self.name)
         return entry.post(outs)
 
     def _compile(self, leaves, treedef, mask, avals):

@@ -95,8 +95,9 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
         check_execution(staging.function_name(fun, "vmap"))
         outs = wrap_outputs(entry.executable(*[leaf_value(x) for x in leaves], *entry.consts),
                             entry.out_weak)
-        if TYPED and any(id(x) in TYPED for x in leaves):   # (arguments over Auto mesh axes)
-            outs = placed_by_walk(entry.function, leaves, outs)
+        if TYPED and any(id(x) in TYPED for x in leaves):   # (placed arguments)
+            outs = placed_by_walk(entry.function, leaves, outs,
+                                  staging.function_name(fun, "vmap"))
         return tree_unflatten(entry.out_tree, outs)
 
     def _compile(avals, examples, treedef, statics, axes, size):
