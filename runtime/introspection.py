@@ -1,5 +1,5 @@
 """Looking at a function without running it: `make_jaxpr`, `eval_shape`, `ShapeDtypeStruct`,
-`typeof`.
+`typeof` (of arrays, traced values and typed keys).
 
 kiln has no jaxprs: `make_jaxpr(f)(*args)` specialises `f` for the arguments' abstract values
 (as `jit` does, without compiling) and returns a `ClosedJaxpr` that holds kiln's SSA form and
@@ -150,7 +150,11 @@ def typeof(x):
     """The abstract value of `x` (shape, dtype, weak type): `f32[3]`, with the sharding of
     its type (`.sharding`; `f32[8@X]` for an argument split over the Explicit mesh axis X:
     sharding_types.py), and inside a shard_map body the manual axes it varies over
-    (`f32[2,2]{V:(i,j)}`, `.manual_axis_type.varying`: vma.py)."""
+    (`f32[2,2]{V:(i,j)}`, `.manual_axis_type.varying`: vma.py). Typed keys
+    (`kiln.random.key`) have their own: `key<fry>[]` (`_random.KeyAval`)."""
+    from ._random import PRNGKeyArray
+    if isinstance(x, PRNGKeyArray):
+        return x.aval
     typed = as_typed(staging.leaf_aval(_stand_in(x), "kiln.typeof's argument")[0])
     axes = vma.in_order(vma.varying(x))
     return typed if not axes else TypedAval(typed.shape, typed.dtype, typed.weak_type,

@@ -248,6 +248,21 @@ def test_prng_key_and_typed_key():
         random.key(0, impl="rbg")
 
 
+def test_typeof_typed_keys_as_jax():
+    """typeof of typed keys prints JAX's `key<fry>[...]`, eagerly, inside jit and vmap."""
+    jax = pytest.importorskip("jax")
+
+    def types(lib):
+        seen = []
+        keys = lib.random.split(lib.random.key(0), 3)
+        lib.jit(lambda k: seen.append(lib.typeof(k)) or k)(keys)
+        lib.vmap(lambda k: seen.append(lib.typeof(k)))(keys)
+        seen += [lib.typeof(lib.random.key(1)), lib.typeof(keys)]
+        return [(str(t), repr(t), t.shape, str(t.dtype), t.ndim) for t in seen]
+    assert types(kiln) == types(jax)
+    assert kiln.typeof(random.key(0)) == kiln.typeof(random.split(random.key(0))[1])
+
+
 def test_typed_key_arrays_index_iterate_and_flatten():
     keys = random.split(random.key(0), (2, 3))
     assert isinstance(keys, random.PRNGKeyArray) and keys.shape == (2, 3) and keys.ndim == 2
