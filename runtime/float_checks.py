@@ -1,8 +1,9 @@
 """The `debug_nans` and `debug_infs` options: when one is on, every eager operation and every
 call of a jitted function checks its floating results and raises `FloatingPointError` naming
-the operation (or the jitted function) that made a NaN (an infinity). Compiled code is not
-re-run operation by operation as JAX does: the error names the jitted function, and
-`kiln.disable_jit()` finds the operation inside it. Off (the default), the check costs one
+the operation (or the jitted function) that made a NaN (an infinity). After a jitted call
+makes one, jit runs the function again operation by operation, as JAX runs its de-optimized
+version, so that the error names the operation inside it (runtime/jit.py, `_deoptimized`).
+Off (the default), the check costs one
 attribute read per operation. Results on a device (a GPU, a PJRT device) are copied to the host
 to be checked."""
 import numpy as np

@@ -197,13 +197,34 @@ class Jitted:
                 return _sharded_call(self, args, kwargs)
             out = self._call(args, kwargs)
             if _FLOAT_CHECKS.on and current() is None:
-                _check_floats([x._value for x in tree_leaves(out) if type(x) is Array],
-                              f"jit({self.__name__})")
+                try:
+                    _check_floats([x._value for x in tree_leaves(out) if type(x) is Array],
+                                  f"jit({self.__name__})")
+                except FloatingPointError as e:
+                    self._deoptimized(e, args, kwargs)
             return out
         except Exception as e:
             if show_full() or current() is not None:
                 raise
             raise e.with_traceback(filter_traceback(e.__traceback__)) from None
+
+    def _deoptimized(self, error, args, kwargs):
+        """After a call made a NaN (an infinity) under debug_nans (debug_infs), `error`: the
+        function run again operation by operation, as JAX runs its de-optimized version, so
+        that the eager check raises naming the operation that made it (and the user's line);
+        when that run makes none, `error` with why."""
+        if _DISABLED.on or _GUARDS.no_execution:
+            raise error
+        print(f"kiln: invalid value in the results of jit({self.__name__}); running it again "
+              f"operation by operation (as without jit) to find the operation that made it")
+        with disable_jit():
+            self._fun(*args, **kwargs)
+        raise FloatingPointError(
+            f"{error}. Run operation by operation (as without jit, which debug_nans / "
+            f"debug_infs do to name the operation), the function made no invalid value: the "
+            f"compiled code made it (its fused operations round differently), or it is a NaN "
+            f"or infinity given as an input or written as a constant. Call the function "
+            f"without jit to go on without it.") from None
 
     def _call(self, args, kwargs):
         if _DISABLED.on:
