@@ -4,17 +4,14 @@ there and are committed, operands committed to different devices are a ValueErro
 reused over meshes of one shape places its results on each call's mesh. Compared with JAX run
 in a subprocess with eight CPU devices (its device count is fixed once JAX starts): values,
 `committed`, and the devices and spec of each result's sharding."""
-import json
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 import kiln
 import kiln.numpy as kjnp
 from kiln.sharding import NamedSharding
+
+import jax_devices
 
 
 def _cases(jax, jnp, NamedSharding):
@@ -94,24 +91,10 @@ def _all(jax, jnp, NamedSharding):
     return results
 
 
-_JAX = """
-import json, sys
-import jax
-jax.config.update('jax_num_cpu_devices', 8)
-sys.path.insert(0, {tests!r})
-import test_committed as t
-print(json.dumps(t._all(jax, jax.numpy, jax.sharding.NamedSharding)))
-"""
-
-
 @pytest.fixture(scope="module")
 def jax_results():
-    pytest.importorskip("jax")
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    run = subprocess.run([sys.executable, "-c", _JAX.format(tests=os.path.dirname(__file__))],
-                         capture_output=True, text=True, env=env, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    return jax_devices.jax_results(
+        "test_committed", "t._all(jax, jax.numpy, jax.sharding.NamedSharding)")
 
 
 @pytest.fixture(scope="module")
