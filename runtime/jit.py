@@ -77,6 +77,7 @@ _DISABLED_BY_ENV = os.environ.get("KILN_DISABLE_JIT", "").lower() in ("1", "true
 
 _MISS = fastcall.MISS
 _DISABLED = PerThread(on=lambda: _DISABLED_BY_ENV)   # `on`: in this thread (`disable_jit`)
+_DEOPTIMIZING = PerThread(on=lambda: False)   # `on`: running a function again (`_deoptimized`)
 # disable_jit blocks open in any thread, and 1 for KILN_DISABLE_JIT: while it is not 0, a
 # native call goes through Python, which reads this thread's `on` (native_call_checks).
 _DISABLING = [int(_DISABLED_BY_ENV)]
@@ -213,12 +214,16 @@ class Jitted:
         function run again operation by operation, as JAX runs its de-optimized version, so
         that the eager check raises naming the operation that made it (and the user's line);
         when that run makes none, `error` with why."""
-        if _DISABLED.on or _GUARDS.no_execution:
-            raise error
+        if _DISABLED.on or _GUARDS.no_execution or _DEOPTIMIZING.on:
+            raise error   # (an operation of a de-optimized run compiled on its own: pjrt_eager)
         print(f"kiln: invalid value in the results of jit({self.__name__}); running it again "
               f"operation by operation (as without jit) to find the operation that made it")
-        with disable_jit():
-            self._fun(*args, **kwargs)
+        _DEOPTIMIZING.on = True
+        try:
+            with disable_jit():
+                self._fun(*args, **kwargs)
+        finally:
+            _DEOPTIMIZING.on = False
         raise FloatingPointError(
             f"{error}. Run operation by operation (as without jit, which debug_nans / "
             f"debug_infs do to name the operation), the function made no invalid value: the "
