@@ -47,8 +47,8 @@ def placed_on(array, sharding):
     if key not in _SHARDINGS:
         weakref.finalize(array, _forget, key)
     _SHARDINGS[key] = sharding
-    if type_sharding(sharding, len(array.shape)) is not None or \
-            auto_mesh(sharding) is not None or shape_free(sharding):
+    if shape_free(sharding) or type_sharding(sharding, len(array.shape)) is not None or \
+            auto_mesh(sharding) is not None:
         TYPED.add(key)
     else:
         TYPED.discard(key)

@@ -52,7 +52,8 @@ import threading
 
 from .compiler.primitives.elementwise import NAMES as ELEMENTWISE
 from .compiler.ir.ssa import Var
-from .sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec
+from .sharding import (AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec,
+                       SingleDeviceSharding)
 from .sharding_types import type_sharding, in_context, TypedAval
 
 _STATE = threading.local()   # .suspended: inside a call given out_sharding=; .auto: below
@@ -243,13 +244,26 @@ def shape_free(sharding):
     """Whether `sharding` places a value of any shape whole on its devices: a
     SingleDeviceSharding, or a NamedSharding over a Mesh (not all Auto) that names no mesh
     axis. The results of operations on an array committed to one keep it, as in JAX."""
+    if type(sharding) is SingleDeviceSharding:
+        return True
     if isinstance(sharding, NamedSharding):
         spec = sharding.spec
         return isinstance(sharding.mesh, Mesh) and auto_mesh(sharding) is None and \
             not any(spec.names(d) for d in range(len(spec))) and \
             not spec.unreduced and not spec.reduced
-    from .sharding import SingleDeviceSharding
     return isinstance(sharding, SingleDeviceSharding)
+
+
+def one_shape_free(shardings):
+    """The sharding of the placed operands when they all have one and it is shape-free,
+    else None."""
+    first = None
+    for s in shardings:
+        if s is not None and s is not first:
+            if first is not None and s != first:
+                return None
+            first = s
+    return first if first is not None and shape_free(first) else None
 
 
 def _whole(sharding):
@@ -307,11 +321,16 @@ def propagate(prim, args, params, result, shardings):
     operands' `shardings` (each a placed array's sharding, or None); with no operand typed,
     over their all-Auto mesh (`_propagate_auto`); a result no rule splits, where the operands
     are committed (`committed`: operands on different devices are an error)."""
+    from .array import placed_on
+    first = one_shape_free(shardings)
+    if first is not None:   # the common case, quickly: all on one device (or mesh, whole)
+        if prim.multiple_results:
+            return tuple(placed_on(r, first) for r in result)
+        return placed_on(result, first)
     shapes = [tuple(a.shape) for a in args]
     common = committed(shardings, args, prim.name)
     typed = [type_sharding(s, len(shape)) if s is not None else None
              for s, shape in zip(shardings, shapes)]
-    from .array import placed_on
     if not any(t is not None for t in typed) and \
             any(auto_mesh(s) is not None for s in shardings):
         return _propagate_auto(prim, params, shapes, shardings, result)   # (over Auto axes)
@@ -324,7 +343,6 @@ def propagate(prim, args, params, result, shardings):
     split = _result_split(prim, params, shapes, typed, result.shape)
     if split is None:
         return result if common is None else placed_on(result, common)
-    from .array import placed_on
     mesh = next(s.mesh for s, t in zip(shardings, typed) if t is not None)
     return placed_on(result, NamedSharding(mesh, _spec(split)))
 
