@@ -263,6 +263,19 @@ def test_typeof_typed_keys_as_jax():
     assert kiln.typeof(random.key(0)) == kiln.typeof(random.split(random.key(0))[1])
 
 
+def test_eval_shape_of_typed_keys_as_jax():
+    """eval_shape gives and takes ShapeDtypeStructs of the key dtype, as JAX."""
+    jax = pytest.importorskip("jax")
+
+    def shapes(lib):
+        k = lib.random.key(0)
+        spec = lib.ShapeDtypeStruct((4,), k.dtype)
+        return [lib.eval_shape(lambda q: (lib.random.split(q), lib.random.normal(q, (3,))), k),
+                lib.eval_shape(lambda ks: lib.vmap(lambda q: lib.random.fold_in(q, 1))(ks),
+                               spec), spec]
+    assert repr(shapes(kiln)) == repr(shapes(jax))
+
+
 def test_typed_key_arrays_index_iterate_and_flatten():
     keys = random.split(random.key(0), (2, 3))
     assert isinstance(keys, random.PRNGKeyArray) and keys.shape == (2, 3) and keys.ndim == 2
