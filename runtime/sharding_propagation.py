@@ -242,15 +242,16 @@ def _spec(split):
 
 def shape_free(sharding):
     """Whether `sharding` places a value of any shape whole on its devices: a
-    SingleDeviceSharding, or a NamedSharding over a Mesh (not all Auto) that names no mesh
-    axis. The results of operations on an array committed to one keep it, as in JAX."""
+    SingleDeviceSharding, or a NamedSharding over a Mesh (not all Auto) of this process's
+    devices that names no mesh axis. The results of operations on an array committed to one
+    keep it, as in JAX (over several processes' devices, global_arrays.py places them)."""
     if type(sharding) is SingleDeviceSharding:
         return True
     if isinstance(sharding, NamedSharding):
         spec = sharding.spec
         return isinstance(sharding.mesh, Mesh) and auto_mesh(sharding) is None and \
             not any(spec.names(d) for d in range(len(spec))) and \
-            not spec.unreduced and not spec.reduced
+            not spec.unreduced and not spec.reduced and sharding.is_fully_addressable
     return isinstance(sharding, SingleDeviceSharding)
 
 
@@ -269,11 +270,12 @@ def one_shape_free(shardings):
 def _whole(sharding):
     """The sharding a result computed from an array committed to `sharding` takes when
     nothing splits it: `sharding` itself when shape-free, the whole array over the mesh of a
-    NamedSharding over Explicit axes, else None (over Auto axes `auto_split` decides)."""
+    NamedSharding over Explicit axes of this process's devices, else None (over Auto axes
+    `auto_split` decides)."""
     if shape_free(sharding):
         return sharding
     if isinstance(sharding, NamedSharding) and isinstance(sharding.mesh, Mesh) and \
-            auto_mesh(sharding) is None:
+            auto_mesh(sharding) is None and sharding.is_fully_addressable:
         return NamedSharding(sharding.mesh, PartitionSpec())
     return None
 
