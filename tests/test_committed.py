@@ -64,6 +64,8 @@ def _cases(jax, jnp, NamedSharding):
         "jit_over_meshes": staged,
         "replicate_inside_jit": lambda: jax.jit(replicate_inside)(xa),
         "zeros_like_uncommitted": lambda: jnp.zeros_like(a),
+        "sampler_on_device": lambda: [   # (from the 17th call, kiln compiles the sampler)
+            jax.random.normal(jax.device_put(jax.random.key(i), d[3]), (3,)) for i in range(20)][-1],
         "error_eager_devices": lambda: a + b,
         "error_jit_devices": lambda: jax.jit(lambda p, q: p + q)(a, b),
         "error_mesh_devices": lambda: e + f,
