@@ -144,8 +144,8 @@ class Transformation:
                             entry.out_weak)
         if entry.placements:   # typed over Explicit mesh axes: placed as jit places them
             outs = placed_as_typed(outs, entry.placements)
-        elif TYPED and any(id(x) in TYPED for x in dynamic):   # (arguments over Auto axes)
-            outs = placed_by_walk(entry.function, dynamic, outs)
+        elif TYPED and any(id(x) in TYPED for x in dynamic):   # (placed arguments)
+            outs = placed_by_walk(entry.function, dynamic, outs, self.name)
         return entry.post(outs)
 
     def _compile(self, leaves, treedef, mask, avals):

@@ -31,8 +31,9 @@ from .compiler.backends.cuda.device import DeviceBuffer
 
 _SCALARS = (int, float, complex, bool, np.generic)
 _SHARDINGS = {}   # id(array) -> its sharding, for arrays given one (placed_on); others: device 0
-# ids of the placed arrays split over an Explicit mesh axis (sharding_types) or placed over a
-# mesh of Auto axes: the results of operations on them are placed by sharding_propagation.py
+# ids of the placed arrays split over an Explicit mesh axis (sharding_types), placed over a
+# mesh of Auto axes, or committed to a shape-free sharding (one device, a whole-array
+# NamedSharding): the results of operations on them are placed by sharding_propagation.py
 TYPED = set()
 _DENSE_LOCK = threading.Lock()   # Array._dense: one copy of an array whatever the threads
 
@@ -41,12 +42,12 @@ def placed_on(array, sharding):
     """`array`, now reporting `sharding` (kept beside it until it is collected: arrays that
     were never placed pay nothing). Returns `array`."""
     from .sharding_types import type_sharding
-    from .sharding_propagation import auto_mesh
+    from .sharding_propagation import auto_mesh, shape_free
     key = id(array)
     if key not in _SHARDINGS:
         weakref.finalize(array, _forget, key)
     _SHARDINGS[key] = sharding
-    if type_sharding(sharding, len(array.shape)) is not None or \
+    if shape_free(sharding) or type_sharding(sharding, len(array.shape)) is not None or \
             auto_mesh(sharding) is not None:
         TYPED.add(key)
     else:
@@ -232,6 +233,15 @@ class Array(ArrayMethods):
 
     def devices(self):
         return self.sharding.device_set
+
+    @property
+    def committed(self):
+        """Whether this array is committed to its devices, as JAX says: placed there by
+        `device_put` onto a device or sharding (or pmap, shard_map, jit's `out_shardings`), or
+        computed from such an array (whose results keep its sharding). Operations on
+        arrays committed to different devices are a ValueError; uncommitted arrays go where
+        the committed operands are."""
+        return id(self) in _SHARDINGS
 
     @property
     def device(self):

@@ -37,7 +37,8 @@ place or check the result differently from the eager operations: inside a functi
 specialised (the call is then part of that function), under `disable_jit` or `no_execution`,
 while a default device is set, or when an
 argument is a traced value (eager `grad`/`vmap`), an array on a device other than the host's
-first (a PJRT or GPU buffer, a placed or sharded array), or an unhashable static value.
+first (a PJRT or GPU buffer, a sharded array), or an unhashable static value; arrays committed
+to one device (or to a mesh, whole) compile, and `jit` places the results where they are.
 Under the float checks (`debug_nans`/`debug_infs`) a call is compiled at once: as in JAX,
 whose samplers and library functions are jitted, only the results are checked, not the
 function's own steps (a sampler's `erf_inv` makes NaNs it then discards, `median` a NaN a
@@ -53,6 +54,7 @@ import numpy as np
 
 from . import _default_device
 from .array import Array, _SHARDINGS
+from .sharding_propagation import shape_free
 from .compiler.ir.builder import STATE as _BUILDER_STATE
 from .execution_guards import STATE as _GUARDS
 from .float_checks import STATE as _FLOAT_CHECKS
@@ -81,8 +83,9 @@ def _array_signature(leaf):
     kind = type(leaf)
     if kind is Array:
         value = leaf._value
-        if type(value) is not np.ndarray or id(leaf) in _SHARDINGS:
-            return None
+        placed = _SHARDINGS.get(id(leaf))
+        if type(value) is not np.ndarray or placed is not None and not shape_free(placed):
+            return None   # (committed to one device, or a mesh whole: jit places the results)
         return value.shape, value.dtype, leaf.weak_type
     if kind is np.ndarray or isinstance(leaf, np.generic):
         return leaf.shape, leaf.dtype, False

@@ -59,8 +59,8 @@ import weakref
 import numpy as np
 
 from .array import Array, placed_on, placed_sharding, TYPED
-from .sharding_propagation import auto_placements, constraints_of
-from .sharding_types import placements
+from .sharding_propagation import committed_placements, constraints_of
+from .sharding_types import placements, typed_outputs
 from .compiler.backends.cuda.device import DeviceBuffer, Layer as CudaLayer
 from .tree_util import tree_flatten, tree_unflatten, tree_map, tree_leaves
 from . import fastcall, staging, profiler, _default_device as default_device
@@ -145,9 +145,9 @@ class _Entry(staging.Entry):
     __slots__ = ("function", "ssa", "executable", "in_tree", "out_tree", "out_weak", "consts",
                  "closed",   # the arrays it closes over (consts, before a backend holds them)
                  "in_avals", "held", "writes", "refs",   # held: donated inputs whose buffers become outputs
-                 "placements",   # per output: the sharding its type gives it, or None
+                 "out_typed",   # its outputs' types when one has a sharding, else None
                  "constraints",   # sharding_propagation.constraints_of its function
-                 "auto_placed")   # {arguments' shardings: sharding_propagation.auto_placements}
+                 "auto_placed")   # {arguments' shardings: sharding_propagation.committed_placements}
 
 
 # Jitted objects of one Python function with the same options share their specialisations,
@@ -345,6 +345,10 @@ class Jitted:
         return self._cache.lookup(key, lambda stale: self._specialise(key, args, kwargs, stale))
 
     def _run(self, entry, dyn_values, leaves):
+        typed = getattr(entry, "out_typed", None)   # placed over the meshes of this call's
+        where = None if typed is None else placements(typed, leaves)   # arguments
+        if TYPED and any(id(x) in TYPED for x in leaves):   # (placed arguments: checked
+            where = _committed_placed(entry, leaves, where)   # before running)
         refs = entry.refs   # Refs made outside: their values in, the new ones written back
         if refs is not None:
             dyn_values = [*dyn_values, *refs.values()]
@@ -355,11 +359,8 @@ class Jitted:
             staging.assign_globals(entry.writes, outs)
         if refs is not None or entry.writes:
             outs = outs[:entry.out_tree.num_leaves]
-        placements = getattr(entry, "placements", None)
-        if placements is None and TYPED and any(id(x) in TYPED for x in leaves):
-            placements = _auto_placed(entry, leaves)   # (arguments over Auto mesh axes)
-        if placements:   # outputs typed with a sharding (sharding_types.placements)
-            outs = [o if s is None else placed_on(o, s) for o, s in zip(outs, placements)]
+        if where:   # outputs typed with a sharding (sharding_types.placements)
+            outs = [o if s is None else placed_on(o, s) for o, s in zip(outs, where)]
         return tree_unflatten(entry.out_tree, outs)
 
     def _leaves(self, args, kwargs):
@@ -436,7 +437,7 @@ class Jitted:
         entry.closed = st.extra
         entry.guards = st.guards
         entry.in_avals = key[1]
-        entry.placements = placements(st.out_avals, self._leaves(args, kwargs))
+        entry.out_typed = st.out_avals if typed_outputs(st.out_avals) else None
         entry.constraints = constraints_of(st.fn)
         entry.held = sorted(set(getattr(executable, "held", {}).values()))
         _warn_unusable(donated, entry)
@@ -493,15 +494,17 @@ def _spread(values):
     return False
 
 
-def _auto_placed(entry, leaves):
-    """sharding_propagation.auto_placements of `entry` called with `leaves`, kept per
-    arguments' shardings."""
+def _committed_placed(entry, leaves, typed):
+    """sharding_propagation.committed_placements of `entry` called with `leaves` (a
+    ValueError for arguments committed to different devices), its outputs' `typed`
+    placements given, kept per arguments' shardings."""
     key = tuple(placed_sharding(x) for x in leaves)
     cache = getattr(entry, "auto_placed", None)
     if cache is None:
         cache = entry.auto_placed = {}
     if key not in cache:
-        cache[key] = auto_placements(entry.function, getattr(entry, "constraints", {}), leaves)
+        cache[key] = committed_placements(entry.function, getattr(entry, "constraints", {}),
+                                          leaves, f"jit({entry.function.name})", typed)
     return cache[key]
 
 

@@ -172,18 +172,25 @@ def retyped(x, where):
     where.check_shape(tuple(x.shape))
     out = bind(PRIMITIVES["copy"], x)
     typed = _explicit_part(where.mesh.abstract_mesh, where.spec, len(x.shape))
+    aval = out.var.aval
     if typed is not None:
-        aval = out.var.aval
         out.var.aval = TypedAval(aval.shape, aval.dtype, aval.weak_type, typed)
+    elif type(aval) is TypedAval:   # (the copy of a split value, now whole)
+        out.var.aval = ShapedArray(aval.shape, aval.dtype, aval.weak_type)
     return out
+
+
+def typed_outputs(out_avals):
+    """Whether a specialisation has an output typed with a sharding (`placements` places it)."""
+    return any(type(a) is TypedAval for a in out_avals)
 
 
 def placements(out_avals, leaves):
     """Per output type of a specialisation called with argument `leaves`: the NamedSharding
     its type gives it over the concrete mesh of an argument typed over the same
     AbstractMesh, else None; None when no output is typed (what `jit` places its results
-    with)."""
-    if not any(type(a) is TypedAval for a in out_avals):
+    with, at every call: one specialisation serves every mesh of the same shape)."""
+    if not typed_outputs(out_avals):
         return None
     from .array import _SHARDINGS
     current = get_mesh()

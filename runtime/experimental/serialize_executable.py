@@ -73,8 +73,7 @@ def _compiled_document(compiled):
         raise ValueError(f"Compilation does not support serialization: {name!r} was compiled "
                          f"by the {_backend_of(program)} backend; kiln serializes executables "
                          f"of PJRT plug-ins, so compile it with kiln.jit(f, backend='pjrt')")
-    placed = any(p is not None for p in entry.placements or ())
-    if entry.refs is not None or entry.writes or placed:
+    if entry.refs is not None or entry.writes or entry.out_typed is not None:
         raise ValueError(f"serialize: {name!r} writes Refs or globals, or places its results "
                          f"by their sharding types, which happens around the executable, "
                          f"not in it; serialize a function that returns its results instead")
@@ -397,6 +396,6 @@ def _entry(doc, program, arguments, in_tree, out_tree):
     entry.out_weak = list(doc["out_weak"])
     entry.consts = entry.closed = []
     entry.held = sorted(i for _, i in doc["held"])
-    entry.writes, entry.refs, entry.placements = [], None, []
+    entry.writes, entry.refs, entry.out_typed = [], None, None
     entry.guards = []
     return entry
