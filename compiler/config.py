@@ -30,7 +30,10 @@ of values (`_choices`, the first the default): `numpy_rank_promotion` ("allow", 
 `use_shardy_partitioner` (on by default, as in JAX 0.10.2, or as `JAX_USE_SHARDY_PARTITIONER`
 says: sharded jit on PJRT devices writes Shardy's shardings, else GSPMD's;
 runtime/pjrt_partitioned.py).
-`jax2tf_associative_scan_reductions` is accepted with no effect (kiln has no jax2tf).
+`jax2tf_associative_scan_reductions` is accepted with no effect (kiln has no jax2tf), and so
+are `scan3`, `remat3` and `custom_vjp3`: in JAX they switch loops, `checkpoint` and
+`custom_vjp` to new implementations with the same results; kiln has one implementation of
+each.
 JAX's persistent compilation cache and logging options (`_recorded`: `compilation_cache_dir`,
 `enable_compilation_cache`, `persistent_cache_min_entry_size_bytes`,
 `persistent_cache_min_compile_time_secs`, `persistent_cache_enable_xla_caches`,
@@ -74,6 +77,9 @@ class Config:
         "no_execution": ("JAX_NO_EXECUTION",),
         "jax2tf_associative_scan_reductions": ("JAX2TF_ASSOCIATIVE_SCAN_REDUCTIONS",),
         "thread_guard": ("JAX_THREAD_GUARD",),
+        "scan3": ("JAX_SCAN3",),
+        "remat3": ("JAX_REMAT3",),
+        "custom_vjp3": ("JAX_CUSTOM_VJP3",),
         "disable_jit": ("KILN_DISABLE_JIT", "JAX_DISABLE_JIT"),
     }
     _on_by_default = {"allow_f16_reductions": (),

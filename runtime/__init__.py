@@ -60,8 +60,8 @@ __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp",
            "sharding", "NamedSharding", "P", "Shard",
            "make_mesh", "set_mesh", "smap", "auto_pcast", "remove_size_one_mesh_axis_from_type",
            "tree_util", "lax", "numpy", "random", "nn", "scipy", "example_libraries",
-           "test_util", "aot", "compiler", "distributed", "export", "image", "dlpack", "custom_batching",
-           "monitoring",
+           "test_util", "aot", "compiler", "distributed", "export", "image", "dlpack",
+           "custom_batching", "monitoring",
            # inspection, differentiation helpers, annotations, options (docs/differences.md)
            "make_jaxpr", "eval_shape", "ShapeDtypeStruct", "typeof", "custom_gradient",
            "linear_transpose", "closure_convert", "named_call", "named_scope",
@@ -77,7 +77,7 @@ __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp",
            "copy_to_host_async", "no_tracing", "no_execution", "thread_guard",
            "allow_f16_reductions", "jax2tf_associative_scan_reductions",
            "array_garbage_collection_guard", "make_user_context", "memory",
-           "Ref", "new_ref", "empty_ref", "freeze", "free_ref", "ds"]
+           "Ref", "new_ref", "empty_ref", "freeze", "free_ref", "ds", "profiler"]
 
 
 def __dir__():
@@ -91,7 +91,7 @@ def __getattr__(name):
     # Submodules that pull in more of the library load on first use.
     import importlib
     if name in ("numpy", "random", "nn", "scipy", "example_libraries", "test_util", "aot", "pjrt",
-                "distributed", "dtypes", "typing", "compat", "errors", "export", "image", "dlpack", "custom_batching",
-           "monitoring", "dlpack"):
+                "distributed", "dtypes", "typing", "compat", "errors", "export", "profiler",
+                "image", "dlpack", "custom_batching", "monitoring"):
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'kiln' has no attribute {name!r}")

@@ -67,6 +67,34 @@ class _KeyDtype:
 _KEY_DTYPE = _KeyDtype()
 
 
+class KeyAval:
+    """The abstract value of typed keys (what `typeof` gives for a PRNGKeyArray): a shape and
+    the key dtype, printed as JAX prints it (`key<fry>[2]`)."""
+    __slots__ = ("shape",)
+    dtype = _KEY_DTYPE
+    weak_type = False
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: math.prod(self.shape))
+
+    def str_short(self):
+        return f"{_KEY_DTYPE}[{','.join(map(str, self.shape))}]"
+
+    __str__ = str_short
+
+    def __repr__(self):
+        return f"ShapedArray({self})"
+
+    def __eq__(self, other):
+        return isinstance(other, KeyAval) and other.shape == self.shape
+
+    def __hash__(self):
+        return hash(("key", self.shape))
+
+
 class PRNGKeyArray:
     """An array of typed threefry2x32 keys (what `kiln.random.key` returns).
 
@@ -84,6 +112,7 @@ class PRNGKeyArray:
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: math.prod(self.shape))
     dtype = property(lambda self: _KEY_DTYPE)
+    aval = property(lambda self: KeyAval(self.shape))
 
     def __len__(self):
         if not self.shape:

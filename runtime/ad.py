@@ -24,7 +24,8 @@ import numpy as np
 
 from .array import Array, TYPED
 from .sharding_propagation import placed_by_walk
-from .tree_util import Partial, tree_flatten, tree_unflatten, tree_structure
+from .sharding_types import placements, placed_as_typed
+from .tree_util import tree_flatten, tree_unflatten, tree_structure, register_pytree_node
 from . import staging
 from .staging import leaf_value as _value, wrap_outputs
 from .dispatch import is_traced as _is_tracer
@@ -59,9 +60,26 @@ def _aval(x, i):
     return staging.leaf_aval(x, f"argument {i}")[0]
 
 
+def _cotangent_type(g, aval):
+    """The gradient `g` for an input of type `aval`: typed unreduced over the mesh axes the
+    input is reduced over (JAX's rule: the cotangent of a value whole on every device of an
+    axis is a sum of their parts), as `aval` otherwise."""
+    sharding = getattr(aval, "sharding", None)
+    reduced = getattr(getattr(sharding, "spec", None), "reduced", None)
+    if not reduced or not _is_tracer(g):
+        return g
+    from .sharding import NamedSharding, PartitionSpec
+    from .sharding_types import retyped
+    spec = sharding.spec
+    names = [spec.names(d) for d in range(len(aval.shape))]
+    return retyped(g, NamedSharding(sharding.mesh, PartitionSpec(
+        *(None if not n else n[0] if len(n) == 1 else n for n in names), unreduced=reduced)))
+
+
 class _Entry(staging.Entry):
     __slots__ = ("executable", "consts", "out_weak", "post", "ssa",
-                 "function")   # the derivative's SSA (sharding_propagation.placed_by_walk)
+                 "function",   # the derivative's SSA (sharding_propagation.placed_by_walk)
+                 "placements")   # how its typed results are placed (sharding_types.placements)
 
 
 class Transformation:
@@ -124,8 +142,10 @@ class Transformation:
         check_execution(self.name)
         outs = wrap_outputs(entry.executable(*[_value(x) for x in dynamic], *entry.consts),
                             entry.out_weak)
-        if TYPED and any(id(x) in TYPED for x in dynamic):   # (arguments over Auto mesh axes)
-            outs = placed_by_walk(entry.function, dynamic, outs)
+        if entry.placements:   # typed over Explicit mesh axes: placed as jit places them
+            outs = placed_as_typed(outs, entry.placements)
+        elif TYPED and any(id(x) in TYPED for x in dynamic):   # (placed arguments)
+            outs = placed_by_walk(entry.function, dynamic, outs, self.name)
         return entry.post(outs)
 
     def _compile(self, leaves, treedef, mask, avals):
@@ -140,6 +160,7 @@ class Transformation:
         entry.out_weak = [v.aval.weak_type for v in entry.ssa.outvars]
         entry.post = fn.post
         entry.guards = st.guards
+        entry.placements = placements([v.aval for v in fn.fn.outvars], leaves)
         return entry
 
     def _make_ir(self, leaves, treedef, mask):
@@ -352,7 +373,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
             _check_scalar_output("grad", st.out_avals[0], fun, holomorphic)
             grads = [g for g, f in zip(grads, flags) if f]
             grads = [grads[r] for r in order]
-            real = [emit.zeros(a) if g is None else g
+            real = [_cotangent_type(emit.zeros(a) if g is None else g, a)
                     for g, a in zip(grads, diff_avals) if a.dtype.kind in "fc"]
             n_out = len(outs)
 
@@ -583,19 +604,26 @@ _SPLIT_CACHE = staging.GuardedCache(256)
 
 class _SplitEntry(staging.Entry):
     __slots__ = ("known", "unknown", "consts", "n_out", "n_val", "out_tree", "out_avals",
-                 "out_weak", "grad_weak")
+                 "out_weak", "grad_weak", "later", "res_spec", "res_weak")
+
+
+def _split_primals(p_leaves):
+    """(statics, dynamic): the primals staged by value and the traced ones."""
+    return staging.split_leaves(
+        p_leaves, staging.static_mask(p_leaves, _primal_flags(p_leaves), False))
 
 
 def _run_split(kind, p_leaves, compile_split):
     """Outside `jit`: the split derivative of `kind` (the function and options) for these
     primals, compiled once per signature by `compile_split(statics, dynamic)`, its known
     section run now: (entry, its primal outputs, the residuals for the late section)."""
-    statics, dynamic = staging.split_leaves(
-        p_leaves, staging.static_mask(p_leaves, _primal_flags(p_leaves), False))
+    statics, dynamic = _split_primals(p_leaves)
     key = kind + (statics, staging.leaf_avals(dynamic))
     entry = _SPLIT_CACHE.lookup(key, lambda stale: compile_split(statics, dynamic))
     known = entry.known(*[_value(x) for x in dynamic], *entry.consts)
-    return entry, wrap_outputs(known[:entry.n_out], entry.out_weak), known[entry.n_out:]
+    outs = wrap_outputs(known[:entry.n_out], entry.out_weak)
+    where = placements(entry.out_avals, dynamic)   # (typed over Explicit axes: as jit)
+    return entry, placed_as_typed(outs, where) if where else outs, known[entry.n_out:]
 
 
 def _stage_primals(fun, what, p_tree, n, statics, dynamic):
@@ -639,14 +667,28 @@ def _split_entry(st, b, fn, n_out, n_val, n_unknown):
     fn = staging.run_pipeline(fn)
     entry = _SplitEntry()
     try:
-        known, later, _ = split(fn, unknown, n_out)
+        known, later, n_res = split(fn, unknown, n_out)
         entry.known = staging.compile_function(known)
         entry.unknown = staging.compile_function(later)
+        entry.later, residuals = later, later.invars[:n_res]
     except ValueError:
         # Control flow computing known and late values in one equation does not split: run
         # the whole function, with zeros for the late inputs now and the real ones later.
         entry.known, entry.unknown = _unsplit(staging.compile_function(fn), n_f, n_unknown,
                                               n_out, fn.in_avals[n_f:n_f + n_unknown])
+        entry.later = None
+        residuals = fn.invars[:n_f] + fn.invars[n_f + n_unknown:]
+    # each residual: ("arg", k) the k-th traced primal itself, ("const", j) entry.consts[j]
+    # (the values the function captured, then the builder's constants), or ("opaque", None)
+    # a value the known section computes
+    n_dyn = n_f - len(st.extra)
+    position = {id(v): k for k, v in enumerate(fn.invars)}
+    entry.res_spec = [
+        ("opaque", None) if id(v) not in position else
+        ("arg", position[id(v)]) if position[id(v)] < n_dyn else
+        ("const", position[id(v)] - n_dyn) if position[id(v)] < n_f else
+        ("const", position[id(v)] - n_dyn - n_unknown) for v in residuals]
+    entry.res_weak = [v.aval.weak_type for v in residuals]
     entry.consts = list(st.extra) + [value for _, value, _ in b.consts]
     entry.n_out, entry.n_val, entry.out_tree = n_out, n_val, st.out_tree
     entry.out_avals = st.out_avals
@@ -676,25 +718,27 @@ def vjp(fun, *primals, has_aux=False, reduce_axes=()):
     p_leaves, p_tree = tree_flatten(tuple(primals))
     flags = [_aval(p, 0).dtype.kind in "fc" for p in p_leaves]
     eager = current() is None and not any(_is_tracer(x) for x in p_leaves)
-    value, made, *aux = (_vjp_eager if eager else _vjp_specialised)(fun, p_leaves, p_tree,
-                                                                     flags, has_aux)
-    # A pytree over the primals, as JAX's is over its residuals: jit may take or return it.
-    return (value, Partial(_Backward(fun, p_tree, has_aux, p_leaves, made), *p_leaves), *aux)
+    if eager:
+        return _vjp_eager(fun, p_leaves, p_tree, flags, has_aux)
+    value, made, *aux = _vjp_specialised(fun, p_leaves, p_tree, flags, has_aux)
+    # inside a specialisation the residuals are the primals: a pytree jit may return
+    out_tree = tree_structure(value)
+    return (value, VJP(_Backward(fun, p_tree, has_aux, p_leaves, made), p_tree, out_tree,
+                       _tuptree(p_tree, p_leaves), []), *aux)
 
 
 class _Backward:
-    """The callable of the `Partial` that `vjp` returns, given its children (the primals) and
-    the cotangent: `made`, the backward pass `vjp` made, where they are the primals it was
-    made for (so an eager call runs on the stored residuals), else the backward pass of `fun`
-    at the primals given (a `Partial` rebuilt by jit over traced primals, or over others)."""
+    """The backward pass of a `vjp` made inside a specialisation, given the `VJP` object
+    (whose residuals are the primals) and the cotangent: `made`, the backward pass `vjp`
+    made, where they are the primals it was made for, else the backward pass of `fun` at the
+    primals given (a `VJP` object rebuilt by jit over traced primals, or over others)."""
 
     def __init__(self, fun, p_tree, has_aux, primals, made):
         self.key = (fun, p_tree, has_aux)
         self.primals, self.made = list(primals), made
-        self.__name__ = f"vjp({staging.function_name(fun)})"
 
-    def __call__(self, *leaves_and_ct):
-        *p_leaves, ct = leaves_and_ct
+    def __call__(self, f_vjp, ct):
+        p_leaves = tree_flatten(f_vjp.args_res)[0]
         if len(p_leaves) == len(self.primals) and \
                 all(a is b for a, b in zip(p_leaves, self.primals)):
             return self.made(ct)
@@ -706,6 +750,117 @@ class _Backward:
 
     def __hash__(self):
         return hash(self.key)
+
+
+class _Empty:
+    """A sentinel of JAX's vjp objects: an empty pytree node (it holds no leaves)."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+    def __eq__(self, other):
+        return type(other) is type(self)
+
+    def __hash__(self):
+        return hash(type(self))
+
+
+class NotNeeded(_Empty):
+    """In a `VJP` object's `args_res`: an argument leaf the backward pass does not read."""
+
+
+class GradRef(_Empty):
+    """What `f_vjp.with_refs(ref, ...)(ct)` returns for an argument whose cotangent it added
+    into a Ref."""
+
+
+class DidntWant(_Empty):
+    """What `f_vjp.with_refs(DontWant(), ...)(ct)` returns for that argument."""
+
+
+def _rebuild_empty(cls, aux, children):
+    return cls()
+
+
+for _sentinel in (NotNeeded, GradRef, DidntWant):
+    register_pytree_node(_sentinel, lambda x: ((), None),
+                         functools.partial(_rebuild_empty, _sentinel))
+
+
+class GradValue(_Empty):
+    """`with_refs` entry: return this argument's cotangent as a value (the default)."""
+
+
+class DontWant(_Empty):
+    """`with_refs` entry: this argument's cotangent is not wanted; `DidntWant()` stands in
+    for it."""
+
+
+class VJP:
+    """The backward function `vjp` returns, JAX 0.10.2's VJP object: `f_vjp(ct)` returns the
+    cotangents of the arguments. It is a pytree whose leaves are its residuals: `args_res`,
+    per argument, the argument's leaves (as nested tuples) that the backward pass reads
+    as they are, `NotNeeded()` for the others; `opaque_residuals`, the values the forward pass
+    computed for it. Both may be assigned into before the call.
+    `with_refs(*entries)` returns the backward function that adds each cotangent into a
+    Ref entry (returning `GradRef()` there), returns it for `GradValue()` and returns
+    `DidntWant()` for `DontWant()`."""
+
+    def __init__(self, backward, in_tree, out_tree, args_res, opaque_residuals):
+        self._backward = backward
+        self.in_tree, self.out_tree = in_tree, out_tree
+        self.args_res, self.opaque_residuals = args_res, opaque_residuals
+
+    def __call__(self, ct, *extra):
+        if extra:
+            raise TypeError(f"The function returned by kiln.vjp was called with "
+                            f"{len(extra) + 1} arguments; it takes one, the cotangent of the "
+                            f"differentiated function's output (a tuple or other container "
+                            f"when that output is one: f_vjp((a, b)), not f_vjp(a, b)).")
+        return self._backward(self, ct)
+
+    def with_refs(self, *entries):
+        e_leaves, e_tree = tree_flatten(entries)
+        if e_tree != self.in_tree:
+            raise ValueError(f"with_refs takes one entry per leaf of the differentiated "
+                             f"function's arguments, with their structure {self.in_tree}; "
+                             f"got {e_tree}")
+
+        def backward(ct):
+            from .refs import Ref
+            grads = tree_flatten(self(ct))[0]
+            out = []
+            for g, e in zip(grads, e_leaves):
+                if isinstance(e, Ref):
+                    e[...] += g
+                    out.append(GradRef())
+                elif isinstance(e, DontWant):
+                    out.append(DidntWant())
+                elif isinstance(e, GradValue):
+                    out.append(g)
+                else:
+                    raise TypeError(f"with_refs: an entry is a Ref, kiln.ad.GradValue() or "
+                                    f"kiln.ad.DontWant(), not {type(e).__name__}")
+            return tree_unflatten(self.in_tree, out)
+        return backward
+
+
+register_pytree_node(
+    VJP, lambda v: ((v.args_res, v.opaque_residuals), (v._backward, v.in_tree, v.out_tree)),
+    lambda meta, children: VJP(*meta, *children))
+
+
+def _tuptree(treedef, leaves):
+    """`leaves` arranged as `treedef`'s containers, each container a tuple: the list of the
+    top-level arguments' entries that a VJP object's `args_res` is."""
+    it = iter(leaves)
+
+    def build(t):
+        if t.node_data() is None:
+            return next(it)
+        return tuple(build(c) for c in t.children())
+    return list(build(treedef))
 
 
 def _vjp_specialised(fun, p_leaves, p_tree, flags, has_aux):
@@ -775,8 +930,8 @@ def _vjp_specialised(fun, p_leaves, p_tree, flags, has_aux):
 def _vjp_eager(fun, p_leaves, p_tree, flags, has_aux):
     """`vjp` outside any specialisation: the derivative is compiled once per signature and
     split (`partial_eval.split`) into the forward section, run now, and the backward section,
-    run by each call of `vjp_fun` on the stored residuals (so the forward's effects happen
-    once, as in JAX)."""
+    run by each call of the `VJP` object on the residuals it holds (so the forward's effects
+    happen once, as in JAX)."""
     entry, outs, residuals = _run_split(
         (fun, "vjp", p_tree, has_aux), p_leaves,
         lambda statics, dynamic: _compile_split_vjp(fun, p_tree, flags, has_aux, statics,
@@ -786,26 +941,84 @@ def _vjp_eager(fun, p_leaves, p_tree, flags, has_aux):
     aux_tree = None
     if has_aux:
         _, value_tree, aux_tree = _split_aux(entry.out_tree, fun)
-    out_avals = entry.out_avals[:n_val]
-
-    @_call
-    def vjp_fun(ct):
-        c_leaves = _check_cotangents(fun, ct, value_tree, out_avals)
-        if current() is not None or any(_is_tracer(c) for c in c_leaves):
-            # called while kiln specialises a function (jit, vmap of vjp_fun): the backward
-            # pass is emitted there, on the stored primals
-            return vjp(fun, *tree_unflatten(p_tree, p_leaves), has_aux=has_aux)[1](ct)
-        cts = [np.asarray(_value(c), a.dtype) for c, a in zip(c_leaves, out_avals)
-               if a.dtype.kind in "fc"]
-        grads = iter(wrap_outputs(entry.unknown(*residuals, *cts), entry.grad_weak))
-        fl = [next(grads) if f else Array(_float0_zeros(_aval(p, 0)), False)
-              for p, f in zip(p_leaves, flags)]
-        return tree_unflatten(p_tree, fl)
-
+    statics, _ = _split_primals(p_leaves)
+    traced_at = [i for i in range(len(p_leaves)) if i not in {j for j, _, _ in statics}]
+    needed = {traced_at[k] for kind, k in entry.res_spec if kind == "arg"}
+    args_res = [p if i in needed else NotNeeded() for i, p in enumerate(p_leaves)]
+    opaque = wrap_outputs([r for r, (kind, _) in zip(residuals, entry.res_spec)
+                           if kind == "opaque"],
+                          [w for w, (kind, _) in zip(entry.res_weak, entry.res_spec)
+                           if kind == "opaque"])
+    backward = _SplitBackward(fun, p_tree, has_aux, entry, value_tree, flags, traced_at,
+                              statics, [None if f else _aval(p, 0)
+                                        for p, f in zip(p_leaves, flags)],
+                              placements([_aval(p, 0) for p in p_leaves], p_leaves))
+    f_vjp = VJP(backward, p_tree, value_tree, _tuptree(p_tree, args_res), opaque)
     value = tree_unflatten(value_tree, outs[:n_val])
     if has_aux:
-        return value, vjp_fun, tree_unflatten(aux_tree, outs[n_val:])
-    return value, vjp_fun
+        return value, f_vjp, tree_unflatten(aux_tree, outs[n_val:])
+    return value, f_vjp
+
+
+class _SplitBackward:
+    """The backward pass of an eager `vjp`: the late section of its split derivative, run on
+    the residuals a `VJP` object holds (compiled, on concrete values; emitted into the
+    function being specialised, on traced ones)."""
+
+    def __init__(self, fun, p_tree, has_aux, entry, value_tree, flags, traced_at, statics,
+                 zero_avals, where):
+        self.fun, self.p_tree, self.has_aux, self.entry = fun, p_tree, has_aux, entry
+        self.value_tree, self.flags, self.traced_at = value_tree, flags, traced_at
+        self.statics = statics
+        self.zero_avals = zero_avals   # the types of the primals with float0 cotangents
+        self.where = where   # each primal's sharding type (sharding_types.placements) or None
+
+    def __call__(self, f_vjp, ct):
+        entry = self.entry
+        out_avals = entry.out_avals[:entry.n_val]
+        c_leaves = _check_cotangents(self.fun, ct, self.value_tree, out_avals)
+        arg_leaves = tree_flatten(f_vjp.args_res, is_leaf=lambda x: isinstance(x, NotNeeded))[0]
+        opaque = iter(f_vjp.opaque_residuals)
+        residuals = []
+        for kind, k in entry.res_spec:
+            if kind == "arg":
+                leaf = arg_leaves[self.traced_at[k]]
+                if isinstance(leaf, NotNeeded):
+                    raise ValueError(f"the VJP function of {_describe(self.fun)} needs "
+                                     f"argument leaf {self.traced_at[k]}, but its `args_res` "
+                                     f"holds NotNeeded() there; put the argument back first")
+                residuals.append(leaf)
+            else:
+                residuals.append(next(opaque) if kind == "opaque" else entry.consts[k])
+        cts = [c for c, a in zip(c_leaves, out_avals) if a.dtype.kind in "fc"]
+        if current() is None and not any(_is_tracer(x) for x in residuals + cts):
+            grads = wrap_outputs(entry.unknown(
+                *[_value(r) for r in residuals],
+                *[np.asarray(_value(c), a.dtype) for c, a in zip(cts, (
+                    a for a in out_avals if a.dtype.kind in "fc"))]), entry.grad_weak)
+        elif entry.later is not None:
+            # called while kiln specialises a function (jit of the VJP object, vmap): the
+            # backward section is emitted there, on the residuals given
+            ct_avals = [a for a in out_avals if a.dtype.kind in "fc"]
+            grads = _replay(entry.later, residuals + [emit.cast_like(c, a)
+                                                      for c, a in zip(cts, ct_avals)])
+        else:
+            primals = staging.merge_leaves([arg_leaves[i] for i in self.traced_at],
+                                           self.statics)
+            return vjp(self.fun, *tree_unflatten(self.p_tree, primals),
+                       has_aux=self.has_aux)[1](ct)
+        grads = iter(grads)
+        fl = [Array(_float0_zeros(a), False) if a is not None else next(grads)
+              for a in self.zero_avals]
+        return tree_unflatten(self.p_tree, placed_as_typed(fl, self.where) if self.where
+                              else fl)
+
+    def __eq__(self, other):
+        return type(other) is _SplitBackward and self.entry is other.entry and \
+            self.p_tree == other.p_tree
+
+    def __hash__(self):
+        return hash((id(self.entry), self.p_tree))
 
 
 def _compile_split_vjp(fun, p_tree, flags, has_aux, statics, dynamic):
@@ -841,8 +1054,7 @@ def saved_residuals(fun, *args, **kwargs):
     fun = functools.partial(fun, **kwargs) if kwargs else fun
     p_leaves, p_tree = tree_flatten(tuple(args))
     flags = [_aval(p, 0).dtype.kind in "fc" for p in p_leaves]
-    statics, dynamic = staging.split_leaves(
-        p_leaves, staging.static_mask(p_leaves, _primal_flags(p_leaves), False))
+    statics, dynamic = _split_primals(p_leaves)
     st, _, fn, n_out, _, n_ct = _vjp_function(fun, p_tree, flags, False, statics, dynamic)
     n_f = len(st.fn.invars)
     static_at = {i for i, _, _ in statics}
@@ -854,6 +1066,7 @@ def saved_residuals(fun, *args, **kwargs):
     made_by = {id(v): (k, eqn, _made_inside(eqn, i))
                for k, eqn in enumerate(known.eqns) for i, v in enumerate(eqn.outvars)}
     arguments = {id(v): k for k, v in enumerate(fn.invars[:n_f])}
+    place = _forward_places(known, n_out)
     out = []   # (arguments in order, then values in the order the forward pass computes them)
     for v in known.outvars[n_out:]:
         k, eqn, inner = made_by.get(id(v), (None, None, None))
@@ -864,7 +1077,7 @@ def saved_residuals(fun, *args, **kwargs):
             if eqn.info is not None:
                 fn_name = f" ({eqn.info.function})" if eqn.info.function else ""
                 where += f" from {eqn.info.filename}:{eqn.info.lineno}:{eqn.info.col}{fn_name}"
-            order = (1, k) if inner is None else (1, k, inner[0])
+            order = (1, place[k]) if inner is None else (1, place[k], inner[0])
         elif id(v) in arguments:
             k = arguments[id(v)]
             name = leaf_names[k] if k < len(leaf_names) else v.name
@@ -875,6 +1088,48 @@ def saved_residuals(fun, *args, **kwargs):
     out.sort(key=lambda t: t[0])
     out = [(aval, where) for _, aval, where in out]
     return out
+
+
+def _forward_places(known, n_out):
+    """For each equation of the known section, a sort key placing it where JAX's forward pass
+    computes it. The equations the primal outputs need keep their order. Kiln's reverse mode
+    emits a linearisation coefficient (the `cos` of `sin`'s derivative) in the backward pass,
+    from which `split` moves it into the known section after every primal equation; JAX's
+    forward pass computes it beside the primal operation it differentiates. That operation
+    is the first primal equation at the coefficient's source position from its latest primal
+    input on (or, with no such equation, the first primal reader of that input)."""
+    index = {id(v): k for k, eqn in enumerate(known.eqns) for v in eqn.outvars}
+    arguments = {id(v) for v in known.invars}
+    primal = set()
+    todo = [index[id(v)] for v in known.outvars[:n_out] if id(v) in index]
+    while todo:
+        k = todo.pop()
+        if k not in primal:
+            primal.add(k)
+            todo += [index[id(v)] for v in known.eqns[k].invars if id(v) in index]
+    first_reader, at_source = {}, {}
+    for k in sorted(primal):
+        for v in known.eqns[k].invars:
+            first_reader.setdefault(id(v), k)
+        at_source.setdefault(_source(known.eqns[k]), []).append(k)
+    anchor, places = {}, []   # anchor: a coefficient's latest primal input, as (k, v)
+    for k, eqn in enumerate(known.eqns):
+        if k in primal:
+            places.append((k, 0, k))
+            continue
+        inputs = [anchor.get(id(v), (index.get(id(v), -1), v)) for v in eqn.invars
+                  if id(v) in index or id(v) in arguments]
+        at, var = max(inputs, key=lambda a: a[0], default=(-1, None))
+        for v in eqn.outvars:
+            anchor[id(v)] = (at, var)
+        same = [j for j in at_source.get(_source(eqn), ()) if j >= at]
+        places.append((same[0] if same else first_reader.get(id(var), at), 1, k))
+    return places
+
+
+def _source(eqn):
+    info = eqn.info
+    return None if info is None else (info.filename, info.lineno, info.col)
 
 
 def _made_inside(eqn, i):

@@ -98,3 +98,26 @@ def _pjrt_handle(entry):
         return None, None
     compiled = program._on(program.default).compiled
     return compiled.client.api, compiled.handle
+
+
+class XlaFigures:
+    """`cost_analysis()` and `memory_analysis()` as XLA gives them for a compiled executable
+    whose `_loaded()` is (the PJRT api table, its PJRT_LoadedExecutable*); a ValueError, with
+    `_why_none`, where the plug-in gives none (a mixin of `Compiled` classes)."""
+    _why_none = ""
+
+    def cost_analysis(self):
+        """XLA's cost properties of the executable (a dict of floats)."""
+        return self._figures("cost_analysis", "cost properties")
+
+    def memory_analysis(self):
+        """XLA's CompiledMemoryStats of the executable."""
+        return CompiledMemoryStats(**self._figures("memory_stats", "memory statistics"))
+
+    def _figures(self, name, what):
+        from .compiler.backends.pjrt import client
+        table, handle = self._loaded()
+        found = getattr(client, name)(table, handle)
+        if found is None:
+            raise ValueError(f"the plug-in gives no {what} of executables{self._why_none}")
+        return found

@@ -31,8 +31,9 @@ from .compiler.backends.cuda.device import DeviceBuffer
 
 _SCALARS = (int, float, complex, bool, np.generic)
 _SHARDINGS = {}   # id(array) -> its sharding, for arrays given one (placed_on); others: device 0
-# ids of the placed arrays split over an Explicit mesh axis (sharding_types) or placed over a
-# mesh of Auto axes: the results of operations on them are placed by sharding_propagation.py
+# ids of the placed arrays split over an Explicit mesh axis (sharding_types), placed over a
+# mesh of Auto axes, or committed to a shape-free sharding (one device, a whole-array
+# NamedSharding): the results of operations on them are placed by sharding_propagation.py
 TYPED = set()
 _DENSE_LOCK = threading.Lock()   # Array._dense: one copy of an array whatever the threads
 
@@ -41,12 +42,12 @@ def placed_on(array, sharding):
     """`array`, now reporting `sharding` (kept beside it until it is collected: arrays that
     were never placed pay nothing). Returns `array`."""
     from .sharding_types import type_sharding
-    from .sharding_propagation import auto_mesh
+    from .sharding_propagation import auto_mesh, shape_free
     key = id(array)
     if key not in _SHARDINGS:
         weakref.finalize(array, _forget, key)
     _SHARDINGS[key] = sharding
-    if type_sharding(sharding, len(array.shape)) is not None or \
+    if shape_free(sharding) or type_sharding(sharding, len(array.shape)) is not None or \
             auto_mesh(sharding) is not None:
         TYPED.add(key)
     else:
@@ -234,6 +235,15 @@ class Array(ArrayMethods):
         return self.sharding.device_set
 
     @property
+    def committed(self):
+        """Whether this array is committed to its devices, as JAX says: placed there by
+        `device_put` onto a device or sharding (or pmap, shard_map, jit's `out_shardings`), or
+        computed from such an array (whose results keep its sharding). Operations on
+        arrays committed to different devices are a ValueError; uncommitted arrays go where
+        the committed operands are."""
+        return id(self) in _SHARDINGS
+
+    @property
     def device(self):
         placed = self.sharding
         if placed.num_devices != 1:
@@ -383,15 +393,25 @@ class Array(ArrayMethods):
         return iter(self[::-1])
 
     def __format__(self, spec):
+        if self._unreduced() is not None:
+            return repr(self)
         v = self._host()
         return format(v if v.ndim else v[()], spec)
+
+    def _unreduced(self):
+        """Its sharding when that is unreduced over some mesh axes, else None."""
+        placed = _SHARDINGS.get(id(self))
+        return placed if getattr(getattr(placed, "spec", None), "unreduced", None) else None
 
     def __repr__(self):
         v = self._value
         if type(v) is _Deleted:
             return f"Array(<deleted: {v.what}>)"
+        dtype_str = f"dtype={self.dtype.name}" + (", weak_type=True" if self.weak_type else "")
+        unreduced = self._unreduced()
+        if unreduced is not None:   # as JAX: the parts are not the value, so no value shown
+            return f"Array(shape={self.shape}, {dtype_str}, sharding={unreduced})"
         v = self._host()
-        dtype_str = f"dtype={v.dtype.name}" + (", weak_type=True" if self.weak_type else "")
         width = np.get_printoptions()["linewidth"]
         if v.size == 0:
             body = f"[], shape={v.shape}"
@@ -403,7 +423,7 @@ class Array(ArrayMethods):
         return f"Array({body},{sep}{dtype_str})"
 
     def __str__(self):
-        return str(self._host())
+        return repr(self) if self._unreduced() is not None else str(self._host())
 
     def __reduce__(self):
         return (_rebuild, (self._host(), self.weak_type))

@@ -101,6 +101,7 @@ class _CustomFunction:
     """What `custom_jvp` and `custom_vjp` share: the wrapped function, its non-differentiable
     arguments, and the specialisation of the call into a primal region plus rule regions."""
     _what = "custom function"
+    _defer_rules = False   # True: defer the rules whatever they reach (`_stands_alone`)
 
     def __init__(self, fun, nondiff_argnums=()):
         functools.update_wrapper(self, fun, assigned=("__name__", "__qualname__", "__doc__"),
@@ -141,7 +142,7 @@ class _CustomFunction:
         ((param, name, fn, input types) each; the types may be a callable giving them once
         the earlier rules are traced): deferred when this call is inside one of the
         function's own rules or the rules stand alone (`_stands_alone`), else traced now."""
-        if not (self._in_rule or self._stands_alone()):
+        if not (self._in_rule or self._defer_rules or self._stands_alone()):
             children = [primal]
             with self._tracing_rules():
                 for _, rule_name, fn, avals in rules:
@@ -175,6 +176,10 @@ class _CustomFunction:
             yield value
             if isinstance(value, _CustomFunction):
                 todo += [value.fun] + value._rules()
+            elif getattr(value, "_kiln_rule_owner", False):
+                todo += list(value.params.values())
+            elif isinstance(value, functools.partial):
+                todo += [value.func, *value.args, *value.keywords.values()]
             elif isinstance(value, (tuple, list)):
                 todo += list(value)
             elif inspect.isfunction(value) or hasattr(value, "closure_values"):
@@ -185,7 +190,9 @@ class _CustomFunction:
         (a module-level rule, as most are): their regions are then deferred, specialised
         only when a derivative needs them, as JAX traces a rule only then. Rules that reach
         other objects (methods, partials, functions defined inside the traced function) might
-        hold traced values, so they are specialised with the call."""
+        hold traced values, so they are specialised with the call, unless the custom function
+        says `_defer_rules` (a `VJPHiPrimitive`'s, experimental/hijax.py, as JAX always
+        defers its rules: the traced values they reach become the deferred rule's inputs)."""
         return all(v is None or isinstance(v, (_CustomFunction, tuple, list))
                    or inspect.isfunction(v) for v in self._reachable())
 

@@ -15,6 +15,9 @@ and then runs them in tens of microseconds. `tiered(fn)` takes the middle road:
 
 - the first `EAGER_CALLS` calls of one *signature* run eagerly, as before, so a one-off call
   never waits for a compile and errors are raised by the eager code, with its messages;
+  except a large call (an array argument or a shape argument of `LARGE_CALL` elements or
+  more), which compiles at once, as eager NumPy passes over so many elements cost far more
+  than a compile (a compile that fails falls back to the eager code, which raises);
 - the next call of that signature compiles it with `kiln.jit` (once per signature and
   process; the LLVM backend's disk cache keeps the object code for later processes), and every
   call after that runs the compiled function.
@@ -34,7 +37,8 @@ place or check the result differently from the eager operations: inside a functi
 specialised (the call is then part of that function), under `disable_jit` or `no_execution`,
 while a default device is set, or when an
 argument is a traced value (eager `grad`/`vmap`), an array on a device other than the host's
-first (a PJRT or GPU buffer, a placed or sharded array), or an unhashable static value.
+first (a PJRT or GPU buffer, a sharded array), or an unhashable static value; arrays committed
+to one device (or to a mesh, whole) compile, and `jit` places the results where they are.
 Under the float checks (`debug_nans`/`debug_infs`) a call is compiled at once: as in JAX,
 whose samplers and library functions are jitted, only the results are checked, not the
 function's own steps (a sampler's `erf_inv` makes NaNs it then discards, `median` a NaN a
@@ -50,6 +54,7 @@ import numpy as np
 
 from . import _default_device
 from .array import Array, _SHARDINGS
+from .sharding_propagation import shape_free
 from .compiler.ir.builder import STATE as _BUILDER_STATE
 from .execution_guards import STATE as _GUARDS
 from .float_checks import STATE as _FLOAT_CHECKS
@@ -59,6 +64,10 @@ from .tree_util import tree_flatten, tree_unflatten
 # as 10-30 eager calls of a sampler (50-100 ms against 2-5 ms), so compiling after 16 calls
 # never spends more than about twice what the better choice, known in advance, would.
 EAGER_CALLS = 16
+# A call this big (elements of an array argument, or of a shape argument such as a sampler's
+# `shape`) compiles at once: one eager pass over millions of elements costs seconds, far more
+# than a compile, and the compiled code gives the eager bits anyway.
+LARGE_CALL = 1 << 16
 MAX_SIGNATURES = 256      # per function; beyond, the table is cleared and counting restarts
 HOT_ITERATIONS = 1000     # iterations of one eager loop before the rest of it is compiled
 MAX_LOOPS = 64            # compiled loop rests kept (the least recently used dropped)
@@ -74,8 +83,9 @@ def _array_signature(leaf):
     kind = type(leaf)
     if kind is Array:
         value = leaf._value
-        if type(value) is not np.ndarray or id(leaf) in _SHARDINGS:
-            return None
+        placed = _SHARDINGS.get(id(leaf))
+        if type(value) is not np.ndarray or placed is not None and not shape_free(placed):
+            return None   # (committed to one device, or a mesh whole: jit places the results)
         return value.shape, value.dtype, leaf.weak_type
     if kind is np.ndarray or isinstance(leaf, np.generic):
         return leaf.shape, leaf.dtype, False
@@ -158,6 +168,20 @@ def _compiled(fn, layout, leaves, dynamic):
     return jit(run)
 
 
+def _call_size(args, kwargs):
+    """The most elements a call's arguments speak of: an array's size, or the product of a
+    tuple of ints (a shape)."""
+    largest = 0
+    for argument in list(args) + list(kwargs.values()):
+        shape = None if isinstance(argument, type) else getattr(argument, "shape", None)
+        if isinstance(argument, (tuple, list)) and argument and all(
+                type(n) is int for n in argument):
+            shape = argument
+        if shape is not None:
+            largest = max(largest, int(np.prod(shape, dtype=np.int64)))
+    return largest
+
+
 def tiered(fn, static=()):
     """`fn`, its eager calls compiled once a signature repeats (see the module docstring);
     `static`: names of the parameters whose Python values stay fixed in the compiled code."""
@@ -183,7 +207,8 @@ def tiered(fn, static=()):
             return fn(*args, **kwargs)
         if type(entry) is not int:
             return entry(*[leaves[i] for i in dynamic])
-        if entry < EAGER_CALLS and not _FLOAT_CHECKS.on:
+        if entry < EAGER_CALLS and not _FLOAT_CHECKS.on and \
+                _call_size(args, kwargs) < LARGE_CALL:
             out = fn(*args, **kwargs)
             if len(seen) >= MAX_SIGNATURES:
                 seen.clear()

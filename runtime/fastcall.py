@@ -19,7 +19,9 @@ specialisation the ordinary path would have chosen.
 """
 import numpy as np
 
-from .array import Array, TYPED
+from .array import Array, TYPED, _SHARDINGS, placed_on
+from .sharding_propagation import one_shape_free
+from .tree_util import tree_leaves
 from .tree_util import tree_structure
 from .compiler.ir.dtypes import default_float
 
@@ -127,13 +129,24 @@ class FastCall:
         self.rebuild = rebuild
 
     def __call__(self, args):
+        where = None
         if TYPED and any(id(a) in TYPED for a in args):
-            return MISS   # (an argument typed with a sharding: the ordinary path)
+            # Arguments all committed to one device (or one mesh, whole): the results are
+            # placed there after the call; other placed arguments take the ordinary path.
+            where = one_shape_free([_SHARDINGS.get(id(a)) for a in args])
+            if where is None or getattr(self.entry, "constraints", None):
+                return MISS
         values = exact_values(self.entry, args, self.weak)
         if values is None:
             return MISS
         outs = self.call((*values, *self.consts))
-        return MISS if outs is None else self.rebuild(outs)
+        if outs is None:
+            return MISS
+        out = self.rebuild(outs)
+        if where is not None:
+            for leaf in tree_leaves(out):
+                placed_on(leaf, where)
+        return out
 
 
 def _single(weak, new=object.__new__):

@@ -1,16 +1,18 @@
 """Looking at a function without running it: `make_jaxpr`, `eval_shape`, `ShapeDtypeStruct`,
-`typeof`.
+`typeof` (of arrays, traced values and typed keys).
 
 kiln has no jaxprs: `make_jaxpr(f)(*args)` specialises `f` for the arguments' abstract values
 (as `jit` does, without compiling) and returns a `ClosedJaxpr` that holds kiln's SSA form and
 prints it as Python source. `eval_shape` specialises the same way and returns the outputs'
 `ShapeDtypeStruct`s. Arguments may be arrays, numbers, or anything with `shape` and `dtype`
-(a `ShapeDtypeStruct`); only their abstract values are used.
+(a `ShapeDtypeStruct`, whose dtype may be that of typed keys); only their abstract values are
+used.
 """
 import numpy as np
 
 from .array import Array
-from .tree_util import tree_flatten, tree_unflatten
+from .tree_util import tree_flatten, tree_unflatten, tree_map
+from .numpy._dtypes import prng_key
 from . import staging
 from .sharding_types import TypedAval, as_typed
 from . import vma
@@ -23,7 +25,7 @@ class ShapeDtypeStruct:
 
     def __init__(self, shape, dtype, *, sharding=None, weak_type=False):
         self.shape = tuple(int(d) for d in shape)
-        self.dtype = dtypes.canonicalize(np.dtype(dtype))
+        self.dtype = dtype if _is_key(dtype) else dtypes.canonicalize(np.dtype(dtype))
         self.sharding = sharding
         self.weak_type = bool(weak_type)
 
@@ -61,6 +63,11 @@ class ShapeDtypeStruct:
         return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{weak})"
 
 
+def _is_key(dtype):
+    """Whether `dtype` is the dtype of typed keys (`random.key(0).dtype`, `key<fry>`)."""
+    return getattr(dtype, "type", None) is prng_key
+
+
 def _is_abstract(x):
     return not isinstance(x, (Array, np.ndarray, np.generic)) and \
         getattr(type(x), "_kiln_trace", None) is None and \
@@ -72,6 +79,9 @@ def _stand_in(x):
     only has a shape and a dtype; other leaves as they are."""
     if not _is_abstract(x):
         return x
+    if _is_key(x.dtype):   # typed keys: key data of zeros
+        from ._random import PRNGKeyArray
+        return PRNGKeyArray(_stand_in(ShapeDtypeStruct(tuple(x.shape) + (2,), np.uint32)))
     dtype = dtypes.canonicalize(np.dtype(x.dtype))
     a = object.__new__(Array)
     a._value = np.broadcast_to(np.zeros((), dtype), tuple(x.shape))
@@ -93,8 +103,14 @@ def _stage(fun, args, kwargs, static_argnums=()):
 
 
 def _shapes(st):
-    return tree_unflatten(st.out_tree, [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type)
-                                        for a in st.out_avals])
+    """The `ShapeDtypeStruct`s of a staging's outputs (of a typed key's shape and dtype for
+    typed keys)."""
+    from ._random import PRNGKeyArray
+    out = tree_unflatten(st.out_tree, [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type)
+                                       for a in st.out_avals])
+    return tree_map(lambda x: ShapeDtypeStruct(x.shape, x.dtype)
+                    if isinstance(x, PRNGKeyArray) else x, out,
+                    is_leaf=lambda x: isinstance(x, PRNGKeyArray))
 
 
 def eval_shape(fun, *args, **kwargs):
@@ -150,8 +166,14 @@ def typeof(x):
     """The abstract value of `x` (shape, dtype, weak type): `f32[3]`, with the sharding of
     its type (`.sharding`; `f32[8@X]` for an argument split over the Explicit mesh axis X:
     sharding_types.py), and inside a shard_map body the manual axes it varies over
-    (`f32[2,2]{V:(i,j)}`, `.manual_axis_type.varying`: vma.py)."""
+    (`f32[2,2]{V:(i,j)}`, `.manual_axis_type.varying`: vma.py) or is unreduced / reduced over
+    (`f32[4]{U:i}`, `{R:i}`). Typed keys (`kiln.random.key`) have their own: `key<fry>[]`
+    (`_random.KeyAval`)."""
+    from ._random import PRNGKeyArray
+    if isinstance(x, PRNGKeyArray):
+        return x.aval
     typed = as_typed(staging.leaf_aval(_stand_in(x), "kiln.typeof's argument")[0])
     axes = vma.in_order(vma.varying(x))
-    return typed if not axes else TypedAval(typed.shape, typed.dtype, typed.weak_type,
-                                            typed.sharding, axes)
+    partial = tuple(vma.in_order(a) for a in vma.partial_axes(x))
+    return typed if not axes and not any(partial) else TypedAval(
+        typed.shape, typed.dtype, typed.weak_type, typed.sharding, axes, partial)

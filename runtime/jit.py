@@ -60,11 +60,11 @@ import numpy as np
 
 from . import monitoring
 from .array import Array, placed_on, placed_sharding, TYPED
-from .sharding_propagation import auto_placements, constraints_of
-from .sharding_types import placements
+from .sharding_propagation import committed_placements, constraints_of
+from .sharding_types import placements, typed_outputs
 from .compiler.backends.cuda.device import DeviceBuffer, Layer as CudaLayer
 from .tree_util import tree_flatten, tree_unflatten, tree_map, tree_leaves
-from . import fastcall, staging, _default_device as default_device
+from . import fastcall, staging, profiler, _default_device as default_device
 from .float_checks import STATE as _FLOAT_CHECKS, check as _check_floats
 from .execution_guards import STATE as _GUARDS, check_execution
 from .staging import leaf_aval, wrap_outputs
@@ -111,6 +111,21 @@ def _option_changed(key, value):
 config.on_change(_option_changed)
 
 
+_TRACING = profiler.TRACING   # 1 while a kiln.profiler trace records calls
+
+
+def trace_calls(on):
+    """A kiln.profiler trace starts (`on`) or stops recording calls: while it does, native
+    calls go through `Jitted.__call__` (the disable_jit counter they read) and no fast path is
+    kept (the fast paths made are dropped; `_call` installs none), so that every call takes the
+    ordinary path, which records it."""
+    with _DISABLING_LOCK:
+        _DISABLING[0] += 1 if on else -1
+    if on:
+        for holder in list(staging.FAST_PATHS):
+            holder._fast = None
+
+
 @contextlib.contextmanager
 def disable_jit(disable=True):
     """Run jitted functions as plain Python inside this block (for debugging; in this thread
@@ -131,9 +146,9 @@ class _Entry(staging.Entry):
     __slots__ = ("function", "ssa", "executable", "in_tree", "out_tree", "out_weak", "consts",
                  "closed",   # the arrays it closes over (consts, before a backend holds them)
                  "in_avals", "held", "writes", "refs",   # held: donated inputs whose buffers become outputs
-                 "placements",   # per output: the sharding its type gives it, or None
+                 "out_typed",   # its outputs' types when one has a sharding, else None
                  "constraints",   # sharding_propagation.constraints_of its function
-                 "auto_placed")   # {arguments' shardings: sharding_propagation.auto_placements}
+                 "auto_placed")   # {arguments' shardings: sharding_propagation.committed_placements}
 
 
 # Jitted objects of one Python function with the same options share their specialisations,
@@ -228,7 +243,8 @@ class Jitted:
                     return out
             if self._shardings is not None:
                 return _sharded_call(self, args, kwargs)
-            out = self._call(args, kwargs)
+            out = self._call(args, kwargs) if not _TRACING[0] else \
+                profiler.traced_call(self, args, kwargs)   # (a kiln.profiler trace is active)
             if _FLOAT_CHECKS.on and current() is None and not _DISABLED.on:
                 try:
                     _check_floats([x._value for x in tree_leaves(out) if type(x) is Array],
@@ -293,7 +309,7 @@ class Jitted:
         entry = self._entry(key, args, kwargs)
         if entry.held:
             return _run_donating(entry, leaves, dyn_values)
-        if not entry.writes and entry.refs is None:
+        if not entry.writes and entry.refs is None and not _TRACING[0]:
             self._fast = fastcall.install(entry, args, kwargs, self._static, wrap_outputs) \
                 or self._fast
             staging.FAST_PATHS.add(self)
@@ -330,6 +346,10 @@ class Jitted:
         return self._cache.lookup(key, lambda stale: self._specialise(key, args, kwargs, stale))
 
     def _run(self, entry, dyn_values, leaves):
+        typed = getattr(entry, "out_typed", None)   # placed over the meshes of this call's
+        where = None if typed is None else placements(typed, leaves)   # arguments
+        if TYPED and any(id(x) in TYPED for x in leaves):   # (placed arguments: checked
+            where = _committed_placed(entry, leaves, where)   # before running)
         refs = entry.refs   # Refs made outside: their values in, the new ones written back
         if refs is not None:
             dyn_values = [*dyn_values, *refs.values()]
@@ -340,11 +360,8 @@ class Jitted:
             staging.assign_globals(entry.writes, outs)
         if refs is not None or entry.writes:
             outs = outs[:entry.out_tree.num_leaves]
-        placements = getattr(entry, "placements", None)
-        if placements is None and TYPED and any(id(x) in TYPED for x in leaves):
-            placements = _auto_placed(entry, leaves)   # (arguments over Auto mesh axes)
-        if placements:   # outputs typed with a sharding (sharding_types.placements)
-            outs = [o if s is None else placed_on(o, s) for o, s in zip(outs, placements)]
+        if where:   # outputs typed with a sharding (sharding_types.placements)
+            outs = [o if s is None else placed_on(o, s) for o, s in zip(outs, where)]
         return tree_unflatten(entry.out_tree, outs)
 
     def _leaves(self, args, kwargs):
@@ -396,6 +413,12 @@ class Jitted:
         self.miss_reasons.append(reason)
         if staging.log_compiles():
             staging.logger.warning("kiln: compiling %s (%s)", self.__name__, reason)
+        with profiler.span(f"compile {self.__name__}", "compile", reason=reason):
+            return self._make_entry(key, args, kwargs)
+
+    def _make_entry(self, key, args, kwargs):
+        """The specialisation of the call `(args, kwargs)` with key `key`, staged and
+        compiled."""
         with monitoring.timed(monitoring.TRACE_EVENT, self.__name__):
             st, _, _ = staging.stage_call(self._fun, args, kwargs, self._static,
                                           shown=self.__name__)
@@ -417,7 +440,7 @@ class Jitted:
         entry.closed = st.extra
         entry.guards = st.guards
         entry.in_avals = key[1]
-        entry.placements = placements(st.out_avals, self._leaves(args, kwargs))
+        entry.out_typed = st.out_avals if typed_outputs(st.out_avals) else None
         entry.constraints = constraints_of(st.fn)
         entry.held = sorted(set(getattr(executable, "held", {}).values()))
         _warn_unusable(donated, entry)
@@ -425,6 +448,12 @@ class Jitted:
 
     # ------------------------------------------------------------------- inspection
     def lower(self, *args, **kwargs):
+        from . import pjrt_partitioned
+        from .introspection import stand_ins
+        stood = stand_ins(args, kwargs)
+        if process_layout()[1] == 1 and pjrt_partitioned.wanted(
+                self, [a._value for a in tree_leaves(stood) if type(a) is Array]):
+            return pjrt_partitioned.lowered(self, *stood)
         return self.trace(*args, **kwargs).lower()
 
     def trace(self, *args, **kwargs):
@@ -468,15 +497,17 @@ def _spread(values):
     return False
 
 
-def _auto_placed(entry, leaves):
-    """sharding_propagation.auto_placements of `entry` called with `leaves`, kept per
-    arguments' shardings."""
+def _committed_placed(entry, leaves, typed):
+    """sharding_propagation.committed_placements of `entry` called with `leaves` (a
+    ValueError for arguments committed to different devices), its outputs' `typed`
+    placements given, kept per arguments' shardings."""
     key = tuple(placed_sharding(x) for x in leaves)
     cache = getattr(entry, "auto_placed", None)
     if cache is None:
         cache = entry.auto_placed = {}
     if key not in cache:
-        cache[key] = auto_placements(entry.function, getattr(entry, "constraints", {}), leaves)
+        cache[key] = committed_placements(entry.function, getattr(entry, "constraints", {}),
+                                          leaves, f"jit({entry.function.name})", typed)
     return cache[key]
 
 
@@ -668,25 +699,30 @@ class Compiled:
 
     def __call__(self, *args, **kwargs):
         """Run on the dynamic arguments (pytrees as at `lower`, static ones left out)."""
-        leaves, tree = tree_flatten((tuple(args), kwargs))
-        if tree != self._entry.in_tree:
-            raise TypeError(f"Function compiled with input pytree does not match the input "
-                            f"pytree it was called with: compiled for "
-                            f"{self._entry.in_tree}, called with {tree}")
-        pairs = [leaf_aval(x, f"argument {i}", dense=True, refs=True)
-                 for i, x in enumerate(leaves)]
-        avals = tuple(a for a, _ in pairs)
-        strip = lambda t: [(a.shape, a.dtype) for a in t]  # noqa: E731  (weak types may differ)
-        if strip(avals) != strip(self._entry.in_avals):
-            show = lambda t: "(" + ", ".join(a.str_short() for a in t) + ")"  # noqa: E731
-            raise TypeError(f"this executable was compiled for arguments of types "
-                            f"{show(self._entry.in_avals)} but is called with {show(avals)}; "
-                            f"call the jitted function instead to compile for new types")
+        leaves, pairs = checked_call(self._entry.in_tree, self._entry.in_avals, args, kwargs)
         values = [v for _, v in pairs]
         check_execution(f"the compiled {self._entry.function.name}")
         if self._entry.held:   # `pairs` holds the buffers too: donated ones are copied
             return _run_donating(self._entry, leaves, values)
         return Jitted._run(None, self._entry, values, leaves)
+
+
+def checked_call(in_tree, in_avals, args, kwargs):
+    """(the leaves of a call of a compiled executable, their (aval, value) pairs), after
+    JAX's checks that its pytree is `in_tree` and its types `in_avals` (a TypeError)."""
+    leaves, tree = tree_flatten((tuple(args), kwargs))
+    if tree != in_tree:
+        raise TypeError(f"Function compiled with input pytree does not match the input "
+                        f"pytree it was called with: compiled for {in_tree}, called with "
+                        f"{tree}")
+    pairs = [leaf_aval(x, f"argument {i}", dense=True, refs=True) for i, x in enumerate(leaves)]
+    strip = lambda t: [(a.shape, a.dtype) for a in t]  # noqa: E731  (weak types may differ)
+    if strip(a for a, _ in pairs) != strip(in_avals):
+        show = lambda t: "(" + ", ".join(a.str_short() for a in t) + ")"  # noqa: E731
+        raise TypeError(f"this executable was compiled for arguments of types "
+                        f"{show(in_avals)} but is called with {show([a for a, _ in pairs])}; "
+                        f"call the jitted function instead to compile for new types")
+    return leaves, pairs
 
 
 def _stablehlo_text(entry):

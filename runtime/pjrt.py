@@ -459,10 +459,12 @@ class ReplicatedProgram:
     """A pmap's or shard_map's StableHLO module compiled with one replica per device:
     `run_replicas(argument_lists)` runs replica i on `argument_lists[i]` (its arguments and
     constants: DeviceBuffers of device i, or host values) in one execution over every device,
-    and returns each replica's results as DeviceBuffers left on its device."""
+    and returns each replica's results as DeviceBuffers left on its device. `serialized`
+    (bytes of `compiled.serialize()`) loads the plug-in's executable instead of compiling the
+    module."""
     one_call = True   # every replica runs in one call (_replica_threads.run_replicas)
 
-    def __init__(self, module, devices):
+    def __init__(self, module, devices, serialized=None):
         if not on_pjrt(devices) or len({d.layer.plugin for d in devices}) > 1:
             raise ValueError(f"a replicated PJRT program runs on the devices of one PJRT "
                              f"plug-in, got {list(devices)}")
@@ -471,7 +473,7 @@ class ReplicatedProgram:
         infos = [d.layer.info for d in self.devices]
         self._placed = None
         self.compiled = ReplicatedExecutable(infos[0].client, module.text, module.in_avals,
-                                             module.out_avals, infos)
+                                             module.out_avals, infos, serialized=serialized)
 
     def constants_on_devices(self, consts):
         """`consts` (the staged function's constants, the same at every call) as

@@ -25,6 +25,9 @@ an argument is an Array spread over several PJRT devices (pjrt_spread.py). The c
   partition in one execution;
 - returns each result spread over the devices with its sharding, left there: passed to the
   next call, its buffers go in as they are;
+- `jitted.lower(...)` gives the call's entry (`lowered`: a `PartitionedLowered`, compiled
+  already), and `.compile()` a `PartitionedCompiled` called with the same pytree, each argument
+  put on its input sharding; kiln.experimental.serialize_executable serializes it;
 - donates: an argument of `donate_argnums`/`donate_argnames` is aliased to the first free
   result of its shape, dtype and sharding (`tf.aliasing_output`), or, where XLA chooses some
   result's sharding, marked a buffer donor (`jax.buffer_donor`) when a result of its shape and
@@ -45,12 +48,19 @@ from .compiler.backends.cuda.device import DeviceBuffer
 from .pjrt_spread import as_blocks, put, spread_array, spread_of, LAYER
 from .sharding import Sharding, NamedSharding, PartitionSpec
 from .staging import leaf_aval
+from .execution_guards import check_execution
+from .jit import Compiled, Lowered, checked_call
+from .analysis import XlaFigures
 
 
 class _Entry(staging.Entry):
     __slots__ = ("executable", "text", "constants", "out_tree", "out_weak", "out_shardings",
-                 "out_avals", "writes", "held")   # held: the donated inputs a result took
-    # text: the module the plug-in compiled
+                 "out_avals", "writes", "held", "name", "in_tree", "in_avals", "in_shardings",
+                 "mesh", "shardy", "ssa")
+    # text: the module the plug-in compiled; held: the donated inputs a result took;
+    # in_avals: the arguments' global types, in_shardings their shardings (constants not
+    # included); shardy: whether the module is Shardy's; ssa: the SSA form it was lowered
+    # from (None for an executable loaded from a serialized one)
 
 
 def wanted(jitted, values):
@@ -80,6 +90,13 @@ def _on_pjrt(sharding):
 
 def partitioned_call(jitted, args, kwargs):
     """A call of `jitted` partitioned over PJRT devices (module docstring)."""
+    entry, placed, leaves = specialised(jitted, args, kwargs)
+    return run(entry, placed, leaves)
+
+
+def specialised(jitted, args, kwargs):
+    """(the entry of a call of `jitted`, compiled now when missing, its arguments placed on
+    the entry's mesh, the dynamic leaves as given)."""
     from .placement import _as_sharding
     from .global_jit import _per_leaf, placed_call
     from .jit import warn_unusable
@@ -87,15 +104,7 @@ def partitioned_call(jitted, args, kwargs):
     donated = jitted._donated_leaves(args, kwargs)
     out_shardings = (jitted._shardings or (None, None))[1]
     mesh = _mesh(leaves, _given(jitted), jitted.__name__)
-    replicated = NamedSharding(mesh, PartitionSpec())
-    placed = []
-    for x in leaves:
-        s = spread_of(x)
-        if s is not None and s.sharding.mesh == mesh:
-            x = as_blocks(x)   # a pmap result over the mesh: its axis back, on the devices
-        else:
-            x = put(x if type(x) is Array else to_array(x), replicated)
-        placed.append(x)
+    placed = place(leaves, mesh)
     avals = [leaf_aval(x, f"argument {i} of {jitted.__name__}")[0] for i, x in enumerate(placed)]
     specs = tuple(spread_of(x).sharding.spec.padded(len(a.shape)) for x, a in zip(placed, avals))
     shardy = config.read("use_shardy_partitioner")
@@ -121,9 +130,33 @@ def partitioned_call(jitted, args, kwargs):
                 _check_target(t, a, mesh, jitted.__name__)
             entry = _compile(st, ins, outs, mesh, jitted.__name__, donated, shardy)
         warn_unusable([avals[i] for i in donated if i not in entry.held], _frames_in_kiln())
+        entry.name, entry.in_tree, entry.in_avals = jitted.__name__, treedef, tuple(avals)
+        entry.in_shardings = ins[:len(placed)]
         return entry
 
-    entry = jitted._partitioned.lookup(key, make)
+    replicated = NamedSharding(mesh, PartitionSpec())
+    return jitted._partitioned.lookup(key, make), placed, leaves
+
+
+def place(leaves, mesh, shardings=None):
+    """`leaves` on `mesh`: with `shardings`, leaf i put on `shardings[i]` (an Array already
+    so spread as it is); without, one spread over the mesh as it is (a pmap result over it
+    with its mapped axis back on each device) and any other put there replicated."""
+    placed = []
+    for i, x in enumerate(leaves):
+        s = spread_of(x)
+        if shardings is None and s is not None and s.sharding.mesh == mesh:
+            x = as_blocks(x)   # a pmap result over the mesh: its axis back, on the devices
+        else:
+            target = NamedSharding(mesh, PartitionSpec()) if shardings is None else shardings[i]
+            x = put(x if type(x) is Array else to_array(x), target)
+        placed.append(x)
+    return placed
+
+
+def run(entry, placed, leaves):
+    """The results of `entry` run on `placed` (spread over its mesh; `leaves` as the caller
+    gave them, the donated ones deleted after the execution)."""
     rows = [[spread_of(x).buffers[i] for x in placed] + constants
             for i, constants in enumerate(entry.constants)]
     results = entry.executable(rows)
@@ -246,7 +279,7 @@ def _compile(st, ins, outs, mesh, name, donated, shardy):
     (`jax.buffer_donor`, as in JAX): XLA gives its buffer to a result once it has placed
     them, and PJRT takes it over in any case."""
     from .compiler.backends.stablehlo.module import (lower_module, gspmd_attribute,
-                                                     sdy_attribute, sdy_mesh)
+                                                     sdy_attribute, sdy_mesh, Partitioning)
     from .compiler.backends.pjrt.replicated import ReplicatedExecutable
     from .pjrt import aliases
     from .staging import run_pipeline
@@ -269,10 +302,12 @@ def _compile(st, ins, outs, mesh, name, donated, shardy):
     donors = set(found) if open_outs else set()
     module = lower_module(ssa, name, partitions=len(devices), shardings=text,
                           aliases=None if open_outs else found, donors=donors,
-                          mesh=sdy_mesh(names, sizes) if shardy else None)
+                          mesh=sdy_mesh(names, sizes) if shardy else None,
+                          partitioning=Partitioning(names, sizes,
+                                                    tuple(d.id for d in devices), shardy))
     infos = [d.layer.info for d in devices]
     entry = _Entry()
-    entry.text = module.text
+    entry.text, entry.mesh, entry.shardy, entry.ssa = module.text, mesh, shardy, ssa
     entry.executable = ReplicatedExecutable(
         infos[0].client, module.text, [a.update(shape=s.shard_shape(a.shape))
                                        for s, a in zip(ins, in_avals)],
@@ -292,3 +327,63 @@ def _compile(st, ins, outs, mesh, name, donated, shardy):
     entry.held = sorted(found)
     return entry
 
+
+
+def lowered(jitted, args, kwargs):
+    """`jitted.lower(*args, **kwargs)` of a call partitioned over PJRT devices: its entry,
+    compiled now (the partitioned module is compiled when it is specialised), as a
+    `PartitionedLowered`. The arguments are placed on the mesh as a call places them."""
+    return PartitionedLowered(specialised(jitted, args, kwargs)[0])
+
+
+class PartitionedLowered(Lowered):
+    """`Lowered` of a jit partitioned over PJRT devices: `as_text()` the SSA form after the
+    passes, `as_text("stablehlo")` the partitioned module (its shardings, `sdy.mesh`)."""
+
+    def as_text(self, dialect=None):
+        if dialect == "stablehlo":
+            return self._entry.text
+        return super().as_text(dialect)
+
+    def compile(self):
+        return PartitionedCompiled(self._entry)
+
+    def compile_for_topology(self, topology):
+        raise NotImplementedError(
+            f"compile_for_topology of {self._entry.name!r}: kiln compiles single-device "
+            f"modules for a topology; this one is partitioned over a mesh of PJRT devices")
+
+
+class PartitionedCompiled(XlaFigures, Compiled):
+    """`Compiled` of a jit partitioned over PJRT devices: called with the arguments'
+    pytree of `lower` (each put on its input sharding over the mesh, as a call of the
+    jitted function puts it), its results spread as the call's; `input_shardings` and
+    `output_shardings` as JAX's; `as_text()` the module the plug-in compiled; XLA's
+    figures of the executable."""
+
+    def as_text(self, level=None):
+        if level not in (None, "stablehlo"):
+            raise ValueError(f"Compiled.as_text of a partitioned executable: level {level!r}; "
+                             f"it has its StableHLO module only (None or 'stablehlo')")
+        return self._entry.text
+
+    @property
+    def input_shardings(self):
+        entry = self._entry
+        return tree_unflatten(entry.in_tree, list(entry.in_shardings))
+
+    @property
+    def output_shardings(self):
+        entry = self._entry
+        return tree_unflatten(entry.out_tree,
+                              list(entry.out_shardings[:entry.out_tree.num_leaves]))
+
+    def _loaded(self):
+        executable = self._entry.executable
+        return executable.client.api, executable.handle
+
+    def __call__(self, *args, **kwargs):
+        entry = self._entry
+        leaves, _ = checked_call(entry.in_tree, entry.in_avals, args, kwargs)
+        check_execution(f"the compiled {entry.name}")
+        return run(entry, place(leaves, entry.mesh, entry.in_shardings), leaves)

@@ -19,10 +19,15 @@ default device in force (kiln.default_device; none set: the host). A PJRT device
 (runtime/pjrt.py) is the same: its layer makes the device buffer, and copies an Array on
 another device of its plug-in device to device. Shardings over several devices are CPU-only,
 except NamedShardings over PJRT devices: one buffer per device (pjrt_spread.py).
+
+Inside `jit` (a traced value), `device_put` onto a NamedSharding retypes the value as
+`reshard` does, and onto one device is the identity; its target is recorded so that `jit`
+refuses arguments committed to other devices (sharding_propagation.committed).
 """
 import numpy as np
 
 from .tree_util import tree_map
+from .dispatch import is_traced
 from .array import Array, to_array, placed_on, _wrap
 from .compiler.backends.cuda.device import DeviceBuffer
 from .devices import Device
@@ -52,6 +57,8 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
     """`x` (a pytree) as kiln arrays on `device`: a Device, a Sharding, a PartitionSpec over
     the current mesh, or a pytree prefix of those (see the module docstring)."""
     def put(v, where):
+        if is_traced(v):
+            return _traced(v, _as_sharding(where))
         if not isinstance(v, Array):
             v = to_array(np.asarray(v) if isinstance(v, (list, tuple)) else v, "device_put")
             if where is None:
@@ -72,6 +79,22 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
             and len(device) == len(x):
         return type(x)(device_put(v, d) for v, d in zip(x, device))
     return tree_map(lambda v: put(v, device), x)
+
+
+def _traced(v, where):
+    """`device_put` of a traced value (inside `jit` or another transform): onto a
+    NamedSharding, the value retyped with it (as `reshard`; over an all-Auto mesh, a sharding
+    constraint, as `with_sharding_constraint`); onto one device, the value itself. The
+    target is recorded so that `jit` refuses a call whose committed arguments are on other
+    devices (sharding_propagation.committed)."""
+    from .sharding_propagation import auto_mesh, constrain
+    from .sharding_types import retyped
+    if where is None:
+        return v
+    out = retyped(v, where) if isinstance(where, NamedSharding) and auto_mesh(where) is None \
+        else v
+    constrain(out.var, where)
+    return out
 
 
 def _across_processes(v, where):

@@ -34,6 +34,11 @@ A global array (several processes: global_arrays.py) is mapped as this process's
 local replica taking its device's shard, as JAX's pmap takes the local shards; it must be
 mapped along the dimension it is split along across the processes.
 
+`pmap(f).lower(*args).compile()` is the specialisation for those arguments, compiled: a
+`PmapCompiled` called as the pmap (`PmapCall` checks the pytree, types and mapped axes), which
+kiln.experimental.serialize_executable serializes on PJRT devices (`run_replicated` runs a
+loaded one).
+
 The mapped size may not exceed the devices pmap runs on (`devices=`, else
 `kiln.local_devices()`): a ValueError names both. `static_broadcasted_argnums` are passed to
 every replica by value and are part of the cache key, as `jit`'s static arguments.
@@ -106,14 +111,30 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
                                      span=(process, processes) if processes > 1 else None)
             placed = place_outputs(outs, odims, st.out_tree, size, out_axes, fun, "pmap")
             return tree_unflatten(st.out_tree, placed)
-        replicas = _devices_for(size)
+        entry = _entry(prep, processes)
+        outs, mesh = _outputs(entry, leaves, axes, size)
+        if backend_key == "pjrt":
+            return tree_unflatten(entry.out_tree, outs)
+        if processes == 1 and not statics[1]:
+            fast._fast = pmap_fast.install(entry, args, kwargs, static, axes, size,
+                                           entry.mapped_out, mesh, name) or fast._fast
+            staging.FAST_PATHS.add(fast)
+        return tree_unflatten(entry.out_tree, outs)
+
+    def _entry(prep, processes):
+        """The compiled specialisation of a call `_prepare` split (made when missing)."""
+        _, treedef, statics, avals, axes, size, examples = prep
         key = (treedef, statics, tuple(avals), tuple(axes), processes)
-        entry = cache.lookup(key, lambda stale: _compile(examples, treedef, statics, size,
-                                                          processes))
-        mesh = Mesh(np.array(replicas, dtype=object), (name,),
-                    (AxisType.Auto,))
+        return cache.lookup(key, lambda stale: _compile(examples, treedef, statics, size,
+                                                         processes))
+
+    def _outputs(entry, leaves, axes, size):
+        """(the outputs of `entry` run on `leaves`, the replicas' mesh)."""
+        replicas = _devices_for(size)
+        mesh = Mesh(np.array(replicas, dtype=object), (name,), (AxisType.Auto,))
         if backend_key == "pjrt":   # the results stay on the devices (pjrt_spread.py)
-            return tree_unflatten(entry.out_tree, _run_pjrt(entry, leaves, axes, replicas, mesh))
+            return run_replicated(entry, leaves, axes, mesh, describe(fun)), mesh
+        process, processes = process_layout()
         values = [_to_front(leaf_value(x), d) for x, d in zip(leaves, axes)]
         outs = wrap_outputs(_run(entry, values, axes, size, process, processes), entry.out_weak)
         for o, spec in zip(outs, entry.mapped_out):
@@ -121,11 +142,21 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             if spec is not None:
                 at[spec % o.ndim] = name
             placed_on(o, NamedSharding(mesh, PartitionSpec(*at)))
-        if processes == 1 and not statics[1]:
-            fast._fast = pmap_fast.install(entry, args, kwargs, static, axes, size,
-                                           entry.mapped_out, mesh, name) or fast._fast
-            staging.FAST_PATHS.add(fast)
-        return tree_unflatten(entry.out_tree, outs)
+        return outs, mesh
+
+    def lower(*args, **kwargs):
+        """JAX's `pmap(f).lower(*args)`: the specialisation for these arguments, compiled
+        (`.compile()` gives a `PmapCompiled`, called as the pmap is)."""
+        prep = _prepare(args, kwargs)
+        leaves, treedef, statics, avals, axes, size, _ = prep
+        processes = process_layout()[1]
+        if processes > 1:
+            raise NotImplementedError(f"pmap of {describe(fun)}: lower() over several "
+                                      f"processes; call the pmap instead")
+        entry = _entry(prep, processes)
+        return PmapLowered(PmapCall(entry, describe(fun), treedef, statics, avals, axes,
+                                    lambda leaves: _outputs(entry, leaves, axes, size)[0],
+                                    backend_key, name, prepare=_prepare))
 
     def _devices_for(size):
         """The devices the replicas run on; a ValueError when there are fewer than `size`."""
@@ -231,32 +262,6 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             outs.append(np.moveaxis(stacked, 0, spec % nd))
         return outs
 
-    def _run_pjrt(entry, leaves, axes, replicas, mesh):
-        """The outputs of a call on PJRT devices, spread over them: a mapped argument
-        already spread over the replicas' devices along its axis goes in as its buffers."""
-        spread = _pjrt_spread()
-        values = [spread.replica_buffers(x, d, replicas) or
-                  _to_front(np.asarray(x) if type(x) is Array else leaf_value(x), d)
-                  for x, d in zip(leaves, axes)]
-
-        consts = entry.executable.constants_on_devices(entry.consts)
-
-        def args_of(i):
-            return [v[i] if d is not None else v for v, d in zip(values, axes)] + consts[i]
-        per_replica = _replica_threads.run_replicas(entry, ReplicaGroup(((name, len(replicas)),)),
-                                                    args_of)
-        outs = []
-        for k, (spec, weak) in enumerate(zip(entry.mapped_out, entry.out_weak)):
-            rows = [r[k] for r in per_replica]
-            if spec is None:
-                outs.append(wrap_outputs(rows[:1], [weak])[0])
-                continue
-            try:
-                outs.append(spread.stacked(rows, mesh, name, spec, weak))
-            except ValueError as e:
-                raise ValueError(f"{e} ({describe(fun)})") from None
-        return outs
-
     def make_ir(*args, **kwargs):
         """The SSA of one replica (what every device runs), for `kiln.make_ir(pmap(f))`."""
         _, treedef, statics, _, _, size, examples = _prepare(args, kwargs)
@@ -264,7 +269,110 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
 
     name_like(mapped, fun)
     mapped._kiln_make_ir = make_ir
+    mapped.lower = lower
     return mapped
+
+
+def run_replicated(entry, leaves, axes, mesh, shown):
+    """The outputs of a pmap's `entry` on PJRT devices (the replicas: `mesh`, one axis),
+    spread over them: a mapped argument already spread over the replicas' devices along its
+    axis goes in as its buffers."""
+    spread = _pjrt_spread()
+    name = mesh.axis_names[0]
+    replicas = list(mesh.devices.flat)
+    values = [spread.replica_buffers(x, d, replicas) or
+              _to_front(np.asarray(x) if type(x) is Array else leaf_value(x), d)
+              for x, d in zip(leaves, axes)]
+
+    consts = entry.executable.constants_on_devices(entry.consts)
+
+    def args_of(i):
+        return [v[i] if d is not None else v for v, d in zip(values, axes)] + consts[i]
+    per_replica = _replica_threads.run_replicas(entry, ReplicaGroup(((name, len(replicas)),)),
+                                                args_of)
+    outs = []
+    for k, (spec, weak) in enumerate(zip(entry.mapped_out, entry.out_weak)):
+        rows = [r[k] for r in per_replica]
+        if spec is None:
+            outs.append(wrap_outputs(rows[:1], [weak])[0])
+            continue
+        try:
+            outs.append(spread.stacked(rows, mesh, name, spec, weak))
+        except ValueError as e:
+            raise ValueError(f"{e} ({shown})") from None
+    return outs
+
+
+class PmapCall:
+    """What a lowered pmap runs: its `entry` (pmap's, or one loaded from a serialized
+    executable), the name it is shown by, the pytree, static leaves, types and mapped axes
+    of the arguments it was lowered for, `run(leaves)` (its outputs on those leaves),
+    the backend, the axis name, and `prepare` (the pmap's split of a call's arguments; None
+    for a loaded one, whose arguments are flattened and checked here)."""
+
+    def __init__(self, entry, shown, in_tree, statics, in_avals, axes, run, backend,
+                 axis_name, prepare=None):
+        self.entry, self.shown, self.in_tree, self.statics = entry, shown, in_tree, statics
+        self.in_avals, self.axes, self.run, self.backend = tuple(in_avals), list(axes), run, \
+            backend
+        self.axis_name, self.prepare = axis_name, prepare
+
+    def __call__(self, args, kwargs):
+        if self.prepare is not None:   # (called without the static arguments, as JAX's)
+            args, kwargs = staging.merge_statics(args, kwargs, self.statics[0])
+            leaves, tree, statics, avals, axes, _, _ = self.prepare(tuple(args), kwargs)
+        else:
+            leaves, tree = tree_flatten((tuple(args), kwargs))
+            statics, avals, axes = self.statics, staging.leaf_avals(leaves), self.axes
+        if tree != self.in_tree:
+            raise TypeError(f"Function compiled with input pytree does not match the input "
+                            f"pytree it was called with: compiled for {self.in_tree}, called "
+                            f"with {tree}")
+        if statics != self.statics:
+            raise TypeError(f"this executable of the pmap of {self.shown} was specialised for "
+                            f"other values of its Python int and bool arguments; call the "
+                            f"pmap instead")
+        strip = lambda t: [(a.shape, a.dtype) for a in t]  # noqa: E731  (weak types may differ)
+        if strip(avals) != strip(self.in_avals) or list(axes) != self.axes:
+            show = lambda t: "(" + ", ".join(a.str_short() for a in t) + ")"  # noqa: E731
+            raise TypeError(f"this executable of the pmap of {self.shown} was compiled for "
+                            f"arguments of types {show(self.in_avals)} mapped along "
+                            f"{self.axes} but is called with {show(avals)} mapped along "
+                            f"{list(axes)}; call the pmap instead to compile for new types")
+        return tree_unflatten(self.entry.out_tree, self.run(leaves))
+
+
+class PmapLowered:
+    """`pmap(f).lower(*args)`: `compile()` gives the `PmapCompiled`; `as_text("stablehlo")`
+    the replicated module (PJRT devices)."""
+
+    def __init__(self, call):
+        self._call = call
+
+    def as_text(self, dialect=None):
+        return self.compile().as_text(dialect)
+
+    def compile(self):
+        return PmapCompiled(self._call)
+
+
+class PmapCompiled:
+    """`pmap(f).lower(*args).compile()`: called as the pmap (with the dynamic arguments of
+    the same types); `in_tree` and `out_tree` as JAX's; `as_text()` what the backend runs
+    (on PJRT devices the replicated StableHLO module)."""
+
+    def __init__(self, call):
+        self._call = call
+
+    in_tree = property(lambda self: self._call.in_tree)
+    out_tree = property(lambda self: self._call.entry.out_tree)
+
+    def as_text(self, level=None):
+        executable = self._call.entry.executable
+        return executable.as_text() if level is None else executable.as_text(level)
+
+    def __call__(self, *args, **kwargs):
+        return self._call(args, kwargs)
 
 
 def _pjrt():

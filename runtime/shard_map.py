@@ -11,6 +11,16 @@ joined the same way by `out_specs` (an axis an output spec does not name takes t
 replicas at coordinate 0 along it: the result must be the same along it, as JAX checks, and
 with `check_vma=True` kiln checks it too, from the axes each result varies over: vma.py).
 
+Over a mesh whose axes are all Explicit, with every axis manual, an explicit `in_specs` entry
+must be the spec of its argument's type (JAX's ValueError, `_check_in_spec`).
+
+`unreduced` / `reduced` axes in a spec: an argument unreduced over axes holds its value at
+coordinate 0 along them and zeros elsewhere, typed `{U:...}` in the body (reduced: whole,
+typed `{R:...}`; vma.mark_partial), and a result unreduced over axes is the sum of the
+devices' values there, placed (typed) unreduced. Python's `print` at the top level of a body
+over a whole kiln Mesh prints once, each value gathered from every device (`print_site`,
+runtime/debug.py).
+
 `axis_names` (a subset of the mesh's axes) makes only those manual: the specs may name only
 them, "every mesh axis" below means every manual one, and the values are whole along the
 other axes (replicated; an argument's split over them stays in its block's type, and a
@@ -209,12 +219,16 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
         avals = list(staging.leaf_avals(leaves))
         specs = _specs(in_specs, tuple(args), len(leaves), "in_specs") if in_specs is not None \
             else [_inferred(a, i, mesh, mesh_axes, sizes) for i, a in enumerate(avals)]
+        if in_specs is not None and not partial and all(
+                t == AxisType.Explicit for t in getattr(mesh, "axis_types", None) or ()):
+            for s, a in zip(specs, avals):
+                _check_in_spec(s, a)
         entries = [_entries(s, len(a.shape), "in_specs", axes, mesh_axes)
                    for s, a in zip(specs, avals)]
         blocks = [_auto_part(a, a.update(shape=_block_shape(a.shape, e, sizes,
                                                             f"argument leaf {i}", f)), sizes)
                   for i, (a, e) in enumerate(zip(avals, entries))]
-        return leaves, treedef, avals, entries, blocks
+        return leaves, treedef, avals, entries, _Blocks(blocks, [_partial(s) for s in specs])
 
     @user_facing
     def mapped(*args):
@@ -227,7 +241,7 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
         leaves, treedef, avals, entries, blocks = _split(args)
         if current() is not None or any(is_traced(x) for x in leaves):
             return _emit(leaves, treedef, avals, entries, blocks)
-        key = (treedef, tuple(avals), tuple(map(tuple, entries)))
+        key = (treedef, tuple(avals), tuple(map(tuple, entries)), tuple(blocks.partial))
         entry = cache.lookup(key, lambda stale: _compile(treedef, blocks, entries))
         if entry.devices is not None:   # PJRT devices: the results stay there
             return tree_unflatten(entry.out_tree, _run_pjrt(entry, leaves, avals, entries))
@@ -240,23 +254,39 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
                 placed_on(o, where)
         return tree_unflatten(entry.out_tree, outs)
 
-    def _stage(treedef, blocks, entries, leaves=()):
+    def _stage(treedef, blocks, entries, leaves=(), call=False):
         """Stage `f` for one replica; its arguments vary over the manual axes their specs
-        name, and over those the values `leaves` (in an enclosing shard_map) vary over."""
+        name, and over those the values `leaves` (in an enclosing shard_map) vary over.
+        `call`: for a call outside any specialisation (prints run at every call)."""
         outer = [vma.varying(x) for x in leaves] or [frozenset()] * len(entries)
+        site = _PrintSite(mesh, mesh_axes, call) \
+            if not partial and isinstance(mesh, Mesh) else None
 
         def rebuild(tracers):
             inside.arguments(tracers, [o | set(_used(e, axes)) for o, e in zip(outer, entries)])
+            if site is not None:
+                site.builder = current()
+            tracers = [_partial_argument(t, u, r) for t, (u, r) in zip(tracers, blocks.partial)]
             return tree_unflatten(treedef, tracers), {}
+
+        def body(*args):   # f, then the sum of the results out_specs make unreduced
+            from .compiler.frontend.specialise import call_function
+            outs = call_function(f, list(args), {})
+            leaves, tree = tree_flatten(outs)
+            specs = _specs(out_specs, outs, len(leaves), "out_specs")
+            return tree_unflatten(tree, [_unreduced_result(x, s) for x, s in zip(leaves, specs)])
         frames = [axis_frame(n, s) for n, s in axes]
         for frame in frames:
             frame.__enter__()
+        _PRINT_SITES.append(site)
         try:
             with vma.body([n for n, _ in axes]) as inside:
-                return staging.stage(f, blocks, rebuild,
+                return staging.stage(body if _any_unreduced(out_specs) else f, list(blocks),
+                                     rebuild,
                                      staging.function_name(f, "shard_map"),
                                      api="mapped by kiln.shard_map")
         finally:
+            _PRINT_SITES.pop()
             for frame in reversed(frames):
                 frame.__exit__(None, None, None)
 
@@ -278,11 +308,11 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
         """The NamedSharding of each result: split over the manual axes as `out_specs` says,
         and over the other axes as the body's result type is (partial `axis_names`)."""
         return [NamedSharding(mesh, _joined_spec(e, spec_of(a) if partial else None,
-                                                 len(tuple(s or ()))))
+                                                 len(tuple(s or ())), s))
                 for e, a, s in zip(out_entries, st.out_avals, _out_spec_list(st))]
 
     def _compile(treedef, blocks, entries):
-        st = _stage(treedef, blocks, entries)
+        st = _stage(treedef, blocks, entries, call=True)
         entry = _Entry()
         devices = _manual_devices(mesh, mesh_axes, sizes)
         from . import pjrt
@@ -405,6 +435,35 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
     return mapped
 
 
+_PRINT_SITES = []   # a _PrintSite (or None) per shard_map body being staged, innermost last
+
+
+class _PrintSite:
+    """What Python's `print` of a traced value needs at the top level of the body of a
+    shard_map manual over every axis of a kiln Mesh: the body's builder (set when staging
+    starts), one header per device, in mesh order, as JAX prints a shard_map value
+    (`On cpu:0 at mesh coordinates (i, j,) = (0, 1):`), and whether the body is staged for
+    a call outside any specialisation, where JAX runs it, and so prints even static text,
+    at every call (under `jit` a print of static text runs once, while tracing)."""
+    __slots__ = ("builder", "names", "headers", "every_call")
+
+    def __init__(self, mesh, mesh_axes, every_call):
+        self.builder, self.every_call = None, every_call
+        self.names = tuple(n for n, _ in mesh_axes)
+        axes = f"({', '.join(map(str, self.names))},)"
+        self.headers = tuple(f"On {d} at mesh coordinates {axes} = {idx}:"
+                             for idx, d in np.ndenumerate(np.asarray(mesh.devices,
+                                                                     dtype=object)))
+
+
+def print_site():
+    """The _PrintSite of the shard_map body whose top level is being staged now, else None
+    (outside a body, in a body over part of the mesh, or inside a `cond`, loop or other
+    region of it, where not every device may reach the print)."""
+    site = _PRINT_SITES[-1] if _PRINT_SITES else None
+    return site if site is not None and site.builder is current() else None
+
+
 def _specs(specs, value, count, what):
     """One PartitionSpec (or None) per leaf of `value`, from the pytree prefix `specs`."""
     if specs is None or _is_spec(specs):
@@ -443,6 +502,29 @@ def _on_current_mesh(f, out_specs, in_specs, axis_names, check_vma):
     name_like(mapped, f)
     mapped._kiln_make_ir = lambda *args: over_current()._kiln_make_ir(*args)
     return mapped
+
+
+def _check_in_spec(spec, aval):
+    """Over a mesh whose axes are all Explicit and all manual, an argument's `in_specs` entry
+    must be the spec of its type (JAX's ValueError): shard_map does not reshard."""
+    if not _is_spec(spec):
+        return
+    ndim = len(aval.shape)
+    typed = spec_of(aval)
+    typed = PartitionSpec() if typed is None else typed
+
+    def norm(p):
+        return tuple(p.names(d) for d in range(ndim)), p.unreduced, p.reduced
+    if norm(spec) != norm(typed):
+        given, has = (PartitionSpec(*(tuple(p) + (None,) * (ndim - len(p))),
+                                    unreduced=p.unreduced, reduced=p.reduced)
+                      for p in (spec, typed))
+        raise ValueError(f"in_specs passed to shard_map: {given} does not match the specs of "
+                         f"the input: {has} for arg: {aval}. `in_specs` is an optional "
+                         f"argument so you can omit specifying it and shard_map will infer "
+                         f"the in_specs from the arguments. If you want to reshard your "
+                         f"inputs, you can use `kiln.reshard` on the arguments and then pass "
+                         f"those args to shard_map (or make the mesh's axes Auto).")
 
 
 def _inferred(aval, i, mesh, axes, manual):
@@ -529,18 +611,74 @@ def _auto_part(aval, block, manual):
         block.shape, block.dtype, block.weak_type, NamedSharding(aval.sharding.mesh, rest))
 
 
-def _joined_spec(entries, typed, written):
+def _joined_spec(entries, typed, written, out_spec=None):
     """The PartitionSpec of a result: its manual axes per dimension (`entries`), then the
     axes its body's type `typed` (a PartitionSpec or None) splits that dimension over; as
     long as its `out_specs` entry was written (`written` entries), or up to its last split
-    dimension (JAX's)."""
+    dimension (JAX's); unreduced and reduced over the axes its `out_spec` says."""
     out = []
     for d, names in enumerate(entries):
         names = tuple(names) + (typed.names(d) if typed is not None else ())
         out.append(None if not names else names[0] if len(names) == 1 else names)
     while len(out) > written and out[-1] is None:
         out.pop()
-    return PartitionSpec(*out)
+    unreduced, reduced = _partial(out_spec)
+    return PartitionSpec(*out, unreduced=unreduced, reduced=reduced)
+
+
+class _Blocks(list):
+    """The block types of a shard_map's argument leaves, with each leaf's in_spec's
+    (unreduced, reduced) axes (`partial`)."""
+
+    def __init__(self, blocks, partial):
+        super().__init__(blocks)
+        self.partial = partial
+
+
+def _partial(spec):
+    """(unreduced axes, reduced axes) of a PartitionSpec (or None)."""
+    return (frozenset(getattr(spec, "unreduced", ())), frozenset(getattr(spec, "reduced", ())))
+
+
+def at_first(names):
+    """Whether this replica is at coordinate 0 along each mesh axis in `names`."""
+    from .lax._parallel import axis_index
+    first = None
+    for name in names:
+        here = axis_index(name) == 0
+        first = here if first is None else first & here
+    return first
+
+
+def _partial_argument(t, unreduced, reduced):
+    """A body's argument `t` as its in_spec's unreduced / reduced axes make it: an array
+    unreduced over axes holds its value at coordinate 0 along them and zeros at the others
+    (the shards kiln places it with), so the sum over them is its value, as JAX's blocks
+    of one; its type says so (vma.mark_partial)."""
+    if unreduced:
+        from .numpy import where
+        varying = vma.varying(t)
+        t = where(at_first(tuple(n for n in vma.order() if n in unreduced)), t, 0)
+        vma.mark(t, varying)
+    if unreduced or reduced:
+        vma.mark_partial(t, unreduced, reduced)
+    return t
+
+
+def _any_unreduced(specs):
+    """Whether the `out_specs` tree `specs` makes any result unreduced."""
+    return any(_partial(s)[0] for s in tree_flatten(specs, is_leaf=_is_spec)[0])
+
+
+def _unreduced_result(x, spec):
+    """A body's result `x` for its out_spec `spec`: over the axes the spec makes it
+    unreduced, kiln holds the logical value, the sum of every device's `x` (JAX's result
+    is unreduced, its blocks those per-device values); `x` itself otherwise."""
+    unreduced, _ = _partial(spec)
+    if not unreduced or not is_traced(x):
+        return x
+    from .lax import psum
+    return psum(x, tuple(n for n in vma.order() if n in unreduced))
 
 
 def _is_spec(x):

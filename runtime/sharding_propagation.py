@@ -5,7 +5,8 @@ passed to `shard_map` without `in_specs` arrives as blocks, as in JAX.
 `propagate(prim, args, result)` runs after an eager operation with an operand typed with a
 sharding (sharding_types.py: placed split over Explicit mesh axes): the rule of `prim` (RULES,
 by primitive name) gives, per result dimension, the Explicit mesh axes it is split over, and
-the result is placed so (`placed_on`; one host buffer, nothing moves). The rules:
+the result is placed so (`placed_on`; one host buffer, nothing moves), unreduced over the
+axes `_unreduced` says (JAX's rules for operands unreduced over mesh axes). The rules:
 
 - elementwise primitives: a dimension is split as the operands that split it; operands
   splitting one dimension over different axes are an error (JAX's: ask for an explicit
@@ -39,6 +40,12 @@ places eager results so; `auto_placements` walks a `jit`'s specialisation (`plac
 eager `vmap`'s and `grad`'s compiled function) from its arguments' shardings (and
 `with_sharding_constraint`s, `constrain`) to place its results; results computed from no
 sharded argument stay on device 0, as in JAX.
+
+Arrays committed elsewhere (`committed`: placed on one device, or over a mesh as a whole, or
+split over Explicit axes) keep their results there: a result no rule splits is placed on the
+operands' device or over their mesh as a whole (`_whole`), eagerly and by `jit`, `vmap` and
+`grad` (`committed_placements`), and operands committed to different devices, or a
+`device_put` inside `jit` onto other devices than its arguments', are JAX's ValueError.
 """
 import contextlib
 import math
@@ -46,7 +53,8 @@ import threading
 
 from .compiler.primitives.elementwise import NAMES as ELEMENTWISE
 from .compiler.ir.ssa import Var
-from .sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+from .sharding import (AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec,
+                       SingleDeviceSharding)
 from .sharding_types import type_sharding, in_context, TypedAval
 
 _STATE = threading.local()   # .suspended: inside a call given out_sharding=; .auto: below
@@ -229,27 +237,185 @@ def _result_split(prim, params, shapes, typed, out_shape):
     return out if used else None
 
 
-def _spec(split):
-    return PartitionSpec(*(None if not n else n[0] if len(n) == 1 else n for n in split))
+def _spec(split, unreduced=frozenset()):
+    return PartitionSpec(*(None if not n else n[0] if len(n) == 1 else n for n in split),
+                         unreduced=unreduced)
+
+
+# primitives whose result is unreduced over the axes their one unreduced operand is (JAX's
+# rules: a sum of the parts' results is the result of the sum)
+_KEEPS_UNREDUCED = {"convert_element_type", "reduce_sum", "transpose", "reshape", "squeeze",
+                    "pad", "concatenate", "reduce_precision", "copy", "select_n"}
+
+
+def _unreduced(prim, typed, shapes):
+    """The mesh axes the result of `prim` is unreduced over, from its operands' type
+    shardings `typed` (JAX's rules): `add` of operands unreduced over the same axes; `mul` of
+    one unreduced over axes by one reduced over them; the structural operations in
+    _KEEPS_UNREDUCED (`select_n`: its cases). Errors, as JAX's: other mixes; any other
+    operation of an unreduced operand (NotImplementedError)."""
+    unreduced = [t.spec.unreduced if t is not None else frozenset() for t in typed]
+    if not any(unreduced):
+        return frozenset()
+    name = prim.name
+    specs = [None if t is None else [t.spec.names(d) for d in range(len(shape))]
+             for t, shape in zip(typed, shapes)]
+    if name in ("add", "add_any") and len(typed) == 2:
+        if unreduced[0] and unreduced[1] and unreduced[0] != unreduced[1]:
+            raise _error(name, specs, shapes, f"the operands are unreduced over different "
+                         f"mesh axes ({sorted(unreduced[0])}, {sorted(unreduced[1])}); "
+                         f"reshard one of them (kiln.reshard)")
+        if not (unreduced[0] and unreduced[1]):
+            side = "lhs" if unreduced[0] else "rhs"
+            raise _error(name, specs, shapes, f"the {side} is unreduced and the other operand "
+                         f"is not, which needs communication; reduce the {side} first "
+                         f"(kiln.reshard(x, P(...)))")
+        return unreduced[0]
+    if name == "mul" and len(typed) == 2:
+        if unreduced[0] and unreduced[1]:
+            raise _error(name, specs, shapes, "both operands are unreduced, and mul is "
+                         "bilinear; reduce one of them (kiln.reshard)")
+        k = 0 if unreduced[0] else 1
+        other = typed[1 - k]
+        if (other.spec.reduced if other is not None else frozenset()) != unreduced[k]:
+            raise _error(name, specs, shapes, f"an operand unreduced over "
+                         f"{sorted(unreduced[k])} multiplies only one reduced over the same "
+                         f"axes (kiln.reshard(y, P(..., reduced=...)))")
+        return unreduced[k]
+    if name == "dot_general":
+        raise _error(name, specs, shapes, "an operand is unreduced; reduce it first "
+                     "(kiln.reshard), or make the product's result unreduced with "
+                     "out_sharding=P(..., unreduced=...)")
+    if name in _KEEPS_UNREDUCED:
+        cases = unreduced[1:] if name == "select_n" else unreduced
+        if name == "select_n" and unreduced[0]:
+            raise _error(name, specs, shapes, "the predicate is unreduced")
+        if len(set(cases)) == 1:
+            return cases[0]
+        raise _error(name, specs, shapes, f"the operands are unreduced over different mesh "
+                     f"axes ({', '.join(str(sorted(u)) for u in cases)}); reshard them "
+                     f"to one (kiln.reshard)")
+    raise NotImplementedError(f"unreduced rule for {name} is not implemented (as in JAX "
+                              f"0.10.2): reduce the operand first (kiln.reshard(x, P(...)))")
+
+
+def shape_free(sharding):
+    """Whether `sharding` places a value of any shape whole on its devices: a
+    SingleDeviceSharding, or a NamedSharding over a Mesh (not all Auto) of this process's
+    devices that names no mesh axis. The results of operations on an array committed to one
+    keep it, as in JAX (over several processes' devices, global_arrays.py places them)."""
+    if type(sharding) is SingleDeviceSharding:
+        return True
+    if isinstance(sharding, NamedSharding):
+        spec = sharding.spec
+        return isinstance(sharding.mesh, Mesh) and auto_mesh(sharding) is None and \
+            not any(spec.names(d) for d in range(len(spec))) and \
+            not spec.unreduced and not spec.reduced and sharding.is_fully_addressable
+    return isinstance(sharding, SingleDeviceSharding)
+
+
+def one_shape_free(shardings):
+    """The sharding of the placed operands when they all have one and it is shape-free,
+    else None."""
+    first = None
+    for s in shardings:
+        if s is not None and s is not first:
+            if first is not None and s != first:
+                return None
+            first = s
+    return first if first is not None and shape_free(first) else None
+
+
+def _whole(sharding):
+    """The sharding a result computed from an array committed to `sharding` takes when
+    nothing splits it: `sharding` itself when shape-free, the whole array over the mesh of a
+    NamedSharding over Explicit axes of this process's devices, else None (over Auto axes
+    `auto_split` decides)."""
+    if shape_free(sharding):
+        return sharding
+    if isinstance(sharding, NamedSharding) and isinstance(sharding.mesh, Mesh) and \
+            auto_mesh(sharding) is None and sharding.is_fully_addressable:
+        return NamedSharding(sharding.mesh, PartitionSpec())
+    return None
+
+
+def committed(shardings, args, what, targets=()):
+    """The sharding that results take from `args` committed to `shardings` (each a placed
+    array's, or None: not committed) where nothing else places them (`_whole` of the first
+    that has one), or None; JAX's ValueError when two committed arguments are on different
+    devices, or a `device_put` inside the function puts a value onto other devices than
+    theirs (`targets`: (sharding, SourceInfo or None) pairs). `what` names the operation
+    in the message."""
+    placed = [(i, s) for i, s in enumerate(shardings) if s is not None]
+    if not placed:
+        return None
+    i, first = placed[0]
+    devices = first.device_set
+
+    def ids(sharding):
+        return sorted(d.id for d in sharding.device_set)
+    about = (f"argument {i} of {what} ({args[i].aval.str_short()}) is committed to devices "
+             f"{ids(first)}")
+    for j, s in placed[1:]:
+        if s.device_set != devices:
+            raise ValueError(
+                f"incompatible devices: {about} and argument {j} ({args[j].aval.str_short()}) "
+                f"to devices {ids(s)}. An operation runs where its committed arguments are "
+                f"(those placed by device_put, or computed from such), so they must be on the "
+                f"same devices: move one with device_put(x, sharding_of_the_other) first (an "
+                f"array made without a device, e.g. by jnp.asarray, is not committed and goes "
+                f"along)")
+    for s, info in targets:
+        if s.device_set != devices:
+            from .compiler.errors import located
+            raise ValueError(located(
+                f"incompatible devices: {about}, and a device_put inside it puts a value onto "
+                f"devices {ids(s)} ({s})", info,
+                "A jitted function runs on its arguments' devices and cannot move values to "
+                "others: call device_put outside the function, on its result or its "
+                "arguments."))
+    return next((w for w in map(_whole, (s for _, s in placed)) if w is not None), None)
 
 
 def propagate(prim, args, params, result, shardings):
     """`result` of the eager `prim(*args, **params)`, placed as its rule says from the
     operands' `shardings` (each a placed array's sharding, or None); with no operand typed,
-    over their all-Auto mesh (`_propagate_auto`)."""
+    over their all-Auto mesh (`_propagate_auto`); a result no rule splits, where the operands
+    are committed (`committed`: operands on different devices are an error)."""
+    from .array import placed_on
+    first = one_shape_free(shardings)
+    if first is not None:   # the common case, quickly: all on one device (or mesh, whole)
+        if prim.multiple_results:
+            return tuple(placed_on(r, first) for r in result)
+        return placed_on(result, first)
     shapes = [tuple(a.shape) for a in args]
+    common = committed(shardings, args, prim.name)
     typed = [type_sharding(s, len(shape)) if s is not None else None
              for s, shape in zip(shardings, shapes)]
-    if not any(t is not None for t in typed):   # (placed over Auto axes)
-        return _propagate_auto(prim, params, shapes, shardings, result)
+    if not any(t is not None for t in typed):
+        if any(auto_mesh(s) is not None for s in shardings):
+            return _propagate_auto(prim, params, shapes, shardings, result)   # (Auto axes)
+        return _on_common(prim, result, common)   # (untyped)
+    unreduced = _unreduced(prim, typed, shapes)
     if prim.multiple_results:   # (no rule: untyped)
-        return result
+        return _on_common(prim, result, common)
     split = _result_split(prim, params, shapes, typed, result.shape)
-    if split is None:
-        return result
-    from .array import placed_on
+    if split is None and not unreduced:
+        return _on_common(prim, result, common)
     mesh = next(s.mesh for s, t in zip(shardings, typed) if t is not None)
-    return placed_on(result, NamedSharding(mesh, _spec(split)))
+    return placed_on(result, NamedSharding(mesh, _spec(split or [()] * result.ndim,
+                                                       unreduced)))
+
+
+def _on_common(prim, result, common):
+    """`result` (a tuple for several) placed on the operands' common committed sharding
+    `common`, or as it is where there is none."""
+    from .array import placed_on
+    if common is None:
+        return result
+    if prim.multiple_results:
+        return tuple(placed_on(r, common) for r in result)
+    return placed_on(result, common)
 
 
 def typed_results(prim, in_avals, params, out_avals):
@@ -259,16 +425,18 @@ def typed_results(prim, in_avals, params, out_avals):
     other transforms emit operations of their own (a weight gradient contracting the split
     batch dimension) that JAX annotates itself."""
     typed = [in_context(a.sharding) if type(a) is TypedAval else None for a in in_avals]
+    shapes = [tuple(a.shape) for a in in_avals]
     try:
-        split = _result_split(prim, params, [tuple(a.shape) for a in in_avals], typed,
-                              out_avals[0].shape)
-    except ValueError:   # (transforms emit products JAX would give out_shardings: untyped)
-        split = None
-    if split is None:
+        split = _result_split(prim, params, shapes, typed, out_avals[0].shape)
+        unreduced = frozenset() if prim.multiple_results else _unreduced(prim, typed, shapes)
+    except (ValueError, NotImplementedError):   # (transforms emit products JAX would
+        split, unreduced = None, frozenset()     # give out_shardings, ...: untyped)
+    if split is None and not unreduced:
         return out_avals
     mesh = next(t.mesh for t in typed if t is not None)
     out = out_avals[0]
-    return [TypedAval(out.shape, out.dtype, out.weak_type, NamedSharding(mesh, _spec(split)))]
+    return [TypedAval(out.shape, out.dtype, out.weak_type, NamedSharding(
+        mesh, _spec(split or [()] * len(out.shape), unreduced)))]
 
 
 
@@ -349,7 +517,8 @@ _CONSTRAINTS = {}   # id(Var) -> (Var, NamedSharding): with_sharding_constraint 
 
 def constrain(var, sharding):
     """Record JAX's `with_sharding_constraint(x, sharding)` of traced `x` (its SSA `var`) over
-    an all-Auto mesh, for `auto_placements` (kept until `constraints_of` takes it)."""
+    an all-Auto mesh, for `auto_placements`, or a `device_put(x, sharding)` inside a
+    function, for `committed` to check its devices (kept until `constraints_of` takes it)."""
     _CONSTRAINTS[id(var)] = (var, sharding)
 
 
@@ -408,10 +577,45 @@ def auto_placements(fn, constraints, leaves):
             for v in fn.outvars]
 
 
-def placed_by_walk(fn, leaves, outs):
-    """`outs`, the results of SSA function `fn` (eager `vmap`'s and `grad`'s) called with
-    `leaves`, placed as `auto_placements` says (a list)."""
-    placements = auto_placements(fn, {}, leaves)
+def _made_at(fn, var):
+    """The SourceInfo of the equation of SSA function `fn` (or of a region in it) that makes
+    `var`, or None (an argument)."""
+    todo = [fn]
+    while todo:
+        f = todo.pop()
+        for e in f.eqns:
+            if any(o is var for o in e.outvars):
+                return getattr(e, "info", None)
+            todo.extend(e.regions())
+    return None
+
+
+def committed_placements(fn, constraints, leaves, what, typed=None):
+    """Per result of SSA function `fn` called with argument `leaves` (some placed): the
+    sharding `auto_placements` gives it, or `typed` (jit's, per result: the sharding its type
+    gives it, or None) or its type gives it (sharding_types.placements), else the one the
+    arguments are committed to (`committed`, which raises for arguments on different
+    devices), else None; None when nothing is placed."""
+    from .array import _SHARDINGS
+    from .sharding_types import placements
+    shardings = [_SHARDINGS.get(id(x)) for x in leaves]
+    targets = [(s, _made_at(fn, v)) for v, s in constraints.items()
+               if not (isinstance(s, NamedSharding) and isinstance(s.mesh, AbstractMesh))]
+    common = committed(shardings, leaves, what, targets)
+    auto = auto_placements(fn, constraints, leaves)
+    if auto is not None:
+        return auto
+    if typed is None:
+        typed = placements([getattr(v, "aval", None) for v in fn.outvars], leaves)
+    if typed is None:
+        return None if common is None else [common] * len(fn.outvars)
+    return [common if s is None else s for s in typed]
+
+
+def placed_by_walk(fn, leaves, outs, what):
+    """`outs`, the results of SSA function `fn` (eager `vmap`'s and `grad`'s, `what`) called
+    with `leaves`, placed as `committed_placements` says (a list)."""
+    placements = committed_placements(fn, {}, leaves, what)
     if not placements:
         return list(outs)
     from .array import placed_on

@@ -38,13 +38,14 @@ class TypedAval(ShapedArray):
     values keep one specialisation per sharding. The first one made turns on the SSA
     builder's typing of results (sharding_propagation.typed_results)."""
 
-    __slots__ = ("sharding", "vma")
+    __slots__ = ("sharding", "vma", "partial")
 
-    def __init__(self, shape, dtype, weak_type, sharding, vma=()):
+    def __init__(self, shape, dtype, weak_type, sharding, vma=(), partial=((), ())):
         super().__init__(shape, dtype, weak_type)
         self.sharding = sharding
         self.vma = vma      # inside a shard_map body: the manual axes it varies over (vma.py)
-        if TYPED_RESULTS[0] is None and sharding.spec and any(sharding.spec):
+        self.partial = partial   # and those it is (unreduced, reduced) over, in mesh order
+        if TYPED_RESULTS[0] is None and (any(sharding.spec) or sharding.spec.unreduced):
             from .sharding_propagation import typed_results
             TYPED_RESULTS[0] = typed_results
 
@@ -70,17 +71,21 @@ class TypedAval(ShapedArray):
     @property
     def manual_axis_type(self):
         """JAX's: the manual axes of the enclosing shard_maps this value varies over."""
-        return ManualAxisType(varying=self.vma)
+        return ManualAxisType(self.vma, *self.partial)
 
     def __str__(self):
-        unreduced = [n for n in self.sharding.mesh.axis_names if n in self.sharding.spec.unreduced]
-        return (self.spelled() if _split(self.sharding.spec) else ShapedArray.__str__(self)) \
-            + spelled_vma(self.vma) + spelled_vma(unreduced, "U")
+        spec = self.sharding.spec
+        unreduced, reduced = (tuple(self.partial[k]) + tuple(
+            n for n in self.sharding.mesh.axis_names if n in axes)
+            for k, axes in enumerate((spec.unreduced, spec.reduced)))
+        return (self.spelled() if _split(spec) else ShapedArray.__str__(self)) \
+            + spelled_vma(self.vma) + spelled_vma(unreduced, "U") + spelled_vma(reduced, "R")
 
     def __repr__(self):
         spec = self.sharding.spec
-        return f"ShapedArray({self})" if _split(spec) or self.vma or spec.unreduced else \
-            ShapedArray.__repr__(self)
+        plain = not (_split(spec) or self.vma or any(self.partial) or spec.unreduced
+                     or spec.reduced)
+        return ShapedArray.__repr__(self) if plain else f"ShapedArray({self})"
 
 
 def _split(spec):
@@ -116,10 +121,10 @@ def _explicit_part(mesh, spec, ndim):
     for d in range(ndim):
         kept = tuple(n for n in spec.names(d) if n in explicit)
         entries.append(None if not kept else kept[0] if len(kept) == 1 else kept)
-    unreduced = spec.unreduced & explicit
-    if not any(entries) and not unreduced:
+    unreduced, reduced = spec.unreduced & explicit, spec.reduced & explicit
+    if not any(entries) and not unreduced and not reduced:
         return None
-    return NamedSharding(mesh, PartitionSpec(*entries, unreduced=unreduced))
+    return NamedSharding(mesh, PartitionSpec(*entries, unreduced=unreduced, reduced=reduced))
 
 
 def typed_aval(aval, sharding):
@@ -167,18 +172,25 @@ def retyped(x, where):
     where.check_shape(tuple(x.shape))
     out = bind(PRIMITIVES["copy"], x)
     typed = _explicit_part(where.mesh.abstract_mesh, where.spec, len(x.shape))
+    aval = out.var.aval
     if typed is not None:
-        aval = out.var.aval
         out.var.aval = TypedAval(aval.shape, aval.dtype, aval.weak_type, typed)
+    elif type(aval) is TypedAval:   # (the copy of a split value, now whole)
+        out.var.aval = ShapedArray(aval.shape, aval.dtype, aval.weak_type)
     return out
+
+
+def typed_outputs(out_avals):
+    """Whether a specialisation has an output typed with a sharding (`placements` places it)."""
+    return any(type(a) is TypedAval for a in out_avals)
 
 
 def placements(out_avals, leaves):
     """Per output type of a specialisation called with argument `leaves`: the NamedSharding
     its type gives it over the concrete mesh of an argument typed over the same
     AbstractMesh, else None; None when no output is typed (what `jit` places its results
-    with)."""
-    if not any(type(a) is TypedAval for a in out_avals):
+    with, at every call: one specialisation serves every mesh of the same shape)."""
+    if not typed_outputs(out_avals):
         return None
     from .array import _SHARDINGS
     current = get_mesh()
@@ -192,6 +204,12 @@ def placements(out_avals, leaves):
         mesh = meshes.get(a.sharding.mesh) if type(a) is TypedAval else None
         out.append(None if mesh is None else NamedSharding(mesh, a.sharding.spec))
     return out
+
+
+def placed_as_typed(outs, where):
+    """`outs` (a list), each placed with its entry of `where` (`placements`) unless None."""
+    from .array import placed_on
+    return [o if s is None else placed_on(o, s) for o, s in zip(outs, where)]
 
 
 # ----------------------------------------------------------------- auto_axes, explicit_axes

@@ -58,12 +58,13 @@ from .dispatch import is_traced
 from .tree_util import tree_flatten, tree_unflatten, tree_flatten_with_path, keystr
 from .compiler.ir.abstract import ShapedArray
 from .compiler.config import config
-from .compiler.errors import BackendUnsupportedError
+from .compiler.errors import BackendUnsupportedError, located
+from .compiler.primitives.checks import undischarged, FUNCTIONALIZATION, CHECK_HINT
 from .compiler.ir.builder import Builder, current
 from . import tracer as _tracer  # noqa: F401  (installs the Tracer type in the builder)
 from . import _host  # noqa: F401  (fills the specialiser's host interface)
 from .execution_guards import STATE as _GUARDS, check_tracing
-from . import user_context
+from . import user_context, profiler
 from .refs import Ref, STAGING as _REF_STAGING
 from .ref_staging import RefStaging
 
@@ -364,6 +365,11 @@ def stage(fun, avals, rebuild, name, hints=None, api="transformed by kiln", show
     call's `(args, kwargs)`; errors name the function `shown` (default `name`). Inside a specialisation the function is traced in a child
     builder, so values it reads from the enclosing function become extra operands (`extra`);
     outside, arrays it closes over become extra operands too (the builder's consts)."""
+    with profiler.span(f"specialise {shown or name}", "compile"):
+        return _stage(fun, avals, rebuild, name, hints, api, shown)
+
+
+def _stage(fun, avals, rebuild, name, hints, api, shown):
     from .compiler.frontend import specialise
     parent = current()
     if parent is None and _GUARDS.no_tracing:
@@ -530,20 +536,26 @@ def compile_function(ssa, backend="reference", donated=()):
 def compile_ssa(fn, backend="reference", donated=(), fallback=None, name=None, finish=None):
     """(the SSA after `backend`'s pipeline, its executable). A function `backend` cannot lower
     (a BackendUnsupportedError) is compiled for `fallback` instead when one is given, logged
-    under KILN_LOG_COMPILES. `finish(ssa) -> ssa` runs after the pipeline (pmap and shard_map
+    under KILN_LOG_COMPILES. A `check` that no checkify discharged is JAX's ValueError for any
+    backend but the reference one, whose executables raise when it fails (eager transforms). `finish(ssa) -> ssa` runs after the pipeline (pmap and shard_map
     tell the collectives the replicas' layout there)."""
-    ssa = run_pipeline(fn, backend)
-    if finish is not None:
-        ssa = finish(ssa)
-    try:
-        return ssa, compile_function(ssa, backend, donated)
-    except BackendUnsupportedError as e:
-        if fallback is None or backend == fallback:
-            raise
-        if log_compiles():
-            logger.warning("kiln: %s runs on the %s backend: %s", name or fn.name, fallback,
-                           e.bare_message)
-        return compile_ssa(fn, fallback, name=name, finish=finish)
+    if backend != "reference":   # compiled code cannot raise: a check must be discharged
+        unchecked = undischarged(fn)
+        if unchecked is not None:
+            raise ValueError(located(FUNCTIONALIZATION, unchecked.info, CHECK_HINT))
+    with profiler.span(f"backend compile {name or fn.name}", "compile", backend=backend):
+        ssa = run_pipeline(fn, backend)
+        if finish is not None:
+            ssa = finish(ssa)
+        try:
+            return ssa, compile_function(ssa, backend, donated)
+        except BackendUnsupportedError as e:
+            if fallback is None or backend == fallback:
+                raise
+            if log_compiles():
+                logger.warning("kiln: %s runs on the %s backend: %s", name or fn.name,
+                               fallback, e.bare_message)
+            return compile_ssa(fn, fallback, name=name, finish=finish)
 
 
 # ------------------------------------------------------------------------------------ cache

@@ -28,11 +28,12 @@ _REDUCING = frozenset(("psum", "pmax", "pmin"))
 
 
 class _Body:
-    __slots__ = ("axes", "known")
+    __slots__ = ("axes", "known", "partial")
 
     def __init__(self, axes):
         self.axes = tuple(axes)          # the manual axis names, in mesh order
         self.known = {}                  # id(Var) -> frozenset of axis names
+        self.partial = {}                # id(Var) -> (unreduced axes, reduced axes)
 
     def arguments(self, tracers, varying):
         """Record the body's argument `tracers`, varying over the axes in `varying`."""
@@ -64,6 +65,23 @@ def staging_a_body():
 def mark(tracer, axes):
     """Record that `tracer` (a fresh value in the body being staged) varies over `axes`."""
     _BODIES[-1].known[id(tracer.var)] = frozenset(axes)
+
+
+def mark_partial(tracer, unreduced=frozenset(), reduced=frozenset()):
+    """Record that `tracer` (a value of the body being staged) is unreduced / reduced over
+    the manual axes given: what a shard_map argument with such an in_spec, or `pcast(...,
+    to="unreduced")` / `to="reduced"` gives (the values that carry no such type in kiln)."""
+    _BODIES[-1].partial[id(tracer.var)] = (frozenset(unreduced), frozenset(reduced))
+
+
+def partial_axes(tracer):
+    """(unreduced axes, reduced axes) recorded for `tracer` by `mark_partial` (empty sets
+    for any other value)."""
+    for b in reversed(_BODIES):
+        found = b.partial.get(id(getattr(tracer, "var", None)))
+        if found is not None:
+            return found
+    return frozenset(), frozenset()
 
 
 def varying(tracer):
@@ -182,7 +200,7 @@ _REGION_RULES = {"cond": _cond, "while_loop": _while_loop, "scan": _scan}
 
 class ManualAxisType:
     """JAX's `typeof(x).manual_axis_type`: the manual axes `x` varies over (`varying`), and
-    `unreduced`/`reduced` (always empty in kiln)."""
+    those it is `unreduced`/`reduced` over (`mark_partial`)."""
     __slots__ = ("varying", "unreduced", "reduced")
 
     def __init__(self, varying=frozenset(), unreduced=frozenset(), reduced=frozenset()):

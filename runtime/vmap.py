@@ -21,13 +21,19 @@ vmap's name is batched like any operation and left for that vmap.
 
 Every primitive batches by its own rule (docs/vmap.md); nothing falls back to a loop over
 examples except host callbacks, which run once per example in order as in JAX.
+
+Refs made outside among the arguments of an eager call are mapped as JAX maps them: their
+values go in along their axes, the function gets Refs made inside of them, and their final
+values come out beside its result and are written back (`_through_refs`).
 """
-from .tree_util import tree_flatten, tree_unflatten, tree_structure
+from .tree_util import tree_flatten, tree_unflatten, tree_structure, tree_leaves
+from .refs import Ref, new_ref
 from . import staging
 from .staging import leaf_value, wrap_outputs
 from .dispatch import is_traced
 from .array import TYPED
 from .sharding_propagation import placed_by_walk
+from .sharding_types import placements, placed_as_typed
 from .execution_guards import check_execution
 from .wrappers import user_facing, name_like, describe
 from .compiler.ir.builder import Builder, current
@@ -39,7 +45,8 @@ from .lax._parallel import axis_frame
 
 class _Entry(staging.Entry):
     __slots__ = ("executable", "consts", "out_tree", "out_weak",
-                 "function")   # the batched SSA Function (sharding_propagation.placed_by_walk)
+                 "function",   # the batched SSA Function (sharding_propagation.placed_by_walk)
+                 "placements")   # how its typed results are placed (sharding_types.placements)
 
 
 def _check_axis_spec(what, spec):
@@ -71,6 +78,21 @@ def _broadcast_prefix(spec, tree_value, what):
                      f"{tree_structure(tree_value)}")
 
 
+def _values_through_refs(fun, treedef, positions):
+    """`fun` over the flat argument leaves whose Refs (at `positions`) are given as values:
+    each becomes a Ref made inside, and their values after `fun` are returned beside its
+    result (vmap's `_through_refs`)."""
+    def through_refs(leaves):
+        leaves = list(leaves)
+        made = [new_ref(leaves[i]) for i in positions]
+        for i, r in zip(positions, made):
+            leaves[i] = r
+        args, kwargs = tree_unflatten(treedef, leaves)
+        return fun(*args, **kwargs), [r[...] for r in made]
+    through_refs.__name__ = getattr(fun, "__name__", "function")
+    return through_refs
+
+
 def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_name=None):
     """`kiln.vmap` (JAX's signature): map `fun` over an axis of its arguments."""
     if not callable(fun):
@@ -80,9 +102,12 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
     cache = staging.GuardedCache()
+    with_refs = {}   # (tree, Ref positions, their axes) -> the vmap of fun through the Refs
 
     @user_facing
     def batched(*args, **kwargs):
+        if current() is None and any(type(x) is Ref for x in tree_leaves((args, kwargs))):
+            return _through_refs(args, kwargs)
         leaves, treedef, statics, avals, axes, size, examples = _prepare(args, kwargs)
         if current() is not None or any(is_traced(x) for x in leaves):
             st = _stage_example(examples, treedef, statics, size)
@@ -95,9 +120,50 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
         check_execution(staging.function_name(fun, "vmap"))
         outs = wrap_outputs(entry.executable(*[leaf_value(x) for x in leaves], *entry.consts),
                             entry.out_weak)
-        if TYPED and any(id(x) in TYPED for x in leaves):   # (arguments over Auto mesh axes)
-            outs = placed_by_walk(entry.function, leaves, outs)
+        if entry.placements:   # typed over Explicit mesh axes: placed as jit places them
+            outs = placed_as_typed(outs, entry.placements)
+        elif TYPED and any(id(x) in TYPED for x in leaves):   # (placed arguments)
+            outs = placed_by_walk(entry.function, leaves, outs,
+                                  staging.function_name(fun, "vmap"))
         return tree_unflatten(entry.out_tree, outs)
+
+    def _through_refs(args, kwargs):
+        """The call with Refs made outside among the arguments, as JAX maps them: each Ref's
+        value goes in mapped along its axis, the function gets a Ref of it (each batch member
+        its own slice), and the final values are written back to the Refs after the call."""
+        leaves, treedef = tree_flatten((tuple(args), kwargs))
+        positions = tuple(i for i, x in enumerate(leaves) if type(x) is Ref)
+        arg_axes = _broadcast_prefix(in_axes, tuple(args), "in_axes") if \
+            isinstance(in_axes, tuple) or in_axes is None or isinstance(in_axes, int) else None
+        if arg_axes is None:
+            raise ValueError("vmap of a function given Refs takes in_axes as an int, None or a "
+                             "tuple with one entry per positional argument")
+        axes = arg_axes + [0] * (len(leaves) - len(arg_axes))   # (keyword arguments: 0)
+        ref_axes = [axes[i] for i in positions]
+        key = (treedef, positions, tuple(axes))
+        inner = with_refs.get(key)
+        if inner is None:
+            inner = with_refs[key] = vmap(
+                _values_through_refs(fun, treedef, positions), in_axes=(list(axes),),
+                out_axes=(out_axes, ref_axes), axis_name=axis_name, axis_size=axis_size)
+        refs = [leaves[i] for i in positions]
+        values = list(leaves)
+        for i, r in zip(positions, refs):
+            values[i] = r[...]
+        try:
+            out, final = inner(values)
+        except ValueError as e:
+            if None not in ref_axes or "out_axes is None" not in str(e):
+                raise
+            raise ValueError(
+                f"vmap of {describe(fun)}: a Ref passed unmapped (in_axes None) is written "
+                f"with a value that differs across the batch (every batch member would write "
+                f"the same Ref), or an output given out_axes None differs across it. Map the "
+                f"Ref along the batch (in_axes 0, a Ref with one entry per member), or write "
+                f"it after the call") from None
+        for r, v in zip(refs, final):
+            r[...] = v
+        return out
 
     def _compile(avals, examples, treedef, statics, axes, size):
         fn, st, own_consts = _batched_function(avals, examples, treedef, statics, axes, size)
@@ -108,6 +174,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
         entry.out_tree = st.out_tree
         entry.out_weak = [v.aval.weak_type for v in ssa.outvars]
         entry.guards = st.guards
+        entry.placements = placements([v.aval for v in fn.outvars], examples)
         return entry
 
     def _prepare(args, kwargs):

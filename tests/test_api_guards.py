@@ -117,6 +117,23 @@ def test_jax2tf_option_is_accepted():
         np.testing.assert_array_equal(jnp.cumsum(jnp.arange(4)), [0, 1, 3, 6])
 
 
+def test_jax_implementation_switches_are_accepted():
+    """JAX 0.10.2's `jax_scan3`, `jax_remat3`, `jax_custom_vjp3` pick new implementations
+    with the same results: both accept them, and a checkpointed gradient is unchanged."""
+    f = kiln.checkpoint(lambda x: jnp.sum(jnp.sin(x) ** 2))
+    x = np.linspace(0, 1, 4, dtype=np.float32)
+    want = kiln.grad(f)(x)
+    for name in ("jax_scan3", "jax_remat3", "jax_custom_vjp3"):
+        assert getattr(jax.config, name) is False
+        assert kiln.config.read(name) is False
+        kiln.config.update(name, True)
+        try:
+            assert kiln.config.read(name) is True
+            np.testing.assert_array_equal(kiln.grad(f)(x), want)
+        finally:
+            kiln.config.update(name, False)
+
+
 def test_user_context_is_part_of_the_cache_key():
     ctx = kiln.make_user_context(1)
     assert ctx.value == 1

@@ -131,8 +131,26 @@ def _under_transforms(m, np_):
     return m.grad(local)(1.0), m.vmap(local)(np_.arange(3.0)), m.jit(m.grad(local))(2.0)
 
 
+def _vmap_over_ref_arguments(m, np_):
+    def scale_into(x, out_ref):   # each batch member writes its own entry
+        out_ref[...] = 2.0 * x
+
+    out = m.new_ref(np_.zeros(3))
+    m.vmap(scale_into)(np_.arange(3.0), out)
+
+    def accumulate(x, acc, c):   # reads and writes a mapped Ref, and returns
+        acc[...] += x * c
+        return acc[...] * 2
+
+    acc = m.new_ref(np_.ones((2, 3)))
+    got = m.vmap(accumulate, in_axes=(1, 1, None))(np_.arange(6.0).reshape(2, 3), acc, 3.0)
+    shared = m.new_ref(5.0)   # unmapped: read by every member
+    read = m.vmap(lambda x, r: x + r[...], in_axes=(0, None))(np_.arange(3.0), shared)
+    return out[...], got, acc[...], read, shared[...]
+
+
 @pytest.mark.parametrize("program", [_reads_writes_in_order, _in_control_flow,
-                                     _under_transforms])
+                                     _under_transforms, _vmap_over_ref_arguments])
 def test_refs_in_compiled_functions_as_jax(program):
     _run_both(program)
 
@@ -164,8 +182,8 @@ def test_refs_where_kiln_refuses_them():
     with pytest.raises(TypeError, match="outside kiln.jit.*ref\\[...\\] = new") as e:
         kiln.grad(closes_over)(1.0)
     assert "r[...] + x" in str(e.value)
-    with pytest.raises(TypeError, match="argument 0.*Ref inside"):
-        kiln.vmap(lambda ref: ref[...])(r)
+    with pytest.raises(ValueError, match="Ref passed unmapped .in_axes None. is written"):
+        kiln.vmap(lambda x, ref: ref.__setitem__(..., x), in_axes=(0, None))(jnp.ones(3), r)
     np.testing.assert_array_equal(kiln.jit(kiln.grad(closes_over))(1.0), 1.0)  # reads
 
     def writes(x):

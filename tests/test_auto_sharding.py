@@ -2,11 +2,6 @@
 the one JAX 0.10.2 gives (XLA's propagation): eager operations and `jit`, against JAX run in
 a subprocess with eight CPU devices (its device count is fixed once JAX starts), values and
 shardings (mesh shape and names, spec) compared."""
-import json
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
@@ -14,6 +9,8 @@ import kiln
 import kiln.numpy as kjnp
 from kiln import lax as klax
 from kiln.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+
+import jax_devices
 
 
 class Lib:
@@ -180,25 +177,10 @@ def _all(lib):
     return {k: _described(v) for k, v in results.items()}
 
 
-_JAX = """
-import json, sys
-import jax
-jax.config.update('jax_num_cpu_devices', 8)
-sys.path.insert(0, {tests!r})
-import test_auto_sharding as t
-from jax import numpy, lax, sharding
-print(json.dumps(t._all(t.Lib(jax, numpy, lax, sharding))))
-"""
-
-
 @pytest.fixture(scope="module")
 def jax_results():
-    pytest.importorskip("jax")
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    run = subprocess.run([sys.executable, "-c", _JAX.format(tests=os.path.dirname(__file__))],
-                         capture_output=True, text=True, env=env, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    return jax_devices.jax_results(
+        "test_auto_sharding", "t._all(t.Lib(jax, jax.numpy, jax.lax, jax.sharding))")
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """A custom function called inside its own rule (JAX's external-callbacks guide: `jv` over a
 pure_callback whose JVP calls `jv`): derivatives of every order use the user's rules, under
 jit, vmap and with traced non-differentiable arguments."""
+import functools
 import re
 
 import numpy as np
@@ -127,3 +128,46 @@ def test_rule_of_a_local_function_closing_over_a_traced_value():
     np.testing.assert_allclose(d2(2.0, 0.5), 4.0 * np.sin(0.5), rtol=1e-6)
     np.testing.assert_allclose(kiln.grad(kiln.grad(d1, argnums=1), argnums=1)(2.0, 0.5),
                                8.0 * np.sin(0.5), rtol=1e-6)
+
+
+@functools.partial(kiln.custom_vjp, nondiff_argnums=(0,))
+def _apply(f, x):
+    return f(x)
+
+
+_apply.defvjp(lambda f, x: (f(x), x), lambda f, x, g: (kiln.vjp(f, x)[1](g)[0],))
+
+
+def _closing_custom_jvp(w):
+    @kiln.custom_jvp
+    def f(x):
+        return w * x * x
+
+    @f.defjvp
+    def f_jvp(p, t):
+        return f(p[0]), 2 * w * p[0] * t[0]
+    return f(2.0)
+
+
+def test_a_differentiated_value_closed_over_by_a_custom_rule_is_an_error():
+    """Its derivative would be dropped (0.0 before); JAX raises UnexpectedTracerError."""
+    jax = pytest.importorskip("jax")
+    with pytest.raises(kiln.compiler.errors.CompileError,
+                       match=r"custom_vjp function closes over 'w', a value being "
+                             r"differentiated(.|\n)*Pass 'w' to the custom_vjp function as an "
+                             r"argument") as info:
+        kiln.grad(lambda w: _apply(lambda x: w * x * x, 2.0))(3.0)
+    assert "_apply(lambda x: w * x * x, 2.0)" in str(info.value)   # the line, with a caret
+    for transform in (kiln.grad, kiln.jacfwd):
+        with pytest.raises(kiln.compiler.errors.CompileError, match="custom_jvp function "
+                                                                     "closes over 'w'"):
+            transform(_closing_custom_jvp)(3.0)
+    def theirs(w):
+        f = jax.custom_vjp(lambda x: w * x)
+        f.defvjp(lambda x: (f(x), None), lambda _, g: (w * g,))
+        return f(2.0)
+    with pytest.raises(jax.errors.UnexpectedTracerError):
+        jax.grad(theirs)(3.0)
+    # not differentiated, or not read by the function: fine
+    assert kiln.grad(lambda x: _apply(lambda y: 3.0 * y * y, x))(2.0) == 12.0
+    assert float(_closing_custom_jvp(3.0)) == 12.0

@@ -244,3 +244,18 @@ def test_arguments_of_a_star_parameter_are_not_named_after_the_keywords():
     for b in [3.0, 4.0, 5.0, 6.0]:
         np.testing.assert_array_equal(f(x, 2.0, b), np.full(3, 4.0 * b, np.float32))
     assert len([v for v in f._kiln_tiers.values() if type(v) is not int]) == 1
+
+
+@pytest.mark.parametrize("name, call", [
+    ("normal", lambda k: random.normal(k, (300, 300))),
+    ("uniform", lambda k: random.uniform(k, (eager_tiers.LARGE_CALL,), minval=-1.0)),
+    ("permutation", lambda k: random.permutation(k, np.arange(eager_tiers.LARGE_CALL)))])
+def test_a_large_call_compiles_at_once_with_the_eager_bits(name, call, monkeypatch):
+    """A call over LARGE_CALL elements or more (a shape or an array argument) compiles on its
+    first call: eager NumPy passes over millions of elements cost far more than a compile."""
+    tiers(name).clear()
+    key = random.key(5)
+    out = bits(call(key))
+    assert len(compiled_entries(name)) == 1
+    monkeypatch.setattr(eager_tiers, "ENABLED", False)
+    np.testing.assert_array_equal(out, bits(call(key)))   # the eager bits

@@ -4,7 +4,9 @@ Its sizes and strides are run-time arguments, so one compiled function per dtype
 hypothesis over m, n and k (1, odd sizes, sizes around the micro-kernel's block, past one block
 of the contraction (KC) and of the columns (NC)), operands stored transposed or not and inside
 larger buffers (leading dimensions past the matrix), C inside a larger buffer (ldc > n: the
-elements between rows must be left alone), and C += the product (`accumulate`), against NumPy. Products through `jit` that reach it,
+elements between rows must be left alone), and C += the product (`accumulate`), against NumPy;
+then every m and n of 1, 7, 17 and 33 (edge row blocks and tiles) in every layout, and products
+with no rows or columns (C untouched). Products through `jit` that reach it,
 and the x86-64 baseline, AVX2 and Zen 1 targets, are in test_llvm_gemm.py; the kernel here is
 compiled for the CPU `KILN_CPU` names (make test reruns this file for x86-64-v3, whose 16
 registers take the 6 x 16 micro-kernel).
@@ -83,7 +85,7 @@ def test_products_match_numpy(kernels, dtype, m, n, k, lhs_t, rhs_t, pads, seed,
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_several_column_and_contraction_blocks(kernels, dtype):
     """n past two blocks of columns and k past two blocks of the contraction, ragged ends."""
-    nc = gemm_packed.PACK_BYTES // (gemm_packed.KC * dtype.itemsize)
+    nc = gemm_packed.micro().pack_bytes // (gemm_packed.KC * dtype.itemsize)
     m, n, k = 53, 2 * nc + 45, 2 * gemm_packed.KC + 17
     for lhs_t, rhs_t, accumulate in [(False, False, False), (True, True, True)]:
         c, want = product(kernels, dtype, m, n, k, lhs_t, rhs_t, (3, 0, 2), 1, accumulate)
@@ -91,3 +93,27 @@ def test_several_column_and_contraction_blocks(kernels, dtype):
         np.testing.assert_allclose(c[:, :n], want, rtol=tol, atol=tol)
         assert (c[:, n:] == 7.0).all()
 
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lhs_t, rhs_t", [(False, False), (True, False), (False, True),
+                                          (True, True)])
+def test_edge_tiles_every_layout(kernels, dtype, lhs_t, rhs_t):
+    """m and n of 1, 7, 17, 33 (one partial row block or tile, several with a partial last
+    one: the prefetches of rows past m and the masked loads of B's row across tiles), k of 1,
+    17 and past one contraction block, each operand transposed or not inside a larger
+    buffer."""
+    for i, (m, n, k) in enumerate((m, n, k) for m in (1, 7, 17, 33) for n in (1, 7, 17, 33)
+                                  for k in (1, 17, gemm_packed.KC + 3)):
+        c, want = product(kernels, dtype, m, n, k, lhs_t, rhs_t, (1, 3, 2), i, i % 2 == 1)
+        tol = 3e-6 * np.sqrt(k) if dtype == np.float32 else 1e-14 * np.sqrt(k)
+        np.testing.assert_allclose(c[:, :n], want, rtol=tol, atol=tol)
+        assert (c[:, n:] == 7.0).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_empty_products_leave_c_alone(kernels, dtype):
+    """m or n of 0: the kernel writes nothing (its callers zero C for k = 0)."""
+    for m, n in [(0, 5), (5, 0), (0, 0)]:
+        c, _ = product(kernels, dtype, m, n, 3, False, False, (0, 0, 2), 0)
+        assert c.shape == (m, n + 2) and (c == 7.0).all()

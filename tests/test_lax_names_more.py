@@ -8,7 +8,7 @@ import pytest
 
 import kiln
 from kiln import lax
-from kiln.sharding import PartitionSpec as P
+from kiln.sharding import AxisType, PartitionSpec as P
 
 jax = pytest.importorskip("jax")
 jl = jax.lax
@@ -102,7 +102,8 @@ def test_scaled_dot_vmap_grad_and_errors():
 
 # ----------------------------------------------------------------- named-axis collectives
 
-MESH = kiln.make_mesh((4,), ("i",))
+MESH = kiln.make_mesh((4,), ("i",), axis_types=(AxisType.Auto,))   # (Auto: in_specs over
+# Explicit axes must match the arguments' types, as in JAX)
 
 
 def _sharded(f, *args):

@@ -22,7 +22,7 @@ from kiln import lax, P
 from kiln.compiler.backends.pjrt import client as pjrt, plugins
 from kiln.compiler.backends.stablehlo import lower_module
 from kiln.compiler.errors import BackendUnsupportedError
-from kiln.sharding import Mesh
+from kiln.sharding import AxisType, Mesh
 from kiln.tree_util import tree_leaves
 
 pytestmark = pytest.mark.skipif(not any(f.name == "xla-cpu-pjrt" for f in plugins.discover()),
@@ -140,7 +140,7 @@ def test_unmapped_outputs_and_constants():
 
 def test_shard_map_over_pjrt_devices():
     mesh = Mesh(np.array(kiln.devices("pjrt")[:4], dtype=object).reshape(2, 2), ("x", "y"))
-    cpu = kiln.make_mesh((2, 2), ("x", "y"))
+    cpu = kiln.make_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
 
     def g(b):
         return (lax.psum(b, "y"), lax.psum(b, ("x", "y")), lax.all_gather(b, "x"),

@@ -5,7 +5,10 @@ Shardy (`jax_use_shardy_partitioner` on, the default as in JAX 0.10.2: `sdy.mesh
 options' field, the option's default and environment variable, and, where JAX is installed,
 kiln's Shardy module against the one JAX 0.10.2 writes for the same function and shardings.
 Output shardings left open are XLA's choice, read back from the executable
-(pjrt/shardings.py): against JAX's for the same call, and the tilings' decoding."""
+(pjrt/shardings.py): against JAX's for the same call, and the tilings' decoding.
+`with_sharding_constraint` inside a partitioned jit: the `sdy.sharding_constraint` (GSPMD:
+`@Sharding`) JAX writes, the output sharding and values as JAX's, under grad and vmap,
+dropped where nothing is partitioned, refused over another mesh."""
 import os
 import re
 import subprocess
@@ -207,3 +210,102 @@ def test_op_shardings_as_jaxlib_writes_them():
     made.tile_assignment_devices = [0, 2, 1, 3]
     made.replicate_on_last_tile_dim = True
     assert made.SerializeToString() == explicit
+
+
+# ------------------------------------ with_sharding_constraint (sdy.sharding_constraint)
+
+def constrained_of(lax, numpy, mesh, named, spec):
+    def constrained(a):
+        return lax.with_sharding_constraint(numpy.sin(a), named(mesh, spec)) * 2.0
+    return constrained
+
+
+C = np.arange(32, dtype=np.float32).reshape(4, 8) / 7
+_CONSTRAINT_SPECS = '[P("y", "x"), P(None, ("x", "y")), P()]'
+
+
+def test_with_sharding_constraint_is_jax_s(tmp_path, partitioner):
+    """kiln's module writes the constraint as JAX 0.10.2 writes it (Shardy's
+    sdy.sharding_constraint, GSPMD's @Sharding custom call), and the results and the output
+    sharding XLA chooses after it are JAX's."""
+    pytest.importorskip("jax")
+    script = tmp_path / "jax_constraint.py"
+    script.write_text(textwrap.dedent("""
+        import numpy as np, jax, jax.numpy as jnp
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+        mesh = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("x", "y"))
+        C = np.arange(32, dtype=np.float32).reshape(4, 8) / 7
+        for shardy in (True, False):
+            jax.config.update("jax_use_shardy_partitioner", shardy)
+            for spec in {SPECS}:
+                f = jax.jit(lambda a: jax.lax.with_sharding_constraint(
+                    jnp.sin(a), NamedSharding(mesh, spec)) * 2.0,
+                    in_shardings=NamedSharding(mesh, P("x")))
+                text = f.lower(C).as_text()
+                lines = [l.strip() for l in text.splitlines() if "sharding_constraint" in l
+                         or "@Sharding" in l]
+                out = f(C)
+                print("@@", repr((lines, tuple(out.sharding.spec), np.asarray(out).tolist())))
+    """).replace("{SPECS}", _CONSTRAINT_SPECS))
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
+               JAX_PLATFORMS="cpu")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    jax_runs = iter(eval(line[3:]) for line in done.stdout.splitlines()
+                    if line.startswith("@@"))
+    mesh = mesh_2x2()
+    for shardy in (True, False):
+        partitioner(shardy)
+        for spec in eval(_CONSTRAINT_SPECS):
+            lines, jax_spec, values = next(jax_runs)
+            f = kiln.jit(constrained_of(kiln.lax, jnp, mesh, NamedSharding, spec),
+                         in_shardings=NamedSharding(mesh, P("x")))
+            text = f.lower(C).as_text("stablehlo")
+            ours = [line.strip() for line in text.splitlines()
+                    if "sharding_constraint" in line or "@Sharding" in line]
+            assert len(ours) == len(lines) == 1
+            if shardy:   # the same operation and sharding (only the value's name differs)
+                assert re.sub(r"%\w+", "%v", ours[0]) == re.sub(r"%\w+", "%v", lines[0])
+            else:        # the same custom call (JAX writes the tiling as an iota)
+                assert "stablehlo.custom_call @Sharding(" in ours[0]
+                assert 'backend_config = "", mhlo.sharding = "{' in ours[0]
+            out = f(C)
+            assert tuple(out.sharding.spec) == jax_spec
+            np.testing.assert_allclose(np.asarray(out), np.asarray(values, np.float32),
+                                       rtol=1e-6, atol=1e-6)
+
+
+def test_constraints_under_grad_and_vmap_and_elsewhere(partitioner):
+    partitioner(True)
+    mesh = mesh_2x2()
+    split = NamedSharding(mesh, P("x"))
+    f = constrained_of(kiln.lax, jnp, mesh, NamedSharding, P("y", "x"))
+    g = kiln.jit(kiln.grad(lambda a: f(a).sum()), in_shardings=split)
+    np.testing.assert_allclose(np.asarray(g(C)), 2 * np.cos(C), rtol=1e-6)
+    # the cotangent is constrained too, as in JAX (the primal's constraint is dead code)
+    assert g.lower(C).as_text("stablehlo").count("sdy.sharding_constraint") == 1
+    batched = kiln.jit(kiln.vmap(f), in_shardings=split)
+    stack = np.stack([C, C + 1])
+    text = batched.lower(stack).as_text("stablehlo")
+    assert re.search(r'sdy\.sharding_constraint %\w+ <@mesh, \[\{\}, \{"y"\}, \{"x"\}\]>', text)
+    np.testing.assert_allclose(np.asarray(batched(stack)), np.sin(stack) * 2, rtol=1e-6)
+    # unpartitioned modules (one PJRT device, the LLVM backend): the value itself
+    assert "sharding_constraint" not in kiln.jit(f, backend="pjrt").lower(C).as_text("stablehlo")
+    np.testing.assert_allclose(np.asarray(kiln.jit(f, backend="pjrt")(C)), np.sin(C) * 2,
+                               rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(kiln.jit(f)(C)), np.sin(C) * 2, rtol=1e-6)
+    assert "sharding_constraint(" in str(kiln.make_jaxpr(f)(C))
+
+
+def test_a_constraint_over_another_mesh_is_refused(partitioner):
+    from kiln.compiler.errors import BackendUnsupportedError
+    partitioner(True)
+    other = Mesh(np.array(kiln.devices("pjrt")[4:8], dtype=object).reshape(2, 2), ("x", "y"))
+    f = constrained_of(kiln.lax, jnp, other, NamedSharding, P("y"))
+    g = kiln.jit(f, in_shardings=NamedSharding(mesh_2x2(), P("x")))
+    with pytest.raises(BackendUnsupportedError, match=r"with_sharding_constraint over the mesh "
+                                                      r"\{'x': 2, 'y': 2\} of devices \[4, 5, 6,"
+                                                      r" 7\] inside a function partitioned over "
+                                                      r"the mesh .* of devices \[0, 1, 2, 3\]"):
+        g(C)

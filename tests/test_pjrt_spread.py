@@ -13,7 +13,7 @@ import kiln.numpy as jnp
 from kiln import lax, P
 from kiln.compiler.backends.pjrt import client as pjrt, plugins
 from kiln.pjrt_spread import Spread, spread_of
-from kiln.sharding import Mesh, NamedSharding
+from kiln.sharding import AxisType, Mesh, NamedSharding
 
 pytestmark = pytest.mark.skipif(not any(f.name == "xla-cpu-pjrt" for f in plugins.discover()),
                                 reason="no xla-cpu-pjrt plug-in (pip install -e '.[pjrt]')")
@@ -266,7 +266,7 @@ def test_shard_map_results_stay_on_the_mesh_and_go_back_in(transfers):
     r = rows(a)
     assert transfers == before
     assert r.sharding == NamedSharding(mesh, P("x", "y"))
-    cpu = kiln.make_mesh((2, 2), ("x", "y"))
+    cpu = kiln.make_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
     want = kiln.shard_map(lambda b: lax.psum(b, "y") * 2, mesh=cpu, in_specs=P("x", "y"),
                           out_specs=P("x", "y"))
     np.testing.assert_allclose(np.asarray(r), np.asarray(want(x)), rtol=1e-6)

@@ -199,6 +199,16 @@ def identity_case(draw, name):
 
 
 @st.composite
+def constraint_case(draw):
+    """sharding_constraint: the value itself, its spec one entry per dimension (a mesh of
+    2 x 2 PJRT device ids: outside a partitioned module it is the identity)."""
+    x = array(draw, draw(st.sampled_from(ALL)), draw(shapes()), lo=-4, hi=4)
+    spec = tuple(draw(st.sampled_from([(), ("x",), ("y",)])) for _ in x.shape)
+    return Case([x], {"mesh": (("x", 2), ("y", 2)), "devices": (0, 1, 2, 3), "spec": spec},
+                lambda v, **_: v, (draw(st.booleans()),))
+
+
+@st.composite
 def round_case(draw):
     dtype = draw(st.sampled_from(FLOAT))
     method = draw(st.sampled_from([0, 1]))
@@ -1117,6 +1127,18 @@ def debug_callback_case(draw):
     return Case(xs, {"callback": SEEN_TOKEN}, lambda *vs, **params: (), (False,) * len(xs))
 
 
+@st.composite
+def run_time_check_case(draw):
+    """checkify's `check` with flags that never fail: no results (tests/test_checkify.py
+    covers failures)."""
+    payload = [array(draw, draw(st.sampled_from(ALL)), draw(shapes())) for _ in
+               range(draw(st.integers(0, 2)))]
+    xs = [np.asarray(False), np.asarray(draw(st.integers(1, 10)), np.int32)] + payload
+    slots = (("FailedCheckError", tuple((x.shape, x.dtype.name) for x in payload)),)
+    return Case(xs, {"slots": slots, "debug": draw(st.booleans())}, lambda *vs, **params: (),
+                (False,) * len(xs))
+
+
 def test_debug_print_prints_pieces_like_print(capsys):
     prim = PRIMITIVES["debug_print"]
     x = np.arange(3, dtype=np.int32)
@@ -1195,6 +1217,7 @@ CASES = {
     **{name: unary_case(name) for name in UNARY},
     "no_derivative": identity_case("tridiagonal"),
     "name": identity_case("layer1_output"),
+    "sharding_constraint": constraint_case(),
     **{name: binary_case(name) for name in BINARY},
     "round": round_case(),
     "pow": pow_case(),
@@ -1235,6 +1258,7 @@ CASES = {
     "scan": scan_case(),
     "fusion": fusion_case(),
     "debug_print": debug_print_case(),
+    "check": run_time_check_case(),
     "pure_callback": pure_callback_case(),
     "debug_callback": debug_callback_case(),
     "io_callback": io_callback_case(),

@@ -35,7 +35,7 @@ PUBLIC = {
         "copy_to_host_async", "no_tracing", "no_execution", "thread_guard",
         "allow_f16_reductions", "jax2tf_associative_scan_reductions",
         "array_garbage_collection_guard", "make_user_context", "memory", "Ref", "new_ref",
-        "empty_ref", "freeze", "free_ref", "ds", "export", "image", "dlpack",
+        "empty_ref", "freeze", "free_ref", "ds", "export", "profiler", "image", "dlpack",
         "custom_batching", "monitoring"},
     # docs/compat.md
     "kiln.image": {"ResizeMethod", "resize", "scale_and_translate"},
@@ -48,6 +48,11 @@ PUBLIC = {
         "register_scalar_listener", "unregister_event_duration_listener",
         "unregister_event_listener", "unregister_event_time_span_listener",
         "unregister_scalar_listener"},
+    # docs/debugging.md, "Profiling"
+    "kiln.profiler": {"ProfileOptions", "StepTraceAnnotation", "TraceAnnotation",
+                      "annotate_function", "device_memory_profile", "register_subprocess",
+                      "save_device_memory_profile", "start_server", "start_trace",
+                      "stop_server", "stop_trace", "trace"},
     # docs/export.md
     "kiln.export": {"DisabledSafetyCheck", "Exported", "export", "deserialize",
                     "register_pytree_node_serialization", "register_namedtuple_serialization",

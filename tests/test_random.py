@@ -248,6 +248,34 @@ def test_prng_key_and_typed_key():
         random.key(0, impl="rbg")
 
 
+def test_typeof_typed_keys_as_jax():
+    """typeof of typed keys prints JAX's `key<fry>[...]`, eagerly, inside jit and vmap."""
+    jax = pytest.importorskip("jax")
+
+    def types(lib):
+        seen = []
+        keys = lib.random.split(lib.random.key(0), 3)
+        lib.jit(lambda k: seen.append(lib.typeof(k)) or k)(keys)
+        lib.vmap(lambda k: seen.append(lib.typeof(k)))(keys)
+        seen += [lib.typeof(lib.random.key(1)), lib.typeof(keys)]
+        return [(str(t), repr(t), t.shape, str(t.dtype), t.ndim) for t in seen]
+    assert types(kiln) == types(jax)
+    assert kiln.typeof(random.key(0)) == kiln.typeof(random.split(random.key(0))[1])
+
+
+def test_eval_shape_of_typed_keys_as_jax():
+    """eval_shape gives and takes ShapeDtypeStructs of the key dtype, as JAX."""
+    jax = pytest.importorskip("jax")
+
+    def shapes(lib):
+        k = lib.random.key(0)
+        spec = lib.ShapeDtypeStruct((4,), k.dtype)
+        return [lib.eval_shape(lambda q: (lib.random.split(q), lib.random.normal(q, (3,))), k),
+                lib.eval_shape(lambda ks: lib.vmap(lambda q: lib.random.fold_in(q, 1))(ks),
+                               spec), spec]
+    assert repr(shapes(kiln)) == repr(shapes(jax))
+
+
 def test_typed_key_arrays_index_iterate_and_flatten():
     keys = random.split(random.key(0), (2, 3))
     assert isinstance(keys, random.PRNGKeyArray) and keys.shape == (2, 3) and keys.ndim == 2

@@ -9,11 +9,12 @@ import kiln.numpy as jnp
 from kiln import lax
 
 
-from kiln.sharding import PartitionSpec as P
+from kiln.sharding import AxisType, PartitionSpec as P
 
 
 def Mesh(shape, names):   # noqa: N802 - a mesh of the first devices, as kiln.make_mesh makes
-    return kiln.make_mesh(shape, names)
+    # (Auto axes: over Explicit ones in_specs must match the arguments' types, as in JAX)
+    return kiln.make_mesh(shape, names, axis_types=(AxisType.Auto,) * len(shape))
 
 
 MESH = Mesh((2, 4), ("x", "y"))

@@ -7,7 +7,7 @@ import pytest
 import kiln
 import kiln.numpy as jnp
 from kiln import lax
-from kiln.sharding import NamedSharding, PartitionSpec as P
+from kiln.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 X = np.arange(64, dtype=np.float32).reshape(8, 8)
 
@@ -86,7 +86,7 @@ def test_specs_may_name_only_manual_axes():
 
 
 def test_varying_manual_axes_in_types(capsys):
-    mesh = kiln.make_mesh((2, 4), ("i", "j"))
+    mesh = kiln.make_mesh((2, 4), ("i", "j"), axis_types=(AxisType.Auto,) * 2)
 
     @kiln.shard_map(mesh=mesh, in_specs=(P("i", "j"), P()), out_specs=P())
     def f(x, c):
@@ -108,7 +108,7 @@ def test_varying_manual_axes_in_types(capsys):
 
 
 def test_check_vma_refuses_an_out_spec_that_drops_a_varying_axis():
-    mesh = kiln.make_mesh((2,), ("i",))
+    mesh = kiln.make_mesh((2,), ("i",), axis_types=(AxisType.Auto,))
     x = np.arange(6.0, dtype=np.float32)
     f = kiln.shard_map(lambda b: b, mesh=mesh, in_specs=P("i"), out_specs=P())
     with pytest.raises(ValueError, match="replicated across mesh axis 'i', but the value "
@@ -131,7 +131,7 @@ def test_check_vma_refuses_an_out_spec_that_drops_a_varying_axis():
 def test_check_vma_looks_into_control_flow():
     """A psum inside scan / while_loop / cond bodies makes their results invariant (as in
     JAX), so out_specs=P() is accepted; a carry that picks up a varying value is varying."""
-    mesh = kiln.make_mesh((2,), ("i",))
+    mesh = kiln.make_mesh((2,), ("i",), axis_types=(AxisType.Auto,))
 
     def body(x):
         c, _ = lax.scan(lambda c, xi: (c + lax.psum(xi, "i"), None), jnp.zeros(()), x)

@@ -105,16 +105,17 @@ def test_shard_map_inference_errors_and_current_mesh():
     assert str(kiln.typeof(p + q)) == "f32[4,4]"
     # without mesh=, the mesh current at the call (not at decoration)
     f = kiln.shard_map(lambda a: a * 0 + lax.axis_size("k"), in_specs=P("k"), out_specs=P("k"))
-    with kiln.set_mesh(kiln.make_mesh((2,), ("k",))):
+    # (Auto axes: over Explicit ones in_specs must match the arguments' types, as in JAX)
+    with kiln.set_mesh(kiln.make_mesh((2,), ("k",), axis_types=(AxisType.Auto,))):
         np.testing.assert_array_equal(f(np.zeros(4)), [2, 2, 2, 2])
-    with kiln.set_mesh(kiln.make_mesh((4,), ("k",))):
+    with kiln.set_mesh(kiln.make_mesh((4,), ("k",), axis_types=(AxisType.Auto,))):
         np.testing.assert_array_equal(f(np.zeros(4)), [4, 4, 4, 4])
 
 
 def test_scalar_result_of_eager_shard_map_stays_scalar():
     out = kiln.shard_map(lambda a: a.sum(), mesh=LINE, in_specs=P("batch"), out_specs=P(),
                          check_vma=False)(
-        np.arange(8.0))
+        kiln.device_put(np.arange(8.0), NamedSharding(LINE, P("batch"))))
     assert out.shape == () and float(out) == 1.0
 
 

@@ -45,6 +45,7 @@ from . import batching as B
 from . import regions
 from .core import register, type_error, BATCH, JVP, VJP, VJP_FORWARD
 from .rule_forms import tangent_rule, cotangent_rule, active_values
+from ..errors import CompileError
 
 TAPE = ShapedArray((), np.dtype(object), False)
 
@@ -88,6 +89,41 @@ name_p = register("name", _name_eval, lambda x, *, name: x)
 name_p.def_rules(jvp=tangent_rule(lambda primals, tangents, out, *, name: tangents[0]),
                  vjp=cotangent_rule(lambda ct, primals, out, *, name: [ct]))
 BATCH[name_p] = lambda args, dims, *, name: (E.name(args[0], name=name), dims[0])
+
+
+def _constraint_eval(x, *, mesh, devices, spec):
+    if len(spec) != len(x.shape):
+        raise type_error(f"sharding_constraint: a spec of {len(spec)} dimensions for an "
+                         f"array of rank {len(x.shape)}")
+    return x
+
+
+# JAX's `with_sharding_constraint` of a traced value over a mesh of PJRT devices: the value
+# itself, with the sharding it should have there. `mesh`: ((axis name, size), ...), `devices`:
+# the mesh's device ids in row-major order, `spec`: per dimension the axis names it is split
+# over. The StableHLO lowering writes it as `sdy.sharding_constraint` (or GSPMD's `@Sharding`)
+# in a module partitioned over that mesh; everywhere else it is the identity.
+sharding_constraint = register("sharding_constraint", _constraint_eval,
+                               lambda x, *, mesh, devices, spec: x)
+
+
+def _constrained(t, params):
+    """A tangent or cotangent under the same constraint as its primal, as in JAX."""
+    return None if t is None else E.sharding_constraint(t, **params)
+
+
+sharding_constraint.def_rules(
+    jvp=tangent_rule(lambda primals, tangents, out, **params: _constrained(tangents[0], params)),
+    vjp=cotangent_rule(lambda ct, primals, out, **params: [_constrained(ct, params)]))
+
+
+def _constraint_batch(args, dims, *, mesh, devices, spec):
+    d = dims[0]
+    spec = spec if d is None else spec[:d] + ((),) + spec[d:]
+    return E.sharding_constraint(args[0], mesh=mesh, devices=devices, spec=spec), d
+
+
+BATCH[sharding_constraint] = _constraint_batch
 
 
 class Tape:
@@ -349,7 +385,8 @@ BATCH[tape_add] = _tape_add_batch
 #       section reads those instead of recomputing them (only those of equations on the
 #       differentiated path are passed to it).
 # Closed-over values (`consts`) have no derivative through these (JAX's custom rules do not
-# see them either).
+# see them either): differentiating one the function depends on is a CompileError
+# (`check_closed_over`, called by the JVP and VJP transforms), as JAX raises there.
 #   A rule region may also be an int: the token of a *deferred* rule (`defer_region`), which
 #   is specialised only when a transform needs it (`region_of`), as JAX traces a rule only
 #   then. A custom function called inside its own rule always gets deferred rules, so
@@ -473,6 +510,33 @@ def _custom_vjp_vjp(cts, primals, outs, residuals, *, call, fwd, bwd, num_consts
     res, _ = regions.jvp(bwd, extra + ins, [None] * (len(extra) + len(ins)))
     it = iter(res)
     return [None] * num_consts + [next(it) if _inexact(E.aval(x)) else None for x in args]
+
+
+# The custom-rule primitives, whose first `num_consts` inputs are values the function or its
+# rules close over, with what to call them in an error: the rules give those values no
+# derivative, so differentiating through one of them is an error, as in JAX (an
+# UnexpectedTracerError there), rather than a derivative silently dropped.
+CLOSED_OVER = {custom_jvp_call: "custom_jvp", custom_vjp_call: "custom_vjp"}
+
+
+def check_closed_over(eqn, differentiated):
+    """Raise CompileError if the custom-rule equation `eqn`'s function depends on a value it
+    closes over that is differentiated (`differentiated`: one flag per input): the rule would
+    drop that derivative. Values the function does not depend on (its frame's other
+    variables, which a rule may reach) have a zero derivative through it and pass."""
+    k = eqn.params["num_consts"]
+    call = eqn.params["call"]
+    for i, (v, flag) in enumerate(zip(eqn.invars[:k], differentiated[:k])):
+        if flag and isinstance(v, Var) and _inexact(v.aval) and any(
+                out in active_values(call, [j == i for j in range(len(call.invars))])
+                for out in call.outvars):
+            kind = CLOSED_OVER[eqn.prim]
+            raise CompileError(
+                f"a {kind} function closes over {v.name!r}, a value being differentiated: "
+                f"its {kind} rule gives values it closes over no derivative, so this one's "
+                f"would be lost (JAX raises UnexpectedTracerError here)", eqn.info,
+                f"Pass {v.name!r} to the {kind} function as an argument (its rule then returns "
+                f"its derivative too), or stop_gradient it if it needs none.")
 
 
 custom_vjp_call.def_rules(jvp=_custom_vjp_jvp, vjp_forward=_custom_vjp_fwd,

@@ -65,6 +65,34 @@ def current_span():
     return stack[-1][2] if stack else None
 
 
+_LANES = PerThread(stack=list)   # (batch depth, size, mask) of the masked loops being batched
+
+
+@contextlib.contextmanager
+def active_lanes(mask, size):
+    """Within: the regions batched here run on every example of the batch, but only those
+    where `mask` (bool[size]) holds take effect (a while_loop's body whose examples finish at
+    different trips). Run-time checks read it (`current_lanes`): a finished example fails
+    none. Nested masked loops combine their masks."""
+    outer = current_lanes(size)
+    if outer is not None:
+        mask = emit.and_(outer, mask)
+    _LANES.stack.append((len(_AXES.stack), size, mask))
+    try:
+        yield
+    finally:
+        _LANES.stack.pop()
+
+
+def current_lanes(size):
+    """The mask of the examples that take effect in the regions of this batch (bool[size],
+    batch axis first), or None when all do."""
+    if not _LANES.stack:
+        return None
+    depth, lanes, mask = _LANES.stack[-1]
+    return mask if lanes == size and len(_AXES.stack) > depth else None
+
+
 def reads_batch_axis(eqn):
     """Whether `eqn` is, or holds in a region, a collective over the axis being batched: its
     results vary over the batch even when its operands do not."""

@@ -7,7 +7,11 @@ It has zero derivative: a derivative's forward sweep prints it once.
 
   debug_print(*operands, fmt=..., template=(...), sep=' ', end='\\n')
     template: one entry per piece: ("v", i) is operand i, ("s", text) static text, and
-    ("kv", name, i) / ("ks", name, text) the same for keyword pieces.
+    ("kv", name, i) / ("ks", name, text) the same for keyword pieces. Python's `print` at
+    the top level of a shard_map body (runtime/debug.py) prints once, as JAX's eager
+    shard_map does: ("m", i, headers) is operand i gathered from every device (one block per
+    header, in mesh order), printed as a block under each header, and ("first", i) prints
+    only where the boolean operand i is True (the device at mesh coordinate 0).
     fmt None: print the pieces like Python's print (sep/end); otherwise
     fmt.format(*pieces, **keyword_pieces) (kiln.debug.print's form).
 
@@ -47,11 +51,32 @@ def _eval(*operands, fmt=None, template=(), sep=" ", end="\n"):
     return ()
 
 
+class _Blocks:
+    """A value gathered from every device of a shard_map, shown as JAX shows one: a block
+    per device under its header."""
+    __slots__ = ("value", "headers")
+
+    def __init__(self, value, headers):
+        self.value, self.headers = value, headers
+
+    def __str__(self):
+        return "\n".join(f"{h}\n{block}\n" for h, block in zip(self.headers, self.value))
+
+    def __format__(self, spec):
+        return format(str(self), spec)
+
+
 def render(operands, fmt, template, sep, end):
+    """The text of one print; None when a ("first", i) piece's operand i is False."""
     pos, kw = [], {}
     for kind, *rest in template:
         if kind == "v":
             pos.append(operands[rest[0]])
+        elif kind == "m":
+            pos.append(_Blocks(operands[rest[0]], rest[1]))
+        elif kind == "first":
+            if not operands[rest[0]]:
+                return None
         elif kind == "s":
             pos.append(rest[0])
         elif kind == "kv":
@@ -64,8 +89,10 @@ def render(operands, fmt, template, sep, end):
 
 
 def _impl(*operands, fmt=None, template=(), sep=" ", end="\n"):
-    sys.stdout.write(render([np.asarray(o) for o in operands], fmt, template, sep, end))
-    sys.stdout.flush()
+    text = render([np.asarray(o) for o in operands], fmt, template, sep, end)
+    if text is not None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
     return ()
 
 

@@ -653,8 +653,10 @@ def _while_batch(args, dims, *, cond_fn, body_fn, num_consts):
 
     def masked_step(inputs):
         old, running = inputs[k:-1], inputs[-1]
+        with B.active_lanes(running, size):   # finished examples' checks do not fail
+            stepped = step(inputs[:-1])
         new = [n if w is None else _lanes(running, n, o, w)
-               for n, o, w in zip(step(inputs[:-1]), old, k_dims)]
+               for n, o, w in zip(stepped, old, k_dims)]
         return new + [predicate(inputs[:k] + new)]
     running = predicate(consts + init)
     res = _loop(lambda ins: [E.reduce_or(ins[-1], axes=(0,))], masked_step,

@@ -140,6 +140,12 @@ BATCH = rule_table("batch", "batch(args, dims, **params) -> (outs, out_dims)")
 BATCH_COLLECTIVE = rule_table(
     "batch_collective", "batch_collective(args, dims, *, size, axis, **params) -> (outs, out_dims)")
 
+# checkify (transforms/checkify.py, vocabulary in checks.py): emits the equation on `ins` with
+# the run-time checks of the error categories in `enabled` (FailedCheckError, NaNError, ...),
+# merging each into `err` (a checks.ErrorState, updated in place); returns the results (a
+# list). Equations without a rule are replayed unchanged.
+CHECKIFY = rule_table("checkify", "checkify(eqn, ins, err, enabled) -> outs")
+
 # LLVM lowering of a whole equation (backends/llvm/codegen.py): `ctx` is the kernel being
 # built, `outs`/`ins` are its Buffers; the rule emits loops and calls.
 LLVM = rule_table("llvm", "llvm(ctx, outs, ins, **params) -> None")

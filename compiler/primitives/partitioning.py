@@ -382,7 +382,7 @@ def _sort(args, dims, *, grid, dimension, **params):
     return outs, [d] * len(outs)
 
 
-for _name in ELEMENTWISE + ("stop_gradient", "no_derivative", "name"):
+for _name in ELEMENTWISE + ("stop_gradient", "no_derivative", "name", "sharding_constraint"):
     PARTITION[PRIMITIVES[_name]] = _elementwise(_name)
 for _name in _REDUCE_ACROSS:
     PARTITION[PRIMITIVES[_name]] = _reduction(_name)

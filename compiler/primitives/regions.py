@@ -10,13 +10,16 @@ runs only inside its transform, which is then loaded. The entry points:
   vjp(fn, primals, cts, active, reads=None) -> (outs, input cts)
                                                           transforms/vjp.py `vjp_emit`
   batch(fn, args, dims, size) -> (outs, out_dims)        transforms/vmap.py `batch_emit`
+  checkify(fn, args, err, enabled) -> outs                transforms/checkify.py
+                                                          `checkify_emit`
 """
 _PROVIDERS = {}
-_WHERE = {"jvp": "transforms.jvp", "vjp": "transforms.vjp", "batch": "transforms.vmap"}
+_WHERE = {"jvp": "transforms.jvp", "vjp": "transforms.vjp", "batch": "transforms.vmap",
+          "checkify": "transforms.checkify"}
 
 
 def provide(kind, entry):
-    """Register the transform `kind` (one of jvp, vjp, batch) of regions."""
+    """Register the transform `kind` (one of jvp, vjp, batch, checkify) of regions."""
     if kind not in _WHERE:
         raise TypeError(f"unknown region transform {kind!r}; the kinds are "
                         + ", ".join(sorted(_WHERE)))
@@ -41,3 +44,7 @@ def vjp(fn, primals, cts, active, reads=None):
 
 def batch(fn, args, dims, size):
     return _provider("batch")(fn, args, dims, size)
+
+
+def checkify(fn, args, err, enabled):
+    return _provider("checkify")(fn, args, err, enabled)

@@ -5,6 +5,8 @@ and executed by the reference backend.
   jvp       forward mode (`jvp_emit`), with each primitive's JVP rule
   vjp       reverse mode by adjoint code generation (`vjp_forward`, `vjp_backward`)
   vmap      batching (`batch_emit`), with each primitive's batching rule
+  checkify  run-time checks added and user checks discharged (`checkify_emit`), with each
+            primitive's checkify rule
   replay    the replay of a function's equations that jvp and vmap share
   jacobian  jacfwd / jacrev as one scan over the basis vectors
   partial_eval  a derivative split into what is known now and what waits for the cotangent

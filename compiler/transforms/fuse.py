@@ -38,7 +38,7 @@ from ..primitives import PRIMITIVES
 from ..primitives import elementwise
 
 ELEMENTWISE = frozenset(elementwise.NAMES) | {"stop_gradient", "no_derivative", "name",
-                                                "iota"}
+                                              "sharding_constraint", "iota"}
 VIEWS = frozenset({"broadcast_in_dim", "transpose", "rev", "slice", "squeeze", "reshape"})
 REDUCTIONS = frozenset({"reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and",
                         "reduce_or", "reduce_xor"})

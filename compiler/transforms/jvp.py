@@ -20,6 +20,7 @@ from ..ir.builder import current
 from ..primitives.core import JVP
 from ..primitives.rule_forms import has_tangent, replay_eqn
 from ..primitives import regions
+from ..primitives.autodiff import CLOSED_OVER, check_closed_over
 from .replay import replay_annotated
 
 
@@ -37,6 +38,8 @@ def jvp_eqn(eqn, ins, tins):
     if all(t is None for t in tins) or prim.zero_derivative:
         outs = replay_eqn(current(), eqn, ins)
         return outs, [None] * len(outs)
+    if prim in CLOSED_OVER:
+        check_closed_over(eqn, [t is not None for t in tins])
     rule = JVP.get(prim)
     if rule is None:
         raise no_rule_error(eqn, "JVP")

@@ -29,13 +29,17 @@ the pass that owns a control-flow primitive may drop its unused region outputs).
 - `simplify`: all of them, repeated to a fixed point.
 
 Effects: a primitive marked `effect` (a host callback such as `print`),
-and any equation whose regions hold one, is never folded, CSE'd or dropped.
+and any equation whose regions hold one, is never folded, CSE'd or dropped. The exception is
+a `check` with `debug=True` (`checkify.debug_check`): it acts only under checkify, which runs
+before any pass, so here it is dead code.
 """
 import numpy as np
 
 from ..ir.ssa import Eqn, Function, Literal, literal
 from ..primitives import PRIMITIVES
 from ..primitives.linalg import free_axes
+
+_CHECK = PRIMITIVES["check"]
 
 
 def fold_constants(fn):
@@ -74,7 +78,7 @@ def simplify(fn):
 def _effectful(eqn, memo):
     """Whether `eqn` has an effect: its primitive's, or one inside its regions."""
     if eqn.prim.effect:
-        return True
+        return not (eqn.prim is _CHECK and eqn.params.get("debug", False))
     for region in eqn.regions():
         hit = memo.get(id(region))
         if hit is None or hit[0] is not region:  # the object is kept: ids are never reused

@@ -27,6 +27,7 @@ from ..ir.builder import current
 from ..primitives.core import VJP, VJP_FORWARD
 from ..primitives.rule_forms import has_tangent, name_result, replay_eqn
 from ..primitives import emit, regions
+from ..primitives.autodiff import CLOSED_OVER, check_closed_over
 from .jvp import no_rule_error
 from .replay import read
 
@@ -61,6 +62,8 @@ def vjp_forward(fn, primals, active, reads=None):
         ins = [read(env, v) for v in eqn.invars]
         is_active = not eqn.prim.zero_derivative and any(isinstance(v, Var) and v in act
                                                   for v in eqn.invars)
+        if is_active and eqn.prim in CLOSED_OVER:
+            check_closed_over(eqn, [isinstance(v, Var) and v in act for v in eqn.invars])
         info = b.info
         if eqn.info is not None:
             b.info = eqn.info

@@ -1,13 +1,16 @@
 """`kiln.experimental`, as far as kiln has JAX's `jax.experimental`: `multihost_utils`, the
 helpers for programs run as several processes (docs/distributed.md), and `io_callback`, a
 host callback with effects (docs/differences.md), and `compilation_cache` (its
-`set_cache_dir` records JAX's cache directory option), and `serialize_executable`
-(serializing and loading PJRT executables, docs/pjrt.md), and `mesh_utils` (devices laid out
-for a `Mesh`). JAX's deprecated `shard_map` and `pjit` modules are here too, imported when
-named: `kiln.experimental.shard_map.shard_map` and `kiln.experimental.pjit.pjit` warn as JAX's
-do and are `kiln.shard_map` and `kiln.jit`."""
-from . import compilation_cache, mesh_utils, multihost_utils, serialize_executable
+`set_cache_dir` records JAX's cache directory option), `serialize_executable`
+(serializing and loading PJRT executables, docs/pjrt.md), `mesh_utils` (devices laid out
+for a `Mesh`), `hijax` (`VJPHiPrimitive`, class-based custom derivatives,
+docs/differences.md) and `checkify`, run-time error checks as values (docs/debugging.md).
+JAX's deprecated `shard_map` and `pjit` modules are here too, imported when named:
+`kiln.experimental.shard_map.shard_map` and `kiln.experimental.pjit.pjit` warn as JAX's do and
+are `kiln.shard_map` and `kiln.jit`."""
+from . import (checkify, compilation_cache, hijax, mesh_utils, multihost_utils,
+               serialize_executable)
 from ..callbacks import io_callback
 
-__all__ = ["compilation_cache", "mesh_utils", "multihost_utils", "serialize_executable",
-           "io_callback"]
+__all__ = ["checkify", "compilation_cache", "hijax", "mesh_utils", "multihost_utils",
+           "serialize_executable", "io_callback"]

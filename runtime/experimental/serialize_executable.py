@@ -1,24 +1,32 @@
 """`kiln.experimental.serialize_executable`: JAX's `serialize` and `deserialize_and_load` for
 executables of PJRT plug-ins (docs/pjrt.md, "Serialized executables").
 
-`serialize(compiled)` takes `kiln.jit(f, backend="pjrt").lower(...).compile()` (or a
-`Lowered.compile_for_topology(...)` result) and returns `(blob, in_tree, out_tree)`, as JAX
+`serialize(compiled)` takes `kiln.jit(f, backend="pjrt").lower(...).compile()` (one device,
+or partitioned over a mesh of PJRT devices: pjrt_partitioned.PartitionedCompiled),
+`kiln.pmap(f, backend="pjrt").lower(...).compile()` (pmap.PmapCompiled) or a
+`Lowered.compile_for_topology(...)` result, and returns `(blob, in_tree, out_tree)`, as JAX
 does: the pytrees are returned, not stored. The blob is kiln's: a first line naming the
 format and its version, a line with the SHA-256 of the rest, then a JSON document with the
 plug-in's serialized executable (`PJRT_Executable_Serialize`, base64), the platform and
 plug-in that compiled it, the types of the arguments and results (with their weak types),
 the donations, the arrays the function closes over (passed as `@main`'s last arguments) and
 the StableHLO module (what `as_text()` shows, and what another device of the plug-in
-compiles). No pickle: loading the blob runs no Python code of it, but the plug-in's
-executable is native code, so a blob should come from a trusted source, as JAX warns.
+compiles); for a partitioned executable also the mesh (its devices' ids), the arguments' and
+results' PartitionSpecs and the results whose sharding XLA chose; for a pmap the replicas'
+device ids, the axis name and the mapped axes. No pickle: loading the blob runs no Python
+code of it, but the plug-in's executable is native code, so a blob should come from a
+trusted source, as JAX warns.
 
 `deserialize_and_load(blob, in_tree, out_tree, backend=None, execution_devices=None)` checks
 the blob and that its platform is the target plug-in's (else a ValueError naming both and
 what to do), loads the executable with `PJRT_Executable_DeserializeAndLoad` on the first
 execution device (the plug-in's error, for bytes it cannot read, is a PjrtError carrying its
-message) and returns a `Compiled` that is called as the original was.
+message) and returns a `Compiled` that is called as the original was. A partitioned or pmap
+executable is loaded on the devices with its ids among `execution_devices` (default: every
+device of the backend), as JAX's unpickler finds a pickled executable's devices.
 """
 import base64
+import contextlib
 import json
 
 import numpy as np
@@ -28,17 +36,24 @@ from ..compiler.backends.stablehlo.module import StableHloModule
 from ..export import (aval_json, aval_from_json, array_json, array_from_json, framed,
                       unframed)
 from ..jit import Compiled, CompiledForTopology, _Entry
+from ..analysis import XlaFigures
 
 _MAGIC = b"kiln.serialize_executable"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2   # 2: the partitioned executables' mesh and shardings
 
 __all__ = ["serialize", "deserialize_and_load"]
 
 
 def serialize(compiled):
     """`(blob, in_tree, out_tree)` of a compiled PJRT executable (see the module docstring)."""
+    from ..pjrt_partitioned import PartitionedCompiled
+    from ..pmap import PmapCompiled
     if isinstance(compiled, CompiledForTopology):
         document = _topology_document(compiled)
+    elif isinstance(compiled, PmapCompiled):
+        document = _pmap_document(compiled)
+    elif isinstance(compiled, PartitionedCompiled):
+        document = _partitioned_document(compiled)
     elif isinstance(compiled, Compiled):
         document = _compiled_document(compiled)
     else:
@@ -58,8 +73,7 @@ def _compiled_document(compiled):
         raise ValueError(f"Compilation does not support serialization: {name!r} was compiled "
                          f"by the {_backend_of(program)} backend; kiln serializes executables "
                          f"of PJRT plug-ins, so compile it with kiln.jit(f, backend='pjrt')")
-    placed = any(p is not None for p in entry.placements or ())
-    if entry.refs is not None or entry.writes or placed:
+    if entry.refs is not None or entry.writes or entry.out_typed is not None:
         raise ValueError(f"serialize: {name!r} writes Refs or globals, or places its results "
                          f"by their sharding types, which happens around the executable, "
                          f"not in it; serialize a function that returns its results instead")
@@ -68,6 +82,73 @@ def _compiled_document(compiled):
                      entry.in_avals, entry.out_weak, program.held, device.platform,
                      device.layer.info.client.platform_version, device.layer.plugin.name,
                      None, [device.device_kind])
+
+
+def _partitioned_document(compiled):
+    """The document of a jit partitioned over a mesh of PJRT devices: `_document`'s, with
+    the mesh (its devices' ids, names, axis types), the arguments' and results' shardings
+    and the results XLA chose the shardings of."""
+    entry = compiled._entry
+    if entry.writes:
+        raise ValueError(f"serialize: {entry.name!r} assigns globals, which happens around "
+                         f"the executable, not in it; serialize a function that returns its "
+                         f"results instead")
+    mesh, executable = entry.mesh, entry.executable
+    device = mesh.devices.flat[0]
+    held = {i: i for i in entry.held}   # (a partitioned entry keeps the donated inputs only)
+    document = _document(entry.name, None, executable.serialize(),
+                         [b.to_host() for b in entry.constants[0]], entry.in_avals,
+                         entry.out_weak, held, device.platform,
+                         device.layer.info.client.platform_version, device.layer.plugin.name,
+                         None, sorted({d.device_kind for d in mesh.devices.flat}))
+    document.update(
+        module=entry.text, results=[aval_json(a) for a in entry.out_avals],
+        mesh={"axis_names": list(mesh.axis_names), "shape": list(mesh.devices.shape),
+              "axis_types": [t.value for t in mesh.axis_types],
+              "device_ids": [int(d.id) for d in mesh.devices.flat]},
+        in_specs=[_spec_json(s.spec) for s in entry.in_shardings],
+        out_specs=[_spec_json(s.spec) for s in entry.out_shardings],
+        propagate=[bool(p) for p in executable.propagate], shardy=bool(entry.shardy))
+    return document
+
+
+def _pmap_document(compiled):
+    """The document of `pmap(f, backend="pjrt").lower(...).compile()`: `_document`'s, with
+    the replicas' devices (by id), the axis name, the mapped axes of the arguments and of
+    the results."""
+    call = compiled._call
+    entry = call.entry
+    if call.backend != "pjrt":
+        raise ValueError(f"Compilation does not support serialization: the pmap of "
+                         f"{call.shown} was compiled by the {_backend_of(entry.executable)} "
+                         f"backend; kiln serializes executables of PJRT plug-ins, so map it "
+                         f"with kiln.pmap(f, backend='pjrt')")
+    if call.statics[1]:
+        raise ValueError(f"serialize: the pmap of {call.shown} was specialised for the values "
+                         f"of its Python-number arguments ({len(call.statics[1])} of them), "
+                         f"which the executable does not take; pass them as arrays "
+                         f"(np.asarray) to serialize it")
+    program = entry.executable
+    device = program.devices[0]
+    document = _document(call.shown, program.module, program.compiled.serialize(),
+                         entry.consts, call.in_avals, entry.out_weak, {}, device.platform,
+                         device.layer.info.client.platform_version, device.layer.plugin.name,
+                         None, sorted({d.device_kind for d in program.devices}))
+    document.update(pmap={"axis_name": call.axis_name, "in_axes": call.axes,
+                          "out_axes": list(entry.mapped_out),
+                          "device_ids": [int(d.id) for d in program.devices]})
+    return document
+
+
+def _spec_json(spec):
+    return {"entries": [e if e is None or isinstance(e, str) else list(e) for e in spec],
+            "unreduced": sorted(spec.unreduced), "reduced": sorted(spec.reduced)}
+
+
+def _spec_from_json(doc):
+    from ..sharding import PartitionSpec
+    return PartitionSpec(*[tuple(e) if isinstance(e, list) else e for e in doc["entries"]],
+                         unreduced=doc["unreduced"], reduced=doc["reduced"])
 
 
 def _topology_document(compiled):
@@ -90,10 +171,14 @@ def _backend_of(executable):
 
 def _document(name, module, executable, consts, in_avals, out_weak, held, platform,
               platform_version, plugin, topology, device_kinds):
-    return {
-        "function": name, "module": module.text, "module_name": module.name,
+    """The blob's document; `module` None for a partitioned executable (its caller adds the
+    module's text and the mesh)."""
+    described = {} if module is None else {
+        "module": module.text, "module_name": module.name,
         "module_in": [aval_json(a) for a in module.in_avals],
-        "module_out": [aval_json(a) for a in module.out_avals],
+        "module_out": [aval_json(a) for a in module.out_avals]}
+    return {
+        "function": name, **described, "mesh": None, "pmap": None,
         "arguments": [aval_json(a) for a in in_avals], "out_weak": list(out_weak),
         "held": sorted([int(k), int(v)] for k, v in held.items()),
         "constants": [array_json(np.asarray(c)) for c in consts],
@@ -122,15 +207,16 @@ def _foreign(blob):
             f"argument types: pass serialize(compiled_for_topology)[0]")
 
 
-def _target(backend, execution_devices):
-    """The PjrtDevice the executable is loaded on."""
+def _candidates(backend, execution_devices):
+    """The PjrtDevices an executable may be loaded on: `execution_devices`, else every device
+    of `backend`; a single-device executable goes on the first."""
     from .. import pjrt
     if backend is not None and backend not in ("pjrt", "tpu"):
         raise ValueError(f"deserialize_and_load: backend {backend!r} does not load PJRT "
                          f"executables; use backend='pjrt' (the default plug-in) or 'tpu'")
     listed = pjrt.devices(backend or "pjrt")
     if execution_devices is None:
-        return listed[0]
+        return list(listed)
     execution_devices = list(execution_devices)
     if not execution_devices or not pjrt.on_pjrt(execution_devices):
         raise ValueError(f"deserialize_and_load: execution_devices must be PJRT devices "
@@ -141,7 +227,7 @@ def _target(backend, execution_devices):
                          f"backend client: {listed[0].layer.plugin.name} "
                          f"({listed[0].platform}) and execution devices client: "
                          f"{first.layer.plugin.name} ({first.platform})")
-    return first
+    return execution_devices
 
 
 def deserialize_and_load(serialized, in_tree, out_tree, backend=None, execution_devices=None):
@@ -149,8 +235,8 @@ def deserialize_and_load(serialized, in_tree, out_tree, backend=None, execution_
     (default: the first device of `backend`, "pjrt" or "tpu"; see the module docstring)."""
     from ..pjrt import Program
     doc = _read(serialized)
-    device = _target(backend, execution_devices)
-    here = device.layer
+    candidates = _candidates(backend, execution_devices)
+    here = candidates[0].layer
     if doc["platform"] != here.platform:
         made = f"topology {doc['topology']!r}, " if doc["topology"] else ""
         raise ValueError(
@@ -168,11 +254,30 @@ def deserialize_and_load(serialized, in_tree, out_tree, backend=None, execution_
                          f"executable of {doc['function']!r} takes {len(arguments)} arguments "
                          f"and returns {len(doc['out_weak'])} results; pass the pytrees "
                          f"serialize() returned with this blob")
+    executable = base64.b64decode(doc["executable"])
+    constants = [array_from_json(c) for c in doc["constants"]]
+    if doc["mesh"] is not None:
+        return _partitioned(doc, candidates, executable, constants, arguments, in_tree,
+                            out_tree)
     module = StableHloModule(doc["module"], doc["module_name"],
                              tuple(aval_from_json(a) for a in doc["module_in"]),
                              tuple(aval_from_json(a) for a in doc["module_out"]))
+    if doc["pmap"] is not None:
+        return _pmap(doc, candidates, module, executable, constants, arguments, in_tree,
+                     out_tree)
+    with _loading(doc, here):
+        program = Program(module, candidates[0], executable)
+    program.held = {out: i for out, i in doc["held"]}
+    program.hold_constants(constants)
+    return LoadedCompiled(_entry(doc, program, arguments, in_tree, out_tree))
+
+
+@contextlib.contextmanager
+def _loading(doc, here):
+    """The plug-in's error loading the executable of `doc` on layer `here` as a PjrtError
+    that says which plug-ins made and load it."""
     try:
-        program = Program(module, device, base64.b64decode(doc["executable"]))
+        yield
     except PjrtError as e:
         raise PjrtError(f"the {here.platform} plug-in {here.plugin.name} could not load the "
                         f"serialized executable of {doc['function']!r} (compiled by "
@@ -180,12 +285,81 @@ def deserialize_and_load(serialized, in_tree, out_tree, backend=None, execution_
                         f"plug-in's is {here.info.client.platform_version!r}): "
                         f"{e.message}", e.code,
                         hint="serialize the executable again with this plug-in") from None
-    program.held = {out: i for out, i in doc["held"]}
-    program.hold_constants([array_from_json(c) for c in doc["constants"]])
-    return LoadedCompiled(_entry(doc, program, arguments, in_tree, out_tree))
 
 
-class LoadedCompiled(Compiled):
+def _by_id(doc, ids, candidates, what):
+    """The devices of `candidates` with ids `ids`, or a ValueError saying which are missing."""
+    by_id = {d.id: d for d in candidates}
+    missing = [i for i in ids if i not in by_id]
+    if missing:
+        raise ValueError(f"deserialize_and_load: the executable of {doc['function']!r} runs "
+                         f"on the PJRT devices with ids {ids} ({what}), but execution_devices "
+                         f"has none with id {missing}; pass execution_devices that include "
+                         f"them (by default every device of the backend), or compile the "
+                         f"function for the devices at hand")
+    return [by_id[i] for i in ids]
+
+
+def _pmap(doc, candidates, module, executable, constants, arguments, in_tree, out_tree):
+    """A `PmapCompiled` of a pmap executable's document, loaded on its replicas' devices
+    (found by id among `candidates`)."""
+    from ..pjrt import ReplicatedProgram
+    from ..pmap import _Entry, PmapCall, PmapCompiled, run_replicated
+    from ..sharding import AxisType, Mesh
+    facts = doc["pmap"]
+    devices = _by_id(doc, facts["device_ids"], candidates,
+                     f"{len(facts['device_ids'])} replicas")
+    with _loading(doc, devices[0].layer):
+        program = ReplicatedProgram(module, devices, executable)
+    entry = _Entry()
+    entry.executable, entry.consts, entry.out_tree = program, constants, out_tree
+    entry.out_weak, entry.mapped_out = list(doc["out_weak"]), facts["out_axes"]
+    entry.parallel, entry.guards = True, []
+    mesh = Mesh(np.array(devices, dtype=object), (facts["axis_name"],), (AxisType.Auto,))
+    axes = facts["in_axes"]
+    return PmapCompiled(PmapCall(
+        entry, doc["function"], in_tree, ((), ()), arguments, axes,
+        lambda leaves: run_replicated(entry, leaves, axes, mesh, doc["function"]), "pjrt",
+        facts["axis_name"]))
+
+
+def _partitioned(doc, candidates, executable, constants, arguments, in_tree, out_tree):
+    """A `PartitionedCompiled` of a partitioned executable's document, loaded on the devices
+    of its mesh (found by id among `candidates`, as JAX finds a pickled executable's)."""
+    from ..compiler.backends.pjrt.replicated import ReplicatedExecutable
+    from ..pjrt_partitioned import _Entry, PartitionedCompiled
+    from ..sharding import AxisType, Mesh, NamedSharding
+    shape = doc["mesh"]["shape"]
+    devices = _by_id(doc, doc["mesh"]["device_ids"], candidates,
+                     f"a mesh of shape {tuple(shape)}")
+    mesh = Mesh(np.array(devices, dtype=object).reshape(shape), doc["mesh"]["axis_names"],
+                tuple(AxisType(t) for t in doc["mesh"]["axis_types"]))
+    ins = [NamedSharding(mesh, _spec_from_json(s)) for s in doc["in_specs"]]
+    outs = [NamedSharding(mesh, _spec_from_json(s)) for s in doc["out_specs"]]
+    results = [aval_from_json(a) for a in doc["results"]]
+    in_blocks = [a.update(shape=s.shard_shape(a.shape)) for s, a in zip(ins, arguments)]
+    in_blocks += constants   # replicated
+    here = devices[0].layer
+    with _loading(doc, here):
+        loaded = ReplicatedExecutable(
+            here.info.client, doc["module"], in_blocks,
+            [a.update(shape=s.shard_shape(a.shape)) for s, a in zip(outs, results)],
+            [d.layer.info for d in devices], partitioned=True, shardy=doc["shardy"],
+            serialized=executable, propagate=doc["propagate"])
+    entry = _Entry()
+    entry.text, entry.mesh, entry.shardy, entry.ssa = doc["module"], mesh, doc["shardy"], None
+    entry.executable = loaded
+    entry.constants = [[d.layer.to_device(np.asarray(c, order="C")) for c in constants]
+                       for d in devices]
+    entry.out_tree, entry.writes, entry.guards = out_tree, [], []
+    entry.out_shardings, entry.out_avals, entry.out_weak = outs, results, list(doc["out_weak"])
+    entry.held = sorted(i for _, i in doc["held"])
+    entry.name, entry.in_tree, entry.in_avals = doc["function"], in_tree, tuple(arguments)
+    entry.in_shardings = ins
+    return PartitionedCompiled(entry)
+
+
+class LoadedCompiled(XlaFigures, Compiled):
     """A `Compiled` loaded from a serialized executable: called as the original was; it has
     the StableHLO module and XLA's figures of the executable, not kiln's SSA form."""
 
@@ -194,24 +368,13 @@ class LoadedCompiled(Compiled):
         "stablehlo")."""
         return self._entry.executable.as_text(level)
 
-    def cost_analysis(self):
-        """XLA's cost properties of the loaded executable (a dict of floats)."""
-        return self._figures("cost_analysis", "cost properties")
+    _why_none = (", and an executable loaded from a serialized one has no SSA form to "
+                 "count them on")
 
-    def memory_analysis(self):
-        """XLA's CompiledMemoryStats of the loaded executable."""
-        from ..analysis import CompiledMemoryStats
-        return CompiledMemoryStats(**self._figures("memory_stats", "memory statistics"))
-
-    def _figures(self, name, what):
-        from ..compiler.backends.pjrt import client
+    def _loaded(self):
         program = self._entry.executable
         compiled = program._on(program.default).compiled
-        found = getattr(client, name)(compiled.client.api, compiled.handle)
-        if found is None:
-            raise ValueError(f"the plug-in gives no {what} of executables, and an executable "
-                             f"loaded from a serialized one has no SSA form to count them on")
-        return found
+        return compiled.client.api, compiled.handle
 
 
 class _Named:
@@ -233,6 +396,6 @@ def _entry(doc, program, arguments, in_tree, out_tree):
     entry.out_weak = list(doc["out_weak"])
     entry.consts = entry.closed = []
     entry.held = sorted(i for _, i in doc["held"])
-    entry.writes, entry.refs, entry.placements = [], None, []
+    entry.writes, entry.refs, entry.out_typed = [], None, None
     entry.guards = []
     return entry

@@ -45,12 +45,23 @@ def pcast(x, axis_name, *, to):
 
 
 def _cast(v, names, to):
-    """`v` as pcast gives it: inside a shard_map body cast to varying, a `copy` of it
-    recorded as varying over `names` too (vma.py); else `v` itself."""
-    if to != "varying" or not is_traced(v) or not vma.staging_a_body():
+    """`v` as pcast gives it: inside a shard_map body a `copy` of it recorded as varying over
+    `names` too (to="varying"), or as unreduced over them and no longer varying over them
+    (to="unreduced": a shard_map result whose out_specs make it unreduced is the sum of the
+    devices' values) or as reduced over them (vma.py); else `v` itself."""
+    if not is_traced(v) or not vma.staging_a_body():
         return v
     out = bind(PRIMITIVES["copy"], v)
-    vma.mark(out, vma.varying(v) | set(names))
+    if to == "varying":
+        vma.mark(out, vma.varying(v) | set(names))
+    else:
+        vma.mark(out, vma.varying(v) - set(names) if to == "unreduced" else vma.varying(v))
+        unreduced, reduced = vma.partial_axes(v)
+        if to == "unreduced":
+            unreduced = unreduced | set(names)
+        else:
+            reduced = reduced | set(names)
+        vma.mark_partial(out, unreduced, reduced)
     return out
 
 

@@ -11,8 +11,11 @@ simple in kiln:
   names it in StableHLO for backends that know the composite; kiln always decomposes).
 - `platform_dependent(*args, default=None, **per_platform)`: calls the branch of the platform
   kiln runs on, "cpu" or "cuda" (the default device's), else `default`.
-- `with_sharding_constraint(x, shardings)`: checks the shardings as JAX does and returns `x`:
-  kiln's arrays are placed by `device_put` and `shard_map`, not by constraints inside `jit`.
+- `with_sharding_constraint(x, shardings)`: checks the shardings as JAX does and returns `x`;
+  a traced `x` constrained over a mesh of PJRT devices goes through the `sharding_constraint`
+  primitive, which a module partitioned over that mesh writes as `sdy.sharding_constraint`
+  (GSPMD: the `@Sharding` custom call), as JAX does; one over an all-Auto mesh is recorded
+  for `jit` to place its results by (sharding_propagation.constrain).
 - `pbroadcast(x, axis_name, source)`: every member of the axis gets the value of the member
   at index `source` (a psum of `x` masked to that member, the equivalence JAX documents).
 - `scatter_apply`: applies an elementwise `func` to the operand's elements the indices
@@ -22,6 +25,8 @@ import functools
 
 import numpy as np
 
+from ..compiler.primitives import PRIMITIVES
+from ..dispatch import bind
 from ..array import to_array
 from ..tree_util import tree_flatten, tree_map, tree_unflatten
 from ._ops import (_operands, convert_element_type, eq, full, full_like, gt, reduce_max,
@@ -124,6 +129,13 @@ def with_sharding_constraint(x, shardings):
             raise TypeError(f"shardings leaf specifications are expected to be PartitionSpec "
                             f"instances or None, but got {spec}")
         where = NamedSharding(get_mesh(), spec) if isinstance(spec, PartitionSpec) else spec
+        if isinstance(where, NamedSharding) and _on_pjrt(where) and \
+                getattr(type(leaf), "_kiln_trace", None) is not None:
+            mesh = where.mesh
+            leaf = bind(PRIMITIVES["sharding_constraint"], leaf,
+                        mesh=tuple(zip(mesh.axis_names, mesh.devices.shape)),
+                        devices=tuple(int(d.id) for d in mesh.devices.flat),
+                        spec=tuple(where.spec.names(d) for d in range(leaf.ndim)))
         if auto_mesh(where) is not None:
             if getattr(type(leaf), "_kiln_trace", None) is not None:
                 constrain(leaf.var, where)
@@ -131,6 +143,11 @@ def with_sharding_constraint(x, shardings):
                 leaf = device_put(leaf, where)
         out.append(leaf)
     return tree_unflatten(treedef, out)
+
+
+def _on_pjrt(sharding):
+    return all(getattr(d, "layer", None) is not None and d.layer.backend == "pjrt"
+               for d in sharding.device_set)
 
 
 def pbroadcast(x, axis_name, source):

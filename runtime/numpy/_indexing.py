@@ -292,12 +292,20 @@ def getitem(arr, idx, mode=None, fill_value=None, *, wrap_negative_indices=True)
     parsed = _parse(_dslices(idx, x.shape), x.shape)
     kinds = {e.kind for e in parsed}
     if mode != "fill":
-        if kinds <= {NONE, ELLIPSIS, SLICE, INT}:
+        if kinds <= {NONE, ELLIPSIS, SLICE, INT} and _in_bounds(parsed, x.shape,
+                                                                wrap_negative_indices):
             return _static_slice(x, parsed, wrap_negative_indices)
         if kinds <= {NONE, ELLIPSIS, SLICE, INT, ARRAY} and _dynamic_slice_ok(parsed):
             return _dynamic_slice(x, parsed, wrap_negative_indices)
     return _gather(x, _expand_bool_arrays(parsed, x.shape), mode, fill_value,
                    wrap_negative_indices)
+
+
+def _in_bounds(parsed, shape, wrap):
+    """Whether every static int index is in bounds; an out-of-bounds one is read through
+    dynamic_slice with its value, as JAX does (so checkify's index checks see it)."""
+    return all(e.kind != INT or 0 <= _normalize_int(int(e.value), shape[e.axes[0]], wrap)
+               < shape[e.axes[0]] for e in _expand_ellipsis(parsed, len(shape)))
 
 
 def _normalize_int(i, size, wrap):
@@ -352,11 +360,14 @@ def _index_dtype(shape):
 def _index_array(i, size, wrap, dtype):
     """An integer index (static or array) as an array of `dtype`, negative values wrapped once.
     Indices out of range keep being out of range by their own value, whatever their type: a
-    static one is brought into [-1, size] (an int beyond `dtype` would not fit), an unsigned
+    static one keeps its value where `dtype` holds it (else it is brought into [-1, size]), an unsigned
     one is capped at `size` before the conversion (np.uint32(4e9) would wrap to a negative
     int32), so the primitive clamps them to the last element or drops them, as it should."""
     if not isinstance(i, (Array,)) and not _is_traced(i):
-        return to_array(np.asarray(min(max(_normalize_int(int(i), size, wrap), -1), size), dtype))
+        i = _normalize_int(int(i), size, wrap)
+        info = np.iinfo(dtype)
+        return to_array(np.asarray(i if info.min <= i <= info.max else min(max(i, -1), size),
+                                   dtype))
     signed = i.dtype.kind == "i"
     if i.dtype.kind == "u" and np.iinfo(i.dtype).max > np.iinfo(dtype).max:
         i = lax.min(i, _const(i, size))

@@ -24,7 +24,8 @@ import numpy as np
 from ..array import Array, to_array
 from ..custom_derivatives import custom_jvp
 from ..dispatch import apply_binary
-from ..array import TYPED
+from ..array import TYPED, _SHARDINGS, placed_on
+from ..sharding_propagation import one_shape_free
 from ..execution_guards import STATE as _GUARDS
 from ..float_checks import STATE as _FLOAT_CHECKS
 from ..compiler.primitives.quiet import ignore as _quiet, restore as _restore
@@ -70,8 +71,11 @@ def _binary(name, lax_fn, promote="any", *aliases, prim=None, fast_kinds=None):
     fast = {}  # (dtype, shape, weak, dtype, shape, weak) -> result weak_type
 
     def fn(x1, x2, /):
-        if p is not None and type(x1) is Array and not (
-                TYPED and (id(x1) in TYPED or id(x2) in TYPED)):   # (typed: dispatch places)
+        where = None   # operands committed to one device (or one mesh, whole): placed after
+        if TYPED and (id(x1) in TYPED or id(x2) in TYPED):   # (others: dispatch places)
+            where = one_shape_free([_SHARDINGS.get(id(x1)), _SHARDINGS.get(id(x2))])
+        if p is not None and type(x1) is Array and (where is not None or not (
+                TYPED and (id(x1) in TYPED or id(x2) in TYPED))):
             t2 = type(x2)
             if t2 is float or t2 is int:
                 x2 = _weak_scalar_like(x1, x2) or x2
@@ -93,7 +97,7 @@ def _binary(name, lax_fn, promote="any", *aliases, prim=None, fast_kinds=None):
                         out = _new(Array)
                         out._value = value
                         out.weak_type = weak
-                        return out
+                        return out if where is None else placed_on(out, where)
         x1, x2 = promote_fn(name, x1, x2)
         return lax_fn(x1, x2)
     fn.__name__ = name

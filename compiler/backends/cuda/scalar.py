@@ -281,6 +281,7 @@ _RULES = {
     "atan2": _math("atan2"), "nextafter": _math("nextafter"), "fma": _math("fma"),
     "round": _round, "sign": _sign, "is_finite": _is_finite, "copy": _identity, "name": _identity,
     "stop_gradient": _identity, "no_derivative": _identity, "clamp": _clamp, "shift_left": _shift("<<"),
+    "sharding_constraint": _identity,
     "shift_right_logical": _shift(">>"), "shift_right_arithmetic": _shift(">>", True),
     "population_count": _population_count, "clz": _clz, "bitcast_convert_type": _bitcast,
 }

@@ -1,11 +1,11 @@
 """Larger real matrix products as kiln's own packed, cache-blocked kernel (no library call).
 
 `emit_packed_gemm` computes the row-major C (m x n, row stride ldc) = op(A) (m x k) @ op(B)
-(k x n), or adds it to C (`accumulate` nonzero), for float32 and float64, k >= 1, with op(A)[i, p] at `a + i * sam + p * sak` and
-op(B)[p, j] at `b + p * sbk + j * sbn` (element strides; transposed operands are read in
-place). The sizes and strides are run-time values, so one function per dtype and module
-(`kiln_gemm_<dtype>`, internal) serves every product of the module, and the thread pool's
-panels (lower_linalg.py) call it on their share of C.
+(k x n), or adds it to C (`accumulate` nonzero), for float32 and float64, k >= 1, with
+op(A)[i, p] at `a + i * sam + p * sak` and op(B)[p, j] at `b + p * sbk + j * sbn` (element
+strides; transposed operands are read in place). The sizes and strides are run-time values, so
+one function per dtype (`kiln_gemm_<dtype>`, in the runtime library, rtlib.py) serves every
+product, and the thread pool's panels (lower_linalg.py) call it on their share of C.
 
 The kernel is the classic blocked form (Goto's algorithm, as BLIS and OpenBLAS arrange it):
 
@@ -15,6 +15,7 @@ The kernel is the classic blocked form (Goto's algorithm, as BLIS and OpenBLAS a
         for ic in range(0, m, MR):                 #   past n; KC x NC elements: stays in L2
           Ap = pack(op(A)[ic:ic+MR, pc:pc+KC])     # [p][MR]: stays in L1
           for each tile t of Bp:                   # the micro-kernel: an MR x NR block of C
+            prefetch(C's block; share t of op(A)[ic+MR:ic+2*MR, pc:pc+KC])
             acc = sum over p of Ap[p, :, None] * Bp[t, p, None, :]
             C[ic:ic+MR, jc+t*NR : ...] (+)= acc    # stored at pc == 0, added after (and
                                                    #   at pc == 0 with `accumulate`)
@@ -25,8 +26,15 @@ multiply-adds (`contract`: FMAs where the target has them). With AVX-512 (32 reg
 block is 8 rows x 2 vectors of 64 bytes (16 accumulators); otherwise (16 registers: AVX2 and
 below) 6 rows x 1 vector of 64 bytes (two ymm registers: the 6 x 16 float32 block of the
 Haswell kernels). Rows past m read row m - 1 (never stored); columns past n are zeros in Bp and
-are left out of the masked loads and stores of C. Bp and Ap live on the stack
-(`work_bytes`: 256 KiB and at most 8 KiB).
+are left out of the masked loads and stores of C. Bp and Ap live on the stack: Bp takes 512 KiB
+with AVX-512 (a quarter to a half of those CPUs' L2 caches: 1-2 MiB per core; NC = 512 float32
+columns) and 256 KiB otherwise (half of Zen 1's 512 KiB L2), Ap at most 8 KiB.
+
+Packing B reads a row-major op(B) row by row across the whole block (one row of NC elements
+after another, so the reads stream from memory). Before each micro-kernel the kernel asks for
+(prefetches) C's block, which `store` loads at pc > 0, and a share of the next row block of
+op(A), so that packing it does not wait for memory either: these cost 5-10% of the time of a
+1024^3 product before (docs/llvm.md, "Larger matrix products").
 
 Sums are in a different order than a serial loop's (blocks of KC terms, each in order), as in
 BLAS. Measured against OpenBLAS: docs/llvm.md, "Matrix products".
@@ -45,20 +53,21 @@ from .gemm import (CONTRACT, DTYPES, VECTOR_BYTES, lane_mask, masked_load, maske
                    zero_vector)
 from .loops import counted_loop
 
-PACK_BYTES = 256 * 1024      # Bp: KC x NC elements
 KC = 256                     # contraction block (elements)
 
 
 class Micro(NamedTuple):
     rows: int                # MR
     vectors: int             # NR / lanes (vectors of VECTOR_BYTES)
+    pack_bytes: int          # Bp: KC x NC elements (NC a multiple of NR)
 
 
-MICRO = {True: Micro(8, 2), False: Micro(6, 1)}   # has AVX-512 -> micro-kernel block
+# has AVX-512 -> the micro-kernel block and Bp's size (see the module docstring)
+MICRO = {True: Micro(8, 2, 512 * 1024), False: Micro(6, 1, 256 * 1024)}
 
 
 def micro() -> Micro:
-    """The micro-kernel block for the CPU code is generated for."""
+    """The micro-kernel block and packed B's size for the CPU code is generated for."""
     return MICRO["+avx512f" in target.jit_cpu()[1].split(",")]
 
 
@@ -103,6 +112,14 @@ def transpose(b, rows):
     return rows
 
 
+def _prefetch(b, pointer, write, locality):
+    """llvm.prefetch of the cache line at `pointer` (data; locality 3 keeps it in every
+    cache level, 2 in L2 and below)."""
+    fn = b.module.declare_intrinsic("llvm.prefetch", [T.PTR],
+                                    ir.FunctionType(T.VOID, [T.PTR, T.I32, T.I32, T.I32]))
+    b.call(fn, [pointer, T.I32(int(write)), T.I32(locality), T.I32(1)])
+
+
 def _min(b, x, y):
     return b.select(b.icmp_signed("<", x, y), x, y)
 
@@ -118,13 +135,17 @@ class _Kernel:
         self.fn, self.dtype = fn, dtype
         self.scalar, self.size = T.reg_type(dtype), dtype.itemsize
         self.lanes = VECTOR_BYTES // self.size
-        self.mr, vectors = micro()
+        self.mr, vectors, pack_bytes = micro()
         self.nr = vectors * self.lanes
-        self.nc = PACK_BYTES // (KC * self.size) // self.nr * self.nr
+        self.nc = pack_bytes // (KC * self.size) // self.nr * self.nr
         self.vector = ir.VectorType(self.scalar, self.lanes)
 
     def at(self, b, base, offset):
         return b.gep(base, [offset], inbounds=True, source_etype=self.scalar)
+
+    def outside(self, b, base, offset):
+        """An address that may lie past the operand (for prefetches only): no `inbounds`."""
+        return b.gep(base, [offset], source_etype=self.scalar)
 
     def emit(self):
         b = ir.IRBuilder(self.fn.append_basic_block("entry"))
@@ -151,15 +172,21 @@ class _Kernel:
                     ic = b.mul(ib, T.i64(self.mr))
                     rows = _min(b, T.i64(self.mr), b.sub(m, ic))
                     self.pack_a(b, ap, a, sam, sak, ic, pc, kc, m)
+                    tiles = _ceil_div(b, nc, self.nr)
+                    lines = b.mul(T.i64(self.mr), _ceil_div(b, kc, self.lanes))
+                    share = b.udiv(b.add(lines, b.sub(tiles, T.i64(1))), tiles)
 
                     def tile(b, t, _):
                         j0 = b.mul(t, T.i64(self.nr))
                         cols = _min(b, T.i64(self.nr), b.sub(nc, j0))
-                        accs = self.micro_kernel(b, ap, self.at(b, bp, b.mul(j0, kc)), kc)
                         corner = self.at(b, c, b.add(b.mul(ic, ldc), b.add(jc, j0)))
+                        self.prefetch(b, corner, ldc)
+                        self.prefetch_a(b, a, sam, sak, b.add(ic, T.i64(self.mr)), pc, lines,
+                                        b.mul(t, share), share)
+                        accs = self.micro_kernel(b, ap, self.at(b, bp, b.mul(j0, kc)), kc)
                         self.store(b, accs, corner, ldc, rows, cols, added)
                         return []
-                    counted_loop(b, _ceil_div(b, nc, self.nr), tile, name="t")
+                    counted_loop(b, tiles, tile, name="t")
                     return []
                 counted_loop(b, _ceil_div(b, m, self.mr), row_block, name="ib")
                 return []
@@ -170,28 +197,35 @@ class _Kernel:
 
     def pack_b(self, b, bp, bm, sbk, sbn, pc, jc, kc, nc, n):
         """Bp[t][p][j] = op(B)[pc + p, jc + t * NR + j], zero past n. B's rows contiguous:
-        vectors along them (masked at the edge); B stored transposed (its columns
-        contiguous): lanes x lanes blocks loaded along the columns and transposed in
-        registers; otherwise (and for the last kc % lanes steps) element by element."""
+        each row of the block read in order across every tile (so the reads stream), vectors
+        masked at the edge; B stored transposed (its columns contiguous): lanes x lanes blocks
+        loaded along the columns and transposed in registers; otherwise (and for the last
+        kc % lanes steps) element by element."""
         lanes, vectors = self.lanes, self.nr // self.lanes
         last = b.sub(n, T.i64(1))
+        tiles = _ceil_div(b, nc, self.nr)
+        with b.if_else(b.icmp_signed("==", sbn, T.i64(1))) as (by_rows, other):
+            with by_rows:
+                def row(b, p, _):
+                    src = b.add(b.mul(b.add(pc, p), sbk), jc)
 
-        def tile(b, t, _):
-            j0 = b.add(jc, b.mul(t, T.i64(self.nr)))
-            dst = self.at(b, bp, b.mul(b.mul(t, T.i64(self.nr)), kc))
-            with b.if_else(b.icmp_signed("==", sbn, T.i64(1))) as (rows, other):
-                with rows:
-                    def row(b, p, _):
-                        src = b.add(b.mul(b.add(pc, p), sbk), j0)
+                    def tile(b, t, _):
+                        j = b.mul(t, T.i64(self.nr))
+                        dst = self.at(b, bp, b.add(b.mul(j, kc), b.mul(p, T.i64(self.nr))))
                         for v in range(vectors):
-                            mask = lane_mask(b, b.sub(n, b.add(j0, T.i64(v * lanes))), lanes)
-                            at = self.at(b, bm, b.add(src, T.i64(v * lanes)))
-                            x = masked_load(b, at, self.vector, mask, self.size)
-                            b.store(x, self.at(b, dst, b.add(b.mul(p, T.i64(self.nr)),
-                                                             T.i64(v * lanes))), align=64)
+                            first = b.add(j, T.i64(v * lanes))
+                            mask = lane_mask(b, b.sub(b.sub(n, jc), first), lanes)
+                            x = masked_load(b, self.at(b, bm, b.add(src, first)), self.vector,
+                                            mask, self.size)
+                            b.store(x, self.at(b, dst, T.i64(v * lanes)), align=64)
                         return []
-                    counted_loop(b, kc, row, name="p")
-                with other:
+                    counted_loop(b, tiles, tile, name="bt")
+                    return []
+                counted_loop(b, kc, row, name="p")
+            with other:
+                def tile(b, t, _):
+                    j0 = b.add(jc, b.mul(t, T.i64(self.nr)))
+                    dst = self.at(b, bp, b.mul(b.mul(t, T.i64(self.nr)), kc))
                     blocks = b.select(b.icmp_signed("==", sbk, T.i64(1)),
                                       b.udiv(kc, T.i64(lanes)), T.i64(0))
 
@@ -222,8 +256,8 @@ class _Kernel:
                         b.store(x, self.at(b, dst, b.add(b.mul(p, T.i64(self.nr)), j)))
                         return []
                     counted_loop(b, b.mul(b.sub(kc, done), T.i64(self.nr)), element, name="e")
-            return []
-        counted_loop(b, _ceil_div(b, nc, self.nr), tile, name="bt")
+                    return []
+                counted_loop(b, tiles, tile, name="bt")
 
     def pack_a(self, b, ap, a, sam, sak, ic, pc, kc, m):
         """Ap[p][r] = op(A)[min(ic + r, m - 1), pc + p] (rows past m: anything). A's rows
@@ -267,6 +301,33 @@ class _Kernel:
                         b.store(x, self.at(b, dst, T.i64(r)))
             return []
         counted_loop(b, b.sub(kc, done), lambda b, p, c: step(b, b.add(done, p), c), name="pa")
+
+    def prefetch_a(self, b, a, sam, sak, ic, pc, lines, first, count):
+        """Ask for the part [first, first + count) of op(A)[ic:ic+MR, pc:pc+kc] (the next row
+        block's, packed after this one's tiles) into L2, so that pack_a does not wait for
+        memory: each tile of a row block asks for its share. Part u is the element
+        (ic + u % MR, pc + lanes * (u // MR)), one cache line of a row of A when A's rows are
+        contiguous; `lines` = MR * ceil(kc / lanes) parts in all."""
+        count = _min(b, count, b.sub(lines, _min(b, first, lines)))
+
+        def part(b, u, _):
+            u = b.add(first, u)
+            row, step = b.urem(u, T.i64(self.mr)), b.udiv(u, T.i64(self.mr))
+            at = b.add(b.mul(b.add(ic, row), sam),
+                       b.mul(b.add(pc, b.mul(step, T.i64(self.lanes))), sak))
+            _prefetch(b, self.outside(b, a, at), write=False, locality=2)
+            return []
+        counted_loop(b, count, part, name="pfa")
+
+    def prefetch(self, b, corner, ldc):
+        """Ask for the cache lines of C's MR x NR block (to be written) before the micro-kernel
+        runs, so that its loads in `store` do not wait for memory. Rows past m (and parts of
+        A past it above) are harmless: a prefetch never faults."""
+        for r in range(self.mr):
+            row = self.outside(b, corner, b.mul(T.i64(r), ldc))
+            for offset in range(0, self.nr * self.size, 64):
+                _prefetch(b, self.outside(b, row, T.i64(offset // self.size)), write=True,
+                          locality=3)
 
     def micro_kernel(self, b, ap, bp, kc):
         """The MR x NR block's accumulators after kc steps (MR * vectors values)."""

@@ -873,6 +873,7 @@ def combine(name, builder, acc, x, flags=()):
 # ---------------------------------------------------------------------- registration
 
 _SAME = frozenset({"select_n", "copy", "stop_gradient", "no_derivative", "name",
+                   "sharding_constraint",
                    "bitcast_convert_type",
                    "convert_element_type"})   # their real rules handle complex values
 

@@ -176,6 +176,7 @@ _UNARY = {
     "stop_gradient": lambda ctx, b, args, ia, oa: args[0],
     "no_derivative": lambda ctx, b, args, ia, oa, **params: args[0],
     "name": lambda ctx, b, args, ia, oa, **params: args[0],
+    "sharding_constraint": lambda ctx, b, args, ia, oa, **params: args[0],
     "integer_pow": _integer_pow,
     "lgamma": _lgamma,
 }

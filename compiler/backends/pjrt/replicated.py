@@ -22,6 +22,12 @@ result whose sharding XLA chooses (the module gives it none; allow_spmd_sharding
 to_output): after the compile its block's aval is the one the plug-in reports and `chosen`
 holds XLA's tiling of every result (shardings.output_shardings; None where the plug-in does
 not say, and then `out_avals` too where it does not report its results).
+
+`serialized` (bytes of `serialize()`, `PJRT_Executable_Serialize`) loads the plug-in's
+executable instead of compiling the module (`PJRT_Executable_DeserializeAndLoad`, with the
+compile options the module would be compiled with; `propagate`, one bool per result, marks
+the results whose shardings XLA chose when it compiled them, their blocks given in
+`out_avals`).
 """
 import ctypes as C
 import sys
@@ -36,18 +42,23 @@ class ReplicatedExecutable:
     """A module compiled with one replica per device of `devices` (module docstring)."""
 
     def __init__(self, client, mlir_text, in_avals, out_avals, devices, partitioned=False,
-                 shardy=False):
+                 shardy=False, serialized=None, propagate=None):
         self.client = client
         self.devices = [client.device(d) for d in devices]
         self.in_avals = avals_of(in_avals)
-        propagate = [a is None for a in out_avals]
-        self.handle, _ = compile_cache.compile(client, mlir_text.encode(), compile_options(
-            *(d.id for d in self.devices), partitioned=partitioned, shardy=shardy,
-            propagate=propagate))
+        self.propagate = [a is None for a in out_avals] if propagate is None else propagate
+        options = compile_options(*(d.id for d in self.devices), partitioned=partitioned,
+                                  shardy=shardy, propagate=self.propagate)
+        if serialized is None:
+            self.handle, self._serialized = compile_cache.compile(client, mlir_text.encode(),
+                                                                  options)
+        else:
+            self.handle = compile_cache.load(client, serialized, options)
+            self._serialized = serialized
         self._options = api.args(api.ExecuteOptions)
         self.chosen = None
         try:
-            if any(propagate):   # the blocks XLA chose, as the plug-in reports them
+            if None in out_avals:   # the blocks XLA chose, as the plug-in reports them
                 table = client.api
                 produced = _results(table, self.handle) or [None] * len(out_avals)
                 out_avals = [p if a is None else avals_of([a])[0]
@@ -61,6 +72,15 @@ class ReplicatedExecutable:
         except Exception:
             self.close()
             raise
+
+    def serialize(self):
+        """The plug-in's serialization of this executable (bytes): the ones it was loaded from
+        where the disk cache or `serialized` gave it (compile_cache.compile says why)."""
+        if not self.handle:
+            raise RuntimeError("this PJRT executable has been closed")
+        if self._serialized is None:
+            self._serialized = compile_cache.serialize_loaded(self.client.api, self.handle)
+        return self._serialized
 
     def __call__(self, argument_lists):
         """Run replica i on `argument_lists[i]`; one list of Buffers per device, finished."""

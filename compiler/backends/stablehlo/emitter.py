@@ -65,6 +65,7 @@ class Emitter:
         self.count = 0
         self.eqn = None
         self.dots = {}   # {(dtype, lhs order, rhs order): custom-call target}
+        self.partitioning = None   # module.Partitioning of a partitioned module
 
     # ------------------------------------------------------------------ writing
     def line(self, text):

@@ -215,6 +215,35 @@ for _name, _direction in _COMPARE.items():
     STABLEHLO[PRIMITIVES[_name]] = _compare(_direction)
 for _name in ("copy", "stop_gradient", "no_derivative", "name"):
     STABLEHLO[PRIMITIVES[_name]] = _identity
+
+
+def _sharding_constraint(ctx, args, *, mesh, devices, spec):
+    """`sdy.sharding_constraint` (Shardy) or GSPMD's `@Sharding` custom call, as JAX writes
+    them, in a module partitioned over the constraint's mesh; the value itself in any other
+    module (one device, replicas), where there is nothing to partition."""
+    from .module import hlo_sharding, sdy_sharding
+    (x,) = args
+    where = ctx.partitioning
+    if where is None:
+        return [x]
+    names = tuple(n for n, _ in mesh)
+    if (names, tuple(s for _, s in mesh), tuple(devices)) != \
+            (where.axis_names, where.sizes, where.device_ids):
+        raise ctx.error(f"with_sharding_constraint over the mesh {dict(mesh)} of devices "
+                        f"{list(devices)} inside a function partitioned over the mesh "
+                        f"{dict(zip(where.axis_names, where.sizes))} of devices "
+                        f"{list(where.device_ids)}: kiln partitions a call over one mesh; "
+                        f"constrain with a NamedSharding over the call's mesh")
+    dims = [tuple(names.index(n) for n in axes) for axes in spec]
+    if where.shardy:
+        return [ctx.emit(f"sdy.sharding_constraint {x} {sdy_sharding(names, dims)} : {x.type}",
+                         x.aval)]
+    return [ctx.emit(f'stablehlo.custom_call @Sharding({x}) {{backend_config = "", '
+                     f'mhlo.sharding = "{hlo_sharding(where.sizes, dims)}"}} : ({x.type}) -> '
+                     f'{x.type}', x.aval)]
+
+
+STABLEHLO[PRIMITIVES["sharding_constraint"]] = _sharding_constraint
 for _name, _rule in (("sign", _sign), ("round", _round), ("exp2", _exp2), ("square", _square),
                      ("integer_pow", _integer_pow), ("pow", _pow), ("nextafter", _nextafter),
                      ("conj", _conj), ("fma", _fma), ("select_n", _select_n),

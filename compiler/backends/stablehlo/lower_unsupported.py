@@ -9,12 +9,16 @@ says why and what to do (`UNSUPPORTED` lists them; docs/stablehlo.md explains):
 - collectives across processes (`process_allreduce`, `process_allgather`, `process_sendrecv`: a
   pmap traced under several MPI processes, a function partitioned over them): they call the MPI engine, which a PJRT module cannot reach.
 
+- `check` (checkify): one that no checkify discharged (`jit` refuses it before any backend sees
+  it, with JAX's error); a `debug_check` lowers to nothing.
+
 The collectives over named axes (psum, all_gather, ppermute, ...) lower in a module replicated
 over a pmap's or shard_map's devices (lower_collectives.py), and refuse there only what needs
 several processes or a module that is not replicated.
 """
 from ...primitives import PRIMITIVES
 from ...primitives.core import STABLEHLO
+from ...primitives.checks import FUNCTIONALIZATION
 
 _WHY = {
     "debug_print": ("is a host callback (print or kiln.debug.print), which a StableHLO module "
@@ -52,3 +56,12 @@ def _refuse(reason):
 
 for _name, _reason in UNSUPPORTED.items():
     STABLEHLO[PRIMITIVES[_name]] = _refuse(_reason)
+
+
+def _check(ctx, args, *, slots, debug=False):
+    if debug:
+        return []
+    raise ctx.error(f"the StableHLO backend cannot lower 'check': {FUNCTIONALIZATION}")
+
+
+STABLEHLO[PRIMITIVES["check"]] = _check

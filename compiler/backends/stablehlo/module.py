@@ -94,9 +94,23 @@ def sdy_mesh(axis_names, mesh_sizes):
 def sdy_attribute(axis_names, dims):
     """The `sdy.sharding` argument attribute of a value split as `dims` says over `@mesh`
     (module docstring)."""
+    return f"sdy.sharding = #sdy.sharding{sdy_sharding(axis_names, dims)}"
+
+
+def sdy_sharding(axis_names, dims):
+    """Shardy's sharding `<@mesh, [{"x"}, {}]>` of a value split as `dims` says."""
     split = ", ".join("{" + ", ".join(_quoted(axis_names[a]) for a in axes) + "}"
                       for axes in dims)
-    return f"sdy.sharding = #sdy.sharding<@mesh, [{split}]>"
+    return f"<@mesh, [{split}]>"
+
+
+class Partitioning(NamedTuple):
+    """The mesh a module is partitioned over: its axes' names and sizes, its devices' ids in
+    row-major order, and whether the module is Shardy's (else GSPMD's)."""
+    axis_names: tuple
+    sizes: tuple
+    device_ids: tuple
+    shardy: bool
 
 
 def _quoted(name):
@@ -111,13 +125,15 @@ def _attributed(text, sharding, alias=None, donor=False):
 
 
 def lower_module(fn, name=None, replicas=1, partitions=1, shardings=None, aliases=None,
-                 dots=None, mesh=None, donors=()):
+                 dots=None, mesh=None, donors=(), partitioning=None):
     """The StableHLO module of the SSA function `fn` (module docstring); `aliases` {argument
     index: result index}: donated arguments whose buffer a result of the same type may take
     (`tf.aliasing_output`, XLA's input-output aliasing); `mesh`: an operation (Shardy's
-    `sdy_mesh`) put before `@main`."""
+    `sdy_mesh`) put before `@main`; `partitioning`: the `Partitioning` of a module
+    partitioned over a mesh, which its sharding constraints name (else they are dropped)."""
     ctx = Emitter()
     ctx.dots = dots or {}
+    ctx.partitioning = partitioning
     for v in list(fn.invars) + list(fn.outvars):
         if v.aval.dtype.kind == "O":
             raise ctx.error(f"the StableHLO backend cannot pass reverse mode's tapes "
