@@ -19,7 +19,7 @@ specialisation the ordinary path would have chosen.
 """
 import numpy as np
 
-from .array import Array, TYPED, _SHARDINGS, placed_on
+from .array import Array, TYPED, placed_on, placed_sharding
 from .sharding_propagation import one_shape_free
 from .tree_util import tree_leaves
 from .tree_util import tree_structure
@@ -133,7 +133,7 @@ class FastCall:
         if TYPED and any(id(a) in TYPED for a in args):
             # Arguments all committed to one device (or one mesh, whole): the results are
             # placed there after the call; other placed arguments take the ordinary path.
-            where = one_shape_free([_SHARDINGS.get(id(a)) for a in args])
+            where = one_shape_free([placed_sharding(a) for a in args])
             if where is None or getattr(self.entry, "constraints", None):
                 return MISS
         values = exact_values(self.entry, args, self.weak)
