@@ -139,3 +139,113 @@ def _solve(func, rtol, atol, mxstep, hmax, y0, ts, *args):
     start = (y0, f0, ts[0], dt.astype(ts.dtype), ts[0], coeffs)
     _, ys = scan(advance, start, ts[1:])
     return jnp.concatenate([y0[None], ys])
+
+
+def _reached_tracers(func):
+    """The traced values `func` reaches through its closure (nested functions, partials,
+    tuples and lists among them): JAX's `closure_convert` constants."""
+    import functools
+    from ..custom_derivatives import _closure_values
+    from ..tracer import Tracer
+    from ..tree_util import tree_leaves
+    found, todo, seen = {}, [func], set()
+    while todo:
+        value = todo.pop()
+        if id(value) in seen or isinstance(value, (int, float, complex, str, np.ndarray)):
+            continue
+        seen.add(id(value))
+        if isinstance(value, Tracer):
+            found.setdefault(id(value.var), value)
+        elif isinstance(value, functools.partial):
+            todo += [value.func, *value.args, *value.keywords.values()]
+        elif isinstance(value, (tuple, list, dict)):
+            todo += tree_leaves(value)
+        elif callable(value) and not isinstance(value, type):
+            todo += _closure_values(value)
+    return list(found.values())
+
+
+class _Flat:
+    """`func` on flat states: f(y, t, *args, *consts) -> the raveled derivative, with the
+    traced values `func` closes over (`outer`) standing for the `consts` given, in the region
+    it is specialised in (`builder.alias`)."""
+
+    def __init__(self, func, unravel, outer):
+        self.func, self.unravel, self.outer = func, unravel, outer
+
+    def __call__(self, y, t, *rest):
+        from ..compiler.ir.builder import current
+        from ..flatten_util import ravel_pytree
+        n = len(self.outer)
+        args, consts = rest[:len(rest) - n], rest[len(rest) - n:]
+        b = current()
+        if b is not None:
+            for tracer, value in zip(self.outer, consts):
+                if value is not tracer:
+                    b.alias(tracer, value)
+        return ravel_pytree(self.func(self.unravel(y), t, *args))[0]
+
+
+def odeint(func, y0, t, *args, rtol=1.4e-8, atol=1.4e-8, mxstep=math.inf, hmax=math.inf):
+    """The solution of dy/dt = func(y, t, *args) at the times `t` (module docstring)."""
+    from .. import numpy as jnp
+    from ..flatten_util import ravel_pytree
+    from ..tree_util import tree_leaves
+    from ..vmap import vmap
+    for arg in tree_leaves(args):
+        if not (hasattr(arg, "shape") or isinstance(arg, (int, float, complex, bool,
+                                                            np.generic))):
+            raise TypeError(f"The contents of odeint *args must be arrays or scalars, but got "
+                            f"{arg}.")
+    flat, unravel = ravel_pytree(y0)
+    outer = _reached_tracers(func)
+    f = _Flat(func, unravel, outer)
+    ys = _odeint(f, rtol, atol, mxstep, hmax, flat, jnp.asarray(t), *args, *outer)
+    return vmap(unravel)(ys)
+
+
+def _odeint_fwd(func, rtol, atol, mxstep, hmax, y0, ts, *args):
+    ys = _solve(func, rtol, atol, mxstep, hmax, y0, ts, *args)
+    return ys, (ys, ts, args)
+
+
+def _odeint_bwd(func, rtol, atol, mxstep, hmax, residuals, g):
+    """The adjoint method: between consecutive times, backwards, the state, its adjoint and
+    the parameters' cotangents integrated together; the cotangent of each time is the
+    derivative's projection on the output's cotangent (t[0]'s: minus the adjoint's)."""
+    from .. import numpy as jnp
+    from ..ad import vjp
+    from ..lax import scan
+    from ..tree_util import tree_map
+    ys, ts, args = residuals
+
+    def reversed_dynamics(state, s, *args):
+        y, adjoint, _ = state
+        y_dot, pullback = vjp(lambda y_, *a: func(y_, -s, *a), y, *args)
+        cotangents = pullback(adjoint)
+        return -y_dot, cotangents[0], tuple(cotangents[1:])
+
+    def interval(carry, i):
+        adjoint, args_bar = carry
+        t_bar = jnp.vdot(func(ys[i], ts[i], *args), g[i])
+        state = odeint(reversed_dynamics, (ys[i], adjoint, args_bar),
+                       jnp.stack([-ts[i], -ts[i - 1]]), *args, rtol=rtol, atol=atol,
+                       mxstep=mxstep, hmax=hmax)
+        _, adjoint, args_bar = tree_map(lambda x: x[-1], state)
+        return (adjoint + g[i - 1], args_bar), t_bar
+
+    zeros = tuple(jnp.zeros_like(a) for a in args)
+    (adjoint, args_bar), t_bars = scan(interval, (g[-1], zeros),
+                                       jnp.arange(len(ts) - 1, 0, -1))
+    t0_bar = -jnp.vdot(func(ys[0], ts[0], *args), adjoint - g[0])
+    return (adjoint, jnp.concatenate([t0_bar[None], t_bars[::-1]]), *args_bar)
+
+
+def _make_odeint():
+    from ..custom_derivatives import custom_vjp
+    solver = custom_vjp(_solve, nondiff_argnums=(0, 1, 2, 3, 4))
+    solver.defvjp(_odeint_fwd, _odeint_bwd)
+    return solver
+
+
+_odeint = _make_odeint()
