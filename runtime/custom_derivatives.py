@@ -163,27 +163,8 @@ class _CustomFunction:
         return b.bind(PRIMITIVES[self._primitive], list(outer) + list(leaves), params)
 
     def _reachable(self):
-        """The values the rules reach through closures: the rules, the values their closure
-        cells (or, for a function defined inside a function being specialised, the enclosing
-        frames) hold, the items of tuples and lists among them, the functions and rules of
-        custom functions among them, and so on."""
-        todo, seen = [r for r in self._rules() if r is not None], set()
-        while todo:
-            value = todo.pop()
-            if id(value) in seen or isinstance(value, _PLAIN):
-                continue
-            seen.add(id(value))
-            yield value
-            if isinstance(value, _CustomFunction):
-                todo += [value.fun] + value._rules()
-            elif getattr(value, "_kiln_rule_owner", False):
-                todo += list(value.params.values())
-            elif isinstance(value, functools.partial):
-                todo += [value.func, *value.args, *value.keywords.values()]
-            elif isinstance(value, (tuple, list)):
-                todo += list(value)
-            elif inspect.isfunction(value) or hasattr(value, "closure_values"):
-                todo += _closure_values(value)
+        """The values the rules reach through closures (`reachable`)."""
+        return reachable(self._rules())
 
     def _stands_alone(self):
         """Whether the rules reach nothing but plain functions, numbers, arrays and modules
@@ -197,15 +178,9 @@ class _CustomFunction:
                    or inspect.isfunction(v) for v in self._reachable())
 
     def _closed_over_tracers(self):
-        """The traced values the rules reach (`_reachable`, and the leaves of the pytrees
-        among those): a deferred rule receives them as inputs."""
-        from .tracer import Tracer
-        found = {}
-        for value in self._reachable():
-            for leaf in tree_flatten(value)[0]:
-                if isinstance(leaf, Tracer):
-                    found.setdefault(id(leaf.var), leaf)
-        return list(found.values())
+        """The traced values the rules reach (`closed_over_tracers`): a deferred rule receives
+        them as inputs."""
+        return closed_over_tracers(self._rules())
 
     def _deferred(self, fn, outer):
         """`fn` as a deferred rule: its first inputs are the values the primal region
@@ -219,6 +194,42 @@ class _CustomFunction:
             with self._tracing_rules():
                 return fn(inputs[len(outer):])
         return rule
+
+
+def reachable(roots):
+    """The values `roots` reach through closures: the roots, the values their closure cells
+    (or, for a function defined inside a function being specialised, the enclosing frames)
+    hold, the items of tuples and lists and the parts of partials among them, the functions
+    and rules of custom functions among them, and so on."""
+    todo, seen = [r for r in roots if r is not None], set()
+    while todo:
+        value = todo.pop()
+        if id(value) in seen or isinstance(value, _PLAIN):
+            continue
+        seen.add(id(value))
+        yield value
+        if isinstance(value, _CustomFunction):
+            todo += [value.fun] + value._rules()
+        elif getattr(value, "_kiln_rule_owner", False):
+            todo += list(value.params.values())
+        elif isinstance(value, functools.partial):
+            todo += [value.func, *value.args, *value.keywords.values()]
+        elif isinstance(value, (tuple, list)):
+            todo += list(value)
+        elif inspect.isfunction(value) or hasattr(value, "closure_values"):
+            todo += _closure_values(value)
+
+
+def closed_over_tracers(roots):
+    """The traced values `roots` reach (`reachable`, and the leaves of the pytrees among
+    those), once each: what a function closes over that a region must take as inputs."""
+    from .tracer import Tracer
+    found = {}
+    for value in reachable(roots):
+        for leaf in tree_flatten(value)[0]:
+            if isinstance(leaf, Tracer):
+                found.setdefault(id(leaf.var), leaf)
+    return list(found.values())
 
 
 _PLAIN = (bool, int, float, complex, str, bytes, np.ndarray, np.generic, np.dtype, type,

@@ -141,30 +141,6 @@ def _solve(func, rtol, atol, mxstep, hmax, y0, ts, *args):
     return jnp.concatenate([y0[None], ys])
 
 
-def _reached_tracers(func):
-    """The traced values `func` reaches through its closure (nested functions, partials,
-    tuples and lists among them): JAX's `closure_convert` constants."""
-    import functools
-    from ..custom_derivatives import _closure_values
-    from ..tracer import Tracer
-    from ..tree_util import tree_leaves
-    found, todo, seen = {}, [func], set()
-    while todo:
-        value = todo.pop()
-        if id(value) in seen or isinstance(value, (int, float, complex, str, np.ndarray)):
-            continue
-        seen.add(id(value))
-        if isinstance(value, Tracer):
-            found.setdefault(id(value.var), value)
-        elif isinstance(value, functools.partial):
-            todo += [value.func, *value.args, *value.keywords.values()]
-        elif isinstance(value, (tuple, list, dict)):
-            todo += tree_leaves(value)
-        elif callable(value) and not isinstance(value, type):
-            todo += _closure_values(value)
-    return list(found.values())
-
-
 class _Flat:
     """`func` on flat states: f(y, t, *args, *consts) -> the raveled derivative, with the
     traced values `func` closes over (`outer`) standing for the `consts` given, in the region
@@ -189,6 +165,7 @@ class _Flat:
 def odeint(func, y0, t, *args, rtol=1.4e-8, atol=1.4e-8, mxstep=math.inf, hmax=math.inf):
     """The solution of dy/dt = func(y, t, *args) at the times `t` (module docstring)."""
     from .. import numpy as jnp
+    from ..custom_derivatives import closed_over_tracers
     from ..flatten_util import ravel_pytree
     from ..tree_util import tree_leaves
     from ..vmap import vmap
@@ -198,7 +175,7 @@ def odeint(func, y0, t, *args, rtol=1.4e-8, atol=1.4e-8, mxstep=math.inf, hmax=m
             raise TypeError(f"The contents of odeint *args must be arrays or scalars, but got "
                             f"{arg}.")
     flat, unravel = ravel_pytree(y0)
-    outer = _reached_tracers(func)
+    outer = closed_over_tracers([func])   # (JAX's closure_convert constants)
     f = _Flat(func, unravel, outer)
     ys = _odeint(f, rtol, atol, mxstep, hmax, flat, jnp.asarray(t), *args, *outer)
     return vmap(unravel)(ys)
