@@ -231,3 +231,25 @@ def test_include_dir_and_lowering_rule():
     assert rule.call_target_name == "t_rms_norm"
     with pytest.raises(TypeError, match="kiln does not build"):
         rule(None)
+
+
+def scale_call(x):
+    return kiln.ffi.ffi_call("t_scale_by_two", kiln.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+
+def test_cuda_backend_runs_it_on_the_host(libs, monkeypatch):
+    from kiln.compiler.backends.cuda import device as D
+    monkeypatch.setenv(D.EMULATE, "1")
+    f = kiln.jit(scale_call, backend="cuda")
+    np.testing.assert_array_equal(np.asarray(f(X)), X * 2)
+    assert "host_call" in f._cache.values()[0].executable.steps()
+
+
+def test_kiln_compile_refuses_it_with_its_line(capsys, tmp_path):
+    from kiln.cli import commands as cli
+    code = cli.main(["compile", f"{__file__}:scale_call", "--arg", "f32[3]", "-o",
+                     str(tmp_path / "lib")])
+    err = capsys.readouterr().err
+    assert code != 0 and "cannot build a library that calls ffi_call" in err
+    assert "kiln runs FFI handlers from Python" in err
+    assert 'return kiln.ffi.ffi_call("t_scale_by_two"' in err
