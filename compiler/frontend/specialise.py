@@ -735,6 +735,8 @@ def _e_call(frame, node):
         return HOST.debug_breakpoint(fn, dict(frame.locals), f"{info.filename}:{info.lineno}",
                                      kwargs)
     args, kwargs = call_arguments(frame, node, printed_text if fn is print else eval_expr)
+    if fn is super and not args and not kwargs:
+        args = _super_arguments(frame, node)
     try:
         return call_function(fn, args, kwargs)
     except ConcretizationError as e:
@@ -750,6 +752,19 @@ def _e_call(frame, node):
             f"jnp.{short}), which works on traced values.")
         new._kiln_numpy_hint = True
         raise new from None
+
+
+def _super_arguments(frame, node):
+    """`super()`'s implicit arguments, as Python finds them: the class the method was defined
+    in (its `__class__` cell) and the method's first argument."""
+    cls = frame.enclosing("__class__")
+    params = getattr(frame.parsed.node, "args", None)
+    first = params.posonlyargs + params.args if params is not None else []
+    if cls is _MISSING or not first or first[0].id not in frame.locals:
+        raise CompileError("super() without arguments works only in a method defined in a "
+                           "class body, with its first argument (self or cls) in scope",
+                           frame.info(node), "Pass them: super(Class, self).")
+    return [cls, frame.locals[first[0].id]]
 
 
 def _numpy_name(fn):
