@@ -7,7 +7,8 @@ for every module kiln has (`lax`, `tree_util`, `tree`, `random`, `nn`, `scipy.*`
 in the environment does the same at interpreter start, through the `kiln-as-jax.pth` file
 installed with the package (`python -m kiln.compat` writes it into an environment that lacks it).
 
-JAX's internals (`jax._src`, `jax.extend`, `jax.interpreters`, `jax.core`, `jax.lib`, `jaxlib`)
+JAX's internals (`jax._src`, except the three private modules that only re-export public
+names, `_PRIVATE_TWINS`; `jax.extend`, `jax.interpreters`, `jax.core`, `jax.lib`, `jaxlib`)
 and any `jax.<name>` kiln has no module for raise an `ImportError` that names the module and
 this switch. docs/compat.md lists what is in reach.
 """
@@ -36,6 +37,10 @@ _INTERNALS = {
     "jax.lib": "the bridge to jaxlib's XLA client",
     "jaxlib": "JAX's compiled XLA runtime",
 }
+# Private modules that only re-export what a public one has (libraries import them for a helper:
+# blackjax's `from jax._src.flatten_util import ravel_pytree`): served by the public kiln module.
+_PRIVATE_TWINS = {"jax._src.flatten_util": "kiln.flatten_util",
+                  "jax._src.tree_util": "kiln.tree_util", "jax._src.typing": "kiln.typing"}
 _INTERNAL_WHY = ("is {}, which kiln does not have: kiln compiles Python source instead of tracing "
                  "to jaxprs and running XLA")
 
@@ -63,12 +68,32 @@ class _Loader(importlib.abc.Loader):
         module.__spec__ = self.spec
 
 
+class _PrivateParent(importlib.abc.Loader):
+    """`jax._src` itself: an empty package, so that the twins below it import; any other name
+    in it is refused (as a submodule by the finder, as an attribute here)."""
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        def __getattr__(name):
+            raise AttributeError(_refusal(f"jax._src.{name}", _INTERNAL_WHY.format(
+                _INTERNALS["jax._src"])))
+        module.__getattr__ = __getattr__
+        module.__path__ = []
+
+
 class JaxFinder(importlib.abc.MetaPathFinder):
     """Maps `jax` and `jax.<path>` to `kiln` and `kiln.<path>`; refuses JAX's internals."""
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname != "jax" and not fullname.startswith(("jax.", "jaxlib")):
             return None
+        if fullname in _PRIVATE_TWINS:
+            module = importlib.import_module(_PRIVATE_TWINS[fullname])
+            return importlib.machinery.ModuleSpec(fullname, _Loader(module))
+        if fullname == "jax._src":   # the twins' parent: a package with nothing else in it
+            return importlib.machinery.ModuleSpec(fullname, _PrivateParent(), is_package=True)
         for prefix, why in _INTERNALS.items():
             if fullname == prefix or fullname.startswith(prefix + "."):
                 raise _refusal(fullname, _INTERNAL_WHY.format(why))

@@ -332,6 +332,25 @@ def test_cond_operands_and_pytree_outputs():
     assert _typed(lax.cond(np.float32(0.0), lambda: 1, lambda: 2)) == ("int32", True, 2)
 
 
+def add_pair(x):
+    return x[0] + x[1]
+
+
+def mul_pair(x):
+    return x[0] * x[1]
+
+
+def test_deprecated_per_branch_operand_form():
+    # JAX 0.10.2 still takes cond(pred, true_operand, true_fun, false_operand, false_fun)
+    # (blackjax's NUTS termination uses it): 3.0 and 12.0 there, eagerly and under jit/vmap
+    assert float(lax.cond(True, (1.0, 2.0), add_pair, (3.0, 4.0), mul_pair)) == 3.0
+    f = kiln.jit(lambda p: lax.cond(p, (1.0, 2.0), add_pair, (3.0, 4.0), mul_pair))
+    assert float(f(False)) == 12.0
+    out = kiln.vmap(lambda p: lax.cond(p, (1.0, 2.0), add_pair, (3.0, 4.0), mul_pair))(
+        np.array([True, False]))
+    np.testing.assert_array_equal(np.asarray(out), [3.0, 12.0])
+
+
 COND_ERRORS = [
     (np.array([True, False]), "Pred must be a scalar, got [ True False] of shape (2,)."),
     ([True], "Pred must be a scalar, got [True] of type <class 'list'>"),
