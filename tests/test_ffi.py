@@ -1,5 +1,5 @@
 """kiln.ffi against JAX 0.10.2's jax.ffi: the same handlers (tests/ffi/handlers.cc, written with
-XLA's C++ FFI bindings as JAX's FFI guide writes them, and tests/ffi/plain_handler.c, the C
+XLA's C++ FFI bindings as JAX's FFI guide writes them, and samples/ffi/scale_by_two.c, the C
 API alone) built once into shared libraries and registered with both; results, attributes,
 layouts, aliases, stateful handlers, vmap methods and errors compared, on the llvm, reference
 and pjrt backends; the StableHLO kiln writes for a call also run by jaxlib."""
@@ -17,12 +17,12 @@ from kiln.compiler.backends.pjrt.api import PjrtError
 jax = pytest.importorskip("jax")
 import jax.numpy as jjnp  # noqa: E402
 
-HERE = os.path.join(os.path.dirname(__file__), "ffi")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _build(tmp, source, compiler, *flags):
-    out = str(tmp / (os.path.splitext(source)[0] + ".so"))
-    subprocess.run([compiler, "-O1", "-shared", "-fPIC", "-w", *flags, os.path.join(HERE, source),
+    out = str(tmp / (os.path.splitext(os.path.basename(source))[0] + ".so"))
+    subprocess.run([compiler, "-O1", "-shared", "-fPIC", "-w", *flags, os.path.join(ROOT, source),
                     "-o", out], check=True)
     return ctypes.cdll.LoadLibrary(out)
 
@@ -36,8 +36,9 @@ def libs(tmp_path_factory):
     """The two libraries, their targets registered with kiln and with JAX under the same
     names (JAX wants the state type before its handler, and its backend started)."""
     tmp = tmp_path_factory.mktemp("ffi")
-    cc = _build(tmp, "handlers.cc", "g++", "-std=c++17", f"-I{kiln.ffi.include_dir()}")
-    plain = _build(tmp, "plain_handler.c", "gcc")
+    cc = _build(tmp, "tests/ffi/handlers.cc", "g++", "-std=c++17",
+                f"-I{kiln.ffi.include_dir()}")
+    plain = _build(tmp, "samples/ffi/scale_by_two.c", "gcc")
     cc.CounterTypeId.restype = cc.CounterTypeInfo.restype = ctypes.c_void_p
     jax.devices()
     targets = {"t_rms_norm": cc.RmsNorm, "t_affine": cc.Affine,
