@@ -7,9 +7,8 @@ for every module kiln has (`lax`, `tree_util`, `tree`, `random`, `nn`, `scipy.*`
 in the environment does the same at interpreter start, through the `kiln-as-jax.pth` file
 installed with the package (`python -m kiln.compat` writes it into an environment that lacks it).
 
-JAX's internals (`jax._src`, `jax.extend`, `jax.interpreters`, `jax.core`, `jax.lib`, `jaxlib`)
-and any `jax.<name>` kiln has no module for raise an `ImportError` that names the module and
-this switch. docs/compat.md lists what is in reach.
+JAX's internals (`jax._src`, `jaxlib`) and any `jax.<name>` kiln has no module for raise an
+`ImportError` that names the module and this switch. docs/compat.md lists what is in reach.
 """
 import importlib
 import importlib.abc
@@ -30,10 +29,6 @@ PTH_LINE = ("import os; os.environ.get('KILN_AS_JAX', '') not in ('', '0') and "
 # jax.<name> prefixes that are JAX's internals, with the reason kiln cannot stand in for them.
 _INTERNALS = {
     "jax._src": "JAX's private implementation",
-    "jax.extend": "the API for building JAX's own transformations over jaxprs",
-    "jax.interpreters": "JAX's tracing machinery",
-    "jax.core": "JAX's tracers and jaxprs",
-    "jax.lib": "the bridge to jaxlib's XLA client",
     "jaxlib": "JAX's compiled XLA runtime",
 }
 _INTERNAL_WHY = ("is {}, which kiln does not have: kiln compiles Python source instead of tracing "

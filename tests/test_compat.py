@@ -53,7 +53,9 @@ assert jax.scipy.special is kiln.scipy.special and tree is kiln.tree and tree_ma
 assert kiln.__spec__.name == "kiln" and sys.modules["jax.numpy"] is kiln.numpy
 import jax.experimental.multihost_utils
 assert jax.experimental.multihost_utils is kiln.experimental.multihost_utils
-for name in ("jax._src.core", "jax.extend", "jax.interpreters.ad", "jax.core", "jaxlib",
+import jax.extend.core, jax.interpreters.ad, jax.core, jax.lib
+assert jax.extend.core is kiln.extend.core and jax.interpreters.ad is kiln.interpreters.ad
+for name in ("jax._src.core", "jax.interpreters.partial_eval", "jaxlib",
              "jax.experimental.pallas"):
     try:
         __import__(name)
