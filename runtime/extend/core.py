@@ -7,10 +7,10 @@ and `bind`; its JVP and transpose rules go in `kiln.interpreters.ad`, its batchi
 `bind` on concrete values calls the implementation. While kiln specialises a function (under
 `jit`, `grad`, `jvp`, `vmap`, ...), `bind` calls the abstract evaluation rule, then emits one
 `user_primitive` equation (compiler/primitives/user.py) whose region is the primitive's
-definition, specialised on the operands' types: the function of an `mlir.lower_fun` lowering
-when there is one, else the implementation. An implementation that needs concrete values
-(one over NumPy) becomes a host callback in that region (`pure_callback`, with the abstract
-evaluation's types). The transforms call the user's rules (the `_Rules` object below), which
+definition: the function of an `mlir.lower_fun` lowering, specialised on the operands' types,
+when there is one; else the implementation, called on the host with concrete values (a
+`pure_callback` with the abstract evaluation's types), since JAX calls an implementation only
+with concrete values (it may use NumPy). The transforms call the user's rules (the `_Rules` object below), which
 the compiler reaches through the equation's `rules` token. JAX's jaxpr types (`Jaxpr`,
 `ClosedJaxpr`, `Var`, tracing contexts) are not here: kiln has no jaxprs (docs/extend.md).
 """
@@ -18,7 +18,6 @@ import functools
 
 import numpy as np
 
-from ..compiler.errors import ConcretizationError
 from ..compiler.ir.abstract import ShapedArray
 from ..compiler.ir.builder import current, trace_region, close_regions
 from ..compiler.ir.ssa import Literal
@@ -78,16 +77,17 @@ class Primitive:
         return _stage(self, args, params)
 
     def _definition(self, params):
-        """The function a compiled use of the primitive runs, and whether it needs concrete
-        values (then it runs as a host callback)."""
+        """(the function compiled uses of the primitive run, whether it runs on the host):
+        the function of an `mlir.lower_fun` lowering, staged into the caller, else the
+        implementation, called on the host with concrete values (as JAX promises it is)."""
         from ..interpreters.mlir import _LoweredFunction
         from ..interpreters.xla import apply_primitive
         for rule in self._lowerings.values():
             if isinstance(rule, _LoweredFunction):
                 fun = functools.partial(rule.fun, **params)
                 if rule.multiple_results:
-                    return fun
-                return lambda *args: [fun(*args)]
+                    return fun, False
+                return (lambda *args: [fun(*args)]), False
         impl = self.impl
         if isinstance(impl, functools.partial) and impl.func is apply_primitive:
             raise NotImplementedError(
@@ -97,8 +97,8 @@ class Primitive:
                 "or give def_impl a function over kiln or NumPy operations.")
         impl = functools.partial(impl, **params)
         if self.multiple_results:
-            return impl
-        return lambda *args: [impl(*args)]
+            return impl, True
+        return (lambda *args: [impl(*args)]), True
 
 
 def _shaped(aval, prim):
@@ -136,18 +136,15 @@ def _stage(prim, args, params):
     in_avals = [_aval(x) for x in args]
     out = prim.abstract_eval(*in_avals, **params)
     out_avals = [_shaped(a, prim) for a in (out if prim.multiple_results else [out])]
-    define = prim._definition(params)
+    define, on_host = prim._definition(params)
 
     def staged(inputs):
         return [_fit(o, a, prim) for o, a in zip(define(*inputs), out_avals)]
 
-    def on_host(inputs):
+    def host(inputs):
         specs = [ShapeDtypeStruct(a.shape, a.dtype) for a in out_avals]
         return pure_callback(_host(define, out_avals), specs, *inputs)
-    try:
-        region = trace_region(b, prim.name, staged, in_avals)
-    except ConcretizationError:
-        region = trace_region(b, prim.name, on_host, in_avals)
+    region = trace_region(b, prim.name, host if on_host else staged, in_avals)
     (fn,), outer = close_regions([region])
     outs = b.bind(user_primitive, list(outer) + list(args),
                   dict(call=fn, rules=prim._rules, name=prim.name, num_consts=len(outer),
@@ -222,8 +219,8 @@ class _Rules:
         rule = batching.primitive_batchers.get(prim)
         if rule is None:
             raise NotImplementedError(f"Batching rule for '{prim.name}' not implemented")
-        out, out_dims = rule([_value(x) for x in args[num_consts:]], list(dims[num_consts:]),
-                             **dict(params))
+        out, out_dims = rule(tuple(_value(x) for x in args[num_consts:]),
+                             tuple(dims[num_consts:]), **dict(params))
         if prim.multiple_results:
             return _results(out, prim, "batching"), list(out_dims)
         return [out], [out_dims]
