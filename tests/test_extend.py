@@ -198,3 +198,39 @@ def test_core_api_util_and_lib():
     with pytest.raises(ValueError, match="argument 2 is shorter than argument 1"):
         kiln.api_util.safe_map(lambda a, b: a, [1, 2], [1])
     assert isinstance(kiln.lib.__version__, str)
+
+
+def sincos(ns):
+    """A primitive with two results, its JVP over jnp operations, its batching rule and a
+    lower_fun lowering, for `ns` (kiln or JAX)."""
+    p = ns.Primitive("sincos")
+    p.multiple_results = True
+    p.def_impl(lambda x: (np.sin(x), np.cos(x)))
+    p.def_abstract_eval(lambda x: (ns.ShapedArray(x.shape, x.dtype),
+                                   ns.ShapedArray(x.shape, x.dtype)))
+
+    def jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        s, c = p.bind(x)
+        return (s, c), (c * t, -s * t)
+    ns.ad.primitive_jvps[p] = jvp
+    ns.batching.primitive_batchers[p] = lambda args, dims: (p.bind(*args), (dims[0], dims[0]))
+    ns.mlir.register_lowering(p, ns.mlir.lower_fun(lambda x: (ns.lax.sin(x), ns.lax.cos(x)),
+                                                   multiple_results=True))
+
+    def f(x):
+        s, c = p.bind(x)
+        return (s * c + c).sum()
+    return f
+
+
+def test_multiple_results_match_jax():
+    x = np.linspace(-1., 1., 6, dtype=np.float32).reshape(2, 3)
+    results = {}
+    for name, ns in NS.items():
+        f, api = sincos(ns), ns.api
+        results[name] = [f(x), api.jit(f)(x), api.grad(f)(x), api.jit(api.grad(f))(x),
+                         api.jvp(f, (x,), (np.ones_like(x),))[1],
+                         api.vmap(api.grad(f))(x), api.jit(api.vmap(f))(x)]
+    for got, want in zip(results["kiln"], results["jax"]):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-6, atol=1e-6)
