@@ -234,3 +234,29 @@ def test_multiple_results_match_jax():
                          api.vmap(api.grad(f))(x), api.jit(api.vmap(f))(x)]
     for got, want in zip(results["kiln"], results["jax"]):
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-6, atol=1e-6)
+
+
+def scale(ns):
+    """A linear primitive with a parameter (`ad.deflinear`, `batching.defvectorized`)."""
+    p = ns.Primitive("scale")
+    p.def_impl(lambda x, *, factor: np.multiply(x, factor))
+    p.def_abstract_eval(lambda x, *, factor: ns.ShapedArray(x.shape, x.dtype))
+    ns.ad.deflinear(p, lambda ct, *, factor: [p.bind(ct, factor=factor)])
+    ns.batching.defvectorized(p)
+    ns.mlir.register_lowering(p, ns.mlir.lower_fun(lambda x, *, factor: x * factor,
+                                                   multiple_results=False))
+
+    def f(x):
+        return (p.bind(x, factor=3.0) * x).sum()
+    return f
+
+
+def test_parameters_and_deflinear_match_jax():
+    x = np.linspace(-1., 1., 4, dtype=np.float32)
+    results = {}
+    for name, ns in NS.items():
+        f, api = scale(ns), ns.api
+        results[name] = [api.jit(f)(x), api.grad(f)(x), api.jit(api.grad(f))(x),
+                         api.jvp(f, (x,), (x,))[1], api.vmap(api.grad(f))(x[None])]
+    for got, want in zip(results["kiln"], results["jax"]):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-6)

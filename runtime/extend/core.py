@@ -143,7 +143,8 @@ def _stage(prim, args, params):
 
     def host(inputs):
         specs = [ShapeDtypeStruct(a.shape, a.dtype) for a in out_avals]
-        return pure_callback(_host(define, out_avals), specs, *inputs)
+        outs = pure_callback(_host(define, out_avals), specs, *inputs)
+        return [_fit(o, a, prim) for o, a in zip(outs, out_avals)]
     region = trace_region(b, prim.name, host if on_host else staged, in_avals)
     (fn,), outer = close_regions([region])
     outs = b.bind(user_primitive, list(outer) + list(args),
