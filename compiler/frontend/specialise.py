@@ -70,6 +70,8 @@ class Frame:
         self.guards = guards
         self.depth = depth
         self.declared_globals = set()   # names of a `global` statement in this function
+        self.declared_nonlocals = set()   # names of a `nonlocal` statement in this function
+        self.builder = _builder.current()   # the builder its own statements emit into
 
     def info(self, node):
         return self.parsed.info(node)
@@ -213,6 +215,49 @@ def write_global(frame, name, value, info):
     writes.values[(id(frame.globals), name)] = (frame.globals, own(value))
 
 
+def write_nonlocal(frame, name, value, info):
+    """`name = value` where `name` is declared `nonlocal` in `frame`'s function, written where
+    Python writes it: the variable of the nearest enclosing function that binds it. Inside
+    the function being specialised (a `def` in it), that is the enclosing frame's local; a
+    traced value is refused inside a traced loop or branch, whose values live in a region. A
+    function defined outside has a closure cell, written now, as JAX's trace writes it
+    (journaled like a container change); a traced value is refused there, since it would
+    outlive the call."""
+    closure = frame.closure
+    while isinstance(closure, _LiveClosure):
+        outer = closure.frame
+        if name in outer.locals:
+            if _holds_traced(value) and _builder.current() is not outer.builder:
+                raise CompileError(f"assigning nonlocal {name!r} a traced value inside a loop "
+                                   f"or branch on traced values is not supported", info,
+                                   "Return the value from the loop or branch, or use "
+                                   "lax.fori_loop/lax.scan with it in the carry.")
+            outer.locals[name] = value
+            return
+        closure = outer.closure
+    cell = closure.get(name)
+    if cell is None:
+        raise CompileError(f"no binding for nonlocal {name!r} found", info)
+    if _holds_traced(value):
+        raise CompileError(f"assigning nonlocal {name!r} (a variable of a function outside the "
+                           f"compiled one) a traced value: the change would outlive the call",
+                           info, "Return the new value instead.")
+    if _STATE.owned is not None:
+        try:
+            _STATE.journal.append((cell, _CellValue(cell.cell_contents)))
+        except ValueError:   # an empty cell
+            _STATE.journal.append((cell, _CellValue(_MISSING)))
+    cell.cell_contents = value
+
+
+class _CellValue:
+    """A closure cell's value before a `nonlocal` write, in the journal."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
 def own(value):
     """Record containers created during this specialisation (they may be mutated)."""
     owned = _STATE.owned
@@ -333,11 +378,17 @@ def mutation_mark():
 
 
 def undo_mutations(mark):
-    """Undo the changes to containers from outside the call made since `mark`; whether
-    there were any."""
+    """Undo the changes to containers and closure cells from outside the call made since
+    `mark`; whether there were any."""
     journal = _STATE.journal
     changed = len(journal) > mark
     for container, before in reversed(journal[mark:]):
+        if isinstance(before, _CellValue):   # a nonlocal's closure cell
+            if before.value is _MISSING:
+                del container.cell_contents
+            else:
+                container.cell_contents = before.value
+            continue
         container.clear()
         if isinstance(container, list):
             container.extend(before)
