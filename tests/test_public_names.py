@@ -36,7 +36,8 @@ PUBLIC = {
         "allow_f16_reductions", "jax2tf_associative_scan_reductions",
         "array_garbage_collection_guard", "make_user_context", "memory", "Ref", "new_ref",
         "empty_ref", "freeze", "free_ref", "ds", "export", "profiler", "image", "dlpack",
-        "custom_batching", "monitoring", "core", "interpreters", "api_util", "lib"},
+        "custom_batching", "monitoring", "ffi", "core", "interpreters", "api_util",
+        "lib"},
     # docs/compat.md
     # docs/extend.md
     "kiln.extend": {"core"},
@@ -85,7 +86,7 @@ PUBLIC = {
     "kiln.typing": {"ArrayLike", "DTypeLike"},
     "kiln.errors": {"ConcretizationTypeError", "TracerBoolConversionError",
                     "TracerIntegerConversionError", "TracerArrayConversionError",
-                    "NonConcreteBooleanIndexError"},
+                    "NonConcreteBooleanIndexError", "JaxRuntimeError"},
     "kiln.numpy": {
         "ufunc", "frompyfunc", "abs", "absolute", "acos", "acosh", "add", "all", "allclose", "amax", "amin",
         "angle", "any", "arange", "arccos", "arccosh", "arcsin", "arcsinh", "arctan",
