@@ -8,9 +8,8 @@ in the environment does the same at interpreter start, through the `kiln-as-jax.
 installed with the package (`python -m kiln.compat` writes it into an environment that lacks it).
 
 JAX's internals (`jax._src`, except the three private modules that only re-export public
-names, `_PRIVATE_TWINS`; `jax.extend`, `jax.interpreters`, `jax.core`, `jax.lib`, `jaxlib`)
-and any `jax.<name>` kiln has no module for raise an `ImportError` that names the module and
-this switch. docs/compat.md lists what is in reach.
+names, `_PRIVATE_TWINS`; `jaxlib`) and any `jax.<name>` kiln has no module for raise an
+`ImportError` that names the module and this switch. docs/compat.md lists what is in reach.
 """
 import importlib
 import importlib.abc
@@ -31,10 +30,6 @@ PTH_LINE = ("import os; os.environ.get('KILN_AS_JAX', '') not in ('', '0') and "
 # jax.<name> prefixes that are JAX's internals, with the reason kiln cannot stand in for them.
 _INTERNALS = {
     "jax._src": "JAX's private implementation",
-    "jax.extend": "the API for building JAX's own transformations over jaxprs",
-    "jax.interpreters": "JAX's tracing machinery",
-    "jax.core": "JAX's tracers and jaxprs",
-    "jax.lib": "the bridge to jaxlib's XLA client",
     "jaxlib": "JAX's compiled XLA runtime",
 }
 # Private modules that only re-export what a public one has (libraries import them for a helper:

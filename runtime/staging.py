@@ -376,10 +376,12 @@ def _stage(fun, avals, rebuild, name, hints, api, shown):
         check_tracing(shown or name)
     b = Builder(name, parent=parent) if parent is not None else Builder(name)
     hints = hints or [f"x{i}" if len(avals) > 1 else "x" for i in range(len(avals))]
-    writes = specialise.GlobalWrites(b) if api == JIT else None
+    outer_writes = specialise.current_writes()
+    writes = specialise.GlobalWrites(b) if api == JIT else \
+        specialise.GlobalWrites(b, static_only=True, seed=outer_writes)
     # Refs made outside: jit's top level passes them in and out; elsewhere they are refused,
     # except inside a jit specialisation, whose RefStaging stays in force.
-    refs = RefStaging(b) if writes is not None and parent is None else \
+    refs = RefStaging(b) if api == JIT and parent is None else \
         _REF_STAGING.active if parent is not None else None
     with b, _ref_staging(refs):
         tracers = [b.new_input(a.aval if type(a) is RefAval else a, h) for a, h in zip(avals, hints)]
@@ -388,7 +390,11 @@ def _stage(fun, avals, rebuild, name, hints, api, shown):
         out_leaves, out_tree = tree_flatten(out)
         check_outputs(shown or name, out, api)
         st = Staged()
-        st.writes = _global_writes(writes, out_leaves)
+        if api == JIT:
+            st.writes = _global_writes(writes, out_leaves)
+        else:
+            writes.finish_static(outer_writes)
+            st.writes = []
         st.refs = refs.finish(out_leaves) if refs is not None and refs.builder is b else None
         fn = b.build(out_leaves)
     st.fn, st.out_tree, st.guards = fn, out_tree, unique_guards(guards + user_context.guards())

@@ -30,6 +30,7 @@ from kiln.compiler.primitives.autodiff import custom_vmap_rule
 from kiln.compiler.primitives.indexing import GatherDimensionNumbers, ScatterDimensionNumbers
 from kiln.dispatch import apply_eager
 from kiln.array import Array
+from kiln.extend.core import Primitive
 
 SETTINGS = settings(max_examples=12, deadline=None)
 
@@ -1040,6 +1041,9 @@ def _square_vmap_rule(size, batched, consts, inputs):
 
 
 _SQUARE_VMAP_RULE = custom_vmap_rule(_square_vmap_rule)
+# A user-defined primitive, for user_primitive's `rules` token (its rules are tested by
+# tests/test_extend.py; here its region runs).
+_SQUARE_USER_PRIMITIVE = Primitive("square")
 
 
 @st.composite
@@ -1049,6 +1053,8 @@ def custom_rule_case(draw, name):
     params = {"custom_jvp_call": {"call": call, "jvp": jvp, "num_consts": 0},
               "custom_vjp_call": {"call": call, "fwd": fwd, "bwd": bwd, "num_consts": 0},
               "custom_vmap_call": {"call": call, "rule": _SQUARE_VMAP_RULE, "num_consts": 0},
+              "user_primitive": {"call": call, "rules": _SQUARE_USER_PRIMITIVE._rules,
+                                 "name": "square", "num_consts": 0, "params": ()},
               "remat": {"body": call, "prevent_cse": True}}[name]
     return Case([array(draw, np.float32, shape)], params, _square_ref, (False,))
 
@@ -1308,7 +1314,8 @@ CASES = {
     "ffi_call": ffi_call_case("ffi_call"),
     "ffi_call_effect": ffi_call_case("ffi_call_effect"),
     **{name: custom_rule_case(name)
-       for name in ("custom_jvp_call", "custom_vjp_call", "custom_vmap_call", "remat")},
+       for name in ("custom_jvp_call", "custom_vjp_call", "custom_vmap_call", "user_primitive",
+                    "remat")},
     "linear_solve": linear_solve_case(),
     "root": root_case(),
 }

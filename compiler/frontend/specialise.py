@@ -124,15 +124,49 @@ _MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "sort", "re
 class GlobalWrites:
     """The globals a specialisation assigns (`global g; g = value`): (scope, name) -> value,
     in the order first written; `builder` is the function's own builder (a write inside a
-    traced branch or loop body, whose values live in a region, is refused)."""
+    traced branch or loop body, whose values live in a region, is refused).
 
-    def __init__(self, builder):
+    `jit` records any value (traced leaves become extra outputs, assigned after each call).
+    The other transforms record static values only (`static_only`): they are assigned when
+    the specialisation ends (`finish_static`), into the enclosing specialisation's writes
+    when there is one; `seed` are the enclosing specialisation's writes, which reads of those
+    globals see."""
+
+    def __init__(self, builder, static_only=False, seed=None):
         self.builder = builder
-        self.values = {}
+        self.static_only = static_only
+        self.values = dict(seed.values) if seed is not None else {}
 
     def items(self):
         """(scope, name, value) of each global written, its latest value."""
         return [(scope, name, v) for (_, name), (scope, v) in self.values.items()]
+
+    def finish_static(self, outer):
+        """Assign the (static) values written: into `outer` (the enclosing specialisation's
+        writes), or into their modules when there is none."""
+        if outer is not None:
+            outer.values.update(self.values)
+            return
+        for scope, name, value in self.items():
+            scope[name] = value
+
+
+def current_writes():
+    """The GlobalWrites of the specialisation running now (None if none, or it has none)."""
+    return _STATE.writes
+
+
+def _has_traced(value):
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if is_traced(v):
+            return True
+        if isinstance(v, (list, tuple, set)):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+    return False
 
 
 def specialise_call(fun, args, kwargs, writes=None):
@@ -169,6 +203,11 @@ def accepts_global_writes():
 def write_global(frame, name, value, info):
     """`name = value` where `name` is declared `global` in `frame`'s function."""
     writes = _STATE.writes
+    if writes.static_only and _has_traced(value):
+        raise CompileError(f"assigning a traced value to global {name!r} is supported in "
+                           f"functions compiled by kiln.jit, not in functions that grad, "
+                           f"vmap, pmap or other transforms trace", info,
+                           "Return the new value instead of assigning it to a global.")
     if _builder.current() is not writes.builder:
         raise CompileError(f"assigning global {name!r} inside a loop or branch on traced "
                            f"values is not supported", info,

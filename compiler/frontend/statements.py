@@ -423,9 +423,8 @@ def _s_global(frame, node):
         return
     if isinstance(node, gast.Global):
         raise CompileError("`global` declarations (writing to variables outside the "
-                           "function) are supported in functions compiled by kiln.jit, not "
-                           "in functions that grad, vmap, pmap or other transforms trace",
-                           frame.info(node),
+                           "function) are supported only in functions that kiln stages "
+                           "(jit, grad, vmap, ...)", frame.info(node),
                            "Return the new value instead of assigning it to a global.")
     frame.declared_nonlocals.update(node.names)
 

@@ -494,7 +494,7 @@ def _custom_vjp_jvp(eqn, ins, tins):
                     "kiln.custom_jvp instead.")
 
 
-def _custom_vjp_fwd(eqn, ins):
+def _custom_vjp_fwd(eqn, ins, active):
     fwd, extra = region_of(eqn.params["fwd"], [E.aval(x) for x in ins])
     res, _ = regions.jvp(fwd, extra + list(ins), [None] * (len(extra) + len(ins)))
     n = len(eqn.outvars)

@@ -326,7 +326,7 @@ def _loop(cond_body, body, in_avals, num_consts, operands, cond_name, body_name)
                           dict(cond_fn=cf, body_fn=bf, num_consts=len(extra) + num_consts))
 
 
-def _while_vjp_fwd(eqn, ins):
+def _while_vjp_fwd(eqn, ins, active):
     from .autodiff import TAPE
     k = eqn.params["num_consts"]
     cond_fn, body_fn = eqn.params["cond_fn"], eqn.params["body_fn"]
@@ -445,7 +445,7 @@ def _scan_jvp(eqn, ins, tins):
             [next(itk) if z else None for z in nz_k] + [next(ity) if z else None for z in nz_y])
 
 
-def _scan_vjp_fwd(eqn, ins):
+def _scan_vjp_fwd(eqn, ins, active):
     p = eqn.params
     body_fn, nc, nk = p["body"], p["num_consts"], p["num_carry"]
     in_avals = [v.aval for v in body_fn.invars]

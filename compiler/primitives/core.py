@@ -128,7 +128,10 @@ VJP = rule_table("vjp", "vjp(ct, primals, out, residuals, **params) -> operand c
 # Reverse mode's forward section, for primitives whose backward pass needs values from inside
 # their regions (a while_loop that also tapes its carries, a scan that also stacks them):
 # emits the equation's forward form; without this rule the equation is replayed as it is.
-VJP_FORWARD = rule_table("vjp_forward", "vjp_forward(eqn, primals) -> (outs, residuals)")
+# `active` flags the operands being differentiated (a user primitive's transpose rule needs
+# to know which of its operands are linear).
+VJP_FORWARD = rule_table("vjp_forward",
+                         "vjp_forward(eqn, primals, active) -> (outs, residuals)")
 
 # Batching (transforms/vmap.py, vocabulary in batching.py). `dims[i]` is the batch axis of
 # `args[i]`, None if unbatched (at least one is batched); returns the results and the axis of

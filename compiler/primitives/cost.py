@@ -60,7 +60,7 @@ CUMULATIVE = frozenset("cumsum cumprod cummax cummin cumlogsumexp".split())
 COMBINING_SCATTERS = frozenset("scatter_add scatter_mul scatter_max scatter_min".split())
 # Calls and scans: the region each counts once.
 CALLS = {"remat": "body", "custom_jvp_call": "call", "custom_vjp_call": "call",
-         "custom_vmap_call": "call", "linear_solve": "solve", "root": "solve", "scan": "body"}
+         "custom_vmap_call": "call", "user_primitive": "call", "linear_solve": "solve", "root": "solve", "scan": "body"}
 
 
 def _size(aval):

@@ -18,7 +18,8 @@ Rules are in the `VJP` table, with the one signature documented in
 `compiler/primitives/core.py`: `vjp(ct, primals, outs, residuals, **params)` returns a list of
 cotangents aligned with the operands (`None` for none). Control flow needs values from inside
 its regions in the backward section, so its forward section is its `VJP_FORWARD` rule,
-`vjp_forward(eqn, ins) -> (outs, residuals)` (a `while_loop` that also records its carries on
+`vjp_forward(eqn, ins, active) -> (outs, residuals)` (`active` flags the differentiated
+operands) (a `while_loop` that also records its carries on
 a tape, a `scan` that also stacks its carries); other equations are replayed as they are, with
 no residuals.
 """
@@ -32,7 +33,7 @@ from .jvp import no_rule_error
 from .replay import read
 
 
-def _replay_forward(eqn, ins):
+def _replay_forward(eqn, ins, active):
     """The forward section of an equation without a `vjp_forward` rule: itself."""
     return replay_eqn(current(), eqn, ins), None
 
@@ -74,7 +75,8 @@ def vjp_forward(fn, primals, active, reads=None):
                     and eqn.prim not in VJP_FORWARD:
                 outs, res = [reads[v] for v in eqn.outvars], None
             else:
-                outs, res = forward(eqn, ins)
+                outs, res = forward(eqn, ins, [isinstance(v, Var) and v in act
+                                               for v in eqn.invars])
         finally:
             b.info = info
         for v, o in zip(eqn.outvars, outs):

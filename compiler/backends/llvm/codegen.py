@@ -176,8 +176,8 @@ def check_lowerable(eqn):
 # control flow, and data movement indifferent to what it moves.
 TAPE_FRIENDLY = frozenset({
     "tape_new", "tape_push", "tape_pop", "tape_add", "cond", "while_loop", "scan",
-    "custom_jvp_call", "custom_vjp_call", "custom_vmap_call", "remat", "linear_solve", "root",
-    "fusion", "select_n",
+    "custom_jvp_call", "custom_vjp_call", "custom_vmap_call", "user_primitive", "remat",
+    "linear_solve", "root", "fusion", "select_n",
     "broadcast_in_dim", "transpose", "reshape", "squeeze", "slice", "rev", "concatenate"})
 
 

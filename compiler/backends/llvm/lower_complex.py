@@ -66,7 +66,7 @@ MOVES = frozenset({
     "concatenate", "iota", "bitcast_convert_type", "gather", "scatter", "scatter_add",
     "scatter_mul", "scatter_min", "scatter_max", "dynamic_slice", "dynamic_update_slice",
     "cond", "while_loop", "scan", "custom_jvp_call", "custom_vjp_call", "custom_vmap_call",
-    "remat", "linear_solve", "root",
+    "user_primitive", "remat", "linear_solve", "root",
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "cumsum", "cumprod", "cummax",
     "cummin", "dot_general", "sort", "tape_push", "tape_pop", "debug_print",
     "pure_callback", "io_callback", "debug_callback", "ffi_call", "ffi_call_effect",

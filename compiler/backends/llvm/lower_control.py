@@ -1,6 +1,6 @@
 """Structured control flow as native branches and loops: cond, while_loop, scan, and the calls
-of custom_jvp_call / custom_vjp_call / custom_vmap_call / remat / linear_solve / root that reach a backend
-(their `call`/`body`/`solve` region, run once).
+of custom_jvp_call / custom_vjp_call / custom_vmap_call / user_primitive / remat / linear_solve
+/ root that reach a backend (their `call`/`body`/`solve` region, run once).
 
 Every region (a closed SSA Function in the equation's params, compiler/primitives/control.py)
 becomes one internal function of the module (codegen.region_function), compiled like the
@@ -344,7 +344,8 @@ def _register():
     table = {"cond": (_cond_scratch, _cond), "while_loop": (_while_scratch, _while),
              "scan": (_scan_scratch, _scan), "custom_jvp_call": _inline_call("call"),
              "custom_vjp_call": _inline_call("call"),
-             "custom_vmap_call": _inline_call("call"), "remat": _inline_call("body"),
+             "custom_vmap_call": _inline_call("call"),
+             "user_primitive": _inline_call("call"), "remat": _inline_call("body"),
              "linear_solve": _inline_call("solve"), "root": _inline_call("solve")}
     for name, (scratch, lower) in table.items():
         LLVM[PRIMITIVES[name]] = lower

@@ -86,6 +86,7 @@ STABLEHLO[PRIMITIVES["scan"]] = _scan
 STABLEHLO[PRIMITIVES["custom_jvp_call"]] = _region("call")
 STABLEHLO[PRIMITIVES["custom_vjp_call"]] = _region("call")
 STABLEHLO[PRIMITIVES["custom_vmap_call"]] = _region("call")
+STABLEHLO[PRIMITIVES["user_primitive"]] = _region("call")
 STABLEHLO[PRIMITIVES["remat"]] = _region("body")
 STABLEHLO[PRIMITIVES["linear_solve"]] = _region("solve")
 STABLEHLO[PRIMITIVES["root"]] = _region("solve")
