@@ -216,8 +216,9 @@ def _str(spec):
 
 class FfiLowering:
     """What `ffi_lowering(name)` returns: JAX's MLIR lowering rule calling the FFI target
-    `name`. kiln has no MLIR; `kiln.interpreters.mlir.register_lowering` given one of these
-    runs the target as the primitive's implementation."""
+    `name`. kiln has no MLIR; a user primitive given one by
+    `kiln.interpreters.mlir.register_lowering` is defined by a call of the target
+    (kiln.extend.core), with the primitive's parameters as attributes."""
 
     def __init__(self, call_target_name, operand_layouts=None, result_layouts=None,
                  backend_config=None, **lowering_args):

@@ -254,3 +254,25 @@ def test_kiln_compile_refuses_it_with_its_line(capsys, tmp_path):
     assert code != 0 and "cannot build a library that calls ffi_call" in err
     assert "kiln runs FFI handlers from Python" in err
     assert 'return kiln.ffi.ffi_call("t_scale_by_two"' in err
+
+
+def test_user_primitive_lowered_to_an_ffi_target(libs):
+    """JAX's older FFI pattern: a primitive whose lowering is `ffi_lowering(target)` and whose
+    implementation is `partial(xla.apply_primitive, p)`."""
+    import functools
+    results = {}
+    for api in (jax, kiln):
+        from importlib import import_module
+        core = import_module(f"{api.__name__}.extend.core")
+        mlir = import_module(f"{api.__name__}.interpreters.mlir")
+        xla = import_module(f"{api.__name__}.interpreters.xla")
+        p = core.Primitive("rms_norm_p")
+        p.def_impl(functools.partial(xla.apply_primitive, p))
+        shaped = import_module(f"{api.__name__}.core").ShapedArray
+        p.def_abstract_eval(lambda x, eps, shaped=shaped: shaped(x.shape, x.dtype))
+        mlir.register_lowering(p, api.ffi.ffi_lowering("t_rms_norm"), platform="cpu")
+        x = np.asarray(X)
+        results[api.__name__] = [np.asarray(p.bind(x, eps=np.float32(1e-5))),
+                                 np.asarray(api.jit(lambda v: p.bind(v, eps=np.float32(1e-5)))(x))]
+    for got, want in zip(results["kiln"], results["jax"]):
+        np.testing.assert_array_equal(got, want)

@@ -76,13 +76,20 @@ class Primitive:
             return self.impl(*args, **params)
         return _stage(self, args, params)
 
-    def _definition(self, params):
+    def _definition(self, params, out_avals):
         """(the function compiled uses of the primitive run, whether it runs on the host):
-        the function of an `mlir.lower_fun` lowering, staged into the caller, else the
-        implementation, called on the host with concrete values (as JAX promises it is)."""
+        the function of an `mlir.lower_fun` lowering, staged into the caller; an FFI call of
+        the target of a `kiln.ffi.ffi_lowering` rule, with the abstract evaluation's result
+        types; else the implementation, called on the host with concrete values (as JAX
+        promises it is)."""
+        from ..ffi import FfiLowering
         from ..interpreters.mlir import _LoweredFunction
         from ..interpreters.xla import apply_primitive
+        from ..introspection import ShapeDtypeStruct
         for rule in self._lowerings.values():
+            if isinstance(rule, FfiLowering):
+                specs = [ShapeDtypeStruct(a.shape, a.dtype) for a in out_avals]
+                return (lambda *args: list(rule.call(args, specs, **params))), False
             if isinstance(rule, _LoweredFunction):
                 fun = functools.partial(rule.fun, **params)
                 if rule.multiple_results:
@@ -136,7 +143,7 @@ def _stage(prim, args, params):
     in_avals = [_aval(x) for x in args]
     out = prim.abstract_eval(*in_avals, **params)
     out_avals = [_shaped(a, prim) for a in (out if prim.multiple_results else [out])]
-    define, on_host = prim._definition(params)
+    define, on_host = prim._definition(params, out_avals)
 
     def staged(inputs):
         return [_fit(o, a, prim) for o, a in zip(define(*inputs), out_avals)]

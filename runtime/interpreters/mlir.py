@@ -5,7 +5,8 @@ kiln compiles its own SSA form, not MLIR built through JAX's Python bindings, so
 rule that builds MLIR operations (`hlo.AddOp(...)`, a custom call) can not run on kiln's
 backends. `register_lowering` records the rule; a compiled function runs the primitive's
 definition instead: the function given to `lower_fun` when the rule was made by it (JAX's
-rule traced from a function over `lax`), else the primitive's implementation (`def_impl`).
+rule traced from a function over `lax`), an FFI call of the target when the rule was made by
+`kiln.ffi.ffi_lowering` (docs/ffi.md), else the primitive's implementation (`def_impl`).
 See docs/extend.md."""
 
 __all__ = ["register_lowering", "lower_fun"]
@@ -31,8 +32,8 @@ def lower_fun(fun, multiple_results=True):
 
 def register_lowering(prim, rule, platform=None, inline=True, cacheable=True):
     """Record `rule` as `prim`'s lowering for `platform` (None: every platform). A rule made
-    by `lower_fun` defines the primitive in compiled code; any other rule is recorded only
-    (kiln runs the primitive's implementation)."""
+    by `lower_fun` or `kiln.ffi.ffi_lowering` defines the primitive in compiled code; any
+    other rule is recorded only (kiln runs the primitive's implementation)."""
     if not (callable(rule) or isinstance(rule, _LoweredFunction)):
         raise TypeError(f"mlir.register_lowering: the rule for {prim} is not callable: "
                         f"{rule!r}")
