@@ -7,8 +7,8 @@ for every module kiln has (`lax`, `tree_util`, `tree`, `random`, `nn`, `scipy.*`
 in the environment does the same at interpreter start, through the `kiln-as-jax.pth` file
 installed with the package (`python -m kiln.compat` writes it into an environment that lacks it).
 
-JAX's internals (`jax._src`, except the three private modules that only re-export public
-names, `_PRIVATE_TWINS`; `jaxlib`) and any `jax.<name>` kiln has no module for raise an
+JAX's internals (`jax._src`, except the private modules whose public names kiln's public
+modules have, `_PRIVATE_TWINS`; `jaxlib`) and any `jax.<name>` kiln has no module for raise an
 `ImportError` that names the module and this switch. docs/compat.md lists what is in reach.
 """
 import importlib
@@ -35,7 +35,9 @@ _INTERNALS = {
 # Private modules that only re-export what a public one has (libraries import them for a helper:
 # blackjax's `from jax._src.flatten_util import ravel_pytree`): served by the public kiln module.
 _PRIVATE_TWINS = {"jax._src.flatten_util": "kiln.flatten_util",
-                  "jax._src.tree_util": "kiln.tree_util", "jax._src.typing": "kiln.typing"}
+                  "jax._src.tree_util": "kiln.tree_util", "jax._src.typing": "kiln.typing",
+                  "jax._src.api": "kiln", "jax._src.lax.lax": "kiln.lax"}
+_PRIVATE_PARENTS = ("jax._src", "jax._src.lax")   # packages of the twins, empty otherwise
 _INTERNAL_WHY = ("is {}, which kiln does not have: kiln compiles Python source instead of tracing "
                  "to jaxprs and running XLA")
 
@@ -64,15 +66,16 @@ class _Loader(importlib.abc.Loader):
 
 
 class _PrivateParent(importlib.abc.Loader):
-    """`jax._src` itself: an empty package, so that the twins below it import; any other name
-    in it is refused (as a submodule by the finder, as an attribute here)."""
+    """`jax._src` (or `jax._src.lax`) itself: an empty package, so that the twins below it
+    import; any other name in it is refused (as a submodule by the finder, as an attribute
+    here)."""
 
     def create_module(self, spec):
         return None
 
     def exec_module(self, module):
         def __getattr__(name):
-            raise AttributeError(_refusal(f"jax._src.{name}", _INTERNAL_WHY.format(
+            raise AttributeError(_refusal(f"{module.__name__}.{name}", _INTERNAL_WHY.format(
                 _INTERNALS["jax._src"])))
         module.__getattr__ = __getattr__
         module.__path__ = []
@@ -87,7 +90,7 @@ class JaxFinder(importlib.abc.MetaPathFinder):
         if fullname in _PRIVATE_TWINS:
             module = importlib.import_module(_PRIVATE_TWINS[fullname])
             return importlib.machinery.ModuleSpec(fullname, _Loader(module))
-        if fullname == "jax._src":   # the twins' parent: a package with nothing else in it
+        if fullname in _PRIVATE_PARENTS:   # the twins' parents: packages with nothing else
             return importlib.machinery.ModuleSpec(fullname, _PrivateParent(), is_package=True)
         for prefix, why in _INTERNALS.items():
             if fullname == prefix or fullname.startswith(prefix + "."):

@@ -56,6 +56,9 @@ assert jax.experimental.multihost_utils is kiln.experimental.multihost_utils
 from jax._src.flatten_util import ravel_pytree   # a private module that re-exports public names
 import jax._src.tree_util, jax._src.typing
 assert ravel_pytree is kiln.flatten_util.ravel_pytree and jax._src.typing is kiln.typing
+from jax._src.lax import lax as private_lax   # as JAX's page on writing primitives imports
+from jax._src import api
+assert private_lax is kiln.lax and api is kiln
 import jax.extend.core, jax.interpreters.ad, jax.core, jax.lib
 assert jax.extend.core is kiln.extend.core and jax.interpreters.ad is kiln.interpreters.ad
 for name in ("jax._src.core", "jax.interpreters.partial_eval", "jaxlib",
