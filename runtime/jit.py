@@ -641,23 +641,26 @@ class Lowered:
 class CompiledForTopology:
     """`Lowered.compile_for_topology(name)`: the plug-in's executable for a topology whose
     devices this machine lacks. `serialized` is the plug-in's bytes of it, `topology`,
-    `platform`, `platform_version` and `device_kinds` say what it was compiled for, `in_tree`
-    and `out_tree` are the function's. It does not run here:
+    `platform`, `platform_version`, `device_kinds` and `device_ids` (the topology's devices
+    it runs on, in replica or partition order) say what it was compiled for, `in_tree` and
+    `out_tree` are the function's. It does not run here:
     `kiln.experimental.serialize_executable.serialize(it)` packs it with what loading it on
-    such devices needs (its arguments' types, its constants, its module)."""
+    such devices needs (its arguments' types, its constants, its module). `entry` is the
+    single-device jit's entry it was compiled from; for a partitioned jit or a pmap,
+    `source` is the `PartitionedCompiled` or `PmapCompiled` (and `name` its function's)."""
 
-    def __init__(self, entry, compiled):
-        self._entry = entry
+    def __init__(self, entry, compiled, source=None, name=None):
+        self._entry, self.source = entry, source
+        self.name = entry.function.name if source is None else name
         self.topology, self.platform, self.platform_version, self.device_kinds, \
-            self.serialized = compiled
+            self.serialized, self.device_ids = compiled
 
-    in_tree = property(lambda self: self._entry.in_tree)
-    out_tree = property(lambda self: self._entry.out_tree)
+    in_tree = property(lambda self: (self.source or self._entry).in_tree)
+    out_tree = property(lambda self: (self.source or self._entry).out_tree)
 
     def __repr__(self):
-        return (f"CompiledForTopology({self._entry.function.name!r}, topology="
-                f"{self.topology!r}, platform={self.platform!r}, "
-                f"{len(self.device_kinds)} devices)")
+        return (f"CompiledForTopology({self.name!r}, topology={self.topology!r}, "
+                f"platform={self.platform!r}, {len(self.device_ids)} devices)")
 
 
 class Compiled:

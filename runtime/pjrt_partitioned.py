@@ -349,9 +349,18 @@ class PartitionedLowered(Lowered):
         return PartitionedCompiled(self._entry)
 
     def compile_for_topology(self, topology):
-        raise NotImplementedError(
-            f"compile_for_topology of {self._entry.name!r}: kiln compiles single-device "
-            f"modules for a topology; this one is partitioned over a mesh of PJRT devices")
+        """The partitioned module compiled by libtpu for the TPU topology `topology` without
+        a TPU, partition i on the topology's i-th device (the mesh's row-major order): a
+        `CompiledForTopology` whose `source` is this `compile()` (docs/pjrt.md)."""
+        from .jit import CompiledForTopology
+        from .pjrt import compile_for_topology
+        entry = self._entry
+        made = compile_for_topology(entry.text, topology, devices=entry.mesh.devices.size,
+                                    partitioned=True, shardy=entry.shardy,
+                                    propagate=entry.executable.propagate,
+                                    shown=f"the jit of {entry.name!r} partitioned over "
+                                          f"{entry.mesh}")
+        return CompiledForTopology(None, made, self.compile(), entry.name)
 
 
 class PartitionedCompiled(XlaFigures, Compiled):

@@ -157,7 +157,7 @@ def test_an_executable_of_another_platform_is_refused_by_name():
     lowered = kiln.jit(lambda x, y: x * 2.0 + y).lower(np.ones(4, np.float32),
                                                        np.ones(4, np.float32))
     made = CompiledForTopology(lowered._entry, ForTopology(
-        "v5e:2x2", "tpu", "libtpu 0.0.42.1", ("TPU v5 lite",) * 4, b"libtpu's bytes"))
+        "v5e:2x2", "tpu", "libtpu 0.0.42.1", ("TPU v5 lite",) * 4, b"libtpu's bytes", (0,)))
     blob, in_tree, out_tree = se.serialize(made)
     with pytest.raises(ValueError, match=r"compiled for platform 'tpu' \(topology 'v5e:2x2', "
                                          r"TPU v5 lite, by libtpu\) and cannot be loaded on "
