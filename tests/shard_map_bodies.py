@@ -27,12 +27,17 @@ def unchecked(a):
     return a * 2.0
 
 
+def two_results(a):
+    return lax.psum(a, "x"), jnp.exp(a) * 3.0
+
+
 SPECS = {
     "psum_index": dict(in_specs=P("x", "y"), out_specs=P("x")),
     "gather_permute": dict(in_specs=P("x", "y"), out_specs=P("x", "y")),
     "scatter_all_to_all": dict(in_specs=P("x", "y"), out_specs=P("x", "y")),
     "partial": dict(in_specs=P("x"), out_specs=P(), axis_names={"x"}),
     "unchecked": dict(in_specs=P("x", "y"), out_specs=P(), check_vma=False),
+    "two_results": dict(in_specs=P("x", "y"), out_specs=(P(None, "y"), P("x", "y"))),
 }
 BODIES = {name: globals()[name] for name in SPECS}
-DIFFERENTIATED = ["gather_permute", "partial", "unchecked"]
+DIFFERENTIATED = ["gather_permute", "partial", "unchecked", "two_results"]

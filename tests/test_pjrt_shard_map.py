@@ -46,11 +46,15 @@ for name, body in BODIES.items():
         jax.config.update("jax_use_shardy_partitioner", shardy)
         got["texts"][str(shardy)] = jax.jit(f).lower(x).as_text()
     jax.config.update("jax_use_shardy_partitioner", True)
-    y = jax.jit(f)(x)
-    got["value"], got["spec"] = np.asarray(y).tolist(), spec(y)
+    ys = jax.tree.leaves(jax.jit(f)(x))
+    got["values"], got["specs"] = [np.asarray(y).tolist() for y in ys], [spec(y) for y in ys]
     if name in DIFFERENTIATED:
-        got["grad"] = np.asarray(jax.jit(jax.grad(lambda a: (f(a) ** 2).sum()))(x)).tolist()
-        got["vmap"] = np.asarray(jax.jit(jax.vmap(f, in_axes=1))(x3)).tolist()
+        loss = lambda a: sum((y ** 2).sum() for y in jax.tree.leaves(f(a)))
+        got["grad"] = np.asarray(jax.jit(jax.grad(loss))(x)).tolist()
+        got["jvp"] = np.asarray(jax.jit(lambda a, t: jax.jvp(loss, (a,), (t,))[1])(
+            x, np.cos(x))).tolist()
+        got["vmap"] = [np.asarray(y).tolist() for y in
+                       jax.tree.leaves(jax.jit(jax.vmap(f, in_axes=1))(x3))]
     out[name] = got
 json.dump(out, open(sys.argv[1], "w"))
 '''
@@ -141,11 +145,13 @@ def test_values_and_shardings_are_jax_s(jax_out, mesh, name):
     want = jax_out[name]
     f = kiln.jit(_mapped(name, mesh))
     spread = kiln.device_put(X, NamedSharding(mesh, shard_map_bodies.SPECS[name]["in_specs"]))
-    for y in (f(spread), f(X)):   # spread arguments, and host ones: on the mesh either way
-        np.testing.assert_allclose(np.asarray(y), want["value"], rtol=1e-5, atol=1e-6)
-        assert y.sharding.mesh == mesh
-        assert [list(e) if isinstance(e, tuple) else e for e in y.sharding.spec] == \
-            want["spec"]
+    for got in (f(spread), f(X)):   # spread arguments, and host ones: on the mesh either way
+        got = kiln.tree_util.tree_leaves(got)
+        assert len(got) == len(want["values"])
+        for y, value, spec in zip(got, want["values"], want["specs"]):
+            np.testing.assert_allclose(np.asarray(y), value, rtol=1e-5, atol=1e-6)
+            assert y.sharding.mesh == mesh
+            assert [list(e) if isinstance(e, tuple) else e for e in y.sharding.spec] == spec
 
 
 @pytest.mark.parametrize("name", SPACE["DIFFERENTIATED"])
@@ -153,12 +159,19 @@ def test_grad_and_vmap_through_the_region(jax_out, mesh, name):
     want = jax_out[name]
     f = _mapped(name, mesh)
     spread = kiln.device_put(X, NamedSharding(mesh, kiln.P("x", "y")))
-    g = kiln.jit(kiln.grad(lambda a: (f(a) ** 2).sum()))
-    assert "manual" in g.lower(spread).as_text("stablehlo").lower()
+    def loss(a):
+        return sum((y ** 2).sum() for y in kiln.tree_util.tree_leaves(f(a)))
+    g = kiln.jit(kiln.grad(loss))
+    assert g.lower(spread).as_text("stablehlo").count("sdy.manual_computation") == 2
     np.testing.assert_allclose(np.asarray(g(spread)), want["grad"], rtol=1e-5, atol=1e-5)
+    t = kiln.jit(lambda a, da: kiln.jvp(loss, (a,), (da,))[1])
+    assert "sdy.manual_computation" in t.lower(spread, np.cos(X)).as_text("stablehlo")
+    np.testing.assert_allclose(np.asarray(t(spread, np.cos(X))), want["jvp"], rtol=1e-4,
+                               atol=1e-4)
     x3 = np.stack([X, X + 1.0, X * 2.0], 1)
     v = kiln.jit(kiln.vmap(f, in_axes=1))
-    np.testing.assert_allclose(np.asarray(v(x3)), want["vmap"], rtol=1e-5, atol=1e-5)
+    for y, value in zip(kiln.tree_util.tree_leaves(v(x3)), want["vmap"], strict=True):
+        np.testing.assert_allclose(np.asarray(y), value, rtol=1e-5, atol=1e-5)
 
 
 def test_a_shard_map_over_another_mesh_stays_nested_vmaps(mesh):
@@ -171,3 +184,13 @@ def test_a_shard_map_over_another_mesh_stays_nested_vmaps(mesh):
     spread = kiln.device_put(X, NamedSharding(mesh, kiln.P("x", "y")))
     np.testing.assert_allclose(np.asarray(f(spread)), X * 2.0 + 1.0)
     assert "manual_computation" not in f.lower(spread).as_text("stablehlo")
+
+
+def test_a_region_outside_its_partitioned_module_is_refused(mesh):
+    from kiln.compiler.backends.stablehlo import lower_module
+    from kiln.compiler.errors import BackendUnsupportedError
+    lowered = kiln.jit(_mapped("psum_index", mesh)).lower(X)
+    with pytest.raises(BackendUnsupportedError, match=r"a shard_map over the mesh \{'x': 4, "
+                       r"'y': 2\} lowers only in a module partitioned over that mesh, not in "
+                       r"a module that is not partitioned"):
+        lower_module(lowered._entry.ssa)
