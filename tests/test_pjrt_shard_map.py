@@ -194,3 +194,15 @@ def test_a_region_outside_its_partitioned_module_is_refused(mesh):
                        r"'y': 2\} lowers only in a module partitioned over that mesh, not in "
                        r"a module that is not partitioned"):
         lower_module(lowered._entry.ssa)
+
+
+def test_jit_of_shard_map_without_shardings_serializes(jax_out, mesh):
+    from kiln.experimental import serialize_executable as se
+    from kiln.pjrt_partitioned import PartitionedCompiled
+    compiled = kiln.jit(_mapped("psum_index", mesh)).lower(X).compile()
+    assert isinstance(compiled, PartitionedCompiled)
+    blob, in_tree, out_tree = se.serialize(compiled)
+    loaded = se.deserialize_and_load(blob, in_tree, out_tree)
+    y = loaded(X)
+    np.testing.assert_allclose(np.asarray(y), jax_out["psum_index"]["values"][0], rtol=1e-6)
+    assert y.sharding == NamedSharding(mesh, kiln.P("x"))
