@@ -102,3 +102,8 @@ class ConcretizationError(KilnError, TypeError):
 
 class NonConcreteBooleanIndexError(KilnError, IndexError):
     """Boolean-mask indexing needs the mask's values, which a traced mask does not have."""
+
+
+class RuntimeFailure(RuntimeError):
+    """Something the program called failed while it ran (an FFI handler's error): JAX's
+    `jax.errors.JaxRuntimeError`. The message starts with the status code, as XLA's do."""

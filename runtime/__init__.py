@@ -61,7 +61,7 @@ __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp",
            "make_mesh", "set_mesh", "smap", "auto_pcast", "remove_size_one_mesh_axis_from_type",
            "tree_util", "lax", "numpy", "random", "nn", "scipy", "example_libraries",
            "test_util", "aot", "compiler", "distributed", "export", "image", "dlpack",
-           "custom_batching", "monitoring",
+           "custom_batching", "monitoring", "ffi",
            # inspection, differentiation helpers, annotations, options (docs/differences.md)
            "make_jaxpr", "eval_shape", "ShapeDtypeStruct", "typeof", "custom_gradient",
            "linear_transpose", "closure_convert", "named_call", "named_scope",
@@ -92,6 +92,6 @@ def __getattr__(name):
     import importlib
     if name in ("numpy", "random", "nn", "scipy", "example_libraries", "test_util", "aot", "pjrt",
                 "distributed", "dtypes", "typing", "compat", "errors", "export", "profiler",
-                "image", "dlpack", "custom_batching", "monitoring"):
+                "image", "dlpack", "custom_batching", "monitoring", "ffi"):
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'kiln' has no attribute {name!r}")

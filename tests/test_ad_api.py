@@ -163,6 +163,27 @@ def test_has_aux():
           (A([1.0, 1.0, 1.0]), A([0.0, 1.0, 2.0])))
 
 
+def numpy_constant_aux(x):
+    return jnp.sum(x ** 2), {"a": np.arange(3), "b": 2, "c": 1.5, "d": np.float32(3.0)}
+
+
+def test_numpy_constant_aux_inside_jit():
+    # JAX 0.10.2, jit(value_and_grad(numpy_constant_aux, has_aux=True))(ones(3)): aux
+    # a = int32 [0 1 2], b = weak int32 2, c = weak float32 1.5, d = float32 3.0
+    (value, aux), g = kiln.jit(kiln.value_and_grad(numpy_constant_aux, has_aux=True))(
+        jnp.ones(3))
+    check((value, g), (A(3.0), A([2.0, 2.0, 2.0])))
+    expect = {"a": ([0, 1, 2], "int32", False), "b": (2, "int32", True),
+              "c": (1.5, "float32", True), "d": (3.0, "float32", False)}
+    for k, (v, dtype, weak) in expect.items():
+        assert type(aux[k]) is kiln.Array and aux[k].dtype == dtype, k
+        assert aux[k].weak_type == weak and np.array_equal(np.asarray(aux[k]), v), k
+    # jvp's tangent of the constant output is a zero of its type, as in JAX
+    (p, c), (t, tc) = kiln.jit(lambda x: kiln.jvp(lambda y: (y, np.float32(2)), (x,), (x,)))(
+        jnp.ones(2))
+    assert float(c) == 2.0 and float(tc) == 0.0 and tc.dtype == np.float32
+
+
 def aux_single(x):
     return x * 2.0
 

@@ -63,16 +63,6 @@ def defines_class(x):
 
 
 
-def writes_nonlocal(x):
-    calls = 0
-
-    def bump():
-        nonlocal calls
-        calls += 1
-    bump()
-    return x
-
-
 class Holder:
     value = None
 
@@ -94,8 +84,6 @@ def deletes_item(x, d):
     (uses_yield, "yield x * 2", "yield", "Move it outside", False),
     (uses_await, "await x", "await", "Move it outside", False),
     (defines_class, "class Point:", "class definitions", "Move this code outside", True),
-    (writes_nonlocal, "nonlocal calls", "`nonlocal` declarations", "Return the new value",
-     True),
     (sets_attribute, "HOLDER.value", "assigning an array to attribute 'value'", "Return the new value",
      False),
 ])

@@ -12,6 +12,7 @@ bit width or more, float->int saturation and NaN->0) are checked against values 
 JAX 0.10.2 (`/tmp/jaxenv/bin/python`), as are the dtypes each elementwise primitive accepts and
 the messages of its TypeErrors.
 """
+import ctypes
 import math
 from fractions import Fraction
 from typing import Any, Callable, NamedTuple
@@ -1127,6 +1128,48 @@ def debug_callback_case(draw):
     return Case(xs, {"callback": SEEN_TOKEN}, lambda *vs, **params: (), (False,) * len(xs))
 
 
+# ffi_call's handler for the generic checks: an XLA FFI handler written with ctypes (it answers
+# XLA's metadata query and negates each operand into its result), registered once per process.
+from kiln.compiler.primitives import xla_ffi  # noqa: E402
+
+
+@xla_ffi.HANDLER
+def _ffi_negate(frame):
+    f = frame.contents
+    if f.extension_start:   # the metadata query
+        md = xla_ffi.MetadataExtension.from_address(f.extension_start).metadata.contents
+        md.api_version.major_version = xla_ffi.API_MAJOR
+        md.api_version.minor_version = xla_ffi.API_MINOR
+        return None
+    dtypes = {code: dtype for dtype, code in xla_ffi.DATA_TYPES.items()}
+    for k in range(f.args.size):
+        src, dst = (xla_ffi.Buffer.from_address(p) for p in (f.args.args[k], f.rets.rets[k]))
+        dtype, shape = dtypes[src.dtype], tuple(src.dims[i] for i in range(src.rank))
+        size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if size:
+            x = np.frombuffer((ctypes.c_char * size).from_address(src.data), dtype)
+            out = np.frombuffer((ctypes.c_char * size).from_address(dst.data), dtype)
+            out[...] = _negate_all(x)[0]
+    return None
+
+
+xla_ffi.register_target("tests_negate_all",
+                        {"execute": ctypes.cast(_ffi_negate, ctypes.c_void_p).value})
+
+
+def ffi_call_case(name):
+    @st.composite
+    def case(draw):
+        xs = [array(draw, draw(st.sampled_from(ALL)), draw(shapes())) for _ in
+              range(draw(st.integers(1, 2)))]
+        results = tuple((x.dtype.name, x.shape) for x in xs)
+        method = draw(st.sampled_from(["sequential", "broadcast_all"]))
+        return Case(xs, {"target_name": "tests_negate_all", "results": results,
+                         "attributes": (), "vmap_method": method},
+                    lambda *vs, **params: _negate_all(*vs), (False,) * len(xs))
+    return case()
+
+
 @st.composite
 def run_time_check_case(draw):
     """checkify's `check` with flags that never fail: no results (tests/test_checkify.py
@@ -1262,6 +1305,8 @@ CASES = {
     "pure_callback": pure_callback_case(),
     "debug_callback": debug_callback_case(),
     "io_callback": io_callback_case(),
+    "ffi_call": ffi_call_case("ffi_call"),
+    "ffi_call_effect": ffi_call_case("ffi_call_effect"),
     **{name: custom_rule_case(name)
        for name in ("custom_jvp_call", "custom_vjp_call", "custom_vmap_call", "remat")},
     "linear_solve": linear_solve_case(),
@@ -1362,7 +1407,7 @@ _WEAK_FROM = {"dynamic_slice": slice(0, 1), "dynamic_update_slice": slice(0, 2),
               "gather": slice(0, 1), "select_n": slice(1, None),
               **{n: slice(0, 1) for n in SCATTER_COMBINE}}
 _NEVER_WEAK = {"iota", "argmax", "argmin", "bitcast_convert_type", "pure_callback",
-               "io_callback"}
+               "io_callback", "ffi_call", "ffi_call_effect"}
 
 
 def _expected_weak(name, weak, i, out_aval, params):

@@ -93,11 +93,20 @@ def check_options(targets, name, cpu):
     return lib
 
 
+# Host calls a library cannot make, with why.
+_HOST_CALLS = {
+    **dict.fromkeys(("pure_callback", "io_callback", "debug_callback"),
+                    "cannot call the Python function; compute the value in the caller and pass "
+                    "it in"),
+    **dict.fromkeys(("ffi_call", "ffi_call_effect"),
+                    "and kiln runs FFI handlers from Python (kiln.ffi); call the handler from "
+                    "C yourself, or use kiln.jit")}
+
+
 def _host_function_call(fn):
-    """The first pure_callback, io_callback or debug_callback equation of `fn` (its regions included),
-    or None."""
+    """The first host call (`_HOST_CALLS`) of `fn` (its regions included), or None."""
     for eqn in fn.eqns:
-        if eqn.prim.name in ("pure_callback", "io_callback", "debug_callback"):
+        if eqn.prim.name in _HOST_CALLS:
             return eqn
         found = next(filter(None, map(_host_function_call, eqn.regions())), None)
         if found is not None:
@@ -106,13 +115,13 @@ def _host_function_call(fn):
 
 
 def _refuse_host_functions(fn):
-    """A library runs without Python, so it cannot call pure_callback's Python function."""
+    """A library runs without Python, so it cannot make pure_callback's or ffi_call's host
+    calls."""
     eqn = _host_function_call(fn)
     if eqn is not None:
         raise BackendUnsupportedError(
             f"kiln compile cannot build a library that calls {eqn.prim.name}: a library runs "
-            "without Python, so it cannot call the Python function; compute the value in the "
-            "caller and pass it in", eqn.info)
+            f"without Python, so it {_HOST_CALLS[eqn.prim.name]}", eqn.info)
 
 
 def compile_target(target, machine, specialise, report=lambda stage: None):

@@ -70,6 +70,8 @@ class Frame:
         self.guards = guards
         self.depth = depth
         self.declared_globals = set()   # names of a `global` statement in this function
+        self.declared_nonlocals = set()   # names of a `nonlocal` statement in this function
+        self.builder = _builder.current()   # the builder its own statements emit into
 
     def info(self, node):
         return self.parsed.info(node)
@@ -172,6 +174,49 @@ def write_global(frame, name, value, info):
                            f"values is not supported", info,
                            "Assign the global after the loop or branch, outside it.")
     writes.values[(id(frame.globals), name)] = (frame.globals, own(value))
+
+
+def write_nonlocal(frame, name, value, info):
+    """`name = value` where `name` is declared `nonlocal` in `frame`'s function, written where
+    Python writes it: the variable of the nearest enclosing function that binds it. Inside
+    the function being specialised (a `def` in it), that is the enclosing frame's local; a
+    traced value is refused inside a traced loop or branch, whose values live in a region. A
+    function defined outside has a closure cell, written now, as JAX's trace writes it
+    (journaled like a container change); a traced value is refused there, since it would
+    outlive the call."""
+    closure = frame.closure
+    while isinstance(closure, _LiveClosure):
+        outer = closure.frame
+        if name in outer.locals:
+            if _holds_traced(value) and _builder.current() is not outer.builder:
+                raise CompileError(f"assigning nonlocal {name!r} a traced value inside a loop "
+                                   f"or branch on traced values is not supported", info,
+                                   "Return the value from the loop or branch, or use "
+                                   "lax.fori_loop/lax.scan with it in the carry.")
+            outer.locals[name] = value
+            return
+        closure = outer.closure
+    cell = closure.get(name)
+    if cell is None:
+        raise CompileError(f"no binding for nonlocal {name!r} found", info)
+    if _holds_traced(value):
+        raise CompileError(f"assigning nonlocal {name!r} (a variable of a function outside the "
+                           f"compiled one) a traced value: the change would outlive the call",
+                           info, "Return the new value instead.")
+    if _STATE.owned is not None:
+        try:
+            _STATE.journal.append((cell, _CellValue(cell.cell_contents)))
+        except ValueError:   # an empty cell
+            _STATE.journal.append((cell, _CellValue(_MISSING)))
+    cell.cell_contents = value
+
+
+class _CellValue:
+    """A closure cell's value before a `nonlocal` write, in the journal."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
 
 
 def own(value):
@@ -294,11 +339,17 @@ def mutation_mark():
 
 
 def undo_mutations(mark):
-    """Undo the changes to containers from outside the call made since `mark`; whether
-    there were any."""
+    """Undo the changes to containers and closure cells from outside the call made since
+    `mark`; whether there were any."""
     journal = _STATE.journal
     changed = len(journal) > mark
     for container, before in reversed(journal[mark:]):
+        if isinstance(before, _CellValue):   # a nonlocal's closure cell
+            if before.value is _MISSING:
+                del container.cell_contents
+            else:
+                container.cell_contents = before.value
+            continue
         container.clear()
         if isinstance(container, list):
             container.extend(before)
@@ -684,6 +735,8 @@ def _e_call(frame, node):
         return HOST.debug_breakpoint(fn, dict(frame.locals), f"{info.filename}:{info.lineno}",
                                      kwargs)
     args, kwargs = call_arguments(frame, node, printed_text if fn is print else eval_expr)
+    if fn is super and not args and not kwargs:
+        args = _super_arguments(frame, node)
     try:
         return call_function(fn, args, kwargs)
     except ConcretizationError as e:
@@ -699,6 +752,19 @@ def _e_call(frame, node):
             f"jnp.{short}), which works on traced values.")
         new._kiln_numpy_hint = True
         raise new from None
+
+
+def _super_arguments(frame, node):
+    """`super()`'s implicit arguments, as Python finds them: the class the method was defined
+    in (its `__class__` cell) and the method's first argument."""
+    cls = frame.enclosing("__class__")
+    params = getattr(frame.parsed.node, "args", None)
+    first = params.posonlyargs + params.args if params is not None else []
+    if cls is _MISSING or not first or first[0].id not in frame.locals:
+        raise CompileError("super() without arguments works only in a method defined in a "
+                           "class body, with its first argument (self or cls) in scope",
+                           frame.info(node), "Pass them: super(Class, self).")
+    return [cls, frame.locals[first[0].id]]
 
 
 def _numpy_name(fn):

@@ -33,7 +33,7 @@ from ..ir import builder as _builder
 from .host import HOST
 from . import try_statement as T
 from .specialise import (check_mutation, mutation_mark, undo_mutations, eval_expr, is_traced, ReturnSignal, BreakSignal, ContinueSignal,
-                         write_global, accepts_global_writes, LocalFunction, Undefined, call_function, with_location, own, set_attribute,
+                         write_global, write_nonlocal, accepts_global_writes, LocalFunction, Undefined, call_function, with_location, own, set_attribute,
                          owned_containers)
 
 
@@ -154,6 +154,9 @@ def assign_target(frame, target, value):
     if t is gast.Name:
         if target.id in frame.declared_globals:
             write_global(frame, target.id, value, frame.info(target))
+            return
+        if target.id in frame.declared_nonlocals:
+            write_nonlocal(frame, target.id, value, frame.info(target))
             return
         frame.locals[target.id] = value
     elif t in (gast.Tuple, gast.List):
@@ -424,9 +427,7 @@ def _s_global(frame, node):
                            "in functions that grad, vmap, pmap or other transforms trace",
                            frame.info(node),
                            "Return the new value instead of assigning it to a global.")
-    raise CompileError("`nonlocal` declarations (writing to variables outside the function) "
-                       "are not supported in compiled functions", frame.info(node),
-                       "Return the new value instead of assigning it to an outer variable.")
+    frame.declared_nonlocals.update(node.names)
 
 
 def _with(frame, node, rest):

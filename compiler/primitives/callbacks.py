@@ -185,24 +185,28 @@ _OPERAND_FORM = {"expand_dims": _expand_dims, "broadcast_all": B.to_front,
                  "legacy_vectorized": _legacy}
 
 
-def _callback_batch(args, dims, *, callback, results, vmap_method=None):
-    if vmap_method not in VMAP_METHODS:
-        raise NotImplementedError(
-            f"vmap is only supported for the pure_callback primitive when vmap_method is one "
-            f"of 'sequential', 'sequential_unrolled', 'expand_dims', 'broadcast_all', or "
-            f"'legacy_vectorized'. Got vmap_method={vmap_method!r}.")
-    size = B.batch_size(args, dims)
-    params = dict(callback=callback, results=results, vmap_method=vmap_method)
-    if vmap_method.startswith("sequential"):
-        return B.loop_over_examples(pure_callback, args, dims, params, size)
-    form = _OPERAND_FORM[vmap_method]
-    operands = [form(x, d, size) for x, d in zip(args, dims)]
-    batched = tuple((dtype, (size,) + tuple(shape)) for dtype, shape in results)
-    outs = E.bind("pure_callback", *operands, **dict(params, results=batched))
-    return list(outs), [0] * len(outs)
+def vmap_method_rule(prim):
+    """The batching rule of a host call whose `vmap_method` param says how to batch it
+    (pure_callback's, ffi_call's): see the module docstring."""
+    def rule(args, dims, *, results, vmap_method=None, **params):
+        if vmap_method not in VMAP_METHODS:
+            raise NotImplementedError(
+                f"vmap is only supported for the {prim.name} primitive when vmap_method is one "
+                f"of 'sequential', 'sequential_unrolled', 'expand_dims', 'broadcast_all', or "
+                f"'legacy_vectorized'. Got vmap_method={vmap_method!r}.")
+        size = B.batch_size(args, dims)
+        params = dict(params, results=results, vmap_method=vmap_method)
+        if vmap_method.startswith("sequential"):
+            return B.loop_over_examples(prim, args, dims, params, size)
+        form = _OPERAND_FORM[vmap_method]
+        operands = [form(x, d, size) for x, d in zip(args, dims)]
+        batched = tuple((dtype, (size,) + tuple(shape)) for dtype, shape in results)
+        outs = E.bind(prim.name, *operands, **dict(params, results=batched))
+        return list(outs), [0] * len(outs)
+    return rule
 
 
-BATCH[pure_callback] = _callback_batch
+BATCH[pure_callback] = vmap_method_rule(pure_callback)
 
 
 # ---------------------------------------------------------------------------- io_callback

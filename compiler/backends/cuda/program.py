@@ -316,7 +316,7 @@ def _cond(eqn):
 # trips in chunks between host synchronisations (executable._while); above it, or with a
 # print inside, the host reads the predicate after every trip.
 SPECULATE_BYTES = 1 << 20
-_HOST_EFFECTS = frozenset({"debug_print", "debug_callback", "io_callback"})
+_HOST_EFFECTS = frozenset({"debug_print", "debug_callback", "io_callback", "ffi_call_effect"})
 
 
 def _prints(fn):
@@ -349,7 +349,8 @@ def _solve(eqn):
 _PLANS = {"dot_general": _gemm, "fft": _op("fft"), "cond": _cond, "while_loop": _while,
           "scan": _scan, "linear_solve": _solve, "root": _solve,
           "debug_print": _op("host_effect"), "debug_callback": _op("host_effect"),
-          "pure_callback": _op("host_call"), "io_callback": _op("host_call")}
+          "pure_callback": _op("host_call"), "io_callback": _op("host_call"),
+          "ffi_call": _op("host_call"), "ffi_call_effect": _op("host_call")}
 
 
 def regions(step):

@@ -12,7 +12,8 @@ without it. Nothing here needs llvmlite, so ahead-of-time libraries bind it with
 
 `void kiln_pure_callback(ptr site, ptr operands, ptr results)` does the same for
 `pure_callback` (site: the host function's token, the operands' and the results' dtypes and
-shapes) and copies the function's results into the result buffers. An exception cannot cross
+shapes) and copies the function's results into the result buffers; an `ffi_call` site names
+the FFI target and its attributes instead of a token. An exception cannot cross
 the native frames: the callback keeps it in `PENDING` (and leaves the results zero), and the
 executable raises it when the native call returns (`raise_pending`).
 """
@@ -22,7 +23,7 @@ import json
 
 import numpy as np
 
-from ...primitives import callbacks
+from ...primitives import callbacks, ffi
 
 _PROTOTYPE = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_void_p)
 _PURE_PROTOTYPE = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p)
@@ -71,21 +72,33 @@ def callback_address():
     return ctypes.cast(CALLBACK, ctypes.c_void_p).value
 
 
+def _thaw(x):
+    """JSON's lists back as the tuples an ffi_call's attributes are."""
+    return tuple(_thaw(v) for v in x) if isinstance(x, list) else x
+
+
 @functools.lru_cache(maxsize=256)
 def _pure_site(text):
+    """(the host call: operand values -> results, operand avals, declared results)."""
     site = json.loads(text)
     operands = [(np.dtype(dtype), tuple(shape)) for dtype, shape in site["operands"]]
     results = tuple((dtype, tuple(shape)) for dtype, shape in site["results"])
-    return site["callback"], operands, results
+    if "ffi" in site:
+        params = {k: _thaw(v) for k, v in site["ffi"].items()}
+        params["results"] = results
+        return (lambda values: ffi.ffi_call.impl(*values, **params)), operands, results
+    token = site["callback"]
+    return (lambda values: callbacks.pure_callback.impl(*values, callback=token,
+                                                       results=results)), operands, results
 
 
 @_PURE_PROTOTYPE
 def _pure(site, operands, results):
-    token, avals, declared = _pure_site(site)
+    call, avals, declared = _pure_site(site)
     pointers = _pointers(operands, len(avals))
     values = [_operand(pointers[k], dtype, shape) for k, (dtype, shape) in enumerate(avals)]
     try:
-        outs = callbacks.pure_callback.impl(*values, callback=token, results=declared)
+        outs = call(values)
     except BaseException as e:   # noqa: B036 -- re-raised by the executable after the call
         PENDING.append(e)
         return

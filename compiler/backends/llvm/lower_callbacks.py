@@ -19,7 +19,8 @@ A `pure_callback` equation is a call through `kiln_pure_callback`:
 
 with a site of the host function's token and the operands' and results' dtypes and shapes,
 and `results` an array of pointers to the result buffers, which the callback fills.
-`debug_callback` is the same call with no results.
+`debug_callback` is the same call with no results, and `ffi_call` the same call with a
+site naming the FFI target and its attributes instead of a token.
 """
 import json
 
@@ -81,6 +82,19 @@ def _debug_callback(ctx, outs, ins, *, callback):
     _pure_callback(ctx, outs, ins, callback=callback, results=())
 
 
+def _ffi_call(ctx, outs, ins, *, results, vmap_method=None, **params):
+    """ffi_call: pure_callback's call, its site naming the target, its attributes, layouts
+    and aliases."""
+    b = ctx.builder
+    site = _json_constant(ctx.module, {
+        "ffi": params,
+        "results": [[dtype, list(shape)] for dtype, shape in results],
+        "operands": [[x.aval.dtype.str, list(x.aval.shape)] for x in ctx.eqn.invars]})
+    externs.call(b, "kiln_pure_callback", _PURE_TYPE,
+                 [site, _pointer_array(b, ins, "operands"), _pointer_array(b, outs, "results")])
+
+
 LLVM[PRIMITIVES["pure_callback"]] = _pure_callback
+LLVM[PRIMITIVES["ffi_call"]] = LLVM[PRIMITIVES["ffi_call_effect"]] = _ffi_call
 LLVM[PRIMITIVES["io_callback"]] = _pure_callback   # the same call; the effect flag keeps it
 LLVM[PRIMITIVES["debug_callback"]] = _debug_callback

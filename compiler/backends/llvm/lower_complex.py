@@ -69,7 +69,7 @@ MOVES = frozenset({
     "remat", "linear_solve", "root",
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "cumsum", "cumprod", "cummax",
     "cummin", "dot_general", "sort", "tape_push", "tape_pop", "debug_print",
-    "pure_callback", "io_callback", "debug_callback",
+    "pure_callback", "io_callback", "debug_callback", "ffi_call", "ffi_call_effect",
     "psum", "all_gather", "psum_scatter", "ppermute", "all_to_all", "fft",
     "cholesky", "triangular_solve", "lu", "qr", "eigh", "eig", "svd",
     "schur", "hessenberg"})   # (LAPACK's and BLAS's complex routines)

@@ -23,7 +23,7 @@ import hashlib
 import os
 import sys
 
-from . import api
+from . import api, ffi_targets
 
 FORMAT = "kiln pjrt executable 2"
 _DELETER = C.CFUNCTYPE(None, C.c_void_p)
@@ -56,6 +56,7 @@ def compile(client, code, options):
     must use those bytes: the CPU plug-in serializes an executable it loaded without its
     compiled kernels (the bytes load, and their execution fails: "Function ... not found");
     one it compiled serializes whole."""
+    ffi_targets.register_called(client, code)
     table = client.api
     usable = table.has("Executable_Serialize") and table.has("Executable_DeserializeAndLoad")
     cache = _cache() if usable else None
@@ -70,10 +71,11 @@ def compile(client, code, options):
     text = C.create_string_buffer(code, len(code))
     program = api.args(api.Program, code=C.addressof(text), code_size=len(code),
                        format=b"mlir", format_size=4)
-    loaded = table.call("Client_Compile", api.args(
-        api.ClientCompile, client=client.handle, program=C.pointer(program),
-        compile_options=C.cast(C.c_char_p(options), C.c_void_p),
-        compile_options_size=len(options))).executable
+    with ffi_targets.explained():
+        loaded = table.call("Client_Compile", api.args(
+            api.ClientCompile, client=client.handle, program=C.pointer(program),
+            compile_options=C.cast(C.c_char_p(options), C.c_void_p),
+            compile_options_size=len(options))).executable
     if entry is not None:
         data = serialize(table, loaded)
         if data is not None:
@@ -86,6 +88,7 @@ def load(client, data, options=None):
     `client`: a PJRT_LoadedExecutable*; `options` (a serialized CompileOptionsProto, such as
     one naming another device) replaces the compile options the executable was serialized
     with. The plug-in's error (bytes it cannot read) is raised as a PjrtError."""
+    ffi_targets.register_all(client)
     held = C.create_string_buffer(data, len(data))
     arguments = api.args(api.DeserializeAndLoad, client=client.handle,
                          serialized_executable=C.addressof(held),

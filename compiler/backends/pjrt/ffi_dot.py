@@ -374,7 +374,7 @@ REGISTER_ARGS_SIZE = RegisterHandlerArgs.traits.offset + 4
 _REGISTERED = {}
 
 
-def _ffi_extension(table):
+def ffi_extension(table):
     ext = table.table.extension_start
     while ext:
         if C.c_int.from_address(ext + 8).value == FFI_EXTENSION:
@@ -393,18 +393,29 @@ def register(table):
 
 
 def _register(table):
-    ext = _ffi_extension(table)
+    ext = ffi_extension(table)
     pointer = C.c_void_p.from_address(ext + REGISTER_OFFSET).value if ext else None
     if not pointer:
         return {}
-    call = C.CFUNCTYPE(C.c_void_p, C.POINTER(RegisterHandlerArgs))(pointer)
     names = {}
     for key, (name, address) in _handlers().items():
-        raw = name.encode()
-        arguments = RegisterHandlerArgs(REGISTER_ARGS_SIZE, raw, len(raw), address, b"Host", 4, 0)
         try:
-            table.raise_error(call(C.byref(arguments)))
+            register_handler(table, name, address)
         except api.PjrtError:
             return {}
         names[key] = name
     return names
+
+
+def register_handler(table, name, address):
+    """Register the XLA FFI handler at `address` as the target `name` of the plug-in's host
+    platform (its FFI extension's `register_handler`); the plug-in's refusal is raised as a
+    PjrtError, and a plug-in without the extension raises one too."""
+    ext = ffi_extension(table)
+    pointer = C.c_void_p.from_address(ext + REGISTER_OFFSET).value if ext else None
+    if not pointer:
+        raise api.PjrtError("the PJRT plug-in has no FFI extension with register_handler")
+    call = C.CFUNCTYPE(C.c_void_p, C.POINTER(RegisterHandlerArgs))(pointer)
+    raw = name.encode()
+    table.raise_error(call(C.byref(RegisterHandlerArgs(REGISTER_ARGS_SIZE, raw, len(raw),
+                                                       address, b"Host", 4, 0))))
