@@ -30,6 +30,8 @@ from kiln.jit import CompiledForTopology
 from kiln import P
 from kiln.sharding import Mesh, NamedSharding
 
+from jax_devices import jax_script
+
 pytestmark = pytest.mark.skipif(not any(f.name == "xla-cpu-pjrt" for f in plugins.discover()),
                                 reason="no xla-cpu-pjrt plug-in (pip install -e '.[pjrt]')")
 
@@ -299,15 +301,7 @@ json.dump(out, open(sys.argv[1], "w"))
 @pytest.fixture(scope="module")
 def jax_partitioned(tmp_path_factory):
     """What JAX 0.10.2's loaded executables give: {name: [specs, values]}."""
-    pytest.importorskip("jax")
-    where = tmp_path_factory.mktemp("jax")
-    (where / "run.py").write_text(_JAX_SCRIPT)
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-               JAX_PLATFORMS="cpu")
-    done = subprocess.run([sys.executable, str(where / "run.py"), str(where / "out.json")],
-                          capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads((where / "out.json").read_text())
+    return jax_script(tmp_path_factory.mktemp("jax"), _JAX_SCRIPT)
 
 
 def _specs(results):

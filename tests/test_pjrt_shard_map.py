@@ -4,11 +4,7 @@ GSPMD's `@SPMDFullToShardShape` / `@SPMDShardToFullShape`, the body's collective
 partitions) line by line against JAX's `jax.jit(f).lower(x).as_text()`, the values and
 output shardings, grad and vmap through it, and a `jit(shard_map)` called with host
 arguments running on the shard_map's mesh."""
-import json
-import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,6 +13,7 @@ import kiln
 from kiln.sharding import Mesh, NamedSharding
 
 import shard_map_bodies
+from jax_devices import jax_script
 
 pytestmark = pytest.mark.skipif(len(kiln.devices("pjrt")) < 8,
                                 reason="needs 8 PJRT devices (the suite's KILN_NUM_CPU_DEVICES)")
@@ -62,15 +59,7 @@ json.dump(out, open(sys.argv[1], "w"))
 
 @pytest.fixture(scope="module")
 def jax_out(tmp_path_factory):
-    pytest.importorskip("jax")
-    where = tmp_path_factory.mktemp("jax")
-    (where / "run.py").write_text(_JAX)
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-               JAX_PLATFORMS="cpu")
-    done = subprocess.run([sys.executable, str(where / "run.py"), str(where / "out.json")],
-                          capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads((where / "out.json").read_text())
+    return jax_script(tmp_path_factory.mktemp("jax"), _JAX)
 
 
 SPACE = vars(shard_map_bodies)
