@@ -225,6 +225,29 @@ class Jitted:
         """Specialisations for arguments spread over several PJRT devices (pjrt_partitioned)."""
         return staging.GuardedCache()
 
+    @functools.cached_property
+    def _on_mesh(self):
+        """{call key: the Mesh of PJRT devices a shard_map in the function runs over}: those
+        calls run partitioned over it (pjrt_partitioned.py), as in JAX."""
+        return {}
+
+    def _entry_or_mesh(self, key, args, kwargs):
+        """(the entry of the call `key`, None), or (None, the Mesh of PJRT devices a shard_map
+        in the function runs over) where the call runs on that mesh: no backend named, or
+        "pjrt" (as in JAX; `_on_mesh`)."""
+        from .shard_map import OnPjrtMesh, finding_pjrt_meshes
+        mesh = self._on_mesh.get(key)
+        if mesh is not None:
+            return None, mesh
+        if self._fallback is None and self._backend != "pjrt":
+            return self._entry(key, args, kwargs), None
+        try:
+            with finding_pjrt_meshes():
+                return self._entry(key, args, kwargs), None
+        except OnPjrtMesh as found:
+            self._on_mesh[key] = found.mesh
+            return None, found.mesh
+
     @staticmethod
     def _shardings_given(in_shardings, out_shardings):
         return in_shardings is not None or out_shardings is not None
@@ -306,7 +329,10 @@ class Jitted:
             placed = _placed_backend(dyn_values)
             if placed is not None:
                 return self._on(placed)._call(args, kwargs)
-        entry = self._entry(key, args, kwargs)
+        entry, mesh = self._entry_or_mesh(key, args, kwargs)
+        if mesh is not None:   # a shard_map over PJRT devices: run on its mesh
+            from .pjrt_partitioned import partitioned_call
+            return partitioned_call(self, args, kwargs, mesh)
         if entry.held:
             return _run_donating(entry, leaves, dyn_values)
         if not entry.writes and entry.refs is None and not _TRACING[0]:
@@ -454,7 +480,11 @@ class Jitted:
         if process_layout()[1] == 1 and pjrt_partitioned.wanted(
                 self, [a._value for a in tree_leaves(stood) if type(a) is Array]):
             return pjrt_partitioned.lowered(self, *stood)
-        return self.trace(*args, **kwargs).lower()
+        key, _, _ = self._signature(*stood)
+        entry, mesh = self._entry_or_mesh(key, *stood)
+        if mesh is not None:   # a shard_map over PJRT devices: lowered on its mesh
+            return pjrt_partitioned.lowered(self, *stood, mesh)
+        return Traced(entry).lower()
 
     def trace(self, *args, **kwargs):
         """JAX's `jit(f).trace(*args)`: the specialisation for these arguments (arrays,
@@ -641,23 +671,26 @@ class Lowered:
 class CompiledForTopology:
     """`Lowered.compile_for_topology(name)`: the plug-in's executable for a topology whose
     devices this machine lacks. `serialized` is the plug-in's bytes of it, `topology`,
-    `platform`, `platform_version` and `device_kinds` say what it was compiled for, `in_tree`
-    and `out_tree` are the function's. It does not run here:
+    `platform`, `platform_version`, `device_kinds` and `device_ids` (the topology's devices
+    it runs on, in replica or partition order) say what it was compiled for, `in_tree` and
+    `out_tree` are the function's. It does not run here:
     `kiln.experimental.serialize_executable.serialize(it)` packs it with what loading it on
-    such devices needs (its arguments' types, its constants, its module)."""
+    such devices needs (its arguments' types, its constants, its module). `entry` is the
+    single-device jit's entry it was compiled from; for a partitioned jit or a pmap,
+    `source` is the `PartitionedCompiled` or `PmapCompiled` (and `name` its function's)."""
 
-    def __init__(self, entry, compiled):
-        self._entry = entry
+    def __init__(self, entry, compiled, source=None, name=None):
+        self._entry, self.source = entry, source
+        self.name = entry.function.name if source is None else name
         self.topology, self.platform, self.platform_version, self.device_kinds, \
-            self.serialized = compiled
+            self.serialized, self.device_ids = compiled
 
-    in_tree = property(lambda self: self._entry.in_tree)
-    out_tree = property(lambda self: self._entry.out_tree)
+    in_tree = property(lambda self: (self.source or self._entry).in_tree)
+    out_tree = property(lambda self: (self.source or self._entry).out_tree)
 
     def __repr__(self):
-        return (f"CompiledForTopology({self._entry.function.name!r}, topology="
-                f"{self.topology!r}, platform={self.platform!r}, "
-                f"{len(self.device_kinds)} devices)")
+        return (f"CompiledForTopology({self.name!r}, topology={self.topology!r}, "
+                f"platform={self.platform!r}, {len(self.device_ids)} devices)")
 
 
 class Compiled:

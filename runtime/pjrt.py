@@ -197,19 +197,34 @@ def devices(backend):
     return list(_devices_of(tpu_plugin() if backend == "tpu" else default_plugin()))
 
 
-def compile_for_topology(mlir_text, topology):
+def compile_for_topology(mlir_text, topology, devices=1, partitioned=False, shardy=False,
+                         propagate=(), shown="the module"):
     """A StableHLO module (text, public `main`) compiled by libtpu for the TPU topology named
     `topology` ("v5e:2x2", ...) on a machine without TPUs: a `compiler.backends.pjrt.topology.
-    ForTopology` (the serialized executable, the platform, the devices' kinds). Where libtpu
-    is not installed a RuntimeError says so at once; libtpu is loaded with the metadata server
-    query off where there is no chip (plugins.prepare_libtpu), so it does not wait for one."""
+    ForTopology` (the serialized executable, the platform, the topology's devices' kinds, and
+    the ids of the devices it runs on). The module runs on the topology's first `devices` devices, in its order: as that many
+    replicas (a pmap's module, `mhlo.num_replicas`), or with `partitioned` as that many
+    partitions of XLA's SPMD partitioner (a sharded jit's; `shardy`, `propagate` as
+    client.compile_options). A topology with fewer devices is a ValueError naming both
+    counts (`shown`: what the module is, for it). Where libtpu is not installed a
+    RuntimeError says so at once; libtpu is loaded with the metadata server query off where
+    there is no chip (plugins.prepare_libtpu), so it does not wait for one."""
     path = plugins.libtpu_path()
     if path is None:
         raise _unavailable("tpu", "compiling for a TPU topology needs libtpu, which is not "
                                   "installed (pip install libtpu, or set TPU_LIBRARY_PATH to "
                                   "libtpu.so); no TPU is needed")
-    return topologies.compile_for(plugins.load(path), topology, mlir_text.encode(),
-                                  pjrt.compile_options(0))
+
+    def options(ids):
+        if devices > len(ids):
+            raise ValueError(f"compile_for_topology: {shown} runs on {devices} devices, but "
+                             f"the topology {topology!r} has {len(ids)}; name a topology "
+                             f"with at least {devices} devices, or lower the function over "
+                             f"a mesh (or pmap) of at most {len(ids)}")
+        return pjrt.compile_options(*ids[:devices], partitioned=partitioned, shardy=shardy,
+                                    propagate=propagate)
+    made = topologies.compile_for(plugins.load(path), topology, mlir_text.encode(), options)
+    return made._replace(device_ids=made.device_ids[:devices])
 
 
 def executable(mlir_text, in_avals, out_avals, device, serialized=None):
@@ -452,7 +467,7 @@ def compile_replicated(fn, mesh_axes, devices, **params):
     from .staging import run_pipeline
     ssa = with_collective_params(run_pipeline(fn, "pjrt"), mesh_axes=mesh_axes, **params)
     module = lower_module(ssa, replicas=len(devices), dots=kiln_dots(devices[0]))
-    return ssa, ReplicatedProgram(module, devices)
+    return ssa, ReplicatedProgram(module, devices, ssa=ssa)
 
 
 class ReplicatedProgram:
@@ -464,16 +479,23 @@ class ReplicatedProgram:
     module."""
     one_call = True   # every replica runs in one call (_replica_threads.run_replicas)
 
-    def __init__(self, module, devices, serialized=None):
+    def __init__(self, module, devices, serialized=None, ssa=None):
         if not on_pjrt(devices) or len({d.layer.plugin for d in devices}) > 1:
             raise ValueError(f"a replicated PJRT program runs on the devices of one PJRT "
                              f"plug-in, got {list(devices)}")
-        self.module = module
+        self.module, self.ssa = module, ssa
         self.devices = list(devices)
         infos = [d.layer.info for d in self.devices]
         self._placed = None
         self.compiled = ReplicatedExecutable(infos[0].client, module.text, module.in_avals,
                                              module.out_avals, infos, serialized=serialized)
+
+    def portable(self):
+        """The module without kiln's matrix products as the CPU plug-in's custom calls (what
+        `as_text("stablehlo")` and topologies get), or None for a loaded program."""
+        from .compiler.backends.stablehlo import lower_module
+        return None if self.ssa is None else lower_module(self.ssa,
+                                                          replicas=len(self.devices))
 
     def constants_on_devices(self, consts):
         """`consts` (the staged function's constants, the same at every call) as

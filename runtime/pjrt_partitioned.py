@@ -88,22 +88,25 @@ def _on_pjrt(sharding):
     return any(d.layer is not None and d.layer.backend == "pjrt" for d in sharding.device_set)
 
 
-def partitioned_call(jitted, args, kwargs):
-    """A call of `jitted` partitioned over PJRT devices (module docstring)."""
-    entry, placed, leaves = specialised(jitted, args, kwargs)
+def partitioned_call(jitted, args, kwargs, mesh=None):
+    """A call of `jitted` partitioned over PJRT devices (module docstring); `mesh`: the one
+    of a shard_map in it, where no argument or sharding gives one."""
+    entry, placed, leaves = specialised(jitted, args, kwargs, mesh)
     return run(entry, placed, leaves)
 
 
-def specialised(jitted, args, kwargs):
+def specialised(jitted, args, kwargs, mesh=None):
     """(the entry of a call of `jitted`, compiled now when missing, its arguments placed on
-    the entry's mesh, the dynamic leaves as given)."""
+    the entry's mesh (`mesh` where no argument or sharding gives one), the dynamic leaves
+    as given)."""
     from .placement import _as_sharding
     from .global_jit import _per_leaf, placed_call
     from .jit import warn_unusable
+    from .shard_map import regions_over
     args, statics, leaves, treedef = placed_call(jitted, args, kwargs)
     donated = jitted._donated_leaves(args, kwargs)
     out_shardings = (jitted._shardings or (None, None))[1]
-    mesh = _mesh(leaves, _given(jitted), jitted.__name__)
+    mesh = _mesh(leaves, _given(jitted), jitted.__name__, mesh)
     placed = place(leaves, mesh)
     avals = [leaf_aval(x, f"argument {i} of {jitted.__name__}")[0] for i, x in enumerate(placed)]
     specs = tuple(spread_of(x).sharding.spec.padded(len(a.shape)) for x, a in zip(placed, avals))
@@ -111,8 +114,9 @@ def specialised(jitted, args, kwargs):
     key = (treedef, tuple(avals), specs, statics, mesh, shardy)
 
     def make(stale):
-        st, _, _ = staging.stage_call(jitted._fun, args, kwargs, jitted._static,
-                                      shown=jitted.__name__, avals=avals)
+        with regions_over(mesh):   # shard_maps over the mesh as JAX writes them
+            st, _, _ = staging.stage_call(jitted._fun, args, kwargs, jitted._static,
+                                          shown=jitted.__name__, avals=avals)
         n = st.out_tree.num_leaves
         targets = [_as_sharding(s) for s in _per_leaf(out_shardings,
                                                       tree_unflatten(st.out_tree, [0] * n))]
@@ -194,9 +198,9 @@ def _frames_in_kiln():
 _HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def _mesh(leaves, given, name):
+def _mesh(leaves, given, name, fallback=None):
     """The mesh a call is partitioned over: its first spread argument's (after in_shardings
-    placed them), else its first sharding's over PJRT devices."""
+    placed them), else its first sharding's over PJRT devices, else `fallback`."""
     for x in leaves:
         s = spread_of(x)
         if s is not None:
@@ -204,6 +208,8 @@ def _mesh(leaves, given, name):
     for s in given:
         if isinstance(s, NamedSharding) and _on_pjrt(s):
             return s.mesh
+    if fallback is not None:
+        return fallback
     raise ValueError(f"jit of {name} on PJRT devices: no NamedSharding over PJRT devices to "
                      f"partition it by; give in_shardings or out_shardings as "
                      f"NamedSharding(mesh, spec) over a Mesh of kiln.devices('pjrt')")
@@ -329,11 +335,12 @@ def _compile(st, ins, outs, mesh, name, donated, shardy):
 
 
 
-def lowered(jitted, args, kwargs):
+def lowered(jitted, args, kwargs, mesh=None):
     """`jitted.lower(*args, **kwargs)` of a call partitioned over PJRT devices: its entry,
     compiled now (the partitioned module is compiled when it is specialised), as a
-    `PartitionedLowered`. The arguments are placed on the mesh as a call places them."""
-    return PartitionedLowered(specialised(jitted, args, kwargs)[0])
+    `PartitionedLowered`. The arguments are placed on the mesh as a call places them
+    (`mesh`: as partitioned_call's)."""
+    return PartitionedLowered(specialised(jitted, args, kwargs, mesh)[0])
 
 
 class PartitionedLowered(Lowered):
@@ -349,9 +356,18 @@ class PartitionedLowered(Lowered):
         return PartitionedCompiled(self._entry)
 
     def compile_for_topology(self, topology):
-        raise NotImplementedError(
-            f"compile_for_topology of {self._entry.name!r}: kiln compiles single-device "
-            f"modules for a topology; this one is partitioned over a mesh of PJRT devices")
+        """The partitioned module compiled by libtpu for the TPU topology `topology` without
+        a TPU, partition i on the topology's i-th device (the mesh's row-major order): a
+        `CompiledForTopology` whose `source` is this `compile()` (docs/pjrt.md)."""
+        from .jit import CompiledForTopology
+        from .pjrt import compile_for_topology
+        entry = self._entry
+        made = compile_for_topology(entry.text, topology, devices=entry.mesh.devices.size,
+                                    partitioned=True, shardy=entry.shardy,
+                                    propagate=entry.executable.propagate,
+                                    shown=f"the jit of {entry.name!r} partitioned over "
+                                          f"{entry.mesh}")
+        return CompiledForTopology(None, made, self.compile(), entry.name)
 
 
 class PartitionedCompiled(XlaFigures, Compiled):

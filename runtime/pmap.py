@@ -355,6 +355,25 @@ class PmapLowered:
     def compile(self):
         return PmapCompiled(self._call)
 
+    def compile_for_topology(self, topology):
+        """The replicated module compiled by libtpu for the TPU topology `topology` without a
+        TPU, replica i on the topology's i-th device: a `CompiledForTopology` whose `source`
+        is this `compile()` (docs/pjrt.md). Needs `backend="pjrt"` (the module is lowered
+        from the SSA that backend compiles)."""
+        from .jit import CompiledForTopology
+        from .pjrt import compile_for_topology
+        call = self._call
+        program = call.entry.executable
+        module = program.portable() if call.backend == "pjrt" else None
+        if module is None:
+            how = "was loaded from a serialized executable" if call.backend == "pjrt" else \
+                f"was compiled by the {call.backend} backend, which keeps no StableHLO module"
+            raise ValueError(f"compile_for_topology: the pmap of {call.shown} {how}; lower "
+                             f"kiln.pmap(f, backend='pjrt') and compile that for the topology")
+        made = compile_for_topology(module.text, topology, devices=len(program.devices),
+                                    shown=f"the pmap of {call.shown}")
+        return CompiledForTopology(None, made, self.compile(), call.shown)
+
 
 class PmapCompiled:
     """`pmap(f).lower(*args).compile()`: called as the pmap (with the dynamic arguments of

@@ -39,9 +39,16 @@ specialisation, through `emit`).
   its results stay on the devices, spread over them by `out_specs` (pjrt_spread.py); an
   argument already spread over them by its `in_specs` goes in as its buffers.
 - Inside a specialisation (`jit(shard_map(f))`, `grad(...)`) it is emitted as nested `vmap`s,
-  one per mesh axis, with the same names: the same values in one program.
+  one per mesh axis, with the same names: the same values in one program. While a jit
+  partitioned over the mesh (of PJRT devices) is staged (`regions_over`, pjrt_partitioned.py)
+  it is one `shard_map` equation with the body as its region instead
+  (compiler/primitives/manual.py), which the module writes as JAX's manual computation.
+  A jit staged under `finding_pjrt_meshes` that meets a shard_map over a Mesh of PJRT devices
+  raises `OnPjrtMesh`: the call runs partitioned over that mesh (jit.py), as JAX's does.
 """
+import contextlib
 import math
+import threading
 
 import numpy as np
 
@@ -388,6 +395,24 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
 
     def _emit(leaves, treedef, avals, entries, blocks):
         st = _stage(treedef, blocks, entries, leaves)
+        out_entries = _out_entries(st, entries)
+        if _as_region(mesh) and not any(u or r for u, r in blocks.partial):
+            placed = E.bind("shard_map", *leaves, *st.extra, body=st.fn,
+                            mesh_axes=mesh_axes, manual=tuple(n for n, _ in axes),
+                            in_names=tuple(tuple(e) for e in entries) + tuple(
+                                ((),) * len(E.aval(x).shape) for x in st.extra),
+                            out_names=tuple(tuple(e) for e in out_entries))
+        else:
+            _found_on_pjrt(mesh)
+            placed = _nested_vmaps(st, leaves, avals, entries, out_entries)
+        if isinstance(mesh, Mesh):   # typed as JAX's: jit places them so
+            placed = [retyped(x, where) for x, where in
+                      zip(placed, _out_placements(st, out_entries))]
+        return tree_unflatten(st.out_tree, placed)
+
+    def _nested_vmaps(st, leaves, avals, entries, out_entries):
+        """The results of the body `st` run as one vmap per mesh axis over the arguments
+        in mesh-major layout."""
         ins = [to_mesh_major(_EmitOps, x, a.shape, e, axes)
                for x, a, e in zip(leaves, avals, entries)]
         used = [_used(e, axes) for e in entries]
@@ -400,13 +425,8 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
                 for k in range(len(fn.invars))]
         outs, odims = batch_emit(fn, ins + extra, dims, size, axis_name=name)
         outs = [to_front(o, d, size) for o, d in zip(outs, odims)]
-        out_entries = _out_entries(st, entries)
-        placed = [from_mesh_major(_EmitOps, o, len(a.shape), e, axes)
-                  for o, a, e in zip(outs, st.out_avals, out_entries)]
-        if isinstance(mesh, Mesh):   # typed as JAX's: jit places them so
-            placed = [retyped(x, where) for x, where in
-                      zip(placed, _out_placements(st, out_entries))]
-        return tree_unflatten(st.out_tree, placed)
+        return [from_mesh_major(_EmitOps, o, len(a.shape), e, axes)
+                for o, a, e in zip(outs, st.out_avals, out_entries)]
 
     def _batched(fn, level, used, n_leaves):
         """(`fn` (over mesh levels > `level`) batched over mesh axis `level`, the values of
@@ -436,6 +456,58 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
 
 
 _PRINT_SITES = []   # a _PrintSite (or None) per shard_map body being staged, innermost last
+_REGIONS = threading.local()   # .meshes: the meshes of the partitioned jits being staged
+
+
+@contextlib.contextmanager
+def regions_over(mesh):
+    """While a jit partitioned over `mesh` (of PJRT devices) is staged: a shard_map over it
+    is one `shard_map` equation with its body as a region (compiler/primitives/manual.py),
+    which the module writes as JAX does, instead of nested vmaps."""
+    meshes = getattr(_REGIONS, "meshes", None)
+    if meshes is None:
+        meshes = _REGIONS.meshes = []
+    meshes.append(mesh)
+    try:
+        yield
+    finally:
+        meshes.pop()
+
+
+def _as_region(mesh):
+    """Whether a shard_map over `mesh` staged now is a region (`regions_over`)."""
+    meshes = getattr(_REGIONS, "meshes", None)
+    return bool(meshes) and meshes[-1] == mesh
+
+
+class OnPjrtMesh(Exception):
+    """Raised out of the staging of a jit (`finding_pjrt_meshes`) that holds a shard_map
+    over a kiln Mesh of PJRT devices: the call runs partitioned over `mesh` instead
+    (pjrt_partitioned.py), as JAX runs such a jit on the shard_map's mesh."""
+
+    def __init__(self, mesh):
+        super().__init__(mesh)
+        self.mesh = mesh
+
+
+@contextlib.contextmanager
+def finding_pjrt_meshes():
+    """Stage the block with a shard_map over a Mesh of PJRT devices raising OnPjrtMesh."""
+    old = getattr(_REGIONS, "finding", False)
+    _REGIONS.finding = True
+    try:
+        yield
+    finally:
+        _REGIONS.finding = old
+
+
+def _found_on_pjrt(mesh):
+    """Raise OnPjrtMesh where `finding_pjrt_meshes` asks for it and `mesh` is a Mesh of PJRT
+    devices."""
+    if getattr(_REGIONS, "finding", False) and isinstance(mesh, Mesh):
+        from . import pjrt
+        if pjrt.on_pjrt(mesh.devices.flat):
+            raise OnPjrtMesh(mesh)
 
 
 class _PrintSite:

@@ -18,8 +18,9 @@ from kiln.test_util import check_grads
 EXAMPLES = settings(max_examples=4, deadline=None)
 pytestmark = pytest.mark.usefixtures("x64_module")
 
-# The primitives whose reverse mode needs values from inside their regions.
-FORWARD_RULES = {"while_loop", "scan", "custom_vjp_call"}
+# The primitives whose reverse mode needs values from inside their regions (a user primitive's:
+# the JVP rule it transposes, kiln.extend).
+FORWARD_RULES = {"while_loop", "scan", "custom_vjp_call", "user_primitive"}
 
 
 @pytest.mark.parametrize("name", sorted(PRIMITIVES))

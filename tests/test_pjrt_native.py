@@ -5,6 +5,8 @@ results, every kind of dtype), the plug-in's errors come back as PjrtErrors with
 both paths (an argument PJRT has deleted, a ready event of a deleted buffer), the runner's
 result Buffers and its refusal once the executable is closed, and a call made
 while another holds the executable's native state takes the ctypes path."""
+import json
+
 import numpy as np
 import pytest
 
@@ -173,3 +175,69 @@ def test_compile_for_a_topology_without_libtpu_fails_fast(monkeypatch):
     with pytest.raises(RuntimeError, match="Unable to initialize backend 'tpu'.*libtpu.*not "
                        "installed"):
         lowered.compile_for_topology("v5e:2x2")
+
+
+def _partitioned_and_pmap(devices):
+    """A sharded jit over a 2 x 2 mesh of `devices` and a pmap over them, lowered (kiln)."""
+    import kiln
+    import kiln.numpy as jnp
+    from kiln import lax, P
+    from kiln.sharding import Mesh, NamedSharding
+    mesh = Mesh(np.array(devices, dtype=object).reshape(2, 2), ("x", "y"))
+    sharded = kiln.jit(lambda a, b: (jnp.sin(a) @ b, a.sum()),
+                       in_shardings=(NamedSharding(mesh, P("x", "y")), NamedSharding(mesh, P())),
+                       out_shardings=(NamedSharding(mesh, P("x")), None)).lower(
+        np.ones((8, 8), np.float32), np.ones((8, 4), np.float32))
+    pmapped = kiln.pmap(lambda v: v @ v.T / lax.psum(v, "i").sum(), axis_name="i",
+                        backend="pjrt", devices=devices).lower(np.ones((4, 3, 3), np.float32))
+    return sharded, pmapped
+
+
+@pytest.mark.skipif(LIBTPU is None, reason="libtpu is not installed (pip install libtpu, or "
+                    "TPU_LIBRARY_PATH=/path/to/libtpu.so)")
+@pytest.mark.parametrize("shardy", [True, False])
+def test_partitioned_jit_and_pmap_compile_for_a_tpu_topology(shardy):
+    import kiln
+    from kiln.experimental import serialize_executable as se
+    kiln.config.update("jax_use_shardy_partitioner", shardy)
+    try:
+        sharded, pmapped = _partitioned_and_pmap(kiln.devices("pjrt")[:4])
+    finally:
+        kiln.config.update("jax_use_shardy_partitioner", True)
+    for lowered, what in ((sharded, "partitions"), (pmapped, "replicas")):
+        out = lowered.compile_for_topology("v5e:2x2")
+        assert out.platform == "tpu" and len(out.device_ids) == 4, what
+        assert len(set(out.device_ids)) == 4 and len(out.serialized) > 1000
+        assert out.in_tree == lowered.compile().in_tree
+        assert out.out_tree == lowered.compile().out_tree
+        # Packed with the mesh (or replicas) on the topology's devices, refused on the CPU.
+        blob, in_tree, out_tree = se.serialize(out)
+        doc = json.loads(blob.split(b"\n", 2)[2])
+        assert doc["topology"] == "v5e:2x2" and doc["plugin"] == "libtpu"
+        ids = (doc["mesh"] or doc["pmap"])["device_ids"]
+        assert ids == list(out.device_ids)
+        assert "custom_call" not in doc["module"]   # no CPU plug-in handlers
+        with pytest.raises(ValueError, match="compiled for platform 'tpu' .*v5e:2x2.* "
+                                             "cannot be loaded on platform 'cpu'"):
+            se.deserialize_and_load(blob, in_tree, out_tree)
+    # A topology with fewer devices than the replicas.
+    eight = kiln.pmap(lambda v: v + 1, backend="pjrt", devices=kiln.devices("pjrt")[:8]).lower(
+        np.ones((8, 2), np.float32))
+    with pytest.raises(ValueError, match="the pmap of .* runs on 8 devices, but the topology "
+                                         "'v5e:2x2' has 4; name a topology with at least 8"):
+        eight.compile_for_topology("v5e:2x2")
+
+
+def test_partitioned_and_pmap_topologies_need_libtpu_and_pjrt(monkeypatch):
+    import kiln
+    from kiln import lax
+    sharded, pmapped = _partitioned_and_pmap(kiln.devices("pjrt")[:4])
+    llvm = kiln.pmap(lambda v: v / lax.psum(v, "i"), axis_name="i").lower(
+        np.ones((2, 3), np.float32))
+    with pytest.raises(ValueError, match="compile_for_topology: the pmap of .* was compiled "
+                                         "by the llvm backend.*backend='pjrt'"):
+        llvm.compile_for_topology("v5e:2x2")
+    monkeypatch.setattr(plugins, "libtpu_path", lambda: None)
+    for lowered in (sharded, pmapped):
+        with pytest.raises(RuntimeError, match="Unable to initialize backend 'tpu'.*libtpu"):
+            lowered.compile_for_topology("v5e:2x2")

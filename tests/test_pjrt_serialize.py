@@ -30,6 +30,8 @@ from kiln.jit import CompiledForTopology
 from kiln import P
 from kiln.sharding import Mesh, NamedSharding
 
+from jax_devices import jax_script
+
 pytestmark = pytest.mark.skipif(not any(f.name == "xla-cpu-pjrt" for f in plugins.discover()),
                                 reason="no xla-cpu-pjrt plug-in (pip install -e '.[pjrt]')")
 
@@ -157,7 +159,7 @@ def test_an_executable_of_another_platform_is_refused_by_name():
     lowered = kiln.jit(lambda x, y: x * 2.0 + y).lower(np.ones(4, np.float32),
                                                        np.ones(4, np.float32))
     made = CompiledForTopology(lowered._entry, ForTopology(
-        "v5e:2x2", "tpu", "libtpu 0.0.42.1", ("TPU v5 lite",) * 4, b"libtpu's bytes"))
+        "v5e:2x2", "tpu", "libtpu 0.0.42.1", ("TPU v5 lite",) * 4, b"libtpu's bytes", (0,)))
     blob, in_tree, out_tree = se.serialize(made)
     with pytest.raises(ValueError, match=r"compiled for platform 'tpu' \(topology 'v5e:2x2', "
                                          r"TPU v5 lite, by libtpu\) and cannot be loaded on "
@@ -299,15 +301,7 @@ json.dump(out, open(sys.argv[1], "w"))
 @pytest.fixture(scope="module")
 def jax_partitioned(tmp_path_factory):
     """What JAX 0.10.2's loaded executables give: {name: [specs, values]}."""
-    pytest.importorskip("jax")
-    where = tmp_path_factory.mktemp("jax")
-    (where / "run.py").write_text(_JAX_SCRIPT)
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-               JAX_PLATFORMS="cpu")
-    done = subprocess.run([sys.executable, str(where / "run.py"), str(where / "out.json")],
-                          capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads((where / "out.json").read_text())
+    return jax_script(tmp_path_factory.mktemp("jax"), _JAX_SCRIPT)
 
 
 def _specs(results):

@@ -31,6 +31,7 @@ from kiln.compiler.primitives.indexing import GatherDimensionNumbers, ScatterDim
 from kiln.dispatch import apply_eager
 from kiln.array import Array
 from kiln.extend.core import Primitive
+from kiln.interpreters import batching
 
 SETTINGS = settings(max_examples=12, deadline=None)
 
@@ -1044,6 +1045,9 @@ _SQUARE_VMAP_RULE = custom_vmap_rule(_square_vmap_rule)
 # A user-defined primitive, for user_primitive's `rules` token (its rules are tested by
 # tests/test_extend.py; here its region runs).
 _SQUARE_USER_PRIMITIVE = Primitive("square")
+# its batching rule, for the generic vmap checks (tests/test_vmap_completeness.py)
+batching.primitive_batchers[_SQUARE_USER_PRIMITIVE] = lambda args, dims: (args[0] * args[0],
+                                                                           dims[0])
 
 
 @st.composite
@@ -1331,6 +1335,9 @@ COLLECTIVES = {name for name, prim in PRIMITIVES.items() if prim.collective}
 # Collectives across processes: tests/test_distributed.py runs them under mpirun; here, what
 # one process without kiln.distributed gets.
 PROCESS_PRIMITIVES = ("process_allreduce", "process_allgather", "process_sendrecv")
+# shard_map's region form runs only in a StableHLO module partitioned over PJRT devices
+# (tests/test_pjrt_shard_map.py runs it against JAX); anywhere else its impl refuses.
+REGION_ONLY = ("shard_map",)
 
 
 @pytest.mark.parametrize("name, params", [("process_allreduce", {"op": "sum", "processes": 2}),
@@ -1347,8 +1354,15 @@ def test_collectives_across_processes_need_kiln_distributed(name, params):
             ShapedArray((3,), np.dtype(np.complex64)), op="max", processes=2)
 
 
+def test_shard_map_region_runs_only_in_a_partitioned_module():
+    with pytest.raises(Exception, match="a shard_map region runs only in a StableHLO module"):
+        PRIMITIVES["shard_map"].impl(np.ones(2, np.float32), body=None, mesh_axes=(),
+                                     manual=(), in_names=(), out_names=())
+
+
 def test_every_primitive_has_a_case():
-    covered = set(CASES) | set(TAPE_PRIMITIVES) | COLLECTIVES | set(PROCESS_PRIMITIVES)
+    covered = (set(CASES) | set(TAPE_PRIMITIVES) | COLLECTIVES | set(PROCESS_PRIMITIVES)
+               | set(REGION_ONLY))
     assert sorted(covered) == sorted(PRIMITIVES), (
         "primitives without a case: " + ", ".join(sorted(set(PRIMITIVES) - covered))
         + "; cases without a primitive: " + ", ".join(sorted(covered - set(PRIMITIVES))))

@@ -16,4 +16,4 @@ import warnings
 warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"kiln(\.|$)")
 
 from .core import PRIMITIVES, Primitive  # noqa: F401
-from . import elementwise, structural, indexing, reductions, linalg, decompositions, lu, qr, eigh, eig, schur, svd, fft, sorting, control, callbacks, autodiff, solves, collectives, processes, partitioning, partition_indexing, partition_rows, fusion, convolution, windows, checks, ffi, user  # noqa: F401
+from . import elementwise, structural, indexing, reductions, linalg, decompositions, lu, qr, eigh, eig, schur, svd, fft, sorting, control, callbacks, autodiff, solves, collectives, processes, partitioning, partition_indexing, partition_rows, fusion, convolution, windows, checks, ffi, user, manual  # noqa: F401

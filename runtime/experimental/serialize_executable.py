@@ -49,7 +49,10 @@ def serialize(compiled):
     from ..pjrt_partitioned import PartitionedCompiled
     from ..pmap import PmapCompiled
     if isinstance(compiled, CompiledForTopology):
-        document = _topology_document(compiled)
+        document = _topology_document(compiled) if compiled.source is None else \
+            _pmap_document(compiled.source, compiled) if isinstance(
+                compiled.source, PmapCompiled) else _partitioned_document(compiled.source,
+                                                                          compiled)
     elif isinstance(compiled, PmapCompiled):
         document = _pmap_document(compiled)
     elif isinstance(compiled, PartitionedCompiled):
@@ -84,10 +87,21 @@ def _compiled_document(compiled):
                      None, [device.device_kind])
 
 
-def _partitioned_document(compiled):
+def _made(made, platform_of):
+    """(the executable's bytes, platform, platform version, plug-in, topology, devices'
+    kinds, device ids) of `made`, a `CompiledForTopology`, or with None those of the
+    executable compiled here (`platform_of()` gives them)."""
+    if made is None:
+        return platform_of()
+    return (made.serialized, made.platform, made.platform_version, "libtpu", made.topology,
+            list(made.device_kinds), list(made.device_ids))
+
+
+def _partitioned_document(compiled, made=None):
     """The document of a jit partitioned over a mesh of PJRT devices: `_document`'s, with
     the mesh (its devices' ids, names, axis types), the arguments' and results' shardings
-    and the results XLA chose the shardings of."""
+    and the results XLA chose the shardings of; with `made` (a `CompiledForTopology` of
+    it), the topology's executable and devices instead."""
     entry = compiled._entry
     if entry.writes:
         raise ValueError(f"serialize: {entry.name!r} assigns globals, which happens around "
@@ -96,26 +110,28 @@ def _partitioned_document(compiled):
     mesh, executable = entry.mesh, entry.executable
     device = mesh.devices.flat[0]
     held = {i: i for i in entry.held}   # (a partitioned entry keeps the donated inputs only)
-    document = _document(entry.name, None, executable.serialize(),
-                         [b.to_host() for b in entry.constants[0]], entry.in_avals,
-                         entry.out_weak, held, device.platform,
-                         device.layer.info.client.platform_version, device.layer.plugin.name,
-                         None, sorted({d.device_kind for d in mesh.devices.flat}))
+    code, platform, version, plugin, topology, kinds, ids = _made(made, lambda: (
+        executable.serialize(), device.platform, device.layer.info.client.platform_version,
+        device.layer.plugin.name, None, sorted({d.device_kind for d in mesh.devices.flat}),
+        [int(d.id) for d in mesh.devices.flat]))
+    document = _document(entry.name, None, code, [b.to_host() for b in entry.constants[0]],
+                         entry.in_avals, entry.out_weak, held, platform, version, plugin,
+                         topology, kinds)
     document.update(
         module=entry.text, results=[aval_json(a) for a in entry.out_avals],
         mesh={"axis_names": list(mesh.axis_names), "shape": list(mesh.devices.shape),
-              "axis_types": [t.value for t in mesh.axis_types],
-              "device_ids": [int(d.id) for d in mesh.devices.flat]},
+              "axis_types": [t.value for t in mesh.axis_types], "device_ids": ids},
         in_specs=[_spec_json(s.spec) for s in entry.in_shardings],
         out_specs=[_spec_json(s.spec) for s in entry.out_shardings],
         propagate=[bool(p) for p in executable.propagate], shardy=bool(entry.shardy))
     return document
 
 
-def _pmap_document(compiled):
+def _pmap_document(compiled, made=None):
     """The document of `pmap(f, backend="pjrt").lower(...).compile()`: `_document`'s, with
     the replicas' devices (by id), the axis name, the mapped axes of the arguments and of
-    the results."""
+    the results; with `made` (a `CompiledForTopology` of it), the topology's executable,
+    devices and module (without the CPU plug-in's custom calls) instead."""
     call = compiled._call
     entry = call.entry
     if call.backend != "pjrt":
@@ -130,13 +146,15 @@ def _pmap_document(compiled):
                          f"(np.asarray) to serialize it")
     program = entry.executable
     device = program.devices[0]
-    document = _document(call.shown, program.module, program.compiled.serialize(),
-                         entry.consts, call.in_avals, entry.out_weak, {}, device.platform,
-                         device.layer.info.client.platform_version, device.layer.plugin.name,
-                         None, sorted({d.device_kind for d in program.devices}))
+    code, platform, version, plugin, topology, kinds, ids = _made(made, lambda: (
+        program.compiled.serialize(), device.platform,
+        device.layer.info.client.platform_version, device.layer.plugin.name, None,
+        sorted({d.device_kind for d in program.devices}), [int(d.id) for d in program.devices]))
+    document = _document(call.shown, program.module if made is None else program.portable(),
+                         code, entry.consts, call.in_avals, entry.out_weak, {}, platform,
+                         version, plugin, topology, kinds)
     document.update(pmap={"axis_name": call.axis_name, "in_axes": call.axes,
-                          "out_axes": list(entry.mapped_out),
-                          "device_ids": [int(d.id) for d in program.devices]})
+                          "out_axes": list(entry.mapped_out), "device_ids": ids})
     return document
 
 

@@ -66,6 +66,7 @@ class Emitter:
         self.eqn = None
         self.dots = {}   # {(dtype, lhs order, rhs order): custom-call target}
         self.partitioning = None   # module.Partitioning of a partitioned module
+        self.manual = False   # lowering a shard_map's body: collectives name partitions
 
     # ------------------------------------------------------------------ writing
     def line(self, text):

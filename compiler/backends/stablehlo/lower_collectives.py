@@ -21,6 +21,13 @@ do:
   replica that receives nothing gets zeros, as in the reference);
 - axis_index: `stablehlo.replica_id`, divided by the axis's stride, modulo its size.
 
+In a shard_map's body inside a partitioned module (lower_manual.py sets `ctx.manual`, and
+constrains a psum's operand and sum in a partially manual body as JAX does) the
+groups name partitions, the logical ids of the whole mesh, as JAX writes them: each
+collective also has `channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>`, all
+but all_to_all and collective_permute `use_global_device_ids`, and axis_index is
+`stablehlo.partition_id` (ui32) divided and taken modulo in ui32, then converted.
+
 A collective without `mesh_axes` (a module that is not replicated) and one spanning several
 processes are located BackendUnsupportedErrors.
 """
@@ -71,6 +78,19 @@ def replica_groups(mesh_axes, names):
     return f"replica_groups = dense<{groups}> : tensor<{len(groups)}x{len(groups[0])}xi64>"
 
 
+_CHANNEL = "channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>"
+
+
+def _attributes(ctx, *attrs, global_ids=True):
+    """A collective's attributes, sorted by name as MLIR prints them; in a shard_map's body
+    (`ctx.manual`) with JAX's channel handle and, for `global_ids`, `use_global_device_ids`
+    (its groups then name partitions)."""
+    attrs = list(attrs)
+    if ctx.manual:
+        attrs += [_CHANNEL] + (["use_global_device_ids"] if global_ids else [])
+    return ", ".join(sorted(attrs))
+
+
 def _adding(ctx, op, dtype):
     """A reduction region (two scalars of `dtype` -> `op` of them)."""
     return [([scalar(dtype)] * 2, lambda b: [ctx.binary(op, *b)])]
@@ -80,8 +100,14 @@ def _reducing(name):
     def rule(ctx, args, *, axis_name, mesh_axes=None, processes=1):
         (x,) = args
         groups = replica_groups(_layout(ctx, mesh_axes, processes), axis_names(axis_name))
-        return ctx.generic("stablehlo.all_reduce", [x], [x.aval],
-                           _adding(ctx, _REDUCE[name], x.aval.dtype), groups)
+        manual = ctx.manual if ctx.manual and ctx.manual.partial else None
+        if manual is not None:
+            x = manual.constrained(ctx, x)
+        region = [([scalar(x.aval.dtype)] * 2, lambda b: [
+            ctx.binary(_REDUCE[name], *b) if manual is None else
+            manual.constrained(ctx, ctx.binary(_REDUCE[name], *b), "")])]
+        return ctx.generic("stablehlo.all_reduce", [x], [x.aval], region,
+                           _attributes(ctx, groups))
     return rule
 
 
@@ -89,6 +115,12 @@ def _axis_index(ctx, args, *, axis_name, mesh_axes=None, processes=1):
     axes = _layout(ctx, mesh_axes, processes)
     (name,) = axis_names(axis_name)
     index = scalar(np.int32)
+    if ctx.manual:   # JAX's: the partition's id, in ui32, divided and taken modulo
+        stride = ctx.constant(strides(axes)[name], np.uint32)
+        size = ctx.constant(dict(axes)[name], np.uint32)
+        partition = ctx.emit("stablehlo.partition_id : tensor<ui32>", scalar(np.uint32))
+        step = ctx.binary("stablehlo.divide", partition, stride)
+        return [ctx.convert(ctx.binary("stablehlo.remainder", step, size), np.int32)]
     replica = ctx.emit("stablehlo.replica_id : tensor<ui32>", scalar(np.uint32))
     replica = ctx.convert(replica, np.int32)
     step = ctx.binary("stablehlo.divide", replica,
@@ -110,7 +142,8 @@ def _all_gather(ctx, args, *, axis_name, all_gather_dimension, tiled, axis_size,
     if not tiled:
         x = _with_unit_axis(ctx, x, all_gather_dimension)
     return ctx.generic("stablehlo.all_gather", [x], ctx.out_avals, [],
-                       f"all_gather_dim = {all_gather_dimension} : i64, {groups}")
+                       _attributes(ctx, f"all_gather_dim = {all_gather_dimension} : i64",
+                                   groups))
 
 
 def _psum_scatter(ctx, args, *, axis_name, scatter_dimension, tiled, axis_size,
@@ -123,7 +156,7 @@ def _psum_scatter(ctx, args, *, axis_name, scatter_dimension, tiled, axis_size,
         shape.insert(scatter_dimension, 1)
     (y,) = ctx.generic("stablehlo.reduce_scatter", [x], [out.update(shape=tuple(shape))],
                        _adding(ctx, "stablehlo.add", x.aval.dtype),
-                       f"{groups}, scatter_dimension = {scatter_dimension} : i64")
+                       _attributes(ctx, groups, f"scatter_dimension = {scatter_dimension} : i64"))
     return [reshape(ctx, y, out.shape)]
 
 
@@ -135,8 +168,9 @@ def _all_to_all(ctx, args, *, axis_name, split_axis, concat_axis, tiled, axis_si
     concat = concat_axis if tiled else split_axis
     aval = out if tiled else x.aval
     (y,) = ctx.generic("stablehlo.all_to_all", [x], [aval], [],
-                       f"concat_dimension = {concat} : i64, {groups}, split_count = "
-                       f"{axis_size} : i64, split_dimension = {split_axis} : i64")
+                       _attributes(ctx, f"concat_dimension = {concat} : i64", groups,
+                                   f"split_count = {axis_size} : i64",
+                                   f"split_dimension = {split_axis} : i64", global_ids=False))
     if tiled:
         return [y]
     order = [d for d in range(len(out.shape)) if d != split_axis]
@@ -151,8 +185,8 @@ def _ppermute(ctx, args, *, axis_name, perm, mesh_axes=None, processes=1):
     if not pairs:   # nobody sends: every replica receives zeros
         return [ctx.splat(0, x.aval)]
     return ctx.generic("stablehlo.collective_permute", [x], [x.aval], [],
-                       f"source_target_pairs = dense<{pairs}> : "
-                       f"tensor<{len(pairs)}x2xi64>")
+                       _attributes(ctx, f"source_target_pairs = dense<{pairs}> : "
+                                        f"tensor<{len(pairs)}x2xi64>", global_ids=False))
 
 
 for _name in _REDUCE:

@@ -1,0 +1,197 @@
+"""shard_map inside a jit partitioned over PJRT devices, against JAX 0.10.2 (run in a
+subprocess with 8 CPU devices): the module kiln writes (Shardy's `sdy.manual_computation`,
+GSPMD's `@SPMDFullToShardShape` / `@SPMDShardToFullShape`, the body's collectives over
+partitions) line by line against JAX's `jax.jit(f).lower(x).as_text()`, the values and
+output shardings, grad and vmap through it, and a `jit(shard_map)` called with host
+arguments running on the shard_map's mesh."""
+import re
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln.sharding import Mesh, NamedSharding
+
+import shard_map_bodies
+from jax_devices import jax_script
+
+pytestmark = pytest.mark.skipif(len(kiln.devices("pjrt")) < 8,
+                                reason="needs 8 PJRT devices (the suite's KILN_NUM_CPU_DEVICES)")
+
+_JAX = '''
+import json, sys
+import numpy as np
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.sharding import AxisType, PartitionSpec as P
+''' + open(shard_map_bodies.__file__).read().split("import kiln.numpy as jnp\n", 1)[1] + '''
+
+
+def spec(result):
+    return [list(e) if isinstance(e, tuple) else e for e in result.sharding.spec]
+
+
+mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+x = np.arange(32.0, dtype=np.float32).reshape(8, 4) / 8
+x3 = np.stack([x, x + 1.0, x * 2.0], 1)
+out = {}
+for name, body in BODIES.items():
+    f = jax.shard_map(body, mesh=mesh, **SPECS[name])
+    got = {"texts": {}}
+    for shardy in (True, False):
+        jax.config.update("jax_use_shardy_partitioner", shardy)
+        got["texts"][str(shardy)] = jax.jit(f).lower(x).as_text()
+    jax.config.update("jax_use_shardy_partitioner", True)
+    ys = jax.tree.leaves(jax.jit(f)(x))
+    got["values"], got["specs"] = [np.asarray(y).tolist() for y in ys], [spec(y) for y in ys]
+    if name in DIFFERENTIATED:
+        loss = lambda a: sum((y ** 2).sum() for y in jax.tree.leaves(f(a)))
+        got["grad"] = np.asarray(jax.jit(jax.grad(loss))(x)).tolist()
+        got["jvp"] = np.asarray(jax.jit(lambda a, t: jax.jvp(loss, (a,), (t,))[1])(
+            x, np.cos(x))).tolist()
+        got["vmap"] = [np.asarray(y).tolist() for y in
+                       jax.tree.leaves(jax.jit(jax.vmap(f, in_axes=1))(x3))]
+    out[name] = got
+json.dump(out, open(sys.argv[1], "w"))
+'''
+
+
+@pytest.fixture(scope="module")
+def jax_out(tmp_path_factory):
+    return jax_script(tmp_path_factory.mktemp("jax"), _JAX)
+
+
+SPACE = vars(shard_map_bodies)
+X = np.arange(32.0, dtype=np.float32).reshape(8, 4) / 8
+
+
+@pytest.fixture(scope="module")
+def mesh():
+    return Mesh(np.array(kiln.devices("pjrt")[:8], dtype=object).reshape(4, 2), ("x", "y"))
+
+
+def _mapped(name, mesh):
+    return kiln.shard_map(SPACE["BODIES"][name], mesh=mesh, **SPACE["SPECS"][name])
+
+
+# ------------------------------------------------------------------ the module's text
+
+def _iota(match):
+    """GSPMD's iota device list `<=[8]`, `<=[4,2]T(1,0)` written out, as kiln writes it."""
+    shape = [int(n) for n in match.group(1).split(",")]
+    ids = np.arange(int(np.prod(shape))).reshape(shape)
+    if match.group(2):
+        ids = ids.transpose([int(n) for n in match.group(2).split(",")])
+    return ",".join(map(str, ids.reshape(-1)))
+
+
+def _lines(text):
+    """What is compared: the manual computation's line (names dropped), each collective's
+    attributes and types, `partition_id`, and GSPMD's custom calls (target, configuration,
+    sharding with the devices written out, types), sorted (JAX writes GSPMD's body in a
+    function of its own, after `@main`). Left out: the constraint JAX writes on the scalar
+    in a partially manual all_reduce's region (`sdy.sharding_constraint`, or `@Sharding` of
+    a `tensor<f32>`), which kiln does not."""
+    text = re.sub(r"<=\[([\d,]+)\](?:T\(([\d,]+)\))?", _iota, text)
+    heads, collectives = [], []
+    for line in text.splitlines():
+        line = re.sub(r"%[\w#:]+", "%", line.strip())
+        if "sdy.manual_computation" in line or ("stablehlo.custom_call" in line and
+                                                  "(tensor<f32>) -> tensor<f32>" not in line):
+            heads.append(line.split("= ", 1)[1])
+        elif "stablehlo.partition_id" in line:
+            heads.append("partition_id")
+        found = re.search(r'"stablehlo\.(all_reduce|all_gather|reduce_scatter|all_to_all|'
+                          r'collective_permute)"\(%\) (<\{.*\}>)(.*)', line)
+        if found:
+            collectives.append(found.group(1) + found.group(2) +
+                               (found.group(3) if " -> " in found.group(3) else ""))
+    return sorted(heads), sorted(collectives)
+
+
+@pytest.mark.parametrize("shardy", [True, False])
+@pytest.mark.parametrize("name", sorted(SPACE["SPECS"]))
+def test_the_module_is_jax_s(jax_out, mesh, name, shardy):
+    kiln.config.update("jax_use_shardy_partitioner", shardy)
+    try:
+        text = kiln.jit(_mapped(name, mesh)).lower(X).as_text("stablehlo")
+    finally:
+        kiln.config.update("jax_use_shardy_partitioner", True)
+    want = jax_out[name]["texts"][str(shardy)]
+    got_heads, got_collectives = _lines(text)
+    want_heads, want_collectives = _lines(want)
+    assert got_collectives == want_collectives
+    assert got_heads == want_heads
+    assert ("sdy.manual_computation" in text) == shardy
+    assert ("@SPMDFullToShardShape" in text) == (not shardy)
+
+
+# ------------------------------------------------------------------ values
+
+@pytest.mark.parametrize("name", sorted(SPACE["SPECS"]))
+def test_values_and_shardings_are_jax_s(jax_out, mesh, name):
+    want = jax_out[name]
+    f = kiln.jit(_mapped(name, mesh))
+    spread = kiln.device_put(X, NamedSharding(mesh, shard_map_bodies.SPECS[name]["in_specs"]))
+    for got in (f(spread), f(X)):   # spread arguments, and host ones: on the mesh either way
+        got = kiln.tree_util.tree_leaves(got)
+        assert len(got) == len(want["values"])
+        for y, value, spec in zip(got, want["values"], want["specs"]):
+            np.testing.assert_allclose(np.asarray(y), value, rtol=1e-5, atol=1e-6)
+            assert y.sharding.mesh == mesh
+            assert [list(e) if isinstance(e, tuple) else e for e in y.sharding.spec] == spec
+
+
+@pytest.mark.parametrize("name", SPACE["DIFFERENTIATED"])
+def test_grad_and_vmap_through_the_region(jax_out, mesh, name):
+    want = jax_out[name]
+    f = _mapped(name, mesh)
+    spread = kiln.device_put(X, NamedSharding(mesh, kiln.P("x", "y")))
+    def loss(a):
+        return sum((y ** 2).sum() for y in kiln.tree_util.tree_leaves(f(a)))
+    g = kiln.jit(kiln.grad(loss))
+    assert g.lower(spread).as_text("stablehlo").count("sdy.manual_computation") == 2
+    np.testing.assert_allclose(np.asarray(g(spread)), want["grad"], rtol=1e-5, atol=1e-5)
+    t = kiln.jit(lambda a, da: kiln.jvp(loss, (a,), (da,))[1])
+    assert "sdy.manual_computation" in t.lower(spread, np.cos(X)).as_text("stablehlo")
+    np.testing.assert_allclose(np.asarray(t(spread, np.cos(X))), want["jvp"], rtol=1e-4,
+                               atol=1e-4)
+    x3 = np.stack([X, X + 1.0, X * 2.0], 1)
+    v = kiln.jit(kiln.vmap(f, in_axes=1))
+    for y, value in zip(kiln.tree_util.tree_leaves(v(x3)), want["vmap"], strict=True):
+        np.testing.assert_allclose(np.asarray(y), value, rtol=1e-5, atol=1e-5)
+
+
+def test_a_shard_map_over_another_mesh_stays_nested_vmaps(mesh):
+    other = Mesh(np.array(kiln.devices("pjrt")[:8], dtype=object).reshape(2, 4), ("x", "y"))
+    inner = kiln.shard_map(lambda a: a * 2.0, mesh=other, in_specs=kiln.P("x"),
+                           out_specs=kiln.P("x"))
+    f = kiln.jit(lambda a: inner(a) + 1.0)
+    # Staged for the call's mesh (the argument's), the other mesh's shard_map stays nested
+    # vmaps, which XLA partitions: the value is still right.
+    spread = kiln.device_put(X, NamedSharding(mesh, kiln.P("x", "y")))
+    np.testing.assert_allclose(np.asarray(f(spread)), X * 2.0 + 1.0)
+    assert "manual_computation" not in f.lower(spread).as_text("stablehlo")
+
+
+def test_a_region_outside_its_partitioned_module_is_refused(mesh):
+    from kiln.compiler.backends.stablehlo import lower_module
+    from kiln.compiler.errors import BackendUnsupportedError
+    lowered = kiln.jit(_mapped("psum_index", mesh)).lower(X)
+    with pytest.raises(BackendUnsupportedError, match=r"a shard_map over the mesh \{'x': 4, "
+                       r"'y': 2\} lowers only in a module partitioned over that mesh, not in "
+                       r"a module that is not partitioned"):
+        lower_module(lowered._entry.ssa)
+
+
+def test_jit_of_shard_map_without_shardings_serializes(jax_out, mesh):
+    from kiln.experimental import serialize_executable as se
+    from kiln.pjrt_partitioned import PartitionedCompiled
+    compiled = kiln.jit(_mapped("psum_index", mesh)).lower(X).compile()
+    assert isinstance(compiled, PartitionedCompiled)
+    blob, in_tree, out_tree = se.serialize(compiled)
+    loaded = se.deserialize_and_load(blob, in_tree, out_tree)
+    y = loaded(X)
+    np.testing.assert_allclose(np.asarray(y), jax_out["psum_index"]["values"][0], rtol=1e-6)
+    assert y.sharding == NamedSharding(mesh, kiln.P("x"))
