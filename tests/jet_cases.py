@@ -42,6 +42,10 @@ CASES = {
         np_.broadcast_to(x[:, None], (4, 2)).ravel(), np_.zeros(4).at[np_.array([1, 1])].add(x[:2]),
         lax_.dynamic_update_slice(x, np_.exp(x[:2]), (1,))]),
     "matmul": lambda np_, lax_: lambda x: np_.tanh(M @ x) @ (M @ np_.sin(x)),
+    # x twice: cummax ties (1.1 at positions 2 and 6), which share the series as JAX's scan does
+    "cumulative": lambda np_, lax_: lambda x: np_.concatenate([
+        np_.cumprod(x + 1.5), lax_.cummax(np_.concatenate([x, x])),
+        lax_.cummin(np_.sin(x), reverse=True), lax_.cumsum(x * x, reverse=True)]),
 }
 
 

@@ -85,6 +85,16 @@ def test_exact_polynomial_coefficients():
     _check(jet2(CASES["exp_log"](knp, klax), (X,), (terms(3),)), golden("jet2_exp_log"), 2e-4)
 
 
+def test_rem_series_are_lax_rems():
+    # rem(x, y) = x - y trunc(x / y); JAX's rule takes floor for trunc (its primal and series
+    # then differ where x / y < 0, as at X[1])
+    (sx, tx), (sy, ty) = terms(2), terms(2, seed=2)
+    out, (a, b) = jet(klax.rem, (X * 3, Y), ([sx, tx], [sy, ty]))
+    np.testing.assert_allclose(out, np.fmod(X * 3, Y), rtol=1e-6)
+    np.testing.assert_allclose(a, kiln.jvp(klax.rem, (X * 3, Y), (sx, sy))[1], rtol=1e-6)
+    np.testing.assert_allclose(b, tx - ty * np.trunc(X * 3 / Y), rtol=1e-5, atol=1e-6)
+
+
 def test_jit_inside_and_around_jet():
     f = CASES["tanh_chain"](knp, klax)
     series = terms(4)

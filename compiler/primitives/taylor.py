@@ -19,7 +19,8 @@ reads like the math, `f(primals, series, out, **params) -> coefficients`, adapte
 
 Families come from small factories: `linear` (a primitive linear in some operands applies to
 each coefficient), `bilinear` (mul, dot_general, conv), `composite` (a primitive whose series
-is that of a formula, as JAX's `def_comp`). Primitives marked `zero_derivative` (comparisons,
+is that of a formula, as JAX's `def_comp`), `cumulative` (cumprod, cummax, cummin: the series
+of JAX's associative scan). Primitives marked `zero_derivative` (comparisons,
 rounding, bit operations, argmax, ...) need no rule: their results have zero series. The
 primitives without a rule here are those JAX's jet has none for (tan, cond, while_loop, sort,
 ...); the transform refuses them by name.
@@ -30,6 +31,7 @@ import math
 from ..ir.builder import current
 from . import emit as E, regions
 from .core import JET, PRIMITIVES
+from .reductions import interleave, slice_axis
 from .rule_forms import replay_eqn, name_result
 
 
@@ -278,9 +280,10 @@ composite(P["min"], lambda out, x, y: [out] + max_series(x[0], y[0], x[1:], y[1:
 # clamp(lo, x, hi) = min(max(lo, x), hi)
 composite(P["clamp"], lambda out, lo, x, hi: [out] + max_series(
     E.max_(lo[0], x[0]), hi[0], max_series(lo[0], x[0], lo[1:], x[1:], E.gt), hi[1:], E.lt))
-# rem(x, y) = x - y floor(x / y), the floor's series zero
+# rem(x, y) = x - y trunc(x / y), the trunc's series zero (JAX's rule takes floor for trunc)
 composite(P["rem"], lambda out, x, y: [out] + [
-    E.sub(a, E.mul(b, E.floor(E.div(x[0], y[0])))) for a, b in zip(x[1:], y[1:])])
+    E.sub(a, E.mul(b, E.mul(E.sign(q), E.floor(E.abs_(q))))) for q in [E.div(x[0], y[0])]
+    for a, b in zip(x[1:], y[1:])])
 
 
 def _log_of_root(out, u, sign):
@@ -310,6 +313,45 @@ def _chooser(primals, series, out, *, axes):
 
 JET[P["reduce_max"]] = series_rule(_chooser)
 JET[P["reduce_min"]] = series_rule(_chooser)
+
+
+def associative_scan(combine, elems, axis):
+    """JAX's `lax.associative_scan` of the arrays `elems` (scanned together, as one pytree)
+    along `axis`: `combine(a, b)` combines two lists of them elementwise."""
+    n = E.aval(elems[0]).shape[axis]
+    if n < 2:
+        return elems
+    odd = associative_scan(combine, combine([slice_axis(e, 0, n - 1, 2, axis) for e in elems],
+                                            [slice_axis(e, 1, n, 2, axis) for e in elems]),
+                           axis)
+    even = [slice_axis(e, 0, 1, 1, axis) for e in elems]
+    if n > 2:
+        left = odd if n % 2 else [slice_axis(o, 0, n // 2 - 1, 1, axis) for o in odd]
+        even = [E.concatenate(head, e, dimension=axis) for head, e in zip(
+            even, combine(left, [slice_axis(e, 2, n, 2, axis) for e in elems]))]
+    return [interleave(a, b, axis) for a, b in zip(even, odd)]
+
+
+def _max_combine(pick, choose):
+    return lambda a, b: [choose(a[0], b[0])] + max_series(a[0], b[0], a[1:], b[1:], pick)
+
+
+def cumulative(prim, combine):
+    """cumprod, cummax, cummin: the series of JAX's associative scan of the combine (JAX
+    differentiates them through that scan too, which fixes how ties share the series)."""
+    def rule(primals, series, out, *, axis, reverse=False):
+        u = _full(primals[0], series[0])
+        if reverse:
+            u = [E.rev(x, dimensions=(axis,)) for x in u]
+        v = associative_scan(combine, u, axis)[1:]
+        return [E.rev(x, dimensions=(axis,)) for x in v] if reverse else v
+    rule.__name__ = f"{prim.name}_scan"
+    JET[prim] = series_rule(rule)
+
+
+cumulative(P["cumprod"], product)
+cumulative(P["cummax"], _max_combine(E.gt, E.max_))
+cumulative(P["cummin"], _max_combine(E.lt, E.min_))
 
 
 def _through_call(eqn, primals, series):
