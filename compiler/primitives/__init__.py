@@ -3,10 +3,10 @@
 
 Beside the families: `core` (the Primitive, the registry and the rule tables), the
 vocabulary rules are written in (`emit`, `batching`, `rule_forms`), the Taylor-mode rules of
-`kiln.experimental.jet` (`taylor`), how rules reach the
-transforms of the layer above for their regions (`regions`), the NumPy interpreter of SSA
-functions (`interpret`), which control flow's implementations and the reference backend run,
-and NumPy's floating-point error state while implementations run for a user (`quiet`)."""
+`kiln.experimental.jet` (`taylor`), how rules reach the transforms of the layer above for
+their regions (`regions`), the NumPy interpreter of SSA functions (`interpret`), which control
+flow's implementations and the reference backend run, and NumPy's floating-point error state
+while implementations run for a user (`quiet`)."""
 import warnings
 
 # Primitive implementations follow XLA, where overflow, division by zero and NaN results are
