@@ -14,7 +14,7 @@ reads like the math, `f(primals, series, out, **params) -> coefficients`, adapte
 
     product     (u w)_k = sum_{j=0..k} u_j w_{k-j}                  `product`
     quotient    v_k = (u_k - sum_{j<k} v_j w_{k-j}) / w_0            `quotient`
-    v' = c u'   v_k = sum_{j=1..k} j c_{k-j} u_j / k                 `integral`
+    v' = c u'   v_k = sum_{j=1..k} j c_{k-j} u_j / k                 `step`, `integral`
                 (exp: c = v; log, sin/cos, logistic, erf, atan2, erf_inv likewise)
 
 Families come from small factories: `linear` (a primitive linear in some operands applies to
@@ -58,6 +58,16 @@ def _sum(terms):
     return functools.reduce(E.add, terms)
 
 
+def _times(x, n):
+    """x * n for a Python number n (x itself for 1)."""
+    return x if n == 1 else E.mul(x, n)
+
+
+def _over(x, n):
+    """x / n for a Python number n (x itself for 1)."""
+    return x if n == 1 else E.div(x, n)
+
+
 def _full(x0, coeffs):
     return [x0] + list(coeffs)
 
@@ -75,13 +85,15 @@ def quotient(u, w, v0=None):
     return v
 
 
+def step(c, u, k):
+    """Coefficient k of v where v' = c u': sum_{j=1..k} j c_{k-j} u_j / k."""
+    return _over(_sum([E.mul(_times(c[k - j], j), u[j]) for j in range(1, k + 1)]), k)
+
+
 def integral(c, u, v0):
-    """The series of v with v' = c u' and v(0) = v0: v_k = sum_{j=1..k} j c_{k-j} u_j / k
-    (`c` needs its first len(u) - 1 coefficients)."""
-    v = [v0]
-    for k in range(1, len(u)):
-        v.append(E.div(_sum([E.mul(E.mul(c[k - j], j), u[j]) for j in range(1, k + 1)]), k))
-    return v
+    """The series of v with v' = c u' and v(0) = v0 (`c` needs its first len(u) - 1
+    coefficients)."""
+    return [v0] + [step(c, u, k) for k in range(1, len(u))]
 
 
 def scaled(u, a):
@@ -97,7 +109,7 @@ def exp_series(u, v0):
     """The series of exp(u), whose primal is v0: v' = v u'."""
     v = [v0]
     for k in range(1, len(u)):
-        v.append(E.div(_sum([E.mul(E.mul(v[k - j], j), u[j]) for j in range(1, k + 1)]), k))
+        v.append(step(v, u, k))
     return v
 
 
@@ -105,7 +117,7 @@ def log_series(u, v0):
     """The series of log(u): u v' = u'."""
     v = [v0]
     for k in range(1, len(u)):
-        conv = [E.mul(E.mul(v[j], j), u[k - j]) for j in range(1, k)]
+        conv = [E.mul(_times(v[j], j), u[k - j]) for j in range(1, k)]
         v.append(E.div(E.sub(u[k], E.div(_sum(conv), k)) if conv else u[k], u[0]))
     return v
 
@@ -125,9 +137,8 @@ def sincos_series(u, s0, c0, sign):
     c' = sign s u'."""
     s, c = [s0], [c0]
     for k in range(1, len(u)):
-        s.append(E.div(_sum([E.mul(E.mul(u[j], j), c[k - j]) for j in range(1, k + 1)]), k))
-        c.append(E.mul(E.div(_sum([E.mul(E.mul(u[j], j), s[k - j]) for j in range(1, k + 1)]),
-                             k), sign))
+        s.append(step(c, u, k))
+        c.append(E.mul(step(s, u, k), sign))
     return s, c
 
 
@@ -135,7 +146,7 @@ def logistic_series(u, v0):
     """The series of logistic(u): v' = e u' with e = v (1 - v)."""
     v, e = [v0], [E.mul(v0, E.sub(1, v0))]
     for k in range(1, len(u)):
-        v.append(E.div(_sum([E.mul(E.mul(e[k - j], j), u[j]) for j in range(1, k + 1)]), k))
+        v.append(step(e, u, k))
         e.append(E.sub(E.mul(E.sub(1, v0), v[k]),
                        _sum([E.mul(v[j], v[k - j]) for j in range(1, k + 1)])))
     return v
@@ -160,11 +171,11 @@ def erf_inv_series(u, v0):
     ex = [E.exp(sq[0])]
     c = [E.mul(ex[0], const)]
     for k in range(1, K + 1):
-        v.append(integral(c, u[:k + 1], v0)[k])
+        v.append(step(c, u, k))
         if k == K:
             break
         sq.append(_sum([E.mul(v[k - j], v[j]) for j in range(k + 1)]))
-        ex.append(E.div(_sum([E.mul(E.mul(ex[k - j], j), sq[j]) for j in range(1, k + 1)]), k))
+        ex.append(step(ex, sq, k))
         c.append(E.mul(ex[k], const))
     return v
 
