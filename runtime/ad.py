@@ -33,6 +33,7 @@ from .execution_guards import check_execution
 from .wrappers import user_facing as _call, name_like as _name_like, describe as _describe
 from .compiler.errors import ConcretizationError
 from .compiler.ir.builder import Builder, current
+from .compiler.ir.ssa import Literal
 from .compiler.primitives import emit
 from .compiler.transforms.jvp import jvp_emit
 from .compiler.transforms.vjp import vjp_forward, vjp_backward
@@ -135,7 +136,8 @@ class Transformation:
             values = [x if _is_tracer(x) else emit.bind("copy", emit.convert(
                 x, v.aval.dtype, v.aval.weak_type)) for x, v in zip(dynamic, st.fn.invars)]
             outs, post = rule(st, values + list(st.extra))
-            return post(outs)
+            # a constant result (`jvp(lambda x: 3.0, ...)` inside jit) is a value of its own
+            return post([emit.bind("copy", o) if type(o) is Literal else o for o in outs])
         avals = staging.leaf_avals(dynamic)
         entry = self.cache.lookup((treedef, statics, avals), lambda stale: self._compile(
             leaves, treedef, mask, avals))

@@ -124,6 +124,11 @@ def test_pytree_outputs_and_dtypes_as_jax():
     # integer and boolean results have zero series (JAX's jet refuses argmax: KeyError)
     _, (a, b) = jet(lambda x: knp.argmax(x) * x, (X,), (series,))
     np.testing.assert_allclose([a, b], [np.argmax(X) * series[0], np.argmax(X) * series[1]])
+    # constant results, inside jit too
+    for run in (jet, kiln.jit(jet, static_argnums=0)):
+        (c, y), (cs, ys) = run(lambda x: (3.0, x), (X,), (series,))
+        assert float(c) == 3.0 and [float(t) for t in cs] == [0.0, 0.0]
+        np.testing.assert_allclose(ys, series)
     out, none = jet(knp.sin, (X,), ([],))
     np.testing.assert_allclose(out, np.sin(X), rtol=1e-6)
     assert none == []
