@@ -1,9 +1,9 @@
 """kiln.experimental.jet against JAX 0.10.2's jax.experimental.jet: Taylor series of orders 1 to
 4 through MLPs, tanh chains, polynomials, division, exp/log and the other primitives JAX's jet
 covers (JAX's results are goldens, `tests/goldens/make_jet_goldens.py`, for the cases of
-`tests/jet_cases.py`); jet inside and around jit and under grad, pytree outputs and dtypes,
-JAX's scaling (jet2 unscaled), custom_jvp functions (their own series), the order-2 term
-against nested jvp, and the errors (those live against JAX)."""
+`tests/jet_cases.py`); jet inside and around jit and vmap and under grad, pytree outputs and
+dtypes, JAX's scaling (jet2 unscaled), custom_jvp functions (their own series), the order-2
+term against nested jvp, and the errors (those live against JAX)."""
 import json
 import os
 
@@ -108,6 +108,18 @@ def test_jit_inside_and_around_jet():
     np.testing.assert_allclose(
         kiln.grad(lambda x: jet(f, (x,), (series[:3],))[1][1].sum())(X),
         GOLDENS["grad_term"]["out"], rtol=1e-4, atol=1e-5)
+
+
+def test_vmap_around_and_inside_jet():
+    f = CASES["tanh_chain"](knp, klax)
+    xs = np.stack([X, X * 0.5, -X])
+    ss = [np.stack([t, t * 2, -t]) for t in terms(2)]
+    each = [jet(f, (xs[i],), ([s[i] for s in ss],)) for i in range(3)]
+    for out, series in (kiln.vmap(lambda x, s1, s2: jet(f, (x,), ((s1, s2),)))(xs, *ss),
+                        jet(kiln.vmap(f), (xs,), (ss,))):
+        np.testing.assert_allclose(out, [o for o, _ in each], rtol=1e-6)
+        for k in range(2):
+            np.testing.assert_allclose(series[k], [s[k] for _, s in each], rtol=1e-5)
 
 
 def test_pytree_outputs_and_dtypes_as_jax():
