@@ -177,7 +177,7 @@ def test_primitive_without_a_rule_is_refused_with_its_line():
     with pytest.raises(CompileError) as e:
         jet(f, (X,), (terms(2),))
     msg = str(e.value)
-    assert "no Taylor rule for the primitive 'tan'" in msg and "JAX's jet has none" in msg
+    assert "no Taylor rule for the primitive 'tan'; JAX's jet has none" in msg
     assert "test_jet.py" in msg and "return knp.tan(y)" in msg
     with pytest.raises(KeyError):   # JAX refuses it too
         their.jet(jnp.tan, (X,), (terms(2),))
@@ -186,6 +186,15 @@ def test_primitive_without_a_rule_is_refused_with_its_line():
         return knp.sort(x) * 2
     with pytest.raises(CompileError, match="'sort'"):
         kiln.jit(lambda x, s: jet(g, (x,), (s,)))(X, terms(1))
+
+    def h(x):
+        if x[0] > 0:   # compiles to a cond
+            x = x * 2
+        return x
+    with pytest.raises(CompileError) as e:
+        jet(h, (X,), (terms(1),))
+    assert "primitive 'cond' (a Python `if` on traced values or lax.cond compiles to it)" in \
+        str(e.value) and "if x[0] > 0:" in str(e.value)
 
 
 def test_argument_errors_as_jax():

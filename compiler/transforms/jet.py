@@ -20,14 +20,21 @@ from ..primitives.rule_forms import replay_eqn
 from .replay import replay_annotated
 
 
+_CONTROL = {"cond": "a Python `if` on traced values or lax.cond",
+            "while_loop": "a Python `while` on traced values or lax.while_loop",
+            "scan": "a Python `for` loop over a range, lax.fori_loop or lax.scan"}
+
+
 def no_rule_error(eqn):
+    name = eqn.prim.name
+    what = f" ({_CONTROL[name]} compiles to it)" if name in _CONTROL else ""
     return CompileError(
-        f"kiln.experimental.jet has no Taylor rule for the primitive {eqn.prim.name!r} (JAX's "
-        f"jet has none either)", eqn.info,
+        f"kiln.experimental.jet has no Taylor rule for the primitive {name!r}{what}; JAX's "
+        f"jet has none either", eqn.info,
         "jet covers elementwise arithmetic, exp/log/sin/cos/tanh/logistic/pow/sqrt/erf and "
-        "friends, dot_general, reductions, shape operations, select, cumsum and the "
-        "zero-derivative operations; use kiln.jvp repeatedly for this function, or "
-        "kiln.lax.stop_gradient where it needs no series.")
+        "friends, dot_general, reductions, shape operations, select (jnp.where), cumulative "
+        "sums, products and extrema, and the zero-derivative operations; use kiln.jvp "
+        "repeatedly for this function, or kiln.lax.stop_gradient where it needs no series.")
 
 
 def jet_eqn(eqn, ins, series):
