@@ -40,7 +40,8 @@ CASES = {
         np_.cumsum(x[::-1] ** 2), np_.reshape(np_.outer(x, x).T[1:3], (-1,)),
         np_.pad(x[1:], (1, 2)), x[np_.array([2, 0])], lax_.dynamic_slice(x, (1,), (2,)),
         np_.broadcast_to(x[:, None], (4, 2)).ravel(), np_.zeros(4).at[np_.array([1, 1])].add(x[:2]),
-        lax_.dynamic_update_slice(x, np_.exp(x[:2]), (1,))]),
+        lax_.dynamic_update_slice(x, np_.exp(x[:2]), (1,)), np_.real(np_.fft.fft(x * x)),
+        np_.imag(np_.fft.ifft(np_.sin(x)))]),
     "matmul": lambda np_, lax_: lambda x: np_.tanh(M @ x) @ (M @ np_.sin(x)),
     # x twice: cummax ties (1.1 at positions 2 and 6), which share the series as JAX's scan does
     "cumulative": lambda np_, lax_: lambda x: np_.concatenate([

@@ -14,6 +14,8 @@ import kiln
 import kiln.numpy as knp
 from kiln import lax as klax
 from kiln.compiler.errors import CompileError
+from kiln.compiler.primitives import PRIMITIVES
+from kiln.compiler.primitives.core import JET
 from kiln.experimental.jet import jet, jet2
 from jet_cases import CASES, X, Y, terms, two_args
 
@@ -37,6 +39,15 @@ def _check(mine, theirs, rtol):
     for k, (a, b) in enumerate(zip(s, ts)):
         np.testing.assert_allclose(a, b, rtol=rtol, atol=1e-4 * 10 ** k,
                                    err_msg=f"term {k + 1}")
+
+
+def test_the_rule_table_covers_jax_jets():
+    # every primitive JAX's jet has a rule for that kiln has (JAX's split, stack, jit, ... are
+    # not kiln primitives), and the custom-rule calls, which JAX's trace handles itself
+    theirs = {p.name.replace("-", "_") for p in their.jet_rules}
+    for name in theirs & set(PRIMITIVES):
+        assert PRIMITIVES[name] in JET or PRIMITIVES[name].zero_derivative, name
+    assert {p.name for p in JET} - theirs == {"custom_jvp_call", "custom_vjp_call"}
 
 
 def test_every_case_has_a_golden():
