@@ -144,6 +144,15 @@ def test_pytree_outputs_and_dtypes_as_jax():
     for mine, theirs in zip(kiln.tree_util.tree_leaves(s), jax.tree_util.tree_leaves(ts)):
         np.testing.assert_allclose(mine, theirs, rtol=1e-6)
         assert (mine.dtype, mine.weak_type) == (theirs.dtype, theirs.weak_type)
+    # Python numbers and float64 terms: the types JAX gives
+    x2, t64 = X[:2], [np.ones(2), np.full(2, 0.5)]
+    for args in [((0.5,), ((1.0, 0.0),)), ((x2,), (t64,)), ((0.5,), ((X[0], X[1]),)),
+                 ((x2,), ((1.0, 2.0),))]:
+        for mine, theirs in zip(kiln.tree_util.tree_leaves(jet(knp.sin, *args)),
+                                jax.tree_util.tree_leaves(their.jet(jnp.sin, *args))):
+            assert (mine.dtype, mine.weak_type, mine.shape) == \
+                (theirs.dtype, theirs.weak_type, theirs.shape)
+            np.testing.assert_allclose(mine, theirs, rtol=1e-6)
     # integer and boolean results have zero series (JAX's jet refuses argmax: KeyError)
     _, (a, b) = jet(lambda x: knp.argmax(x) * x, (X,), (series,))
     np.testing.assert_allclose([a, b], [np.argmax(X) * series[0], np.argmax(X) * series[1]])
