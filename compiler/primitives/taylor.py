@@ -291,16 +291,21 @@ composite(P["min"], lambda out, x, y: [out] + max_series(x[0], y[0], x[1:], y[1:
 # clamp(lo, x, hi) = min(max(lo, x), hi)
 composite(P["clamp"], lambda out, lo, x, hi: [out] + max_series(
     E.max_(lo[0], x[0]), hi[0], max_series(lo[0], x[0], lo[1:], x[1:], E.gt), hi[1:], E.lt))
-# rem(x, y) = x - y trunc(x / y), the trunc's series zero (JAX's rule takes floor for trunc)
-composite(P["rem"], lambda out, x, y: [out] + [
-    E.sub(a, E.mul(b, E.mul(E.sign(q), E.floor(E.abs_(q))))) for q in [E.div(x[0], y[0])]
-    for a, b in zip(x[1:], y[1:])])
+composite(P["rem"], lambda out, x, y: _rem_series(out, x, y))
 
 
 def _log_of_root(out, u, sign):
     inner = shifted(product(u, u), sign)
     root = const_power_series(inner, 0.5, E.sqrt(inner[0]))
     return log_series([E.add(a, b) for a, b in zip(u, root)], out)
+
+
+def _rem_series(out, x, y):
+    """rem(x, y) = x - y trunc(x / y), the trunc's series zero (JAX's rule takes floor for
+    trunc, which changes the value where x / y < 0)."""
+    q = E.div(x[0], y[0])
+    trunc = E.mul(E.sign(q), E.floor(E.abs_(q)))
+    return [out] + [E.sub(a, E.mul(b, trunc)) for a, b in zip(x[1:], y[1:])]
 
 
 def _atan2_series(out, x, y):
