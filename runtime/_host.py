@@ -134,7 +134,13 @@ def _switch(index, runners, names, info):
         idx = lax.convert_element_type(idx, np.int32)
     # A branch with equations but no outputs may still print (an effect): keep its `cond`.
     keep = dyn or any(fn.eqns for fn in fns)
-    outs = bind(P["cond"], idx, *outers, branches=tuple(fns)) if keep else ()
+    outs = ()
+    if keep:   # the `cond` is the `if` statement's (errors of transforms name its line)
+        prev, b.info = b.info, info or b.info
+        try:
+            outs = bind(P["cond"], idx, *outers, branches=tuple(fns))
+        finally:
+            b.info = prev
     leaves = [None] * n
     for j, v in static_idx.items():
         leaves[j] = v

@@ -317,7 +317,7 @@ def _transformed(fun, kind, make_rule, argnums):
     Transformations are shared by every call of the API with the same function and options
     (`kind`: the API's name and options), so `kiln.grad(f)(x)` written inline in a loop
     compiles once, not at every iteration."""
-    t = _cached_transformation(kind, fun, fun, make_rule)
+    t = cached_transformation(kind, fun, fun, make_rule)
 
     def flat(args, kwargs):
         leaves, treedef = tree_flatten((tuple(args), kwargs))
@@ -505,10 +505,10 @@ def _jvp_call(fun, primals, p_leaves, t_leaves, has_aux):
     p_tree = tree_structure(tuple(primals))
 
     def on_primals(*flat):
-        return _specialised_call(fun, tree_unflatten(p_tree, list(flat[:n])))
+        return specialised_call(fun, tree_unflatten(p_tree, list(flat[:n])))
     on_primals.__name__ = getattr(fun, "__name__", "fn")
     t_vals = [_tangent_value(t, p) for t, p in zip(t_leaves, p_leaves)]
-    t = _cached_transformation(("jvp", p_tree, has_aux), fun, on_primals, make_rule)
+    t = cached_transformation(("jvp", p_tree, has_aux), fun, on_primals, make_rule)
     leaves = list(p_leaves) + t_vals
     return t(leaves, tree_structure((tuple(leaves), {})), _primal_flags(p_leaves) + [True] * n)
 
@@ -530,7 +530,7 @@ def _tangent_value(t, p):
 _CACHE = {}
 
 
-def _cached_transformation(kind, fun, staged_fun, make_rule):
+def cached_transformation(kind, fun, staged_fun, make_rule):
     """One Transformation per (API and options, user function), so repeated eager calls
     reuse the compiled derivative. `kind` must determine everything `make_rule` closes over
     besides the argument types."""
@@ -1191,12 +1191,12 @@ def _check_cotangents(fun, ct, value_tree, out_avals):
 
 def _on_leaves(fun, p_tree, n):
     def staged(*flat):
-        return _specialised_call(fun, tree_unflatten(p_tree, list(flat[:n])))
+        return specialised_call(fun, tree_unflatten(p_tree, list(flat[:n])))
     staged.__name__ = getattr(fun, "__name__", "fn")
     return staged
 
 
-def _specialised_call(fun, args):
+def specialised_call(fun, args):
     """Call the user's `fun` from kiln's own code during specialisation: its source is walked
     (so its Python control flow on traced values compiles), as if the user had called it."""
     from .compiler.frontend.specialise import call_function

@@ -527,6 +527,9 @@ def test_jvp_pytrees():
     check(kiln.jvp(lambda x: x * jnp.float32(2.0), (3.0,), (1.0,)), (A(6.0), A(2.0)))
     check(kiln.jvp(lambda x: x * 2, (jnp.ones(2),), (np.ones(2),)),   # float64 canonicalised
           (A([2.0, 2.0]), A([2.0, 2.0])))
+    # a constant result inside jit (a Literal in the SSA) is returned as a value of its own
+    check(kiln.jit(lambda x: kiln.jvp(lambda x: 3.0, (x,), (x,)))(jnp.ones(2)),
+          (W(3.0), W(0.0)))
 
 
 def test_jvp_has_aux_and_integers():

@@ -12,7 +12,7 @@ from kiln.compiler.primitives.core import (TABLES, FLAGS, Primitive, RuleTable, 
 # The kinds the transforms and the LLVM backend read; a new backend adds its own.
 KINDS = {"jvp", "vjp", "vjp_forward", "batch", "batch_collective", "llvm", "llvm_scalar",
          "llvm_inplace", "llvm_scratch", "cuda_scalar", "batch_across_processes", "partition",
-         "stablehlo", "checkify"}
+         "stablehlo", "checkify", "jet"}
 
 
 def _loose_primitive(name="loose"):

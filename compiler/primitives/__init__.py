@@ -2,10 +2,11 @@
 `PRIMITIVES` (name -> Primitive) and their rules in the rule tables (`core`).
 
 Beside the families: `core` (the Primitive, the registry and the rule tables), the
-vocabulary rules are written in (`emit`, `batching`, `rule_forms`), how rules reach the
-transforms of the layer above for their regions (`regions`), the NumPy interpreter of SSA
-functions (`interpret`), which control flow's implementations and the reference backend run,
-and NumPy's floating-point error state while implementations run for a user (`quiet`)."""
+vocabulary rules are written in (`emit`, `batching`, `rule_forms`), the Taylor-mode rules of
+`kiln.experimental.jet` (`taylor`), how rules reach the transforms of the layer above for
+their regions (`regions`), the NumPy interpreter of SSA functions (`interpret`), which control
+flow's implementations and the reference backend run, and NumPy's floating-point error state
+while implementations run for a user (`quiet`)."""
 import warnings
 
 # Primitive implementations follow XLA, where overflow, division by zero and NaN results are
@@ -16,4 +17,4 @@ import warnings
 warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"kiln(\.|$)")
 
 from .core import PRIMITIVES, Primitive  # noqa: F401
-from . import elementwise, structural, indexing, reductions, linalg, decompositions, lu, qr, eigh, eig, schur, svd, fft, sorting, control, callbacks, autodiff, solves, collectives, processes, partitioning, partition_indexing, partition_rows, fusion, convolution, windows, checks, ffi, user, manual  # noqa: F401
+from . import elementwise, structural, indexing, reductions, linalg, decompositions, lu, qr, eigh, eig, schur, svd, fft, sorting, control, callbacks, autodiff, solves, collectives, processes, partitioning, partition_indexing, partition_rows, fusion, convolution, windows, checks, ffi, user, manual, taylor  # noqa: F401

@@ -149,6 +149,12 @@ BATCH_COLLECTIVE = rule_table(
 # list). Equations without a rule are replayed unchanged.
 CHECKIFY = rule_table("checkify", "checkify(eqn, ins, err, enabled) -> outs")
 
+# Taylor mode (transforms/jet.py, `kiln.experimental.jet`; rules in taylor.py). `series[i]`
+# is the list of operand i's Taylor coefficients x_1..x_K (not scaled by factorials), zeros
+# where it has none; emits the equation and returns its results and, per result, its list of
+# coefficients (None for none). Primitives marked `zero_derivative` need no rule.
+JET = rule_table("jet", "jet(eqn, primals, series) -> (outs, out_series)")
+
 # LLVM lowering of a whole equation (backends/llvm/codegen.py): `ctx` is the kernel being
 # built, `outs`/`ins` are its Buffers; the rule emits loops and calls.
 LLVM = rule_table("llvm", "llvm(ctx, outs, ins, **params) -> None")

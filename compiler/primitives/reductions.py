@@ -185,9 +185,9 @@ def _prod_partials(x, axes):
     flat = _reduced_first(x, axes)
     n = _length(flat, 0)
     one = E.scalar(1, E.aval(x))
-    before = _pad_axis(_slice_axis(E.cumprod(flat, axis=0, reverse=False), 0, n - 1, 1, 0),
+    before = _pad_axis(slice_axis(E.cumprod(flat, axis=0, reverse=False), 0, n - 1, 1, 0),
                        one, 1, 0, 0, 0)
-    after = _pad_axis(_slice_axis(E.cumprod(flat, axis=0, reverse=True), 1, n, 1, 0),
+    after = _pad_axis(slice_axis(E.cumprod(flat, axis=0, reverse=True), 1, n, 1, 0),
                       one, 0, 1, 0, 0)
     return E.mul(before, after)
 
@@ -335,7 +335,7 @@ JVP[cumsum] = tangent_rule(_cumsum_jvp)
 VJP[cumsum] = cotangent_rule(_cumsum_vjp)
 
 
-def _slice_axis(x, start, limit, stride, axis):
+def slice_axis(x, start, limit, stride, axis):
     """`x[start:limit:stride]` along `axis` (x itself when that is all of it)."""
     shape = E.aval(x).shape
     limit = max(limit, start)
@@ -359,8 +359,8 @@ def _length(x, axis):
     return E.aval(x).shape[axis]
 
 
-def _interleave(a, b, axis):
-    """a[0], b[0], a[1], b[1], ... (JAX's `_interleave`: len(a) is len(b) or len(b) + 1)."""
+def interleave(a, b, axis):
+    """a[0], b[0], a[1], b[1], ... (JAX's `interleave`: len(a) is len(b) or len(b) + 1)."""
     zero = E.scalar(0, E.aval(a))
     same = _length(a, axis) == _length(b, axis)
     return E.add(_pad_axis(a, zero, 0, 1 if same else 0, 1, axis),
@@ -383,19 +383,19 @@ def _scan_tree(combine, x, axis, top=True):
     n = _length(x, axis)
     if n < 2:
         return x, None
-    pairs, pair_weights = combine(_slice_axis(x, 0, n - 1, 2, axis),
-                                  _slice_axis(x, 1, n, 2, axis))
+    pairs, pair_weights = combine(slice_axis(x, 0, n - 1, 2, axis),
+                                  slice_axis(x, 1, n, 2, axis))
     odd, inner = _scan_tree(combine, pairs, axis, top=False)
     evens = even_weights = None
     if n > 2:
-        left = odd if n % 2 else _slice_axis(odd, 0, n // 2 - 1, 1, axis)
-        evens, even_weights = combine(left, _slice_axis(x, 2, n, 2, axis))
+        left = odd if n % 2 else slice_axis(odd, 0, n // 2 - 1, 1, axis)
+        evens, even_weights = combine(left, slice_axis(x, 2, n, 2, axis))
     record = (n, pair_weights, inner, even_weights)
     if top:
         return None, record
-    head = _slice_axis(x, 0, 1, 1, axis)
+    head = slice_axis(x, 0, 1, 1, axis)
     even = head if evens is None else E.concatenate(head, evens, dimension=axis)
-    return _interleave(even, odd, axis), record
+    return interleave(even, odd, axis), record
 
 
 def _scan_jvp(record, t, axis):
@@ -403,14 +403,14 @@ def _scan_jvp(record, t, axis):
     if record is None:
         return t
     n, pair_weights, inner, even_weights = record
-    odd = _scan_jvp(inner, _weighted(pair_weights, _slice_axis(t, 0, n - 1, 2, axis),
-                                     _slice_axis(t, 1, n, 2, axis)), axis)
-    even = _slice_axis(t, 0, 1, 1, axis)
+    odd = _scan_jvp(inner, _weighted(pair_weights, slice_axis(t, 0, n - 1, 2, axis),
+                                     slice_axis(t, 1, n, 2, axis)), axis)
+    even = slice_axis(t, 0, 1, 1, axis)
     if even_weights is not None:
-        left = odd if n % 2 else _slice_axis(odd, 0, n // 2 - 1, 1, axis)
-        even = E.concatenate(even, _weighted(even_weights, left, _slice_axis(t, 2, n, 2, axis)),
+        left = odd if n % 2 else slice_axis(odd, 0, n // 2 - 1, 1, axis)
+        even = E.concatenate(even, _weighted(even_weights, left, slice_axis(t, 2, n, 2, axis)),
                              dimension=axis)
-    return _interleave(even, odd, axis)
+    return interleave(even, odd, axis)
 
 
 def _scan_vjp(record, ct, axis):
@@ -419,17 +419,17 @@ def _scan_vjp(record, ct, axis):
         return ct
     n, (pair_wa, pair_wb), inner, even_weights = record
     zero = E.scalar(0, E.aval(ct))
-    ct_even = _slice_axis(ct, 0, n, 2, axis)                       # ceil(n/2) positions
-    ct_odd = _slice_axis(ct, 1, n, 2, axis)                        # n//2 positions
-    at_even = _slice_axis(ct_even, 0, 1, 1, axis)                  # the first element's
+    ct_even = slice_axis(ct, 0, n, 2, axis)                       # ceil(n/2) positions
+    ct_odd = slice_axis(ct, 1, n, 2, axis)                        # n//2 positions
+    at_even = slice_axis(ct_even, 0, 1, 1, axis)                  # the first element's
     if even_weights is not None:
         wa, wb = even_weights
-        ct_rest = _slice_axis(ct_even, 1, (n + 1) // 2, 1, axis)
+        ct_rest = slice_axis(ct_even, 1, (n + 1) // 2, 1, axis)
         ct_odd = E.add(ct_odd, _pad_axis(E.mul(ct_rest, wa), zero, 0, 1 - n % 2, 0, axis))
         at_even = E.concatenate(at_even, E.mul(ct_rest, wb), dimension=axis)
     ct_pairs = _scan_vjp(inner, ct_odd, axis)
     at_even = E.add(at_even, _pad_axis(E.mul(ct_pairs, pair_wa), zero, 0, n % 2, 0, axis))
-    return _interleave(at_even, E.mul(ct_pairs, pair_wb), axis)
+    return interleave(at_even, E.mul(ct_pairs, pair_wb), axis)
 
 
 def _combine_mul(a, b):

@@ -12,14 +12,15 @@ runs only inside its transform, which is then loaded. The entry points:
   batch(fn, args, dims, size) -> (outs, out_dims)        transforms/vmap.py `batch_emit`
   checkify(fn, args, err, enabled) -> outs                transforms/checkify.py
                                                           `checkify_emit`
+  jet(fn, primals, series) -> (outs, out_series)         transforms/jet.py `jet_emit`
 """
 _PROVIDERS = {}
 _WHERE = {"jvp": "transforms.jvp", "vjp": "transforms.vjp", "batch": "transforms.vmap",
-          "checkify": "transforms.checkify"}
+          "checkify": "transforms.checkify", "jet": "transforms.jet"}
 
 
 def provide(kind, entry):
-    """Register the transform `kind` (one of jvp, vjp, batch, checkify) of regions."""
+    """Register the transform `kind` (one of jvp, vjp, batch, checkify, jet) of regions."""
     if kind not in _WHERE:
         raise TypeError(f"unknown region transform {kind!r}; the kinds are "
                         + ", ".join(sorted(_WHERE)))
@@ -48,3 +49,7 @@ def batch(fn, args, dims, size):
 
 def checkify(fn, args, err, enabled):
     return _provider("checkify")(fn, args, err, enabled)
+
+
+def jet(fn, primals, series):
+    return _provider("jet")(fn, primals, series)

@@ -7,6 +7,7 @@ and executed by the reference backend.
   vmap      batching (`batch_emit`), with each primitive's batching rule
   checkify  run-time checks added and user checks discharged (`checkify_emit`), with each
             primitive's checkify rule
+  jet       Taylor-mode differentiation (`jet_emit`), with each primitive's jet rule
   replay    the replay of a function's equations that jvp and vmap share
   jacobian  jacfwd / jacrev as one scan over the basis vectors
   partial_eval  a derivative split into what is known now and what waits for the cotangent
