@@ -52,7 +52,8 @@ import os
 
 import numpy as np
 
-from . import _default_device
+from . import _default_device, staging
+from .compiler.config import config
 from .array import Array, _SHARDINGS
 from .sharding_propagation import shape_free
 from .compiler.ir.builder import STATE as _BUILDER_STATE
@@ -68,6 +69,11 @@ EAGER_CALLS = 16
 # `shape`) compiles at once: one eager pass over millions of elements costs seconds, far more
 # than a compile, and the compiled code gives the eager bits anyway.
 LARGE_CALL = 1 << 16
+# A composite's (`composite`) eager calls of one signature before it runs as one unit: its
+# compile costs about 10-40 eager calls, and a signature called twice is usually called in a
+# loop.
+UNIT_EAGER_CALLS = 1
+MIN_UNIT = 3              # equations a composite's unit needs to beat its eager calls
 MAX_SIGNATURES = 256      # per function; beyond, the table is cleared and counting restarts
 HOT_ITERATIONS = 1000     # iterations of one eager loop before the rest of it is compiled
 MAX_LOOPS = 64            # compiled loop rests kept (the least recently used dropped)
@@ -76,6 +82,7 @@ ENABLED = os.environ.get("KILN_EAGER_TIERS", "1").lower() not in ("0", "false", 
 _EAGER = "eager"          # a signature or loop that does not compile (tiered, compiled_rest)
 _NUMBERS = (int, float, complex, bool)
 _STATIC_TYPES = (int, float, complex, bool, str, type(None), np.dtype, type)
+_INEXACT = (float, complex)
 
 
 def _array_signature(leaf):
@@ -107,7 +114,7 @@ def _signature(names, static, args, kwargs):
     last naming every argument beyond them (a `*args` parameter's name, or None);
     `static`: the parameters whose Python values are fixed in the compiled function (shapes,
     counts, axes); every other Python number is passed to it, weakly typed, as `jit` passes
-    one."""
+    one; `static` None fixes every Python value (`composite`)."""
     keywords = sorted(kwargs)
     named = [names[min(i, len(names) - 1)] for i in range(len(args))] + keywords
     leaves, trees, parts, dynamic = [], [], [], []
@@ -118,7 +125,8 @@ def _signature(names, static, args, kwargs):
         leaves += argument_leaves
         for leaf in argument_leaves:
             found = _array_signature(leaf)
-            if found is None and type(leaf) in _NUMBERS and name not in static:
+            if found is None and type(leaf) in _NUMBERS and static is not None and \
+                    name not in static:
                 found = _number_signature(leaf)
                 if found is None:
                     return None
@@ -129,7 +137,8 @@ def _signature(names, static, args, kwargs):
                     hash(leaf)
                 except TypeError:
                     return None
-                found = (type(leaf), leaf)
+                # (a float by its repr: -0.0 and 0.0 are equal keys, and not the same value)
+                found = (type(leaf), repr(leaf) if type(leaf) in _INEXACT else leaf)
             else:
                 return None
             parts.append(found)
@@ -149,6 +158,11 @@ def _compiled(fn, layout, leaves, dynamic):
     """`fn` jitted for one signature: it takes the array leaves; the others are fixed.
     `layout`: (positional count, keyword names, each argument's treedef)."""
     from .jit import jit
+    return jit(_bound(fn, layout, leaves, dynamic))
+
+
+def _bound(fn, layout, leaves, dynamic):
+    """`fn` as a function of the array leaves of one signature, the other leaves fixed."""
     fixed = list(leaves)
     for i in dynamic:
         fixed[i] = None
@@ -165,7 +179,7 @@ def _compiled(fn, layout, leaves, dynamic):
         return fn(*arguments[:count], **dict(zip(keywords, arguments[count:])))
 
     run.__name__ = run.__qualname__ = getattr(fn, "__name__", "run")
-    return jit(run)
+    return run
 
 
 def _call_size(args, kwargs):
@@ -182,16 +196,23 @@ def _call_size(args, kwargs):
     return largest
 
 
-def tiered(fn, static=()):
-    """`fn`, its eager calls compiled once a signature repeats (see the module docstring);
-    `static`: names of the parameters whose Python values stay fixed in the compiled code."""
-    seen = {}   # signature -> eager calls so far (int), the compiled function, or _EAGER
-    names = [None]   # the positional parameters' names, then the name of any beyond them
+def _parameter_names(fn):
+    """`fn`'s positional parameters' names, then the name of any parameter beyond them (a
+    `*args` parameter's, or None): `_signature`'s `names`."""
+    names = [None]
     for parameter in inspect.signature(fn).parameters.values():
         if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
             names.insert(-1, parameter.name)
         elif parameter.kind is parameter.VAR_POSITIONAL:
             names[-1] = parameter.name
+    return names
+
+
+def tiered(fn, static=()):
+    """`fn`, its eager calls compiled once a signature repeats (see the module docstring);
+    `static`: names of the parameters whose Python values stay fixed in the compiled code."""
+    seen = {}   # signature -> eager calls so far (int), the compiled function, or _EAGER
+    names = _parameter_names(fn)
     static = frozenset(static)
 
     @functools.wraps(fn)
@@ -235,6 +256,121 @@ def tier_names(namespace, static_by_name):
     from .wrappers import user_facing
     for name, static in static_by_name.items():
         namespace[name] = user_facing(tiered(namespace[name].__wrapped__, static))
+
+
+def composite(fn):
+    """`fn`, its eager calls run as one unit once a signature repeats: the second call of a
+    signature (every Python value fixed: `_signature` with `static` None) specialises `fn`
+    and runs the SSA on the `exact` backend, the reference backend without the simplifier,
+    whose primitives are the eager operations' NumPy implementations: the eager bits, without
+    the library's Python and the dispatch of each operation. A function whose first unit has
+    fewer than `MIN_UNIT` equations (a thin wrapper over a primitive or two) gains nothing
+    from it and runs eagerly from then on (a call without arrays, whose unit is a constant,
+    only marks its signature eager); a call whose eager result is not a pytree of
+    arrays (a string, a number, None, a function) marks its signature eager, as does a
+    compile that fails. A compiled call that raises is run again eagerly, which raises the
+    eager error, as do the first calls; under the float checks (`debug_nans`/`debug_infs`)
+    every call runs eagerly, each operation checked, as before."""
+    seen = {}   # signature -> eager calls so far (int), the compiled unit, or _EAGER
+    names = _parameter_names(fn)
+    on = [True]   # False once the function's first unit proved too small to pay
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        if not (on[0] and ENABLED) or _FLOAT_CHECKS.on or not plain_eager():
+            return fn(*args, **kwargs)
+        found = _signature(names, None, args, kwargs)
+        if found is None:
+            return fn(*args, **kwargs)
+        key, dynamic, leaves = found
+        key = (key, _trace_options())
+        entry = seen.get(key, 0)
+        if entry is _EAGER:
+            return fn(*args, **kwargs)
+        arrays = [leaves[i] for i in dynamic]
+        if type(entry) is not int:
+            if entry.guards and not entry.guards_ok():   # a global it read has changed
+                entry = seen[key] = 0
+            else:
+                try:
+                    return entry(*arrays)
+                except Exception:   # the eager code raises the error, naming the user's line
+                    return fn(*args, **kwargs)
+        if entry < UNIT_EAGER_CALLS:
+            out = fn(*args, **kwargs)
+            if len(seen) >= MAX_SIGNATURES:
+                seen.clear()
+            results = tree_flatten(out)[0]
+            seen[key] = entry + 1 if results and all(type(r) is Array for r in results) \
+                else _EAGER
+            return out
+        try:
+            unit = _Unit(_bound(fn, key[0][0], leaves, dynamic), arrays)
+        except Exception:   # it does not specialise so: eager, which raises a real error
+            seen[key] = _EAGER
+            return fn(*args, **kwargs)
+        if unit.size < MIN_UNIT:   # (all-static calls fold to constants: only that one)
+            if dynamic:
+                on[0] = False
+                seen.clear()
+            else:
+                seen[key] = _EAGER
+            return fn(*args, **kwargs)
+        seen[key] = unit
+        try:
+            return unit(*arrays)
+        except Exception:
+            return fn(*args, **kwargs)
+
+    call._kiln_units = seen
+    return call
+
+
+class _Unit(staging.Entry):
+    """A composite specialised for one signature (`run`, a function of its `arrays`), on the
+    exact backend; called with the arrays of a call of that signature, it runs the SSA and
+    makes the results as `jit` does, without `jit`'s dispatch (the signature is known).
+    `size`: its equations."""
+    __slots__ = ("executable", "consts", "out_tree", "out_weak", "size")
+
+    def __init__(self, run, arrays):
+        avals = [staging.leaf_aval(a, f"argument {i}")[0] for i, a in enumerate(arrays)]
+        st = staging.stage(run, avals, lambda tracers: (tracers, {}), run.__name__)
+        if st.writes or st.refs is not None:
+            raise ValueError(f"{run.__name__} writes a global or a Ref: it stays eager")
+        ssa, self.executable = staging.compile_ssa(st.fn, "exact", name=run.__name__)
+        self.consts = tuple(st.extra)
+        self.out_tree = st.out_tree
+        self.out_weak = [v.aval.weak_type for v in ssa.outvars]
+        self.guards = st.guards
+        self.size = len(ssa.eqns)
+
+    def __call__(self, *arrays):
+        values = [a._value if type(a) is Array else staging.leaf_value(a) for a in arrays]
+        outs = self.executable(*values, *self.consts)
+        return tree_unflatten(self.out_tree, staging.wrap_outputs(outs, self.out_weak))
+
+
+def _trace_options():
+    """The values of the options a specialisation depends on (`staging.TRACE_OPTIONS`)."""
+    return tuple(config.read(name) for name in staging.TRACE_OPTIONS)
+
+
+def tier_composites(namespace, exclude=()):
+    """Make every function `namespace["__all__"]` names (a `wrappers.user_facing` one, not
+    already tiered by `tier_names`, not in `exclude`) a `composite`, inside its user-facing
+    wrapper; aliases stay one object."""
+    from .wrappers import user_facing
+    made = {}
+    for name in namespace["__all__"]:
+        value = namespace.get(name)
+        inner = getattr(value, "__wrapped__", None)
+        if name in exclude or not callable(inner) or hasattr(inner, "_kiln_tiers") or \
+                isinstance(inner, type):
+            continue
+        if id(value) not in made:
+            made[id(value)] = user_facing(composite(inner))
+        namespace[name] = made[id(value)]
 
 
 _LOOPS = collections.OrderedDict()   # loop key -> its compiled rest, or _EAGER

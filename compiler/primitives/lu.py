@@ -61,6 +61,11 @@ def _lu(a):
 
 def _swap(x, rows, j, p):
     """Swap entry (or row) j with entry p[b] of each matrix b of the batch."""
+    if len(rows) == 1:   # one matrix: a plain swap, or none
+        q = int(p[0])
+        if q != j:
+            x[0, [j, q]] = x[0, [q, j]]
+        return
     mine, theirs = x[:, j].copy(), x[rows, p].copy()
     x[:, j] = theirs
     x[rows, p] = mine

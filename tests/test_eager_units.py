@@ -1,0 +1,185 @@
+"""Eager calls of the other composite functions of `kiln.numpy`, `kiln.numpy.linalg`,
+`kiln.nn`, `kiln.scipy.linalg` and `kiln.scipy.special` run as one unit from the second call
+of a signature (runtime/eager_tiers.py, `composite`): the SSA on the `exact` backend gives the
+eager calls' bits, dtypes and weak types; every Python value is fixed (a new value is a new
+signature); errors, the float checks and the calls that must stay eager are as before."""
+import numpy as np
+import pytest
+
+import kiln
+import kiln.nn as knn
+import kiln.numpy as jnp
+import kiln.scipy.linalg as ksl
+import kiln.scipy.special as kss
+from kiln import eager_tiers
+
+RNG = np.random.default_rng(3)
+M8 = RNG.standard_normal((8, 8)).astype(np.float32)
+SPD = (M8 @ M8.T + 8 * np.eye(8)).astype(np.float32)
+B8 = RNG.standard_normal((8, 3)).astype(np.float32)
+X = RNG.standard_normal((16, 64)).astype(np.float32)
+V = RNG.standard_normal(100).astype(np.float32) * 3
+XP = np.sort(RNG.standard_normal(20)).astype(np.float32)
+M64 = RNG.standard_normal((64, 64)).astype(np.float64)
+
+# Composites of several dozen primitives each, among them the ones whose compiled (LLVM) code
+# rounds otherwise: exp, log, erf, sums along an axis, products and factorisations.
+CALLS = {
+    "linalg.inv": lambda: jnp.linalg.inv(M8),
+    "linalg.solve": lambda: jnp.linalg.solve(M8, B8),
+    "linalg.det": lambda: jnp.linalg.det(M8),
+    "linalg.slogdet": lambda: jnp.linalg.slogdet(M8),
+    "linalg.cholesky": lambda: jnp.linalg.cholesky(SPD),
+    "linalg.norm": lambda: jnp.linalg.norm(X, axis=1),
+    "linalg.pinv": lambda: jnp.linalg.pinv(M8[:, :5]),
+    "interp": lambda: jnp.interp(V, XP, XP * 2, left=-1.0),
+    "var": lambda: jnp.var(X, axis=0),
+    "std": lambda: jnp.std(M64, ddof=1),
+    "mean": lambda: jnp.mean(X, axis=1, keepdims=True),
+    "cov": lambda: jnp.cov(X[:4]),
+    "trapezoid": lambda: jnp.trapezoid(X, dx=0.5),
+    "logspace": lambda: jnp.logspace(0.0, V[:3], 7),
+    "nn.softmax": lambda: knn.softmax(X),
+    "nn.log_softmax": lambda: knn.log_softmax(X, axis=0),
+    "nn.logsumexp": lambda: knn.logsumexp(X, axis=1),
+    "nn.gelu": lambda: knn.gelu(X),
+    "nn.standardize": lambda: knn.standardize(X),
+    "scipy.linalg.expm": lambda: ksl.expm(M8 / 4),
+    "scipy.linalg.lu": lambda: ksl.lu(M8),
+    "scipy.special.logsumexp": lambda: kss.logsumexp(X, axis=0),
+    "scipy.special.xlogy": lambda: kss.xlogy(np.abs(X), np.abs(X)),
+}
+
+
+def function(name):
+    module = {"linalg": jnp.linalg, "nn": knn, "scipy.linalg": ksl,
+              "scipy.special": kss}.get(name.rpartition(".")[0], jnp)
+    return getattr(module, name.rpartition(".")[2])
+
+
+def units(fn):
+    return [v for v in fn._kiln_units.values() if isinstance(v, eager_tiers._Unit)]
+
+
+def eager_only(monkeypatch, call):
+    with monkeypatch.context() as patch:
+        patch.setattr(eager_tiers, "ENABLED", False)
+        return call()
+
+
+def same(got, want):
+    assert type(got) is type(want)
+    got_leaves = kiln.tree_util.tree_leaves(got)
+    want_leaves = kiln.tree_util.tree_leaves(want)
+    assert len(got_leaves) == len(want_leaves)
+    for g, w in zip(got_leaves, want_leaves):
+        assert type(g) is type(w)
+        assert g.dtype == w.dtype and g.weak_type == w.weak_type, (g, w)
+        assert g.shape == w.shape
+        assert np.asarray(g).tobytes() == np.asarray(w).tobytes()   # -0.0 and NaN bits too
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_units_give_the_eager_bits(name, monkeypatch):
+    fn, call = function(name), CALLS[name]
+    fn._kiln_units.clear()
+    want = eager_only(monkeypatch, call)
+    first = call()
+    assert not units(fn)
+    outs = [first] + [call() for _ in range(3)]
+    assert len(units(fn)) == 1, "the second call of the signature runs as one unit"
+    assert units(fn)[0].size >= eager_tiers.MIN_UNIT
+    for out in outs:
+        same(out, want)
+
+
+def test_every_python_value_is_part_of_the_signature(monkeypatch):
+    """A Python number is fixed in the unit (it could choose another path eagerly), so a new
+    value is a new signature; -0.0 is not 0.0."""
+    jnp.interp._kiln_units.clear()
+    for left in [0.0, 0.0, -0.0, -0.0, 0.0]:
+        got = jnp.interp(V, XP, XP, left=left)
+        same(got, eager_only(monkeypatch, lambda: jnp.interp(V, XP, XP, left=left)))
+        assert np.signbit(np.asarray(got)[V < XP[0]]).all() == (str(left) == "-0.0")
+    assert len(units(jnp.interp)) == 2
+
+
+def test_thin_functions_stay_eager():
+    """A function whose first unit has fewer than MIN_UNIT equations runs eagerly from then
+    on (a unit would only add its dispatch)."""
+    x = jnp.asarray(X)
+    for _ in range(3):
+        jnp.transpose(x)
+        jnp.reshape(x, (64, 16))
+    assert not jnp.transpose._kiln_units and not jnp.reshape._kiln_units
+
+
+def test_results_that_are_not_arrays_and_host_io_stay_eager(tmp_path):
+    for _ in range(3):
+        assert jnp.ndim(X) == 2 and type(jnp.ndim(X)) is int
+        assert isinstance(jnp.array_str(jnp.asarray(V[:3])), str)
+    assert list(jnp.ndim._kiln_units.values()) == [eager_tiers._EAGER]
+    assert not hasattr(jnp.save, "_kiln_units") and not hasattr(jnp.load, "_kiln_units")
+    assert not hasattr(jnp.array_str, "_kiln_units")
+
+
+def inverse_of(a):
+    return jnp.linalg.inv(a)
+
+
+def test_errors_are_the_eager_ones_and_name_the_users_line():
+    jnp.linalg.inv._kiln_units.clear()
+    for _ in range(3):
+        jnp.linalg.inv(M8)
+        with pytest.raises(ValueError, match="requires square matrices") as caught:
+            inverse_of(M8[:, :5])
+    assert len(units(jnp.linalg.inv)) == 1
+    assert len(jnp.linalg.inv._kiln_units) == 1   # a call that raises is never counted
+    files = [str(entry.path) for entry in caught.traceback]
+    assert files[1] == __file__ and caught.traceback[1].name == "inverse_of"
+
+
+def test_a_unit_that_raises_reruns_eagerly(monkeypatch):
+    jnp.var._kiln_units.clear()
+    jnp.var(X)
+    want = jnp.var(X)
+    (unit,) = units(jnp.var)
+
+    def broken(*values):
+        raise RuntimeError("a unit's failure is never the user's error")
+    monkeypatch.setattr(unit, "executable", broken)
+    same(jnp.var(X), want)
+
+
+def test_traced_calls_disable_jit_and_float_checks_stay_eager(monkeypatch):
+    jnp.linalg.det._kiln_units.clear()
+    for _ in range(3):
+        kiln.jit(jnp.linalg.det)(M8)
+        kiln.grad(lambda a: jnp.linalg.det(a))(M8)
+        kiln.vmap(jnp.linalg.det)(np.stack([M8, M8]))
+    with kiln.disable_jit():
+        for _ in range(3):
+            jnp.linalg.det(M8)
+    assert not jnp.linalg.det._kiln_units
+    # under debug_nans each eager operation is checked, as before: the error names the
+    # operation that made the NaN inside logsumexp, where a unit would only see its result
+    knn.logsumexp._kiln_units.clear()
+    with kiln.debug_nans(True):
+        with pytest.raises(FloatingPointError) as eager:
+            eager_only(monkeypatch, lambda: knn.logsumexp(np.float32([1.0, 2.0]),
+                                                          b=np.float32([-1.0, -3.0])))
+        for _ in range(3):
+            with pytest.raises(FloatingPointError) as caught:
+                knn.logsumexp(np.float32([1.0, 2.0]), b=np.float32([-1.0, -3.0]))
+            assert str(caught.value) == str(eager.value)
+    assert not knn.logsumexp._kiln_units
+
+
+def test_units_follow_enable_x64():
+    jnp.var._kiln_units.clear()
+    with kiln.enable_x64(True):
+        for _ in range(2):
+            wide = jnp.var(np.arange(5))
+    narrow = [jnp.var(np.arange(5)) for _ in range(2)]
+    assert wide.dtype == np.float64 and narrow[1].dtype == np.float32
+    assert len(units(jnp.var)) == 2
