@@ -359,18 +359,22 @@ def _trace_options():
 def tier_composites(namespace, exclude=()):
     """Make every function `namespace["__all__"]` names (a `wrappers.user_facing` one, not
     already tiered by `tier_names`, not in `exclude`) a `composite`, inside its user-facing
-    wrapper; aliases stay one object."""
+    wrapper; aliases, in one namespace or several (`nn.logsumexp` is
+    `scipy.special.logsumexp`), stay one object."""
     from .wrappers import user_facing
-    made = {}
     for name in namespace["__all__"]:
         value = namespace.get(name)
         inner = getattr(value, "__wrapped__", None)
-        if name in exclude or not callable(inner) or hasattr(inner, "_kiln_tiers") or \
-                isinstance(inner, type):
+        if name in exclude or not callable(inner) or isinstance(inner, type) or \
+                hasattr(inner, "_kiln_tiers") or hasattr(inner, "_kiln_units"):
             continue
-        if id(value) not in made:
-            made[id(value)] = user_facing(composite(inner))
-        namespace[name] = made[id(value)]
+        made = _COMPOSITES.get(id(inner))
+        if made is None or made[0] is not inner:
+            made = _COMPOSITES[id(inner)] = (inner, user_facing(composite(inner)))
+        namespace[name] = made[1]
+
+
+_COMPOSITES = {}   # id(function) -> (the function, its composite's user-facing wrapper)
 
 
 _LOOPS = collections.OrderedDict()   # loop key -> its compiled rest, or _EAGER
