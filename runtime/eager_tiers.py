@@ -149,9 +149,15 @@ def _signature(names, static, args, kwargs):
 
 def plain_eager():
     """May an eager call be compiled now? (see the module docstring)"""
-    from .jit import _DISABLED
-    return not (_BUILDER_STATE.stack or _DISABLED.on or _GUARDS.no_execution
+    disabled = _JIT_SWITCH[0]
+    if disabled is None:   # (jit imports this module: its switch is read at the first call)
+        from .jit import _DISABLED as disabled
+        _JIT_SWITCH[0] = disabled
+    return not (_BUILDER_STATE.stack or disabled.on or _GUARDS.no_execution
                 or _default_device.IN_FORCE[0] and _default_device.current() is not None)
+
+
+_JIT_SWITCH = [None]   # jit._DISABLED, once read
 
 
 def _compiled(fn, layout, leaves, dynamic):
@@ -279,10 +285,14 @@ def composite(fn):
     def call(*args, **kwargs):
         if not (on[0] and ENABLED) or _FLOAT_CHECKS.on or not plain_eager():
             return fn(*args, **kwargs)
-        found = _signature(names, None, args, kwargs)
-        if found is None:
-            return fn(*args, **kwargs)
-        key, dynamic, leaves = found
+        key = None if kwargs else _arrays_key(args)
+        if key is None:
+            found = _signature(names, None, args, kwargs)
+            if found is None:
+                return fn(*args, **kwargs)
+            key, dynamic, leaves = found
+        else:   # positional host arrays only: the leaves are the arguments
+            found, dynamic, leaves = None, range(len(args)), args
         key = (key, _trace_options())
         entry = seen.get(key, 0)
         if entry is _EAGER:
@@ -304,8 +314,9 @@ def composite(fn):
             seen[key] = entry + 1 if results and all(type(r) is Array for r in results) \
                 else _EAGER
             return out
+        layout = (len(args), (), (_LEAF,) * len(args)) if found is None else key[0][0]
         try:
-            unit = _Unit(_bound(fn, key[0][0], leaves, dynamic), arrays)
+            unit = _Unit(_bound(fn, layout, leaves, dynamic), arrays)
         except Exception:   # it does not specialise so: eager, which raises a real error
             seen[key] = _EAGER
             return fn(*args, **kwargs)
@@ -349,6 +360,21 @@ class _Unit(staging.Entry):
         values = [a._value if type(a) is Array else staging.leaf_value(a) for a in arrays]
         outs = self.executable(*values, *self.consts)
         return tree_unflatten(self.out_tree, staging.wrap_outputs(outs, self.out_weak))
+
+
+def _arrays_key(args):
+    """The signature of a call whose arguments are all host Arrays (`_signature`'s key for
+    them, without flattening): their shapes, dtypes and weak types; None for any other."""
+    parts = []
+    for a in args:
+        if type(a) is not Array or type(a._value) is not np.ndarray or id(a) in _SHARDINGS:
+            return None
+        value = a._value
+        parts.append((value.shape, value.dtype, a.weak_type))
+    return tuple(parts)
+
+
+_LEAF = tree_flatten(0)[1]   # the pytree definition of one leaf
 
 
 def _trace_options():

@@ -183,3 +183,39 @@ def test_units_follow_enable_x64():
     narrow = [jnp.var(np.arange(5)) for _ in range(2)]
     assert wide.dtype == np.float64 and narrow[1].dtype == np.float32
     assert len(units(jnp.var)) == 2
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.float16])
+def test_lu_of_one_matrix_is_the_batched_elimination(dtype):
+    """lu's NumPy definition takes a shorter path for one matrix (what eager `inv`, `solve`
+    and `det` call): the same operations on each element, so the batch's bits."""
+    from kiln.compiler.primitives import PRIMITIVES
+    lu = PRIMITIVES["lu"].impl
+    rng = np.random.default_rng(5)
+    for m, n in [(1, 1), (8, 8), (5, 9), (9, 5)]:
+        for trial in range(6):
+            a = rng.standard_normal((m, n)) + (1j * rng.standard_normal((m, n))
+                                               if dtype == np.complex64 else 0)
+            a = (np.round(a) if trial % 2 else a).astype(dtype)   # (ties between pivots)
+            if trial == 3:
+                a[:, 0] = 0
+            if trial == 5:
+                a[-1, :] = np.nan
+            for one, batched in zip(lu(a), lu(np.stack([a, a]))):
+                assert one.tobytes() == batched[0].tobytes()
+
+
+def test_gather_along_one_axis_takes_the_general_path_s_values():
+    """gather's NumPy definition takes whole slices along one axis with `np.take`: the
+    values, clamping and fill of the general path (a window index per axis)."""
+    from kiln.compiler.primitives import indexing
+    x = RNG.standard_normal((5, 6, 7)).astype(np.float32)
+    for axis in range(3):
+        indices = np.array([[0], [4], [-3], [9], [2]], np.int32)
+        window = list(x.shape)
+        window[axis] = 1
+        taken = indexing._taken_windows(x, indices, (axis,), tuple(window))
+        starts, fits = indexing._window_starts(x.shape, indices, (axis,), tuple(window))
+        general = x[indexing._window_index(starts, tuple(window))]
+        assert taken[0].tobytes() == general.tobytes()
+        np.testing.assert_array_equal(taken[1], fits)
