@@ -195,8 +195,10 @@ def _taken_windows(x, indices, index_map, window):
         return None
     last = x.shape[axis] - 1
     fits = (flat >= 0) & (flat <= last)
-    taken = np.take(x, np.clip(flat, 0, last), axis=axis)
-    return np.expand_dims(np.moveaxis(taken, axis, 0), axis + 1), fits
+    taken = np.take(x, np.minimum(np.maximum(flat, 0), last), axis=axis)
+    if axis:
+        taken = np.moveaxis(taken, axis, 0)
+    return taken.reshape((flat.size,) + tuple(window)), fits
 
 
 def _gather(x, indices, *, dimension_numbers, slice_sizes, mode="clip", fill_value=None):
