@@ -2,11 +2,15 @@
 eager loops, whose remaining iterations are compiled (`compiled_rest`, used by
 lax/_control_flow.py; docs/control_flow.md).
 
-The functions so compiled are `kiln.random`'s samplers (random.py) and the composite
-functions of `kiln.numpy`, `kiln.numpy.linalg`, `kiln.nn`, `kiln.scipy.linalg` and
+The functions so compiled (`tiered`) are `kiln.random`'s samplers (random.py) and the
+composite functions of `kiln.numpy`, `kiln.numpy.linalg`, `kiln.nn`, `kiln.scipy.linalg` and
 `kiln.scipy.special` that JAX 0.10.2 jits and whose compiled code gives the eager bits; each
 namespace's table (`tier_names`) names them with JAX's static parameters
-(docs/performance.md says which functions and why the others stay eager).
+(docs/performance.md says which functions and why the others are not compiled). Every other
+function of those namespaces (`tier_composites`) runs as one unit from the second call of a
+signature (`composite`): specialised once, its SSA run on the `exact` backend, whose
+primitives are the eager operations' NumPy definitions, so the results are the eager bits
+without the library's Python and the dispatch of each operation.
 
 A function such as `kiln.random.normal` is a few hundred primitives (the threefry hash, the
 sampler's arithmetic). Called outside `jit`, each primitive is dispatched on its own: about
