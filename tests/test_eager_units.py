@@ -12,6 +12,7 @@ import kiln.numpy as jnp
 import kiln.scipy.linalg as ksl
 import kiln.scipy.special as kss
 from kiln import eager_tiers
+from test_eager_composites import eager_only, same as same_values
 
 RNG = np.random.default_rng(3)
 M8 = RNG.standard_normal((8, 8)).astype(np.float32)
@@ -61,22 +62,11 @@ def units(fn):
     return [v for v in fn._kiln_units.values() if isinstance(v, eager_tiers._Unit)]
 
 
-def eager_only(monkeypatch, call):
-    with monkeypatch.context() as patch:
-        patch.setattr(eager_tiers, "ENABLED", False)
-        return call()
-
-
 def same(got, want):
-    assert type(got) is type(want)
-    got_leaves = kiln.tree_util.tree_leaves(got)
-    want_leaves = kiln.tree_util.tree_leaves(want)
-    assert len(got_leaves) == len(want_leaves)
-    for g, w in zip(got_leaves, want_leaves):
-        assert type(g) is type(w)
-        assert g.dtype == w.dtype and g.weak_type == w.weak_type, (g, w)
-        assert g.shape == w.shape
-        assert np.asarray(g).tobytes() == np.asarray(w).tobytes()   # -0.0 and NaN bits too
+    """`same_values`, and the same bytes (-0.0 and NaN payloads too)."""
+    same_values(got, want)
+    for g, w in zip(kiln.tree_util.tree_leaves(got), kiln.tree_util.tree_leaves(want)):
+        assert np.asarray(g).tobytes() == np.asarray(w).tobytes()
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))
