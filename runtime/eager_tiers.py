@@ -273,7 +273,8 @@ def composite(fn):
     signature (every Python value fixed: `_signature` with `static` None) specialises `fn`
     and runs the SSA on the `exact` backend, the reference backend without the simplifier,
     whose primitives are the eager operations' NumPy implementations: the eager bits, without
-    the library's Python and the dispatch of each operation. A function whose first unit has
+    the library's Python and the dispatch of each operation. A change of any option but the
+    trace options (which are part of the signature) drops every unit (`_forget_units`). A function whose first unit has
     fewer than `MIN_UNIT` equations (a thin wrapper over a primitive or two) gains nothing
     from it and runs eagerly from then on (a call without arrays, whose unit is a constant,
     only marks its signature eager); a call whose eager result is not a pytree of
@@ -338,7 +339,23 @@ def composite(fn):
             return fn(*args, **kwargs)
 
     call._kiln_units = seen
+    _UNIT_TABLES.append(seen)
     return call
+
+
+_UNIT_TABLES = []   # every composite's table of signatures
+
+
+def _forget_units(name, value):
+    """An option changed (rank promotion, dtype promotion, matmul precision, ...): the
+    library may read it while it is specialised, so every composite's units are made again
+    (enable_x64, a trace option, is part of each signature instead)."""
+    if name not in staging.TRACE_OPTIONS:
+        for table in _UNIT_TABLES:
+            table.clear()
+
+
+config.on_change(_forget_units)
 
 
 class _Unit(staging.Entry):

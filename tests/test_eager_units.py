@@ -209,3 +209,18 @@ def test_gather_along_one_axis_takes_the_general_path_s_values():
         general = x[indexing._window_index(starts, tuple(window))]
         assert taken[0].tobytes() == general.tobytes()
         np.testing.assert_array_equal(taken[1], fits)
+
+
+def test_a_changed_option_makes_the_units_again():
+    """The library reads options while it is specialised (rank promotion here): a change
+    drops every unit, so the next calls see it as the eager ones do."""
+    knn.logsumexp._kiln_units.clear()
+    x, b = np.float32([[1.0, 2.0]]), np.float32([1.0, 1.0])
+    for _ in range(3):
+        knn.logsumexp(x, b=b)
+    assert units(knn.logsumexp)
+    with kiln.numpy_rank_promotion("raise"):
+        assert not units(knn.logsumexp)
+        for _ in range(3):
+            with pytest.raises(ValueError, match="jax_numpy_rank_promotion='raise'"):
+                knn.logsumexp(x, b=b)
