@@ -274,14 +274,15 @@ def composite(fn):
     and runs the SSA on the `exact` backend, the reference backend without the simplifier,
     whose primitives are the eager operations' NumPy implementations: the eager bits, without
     the library's Python and the dispatch of each operation. A change of any option but the
-    trace options (which are part of the signature) drops every unit (`_forget_units`). A function whose first unit has
-    fewer than `MIN_UNIT` equations (a thin wrapper over a primitive or two) gains nothing
-    from it and runs eagerly from then on (a call without arrays, whose unit is a constant,
-    only marks its signature eager); a call whose eager result is not a pytree of
-    arrays (a string, a number, None, a function) marks its signature eager, as does a
-    compile that fails. A compiled call that raises is run again eagerly, which raises the
-    eager error, as do the first calls; under the float checks (`debug_nans`/`debug_infs`)
-    every call runs eagerly, each operation checked, as before."""
+    trace options (which are part of the signature) drops every unit (`_forget_units`).
+    A function whose first unit has fewer than `MIN_UNIT` equations (a thin wrapper over a
+    primitive or two) gains nothing from it and runs eagerly from then on (a call without
+    arrays, whose unit is a constant, only marks its signature eager); a call whose eager
+    result is not a pytree of arrays (a string, a number, None, a function) marks its
+    signature eager, as does a compile that fails. A compiled call that raises is run again
+    eagerly, which raises the eager error, as do the first calls; under the float checks
+    (`debug_nans`/`debug_infs`) every call runs eagerly, each operation checked, as
+    before."""
     seen = {}   # signature -> eager calls so far (int), the compiled unit, or _EAGER
     names = _parameter_names(fn)
     on = [True]   # False once the function's first unit proved too small to pay
