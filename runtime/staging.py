@@ -541,8 +541,8 @@ def compile_ssa(fn, backend="reference", donated=(), fallback=None, name=None, f
     under KILN_LOG_COMPILES. A `check` that no checkify discharged is JAX's ValueError for any
     backend but the reference one, whose executables raise when it fails (eager transforms). `finish(ssa) -> ssa` runs after the pipeline (pmap and shard_map
     tell the collectives the replicas' layout there)."""
-    if backend not in ("reference", "exact"):   # compiled code cannot raise: a check must be
-        # discharged
+    # compiled code cannot raise: a check must be discharged (the reference backends raise)
+    if backend not in ("reference", "exact"):
         unchecked = undischarged(fn)
         if unchecked is not None:
             raise ValueError(located(FUNCTIONALIZATION, unchecked.info, CHECK_HINT))
