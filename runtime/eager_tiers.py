@@ -74,8 +74,8 @@ EAGER_CALLS = 16
 # than a compile, and the compiled code gives the eager bits anyway.
 LARGE_CALL = 1 << 16
 # A composite's (`composite`) eager calls of one signature before it runs as one unit: its
-# compile costs about 10-40 eager calls, and a signature called twice is usually called in a
-# loop.
+# compile costs about 20-90 eager calls (5-50 ms), and a signature called twice is usually
+# called in a loop.
 UNIT_EAGER_CALLS = 1
 MIN_UNIT = 3              # equations a composite's unit needs to beat its eager calls
 MAX_SIGNATURES = 256      # per function; beyond, the table is cleared and counting restarts
