@@ -281,8 +281,9 @@ def composite(fn):
     result is not a pytree of arrays (a string, a number, None, a function) marks its
     signature eager, as does a compile that fails. A compiled call that raises is run again
     eagerly, which raises the eager error, as do the first calls; under the float checks
-    (`debug_nans`/`debug_infs`) every call runs eagerly, each operation checked, as
-    before."""
+    (`debug_nans`/`debug_infs`) every call runs eagerly, each operation checked, as before,
+    and so do calls with arrays committed to a device (the eager operations place their
+    results)."""
     seen = {}   # signature -> eager calls so far (int), the compiled unit, or _EAGER
     names = _parameter_names(fn)
     on = [True]   # False once the function's first unit proved too small to pay
@@ -294,8 +295,8 @@ def composite(fn):
         key = None if kwargs else _arrays_key(args)
         if key is None:
             found = _signature(names, None, args, kwargs)
-            if found is None:
-                return fn(*args, **kwargs)
+            if found is None or any(id(leaf) in _SHARDINGS for leaf in found[2]):
+                return fn(*args, **kwargs)   # (placed arrays: the eager results are placed)
             key, dynamic, leaves = found
         else:   # positional host arrays only: the leaves are the arguments
             found, dynamic, leaves = None, range(len(args)), args

@@ -224,3 +224,14 @@ def test_a_changed_option_makes_the_units_again():
         for _ in range(3):
             with pytest.raises(ValueError, match="jax_numpy_rank_promotion='raise'"):
                 knn.logsumexp(x, b=b)
+
+
+def test_arrays_committed_to_a_device_stay_eager():
+    """The eager operations place the results of committed arrays where they are; a unit
+    would not, so such calls run op by op."""
+    device = kiln.devices()[-1]
+    a = kiln.device_put(M8, device)
+    jnp.linalg.det._kiln_units.clear()
+    outs = [jnp.linalg.det(a) for _ in range(3)]
+    assert not jnp.linalg.det._kiln_units
+    assert all(out.committed and out.devices() == {device} for out in outs)
