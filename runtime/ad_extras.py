@@ -6,10 +6,16 @@
   can, instead of being stored).
 * `linear_transpose(f, *primals)`: the transpose of a linear `f`, which is its pullback at
   any point (kiln takes it at zero).
-* `closure_convert(f, *args)`: JAX hoists the traced values `f` closes over into explicit
-  arguments so that `custom_vjp` can see them; kiln's `custom_vjp` already captures values a
-  function closes over (it specialises source), so there is nothing to hoist: the converted
-  function takes no extra constants and the list of constants is empty.
+* `closure_convert(f, *args)`: `(converted, consts)`, JAX's closure conversion. `f` is
+  specialised for `args` in a region of the function being specialised, and the traced
+  values of float or complex type that it captures there (values of an enclosing `jit`,
+  `grad`, `jvp`, `vmap`: through closures, globals, objects) are `consts`, in the order it
+  first reads them; `converted(*args, *consts)` is `f(*args)`, and `converted(*args, *values)`
+  inside a region (a `custom_vjp` given `values` as arguments, JAX's pattern) computes `f`
+  with `values` standing for those constants (`custom_derivatives.alias_closed_over`, as
+  odeint's dynamics), so that derivatives reach them through the rule's cotangents. Called
+  outside any transformation, nothing is traced and `consts` is empty, as are integer and
+  boolean values (JAX hoists only values that may carry a derivative).
 
 `fwd_and_bwd(fun, argnums, has_aux=False, jitted=True)` gives JAX's pair of functions: `fwd`
 returns `fun`'s result and residuals, `bwd(residuals, cotangent)` the cotangents of the
@@ -18,9 +24,9 @@ returns `fun`'s result and residuals, `bwd(residuals, cotangent)` the cotangents
 each of the two compiles once.
 """
 from .ad import vjp
-from .custom_derivatives import custom_vjp
+from .custom_derivatives import custom_vjp, alias_closed_over
 from .introspection import _stand_in
-from .tree_util import tree_flatten, tree_map
+from .tree_util import tree_flatten, tree_map, tree_unflatten
 
 
 def custom_gradient(fun):
@@ -65,12 +71,32 @@ def linear_transpose(fun, *primals, reduce_axes=()):
 
 
 def closure_convert(fun, *example_args):
-    """(`converted`, `consts`) with `converted(*args, *consts) == fun(*args)`; for kiln
-    `consts` is always empty (see the module docstring)."""
-    def converted(*args):
+    """(`converted`, `consts`): the traced values `fun` reads, called on arguments like
+    `example_args`, hoisted out as `converted`'s last arguments (module docstring)."""
+    from . import staging
+    from .compiler.ir.builder import current
+    leaves, in_tree = tree_flatten((example_args, {}))
+    consts = []
+    if current() is not None:
+        avals = [staging.leaf_aval(x, f"closure_convert: example argument {i}")[0]
+                 for i, x in enumerate(leaves)]
+        staged = staging.stage(fun, avals, lambda tracers: tree_unflatten(in_tree, tracers),
+                               staging.function_name(fun), api="converted by closure_convert")
+        consts = [t for t in staged.extra
+                  if t.aval.dtype.kind in "fc" and not t.builder.is_constant(t)]
+
+    def converted(*args_and_consts):
+        count = len(args_and_consts) - len(consts)
+        args = args_and_consts[:count]
+        tree = tree_flatten((args, {}))[1]
+        if tree != in_tree:
+            raise TypeError(f"The inputs to the closure produced by closure_convert must have "
+                            f"the same pytree structure as the example arguments passed when "
+                            f"closure_convert was called. Expected {in_tree}, but got {tree}")
+        alias_closed_over(consts, args_and_consts[count:])
         return fun(*args)
     converted.__name__ = getattr(fun, "__name__", "closure_converted")
-    return converted, []
+    return converted, consts
 
 
 def _with_args(args, argnums, dyn):

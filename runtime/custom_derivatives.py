@@ -232,6 +232,28 @@ def closed_over_tracers(roots):
     return list(found.values())
 
 
+def alias_closed_over(tracers, values):
+    """In the region being specialised (and the regions inside it), each traced value of
+    `tracers`, which a function closes over, stands for the matching value of `values`, the
+    region's input given for it: closure conversion (`closure_convert`, odeint's dynamics). A
+    value that is its tracer itself needs nothing; another value for a tracer of the region
+    being specialised cannot stand for it (the region computes with its own values), a
+    TypeError."""
+    b = current()
+    if b is None:
+        return
+    for tracer, value in zip(tracers, values):
+        if value is tracer:
+            continue
+        if tracer.builder is b:
+            raise TypeError(
+                "a closure-converted function was called, in the function whose traced values "
+                "it closes over, with other values for them: pass the hoisted constants "
+                "across a custom_vjp or custom_jvp boundary (JAX's pattern for "
+                "closure_convert), or call the original function")
+        b.alias(tracer, value)
+
+
 _PLAIN = (bool, int, float, complex, str, bytes, np.ndarray, np.generic, np.dtype, type,
           types.ModuleType)
 

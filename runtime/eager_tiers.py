@@ -2,11 +2,15 @@
 eager loops, whose remaining iterations are compiled (`compiled_rest`, used by
 lax/_control_flow.py; docs/control_flow.md).
 
-The functions so compiled are `kiln.random`'s samplers (random.py) and the composite
-functions of `kiln.numpy`, `kiln.numpy.linalg`, `kiln.nn`, `kiln.scipy.linalg` and
+The functions so compiled (`tiered`) are `kiln.random`'s samplers (random.py) and the
+composite functions of `kiln.numpy`, `kiln.numpy.linalg`, `kiln.nn`, `kiln.scipy.linalg` and
 `kiln.scipy.special` that JAX 0.10.2 jits and whose compiled code gives the eager bits; each
 namespace's table (`tier_names`) names them with JAX's static parameters
-(docs/performance.md says which functions and why the others stay eager).
+(docs/performance.md says which functions and why the others are not compiled). Every other
+function of those namespaces (`tier_composites`) runs as one unit from the second call of a
+signature (`composite`): specialised once, its SSA run on the `exact` backend, whose
+primitives are the eager operations' NumPy definitions, so the results are the eager bits
+without the library's Python and the dispatch of each operation.
 
 A function such as `kiln.random.normal` is a few hundred primitives (the threefry hash, the
 sampler's arithmetic). Called outside `jit`, each primitive is dispatched on its own: about
@@ -52,7 +56,8 @@ import os
 
 import numpy as np
 
-from . import _default_device
+from . import _default_device, staging
+from .compiler.config import config
 from .array import Array, _SHARDINGS
 from .sharding_propagation import shape_free
 from .compiler.ir.builder import STATE as _BUILDER_STATE
@@ -68,6 +73,11 @@ EAGER_CALLS = 16
 # `shape`) compiles at once: one eager pass over millions of elements costs seconds, far more
 # than a compile, and the compiled code gives the eager bits anyway.
 LARGE_CALL = 1 << 16
+# A composite's (`composite`) eager calls of one signature before it runs as one unit: its
+# compile costs about 20-90 eager calls (5-50 ms), and a signature called twice is usually
+# called in a loop.
+UNIT_EAGER_CALLS = 1
+MIN_UNIT = 3              # equations a composite's unit needs to beat its eager calls
 MAX_SIGNATURES = 256      # per function; beyond, the table is cleared and counting restarts
 HOT_ITERATIONS = 1000     # iterations of one eager loop before the rest of it is compiled
 MAX_LOOPS = 64            # compiled loop rests kept (the least recently used dropped)
@@ -76,6 +86,7 @@ ENABLED = os.environ.get("KILN_EAGER_TIERS", "1").lower() not in ("0", "false", 
 _EAGER = "eager"          # a signature or loop that does not compile (tiered, compiled_rest)
 _NUMBERS = (int, float, complex, bool)
 _STATIC_TYPES = (int, float, complex, bool, str, type(None), np.dtype, type)
+_INEXACT = (float, complex)
 
 
 def _array_signature(leaf):
@@ -107,7 +118,7 @@ def _signature(names, static, args, kwargs):
     last naming every argument beyond them (a `*args` parameter's name, or None);
     `static`: the parameters whose Python values are fixed in the compiled function (shapes,
     counts, axes); every other Python number is passed to it, weakly typed, as `jit` passes
-    one."""
+    one; `static` None fixes every Python value (`composite`)."""
     keywords = sorted(kwargs)
     named = [names[min(i, len(names) - 1)] for i in range(len(args))] + keywords
     leaves, trees, parts, dynamic = [], [], [], []
@@ -118,7 +129,8 @@ def _signature(names, static, args, kwargs):
         leaves += argument_leaves
         for leaf in argument_leaves:
             found = _array_signature(leaf)
-            if found is None and type(leaf) in _NUMBERS and name not in static:
+            if found is None and type(leaf) in _NUMBERS and static is not None and \
+                    name not in static:
                 found = _number_signature(leaf)
                 if found is None:
                     return None
@@ -129,7 +141,8 @@ def _signature(names, static, args, kwargs):
                     hash(leaf)
                 except TypeError:
                     return None
-                found = (type(leaf), leaf)
+                # (a float by its repr: -0.0 and 0.0 are equal keys, and not the same value)
+                found = (type(leaf), repr(leaf) if type(leaf) in _INEXACT else leaf)
             else:
                 return None
             parts.append(found)
@@ -140,15 +153,26 @@ def _signature(names, static, args, kwargs):
 
 def plain_eager():
     """May an eager call be compiled now? (see the module docstring)"""
-    from .jit import _DISABLED
-    return not (_BUILDER_STATE.stack or _DISABLED.on or _GUARDS.no_execution
+    disabled = _JIT_SWITCH[0]
+    if disabled is None:   # (jit imports this module: its switch is read at the first call)
+        from .jit import _DISABLED as disabled
+        _JIT_SWITCH[0] = disabled
+    return not (_BUILDER_STATE.stack or disabled.on or _GUARDS.no_execution
                 or _default_device.IN_FORCE[0] and _default_device.current() is not None)
+
+
+_JIT_SWITCH = [None]   # jit._DISABLED, once read
 
 
 def _compiled(fn, layout, leaves, dynamic):
     """`fn` jitted for one signature: it takes the array leaves; the others are fixed.
     `layout`: (positional count, keyword names, each argument's treedef)."""
     from .jit import jit
+    return jit(_bound(fn, layout, leaves, dynamic))
+
+
+def _bound(fn, layout, leaves, dynamic):
+    """`fn` as a function of the array leaves of one signature, the other leaves fixed."""
     fixed = list(leaves)
     for i in dynamic:
         fixed[i] = None
@@ -165,7 +189,7 @@ def _compiled(fn, layout, leaves, dynamic):
         return fn(*arguments[:count], **dict(zip(keywords, arguments[count:])))
 
     run.__name__ = run.__qualname__ = getattr(fn, "__name__", "run")
-    return jit(run)
+    return run
 
 
 def _call_size(args, kwargs):
@@ -182,16 +206,23 @@ def _call_size(args, kwargs):
     return largest
 
 
-def tiered(fn, static=()):
-    """`fn`, its eager calls compiled once a signature repeats (see the module docstring);
-    `static`: names of the parameters whose Python values stay fixed in the compiled code."""
-    seen = {}   # signature -> eager calls so far (int), the compiled function, or _EAGER
-    names = [None]   # the positional parameters' names, then the name of any beyond them
+def _parameter_names(fn):
+    """`fn`'s positional parameters' names, then the name of any parameter beyond them (a
+    `*args` parameter's, or None): `_signature`'s `names`."""
+    names = [None]
     for parameter in inspect.signature(fn).parameters.values():
         if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
             names.insert(-1, parameter.name)
         elif parameter.kind is parameter.VAR_POSITIONAL:
             names[-1] = parameter.name
+    return names
+
+
+def tiered(fn, static=()):
+    """`fn`, its eager calls compiled once a signature repeats (see the module docstring);
+    `static`: names of the parameters whose Python values stay fixed in the compiled code."""
+    seen = {}   # signature -> eager calls so far (int), the compiled function, or _EAGER
+    names = _parameter_names(fn)
     static = frozenset(static)
 
     @functools.wraps(fn)
@@ -235,6 +266,164 @@ def tier_names(namespace, static_by_name):
     from .wrappers import user_facing
     for name, static in static_by_name.items():
         namespace[name] = user_facing(tiered(namespace[name].__wrapped__, static))
+
+
+def composite(fn):
+    """`fn`, its eager calls run as one unit once a signature repeats: the second call of a
+    signature (every Python value fixed: `_signature` with `static` None) specialises `fn`
+    and runs the SSA on the `exact` backend, the reference backend without the simplifier,
+    whose primitives are the eager operations' NumPy implementations: the eager bits, without
+    the library's Python and the dispatch of each operation. A change of any option but the
+    trace options (which are part of the signature) drops every unit (`_forget_units`).
+    A function whose first unit has fewer than `MIN_UNIT` equations (a thin wrapper over a
+    primitive or two) gains nothing from it and runs eagerly from then on (a call without
+    arrays, whose unit is a constant, only marks its signature eager); a call whose eager
+    result is not a pytree of arrays (a string, a number, None, a function) marks its
+    signature eager, as does a compile that fails. A compiled call that raises is run again
+    eagerly, which raises the eager error, as do the first calls; under the float checks
+    (`debug_nans`/`debug_infs`) every call runs eagerly, each operation checked, as before,
+    and so do calls with arrays committed to a device (the eager operations place their
+    results)."""
+    seen = {}   # signature -> eager calls so far (int), the compiled unit, or _EAGER
+    names = _parameter_names(fn)
+    on = [True]   # False once the function's first unit proved too small to pay
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        if not (on[0] and ENABLED) or _FLOAT_CHECKS.on or not plain_eager():
+            return fn(*args, **kwargs)
+        key = None if kwargs else _arrays_key(args)
+        if key is None:
+            found = _signature(names, None, args, kwargs)
+            if found is None or any(id(leaf) in _SHARDINGS for leaf in found[2]):
+                return fn(*args, **kwargs)   # (placed arrays: the eager results are placed)
+            key, dynamic, leaves = found
+        else:   # positional host arrays only: the leaves are the arguments
+            found, dynamic, leaves = None, range(len(args)), args
+        key = (key, _trace_options())
+        entry = seen.get(key, 0)
+        if entry is _EAGER:
+            return fn(*args, **kwargs)
+        arrays = [leaves[i] for i in dynamic]
+        if type(entry) is not int:
+            if entry.guards and not entry.guards_ok():   # a global it read has changed
+                entry = seen[key] = 0
+            else:
+                try:
+                    return entry(*arrays)
+                except Exception:   # the eager code raises the error, naming the user's line
+                    return fn(*args, **kwargs)
+        if entry < UNIT_EAGER_CALLS:
+            out = fn(*args, **kwargs)
+            if len(seen) >= MAX_SIGNATURES:
+                seen.clear()
+            results = tree_flatten(out)[0]
+            seen[key] = entry + 1 if results and all(type(r) is Array for r in results) \
+                else _EAGER
+            return out
+        layout = (len(args), (), (_LEAF,) * len(args)) if found is None else key[0][0]
+        try:
+            unit = _Unit(_bound(fn, layout, leaves, dynamic), arrays)
+        except Exception:   # it does not specialise so: eager, which raises a real error
+            seen[key] = _EAGER
+            return fn(*args, **kwargs)
+        if unit.size < MIN_UNIT:   # (all-static calls fold to constants: only that one)
+            if dynamic:
+                on[0] = False
+                seen.clear()
+            else:
+                seen[key] = _EAGER
+            return fn(*args, **kwargs)
+        seen[key] = unit
+        try:
+            return unit(*arrays)
+        except Exception:
+            return fn(*args, **kwargs)
+
+    call._kiln_units = seen
+    _UNIT_TABLES.append(seen)
+    return call
+
+
+_UNIT_TABLES = []   # every composite's table of signatures
+
+
+def _forget_units(name, value):
+    """An option changed (rank promotion, dtype promotion, matmul precision, ...): the
+    library may read it while it is specialised, so every composite's units are made again
+    (enable_x64, a trace option, is part of each signature instead)."""
+    if name not in staging.TRACE_OPTIONS:
+        for table in _UNIT_TABLES:
+            table.clear()
+
+
+config.on_change(_forget_units)
+
+
+class _Unit(staging.Entry):
+    """A composite specialised for one signature (`run`, a function of its `arrays`), on the
+    exact backend; called with the arrays of a call of that signature, it runs the SSA and
+    makes the results as `jit` does, without `jit`'s dispatch (the signature is known).
+    `size`: its equations."""
+    __slots__ = ("executable", "consts", "out_tree", "out_weak", "size")
+
+    def __init__(self, run, arrays):
+        avals = [staging.leaf_aval(a, f"argument {i}")[0] for i, a in enumerate(arrays)]
+        st = staging.stage(run, avals, lambda tracers: (tracers, {}), run.__name__)
+        if st.writes or st.refs is not None:
+            raise ValueError(f"{run.__name__} writes a global or a Ref: it stays eager")
+        ssa, self.executable = staging.compile_ssa(st.fn, "exact", name=run.__name__)
+        self.consts = tuple(st.extra)
+        self.out_tree = st.out_tree
+        self.out_weak = [v.aval.weak_type for v in ssa.outvars]
+        self.guards = st.guards
+        self.size = len(ssa.eqns)
+
+    def __call__(self, *arrays):
+        values = [a._value if type(a) is Array else staging.leaf_value(a) for a in arrays]
+        outs = self.executable(*values, *self.consts)
+        return tree_unflatten(self.out_tree, staging.wrap_outputs(outs, self.out_weak))
+
+
+def _arrays_key(args):
+    """The signature of a call whose arguments are all host Arrays (`_signature`'s key for
+    them, without flattening): their shapes, dtypes and weak types; None for any other."""
+    parts = []
+    for a in args:
+        if type(a) is not Array or type(a._value) is not np.ndarray or id(a) in _SHARDINGS:
+            return None
+        value = a._value
+        parts.append((value.shape, value.dtype, a.weak_type))
+    return tuple(parts)
+
+
+_LEAF = tree_flatten(0)[1]   # the pytree definition of one leaf
+
+
+def _trace_options():
+    """The values of the options a specialisation depends on (`staging.TRACE_OPTIONS`)."""
+    return tuple(config.read(name) for name in staging.TRACE_OPTIONS)
+
+
+def tier_composites(namespace, exclude=()):
+    """Make every function `namespace["__all__"]` names (a `wrappers.user_facing` one, not
+    already tiered by `tier_names`, not in `exclude`) a `composite`, inside its user-facing
+    wrapper; aliases, in one namespace or several (`nn.logsumexp` is
+    `scipy.special.logsumexp`), stay one object."""
+    from .wrappers import user_facing
+    for name in namespace["__all__"]:
+        value = namespace.get(name)
+        inner = getattr(value, "__wrapped__", None)
+        if name in exclude or not callable(inner) or isinstance(inner, type) or \
+                hasattr(inner, "_kiln_tiers") or hasattr(inner, "_kiln_units"):
+            continue
+        made = _COMPOSITES.get(id(inner))
+        if made is None or made[0] is not inner:
+            made = _COMPOSITES[id(inner)] = (inner, user_facing(composite(inner)))
+        namespace[name] = made[1]
+
+
+_COMPOSITES = {}   # id(function) -> (the function, its composite's user-facing wrapper)
 
 
 _LOOPS = collections.OrderedDict()   # loop key -> its compiled rest, or _EAGER

@@ -12,7 +12,9 @@ A miss stages the function into SSA
 (`staging.stage_call`) and compiles it for the backend (`staging.compile_ssa`, which runs the
 backend's pass pipeline): `backend="llvm"` (alias "cpu", the default: native code through
 LLVM, after the LLVM pipeline, which also fuses; see `kiln.compiler.passes.PIPELINES`) or
-`backend="reference"` (the SSA run as Python over NumPy, the oracle); `staging.BACKENDS` is the
+`backend="reference"` (the SSA run as Python over NumPy, the oracle) or `backend="exact"` (the
+reference backend without passes: the eager operations' bits, what eager composites run as,
+eager_tiers.py); `staging.BACKENDS` is the
 table of backends. Here live what only `jit` has: the dispatch fast path (`fastcall`),
 donation, miss reasons, `lower`/`compile`.
 

@@ -506,6 +506,8 @@ def _pjrt_compiler():
 
 BACKENDS = {
     "reference": Backend("reference", _compiler_of("reference"), False),
+    # the reference backend without passes: the eager bits (eager composites, eager_tiers.py)
+    "exact": Backend("exact", _compiler_of("reference"), False),
     "llvm": Backend("llvm", _compiler_of("llvm"), True),
     "cuda": Backend("llvm", _compiler_of("cuda"), False),   # the LLVM pipeline's fused groups
     "pjrt": Backend("reference", _pjrt_compiler, True),   # XLA fuses on its own
@@ -545,7 +547,8 @@ def compile_ssa(fn, backend="reference", donated=(), fallback=None, name=None, f
     under KILN_LOG_COMPILES. A `check` that no checkify discharged is JAX's ValueError for any
     backend but the reference one, whose executables raise when it fails (eager transforms). `finish(ssa) -> ssa` runs after the pipeline (pmap and shard_map
     tell the collectives the replicas' layout there)."""
-    if backend != "reference":   # compiled code cannot raise: a check must be discharged
+    # compiled code cannot raise: a check must be discharged (the reference backends raise)
+    if backend not in ("reference", "exact"):
         unchecked = undischarged(fn)
         if unchecked is not None:
             raise ValueError(located(FUNCTIONALIZATION, unchecked.info, CHECK_HINT))

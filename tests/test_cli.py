@@ -821,7 +821,7 @@ def test_doctor_threads(monkeypatch):
 def test_doctor_reports_only_what_this_build_has():
     """No advice for backends kiln does not have."""
     text = doctor.report()
-    assert _doctor_row("backends") == "cuda, llvm, pjrt, reference"
+    assert _doctor_row("backends") == "cuda, exact, llvm, pjrt, reference"
     assert "not in this build" not in text
 
 

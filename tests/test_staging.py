@@ -32,7 +32,7 @@ def test_backend_names_and_aliases():
     assert staging.backend_name("reference") == "reference"
     assert staging.backend_name("gpu") == "cuda"
     with pytest.raises(ValueError, match=r"unknown backend 'tpu'; available: 'reference', "
-                                         r"'llvm', 'cuda', 'pjrt', 'cpu', 'gpu'"):
+                                         r"'exact', 'llvm', 'cuda', 'pjrt', 'cpu', 'gpu'"):
         staging.backend_name("tpu")
     with pytest.raises(ValueError, match="unknown backend 'tpu'"):
         kiln.jit(lambda x: x, backend="tpu")

@@ -159,6 +159,11 @@ class Builder:
             return var
         return self._capture(TRACER_TYPE(var, root))
 
+    def is_constant(self, tracer):
+        """Whether `tracer` stands for a concrete array the function reads (one of the
+        top-level function's `consts`), not a traced value."""
+        return any(var is tracer.var for var, _, _ in self.root.consts)
+
     # -------------------------------------------------------------------- emission
     def bind(self, prim, args, params):
         operands = [self.operand(a) for a in args]

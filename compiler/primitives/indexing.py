@@ -180,14 +180,39 @@ def _window_index(starts, window):
     return tuple(idx)
 
 
+def _taken_windows(x, indices, index_map, window):
+    """(windows, fits) as `_window_starts` and `_window_index` give them, for a gather whose
+    windows are whole slices of `x` at one index along one axis (`take` along an axis: one
+    `np.take` instead of an index array per axis); None for any other gather."""
+    if len(index_map) != 1 or indices.shape[-1] != 1 or x.size == 0:
+        return None
+    axis = index_map[0]
+    if window[axis] != 1 or any(w != n for d, (w, n) in enumerate(zip(window, x.shape))
+                                if d != axis):
+        return None
+    flat = indices.reshape(-1).astype(np.int64)
+    if flat.size == 0:
+        return None
+    last = x.shape[axis] - 1
+    fits = (flat >= 0) & (flat <= last)
+    taken = np.take(x, np.minimum(np.maximum(flat, 0), last), axis=axis)
+    if axis:
+        taken = np.moveaxis(taken, axis, 0)
+    return taken.reshape((flat.size,) + tuple(window)), fits
+
+
 def _gather(x, indices, *, dimension_numbers, slice_sizes, mode="clip", fill_value=None):
     dn = dimension_numbers
     batch_shape = indices.shape[:-1]
-    starts, fits = _window_starts(x.shape, indices, dn.start_index_map, slice_sizes)
-    if x.size == 0 or starts.shape[0] == 0:
-        windows = np.zeros((starts.shape[0],) + tuple(slice_sizes), x.dtype)
+    taken = _taken_windows(x, indices, dn.start_index_map, slice_sizes)
+    if taken is not None:
+        windows, fits = taken
     else:
-        windows = x[_window_index(starts, slice_sizes)]
+        starts, fits = _window_starts(x.shape, indices, dn.start_index_map, slice_sizes)
+        if x.size == 0 or starts.shape[0] == 0:
+            windows = np.zeros((starts.shape[0],) + tuple(slice_sizes), x.dtype)
+        else:
+            windows = x[_window_index(starts, slice_sizes)]
     if mode == "fill":
         fill = default_fill(x.dtype) if fill_value is None else fill_value
         windows = np.where(fits.reshape((-1,) + (1,) * x.ndim), windows,

@@ -26,7 +26,10 @@ def _impl_wrapper(prim):
         for k, v in params.items():
             if type(v) is DtypeConstructor:
                 params[k] = v.dtype
-        args = [a if isinstance(a, _PASS_THROUGH) else np.asarray(a) for a in args]
+        for a in args:
+            if type(a) is not np.ndarray:   # (a literal, or a NumPy scalar a primitive made)
+                args = [a if isinstance(a, _PASS_THROUGH) else np.asarray(a) for a in args]
+                break
         return impl(*args, **params)
     call.__name__ = prim.name
     return call

@@ -44,6 +44,10 @@ def _lu(a):
     rows = xp.arange(count)
     pivots = xp.zeros((count, k), np.int32)
     perm = xp.tile(xp.arange(m, dtype=np.int32), (count, 1))
+    if count == 1 and xp is np:
+        _lu_one(x[0], pivots[0], perm[0])
+        return (x.reshape(a.shape), pivots.reshape(tuple(batch) + (k,)),
+                perm.reshape(tuple(batch) + (m,)))
     with np.errstate(all="ignore"):
         for j in range(k):
             column = x[:, j:, j]
@@ -57,6 +61,28 @@ def _lu(a):
             x[:, j + 1:, j + 1:] -= factor[:, :, None] * x[:, j, j + 1:][:, None, :]
     return (x.reshape(a.shape), pivots.reshape(tuple(batch) + (k,)),
             perm.reshape(tuple(batch) + (m,)))
+
+
+def _lu_one(x, pivots, perm):
+    """`_lu`'s elimination of one matrix `x` (m, n) in place, with its `pivots` and `perm`:
+    the same operations on each element, without the batch's index arrays (the same bits;
+    a real column's |re| + |im| is its |re|)."""
+    m, n = x.shape
+    real = x.dtype.kind != "c"
+    with np.errstate(all="ignore"):
+        for j in range(min(m, n)):
+            column = x[j:, j]
+            p = j + int(np.argmax(np.abs(column) if real else
+                                  np.abs(column.real) + np.abs(column.imag)))
+            pivots[j] = p
+            if p != j:
+                x[[j, p]] = x[[p, j]]
+                perm[[j, p]] = perm[[p, j]]
+            pivot = x[j, j]
+            below = x[j + 1:, j]
+            factor = np.where(pivot != 0, below / pivot, below)
+            x[j + 1:, j] = factor
+            x[j + 1:, j + 1:] -= factor[:, None] * x[j, j + 1:][None, :]
 
 
 def _swap(x, rows, j, p):

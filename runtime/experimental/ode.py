@@ -144,21 +144,17 @@ def _solve(func, rtol, atol, mxstep, hmax, y0, ts, *args):
 class _Flat:
     """`func` on flat states: f(y, t, *args, *consts) -> the raveled derivative, with the
     traced values `func` closes over (`outer`) standing for the `consts` given, in the region
-    it is specialised in (`builder.alias`)."""
+    it is specialised in (`custom_derivatives.alias_closed_over`)."""
 
     def __init__(self, func, unravel, outer):
         self.func, self.unravel, self.outer = func, unravel, outer
 
     def __call__(self, y, t, *rest):
-        from ..compiler.ir.builder import current
+        from ..custom_derivatives import alias_closed_over
         from ..flatten_util import ravel_pytree
         n = len(self.outer)
         args, consts = rest[:len(rest) - n], rest[len(rest) - n:]
-        b = current()
-        if b is not None:
-            for tracer, value in zip(self.outer, consts):
-                if value is not tracer:
-                    b.alias(tracer, value)
+        alias_closed_over(self.outer, consts)
         return ravel_pytree(self.func(self.unravel(y), t, *args))[0]
 
 

@@ -29,3 +29,10 @@ tier_names(globals(), {"one_hot": ("num_classes", "dtype", "axis"), "squareplus"
                        "sparse_plus": (), "sparse_sigmoid": (), "hard_sigmoid": (),
                        "hard_silu": (), "hard_tanh": ()})
 del tier_names
+
+from ..eager_tiers import tier_composites  # noqa: E402
+
+# The others run as one unit from the second eager call of a signature, with the eager bits
+# (eager_tiers.composite).
+tier_composites(globals())
+del tier_composites

@@ -70,3 +70,11 @@ tier_names(globals(), {
     "polyval": ("unroll",), "polyint": ("m",), "polyder": ("m",), "polyadd": (), "polysub": (),
 })
 del tier_names, _QUANTILE
+
+from ..eager_tiers import tier_composites  # noqa: E402
+from . import _host_io  # noqa: E402
+
+# Every other function runs as one unit from the second eager call of a signature, with the
+# eager bits (eager_tiers.composite); not those that read or write files or print options.
+tier_composites(globals(), exclude=_host_io.__all__)
+del tier_composites

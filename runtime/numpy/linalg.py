@@ -28,3 +28,10 @@ from ..eager_tiers import tier_names  # noqa: E402
 tier_names(globals(), {"eigh": ("UPLO", "symmetrize_input"),
                        "eigvalsh": ("UPLO", "symmetrize_input"), "eigvals": ()})
 del tier_names
+
+from ..eager_tiers import tier_composites  # noqa: E402
+
+# The others run as one unit from the second eager call of a signature, with the eager bits
+# (eager_tiers.composite).
+tier_composites(globals())
+del tier_composites

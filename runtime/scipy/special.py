@@ -39,4 +39,11 @@ from ..eager_tiers import tier_names  # noqa: E402
 # hyp1f1, hyp2f1, bessel_jn) run exp, log or pow, which round otherwise when compiled, and
 # stay eager (docs/performance.md).
 tier_names(globals(), {"gammasgn": ()})
+
+from ..eager_tiers import tier_composites  # noqa: E402
+
+# The others run as one unit from the second eager call of a signature, with the eager bits
+# (eager_tiers.composite).
+tier_composites(globals())
+del tier_composites
 del user_facing_names, tier_names, _base, _closed, _series, _bessel, _integrals, _hyper, _hyp2f1, _harmonics
