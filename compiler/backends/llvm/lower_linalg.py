@@ -89,16 +89,25 @@ class Matrix(NamedTuple):
     ld: int
 
 
+class Strided(NamedTuple):
+    """An operand of a real product with no unit stride in the matrix (a batch axis after its
+    rows or columns): op(X)[i, j] at i * rows + j * cols. The packed kernel and gemm.py's rows
+    form read it in place; BLAS cannot."""
+    rows: int
+    cols: int
+
+
 class BlasPlan(NamedTuple):
     kind: str               # "gemm", "gemv_lhs" (lhs is the matrix), "gemv_rhs", "zeros"
     m: int
     n: int
     k: int
-    lhs: Matrix
+    lhs: Matrix             # or Strided (real "gemm" products only)
     rhs: Matrix
     incs: tuple             # (lhs, rhs) strides along the contraction (for gemv's vector)
-    batch: tuple            # batch shape
-    batch_strides: tuple    # (lhs, rhs, out) element strides over the batch shape
+    batch: tuple            # the shape of the loop of products: batch axes, then free axes
+    batch_strides: tuple    # outside the matrices; (lhs, rhs, out) element strides over it
+    ldc: int                # C's row stride
 
 
 def flat_group(shape, strides, axes):
@@ -112,6 +121,25 @@ def flat_group(shape, strides, axes):
         if strides[a] != strides[b] * shape[b]:
             return size, None
     return size, strides[axes[-1]]
+
+
+def matrix_axes(shape, strides, axes, last):
+    """The run of `axes` (an operand's free axes, in order) that forms the rows (the columns,
+    with `last`) of each product: all of them when they flatten to one stride; otherwise, for
+    columns, the run that ends with the last axis (C's columns must be contiguous), and for
+    rows the run with unit stride (each product then reads whole cache lines of the operand:
+    a run with a larger stride would read a line once per product looping over the others),
+    or else the largest. The other axes loop over products."""
+    axes = [a for a in axes if shape[a] != 1]
+    runs = []
+    for a in axes:
+        if runs and strides[runs[-1][-1]] == strides[a] * shape[a]:
+            runs[-1].append(a)
+        else:
+            runs.append([a])
+    if len(runs) <= 1 or last:
+        return runs[-1] if runs else []
+    return max(runs, key=lambda run: (strides[run[-1]] == 1, math.prod(shape[a] for a in run)))
 
 
 def _matrix(rows, cols):
@@ -137,26 +165,47 @@ def plan_blas(la, ra, out_aval, dimension_numbers):
     if dtype not in _BLAS_DTYPES or la.dtype != dtype or ra.dtype != dtype:
         return None
     ls, rs = contiguous_strides(la.shape), contiguous_strides(ra.shape)
+    os_ = contiguous_strides(out_aval.shape)
     pairs = sorted(zip(lc, rc))   # the contraction order: the lhs's memory order
     lhs_k = flat_group(la.shape, ls, [a for a, _ in pairs])
     rhs_k = flat_group(ra.shape, rs, [b for _, b in pairs])
-    m, lhs_m = flat_group(la.shape, ls, free_axes(la.ndim, lc, lb))
-    n, rhs_n = flat_group(ra.shape, rs, free_axes(ra.ndim, rc, rb))
+    lf, rf = free_axes(la.ndim, lc, lb), free_axes(ra.ndim, rc, rb)
+    rows = matrix_axes(la.shape, ls, lf, last=False)
+    cols = matrix_axes(ra.shape, rs, rf, last=True)
+    m, lhs_m = flat_group(la.shape, ls, rows)
+    n, rhs_n = flat_group(ra.shape, rs, cols)
     k = lhs_k[0]
-    batch = tuple(la.shape[a] for a in lb)
-    out_strides = contiguous_strides(out_aval.shape)[:len(lb)]
-    batch_strides = ([ls[a] for a in lb], [rs[b] for b in rb], list(out_strides))
+    # the products' loop: batch axes, then the free axes outside the rows and the columns
+    nb, nl = len(lb), len(lf)
+    outer_l = [a for a in lf if a not in rows]
+    outer_r = [b for b in rf if b not in cols]
+    batch = tuple(la.shape[a] for a in lb) + tuple(la.shape[a] for a in outer_l) + \
+        tuple(ra.shape[b] for b in outer_r)
+    batch_strides = ([ls[a] for a in lb] + [ls[a] for a in outer_l] + [0] * len(outer_r),
+                     [rs[b] for b in rb] + [0] * len(outer_l) + [rs[b] for b in outer_r],
+                     list(os_[:nb]) + [os_[nb + lf.index(a)] for a in outer_l] +
+                     [os_[nb + nl + rf.index(b)] for b in outer_r])
+    ldc = os_[nb + lf.index(rows[-1])] if rows else n
     if k == 0 and m * n:
-        return BlasPlan("zeros", m, n, k, None, None, None, batch, batch_strides)
-    if k <= 1 or m * n == 1:
+        return BlasPlan("zeros", m, n, k, None, None, None, tuple(out_aval.shape[:nb]),
+                        (), ldc)
+    if k <= 1 or m * n == 1 or lhs_k[1] is None or rhs_k[1] is None:
         return None
     a, b = _matrix((m, lhs_m), lhs_k), _matrix(rhs_k, (n, rhs_n))
     if a is None or b is None:
-        return None
-    kind = "gemv_lhs" if n == 1 else "gemv_rhs" if m == 1 else "gemm"
+        if dtype not in gemm.DTYPES:
+            return None
+        a, b = Strided(lhs_m, lhs_k[1]), Strided(rhs_k[1], rhs_n)
+        kind = "gemm"
+    else:
+        kind = "gemv_lhs" if n == 1 else "gemv_rhs" if m == 1 else "gemm"
+    if kind == "gemv_lhs" and ldc != 1 and m > 1:   # gemv writes a contiguous vector
+        if dtype not in gemm.DTYPES:
+            return None
+        kind = "gemm"
     shape, maps, _ = collapse(batch, batch_strides)
     incs = (lhs_k[1] or 1, rhs_k[1] or 1)
-    plan = BlasPlan(kind, m, n, k, a, b, incs, shape, tuple(maps))
+    plan = BlasPlan(kind, m, n, k, a, b, incs, shape, tuple(maps), ldc)
     if m * n * k >= MIN_BLAS_FLOPS:
         return plan
     # below it, the loop nest's float64 accumulator keeps long float32 contractions accurate
@@ -166,7 +215,9 @@ def plan_blas(la, ra, out_aval, dimension_numbers):
 # -------------------------------------------------------------------------- emission
 
 def _strides(matrix):
-    """(row, column) element strides of op(X) for a Matrix."""
+    """(row, column) element strides of op(X) for a Matrix or a Strided operand."""
+    if isinstance(matrix, Strided):
+        return tuple(matrix)
     return (1, matrix.ld) if matrix.trans else (matrix.ld, 1)
 
 
@@ -193,13 +244,13 @@ def _call(builder, plan, dtype, a, b, c):
     lhs, rhs = plan.lhs, plan.rhs
     if inline(plan, dtype):
         gemm.emit_gemm(builder, dtype, plan.m, plan.n, plan.k, a, _strides(lhs), b,
-                       _strides(rhs), c)
+                       _strides(rhs), c, plan.ldc)
     elif plan.kind == "gemm" and packed(dtype):
         gemm_packed.emit_packed_gemm(builder, dtype, plan.m, plan.n, plan.k, a, _strides(lhs),
-                                     b, _strides(rhs), c, plan.n)
+                                     b, _strides(rhs), c, plan.ldc)
     elif plan.kind == "gemm":
         blas.emit_gemm(builder, dtype, plan.m, plan.n, plan.k, a, b, c, trans_a=lhs.trans,
-                       trans_b=rhs.trans, lda=lhs.ld, ldb=rhs.ld, ldc=plan.n)
+                       trans_b=rhs.trans, lda=lhs.ld, ldb=rhs.ld, ldc=plan.ldc)
     elif plan.kind == "gemv_lhs":   # out (m) = op(lhs) @ rhs vector
         rows, cols = (plan.k, plan.m) if lhs.trans else (plan.m, plan.k)
         blas.emit_gemv(builder, dtype, rows, cols, a, b, c, trans_a=lhs.trans, lda=lhs.ld,
@@ -297,7 +348,7 @@ def _panel_task(ctx, plan, dtype, by_rows, length):
     _, rhs_cols = _strides(plan.rhs)
     if by_rows:   # rows [start, start + size) of op(A) and of C
         a = b.gep(a, [b.mul(start, T.i64(lhs_rows))], source_etype=element)
-        c = b.gep(c, [b.mul(start, T.i64(plan.n))], source_etype=element)
+        c = b.gep(c, [b.mul(start, T.i64(plan.ldc))], source_etype=element)
         m, n = size, plan.n
     else:         # columns of op(B) and of C
         bp = b.gep(bp, [b.mul(start, T.i64(rhs_cols))], source_etype=element)
@@ -305,10 +356,10 @@ def _panel_task(ctx, plan, dtype, by_rows, length):
         m, n = plan.m, size
     if packed(dtype):
         gemm_packed.emit_packed_gemm(b, dtype, m, n, plan.k, a, _strides(plan.lhs), bp,
-                                     _strides(plan.rhs), c, plan.n)
+                                     _strides(plan.rhs), c, plan.ldc)
     else:
         blas.emit_gemm(b, dtype, m, n, plan.k, a, bp, c, trans_a=plan.lhs.trans,
-                       trans_b=plan.rhs.trans, lda=plan.lhs.ld, ldb=plan.rhs.ld, ldc=plan.n)
+                       trans_b=plan.rhs.trans, lda=plan.lhs.ld, ldb=plan.rhs.ld, ldc=plan.ldc)
     b.ret_void()
     return task
 
