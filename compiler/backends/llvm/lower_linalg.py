@@ -4,11 +4,15 @@ memory, a fused loop nest otherwise.
 `plan_blas` decides, from the static shapes alone, whether a product is a matrix product in
 memory. It is when both operands and the result have the same dtype, float32, float64,
 complex64 or complex128, the contraction is longer than 1, and each operand, with its batch axes
-set aside, is a matrix in memory: its free axes flatten to one stride and its contracting axes to
-another, one of the two being 1. An operand whose contracting axes come first (a transposed
-matrix as it is stored) is read in place (its strides, or BLAS's transpose flag), never copied.
-Batch axes become a loop of products, one per batch element, at affine offsets (the batch axes
-may sit anywhere in the operands). A contraction over zero elements fills the result with zeros.
+set aside, is a matrix in memory: its contracting axes flatten to one stride, and its rows (the
+lhs's free axes) or columns (the rhs's) to another, one of the two being 1 (for real products
+neither need be: a batch axis after them, Strided). An operand whose contracting axes come first
+(a transposed matrix as it is stored) is read in place (its strides, or BLAS's transpose flag),
+never copied. Batch axes become a loop of products, one per batch element, at affine offsets (the
+batch axes may sit anywhere in the operands). Free axes that do not flatten to one stride (on
+both sides of the contraction: `einsum('ikj,kn->ijn')`) loop over products too: one run of them
+forms the rows or columns (`matrix_axes`), the others join the loop, and C's rows then have a
+stride of their own (`ldc`). A contraction over zero elements fills the result with zeros.
 
 Each product of the plan then runs, by `inline` and `packed`:
 - float32/float64 products of at most INLINE_MAX_FLOPS multiply-adds (INLINE_MAX_VECTOR_FLOPS
@@ -16,7 +20,8 @@ Each product of the plan then runs, by `inline` and `packed`:
   (rows form), that gemm.py can read in place: gemm.py's register-blocked loop nest,
   generated into the kernel (no call, no packing, no threads);
 - other float32/float64 matrix products: gemm_packed.py's packed, cache-blocked kernel (one
-  function per dtype, in the runtime library);
+  function per dtype, in the runtime library); a Strided operand is first copied into the
+  workspace in matrix order (`staged`);
 - complex matrix products and matrix-vector products: BLAS, blas.py's row-major emitters of
   cgemm/zgemm and the gemv routines (extern function pointers bound at load time), OpenBLAS on
   one thread.
