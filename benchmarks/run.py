@@ -25,6 +25,7 @@ import cpu  # noqa: E402
 import eager  # noqa: E402
 import fft  # noqa: E402
 import frontend  # noqa: E402
+import layouts  # noqa: E402
 import linalg  # noqa: E402
 import pjrt  # noqa: E402
 import pmap  # noqa: E402
@@ -33,7 +34,7 @@ import small  # noqa: E402
 import vmap  # noqa: E402
 
 SUITES = {"eager": eager.cases, "frontend": frontend.cases, "autodiff": autodiff.cases, "fft": fft.cases,
-          "conv": conv.cases, "linalg": linalg.cases,
+          "conv": conv.cases, "linalg": linalg.cases, "layouts": layouts.cases,
           "cpu": cpu.cases, "pjrt": pjrt.cases, "pmap": pmap.cases, "reductions": reductions.cases, "small": small.cases,
           "vmap": vmap.cases}
 

@@ -5,7 +5,8 @@ blocks), operands stored transposed or not, batch dimensions, and every float dt
 (complex64/complex128 keep BLAS or the fused loop nest below the threshold: gemm.py is real
 only), and compared with the reference backend. Which path a product takes is asserted from the
 generated IR. The kernel is also compiled and run for the x86-64 baseline, x86-64-v3 (AVX2)
-and znver1 in a child process (the host CPU replaced), against NumPy, and its assembly checked
+and znver1 in a child process (the host CPU replaced), against NumPy (with the layouts of
+test_gemm_layouts.py that read operands through strides), and its assembly checked
 to use no register wider than the target has. Performance is never asserted here
 (BENCHMARKS.md, docs/llvm.md).
 """
@@ -134,6 +135,9 @@ BASELINE_CHILD = textwrap.dedent('''
             assert ("kiln_gemm_" in text) == (m * n * k > 2**19) and "kiln_sgemm" not in text \
                 and "kiln_dgemm" not in text
             widest |= {r for r in ("xmm", "ymm", "zmm") if "%" + r in asm}
+    from test_gemm_layouts import BASELINE_LAYOUTS, BASELINE_SIZES, check, layout_fn
+    for dtype, (lhs, rhs) in BASELINE_LAYOUTS:   # operands read in place through strides
+        check(layout_fn(lhs, rhs, BASELINE_SIZES, np.dtype(dtype)), rng, 1e-4)
     print(" ".join(sorted(widest)))
 ''')
 

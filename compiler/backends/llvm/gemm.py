@@ -3,7 +3,7 @@
 A BLAS call has a fixed cost (argument checks, packing both operands into its own layout,
 waking its threads) that a product of a few thousand to a few hundred thousand multiply-adds
 does not repay; XLA emits an inline loop for those. `emit_gemm` computes the row-major
-C (m x n, contiguous) = op(A) (m x k) @ op(B) (k x n) for float32 and float64, with op(A)[i, p]
+C (m x n, row stride ldc) = op(A) (m x k) @ op(B) (k x n) for float32 and float64, with op(A)[i, p]
 at `a + i * a_strides[0] + p * a_strides[1]` and op(B)[p, j] at `b + p * b_strides[0] + j *
 b_strides[1]` (element strides, so transposed operands are read in place), in one of two forms:
 
@@ -80,12 +80,14 @@ def inline_form(dtype, m, n, a_strides, b_strides) -> str | None:
     return "dots" if dots else None
 
 
-def emit_gemm(builder, dtype, m, n, k, a, a_strides, b, b_strides, c) -> None:
-    """C = op(A) @ op(B) at element pointers a, b, c (see the module docstring); m, n, k and the
-    strides are Python ints, and `inline_form` must not be None for them."""
+def emit_gemm(builder, dtype, m, n, k, a, a_strides, b, b_strides, c, ldc=None) -> None:
+    """C = op(A) @ op(B) at element pointers a, b, c (see the module docstring); m, n, k, the
+    strides and C's row stride `ldc` (n when None) are Python ints, and `inline_form` must not
+    be None for them."""
     emit = {"rows": _rows_form, "dots": _dots_form}[inline_form(dtype, m, n, a_strides,
                                                                 b_strides)]
-    emit(builder, np.dtype(dtype), m, n, k, a, a_strides, b, b_strides, c)
+    emit(builder, np.dtype(dtype), m, n, k, a, a_strides, b, b_strides, c,
+         n if ldc is None else ldc)
 
 
 # ------------------------------------------------------------------------- helpers
@@ -155,7 +157,7 @@ def _madd(builder, x, y, acc):
 
 # ---------------------------------------------------------------------- the rows form
 
-def _rows_form(builder, dtype, m, n, k, a, a_strides, b, b_strides, c):
+def _rows_form(builder, dtype, m, n, k, a, a_strides, b, b_strides, c, ldc):
     (sam, sak), (sbk, _) = a_strides, b_strides
     scalar, align = T.reg_type(dtype), dtype.itemsize
     lanes = VECTOR_BYTES // align
@@ -183,7 +185,7 @@ def _rows_form(builder, dtype, m, n, k, a, a_strides, b, b_strides, c):
                 accs = counted_loop(bld, k, step, [zero_vector(scalar, lanes)] * rows, name="p")
                 for r, acc in enumerate(accs):
                     at = _at(bld, c, scalar,
-                             bld.add(_offset(bld, (bld.add(i0, T.i64(r)), n)), j0))
+                             bld.add(_offset(bld, (bld.add(i0, T.i64(r)), ldc)), j0))
                     if mask is None:
                         bld.store(acc, at, align=align)
                     else:
@@ -206,7 +208,7 @@ def _lane_sum(builder, vector, lanes):
     return builder.extract_element(vector, T.I32(0))
 
 
-def _dots_form(builder, dtype, m, n, k, a, a_strides, b, b_strides, c):
+def _dots_form(builder, dtype, m, n, k, a, a_strides, b, b_strides, c, ldc):
     (sam, _), (_, sbn) = a_strides, b_strides
     scalar, align = T.reg_type(dtype), dtype.itemsize
     lanes = min(blocks().dot_bytes // align, 1 << (k.bit_length() - 1))
@@ -237,7 +239,8 @@ def _dots_form(builder, dtype, m, n, k, a, a_strides, b, b_strides, c):
                     sums, name="t")
                 for r in range(rows):
                     for s in range(cols):
-                        at = bld.add(_offset(bld, (bld.add(i0, T.i64(r)), n)), bld.add(j0, T.i64(s)))
+                        at = bld.add(_offset(bld, (bld.add(i0, T.i64(r)), ldc)),
+                                     bld.add(j0, T.i64(s)))
                         bld.store(sums[r * cols + s], _at(bld, c, scalar, at), align=align)
                 return carried
             emit_nest(builder, [row_blocks, col_blocks], block, name="blk")

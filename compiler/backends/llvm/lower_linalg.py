@@ -4,11 +4,15 @@ memory, a fused loop nest otherwise.
 `plan_blas` decides, from the static shapes alone, whether a product is a matrix product in
 memory. It is when both operands and the result have the same dtype, float32, float64,
 complex64 or complex128, the contraction is longer than 1, and each operand, with its batch axes
-set aside, is a matrix in memory: its free axes flatten to one stride and its contracting axes to
-another, one of the two being 1. An operand whose contracting axes come first (a transposed
-matrix as it is stored) is read in place (its strides, or BLAS's transpose flag), never copied.
-Batch axes become a loop of products, one per batch element, at affine offsets (the batch axes
-may sit anywhere in the operands). A contraction over zero elements fills the result with zeros.
+set aside, is a matrix in memory: its contracting axes flatten to one stride, and its rows (the
+lhs's free axes) or columns (the rhs's) to another, one of the two being 1 (for real products
+neither need be: a batch axis after them, Strided). An operand whose contracting axes come first
+(a transposed matrix as it is stored) is read in place (its strides, or BLAS's transpose flag),
+never copied. Batch axes become a loop of products, one per batch element, at affine offsets (the
+batch axes may sit anywhere in the operands). Free axes that do not flatten to one stride (on
+both sides of the contraction: `einsum('ikj,kn->ijn')`) loop over products too: one run of them
+forms the rows or columns (`matrix_axes`), the others join the loop, and C's rows then have a
+stride of their own (`ldc`). A contraction over zero elements fills the result with zeros.
 
 Each product of the plan then runs, by `inline` and `packed`:
 - float32/float64 products of at most INLINE_MAX_FLOPS multiply-adds (INLINE_MAX_VECTOR_FLOPS
@@ -16,7 +20,8 @@ Each product of the plan then runs, by `inline` and `packed`:
   (rows form), that gemm.py can read in place: gemm.py's register-blocked loop nest,
   generated into the kernel (no call, no packing, no threads);
 - other float32/float64 matrix products: gemm_packed.py's packed, cache-blocked kernel (one
-  function per dtype, in the runtime library);
+  function per dtype, in the runtime library); a Strided operand is first copied into the
+  workspace in matrix order (`staged`);
 - complex matrix products and matrix-vector products: BLAS, blas.py's row-major emitters of
   cgemm/zgemm and the gemv routines (extern function pointers bound at load time), OpenBLAS on
   one thread.
@@ -52,9 +57,10 @@ from ...primitives.core import LLVM, LLVM_SCRATCH
 from ...primitives.linalg import free_axes
 from . import blas, externs, gemm, gemm_packed, parallel, pool
 from . import ltypes as T
-from .buffers import element_pointer
+from .buffers import Buffer, View, element_pointer, nbytes
 from .loops import affine_offset, collapse, contiguous_strides, emit_nest
 from .lower_fused import fill, lower_group, wide_bytes, wide_carry
+from .lower_structural import copy_nest
 
 P = PRIMITIVES
 # Below this many multiply-adds a fused loop beats the call into the library (measured on
@@ -89,16 +95,25 @@ class Matrix(NamedTuple):
     ld: int
 
 
+class Strided(NamedTuple):
+    """An operand of a real product with no unit stride in the matrix (a batch axis after its
+    rows or columns): op(X)[i, j] at i * rows + j * cols. The packed kernel and gemm.py's rows
+    form read it in place; BLAS cannot."""
+    rows: int
+    cols: int
+
+
 class BlasPlan(NamedTuple):
     kind: str               # "gemm", "gemv_lhs" (lhs is the matrix), "gemv_rhs", "zeros"
     m: int
     n: int
     k: int
-    lhs: Matrix
+    lhs: Matrix             # or Strided (real "gemm" products only)
     rhs: Matrix
     incs: tuple             # (lhs, rhs) strides along the contraction (for gemv's vector)
-    batch: tuple            # batch shape
-    batch_strides: tuple    # (lhs, rhs, out) element strides over the batch shape
+    batch: tuple            # the shape of the loop of products: batch axes, then free axes
+    batch_strides: tuple    # outside the matrices; (lhs, rhs, out) element strides over it
+    ldc: int                # C's row stride
 
 
 def flat_group(shape, strides, axes):
@@ -112,6 +127,25 @@ def flat_group(shape, strides, axes):
         if strides[a] != strides[b] * shape[b]:
             return size, None
     return size, strides[axes[-1]]
+
+
+def matrix_axes(shape, strides, axes, last):
+    """The run of `axes` (an operand's free axes, in order) that forms the rows (the columns,
+    with `last`) of each product: all of them when they flatten to one stride; otherwise, for
+    columns, the run that ends with the last axis (C's columns must be contiguous), and for
+    rows the run with unit stride (each product then reads whole cache lines of the operand:
+    a run with a larger stride would read a line once per product looping over the others),
+    or else the largest. The other axes loop over products."""
+    axes = [a for a in axes if shape[a] != 1]
+    runs = []
+    for a in axes:
+        if runs and strides[runs[-1][-1]] == strides[a] * shape[a]:
+            runs[-1].append(a)
+        else:
+            runs.append([a])
+    if len(runs) <= 1 or last:
+        return runs[-1] if runs else []
+    return max(runs, key=lambda run: (strides[run[-1]] == 1, math.prod(shape[a] for a in run)))
 
 
 def _matrix(rows, cols):
@@ -137,26 +171,47 @@ def plan_blas(la, ra, out_aval, dimension_numbers):
     if dtype not in _BLAS_DTYPES or la.dtype != dtype or ra.dtype != dtype:
         return None
     ls, rs = contiguous_strides(la.shape), contiguous_strides(ra.shape)
+    os_ = contiguous_strides(out_aval.shape)
     pairs = sorted(zip(lc, rc))   # the contraction order: the lhs's memory order
     lhs_k = flat_group(la.shape, ls, [a for a, _ in pairs])
     rhs_k = flat_group(ra.shape, rs, [b for _, b in pairs])
-    m, lhs_m = flat_group(la.shape, ls, free_axes(la.ndim, lc, lb))
-    n, rhs_n = flat_group(ra.shape, rs, free_axes(ra.ndim, rc, rb))
+    lf, rf = free_axes(la.ndim, lc, lb), free_axes(ra.ndim, rc, rb)
+    rows = matrix_axes(la.shape, ls, lf, last=False)
+    cols = matrix_axes(ra.shape, rs, rf, last=True)
+    m, lhs_m = flat_group(la.shape, ls, rows)
+    n, rhs_n = flat_group(ra.shape, rs, cols)
     k = lhs_k[0]
-    batch = tuple(la.shape[a] for a in lb)
-    out_strides = contiguous_strides(out_aval.shape)[:len(lb)]
-    batch_strides = ([ls[a] for a in lb], [rs[b] for b in rb], list(out_strides))
+    # the products' loop: batch axes, then the free axes outside the rows and the columns
+    nb, nl = len(lb), len(lf)
+    outer_l = [a for a in lf if a not in rows]
+    outer_r = [b for b in rf if b not in cols]
+    batch = tuple(la.shape[a] for a in lb) + tuple(la.shape[a] for a in outer_l) + \
+        tuple(ra.shape[b] for b in outer_r)
+    batch_strides = ([ls[a] for a in lb] + [ls[a] for a in outer_l] + [0] * len(outer_r),
+                     [rs[b] for b in rb] + [0] * len(outer_l) + [rs[b] for b in outer_r],
+                     list(os_[:nb]) + [os_[nb + lf.index(a)] for a in outer_l] +
+                     [os_[nb + nl + rf.index(b)] for b in outer_r])
+    ldc = os_[nb + lf.index(rows[-1])] if rows else n
     if k == 0 and m * n:
-        return BlasPlan("zeros", m, n, k, None, None, None, batch, batch_strides)
-    if k <= 1 or m * n == 1:
+        return BlasPlan("zeros", m, n, k, None, None, None, tuple(out_aval.shape[:nb]),
+                        (), ldc)
+    if k <= 1 or m * n == 1 or lhs_k[1] is None or rhs_k[1] is None:
         return None
     a, b = _matrix((m, lhs_m), lhs_k), _matrix(rhs_k, (n, rhs_n))
     if a is None or b is None:
-        return None
-    kind = "gemv_lhs" if n == 1 else "gemv_rhs" if m == 1 else "gemm"
+        if dtype not in gemm.DTYPES:
+            return None
+        a, b = a or Strided(lhs_m, lhs_k[1]), b or Strided(rhs_k[1], rhs_n)
+        kind = "gemm"
+    else:
+        kind = "gemv_lhs" if n == 1 else "gemv_rhs" if m == 1 else "gemm"
+    if kind == "gemv_lhs" and ldc != 1 and m > 1:   # gemv writes a contiguous vector
+        if dtype not in gemm.DTYPES:
+            return None
+        kind = "gemm"
     shape, maps, _ = collapse(batch, batch_strides)
     incs = (lhs_k[1] or 1, rhs_k[1] or 1)
-    plan = BlasPlan(kind, m, n, k, a, b, incs, shape, tuple(maps))
+    plan = BlasPlan(kind, m, n, k, a, b, incs, shape, tuple(maps), ldc)
     if m * n * k >= MIN_BLAS_FLOPS:
         return plan
     # below it, the loop nest's float64 accumulator keeps long float32 contractions accurate
@@ -166,7 +221,9 @@ def plan_blas(la, ra, out_aval, dimension_numbers):
 # -------------------------------------------------------------------------- emission
 
 def _strides(matrix):
-    """(row, column) element strides of op(X) for a Matrix."""
+    """(row, column) element strides of op(X) for a Matrix or a Strided operand."""
+    if isinstance(matrix, Strided):
+        return tuple(matrix)
     return (1, matrix.ld) if matrix.trans else (matrix.ld, 1)
 
 
@@ -193,13 +250,13 @@ def _call(builder, plan, dtype, a, b, c):
     lhs, rhs = plan.lhs, plan.rhs
     if inline(plan, dtype):
         gemm.emit_gemm(builder, dtype, plan.m, plan.n, plan.k, a, _strides(lhs), b,
-                       _strides(rhs), c)
+                       _strides(rhs), c, plan.ldc)
     elif plan.kind == "gemm" and packed(dtype):
         gemm_packed.emit_packed_gemm(builder, dtype, plan.m, plan.n, plan.k, a, _strides(lhs),
-                                     b, _strides(rhs), c, plan.n)
+                                     b, _strides(rhs), c, plan.ldc)
     elif plan.kind == "gemm":
         blas.emit_gemm(builder, dtype, plan.m, plan.n, plan.k, a, b, c, trans_a=lhs.trans,
-                       trans_b=rhs.trans, lda=lhs.ld, ldb=rhs.ld, ldc=plan.n)
+                       trans_b=rhs.trans, lda=lhs.ld, ldb=rhs.ld, ldc=plan.ldc)
     elif plan.kind == "gemv_lhs":   # out (m) = op(lhs) @ rhs vector
         rows, cols = (plan.k, plan.m) if lhs.trans else (plan.m, plan.k)
         blas.emit_gemv(builder, dtype, rows, cols, a, b, c, trans_a=lhs.trans, lda=lhs.ld,
@@ -297,7 +354,7 @@ def _panel_task(ctx, plan, dtype, by_rows, length):
     _, rhs_cols = _strides(plan.rhs)
     if by_rows:   # rows [start, start + size) of op(A) and of C
         a = b.gep(a, [b.mul(start, T.i64(lhs_rows))], source_etype=element)
-        c = b.gep(c, [b.mul(start, T.i64(plan.n))], source_etype=element)
+        c = b.gep(c, [b.mul(start, T.i64(plan.ldc))], source_etype=element)
         m, n = size, plan.n
     else:         # columns of op(B) and of C
         bp = b.gep(bp, [b.mul(start, T.i64(rhs_cols))], source_etype=element)
@@ -305,10 +362,10 @@ def _panel_task(ctx, plan, dtype, by_rows, length):
         m, n = plan.m, size
     if packed(dtype):
         gemm_packed.emit_packed_gemm(b, dtype, m, n, plan.k, a, _strides(plan.lhs), bp,
-                                     _strides(plan.rhs), c, plan.n)
+                                     _strides(plan.rhs), c, plan.ldc)
     else:
         blas.emit_gemm(b, dtype, m, n, plan.k, a, bp, c, trans_a=plan.lhs.trans,
-                       trans_b=plan.rhs.trans, lda=plan.lhs.ld, ldb=plan.rhs.ld, ldc=plan.n)
+                       trans_b=plan.rhs.trans, lda=plan.lhs.ld, ldb=plan.rhs.ld, ldc=plan.ldc)
     b.ret_void()
     return task
 
@@ -366,19 +423,85 @@ def _dot_general(ctx, outs, ins, *, dimension_numbers, precision=None,
         plan = plan_blas(lhs.aval, rhs.aval, outs[0].aval, dimension_numbers)
     if plan is None:
         _loop_nest(ctx, outs, ins, dimension_numbers)
+    elif staged(plan, outs[0].aval.dtype):
+        _emit_staged(ctx, lhs, rhs, outs[0], dimension_numbers)
     else:
         _emit_blas(ctx, plan, lhs, rhs, outs[0])
 
 
+# ------------------------------------------- operands without a unit stride, packed kernel
+
+def staged(plan, dtype):
+    """Whether the packed kernel's operands with no unit stride in their matrices (Strided:
+    a batch axis after the rows or columns) are first copied into the workspace, batch axes,
+    then rows (columns), then contraction, in memory order. Read in place, each product of
+    the batch reads a whole cache line for each element it packs (the lines hold the other
+    products' elements): 64 float32 products of 256^3 with the batch last in one operand
+    took 47-50 ms of CPU in the kernel, against 17 ms for contiguous operands, and a copy
+    streams the operand once (docs/llvm.md, "Operands read through strides")."""
+    return plan.kind == "gemm" and not inline(plan, dtype) and \
+        (isinstance(plan.lhs, Strided) or isinstance(plan.rhs, Strided))
+
+
+def _staged_orders(la, ra, dimension_numbers):
+    """The axis orders the staged operands are copied in (module docstring of `staged`)."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    pairs = sorted(zip(lc, rc))
+    lhs = list(lb) + free_axes(la.ndim, lc, lb) + [a for a, _ in pairs]
+    rhs = list(rb) + [b for _, b in pairs] + free_axes(ra.ndim, rc, rb)
+    return lhs, rhs
+
+
+def _staged_bytes(plan, la, ra):
+    """Workspace bytes of the staged copies, each 64-byte aligned: [lhs, rhs] (0: read in
+    place)."""
+    return [-(-nbytes(aval) // 64) * 64 if isinstance(side, Strided) else 0
+            for side, aval in ((plan.lhs, la), (plan.rhs, ra))]
+
+
+def _emit_staged(ctx, lhs, rhs, out, dimension_numbers):
+    """The product with its Strided operands copied into the workspace (see `staged`), then
+    read from the copies. A copy's innermost loop runs along the copy's contiguous axis and
+    the next along the operand's, so the cache lines one pass of the inner loop reads are
+    read again by the next passes before they leave the cache."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    la, ra = lhs.aval, rhs.aval
+    plan = plan_blas(la, ra, out.aval, dimension_numbers)
+    orders = _staged_orders(la, ra, dimension_numbers)
+    offset, operands = 0, []
+    for buf, order, size in zip((lhs, rhs), orders, _staged_bytes(plan, la, ra)):
+        if not size:
+            operands.append((buf, list(range(buf.aval.ndim))))
+            continue
+        aval = ShapedArray(tuple(buf.aval.shape[a] for a in order), buf.aval.dtype)
+        copy = Buffer(ctx.builder.gep(ctx.scratch, [T.i64(offset)], source_etype=T.I8), aval)
+        dense = contiguous_strides(aval.shape)
+        source = contiguous_strides(buf.aval.shape)
+        unit = buf.aval.ndim - 1   # the loops: the copy's order, the source's last axis second
+        loops = [x for x in order[:-1] if x != unit] + [unit] * (order[-1] != unit) + order[-1:]
+        shape = [buf.aval.shape[x] for x in loops]
+        copy_nest(ctx.builder, shape, View(buf, 0, [source[x] for x in loops], shape),
+                  View(copy, 0, [dense[order.index(x)] for x in loops], shape))
+        operands.append((copy, order))
+        offset += size
+    (a, lorder), (b, rorder) = operands
+    dims = ((tuple(lorder.index(x) for x in lc), tuple(rorder.index(x) for x in rc)),
+            (tuple(lorder.index(x) for x in lb), tuple(rorder.index(x) for x in rb)))
+    _emit_blas(ctx, plan_blas(a.aval, b.aval, out.aval, dims), a, b, out)
+
+
 def _scratch_bytes(eqn):
-    """The workspace of a product computed by the loop nest: its wide accumulator (a float32
-    contraction of many terms sums in float64: lower_fused.wide_sums)."""
+    """The workspace of a product: its staged operands' copies (`staged`), or, computed by
+    the loop nest, its wide accumulator (a float32 contraction of many terms sums in float64:
+    lower_fused.wide_sums)."""
     lhs, rhs = eqn.invars
     out = eqn.outvars[0].aval
     dimension_numbers = eqn.params["dimension_numbers"]
-    if not any(isinstance(x, Literal) for x in eqn.invars) and \
-            plan_blas(lhs.aval, rhs.aval, out, dimension_numbers) is not None:
-        return 0
+    if not any(isinstance(x, Literal) for x in eqn.invars):
+        plan = plan_blas(lhs.aval, rhs.aval, out, dimension_numbers)
+        if plan is not None:
+            return sum(_staged_bytes(plan, lhs.aval, rhs.aval)) if staged(plan, out.dtype) \
+                else 0
     carry = wide_carry(out, math.prod(lhs.aval.shape[d] for d in dimension_numbers[0][0]))
     return 0 if carry is None else wide_bytes(out, carry)
 
