@@ -209,7 +209,9 @@ PUBLIC = {
         "binomial", "multinomial", "poisson"},
     "kiln.scipy": {
         "cluster", "fft", "integrate", "interpolate", "linalg", "ndimage", "optimize",
-        "signal", "sparse", "special", "stats"},
+        "signal", "sparse", "spatial", "special", "stats"},
+    "kiln.scipy.spatial": {"transform"},
+    "kiln.scipy.spatial.transform": {"Rotation", "Slerp"},
     "kiln.scipy.sparse": {"linalg"},
     "kiln.scipy.sparse.linalg": {"bicgstab", "cg", "gmres"},
     "kiln.scipy.fft": {"dct", "dctn", "idct", "idctn"},
