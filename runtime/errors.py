@@ -2,9 +2,10 @@
 (`except jax.errors.ConcretizationTypeError:` in a compiled function's `try`, see
 docs/control_flow.md) catches kiln's. kiln raises one error, `ConcretizationError` (a
 TypeError), wherever JAX raises one of its tracer-conversion errors, so those names all stand
-for it."""
+for it. `KeyReuseError` is what kiln.random's key-reuse checker raises (runtime/_key_reuse.py)."""
 from .compiler import errors as _errors
 from .compiler.errors import NonConcreteBooleanIndexError
+from ._key_reuse import KeyReuseError
 
 ConcretizationTypeError = _errors.ConcretizationError
 TracerBoolConversionError = _errors.ConcretizationError
@@ -13,4 +14,4 @@ TracerArrayConversionError = _errors.ConcretizationError
 
 __all__ = ["ConcretizationTypeError", "TracerBoolConversionError",
            "TracerIntegerConversionError", "TracerArrayConversionError",
-           "NonConcreteBooleanIndexError"]
+           "NonConcreteBooleanIndexError", "KeyReuseError"]

@@ -181,3 +181,50 @@ def test_lstm_matches_jax_lstm_ref(layers, bidirectional):
         rnn.lstm(x, h0, c0, weights, lengths, *sizes[:3], 0.5, bidirectional)
     with pytest.raises(NotImplementedError, match="`seq_lengths` can only be int32"):
         rnn.lstm(x, h0, c0, weights, lengths.astype(np.float32), *sizes[:3], 0.0, bidirectional)
+
+
+def test_key_reuse_checker_raises_where_jax_does():
+    def twice(k):
+        return kiln.random.normal(k) + kiln.random.uniform(k)
+
+    def split_once(k):
+        a, b = kiln.random.split(k)
+        return kiln.random.normal(a) + kiln.random.normal(b)
+
+    reused = [
+        ("drew from this key", lambda k: (kiln.random.normal(k), kiln.random.normal(k))),
+        ("drew from this key", lambda k: (kiln.random.split(k), kiln.random.normal(k))),
+        ("drew from this key", twice),
+        ("In uniform, argument 0 is already consumed", kiln.jit(twice)),
+        ("already consumed", lambda k: kiln.grad(
+            lambda x, k: x * kiln.random.normal(k) * kiln.random.normal(k))(1.0, k)),
+        ("already consumed", lambda k: kiln.vmap(twice)(kiln.random.split(k, 2))),
+    ]
+    fine = [
+        lambda k: (kiln.random.fold_in(k, 1), kiln.random.fold_in(k, 2)),
+        lambda k: (kiln.random.normal(k), kiln.random.key_data(k)),
+        lambda k: (kiln.random.normal(kiln.random.clone(k)), kiln.random.normal(k)),
+        lambda k: kiln.jit(split_once)(k),
+        lambda k: kiln.random.choice(k, 5, (3,), replace=False),
+        lambda k: kiln.jit(lambda k, p: kiln.lax.cond(p, kiln.random.normal, kiln.random.uniform,
+                                                     k))(k, True),
+    ]
+    with kiln.debug_key_reuse(True):
+        for seed, (message, call) in enumerate(reused):
+            with pytest.raises(kiln.errors.KeyReuseError, match=message):
+                call(kiln.random.key(seed))
+        for seed, call in enumerate(fine):
+            call(kiln.random.key(seed))
+        raw = kiln.random.PRNGKey(0)
+        kiln.random.normal(raw), kiln.random.normal(raw)       # raw keys are not checked
+    key = kiln.random.key(0)
+    kiln.random.normal(key), kiln.random.normal(key)           # the checker is off again
+    assert issubclass(kiln.errors.KeyReuseError, TypeError)
+    # JAX raises for the same reuses and allows the same non-reuses
+    with jax.debug_key_reuse(True):
+        k = jax.random.key(0)
+        jax.random.normal(k)
+        with pytest.raises(jax.errors.KeyReuseError):
+            jax.random.normal(k)
+        k = jax.random.key(1)
+        jax.random.fold_in(k, 1), jax.random.fold_in(k, 2), jax.random.normal(k)

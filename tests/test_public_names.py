@@ -69,7 +69,7 @@ PUBLIC = {
     "kiln.typing": {"ArrayLike", "DTypeLike"},
     "kiln.errors": {"ConcretizationTypeError", "TracerBoolConversionError",
                     "TracerIntegerConversionError", "TracerArrayConversionError",
-                    "NonConcreteBooleanIndexError"},
+                    "NonConcreteBooleanIndexError", "KeyReuseError"},
     "kiln.numpy": {
         "ufunc", "frompyfunc", "abs", "absolute", "acos", "acosh", "add", "all", "allclose", "amax", "amin",
         "angle", "any", "arange", "arccos", "arccosh", "arcsin", "arcsinh", "arctan",

@@ -9,7 +9,7 @@ docs/differences.md), `checkify`, run-time error checks as values (docs/debuggin
 `random` (JAX's stateful generator), `layout` (`Format` and `Layout`, row-major only),
 `compute_on`, `shard_alike`, `xla_metadata` and `custom_partitioning` (accepted and checked;
 kiln computes where and how it would anyway, docs/compat.md), and `key_reuse` (no names, as
-JAX's).
+JAX's; the checker is `kiln.debug_key_reuse`).
 JAX's deprecated `shard_map` and `pjit` modules are here too, imported when named:
 `kiln.experimental.shard_map.shard_map` and `kiln.experimental.pjit.pjit` warn as JAX's do and
 are `kiln.shard_map` and `kiln.jit`."""

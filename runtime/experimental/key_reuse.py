@@ -1,7 +1,6 @@
 """`kiln.experimental.key_reuse`: the module JAX documents its key-reuse checker in. Like
-JAX 0.10.2's, it exports no names: JAX's checker is switched on by the `jax_debug_key_reuse`
-option (`jax.debug_key_reuse(True)` or `jax.config.update`) and raises `KeyReuseError` when a
-key is consumed twice. kiln has no such checker: `kiln.debug_key_reuse` accepts only False and
-refuses True with a `ValueError` that says so (docs/differences.md)."""
+JAX 0.10.2's, it exports no names: the checker is switched on by the `debug_key_reuse` option
+(`kiln.debug_key_reuse(True)`, JAX's `jax_debug_key_reuse`) and raises
+`kiln.errors.KeyReuseError` when a key is consumed twice (runtime/_key_reuse.py)."""
 
 __all__ = []
