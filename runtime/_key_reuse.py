@@ -11,7 +11,8 @@ keys are not checked, as in JAX. Consuming a key twice raises `KeyReuseError` (a
   which specialise too), a traced key consumed twice in the same function body (or the same
   loop body or branch) is refused when the function is compiled.
 Not checked yet: a key consumed in the function's body and again in a branch or loop body
-inside it, and keys passed to a jitted function (JAX marks a key argument consumed after a
+inside it, an element of a key array taken out twice (each `keys[0]` is a new value), and keys
+passed to a jitted function (JAX marks a key argument consumed after a
 call of a function that consumes it, and refuses it at the next call).
 """
 import weakref
