@@ -84,7 +84,8 @@ def test_custom_partitioning_runs_the_function():
     for module in (cp, jcp):
         for call, message in (
                 (lambda: module.CompoundFactor("a"), "at least two factors"),
-                (lambda: module.ArrayMapping("a", module.BATCHING), "only be used at the beginning"),
+                (lambda: module.ArrayMapping("a", module.BATCHING),
+                 "only be used at the beginning"),
                 (lambda: module.ArrayMapping("1a"), "have to start with a letter"),
                 (lambda: module.SdyShardingRule((module.ArrayMapping("i"),), (), i=2),
                  "represents a whole dimension"),
@@ -102,7 +103,8 @@ def test_layout_formats_are_accepted_for_row_major():
     m = jnp.ones((2, 3))
     assert repr(m.format.layout) == repr(jax.numpy.ones((2, 3)).format.layout)
     assert m.format.sharding == m.sharding
-    assert repr(Format()) == repr(JFormat()) and repr(Format(Layout.AUTO)) == repr(JFormat(JLayout.AUTO))
+    assert repr(Format()) == repr(JFormat())
+    assert repr(Format(Layout.AUTO)) == repr(JFormat(JLayout.AUTO))
     assert repr(Layout((1, 0))) == repr(JLayout((1, 0))) and Layout((1, 0)) == Layout((1, 0))
     double = kiln.jit(lambda x: x * 2, in_shardings=m.format,
                       out_shardings=Format(Layout((0, 1)), sharding))

@@ -20,66 +20,78 @@ def close(got, want, tol=2e-5):
     assert np.asarray(got).dtype == np.asarray(want).dtype
 
 
+def same(computation, *args, tol=2e-5):
+    """`computation(Rotation, Slerp, *args)` run by kiln eagerly and by JAX under one `jit`
+    (one compile instead of one per operation), its list of results compared."""
+    ours = computation(Rotation, Slerp, *args)
+    theirs = jax.jit(lambda *a: computation(JRotation, JSlerp, *a))(*args)
+    assert len(ours) == len(theirs)
+    for got, want in zip(ours, theirs):
+        close(got, want, tol)
+
+
+def conversions(R, S, quats):
+    r = R.from_quat(quats)
+    out = [r.quat, r.as_matrix(), r.as_rotvec(), r.as_mrp(), r.magnitude(),
+           r.as_rotvec(degrees=True) / 100]
+    out += [r.as_quat(canonical, first) for canonical in (False, True) for first in (False, True)]
+    out += [R.from_matrix(r.as_matrix()).quat, R.from_rotvec(r.as_rotvec()).quat,
+            R.from_rotvec(0 * quats[0, :3]).quat,
+            R.from_rotvec(r.as_rotvec(True), degrees=True).quat, R.from_mrp(r.as_mrp()).quat,
+            R.identity().quat, R.identity(dtype=np.float16).quat]
+    return out
+
+
 def test_conversions_match_jax():
-    ours, theirs = Rotation.from_quat(QUATS), JRotation.from_quat(QUATS)
-    close(ours.quat, theirs.quat)
-    for method in ("as_matrix", "as_rotvec", "as_mrp", "magnitude"):
-        close(getattr(ours, method)(), getattr(theirs, method)())
-    close(ours.as_rotvec(degrees=True), theirs.as_rotvec(degrees=True), 1e-3)
-    for canonical in (False, True):
-        for scalar_first in (False, True):
-            close(ours.as_quat(canonical, scalar_first), theirs.as_quat(canonical, scalar_first))
-    close(Rotation.from_matrix(theirs.as_matrix()).quat, JRotation.from_matrix(theirs.as_matrix()).quat)
-    close(Rotation.from_rotvec(theirs.as_rotvec()).quat, JRotation.from_rotvec(theirs.as_rotvec()).quat)
-    close(Rotation.from_rotvec(np.zeros(3, np.float32)).quat, JRotation.from_rotvec(np.zeros(3, np.float32)).quat)
-    close(Rotation.from_rotvec(theirs.as_rotvec(True), degrees=True).quat,
-          JRotation.from_rotvec(theirs.as_rotvec(True), degrees=True).quat)
-    close(Rotation.from_mrp(theirs.as_mrp()).quat, JRotation.from_mrp(theirs.as_mrp()).quat)
-    close(Rotation.identity().quat, JRotation.identity().quat)
-    close(Rotation.identity(dtype=np.float16).quat, JRotation.identity(dtype=np.float16).quat)
+    same(conversions, QUATS)
+
+
+def euler(R, S, quats, angles, seq):
+    out = [R.from_euler(seq, angles).quat,
+           R.from_euler(seq, angles * 57.29578, degrees=True).quat]
+    if len(seq) == 3:
+        r = R.from_quat(quats)
+        # a middle angle of 0: the degenerate case puts the whole turn in one outer angle
+        flat = R.from_euler(seq, angles[0] * np.array([1, 1e-9, 1], np.float32))
+        out += [r.as_euler(seq), r.as_euler(seq, degrees=True) / 100, flat.as_euler(seq)]
+    return out
 
 
 @pytest.mark.parametrize("seq", SEQS)
 def test_euler_angles_match_jax(seq):
     angles = RNG.uniform(-3, 3, (4, len(seq))).astype(np.float32)
-    close(Rotation.from_euler(seq, angles).quat, JRotation.from_euler(seq, angles).quat)
-    close(Rotation.from_euler(seq, np.rad2deg(angles), degrees=True).quat,
-          JRotation.from_euler(seq, np.rad2deg(angles), degrees=True).quat)
-    if len(seq) == 3:
-        ours, theirs = Rotation.from_quat(QUATS), JRotation.from_quat(QUATS)
-        close(ours.as_euler(seq), theirs.as_euler(seq))
-        close(ours.as_euler(seq, degrees=True), theirs.as_euler(seq, degrees=True), 1e-3)
-        # a middle angle of 0: the degenerate case puts the whole turn in one outer angle
-        flat = JRotation.from_euler(seq, np.array([0.3, 1e-9, 0.2], np.float32))
-        close(Rotation(np.asarray(flat.quat)).as_euler(seq), flat.as_euler(seq))
+    same(lambda R, S, q, a: euler(R, S, q, a, seq), QUATS, angles)
+
+
+def composition(R, S, quats, vectors, weights):
+    r = R.from_quat(quats)
+    out = [(r * r[::-1]).quat, (r[1] * r).quat, r.inv().quat,
+           R.concatenate([r, r[:2]]).quat]
+    for inverse in (False, True):
+        out += [r.apply(vectors, inverse), r.apply(vectors[0], inverse),
+                r[2].apply(vectors, inverse)]
+    # the eigenvector's sign is arbitrary; the rotation is not
+    out += [r.mean().as_matrix(), r.mean(weights).as_matrix()]
+    return out
 
 
 def test_composition_application_mean_and_indexing_match_jax():
-    ours, theirs = Rotation.from_quat(QUATS), JRotation.from_quat(QUATS)
-    close((ours * ours[::-1]).quat, (theirs * theirs[::-1]).quat)
-    close((ours[1] * ours).quat, (theirs[1] * theirs).quat)
-    close(ours.inv().quat, theirs.inv().quat)
     vectors = RNG.normal(size=(5, 3)).astype(np.float32)
-    for inverse in (False, True):
-        close(ours.apply(vectors, inverse), theirs.apply(vectors, inverse))
-        close(ours.apply(vectors[0], inverse), theirs.apply(vectors[0], inverse))
-        close(ours[2].apply(vectors, inverse), theirs[2].apply(vectors, inverse))
-    weights = np.arange(1.0, 6.0, dtype=np.float32)
-    # the eigenvector's sign is arbitrary; the rotation is not
-    close(ours.mean().as_matrix(), theirs.mean().as_matrix(), 1e-4)
-    close(ours.mean(weights).as_matrix(), theirs.mean(weights).as_matrix(), 1e-4)
+    same(composition, QUATS, vectors, np.arange(1.0, 6.0, dtype=np.float32), tol=1e-4)
+    ours = Rotation.from_quat(QUATS)
     assert len(ours) == 5 and ours[1:3].quat.shape == (2, 4) and ours[0].single
-    close(Rotation.concatenate([ours, ours[:2]]).quat, JRotation.concatenate([theirs, theirs[:2]]).quat)
+
+
+def slerp(R, S, quats, times, queries):
+    interpolate = S.init(times, R.from_quat(quats))
+    return [interpolate(queries).quat, interpolate(queries[2]).quat]
 
 
 def test_slerp_matches_jax():
     times = np.array([0.0, 1.0, 2.5, 3.0, 4.0], np.float32)
-    ours = Slerp.init(times, Rotation.from_quat(QUATS))
-    theirs = JSlerp.init(times, JRotation.from_quat(QUATS))
     queries = np.array([-0.5, 0.2, 1.7, 3.0, 3.9, 5.0], np.float32)
-    close(ours(queries).quat, theirs(queries).quat)
-    assert ours(1.3).single
-    close(ours(1.3).quat, theirs(1.3).quat)
+    same(slerp, QUATS, times, queries)
+    assert Slerp.init(times, Rotation.from_quat(QUATS))(1.3).single
 
 
 def test_transforms_match_jax():
@@ -89,21 +101,23 @@ def test_transforms_match_jax():
         return module.from_euler("XYZ", a).as_euler("zxz").sum()
 
     close(kiln.jit(lambda r: r.as_euler("xyz"))(Rotation.from_quat(QUATS)),
-          JRotation.from_quat(QUATS).as_euler("xyz"))
+          jax.jit(lambda r: r.as_euler("xyz"))(JRotation.from_quat(QUATS)))
     # a Rotation in and out of jit, and through vmap, as a pytree
     got = kiln.jit(lambda r, q: r * Rotation.from_quat(q))(Rotation.from_quat(QUATS[0]), QUATS)
     assert isinstance(got, Rotation)
-    close(got.quat, (JRotation.from_quat(QUATS[0]) * JRotation.from_quat(QUATS)).quat)
+    close(got.quat, jax.jit(lambda q: (JRotation.from_quat(q[0]) * JRotation.from_quat(q)).quat)(
+        QUATS))
     close(kiln.vmap(lambda q: Rotation.from_quat(q).as_rotvec())(QUATS),
-          jax.vmap(lambda q: JRotation.from_quat(q).as_rotvec())(QUATS))
+          jax.jit(jax.vmap(lambda q: JRotation.from_quat(q).as_rotvec()))(QUATS))
     close(kiln.grad(lambda a: euler_roundtrip(Rotation, a))(angles),
-          jax.grad(lambda a: euler_roundtrip(JRotation, a))(angles), 1e-4)
+          jax.jit(jax.grad(lambda a: euler_roundtrip(JRotation, a)))(angles), 1e-4)
     slerp = Slerp.init(np.arange(5.0, dtype=np.float32), Rotation.from_quat(QUATS))
-    jslerp = JSlerp.init(np.arange(5.0, dtype=np.float32), JRotation.from_quat(QUATS))
+    jslerp = jax.jit(lambda q: JSlerp.init(np.arange(5.0, dtype=np.float32),
+                                           JRotation.from_quat(q)))(QUATS)
     close(kiln.jit(lambda s, t: s(t).as_matrix())(slerp, np.float32(1.3)),
-          jslerp(np.float32(1.3)).as_matrix())
+          jax.jit(lambda s, t: s(t).as_matrix())(jslerp, np.float32(1.3)))
     close(kiln.grad(lambda t: slerp(t).as_rotvec()[0])(np.float32(2.4)),
-          jax.grad(lambda t: jslerp(t).as_rotvec()[0])(np.float32(2.4)), 1e-4)
+          jax.jit(jax.grad(lambda t: jslerp(t).as_rotvec()[0]))(np.float32(2.4)), 1e-4)
 
 
 def test_errors_are_jaxs():

@@ -14,7 +14,6 @@ weight and adds kernel noise. `integrate_box` and `set_bandwidth` raise
 """
 import numpy as np
 
-from ... import lax
 from ... import numpy as jnp
 from ... import random
 from ...numpy._core import check_arraylike, promote_dtypes_inexact
