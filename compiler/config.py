@@ -29,7 +29,8 @@ of values (`_choices`, the first the default): `numpy_rank_promotion` ("allow", 
 `allow_f16_reductions` (on by default: `_on_by_default`, read by `kiln.lax.reduce_sum`),
 `use_shardy_partitioner` (on by default, as in JAX 0.10.2, or as `JAX_USE_SHARDY_PARTITIONER`
 says: sharded jit on PJRT devices writes Shardy's shardings, else GSPMD's;
-runtime/pjrt_partitioned.py).
+runtime/pjrt_partitioned.py), `debug_key_reuse` (kiln.random's key-reuse checker,
+runtime/_key_reuse.py).
 `jax2tf_associative_scan_reductions` is accepted with no effect (kiln has no jax2tf), and so
 are `scan3`, `remat3` and `custom_vjp3`: in JAX they switch loops, `checkpoint` and
 `custom_vjp` to new implementations with the same results; kiln has one implementation of
@@ -81,6 +82,7 @@ class Config:
         "remat3": ("JAX_REMAT3",),
         "custom_vjp3": ("JAX_CUSTOM_VJP3",),
         "disable_jit": ("KILN_DISABLE_JIT", "JAX_DISABLE_JIT"),
+        "debug_key_reuse": ("JAX_DEBUG_KEY_REUSE",),
     }
     _on_by_default = {"allow_f16_reductions": (),
                       "use_shardy_partitioner": ("JAX_USE_SHARDY_PARTITIONER",)}

@@ -14,6 +14,7 @@ from .compiler.ir import dtypes
 from .compiler.primitives import PRIMITIVES
 from .custom_derivatives import custom_jvp
 from .dispatch import bind
+from ._key_reuse import consume
 from .numpy._dtypes import prng_key
 from .numpy._core import check_arraylike, broadcast_shapes, canonicalize_axis, canonical_dtype
 from .tree_util import register_pytree_node
@@ -176,10 +177,15 @@ def _legacy_key_used():
     warnings.warn(msg, stacklevel=4)
 
 
+_NOT_CONSUMING = ("fold_in", "key_data", "key_impl", "clone")
+
+
 def _check_key(name, key, allow_batched=False):
     """(key data uint32[..., 2], whether the caller passed raw data)."""
     if isinstance(key, PRNGKeyArray):
         base, raw = key._base, False
+        if name not in _NOT_CONSUMING and config.read("debug_key_reuse"):
+            consume(base, name)
     elif isinstance(key, (list, tuple, dict, set, str)) or key is None:
         raise TypeError(f"unexpected PRNG key type {type(key)}")
     else:
@@ -320,8 +326,10 @@ def key_impl(keys):
 
 
 def clone(key):
-    """Keys are immutable values in kiln, so cloning returns the key itself."""
-    return key
+    """The same key, as a new value that the key-reuse checker (debug_key_reuse) counts
+    apart from `key`."""
+    base, raw = _check_key("clone", key, allow_batched=True)
+    return _keys_out(raw, lax.bitwise_or(base, base))
 
 
 def split(key, num=2):

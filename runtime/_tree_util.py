@@ -277,7 +277,7 @@ def _flatten_with_path(x, path, out, is_leaf):
 
 def _namedtuple_keyed(x):
     fields = type(x)._fields
-    if len(fields) == len(x):
+    if len(fields) == tuple.__len__(x):     # a named tuple may define its own __len__
         return [(GetAttrKey(f), c) for f, c in zip(fields, x)]
     return [(SequenceKey(i), c) for i, c in enumerate(x)]
 
@@ -684,9 +684,9 @@ def _flatten_up_to(node, x, out):
                 raise ValueError(
                     f"Named tuple type mismatch: expected type: {t!r}, "
                     f"tuple: {_short_repr(x)}.")
-            if len(x) != len(children):
+            if tuple.__len__(x) != len(children):
                 raise ValueError(
-                    f"Named tuple arity mismatch: {len(x)} != {len(children)}; "
+                    f"Named tuple arity mismatch: {tuple.__len__(x)} != {len(children)}; "
                     f"tuple: {_short_repr(x)}.")
             vals = x
         else:

@@ -235,6 +235,13 @@ class Array(ArrayMethods):
         return self.sharding.device_set
 
     @property
+    def format(self):
+        """This array's layout (row-major, the only one kiln has) and sharding, as a
+        `kiln.experimental.layout.Format`."""
+        from .layouts import Format, row_major
+        return Format(row_major(self.ndim), self.sharding)
+
+    @property
     def committed(self):
         """Whether this array is committed to its devices, as JAX says: placed there by
         `device_put` onto a device or sharding (or pmap, shard_map, jit's `out_shardings`), or

@@ -3,9 +3,11 @@
 docs/control_flow.md) catches kiln's. kiln raises one error, `ConcretizationError` (a
 TypeError), wherever JAX raises one of its tracer-conversion errors, so those names all stand
 for it. `JaxRuntimeError` is what a failure while a program runs raises (an FFI handler's
-error, kiln.ffi)."""
+error, kiln.ffi); `KeyReuseError` is what kiln.random's key-reuse checker raises
+(runtime/_key_reuse.py)."""
 from .compiler import errors as _errors
 from .compiler.errors import NonConcreteBooleanIndexError
+from ._key_reuse import KeyReuseError
 
 ConcretizationTypeError = _errors.ConcretizationError
 TracerBoolConversionError = _errors.ConcretizationError
@@ -15,4 +17,4 @@ JaxRuntimeError = _errors.RuntimeFailure
 
 __all__ = ["ConcretizationTypeError", "TracerBoolConversionError",
            "TracerIntegerConversionError", "TracerArrayConversionError",
-           "NonConcreteBooleanIndexError", "JaxRuntimeError"]
+           "NonConcreteBooleanIndexError", "JaxRuntimeError", "KeyReuseError"]

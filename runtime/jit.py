@@ -77,6 +77,7 @@ from .distributed import process_layout
 from .global_jit import sharded_call
 from .global_arrays import SpansProcesses
 from .pjrt_spread import LAYER as SPREAD_LAYER
+from .layouts import formats_as_shardings
 
 
 class _JitSwitch(threading.local):
@@ -789,7 +790,8 @@ def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=(),
         keep_unused=False, device=None, **unused):
     """`kiln.jit`: JAX's signature; usable as `@jit`, `@jit(...)` and `partial(jit, ...)`.
     `in_shardings`/`out_shardings` (Shardings, PartitionSpecs over the current mesh, or None,
-    as pytree prefixes) check the inputs and place the outputs."""
+    as pytree prefixes, or `Format`s of a row-major layout and a sharding) check the inputs and
+    place the outputs."""
     if fun is None:
         return functools.partial(jit, in_shardings=in_shardings, out_shardings=out_shardings,
                                  static_argnums=static_argnums, static_argnames=static_argnames,
@@ -799,6 +801,8 @@ def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=(),
                                         or donate_argnames or in_shardings is not None
                                         or out_shardings is not None):
         return fun
+    in_shardings, out_shardings = (formats_as_shardings(in_shardings),
+                                   formats_as_shardings(out_shardings))
     if device is not None:
         from .sharding import SingleDeviceSharding
         out_shardings = out_shardings if out_shardings is not None else \

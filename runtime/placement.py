@@ -20,6 +20,9 @@ default device in force (kiln.default_device; none set: the host). A PJRT device
 another device of its plug-in device to device. Shardings over several devices are CPU-only,
 except NamedShardings over PJRT devices: one buffer per device (pjrt_spread.py).
 
+A `Format` (kiln.experimental.layout) stands for its sharding once its layout is checked to be
+row-major (layouts.py).
+
 Inside `jit` (a traced value), `device_put` onto a NamedSharding retypes the value as
 `reshard` does, and onto one device is the identity; its target is recorded so that `jit`
 refuses arguments committed to other devices (sharding_propagation.committed).
@@ -27,6 +30,7 @@ refuses arguments committed to other devices (sharding_propagation.committed).
 import numpy as np
 
 from .tree_util import tree_map
+from .layouts import unwrap_format
 from .dispatch import is_traced
 from .array import Array, to_array, placed_on, _wrap
 from .compiler.backends.cuda.device import DeviceBuffer
@@ -57,6 +61,7 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
     """`x` (a pytree) as kiln arrays on `device`: a Device, a Sharding, a PartitionSpec over
     the current mesh, or a pytree prefix of those (see the module docstring)."""
     def put(v, where):
+        where = unwrap_format(where, np.ndim(v), "device_put")
         if is_traced(v):
             return _traced(v, _as_sharding(where))
         if not isinstance(v, Array):

@@ -4,9 +4,10 @@ over `kiln.config`'s options (compiler/config.py says what each one does in kiln
 options are process-wide, not per thread as JAX's contexts are). Two options exist only as
 contexts, accepting just the value kiln implements: `threefry_partitionable` (kiln's PRNG is
 always JAX's partitionable threefry), `default_prng_impl` ("threefry2x32"),
-`numpy_dtype_promotion` ("standard"; JAX's "strict" is not implemented), `debug_key_reuse`,
-`enable_custom_prng` and `softmax_custom_jvp` (False: kiln has no key-reuse checker and no
-custom PRNGs, and differentiates `nn.softmax` through its source, as JAX's default does).
+`numpy_dtype_promotion` ("standard"; JAX's "strict" is not implemented),
+`enable_custom_prng` and `softmax_custom_jvp` (False: kiln has no custom PRNGs, and
+differentiates `nn.softmax` through its source, as JAX's default does). `debug_key_reuse`
+switches on kiln.random's key-reuse checker (runtime/_key_reuse.py).
 `no_tracing`, `no_execution`, `thread_guard` and `array_garbage_collection_guard` are checked
 where runtime/execution_guards.py says; `allow_f16_reductions` (on by default) is read by
 `kiln.lax.reduce_sum`; `jax2tf_associative_scan_reductions` chooses between two lowerings of
@@ -72,9 +73,10 @@ default_matmul_precision = Option("default_matmul_precision")
 threefry_partitionable = Option("threefry_partitionable", fixed=True)
 default_prng_impl = Option("default_prng_impl", fixed="threefry2x32")
 (no_tracing, no_execution, thread_guard, allow_f16_reductions, jax2tf_associative_scan_reductions,
- array_garbage_collection_guard) = (Option(name) for name in (
+ array_garbage_collection_guard, debug_key_reuse) = (Option(name) for name in (
      "no_tracing", "no_execution", "thread_guard", "allow_f16_reductions",
-     "jax2tf_associative_scan_reductions", "array_garbage_collection_guard"))
+     "jax2tf_associative_scan_reductions", "array_garbage_collection_guard",
+     "debug_key_reuse"))
 # options with a set of values (compiler/config.py's `_choices`)
 (numpy_rank_promotion, legacy_prng_key, transfer_guard, transfer_guard_host_to_device,
  transfer_guard_device_to_host, transfer_guard_device_to_device) = (
@@ -83,10 +85,10 @@ default_prng_impl = Option("default_prng_impl", fixed="threefry2x32")
         "transfer_guard_host_to_device", "transfer_guard_device_to_host",
         "transfer_guard_device_to_device"))
 # options of which kiln implements one value
-numpy_dtype_promotion, debug_key_reuse, enable_custom_prng, softmax_custom_jvp = (
+numpy_dtype_promotion, enable_custom_prng, softmax_custom_jvp = (
     Option(name, fixed=value) for name, value in (
-        ("numpy_dtype_promotion", "standard"), ("debug_key_reuse", False),
-        ("enable_custom_prng", False), ("softmax_custom_jvp", False)))
+        ("numpy_dtype_promotion", "standard"), ("enable_custom_prng", False),
+        ("softmax_custom_jvp", False)))
 
 
 class MemorySpace(enum.Enum):

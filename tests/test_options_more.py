@@ -55,11 +55,10 @@ def test_legacy_prng_key_matches_jax():
 
 def test_options_kiln_implements_one_value_of():
     for option, value in [(kiln.numpy_dtype_promotion, "standard"),
-                          (kiln.debug_key_reuse, False), (kiln.enable_custom_prng, False),
-                          (kiln.softmax_custom_jvp, False)]:
+                          (kiln.enable_custom_prng, False), (kiln.softmax_custom_jvp, False)]:
         with option(value):
             assert option.value == value
-    for option, value in [(kiln.numpy_dtype_promotion, "strict"), (kiln.debug_key_reuse, True),
+    for option, value in [(kiln.numpy_dtype_promotion, "strict"),
                           (kiln.enable_custom_prng, True), (kiln.softmax_custom_jvp, True)]:
         with pytest.raises(ValueError, match="implements only"):
             with option(value):
