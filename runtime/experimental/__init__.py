@@ -5,13 +5,14 @@ host callback with effects (docs/differences.md), and `compilation_cache` (its
 (serializing and loading PJRT executables, docs/pjrt.md), `mesh_utils` (devices laid out
 for a `Mesh`), `hijax` (`VJPHiPrimitive`, class-based custom derivatives,
 docs/differences.md), `checkify`, run-time error checks as values (docs/debugging.md), and
-`ode` (`odeint`, JAX's adaptive ODE solver with its adjoint derivatives).
+`ode` (`odeint`, JAX's adaptive ODE solver with its adjoint derivatives), and `sparse`
+(BCOO and BCSR sparse arrays and `sparsify`, docs/sparse.md).
 JAX's deprecated `shard_map` and `pjit` modules are here too, imported when named:
 `kiln.experimental.shard_map.shard_map` and `kiln.experimental.pjit.pjit` warn as JAX's do and
 are `kiln.shard_map` and `kiln.jit`."""
 from . import (checkify, compilation_cache, hijax, mesh_utils, multihost_utils, ode,
-               serialize_executable)
+               serialize_executable, sparse)
 from ..callbacks import io_callback
 
 __all__ = ["checkify", "compilation_cache", "hijax", "mesh_utils", "multihost_utils", "ode",
-           "serialize_executable", "io_callback"]
+           "serialize_executable", "sparse", "io_callback"]
