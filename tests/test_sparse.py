@@ -209,7 +209,8 @@ def test_jit_grad_and_vmap():
 
 
 def test_fromdense_needs_nse_under_jit():
-    with pytest.raises(TypeError, match="nse argument .*must be a concrete integer") as err:
+    with pytest.raises(TypeError, match="bcoo_fromdense: the nse argument .*must be a "
+                                        "concrete integer") as err:
         kiln.jit(lambda m: ks.BCOO.fromdense(m))(M)
     assert "Pass nse=" in str(err.value)
 

@@ -20,8 +20,8 @@ import numpy as np
 
 from ... import numpy as jnp
 from ... import lax
-from ...compiler.errors import ConcretizationError
 from ...tree_util import register_pytree_node_class
+from ._base import JAXSparse, concrete_nse
 
 __all__ = ["BCOO", "bcoo_fromdense", "bcoo_todense", "bcoo_extract", "bcoo_transpose",
            "bcoo_sort_indices", "bcoo_sum_duplicates", "bcoo_dot_general",
@@ -89,14 +89,12 @@ def _flat(mat):
 
 
 @register_pytree_node_class
-class BCOO:
+class BCOO(JAXSparse):
     """A sparse array in batched COO format: `BCOO((data, indices), shape=...)`.
 
     `data` has shape `batch + (nse,) + dense`, `indices` shape `batch + (nse, n_sparse)`;
     duplicates are summed and out-of-bounds indices ignored. A pytree whose leaves are `data`
     and `indices`; `shape`, `indices_sorted` and `unique_indices` are static."""
-
-    __array_priority__ = 2000
 
     def __init__(self, args, *, shape, indices_sorted=False, unique_indices=False):
         data, indices = args
@@ -133,10 +131,6 @@ class BCOO:
         return self.indices.shape[-2]
 
     @property
-    def dtype(self):
-        return self.data.dtype
-
-    @property
     def n_batch(self):
         return self.indices.ndim - 2
 
@@ -147,30 +141,6 @@ class BCOO:
     @property
     def n_dense(self):
         return self.data.ndim - 1 - self.n_batch
-
-    @property
-    def ndim(self):
-        return len(self.shape)
-
-    @property
-    def size(self):
-        return math.prod(self.shape)
-
-    def __len__(self):
-        return self.shape[0]
-
-    def __repr__(self):
-        extra = f", nse={self.nse}"
-        if self.n_batch:
-            extra += f", n_batch={self.n_batch}"
-        if self.n_dense:
-            extra += f", n_dense={self.n_dense}"
-        return f"BCOO({np.dtype(self.dtype).name}{list(self.shape)}{extra})"
-
-    def block_until_ready(self):
-        self.data.block_until_ready()
-        self.indices.block_until_ready()
-        return self
 
     # -- constructors
     @classmethod
@@ -260,10 +230,6 @@ class BCOO:
         sorted_ = self.indices_sorted and sparse_perm == list(range(self.n_sparse))
         return BCOO((out.data, out.indices), shape=out.shape, indices_sorted=sorted_,
                     unique_indices=self.unique_indices)
-
-    @property
-    def T(self):
-        return self.transpose()
 
     def reshape(self, *new_sizes, dimensions=None):
         if len(new_sizes) == 1 and isinstance(new_sizes[0], (tuple, list)):
@@ -379,7 +345,7 @@ def _add(mat, other, sign, same_indices=False):
         other = -other if sign < 0 else other
         if same_indices:
             return _with_data(mat, mat.data + other.data.astype(mat.dtype))
-        return bcoo_concatenate_elements(mat, other)
+        return _concatenate_elements(mat, other)
     if sign < 0:
         raise NotImplementedError("Subtraction between sparse and dense array.")
     other = jnp.asarray(other)
@@ -391,7 +357,7 @@ def _add(mat, other, sign, same_indices=False):
     return mat.todense() + other
 
 
-def bcoo_concatenate_elements(a, b):
+def _concatenate_elements(a, b):
     """The stored elements of `a` then `b` (same shape and layout) as one BCOO: their sum."""
     nb = a.n_batch
     batch = tuple(a.shape[:nb])
@@ -493,15 +459,7 @@ def bcoo_fromdense(mat, *, nse=None, n_batch=0, n_dense=0, index_dtype=np.int32)
     flat_mask = mask.reshape(batch + (math.prod(sparse),))
     counts = jnp.sum(flat_mask, axis=-1)
     if nse is None:
-        try:
-            nse = int(jnp.max(counts)) if counts.size else 0
-        except ConcretizationError as err:
-            raise ConcretizationError(
-                "bcoo_fromdense: the nse argument (number of stored elements) must be a "
-                "concrete integer: without it kiln counts the nonzeros, whose number is "
-                "only known when the compiled function runs.", None,
-                "Pass nse=... (e.g. an upper bound on the number of nonzeros) to "
-                "BCOO.fromdense / bcoo_fromdense inside jit.") from err
+        nse = concrete_nse(counts, "nonzeros", "bcoo_fromdense")
     nse = operator.index(nse)
     size = math.prod(sparse)
     # Position of each stored element: the k-th nonzero of each batch, in row-major order.
@@ -614,14 +572,7 @@ def bcoo_sum_duplicates(mat, nse=None):
     is_fill = jnp.all(srt == fill, axis=-1)
     true_nse = jnp.sum(starts & ~is_fill, axis=nb)
     if nse is None:
-        try:
-            nse = int(jnp.max(true_nse)) if true_nse.size else 0
-        except ConcretizationError as err:
-            raise ConcretizationError(
-                "bcoo_sum_duplicates: the nse argument must be a concrete integer: without "
-                "it kiln counts the distinct indices, only known when the compiled function "
-                "runs.", None, "Pass nse=... to sum_duplicates / bcoo_sum_duplicates inside "
-                "jit.") from err
+        nse = concrete_nse(true_nse, "distinct indices", "bcoo_sum_duplicates")
     nse = operator.index(nse)
     # Group of each original element (inverse of the sort), and the group's index.
     inverse = jnp.zeros(batch + (n_in,), np.int32)

@@ -14,6 +14,7 @@ import numpy as np
 from ... import numpy as jnp
 from ... import lax
 from ...tree_util import register_pytree_node_class
+from ._base import JAXSparse
 from .bcoo import BCOO, bcoo_dot_general, bcoo_fromdense
 
 __all__ = ["BCSR", "bcsr_fromdense", "bcsr_todense", "bcsr_dot_general"]
@@ -26,10 +27,8 @@ def _rows_of(indices, indptr):
 
 
 @register_pytree_node_class
-class BCSR:
+class BCSR(JAXSparse):
     """A sparse array in batched CSR format: `BCSR((data, indices, indptr), shape=...)`."""
-
-    __array_priority__ = 2000
 
     def __init__(self, args, *, shape, indices_sorted=False, unique_indices=False):
         data, indices, indptr = args
@@ -62,10 +61,6 @@ class BCSR:
         return self.indices.shape[-1]
 
     @property
-    def dtype(self):
-        return self.data.dtype
-
-    @property
     def n_batch(self):
         return self.indices.ndim - 1
 
@@ -76,18 +71,6 @@ class BCSR:
     @property
     def n_dense(self):
         return self.data.ndim - 1 - self.n_batch
-
-    @property
-    def ndim(self):
-        return len(self.shape)
-
-    def __repr__(self):
-        extra = f", nse={self.nse}"
-        if self.n_batch:
-            extra += f", n_batch={self.n_batch}"
-        if self.n_dense:
-            extra += f", n_dense={self.n_dense}"
-        return f"BCSR({np.dtype(self.dtype).name}{list(self.shape)}{extra})"
 
     @classmethod
     def fromdense(cls, mat, *, nse=None, index_dtype=np.int32, n_dense=0, n_batch=0):
@@ -144,10 +127,6 @@ class BCSR:
 
     def transpose(self, *args, **kwargs):
         raise NotImplementedError("Tranpose is not implemented.")
-
-    @property
-    def T(self):
-        return self.transpose()
 
     def sum_duplicates(self, nse=None, remove_zeros=True):
         """Duplicates summed (and, with `remove_zeros`, explicit zeros dropped), as BCSR."""
