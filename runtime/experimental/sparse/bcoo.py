@@ -371,20 +371,25 @@ def _concatenate_elements(a, b):
 
 
 def _matmul(lhs, rhs):
-    lhs_sparse = isinstance(lhs, BCOO)
-    if not lhs_sparse:
+    """`lhs @ rhs` with one BCOO operand, with matmul's rules for vectors and for leading batch
+    dimensions (which must be equal: they are not broadcast)."""
+    if not isinstance(lhs, BCOO):
         lhs = jnp.asarray(lhs)
     if not isinstance(rhs, BCOO):
         rhs = jnp.asarray(rhs)
-    if lhs.ndim == 0 or rhs.ndim == 0:
-        raise ValueError("matmul: operands must have at least one dimension, got shapes "
-                         f"{tuple(lhs.shape)} and {tuple(rhs.shape)}")
-    if lhs.ndim > 2 or rhs.ndim > 2:
+    ls, rs = tuple(lhs.shape), tuple(rhs.shape)
+    if not ls or not rs:
+        raise ValueError(f"matmul: operands must have at least one dimension, got shapes {ls} "
+                         f"and {rs}")
+    if len(ls) > 2 and len(rs) > 2 and ls[:-2] != rs[:-2] or \
+            len(ls) > 2 and len(rs) == 2 or len(ls) == 2 and len(rs) > 2:
         raise NotImplementedError(
-            f"matmul with a sparse operand of more than 2 dimensions (shapes "
-            f"{tuple(lhs.shape)} and {tuple(rhs.shape)}): use bcoo_dot_general with explicit "
-            f"dimension_numbers")
-    dn = (((lhs.ndim - 1,), (0,)), ((), ()))
+            f"matmul of shapes {ls} and {rs} with a sparse operand: leading batch dimensions "
+            f"must be equal on both sides (kiln does not broadcast them here); use "
+            f"bcoo_dot_general with explicit dimension_numbers")
+    n_batch = max(len(ls), len(rs)) - 2 if len(ls) > 1 and len(rs) > 1 else 0
+    batch = tuple(range(n_batch))
+    dn = (((len(ls) - 1,), (max(len(rs) - 2, 0),)), (batch, batch))
     return bcoo_dot_general(lhs, rhs, dimension_numbers=dn)
 
 
