@@ -164,6 +164,27 @@ def test_broadcast_in_dim_reshape_and_extract():
         js.bcoo_dot_general_sampled(M, M.T, idx, dimension_numbers=(((1,), (0,)), ((), ()))))
 
 
+def test_concatenate_layout_products_and_scipy_as_jax():
+    x = (RNG.rand(2, 3, 4) > 0.5).astype(np.float32)
+    for d in (0, 1):
+        same_buffers(
+            ks.bcoo_concatenate([ks.BCOO.fromdense(M), ks.BCOO.fromdense(2 * M, nse=4)],
+                                dimension=d),
+            js.bcoo_concatenate([js.BCOO.fromdense(M), js.BCOO.fromdense(2 * M, nse=4)],
+                                dimension=d))
+    same_buffers(ks.BCOO.fromdense(x, n_batch=1).update_layout(n_batch=0),
+                 js.BCOO.fromdense(x, n_batch=1).update_layout(n_batch=0))
+    same_buffers(ks.bcoo_multiply_sparse(ks.BCOO.fromdense(x, n_batch=1),
+                                         ks.BCOO.fromdense(2 * x)),
+                 js.bcoo_multiply_sparse(js.BCOO.fromdense(x, n_batch=1),
+                                         js.BCOO.fromdense(2 * x)))
+    same_buffers(ks.BCOO.fromdense(M, nse=4) * ks.BCOO.fromdense(2 * M),
+                 js.BCOO.fromdense(M, nse=4) * js.BCOO.fromdense(2 * M))
+    scipy_sparse = pytest.importorskip("scipy.sparse")
+    s = scipy_sparse.random(4, 5, density=0.4, random_state=0, dtype=np.float32)
+    same_buffers(ks.BCOO.from_scipy_sparse(s), js.BCOO.from_scipy_sparse(s))
+
+
 def test_eye_empty_random_as_jax():
     for N, m, k, kw in [(3, 4, 1, {}), (4, 3, -2, {}), (2, 2, 5, {}), (1, 1, 0, {}),
                         (3, 4, 1, {"n_batch": 1}), (4, 3, -2, {"n_batch": 1})]:

@@ -243,17 +243,22 @@ class BCOO(JAXSparse):
 
     def update_layout(self, *, n_batch=None, n_dense=None, on_inefficient="error"):
         """The same array with another n_batch / n_dense (only lowering n_batch, and only to
-        0, is supported: the batch elements' indices get the batch coordinates)."""
+        0, is supported: each element's index gets its batch coordinates in front)."""
         if n_dense not in (None, self.n_dense) or n_batch not in (None, self.n_batch, 0):
             raise NotImplementedError(
                 f"BCOO.update_layout: kiln converts only to n_batch=0 with the same n_dense; "
                 f"got n_batch={n_batch}, n_dense={n_dense} for {self!r}")
         if n_batch in (None, self.n_batch):
             return self
-        values, coords, valid = _flat(self)
-        fill = jnp.array(self.shape[:self.n_batch + self.n_sparse], coords.dtype)
-        coords = jnp.where(valid[:, None], coords, fill)
-        return BCOO((values, coords.astype(self.indices.dtype)), shape=self.shape)
+        nb = self.n_batch
+        batch, rest = tuple(self.shape[:nb]), (self.nse, self.n_sparse)
+        n = math.prod(batch) * self.nse
+        indices = jnp.broadcast_to(self.indices, batch + rest).reshape(n, self.n_sparse)
+        cols = [lax.broadcasted_iota(self.indices.dtype, batch + (self.nse,), d).reshape(n, 1)
+                for d in range(nb)]
+        data = jnp.broadcast_to(self.data, batch + tuple(self.data.shape[nb:]))
+        return BCOO((data.reshape((n,) + tuple(self.data.shape[nb + 1:])),
+                     jnp.concatenate(cols + [indices], axis=1)), shape=self.shape)
 
     def sum(self, axis=None):
         axes = tuple(range(self.ndim)) if axis is None else \
@@ -772,8 +777,9 @@ def bcoo_multiply_dense(sp_mat, v):
 
 
 def bcoo_multiply_sparse(lhs, rhs):
-    """Elementwise product of two BCOO arrays of one shape and layout (n_batch = 0): every pair
-    of stored elements with the same index multiplies (nse = lhs.nse * rhs.nse, padded)."""
+    """Elementwise product of two BCOO arrays of one shape (batch dimensions are first folded
+    into the indices): every pair of stored elements with the same index multiplies (nse =
+    lhs.nse * rhs.nse, padded with index max(shape), as in JAX)."""
     if lhs.shape != rhs.shape:
         raise TypeError(f"bcoo_multiply_sparse: arrays must have the same shape, got "
                         f"{lhs.shape}, {rhs.shape}")
@@ -784,15 +790,14 @@ def bcoo_multiply_sparse(lhs, rhs):
     rhs = rhs.update_layout(n_batch=0)
     nse = lhs.nse * rhs.nse
     same = jnp.all(lhs.indices[:, None, :] == rhs.indices[None, :, :], axis=-1)
-    same = same & _valid(lhs.indices, lhs.shape[:lhs.n_sparse])[:, None]
     pair = jnp.nonzero(same.reshape(nse), size=nse, fill_value=nse)[0]
     live = pair < nse
     i_l = jnp.where(live, pair // max(rhs.nse, 1), 0)
     i_r = jnp.where(live, pair % max(rhs.nse, 1), 0)
     data = lhs.data[i_l] * rhs.data[i_r]
     data = jnp.where(_expand_to(live, data.ndim), data, jnp.zeros((), data.dtype))
-    fill = _sparse_bound(lhs.indices, lhs.shape[:lhs.n_sparse])
-    indices = jnp.where(live[:, None], lhs.indices[i_l], fill)
+    fill = max(lhs.shape, default=0)      # JAX's padding index here
+    indices = jnp.where(live[:, None], lhs.indices[i_l], jnp.asarray(fill, lhs.indices.dtype))
     return BCOO((data, indices), shape=lhs.shape)
 
 
