@@ -252,6 +252,22 @@ def test_other_backends(backend):
                                M.T @ (M @ x) + 2 * M.sum(0))
 
 
+def test_vmap_maps_batch_dimensions_only():
+    stack = np.stack([M, 2 * M, 0 * M, M])
+    a2 = ks.BCOO.fromdense(np.stack([stack, stack]), n_batch=2)
+    want = np.stack([stack, stack])
+    np.testing.assert_array_equal(kiln.vmap(kiln.vmap(lambda a: a.todense()))(a2), want)
+    np.testing.assert_array_equal(kiln.vmap(lambda a: a.todense(), in_axes=1)(a2),
+                                  want.transpose(1, 0, 2, 3))
+    message = "a mapped axis .* must be a batch dimension of the BCOO array"
+    with pytest.raises(ValueError, match=message + ", and this array has n_batch=0"):
+        kiln.vmap(lambda a: a.todense())(ks.BCOO.fromdense(M))
+    with pytest.raises(ValueError, match=message + ", and this array has n_batch=1"):
+        kiln.vmap(lambda a: a.todense(), in_axes=1)(ks.BCOO.fromdense(stack, n_batch=1))
+    with pytest.raises(ValueError, match=message):
+        kiln.vmap(lambda m: ks.BCOO.fromdense(m, nse=3), out_axes=1)(stack)
+
+
 def test_fromdense_needs_nse_under_jit():
     with pytest.raises(TypeError, match="bcoo_fromdense: the nse argument .*must be a "
                                         "concrete integer") as err:
@@ -398,3 +414,7 @@ def test_bcsr_as_jax(nb, nd):
                      ("data", "indices", "indptr"))
         with pytest.raises(NotImplementedError, match="not implemented"):
             a.T
+    if nb:
+        with pytest.raises(ValueError, match="kiln.vmap cannot map a BCSR array"):
+            kiln.vmap(lambda s: s.todense())(a)
+        np.testing.assert_array_equal(kiln.jit(lambda s: s.todense())(a), x)

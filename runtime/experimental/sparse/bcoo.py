@@ -105,23 +105,35 @@ class BCOO(JAXSparse):
         _layout(self.data, self.indices, self.shape)
 
     # -- pytree: under kiln.vmap a mapped batch axis is removed from (or added to) the leaves,
-    # and the static shape follows them.
+    # and the static shape follows them; the layout in the treedef tells a batch axis from
+    # another.
     def tree_flatten(self):
-        return (self.data, self.indices), (self.shape, self.indices_sorted, self.unique_indices)
+        layout = (self.n_batch, self.n_sparse, self.nse)
+        return (self.data, self.indices), (self.shape, self.indices_sorted,
+                                           self.unique_indices, layout)
 
     @classmethod
     def tree_unflatten(cls, aux, children):
-        shape, indices_sorted, unique_indices = aux
+        shape, indices_sorted, unique_indices, (n_batch, n_sparse, nse) = aux
         obj = object.__new__(cls)
         obj.data, obj.indices = children
         obj.indices_sorted, obj.unique_indices = indices_sorted, unique_indices
         data, indices = obj.data, obj.indices
-        if hasattr(indices, "ndim") and hasattr(data, "ndim"):
+        if hasattr(indices, "ndim") and hasattr(data, "ndim") and indices.ndim != n_batch + 2:
+            # kiln.vmap removed (or added) an axis of the leaves: it must be a batch axis.
             nb = indices.ndim - 2
-            n_tail = indices.shape[-1] + data.ndim - 1 - nb
-            if nb >= 0 and nb + n_tail != len(shape):
-                batch = tuple(max(d, i) for d, i in zip(data.shape[:nb], indices.shape[:nb]))
-                shape = batch + tuple(shape[len(shape) - n_tail:])
+            n_dense = len(shape) - n_batch - n_sparse
+            if (nb < 0 or tuple(indices.shape[-2:]) != (nse, n_sparse)
+                    or data.ndim - 1 - nb != n_dense or data.ndim - 1 - nb < 0
+                    or data.shape[nb] != nse):
+                raise ValueError(
+                    f"BCOO: a mapped axis (vmap's in_axes / out_axes) must be a batch "
+                    f"dimension of the BCOO array, and this array has n_batch={n_batch} "
+                    f"(shape {tuple(shape)}, nse={nse}): its leaves came back with shapes "
+                    f"{tuple(data.shape)} and {tuple(indices.shape)}. Map a batch dimension, or "
+                    f"convert with BCOO.fromdense(..., n_batch=...) first.")
+            batch = tuple(max(d, i) for d, i in zip(data.shape[:nb], indices.shape[:nb]))
+            shape = batch + tuple(shape[n_batch:])
         obj.shape = tuple(shape)
         return obj
 

@@ -54,6 +54,12 @@ class BCSR(JAXSparse):
         obj = object.__new__(cls)
         obj.data, obj.indices, obj.indptr = children
         obj.shape, obj.indices_sorted, obj.unique_indices = shape, indices_sorted, unique_indices
+        indptr = obj.indptr
+        if hasattr(indptr, "ndim") and indptr.ndim != len(shape) - 1 - obj.n_dense:
+            raise ValueError(
+                f"BCSR: kiln.vmap cannot map a BCSR array (shape {tuple(shape)}): its leaves "
+                f"came back with shapes {tuple(obj.data.shape)}, {tuple(obj.indices.shape)}, "
+                f"{tuple(indptr.shape)}. Map its BCOO form (to_bcoo()) instead.")
         return obj
 
     @property
