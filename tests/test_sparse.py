@@ -142,6 +142,10 @@ def test_sum_duplicates_and_out_of_bounds_indices():
     same_buffers(ks.bcoo_sum_duplicates(a, nse=2), js.bcoo_sum_duplicates(b, nse=2))
     same_buffers(a.sort_indices(), b.sort_indices())
     np.testing.assert_allclose(a @ np.ones(3, np.float32), b @ jjnp.ones(3))
+    full = np.arange(6, dtype=np.float32).reshape(2, 3) + 1
+    for assume_unique in (None, True):   # duplicates: the value goes to the first of them
+        same_buffers(ks.bcoo_extract(a, full, assume_unique=assume_unique),
+                     js.bcoo_extract(b, full, assume_unique=assume_unique))
 
 
 def test_broadcast_in_dim_reshape_and_extract():

@@ -425,29 +425,39 @@ def bcoo_todense(mat):
 
 def bcoo_extract(sparr, arr, *, assume_unique=None):
     """A BCOO with `sparr`'s indices and the values of dense `arr` there (0 out of bounds;
-    with repeated indices and not `assume_unique`, the value goes to the first of them)."""
+    when indices repeat and not `assume_unique`, the value goes to the first of them and the
+    others get 0)."""
     arr = jnp.asarray(arr)
     if tuple(arr.shape) != sparr.shape:
         raise ValueError(f"bcoo_extract: array shape {tuple(arr.shape)} must match sparse "
                          f"shape {sparr.shape}")
     if assume_unique is None:
         assume_unique = sparr.unique_indices
-    mat = sparr if assume_unique else sparr.sort_indices()
-    data = _gather_at(mat, arr)
+    data = _gather_at(sparr, arr)
     if not assume_unique:
-        data = jnp.where(_expand_to(_first_of_run(mat), data.ndim), data,
+        data = jnp.where(_expand_to(_first_occurrence(sparr), data.ndim), data,
                          jnp.zeros((), data.dtype))
-    return BCOO((data, mat.indices), shape=sparr.shape, indices_sorted=mat.indices_sorted,
+    return BCOO((data, sparr.indices), shape=sparr.shape, indices_sorted=sparr.indices_sorted,
                 unique_indices=sparr.unique_indices)
 
 
-def _first_of_run(mat):
-    """For sorted indices: whether each element is the first with its index."""
-    nb = mat.n_batch
-    ind = mat.indices
-    same = jnp.all(ind[..., 1:, :] == ind[..., :-1, :], axis=-1)
-    head = jnp.ones(ind.shape[:nb] + (min(1, mat.nse),), bool)
-    return jnp.concatenate([head, ~same], axis=nb)
+def _first_occurrence(mat):
+    """batch + (nse,) booleans: whether each stored element is the first with its index (a
+    stable sort groups equal indices in their original order)."""
+    nb, ns, nse = mat.n_batch, mat.n_sparse, mat.nse
+    batch = tuple(mat.shape[:nb])
+    position = lax.broadcasted_iota(np.int32, batch + (nse,), nb)
+    if ns == 0:
+        return position == 0
+    ind = jnp.broadcast_to(mat.indices, batch + (nse, ns))
+    *cols, perm = lax.sort(tuple(ind[..., k] for k in range(ns)) + (position,),
+                           dimension=nb, num_keys=ns, is_stable=True)
+    srt = jnp.stack(cols, axis=-1)
+    head = jnp.ones(batch + (min(1, nse),), bool)
+    starts = jnp.concatenate([head, jnp.any(srt[..., 1:, :] != srt[..., :-1, :], axis=-1)],
+                             axis=nb)
+    batch_idx = tuple(lax.broadcasted_iota(np.int32, batch + (nse,), d) for d in range(nb))
+    return jnp.zeros(batch + (nse,), bool).at[batch_idx + (perm,)].set(starts)
 
 
 def _gather_at(mat, arr):
