@@ -20,7 +20,7 @@ X3 = (RNG.rand(3, 4, 5) * (RNG.rand(3, 4, 5) > 0.6)).astype(np.float32)
 M = np.array([[0., 2., 0.], [1., 0., 4.]], np.float32)
 LAYOUTS = [(nb, nd) for nb in range(4) for nd in range(4 - nb)]
 # (JAX's eager sparse operations compile per shape, so its buffers are compared on these)
-JAX_LAYOUTS = [(0, 0), (0, 1), (0, 3), (1, 0), (1, 1), (2, 1), (3, 0)]
+JAX_LAYOUTS = [(0, 0), (0, 1), (0, 3), (1, 0), (2, 1), (3, 0)]
 
 
 def same_buffers(mine, theirs, names=("data", "indices")):
@@ -49,7 +49,7 @@ def test_bcoo_layouts_as_jax(nb, nd):
     np.testing.assert_array_equal(ks.bcoo_todense(a), X3)
     padded = a.sum_duplicates(nse=a.nse + 1)
     np.testing.assert_array_equal(padded.todense(), X3)
-    if (nb, nd) in [(0, 0), (1, 1)]:   # (JAX's eager sum_duplicates is slow)
+    if (nb, nd) in [(0, 0), (2, 1)]:   # (JAX's eager sum_duplicates is slow)
         same_buffers(padded, b.sum_duplicates(nse=b.nse + 1))
     ns = 3 - nb - nd
     perm = (list(range(nb))[::-1] + list(range(nb, nb + ns))[::-1] +
@@ -114,10 +114,9 @@ def test_bcoo_methods_as_jax(expr):
 
 
 def test_fromdense_edge_cases():
-    for x, kw in [(np.zeros((3, 4), np.float32), {}), (np.zeros((3, 4), np.float32),
-                                                         {"nse": 2}),
+    for x, kw in [(np.zeros((3, 4), np.float32), {"nse": 2}),
                   (np.ones((1, 1), np.float32), {}), (np.zeros((1, 1), np.float32), {}),
-                  (M, {"nse": 0}), (M, {"nse": 9}), (M, {"index_dtype": np.int16}),
+                  (M, {"nse": 0}), (M, {"index_dtype": np.int16}),
                   (np.zeros((2, 0), np.float32), {}),
                   (np.array([[0, 3], [0, 0]], np.int32), {"n_batch": 1})]:
         a, b = ks.BCOO.fromdense(x, **kw), js.BCOO.fromdense(x, **kw)
@@ -198,8 +197,8 @@ def test_eye_empty_random_as_jax():
         same_buffers(ks.empty((2, 3), **kw), js.empty((2, 3), **kw))
     with pytest.raises(ValueError, match="sparse_format='csc' not recognized"):
         ks.empty((2, 2), sparse_format="csc")
-    for kw in [{}, {"n_batch": 1}, {"n_dense": 1, "nse": 2},
-               {"unique_indices": False, "sorted_indices": True}]:
+    for kw in [{"n_batch": 1}, {"n_dense": 1, "nse": 2, "unique_indices": False,
+                                "sorted_indices": True}]:
         mine = ks.random_bcoo(kiln.random.PRNGKey(0), (3, 4), **kw)
         theirs = js.random_bcoo(jax.random.PRNGKey(0), (3, 4), dtype=np.float32, **kw)
         same_buffers(mine, theirs)
@@ -394,7 +393,17 @@ def test_sparse_grad_and_value_and_grad():
     np.testing.assert_allclose(v1, v2)
     same_buffers(g1, g2)
     np.testing.assert_array_equal(ks.todense(a), M)
+    np.testing.assert_array_equal(ks.todense(ks.BCSR.fromdense(M)), M)
     np.testing.assert_array_equal(ks.todense(M), M)
+    g, aux = ks.grad(lambda s: ((s @ W).sum(), 7), has_aux=True)(a)
+    assert aux == 7
+    same_buffers(g, g1)
+    (v, aux), (gs, gw) = ks.value_and_grad(lambda s, w: ((s @ w).sum(), 5), argnums=(0, 1),
+                                          has_aux=True)(a, W)
+    assert aux == 5
+    np.testing.assert_allclose(v, v2)
+    same_buffers(gs, g2)
+    np.testing.assert_allclose(gw, hw)
 
 
 @pytest.mark.parametrize("nb,nd", [(0, 0), (0, 1), (1, 0)])

@@ -7,6 +7,7 @@ import numpy as np
 
 from ... import numpy as jnp
 from ... import random
+from ._base import JAXSparse
 from .bcoo import BCOO
 
 __all__ = ["empty", "eye", "random_bcoo", "todense"]
@@ -43,8 +44,7 @@ def eye(N, M=None, k=0, dtype=None, index_dtype="int32", sparse_format="bcoo", *
 
 def todense(arr):
     """A sparse array's dense value; a dense array is returned unchanged."""
-    return arr.todense() if hasattr(arr, "todense") and hasattr(arr, "indices") else \
-        jnp.asarray(arr)
+    return arr.todense() if isinstance(arr, JAXSparse) else jnp.asarray(arr)
 
 
 def random_bcoo(key, shape, *, dtype=np.float32, indices_dtype=None, nse=0.2, n_batch=0,

@@ -168,9 +168,10 @@ def sparsify(f, use_tracer=False):
     return sparsified
 
 
-def _sparse_diff(transform, fun, argnums, has_aux, **kwargs):
-    """`transform` (kiln.grad or kiln.value_and_grad) differentiating sparse arguments with
-    respect to their stored values: their gradients are BCOO arrays with the same indices."""
+def _sparse_diff(transform, with_value, fun, argnums, has_aux, **kwargs):
+    """`transform` (kiln.grad, or kiln.value_and_grad when `with_value`) differentiating
+    sparse arguments with respect to their stored values: their gradients are BCOO arrays with
+    the same indices."""
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
 
     def wrapped(*args):
@@ -182,14 +183,17 @@ def _sparse_diff(transform, fun, argnums, has_aux, **kwargs):
         primals = [args[i].data if _is_sparse(args[i]) else args[i] for i in nums]
         out = transform(on_data, argnums=tuple(range(len(nums))), has_aux=has_aux,
                         **kwargs)(*primals)
-        grads = out[1] if transform.__name__ == "value_and_grad" else out
-        if has_aux and transform.__name__ != "value_and_grad":
-            grads, aux = grads
+        if with_value:
+            value, grads = out
+        elif has_aux:
+            grads, aux = out
+        else:
+            grads = out
         grads = tuple(_bcoo._with_data(args[i], g) if _is_sparse(args[i]) else g
                       for i, g in zip(nums, grads))
         grads = grads[0] if isinstance(argnums, int) else grads
-        if transform.__name__ == "value_and_grad":
-            return out[0], grads
+        if with_value:
+            return value, grads
         return (grads, aux) if has_aux else grads
     return wrapped
 
@@ -198,11 +202,11 @@ def grad(fun, argnums=0, has_aux=False, **kwargs):
     """`kiln.grad` where a `BCOO` argument is differentiated with respect to its stored
     values: its gradient is a `BCOO` with the argument's indices (JAX's `sparse.grad`)."""
     from ... import grad as dense_grad
-    return _sparse_diff(dense_grad, fun, argnums, has_aux, **kwargs)
+    return _sparse_diff(dense_grad, False, fun, argnums, has_aux, **kwargs)
 
 
 def value_and_grad(fun, argnums=0, has_aux=False, **kwargs):
     """`kiln.value_and_grad` with `BCOO` arguments differentiated as in `grad`."""
     from ... import value_and_grad as dense_value_and_grad
-    return _sparse_diff(dense_value_and_grad, fun, argnums, has_aux, **kwargs)
+    return _sparse_diff(dense_value_and_grad, True, fun, argnums, has_aux, **kwargs)
 
