@@ -292,6 +292,10 @@ def test_errors_name_the_problem():
         a + ks.BCOO.fromdense(M)
     with pytest.raises(NotImplementedError, match="non-positive exponent"):
         a ** 0
+    with pytest.raises(NotImplementedError, match="indexing a BCOO array .* not implemented"):
+        a[0]
+    with pytest.raises(TypeError, match="sin requires ndarray or scalar arguments"):
+        knp.sin(a)
 
 
 def f_mlp(a, w):

@@ -278,6 +278,12 @@ class BCOO(JAXSparse):
         out = bcoo_reduce_sum(self, axes=axes)
         return out.todense() if out.ndim == 0 else out
 
+    def __getitem__(self, index):
+        raise NotImplementedError(
+            f"indexing a BCOO array ({self!r}[{index!r}]) is not implemented in kiln (JAX's "
+            f"bcoo_slice / bcoo_gather): index its dense form, mat.todense()[...], or select "
+            f"with a product by a dense mask")
+
     # -- arithmetic
     def __neg__(self):
         return BCOO((-self.data, self.indices), shape=self.shape,
