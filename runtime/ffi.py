@@ -29,7 +29,6 @@ __all__ = ["build_ffi_lowering_function", "ffi_call", "ffi_lowering", "include_d
 
 VMAP_METHODS = ["sequential", "sequential_unrolled", "expand_dims", "broadcast_all",
                 "legacy_vectorized", None]
-_PLATFORMS = {}   # platform name (lower case) -> {target name: stages}, for platforms not "cpu"
 
 # Own prototypes of the CPython capsule functions (`ctypes.pythonapi`'s are shared objects whose
 # argtypes other libraries set to their own).
@@ -73,8 +72,8 @@ def register_ffi_target(name, fn, platform="cpu", api_version=1, **kwargs):
                  for stage, f in stages.items()}
     if platform.lower() in ("cpu", "host"):
         xla_ffi.register_target(name, addresses, int(kwargs.get("traits", 0)))
-    else:   # a GPU handler: kept, but kiln runs handlers on the CPU only (docs/ffi.md)
-        _PLATFORMS.setdefault(platform.lower(), {})[name] = addresses
+    else:   # a GPU handler: noted, but kiln runs handlers on the CPU only (docs/ffi.md)
+        xla_ffi.OTHER_PLATFORMS.setdefault(name, set()).add(platform.lower())
 
 
 def register_ffi_type_id(name, obj, platform="cpu"):

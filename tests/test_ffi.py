@@ -182,6 +182,11 @@ def test_call_errors_match_jax(libs):
     with pytest.raises(kiln.errors.JaxRuntimeError, match="NOT_FOUND: no FFI target named "
                                                           "'t_missing'"):
         kiln.ffi.ffi_call("t_missing", spec)(np.ones(2, np.float32))
+    kiln.ffi.register_ffi_target("t_gpu_only", kiln.ffi.pycapsule(libs[1].ScaleByTwo),
+                                 platform="CUDA")
+    with pytest.raises(kiln.errors.JaxRuntimeError, match="registered for cuda only: kiln runs "
+                                                          "CPU handlers"):
+        kiln.ffi.ffi_call("t_gpu_only", spec)(np.ones(2, np.float32))
     with pytest.raises(TypeError, match="must be a PyCapsule"):
         kiln.ffi.register_ffi_target("t_bad", "not a capsule")
     with pytest.raises(ValueError, match="api_version=0 is XLA's untyped custom-call API"):

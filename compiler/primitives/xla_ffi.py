@@ -400,6 +400,7 @@ class Target:
 
 
 TARGETS = {}
+OTHER_PLATFORMS = {}   # target name -> the other platforms it was registered for (not run)
 _TYPES = {}
 
 
@@ -476,9 +477,12 @@ def call_target(name, operands, results, attributes, site, layouts=None, aliases
     ffi_call primitive's (ffi.py)."""
     target = TARGETS.get(name)
     if target is None:
+        elsewhere = sorted(OTHER_PLATFORMS.get(name, ()))
+        why = (f" (it is registered for {', '.join(elsewhere)} only: kiln runs CPU handlers)"
+               if elsewhere else "")
         raise RuntimeFailure(f"NOT_FOUND: no FFI target named {name!r} is registered for the "
-                             f"CPU: register it with kiln.ffi.register_ffi_target({name!r}, "
-                             f"...) before calling it")
+                             f"CPU{why}: register it with kiln.ffi.register_ffi_target({name!r}, "
+                             f"..., platform='cpu') before calling it")
     in_orders, out_orders = layouts or (None, None)
     in_orders = in_orders or (None,) * len(operands)
     out_orders = out_orders or (None,) * len(results)
