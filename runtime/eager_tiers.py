@@ -409,13 +409,15 @@ def tier_composites(namespace, exclude=()):
     """Make every function `namespace["__all__"]` names (a `wrappers.user_facing` one, not
     already tiered by `tier_names`, not in `exclude`) a `composite`, inside its user-facing
     wrapper; aliases, in one namespace or several (`nn.logsumexp` is
-    `scipy.special.logsumexp`), stay one object."""
+    `scipy.special.logsumexp`), stay one object. Only plain functions: a `custom_jvp` or
+    `custom_vjp` (`nn.relu`, whose `__wrapped__` is its undifferentiated function) stays the
+    object it is, so transforms still find its rule."""
     from .wrappers import user_facing
     for name in namespace["__all__"]:
         value = namespace.get(name)
         inner = getattr(value, "__wrapped__", None)
-        if name in exclude or not callable(inner) or isinstance(inner, type) or \
-                hasattr(inner, "_kiln_tiers") or hasattr(inner, "_kiln_units"):
+        if name in exclude or not (inspect.isfunction(value) and inspect.isfunction(inner)) \
+                or hasattr(inner, "_kiln_tiers") or hasattr(inner, "_kiln_units"):
             continue
         made = _COMPOSITES.get(id(inner))
         if made is None or made[0] is not inner:
