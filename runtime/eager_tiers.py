@@ -78,6 +78,7 @@ LARGE_CALL = 1 << 16
 # called in a loop.
 UNIT_EAGER_CALLS = 1
 MIN_UNIT = 3              # equations a composite's unit needs to beat its eager calls
+SMALL_UNITS = 3           # units under MIN_UNIT after which a composite stays eager for good
 MAX_SIGNATURES = 256      # per function; beyond, the table is cleared and counting restarts
 HOT_ITERATIONS = 1000     # iterations of one eager loop before the rest of it is compiled
 MAX_LOOPS = 64            # compiled loop rests kept (the least recently used dropped)
@@ -152,13 +153,15 @@ def _signature(names, static, args, kwargs):
 
 
 def plain_eager():
-    """May an eager call be compiled now? (see the module docstring)"""
+    """May an eager call be compiled now? (see the module docstring) Not while the key-reuse
+    checker is on: it follows each eager draw's key (runtime/_key_reuse.py)."""
     disabled = _JIT_SWITCH[0]
     if disabled is None:   # (jit imports this module: its switch is read at the first call)
         from .jit import _DISABLED as disabled
         _JIT_SWITCH[0] = disabled
     return not (_BUILDER_STATE.stack or disabled.on or _GUARDS.no_execution
-                or _default_device.IN_FORCE[0] and _default_device.current() is not None)
+                or _default_device.IN_FORCE[0] and _default_device.current() is not None
+                or config.read("debug_key_reuse"))
 
 
 _JIT_SWITCH = [None]   # jit._DISABLED, once read
@@ -275,9 +278,10 @@ def composite(fn):
     whose primitives are the eager operations' NumPy implementations: the eager bits, without
     the library's Python and the dispatch of each operation. A change of any option but the
     trace options (which are part of the signature) drops every unit (`_forget_units`).
-    A function whose first unit has fewer than `MIN_UNIT` equations (a thin wrapper over a
-    primitive or two) gains nothing from it and runs eagerly from then on (a call without
-    arrays, whose unit is a constant, only marks its signature eager); a call whose eager
+    A unit of fewer than `MIN_UNIT` equations gains nothing: its signature runs eagerly, and
+    a function with `SMALL_UNITS` such units (a thin wrapper over a primitive or two) runs
+    eagerly from then on (a call without arrays, whose unit is a constant, only marks its
+    signature eager); a call whose eager
     result is not a pytree of arrays (a string, a number, None, a function) marks its
     signature eager, as does a compile that fails. A compiled call that raises is run again
     eagerly, which raises the eager error, as do the first calls; under the float checks
@@ -286,11 +290,12 @@ def composite(fn):
     results)."""
     seen = {}   # signature -> eager calls so far (int), the compiled unit, or _EAGER
     names = _parameter_names(fn)
-    on = [True]   # False once the function's first unit proved too small to pay
+    # "on" False once SMALL_UNITS of the function's units proved too small to pay
+    state = {"on": True, "small": 0}
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        if not (on[0] and ENABLED) or _FLOAT_CHECKS.on or not plain_eager():
+        if not (state["on"] and ENABLED) or _FLOAT_CHECKS.on or not plain_eager():
             return fn(*args, **kwargs)
         key = None if kwargs else _arrays_key(args)
         if key is None:
@@ -328,11 +333,12 @@ def composite(fn):
             seen[key] = _EAGER
             return fn(*args, **kwargs)
         if unit.size < MIN_UNIT:   # (all-static calls fold to constants: only that one)
-            if dynamic:
-                on[0] = False
-                seen.clear()
-            else:
-                seen[key] = _EAGER
+            seen[key] = _EAGER
+            if dynamic:   # (one small case, a mean of a scalar, does not stop the others)
+                state["small"] += 1
+                if state["small"] >= SMALL_UNITS:
+                    state["on"] = False
+                    seen.clear()
             return fn(*args, **kwargs)
         seen[key] = unit
         try:
@@ -340,7 +346,7 @@ def composite(fn):
         except Exception:
             return fn(*args, **kwargs)
 
-    call._kiln_units = seen
+    call._kiln_units, call._kiln_unit_state = seen, state
     _UNIT_TABLES.append(seen)
     return call
 

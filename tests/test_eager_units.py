@@ -73,6 +73,7 @@ def same(got, want):
 def test_units_give_the_eager_bits(name, monkeypatch):
     fn, call = function(name), CALLS[name]
     fn._kiln_units.clear()
+    fn._kiln_unit_state.update(on=True, small=0)   # (other tests may have made small units)
     want = eager_only(monkeypatch, call)
     first = call()
     assert not units(fn)
@@ -95,13 +96,20 @@ def test_every_python_value_is_part_of_the_signature(monkeypatch):
 
 
 def test_thin_functions_stay_eager():
-    """A function whose first unit has fewer than MIN_UNIT equations runs eagerly from then
-    on (a unit would only add its dispatch)."""
+    """A unit of fewer than MIN_UNIT equations leaves its signature eager (it would only add
+    its dispatch); after SMALL_UNITS such units the function runs eagerly from then on (until
+    then, one small case does not stop the function's other signatures)."""
+    jnp.transpose._kiln_units.clear()
+    jnp.transpose._kiln_unit_state.update(on=True, small=0)
     x = jnp.asarray(X)
     for _ in range(3):
         jnp.transpose(x)
-        jnp.reshape(x, (64, 16))
-    assert not jnp.transpose._kiln_units and not jnp.reshape._kiln_units
+    assert list(jnp.transpose._kiln_units.values()) == [eager_tiers._EAGER]
+    assert jnp.transpose._kiln_unit_state == {"on": True, "small": 1}
+    for rows in (2, 3):
+        for _ in range(2):
+            jnp.transpose(x[:rows])
+    assert jnp.transpose._kiln_unit_state["on"] is False and not jnp.transpose._kiln_units
 
 
 def test_results_that_are_not_arrays_and_host_io_stay_eager(tmp_path):

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import kiln
+from kiln import eager_tiers
 import kiln.numpy as jnp
 from kiln.experimental import (compute_on, custom_partitioning as cp, key_reuse, layout,
                                random as krandom, rnn, shard_alike, xla_metadata)
@@ -211,6 +212,8 @@ def test_key_reuse_checker_raises_where_jax_does():
         lambda k: kiln.jit(lambda k, p: kiln.lax.cond(p, kiln.random.normal, kiln.random.uniform,
                                                      k))(k, True),
     ]
+    for seed in range(eager_tiers.EAGER_CALLS + 1):   # samplers compiled for these signatures
+        kiln.random.normal(kiln.random.key(seed)), kiln.random.split(kiln.random.key(seed))
     with kiln.debug_key_reuse(True):
         for seed, (message, call) in enumerate(reused):
             with pytest.raises(kiln.errors.KeyReuseError, match=message):

@@ -75,6 +75,11 @@ from ..eager_tiers import tier_composites  # noqa: E402
 from . import _host_io  # noqa: E402
 
 # Every other function runs as one unit from the second eager call of a signature, with the
-# eager bits (eager_tiers.composite); not those that read or write files or print options.
-tier_composites(globals(), exclude=_host_io.__all__)
+# eager bits (eager_tiers.composite); not those that read or write files or print options,
+# nor the constructors whose eager result is a lazily broadcast array (a unit would stage it
+# as a constant and copy it: docs/performance.md, broadcast inputs).
+_BROADCAST_MAKERS = ("zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
+                     "empty_like", "broadcast_to")
+tier_composites(globals(), exclude=tuple(_host_io.__all__) + _BROADCAST_MAKERS)
+del _BROADCAST_MAKERS
 del tier_composites
