@@ -62,7 +62,7 @@ __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp",
            "tree_util", "lax", "numpy", "random", "nn", "scipy", "example_libraries",
            "test_util", "aot", "compiler", "distributed", "export", "image", "dlpack",
            "custom_batching", "monitoring", "ffi", "core", "interpreters", "api_util",
-           "lib",
+           "lib", "ops", "ref", "stages", "experimental",
            # inspection, differentiation helpers, annotations, options (docs/differences.md)
            "make_jaxpr", "eval_shape", "ShapeDtypeStruct", "typeof", "custom_gradient",
            "linear_transpose", "closure_convert", "named_call", "named_scope",
@@ -94,6 +94,7 @@ def __getattr__(name):
     if name in ("numpy", "random", "nn", "scipy", "example_libraries", "test_util", "aot", "pjrt",
                 "distributed", "dtypes", "typing", "compat", "errors", "export", "profiler",
                 "image", "dlpack", "custom_batching", "monitoring", "ffi", "core",
-                "interpreters", "api_util", "lib"):
+                "interpreters", "api_util", "lib", "ops", "ref", "stages", "experimental"):
+        # (`import jax` gives jax.ops, jax.ref, jax.stages and jax.experimental too)
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'kiln' has no attribute {name!r}")

@@ -56,6 +56,7 @@ assert jax.experimental.multihost_utils is kiln.experimental.multihost_utils
 from jax._src.flatten_util import ravel_pytree   # a private module that re-exports public names
 import jax._src.tree_util, jax._src.typing
 assert ravel_pytree is kiln.flatten_util.ravel_pytree and jax._src.typing is kiln.typing
+assert jax.ops.segment_sum is kiln.ops.segment_sum   # as `import jax` makes jax.ops (jraph)
 from jax._src.lax import lax as private_lax   # as JAX's page on writing primitives imports
 from jax._src import api
 assert private_lax is kiln.lax and api is kiln

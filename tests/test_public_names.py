@@ -37,7 +37,7 @@ PUBLIC = {
         "array_garbage_collection_guard", "make_user_context", "memory", "Ref", "new_ref",
         "empty_ref", "freeze", "free_ref", "ds", "export", "profiler", "image", "dlpack",
         "custom_batching", "monitoring", "ffi", "core", "interpreters", "api_util",
-        "lib"},
+        "lib", "ops", "ref", "stages", "experimental"},
     # docs/compat.md
     # docs/extend.md
     "kiln.extend": {"core"},
