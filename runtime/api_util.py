@@ -13,8 +13,8 @@ def shaped_abstractify(x):
         return aval
     if hasattr(x, "shape") and hasattr(x, "dtype") and not hasattr(x, "__array__"):
         return ShapedArray(x.shape, x.dtype, getattr(x, "weak_type", False))
-    from .custom_derivatives import _aval
-    return _aval(x)
+    from .custom_derivatives import value_aval
+    return value_aval(x)
 
 
 def safe_map(f, *args):

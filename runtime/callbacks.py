@@ -81,23 +81,23 @@ def _call_on_host(primitive, callback, result_shape_dtypes, args, kwargs, **para
                     for s in specs)
     operands = [x if is_traced(x) else to_array(x) for x in leaves]
     host = _HostFunction(callback, in_tree, out_tree)
-    if _staged(operands):
+    if stages_host_call(operands):
         token = register_host_function((callback, in_tree, out_tree), host)
-        outs = _bind(PRIMITIVES[primitive], operands, dict(callback=token, results=results,
+        outs = bind_host_call(PRIMITIVES[primitive], operands, dict(callback=token, results=results,
                                                            **params))
     else:
         outs = [Array(o) for o in call_host(host, operands, results)]
     return tree_unflatten(out_tree, list(outs))
 
 
-def _staged(operands):
+def stages_host_call(operands):
     """Whether a callback becomes a primitive of compiled code: inside a function being
     specialised it does even when its operands are static (JAX calls it when the compiled
     code runs, never while tracing, and drops an unused pure one); outside, it runs now."""
     return current() is not None or any(is_traced(x) for x in operands)
 
 
-def _bind(prim, operands, params):
+def bind_host_call(prim, operands, params):
     if any(is_traced(x) for x in operands):
         return bind(prim, *operands, **params)
     return current().bind(prim, operands, params)
@@ -109,9 +109,9 @@ def debug_callback(callback, *args, ordered=False, partitioned=False, **kwargs):
     leaves, in_tree = tree_flatten((args, kwargs))
     operands = [x if is_traced(x) else to_array(x) for x in leaves]
     host = _HostFunction(callback, in_tree, None)
-    if _staged(operands):
+    if stages_host_call(operands):
         token = register_host_function(("debug", callback, in_tree), host)
-        _bind(PRIMITIVES["debug_callback"], operands, dict(callback=token))
+        bind_host_call(PRIMITIVES["debug_callback"], operands, dict(callback=token))
     else:
         host(*[np.asarray(x) for x in operands])
     return None

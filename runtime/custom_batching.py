@@ -13,7 +13,7 @@ function itself, and derivatives differentiate the function, not the rule.
 import functools
 
 from .tree_util import tree_flatten, tree_unflatten, tree_map
-from .custom_derivatives import _aval, _check_out, _name, _tracing, _walk
+from .custom_derivatives import value_aval, _check_out, _name, is_tracing, _walk
 from .compiler.ir.builder import current, trace_region, close_regions
 from .compiler.primitives import PRIMITIVES, regions
 from .compiler.primitives.autodiff import custom_vmap_rule
@@ -71,7 +71,7 @@ class custom_vmap:
                                  "using def_vmap.")
         name = _name(self.fun)
         leaves, tree = tree_flatten(args)
-        if not _tracing(leaves):
+        if not is_tracing(leaves):
             return self.fun(*args)
         record = {}
 
@@ -81,7 +81,7 @@ class custom_vmap:
             _check_out("custom_vmap function", name, out_leaves)
             return out_leaves
         b = current()
-        (f,), outer = close_regions([trace_region(b, name, call, [_aval(x) for x in leaves])])
+        (f,), outer = close_regions([trace_region(b, name, call, [value_aval(x) for x in leaves])])
         token = custom_vmap_rule(self._batched(name, tree, record["tree"], outer))
         outs = b.bind(PRIMITIVES["custom_vmap_call"], list(outer) + list(leaves),
                       dict(call=f, rule=token, num_consts=len(outer)))
@@ -113,7 +113,7 @@ class custom_vmap:
                 return out_leaves
             values = list(consts) + list(inputs)
             region = trace_region(current(), name + "_vmap_rule", body,
-                                  [_aval(v) for v in values])
+                                  [value_aval(v) for v in values])
             (fn,), extra = close_regions([region])
             outs, _ = regions.batch(fn, list(extra) + values, [None] * (len(extra) + len(values)),
                                     size)

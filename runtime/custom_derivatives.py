@@ -27,12 +27,12 @@ from .compiler.primitives import PRIMITIVES
 from .compiler.primitives.autodiff import defer_region, with_policy
 
 
-def _tracing(leaves):
+def is_tracing(leaves):
     return current() is not None or any(
         getattr(type(x), "_kiln_trace", None) is not None for x in leaves)
 
 
-def _aval(x):
+def value_aval(x):
     if hasattr(x, "aval"):
         return x.aval
     a = to_array(x)
@@ -88,7 +88,7 @@ def _check_out(what, name, out_leaves):
 def _as(x, aval, what):
     """`x` (a rule's output) with `aval`'s shape and dtype, or a TypeError saying so."""
     from . import lax
-    a = _aval(x)
+    a = value_aval(x)
     if a.shape != aval.shape:
         raise TypeError(f"{what} has shape {a.shape} where the primal output has shape "
                         f"{aval.shape}; a derivative must have its primal's shape")
@@ -123,7 +123,7 @@ class _CustomFunction:
             out = _walk(self.fun, _merge(nondiff, tree_unflatten(tree, inputs)))
             out_leaves, record["tree"] = tree_flatten(out)
             _check_out(self._what, name, out_leaves)
-            record["avals"] = [_aval(x) for x in out_leaves]
+            record["avals"] = [value_aval(x) for x in out_leaves]
             return out_leaves
         return call
 
@@ -314,9 +314,9 @@ class custom_jvp(_CustomFunction):
             raise AttributeError(f"No JVP defined for custom_jvp function {_name(self.fun)} "
                                  f"using defjvp.")
         args, nondiff, diff, leaves, tree = self._arguments(args, kwargs)
-        if not _tracing(leaves):
+        if not is_tracing(leaves):
             return self.fun(*args)
-        avals = [_aval(x) for x in leaves]
+        avals = [value_aval(x) for x in leaves]
         t_avals = [a for a in avals if _inexact(a)]
         record = {}
         name = _name(self.fun)
@@ -373,9 +373,9 @@ class custom_vjp(_CustomFunction):
             raise AttributeError(f"No VJP defined for custom_vjp function {_name(self.fun)} "
                                  f"using defvjp.")
         args, nondiff, diff, leaves, tree = self._arguments(args, kwargs)
-        if not _tracing(leaves):
+        if not is_tracing(leaves):
             return self.fun(*args)
-        avals = [_aval(x) for x in leaves]
+        avals = [value_aval(x) for x in leaves]
         record = {}
         name = _name(self.fun)
 
@@ -393,7 +393,7 @@ class custom_vjp(_CustomFunction):
                                 f"got {out_tree}")
             res_leaves, record["res_tree"] = tree_flatten(pair[1])
             res_leaves = [r if hasattr(r, "aval") else to_array(r) for r in res_leaves]
-            record["res_avals"] = [_aval(r) for r in res_leaves]
+            record["res_avals"] = [value_aval(r) for r in res_leaves]
             return [_as(o, a, f"custom VJP fwd rule of {name}: primal output")
                     for o, a in zip(out_leaves, record["avals"])] + res_leaves
 
@@ -455,7 +455,7 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
         args = _resolve(fun, args, kwargs)
         static, dyn = _split(args, nums)
         leaves, tree = tree_flatten(tuple(dyn))
-        if not _tracing(leaves):
+        if not is_tracing(leaves):
             return fun(*args)
         record = {}
 
@@ -464,7 +464,7 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
             out_leaves, record["tree"] = tree_flatten(out)
             return out_leaves
         b = current()
-        child = trace_region(b, _name(fun), body, [_aval(x) for x in leaves])
+        child = trace_region(b, _name(fun), body, [value_aval(x) for x in leaves])
         (fn,), outer = close_regions([child])
         params = dict(body=fn, prevent_cse=bool(prevent_cse))
         n_saved = 0

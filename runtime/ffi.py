@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .array import to_array
-from .callbacks import _bind, _staged
+from .callbacks import bind_host_call, stages_host_call
 from .compiler.primitives import PRIMITIVES
 from .compiler.primitives import xla_ffi
 from .dispatch import is_traced
@@ -170,8 +170,8 @@ def ffi_call(target_name, result_shape_dtypes, *, has_side_effect=False, vmap_me
         if in_layouts or out_layouts or aliases:
             params.update(layouts=(in_layouts, out_layouts), aliases=aliases)
         prim = PRIMITIVES["ffi_call_effect" if has_side_effect else "ffi_call"]
-        if _staged(operands):
-            outs = list(_bind(prim, operands, params))
+        if stages_host_call(operands):
+            outs = list(bind_host_call(prim, operands, params))
         else:
             from .array import Array
             outs = [Array(o) for o in prim.impl(*[np.asarray(x) for x in operands], **params)]

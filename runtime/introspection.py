@@ -95,7 +95,7 @@ def stand_ins(args, kwargs):
     return tree_unflatten(tree, [_stand_in(x) for x in leaves])
 
 
-def _stage(fun, args, kwargs, static_argnums=()):
+def stage_abstractly(fun, args, kwargs, static_argnums=()):
     args, kwargs = stand_ins(args, kwargs)
     st, _, _ = staging.stage_call(fun, args, kwargs, staging.StaticArgs(fun, static_argnums),
                                   api="given to kiln.make_jaxpr / eval_shape")
@@ -116,7 +116,7 @@ def _shapes(st):
 def eval_shape(fun, *args, **kwargs):
     """The shapes and dtypes `fun(*args, **kwargs)` would return, as a pytree of
     `ShapeDtypeStruct`s; nothing is computed or compiled."""
-    return _shapes(_stage(fun, args, kwargs))
+    return _shapes(stage_abstractly(fun, args, kwargs))
 
 
 class ClosedJaxpr:
@@ -155,7 +155,7 @@ def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False):
     outputs' `ShapeDtypeStruct`s. `axis_env` (collective axis sizes) is accepted; kiln
     specialises collectives when a function runs under `pmap`, not here."""
     def make(*args, **kwargs):
-        st = _stage(fun, args, kwargs, static_argnums)
+        st = stage_abstractly(fun, args, kwargs, static_argnums)
         closed = ClosedJaxpr(st.fn, st.extra)
         return (closed, _shapes(st)) if return_shape else closed
     make.__name__ = f"make_jaxpr({staging.function_name(fun)})"

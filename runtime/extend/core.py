@@ -23,7 +23,7 @@ from ..compiler.ir.builder import current, trace_region, close_regions
 from ..compiler.ir.ssa import Literal
 from ..compiler.primitives.user import user_primitive, user_rules
 from ..compiler.primitives.rule_forms import has_tangent
-from ..custom_derivatives import _aval, _tracing
+from ..custom_derivatives import value_aval as _aval, is_tracing as _tracing
 from ..interpreters import ad, batching
 
 __all__ = ["Primitive", "mapped_aval", "unmapped_aval", "primal_dtype_to_tangent_dtype",

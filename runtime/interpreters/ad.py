@@ -55,7 +55,7 @@ def _aval(x):
     a = getattr(x, "aval", None)
     if isinstance(a, ShapedArray):
         return a
-    from ..custom_derivatives import _aval as value_aval
+    from ..custom_derivatives import value_aval
     return value_aval(x)
 
 

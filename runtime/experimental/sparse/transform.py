@@ -16,7 +16,7 @@ operand (dense result); `reduce_sum`, `transpose`, `reshape`, `broadcast_in_dim`
 """
 from ... import numpy as jnp
 from ...dispatch import bind as _bind
-from ...introspection import ShapeDtypeStruct, _stage
+from ...introspection import ShapeDtypeStruct, stage_abstractly
 from ...compiler.ir.ssa import Literal
 from ...tree_util import tree_flatten, tree_unflatten
 from . import bcoo as _bcoo
@@ -153,7 +153,7 @@ def sparsify(f, use_tracer=False):
         leaves, tree = tree_flatten((args, kwargs), is_leaf=_is_sparse)
         stand = [ShapeDtypeStruct(x.shape, x.dtype) if _is_sparse(x) else x for x in leaves]
         s_args, s_kwargs = tree_unflatten(tree, stand)
-        staged = _stage(f, s_args, s_kwargs)
+        staged = stage_abstractly(f, s_args, s_kwargs)
         inputs = [x if _is_sparse(x) else jnp.asarray(x) for x in leaves]
         inputs += [jnp.asarray(c) for c in staged.extra]
         if len(inputs) != len(staged.fn.invars):
