@@ -88,17 +88,18 @@ def _on_pjrt(sharding):
     return any(d.layer is not None and d.layer.backend == "pjrt" for d in sharding.device_set)
 
 
-def partitioned_call(jitted, args, kwargs, mesh=None):
+def partitioned_call(jitted, args, kwargs, mesh=None, fixed=False):
     """A call of `jitted` partitioned over PJRT devices (module docstring); `mesh`: the one
-    of a shard_map in it, where no argument or sharding gives one."""
-    entry, placed, leaves = specialised(jitted, args, kwargs, mesh)
+    of a shard_map in it, where no argument or sharding gives one (`fixed`: whatever they
+    give, the call of a shard_map on its own)."""
+    entry, placed, leaves = specialised(jitted, args, kwargs, mesh, fixed)
     return run(entry, placed, leaves)
 
 
-def specialised(jitted, args, kwargs, mesh=None):
+def specialised(jitted, args, kwargs, mesh=None, fixed=False):
     """(the entry of a call of `jitted`, compiled now when missing, its arguments placed on
-    the entry's mesh (`mesh` where no argument or sharding gives one), the dynamic leaves
-    as given)."""
+    the entry's mesh (`mesh` where no argument or sharding gives one, or whatever they give
+    if `fixed`), the dynamic leaves as given)."""
     from .placement import _as_sharding
     from .global_jit import _per_leaf, placed_call
     from .jit import warn_unusable
@@ -106,7 +107,9 @@ def specialised(jitted, args, kwargs, mesh=None):
     args, statics, leaves, treedef = placed_call(jitted, args, kwargs)
     donated = jitted._donated_leaves(args, kwargs)
     out_shardings = (jitted._shardings or (None, None))[1]
-    mesh = _mesh(leaves, _given(jitted), jitted.__name__, mesh)
+    if not fixed:
+        mesh = _mesh(leaves, _given(jitted), jitted.__name__, mesh)
+    source = "shard_map" if fixed else _source(jitted, args, leaves, _given(jitted))
     placed = place(leaves, mesh)
     avals = [leaf_aval(x, f"argument {i} of {jitted.__name__}")[0] for i, x in enumerate(placed)]
     specs = tuple(spread_of(x).sharding.spec.padded(len(a.shape)) for x, a in zip(placed, avals))
@@ -114,7 +117,7 @@ def specialised(jitted, args, kwargs, mesh=None):
     key = (treedef, tuple(avals), specs, statics, mesh, shardy)
 
     def make(stale):
-        with regions_over(mesh):   # shard_maps over the mesh as JAX writes them
+        with regions_over(mesh, source):   # shard_maps over the mesh as JAX writes them
             st, _, _ = staging.stage_call(jitted._fun, args, kwargs, jitted._static,
                                           shown=jitted.__name__, avals=avals)
         n = st.out_tree.num_leaves
@@ -213,6 +216,24 @@ def _mesh(leaves, given, name, fallback=None):
     raise ValueError(f"jit of {name} on PJRT devices: no NamedSharding over PJRT devices to "
                      f"partition it by; give in_shardings or out_shardings as "
                      f"NamedSharding(mesh, spec) over a Mesh of kiln.devices('pjrt')")
+
+
+def _source(jitted, args, leaves, given):
+    """What gives a call its mesh (`_mesh`), as JAX's error for a shard_map over other
+    devices names it before "with device ids": `argument a of f with shape float32[8,4] and`,
+    else the jit's shardings, else the shard_map in it."""
+    from .ad import argument_leaf_names
+    for i, x in enumerate(leaves):
+        s = spread_of(x)
+        if s is not None:
+            names = argument_leaf_names(jitted._fun, args)
+            name = names[i] if len(names) == len(leaves) else f"args[{i}]"
+            fun = getattr(jitted._fun, "__qualname__", jitted.__name__)
+            return (f"argument {name} of {fun} with shape "
+                    f"{np.dtype(x.dtype).name}[{','.join(map(str, x.shape))}] and")
+    if any(isinstance(s, NamedSharding) and _on_pjrt(s) for s in given):
+        return f"the shardings of jit({jitted.__name__})"
+    return "shard_map inside jit"
 
 
 def _inferred(fn, ins, out_avals, mesh):
