@@ -43,8 +43,9 @@ specialisation, through `emit`).
   it is one `shard_map` equation with the body as its region instead
   (compiler/primitives/manual.py), which the module writes as JAX's manual computation; so
   is one over another Mesh of the same devices in the same order, and one over other
-  devices is JAX's "Received incompatible devices" ValueError. A jit staged under `finding_pjrt_meshes` that meets a shard_map over a Mesh of PJRT devices
-  raises `OnPjrtMesh`: the call runs partitioned over that mesh (jit.py), as JAX's does.
+  devices is JAX's "Received incompatible devices" ValueError. A jit staged under
+  `finding_pjrt_meshes` that meets a shard_map over a Mesh of PJRT devices raises
+  `OnPjrtMesh`: the call runs partitioned over that mesh (jit.py), as JAX's does.
 """
 import contextlib
 import math
@@ -57,7 +58,7 @@ from . import staging, _replica_threads, vma
 from .staging import leaf_value, wrap_outputs
 from .dispatch import is_traced
 from .wrappers import user_facing, name_like, describe
-from .array import Array, placed_on
+from .array import placed_on
 from .sharding import AxisType, Mesh, NamedSharding, PartitionSpec, get_mesh
 from .sharding_types import TypedAval, retyped, spec_of
 from .compiler.ir.builder import Builder, current
@@ -337,8 +338,7 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
             if isinstance(mesh, Mesh) else None
         entry.out_blocks = [len(a.shape) for a in st.out_avals]
         entry.guards = st.guards
-        one_call = getattr(entry.executable, "one_call", False)   # runs every replica at once
-        entry.parallel = True if one_call or holds_collectives(ssa) else None
+        entry.parallel = True if holds_collectives(ssa) else None
         return entry
 
     def _run(entry, values, used):
