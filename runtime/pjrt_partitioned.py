@@ -117,9 +117,12 @@ def specialised(jitted, args, kwargs, mesh=None, fixed=False):
     key = (treedef, tuple(avals), specs, statics, mesh, shardy)
 
     def make(stale):
-        with regions_over(mesh, source):   # shard_maps over the mesh as JAX writes them
+        with regions_over(mesh, source) as regions:   # shard_maps as JAX writes them
             st, _, _ = staging.stage_call(jitted._fun, args, kwargs, jitted._static,
                                           shown=jitted.__name__, avals=avals)
+        # XLA's choice of an open result's sharding is read over the mesh of the first
+        # shard_map in the function where the jit gives no shardings, as JAX reads it
+        chosen_over = regions[0] if regions and not _given(jitted) else mesh
         n = st.out_tree.num_leaves
         targets = [_as_sharding(s) for s in _per_leaf(out_shardings,
                                                       tree_unflatten(st.out_tree, [0] * n))]
@@ -129,13 +132,13 @@ def specialised(jitted, args, kwargs, mesh=None, fixed=False):
             if t is not None:
                 _check_target(t, a, mesh, jitted.__name__)
         entry = None if None not in targets else \
-            _compile(st, ins, targets, mesh, jitted.__name__, donated, shardy)
+            _compile(st, ins, targets, mesh, jitted.__name__, donated, shardy, chosen_over)
         if entry is None:   # kiln's inference for the results out_shardings leaves open
             inferred = _inferred(st.fn, ins, st.out_avals, mesh)
             outs = [guess if t is None else t for t, guess in zip(targets, inferred)]
             for t, a in zip(outs, st.out_avals):
                 _check_target(t, a, mesh, jitted.__name__)
-            entry = _compile(st, ins, outs, mesh, jitted.__name__, donated, shardy)
+            entry = _compile(st, ins, outs, mesh, jitted.__name__, donated, shardy, mesh)
         warn_unusable([avals[i] for i in donated if i not in entry.held], _frames_in_kiln())
         entry.name, entry.in_tree, entry.in_avals = jitted.__name__, treedef, tuple(avals)
         entry.in_shardings = ins[:len(placed)]
@@ -294,14 +297,15 @@ def _dims(sharding, ndim):
     return [tuple(names.index(n) for n in sharding.spec.names(d)) for d in range(ndim)]
 
 
-def _compile(st, ins, outs, mesh, name, donated, shardy):
+def _compile(st, ins, outs, mesh, name, donated, shardy, chosen_over):
     """The entry of a call: `st` (staging.Staged) lowered with shardings `ins` (arguments,
     then constants) and `outs`, Shardy's if `shardy` else GSPMD's, compiled with one
     partition per device of `mesh`; a donated argument (`donated`: indices) aliased to the
     first free result of its shape, dtype and sharding. A result whose `outs` is None has no
     sharding in the module: XLA chooses it, and the entry's is what XLA chose, read back
-    from the executable (`_chosen`); None when that is not a NamedSharding over `mesh` with
-    the blocks XLA made, or the plug-in does not say (the caller infers one instead). Then a
+    from the executable (`_chosen`); None when that is not a NamedSharding over
+    `chosen_over` (a mesh of the same devices in the same order) with the blocks XLA made,
+    or the plug-in does not say (the caller infers one instead). Then a
     donated argument for which some result of its shape and dtype exists is a buffer donor
     (`jax.buffer_donor`, as in JAX): XLA gives its buffer to a result once it has placed
     them, and PJRT takes it over in any case."""
@@ -341,7 +345,7 @@ def _compile(st, ins, outs, mesh, name, donated, shardy):
         [None if s is None else a.update(shape=s.shard_shape(a.shape))
          for s, a in zip(outs, out_avals)], infos, partitioned=True, shardy=shardy)
     if None in outs:
-        outs = _chosen(entry.executable, outs, out_avals, mesh)
+        outs = _chosen(entry.executable, outs, out_avals, chosen_over)
         if outs is None:
             entry.executable.close()
             return None

@@ -435,13 +435,15 @@ def regions_over(mesh, source):
     equation with its body as a region (compiler/primitives/manual.py), which the module
     writes as JAX does; one over other devices is JAX's ValueError (`_as_region`).
     `source`: what gave the call its mesh, as that error names it before "with device ids"
-    ("argument a of f with shape float32[8,4] and")."""
+    ("argument a of f with shape float32[8,4] and"). Yields the list of the meshes of the
+    regions staged within, in order."""
     meshes = getattr(_REGIONS, "meshes", None)
     if meshes is None:
         meshes = _REGIONS.meshes = []
-    meshes.append((mesh, source))
+    seen = []
+    meshes.append((mesh, source, seen))
     try:
-        yield
+        yield seen
     finally:
         meshes.pop()
 
@@ -451,13 +453,13 @@ def _as_region(mesh):
     meshes = getattr(_REGIONS, "meshes", None)
     if not meshes:
         return False
-    outer, source = meshes[-1]
-    if mesh == outer:
+    outer, source, seen = meshes[-1]
+    if mesh == outer or isinstance(mesh, Mesh) and \
+            list(mesh.devices.flat) == list(outer.devices.flat):
+        seen.append(mesh)
         return True
     if not isinstance(mesh, Mesh):
         return False
-    if list(mesh.devices.flat) == list(outer.devices.flat):
-        return True
     info = current().info
     at = "" if info is None else f" at {info!r} ({info.function})"
     raise ValueError(f"Received incompatible devices for jitted computation. Got {source} "

@@ -66,13 +66,14 @@ devices = np.array(jax.devices())
 other = jax.sharding.Mesh(devices.reshape(2, 4), ("x", "y"))
 sub = jax.sharding.Mesh(devices[:4].reshape(2, 2), ("x", "y"))
 spread = jax.device_put(x, jax.sharding.NamedSharding(mesh, P("x", "y")))
-got = out["other_mesh"] = {"texts": {}}
+got = out["other_mesh"] = {"texts": {}, "placed": {}}
 for shardy in (True, False):
     jax.config.update("jax_use_shardy_partitioner", shardy)
     g = jax.jit(other_mesh(jax.shard_map, other))
     got["texts"][str(shardy)] = g.lower(spread).as_text()
     y = g(spread)
-    got["values"], got["mesh"] = np.asarray(y).tolist(), list(y.sharding.mesh.shape.values())
+    got["values"] = np.asarray(y).tolist()
+    got["placed"][str(shardy)] = (list(y.sharding.mesh.shape.values()), spec(y))
 jax.config.update("jax_use_shardy_partitioner", True)
 got["grad"] = np.asarray(jax.jit(jax.grad(lambda a: (g(a) ** 2).sum()))(spread)).tolist()
 got["host_spec"] = spec(g(x))
@@ -229,6 +230,13 @@ def test_a_shard_map_over_another_mesh_of_the_devices_is_a_region(jax_out, mesh,
                 for line in want["texts"][str(shardy)].splitlines() if "sdy.mesh @" in line]
     assert [line.strip() for line in text.splitlines() if "sdy.mesh @" in line] == declared
     np.testing.assert_allclose(np.asarray(y), want["values"], rtol=1e-6)
+    # XLA's choice of the result's sharding read over the shard_map's mesh, as JAX reads it;
+    # under Shardy XLA splits kiln's result over "x" where it replicates JAX's (P())
+    shape, spec = want["placed"][str(shardy)]
+    assert y.sharding.mesh == _devices_as(tuple(shape))
+    assert y.sharding.spec == (kiln.P(*spec) if not shardy else kiln.P("x"))
+    assert spec == (["x"] if not shardy else [])
+    assert y.addressable_shards[0].data.shape == y.sharding.shard_shape(y.shape)
     grad = kiln.jit(kiln.grad(lambda a: (g(a) ** 2).sum()))
     np.testing.assert_allclose(np.asarray(grad(spread)), want["grad"], rtol=1e-5)
     # with host arguments the call runs on the shard_map's mesh, as JAX's
