@@ -1061,7 +1061,7 @@ def saved_residuals(fun, *args, **kwargs):
     st, _, fn, n_out, _, n_ct = _vjp_function(fun, p_tree, flags, False, statics, dynamic)
     n_f = len(st.fn.invars)
     static_at = {i for i, _, _ in statics}
-    leaf_names = [name for i, name in enumerate(_argument_leaf_names(fun, args))
+    leaf_names = [name for i, name in enumerate(argument_leaf_names(fun, args))
                   if i not in static_at]
     fn = staging.run_pipeline(fn)
     unknown = [False] * n_f + [True] * n_ct + [False] * (len(fn.invars) - n_f - n_ct)
@@ -1152,7 +1152,7 @@ def _made_inside(eqn, i):
     return found
 
 
-def _argument_leaf_names(fun, args):
+def argument_leaf_names(fun, args):
     """JAX's name of each leaf of the positional `args` of `fun`: its parameter's name and
     the leaf's path in it (`params[0]`, `x`, `args[1]['w']`), or `args[i]...` where the
     signature cannot say."""

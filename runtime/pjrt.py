@@ -28,7 +28,7 @@ for jit's dispatch fast path: a native builtin, compiler/backends/pjrt/entry.py,
 native methods of methods.py installed beside it, or its Python definition `_python_call`).
 Its donated arguments are aliased to results of their shape and dtype (`aliases`,
 `tf.aliasing_output`): PJRT takes their buffers over (`Program.held`, which jit reads).
-`compile_replicated(fn, devices)` is pmap's and shard_map's: one module with a replica per
+`compile_replicated(fn, devices)` is pmap's: one module with a replica per
 device, run over all of them in one execution (`ReplicatedProgram`), its results left on the
 devices (pjrt_spread.py makes them one Array).
 """
@@ -456,7 +456,7 @@ def on_pjrt(devices):
 
 
 def compile_replicated(fn, mesh_axes, devices, **params):
-    """pmap's and shard_map's backend "pjrt": (the SSA, its `ReplicatedProgram`). `fn` is one
+    """pmap's backend "pjrt": (the SSA, its `ReplicatedProgram`). `fn` is one
     replica's SSA; after the reference pipeline its collectives are told their replicas'
     layout (`mesh_axes`, and `params` such as `processes`: replicas.with_collective_params),
     and it is lowered to one StableHLO module with a replica per device of `devices`
@@ -471,7 +471,7 @@ def compile_replicated(fn, mesh_axes, devices, **params):
 
 
 class ReplicatedProgram:
-    """A pmap's or shard_map's StableHLO module compiled with one replica per device:
+    """A pmap's StableHLO module compiled with one replica per device:
     `run_replicas(argument_lists)` runs replica i on `argument_lists[i]` (its arguments and
     constants: DeviceBuffers of device i, or host values) in one execution over every device,
     and returns each replica's results as DeviceBuffers left on its device. `serialized`
