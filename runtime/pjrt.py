@@ -461,11 +461,15 @@ def compile_replicated(fn, mesh_axes, devices, **params):
     layout (`mesh_axes`, and `params` such as `processes`: replicas.with_collective_params),
     and it is lowered to one StableHLO module with a replica per device of `devices`
     (PjrtDevices of one plug-in, in replica order; its products kiln's where the plug-in has
-    the handlers: `kiln_dots`) and compiled for them."""
+    the handlers: `kiln_dots`) and compiled for them. With `processes` above 1 the axis spans
+    that many processes, and pjrt_processes.py supplies the collectives' part across them."""
     from .compiler.backends.stablehlo import lower_module
     from .compiler.primitives.replicas import with_collective_params
     from .staging import run_pipeline
     ssa = with_collective_params(run_pipeline(fn, "pjrt"), mesh_axes=mesh_axes, **params)
+    if params.get("processes", 1) > 1:   # collectives across processes: FFI handlers over MPI
+        from . import pjrt_processes
+        pjrt_processes.prepare(devices)
     module = lower_module(ssa, replicas=len(devices), dots=kiln_dots(devices[0]))
     return ssa, ReplicatedProgram(module, devices, ssa=ssa)
 
