@@ -1,0 +1,150 @@
+"""`kiln.pmap(f, backend="pjrt")` over an axis that spans several MPI processes: XLA's CPU plug-in
+runs each process's replicas, and the collectives' part across processes runs in kiln's XLA FFI
+handlers over MPI (runtime/pjrt_processes.py, stablehlo/lower_processes.py).
+
+One run of `mpirun -np 2` (two CPU devices per process: an axis of 4) computes `outputs` (every
+collective, a few axes and dtypes, grad of a psum, value_and_grad of a pmean) on the PJRT
+backend and on the llvm backend, each process on its rows of the global data; the two must be
+equal, and the processes' rows stacked must equal JAX 0.10.2's pmap of the same function over
+4 devices of one process on the global data. The module's text and the layouts kiln does not
+lower across processes are checked in this process.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln import lax
+from kiln.compiler.backends.pjrt import plugins
+from kiln.compiler.backends.stablehlo import lower_module
+from kiln.compiler.errors import BackendUnsupportedError
+from kiln.compiler.primitives.replicas import with_collective_params
+from jax_devices import jax_results
+from test_distributed import mpirun, needs_mpi
+
+pytestmark = pytest.mark.skipif(not any(f.name == "xla-cpu-pjrt" for f in plugins.discover()),
+                                reason="no xla-cpu-pjrt plug-in (pip install -e '.[pjrt]')")
+N = 4   # the axis: 2 processes of 2 devices
+V = (np.arange(N * 6, dtype=np.float32).reshape(N, 6) - 7.5).tolist()
+W = ((np.arange(N * 2, dtype=np.int32).reshape(N, 2) * 37) % 11).tolist()
+
+
+def outputs(lib, pmap_kwargs, v, w):
+    """The results (a flat list) of pmaps of every collective on `v` and `w` (lists), with
+    `lib` kiln or jax."""
+    lax, jnp = lib.lax, lib.numpy
+    v, w = np.asarray(v, np.float32), np.asarray(w, np.int32)
+    ring = [(i, (i + 1) % N) for i in range(N)]
+
+    def f(v, w):
+        t = jnp.concatenate([v] * N)
+        m = v.reshape(2, 3)
+        return (lax.psum(v, "i"), lax.pmean(v, "i"), lax.pmax(v, "i"), lax.pmin(w, "i"),
+                lax.all_gather(v, "i"), lax.all_gather(m, "i", axis=1, tiled=True),
+                lax.all_gather(m, "i", axis=2),
+                lax.psum_scatter(t, "i", tiled=True), lax.psum_scatter(t.reshape(N, -1), "i"),
+                lax.psum_scatter(jnp.concatenate([m] * N, axis=1), "i", scatter_dimension=1,
+                                 tiled=True),
+                lax.all_to_all(t, "i", 0, 0, tiled=True),
+                lax.all_to_all(t.reshape(N, -1), "i", 0, 1),
+                lax.all_to_all(jnp.concatenate([m] * N, axis=1), "i", 1, 0, tiled=True),
+                lax.ppermute(v, "i", ring), lax.ppermute(w, "i", [(0, N - 1), (3, 1)]),
+                lax.axis_index("i"), lax.psum(w, "i") * lax.axis_index("i"),
+                lax.pmax(w > 5, "i"), lax.psum(w.astype(jnp.int8), "i"))
+
+    def loss(k, xb):
+        return lax.pmean(jnp.sum(jnp.tanh(xb @ k) ** 2), "i")
+    k = np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2)
+    results = list(lib.pmap(f, "i", **pmap_kwargs)(v, w))
+    results.append(lib.pmap(lib.grad(lambda x: lax.psum(x, "i").sum()), "i", **pmap_kwargs)(v))
+    value, grad = lib.pmap(lib.value_and_grad(loss), "i", in_axes=(None, 0),
+                           **pmap_kwargs)(k, v.reshape(-1, 2, 3))
+    return [np.asarray(r) for r in results + [value, grad]]
+
+
+def _listed(arrays):
+    return [[str(a.dtype), a.tolist()] for a in arrays]
+
+
+def jax_outputs(jax):
+    """JAX's results on the global data (in a process of JAX's own: jax_devices.py)."""
+    return _listed(outputs(jax, {}, V, W))
+
+
+SCRIPT = """
+import json, sys
+sys.path.insert(0, {tests!r})
+import numpy as np
+import kiln
+kiln.config.update("jax_num_cpu_devices", 2)
+kiln.distributed.initialize()
+import test_pjrt_processes as t
+p = kiln.process_index()
+rows = slice(2 * p, 2 * p + 2)
+v, w = np.asarray(t.V)[rows], np.asarray(t.W)[rows]
+got = {{backend: t._listed(t.outputs(kiln, {{"backend": backend}}, v, w))
+        for backend in ("pjrt", "cpu")}}
+print("RESULT", p, json.dumps(got), flush=True)
+"""
+
+
+@needs_mpi
+def test_every_collective_across_two_processes(tmp_path):
+    code, output, seconds = mpirun(tmp_path, SCRIPT.format(tests=os.path.dirname(__file__)),
+                                   env={"KILN_NUM_CPU_DEVICES": "2"}, limit=120)
+    assert code == 0, output[-4000:]
+    found = {}
+    for line in output.splitlines():
+        if line.startswith("RESULT "):
+            _, rank, payload = line.split(" ", 2)
+            found[int(rank)] = json.loads(payload)
+    assert sorted(found) == [0, 1], output[-4000:]
+    for rank in (0, 1):   # the PJRT backend gives the llvm backend's results
+        _same(found[rank]["pjrt"], found[rank]["cpu"], f"process {rank}")
+    want = jax_results("test_pjrt_processes", "t.jax_outputs(jax)")
+    got = [[found[0]["pjrt"][k][0], found[0]["pjrt"][k][1] + found[1]["pjrt"][k][1]]
+           for k in range(len(found[0]["pjrt"]))]   # the processes' rows, stacked
+    _same(got, want, "JAX")
+
+
+def _same(got, want, what):
+    """Two `_listed` results equal: the same dtypes and shapes, equal values (floats within
+    rounding: XLA's tanh is not kiln's)."""
+    assert len(got) == len(want)
+    for k, ((dtype, value), (dtype_want, value_want)) in enumerate(zip(got, want)):
+        assert dtype == dtype_want, (what, k, dtype, dtype_want)
+        value, value_want = np.asarray(value, dtype), np.asarray(value_want, dtype)
+        assert value.shape == value_want.shape, (what, k, value.shape, value_want.shape)
+        if value.dtype.kind == "f":
+            np.testing.assert_allclose(value, value_want, rtol=1e-5, atol=1e-5,
+                                       err_msg=f"{what}: output {k}")
+        else:
+            np.testing.assert_array_equal(value, value_want, err_msg=f"{what}: output {k}")
+
+
+def test_module_text_across_processes():
+    """The module each process compiles: XLA's collective over its replicas, then kiln's
+    custom call; axis_index adds n times the process index."""
+    f = kiln.pmap(lambda v: (lax.psum(v, "i"), lax.all_gather(v, "i"), lax.axis_index("i")),
+                  "i", backend="pjrt")
+    ssa = with_collective_params(kiln.make_ir(f)(np.ones((4, 3), np.float32)),
+                                 mesh_axes=(("i", 2),), processes=2)
+    text = lower_module(ssa, replicas=2).text
+    assert '"stablehlo.all_reduce"' in text and "dense<[[0, 1]]> : tensor<1x2xi64>" in text
+    for target in ("kiln_mpi_psum", "kiln_mpi_all_gather", "kiln_mpi_process_index"):
+        assert f"stablehlo.custom_call @{target}(" in text
+    assert "(tensor<2x3xf32>, tensor<ui32>) -> tensor<2x2x3xf32>" in text
+    assert text.count("has_side_effect = true") == 2
+
+
+def test_layouts_not_lowered_across_processes():
+    f = kiln.pmap(lambda v: lax.psum(v, "i"), "i", backend="pjrt")
+    ssa = kiln.make_ir(f)(np.ones((4, 3), np.float32))
+    two_axes = with_collective_params(ssa, mesh_axes=(("i", 2), ("j", 1)), processes=2)
+    with pytest.raises(BackendUnsupportedError, match=r"lowers 'psum' across 2 processes only "
+                       r"in a pmap over PJRT devices \(one axis of replicas\); run this "
+                       r"function with the llvm backend"):
+        lower_module(two_axes, replicas=2)
