@@ -44,6 +44,7 @@ from .compiler.backends.pjrt import entry as native_entry, methods as native_met
     plugins, topology as topologies
 from .compiler.backends.pjrt.replicated import ReplicatedExecutable
 from .devices import Device, chosen_cpu_count
+from .distributed import process_layout
 from .fastcall import MISS
 from . import _default_device
 
@@ -56,17 +57,29 @@ def client_options(path):
     """PJRT_Client_Create's options for the plug-in at `path`: XLA's CPU plug-in (a file named
     `*cpu*`) gets `cpu_device_count` when a setting chose kiln's CPU device count
     (devices.chosen_cpu_count); it does not read XLA_FLAGS' host device count, and has 4
-    devices otherwise."""
-    count = chosen_cpu_count() if "cpu" in os.path.basename(path) else None
-    return {} if count is None else {"cpu_device_count": count}
+    devices otherwise. Another plug-in in a run of several processes (kiln.distributed) gets
+    `node_id` and `num_nodes` (this process's index and the process count, as JAX passes
+    them); the CPU plug-in reads neither (its client's process index stays 0)."""
+    if "cpu" in os.path.basename(path):
+        count = chosen_cpu_count()
+        return {} if count is None else {"cpu_device_count": count}
+    process, processes = process_layout()
+    return {} if processes == 1 else {"node_id": process, "num_nodes": processes}
 
 
 def client(path):
-    """The process's client of the plug-in at `path`, created on first use."""
+    """The process's client of the plug-in at `path`, created on first use; in a run of
+    several processes a plug-in other than the CPU's also gets the processes' key-value store
+    (pjrt_store.py), as JAX gives its distributed client's."""
     with _LOCK:
         made = _CLIENTS.get(path)
         if made is None:
-            made = _CLIENTS[path] = pjrt.Client(plugins.load(path), client_options(path))
+            store = None
+            if process_layout()[1] > 1 and "cpu" not in os.path.basename(path):
+                from .pjrt_store import shared_store
+                store = shared_store()
+            made = _CLIENTS[path] = pjrt.Client(plugins.load(path), client_options(path),
+                                                store)
     return made
 
 

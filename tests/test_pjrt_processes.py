@@ -148,3 +148,118 @@ def test_layouts_not_lowered_across_processes():
                        r"in a pmap over PJRT devices \(one axis of replicas\); run this "
                        r"function with the llvm backend"):
         lower_module(two_axes, replicas=2)
+
+
+# -- multi-process clients: the key-value store callbacks --------------------------------------
+
+class DictStore:
+    """A store of one process (MpiStore's interface), recording its calls."""
+
+    def __init__(self):
+        self.values, self.calls = {}, []
+
+    def put(self, key, value):
+        self.calls.append(("put", key, value))
+        self.values[key] = value
+
+    def get(self, key, timeout):
+        self.calls.append(("get", key, timeout))
+        if key not in self.values:
+            raise TimeoutError(f"no {key!r} after {timeout:g} s")
+        return self.values[key]
+
+    def try_get(self, key):
+        return self.values.get(key)
+
+
+def test_key_value_callbacks_as_a_plugin_calls_them():
+    """The callbacks PJRT_Client_Create gets (pjrt/kv_store.py), called through their
+    addresses with pjrt_c_api.h's argument structs, as a plug-in calls them."""
+    import ctypes as C
+    from kiln.compiler.backends.pjrt import api, kv_store
+    store = DictStore()
+    fields = kv_store.callbacks(store)
+    errors = []
+
+    @api.CALLBACK_ERROR
+    def callback_error(code, message, size):
+        errors.append((code, C.string_at(message, size).decode()))
+        return 0x1234   # (the plug-in's PJRT_Error)
+    error_slot = C.c_void_p(C.cast(callback_error, C.c_void_p).value)
+
+    def call(name, struct, **values):
+        args = api.args(struct, callback_error=C.addressof(error_slot), **values)
+        function = C.CFUNCTYPE(C.c_void_p, C.c_void_p)(fields[name])
+        return function(C.byref(args)), args
+
+    key, value = C.create_string_buffer(b"node/0"), C.create_string_buffer(b"a\0b")
+    error, _ = call("kv_put_callback", api.KeyValuePut, key=C.addressof(key), key_size=6,
+                    value=C.addressof(value), value_size=3)
+    assert error is None and store.values == {b"node/0": b"a\0b"}
+    for name, struct, extra in [("kv_get_callback", api.KeyValueGet, {"timeout_in_ms": 2500}),
+                                ("kv_try_get_callback", api.KeyValueTryGet, {})]:
+        error, args = call(name, struct, key=C.addressof(key), key_size=6, **extra)
+        assert error is None and C.string_at(args.value, args.value_size) == b"a\0b"
+        assert args.value_deleter == C.cast(C.CDLL(None).free, C.c_void_p).value
+        C.CFUNCTYPE(None, C.c_void_p)(args.value_deleter)(args.value)   # the plug-in frees it
+    assert store.calls[-1] == ("get", b"node/0", 2.5)
+    other = C.create_string_buffer(b"node/1")
+    error, _ = call("kv_try_get_callback", api.KeyValueTryGet, key=C.addressof(other),
+                    key_size=6)
+    assert error == 0x1234 and errors[-1] == (kv_store.NOT_FOUND, "key b'node/1' not found "
+                                              "in kiln's key-value store")
+    error, _ = call("kv_get_callback", api.KeyValueGet, key=C.addressof(other), key_size=6,
+                    timeout_in_ms=10)
+    assert error == 0x1234 and errors[-1] == (kv_store.DEADLINE_EXCEEDED,
+                                              "no b'node/1' after 0.01 s")
+
+
+def test_client_with_a_store_and_options():
+    """The CPU plug-in takes the callbacks (and ignores them: it calls none creating its
+    client); another plug-in in a run of several processes gets node_id and num_nodes."""
+    from kiln import pjrt as runtime
+    from kiln.compiler.backends.pjrt import client as pjrt
+    found = next(f for f in plugins.discover() if f.name == "xla-cpu-pjrt")
+    store = DictStore()
+    made = pjrt.Client(plugins.load(found.path), {"cpu_device_count": 2}, store)
+    assert len(made.devices) == 2 and store.calls == []
+    made.close()
+    with kiln.distributed.compiling_for(1, 2):
+        assert runtime.client_options("/opt/pjrt/pjrt_c_api_gpu_plugin.so") == {
+            "node_id": 1, "num_nodes": 2}
+        assert "node_id" not in runtime.client_options(found.path)
+    assert runtime.client_options("/opt/pjrt/pjrt_c_api_gpu_plugin.so") == {}
+
+
+STORE_SCRIPT = """
+import time
+import kiln
+kiln.distributed.initialize()
+from kiln.pjrt_store import shared_store
+store = shared_store()
+p = kiln.process_index()
+keys = [f"k{i}".encode() for i in range(6)]   # (owned by both processes)
+if p == 0:
+    time.sleep(0.5)   # process 1's gets wait for these puts
+    for i, k in enumerate(keys):
+        store.put(k, bytes([i]) * (i * 5000))
+got = [store.get(k, 20.0) for k in keys]
+assert got == [bytes([i]) * (i * 5000) for i in range(6)], [len(g) for g in got]
+assert store.try_get(b"absent") is None and store.try_get(b"k1") == bytes([1]) * 5000
+try:
+    store.get(b"never", 0.2)
+except TimeoutError as e:
+    print("TIMEOUT", p, e, flush=True)
+kiln.distributed.shutdown()
+print("STORE OK", p, flush=True)
+"""
+
+
+@needs_mpi
+def test_mpi_store_across_two_processes(tmp_path):
+    code, output, _ = mpirun(tmp_path, STORE_SCRIPT, limit=60)
+    assert code == 0, output[-3000:]
+    for rank in (0, 1):
+        assert f"STORE OK {rank}" in output
+        assert (f"TIMEOUT {rank} key b'never' did not appear in kiln's key-value store "
+                f"within 0.2 s") in output
