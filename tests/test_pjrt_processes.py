@@ -250,16 +250,33 @@ try:
     store.get(b"never", 0.2)
 except TimeoutError as e:
     print("TIMEOUT", p, e, flush=True)
-kiln.distributed.shutdown()
 print("STORE OK", p, flush=True)
+# a process that does not come: the other's collective fails after KILN_DISTRIBUTED_TIMEOUT
+import numpy as np
+from kiln import lax
+f = kiln.pmap(lambda v: lax.psum(v, "i"), "i", backend="pjrt")
+x = np.ones((len(kiln.devices("pjrt")), 3), np.float32)
+f(x)   # (compiled, and run by both)
+if p == 0:
+    import os
+    os.environ["KILN_DISTRIBUTED_TIMEOUT"] = "2"   # (read at every wait)
+    try:
+        f(x)
+    except Exception as e:
+        print("PSUM", type(e).__name__, e, flush=True)
 """
 
 
 @needs_mpi
-def test_mpi_store_across_two_processes(tmp_path):
+def test_store_and_a_missing_process(tmp_path):
+    """The store across two processes; then a psum on PJRT that one process does not join
+    is the other's execution error, and the job is aborted at its exit."""
     code, output, _ = mpirun(tmp_path, STORE_SCRIPT, limit=60)
-    assert code == 0, output[-3000:]
     for rank in (0, 1):
-        assert f"STORE OK {rank}" in output
+        assert f"STORE OK {rank}" in output, output[-3000:]
         assert (f"TIMEOUT {rank} key b'never' did not appear in kiln's key-value store "
                 f"within 0.2 s") in output
+    assert ("PSUM PjrtError PJRT error INTERNAL: Compute error: kiln_mpi_psum: "
+            "DistributedTimeoutError: the cross-process part of a PJRT pmap's collective "
+            "(kiln_mpi_psum) did not complete within 2 s") in output, output[-3000:]
+    assert code != 0 and "a cross-process wait timed out; aborting the MPI job" in output
