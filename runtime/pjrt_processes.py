@@ -16,10 +16,11 @@ The handlers are ctypes functions (each takes the GIL while it runs and releases
 waits): asked for their metadata (XLA's metadata extension in the frame) they answer the
 caller's FFI API version and no traits. On execute, `kiln_mpi_all_gather` gathers the operand
 (its first argument; the second is the replica's id, which names the communicator) from every
-process into the result, process by process; `kiln_mpi_psum`, `kiln_mpi_pmax` and
-`kiln_mpi_pmin` gather it the same way and reduce the blocks with NumPy in process order (any
-dtype XLA's FFI names and NumPy reduces, float16 included); `kiln_mpi_process_index` writes the
-MPI rank. A wait longer than kiln.distributed's timeout (KILN_DISTRIBUTED_TIMEOUT) and any
+process into the result, process by process (MPI_Iallgather of its bytes); `kiln_mpi_psum`,
+`kiln_mpi_pmax` and `kiln_mpi_pmin` are MPI_Iallreduce into the result for integers,
+float32/64 and a complex sum, as the llvm backend's engine reduces them, and for bool and
+float16 gather the operand the same way and reduce the blocks with NumPy in process order;
+`kiln_mpi_process_index` writes the MPI rank. A wait longer than kiln.distributed's timeout (KILN_DISTRIBUTED_TIMEOUT) and any
 other failure return an XLA FFI error (INTERNAL) with the message, which the plug-in raises
 from the execution.
 """
@@ -78,17 +79,27 @@ def _execute(name, frame):
     if name == targets.PROCESS_INDEX:
         out[...] = distributed.process_layout()[0]
         return
-    x = _array(frame.args.args[0])
+    x = np.ascontiguousarray(_array(frame.args.args[0]))
     comm = _COMMUNICATORS[int(_array(frame.args.args[1]))]
+    from mpi4py import MPI
+    what = f"the cross-process part of a PJRT pmap's collective ({name})"
+    if name in _REDUCE and _mpi_reduces(x.dtype, name):
+        op = {targets.PSUM: MPI.SUM, targets.PMAX: MPI.MAX, targets.PMIN: MPI.MIN}[name]
+        distributed.wait(comm.Iallreduce(x, out, op), distributed.timeout(), what)
+        return
     gathered = out if name == targets.ALL_GATHER else \
         np.empty((comm.Get_size(),) + x.shape, x.dtype)
-    from mpi4py import MPI
-    request = comm.Iallgather([np.ascontiguousarray(x).view(np.uint8), MPI.BYTE],
-                              [gathered.view(np.uint8), MPI.BYTE])
-    distributed.wait(request, distributed.timeout(), f"the cross-process part of a PJRT "
-                                                     f"pmap's collective ({name})")
+    request = comm.Iallgather([x.view(np.uint8), MPI.BYTE], [gathered.view(np.uint8), MPI.BYTE])
+    distributed.wait(request, distributed.timeout(), what)
     if name in _REDUCE:
         _REDUCE[name].reduce(gathered, axis=0, out=out)
+
+
+def _mpi_reduces(dtype, name):
+    """Whether MPI's own reduction takes `dtype` for `name`: integers, float32/64, and
+    complex for a sum (bool and float16 are gathered and reduced by NumPy)."""
+    return dtype.kind in "iu" or dtype in (np.float32, np.float64) or (
+        dtype.kind == "c" and name == targets.PSUM)
 
 
 def _error(frame, message):
