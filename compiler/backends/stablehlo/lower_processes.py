@@ -30,6 +30,7 @@ exchange of only the blocks each member needs would move one operand's worth.
 """
 import numpy as np
 
+from ...ir.abstract import ShapedArray
 from ...primitives import PRIMITIVES
 from ...primitives.collectives import axis_names
 from ...primitives.core import STABLEHLO
@@ -61,7 +62,7 @@ def _local(ctx, mesh_axes, processes, axis_name):
 
 
 def _replica(ctx):
-    return ctx.emit("stablehlo.replica_id : tensor<ui32>", ctx.constant(0, np.uint32).aval)
+    return ctx.emit("stablehlo.replica_id : tensor<ui32>", ShapedArray((), np.dtype(np.uint32)))
 
 
 def _cross(ctx, target, x, out_aval):
@@ -164,7 +165,7 @@ def ppermute(ctx, args, *, axis_name, perm, mesh_axes=None, processes=1):
         return [ctx.splat(0, x.aval)]
     every = _everyone(ctx, x, n, processes)
     table = ctx.emit(f"stablehlo.constant dense<{sources}> : tensor<{size}xi32>",
-                     ctx.constant(0, np.int32).aval.update(shape=(size,)))
+                     ShapedArray((size,), np.dtype(np.int32)))
     source = reshape(ctx, dynamic_slice(ctx, table, [member(ctx, n)], [1]), ())
     zero = ctx.constant(0, np.int32)
     row = dynamic_slice(ctx, every, [ctx.binary("stablehlo.maximum", source, zero)] +
