@@ -3,7 +3,8 @@ runs each process's replicas, and the collectives' part across processes runs in
 handlers over MPI (runtime/pjrt_processes.py, stablehlo/lower_processes.py).
 
 One run of `mpirun -np 2` (two CPU devices per process: an axis of 4) computes `outputs` (every
-collective, a few axes and dtypes, grad of a psum, value_and_grad of a pmean) on the PJRT
+collective, a few axes and dtypes, grad of a psum, value_and_grad of a pmean, a psum step
+fed its own results three times) on the PJRT
 backend and on the llvm backend, each process on its rows of the global data; the two must be
 equal, and the processes' rows stacked must equal JAX 0.10.2's pmap of the same function over
 4 devices of one process on the global data. The module's text and the layouts kiln does not
@@ -62,7 +63,9 @@ def outputs(lib, pmap_kwargs, v, w):
     results.append(lib.pmap(lib.grad(lambda x: lax.psum(x, "i").sum()), "i", **pmap_kwargs)(v))
     value, grad = lib.pmap(lib.value_and_grad(loss), "i", in_axes=(None, 0),
                            **pmap_kwargs)(k, v.reshape(-1, 2, 3))
-    return [np.asarray(r) for r in results + [value, grad]]
+    step = lib.pmap(lambda x: x * 0.5 + lax.psum(x, "i") * 0.1, "i", **pmap_kwargs)
+    chained = step(step(step(v)))   # (on PJRT: results fed back on the devices, run async)
+    return [np.asarray(r) for r in results + [value, grad, chained]]
 
 
 def _listed(arrays):
