@@ -70,7 +70,8 @@ def client_options(path):
 def client(path):
     """The process's client of the plug-in at `path`, created on first use; in a run of
     several processes a plug-in other than the CPU's also gets the processes' key-value store
-    (pjrt_store.py), as JAX gives its distributed client's."""
+    (pjrt_store.py), its keys prefixed by the plug-in's file name and a colon, as JAX gives its
+    distributed client's prefixed by the platform's name."""
     with _LOCK:
         made = _CLIENTS.get(path)
         if made is None:
@@ -78,8 +79,9 @@ def client(path):
             if process_layout()[1] > 1 and "cpu" not in os.path.basename(path):
                 from .pjrt_store import shared_store
                 store = shared_store()
-            made = _CLIENTS[path] = pjrt.Client(plugins.load(path), client_options(path),
-                                                store)
+            made = _CLIENTS[path] = pjrt.Client(
+                plugins.load(path), client_options(path), store,
+                os.path.basename(path).encode() + b":")
     return made
 
 

@@ -181,7 +181,7 @@ def test_key_value_callbacks_as_a_plugin_calls_them():
     import ctypes as C
     from kiln.compiler.backends.pjrt import api, kv_store
     store = DictStore()
-    fields = kv_store.callbacks(store)
+    fields = kv_store.callbacks(store, b"gpu:")
     errors = []
 
     @api.CALLBACK_ERROR
@@ -198,23 +198,23 @@ def test_key_value_callbacks_as_a_plugin_calls_them():
     key, value = C.create_string_buffer(b"node/0"), C.create_string_buffer(b"a\0b")
     error, _ = call("kv_put_callback", api.KeyValuePut, key=C.addressof(key), key_size=6,
                     value=C.addressof(value), value_size=3)
-    assert error is None and store.values == {b"node/0": b"a\0b"}
+    assert error is None and store.values == {b"gpu:node/0": b"a\0b"}
     for name, struct, extra in [("kv_get_callback", api.KeyValueGet, {"timeout_in_ms": 2500}),
                                 ("kv_try_get_callback", api.KeyValueTryGet, {})]:
         error, args = call(name, struct, key=C.addressof(key), key_size=6, **extra)
         assert error is None and C.string_at(args.value, args.value_size) == b"a\0b"
         assert args.value_deleter == C.cast(C.CDLL(None).free, C.c_void_p).value
         C.CFUNCTYPE(None, C.c_void_p)(args.value_deleter)(args.value)   # the plug-in frees it
-    assert store.calls[-1] == ("get", b"node/0", 2.5)
+    assert store.calls[-1] == ("get", b"gpu:node/0", 2.5)
     other = C.create_string_buffer(b"node/1")
     error, _ = call("kv_try_get_callback", api.KeyValueTryGet, key=C.addressof(other),
                     key_size=6)
-    assert error == 0x1234 and errors[-1] == (kv_store.NOT_FOUND, "key b'node/1' not found "
-                                              "in kiln's key-value store")
+    assert error == 0x1234 and errors[-1] == (kv_store.NOT_FOUND, "key b'gpu:node/1' not "
+                                              "found in kiln's key-value store")
     error, _ = call("kv_get_callback", api.KeyValueGet, key=C.addressof(other), key_size=6,
                     timeout_in_ms=10)
     assert error == 0x1234 and errors[-1] == (kv_store.DEADLINE_EXCEEDED,
-                                              "no b'node/1' after 0.01 s")
+                                              "no b'gpu:node/1' after 0.01 s")
 
 
 def test_client_with_a_store_and_options():

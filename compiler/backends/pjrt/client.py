@@ -1,6 +1,6 @@
 """PJRT clients, devices, buffers and executables as Python objects over `api`.
 
-`Client(plugin, options=None, store=None)` creates a client of a loaded plug-in (`plugins.load(path)`; the
+`Client(plugin, options=None, store=None, store_prefix=b"")` creates a client of a loaded plug-in (`plugins.load(path)`; the
 create options below), with its `platform`, `platform_version`, `process_index` and
 `devices` (`DeviceInfo`: handle, id, kind, process index; the addressable ones), and
 `kiln_dots`: the custom-call targets of kiln's matrix products registered with a CPU plug-in
@@ -52,10 +52,10 @@ the executable to its devices. A partitioned module (sharded jit, replicated.py)
 replica, num_partitions = its device count, use_spmd_partitioning (field 6), one computation
 per device and, for a module with Shardy's shardings, use_shardy_partitioner (field 19).
 
-`Client(table, options, store)` passes `options` ({name: int}) as PJRT_Client_Create's create
-options (the CPU plug-in reads `cpu_device_count`) and, given a key-value `store`, the
-callbacks over it (kv_store.py) that a multi-process plug-in shares its processes' data
-through.
+`Client(table, options, store, store_prefix)` passes `options` ({name: int}) as
+PJRT_Client_Create's create options (the CPU plug-in reads `cpu_device_count`) and, given a
+key-value `store`, the callbacks over it (kv_store.py; keys prefixed by `store_prefix`) that a
+multi-process plug-in shares its processes' data through.
 """
 import ctypes as C
 import sys
@@ -128,13 +128,13 @@ class DeviceInfo:
 class Client:
     """A PJRT client of the plug-in `table` (an api.Api). See the module docstring."""
 
-    def __init__(self, table, options=None, store=None):
+    def __init__(self, table, options=None, store=None, store_prefix=b""):
         self.api = table
         named = [api.args(api.NamedValue, name=k.encode(), name_size=len(k),
                           type=api.NAMED_INT64, value=api.NamedValueData(int64_value=v),
                           value_size=1) for k, v in sorted((options or {}).items())]
         listed = (api.NamedValue * max(1, len(named)))(*named)
-        kv = kv_store.callbacks(store) if store is not None else {}
+        kv = kv_store.callbacks(store, store_prefix) if store is not None else {}
         self._kv_callbacks = kv.pop("keep", None)   # (the plug-in may call them at any time)
         self.handle = table.call("Client_Create", api.args(
             api.ClientCreate, create_options=listed, num_options=len(named), **kv)).client

@@ -1,13 +1,14 @@
 """PJRT_Client_Create's key-value store callbacks over a Python store.
 
-    callbacks(store) -> {PJRT_Client_Create_Args field: value}
+    callbacks(store, prefix=b"") -> {PJRT_Client_Create_Args field: value}
 
 `store` has `get(key, timeout)` (bytes, or a TimeoutError after `timeout` seconds),
 `try_get(key)` (bytes, or None when the key is absent) and `put(key, value)`, keys and values
 being bytes (runtime/pjrt_store.py's `MpiStore` over MPI). The three callbacks (ctypes
 functions, kept alive by the returned dict's "keep" entry, which the client holds) follow
 pjrt_c_api.h (API 0.81 in the xla-cpu-pjrt wheel): each reads the key (and value) from its
-argument struct; get and try-get return the value in memory from the C library's `malloc`,
+argument struct and uses the key after `prefix` (one per plug-in: the header leaves keeping
+plug-ins' keys apart to the caller); get and try-get return the value in memory from the C library's `malloc`,
 with `free` as its deleter, which the plug-in calls once it has copied it. A missing key
 (try-get) is the plug-in's NOT_FOUND error, a get that times out DEADLINE_EXCEEDED and any
 other failure INTERNAL, each made through the arguments' `callback_error` with the message.
@@ -41,11 +42,11 @@ def _bytes(address, size):
     return C.string_at(address, size) if size else b""
 
 
-def _callback(struct, body):
+def _callback(struct, body, prefix):
     def call(pointer):
         args = C.cast(pointer, C.POINTER(struct)).contents
         try:
-            return body(args, _bytes(args.key, args.key_size))
+            return body(args, prefix + _bytes(args.key, args.key_size))
         except TimeoutError as e:
             return _error(args, DEADLINE_EXCEEDED, str(e))
         except Exception as e:   # (the plug-in reports it)
@@ -53,7 +54,7 @@ def _callback(struct, body):
     return C.CFUNCTYPE(C.c_void_p, C.c_void_p)(call)
 
 
-def callbacks(store):
+def callbacks(store, prefix=b""):
     """The key-value fields of PJRT_Client_Create_Args over `store` (see the docstring)."""
     def get(args, key):
         _returned(args, store.get(key, args.timeout_in_ms / 1000))
@@ -67,9 +68,9 @@ def callbacks(store):
     def put(args, key):
         store.put(key, _bytes(args.value, args.value_size))
 
-    made = {"kv_get_callback": _callback(api.KeyValueGet, get),
-            "kv_try_get_callback": _callback(api.KeyValueTryGet, try_get),
-            "kv_put_callback": _callback(api.KeyValuePut, put)}
+    made = {"kv_get_callback": _callback(api.KeyValueGet, get, prefix),
+            "kv_try_get_callback": _callback(api.KeyValueTryGet, try_get, prefix),
+            "kv_put_callback": _callback(api.KeyValuePut, put, prefix)}
     fields = {name: C.cast(f, C.c_void_p).value for name, f in made.items()}
     fields["keep"] = made
     return fields
