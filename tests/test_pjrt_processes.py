@@ -33,9 +33,9 @@ V = (np.arange(N * 6, dtype=np.float32).reshape(N, 6) - 7.5).tolist()
 W = ((np.arange(N * 2, dtype=np.int32).reshape(N, 2) * 37) % 11).tolist()
 
 
-def outputs(lib, pmap_kwargs, v, w):
-    """The results (a flat list) of pmaps of every collective on `v` and `w` (lists), with
-    `lib` kiln or jax."""
+def outputs(lib, pmap_kwargs, v, w, rows=slice(None)):
+    """The results (a flat list) of pmaps of every collective on `v` and `w` (lists; `rows`
+    of a larger array of N rows), with `lib` kiln or jax."""
     lax, jnp = lib.lax, lib.numpy
     v, w = np.asarray(v, np.float32), np.asarray(w, np.int32)
     ring = [(i, (i + 1) % N) for i in range(N)]
@@ -63,6 +63,11 @@ def outputs(lib, pmap_kwargs, v, w):
     results.append(lib.pmap(lib.grad(lambda x: lax.psum(x, "i").sum()), "i", **pmap_kwargs)(v))
     value, grad = lib.pmap(lib.value_and_grad(loss), "i", in_axes=(None, 0),
                            **pmap_kwargs)(k, v.reshape(-1, 2, 3))
+    # reductions split among each process's replicas (over lower_processes.CHUNKED a replica)
+    big = (np.arange(N * 8195) % 97 - 48).astype(np.float32).reshape(N, 8195)[rows]
+    results += lib.pmap(lambda u: (lax.psum(u, "i"), lax.pmax(u, "i"),
+                                   lax.pmin(u.astype(jnp.int32) * 3, "i")),
+                        "i", **pmap_kwargs)(big)
     step = lib.pmap(lambda x: x * 0.5 + lax.psum(x, "i") * 0.1, "i", **pmap_kwargs)
     chained = step(step(step(v)))   # (on PJRT: results fed back on the devices, run async)
     return [np.asarray(r) for r in results + [value, grad, chained]]
@@ -88,7 +93,7 @@ import test_pjrt_processes as t
 p = kiln.process_index()
 rows = slice(2 * p, 2 * p + 2)
 v, w = np.asarray(t.V)[rows], np.asarray(t.W)[rows]
-got = {{backend: t._listed(t.outputs(kiln, {{"backend": backend}}, v, w))
+got = {{backend: t._listed(t.outputs(kiln, {{"backend": backend}}, v, w, rows))
         for backend in ("pjrt", "cpu")}}
 print("RESULT", p, json.dumps(got), flush=True)
 """
@@ -141,6 +146,13 @@ def test_module_text_across_processes():
         assert f"stablehlo.custom_call @{target}(" in text
     assert "(tensor<2x3xf32>, tensor<ui32>) -> tensor<2x2x3xf32>" in text
     assert text.count("has_side_effect = true") == 2
+    # a larger value: reduce-scattered among the replicas, each chunk across processes
+    ssa = with_collective_params(kiln.make_ir(f)(np.ones((4, 8195), np.float32)),
+                                 mesh_axes=(("i", 2),), processes=2)
+    text = lower_module(ssa, replicas=2).text
+    assert '"stablehlo.reduce_scatter"' in text
+    assert ("stablehlo.custom_call @kiln_mpi_psum" in text and
+            "(tensor<4098xf32>, tensor<ui32>) -> tensor<4098xf32>" in text)
 
 
 def test_layouts_not_lowered_across_processes():

@@ -167,10 +167,16 @@ def _psum_scatter(ctx, args, *, axis_name, scatter_dimension, tiled, axis_size,
     shape = list(out.shape)
     if not tiled:
         shape.insert(scatter_dimension, 1)
-    (y,) = ctx.generic("stablehlo.reduce_scatter", [x], [out.update(shape=tuple(shape))],
-                       _adding(ctx, "stablehlo.add", x.aval.dtype),
-                       _attributes(ctx, groups, f"scatter_dimension = {scatter_dimension} : i64"))
+    y = scattered(ctx, "psum", x, scatter_dimension, groups, out.update(shape=tuple(shape)))
     return [reshape(ctx, y, out.shape)]
+
+
+def scattered(ctx, name, x, dimension, groups, out_aval):
+    """`stablehlo.reduce_scatter` of `x` (psum, pmax or pmin: `name`) along `dimension`
+    within each replica group of `groups` (as `reduced`'s), giving `out_aval`."""
+    return ctx.generic("stablehlo.reduce_scatter", [x], [out_aval],
+                       _adding(ctx, _REDUCE[name], x.aval.dtype),
+                       _attributes(ctx, groups, f"scatter_dimension = {dimension} : i64"))[0]
 
 
 def _all_to_all(ctx, args, *, axis_name, split_axis, concat_axis, tiled, axis_size,

@@ -10,7 +10,11 @@ device index, so replica i of every process talks only to replica i of the other
 
 - psum, pmax, pmin: `stablehlo.all_reduce` over the local replicas, then
   `@kiln_mpi_psum` / `@kiln_mpi_pmax` / `@kiln_mpi_pmin` (same shape: the reduction of that
-  value over the processes);
+  value over the processes). From `CHUNKED` elements per replica, the value is flattened
+  and padded to n chunks instead, `stablehlo.reduce_scatter` gives each replica the local
+  reduction of its chunk, the custom call reduces that chunk across processes, and a local
+  `stablehlo.all_gather` puts the chunks back together: each replica's communicator
+  carries 1/n of the value;
 - axis_index: `stablehlo.replica_id` plus n times `@kiln_mpi_process_index` (an i32 scalar, the
   MPI rank), so every process compiles the same module;
 - all_gather: every member's operand, in member order (`_everyone`: a local
@@ -34,15 +38,16 @@ from ...ir.abstract import ShapedArray
 from ...primitives import PRIMITIVES
 from ...primitives.collectives import axis_names
 from ...primitives.core import STABLEHLO
-from .lower_collectives import gathered, groups_attribute, reduced
+from .lower_collectives import gathered, groups_attribute, reduced, scattered
 from .lower_ffi import custom_call
 from .lower_indexing import dynamic_slice
-from .lower_structural import reshape, transpose
+from .lower_structural import concatenate, reshape, slice_, transpose
 
 PSUM, PMAX, PMIN = "kiln_mpi_psum", "kiln_mpi_pmax", "kiln_mpi_pmin"
 ALL_GATHER, PROCESS_INDEX = "kiln_mpi_all_gather", "kiln_mpi_process_index"
 TARGETS = (PSUM, PMAX, PMIN, ALL_GATHER, PROCESS_INDEX)
 _REDUCTIONS = {"psum": PSUM, "pmax": PMAX, "pmin": PMIN}
+CHUNKED = 4096   # elements per replica from which a reduction is split among the replicas
 
 
 def _local(ctx, mesh_axes, processes, axis_name):
@@ -83,11 +88,32 @@ def _local_reduce(ctx, name, x, n):
     return reduced(ctx, name, x, groups_attribute([list(range(n))]))
 
 
+def _reduced_across(ctx, name, x, n):
+    """`x` reduced over every member: small values (or one replica per process) reduced
+    among this process's replicas, then across processes by every replica; larger ones
+    flattened and padded to n chunks, reduce-scattered among the replicas, each replica's
+    chunk reduced across processes, and gathered back (each replica moves 1/n of the value)."""
+    size = int(np.prod(x.aval.shape))
+    if n == 1 or size < CHUNKED * n:
+        return _cross(ctx, _REDUCTIONS[name], _local_reduce(ctx, name, x, n), x.aval)
+    chunk = -(-size // n)
+    flat = reshape(ctx, x, (size,))
+    if chunk * n != size:
+        padding = ctx.broadcast(ctx.constant(0, x.aval.dtype), (chunk * n - size,))
+        flat = concatenate(ctx, [flat, padding], 0)
+    groups = groups_attribute([list(range(n))])
+    mine = scattered(ctx, name, flat, 0, groups, flat.aval.update(shape=(chunk,)))
+    mine = _cross(ctx, _REDUCTIONS[name], mine, mine.aval)
+    whole = gathered(ctx, mine, 0, groups, flat.aval)
+    if chunk * n != size:
+        whole = slice_(ctx, whole, [0], [size])
+    return reshape(ctx, whole, x.aval.shape)
+
+
 def reduction(name):
     def rule(ctx, args, *, axis_name, mesh_axes=None, processes=1):
         (x,) = args
-        n = _local(ctx, mesh_axes, processes, axis_name)
-        return [_cross(ctx, _REDUCTIONS[name], _local_reduce(ctx, name, x, n), x.aval)]
+        return [_reduced_across(ctx, name, x, _local(ctx, mesh_axes, processes, axis_name))]
     return rule
 
 
@@ -123,7 +149,7 @@ def psum_scatter(ctx, args, *, axis_name, scatter_dimension, tiled, axis_size,
                  mesh_axes=None, processes=1):
     (x,) = args
     n = _local(ctx, mesh_axes, processes, axis_name)
-    total = _cross(ctx, PSUM, _local_reduce(ctx, "psum", x, n), x.aval)
+    total = _reduced_across(ctx, "psum", x, n)
     block = x.aval.shape[scatter_dimension] // (n * processes)
     zero = ctx.constant(0, np.int32)
     starts = [zero] * x.aval.ndim
