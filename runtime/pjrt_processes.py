@@ -17,12 +17,12 @@ waits): asked for their metadata (XLA's metadata extension in the frame) they an
 caller's FFI API version and no traits. On execute, `kiln_mpi_all_gather` gathers the operand
 (its first argument; the second is the replica's id, which names the communicator) from every
 process into the result, process by process (MPI_Iallgather of its bytes); `kiln_mpi_psum`,
-`kiln_mpi_pmax` and `kiln_mpi_pmin` are MPI_Iallreduce into the result for integers,
-float32/64 and a complex sum, as the llvm backend's engine reduces them, and for bool and
-float16 gather the operand the same way and reduce the blocks with NumPy in process order;
-`kiln_mpi_process_index` writes the MPI rank. A wait longer than kiln.distributed's timeout (KILN_DISTRIBUTED_TIMEOUT) and any
-other failure return an XLA FFI error (INTERNAL) with the message, which the plug-in raises
-from the execution.
+`kiln_mpi_pmax` and `kiln_mpi_pmin` are MPI_Iallreduce into the result for integers, float32/64
+and a complex sum, as the llvm backend's engine reduces them, and for bool and float16 gather
+the operand the same way and reduce the blocks with NumPy in process order;
+`kiln_mpi_process_index` writes the MPI rank. A wait longer than kiln.distributed's timeout
+(KILN_DISTRIBUTED_TIMEOUT) and any other failure return an XLA FFI error (INTERNAL) with the
+message, which the plug-in raises from the execution.
 """
 import ctypes
 

@@ -8,10 +8,11 @@ being bytes (runtime/pjrt_store.py's `MpiStore` over MPI). The three callbacks (
 functions, kept alive by the returned dict's "keep" entry, which the client holds) follow
 pjrt_c_api.h (API 0.81 in the xla-cpu-pjrt wheel): each reads the key (and value) from its
 argument struct and uses the key after `prefix` (one per plug-in: the header leaves keeping
-plug-ins' keys apart to the caller); get and try-get return the value in memory from the C library's `malloc`,
-with `free` as its deleter, which the plug-in calls once it has copied it. A missing key
-(try-get) is the plug-in's NOT_FOUND error, a get that times out DEADLINE_EXCEEDED and any
-other failure INTERNAL, each made through the arguments' `callback_error` with the message.
+plug-ins' keys apart to the caller); get and try-get return the value in memory from the C
+library's `malloc`, with `free` as its deleter, which the plug-in calls once it has copied it. A
+missing key (try-get) is the plug-in's NOT_FOUND error, a get that times out DEADLINE_EXCEEDED
+and any other failure INTERNAL, each made through the arguments' `callback_error` with the
+message.
 """
 import ctypes as C
 
