@@ -1,13 +1,13 @@
 """PJRT clients, devices, buffers and executables as Python objects over `api`.
 
-`Client(plugin, options=None, store=None, store_prefix=b"")` creates a client of a loaded plug-
-in (`plugins.load(path)`; the create options below), with its `platform`, `platform_version`,
-`process_index` and `devices` (`DeviceInfo`: handle, id, kind, process index; the addressable
-ones), and `kiln_dots`: the custom-call targets of kiln's matrix products registered with a CPU
-plug-in (ffi_dot.py; {} for other platforms or where the plug-in cannot take them). Objects keep
-what they need alive: a buffer or an executable holds its client, so the client is destroyed
-after them (`close()`, or when the last reference goes; never while the interpreter shuts down,
-when the plug-in's threads may already be gone).
+`Client(plugin, options=None, store=None, store_prefix=b"")` creates a client of a loaded
+plug-in (`plugins.load(path)`; the create options below), with its `platform`,
+`platform_version`, `process_index` and `devices` (`DeviceInfo`: handle, id, kind, process
+index; the addressable ones), and `kiln_dots`: the custom-call targets of kiln's matrix products
+registered with a CPU plug-in (ffi_dot.py; {} for other platforms or where the plug-in cannot
+take them). Objects keep what they need alive: a buffer or an executable holds its client, so
+the client is destroyed after them (`close()`, or when the last reference goes; never while the
+interpreter shuts down, when the plug-in's threads may already be gone).
 
 `client.put(array, device, zero_copy=False)` copies a NumPy array to a device
 (`PJRT_Client_BufferFromHostBuffer`, C-contiguous data, no strides): by default with "immutable
