@@ -35,6 +35,8 @@ tape operations: the tangent of a tape is a tape of tangents, and the cotangent 
 pop from the cotangent tape (the orders match because reverse mode also reverses the loop), so
 reverse-over-reverse works.
 """
+import functools
+
 import numpy as np
 
 from ..ir.abstract import ShapedArray
@@ -392,23 +394,28 @@ BATCH[tape_add] = _tape_add_batch
 #   then. A custom function called inside its own rule always gets deferred rules, so
 #   derivatives of any order use the user's rules and specialisation still ends.
 
-_DEFERRED = []     # token -> (name, fn); fn(inputs) -> outputs, traced by region_of
+_DEFERRED = []     # token -> (name, fn, takes_active); fn(inputs) -> outputs, traced by region_of
 
 
-def defer_region(name, fn):
+def defer_region(name, fn, takes_active=False):
     """The token of a region to specialise later: `fn(inputs)` with inputs of the types the
-    transform gives (the primitive's consts first) returns its outputs."""
-    _DEFERRED.append((name, fn))
+    transform gives (the primitive's consts first) returns its outputs. With `takes_active`,
+    `fn(inputs, active)` also gets the flags of the inputs being differentiated, where the
+    transform specialising it knows them (a custom_vjp's fwd under reverse mode), else None."""
+    _DEFERRED.append((name, fn, takes_active))
     return len(_DEFERRED) - 1
 
 
-def region_of(region, in_avals):
+def region_of(region, in_avals, active=None):
     """(region, []) for a region; for the token of a deferred rule, the rule specialised now,
-    in the current builder, on `in_avals`, and the values it captured from around it (such as
-    array constants of the enclosing function): the caller passes them first."""
+    in the current builder, on `in_avals` (and `active`, the differentiated inputs' flags, for
+    a rule that takes them), and the values it captured from around it (such as array
+    constants of the enclosing function): the caller passes them first."""
     if not isinstance(region, int):
         return region, []
-    name, body = _DEFERRED[region]
+    name, body, takes_active = _DEFERRED[region]
+    if takes_active:
+        body = functools.partial(body, active=active)
     (fn,), outer = close_regions([trace_region(current(), name, body, list(in_avals))])
     return fn, outer
 
@@ -495,7 +502,7 @@ def _custom_vjp_jvp(eqn, ins, tins):
 
 
 def _custom_vjp_fwd(eqn, ins, active):
-    fwd, extra = region_of(eqn.params["fwd"], [E.aval(x) for x in ins])
+    fwd, extra = region_of(eqn.params["fwd"], [E.aval(x) for x in ins], active)
     res, _ = regions.jvp(fwd, extra + list(ins), [None] * (len(extra) + len(ins)))
     n = len(eqn.outvars)
     return list(res[:n]), list(res[n:])

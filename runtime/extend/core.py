@@ -20,13 +20,14 @@ import numpy as np
 
 from ..compiler.ir.abstract import ShapedArray
 from ..compiler.ir.builder import current, trace_region, close_regions
-from ..compiler.ir.ssa import Literal
+from ..compiler.ir.ssa import Literal, Function as Jaxpr
 from ..compiler.primitives.user import user_primitive, user_rules
 from ..compiler.primitives.rule_forms import has_tangent
 from ..custom_derivatives import value_aval as _aval, is_tracing as _tracing
 from ..interpreters import ad, batching
+from ..introspection import ClosedJaxpr
 
-__all__ = ["Primitive", "mapped_aval", "unmapped_aval", "primal_dtype_to_tangent_dtype",
+__all__ = ["Primitive", "ClosedJaxpr", "Jaxpr", "mapped_aval", "unmapped_aval", "primal_dtype_to_tangent_dtype",
            "valid_jaxtype"]
 
 
