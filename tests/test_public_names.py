@@ -52,7 +52,7 @@ PUBLIC = {
                                    "defvectorized", "bdim_at_front", "broadcast"},
     "kiln.interpreters.mlir": {"register_lowering", "lower_fun"},
     "kiln.interpreters.xla": {"apply_primitive"},
-    "kiln.core": {"ShapedArray", "Tracer", "ensure_compile_time_eval"},
+    "kiln.core": {"ShapedArray", "Tracer", "ensure_compile_time_eval", "eval_jaxpr"},
     "kiln.api_util": {"shaped_abstractify", "safe_map"},
     "kiln.lib": set(),
     "kiln.image": {"ResizeMethod", "resize", "scale_and_translate"},
