@@ -8,7 +8,8 @@ primitive with multiple results). `defvectorized(p)` registers the rule of a pri
 applies to each element on its own. `axis_primitive_batchers[p] = rule` registers a rule in
 JAX's older form, `rule(axis_size, axis_name, trace_type, args, dims, **params)` (equinox
 registers its primitives so); kiln calls it with the batch size, and None for the axis name
-and trace type. See docs/extend.md."""
+(where JAX passes the vmap's axis name, or an anonymous one) and the trace type. See
+docs/extend.md."""
 import functools
 
 import numpy as np
