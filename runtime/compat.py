@@ -8,7 +8,8 @@ in the environment does the same at interpreter start, through the `kiln-as-jax.
 installed with the package (`python -m kiln.compat` writes it into an environment that lacks it).
 
 JAX's internals (`jax._src`, except the private modules whose public names kiln's public
-modules have, `_PRIVATE_TWINS`; `jaxlib`) and any `jax.<name>` kiln has no module for raise an
+modules have and `jax._src.traceback_util`, `_PRIVATE_TWINS`, and those imported empty,
+`_PRIVATE_EMPTY`; `jaxlib`) and any `jax.<name>` kiln has no module for raise an
 `ImportError` that names the module and this switch. docs/compat.md lists what is in reach.
 """
 import importlib

@@ -245,3 +245,20 @@ def _walk(t):
     while t is not None:
         yield t
         t = t.tb_next
+
+
+@BOTH
+def test_traced_values_of_the_function_being_traced(side):
+    import importlib
+    lib, core = side["lib"], side["core"]
+    ad = importlib.import_module(side["lib"].__name__ + ".interpreters.ad")
+    flags = []
+
+    def f(x):
+        main = core.find_top_trace((x,)).main
+        y, z = x * 2, side["np"].ones(2)
+        flags.append([isinstance(v, ad.JVPTracer) and v._trace.main is main for v in (y, z)])
+        return y
+    ones = np.ones(2, np.float32)
+    np.testing.assert_allclose(lib.jvp(f, (ones,), (ones,))[1], 2 * ones)
+    assert flags == [[True, False]]

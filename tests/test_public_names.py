@@ -41,13 +41,15 @@ PUBLIC = {
     # docs/compat.md
     # docs/extend.md
     "kiln.extend": {"core"},
-    "kiln.extend.core": {"Primitive", "ClosedJaxpr", "Jaxpr", "mapped_aval", "unmapped_aval",
+    "kiln.extend.core": {"Primitive", "ClosedJaxpr", "Jaxpr", "find_top_trace", "mapped_aval",
+                         "unmapped_aval",
                          "primal_dtype_to_tangent_dtype", "valid_jaxtype"},
     "kiln.interpreters": {"ad", "batching", "mlir", "xla"},
     "kiln.interpreters.ad": {"Zero", "UndefinedPrimal", "is_undefined_primal",
                              "instantiate_zeros", "zeros_like_aval", "add_tangents",
                              "primitive_jvps", "primitive_transposes",
-                             "get_primitive_transpose", "defjvp", "deflinear", "defbilinear"},
+                             "get_primitive_transpose", "defjvp", "deflinear", "defbilinear",
+                             "JVPTracer"},
     "kiln.interpreters.batching": {"primitive_batchers", "axis_primitive_batchers",
                                    "defvectorized", "bdim_at_front", "broadcast"},
     "kiln.interpreters.mlir": {"register_lowering", "lower_fun"},

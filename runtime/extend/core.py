@@ -27,7 +27,7 @@ from ..custom_derivatives import value_aval as _aval, is_tracing as _tracing
 from ..interpreters import ad, batching
 from ..introspection import ClosedJaxpr
 
-__all__ = ["Primitive", "ClosedJaxpr", "Jaxpr", "mapped_aval", "unmapped_aval", "primal_dtype_to_tangent_dtype",
+__all__ = ["Primitive", "ClosedJaxpr", "Jaxpr", "find_top_trace", "mapped_aval", "unmapped_aval", "primal_dtype_to_tangent_dtype",
            "valid_jaxtype"]
 
 
@@ -233,6 +233,14 @@ class _Rules:
         if prim.multiple_results:
             return _results(out, prim, "batching"), list(out_dims)
         return [out], [out_dims]
+
+
+def find_top_trace(xs):
+    """The trace being built now, as JAX 0.10.2's (which also ignores `xs`): a
+    `kiln.tracer.Trace` whose `main` is the builder of the function kiln is specialising, or
+    None outside one. A traced value `x` of that function has `x._trace.main` the same."""
+    from ..tracer import Trace
+    return Trace(current())
 
 
 def mapped_aval(size, axis, aval):

@@ -1,6 +1,7 @@
 """An equinox program (run by tests/test_compat_equinox.py once with `KILN_AS_JAX=1`, once on
 JAX): a Module with an MLP and a LayerNorm trained for a few jitted steps, equinox's
-transformations, a stateful BatchNorm, a custom VJP with symbolic zeros, error_if and a
+transformations (`filter_jvp` gives None tangents to outputs that do not depend on the
+inputs, as on JAX), a stateful BatchNorm, a custom VJP with symbolic zeros, error_if and a
 checkpointed while loop. Prints one JSON object of results."""
 import json
 
@@ -60,6 +61,10 @@ record("tree_at", eqx.tree_at(lambda m: m.scale, net, jnp.array(2.0))(x[0]))
 record("filter_vmap", eqx.filter_vmap(lambda m, v: m(v), in_axes=(None, 0))(net, x))
 record("conv", eqx.nn.Conv2d(2, 2, 3, padding=1, key=k3)(x[:6].reshape(2, 3, 3)))
 record("dropout", eqx.nn.Dropout(0.5)(jnp.ones(8), key=k3))
+primal, tangent = eqx.filter_jvp(lambda v: {"f": jnp.sin(v), "const": jnp.ones(2), "s": "x"},
+                                 (x[0],), (jnp.ones(3),))
+out["jvp_nones"] = [tangent["const"] is None, tangent["s"] is None, primal["s"] == "x"]
+record("jvp", tangent["f"])
 
 batch_norm, state = eqx.nn.make_with_state(eqx.nn.BatchNorm)(3, "batch", mode="batch")
 normed, state = jax.vmap(batch_norm, axis_name="batch", in_axes=(0, None),
