@@ -65,7 +65,7 @@ def _deletes_array_item(x):
 def test_del_of_an_array_item_is_refused_with_the_line():
     with pytest.raises(CompileError) as e:
         kiln.jit(_deletes_array_item)(np.ones(3, np.float32))
-    assert "del of items of Tracer values is not supported" in str(e.value)
+    assert "del of items of array values is not supported" in str(e.value)
     assert "del x[0]" in str(e.value) and "jnp.delete" in str(e.value)
 
 

@@ -426,8 +426,9 @@ def call_function(fun, args, kwargs):
         check_mutation(target.__self__, f".{target.__name__}()", b.info if b else None,
                        (args, kwargs))
     if isinstance(target, types.FunctionType) or target in (map, filter):
-        args = [_walked(a) for a in args]  # callbacks of library code (a loop's body)
-        kwargs = {k: _walked(v) for k, v in kwargs.items()}
+        objects = (getattr(target, "__module__", None) or "").partition(".")[0] == "kiln"
+        args = [_walked(a, objects) for a in args]  # callbacks of library code (a loop's body)
+        kwargs = {k: _walked(v, objects) for k, v in kwargs.items()}
     out = target(*args, **kwargs)
     if isinstance(out, (list, dict, set)) and _makes_new_containers(target):
         own_new(out)
@@ -455,16 +456,17 @@ def _makes_new_containers(target):
     return isinstance(target, types.BuiltinMethodType) and target.__name__ == "copy"
 
 
-def _walked(value):
+def _walked(value, objects=False):
     """A user function handed to library Python code (`lax.fori_loop(0, n, body, x)`, `map`):
     when the library calls it during specialisation, its source is specialised too, so its
     Python `if`/`while` on traced values compile as they do in the function being compiled.
     (Builtin methods such as `dict.get` get the function itself: identity matters there.)
-    So is a callable object of a user's class that is not a pytree (equinox's `if_array(0)`,
-    given to `tree_map`), through its `__call__`: run as Python, it would see traced values
-    as objects of another type than arrays."""
+    With `objects` (a call of kiln's own functions), so is a callable object of a user's class
+    that is not a pytree (equinox's `if_array(0)`, given to `tree_map`), through its
+    `__call__`: run as Python, it would see traced values as objects of another type than
+    arrays. Other libraries get such objects themselves, whose attributes they may read."""
     if not (isinstance(value, types.FunctionType) and _walkable(value)
-            or _walkable_callable(value)):
+            or objects and _walkable_callable(value)):
         return value
 
     @functools.wraps(value)

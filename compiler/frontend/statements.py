@@ -421,8 +421,9 @@ def _s_delete(frame, node):
             container = eval_expr(frame, t.value)
             index = eval_expr(frame, t.slice)
             if not isinstance(container, (list, dict)) or is_traced(index):
+                what = "array" if hasattr(container, "shape") else type(container).__name__
                 raise CompileError(
-                    f"del of items of {type(container).__name__} values"
+                    f"del of items of {what} values"
                     + (" at a traced index" if is_traced(index) else "")
                     + " is not supported: only Python lists and dicts are changed at "
                     "specialisation, and kiln arrays are immutable", frame.info(t),
