@@ -11,6 +11,10 @@ only plain functions, numbers, arrays and modules are deferred (`defer_region`):
 only when a derivative needs them, as JAX traces them. Inside its own rules, a custom function
 called again always defers its rules, so derivatives of every order use the user's rules, as
 in JAX, and specialisation ends.
+
+`custom_vjp.defvjp(..., symbolic_zeros=True)` gives `fwd` its arguments as `CustomVJPPrimal`s
+with JAX's `perturbed` flags, and lets `bwd` return `SymbolicZero`s; `custom_jvp_call_p` and
+`custom_vjp_call_p` are the primitives of the calls in kiln's SSA, under JAX's names.
 """
 import contextlib
 import functools

@@ -11,8 +11,10 @@ definition: the function of an `mlir.lower_fun` lowering, specialised on the ope
 when there is one; else the implementation, called on the host with concrete values (a
 `pure_callback` with the abstract evaluation's types), since JAX calls an implementation only
 with concrete values (it may use NumPy). The transforms call the user's rules (the `_Rules` object below), which
-the compiler reaches through the equation's `rules` token. JAX's jaxpr types (`Jaxpr`,
-`ClosedJaxpr`, `Var`, tracing contexts) are not here: kiln has no jaxprs (docs/extend.md).
+the compiler reaches through the equation's `rules` token. `ClosedJaxpr` and `Jaxpr` are the
+types of `make_jaxpr`'s result and of its `jaxpr` (kiln's SSA form), and `find_top_trace`
+gives the function being specialised now (as JAX's gives the current trace); JAX's other
+jaxpr types (`Var`, `Literal`) and tracing contexts are not here (docs/extend.md).
 """
 import functools
 
