@@ -69,4 +69,7 @@ def user_facing(fn):
     return wrapper
 
 
-api_boundary = user_facing
+def api_boundary(fun, *, repro_api_name=None, repro_user_func=False):
+    """JAX's name for `user_facing` (its `repro_*` options name what JAX's repro tool records;
+    kiln has no such tool)."""
+    return user_facing(fun)

@@ -1,9 +1,10 @@
 """`kiln.core`, as far as kiln has JAX's `jax.core`: `ShapedArray` (the abstract value of an
 array: shape, dtype, weak type), `Tracer` (the type of traced values, for `isinstance`),
 `ensure_compile_time_eval`, and `eval_jaxpr`, which runs the SSA form `make_jaxpr` gives
-(`closed.jaxpr` on `closed.consts`, as equinox's `filter_closure_convert` does). JAX's tracing
-machinery (`Trace`, `find_top_trace`, ...) has nothing to map to in kiln, which compiles
-source instead of tracing (docs/extend.md).
+(`closed.jaxpr` on `closed.consts`, as equinox's `filter_closure_convert` does;
+`propagate_source_info` is accepted). JAX's trace classes and contexts have nothing to map to
+in kiln, which compiles source instead of tracing (`kiln.extend.core.find_top_trace` gives the
+function being specialised; docs/extend.md).
 
 The names JAX 0.10.2 keeps under a deprecation warning that kiln has warn the same way
 (`valid_jaxtype`, `primal_dtype_to_tangent_dtype`); those JAX has removed raise its

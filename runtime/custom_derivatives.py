@@ -529,7 +529,6 @@ def _tree_zeros(tree):
     return tree_unflatten(t, [zeros_like(x) for x in leaves])
 
 
-
 class SymbolicZero:
     """A zero tangent or cotangent of abstract value `aval` (JAX's `SymbolicZero`): `shape`,
     `dtype` and the other attributes are `aval`'s. kiln's rules receive zeros as arrays
@@ -548,7 +547,7 @@ class SymbolicZero:
 
     @staticmethod
     def from_primal_value(val):
-        return SymbolicZero(value_aval(val).strong())
+        return SymbolicZero(value_aval(val).to_tangent_aval())
 
 
 class CustomVJPPrimal:
