@@ -377,8 +377,8 @@ class custom_vjp(_CustomFunction):
         """`symbolic_zeros=True`: `fwd` receives each leaf of the differentiable arguments as
         a `CustomVJPPrimal(value, perturbed)`, `perturbed` true where reverse mode
         differentiates it (the rule is then deferred until reverse mode needs it, which
-        knows; where a rule is specialised without that knowledge, under `vmap`, every
-        inexact leaf counts as perturbed). `bwd` may return a `SymbolicZero` (or None) for a
+        knows, also for a call `vmap` batched first; where a rule is specialised without
+        that knowledge, every inexact leaf counts as perturbed). `bwd` may return a `SymbolicZero` (or None) for a
         zero cotangent; the cotangents it receives are arrays, zeros included."""
         self.fwd, self.bwd = fwd, bwd
         self.symbolic_zeros = bool(symbolic_zeros)

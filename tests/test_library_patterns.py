@@ -124,7 +124,8 @@ def _symbolic_zeros_function(side):
     def bwd(res, g):
         x, y, px, py = res          # the flags reach bwd as Python bools
         return (g * y * (10.0 if px else 1.0),
-                g * x * 10.0 if py else cd.SymbolicZero(side["shaped"].ShapedArray((), x.dtype)))
+                g * x * 10.0 * (3.0 if px else 1.0) if py
+                else cd.SymbolicZero(side["shaped"].ShapedArray((), x.dtype)))
     f.defvjp(fwd, bwd, symbolic_zeros=True)
     return f
 
@@ -135,9 +136,11 @@ def test_custom_vjp_with_symbolic_zeros_gets_perturbed_flags(side):
     x, y = np.float32(2.0), np.float32(3.0)
     assert float(lib.grad(f)(x, y)) == 30.0
     assert float(lib.jit(lib.grad(f, argnums=1))(x, y)) == 20.0
-    assert [float(g) for g in lib.grad(f, argnums=(0, 1))(x, y)] == [30.0, 20.0]
-    np.testing.assert_allclose(lib.vmap(lib.grad(f), in_axes=(0, None))(
-        np.array([1.0, 2.0], np.float32), y), [30.0, 30.0])
+    assert [float(g) for g in lib.grad(f, argnums=(0, 1))(x, y)] == [30.0, 60.0]
+    xs = np.array([1.0, 2.0], np.float32)
+    np.testing.assert_allclose(lib.vmap(lib.grad(f), in_axes=(0, None))(xs, y), [30.0, 30.0])
+    # differentiating a batched call: the flags reach the batched rule (x is not perturbed)
+    assert float(lib.grad(lambda v: lib.vmap(f, in_axes=(0, None))(xs, v).sum())(y)) == 30.0
     assert float(f(x, y)) == 6.0
 
 

@@ -645,19 +645,24 @@ def _placed(outs, odims, want, size):
     return [to_axis(o, d, w, size) for o, d, w in zip(outs, odims, want)]
 
 
-def _batched_rule(rule, rule_avals, in_avals, in_dims, size, place, lead):
+def _batched_rule(rule, rule_avals, in_avals, in_dims, size, place, lead, traced=None):
     """The batched copy of a rule region: traced now, or, for a deferred rule, deferred too
-    (batching it now would batch the deferred rules of its own nested calls, without end).
+    (batching it now would batch the deferred rules of its own nested calls, without end),
+    passing on the flags of the differentiated inputs to a rule that takes them, and
+    appending the rule's unbatched region to `traced` (a list) when it is specialised.
     `rule_avals` and `in_dims` are callables (a custom_vjp's bwd learns its residuals' axes
     from its fwd); `lead` is filled with the count of consts the primitive gets in front."""
     if not isinstance(rule, int):
         return batched_region(rule, in_avals, in_dims(), size, place)
 
-    def body(inputs):
-        region, extra = region_of(rule, rule_avals())
+    def body(inputs, active=None):
+        region, extra = region_of(rule, rule_avals(),
+                                  None if active is None else active[lead[0]:])
+        if traced is not None:
+            traced.append(region)
         return place(*regions.batch(region, extra + inputs[lead[0]:],
                                     [None] * len(extra) + in_dims(), size))
-    return defer_region(_DEFERRED[rule][0] + "_batched", body)
+    return defer_region(_DEFERRED[rule][0] + "_batched", body, _DEFERRED[rule][2])
 
 
 def _close_batched(children, lead):
@@ -712,10 +717,14 @@ def _custom_vjp_batch(args, dims, *, call, fwd, bwd, num_consts):
     def place_bwd(outs, odims):
         return [_cotangent_to(o, d, w, size) for o, d, w in zip(outs, odims, arg_dims)]
 
+    fwd_traced = []   # the deferred fwd, as reverse mode specialised it (with its flags)
+
     def bwd_avals():
-        res = region_of(fwd, call.in_avals)[0].out_avals[n_out:]
+        region = fwd_traced[-1] if fwd_traced else region_of(fwd, call.in_avals)[0]
+        res = region.out_avals[n_out:]
         return call.in_avals[:num_consts] + res + [a for a in call.out_avals if _inexact(a)]
-    F = _batched_rule(fwd, lambda: call.in_avals, avals, lambda: dims, size, place_fwd, lead)
+    F = _batched_rule(fwd, lambda: call.in_avals, avals, lambda: dims, size, place_fwd, lead,
+                      fwd_traced)
     if isinstance(F, int):
         bwd_in = None   # the deferred bwd is given its input types when it is specialised
     else:
