@@ -34,11 +34,12 @@ from .wrappers import user_facing as _call, name_like as _name_like, describe as
 from .compiler.errors import ConcretizationError
 from .compiler.ir.builder import Builder, current
 from .compiler.ir.ssa import Literal
+from .compiler.ir import dtypes as _dtypes
 from .compiler.primitives import emit
 from .compiler.transforms.jvp import jvp_emit
 from .compiler.transforms.vjp import vjp_forward, vjp_backward
 
-float0 = np.dtype([("float0", np.void, 0)])
+float0 = _dtypes.FLOAT0
 
 
 class ArgnumsError(ValueError, TypeError):

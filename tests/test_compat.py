@@ -60,6 +60,19 @@ assert jax.ops.segment_sum is kiln.ops.segment_sum   # as `import jax` makes jax
 from jax._src.lax import lax as private_lax   # as JAX's page on writing primitives imports
 from jax._src import api
 assert private_lax is kiln.lax and api is kiln
+# What equinox and jaxtyping import at the top of their modules: traceback_util (kiln's
+# traceback filter), dtypes (public names), dispatch (empty: its names are AttributeErrors)
+import jax._src.traceback_util as traceback_util, jax._src.dispatch
+from jax._src.dtypes import TypePromotionError
+assert traceback_util.register_exclusion is kiln._traceback.register_exclusion
+assert TypePromotionError is kiln.dtypes.TypePromotionError
+try:
+    jax._src.dispatch.wait_for_tokens
+except AttributeError as e:
+    assert "jax._src.dispatch.wait_for_tokens" in str(e) and "KILN_AS_JAX" in str(e), e
+else:
+    raise AssertionError("jax._src.dispatch.wait_for_tokens")
+assert jax.__version_info__ == (0, 10, 2)   # the JAX release whose API kiln follows
 import jax.extend.core, jax.interpreters.ad, jax.core, jax.lib
 assert jax.extend.core is kiln.extend.core and jax.interpreters.ad is kiln.interpreters.ad
 for name in ("jax._src.core", "jax.interpreters.partial_eval", "jaxlib",

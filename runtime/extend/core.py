@@ -11,8 +11,10 @@ definition: the function of an `mlir.lower_fun` lowering, specialised on the ope
 when there is one; else the implementation, called on the host with concrete values (a
 `pure_callback` with the abstract evaluation's types), since JAX calls an implementation only
 with concrete values (it may use NumPy). The transforms call the user's rules (the `_Rules` object below), which
-the compiler reaches through the equation's `rules` token. JAX's jaxpr types (`Jaxpr`,
-`ClosedJaxpr`, `Var`, tracing contexts) are not here: kiln has no jaxprs (docs/extend.md).
+the compiler reaches through the equation's `rules` token. `ClosedJaxpr` and `Jaxpr` are the
+types of `make_jaxpr`'s result and of its `jaxpr` (kiln's SSA form), and `find_top_trace`
+gives the function being specialised now (as JAX's gives the current trace); JAX's other
+jaxpr types (`Var`, `Literal`) and tracing contexts are not here (docs/extend.md).
 """
 import functools
 
@@ -20,13 +22,14 @@ import numpy as np
 
 from ..compiler.ir.abstract import ShapedArray
 from ..compiler.ir.builder import current, trace_region, close_regions
-from ..compiler.ir.ssa import Literal
+from ..compiler.ir.ssa import Literal, Function as Jaxpr
 from ..compiler.primitives.user import user_primitive, user_rules
 from ..compiler.primitives.rule_forms import has_tangent
 from ..custom_derivatives import value_aval as _aval, is_tracing as _tracing
 from ..interpreters import ad, batching
+from ..introspection import ClosedJaxpr
 
-__all__ = ["Primitive", "mapped_aval", "unmapped_aval", "primal_dtype_to_tangent_dtype",
+__all__ = ["Primitive", "ClosedJaxpr", "Jaxpr", "find_top_trace", "mapped_aval", "unmapped_aval", "primal_dtype_to_tangent_dtype",
            "valid_jaxtype"]
 
 
@@ -232,6 +235,14 @@ class _Rules:
         if prim.multiple_results:
             return _results(out, prim, "batching"), list(out_dims)
         return [out], [out_dims]
+
+
+def find_top_trace(xs):
+    """The trace being built now, as JAX 0.10.2's (which also ignores `xs`): a
+    `kiln.tracer.Trace` whose `main` is the builder of the function kiln is specialising, or
+    None outside one. A traced value `x` of that function has `x._trace.main` the same."""
+    from ..tracer import Trace
+    return Trace(current())
 
 
 def mapped_aval(size, axis, aval):
