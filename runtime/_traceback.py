@@ -2,26 +2,41 @@
 
 Errors raised while kiln specialises or runs a user's function already name the user's file,
 line and expression (with a caret); the frames of kiln's compiler in between only get in the
-way, so `reraise_filtered` drops every frame whose file lies inside the kiln package.
+way, so `filter_traceback` drops every frame whose file lies inside the kiln package, or under
+a path a library registered with `register_exclusion` (JAX's call, which flax makes for its
+own files). `api_boundary(fn)` wraps a function so that errors leaving it are filtered that
+way. Under `KILN_AS_JAX=1` this module is JAX's private `jax._src.traceback_util`, for
+these names and the list `_exclude_paths` that flax reads (docs/compat.md).
 """
+import functools
 import os
 import types
 
 from . import compiler as _compiler
+from .compiler.frontend.specialise import WALKED_WRAPPERS
+from .compiler.ir.builder import current
 
-_KILN_DIRS = tuple(os.path.dirname(os.path.abspath(p)) + os.sep
-                   for p in (__file__, _compiler.__file__))
+__all__ = ["api_boundary", "filter_traceback", "register_exclusion", "show_full"]
+
+# Path prefixes whose frames tracebacks of user errors leave out: kiln's, then the registered.
+_exclude_paths = [os.path.dirname(os.path.abspath(p)) + os.sep
+                  for p in (__file__, _compiler.__file__)]
 
 
-def _is_kiln_frame(tb):
+def register_exclusion(path):
+    """Leave frames of files under `path` out of tracebacks of user errors."""
+    _exclude_paths.append(path)
+
+
+def _is_excluded_frame(tb):
     f = os.path.abspath(tb.tb_frame.f_code.co_filename)
-    return f.startswith(_KILN_DIRS)
+    return f.startswith(tuple(_exclude_paths))
 
 
 def filter_traceback(tb):
     frames = []
     while tb is not None:
-        if not _is_kiln_frame(tb):
+        if not _is_excluded_frame(tb):
             frames.append(tb)
         tb = tb.tb_next
     out = None
@@ -32,3 +47,20 @@ def filter_traceback(tb):
 
 def show_full():
     return os.environ.get("KILN_TRACEBACK", "").lower() == "full"
+
+
+def api_boundary(fn):
+    """Run `fn` with the excluded frames hidden from tracebacks of the errors it raises
+    (unless `KILN_TRACEBACK=full`, or while a function is being specialised: the enclosing
+    call filters). The wrapper takes `fn`'s name and module; the specialiser, which walks the
+    source of functions outside kiln, walks `fn` itself (`WALKED_WRAPPERS`)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            if show_full() or current() is not None:
+                raise
+            raise e.with_traceback(filter_traceback(e.__traceback__)) from None
+    WALKED_WRAPPERS[wrapper] = fn
+    return wrapper

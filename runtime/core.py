@@ -1,24 +1,26 @@
 """`kiln.core`, as far as kiln has JAX's `jax.core`: `ShapedArray` (the abstract value of an
-array: shape, dtype, weak type), `Tracer` (the type of traced values, for `isinstance`) and
-`ensure_compile_time_eval`. JAX's jaxpr machinery (`Trace`, `Jaxpr`, `eval_jaxpr`, ...) has
+array: shape, dtype, weak type), `AbstractValue` (its base class), `Tracer` (the type of traced
+values, for `isinstance`) and `ensure_compile_time_eval`. JAX's jaxpr machinery (`Trace`, `Jaxpr`, `eval_jaxpr`, ...) has
 nothing to map to in kiln, which compiles source instead of tracing (docs/extend.md).
 
 The names JAX 0.10.2 keeps under a deprecation warning that kiln has warn the same way
-(`valid_jaxtype`, `primal_dtype_to_tangent_dtype`); those JAX has removed raise its
+(`valid_jaxtype`, `primal_dtype_to_tangent_dtype`, `get_opaque_trace_state`); those JAX has removed raise its
 AttributeError.
 """
 import warnings
 
-from .compiler.ir.abstract import ShapedArray
+from .compiler.ir.abstract import AbstractValue, ShapedArray
 from .tracer import Tracer
 from .annotations import ensure_compile_time_eval
 
-__all__ = ["ShapedArray", "Tracer", "ensure_compile_time_eval"]
+__all__ = ["AbstractValue", "ShapedArray", "Tracer", "ensure_compile_time_eval"]
 
 _DEPRECATED = {
     "valid_jaxtype": "jax.core.valid_jaxtype is deprecated. Use jax.extend.core.valid_jaxtype.",
     "primal_dtype_to_tangent_dtype": "jax.core.primal_dtype_to_tangent_dtype is deprecated. "
                                      "Use jax.extend.core.primal_dtype_to_tangent_dtype.",
+    "get_opaque_trace_state": "jax.core.get_opaque_trace_state is deprecated. Use "
+                              "jax.extend.core.get_opaque_trace_state.",
 }
 _REMOVED = {
     "get_aval": "jax.core.get_aval was deprecated in JAX v0.8.2 and removed in JAX v0.10.0; "

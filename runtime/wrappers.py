@@ -13,21 +13,7 @@ import functools
 import inspect
 import types
 
-from ._traceback import filter_traceback, show_full
-from .compiler.ir.builder import current
-
-
-def user_facing(fn):
-    """Run `fn` with kiln's frames hidden from tracebacks of user errors."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except Exception as e:
-            if show_full() or current() is not None:
-                raise
-            raise e.with_traceback(filter_traceback(e.__traceback__)) from None
-    return wrapper
+from ._traceback import api_boundary as user_facing  # kiln's frames hidden from user errors
 
 
 def user_facing_names(namespace):

@@ -15,6 +15,7 @@ the compiler reaches through the equation's `rules` token. JAX's jaxpr types (`J
 `ClosedJaxpr`, `Var`, tracing contexts) are not here: kiln has no jaxprs (docs/extend.md).
 """
 import functools
+import weakref
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from ..compiler.primitives.rule_forms import has_tangent
 from ..custom_derivatives import value_aval as _aval, is_tracing as _tracing
 from ..interpreters import ad, batching
 
-__all__ = ["Primitive", "mapped_aval", "unmapped_aval", "primal_dtype_to_tangent_dtype",
+__all__ = ["OpaqueTraceState", "Primitive", "get_opaque_trace_state", "mapped_aval", "unmapped_aval", "primal_dtype_to_tangent_dtype",
            "valid_jaxtype"]
 
 
@@ -265,6 +266,32 @@ def valid_jaxtype(x):
     except (TypeError, ValueError):
         return False
     return True
+
+
+class OpaqueTraceState:
+    """Which specialisation is running: equal for two states taken while the same one runs
+    (or both outside any), unequal otherwise (a `jit`, `grad`, `vmap`, a control-flow body
+    or a partial evaluation each specialise in a builder of their own)."""
+    __hash__ = None   # compared, not hashed, as JAX's
+
+    def __init__(self, builder_ref):
+        self._builder_ref = builder_ref
+
+    def __eq__(self, other):
+        return isinstance(other, OpaqueTraceState) and other._builder_ref == self._builder_ref
+
+    def __repr__(self):
+        b = self._builder_ref() if self._builder_ref is not None else None
+        return "OpaqueTraceState(eager)" if self._builder_ref is None else \
+            f"OpaqueTraceState({b.name if b is not None else 'finished'})"
+
+
+def get_opaque_trace_state(convention=None):
+    """The OpaqueTraceState of this moment: the innermost specialisation running in this
+    thread (a weak reference to its builder), or none (eager)."""
+    del convention
+    b = current()
+    return OpaqueTraceState(None if b is None else weakref.ref(b))
 
 
 def __dir__():
