@@ -660,6 +660,11 @@ class LocalFunction:
     def __call__(self, *args, **kwargs):
         return self.call(args, kwargs)
 
+    def __get__(self, obj, objtype=None):
+        """As a Python function: a method when read from an instance of a class it is an
+        attribute of (a class the walked code makes: `type(name, bases, {"f": local})`)."""
+        return self if obj is None else types.MethodType(self, obj)
+
     def closure_values(self):
         """The values of the enclosing functions' variables, which this function can read
         (innermost first)."""
