@@ -72,6 +72,10 @@ class _NarrowFloatMeta(type):
     def __repr__(cls):
         return f"<class 'kiln.numpy.{cls.__name__}'>"
 
+    @property
+    def dtype(cls):   # read by np.dtype(cls), so every dtype= argument refuses it
+        cls.refuse()
+
     def refuse(cls):
         raise TypeError(f"{cls.__name__} is one of JAX's narrow floating-point types; kiln has "
                         f"no arrays of it, since NumPy has no such dtype (docs/differences.md). "
