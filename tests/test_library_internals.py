@@ -211,3 +211,51 @@ def test_walked_python_runs_as_python_does(f, x, want):
 
 def test_item_assignment_into_other_containers():
     assert float(kiln.jit(_weak_item)(1.0)) == 2.0
+
+
+def test_instantiate_makes_known_outputs_unknown_as_in_jax():
+    from jax.extend import linear_util as jlu
+    from jax.interpreters import partial_eval as jpe
+    a = np.array([0.5, 1.0, 2.0], np.float32)
+    for mod, pe_mod, lu_mod in ((kiln, pe, lu), (jax, jpe, jlu)):
+        pvals = [pe_mod.PartialVal.known(mod.numpy.asarray(a)),
+                 pe_mod.PartialVal.unknown(mod.core.ShapedArray((3,), np.float32))]
+        fun = lu_mod.wrap_init(functools.partial(_split_me, mod.numpy),
+                               debug_info=mod.api_util.debug_info("t", len, (), {}))
+        _, out, res = pe_mod.trace_to_jaxpr_nounits(fun, pvals, instantiate=[True, False,
+                                                                             False])
+        assert [pv.is_known() for pv in out] == [False, False, True]
+        assert out[0].get_aval().shape == (3,)
+        assert any(np.allclose(np.asarray(r), np.sin(a) * 2 + 1) for r in res)
+
+
+def test_get_opaque_trace_state_in_kiln_core_is_deprecated_as_in_jax():
+    import kiln.core
+    with pytest.warns(DeprecationWarning, match="kiln.extend.core.get_opaque_trace_state"):
+        assert kiln.core.get_opaque_trace_state() == get_opaque_trace_state()
+
+
+def test_registered_paths_leave_tracebacks_as_kiln_does(tmp_path):
+    import subprocess
+    import sys
+    lib = tmp_path / "somelib"
+    lib.mkdir()
+    (lib / "layers.py").write_text(
+        "import kiln.numpy as jnp\n"
+        "from kiln._traceback import api_boundary\n\n\n"
+        "@api_boundary\n"
+        "def layer(x, w):\n"
+        "    return jnp.dot(x, w)\n")
+    (tmp_path / "main.py").write_text(
+        "import sys\nsys.path.insert(0, sys.argv[1])\n"
+        "from kiln.extend.source_info_util import register_exclusion\n"
+        "import kiln.numpy as jnp\n"
+        "if sys.argv[2] == '1':\n"
+        "    register_exclusion(sys.argv[3])\n"
+        "from somelib.layers import layer\n"
+        "layer(jnp.ones((3, 4)), jnp.ones((5, 2)))\n")
+    for hide in ("0", "1"):
+        err = subprocess.run([sys.executable, str(tmp_path / "main.py"), str(tmp_path), hide,
+                              str(lib)], capture_output=True, text=True, timeout=120).stderr
+        assert "contracting dimensions" in err
+        assert ("layers.py" in err) == (hide == "0"), err
