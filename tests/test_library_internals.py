@@ -6,6 +6,7 @@ names, and the Python that the specialiser walks in such libraries: `functools.w
 local function, generator functions, classes made in the function whose methods are local
 functions, item assignment into other containers, and loops abandoned after changing objects."""
 import functools
+import inspect
 import weakref
 
 import numpy as np
@@ -259,3 +260,40 @@ def test_registered_paths_leave_tracebacks_as_kiln_does(tmp_path):
                               str(lib)], capture_output=True, text=True, timeout=120).stderr
         assert "contracting dimensions" in err
         assert ("layers.py" in err) == (hide == "0"), err
+
+
+def _traced_dot_general(lhs, rhs, dims, precision=None, preferred_element_type=None):
+    return kiln.lax.dot_general(lhs, rhs, dims, precision,
+                                preferred_element_type=preferred_element_type) * 2.0
+
+
+def test_einsum_calls_its_dot_general_hook_as_jax_does():
+    import jax.numpy as jjnp
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.arange(12, dtype=np.float32).reshape(3, 4)
+    c = np.ones((4, 2), np.float32)
+    calls = []
+
+    def jax_hook(lhs, rhs, dims, precision=None, preferred_element_type=None):
+        calls.append(dims)
+        return jax.lax.dot_general(lhs, rhs, dims, precision,
+                                   preferred_element_type=preferred_element_type) * 2.0
+    want = jjnp.einsum("ij,jk,kl->il", a, b, c, _dot_general=jax_hook)
+    got = jnp.einsum("ij,jk,kl->il", a, b, c, _dot_general=_traced_dot_general)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want))
+    jitted = kiln.jit(lambda x, y: jnp.einsum("ij,jk->ik", x, y,
+                                              _dot_general=_traced_dot_general))
+    np.testing.assert_allclose(np.asarray(jitted(a, b)), 2 * a @ b)
+    assert len(calls) == 2
+
+
+def _signature_of_local(x):
+    def f(a, b=2, *rest, c, d=4, **kw):
+        return a
+    return x, str(inspect.signature(f)), str(inspect.signature(lambda u, v=1: u))
+
+
+def test_local_functions_have_signatures():
+    seen = []
+    kiln.jit(lambda x: seen.append(_signature_of_local(x)[1:]) or x)(1.0)
+    assert seen == [("(a, b=2, *rest, c, d=4, **kw)", "(u, v=1)")]

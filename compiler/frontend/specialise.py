@@ -660,6 +660,26 @@ class LocalFunction:
     def __call__(self, *args, **kwargs):
         return self.call(args, kwargs)
 
+    @property
+    def __signature__(self):
+        """Its parameters, as `inspect.signature` gives a Python function's."""
+        P = inspect.Parameter
+        a = self.node.args
+        positional = [(x.id, P.POSITIONAL_ONLY) for x in a.posonlyargs] + \
+            [(x.id, P.POSITIONAL_OR_KEYWORD) for x in a.args]
+        defaults = list(self.defaults or ())
+        first_default = len(positional) - len(defaults)
+        params = [P(n, kind, default=defaults[i - first_default] if i >= first_default
+                    else P.empty) for i, (n, kind) in enumerate(positional)]
+        if a.vararg is not None:
+            params.append(P(a.vararg.id, P.VAR_POSITIONAL))
+        kwdefaults = dict(self.kwdefaults or {})
+        params += [P(x.id, P.KEYWORD_ONLY, default=kwdefaults.get(x.id, P.empty))
+                   for x in a.kwonlyargs]
+        if a.kwarg is not None:
+            params.append(P(a.kwarg.id, P.VAR_KEYWORD))
+        return inspect.Signature(params)
+
     def __get__(self, obj, objtype=None):
         """As a Python function: a method when read from an instance of a class it is an
         attribute of (a class the walked code makes: `type(name, bases, {"f": local})`)."""

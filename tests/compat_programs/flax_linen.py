@@ -2,7 +2,8 @@
 once on JAX: an MLP (Dense, LayerNorm, Dropout), a CNN (Conv, BatchNorm with mutable
 batch_stats, avg_pool, Dropout) trained by a jitted optax step over a flax TrainState, Embed
 under jit of grad, jit of init, vmap of apply, the lifted transforms nn.scan, nn.remat and nn.vmap
-(under jit and grad), and Module.lazy_init. Prints the first values of every result as JSON."""
+(under jit and grad), nn.cond, MultiHeadDotProductAttention, an LSTM through nn.RNN, sow, and
+Module.lazy_init. Prints the first values of every result as JSON."""
 import json
 
 import numpy as np
@@ -87,6 +88,15 @@ class Deep(nn.Module):
         return x.sum()
 
 
+class Branchy(nn.Module):
+    @nn.compact
+    def __call__(self, x, pred):
+        dense = nn.Dense(3)
+        h = nn.cond(pred, lambda m, v: m(v), lambda m, v: -m(v), dense, x)
+        self.sow("intermediates", "h", h)
+        return h
+
+
 def main():
     out = {}
     x = jnp.linspace(-1.0, 1.0, 12, dtype=jnp.float32).reshape(3, 4)
@@ -139,6 +149,17 @@ def main():
                      split_rngs={"params": True})(3)
     pv = vdense.init(jax.random.PRNGKey(5), xs)
     out["nn_vmap"] = leaves((pv, vdense.apply(pv, xs)))
+
+    attention = nn.MultiHeadDotProductAttention(num_heads=2, qkv_features=4)
+    pa = attention.init(jax.random.PRNGKey(7), xs)
+    out["attention"] = leaves(jax.jit(attention.apply)(pa, xs))
+    lstm = nn.RNN(nn.LSTMCell(5))
+    pl = lstm.init(jax.random.PRNGKey(8), xs)
+    out["lstm"] = leaves(jax.jit(lstm.apply)(pl, xs))
+    branchy = Branchy()
+    pb = branchy.init(jax.random.PRNGKey(9), xs, True)
+    out["cond_sow"] = leaves(jax.jit(lambda p, v: branchy.apply(p, v, False,
+                                                                mutable=["intermediates"]))(pb, xs))
 
     lazy = nn.Dense(5).lazy_init(jax.random.PRNGKey(6),
                                  jax.ShapeDtypeStruct((2, 4), jnp.float32))
