@@ -8,9 +8,12 @@ name resolution (locals, closures, globals — recorded as guards — and builti
 expressions; `statements.py` holds statements and control flow.
 
 Which callees are walked and which are executed: user functions with source are specialised
-recursively (their Python `if`/`while` on traced values compile too); kiln's own library
-(`kiln.numpy`, `kiln.lax`, `kiln.nn`, `kiln.random`, ...) and functions without source are
-called directly with the tracers, since their control flow depends on static values only.
+recursively (their Python `if`/`while` on traced values compile too), through the wrappers in
+`WALKED_WRAPPERS`; kiln's own library (`kiln.numpy`, `kiln.lax`, `kiln.nn`, `kiln.random`,
+...), functions without source and generator functions called from the function are called
+directly with the tracers, since their control flow depends on static values only. What a
+user class's constructor makes while it runs natively (a dataclass `__init__`) counts as made
+by the specialisation (`_adopt_new`).
 """
 import builtins
 import inspect
