@@ -1,6 +1,7 @@
 """`kiln.extend`, as far as kiln has JAX's `jax.extend`: `core`, for primitives defined by
-users (docs/extend.md). JAX's other `jax.extend` modules reach its jaxprs, MLIR and XLA
-backends, which kiln does not have."""
-from . import core  # noqa: F401
+users (docs/extend.md), `linear_util`, JAX's wrapped functions (`wrap_init`), and
+`source_info_util.register_exclusion`. JAX's other `jax.extend` modules reach its jaxprs, MLIR
+and XLA backends, which kiln does not have."""
+from . import core, linear_util, source_info_util  # noqa: F401
 
-__all__ = ["core"]
+__all__ = ["core", "linear_util", "source_info_util"]
