@@ -77,22 +77,25 @@ def custom_dot(ctx, lhs, rhs, contracting, batching, aval):
     and contracting dimensions become one dimension each of a rank-3 operand (rank 2 without
     batch dimensions) in the order of the handler's form (a transpose first only where no
     form reads them in place), and the (batch, rows, columns) result is reshaped back.
-    Without batch dimensions, a rhs whose free dimensions lie on both sides of its
-    contraction (`_split`) instead has those before it read as a batch, the lhs's one matrix
-    broadcast over it (a batch of 1); the result is then transposed back to the product's
-    order, which XLA folds into a transpose that follows it (vmap's, moving the batch to the
-    front). (The lhs's rows after its contraction, read as a batch, would be its last
-    dimension: packed element by element, slower than the transpose.)"""
+    Without batch dimensions, an operand whose free dimensions lie on both sides of its
+    contraction (`_split`) instead has those before it read as a batch, the other operand's
+    one matrix broadcast over it (a batch of 1): the lhs's rows after its contraction are
+    then the rows of each product, stored transposed, which the packed kernel reads with a
+    unit stride, and the result is in the product's order; the rhs's batch is transposed
+    back to the product's order, which XLA folds into a transpose that follows it (vmap's,
+    moving the batch to the front). (The lhs's rows after its contraction read as the
+    batch, its last dimension, were packed element by element, slower than the transpose.)"""
     (lc, _), (lb, rb) = contracting, batching
     forms = [(lo, ro) for (dtype, lo, ro) in ctx.dots if dtype == aval.dtype]
     shared = len(lb) + len(lc)     # the batch and contracting dimensions of either operand
     if not forms or not len(lc) or shared in (lhs.aval.ndim, rhs.aval.ndim):
         return None
     plans = [(_form(lhs, rhs, contracting, batching, forms), (list(lb), list(rb)))]
-    split = None if len(lb) else _split(rhs, contracting[1])
-    if split:
-        held = ([], split[0])     # the rhs's columns before its contraction, read as a batch
-        plans.append((_form(lhs, rhs, contracting, held, forms), held))
+    for side, x in enumerate((lhs, rhs)):
+        split = None if len(lb) else _split(x, contracting[side])
+        if split:   # an operand's free dimensions before its contraction, read as a batch
+            held = (split[0], []) if side == 0 else ([], split[0])
+            plans.append((_form(lhs, rhs, contracting, held, forms), held))
     ((_, lp, rp, lo, ro), (lbat, rbat)) = min(plans, key=lambda plan: plan[0][0])
     lfree = [d for d in range(lhs.aval.ndim) if d not in map(int, lc)]
     # where the dimensions read as a batch are in the product's result (lhs free, rhs free;
