@@ -157,7 +157,7 @@ def test_transposes_join_the_product(view, dtype):
     assert [e.prim.name for e in joined.eqns] == ["fusion"]
     eqn = joined.eqns[0]
     dot, sides = lower_linalg.through_views(eqn.params["body"])
-    plan = lower_linalg._view_plan(eqn.params["body"].eqns)
+    plan = lower_linalg._view_plan(eqn.params["body"])
     assert plan.kind == "gemm" and [s is not None for _, s in sides] == \
         [view[0] != view[1], view[2] != view[3]]
     copied = view in (VIEWS[1], VIEWS[3])   # no unit stride in a matrix

@@ -541,26 +541,26 @@ def read_transposes(fn):
             made[eqn.outvars[0]] = i
     for v in fn.outvars:
         users.setdefault(v, set()).add(-1)
-    joined = {}
+    joined, absorbed = {}, set()
     for i, eqn in enumerate(fn.eqns):
         if eqn.prim.name != "dot_general" or not all(isinstance(x, Var) for x in eqn.invars):
             continue
         views = [made[x] for x in dict.fromkeys(eqn.invars) if x in made and users[x] == {i}]
-        if views and _view_plan([fn.eqns[j] for j in views] + [eqn]) is not None:
-            joined[i] = views
+        fused = _product_fusion([fn.eqns[j] for j in views] + [eqn]) if views else None
+        if fused is not None and _view_plan(fused.params["body"]) is not None:
+            joined[i] = fused
+            absorbed.update(views)
     if not joined:
         return fn
-    absorbed = {j for views in joined.values() for j in views}
-    eqns = [_product_fusion([fn.eqns[j] for j in joined[i]] + [eqn]) if i in joined else eqn
-            for i, eqn in enumerate(fn.eqns) if i not in absorbed]
+    eqns = [joined.get(i, eqn) for i, eqn in enumerate(fn.eqns) if i not in absorbed]
     return Function(fn.name, fn.invars, eqns, fn.outvars)
 
 
 def _product_fusion(members):
     """The fusion equation of transposes `members[:-1]` and the dot_general reading them."""
     dot = members[-1]
-    inputs = list(dict.fromkeys(x for e in members for x in e.invars
-                                if x not in {e.outvars[0] for e in members[:-1]}))
+    made = {e.outvars[0] for e in members[:-1]}
+    inputs = list(dict.fromkeys(x for e in members for x in e.invars if x not in made))
     region = Function(f"{dot.outvars[0].name}_product", inputs, members, dot.outvars)
     return Eqn(dot.outvars, PRIMITIVES["fusion"], inputs, {"body": region}, dot.info)
 
@@ -587,13 +587,10 @@ def through_views(body):
     return dot, sides
 
 
-def _view_plan(members):
-    """The plan of the dot_general `members[-1]` reading its operands made by the transposes
-    `members[:-1]` through their strides, or None."""
-    dot = members[-1]
-    inputs = list(dict.fromkeys(x for e in members for x in e.invars
-                                if x not in {e.outvars[0] for e in members[:-1]}))
-    _, sides = through_views(Function("f", inputs, members, dot.outvars))
+def _view_plan(body):
+    """The plan of the product of a fusion `read_transposes` makes (its `body`), reading the
+    transposes' operands through their strides, or None."""
+    dot, sides = through_views(body)
     (lhs, rhs), out = dot.invars, dot.outvars[0].aval
     return plan_blas(lhs.aval, rhs.aval, out, dot.params["dimension_numbers"],
                      tuple(s for _, s in sides))
@@ -611,12 +608,11 @@ def _fusion(ctx, outs, ins, body):
 
 
 def _fusion_scratch(eqn):
-    found = through_views(eqn.params["body"])
-    if found is None:
+    body = eqn.params["body"]
+    if through_views(body) is None:
         return fused_scratch(eqn)
-    dot, sides = found
+    plan, dot = _view_plan(body), body.eqns[-1]
     (la, ra), out = (x.aval for x in dot.invars), dot.outvars[0].aval
-    plan = plan_blas(la, ra, out, dot.params["dimension_numbers"], tuple(s for _, s in sides))
     return sum(_staged_bytes(plan, la, ra)) if staged(plan, out.dtype) else 0
 
 
