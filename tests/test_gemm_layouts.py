@@ -174,6 +174,20 @@ def test_transposes_join_the_product(view, dtype):
     np.testing.assert_array_equal(got_t, want_t)
 
 
+def test_donated_operand_of_a_joined_transpose():
+    """A donated input read through a joined transpose: the product never writes over it,
+    and a disk cache hit plans the same `held` outputs as the compilation (executable._held
+    plans the joined function)."""
+    from kiln.compiler.backends.llvm import codegen, executable
+    fn = view_fn(*VIEWS[0], dict(i=32, k=32, b=32, n=32), DTYPES[0])
+    fresh = codegen.build_parts(fn, 1, executable.donation(fn, (0,)))[1].held
+    assert executable._held(fn, (0,)) == fresh == {}
+    x = np.random.default_rng(3).uniform(-1, 1, (32, 32, 32)).astype(np.float32)
+    w = np.eye(32, dtype=np.float32)
+    (got,) = compile_function(fn, donated=(0,))(x.copy(), w)
+    np.testing.assert_allclose(got, x.transpose(2, 0, 1), rtol=1e-6)
+
+
 def test_vmap_batch_last_lhs_reads_in_place():
     """vmap(matmul, in_axes=(2, None)) through kiln.jit: the packed kernel reads the lhs in
     place (no transpose kernel), against JAX."""
