@@ -2,7 +2,8 @@
 and batched f32/f64/complex64/complex128 products of modules jit compiles for a CPU plug-in are
 custom calls of kiln's handlers, checked against the reference backend (hypothesis over shapes
 with 0 and 1, the four operand forms, batch dimensions in every position, read in place
-without a transpose, grad of an MLP and of batched products, vmap); a handler's refusal of
+without a transpose, contractions split by rows summed by the handler without a transpose,
+grad of an MLP and of batched products, vmap); a handler's refusal of
 operands it was not built for is a clear error; KILN_PJRT_KILN_DOTS=0 and `as_text` keep
 `stablehlo.dot_general`."""
 import itertools

@@ -6,8 +6,10 @@ handlers (`ctx.dots`, pjrt/ffi_dot.py) a float or complex product with a row and
 dimension and one contracting dimension at least is a `stablehlo.custom_call` of the handler
 for its dtype and operand orders instead (`custom_dot`), with row-major layouts: each operand
 reshaped to its batch, free and contracting dimensions (one each, in the order it stores them:
-the handlers read any order through strides), transposed first only where its dimensions are
-in no order a handler of the dtype reads, the result reshaped back."""
+the handlers read any order through strides; without batch dimensions, one operand's free
+dimensions before its contraction, or one contracting pair summed, may be read as the batch),
+transposed first only where its dimensions are in no order a handler of the dtype reads, the
+result reshaped back."""
 import itertools
 import math
 
