@@ -135,9 +135,12 @@ BASELINE_CHILD = textwrap.dedent('''
             assert ("kiln_gemm_" in text) == (m * n * k > 2**19) and "kiln_sgemm" not in text \
                 and "kiln_dgemm" not in text
             widest |= {r for r in ("xmm", "ymm", "zmm") if "%" + r in asm}
-    from test_gemm_layouts import BASELINE_LAYOUTS, BASELINE_SIZES, check, layout_fn
+    from test_gemm_layouts import (BASELINE_LAYOUTS, BASELINE_SIZES, BASELINE_VIEWS, check,
+                                   layout_fn, view_fn)
     for dtype, (lhs, rhs) in BASELINE_LAYOUTS:   # operands read in place through strides
         check(layout_fn(lhs, rhs, BASELINE_SIZES, np.dtype(dtype)), rng, 1e-4)
+    for dtype, view in BASELINE_VIEWS:           # transposes read in place by the product
+        check(view_fn(*view, BASELINE_SIZES, np.dtype(dtype)), rng, 1e-4)
     print(" ".join(sorted(widest)))
 ''')
 

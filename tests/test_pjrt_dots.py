@@ -2,7 +2,8 @@
 and batched f32/f64/complex64/complex128 products of modules jit compiles for a CPU plug-in are
 custom calls of kiln's handlers, checked against the reference backend (hypothesis over shapes
 with 0 and 1, the four operand forms, batch dimensions in every position, read in place
-without a transpose, grad of an MLP and of batched products, vmap); a handler's refusal of
+without a transpose, contractions split by rows summed by the handler without a transpose,
+grad of an MLP and of batched products, vmap); a handler's refusal of
 operands it was not built for is a clear error; KILN_PJRT_KILN_DOTS=0 and `as_text` keep
 `stablehlo.dot_general`."""
 import itertools
@@ -137,8 +138,16 @@ def test_handler_refuses_batches_of_other_sizes(client):
     x, y = np.ones((2, 3, 4), np.float32), np.ones((3, 4, 5), np.float32)
     exe = pjrt.Executable(client, text, [x, y], [np.ones((2, 3, 5), np.float32)])
     with pytest.raises(api.PjrtError, match=r"all of rank 3 with C = einsum\('bij,bjk->bik', "
-                       r"A, B\) \(A's or B's batch of 1 broadcast\), or all of rank 2 with "
-                       r"C = einsum\('ij,jk->ik', A, B\)"):
+                       r"A, B\) \(A's or B's batch of 1 broadcast\), A and B of rank 3 and C "
+                       r"of rank 2 with C = einsum\('bij,bjk->ik', A, B\), or all of rank 2 "
+                       r"with C = einsum\('ij,jk->ik', A, B\)"):
+        exe(x, y)[0].to_host()
+    exe.close()
+    # summed over the batch (a rank-2 result): the operands' batches must agree too
+    c = "tensor<3x5xf32>"
+    text = text.replace("tensor<2x3x5xf32>", c)
+    exe = pjrt.Executable(client, text, [x, y], [np.ones((3, 5), np.float32)])
+    with pytest.raises(api.PjrtError, match="kiln_gemm_f32_bij_bjk: expects two float32"):
         exe(x, y)[0].to_host()
     exe.close()
 
@@ -207,15 +216,44 @@ def test_products_of_several_dimensions(client, texts, spec, sizes):
     ("ijb,jk->ibk", dict(i=3, j=4, b=5, k=6)), ("ijb,jk->ibk", dict(i=3, j=5, b=1, k=0)),
 ])
 def test_free_dimensions_on_both_sides_read_as_a_batch(client, texts, spec, sizes, dtype):
-    """The rhs's free dimensions on both sides of its contraction (no batch dimensions):
-    those before it are the handler's batch, the lhs broadcast over it (a batch of 1), and
-    the result is transposed back; no transpose before the call. The lhs's are transposed
-    (read as a batch they would be its last dimension, without a unit stride)."""
+    """An operand's free dimensions on both sides of its contraction (no batch dimensions):
+    those before it are the handler's batch, the other operand broadcast over it (a batch of
+    1); the rhs's result is transposed back, the lhs's is in the product's order (its rows
+    after the contraction are each product's rows, stored transposed). No transpose before
+    the call."""
     a, b = operands(spec, sizes, dtype, 1)
     same(lambda a, b: jnp.einsum(spec, a, b), a, b, rtol=TOLERANCE[dtype])
     before = texts[-1].split("custom_call")
     assert len(before) == 2 and "dot_general" not in texts[-1]
-    assert ("stablehlo.transpose" in before[0]) == spec.startswith("ijb")
+    assert "stablehlo.transpose" not in before[0]
+    if spec.startswith("ijb"):
+        assert "stablehlo.transpose" not in texts[-1] and f"_{SHORT[dtype]}_bji_bjk" in texts[-1]
+
+
+@settings(SETTINGS, max_examples=12)
+@given(spec=st.sampled_from(["aib,abn->in", "iab,ban->in", "aibc,abcn->in", "ijk,kjl->il"]),
+       a=st.sampled_from([0, 1, 3]), i=st.sampled_from([0, 1, 4, 17]),
+       b=st.sampled_from([0, 1, 5, 33]), n=st.sampled_from([0, 1, 19]),
+       dtype=st.sampled_from(sorted(SHORT)))
+def test_rows_between_contracting_dimensions_are_summed_in_place(client, texts, spec, a, i, b,
+                                                                 n, dtype):
+    """A contraction over several dimensions whose groups are not adjacent in an operand (its
+    rows between two contracting dimensions, or the pairs in other orders): one contracting
+    pair is the handler's batch, summed over (rank-3 operands, a rank-2 result), with no
+    transpose; an empty sum or contraction gives zeros."""
+    sizes = dict(a=a, i=i, b=b, n=n, c=2, j=a, k=b, l=n)
+    x, y = operands(spec, sizes, dtype, 2)
+    same(lambda x, y: jnp.einsum(spec, x, y), x, y, rtol=TOLERANCE[dtype])
+    text = texts[-1]
+    assert "custom_call" in text and "transpose" not in text and "dot_general" not in text
+    assert "result_layouts = [dense<[1, 0]>" in text
+
+
+def test_summed_products_run_as_panels_of_the_pool(client, texts):
+    """A sum large enough to be cut into panels: each task adds every term to its panel."""
+    x, y = operands("aib,abn->in", dict(a=3, i=700, b=96, n=130), np.float32, 3)
+    same(lambda x, y: jnp.einsum("aib,abn->in", x, y), x, y, rtol=1e-4)
+    assert "transpose" not in texts[-1]
 
 
 def test_products_with_a_vector_keep_dot_general(client, texts):

@@ -2,8 +2,9 @@
 
     i32 @kiln_main(ptr %args)    ; args: n input pointers, m output pointers, the workspace
 
-(contiguous row-major arrays, bools one byte each; returns 0). The storage of every value is
-planned first (buffers.py: outputs computed in place, temporaries in the workspace by liveness,
+(contiguous row-major arrays, bools one byte each; returns 0). A transpose that only a matrix
+product reads first joins it (lower_linalg.read_transposes: the product reads the transpose's
+operand through its strides). The storage of every value is planned first (buffers.py: outputs computed in place, temporaries in the workspace by liveness,
 reshapes as aliases). Then each equation becomes one function, a *kernel*, whose pointer
 parameters are `noalias` (the plan never lets a result overlap a live operand, so LLVM may
 vectorise without runtime overlap checks), and `kiln_main` calls the kernels in program order.
@@ -63,7 +64,7 @@ from . import lower_elementwise  # noqa: F401
 from . import lower_fused
 from . import lower_structural
 from . import lower_reductions  # noqa: F401
-from . import lower_linalg  # noqa: F401
+from . import lower_linalg
 from . import lower_decompositions  # noqa: F401
 from . import lower_lu  # noqa: F401
 from . import lower_qr  # noqa: F401
@@ -124,6 +125,7 @@ def build_parts(fn, parts, donated=None):
             raise T.unsupported(f"a tape argument or result of {fn.name}", x.aval.dtype)
     for eqn in fn.eqns:
         check_lowerable(eqn)
+    fn = lower_linalg.read_transposes(fn)
     plan = plan_function(fn, donated)
     text = key_text(fn) + (f"\ndonated {sorted((i, sorted(js)) for i, js in donated.items())}"
                            if donated else "")

@@ -343,8 +343,9 @@ def _held(fn, donated):
     with donated inputs plans again)."""
     if not donated:
         return {}
-    from . import codegen
-    return codegen.plan_function(fn, donation(fn, donated)).held
+    from . import codegen, lower_linalg
+    # planned as codegen.build_parts plans it: with the transposes its products read joined
+    return codegen.plan_function(lower_linalg.read_transposes(fn), donation(fn, donated)).held
 
 
 def _from_disk(fn, key, donated):

@@ -5,8 +5,8 @@ memory, a fused loop nest otherwise.
 memory. It is when both operands and the result have the same dtype, float32, float64,
 complex64 or complex128, the contraction is longer than 1, and each operand, with its batch axes
 set aside, is a matrix in memory: its contracting axes flatten to one stride, and its rows (the
-lhs's free axes) or columns (the rhs's) to another, one of the two being 1 (for real products
-neither need be: a batch axis after them, Strided). An operand whose contracting axes come first
+lhs's free axes) or columns (the rhs's) to another, one of the two being 1 (or neither: a batch
+axis after them, Strided; copied for the packed kernel and BLAS, `staged`). An operand whose contracting axes come first
 (a transposed matrix as it is stored) is read in place (its strides, or BLAS's transpose flag),
 never copied. Batch axes become a loop of products, one per batch element, at affine offsets (the
 batch axes may sit anywhere in the operands). Free axes that do not flatten to one stride (on
@@ -24,7 +24,9 @@ Each product of the plan then runs, by `inline` and `packed`:
   workspace in matrix order (`staged`);
 - complex matrix products and matrix-vector products: BLAS, blas.py's row-major emitters of
   cgemm/zgemm and the gemv routines (extern function pointers bound at load time), OpenBLAS on
-  one thread.
+  one thread; a Strided operand is copied first, as for the packed kernel.
+An operand may be read through strides other than its own (`read_transposes`: a transpose
+that only the product reads, joined to it as one fusion equation).
 A matrix product of at least SPLIT_MIN_FLOPS multiply-adds is cut into panels of rows or
 columns of the result, run as tasks of the thread pool (pool.py) that each call the packed
 kernel (or BLAS), so the product follows whichever threads get cores on a busy machine.
@@ -51,15 +53,16 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ...ir.abstract import ShapedArray
-from ...ir.ssa import Eqn, Literal, Var
+from ...ir.ssa import Eqn, Function, Literal, Var
 from ...primitives import PRIMITIVES
-from ...primitives.core import LLVM, LLVM_SCRATCH
+from ...primitives.core import LLVM, LLVM_INPLACE, LLVM_SCRATCH
 from ...primitives.linalg import free_axes
 from . import blas, externs, gemm, gemm_packed, parallel, pool
 from . import ltypes as T
 from .buffers import Buffer, View, element_pointer, nbytes
 from .loops import affine_offset, collapse, contiguous_strides, emit_nest
-from .lower_fused import fill, lower_group, wide_bytes, wide_carry
+from .lower_fused import fill, lower_fusion, lower_group, wide_bytes, wide_carry
+from .lower_fused import in_place as fused_in_place, scratch_bytes as fused_scratch
 from .lower_structural import copy_nest
 
 P = PRIMITIVES
@@ -164,13 +167,16 @@ def _matrix(rows, cols):
     return None
 
 
-def plan_blas(la, ra, out_aval, dimension_numbers):
-    """The BlasPlan of dot_general(lhs: la, rhs: ra) -> out_aval, or None (loop nest)."""
+def plan_blas(la, ra, out_aval, dimension_numbers, strides=(None, None)):
+    """The BlasPlan of dot_general(lhs: la, rhs: ra) -> out_aval, or None (loop nest);
+    `strides`: each operand's element strides (None: contiguous; a transposed operand read in
+    place, `through_views`)."""
     (lc, rc), (lb, rb) = dimension_numbers
     dtype = out_aval.dtype
     if dtype not in _BLAS_DTYPES or la.dtype != dtype or ra.dtype != dtype:
         return None
-    ls, rs = contiguous_strides(la.shape), contiguous_strides(ra.shape)
+    ls, rs = (contiguous_strides(aval.shape) if given is None else list(given)
+              for aval, given in zip((la, ra), strides))
     os_ = contiguous_strides(out_aval.shape)
     pairs = sorted(zip(lc, rc))   # the contraction order: the lhs's memory order
     lhs_k = flat_group(la.shape, ls, [a for a, _ in pairs])
@@ -198,9 +204,7 @@ def plan_blas(la, ra, out_aval, dimension_numbers):
     if k <= 1 or m * n == 1 or lhs_k[1] is None or rhs_k[1] is None:
         return None
     a, b = _matrix((m, lhs_m), lhs_k), _matrix(rhs_k, (n, rhs_n))
-    if a is None or b is None:
-        if dtype not in gemm.DTYPES:
-            return None
+    if a is None or b is None:   # complex ones are copied for BLAS (`staged`)
         a, b = a or Strided(lhs_m, lhs_k[1]), b or Strided(rhs_k[1], rhs_n)
         kind = "gemm"
     else:
@@ -417,16 +421,22 @@ def _loop_nest(ctx, outs, ins, dimension_numbers):
 
 def _dot_general(ctx, outs, ins, *, dimension_numbers, precision=None,
                  preferred_element_type=None):
+    _product(ctx, outs[0], ins, dimension_numbers)
+
+
+def _product(ctx, out, ins, dimension_numbers, strides=(None, None)):
+    """The product into `out` of operands `ins` (Buffers holding the operands' elements at
+    `strides`, None: contiguous; only planned products take other strides)."""
     lhs, rhs = ins
     plan = None
     if lhs.const is None and rhs.const is None:
-        plan = plan_blas(lhs.aval, rhs.aval, outs[0].aval, dimension_numbers)
+        plan = plan_blas(lhs.aval, rhs.aval, out.aval, dimension_numbers, strides)
     if plan is None:
-        _loop_nest(ctx, outs, ins, dimension_numbers)
-    elif staged(plan, outs[0].aval.dtype):
-        _emit_staged(ctx, lhs, rhs, outs[0], dimension_numbers)
+        _loop_nest(ctx, [out], ins, dimension_numbers)
+    elif staged(plan, out.aval.dtype):
+        _emit_staged(ctx, lhs, rhs, out, dimension_numbers, strides)
     else:
-        _emit_blas(ctx, plan, lhs, rhs, outs[0])
+        _emit_blas(ctx, plan, lhs, rhs, out)
 
 
 # ------------------------------------------- operands without a unit stride, packed kernel
@@ -438,7 +448,8 @@ def staged(plan, dtype):
     the batch reads a whole cache line for each element it packs (the lines hold the other
     products' elements): 64 float32 products of 256^3 with the batch last in one operand
     took 47-50 ms of CPU in the kernel, against 17 ms for contiguous operands, and a copy
-    streams the operand once (docs/llvm.md, "Operands read through strides")."""
+    streams the operand once (docs/llvm.md, "Operands read through strides"). BLAS (complex
+    products) needs a unit stride, so they are always copied."""
     return plan.kind == "gemm" and not inline(plan, dtype) and \
         (isinstance(plan.lhs, Strided) or isinstance(plan.rhs, Strided))
 
@@ -459,35 +470,39 @@ def _staged_bytes(plan, la, ra):
             for side, aval in ((plan.lhs, la), (plan.rhs, ra))]
 
 
-def _emit_staged(ctx, lhs, rhs, out, dimension_numbers):
+def _emit_staged(ctx, lhs, rhs, out, dimension_numbers, strides=(None, None)):
     """The product with its Strided operands copied into the workspace (see `staged`), then
     read from the copies. A copy's innermost loop runs along the copy's contiguous axis and
     the next along the operand's, so the cache lines one pass of the inner loop reads are
     read again by the next passes before they leave the cache."""
     (lc, rc), (lb, rb) = dimension_numbers
     la, ra = lhs.aval, rhs.aval
-    plan = plan_blas(la, ra, out.aval, dimension_numbers)
+    plan = plan_blas(la, ra, out.aval, dimension_numbers, strides)
     orders = _staged_orders(la, ra, dimension_numbers)
-    offset, operands = 0, []
-    for buf, order, size in zip((lhs, rhs), orders, _staged_bytes(plan, la, ra)):
+    offset, operands, kept = 0, [], []
+    for buf, order, size, given in zip((lhs, rhs), orders, _staged_bytes(plan, la, ra),
+                                       strides):
         if not size:
             operands.append((buf, list(range(buf.aval.ndim))))
+            kept.append(given)
             continue
         aval = ShapedArray(tuple(buf.aval.shape[a] for a in order), buf.aval.dtype)
         copy = Buffer(ctx.builder.gep(ctx.scratch, [T.i64(offset)], source_etype=T.I8), aval)
         dense = contiguous_strides(aval.shape)
-        source = contiguous_strides(buf.aval.shape)
-        unit = buf.aval.ndim - 1   # the loops: the copy's order, the source's last axis second
+        source = contiguous_strides(buf.aval.shape) if given is None else given
+        # the loops: the copy's order, the source's unit-stride axis second
+        unit = min(range(buf.aval.ndim), key=lambda x: (source[x], -x))
         loops = [x for x in order[:-1] if x != unit] + [unit] * (order[-1] != unit) + order[-1:]
         shape = [buf.aval.shape[x] for x in loops]
         copy_nest(ctx.builder, shape, View(buf, 0, [source[x] for x in loops], shape),
                   View(copy, 0, [dense[order.index(x)] for x in loops], shape))
         operands.append((copy, order))
+        kept.append(None)
         offset += size
     (a, lorder), (b, rorder) = operands
     dims = ((tuple(lorder.index(x) for x in lc), tuple(rorder.index(x) for x in rc)),
             (tuple(lorder.index(x) for x in lb), tuple(rorder.index(x) for x in rb)))
-    _emit_blas(ctx, plan_blas(a.aval, b.aval, out.aval, dims), a, b, out)
+    _emit_blas(ctx, plan_blas(a.aval, b.aval, out.aval, dims, tuple(kept)), a, b, out)
 
 
 def _scratch_bytes(eqn):
@@ -506,5 +521,108 @@ def _scratch_bytes(eqn):
     return 0 if carry is None else wide_bytes(out, carry)
 
 
+# ------------------------------------------ transposes read in place by matrix products
+
+def read_transposes(fn):
+    """`fn` with each transpose that one dot_general alone reads (not a result of `fn`) joined
+    to it as `fusion(x, ..., body={t = transpose(x); dot_general(t, ...)})` where the product
+    then has a plan (plan_blas) reading x through the transpose's strides: the packed kernel
+    (or gemm.py's loop nest) reads x in place, or `staged` copies it once in the order the
+    kernel wants, instead of a transposed copy and then the product. simplify folds the
+    transposes that keep an operand's free axes in order into the dot_general itself; this
+    takes the others: vmap(matmul, in_axes=(2, None)) moves the batch, a free axis of the lhs
+    after its contraction, to the front. Regions of control flow are left as they are."""
+    users, made = {}, {}
+    for i, eqn in enumerate(fn.eqns):
+        for x in eqn.invars:
+            if isinstance(x, Var):
+                users.setdefault(x, set()).add(i)
+        if eqn.prim.name == "transpose" and isinstance(eqn.invars[0], Var):
+            made[eqn.outvars[0]] = i
+    for v in fn.outvars:
+        users.setdefault(v, set()).add(-1)
+    joined, absorbed = {}, set()
+    for i, eqn in enumerate(fn.eqns):
+        if eqn.prim.name != "dot_general" or not all(isinstance(x, Var) for x in eqn.invars):
+            continue
+        views = [made[x] for x in dict.fromkeys(eqn.invars) if x in made and users[x] == {i}]
+        fused = _product_fusion([fn.eqns[j] for j in views] + [eqn]) if views else None
+        if fused is not None and _view_plan(fused.params["body"]) is not None:
+            joined[i] = fused
+            absorbed.update(views)
+    if not joined:
+        return fn
+    eqns = [joined.get(i, eqn) for i, eqn in enumerate(fn.eqns) if i not in absorbed]
+    return Function(fn.name, fn.invars, eqns, fn.outvars)
+
+
+def _product_fusion(members):
+    """The fusion equation of transposes `members[:-1]` and the dot_general reading them."""
+    dot = members[-1]
+    made = {e.outvars[0] for e in members[:-1]}
+    inputs = list(dict.fromkeys(x for e in members for x in e.invars if x not in made))
+    region = Function(f"{dot.outvars[0].name}_product", inputs, members, dot.outvars)
+    return Eqn(dot.outvars, PRIMITIVES["fusion"], inputs, {"body": region}, dot.info)
+
+
+def through_views(body):
+    """For a fusion `read_transposes` made: (the dot_general, [(index of the operand's
+    buffer among the fusion's inputs, its element strides or None) for lhs and rhs]); else
+    None."""
+    *views, dot = body.eqns
+    if dot.prim.name != "dot_general" or not views or \
+            any(e.prim.name != "transpose" for e in views):
+        return None
+    made = {e.outvars[0]: e for e in views}
+    sides = []
+    for x in dot.invars:
+        view = made.get(x)
+        if view is None:
+            sides.append((body.invars.index(x), None))
+            continue
+        source = view.invars[0]
+        dense = contiguous_strides(source.aval.shape)
+        sides.append((body.invars.index(source),
+                      tuple(dense[p] for p in view.params["permutation"])))
+    return dot, sides
+
+
+def _view_plan(body):
+    """The plan of the product of a fusion `read_transposes` makes (its `body`), reading the
+    transposes' operands through their strides, or None."""
+    dot, sides = through_views(body)
+    (lhs, rhs), out = dot.invars, dot.outvars[0].aval
+    return plan_blas(lhs.aval, rhs.aval, out, dot.params["dimension_numbers"],
+                     tuple(s for _, s in sides))
+
+
+def _fusion(ctx, outs, ins, body):
+    found = through_views(body)
+    if found is None:
+        lower_fusion(ctx, outs, ins, body)
+        return
+    dot, sides = found
+    operands = [Buffer(ins[k].ptr, x.aval) for (k, _), x in zip(sides, dot.invars)]
+    _product(ctx, outs[0], operands, dot.params["dimension_numbers"],
+             tuple(s for _, s in sides))
+
+
+def _fusion_scratch(eqn):
+    body = eqn.params["body"]
+    if through_views(body) is None:
+        return fused_scratch(eqn)
+    plan, dot = _view_plan(body), body.eqns[-1]
+    (la, ra), out = (x.aval for x in dot.invars), dot.outvars[0].aval
+    return sum(_staged_bytes(plan, la, ra)) if staged(plan, out.dtype) else 0
+
+
+def _fusion_in_place(eqn):
+    """A product never writes over its operands."""
+    return [] if through_views(eqn.params["body"]) else fused_in_place(eqn)
+
+
 LLVM[PRIMITIVES["dot_general"]] = _dot_general
 LLVM_SCRATCH[PRIMITIVES["dot_general"]] = _scratch_bytes
+LLVM[PRIMITIVES["fusion"]] = _fusion
+LLVM_SCRATCH[PRIMITIVES["fusion"]] = _fusion_scratch
+LLVM_INPLACE[PRIMITIVES["fusion"]] = _fusion_in_place

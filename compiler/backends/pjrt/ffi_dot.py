@@ -28,7 +28,10 @@ columns)) or all of rank 2 (the orders without `b`: one product), with matching 
 operand's batch of 1 is broadcast: its one matrix in every product), and computes
 C[b] = A[b] @ B[b] for each b of the batch (C zeroed for k = 0) as tasks of kiln's
 thread pool: whole products, or panels of whole rows or columns of each (`_panels`, as the
-LLVM backend's); anything else returns an XLA_FFI_Error (INVALID_ARGUMENT) made by the API's
+LLVM backend's). With A and B of rank 3 and C of rank 2 it computes the sum over the batch,
+C = sum of A[b] @ B[b] (a contraction over two dimensions with the rows between them: each
+task one panel of C, adding the products into it in order; C zeroed for an empty sum);
+anything else returns an XLA_FFI_Error (INVALID_ARGUMENT) made by the API's
 `Error_Create`, which XLA raises from the execution.
 """
 import ctypes as C
@@ -116,8 +119,9 @@ def _handler(module, body, dtype, lhs, rhs):
     operand_error = _message(
         module, f"{name}.operands",
         f"{name}: expects two {dtype.name} buffers A, B and a {dtype.name} result C, all of "
-        f"rank 3 with C = einsum('{spec}', A, B) (A's or B's batch of 1 broadcast), or all of "
-        f"rank 2 with C = einsum('{flat}', A, B)")
+        f"rank 3 with C = einsum('{spec}', A, B) (A's or B's batch of 1 broadcast), A and B of "
+        f"rank 3 and C of rank 2 with C = einsum('{lhs},{rhs}->ik', A, B), or all of rank 2 "
+        f"with C = einsum('{flat}', A, B)")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     positions = [I64(lhs.index(c)) for c in "bij"] + [I64(rhs.index(c)) for c in "bjk"]
     b.ret(b.call(body, [fn.args[0], b.bitcast(frame_error, I8P),
@@ -180,22 +184,28 @@ class _Body:
         rets = b.bitcast(_load(b, frame, RETS, I8P), I8P.as_pointer())
         bufs = [b.load(b.gep(args, [I64(0)])), b.load(b.gep(args, [I64(1)])), b.load(rets)]
         code = DTYPES[self.dtype][1]
-        rank = _load(b, bufs[2], B_RANK, I64)
+        rank = _load(b, bufs[0], B_RANK, I64)
+        c_rank = _load(b, bufs[2], B_RANK, I64)
         ok = b.or_(b.icmp_signed("==", rank, I64(2)), b.icmp_signed("==", rank, I64(3)))
-        for kind, buf in zip(kinds, bufs):
+        ok = b.and_(ok, b.or_(b.icmp_signed("==", c_rank, rank),
+                              b.icmp_signed("==", c_rank, I64(2))))
+        for kind, buf, expected in zip(kinds, bufs, (rank, rank, c_rank)):
             ok = b.and_(ok, b.icmp_signed("==", kind, I32(BUFFER_TYPE)))
             ok = b.and_(ok, b.icmp_signed("==", _load(b, buf, B_DTYPE, I32), I32(code)))
-            ok = b.and_(ok, b.icmp_signed("==", _load(b, buf, B_RANK, I64), rank))
+            ok = b.and_(ok, b.icmp_signed("==", _load(b, buf, B_RANK, I64), expected))
         b.cbranch(ok, blocks["run"], blocks["bad_operands"])
 
         b.position_at_end(blocks["run"])
         batched = b.icmp_signed("==", rank, I64(3))
+        summed = b.icmp_signed("!=", c_rank, rank)   # C = the sum over the batch
         (ab, am, ak), (bb_, bk, bn) = (
             self._axes(b, buf, rank, batched, fn.args[3 + 3 * o:6 + 3 * o])
             for o, buf in enumerate(bufs[:2]))
-        (batch, _), c_m, c_n = self._axes(b, bufs[2], rank, batched, [I64(0), I64(1), I64(2)])
+        (batch, _), c_m, c_n = self._axes(b, bufs[2], c_rank, b.icmp_signed("==", c_rank, I64(3)),
+                                          [I64(0), I64(1), I64(2)])
         (a_batch, sab), (m, sam), (k, sak) = ab, am, ak
         (b_batch, sbb), (kb, sbk), (n, sbn) = bb_, bk, bn
+        batch = b.select(summed, a_batch, batch)   # summed: the terms of the sum
         ok = b.and_(b.and_(b.icmp_signed("==", m, c_m[0]), b.icmp_signed("==", n, c_n[0])),
                     b.icmp_signed("==", kb, k))
         for size in (a_batch, b_batch):   # C's batch, or 1: the same matrix for every product
@@ -204,7 +214,7 @@ class _Body:
         sab, sbb = (b.select(b.icmp_signed("==", size, batch), stride, I64(0))
                     for size, stride in ((a_batch, sab), (b_batch, sbb)))
         blank = b.or_(b.or_(b.icmp_signed("==", m, I64(0)), b.icmp_signed("==", n, I64(0))),
-                      b.icmp_signed("==", batch, I64(0)))
+                      b.and_(b.icmp_signed("==", batch, I64(0)), b.not_(summed)))
         go = fn.append_basic_block("sized")
         b.cbranch(ok, go, blocks["bad_operands"])
         b.position_at_end(go)
@@ -212,19 +222,21 @@ class _Body:
         b.position_at_end(blocks["zero"])
         a, bb, c = (_load(b, buf, B_DATA, I8P) for buf in bufs)
         itemsize = self.dtype.itemsize
-        b.cbranch(b.icmp_signed("==", k, I64(0)), fn.append_basic_block("clear"),
-                  blocks["product"])
+        nothing = b.or_(b.icmp_signed("==", k, I64(0)), b.icmp_signed("==", batch, I64(0)))
+        b.cbranch(nothing, fn.append_basic_block("clear"), blocks["product"])
         clear = fn.blocks[-1]
         b.position_at_end(clear)
         memset = b.module.declare_intrinsic("llvm.memset", [I8P, I64])
-        b.call(memset, [c, ir.IntType(8)(0), b.mul(b.mul(b.mul(batch, m), n), I64(itemsize)),
+        products = b.select(summed, I64(1), batch)
+        b.call(memset, [c, ir.IntType(8)(0), b.mul(b.mul(b.mul(products, m), n), I64(itemsize)),
                         ir.IntType(1)(0)])
         b.branch(blocks["done"])
         b.position_at_end(blocks["product"])
         lp, rp = fn.args[3:6], fn.args[6:9]    # stored transposed: contraction before rows
         flags = [b.zext(b.icmp_signed("<", lp[2], lp[1]), I64),
                  b.zext(b.icmp_signed("<", rp[2], rp[1]), I64)]   # (columns before contraction)
-        self._panels(b, a, bb, c, m, n, k, batch, [sab, sam, sak, sbb, sbk, sbn] + flags)
+        self._panels(b, a, bb, c, m, n, k, batch, summed,
+                     [sab, sam, sak, sbb, sbk, sbn] + flags)
         b.branch(blocks["done"])
 
         b.position_at_end(blocks["done"])
@@ -253,15 +265,16 @@ class _Body:
         found[0] = tuple(b.select(batched, x, I64(v)) for x, v in zip(found[0], (1, 0)))
         return found
 
-    def _panels(self, b, a, bb, c, m, n, k, batch, strides):
+    def _panels(self, b, a, bb, c, m, n, k, batch, summed, strides):
         """The `batch` products as dynamic tasks of kiln's thread pool, as the LLVM backend's
         products are (lower_linalg.panel_split): a product is cut into panels of whole rows
         (more rows than columns) or whole columns only while the batch has fewer products
         than the pool wants tasks (PANELS_PER_THREAD per thread), each panel at least
         TASK_FLOPS multiply-adds; a task takes several whole products where each is smaller
-        than that. One task runs on the calling thread. `strides` (elements): A's batch, rows
-        and contraction, B's batch, contraction and columns, then whether A and B are stored
-        transposed (1 or 0)."""
+        than that. One task runs on the calling thread. `summed` (i1): C is the sum of the
+        `batch` products, each task a panel of C adding them in order. `strides` (elements):
+        A's batch, rows and contraction, B's batch, contraction and columns, then whether A
+        and B are stored transposed (1 or 0)."""
         def smaller(x, y):
             return b.select(b.icmp_signed("<", x, y), x, y)
         by_rows = b.icmp_signed(">", m, n)
@@ -271,14 +284,17 @@ class _Body:
         threads = b.load(b.inttoptr(I64(rtlib.extern_address("kiln_num_threads")),
                                     I64.as_pointer()))
         wanted = b.mul(threads, I64(PANELS_PER_THREAD))
-        shared = b.udiv(b.add(wanted, b.sub(batch, I64(1))), batch)   # ceil(wanted / batch)
-        most = smaller(smaller(b.udiv(product, I64(TASK_FLOPS)), blocks), shared)
+        products = b.select(summed, I64(1), batch)   # of C
+        shared = b.udiv(b.add(wanted, b.sub(products, I64(1))), products)
+        most = smaller(smaller(b.udiv(b.mul(product, b.select(summed, batch, I64(1))),
+                                      I64(TASK_FLOPS)), blocks), shared)
         width, panels = panel_split(b, length, most, threads)
         group = smaller(b.udiv(I64(TASK_FLOPS), product), batch)
-        group = b.select(b.icmp_signed("<", group, I64(1)), I64(1), group)
+        group = b.select(b.or_(b.icmp_signed("<", group, I64(1)), summed), I64(1), group)
+        group = b.select(summed, batch, group)   # a task adds every term to its panel
         tasks = b.mul(b.udiv(b.add(batch, b.sub(group, I64(1))), group), panels)
         env = parallel.pack_env(b, [a, bb, c, m, n, k, width, b.zext(by_rows, I64), panels,
-                                    group, batch, *strides])
+                                    group, batch, b.zext(summed, I64), *strides])
         run = b.inttoptr(I64(rtlib.address("run_tasks")), pool.RUN_TASKS_TYPE.as_pointer())
         b.call(run, [self._task(), env, tasks, I32(0)])
 
@@ -289,8 +305,9 @@ class _Body:
         task.linkage = "internal"
         b = ir.IRBuilder(task.append_basic_block("entry"))
         env, i = task.args
-        (a, bb, c, m, n, k, width, by_rows, panels, group, batch, sab, sam, sak, sbb, sbk, sbn,
-         ta, tb) = parallel.unpack_env(b, env, [I8P] * 3 + [I64] * 16)
+        (a, bb, c, m, n, k, width, by_rows, panels, group, batch, summed, sab, sam, sak, sbb,
+         sbk, sbn, ta, tb) = parallel.unpack_env(b, env, [I8P] * 3 + [I64] * 17)
+        summed = b.icmp_signed("!=", summed, I64(0))
         rows = b.icmp_signed("!=", by_rows, I64(0))
         length = b.select(rows, m, n)
         start = b.mul(b.urem(i, panels), width)
@@ -304,20 +321,26 @@ class _Body:
         bb = b.select(rows, bb, b.gep(bb, [b.mul(b.mul(start, sbn), item)]))
         c = b.gep(c, [b.mul(b.select(rows, b.mul(start, n), start), item)])
         pm, pn = b.select(rows, size, m), b.select(rows, n, size)
-        steps = [b.mul(x, item) for x in (sab, sbb, b.mul(m, n))]
+        steps = [b.mul(x, item) for x in (sab, sbb, b.select(summed, I64(0), b.mul(m, n)))]
 
         def one(b, j, carried):
             at = b.add(first, j)
             pa, pb, pc = (b.gep(p, [b.mul(at, step)]) for p, step in zip((a, bb, c), steps))
+            added = b.and_(summed, b.icmp_signed(">", at, I64(0)))   # C += the product
             if self.dtype.kind == "c":   # BLAS: a unit stride and a leading dimension
                 flags = [b.icmp_signed("!=", t, I64(0)) for t in (ta, tb)]
+                part = ir.FloatType() if self.dtype == np.complex64 else ir.DoubleType()
+                scalar = ir.LiteralStructType([part, part])
+                beta = b.select(added, ir.Constant(scalar, [1.0, 0.0]),
+                                ir.Constant(scalar, [0.0, 0.0]))
                 blas.emit_gemm(b, self.dtype, pm, pn, k, pa, pb, pc, trans_a=flags[0],
                                trans_b=flags[1], lda=b.select(flags[0], sak, sam),
-                               ldb=b.select(flags[1], sbn, sbk), ldc=n)
+                               ldb=b.select(flags[1], sbn, sbk), ldc=n, beta=beta)
             else:
                 gemm = b.inttoptr(I64(rtlib.address(f"gemm_{self.dtype.name}")),
                                   GEMM_TYPE.as_pointer())
-                b.call(gemm, [pa, sam, sak, pb, sbk, sbn, pc, n, pm, pn, k, I64(0)])
+                b.call(gemm, [pa, sam, sak, pb, sbk, sbn, pc, n, pm, pn, k,
+                              b.zext(added, I64)])
             return carried
         counted_loop(b, b.sub(last, first), one, name="product")
         b.ret_void()

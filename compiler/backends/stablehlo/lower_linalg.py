@@ -6,8 +6,10 @@ handlers (`ctx.dots`, pjrt/ffi_dot.py) a float or complex product with a row and
 dimension and one contracting dimension at least is a `stablehlo.custom_call` of the handler
 for its dtype and operand orders instead (`custom_dot`), with row-major layouts: each operand
 reshaped to its batch, free and contracting dimensions (one each, in the order it stores them:
-the handlers read any order through strides), transposed first only where its dimensions are
-in no order a handler of the dtype reads, the result reshaped back."""
+the handlers read any order through strides; without batch dimensions, one operand's free
+dimensions before its contraction, or one contracting pair summed, may be read as the batch),
+transposed first only where its dimensions are in no order a handler of the dtype reads, the
+result reshaped back."""
 import itertools
 import math
 
@@ -77,27 +79,41 @@ def custom_dot(ctx, lhs, rhs, contracting, batching, aval):
     and contracting dimensions become one dimension each of a rank-3 operand (rank 2 without
     batch dimensions) in the order of the handler's form (a transpose first only where no
     form reads them in place), and the (batch, rows, columns) result is reshaped back.
-    Without batch dimensions, a rhs whose free dimensions lie on both sides of its
-    contraction (`_split`) instead has those before it read as a batch, the lhs's one matrix
-    broadcast over it (a batch of 1); the result is then transposed back to the product's
-    order, which XLA folds into a transpose that follows it (vmap's, moving the batch to the
-    front). (The lhs's rows after its contraction, read as a batch, would be its last
-    dimension: packed element by element, slower than the transpose.)"""
-    (lc, _), (lb, rb) = contracting, batching
+    Without batch dimensions, an operand whose free dimensions lie on both sides of its
+    contraction (`_split`) instead has those before it read as a batch, the other operand's
+    one matrix broadcast over it (a batch of 1): the lhs's rows after its contraction are
+    then the rows of each product, stored transposed, which the packed kernel reads with a
+    unit stride, and the result is in the product's order; the rhs's batch is transposed
+    back to the product's order, which XLA folds into a transpose that follows it (vmap's,
+    moving the batch to the front). (The lhs's rows after its contraction read as the
+    batch, its last dimension, were packed element by element, slower than the transpose.)
+    Without batch dimensions, a contraction over several dimensions whose groups are not
+    adjacent (an operand's free dimensions between two contracting ones) may instead have
+    one contracting pair read as a batch that the handler sums over (rank-3 operands, a
+    rank-2 result): no transpose where that pair is what split them."""
+    (lc, rc), (lb, rb) = contracting, batching
     forms = [(lo, ro) for (dtype, lo, ro) in ctx.dots if dtype == aval.dtype]
     shared = len(lb) + len(lc)     # the batch and contracting dimensions of either operand
     if not forms or not len(lc) or shared in (lhs.aval.ndim, rhs.aval.ndim):
         return None
-    plans = [(_form(lhs, rhs, contracting, batching, forms), (list(lb), list(rb)))]
-    split = None if len(lb) else _split(rhs, contracting[1])
-    if split:
-        held = ([], split[0])     # the rhs's columns before its contraction, read as a batch
-        plans.append((_form(lhs, rhs, contracting, held, forms), held))
-    ((_, lp, rp, lo, ro), (lbat, rbat)) = min(plans, key=lambda plan: plan[0][0])
-    lfree = [d for d in range(lhs.aval.ndim) if d not in map(int, lc)]
+    plans = [(_form(lhs, rhs, contracting, batching, forms), (list(lb), list(rb)), contracting)]
+    for side, x in enumerate((lhs, rhs)):
+        split = None if len(lb) else _split(x, contracting[side])
+        if split:   # an operand's free dimensions before its contraction, read as a batch
+            held = (split[0], []) if side == 0 else ([], split[0])
+            plans.append((_form(lhs, rhs, contracting, held, forms), held, contracting))
+    for pair in ([] if len(lb) or len(lc) < 2 else zip(lc, rc)):
+        # one contracting pair read as a batch that the handler sums over: the rows between
+        # two contracting dimensions need no transpose
+        rest = tuple([d for d in dims if d != p] for dims, p in zip((lc, rc), pair))
+        summed = ([pair[0]], [pair[1]])
+        plans.append((_form(lhs, rhs, rest, summed, forms), summed, rest))
+    ((_, lp, rp, lo, ro), (lbat, rbat), (lc, _)) = min(plans, key=lambda plan: plan[0][0])
+    summing = len(lc) < len(contracting[0])
+    lfree = [d for d in range(lhs.aval.ndim) if d not in map(int, contracting[0])]
     # where the dimensions read as a batch are in the product's result (lhs free, rhs free;
     # the rhs's are its first)
-    held = [lfree.index(d) for d in lbat] + [len(lfree) + d for d in rbat]
+    held = [] if summing else [lfree.index(d) for d in lbat] + [len(lfree) + d for d in rbat]
     name = ctx.dots[(aval.dtype, lo, ro)]
     size = lambda x, dims: math.prod(x.aval.shape[d] for d in dims)
     drop = "" if lbat or rbat else "b"   # the handlers read rank-2 operands without a batch
@@ -111,15 +127,15 @@ def custom_dot(ctx, lhs, rhs, contracting, batching, aval):
     lhs, rhs = grouped(lhs, lp, lo, "i", lbat), grouped(rhs, rp, ro, "k", rbat)
     lo, ro = lo.replace(drop, ""), ro.replace(drop, "")
     batch = [(lhs.aval.shape[lo.index("b")] if lbat else rhs.aval.shape[ro.index("b")])
-             ] if not drop else []
+             ] if not drop and not summing else []
     rows, cols = lhs.aval.shape[lo.index("i")], rhs.aval.shape[ro.index("k")]
     flat = aval.update(shape=tuple(batch + [rows, cols]))
-    layout = _layout(len(flat.shape))
+    layouts = [_layout(x.aval.ndim) for x in (lhs, rhs)]
     out = ctx.emit(f"stablehlo.custom_call @{name}({lhs}, {rhs}) {{api_version = 4 : i32, "
-                   f"backend_config = {{}}, operand_layouts = [{layout}, {layout}], "
-                   f"result_layouts = [{layout}]}} : ({lhs.type}, {rhs.type}) -> "
-                   f"{tensor_type(flat)}", flat)
-    if len(lb) or not (lbat or rbat):
+                   f"backend_config = {{}}, operand_layouts = [{layouts[0]}, {layouts[1]}], "
+                   f"result_layouts = [{_layout(len(flat.shape))}]}} : ({lhs.type}, "
+                   f"{rhs.type}) -> {tensor_type(flat)}", flat)
+    if len(lb) or not held:
         return reshape(ctx, out, aval.shape)
     # free dimensions read as a batch: the result's dimensions (the product's: lhs free, then
     # rhs free) are in the custom call's order, those first
