@@ -36,7 +36,8 @@ _INTERNALS = {
 # blackjax's `from jax._src.flatten_util import ravel_pytree`): served by the public kiln module.
 _PRIVATE_TWINS = {"jax._src.flatten_util": "kiln.flatten_util",
                   "jax._src.tree_util": "kiln.tree_util", "jax._src.typing": "kiln.typing",
-                  "jax._src.api": "kiln", "jax._src.lax.lax": "kiln.lax"}
+                  "jax._src.api": "kiln", "jax._src.lax.lax": "kiln.lax",
+                  "jax._src.core": "kiln.core"}
 _PRIVATE_PARENTS = ("jax._src", "jax._src.lax")   # packages of the twins, empty otherwise
 _INTERNAL_WHY = ("is {}, which kiln does not have: kiln compiles Python source instead of tracing "
                  "to jaxprs and running XLA")

@@ -432,7 +432,9 @@ def _s_global(frame, node):
 def _with(frame, node, rest):
     """`with` on context managers known at specialisation (kiln.named_scope,
     kiln.enable_x64(...), a user's own): entered and exited while the body (and `rest`) is
-    specialised, as Python would run them around the statements."""
+    specialised, as Python would run them around the statements. A user's `__enter__` and
+    `__exit__` are specialised as any call of the user's code is (so the containers they make
+    belong to the function being compiled)."""
     managers = []
     try:
         for item in node.items:
@@ -440,7 +442,7 @@ def _with(frame, node, rest):
             if is_traced(cm) or not hasattr(type(cm), "__enter__"):
                 raise CompileError("`with` needs a context manager known when the function is "
                                    "compiled, not a traced value", frame.info(item.context_expr))
-            entered = cm.__enter__()
+            entered = call_function(cm.__enter__, [], {})
             managers.append(cm)
             if item.optional_vars is not None:
                 assign_target(frame, item.optional_vars, entered)
@@ -450,7 +452,7 @@ def _with(frame, node, rest):
         raise
     except BaseException as e:
         while managers:
-            if managers.pop().__exit__(type(e), e, e.__traceback__):
+            if call_function(managers.pop().__exit__, [type(e), e, e.__traceback__], {}):
                 _exit_all(managers)   # suppressed: the outer managers exit normally
                 return
         raise
@@ -459,7 +461,7 @@ def _with(frame, node, rest):
 
 def _exit_all(managers):
     while managers:
-        managers.pop().__exit__(None, None, None)
+        call_function(managers.pop().__exit__, [None, None, None], {})
 
 
 def _s_unsupported(frame, node):

@@ -13,20 +13,26 @@ when there is one; else the implementation, called on the host with concrete val
 with concrete values (it may use NumPy). The transforms call the user's rules (the `_Rules` object below), which
 the compiler reaches through the equation's `rules` token. JAX's jaxpr types (`Jaxpr`,
 `ClosedJaxpr`, `Var`, tracing contexts) are not here: kiln has no jaxprs (docs/extend.md).
+`Literal` is the type of the constant operands of kiln's SSA equations (what `make_jaxpr`
+shows), `DebugInfo` that of `kiln.api_util.debug_info`, and `primitives` names kiln's
+primitives as JAX's `jax.extend.core.primitives` does.
 """
 import functools
 
 import numpy as np
 
-from ..compiler.ir.abstract import ShapedArray
-from ..compiler.ir.builder import current, trace_region, close_regions
-from ..compiler.ir.ssa import Literal
-from ..compiler.primitives.user import user_primitive, user_rules
-from ..compiler.primitives.rule_forms import has_tangent
-from ..custom_derivatives import value_aval as _aval, is_tracing as _tracing
-from ..interpreters import ad, batching
+from ...compiler.ir.abstract import ShapedArray
+from ...compiler.ir.builder import current, trace_region, close_regions
+from ...compiler.ir.ssa import Literal
+from ...compiler.primitives.user import user_primitive, user_rules
+from ...compiler.primitives.rule_forms import has_tangent
+from ...custom_derivatives import value_aval as _aval, is_tracing as _tracing
+from ...interpreters import ad, batching
 
-__all__ = ["Primitive", "mapped_aval", "unmapped_aval", "primal_dtype_to_tangent_dtype",
+from ..linear_util import DebugInfo
+from . import primitives  # noqa: F401
+
+__all__ = ["Primitive", "Literal", "DebugInfo", "primitives", "mapped_aval", "unmapped_aval", "primal_dtype_to_tangent_dtype",
            "valid_jaxtype"]
 
 
@@ -82,10 +88,10 @@ class Primitive:
         the target of a `kiln.ffi.ffi_lowering` rule, with the abstract evaluation's result
         types; else the implementation, called on the host with concrete values (as JAX
         promises it is)."""
-        from ..ffi import FfiLowering
-        from ..interpreters.mlir import _LoweredFunction
-        from ..interpreters.xla import apply_primitive
-        from ..introspection import ShapeDtypeStruct
+        from ...ffi import FfiLowering
+        from ...interpreters.mlir import _LoweredFunction
+        from ...interpreters.xla import apply_primitive
+        from ...introspection import ShapeDtypeStruct
         for rule in self._lowerings.values():
             if isinstance(rule, FfiLowering):
                 specs = [ShapeDtypeStruct(a.shape, a.dtype) for a in out_avals]
@@ -117,7 +123,7 @@ def _shaped(aval, prim):
 
 def _fit(x, aval, prim):
     """A result of the primitive's definition, checked against its abstract evaluation."""
-    from .. import lax
+    from ... import lax
     a = _aval(x)
     if a.shape != aval.shape:
         raise TypeError(f"primitive '{prim.name}': its definition returned a result of "
@@ -137,8 +143,8 @@ def _host(impl, out_avals):
 
 
 def _stage(prim, args, params):
-    from ..callbacks import pure_callback
-    from ..introspection import ShapeDtypeStruct
+    from ...callbacks import pure_callback
+    from ...introspection import ShapeDtypeStruct
     b = current()
     in_avals = [_aval(x) for x in args]
     out = prim.abstract_eval(*in_avals, **params)
@@ -253,7 +259,7 @@ def unmapped_aval(size, axis, aval, explicit_mesh_axis=None):
 
 def primal_dtype_to_tangent_dtype(primal_dtype):
     """The dtype of tangents of values of `primal_dtype` (float0 for integers and bools)."""
-    from ..dtypes import float0
+    from ...dtypes import float0
     dtype = np.dtype(primal_dtype)
     return dtype if has_tangent(ShapedArray((), dtype)) else float0
 
