@@ -1,6 +1,8 @@
 """`kiln.extend`, as far as kiln has JAX's `jax.extend`: `core`, for primitives defined by
-users (docs/extend.md). JAX's other `jax.extend` modules reach its jaxprs, MLIR and XLA
-backends, which kiln does not have."""
-from . import core  # noqa: F401
+users (docs/extend.md), with `core.primitives` (kiln's primitives under JAX's names), and
+`linear_util`, JAX's wrapped functions (`wrap_init`, `WrappedFun` and its transformations),
+which `kiln.api_util.flatten_fun` transforms. JAX's other `jax.extend` modules reach its MLIR
+and XLA backends, which kiln does not have."""
+from . import core, linear_util  # noqa: F401
 
-__all__ = ["core"]
+__all__ = ["core", "linear_util"]
