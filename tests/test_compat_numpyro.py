@@ -2,12 +2,13 @@
 
 tests/compat_programs/numpyro_models.py runs in two subprocesses at once, one with `import
 jax` answered by kiln and one on JAX; NUTS and HMC draws, SVI losses and parameters with an
-AutoNormal guide (numpyro.optim and optax), Predictive, log_density, the provenance of
-`get_dependencies` and the distributions' samples and log densities are compared. Skipped
+AutoNormal guide (numpyro.optim with Trace_ELBO, optax with TraceGraph_ELBO), Predictive,
+log_density, the provenance of `get_dependencies` and `get_model_relations` and the
+distributions' samples and log densities are compared. Skipped
 when numpyro is not importable (it is not one of kiln's dependencies); the subprocesses get
 the directory it was found in on their path. Also unit tests of what numpyro needed:
 `kiln.api_util.flatten_fun` over `kiln.extend.linear_util`, `make_jaxpr`'s jaxpr layout and
-`trace_state_clean`."""
+`trace_state_clean` and a `class` statement in compiled code."""
 import importlib.util
 import json
 import os
@@ -58,7 +59,7 @@ def test_numpyro_models_match_jax():
     assert got.pop("jax_is") == "kiln" and want.pop("jax_is") == "jax"
     # Provenance is sets of names: equal. The draws and fits are float32 computations
     # whose last digits differ (reductions, exp/log); NUTS's trajectories amplify that.
-    for exact in ("provenance", "dependencies", "nuts_steps"):
+    for exact in ("provenance", "dependencies", "relations", "nuts_steps"):
         assert got.pop(exact) == want.pop(exact), exact
     assert want["svi_losses"][-1] < want["svi_losses"][0]
     for name in sorted(want):
@@ -153,3 +154,33 @@ def test_call_primitives_are_never_in_kiln_ssa():
         with pytest.raises(NotImplementedError, match="kiln inlines such calls"):
             p.impl()
     assert primitives.while_p.name == "while_loop" and primitives.remat_p.name == "remat"
+
+
+class Scaler:
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self, x):
+        return x * self.k
+
+
+def defines_a_class(x, offset):
+    shift = 1.0
+
+    class Shifted(Scaler):
+        """A class statement in compiled code (numpyro's get_model_relations has one)."""
+        def __call__(self, x):
+            if isinstance(x, kiln.Array):    # traced: walked, as in JAX
+                return super().__call__(x) + shift + offset
+            return None
+
+    return Shifted(2.0)(x)
+
+
+def test_class_statement_in_compiled_code():
+    x = jnp.arange(3.)
+    want = x * 2.0 + 1.0 + 0.5
+    np.testing.assert_allclose(kiln.jit(defines_a_class)(x, 0.5), want)
+    np.testing.assert_allclose(kiln.grad(lambda x: defines_a_class(x, 0.5).sum())(x),
+                               [2., 2., 2.])
+    np.testing.assert_allclose(defines_a_class(x, 0.5), want)

@@ -1,7 +1,8 @@
 """numpyro on whatever `import jax` gives (kiln under KILN_AS_JAX=1, else JAX): a linear
 regression sampled with NUTS and HMC, fitted with SVI and an AutoNormal guide (numpyro.optim
-and optax), Predictive, log_density, provenance (get_dependencies), and samples and log
-densities of a few distributions. Prints the values as JSON, for tests/test_compat_numpyro.py."""
+with Trace_ELBO, optax with TraceGraph_ELBO), Predictive, log_density, provenance
+(get_dependencies, get_model_relations), and samples and log densities of a few
+distributions. Prints the values as JSON, for tests/test_compat_numpyro.py."""
 import json
 import sys
 import time
@@ -14,9 +15,9 @@ import optax
 import numpyro
 import numpyro.distributions as dist
 import numpyro.optim
-from numpyro.infer import HMC, MCMC, NUTS, SVI, Predictive, Trace_ELBO
+from numpyro.infer import HMC, MCMC, NUTS, SVI, Predictive, Trace_ELBO, TraceGraph_ELBO
 from numpyro.infer.autoguide import AutoNormal
-from numpyro.infer.inspect import get_dependencies
+from numpyro.infer.inspect import get_dependencies, get_model_relations
 from numpyro.infer.util import log_density
 from numpyro.ops.provenance import eval_provenance
 
@@ -44,6 +45,10 @@ def main():
     deps = get_dependencies(model, model_args=(x, y))
     out["dependencies"] = {kind: {site: sorted(on) for site, on in table.items()}
                            for kind, table in deps.items()}
+    relations = get_model_relations(model, model_args=(x, y))
+    out["relations"] = {kind: ({k: sorted(v) for k, v in table.items()}
+                               if isinstance(table, dict) else sorted(table))
+                        for kind, table in relations.items() if kind != "sample_dist"}
     out["log_density"] = float(log_density(model, (x, y), {}, {"a": .3, "b": 1.2, "s": .7})[0])
     times["inspect"] = time.time() - t
 
@@ -65,7 +70,7 @@ def main():
         random.PRNGKey(2), 15, x, y, progress_bar=False)
     out["svi_losses"] = values(fit.losses)
     out["svi_params"] = {k: values(v) for k, v in sorted(fit.params.items())}
-    fit2 = SVI(model, AutoNormal(model), optax.adam(0.05), Trace_ELBO()).run(
+    fit2 = SVI(model, AutoNormal(model), optax.adam(0.05), TraceGraph_ELBO()).run(
         random.PRNGKey(3), 5, x, y, progress_bar=False)
     out["svi_optax_losses"] = values(fit2.losses)
     times["svi"] = time.time() - t
