@@ -132,21 +132,10 @@ class Jaxpr:
         n = len(fn.invars) - n_consts
         self.fn, self.invars, self.constvars = fn, fn.invars[:n], fn.invars[n:]
 
-    @property
-    def eqns(self):
-        return self.fn.eqns
-
-    @property
-    def outvars(self):
-        return self.fn.outvars
-
-    @property
-    def in_avals(self):
-        return [v.aval for v in self.invars]
-
-    @property
-    def out_avals(self):
-        return self.fn.out_avals
+    eqns = property(lambda self: self.fn.eqns)
+    outvars = property(lambda self: self.fn.outvars)
+    in_avals = property(lambda self: [v.aval for v in self.invars])
+    out_avals = property(lambda self: self.fn.out_avals)
 
     def __str__(self):
         return str(self.fn)
@@ -163,17 +152,9 @@ class ClosedJaxpr:
         self.consts = list(consts)
         self.jaxpr = Jaxpr(fn, len(self.consts))
 
-    @property
-    def eqns(self):
-        return self.jaxpr.eqns
-
-    @property
-    def in_avals(self):
-        return self.jaxpr.in_avals
-
-    @property
-    def out_avals(self):
-        return list(self.jaxpr.out_avals)
+    eqns = property(lambda self: self.jaxpr.eqns)
+    in_avals = property(lambda self: self.jaxpr.in_avals)
+    out_avals = property(lambda self: list(self.jaxpr.out_avals))
 
     def pretty_print(self, **_):
         return str(self.jaxpr)

@@ -230,3 +230,7 @@ def fun_sourceinfo(fun):
     if text.startswith("<built-in function ") and text.endswith(">"):
         return text[len("<built-in function "):-1]
     return "<unknown>"
+
+
+def __dir__():
+    return sorted(__all__)

@@ -32,8 +32,8 @@ from ...interpreters import ad, batching
 from ..linear_util import DebugInfo
 from . import primitives  # noqa: F401
 
-__all__ = ["Primitive", "Literal", "DebugInfo", "primitives", "mapped_aval", "unmapped_aval", "primal_dtype_to_tangent_dtype",
-           "valid_jaxtype"]
+__all__ = ["Primitive", "Literal", "DebugInfo", "primitives", "mapped_aval", "unmapped_aval",
+           "primal_dtype_to_tangent_dtype", "valid_jaxtype"]
 
 
 class Primitive:

@@ -61,3 +61,7 @@ closed_call_p = _inlined("closed_call")
 jit_p = _inlined("jit")
 
 __all__ = sorted(list(_kiln_primitives()) + ["call_p", "closed_call_p", "jit_p"])
+
+
+def __dir__():
+    return list(__all__)
