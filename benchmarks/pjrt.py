@@ -6,9 +6,10 @@ the MLP SGD step, a 1024^2 float32 matmul, a batch of 64 256^3 float32 products 
 is the lhs's second axis (`vmap` with `in_axes=(1, 0)`), a 512^3 complex64 matmul,
 `x*x + x*2.0` on 5000x5000 float32 (run time,
 where both run the same compiler, so the ratio is what kiln adds around it), and the time from
-a new Python function to its first result for the MLP step (trace, lowering, XLA's compile
-and one run, for both; kiln's disk cache is off for that row, so that a later run of the suite,
-whose functions get the same constants, compiles too). Skipped with the reason when no PJRT
+a new Python function to its first result for the MLP step and for a small elementwise
+function (trace, lowering, XLA's compile and one run, for both; kiln's disk cache is off for
+those rows, so that a later run of the suite, whose functions get the same constants, compiles
+too). Skipped with the reason when no PJRT
 plug-in is installed.
 """
 import os
@@ -63,6 +64,10 @@ def cases(jax=None):
     def k_step_compile():
         return kjit(sgd_step(kiln, knp, lr=0.01 + fresh()))(kp, kx, ky)
 
+    def k_small_compile():
+        c = fresh()
+        return kjit(lambda x: knp.tanh(x) * 2.0 + x + c)(ks[0])
+
     j = {}
     if jax:
         jnp = jax.numpy
@@ -78,7 +83,9 @@ def cases(jax=None):
             small=lambda: f_small(*js), step=lambda: f_step(jp, jx, jy),
             matmul=lambda: f_matmul(ja, jb), fused=lambda: f_fused(jbig),
             batched=lambda: f_batched(jl, jr), complex=lambda: f_matmul(*jc),
-            step_compile=lambda: jax.jit(sgd_step(jax, jnp, lr=0.01 + fresh()))(jp, jx, jy))
+            step_compile=lambda: jax.jit(sgd_step(jax, jnp, lr=0.01 + fresh()))(jp, jx, jy),
+            small_compile=lambda: jax.jit(lambda x, c=fresh(): jnp.tanh(x) * 2.0 + x + c)(
+                js[0]))
     return [
         Case("pjrt", "dispatch x*y+1 f32[16]", lambda: k_small(*ks), jax=j.get("small"),
              note="arguments on the device; call + block_until_ready"),
@@ -91,6 +98,9 @@ def cases(jax=None):
         Case("pjrt", "x*x + x*2.0 f32[5000,5000]", lambda: k_fused(kbig), jax=j.get("fused")),
         Case("pjrt", "compile MLP step (fn -> first result)", k_step_compile,
              jax=j.get("step_compile"), note="trace + lower + XLA compile + one run",
+             context=lambda: mock.patch.dict(os.environ, KILN_CACHE_DIR="0")),
+        Case("pjrt", "first call of a new small jit (compile)", k_small_compile,
+             jax=j.get("small_compile"), note="trace + lower + XLA compile + one run",
              context=lambda: mock.patch.dict(os.environ, KILN_CACHE_DIR="0")),
     ]
 

@@ -48,6 +48,7 @@ from .callbacks import pure_callback  # noqa: F401,E402
 from .refs import Ref, new_ref, empty_ref, freeze, free_ref, ds  # noqa: F401,E402
 
 from .compiler import __version__  # noqa: F401,E402
+from .version import __version_info__  # noqa: F401,E402
 
 __all__ = ["Array", "config", "jit", "make_ir", "grad", "value_and_grad", "jvp", "vjp",
            "linearize", "jacfwd", "jacrev", "jacobian", "hessian", "custom_jvp",
@@ -85,7 +86,7 @@ def __dir__():
     """The public names: kiln's own modules (array, dispatch, staging, ...) are attributes of
     the package once imported, but not part of its API, so `dir()` and tab completion leave
     them out."""
-    return sorted(__all__ + ["__version__"])
+    return sorted(__all__ + ["__version__", "__version_info__"])
 
 
 def __getattr__(name):

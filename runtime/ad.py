@@ -34,11 +34,12 @@ from .wrappers import user_facing as _call, name_like as _name_like, describe as
 from .compiler.errors import ConcretizationError
 from .compiler.ir.builder import Builder, current
 from .compiler.ir.ssa import Literal
+from .compiler.ir import dtypes as _dtypes
 from .compiler.primitives import emit
 from .compiler.transforms.jvp import jvp_emit
 from .compiler.transforms.vjp import vjp_forward, vjp_backward
 
-float0 = np.dtype([("float0", np.void, 0)])
+float0 = _dtypes.FLOAT0
 
 
 class ArgnumsError(ValueError, TypeError):
@@ -1061,7 +1062,7 @@ def saved_residuals(fun, *args, **kwargs):
     st, _, fn, n_out, _, n_ct = _vjp_function(fun, p_tree, flags, False, statics, dynamic)
     n_f = len(st.fn.invars)
     static_at = {i for i, _, _ in statics}
-    leaf_names = [name for i, name in enumerate(_argument_leaf_names(fun, args))
+    leaf_names = [name for i, name in enumerate(argument_leaf_names(fun, args))
                   if i not in static_at]
     fn = staging.run_pipeline(fn)
     unknown = [False] * n_f + [True] * n_ct + [False] * (len(fn.invars) - n_f - n_ct)
@@ -1152,7 +1153,7 @@ def _made_inside(eqn, i):
     return found
 
 
-def _argument_leaf_names(fun, args):
+def argument_leaf_names(fun, args):
     """JAX's name of each leaf of the positional `args` of `fun`: its parameter's name and
     the leaf's path in it (`params[0]`, `x`, `args[1]['w']`), or `args[i]...` where the
     signature cannot say."""

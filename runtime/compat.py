@@ -8,7 +8,8 @@ in the environment does the same at interpreter start, through the `kiln-as-jax.
 installed with the package (`python -m kiln.compat` writes it into an environment that lacks it).
 
 JAX's internals (`jax._src`, except the private modules whose public names kiln's public
-modules have, `_PRIVATE_TWINS`; `jaxlib`) and any `jax.<name>` kiln has no module for raise an
+modules have and `jax._src.traceback_util`, `_PRIVATE_TWINS`, and those imported empty,
+`_PRIVATE_EMPTY`; `jaxlib`) and any `jax.<name>` kiln has no module for raise an
 `ImportError` that names the module and this switch. docs/compat.md lists what is in reach.
 """
 import importlib
@@ -37,8 +38,15 @@ _INTERNALS = {
 _PRIVATE_TWINS = {"jax._src.flatten_util": "kiln.flatten_util",
                   "jax._src.tree_util": "kiln.tree_util", "jax._src.typing": "kiln.typing",
                   "jax._src.api": "kiln", "jax._src.lax.lax": "kiln.lax",
-                  "jax._src.core": "kiln.core"}
+                  "jax._src.core": "kiln.core", "jax._src.dtypes": "kiln.dtypes",
+                  # register_exclusion and api_boundary, which equinox and jaxtyping call at
+                  # import: kiln's traceback filter, with the same meaning
+                  "jax._src.traceback_util": "kiln._traceback"}
 _PRIVATE_PARENTS = ("jax._src", "jax._src.lax")   # packages of the twins, empty otherwise
+# Private modules libraries import whole at the top of a module only to look up an optional
+# name in them later (equinox: `jax._src.dispatch.wait_for_tokens`, inside a try for
+# AttributeError): they import, empty, and every name in them is refused as an AttributeError.
+_PRIVATE_EMPTY = ("jax._src.dispatch",)
 _INTERNAL_WHY = ("is {}, which kiln does not have: kiln compiles Python source instead of tracing "
                  "to jaxprs and running XLA")
 
@@ -66,10 +74,10 @@ class _Loader(importlib.abc.Loader):
         module.__spec__ = self.spec
 
 
-class _PrivateParent(importlib.abc.Loader):
-    """`jax._src` (or `jax._src.lax`) itself: an empty package, so that the twins below it
-    import; any other name in it is refused (as a submodule by the finder, as an attribute
-    here)."""
+class _PrivateEmpty(importlib.abc.Loader):
+    """`jax._src` (or `jax._src.lax`) itself, an empty package, so that the twins below it
+    import, and the modules of `_PRIVATE_EMPTY`; any other name in them is refused (as a
+    submodule by the finder, as an attribute here)."""
 
     def create_module(self, spec):
         return None
@@ -79,7 +87,8 @@ class _PrivateParent(importlib.abc.Loader):
             raise AttributeError(_refusal(f"{module.__name__}.{name}", _INTERNAL_WHY.format(
                 _INTERNALS["jax._src"])))
         module.__getattr__ = __getattr__
-        module.__path__ = []
+        if module.__spec__.submodule_search_locations is not None:
+            module.__path__ = []
 
 
 class JaxFinder(importlib.abc.MetaPathFinder):
@@ -92,7 +101,9 @@ class JaxFinder(importlib.abc.MetaPathFinder):
             module = importlib.import_module(_PRIVATE_TWINS[fullname])
             return importlib.machinery.ModuleSpec(fullname, _Loader(module))
         if fullname in _PRIVATE_PARENTS:   # the twins' parents: packages with nothing else
-            return importlib.machinery.ModuleSpec(fullname, _PrivateParent(), is_package=True)
+            return importlib.machinery.ModuleSpec(fullname, _PrivateEmpty(), is_package=True)
+        if fullname in _PRIVATE_EMPTY:
+            return importlib.machinery.ModuleSpec(fullname, _PrivateEmpty())
         for prefix, why in _INTERNALS.items():
             if fullname == prefix or fullname.startswith(prefix + "."):
                 raise _refusal(fullname, _INTERNAL_WHY.format(why))

@@ -11,6 +11,10 @@ only plain functions, numbers, arrays and modules are deferred (`defer_region`):
 only when a derivative needs them, as JAX traces them. Inside its own rules, a custom function
 called again always defers its rules, so derivatives of every order use the user's rules, as
 in JAX, and specialisation ends.
+
+`custom_vjp.defvjp(..., symbolic_zeros=True)` gives `fwd` its arguments as `CustomVJPPrimal`s
+with JAX's `perturbed` flags, and lets `bwd` return `SymbolicZero`s; `custom_jvp_call_p` and
+`custom_vjp_call_p` are the primitives of the calls in kiln's SSA, under JAX's names.
 """
 import contextlib
 import functools
@@ -157,7 +161,8 @@ class _CustomFunction:
                 except RuntimeError:   # of a specialisation that has ended: not reachable
                     pass
             (f,), outer = close_regions([primal])
-            regions = [defer_region(rule_name, self._deferred(fn, outer))
+            regions = [defer_region(rule_name, self._deferred(fn, outer),
+                                    takes_active=getattr(fn, "takes_active", False))
                        for _, rule_name, fn, _ in rules]
         params = dict(zip([r[0] for r in rules], regions), call=f, num_consts=len(outer))
         return b.bind(PRIMITIVES[self._primitive], list(outer) + list(leaves), params)
@@ -187,12 +192,14 @@ class _CustomFunction:
         captured (`outer`: a traced non-differentiable argument, ...), which stand for those
         values when it is specialised later; its own calls of the function defer their rules
         again."""
-        def rule(inputs):
+        def rule(inputs, active=None):
             b = current()
             for t, x in zip(outer, inputs):
                 b.alias(t, x)
             with self._tracing_rules():
-                return fn(inputs[len(outer):])
+                if active is None:
+                    return fn(inputs[len(outer):])
+                return fn(inputs[len(outer):], active[len(outer):])
         return rule
 
 
@@ -361,12 +368,22 @@ class custom_vjp(_CustomFunction):
     def __init__(self, fun, nondiff_argnums=()):
         super().__init__(fun, nondiff_argnums)
         self.fwd = self.bwd = None
+        self.symbolic_zeros = False
 
     def _rules(self):
         return [self.fwd, self.bwd]
 
     def defvjp(self, fwd, bwd, symbolic_zeros=False, optimize_remat=False):
+        """`symbolic_zeros=True`: `fwd` receives each leaf of the differentiable arguments as
+        a `CustomVJPPrimal(value, perturbed)`, `perturbed` true where reverse mode
+        differentiates it (the rule is then deferred until reverse mode needs it, which
+        knows, also for a call `vmap` batched first; where a rule is specialised without
+        that knowledge, every inexact leaf counts as perturbed). `bwd` may return a `SymbolicZero` (or None) for a
+        zero cotangent; the cotangents it receives are arrays, zeros included."""
         self.fwd, self.bwd = fwd, bwd
+        self.symbolic_zeros = bool(symbolic_zeros)
+        if self.symbolic_zeros:
+            self._defer_rules = True
 
     def __call__(self, *args, **kwargs):
         if self.fwd is None:
@@ -381,7 +398,11 @@ class custom_vjp(_CustomFunction):
 
         call = self._primal_region(nondiff, tree, record, name)
 
-        def fwd(inputs):
+        def fwd(inputs, active=None):
+            if self.symbolic_zeros:
+                perturbed = [_inexact(a) and (active is None or bool(f))
+                             for a, f in zip(avals, active or avals)]
+                inputs = [CustomVJPPrimal(x, p) for x, p in zip(inputs, perturbed)]
             pair = _walk(self.fwd, _merge(nondiff, tree_unflatten(tree, inputs)))
             if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
                 raise TypeError(f"Custom VJP fwd rule of {name} must return a pair (primal "
@@ -392,14 +413,24 @@ class custom_vjp(_CustomFunction):
                                 f"with the primal function's structure {record['tree']}, but "
                                 f"got {out_tree}")
             res_leaves, record["res_tree"] = tree_flatten(pair[1])
-            res_leaves = [r if hasattr(r, "aval") else to_array(r) for r in res_leaves]
+            # Python scalars (a `perturbed` flag) reach bwd as they are, as in JAX, where
+            # they are not traced; arrays go through the residual outputs.
+            record["res_static"] = {i: r for i, r in enumerate(res_leaves)
+                                    if isinstance(r, (bool, int, float, complex))}
+            res_leaves = [r if hasattr(r, "aval") else to_array(r)
+                          for i, r in enumerate(res_leaves) if i not in record["res_static"]]
             record["res_avals"] = [value_aval(r) for r in res_leaves]
             return [_as(o, a, f"custom VJP fwd rule of {name}: primal output")
                     for o, a in zip(out_leaves, record["avals"])] + res_leaves
 
+        fwd.takes_active = True
+
         def bwd(inputs):
             n_res = len(record["res_avals"])
-            res = tree_unflatten(record["res_tree"], inputs[:n_res])
+            traced, static = iter(inputs[:n_res]), record["res_static"]
+            res = tree_unflatten(record["res_tree"], [
+                static[i] if i in static else next(traced)
+                for i in range(record["res_tree"].num_leaves)])
             it = iter(inputs[n_res:])
             cts = [next(it) if _inexact(a) else np.zeros(a.shape, a.dtype)
                    for a in record["avals"]]
@@ -418,6 +449,10 @@ class custom_vjp(_CustomFunction):
                     grads += [None] * len(arg_leaves)
                     continue
                 ct_leaves, ct_tree = tree_flatten(ct_i, is_leaf=lambda v: v is None)
+                if ct_tree != arg_tree:   # a None for a None in the argument: no cotangent
+                    with_none, none_tree = tree_flatten(arg, is_leaf=lambda v: v is None)
+                    if none_tree == ct_tree:
+                        ct_leaves = [c for c, a in zip(ct_leaves, with_none) if a is not None]
                 if ct_tree != arg_tree and len(ct_leaves) != len(arg_leaves):
                     raise TypeError(f"Custom VJP bwd rule of {name} must produce an output "
                                     f"with the same container (pytree) structure as the "
@@ -428,7 +463,8 @@ class custom_vjp(_CustomFunction):
             for g, a in zip(grads, avals):
                 if not _inexact(a):
                     continue
-                out_cts.append(np.zeros(a.shape, a.dtype) if g is None else
+                out_cts.append(np.zeros(a.shape, a.dtype) if g is None
+                               or isinstance(g, SymbolicZero) else
                                _as(g, a, f"custom VJP bwd rule of {name}: cotangent"))
             return out_cts
         def bwd_avals():
@@ -492,3 +528,40 @@ def _tree_zeros(tree):
     leaves, t = tree_flatten(tree)
     return tree_unflatten(t, [zeros_like(x) for x in leaves])
 
+
+class SymbolicZero:
+    """A zero tangent or cotangent of abstract value `aval` (JAX's `SymbolicZero`): `shape`,
+    `dtype` and the other attributes are `aval`'s. kiln's rules receive zeros as arrays
+    (see `custom_vjp.defvjp`); a `bwd` rule may return a SymbolicZero for a zero cotangent."""
+
+    def __init__(self, aval):
+        self.aval = aval
+
+    def __repr__(self):
+        return "SymbolicZero"
+
+    def __getattr__(self, name):
+        if name == "aval":   # not set yet (while unpickling or copying)
+            raise AttributeError(name)
+        return getattr(self.aval, name)
+
+    @staticmethod
+    def from_primal_value(val):
+        return SymbolicZero(value_aval(val).to_tangent_aval())
+
+
+class CustomVJPPrimal:
+    """An argument of a `custom_vjp` forward rule defined with `symbolic_zeros=True` (JAX's
+    `CustomVJPPrimal`): its `value`, and `perturbed`, whether it is being differentiated."""
+    __slots__ = ("value", "perturbed")
+
+    def __init__(self, value, perturbed):
+        self.value, self.perturbed = value, perturbed
+
+    def __repr__(self):
+        return f"CustomVJPPrimal(value={self.value!r}, perturbed={self.perturbed!r})"
+
+
+# The primitives of custom-rule calls in kiln's SSA (their equations' `prim`), under JAX's names.
+custom_jvp_call_p = PRIMITIVES["custom_jvp_call"]
+custom_vjp_call_p = PRIMITIVES["custom_vjp_call"]

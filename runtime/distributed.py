@@ -136,7 +136,9 @@ def _load_mpi():
     return MPI
 
 
-def _wait(request, seconds, what):
+def wait(request, seconds, what):
+    """Poll the mpi4py `request` until it completes; a DistributedTimeoutError (naming `what`)
+    after `seconds`, and the job is then aborted at exit."""
     deadline = time.monotonic() + seconds
     while not request.Test():
         if time.monotonic() > deadline:
@@ -180,7 +182,7 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
         atexit.register(_abort_if_broken)
         _ATEXIT.append(True)
     comm, request = MPI.COMM_WORLD.Idup()
-    _wait(request, float(initialization_timeout), "joining the MPI world (MPI_Comm_idup)")
+    wait(request, float(initialization_timeout), "joining the MPI world (MPI_Comm_idup)")
     rank, size = comm.Get_rank(), comm.Get_size()
     if num_processes is not None and num_processes != size:
         raise ValueError(f"num_processes={num_processes} but the MPI world has {size} processes")
@@ -209,7 +211,7 @@ def shutdown():
     if world is None:
         return
     if world.comm is not None and not mpi_engine.is_broken():
-        _wait(world.comm.Ibarrier(), timeout(), "kiln.distributed.shutdown() (a barrier)")
+        wait(world.comm.Ibarrier(), timeout(), "kiln.distributed.shutdown() (a barrier)")
         mpi_engine.teardown()
         processes.set_engine(None)
         world.comm.Free()

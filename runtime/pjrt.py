@@ -28,7 +28,7 @@ for jit's dispatch fast path: a native builtin, compiler/backends/pjrt/entry.py,
 native methods of methods.py installed beside it, or its Python definition `_python_call`).
 Its donated arguments are aliased to results of their shape and dtype (`aliases`,
 `tf.aliasing_output`): PJRT takes their buffers over (`Program.held`, which jit reads).
-`compile_replicated(fn, devices)` is pmap's and shard_map's: one module with a replica per
+`compile_replicated(fn, devices)` is pmap's: one module with a replica per
 device, run over all of them in one execution (`ReplicatedProgram`), its results left on the
 devices (pjrt_spread.py makes them one Array).
 """
@@ -44,6 +44,7 @@ from .compiler.backends.pjrt import entry as native_entry, methods as native_met
     plugins, topology as topologies
 from .compiler.backends.pjrt.replicated import ReplicatedExecutable
 from .devices import Device, chosen_cpu_count
+from .distributed import process_layout
 from .fastcall import MISS
 from . import _default_device
 
@@ -56,17 +57,31 @@ def client_options(path):
     """PJRT_Client_Create's options for the plug-in at `path`: XLA's CPU plug-in (a file named
     `*cpu*`) gets `cpu_device_count` when a setting chose kiln's CPU device count
     (devices.chosen_cpu_count); it does not read XLA_FLAGS' host device count, and has 4
-    devices otherwise."""
-    count = chosen_cpu_count() if "cpu" in os.path.basename(path) else None
-    return {} if count is None else {"cpu_device_count": count}
+    devices otherwise. Another plug-in in a run of several processes (kiln.distributed) gets
+    `node_id` and `num_nodes` (this process's index and the process count, as JAX passes
+    them); the CPU plug-in reads neither (its client's process index stays 0)."""
+    if "cpu" in os.path.basename(path):
+        count = chosen_cpu_count()
+        return {} if count is None else {"cpu_device_count": count}
+    process, processes = process_layout()
+    return {} if processes == 1 else {"node_id": process, "num_nodes": processes}
 
 
 def client(path):
-    """The process's client of the plug-in at `path`, created on first use."""
+    """The process's client of the plug-in at `path`, created on first use; in a run of
+    several processes a plug-in other than the CPU's also gets the processes' key-value store
+    (pjrt_store.py), its keys prefixed by the plug-in's file name and a colon, as JAX gives its
+    distributed client's prefixed by the platform's name."""
     with _LOCK:
         made = _CLIENTS.get(path)
         if made is None:
-            made = _CLIENTS[path] = pjrt.Client(plugins.load(path), client_options(path))
+            store = None
+            if process_layout()[1] > 1 and "cpu" not in os.path.basename(path):
+                from .pjrt_store import shared_store
+                store = shared_store()
+            made = _CLIENTS[path] = pjrt.Client(
+                plugins.load(path), client_options(path), store,
+                os.path.basename(path).encode() + b":")
     return made
 
 
@@ -456,22 +471,26 @@ def on_pjrt(devices):
 
 
 def compile_replicated(fn, mesh_axes, devices, **params):
-    """pmap's and shard_map's backend "pjrt": (the SSA, its `ReplicatedProgram`). `fn` is one
+    """pmap's backend "pjrt": (the SSA, its `ReplicatedProgram`). `fn` is one
     replica's SSA; after the reference pipeline its collectives are told their replicas'
     layout (`mesh_axes`, and `params` such as `processes`: replicas.with_collective_params),
     and it is lowered to one StableHLO module with a replica per device of `devices`
     (PjrtDevices of one plug-in, in replica order; its products kiln's where the plug-in has
-    the handlers: `kiln_dots`) and compiled for them."""
+    the handlers: `kiln_dots`) and compiled for them. With `processes` above 1 the axis spans
+    that many processes, and pjrt_processes.py supplies the collectives' part across them."""
     from .compiler.backends.stablehlo import lower_module
     from .compiler.primitives.replicas import with_collective_params
     from .staging import run_pipeline
     ssa = with_collective_params(run_pipeline(fn, "pjrt"), mesh_axes=mesh_axes, **params)
+    if params.get("processes", 1) > 1:   # collectives across processes: FFI handlers over MPI
+        from . import pjrt_processes
+        pjrt_processes.prepare(devices)
     module = lower_module(ssa, replicas=len(devices), dots=kiln_dots(devices[0]))
     return ssa, ReplicatedProgram(module, devices, ssa=ssa)
 
 
 class ReplicatedProgram:
-    """A pmap's or shard_map's StableHLO module compiled with one replica per device:
+    """A pmap's StableHLO module compiled with one replica per device:
     `run_replicas(argument_lists)` runs replica i on `argument_lists[i]` (its arguments and
     constants: DeviceBuffers of device i, or host values) in one execution over every device,
     and returns each replica's results as DeviceBuffers left on its device. `serialized`

@@ -88,17 +88,18 @@ def _on_pjrt(sharding):
     return any(d.layer is not None and d.layer.backend == "pjrt" for d in sharding.device_set)
 
 
-def partitioned_call(jitted, args, kwargs, mesh=None):
+def partitioned_call(jitted, args, kwargs, mesh=None, fixed=False):
     """A call of `jitted` partitioned over PJRT devices (module docstring); `mesh`: the one
-    of a shard_map in it, where no argument or sharding gives one."""
-    entry, placed, leaves = specialised(jitted, args, kwargs, mesh)
+    of a shard_map in it, where no argument or sharding gives one (`fixed`: whatever they
+    give, the call of a shard_map on its own)."""
+    entry, placed, leaves = specialised(jitted, args, kwargs, mesh, fixed)
     return run(entry, placed, leaves)
 
 
-def specialised(jitted, args, kwargs, mesh=None):
+def specialised(jitted, args, kwargs, mesh=None, fixed=False):
     """(the entry of a call of `jitted`, compiled now when missing, its arguments placed on
-    the entry's mesh (`mesh` where no argument or sharding gives one), the dynamic leaves
-    as given)."""
+    the entry's mesh (`mesh` where no argument or sharding gives one, or whatever they give
+    if `fixed`), the dynamic leaves as given)."""
     from .placement import _as_sharding
     from .global_jit import _per_leaf, placed_call
     from .jit import warn_unusable
@@ -106,7 +107,9 @@ def specialised(jitted, args, kwargs, mesh=None):
     args, statics, leaves, treedef = placed_call(jitted, args, kwargs)
     donated = jitted._donated_leaves(args, kwargs)
     out_shardings = (jitted._shardings or (None, None))[1]
-    mesh = _mesh(leaves, _given(jitted), jitted.__name__, mesh)
+    if not fixed:
+        mesh = _mesh(leaves, _given(jitted), jitted.__name__, mesh)
+    source = "shard_map" if fixed else _source(jitted, args, leaves, _given(jitted))
     placed = place(leaves, mesh)
     avals = [leaf_aval(x, f"argument {i} of {jitted.__name__}")[0] for i, x in enumerate(placed)]
     specs = tuple(spread_of(x).sharding.spec.padded(len(a.shape)) for x, a in zip(placed, avals))
@@ -114,9 +117,12 @@ def specialised(jitted, args, kwargs, mesh=None):
     key = (treedef, tuple(avals), specs, statics, mesh, shardy)
 
     def make(stale):
-        with regions_over(mesh):   # shard_maps over the mesh as JAX writes them
+        with regions_over(mesh, source) as regions:   # shard_maps as JAX writes them
             st, _, _ = staging.stage_call(jitted._fun, args, kwargs, jitted._static,
                                           shown=jitted.__name__, avals=avals)
+        # XLA's choice of an open result's sharding is read over the mesh of the first
+        # shard_map in the function where the jit gives no shardings, as JAX reads it
+        chosen_over = regions[0] if regions and not _given(jitted) else mesh
         n = st.out_tree.num_leaves
         targets = [_as_sharding(s) for s in _per_leaf(out_shardings,
                                                       tree_unflatten(st.out_tree, [0] * n))]
@@ -126,13 +132,13 @@ def specialised(jitted, args, kwargs, mesh=None):
             if t is not None:
                 _check_target(t, a, mesh, jitted.__name__)
         entry = None if None not in targets else \
-            _compile(st, ins, targets, mesh, jitted.__name__, donated, shardy)
+            _compile(st, ins, targets, mesh, jitted.__name__, donated, shardy, chosen_over)
         if entry is None:   # kiln's inference for the results out_shardings leaves open
             inferred = _inferred(st.fn, ins, st.out_avals, mesh)
             outs = [guess if t is None else t for t, guess in zip(targets, inferred)]
             for t, a in zip(outs, st.out_avals):
                 _check_target(t, a, mesh, jitted.__name__)
-            entry = _compile(st, ins, outs, mesh, jitted.__name__, donated, shardy)
+            entry = _compile(st, ins, outs, mesh, jitted.__name__, donated, shardy, mesh)
         warn_unusable([avals[i] for i in donated if i not in entry.held], _frames_in_kiln())
         entry.name, entry.in_tree, entry.in_avals = jitted.__name__, treedef, tuple(avals)
         entry.in_shardings = ins[:len(placed)]
@@ -215,6 +221,24 @@ def _mesh(leaves, given, name, fallback=None):
                      f"NamedSharding(mesh, spec) over a Mesh of kiln.devices('pjrt')")
 
 
+def _source(jitted, args, leaves, given):
+    """What gives a call its mesh (`_mesh`), as JAX's error for a shard_map over other
+    devices names it before "with device ids": `argument a of f with shape float32[8,4] and`,
+    else the jit's shardings, else the shard_map in it."""
+    from .ad import argument_leaf_names
+    for i, x in enumerate(leaves):
+        s = spread_of(x)
+        if s is not None:
+            names = argument_leaf_names(jitted._fun, args)
+            name = names[i] if len(names) == len(leaves) else f"args[{i}]"
+            fun = getattr(jitted._fun, "__qualname__", jitted.__name__)
+            return (f"argument {name} of {fun} with shape "
+                    f"{np.dtype(x.dtype).name}[{','.join(map(str, x.shape))}] and")
+    if any(isinstance(s, NamedSharding) and _on_pjrt(s) for s in given):
+        return f"the shardings of jit({jitted.__name__})"
+    return "shard_map inside jit"
+
+
 def _inferred(fn, ins, out_avals, mesh):
     """The sharding of each result for which out_shardings gives none, as JAX would infer
     it, for the layout kiln's partitioning rules know (compiler/transforms/partition.py:
@@ -273,14 +297,15 @@ def _dims(sharding, ndim):
     return [tuple(names.index(n) for n in sharding.spec.names(d)) for d in range(ndim)]
 
 
-def _compile(st, ins, outs, mesh, name, donated, shardy):
+def _compile(st, ins, outs, mesh, name, donated, shardy, chosen_over):
     """The entry of a call: `st` (staging.Staged) lowered with shardings `ins` (arguments,
     then constants) and `outs`, Shardy's if `shardy` else GSPMD's, compiled with one
     partition per device of `mesh`; a donated argument (`donated`: indices) aliased to the
     first free result of its shape, dtype and sharding. A result whose `outs` is None has no
     sharding in the module: XLA chooses it, and the entry's is what XLA chose, read back
-    from the executable (`_chosen`); None when that is not a NamedSharding over `mesh` with
-    the blocks XLA made, or the plug-in does not say (the caller infers one instead). Then a
+    from the executable (`_chosen`); None when that is not a NamedSharding over
+    `chosen_over` (a mesh of the same devices in the same order) with the blocks XLA made,
+    or the plug-in does not say (the caller infers one instead). Then a
     donated argument for which some result of its shape and dtype exists is a buffer donor
     (`jax.buffer_donor`, as in JAX): XLA gives its buffer to a result once it has placed
     them, and PJRT takes it over in any case."""
@@ -320,7 +345,7 @@ def _compile(st, ins, outs, mesh, name, donated, shardy):
         [None if s is None else a.update(shape=s.shard_shape(a.shape))
          for s, a in zip(outs, out_avals)], infos, partitioned=True, shardy=shardy)
     if None in outs:
-        outs = _chosen(entry.executable, outs, out_avals, mesh)
+        outs = _chosen(entry.executable, outs, out_avals, chosen_over)
         if outs is None:
             entry.executable.close()
             return None

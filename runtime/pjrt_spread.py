@@ -5,8 +5,8 @@ per-device buffers (client.Buffer, one per device of its sharding, in the order 
 `sharding._devices()`: a mesh's devices row-major), its `sharding` (a NamedSharding over PJRT
 devices), its global shape and dtype, and `squeezed`: the dimension each buffer leaves out, or
 None. pmap's results are squeezed along their mapped axis (each replica's buffer is its own
-result, without the axis, as the next pmap takes it); `device_put` and shard_map give the
-blocks themselves (squeezed None).
+result, without the axis, as the next pmap takes it); `device_put` and partitioned calls
+(sharded jit, shard_map) give the blocks themselves (squeezed None).
 
 - `np.asarray(x)` copies every device's block to the host into one array (Spread.to_host);
   `block_until_ready()` awaits every buffer.
@@ -22,12 +22,12 @@ blocks themselves (squeezed None).
   device holding exactly that block; copied device to device when it is on one PJRT device
   and the sharding replicated; else from the host; `as_blocks(x)`: a pmap result holding its
   blocks (each buffer given its axis back on its device), as sharded jit takes it.
-- `replica_buffers(x, axis, devices)`: pmap's and shard_map's fast way in: the per-device
-  buffers of `x` when it is spread over `devices` in the layout the map takes (for pmap, a
-  result of a pmap, or blocks of one row each, squeezed on their devices), else None (the
-  caller then takes its host value).
-- `stacked(rows, mesh, axis_name, axis, weak)`, `joined(blocks, sharding, weak)`: the Arrays
-  pmap and shard_map return from their per-device result buffers.
+- `replica_buffers(x, axis, devices)`: pmap's fast way in: the per-device buffers of `x`
+  when it is spread over `devices` in the layout the map takes (a result of a pmap, or
+  blocks of one row each, squeezed on their devices), else None (the caller then takes its
+  host value).
+- `stacked(rows, mesh, axis_name, axis, weak)`: the Array pmap returns from its per-device
+  result buffers.
 """
 import atexit
 import math
@@ -249,22 +249,18 @@ def _resharded(sharding):
     return fn
 
 
-def replica_buffers(x, axis, devices, sharding=None):
-    """What replica i of a pmap (`axis`: the mapped axis; `sharding` None) or shard_map
-    (`sharding`: the NamedSharding its in_spec gives, `axis` None) over `devices` takes of
-    `x`, per device: DeviceBuffers, when `x` is spread over exactly those devices in that
-    layout; else None."""
+def replica_buffers(x, axis, devices):
+    """What replica i of a pmap over `devices` (`axis`: the mapped axis) takes of `x`, per
+    device: DeviceBuffers, when `x` is spread over exactly those devices in that layout;
+    else None."""
     s = spread_of(x)
     if s is None or list(s.sharding._devices()) != list(devices):
         return None
-    if sharding is not None:
-        ok = s.squeezed is None and s.sharding == sharding
-    else:
-        ok = axis is not None and s.squeezed == axis and \
-            s.sharding.spec.names(axis) and len(devices) == s.shape[axis]
-        if axis is not None and _rows(s, axis):   # device i holds row i: squeezed there
-            return [_reshaped(_wrap(DeviceBuffer(b, d.layer)), axis, False)._value
-                    for b, d in zip(s.buffers, devices)]
+    ok = axis is not None and s.squeezed == axis and \
+        s.sharding.spec.names(axis) and len(devices) == s.shape[axis]
+    if axis is not None and _rows(s, axis):   # device i holds row i: squeezed there
+        return [_reshaped(_wrap(DeviceBuffer(b, d.layer)), axis, False)._value
+                for b, d in zip(s.buffers, devices)]
     if not ok:
         return None
     return [DeviceBuffer(b, d.layer) for b, d in zip(s.buffers, devices)]
@@ -297,15 +293,3 @@ def stacked(rows, mesh, axis_name, axis, weak):
     spec[axis] = axis_name
     return spread_array([r.data for r in rows], NamedSharding(mesh, PartitionSpec(*spec)),
                         shape, first.dtype, weak, squeezed=axis)
-
-
-def joined(blocks, sharding, weak):
-    """shard_map's result from each device's block (DeviceBuffers, in `sharding`'s device
-    order): the array they make up, spread over the devices."""
-    data = [b.data for b in blocks]
-    sizes = sharding.mesh.shape
-    shape = [n * math.prod(sizes[a] for a in sharding.spec.names(d))
-             for d, n in enumerate(data[0].shape)]
-    return spread_array(data, sharding, shape, data[0].dtype, weak)
-
-

@@ -34,17 +34,18 @@ specialisation, through `emit`).
 - A call (outside any specialisation) stages `f` once per signature for one replica, with the
   mesh's axes bound, tells its collectives the mesh layout (`replicas.with_collective_params`),
   compiles it, and runs one replica per device on threads as `pmap` does
-  (`_replica_threads.run_replicas`). A mesh of PJRT devices compiles it as one StableHLO
-  module replicated over them instead (pjrt.compile_replicated), run in one execution, and
-  its results stay on the devices, spread over them by `out_specs` (pjrt_spread.py); an
-  argument already spread over them by its `in_specs` goes in as its buffers.
+  (`_replica_threads.run_replicas`). Over a Mesh of PJRT devices a call is `kiln.jit` of the
+  shard_map instead: one module partitioned over the mesh (below), its results spread over
+  it with the NamedSharding of `out_specs`, as JAX's call gives them.
 - Inside a specialisation (`jit(shard_map(f))`, `grad(...)`) it is emitted as nested `vmap`s,
   one per mesh axis, with the same names: the same values in one program. While a jit
   partitioned over the mesh (of PJRT devices) is staged (`regions_over`, pjrt_partitioned.py)
   it is one `shard_map` equation with the body as its region instead
-  (compiler/primitives/manual.py), which the module writes as JAX's manual computation.
-  A jit staged under `finding_pjrt_meshes` that meets a shard_map over a Mesh of PJRT devices
-  raises `OnPjrtMesh`: the call runs partitioned over that mesh (jit.py), as JAX's does.
+  (compiler/primitives/manual.py), which the module writes as JAX's manual computation; so
+  is one over another Mesh of the same devices in the same order, and one over other
+  devices is JAX's "Received incompatible devices" ValueError. A jit staged under
+  `finding_pjrt_meshes` that meets a shard_map over a Mesh of PJRT devices raises
+  `OnPjrtMesh`: the call runs partitioned over that mesh (jit.py), as JAX's does.
 """
 import contextlib
 import math
@@ -57,7 +58,7 @@ from . import staging, _replica_threads, vma
 from .staging import leaf_value, wrap_outputs
 from .dispatch import is_traced
 from .wrappers import user_facing, name_like, describe
-from .array import Array, placed_on
+from .array import placed_on
 from .sharding import AxisType, Mesh, NamedSharding, PartitionSpec, get_mesh
 from .sharding_types import TypedAval, retyped, spec_of
 from .compiler.ir.builder import Builder, current
@@ -71,7 +72,7 @@ from .lax._parallel import axis_frame
 
 class _Entry(staging.Entry):
     __slots__ = ("executable", "consts", "out_tree", "out_weak", "out_specs", "parallel",
-                 "out_blocks", "devices", "out_placements")
+                 "out_blocks", "out_placements")
 
 
 def _mesh_axes(mesh):
@@ -217,8 +218,9 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
     axes = _manual_axes(mesh_axes, axis_names)
     partial = len(axes) < len(mesh_axes)
     sizes = dict(axes)
-    total = math.prod(sizes.values())
     cache = staging.GuardedCache()
+    as_jit = []   # [kiln.jit(mapped)], whose partitioned entries the calls over a Mesh of
+    #               PJRT devices run (made by the first)
 
     def _split(args):
         """(leaves, treedef, their types, the mesh axes of each dimension, block types)."""
@@ -248,10 +250,14 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
         leaves, treedef, avals, entries, blocks = _split(args)
         if current() is not None or any(is_traced(x) for x in leaves):
             return _emit(leaves, treedef, avals, entries, blocks)
+        if _on_pjrt_devices(mesh):   # one module partitioned over the mesh: jit(shard_map)
+            from .pjrt_partitioned import partitioned_call
+            if not as_jit:
+                from .jit import jit
+                as_jit.append(jit(mapped))
+            return partitioned_call(as_jit[0], args, {}, mesh, fixed=True)
         key = (treedef, tuple(avals), tuple(map(tuple, entries)), tuple(blocks.partial))
         entry = cache.lookup(key, lambda stale: _compile(treedef, blocks, entries))
-        if entry.devices is not None:   # PJRT devices: the results stay there
-            return tree_unflatten(entry.out_tree, _run_pjrt(entry, leaves, avals, entries))
         values = [to_mesh_major(_NumPyOps, np.asarray(leaf_value(x)), a.shape, e, axes)
                   for x, a, e in zip(leaves, avals, entries)]
         outs = wrap_outputs(_run(entry, values, [_used(e, axes) for e in entries]),
@@ -321,19 +327,9 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
     def _compile(treedef, blocks, entries):
         st = _stage(treedef, blocks, entries, call=True)
         entry = _Entry()
-        devices = _manual_devices(mesh, mesh_axes, sizes)
-        from . import pjrt
-        entry.devices = None
-        if not partial and pjrt.on_pjrt(devices):   # one module replicated over the mesh's PJRT devices
-            if not isinstance(mesh, Mesh):
-                raise TypeError(f"shard_map over PJRT devices takes a kiln.sharding.Mesh, "
-                                f"got {mesh!r}")
-            ssa, entry.executable = pjrt.compile_replicated(st.fn, axes, devices)
-            entry.devices = devices
-        else:
-            ssa, entry.executable = staging.compile_ssa(
-                st.fn, "llvm", fallback="reference", name=describe(f),
-                finish=lambda ssa: with_collective_params(ssa, mesh_axes=axes))
+        ssa, entry.executable = staging.compile_ssa(
+            st.fn, "llvm", fallback="reference", name=describe(f),
+            finish=lambda ssa: with_collective_params(ssa, mesh_axes=axes))
         entry.consts = list(st.extra)
         entry.out_tree = st.out_tree
         entry.out_weak = [v.aval.weak_type for v in ssa.outvars]
@@ -342,8 +338,7 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
             if isinstance(mesh, Mesh) else None
         entry.out_blocks = [len(a.shape) for a in st.out_avals]
         entry.guards = st.guards
-        one_call = getattr(entry.executable, "one_call", False)   # runs every replica at once
-        entry.parallel = True if one_call or holds_collectives(ssa) else None
+        entry.parallel = True if holds_collectives(ssa) else None
         return entry
 
     def _run(entry, values, used):
@@ -361,34 +356,6 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
             outs.append(np.ascontiguousarray(joined).reshape(joined.shape))
         return outs
 
-    def _run_pjrt(entry, leaves, avals, entries):
-        """A call's outputs on the mesh's PJRT devices, each spread over them as its out_spec
-        says; an argument already spread over the devices as its in_spec says goes in as its
-        buffers, any other as its host value, cut into blocks."""
-        from . import pjrt_spread
-        values, direct = [], []
-        for x, a, e in zip(leaves, avals, entries):
-            buffers = pjrt_spread.replica_buffers(x, None, entry.devices, _sharding(e))
-            direct.append(buffers is not None)
-            values.append(buffers if buffers is not None else to_mesh_major(
-                _NumPyOps, np.asarray(x) if type(x) is Array else np.asarray(leaf_value(x)),
-                a.shape, e, axes))
-        used = [_used(e, axes) for e in entries]
-
-        consts = entry.executable.constants_on_devices(entry.consts)
-
-        def args_of(i):
-            coords = _coordinates(i)
-            return [v[i] if d else v[tuple(coords[n] for n in u)]
-                    for v, d, u in zip(values, direct, used)] + consts[i]
-        per_replica = _replica_threads.run_replicas(entry, ReplicaGroup(axes), args_of)
-        return [pjrt_spread.joined([r[k] for r in per_replica], _sharding(spec), weak)
-                for k, (spec, weak) in enumerate(zip(entry.out_specs, entry.out_weak))]
-
-    def _sharding(entries):
-        return NamedSharding(mesh, PartitionSpec(*(None if not n else n[0] if len(n) == 1
-                                                   else n for n in entries)))
-
     def _coordinates(i):
         return {n: i // math.prod(s for _, s in axes[k + 1:]) % size
                 for k, (n, size) in enumerate(axes)}
@@ -398,7 +365,9 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
         out_entries = _out_entries(st, entries)
         if _as_region(mesh) and not any(u or r for u, r in blocks.partial):
             placed = E.bind("shard_map", *leaves, *st.extra, body=st.fn,
-                            mesh_axes=mesh_axes, manual=tuple(n for n, _ in axes),
+                            mesh_axes=mesh_axes,
+                            device_ids=tuple(d.id for d in mesh.devices.flat),
+                            manual=tuple(n for n, _ in axes),
                             in_names=tuple(tuple(e) for e in entries) + tuple(
                                 ((),) * len(E.aval(x).shape) for x in st.extra),
                             out_names=tuple(tuple(e) for e in out_entries))
@@ -460,16 +429,21 @@ _REGIONS = threading.local()   # .meshes: the meshes of the partitioned jits bei
 
 
 @contextlib.contextmanager
-def regions_over(mesh):
-    """While a jit partitioned over `mesh` (of PJRT devices) is staged: a shard_map over it
-    is one `shard_map` equation with its body as a region (compiler/primitives/manual.py),
-    which the module writes as JAX does, instead of nested vmaps."""
+def regions_over(mesh, source):
+    """While a jit partitioned over `mesh` (of PJRT devices) is staged: a shard_map over it,
+    or over another Mesh of the same devices in the same row-major order, is one `shard_map`
+    equation with its body as a region (compiler/primitives/manual.py), which the module
+    writes as JAX does; one over other devices is JAX's ValueError (`_as_region`).
+    `source`: what gave the call its mesh, as that error names it before "with device ids"
+    ("argument a of f with shape float32[8,4] and"). Yields the list of the meshes of the
+    regions staged within, in order."""
     meshes = getattr(_REGIONS, "meshes", None)
     if meshes is None:
         meshes = _REGIONS.meshes = []
-    meshes.append(mesh)
+    seen = []
+    meshes.append((mesh, source, seen))
     try:
-        yield
+        yield seen
     finally:
         meshes.pop()
 
@@ -477,7 +451,41 @@ def regions_over(mesh):
 def _as_region(mesh):
     """Whether a shard_map over `mesh` staged now is a region (`regions_over`)."""
     meshes = getattr(_REGIONS, "meshes", None)
-    return bool(meshes) and meshes[-1] == mesh
+    if not meshes:
+        return False
+    outer, source, seen = meshes[-1]
+    if mesh == outer or isinstance(mesh, Mesh) and \
+            list(mesh.devices.flat) == list(outer.devices.flat):
+        seen.append(mesh)
+        return True
+    if not isinstance(mesh, Mesh):
+        return False
+    info = current().info
+    at = "" if info is None else f" at {info!r} ({info.function})"
+    raise ValueError(f"Received incompatible devices for jitted computation. Got {source} "
+                     f"with {_device_ids(outer)} and shard_map inside jit with "
+                     f"{_device_ids(mesh)}{at}. A jit runs on one list of devices: make the "
+                     f"shard_map's mesh of the call's devices in the same order (a mesh of "
+                     f"another shape is fine), or put the arguments on the shard_map's mesh "
+                     f"(kiln.device_put)")
+
+
+def _device_ids(mesh):
+    """`device ids [0, 1] on platform CPU`, as JAX's error names a mesh's devices."""
+    devices = list(mesh.devices.flat)
+    return (f"device ids {[d.id for d in devices]} on platform "
+            f"{devices[0].platform.upper()}")
+
+
+def _on_pjrt_devices(mesh):
+    """Whether `mesh` is made of PJRT devices; those of a mesh that is not a kiln Mesh are a
+    TypeError."""
+    from . import pjrt
+    if not pjrt.on_pjrt(np.asarray(mesh.devices, dtype=object).flat):
+        return False
+    if not isinstance(mesh, Mesh):
+        raise TypeError(f"shard_map over PJRT devices takes a kiln.sharding.Mesh, got {mesh!r}")
+    return True
 
 
 class OnPjrtMesh(Exception):
@@ -651,15 +659,6 @@ def _manual_axes(mesh_axes, axis_names):
         raise ValueError(f"shard_map axis_names {sorted(unknown)} are not axes of the mesh "
                          f"(its axes: {list(known)})")
     return tuple((n, s) for n, s in mesh_axes if not axis_names or n in axis_names)
-
-
-def _manual_devices(mesh, mesh_axes, manual):
-    """The devices of the manual axes' sub-mesh (coordinate 0 along the others), flat."""
-    devices = np.asarray(mesh.devices, dtype=object)
-    for k in reversed(range(len(mesh_axes))):
-        if mesh_axes[k][0] not in manual:
-            devices = np.take(devices, 0, axis=k)
-    return list(devices.flat)
 
 
 def _restricted(spec, names, ndim):

@@ -4,11 +4,27 @@ A `Tracer` wraps an SSA `Var` of the builder that created it. It behaves like an
 everything that depends only on shape and dtype (operators, methods, indexing, `.at[]` — all
 forwarded to `kiln.numpy`, which binds primitives and so emits SSA), and refuses what needs
 its value (`bool()`, `float()`, `int()`, NumPy conversion) with a `ConcretizationError` that
-says to mark the argument static.
+says to mark the argument static. `Trace` stands for the function a Tracer belongs to, as JAX's
+trace objects do.
 """
 from .array import ArrayMethods
 from .compiler.ir import builder as _builder
 from .compiler.errors import ConcretizationError
+
+
+class Trace:
+    """A function being specialised, as JAX's trace objects stand for what is being traced:
+    `main` is its builder (None outside any specialisation). `kiln.extend.core.find_top_trace`
+    gives the current one and a traced value's `_trace` its own, so that `x._trace.main is
+    find_top_trace(args).main` says whether `x` was computed in the function being traced
+    (equinox's `filter_jvp` tells outputs with a derivative so)."""
+    __slots__ = ("main",)
+
+    def __init__(self, main):
+        self.main = main
+
+    def __repr__(self):
+        return f"Trace({self.main!r})"
 
 
 class Tracer(ArrayMethods):
@@ -21,6 +37,10 @@ class Tracer(ArrayMethods):
     @property
     def _kiln_trace(self):
         return self.builder
+
+    @property
+    def _trace(self):
+        return Trace(self.builder)
 
     @property
     def aval(self):

@@ -73,6 +73,15 @@ def _broadcast_prefix(spec, tree_value, what):
                              f"{sorted(tree_value)}")
         return [a for k in sorted(tree_value)
                 for a in _broadcast_prefix(spec[k], tree_value[k], what)]
+    spec_leaves, spec_tree = tree_flatten(spec, is_leaf=lambda x: x is None)
+    if spec_tree.num_nodes > 1:   # another pytree node (a registered class, a namedtuple)
+        try:
+            subtrees = spec_tree.flatten_up_to(tree_value)
+        except ValueError:
+            subtrees = None
+        if subtrees is not None:
+            return [a for s, v in zip(spec_leaves, subtrees)
+                    for a in _broadcast_prefix(s, v, what)]
     raise ValueError(f"vmap {what} specification must be a tree prefix of the corresponding "
                      f"value, got specification {spec!r} for value of structure "
                      f"{tree_structure(tree_value)}")

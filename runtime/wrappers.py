@@ -1,7 +1,7 @@
 """How kiln's transforms wrap a user's function: the wrapper's name, its tracebacks, and how
 error messages name the user's function.
 
-`user_facing(fn)` hides kiln's frames from tracebacks of errors raised by a call (unless
+`user_facing(fn)` (from _traceback.py) hides kiln's frames from tracebacks of errors raised by a call (unless
 `KILN_TRACEBACK=full`, or while a function is being specialised: the enclosing call filters);
 `user_facing_names(namespace)` does so for every function a public module exports, so eager
 calls (`jnp.dot(a, b)` with mismatched shapes) show the user's frames and one of kiln's, as
@@ -13,21 +13,7 @@ import functools
 import inspect
 import types
 
-from ._traceback import filter_traceback, show_full
-from .compiler.ir.builder import current
-
-
-def user_facing(fn):
-    """Run `fn` with kiln's frames hidden from tracebacks of user errors."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except Exception as e:
-            if show_full() or current() is not None:
-                raise
-            raise e.with_traceback(filter_traceback(e.__traceback__)) from None
-    return wrapper
+from ._traceback import user_facing
 
 
 def user_facing_names(namespace):

@@ -1,6 +1,7 @@
 """shard_map bodies that tests/test_pjrt_shard_map.py runs through kiln and, with these imports
 replaced by JAX's, through JAX 0.10.2 (`SPECS`: each one's shard_map arguments over a 4 x 2
-mesh with axes "x" and "y"; `DIFFERENTIATED`: those whose grad and vmap are compared too)."""
+mesh with axes "x" and "y"; `DIFFERENTIATED`: those whose grad and vmap are compared too;
+`other_mesh`: a jitted function with a shard_map over a mesh given apart)."""
 from kiln import lax, P
 import kiln.numpy as jnp
 
@@ -29,6 +30,13 @@ def unchecked(a):
 
 def two_results(a):
     return lax.psum(a, "x"), jnp.exp(a) * 3.0
+
+
+def other_mesh(shard_map, mesh):
+    """A jitted function whose shard_map runs over `mesh`, not over its argument's mesh."""
+    inner = shard_map(lambda a: lax.psum(a * 2.0, "y"), mesh=mesh, in_specs=P("x"),
+                      out_specs=P("x"))
+    return lambda a: inner(a) + 1.0
 
 
 SPECS = {

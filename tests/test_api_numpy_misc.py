@@ -52,6 +52,9 @@ def test_windows_polynomials_bits():
     assert jnp.poly(A).dtype == np.complex64   # JAX's, from eigenvalues
     close(jnp.poly(2.5), [1., -2.5])           # a scalar is one root, as JAX reads it
     close(jnp.trapezoid(np.array([True, False, True])), 1.0)   # booleans add as numbers
+    # y and x promoted together, then made inexact, as JAX's promote_dtypes_inexact
+    assert jnp.trapezoid(np.arange(4, dtype=np.int32), np.arange(4, dtype=np.float16)).dtype == \
+        np.float16
     assert jnp.bitwise_count(np.array([True, False])).dtype == np.uint8
     assert jnp.histogram(np.arange(4, dtype=np.float16))[0].dtype == np.float16
     a, b = np.array([1., 2., 3.]), np.array([4., 5.])

@@ -62,9 +62,22 @@ from jax._src import api
 assert private_lax is kiln.lax and api is kiln
 from jax._src.core import trace_state_clean   # numpyro asks it whether it is being traced
 assert trace_state_clean is kiln.core.trace_state_clean and trace_state_clean()
+# What equinox and jaxtyping import at the top of their modules: traceback_util (kiln's
+# traceback filter), dtypes (public names), dispatch (empty: its names are AttributeErrors)
+import jax._src.traceback_util as traceback_util, jax._src.dispatch
+from jax._src.dtypes import TypePromotionError
+assert traceback_util.register_exclusion is kiln._traceback.register_exclusion
+assert TypePromotionError is kiln.dtypes.TypePromotionError
+try:
+    jax._src.dispatch.wait_for_tokens
+except AttributeError as e:
+    assert "jax._src.dispatch.wait_for_tokens" in str(e) and "KILN_AS_JAX" in str(e), e
+else:
+    raise AssertionError("jax._src.dispatch.wait_for_tokens")
+assert jax.__version_info__ == (0, 10, 2)   # the JAX release whose API kiln follows
 import jax.extend.core, jax.interpreters.ad, jax.core, jax.lib
 assert jax.extend.core is kiln.extend.core and jax.interpreters.ad is kiln.interpreters.ad
-for name in ("jax._src.dtypes", "jax.interpreters.partial_eval", "jaxlib",
+for name in ("jax._src.pjit", "jax.interpreters.partial_eval", "jaxlib",
              "jax.experimental.pallas"):
     try:
         __import__(name)
@@ -83,7 +96,7 @@ print("ok")
 def test_install_as_jax_maps_modules_and_refuses_internals():
     out = _run(["-c", IMPORTS], as_jax=False)
     assert out.endswith("ok\n")
-    assert "'jax._src.dtypes' is JAX's private implementation" in out
+    assert "'jax._src.pjit' is JAX's private implementation" in out
     assert "'jax.experimental.pallas' has no kiln counterpart (kiln.experimental.pallas does not exist)" in out
 
 

@@ -313,6 +313,25 @@ def test_repeated_calls_take_the_fast_path_and_do_not_wait(device, fast_path):
     np.testing.assert_allclose(np.asarray(f(np.ones(3, np.float32), z)), np.full(3, 3.0))
 
 
+def test_a_new_function_reuses_the_native_entry_object(device, monkeypatch):
+    """Two jitted functions of one form (argument ranks, outputs) share the entry's native
+    object: it is compiled or read from the disk cache and loaded once per process."""
+    from kiln.compiler.backends.llvm import rtlib
+    monkeypatch.setattr(kiln.pjrt, "NATIVE_ENTRY", [True])
+    x = kiln.device_put(np.full(4, 0.5, np.float32), device)
+    kiln.jit(lambda a, b: a * b, backend="pjrt")(x, x)   # the form's object, loaded once
+    loads = []
+    real = rtlib.load_library
+    monkeypatch.setattr(rtlib, "load_library",
+                        lambda name, *a, **k: loads.append(name) or real(name, *a, **k))
+    for c in (1.0, 2.0, 3.0):
+        f = kiln.jit(lambda a, b, c=c: a * b + c, backend="pjrt")
+        f(x, x)
+        assert type(f._fast).__name__ == "builtin_function_or_method"
+        np.testing.assert_allclose(np.asarray(f(x, x)), np.full(4, 0.25 + c))
+    assert not [name for name in loads if name.startswith("kiln.pjrt.entry.")]
+
+
 @pytest.mark.parametrize("native", [True, False])
 def test_the_fast_path_function_runs_or_misses(device, native, monkeypatch):
     """The native builtin (compiler/backends/pjrt/entry.py) and its Python definition take

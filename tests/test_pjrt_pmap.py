@@ -1,7 +1,7 @@
 """`kiln.pmap(f, backend="pjrt")` and `kiln.shard_map` over a mesh of PJRT devices: one
-StableHLO module replicated over several devices of XLA's CPU plug-in (the test session's
-KILN_NUM_CPU_DEVICES=8 gives it 8), its collectives lowered to StableHLO's collective ops, run
-in one execution. Every result is compared with the same pmap or shard_map on kiln's reference
+StableHLO module replicated (pmap) or partitioned (shard_map) over several devices of XLA's CPU
+plug-in (the test session's KILN_NUM_CPU_DEVICES=8 gives it 8), its collectives lowered to
+StableHLO's collective ops, run in one execution. Every result is compared with the same pmap or shard_map on kiln's reference
 backend (or CPU mesh): each collective at 2, 3 and 4 replicas, hypothesis over shapes (0 and 1
 included), dtypes and axes, grad through psum, a shard_map over a 2 x 2 mesh with collectives
 over one and both axes; the error paths (more replicas than devices, a collective in a module

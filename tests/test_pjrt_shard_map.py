@@ -2,8 +2,10 @@
 subprocess with 8 CPU devices): the module kiln writes (Shardy's `sdy.manual_computation`,
 GSPMD's `@SPMDFullToShardShape` / `@SPMDShardToFullShape`, the body's collectives over
 partitions) line by line against JAX's `jax.jit(f).lower(x).as_text()`, the values and
-output shardings, grad and vmap through it, and a `jit(shard_map)` called with host
-arguments running on the shard_map's mesh."""
+output shardings, grad and vmap through it, a `jit(shard_map)` called with host
+arguments running on the shard_map's mesh, a shard_map called on its own (one partitioned
+module), and a shard_map over another mesh than the call's: a region over a mesh of the same
+devices, JAX's error over other devices."""
 import re
 
 import numpy as np
@@ -53,6 +55,34 @@ for name, body in BODIES.items():
         got["vmap"] = [np.asarray(y).tolist() for y in
                        jax.tree.leaves(jax.jit(jax.vmap(f, in_axes=1))(x3))]
     out[name] = got
+
+# a shard_map called on its own (not under jit), over the whole mesh and over "x" only
+for name in ("psum_index", "partial"):
+    ys = jax.tree.leaves(jax.shard_map(BODIES[name], mesh=mesh, **SPECS[name])(x))
+    out[name]["eager"] = ([np.asarray(y).tolist() for y in ys], [spec(y) for y in ys])
+
+# a shard_map over another mesh: a 2 x 4 one of the same devices, and a sub-mesh of 4
+devices = np.array(jax.devices())
+other = jax.sharding.Mesh(devices.reshape(2, 4), ("x", "y"))
+sub = jax.sharding.Mesh(devices[:4].reshape(2, 2), ("x", "y"))
+spread = jax.device_put(x, jax.sharding.NamedSharding(mesh, P("x", "y")))
+got = out["other_mesh"] = {"texts": {}, "placed": {}}
+for shardy in (True, False):
+    jax.config.update("jax_use_shardy_partitioner", shardy)
+    g = jax.jit(other_mesh(jax.shard_map, other))
+    got["texts"][str(shardy)] = g.lower(spread).as_text()
+    y = g(spread)
+    got["values"] = np.asarray(y).tolist()
+    got["placed"][str(shardy)] = (list(y.sharding.mesh.shape.values()), spec(y))
+jax.config.update("jax_use_shardy_partitioner", True)
+got["grad"] = np.asarray(jax.jit(jax.grad(lambda a: (g(a) ** 2).sum()))(spread)).tolist()
+got["host_spec"] = spec(g(x))
+try:
+    jax.jit(other_mesh(jax.shard_map, sub))(spread)
+except ValueError as e:
+    got["sub_error"] = str(e)
+y = jax.jit(other_mesh(jax.shard_map, sub))(x)
+got["sub_host"] = (np.asarray(y).tolist(), spec(y))
 json.dump(out, open(sys.argv[1], "w"))
 '''
 
@@ -163,16 +193,78 @@ def test_grad_and_vmap_through_the_region(jax_out, mesh, name):
         np.testing.assert_allclose(np.asarray(y), value, rtol=1e-5, atol=1e-5)
 
 
-def test_a_shard_map_over_another_mesh_stays_nested_vmaps(mesh):
-    other = Mesh(np.array(kiln.devices("pjrt")[:8], dtype=object).reshape(2, 4), ("x", "y"))
-    inner = kiln.shard_map(lambda a: a * 2.0, mesh=other, in_specs=kiln.P("x"),
-                           out_specs=kiln.P("x"))
-    f = kiln.jit(lambda a: inner(a) + 1.0)
-    # Staged for the call's mesh (the argument's), the other mesh's shard_map stays nested
-    # vmaps, which XLA partitions: the value is still right.
+@pytest.mark.parametrize("name", ["psum_index", "partial"])
+def test_a_call_on_its_own_is_one_partitioned_module(jax_out, mesh, name):
+    f = _mapped(name, mesh)
+    values, specs = jax_out[name]["eager"]
+    # host arguments, and arguments spread over another mesh of the devices: the call runs
+    # on the shard_map's mesh either way, its result with JAX's sharding
+    elsewhere = kiln.device_put(X, NamedSharding(_devices_as((2, 4)), kiln.P("y")))
+    for arg in (X, elsewhere):
+        (y,) = kiln.tree_util.tree_leaves(f(arg))
+        np.testing.assert_allclose(np.asarray(y), values[0], rtol=1e-5, atol=1e-6)
+        assert y.sharding == NamedSharding(mesh, kiln.P(*specs[0]))
+    # the call is jit(shard_map): its partitioned entry holds the manual computation
+    assert "sdy.manual_computation" in kiln.jit(f).lower(X).as_text("stablehlo")
+
+
+def _devices_as(shape):
+    count = int(np.prod(shape))
+    return Mesh(np.array(kiln.devices("pjrt")[:count], dtype=object).reshape(shape),
+                ("x", "y"))
+
+
+@pytest.mark.parametrize("shardy", [True, False])
+def test_a_shard_map_over_another_mesh_of_the_devices_is_a_region(jax_out, mesh, shardy):
+    want = jax_out["other_mesh"]
+    g = kiln.jit(shard_map_bodies.other_mesh(kiln.shard_map, _devices_as((2, 4))))
     spread = kiln.device_put(X, NamedSharding(mesh, kiln.P("x", "y")))
-    np.testing.assert_allclose(np.asarray(f(spread)), X * 2.0 + 1.0)
-    assert "manual_computation" not in f.lower(spread).as_text("stablehlo")
+    kiln.config.update("jax_use_shardy_partitioner", shardy)
+    try:
+        text = g.lower(spread).as_text("stablehlo")
+        y = g(spread)
+    finally:
+        kiln.config.update("jax_use_shardy_partitioner", True)
+    assert _lines(text) == _lines(want["texts"][str(shardy)])
+    declared = [line.split(" {stablehlo.mesh")[0].strip()
+                for line in want["texts"][str(shardy)].splitlines() if "sdy.mesh @" in line]
+    assert [line.strip() for line in text.splitlines() if "sdy.mesh @" in line] == declared
+    np.testing.assert_allclose(np.asarray(y), want["values"], rtol=1e-6)
+    # XLA's choice of the result's sharding read over the shard_map's mesh, as JAX reads it;
+    # under Shardy XLA splits kiln's result over "x" where it replicates JAX's (P())
+    shape, spec = want["placed"][str(shardy)]
+    assert y.sharding.mesh == _devices_as(tuple(shape))
+    assert y.sharding.spec == (kiln.P(*spec) if not shardy else kiln.P("x"))
+    assert spec == (["x"] if not shardy else [])
+    assert y.addressable_shards[0].data.shape == y.sharding.shard_shape(y.shape)
+    grad = kiln.jit(kiln.grad(lambda a: (g(a) ** 2).sum()))
+    np.testing.assert_allclose(np.asarray(grad(spread)), want["grad"], rtol=1e-5)
+    # with host arguments the call runs on the shard_map's mesh, as JAX's
+    y = g(X)
+    assert y.sharding == NamedSharding(_devices_as((2, 4)), kiln.P(*want["host_spec"]))
+
+
+def test_a_shard_map_over_other_devices_is_jax_s_error(jax_out, mesh):
+    want = jax_out["other_mesh"]
+    sub = _devices_as((2, 2))
+    g = kiln.jit(shard_map_bodies.other_mesh(kiln.shard_map, sub))
+    spread = kiln.device_put(X, NamedSharding(mesh, kiln.P("x", "y")))
+    with pytest.raises(ValueError) as raised:
+        g(spread)
+    jax_says, jax_where = want["sub_error"].rsplit(" at ", 1)
+    column, function = re.fullmatch(r".*:\d+:(\d+) \((.*)\)", jax_where).groups()
+    line = open(shard_map_bodies.__file__).read().split("inner(a) + 1.0")[0].count("\n") + 1
+    assert jax_says == ("Received incompatible devices for jitted computation. Got argument a "
+                        "of other_mesh.<locals>.<lambda> with shape float32[8,4] and with "
+                        "device ids [0, 1, 2, 3, 4, 5, 6, 7] on platform CPU and shard_map "
+                        "inside jit with device ids [0, 1, 2, 3] on platform CPU")
+    message = str(raised.value)   # JAX's, at the same place (JAX runs a copy of the file)
+    assert message.startswith(f"{jax_says} at {shard_map_bodies.__file__}:{line}:{column} "
+                              f"({function}). A jit runs on one list of devices")
+    y = g(X)   # host arguments: on the sub-mesh, as JAX's
+    values, spec = want["sub_host"]
+    assert y.sharding == NamedSharding(sub, kiln.P(*spec))
+    np.testing.assert_allclose(np.asarray(y), values, rtol=1e-6)
 
 
 def test_a_region_outside_its_partitioned_module_is_refused(mesh):
@@ -180,8 +272,9 @@ def test_a_region_outside_its_partitioned_module_is_refused(mesh):
     from kiln.compiler.errors import BackendUnsupportedError
     lowered = kiln.jit(_mapped("psum_index", mesh)).lower(X)
     with pytest.raises(BackendUnsupportedError, match=r"a shard_map over the mesh \{'x': 4, "
-                       r"'y': 2\} lowers only in a module partitioned over that mesh, not in "
-                       r"a module that is not partitioned"):
+                       r"'y': 2\} of the devices \[0, 1, 2, 3, 4, 5, 6, 7\] lowers only in a "
+                       r"module partitioned over those devices in that order, not in a module "
+                       r"that is not partitioned"):
         lower_module(lowered._entry.ssa)
 
 

@@ -1357,7 +1357,7 @@ def test_collectives_across_processes_need_kiln_distributed(name, params):
 def test_shard_map_region_runs_only_in_a_partitioned_module():
     with pytest.raises(Exception, match="a shard_map region runs only in a StableHLO module"):
         PRIMITIVES["shard_map"].impl(np.ones(2, np.float32), body=None, mesh_axes=(),
-                                     manual=(), in_names=(), out_names=())
+                                     device_ids=(), manual=(), in_names=(), out_names=())
 
 
 def test_every_primitive_has_a_case():

@@ -429,13 +429,17 @@ def call_function(fun, args, kwargs):
         check_mutation(target.__self__, f".{target.__name__}()", b.info if b else None,
                        (args, kwargs))
     if isinstance(target, types.FunctionType) or target in (map, filter):
-        args = [_walked(a) for a in args]  # callbacks of library code (a loop's body)
-        kwargs = {k: _walked(v) for k, v in kwargs.items()}
+        objects = (getattr(target, "__module__", None) or "").partition(".")[0] == "kiln"
+        args = [_walked(a, objects) for a in args]  # callbacks of library code (a loop's body)
+        kwargs = {k: _walked(v, objects) for k, v in kwargs.items()}
     out = target(*args, **kwargs)
     if isinstance(out, (list, dict, set)) and _makes_new_containers(target):
         own_new(out)
     elif isinstance(target, type) and type(out) is target and _STATE.made is not None:
         _STATE.made[id(out)] = (out, _builder.current())  # an instance of a user's class
+    elif getattr(target, "__name__", None) == "__new__" and args and \
+            type(out) is args[0] and _STATE.made is not None:
+        _STATE.made[id(out)] = (out, _builder.current())  # `object.__new__(cls)` likewise
     elif type(out) is np.ndarray and _new_array(out, args, kwargs):
         own_new(out)
     return out
@@ -488,12 +492,17 @@ def _instantiate(cls, args, kwargs):
     return obj
 
 
-def _walked(value):
+def _walked(value, objects=False):
     """A user function handed to library Python code (`lax.fori_loop(0, n, body, x)`, `map`):
     when the library calls it during specialisation, its source is specialised too, so its
     Python `if`/`while` on traced values compile as they do in the function being compiled.
-    (Builtin methods such as `dict.get` get the function itself: identity matters there.)"""
-    if not (isinstance(value, types.FunctionType) and _walkable(value)):
+    (Builtin methods such as `dict.get` get the function itself: identity matters there.)
+    With `objects` (a call of kiln's own functions), so is a callable object of a user's class
+    that is not a pytree (equinox's `if_array(0)`, given to `tree_map`), through its
+    `__call__`: run as Python, it would see traced values as objects of another type than
+    arrays. Other libraries get such objects themselves, whose attributes they may read."""
+    if not (isinstance(value, types.FunctionType) and _walkable(value)
+            or objects and _walkable_callable(value)):
         return value
 
     @functools.wraps(value)
@@ -503,6 +512,15 @@ def _walked(value):
         return call_function(value, list(args), kwargs)
     walked._kiln_walked = value
     return walked
+
+
+def _walkable_callable(value):
+    call = getattr(type(value), "__call__", None)
+    if not (isinstance(call, types.FunctionType) and _walkable(call)) or \
+            isinstance(value, type):
+        return False
+    leaves = HOST.tree_flatten(value)[0]
+    return len(leaves) == 1 and leaves[0] is value
 
 
 def _walkable(fn):
@@ -726,8 +744,11 @@ def _e_name(frame, node):
 
 
 def _e_binop(frame, node):
-    return BINARY_OPERATORS[type(node.op)](eval_expr(frame, node.left),
-                                           eval_expr(frame, node.right))
+    left, right = eval_expr(frame, node.left), eval_expr(frame, node.right)
+    out = BINARY_OPERATORS[type(node.op)](left, right)
+    if isinstance(out, (list, dict, set)) and out is not left and out is not right:
+        own_new(out)   # `[None] * n`, `xs + ys`, `d | e`: a new container, which may change
+    return out
 
 
 def _e_unaryop(frame, node):

@@ -409,12 +409,29 @@ def _s_import(frame, node):
 
 
 def _s_delete(frame, node):
+    """`del name`, `del container[key]` on a Python list or dict (a change journaled as item
+    assignment is, `check_mutation`) and `del obj.attr`, done at specialisation as Python
+    does them; deleting from anything else (an array) is refused."""
     for t in node.targets:
         if isinstance(t, gast.Name):
             frame.locals.pop(t.id, None)
+        elif isinstance(t, gast.Attribute):
+            _with_location(frame, t, delattr, eval_expr(frame, t.value), t.attr)
+        elif isinstance(t, gast.Subscript):
+            container = eval_expr(frame, t.value)
+            index = eval_expr(frame, t.slice)
+            if not isinstance(container, (list, dict)) or is_traced(index):
+                what = "array" if hasattr(container, "shape") else type(container).__name__
+                raise CompileError(
+                    f"del of items of {what} values"
+                    + (" at a traced index" if is_traced(index) else "")
+                    + " is not supported: only Python lists and dicts are changed at "
+                    "specialisation, and kiln arrays are immutable", frame.info(t),
+                    "Build the new value instead (for an array, jnp.delete(x, i)).")
+            check_mutation(container, "del of an item", frame.info(t))
+            _with_location(frame, t, operator.delitem, container, index)
         else:
-            raise CompileError("del of items or attributes mutates an object",
-                               frame.info(t))
+            raise CompileError(f"cannot delete {type(t).__name__}", frame.info(t))
 
 
 def _s_global(frame, node):

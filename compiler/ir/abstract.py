@@ -57,6 +57,13 @@ class ShapedArray:
     def strong(self):
         return self if not self.weak_type else ShapedArray(self.shape, self.dtype, False)
 
+    def to_tangent_aval(self):
+        """The type of this value's tangents, as JAX's: its own for inexact dtypes, float0
+        (of the same shape) otherwise."""
+        if self.dtype.kind in "fc":
+            return ShapedArray(self.shape, self.dtype, self.weak_type)
+        return ShapedArray(self.shape, dtypes.FLOAT0, self.weak_type)
+
     def __eq__(self, other):
         return (isinstance(other, ShapedArray) and self.shape == other.shape
                 and self.dtype == other.dtype and self.weak_type == other.weak_type)

@@ -28,6 +28,7 @@ UNSIGNED = (uint8, uint16, uint32, uint64)
 FLOATS = (float16, float32, float64)
 COMPLEX = (complex64, complex128)
 ALL = (bool_,) + SIGNED + UNSIGNED + FLOATS + COMPLEX
+FLOAT0 = np.dtype([("float0", np.void, 0)])   # JAX's float0: the tangents of integers and bools
 
 # Weak types as lattice nodes: Python's own scalar types stand for them.
 _WEAK_INT, _WEAK_FLOAT, _WEAK_COMPLEX = int, float, complex

@@ -35,6 +35,8 @@ tape operations: the tangent of a tape is a tape of tangents, and the cotangent 
 pop from the cotangent tape (the orders match because reverse mode also reverses the loop), so
 reverse-over-reverse works.
 """
+import functools
+
 import numpy as np
 
 from ..ir.abstract import ShapedArray
@@ -392,23 +394,28 @@ BATCH[tape_add] = _tape_add_batch
 #   then. A custom function called inside its own rule always gets deferred rules, so
 #   derivatives of any order use the user's rules and specialisation still ends.
 
-_DEFERRED = []     # token -> (name, fn); fn(inputs) -> outputs, traced by region_of
+_DEFERRED = []     # token -> (name, fn, takes_active); fn(inputs) -> outputs, traced by region_of
 
 
-def defer_region(name, fn):
+def defer_region(name, fn, takes_active=False):
     """The token of a region to specialise later: `fn(inputs)` with inputs of the types the
-    transform gives (the primitive's consts first) returns its outputs."""
-    _DEFERRED.append((name, fn))
+    transform gives (the primitive's consts first) returns its outputs. With `takes_active`,
+    `fn(inputs, active)` also gets the flags of the inputs being differentiated, where the
+    transform specialising it knows them (a custom_vjp's fwd under reverse mode), else None."""
+    _DEFERRED.append((name, fn, takes_active))
     return len(_DEFERRED) - 1
 
 
-def region_of(region, in_avals):
+def region_of(region, in_avals, active=None):
     """(region, []) for a region; for the token of a deferred rule, the rule specialised now,
-    in the current builder, on `in_avals`, and the values it captured from around it (such as
-    array constants of the enclosing function): the caller passes them first."""
+    in the current builder, on `in_avals` (and `active`, the differentiated inputs' flags, for
+    a rule that takes them), and the values it captured from around it (such as array
+    constants of the enclosing function): the caller passes them first."""
     if not isinstance(region, int):
         return region, []
-    name, body = _DEFERRED[region]
+    name, body, takes_active = _DEFERRED[region]
+    if takes_active:
+        body = functools.partial(body, active=active)
     (fn,), outer = close_regions([trace_region(current(), name, body, list(in_avals))])
     return fn, outer
 
@@ -495,7 +502,7 @@ def _custom_vjp_jvp(eqn, ins, tins):
 
 
 def _custom_vjp_fwd(eqn, ins, active):
-    fwd, extra = region_of(eqn.params["fwd"], [E.aval(x) for x in ins])
+    fwd, extra = region_of(eqn.params["fwd"], [E.aval(x) for x in ins], active)
     res, _ = regions.jvp(fwd, extra + list(ins), [None] * (len(extra) + len(ins)))
     n = len(eqn.outvars)
     return list(res[:n]), list(res[n:])
@@ -638,19 +645,24 @@ def _placed(outs, odims, want, size):
     return [to_axis(o, d, w, size) for o, d, w in zip(outs, odims, want)]
 
 
-def _batched_rule(rule, rule_avals, in_avals, in_dims, size, place, lead):
+def _batched_rule(rule, rule_avals, in_avals, in_dims, size, place, lead, traced=None):
     """The batched copy of a rule region: traced now, or, for a deferred rule, deferred too
-    (batching it now would batch the deferred rules of its own nested calls, without end).
+    (batching it now would batch the deferred rules of its own nested calls, without end),
+    passing on the flags of the differentiated inputs to a rule that takes them, and
+    appending the rule's unbatched region to `traced` (a list) when it is specialised.
     `rule_avals` and `in_dims` are callables (a custom_vjp's bwd learns its residuals' axes
     from its fwd); `lead` is filled with the count of consts the primitive gets in front."""
     if not isinstance(rule, int):
         return batched_region(rule, in_avals, in_dims(), size, place)
 
-    def body(inputs):
-        region, extra = region_of(rule, rule_avals())
+    def body(inputs, active=None):
+        region, extra = region_of(rule, rule_avals(),
+                                  None if active is None else active[lead[0]:])
+        if traced is not None:
+            traced.append(region)
         return place(*regions.batch(region, extra + inputs[lead[0]:],
                                     [None] * len(extra) + in_dims(), size))
-    return defer_region(_DEFERRED[rule][0] + "_batched", body)
+    return defer_region(_DEFERRED[rule][0] + "_batched", body, _DEFERRED[rule][2])
 
 
 def _close_batched(children, lead):
@@ -705,10 +717,14 @@ def _custom_vjp_batch(args, dims, *, call, fwd, bwd, num_consts):
     def place_bwd(outs, odims):
         return [_cotangent_to(o, d, w, size) for o, d, w in zip(outs, odims, arg_dims)]
 
+    fwd_traced = []   # the deferred fwd, as reverse mode specialised it (with its flags)
+
     def bwd_avals():
-        res = region_of(fwd, call.in_avals)[0].out_avals[n_out:]
+        region = fwd_traced[-1] if fwd_traced else region_of(fwd, call.in_avals)[0]
+        res = region.out_avals[n_out:]
         return call.in_avals[:num_consts] + res + [a for a in call.out_avals if _inexact(a)]
-    F = _batched_rule(fwd, lambda: call.in_avals, avals, lambda: dims, size, place_fwd, lead)
+    F = _batched_rule(fwd, lambda: call.in_avals, avals, lambda: dims, size, place_fwd, lead,
+                      fwd_traced)
     if isinstance(F, int):
         bwd_in = None   # the deferred bwd is given its input types when it is specialised
     else:

@@ -8,7 +8,14 @@ is its first entry of largest |re| + |im| (LAPACK's i?amax); a singular matrix f
 error (zeros on U's diagonal), as in JAX.
 
 The NumPy definition eliminates column by column over the whole batch at once with NumPy
-only, so that the CUDA backend's per-primitive path runs it on CuPy arrays too.
+only, so that the CUDA backend's per-primitive path runs it on CuPy arrays too. NumPy arrays
+of LAPACK's types whose entries are all finite take LAPACK's getrf through SciPy instead, one
+call per matrix, as the LLVM backend and JAX's CPU kernel do (`decompositions.on_lapack`: not
+for large batches of small matrices): the elimination in Python cost 20x JAX's eager
+factorisation of an 8x8 matrix. Where a NaN or infinity is present the loop runs: OpenBLAS's
+pivot search among NaNs (i?amax) depends on its vector kernel, the dtype and the column's
+length, where the loop's rule (the first NaN, as NumPy's argmax) is the one every kiln backend
+follows.
 
 Derivatives: only `lu` carries one (the integer results have none). The JVP is JAX's: with
 x = P dA (P the permutation as a matrix), la = L^-1 x and lau = la U^-1 (L and U padded to
@@ -20,6 +27,7 @@ from ..ir.abstract import ShapedArray
 from . import emit as E
 from .core import register, JVP, VJP, BATCH
 from .decompositions import (array_module, check_inexact, masked, matmul, matrix_batch_rule,
+                             lapack_routine, on_lapack,
                              solve, t)
 from .rule_forms import tangent_rule, cotangent_rule
 
@@ -36,6 +44,8 @@ def _lu_eval(a):
 
 
 def _lu(a):
+    if on_lapack(a) and np.isfinite(a).all():
+        return _getrf(a)
     xp = array_module(a)
     *batch, m, n = a.shape
     k = min(m, n)
@@ -61,6 +71,28 @@ def _lu(a):
             x[:, j + 1:, j + 1:] -= factor[:, :, None] * x[:, j, j + 1:][:, None, :]
     return (x.reshape(a.shape), pivots.reshape(tuple(batch) + (k,)),
             perm.reshape(tuple(batch) + (m,)))
+
+
+def _getrf(a):
+    """`_lu` by LAPACK's getrf through SciPy, one call per matrix (its pivots are 0-based),
+    `permutation` from its pivots."""
+    getrf = lapack_routine("getrf", a.dtype)
+    *batch, m, n = a.shape
+    batch, k = tuple(batch), min(m, n)
+    matrices = a.reshape(-1, m, n)
+    count = matrices.shape[0]
+    x = np.empty_like(matrices)
+    pivots = np.empty((count, k), np.int32)
+    perm = np.empty((count, m), np.int32)
+    with np.errstate(all="ignore"):
+        for i in range(count):
+            x[i], piv, _ = getrf(matrices[i])   # info > 0 (singular) is no error
+            pivots[i] = piv
+            order = list(range(m))
+            for j, p in enumerate(piv.tolist()):
+                order[j], order[p] = order[p], order[j]
+            perm[i] = order
+    return x.reshape(a.shape), pivots.reshape(batch + (k,)), perm.reshape(batch + (m,))
 
 
 def _lu_one(x, pivots, perm):

@@ -3,12 +3,15 @@ jit partitioned over PJRT devices, lowered as JAX 0.10.2 lowers it (Shardy's
 `sdy.manual_computation`, or GSPMD's `@SPMDFullToShardShape` / `@SPMDShardToFullShape`
 custom calls: compiler/backends/stablehlo/lower_manual.py).
 
-    *outs = shard_map(*args, body=f, mesh_axes=((name, size), ...), manual=(name, ...),
+    *outs = shard_map(*args, body=f, mesh_axes=((name, size), ...), device_ids=(id, ...),
+                      manual=(name, ...),
                       in_names=(per argument: per dimension a tuple of mesh axes), out_names=...)
 
 `f` is one device's function: it takes each argument's block (dimension d divided by the
 sizes of the mesh axes `in_names[i][d]` splits it over) and returns each result's block; the
-results are joined along `out_names`. `mesh_axes` is the whole mesh (row-major), `manual`
+results are joined along `out_names`. `mesh_axes` is the whole mesh (row-major), `device_ids`
+its devices' ids in row-major order (the module's own, or another mesh of the same devices in
+the same order: lower_manual.py), `manual`
 the axes the body is manual over (the others stay whole, XLA's to partition). Collectives in
 `f` name manual axes. A result that `out_names` leaves whole along a manual axis is the value
 at coordinate 0 along it (the devices agree there when the body is right, as shard_map's
@@ -52,7 +55,7 @@ def global_shape(block, names, mesh_axes):
     return tuple(n * math.prod(sizes[a] for a in axes) for n, axes in zip(block, names))
 
 
-def _eval(*avals, body, mesh_axes, manual, in_names, out_names):
+def _eval(*avals, body, mesh_axes, device_ids, manual, in_names, out_names):
     sizes = _sizes(mesh_axes)
     for k, (a, names, v) in enumerate(zip(avals, in_names, body.invars)):
         if global_shape(v.aval.shape, names, mesh_axes) != tuple(a.shape):
@@ -63,7 +66,7 @@ def _eval(*avals, body, mesh_axes, manual, in_names, out_names):
                  for v, names in zip(body.outvars, out_names))
 
 
-def _impl(*args, body, mesh_axes, manual, in_names, out_names):
+def _impl(*args, body, mesh_axes, device_ids, manual, in_names, out_names):
     raise BackendUnsupportedError(
         "a shard_map region runs only in a StableHLO module partitioned over its mesh of "
         "PJRT devices (the staging of a jit partitioned over them emits it); elsewhere "
@@ -129,9 +132,9 @@ def _shared(x, axes, mesh_axes):
     return x if count == 1 else E.div(x, float(count))
 
 
-def _vjp(cts, primals, outs, *, body, mesh_axes, manual, in_names, out_names):
-    params = dict(body=body, mesh_axes=mesh_axes, manual=manual, in_names=in_names,
-                  out_names=out_names)
+def _vjp(cts, primals, outs, *, body, mesh_axes, device_ids, manual, in_names, out_names):
+    params = dict(body=body, mesh_axes=mesh_axes, device_ids=device_ids, manual=manual,
+                  in_names=in_names, out_names=out_names)
     blocks = [v.aval for v in body.invars]
     diff = [_inexact(a) for a in blocks]
     given = [c is not None for c in cts]
@@ -158,9 +161,9 @@ def _vjp(cts, primals, outs, *, body, mesh_axes, manual, in_names, out_names):
     return [next(it) if d else None for d in diff]
 
 
-def _batch(args, dims, *, body, mesh_axes, manual, in_names, out_names):
-    params = dict(body=body, mesh_axes=mesh_axes, manual=manual, in_names=in_names,
-                  out_names=out_names)
+def _batch(args, dims, *, body, mesh_axes, device_ids, manual, in_names, out_names):
+    params = dict(body=body, mesh_axes=mesh_axes, device_ids=device_ids, manual=manual,
+                  in_names=in_names, out_names=out_names)
     size = B.batch_size(args, dims)
     ins = [x if d is None else B.moveaxis(x, d, 0) for x, d in zip(args, dims)]
     blocks = [v.aval.update(shape=((size,) if d is not None else ()) + v.aval.shape)

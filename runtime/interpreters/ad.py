@@ -9,15 +9,19 @@ rule`, `rule(ct, *args, **params) -> cotangent per operand`: the transpose rule 
 primitive used linearly in such a tangent computation, called with `UndefinedPrimal(aval)`
 for the linear operands and values for the others; it returns None (or a `Zero`) for the
 operands that get no cotangent. `defjvp`, `deflinear` and `defbilinear` write both from
-simpler rules. See docs/extend.md."""
+simpler rules. `JVPTracer` is kiln's `Tracer`: kiln specialises a function before it
+differentiates it, so the values a function under `jvp` computes are its traced values
+(`x._trace.main is kiln.extend.core.find_top_trace(args).main` for those of the function
+being traced; `isinstance` alone holds under any transformation). See docs/extend.md."""
 import functools
 
 
 from ..compiler.ir.abstract import ShapedArray
+from ..tracer import Tracer as JVPTracer
 
 __all__ = ["Zero", "UndefinedPrimal", "is_undefined_primal", "instantiate_zeros",
            "zeros_like_aval", "add_tangents", "primitive_jvps", "primitive_transposes",
-           "get_primitive_transpose", "defjvp", "deflinear", "defbilinear"]
+           "get_primitive_transpose", "defjvp", "deflinear", "defbilinear", "JVPTracer"]
 
 
 class Zero:

@@ -5,14 +5,36 @@
 the axis of `args[i]` that carries the batch, or None (`not_mapped`) for an operand shared by
 every example; the rule returns the batched result and its batch axis (lists of both for a
 primitive with multiple results). `defvectorized(p)` registers the rule of a primitive that
-applies to each element on its own. See docs/extend.md."""
+applies to each element on its own. `axis_primitive_batchers[p] = rule` registers a rule in
+JAX's older form, `rule(axis_size, axis_name, trace_type, args, dims, **params)` (equinox
+registers its primitives so); kiln calls it with the batch size, and None for the axis name
+(where JAX passes the vmap's axis name, or an anonymous one) and the trace type. See
+docs/extend.md."""
 import functools
 
 import numpy as np
 
-__all__ = ["primitive_batchers", "defvectorized", "bdim_at_front", "broadcast"]
+__all__ = ["primitive_batchers", "axis_primitive_batchers", "defvectorized", "bdim_at_front",
+           "broadcast"]
 
 primitive_batchers = {}
+
+
+class _AxisPrimitiveBatchers:
+    """Where rules in JAX's older form are registered: each goes into `primitive_batchers`,
+    wrapped to receive the batch size (and None for the axis name and trace type)."""
+
+    def __setitem__(self, prim, rule):
+        def batcher(args, dims, **params):
+            size = next(np.shape(a)[d] for a, d in zip(args, dims) if d is not None)
+            return rule(size, None, None, args, dims, **params)
+        primitive_batchers[prim] = batcher
+
+    def __delitem__(self, prim):
+        del primitive_batchers[prim]
+
+
+axis_primitive_batchers = _AxisPrimitiveBatchers()
 
 
 def broadcast(x, sz, axis, mesh_axis=None):

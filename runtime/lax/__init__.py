@@ -27,3 +27,13 @@ from ..wrappers import user_facing_names  # noqa: E402
 __all__ = [name for name in dir() if not name.startswith("_") and name not in ("user_facing_names", "linalg")]
 user_facing_names(globals())
 del user_facing_names
+
+
+def __getattr__(name):
+    """`<name>_p`: kiln's primitive `<name>` (`stop_gradient_p`, `add_p`, ...), the object its
+    equations in kiln's SSA hold (`eqn.prim`), where JAX's lax has its primitive of that
+    name. Libraries use them as keys of their own tables (equinox)."""
+    from ..compiler.primitives import PRIMITIVES
+    if name.endswith("_p") and name[:-2] in PRIMITIVES:
+        return PRIMITIVES[name[:-2]]
+    raise AttributeError(f"module 'kiln.lax' has no attribute {name!r}")

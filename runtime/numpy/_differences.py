@@ -118,15 +118,17 @@ def gradient(f, *varargs, axis=None, edge_order=None):
 def trapezoid(y, x=None, dx=1.0, axis=-1):
     """The integral of `y` along `axis` by the trapezoidal rule (samples `x` or spacing `dx`)."""
     (arr,) = _arr("trapezoid", y)
-    if arr.dtype.kind not in "fc":   # JAX's promote_dtypes_inexact: booleans add as numbers
-        arr = arr.astype(jnp.result_type(arr.dtype, float))
-    arr = jnp.moveaxis(arr, axis, -1)
-    if x is None:
+    xs = None if x is None else jnp.asarray(x)
+    # JAX's promote_dtypes_inexact of y and x together (int32 with float16 is float16);
+    # booleans add as numbers
+    common = jnp.result_type(arr.dtype) if xs is None else jnp.result_type(arr, xs)
+    if common.kind not in "fc":
+        common = jnp.result_type(common, float)
+    arr = jnp.moveaxis(arr.astype(common), axis, -1)
+    if xs is None:
         d = dx
     else:
-        xs = jnp.asarray(x)
-        if xs.dtype.kind not in "fc":
-            xs = xs.astype(jnp.result_type(xs.dtype, float))
+        xs = xs.astype(common)
         d = jnp.diff(xs) if xs.ndim == 1 else jnp.diff(jnp.moveaxis(xs, axis, -1), axis=-1)
     return 0.5 * jnp.sum(d * (arr[..., 1:] + arr[..., :-1]), axis=-1)
 

@@ -15,7 +15,10 @@ without it. Nothing here needs llvmlite, so ahead-of-time libraries bind it with
 shapes) and copies the function's results into the result buffers; an `ffi_call` site names
 the FFI target and its attributes instead of a token. An exception cannot cross
 the native frames: the callback keeps it in `PENDING` (and leaves the results zero), and the
-executable raises it when the native call returns (`raise_pending`).
+executable raises it when the native call returns (`raise_pending`). Once a host function has
+raised, the rest of that native call calls no host function and prints nothing (their results
+stay zero), as XLA stops the computation at a failing callback: equinox's `error_if` follows
+its raising callback with one that waits for input, which only a TPU should reach.
 """
 import ctypes
 import functools
@@ -58,6 +61,8 @@ def _pointers(address, count):
 
 @_PROTOTYPE
 def _print(site, operands):
+    if PENDING:   # a host function of this call raised: the computation has stopped
+        return
     avals, params = _site(site)
     pointers = _pointers(operands, len(avals))
     values = [_operand(pointers[k], dtype, shape) for k, (dtype, shape) in enumerate(avals)]
@@ -94,6 +99,8 @@ def _pure_site(text):
 
 @_PURE_PROTOTYPE
 def _pure(site, operands, results):
+    if PENDING:
+        return
     call, avals, declared = _pure_site(site)
     pointers = _pointers(operands, len(avals))
     values = [_operand(pointers[k], dtype, shape) for k, (dtype, shape) in enumerate(avals)]

@@ -100,6 +100,18 @@ ClientCreate = _struct("PJRT_Client_Create_Args", [
     ("kv_get_callback", P), ("kv_get_user_arg", P), ("kv_put_callback", P),
     ("kv_put_user_arg", P), ("client", P), ("kv_try_get_callback", P),
     ("kv_try_get_user_arg", P)])
+# The key-value store callbacks' arguments (PJRT_KeyValue*Callback_Args): `callback_error`
+# points to a PJRT_CallbackError, `value_deleter` is set by the callback to free its `value`.
+KeyValueGet = _struct("PJRT_KeyValueGetCallback_Args", [
+    ("key", P), ("key_size", SIZE), ("timeout_in_ms", INT), ("callback_error", P),
+    ("user_arg", P), ("value", P), ("value_size", SIZE), ("value_deleter", P)])
+KeyValueTryGet = _struct("PJRT_KeyValueTryGetCallback_Args", [
+    ("key", P), ("key_size", SIZE), ("callback_error", P), ("user_arg", P),
+    ("value", P), ("value_size", SIZE), ("value_deleter", P)])
+KeyValuePut = _struct("PJRT_KeyValuePutCallback_Args", [
+    ("key", P), ("key_size", SIZE), ("value", P), ("value_size", SIZE),
+    ("callback_error", P), ("user_arg", P)])
+CALLBACK_ERROR = C.CFUNCTYPE(P, INT, C.c_char_p, SIZE)   # PJRT_CallbackError
 Client = _struct("PJRT_Client_Destroy_Args", [("client", P)])
 ClientString = _struct("PJRT_Client_PlatformName_Args", [   # PlatformVersion: the same layout
     ("client", P), ("text", P), ("size", SIZE)])

@@ -1,13 +1,13 @@
 """PJRT clients, devices, buffers and executables as Python objects over `api`.
 
-`Client(plugin, options=None)` creates a client of a loaded plug-in (`plugins.load(path)`; the
-create options below), with its `platform`, `platform_version`, `process_index` and
-`devices` (`DeviceInfo`: handle, id, kind, process index; the addressable ones), and
-`kiln_dots`: the custom-call targets of kiln's matrix products registered with a CPU plug-in
-(ffi_dot.py; {} for other platforms or where the plug-in cannot take them). Objects keep
-what they need alive: a buffer or an executable holds its client, so the client is destroyed
-after them (`close()`, or when the last reference goes; never while the interpreter shuts
-down, when the plug-in's threads may already be gone).
+`Client(plugin, options=None, store=None, store_prefix=b"")` creates a client of a loaded
+plug-in (`plugins.load(path)`; the create options below), with its `platform`,
+`platform_version`, `process_index` and `devices` (`DeviceInfo`: handle, id, kind, process
+index; the addressable ones), and `kiln_dots`: the custom-call targets of kiln's matrix products
+registered with a CPU plug-in (ffi_dot.py; {} for other platforms or where the plug-in cannot
+take them). Objects keep what they need alive: a buffer or an executable holds its client, so
+the client is destroyed after them (`close()`, or when the last reference goes; never while the
+interpreter shuts down, when the plug-in's threads may already be gone).
 
 `client.put(array, device, zero_copy=False)` copies a NumPy array to a device
 (`PJRT_Client_BufferFromHostBuffer`, C-contiguous data, no strides): by default with "immutable
@@ -52,8 +52,10 @@ the executable to its devices. A partitioned module (sharded jit, replicated.py)
 replica, num_partitions = its device count, use_spmd_partitioning (field 6), one computation
 per device and, for a module with Shardy's shardings, use_shardy_partitioner (field 19).
 
-`Client(table, options)` passes `options` ({name: int}) as PJRT_Client_Create's create
-options (the CPU plug-in reads `cpu_device_count`).
+`Client(table, options, store, store_prefix)` passes `options` ({name: int}) as
+PJRT_Client_Create's create options (the CPU plug-in reads `cpu_device_count`) and, given a
+key-value `store`, the callbacks over it (kv_store.py; keys prefixed by `store_prefix`) that a
+multi-process plug-in shares its processes' data through.
 """
 import ctypes as C
 import sys
@@ -62,7 +64,7 @@ import weakref
 
 import numpy as np
 
-from . import api, compile_cache, ffi_dot, native
+from . import api, compile_cache, ffi_dot, kv_store, native
 
 
 def _varint(n):
@@ -126,14 +128,16 @@ class DeviceInfo:
 class Client:
     """A PJRT client of the plug-in `table` (an api.Api). See the module docstring."""
 
-    def __init__(self, table, options=None):
+    def __init__(self, table, options=None, store=None, store_prefix=b""):
         self.api = table
         named = [api.args(api.NamedValue, name=k.encode(), name_size=len(k),
                           type=api.NAMED_INT64, value=api.NamedValueData(int64_value=v),
                           value_size=1) for k, v in sorted((options or {}).items())]
         listed = (api.NamedValue * max(1, len(named)))(*named)
+        kv = kv_store.callbacks(store, store_prefix) if store is not None else {}
+        self._kv_callbacks = kv.pop("keep", None)   # (the plug-in may call them at any time)
         self.handle = table.call("Client_Create", api.args(
-            api.ClientCreate, create_options=listed, num_options=len(named))).client
+            api.ClientCreate, create_options=listed, num_options=len(named), **kv)).client
         self.platform = table.string("Client_PlatformName", api.ClientString, client=self.handle)
         self.platform_version = table.string("Client_PlatformVersion", api.ClientString,
                                              client=self.handle)

@@ -35,6 +35,7 @@ _ERROR = C.c_void_p
 _AWAIT = C.CFUNCTYPE(_ERROR, C.c_void_p, C.c_void_p)
 _LOCK = threading.Lock()
 _LIBRARIES = {}
+_OBJECTS = {}     # (name, source) -> the loaded object (load)
 CONTEXT_WORDS = 4   # execute function, executable, options, outputs
 
 
@@ -74,7 +75,9 @@ def buffer_functions():
 
 def load(name, emit, *symbols, source=__file__):
     """The addresses of `symbols` in the object `name`, emitted by `emit(module)` (disk-cached,
-    keyed by the file `source` that emits it); one address for one symbol."""
+    keyed by the file `source` that emits it) and loaded once per process (`_OBJECTS`: a new
+    jitted function with the form of an earlier one reuses its entry object); one address for
+    one symbol."""
     from ..llvm import rtlib, target
     import llvmlite.ir as ir
 
@@ -85,7 +88,9 @@ def load(name, emit, *symbols, source=__file__):
         return target.object_code(target.optimize(str(module), name))
 
     with _LOCK:
-        loaded = rtlib.load_library(name, compile_, source)
+        loaded = _OBJECTS.get((name, source))
+        if loaded is None:
+            loaded = _OBJECTS[name, source] = rtlib.load_library(name, compile_, source)
     addresses = [loaded.function_address(s) for s in symbols]
     if not all(addresses):
         raise api.PjrtError(f"the native PJRT library {name} lacks {symbols}", "INTERNAL")

@@ -1,5 +1,5 @@
-"""A StableHLO module compiled as one replica (or one partition) per device: what `pmap` and
-`shard_map` (replicas) and sharded `jit` (partitions) run on PJRT devices.
+"""A StableHLO module compiled as one replica (or one partition) per device: what `pmap`
+(replicas) and sharded `jit` and `shard_map` (partitions) run on PJRT devices.
 
 `ReplicatedExecutable(client, mlir_text, in_avals, out_avals, devices)` compiles a module
 whose `mhlo.num_replicas` is `len(devices)` (its collectives name replicas 0 .. n-1 in

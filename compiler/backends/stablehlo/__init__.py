@@ -13,7 +13,7 @@ from . import (lower_elementwise, lower_structural, lower_reductions, lower_inde
                lower_linalg, lower_sorting, lower_control, lower_fft, lower_convolution,
                lower_windows, lower_decompositions, lower_lu, lower_qr,
                lower_jacobi, lower_svd, lower_collectives, lower_schur, lower_eig,
-               lower_ffi, lower_unsupported, lower_manual)
+               lower_ffi, lower_unsupported, lower_manual, lower_processes)
 from .module import StableHloModule, lower_module
 
 __all__ = ["StableHloModule", "lower_module"]

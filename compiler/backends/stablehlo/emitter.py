@@ -67,6 +67,9 @@ class Emitter:
         self.dots = {}   # {(dtype, lhs order, rhs order): custom-call target}
         self.partitioning = None   # module.Partitioning of a partitioned module
         self.manual = False   # lowering a shard_map's body: collectives name partitions
+        # {(axis names, sizes): name}: the other meshes of the module's devices that
+        # shard_maps in it run over, which a Shardy module declares (`@mesh_0`, ...)
+        self.meshes = {}
 
     # ------------------------------------------------------------------ writing
     def line(self, text):

@@ -28,8 +28,10 @@ collective also has `channel_handle = #stablehlo.channel_handle<handle = 1, type
 but all_to_all and collective_permute `use_global_device_ids`, and axis_index is
 `stablehlo.partition_id` (ui32) divided and taken modulo in ui32, then converted.
 
-A collective without `mesh_axes` (a module that is not replicated) and one spanning several
-processes are located BackendUnsupportedErrors.
+A collective without `mesh_axes` (a module that is not replicated) is a located
+BackendUnsupportedError. One over an axis spanning several processes is lowered by
+lower_processes.py, which uses `reduced` and `gathered` for the part among this process's
+replicas.
 """
 import math
 
@@ -49,10 +51,6 @@ _REDUCE = {"psum": "stablehlo.add", "pmax": "stablehlo.maximum", "pmin": "stable
 def _layout(ctx, mesh_axes, processes):
     """The mesh axes of the module's replicas; an error where there are none to use."""
     name = ctx.eqn.prim.name
-    if processes != 1:
-        raise ctx.error(f"the StableHLO backend cannot lower {name!r} over an axis that spans "
-                        f"{processes} processes: a PJRT module runs on this process's devices; "
-                        f"run it with the llvm backend")
     if mesh_axes is None:
         raise ctx.error(f"the StableHLO backend lowers {name!r} only in a module replicated "
                         f"over devices: call the function through kiln.pmap(..., "
@@ -74,7 +72,11 @@ def groups_of(mesh_axes, names):
 
 def replica_groups(mesh_axes, names):
     """The `replica_groups` attribute of a collective over `names` on `mesh_axes`."""
-    groups = groups_of(mesh_axes, names)
+    return groups_attribute(groups_of(mesh_axes, names))
+
+
+def groups_attribute(groups):
+    """The `replica_groups` attribute of `groups` (lists of replicas, of one length)."""
     return f"replica_groups = dense<{groups}> : tensor<{len(groups)}x{len(groups[0])}xi64>"
 
 
@@ -96,18 +98,24 @@ def _adding(ctx, op, dtype):
     return [([scalar(dtype)] * 2, lambda b: [ctx.binary(op, *b)])]
 
 
+def reduced(ctx, name, x, groups):
+    """`stablehlo.all_reduce` of `x` (psum, pmax or pmin: `name`) within each replica group of
+    `groups` (a replica_groups attribute: `replica_groups`, `groups_attribute`)."""
+    manual = ctx.manual if ctx.manual and ctx.manual.partial else None
+    if manual is not None:
+        x = manual.constrained(ctx, x)
+    region = [([scalar(x.aval.dtype)] * 2, lambda b: [
+        ctx.binary(_REDUCE[name], *b) if manual is None else
+        manual.constrained(ctx, ctx.binary(_REDUCE[name], *b), "")])]
+    return ctx.generic("stablehlo.all_reduce", [x], [x.aval], region,
+                       _attributes(ctx, groups))[0]
+
+
 def _reducing(name):
     def rule(ctx, args, *, axis_name, mesh_axes=None, processes=1):
         (x,) = args
-        groups = replica_groups(_layout(ctx, mesh_axes, processes), axis_names(axis_name))
-        manual = ctx.manual if ctx.manual and ctx.manual.partial else None
-        if manual is not None:
-            x = manual.constrained(ctx, x)
-        region = [([scalar(x.aval.dtype)] * 2, lambda b: [
-            ctx.binary(_REDUCE[name], *b) if manual is None else
-            manual.constrained(ctx, ctx.binary(_REDUCE[name], *b), "")])]
-        return ctx.generic("stablehlo.all_reduce", [x], [x.aval], region,
-                           _attributes(ctx, groups))
+        return [reduced(ctx, name, x, replica_groups(_layout(ctx, mesh_axes, processes),
+                                                     axis_names(axis_name)))]
     return rule
 
 
@@ -135,15 +143,20 @@ def _with_unit_axis(ctx, x, at):
     return reshape(ctx, x, shape)
 
 
+def gathered(ctx, x, dimension, groups, out_aval):
+    """`stablehlo.all_gather` of `x` along `dimension` within each replica group of `groups`
+    (as `reduced`'s), giving `out_aval`."""
+    return ctx.generic("stablehlo.all_gather", [x], [out_aval], [],
+                       _attributes(ctx, f"all_gather_dim = {dimension} : i64", groups))[0]
+
+
 def _all_gather(ctx, args, *, axis_name, all_gather_dimension, tiled, axis_size,
                 mesh_axes=None, processes=1, to="varying"):   # (`to`: the type only)
     (x,) = args
     groups = replica_groups(_layout(ctx, mesh_axes, processes), (axis_name,))
     if not tiled:
         x = _with_unit_axis(ctx, x, all_gather_dimension)
-    return ctx.generic("stablehlo.all_gather", [x], ctx.out_avals, [],
-                       _attributes(ctx, f"all_gather_dim = {all_gather_dimension} : i64",
-                                   groups))
+    return [gathered(ctx, x, all_gather_dimension, groups, ctx.out_avals[0])]
 
 
 def _psum_scatter(ctx, args, *, axis_name, scatter_dimension, tiled, axis_size,
@@ -154,10 +167,16 @@ def _psum_scatter(ctx, args, *, axis_name, scatter_dimension, tiled, axis_size,
     shape = list(out.shape)
     if not tiled:
         shape.insert(scatter_dimension, 1)
-    (y,) = ctx.generic("stablehlo.reduce_scatter", [x], [out.update(shape=tuple(shape))],
-                       _adding(ctx, "stablehlo.add", x.aval.dtype),
-                       _attributes(ctx, groups, f"scatter_dimension = {scatter_dimension} : i64"))
+    y = scattered(ctx, "psum", x, scatter_dimension, groups, out.update(shape=tuple(shape)))
     return [reshape(ctx, y, out.shape)]
+
+
+def scattered(ctx, name, x, dimension, groups, out_aval):
+    """`stablehlo.reduce_scatter` of `x` (psum, pmax or pmin: `name`) along `dimension`
+    within each replica group of `groups` (as `reduced`'s), giving `out_aval`."""
+    return ctx.generic("stablehlo.reduce_scatter", [x], [out_aval],
+                       _adding(ctx, _REDUCE[name], x.aval.dtype),
+                       _attributes(ctx, groups, f"scatter_dimension = {dimension} : i64"))[0]
 
 
 def _all_to_all(ctx, args, *, axis_name, split_axis, concat_axis, tiled, axis_size,

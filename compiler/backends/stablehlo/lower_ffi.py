@@ -65,12 +65,21 @@ def _layout(order, rank):
 
 def _ffi_call(ctx, args, *, target_name, results, attributes=(), vmap_method=None,
               layouts=None, aliases=()):
-    outs = ctx.out_avals
+    return custom_call(ctx, target_name, args, ctx.out_avals, _dictionary(ctx, attributes),
+                       side_effect=ctx.eqn.prim.name == "ffi_call_effect", layouts=layouts,
+                       aliases=aliases)
+
+
+def custom_call(ctx, target_name, args, outs, config="{}", side_effect=False, layouts=None,
+                aliases=()):
+    """A typed-FFI `stablehlo.custom_call @target_name` of `args` giving values of the avals
+    `outs`: `config` (an MLIR dictionary) its backend_config, `layouts` (operand orders,
+    result orders) or row-major ones; the results' Values."""
     in_orders, out_orders = layouts or (None, None)
     in_orders = in_orders or (None,) * len(args)
     out_orders = out_orders or (None,) * len(outs)
-    fields = ["api_version = 4 : i32", f"backend_config = {_dictionary(ctx, attributes)}"]
-    if ctx.eqn.prim.name == "ffi_call_effect":
+    fields = ["api_version = 4 : i32", f"backend_config = {config}"]
+    if side_effect:
         fields.append("has_side_effect = true")
     fields.append("operand_layouts = [" + ", ".join(
         _layout(o, a.aval.ndim) for o, a in zip(in_orders, args)) + "]")

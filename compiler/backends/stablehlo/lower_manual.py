@@ -18,6 +18,12 @@ type = 1>` and `use_global_device_ids` where JAX writes them, and `axis_index` i
 `stablehlo.partition_id` divided by the axis's stride (lower_collectives.py reads
 `ctx.manual`, a `Manual`). In a body manual over some of the axes, a psum's operand and its
 region's sum are constrained as JAX constrains them (`Manual.constrained`).
+
+A shard_map over another mesh than the module's, of the same devices in the same row-major
+order (a 2 x 4 mesh inside a jit over a 4 x 2 one), is written over that mesh: under Shardy
+its shardings name `@mesh_0` (declared after `@mesh`), under GSPMD its tilings and replica
+groups are that mesh's, whose row-major position p is partition p too. Any other device
+list is refused (the runtime raises JAX's error before: runtime/shard_map.py).
 """
 import math
 
@@ -31,24 +37,30 @@ from .module import hlo_sharding, sdy_sharding
 from .types import tensor_type
 
 
-def _check(ctx, mesh_axes):
+def _check(ctx, mesh_axes, device_ids):
+    """The name of the Shardy mesh a shard_map over the mesh `mesh_axes` of the devices
+    `device_ids` (row-major) runs over: `mesh` for the module's own, `mesh_0`, ... for
+    another mesh of the same devices in the same order (declared by lower_module)."""
     part = ctx.partitioning
     names, sizes = tuple(n for n, _ in mesh_axes), tuple(s for _, s in mesh_axes)
-    if part is None or (tuple(part.axis_names), tuple(part.sizes)) != (names, sizes):
+    if part is None or tuple(part.device_ids) != tuple(device_ids):
         where = "a module that is not partitioned" if part is None else \
-            f"a module partitioned over the mesh {dict(zip(part.axis_names, part.sizes))}"
-        raise ctx.error(f"a shard_map over the mesh {dict(mesh_axes)} lowers only in a module "
-                        f"partitioned over that mesh, not in {where}: call it inside a jit "
-                        f"over that mesh's devices")
-    return part
+            f"a module partitioned over the devices {list(part.device_ids)}"
+        raise ctx.error(f"a shard_map over the mesh {dict(mesh_axes)} of the devices "
+                        f"{list(device_ids)} lowers only in a module partitioned over those "
+                        f"devices in that order, not in {where}: call it inside a jit over "
+                        f"that mesh's devices")
+    if (tuple(part.axis_names), tuple(part.sizes)) == (names, sizes):
+        return "mesh"
+    return ctx.meshes.setdefault((names, sizes), f"mesh_{len(ctx.meshes)}")
 
 
 def _dims(names, axis_names):
     return [tuple(axis_names.index(a) for a in axes) for axes in names]
 
 
-def _sdy(axis_names, names, partial):
-    text = sdy_sharding(axis_names, _dims(names, axis_names))
+def _sdy(axis_names, names, partial, mesh):
+    text = sdy_sharding(axis_names, _dims(names, axis_names), mesh)
     if not partial:
         return text
     # each dimension left open for the axes that are not manual: {"x", ?} and {?}
@@ -71,10 +83,10 @@ def _manual_sharding(sizes, manual_dims, ndim):
 
 class Manual:
     """What a shard_map's body lowers under (`ctx.manual`): the mesh's sizes, the indices of
-    the manual axes, whether the module is Shardy's."""
+    the manual axes, whether the module is Shardy's, the Shardy mesh's name."""
 
-    def __init__(self, sizes, manual_dims, shardy):
-        self.sizes, self.manual_dims, self.shardy = sizes, manual_dims, shardy
+    def __init__(self, sizes, manual_dims, shardy, mesh):
+        self.sizes, self.manual_dims, self.shardy, self.mesh = sizes, manual_dims, shardy, mesh
         self.partial = len(manual_dims) < len(sizes)
 
     def constrained(self, ctx, x, config=None):
@@ -84,7 +96,7 @@ class Manual:
         (`<@mesh, []>`; an operand as it is)."""
         if self.shardy:
             return x if x.aval.shape else ctx.emit(
-                f"sdy.sharding_constraint {x} <@mesh, []> : {x.type}", x.aval)
+                f"sdy.sharding_constraint {x} <@{self.mesh}, []> : {x.type}", x.aval)
         ndim = len(x.aval.shape)
         return custom(ctx, "Sharding", x, x.aval,
                       _manual_sharding(self.sizes, self.manual_dims, ndim),
@@ -96,18 +108,19 @@ def custom(ctx, target, x, aval, sharding, config):
                     f'mhlo.sharding = "{sharding}"}} : ({x.type}) -> {tensor_type(aval)}', aval)
 
 
-def _shard_map(ctx, args, *, body, mesh_axes, manual, in_names, out_names):
-    part = _check(ctx, mesh_axes)
-    axis_names, sizes = list(part.axis_names), tuple(part.sizes)
+def _shard_map(ctx, args, *, body, mesh_axes, device_ids, manual, in_names, out_names):
+    mesh = _check(ctx, mesh_axes, device_ids)
+    part = ctx.partitioning
+    axis_names, sizes = [n for n, _ in mesh_axes], tuple(s for _, s in mesh_axes)
     body = with_collective_params(body, mesh_axes=tuple(mesh_axes))
     partial = len(manual) < len(mesh_axes)
     blocks = [v.aval for v in body.invars]
     saved, ctx.manual = ctx.manual, Manual(sizes, [axis_names.index(a) for a in manual],
-                                           part.shardy)
+                                           part.shardy, mesh)
     try:
         if part.shardy:
             return _manual_computation(ctx, args, body, blocks, axis_names, manual, in_names,
-                                       out_names, partial)
+                                       out_names, partial, mesh)
         return _full_to_shard(ctx, args, body, blocks, axis_names, sizes, manual, in_names,
                               out_names)
     finally:
@@ -115,12 +128,12 @@ def _shard_map(ctx, args, *, body, mesh_axes, manual, in_names, out_names):
 
 
 def _manual_computation(ctx, args, body, blocks, axis_names, manual, in_names, out_names,
-                        partial):
+                        partial, mesh):
     outs = ctx.out_avals
     first = ctx.fresh()
     head = f"{first} = " if len(outs) == 1 else f"{first}:{len(outs)} = "
-    ins = ", ".join(_sdy(axis_names, n, partial) for n in in_names)
-    results = ", ".join(_sdy(axis_names, n, partial) for n in out_names)
+    ins = ", ".join(_sdy(axis_names, n, partial, mesh) for n in in_names)
+    results = ", ".join(_sdy(axis_names, n, partial, mesh) for n in out_names)
     axes = ", ".join(f'"{a}"' for a in manual)
     region = [Value(ctx.fresh(), b) for b in blocks]
     params = ", ".join(f"{v.name}: {v.type}" for v in region)

@@ -37,7 +37,10 @@ partition holding each tile, the mesh axes no dimension uses as the last (replic
 `sdy_mesh(axis_names, mesh_sizes)` declares the same mesh for Shardy as `@mesh` (its devices
 in row-major order, partition p at position p), and `sdy_attribute(axis_names, dims)` is the
 value's sharding over it, one `{"axis", ...}` per dimension (major axis first; `{}` for an
-unsplit dimension), the form JAX 0.10.2 writes with `jax_use_shardy_partitioner` on.
+unsplit dimension), the form JAX 0.10.2 writes with `jax_use_shardy_partitioner` on. A
+shard_map over another mesh of the same devices (in the same row-major order) names that mesh
+`@mesh_0` (`@mesh_1`, ...), which the module declares after `@mesh`, as JAX does
+(lower_manual.py; `Emitter.meshes`).
 """
 import json
 import math
@@ -85,10 +88,11 @@ def gspmd_attribute(mesh_sizes, dims):
     return f'mhlo.sharding = "{hlo_sharding(mesh_sizes, dims)}"'
 
 
-def sdy_mesh(axis_names, mesh_sizes):
-    """Shardy's declaration of the mesh `@mesh` (module docstring)."""
+def sdy_mesh(axis_names, mesh_sizes, name="mesh"):
+    """Shardy's declaration of the mesh `@mesh` (module docstring), or of another mesh of the
+    same devices named `name`."""
     axes = ", ".join(f"{_quoted(n)}={size}" for n, size in zip(axis_names, mesh_sizes))
-    return f"sdy.mesh @mesh = <[{axes}]>"
+    return f"sdy.mesh @{name} = <[{axes}]>"
 
 
 def sdy_attribute(axis_names, dims):
@@ -97,11 +101,12 @@ def sdy_attribute(axis_names, dims):
     return f"sdy.sharding = #sdy.sharding{sdy_sharding(axis_names, dims)}"
 
 
-def sdy_sharding(axis_names, dims):
-    """Shardy's sharding `<@mesh, [{"x"}, {}]>` of a value split as `dims` says."""
+def sdy_sharding(axis_names, dims, mesh="mesh"):
+    """Shardy's sharding `<@mesh, [{"x"}, {}]>` of a value split as `dims` says (over the
+    module's mesh `@mesh`, or another one it declares)."""
     split = ", ".join("{" + ", ".join(_quoted(axis_names[a]) for a in axes) + "}"
                       for axes in dims)
-    return f"<@mesh, [{split}]>"
+    return f"<@{mesh}, [{split}]>"
 
 
 class Partitioning(NamedTuple):
@@ -150,8 +155,10 @@ def lower_module(fn, name=None, replicas=1, partitions=1, shardings=None, aliase
     declared = ", ".join(_attributed(o.type, s) for o, s in zip(outs, outs_sharded))
     lines = [f"module @{symbol} attributes {{mhlo.num_partitions = {partitions} : i32, "
              f"mhlo.num_replicas = {replicas} : i32}} {{"]
-    if mesh is not None:
+    if mesh is not None:   # (Shardy's) and the other meshes shard_maps in it run over
         lines.append(f"  {mesh}")
+        lines += [f"  {sdy_mesh(names, sizes, name)}"
+                  for (names, sizes), name in ctx.meshes.items()]
     lines.append(f"  func.func public @main({params}) -> ({declared}) {{")
     lines += ctx.lines
     if outs:

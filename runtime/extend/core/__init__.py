@@ -11,11 +11,13 @@ definition: the function of an `mlir.lower_fun` lowering, specialised on the ope
 when there is one; else the implementation, called on the host with concrete values (a
 `pure_callback` with the abstract evaluation's types), since JAX calls an implementation only
 with concrete values (it may use NumPy). The transforms call the user's rules (the `_Rules` object below), which
-the compiler reaches through the equation's `rules` token. JAX's jaxpr types (`Jaxpr`,
-`ClosedJaxpr`, `Var`, tracing contexts) are not here: kiln has no jaxprs (docs/extend.md).
-`Literal` is the type of the constant operands of kiln's SSA equations (what `make_jaxpr`
-shows), `DebugInfo` that of `kiln.api_util.debug_info`, and `primitives` names kiln's
-primitives as JAX's `jax.extend.core.primitives` does.
+the compiler reaches through the equation's `rules` token. `ClosedJaxpr` and `Jaxpr` are the
+types of `make_jaxpr`'s result and of its `jaxpr` (kiln's SSA form laid out as a jaxpr), and
+`find_top_trace` gives the function being specialised now (as JAX's gives the current trace).
+`Literal` is the type of the constant operands of kiln's SSA equations, `DebugInfo` that of
+`kiln.api_util.debug_info`, and `primitives` names kiln's primitives as JAX's
+`jax.extend.core.primitives` does. JAX's `Var` and tracing contexts are not here
+(docs/extend.md).
 """
 import functools
 
@@ -28,12 +30,14 @@ from ...compiler.primitives.user import user_primitive, user_rules
 from ...compiler.primitives.rule_forms import has_tangent
 from ...custom_derivatives import value_aval as _aval, is_tracing as _tracing
 from ...interpreters import ad, batching
+from ...introspection import ClosedJaxpr, Jaxpr
 
 from ..linear_util import DebugInfo
 from . import primitives  # noqa: F401
 
-__all__ = ["Primitive", "Literal", "DebugInfo", "primitives", "mapped_aval", "unmapped_aval",
-           "primal_dtype_to_tangent_dtype", "valid_jaxtype"]
+__all__ = ["Primitive", "ClosedJaxpr", "Jaxpr", "find_top_trace", "Literal", "DebugInfo",
+           "primitives", "mapped_aval", "unmapped_aval", "primal_dtype_to_tangent_dtype",
+           "valid_jaxtype"]
 
 
 class Primitive:
@@ -238,6 +242,14 @@ class _Rules:
         if prim.multiple_results:
             return _results(out, prim, "batching"), list(out_dims)
         return [out], [out_dims]
+
+
+def find_top_trace(xs):
+    """The trace being built now, as JAX 0.10.2's (which also ignores `xs`): a
+    `kiln.tracer.Trace` whose `main` is the builder of the function kiln is specialising, or
+    None outside one. A traced value `x` of that function has `x._trace.main` the same."""
+    from ...tracer import Trace
+    return Trace(current())
 
 
 def mapped_aval(size, axis, aval):
