@@ -15,7 +15,7 @@ from .compiler.primitives import PRIMITIVES
 from .custom_derivatives import custom_jvp
 from .dispatch import bind
 from ._key_reuse import consume
-from .numpy._dtypes import prng_key
+from .numpy._dtypes import prng_key, ExtendedDType
 from .numpy._core import check_arraylike, broadcast_shapes, canonicalize_axis, canonical_dtype
 from .tree_util import register_pytree_node
 from .sharding_types import out_sharding_keyword
@@ -50,7 +50,7 @@ def _u32(value):
 
 # ------------------------------------------------------------------------------ typed keys
 
-class _KeyDtype:
+class _KeyDtype(ExtendedDType):
     """The dtype of typed threefry2x32 keys, printed as JAX prints it."""
     name = "key<fry>"
     type = prng_key  # jnp.issubdtype(k.dtype, kiln.dtypes.prng_key) is True

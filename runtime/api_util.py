@@ -1,8 +1,8 @@
 """`kiln.api_util`, as far as kiln has JAX's `jax.api_util`: `shaped_abstractify` (the
 abstract value of a value), `safe_map` (a `map` over sequences of one length), `debug_info`
-(a function's name, source location and argument paths, as a `DebugInfo`) and `flatten_fun` /
-`flatten_fun_nokwargs`, the transformations of a `kiln.extend.linear_util.WrappedFun` that
-make it take and return flat lists of leaves. JAX's helpers for its `jit` internals
+(a function's name, source location and argument paths, as JAX's `DebugInfo`) and
+`flatten_fun` / `flatten_fun_nokwargs`, the transformations of a
+`kiln.extend.linear_util.WrappedFun` that make it take and return flat lists of leaves. JAX's helpers for its `jit` internals
 (`argnums_partial`, `donation_vector`, `flatten_axes`, `rebase_donate_argnums`) are not here."""
 import inspect
 
@@ -10,8 +10,10 @@ from .compiler.ir.abstract import ShapedArray
 from .extend import linear_util as lu
 from .tree_util import tree_flatten, tree_unflatten, tree_flatten_with_path, keystr
 
-__all__ = ["shaped_abstractify", "safe_map", "debug_info", "flatten_fun",
-           "flatten_fun_nokwargs"]
+DebugInfo = lu.DebugInfo
+
+__all__ = ["DebugInfo", "debug_info", "flatten_fun", "flatten_fun_nokwargs", "safe_map",
+           "shaped_abstractify"]
 
 
 def shaped_abstractify(x):

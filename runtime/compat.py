@@ -35,12 +35,15 @@ _INTERNALS = {
 }
 # Private modules that only re-export what a public one has (libraries import them for a helper:
 # blackjax's `from jax._src.flatten_util import ravel_pytree`): served by the public kiln module.
+# flax imports `core` and `dtypes` (for `ShapedArray` and `ExtendedDType`) and traceback_util
+# (`api_boundary`, `register_exclusion`, `_exclude_paths`): kiln.core, kiln.dtypes and
+# kiln._traceback, which hides the frames of registered paths as JAX's does.
 _PRIVATE_TWINS = {"jax._src.flatten_util": "kiln.flatten_util",
                   "jax._src.tree_util": "kiln.tree_util", "jax._src.typing": "kiln.typing",
                   "jax._src.api": "kiln", "jax._src.lax.lax": "kiln.lax",
                   "jax._src.core": "kiln.core", "jax._src.dtypes": "kiln.dtypes",
-                  # register_exclusion and api_boundary, which equinox and jaxtyping call at
-                  # import: kiln's traceback filter, with the same meaning
+                  # register_exclusion and api_boundary, which equinox, jaxtyping and flax
+                  # call at import: kiln's traceback filter, with the same meaning
                   "jax._src.traceback_util": "kiln._traceback"}
 _PRIVATE_PARENTS = ("jax._src", "jax._src.lax")   # packages of the twins, empty otherwise
 # Private modules libraries import whole at the top of a module only to look up an optional

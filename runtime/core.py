@@ -1,25 +1,26 @@
 """`kiln.core`, as far as kiln has JAX's `jax.core`: `ShapedArray` (the abstract value of an
-array: shape, dtype, weak type), `Tracer` (the type of traced values, for `isinstance`),
-`ensure_compile_time_eval`, and `eval_jaxpr`, which runs the SSA form `make_jaxpr` gives
-(`closed.jaxpr` on `closed.consts`, as equinox's `filter_closure_convert` does;
-`propagate_source_info` is accepted), and `trace_state_clean()` (JAX's private `jax._src.core`
-function, which libraries call to ask whether a transformation is tracing them: true outside
-kiln's specialisation of a function, false inside it). JAX's trace classes and contexts have
-nothing to map to in kiln, which compiles source instead of tracing
-(`kiln.extend.core.find_top_trace` gives the function being specialised; docs/extend.md).
+array: shape, dtype, weak type), `AbstractValue` (its base class), `Tracer` (the type of traced
+values, for `isinstance`), `ensure_compile_time_eval`, and `eval_jaxpr`, which runs the SSA
+form `make_jaxpr` gives (`closed.jaxpr` on `closed.consts`, as equinox's
+`filter_closure_convert` does; `propagate_source_info` is accepted), and `trace_state_clean()`
+(JAX's private `jax._src.core` function, which libraries call to ask whether a transformation
+is tracing them: true outside kiln's specialisation of a function, false inside it). JAX's
+trace classes and contexts have nothing to map to in kiln, which compiles source instead of
+tracing (`kiln.extend.core.find_top_trace` gives the function being specialised,
+`get_opaque_trace_state` the specialisation or eager context; docs/extend.md).
 
 The names JAX 0.10.2 keeps under a deprecation warning that kiln has warn the same way
-(`valid_jaxtype`, `primal_dtype_to_tangent_dtype`); those JAX has removed raise its
-AttributeError.
+(`valid_jaxtype`, `primal_dtype_to_tangent_dtype`, `get_opaque_trace_state`); those JAX has
+removed raise its AttributeError.
 """
 import warnings
 
-from .compiler.ir.abstract import ShapedArray
+from .compiler.ir.abstract import AbstractValue, ShapedArray
 from .tracer import Tracer
 from .annotations import ensure_compile_time_eval
 from .compiler.ir.builder import current as _current_builder
 
-__all__ = ["ShapedArray", "Tracer", "ensure_compile_time_eval", "eval_jaxpr"]
+__all__ = ["AbstractValue", "ShapedArray", "Tracer", "ensure_compile_time_eval", "eval_jaxpr"]
 
 
 def eval_jaxpr(jaxpr, consts, *args, propagate_source_info=True):
@@ -44,6 +45,8 @@ _DEPRECATED = {
     "valid_jaxtype": "jax.core.valid_jaxtype is deprecated. Use jax.extend.core.valid_jaxtype.",
     "primal_dtype_to_tangent_dtype": "jax.core.primal_dtype_to_tangent_dtype is deprecated. "
                                      "Use jax.extend.core.primal_dtype_to_tangent_dtype.",
+    "get_opaque_trace_state": "jax.core.get_opaque_trace_state is deprecated. Use "
+                              "jax.extend.core.get_opaque_trace_state.",
 }
 _REMOVED = {
     "get_aval": "jax.core.get_aval was deprecated in JAX v0.8.2 and removed in JAX v0.10.0; "

@@ -3,17 +3,23 @@
 `canonicalize_dtype` narrows 64-bit types while x64 is off, `scalar_type_of` gives the Python
 type of a value's kind, `extended` and `prng_key` are the abstract types typed PRNG keys
 (`kiln.random.key`) are sub-dtypes of, so `jnp.issubdtype(k.dtype, kiln.dtypes.prng_key)` tells a
-typed key from an array, as in JAX.
+typed key from an array, as in JAX. `ExtendedDType` is the base class of such dtypes (kiln's
+key dtype, or a library's own, such as flax's fp8 metadata dtype); `DType` is NumPy's dtype class,
+and `supports_inf` tells whether a dtype has infinities, as JAX's `jax._src.dtypes` has them (under
+`KILN_AS_JAX=1` that private module is this one, docs/compat.md).
 """
 import numpy as np
 
 from .compiler.ir import dtypes as _d
 from .ad import float0
 from .numpy._dtypes import (finfo, iinfo, issubdtype, result_type, extended, prng_key,
-                            dtype as _dtype)
+                            ExtendedDType, dtype as _dtype)
 
-__all__ = ["TypePromotionError", "canonicalize_dtype", "extended", "finfo", "float0", "iinfo",
-           "issubdtype", "itemsize_bits", "prng_key", "result_type", "scalar_type_of"]
+__all__ = ["DType", "ExtendedDType", "TypePromotionError", "canonicalize_dtype", "extended",
+           "finfo", "float0", "iinfo", "issubdtype", "itemsize_bits", "prng_key", "result_type",
+           "scalar_type_of", "supports_inf"]
+
+DType = np.dtype
 
 
 class TypePromotionError(ValueError):
@@ -45,6 +51,12 @@ def scalar_type_of(x):
 def itemsize_bits(dtype):
     """The number of bits one element of `dtype` takes."""
     return 8 * _dtype(dtype).itemsize
+
+
+def supports_inf(dtype):
+    """Whether `dtype` has infinities: the inexact dtypes (kiln has no float8 types, JAX's
+    exceptions)."""
+    return bool(np.issubdtype(_dtype(dtype), np.inexact))
 
 
 def __dir__():

@@ -77,7 +77,13 @@ else:
 assert jax.__version_info__ == (0, 10, 2)   # the JAX release whose API kiln follows
 import jax.extend.core, jax.interpreters.ad, jax.core, jax.lib
 assert jax.extend.core is kiln.extend.core and jax.interpreters.ad is kiln.interpreters.ad
-for name in ("jax._src.pjit", "jax.interpreters.partial_eval", "jaxlib",
+# what flax imports: the private twins of kiln.core, kiln.dtypes and kiln._traceback
+from jax._src import core as private_core, dtypes as private_dtypes, traceback_util
+import jax.extend.linear_util, jax.extend.source_info_util, jax.interpreters.partial_eval
+assert private_core is kiln.core and private_dtypes is kiln.dtypes
+assert traceback_util is kiln._traceback and jax.extend.linear_util is kiln.extend.linear_util
+assert jax.interpreters.partial_eval is kiln.interpreters.partial_eval
+for name in ("jax._src.interpreters.pxla", "jax._src.earray", "jaxlib",
              "jax.experimental.pallas"):
     try:
         __import__(name)
@@ -96,7 +102,7 @@ print("ok")
 def test_install_as_jax_maps_modules_and_refuses_internals():
     out = _run(["-c", IMPORTS], as_jax=False)
     assert out.endswith("ok\n")
-    assert "'jax._src.pjit' is JAX's private implementation" in out
+    assert "'jax._src.interpreters' is JAX's private implementation" in out
     assert "'jax.experimental.pallas' has no kiln counterpart (kiln.experimental.pallas does not exist)" in out
 
 

@@ -119,4 +119,4 @@ def test_eager_errors_show_the_user_frames(tmp_path, full):
     if full:
         assert len(kiln_frames) > 1
     else:
-        assert len(kiln_frames) == 1 and "wrappers.py" in kiln_frames[0], err
+        assert len(kiln_frames) == 1 and "_traceback.py" in kiln_frames[0], err

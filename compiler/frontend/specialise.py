@@ -8,15 +8,20 @@ name resolution (locals, closures, globals — recorded as guards — and builti
 expressions; `statements.py` holds statements and control flow.
 
 Which callees are walked and which are executed: user functions with source are specialised
-recursively (their Python `if`/`while` on traced values compile too); kiln's own library
-(`kiln.numpy`, `kiln.lax`, `kiln.nn`, `kiln.random`, ...) and functions without source are
-called directly with the tracers, since their control flow depends on static values only.
+recursively (their Python `if`/`while` on traced values compile too), through the wrappers in
+`WALKED_WRAPPERS`; kiln's own library (`kiln.numpy`, `kiln.lax`, `kiln.nn`, `kiln.random`,
+...), functions without source and generator functions called from the function are called
+directly with the tracers, since their control flow depends on static values only. What a
+user class's constructor makes while it runs natively (a dataclass `__init__`) counts as made
+by the specialisation (`_adopt_new`).
 """
 import builtins
+import inspect
 import sys
 import functools
 import operator
 import types
+import weakref
 
 import gast
 import numpy as np
@@ -400,7 +405,13 @@ def undo_mutations(mark):
 
 def call_function(fun, args, kwargs):
     """Call `fun` during specialisation: walk its source, or execute it (library/builtins)."""
-    target = getattr(fun, "_kiln_walked", fun)  # a callback wrapped by `_walked`
+    # A callback wrapped by `_walked`, or a function wrapped by `kiln._traceback.api_boundary`
+    # (a method too: the instance goes first).
+    if isinstance(fun, types.MethodType):
+        inner = WALKED_WRAPPERS.get(fun.__func__)
+        if inner is not None:
+            return call_function(inner, [fun.__self__] + list(args), kwargs)
+    target = WALKED_WRAPPERS.get(fun, fun) if isinstance(fun, types.FunctionType) else fun
     if isinstance(target, functools.partial):
         return call_function(target.func, list(target.args) + list(args),
                              {**target.keywords, **kwargs})
@@ -436,13 +447,69 @@ def call_function(fun, args, kwargs):
     if isinstance(out, (list, dict, set)) and _makes_new_containers(target):
         own_new(out)
     elif isinstance(target, type) and type(out) is target and _STATE.made is not None:
-        _STATE.made[id(out)] = (out, _builder.current())  # an instance of a user's class
+        _adopt_new(out, args, kwargs)   # an instance of a user's class, and what it made
     elif getattr(target, "__name__", None) == "__new__" and args and \
             type(out) is args[0] and _STATE.made is not None:
         _STATE.made[id(out)] = (out, _builder.current())  # `object.__new__(cls)` likewise
     elif type(out) is np.ndarray and _new_array(out, args, kwargs):
         own_new(out)
     return out
+
+
+_ADOPT_LIMIT = 100_000   # objects one constructor call's graph is searched through, at most
+
+
+def _adopt_new(out, args, kwargs):
+    """Record the instance `out` of a user's class, made by a call of its class during this
+    specialisation, as made here, with what its constructor made (natively: a dataclass's
+    `__init__` and the `__post_init__` it calls run as Python): the containers and user-class
+    instances reachable from `out` through containers and instance attributes, but not from
+    the constructor's arguments, cannot have existed before the call."""
+    old = set()
+    _reach(list(args) + list(kwargs.values()), old, None, None)
+    b = _builder.current()
+
+    def adopt(obj):
+        if isinstance(obj, (list, dict, set)):
+            own_new(obj)
+        else:
+            _STATE.made[id(obj)] = (obj, b)
+    _reach([out], set(), old, adopt)
+
+
+def _reach(roots, seen, stop, visit):
+    """Walk the containers and user-class instances reachable from `roots` (through container
+    items and instance `__dict__`s), adding their ids to `seen`; skip those in `stop`; call
+    `visit` on each."""
+    todo = list(roots)
+    while todo and len(seen) < _ADOPT_LIMIT:
+        x = todo.pop()
+        if id(x) in seen or (stop is not None and id(x) in stop):
+            continue
+        if isinstance(x, (list, tuple, set, frozenset)):
+            todo.extend(x)
+        elif isinstance(x, dict):
+            todo.extend(x.values())
+        elif _is_user_instance(x):
+            todo.extend(vars(x).values())
+        else:
+            continue
+        seen.add(id(x))
+        if visit is not None and not isinstance(x, (tuple, frozenset)):
+            visit(x)
+
+
+def reach_state(roots, visit):
+    """Call `visit` on each list, dict, set and user-class instance reachable from `roots`
+    (through container items and instance attributes)."""
+    _reach(roots, set(), None, visit)
+
+
+def _is_user_instance(x):
+    cls = type(x)
+    return hasattr(x, "__dict__") and not isinstance(x, (type, types.ModuleType,
+                                                         types.FunctionType)) \
+        and not _is_library_module(getattr(cls, "__module__", "") or "")
 
 
 def _new_array(out, args, kwargs):
@@ -492,6 +559,12 @@ def _instantiate(cls, args, kwargs):
     return obj
 
 
+# Wrapper functions the specialiser walks through, to the function each wraps: `_walked`'s,
+# and JAX's `api_boundary` decorator's (kiln._traceback). A table rather than an attribute,
+# since `functools.wraps` copies attributes onto other wrappers of the wrapper.
+WALKED_WRAPPERS = weakref.WeakKeyDictionary()
+
+
 def _walked(value, objects=False):
     """A user function handed to library Python code (`lax.fori_loop(0, n, body, x)`, `map`):
     when the library calls it during specialisation, its source is specialised too, so its
@@ -510,7 +583,7 @@ def _walked(value, objects=False):
         if _builder.current() is None:  # called later, outside any specialisation
             return value(*args, **kwargs)
         return call_function(value, list(args), kwargs)
-    walked._kiln_walked = value
+    WALKED_WRAPPERS[walked] = value
     return walked
 
 
@@ -523,10 +596,18 @@ def _walkable_callable(value):
     return len(leaves) == 1 and leaves[0] is value
 
 
+# A generator or coroutine function's call does not run its body: such a function called from
+# the function being compiled is called as Python (its body runs when the generator is
+# iterated, with the tracers it is given), as library code is. (Compiling one itself is a
+# CompileError: source.py.)
+_SUSPENDING = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
 def _walkable(fn):
     if _is_library_module(getattr(fn, "__module__", None) or ""):
         return False
-    return getattr(fn, "__code__", None) is not None
+    code = getattr(fn, "__code__", None)
+    return code is not None and not (_STATE.depth and code.co_flags & _SUSPENDING)
 
 
 def _specialise_function(fn, args, kwargs):
@@ -607,7 +688,11 @@ def _qualname(fn):
 
 class LocalFunction:
     """A `def` or `lambda` inside a function being specialised: calling it specialises its
-    body with the defining frame's variables as its closure (read when called, as Python)."""
+    body with the defining frame's variables as its closure (read when called, as Python).
+    Its own state is in slots, so that `functools.wraps(other)` applied to it (a decorator in
+    the walked code) copies only `other`'s attributes (`__name__`, `__wrapped__`, ...), not
+    its definition."""
+    __slots__ = ("node", "frame", "defaults", "kwdefaults", "__dict__", "__weakref__")
 
     def __init__(self, node, frame, defaults, kwdefaults, name):
         self.node = node
@@ -631,6 +716,31 @@ class LocalFunction:
 
     def __call__(self, *args, **kwargs):
         return self.call(args, kwargs)
+
+    @property
+    def __signature__(self):
+        """Its parameters, as `inspect.signature` gives a Python function's."""
+        P = inspect.Parameter
+        a = self.node.args
+        positional = [(x.id, P.POSITIONAL_ONLY) for x in a.posonlyargs] + \
+            [(x.id, P.POSITIONAL_OR_KEYWORD) for x in a.args]
+        defaults = list(self.defaults or ())
+        first_default = len(positional) - len(defaults)
+        params = [P(n, kind, default=defaults[i - first_default] if i >= first_default
+                    else P.empty) for i, (n, kind) in enumerate(positional)]
+        if a.vararg is not None:
+            params.append(P(a.vararg.id, P.VAR_POSITIONAL))
+        kwdefaults = dict(self.kwdefaults or {})
+        params += [P(x.id, P.KEYWORD_ONLY, default=kwdefaults.get(x.id, P.empty))
+                   for x in a.kwonlyargs]
+        if a.kwarg is not None:
+            params.append(P(a.kwarg.id, P.VAR_KEYWORD))
+        return inspect.Signature(params)
+
+    def __get__(self, obj, objtype=None):
+        """As a Python function: a method when read from an instance of a class it is an
+        attribute of (a class the walked code makes: `type(name, bases, {"f": local})`)."""
+        return self if obj is None else types.MethodType(self, obj)
 
     def closure_values(self):
         """The values of the enclosing functions' variables, which this function can read

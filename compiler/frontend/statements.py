@@ -178,6 +178,8 @@ def assign_target(frame, target, value):
             _set_item(frame, target, container, index, value)
         elif type(container) is np.ndarray:
             _set_numpy_item(frame, target, container, index, value, "item assignment")
+        elif hasattr(type(container), "__setitem__") and not hasattr(container, "at"):
+            _set_object_item(frame, target, container, index, value)
         else:
             raise CompileError(
                 f"item assignment on {type(container).__name__} values is not supported: "
@@ -190,6 +192,21 @@ def assign_target(frame, target, value):
                            frame.info(target))
     else:
         raise CompileError(f"cannot assign to {type(target).__name__}", frame.info(target))
+
+
+def _set_object_item(frame, target, container, index, value):
+    """`container[index] = value` on another mutable container (a `weakref.WeakKeyDictionary`,
+    a user's mapping): done at specialisation, as Python would, through the container's own
+    `__setitem__` (walked if it is a user's); a traced value would outlive the specialisation
+    in it, and is refused."""
+    from .specialise import call_function
+    if is_traced(index) or any(is_traced(v) for v in _leaves(value)):
+        raise CompileError(
+            f"item assignment of a traced value into a {type(container).__name__}: the "
+            f"container would keep it after the function is compiled", frame.info(target),
+            "Return the value from the compiled function instead, or keep it in a dict or "
+            "list the function makes.")
+    call_function(type(container).__setitem__, [container, index, value], {})
 
 
 def _set_numpy_item(frame, target, array, index, value, what):
@@ -869,6 +886,21 @@ def _containers_snapshot(frame):
             for v in frame.locals.values() if isinstance(v, (list, dict, set))}
 
 
+def _state_snapshot(frame):
+    """`_containers_snapshot`, with also the lists, dicts and sets the locals reach through
+    other containers and the attributes of user-class instances, and those instances'
+    attributes: what a loop body specialised speculatively may change (a flax module
+    registering the submodules it makes), to undo when the loop is unrolled instead."""
+    from .specialise import reach_state
+    snapshot = _containers_snapshot(frame)
+
+    def visit(x):
+        x = x if isinstance(x, (list, dict, set)) else vars(x)   # an instance: its __dict__
+        snapshot[id(x)] = (x, list(x.items()) if isinstance(x, dict) else list(x))
+    reach_state(list(frame.locals.values()), visit)
+    return snapshot
+
+
 def _containers_changed(snapshot):
     for v, before in snapshot.values():
         now = list(v.items()) if isinstance(v, dict) else list(v)
@@ -921,7 +953,7 @@ def _try_range_loop(frame, node, rng):
     """Compile `for i in range(...)` as a loop; False (nothing emitted) if it must unroll."""
     names, local_only = _loop_carry(frame, node.body)
     saved = dict(frame.locals)
-    snapshot, changes = _containers_snapshot(frame), mutation_mark()
+    snapshot, changes = _state_snapshot(frame), mutation_mark()
     b = _builder.current()
     mark = len(b.eqns)
     start, step = rng.start, rng.step
@@ -962,7 +994,7 @@ def _scan_loop(frame, node, xs):
     in place (`ys.append(f(x))`): such a loop is unrolled, as Python runs it."""
     names, local_only = _loop_carry(frame, node.body)
     saved = dict(frame.locals)
-    snapshot, changes = _containers_snapshot(frame), mutation_mark()
+    snapshot, changes = _state_snapshot(frame), mutation_mark()
     b = _builder.current()
     mark = len(b.eqns)
 

@@ -1,6 +1,8 @@
 """Abstract values: what the compiler knows about an array without its contents.
 
-A `ShapedArray` is (shape, dtype, weak_type). Abstract evaluation rules map the abstract values
+A `ShapedArray` is (shape, dtype, weak_type); its `sharding` is None (the runtime's typed
+avals, for arrays placed over a mesh, subclass it with a sharding). `AbstractValue` is the base
+class of abstract values, as JAX's `jax.core.AbstractValue`. Abstract evaluation rules map the abstract values
 of a primitive's operands to those of its results; the specialiser uses them to type every SSA
 name, and eager execution uses them to validate operands before calling NumPy.
 """
@@ -24,10 +26,21 @@ def too_large(shape, dtype):
             f"bytes an array can address; use a smaller shape")
 
 
-class ShapedArray:
-    __slots__ = ("shape", "dtype", "weak_type", "_hash")
+class AbstractValue:
+    """The base class of abstract values."""
+    __slots__ = ()
 
-    def __init__(self, shape, dtype, weak_type=False):
+
+class ShapedArray(AbstractValue):
+    __slots__ = ("shape", "dtype", "weak_type", "_hash")
+    sharding = None   # the type carries no sharding (the runtime's TypedAval's does)
+
+    def __init__(self, shape, dtype, weak_type=False, *, sharding=None):
+        if sharding is not None:
+            raise TypeError("ShapedArray(..., sharding=...): kiln types arrays with a sharding "
+                            "itself, when they are placed over a mesh (jax.device_put, "
+                            "reshard); a ShapedArray made by hand carries none. Leave "
+                            "sharding=None.")
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype)
         self.weak_type = bool(weak_type)

@@ -19,8 +19,9 @@ evaluation, on the SSA form). Effects in the known part run once, when it runs.
 from ..ir.ssa import Var, Function
 
 
-def split(fn, unknown, n_known_outputs):
-    """(known Function, unknown Function, number of residuals)."""
+def unknown_values(fn, unknown):
+    """(the Vars of `fn` that depend on the inputs flagged `unknown`, the equations that
+    compute them, the other equations)."""
     unk = {v for v, u in zip(fn.invars, unknown) if u}
     known_eqns, unknown_eqns = [], []
     for eqn in fn.eqns:
@@ -29,6 +30,12 @@ def split(fn, unknown, n_known_outputs):
             unk.update(eqn.outvars)
         else:
             known_eqns.append(eqn)
+    return unk, unknown_eqns, known_eqns
+
+
+def split(fn, unknown, n_known_outputs):
+    """(known Function, unknown Function, number of residuals)."""
+    unk, unknown_eqns, known_eqns = unknown_values(fn, unknown)
     head, tail = fn.outvars[:n_known_outputs], fn.outvars[n_known_outputs:]
     for v in head:
         if isinstance(v, Var) and v in unk:

@@ -3,6 +3,8 @@
 `jnp.float32` and friends are classes usable as dtypes (`np.dtype(jnp.float32)`, `dtype=`
 arguments) and as constructors (`jnp.float32(3)` returns a float32 `Array`), as in JAX.
 """
+import abc
+
 import numpy as np
 
 from ..compiler.ir import dtypes as _d
@@ -10,6 +12,8 @@ from ..compiler.ir import dtypes as _d
 __all__ = [
     "bool_", "can_cast", "cdouble", "complex128", "complex64", "complex_", "complexfloating",
     "csingle", "double", "dtype", "finfo", "float16", "float32", "float64", "float_",
+    "float4_e2m1fn", "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn",
+    "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu",
     "floating", "generic", "half", "iinfo", "inexact", "int16", "int32", "int64", "int8",
     "int_", "integer", "isdtype", "issubdtype", "number", "promote_types", "result_type",
     "signedinteger", "single", "uint", "uint16", "uint32", "uint64", "uint8", "unsignedinteger"]
@@ -60,10 +64,43 @@ csingle, cdouble = complex64, complex128
 half = float16
 
 
+class _NarrowFloatMeta(type):
+    """The type of JAX's narrow floating-point scalar types (float8, float4; ml_dtypes' in
+    JAX), which kiln has no arrays of: the names exist, so that code naming them (flax's fp8
+    layers' defaults) imports, and any use as a dtype is a TypeError saying so."""
+
+    def __repr__(cls):
+        return f"<class 'kiln.numpy.{cls.__name__}'>"
+
+    @property
+    def dtype(cls):   # read by np.dtype(cls), so every dtype= argument refuses it
+        cls.refuse()
+
+    def refuse(cls):
+        raise TypeError(f"{cls.__name__} is one of JAX's narrow floating-point types; kiln has "
+                        f"no arrays of it, since NumPy has no such dtype (docs/differences.md). "
+                        f"Compute in float16 or float32 instead.")
+
+
+def _narrow_float(name):
+    def __new__(cls, x=0):
+        cls.refuse()
+    return _NarrowFloatMeta(name, (), {"__new__": __new__, "__doc__": f"JAX's {name} scalar "
+                                       f"type, which kiln has no arrays of."})
+
+
+(float8_e3m4, float8_e4m3, float8_e4m3b11fnuz, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2,
+ float8_e5m2fnuz, float8_e8m0fnu, float4_e2m1fn) = (_narrow_float(n) for n in (
+    "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz",
+    "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn"))
+
+
 def dtype(obj, align=False, copy=False):
     """`jnp.dtype`: a NumPy dtype, with Python types mapped to kiln's defaults."""
     if isinstance(obj, _ScalarMeta):
         return obj.dtype
+    if isinstance(obj, _NarrowFloatMeta):
+        obj.refuse()
     return np.dtype(obj)  # Python int/float/complex are int64/float64/complex128, as in JAX
 
 
@@ -76,6 +113,19 @@ class extended(np.generic):
 
 class prng_key(extended):
     """The abstract type of typed PRNG keys' dtypes (`kiln.random.key(0).dtype.type`)."""
+
+
+class ExtendedDType(abc.ABC):
+    """The base class of dtypes NumPy does not have, as JAX's `ExtendedDType`: an instance
+    names its scalar type (`type`, a subclass of `extended`) and may carry `_rules`. kiln's
+    typed-key dtype is one; libraries define their own (flax's fp8 metadata dtype)."""
+
+    @property
+    @abc.abstractmethod
+    def type(self):
+        """The scalar type, a subclass of `extended`."""
+
+    _rules = None
 
 
 def issubdtype(arg1, arg2):

@@ -52,10 +52,16 @@ def _as_dtype(x, dtype):
     return x if x.dtype == dtype else lax.convert_element_type(x, dtype)
 
 
-def _contract(lhs, rhs, dimension_numbers, out_dtype, weak):
-    """lax.dot_general with kiln.numpy's result dtype (see the module docstring)."""
+def _contract(lhs, rhs, dimension_numbers, out_dtype, weak, dot_general=None, precision=None):
+    """lax.dot_general with kiln.numpy's result dtype (see the module docstring); or
+    `dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type=...)`, the
+    function einsum's `_dot_general` names, on the operands in the accumulation dtype."""
     acc = _ACCUMULATE.get(out_dtype, out_dtype)
-    out = lax.dot_general(_as_dtype(lhs, acc), _as_dtype(rhs, acc), dimension_numbers)
+    if dot_general is None:
+        out = lax.dot_general(_as_dtype(lhs, acc), _as_dtype(rhs, acc), dimension_numbers)
+    else:
+        out = dot_general(_as_dtype(lhs, acc), _as_dtype(rhs, acc), dimension_numbers,
+                          precision, preferred_element_type=acc)
     if out_dtype == dtypes.bool_:
         out = lax.ne(out, np.int32(0))
     return _convert(out, out_dtype, weak)
@@ -417,8 +423,9 @@ def _sum_labels(x, labels, drop):
     return x, [l for l in labels if l not in drop]
 
 
-def _pair(lhs, rhs, keep, out_dtype):
-    """Contract two labelled operands, keeping the labels in `keep`."""
+def _pair(lhs, rhs, keep, out_dtype, hook):
+    """Contract two labelled operands, keeping the labels in `keep` (with `hook`, a
+    (dot_general, precision) pair, or None)."""
     (x, la), (y, lb) = lhs, rhs
     x, la = _sum_labels(x, la, {l for l in la if l not in keep and l not in lb})
     y, lb = _sum_labels(y, lb, {l for l in lb if l not in keep and l not in la})
@@ -426,7 +433,7 @@ def _pair(lhs, rhs, keep, out_dtype):
     contract = [l for l in la if l in lb and l not in keep]
     dims = ((tuple(la.index(l) for l in contract), tuple(lb.index(l) for l in contract)),
             (tuple(la.index(l) for l in batch), tuple(lb.index(l) for l in batch)))
-    out = _contract(x, y, dims, out_dtype, False)
+    out = _contract(x, y, dims, out_dtype, False, *(hook or ()))
     used = set(batch) | set(contract)
     return out, batch + [l for l in la if l not in used] + [l for l in lb if l not in used]
 
@@ -455,7 +462,7 @@ def _path(optimize, n):
                     f"got {optimize!r}")
 
 
-def _contract_all(ops, output, sizes, steps, out_dtype):
+def _contract_all(ops, output, sizes, steps, out_dtype, hook=None):
     """Contract labelled operands: each step names positions in the current list and appends
     its result at the end (opt_einsum's convention); without steps, greedily by pairs."""
     ops, steps = list(ops), list(steps)
@@ -466,18 +473,19 @@ def _contract_all(ops, output, sizes, steps, out_dtype):
         acc = picked[0]
         for k, nxt in enumerate(picked[1:], 2):
             keep = set(output).union(*(l for _, l in ops), *(l for _, l in picked[k:]))
-            acc = _pair(acc, nxt, keep, out_dtype)
+            acc = _pair(acc, nxt, keep, out_dtype, hook)
         ops.append(acc)
     return ops[0]
 
 
 @out_sharding_keyword
 def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
-           preferred_element_type=None, out_sharding=None):
+           preferred_element_type=None, _dot_general=lax.dot_general, out_sharding=None):
     """Einstein summation: `einsum('ij,jk->ik', a, b)`, with `...`, implicit output
     (indices appearing once, sorted) and the interleaved form `einsum(a, [0, 1], b, [1, 2])`.
     `optimize` may be True/False, a strategy name (greedy contraction order) or an explicit
-    path such as `[(0, 1), (0, 1)]`."""
+    path such as `[(0, 1), (0, 1)]`. `_dot_general` is JAX's hook: the function each pairwise
+    contraction calls in place of `lax.dot_general` (flax's attention passes its own)."""
     if out is not None:
         raise TypeError("einsum: the 'out' argument is not supported; kiln arrays are "
                         "immutable, use the returned array")
@@ -497,7 +505,8 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
         stretched = tuple(i for i, l in enumerate(labels) if x.shape[i] == 1 and sizes[l] != 1)
         x = lax.squeeze(x, stretched)
         ops.append((x, [l for i, l in enumerate(labels) if i not in stretched]))
-    x, labels = _contract_all(ops, output, sizes, _path(optimize, len(ops)), out_dtype)
+    hook = None if _dot_general is lax.dot_general else (_dot_general, precision)
+    x, labels = _contract_all(ops, output, sizes, _path(optimize, len(ops)), out_dtype, hook)
     x, labels = _sum_labels(x, labels, set(labels) - set(output))
     x = lax.transpose(x, tuple(labels.index(l) for l in output))
     return _convert(_as_dtype(x, out_dtype), out_dtype, weak)

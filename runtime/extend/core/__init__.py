@@ -13,13 +13,16 @@ when there is one; else the implementation, called on the host with concrete val
 with concrete values (it may use NumPy). The transforms call the user's rules (the `_Rules` object below), which
 the compiler reaches through the equation's `rules` token. `ClosedJaxpr` and `Jaxpr` are the
 types of `make_jaxpr`'s result and of its `jaxpr` (kiln's SSA form laid out as a jaxpr), and
-`find_top_trace` gives the function being specialised now (as JAX's gives the current trace).
+`find_top_trace` gives the function being specialised now (as JAX's gives the current trace),
+and `get_opaque_trace_state` an `OpaqueTraceState` that tells the eager context and each
+running specialisation apart (flax compares them to catch values leaking between scopes).
 `Literal` is the type of the constant operands of kiln's SSA equations, `DebugInfo` that of
 `kiln.api_util.debug_info`, and `primitives` names kiln's primitives as JAX's
 `jax.extend.core.primitives` does. JAX's `Var` and tracing contexts are not here
 (docs/extend.md).
 """
 import functools
+import weakref
 
 import numpy as np
 
@@ -35,8 +38,9 @@ from ...introspection import ClosedJaxpr, Jaxpr
 from ..linear_util import DebugInfo
 from . import primitives  # noqa: F401
 
-__all__ = ["Primitive", "ClosedJaxpr", "Jaxpr", "find_top_trace", "Literal", "DebugInfo",
-           "primitives", "mapped_aval", "unmapped_aval", "primal_dtype_to_tangent_dtype",
+__all__ = ["ClosedJaxpr", "Jaxpr", "OpaqueTraceState", "Primitive", "find_top_trace",
+           "get_opaque_trace_state", "Literal", "DebugInfo", "primitives", "mapped_aval",
+           "unmapped_aval", "primal_dtype_to_tangent_dtype",
            "valid_jaxtype"]
 
 
@@ -283,6 +287,32 @@ def valid_jaxtype(x):
     except (TypeError, ValueError):
         return False
     return True
+
+
+class OpaqueTraceState:
+    """Which specialisation is running: equal for two states taken while the same one runs
+    (or both outside any), unequal otherwise (a `jit`, `grad`, `vmap`, a control-flow body
+    or a partial evaluation each specialise in a builder of their own)."""
+    __hash__ = None   # compared, not hashed, as JAX's
+
+    def __init__(self, builder_ref):
+        self._builder_ref = builder_ref
+
+    def __eq__(self, other):
+        return isinstance(other, OpaqueTraceState) and other._builder_ref == self._builder_ref
+
+    def __repr__(self):
+        b = self._builder_ref() if self._builder_ref is not None else None
+        return "OpaqueTraceState(eager)" if self._builder_ref is None else \
+            f"OpaqueTraceState({b.name if b is not None else 'finished'})"
+
+
+def get_opaque_trace_state(convention=None):
+    """The OpaqueTraceState of this moment: the innermost specialisation running in this
+    thread (a weak reference to its builder), or none (eager)."""
+    del convention
+    b = current()
+    return OpaqueTraceState(None if b is None else weakref.ref(b))
 
 
 def __dir__():
