@@ -527,21 +527,20 @@ def _makes_new_containers(target):
 
 
 def _instantiated(target):
-    """The user's class that calling `target` makes an instance of through `type.__call__`
-    (the class itself, or a metaclass's `super().__call__`), when its `__init__` has source to
-    walk and its `__new__` is object's; else None."""
-    if isinstance(target, type):
-        cls = target
-        if type(cls).__call__ is not type.__call__:
-            return None
-    elif isinstance(target, types.MethodWrapperType) and target.__name__ == "__call__" and \
-            isinstance(target.__self__, type):
-        cls = target.__self__
-    else:
+    """The user's class whose instance a metaclass's `__call__` makes through
+    `super().__call__` (Python's `type.__call__`; numpyro's distributions), when its `__init__`
+    has source to walk and its `__new__` is object's; else None. Other classes are built
+    natively (`_adopt_new` then records what their constructor made): a dataclass's
+    `__init__` is generated code without source, and constructors may set up objects the
+    function did not make (flax's scopes)."""
+    if not (isinstance(target, types.MethodWrapperType) and target.__name__ == "__call__" and
+            isinstance(target.__self__, type)):
         return None
+    cls = target.__self__
     init = cls.__init__
     if cls.__new__ is not object.__new__ or not isinstance(init, types.FunctionType) or \
-            not _walkable(init) or init.__code__.co_filename.startswith("<"):
+            not _walkable(init) or init.__code__.co_filename.startswith("<") or \
+            hasattr(cls, "__dataclass_fields__"):
         return None
     return cls
 
