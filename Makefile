@@ -3,13 +3,17 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# flax for tests/test_compat_flax.py, without the checkpointing packages it requires (setup.cfg's
+# `compat` extra has the ones flax.linen imports)
+FLAX := flax==0.12.8
 
 .PHONY: demo test bench venv clean aot-sample gpu-check
 
 $(STAMP): pyproject.toml setup.cfg
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
-	$(PY) -m pip install -q -e '.[test,mpi,nvrtc,pjrt]'
+	$(PY) -m pip install -q -e '.[test,mpi,nvrtc,pjrt,compat]'
+	$(PY) -m pip install -q --no-deps $(FLAX)
 	touch $(STAMP)
 
 venv: $(STAMP)
