@@ -5,8 +5,8 @@ jax` answered by kiln and one on JAX; NUTS and HMC draws, SVI losses and paramet
 AutoNormal guide (numpyro.optim with Trace_ELBO, optax with TraceGraph_ELBO), Predictive,
 log_density, the provenance of `get_dependencies` and `get_model_relations` and the
 distributions' samples and log densities are compared. Skipped
-when numpyro is not importable (it is not one of kiln's dependencies); the subprocesses get
-the directory it was found in on their path. Also unit tests of what numpyro needed:
+when numpyro is not importable (setup.cfg's `compat` extra installs it; it is not one of
+kiln's dependencies); the subprocesses get the directory it was found in on their path. Also unit tests of what numpyro needed:
 `kiln.api_util.flatten_fun` over `kiln.extend.linear_util`, `make_jaxpr`'s jaxpr layout and
 `trace_state_clean` and a `class` statement in compiled code."""
 import importlib.util
