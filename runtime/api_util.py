@@ -1,14 +1,16 @@
 """`kiln.api_util`, as far as kiln has JAX's `jax.api_util`: `shaped_abstractify` (the
 abstract value of a value), `safe_map` (a `map` over sequences of one length), `debug_info`
-(a function's name, source location and flattened argument names, JAX's `DebugInfo`), and
-`flatten_fun` / `flatten_fun_nokwargs`, which turn a `kiln.extend.linear_util.WrappedFun` of
-pytrees into one of flat argument lists, with a thunk for the output's tree structure."""
+(a function's name, source location and argument paths, as JAX's `DebugInfo`) and
+`flatten_fun` / `flatten_fun_nokwargs`, the transformations of a
+`kiln.extend.linear_util.WrappedFun` that make it take and return flat lists of leaves. JAX's helpers for its `jit` internals
+(`argnums_partial`, `donation_vector`, `flatten_axes`, `rebase_donate_argnums`) are not here."""
 import inspect
-from typing import NamedTuple
 
 from .compiler.ir.abstract import ShapedArray
 from .extend import linear_util as lu
-from .tree_util import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
+from .tree_util import tree_flatten, tree_unflatten, tree_flatten_with_path, keystr
+
+DebugInfo = lu.DebugInfo
 
 __all__ = ["DebugInfo", "debug_info", "flatten_fun", "flatten_fun_nokwargs", "safe_map",
            "shaped_abstractify"]
@@ -36,75 +38,74 @@ def safe_map(f, *args):
     return list(map(f, *args))
 
 
-class DebugInfo(NamedTuple):
-    """What a transformation was applied for (`traced_for`), the function as "name at
-    file:line" (`func_src_info`), the names of its flattened non-static arguments
-    (`arg_names`, None where unknown) and of its results (`result_paths`, None: unknown)."""
-    traced_for: str
-    func_src_info: str
-    arg_names: tuple | None
-    result_paths: tuple | None
-
-
-def _source_info(fun):
-    while hasattr(fun, "func"):   # functools.partial
-        fun = fun.func
-    fun = inspect.unwrap(fun)
-    name = getattr(fun, "__qualname__", getattr(fun, "__name__", "<unknown>"))
-    code = getattr(fun, "__code__", None)
-    if code is None:
-        return name
-    return f"{name} at {code.co_filename}:{code.co_firstlineno}"
-
-
-def _arg_names(fun, args, kwargs, static_argnums, static_argnames):
-    try:
-        bound = inspect.signature(fun).bind(*args, **kwargs)
-    except (TypeError, ValueError):   # no signature, or these arguments do not fit it
-        return None
-    static = {n for i, n in enumerate(bound.arguments) if i in static_argnums}
-    static |= set(static_argnames)
-    names = []
-    for name, value in bound.arguments.items():
-        if name in static:
-            continue
-        for path, _ in tree_flatten_with_path(value)[0]:
-            names.append(name + keystr(path))
-    return tuple(names)
-
-
 def debug_info(traced_for, fun, args, kwargs, *, static_argnums=(), static_argnames=(),
                result_paths_thunk=None, sourceinfo=None, signature=None):
-    """The DebugInfo of `fun` for example arguments `args` and `kwargs` (static ones
-    included, named by `static_argnums` and `static_argnames`)."""
-    del result_paths_thunk, signature
-    return DebugInfo(traced_for, sourceinfo or _source_info(fun),
-                     _arg_names(fun, args, kwargs, tuple(static_argnums),
-                                tuple(static_argnames)), None)
+    """A `DebugInfo` for `fun` called with `args` and `kwargs` (the static ones among them
+    named by `static_argnums` / `static_argnames`): `arg_names` are the paths of the dynamic
+    leaves, positional arguments first, then keyword arguments sorted by name, as JAX
+    flattens them."""
+    given = getattr(fun, "__fun_debug_info__", None)
+    if given is not None:
+        return given
+    if sourceinfo is None:
+        sourceinfo = lu.fun_sourceinfo(fun)
+    if signature is None:
+        try:
+            signature = inspect.signature(fun)
+        except (ValueError, TypeError):
+            signature = None
+    static = object()
+    nums = {i % len(args) if args else i for i in static_argnums}
+    args_ = [static if i in nums else x for i, x in enumerate(args)]
+    kwargs_ = {k: static if k in set(static_argnames) else x for k, x in kwargs.items()}
+    return lu.DebugInfo(traced_for, sourceinfo,
+                        _arg_names(signature, args_, kwargs_, static), result_paths_thunk)
 
 
-def _flatten(in_tree, *args_flat):
-    py_args, py_kwargs = tree_unflatten(in_tree, args_flat)
-    ans = yield py_args, py_kwargs
-    yield tree_flatten(ans)
+def _arg_names(signature, args, kwargs, static):
+    ordered = None
+    if signature is not None:
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:
+            pass
+        else:
+            var_kw = next((n for n, p in signature.parameters.items()
+                           if p.kind == inspect.Parameter.VAR_KEYWORD), None)
+            ordered = [(n, x) for n, x in bound.arguments.items()
+                       if n not in kwargs and n != var_kw]
+            ordered += [(n if n in bound.arguments else f"{var_kw}['{n}']", x)
+                        for n, x in sorted(kwargs.items())]
+    if ordered is None:
+        ordered = [("args", args)] + sorted((f"kwargs['{n}']", x) for n, x in kwargs.items()
+                                            if x is not static)
+    return tuple(name + keystr(path) for name, x in ordered
+                 for path, leaf in tree_flatten_with_path(x)[0] if leaf is not static)
 
 
-def _flatten_nokwargs(in_tree, *args_flat):
-    py_args = tree_unflatten(in_tree, args_flat)
-    ans = yield py_args, {}
-    yield tree_flatten(ans)
+def _flatten_fun(f, store, in_tree, *args_flat):
+    args, kwargs = tree_unflatten(in_tree, args_flat)
+    leaves, out_tree = tree_flatten(f(*args, **kwargs))
+    store.store(out_tree)
+    return leaves
 
 
-def flatten_fun(f, in_tree):
-    """(`f` taking the leaves of `(args, kwargs)`, whose structure is `in_tree`, and returning
-    its result's leaves; a thunk giving the result's tree structure after a call)."""
-    return lu.transformation_with_aux(_flatten, f, in_tree)
+def _flatten_fun_nokwargs(f, store, in_tree, *args_flat):
+    leaves, out_tree = tree_flatten(f(*tree_unflatten(in_tree, args_flat)))
+    store.store(out_tree)
+    return leaves
 
 
-def flatten_fun_nokwargs(f, in_tree):
-    """`flatten_fun` for a function of positional arguments only (`in_tree` is their
-    tuple's structure)."""
-    return lu.transformation_with_aux(_flatten_nokwargs, f, in_tree)
+def flatten_fun(fun, in_tree):
+    """`(flat, out_tree)`: `flat.call_wrapped(*leaves)` unflattens the leaves with `in_tree`
+    into `(args, kwargs)`, calls `fun` and returns its result's leaves; `out_tree()` is then
+    the result's tree structure."""
+    return lu.transformation_with_aux2(_flatten_fun, fun, in_tree)()
+
+
+def flatten_fun_nokwargs(fun, in_tree):
+    """`flatten_fun` for an `in_tree` of the positional arguments alone."""
+    return lu.transformation_with_aux2(_flatten_fun_nokwargs, fun, in_tree)()
 
 
 def __dir__():

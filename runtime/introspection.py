@@ -119,26 +119,42 @@ def eval_shape(fun, *args, **kwargs):
     return _shapes(stage_abstractly(fun, args, kwargs))
 
 
+class Jaxpr:
+    """kiln's SSA form of a function, laid out as JAX lays out a jaxpr: `invars` (the
+    function's flattened arguments), `constvars` (the inputs that carry the values it closes
+    over, `ClosedJaxpr.consts`), `eqns` (each with `primitive`, `invars`, `outvars` and
+    `params`; operands are SSA names or `kiln.extend.core.Literal`s) and `outvars`. The
+    equations are kiln's: nested `jit` calls are inlined, and control flow holds its bodies as
+    SSA functions in `params`. `fn` is the SSA function itself; printing prints it."""
+    __slots__ = ("fn", "invars", "constvars")
+
+    def __init__(self, fn, n_consts):
+        n = len(fn.invars) - n_consts
+        self.fn, self.invars, self.constvars = fn, fn.invars[:n], fn.invars[n:]
+
+    eqns = property(lambda self: self.fn.eqns)
+    outvars = property(lambda self: self.fn.outvars)
+    in_avals = property(lambda self: [v.aval for v in self.invars])
+    out_avals = property(lambda self: self.fn.out_avals)
+
+    def __str__(self):
+        return str(self.fn)
+
+    __repr__ = __str__
+
+
 class ClosedJaxpr:
-    """What `make_jaxpr` returns: kiln's SSA form of a function (`jaxpr`, a
-    `kiln.compiler.ir.ssa.Function`) and the values it closes over (`consts`); printing it
-    prints the SSA as Python source."""
+    """What `make_jaxpr` returns: kiln's SSA form of a function (`jaxpr`, a `Jaxpr` view of
+    it) and the values it closes over (`consts`); printing it prints the SSA as Python
+    source."""
 
     def __init__(self, fn, consts):
-        self.jaxpr = fn
         self.consts = list(consts)
+        self.jaxpr = Jaxpr(fn, len(self.consts))
 
-    @property
-    def eqns(self):
-        return self.jaxpr.eqns
-
-    @property
-    def in_avals(self):
-        return list(self.jaxpr.in_avals)
-
-    @property
-    def out_avals(self):
-        return list(self.jaxpr.out_avals)
+    eqns = property(lambda self: self.jaxpr.eqns)
+    in_avals = property(lambda self: self.jaxpr.in_avals)
+    out_avals = property(lambda self: list(self.jaxpr.out_avals))
 
     def pretty_print(self, **_):
         return str(self.jaxpr)

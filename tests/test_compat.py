@@ -60,6 +60,8 @@ assert jax.ops.segment_sum is kiln.ops.segment_sum   # as `import jax` makes jax
 from jax._src.lax import lax as private_lax   # as JAX's page on writing primitives imports
 from jax._src import api
 assert private_lax is kiln.lax and api is kiln
+from jax._src.core import trace_state_clean   # numpyro asks it whether it is being traced
+assert trace_state_clean is kiln.core.trace_state_clean and trace_state_clean()
 # What equinox and jaxtyping import at the top of their modules: traceback_util (kiln's
 # traceback filter), dtypes (public names), dispatch (empty: its names are AttributeErrors)
 import jax._src.traceback_util as traceback_util, jax._src.dispatch

@@ -55,8 +55,8 @@ async def uses_await(x):
     return x
 
 
-def defines_class(x):
-    class Point:
+def defines_async(x):
+    async def helper():
         pass
     return x
 
@@ -83,7 +83,7 @@ def deletes_item(x, d):
 @pytest.mark.parametrize("fn,text,construct,hint,whole_line", [
     (uses_yield, "yield x * 2", "yield", "Move it outside", False),
     (uses_await, "await x", "await", "Move it outside", False),
-    (defines_class, "class Point:", "class definitions", "Move this code outside", True),
+    (defines_async, "async def helper():", "async functions", "Move this code outside", True),
     (sets_attribute, "HOLDER.value", "assigning an array to attribute 'value'", "Return the new value",
      False),
 ])
@@ -96,9 +96,9 @@ def test_unsupported_syntax_is_a_located_compile_error(fn, text, construct, hint
 
 
 def test_the_error_carries_its_source_info():
-    err = raised(CompileError, defines_class, jnp.ones(2))
+    err = raised(CompileError, defines_async, jnp.ones(2))
     assert os.path.basename(err.info.filename) == FILE
-    assert err.info.function == "defines_class"
+    assert err.info.function == "defines_async"
     assert err.hint.startswith("Move this code outside")
 
 

@@ -427,6 +427,9 @@ def call_function(fun, args, kwargs):
     call = getattr(type(target), "__call__", None)
     if isinstance(call, types.FunctionType) and _walkable(call):  # a user's callable object
         return _specialise_function(call, [target] + list(args), kwargs)
+    cls = _instantiated(target)
+    if cls is not None:
+        return _instantiate(cls, args, kwargs)
     if target is print:
         return _print(args, kwargs)
     if target is isinstance and len(args) == 2 and is_traced(args[0]):
@@ -521,6 +524,38 @@ def _makes_new_containers(target):
     if isinstance(target, (type, types.FunctionType)) or target is sorted:
         return True
     return isinstance(target, types.BuiltinMethodType) and target.__name__ == "copy"
+
+
+def _instantiated(target):
+    """The user's class whose instance a metaclass's `__call__` makes through
+    `super().__call__` (Python's `type.__call__`; numpyro's distributions), when its `__init__`
+    has source to walk and its `__new__` is object's; else None. Other classes are built
+    natively (`_adopt_new` then records what their constructor made): a dataclass's
+    `__init__` is generated code without source, and constructors may set up objects the
+    function did not make (flax's scopes)."""
+    if not (isinstance(target, types.MethodWrapperType) and target.__name__ == "__call__" and
+            isinstance(target.__self__, type)):
+        return None
+    cls = target.__self__
+    init = cls.__init__
+    if cls.__new__ is not object.__new__ or not isinstance(init, types.FunctionType) or \
+            not _walkable(init) or init.__code__.co_filename.startswith("<") or \
+            hasattr(cls, "__dataclass_fields__"):
+        return None
+    return cls
+
+
+def _instantiate(cls, args, kwargs):
+    """`cls(*args, **kwargs)` with the user's `__init__` specialised as any call of the user's
+    code is: Python `if` and `isinstance` on traced values in it behave as in the function
+    being compiled, and it may store traced values in the new object's attributes."""
+    obj = object.__new__(cls)
+    if _STATE.made is not None:
+        _STATE.made[id(obj)] = (obj, _builder.current())
+    out = call_function(cls.__init__, [obj] + list(args), kwargs)
+    if out is not None:
+        raise TypeError(f"__init__() should return None, not '{type(out).__name__}'")
+    return obj
 
 
 # Wrapper functions the specialiser walks through, to the function each wraps: `_walked`'s,

@@ -34,7 +34,7 @@ from .host import HOST
 from . import try_statement as T
 from .specialise import (check_mutation, mutation_mark, undo_mutations, eval_expr, is_traced, ReturnSignal, BreakSignal, ContinueSignal,
                          write_global, write_nonlocal, accepts_global_writes, LocalFunction, Undefined, call_function, with_location, own, set_attribute,
-                         owned_containers)
+                         owned_containers, missing_value)
 
 
 def run_body(frame, fnode):
@@ -466,7 +466,9 @@ def _s_global(frame, node):
 def _with(frame, node, rest):
     """`with` on context managers known at specialisation (kiln.named_scope,
     kiln.enable_x64(...), a user's own): entered and exited while the body (and `rest`) is
-    specialised, as Python would run them around the statements."""
+    specialised, as Python would run them around the statements. A user's `__enter__` and
+    `__exit__` are specialised as any call of the user's code is (so the containers they make
+    belong to the function being compiled)."""
     managers = []
     try:
         for item in node.items:
@@ -474,7 +476,7 @@ def _with(frame, node, rest):
             if is_traced(cm) or not hasattr(type(cm), "__enter__"):
                 raise CompileError("`with` needs a context manager known when the function is "
                                    "compiled, not a traced value", frame.info(item.context_expr))
-            entered = cm.__enter__()
+            entered = call_function(cm.__enter__, [], {})
             managers.append(cm)
             if item.optional_vars is not None:
                 assign_target(frame, item.optional_vars, entered)
@@ -484,7 +486,7 @@ def _with(frame, node, rest):
         raise
     except BaseException as e:
         while managers:
-            if managers.pop().__exit__(type(e), e, e.__traceback__):
+            if call_function(managers.pop().__exit__, [type(e), e, e.__traceback__], {}):
                 _exit_all(managers)   # suppressed: the outer managers exit normally
                 return
         raise
@@ -493,12 +495,34 @@ def _with(frame, node, rest):
 
 def _exit_all(managers):
     while managers:
-        managers.pop().__exit__(None, None, None)
+        call_function(managers.pop().__exit__, [None, None, None], {})
+
+
+def _s_classdef(frame, node):
+    """A `class` statement: Python builds the class from its lines of the source file, as it
+    would at this point of the function, with the enclosing function's variables that the
+    statement names passed in by value (their values now). Its methods are functions of the
+    file, specialised as the user's other functions when compiled code calls them."""
+    import ast
+    import textwrap
+    parsed = frame.parsed
+    first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+    text = textwrap.dedent("\n".join(parsed.lines[first - 1:node.end_lineno]))
+    names = sorted({n.id for n in gast.walk(node) if isinstance(n, gast.Name)})
+    values = {n: v for n in names
+              if (v := frame.enclosing(n)) is not missing_value and type(v) is not Undefined}
+    factory = (f"def __kiln_class__({', '.join(values)}):\n" +
+               textwrap.indent(text, "    ") + f"\n    return {node.name}\n")
+    tree = ast.parse(factory)
+    ast.increment_lineno(tree, parsed.line_offset + first - 2)   # the class's lines in the file
+    made = {}
+    exec(compile(tree, parsed.filename, "exec"), frame.globals, made)
+    frame.locals[node.name] = made["__kiln_class__"](**values)
 
 
 def _s_unsupported(frame, node):
     what = {gast.AsyncWith: "async with", gast.AsyncFor: "async for",
-            gast.ClassDef: "class definitions", gast.AsyncFunctionDef: "async functions"}
+            gast.AsyncFunctionDef: "async functions"}
     raise CompileError(f"{what.get(type(node), type(node).__name__)} are not supported inside "
                        f"compiled functions", frame.info(node),
                        "Move this code outside the function that kiln compiles.")
@@ -1003,7 +1027,7 @@ _STMT = {
     gast.Assign: _s_assign, gast.AnnAssign: _s_annassign, gast.AugAssign: _s_augassign,
     gast.Expr: _s_expr, gast.Pass: _s_pass, gast.Return: _s_return, gast.Break: _s_break,
     gast.Continue: _s_continue, gast.Assert: _s_assert, gast.Raise: _s_raise,
-    gast.FunctionDef: _s_functiondef, gast.Import: _s_import, gast.ImportFrom: _s_import,
+    gast.FunctionDef: _s_functiondef, gast.ClassDef: _s_classdef, gast.Import: _s_import, gast.ImportFrom: _s_import,
     gast.Delete: _s_delete, gast.Global: _s_global, gast.Nonlocal: _s_global,
     gast.While: _s_while, gast.For: _s_for, T.Step: lambda frame, node: node.run(frame),
 }

@@ -55,6 +55,11 @@ class Eqn:
         self.params = dict(params)
         self.info = info
 
+    @property
+    def primitive(self):
+        """`prim`, under the name JAX's jaxpr equations give it."""
+        return self.prim
+
     def regions(self):
         """The nested Functions held in params (control-flow bodies)."""
         out = []

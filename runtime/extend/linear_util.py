@@ -1,25 +1,106 @@
-"""`kiln.extend.linear_util`: JAX's wrapped functions (`jax.extend.linear_util`), which
-libraries hand to `kiln.api_util.flatten_fun` and `kiln.interpreters.partial_eval`.
+"""`kiln.extend.linear_util`: JAX's wrapped functions (`jax.extend.linear_util`), the form in
+which libraries hand a function and transformations of it to `jax.api_util`.
 
-`wrap_init(f, params=None, *, debug_info=None)` is a `WrappedFun`: `f` with keyword
-parameters, and a stack of transformations applied when `call_wrapped(*args)` calls it.
-`transformation_with_aux(gen)` makes a transformation out of a generator that receives the
-arguments, yields `(args, kwargs)` for the function it wraps, receives its result and yields
-`(result, aux)`; the transformation returns the wrapped function and a thunk that gives the
-last `aux` (after a call). kiln never traces these functions itself: they are called with
-whatever the caller passes (concrete arrays, or the tracers of a specialisation).
+`wrap_init(f, params, debug_info=...)` makes a `WrappedFun`; a transformation adds a layer
+around it, and `call_wrapped(*args)` calls the outermost layer, which calls the next, down to
+`f` (with `params` as keywords). A transformation with an auxiliary output (`flatten_fun`'s
+output tree) writes it to a `Store` when the wrapped function is called; the thunk the
+transformation returned reads it then (`StoreException` before that, and on a second write).
+kiln has no tracing of its own to apply to a WrappedFun: `call_wrapped` is an ordinary Python
+callable, which `kiln.jit`, `make_jaxpr` and the other transformations take like any other.
+While kiln specialises it, the function and the transformations' own functions are called as
+the user's code is (their source walked, so that Python `if` and `isinstance` on traced values
+behave as they do in a jitted function).
+
+`transformation2`, `transformation_with_aux2` and their older generator forms
+`transformation` and `transformation_with_aux` are JAX's. `cache` and `merge_linear_aux`
+(JAX's memoisation of its traces and its linearisation helper) are not here.
 """
-__all__ = ["WrappedFun", "transformation", "transformation_with_aux", "wrap_init"]
+import functools
+import inspect
+from typing import Any, NamedTuple
+
+from ..compiler.ir.builder import current
+
+__all__ = ["StoreException", "WrappedFun", "transformation", "transformation_with_aux",
+           "transformation2", "transformation_with_aux2", "wrap_init"]
+
+
+def _call(fn, fixed, *args, **kwargs):
+    """`fn(*fixed, *args, **kwargs)`, walked by kiln's specialiser while it specialises."""
+    if current() is None:
+        return fn(*fixed, *args, **kwargs)
+    from ..compiler.frontend.specialise import call_function
+    return call_function(fn, [*fixed, *args], kwargs)
+
+
+class StoreException(Exception):
+    """A Store read before a value was written, or written twice."""
+
+
+class Store:
+    """Holds one auxiliary output of a transformation, written once per call."""
+    __slots__ = ("_val",)
+    _EMPTY = object()
+
+    def __init__(self):
+        self._val = Store._EMPTY
+
+    def store(self, val):
+        if self._val is not Store._EMPTY:
+            raise StoreException("Store occupied")
+        self._val = val
+
+    def reset(self):
+        self._val = Store._EMPTY
+
+    @property
+    def val(self):
+        if self._val is Store._EMPTY:
+            raise StoreException("Store empty")
+        return self._val
+
+
+class DebugInfo(NamedTuple):
+    """What a transformation knows of the function it was given: `traced_for` (the
+    transformation's name), `func_src_info` (`'name at file:line'`), `arg_names` (the paths of
+    the flattened arguments, or None) and `result_paths` (of the flattened results, or None,
+    or a thunk giving them)."""
+    traced_for: str
+    func_src_info: str
+    arg_names: Any
+    result_paths: Any
+
+    @property
+    def func_name(self):
+        return self.func_src_info.split(" ")[0]
+
+    def resolve_result_paths(self):
+        """This DebugInfo with a thunk for `result_paths` replaced by its value."""
+        if callable(self.result_paths):
+            return self._replace(result_paths=tuple(self.result_paths()))
+        return self
+
+    def replace_func_name(self, name):
+        return self._replace(func_src_info=" ".join([name] + self.func_src_info.split(" ")[1:]))
+
+    def with_unknown_names(self):
+        return self._replace(arg_names=None, result_paths=None)
 
 
 class WrappedFun:
-    """`f` with fixed keyword `params` and `transforms` (generator functions with their extra
-    arguments, innermost first) around it."""
+    """`f` under a stack of transformations (`transforms`, innermost last); `call_wrapped`
+    calls the outermost. `stores` hold the auxiliary outputs of the transformations."""
+    __slots__ = ("f", "f_transformed", "transforms", "stores", "params", "in_type",
+                 "debug_info")
 
-    def __init__(self, f, transforms, params, debug_info):
+    def __init__(self, f, f_transformed, transforms, stores, params, in_type, debug_info):
         self.f = f
+        self.f_transformed = f_transformed
         self.transforms = transforms
+        self.stores = stores
         self.params = params
+        self.in_type = in_type
         self.debug_info = debug_info
 
     @property
@@ -27,63 +108,128 @@ class WrappedFun:
         return getattr(self.f, "__name__", "<unnamed wrapped function>")
 
     def wrap(self, gen, gen_static_args, out_store):
-        """This function with one more transformation around it."""
-        return WrappedFun(self.f, ((gen, gen_static_args, out_store),) + self.transforms,
-                          self.params, self.debug_info)
+        """This function with the transformation `gen` added on the outside: `gen(inner,
+        [out_store,] *gen_static_args, *args, **kwargs)`."""
+        store_arg = () if out_store is None else (out_store,)
+        return WrappedFun(self.f,
+                          functools.partial(_call, gen, (self.f_transformed, *store_arg,
+                                                         *gen_static_args)),
+                          ((gen, gen_static_args),) + self.transforms,
+                          (out_store,) + self.stores, self.params, None, self.debug_info)
+
+    def populate_stores(self, stores):
+        """Copy the values of `stores` (another WrappedFun's, after a call) into this one's."""
+        for mine, other in zip(self.stores, stores):
+            if mine is not None:
+                mine.store(other.val)
 
     def call_wrapped(self, *args, **kwargs):
-        """Call `f` through the transformations, outermost first."""
-        stack = []
-        for gen, gen_static_args, out_store in self.transforms:
-            gen = gen(*gen_static_args, *args, **kwargs)
-            args, kwargs = next(gen)
-            stack.append((gen, out_store))
-        ans = self.f(*args, **dict(self.params, **kwargs))
-        for gen, out_store in reversed(stack):
-            if out_store is None:
-                ans = gen.send(ans)
-            else:
-                ans, aux = gen.send(ans)
-                out_store.store(aux)
-            gen.close()
-        return ans
+        """Call the transformed function."""
+        return self.f_transformed(*args, **kwargs)
+
+    def replace_debug_info(self, debug_info):
+        return WrappedFun(self.f, self.f_transformed, self.transforms, self.stores,
+                          self.params, self.in_type, debug_info)
+
+    def with_unknown_names(self):
+        return self.replace_debug_info(self.debug_info.with_unknown_names())
 
     def __repr__(self):
-        return f"Wrapped function: {self.__name__}"
+        layers = "".join(f"{i}   : {getattr(gen, '__name__', gen)}   {args}\n"
+                         for i, (gen, args) in enumerate(self.transforms))
+        return f"Wrapped function:\n{layers}Core: {self.__name__}\n"
+
+    def __hash__(self):
+        return hash((self.f, self.transforms, self.params, self.in_type, self.debug_info))
+
+    def __eq__(self, other):
+        return isinstance(other, WrappedFun) and \
+            (self.f, self.transforms, self.params, self.in_type, self.debug_info) == \
+            (other.f, other.transforms, other.params, other.in_type, other.debug_info)
 
 
-class Store:
-    """The `aux` value a transformation produced at the last call."""
-    _EMPTY = object()
-
-    def __init__(self):
-        self.val = self._EMPTY
-
-    def store(self, val):
-        self.val = val
-
-    def __call__(self):
-        if self.val is self._EMPTY:
-            raise ValueError("the auxiliary output of a wrapped function is read before the "
-                             "function was called: call it first")
-        return self.val
+def _curried(transform):
+    """JAX's currying of the transformations: `transformation2(gen)` (as a decorator) is
+    `partial(transform, gen)`, so `t(fun, *static)` applies it, and `transformation2(gen, fun,
+    *static)` is a partial to call with no arguments."""
+    return functools.partial(functools.partial, transform)
 
 
-def wrap_init(f, params=None, *, debug_info=None):
-    """`f` as a WrappedFun, with keyword parameters `params`."""
-    return WrappedFun(f, (), dict(params or {}), debug_info)
-
-
-def transformation(gen, fun, *gen_static_args):
-    """`fun` transformed by the generator function `gen` (see the module docstring; `gen`
-    yields the result alone)."""
+@_curried
+def transformation2(gen, fun, *gen_static_args):
+    """`fun` with `gen(inner, *gen_static_args, *args, **kwargs)` around it."""
     return fun.wrap(gen, gen_static_args, None)
 
 
+@_curried
+def transformation_with_aux2(gen, fun, *gen_static_args, use_eq_store=False,
+                             unk_names=False):
+    """`(fun with gen around it, thunk)`: `gen(inner, store, *gen_static_args, *args,
+    **kwargs)` writes an auxiliary output to `store`, which `thunk()` returns after a call.
+    (`use_eq_store`, JAX's store that accepts a second equal value, is not supported.)"""
+    if use_eq_store:
+        raise NotImplementedError("kiln.extend.linear_util: use_eq_store=True (a store that "
+                                  "accepts a second, equal value) is not supported")
+    store = Store()
+    fun = fun.wrap(gen, gen_static_args, store)
+    return (fun.with_unknown_names() if unk_names else fun), (lambda: store.val)
+
+
+@_curried
+def transformation(gen, fun, *gen_static_args):
+    """The older form: `gen(*gen_static_args, *args)` is a generator that yields the inner
+    call's `(args, kwargs)`, is sent its result and yields the transformed result."""
+    def layer(f, *args, **kwargs):
+        it = gen(*args, **kwargs)
+        inner_args, inner_kwargs = next(it)
+        return it.send(f(*inner_args, **inner_kwargs))
+    layer.__name__ = getattr(gen, "__name__", "transformation")
+    return transformation2(layer, fun, *gen_static_args)()
+
+
+@_curried
 def transformation_with_aux(gen, fun, *gen_static_args):
-    """(`fun` transformed by `gen`, a thunk giving the `aux` of its last call)."""
-    out_store = Store()
-    return fun.wrap(gen, gen_static_args, out_store), out_store
+    """The older form of `transformation_with_aux2`: the generator yields `(result, aux)`."""
+    def layer(f, store, *args, **kwargs):
+        it = gen(*args, **kwargs)
+        inner_args, inner_kwargs = next(it)
+        ans, aux = it.send(f(*inner_args, **inner_kwargs))
+        store.store(aux)
+        return ans
+    layer.__name__ = getattr(gen, "__name__", "transformation_with_aux")
+    return transformation_with_aux2(layer, fun, *gen_static_args)()
+
+
+def wrap_init(f, params=None, *, debug_info=None):
+    """`f` as a WrappedFun with no transformations; `params` (a dict) are passed to it as
+    keywords. Without `debug_info`, a DeprecationWarning (as in JAX) and a placeholder one."""
+    if debug_info is None:
+        import warnings
+        warnings.warn("linear_util.wrap_init is missing a DebugInfo object. This behavior is "
+                      "deprecated, use api_util.debug_info() to construct a proper DebugInfo "
+                      "object and propagate it to this function.", DeprecationWarning,
+                      stacklevel=2)
+        debug_info = DebugInfo("missing_debug_info", "<missing_debug_info>", None, None)
+    params_dict = dict(params or {})
+    return WrappedFun(f, functools.partial(_call, functools.partial(f, **params_dict), ()),
+                      (), (),
+                      tuple(sorted(params_dict.items())), None,
+                      debug_info._replace(result_paths=None))
+
+
+def fun_sourceinfo(fun):
+    """`'name at file:line'` for a Python function (through partials and wrappers), else the
+    name of a builtin, else `'<unknown>'`."""
+    while isinstance(fun, functools.partial):
+        fun = fun.func
+    fun = inspect.unwrap(fun)
+    code = getattr(fun, "__code__", None)
+    if code is not None:
+        return f"{fun.__name__} at {code.co_filename}:{code.co_firstlineno}"
+    text = str(fun)
+    if text.startswith("<built-in function ") and text.endswith(">"):
+        return text[len("<built-in function "):-1]
+    return "<unknown>"
 
 
 def __dir__():

@@ -12,28 +12,35 @@ when there is one; else the implementation, called on the host with concrete val
 `pure_callback` with the abstract evaluation's types), since JAX calls an implementation only
 with concrete values (it may use NumPy). The transforms call the user's rules (the `_Rules` object below), which
 the compiler reaches through the equation's `rules` token. `ClosedJaxpr` and `Jaxpr` are the
-types of `make_jaxpr`'s result and of its `jaxpr` (kiln's SSA form), and `find_top_trace`
-gives the function being specialised now (as JAX's gives the current trace), and
-`get_opaque_trace_state` an `OpaqueTraceState` that tells the eager context and each running
-specialisation apart (flax compares them to catch values leaking between scopes); JAX's other
-jaxpr types (`Var`, `Literal`) and tracing contexts are not here (docs/extend.md).
+types of `make_jaxpr`'s result and of its `jaxpr` (kiln's SSA form laid out as a jaxpr), and
+`find_top_trace` gives the function being specialised now (as JAX's gives the current trace),
+and `get_opaque_trace_state` an `OpaqueTraceState` that tells the eager context and each
+running specialisation apart (flax compares them to catch values leaking between scopes).
+`Literal` is the type of the constant operands of kiln's SSA equations, `DebugInfo` that of
+`kiln.api_util.debug_info`, and `primitives` names kiln's primitives as JAX's
+`jax.extend.core.primitives` does. JAX's `Var` and tracing contexts are not here
+(docs/extend.md).
 """
 import functools
 import weakref
 
 import numpy as np
 
-from ..compiler.ir.abstract import ShapedArray
-from ..compiler.ir.builder import current, trace_region, close_regions
-from ..compiler.ir.ssa import Literal, Function as Jaxpr
-from ..compiler.primitives.user import user_primitive, user_rules
-from ..compiler.primitives.rule_forms import has_tangent
-from ..custom_derivatives import value_aval as _aval, is_tracing as _tracing
-from ..interpreters import ad, batching
-from ..introspection import ClosedJaxpr
+from ...compiler.ir.abstract import ShapedArray
+from ...compiler.ir.builder import current, trace_region, close_regions
+from ...compiler.ir.ssa import Literal
+from ...compiler.primitives.user import user_primitive, user_rules
+from ...compiler.primitives.rule_forms import has_tangent
+from ...custom_derivatives import value_aval as _aval, is_tracing as _tracing
+from ...interpreters import ad, batching
+from ...introspection import ClosedJaxpr, Jaxpr
+
+from ..linear_util import DebugInfo
+from . import primitives  # noqa: F401
 
 __all__ = ["ClosedJaxpr", "Jaxpr", "OpaqueTraceState", "Primitive", "find_top_trace",
-           "get_opaque_trace_state", "mapped_aval", "unmapped_aval", "primal_dtype_to_tangent_dtype",
+           "get_opaque_trace_state", "Literal", "DebugInfo", "primitives", "mapped_aval",
+           "unmapped_aval", "primal_dtype_to_tangent_dtype",
            "valid_jaxtype"]
 
 
@@ -89,10 +96,10 @@ class Primitive:
         the target of a `kiln.ffi.ffi_lowering` rule, with the abstract evaluation's result
         types; else the implementation, called on the host with concrete values (as JAX
         promises it is)."""
-        from ..ffi import FfiLowering
-        from ..interpreters.mlir import _LoweredFunction
-        from ..interpreters.xla import apply_primitive
-        from ..introspection import ShapeDtypeStruct
+        from ...ffi import FfiLowering
+        from ...interpreters.mlir import _LoweredFunction
+        from ...interpreters.xla import apply_primitive
+        from ...introspection import ShapeDtypeStruct
         for rule in self._lowerings.values():
             if isinstance(rule, FfiLowering):
                 specs = [ShapeDtypeStruct(a.shape, a.dtype) for a in out_avals]
@@ -124,7 +131,7 @@ def _shaped(aval, prim):
 
 def _fit(x, aval, prim):
     """A result of the primitive's definition, checked against its abstract evaluation."""
-    from .. import lax
+    from ... import lax
     a = _aval(x)
     if a.shape != aval.shape:
         raise TypeError(f"primitive '{prim.name}': its definition returned a result of "
@@ -144,8 +151,8 @@ def _host(impl, out_avals):
 
 
 def _stage(prim, args, params):
-    from ..callbacks import pure_callback
-    from ..introspection import ShapeDtypeStruct
+    from ...callbacks import pure_callback
+    from ...introspection import ShapeDtypeStruct
     b = current()
     in_avals = [_aval(x) for x in args]
     out = prim.abstract_eval(*in_avals, **params)
@@ -245,7 +252,7 @@ def find_top_trace(xs):
     """The trace being built now, as JAX 0.10.2's (which also ignores `xs`): a
     `kiln.tracer.Trace` whose `main` is the builder of the function kiln is specialising, or
     None outside one. A traced value `x` of that function has `x._trace.main` the same."""
-    from ..tracer import Trace
+    from ...tracer import Trace
     return Trace(current())
 
 
@@ -268,7 +275,7 @@ def unmapped_aval(size, axis, aval, explicit_mesh_axis=None):
 
 def primal_dtype_to_tangent_dtype(primal_dtype):
     """The dtype of tangents of values of `primal_dtype` (float0 for integers and bools)."""
-    from ..dtypes import float0
+    from ...dtypes import float0
     dtype = np.dtype(primal_dtype)
     return dtype if has_tangent(ShapedArray((), dtype)) else float0
 
