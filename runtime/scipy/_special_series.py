@@ -1,5 +1,5 @@
 """`kiln.scipy.special`'s functions computed by series and continued fractions: gammainc,
-gammaincc, betainc, zeta, polygamma, expn, exp1, expi, i0e, i1e, i0, i1, erfcx, dawsn, spence.
+gammaincc, betainc, zeta, polygamma, expn, exp1, expi, i0e, i1e, i0, i1, dawsn, spence.
 
 Each runs a fixed number of terms (a `lax.fori_loop` where many are needed, so that `jit`
 compiles a loop, not an unrolled sum) and picks between its branches with `jnp.where`, feeding
@@ -15,8 +15,7 @@ each branch a harmless argument where the other is chosen, so that derivatives s
   expi: the series `gamma + log|x| + sum(x**k / (k k!))` for 0 < x <= 40, the asymptotic
   series beyond, and -exp1(-x) for x < 0.
 - i0e/i1e: the power series for |x| <= 20, Hankel's asymptotic series beyond.
-- erfcx: `exp(x**2) erfc(x)` for x < 2, Laplace's continued fraction beyond;
-  dawsn: `exp(-x**2) sum(x**(2k+1) / (k! (2k+1)))` for |x| <= 5, the asymptotic series beyond.
+- dawsn: `exp(-x**2) sum(x**(2k+1) / (k! (2k+1)))` for |x| <= 5, the asymptotic series beyond.
 - spence(x) = Li2(1 - x): the series `sum(z**k / k**2)` on |z| <= 1/2, reached through
   Euler's reflection (0 <= x < 1/2) and Landen's identity, then the reflection (x > 3/2).
 """
@@ -31,7 +30,7 @@ from ._special import _reject_complex, _typed
 from ._special_closed import EULER_MACLAURIN
 
 __all__ = ["gammainc", "gammaincc", "betainc", "zeta", "polygamma", "expn", "exp1", "expi",
-           "i0e", "i1e", "i0", "i1", "erfcx", "dawsn", "spence"]
+           "i0e", "i1e", "i0", "i1", "dawsn", "spence"]
 
 _TERMS = 300          # loop length of the series and continued fractions below
 _EULER_GAMMA = 0.5772156649015329
@@ -382,25 +381,7 @@ def i1(x):
     return lax.sign(x) * lax.exp(lax.abs(x)) * _bessel_ie(1, x)
 
 
-# ---------------------------------------------------------------- erfcx and Dawson
-
-_ERFCX_SWITCH = 2.0
-
-
-def erfcx(x):
-    """The scaled complementary error function exp(x**2) erfc(x)."""
-    x, = promote_args_inexact("erfcx", x)
-    _reject_complex("erfcx", x)
-    big = x >= _ERFCX_SWITCH
-    xd = jnp.where(big, 0, x)
-    direct = lax.exp(xd * xd) * lax.erfc(xd)
-    xb = jnp.where(big, x, 2 * _ERFCX_SWITCH)
-    frac = xb
-    for k in range(60, 0, -1):
-        frac = xb + (k / 2) / frac
-    by_fraction = 1 / (math.sqrt(math.pi) * frac)
-    return jnp.where(big, by_fraction, direct)
-
+# ---------------------------------------------------------------- Dawson
 
 _DAWSON_SWITCH = 5.0
 
