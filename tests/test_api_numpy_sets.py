@@ -162,6 +162,15 @@ def test_interp():
     close(jnp.interp(q * 3, xp, fp, period=1.0), np.interp(q * 3, xp, fp, period=1.0),
           rtol=1e-4, atol=1e-5)
     close(kiln.jit(lambda q: jnp.interp(q, xp, fp))(q), np.interp(q, xp, fp), rtol=1e-5)
+    # JAX's promotion: x with xp, fp on its own; float16 stays float16.
+    h = np.float16
+    for args in ((q.astype(h), xp.astype(h), fp.astype(h)), (q.astype(h), xp, fp.astype(h)),
+                 (0.5, xp.astype(h), fp.astype(h)), (q, xp, fp.astype(h))):
+        got, want = jnp.interp(*args), J.interp(*args)
+        assert got.dtype == want.dtype
+        close(got, want, rtol=1e-3)
+    with pytest.raises(ValueError, match="complex x values not supported"):
+        jnp.interp(q + 1j, xp, fp)
     i = np.clip(np.searchsorted(xp, q[2:10], side="right"), 1, 7)
     close(kiln.grad(lambda q: jnp.interp(q, xp, fp).sum())(q[2:10]),
           np.where((q[2:10] < xp[0]) | (q[2:10] > xp[-1]), 0,

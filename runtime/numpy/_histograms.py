@@ -12,7 +12,7 @@ import operator
 import numpy as np
 
 from ..array import to_array
-from ._core import check_arraylike
+from ._core import check_arraylike, promote_dtypes_inexact
 from .. import numpy as jnp
 from ..sharding_types import out_sharding_keyword
 
@@ -151,9 +151,11 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     x, xp, fp = (to_array(v, "interp") for v in (x, xp, fp))
     if xp.ndim != 1 or fp.ndim != 1 or xp.shape != fp.shape:
         raise ValueError("xp and fp must be one-dimensional arrays of equal size")
-    dtype = jnp.result_type(x, xp, fp, jnp.float32)
-    x, xp, fp = x.astype(dtype), xp.astype(dtype), fp.astype(dtype) \
-        if fp.dtype.kind != "c" else fp
+    # JAX's promotion: x and xp to one inexact type, fp to its own (float16 stays float16).
+    x, xp = promote_dtypes_inexact(x, xp)
+    fp, = promote_dtypes_inexact(fp)
+    if x.dtype.kind == "c":
+        raise ValueError("jnp.interp: complex x values not supported.")
     if period is not None:
         if left is not None or right is not None:
             raise ValueError("interp: left and right must be None if period is specified.")

@@ -9,6 +9,7 @@ each branch a harmless argument where the other is chosen, so that derivatives s
   for Q(a, x) otherwise (each function computes its own side, so both tails are accurate).
 - betainc: the continued fraction of I_x(a, b), with the symmetry I_x(a, b) = 1 - I_{1-x}(b, a)
   for x > (a + 1) / (a + b + 2).
+- betainc and zeta (so polygamma too) compute float16 arguments in float32, as XLA does.
 - zeta (Hurwitz): ten direct terms, then Euler-Maclaurin with Bernoulli numbers, as Cephes;
   polygamma(n, x) = (-1)**(n+1) n! zeta(n + 1, x), digamma for n == 0.
 - expn/exp1: the series with digamma(n) for x <= 1, the continued fraction for x > 1;
@@ -111,6 +112,14 @@ def gammaincc(a, x):
     return _incomplete_gamma("gammaincc", a, x, False)
 
 
+def _in_float32(fn, *args):
+    """`fn(*args)`, computed in float32 and rounded back for float16 arguments (as XLA's
+    kernels for these functions do): float16's range would end the sums early in NaN."""
+    if args[0].dtype != np.float16:
+        return fn(*args)
+    return fn(*(v.astype(np.float32) for v in args)).astype(np.float16)
+
+
 # ---------------------------------------------------------------- incomplete beta
 
 def _beta_fraction(a, b, x):
@@ -140,7 +149,10 @@ def betainc(a, b, x):
     """The regularized incomplete Beta function I_x(a, b)."""
     a, b, x = promote_args_inexact("betainc", a, b, x)
     _reject_complex("betainc", a)
-    a, b, x = _broadcast(a, b, x)
+    return _in_float32(_betainc, *_broadcast(a, b, x))
+
+
+def _betainc(a, b, x):
     inside = (x > 0) & (x < 1)
     flip = x > (a + 1) / (a + b + 2)
     x_in = jnp.where(inside, x, 0.5)
@@ -186,7 +198,10 @@ def zeta(x, q=None):
                                   "compute the Hurwitz Zeta function.")
     x, q = promote_args_inexact("zeta", x, q)
     _reject_complex("zeta", x)
-    x, q = _broadcast(x, q)
+    return _in_float32(_zeta, *_broadcast(x, q))
+
+
+def _zeta(x, q):
     shifted = (x > 1) & (x == lax.floor(x)) & (q < 0) & (q != lax.floor(q))
     steps = jnp.where(shifted, lax.ceil(-q), 0)
     ok = ((x > 1) & (q > 0)) | shifted
