@@ -152,6 +152,20 @@ def test_histograms():
           np.histogram(d, 5, range=(-1, 1))[0])
 
 
+def test_index_and_count_dtypes_match_jax_under_x64(x64):
+    x = np.array([0.5, 0, 2.0, 0.5, 0], np.float32)
+    with jax.enable_x64(True):
+        for fn in (lambda m: m.unique_inverse(x).inverse_indices,
+                   lambda m: m.unique_counts(x).counts, lambda m: m.unique_all(x).indices,
+                   lambda m: m.unique(x[:0], return_index=True, return_inverse=True,
+                                      return_counts=True)[1:],
+                   lambda m: m.bincount(np.array([1, 2, 2], np.int32)),
+                   lambda m: m.histogram2d(x, x, bins=3)[0]):
+            for got, want in zip(*(jax.tree.leaves(fn(m)) for m in (jnp, J))):
+                assert got.dtype == want.dtype == np.int64
+                np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
 def test_interp():
     xp = np.sort(RNG.random(8)).astype(np.float32)
     fp = RNG.random(8).astype(np.float32)

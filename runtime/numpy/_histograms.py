@@ -39,7 +39,7 @@ def bincount(x, weights=None, minlength=0, *, length=None):
             length = max(int(jnp.max(x)) + 1, minlength)   # needs a concrete x
     length = operator.index(length)
     if weights is None:
-        weights = jnp.ones_like(x, dtype=jnp.int32)
+        weights = jnp.ones_like(x, dtype=int)   # the default integer type, as JAX's
     else:
         weights = jnp.asarray(weights)
     return jnp.zeros(length, weights.dtype).at[jnp.clip(x, 0)].add(weights, mode="drop")
@@ -119,7 +119,7 @@ def histogramdd(sample, bins=10, range=None, weights=None, density=None):  # noq
         idx.append(i)
     dims = tuple(e.shape[0] + 1 for e in edges)
     flat = jnp.ravel_multi_index(tuple(idx), dims, mode="clip")
-    w = jnp.ones(n, jnp.int32) if weights is None else weights   # integer counts, as JAX's
+    w = jnp.ones(n, int) if weights is None else weights   # default-integer counts, as JAX's
     counts = jnp.zeros(int(np.prod(dims)), w.dtype).at[flat].add(w)
     counts = jnp.reshape(counts, dims)[(slice(1, -1),) * d]
     if density:
