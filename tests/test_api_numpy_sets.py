@@ -125,6 +125,15 @@ def test_bincount_digitize():
     np.testing.assert_array_equal(jnp.digitize(v, b), np.digitize(v, b))
     np.testing.assert_array_equal(jnp.digitize(v, b[::-1], right=True),
                                   np.digitize(v, b[::-1], right=True))
+    # Values on the edges, where `right` decides, in both directions and dtypes JAX takes.
+    for dtype in (np.float16, np.float32):
+        edges = np.array([-1.5, 0.5, 0.5, 1.0], dtype)
+        on = np.array([0.5, -1.5, 2, 0.3, 1.0, -3], dtype)
+        for bins in (edges, edges[::-1]):
+            for right in (False, True):
+                want = np.digitize(on, bins, right=right)
+                np.testing.assert_array_equal(jnp.digitize(on, bins, right=right), want)
+                np.testing.assert_array_equal(J.digitize(on, bins, right=right), want)
     with pytest.raises(TypeError, match="integer type"):
         jnp.bincount(w)
 

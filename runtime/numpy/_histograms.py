@@ -53,7 +53,7 @@ def digitize(x, bins, right=False, *, method=None):
         raise ValueError(f"digitize: bins must be a 1-dimensional array; got bins={bins}")
     if bins.shape[0] == 0:
         return jnp.zeros(x.shape, dtype=jnp.int32)
-    side = "right" if right else "left"
+    side = "left" if right else "right"   # NumPy: bins[i-1] <= x < bins[i] unless right
     kw = {} if method is None else {"method": method}
     return jnp.where(bins[-1] >= bins[0], jnp.searchsorted(bins, x, side=side, **kw),
                      bins.shape[0] - jnp.searchsorted(bins[::-1], x, side=side, **kw))
