@@ -223,6 +223,9 @@ def test_complex_arguments_match_jax(name, dtype):
         fn = getattr(special, name)
         _match_jax(fn(z), want, rtol, atol)
         _match_jax(kiln.jit(fn)(z), want, rtol, atol)
+        # Batched: loggamma's while_loop then runs until every lane has shifted enough.
+        _match_jax(kiln.vmap(fn)(z.reshape(5, -1)), np.asarray(want).reshape(5, -1), rtol,
+                   atol)
         # A Python complex is weak in both; neither result is weakly typed.
         scalar = fn(0.3 - 2j)
         assert not scalar.weak_type
