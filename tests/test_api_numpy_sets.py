@@ -125,6 +125,15 @@ def test_bincount_digitize():
     np.testing.assert_array_equal(jnp.digitize(v, b), np.digitize(v, b))
     np.testing.assert_array_equal(jnp.digitize(v, b[::-1], right=True),
                                   np.digitize(v, b[::-1], right=True))
+    # Values on the edges, where `right` decides, in both directions and dtypes JAX takes.
+    for dtype in (np.float16, np.float32):
+        edges = np.array([-1.5, 0.5, 0.5, 1.0], dtype)
+        on = np.array([0.5, -1.5, 2, 0.3, 1.0, -3], dtype)
+        for bins in (edges, edges[::-1]):
+            for right in (False, True):
+                want = np.digitize(on, bins, right=right)
+                np.testing.assert_array_equal(jnp.digitize(on, bins, right=right), want)
+                np.testing.assert_array_equal(J.digitize(on, bins, right=right), want)
     with pytest.raises(TypeError, match="integer type"):
         jnp.bincount(w)
 
@@ -152,6 +161,20 @@ def test_histograms():
           np.histogram(d, 5, range=(-1, 1))[0])
 
 
+def test_index_and_count_dtypes_match_jax_under_x64(x64):
+    x = np.array([0.5, 0, 2.0, 0.5, 0], np.float32)
+    with jax.enable_x64(True):
+        for fn in (lambda m: m.unique_inverse(x).inverse_indices,
+                   lambda m: m.unique_counts(x).counts, lambda m: m.unique_all(x).indices,
+                   lambda m: m.unique(x[:0], return_index=True, return_inverse=True,
+                                      return_counts=True)[1:],
+                   lambda m: m.bincount(np.array([1, 2, 2], np.int32)),
+                   lambda m: m.histogram2d(x, x, bins=3)[0]):
+            for got, want in zip(*(jax.tree.leaves(fn(m)) for m in (jnp, J))):
+                assert got.dtype == want.dtype == np.int64
+                np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
 def test_interp():
     xp = np.sort(RNG.random(8)).astype(np.float32)
     fp = RNG.random(8).astype(np.float32)
@@ -162,6 +185,15 @@ def test_interp():
     close(jnp.interp(q * 3, xp, fp, period=1.0), np.interp(q * 3, xp, fp, period=1.0),
           rtol=1e-4, atol=1e-5)
     close(kiln.jit(lambda q: jnp.interp(q, xp, fp))(q), np.interp(q, xp, fp), rtol=1e-5)
+    # JAX's promotion: x with xp, fp on its own; float16 stays float16.
+    h = np.float16
+    for args in ((q.astype(h), xp.astype(h), fp.astype(h)), (q.astype(h), xp, fp.astype(h)),
+                 (0.5, xp.astype(h), fp.astype(h)), (q, xp, fp.astype(h))):
+        got, want = jnp.interp(*args), J.interp(*args)
+        assert got.dtype == want.dtype
+        close(got, want, rtol=1e-3)
+    with pytest.raises(ValueError, match="complex x values not supported"):
+        jnp.interp(q + 1j, xp, fp)
     i = np.clip(np.searchsorted(xp, q[2:10], side="right"), 1, 7)
     close(kiln.grad(lambda q: jnp.interp(q, xp, fp).sum())(q[2:10]),
           np.where((q[2:10] < xp[0]) | (q[2:10] > xp[-1]), 0,

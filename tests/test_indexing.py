@@ -733,6 +733,16 @@ def test_nonzero_edge_cases():
         jnp.nonzero(A([[0.0, 3], [4, 0]]), size=4, fill_value=(-1, -2, 3))
 
 
+def test_nonzero_family_returns_int64_under_x64(x64):
+    # JAX 0.10.2 with x64 returns its default integer type, int64, from all of these.
+    x = A(np.array([[0.5, 0], [2.0, -1.0]], np.complex64))
+    for out in (jnp.nonzero(x)[0], jnp.nonzero(x, size=5, fill_value=-1)[1],
+                jnp.flatnonzero(x), jnp.argwhere(x), jnp.argwhere(to_array(3)),
+                jnp.where(x)[0]):
+        assert out.dtype == np.int64
+    check_same(jnp.argwhere(x), np.argwhere(np.asarray(x)).astype(np.int64))
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.data(), SHAPES.filter(lambda s: len(s) >= 1))
 def test_compress_and_extract_match_numpy(data, shape):

@@ -157,6 +157,45 @@ def test_mulhi_matches_jax(dtype):
         kl.mulhi(1.0, 2.0)
 
 
+# Large real parts, imaginary parts beyond pi (wrapped), -inf where a prefix starts (NaN in JAX,
+# whose fold combines -inf with -inf) and inside one, and NaN.
+CUMLOGSUMEXP_Z = np.array([[0.5 + 0.5j, -1 + 2j, 3 - 4j, 1e3 + 1j, 1 + 4j, -2 - 7j],
+                           [complex(-np.inf, 0), 1, 2j, complex(-np.inf, 0), 3, -1 + 3.1j],
+                           [2 - 3j, complex(np.nan, 0), 1, 80 + 0.5j, -80 - 0.5j, 5j]])
+
+
+def _cumlogsumexp_axis1_reversed(z):
+    return kl.cumlogsumexp(z, axis=1, reverse=True)
+
+
+def _re_cumlogsumexp(z):
+    return knp.real(kl.cumlogsumexp(z, axis=1)).sum()
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_cumlogsumexp_of_complex_matches_jax(dtype):
+    with kiln.enable_x64(dtype == np.complex128), jax.enable_x64(dtype == np.complex128):
+        z = CUMLOGSUMEXP_Z.astype(dtype)
+        rtol = 2e-6 if dtype == np.complex64 else 1e-13
+        for axis in (0, 1):
+            for reverse in (False, True):
+                got = kl.cumlogsumexp(z, axis=axis, reverse=reverse)
+                want = np.asarray(jl.cumlogsumexp(z, axis=axis, reverse=reverse))
+                assert got.dtype == want.dtype
+                np.testing.assert_allclose(np.asarray(got), want, rtol=rtol, atol=rtol)
+        np.testing.assert_allclose(np.asarray(kiln.jit(_cumlogsumexp_axis1_reversed)(z)),
+                                   np.asarray(jl.cumlogsumexp(z, axis=1, reverse=True)),
+                                   rtol=rtol, atol=rtol)
+        # d out_k / d z_j = exp(z_j - out_k) for j <= k: JAX's derivative (differentiating
+        # JAX's associative scan here costs seconds), and kiln's grad of sum(Re out) is its
+        # sum over k (holomorphic, in JAX's convention).
+        finite = z[:1]
+        out = np.asarray(jl.cumlogsumexp(finite.astype(np.complex128), axis=1))[0]
+        want = [np.exp(finite[0, j] - out[j:]).sum() for j in range(finite.shape[1])]
+        np.testing.assert_allclose(np.asarray(kiln.grad(_re_cumlogsumexp)(finite))[0], want,
+                                   rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("bits", [(5, 10), (8, 7), (4, 3), (5, 2), (8, 23), (2, 1), (8, 0)])
 def test_reduce_precision_is_bit_exact(bits):
     r = np.random.RandomState(0)

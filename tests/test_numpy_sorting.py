@@ -95,6 +95,18 @@ def test_sort_argsort(a, data):
     check(jnp.sort_complex(a), ref_sort(a).astype(np.complex64))
 
 
+def test_sort_complex_dtype_is_jaxs_under_x64(x64):
+    # JAX's to_complex_dtype: complex128 only from 64-bit types (JAX 0.10.2 with x64 enabled).
+    for dtype, want in ((np.complex64, np.complex64), (np.float16, np.complex64),
+                        (np.float32, np.complex64), (np.int32, np.complex64),
+                        (np.bool_, np.complex64), (np.int64, np.complex128),
+                        (np.float64, np.complex128), (np.complex128, np.complex128)):
+        a = np.array([2, 0, 1], dtype)
+        got = jnp.sort_complex(a)
+        assert got.dtype == want, dtype
+        np.testing.assert_array_equal(np.asarray(got), np.sort(a).astype(want))
+
+
 def test_sort_recorded_jax():
     x = np.array([3., np.nan, 1., 2., -0., 0., np.nan, 5.], np.float32)
     # -0.0 and 0.0 compare equal (a stable sort keeps their order); NaNs last.

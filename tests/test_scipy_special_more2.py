@@ -186,3 +186,88 @@ def test_gradients():
     # with w'(z) = -2 z w(z) + 2i / sqrt(pi).
     expected = -2 * zs * sps.wofz(zs) + 2j / np.sqrt(np.pi)
     np.testing.assert_allclose(kiln.grad(_wofz_real)(z), expected, rtol=2e-5, atol=1e-6)
+
+
+# ------------------------------------------- complex arguments (and float16 wofz) against JAX
+
+_NAN, _INF = np.nan, np.inf
+# A box around the origin, then the negative real axis approached from both sides (the branch
+# cut of loggamma, with a signed zero), poles and their neighbourhoods, large |z|, NaN and inf.
+ZC = np.concatenate([
+    RNG.uniform(-8, 8, 40) + 1j * RNG.uniform(-8, 8, 40),
+    [-2.5 + 1e-9j, -2.5 - 1e-9j, -3.7 + 0j, complex(-3.7, -0.0), -0.5 + 0j, -1 + 1e-6j,
+     -1 - 1e-6j, 0j, -1 + 0j, -3 + 0j, 1 + 0j, 2 + 0j, 0.5 + 0j, 1e3 + 1e3j, -40.5 + 3j,
+     150 + 0.5j, -150.5 + 1j, 30 + 1j, -30 + 1j, -1 - 30j, -30j, complex(_NAN, 1),
+     complex(1, _NAN), complex(_INF, 0), complex(1, _INF)]])
+
+
+def _match_jax(got, want, rtol, atol):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=rtol, atol=atol)
+    # NaN and inf where JAX has them, part by part.
+    np.testing.assert_array_equal(got[~finite].real, want[~finite].real)
+    np.testing.assert_array_equal(got[~finite].imag, want[~finite].imag)
+
+
+@pytest.mark.parametrize("name", ["gamma", "loggamma", "erfcx"])
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_arguments_match_jax(name, dtype):
+    jax = pytest.importorskip("jax")
+    z = ZC.astype(dtype)
+    with kiln.enable_x64(dtype == np.complex128), jax.enable_x64(dtype == np.complex128):
+        jax_fn = jax.jit(getattr(jax.scipy.special, name))  # JAX's eager calls take seconds
+        want = jax_fn(z)
+        rtol, atol = (2e-5, 1e-6) if dtype == np.complex64 else (1e-12, 1e-14)
+        fn = getattr(special, name)
+        _match_jax(fn(z), want, rtol, atol)
+        _match_jax(kiln.jit(fn)(z), want, rtol, atol)
+        # Batched: loggamma's while_loop then runs until every lane has shifted enough.
+        _match_jax(kiln.vmap(fn)(z.reshape(5, -1)), np.asarray(want).reshape(5, -1), rtol,
+                   atol)
+        # A Python complex is weak in both; neither result is weakly typed.
+        scalar = fn(0.3 - 2j)
+        assert not scalar.weak_type
+        assert complex(scalar) == pytest.approx(
+            complex(jax_fn(0.3 - 2j)), rel=rtol)
+
+
+def _re_gamma(z):
+    return jnp.real(special.gamma(z)).sum()
+
+
+def _re_loggamma(z):
+    return jnp.real(special.loggamma(z)).sum()
+
+
+def _re_erfcx(z):
+    return jnp.real(special.erfcx(z)).sum()
+
+
+def test_complex_derivatives_match_jax():
+    jax = pytest.importorskip("jax")
+    js, jjnp = jax.scipy.special, jax.numpy
+    z = np.array([0.7 + 0.3j, -1.5 + 0.2j, 2 - 3j, -0.3 - 0.1j, -4.2 + 1e-3j, 9 + 5j],
+                 np.complex64)
+    # JAX's convention (kiln's too): grad of Re(g(z)) for holomorphic g is g'(z).
+    for kiln_fn, jax_fn in ((_re_gamma, js.gamma), (_re_erfcx, js.erfcx)):
+        want = jax.jit(jax.grad(lambda v: jjnp.real(jax_fn(v)).sum()))(z)  # noqa: B023
+        np.testing.assert_allclose(kiln.grad(kiln_fn)(z), want, rtol=5e-5, atol=1e-6)
+    # JAX's loggamma shifts with a while_loop, so only forward mode is defined there; kiln
+    # reverses the loop, and agrees with JAX's tangent.
+    want = jax.jit(lambda v: jax.jvp(js.loggamma, (v,), (jjnp.ones_like(v),))[1])(z)
+    np.testing.assert_allclose(kiln.grad(_re_loggamma)(z), want, rtol=5e-5, atol=1e-6)
+    np.testing.assert_allclose(kiln.jit(kiln.grad(_re_loggamma))(z), want, rtol=5e-5,
+                               atol=1e-6)
+
+
+def test_wofz_of_float16_is_complex64_like_jax():
+    jax = pytest.importorskip("jax")
+    x = np.array([-3.0, -0.5, 0.0, 1.0, 2.5, 30.0], np.float16)
+    want = np.asarray(jax.scipy.special.wofz(x))
+    got = np.asarray(special.wofz(x))
+    assert got.dtype == want.dtype == np.complex64
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)
+    np.testing.assert_allclose(np.asarray(kiln.jit(special.wofz)(x)), want, rtol=2e-6,
+                               atol=1e-7)

@@ -528,6 +528,8 @@ def _cumulative(name):
 
     def fn(operand, axis=0, reverse=False):
         x = to_array(operand, f"lax.{name}")
+        if name == "cumlogsumexp" and x.dtype.kind == "c":
+            return _complex_cumlogsumexp(x, _wrap_axis(axis, x.ndim), bool(reverse))
         return bind(prim, x, axis=_wrap_axis(axis, x.ndim), reverse=bool(reverse))
     fn.__name__ = name
     return fn
@@ -535,6 +537,26 @@ def _cumulative(name):
 
 cumsum, cumprod, cummax, cummin, cumlogsumexp = map(
     _cumulative, ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"))
+
+
+def _complex_cumlogsumexp(x, axis, reverse):
+    """cumlogsumexp of complex `x`, decomposed into existing primitives (so every backend runs
+    it and it differentiates). JAX folds `logaddexp`'s complex form (the lexicographic maximum
+    plus log1p(exp) of the difference, the imaginary part wrapped into [-pi, pi)) over each
+    prefix, starting from -inf; here a parallel-prefix `associative_scan` of the same
+    combination, then one more step from -inf so that the first element is wrapped too. As in
+    JAX, whose fold combines -inf with -inf into NaN, an output is NaN + NaN i where its fold
+    starts at a real part of -inf: the first element of the axis (or, reversed, the element
+    itself)."""
+    from ..numpy import logaddexp
+    from ._control_flow import associative_scan
+    scanned = associative_scan(logaddexp, x, reverse=reverse, axis=axis)
+    out = logaddexp(full_like(x, -np.inf), scanned)
+    first = x
+    if not reverse:
+        first = broadcast_in_dim(slice_in_dim(x, 0, 1, axis=axis), x.shape, tuple(range(x.ndim)))
+    starts_at_minus_inf = eq(real(first), full_like(real(first), -np.inf))
+    return select(starts_at_minus_inf, full_like(x, complex(np.nan, np.nan)), out)
 
 
 # ------------------------------------------------------------------------ linear algebra

@@ -12,7 +12,7 @@ import operator
 import numpy as np
 
 from ..array import to_array
-from ._core import check_arraylike
+from ._core import check_arraylike, promote_dtypes_inexact
 from .. import numpy as jnp
 from ..sharding_types import out_sharding_keyword
 
@@ -39,7 +39,7 @@ def bincount(x, weights=None, minlength=0, *, length=None):
             length = max(int(jnp.max(x)) + 1, minlength)   # needs a concrete x
     length = operator.index(length)
     if weights is None:
-        weights = jnp.ones_like(x, dtype=jnp.int32)
+        weights = jnp.ones_like(x, dtype=int)   # the default integer type, as JAX's
     else:
         weights = jnp.asarray(weights)
     return jnp.zeros(length, weights.dtype).at[jnp.clip(x, 0)].add(weights, mode="drop")
@@ -53,7 +53,7 @@ def digitize(x, bins, right=False, *, method=None):
         raise ValueError(f"digitize: bins must be a 1-dimensional array; got bins={bins}")
     if bins.shape[0] == 0:
         return jnp.zeros(x.shape, dtype=jnp.int32)
-    side = "right" if right else "left"
+    side = "left" if right else "right"   # NumPy: bins[i-1] <= x < bins[i] unless right
     kw = {} if method is None else {"method": method}
     return jnp.where(bins[-1] >= bins[0], jnp.searchsorted(bins, x, side=side, **kw),
                      bins.shape[0] - jnp.searchsorted(bins[::-1], x, side=side, **kw))
@@ -119,7 +119,7 @@ def histogramdd(sample, bins=10, range=None, weights=None, density=None):  # noq
         idx.append(i)
     dims = tuple(e.shape[0] + 1 for e in edges)
     flat = jnp.ravel_multi_index(tuple(idx), dims, mode="clip")
-    w = jnp.ones(n, jnp.int32) if weights is None else weights   # integer counts, as JAX's
+    w = jnp.ones(n, int) if weights is None else weights   # default-integer counts, as JAX's
     counts = jnp.zeros(int(np.prod(dims)), w.dtype).at[flat].add(w)
     counts = jnp.reshape(counts, dims)[(slice(1, -1),) * d]
     if density:
@@ -151,9 +151,11 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     x, xp, fp = (to_array(v, "interp") for v in (x, xp, fp))
     if xp.ndim != 1 or fp.ndim != 1 or xp.shape != fp.shape:
         raise ValueError("xp and fp must be one-dimensional arrays of equal size")
-    dtype = jnp.result_type(x, xp, fp, jnp.float32)
-    x, xp, fp = x.astype(dtype), xp.astype(dtype), fp.astype(dtype) \
-        if fp.dtype.kind != "c" else fp
+    # JAX's promotion: x and xp to one inexact type, fp to its own (float16 stays float16).
+    x, xp = promote_dtypes_inexact(x, xp)
+    fp, = promote_dtypes_inexact(fp)
+    if x.dtype.kind == "c":
+        raise ValueError("jnp.interp: complex x values not supported.")
     if period is not None:
         if left is not None or right is not None:
             raise ValueError("interp: left and right must be None if period is specified.")

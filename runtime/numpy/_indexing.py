@@ -742,7 +742,8 @@ def nonzero(a, *, size=None, fill_value=None):
                             "use jnp.nonzero within kiln transformations.")
         size = int(count)
     size = _concrete_index(size, "nonzero: size")
-    out = _nonzero_positions(mask, size)
+    # Computed in int32, returned in the default integer type (int64 under x64), as JAX's.
+    out = tuple(_default_int(o) for o in _nonzero_positions(mask, size))
     if fill_value is None:
         return out
     fills = fill_value if isinstance(fill_value, tuple) else (fill_value,) * arr.ndim
@@ -751,6 +752,11 @@ def nonzero(a, *, size=None, fill_value=None):
                          f"{fill_value}")
     padding = lax.ge(lax.iota(dtypes.int32, size), count)
     return tuple(where(padding, f, o) for f, o in zip(fills, out))
+
+
+def _default_int(x):
+    wide = dtypes.default_int()
+    return x if x.dtype == wide else lax.convert_element_type(x, wide)
 
 
 def _nonzero_positions(mask, size):
@@ -781,7 +787,7 @@ def argwhere(a, *, size=None, fill_value=None):
                    fill_value=fill_value)
     n = cols[0].shape[0]
     if arr.ndim == 0:
-        return _zeros((n, 0), dtypes.int32, False)
+        return _zeros((n, 0), dtypes.default_int(), False)
     return lax.concatenate([lax.reshape(c, (n, 1)) for c in cols], 1)
 
 

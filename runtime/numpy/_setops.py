@@ -78,10 +78,11 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
         result = _shape.moveaxis(_shape.reshape(values, (-1,) + moved.shape[1:]), 0, axis)
     out = [result]
     if return_index:
-        out.append(perm[ind] if n else _creation.zeros(size or 0, np.int32))
+        out.append(perm[ind] if n else _creation.zeros(size or 0, int))
     if return_inverse:
-        inv = _creation.zeros(n, np.int32).at[perm].set(_reductions.cumsum(mask) - 1) \
-            if n else _creation.zeros(0, np.int32)
+        # Indices and counts in the default integer type (int64 under x64), as JAX's.
+        inv = _creation.zeros(n, int).at[perm].set(_reductions.cumsum(mask) - 1) \
+            if n else _creation.zeros(0, int)
         out.append(_shape.reshape(inv, arr.shape) if axis is None else inv)
     if return_counts:
         if n:
@@ -90,7 +91,7 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
             ends = ends.at[1:].set(_indexing.where(ends[1:] > 0, ends[1:], n))
             out.append(_ufuncs.subtract(ends[1:], ends[:-1]))
         else:
-            out.append(_creation.zeros(size or 0, np.int32))
+            out.append(_creation.zeros(size or 0, int))
     return out[0] if len(out) == 1 else tuple(out)
 
 

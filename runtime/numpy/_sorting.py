@@ -96,8 +96,9 @@ def lexsort(keys, axis=-1):
 def sort_complex(a):
     """Sort along the last axis and return a complex array."""
     x = sort(_arr("sort_complex", a))
-    complex_dtype = dtypes.complex128 if x.dtype in (dtypes.float64, dtypes.complex128) \
-        else dtypes.default_complex()
+    # JAX's `to_complex_dtype`: complex128 from 64-bit types, complex64 from all others.
+    wide = x.dtype in (dtypes.float64, dtypes.complex128, dtypes.int64, dtypes.uint64)
+    complex_dtype = dtypes.complex128 if wide else dtypes.complex64
     return lax.convert_element_type(x, complex_dtype)
 
 

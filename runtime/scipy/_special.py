@@ -96,21 +96,86 @@ def gammasgn(x):
 
 
 def gamma(x):
-    """The Gamma function, `gammasgn(x) * exp(gammaln(x))` (real arguments)."""
+    """The Gamma function: `gammasgn(x) * exp(gammaln(x))` for real arguments; for complex
+    ones `exp` of the Lanczos log Gamma below, NaN + NaN j at the poles (as JAX)."""
     x, = promote_args_inexact("gamma", x)
     if dtypes.is_complex(x.dtype):
-        raise ValueError("kiln.scipy.special.gamma does not support complex-valued inputs "
-                         "yet; pass real arguments")
+        return _complex_gamma(x)
     return gammasgn(x) * lax.exp(lax.lgamma(x))
 
 
 def loggamma(x):
-    """The principal branch of log Gamma; NaN for x <= 0 (real arguments)."""
+    """The principal branch of log Gamma: NaN for real x <= 0; for complex arguments the
+    analytic continuation with its one branch cut on the negative real axis (SciPy's)."""
     x, = promote_args_inexact("loggamma", x)
     if dtypes.is_complex(x.dtype):
-        raise ValueError("kiln.scipy.special.loggamma does not support complex-valued inputs "
-                         "yet; pass real arguments")
+        return _complex_loggamma_principal(x)
     return jnp.where(x > 0, lax.lgamma(x), jnp.nan)
+
+
+# Lanczos' approximation with g = 7 and 9 coefficients (GSL's lanczos_7_c, as JAX uses):
+# Gamma(z + 1) ~ sqrt(2 pi) t**(z + 1/2) exp(-t) A(z), t = z + g + 1/2,
+# A(z) = c0 + sum_k c_k / (z + k).
+_LANCZOS_G = 7.0
+_LANCZOS_COEFFS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028,
+                   771.32342877765313, -176.61502916214059, 12.507343278686905,
+                   -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7)
+
+
+def _complex_poles(z):
+    """Where complex `z` is NaN (either part) or a pole of Gamma (0, -1, -2, ...)."""
+    re = lax.real(z)
+    return jnp.isnan(z) | ((lax.imag(z) == 0) & (re == lax.floor(re)) & (re <= 0))
+
+
+def _complex_nan(z):
+    return jnp.full(z.shape, complex(np.nan, np.nan), z.dtype)
+
+
+def _complex_loggamma(z):
+    """log Gamma(z) by Lanczos for Re z >= 1/2 and by reflection,
+    log pi - log sin(pi z) - log Gamma(1 - z), left of it (branches as JAX's)."""
+    reflect = lax.real(z) < 0.5
+    zz = jnp.where(reflect, 1.0 - z, z) - 1.0
+    ag = _typed(_LANCZOS_COEFFS[0], z.dtype)
+    for k, c in enumerate(_LANCZOS_COEFFS[1:], start=1):
+        ag = ag + _typed(c, z.dtype) / (zz + _typed(k, z.dtype))
+    t = zz + _typed(_LANCZOS_G + 0.5, z.dtype)
+    log_lanczos = (_typed(0.5 * np.log(2.0 * np.pi), z.dtype) + (zz + 0.5) * jnp.log(t) - t
+                   + jnp.log(ag))
+    # Outside the reflection branch sin(pi z) may be 0 (z = 1, 2, ...); 1/2 keeps that
+    # unused branch, and so its derivative, finite.
+    z_safe = jnp.where(reflect, z, jnp.full_like(z, 0.5))
+    reflected = (_typed(np.log(np.pi), z.dtype) - jnp.log(jnp.sin(np.pi * z_safe))
+                 - log_lanczos)
+    return jnp.where(reflect, reflected, log_lanczos)
+
+
+def _complex_gamma(z):
+    bad = _complex_poles(z)
+    z_safe = jnp.where(bad, jnp.ones_like(z), z)
+    return jnp.where(bad, _complex_nan(z), jnp.exp(_complex_loggamma(z_safe)))
+
+
+def _complex_loggamma_principal(z):
+    """SciPy's branch of log Gamma: shift z right by n = max(0, ceil(1/2 - Re z)),
+    log Gamma(z) = log Gamma(z + n) - sum_{k<n} log(z + k), so the only cut is the one of
+    log on the negative real axis. The sum runs in a `while_loop` until the largest n."""
+    bad = _complex_poles(z)
+    z_safe = jnp.where(bad, jnp.ones_like(z), z)
+    n = jnp.maximum(0, jnp.ceil(0.5 - lax.real(z_safe)).astype(int))
+
+    def more(state):
+        return jnp.any(state[0] < n)
+
+    def step(state):
+        k, total = state
+        live = k < n
+        zk = jnp.where(live, z_safe + k, jnp.ones_like(z_safe))
+        return k + 1, total + jnp.where(live, jnp.log(zk), jnp.zeros_like(total))
+
+    _, shift = lax.while_loop(more, step, (0, jnp.zeros_like(z_safe)))
+    return jnp.where(bad, _complex_nan(z), _complex_loggamma(z_safe + n) - shift)
 
 
 # ------------------------------------------------------------------------ x log y family

@@ -1,12 +1,14 @@
-"""`kiln.scipy.special`'s integrals of Gaussians and of oscillating functions: wofz, fresnel,
-sici and owens_t. Complex values are carried as (real, imaginary) pairs of real arrays, so the
-same code runs on every backend and differentiates as real arithmetic.
+"""`kiln.scipy.special`'s integrals of Gaussians and of oscillating functions: wofz, erfcx,
+fresnel, sici and owens_t. Complex values are carried as (real, imaginary) pairs of real
+arrays, so the same code runs on every backend and differentiates as real arithmetic.
 
 - wofz: Weideman's rational approximation of the Faddeeva function (SIAM J. Numer. Anal. 31,
   1994) with 40 terms, for Im z >= 0: w(z) = 2 p(Z) / (L - iz)**2 + (1/sqrt(pi)) / (L - iz),
   Z = (L + iz) / (L - iz), where p's coefficients come from a discrete Fourier transform of
   exp(-t**2) (L**2 + t**2) at t = L tan(theta / 2) (computed once, in NumPy, at import).
-  Below the real axis, w(z) = 2 exp(-z**2) - w(-z).
+  Below the real axis, w(z) = 2 exp(-z**2) - w(-z). float16 arguments are computed in float32.
+- erfcx: `exp(x**2) erfc(x)` for real x < 2, Laplace's continued fraction beyond; for complex
+  x, erfcx(x) = w(ix), through wofz (as JAX).
 - fresnel: the power series for |x| <= 1.5; beyond, C + iS = (1 + i)/2 (1 - exp(i pi x**2 / 2)
   w((1 + i) sqrt(pi) x / 2)), through wofz, with x**2 reduced modulo 4 exactly so that the
   phase keeps its accuracy for large x.
@@ -28,7 +30,7 @@ from ..numpy._core import promote_args_inexact
 from ._special import _ndtr, _reject_complex
 from ._special_series import _f
 
-__all__ = ["wofz", "fresnel", "sici", "owens_t"]
+__all__ = ["wofz", "erfcx", "fresnel", "sici", "owens_t"]
 
 _SQRT_PI = math.sqrt(math.pi)
 
@@ -95,18 +97,50 @@ def _wofz_pair(x, y):
     mag = 2 * lax.exp((ye - x) * (ye + x))
     phase = 2 * x * ye
     er, ei = mag * lax.cos(phase), -mag * lax.sin(phase)
+    # JAX doubles exp(-z**2) as a complex product, 2 * (inf + inf i) = NaN + NaN i: where
+    # exp(-z**2) overflows off the imaginary axis, w is NaN + NaN i there too.
+    overflow = (mag == np.inf) & (phase != 0)
+    er = jnp.where(overflow, np.nan, er)
+    ei = jnp.where(overflow, np.nan, ei)
     return jnp.where(below, er - wr, wr), jnp.where(below, ei - wi, wi)
 
 
 def wofz(z):
-    """The Faddeeva function w(z) = exp(-z**2) erfc(-iz), complex-valued."""
+    """The Faddeeva function w(z) = exp(-z**2) erfc(-iz), complex-valued (complex64 for
+    float16 and float32 arguments, as JAX's complex promotion gives) and, as in JAX, never
+    weakly typed."""
     z, = promote_args_inexact("wofz", z)
+    z = lax.convert_element_type(z, np.float32 if z.dtype == np.float16 else z.dtype)
     if jnp.iscomplexobj(z):
         x, y = lax.real(z), lax.imag(z)
     else:
         x, y = z, jnp.zeros_like(z)
     wr, wi = _wofz_pair(x, y)
     return lax.complex(wr, wi)
+
+
+# ---------------------------------------------------------------- erfcx
+
+_ERFCX_SWITCH = 2.0
+
+
+def erfcx(x):
+    """The scaled complementary error function exp(x**2) erfc(x); w(ix) for complex x. As in
+    JAX, the result is never weakly typed."""
+    x, = promote_args_inexact("erfcx", x)
+    x = lax.convert_element_type(x, x.dtype)
+    if jnp.iscomplexobj(x):
+        wr, wi = _wofz_pair(-lax.imag(x), lax.real(x))
+        return lax.complex(wr, wi)
+    big = x >= _ERFCX_SWITCH
+    xd = jnp.where(big, 0, x)
+    direct = lax.exp(xd * xd) * lax.erfc(xd)
+    xb = jnp.where(big, x, 2 * _ERFCX_SWITCH)
+    frac = xb
+    for k in range(60, 0, -1):
+        frac = xb + (k / 2) / frac
+    by_fraction = 1 / (_SQRT_PI * frac)
+    return jnp.where(big, by_fraction, direct)
 
 
 # ---------------------------------------------------------------- Fresnel integrals

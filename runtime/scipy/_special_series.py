@@ -1,5 +1,5 @@
 """`kiln.scipy.special`'s functions computed by series and continued fractions: gammainc,
-gammaincc, betainc, zeta, polygamma, expn, exp1, expi, i0e, i1e, i0, i1, erfcx, dawsn, spence.
+gammaincc, betainc, zeta, polygamma, expn, exp1, expi, i0e, i1e, i0, i1, dawsn, spence.
 
 Each runs a fixed number of terms (a `lax.fori_loop` where many are needed, so that `jit`
 compiles a loop, not an unrolled sum) and picks between its branches with `jnp.where`, feeding
@@ -9,14 +9,14 @@ each branch a harmless argument where the other is chosen, so that derivatives s
   for Q(a, x) otherwise (each function computes its own side, so both tails are accurate).
 - betainc: the continued fraction of I_x(a, b), with the symmetry I_x(a, b) = 1 - I_{1-x}(b, a)
   for x > (a + 1) / (a + b + 2).
+- betainc and zeta (so polygamma too) compute float16 arguments in float32, as XLA does.
 - zeta (Hurwitz): ten direct terms, then Euler-Maclaurin with Bernoulli numbers, as Cephes;
   polygamma(n, x) = (-1)**(n+1) n! zeta(n + 1, x), digamma for n == 0.
 - expn/exp1: the series with digamma(n) for x <= 1, the continued fraction for x > 1;
   expi: the series `gamma + log|x| + sum(x**k / (k k!))` for 0 < x <= 40, the asymptotic
   series beyond, and -exp1(-x) for x < 0.
 - i0e/i1e: the power series for |x| <= 20, Hankel's asymptotic series beyond.
-- erfcx: `exp(x**2) erfc(x)` for x < 2, Laplace's continued fraction beyond;
-  dawsn: `exp(-x**2) sum(x**(2k+1) / (k! (2k+1)))` for |x| <= 5, the asymptotic series beyond.
+- dawsn: `exp(-x**2) sum(x**(2k+1) / (k! (2k+1)))` for |x| <= 5, the asymptotic series beyond.
 - spence(x) = Li2(1 - x): the series `sum(z**k / k**2)` on |z| <= 1/2, reached through
   Euler's reflection (0 <= x < 1/2) and Landen's identity, then the reflection (x > 3/2).
 """
@@ -31,7 +31,7 @@ from ._special import _reject_complex, _typed
 from ._special_closed import EULER_MACLAURIN
 
 __all__ = ["gammainc", "gammaincc", "betainc", "zeta", "polygamma", "expn", "exp1", "expi",
-           "i0e", "i1e", "i0", "i1", "erfcx", "dawsn", "spence"]
+           "i0e", "i1e", "i0", "i1", "dawsn", "spence"]
 
 _TERMS = 300          # loop length of the series and continued fractions below
 _EULER_GAMMA = 0.5772156649015329
@@ -112,6 +112,14 @@ def gammaincc(a, x):
     return _incomplete_gamma("gammaincc", a, x, False)
 
 
+def _in_float32(fn, *args):
+    """`fn(*args)`, computed in float32 and rounded back for float16 arguments (as XLA's
+    kernels for these functions do): float16's range would end the sums early in NaN."""
+    if args[0].dtype != np.float16:
+        return fn(*args)
+    return fn(*(v.astype(np.float32) for v in args)).astype(np.float16)
+
+
 # ---------------------------------------------------------------- incomplete beta
 
 def _beta_fraction(a, b, x):
@@ -141,7 +149,10 @@ def betainc(a, b, x):
     """The regularized incomplete Beta function I_x(a, b)."""
     a, b, x = promote_args_inexact("betainc", a, b, x)
     _reject_complex("betainc", a)
-    a, b, x = _broadcast(a, b, x)
+    return _in_float32(_betainc, *_broadcast(a, b, x))
+
+
+def _betainc(a, b, x):
     inside = (x > 0) & (x < 1)
     flip = x > (a + 1) / (a + b + 2)
     x_in = jnp.where(inside, x, 0.5)
@@ -187,7 +198,10 @@ def zeta(x, q=None):
                                   "compute the Hurwitz Zeta function.")
     x, q = promote_args_inexact("zeta", x, q)
     _reject_complex("zeta", x)
-    x, q = _broadcast(x, q)
+    return _in_float32(_zeta, *_broadcast(x, q))
+
+
+def _zeta(x, q):
     shifted = (x > 1) & (x == lax.floor(x)) & (q < 0) & (q != lax.floor(q))
     steps = jnp.where(shifted, lax.ceil(-q), 0)
     ok = ((x > 1) & (q > 0)) | shifted
@@ -382,25 +396,7 @@ def i1(x):
     return lax.sign(x) * lax.exp(lax.abs(x)) * _bessel_ie(1, x)
 
 
-# ---------------------------------------------------------------- erfcx and Dawson
-
-_ERFCX_SWITCH = 2.0
-
-
-def erfcx(x):
-    """The scaled complementary error function exp(x**2) erfc(x)."""
-    x, = promote_args_inexact("erfcx", x)
-    _reject_complex("erfcx", x)
-    big = x >= _ERFCX_SWITCH
-    xd = jnp.where(big, 0, x)
-    direct = lax.exp(xd * xd) * lax.erfc(xd)
-    xb = jnp.where(big, x, 2 * _ERFCX_SWITCH)
-    frac = xb
-    for k in range(60, 0, -1):
-        frac = xb + (k / 2) / frac
-    by_fraction = 1 / (math.sqrt(math.pi) * frac)
-    return jnp.where(big, by_fraction, direct)
-
+# ---------------------------------------------------------------- Dawson
 
 _DAWSON_SWITCH = 5.0
 

@@ -7,7 +7,10 @@ uses Cephes' piecewise rational approximations, `log_ndtr` an asymptotic series 
 left tail. The series, continued-fraction, quadrature and rational-approximation functions
 (`_special_series`, `_special_integrals`, `_special_hyper`) say their methods in their modules'
 docstrings. Constants are built in the argument's dtype (JAX's `_const`): a weakly typed scalar
-argument keeps its weak type. `logsumexp` is `kiln.nn.logsumexp`.
+argument keeps its weak type. `logsumexp` is `kiln.nn.logsumexp`. `gamma` and `loggamma` of
+complex arguments are JAX's Lanczos approximation with reflection (`loggamma` on SciPy's
+principal branch, shifted right of Re z = 1/2 in a `lax.while_loop`); `erfcx` of a complex
+argument is `wofz(iz)`.
 
 (The names are defined in `_special`, with the helpers they use, which stay out of
 this namespace; `__all__` lists them.)"""
