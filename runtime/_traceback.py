@@ -17,7 +17,7 @@ import os
 import types
 
 from . import compiler as _compiler
-from .compiler.frontend.specialise import WALKED_WRAPPERS
+from .compiler.frontend.walked import WALKED_WRAPPERS
 from .compiler.ir.builder import current
 
 __all__ = ["api_boundary", "filter_traceback", "include_filename", "include_frame",

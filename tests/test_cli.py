@@ -52,8 +52,10 @@ def uses_helper(x):
     return helper.double(x)
 
 def bad_syntax(x):
-    class Local:
-        pass
+    for _ in range(2):
+        x = x + 1
+    else:
+        x = x * 2
     return x
 
 def bad_shapes(x, y):
@@ -316,8 +318,8 @@ def test_unsupported_syntax_exits_1_with_location(capsys, sample):
     code, out, err = show(capsys, f"{sample}:bad_syntax", "f32[3]")
     assert code == 1 and out == ""
     assert err.startswith("kiln show: error: CompileError:")
-    _assert_located(err, sample, SAMPLE.splitlines().index("    class Local:") + 1,
-                    "class Local:")
+    _assert_located(err, sample, SAMPLE.splitlines().index("    for _ in range(2):") + 1,
+                    "for _ in range(2):")
 
 
 def test_shape_error_exits_1_with_location(capsys, sample):

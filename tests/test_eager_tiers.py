@@ -128,7 +128,7 @@ def test_errors_are_the_eager_ones_every_time():
     # the traceback shows the user's frame and the one of kiln's that raised, not the tiers'
     with pytest.raises(ValueError, match="negative dimension") as caught:
         random.normal(key, (2, -3))
-    assert [str(entry.path) for entry in caught.traceback] == [__file__, kiln.wrappers.__file__]
+    assert [str(entry.path) for entry in caught.traceback] == [__file__, kiln._traceback.__file__]
 
 
 def test_int_beyond_int32_stays_eager():

@@ -70,8 +70,10 @@ def test_numpy_functions_on_traced_values_point_to_kiln_numpy():
 
 
 def helper_with_a_compile_error(x):
-    class Inner:   # a construct kiln cannot compile
-        pass
+    for _ in range(2):   # a construct kiln cannot compile (for ... else)
+        x = x + 1
+    else:
+        x = x * 2
     return x
 
 

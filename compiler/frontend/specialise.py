@@ -21,7 +21,6 @@ import sys
 import functools
 import operator
 import types
-import weakref
 
 import gast
 import numpy as np
@@ -31,6 +30,7 @@ from ..ir import builder as _builder
 from .host import HOST
 from .runtime_text import RuntimeText
 from .source import function_ast
+from .walked import WALKED_WRAPPERS
 
 _MISSING = object()
 missing_value = _MISSING   # what Frame.enclosing returns for a name it does not hold
@@ -556,12 +556,6 @@ def _instantiate(cls, args, kwargs):
     if out is not None:
         raise TypeError(f"__init__() should return None, not '{type(out).__name__}'")
     return obj
-
-
-# Wrapper functions the specialiser walks through, to the function each wraps: `_walked`'s,
-# and JAX's `api_boundary` decorator's (kiln._traceback). A table rather than an attribute,
-# since `functools.wraps` copies attributes onto other wrappers of the wrapper.
-WALKED_WRAPPERS = weakref.WeakKeyDictionary()
 
 
 def _walked(value, objects=False):
