@@ -103,6 +103,23 @@ def test_flatten_fun_calls_through_the_tree_and_stores_the_output_tree():
         flat.call_wrapped(*leaves)
 
 
+def test_an_equal_store_takes_a_second_equal_value_only():
+    """`transformation_with_aux2(use_eq_store=True)`, as JAX's: the same auxiliary output
+    written twice is accepted, a different one is JAX's StoreException."""
+    @lu.transformation_with_aux2
+    def with_length(f, store, xs):
+        out = f(xs)
+        store.store(len(xs))
+        return out
+    for use_eq_store, message in ((True, "not-equal value"), (False, "Store occupied")):
+        fun, length = with_length(lu.wrap_init(lambda xs: sum(xs)), use_eq_store=use_eq_store)
+        assert fun.call_wrapped([1, 2]) == 3 and length() == 2
+        if use_eq_store:
+            assert fun.call_wrapped([3, 4]) == 7 and length() == 2
+        with pytest.raises(lu.StoreException, match=message):
+            fun.call_wrapped([1, 2, 3])
+
+
 def test_flatten_fun_under_make_jaxpr_gives_a_jaxpr_layout():
     """What numpyro's provenance interpreter reads: invars without the closed-over values,
     equations with `primitive`, Literal operands, and outvars."""

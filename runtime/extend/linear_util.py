@@ -61,6 +61,24 @@ class Store:
         return self._val
 
 
+class EqualStore(Store):
+    """A Store that also accepts a second write of a value equal to the one it holds (JAX's
+    `use_eq_store=True`: the same function run twice, say by two branches, writes its
+    auxiliary output twice)."""
+    __slots__ = ()
+
+    def store(self, val):
+        if self._val is not Store._EMPTY:
+            try:
+                same = bool(val == self._val)
+            except Exception:   # arrays, or values whose == is not a truth value
+                same = False
+            if not same:
+                raise StoreException("Store occupied with not-equal value")
+            return
+        self._val = val
+
+
 class DebugInfo(NamedTuple):
     """What a transformation knows of the function it was given: `traced_for` (the
     transformation's name), `func_src_info` (`'name at file:line'`), `arg_names` (the paths of
@@ -165,12 +183,9 @@ def transformation2(gen, fun, *gen_static_args):
 def transformation_with_aux2(gen, fun, *gen_static_args, use_eq_store=False,
                              unk_names=False):
     """`(fun with gen around it, thunk)`: `gen(inner, store, *gen_static_args, *args,
-    **kwargs)` writes an auxiliary output to `store`, which `thunk()` returns after a call.
-    (`use_eq_store`, JAX's store that accepts a second equal value, is not supported.)"""
-    if use_eq_store:
-        raise NotImplementedError("kiln.extend.linear_util: use_eq_store=True (a store that "
-                                  "accepts a second, equal value) is not supported")
-    store = Store()
+    **kwargs)` writes an auxiliary output to `store`, which `thunk()` returns after a call
+    (with `use_eq_store`, an `EqualStore`: a second write of an equal value is accepted)."""
+    store = EqualStore() if use_eq_store else Store()
     fun = fun.wrap(gen, gen_static_args, store)
     return (fun.with_unknown_names() if unk_names else fun), (lambda: store.val)
 
